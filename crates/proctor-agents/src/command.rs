@@ -1,0 +1,64 @@
+//! The `command` agent: any program, from an argv template with `{prompt}`, `{workspace}` and
+//! `{model}`; its stdout is the answer.
+
+use crate::{Adapter, AgentError, AgentOutput, Launch, LaunchContext};
+
+/// Runs a command template.
+#[derive(Debug, Clone)]
+pub struct CommandAdapter {
+    template: Vec<String>,
+}
+
+impl CommandAdapter {
+    /// An adapter for this argv template.
+    pub fn new(template: Vec<String>) -> CommandAdapter {
+        CommandAdapter { template }
+    }
+}
+
+/// Fills `{prompt}`, `{workspace}` and `{model}` in one template argument.
+pub fn fill(arg: &str, ctx: &LaunchContext) -> String {
+    arg.replace("{prompt}", &ctx.prompt)
+        .replace("{workspace}", &ctx.workspace.display().to_string())
+        .replace("{model}", ctx.model.as_deref().unwrap_or(""))
+}
+
+impl Adapter for CommandAdapter {
+    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+        Ok(Launch {
+            argv: self.template.iter().map(|a| fill(a, ctx)).collect(),
+            env: vec![("PROCTOR_PROMPT".into(), ctx.prompt.clone())],
+            files: Vec::new(),
+        })
+    }
+
+    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
+        let answer = String::from_utf8_lossy(stdout).trim_end().to_string();
+        let transcript = vec![serde_json::json!({
+            "type": "output",
+            "stdout": answer,
+            "stderr": String::from_utf8_lossy(stderr),
+        })];
+        AgentOutput { answer, transcript }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_every_placeholder() {
+        let ctx = LaunchContext {
+            prompt: "do it".into(),
+            workspace: "/workspace".into(),
+            model: Some("m1".into()),
+            proctor: "/run/proctor/bin/proctor".into(),
+            agent_dir: "/run/proctor/agent".into(),
+        };
+        let a = CommandAdapter::new(vec!["agent".into(), "-p={prompt}".into(), "{workspace}".into(), "--model".into(), "{model}".into()]);
+        let l = a.launch(&ctx).unwrap();
+        assert_eq!(l.argv, ["agent", "-p=do it", "/workspace", "--model", "m1"]);
+        assert_eq!(a.read(b"the answer\n", b"").answer, "the answer");
+    }
+}

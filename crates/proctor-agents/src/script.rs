@@ -1,0 +1,140 @@
+//! The `script` agent: proctor's own scripted agent, for oracles, null agents, tests and dry runs.
+//!
+//! It runs inside the same sandbox a real agent gets, as `proctor __script-agent FILE`: each step
+//! runs with `sh -c` in the workspace (so interface calls go through the same shims), and it
+//! prints its transcript as JSON lines on stdout, ending with the answer.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use proctor_suite::script::{Script, Step};
+use serde::{Deserialize, Serialize};
+
+use crate::{Adapter, AgentError, AgentOutput, Launch, LaunchContext};
+
+/// Bytes of each step's stdout and stderr kept in the transcript.
+const STEP_OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// The script as handed to `proctor __script-agent`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScriptPlan {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// The fixed answer, if any.
+    pub answer: Option<String>,
+    /// The step whose stdout is the answer (1-based), if any.
+    pub answer_from_step: Option<usize>,
+    /// The exit status to end with.
+    pub exit_code: i32,
+    /// The prompt, kept in the transcript for the reader.
+    pub prompt: String,
+}
+
+/// Launches a scripted agent.
+#[derive(Debug, Clone)]
+pub struct ScriptAdapter {
+    script: Script,
+}
+
+impl ScriptAdapter {
+    /// An adapter running this script.
+    pub fn new(script: Script) -> ScriptAdapter {
+        ScriptAdapter { script }
+    }
+}
+
+impl Adapter for ScriptAdapter {
+    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+        let plan = ScriptPlan {
+            steps: self.script.steps.clone(),
+            answer: self.script.answer.clone(),
+            answer_from_step: self.script.answer_from_step.as_ref().map(|s| *s.get_ref()),
+            exit_code: self.script.exit_code,
+            prompt: ctx.prompt.clone(),
+        };
+        let bytes = serde_json::to_vec(&plan).map_err(|e| AgentError::Misconfigured {
+            variant: String::new(),
+            message: e.to_string(),
+        })?;
+        Ok(Launch {
+            argv: vec![
+                ctx.proctor.display().to_string(),
+                "__script-agent".into(),
+                ctx.agent_dir.join("script.json").display().to_string(),
+            ],
+            env: Vec::new(),
+            files: vec![("script.json".into(), bytes)],
+        })
+    }
+
+    fn read(&self, stdout: &[u8], _stderr: &[u8]) -> AgentOutput {
+        let mut out = AgentOutput::default();
+        for line in String::from_utf8_lossy(stdout).lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v["type"] == "answer" {
+                out.answer = v["text"].as_str().unwrap_or_default().to_string();
+            }
+            out.transcript.push(v);
+        }
+        out
+    }
+}
+
+fn clip(bytes: &[u8]) -> String {
+    let end = bytes.len().min(STEP_OUTPUT_LIMIT);
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The body of `proctor __script-agent FILE`: runs the steps, prints the transcript, and returns
+/// the script's exit status.
+pub fn run_main(path: &str) -> i32 {
+    let plan: ScriptPlan = match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("proctor script agent: cannot read {path}: {e}");
+            return 125;
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let emit = |out: &mut dyn Write, v: serde_json::Value| {
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    };
+    emit(&mut out, serde_json::json!({ "type": "prompt", "text": plan.prompt }));
+    let mut outputs = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        let result = Command::new("sh")
+            .arg("-c")
+            .arg(&step.run)
+            .stdin(Stdio::null())
+            .output();
+        let (exit, so, se) = match result {
+            Ok(o) => (o.status.code(), o.stdout, o.stderr),
+            Err(e) => (None, Vec::new(), e.to_string().into_bytes()),
+        };
+        emit(
+            &mut out,
+            serde_json::json!({
+                "type": "step", "step": i + 1, "run": step.run, "exit": exit,
+                "stdout": clip(&so), "stderr": clip(&se),
+            }),
+        );
+        outputs.push(so);
+    }
+    let answer = match (plan.answer_from_step, &plan.answer) {
+        (Some(n), _) => outputs
+            .get(n.saturating_sub(1))
+            .map(|o| String::from_utf8_lossy(o).trim_end().to_string())
+            .unwrap_or_default(),
+        (None, Some(a)) => a.clone(),
+        (None, None) => String::new(),
+    };
+    emit(&mut out, serde_json::json!({ "type": "answer", "text": answer }));
+    plan.exit_code
+}

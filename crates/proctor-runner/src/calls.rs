@@ -1,0 +1,238 @@
+//! The calls log: every call of an allowed interface command, recorded by proctor outside the
+//! sandbox.
+//!
+//! Each shim connects to a Unix socket that this server owns. The server, not the shim, assigns
+//! sequence numbers and timestamps, and only the server writes `calls.jsonl`, which lives in the
+//! store where the agent cannot see it, so the agent can neither edit nor truncate earlier lines.
+//!
+//! Protocol, one JSON object per line: the shim sends [`CallStart`], the server answers
+//! `{"seq": N}`, the shim runs the command and sends [`CallEnd`]. A connection that closes
+//! without an end (the shim was killed with the trial) is recorded with `exit: null`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proctor_score::CallRecord;
+use serde::{Deserialize, Serialize};
+
+/// What a shim sends when a call starts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallStart {
+    /// The command name.
+    pub command: String,
+    /// Full argv.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+}
+
+/// What a shim sends when the call ends.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CallEnd {
+    /// Exit status (128 + signal when killed by one).
+    pub exit: i32,
+    /// Bytes read from stdin.
+    pub stdin_bytes: u64,
+    /// BLAKE3 of stdin.
+    pub stdin_hash: String,
+    /// Bytes written to stdout.
+    pub stdout_bytes: u64,
+    /// First bytes of stdout.
+    pub stdout_head: String,
+    /// Bytes written to stderr.
+    pub stderr_bytes: u64,
+    /// First bytes of stderr.
+    pub stderr_head: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SeqReply {
+    seq: u64,
+}
+
+/// A running calls-log server for one trial.
+pub struct CallsLog {
+    socket: PathBuf,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+    workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+struct Shared {
+    out: Mutex<std::fs::File>,
+    next_seq: AtomicU64,
+    t0: Instant,
+}
+
+impl CallsLog {
+    /// Listens on `socket` and appends records to `log`. `t0` is the trial's start.
+    pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
+        let _ = std::fs::remove_file(socket);
+        let listener = UnixListener::bind(socket)?;
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        let shared = Arc::new(Shared {
+            out: Mutex::new(out),
+            next_seq: AtomicU64::new(1),
+            t0,
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let stop = stop.clone();
+            let workers = workers.clone();
+            std::thread::Builder::new()
+                .name("calls-log".into())
+                .spawn(move || {
+                    for conn in listener.incoming() {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let Ok(conn) = conn else { continue };
+                        let shared = shared.clone();
+                        if let Ok(h) = std::thread::Builder::new()
+                            .name("calls-conn".into())
+                            .spawn(move || serve(conn, &shared))
+                        {
+                            if let Ok(mut w) = workers.lock() {
+                                w.push(h);
+                            }
+                        }
+                    }
+                })?
+        };
+        Ok(CallsLog {
+            socket: socket.to_path_buf(),
+            stop,
+            accept: Some(accept),
+            workers,
+        })
+    }
+
+    /// The socket shims connect to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops accepting and waits for open calls to be recorded. Call after every process of the
+    /// trial is dead, so every connection has closed.
+    pub fn finish(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = UnixStream::connect(&self.socket);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+        let handles: Vec<_> = self
+            .workers
+            .lock()
+            .map(|mut w| w.drain(..).collect())
+            .unwrap_or_default();
+        for h in handles {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+impl Drop for CallsLog {
+    fn drop(&mut self) {
+        if self.accept.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+fn serve(conn: UnixStream, shared: &Shared) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(24 * 3600)));
+    let Ok(write_half) = conn.try_clone() else { return };
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let Ok(start) = serde_json::from_str::<CallStart>(&line) else {
+        return;
+    };
+    let start_at = shared.t0.elapsed().as_secs_f64();
+    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+    let mut w = write_half;
+    let reply = serde_json::to_string(&SeqReply { seq }).unwrap_or_default();
+    let _ = writeln!(w, "{reply}");
+    line.clear();
+    let end = match reader.read_line(&mut line) {
+        Ok(n) if n > 0 => serde_json::from_str::<CallEnd>(&line).ok(),
+        _ => None,
+    };
+    let end_at = shared.t0.elapsed().as_secs_f64();
+    let record = match end {
+        Some(e) => CallRecord {
+            seq,
+            command: start.command,
+            argv: start.argv,
+            cwd: start.cwd,
+            stdin_bytes: e.stdin_bytes,
+            stdin_hash: e.stdin_hash,
+            exit: Some(e.exit),
+            denied: None,
+            stdout_bytes: e.stdout_bytes,
+            stdout_head: e.stdout_head,
+            stderr_bytes: e.stderr_bytes,
+            stderr_head: e.stderr_head,
+            start: start_at,
+            end: Some(end_at),
+        },
+        None => CallRecord {
+            seq,
+            command: start.command,
+            argv: start.argv,
+            cwd: start.cwd,
+            stdin_bytes: 0,
+            stdin_hash: String::new(),
+            exit: None,
+            denied: None,
+            stdout_bytes: 0,
+            stdout_head: String::new(),
+            stderr_bytes: 0,
+            stderr_head: String::new(),
+            start: start_at,
+            end: None,
+        },
+    };
+    if let Ok(text) = serde_json::to_string(&record) {
+        if let Ok(mut out) = shared.out.lock() {
+            let _ = writeln!(out, "{text}");
+        }
+    }
+}
+
+/// Reads a calls log, sorted by sequence number; malformed lines are skipped and counted.
+pub fn read_log(path: &Path) -> std::io::Result<(Vec<CallRecord>, usize)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let mut bad = 0;
+    let mut calls: Vec<CallRecord> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| match serde_json::from_str(l) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                bad += 1;
+                None
+            }
+        })
+        .collect();
+    calls.sort_by_key(|c| c.seq);
+    Ok((calls, bad))
+}

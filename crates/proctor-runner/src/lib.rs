@@ -1,0 +1,14 @@
+//! proctor's engine: executes a plan's trials in sandboxes, captures each end state into the
+//! store, and scores it. It knows stages, not agents: launching goes through `proctor-agents`,
+//! isolation through `proctor-sandbox`, evidence into `proctor-store`.
+
+pub mod allow;
+pub mod calls;
+pub mod engine;
+pub mod layers;
+pub mod record;
+pub mod shim;
+pub mod trial;
+
+pub use engine::{decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice};
+pub use record::TrialRecord;

@@ -1,0 +1,176 @@
+//! The shim: what an agent actually runs when it calls an allowed interface command.
+//!
+//! `proctor __shim NAME REAL [ARGS...]` reports the call's start to the calls log, runs the real
+//! command with the same arguments while copying its stdin, stdout and stderr through (counting
+//! bytes, hashing stdin, keeping a bounded head of each output), then reports the end and exits
+//! with the command's status.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use crate::calls::{CallEnd, CallStart};
+
+/// Bytes of stdout and stderr kept in each call record.
+pub const HEAD_BYTES: usize = 2048;
+
+/// The environment variable naming the calls-log socket.
+pub const SOCKET_ENV: &str = "PROCTOR_CALLS_SOCKET";
+
+#[derive(Default)]
+struct Tap {
+    bytes: u64,
+    head: Vec<u8>,
+    hasher: Option<blake3::Hasher>,
+}
+
+impl Tap {
+    fn hashing() -> Tap {
+        Tap {
+            hasher: Some(blake3::Hasher::new()),
+            ..Tap::default()
+        }
+    }
+
+    fn take(&mut self, chunk: &[u8]) {
+        self.bytes += chunk.len() as u64;
+        let room = HEAD_BYTES.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(chunk);
+        }
+    }
+}
+
+fn pump(mut from: impl Read, mut to: impl Write, tap: Arc<Mutex<Tap>>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Ok(mut t) = tap.lock() {
+                    t.take(&buf[..n]);
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                let _ = to.flush();
+            }
+        }
+    }
+}
+
+/// Runs the shim; returns the exit status to exit with.
+pub fn main(args: &[String]) -> i32 {
+    let (Some(name), Some(real)) = (args.first(), args.get(1)) else {
+        eprintln!("proctor shim: usage: proctor __shim NAME REAL [ARGS...]");
+        return 125;
+    };
+    let rest = &args[2..];
+    let socket = std::env::var(SOCKET_ENV).unwrap_or_else(|_| "/run/proctor/calls.sock".into());
+    let conn = match UnixStream::connect(&socket) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run");
+            return 125;
+        }
+    };
+    let mut argv = vec![name.clone()];
+    argv.extend(rest.iter().cloned());
+    let start = CallStart {
+        command: name.clone(),
+        argv,
+        cwd: std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    let mut writer = match conn.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("proctor shim: {e}");
+            return 125;
+        }
+    };
+    let sent = serde_json::to_string(&start)
+        .map_err(std::io::Error::other)
+        .and_then(|s| writeln!(writer, "{s}"));
+    let mut reply = String::new();
+    if sent.is_err() || BufReader::new(&conn).read_line(&mut reply).unwrap_or(0) == 0 {
+        eprintln!("proctor shim: the calls log did not answer; `{name}` was not run");
+        return 125;
+    }
+
+    let child = Command::new(real)
+        .arg0(name)
+        .args(rest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{name}: cannot run {real}: {e}");
+            let end = CallEnd {
+                exit: 127,
+                stderr_head: format!("cannot run: {e}"),
+                ..CallEnd::default()
+            };
+            let _ = serde_json::to_string(&end).map(|s| writeln!(writer, "{s}"));
+            return 127;
+        }
+    };
+    let stdin_tap = Arc::new(Mutex::new(Tap::hashing()));
+    let out_tap = Arc::new(Mutex::new(Tap::default()));
+    let err_tap = Arc::new(Mutex::new(Tap::default()));
+    if let Some(child_in) = child.stdin.take() {
+        let tap = stdin_tap.clone();
+        // Not joined: an agent may keep our stdin open forever.
+        let _ = std::thread::Builder::new().spawn(move || pump(std::io::stdin(), child_in, tap));
+    }
+    let out_thread = child.stdout.take().map(|o| {
+        let tap = out_tap.clone();
+        std::thread::spawn(move || pump(o, std::io::stdout(), tap))
+    });
+    let err_thread = child.stderr.take().map(|e| {
+        let tap = err_tap.clone();
+        std::thread::spawn(move || pump(e, std::io::stderr(), tap))
+    });
+    let status = child.wait();
+    for t in [out_thread, err_thread].into_iter().flatten() {
+        let _ = t.join();
+    }
+    let exit = match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 125,
+    };
+    let snapshot = |tap: &Arc<Mutex<Tap>>| -> (u64, String, String) {
+        match tap.lock() {
+            Ok(t) => (
+                t.bytes,
+                String::from_utf8_lossy(&t.head).into_owned(),
+                t.hasher
+                    .as_ref()
+                    .map(|h| h.clone().finalize().to_hex().to_string())
+                    .unwrap_or_default(),
+            ),
+            Err(_) => (0, String::new(), String::new()),
+        }
+    };
+    let (stdin_bytes, _, stdin_hash) = snapshot(&stdin_tap);
+    let (stdout_bytes, stdout_head, _) = snapshot(&out_tap);
+    let (stderr_bytes, stderr_head, _) = snapshot(&err_tap);
+    let end = CallEnd {
+        exit,
+        stdin_bytes,
+        stdin_hash,
+        stdout_bytes,
+        stdout_head,
+        stderr_bytes,
+        stderr_head,
+    };
+    let _ = serde_json::to_string(&end).map(|s| writeln!(writer, "{s}"));
+    exit
+}

@@ -1,0 +1,774 @@
+//! The end state of a workspace: what the agent added, changed, re-moded or deleted.
+//!
+//! - Overlay mode: [`overlay_changes`] reads only the upper layer (O(changed files)), comparing
+//!   each entry with the same path in the lower layers. It walks a lower directory only where the
+//!   agent deleted it (to list what was deleted) or made it opaque.
+//! - Copy mode: [`Manifest::build`] records the starting copy, [`manifest_changes`] compares the
+//!   end state with it.
+//!
+//! Both take the "laid-in" files: files the caller copied into the workspace before the agent
+//! started (a variant's `SKILL.md`). Their baseline is the laid-in content, so laying them in is
+//! not a change, but an agent that edits or deletes one did change something.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::{CStr, OsString};
+use std::fs::{self, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys;
+
+/// What kind of file system entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Did not exist at the start.
+    Added,
+    /// Content changed: a file's bytes, a symlink's target, or the entry's kind.
+    Modified,
+    /// Same content, different permission bits.
+    ModeChanged,
+    /// Existed at the start, gone at the end.
+    Deleted,
+}
+
+/// One change in the workspace, relative to its start.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Change {
+    /// Path relative to the workspace root.
+    pub path: PathBuf,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The entry's kind at the end (at the start, for a deletion).
+    pub entry: EntryKind,
+    /// Permission bits at the start (`None` when added).
+    pub mode_before: Option<u32>,
+    /// Permission bits at the end (`None` when deleted).
+    pub mode_after: Option<u32>,
+}
+
+/// A file the caller laid into the workspace before the agent started, with the BLAKE3 hash
+/// (hex) of the content it laid in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaidIn {
+    /// Path relative to the workspace root.
+    pub path: PathBuf,
+    /// BLAKE3 of the laid-in content, lowercase hex.
+    pub blake3: String,
+}
+
+/// Why a diff could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// Reading a file or directory failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path being read.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A laid-in path is absolute or escapes the workspace.
+    #[error("laid-in path {0} must be relative and stay inside the workspace")]
+    BadLaidIn(PathBuf),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {
+    move |source| DiffError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// BLAKE3 of a file's content, lowercase hex.
+pub fn hash_file(path: &Path) -> Result<String, DiffError> {
+    let mut h = blake3::Hasher::new();
+    let mut f = fs::File::open(path).map_err(io_err(path))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf).map_err(io_err(path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().to_hex().to_string())
+}
+
+fn kind_of(m: &Metadata) -> EntryKind {
+    let ft = m.file_type();
+    if ft.is_file() {
+        EntryKind::File
+    } else if ft.is_dir() {
+        EntryKind::Dir
+    } else if ft.is_symlink() {
+        EntryKind::Symlink
+    } else {
+        EntryKind::Other
+    }
+}
+
+fn mode_of(m: &Metadata) -> u32 {
+    m.mode() & 0o7777
+}
+
+fn is_whiteout(m: &Metadata) -> bool {
+    m.file_type().is_char_device() && m.rdev() == 0
+}
+
+fn xattr_is(path: &Path, name: &CStr, value: &[u8]) -> bool {
+    matches!(sys::lgetxattr(path, name), Ok(Some(v)) if v == value)
+}
+
+/// An opaque directory (`overlay.opaque = "y"`, user or trusted namespace).
+fn is_opaque(path: &Path) -> bool {
+    xattr_is(path, c"user.overlay.opaque", b"y") || xattr_is(path, c"trusted.overlay.opaque", b"y")
+}
+
+/// A metacopy upper file: only metadata was copied up; the data is still the lower's.
+fn is_metacopy(path: &Path) -> bool {
+    matches!(sys::lgetxattr(path, c"user.overlay.metacopy"), Ok(Some(_)))
+        || matches!(sys::lgetxattr(path, c"trusted.overlay.metacopy"), Ok(Some(_)))
+}
+
+fn lstat(path: &Path) -> Result<Option<Metadata>, DiffError> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+            Ok(None)
+        }
+        Err(e) => Err(DiffError::Io {
+            path: path.to_owned(),
+            source: e,
+        }),
+    }
+}
+
+/// Byte-for-byte equality of two files of the same size.
+fn same_content(a: &Path, b: &Path) -> Result<bool, DiffError> {
+    let mut fa = fs::File::open(a).map_err(io_err(a))?;
+    let mut fb = fs::File::open(b).map_err(io_err(b))?;
+    let mut ba = vec![0u8; 64 * 1024];
+    let mut bb = vec![0u8; 64 * 1024];
+    loop {
+        let na = read_full(&mut fa, &mut ba).map_err(io_err(a))?;
+        let nb = read_full(&mut fb, &mut bb).map_err(io_err(b))?;
+        if na != nb || ba[..na] != bb[..nb] {
+            return Ok(false);
+        }
+        if na == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(f: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Laid-in files by path, and the directories that hold them (which may have been created only
+/// to hold them, so their appearance is not a change either).
+struct Laid {
+    files: HashMap<PathBuf, String>,
+    dirs: HashSet<PathBuf>,
+}
+
+impl Laid {
+    fn new(laid_in: &[LaidIn]) -> Result<Laid, DiffError> {
+        let mut files = HashMap::new();
+        let mut dirs = HashSet::new();
+        for l in laid_in {
+            let ok = !l.path.as_os_str().is_empty()
+                && l
+                    .path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !ok {
+                return Err(DiffError::BadLaidIn(l.path.clone()));
+            }
+            files.insert(l.path.clone(), l.blake3.to_ascii_lowercase());
+            let mut p = l.path.parent();
+            while let Some(d) = p {
+                if d.as_os_str().is_empty() {
+                    break;
+                }
+                dirs.insert(d.to_owned());
+                p = d.parent();
+            }
+        }
+        Ok(Laid { files, dirs })
+    }
+
+    /// The change (if any) for laid-in path `rel`, whose end-state entry is `end` at `full`.
+    fn compare(
+        &self,
+        rel: &Path,
+        hash: &str,
+        full: &Path,
+        end: Option<&Metadata>,
+    ) -> Result<Option<Change>, DiffError> {
+        let Some(m) = end else {
+            return Ok(Some(Change {
+                path: rel.to_owned(),
+                kind: ChangeKind::Deleted,
+                entry: EntryKind::File,
+                mode_before: None,
+                mode_after: None,
+            }));
+        };
+        if m.is_file() && hash_file(full)? == hash {
+            return Ok(None);
+        }
+        Ok(Some(Change {
+            path: rel.to_owned(),
+            kind: ChangeKind::Modified,
+            entry: kind_of(m),
+            mode_before: None,
+            mode_after: Some(mode_of(m)),
+        }))
+    }
+}
+
+fn finish(mut out: Vec<Change>) -> Vec<Change> {
+    out.sort_by(|a, b| a.path.cmp(&b.path).then(a.kind.cmp(&b.kind)));
+    out.dedup_by(|a, b| a.path == b.path);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overlay mode
+// ---------------------------------------------------------------------------------------------
+
+/// The changes an agent made through an overlay, read from its `upper` layer and compared with
+/// the `lowers` (top first). Reads O(changed entries); a lower directory is listed only where it
+/// was deleted or made opaque.
+///
+/// Whiteouts (character device 0:0) are deletions; an opaque directory (`overlay.opaque = "y"`
+/// in the `user.` or `trusted.` xattr namespace) deleted everything of the lower directory it
+/// does not itself contain. A file copied up but left with the same bytes and mode is no change.
+/// Directories are reported when added, deleted or re-moded, never merely for holding changes.
+pub fn overlay_changes(
+    upper: &Path,
+    lowers: &[PathBuf],
+    laid_in: &[LaidIn],
+) -> Result<Vec<Change>, DiffError> {
+    let laid = Laid::new(laid_in)?;
+    let ov = Overlay { upper, lowers };
+    let mut out = Vec::new();
+    ov.walk_upper(Path::new(""), &laid, &mut out)?;
+    // Laid-in files with no upper entry: deleted (no lower had them, so no whiteout was needed),
+    // or hidden by a whiteout/opaque directory above them.
+    for (rel, hash) in &laid.files {
+        if lstat(&upper.join(rel))?.is_some() {
+            continue; // compared during the walk
+        }
+        let end = ov.merged_lower(rel)?;
+        let full = end.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+        if let Some(c) = laid.compare(rel, hash, &full, end.as_ref().map(|(_, m)| m))? {
+            out.push(c);
+        }
+    }
+    Ok(finish(out))
+}
+
+struct Overlay<'a> {
+    upper: &'a Path,
+    lowers: &'a [PathBuf],
+}
+
+impl Overlay<'_> {
+    /// The entry at `rel` in the merged lower layers (ignoring the upper), if any.
+    fn lower(&self, rel: &Path) -> Result<Option<(PathBuf, Metadata)>, DiffError> {
+        for (i, layer) in self.lowers.iter().enumerate() {
+            let full = layer.join(rel);
+            match lstat(&full)? {
+                Some(m) if is_whiteout(&m) => return Ok(None),
+                Some(m) => return Ok(Some((full, m))),
+                None => {
+                    if i + 1 < self.lowers.len() && blocks_below(layer, rel)? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The entry visible at `rel` in the end state when the upper holds nothing at `rel` itself:
+    /// the lower one unless an upper ancestor is a whiteout, a non-directory or opaque.
+    fn merged_lower(&self, rel: &Path) -> Result<Option<(PathBuf, Metadata)>, DiffError> {
+        if blocks_below(self.upper, rel)? {
+            return Ok(None);
+        }
+        self.lower(rel)
+    }
+
+    /// The merged listing of lower directory `rel`.
+    fn lower_children(&self, rel: &Path) -> Result<BTreeMap<OsString, (PathBuf, Metadata)>, DiffError> {
+        let mut seen: BTreeMap<OsString, (PathBuf, Metadata)> = BTreeMap::new();
+        let mut hidden: HashSet<OsString> = HashSet::new();
+        for (i, layer) in self.lowers.iter().enumerate() {
+            let dir = layer.join(rel);
+            match lstat(&dir)? {
+                Some(m) if m.is_dir() => {}
+                Some(_) => break,
+                None => {
+                    if i + 1 < self.lowers.len() && blocks_below(layer, rel)? {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+                let entry = entry.map_err(io_err(&dir))?;
+                let name = entry.file_name();
+                if seen.contains_key(&name) || hidden.contains(&name) {
+                    continue;
+                }
+                let full = entry.path();
+                let Some(m) = lstat(&full)? else { continue };
+                if is_whiteout(&m) {
+                    hidden.insert(name);
+                } else {
+                    seen.insert(name, (full, m));
+                }
+            }
+            if is_opaque(&dir) {
+                break;
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Reports `rel` (and, for a directory, everything below it) as deleted.
+    fn deleted(&self, rel: &Path, m: &Metadata, out: &mut Vec<Change>) -> Result<(), DiffError> {
+        out.push(Change {
+            path: rel.to_owned(),
+            kind: ChangeKind::Deleted,
+            entry: kind_of(m),
+            mode_before: Some(mode_of(m)),
+            mode_after: None,
+        });
+        if m.is_dir() {
+            for (name, (_, cm)) in self.lower_children(rel)? {
+                self.deleted(&rel.join(name), &cm, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn walk_upper(&self, rel: &Path, laid: &Laid, out: &mut Vec<Change>) -> Result<(), DiffError> {
+        let dir = self.upper.join(rel);
+        let mut names: Vec<OsString> = fs::read_dir(&dir)
+            .map_err(io_err(&dir))?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()
+            .map_err(io_err(&dir))?;
+        names.sort();
+        for name in names {
+            let crel = rel.join(&name);
+            let full = self.upper.join(&crel);
+            let Some(m) = lstat(&full)? else { continue };
+            if is_whiteout(&m) {
+                if laid.files.contains_key(&crel) {
+                    out.push(Change {
+                        path: crel.clone(),
+                        kind: ChangeKind::Deleted,
+                        entry: EntryKind::File,
+                        mode_before: None,
+                        mode_after: None,
+                    });
+                }
+                if let Some((_, lm)) = self.lower(&crel)? {
+                    self.deleted(&crel, &lm, out)?;
+                }
+                continue;
+            }
+            if let Some(hash) = laid.files.get(&crel) {
+                if let Some(c) = laid.compare(&crel, hash, &full, Some(&m))? {
+                    out.push(c);
+                }
+                if m.is_dir() {
+                    self.walk_upper(&crel, laid, out)?;
+                }
+                continue;
+            }
+            let lower = self.lower(&crel)?;
+            let kind = kind_of(&m);
+            let mode = mode_of(&m);
+            let change = |k: ChangeKind, before: Option<u32>| Change {
+                path: crel.clone(),
+                kind: k,
+                entry: kind,
+                mode_before: before,
+                mode_after: Some(mode),
+            };
+            match &lower {
+                None => {
+                    if !(kind == EntryKind::Dir && laid.dirs.contains(&crel)) {
+                        out.push(change(ChangeKind::Added, None));
+                    }
+                }
+                Some((lpath, lm)) => {
+                    let lmode = mode_of(lm);
+                    if kind_of(lm) != kind {
+                        out.push(change(ChangeKind::Modified, Some(lmode)));
+                        if lm.is_dir() {
+                            // Everything below the replaced directory is gone.
+                            for (cname, (_, cm)) in self.lower_children(&crel)? {
+                                self.deleted(&crel.join(cname), &cm, out)?;
+                            }
+                        }
+                    } else {
+                        let content_same = match kind {
+                            EntryKind::File => {
+                                is_metacopy(&full)
+                                    || (m.len() == lm.len() && same_content(&full, lpath)?)
+                            }
+                            EntryKind::Symlink => {
+                                fs::read_link(&full).map_err(io_err(&full))?
+                                    == fs::read_link(lpath).map_err(io_err(lpath))?
+                            }
+                            EntryKind::Dir => true,
+                            EntryKind::Other => m.rdev() == lm.rdev(),
+                        };
+                        if !content_same {
+                            out.push(change(ChangeKind::Modified, Some(lmode)));
+                        } else if kind != EntryKind::Symlink && mode != lmode {
+                            out.push(change(ChangeKind::ModeChanged, Some(lmode)));
+                        }
+                        if kind == EntryKind::Dir && is_opaque(&full) {
+                            // The agent removed the directory and made a new one: whatever of the
+                            // lower directory the upper does not hold is deleted.
+                            for (cname, (_, cm)) in self.lower_children(&crel)? {
+                                let c = crel.join(&cname);
+                                if lstat(&self.upper.join(&c))?.is_none() {
+                                    self.deleted(&c, &cm, out)?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if m.is_dir() {
+                self.walk_upper(&crel, laid, out)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether something in `layer` above `rel` (a whiteout, a non-directory, an opaque directory)
+/// hides `rel` in the layers below.
+fn blocks_below(layer: &Path, rel: &Path) -> Result<bool, DiffError> {
+    let mut cur = layer.to_path_buf();
+    let comps: Vec<_> = rel.components().collect();
+    for c in comps.iter().take(comps.len().saturating_sub(1)) {
+        cur.push(c);
+        match lstat(&cur)? {
+            None => return Ok(false),
+            Some(m) if is_whiteout(&m) || !m.is_dir() => return Ok(true),
+            Some(_) => {
+                if is_opaque(&cur) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copy mode
+// ---------------------------------------------------------------------------------------------
+
+/// One entry of a [`Manifest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// File, directory, symlink or other.
+    pub kind: EntryKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Size in bytes (files).
+    pub size: u64,
+    /// BLAKE3 of the content, lowercase hex (files only).
+    pub blake3: Option<String>,
+    /// The link target (symlinks only).
+    pub target: Option<PathBuf>,
+}
+
+/// The state of a directory tree: path (relative) → mode, size, content hash. Built on the copy
+/// before the agent starts, compared with the end state by [`manifest_changes`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Every entry below the root (the root itself excluded).
+    pub entries: BTreeMap<PathBuf, ManifestEntry>,
+}
+
+fn manifest_entry(full: &Path, m: &Metadata) -> Result<ManifestEntry, DiffError> {
+    let kind = kind_of(m);
+    Ok(ManifestEntry {
+        kind,
+        mode: mode_of(m),
+        size: if kind == EntryKind::File { m.len() } else { 0 },
+        blake3: if kind == EntryKind::File {
+            Some(hash_file(full)?)
+        } else {
+            None
+        },
+        target: if kind == EntryKind::Symlink {
+            Some(fs::read_link(full).map_err(io_err(full))?)
+        } else {
+            None
+        },
+    })
+}
+
+fn walk(dir: &Path) -> impl Iterator<Item = Result<(PathBuf, PathBuf, Metadata), DiffError>> + '_ {
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .map(move |e| {
+            let e = e.map_err(|e| {
+                let path = e.path().unwrap_or(dir).to_owned();
+                DiffError::Io {
+                    path,
+                    source: e.into(),
+                }
+            })?;
+            let full = e.path().to_owned();
+            let rel = full.strip_prefix(dir).unwrap_or(&full).to_owned();
+            let m = fs::symlink_metadata(&full).map_err(io_err(&full))?;
+            Ok((rel, full, m))
+        })
+}
+
+impl Manifest {
+    /// Records every entry below `dir`, hashing every regular file.
+    pub fn build(dir: &Path) -> Result<Manifest, DiffError> {
+        let mut entries = BTreeMap::new();
+        for item in walk(dir) {
+            let (rel, full, m) = item?;
+            entries.insert(rel, manifest_entry(&full, &m)?);
+        }
+        Ok(Manifest { entries })
+    }
+}
+
+/// The changes in `dir` since `manifest` was built (copy mode). Reads the whole tree and hashes
+/// every file whose size did not change.
+pub fn manifest_changes(
+    manifest: &Manifest,
+    dir: &Path,
+    laid_in: &[LaidIn],
+) -> Result<Vec<Change>, DiffError> {
+    let laid = Laid::new(laid_in)?;
+    let mut out = Vec::new();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    for item in walk(dir) {
+        let (rel, full, m) = item?;
+        seen.insert(rel.clone());
+        if let Some(hash) = laid.files.get(&rel) {
+            if let Some(c) = laid.compare(&rel, hash, &full, Some(&m))? {
+                out.push(c);
+            }
+            continue;
+        }
+        let kind = kind_of(&m);
+        let mode = mode_of(&m);
+        let change = |k: ChangeKind, before: Option<u32>| Change {
+            path: rel.clone(),
+            kind: k,
+            entry: kind,
+            mode_before: before,
+            mode_after: Some(mode),
+        };
+        match manifest.entries.get(&rel) {
+            None => {
+                if !(kind == EntryKind::Dir && laid.dirs.contains(&rel)) {
+                    out.push(change(ChangeKind::Added, None));
+                }
+            }
+            Some(b) if b.kind != kind => out.push(change(ChangeKind::Modified, Some(b.mode))),
+            Some(b) => {
+                let content_same = match kind {
+                    EntryKind::File => {
+                        b.size == m.len() && b.blake3.as_deref() == Some(hash_file(&full)?.as_str())
+                    }
+                    EntryKind::Symlink => {
+                        b.target.as_deref() == Some(fs::read_link(&full).map_err(io_err(&full))?.as_path())
+                    }
+                    EntryKind::Dir | EntryKind::Other => true,
+                };
+                if !content_same {
+                    out.push(change(ChangeKind::Modified, Some(b.mode)));
+                } else if kind != EntryKind::Symlink && b.mode != mode {
+                    out.push(change(ChangeKind::ModeChanged, Some(b.mode)));
+                }
+            }
+        }
+    }
+    for (rel, b) in &manifest.entries {
+        if !seen.contains(rel) && !laid.files.contains_key(rel) {
+            out.push(Change {
+                path: rel.clone(),
+                kind: ChangeKind::Deleted,
+                entry: b.kind,
+                mode_before: Some(b.mode),
+                mode_after: None,
+            });
+        }
+    }
+    for (rel, hash) in &laid.files {
+        if !seen.contains(rel) {
+            if let Some(c) = laid.compare(rel, hash, Path::new(""), None)? {
+                out.push(c);
+            }
+        }
+    }
+    Ok(finish(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write(p: &Path, s: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, s).unwrap();
+    }
+
+    fn summary(c: &[Change]) -> Vec<(String, ChangeKind)> {
+        c.iter()
+            .map(|c| (c.path.to_string_lossy().into_owned(), c.kind))
+            .collect()
+    }
+
+    #[test]
+    fn manifest_sees_add_change_chmod_delete_and_laid_in() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        write(&d.join("a.txt"), "a");
+        write(&d.join("b.txt"), "b");
+        write(&d.join("c.txt"), "c");
+        write(&d.join("sub/d.txt"), "d");
+        std::os::unix::fs::symlink("a.txt", d.join("link")).unwrap();
+        let m = Manifest::build(d).unwrap();
+        // Laid in after the manifest: not the agent's change.
+        write(&d.join("agents/SKILL.md"), "skill");
+        write(&d.join("NOTES.md"), "notes");
+        let laid = [
+            LaidIn {
+                path: "agents/SKILL.md".into(),
+                blake3: hash_file(&d.join("agents/SKILL.md")).unwrap(),
+            },
+            LaidIn {
+                path: "NOTES.md".into(),
+                blake3: hash_file(&d.join("NOTES.md")).unwrap(),
+            },
+        ];
+        assert!(manifest_changes(&m, d, &laid).unwrap().is_empty());
+
+        write(&d.join("a.txt"), "A");
+        fs::set_permissions(d.join("b.txt"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::remove_file(d.join("c.txt")).unwrap();
+        fs::remove_dir_all(d.join("sub")).unwrap();
+        write(&d.join("new.txt"), "n");
+        fs::remove_file(d.join("link")).unwrap();
+        std::os::unix::fs::symlink("b.txt", d.join("link")).unwrap();
+        write(&d.join("NOTES.md"), "edited by the agent");
+        let got = summary(&manifest_changes(&m, d, &laid).unwrap());
+        assert_eq!(
+            got,
+            vec![
+                ("NOTES.md".into(), ChangeKind::Modified),
+                ("a.txt".into(), ChangeKind::Modified),
+                ("b.txt".into(), ChangeKind::ModeChanged),
+                ("c.txt".into(), ChangeKind::Deleted),
+                ("link".into(), ChangeKind::Modified),
+                ("new.txt".into(), ChangeKind::Added),
+                ("sub".into(), ChangeKind::Deleted),
+                ("sub/d.txt".into(), ChangeKind::Deleted),
+            ]
+        );
+        fs::remove_file(d.join("agents/SKILL.md")).unwrap();
+        let got = summary(&manifest_changes(&m, d, &laid).unwrap());
+        assert!(got.contains(&("agents/SKILL.md".into(), ChangeKind::Deleted)));
+    }
+
+    /// An upper layer written by hand the way overlayfs writes it (whiteouts need mknod, which an
+    /// unprivileged user has only inside a user namespace: the real overlay is covered by the
+    /// integration tests).
+    #[test]
+    fn overlay_upper_without_whiteouts() {
+        let t = tempfile::tempdir().unwrap();
+        let lower = t.path().join("lower");
+        let upper = t.path().join("upper");
+        write(&lower.join("same.txt"), "same");
+        write(&lower.join("edit.txt"), "old");
+        write(&lower.join("mode.txt"), "m");
+        write(&lower.join("dir/inner.txt"), "i");
+        fs::create_dir_all(&upper).unwrap();
+        // Copied up without a change.
+        write(&upper.join("same.txt"), "same");
+        write(&upper.join("edit.txt"), "new");
+        write(&upper.join("mode.txt"), "m");
+        fs::set_permissions(upper.join("mode.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(lower.join("mode.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+        write(&upper.join("dir/added.txt"), "a");
+        write(&upper.join("fresh/x.txt"), "x");
+        let got = summary(&overlay_changes(&upper, &[lower.clone()], &[]).unwrap());
+        assert_eq!(
+            got,
+            vec![
+                ("dir/added.txt".into(), ChangeKind::Added),
+                ("edit.txt".into(), ChangeKind::Modified),
+                ("fresh".into(), ChangeKind::Added),
+                ("fresh/x.txt".into(), ChangeKind::Added),
+                ("mode.txt".into(), ChangeKind::ModeChanged),
+            ]
+        );
+    }
+
+    #[test]
+    fn laid_in_paths_must_stay_inside() {
+        let t = tempfile::tempdir().unwrap();
+        let bad = [LaidIn {
+            path: "../x".into(),
+            blake3: String::new(),
+        }];
+        assert!(matches!(
+            overlay_changes(t.path(), &[], &bad),
+            Err(DiffError::BadLaidIn(_))
+        ));
+    }
+}

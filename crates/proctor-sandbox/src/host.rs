@@ -1,0 +1,191 @@
+//! The fallback without namespaces: the agent and the services run on the host as the caller, each
+//! in its own process group; the stop kills the groups. The report says exactly that.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::SandboxError;
+use crate::report::{FullStop, Isolation, SandboxReport, ServiceReport, WorkspaceKind};
+use crate::services;
+use crate::spec::{Network, SandboxSpec, Workspace};
+use crate::sys;
+
+fn create(path: &Path) -> Result<File, SandboxError> {
+    File::create(path).map_err(|e| SandboxError::io(format!("cannot open {}", path.display()), e))
+}
+
+struct HostService {
+    pid: libc::pid_t,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
+    let start = Instant::now();
+    let Workspace::Bind { dir } = &spec.workspace else {
+        return Err(SandboxError::InvalidSpec(
+            "an overlay workspace needs namespaces".to_owned(),
+        ));
+    };
+    let stdout = create(&spec.stdout)?;
+    let stderr = if spec.stderr == spec.stdout {
+        stdout
+            .try_clone()
+            .map_err(|e| SandboxError::io("dup stdout", e))?
+    } else {
+        create(&spec.stderr)?
+    };
+
+    let mut reports = Vec::new();
+    let mut running: Vec<HostService> = Vec::new();
+    let mut not_started = None;
+    for svc in &spec.services {
+        let log = create(&svc.log)?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| SandboxError::io("dup a service log", e))?;
+        let mut report = ServiceReport {
+            name: svc.name.clone(),
+            started: false,
+            ready: None,
+            guard: None,
+            exit: None,
+        };
+        let started_at = Instant::now();
+        let spawned = Command::new(&svc.argv[0])
+            .args(&svc.argv[1..])
+            .env_clear()
+            .envs(svc.env.iter().map(|(k, v)| (k, v)))
+            .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
+            .current_dir(&svc.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                reports.push(report);
+                not_started = Some(format!("service {} could not start: {e}", svc.name));
+                break;
+            }
+        };
+        report.started = true;
+        let pid = child.id() as libc::pid_t;
+        running.push(HostService {
+            pid,
+            pidfd: sys::pidfd_open(pid).ok(),
+        });
+        let mut refusal = None;
+        if let Some(probe) = &svc.ready {
+            let o = services::wait_ready(pid, &probe.url, probe.timeout, started_at);
+            refusal = services::ready_refusal(&svc.name, &o);
+            report.ready = Some(o);
+        }
+        if let (None, Some(guard)) = (&refusal, &svc.guard) {
+            let o = services::check_guard(guard, started_at);
+            refusal = services::guard_refusal(&svc.name, &o);
+            report.guard = Some(o);
+        }
+        reports.push(report);
+        if refusal.is_some() {
+            not_started = refusal;
+            break;
+        }
+    }
+
+    let mut exit_code = None;
+    let mut signal = None;
+    let mut timed_out = false;
+    let mut wall = Duration::ZERO;
+    let mut agent_cpu = None;
+    if not_started.is_none() {
+        let t0 = Instant::now();
+        let spawned = Command::new(&spec.command[0])
+            .args(&spec.command[1..])
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0)
+            .spawn();
+        match spawned {
+            Err(e) => {
+                not_started = Some(format!("cannot execute {:?}: {e}", spec.command[0]));
+            }
+            Ok(child) => {
+                let pid = child.id() as libc::pid_t;
+                let pidfd =
+                    sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
+                let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
+                    .map_err(|e| SandboxError::io("wait for the agent", e))?;
+                if !exited {
+                    timed_out = true;
+                    sys::kill(-pid, libc::SIGTERM);
+                    if !sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false) {
+                        sys::kill(-pid, libc::SIGKILL);
+                    }
+                }
+                let (_, status, usage) = sys::wait4(pid, 0)
+                    .map_err(|e| SandboxError::io("reap the agent", e))?
+                    .ok_or_else(|| SandboxError::Init("the agent could not be reaped".into()))?;
+                // Whatever is left in the agent's process group goes now.
+                sys::kill(-pid, libc::SIGKILL);
+                wall = t0.elapsed();
+                let e = sys::decode_status(status);
+                exit_code = e.code;
+                signal = e.signal;
+                agent_cpu = Some(sys::cpu_time(&usage));
+            }
+        }
+    }
+
+    // Stop the services: SIGTERM their groups, wait up to the grace, SIGKILL the groups.
+    for s in &running {
+        sys::kill(-s.pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + spec.grace;
+    for s in &running {
+        if let Some(fd) = &s.pidfd {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = sys::wait_readable(fd.as_raw_fd(), Some(left));
+        }
+    }
+    for (s, r) in running.iter().zip(reports.iter_mut()) {
+        sys::kill(-s.pid, libc::SIGKILL);
+        if let Ok(Some((_, status, _))) = sys::wait4(s.pid, 0) {
+            r.exit = Some(sys::decode_status(status));
+        }
+    }
+
+    Ok(SandboxReport {
+        exit_code,
+        signal,
+        timed_out,
+        wall,
+        agent_cpu,
+        services: reports,
+        not_started,
+        isolation: Isolation {
+            namespaces: Vec::new(),
+            workspace: WorkspaceKind::Bind,
+            network: Network::Host,
+            read_only_host: false,
+            private_home_and_tmp: false,
+            hidden: Vec::new(),
+            full_stop: FullStop::ProcessGroup,
+            notes: vec![
+                "no namespaces: the agent ran on the host as the calling user, with the host's network and file system".to_owned(),
+                "stop = kill the process group: a process that left it (setsid, daemon) may have survived".to_owned(),
+                "hide, binds, home_inside and network were not applied; agent_cpu counts only processes the agent reaped".to_owned(),
+            ],
+        },
+        total: start.elapsed(),
+    })
+}

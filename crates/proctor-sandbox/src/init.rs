@@ -1,0 +1,435 @@
+//! The sandbox init: the code that runs in the re-executed `init_exe __sandbox SPEC CTL_FD`.
+//!
+//! Three processes, all single-threaded:
+//! - **S** (the re-executed binary) reads the spec, opens the host files, unshares the user,
+//!   mount, PID, IPC, UTS and network namespaces, maps its uid/gid to 0, forks T, passes T's pidfd
+//!   to the parent, and waits for T.
+//! - **T** is PID 1 of the trial's PID namespace. It builds the root, starts the services, runs
+//!   the agent under A, enforces the wall timeout, stops the services, and reports. When T exits
+//!   the kernel kills every process left in the trial.
+//! - **A** is PID 1 of the agent's own nested PID namespace, in its own mount namespace with the
+//!   agent's narrower view. It runs the agent command and reports how its main process ended;
+//!   when A exits, the kernel kills every leftover process of the agent.
+
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::exec::ExecPlan;
+use crate::services;
+use crate::msg::Msg;
+use crate::report::{Exit, ServiceReport};
+use crate::rootfs;
+use crate::spec::{Network, SandboxSpec, ServiceSpec};
+use crate::sys;
+
+/// argv[1] that selects the sandbox init.
+pub(crate) const INIT_ARG: &str = "__sandbox";
+
+/// The control socket back to the parent.
+pub(crate) struct Ctl(RawFd);
+
+impl Ctl {
+    /// Sends one message; a parent that went away is ignored (PDEATHSIG will follow).
+    pub(crate) fn send(&self, msg: &Msg) {
+        let _ = sys::send_all(self.0, &msg.line(), None);
+    }
+
+    fn send_with_fd(&self, msg: &Msg, fd: RawFd) {
+        let _ = sys::send_all(self.0, &msg.line(), Some(fd));
+    }
+
+    fn error(&self, message: impl Into<String>) {
+        let mut message = message.into();
+        truncate(&mut message, 2000);
+        self.send(&Msg::Error { message });
+    }
+}
+
+fn truncate(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+}
+
+/// If this process was started as the sandbox init, run it and exit; otherwise return.
+pub(crate) fn enter_if_requested() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new(INIT_ARG)) {
+        return;
+    }
+    let spec_path = args.next();
+    let ctl_fd = args
+        .next()
+        .and_then(|s| s.to_str().and_then(|s| s.parse::<RawFd>().ok()));
+    let (Some(spec_path), Some(ctl_fd)) = (spec_path, ctl_fd) else {
+        eprintln!("usage: {INIT_ARG} SPEC.json CONTROL_FD (internal to proctor-sandbox)");
+        sys::exit_now(2);
+    };
+    if sys::set_cloexec(ctl_fd).is_err() {
+        sys::exit_now(2);
+    }
+    let ctl = Ctl(ctl_fd);
+    let code = match sandbox_main(&ctl, Path::new(&spec_path)) {
+        Ok(code) => code,
+        Err(e) => {
+            ctl.error(e);
+            1
+        }
+    };
+    sys::exit_now(code);
+}
+
+/// Host files the trial writes to, opened by S before the root changes.
+struct Files {
+    devnull: File,
+    stdout: File,
+    stderr: File,
+    logs: Vec<File>,
+}
+
+fn open_out(path: &Path) -> Result<File, String> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+impl Files {
+    fn open(spec: &SandboxSpec) -> Result<Files, String> {
+        let stdout = open_out(&spec.stdout)?;
+        let stderr = if spec.stderr == spec.stdout {
+            stdout
+                .try_clone()
+                .map_err(|e| format!("dup stdout: {e}"))?
+        } else {
+            open_out(&spec.stderr)?
+        };
+        let logs = spec
+            .services
+            .iter()
+            .map(|s| open_out(&s.log))
+            .collect::<Result<_, _>>()?;
+        let devnull = File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
+        Ok(Files {
+            devnull,
+            stdout,
+            stderr,
+            logs,
+        })
+    }
+}
+
+/// S: namespaces, uid map, fork T, wait.
+fn sandbox_main(ctl: &Ctl, spec_path: &Path) -> Result<i32, String> {
+    let data = std::fs::read(spec_path).map_err(|e| format!("read the sandbox spec: {e}"))?;
+    let spec: SandboxSpec =
+        serde_json::from_slice(&data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
+    let files = Files::open(&spec)?;
+
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if spec.network != Network::Host {
+        flags |= libc::CLONE_NEWNET;
+    }
+    sys::unshare(flags).map_err(|e| format!("unshare the namespaces: {e}"))?;
+    sys::write_file(Path::new("/proc/self/setgroups"), b"deny")
+        .map_err(|e| format!("write /proc/self/setgroups: {e}"))?;
+    sys::write_file(
+        Path::new("/proc/self/uid_map"),
+        format!("0 {uid} 1\n").as_bytes(),
+    )
+    .map_err(|e| format!("write /proc/self/uid_map: {e}"))?;
+    sys::write_file(
+        Path::new("/proc/self/gid_map"),
+        format!("0 {gid} 1\n").as_bytes(),
+    )
+    .map_err(|e| format!("write /proc/self/gid_map: {e}"))?;
+
+    let t = sys::fork().map_err(|e| format!("fork the trial init: {e}"))?;
+    if t == 0 {
+        let code = match trial_main(ctl, &spec, &files) {
+            Ok(()) => 0,
+            Err(e) => {
+                ctl.error(e);
+                1
+            }
+        };
+        sys::exit_now(code);
+    }
+    match sys::pidfd_open(t) {
+        Ok(pidfd) => ctl.send_with_fd(&Msg::Started { trial_pid: t }, pidfd.as_raw_fd()),
+        Err(e) => {
+            sys::kill(t, libc::SIGKILL);
+            let _ = sys::wait4(t, 0);
+            return Err(format!("pidfd_open of the trial init: {e}"));
+        }
+    }
+    let (_, status, _) = sys::wait4(t, 0)
+        .map_err(|e| format!("wait for the trial init: {e}"))?
+        .ok_or("wait for the trial init returned nothing")?;
+    let exit = sys::decode_status(status);
+    match (exit.code, exit.signal) {
+        (Some(0), _) => Ok(0),
+        (Some(_), _) => Ok(1), // T reported its own error
+        (_, Some(sig)) => Err(format!("the trial init was killed by signal {sig}")),
+        _ => Err("the trial init ended strangely".to_owned()),
+    }
+}
+
+/// A service process T started.
+struct Running {
+    name: String,
+    pid: libc::pid_t,
+    pidfd: std::os::fd::OwnedFd,
+}
+
+/// T: PID 1 of the trial.
+fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+    sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    let isolation = rootfs::build_trial_root(spec)?;
+    sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
+    if spec.network != Network::Host {
+        sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
+    }
+    ctl.send(&Msg::Isolation { isolation });
+
+    let mut running = Vec::new();
+    for (svc, log) in spec.services.iter().zip(&files.logs) {
+        let (report, proc_, refusal) = start_service(svc, files.devnull.as_raw_fd(), log);
+        ctl.send(&Msg::Service { report });
+        if let Some(p) = proc_ {
+            running.push(p);
+        }
+        if let Some(mut reason) = refusal {
+            truncate(&mut reason, 2000);
+            ctl.send(&Msg::NotStarted { reason });
+            stop_services(ctl, running, spec.grace);
+            ctl.send(&Msg::Done);
+            return Ok(());
+        }
+    }
+
+    let agent = run_agent(ctl, spec, files);
+    stop_services(ctl, running, spec.grace);
+    agent?;
+    ctl.send(&Msg::Done);
+    Ok(())
+}
+
+/// Starts one service and runs its probes: (report, process if started, refusal reason).
+fn start_service(
+    svc: &ServiceSpec,
+    devnull: RawFd,
+    log: &File,
+) -> (ServiceReport, Option<Running>, Option<String>) {
+    let mut report = ServiceReport {
+        name: svc.name.clone(),
+        started: false,
+        ready: None,
+        guard: None,
+        exit: None,
+    };
+    let mut env = svc.env.clone();
+    env.retain(|(k, _)| k != "PROCTOR_SERVICE_DIR");
+    env.push((
+        "PROCTOR_SERVICE_DIR".to_owned(),
+        SandboxSpec::service_dir_inside(&svc.name)
+            .to_string_lossy()
+            .into_owned(),
+    ));
+    let started_at = Instant::now();
+    let pid = ExecPlan::new(
+        &svc.argv,
+        &env,
+        &svc.cwd,
+        devnull,
+        log.as_raw_fd(),
+        log.as_raw_fd(),
+    )
+    .and_then(|plan| plan.spawn());
+    let pid = match pid {
+        Ok(pid) => pid,
+        Err(e) => {
+            let reason = format!("service {} could not start: {e}", svc.name);
+            return (report, None, Some(reason));
+        }
+    };
+    report.started = true;
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            sys::kill(pid, libc::SIGKILL);
+            let reason = format!("service {}: pidfd_open: {e}", svc.name);
+            return (report, None, Some(reason));
+        }
+    };
+    let run = Running {
+        name: svc.name.clone(),
+        pid,
+        pidfd,
+    };
+
+    if let Some(probe) = &svc.ready {
+        let outcome = services::wait_ready(run.pid, &probe.url, probe.timeout, started_at);
+        let failed = services::ready_refusal(&svc.name, &outcome);
+        report.ready = Some(outcome);
+        if failed.is_some() {
+            return (report, Some(run), failed);
+        }
+    }
+    if let Some(guard) = &svc.guard {
+        let outcome = services::check_guard(guard, started_at);
+        let failed = services::guard_refusal(&svc.name, &outcome);
+        report.guard = Some(outcome);
+        if failed.is_some() {
+            return (report, Some(run), failed);
+        }
+    }
+    (report, Some(run), None)
+}
+
+/// SIGTERM every service (its whole session), wait up to `grace`, SIGKILL everything left in the
+/// trial, and report each service's exit.
+fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
+    let mut exits: Vec<Option<Exit>> = Vec::with_capacity(running.len());
+    for r in &running {
+        // A service that already ended is a zombie; its status is collected below.
+        sys::kill(-r.pid, libc::SIGTERM);
+        sys::kill(r.pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    for r in &running {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let _ = sys::wait_readable(r.pidfd.as_raw_fd(), Some(left));
+    }
+    // T is PID 1 of the trial: -1 reaches every other process in it (the agent is already gone).
+    sys::kill(-1, libc::SIGKILL);
+    for r in &running {
+        let exit = match sys::wait4(r.pid, 0) {
+            Ok(Some((_, status, _))) => Some(sys::decode_status(status)),
+            _ => None,
+        };
+        exits.push(exit);
+    }
+    for (r, exit) in running.iter().zip(exits) {
+        if let Some(exit) = exit {
+            ctl.send(&Msg::ServiceExit {
+                name: r.name.clone(),
+                exit,
+            });
+        }
+    }
+}
+
+/// Runs the agent under A in a nested PID namespace; enforces the timeout; reports.
+fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+    sys::unshare(libc::CLONE_NEWPID).map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
+    ctl.send(&Msg::AgentStarted);
+    let t0 = Instant::now();
+    let a = sys::fork().map_err(|e| format!("fork the agent init: {e}"))?;
+    if a == 0 {
+        agent_main(ctl, spec, files);
+    }
+    let pidfd = sys::pidfd_open(a).map_err(|e| {
+        sys::kill(a, libc::SIGKILL);
+        format!("pidfd_open of the agent init: {e}")
+    })?;
+    let mut timed_out = false;
+    let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
+        .map_err(|e| format!("wait for the agent: {e}"))?;
+    if !exited {
+        timed_out = true;
+        // A forwards SIGTERM to every process of the agent.
+        sys::kill(a, libc::SIGTERM);
+        let gone = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false);
+        if !gone {
+            sys::kill(a, libc::SIGKILL);
+        }
+    }
+    let (_, _, usage) = sys::wait4(a, 0)
+        .map_err(|e| format!("reap the agent init: {e}"))?
+        .ok_or("reap the agent init: nothing")?;
+    let wall = t0.elapsed();
+    ctl.send(&Msg::AgentStopped {
+        timed_out,
+        wall_us: wall.as_micros() as u64,
+        cpu_us: Some(sys::cpu_time(&usage).as_micros() as u64),
+    });
+    Ok(())
+}
+
+/// A: PID 1 of the agent's PID namespace. Never returns.
+fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> ! {
+    if let Err(e) = agent_inner(ctl, spec, files) {
+        ctl.error(e);
+    }
+    // Everything else in this PID namespace dies with us.
+    sys::exit_now(0);
+}
+
+fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+    sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("unshare the agent's mount namespace: {e}"))?;
+    rootfs::build_agent_view(spec)?;
+    let set = sys::block_signals(&[
+        libc::SIGCHLD,
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+    ])
+    .map_err(|e| format!("block signals: {e}"))?;
+    let plan = ExecPlan::new(
+        &spec.command,
+        &spec.env,
+        &spec.workspace_inside,
+        files.devnull.as_raw_fd(),
+        files.stdout.as_raw_fd(),
+        files.stderr.as_raw_fd(),
+    )?;
+    let child = match plan.spawn() {
+        Ok(pid) => pid,
+        Err(mut reason) => {
+            truncate(&mut reason, 2000);
+            ctl.send(&Msg::AgentExecFailed { reason });
+            return Ok(());
+        }
+    };
+    loop {
+        // Reap everything that ended: the agent's main process, or orphans re-parented to us.
+        loop {
+            match sys::wait4(-1, libc::WNOHANG) {
+                Ok(Some((pid, status, _))) if pid == child => {
+                    ctl.send(&Msg::AgentExit {
+                        exit: sys::decode_status(status),
+                    });
+                    return Ok(());
+                }
+                Ok(Some(_)) => continue,
+                _ => break,
+            }
+        }
+        let sig = sys::wait_signal(&set).map_err(|e| format!("sigwaitinfo: {e}"))?;
+        if sig != libc::SIGCHLD {
+            // From T at the timeout: pass it on to every process of the agent.
+            sys::kill(-1, libc::SIGTERM);
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! proctor's sandbox stage: run one process tree (an agent, with its services) in a fresh,
+//! isolated sandbox, stop it completely, and read what it changed.
+//!
+//! [`run`] re-executes [`SandboxSpec::init_exe`] as the sandbox init. That init unshares new
+//! user, mount, PID, IPC, UTS and (unless [`Network::Host`]) network namespaces, builds a root
+//! where the host is read-only and only the workspace, a private `HOME`, `/tmp` and `/dev/shm` are
+//! writable, hides the suite and the store, starts the services (readiness probe, guard), runs
+//! the agent in a nested PID namespace of its own, and tears everything down: when [`run`]
+//! returns, no process of the trial exists anymore. Without namespaces (`namespaces: false`) the
+//! agent runs in a plain process group, and the report says so.
+//!
+//! [`diff`] reads the end state: the overlay's upper layer (O(changed files)) or, in copy mode, a
+//! comparison against a [`diff::Manifest`].
+//!
+//! Every binary used as `init_exe` must call [`enter_if_requested`] first thing in `main`.
+#![cfg(target_os = "linux")]
+#![warn(missing_docs)]
+
+pub mod diff;
+mod error;
+mod exec;
+mod host;
+mod http;
+mod init;
+mod msg;
+mod probe;
+mod report;
+mod rootfs;
+mod run;
+mod services;
+mod spec;
+mod sys;
+
+pub use error::SandboxError;
+pub use probe::{probe, probe_in, Capabilities};
+pub use report::{
+    Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
+    WorkspaceKind,
+};
+pub use run::run;
+pub use spec::{
+    Bind, HttpGuard, HttpProbe, Network, SandboxSpec, ServiceSpec, Workspace, SERVICE_DIR_ROOT,
+};
+
+/// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is
+/// `__sandbox`, this process is a sandbox init; it runs the sandbox and exits the process.
+/// Otherwise it returns at once and `main` goes on. Must run before any thread is started.
+pub fn enter_if_requested() {
+    init::enter_if_requested();
+}

@@ -1,0 +1,49 @@
+//! The JSON-lines protocol on the control socket from the sandbox init back to [`crate::run`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{Exit, Isolation, ServiceReport};
+
+/// One status message; each is written as one JSON line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub(crate) enum Msg {
+    /// From S: the trial init T was forked; its pidfd travels with this message.
+    Started { trial_pid: i32 },
+    /// From T: the root is built; this is what is in effect.
+    Isolation { isolation: Isolation },
+    /// From T: a service was started and probed (one per service attempted).
+    Service { report: ServiceReport },
+    /// From T: the agent will not start, and why.
+    NotStarted { reason: String },
+    /// From T: the agent phase begins (the wall clock starts).
+    AgentStarted,
+    /// From A: the agent command could not be executed.
+    AgentExecFailed { reason: String },
+    /// From A: the agent's main process ended like this.
+    AgentExit { exit: Exit },
+    /// From T: the agent's whole tree is gone.
+    AgentStopped {
+        timed_out: bool,
+        wall_us: u64,
+        cpu_us: Option<u64>,
+    },
+    /// From T: a service's main process ended like this.
+    ServiceExit { name: String, exit: Exit },
+    /// From any stage: a harness fault; the run fails with this message.
+    Error { message: String },
+    /// From T: everything is stopped; nothing more follows.
+    Done,
+}
+
+impl Msg {
+    /// The message as one JSON line.
+    pub(crate) fn line(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
+            format!("{{\"msg\":\"error\",\"message\":\"cannot encode a status message: {e}\"}}")
+                .into_bytes()
+        });
+        v.push(b'\n');
+        v
+    }
+}

@@ -1,0 +1,143 @@
+//! What happened in one sandbox run: [`SandboxReport`] and its parts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Network;
+
+/// The outcome of one [`crate::run`]: how the agent ended, what the services did, and what
+/// isolation was really in effect. By the time it exists, no process of the trial is left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxReport {
+    /// The agent's exit code, when its main process exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent's main process, if one did (SIGKILL when it was still
+    /// running at the end of the grace period).
+    pub signal: Option<i32>,
+    /// The agent was still running at `wall_timeout` and was stopped.
+    pub timed_out: bool,
+    /// From the agent's start until its whole process tree was gone.
+    pub wall: Duration,
+    /// User plus system CPU time of the agent's process tree (every process of it, reaped or
+    /// killed), where measurable.
+    pub agent_cpu: Option<Duration>,
+    /// One entry per service that was attempted, in start order.
+    pub services: Vec<ServiceReport>,
+    /// Why the agent never started (a service failed its readiness probe or guard, or the agent
+    /// command could not be executed). `None` when the agent ran.
+    pub not_started: Option<String>,
+    /// What isolation was really in effect.
+    pub isolation: Isolation,
+    /// The whole call to `run`: setup, agent, full stop.
+    pub total: Duration,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// Exit code, when it exited normally.
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+}
+
+/// The result of a readiness probe or a guard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ProbeOutcome {
+    /// It passed, this long after the service was started.
+    Passed {
+        /// Time since the service was started.
+        elapsed: Duration,
+    },
+    /// It failed, and why.
+    Failed {
+        /// A sentence for the trial record.
+        reason: String,
+    },
+}
+
+impl ProbeOutcome {
+    /// Whether the probe passed.
+    pub fn passed(&self) -> bool {
+        matches!(self, ProbeOutcome::Passed { .. })
+    }
+}
+
+/// What one service did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceReport {
+    /// The service's name.
+    pub name: String,
+    /// Its process was started (its command could be executed).
+    pub started: bool,
+    /// The readiness probe, when one is configured and was reached.
+    pub ready: Option<ProbeOutcome>,
+    /// The guard, when one is configured and was reached.
+    pub guard: Option<ProbeOutcome>,
+    /// How its main process ended (after SIGTERM at the end of the trial, usually).
+    pub exit: Option<Exit>,
+}
+
+/// A Linux namespace the trial ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Namespace {
+    /// User namespace (the caller's uid mapped to 0, no other ids).
+    User,
+    /// Mount namespace with a private root.
+    Mount,
+    /// PID namespace (the agent has a nested one of its own).
+    Pid,
+    /// IPC namespace.
+    Ipc,
+    /// UTS namespace (hostname `proctor`).
+    Uts,
+    /// Network namespace (own loopback only).
+    Net,
+}
+
+/// How the workspace was provided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceKind {
+    /// overlayfs over read-only lowers.
+    Overlay,
+    /// A bind of a copy (or, without namespaces, the copy used in place).
+    Bind,
+}
+
+/// How the full stop was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FullStop {
+    /// The agent's PID namespace was torn down: no process of it can survive.
+    PidNamespace,
+    /// The agent's process group was killed: a process that left the group can escape.
+    ProcessGroup,
+}
+
+/// What isolation was really in effect for a run, for the trial record. It never claims more than
+/// was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Isolation {
+    /// The namespaces the trial ran in (empty without namespaces).
+    pub namespaces: Vec<Namespace>,
+    /// How the workspace was provided.
+    pub workspace: WorkspaceKind,
+    /// The network actually given.
+    pub network: Network,
+    /// The host file system was mounted read-only (only the workspace, HOME, /tmp and /dev/shm are
+    /// writable), and the agent held no capabilities to change that.
+    pub read_only_host: bool,
+    /// HOME and /tmp were fresh private tmpfs mounts.
+    pub private_home_and_tmp: bool,
+    /// The host paths that were hidden from the agent.
+    pub hidden: Vec<PathBuf>,
+    /// How the agent's processes were stopped.
+    pub full_stop: FullStop,
+    /// Anything else a reader of the record should know (e.g. what could not be isolated).
+    pub notes: Vec<String>,
+}

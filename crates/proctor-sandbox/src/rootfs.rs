@@ -1,0 +1,565 @@
+//! Building the sandbox's root file system (in the trial init T) and the agent's narrower view of
+//! it (in the agent init A).
+//!
+//! T's root: a fresh tmpfs holding read-only recursive binds of the host's top-level entries, a
+//! fresh `/proc`, a minimal `/dev`, private tmpfs `/tmp`, `/run` and `/home`, the private HOME,
+//! the workspace, the extra binds and the service directories. Paths to hide from the agent that
+//! live below the private directories are bound read-only too, so services can still read them.
+//! A's view, in its own mount namespace: the service directories unmounted and covered, every
+//! hidden path covered by an empty read-only tmpfs, and a `/proc` of the agent's PID namespace.
+
+use std::ffi::{CStr, OsStr};
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
+use crate::spec::{Network, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
+use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+
+/// Where the host's root is reachable while the new root is built (inside the base tmpfs).
+const OLD: &str = "/oldroot";
+/// Where the new root is assembled (inside the base tmpfs).
+const NEW: &str = "/newroot";
+
+/// Top-level host entries that are never bound: replaced by private mounts.
+const PRIVATE_TOP: &[&str] = &["proc", "dev", "tmp", "run", "home", "sys"];
+
+type R<T> = Result<T, String>;
+
+fn ctx(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> String {
+    move |e| format!("{}: {e}", what())
+}
+
+/// `NEW` + an absolute inside path.
+fn in_new(p: &Path) -> PathBuf {
+    Path::new(NEW).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// `OLD` + an absolute host path.
+fn in_old(p: &Path) -> PathBuf {
+    Path::new(OLD).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn mkdir_p(p: &Path) -> R<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(p)
+        .map_err(ctx(|| format!("cannot create the mount point {}", p.display())))
+}
+
+fn touch(p: &Path) -> R<()> {
+    if let Some(parent) = p.parent() {
+        mkdir_p(parent)?;
+    }
+    if fs::symlink_metadata(p).is_ok() {
+        return Ok(());
+    }
+    fs::File::create(p)
+        .map(drop)
+        .map_err(ctx(|| format!("cannot create the mount point {}", p.display())))
+}
+
+fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> R<()> {
+    sys::mount(
+        Some(OsStr::new("tmpfs")),
+        target,
+        Some("tmpfs"),
+        flags,
+        Some(data),
+    )
+    .map_err(ctx(|| format!("mount tmpfs on {}", target.display())))
+}
+
+/// Binds `src` on `dst` (creating `dst` as a directory or a file to match), recursively.
+fn bind(src: &Path, dst: &Path, read_only: bool, extra: u64) -> R<()> {
+    let meta = fs::metadata(src).map_err(ctx(|| format!("cannot bind {}", src.display())))?;
+    if meta.is_dir() {
+        mkdir_p(dst)?;
+    } else {
+        touch(dst)?;
+    }
+    sys::mount(
+        Some(src.as_os_str()),
+        dst,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )
+    .map_err(ctx(|| format!("bind {} on {}", src.display(), dst.display())))?;
+    let set = if read_only { MOUNT_ATTR_RDONLY } else { 0 } | extra;
+    if set != 0 {
+        sys::mount_setattr_recursive(dst, set)
+            .map_err(ctx(|| format!("make {} read-only", dst.display())))?;
+    }
+    Ok(())
+}
+
+fn remount_ro(target: &Path) -> R<()> {
+    sys::mount(
+        None,
+        target,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )
+    .map_err(ctx(|| format!("remount {} read-only", target.display())))
+}
+
+/// The first component of an absolute path, if it is a normal one.
+fn top(p: &Path) -> Option<&OsStr> {
+    p.components().find_map(|c| match c {
+        Component::Normal(n) => Some(n),
+        _ => None,
+    })
+}
+
+/// Whether a host path lies under a directory the sandbox replaces with a private mount (so it
+/// is not visible inside through the top-level binds).
+fn under_private(p: &Path) -> bool {
+    top(p).is_some_and(|t| PRIVATE_TOP.iter().any(|x| OsStr::new(x) == t))
+}
+
+/// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
+/// and maybe network namespaces.
+pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
+    // Nothing we mount may propagate anywhere.
+    sys::mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+    .map_err(ctx(|| "make / private".to_owned()))?;
+
+    // A base tmpfs on /tmp becomes a temporary root holding the host at /oldroot and the new
+    // root at /newroot, so host paths stay reachable (even those under /tmp) while we build.
+    tmpfs(Path::new("/tmp"), libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+    for d in ["/tmp/oldroot", "/tmp/newroot"] {
+        mkdir_p(Path::new(d))?;
+    }
+    std::env::set_current_dir("/tmp").map_err(ctx(|| "chdir /tmp".to_owned()))?;
+    sys::pivot_root(Path::new("."), Path::new("oldroot"))
+        .map_err(ctx(|| "pivot_root into the base tmpfs".to_owned()))?;
+    std::env::set_current_dir("/").map_err(ctx(|| "chdir /".to_owned()))?;
+
+    let new = Path::new(NEW);
+    tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+
+    // The host's top-level entries, read-only.
+    let entries = fs::read_dir(OLD).map_err(ctx(|| "read the host's /".to_owned()))?;
+    for entry in entries {
+        let entry = entry.map_err(ctx(|| "read the host's /".to_owned()))?;
+        let name = entry.file_name();
+        if PRIVATE_TOP.iter().any(|x| OsStr::new(x) == name) {
+            continue;
+        }
+        let src = Path::new(OLD).join(&name);
+        let dst = new.join(&name);
+        let ft = match entry.file_type() {
+            Ok(ft) => ft,
+            Err(_) => continue,
+        };
+        if ft.is_symlink() {
+            if let Ok(target) = fs::read_link(&src) {
+                std::os::unix::fs::symlink(&target, &dst)
+                    .map_err(ctx(|| format!("symlink {}", dst.display())))?;
+            }
+        } else if ft.is_dir() || ft.is_file() {
+            bind(&src, &dst, true, MOUNT_ATTR_NOSUID)?;
+        }
+    }
+    let sys_src = Path::new(OLD).join("sys");
+    if sys_src.is_dir() {
+        bind(
+            &sys_src,
+            &new.join("sys"),
+            true,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+    }
+
+    // A /proc of the trial's PID namespace (T is its PID 1).
+    let proc_dir = new.join("proc");
+    mkdir_p(&proc_dir)?;
+    sys::mount(
+        Some(OsStr::new("proc")),
+        &proc_dir,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(ctx(|| "mount /proc".to_owned()))?;
+
+    build_dev(new)?;
+
+    for (d, mode) in [("tmp", "mode=1777"), ("run", "mode=0755"), ("home", "mode=0755")] {
+        let p = new.join(d);
+        mkdir_p(&p)?;
+        tmpfs(&p, libc::MS_NOSUID | libc::MS_NODEV, mode)?;
+    }
+
+    // HOME: a fresh tmpfs of its own.
+    let home = in_new(&spec.home_inside);
+    mkdir_p(&home)?;
+    tmpfs(&home, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+
+    // The workspace.
+    let ws = in_new(&spec.workspace_inside);
+    mkdir_p(&ws)?;
+    let workspace = match &spec.workspace {
+        Workspace::Overlay {
+            lowers,
+            upper,
+            work,
+        } => {
+            mount_overlay(
+                &ws,
+                &lowers.iter().map(|l| in_old(l)).collect::<Vec<_>>(),
+                &in_old(upper),
+                &in_old(work),
+            )?;
+            WorkspaceKind::Overlay
+        }
+        Workspace::Bind { dir } => {
+            bind(&in_old(dir), &ws, false, MOUNT_ATTR_NOSUID)?;
+            WorkspaceKind::Bind
+        }
+    };
+
+    for b in &spec.binds {
+        bind(
+            &in_old(&b.host),
+            &in_new(&b.inside),
+            b.read_only,
+            MOUNT_ATTR_NOSUID,
+        )?;
+    }
+
+    for s in &spec.services {
+        let inside = SandboxSpec::service_dir_inside(&s.name);
+        bind(
+            &in_old(&s.dir_host),
+            &in_new(&inside),
+            false,
+            MOUNT_ATTR_NOSUID,
+        )?;
+    }
+
+    // Hidden paths under the private directories: bound read-only for the services (the agent's
+    // view covers them again).
+    for h in &spec.hide {
+        let src = in_old(h);
+        if under_private(h) && fs::symlink_metadata(&src).is_ok() && !h.starts_with("/proc") {
+            bind(&src, &in_new(h), true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+        }
+    }
+
+    // Into the new root; the base tmpfs and the whole host tree go away with it.
+    std::env::set_current_dir(new).map_err(ctx(|| "chdir into the new root".to_owned()))?;
+    sys::pivot_root(Path::new("."), Path::new("."))
+        .map_err(ctx(|| "pivot_root into the new root".to_owned()))?;
+    sys::umount_detach(Path::new(".")).map_err(ctx(|| "detach the old root".to_owned()))?;
+    std::env::set_current_dir("/").map_err(ctx(|| "chdir /".to_owned()))?;
+
+    // Freeze the skeleton: the only writable places are the workspace, HOME, /tmp, /dev/shm and
+    // the service directories (which the agent does not see).
+    for p in ["/", "/run", "/home", "/dev"] {
+        remount_ro(Path::new(p))?;
+    }
+
+    let mut namespaces = vec![
+        Namespace::User,
+        Namespace::Mount,
+        Namespace::Pid,
+        Namespace::Ipc,
+        Namespace::Uts,
+    ];
+    let mut notes = Vec::new();
+    match spec.network {
+        Network::None => namespaces.push(Namespace::Net),
+        Network::Loopback => {
+            namespaces.push(Namespace::Net);
+            notes.push("network \"loopback\" is the trial's own loopback only (no model proxy route yet)".to_owned());
+        }
+        Network::Host => notes.push("network \"host\": the agent shares the host's network".to_owned()),
+    }
+    Ok(Isolation {
+        namespaces,
+        workspace,
+        network: spec.network,
+        read_only_host: true,
+        private_home_and_tmp: true,
+        hidden: spec.hide.clone(),
+        full_stop: FullStop::PidNamespace,
+        notes,
+    })
+}
+
+fn build_dev(new: &Path) -> R<()> {
+    let dev = new.join("dev");
+    mkdir_p(&dev)?;
+    tmpfs(&dev, libc::MS_NOSUID, "mode=0755")?;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let src = Path::new(OLD).join("dev").join(name);
+        match fs::metadata(&src) {
+            Ok(m) if m.file_type().is_char_device() => {}
+            _ => continue,
+        }
+        let dst = dev.join(name);
+        touch(&dst)?;
+        sys::mount(
+            Some(src.as_os_str()),
+            &dst,
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .map_err(ctx(|| format!("bind /dev/{name}")))?;
+    }
+    let shm = dev.join("shm");
+    mkdir_p(&shm)?;
+    tmpfs(&shm, libc::MS_NOSUID | libc::MS_NODEV, "mode=1777")?;
+    // A private devpts instance is a convenience (some tools want a pty); not essential.
+    let pts = dev.join("pts");
+    mkdir_p(&pts)?;
+    if sys::mount(
+        Some(OsStr::new("devpts")),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .is_ok()
+    {
+        let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(ctx(|| format!("symlink /dev/{name}")))?;
+    }
+    Ok(())
+}
+
+/// Mounts an overlay with `userxattr` on `target`. Uses the new mount API with `lowerdir+`
+/// (any characters in paths, no length limit); falls back to `mount(2)` with escaped options on
+/// kernels without it.
+fn mount_overlay(target: &Path, lowers: &[PathBuf], upper: &Path, work: &Path) -> R<()> {
+    match mount_overlay_fsconfig(target, lowers, upper, work) {
+        Ok(()) => Ok(()),
+        Err((true, _)) => mount_overlay_legacy(target, lowers, upper, work),
+        Err((false, e)) => Err(e),
+    }
+}
+
+/// Err((fallback_possible, message)).
+fn mount_overlay_fsconfig(
+    target: &Path,
+    lowers: &[PathBuf],
+    upper: &Path,
+    work: &Path,
+) -> Result<(), (bool, String)> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
+    // SAFETY: plain system call with a valid C string.
+    let fd = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
+    if fd < 0 {
+        return Err((true, format!("fsopen overlay: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: the kernel just returned this descriptor.
+    let fs_fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let config = |cmd: libc::c_uint, key: Option<&CStr>, value: Option<&Path>| -> Result<(), (bool, String)> {
+        let v = value
+            .map(sys::cstring)
+            .transpose()
+            .map_err(|e| (false, e.to_string()))?;
+        // SAFETY: valid descriptor and C strings (or nulls).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs_fd.as_raw_fd(),
+                cmd,
+                key.map_or(std::ptr::null(), |k| k.as_ptr()),
+                v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()),
+                0,
+            )
+        };
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            let log = read_fs_log(&fs_fd);
+            let what = match (key, value) {
+                (Some(k), Some(v)) => format!("overlay {}={}", k.to_string_lossy(), v.display()),
+                (Some(k), None) => format!("overlay {}", k.to_string_lossy()),
+                _ => "overlay mount".to_owned(),
+            };
+            // An unknown "lowerdir+" key (kernel < 6.8) means: use the legacy mount instead.
+            let fallback = key == Some(c"lowerdir+") && err.raw_os_error() == Some(libc::EINVAL);
+            return Err((fallback, format!("{what}: {err}{log}")));
+        }
+        Ok(())
+    };
+    for l in lowers {
+        config(FSCONFIG_SET_STRING, Some(c"lowerdir+"), Some(l))?;
+    }
+    config(FSCONFIG_SET_STRING, Some(c"upperdir"), Some(upper))?;
+    config(FSCONFIG_SET_STRING, Some(c"workdir"), Some(work))?;
+    config(FSCONFIG_SET_FLAG, Some(c"userxattr"), None)?;
+    config(FSCONFIG_CMD_CREATE, None, None)?;
+    // SAFETY: valid descriptor.
+    let m = unsafe { libc::syscall(libc::SYS_fsmount, fs_fd.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
+    if m < 0 {
+        return Err((false, format!("fsmount overlay: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: the kernel just returned this descriptor.
+    let mnt = unsafe { OwnedFd::from_raw_fd(m as i32) };
+    let t = sys::cstring(target).map_err(|e| (false, e.to_string()))?;
+    // SAFETY: valid descriptors and C strings.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if r < 0 {
+        return Err((
+            false,
+            format!("attach the overlay at {}: {}", target.display(), std::io::Error::last_os_error()),
+        ));
+    }
+    Ok(())
+}
+
+/// The kernel's messages about a failed `fsconfig`, if any.
+fn read_fs_log(fd: &OwnedFd) -> String {
+    let mut out = String::new();
+    let mut buf = [0u8; 512];
+    for _ in 0..8 {
+        // SAFETY: reading into a valid buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        let line = String::from_utf8_lossy(&buf[..n as usize]);
+        out.push_str(" (");
+        out.push_str(line.trim());
+        out.push(')');
+    }
+    out
+}
+
+fn escape_overlay(p: &Path) -> String {
+    let mut s = String::new();
+    for ch in p.to_string_lossy().chars() {
+        if matches!(ch, ',' | ':' | '\\') {
+            s.push('\\');
+        }
+        s.push(ch);
+    }
+    s
+}
+
+fn mount_overlay_legacy(target: &Path, lowers: &[PathBuf], upper: &Path, work: &Path) -> R<()> {
+    let lower = lowers
+        .iter()
+        .map(|l| escape_overlay(l))
+        .collect::<Vec<_>>()
+        .join(":");
+    let data = format!(
+        "lowerdir={lower},upperdir={},workdir={},userxattr",
+        escape_overlay(upper),
+        escape_overlay(work)
+    );
+    if data.len() >= 4096 {
+        return Err("overlay options exceed one page on a kernel without lowerdir+; use shorter layer paths".into());
+    }
+    sys::mount(
+        Some(OsStr::new("overlay")),
+        target,
+        Some("overlay"),
+        0,
+        Some(&data),
+    )
+    .map_err(ctx(|| format!("mount overlay on {}", target.display())))
+}
+
+/// Narrows T's root to the agent's view. Runs in A, right after `unshare(CLONE_NEWNS)`, with A
+/// being PID 1 of the agent's own PID namespace.
+pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
+    if !spec.services.is_empty() {
+        for s in &spec.services {
+            let p = SandboxSpec::service_dir_inside(&s.name);
+            sys::umount_detach(&p)
+                .map_err(ctx(|| format!("unmount the service directory {}", p.display())))?;
+        }
+        tmpfs(
+            Path::new(SERVICE_DIR_ROOT).parent().unwrap_or(Path::new("/run")),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "mode=0555,size=4k",
+        )?;
+    }
+    for h in &spec.hide {
+        hide(h)?;
+    }
+    sys::mount(
+        Some(OsStr::new("proc")),
+        Path::new("/proc"),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(ctx(|| "mount the agent's /proc".to_owned()))?;
+    Ok(())
+}
+
+fn hide(h: &Path) -> R<()> {
+    let meta = match fs::symlink_metadata(h) {
+        Ok(m) => m,
+        Err(_) => return Ok(()), // not visible in the first place
+    };
+    if meta.file_type().is_symlink() {
+        // A mount would land on the link's target; the caller passes canonical paths.
+        return Ok(());
+    }
+    if meta.is_dir() {
+        tmpfs(
+            h,
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "mode=0555,size=4k",
+        )
+    } else {
+        sys::mount(
+            Some(OsStr::new("/dev/null")),
+            h,
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .and_then(|()| {
+            sys::mount(
+                None,
+                h,
+                None,
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                None,
+            )
+        })
+        .map_err(ctx(|| format!("hide {}", h.display())))
+    }
+}

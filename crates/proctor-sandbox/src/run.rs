@@ -1,0 +1,278 @@
+//! The parent side of a sandbox run: start the init, follow its control messages, keep a
+//! watchdog, and assemble the report.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::SandboxError;
+use crate::init::INIT_ARG;
+use crate::msg::Msg;
+use crate::report::{Exit, Isolation, SandboxReport, ServiceReport};
+use crate::spec::SandboxSpec;
+use crate::{host, sys};
+
+/// Time allowed for building the sandbox and for the final report, beyond the spec's own
+/// timeouts, before the watchdog kills the trial.
+const MARGIN: Duration = Duration::from_secs(30);
+
+/// Runs `spec.command` in a fresh sandbox built from `spec`, stops every process of it, and
+/// reports what happened. Blocks until no process of the trial exists anymore.
+///
+/// With `spec.namespaces`, `spec.init_exe` is re-executed as the sandbox init (it must call
+/// [`crate::enter_if_requested`] first thing in `main`). If the calling thread exits while this
+/// runs, the whole trial is killed (parent-death signal), so call it from a thread that stays.
+/// A failed service probe or guard, or an agent command that cannot be executed, is not an
+/// error: the report says so in `not_started`.
+pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
+    spec.validate()?;
+    if !spec.namespaces {
+        return host::run(spec);
+    }
+    let start = Instant::now();
+    let mut spec = spec.clone();
+    // Hidden paths are compared with mount points inside: resolve symlinks now.
+    for h in &mut spec.hide {
+        if let Ok(c) = std::fs::canonicalize(&*h) {
+            *h = c;
+        }
+    }
+    let json = serde_json::to_vec(&spec)
+        .map_err(|e| SandboxError::InvalidSpec(format!("cannot encode the spec: {e}")))?;
+    let memfd = sys::memfd_with(c"proctor-sandbox-spec", &json)
+        .map_err(|e| SandboxError::io("create the spec memfd", e))?;
+    let (ours, theirs) =
+        sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
+    let theirs_raw = theirs.as_raw_fd();
+    let memfd_raw = memfd.as_raw_fd();
+
+    let mut cmd = Command::new(&spec.init_exe);
+    cmd.arg(INIT_ARG)
+        .arg(format!("/proc/self/fd/{memfd_raw}"))
+        .arg(theirs_raw.to_string())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0);
+    if std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some() {
+        cmd.stderr(Stdio::inherit());
+    } else {
+        cmd.stderr(Stdio::null());
+    }
+    // SAFETY: the closure only makes fork-safe system calls.
+    unsafe {
+        cmd.pre_exec(move || {
+            sys::clear_cloexec(theirs_raw)?;
+            sys::clear_cloexec(memfd_raw)?;
+            sys::set_parent_death_signal(libc::SIGKILL)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
+        exe: spec.init_exe.clone(),
+        source,
+    })?;
+    drop(theirs);
+    drop(memfd);
+
+    let mut c = Collector::default();
+    let setup_budget: Duration = spec
+        .services
+        .iter()
+        .map(|s| {
+            s.ready.as_ref().map_or(Duration::ZERO, |r| r.timeout)
+                + s.guard.as_ref().map_or(Duration::ZERO, |g| g.timeout)
+        })
+        .sum::<Duration>()
+        + MARGIN;
+    let mut deadline = start + setup_budget;
+    let mut watchdog = None;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let fd = ours.as_raw_fd();
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            watchdog = Some(format!(
+                "no report within {:.1?} of {}",
+                now - start,
+                c.phase()
+            ));
+            break;
+        }
+        match sys::wait_readable(fd, Some(deadline - now)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                c.error.get_or_insert(format!("poll the control socket: {e}"));
+                break;
+            }
+        }
+        let mut fds = Vec::new();
+        let n = match sys::recv_with_fds(fd, &mut buf, &mut fds) {
+            Ok(n) => n,
+            Err(e) => {
+                c.error.get_or_insert(format!("read the control socket: {e}"));
+                break;
+            }
+        };
+        if let Some(pidfd) = fds.into_iter().next() {
+            c.trial_pidfd.get_or_insert(pidfd);
+        }
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
+                Ok(msg) => {
+                    let now = Instant::now();
+                    match &msg {
+                        Msg::AgentStarted => {
+                            deadline = now + spec.wall_timeout + spec.grace + MARGIN;
+                        }
+                        Msg::AgentStopped { .. } | Msg::NotStarted { .. } => {
+                            deadline = now + spec.grace + MARGIN;
+                        }
+                        _ => {}
+                    }
+                    c.apply(msg);
+                }
+                Err(e) => {
+                    c.error.get_or_insert(format!(
+                        "unreadable status line from the sandbox init ({e}): {}",
+                        String::from_utf8_lossy(&line).trim_end()
+                    ));
+                }
+            }
+        }
+    }
+
+    // Whatever happened, make sure the trial is gone before returning.
+    let forced = watchdog.is_some() || c.error.is_some();
+    if let Some(pidfd) = &c.trial_pidfd {
+        if forced {
+            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+        }
+        // T's pidfd turns readable only after its PID namespace (the whole trial) is empty.
+        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false)
+        {
+            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+            let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
+        }
+    }
+    let init_gone = match sys::pidfd_open(child.id() as libc::pid_t) {
+        Ok(pfd) => sys::wait_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10)))
+            .unwrap_or(false),
+        Err(_) => true,
+    };
+    if !init_gone {
+        let _ = child.kill();
+    }
+    let status = child
+        .wait()
+        .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
+    drop(ours);
+
+    if let Some(w) = watchdog {
+        return Err(SandboxError::Watchdog(w));
+    }
+    if let Some(e) = c.error {
+        return Err(SandboxError::Setup(e));
+    }
+    if !c.done {
+        return Err(SandboxError::Init(format!(
+            "it exited with {status} during {}",
+            c.phase()
+        )));
+    }
+    let isolation = c
+        .isolation
+        .ok_or_else(|| SandboxError::Init("no isolation record".to_owned()))?;
+    let (timed_out, wall, agent_cpu) = c.stopped.unwrap_or((false, Duration::ZERO, None));
+    let (exit_code, signal) = match (c.agent_exit, c.stopped.is_some()) {
+        (Some(e), _) => (e.code, e.signal),
+        // The agent's main process was still running when its namespace was torn down.
+        (None, true) if c.not_started.is_none() => (None, Some(libc::SIGKILL)),
+        _ => (None, None),
+    };
+    Ok(SandboxReport {
+        exit_code,
+        signal,
+        timed_out,
+        wall,
+        agent_cpu,
+        services: c.services,
+        not_started: c.not_started,
+        isolation,
+        total: start.elapsed(),
+    })
+}
+
+/// Accumulates the control messages of one run.
+#[derive(Default)]
+struct Collector {
+    trial_pidfd: Option<OwnedFd>,
+    isolation: Option<Isolation>,
+    services: Vec<ServiceReport>,
+    not_started: Option<String>,
+    agent_started: bool,
+    agent_exit: Option<Exit>,
+    stopped: Option<(bool, Duration, Option<Duration>)>,
+    error: Option<String>,
+    done: bool,
+}
+
+impl Collector {
+    fn apply(&mut self, msg: Msg) {
+        match msg {
+            Msg::Started { .. } => {}
+            Msg::Isolation { isolation } => self.isolation = Some(isolation),
+            Msg::Service { report } => self.services.push(report),
+            Msg::NotStarted { reason } => {
+                self.not_started.get_or_insert(reason);
+            }
+            Msg::AgentStarted => self.agent_started = true,
+            Msg::AgentExecFailed { reason } => {
+                self.not_started.get_or_insert(reason);
+            }
+            Msg::AgentExit { exit } => self.agent_exit = Some(exit),
+            Msg::AgentStopped {
+                timed_out,
+                wall_us,
+                cpu_us,
+            } => {
+                self.stopped = Some((
+                    timed_out,
+                    Duration::from_micros(wall_us),
+                    cpu_us.map(Duration::from_micros),
+                ))
+            }
+            Msg::ServiceExit { name, exit } => {
+                if let Some(s) = self.services.iter_mut().find(|s| s.name == name) {
+                    s.exit = Some(exit);
+                }
+            }
+            Msg::Error { message } => {
+                self.error.get_or_insert(message);
+            }
+            Msg::Done => self.done = true,
+        }
+    }
+
+    fn phase(&self) -> &'static str {
+        if self.done {
+            "the end of the run"
+        } else if self.stopped.is_some() {
+            "stopping the services"
+        } else if self.agent_started {
+            "the agent's run"
+        } else if self.isolation.is_some() {
+            "starting the services"
+        } else {
+            "building the sandbox"
+        }
+    }
+}

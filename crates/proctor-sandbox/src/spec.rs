@@ -1,0 +1,320 @@
+//! What to run and how to isolate it: the [`SandboxSpec`] and its parts.
+
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+
+/// Where each service's state directory appears inside the sandbox: `SERVICE_DIR_ROOT/NAME`,
+/// exported to the service as `$PROCTOR_SERVICE_DIR`. The agent never sees it.
+pub const SERVICE_DIR_ROOT: &str = "/run/proctor/services";
+
+/// Everything [`crate::run`] needs to run one process tree in a fresh sandbox. It is serialised to
+/// JSON and handed to the re-executed sandbox init, so every field must survive a round trip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// The binary re-executed as the sandbox init (`init_exe __sandbox ...`); its `main` must call
+    /// [`crate::enter_if_requested`] first. In proctor this is `std::env::current_exe()`.
+    pub init_exe: PathBuf,
+    /// `true`: new user, mount, PID, IPC, UTS (and network) namespaces. `false`: the fallback with
+    /// no namespaces at all, a plain process group on the host, recorded as such in the report.
+    pub namespaces: bool,
+    /// The agent's workspace: an overlay over read-only lowers, or a plain bind of a copy.
+    pub workspace: Workspace,
+    /// Where the agent sees the workspace, e.g. `/workspace`; its working directory. Ignored
+    /// without namespaces (the agent's working directory is then the host directory itself).
+    pub workspace_inside: PathBuf,
+    /// Host paths made invisible to the agent (an empty read-only tmpfs over each, or `/dev/null`
+    /// over a file): the suite directory, the store. Services still see them, read-only.
+    pub hide: Vec<PathBuf>,
+    /// Extra mounts visible to the agent and the services (shim directory, a socket, ...).
+    pub binds: Vec<Bind>,
+    /// The trial's network.
+    pub network: Network,
+    /// The complete environment of the agent; nothing else is inherited.
+    pub env: Vec<(String, String)>,
+    /// The agent's private `HOME` inside the sandbox, on a fresh tmpfs, e.g. `/home/agent`.
+    pub home_inside: PathBuf,
+    /// Services started inside the trial's namespaces before the agent, in order.
+    pub services: Vec<ServiceSpec>,
+    /// The agent's argv; a bare program name is looked up on the `PATH` of [`Self::env`].
+    pub command: Vec<String>,
+    /// Host file that receives the agent's stdout (created or truncated).
+    pub stdout: PathBuf,
+    /// Host file that receives the agent's stderr (created or truncated; may equal `stdout`).
+    pub stderr: PathBuf,
+    /// How long the agent may run before it is stopped.
+    pub wall_timeout: Duration,
+    /// Between SIGTERM and SIGKILL, for the agent at its timeout and for the services at the end.
+    pub grace: Duration,
+}
+
+/// The workspace the agent works in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Workspace {
+    /// An overlay mount: `lowers` (top first) stay untouched; every change lands in `upper`.
+    /// `upper` and `work` must be empty directories on the same file system.
+    Overlay {
+        /// Read-only lower layers, the top one first.
+        lowers: Vec<PathBuf>,
+        /// The trial's own upper layer: after the run it holds exactly the agent's changes.
+        upper: PathBuf,
+        /// overlayfs' work directory (same file system as `upper`).
+        work: PathBuf,
+    },
+    /// A read-write bind of a directory the caller prepared (copy mode: the caller copied the
+    /// fixture and diffs it against a manifest afterwards).
+    Bind {
+        /// The host directory.
+        dir: PathBuf,
+    },
+}
+
+/// An extra mount from the host into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bind {
+    /// The host path: a directory, a file or a unix socket.
+    pub host: PathBuf,
+    /// Where it appears inside (absolute). Its parent must exist or be creatable on a private
+    /// tmpfs (`/tmp`, `/run`, `/home` or a new top-level directory).
+    pub inside: PathBuf,
+    /// Mount it read-only.
+    pub read_only: bool,
+}
+
+/// The trial's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// A new network namespace with only its own loopback interface, brought up.
+    None,
+    /// Reserved for "own loopback plus proctor's model proxy"; today the same as `None`.
+    Loopback,
+    /// The host's network (no network namespace), recorded as such.
+    Host,
+}
+
+/// A service (mock backend) started inside the trial's namespaces before the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Unique name; letters, digits, `.`, `_` and `-` only.
+    pub name: String,
+    /// The command; a bare program name is looked up on the `PATH` of [`Self::env`].
+    pub argv: Vec<String>,
+    /// Working directory, as seen inside the sandbox. Host paths outside `/tmp`, `/run` and
+    /// `/home` are visible read-only under the same name, and so are the `hide` paths (hidden from
+    /// the agent only). Without namespaces this is a host path.
+    pub cwd: PathBuf,
+    /// The service's complete environment (plus `PROCTOR_SERVICE_DIR`).
+    pub env: Vec<(String, String)>,
+    /// Host directory for the service's state and logs, mounted read-write at
+    /// `SERVICE_DIR_ROOT/NAME` inside and unmounted from the agent's view.
+    pub dir_host: PathBuf,
+    /// Host file that receives the service's stdout and stderr (created or truncated).
+    pub log: PathBuf,
+    /// Wait until this URL answers with a 2xx status before going on.
+    pub ready: Option<HttpProbe>,
+    /// After `ready`, refuse the service unless this URL's body contains the expected text.
+    pub guard: Option<HttpGuard>,
+}
+
+/// A readiness probe: `GET url` until it answers 2xx, for at most `timeout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpProbe {
+    /// `http://HOST:PORT/PATH` (plain HTTP only).
+    pub url: String,
+    /// How long to keep trying.
+    pub timeout: Duration,
+}
+
+/// A guard: `GET url` once; the body must contain `expect`, or the agent never starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpGuard {
+    /// `http://HOST:PORT/PATH` (plain HTTP only).
+    pub url: String,
+    /// A substring the response body must contain.
+    pub expect: String,
+    /// Time allowed for the request.
+    #[serde(default = "default_guard_timeout")]
+    pub timeout: Duration,
+}
+
+fn default_guard_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl HttpGuard {
+    /// A guard with the default 5 s request timeout.
+    pub fn new(url: impl Into<String>, expect: impl Into<String>) -> Self {
+        HttpGuard {
+            url: url.into(),
+            expect: expect.into(),
+            timeout: default_guard_timeout(),
+        }
+    }
+}
+
+impl SandboxSpec {
+    /// A spec with the usual defaults: namespaces on, workspace at `/workspace`, no network,
+    /// `HOME=/home/agent`, a minimal environment (`PATH`, `HOME`, `LANG`), no services, 600 s wall
+    /// timeout and 2 s grace. Adjust the public fields as needed.
+    pub fn new(
+        init_exe: impl Into<PathBuf>,
+        workspace: Workspace,
+        command: Vec<String>,
+        stdout: impl Into<PathBuf>,
+        stderr: impl Into<PathBuf>,
+    ) -> Self {
+        SandboxSpec {
+            init_exe: init_exe.into(),
+            namespaces: true,
+            workspace,
+            workspace_inside: PathBuf::from("/workspace"),
+            hide: Vec::new(),
+            binds: Vec::new(),
+            network: Network::None,
+            env: vec![
+                (
+                    "PATH".to_owned(),
+                    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".to_owned(),
+                ),
+                ("HOME".to_owned(), "/home/agent".to_owned()),
+                ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            ],
+            home_inside: PathBuf::from("/home/agent"),
+            services: Vec::new(),
+            command,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            wall_timeout: Duration::from_secs(600),
+            grace: Duration::from_secs(2),
+        }
+    }
+
+    /// Where service `name`'s state directory is mounted inside the sandbox.
+    pub fn service_dir_inside(name: &str) -> PathBuf {
+        Path::new(SERVICE_DIR_ROOT).join(name)
+    }
+
+    /// Checks the spec for mistakes that would otherwise surface as confusing mount errors.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        let bad = |m: String| Err(SandboxError::InvalidSpec(m));
+        if self.command.is_empty() {
+            return bad("the agent command is empty".into());
+        }
+        if self.wall_timeout.is_zero() {
+            return bad("wall_timeout must be greater than zero".into());
+        }
+        for (what, p) in [
+            ("workspace_inside", &self.workspace_inside),
+            ("home_inside", &self.home_inside),
+        ] {
+            check_inside_path(what, p)?;
+        }
+        match &self.workspace {
+            Workspace::Overlay {
+                lowers,
+                upper,
+                work,
+            } => {
+                if !self.namespaces {
+                    return bad("an overlay workspace needs namespaces; without them use Workspace::Bind with a copy".into());
+                }
+                if lowers.is_empty() {
+                    return bad("an overlay workspace needs at least one lower layer".into());
+                }
+                for p in lowers.iter().chain([upper, work]) {
+                    check_absolute("overlay layer", p)?;
+                }
+            }
+            Workspace::Bind { dir } => check_absolute("workspace dir", dir)?,
+        }
+        for h in &self.hide {
+            check_absolute("hidden path", h)?;
+            if h == Path::new("/") {
+                return bad("cannot hide /".into());
+            }
+        }
+        for b in &self.binds {
+            check_absolute("bind source", &b.host)?;
+            check_inside_path("bind target", &b.inside)?;
+        }
+        for (k, v) in &self.env {
+            check_env(k, v)?;
+        }
+        let mut names = HashSet::new();
+        for s in &self.services {
+            if s.name.is_empty()
+                || s.name == "."
+                || s.name == ".."
+                || !s
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return bad(format!(
+                    "service name {:?} must be letters, digits, '.', '_' or '-'",
+                    s.name
+                ));
+            }
+            if !names.insert(s.name.as_str()) {
+                return bad(format!("service {:?} is defined twice", s.name));
+            }
+            if s.argv.is_empty() {
+                return bad(format!("service {:?} has an empty command", s.name));
+            }
+            check_absolute("service dir", &s.dir_host)?;
+            for (k, v) in &s.env {
+                check_env(k, v)?;
+            }
+            if let Some(r) = &s.ready {
+                crate::http::Url::parse(&r.url)
+                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
+            }
+            if let Some(g) = &s.guard {
+                crate::http::Url::parse(&g.url)
+                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_absolute(what: &str, p: &Path) -> Result<(), SandboxError> {
+    if !p.is_absolute() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "{what} {} must be an absolute path",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
+fn check_inside_path(what: &str, p: &Path) -> Result<(), SandboxError> {
+    check_absolute(what, p)?;
+    if p == Path::new("/") || p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(SandboxError::InvalidSpec(format!(
+            "{what} {} must be an absolute path below / without '..'",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
+fn check_env(k: &str, v: &str) -> Result<(), SandboxError> {
+    if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+        return Err(SandboxError::InvalidSpec(format!(
+            "invalid environment variable {k:?}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,643 @@
+//! Thin, checked wrappers over the Linux system calls the sandbox needs.
+//!
+//! Everything here is a direct system call: the functions are safe to call in a forked child of a
+//! single-threaded process. Functions marked "fork-safe" allocate nothing and may also be called
+//! in the child of a multi-threaded process, between `fork` and `exec`/`_exit`.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::report::Exit;
+
+/// Turns a `-1` return into the current `errno`.
+pub(crate) fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A path or string as a C string; a NUL byte inside is an `InvalidInput` error.
+pub(crate) fn cstring(s: impl AsRef<OsStr>) -> io::Result<CString> {
+    CString::new(s.as_ref().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{:?} contains a NUL byte", s.as_ref()),
+        )
+    })
+}
+
+/// `mount(2)`.
+pub(crate) fn mount(
+    source: Option<&OsStr>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype.map(cstring).transpose()?;
+    let data = data.map(cstring).transpose()?;
+    // SAFETY: every pointer is either null or a valid NUL-terminated string that outlives the call.
+    check(unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr().cast::<libc::c_void>()),
+        )
+    })?;
+    Ok(())
+}
+
+/// `umount2(target, MNT_DETACH)`.
+pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
+    Ok(())
+}
+
+/// `MOUNT_ATTR_RDONLY` for [`mount_setattr`].
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID` for [`mount_setattr`].
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+/// `MOUNT_ATTR_NODEV` for [`mount_setattr`].
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr(2)` with `AT_RECURSIVE`: sets `set` on the mount at `target` and every mount
+/// below it (Linux 5.12+).
+pub(crate) fn mount_setattr_recursive(target: &Path, set: u64) -> io::Result<()> {
+    let target = cstring(target)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: valid C string and a properly sized, initialised struct.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `pivot_root(2)`.
+pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+    let new_root = cstring(new_root)?;
+    let put_old = cstring(put_old)?;
+    // SAFETY: valid C strings.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
+    Ok(())
+}
+
+/// `unshare(2)`.
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain system call.
+    check(unsafe { libc::unshare(flags) })?;
+    Ok(())
+}
+
+/// `fork(2)`: `Ok(0)` in the child, the child's pid in the parent.
+///
+/// Only call this from a single-threaded process, or follow the fork-safety rules in the child.
+pub(crate) fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the callers are single-threaded (the sandbox init) or only use fork-safe calls in
+    // the child (probe).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(pid)
+    }
+}
+
+/// `_exit(2)`: leaves the process at once, running no destructors or `atexit` handlers.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`: fork-safe.
+pub(crate) fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain system call.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// Clears `FD_CLOEXEC` on `fd`: fork-safe.
+pub(crate) fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain system call.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) })?;
+    Ok(())
+}
+
+/// Sets `FD_CLOEXEC` on `fd`.
+pub(crate) fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain system call.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) })?;
+    Ok(())
+}
+
+/// `pidfd_open(2)`.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: plain system call.
+    let fd = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: the kernel just returned this new descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_send_signal(2)`.
+pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain system call on a descriptor we own.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })?;
+    Ok(())
+}
+
+/// `kill(2)`; a process that is already gone is not an error.
+pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: plain system call; errors (ESRCH) are deliberately ignored.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (`None` waits forever). Returns whether it
+/// became readable. For a pidfd, readable means the process has exited.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms: libc::c_int = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                // Round up so that we never spin on a sub-millisecond remainder.
+                let ms = left.as_micros().div_ceil(1000);
+                ms.min(i32::MAX as u128) as libc::c_int
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n > 0 {
+            return Ok(true);
+        }
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// `wait4(2)`, retried on `EINTR`. `Ok(None)` when `WNOHANG` was given and the child still runs.
+pub(crate) fn wait4(
+    pid: libc::pid_t,
+    flags: libc::c_int,
+) -> io::Result<Option<(libc::pid_t, libc::c_int, libc::rusage)>> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: rusage is plain old data; zeroed is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        return Ok(Some((r, status, usage)));
+    }
+}
+
+/// Decodes a wait status into an exit code or a signal.
+pub(crate) fn decode_status(status: libc::c_int) -> Exit {
+    if libc::WIFEXITED(status) {
+        Exit {
+            code: Some(libc::WEXITSTATUS(status)),
+            signal: None,
+        }
+    } else if libc::WIFSIGNALED(status) {
+        Exit {
+            code: None,
+            signal: Some(libc::WTERMSIG(status)),
+        }
+    } else {
+        Exit {
+            code: None,
+            signal: None,
+        }
+    }
+}
+
+/// User plus system CPU time of a `rusage`.
+pub(crate) fn cpu_time(usage: &libc::rusage) -> Duration {
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// A `pipe2(O_CLOEXEC)`: (read end, write end).
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: valid out-array of two ints.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: the kernel just returned these new descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
+pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: valid out-array of two ints.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: the kernel just returned these new descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A sealed-size anonymous file (`memfd_create`, close-on-exec) holding `data`, positioned at 0.
+pub(crate) fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: valid C string.
+    let fd = check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: the kernel just returned this new descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(fd.as_raw_fd(), data)?;
+    // SAFETY: plain system call.
+    if unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Writes all of `data` to `fd`, retrying on `EINTR` and short writes.
+pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: valid buffer.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        data = &data[n as usize..];
+    }
+    Ok(())
+}
+
+/// `send(MSG_NOSIGNAL)` of all of `data` on a socket, optionally passing one descriptor with the
+/// first byte (`SCM_RIGHTS`). A reader that went away is an error, never a `SIGPIPE`.
+pub(crate) fn send_all(fd: RawFd, mut data: &[u8], pass: Option<RawFd>) -> io::Result<()> {
+    let mut pass = pass;
+    while !data.is_empty() {
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        // Room for one descriptor, aligned for cmsghdr.
+        let mut cbuf = [0u64; 8];
+        // SAFETY: msghdr is plain old data.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if let Some(pfd) = pass {
+            // SAFETY: CMSG_SPACE is a pure computation.
+            let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = space;
+            // SAFETY: msg_control points at a buffer of at least `space` bytes.
+            unsafe {
+                let cmsg = libc::CMSG_FIRSTHDR(&msg);
+                (*cmsg).cmsg_level = libc::SOL_SOCKET;
+                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), pfd);
+            }
+        }
+        // SAFETY: msg points at valid iovec and control buffers.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        pass = None;
+        data = &data[n as usize..];
+    }
+    Ok(())
+}
+
+/// `recvmsg` into `buf`, collecting any descriptors passed with `SCM_RIGHTS` (close-on-exec).
+/// Returns the number of bytes read (0 at end of stream).
+pub(crate) fn recv_with_fds(
+    fd: RawFd,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> io::Result<usize> {
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let mut cbuf = [0u64; 16];
+        // SAFETY: msghdr is plain old data.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cbuf);
+        // SAFETY: msg points at valid buffers.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: walking the control messages the kernel filled in, within msg_controllen.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+                {
+                    let data = libc::CMSG_DATA(cmsg);
+                    let header = libc::CMSG_LEN(0) as usize;
+                    let count = ((*cmsg).cmsg_len as usize).saturating_sub(header)
+                        / std::mem::size_of::<RawFd>();
+                    for i in 0..count {
+                        let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                        fds.push(OwnedFd::from_raw_fd(raw));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        return Ok(n as usize);
+    }
+}
+
+/// Writes a whole small file (used for `/proc/self/uid_map` and friends).
+pub(crate) fn write_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: valid C string.
+    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: we own the descriptor just opened.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(fd.as_raw_fd(), contents)
+}
+
+/// Drops every capability for good: the bounding set, the ambient set, and the effective,
+/// permitted and inheritable sets; also sets `no_new_privs`. After this, `execve` as uid 0 inside
+/// the user namespace yields no capabilities, so the program cannot mount, unmount or remount
+/// anything, and the read-only mounts stay read-only.
+pub(crate) fn drop_all_capabilities() -> io::Result<()> {
+    // SAFETY: plain prctl/capset system calls with valid arguments.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) < 0 {
+                break;
+            }
+            check(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0))?;
+        }
+        // Ambient capabilities may not exist on very old kernels; nothing to clear there.
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: libc::c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        check_long(libc::syscall(
+            libc::SYS_capset,
+            &header as *const Header,
+            data.as_ptr(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Brings the loopback interface of the current network namespace up.
+pub(crate) fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket/ioctl on a zeroed ifreq with a valid name.
+    unsafe {
+        let sock = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let sock = OwnedFd::from_raw_fd(sock);
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        check(libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        check(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req))?;
+    }
+    Ok(())
+}
+
+/// `sethostname(2)`.
+pub(crate) fn set_hostname(name: &str) -> io::Result<()> {
+    // SAFETY: valid buffer and length.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// `lgetxattr(2)` of a small value; `Ok(None)` when the attribute is absent or unsupported.
+pub(crate) fn lgetxattr(path: &Path, name: &CStr) -> io::Result<Option<Vec<u8>>> {
+    let c = cstring(path)?;
+    let mut buf = [0u8; 256];
+    // SAFETY: valid C strings and buffer.
+    let n = unsafe {
+        libc::lgetxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ENODATA) | Some(libc::ENOTSUP) | Some(libc::ERANGE) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    Ok(Some(buf[..n as usize].to_vec()))
+}
+
+/// Blocks `signals` in the calling thread and returns the set for [`wait_signal`].
+pub(crate) fn block_signals(signals: &[libc::c_int]) -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(set)
+    }
+}
+
+/// `sigwaitinfo` on a set of blocked signals; returns the signal number.
+pub(crate) fn wait_signal(set: &libc::sigset_t) -> io::Result<libc::c_int> {
+    loop {
+        // SAFETY: valid set; a null info pointer is allowed.
+        let r = unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok(r);
+    }
+}
+
+/// Resets the signal mask and every catchable signal's disposition to the default; used in a
+/// forked child right before `execve`.
+pub(crate) fn reset_signals() {
+    // SAFETY: sigset/sigaction manipulation in the calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        for sig in 1..libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
+/// The text of an `errno` value.
+pub(crate) fn errno_text(errno: i32) -> String {
+    io::Error::from_raw_os_error(errno).to_string()
+}
+
+/// How child `pid` ended, if it has, without reaping it (`waitid(WEXITED | WNOHANG | WNOWAIT)`).
+pub(crate) fn peek_exit(pid: libc::pid_t) -> Option<Exit> {
+    // SAFETY: siginfo_t is plain old data; zeroed is valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid/si_status are valid to read for SIGCHLD-type siginfo filled by waitid.
+    let (got, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if r < 0 || got == 0 {
+        return None;
+    }
+    Some(if info.si_code == libc::CLD_EXITED {
+        Exit {
+            code: Some(status),
+            signal: None,
+        }
+    } else {
+        Exit {
+            code: None,
+            signal: Some(status),
+        }
+    })
+}

@@ -1,0 +1,564 @@
+//! End-to-end tests of the sandbox: real processes, real namespaces, real overlay mounts.
+//!
+//! They need unprivileged user namespaces and overlayfs with `userxattr` (Linux 5.11+). They pass
+//! as root and as an unprivileged user (e.g. uid 65534 with a readable target directory).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use proctor_sandbox::diff::{self, ChangeKind, LaidIn, Manifest};
+use proctor_sandbox::{
+    probe, run, FullStop, HttpGuard, HttpProbe, Namespace, Network, SandboxReport, SandboxSpec,
+    ServiceSpec, Workspace, WorkspaceKind,
+};
+
+fn init_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_proctor-sandbox-testinit"))
+}
+
+fn require_support() {
+    let caps = probe();
+    assert!(
+        caps.overlay_sandbox(),
+        "these tests need user namespaces and overlayfs with userxattr: {caps:?}"
+    );
+}
+
+/// A scratch directory for one trial: a fixture (the lower), upper, work, outputs.
+struct Trial {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Trial {
+    fn new() -> Trial {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().to_owned();
+        for d in ["lower", "upper", "work", "out"] {
+            fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        Trial { _tmp: tmp, root }
+    }
+
+    fn lower(&self) -> PathBuf {
+        self.root.join("lower")
+    }
+
+    fn upper(&self) -> PathBuf {
+        self.root.join("upper")
+    }
+
+    fn out(&self, name: &str) -> PathBuf {
+        self.root.join("out").join(name)
+    }
+
+    /// A spec running `sh -c script` over an overlay of the fixture.
+    fn spec(&self, script: &str) -> SandboxSpec {
+        let mut s = SandboxSpec::new(
+            init_exe(),
+            Workspace::Overlay {
+                lowers: vec![self.lower()],
+                upper: self.upper(),
+                work: self.root.join("work"),
+            },
+            vec!["sh".into(), "-c".into(), script.into()],
+            self.out("stdout"),
+            self.out("stderr"),
+        );
+        s.wall_timeout = Duration::from_secs(30);
+        s.grace = Duration::from_millis(500);
+        s
+    }
+
+    fn stdout(&self) -> String {
+        fs::read_to_string(self.out("stdout")).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(self.out("stderr")).unwrap_or_default()
+    }
+
+    fn run(&self, spec: &SandboxSpec) -> SandboxReport {
+        match run(spec) {
+            Ok(r) => r,
+            Err(e) => panic!("run failed: {e}\nstderr: {}", self.stderr()),
+        }
+    }
+}
+
+fn write(p: &Path, s: &str) {
+    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    fs::write(p, s).expect("write");
+}
+
+/// Host processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in fs::read_dir("/proc").expect("/proc").flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{}: {cmd}", name.to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+#[test]
+fn overlay_records_exactly_the_agents_changes_and_leaves_the_lower_alone() {
+    require_support();
+    let t = Trial::new();
+    let lower = t.lower();
+    write(&lower.join("keep.txt"), "keep");
+    write(&lower.join("edit.txt"), "old");
+    write(&lower.join("gone.txt"), "bye");
+    write(&lower.join("mode.sh"), "echo");
+    fs::set_permissions(lower.join("mode.sh"), fs::Permissions::from_mode(0o644)).expect("chmod");
+    write(&lower.join("tree/a.txt"), "a");
+    write(&lower.join("tree/deep/b.txt"), "b");
+    write(&lower.join("redo/old.txt"), "o");
+    write(&lower.join("same.txt"), "same\n");
+    let before = Manifest::build(&lower).expect("manifest");
+
+    // A variant file laid in before the agent starts (not the agent's change) and one the agent
+    // then edits (its change).
+    write(&t.upper().join("SKILL.md"), "method");
+    write(&t.upper().join("docs/GUIDE.md"), "guide");
+    let laid = [
+        LaidIn {
+            path: "SKILL.md".into(),
+            blake3: diff::hash_file(&t.upper().join("SKILL.md")).expect("hash"),
+        },
+        LaidIn {
+            path: "docs/GUIDE.md".into(),
+            blake3: diff::hash_file(&t.upper().join("docs/GUIDE.md")).expect("hash"),
+        },
+    ];
+
+    let spec = t.spec(
+        "set -e; echo new > added.txt; echo changed > edit.txt; rm gone.txt; chmod 755 mode.sh; \
+         rm -rf tree; rm -rf redo; mkdir redo; echo n > redo/new.txt; mkdir -p newdir/sub; \
+         ln -s keep.txt link; echo same > same.txt; echo more >> docs/GUIDE.md; cat keep.txt SKILL.md; pwd",
+    );
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "stderr: {}", t.stderr());
+    assert_eq!(t.stdout(), "keepmethod/workspace\n");
+    assert_eq!(r.isolation.workspace, WorkspaceKind::Overlay);
+
+    let changes = diff::overlay_changes(&t.upper(), &[lower.clone()], &laid).expect("diff");
+    let got: Vec<(String, ChangeKind)> = changes
+        .iter()
+        .map(|c| (c.path.to_string_lossy().into_owned(), c.kind))
+        .collect();
+    let want: Vec<(String, ChangeKind)> = [
+        ("added.txt", ChangeKind::Added),
+        ("docs/GUIDE.md", ChangeKind::Modified),
+        ("edit.txt", ChangeKind::Modified),
+        ("gone.txt", ChangeKind::Deleted),
+        ("link", ChangeKind::Added),
+        ("mode.sh", ChangeKind::ModeChanged),
+        ("newdir", ChangeKind::Added),
+        ("newdir/sub", ChangeKind::Added),
+        ("redo/new.txt", ChangeKind::Added),
+        ("redo/old.txt", ChangeKind::Deleted),
+        ("tree", ChangeKind::Deleted),
+        ("tree/a.txt", ChangeKind::Deleted),
+        ("tree/deep", ChangeKind::Deleted),
+        ("tree/deep/b.txt", ChangeKind::Deleted),
+    ]
+    .iter()
+    .map(|(p, k)| (p.to_string(), *k))
+    .collect();
+    assert_eq!(got, want, "{changes:#?}");
+    let mode = changes.iter().find(|c| c.path == Path::new("mode.sh")).expect("mode.sh");
+    assert_eq!((mode.mode_before, mode.mode_after), (Some(0o644), Some(0o755)));
+
+    // The lower layer is untouched.
+    assert_eq!(Manifest::build(&lower).expect("manifest"), before);
+}
+
+#[test]
+fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
+    require_support();
+    let t = Trial::new();
+    let marker = unique("SECRETMARKER");
+    // One hidden directory below a read-only host top-level directory, one below /tmp.
+    let visible_parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("hide"));
+    let hidden_a = visible_parent.join("suite");
+    write(&hidden_a.join("answers").join(format!("{marker}.md")), "the answer");
+    let hidden_b = t.root.join("store");
+    write(&hidden_b.join(format!("{marker}.json")), "{}");
+    let svc_dir = t.root.join("svc");
+    fs::create_dir_all(&svc_dir).expect("mkdir");
+
+    let mut spec = t.spec(&format!(
+        "ls -A {a}; ls -A {b}; cat {a}/answers/{m}.md; find / -name '{m}*' 2>/dev/null; \
+         ls /proc/*/root{a}/answers 2>/dev/null; ls -A /run/proctor; echo end",
+        a = hidden_a.display(),
+        b = hidden_b.display(),
+        m = marker
+    ));
+    spec.hide = vec![hidden_a.clone(), hidden_b.clone()];
+    spec.services = vec![ServiceSpec {
+        name: "reader".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "cat answers/{marker}.md > \"$PROCTOR_SERVICE_DIR/seen\"; echo \"$PROCTOR_SERVICE_DIR\" >> \"$PROCTOR_SERVICE_DIR/seen\"; exec sleep 60"
+            ),
+        ],
+        cwd: hidden_a.clone(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        dir_host: svc_dir.clone(),
+        log: t.out("reader.log"),
+        ready: None,
+        guard: None,
+    }];
+    let r = t.run(&spec);
+    let out = t.stdout();
+    assert!(!out.contains(&marker), "the agent saw the hidden files:\n{out}");
+    assert!(out.trim_end().ends_with("end"), "{out}");
+    assert!(t.stderr().contains("No such file"), "{}", t.stderr());
+    assert_eq!(r.isolation.hidden, vec![hidden_a.clone(), hidden_b.clone()]);
+    // The service saw what the agent could not, and wrote its state where the scorer reads it.
+    assert_eq!(
+        fs::read_to_string(svc_dir.join("seen")).expect("service state"),
+        "the answer/run/proctor/services/reader\n"
+    );
+    // The service was stopped by SIGTERM at the end.
+    assert_eq!(r.services[0].exit.and_then(|e| e.signal), Some(libc_sigterm()));
+    let _ = fs::remove_dir_all(&visible_parent);
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}
+
+#[test]
+fn detached_processes_die_with_the_agent() {
+    require_support();
+    let t = Trial::new();
+    let marker = unique("DETACHMARKER");
+    let spec = t.spec(&format!(
+        "setsid sh -c 'sleep 1; echo x > /workspace/late; : {marker}' >/dev/null 2>&1 & \
+         (nohup sh -c 'sleep 1; echo y > /workspace/late2; : {marker}' >/dev/null 2>&1 &) ; \
+         echo started"
+    ));
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(t.stdout(), "started\n");
+    assert!(r.wall < Duration::from_millis(900), "{:?}", r.wall);
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!t.upper().join("late").exists());
+    assert!(!t.upper().join("late2").exists());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}
+
+#[test]
+fn a_sleeping_agent_is_stopped_at_its_timeout() {
+    require_support();
+    let t = Trial::new();
+    let mut spec = t.spec("sleep 30");
+    spec.wall_timeout = Duration::from_secs(1);
+    spec.grace = Duration::from_millis(500);
+    let started = Instant::now();
+    let r = t.run(&spec);
+    let took = started.elapsed();
+    assert!(r.timed_out);
+    assert!(took < Duration::from_millis(1500) + Duration::from_millis(500), "{took:?}");
+    assert!(r.wall >= Duration::from_secs(1), "{:?}", r.wall);
+    // sh got SIGTERM (forwarded by the agent's init) within the grace period.
+    assert_eq!(r.signal, Some(15), "{r:?}");
+}
+
+#[test]
+fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
+    require_support();
+    let t = Trial::new();
+    let marker = unique("STUBBORN");
+    let mut spec = t.spec(&format!(
+        "trap '' TERM; while :; do sleep 0.05; done; : {marker}"
+    ));
+    spec.wall_timeout = Duration::from_millis(500);
+    spec.grace = Duration::from_millis(300);
+    let started = Instant::now();
+    let r = t.run(&spec);
+    assert!(r.timed_out);
+    assert_eq!(r.signal, Some(9), "{r:?}");
+    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}
+
+/// A service on 127.0.0.1:7070 with a readiness probe and a guard, and an agent that talks to it.
+fn http_service(t: &Trial, guard_expect: &str) -> ServiceSpec {
+    let dir = t.root.join("svc-web");
+    fs::create_dir_all(&dir).expect("mkdir");
+    write(&dir.join("index.html"), "hello from the mock");
+    ServiceSpec {
+        name: "web".into(),
+        argv: vec![
+            "python3".into(),
+            "-m".into(),
+            "http.server".into(),
+            "7070".into(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+        ],
+        cwd: PathBuf::from("/run/proctor/services/web"),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        dir_host: dir,
+        log: t.out("web.log"),
+        ready: Some(HttpProbe {
+            url: "http://127.0.0.1:7070/".into(),
+            timeout: Duration::from_secs(10),
+        }),
+        guard: Some(HttpGuard::new("http://127.0.0.1:7070/index.html", guard_expect)),
+    }
+}
+
+const FETCH: &str = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:7070/index.html').read().decode())\"";
+
+#[test]
+fn two_sandboxes_serve_the_same_port_at_once() {
+    require_support();
+    let trials: Vec<Trial> = (0..2).map(|_| Trial::new()).collect();
+    let reports: Vec<SandboxReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = trials
+            .iter()
+            .map(|t| {
+                s.spawn(move || {
+                    let mut spec = t.spec(&format!("{FETCH}; sleep 0.5; {FETCH}"));
+                    spec.services = vec![http_service(t, "from the mock")];
+                    t.run(&spec)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    for (t, r) in trials.iter().zip(&reports) {
+        assert_eq!(r.not_started, None, "{r:?}\n{}", fs::read_to_string(t.out("web.log")).unwrap_or_default());
+        assert_eq!(r.exit_code, Some(0), "stderr: {}", t.stderr());
+        assert_eq!(t.stdout(), "hello from the mock\nhello from the mock\n");
+        let svc = &r.services[0];
+        assert!(svc.started && svc.ready.as_ref().is_some_and(|p| p.passed()));
+        assert!(svc.guard.as_ref().is_some_and(|p| p.passed()));
+        assert!(r.isolation.namespaces.contains(&Namespace::Net));
+        // The agent could not see the service's state directory.
+        assert!(!t.stderr().contains("index.html"));
+    }
+}
+
+#[test]
+fn a_failing_guard_leaves_the_agent_unstarted() {
+    require_support();
+    let t = Trial::new();
+    let mut spec = t.spec("echo ran > /workspace/agent-ran; echo ran");
+    spec.services = vec![http_service(&t, "chat-mock")];
+    let r = t.run(&spec);
+    assert_eq!(
+        r.not_started.as_deref(),
+        Some("guard of web refused: body did not contain 'chat-mock' (HTTP 200)")
+    );
+    assert_eq!((r.exit_code, r.signal), (None, None));
+    assert_eq!(t.stdout(), "");
+    assert!(!t.upper().join("agent-ran").exists());
+    let svc = &r.services[0];
+    assert!(svc.ready.as_ref().is_some_and(|p| p.passed()));
+    assert!(svc.guard.as_ref().is_some_and(|p| !p.passed()));
+    assert!(svc.exit.is_some(), "the service was stopped and reaped");
+}
+
+#[test]
+fn a_service_that_never_gets_ready_is_reported() {
+    require_support();
+    let t = Trial::new();
+    let mut spec = t.spec("echo ran");
+    let mut svc = http_service(&t, "x");
+    svc.argv = vec!["sh".into(), "-c".into(), "exit 3".into()];
+    spec.services = vec![svc];
+    let r = t.run(&spec);
+    let reason = r.not_started.expect("not started");
+    assert!(reason.contains("service web was not ready") && reason.contains("exit code 3"), "{reason}");
+    assert_eq!(t.stdout(), "");
+}
+
+#[test]
+fn without_a_network_the_host_loopback_is_unreachable() {
+    require_support();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let script = format!(
+        "python3 -c \"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\nexcept OSError as e: print('failed', e)\"; \
+         cat /proc/net/dev | grep -c ':' ; hostname"
+    );
+    let t = Trial::new();
+    let r = t.run(&t.spec(&script));
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    let out = t.stdout();
+    assert!(out.starts_with("failed"), "{out}");
+    // Only `lo` in the trial's network namespace, and the trial's own hostname.
+    assert!(out.ends_with("1\nproctor\n"), "{out}");
+
+    // The same probe with the host network reaches the listener.
+    let t = Trial::new();
+    let mut spec = t.spec(&script);
+    spec.network = Network::Host;
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    assert!(t.stdout().starts_with("connected"), "{}", t.stdout());
+    assert!(!r.isolation.namespaces.contains(&Namespace::Net));
+    drop(listener);
+}
+
+#[test]
+fn the_agent_can_write_only_its_workspace_home_and_tmp() {
+    require_support();
+    let t = Trial::new();
+    let host_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let host_probe = host_dir.join(unique("escape"));
+    let script = format!(
+        "for p in /usr/x /etc/x /x /var/x /run/x /home/x /dev/x /proc/x /sys/x {host} \
+                  /workspace/ok $HOME/ok /tmp/ok /dev/shm/ok; do \
+           if (echo data > $p) 2>/dev/null; then echo \"$p ok\"; else echo \"$p no\"; fi; done; \
+         mount -t tmpfs tmpfs /mnt 2>/dev/null && echo mounted; \
+         mount -o remount,rw /usr 2>/dev/null && echo remounted; \
+         umount /workspace 2>/dev/null && echo unmounted; \
+         echo uid=$(id -u) home=$HOME",
+        host = host_probe.display()
+    );
+    let r = t.run(&t.spec(&script));
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    let out = t.stdout();
+    let verdicts: BTreeMap<&str, &str> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(p, _)| p.starts_with('/'))
+        .collect();
+    for (p, v) in &verdicts {
+        let writable = ["/workspace/ok", "/home/agent/ok", "/tmp/ok", "/dev/shm/ok"].contains(p);
+        assert_eq!(*v, if writable { "ok" } else { "no" }, "{p}: {out}");
+    }
+    assert_eq!(verdicts.len(), 14, "{out}");
+    assert!(!out.contains("mounted") && !out.contains("remounted"), "{out}");
+    assert!(out.ends_with("uid=0 home=/home/agent\n"), "{out}");
+    assert!(!host_probe.exists());
+    assert!(r.isolation.read_only_host && r.isolation.private_home_and_tmp);
+    assert_eq!(r.isolation.full_stop, FullStop::PidNamespace);
+    assert_eq!(
+        fs::read_to_string(t.upper().join("ok")).expect("workspace write"),
+        "data\n"
+    );
+}
+
+#[test]
+fn exit_status_cpu_and_process_view_are_reported() {
+    require_support();
+    let t = Trial::new();
+    let r = t.run(&t.spec(
+        "python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass' & \
+         wait; ls /proc | grep -c '^[0-9]'; exit 7",
+    ));
+    assert_eq!(r.exit_code, Some(7));
+    // The agent's PID namespace holds only its init, sh and ls/grep: nothing of the host.
+    let n: u32 = t.stdout().trim().parse().expect("count");
+    assert!(n <= 4, "{n} processes visible");
+    let cpu = r.agent_cpu.expect("cpu");
+    assert!(cpu >= Duration::from_millis(250), "{cpu:?}");
+
+    let t = Trial::new();
+    let r = t.run(&t.spec("kill -9 $$"));
+    assert_eq!((r.exit_code, r.signal), (None, Some(9)));
+}
+
+#[test]
+fn an_agent_that_cannot_be_executed_is_not_started() {
+    require_support();
+    let t = Trial::new();
+    let mut spec = t.spec("true");
+    spec.command = vec!["no-such-agent-cli".into(), "-p".into()];
+    let r = t.run(&spec);
+    let reason = r.not_started.expect("not started");
+    assert!(reason.contains("no-such-agent-cli") && reason.contains("No such file"), "{reason}");
+    assert_eq!(r.exit_code, None);
+}
+
+#[test]
+fn copy_mode_binds_the_copy_and_diffs_it_against_a_manifest() {
+    require_support();
+    let t = Trial::new();
+    let copy = t.root.join("copy");
+    write(&copy.join("a.txt"), "a");
+    write(&copy.join("b.txt"), "b");
+    let manifest = Manifest::build(&copy).expect("manifest");
+    let mut spec = t.spec("echo A > a.txt; rm b.txt; echo c > c.txt");
+    spec.workspace = Workspace::Bind { dir: copy.clone() };
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    assert_eq!(r.isolation.workspace, WorkspaceKind::Bind);
+    let got: Vec<(String, ChangeKind)> = diff::manifest_changes(&manifest, &copy, &[])
+        .expect("diff")
+        .into_iter()
+        .map(|c| (c.path.to_string_lossy().into_owned(), c.kind))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("a.txt".into(), ChangeKind::Modified),
+            ("b.txt".into(), ChangeKind::Deleted),
+            ("c.txt".into(), ChangeKind::Added)
+        ]
+    );
+}
+
+#[test]
+fn without_namespaces_the_report_says_so() {
+    let t = Trial::new();
+    let copy = t.root.join("copy");
+    fs::create_dir_all(&copy).expect("mkdir");
+    let mut spec = t.spec("pwd; echo hi > f; sleep 30 & echo bg");
+    spec.namespaces = false;
+    spec.workspace = Workspace::Bind { dir: copy.clone() };
+    let r = run(&spec).expect("run");
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(t.stdout(), format!("{}\nbg\n", copy.display()));
+    assert_eq!(fs::read_to_string(copy.join("f")).expect("f"), "hi\n");
+    assert!(r.isolation.namespaces.is_empty());
+    assert_eq!(r.isolation.full_stop, FullStop::ProcessGroup);
+    assert!(!r.isolation.read_only_host);
+    assert!(r.isolation.notes.iter().any(|n| n.contains("may have survived")));
+
+    // An overlay needs namespaces: refused up front.
+    let spec = t.spec("true");
+    let mut spec2 = spec.clone();
+    spec2.namespaces = false;
+    assert!(run(&spec2).is_err());
+}
+
+#[test]
+fn the_probe_reports_what_works() {
+    let caps = probe();
+    // Cached: the same answer twice.
+    assert_eq!(caps, probe());
+    if caps.user_namespaces.is_err() {
+        assert!(caps.overlay.is_err());
+    }
+}

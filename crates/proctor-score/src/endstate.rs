@@ -1,0 +1,161 @@
+//! The end state of a trial: everything the scorer reads, as captured into the store.
+//!
+//! These types are serialized into each trial's record; scoring is a pure function of them and
+//! of the task's rules, which is what makes `rescore` exact.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What happened to one workspace path, read from the overlay's upper layer or a manifest diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// The path did not exist before.
+    Added,
+    /// The content differs.
+    Changed,
+    /// Only the permission bits differ.
+    ModeChanged,
+    /// The path no longer exists.
+    Deleted,
+}
+
+/// One changed path of the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Workspace-relative path, `/`-separated.
+    pub path: String,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// Whether the path is a directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dir: bool,
+    /// Permission bits after the change (absent when deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    /// BLAKE3 of the content after the change (absent when deleted or a directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// Size after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// One call of an allowed interface command, as the shim logged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// Order in which the call started, from 1.
+    pub seq: u64,
+    /// The command name as the agent typed it.
+    pub command: String,
+    /// Full argv, `argv[0]` being the command name.
+    pub argv: Vec<String>,
+    /// Working directory inside the sandbox.
+    pub cwd: String,
+    /// Bytes read from stdin.
+    pub stdin_bytes: u64,
+    /// BLAKE3 of what was read from stdin.
+    pub stdin_hash: String,
+    /// Exit status; `None` when the call never finished (killed with the trial).
+    pub exit: Option<i32>,
+    /// `"denied"` when the allow-list refused the call, else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied: Option<String>,
+    /// Bytes written to stdout.
+    pub stdout_bytes: u64,
+    /// The first bytes of stdout, lossily decoded.
+    pub stdout_head: String,
+    /// Bytes written to stderr.
+    pub stderr_bytes: u64,
+    /// The first bytes of stderr, lossily decoded.
+    pub stderr_head: String,
+    /// Seconds since the trial started, when the call started.
+    pub start: f64,
+    /// Seconds since the trial started, when the call ended.
+    pub end: Option<f64>,
+}
+
+/// The result of one `check` command run over the end state with holdouts laid in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRun {
+    /// The command as written in the suite.
+    pub command: String,
+    /// Exit status; `None` when it was killed or could not start.
+    pub exit: Option<i32>,
+    /// Whether the timeout stopped it.
+    pub timed_out: bool,
+    /// The last lines of stdout.
+    pub stdout_tail: String,
+    /// The last lines of stderr.
+    pub stderr_tail: String,
+    /// Why the check could not run at all, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its full stdout, for `stdout_matches`.
+    #[serde(default, skip_serializing)]
+    pub stdout: String,
+}
+
+/// A service's captured end state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceEnd {
+    /// The parsed state file, when it was written and is JSON.
+    pub state: Option<serde_json::Value>,
+    /// Why the state is missing, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_error: Option<String>,
+}
+
+/// How the agent process ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentEnd {
+    /// Whether the agent was started at all.
+    pub started: bool,
+    /// Why not, when it was not (a failed guard, a missing CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<String>,
+    /// Exit status.
+    pub exit_code: Option<i32>,
+    /// Signal that ended it.
+    pub signal: Option<i32>,
+    /// Whether the wall timeout stopped it.
+    pub timed_out: bool,
+    /// Wall seconds from start to full stop.
+    pub wall_seconds: f64,
+    /// CPU seconds (user + system) of the agent's process tree, where measured.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// Read access to the end-state workspace, for assertions that look into files.
+pub trait Files {
+    /// The content of a workspace-relative path in the end state, if it is a file there.
+    fn read(&self, path: &str) -> Option<Vec<u8>>;
+}
+
+/// Everything the scorer reads about one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndState {
+    /// The agent's final answer.
+    pub answer: String,
+    /// The workspace changes the agent made.
+    pub changes: Vec<FileChange>,
+    /// The interface calls, in start order.
+    pub calls: Vec<CallRecord>,
+    /// Check results, by command.
+    pub checks: BTreeMap<String, CheckRun>,
+    /// Service end states, by service name.
+    pub services: BTreeMap<String, ServiceEnd>,
+    /// How the agent ended.
+    pub agent: AgentEnd,
+}
+
+/// A [`Files`] over an in-memory map, for tests and small end states.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryFiles(pub BTreeMap<String, Vec<u8>>);
+
+impl Files for MemoryFiles {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        self.0.get(path).cloned()
+    }
+}

@@ -1,0 +1,393 @@
+//! Assertions evaluated against an end state, each result carrying the evidence it looked at
+//! (the file and matching line, the call numbers counted, the check's exit and output tail, the
+//! JSON pointer's actual value), so a reader can see why a trial got its outcome.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use proctor_suite::assertion::{Assertion, Calls, Check, FilesUnchanged, StateAssertion};
+use proctor_suite::model::{Condition, Interface};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::endstate::{ChangeKind, EndState, Files};
+
+/// Whether an assertion holds, fails, or cannot be told from the evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The assertion holds.
+    Holds,
+    /// The assertion does not hold.
+    Fails,
+    /// The evidence cannot decide; the reason says why.
+    Unknown {
+        /// Why the evidence cannot decide.
+        reason: String,
+    },
+}
+
+impl Verdict {
+    fn from_bool(b: bool) -> Verdict {
+        if b {
+            Verdict::Holds
+        } else {
+            Verdict::Fails
+        }
+    }
+
+    fn unknown(reason: impl Into<String>) -> Verdict {
+        Verdict::Unknown {
+            reason: reason.into(),
+        }
+    }
+
+    /// `Some(true/false)` when decided.
+    pub fn decided(&self) -> Option<bool> {
+        match self {
+            Verdict::Holds => Some(true),
+            Verdict::Fails => Some(false),
+            Verdict::Unknown { .. } => None,
+        }
+    }
+}
+
+/// One assertion's result with what it looked at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssertionResult {
+    /// The assertion kind (`file_added`, `check`, ...).
+    pub kind: String,
+    /// The assertion as written, compactly.
+    pub rule: String,
+    /// The verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// What the assertion looked at.
+    pub evidence: Value,
+}
+
+/// The result of a whole `all`/`any` condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConditionResult {
+    /// `all` or `any`.
+    pub mode: String,
+    /// The combined verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// Each assertion's result.
+    pub assertions: Vec<AssertionResult>,
+}
+
+/// What evaluation needs besides the end state.
+pub struct Context<'a> {
+    /// The captured end state.
+    pub end: &'a EndState,
+    /// The end-state workspace's files.
+    pub files: &'a dyn Files,
+    /// The task's interface, for `calls`.
+    pub interface: Option<&'a Interface>,
+}
+
+/// Evaluates a condition: `all` holds when every assertion holds; `any` when one does. An
+/// undecidable assertion makes the condition undecidable only where it could change the result.
+pub fn condition(ctx: &Context, cond: &Condition) -> ConditionResult {
+    let (mode, list) = match (&cond.all, &cond.any) {
+        (Some(all), _) => ("all", all),
+        (None, Some(any)) => ("any", any),
+        (None, None) => {
+            return ConditionResult {
+                mode: "all".into(),
+                verdict: Verdict::unknown("the condition has no assertions"),
+                assertions: Vec::new(),
+            }
+        }
+    };
+    let results: Vec<AssertionResult> = list.iter().map(|a| assertion(ctx, a.get_ref())).collect();
+    let verdict = combine(mode == "all", results.iter().map(|r| &r.verdict));
+    ConditionResult {
+        mode: mode.into(),
+        verdict,
+        assertions: results,
+    }
+}
+
+/// Combines verdicts with `all` (when `all`) or `any` semantics.
+pub fn combine<'v>(all: bool, verdicts: impl Iterator<Item = &'v Verdict>) -> Verdict {
+    let mut unknown: Option<String> = None;
+    for v in verdicts {
+        match (all, v) {
+            (true, Verdict::Fails) => return Verdict::Fails,
+            (false, Verdict::Holds) => return Verdict::Holds,
+            (_, Verdict::Unknown { reason }) => {
+                unknown.get_or_insert_with(|| reason.clone());
+            }
+            _ => {}
+        }
+    }
+    match unknown {
+        Some(reason) => Verdict::Unknown { reason },
+        None => Verdict::from_bool(all),
+    }
+}
+
+fn result(kind: &str, rule: String, verdict: Verdict, evidence: Value) -> AssertionResult {
+    AssertionResult {
+        kind: kind.into(),
+        rule,
+        verdict,
+        evidence,
+    }
+}
+
+/// Evaluates one assertion.
+pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
+    let kind = a.kind();
+    match a {
+        Assertion::AnswerMatches(re) | Assertion::AnswerForbids(re) => {
+            let forbids = matches!(a, Assertion::AnswerForbids(_));
+            let rule = format!("{kind} = {:?}", re.get_ref());
+            match Regex::new(re.get_ref()) {
+                Err(e) => result(kind, rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+                Ok(re) => {
+                    let found = re.find(&ctx.end.answer).map(|m| m.as_str().to_string());
+                    let verdict = Verdict::from_bool(found.is_some() != forbids);
+                    result(kind, rule, verdict, json!({ "matched": found }))
+                }
+            }
+        }
+        Assertion::FilesUnchanged(spec) => files_unchanged(ctx, spec),
+        Assertion::FileAdded(g) | Assertion::FileDeleted(g) | Assertion::FileChanged(g) => {
+            let wanted = match a {
+                Assertion::FileAdded(_) => ChangeKind::Added,
+                Assertion::FileDeleted(_) => ChangeKind::Deleted,
+                _ => ChangeKind::Changed,
+            };
+            let rule = format!("{kind} = {:?}", g.get_ref());
+            match Glob::new(g.get_ref()) {
+                Err(e) => result(kind, rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null),
+                Ok(glob) => {
+                    let m = glob.compile_matcher();
+                    let hits: Vec<&str> = ctx
+                        .end
+                        .changes
+                        .iter()
+                        .filter(|c| c.kind == wanted && !c.dir && m.is_match(&c.path))
+                        .map(|c| c.path.as_str())
+                        .collect();
+                    result(kind, rule, Verdict::from_bool(!hits.is_empty()), json!({ "paths": hits }))
+                }
+            }
+        }
+        Assertion::FileContains(fc) => {
+            let rule = format!(
+                "file_contains = {{ path = {:?}, pattern = {:?} }}",
+                fc.path.get_ref(),
+                fc.pattern.get_ref()
+            );
+            let re = match Regex::new(fc.pattern.get_ref()) {
+                Ok(re) => re,
+                Err(e) => return result(kind, rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+            };
+            match ctx.files.read(fc.path.get_ref()) {
+                None => result(kind, rule, Verdict::Fails, json!({ "path": fc.path.get_ref(), "exists": false })),
+                Some(bytes) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    let hit = text
+                        .lines()
+                        .enumerate()
+                        .find(|(_, l)| re.is_match(l))
+                        .map(|(i, l)| json!({ "line": i + 1, "text": truncate(l, 200) }));
+                    let whole = hit.is_some() || re.is_match(&text);
+                    result(
+                        kind,
+                        rule,
+                        Verdict::from_bool(whole),
+                        json!({ "path": fc.path.get_ref(), "exists": true, "match": hit }),
+                    )
+                }
+            }
+        }
+        Assertion::Check(c) => check(ctx, c),
+        Assertion::Calls(c) => calls(ctx, c),
+        Assertion::State(s) => state(ctx, s),
+        Assertion::Not(inner) => {
+            let r = assertion(ctx, inner.get_ref());
+            let verdict = match r.verdict.decided() {
+                Some(b) => Verdict::from_bool(!b),
+                None => r.verdict.clone(),
+            };
+            AssertionResult {
+                kind: "not".into(),
+                rule: format!("not = {{ {} }}", r.rule),
+                verdict,
+                evidence: json!({ "inner": r }),
+            }
+        }
+    }
+}
+
+fn files_unchanged(ctx: &Context, spec: &FilesUnchanged) -> AssertionResult {
+    let changed_under = |set: Option<&GlobSet>| -> Vec<&str> {
+        ctx.end
+            .changes
+            .iter()
+            .filter(|c| set.is_none_or(|s| s.is_match(&c.path)))
+            .map(|c| c.path.as_str())
+            .collect()
+    };
+    match spec {
+        FilesUnchanged::Everywhere(want) => {
+            let changed = changed_under(None);
+            result(
+                "files_unchanged",
+                format!("files_unchanged = {want}"),
+                Verdict::from_bool(changed.is_empty() == *want),
+                json!({ "changed": changed }),
+            )
+        }
+        FilesUnchanged::Under(globs) => {
+            let rule = format!("files_unchanged = {globs:?}");
+            let mut b = GlobSetBuilder::new();
+            for g in globs {
+                match Glob::new(g) {
+                    Ok(g) => {
+                        b.add(g);
+                    }
+                    Err(e) => {
+                        return result("files_unchanged", rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null)
+                    }
+                }
+            }
+            match b.build() {
+                Err(e) => result("files_unchanged", rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null),
+                Ok(set) => {
+                    let changed = changed_under(Some(&set));
+                    result(
+                        "files_unchanged",
+                        rule,
+                        Verdict::from_bool(changed.is_empty()),
+                        json!({ "changed": changed }),
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn check(ctx: &Context, c: &Check) -> AssertionResult {
+    let rule = format!("check = {:?}", c.command);
+    let Some(run) = ctx.end.checks.get(&c.command) else {
+        return result(
+            "check",
+            rule,
+            Verdict::unknown("the check was not run for this trial"),
+            Value::Null,
+        );
+    };
+    let evidence = json!({
+        "exit": run.exit,
+        "timed_out": run.timed_out,
+        "stdout_tail": run.stdout_tail,
+        "stderr_tail": run.stderr_tail,
+        "expected_exit": c.exit,
+    });
+    if let Some(err) = &run.error {
+        return result("check", rule, Verdict::unknown(format!("the check could not run: {err}")), evidence);
+    }
+    if run.timed_out {
+        // A check that does not finish in time did not show the end state passes.
+        return result("check", rule, Verdict::Fails, evidence);
+    }
+    let Some(exit) = run.exit else {
+        return result(
+            "check",
+            rule,
+            Verdict::unknown("the check was killed by a signal before it exited"),
+            evidence,
+        );
+    };
+    let mut holds = exit == c.exit;
+    if let Some(re) = &c.stdout_matches {
+        match Regex::new(re.get_ref()) {
+            Ok(re) => holds &= re.is_match(&run.stdout),
+            Err(e) => return result("check", rule, Verdict::unknown(format!("bad regex: {e}")), evidence),
+        }
+    }
+    result("check", rule, Verdict::from_bool(holds), evidence)
+}
+
+/// The verb of a call under an interface (the argv entry at `verb_arg`).
+pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str> {
+    argv.get(interface.verb_arg).map(String::as_str)
+}
+
+fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
+    let rule = format!(
+        "calls = {{ verb = {:?}, min = {:?}, max = {:?} }}",
+        c.verb, c.min, c.max
+    );
+    let Some(interface) = ctx.interface else {
+        return result("calls", rule, Verdict::unknown("the task has no [tasks.interface]"), Value::Null);
+    };
+    let args_re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())).transpose() {
+        Ok(r) => r,
+        Err(e) => return result("calls", rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+    };
+    let seqs: Vec<u64> = ctx
+        .end
+        .calls
+        .iter()
+        .filter(|call| call.denied.is_none() && call.command == *interface.command.get_ref())
+        .filter(|call| c.verb.as_deref().is_none_or(|v| verb_of(interface, &call.argv) == Some(v)))
+        .filter(|call| {
+            args_re
+                .as_ref()
+                .is_none_or(|re| re.is_match(&call.argv.get(1..).unwrap_or_default().join(" ")))
+        })
+        .filter(|call| c.exit.is_none_or(|e| call.exit == Some(e)))
+        .map(|call| call.seq)
+        .collect();
+    let n = seqs.len() as u32;
+    let holds = c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
+    result("calls", rule, Verdict::from_bool(holds), json!({ "count": n, "seqs": seqs }))
+}
+
+fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {
+    let rule = format!("state = {{ service = {:?}, pointer = {:?} }}", s.service.get_ref(), s.pointer.get_ref());
+    let Some(service) = ctx.end.services.get(s.service.get_ref()) else {
+        return result("state", rule, Verdict::unknown(format!("no end state was captured for service `{}`", s.service.get_ref())), Value::Null);
+    };
+    let Some(doc) = &service.state else {
+        let why = service.state_error.clone().unwrap_or_else(|| "the service wrote no state".into());
+        return result("state", rule, Verdict::unknown(why), Value::Null);
+    };
+    let actual = doc.pointer(s.pointer.get_ref());
+    let evidence = json!({ "pointer": s.pointer.get_ref(), "actual": actual });
+    let verdict = if let Some(want) = &s.equals {
+        match serde_json::to_value(want) {
+            Ok(want) => Verdict::from_bool(actual == Some(&want)),
+            Err(e) => Verdict::unknown(format!("cannot compare with {want}: {e}")),
+        }
+    } else if let Some(re) = &s.matches {
+        match Regex::new(re.get_ref()) {
+            Ok(re) => Verdict::from_bool(actual.is_some_and(|v| match v {
+                Value::String(s) => re.is_match(s),
+                other => re.is_match(&other.to_string()),
+            })),
+            Err(e) => Verdict::unknown(format!("bad regex: {e}")),
+        }
+    } else {
+        let want = s.exists.unwrap_or(true);
+        Verdict::from_bool(actual.is_some() == want)
+    };
+    result("state", rule, verdict, evidence)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}

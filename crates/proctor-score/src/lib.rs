@@ -1,0 +1,9 @@
+//! Scoring: a pure function from a trial's captured end state and its task's rules to a
+//! verdict with evidence. It never runs the agent, never touches a live trial and never asks a
+//! model.
+
+pub mod endstate;
+pub mod evaluate;
+
+pub use endstate::{AgentEnd, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd};
+pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};

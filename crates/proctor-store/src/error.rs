@@ -1,0 +1,142 @@
+//! The one error type of the store.
+
+use crate::RunId;
+use std::path::PathBuf;
+
+/// Everything that can go wrong while keeping or reading evidence.
+///
+/// Messages name the file or the run involved, so the CLI can print them as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system operation failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`write`, `read`, `rename`, `create directory` ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A JSON file could not be written or did not parse.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The JSON file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A value to be written as JSON held NaN or ±Infinity, which JSON cannot express; nothing
+    /// was written.
+    #[error("{}: refusing to write a non-finite number (NaN or Infinity) at {at}", path.display())]
+    NonFinite {
+        /// The file that was not written.
+        path: PathBuf,
+        /// Where in the value, as `$.field[index]`.
+        at: String,
+    },
+
+    /// The SQLite index failed.
+    #[error("index {}: {source}", path.display())]
+    Index {
+        /// The `index.sqlite` file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The index was written by a newer proctor with a schema this one does not know.
+    #[error(
+        "index {} has schema version {found}, newer than the {supported} this proctor knows; \
+         use a newer proctor, or delete the file and run `reindex`",
+        path.display()
+    )]
+    IndexTooNew {
+        /// The `index.sqlite` file.
+        path: PathBuf,
+        /// The `user_version` found in the file.
+        found: i64,
+        /// The version this crate writes.
+        supported: i64,
+    },
+
+    /// A string is not a run id.
+    #[error("`{0}` is not a run id (expected YYYYMMDD-HHMMSS-xxxx, e.g. 20261129-221503-7f3a)")]
+    InvalidRunId(String),
+
+    /// A trial id cannot be used as a folder name inside the run.
+    #[error("`{id}` cannot be a trial id: {why}")]
+    InvalidTrialId {
+        /// The rejected id.
+        id: String,
+        /// Why it was rejected.
+        why: &'static str,
+    },
+
+    /// The store holds no run at all (for `latest` or any prefix).
+    #[error("no runs in store {}", store.display())]
+    NoRuns {
+        /// The store's root directory.
+        store: PathBuf,
+    },
+
+    /// No run id starts with the given prefix.
+    #[error("no run matches `{prefix}`; latest runs: {}", join_ids(recent))]
+    NoRunMatches {
+        /// What the user typed.
+        prefix: String,
+        /// The newest few runs in the store, newest first.
+        recent: Vec<RunId>,
+    },
+
+    /// Several run ids start with the given prefix.
+    #[error("`{prefix}` is ambiguous, it matches: {}; give more characters", join_ids(matches))]
+    AmbiguousRun {
+        /// What the user typed.
+        prefix: String,
+        /// Every matching run id, oldest first.
+        matches: Vec<RunId>,
+    },
+
+    /// A run id that is well formed but has no folder in the store.
+    #[error("run {id} not found in store {}", store.display())]
+    RunNotFound {
+        /// The missing run.
+        id: RunId,
+        /// The store's root directory.
+        store: PathBuf,
+    },
+
+    /// A trial that has no finished `trial.json`.
+    #[error("trial {trial} of run {run} is not finished (no readable trial.json)")]
+    TrialNotFound {
+        /// The run.
+        run: RunId,
+        /// The trial id.
+        trial: String,
+    },
+}
+
+/// Short alias used throughout the crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+fn join_ids(ids: &[RunId]) -> String {
+    if ids.is_empty() {
+        return "(none)".to_string();
+    }
+    ids.iter()
+        .map(|id| id.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Builds an [`StoreError::Io`] from an operation name and a path.
+pub(crate) fn io_err(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.into();
+    move |source| StoreError::Io { op, path, source }
+}

@@ -1,0 +1,48 @@
+//! proctor's evidence store: where every run's evidence is kept.
+//!
+//! ```text
+//! STORE/                       (default .proctor, or --store DIR)
+//!   index.sqlite               runs, trials and outcomes: a cache for list/show/compare
+//!   runs/RUN_ID/
+//!     run.json                 written at run start, rewritten when the status changes
+//!     results.json results.md  written by later stages with [`atomic_write`]
+//!     trials/TRIAL_ID/
+//!       trial.json             written LAST: its presence is what makes a trial finished
+//!       calls.jsonl transcript.jsonl answer.txt changes/ services/ checks/ ...
+//! ```
+//!
+//! Two rules hold everything together:
+//!
+//! - **Every file is written atomically** (temporary file, fsync, rename, fsync of the directory),
+//!   so a run killed at any moment leaves every finished trial readable and no half-written file
+//!   under a real name. JSON never holds NaN or Infinity: such a value is refused, not nulled.
+//! - **The folders are the truth and the index is a cache.** [`RunHandle::finished_trials`] reads
+//!   the folders, so `run --resume` is right even when the index is behind, and
+//!   [`Store::reindex`] rebuilds `index.sqlite` from the folders at any time.
+//!
+//! This is the store stage of proctor's one-way data flow (suite → sandbox → agents → capture →
+//! score → store → report): it knows nothing about how a trial ran or was scored, only how to keep
+//! it.
+
+mod atomic;
+mod error;
+mod finite;
+mod index;
+mod model;
+mod run_id;
+mod store;
+mod time;
+
+pub use atomic::{atomic_write, atomic_write_json, is_temp_name, to_json_bytes, AtomicFile};
+pub use error::{Result, StoreError};
+pub use index::INDEX_SCHEMA_VERSION;
+pub use model::{
+    HostInfo, ParseRunStatusError, RunListing, RunMeta, RunRecord, RunStatus, TrialFile,
+    TrialSummary, FILE_SCHEMA_VERSION,
+};
+pub use run_id::RunId;
+pub use store::{
+    ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR, RUN_FILE,
+    TRIALS_DIR, TRIAL_FILE,
+};
+pub use time::utc_now;

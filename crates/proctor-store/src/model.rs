@@ -1,0 +1,244 @@
+//! The records the store keeps: a run's metadata (`run.json`) and a trial's summary (the part of
+//! `trial.json` that the index holds).
+
+use crate::error::StoreError;
+use crate::RunId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The version of the `run.json` and `trial.json` layouts this crate writes.
+pub const FILE_SCHEMA_VERSION: u32 = 1;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Started and not yet ended (or ended by a crash nobody recorded).
+    #[default]
+    Running,
+    /// Every planned trial was executed.
+    Finished,
+    /// Stopped before every planned trial ran (Ctrl-C, a fatal error); `run --resume` finishes it.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The spelling used in `run.json`, the index and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing a [`RunStatus`] from text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a run status (running, finished or interrupted)")]
+pub struct ParseRunStatusError(pub String);
+
+impl FromStr for RunStatus {
+    type Err = ParseRunStatusError;
+
+    fn from_str(s: &str) -> Result<RunStatus, ParseRunStatusError> {
+        match s {
+            "running" => Ok(RunStatus::Running),
+            "finished" => Ok(RunStatus::Finished),
+            "interrupted" => Ok(RunStatus::Interrupted),
+            other => Err(ParseRunStatusError(other.to_string())),
+        }
+    }
+}
+
+/// The machine a run executed on, recorded so numbers from different hosts are not mixed blindly.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// The host name.
+    pub hostname: String,
+    /// The kernel release (`uname -r`).
+    pub kernel: String,
+    /// Logical CPUs available to proctor.
+    pub cpus: u32,
+}
+
+impl HostInfo {
+    /// Reads the host name, kernel release and CPU count of this machine; fields that cannot be
+    /// read are left empty (or 0) rather than failing the run.
+    pub fn detect() -> HostInfo {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let cpus = std::thread::available_parallelism()
+            .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            .unwrap_or(0);
+        HostInfo {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpus,
+        }
+    }
+}
+
+/// What `run.json` says about a run: what was run, against which suite content, where, and how
+/// far it got. The runner fills it; the store adds the id.
+///
+/// Written at run start and rewritten (atomically) whenever the status changes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// The suite's id.
+    pub suite_id: String,
+    /// Where the suite was read from.
+    pub suite_path: PathBuf,
+    /// BLAKE3 over the whole suite directory; `run --resume` refuses when it changed.
+    pub suite_hash: String,
+    /// BLAKE3 over the fixture.
+    pub fixture_hash: String,
+    /// `dev` or `release`.
+    pub trial_mode: String,
+    /// Trials per (task, variant) cell.
+    pub trials_per_cell: u32,
+    /// The variants run, in plan order.
+    pub variants: Vec<String>,
+    /// The tasks run, in plan order.
+    pub tasks: Vec<String>,
+    /// How many trials the plan holds.
+    pub planned_trials: u64,
+    /// The isolation the run actually had (`overlay+namespaces`, `copy`, ...), never a claim.
+    pub isolation: String,
+    /// Agent CLI versions, by variant.
+    #[serde(default)]
+    pub agent_versions: BTreeMap<String, String>,
+    /// The machine.
+    pub host: HostInfo,
+    /// The proctor version that ran it.
+    pub proctor_version: String,
+    /// RFC 3339 UTC start time; [`crate::Store::create_run`] fills it when empty.
+    pub started_at: String,
+    /// RFC 3339 UTC end time, once the run stopped.
+    pub finished_at: Option<String>,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// Anything else the runner records (options, environment summary); `null` when unused.
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+/// `run.json` as it lies on disk: a schema version, the id, and the metadata's fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// [`FILE_SCHEMA_VERSION`] when written.
+    pub schema_version: u32,
+    /// The run's id (the same as its folder name).
+    pub id: RunId,
+    /// Everything else.
+    #[serde(flatten)]
+    pub meta: RunMeta,
+}
+
+/// One run as `proctor list` shows it: its metadata and how many trials finished, by outcome,
+/// according to the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunListing {
+    /// The run's id.
+    pub id: RunId,
+    /// Its metadata.
+    pub meta: RunMeta,
+    /// Trials finished (rows in the index).
+    pub trials_finished: u64,
+    /// Finished trials by outcome string.
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+/// What the index keeps of one finished trial: enough for `list`, `show` and `compare` over the
+/// whole corpus without opening any trial folder.
+///
+/// It is also stored inside `trial.json` (as `summary`), which is how `reindex` rebuilds the
+/// index from the folders alone.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TrialSummary {
+    /// The trial's id, also its folder name (`TASK.VARIANT.INDEX`).
+    pub trial_id: String,
+    /// The task id.
+    pub task: String,
+    /// The variant id.
+    pub variant: String,
+    /// 0-based index within (task, variant).
+    pub trial_index: u32,
+    /// One of the eight outcomes (`completed`, `wrong`, `refused-honestly`, ...).
+    pub outcome: String,
+    /// Why (required for `ungradeable`, useful for `errored`).
+    pub reason: Option<String>,
+    /// Wall-clock seconds from sandbox setup to full stop.
+    pub wall_seconds: f64,
+    /// Interface calls made, when the trial had an interface.
+    pub calls: Option<u64>,
+    /// Wrong turns (errors + repeats + undone + denied).
+    pub wrong_turns: Option<u64>,
+    /// Model input tokens, when known.
+    pub input_tokens: Option<u64>,
+    /// Model output tokens, when known.
+    pub output_tokens: Option<u64>,
+    /// Estimated cost in US dollars, when every price was known.
+    pub cost_usd: Option<f64>,
+}
+
+/// `trial.json` as it lies on disk: the summary the index keeps, and the runner's full record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialFile<R> {
+    /// [`FILE_SCHEMA_VERSION`] when written.
+    pub schema_version: u32,
+    /// What the index holds of this trial.
+    pub summary: TrialSummary,
+    /// Everything else about the trial, as the runner serialized it.
+    pub record: R,
+}
+
+/// The borrowed form of [`TrialFile`] used for writing.
+#[derive(Serialize)]
+pub(crate) struct TrialFileRef<'a, R: ?Sized> {
+    pub schema_version: u32,
+    pub summary: &'a TrialSummary,
+    pub record: &'a R,
+}
+
+/// The head of `trial.json`: the summary, with the record skipped (but still checked to be JSON).
+#[derive(Deserialize)]
+pub(crate) struct TrialHead {
+    pub summary: TrialSummary,
+    #[allow(dead_code)]
+    pub record: serde::de::IgnoredAny,
+}
+
+/// Checks that a trial id can name a folder inside the run.
+pub(crate) fn validate_trial_id(id: &str) -> Result<(), StoreError> {
+    let why = if id.is_empty() {
+        Some("it is empty")
+    } else if id.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else if id.starts_with('.') {
+        Some("it starts with a dot")
+    } else if id.contains(['/', '\\', '\0']) {
+        Some("it contains a path separator or NUL")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(StoreError::InvalidTrialId {
+            id: id.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,461 @@
+//! The store: run folders (the truth) and the index over them (a cache).
+
+use crate::atomic::{atomic_write_json, is_temp_name, sync_dir};
+use crate::error::{io_err, Result, StoreError};
+use crate::index::{Index, Opened};
+use crate::model::{
+    validate_trial_id, RunListing, RunMeta, RunRecord, RunStatus, TrialFile, TrialFileRef,
+    TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
+};
+use crate::time::utc_now;
+use crate::RunId;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The index file's name inside the store.
+pub const INDEX_FILE: &str = "index.sqlite";
+/// The folder holding one folder per run.
+pub const RUNS_DIR: &str = "runs";
+/// A run's metadata file.
+pub const RUN_FILE: &str = "run.json";
+/// The folder holding one folder per trial inside a run.
+pub const TRIALS_DIR: &str = "trials";
+/// A trial's record; its presence (and parsing) is what makes the trial finished.
+pub const TRIAL_FILE: &str = "trial.json";
+/// The store directory used when `--store` is not given.
+pub const DEFAULT_STORE_DIR: &str = ".proctor";
+
+/// How many runs [`StoreError::NoRunMatches`] lists.
+const RECENT_IN_ERRORS: usize = 5;
+
+/// A store of runs: `DIR/index.sqlite` and `DIR/runs/RUN_ID/...`.
+///
+/// Cheap to clone and safe to share between threads: every clone uses the same index
+/// connection. Several processes may open the same store at once.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    runs: PathBuf,
+    index: Index,
+}
+
+/// What [`Store::reindex`] found in the folders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReindexReport {
+    /// Runs indexed.
+    pub runs: u64,
+    /// Finished trials indexed.
+    pub trials: u64,
+}
+
+impl Store {
+    /// Opens the store at `dir`, creating the directory, `runs/` and the index as needed.
+    ///
+    /// When the index is new (or was left by an older schema) while run folders exist, it is
+    /// rebuilt from them at once, so deleting `index.sqlite` is always safe.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        let root = dir.as_ref().to_path_buf();
+        let runs = root.join(RUNS_DIR);
+        fs::create_dir_all(&runs).map_err(io_err("create directory", &runs))?;
+        let (index, opened) = Index::open(&root.join(INDEX_FILE))?;
+        let store = Store {
+            inner: Arc::new(Inner { root, runs, index }),
+        };
+        if matches!(opened, Opened::Created) && !store.run_ids()?.is_empty() {
+            store.reindex()?;
+        }
+        Ok(store)
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The folder of a run (whether or not it exists).
+    pub fn run_dir(&self, id: &RunId) -> PathBuf {
+        self.inner.runs.join(id.as_str())
+    }
+
+    /// Starts a new run: picks a fresh id, creates its folder and `trials/`, writes `run.json`
+    /// atomically and adds it to the index.
+    ///
+    /// An empty `meta.started_at` is set to now.
+    pub fn create_run(&self, meta: &RunMeta) -> Result<RunHandle> {
+        let mut meta = meta.clone();
+        if meta.started_at.is_empty() {
+            meta.started_at = utc_now();
+        }
+        let (id, dir) = self.new_run_dir()?;
+        let trials = dir.join(TRIALS_DIR);
+        fs::create_dir(&trials).map_err(io_err("create directory", &trials))?;
+        let handle = RunHandle {
+            store: self.clone(),
+            id,
+            dir,
+            meta: Mutex::new(meta),
+        };
+        handle.write_run_file(&handle.lock_meta())?;
+        sync_dir(&self.inner.runs)?;
+        Ok(handle)
+    }
+
+    /// Creates a folder for a new run id, retrying if another run took the id first.
+    fn new_run_dir(&self) -> Result<(RunId, PathBuf)> {
+        let mut last = None;
+        for _ in 0..64 {
+            let id = RunId::generate();
+            let dir = self.run_dir(&id);
+            match fs::create_dir(&dir) {
+                Ok(()) => return Ok((id, dir)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some((dir, e)),
+                Err(e) => return Err(io_err("create directory", &dir)(e)),
+            }
+        }
+        let (dir, e) = last.unwrap_or_else(|| {
+            (
+                self.inner.runs.clone(),
+                io::Error::other("no free run id"),
+            )
+        });
+        Err(io_err("create directory", dir)(e))
+    }
+
+    /// Reopens an existing run (for `run --resume`), reading its `run.json`, and makes sure the
+    /// index has its row.
+    pub fn open_run(&self, id: &RunId) -> Result<RunHandle> {
+        let record = self.read_run_record(id)?;
+        self.inner.index.upsert_run(&record)?;
+        Ok(RunHandle {
+            store: self.clone(),
+            id: id.clone(),
+            dir: self.run_dir(id),
+            meta: Mutex::new(record.meta),
+        })
+    }
+
+    fn read_run_record(&self, id: &RunId) -> Result<RunRecord> {
+        let path = self.run_dir(id).join(RUN_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::RunNotFound {
+                    id: id.clone(),
+                    store: self.inner.root.clone(),
+                })
+            }
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+    }
+
+    /// Every run in the store, read from the folders (not the index): folders named like a run
+    /// id that hold a `run.json`, oldest first.
+    pub fn run_ids(&self) -> Result<Vec<RunId>> {
+        let runs = &self.inner.runs;
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(runs).map_err(io_err("read directory", runs))? {
+            let entry = entry.map_err(io_err("read directory", runs))?;
+            let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<RunId>().ok())
+            else {
+                continue;
+            };
+            if entry.path().join(RUN_FILE).is_file() {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Turns what a user typed into a run id: the literal `latest`, a full id, or any prefix of
+    /// exactly one run's id. Resolution reads the folders, so it works even when the index is
+    /// behind.
+    ///
+    /// Errors: [`StoreError::NoRuns`] for an empty store, [`StoreError::NoRunMatches`] (with the
+    /// latest few runs) and [`StoreError::AmbiguousRun`] (with every match).
+    pub fn resolve_run(&self, prefix: &str) -> Result<RunId> {
+        let prefix = prefix.trim();
+        let ids = self.run_ids()?;
+        if ids.is_empty() {
+            return Err(StoreError::NoRuns {
+                store: self.inner.root.clone(),
+            });
+        }
+        if prefix == "latest" {
+            return self.latest_of(ids);
+        }
+        let matches: Vec<RunId> = if prefix.is_empty() {
+            Vec::new()
+        } else {
+            ids.iter()
+                .filter(|id| id.as_str().starts_with(prefix))
+                .cloned()
+                .collect()
+        };
+        match matches.len() {
+            1 => Ok(matches.into_iter().next().unwrap_or_else(|| ids[0].clone())),
+            0 => Err(StoreError::NoRunMatches {
+                prefix: prefix.to_string(),
+                recent: ids.iter().rev().take(RECENT_IN_ERRORS).cloned().collect(),
+            }),
+            _ => Err(StoreError::AmbiguousRun {
+                prefix: prefix.to_string(),
+                matches,
+            }),
+        }
+    }
+
+    /// The newest run: the greatest id, and among runs started in that same second, the one
+    /// whose `run.json` has the latest `started_at` (milliseconds).
+    fn latest_of(&self, ids: Vec<RunId>) -> Result<RunId> {
+        let Some(last) = ids.last().cloned() else {
+            return Err(StoreError::NoRuns {
+                store: self.inner.root.clone(),
+            });
+        };
+        let second = &last.as_str()[..15];
+        let same_second: Vec<RunId> = ids
+            .into_iter()
+            .filter(|id| id.as_str().starts_with(second))
+            .collect();
+        if same_second.len() == 1 {
+            return Ok(last);
+        }
+        let mut best: Option<(String, RunId)> = None;
+        for id in same_second {
+            let started = self.read_run_record(&id)?.meta.started_at;
+            let key = (started, id);
+            if best.as_ref().is_none_or(|b| key > *b) {
+                best = Some(key);
+            }
+        }
+        Ok(best.map(|(_, id)| id).unwrap_or(last))
+    }
+
+    /// Every run the index knows, oldest first, with finished-trial counts by outcome.
+    pub fn list_runs(&self) -> Result<Vec<RunListing>> {
+        self.inner.index.list_runs()
+    }
+
+    /// A run's metadata, from the index, or from its `run.json` when the index does not have it.
+    pub fn run_meta(&self, id: &RunId) -> Result<RunMeta> {
+        match self.inner.index.run_meta(id)? {
+            Some(meta) => Ok(meta),
+            None => Ok(self.read_run_record(id)?.meta),
+        }
+    }
+
+    /// Every finished trial of a run that the index holds, by task, variant and trial index.
+    pub fn trials(&self, run: &RunId) -> Result<Vec<TrialSummary>> {
+        self.inner.index.trials(run)
+    }
+
+    /// Reads a finished trial's `trial.json` in full, with the runner's record as `R` (use
+    /// `serde_json::Value` to read it untyped).
+    pub fn read_trial<R: DeserializeOwned>(
+        &self,
+        run: &RunId,
+        trial_id: &str,
+    ) -> Result<TrialFile<R>> {
+        validate_trial_id(trial_id)?;
+        let path = self
+            .run_dir(run)
+            .join(TRIALS_DIR)
+            .join(trial_id)
+            .join(TRIAL_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::TrialNotFound {
+                    run: run.clone(),
+                    trial: trial_id.to_string(),
+                })
+            }
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+    }
+
+    /// Rebuilds `index.sqlite` from the run folders, which are the truth: every run with a
+    /// readable `run.json`, and in it every trial whose `trial.json` parses.
+    ///
+    /// The folders are read first and the index is then replaced in one transaction, so other
+    /// readers see the old index or the new one. A run folder whose `run.json` is unreadable is
+    /// an error (it names the file) rather than a silently dropped run.
+    pub fn reindex(&self) -> Result<ReindexReport> {
+        let mut all = Vec::new();
+        let mut report = ReindexReport::default();
+        for id in self.run_ids()? {
+            let record = self.read_run_record(&id)?;
+            let trials = scan_trials(&self.run_dir(&id).join(TRIALS_DIR))?;
+            report.runs += 1;
+            report.trials += trials.len() as u64;
+            all.push((record, trials));
+        }
+        self.inner.index.replace_all(&all)?;
+        Ok(report)
+    }
+
+    /// Runs SQLite's integrity check on the index; `true` when it is sound.
+    pub fn index_is_sound(&self) -> Result<bool> {
+        self.inner.index.integrity_ok()
+    }
+}
+
+/// A run being written: its folder, its trials, its `run.json`.
+///
+/// Share it between worker threads by reference (or in an `Arc`): every method takes `&self`.
+#[derive(Debug)]
+pub struct RunHandle {
+    store: Store,
+    id: RunId,
+    dir: PathBuf,
+    meta: Mutex<RunMeta>,
+}
+
+impl RunHandle {
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// The run's folder (`STORE/runs/RUN_ID`), where `results.json` and `results.md` go.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store this run belongs to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A copy of the run's current metadata.
+    pub fn meta(&self) -> RunMeta {
+        self.lock_meta().clone()
+    }
+
+    fn lock_meta(&self) -> MutexGuard<'_, RunMeta> {
+        self.meta.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The folder of one trial, created if needed; the runner captures the end state into it
+    /// before calling [`RunHandle::finish_trial`].
+    pub fn trial_dir(&self, trial_id: &str) -> Result<PathBuf> {
+        validate_trial_id(trial_id)?;
+        let dir = self.dir.join(TRIALS_DIR).join(trial_id);
+        fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
+        Ok(dir)
+    }
+
+    /// Marks a trial finished: writes `trial.json` (the summary and the runner's full record)
+    /// atomically, as the trial's last file, then upserts its row in the index.
+    ///
+    /// Call it only after every other file of the trial is written: a trial is finished exactly
+    /// when its `trial.json` exists and parses. Writing the same trial again replaces it.
+    pub fn finish_trial<R: Serialize + ?Sized>(
+        &self,
+        summary: &TrialSummary,
+        record: &R,
+    ) -> Result<()> {
+        let dir = self.trial_dir(&summary.trial_id)?;
+        let file = TrialFileRef {
+            schema_version: FILE_SCHEMA_VERSION,
+            summary,
+            record,
+        };
+        atomic_write_json(dir.join(TRIAL_FILE), &file)?;
+        self.store.inner.index.upsert_trial(&self.id, summary)
+    }
+
+    /// The ids of the trials that are finished on disk (`trial.json` present and parsing),
+    /// whatever the index says: what `run --resume` skips.
+    pub fn finished_trials(&self) -> Result<BTreeSet<String>> {
+        Ok(scan_trials(&self.dir.join(TRIALS_DIR))?
+            .into_iter()
+            .map(|t| t.trial_id)
+            .collect())
+    }
+
+    /// Sets the run's status and rewrites `run.json` atomically (and the index row).
+    /// `finished` and `interrupted` stamp `finished_at` with now; `running` (a resume) clears it.
+    pub fn set_status(&self, status: RunStatus) -> Result<()> {
+        self.update_meta(|m| {
+            m.status = status;
+            m.finished_at = match status {
+                RunStatus::Running => None,
+                RunStatus::Finished | RunStatus::Interrupted => Some(utc_now()),
+            };
+        })
+    }
+
+    /// Changes the run's metadata (e.g. `extra`) and rewrites `run.json` atomically (and the
+    /// index row). Concurrent updates from threads of this process are applied one at a time.
+    pub fn update_meta(&self, change: impl FnOnce(&mut RunMeta)) -> Result<()> {
+        let mut meta = self.lock_meta();
+        let mut next = meta.clone();
+        change(&mut next);
+        self.write_run_file(&next)?;
+        *meta = next;
+        Ok(())
+    }
+
+    fn write_run_file(&self, meta: &RunMeta) -> Result<()> {
+        let record = RunRecord {
+            schema_version: FILE_SCHEMA_VERSION,
+            id: self.id.clone(),
+            meta: meta.clone(),
+        };
+        atomic_write_json(self.dir.join(RUN_FILE), &record)?;
+        self.store.inner.index.upsert_run(&record)
+    }
+}
+
+/// Reads the summaries of every finished trial under a run's `trials/` folder, in folder-name
+/// order. A trial folder without a parsing `trial.json` is unfinished and skipped; the folder's
+/// name is the trial id.
+fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
+    let entries = match fs::read_dir(trials) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("read directory", trials)(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_err("read directory", trials))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if is_temp_name(&name) || validate_trial_id(&name).is_err() {
+            continue;
+        }
+        let path = entry.path().join(TRIAL_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
+                continue
+            }
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
+            let mut summary = head.summary;
+            summary.trial_id = name;
+            out.push(summary);
+        }
+    }
+    out.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+    Ok(out)
+}

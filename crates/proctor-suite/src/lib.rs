@@ -1,0 +1,21 @@
+//! proctor's suite format, version 1: the typed `suite.toml`, its located diagnostics, the
+//! checks of `proctor validate`, and the plan of trials a run executes.
+//!
+//! This is the first stage of proctor's one-way data flow: suite → sandbox → agents → capture →
+//! score → store → report. Nothing here runs an agent or touches a trial.
+
+pub mod assertion;
+pub mod model;
+pub mod parse;
+pub mod patch;
+pub mod plan;
+pub mod problem;
+pub mod script;
+pub mod suite;
+pub mod tree;
+pub mod validate;
+
+pub use assertion::Assertion;
+pub use plan::{Plan, PlanError, PlanOptions, PlannedTrial, TrialMode};
+pub use problem::{Problem, ProblemKind};
+pub use suite::{MutationFile, Settings, Suite};

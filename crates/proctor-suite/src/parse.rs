@@ -1,0 +1,189 @@
+//! TOML text to typed values, with errors turned into located [`Problem`]s that say what to
+//! write instead.
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::model::SCHEMA_VERSION;
+use crate::problem::{nearest, Problem, ProblemKind, SourceFile};
+
+/// Parses `source` as `T`, turning the first error into a located problem with a hint.
+pub fn parse_toml<T: DeserializeOwned>(source: &SourceFile) -> Result<T, Problem> {
+    toml::from_str(source.text()).map_err(|e| toml_problem(source, &e))
+}
+
+/// Checks `schema_version` before anything else is read, so a suite written for another
+/// version gets that sentence rather than a list of unknown keys.
+pub fn check_schema_version(source: &SourceFile) -> Result<(), Problem> {
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        schema_version: Option<toml::Spanned<toml::Value>>,
+    }
+    let parsed: VersionOnly = match toml::from_str(source.text()) {
+        Ok(v) => v,
+        // Syntax errors are reported by the full parse.
+        Err(_) => return Ok(()),
+    };
+    match parsed.schema_version {
+        None => Err(Problem::at(
+            ProblemKind::MissingKey,
+            source,
+            0..0,
+            "`schema_version` is missing",
+        )
+        .with_label("expected `schema_version = 1` at the top of the file")
+        .with_help("add `schema_version = 1` as the first line")),
+        Some(v) if v.get_ref().as_integer() == Some(SCHEMA_VERSION) => Ok(()),
+        Some(v) => Err(Problem::at(
+            ProblemKind::SchemaVersion,
+            source,
+            v.span(),
+            format!(
+                "this suite is written for schema_version {}, but this proctor reads only schema_version {SCHEMA_VERSION}; there is no migration reader",
+                v.get_ref()
+            ),
+        )
+        .with_label("unsupported schema version")
+        .with_help(format!(
+            "rewrite the suite to the version {SCHEMA_VERSION} format (see DESIGN.md, \"Suite format\") and set `schema_version = {SCHEMA_VERSION}`"
+        ))),
+    }
+}
+
+fn toml_problem(source: &SourceFile, e: &toml::de::Error) -> Problem {
+    let message = plain_types(e.message().trim());
+    let span = e.span().unwrap_or(0..0);
+    let (kind, label, help) = classify(&message);
+    let mut p = Problem::at(kind, source, span, first_sentence(&message)).with_label(label);
+    if let Some(h) = help {
+        p = p.with_help(h);
+    }
+    p
+}
+
+/// Replaces Rust type names in serde's messages by words a suite author uses.
+fn plain_types(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, plain) in [
+        ("expected u64", "expected a whole number (0 or more)"),
+        ("expected u32", "expected a whole number (0 or more)"),
+        ("expected usize", "expected a whole number (0 or more)"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected `true` or `false`"),
+        ("expected a sequence", "expected a list [...]"),
+        ("expected a string", "expected a string \"...\""),
+    ] {
+        if out.ends_with(rust) {
+            out = format!("{}{plain}", &out[..out.len() - rust.len()]);
+        }
+    }
+    out
+}
+
+fn first_sentence(message: &str) -> String {
+    // toml's messages end with the list of expected items; keep them: they are useful.
+    message.lines().next().unwrap_or_default().to_string()
+}
+
+/// Decides what kind of mistake a toml/serde message describes, and the hint for it.
+fn classify(message: &str) -> (ProblemKind, String, Option<String>) {
+    if let Some(found) = backticked_after(message, "unknown field ") {
+        let expected = expected_list(message);
+        let help = match nearest(&found, expected.iter().map(String::as_str)) {
+            Some(near) => Some(format!("did you mean `{near}`?")),
+            None if !expected.is_empty() => Some(format!(
+                "valid keys here: {}",
+                expected
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None => None,
+        };
+        return (ProblemKind::UnknownKey, "unknown key".into(), help);
+    }
+    if let Some(found) = backticked_after(message, "unknown variant ") {
+        let expected = expected_list(message);
+        let help = match nearest(&found, expected.iter().map(String::as_str)) {
+            Some(near) => Some(format!("did you mean `{near}`?")),
+            None => Some(format!(
+                "write one of: {}",
+                expected
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+        return (ProblemKind::InvalidValue, "not a valid choice".into(), help);
+    }
+    if let Some(field) = backticked_after(message, "missing field ") {
+        return (
+            ProblemKind::MissingKey,
+            format!("`{field}` is required in this table"),
+            Some(format!("add `{field} = ...` to this table")),
+        );
+    }
+    if message.starts_with("invalid type") || message.starts_with("invalid value") {
+        let expected = message
+            .split_once(", expected ")
+            .map(|(_, e)| e.to_string())
+            .unwrap_or_default();
+        let help = (!expected.is_empty()).then(|| format!("write {expected} here"));
+        return (ProblemKind::InvalidValue, "wrong type".into(), help);
+    }
+    if message.contains("invalid length") {
+        return (ProblemKind::InvalidValue, "wrong number of items".into(), None);
+    }
+    (
+        ProblemKind::Syntax,
+        "TOML syntax error".into(),
+        Some("see https://toml.io for the syntax of keys, strings, arrays and tables".into()),
+    )
+}
+
+fn backticked_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.split_once(prefix)?.1;
+    let rest = rest.strip_prefix('`')?;
+    let end = rest.find('`')?;
+    Some(rest[..end].to_string())
+}
+
+fn expected_list(message: &str) -> Vec<String> {
+    let Some((_, tail)) = message.split_once("expected ") else {
+        return Vec::new();
+    };
+    tail.split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, s)| s.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_suggests_the_nearest_key() {
+        let (kind, _, help) = classify(
+            "unknown field `wall_timeout_secs`, expected one of `wall_timeout_seconds`, `network`",
+        );
+        assert_eq!(kind, ProblemKind::UnknownKey);
+        assert_eq!(help.as_deref(), Some("did you mean `wall_timeout_seconds`?"));
+    }
+
+    #[test]
+    fn unknown_variant_lists_the_choices_when_nothing_is_near() {
+        let (kind, _, help) =
+            classify("unknown variant `zzz`, expected one of `none`, `loopback`, `host`");
+        assert_eq!(kind, ProblemKind::InvalidValue);
+        assert_eq!(
+            help.as_deref(),
+            Some("write one of: `none`, `loopback`, `host`")
+        );
+    }
+}

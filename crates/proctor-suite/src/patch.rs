@@ -1,0 +1,379 @@
+//! Unified diffs: the format of hidden mutations.
+//!
+//! A mutation must apply *cleanly*: every hunk's context and removed lines must be found exactly
+//! (at the stated line or shifted, as `patch` allows, but never with fuzz). Creating a file
+//! (`--- /dev/null`) and deleting one (`+++ /dev/null`) are supported.
+
+use std::collections::BTreeMap;
+
+/// A parsed unified diff touching one or more files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    /// The files it changes, in order.
+    pub files: Vec<FilePatch>,
+}
+
+/// The changes to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePatch {
+    /// Path before the change, `None` when the file is created.
+    pub old_path: Option<String>,
+    /// Path after the change, `None` when the file is deleted.
+    pub new_path: Option<String>,
+    /// The hunks, in file order.
+    pub hunks: Vec<Hunk>,
+}
+
+impl FilePatch {
+    /// The path this patch reads or writes.
+    pub fn path(&self) -> &str {
+        self.new_path
+            .as_deref()
+            .or(self.old_path.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+/// One `@@ -a,b +c,d @@` hunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// 1-based first line in the old file (0 for an empty old side).
+    pub old_start: usize,
+    /// Lines the hunk expects to find (context and removed), each with its line ending.
+    pub old_lines: Vec<String>,
+    /// Lines the hunk leaves (context and added), each with its line ending.
+    pub new_lines: Vec<String>,
+}
+
+/// Why a text is not a usable unified diff.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct PatchParseError {
+    /// 1-based line in the patch file.
+    pub line: usize,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// Why a patch does not apply to a tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The patch changes or deletes a file the tree does not have.
+    #[error("`{0}` does not exist in the fixture")]
+    Missing(String),
+    /// The patch creates a file the tree already has.
+    #[error("`{0}` already exists in the fixture, but the patch creates it")]
+    AlreadyExists(String),
+    /// A hunk's lines were not found.
+    #[error("hunk {hunk} of `{path}` (at line {line}) does not match the fixture")]
+    HunkMismatch {
+        /// The file.
+        path: String,
+        /// 1-based hunk number in that file.
+        hunk: usize,
+        /// The line the hunk names.
+        line: usize,
+    },
+    /// The file is not UTF-8 text.
+    #[error("`{0}` is not UTF-8 text")]
+    NotText(String),
+    /// A path that escapes the tree.
+    #[error("`{0}` escapes the fixture")]
+    Escapes(String),
+}
+
+impl Patch {
+    /// Parses a unified diff (plain or `git diff` output).
+    pub fn parse(text: &str) -> Result<Patch, PatchParseError> {
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let mut files = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i];
+            if !line.starts_with("--- ") {
+                i += 1;
+                continue;
+            }
+            let old = header_path(&line[4..]);
+            let plus = lines.get(i + 1).copied().unwrap_or_default();
+            if !plus.starts_with("+++ ") {
+                return Err(PatchParseError {
+                    line: i + 2,
+                    message: "expected a `+++ b/PATH` line after the `--- a/PATH` line".into(),
+                });
+            }
+            let new = header_path(&plus[4..]);
+            i += 2;
+            let mut hunks = Vec::new();
+            while i < lines.len() && lines[i].starts_with("@@") {
+                let (hunk, next) = parse_hunk(&lines, i)?;
+                hunks.push(hunk);
+                i = next;
+            }
+            if hunks.is_empty() {
+                return Err(PatchParseError {
+                    line: i + 1,
+                    message: "a file header with no `@@ ... @@` hunk after it".into(),
+                });
+            }
+            files.push(FilePatch {
+                old_path: old,
+                new_path: new,
+                hunks,
+            });
+        }
+        if files.is_empty() {
+            return Err(PatchParseError {
+                line: 1,
+                message: "no `--- a/PATH` / `+++ b/PATH` file header: this is not a unified diff"
+                    .into(),
+            });
+        }
+        Ok(Patch { files })
+    }
+
+    /// Applies the patch to files read through `read`, returning each touched path's new
+    /// content (`None` = deleted). Nothing is written.
+    pub fn apply(
+        &self,
+        read: impl Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<BTreeMap<String, Option<Vec<u8>>>, ApplyError> {
+        let mut out: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        for file in &self.files {
+            let path = file.path().to_string();
+            if path.starts_with('/') || path.split('/').any(|c| c == "..") {
+                return Err(ApplyError::Escapes(path));
+            }
+            let current: Option<Vec<u8>> = match out.get(&path) {
+                Some(c) => c.clone(),
+                None => read(&path),
+            };
+            let old_text = match (&file.old_path, current) {
+                (None, Some(_)) => return Err(ApplyError::AlreadyExists(path)),
+                (None, None) => String::new(),
+                (Some(_), None) => return Err(ApplyError::Missing(path)),
+                (Some(_), Some(bytes)) => {
+                    String::from_utf8(bytes).map_err(|_| ApplyError::NotText(path.clone()))?
+                }
+            };
+            let mut lines: Vec<String> = old_text.split_inclusive('\n').map(String::from).collect();
+            let mut shift: isize = 0;
+            for (n, hunk) in file.hunks.iter().enumerate() {
+                let wanted = (hunk.old_start.max(1) as isize - 1 + shift).max(0) as usize;
+                let at = find_hunk(&lines, &hunk.old_lines, wanted).ok_or_else(|| {
+                    ApplyError::HunkMismatch {
+                        path: path.clone(),
+                        hunk: n + 1,
+                        line: hunk.old_start,
+                    }
+                })?;
+                lines.splice(at..at + hunk.old_lines.len(), hunk.new_lines.iter().cloned());
+                shift += hunk.new_lines.len() as isize - hunk.old_lines.len() as isize;
+            }
+            let content = if file.new_path.is_none() {
+                None
+            } else {
+                Some(lines.concat().into_bytes())
+            };
+            out.insert(path, content);
+        }
+        Ok(out)
+    }
+}
+
+fn header_path(raw: &str) -> Option<String> {
+    // "a/src/x.py\t2026-01-01 ..." -> "src/x.py"
+    let raw = raw.trim_end_matches(['\n', '\r']);
+    let raw = raw.split('\t').next().unwrap_or_default().trim();
+    if raw == "/dev/null" {
+        return None;
+    }
+    let stripped = raw
+        .strip_prefix("a/")
+        .or_else(|| raw.strip_prefix("b/"))
+        .unwrap_or(raw);
+    Some(stripped.to_string())
+}
+
+fn parse_range(s: &str) -> Option<(usize, usize)> {
+    let (start, len) = match s.split_once(',') {
+        Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+        None => (s.parse().ok()?, 1),
+    };
+    Some((start, len))
+}
+
+fn parse_hunk(lines: &[&str], at: usize) -> Result<(Hunk, usize), PatchParseError> {
+    let header = lines[at].trim_end();
+    let bad = |message: &str| PatchParseError {
+        line: at + 1,
+        message: message.to_string(),
+    };
+    let inner = header
+        .strip_prefix("@@ ")
+        .and_then(|h| h.split(" @@").next())
+        .ok_or_else(|| bad("a hunk header must look like `@@ -START,LEN +START,LEN @@`"))?;
+    let mut parts = inner.split_whitespace();
+    let old = parts
+        .next()
+        .and_then(|p| p.strip_prefix('-'))
+        .and_then(parse_range)
+        .ok_or_else(|| bad("a hunk header must look like `@@ -START,LEN +START,LEN @@`"))?;
+    let new = parts
+        .next()
+        .and_then(|p| p.strip_prefix('+'))
+        .and_then(parse_range)
+        .ok_or_else(|| bad("a hunk header must look like `@@ -START,LEN +START,LEN @@`"))?;
+    let (mut need_old, mut need_new) = (old.1, new.1);
+    let mut hunk = Hunk {
+        old_start: old.0,
+        old_lines: Vec::new(),
+        new_lines: Vec::new(),
+    };
+    let mut i = at + 1;
+    while need_old > 0 || need_new > 0 {
+        let Some(line) = lines.get(i) else {
+            return Err(PatchParseError {
+                line: i,
+                message: format!(
+                    "the hunk ends early: {need_old} old and {need_new} new lines are missing"
+                ),
+            });
+        };
+        let (tag, body) = line.split_at(line.len().min(1));
+        // An empty line inside a hunk is a context line whose space was stripped by an editor.
+        let (tag, body) = if *line == "\n" { (" ", "\n") } else { (tag, body) };
+        match tag {
+            " " if need_old > 0 && need_new > 0 => {
+                hunk.old_lines.push(body.to_string());
+                hunk.new_lines.push(body.to_string());
+                need_old -= 1;
+                need_new -= 1;
+            }
+            "-" if need_old > 0 => {
+                hunk.old_lines.push(body.to_string());
+                need_old -= 1;
+            }
+            "+" if need_new > 0 => {
+                hunk.new_lines.push(body.to_string());
+                need_new -= 1;
+            }
+            "\\" => {}
+            _ => {
+                return Err(PatchParseError {
+                    line: i + 1,
+                    message: "this line does not fit the hunk's line counts (expected a line starting with ' ', '-' or '+')".into(),
+                })
+            }
+        }
+        i += 1;
+        // "\ No newline at end of file" applies to the line just read.
+        if let Some(next) = lines.get(i) {
+            if next.starts_with('\\') {
+                let strip = |v: &mut Vec<String>| {
+                    if let Some(last) = v.last_mut() {
+                        if last.ends_with('\n') {
+                            last.pop();
+                        }
+                    }
+                };
+                match tag {
+                    "-" => strip(&mut hunk.old_lines),
+                    "+" => strip(&mut hunk.new_lines),
+                    _ => {
+                        strip(&mut hunk.old_lines);
+                        strip(&mut hunk.new_lines);
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+    Ok((hunk, i))
+}
+
+/// Finds `needle` in `lines`, trying `wanted` first and then ever farther offsets.
+fn find_hunk(lines: &[String], needle: &[String], wanted: usize) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(wanted.min(lines.len()));
+    }
+    let fits = |at: usize| at + needle.len() <= lines.len() && lines[at..at + needle.len()] == *needle;
+    let max = lines.len();
+    for d in 0..=max {
+        if wanted >= d && fits(wanted - d) {
+            return Some(wanted - d);
+        }
+        if d > 0 && fits(wanted + d) {
+            return Some(wanted + d);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = "a\nb\nc\nd\n";
+
+    fn read_fixture(p: &str) -> Option<Vec<u8>> {
+        (p == "f.txt").then(|| FIXTURE.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn applies_a_change() {
+        let p = Patch::parse("--- a/f.txt\n+++ b/f.txt\n@@ -2,2 +2,2 @@\n b\n-c\n+C\n").unwrap();
+        let out = p.apply(read_fixture).unwrap();
+        assert_eq!(out["f.txt"].as_deref(), Some(&b"a\nb\nC\nd\n"[..]));
+    }
+
+    #[test]
+    fn applies_with_an_offset_but_not_with_wrong_context() {
+        let shifted = Patch::parse("--- a/f.txt\n+++ b/f.txt\n@@ -1,1 +1,1 @@\n-c\n+C\n").unwrap();
+        assert!(shifted.apply(read_fixture).is_ok());
+        let wrong = Patch::parse("--- a/f.txt\n+++ b/f.txt\n@@ -2,1 +2,1 @@\n-x\n+C\n").unwrap();
+        assert_eq!(
+            wrong.apply(read_fixture),
+            Err(ApplyError::HunkMismatch {
+                path: "f.txt".into(),
+                hunk: 1,
+                line: 2
+            })
+        );
+    }
+
+    #[test]
+    fn creates_and_deletes_files() {
+        let p = Patch::parse(
+            "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,1 @@\n+hi\n--- a/f.txt\n+++ /dev/null\n@@ -1,4 +0,0 @@\n-a\n-b\n-c\n-d\n",
+        )
+        .unwrap();
+        let out = p.apply(read_fixture).unwrap();
+        assert_eq!(out["new.txt"].as_deref(), Some(&b"hi\n"[..]));
+        assert_eq!(out["f.txt"], None);
+    }
+
+    #[test]
+    fn handles_missing_final_newline() {
+        let p = Patch::parse(
+            "--- a/f.txt\n+++ b/f.txt\n@@ -4,1 +4,1 @@\n-d\n+D\n\\ No newline at end of file\n",
+        )
+        .unwrap();
+        let out = p.apply(read_fixture).unwrap();
+        assert_eq!(out["f.txt"].as_deref(), Some(&b"a\nb\nc\nD"[..]));
+    }
+
+    #[test]
+    fn rejects_text_that_is_not_a_diff() {
+        let e = Patch::parse("just some notes\n").unwrap_err();
+        assert!(e.message.contains("not a unified diff"), "{e}");
+    }
+
+    #[test]
+    fn rejects_missing_files_and_escapes() {
+        let p = Patch::parse("--- a/g.txt\n+++ b/g.txt\n@@ -1 +1 @@\n-a\n+b\n").unwrap();
+        assert_eq!(p.apply(read_fixture), Err(ApplyError::Missing("g.txt".into())));
+        let p = Patch::parse("--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap();
+        assert_eq!(p.apply(read_fixture), Err(ApplyError::Escapes("../x".into())));
+    }
+}

@@ -1,0 +1,253 @@
+//! The plan: which trials a run executes, each with its hidden mutation.
+//!
+//! Trials are (task, variant, trial index). The mutation of a (task, trial index) is chosen by a
+//! stable hash of (suite id, task id, trial index), so every variant of the same trial sees the
+//! same mutation, and adding or removing a variant changes no choice.
+
+use serde::{Deserialize, Serialize};
+
+use crate::suite::{MutationFile, Suite};
+use crate::tree::{suite_hash, tree_hash};
+
+/// How many trials per (task, variant) a run takes, by the suite's own settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialMode {
+    /// `development_trials`.
+    #[default]
+    Dev,
+    /// `release_trials`; promotion gates apply at the end.
+    Release,
+}
+
+impl TrialMode {
+    /// The spelling used on the command line and in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialMode::Dev => "dev",
+            TrialMode::Release => "release",
+        }
+    }
+}
+
+/// What the user asked to run.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Overrides the trial mode's count.
+    pub trials: Option<u32>,
+    /// Which count to take from the suite.
+    pub mode: TrialMode,
+    /// Only these variants (all when empty).
+    pub variants: Vec<String>,
+    /// Only these tasks (all when empty).
+    pub tasks: Vec<String>,
+}
+
+/// The hidden mutation chosen for a trial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChosenMutation {
+    /// The patch's file name under `mutations/TASK_ID/`.
+    pub name: String,
+    /// BLAKE3 (hex) of the patch.
+    pub hash: String,
+}
+
+/// One trial of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTrial {
+    /// `TASK.VARIANT.INDEX`, unique within a run and usable as a folder name.
+    pub id: String,
+    /// The task id.
+    pub task: String,
+    /// The variant id.
+    pub variant: String,
+    /// 0-based trial index within (task, variant).
+    pub index: u32,
+    /// The hidden mutation, when the task has any.
+    pub mutation: Option<ChosenMutation>,
+}
+
+/// Every trial a run executes, with the hashes that identify what they ran against.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// The suite's id.
+    pub suite_id: String,
+    /// BLAKE3 over the whole suite directory.
+    pub suite_hash: String,
+    /// BLAKE3 over the fixture's sorted walk.
+    pub fixture_hash: String,
+    /// The trial mode the count came from.
+    pub trial_mode: TrialMode,
+    /// Trials per (task, variant).
+    pub trials_per_cell: u32,
+    /// The trials, ordered by trial index, then task, then variant, so matched trials of
+    /// different variants run close together in time.
+    pub trials: Vec<PlannedTrial>,
+}
+
+/// Why a plan cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// `--variant` named a variant the suite does not have.
+    #[error("no variant `{name}` in this suite (variants: {known})")]
+    UnknownVariant {
+        /// What was asked for.
+        name: String,
+        /// What exists.
+        known: String,
+    },
+    /// `--task` named a task the suite does not have.
+    #[error("no task `{name}` in this suite (tasks: {known})")]
+    UnknownTask {
+        /// What was asked for.
+        name: String,
+        /// What exists.
+        known: String,
+    },
+    /// `--trials 0`.
+    #[error("--trials must be at least 1")]
+    ZeroTrials,
+    /// The suite could not be read while hashing it.
+    #[error("cannot read the suite while hashing it: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The index of the mutation chosen for (suite, task, trial index) among `count` patches.
+pub fn choose_mutation(suite_id: &str, task_id: &str, index: u32, count: usize) -> Option<usize> {
+    if count == 0 {
+        return None;
+    }
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"proctor mutation v1\0");
+    hasher.update(suite_id.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(task_id.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(&index.to_le_bytes());
+    let digest = hasher.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.as_bytes()[..8]);
+    Some((u64::from_le_bytes(first) % count as u64) as usize)
+}
+
+/// Builds the plan for `suite` under `options`.
+pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let known_variants = || {
+        suite
+            .file
+            .variants
+            .iter()
+            .map(|v| v.id.get_ref().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let known_tasks = || {
+        suite
+            .file
+            .tasks
+            .iter()
+            .map(|t| t.id.get_ref().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for name in &options.variants {
+        if suite.variant(name).is_none() {
+            return Err(PlanError::UnknownVariant {
+                name: name.clone(),
+                known: known_variants(),
+            });
+        }
+    }
+    for name in &options.tasks {
+        if suite.task(name).is_none() {
+            return Err(PlanError::UnknownTask {
+                name: name.clone(),
+                known: known_tasks(),
+            });
+        }
+    }
+    let trials = match options.trials {
+        Some(0) => return Err(PlanError::ZeroTrials),
+        Some(n) => n,
+        None => match options.mode {
+            TrialMode::Dev => suite.file.development_trials,
+            TrialMode::Release => suite.file.release_trials,
+        },
+    };
+    let selected = |list: &[String], id: &str| list.is_empty() || list.iter().any(|x| x == id);
+    let tasks: Vec<_> = suite
+        .file
+        .tasks
+        .iter()
+        .filter(|t| selected(&options.tasks, t.id.get_ref()))
+        .collect();
+    let variants: Vec<_> = suite
+        .file
+        .variants
+        .iter()
+        .filter(|v| selected(&options.variants, v.id.get_ref()))
+        .collect();
+    let mut mutations: Vec<Vec<MutationFile>> = Vec::new();
+    for task in &tasks {
+        mutations.push(suite.mutations(task.id.get_ref())?);
+    }
+    let mut out = Vec::new();
+    for index in 0..trials {
+        for (task, patches) in tasks.iter().zip(&mutations) {
+            let chosen = choose_mutation(suite.id(), task.id.get_ref(), index, patches.len())
+                .map(|i| ChosenMutation {
+                    name: patches[i].name.clone(),
+                    hash: patches[i].hash.clone(),
+                });
+            for variant in &variants {
+                out.push(PlannedTrial {
+                    id: format!("{}.{}.{}", task.id.get_ref(), variant.id.get_ref(), index),
+                    task: task.id.get_ref().clone(),
+                    variant: variant.id.get_ref().clone(),
+                    index,
+                    mutation: chosen.clone(),
+                });
+            }
+        }
+    }
+    Ok(Plan {
+        suite_id: suite.id().to_string(),
+        suite_hash: suite_hash(&suite.root)?,
+        fixture_hash: tree_hash(&suite.fixture_dir())?,
+        trial_mode: options.mode,
+        trials_per_cell: trials,
+        trials: out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn choice_is_stable() {
+        let a = choose_mutation("s", "t", 3, 4);
+        assert_eq!(a, choose_mutation("s", "t", 3, 4));
+        assert_eq!(choose_mutation("s", "t", 3, 0), None);
+    }
+
+    proptest! {
+        /// Over many trial indices every patch is chosen, and none far more than its share.
+        #[test]
+        fn choice_covers_every_patch_roughly_evenly(count in 1usize..8, task in "[a-z]{1,12}") {
+            let trials = 400u32;
+            let mut seen = vec![0u32; count];
+            for i in 0..trials {
+                let k = choose_mutation("suite", &task, i, count).unwrap();
+                seen[k] += 1;
+            }
+            let share = f64::from(trials) / count as f64;
+            for (k, n) in seen.iter().enumerate() {
+                prop_assert!(*n > 0, "patch {k} never chosen: {seen:?}");
+                prop_assert!(f64::from(*n) < share * 1.6 && f64::from(*n) > share * 0.4,
+                    "patch {k} chosen {n} times, expected about {share}: {seen:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Problems found in a suite, each one a diagnostic a person can act on: which file, where in
+//! it, what was found and what to write instead.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
+
+/// A source file that problems point into.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    path: PathBuf,
+    named: Arc<NamedSource<String>>,
+}
+
+impl SourceFile {
+    /// Wraps the text of `path` for diagnostics.
+    pub fn new(path: &Path, text: String) -> SourceFile {
+        SourceFile {
+            path: path.to_path_buf(),
+            named: Arc::new(NamedSource::new(path.display().to_string(), text)),
+        }
+    }
+
+    /// The file's path as the user named it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's text.
+    pub fn text(&self) -> &str {
+        self.named.inner()
+    }
+
+    /// 1-based line and column of a byte offset.
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        let text = self.text();
+        let offset = offset.min(text.len());
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = text[line_start..offset].chars().count() + 1;
+        (line, column)
+    }
+}
+
+/// Where in a file a problem is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Location {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// Byte range in the file.
+    #[serde(skip)]
+    pub span: Range<usize>,
+}
+
+/// The kind of a problem, stable for tests and for tools reading `--format json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemKind {
+    /// TOML that does not parse.
+    Syntax,
+    /// A key no table of this kind has.
+    UnknownKey,
+    /// A value of the wrong type or outside its enum.
+    InvalidValue,
+    /// A required key is absent.
+    MissingKey,
+    /// `schema_version` is not the one this reader supports.
+    SchemaVersion,
+    /// A regex or glob that does not compile.
+    BadPattern,
+    /// A path that leaves the suite, or that does not exist.
+    BadPath,
+    /// A symlink, device, FIFO or socket inside the suite.
+    ForbiddenFile,
+    /// A mutation that is not a patch or does not apply.
+    BadMutation,
+    /// Two items share an id.
+    DuplicateId,
+    /// A reference to a task, variant or service that does not exist.
+    UnknownReference,
+    /// A suite that parses but cannot work as written.
+    Inconsistent,
+}
+
+impl ProblemKind {
+    /// The diagnostic code shown to users.
+    pub fn code(self) -> &'static str {
+        match self {
+            ProblemKind::Syntax => "suite::syntax",
+            ProblemKind::UnknownKey => "suite::unknown-key",
+            ProblemKind::InvalidValue => "suite::invalid-value",
+            ProblemKind::MissingKey => "suite::missing-key",
+            ProblemKind::SchemaVersion => "suite::schema-version",
+            ProblemKind::BadPattern => "suite::bad-pattern",
+            ProblemKind::BadPath => "suite::bad-path",
+            ProblemKind::ForbiddenFile => "suite::forbidden-file",
+            ProblemKind::BadMutation => "suite::bad-mutation",
+            ProblemKind::DuplicateId => "suite::duplicate-id",
+            ProblemKind::UnknownReference => "suite::unknown-reference",
+            ProblemKind::Inconsistent => "suite::inconsistent",
+        }
+    }
+}
+
+/// One thing wrong with a suite.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// What kind of mistake this is.
+    pub kind: ProblemKind,
+    /// What was found, in one sentence.
+    pub message: String,
+    /// The file the problem is in.
+    pub file: PathBuf,
+    /// Where in the file, when the file is text that was parsed.
+    pub location: Option<Location>,
+    /// What to write instead.
+    pub help: Option<String>,
+    label: Option<String>,
+    source: Option<SourceFile>,
+}
+
+impl Problem {
+    /// A problem about a whole file (or directory), with no position inside it.
+    pub fn in_file(kind: ProblemKind, file: &Path, message: impl Into<String>) -> Problem {
+        Problem {
+            kind,
+            message: message.into(),
+            file: file.to_path_buf(),
+            location: None,
+            help: None,
+            label: None,
+            source: None,
+        }
+    }
+
+    /// A problem at a byte span of a parsed file.
+    pub fn at(
+        kind: ProblemKind,
+        source: &SourceFile,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> Problem {
+        let (line, column) = source.line_column(span.start);
+        Problem {
+            kind,
+            message: message.into(),
+            file: source.path().to_path_buf(),
+            location: Some(Location { line, column, span }),
+            help: None,
+            label: None,
+            source: Some(source.clone()),
+        }
+    }
+
+    /// Adds what to write instead.
+    pub fn with_help(mut self, help: impl Into<String>) -> Problem {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// Adds the text shown under the offending source.
+    pub fn with_label(mut self, label: impl Into<String>) -> Problem {
+        self.label = Some(label.into());
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(loc) => write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                loc.line,
+                loc.column,
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for Problem {}
+
+impl Diagnostic for Problem {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.kind.code()))
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        self.source
+            .as_ref()
+            .map(|s| s.named.as_ref() as &dyn SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let loc = self.location.as_ref()?;
+        let len = loc.span.end.saturating_sub(loc.span.start);
+        let label = self.label.clone().unwrap_or_else(|| "here".to_string());
+        Some(Box::new(std::iter::once(LabeledSpan::new(
+            Some(label),
+            loc.span.start,
+            len,
+        ))))
+    }
+}
+
+/// The nearest of `candidates` to `found`, if one is close enough to be a likely typo.
+pub fn nearest<'a>(found: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(found, c), c))
+        .filter(|(score, _)| *score >= 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_are_one_based_and_count_characters() {
+        let src = SourceFile::new(Path::new("s.toml"), "a = 1\nbé = 2\n".to_string());
+        assert_eq!(src.line_column(0), (1, 1));
+        assert_eq!(src.line_column(6), (2, 1));
+        // 'é' is two bytes; the '=' after it is the 4th character of line 2.
+        assert_eq!(src.line_column(10), (2, 5));
+    }
+
+    #[test]
+    fn nearest_finds_typos_and_ignores_strangers() {
+        let keys = ["wall_timeout_seconds", "network", "allow"];
+        assert_eq!(
+            nearest("wall_timeout_secs", keys.iter().copied()),
+            Some("wall_timeout_seconds")
+        );
+        assert_eq!(nearest("networks", keys.iter().copied()), Some("network"));
+        assert_eq!(nearest("zzz", keys.iter().copied()), None);
+    }
+}

@@ -1,0 +1,122 @@
+//! The command-line grammar.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// proctor runs honest, reproducible evaluations of AI agents and of the interfaces they use.
+#[derive(Debug, Parser)]
+#[command(name = "proctor", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a commented starter suite (one task, a scripted oracle, a holdout check).
+    Init {
+        /// Where to write it; must not exist or be empty.
+        #[arg(default_value = "my-suite")]
+        dir: PathBuf,
+    },
+    /// Check a suite and report every problem found.
+    Validate {
+        /// The suite directory.
+        suite: PathBuf,
+        /// Print problems as JSON on stdout instead of diagnostics on stderr.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// List the suites found under a folder.
+    Suites {
+        /// Where to look.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Run a suite's trials (with --dry-run: print the plan and execute nothing).
+    Run(RunArgs),
+    /// Run the bundled example suites end to end with their scripted agents.
+    Demo {
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+    },
+}
+
+/// Arguments of `proctor run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The suite directory.
+    pub suite: PathBuf,
+    /// Only these variants (repeatable).
+    #[arg(long = "variant", value_name = "V")]
+    pub variants: Vec<String>,
+    /// Only these tasks (repeatable).
+    #[arg(long = "task", value_name = "T")]
+    pub tasks: Vec<String>,
+    /// Trials per (task, variant), overriding the trial mode.
+    #[arg(long, value_name = "N", conflicts_with = "trial_mode")]
+    pub trials: Option<u32>,
+    /// Take the trial count from `development_trials` or `release_trials`.
+    #[arg(long, value_enum, default_value_t = TrialModeArg::Dev)]
+    pub trial_mode: TrialModeArg,
+    /// Print the plan and execute nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format of the plan (--dry-run) or of the summary.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Trials run at once (default: the number of cores).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Finish an interrupted run: only its unfinished trials are run.
+    #[arg(long, value_name = "RUN")]
+    pub resume: Option<String>,
+    /// The store folder.
+    #[arg(long, value_name = "DIR", default_value = ".proctor")]
+    pub store: PathBuf,
+    /// How trials are isolated: overlay workspaces in namespaces, or copies of the fixture.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Auto)]
+    pub isolation: IsolationArg,
+}
+
+/// Isolation on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// Overlay where the machine allows it, else copy (recorded either way).
+    Auto,
+    /// Overlay workspace in user, mount, PID, network, IPC and UTS namespaces; fail if unavailable.
+    Overlay,
+    /// Copy the fixture per trial and diff it against a manifest.
+    Copy,
+}
+
+/// Trial modes on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrialModeArg {
+    /// The suite's `development_trials`.
+    Dev,
+    /// The suite's `release_trials`.
+    Release,
+}
+
+impl From<TrialModeArg> for proctor_suite::TrialMode {
+    fn from(m: TrialModeArg) -> Self {
+        match m {
+            TrialModeArg::Dev => proctor_suite::TrialMode::Dev,
+            TrialModeArg::Release => proctor_suite::TrialMode::Release,
+        }
+    }
+}
+
+/// Output formats for data on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Text,
+    /// JSON for tools.
+    Json,
+}

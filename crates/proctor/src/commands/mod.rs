@@ -1,0 +1,33 @@
+//! One module per command; each returns the exit status or an [`Error`].
+
+mod demo;
+mod init;
+pub mod run;
+mod suites;
+mod validate;
+
+use std::path::Path;
+
+use proctor_suite::Suite;
+
+use crate::cli::{Cli, Command};
+use crate::exit::{Error, Status};
+
+/// Runs the command the user asked for.
+pub fn dispatch(cli: Cli) -> Result<Status, Error> {
+    match cli.command {
+        Command::Init { dir } => init::run(&dir),
+        Command::Validate { suite, format } => validate::run(&suite, format),
+        Command::Suites { dir } => suites::run(&dir),
+        Command::Run(args) => run::run(args),
+        Command::Demo { store } => demo::run(&store),
+    }
+}
+
+/// Opens a suite, or fails with every problem it has.
+pub fn open_suite(dir: &Path) -> Result<Suite, Error> {
+    Suite::open(dir).map_err(|problems| Error::InvalidSuite {
+        suite: dir.display().to_string(),
+        problems,
+    })
+}

@@ -1,0 +1,62 @@
+//! How errors and diagnostics are shown: readable without colour, `NO_COLOR` respected, and
+//! deterministic when stderr is not a terminal (as in tests).
+
+use std::io::IsTerminal;
+
+use miette::{GraphicalReportHandler, GraphicalTheme};
+use proctor_suite::Problem;
+
+use crate::exit::Error;
+
+/// Whether stderr may use colour.
+pub fn color_enabled() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+fn handler() -> GraphicalReportHandler {
+    let theme = if color_enabled() {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    GraphicalReportHandler::new_themed(theme)
+        .with_width(100)
+        .with_links(false)
+}
+
+/// Renders one problem as a diagnostic with its source line.
+pub fn problem(p: &Problem) -> String {
+    let mut out = String::new();
+    if handler().render_report(&mut out, p).is_err() {
+        out = format!("{p}\n");
+    }
+    out
+}
+
+/// Prints an error and its causes to stderr.
+pub fn error(err: &Error) {
+    match err {
+        Error::InvalidSuite { suite, problems } => {
+            for p in problems {
+                eprint!("{}", problem(p));
+            }
+            eprintln!(
+                "error: {suite} is not a valid suite: {} problem{} found",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            );
+        }
+        Error::Usage { message, hint } => {
+            eprintln!("error: {message}");
+            if let Some(h) = hint {
+                eprintln!("  help: {h}");
+            }
+        }
+        Error::Other(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+        }
+    }
+}
