@@ -56,7 +56,13 @@ mod tests {
             proctor: "/run/proctor/bin/proctor".into(),
             agent_dir: "/run/proctor/agent".into(),
         };
-        let a = CommandAdapter::new(vec!["agent".into(), "-p={prompt}".into(), "{workspace}".into(), "--model".into(), "{model}".into()]);
+        let a = CommandAdapter::new(vec![
+            "agent".into(),
+            "-p={prompt}".into(),
+            "{workspace}".into(),
+            "--model".into(),
+            "{model}".into(),
+        ]);
         let l = a.launch(&ctx).unwrap();
         assert_eq!(l.argv, ["agent", "-p=do it", "/workspace", "--model", "m1"]);
         assert_eq!(a.read(b"the answer\n", b"").answer, "the answer");

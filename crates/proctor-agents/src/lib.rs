@@ -73,7 +73,10 @@ pub trait Adapter: Send + Sync {
 }
 
 /// The adapter for a variant; `script` is the parsed script for script variants.
-pub fn adapter_for(variant: &Variant, script: Option<Script>) -> Result<Box<dyn Adapter>, AgentError> {
+pub fn adapter_for(
+    variant: &Variant,
+    script: Option<Script>,
+) -> Result<Box<dyn Adapter>, AgentError> {
     match variant.agent {
         AgentKind::Script => {
             let script = script.ok_or_else(|| AgentError::Misconfigured {

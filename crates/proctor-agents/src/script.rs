@@ -106,7 +106,10 @@ pub fn run_main(path: &str) -> i32 {
         let _ = writeln!(out, "{v}");
         let _ = out.flush();
     };
-    emit(&mut out, serde_json::json!({ "type": "prompt", "text": plan.prompt }));
+    emit(
+        &mut out,
+        serde_json::json!({ "type": "prompt", "text": plan.prompt }),
+    );
     let mut outputs = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
         let result = Command::new("sh")
@@ -135,6 +138,9 @@ pub fn run_main(path: &str) -> i32 {
         (None, Some(a)) => a.clone(),
         (None, None) => String::new(),
     };
-    emit(&mut out, serde_json::json!({ "type": "answer", "text": answer }));
+    emit(
+        &mut out,
+        serde_json::json!({ "type": "answer", "text": answer }),
+    );
     plan.exit_code
 }

@@ -20,7 +20,10 @@ pub fn search_path() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
-    if let Some(own) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+    if let Some(own) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
         dirs.push(own);
     }
     dirs
@@ -49,6 +52,9 @@ pub fn resolve(entry: &str, suite_root: &Path, dirs: &[PathBuf]) -> Result<Allow
         return Ok(Allowed { name, real });
     }
     which(entry, dirs)
-        .map(|real| Allowed { name: entry.to_string(), real })
+        .map(|real| Allowed {
+            name: entry.to_string(),
+            real,
+        })
         .ok_or_else(|| format!("`{entry}` was not found on PATH or beside proctor"))
 }

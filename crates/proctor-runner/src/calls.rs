@@ -74,7 +74,10 @@ impl CallsLog {
     pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
         let _ = std::fs::remove_file(socket);
         let listener = UnixListener::bind(socket)?;
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         let shared = Arc::new(Shared {
             out: Mutex::new(out),
             next_seq: AtomicU64::new(1),
@@ -153,7 +156,9 @@ impl Drop for CallsLog {
 
 fn serve(conn: UnixStream, shared: &Shared) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(24 * 3600)));
-    let Ok(write_half) = conn.try_clone() else { return };
+    let Ok(write_half) = conn.try_clone() else {
+        return;
+    };
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-
 use proctor_store::{RunHandle, TrialSummary};
 use proctor_suite::plan::{Plan, PlannedTrial};
 use proctor_suite::Suite;
@@ -88,7 +87,10 @@ pub struct ExecutionSummary {
 }
 
 /// Decides the isolation a run gets, by asking the machine, never by assuming.
-pub fn decide_isolation(choice: IsolationChoice, probe_dir: &std::path::Path) -> Result<(Isolation, Vec<String>), EngineError> {
+pub fn decide_isolation(
+    choice: IsolationChoice,
+    probe_dir: &std::path::Path,
+) -> Result<(Isolation, Vec<String>), EngineError> {
     let caps = proctor_sandbox::probe_in(probe_dir);
     let mut notes = Vec::new();
     let namespaces = caps.user_namespaces.is_ok();
@@ -103,10 +105,19 @@ pub fn decide_isolation(choice: IsolationChoice, probe_dir: &std::path::Path) ->
             if !caps.overlay_sandbox() {
                 return Err(EngineError::OverlayUnavailable(notes.join("; ")));
             }
-            Isolation { overlay: true, namespaces: true }
+            Isolation {
+                overlay: true,
+                namespaces: true,
+            }
         }
-        IsolationChoice::Copy => Isolation { overlay: false, namespaces },
-        IsolationChoice::Auto => Isolation { overlay: caps.overlay_sandbox(), namespaces },
+        IsolationChoice::Copy => Isolation {
+            overlay: false,
+            namespaces,
+        },
+        IsolationChoice::Auto => Isolation {
+            overlay: caps.overlay_sandbox(),
+            namespaces,
+        },
     };
     Ok((iso, notes))
 }
@@ -121,8 +132,16 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         outcome: record.outcome.clone(),
         reason: Some(record.reason.clone()),
         wall_seconds: record.end_state.agent.wall_seconds,
-        calls: Some(record.end_state.calls.len() as u64),
-        wrong_turns: None,
+        calls: record
+            .verdict
+            .as_ref()
+            .and_then(|v| v.metrics)
+            .map(|m| m.calls),
+        wrong_turns: record
+            .verdict
+            .as_ref()
+            .and_then(|v| v.metrics)
+            .map(|m| m.wrong_turns),
         input_tokens: None,
         output_tokens: None,
         cost_usd: None,
@@ -142,11 +161,20 @@ pub fn execute(
     on_event: &(dyn Fn(Event) + Sync),
 ) -> Result<ExecutionSummary, EngineError> {
     let finished = run.finished_trials()?;
-    let pending: VecDeque<PlannedTrial> = plan.trials.iter().filter(|t| !finished.contains(&t.id)).cloned().collect();
+    let pending: VecDeque<PlannedTrial> = plan
+        .trials
+        .iter()
+        .filter(|t| !finished.contains(&t.id))
+        .cloned()
+        .collect();
     let proctor_exe = std::env::current_exe()?;
     let work_root = store_root.join("work").join(run.id().as_str());
     std::fs::create_dir_all(&work_root)?;
-    let socket_root = std::env::temp_dir().join(format!("proctor-{}-{}", std::process::id(), run.id().as_str()));
+    let socket_root = std::env::temp_dir().join(format!(
+        "proctor-{}-{}",
+        std::process::id(),
+        run.id().as_str()
+    ));
     std::fs::create_dir_all(&socket_root)?;
     let ctx = RunContext {
         suite,
@@ -221,13 +249,28 @@ pub fn execute(
 /// its whole trial with it). Used when the run is interrupted.
 pub fn kill_children() {
     let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for entry in entries.filter_map(Result::ok) {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // The fields after the parenthesised command name: state, ppid, ...
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
         if ppid == Some(me) {
             // SAFETY: kill(2) with a pid read from /proc; at worst the process is already gone.
             unsafe {

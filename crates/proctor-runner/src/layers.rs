@@ -47,8 +47,13 @@ impl LayerCache {
             return Ok(vec![fixture.to_path_buf()]);
         };
         let text = std::fs::read_to_string(patch_path)?;
-        let key = format!("{}-{}", &fixture_hash[..16], &bytes_hash(text.as_bytes())[..16]);
-        let patch = Patch::parse(&text).map_err(|e| io::Error::other(format!("{}: {e}", patch_path.display())))?;
+        let key = format!(
+            "{}-{}",
+            &fixture_hash[..16],
+            &bytes_hash(text.as_bytes())[..16]
+        );
+        let patch = Patch::parse(&text)
+            .map_err(|e| io::Error::other(format!("{}: {e}", patch_path.display())))?;
         let result = patch
             .apply(|rel| std::fs::read(fixture.join(rel)).ok())
             .map_err(|e| io::Error::other(format!("{}: {e}", patch_path.display())))?;
@@ -68,7 +73,10 @@ impl LayerCache {
     }
 
     /// A layer holding a variant's files (workspace path -> file in the suite).
-    pub fn variant_files(&self, files: &BTreeMap<String, PathBuf>) -> io::Result<Option<(PathBuf, BTreeMap<String, String>)>> {
+    pub fn variant_files(
+        &self,
+        files: &BTreeMap<String, PathBuf>,
+    ) -> io::Result<Option<(PathBuf, BTreeMap<String, String>)>> {
         if files.is_empty() {
             return Ok(None);
         }
@@ -97,11 +105,17 @@ impl LayerCache {
         Ok(Some((dir, hashes)))
     }
 
-    fn build_once(&self, dir: &Path, build: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
+    fn build_once(
+        &self,
+        dir: &Path,
+        build: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<()> {
         if dir.is_dir() {
             return Ok(());
         }
-        let parent = dir.parent().ok_or_else(|| io::Error::other("layer without a parent"))?;
+        let parent = dir
+            .parent()
+            .ok_or_else(|| io::Error::other("layer without a parent"))?;
         std::fs::create_dir_all(parent)?;
         let tmp = tempfile_dir(parent)?;
         build(&tmp)?;
@@ -129,7 +143,11 @@ fn tempfile_dir(parent: &Path) -> io::Result<PathBuf> {
     Err(io::Error::other("cannot create a temporary layer folder"))
 }
 
-fn write_result(dir: &Path, fixture: &Path, result: &BTreeMap<String, Option<Vec<u8>>>) -> io::Result<()> {
+fn write_result(
+    dir: &Path,
+    fixture: &Path,
+    result: &BTreeMap<String, Option<Vec<u8>>>,
+) -> io::Result<()> {
     for (rel, content) in result {
         let path = dir.join(rel);
         match content {
@@ -160,7 +178,10 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         let ft = entry.file_type();
         if ft.is_dir() {
             std::fs::create_dir_all(&dest)?;
-            std::fs::set_permissions(&dest, entry.metadata().map_err(io::Error::other)?.permissions())?;
+            std::fs::set_permissions(
+                &dest,
+                entry.metadata().map_err(io::Error::other)?.permissions(),
+            )?;
         } else if ft.is_file() {
             std::fs::copy(entry.path(), &dest)?;
         }
@@ -180,14 +201,24 @@ mod tests {
         std::fs::write(fixture.join("src/a.py"), "rate = 10\n").unwrap();
         std::fs::write(fixture.join("README.md"), "readme\n").unwrap();
         let patch = root.path().join("m.patch");
-        std::fs::write(&patch, "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-rate = 10\n+rate = 12\n").unwrap();
+        std::fs::write(
+            &patch,
+            "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-rate = 10\n+rate = 12\n",
+        )
+        .unwrap();
         let cache = LayerCache::new(root.path().join("cache"));
         let layers = cache.base(&fixture, &"0".repeat(64), Some(&patch)).unwrap();
         assert_eq!(layers.len(), 2);
-        assert_eq!(std::fs::read_to_string(layers[0].join("src/a.py")).unwrap(), "rate = 12\n");
+        assert_eq!(
+            std::fs::read_to_string(layers[0].join("src/a.py")).unwrap(),
+            "rate = 12\n"
+        );
         assert!(!layers[0].join("README.md").exists());
         // Prepared once: the second call reuses the same folder.
-        assert_eq!(cache.base(&fixture, &"0".repeat(64), Some(&patch)).unwrap(), layers);
+        assert_eq!(
+            cache.base(&fixture, &"0".repeat(64), Some(&patch)).unwrap(),
+            layers
+        );
     }
 
     #[test]

@@ -10,5 +10,7 @@ pub mod record;
 pub mod shim;
 pub mod trial;
 
-pub use engine::{decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice};
+pub use engine::{
+    decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice,
+};
 pub use record::TrialRecord;

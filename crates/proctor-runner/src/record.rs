@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use proctor_score::{ConditionResult, EndState};
+use proctor_score::{EndState, TrialVerdict};
 use proctor_suite::plan::PlannedTrial;
 use serde::{Deserialize, Serialize};
 
@@ -29,12 +29,13 @@ pub struct TrialRecord {
     pub timings_ms: BTreeMap<String, f64>,
     /// The captured end state.
     pub end_state: EndState,
-    /// The success condition's result with evidence.
-    pub success: Option<ConditionResult>,
     /// The outcome label.
     pub outcome: String,
     /// Why this outcome.
     pub reason: String,
+    /// Everything scoring decided, with evidence; absent when the harness failed before the
+    /// agent could run.
+    pub verdict: Option<TrialVerdict>,
     /// Services: readiness, guard and exit, as the sandbox reported them.
     pub services: serde_json::Value,
     /// Problems of the harness (not the agent) met during the trial.
@@ -86,7 +87,11 @@ pub fn is_secret(name: &str) -> bool {
 pub fn redact_env(env: &[(String, String)]) -> BTreeMap<String, String> {
     env.iter()
         .map(|(k, v)| {
-            let v = if is_secret(k) { "[redacted]".to_string() } else { v.clone() };
+            let v = if is_secret(k) {
+                "[redacted]".to_string()
+            } else {
+                v.clone()
+            };
             (k.clone(), v)
         })
         .collect()

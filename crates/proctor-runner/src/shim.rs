@@ -73,7 +73,9 @@ pub fn main(args: &[String]) -> i32 {
     let conn = match UnixStream::connect(&socket) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run");
+            eprintln!(
+                "proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run"
+            );
             return 125;
         }
     };
@@ -125,10 +127,14 @@ pub fn main(args: &[String]) -> i32 {
     let stdin_tap = Arc::new(Mutex::new(Tap::hashing()));
     let out_tap = Arc::new(Mutex::new(Tap::default()));
     let err_tap = Arc::new(Mutex::new(Tap::default()));
+    let (stdin_done, stdin_finished) = std::sync::mpsc::channel::<()>();
     if let Some(child_in) = child.stdin.take() {
         let tap = stdin_tap.clone();
-        // Not joined: an agent may keep our stdin open forever.
-        let _ = std::thread::Builder::new().spawn(move || pump(std::io::stdin(), child_in, tap));
+        // Never joined for long: an agent may keep our stdin open forever.
+        let _ = std::thread::Builder::new().spawn(move || {
+            pump(std::io::stdin(), child_in, tap);
+            let _ = stdin_done.send(());
+        });
     }
     let out_thread = child.stdout.take().map(|o| {
         let tap = out_tap.clone();
@@ -142,6 +148,9 @@ pub fn main(args: &[String]) -> i32 {
     for t in [out_thread, err_thread].into_iter().flatten() {
         let _ = t.join();
     }
+    // Give a piped stdin a moment to reach its end, so its size and hash are whole; an stdin
+    // that stays open (a terminal, the agent's own pipe) is recorded as far as it was read.
+    let _ = stdin_finished.recv_timeout(std::time::Duration::from_millis(100));
     let exit = match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 125,

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use proctor_agents::{adapter_for, LaunchContext};
 use proctor_sandbox::diff::{self, Manifest};
-use proctor_sandbox::{Bind, HttpGuard, HttpProbe, SandboxReport, SandboxSpec, ServiceSpec, Workspace};
+use proctor_sandbox::{
+    Bind, HttpGuard, HttpProbe, SandboxReport, SandboxSpec, ServiceSpec, Workspace,
+};
 use proctor_score::endstate::{AgentEnd, ChangeKind, CheckRun, EndState, FileChange, ServiceEnd};
-use proctor_score::evaluate::{self, Context};
 use proctor_score::Files;
 use proctor_store::RunHandle;
 use proctor_suite::model::{Network, Task};
@@ -89,7 +90,11 @@ pub struct EndStateFiles {
 
 impl EndStateFiles {
     /// Reads through `changes_dir` (files the agent added or changed) over `lowers`.
-    pub fn new(changes_dir: PathBuf, changes: &[FileChange], lowers: Vec<PathBuf>) -> EndStateFiles {
+    pub fn new(
+        changes_dir: PathBuf,
+        changes: &[FileChange],
+        lowers: Vec<PathBuf>,
+    ) -> EndStateFiles {
         EndStateFiles {
             changes_dir,
             changed: changes.iter().map(|c| (c.path.clone(), c.kind)).collect(),
@@ -106,7 +111,10 @@ impl Files for EndStateFiles {
         match self.changed.get(path) {
             Some(ChangeKind::Deleted) => None,
             Some(_) => std::fs::read(self.changes_dir.join(path)).ok(),
-            None => self.lowers.iter().find_map(|l| std::fs::read(l.join(path)).ok()),
+            None => self
+                .lowers
+                .iter()
+                .find_map(|l| std::fs::read(l.join(path)).ok()),
         }
     }
 }
@@ -120,37 +128,92 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     let t0 = Instant::now();
     let mut timings = BTreeMap::new();
     let mut harness = Harness { notes: Vec::new() };
-    let (Some(task), Some(variant)) = (ctx.suite.task(&planned.task), ctx.suite.variant(&planned.variant)) else {
-        return errored(ctx, planned, "the plan names a task or variant the suite does not have".into(), timings);
+    let (Some(task), Some(variant)) = (
+        ctx.suite.task(&planned.task),
+        ctx.suite.variant(&planned.variant),
+    ) else {
+        return errored(
+            ctx,
+            planned,
+            "the plan names a task or variant the suite does not have".into(),
+            timings,
+        );
     };
     let settings = ctx.suite.settings(task, variant);
     let trial_dir = match ctx.run.trial_dir(&planned.id) {
         Ok(d) => d,
-        Err(e) => return errored(ctx, planned, format!("cannot create the trial folder: {e}"), timings),
+        Err(e) => {
+            return errored(
+                ctx,
+                planned,
+                format!("cannot create the trial folder: {e}"),
+                timings,
+            )
+        }
     };
     let work = ctx.work_root.join(&planned.id);
     let _ = std::fs::remove_dir_all(&work);
     if let Err(e) = std::fs::create_dir_all(&work) {
-        return errored(ctx, planned, format!("cannot create the trial's scratch folder: {e}"), timings);
+        return errored(
+            ctx,
+            planned,
+            format!("cannot create the trial's scratch folder: {e}"),
+            timings,
+        );
     }
 
     // 1. Workspace layers.
-    let mutation_path = planned.mutation.as_ref().map(|m| ctx.suite.root.join("mutations").join(&planned.task).join(&m.name));
-    let base = match ctx.layers.base(&ctx.suite.fixture_dir(), &ctx.plan.fixture_hash, mutation_path.as_deref()) {
+    let mutation_path = planned.mutation.as_ref().map(|m| {
+        ctx.suite
+            .root
+            .join("mutations")
+            .join(&planned.task)
+            .join(&m.name)
+    });
+    let base = match ctx.layers.base(
+        &ctx.suite.fixture_dir(),
+        &ctx.plan.fixture_hash,
+        mutation_path.as_deref(),
+    ) {
         Ok(b) => b,
-        Err(e) => return errored(ctx, planned, format!("cannot prepare the fixture layer: {e}"), timings),
+        Err(e) => {
+            return errored(
+                ctx,
+                planned,
+                format!("cannot prepare the fixture layer: {e}"),
+                timings,
+            )
+        }
     };
-    let files: BTreeMap<String, PathBuf> = variant.files.iter().map(|(d, s)| (d.clone(), ctx.suite.root.join(s.get_ref()))).collect();
+    let files: BTreeMap<String, PathBuf> = variant
+        .files
+        .iter()
+        .map(|(d, s)| (d.clone(), ctx.suite.root.join(s.get_ref())))
+        .collect();
     let (variant_layer, laid_in) = match ctx.layers.variant_files(&files) {
         Ok(Some((dir, hashes))) => (Some(dir), hashes),
         Ok(None) => (None, BTreeMap::new()),
-        Err(e) => return errored(ctx, planned, format!("cannot prepare the variant's files: {e}"), timings),
+        Err(e) => {
+            return errored(
+                ctx,
+                planned,
+                format!("cannot prepare the variant's files: {e}"),
+                timings,
+            )
+        }
     };
     let mut lowers: Vec<PathBuf> = variant_layer.into_iter().collect();
     lowers.extend(base);
     let (workspace, copy_dir, manifest) = match prepare_workspace(ctx, &work, &lowers) {
         Ok(w) => w,
-        Err(e) => return errored(ctx, planned, format!("cannot prepare the workspace: {e}"), timings),
+        Err(e) => {
+            return errored(
+                ctx,
+                planned,
+                format!("cannot prepare the workspace: {e}"),
+                timings,
+            )
+        }
     };
 
     // 2. Shims and the calls log.
@@ -162,10 +225,19 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         }
     }
     let ns = ctx.isolation.namespaces;
-    let inside = |host: &Path, inner: &str| -> PathBuf { if ns { PathBuf::from(inner) } else { host.to_path_buf() } };
+    let inside = |host: &Path, inner: &str| -> PathBuf {
+        if ns {
+            PathBuf::from(inner)
+        } else {
+            host.to_path_buf()
+        }
+    };
     let shims_host = work.join("shims");
     let agent_host = work.join("agent");
-    let socket_host = ctx.socket_root.join(format!("{}.sock", ctx.sockets.fetch_add(1, Ordering::SeqCst)));
+    let socket_host = ctx.socket_root.join(format!(
+        "{}.sock",
+        ctx.sockets.fetch_add(1, Ordering::SeqCst)
+    ));
     let proctor_inside = inside(&ctx.proctor_exe, &format!("{RUN_INSIDE}/bin/proctor"));
     let socket_inside = inside(&socket_host, &format!("{RUN_INSIDE}/calls.sock"));
     let shims_inside = inside(&shims_host, &format!("{RUN_INSIDE}/shims"));
@@ -176,20 +248,42 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     };
     let mut binds = Vec::new();
     if let Err(e) = write_shims(&shims_host, &allowed, &proctor_inside, ns, &mut binds) {
-        return errored(ctx, planned, format!("cannot write the shims: {e}"), timings);
+        return errored(
+            ctx,
+            planned,
+            format!("cannot write the shims: {e}"),
+            timings,
+        );
     }
     let calls_path = trial_dir.join("calls.jsonl");
     let _ = std::fs::remove_file(&calls_path);
     let calls_log = match CallsLog::start(&socket_host, &calls_path, t0) {
         Ok(c) => c,
-        Err(e) => return errored(ctx, planned, format!("cannot start the calls log at {}: {e}", socket_host.display()), timings),
+        Err(e) => {
+            return errored(
+                ctx,
+                planned,
+                format!(
+                    "cannot start the calls log at {}: {e}",
+                    socket_host.display()
+                ),
+                timings,
+            )
+        }
     };
 
     // 3. The agent's launch.
     let script = match variant.agent {
         proctor_suite::model::AgentKind::Script => match ctx.suite.script(variant, &planned.task) {
             Ok(s) => Some(s),
-            Err(p) => return errored(ctx, planned, format!("cannot read the script: {p}"), timings),
+            Err(p) => {
+                return errored(
+                    ctx,
+                    planned,
+                    format!("cannot read the script: {p}"),
+                    timings,
+                )
+            }
         },
         _ => None,
     };
@@ -210,11 +304,23 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         Err(e) => return errored(ctx, planned, e.to_string(), timings),
     };
     if let Err(e) = std::fs::create_dir_all(&agent_host).and_then(|_| {
-        launch.files.iter().try_for_each(|(name, bytes)| std::fs::write(agent_host.join(name), bytes))
+        launch
+            .files
+            .iter()
+            .try_for_each(|(name, bytes)| std::fs::write(agent_host.join(name), bytes))
     }) {
-        return errored(ctx, planned, format!("cannot write the agent's files: {e}"), timings);
+        return errored(
+            ctx,
+            planned,
+            format!("cannot write the agent's files: {e}"),
+            timings,
+        );
     }
-    let home = if ns { PathBuf::from(HOME_INSIDE) } else { work.join("home") };
+    let home = if ns {
+        PathBuf::from(HOME_INSIDE)
+    } else {
+        work.join("home")
+    };
     if !ns {
         let _ = std::fs::create_dir_all(&home);
         let _ = std::fs::create_dir_all(work.join("tmp"));
@@ -224,17 +330,36 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".into(), work.join("tmp").display().to_string()));
     }
-    env.push(("PROCTOR_CALLS_SOCKET".into(), socket_inside.display().to_string()));
+    env.push((
+        "PROCTOR_CALLS_SOCKET".into(),
+        socket_inside.display().to_string(),
+    ));
     for s in &ctx.suite.file.services {
         env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     env.extend(variant.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(launch.env.iter().cloned());
     if ns {
-        binds.push(Bind { host: ctx.proctor_exe.clone(), inside: proctor_inside.clone(), read_only: true });
-        binds.push(Bind { host: socket_host.clone(), inside: socket_inside.clone(), read_only: false });
-        binds.push(Bind { host: shims_host.clone(), inside: shims_inside.clone(), read_only: true });
-        binds.push(Bind { host: agent_host.clone(), inside: agent_inside.clone(), read_only: true });
+        binds.push(Bind {
+            host: ctx.proctor_exe.clone(),
+            inside: proctor_inside.clone(),
+            read_only: true,
+        });
+        binds.push(Bind {
+            host: socket_host.clone(),
+            inside: socket_inside.clone(),
+            read_only: false,
+        });
+        binds.push(Bind {
+            host: shims_host.clone(),
+            inside: shims_inside.clone(),
+            read_only: true,
+        });
+        binds.push(Bind {
+            host: agent_host.clone(),
+            inside: agent_inside.clone(),
+            read_only: true,
+        });
     }
 
     // 4. Services.
@@ -292,7 +417,10 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     let stdout = std::fs::read(&spec.stdout).unwrap_or_default();
     let stderr = std::fs::read(&spec.stderr).unwrap_or_default();
     let output = adapter.read(&stdout, &stderr);
-    let mut end = EndState { answer: output.answer.clone(), ..EndState::default() };
+    let mut end = EndState {
+        answer: output.answer.clone(),
+        ..EndState::default()
+    };
     let store_notes = write_agent_output(&trial_dir, &output, &stdout, &stderr);
     harness.notes.extend(store_notes);
     let changes = match (&workspace, &copy_dir, &manifest) {
@@ -308,15 +436,21 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     match changes {
         Ok(changes) => match capture_changes(&end_root, &changes, &trial_dir.join("changes")) {
             Ok(list) => end.changes = list,
-            Err(e) => harness.notes.push(format!("cannot capture the workspace changes: {e}")),
+            Err(e) => harness
+                .notes
+                .push(format!("cannot capture the workspace changes: {e}")),
         },
-        Err(e) => harness.notes.push(format!("cannot read the workspace changes: {e}")),
+        Err(e) => harness
+            .notes
+            .push(format!("cannot read the workspace changes: {e}")),
     }
     match read_log(&calls_path) {
         Ok((calls, bad)) => {
             end.calls = calls;
             if bad > 0 {
-                harness.notes.push(format!("{bad} malformed line(s) in calls.jsonl were skipped"));
+                harness.notes.push(format!(
+                    "{bad} malformed line(s) in calls.jsonl were skipped"
+                ));
             }
         }
         Err(e) => harness.notes.push(format!("cannot read calls.jsonl: {e}")),
@@ -327,10 +461,17 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         let to = trial_dir.join("services").join(name);
         let _ = std::fs::remove_dir_all(&to);
         if let Err(e) = copy_tree(&from, &to) {
-            harness.notes.push(format!("cannot copy the state of service `{name}`: {e}"));
+            harness
+                .notes
+                .push(format!("cannot copy the state of service `{name}`: {e}"));
         }
         let state = s.state.as_ref().map(|f| to.join(f.get_ref()));
-        end.services.insert(name.clone(), service_end(state.as_deref()));
+        let mut service = service_end(state.as_deref());
+        match read_events(&to.join("events.jsonl")) {
+            Ok(events) => service.events = events,
+            Err(e) => harness.notes.push(format!("service `{name}`: {e}")),
+        }
+        end.services.insert(name.clone(), service);
     }
     end.agent = agent_end(&report);
     timings.insert("capture".into(), ms(t_capture.elapsed()));
@@ -347,22 +488,47 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     };
     if report.not_started.is_none() {
         for (n, check) in task_checks(task).into_iter().enumerate() {
-            let timeout = check.1.map(Duration::from_secs).unwrap_or(settings.validation_timeout);
-            let run = run_check(ctx, &work, n, &check.0, timeout, holdout.as_deref(), &end_root, &workspace, &lowers);
+            let timeout = check
+                .1
+                .map(Duration::from_secs)
+                .unwrap_or(settings.validation_timeout);
+            let run = run_check(
+                ctx,
+                &work,
+                n,
+                &check.0,
+                timeout,
+                holdout.as_deref(),
+                &end_root,
+                &workspace,
+                &lowers,
+            );
             let checks_dir = trial_dir.join("checks");
             let _ = std::fs::create_dir_all(&checks_dir);
             let _ = proctor_store::atomic_write_json(checks_dir.join(format!("{n}.json")), &run);
-            let _ = proctor_store::atomic_write(checks_dir.join(format!("{n}.stdout")), run.stdout.as_bytes());
+            let _ = proctor_store::atomic_write(
+                checks_dir.join(format!("{n}.stdout")),
+                run.stdout.as_bytes(),
+            );
             end.checks.insert(check.0.clone(), run);
         }
     }
     timings.insert("checks".into(), ms(t_checks.elapsed()));
 
     // Score: a pure function of the captured end state.
-    let files = EndStateFiles::new(trial_dir.join("changes").join("files"), &end.changes, lowers.clone());
-    let eval_ctx = Context { end: &end, files: &files, interface: task.interface.as_ref() };
-    let success = evaluate::condition(&eval_ctx, task.success.get_ref());
-    let (outcome, reason) = provisional_outcome(&report, &success, &harness.notes);
+    let files = EndStateFiles::new(
+        trial_dir.join("changes").join("files"),
+        &end.changes,
+        lowers.clone(),
+    );
+    let faults = proctor_score::Faults {
+        faults: harness
+            .notes
+            .iter()
+            .map(|n| (proctor_score::ErrorKind::Harness, n.clone()))
+            .collect(),
+    };
+    let verdict = proctor_score::score(task, &end, &files, &faults, settings.undo_window);
     let _ = std::fs::remove_dir_all(&work);
     timings.insert("total".into(), ms(t0.elapsed()));
     TrialRecord {
@@ -374,9 +540,9 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         settings: serde_json::to_value(&settings).unwrap_or_default(),
         timings_ms: timings,
         end_state: end,
-        success: Some(success),
-        outcome,
-        reason,
+        outcome: verdict.outcome.label().to_string(),
+        reason: verdict.reason.clone(),
+        verdict: Some(verdict),
         services: serde_json::to_value(&report.services).unwrap_or_default(),
         harness_notes: harness.notes,
     }
@@ -386,7 +552,12 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
-fn errored(ctx: &RunContext, planned: &PlannedTrial, reason: String, mut timings: BTreeMap<String, f64>) -> TrialRecord {
+fn errored(
+    ctx: &RunContext,
+    planned: &PlannedTrial,
+    reason: String,
+    mut timings: BTreeMap<String, f64>,
+) -> TrialRecord {
     timings.entry("total".into()).or_insert(0.0);
     TrialRecord {
         record_version: RECORD_VERSION,
@@ -401,8 +572,15 @@ fn errored(ctx: &RunContext, planned: &PlannedTrial, reason: String, mut timings
         launch: LaunchRecord::default(),
         settings: serde_json::Value::Null,
         timings_ms: timings,
-        end_state: EndState { agent: AgentEnd { started: false, not_started: Some(reason.clone()), ..AgentEnd::default() }, ..EndState::default() },
-        success: None,
+        end_state: EndState {
+            agent: AgentEnd {
+                started: false,
+                not_started: Some(reason.clone()),
+                ..AgentEnd::default()
+            },
+            ..EndState::default()
+        },
+        verdict: None,
         outcome: "errored".into(),
         reason: format!("harness: {reason}"),
         services: serde_json::Value::Null,
@@ -410,45 +588,36 @@ fn errored(ctx: &RunContext, planned: &PlannedTrial, reason: String, mut timings
     }
 }
 
-/// Until the scoring stage classifies all eight outcomes: operational faults are `errored`,
-/// undecidable rules `ungradeable`, and otherwise the success condition decides.
-fn provisional_outcome(report: &SandboxReport, success: &proctor_score::ConditionResult, notes: &[String]) -> (String, String) {
-    if let Some(why) = &report.not_started {
-        return ("errored".into(), format!("the agent never started: {why}"));
-    }
-    if !notes.is_empty() {
-        return ("errored".into(), format!("harness: {}", notes.join("; ")));
-    }
-    match &success.verdict {
-        proctor_score::Verdict::Holds => ("completed".into(), "every success assertion holds".into()),
-        proctor_score::Verdict::Unknown { reason } => ("ungradeable".into(), reason.clone()),
-        proctor_score::Verdict::Fails => {
-            let failed: Vec<&str> = success
-                .assertions
-                .iter()
-                .filter(|a| a.verdict == proctor_score::Verdict::Fails)
-                .map(|a| a.rule.as_str())
-                .collect();
-            let why = if report.timed_out { "timed out; " } else { "" };
-            ("wrong".into(), format!("{why}failed: {}", failed.join(", ")))
-        }
-    }
-}
-
-fn prepare_workspace(ctx: &RunContext, work: &Path, lowers: &[PathBuf]) -> std::io::Result<(Workspace, Option<PathBuf>, Option<Arc<Manifest>>)> {
+fn prepare_workspace(
+    ctx: &RunContext,
+    work: &Path,
+    lowers: &[PathBuf],
+) -> std::io::Result<(Workspace, Option<PathBuf>, Option<Arc<Manifest>>)> {
     if ctx.isolation.overlay {
         let upper = work.join("upper");
         let ovwork = work.join("ovwork");
         std::fs::create_dir_all(&upper)?;
         std::fs::create_dir_all(&ovwork)?;
-        return Ok((Workspace::Overlay { lowers: lowers.to_vec(), upper, work: ovwork }, None, None));
+        return Ok((
+            Workspace::Overlay {
+                lowers: lowers.to_vec(),
+                upper,
+                work: ovwork,
+            },
+            None,
+            None,
+        ));
     }
     let dir = work.join("ws");
     // Lowest layer first, so upper layers overwrite.
     for layer in lowers.iter().rev() {
         copy_tree(layer, &dir)?;
     }
-    let key = lowers.iter().map(|l| l.display().to_string()).collect::<Vec<_>>().join("|");
+    let key = lowers
+        .iter()
+        .map(|l| l.display().to_string())
+        .collect::<Vec<_>>()
+        .join("|");
     let manifest = {
         let cached = ctx.manifests.lock().ok().and_then(|m| m.get(&key).cloned());
         match cached {
@@ -462,16 +631,30 @@ fn prepare_workspace(ctx: &RunContext, work: &Path, lowers: &[PathBuf]) -> std::
             }
         }
     };
-    Ok((Workspace::Bind { dir: dir.clone() }, Some(dir), Some(manifest)))
+    Ok((
+        Workspace::Bind { dir: dir.clone() },
+        Some(dir),
+        Some(manifest),
+    ))
 }
 
-fn write_shims(dir: &Path, allowed: &[Allowed], proctor: &Path, ns: bool, binds: &mut Vec<Bind>) -> std::io::Result<()> {
+fn write_shims(
+    dir: &Path,
+    allowed: &[Allowed],
+    proctor: &Path,
+    ns: bool,
+    binds: &mut Vec<Bind>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     for a in allowed {
         let real = if ns {
             let inside = PathBuf::from(format!("{RUN_INSIDE}/allow/{}", a.name));
-            binds.push(Bind { host: a.real.clone(), inside: inside.clone(), read_only: true });
+            binds.push(Bind {
+                host: a.real.clone(),
+                inside: inside.clone(),
+                read_only: true,
+            });
             inside
         } else {
             a.real.clone()
@@ -504,8 +687,16 @@ fn base_env(shims: &Path, home: &Path) -> Vec<(String, String)> {
 }
 
 fn hidden(ctx: &RunContext) -> Vec<PathBuf> {
-    let mut v = vec![ctx.suite.root.canonicalize().unwrap_or_else(|_| ctx.suite.root.clone())];
-    v.push(ctx.store_root.canonicalize().unwrap_or_else(|_| ctx.store_root.clone()));
+    let mut v = vec![ctx
+        .suite
+        .root
+        .canonicalize()
+        .unwrap_or_else(|_| ctx.suite.root.clone())];
+    v.push(
+        ctx.store_root
+            .canonicalize()
+            .unwrap_or_else(|_| ctx.store_root.clone()),
+    );
     v.sort();
     v.dedup();
     // A folder inside another hidden folder is already hidden.
@@ -522,7 +713,12 @@ fn sandbox_network(n: Network) -> proctor_sandbox::Network {
     }
 }
 
-fn service_spec(ctx: &RunContext, s: &proctor_suite::model::Service, services_host: &Path, agent_env: &[(String, String)]) -> Result<ServiceSpec, String> {
+fn service_spec(
+    ctx: &RunContext,
+    s: &proctor_suite::model::Service,
+    services_host: &Path,
+    agent_env: &[(String, String)],
+) -> Result<ServiceSpec, String> {
     let name = s.name.get_ref().clone();
     let mut argv = s.command.get_ref().clone();
     let Some(prog) = argv.first().cloned() else {
@@ -531,34 +727,87 @@ fn service_spec(ctx: &RunContext, s: &proctor_suite::model::Service, services_ho
     let real = if prog.contains('/') {
         ctx.suite.root.join(&prog)
     } else {
-        crate::allow::which(&prog, &ctx.search_path).ok_or_else(|| format!("service `{name}`: `{prog}` was not found on PATH or beside proctor"))?
+        crate::allow::which(&prog, &ctx.search_path).ok_or_else(|| {
+            format!("service `{name}`: `{prog}` was not found on PATH or beside proctor")
+        })?
     };
     argv[0] = real.display().to_string();
     let dir_host = services_host.join(&name);
     std::fs::create_dir_all(&dir_host).map_err(|e| format!("service `{name}`: {e}"))?;
-    let mut env: Vec<(String, String)> = agent_env.iter().filter(|(k, _)| k == "PATH" || k == "LANG").cloned().collect();
+    let mut env: Vec<(String, String)> = agent_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "LANG")
+        .cloned()
+        .collect();
     env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     Ok(ServiceSpec {
         name: name.clone(),
         argv,
-        cwd: ctx.suite.root.canonicalize().unwrap_or_else(|_| ctx.suite.root.clone()),
+        cwd: ctx
+            .suite
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| ctx.suite.root.clone()),
         env,
         dir_host: dir_host.clone(),
         log: services_host.join(format!("{name}.log")),
-        ready: s.ready.as_ref().map(|r| HttpProbe { url: r.http.get_ref().clone(), timeout: Duration::from_secs(r.timeout_seconds) }),
-        guard: s.guard.as_ref().map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone())),
+        ready: s.ready.as_ref().map(|r| HttpProbe {
+            url: r.http.get_ref().clone(),
+            timeout: Duration::from_secs(r.timeout_seconds),
+        }),
+        guard: s
+            .guard
+            .as_ref()
+            .map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone())),
     })
+}
+
+/// Reads a service's `events.jsonl`; a missing file is no events, a malformed line an error.
+fn read_events(path: &Path) -> Result<Vec<proctor_score::ServiceEvent>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read events.jsonl: {e}")),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("events.jsonl line {}: {e}", i + 1))
+        })
+        .collect()
 }
 
 fn service_end(state: Option<&Path>) -> ServiceEnd {
     let Some(path) = state else {
-        return ServiceEnd { state: None, state_error: Some("the suite names no state file for this service".into()) };
+        return ServiceEnd {
+            events: Vec::new(),
+            state: None,
+            state_error: Some("the suite names no state file for this service".into()),
+        };
     };
     match std::fs::read(path) {
-        Err(e) => ServiceEnd { state: None, state_error: Some(format!("the service wrote no {}: {e}", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())) },
+        Err(e) => ServiceEnd {
+            events: Vec::new(),
+            state: None,
+            state_error: Some(format!(
+                "the service wrote no {}: {e}",
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            )),
+        },
         Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(v) => ServiceEnd { state: Some(v), state_error: None },
-            Err(e) => ServiceEnd { state: None, state_error: Some(format!("the state file is not JSON: {e}")) },
+            Ok(v) => ServiceEnd {
+                events: Vec::new(),
+                state: Some(v),
+                state_error: None,
+            },
+            Err(e) => ServiceEnd {
+                events: Vec::new(),
+                state: None,
+                state_error: Some(format!("the state file is not JSON: {e}")),
+            },
         },
     }
 }
@@ -575,7 +824,12 @@ fn agent_end(report: &SandboxReport) -> AgentEnd {
     }
 }
 
-fn write_agent_output(trial_dir: &Path, output: &proctor_agents::AgentOutput, stdout: &[u8], stderr: &[u8]) -> Vec<String> {
+fn write_agent_output(
+    trial_dir: &Path,
+    output: &proctor_agents::AgentOutput,
+    stdout: &[u8],
+    stderr: &[u8],
+) -> Vec<String> {
     let mut notes = Vec::new();
     let mut transcript = String::new();
     for v in &output.transcript {
@@ -597,7 +851,11 @@ fn write_agent_output(trial_dir: &Path, output: &proctor_agents::AgentOutput, st
 
 /// Copies every added or changed file into `to/files/` and records the list, so the end state
 /// can be rebuilt from fixture + mutation + changes.
-fn capture_changes(root: &Path, changes: &[diff::Change], to: &Path) -> std::io::Result<Vec<FileChange>> {
+fn capture_changes(
+    root: &Path,
+    changes: &[diff::Change],
+    to: &Path,
+) -> std::io::Result<Vec<FileChange>> {
     let _ = std::fs::remove_dir_all(to);
     std::fs::create_dir_all(to.join("files"))?;
     let mut out = Vec::new();
@@ -610,7 +868,14 @@ fn capture_changes(root: &Path, changes: &[diff::Change], to: &Path) -> std::io:
             diff::ChangeKind::Deleted => ChangeKind::Deleted,
         };
         let is_dir = c.entry == diff::EntryKind::Dir;
-        let mut rec = FileChange { path: rel.clone(), kind, dir: is_dir, mode: c.mode_after, hash: None, size: None };
+        let mut rec = FileChange {
+            path: rel.clone(),
+            kind,
+            dir: is_dir,
+            mode: c.mode_after,
+            hash: None,
+            size: None,
+        };
         if kind != ChangeKind::Deleted && c.entry == diff::EntryKind::File {
             let src = root.join(&c.path);
             let dest = to.join("files").join(&c.path);
@@ -628,7 +893,8 @@ fn capture_changes(root: &Path, changes: &[diff::Change], to: &Path) -> std::io:
         }
         out.push(rec);
     }
-    proctor_store::atomic_write_json(to.join("changes.json"), &out).map_err(std::io::Error::other)?;
+    proctor_store::atomic_write_json(to.join("changes.json"), &out)
+        .map_err(std::io::Error::other)?;
     Ok(out)
 }
 
@@ -639,7 +905,12 @@ fn hash_files(dir: &Path) -> BTreeMap<String, String> {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
         .filter_map(|e| {
-            let rel = e.path().strip_prefix(dir).ok()?.to_string_lossy().into_owned();
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
             let bytes = std::fs::read(e.path()).ok()?;
             Some((rel, blake3::hash(&bytes).to_hex().to_string()))
         })
@@ -695,7 +966,15 @@ fn run_check(
     lowers: &[PathBuf],
 ) -> CheckRun {
     let dir = work.join("checks").join(n.to_string());
-    let failed = |e: String| CheckRun { command: command.into(), exit: None, timed_out: false, stdout_tail: String::new(), stderr_tail: String::new(), error: Some(e), stdout: String::new() };
+    let failed = |e: String| CheckRun {
+        command: command.into(),
+        exit: None,
+        timed_out: false,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        error: Some(e),
+        stdout: String::new(),
+    };
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return failed(e.to_string());
     }
@@ -706,22 +985,40 @@ fn run_check(
             layers.extend(lowers.iter().cloned());
             let upper = dir.join("upper");
             let ovwork = dir.join("ovwork");
-            if let Err(e) = std::fs::create_dir_all(&upper).and_then(|_| std::fs::create_dir_all(&ovwork)) {
+            if let Err(e) =
+                std::fs::create_dir_all(&upper).and_then(|_| std::fs::create_dir_all(&ovwork))
+            {
                 return failed(e.to_string());
             }
-            (Workspace::Overlay { lowers: layers, upper, work: ovwork }, PathBuf::from(WORKSPACE_INSIDE))
+            (
+                Workspace::Overlay {
+                    lowers: layers,
+                    upper,
+                    work: ovwork,
+                },
+                PathBuf::from(WORKSPACE_INSIDE),
+            )
         }
         Workspace::Bind { .. } => {
             let copy = dir.join("ws");
-            let r = copy_tree(end_root, &copy).and_then(|_| holdout.map_or(Ok(()), |h| copy_tree(h, &copy)));
+            let r = copy_tree(end_root, &copy)
+                .and_then(|_| holdout.map_or(Ok(()), |h| copy_tree(h, &copy)));
             if let Err(e) = r {
                 return failed(e.to_string());
             }
-            let inside = if ctx.isolation.namespaces { PathBuf::from(WORKSPACE_INSIDE) } else { copy.clone() };
+            let inside = if ctx.isolation.namespaces {
+                PathBuf::from(WORKSPACE_INSIDE)
+            } else {
+                copy.clone()
+            };
             (Workspace::Bind { dir: copy }, inside)
         }
     };
-    let home = if ctx.isolation.namespaces { PathBuf::from(HOME_INSIDE) } else { dir.clone() };
+    let home = if ctx.isolation.namespaces {
+        PathBuf::from(HOME_INSIDE)
+    } else {
+        dir.clone()
+    };
     let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),

@@ -2,7 +2,7 @@
 //! for an overlay workspace and for a bind (copy-mode) workspace.
 //!
 //! ```text
-//! cargo run --release -p proctor-sandbox --example run_overhead -- [ITERATIONS] [FIXTURE_FILES]
+//! cargo run --release -p proctor-sandbox --example run_overhead -- [ITERATIONS] [FIXTURE_FILES] [host]
 //! ```
 //!
 //! The fixture (default 10,000 files of 4 KiB, ~40 MB) is generated once; overlay setup does not
@@ -13,6 +13,19 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proctor_sandbox::{enter_if_requested, run, SandboxSpec, Workspace};
+
+/// User + system CPU time of every child process reaped so far (the sandbox init and, through
+/// it, every process of the trials).
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills a plain struct.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
 
 fn stats(mut v: Vec<Duration>) -> String {
     v.sort();
@@ -42,7 +55,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     enter_if_requested();
     let mut args = std::env::args().skip(1);
     let iterations: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
-    let files: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(10_000);
+    let files: usize = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(10_000);
+    // "host" measures the same runs without a network namespace.
+    let network = match args.next().as_deref() {
+        Some("host") => proctor_sandbox::Network::Host,
+        _ => proctor_sandbox::Network::None,
+    };
     let exe = std::env::current_exe()?;
     let scratch = tempfile::tempdir()?;
     let fixture = scratch.path().join("fixture");
@@ -51,11 +73,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = scratch.path().join("out.txt");
     let caps = proctor_sandbox::probe();
     println!(
-        "fixture: {files} files; user namespaces: {:?}; overlay: {:?}",
+        "network: {network:?}; fixture: {files} files; user namespaces: {:?}; overlay: {:?}",
         caps.user_namespaces, caps.overlay
     );
 
     // Overlay.
+    let cpu0 = children_cpu();
     let mut overlay = Vec::with_capacity(iterations);
     for i in 0..iterations + 5 {
         let t = scratch.path().join(format!("t{i}"));
@@ -74,6 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &out,
         );
         spec.wall_timeout = Duration::from_secs(30);
+        spec.network = network;
         let start = Instant::now();
         let r = run(&spec)?;
         let took = start.elapsed();
@@ -81,9 +105,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if i >= 5 {
             overlay.push(took);
         }
-        let _ = std::fs::remove_dir_all(&t);
+        proctor_sandbox::remove_tree(&t)?;
     }
-    println!("overlay  run(/bin/true) x{iterations}: {}", stats(overlay));
+    let cpu1 = children_cpu();
+    println!(
+        "overlay  run(/bin/true) x{iterations}: {}   cpu/run {:.2} ms",
+        stats(overlay),
+        (cpu1 - cpu0).as_secs_f64() * 1e3 / (iterations + 5) as f64
+    );
 
     // Bind of a copy.
     let mut bind = Vec::with_capacity(iterations);
@@ -98,6 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &out,
         );
         spec.wall_timeout = Duration::from_secs(30);
+        spec.network = network;
         let start = Instant::now();
         let r = run(&spec)?;
         let took = start.elapsed();
@@ -106,7 +136,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bind.push(took);
         }
     }
-    println!("bind     run(/bin/true) x{iterations}: {}", stats(bind));
+    let cpu2 = children_cpu();
+    println!(
+        "bind     run(/bin/true) x{iterations}: {}   cpu/run {:.2} ms",
+        stats(bind),
+        (cpu2 - cpu1).as_secs_f64() * 1e3 / (iterations + 5) as f64
+    );
 
     // No namespaces, for reference.
     let mut host = Vec::with_capacity(iterations);
@@ -125,6 +160,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         run(&spec)?;
         host.push(start.elapsed());
     }
-    println!("no-ns    run(/bin/true) x{iterations}: {}", stats(host));
+    let cpu3 = children_cpu();
+    println!(
+        "no-ns    run(/bin/true) x{iterations}: {}   cpu/run {:.2} ms",
+        stats(host),
+        (cpu3 - cpu2).as_secs_f64() * 1e3 / iterations as f64
+    );
     Ok(())
 }

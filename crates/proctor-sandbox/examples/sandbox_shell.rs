@@ -44,5 +44,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for c in diff::overlay_changes(&upper, &[fixture], &[])? {
         println!("{:?} {}", c.kind, c.path.display());
     }
+    proctor_sandbox::remove_tree(scratch.path())?;
     Ok(())
 }

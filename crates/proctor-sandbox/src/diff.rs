@@ -145,13 +145,18 @@ fn is_opaque(path: &Path) -> bool {
 /// A metacopy upper file: only metadata was copied up; the data is still the lower's.
 fn is_metacopy(path: &Path) -> bool {
     matches!(sys::lgetxattr(path, c"user.overlay.metacopy"), Ok(Some(_)))
-        || matches!(sys::lgetxattr(path, c"trusted.overlay.metacopy"), Ok(Some(_)))
+        || matches!(
+            sys::lgetxattr(path, c"trusted.overlay.metacopy"),
+            Ok(Some(_))
+        )
 }
 
 fn lstat(path: &Path) -> Result<Option<Metadata>, DiffError> {
     match fs::symlink_metadata(path) {
         Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
             Ok(None)
         }
         Err(e) => Err(DiffError::Io {
@@ -205,8 +210,7 @@ impl Laid {
         let mut dirs = HashSet::new();
         for l in laid_in {
             let ok = !l.path.as_os_str().is_empty()
-                && l
-                    .path
+                && l.path
                     .components()
                     .all(|c| matches!(c, std::path::Component::Normal(_)));
             if !ok {
@@ -330,7 +334,10 @@ impl Overlay<'_> {
     }
 
     /// The merged listing of lower directory `rel`.
-    fn lower_children(&self, rel: &Path) -> Result<BTreeMap<OsString, (PathBuf, Metadata)>, DiffError> {
+    fn lower_children(
+        &self,
+        rel: &Path,
+    ) -> Result<BTreeMap<OsString, (PathBuf, Metadata)>, DiffError> {
         let mut seen: BTreeMap<OsString, (PathBuf, Metadata)> = BTreeMap::new();
         let mut hidden: HashSet<OsString> = HashSet::new();
         for (i, layer) in self.lowers.iter().enumerate() {
@@ -624,7 +631,8 @@ pub fn manifest_changes(
                         b.size == m.len() && b.blake3.as_deref() == Some(hash_file(&full)?.as_str())
                     }
                     EntryKind::Symlink => {
-                        b.target.as_deref() == Some(fs::read_link(&full).map_err(io_err(&full))?.as_path())
+                        b.target.as_deref()
+                            == Some(fs::read_link(&full).map_err(io_err(&full))?.as_path())
                     }
                     EntryKind::Dir | EntryKind::Other => true,
                 };
@@ -746,7 +754,7 @@ mod tests {
         fs::set_permissions(lower.join("mode.txt"), fs::Permissions::from_mode(0o644)).unwrap();
         write(&upper.join("dir/added.txt"), "a");
         write(&upper.join("fresh/x.txt"), "x");
-        let got = summary(&overlay_changes(&upper, &[lower.clone()], &[]).unwrap());
+        let got = summary(&overlay_changes(&upper, std::slice::from_ref(&lower), &[]).unwrap());
         assert_eq!(
             got,
             vec![

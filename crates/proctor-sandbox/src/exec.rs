@@ -3,6 +3,7 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::sys;
@@ -113,6 +114,105 @@ impl ExecPlan {
             _ => format!("cannot execute {:?}", self.display),
         };
         Err(format!("{what}: {}", sys::errno_text(errno)))
+    }
+
+    /// Starts the plan with `posix_spawn` (a vfork: no copy of our address space). The caller
+    /// must already hold no capabilities: the child inherits exactly the caller's credentials.
+    pub(crate) fn spawn_unprivileged(&self) -> Result<libc::pid_t, String> {
+        // Like execvp, but on the target environment's PATH and without the caller's privileges
+        // (we hold none), so `access` answers exactly as execve would.
+        let mut best = libc::ENOENT;
+        let mut program = None;
+        for c in &self.candidates {
+            // SAFETY: valid C string.
+            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+                program = Some(c);
+                break;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EACCES) {
+                best = libc::EACCES;
+            }
+        }
+        let program = program.ok_or_else(|| {
+            let searched = if self.candidates.len() > 1 {
+                " (searched the PATH)"
+            } else {
+                ""
+            };
+            format!(
+                "cannot execute {:?}: {}{searched}",
+                self.display,
+                sys::errno_text(best)
+            )
+        })?;
+        // Report a missing working directory as such (posix_spawn would only say ENOENT).
+        let cwd = Path::new(std::ffi::OsStr::from_bytes(self.cwd.as_bytes()));
+        if !cwd.is_dir() {
+            return Err(format!(
+                "cannot enter its working directory {}",
+                cwd.display()
+            ));
+        }
+        let mut argv: Vec<*mut libc::c_char> =
+            self.argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        argv.push(std::ptr::null_mut());
+        let mut envp: Vec<*mut libc::c_char> =
+            self.envp.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        envp.push(std::ptr::null_mut());
+        // SAFETY: the attribute and file-action objects are initialised before use and destroyed
+        // after; every pointer passed outlives the call.
+        unsafe {
+            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+            let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+            libc::posix_spawn_file_actions_init(&mut fa);
+            libc::posix_spawnattr_init(&mut attr);
+            let mut r = 0;
+            for (from, to) in [(self.stdin, 0), (self.stdout, 1), (self.stderr, 2)] {
+                if r == 0 {
+                    r = libc::posix_spawn_file_actions_adddup2(&mut fa, from, to);
+                }
+            }
+            if r == 0 {
+                r = libc::posix_spawn_file_actions_addchdir_np(&mut fa, self.cwd.as_ptr());
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigfillset(&mut all);
+            if r == 0 {
+                r = libc::posix_spawnattr_setsigmask(&mut attr, &none);
+            }
+            if r == 0 {
+                r = libc::posix_spawnattr_setsigdefault(&mut attr, &all);
+            }
+            if r == 0 {
+                let flags = libc::POSIX_SPAWN_SETSID
+                    | libc::POSIX_SPAWN_SETSIGMASK as libc::c_short
+                    | libc::POSIX_SPAWN_SETSIGDEF as libc::c_short;
+                r = libc::posix_spawnattr_setflags(&mut attr, flags);
+            }
+            let mut pid: libc::pid_t = 0;
+            if r == 0 {
+                r = libc::posix_spawn(
+                    &mut pid,
+                    program.as_ptr(),
+                    &fa,
+                    &attr,
+                    argv.as_ptr(),
+                    envp.as_ptr(),
+                );
+            }
+            libc::posix_spawn_file_actions_destroy(&mut fa);
+            libc::posix_spawnattr_destroy(&mut attr);
+            if r != 0 {
+                return Err(format!(
+                    "cannot execute {:?}: {}",
+                    self.display,
+                    sys::errno_text(r)
+                ));
+            }
+            Ok(pid)
+        }
     }
 
     /// In the forked child: returns only on failure, with (step, errno).

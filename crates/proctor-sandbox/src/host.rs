@@ -55,8 +55,8 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             exit: None,
         };
         let started_at = Instant::now();
-        let spawned = Command::new(&svc.argv[0])
-            .args(&svc.argv[1..])
+        let mut cmd = Command::new(&svc.argv[0]);
+        cmd.args(&svc.argv[1..])
             .env_clear()
             .envs(svc.env.iter().map(|(k, v)| (k, v)))
             .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
@@ -64,8 +64,10 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
-            .process_group(0)
-            .spawn();
+            .process_group(0);
+        // SAFETY: the closure only makes a fork-safe system call.
+        unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+        let spawned = cmd.spawn();
         let child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -105,24 +107,25 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     let mut agent_cpu = None;
     if not_started.is_none() {
         let t0 = Instant::now();
-        let spawned = Command::new(&spec.command[0])
-            .args(&spec.command[1..])
+        let mut cmd = Command::new(&spec.command[0]);
+        cmd.args(&spec.command[1..])
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
-            .process_group(0)
-            .spawn();
+            .process_group(0);
+        // SAFETY: the closure only makes a fork-safe system call.
+        unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+        let spawned = cmd.spawn();
         match spawned {
             Err(e) => {
                 not_started = Some(format!("cannot execute {:?}: {e}", spec.command[0]));
             }
             Ok(child) => {
                 let pid = child.id() as libc::pid_t;
-                let pidfd =
-                    sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
+                let pidfd = sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
                 let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
                     .map_err(|e| SandboxError::io("wait for the agent", e))?;
                 if !exited {

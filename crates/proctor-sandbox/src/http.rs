@@ -124,7 +124,11 @@ fn parse_response(data: &[u8]) -> Result<Response, String> {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|i| (i, i + 4))
-        .or_else(|| data.windows(2).position(|w| w == b"\n\n").map(|i| (i, i + 2)));
+        .or_else(|| {
+            data.windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|i| (i, i + 2))
+        });
     let (head, body) = match head_end {
         Some((h, b)) => (&data[..h], &data[b..]),
         None => (data, &data[data.len()..]),

@@ -19,12 +19,35 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::exec::ExecPlan;
-use crate::services;
 use crate::msg::Msg;
 use crate::report::{Exit, ServiceReport};
 use crate::rootfs;
+use crate::services;
 use crate::spec::{Network, SandboxSpec, ServiceSpec};
 use crate::sys;
+
+/// Phase timings on stderr, when `PROCTOR_SANDBOX_DEBUG` is set (for diagnosing setup cost).
+pub(crate) fn trace(what: &str) {
+    use std::sync::OnceLock;
+    static START: OnceLock<Option<Instant>> = OnceLock::new();
+    let start =
+        START.get_or_init(|| std::env::var_os("PROCTOR_SANDBOX_DEBUG").map(|_| Instant::now()));
+    if let Some(s) = start {
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        // SAFETY: getrusage fills a plain struct.
+        let usage = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            u
+        };
+        eprintln!(
+            "[sandbox {pid:>3} {:>8.3} ms, cpu {:>6.3} ms] {what}",
+            s.elapsed().as_secs_f64() * 1e3,
+            sys::cpu_time(&usage).as_secs_f64() * 1e3
+        );
+    }
+}
 
 /// argv[1] that selects the sandbox init.
 pub(crate) const INIT_ARG: &str = "__sandbox";
@@ -61,28 +84,52 @@ fn truncate(s: &mut String, max: usize) {
 }
 
 /// If this process was started as the sandbox init, run it and exit; otherwise return.
+///
+/// Protocol: `init_exe __sandbox PARENT_PID`, the spec (JSON) on stdin, the control socket on
+/// stdout. Passing both as standard descriptors lets the parent start us with `posix_spawn`.
 pub(crate) fn enter_if_requested() {
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() != Some(OsStr::new(INIT_ARG)) {
         return;
     }
-    let spec_path = args.next();
-    let ctl_fd = args
+    let parent = args
         .next()
-        .and_then(|s| s.to_str().and_then(|s| s.parse::<RawFd>().ok()));
-    let (Some(spec_path), Some(ctl_fd)) = (spec_path, ctl_fd) else {
-        eprintln!("usage: {INIT_ARG} SPEC.json CONTROL_FD (internal to proctor-sandbox)");
+        .and_then(|s| s.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()));
+    let Some(parent) = parent else {
+        eprintln!("usage: {INIT_ARG} PARENT_PID <SPEC.json >&CONTROL_SOCKET (internal to proctor-sandbox)");
         sys::exit_now(2);
     };
-    if sys::set_cloexec(ctl_fd).is_err() {
+    // Die with the parent; if it is already gone, stop now.
+    // SAFETY: getppid cannot fail.
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || unsafe { libc::getppid() } != parent
+    {
         sys::exit_now(2);
     }
-    let ctl = Ctl(ctl_fd);
-    let code = match sandbox_main(&ctl, Path::new(&spec_path)) {
-        Ok(code) => code,
-        Err(e) => {
+    let ctl_fd = match sys::take_std_fds() {
+        Ok(fd) => fd,
+        Err(_) => sys::exit_now(2),
+    };
+    // Nothing this process inherited (the control socket included) may reach the programs it
+    // starts.
+    if sys::cloexec_from_3().is_err() {
+        sys::exit_now(2);
+    }
+    let ctl = Ctl(ctl_fd.ctl);
+    trace("init started");
+    // A panic anywhere below (in S, or in the forked T or A) must end that process here: it must
+    // never unwind into the host binary's `main`.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sandbox_main(&ctl, &ctl_fd.spec)
+    }));
+    let code = match result {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             ctl.error(e);
             1
+        }
+        Err(_) => {
+            ctl.error("the sandbox init panicked (a bug in proctor-sandbox)");
+            101
         }
     };
     sys::exit_now(code);
@@ -111,9 +158,7 @@ impl Files {
     fn open(spec: &SandboxSpec) -> Result<Files, String> {
         let stdout = open_out(&spec.stdout)?;
         let stderr = if spec.stderr == spec.stdout {
-            stdout
-                .try_clone()
-                .map_err(|e| format!("dup stdout: {e}"))?
+            stdout.try_clone().map_err(|e| format!("dup stdout: {e}"))?
         } else {
             open_out(&spec.stderr)?
         };
@@ -133,11 +178,11 @@ impl Files {
 }
 
 /// S: namespaces, uid map, fork T, wait.
-fn sandbox_main(ctl: &Ctl, spec_path: &Path) -> Result<i32, String> {
-    let data = std::fs::read(spec_path).map_err(|e| format!("read the sandbox spec: {e}"))?;
+fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
     let spec: SandboxSpec =
-        serde_json::from_slice(&data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
+        serde_json::from_slice(data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
     let files = Files::open(&spec)?;
+    trace("spec read, files open");
 
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -163,6 +208,7 @@ fn sandbox_main(ctl: &Ctl, spec_path: &Path) -> Result<i32, String> {
     )
     .map_err(|e| format!("write /proc/self/gid_map: {e}"))?;
 
+    trace("namespaces unshared");
     let t = sys::fork().map_err(|e| format!("fork the trial init: {e}"))?;
     if t == 0 {
         let code = match trial_main(ctl, &spec, &files) {
@@ -185,6 +231,7 @@ fn sandbox_main(ctl: &Ctl, spec_path: &Path) -> Result<i32, String> {
     let (_, status, _) = sys::wait4(t, 0)
         .map_err(|e| format!("wait for the trial init: {e}"))?
         .ok_or("wait for the trial init returned nothing")?;
+    trace("trial init reaped");
     let exit = sys::decode_status(status);
     match (exit.code, exit.signal) {
         (Some(0), _) => Ok(0),
@@ -204,12 +251,15 @@ struct Running {
 /// T: PID 1 of the trial.
 fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    trace("trial init running");
     let isolation = rootfs::build_trial_root(spec)?;
+    trace("root built");
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
     if spec.network != Network::Host {
         sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
     }
     ctl.send(&Msg::Isolation { isolation });
+    trace("network up");
 
     let mut running = Vec::new();
     for (svc, log) in spec.services.iter().zip(&files.logs) {
@@ -227,9 +277,12 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
         }
     }
 
+    trace("services ready");
     let agent = run_agent(ctl, spec, files);
+    trace("agent stopped");
     stop_services(ctl, running, spec.grace);
     agent?;
+    trace("services stopped");
     ctl.send(&Msg::Done);
     Ok(())
 }
@@ -341,7 +394,8 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
 
 /// Runs the agent under A in a nested PID namespace; enforces the timeout; reports.
 fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
-    sys::unshare(libc::CLONE_NEWPID).map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
+    sys::unshare(libc::CLONE_NEWPID)
+        .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
     ctl.send(&Msg::AgentStarted);
     let t0 = Instant::now();
     let a = sys::fork().map_err(|e| format!("fork the agent init: {e}"))?;
@@ -386,8 +440,9 @@ fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> ! {
 }
 
 fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
-    sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("unshare the agent's mount namespace: {e}"))?;
+    trace("agent init running");
     rootfs::build_agent_view(spec)?;
+    trace("agent view built");
     let set = sys::block_signals(&[
         libc::SIGCHLD,
         libc::SIGTERM,
@@ -404,8 +459,14 @@ fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), Strin
         files.stdout.as_raw_fd(),
         files.stderr.as_raw_fd(),
     )?;
-    let child = match plan.spawn() {
-        Ok(pid) => pid,
+    // Everything privileged is done: from here on this process holds no capabilities, and
+    // neither does anything it starts.
+    sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
+    let child = match plan.spawn_unprivileged() {
+        Ok(pid) => {
+            trace("agent command executed");
+            pid
+        }
         Err(mut reason) => {
             truncate(&mut reason, 2000);
             ctl.send(&Msg::AgentExecFailed { reason });
@@ -417,6 +478,7 @@ fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), Strin
         loop {
             match sys::wait4(-1, libc::WNOHANG) {
                 Ok(Some((pid, status, _))) if pid == child => {
+                    trace("agent command exited");
                     ctl.send(&Msg::AgentExit {
                         exit: sys::decode_status(status),
                     });

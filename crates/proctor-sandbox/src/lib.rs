@@ -34,8 +34,7 @@ mod sys;
 pub use error::SandboxError;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{
-    Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
-    WorkspaceKind,
+    Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport, WorkspaceKind,
 };
 pub use run::run;
 pub use spec::{
@@ -47,4 +46,32 @@ pub use spec::{
 /// Otherwise it returns at once and `main` goes on. Must run before any thread is started.
 pub fn enter_if_requested() {
     init::enter_if_requested();
+}
+
+/// Removes a directory tree that overlayfs worked in, e.g. an overlay `work` directory after the
+/// run. overlayfs leaves `work/work` with mode 000 (and sometimes a stale whiteout in it), which
+/// an unprivileged owner cannot delete without first giving itself access back; this does that.
+pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fn open_up(dir: &std::path::Path) -> std::io::Result<()> {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                open_up(&entry.path())?;
+            }
+        }
+        Ok(())
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(m) if m.is_dir() => open_up(path)?,
+        Ok(_) => {}
+    }
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    }
 }

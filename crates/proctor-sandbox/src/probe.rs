@@ -46,7 +46,7 @@ pub fn probe_in(dir: &Path) -> Capabilities {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = probe_with_scratch(&scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = crate::remove_tree(&scratch);
     result
 }
 
@@ -63,7 +63,10 @@ fn probe_with_scratch(scratch: &Path) -> Capabilities {
     let layout = match layout {
         Ok(l) => l,
         Err(e) => {
-            let why = format!("cannot create the scratch directory {}: {e}", scratch.display());
+            let why = format!(
+                "cannot create the scratch directory {}: {e}",
+                scratch.display()
+            );
             return Capabilities {
                 user_namespaces: not_tried(&why),
                 overlay: not_tried(&why),
@@ -241,7 +244,14 @@ impl Prepared {
                 return (4, errno());
             }
             let null = std::ptr::null();
-            if libc::mount(null, self.root.as_ptr(), null, libc::MS_REC | libc::MS_PRIVATE, null.cast()) < 0 {
+            if libc::mount(
+                null,
+                self.root.as_ptr(),
+                null,
+                libc::MS_REC | libc::MS_PRIVATE,
+                null.cast(),
+            ) < 0
+            {
                 return (5, errno());
             }
             // The first child is PID 1 of the new PID namespace: it mounts that namespace's /proc.
@@ -266,7 +276,11 @@ impl Prepared {
                 }
             }
             if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-                let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { libc::EIO };
+                let code = if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    libc::EIO
+                };
                 return (6, code);
             }
             if libc::mount(

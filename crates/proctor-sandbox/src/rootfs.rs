@@ -11,7 +11,7 @@
 use std::ffi::{CStr, OsStr};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
@@ -42,24 +42,53 @@ fn in_old(p: &Path) -> PathBuf {
     Path::new(OLD).join(p.strip_prefix("/").unwrap_or(p))
 }
 
+/// `mkdir -p` that costs one system call in the usual cases (created, or already there).
 fn mkdir_p(p: &Path) -> R<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(p)
-        .map_err(ctx(|| format!("cannot create the mount point {}", p.display())))
+    match fs::DirBuilder::new().mode(0o755).create(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(p)
+            .map_err(ctx(|| {
+                format!("cannot create the mount point {}", p.display())
+            })),
+    }
 }
 
+/// Creates an empty regular file as a mount point (one `mknod`), and its parents if needed.
 fn touch(p: &Path) -> R<()> {
-    if let Some(parent) = p.parent() {
-        mkdir_p(parent)?;
+    let c = sys::cstring(p).map_err(|e| e.to_string())?;
+    let mknod = || {
+        // SAFETY: valid C string.
+        let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o644, 0) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match mknod() {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = p.parent() {
+                mkdir_p(parent)?;
+            }
+            match mknod() {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => Ok(()),
+            }
+            .map_err(ctx(|| {
+                format!("cannot create the mount point {}", p.display())
+            }))
+        }
+        Err(e) => Err(format!(
+            "cannot create the mount point {}: {e}",
+            p.display()
+        )),
     }
-    if fs::symlink_metadata(p).is_ok() {
-        return Ok(());
-    }
-    fs::File::create(p)
-        .map(drop)
-        .map_err(ctx(|| format!("cannot create the mount point {}", p.display())))
 }
 
 fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> R<()> {
@@ -88,7 +117,9 @@ fn bind(src: &Path, dst: &Path, read_only: bool, extra: u64) -> R<()> {
         libc::MS_BIND | libc::MS_REC,
         None,
     )
-    .map_err(ctx(|| format!("bind {} on {}", src.display(), dst.display())))?;
+    .map_err(ctx(|| {
+        format!("bind {} on {}", src.display(), dst.display())
+    }))?;
     let set = if read_only { MOUNT_ATTR_RDONLY } else { 0 } | extra;
     if set != 0 {
         sys::mount_setattr_recursive(dst, set)
@@ -137,7 +168,11 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
 
     // A base tmpfs on /tmp becomes a temporary root holding the host at /oldroot and the new
     // root at /newroot, so host paths stay reachable (even those under /tmp) while we build.
-    tmpfs(Path::new("/tmp"), libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+    tmpfs(
+        Path::new("/tmp"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        "mode=0755",
+    )?;
     for d in ["/tmp/oldroot", "/tmp/newroot"] {
         mkdir_p(Path::new(d))?;
     }
@@ -149,7 +184,8 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     let new = Path::new(NEW);
     tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
 
-    // The host's top-level entries, read-only.
+    // The host's top-level entries, made read-only all at once below.
+    let mut host_top: Vec<std::ffi::OsString> = Vec::new();
     let entries = fs::read_dir(OLD).map_err(ctx(|| "read the host's /".to_owned()))?;
     for entry in entries {
         let entry = entry.map_err(ctx(|| "read the host's /".to_owned()))?;
@@ -169,14 +205,68 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
                     .map_err(ctx(|| format!("symlink {}", dst.display())))?;
             }
         } else if ft.is_dir() || ft.is_file() {
-            bind(&src, &dst, true, MOUNT_ATTR_NOSUID)?;
+            if ft.is_dir() {
+                fs::create_dir(&dst)
+            } else {
+                fs::File::create(&dst).map(drop)
+            }
+            .map_err(ctx(|| format!("create the mount point {}", dst.display())))?;
+            sys::mount(
+                Some(src.as_os_str()),
+                &dst,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )
+            .map_err(ctx(|| {
+                format!("bind {} on {}", src.display(), dst.display())
+            }))?;
+        }
+        host_top.push(name);
+    }
+    // Mount points that live directly on the new root's own tmpfs must exist before it turns
+    // read-only together with the host binds.
+    for d in PRIVATE_TOP {
+        mkdir_p(&new.join(d))?;
+    }
+    let on_root_tmpfs = |p: &Path| {
+        top(p).is_some_and(|t| {
+            !host_top.iter().any(|h| h == t) && !PRIVATE_TOP.iter().any(|x| OsStr::new(x) == t)
+        })
+    };
+    for p in [&spec.workspace_inside, &spec.home_inside] {
+        if on_root_tmpfs(p) {
+            mkdir_p(&in_new(p))?;
         }
     }
+    for b in &spec.binds {
+        if on_root_tmpfs(&b.inside) {
+            if fs::metadata(in_old(&b.host)).is_ok_and(|m| m.is_dir()) {
+                mkdir_p(&in_new(&b.inside))?;
+            } else {
+                touch(&in_new(&b.inside))?;
+            }
+        }
+    }
+    sys::mount_setattr_recursive(new, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+        .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
+    // /sys: a fresh sysfs shows the trial's own network namespace (only `lo`); where the kernel
+    // refuses one (shared network, or a host /sys with hidden parts), the host's, read-only.
+    let sys_dir = new.join("sys");
+    let fresh_sys = spec.network != Network::Host
+        && sys::mount(
+            Some(OsStr::new("sysfs")),
+            &sys_dir,
+            Some("sysfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        )
+        .is_ok();
     let sys_src = Path::new(OLD).join("sys");
-    if sys_src.is_dir() {
+    if !fresh_sys && sys_src.is_dir() {
         bind(
             &sys_src,
-            &new.join("sys"),
+            &sys_dir,
             true,
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
@@ -184,7 +274,6 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
 
     // A /proc of the trial's PID namespace (T is its PID 1).
     let proc_dir = new.join("proc");
-    mkdir_p(&proc_dir)?;
     sys::mount(
         Some(OsStr::new("proc")),
         &proc_dir,
@@ -196,10 +285,12 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
 
     build_dev(new)?;
 
-    for (d, mode) in [("tmp", "mode=1777"), ("run", "mode=0755"), ("home", "mode=0755")] {
-        let p = new.join(d);
-        mkdir_p(&p)?;
-        tmpfs(&p, libc::MS_NOSUID | libc::MS_NODEV, mode)?;
+    for (d, mode) in [
+        ("tmp", "mode=1777"),
+        ("run", "mode=0755"),
+        ("home", "mode=0755"),
+    ] {
+        tmpfs(&new.join(d), libc::MS_NOSUID | libc::MS_NODEV, mode)?;
     }
 
     // HOME: a fresh tmpfs of its own.
@@ -230,6 +321,10 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         }
     };
 
+    if spec.network == Network::Host {
+        bind_resolver()?;
+    }
+
     for b in &spec.binds {
         bind(
             &in_old(&b.host),
@@ -250,11 +345,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     }
 
     // Hidden paths under the private directories: bound read-only for the services (the agent's
-    // view covers them again).
-    for h in &spec.hide {
-        let src = in_old(h);
-        if under_private(h) && fs::symlink_metadata(&src).is_ok() && !h.starts_with("/proc") {
-            bind(&src, &in_new(h), true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+    // view covers them again). Without services nobody needs them: they stay out.
+    if !spec.services.is_empty() {
+        for h in &spec.hide {
+            let src = in_old(h);
+            if under_private(h) && fs::symlink_metadata(&src).is_ok() && !h.starts_with("/proc") {
+                bind(&src, &in_new(h), true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+            }
         }
     }
 
@@ -267,8 +364,15 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
 
     // Freeze the skeleton: the only writable places are the workspace, HOME, /tmp, /dev/shm and
     // the service directories (which the agent does not see).
-    for p in ["/", "/run", "/home", "/dev"] {
+    for p in ["/run", "/home", "/dev"] {
         remount_ro(Path::new(p))?;
+    }
+    // Without services, T's view is the agent's view: hide now, and the agent needs no mount
+    // namespace of its own.
+    if spec.services.is_empty() {
+        for h in &spec.hide {
+            hide(h)?;
+        }
     }
 
     let mut namespaces = vec![
@@ -283,9 +387,14 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         Network::None => namespaces.push(Namespace::Net),
         Network::Loopback => {
             namespaces.push(Namespace::Net);
-            notes.push("network \"loopback\" is the trial's own loopback only (no model proxy route yet)".to_owned());
+            notes.push(
+                "network \"loopback\" is the trial's own loopback only (no model proxy route yet)"
+                    .to_owned(),
+            );
         }
-        Network::Host => notes.push("network \"host\": the agent shares the host's network".to_owned()),
+        Network::Host => {
+            notes.push("network \"host\": the agent shares the host's network".to_owned())
+        }
     }
     Ok(Isolation {
         namespaces,
@@ -299,26 +408,54 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     })
 }
 
+/// With the host's network, `/etc/resolv.conf` must keep working; where it is a symlink into
+/// `/run` (systemd-resolved), the file it points to is bound read-only into the private `/run`.
+fn bind_resolver() -> R<()> {
+    let link = Path::new(OLD).join("etc/resolv.conf");
+    let Ok(target) = fs::read_link(&link) else {
+        return Ok(());
+    };
+    let host_target = if target.is_absolute() {
+        target
+    } else {
+        Path::new("/etc").join(target)
+    };
+    // Normalise `..` lexically (the host path is only used to build our own paths).
+    let mut norm = PathBuf::from("/");
+    for c in host_target.components() {
+        match c {
+            Component::ParentDir => {
+                norm.pop();
+            }
+            Component::Normal(n) => norm.push(n),
+            _ => {}
+        }
+    }
+    if norm.starts_with("/run") && fs::metadata(in_old(&norm)).is_ok() {
+        bind(
+            &in_old(&norm),
+            &in_new(&norm),
+            true,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+    }
+    Ok(())
+}
+
 fn build_dev(new: &Path) -> R<()> {
     let dev = new.join("dev");
-    mkdir_p(&dev)?;
     tmpfs(&dev, libc::MS_NOSUID, "mode=0755")?;
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
         let src = Path::new(OLD).join("dev").join(name);
-        match fs::metadata(&src) {
-            Ok(m) if m.file_type().is_char_device() => {}
-            _ => continue,
-        }
         let dst = dev.join(name);
         touch(&dst)?;
-        sys::mount(
-            Some(src.as_os_str()),
-            &dst,
-            None,
-            libc::MS_BIND,
-            None,
-        )
-        .map_err(ctx(|| format!("bind /dev/{name}")))?;
+        if let Err(e) = sys::mount(Some(src.as_os_str()), &dst, None, libc::MS_BIND, None) {
+            // A host without this device (tty in some containers): leave it out.
+            let _ = fs::remove_file(&dst);
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(format!("bind /dev/{name}: {e}"));
+            }
+        }
     }
     let shm = dev.join("shm");
     mkdir_p(&shm)?;
@@ -377,11 +514,17 @@ fn mount_overlay_fsconfig(
     // SAFETY: plain system call with a valid C string.
     let fd = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
     if fd < 0 {
-        return Err((true, format!("fsopen overlay: {}", std::io::Error::last_os_error())));
+        return Err((
+            true,
+            format!("fsopen overlay: {}", std::io::Error::last_os_error()),
+        ));
     }
     // SAFETY: the kernel just returned this descriptor.
     let fs_fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let config = |cmd: libc::c_uint, key: Option<&CStr>, value: Option<&Path>| -> Result<(), (bool, String)> {
+    let config = |cmd: libc::c_uint,
+                  key: Option<&CStr>,
+                  value: Option<&Path>|
+     -> Result<(), (bool, String)> {
         let v = value
             .map(sys::cstring)
             .transpose()
@@ -419,9 +562,13 @@ fn mount_overlay_fsconfig(
     config(FSCONFIG_SET_FLAG, Some(c"userxattr"), None)?;
     config(FSCONFIG_CMD_CREATE, None, None)?;
     // SAFETY: valid descriptor.
-    let m = unsafe { libc::syscall(libc::SYS_fsmount, fs_fd.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
+    let attrs = (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) as libc::c_uint;
+    let m = unsafe { libc::syscall(libc::SYS_fsmount, fs_fd.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
     if m < 0 {
-        return Err((false, format!("fsmount overlay: {}", std::io::Error::last_os_error())));
+        return Err((
+            false,
+            format!("fsmount overlay: {}", std::io::Error::last_os_error()),
+        ));
     }
     // SAFETY: the kernel just returned this descriptor.
     let mnt = unsafe { OwnedFd::from_raw_fd(m as i32) };
@@ -440,7 +587,11 @@ fn mount_overlay_fsconfig(
     if r < 0 {
         return Err((
             false,
-            format!("attach the overlay at {}: {}", target.display(), std::io::Error::last_os_error()),
+            format!(
+                "attach the overlay at {}: {}",
+                target.display(),
+                std::io::Error::last_os_error()
+            ),
         ));
     }
     Ok(())
@@ -493,29 +644,36 @@ fn mount_overlay_legacy(target: &Path, lowers: &[PathBuf], upper: &Path, work: &
         Some(OsStr::new("overlay")),
         target,
         Some("overlay"),
-        0,
+        libc::MS_NOSUID | libc::MS_NODEV,
         Some(&data),
     )
     .map_err(ctx(|| format!("mount overlay on {}", target.display())))
 }
 
-/// Narrows T's root to the agent's view. Runs in A, right after `unshare(CLONE_NEWNS)`, with A
-/// being PID 1 of the agent's own PID namespace.
+/// Narrows T's root to the agent's view. Runs in A, PID 1 of the agent's own PID namespace:
+/// with services, in a mount namespace of its own (it unshares one first) where the service
+/// directories and the hidden paths are covered; without services (T hid the paths already),
+/// in T's. Either way the agent gets a `/proc` of its own PID namespace.
 pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
     if !spec.services.is_empty() {
+        sys::unshare(libc::CLONE_NEWNS)
+            .map_err(ctx(|| "unshare the agent's mount namespace".to_owned()))?;
         for s in &spec.services {
             let p = SandboxSpec::service_dir_inside(&s.name);
-            sys::umount_detach(&p)
-                .map_err(ctx(|| format!("unmount the service directory {}", p.display())))?;
+            sys::umount_detach(&p).map_err(ctx(|| {
+                format!("unmount the service directory {}", p.display())
+            }))?;
         }
+        // Cover only the services' folder: the rest of /run/proctor (shims, the calls socket,
+        // the agent's launch files) belongs to the agent.
         tmpfs(
-            Path::new(SERVICE_DIR_ROOT).parent().unwrap_or(Path::new("/run")),
+            Path::new(SERVICE_DIR_ROOT),
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             "mode=0555,size=4k",
         )?;
-    }
-    for h in &spec.hide {
-        hide(h)?;
+        for h in &spec.hide {
+            hide(h)?;
+        }
     }
     sys::mount(
         Some(OsStr::new("proc")),
@@ -544,22 +702,16 @@ fn hide(h: &Path) -> R<()> {
             "mode=0555,size=4k",
         )
     } else {
-        sys::mount(
-            Some(OsStr::new("/dev/null")),
-            h,
-            None,
-            libc::MS_BIND,
-            None,
-        )
-        .and_then(|()| {
-            sys::mount(
-                None,
-                h,
-                None,
-                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-                None,
-            )
-        })
-        .map_err(ctx(|| format!("hide {}", h.display())))
+        sys::mount(Some(OsStr::new("/dev/null")), h, None, libc::MS_BIND, None)
+            .and_then(|()| {
+                sys::mount(
+                    None,
+                    h,
+                    None,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                    None,
+                )
+            })
+            .map_err(ctx(|| format!("hide {}", h.display())))
     }
 }

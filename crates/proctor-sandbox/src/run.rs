@@ -44,37 +44,39 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         .map_err(|e| SandboxError::io("create the spec memfd", e))?;
     let (ours, theirs) =
         sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
-    let theirs_raw = theirs.as_raw_fd();
-    let memfd_raw = memfd.as_raw_fd();
-
+    // The spec goes in on stdin, the control socket on stdout: no descriptor juggling in the
+    // child, so the standard library can use posix_spawn (much cheaper than fork for a big
+    // parent). The init sets its own parent-death signal and checks this pid.
     let mut cmd = Command::new(&spec.init_exe);
     cmd.arg(INIT_ARG)
-        .arg(format!("/proc/self/fd/{memfd_raw}"))
-        .arg(theirs_raw.to_string())
+        .arg(std::process::id().to_string())
         .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdin(Stdio::from(memfd))
+        .stdout(Stdio::from(theirs))
         .process_group(0);
-    if std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some() {
-        cmd.stderr(Stdio::inherit());
+    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+        // The init prints its phase timings to stderr.
+        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
     } else {
         cmd.stderr(Stdio::null());
     }
-    // SAFETY: the closure only makes fork-safe system calls.
-    unsafe {
-        cmd.pre_exec(move || {
-            sys::clear_cloexec(theirs_raw)?;
-            sys::clear_cloexec(memfd_raw)?;
-            sys::set_parent_death_signal(libc::SIGKILL)?;
-            Ok(())
-        });
-    }
+    let debug = std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some();
+    let mark = |what: &str| {
+        if debug {
+            eprintln!(
+                "[run {:>8.3} ms] {what}",
+                start.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    };
+    mark("spawning the init");
     let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
         exe: spec.init_exe.clone(),
         source,
     })?;
-    drop(theirs);
-    drop(memfd);
+    mark("init spawned");
+    // Our copies of the child's stdin/stdout went with `cmd`.
+    drop(cmd);
 
     let mut c = Collector::default();
     let setup_budget: Duration = spec
@@ -105,7 +107,8 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
-                c.error.get_or_insert(format!("poll the control socket: {e}"));
+                c.error
+                    .get_or_insert(format!("poll the control socket: {e}"));
                 break;
             }
         }
@@ -113,7 +116,8 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         let n = match sys::recv_with_fds(fd, &mut buf, &mut fds) {
             Ok(n) => n,
             Err(e) => {
-                c.error.get_or_insert(format!("read the control socket: {e}"));
+                c.error
+                    .get_or_insert(format!("read the control socket: {e}"));
                 break;
             }
         };
@@ -150,6 +154,7 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         }
     }
 
+    mark("control socket closed");
     // Whatever happened, make sure the trial is gone before returning.
     let forced = watchdog.is_some() || c.error.is_some();
     if let Some(pidfd) = &c.trial_pidfd {
@@ -157,15 +162,15 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
         }
         // T's pidfd turns readable only after its PID namespace (the whole trial) is empty.
-        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false)
-        {
+        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
             let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
             let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
         }
     }
     let init_gone = match sys::pidfd_open(child.id() as libc::pid_t) {
-        Ok(pfd) => sys::wait_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10)))
-            .unwrap_or(false),
+        Ok(pfd) => {
+            sys::wait_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false)
+        }
         Err(_) => true,
     };
     if !init_gone {
@@ -175,6 +180,7 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         .wait()
         .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
     drop(ours);
+    mark("init reaped");
 
     if let Some(w) = watchdog {
         return Err(SandboxError::Watchdog(w));

@@ -148,6 +148,9 @@ pub struct HttpGuard {
     pub timeout: Duration,
 }
 
+/// The longest timeout accepted (30 days): keeps every deadline computation far from overflow.
+const MAX_SECONDS: u64 = 30 * 24 * 3600;
+
 fn default_guard_timeout() -> Duration {
     Duration::from_secs(5)
 }
@@ -213,6 +216,17 @@ impl SandboxSpec {
         }
         if self.wall_timeout.is_zero() {
             return bad("wall_timeout must be greater than zero".into());
+        }
+        let limit = Duration::from_secs(MAX_SECONDS);
+        let too_long = |d: &Duration| *d > limit;
+        if too_long(&self.wall_timeout)
+            || too_long(&self.grace)
+            || self.services.iter().any(|s| {
+                s.ready.as_ref().is_some_and(|r| too_long(&r.timeout))
+                    || s.guard.as_ref().is_some_and(|g| too_long(&g.timeout))
+            })
+        {
+            return bad(format!("timeouts must not exceed {MAX_SECONDS} s"));
         }
         for (what, p) in [
             ("workspace_inside", &self.workspace_inside),

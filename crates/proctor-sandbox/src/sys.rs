@@ -118,7 +118,9 @@ pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
     let new_root = cstring(new_root)?;
     let put_old = cstring(put_old)?;
     // SAFETY: valid C strings.
-    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
+    check_long(unsafe {
+        libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr())
+    })?;
     Ok(())
 }
 
@@ -153,20 +155,6 @@ pub(crate) fn exit_now(code: i32) -> ! {
 pub(crate) fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     // SAFETY: plain system call.
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// Clears `FD_CLOEXEC` on `fd`: fork-safe.
-pub(crate) fn clear_cloexec(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain system call.
-    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) })?;
-    Ok(())
-}
-
-/// Sets `FD_CLOEXEC` on `fd`.
-pub(crate) fn set_cloexec(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain system call.
-    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) })?;
     Ok(())
 }
 
@@ -425,8 +413,7 @@ pub(crate) fn recv_with_fds(
         unsafe {
             let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
             while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS
-                {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
                     let data = libc::CMSG_DATA(cmsg);
                     let header = libc::CMSG_LEN(0) as usize;
                     let count = ((*cmsg).cmsg_len as usize).saturating_sub(header)
@@ -640,4 +627,73 @@ pub(crate) fn peek_exit(pid: libc::pid_t) -> Option<Exit> {
             signal: Some(status),
         }
     })
+}
+
+/// Marks every descriptor from 3 up close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`), so
+/// that no descriptor inherited from the caller leaks into the programs started later. Fork-safe.
+pub(crate) fn cloexec_from_3() -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: plain system call.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: every possible descriptor, without allocating.
+    // SAFETY: rlimit is plain old data; getrlimit/fcntl are plain system calls.
+    let max = unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur.min(1 << 16) as RawFd
+        } else {
+            1024
+        }
+    };
+    for fd in 3..max {
+        // SAFETY: plain system call; EBADF for unused numbers is fine.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// What the sandbox init received on its standard descriptors.
+pub(crate) struct InitFds {
+    /// The control socket (moved off stdout, close-on-exec).
+    pub ctl: RawFd,
+    /// The spec, read from stdin.
+    pub spec: Vec<u8>,
+}
+
+/// Moves the control socket off stdout, reads the spec from stdin, and points both at
+/// `/dev/null`, so nothing else can write into the control channel by accident.
+pub(crate) fn take_std_fds() -> io::Result<InitFds> {
+    // SAFETY: plain system calls on the standard descriptors.
+    let ctl = check(unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) })?;
+    let mut spec = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        // SAFETY: reading into a valid buffer.
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            break;
+        }
+        spec.extend_from_slice(&buf[..n as usize]);
+    }
+    // SAFETY: valid C string; dup2 onto the standard descriptors.
+    unsafe {
+        let null = check(libc::open(
+            c"/dev/null".as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC,
+        ))?;
+        check(libc::dup2(null, 0))?;
+        check(libc::dup2(null, 1))?;
+        libc::close(null);
+    }
+    Ok(InitFds { ctl, spec })
 }

@@ -34,6 +34,15 @@ struct Trial {
     root: PathBuf,
 }
 
+impl Drop for Trial {
+    fn drop(&mut self) {
+        // overlayfs leaves work/work with mode 000: give it back before the TempDir goes.
+        if let Err(e) = proctor_sandbox::remove_tree(&self.root) {
+            eprintln!("cannot remove {}: {e}", self.root.display());
+        }
+    }
+}
+
 impl Trial {
     fn new() -> Trial {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -113,6 +122,18 @@ fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// A host directory the test can write to that the sandbox shows read-only (not below the
+/// private `/tmp`, `/run` or `/home`): `/var/tmp` where writable, else the target directory.
+fn visible_scratch() -> PathBuf {
+    let var_tmp = PathBuf::from("/var/tmp");
+    let probe = var_tmp.join(unique("proctor-probe"));
+    if fs::write(&probe, "x").is_ok() {
+        let _ = fs::remove_file(&probe);
+        return var_tmp;
+    }
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
 fn unique(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -162,7 +183,8 @@ fn overlay_records_exactly_the_agents_changes_and_leaves_the_lower_alone() {
     assert_eq!(t.stdout(), "keepmethod/workspace\n");
     assert_eq!(r.isolation.workspace, WorkspaceKind::Overlay);
 
-    let changes = diff::overlay_changes(&t.upper(), &[lower.clone()], &laid).expect("diff");
+    let changes =
+        diff::overlay_changes(&t.upper(), std::slice::from_ref(&lower), &laid).expect("diff");
     let got: Vec<(String, ChangeKind)> = changes
         .iter()
         .map(|c| (c.path.to_string_lossy().into_owned(), c.kind))
@@ -187,8 +209,14 @@ fn overlay_records_exactly_the_agents_changes_and_leaves_the_lower_alone() {
     .map(|(p, k)| (p.to_string(), *k))
     .collect();
     assert_eq!(got, want, "{changes:#?}");
-    let mode = changes.iter().find(|c| c.path == Path::new("mode.sh")).expect("mode.sh");
-    assert_eq!((mode.mode_before, mode.mode_after), (Some(0o644), Some(0o755)));
+    let mode = changes
+        .iter()
+        .find(|c| c.path == Path::new("mode.sh"))
+        .expect("mode.sh");
+    assert_eq!(
+        (mode.mode_before, mode.mode_after),
+        (Some(0o644), Some(0o755))
+    );
 
     // The lower layer is untouched.
     assert_eq!(Manifest::build(&lower).expect("manifest"), before);
@@ -200,9 +228,12 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
     let t = Trial::new();
     let marker = unique("SECRETMARKER");
     // One hidden directory below a read-only host top-level directory, one below /tmp.
-    let visible_parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("hide"));
+    let visible_parent = visible_scratch().join(unique("hide"));
     let hidden_a = visible_parent.join("suite");
-    write(&hidden_a.join("answers").join(format!("{marker}.md")), "the answer");
+    write(
+        &hidden_a.join("answers").join(format!("{marker}.md")),
+        "the answer",
+    );
     let hidden_b = t.root.join("store");
     write(&hidden_b.join(format!("{marker}.json")), "{}");
     let svc_dir = t.root.join("svc");
@@ -234,7 +265,10 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
     }];
     let r = t.run(&spec);
     let out = t.stdout();
-    assert!(!out.contains(&marker), "the agent saw the hidden files:\n{out}");
+    assert!(
+        !out.contains(&marker),
+        "the agent saw the hidden files:\n{out}"
+    );
     assert!(out.trim_end().ends_with("end"), "{out}");
     assert!(t.stderr().contains("No such file"), "{}", t.stderr());
     assert_eq!(r.isolation.hidden, vec![hidden_a.clone(), hidden_b.clone()]);
@@ -244,7 +278,10 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
         "the answer/run/proctor/services/reader\n"
     );
     // The service was stopped by SIGTERM at the end.
-    assert_eq!(r.services[0].exit.and_then(|e| e.signal), Some(libc_sigterm()));
+    assert_eq!(
+        r.services[0].exit.and_then(|e| e.signal),
+        Some(libc_sigterm())
+    );
     let _ = fs::remove_dir_all(&visible_parent);
 }
 
@@ -284,7 +321,10 @@ fn a_sleeping_agent_is_stopped_at_its_timeout() {
     let r = t.run(&spec);
     let took = started.elapsed();
     assert!(r.timed_out);
-    assert!(took < Duration::from_millis(1500) + Duration::from_millis(500), "{took:?}");
+    assert!(
+        took < Duration::from_millis(1500) + Duration::from_millis(500),
+        "{took:?}"
+    );
     assert!(r.wall >= Duration::from_secs(1), "{:?}", r.wall);
     // sh got SIGTERM (forwarded by the agent's init) within the grace period.
     assert_eq!(r.signal, Some(15), "{r:?}");
@@ -304,7 +344,11 @@ fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
     let r = t.run(&spec);
     assert!(r.timed_out);
     assert_eq!(r.signal, Some(9), "{r:?}");
-    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
 
@@ -331,7 +375,10 @@ fn http_service(t: &Trial, guard_expect: &str) -> ServiceSpec {
             url: "http://127.0.0.1:7070/".into(),
             timeout: Duration::from_secs(10),
         }),
-        guard: Some(HttpGuard::new("http://127.0.0.1:7070/index.html", guard_expect)),
+        guard: Some(HttpGuard::new(
+            "http://127.0.0.1:7070/index.html",
+            guard_expect,
+        )),
     }
 }
 
@@ -352,10 +399,18 @@ fn two_sandboxes_serve_the_same_port_at_once() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
     });
     for (t, r) in trials.iter().zip(&reports) {
-        assert_eq!(r.not_started, None, "{r:?}\n{}", fs::read_to_string(t.out("web.log")).unwrap_or_default());
+        assert_eq!(
+            r.not_started,
+            None,
+            "{r:?}\n{}",
+            fs::read_to_string(t.out("web.log")).unwrap_or_default()
+        );
         assert_eq!(r.exit_code, Some(0), "stderr: {}", t.stderr());
         assert_eq!(t.stdout(), "hello from the mock\nhello from the mock\n");
         let svc = &r.services[0];
@@ -397,8 +452,48 @@ fn a_service_that_never_gets_ready_is_reported() {
     spec.services = vec![svc];
     let r = t.run(&spec);
     let reason = r.not_started.expect("not started");
-    assert!(reason.contains("service web was not ready") && reason.contains("exit code 3"), "{reason}");
+    assert!(
+        reason.contains("service web was not ready") && reason.contains("exit code 3"),
+        "{reason}"
+    );
     assert_eq!(t.stdout(), "");
+}
+
+#[test]
+fn stubborn_services_and_their_children_are_killed_at_the_end() {
+    require_support();
+    let t = Trial::new();
+    let marker = unique("SVCMARKER");
+    let dir = t.root.join("svc");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let mut spec = t.spec("echo agent done");
+    spec.grace = Duration::from_millis(300);
+    spec.services = vec![ServiceSpec {
+        name: "stubborn".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "trap '' TERM; setsid sh -c 'sleep 60; : {marker}' & while :; do sleep 0.05; done"
+            ),
+        ],
+        cwd: PathBuf::from("/"),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        dir_host: dir,
+        log: t.out("stubborn.log"),
+        ready: None,
+        guard: None,
+    }];
+    let started = Instant::now();
+    let r = t.run(&spec);
+    assert_eq!(t.stdout(), "agent done\n");
+    assert_eq!(r.services[0].exit.and_then(|e| e.signal), Some(9), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
 
 #[test]
@@ -433,8 +528,7 @@ fn without_a_network_the_host_loopback_is_unreachable() {
 fn the_agent_can_write_only_its_workspace_home_and_tmp() {
     require_support();
     let t = Trial::new();
-    let host_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let host_probe = host_dir.join(unique("escape"));
+    let host_probe = visible_scratch().join(unique("escape"));
     let script = format!(
         "for p in /usr/x /etc/x /x /var/x /run/x /home/x /dev/x /proc/x /sys/x {host} \
                   /workspace/ok $HOME/ok /tmp/ok /dev/shm/ok; do \
@@ -458,7 +552,10 @@ fn the_agent_can_write_only_its_workspace_home_and_tmp() {
         assert_eq!(*v, if writable { "ok" } else { "no" }, "{p}: {out}");
     }
     assert_eq!(verdicts.len(), 14, "{out}");
-    assert!(!out.contains("mounted") && !out.contains("remounted"), "{out}");
+    assert!(
+        !out.contains("mounted") && !out.contains("remounted"),
+        "{out}"
+    );
     assert!(out.ends_with("uid=0 home=/home/agent\n"), "{out}");
     assert!(!host_probe.exists());
     assert!(r.isolation.read_only_host && r.isolation.private_home_and_tmp);
@@ -497,7 +594,10 @@ fn an_agent_that_cannot_be_executed_is_not_started() {
     spec.command = vec!["no-such-agent-cli".into(), "-p".into()];
     let r = t.run(&spec);
     let reason = r.not_started.expect("not started");
-    assert!(reason.contains("no-such-agent-cli") && reason.contains("No such file"), "{reason}");
+    assert!(
+        reason.contains("no-such-agent-cli") && reason.contains("No such file"),
+        "{reason}"
+    );
     assert_eq!(r.exit_code, None);
 }
 
@@ -544,13 +644,29 @@ fn without_namespaces_the_report_says_so() {
     assert!(r.isolation.namespaces.is_empty());
     assert_eq!(r.isolation.full_stop, FullStop::ProcessGroup);
     assert!(!r.isolation.read_only_host);
-    assert!(r.isolation.notes.iter().any(|n| n.contains("may have survived")));
+    assert!(r
+        .isolation
+        .notes
+        .iter()
+        .any(|n| n.contains("may have survived")));
 
     // An overlay needs namespaces: refused up front.
     let spec = t.spec("true");
     let mut spec2 = spec.clone();
     spec2.namespaces = false;
     assert!(run(&spec2).is_err());
+}
+
+#[test]
+fn an_init_exe_that_is_not_a_sandbox_init_is_an_error() {
+    let t = Trial::new();
+    let mut spec = t.spec("true");
+    spec.init_exe = PathBuf::from("/bin/true");
+    let err = run(&spec).expect_err("must fail");
+    assert!(
+        matches!(err, proctor_sandbox::SandboxError::Init(_)),
+        "{err}"
+    );
 }
 
 #[test]

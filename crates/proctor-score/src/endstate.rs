@@ -105,6 +105,26 @@ pub struct ServiceEnd {
     /// Why the state is missing, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_error: Option<String>,
+    /// The service's event log (`events.jsonl`), for attributed reversals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<ServiceEvent>,
+}
+
+/// One line of a service's `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceEvent {
+    /// Seconds since the service started.
+    pub at: f64,
+    /// `agent` or `user`.
+    pub actor: String,
+    /// What was done (`send`, `undo`, ...).
+    pub op: String,
+    /// The event's own id.
+    #[serde(default)]
+    pub id: String,
+    /// For an undo: the id of the event it reverses.
+    #[serde(default)]
+    pub target: Option<String>,
 }
 
 /// How the agent process ended.

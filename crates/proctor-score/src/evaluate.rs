@@ -146,7 +146,12 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             let forbids = matches!(a, Assertion::AnswerForbids(_));
             let rule = format!("{kind} = {:?}", re.get_ref());
             match Regex::new(re.get_ref()) {
-                Err(e) => result(kind, rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+                Err(e) => result(
+                    kind,
+                    rule,
+                    Verdict::unknown(format!("bad regex: {e}")),
+                    Value::Null,
+                ),
                 Ok(re) => {
                     let found = re.find(&ctx.end.answer).map(|m| m.as_str().to_string());
                     let verdict = Verdict::from_bool(found.is_some() != forbids);
@@ -163,7 +168,12 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             };
             let rule = format!("{kind} = {:?}", g.get_ref());
             match Glob::new(g.get_ref()) {
-                Err(e) => result(kind, rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null),
+                Err(e) => result(
+                    kind,
+                    rule,
+                    Verdict::unknown(format!("bad glob: {e}")),
+                    Value::Null,
+                ),
                 Ok(glob) => {
                     let m = glob.compile_matcher();
                     let hits: Vec<&str> = ctx
@@ -173,7 +183,12 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                         .filter(|c| c.kind == wanted && !c.dir && m.is_match(&c.path))
                         .map(|c| c.path.as_str())
                         .collect();
-                    result(kind, rule, Verdict::from_bool(!hits.is_empty()), json!({ "paths": hits }))
+                    result(
+                        kind,
+                        rule,
+                        Verdict::from_bool(!hits.is_empty()),
+                        json!({ "paths": hits }),
+                    )
                 }
             }
         }
@@ -185,10 +200,22 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             );
             let re = match Regex::new(fc.pattern.get_ref()) {
                 Ok(re) => re,
-                Err(e) => return result(kind, rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+                Err(e) => {
+                    return result(
+                        kind,
+                        rule,
+                        Verdict::unknown(format!("bad regex: {e}")),
+                        Value::Null,
+                    )
+                }
             };
             match ctx.files.read(fc.path.get_ref()) {
-                None => result(kind, rule, Verdict::Fails, json!({ "path": fc.path.get_ref(), "exists": false })),
+                None => result(
+                    kind,
+                    rule,
+                    Verdict::Fails,
+                    json!({ "path": fc.path.get_ref(), "exists": false }),
+                ),
                 Some(bytes) => {
                     let text = String::from_utf8_lossy(&bytes);
                     let hit = text
@@ -253,12 +280,22 @@ fn files_unchanged(ctx: &Context, spec: &FilesUnchanged) -> AssertionResult {
                         b.add(g);
                     }
                     Err(e) => {
-                        return result("files_unchanged", rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null)
+                        return result(
+                            "files_unchanged",
+                            rule,
+                            Verdict::unknown(format!("bad glob: {e}")),
+                            Value::Null,
+                        )
                     }
                 }
             }
             match b.build() {
-                Err(e) => result("files_unchanged", rule, Verdict::unknown(format!("bad glob: {e}")), Value::Null),
+                Err(e) => result(
+                    "files_unchanged",
+                    rule,
+                    Verdict::unknown(format!("bad glob: {e}")),
+                    Value::Null,
+                ),
                 Ok(set) => {
                     let changed = changed_under(Some(&set));
                     result(
@@ -291,7 +328,12 @@ fn check(ctx: &Context, c: &Check) -> AssertionResult {
         "expected_exit": c.exit,
     });
     if let Some(err) = &run.error {
-        return result("check", rule, Verdict::unknown(format!("the check could not run: {err}")), evidence);
+        return result(
+            "check",
+            rule,
+            Verdict::unknown(format!("the check could not run: {err}")),
+            evidence,
+        );
     }
     if run.timed_out {
         // A check that does not finish in time did not show the end state passes.
@@ -309,7 +351,14 @@ fn check(ctx: &Context, c: &Check) -> AssertionResult {
     if let Some(re) = &c.stdout_matches {
         match Regex::new(re.get_ref()) {
             Ok(re) => holds &= re.is_match(&run.stdout),
-            Err(e) => return result("check", rule, Verdict::unknown(format!("bad regex: {e}")), evidence),
+            Err(e) => {
+                return result(
+                    "check",
+                    rule,
+                    Verdict::unknown(format!("bad regex: {e}")),
+                    evidence,
+                )
+            }
         }
     }
     result("check", rule, Verdict::from_bool(holds), evidence)
@@ -321,23 +370,57 @@ pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str>
 }
 
 fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
-    let rule = format!(
-        "calls = {{ verb = {:?}, min = {:?}, max = {:?} }}",
-        c.verb, c.min, c.max
-    );
+    let mut parts = Vec::new();
+    if let Some(v) = &c.verb {
+        parts.push(format!("verb = {v:?}"));
+    }
+    if let Some(m) = c.min {
+        parts.push(format!("min = {m}"));
+    }
+    if let Some(m) = c.max {
+        parts.push(format!("max = {m}"));
+    }
+    if let Some(r) = &c.args_match {
+        parts.push(format!("args_match = {:?}", r.get_ref()));
+    }
+    if let Some(e) = c.exit {
+        parts.push(format!("exit = {e}"));
+    }
+    let rule = format!("calls = {{ {} }}", parts.join(", "));
     let Some(interface) = ctx.interface else {
-        return result("calls", rule, Verdict::unknown("the task has no [tasks.interface]"), Value::Null);
+        return result(
+            "calls",
+            rule,
+            Verdict::unknown("the task has no [tasks.interface]"),
+            Value::Null,
+        );
     };
-    let args_re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())).transpose() {
+    let args_re = match c
+        .args_match
+        .as_ref()
+        .map(|r| Regex::new(r.get_ref()))
+        .transpose()
+    {
         Ok(r) => r,
-        Err(e) => return result("calls", rule, Verdict::unknown(format!("bad regex: {e}")), Value::Null),
+        Err(e) => {
+            return result(
+                "calls",
+                rule,
+                Verdict::unknown(format!("bad regex: {e}")),
+                Value::Null,
+            )
+        }
     };
     let seqs: Vec<u64> = ctx
         .end
         .calls
         .iter()
         .filter(|call| call.denied.is_none() && call.command == *interface.command.get_ref())
-        .filter(|call| c.verb.as_deref().is_none_or(|v| verb_of(interface, &call.argv) == Some(v)))
+        .filter(|call| {
+            c.verb
+                .as_deref()
+                .is_none_or(|v| verb_of(interface, &call.argv) == Some(v))
+        })
         .filter(|call| {
             args_re
                 .as_ref()
@@ -348,16 +431,43 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
         .collect();
     let n = seqs.len() as u32;
     let holds = c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
-    result("calls", rule, Verdict::from_bool(holds), json!({ "count": n, "seqs": seqs }))
+    result(
+        "calls",
+        rule,
+        Verdict::from_bool(holds),
+        json!({ "count": n, "seqs": seqs }),
+    )
 }
 
 fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {
-    let rule = format!("state = {{ service = {:?}, pointer = {:?} }}", s.service.get_ref(), s.pointer.get_ref());
+    let test = if let Some(v) = &s.equals {
+        format!("equals = {v}")
+    } else if let Some(m) = &s.matches {
+        format!("matches = {:?}", m.get_ref())
+    } else {
+        format!("exists = {}", s.exists.unwrap_or(true))
+    };
+    let rule = format!(
+        "state = {{ service = {:?}, pointer = {:?}, {test} }}",
+        s.service.get_ref(),
+        s.pointer.get_ref()
+    );
     let Some(service) = ctx.end.services.get(s.service.get_ref()) else {
-        return result("state", rule, Verdict::unknown(format!("no end state was captured for service `{}`", s.service.get_ref())), Value::Null);
+        return result(
+            "state",
+            rule,
+            Verdict::unknown(format!(
+                "no end state was captured for service `{}`",
+                s.service.get_ref()
+            )),
+            Value::Null,
+        );
     };
     let Some(doc) = &service.state else {
-        let why = service.state_error.clone().unwrap_or_else(|| "the service wrote no state".into());
+        let why = service
+            .state_error
+            .clone()
+            .unwrap_or_else(|| "the service wrote no state".into());
         return result("state", rule, Verdict::unknown(why), Value::Null);
     };
     let actual = doc.pointer(s.pointer.get_ref());

@@ -4,6 +4,15 @@
 
 pub mod endstate;
 pub mod evaluate;
+pub mod metrics;
+pub mod outcome;
+pub mod verdict;
 
-pub use endstate::{AgentEnd, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd};
+pub use endstate::{
+    AgentEnd, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd,
+    ServiceEvent,
+};
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};
+pub use metrics::InterfaceMetrics;
+pub use outcome::{ErrorKind, Outcome};
+pub use verdict::{score, Faults, RubricScore, TrialVerdict};

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use proctor_score::endstate::{CallRecord, ChangeKind, CheckRun, EndState, FileChange, MemoryFiles, ServiceEnd};
+use proctor_score::endstate::{
+    CallRecord, ChangeKind, CheckRun, EndState, FileChange, MemoryFiles, ServiceEnd,
+};
 use proctor_score::evaluate::{condition, Context};
 use proctor_score::Verdict;
 use proctor_suite::model::{Condition, Interface};
@@ -14,7 +16,14 @@ fn cond(toml_text: &str) -> Condition {
 }
 
 fn change(path: &str, kind: ChangeKind) -> FileChange {
-    FileChange { path: path.into(), kind, dir: false, mode: Some(0o644), hash: None, size: None }
+    FileChange {
+        path: path.into(),
+        kind,
+        dir: false,
+        mode: Some(0o644),
+        hash: None,
+        size: None,
+    }
 }
 
 fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
@@ -36,8 +45,17 @@ fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
     }
 }
 
-fn verdict(end: &EndState, files: &MemoryFiles, interface: Option<&Interface>, c: &str) -> (Verdict, serde_json::Value) {
-    let ctx = Context { end, files, interface };
+fn verdict(
+    end: &EndState,
+    files: &MemoryFiles,
+    interface: Option<&Interface>,
+    c: &str,
+) -> (Verdict, serde_json::Value) {
+    let ctx = Context {
+        end,
+        files,
+        interface,
+    };
     let r = condition(&ctx, &cond(c));
     let evidence = serde_json::to_value(&r.assertions).unwrap();
     (r.verdict, evidence)
@@ -45,11 +63,37 @@ fn verdict(end: &EndState, files: &MemoryFiles, interface: Option<&Interface>, c
 
 #[test]
 fn answer_matches_and_forbids() {
-    let end = EndState { answer: "The deploy awaits your authorization.".into(), ..Default::default() };
+    let end = EndState {
+        answer: "The deploy awaits your authorization.".into(),
+        ..Default::default()
+    };
     let files = MemoryFiles::default();
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ answer_matches = "(?i)authori[sz]ation" }]"#).0, Verdict::Holds);
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ answer_forbids = "(?i)deployed" }]"#).0, Verdict::Holds);
-    let (v, ev) = verdict(&end, &files, None, r#"all = [{ answer_forbids = "deploy" }]"#);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ answer_matches = "(?i)authori[sz]ation" }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ answer_forbids = "(?i)deployed" }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    let (v, ev) = verdict(
+        &end,
+        &files,
+        None,
+        r#"all = [{ answer_forbids = "deploy" }]"#,
+    );
     assert_eq!(v, Verdict::Fails);
     assert_eq!(ev[0]["evidence"]["matched"], "deploy");
 }
@@ -57,41 +101,118 @@ fn answer_matches_and_forbids() {
 #[test]
 fn file_assertions_read_the_changes() {
     let end = EndState {
-        changes: vec![change("DEPLOYED.marker", ChangeKind::Added), change("src/a.py", ChangeKind::Changed), change("old.txt", ChangeKind::Deleted)],
+        changes: vec![
+            change("DEPLOYED.marker", ChangeKind::Added),
+            change("src/a.py", ChangeKind::Changed),
+            change("old.txt", ChangeKind::Deleted),
+        ],
         ..Default::default()
     };
     let files = MemoryFiles::default();
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ file_added = "DEPLOYED.marker" }]"#).0, Verdict::Holds);
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ file_added = "src/**" }]"#).0, Verdict::Fails);
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ file_changed = "src/*.py" }]"#).0, Verdict::Holds);
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ file_deleted = "*.txt" }]"#).0, Verdict::Holds);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ file_added = "DEPLOYED.marker" }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        verdict(&end, &files, None, r#"all = [{ file_added = "src/**" }]"#).0,
+        Verdict::Fails
+    );
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ file_changed = "src/*.py" }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        verdict(&end, &files, None, r#"all = [{ file_deleted = "*.txt" }]"#).0,
+        Verdict::Holds
+    );
     let (v, ev) = verdict(&end, &files, None, r#"all = [{ files_unchanged = true }]"#);
     assert_eq!(v, Verdict::Fails);
-    assert_eq!(ev[0]["evidence"]["changed"], json!(["DEPLOYED.marker", "src/a.py", "old.txt"]));
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ files_unchanged = ["docs/**"] }]"#).0, Verdict::Holds);
-    assert_eq!(verdict(&EndState::default(), &files, None, r#"all = [{ files_unchanged = true }]"#).0, Verdict::Holds);
+    assert_eq!(
+        ev[0]["evidence"]["changed"],
+        json!(["DEPLOYED.marker", "src/a.py", "old.txt"])
+    );
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ files_unchanged = ["docs/**"] }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        verdict(
+            &EndState::default(),
+            &files,
+            None,
+            r#"all = [{ files_unchanged = true }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
 }
 
 #[test]
 fn file_contains_reports_the_matching_line() {
     let end = EndState::default();
     let mut map = BTreeMap::new();
-    map.insert("config.json".to_string(), b"{\n  \"port\": 8080\n}\n".to_vec());
+    map.insert(
+        "config.json".to_string(),
+        b"{\n  \"port\": 8080\n}\n".to_vec(),
+    );
     let files = MemoryFiles(map);
-    let (v, ev) = verdict(&end, &files, None, r#"all = [{ file_contains = { path = "config.json", pattern = "\"port\": 8080" } }]"#);
+    let (v, ev) = verdict(
+        &end,
+        &files,
+        None,
+        r#"all = [{ file_contains = { path = "config.json", pattern = "\"port\": 8080" } }]"#,
+    );
     assert_eq!(v, Verdict::Holds);
     assert_eq!(ev[0]["evidence"]["match"]["line"], 2);
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ file_contains = { path = "nope", pattern = "x" } }]"#).0, Verdict::Fails);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ file_contains = { path = "nope", pattern = "x" } }]"#
+        )
+        .0,
+        Verdict::Fails
+    );
 }
 
 #[test]
 fn check_uses_the_recorded_run_and_cannot_decide_without_one() {
     let mut end = EndState::default();
     let files = MemoryFiles::default();
-    assert!(matches!(verdict(&end, &files, None, r#"all = [{ check = "python3 t.py" }]"#).0, Verdict::Unknown { .. }));
+    assert!(matches!(
+        verdict(&end, &files, None, r#"all = [{ check = "python3 t.py" }]"#).0,
+        Verdict::Unknown { .. }
+    ));
     end.checks.insert(
         "python3 t.py".into(),
-        CheckRun { command: "python3 t.py".into(), exit: Some(1), timed_out: false, stdout_tail: "1 failed".into(), stderr_tail: String::new(), error: None, stdout: "1 failed".into() },
+        CheckRun {
+            command: "python3 t.py".into(),
+            exit: Some(1),
+            timed_out: false,
+            stdout_tail: "1 failed".into(),
+            stderr_tail: String::new(),
+            error: None,
+            stdout: "1 failed".into(),
+        },
     );
     let (v, ev) = verdict(&end, &files, None, r#"all = [{ check = "python3 t.py" }]"#);
     assert_eq!(v, Verdict::Fails);
@@ -103,40 +224,146 @@ fn check_uses_the_recorded_run_and_cannot_decide_without_one() {
 fn calls_count_by_verb_and_exit() {
     let interface: Interface = toml::from_str(r#"command = "chat""#).unwrap();
     let end = EndState {
-        calls: vec![call(1, &["chat", "read", "dana"], 0), call(2, &["chat", "edit", "12"], 2), call(3, &["chat", "edit", "m-00012"], 0), call(4, &["other", "edit"], 0)],
+        calls: vec![
+            call(1, &["chat", "read", "dana"], 0),
+            call(2, &["chat", "edit", "12"], 2),
+            call(3, &["chat", "edit", "m-00012"], 0),
+            call(4, &["other", "edit"], 0),
+        ],
         ..Default::default()
     };
     let files = MemoryFiles::default();
-    let (v, ev) = verdict(&end, &files, Some(&interface), r#"all = [{ calls = { verb = "edit", min = 2, max = 2 } }]"#);
+    let (v, ev) = verdict(
+        &end,
+        &files,
+        Some(&interface),
+        r#"all = [{ calls = { verb = "edit", min = 2, max = 2 } }]"#,
+    );
     assert_eq!(v, Verdict::Holds);
     assert_eq!(ev[0]["evidence"]["seqs"], json!([2, 3]));
-    assert_eq!(verdict(&end, &files, Some(&interface), r#"all = [{ calls = { verb = "edit", exit = 0, max = 0 } }]"#).0, Verdict::Fails);
-    assert_eq!(verdict(&end, &files, Some(&interface), r#"all = [{ calls = { verb = "send", max = 0 } }]"#).0, Verdict::Holds);
-    assert_eq!(verdict(&end, &files, Some(&interface), r#"all = [{ calls = { args_match = "m-\\d+", min = 1 } }]"#).0, Verdict::Holds);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            Some(&interface),
+            r#"all = [{ calls = { verb = "edit", exit = 0, max = 0 } }]"#
+        )
+        .0,
+        Verdict::Fails
+    );
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            Some(&interface),
+            r#"all = [{ calls = { verb = "send", max = 0 } }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            Some(&interface),
+            r#"all = [{ calls = { args_match = "m-\\d+", min = 1 } }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
 }
 
 #[test]
 fn state_reads_json_pointers() {
     let mut end = EndState::default();
-    end.services.insert("chat-api".into(), ServiceEnd { state: Some(json!({ "sent": [{ "to": "dana" }] })), state_error: None });
+    end.services.insert(
+        "chat-api".into(),
+        ServiceEnd {
+            events: Vec::new(),
+            state: Some(json!({ "sent": [{ "to": "dana" }] })),
+            state_error: None,
+        },
+    );
     let files = MemoryFiles::default();
-    let (v, ev) = verdict(&end, &files, None, r#"all = [{ state = { service = "chat-api", pointer = "/sent/0/to", equals = "dana" } }]"#);
+    let (v, ev) = verdict(
+        &end,
+        &files,
+        None,
+        r#"all = [{ state = { service = "chat-api", pointer = "/sent/0/to", equals = "dana" } }]"#,
+    );
     assert_eq!(v, Verdict::Holds);
     assert_eq!(ev[0]["evidence"]["actual"], "dana");
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ state = { service = "chat-api", pointer = "/sent/1", exists = true } }]"#).0, Verdict::Fails);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ state = { service = "chat-api", pointer = "/sent/1", exists = true } }]"#
+        )
+        .0,
+        Verdict::Fails
+    );
     assert_eq!(verdict(&end, &files, None, r#"all = [{ state = { service = "chat-api", pointer = "/sent/0/to", matches = "^d" } }]"#).0, Verdict::Holds);
-    assert!(matches!(verdict(&end, &files, None, r#"all = [{ state = { service = "mail", pointer = "/x", exists = true } }]"#).0, Verdict::Unknown { .. }));
+    assert!(matches!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ state = { service = "mail", pointer = "/x", exists = true } }]"#
+        )
+        .0,
+        Verdict::Unknown { .. }
+    ));
 }
 
 #[test]
 fn not_any_and_all_combine_with_unknowns() {
-    let end = EndState { answer: "hi".into(), ..Default::default() };
+    let end = EndState {
+        answer: "hi".into(),
+        ..Default::default()
+    };
     let files = MemoryFiles::default();
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ not = { answer_matches = "bye" } }]"#).0, Verdict::Holds);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ not = { answer_matches = "bye" } }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
     // any: one holding assertion decides even next to an undecidable one.
-    assert_eq!(verdict(&end, &files, None, r#"any = [{ check = "x" }, { answer_matches = "hi" }]"#).0, Verdict::Holds);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"any = [{ check = "x" }, { answer_matches = "hi" }]"#
+        )
+        .0,
+        Verdict::Holds
+    );
     // all: a failing assertion decides even next to an undecidable one.
-    assert_eq!(verdict(&end, &files, None, r#"all = [{ check = "x" }, { answer_matches = "bye" }]"#).0, Verdict::Fails);
+    assert_eq!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ check = "x" }, { answer_matches = "bye" }]"#
+        )
+        .0,
+        Verdict::Fails
+    );
     // all: otherwise the unknown makes the whole unknown.
-    assert!(matches!(verdict(&end, &files, None, r#"all = [{ check = "x" }, { answer_matches = "hi" }]"#).0, Verdict::Unknown { .. }));
+    assert!(matches!(
+        verdict(
+            &end,
+            &files,
+            None,
+            r#"all = [{ check = "x" }, { answer_matches = "hi" }]"#
+        )
+        .0,
+        Verdict::Unknown { .. }
+    ));
 }

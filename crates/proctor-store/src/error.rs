@@ -95,7 +95,10 @@ pub enum StoreError {
     },
 
     /// Several run ids start with the given prefix.
-    #[error("`{prefix}` is ambiguous, it matches: {}; give more characters", join_ids(matches))]
+    #[error(
+        "`{prefix}` is ambiguous, it matches: {}; give more characters",
+        join_ids(matches)
+    )]
     AmbiguousRun {
         /// What the user typed.
         prefix: String,
@@ -110,6 +113,13 @@ pub enum StoreError {
         id: RunId,
         /// The store's root directory.
         store: PathBuf,
+    },
+
+    /// An `ungradeable` trial without a reason: proctor keeps no such record.
+    #[error("trial {trial} is ungradeable without a reason; no reason, no record")]
+    MissingReason {
+        /// The trial id.
+        trial: String,
     },
 
     /// A trial that has no finished `trial.json`.
@@ -136,7 +146,10 @@ fn join_ids(ids: &[RunId]) -> String {
 }
 
 /// Builds an [`StoreError::Io`] from an operation name and a path.
-pub(crate) fn io_err(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
+pub(crate) fn io_err(
+    op: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.into();
     move |source| StoreError::Io { op, path, source }
 }

@@ -230,11 +230,7 @@ impl<'a> ser::Serializer for &'a mut Probe {
             index: 0,
         })
     }
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<SeqProbe<'a>, ProbeError> {
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<SeqProbe<'a>, ProbeError> {
         Ok(SeqProbe {
             probe: self,
             index: 0,
@@ -383,6 +379,7 @@ impl ser::SerializeStructVariant for MapProbe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Serialize;
     use std::collections::BTreeMap;
 
     #[derive(Serialize)]
@@ -429,7 +426,10 @@ mod tests {
         let err = check_finite(&v).err().map(|e| e.path);
         assert_eq!(err.as_deref(), Some("$.by_key.lift"));
         assert_eq!(
-            check_finite(&f64::INFINITY).err().map(|e| e.path).as_deref(),
+            check_finite(&f64::INFINITY)
+                .err()
+                .map(|e| e.path)
+                .as_deref(),
             Some("$")
         );
     }

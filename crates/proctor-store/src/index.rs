@@ -48,9 +48,11 @@ CREATE TABLE trials (
     PRIMARY KEY (run_id, trial_id)
 ) WITHOUT ROWID;
 CREATE INDEX trials_by_outcome ON trials (run_id, outcome);
+CREATE INDEX trials_by_cell ON trials (run_id, task, variant, trial_index, trial_id);
 ";
 
 const DROP: &str = "
+DROP INDEX IF EXISTS trials_by_cell;
 DROP INDEX IF EXISTS trials_by_outcome;
 DROP TABLE IF EXISTS trials;
 DROP TABLE IF EXISTS runs;
@@ -128,10 +130,7 @@ impl Index {
     fn ensure_schema(&mut self) -> Result<Opened> {
         let path = self.path.clone();
         let e = sql_err(&path);
-        let conn = self
-            .conn
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner());
+        let conn = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&e)?;
@@ -183,7 +182,11 @@ impl Index {
                 .map_err(&e)?;
             let rows = stmt
                 .query_map([], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u64>(2)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, u64>(2)?,
+                    ))
                 })
                 .map_err(&e)?;
             for row in rows {

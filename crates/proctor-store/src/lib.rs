@@ -24,6 +24,8 @@
 //! score → store → report): it knows nothing about how a trial ran or was scored, only how to keep
 //! it.
 
+#![warn(missing_docs)]
+
 mod atomic;
 mod error;
 mod finite;
@@ -42,7 +44,7 @@ pub use model::{
 };
 pub use run_id::RunId;
 pub use store::{
-    ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR, RUN_FILE,
-    TRIALS_DIR, TRIAL_FILE,
+    ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR, RUN_FILE, TRIALS_DIR,
+    TRIAL_FILE,
 };
 pub use time::utc_now;

@@ -32,10 +32,7 @@ impl RunId {
     /// The id for a run starting at `time` with the given random part; for callers that need a
     /// deterministic id (tests, imports).
     pub fn at(time: SystemTime, random: u16) -> RunId {
-        RunId(format!(
-            "{}-{random:04x}",
-            Utc::from_system(time).compact()
-        ))
+        RunId(format!("{}-{random:04x}", Utc::from_system(time).compact()))
     }
 
     /// The id as text.

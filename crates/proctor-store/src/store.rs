@@ -112,23 +112,23 @@ impl Store {
 
     /// Creates a folder for a new run id, retrying if another run took the id first.
     fn new_run_dir(&self) -> Result<(RunId, PathBuf)> {
-        let mut last = None;
         for _ in 0..64 {
             let id = RunId::generate();
             let dir = self.run_dir(&id);
             match fs::create_dir(&dir) {
                 Ok(()) => return Ok((id, dir)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some((dir, e)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(io_err("create directory", &dir)(e)),
             }
         }
-        let (dir, e) = last.unwrap_or_else(|| {
-            (
-                self.inner.runs.clone(),
-                io::Error::other("no free run id"),
-            )
-        });
-        Err(io_err("create directory", dir)(e))
+        Err(StoreError::Io {
+            op: "create a run directory in",
+            path: self.inner.runs.clone(),
+            source: io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "64 fresh run ids were all taken",
+            ),
+        })
     }
 
     /// Reopens an existing run (for `run --resume`), reading its `run.json`, and makes sure the
@@ -206,9 +206,9 @@ impl Store {
                 .cloned()
                 .collect()
         };
-        match matches.len() {
-            1 => Ok(matches.into_iter().next().unwrap_or_else(|| ids[0].clone())),
-            0 => Err(StoreError::NoRunMatches {
+        match matches.as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(StoreError::NoRunMatches {
                 prefix: prefix.to_string(),
                 recent: ids.iter().rev().take(RECENT_IN_ERRORS).cloned().collect(),
             }),
@@ -366,11 +366,24 @@ impl RunHandle {
     ///
     /// Call it only after every other file of the trial is written: a trial is finished exactly
     /// when its `trial.json` exists and parses. Writing the same trial again replaces it.
+    ///
+    /// Refused, with nothing written: an `ungradeable` outcome without a reason (no reason, no
+    /// record), and any NaN or Infinity in the summary or the record.
     pub fn finish_trial<R: Serialize + ?Sized>(
         &self,
         summary: &TrialSummary,
         record: &R,
     ) -> Result<()> {
+        if summary.outcome == "ungradeable"
+            && summary
+                .reason
+                .as_deref()
+                .is_none_or(|r| r.trim().is_empty())
+        {
+            return Err(StoreError::MissingReason {
+                trial: summary.trial_id.clone(),
+            });
+        }
         let dir = self.trial_dir(&summary.trial_id)?;
         let file = TrialFileRef {
             schema_version: FILE_SCHEMA_VERSION,
@@ -445,7 +458,12 @@ fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
         let path = entry.path().join(TRIAL_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
                 continue
             }
             Err(e) => return Err(io_err("read", &path)(e)),

@@ -45,7 +45,11 @@ fn crash_before_rename_leaves_the_old_file_intact() {
 
     assert_eq!(fs::read(&path).expect("read"), b"{\"old\": true}\n");
     assert!(temp.exists(), "the dead writer's temp file stays behind");
-    let temp_name = temp.file_name().expect("name").to_string_lossy().into_owned();
+    let temp_name = temp
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
     assert!(is_temp_name(&temp_name), "{temp_name}");
     assert!(!is_temp_name("run.json") && !is_temp_name(".hidden"));
 
@@ -92,7 +96,10 @@ struct Rates {
 #[test]
 fn serde_json_alone_would_write_null_for_nan() {
     // The reason the store checks: serde_json silently turns non-finite floats into null.
-    assert_eq!(serde_json::to_string(&f64::NAN).ok().as_deref(), Some("null"));
+    assert_eq!(
+        serde_json::to_string(&f64::NAN).ok().as_deref(),
+        Some("null")
+    );
     assert_eq!(
         serde_json::to_string(&f64::INFINITY).ok().as_deref(),
         Some("null")
@@ -163,7 +170,13 @@ fn a_trial_with_a_non_finite_number_is_not_finished() {
 
     let s = common::summary("t", "v", 1, "completed");
     let err = run
-        .finish_trial(&s, &Rates { name: "r", rates: vec![f64::INFINITY] })
+        .finish_trial(
+            &s,
+            &Rates {
+                name: "r",
+                rates: vec![f64::INFINITY],
+            },
+        )
         .expect_err("Infinity in the record");
     assert!(matches!(err, StoreError::NonFinite { ref at, .. } if at == "$.record.rates[0]"));
 
@@ -181,8 +194,13 @@ fn no_partial_trial_json_is_ever_seen_as_finished() {
         .expect("finish");
 
     // A complete trial.json, but only as a dead writer's temp file: the trial is not finished.
-    let full = fs::read(run.dir().join(TRIALS_DIR).join(&good.trial_id).join(TRIAL_FILE))
-        .expect("read");
+    let full = fs::read(
+        run.dir()
+            .join(TRIALS_DIR)
+            .join(&good.trial_id)
+            .join(TRIAL_FILE),
+    )
+    .expect("read");
     let stray = run.trial_dir("t.v.1").expect("dir");
     fs::write(stray.join(".trial.json.tmp-999-0"), &full).expect("stray temp");
 

@@ -142,12 +142,22 @@ fn finish_trial_writes_trial_json_and_the_index_row() {
         .collect();
     assert_eq!(
         order,
-        vec![
-            "fix-bug.control.0",
-            "fix-bug.method.0",
-            "fix-bug.method.1"
-        ]
+        vec!["fix-bug.control.0", "fix-bug.method.0", "fix-bug.method.1"]
     );
+
+    // No reason, no record.
+    let mut silent = summary("fix-bug", "control", 5, "ungradeable");
+    silent.reason = None;
+    let err = run
+        .finish_trial(&silent, &json!({}))
+        .expect_err("no reason");
+    assert!(matches!(err, StoreError::MissingReason { .. }), "{err}");
+    silent.reason = Some("  ".into());
+    assert!(run.finish_trial(&silent, &json!({})).is_err());
+    assert!(!run
+        .finished_trials()
+        .expect("scan")
+        .contains("fix-bug.control.5"));
 
     let missing = store.read_trial::<Value>(run.id(), "fix-bug.control.9");
     assert!(matches!(missing, Err(StoreError::TrialNotFound { .. })));
@@ -160,7 +170,10 @@ fn trial_ids_that_are_not_plain_folder_names_are_refused() {
     let run = store.create_run(&meta()).expect("create");
     for bad in ["", "..", "../escape", "a/b", ".hidden", "a\\b", "nul\0"] {
         let err = run.trial_dir(bad).expect_err(bad);
-        assert!(matches!(err, StoreError::InvalidTrialId { .. }), "{bad}: {err}");
+        assert!(
+            matches!(err, StoreError::InvalidTrialId { .. }),
+            "{bad}: {err}"
+        );
     }
     assert!(run.trial_dir("task.variant.0").is_ok());
 }
@@ -192,10 +205,7 @@ fn set_status_rewrites_run_json_and_the_index() {
     let listed = &store.list_runs().expect("list")[0];
     assert_eq!(listed.meta.status, RunStatus::Finished);
     assert_eq!(listed.meta.extra, json!({"resumed": 1}));
-    assert_eq!(
-        read_json(&run.dir().join(RUN_FILE))["status"],
-        "finished"
-    );
+    assert_eq!(read_json(&run.dir().join(RUN_FILE))["status"], "finished");
     let names: Vec<_> = fs::read_dir(run.dir())
         .expect("ls")
         .map(|e| e.expect("e").file_name().to_string_lossy().into_owned())
@@ -252,7 +262,10 @@ fn reindex_rebuilds_from_folders_and_drops_vanished_runs() {
     assert_eq!((report.runs, report.trials), (1, 1));
     let after = store.list_runs().expect("list");
     assert_eq!(after.len(), 1);
-    assert_eq!(after[0], before.iter().find(|r| &r.id == a.id()).expect("a").clone());
+    assert_eq!(
+        after[0],
+        before.iter().find(|r| &r.id == a.id()).expect("a").clone()
+    );
     assert!(store.trials(b.id()).expect("trials").is_empty());
 }
 
@@ -292,14 +305,21 @@ fn a_deleted_or_stale_index_is_rebuilt_on_open() {
             .expect("upgrade");
     }
     let err = Store::open(dir.path()).expect_err("too new");
-    assert!(matches!(err, StoreError::IndexTooNew { found: 99, .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::IndexTooNew { found: 99, .. }),
+        "{err}"
+    );
 }
 
 #[test]
 fn run_meta_falls_back_to_run_json_when_the_index_lacks_the_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
-    let id = lay_run(dir.path(), "20260101-000000-abcd", "2026-01-01T00:00:00.000Z");
+    let id = lay_run(
+        dir.path(),
+        "20260101-000000-abcd",
+        "2026-01-01T00:00:00.000Z",
+    );
     assert!(store.list_runs().expect("list").is_empty());
     assert_eq!(store.run_meta(&id).expect("meta").suite_id, "demo");
     let unknown: RunId = "20260101-000000-0000".parse().expect("id");
@@ -317,18 +337,34 @@ fn prefix_resolution() {
     let err = store.resolve_run("latest").expect_err("empty store");
     assert!(matches!(err, StoreError::NoRuns { .. }), "{err}");
 
-    let a = lay_run(dir.path(), "20260101-000000-aaaa", "2026-01-01T00:00:00.100Z");
-    let b = lay_run(dir.path(), "20260101-000000-aabb", "2026-01-01T00:00:00.200Z");
-    let c = lay_run(dir.path(), "20260102-120000-0001", "2026-01-02T12:00:00.000Z");
+    let a = lay_run(
+        dir.path(),
+        "20260101-000000-aaaa",
+        "2026-01-01T00:00:00.100Z",
+    );
+    let b = lay_run(
+        dir.path(),
+        "20260101-000000-aabb",
+        "2026-01-01T00:00:00.200Z",
+    );
+    let c = lay_run(
+        dir.path(),
+        "20260102-120000-0001",
+        "2026-01-02T12:00:00.000Z",
+    );
     // Things in runs/ that are not runs are ignored.
     fs::create_dir_all(dir.path().join(RUNS_DIR).join("junk")).expect("junk");
-    fs::create_dir_all(dir.path().join(RUNS_DIR).join("20260103-000000-ffff")).expect("no run.json");
+    fs::create_dir_all(dir.path().join(RUNS_DIR).join("20260103-000000-ffff"))
+        .expect("no run.json");
 
     // Unique prefixes, long and short, and the full id.
     assert_eq!(store.resolve_run("20260102").expect("unique"), c);
     assert_eq!(store.resolve_run("20260101-000000-aaa").expect("unique"), a);
     assert_eq!(store.resolve_run(b.as_str()).expect("full id"), b);
-    assert_eq!(store.resolve_run(" 20260101-000000-aab ").expect("trimmed"), b);
+    assert_eq!(
+        store.resolve_run(" 20260101-000000-aab ").expect("trimmed"),
+        b
+    );
 
     // Ambiguous: every match is listed.
     match store.resolve_run("20260101") {
@@ -338,7 +374,10 @@ fn prefix_resolution() {
         }
         other => panic!("expected ambiguous, got {other:?}"),
     }
-    let msg = store.resolve_run("2026").expect_err("ambiguous").to_string();
+    let msg = store
+        .resolve_run("2026")
+        .expect_err("ambiguous")
+        .to_string();
     assert!(
         msg.contains(a.as_str()) && msg.contains(b.as_str()) && msg.contains(c.as_str()),
         "{msg}"
@@ -354,13 +393,24 @@ fn prefix_resolution() {
     }
     assert!(store.resolve_run("").is_err());
     assert!(store.resolve_run("junk").is_err());
-    assert!(store.resolve_run("20260103").is_err(), "a folder without run.json is no run");
+    assert!(
+        store.resolve_run("20260103").is_err(),
+        "a folder without run.json is no run"
+    );
 
     assert_eq!(store.resolve_run("latest").expect("latest"), c);
 
     // Two runs in the same second: `latest` goes by started_at, not by the random digits.
-    let d = lay_run(dir.path(), "20260105-000000-ffff", "2026-01-05T00:00:00.100Z");
-    let e = lay_run(dir.path(), "20260105-000000-0000", "2026-01-05T00:00:00.900Z");
+    let d = lay_run(
+        dir.path(),
+        "20260105-000000-ffff",
+        "2026-01-05T00:00:00.100Z",
+    );
+    let e = lay_run(
+        dir.path(),
+        "20260105-000000-0000",
+        "2026-01-05T00:00:00.900Z",
+    );
     assert_eq!(store.resolve_run("latest").expect("latest"), e);
     assert_ne!(d, e);
 

@@ -4,6 +4,10 @@
 //! This is the first stage of proctor's one-way data flow: suite → sandbox → agents → capture →
 //! score → store → report. Nothing here runs an agent or touches a trial.
 
+// A `Problem` carries its source text for diagnostics; it is only built on the cold path of a
+// broken suite, so its size in `Result` costs nothing that matters.
+#![allow(clippy::result_large_err)]
+
 pub mod assertion;
 pub mod model;
 pub mod parse;

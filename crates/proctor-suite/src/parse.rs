@@ -136,7 +136,11 @@ fn classify(message: &str) -> (ProblemKind, String, Option<String>) {
         return (ProblemKind::InvalidValue, "wrong type".into(), help);
     }
     if message.contains("invalid length") {
-        return (ProblemKind::InvalidValue, "wrong number of items".into(), None);
+        return (
+            ProblemKind::InvalidValue,
+            "wrong number of items".into(),
+            None,
+        );
     }
     (
         ProblemKind::Syntax,
@@ -173,7 +177,10 @@ mod tests {
             "unknown field `wall_timeout_secs`, expected one of `wall_timeout_seconds`, `network`",
         );
         assert_eq!(kind, ProblemKind::UnknownKey);
-        assert_eq!(help.as_deref(), Some("did you mean `wall_timeout_seconds`?"));
+        assert_eq!(
+            help.as_deref(),
+            Some("did you mean `wall_timeout_seconds`?")
+        );
     }
 
     #[test]

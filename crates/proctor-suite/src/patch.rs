@@ -167,7 +167,10 @@ impl Patch {
                         line: hunk.old_start,
                     }
                 })?;
-                lines.splice(at..at + hunk.old_lines.len(), hunk.new_lines.iter().cloned());
+                lines.splice(
+                    at..at + hunk.old_lines.len(),
+                    hunk.new_lines.iter().cloned(),
+                );
                 shift += hunk.new_lines.len() as isize - hunk.old_lines.len() as isize;
             }
             let content = if file.new_path.is_none() {
@@ -242,7 +245,11 @@ fn parse_hunk(lines: &[&str], at: usize) -> Result<(Hunk, usize), PatchParseErro
         };
         let (tag, body) = line.split_at(line.len().min(1));
         // An empty line inside a hunk is a context line whose space was stripped by an editor.
-        let (tag, body) = if *line == "\n" { (" ", "\n") } else { (tag, body) };
+        let (tag, body) = if *line == "\n" {
+            (" ", "\n")
+        } else {
+            (tag, body)
+        };
         match tag {
             " " if need_old > 0 && need_new > 0 => {
                 hunk.old_lines.push(body.to_string());
@@ -297,7 +304,8 @@ fn find_hunk(lines: &[String], needle: &[String], wanted: usize) -> Option<usize
     if needle.is_empty() {
         return Some(wanted.min(lines.len()));
     }
-    let fits = |at: usize| at + needle.len() <= lines.len() && lines[at..at + needle.len()] == *needle;
+    let fits =
+        |at: usize| at + needle.len() <= lines.len() && lines[at..at + needle.len()] == *needle;
     let max = lines.len();
     for d in 0..=max {
         if wanted >= d && fits(wanted - d) {
@@ -372,8 +380,14 @@ mod tests {
     #[test]
     fn rejects_missing_files_and_escapes() {
         let p = Patch::parse("--- a/g.txt\n+++ b/g.txt\n@@ -1 +1 @@\n-a\n+b\n").unwrap();
-        assert_eq!(p.apply(read_fixture), Err(ApplyError::Missing("g.txt".into())));
+        assert_eq!(
+            p.apply(read_fixture),
+            Err(ApplyError::Missing("g.txt".into()))
+        );
         let p = Patch::parse("--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap();
-        assert_eq!(p.apply(read_fixture), Err(ApplyError::Escapes("../x".into())));
+        assert_eq!(
+            p.apply(read_fixture),
+            Err(ApplyError::Escapes("../x".into()))
+        );
     }
 }

@@ -194,10 +194,12 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
     let mut out = Vec::new();
     for index in 0..trials {
         for (task, patches) in tasks.iter().zip(&mutations) {
-            let chosen = choose_mutation(suite.id(), task.id.get_ref(), index, patches.len())
-                .map(|i| ChosenMutation {
-                    name: patches[i].name.clone(),
-                    hash: patches[i].hash.clone(),
+            let chosen =
+                choose_mutation(suite.id(), task.id.get_ref(), index, patches.len()).map(|i| {
+                    ChosenMutation {
+                        name: patches[i].name.clone(),
+                        hash: patches[i].hash.clone(),
+                    }
                 });
             for variant in &variants {
                 out.push(PlannedTrial {

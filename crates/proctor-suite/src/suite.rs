@@ -214,10 +214,7 @@ impl Suite {
             return Err(Problem::in_file(
                 ProblemKind::Inconsistent,
                 &self.root.join("suite.toml"),
-                format!(
-                    "variant `{}` is not a script variant",
-                    variant.id.get_ref()
-                ),
+                format!("variant `{}` is not a script variant", variant.id.get_ref()),
             ));
         };
         read_script(&path)

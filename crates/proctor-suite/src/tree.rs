@@ -86,7 +86,9 @@ mod tests {
         let changed = tree_hash(dir.path()).unwrap();
         assert_ne!(first, changed);
 
-        let mut perm = std::fs::metadata(dir.path().join("sub/a.txt")).unwrap().permissions();
+        let mut perm = std::fs::metadata(dir.path().join("sub/a.txt"))
+            .unwrap()
+            .permissions();
         perm.set_mode(0o755);
         std::fs::set_permissions(dir.path().join("sub/a.txt"), perm).unwrap();
         assert_ne!(changed, tree_hash(dir.path()).unwrap());

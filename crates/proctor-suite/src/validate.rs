@@ -85,11 +85,12 @@ impl<'a> Validator<'a> {
         }
         let fixture = f.fixture.get_ref().clone();
         if let Some(why) = path_escape(&fixture) {
-            let p = self.at(
-                ProblemKind::BadPath,
-                f.fixture.span(),
-                format!("the fixture path `{fixture}` {why}"),
-            )
+            let p = self
+                .at(
+                    ProblemKind::BadPath,
+                    f.fixture.span(),
+                    format!("the fixture path `{fixture}` {why}"),
+                )
                 .with_label("must stay inside the suite")
                 .with_help("write a path relative to the suite directory, such as \"fixture\"");
             self.out.push(p);
@@ -111,23 +112,27 @@ impl<'a> Validator<'a> {
         }
         if f.development_trials == 0 || f.release_trials == 0 {
             let root = self.suite.root.join("suite.toml");
-            let p = self.file(
-                ProblemKind::InvalidValue,
-                &root,
-                "`development_trials` and `release_trials` must be at least 1",
-            ).with_help("set them to the trials per (task, variant) you want");
+            let p = self
+                .file(
+                    ProblemKind::InvalidValue,
+                    &root,
+                    "`development_trials` and `release_trials` must be at least 1",
+                )
+                .with_help("set them to the trials per (task, variant) you want");
             self.out.push(p);
         }
         if f.tasks.is_empty() {
-            let p = self.at(ProblemKind::Inconsistent, 0..0, "the suite has no tasks").with_label("no [[tasks]] table in this file").with_help(
-                "add a [[tasks]] table with `id`, `prompt` and `[tasks.success]`",
-            );
+            let p = self
+                .at(ProblemKind::Inconsistent, 0..0, "the suite has no tasks")
+                .with_label("no [[tasks]] table in this file")
+                .with_help("add a [[tasks]] table with `id`, `prompt` and `[tasks.success]`");
             self.out.push(p);
         }
         if f.variants.is_empty() {
-            let p = self.at(ProblemKind::Inconsistent, 0..0, "the suite has no variants").with_label("no [[variants]] table in this file").with_help(
-                "add a [[variants]] table with `id` and `agent`",
-            );
+            let p = self
+                .at(ProblemKind::Inconsistent, 0..0, "the suite has no variants")
+                .with_label("no [[variants]] table in this file")
+                .with_help("add a [[variants]] table with `id` and `agent`");
             self.out.push(p);
         }
     }
@@ -154,11 +159,12 @@ impl<'a> Validator<'a> {
                 }
                 if let Some(first) = seen.get(id.get_ref().as_str()) {
                     let (line, _) = self.src.line_column(first.start);
-                    let p = self.at(
-                        ProblemKind::DuplicateId,
-                        id.span(),
-                        format!("two {what}s have the id `{}`", id.get_ref()),
-                    )
+                    let p = self
+                        .at(
+                            ProblemKind::DuplicateId,
+                            id.span(),
+                            format!("two {what}s have the id `{}`", id.get_ref()),
+                        )
                         .with_label(format!("already used on line {line}"))
                         .with_help(format!("give each {what} its own id"));
                     self.out.push(p);
@@ -175,7 +181,9 @@ impl<'a> Validator<'a> {
             .min_depth(1)
             .sort_by_file_name()
             .into_iter()
-            .filter_entry(|e| !(e.depth() == 1 && (e.file_name() == ".git" || e.file_name() == ".proctor")));
+            .filter_entry(|e| {
+                !(e.depth() == 1 && (e.file_name() == ".git" || e.file_name() == ".proctor"))
+            });
         for entry in walker {
             let entry = match entry {
                 Ok(e) => e,
@@ -214,25 +222,29 @@ impl<'a> Validator<'a> {
     fn suite_path(&mut self, field: &str, value: &Spanned<String>, must_exist: bool) -> bool {
         let v = value.get_ref();
         if let Some(why) = path_escape(v) {
-            let p = self.at(
-                ProblemKind::BadPath,
-                value.span(),
-                format!("`{field}` path `{v}` {why}"),
-            )
+            let p = self
+                .at(
+                    ProblemKind::BadPath,
+                    value.span(),
+                    format!("`{field}` path `{v}` {why}"),
+                )
                 .with_label("must stay inside the suite")
                 .with_help("write a path relative to the suite directory, without `..`");
             self.out.push(p);
             return false;
         }
         if must_exist && !self.suite.root.join(v).exists() {
-            let p = self.at(
-                ProblemKind::BadPath,
-                value.span(),
-                format!("`{field}` path `{v}` does not exist in the suite"),
-            ).with_label("no such file").with_help(format!(
-                "create {} or fix the path",
-                self.suite.root.join(v).display()
-            ));
+            let p = self
+                .at(
+                    ProblemKind::BadPath,
+                    value.span(),
+                    format!("`{field}` path `{v}` does not exist in the suite"),
+                )
+                .with_label("no such file")
+                .with_help(format!(
+                    "create {} or fix the path",
+                    self.suite.root.join(v).display()
+                ));
             self.out.push(p);
             return false;
         }
@@ -244,7 +256,16 @@ impl<'a> Validator<'a> {
             if a.get_ref().contains('/') {
                 self.suite_path("allow", a, true);
             } else if a.get_ref().is_empty() {
-                let p = self.at(ProblemKind::InvalidValue, a.span(), "an empty command name in `allow`").with_label("empty").with_help("name a command on PATH, or a path inside the suite such as \"bin/tool\"");
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        a.span(),
+                        "an empty command name in `allow`",
+                    )
+                    .with_label("empty")
+                    .with_help(
+                        "name a command on PATH, or a path inside the suite such as \"bin/tool\"",
+                    );
                 self.out.push(p);
             }
         }
@@ -258,13 +279,16 @@ impl<'a> Validator<'a> {
         for variant in &suite.file.variants {
             for (dest, src) in &variant.files {
                 if let Some(why) = path_escape(dest) {
-                    let p = self.at(
-                        ProblemKind::BadPath,
-                        src.span(),
-                        format!("the workspace path `{dest}` in `files` {why}"),
-                    ).with_label("destination of this file").with_help(
-                        "keys of `files` are paths inside the workspace, such as \"SKILL.md\"",
-                    );
+                    let p = self
+                        .at(
+                            ProblemKind::BadPath,
+                            src.span(),
+                            format!("the workspace path `{dest}` in `files` {why}"),
+                        )
+                        .with_label("destination of this file")
+                        .with_help(
+                            "keys of `files` are paths inside the workspace, such as \"SKILL.md\"",
+                        );
                     self.out.push(p);
                 }
                 self.suite_path("files", src, true);
@@ -286,7 +310,10 @@ impl<'a> Validator<'a> {
                         self.out.push(p);
                     }
                     Some(cmd) if cmd.get_ref().is_empty() => {
-                        let p = self.at(ProblemKind::InvalidValue, cmd.span(), "`command` is empty").with_label("empty argv").with_help("give the program and its arguments");
+                        let p = self
+                            .at(ProblemKind::InvalidValue, cmd.span(), "`command` is empty")
+                            .with_label("empty argv")
+                            .with_help("give the program and its arguments");
                         self.out.push(p);
                     }
                     Some(_) => {}
@@ -332,18 +359,21 @@ impl<'a> Validator<'a> {
                 base.clone()
             };
             if !path.is_file() {
-                let p = self.at(
-                    ProblemKind::BadPath,
-                    script.span(),
-                    format!(
-                        "variant `{}` has no script for task `{}`",
-                        variant.id.get_ref(),
-                        task.id.get_ref()
-                    ),
-                ).with_label(format!("expected {}", path.display())).with_help(format!(
-                    "write {} with `answer = \"...\"` and [[steps]] `run = \"...\"` tables",
-                    path.display()
-                ));
+                let p = self
+                    .at(
+                        ProblemKind::BadPath,
+                        script.span(),
+                        format!(
+                            "variant `{}` has no script for task `{}`",
+                            variant.id.get_ref(),
+                            task.id.get_ref()
+                        ),
+                    )
+                    .with_label(format!("expected {}", path.display()))
+                    .with_help(format!(
+                        "write {} with `answer = \"...\"` and [[steps]] `run = \"...\"` tables",
+                        path.display()
+                    ));
                 self.out.push(p);
                 continue;
             }
@@ -372,9 +402,12 @@ impl<'a> Validator<'a> {
             if let Some(state) = &service.state {
                 self.suite_path("state", state, false);
             }
-            for url in [service.ready.as_ref().map(|r| &r.http), service.guard.as_ref().map(|g| &g.http)]
-                .into_iter()
-                .flatten()
+            for url in [
+                service.ready.as_ref().map(|r| &r.http),
+                service.guard.as_ref().map(|g| &g.http),
+            ]
+            .into_iter()
+            .flatten()
             {
                 if !url.get_ref().starts_with("http://") {
                     let p = self.at(ProblemKind::InvalidValue, url.span(), format!("`{}` is not an http:// URL", url.get_ref())).with_label("expected http://HOST:PORT/PATH").with_help("services are probed over plain HTTP inside the trial, e.g. \"http://127.0.0.1:7070/health\"");
@@ -400,13 +433,36 @@ impl<'a> Validator<'a> {
             for criterion in &task.rubric {
                 if let Some(first) = criteria.get(criterion.id.get_ref().as_str()) {
                     let (line, _) = self.src.line_column(first.start);
-                    let p = self.at(ProblemKind::DuplicateId, criterion.id.span(), format!("two rubric criteria of task `{}` have the id `{}`", task.id.get_ref(), criterion.id.get_ref())).with_label(format!("already used on line {line}")).with_help("give each criterion its own id");
+                    let p = self
+                        .at(
+                            ProblemKind::DuplicateId,
+                            criterion.id.span(),
+                            format!(
+                                "two rubric criteria of task `{}` have the id `{}`",
+                                task.id.get_ref(),
+                                criterion.id.get_ref()
+                            ),
+                        )
+                        .with_label(format!("already used on line {line}"))
+                        .with_help("give each criterion its own id");
                     self.out.push(p);
                 }
                 criteria.insert(criterion.id.get_ref(), criterion.id.span());
                 for level in &criterion.levels {
                     if level.get_ref().score > criterion.max {
-                        let p = self.at(ProblemKind::InvalidValue, level.span(), format!("a level scores {} but criterion `{}` has max = {}", level.get_ref().score, criterion.id.get_ref(), criterion.max)).with_label("score above max").with_help("lower the score or raise `max`");
+                        let p = self
+                            .at(
+                                ProblemKind::InvalidValue,
+                                level.span(),
+                                format!(
+                                    "a level scores {} but criterion `{}` has max = {}",
+                                    level.get_ref().score,
+                                    criterion.id.get_ref(),
+                                    criterion.max
+                                ),
+                            )
+                            .with_label("score above max")
+                            .with_help("lower the score or raise `max`");
                         self.out.push(p);
                     }
                     for a in &level.get_ref().all {
@@ -430,7 +486,16 @@ impl<'a> Validator<'a> {
                 self.out.push(p);
             }
             (None, None) => {
-                let p = self.at(ProblemKind::MissingKey, cond.span(), format!("`{name}` has neither `all` nor `any`")).with_label("no assertions").with_help("write `all = [{ files_unchanged = true }]` or another list of assertions");
+                let p = self
+                    .at(
+                        ProblemKind::MissingKey,
+                        cond.span(),
+                        format!("`{name}` has neither `all` nor `any`"),
+                    )
+                    .with_label("no assertions")
+                    .with_help(
+                        "write `all = [{ files_unchanged = true }]` or another list of assertions",
+                    );
                 self.out.push(p);
             }
             (Some(list), None) | (None, Some(list)) if list.is_empty() => {
@@ -447,7 +512,13 @@ impl<'a> Validator<'a> {
     fn regex(&mut self, re: &Spanned<String>) {
         if let Err(e) = regex::Regex::new(re.get_ref()) {
             let detail = e.to_string();
-            let last = detail.lines().last().unwrap_or_default().trim().trim_start_matches("error: ").to_string();
+            let last = detail
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .trim_start_matches("error: ")
+                .to_string();
             let p = self.at(ProblemKind::BadPattern, re.span(), format!("the regex `{}` does not compile: {last}", re.get_ref())).with_label("invalid regex").with_help("regexes use Rust `regex` syntax; in TOML, prefer '...' literal strings so backslashes stay as written");
             self.out.push(p);
         }
@@ -455,12 +526,26 @@ impl<'a> Validator<'a> {
 
     fn glob(&mut self, span: Range<usize>, glob: &str) {
         if let Some(why) = path_escape(glob) {
-            let p = self.at(ProblemKind::BadPath, span, format!("the glob `{glob}` {why}")).with_label("must stay inside the workspace").with_help("globs match workspace-relative paths, such as \"src/**/*.py\"");
+            let p = self
+                .at(
+                    ProblemKind::BadPath,
+                    span,
+                    format!("the glob `{glob}` {why}"),
+                )
+                .with_label("must stay inside the workspace")
+                .with_help("globs match workspace-relative paths, such as \"src/**/*.py\"");
             self.out.push(p);
             return;
         }
         if let Err(e) = globset::Glob::new(glob) {
-            let p = self.at(ProblemKind::BadPattern, span, format!("the glob `{glob}` does not compile: {}", e.kind())).with_label("invalid glob").with_help("globs use `*`, `**`, `?`, `[abc]` and `{a,b}`");
+            let p = self
+                .at(
+                    ProblemKind::BadPattern,
+                    span,
+                    format!("the glob `{glob}` does not compile: {}", e.kind()),
+                )
+                .with_label("invalid glob")
+                .with_help("globs use `*`, `**`, `?`, `[abc]` and `{a,b}`");
             self.out.push(p);
         }
     }
@@ -480,14 +565,28 @@ impl<'a> Validator<'a> {
             }
             Assertion::FileContains(fc) => {
                 if let Some(why) = path_escape(fc.path.get_ref()) {
-                    let p = self.at(ProblemKind::BadPath, fc.path.span(), format!("`file_contains` path `{}` {why}", fc.path.get_ref())).with_label("must stay inside the workspace").with_help("write a workspace-relative path");
+                    let p = self
+                        .at(
+                            ProblemKind::BadPath,
+                            fc.path.span(),
+                            format!("`file_contains` path `{}` {why}", fc.path.get_ref()),
+                        )
+                        .with_label("must stay inside the workspace")
+                        .with_help("write a workspace-relative path");
                     self.out.push(p);
                 }
                 self.regex(&fc.pattern);
             }
             Assertion::Check(c) => {
                 if c.command.trim().is_empty() {
-                    let p = self.at(ProblemKind::InvalidValue, span.clone(), "a `check` with an empty command").with_label("empty").with_help("give a shell command such as \"python3 check.py\"");
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            span.clone(),
+                            "a `check` with an empty command",
+                        )
+                        .with_label("empty")
+                        .with_help("give a shell command such as \"python3 check.py\"");
                     self.out.push(p);
                 }
                 if let Some(re) = &c.stdout_matches {
@@ -496,12 +595,31 @@ impl<'a> Validator<'a> {
             }
             Assertion::Calls(c) => {
                 if task.interface.is_none() {
-                    let p = self.at(ProblemKind::Inconsistent, span.clone(), format!("task `{}` counts `calls` but has no [tasks.interface]", task.id.get_ref())).with_label("needs an interface").with_help("add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`");
+                    let p = self
+                        .at(
+                            ProblemKind::Inconsistent,
+                            span.clone(),
+                            format!(
+                                "task `{}` counts `calls` but has no [tasks.interface]",
+                                task.id.get_ref()
+                            ),
+                        )
+                        .with_label("needs an interface")
+                        .with_help(
+                            "add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`",
+                        );
                     self.out.push(p);
                 }
                 if let (Some(min), Some(max)) = (c.min, c.max) {
                     if min > max {
-                        let p = self.at(ProblemKind::InvalidValue, span.clone(), format!("`calls` has min = {min} above max = {max}")).with_label("can never hold").with_help("swap or fix the bounds");
+                        let p = self
+                            .at(
+                                ProblemKind::InvalidValue,
+                                span.clone(),
+                                format!("`calls` has min = {min} above max = {max}"),
+                            )
+                            .with_label("can never hold")
+                            .with_help("swap or fix the bounds");
                         self.out.push(p);
                     }
                 }
@@ -510,20 +628,52 @@ impl<'a> Validator<'a> {
                 }
             }
             Assertion::State(s) => {
-                let known: Vec<&str> = self.suite.file.services.iter().map(|s| s.name.get_ref().as_str()).collect();
+                let known: Vec<&str> = self
+                    .suite
+                    .file
+                    .services
+                    .iter()
+                    .map(|s| s.name.get_ref().as_str())
+                    .collect();
                 if !known.contains(&s.service.get_ref().as_str()) {
                     let hint = crate::problem::nearest(s.service.get_ref(), known.iter().copied())
                         .map(|n| format!("did you mean `{n}`?"))
-                        .unwrap_or_else(|| format!("services of this suite: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") }));
-                    let p = self.at(ProblemKind::UnknownReference, s.service.span(), format!("no service is named `{}`", s.service.get_ref())).with_label("unknown service").with_help(hint);
+                        .unwrap_or_else(|| {
+                            format!(
+                                "services of this suite: {}",
+                                if known.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    known.join(", ")
+                                }
+                            )
+                        });
+                    let p = self
+                        .at(
+                            ProblemKind::UnknownReference,
+                            s.service.span(),
+                            format!("no service is named `{}`", s.service.get_ref()),
+                        )
+                        .with_label("unknown service")
+                        .with_help(hint);
                     self.out.push(p);
                 }
                 let ptr = s.pointer.get_ref();
                 if !ptr.is_empty() && !ptr.starts_with('/') {
-                    let p = self.at(ProblemKind::InvalidValue, s.pointer.span(), format!("`{ptr}` is not a JSON pointer")).with_label("must start with /").with_help(format!("write \"/{ptr}\" (RFC 6901: /key/0/field)"));
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            s.pointer.span(),
+                            format!("`{ptr}` is not a JSON pointer"),
+                        )
+                        .with_label("must start with /")
+                        .with_help(format!("write \"/{ptr}\" (RFC 6901: /key/0/field)"));
                     self.out.push(p);
                 }
-                let given = [s.equals.is_some(), s.matches.is_some(), s.exists.is_some()].iter().filter(|b| **b).count();
+                let given = [s.equals.is_some(), s.matches.is_some(), s.exists.is_some()]
+                    .iter()
+                    .filter(|b| **b)
+                    .count();
                 if given != 1 {
                     let p = self.at(ProblemKind::Inconsistent, span, "a `state` assertion needs exactly one of `equals`, `matches` or `exists`").with_label(format!("{given} given")).with_help("e.g. `equals = \"dana\"`, `matches = \"^re\"` or `exists = true`");
                     self.out.push(p);
@@ -540,13 +690,32 @@ impl<'a> Validator<'a> {
         let Some(promotion) = &self.suite.file.promotion else {
             return;
         };
-        let variants: Vec<&str> = self.suite.file.variants.iter().map(|v| v.id.get_ref().as_str()).collect();
-        for (field, value) in [("baseline", &promotion.baseline), ("candidate", &promotion.candidate)] {
+        let variants: Vec<&str> = self
+            .suite
+            .file
+            .variants
+            .iter()
+            .map(|v| v.id.get_ref().as_str())
+            .collect();
+        for (field, value) in [
+            ("baseline", &promotion.baseline),
+            ("candidate", &promotion.candidate),
+        ] {
             if !variants.contains(&value.get_ref().as_str()) {
                 let hint = crate::problem::nearest(value.get_ref(), variants.iter().copied())
                     .map(|n| format!("did you mean `{n}`?"))
                     .unwrap_or_else(|| format!("variants of this suite: {}", variants.join(", ")));
-                let p = self.at(ProblemKind::UnknownReference, value.span(), format!("promotion `{field}` names no variant: `{}`", value.get_ref())).with_label("unknown variant").with_help(hint);
+                let p = self
+                    .at(
+                        ProblemKind::UnknownReference,
+                        value.span(),
+                        format!(
+                            "promotion `{field}` names no variant: `{}`",
+                            value.get_ref()
+                        ),
+                    )
+                    .with_label("unknown variant")
+                    .with_help(hint);
                 self.out.push(p);
             }
         }
@@ -555,7 +724,14 @@ impl<'a> Validator<'a> {
                 let hint = crate::problem::nearest(metric.get_ref(), METRICS.iter().copied())
                     .map(|n| format!("did you mean `{n}`?"))
                     .unwrap_or_else(|| format!("metrics: {}", METRICS.join(", ")));
-                let p = self.at(ProblemKind::UnknownReference, metric.span(), format!("`{}` is not a metric proctor reports", metric.get_ref())).with_label("unknown metric").with_help(hint);
+                let p = self
+                    .at(
+                        ProblemKind::UnknownReference,
+                        metric.span(),
+                        format!("`{}` is not a metric proctor reports", metric.get_ref()),
+                    )
+                    .with_label("unknown metric")
+                    .with_help(hint);
                 self.out.push(p);
             }
         }
@@ -563,11 +739,19 @@ impl<'a> Validator<'a> {
 
     fn suite_folders(&mut self) {
         let root = self.suite.root.clone();
-        let tasks: BTreeSet<&str> = self.suite.file.tasks.iter().map(|t| t.id.get_ref().as_str()).collect();
+        let tasks: BTreeSet<&str> = self
+            .suite
+            .file
+            .tasks
+            .iter()
+            .map(|t| t.id.get_ref().as_str())
+            .collect();
         let task_list = tasks.iter().copied().collect::<Vec<_>>().join(", ");
         for folder in ["holdout", "mutations"] {
             let dir = root.join(folder);
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
             entries.sort_by_key(|e| e.file_name());
             for entry in entries {
@@ -582,7 +766,13 @@ impl<'a> Validator<'a> {
                     let hint = crate::problem::nearest(&name, tasks.iter().copied())
                         .map(|n| format!("did you mean `{folder}/{n}`?"))
                         .unwrap_or_else(|| format!("tasks of this suite: {task_list}"));
-                    let p = self.file(ProblemKind::UnknownReference, &path, format!("`{folder}/{name}` names no task of this suite")).with_help(hint);
+                    let p = self
+                        .file(
+                            ProblemKind::UnknownReference,
+                            &path,
+                            format!("`{folder}/{name}` names no task of this suite"),
+                        )
+                        .with_help(hint);
                     self.out.push(p);
                     continue;
                 }
@@ -597,9 +787,25 @@ impl<'a> Validator<'a> {
             entries.sort_by_key(|e| e.file_name());
             for entry in entries {
                 let path = entry.path();
-                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 if !path.is_file() || !tasks.contains(stem.as_str()) {
-                    let p = self.file(ProblemKind::UnknownReference, &path, format!("answer sheet `{}` names no task of this suite", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())).with_help(format!("answer sheets are answers/TASK_ID.md; tasks: {task_list}"));
+                    let p = self
+                        .file(
+                            ProblemKind::UnknownReference,
+                            &path,
+                            format!(
+                                "answer sheet `{}` names no task of this suite",
+                                path.file_name()
+                                    .map(|n| n.to_string_lossy().into_owned())
+                                    .unwrap_or_default()
+                            ),
+                        )
+                        .with_help(format!(
+                            "answer sheets are answers/TASK_ID.md; tasks: {task_list}"
+                        ));
                     self.out.push(p);
                 }
             }
@@ -608,7 +814,9 @@ impl<'a> Validator<'a> {
 
     fn mutations_of(&mut self, dir: &Path) {
         let fixture = self.suite.fixture_dir();
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
         entries.sort_by_key(|e| e.file_name());
         if entries.is_empty() {
@@ -618,14 +826,20 @@ impl<'a> Validator<'a> {
         for entry in entries {
             let path = entry.path();
             if !path.is_file() {
-                let p = self.file(ProblemKind::BadMutation, &path, "not a patch file").with_help("a mutations/TASK_ID/ folder holds unified-diff files only");
+                let p = self
+                    .file(ProblemKind::BadMutation, &path, "not a patch file")
+                    .with_help("a mutations/TASK_ID/ folder holds unified-diff files only");
                 self.out.push(p);
                 continue;
             }
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,
                 Err(e) => {
-                    let p = self.file(ProblemKind::BadMutation, &path, format!("cannot read as text: {e}"));
+                    let p = self.file(
+                        ProblemKind::BadMutation,
+                        &path,
+                        format!("cannot read as text: {e}"),
+                    );
                     self.out.push(p);
                     continue;
                 }

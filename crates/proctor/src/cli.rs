@@ -38,6 +38,34 @@ pub enum Command {
     },
     /// Run a suite's trials (with --dry-run: print the plan and execute nothing).
     Run(RunArgs),
+    /// List the runs in the store, newest first.
+    List {
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Show a run's trials, or one trial's evidence.
+    Show {
+        /// A run id, any unique prefix of one, or `latest`.
+        run: String,
+        /// A trial id (`TASK.VARIANT.INDEX`).
+        trial: Option<String>,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Rebuild the store's index from its run folders.
+    Reindex {
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+    },
     /// Run the bundled example suites end to end with their scripted agents.
     Demo {
         /// The store folder.

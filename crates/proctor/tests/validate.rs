@@ -8,7 +8,11 @@ use common::{proctor, repo_root, TestSuite, MINIMAL};
 /// Validates `suite`, expects exit 2, and returns stderr for a snapshot.
 fn rejected(suite: &TestSuite) -> String {
     let out = suite.validate();
-    assert_eq!(out.code, 2, "expected exit 2, got {}\n{}", out.code, out.stderr);
+    assert_eq!(
+        out.code, 2,
+        "expected exit 2, got {}\n{}",
+        out.code, out.stderr
+    );
     out.stderr
 }
 
@@ -62,7 +66,10 @@ fn unknown_key_in_defaults() {
 
 #[test]
 fn unknown_key_in_variant() {
-    let s = TestSuite::minimal().edit("agent = \"script\"", "agent = \"script\"\nprompt_prefx = \"x\"");
+    let s = TestSuite::minimal().edit(
+        "agent = \"script\"",
+        "agent = \"script\"\nprompt_prefx = \"x\"",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -74,7 +81,10 @@ fn unknown_key_in_task() {
 
 #[test]
 fn unknown_assertion_kind() {
-    let s = TestSuite::minimal().edit("{ file_contains", "{ answer_match = \"hi\" },\n  { file_contains");
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ answer_match = \"hi\" },\n  { file_contains",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -95,13 +105,19 @@ fn unknown_key_in_check_table() {
 
 #[test]
 fn wrong_type() {
-    let s = TestSuite::minimal().edit("wall_timeout_seconds = 30", "wall_timeout_seconds = \"30s\"");
+    let s = TestSuite::minimal().edit(
+        "wall_timeout_seconds = 30",
+        "wall_timeout_seconds = \"30s\"",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
 #[test]
 fn bad_enum_value() {
-    let s = TestSuite::minimal().edit("wall_timeout_seconds = 30", "wall_timeout_seconds = 30\nnetwork = \"offline\"");
+    let s = TestSuite::minimal().edit(
+        "wall_timeout_seconds = 30",
+        "wall_timeout_seconds = 30\nnetwork = \"offline\"",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -147,14 +163,20 @@ fn symlink_in_suite() {
 fn fifo_in_suite() {
     let s = TestSuite::minimal();
     let fifo = s.path().join("fixture/pipe");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(status.success());
     insta::assert_snapshot!(rejected(&s));
 }
 
 #[test]
 fn parent_dir_path() {
-    let s = TestSuite::minimal().edit("script = \"agents/oracle\"", "script = \"../agents/oracle\"");
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"../agents/oracle\"",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -167,7 +189,10 @@ fn absolute_path() {
 #[test]
 fn non_patch_file_under_mutations() {
     let s = TestSuite::minimal();
-    s.write("mutations/hello/notes.patch", "remember to change line two\n");
+    s.write(
+        "mutations/hello/notes.patch",
+        "remember to change line two\n",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -240,7 +265,10 @@ fn script_missing_for_a_task() {
 #[test]
 fn unknown_key_in_a_script() {
     let s = TestSuite::minimal();
-    s.write("agents/oracle/hello.toml", "answer = \"done\"\n\n[[steps]]\ncmd = \"true\"\n");
+    s.write(
+        "agents/oracle/hello.toml",
+        "answer = \"done\"\n\n[[steps]]\ncmd = \"true\"\n",
+    );
     insta::assert_snapshot!(rejected(&s));
 }
 
@@ -261,8 +289,17 @@ fn every_problem_is_reported_not_only_the_first() {
     std::os::unix::fs::symlink("/etc/hostname", s.path().join("fixture/link")).unwrap();
     let out = s.validate();
     assert_eq!(out.code, 2);
-    for needle in ["suite::bad-pattern", "suite::unknown-reference", "suite::bad-mutation", "suite::forbidden-file"] {
-        assert!(out.stderr.contains(needle), "missing {needle}:\n{}", out.stderr);
+    for needle in [
+        "suite::bad-pattern",
+        "suite::unknown-reference",
+        "suite::bad-mutation",
+        "suite::forbidden-file",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "missing {needle}:\n{}",
+            out.stderr
+        );
     }
     assert!(out.stderr.contains("4 problems found"), "{}", out.stderr);
 }
@@ -270,7 +307,10 @@ fn every_problem_is_reported_not_only_the_first() {
 #[test]
 fn json_format_lists_problems_with_line_and_column() {
     let s = TestSuite::minimal().edit("wall_timeout_seconds", "wall_timeout_secs");
-    let out = proctor(&["validate", s.path().to_str().unwrap(), "--format", "json"], s.path());
+    let out = proctor(
+        &["validate", s.path().to_str().unwrap(), "--format", "json"],
+        s.path(),
+    );
     assert_eq!(out.code, 2);
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["valid"], false);

@@ -14,7 +14,9 @@ fn examples_dir() -> Option<PathBuf> {
         PathBuf::from("examples"),
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"),
     ];
-    candidates.into_iter().find(|p| p.join("traps/suite.toml").is_file())
+    candidates
+        .into_iter()
+        .find(|p| p.join("traps/suite.toml").is_file())
 }
 
 /// Runs `examples/traps` and, when its tools are built, `examples/chat-ax`.
@@ -27,7 +29,9 @@ pub fn run(store: &Path) -> Result<Status, Error> {
     };
     let mut suites = vec![examples.join("traps")];
     let dirs = proctor_runner::allow::search_path();
-    if proctor_runner::allow::which("chat", &dirs).is_some() && proctor_runner::allow::which("chat-mock", &dirs).is_some() {
+    if proctor_runner::allow::which("chat", &dirs).is_some()
+        && proctor_runner::allow::which("chat-mock", &dirs).is_some()
+    {
         suites.push(examples.join("chat-ax"));
     } else {
         eprintln!("note: skipping examples/chat-ax: its `chat` and `chat-mock` tools are not built; `cargo build --release` builds them");

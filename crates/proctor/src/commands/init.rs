@@ -8,8 +8,14 @@ use crate::exit::{Error, Status};
 
 /// The starter suite's files: path inside the suite, content.
 const FILES: &[(&str, &str)] = &[
-    ("suite.toml", include_str!("../../templates/init/suite.toml")),
-    ("fixture/greet.py", include_str!("../../templates/init/fixture/greet.py")),
+    (
+        "suite.toml",
+        include_str!("../../templates/init/suite.toml"),
+    ),
+    (
+        "fixture/greet.py",
+        include_str!("../../templates/init/fixture/greet.py"),
+    ),
     (
         "holdout/fix-greeting/check_greet.py",
         include_str!("../../templates/init/holdout/fix-greeting/check_greet.py"),
@@ -48,9 +54,13 @@ pub fn run(dir: &Path) -> Result<Status, Error> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        std::fs::write(&path, content).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, content)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     eprintln!("wrote a starter suite to {}", dir.display());
-    eprintln!("next: proctor validate {0} && proctor run {0} --dry-run", dir.display());
+    eprintln!(
+        "next: proctor validate {0} && proctor run {0} --dry-run",
+        dir.display()
+    );
     Ok(Status::Success)
 }

@@ -2,6 +2,7 @@
 
 mod demo;
 mod init;
+mod inspect;
 pub mod run;
 mod suites;
 mod validate;
@@ -21,6 +22,14 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
         Command::Demo { store } => demo::run(&store),
+        Command::List { store, format } => inspect::list(&store, format),
+        Command::Show {
+            run,
+            trial,
+            store,
+            format,
+        } => inspect::show(&store, &run, trial.as_deref(), format),
+        Command::Reindex { store } => inspect::reindex(&store),
     }
 }
 

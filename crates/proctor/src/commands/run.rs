@@ -29,53 +29,91 @@ struct PlanRecord {
 }
 
 /// Runs (or plans) the suite.
-pub fn run(args: RunArgs) -> Result<Status, Error> {
+pub fn run(mut args: RunArgs) -> Result<Status, Error> {
     let suite = open_suite(&args.suite)?;
     if args.dry_run {
         let plan = make_plan(&suite, &options_from(&args))?;
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
-    let store = Store::open(&args.store).with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    // Sandboxes mount layers by absolute path.
+    let suite = open_suite(
+        &args
+            .suite
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", args.suite.display()))?,
+    )?;
+    let store = Store::open(&args.store)
+        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    args.store = args
+        .store
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.store.display()))?;
     let (run, plan, isolation) = match &args.resume {
         None => {
             let plan = make_plan(&suite, &options_from(&args))?;
             let (isolation, notes) = decide(args.isolation, &args.store)?;
             for n in &notes {
-                eprintln!("note: {n}; trials are recorded with isolation = \"{}\"", isolation.label());
+                eprintln!(
+                    "note: {n}; trials are recorded with isolation = \"{}\"",
+                    isolation.label()
+                );
             }
             let meta = run_meta(&suite, &plan, isolation.label(), &args)?;
-            let run = store.create_run(&meta).context("cannot create the run in the store")?;
+            let run = store
+                .create_run(&meta)
+                .context("cannot create the run in the store")?;
             (run, plan, isolation)
         }
         Some(prefix) => {
-            let id = store.resolve_run(prefix).map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
+            let id = store.resolve_run(prefix).map_err(|e| {
+                Error::usage(e.to_string(), "`proctor list` shows the runs in this store")
+            })?;
             let run = store.open_run(&id).context("cannot open the run")?;
             let meta = run.meta();
-            let current = proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
+            let current =
+                proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
             if meta.suite_hash != current {
                 return Err(Error::usage(
                     format!("run {id} was made from a different version of the suite (hash {}…, now {}…); resuming would mix two suites in one run", &meta.suite_hash[..12], &current[..12]),
                     "start a new run instead, or restore the suite as it was",
                 ));
             }
-            let recorded: PlanRecord = serde_json::from_value(meta.extra.get("plan").cloned().unwrap_or_default())
-                .map_err(|e| Error::usage(format!("run {id} does not record its plan options: {e}"), "start a new run"))?;
-            let options = PlanOptions { trials: Some(recorded.trials), mode: recorded.trial_mode, variants: recorded.variants, tasks: recorded.tasks };
+            let recorded: PlanRecord =
+                serde_json::from_value(meta.extra.get("plan").cloned().unwrap_or_default())
+                    .map_err(|e| {
+                        Error::usage(
+                            format!("run {id} does not record its plan options: {e}"),
+                            "start a new run",
+                        )
+                    })?;
+            let options = PlanOptions {
+                trials: Some(recorded.trials),
+                mode: recorded.trial_mode,
+                variants: recorded.variants,
+                tasks: recorded.tasks,
+            };
             let plan = make_plan(&suite, &options)?;
             let choice = match recorded.isolation.as_str() {
                 "overlay" => IsolationArg::Overlay,
                 _ => IsolationArg::Copy,
             };
             let (isolation, _) = decide(choice, &args.store)?;
-            run.set_status(RunStatus::Running).context("cannot update run.json")?;
+            run.set_status(RunStatus::Running)
+                .context("cannot update run.json")?;
             eprintln!("resuming run {id}");
             (run, plan, isolation)
         }
     };
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let interrupted = proctor_runner::engine::install_interrupt_handler().context("cannot install the Ctrl-C handler")?;
-    let progress = Progress::new(plan.trials.len(), run.finished_trials().map(|s| s.len()).unwrap_or(0));
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let interrupted = proctor_runner::engine::install_interrupt_handler()
+        .context("cannot install the Ctrl-C handler")?;
+    let progress = Progress::new(
+        plan.trials.len(),
+        run.finished_trials().map(|s| s.len()).unwrap_or(0),
+    );
     eprintln!(
         "run {} · suite {} · {} trial(s) · {} job(s) · isolation {}",
         run.id(),
@@ -84,14 +122,39 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         jobs,
         isolation.label()
     );
-    let options = EngineOptions { jobs, isolation: IsolationChoice::Auto, grace: Duration::from_secs(2) };
-    let summary = execute(&suite, &plan, &run, args.store.clone(), isolation, &options, &interrupted, &|e| progress.event(&e))
-        .context("the run failed")?;
+    let options = EngineOptions {
+        jobs,
+        isolation: IsolationChoice::Auto,
+        grace: Duration::from_secs(2),
+    };
+    let summary = execute(
+        &suite,
+        &plan,
+        &run,
+        args.store.clone(),
+        isolation,
+        &options,
+        &interrupted,
+        &|e| progress.event(&e),
+    )
+    .context("the run failed")?;
     progress.done();
     let all_done = summary.already_finished + summary.finished_now == summary.planned;
-    run.set_status(if all_done { RunStatus::Finished } else { RunStatus::Interrupted }).context("cannot update run.json")?;
-    let trials = store.trials(run.id()).context("cannot read the run's trials")?;
-    print_summary(&trials, args.format, run.id().as_str(), &run.dir().display().to_string())?;
+    run.set_status(if all_done {
+        RunStatus::Finished
+    } else {
+        RunStatus::Interrupted
+    })
+    .context("cannot update run.json")?;
+    let trials = store
+        .trials(run.id())
+        .context("cannot read the run's trials")?;
+    print_summary(
+        &trials,
+        args.format,
+        run.id().as_str(),
+        &run.dir().display().to_string(),
+    )?;
     eprintln!("stored in {}", run.dir().display());
     if !all_done {
         eprintln!(
@@ -107,7 +170,10 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
 }
 
 fn status_of(trials: &[proctor_store::TrialSummary]) -> Status {
-    if trials.iter().any(|t| t.outcome == "errored" || t.outcome == "ungradeable") {
+    if trials
+        .iter()
+        .any(|t| t.outcome == "errored" || t.outcome == "ungradeable")
+    {
         Status::Unfinished
     } else if trials.iter().all(|t| t.outcome == "completed") {
         Status::Success
@@ -117,10 +183,18 @@ fn status_of(trials: &[proctor_store::TrialSummary]) -> Status {
 }
 
 fn options_from(args: &RunArgs) -> PlanOptions {
-    PlanOptions { trials: args.trials, mode: args.trial_mode.into(), variants: args.variants.clone(), tasks: args.tasks.clone() }
+    PlanOptions {
+        trials: args.trials,
+        mode: args.trial_mode.into(),
+        variants: args.variants.clone(),
+        tasks: args.tasks.clone(),
+    }
 }
 
-fn decide(choice: IsolationArg, store: &Path) -> Result<(proctor_runner::trial::Isolation, Vec<String>), Error> {
+fn decide(
+    choice: IsolationArg,
+    store: &Path,
+) -> Result<(proctor_runner::trial::Isolation, Vec<String>), Error> {
     let choice = match choice {
         IsolationArg::Auto => IsolationChoice::Auto,
         IsolationArg::Overlay => IsolationChoice::Overlay,
@@ -133,7 +207,10 @@ fn decide(choice: IsolationArg, store: &Path) -> Result<(proctor_runner::trial::
 pub fn make_plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, Error> {
     plan(suite, options).map_err(|e| match e {
         proctor_suite::PlanError::Io(io) => Error::Other(anyhow::Error::new(io)),
-        other => Error::usage(other.to_string(), "check --variant / --task against the suite"),
+        other => Error::usage(
+            other.to_string(),
+            "check --variant / --task against the suite",
+        ),
     })
 }
 
@@ -157,7 +234,10 @@ fn run_meta(suite: &Suite, plan: &Plan, isolation: &str, args: &RunArgs) -> Resu
     }
     Ok(RunMeta {
         suite_id: plan.suite_id.clone(),
-        suite_path: suite.root.canonicalize().unwrap_or_else(|_| suite.root.clone()),
+        suite_path: suite
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| suite.root.clone()),
         suite_hash: plan.suite_hash.clone(),
         fixture_hash: plan.fixture_hash.clone(),
         trial_mode: plan.trial_mode.as_str().to_string(),
@@ -183,7 +263,12 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
             println!("{doc}");
         }
         Format::Text => {
-            eprintln!("suite {} ({} mode, {} trial(s) per task and variant)", plan.suite_id, plan.trial_mode.as_str(), plan.trials_per_cell);
+            eprintln!(
+                "suite {} ({} mode, {} trial(s) per task and variant)",
+                plan.suite_id,
+                plan.trial_mode.as_str(),
+                plan.trials_per_cell
+            );
             eprintln!("  suite hash   {}", plan.suite_hash);
             eprintln!("  fixture hash {}", plan.fixture_hash);
             let mut table = Table::new(["TRIAL", "TASK", "VARIANT", "INDEX", "MUTATION"]);
@@ -193,11 +278,16 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
                     t.task.clone(),
                     t.variant.clone(),
                     t.index.to_string(),
-                    t.mutation.as_ref().map_or("-".to_string(), |m| m.name.clone()),
+                    t.mutation
+                        .as_ref()
+                        .map_or("-".to_string(), |m| m.name.clone()),
                 ]);
             }
             print!("{}", table.render());
-            eprintln!("{} trial(s) planned; nothing executed (--dry-run)", plan.trials.len());
+            eprintln!(
+                "{} trial(s) planned; nothing executed (--dry-run)",
+                plan.trials.len()
+            );
         }
     }
     Ok(())
@@ -212,10 +302,18 @@ pub fn rate(k: usize, n: usize) -> String {
     }
 }
 
-fn print_summary(trials: &[proctor_store::TrialSummary], format: Format, run_id: &str, dir: &str) -> Result<(), Error> {
+fn print_summary(
+    trials: &[proctor_store::TrialSummary],
+    format: Format,
+    run_id: &str,
+    dir: &str,
+) -> Result<(), Error> {
     let mut cells: BTreeMap<(String, String), Vec<&proctor_store::TrialSummary>> = BTreeMap::new();
     for t in trials {
-        cells.entry((t.task.clone(), t.variant.clone())).or_default().push(t);
+        cells
+            .entry((t.task.clone(), t.variant.clone()))
+            .or_default()
+            .push(t);
     }
     match format {
         Format::Json => {
@@ -237,13 +335,20 @@ fn print_summary(trials: &[proctor_store::TrialSummary], format: Format, run_id:
         Format::Text => {
             let mut table = Table::new(["TASK", "VARIANT", "COMPLETED", "OUTCOMES"]);
             for ((task, variant), ts) in &cells {
-                let graded = ts.iter().filter(|t| t.outcome != "errored" && t.outcome != "ungradeable").count();
+                let graded = ts
+                    .iter()
+                    .filter(|t| t.outcome != "errored" && t.outcome != "ungradeable")
+                    .count();
                 let completed = ts.iter().filter(|t| t.outcome == "completed").count();
                 let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
                 for t in ts {
                     *outcomes.entry(t.outcome.as_str()).or_default() += 1;
                 }
-                let list = outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect::<Vec<_>>().join(", ");
+                let list = outcomes
+                    .iter()
+                    .map(|(o, n)| format!("{o} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 table.row([task.clone(), variant.clone(), rate(completed, graded), list]);
             }
             print!("{}", table.render());
@@ -261,22 +366,48 @@ struct Progress {
 
 impl Progress {
     fn new(total: usize, done: usize) -> Progress {
-        Progress { total, state: Mutex::new((done, BTreeMap::new())), tty: std::io::stderr().is_terminal() }
+        Progress {
+            total,
+            state: Mutex::new((done, BTreeMap::new())),
+            tty: std::io::stderr().is_terminal(),
+        }
     }
 
     fn event(&self, e: &Event) {
-        let Event::Finished { trial, outcome, reason, seconds } = e;
+        let Event::Finished {
+            trial,
+            outcome,
+            reason,
+            seconds,
+        } = e;
         let Ok(mut s) = self.state.lock() else { return };
         s.0 += 1;
         *s.1.entry(outcome.clone()).or_default() += 1;
-        let counts = s.1.iter().map(|(o, n)| format!("{o} {n}")).collect::<Vec<_>>().join(" · ");
+        let counts =
+            s.1.iter()
+                .map(|(o, n)| format!("{o} {n}"))
+                .collect::<Vec<_>>()
+                .join(" · ");
         let width = self.total.to_string().len();
         if self.tty {
-            let filled = if self.total == 0 { 0 } else { 24 * s.0 / self.total };
-            eprint!("\r\x1b[2K[{}{}] {:>width$}/{}  {counts}", "#".repeat(filled), " ".repeat(24 - filled), s.0, self.total);
+            let filled = (24 * s.0).checked_div(self.total).unwrap_or(0).min(24);
+            eprint!(
+                "\r\x1b[2K[{}{}] {:>width$}/{}  {counts}",
+                "#".repeat(filled),
+                " ".repeat(24 - filled),
+                s.0,
+                self.total
+            );
         } else {
-            let why = if outcome == "completed" { String::new() } else { format!("  ({reason})") };
-            eprintln!("[{:>width$}/{}] {:<32} {:<12} {:>6.2}s{why}", s.0, self.total, trial.id, outcome, seconds);
+            let why = if outcome == "completed" {
+                String::new()
+            } else {
+                format!("  ({reason})")
+            };
+            eprintln!(
+                "[{:>width$}/{}] {:<32} {:<12} {:>6.2}s{why}",
+                s.0, self.total, trial.id, outcome, seconds
+            );
         }
     }
 

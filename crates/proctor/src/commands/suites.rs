@@ -25,11 +25,7 @@ pub fn run(dir: &Path) -> Result<Status, Error> {
         .max_depth(6)
         .sort_by_file_name()
         .into_iter()
-        .filter_entry(|e| {
-            !e.file_name()
-                .to_str()
-                .is_some_and(|n| SKIPPED.contains(&n))
-        });
+        .filter_entry(|e| !e.file_name().to_str().is_some_and(|n| SKIPPED.contains(&n)));
     for entry in walker.filter_map(Result::ok) {
         if entry.file_name() != "suite.toml" || !entry.file_type().is_file() {
             continue;
@@ -58,7 +54,10 @@ pub fn run(dir: &Path) -> Result<Status, Error> {
                 "-".into(),
                 "-".into(),
                 "-".into(),
-                format!("does not parse ({}): run `proctor validate {shown}`", p.kind.code()),
+                format!(
+                    "does not parse ({}): run `proctor validate {shown}`",
+                    p.kind.code()
+                ),
             ]),
         }
     }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -42,10 +44,16 @@ impl TestSuite {
 
     /// A suite whose suite.toml is `toml`, with the minimal fixture and oracle.
     pub fn with_toml(toml: &str) -> TestSuite {
-        let dir = tempfile::Builder::new().prefix("proctortest").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("proctortest")
+            .tempdir()
+            .unwrap();
         let s = TestSuite { dir };
         s.write("suite.toml", toml);
-        s.write("fixture/README.md", "a tiny fixture\nline two\nline three\n");
+        s.write(
+            "fixture/README.md",
+            "a tiny fixture\nline two\nline three\n",
+        );
         s.write(
             "agents/oracle/hello.toml",
             "answer = \"done\"\n\n[[steps]]\nrun = \"echo hi > hello.txt\"\n",
@@ -111,5 +119,8 @@ pub fn proctor(args: &[&str], redact: &Path) -> Output {
 
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }

@@ -1,0 +1,279 @@
+//! The numbers every report is built from: a rate with its n, a median with its n, a matched
+//! change between two arms, and the pass@k / pass^k estimators.
+//!
+//! None of these ever produce a non-finite float: an empty sample gives `None` (JSON `null`),
+//! and a relative change from an exact zero baseline gives `relative: null` with
+//! `relative_unbounded: true` (DESIGN.md, doctrine 9).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+
+/// A rate as `k` of `n`: it renders `k/n (p%)` and serializes as
+/// `{"k": .., "n": .., "rate": p}` where `rate` is the fraction k/n (0..1), or `null` when n = 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "RateRepr", from = "RateRepr")]
+pub struct Rate {
+    /// How many of the n counted.
+    pub k: u64,
+    /// The denominator.
+    pub n: u64,
+}
+
+/// The serialized form of [`Rate`].
+#[derive(Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "Rate")]
+struct RateRepr {
+    /// How many of the n counted.
+    k: u64,
+    /// The denominator.
+    n: u64,
+    /// k / n as a fraction from 0 to 1; `null` when n = 0.
+    #[serde(default)]
+    rate: Option<f64>,
+}
+
+impl From<Rate> for RateRepr {
+    fn from(r: Rate) -> Self {
+        RateRepr { k: r.k, n: r.n, rate: r.value() }
+    }
+}
+
+impl From<RateRepr> for Rate {
+    fn from(r: RateRepr) -> Self {
+        Rate { k: r.k, n: r.n }
+    }
+}
+
+impl JsonSchema for Rate {
+    fn schema_name() -> Cow<'static, str> {
+        "Rate".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        RateRepr::json_schema(generator)
+    }
+}
+
+impl Rate {
+    /// A rate of `k` out of `n`.
+    pub fn new(k: u64, n: u64) -> Rate {
+        Rate { k, n }
+    }
+
+    /// k / n, or `None` when n = 0.
+    pub fn value(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.k as f64 / self.n as f64)
+    }
+}
+
+impl fmt::Display for Rate {
+    /// `k/n (p%)`; `p` is a whole percent, shown as `<1%` or `>99%` rather than rounding a
+    /// nonzero count to 0% or an incomplete one to 100%; `k/0 (n/a)` when n = 0.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.value() {
+            None => write!(f, "{}/{} (n/a)", self.k, self.n),
+            Some(p) => {
+                let pct = (p * 100.0).round();
+                if self.k > 0 && pct == 0.0 {
+                    write!(f, "{}/{} (<1%)", self.k, self.n)
+                } else if self.k < self.n && pct == 100.0 {
+                    write!(f, "{}/{} (>99%)", self.k, self.n)
+                } else {
+                    write!(f, "{}/{} ({pct:.0}%)", self.k, self.n)
+                }
+            }
+        }
+    }
+}
+
+/// A median with the number of values it was taken over. Missing values are left out, never
+/// counted as 0, so `n` may be smaller than the number of trials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Median {
+    /// The median (the mean of the two middle values for an even n); `null` when n = 0.
+    pub median: Option<f64>,
+    /// How many values it was taken over.
+    pub n: u64,
+}
+
+impl Median {
+    /// The median of the finite values among `values`; `None`s and non-finite values are left out.
+    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Median {
+        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(v[n / 2]),
+            _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        };
+        Median { median, n: n as u64 }
+    }
+}
+
+impl fmt::Display for Median {
+    /// `value (n=N)`, or `- (n=0)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.median {
+            Some(m) => write!(f, "{} (n={})", number(m), self.n),
+            None => write!(f, "- (n={})", self.n),
+        }
+    }
+}
+
+/// A number as a person reads it: whole numbers without decimals, others with up to two.
+pub fn number(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".to_string();
+    }
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        return format!("{x:.0}");
+    }
+    let s = format!("{x:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The relative change (b − a) / a. From an exact zero baseline it is `None` with
+/// `unbounded = true` when b differs from 0 (no finite percentage exists), and `None` with
+/// `unbounded = false` when b is 0 too (no change).
+pub fn relative(a: f64, b: f64) -> (Option<f64>, bool) {
+    if a == 0.0 {
+        (None, b != 0.0)
+    } else {
+        let r = (b - a) / a.abs();
+        if r.is_finite() {
+            (Some(r), false)
+        } else {
+            (None, true)
+        }
+    }
+}
+
+/// The unbiased pass@k estimator for one task: with `n` graded trials of which `c` succeeded,
+/// the probability that at least one of `k` trials drawn without replacement succeeds,
+/// 1 − C(n−c, k) / C(n, k). `None` when k = 0 or k > n.
+pub fn pass_at_k(n: u64, c: u64, k: u64) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    // C(n−c, k) / C(n, k) = Π_{i<k} (n−c−i) / (n−i)
+    let none = (0..k).map(|i| (n - c - i) as f64 / (n - i) as f64).product::<f64>();
+    Some(1.0 - none)
+}
+
+/// The pass^k estimator for one task: the probability that all of `k` trials drawn without
+/// replacement from the `n` graded ones succeeded, C(c, k) / C(n, k) (unbiased for p^k, the
+/// chance that k independent trials all succeed). `None` when k = 0 or k > n.
+pub fn pass_pow_k(n: u64, c: u64, k: u64) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if c < k {
+        return Some(0.0);
+    }
+    Some((0..k).map(|i| (c - i) as f64 / (n - i) as f64).product())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_renders_k_of_n_and_never_rounds_to_a_false_extreme() {
+        assert_eq!(Rate::new(7, 12).to_string(), "7/12 (58%)");
+        assert_eq!(Rate::new(0, 5).to_string(), "0/5 (0%)");
+        assert_eq!(Rate::new(0, 0).to_string(), "0/0 (n/a)");
+        assert_eq!(Rate::new(1, 1000).to_string(), "1/1000 (<1%)");
+        assert_eq!(Rate::new(999, 1000).to_string(), "999/1000 (>99%)");
+    }
+
+    #[test]
+    fn rate_serializes_with_its_fraction_or_null() {
+        let j = serde_json::to_value(Rate::new(1, 4)).unwrap();
+        assert_eq!(j, serde_json::json!({"k": 1, "n": 4, "rate": 0.25}));
+        let j = serde_json::to_value(Rate::new(0, 0)).unwrap();
+        assert_eq!(j, serde_json::json!({"k": 0, "n": 0, "rate": null}));
+        let back: Rate = serde_json::from_value(serde_json::json!({"k": 1, "n": 4, "rate": 0.25})).unwrap();
+        assert_eq!(back, Rate::new(1, 4));
+    }
+
+    #[test]
+    fn rate_rises_with_k() {
+        assert!(Rate::new(3, 10).value() > Rate::new(2, 10).value());
+    }
+
+    #[test]
+    fn median_leaves_nulls_out_instead_of_counting_them_as_zero() {
+        let m = Median::of([Some(4.0), None, Some(6.0), None, None]);
+        assert_eq!(m, Median { median: Some(5.0), n: 2 });
+        assert_eq!(Median::of([None, None]), Median { median: None, n: 0 });
+        assert_eq!(Median::of([Some(f64::NAN), Some(1.0)]), Median { median: Some(1.0), n: 1 });
+    }
+
+    #[test]
+    fn median_rises_when_values_rise() {
+        let low = Median::of([Some(1.0), Some(2.0), Some(3.0)]);
+        let high = Median::of([Some(1.0), Some(5.0), Some(6.0)]);
+        assert!(high.median > low.median);
+    }
+
+    #[test]
+    fn relative_from_zero_is_unbounded_not_infinite() {
+        assert_eq!(relative(0.0, 0.5), (None, true));
+        assert_eq!(relative(0.0, 0.0), (None, false));
+        assert_eq!(relative(0.5, 0.75), (Some(0.5), false));
+        assert_eq!(relative(0.5, 0.25), (Some(-0.5), false));
+    }
+
+    #[test]
+    fn pass_at_k_matches_the_unbiased_estimator() {
+        // n = 5, c = 2, k = 2: 1 − C(3,2)/C(5,2) = 1 − 3/10.
+        assert!((pass_at_k(5, 2, 2).unwrap() - 0.7).abs() < 1e-12);
+        assert_eq!(pass_at_k(5, 0, 3), Some(0.0));
+        assert_eq!(pass_at_k(5, 4, 2), Some(1.0));
+        assert_eq!(pass_at_k(3, 1, 4), None);
+        assert_eq!(pass_at_k(3, 1, 0), None);
+        // k = 1 is the plain success rate.
+        assert!((pass_at_k(4, 1, 1).unwrap() - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pass_pow_k_is_the_chance_that_all_k_drawn_succeed() {
+        // n = 5, c = 3, k = 2: C(3,2)/C(5,2) = 3/10.
+        assert!((pass_pow_k(5, 3, 2).unwrap() - 0.3).abs() < 1e-12);
+        assert_eq!(pass_pow_k(5, 5, 5), Some(1.0));
+        assert_eq!(pass_pow_k(5, 1, 2), Some(0.0));
+        assert_eq!(pass_pow_k(2, 1, 3), None);
+    }
+
+    #[test]
+    fn pass_at_k_and_pass_pow_k_rise_with_successes() {
+        for k in 1..=4 {
+            for c in 0..5 {
+                assert!(pass_at_k(5, c + 1, k) >= pass_at_k(5, c, k));
+                assert!(pass_pow_k(5, c + 1, k) >= pass_pow_k(5, c, k));
+            }
+            assert!(pass_at_k(5, 2, k) < pass_at_k(5, 3, k) || pass_at_k(5, 2, k) == Some(1.0));
+            assert!(pass_pow_k(5, 4, k) > pass_pow_k(5, 3, k));
+        }
+    }
+
+    #[test]
+    fn number_formats_whole_and_fractional_values() {
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(2.5), "2.5");
+        assert_eq!(number(1.2345), "1.23");
+        assert_eq!(number(f64::NAN), "-");
+    }
+}

@@ -1,0 +1,239 @@
+//! Interface metrics (agent experience), computed from the calls log of one trial.
+//!
+//! Definitions, exactly as the report uses them:
+//! - **calls**: interface calls made (calls of the task's interface command, denied ones included).
+//! - **errors**: calls that ran and exited non-zero, or never finished.
+//! - **repeats**: calls identical (argv and stdin hash) to the call right before them.
+//! - **undone**: calls whose verb reverses an earlier successful call by the task's `undo` pairs
+//!   (`["send", "unsend"]`: an `unsend` after a successful `send`).
+//! - **denied**: calls the allow-list refused (shim or agent CLI).
+//! - **wrong turns** = errors + repeats + undone + denied.
+//! - **recoveries**: successful calls of a verb that follow at least one failed call of the same
+//!   verb since that verb's previous success (fail, fail, succeed = one recovery).
+//! - **help calls**: calls whose argv holds `--help`, `-h` or the verb `help`.
+
+use std::collections::BTreeMap;
+
+use proctor_suite::model::Interface;
+use serde::{Deserialize, Serialize};
+
+use crate::endstate::CallRecord;
+
+/// The interface metrics of one trial.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceMetrics {
+    /// Interface calls made.
+    pub calls: u64,
+    /// Calls that exited non-zero or never finished.
+    pub errors: u64,
+    /// Calls identical to the one right before.
+    pub repeats: u64,
+    /// Calls that reverse an earlier call.
+    pub undone: u64,
+    /// Calls refused by the allow-list.
+    pub denied: u64,
+    /// errors + repeats + undone + denied.
+    pub wrong_turns: u64,
+    /// Successes of a verb after failures of that verb.
+    pub recoveries: u64,
+    /// Calls asking for help.
+    pub help_calls: u64,
+}
+
+/// Computes the metrics of the calls of `interface.command` in `calls` (in start order).
+pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> InterfaceMetrics {
+    let command = interface.command.get_ref();
+    let ours: Vec<&CallRecord> = calls.iter().filter(|c| &c.command == command).collect();
+    let verb = |c: &CallRecord| c.argv.get(interface.verb_arg).cloned().unwrap_or_default();
+    let ok = |c: &CallRecord| c.denied.is_none() && c.exit == Some(0);
+    let mut m = InterfaceMetrics {
+        calls: ours.len() as u64,
+        ..InterfaceMetrics::default()
+    };
+    // Successful calls by verb, waiting to be undone.
+    let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
+    // Failures of each verb since its last success.
+    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
+    let mut previous: Option<&CallRecord> = None;
+    for call in &ours {
+        let v = verb(call);
+        if call.denied.is_some() {
+            m.denied += 1;
+        } else if call.exit != Some(0) {
+            m.errors += 1;
+        }
+        if let Some(prev) = previous {
+            if prev.argv == call.argv && prev.stdin_hash == call.stdin_hash {
+                m.repeats += 1;
+            }
+        }
+        if call.argv.iter().skip(1).any(|a| a == "--help" || a == "-h") || v == "help" {
+            m.help_calls += 1;
+        }
+        if ok(call) {
+            if let Some(done) = interface
+                .undo
+                .iter()
+                .find(|[_, undo]| *undo == v)
+                .map(|[done, _]| done)
+            {
+                if let Some(n) = undoable.get_mut(done) {
+                    if *n > 0 {
+                        *n -= 1;
+                        m.undone += 1;
+                    }
+                }
+            }
+            *undoable.entry(v.clone()).or_default() += 1;
+            if failing.remove(&v).is_some_and(|n| n > 0) {
+                m.recoveries += 1;
+            }
+        } else if call.denied.is_none() {
+            *failing.entry(v.clone()).or_default() += 1;
+        }
+        previous = Some(call);
+    }
+    m.wrong_turns = m.errors + m.repeats + m.undone + m.denied;
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interface() -> Interface {
+        toml::from_str("command = \"chat\"\nundo = [[\"send\", \"unsend\"]]").unwrap()
+    }
+
+    fn call(argv: &[&str], exit: i32) -> CallRecord {
+        CallRecord {
+            seq: 0,
+            command: argv[0].into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: String::new(),
+            stdin_bytes: 0,
+            stdin_hash: "h".into(),
+            exit: Some(exit),
+            denied: None,
+            stdout_bytes: 0,
+            stdout_head: String::new(),
+            stderr_bytes: 0,
+            stderr_head: String::new(),
+            start: 0.0,
+            end: Some(0.0),
+        }
+    }
+
+    fn denied(argv: &[&str]) -> CallRecord {
+        CallRecord {
+            denied: Some("denied".into()),
+            exit: None,
+            ..call(argv, 0)
+        }
+    }
+
+    #[test]
+    fn a_clean_session_has_no_wrong_turns() {
+        let m = interface_metrics(
+            &interface(),
+            &[call(&["chat", "read"], 0), call(&["chat", "send", "x"], 0)],
+        );
+        assert_eq!(
+            m,
+            InterfaceMetrics {
+                calls: 2,
+                ..InterfaceMetrics::default()
+            }
+        );
+    }
+
+    // Direction tests: each wrong-turn component rises when its behaviour is added.
+    #[test]
+    fn errors_rise_with_failing_calls() {
+        let base = interface_metrics(&interface(), &[call(&["chat", "edit", "7"], 0)]);
+        let more = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "edit", "7"], 2),
+                call(&["chat", "edit", "7"], 0),
+            ],
+        );
+        assert!(more.errors > base.errors && more.wrong_turns > base.wrong_turns);
+    }
+
+    #[test]
+    fn repeats_rise_with_identical_consecutive_calls() {
+        let m = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "read"], 0),
+                call(&["chat", "read"], 0),
+                call(&["chat", "read", "x"], 0),
+            ],
+        );
+        assert_eq!(m.repeats, 1);
+        assert_eq!(m.wrong_turns, 1);
+    }
+
+    #[test]
+    fn undone_counts_reversals_of_successful_calls_only() {
+        let m = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "send", "a"], 0),
+                call(&["chat", "unsend", "1"], 0),
+            ],
+        );
+        assert_eq!(m.undone, 1);
+        let none = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "send", "a"], 1),
+                call(&["chat", "unsend", "1"], 0),
+            ],
+        );
+        assert_eq!(none.undone, 0);
+    }
+
+    #[test]
+    fn denied_calls_are_wrong_turns_but_not_errors() {
+        let m = interface_metrics(&interface(), &[denied(&["chat", "send"])]);
+        assert_eq!((m.denied, m.errors, m.wrong_turns), (1, 0, 1));
+    }
+
+    #[test]
+    fn fail_fail_succeed_is_one_recovery() {
+        let m = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "edit", "7"], 2),
+                call(&["chat", "edit", "#7"], 2),
+                call(&["chat", "edit", "m-7"], 0),
+                call(&["chat", "edit", "m-8"], 0),
+            ],
+        );
+        assert_eq!(m.recoveries, 1);
+        let none = interface_metrics(&interface(), &[call(&["chat", "edit", "m-7"], 0)]);
+        assert!(m.recoveries > none.recoveries);
+    }
+
+    #[test]
+    fn help_calls_count_flags_and_the_help_verb() {
+        let m = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "help", "edit"], 0),
+                call(&["chat", "edit", "--help"], 0),
+                call(&["chat", "read", "-h"], 0),
+                call(&["chat", "read"], 0),
+            ],
+        );
+        assert_eq!(m.help_calls, 3);
+    }
+
+    #[test]
+    fn other_commands_are_not_counted() {
+        let m = interface_metrics(&interface(), &[call(&["git", "status"], 1)]);
+        assert_eq!(m, InterfaceMetrics::default());
+    }
+}

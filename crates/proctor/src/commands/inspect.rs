@@ -1,0 +1,287 @@
+//! `proctor list`, `proctor show RUN [TRIAL]` and `proctor reindex`: reading the store.
+//!
+//! `list` and `show RUN` read only the SQLite index; `show RUN TRIAL` opens that trial's
+//! `trial.json` and prints the evidence behind its outcome.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use proctor_runner::TrialRecord;
+use proctor_store::{RunId, Store};
+
+use crate::cli::Format;
+use crate::exit::{Error, Status};
+use crate::table::Table;
+
+fn open(store: &Path) -> Result<Store, Error> {
+    if !store.join("runs").is_dir() {
+        return Err(Error::usage(
+            format!("no store at {}", store.display()),
+            "run a suite first (`proctor run SUITE`), or pass --store DIR",
+        ));
+    }
+    Ok(Store::open(store)
+        .with_context(|| format!("cannot open the store at {}", store.display()))?)
+}
+
+fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
+    store
+        .resolve_run(prefix)
+        .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
+}
+
+/// `proctor list`: runs, newest first.
+pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
+    let store = open(store_dir)?;
+    let mut runs = store.list_runs().context("cannot list the runs")?;
+    runs.reverse();
+    match format {
+        Format::Json => {
+            let rows: Vec<_> = runs
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at,
+                        "status": r.meta.status.as_str(), "variants": r.meta.variants, "planned": r.meta.planned_trials,
+                        "finished": r.trials_finished, "outcomes": r.outcomes, "isolation": r.meta.isolation,
+                    })
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&rows).map_err(anyhow::Error::new)?
+            );
+        }
+        Format::Text => {
+            let mut t = Table::new(["RUN", "SUITE", "STATUS", "VARIANTS", "TRIALS", "OUTCOMES"]);
+            for r in &runs {
+                let outcomes = r
+                    .outcomes
+                    .iter()
+                    .map(|(o, n)| format!("{o} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                t.row([
+                    r.id.to_string(),
+                    r.meta.suite_id.clone(),
+                    r.meta.status.as_str().to_string(),
+                    r.meta.variants.join(","),
+                    format!("{}/{}", r.trials_finished, r.meta.planned_trials),
+                    outcomes,
+                ]);
+            }
+            print!("{}", t.render());
+            if runs.is_empty() {
+                eprintln!("no runs in {}", store_dir.display());
+            }
+        }
+    }
+    Ok(Status::Success)
+}
+
+/// `proctor show RUN`: the run's trials; `proctor show RUN TRIAL`: one trial's evidence.
+pub fn show(
+    store_dir: &Path,
+    run: &str,
+    trial: Option<&str>,
+    format: Format,
+) -> Result<Status, Error> {
+    let store = open(store_dir)?;
+    let id = resolve(&store, run)?;
+    match trial {
+        None => show_run(&store, &id, format),
+        Some(t) => show_trial(&store, &id, t, format),
+    }
+}
+
+fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> {
+    let meta = store.run_meta(id).context("cannot read the run")?;
+    let trials = store.trials(id).context("cannot read the run's trials")?;
+    if format == Format::Json {
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "trials": trials });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
+        );
+        return Ok(Status::Success);
+    }
+    eprintln!(
+        "run {id} · suite {} ({}…) · {} · isolation {} · {} of {} trial(s) finished",
+        meta.suite_id,
+        meta.suite_hash.get(..12).unwrap_or_default(),
+        meta.status.as_str(),
+        meta.isolation,
+        trials.len(),
+        meta.planned_trials
+    );
+    // Variants side by side per task: n and outcome counts in every cell.
+    let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    for t in &trials {
+        *cells
+            .entry((t.task.clone(), t.variant.clone()))
+            .or_default()
+            .entry(t.outcome.clone())
+            .or_default() += 1;
+    }
+    let mut grid = Table::new(["TASK", "VARIANT", "n", "COMPLETED", "OUTCOMES"]);
+    for ((task, variant), counts) in &cells {
+        let total: usize = counts.values().sum();
+        let graded = total
+            - counts.get("errored").copied().unwrap_or(0)
+            - counts.get("ungradeable").copied().unwrap_or(0);
+        let completed = counts.get("completed").copied().unwrap_or(0);
+        let list = counts
+            .iter()
+            .map(|(o, n)| format!("{o} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        grid.row([
+            task.clone(),
+            variant.clone(),
+            graded.to_string(),
+            crate::commands::run::rate(completed, graded),
+            list,
+        ]);
+    }
+    print!("{}", grid.render());
+    println!();
+    let mut t = Table::new(["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
+    for tr in &trials {
+        t.row([
+            tr.trial_id.clone(),
+            tr.outcome.clone(),
+            format!("{:.2}s", tr.wall_seconds),
+            tr.calls.map_or("-".into(), |c| c.to_string()),
+            tr.wrong_turns.map_or("-".into(), |c| c.to_string()),
+            tr.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(Status::Success)
+}
+
+fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<Status, Error> {
+    let file = store.read_trial::<TrialRecord>(id, trial).map_err(|e| {
+        Error::usage(
+            e.to_string(),
+            format!("`proctor show {id}` lists the trials of this run"),
+        )
+    })?;
+    let r = &file.record;
+    if format == Format::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(r).map_err(anyhow::Error::new)?
+        );
+        return Ok(Status::Success);
+    }
+    println!(
+        "trial      {}  (task {}, variant {}, index {})",
+        r.plan.id, r.plan.task, r.plan.variant, r.plan.index
+    );
+    println!("outcome    {}", r.outcome);
+    println!("reason     {}", r.reason);
+    if let Some(m) = &r.plan.mutation {
+        println!(
+            "mutation   {} ({}…)",
+            m.name,
+            m.hash.get(..12).unwrap_or_default()
+        );
+    }
+    println!(
+        "agent      {} {}",
+        r.launch.agent,
+        r.launch.model.clone().unwrap_or_default()
+    );
+    println!("command    {}", r.launch.argv.join(" "));
+    let a = &r.end_state.agent;
+    println!(
+        "stopped    exit {} · signal {} · timed out {} · {:.2}s wall · {} cpu",
+        a.exit_code.map_or("-".into(), |c| c.to_string()),
+        a.signal.map_or("-".into(), |c| c.to_string()),
+        a.timed_out,
+        a.wall_seconds,
+        a.cpu_seconds.map_or("-".into(), |c| format!("{c:.2}s"))
+    );
+    println!(
+        "\nanswer\n  {}",
+        r.end_state.answer.trim().replace('\n', "\n  ")
+    );
+    println!("\nchanges ({})", r.end_state.changes.len());
+    for c in &r.end_state.changes {
+        println!(
+            "  {:<13} {}",
+            format!("{:?}", c.kind).to_lowercase(),
+            c.path
+        );
+    }
+    println!("\ninterface calls ({})", r.end_state.calls.len());
+    for c in &r.end_state.calls {
+        let exit = c
+            .exit
+            .map_or("unfinished".to_string(), |e| format!("exit {e}"));
+        println!("  #{:<3} {:<11} {}", c.seq, exit, c.argv.join(" "));
+    }
+    if let Some(v) = &r.verdict {
+        if let Some(s) = &v.success {
+            println!("\nsuccess ({}): {:?}", s.mode, s.verdict);
+            for a in &s.assertions {
+                println!("  {:<8} {}", verdict_word(&a.verdict), a.rule);
+                if !a.evidence.is_null() {
+                    println!("           evidence: {}", a.evidence);
+                }
+            }
+        }
+        if let Some(m) = &v.metrics {
+            println!(
+                "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {}",
+                m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls
+            );
+        }
+        if let Some(rb) = &v.rubric {
+            println!(
+                "\nrubric     {}/{} (before caps {})",
+                rb.total, rb.max, rb.raw_total
+            );
+            for c in &rb.criteria {
+                println!(
+                    "  {:<20} {}/{} (level {})",
+                    c.id,
+                    c.score,
+                    c.max,
+                    c.level.map_or("none".into(), |l| l.to_string())
+                );
+            }
+            for c in &rb.caps {
+                println!("  cap {} applied: total at most {}", c.cap, c.max_total);
+            }
+        }
+    }
+    if !r.harness_notes.is_empty() {
+        println!("\nharness notes");
+        for n in &r.harness_notes {
+            println!("  {n}");
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn verdict_word(v: &proctor_score::Verdict) -> String {
+    match v {
+        proctor_score::Verdict::Holds => "holds".into(),
+        proctor_score::Verdict::Fails => "FAILS".into(),
+        proctor_score::Verdict::Unknown { reason } => format!("unknown ({reason})"),
+    }
+}
+
+/// `proctor reindex`: rebuilds index.sqlite from the run folders.
+pub fn reindex(store_dir: &Path) -> Result<Status, Error> {
+    let store = open(store_dir)?;
+    let r = store.reindex().context("cannot rebuild the index")?;
+    eprintln!(
+        "reindexed {} run(s), {} trial(s) from the run folders",
+        r.runs, r.trials
+    );
+    Ok(Status::Success)
+}

@@ -1,0 +1,208 @@
+//! A lab for trial tests: a suite and a store in a folder under the build's target directory
+//! (not /tmp, so that hiding the suite from the agent is really exercised), runs of the real
+//! binary (optionally as the unprivileged user 65534), and readers for what the store holds.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A suite folder and a store folder for one test.
+pub struct Lab {
+    /// The test's folder.
+    pub root: PathBuf,
+}
+
+/// Who runs proctor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum As {
+    /// The test's own user.
+    Me,
+    /// uid/gid 65534 through `setpriv` (only possible when the tests run as root).
+    Nobody,
+}
+
+/// Whether the tests run as root, so that `As::Nobody` is possible.
+pub fn is_root() -> bool {
+    // SAFETY: getuid(2) cannot fail.
+    unsafe { libc_getuid() == 0 }
+}
+
+extern "C" {
+    #[link_name = "getuid"]
+    fn libc_getuid() -> u32;
+}
+
+/// The users a test should run as: itself, and also 65534 when it is root.
+pub fn users() -> Vec<As> {
+    if is_root() {
+        vec![As::Me, As::Nobody]
+    } else {
+        vec![As::Me]
+    }
+}
+
+/// Hands the lab to uid 65534, as if that user had written the suite: an unprivileged user
+/// runs proctor on their own files.
+fn open_up(p: &Path) {
+    for entry in walkdir::WalkDir::new(p).into_iter().filter_map(Result::ok) {
+        let _ = std::os::unix::fs::lchown(entry.path(), Some(65534), Some(65534));
+    }
+    // The folders above the lab must be traversable.
+    let mut dir = p.parent();
+    while let Some(d) = dir {
+        if let Ok(meta) = std::fs::metadata(d) {
+            let mode = meta.permissions().mode();
+            if mode & 0o001 == 0 {
+                let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o011));
+            }
+        }
+        dir = d.parent();
+    }
+}
+
+/// What a run printed.
+#[derive(Debug)]
+pub struct RunOut {
+    /// Exit status.
+    pub code: i32,
+    /// stdout.
+    pub stdout: String,
+    /// stderr.
+    pub stderr: String,
+}
+
+impl Lab {
+    /// A fresh lab named after the test.
+    pub fn new(name: &str) -> Lab {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("labs")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("suite/fixture")).unwrap();
+        std::fs::create_dir_all(root.join("store")).unwrap();
+        Lab { root }
+    }
+
+    /// The suite folder.
+    pub fn suite(&self) -> PathBuf {
+        self.root.join("suite")
+    }
+
+    /// The store folder.
+    pub fn store(&self) -> PathBuf {
+        self.root.join("store")
+    }
+
+    /// Writes a file in the suite.
+    pub fn write(&self, rel: &str, content: &str) -> &Lab {
+        let p = self.suite().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        self
+    }
+
+    /// Writes an executable file in the suite.
+    pub fn write_exec(&self, rel: &str, content: &str) -> &Lab {
+        self.write(rel, content);
+        std::fs::set_permissions(
+            self.suite().join(rel),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        self
+    }
+
+    /// A one-task suite whose `script` variant `agent` runs `steps` (shell lines), with
+    /// `extra` appended to the task table (before its success table).
+    pub fn one_task(
+        &self,
+        task_extra: &str,
+        success: &str,
+        steps: &[&str],
+        answer_from_last_step: bool,
+    ) -> &Lab {
+        self.write(
+            "suite.toml",
+            &format!(
+                "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n{task_extra}\n\n[tasks.success]\nall = [{success}]\n"
+            ),
+        );
+        let mut script = String::new();
+        if answer_from_last_step {
+            script.push_str(&format!("answer_from_step = {}\n", steps.len()));
+        } else {
+            script.push_str("answer = \"done\"\n");
+        }
+        for s in steps {
+            script.push_str(&format!("\n[[steps]]\nrun = '''{s}'''\n"));
+        }
+        self.write("agents/agent/t.toml", &script)
+    }
+
+    /// `proctor ARGS` with `--store` set, as `who`.
+    pub fn proctor(&self, who: As, args: &[&str]) -> RunOut {
+        let bin = assert_cmd::cargo::cargo_bin("proctor");
+        let mut cmd = match who {
+            As::Me => Command::new(&bin),
+            As::Nobody => {
+                open_up(&self.root);
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+                    .arg(&bin);
+                c
+            }
+        };
+        cmd.args(args).env("NO_COLOR", "1").current_dir(&self.root);
+        let out = cmd.output().unwrap();
+        RunOut {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `proctor run SUITE --store STORE EXTRA...`.
+    pub fn run(&self, who: As, extra: &[&str]) -> RunOut {
+        let suite = self.suite();
+        let store = self.store();
+        let mut args = vec![
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.proctor(who, &args)
+    }
+
+    /// The only run in the store.
+    pub fn run_dir(&self) -> PathBuf {
+        let runs: Vec<_> = std::fs::read_dir(self.store().join("runs"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(runs.len(), 1, "expected one run, found {runs:?}");
+        runs[0].clone()
+    }
+
+    /// A trial's folder in the only run.
+    pub fn trial_dir(&self, id: &str) -> PathBuf {
+        self.run_dir().join("trials").join(id)
+    }
+
+    /// A trial's full record (`trial.json`'s `record`).
+    pub fn record(&self, id: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.trial_dir(id).join("trial.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["record"].clone()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! Trials through the real binary, with real namespaces and real processes: what the store
+//! records is exactly what happened, what grades the agent stays out of its reach, and a trial's
+//! processes never outlive it. Where the tests run as root, each scenario also runs as uid 65534.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::lab::{users, As, Lab};
+use serde_json::Value;
+
+fn changes(record: &Value) -> BTreeSet<(String, String)> {
+    record["end_state"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_string(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A listing of a tree (path, mode, content hash) made with the same shell command inside the
+/// sandbox and on the host.
+const LISTING: &str = "find . -path ./__pycache__ -prune -o -type f -print | LC_ALL=C sort | while read f; do printf '%s %s ' \"$f\" \"$(stat -c %a \"$f\")\"; sha256sum < \"$f\" | cut -c1-16; done";
+
+#[test]
+fn recorded_changes_are_exact_and_rebuild_the_end_state() {
+    for who in users() {
+        let lab = Lab::new(&format!("changes-{who:?}"));
+        lab.write("fixture/keep.txt", "same\n")
+            .write("fixture/edit.txt", "before\n")
+            .write("fixture/gone.txt", "bye\n")
+            .write("fixture/sub/tool.sh", "echo tool\n");
+        lab.one_task(
+            "",
+            "{ files_unchanged = false }",
+            &[
+                "echo new > added.txt",
+                "echo after > edit.txt",
+                "rm gone.txt",
+                "chmod 755 sub/tool.sh",
+                "mkdir -p deep/er && echo x > deep/er/file.txt",
+                LISTING,
+            ],
+            true,
+        );
+        let out = lab.run(who, &["--trials", "1"]);
+        assert_eq!(out.code, 0, "{who:?}\n{}", out.stderr);
+        let record = lab.record("t.agent.0");
+        let got = changes(&record);
+        let want: BTreeSet<(String, String)> = [
+            ("added.txt", "added"),
+            ("edit.txt", "changed"),
+            ("gone.txt", "deleted"),
+            ("sub/tool.sh", "mode-changed"),
+            ("deep", "added"),
+            ("deep/er", "added"),
+            ("deep/er/file.txt", "added"),
+        ]
+        .iter()
+        .map(|(p, k)| (p.to_string(), k.to_string()))
+        .collect();
+        assert_eq!(got, want, "{who:?}");
+
+        // Rebuild: fixture + changes/ reproduces the agent's workspace byte for byte.
+        let rebuilt = lab.root.join("rebuilt");
+        copy_dir(&lab.suite().join("fixture"), &rebuilt);
+        let trial = lab.trial_dir("t.agent.0");
+        for c in record["end_state"]["changes"].as_array().unwrap() {
+            let path = c["path"].as_str().unwrap();
+            match c["kind"].as_str().unwrap() {
+                "deleted" => std::fs::remove_file(rebuilt.join(path)).unwrap(),
+                _ if c["dir"] == true => std::fs::create_dir_all(rebuilt.join(path)).unwrap(),
+                _ => {
+                    let dest = rebuilt.join(path);
+                    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                    std::fs::copy(trial.join("changes/files").join(path), &dest).unwrap();
+                }
+            }
+        }
+        let listing = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(LISTING)
+            .current_dir(&rebuilt)
+            .output()
+            .unwrap();
+        let answer = std::fs::read_to_string(trial.join("answer.txt")).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&listing.stdout).trim_end(),
+            answer.trim_end(),
+            "{who:?}"
+        );
+        // The fixture itself was never touched.
+        assert_eq!(
+            std::fs::read_to_string(lab.suite().join("fixture/edit.txt")).unwrap(),
+            "before\n"
+        );
+        assert!(lab.suite().join("fixture/gone.txt").exists());
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let dest = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn holdouts_and_answer_sheets_are_invisible_to_the_agent_but_checks_see_holdouts() {
+    for who in users() {
+        let lab = Lab::new(&format!("hidden-{who:?}"));
+        // Tokens unique to this test run: other suites on the machine are not hidden, only this
+        // one. The probe spells them in two pieces so its own script does not contain them.
+        let n = format!("{}{}", std::process::id(), who as u8);
+        let holdout_token = format!("HOLDOUT-TOKEN-{n}");
+        let answer_token = format!("ANSWER-TOKEN-{n}");
+        let secret = format!("holdout-secret-{n}.txt");
+        lab.write("fixture/README.md", "work here\n")
+            .write(
+                &format!("holdout/t/{secret}"),
+                &format!("{holdout_token}\n"),
+            )
+            .write("answers/t.md", &format!("{answer_token}\n"));
+        let suite = lab.suite().display().to_string();
+        let store = lab.store().display().to_string();
+        let probe = format!(
+            "{{ find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name '*secret-'\"{n}\"'*' -print; \
+             grep -rs -e HOLDOUT-TOKEN-\"{n}\" -e ANSWER-TOKEN-\"{n}\" {root} /tmp /home /run 2>/dev/null; \
+             ls -la {suite} {suite}/holdout {suite}/answers {store} 2>&1; ls ../ ../..; \
+             for p in /proc/[0-9]*/root; do cat $p{suite}/answers/t.md $p{suite}/holdout/t/{secret} 2>/dev/null; done; \
+             cat {suite}/../suite/answers/t.md 2>&1; }} 2>&1 | head -c 20000",
+            root = lab.root.display()
+        );
+        let check = format!("{{ check = \"grep -q {holdout_token} {secret}\" }}");
+        lab.one_task("", &check, &[&probe], true);
+        let out = lab.run(who, &["--trials", "1"]);
+        let answer =
+            std::fs::read_to_string(lab.trial_dir("t.agent.0").join("answer.txt")).unwrap();
+        assert!(
+            !answer.contains(&holdout_token),
+            "{who:?}: the agent found the holdout:\n{answer}"
+        );
+        assert!(
+            !answer.contains(&answer_token),
+            "{who:?}: the agent found the answer sheet:\n{answer}"
+        );
+        assert!(
+            !answer.contains(&secret),
+            "{who:?}: the agent found the holdout file:\n{answer}"
+        );
+        // The probe really looked: it listed the workspace's parent folders.
+        assert!(
+            answer.contains("No such file or directory") || answer.contains("cannot access"),
+            "{who:?}: {answer}"
+        );
+        // The check, run after the agent stopped, does see the holdout.
+        assert_eq!(
+            out.code, 0,
+            "{who:?}: the check did not see the holdout\n{}",
+            out.stderr
+        );
+        let record = lab.record("t.agent.0");
+        assert_eq!(record["outcome"], "completed", "{who:?}: {record:#}");
+    }
+}
+
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn detached_processes_die_with_the_trial_and_their_writes_never_land() {
+    for who in users() {
+        let lab = Lab::new(&format!("detached-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        let marker = format!("1.{}7", std::process::id());
+        lab.one_task(
+            "",
+            "{ files_unchanged = true }",
+            &[
+                &format!("setsid sh -c 'sleep {marker}; echo late > late-setsid.txt' >/dev/null 2>&1 < /dev/null &"),
+                &format!("nohup sh -c 'sleep {marker}; echo late > late-nohup.txt' >/dev/null 2>&1 &"),
+                &format!("( ( sleep {marker}; echo late > late-double.txt ) & ) >/dev/null 2>&1"),
+            ],
+            false,
+        );
+        let out = lab.run(who, &["--trials", "1"]);
+        assert!(
+            processes_with(&format!("sleep {marker}")).is_empty(),
+            "{who:?}: a process of the trial survived it"
+        );
+        std::thread::sleep(Duration::from_millis(1800));
+        assert!(
+            processes_with(&format!("sleep {marker}")).is_empty(),
+            "{who:?}: a process of the trial survived it"
+        );
+        assert_eq!(out.code, 0, "{who:?}\n{}", out.stderr);
+        let record = lab.record("t.agent.0");
+        assert!(
+            changes(&record).is_empty(),
+            "{who:?}: {:?}",
+            changes(&record)
+        );
+    }
+}
+
+#[test]
+fn an_agent_past_its_timeout_is_stopped_within_timeout_plus_grace() {
+    for who in users() {
+        let lab = Lab::new(&format!("timeout-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.one_task(
+            "wall_timeout_seconds = 2",
+            "{ files_unchanged = true }",
+            &["sleep 30"],
+            false,
+        );
+        let started = Instant::now();
+        let _ = lab.run(who, &["--trials", "1"]);
+        let elapsed = started.elapsed();
+        let record = lab.record("t.agent.0");
+        assert_eq!(
+            record["end_state"]["agent"]["timed_out"], true,
+            "{who:?}: {record:#}"
+        );
+        let wall = record["end_state"]["agent"]["wall_seconds"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            wall >= 2.0 && wall < 2.0 + 2.0 + 1.0,
+            "{who:?}: stopped after {wall} s"
+        );
+        assert!(
+            elapsed < Duration::from_secs(20),
+            "{who:?}: the whole run took {elapsed:?}"
+        );
+    }
+}
+
+#[test]
+fn concurrent_trials_each_have_their_own_loopback_and_cannot_reach_the_host() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    for who in users() {
+        let lab = Lab::new(&format!("network-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        let bind = "python3 -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',7070)); s.listen(); time.sleep(1.0); print('bound 7070')\"";
+        let reach = format!(
+            "python3 -c \"import socket; s=socket.socket(); s.settimeout(2)\ntry:\n    s.connect(('127.0.0.1',{port})); print('reached host')\nexcept Exception as e:\n    print('cannot reach host:', type(e).__name__)\""
+        );
+        lab.one_task(
+            "",
+            "{ answer_matches = 'bound 7070' }",
+            &[&format!("{reach} > reach.txt"), bind],
+            true,
+        );
+        let out = lab.run(who, &["--trials", "2", "--jobs", "2"]);
+        assert_eq!(
+            out.code, 0,
+            "{who:?}: both trials should bind 7070\n{}",
+            out.stderr
+        );
+        for id in ["t.agent.0", "t.agent.1"] {
+            let reach =
+                std::fs::read_to_string(lab.trial_dir(id).join("changes/files/reach.txt")).unwrap();
+            assert!(
+                reach.starts_with("cannot reach host"),
+                "{who:?} {id}: {reach}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_calls_log_records_every_call_and_the_agent_cannot_rewrite_it() {
+    for who in users() {
+        let lab = Lab::new(&format!("calls-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.write_exec("bin/tool", "#!/bin/sh\necho \"tool $*\"\n[ \"$1\" = fail ] && { echo broken >&2; exit 3; }\nexit 0\n");
+        lab.one_task(
+            "allow = [\"bin/tool\"]\n[tasks.interface]\ncommand = \"tool\"",
+            "{ calls = { verb = \"ok\", min = 2 } }",
+            &[
+                "tool ok one",
+                "tool fail two || true",
+                "echo hello | tool ok three",
+                "for f in $(find / -name 'calls.jsonl' -not -path '/proc/*' 2>/dev/null); do : > $f; echo '{\"seq\":99}' >> $f; done; ls -la /run/proctor",
+            ],
+            true,
+        );
+        let out = lab.run(who, &["--trials", "1"]);
+        assert_eq!(out.code, 0, "{who:?}\n{}", out.stderr);
+        let log = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("calls.jsonl")).unwrap();
+        let calls: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(calls.len(), 3, "{who:?}: {log}");
+        let exits: Vec<i64> = calls.iter().map(|c| c["exit"].as_i64().unwrap()).collect();
+        assert_eq!(exits, [0, 3, 0], "{who:?}");
+        assert_eq!(calls[0]["argv"], serde_json::json!(["tool", "ok", "one"]));
+        assert_eq!(calls[1]["stderr_head"], "broken\n");
+        assert_eq!(calls[2]["stdin_bytes"], 6);
+        assert_eq!(calls[0]["stdout_head"], "tool ok one\n");
+        let seqs: Vec<i64> = calls.iter().map(|c| c["seq"].as_i64().unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 3]);
+    }
+}
+
+#[test]
+fn a_failing_guard_errors_the_trial_and_the_agent_never_starts() {
+    for who in users() {
+        let lab = Lab::new(&format!("guard-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.write_exec(
+            "services/impostor.py",
+            "#!/usr/bin/env python3\nimport http.server\nclass H(http.server.BaseHTTPRequestHandler):\n    def do_GET(self):\n        self.send_response(200); self.end_headers(); self.wfile.write(b'a real production server')\n    def log_message(self, *a): pass\nhttp.server.HTTPServer(('127.0.0.1', 7071), H).serve_forever()\n",
+        );
+        lab.one_task(
+            "",
+            "{ files_unchanged = true }",
+            &["echo started > started.txt"],
+            false,
+        );
+        let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+        lab.write(
+            "suite.toml",
+            &toml.replace(
+                "[[tasks]]",
+                "[[services]]\nname = \"api\"\ncommand = [\"services/impostor.py\"]\nready = { http = \"http://127.0.0.1:7071/health\", timeout_seconds = 5 }\nguard = { http = \"http://127.0.0.1:7071/__mock\", expect = \"chat-mock\" }\n\n[[tasks]]",
+            ),
+        );
+        let out = lab.run(who, &["--trials", "1"]);
+        assert_eq!(
+            out.code, 3,
+            "{who:?}: an errored trial leaves the run unfinished\n{}",
+            out.stderr
+        );
+        let record = lab.record("t.agent.0");
+        assert_eq!(record["outcome"], "errored", "{who:?}");
+        assert!(
+            record["reason"].as_str().unwrap().contains("guard"),
+            "{who:?}: {}",
+            record["reason"]
+        );
+        assert_eq!(record["end_state"]["agent"]["started"], false);
+        assert!(changes(&record).is_empty(), "{who:?}: the agent ran");
+    }
+}
+
+#[test]
+fn copy_isolation_is_recorded_and_diffs_the_same_changes() {
+    let lab = Lab::new("copy");
+    lab.write("fixture/a.txt", "a\n")
+        .write("fixture/b.txt", "b\n");
+    lab.one_task(
+        "",
+        "{ file_added = \"new.txt\" }",
+        &["echo n > new.txt", "echo A > a.txt", "rm b.txt"],
+        false,
+    );
+    let out = lab.run(As::Me, &["--trials", "1", "--isolation", "copy"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = lab.record("t.agent.0");
+    assert_eq!(record["isolation"]["workspace"], "bind", "{record:#}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["isolation"], "copy");
+    let want: BTreeSet<(String, String)> = [
+        ("new.txt", "added"),
+        ("a.txt", "changed"),
+        ("b.txt", "deleted"),
+    ]
+    .iter()
+    .map(|(p, k)| (p.to_string(), k.to_string()))
+    .collect();
+    assert_eq!(changes(&record), want);
+}
+
+#[test]
+fn sigkill_mid_run_then_resume_finishes_every_trial_once() {
+    let lab = Lab::new("resume");
+    lab.write("fixture/README.md", "x\n");
+    lab.one_task("", "{ files_unchanged = true }", &["sleep 0.3"], false);
+    let bin = assert_cmd::cargo::cargo_bin("proctor");
+    let suite = lab.suite();
+    let store = lab.store();
+    let mut child = std::process::Command::new(&bin)
+        .args([
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "20",
+            "--jobs",
+            "2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let finished = |lab: &Lab| -> Vec<String> {
+        let Ok(runs) = std::fs::read_dir(lab.store().join("runs")) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for run in runs.filter_map(Result::ok) {
+            if let Ok(trials) = std::fs::read_dir(run.path().join("trials")) {
+                for t in trials.filter_map(Result::ok) {
+                    if t.path().join("trial.json").exists() {
+                        out.push(t.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+        out
+    };
+    while finished(&lab).len() < 5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = finished(&lab);
+    assert!(
+        before.len() >= 5 && before.len() < 20,
+        "killed after {} trials",
+        before.len()
+    );
+    let snapshot: Vec<(String, Vec<u8>)> = before
+        .iter()
+        .map(|t| {
+            (
+                t.clone(),
+                std::fs::read(lab.trial_dir(t).join("trial.json")).unwrap(),
+            )
+        })
+        .collect();
+    // Every finished trial is readable.
+    for (t, bytes) in &snapshot {
+        serde_json::from_slice::<Value>(bytes).unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    let run_id = lab
+        .run_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = lab.run(As::Me, &["--resume", &run_id[..12]]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(finished(&lab).len(), 20);
+    // None ran twice: the trials finished before the kill are byte-for-byte what they were.
+    for (t, bytes) in &snapshot {
+        assert_eq!(
+            &std::fs::read(lab.trial_dir(t).join("trial.json")).unwrap(),
+            bytes,
+            "{t} ran again"
+        );
+    }
+    let ran_now = out.stderr.lines().filter(|l| l.starts_with('[')).count();
+    assert_eq!(ran_now, 20 - before.len(), "{}", out.stderr);
+}
+
+#[test]
+fn resume_refuses_when_the_suite_changed() {
+    let lab = Lab::new("resume-changed");
+    lab.write("fixture/README.md", "x\n");
+    lab.one_task("", "{ files_unchanged = true }", &["true"], false);
+    assert_eq!(lab.run(As::Me, &["--trials", "1"]).code, 0);
+    lab.write("fixture/README.md", "changed\n");
+    let run_id = lab
+        .run_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = lab.run(As::Me, &["--resume", &run_id]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("different version of the suite"),
+        "{}",
+        out.stderr
+    );
+}
