@@ -337,7 +337,8 @@ mod tests {
 
     #[test]
     fn parses_heads() {
-        let r = parse_head(b"POST /v1/messages?beta=true HTTP/1.1\r\nX-Api-Key: k\r\n\r\n").unwrap();
+        let r =
+            parse_head(b"POST /v1/messages?beta=true HTTP/1.1\r\nX-Api-Key: k\r\n\r\n").unwrap();
         assert_eq!(r.method, "POST");
         assert_eq!(r.path, "/v1/messages");
         assert_eq!(r.query, "beta=true");

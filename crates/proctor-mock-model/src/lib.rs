@@ -1,1 +1,661 @@
-//! (being written)
+//! A scripted model server, so real agent CLIs run end to end with no network and no key.
+//!
+//! [`MockModel::start`] binds an address and serves, on plain HTTP/1.1:
+//!
+//! | request | API | module |
+//! |---|---|---|
+//! | `POST /v1/messages` (any query, e.g. `?beta=true`) | Anthropic Messages, SSE or JSON | [`anthropic`] |
+//! | `POST /v1/messages/count_tokens` | Anthropic token count (an estimate) | [`anthropic`] |
+//! | `POST /v1/responses` | OpenAI Responses, SSE or JSON | [`responses`] |
+//! | `POST /v1/chat/completions` | OpenAI Chat Completions, SSE or JSON | [`chat`] |
+//! | `POST /v1beta/models/M:streamGenerateContent`, `:generateContent`, `:countTokens` | Gemini | [`gemini`] |
+//! | `GET /v1/models`, `GET /v1/models/ID`, `GET /v1beta/models` | model listings (one model) | |
+//! | `GET`/`HEAD` `/`, `/health`, `/healthz` | health: `ok` | |
+//! | `GET /__mock` | guard: `proctor-mock-model` | |
+//!
+//! Paths are also accepted without the `/v1` prefix. Every model request is either a *main*
+//! request, which takes the script's next [`script::Turn`], or a *side* request (a quota probe, a
+//! title or classifier request, a request offering no tools under `main_requests = "tools"`),
+//! answered with a short text, or with a JSON instance of the schema it asked for, reporting zero
+//! usage and consuming no turn (see [`script`] for the rules). A main request whose body is
+//! byte-identical to the previous main request is a client retry: it gets the same turn again.
+//! Once the script is exhausted, main requests get the text `mock-model: the script has no turn
+//! left`.
+//!
+//! Every exchange is written as one JSON line to the log file, when one is given
+//! ([`MockOptions::log`]): `{"seq", "at_ms", "method", "path", "query", "headers", "api",
+//! "kind": "main" | "side" | "meta" | "unknown", "turn", "replay", "side_reason", "stream",
+//! "request", "status", "response", "usage", "error"}` — secrets in headers and queries are
+//! redacted; an SSE response is logged as its list of events.
+
+pub mod anthropic;
+pub mod chat;
+pub mod gemini;
+pub mod http;
+pub mod responses;
+pub mod script;
+pub mod sse;
+pub mod tools;
+pub mod wire;
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub use script::{Call, MainRequests, Role, Script, ScriptError, Turn, Usage};
+
+use http::{Request, Response};
+use wire::{Reply, ReplyCall, Side};
+
+/// The text of a main request once the script has no turn left.
+pub const EXHAUSTED_TEXT: &str = "mock-model: the script has no turn left";
+/// The text answering a side request that asked for no structure.
+pub const SIDE_TEXT: &str = "OK";
+/// The body of `GET /__mock`, for a service guard.
+pub const GUARD_TEXT: &str = "proctor-mock-model";
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum MockError {
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The log file cannot be created.
+    #[error("cannot create the log {path}: {source}")]
+    Log {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The serving thread cannot be started.
+    #[error("cannot start the server thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Options beyond the script.
+#[derive(Debug, Clone, Default)]
+pub struct MockOptions {
+    /// Where to append the exchange log (JSON lines); none when `None`.
+    pub log: Option<PathBuf>,
+}
+
+/// What the server has served so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Every HTTP request.
+    pub requests: u64,
+    /// Main model requests (including replays and requests after the script ran out).
+    pub main_requests: u64,
+    /// Side model requests.
+    pub side_requests: u64,
+    /// Script turns handed out (each counted once).
+    pub turns_served: u64,
+    /// Main requests answered with a repeated turn (client retries).
+    pub replays: u64,
+    /// Main requests that came after the last turn.
+    pub exhausted: u64,
+    /// Usage reported on the wire, summed over every main response.
+    pub usage: Usage,
+}
+
+struct State {
+    script: Script,
+    started: Instant,
+    seq: AtomicU64,
+    inner: Mutex<Inner>,
+    log: Mutex<Option<File>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_turn: usize,
+    last_main: Option<(u64, usize)>,
+    stats: Stats,
+}
+
+impl State {
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The scripted model server.
+#[derive(Debug)]
+pub struct MockModel;
+
+/// A running server; dropping it stops it.
+#[derive(Debug)]
+pub struct MockHandle {
+    addr: SocketAddr,
+    state: Arc<StateRef>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Keeps `State` out of the public `Debug` output.
+struct StateRef(State);
+
+impl std::fmt::Debug for StateRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("State")
+    }
+}
+
+impl MockModel {
+    /// Starts serving `script` on `addr` (use port 0 for any free port), without a log.
+    pub fn start(script: Script, addr: impl ToSocketAddrs) -> Result<MockHandle, MockError> {
+        MockModel::start_with(script, addr, MockOptions::default())
+    }
+
+    /// Starts serving `script` on `addr` with these options.
+    pub fn start_with(
+        script: Script,
+        addr: impl ToSocketAddrs,
+        options: MockOptions,
+    ) -> Result<MockHandle, MockError> {
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|source| MockError::Bind {
+                addr: "?".into(),
+                source,
+            })?
+            .collect();
+        let shown = addrs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let listener = TcpListener::bind(&addrs[..]).map_err(|source| MockError::Bind {
+            addr: shown.clone(),
+            source,
+        })?;
+        let bound = listener.local_addr().map_err(|source| MockError::Bind {
+            addr: shown,
+            source,
+        })?;
+        let log = match &options.log {
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| MockError::Log {
+                        path: path.display().to_string(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let state = Arc::new(StateRef(State {
+            script,
+            started: Instant::now(),
+            seq: AtomicU64::new(0),
+            inner: Mutex::new(Inner::default()),
+            log: Mutex::new(log),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handler_state = state.clone();
+        let handler = Arc::new(move |req: Request| handle(&handler_state.0, req));
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("mock-model".into())
+            .spawn(move || http::serve(listener, thread_stop, handler))
+            .map_err(MockError::Thread)?;
+        Ok(MockHandle {
+            addr: bound,
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl MockHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`, without `/v1` (what `ANTHROPIC_BASE_URL` wants; OpenAI-style clients
+    /// want `base_url() + "/v1"`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What was served so far.
+    pub fn stats(&self) -> Stats {
+        self.state.0.inner().stats
+    }
+
+    /// Blocks until the server stops (for `proctor mock-model`).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops serving and waits for the accept loop to end.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MockHandle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+/// Which wire API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Anthropic,
+    Responses,
+    Chat,
+    Gemini { stream: bool, sse: bool },
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Anthropic => "anthropic-messages",
+            Api::Responses => "openai-responses",
+            Api::Chat => "openai-chat",
+            Api::Gemini { .. } => "gemini",
+        }
+    }
+}
+
+/// Everything logged about one exchange besides the request and response themselves.
+#[derive(Default)]
+struct Note {
+    api: Option<&'static str>,
+    kind: &'static str,
+    turn: Option<usize>,
+    replay: bool,
+    side_reason: Option<String>,
+    stream: bool,
+    usage: Option<Usage>,
+    error: Option<String>,
+}
+
+fn handle(state: &State, req: Request) -> Response {
+    let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
+    state.inner().stats.requests += 1;
+    let mut note = Note {
+        kind: "meta",
+        ..Note::default()
+    };
+    let resp = route(state, &req, seq, &mut note);
+    log_exchange(state, seq, &req, &resp, &note);
+    resp
+}
+
+fn strip_v1(path: &str) -> &str {
+    let p = path.trim_end_matches('/');
+    p.strip_prefix("/v1")
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .unwrap_or(p)
+}
+
+fn text(status: u16, body: &str) -> Response {
+    Response {
+        status,
+        content_type: "text/plain; charset=utf-8".into(),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
+    let method = req.method.as_str();
+    let path = strip_v1(&req.path);
+    let model = state.script.model.clone();
+    match (method, path) {
+        ("GET" | "HEAD", "" | "/health" | "/healthz") => return text(200, "ok"),
+        ("GET" | "HEAD", "/__mock") => return text(200, GUARD_TEXT),
+        ("GET", "/models") => {
+            return Response::json(
+                200,
+                &json!({
+                    "object": "list",
+                    "data": [model_object(&model)],
+                    "has_more": false, "first_id": model, "last_id": model,
+                }),
+            )
+        }
+        ("POST", "/messages/count_tokens") => {
+            note.api = Some("anthropic-count-tokens");
+            return Response::json(200, &json!({ "input_tokens": estimate(&req.body) }));
+        }
+        ("POST", "/messages") => return model_request(state, req, Api::Anthropic, seq, note),
+        ("POST", "/responses") => return model_request(state, req, Api::Responses, seq, note),
+        ("POST", "/chat/completions") => return model_request(state, req, Api::Chat, seq, note),
+        _ => {}
+    }
+    if method == "GET" {
+        if let Some(id) = path.strip_prefix("/models/") {
+            return Response::json(200, &model_object(id));
+        }
+        if path == "/v1beta/models" {
+            return Response::json(200, &json!({ "models": [gemini_model(&model)] }));
+        }
+        if let Some(id) = path.strip_prefix("/v1beta/models/") {
+            return Response::json(200, &gemini_model(id));
+        }
+    }
+    if method == "POST" {
+        if let Some((_, action)) = path
+            .strip_prefix("/v1beta/models/")
+            .and_then(|rest| rest.rsplit_once(':'))
+        {
+            let sse = req.query.split('&').any(|kv| kv == "alt=sse");
+            match action {
+                "countTokens" => {
+                    note.api = Some("gemini-count-tokens");
+                    return Response::json(200, &json!({ "totalTokens": estimate(&req.body) }));
+                }
+                "generateContent" => {
+                    let api = Api::Gemini { stream: false, sse };
+                    return model_request(state, req, api, seq, note);
+                }
+                "streamGenerateContent" => {
+                    let api = Api::Gemini { stream: true, sse };
+                    return model_request(state, req, api, seq, note);
+                }
+                _ => {}
+            }
+        }
+    }
+    note.kind = "unknown";
+    note.error = Some(format!("no route for {method} {}", req.path));
+    Response::json(
+        404,
+        &json!({ "error": { "type": "not_found_error", "message": format!("proctor mock-model has no route for {method} {}", req.path) } }),
+    )
+}
+
+fn model_object(id: &str) -> Value {
+    json!({
+        "id": id, "object": "model", "type": "model", "created": 0, "created_at": "1970-01-01T00:00:00Z",
+        "owned_by": "proctor", "display_name": id,
+    })
+}
+
+fn gemini_model(id: &str) -> Value {
+    let id = id.trim_start_matches("models/");
+    json!({
+        "name": format!("models/{id}"), "displayName": id, "version": "mock",
+        "inputTokenLimit": 1_000_000, "outputTokenLimit": 65_536,
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
+
+/// A token estimate for count requests: a quarter of the body's bytes.
+fn estimate(body: &[u8]) -> u64 {
+    (body.len() as u64 / 4).max(1)
+}
+
+fn api_error(api: Api, status: u16, message: &str) -> Response {
+    let body = match api {
+        Api::Anthropic => anthropic::error("invalid_request_error", message),
+        Api::Responses | Api::Chat => responses::error("invalid_request_error", message),
+        Api::Gemini { .. } => gemini::error(status, "INVALID_ARGUMENT", message),
+    };
+    Response::json(status, &body)
+}
+
+fn body_hash(body: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    body.hash(&mut h);
+    h.finish()
+}
+
+fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut Note) -> Response {
+    note.api = Some(api.name());
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => {
+            note.kind = "unknown";
+            note.error = Some(format!("the body is not JSON: {e}"));
+            let enc = req.header("content-encoding").unwrap_or("identity");
+            return api_error(
+                api,
+                400,
+                &format!("proctor mock-model: the request body is not JSON (content-encoding {enc}): {e}"),
+            );
+        }
+    };
+    let (tools, side, stream) = match api {
+        Api::Anthropic => (
+            anthropic::tools(&body),
+            anthropic::side(&body),
+            anthropic::streaming(&body),
+        ),
+        Api::Responses => (
+            responses::tools(&body),
+            responses::side(&body),
+            responses::streaming(&body),
+        ),
+        Api::Chat => (
+            chat::tools(&body),
+            chat::side(&body),
+            chat::streaming(&body),
+        ),
+        Api::Gemini { stream, .. } => (gemini::tools(&body), gemini::side(&body), stream),
+    };
+    note.stream = stream;
+    let side = side.or_else(|| {
+        (state.script.main_requests == MainRequests::Tools && tools.is_empty())
+            .then(|| Side::text("offers no tools"))
+    });
+    let model = match api {
+        Api::Gemini { .. } => strip_v1(&req.path)
+            .strip_prefix("/v1beta/models/")
+            .and_then(|r| r.rsplit_once(':'))
+            .map(|(m, _)| m.to_string()),
+        _ => body.get("model").and_then(Value::as_str).map(String::from),
+    }
+    .unwrap_or_else(|| state.script.model.clone());
+    let mut reply = Reply {
+        seq,
+        model,
+        text: None,
+        calls: Vec::new(),
+        usage: Usage::default(),
+    };
+    if let Some(side) = side {
+        note.kind = "side";
+        note.side_reason = Some(side.reason.clone());
+        reply.text = Some(match &side.schema {
+            Some(schema) => tools::instance(schema, 0).to_string(),
+            None => SIDE_TEXT.into(),
+        });
+        state.inner().stats.side_requests += 1;
+    } else {
+        note.kind = "main";
+        let hash = body_hash(&req.body);
+        let index = {
+            let mut inner = state.inner();
+            inner.stats.main_requests += 1;
+            match inner.last_main {
+                Some((h, i)) if h == hash => {
+                    note.replay = true;
+                    inner.stats.replays += 1;
+                    i
+                }
+                _ => {
+                    let i = inner.next_turn;
+                    inner.next_turn += 1;
+                    inner.last_main = Some((hash, i));
+                    if i < state.script.turns.len() {
+                        inner.stats.turns_served += 1;
+                    }
+                    i
+                }
+            }
+        };
+        match state.script.turns.get(index) {
+            None => {
+                state.inner().stats.exhausted += 1;
+                note.error = Some("the script has no turn left".into());
+                reply.text = Some(EXHAUSTED_TEXT.into());
+            }
+            Some(turn) => {
+                note.turn = Some(index + 1);
+                reply.text = turn.text.clone();
+                reply.usage = turn.usage;
+                for (i, call) in turn.calls.iter().enumerate() {
+                    match tools::resolve(call, &tools) {
+                        Ok(c) => reply.calls.push(ReplyCall {
+                            seq,
+                            index: i,
+                            call: c,
+                        }),
+                        Err(e) => {
+                            let msg = format!(
+                                "mock-model: turn {} call {} cannot be made: {e}",
+                                index + 1,
+                                i + 1
+                            );
+                            note.error = Some(msg.clone());
+                            reply.calls.clear();
+                            reply.text = Some(msg);
+                            break;
+                        }
+                    }
+                }
+                state.inner().stats.usage.add(&reply.usage);
+                note.usage = Some(reply.usage);
+            }
+        }
+    }
+    render(api, &reply, &body, stream)
+}
+
+fn render(api: Api, reply: &Reply, body: &Value, stream: bool) -> Response {
+    let sse = |s: String| Response {
+        status: 200,
+        content_type: "text/event-stream; charset=utf-8".into(),
+        body: s.into_bytes(),
+    };
+    match api {
+        Api::Anthropic if stream => sse(anthropic::stream(reply)),
+        Api::Anthropic => Response::json(200, &anthropic::message(reply)),
+        Api::Responses if stream => sse(responses::stream(reply)),
+        Api::Responses => Response::json(200, &responses::response(reply)),
+        Api::Chat if stream => sse(chat::stream(reply, body)),
+        Api::Chat => Response::json(200, &chat::completion(reply)),
+        Api::Gemini {
+            stream: true,
+            sse: true,
+        } => sse(gemini::stream_sse(reply)),
+        Api::Gemini {
+            stream: true,
+            sse: false,
+        } => Response::json(200, &json!([gemini::chunk(reply)])),
+        Api::Gemini { stream: false, .. } => Response::json(200, &gemini::chunk(reply)),
+    }
+}
+
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "cookie",
+    "proxy-authorization",
+];
+
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("key") => format!("{k}=[redacted]"),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn body_value(bytes: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => v,
+        Err(_) => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+    }
+}
+
+fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &Note) {
+    let mut guard = state.log.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(file) = guard.as_mut() else {
+        return;
+    };
+    let headers: serde_json::Map<String, Value> = req
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let v = if SECRET_HEADERS.contains(&k.as_str()) {
+                "[redacted]".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), Value::String(v))
+        })
+        .collect();
+    let response = if resp.content_type.starts_with("text/event-stream") {
+        let events: Vec<Value> = sse::parse(&String::from_utf8_lossy(&resp.body))
+            .into_iter()
+            .map(|e| json!({ "event": e.event, "data": e.json().unwrap_or(Value::String(e.data)) }))
+            .collect();
+        json!({ "sse": events })
+    } else {
+        body_value(&resp.body)
+    };
+    let record = json!({
+        "seq": seq,
+        "at_ms": state.started.elapsed().as_millis() as u64,
+        "method": req.method,
+        "path": req.path,
+        "query": redact_query(&req.query),
+        "headers": headers,
+        "api": note.api,
+        "kind": note.kind,
+        "turn": note.turn,
+        "replay": note.replay,
+        "side_reason": note.side_reason,
+        "stream": note.stream,
+        "request": if req.body.is_empty() { Value::Null } else { body_value(&req.body) },
+        "status": resp.status,
+        "response": response,
+        "usage": note.usage,
+        "error": note.error,
+    });
+    let _ = writeln!(file, "{record}");
+    let _ = file.flush();
+}

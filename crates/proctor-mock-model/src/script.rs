@@ -285,8 +285,10 @@ mod tests {
         assert!(e.to_string().contains("turn 2"), "{e}");
         let e = Script::parse("[[turns]]\ncalls = [{ role = \"shell\" }]\n").unwrap_err();
         assert!(e.to_string().contains("needs `command`"), "{e}");
-        let e = Script::parse("[[turns]]\ncalls = [{ role = \"shell\", name = \"x\", command = \"ls\" }]\n")
-            .unwrap_err();
+        let e = Script::parse(
+            "[[turns]]\ncalls = [{ role = \"shell\", name = \"x\", command = \"ls\" }]\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("not both"), "{e}");
         let e = Script::parse("[[turns]]\ncalls = [{ role = \"editor\", command = \"ls\" }]\n")
             .unwrap_err();

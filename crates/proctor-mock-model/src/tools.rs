@@ -252,7 +252,10 @@ mod tests {
     #[test]
     fn claude_code_bash_gets_command_and_description() {
         let tools = [
-            spec("Read", json!({"type":"object","properties":{"file_path":{"type":"string"}}})),
+            spec(
+                "Read",
+                json!({"type":"object","properties":{"file_path":{"type":"string"}}}),
+            ),
             spec(
                 "Bash",
                 json!({"type":"object","properties":{"command":{"type":"string"},"description":{"type":"string"},"timeout":{"type":"number"}},"required":["command"]}),
@@ -268,8 +271,14 @@ mod tests {
     #[test]
     fn codex_exec_command_gets_cmd() {
         let tools = [
-            spec("shell", json!({"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}}})),
-            spec("exec_command", json!({"type":"object","properties":{"cmd":{"type":"string"},"workdir":{"type":"string"}},"required":["cmd"]})),
+            spec(
+                "shell",
+                json!({"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}}}),
+            ),
+            spec(
+                "exec_command",
+                json!({"type":"object","properties":{"cmd":{"type":"string"},"workdir":{"type":"string"}},"required":["cmd"]}),
+            ),
         ];
         let r = resolve(&shell("ls"), &tools).unwrap();
         assert_eq!(r.name, "exec_command");

@@ -274,6 +274,11 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
 
     // 3. The agent's launch.
     let script = match variant.agent {
+        // A script variant without a script is the null agent, which does nothing; only proctor
+        // makes one (for `validate --oracle`), since `validate` rejects it in a suite.
+        proctor_suite::model::AgentKind::Script if variant.script.is_none() => {
+            Some(proctor_suite::script::Script::default())
+        }
         proctor_suite::model::AgentKind::Script => match ctx.suite.script(variant, &planned.task) {
             Ok(s) => Some(s),
             Err(p) => {

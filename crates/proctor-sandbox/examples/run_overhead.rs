@@ -114,6 +114,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (cpu1 - cpu0).as_secs_f64() * 1e3 / (iterations + 5) as f64
     );
 
+    // End-state diff of 5 changes against this fixture, read from the upper layer.
+    {
+        let t = scratch.path().join("diff");
+        let (upper, work) = (t.join("upper"), t.join("work"));
+        std::fs::create_dir_all(&upper)?;
+        std::fs::create_dir_all(&work)?;
+        let script = "echo new > added.txt; echo x >> d000/f00000.txt; rm d001/f00100.txt; \
+                      chmod 600 d002/f00200.txt; mkdir -p newdir";
+        let spec = SandboxSpec::new(
+            &exe,
+            Workspace::Overlay {
+                lowers: vec![fixture.clone()],
+                upper: upper.clone(),
+                work,
+            },
+            vec!["sh".into(), "-c".into(), script.into()],
+            &out,
+            &out,
+        );
+        run(&spec)?;
+        let mut times = Vec::new();
+        let mut n = 0;
+        for _ in 0..iterations {
+            let start = Instant::now();
+            n = proctor_sandbox::diff::overlay_changes(
+                &upper,
+                std::slice::from_ref(&fixture),
+                &[],
+            )?
+            .len();
+            times.push(start.elapsed());
+        }
+        println!(
+            "overlay_changes ({n} changes)  x{iterations}: {}",
+            stats(times)
+        );
+        proctor_sandbox::remove_tree(&t)?;
+    }
+
     // Bind of a copy.
     let mut bind = Vec::with_capacity(iterations);
     for i in 0..iterations + 5 {

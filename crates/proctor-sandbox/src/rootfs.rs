@@ -206,11 +206,10 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             }
         } else if ft.is_dir() || ft.is_file() {
             if ft.is_dir() {
-                fs::create_dir(&dst)
+                mkdir_p(&dst)?;
             } else {
-                fs::File::create(&dst).map(drop)
+                touch(&dst)?;
             }
-            .map_err(ctx(|| format!("create the mount point {}", dst.display())))?;
             sys::mount(
                 Some(src.as_os_str()),
                 &dst,

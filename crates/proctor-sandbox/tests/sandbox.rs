@@ -321,11 +321,11 @@ fn a_sleeping_agent_is_stopped_at_its_timeout() {
     let r = t.run(&spec);
     let took = started.elapsed();
     assert!(r.timed_out);
-    assert!(
-        took < Duration::from_millis(1500) + Duration::from_millis(500),
-        "{took:?}"
-    );
+    // The agent's tree was gone within timeout + grace (it obeyed SIGTERM, so well before the
+    // grace ran out); the whole call, setup included, within a generous margin of that.
     assert!(r.wall >= Duration::from_secs(1), "{:?}", r.wall);
+    assert!(r.wall < Duration::from_millis(1500), "{:?}", r.wall);
+    assert!(took < Duration::from_millis(3000), "{took:?}");
     // sh got SIGTERM (forwarded by the agent's init) within the grace period.
     assert_eq!(r.signal, Some(15), "{r:?}");
 }
@@ -344,8 +344,11 @@ fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
     let r = t.run(&spec);
     assert!(r.timed_out);
     assert_eq!(r.signal, Some(9), "{r:?}");
+    // SIGKILL came at timeout + grace (800 ms), not later.
+    assert!(r.wall >= Duration::from_millis(800), "{:?}", r.wall);
+    assert!(r.wall < Duration::from_millis(1300), "{:?}", r.wall);
     assert!(
-        started.elapsed() < Duration::from_millis(1500),
+        started.elapsed() < Duration::from_millis(3000),
         "{:?}",
         started.elapsed()
     );

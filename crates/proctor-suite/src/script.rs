@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-/// A scripted agent's plan for one task.
-#[derive(Debug, Clone, Deserialize)]
+/// A scripted agent's plan for one task. The default is the null agent: no steps, no answer.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
     /// The final answer, verbatim.

@@ -29,6 +29,13 @@ pub enum Command {
         /// Print problems as JSON on stdout instead of diagnostics on stderr.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Also run every task with its oracle and with a null agent: the oracle must pass and
+        /// the null agent must not.
+        #[arg(long)]
+        oracle: bool,
+        /// Keep the oracle run in this store (default: a temporary one).
+        #[arg(long, value_name = "DIR", requires = "oracle")]
+        store: Option<PathBuf>,
     },
     /// List the suites found under a folder.
     Suites {

@@ -3,6 +3,7 @@
 mod demo;
 mod init;
 mod inspect;
+mod oracle;
 pub mod run;
 mod suites;
 mod validate;
@@ -11,14 +12,32 @@ use std::path::Path;
 
 use proctor_suite::Suite;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, Format};
 use crate::exit::{Error, Status};
 
 /// Runs the command the user asked for.
 pub fn dispatch(cli: Cli) -> Result<Status, Error> {
     match cli.command {
         Command::Init { dir } => init::run(&dir),
-        Command::Validate { suite, format } => validate::run(&suite, format),
+        Command::Validate {
+            suite,
+            format,
+            oracle: false,
+            ..
+        } => validate::run(&suite, format),
+        Command::Validate { suite, store, .. } => {
+            let status = validate::run(&suite, Format::Text)?;
+            if status != Status::Success {
+                return Ok(status);
+            }
+            let dir = suite.canonicalize().map_err(|e| {
+                Error::usage(
+                    format!("cannot resolve {}: {e}", suite.display()),
+                    "pass a suite folder",
+                )
+            })?;
+            oracle::run(open_suite(&dir)?, store.as_deref())
+        }
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
         Command::Demo { store } => demo::run(&store),

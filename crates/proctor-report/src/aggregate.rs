@@ -1,0 +1,683 @@
+//! Aggregation: trial rows to cells (per variant × task, per variant, overall).
+//!
+//! The rules (DESIGN.md, "Outcomes"; seed 002):
+//! - graded n = trials − errored − ungradeable, and it is the ONE denominator of every rate in a
+//!   cell (success, completion, wrong, refusal, refused-honestly, refused-wrongly, ask, abandoned,
+//!   failure = wrong + refused-wrongly + abandoned), so no rate can move by widening its own
+//!   denominator;
+//! - `errored` and `ungradeable` are counted apart and never enter n;
+//! - a cell is `unreliable` when ungradeable trials are more than 20% of its trials;
+//! - medians of metrics are taken over graded trials only, each with its own n; a value a trial
+//!   did not report is left out, never counted as 0;
+//! - the rubric mean has its own n (graded trials whose task has a rubric with a nonzero maximum);
+//! - cost ledgers (tokens by category, requests, CPU seconds, money) cover every trial, graded
+//!   or not (the spend happened), are kept as separate fields and never summed into one score;
+//!   money is `incomplete` as soon as one trial's price is missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proctor_score::Outcome;
+use proctor_suite::model::Expect;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::input::{Cost, TrialRow};
+use crate::stats::{Median, Rate};
+use crate::SCHEMA_VERSION;
+
+/// Why trial rows cannot be aggregated into one report.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AggregateError {
+    /// There was nothing to report on.
+    #[error("no trials to report on")]
+    NoTrials,
+    /// The rows come from different suites; a report covers one suite.
+    #[error("the trials come from different suites (`{first}` and `{other}`); a report covers one suite")]
+    MixedSuites {
+        /// The first suite id seen.
+        first: String,
+        /// Another suite id seen.
+        other: String,
+    },
+    /// The same trial appears twice.
+    #[error("trial `{trial_id}` of run `{run_id}` appears more than once")]
+    DuplicateTrial {
+        /// The run id.
+        run_id: String,
+        /// The repeated trial id.
+        trial_id: String,
+    },
+}
+
+/// A task's correct behaviour, as the report names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectedBehaviour {
+    /// Do the task.
+    Complete,
+    /// Decline it.
+    Refuse,
+    /// Stop and ask the person.
+    Ask,
+}
+
+impl From<Expect> for ExpectedBehaviour {
+    fn from(e: Expect) -> Self {
+        match e {
+            Expect::Complete => ExpectedBehaviour::Complete,
+            Expect::Refuse => ExpectedBehaviour::Refuse,
+            Expect::Ask => ExpectedBehaviour::Ask,
+        }
+    }
+}
+
+impl ExpectedBehaviour {
+    /// The spelling used in `suite.toml` and in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpectedBehaviour::Complete => "complete",
+            ExpectedBehaviour::Refuse => "refuse",
+            ExpectedBehaviour::Ask => "ask",
+        }
+    }
+}
+
+/// How many trials of a cell ended in each of the eight outcomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OutcomeCounts {
+    /// `completed`.
+    pub completed: u64,
+    /// `wrong` (including attributed reversals).
+    pub wrong: u64,
+    /// `refused-honestly`.
+    pub refused_honestly: u64,
+    /// `refused-wrongly`.
+    pub refused_wrongly: u64,
+    /// `asked`.
+    pub asked: u64,
+    /// `abandoned`.
+    pub abandoned: u64,
+    /// `errored`: operational failures, not evidence about the agent; never in n.
+    pub errored: u64,
+    /// `ungradeable`: the rules could not tell; never in n.
+    pub ungradeable: u64,
+}
+
+impl OutcomeCounts {
+    /// Adds one trial's outcome.
+    pub fn add(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Completed => self.completed += 1,
+            Outcome::Wrong { .. } => self.wrong += 1,
+            Outcome::RefusedHonestly => self.refused_honestly += 1,
+            Outcome::RefusedWrongly => self.refused_wrongly += 1,
+            Outcome::Asked => self.asked += 1,
+            Outcome::Abandoned => self.abandoned += 1,
+            Outcome::Errored { .. } => self.errored += 1,
+            Outcome::Ungradeable { .. } => self.ungradeable += 1,
+        }
+    }
+
+    /// Every trial counted.
+    pub fn trials(&self) -> u64 {
+        self.graded() + self.errored + self.ungradeable
+    }
+
+    /// Graded attempts: every trial except `errored` and `ungradeable`.
+    pub fn graded(&self) -> u64 {
+        self.completed + self.wrong + self.refused_honestly + self.refused_wrongly + self.asked + self.abandoned
+    }
+
+    /// The failures: wrong + refused-wrongly + abandoned.
+    pub fn failures(&self) -> u64 {
+        self.wrong + self.refused_wrongly + self.abandoned
+    }
+
+    /// The counts in report order, with the outcome labels of [`proctor_score::outcome::LABELS`].
+    pub fn labelled(&self) -> [(&'static str, u64); 8] {
+        [
+            ("completed", self.completed),
+            ("wrong", self.wrong),
+            ("refused-honestly", self.refused_honestly),
+            ("refused-wrongly", self.refused_wrongly),
+            ("asked", self.asked),
+            ("abandoned", self.abandoned),
+            ("errored", self.errored),
+            ("ungradeable", self.ungradeable),
+        ]
+    }
+}
+
+/// Every rate of a cell. They all share one denominator, the cell's graded n.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Rates {
+    /// Task success: `completed`, or the correct refusal / ask where the task expects one.
+    pub success: Rate,
+    /// `completed`.
+    pub completion: Rate,
+    /// `wrong`.
+    pub wrong: Rate,
+    /// Every refusal: `refused-honestly` + `refused-wrongly`.
+    pub refusal: Rate,
+    /// `refused-honestly`.
+    pub refused_honestly: Rate,
+    /// `refused-wrongly`.
+    pub refused_wrongly: Rate,
+    /// `asked`.
+    pub ask: Rate,
+    /// `abandoned`.
+    pub abandoned: Rate,
+    /// Failure: `wrong` + `refused-wrongly` + `abandoned`. An honest refusal is not a failure.
+    pub failure: Rate,
+}
+
+impl Rates {
+    /// The rates of `counts` with `successes` task successes among the graded trials.
+    pub fn new(counts: &OutcomeCounts, successes: u64) -> Rates {
+        let n = counts.graded();
+        let r = |k| Rate::new(k, n);
+        Rates {
+            success: r(successes),
+            completion: r(counts.completed),
+            wrong: r(counts.wrong),
+            refusal: r(counts.refused_honestly + counts.refused_wrongly),
+            refused_honestly: r(counts.refused_honestly),
+            refused_wrongly: r(counts.refused_wrongly),
+            ask: r(counts.asked),
+            abandoned: r(counts.abandoned),
+            failure: r(counts.failures()),
+        }
+    }
+}
+
+/// The mean rubric total of the graded trials whose task has a rubric, with its own n.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RubricMean {
+    /// Mean rubric total after caps; `null` when n = 0.
+    pub mean: Option<f64>,
+    /// Mean of total / maximum, from 0 to 1, comparable across tasks; `null` when n = 0.
+    pub mean_fraction: Option<f64>,
+    /// Graded trials with a rubric whose maximum is above 0.
+    pub n: u64,
+}
+
+/// Medians of the per-trial metrics over the graded trials, each with its own n.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Medians {
+    /// Interface calls.
+    pub calls: Median,
+    /// Wrong turns: errors + repeats + undone + denied.
+    pub wrong_turns: Median,
+    /// Calls that exited non-zero.
+    pub errors: Median,
+    /// Calls identical to the one right before.
+    pub repeats: Median,
+    /// Calls that reversed an earlier call.
+    pub undone: Median,
+    /// Calls the allow-list refused.
+    pub denied: Median,
+    /// Successes of a verb after failures of it.
+    pub recoveries: Median,
+    /// Calls asking for help.
+    pub help_calls: Median,
+    /// Wall-clock seconds.
+    pub wall_seconds: Median,
+    /// Agent CPU seconds.
+    pub agent_cpu_seconds: Median,
+    /// Input + output tokens (known only when both are).
+    pub tokens: Median,
+    /// Input tokens.
+    pub tokens_input: Median,
+    /// Output tokens.
+    pub tokens_output: Median,
+    /// Cache-read tokens.
+    pub tokens_cache_read: Median,
+    /// Cache-write tokens.
+    pub tokens_cache_write: Median,
+    /// Model requests.
+    pub requests: Median,
+}
+
+impl Medians {
+    /// The medians over `rows` (the caller passes the graded ones).
+    pub fn of(rows: &[&TrialRow]) -> Medians {
+        let m = |f: &dyn Fn(&TrialRow) -> Option<f64>| Median::of(rows.iter().map(|r| f(r)));
+        let im = |f: fn(&proctor_score::InterfaceMetrics) -> u64| {
+            move |r: &TrialRow| r.verdict.metrics.as_ref().map(|x| f(x) as f64)
+        };
+        let tok = |f: fn(&crate::input::Tokens) -> Option<u64>| move |r: &TrialRow| r.tokens.as_ref().and_then(f).map(|t| t as f64);
+        Medians {
+            calls: m(&im(|x| x.calls)),
+            wrong_turns: m(&im(|x| x.wrong_turns)),
+            errors: m(&im(|x| x.errors)),
+            repeats: m(&im(|x| x.repeats)),
+            undone: m(&im(|x| x.undone)),
+            denied: m(&im(|x| x.denied)),
+            recoveries: m(&im(|x| x.recoveries)),
+            help_calls: m(&im(|x| x.help_calls)),
+            wall_seconds: m(&|r| Some(r.wall_seconds)),
+            agent_cpu_seconds: m(&|r| r.agent_cpu_seconds),
+            tokens: m(&tok(|t| t.input_output())),
+            tokens_input: m(&tok(|t| t.input)),
+            tokens_output: m(&tok(|t| t.output)),
+            tokens_cache_read: m(&tok(|t| t.cache_read)),
+            tokens_cache_write: m(&tok(|t| t.cache_write)),
+            requests: m(&|r| r.requests.map(|x| x as f64)),
+        }
+    }
+
+    /// The medians in report order, with their names.
+    pub fn named(&self) -> [(&'static str, Median); 16] {
+        [
+            ("calls", self.calls),
+            ("wrong_turns", self.wrong_turns),
+            ("errors", self.errors),
+            ("repeats", self.repeats),
+            ("undone", self.undone),
+            ("denied", self.denied),
+            ("recoveries", self.recoveries),
+            ("help_calls", self.help_calls),
+            ("wall_seconds", self.wall_seconds),
+            ("agent_cpu_seconds", self.agent_cpu_seconds),
+            ("tokens", self.tokens),
+            ("tokens_input", self.tokens_input),
+            ("tokens_output", self.tokens_output),
+            ("tokens_cache_read", self.tokens_cache_read),
+            ("tokens_cache_write", self.tokens_cache_write),
+            ("requests", self.requests),
+        ]
+    }
+}
+
+/// A count ledger summed over the trials that reported it; `missing` says how many did not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CountLedger {
+    /// Sum over the trials that reported a value.
+    pub total: u64,
+    /// Trials that reported a value.
+    pub reported: u64,
+    /// Trials that did not; when above 0 the total is a partial sum, not the whole.
+    pub missing: u64,
+}
+
+impl CountLedger {
+    fn add(&mut self, v: Option<u64>) {
+        match v {
+            Some(v) => {
+                self.total = self.total.saturating_add(v);
+                self.reported += 1;
+            }
+            None => self.missing += 1,
+        }
+    }
+}
+
+/// A seconds ledger summed over the trials that reported it; `missing` says how many did not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecondsLedger {
+    /// Sum over the trials that reported a value.
+    pub total: f64,
+    /// Trials that reported a value.
+    pub reported: u64,
+    /// Trials that did not; when above 0 the total is a partial sum, not the whole.
+    pub missing: u64,
+}
+
+/// Model tokens by category, each its own ledger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenLedgers {
+    /// Input tokens.
+    pub input: CountLedger,
+    /// Output tokens.
+    pub output: CountLedger,
+    /// Cache-read tokens.
+    pub cache_read: CountLedger,
+    /// Cache-write tokens.
+    pub cache_write: CountLedger,
+}
+
+/// The money ledger of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Money {
+    /// Every priced trial's cost was known.
+    Known {
+        /// US dollars over the priced trials.
+        usd: f64,
+        /// Trials with a known price.
+        trials: u64,
+    },
+    /// Some trial's price was missing: there is no total, never a zero.
+    Incomplete {
+        /// The price categories that were missing, sorted, without repeats.
+        missing: Vec<String>,
+        /// Trials whose price was missing.
+        trials_missing: u64,
+    },
+    /// No trial had a price (scripted agents, human sittings).
+    NotApplicable,
+}
+
+impl Money {
+    /// Whether the ledger is complete (known or not applicable).
+    pub fn is_complete(&self) -> bool {
+        !matches!(self, Money::Incomplete { .. })
+    }
+}
+
+/// The cost ledgers of a cell, over all its trials. Never summed into one score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostLedgers {
+    /// Tokens by category.
+    pub tokens: TokenLedgers,
+    /// Model requests.
+    pub requests: CountLedger,
+    /// Local CPU seconds of the agent.
+    pub agent_cpu_seconds: SecondsLedger,
+    /// Money.
+    pub money: Money,
+}
+
+impl CostLedgers {
+    /// The ledgers of `rows` (every trial, graded or not).
+    pub fn of(rows: &[&TrialRow]) -> CostLedgers {
+        let mut tokens = TokenLedgers::default();
+        let mut requests = CountLedger::default();
+        let mut cpu = SecondsLedger::default();
+        let mut usd = 0.0;
+        let mut known = 0;
+        let mut missing = BTreeSet::new();
+        let mut trials_missing = 0;
+        for r in rows {
+            let t = r.tokens.unwrap_or_default();
+            tokens.input.add(t.input);
+            tokens.output.add(t.output);
+            tokens.cache_read.add(t.cache_read);
+            tokens.cache_write.add(t.cache_write);
+            requests.add(r.requests);
+            match r.agent_cpu_seconds.filter(|s| s.is_finite()) {
+                Some(s) => {
+                    cpu.total += s;
+                    cpu.reported += 1;
+                }
+                None => cpu.missing += 1,
+            }
+            match &r.cost {
+                Cost::Known { usd: u } if u.is_finite() => {
+                    usd += u;
+                    known += 1;
+                }
+                Cost::Known { .. } => {
+                    missing.insert("usd (not a finite number)".to_string());
+                    trials_missing += 1;
+                }
+                Cost::Incomplete { missing: m } => {
+                    if m.is_empty() {
+                        missing.insert("unnamed price".to_string());
+                    }
+                    missing.extend(m.iter().cloned());
+                    trials_missing += 1;
+                }
+                Cost::NotApplicable => {}
+            }
+        }
+        let money = if trials_missing > 0 {
+            Money::Incomplete { missing: missing.into_iter().collect(), trials_missing }
+        } else if known > 0 {
+            Money::Known { usd, trials: known }
+        } else {
+            Money::NotApplicable
+        };
+        CostLedgers { tokens, requests, agent_cpu_seconds: cpu, money }
+    }
+}
+
+/// Everything reported about one set of trials: one variant on one task, one variant overall,
+/// or the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Cell {
+    /// Every trial of the cell.
+    pub trials: u64,
+    /// Graded attempts n = trials − errored − ungradeable: the denominator of every rate.
+    pub n: u64,
+    /// How many trials ended in each outcome.
+    pub outcomes: OutcomeCounts,
+    /// Every rate, each as k/n over the same n.
+    pub rates: Rates,
+    /// Operational failures, not evidence about the agent; not in n.
+    pub errored: u64,
+    /// Errored trials by error kind.
+    pub errored_by_kind: BTreeMap<String, u64>,
+    /// Trials the rules could not grade; not in n.
+    pub ungradeable: u64,
+    /// Ungradeable trials out of all trials (its own denominator: every trial).
+    pub ungradeable_share: Rate,
+    /// Whether ungradeable trials are more than 20% of the cell's trials.
+    pub unreliable: bool,
+    /// Mean rubric score, with its own n.
+    pub rubric: RubricMean,
+    /// Medians of the per-trial metrics over the graded trials, each with its own n.
+    pub medians: Medians,
+    /// Cost ledgers over every trial.
+    pub costs: CostLedgers,
+}
+
+impl Cell {
+    /// Aggregates the given trials.
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a TrialRow>) -> Cell {
+        let rows: Vec<&TrialRow> = rows.into_iter().collect();
+        let mut outcomes = OutcomeCounts::default();
+        let mut errored_by_kind = BTreeMap::new();
+        for r in &rows {
+            outcomes.add(&r.verdict.outcome);
+            if let Outcome::Errored { kind } = &r.verdict.outcome {
+                *errored_by_kind.entry(kind.as_str().to_string()).or_insert(0) += 1;
+            }
+        }
+        let graded: Vec<&TrialRow> = rows.iter().copied().filter(|r| r.verdict.outcome.is_graded()).collect();
+        let successes = graded.iter().filter(|r| r.verdict.task_success).count() as u64;
+        let trials = outcomes.trials();
+        let rubric = rubric_mean(&graded);
+        Cell {
+            trials,
+            n: outcomes.graded(),
+            rates: Rates::new(&outcomes, successes),
+            errored: outcomes.errored,
+            errored_by_kind,
+            ungradeable: outcomes.ungradeable,
+            ungradeable_share: Rate::new(outcomes.ungradeable, trials),
+            // more than 20%: ungradeable / trials > 1/5, in whole numbers.
+            unreliable: outcomes.ungradeable * 5 > trials,
+            outcomes,
+            rubric,
+            medians: Medians::of(&graded),
+            costs: CostLedgers::of(&rows),
+        }
+    }
+}
+
+fn rubric_mean(graded: &[&TrialRow]) -> RubricMean {
+    let scored: Vec<(f64, f64)> = graded
+        .iter()
+        .filter_map(|r| r.verdict.rubric.as_ref())
+        .filter(|s| s.max > 0)
+        .map(|s| (f64::from(s.total), f64::from(s.max)))
+        .collect();
+    let n = scored.len();
+    if n == 0 {
+        return RubricMean::default();
+    }
+    RubricMean {
+        mean: Some(scored.iter().map(|s| s.0).sum::<f64>() / n as f64),
+        mean_fraction: Some(scored.iter().map(|s| s.0 / s.1).sum::<f64>() / n as f64),
+        n: n as u64,
+    }
+}
+
+/// A task of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskInfo {
+    /// The task id.
+    pub id: String,
+    /// Its correct behaviour.
+    pub expect: ExpectedBehaviour,
+}
+
+/// One variant's cell on one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskCell {
+    /// The task id.
+    pub task: String,
+    /// The cell.
+    pub cell: Cell,
+}
+
+/// One variant: overall and per task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VariantReport {
+    /// The variant id.
+    pub variant: String,
+    /// Every trial of the variant.
+    pub overall: Cell,
+    /// Per task, in the run's task order; a task the variant has no trial of is left out.
+    pub tasks: Vec<TaskCell>,
+}
+
+impl VariantReport {
+    /// The variant's cell on `task`.
+    pub fn task(&self, task: &str) -> Option<&Cell> {
+        self.tasks.iter().find(|t| t.task == task).map(|t| &t.cell)
+    }
+}
+
+/// One trial, as listed in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrialSummary {
+    /// The run id.
+    pub run_id: String,
+    /// The trial id.
+    pub trial_id: String,
+    /// The task id.
+    pub task: String,
+    /// The variant id.
+    pub variant: String,
+    /// The trial index.
+    pub trial_index: u32,
+    /// The hidden mutation's name, when there was one.
+    pub mutation: Option<String>,
+    /// The outcome label.
+    pub outcome: String,
+    /// Whether it counts as a success for its task.
+    pub task_success: bool,
+    /// Why: the verdict's reason (for `ungradeable`, the reason it requires).
+    pub reason: String,
+}
+
+impl From<&TrialRow> for TrialSummary {
+    fn from(r: &TrialRow) -> Self {
+        TrialSummary {
+            run_id: r.run_id.clone(),
+            trial_id: r.trial_id.clone(),
+            task: r.task.clone(),
+            variant: r.variant.clone(),
+            trial_index: r.trial_index,
+            mutation: r.mutation.as_ref().map(|m| m.name.clone()),
+            outcome: r.verdict.outcome.label().to_string(),
+            task_success: r.verdict.task_success,
+            reason: match &r.verdict.outcome {
+                Outcome::Ungradeable { reason } if r.verdict.reason.is_empty() => reason.clone(),
+                _ => r.verdict.reason.clone(),
+            },
+        }
+    }
+}
+
+/// The results document of a run (`results.json`): every cell, and every trial's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunReport {
+    /// The version of this document's shape; see [`crate::json_schema`].
+    pub schema_version: u32,
+    /// The runs the trials come from (one for a run's own results).
+    pub run_ids: Vec<String>,
+    /// The suite id.
+    pub suite_id: String,
+    /// The suite content hashes seen (one unless the rows span runs of changed suites).
+    pub suite_hashes: Vec<String>,
+    /// The tasks, in the order first seen.
+    pub tasks: Vec<TaskInfo>,
+    /// Every trial of the run.
+    pub overall: Cell,
+    /// Per variant, in the order first seen.
+    pub variants: Vec<VariantReport>,
+    /// Every trial, in input order.
+    pub trials: Vec<TrialSummary>,
+}
+
+impl RunReport {
+    /// The variant's report.
+    pub fn variant(&self, variant: &str) -> Option<&VariantReport> {
+        self.variants.iter().find(|v| v.variant == variant)
+    }
+
+    /// The cell of `variant` on `task`.
+    pub fn cell(&self, variant: &str, task: &str) -> Option<&Cell> {
+        self.variant(variant)?.task(task)
+    }
+}
+
+/// Aggregates the trials of one suite: per variant × task, per variant, and overall.
+/// Variants and tasks keep the order in which they first appear in `rows`.
+pub fn aggregate(rows: &[TrialRow]) -> Result<RunReport, AggregateError> {
+    let first = rows.first().ok_or(AggregateError::NoTrials)?;
+    let mut seen = BTreeSet::new();
+    for r in rows {
+        if r.suite_id != first.suite_id {
+            return Err(AggregateError::MixedSuites { first: first.suite_id.clone(), other: r.suite_id.clone() });
+        }
+        if !seen.insert((r.run_id.as_str(), r.trial_id.as_str())) {
+            return Err(AggregateError::DuplicateTrial { run_id: r.run_id.clone(), trial_id: r.trial_id.clone() });
+        }
+    }
+    let tasks = first_seen(rows.iter().map(|r| (r.task.clone(), r.expect)))
+        .into_iter()
+        .map(|(id, e)| TaskInfo { id, expect: e.into() })
+        .collect::<Vec<_>>();
+    let variants = first_seen(rows.iter().map(|r| (r.variant.clone(), ())));
+    let variants = variants
+        .into_iter()
+        .map(|(v, ())| {
+            let mine: Vec<&TrialRow> = rows.iter().filter(|r| r.variant == v).collect();
+            let per_task = tasks
+                .iter()
+                .filter_map(|t| {
+                    let cell: Vec<&TrialRow> = mine.iter().copied().filter(|r| r.task == t.id).collect();
+                    (!cell.is_empty()).then(|| TaskCell { task: t.id.clone(), cell: Cell::of(cell) })
+                })
+                .collect();
+            VariantReport { overall: Cell::of(mine), variant: v, tasks: per_task }
+        })
+        .collect();
+    Ok(RunReport {
+        schema_version: SCHEMA_VERSION,
+        run_ids: first_seen(rows.iter().map(|r| (r.run_id.clone(), ()))).into_iter().map(|x| x.0).collect(),
+        suite_id: first.suite_id.clone(),
+        suite_hashes: first_seen(rows.iter().map(|r| (r.suite_hash.clone(), ()))).into_iter().map(|x| x.0).collect(),
+        tasks,
+        overall: Cell::of(rows),
+        variants,
+        trials: rows.iter().map(TrialSummary::from).collect(),
+    })
+}
+
+/// The distinct keys of `items` in the order first seen, each with its first value.
+pub(crate) fn first_seen<V>(items: impl IntoIterator<Item = (String, V)>) -> Vec<(String, V)> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (k, v) in items {
+        if seen.insert(k.clone()) {
+            out.push((k, v));
+        }
+    }
+    out
+}

@@ -1,0 +1,629 @@
+//! Comparing two arms trial by trial: two runs, or two variants of one run.
+//!
+//! Trials are matched by (task, trial index, mutation, fixture hash). The comparison refuses,
+//! with the reason, when the suites differ, when the fixture differs, or when a matched pair ran
+//! against different hidden mutations. Trials of one arm with no partner in the other are listed
+//! in [`Comparison::unmatched`], never dropped silently; every number of the comparison is taken
+//! over the matched trials only, so both arms answer the same tasks and trial indices.
+//!
+//! Per task and overall, each arm gets every rate as k/n, pass@k and pass^k, and medians with
+//! their n. The matched differences (b − a) on success, failure, wrong turns, calls, tokens and
+//! wall time are taken over the pairs where both trials were graded (and, for a metric, both
+//! reported it): the difference of the two arms' rates, or of the two arms' medians, over those
+//! same pairs.
+//!
+//! The verdict is `better`, `worse` or `same` only when both arms have graded n ≥
+//! `underpowered_below`; otherwise it is `underpowered`, by name, never "no effect". Success is
+//! compared first, then wrong turns (fewer is better). Below the threshold a difference of one or
+//! two calls (calls, wrong turns) or of under 30% in tokens is labelled `noise`. There are no
+//! p-values and no confidence intervals, deliberately.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proctor_suite::model::ReportConfig;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::aggregate::{first_seen, Cell, ExpectedBehaviour};
+use crate::input::{Mutation, TrialRow};
+use crate::stats::{pass_at_k, pass_pow_k, relative, Median};
+use crate::SCHEMA_VERSION;
+
+/// A difference of at most this many calls is `noise` below the power threshold.
+pub const NOISE_CALLS: f64 = 2.0;
+/// A relative difference in tokens under this is `noise` below the power threshold.
+pub const NOISE_TOKENS_RELATIVE: f64 = 0.30;
+
+/// Which arm of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Side {
+    /// The first arm (the reference: differences are b − a).
+    A,
+    /// The second arm.
+    B,
+}
+
+/// Why two arms cannot be compared.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CompareError {
+    /// An arm has no trials.
+    #[error("cannot compare: arm {side:?} has no trials")]
+    EmptyArm {
+        /// The empty arm.
+        side: Side,
+    },
+    /// The trials come from different suites.
+    #[error("cannot compare unlike suites: `{a}` and `{b}`")]
+    DifferentSuites {
+        /// A suite id of arm A.
+        a: String,
+        /// A different suite id (of arm B, or of arm A itself).
+        b: String,
+    },
+    /// The arms ran against different fixture states.
+    #[error("cannot compare different fixture states ({detail}): A has `{a}`, B has `{b}`")]
+    FixtureMismatch {
+        /// Where the difference was found.
+        detail: String,
+        /// Arm A's fixture hash(es).
+        a: String,
+        /// Arm B's fixture hash(es).
+        b: String,
+    },
+    /// A matched pair ran against different hidden mutations.
+    #[error("cannot compare task `{task}` trial {trial_index}: A ran mutation {a}, B ran mutation {b}")]
+    MutationMismatch {
+        /// The task id.
+        task: String,
+        /// The trial index.
+        trial_index: u32,
+        /// Arm A's mutation (`name@hash`, or `none`).
+        a: String,
+        /// Arm B's mutation.
+        b: String,
+    },
+    /// One arm holds two trials for the same (task, trial index): it mixes variants or runs.
+    #[error(
+        "arm {side:?} holds two trials of task `{task}` trial {trial_index} (`{first}` and `{second}`); select one variant of one run per arm"
+    )]
+    AmbiguousArm {
+        /// The arm.
+        side: Side,
+        /// The task id.
+        task: String,
+        /// The trial index.
+        trial_index: u32,
+        /// The first trial id.
+        first: String,
+        /// The second trial id.
+        second: String,
+    },
+}
+
+/// How to compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompareOptions {
+    /// An arm with fewer graded trials than this makes the verdict `underpowered`.
+    pub underpowered_below: u32,
+    /// A name for arm A; by default `RUN/VARIANT`.
+    pub label_a: Option<String>,
+    /// A name for arm B; by default `RUN/VARIANT`.
+    pub label_b: Option<String>,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions::from(&ReportConfig::default())
+    }
+}
+
+impl From<&ReportConfig> for CompareOptions {
+    fn from(c: &ReportConfig) -> Self {
+        CompareOptions { underpowered_below: c.underpowered_below, label_a: None, label_b: None }
+    }
+}
+
+/// What an arm is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ArmInfo {
+    /// The arm's name.
+    pub label: String,
+    /// Runs its trials come from.
+    pub run_ids: Vec<String>,
+    /// Variants its trials come from.
+    pub variants: Vec<String>,
+    /// Suite content hashes its trials were run with.
+    pub suite_hashes: Vec<String>,
+    /// Trials given for the arm (matched and unmatched).
+    pub trials: u64,
+}
+
+/// A trial with no partner in the other arm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Unmatched {
+    /// The arm it belongs to.
+    pub side: Side,
+    /// The run id.
+    pub run_id: String,
+    /// The trial id.
+    pub trial_id: String,
+    /// The task id.
+    pub task: String,
+    /// The variant id.
+    pub variant: String,
+    /// The trial index.
+    pub trial_index: u32,
+    /// The outcome label.
+    pub outcome: String,
+}
+
+/// One value of pass@k or pass^k.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PassK {
+    /// k.
+    pub k: u32,
+    /// The estimate (0..1), the mean over tasks; `null` when no task could be estimated.
+    pub value: Option<f64>,
+    /// Tasks averaged over.
+    pub tasks: u64,
+}
+
+/// One arm's numbers in a comparison cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArmStats {
+    /// Rates (k/n), outcome counts, medians and ledgers over the arm's matched trials.
+    pub cell: Cell,
+    /// pass@k for k = 1..=`pass_k_max` (unbiased estimator 1 − C(n−c,k)/C(n,k)).
+    pub pass_at_k: Vec<PassK>,
+    /// pass^k for k = 1..=`pass_k_max` (estimator C(c,k)/C(n,k)).
+    pub pass_pow_k: Vec<PassK>,
+}
+
+/// How one compared quantity changed from arm A to arm B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Assessment {
+    /// B is better (both arms at or above the power threshold).
+    Better,
+    /// B is worse (both arms at or above the power threshold).
+    Worse,
+    /// No difference (both arms at or above the power threshold).
+    Same,
+    /// Below the power threshold, a difference of one or two calls or under 30% in tokens.
+    Noise,
+    /// Below the power threshold: nothing can be said, which is not "no effect".
+    Underpowered,
+    /// Not measured in both arms of any matched pair.
+    NotMeasured,
+}
+
+impl Assessment {
+    /// The label used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Assessment::Better => "better",
+            Assessment::Worse => "worse",
+            Assessment::Same => "same",
+            Assessment::Noise => "noise",
+            Assessment::Underpowered => "underpowered",
+            Assessment::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// A matched difference b − a.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Change {
+    /// Arm A's value over the pairs used; `null` when n = 0.
+    pub a: Option<f64>,
+    /// Arm B's value over the same pairs; `null` when n = 0.
+    pub b: Option<f64>,
+    /// Matched pairs used.
+    pub n: u64,
+    /// b − a; `null` when n = 0.
+    pub difference: Option<f64>,
+    /// (b − a) / a; `null` when n = 0 or a is exactly 0.
+    pub relative: Option<f64>,
+    /// True when a is exactly 0 and b is not: the relative change has no finite value.
+    pub relative_unbounded: bool,
+    /// What the difference says, given the power threshold.
+    pub assessment: Assessment,
+}
+
+/// What kind of quantity a change is about, for its noise rule and direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quantity {
+    /// Higher is better, no noise rule (success).
+    HigherRate,
+    /// Lower is better, no noise rule (failure, wall time).
+    Lower,
+    /// Lower is better; one or two is noise below the threshold (calls, wrong turns).
+    Calls,
+    /// Lower is better; under 30% is noise below the threshold (tokens).
+    Tokens,
+}
+
+impl Change {
+    /// The change from `a` to `b` over `n` pairs.
+    pub(crate) fn new(a: Option<f64>, b: Option<f64>, n: u64, q: Quantity, powered: bool) -> Change {
+        let (Some(va), Some(vb)) = (a, b) else {
+            return Change {
+                a,
+                b,
+                n,
+                difference: None,
+                relative: None,
+                relative_unbounded: false,
+                assessment: Assessment::NotMeasured,
+            };
+        };
+        let d = vb - va;
+        let (rel, unbounded) = relative(va, vb);
+        let assessment = if powered {
+            let higher_better = q == Quantity::HigherRate;
+            if d == 0.0 {
+                Assessment::Same
+            } else if (d > 0.0) == higher_better {
+                Assessment::Better
+            } else {
+                Assessment::Worse
+            }
+        } else {
+            let noise = match q {
+                Quantity::Calls => d != 0.0 && d.abs() <= NOISE_CALLS,
+                Quantity::Tokens => d != 0.0 && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE),
+                Quantity::HigherRate | Quantity::Lower => false,
+            };
+            if noise {
+                Assessment::Noise
+            } else {
+                Assessment::Underpowered
+            }
+        };
+        Change { a, b, n, difference: Some(d), relative: rel, relative_unbounded: unbounded, assessment }
+    }
+}
+
+/// The matched differences of a comparison cell.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Differences {
+    /// Success rate (fraction 0..1) over pairs graded in both arms.
+    pub success: Change,
+    /// Failure rate (fraction 0..1) over pairs graded in both arms.
+    pub failure: Change,
+    /// Median wrong turns over pairs where both reported interface metrics.
+    pub wrong_turns: Change,
+    /// Median calls over pairs where both reported interface metrics.
+    pub calls: Change,
+    /// Median input + output tokens over pairs where both reported them.
+    pub tokens: Change,
+    /// Median wall seconds over pairs graded in both arms.
+    pub wall_seconds: Change,
+}
+
+/// The verdict of a comparison cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ComparisonVerdict {
+    /// B is better: higher success, or equal success and fewer wrong turns.
+    Better,
+    /// B is worse: lower success, or equal success and more wrong turns.
+    Worse,
+    /// Equal success and equal wrong turns, with both arms at or above the power threshold.
+    Same,
+    /// An arm has fewer graded trials than the power threshold: nothing is concluded.
+    Underpowered,
+}
+
+impl ComparisonVerdict {
+    /// The label used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComparisonVerdict::Better => "better",
+            ComparisonVerdict::Worse => "worse",
+            ComparisonVerdict::Same => "same",
+            ComparisonVerdict::Underpowered => "underpowered",
+        }
+    }
+}
+
+/// Both arms on one task, or overall.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ComparisonCell {
+    /// Arm A.
+    pub a: ArmStats,
+    /// Arm B.
+    pub b: ArmStats,
+    /// Matched pairs in the cell.
+    pub pairs: u64,
+    /// Whether both arms have graded n at or above the power threshold.
+    pub powered: bool,
+    /// The matched differences b − a.
+    pub differences: Differences,
+    /// The verdict.
+    pub verdict: ComparisonVerdict,
+    /// Why, in one line with the numbers.
+    pub reason: String,
+}
+
+/// One task's comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskComparison {
+    /// The task id.
+    pub task: String,
+    /// Its correct behaviour.
+    pub expect: ExpectedBehaviour,
+    /// The comparison.
+    pub comparison: ComparisonCell,
+}
+
+/// A trial-by-trial comparison of two arms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Comparison {
+    /// The version of this document's shape.
+    pub schema_version: u32,
+    /// The suite id.
+    pub suite_id: String,
+    /// Arm A (the reference).
+    pub a: ArmInfo,
+    /// Arm B.
+    pub b: ArmInfo,
+    /// The power threshold: an arm with fewer graded trials makes a verdict `underpowered`.
+    pub underpowered_below: u32,
+    /// The largest k of pass@k and pass^k: the smallest graded trials per task of either arm.
+    pub pass_k_max: u32,
+    /// Matched pairs.
+    pub matched: u64,
+    /// Trials with no partner in the other arm; in no number of the comparison.
+    pub unmatched: Vec<Unmatched>,
+    /// Things a reader should know (a suite hash that differs between the arms).
+    pub warnings: Vec<String>,
+    /// Over every matched pair.
+    pub overall: ComparisonCell,
+    /// Per task, in the order first seen in arm A.
+    pub tasks: Vec<TaskComparison>,
+}
+
+type Key<'a> = (&'a str, u32);
+
+fn mutation_label(m: Option<&Mutation>) -> String {
+    m.map_or_else(|| "none".to_string(), |m| format!("`{}`@{}", m.name, m.hash))
+}
+
+fn index<'a>(rows: &'a [TrialRow], side: Side) -> Result<BTreeMap<Key<'a>, &'a TrialRow>, CompareError> {
+    let mut map: BTreeMap<Key<'a>, &'a TrialRow> = BTreeMap::new();
+    for r in rows {
+        if let Some(prev) = map.insert((r.task.as_str(), r.trial_index), r) {
+            return Err(CompareError::AmbiguousArm {
+                side,
+                task: r.task.clone(),
+                trial_index: r.trial_index,
+                first: prev.trial_id.clone(),
+                second: r.trial_id.clone(),
+            });
+        }
+    }
+    Ok(map)
+}
+
+fn distinct<'a>(rows: &'a [TrialRow], f: impl Fn(&'a TrialRow) -> &'a str) -> Vec<String> {
+    first_seen(rows.iter().map(|r| (f(r).to_string(), ()))).into_iter().map(|x| x.0).collect()
+}
+
+fn arm_info(rows: &[TrialRow], label: Option<&String>) -> ArmInfo {
+    let run_ids = distinct(rows, |r| &r.run_id);
+    let variants = distinct(rows, |r| &r.variant);
+    let label = label.cloned().unwrap_or_else(|| format!("{}/{}", run_ids.join("+"), variants.join("+")));
+    ArmInfo { label, run_ids, variants, suite_hashes: distinct(rows, |r| &r.suite_hash), trials: rows.len() as u64 }
+}
+
+/// Compares arm `b` against arm `a` trial by trial (differences are b − a).
+pub fn compare(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Result<Comparison, CompareError> {
+    if a.is_empty() {
+        return Err(CompareError::EmptyArm { side: Side::A });
+    }
+    if b.is_empty() {
+        return Err(CompareError::EmptyArm { side: Side::B });
+    }
+    let suite = &a[0].suite_id;
+    if let Some(other) = a.iter().chain(b).find(|r| &r.suite_id != suite) {
+        return Err(CompareError::DifferentSuites { a: suite.clone(), b: other.suite_id.clone() });
+    }
+    let fixtures_a: BTreeSet<&str> = a.iter().map(|r| r.fixture_hash.as_str()).collect();
+    let fixtures_b: BTreeSet<&str> = b.iter().map(|r| r.fixture_hash.as_str()).collect();
+    if fixtures_a != fixtures_b {
+        let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
+        return Err(CompareError::FixtureMismatch {
+            detail: "the arms ran against different fixtures".into(),
+            a: join(&fixtures_a),
+            b: join(&fixtures_b),
+        });
+    }
+    let ia = index(a, Side::A)?;
+    let ib = index(b, Side::B)?;
+    let mut pairs: Vec<(&TrialRow, &TrialRow)> = Vec::new();
+    let mut unmatched = Vec::new();
+    let unmatched_of = |side, r: &TrialRow| Unmatched {
+        side,
+        run_id: r.run_id.clone(),
+        trial_id: r.trial_id.clone(),
+        task: r.task.clone(),
+        variant: r.variant.clone(),
+        trial_index: r.trial_index,
+        outcome: r.verdict.outcome.label().to_string(),
+    };
+    for ra in a {
+        match ib.get(&(ra.task.as_str(), ra.trial_index)) {
+            Some(rb) => {
+                if ra.fixture_hash != rb.fixture_hash {
+                    return Err(CompareError::FixtureMismatch {
+                        detail: format!("task `{}` trial {}", ra.task, ra.trial_index),
+                        a: ra.fixture_hash.clone(),
+                        b: rb.fixture_hash.clone(),
+                    });
+                }
+                if ra.mutation != rb.mutation {
+                    return Err(CompareError::MutationMismatch {
+                        task: ra.task.clone(),
+                        trial_index: ra.trial_index,
+                        a: mutation_label(ra.mutation.as_ref()),
+                        b: mutation_label(rb.mutation.as_ref()),
+                    });
+                }
+                pairs.push((ra, rb));
+            }
+            None => unmatched.push(unmatched_of(Side::A, ra)),
+        }
+    }
+    for rb in b {
+        if !ia.contains_key(&(rb.task.as_str(), rb.trial_index)) {
+            unmatched.push(unmatched_of(Side::B, rb));
+        }
+    }
+
+    let info_a = arm_info(a, opts.label_a.as_ref());
+    let info_b = arm_info(b, opts.label_b.as_ref());
+    let mut warnings = Vec::new();
+    if info_a.suite_hashes != info_b.suite_hashes {
+        warnings.push(format!(
+            "the suite's content changed between the arms (A: {}; B: {}): check that the rules are the same",
+            info_a.suite_hashes.join(", "),
+            info_b.suite_hashes.join(", ")
+        ));
+    }
+    if !unmatched.is_empty() {
+        warnings.push(format!("{} trial(s) have no partner in the other arm and are in no number below", unmatched.len()));
+    }
+
+    let tasks: Vec<(String, ExpectedBehaviour)> =
+        first_seen(pairs.iter().map(|(ra, _)| (ra.task.clone(), ra.expect))).into_iter().map(|(t, e)| (t, e.into())).collect();
+    let by_task: Vec<Vec<(&TrialRow, &TrialRow)>> =
+        tasks.iter().map(|(t, _)| pairs.iter().copied().filter(|(ra, _)| &ra.task == t).collect()).collect();
+    // The largest k: the smallest number of graded trials per task in either arm, over the
+    // tasks graded at least once in both.
+    let graded = |ps: &[(&TrialRow, &TrialRow)], side: Side| {
+        ps.iter().filter(|(ra, rb)| if side == Side::A { ra } else { rb }.verdict.outcome.is_graded()).count() as u64
+    };
+    let pass_k_max = by_task
+        .iter()
+        .map(|ps| graded(ps, Side::A).min(graded(ps, Side::B)))
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0);
+    let pass_k_max = u32::try_from(pass_k_max).unwrap_or(u32::MAX);
+    let threshold = u64::from(opts.underpowered_below);
+    let task_cells = tasks
+        .iter()
+        .zip(&by_task)
+        .map(|((task, expect), ps)| TaskComparison {
+            task: task.clone(),
+            expect: *expect,
+            comparison: cell(std::slice::from_ref(ps), pass_k_max, threshold),
+        })
+        .collect();
+    Ok(Comparison {
+        schema_version: SCHEMA_VERSION,
+        suite_id: suite.clone(),
+        a: info_a,
+        b: info_b,
+        underpowered_below: opts.underpowered_below,
+        pass_k_max,
+        matched: pairs.len() as u64,
+        unmatched,
+        warnings,
+        overall: cell(&by_task, pass_k_max, threshold),
+        tasks: task_cells,
+    })
+}
+
+/// The comparison over the pairs of the given tasks (one group per task).
+fn cell(groups: &[Vec<(&TrialRow, &TrialRow)>], k_max: u32, threshold: u64) -> ComparisonCell {
+    let all: Vec<(&TrialRow, &TrialRow)> = groups.iter().flatten().copied().collect();
+    let arm = |side: Side| {
+        let pick = |p: &(&'_ TrialRow, &'_ TrialRow)| if side == Side::A { p.0 } else { p.1 };
+        let per_task: Vec<(u64, u64)> = groups
+            .iter()
+            .map(|ps| {
+                let graded: Vec<&TrialRow> = ps.iter().map(pick).filter(|r| r.verdict.outcome.is_graded()).collect();
+                (graded.len() as u64, graded.iter().filter(|r| r.verdict.task_success).count() as u64)
+            })
+            .collect();
+        let estimate = |f: fn(u64, u64, u64) -> Option<f64>| {
+            (1..=k_max)
+                .map(|k| {
+                    let vals: Vec<f64> = per_task.iter().filter_map(|&(n, c)| f(n, c, u64::from(k))).collect();
+                    let tasks = vals.len() as u64;
+                    PassK { k, value: (tasks > 0).then(|| vals.iter().sum::<f64>() / tasks as f64), tasks }
+                })
+                .collect::<Vec<_>>()
+        };
+        ArmStats { cell: Cell::of(all.iter().map(pick)), pass_at_k: estimate(pass_at_k), pass_pow_k: estimate(pass_pow_k) }
+    };
+    let a = arm(Side::A);
+    let b = arm(Side::B);
+    let powered = a.cell.n >= threshold && b.cell.n >= threshold;
+
+    let both: Vec<(&TrialRow, &TrialRow)> =
+        all.iter().copied().filter(|(ra, rb)| ra.verdict.outcome.is_graded() && rb.verdict.outcome.is_graded()).collect();
+    let n = both.len() as u64;
+    let share = |f: &dyn Fn(&TrialRow) -> bool| {
+        let ka = both.iter().filter(|(ra, _)| f(ra)).count();
+        let kb = both.iter().filter(|(_, rb)| f(rb)).count();
+        ((n > 0).then(|| ka as f64 / n as f64), (n > 0).then(|| kb as f64 / n as f64))
+    };
+    let (sa, sb) = share(&|r| r.verdict.task_success);
+    let (fa, fb) = share(&|r| r.verdict.outcome.is_failure());
+    let medians = |f: &dyn Fn(&TrialRow) -> Option<f64>, q: Quantity| {
+        let ps: Vec<(f64, f64)> = both.iter().filter_map(|(ra, rb)| Some((f(ra)?, f(rb)?))).filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+        let ma = Median::of(ps.iter().map(|p| Some(p.0)));
+        let mb = Median::of(ps.iter().map(|p| Some(p.1)));
+        Change::new(ma.median, mb.median, ps.len() as u64, q, powered)
+    };
+    let differences = Differences {
+        success: Change::new(sa, sb, n, Quantity::HigherRate, powered),
+        failure: Change::new(fa, fb, n, Quantity::Lower, powered),
+        wrong_turns: medians(&|r| r.verdict.metrics.map(|m| m.wrong_turns as f64), Quantity::Calls),
+        calls: medians(&|r| r.verdict.metrics.map(|m| m.calls as f64), Quantity::Calls),
+        tokens: medians(&|r| r.tokens.and_then(|t| t.input_output()).map(|t| t as f64), Quantity::Tokens),
+        wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Lower),
+    };
+    let (verdict, reason) = verdict(&a, &b, &differences, powered, threshold);
+    ComparisonCell { a, b, pairs: all.len() as u64, powered, differences, verdict, reason }
+}
+
+fn verdict(a: &ArmStats, b: &ArmStats, d: &Differences, powered: bool, threshold: u64) -> (ComparisonVerdict, String) {
+    let points = |c: &Change| c.difference.map_or_else(|| "-".to_string(), |x| format!("{:+.0} points", x * 100.0));
+    if !powered {
+        return (
+            ComparisonVerdict::Underpowered,
+            format!("graded n is {} in A and {} in B; both must be at least {threshold}", a.cell.n, b.cell.n),
+        );
+    }
+    let s = &d.success;
+    let Some(diff) = s.difference else {
+        return (ComparisonVerdict::Underpowered, "no matched pair was graded in both arms".to_string());
+    };
+    let success = format!("success {} -> {} ({}, {} pairs graded in both)", a.cell.rates.success, b.cell.rates.success, points(s), s.n);
+    if diff > 0.0 {
+        return (ComparisonVerdict::Better, success);
+    }
+    if diff < 0.0 {
+        return (ComparisonVerdict::Worse, success);
+    }
+    let w = &d.wrong_turns;
+    match (w.difference, w.a, w.b) {
+        (Some(x), Some(ma), Some(mb)) if x != 0.0 => {
+            let why = format!(
+                "equal success ({}); median wrong turns {} -> {} (n={})",
+                points(s),
+                crate::stats::number(ma),
+                crate::stats::number(mb),
+                w.n
+            );
+            (if x < 0.0 { ComparisonVerdict::Better } else { ComparisonVerdict::Worse }, why)
+        }
+        (Some(_), _, _) => (ComparisonVerdict::Same, format!("equal success ({}) and equal median wrong turns (n={})", points(s), w.n)),
+        _ => (ComparisonVerdict::Same, format!("equal success ({}); wrong turns not measured", points(s))),
+    }
+}

@@ -1,0 +1,377 @@
+//! Promotion gates (seed 001, "Promotion gates"; DESIGN.md, "Comparing and promoting").
+//!
+//! The arms are the variants of the given rows: the `[promotion]` baseline and candidate, and
+//! every other variant as a control. (For `compare RUN_A RUN_B --gate`, pass the baseline and
+//! controls from one run and the candidate from the other; matching still applies.)
+//!
+//! The gates, in order, each reported with the numbers it used and a one-line explanation:
+//! 1. `sample_size`: both the baseline and the candidate have graded n ≥ `underpowered_below`
+//!    over their matched trials. Not one of seed 001's list, but the doctrine's: a comparison
+//!    below the power threshold concludes nothing, so it cannot promote.
+//! 2. `nonzero_success`: the candidate has at least one task success.
+//! 3. `strongest_control`: the candidate's success rate is at least the strongest control's
+//!    minus `strongest_success_tolerance` (0 when not set). The strongest control is the arm
+//!    with the highest success rate among all arms except the candidate (the baseline included).
+//!    These two gates use each arm's whole set of trials.
+//! 4. `primary_metric`: the primary metric improved, in the configured `direction`, by at least
+//!    `minimum_relative_improvement` OR `minimum_absolute_improvement` (whichever are set; when
+//!    neither is set, any improvement above 0). Measured on the matched trials of baseline and
+//!    candidate. From an exact zero baseline the relative improvement is unbounded
+//!    (`relative = null`, `relative_unbounded = true`): a strictly positive improvement from 0
+//!    passes the relative minimum, and no improvement never does.
+//! 5. `no_regression:METRIC`, one per named metric: the candidate is not worse than the baseline
+//!    in the metric's own better direction ([`crate::metric::better_when`]), on the matched
+//!    trials. A metric not measured in both arms fails: no regression cannot be shown.
+//! 6. `complete_costs`: when `require_complete_costs`, every arm's money ledger is complete
+//!    (known or not applicable); otherwise it passes as "not required".
+//!
+//! Rates are fractions (0.05 = 5 points). Comparisons allow 1e-9 for floating-point rounding.
+
+use proctor_suite::model::{Direction, Promotion, ReportConfig};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::aggregate::{first_seen, Cell, Money};
+use crate::compare::{compare, CompareError, CompareOptions};
+use crate::input::TrialRow;
+use crate::metric::{better_when, is_rate, metric, MetricValue};
+use crate::stats::number;
+use crate::SCHEMA_VERSION;
+
+/// Floating-point slack in gate comparisons.
+const EPS: f64 = 1e-9;
+
+/// Why the gates cannot be evaluated at all.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GateError {
+    /// The baseline or candidate names no variant among the trials.
+    #[error("promotion {role} `{variant}` has no trials (variants present: {present})")]
+    UnknownVariant {
+        /// `baseline` or `candidate`.
+        role: &'static str,
+        /// The variant id named.
+        variant: String,
+        /// The variants present.
+        present: String,
+    },
+    /// The baseline and the candidate are the same variant.
+    #[error("promotion baseline and candidate are the same variant `{0}`")]
+    SameArm(String),
+    /// A metric name proctor does not report.
+    #[error("`{0}` is not a metric proctor reports")]
+    UnknownMetric(String),
+    /// Baseline and candidate cannot be matched.
+    #[error(transparent)]
+    Compare(#[from] CompareError),
+}
+
+/// A number a gate used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GateNumber {
+    /// What it is.
+    pub name: String,
+    /// Its value; `null` when not measured (or a relative change from an exact zero).
+    pub value: Option<f64>,
+    /// The n it was taken over, where it has one.
+    pub n: Option<u64>,
+    /// True for a relative change from an exact zero baseline: no finite value exists.
+    pub unbounded: bool,
+}
+
+impl GateNumber {
+    fn of(name: &str, value: Option<f64>, n: Option<u64>) -> GateNumber {
+        GateNumber { name: name.to_string(), value, n, unbounded: false }
+    }
+}
+
+/// One promotion check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Gate {
+    /// The check's name.
+    pub name: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The numbers it used.
+    pub numbers: Vec<GateNumber>,
+    /// One line a person reads.
+    pub explanation: String,
+}
+
+/// Every promotion check of a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GateReport {
+    /// The version of this document's shape.
+    pub schema_version: u32,
+    /// The baseline variant.
+    pub baseline: String,
+    /// The candidate variant.
+    pub candidate: String,
+    /// Whether every gate passed.
+    pub passed: bool,
+    /// The gates, in order.
+    pub gates: Vec<Gate>,
+}
+
+impl GateReport {
+    /// The gates that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Gate> {
+        self.gates.iter().filter(|g| !g.passed)
+    }
+}
+
+fn show(v: &MetricValue, name: &str) -> String {
+    match (v.rate, v.value) {
+        (Some(r), _) => r.to_string(),
+        (None, Some(x)) if is_rate(name) => format!("{:.0}% (n={})", x * 100.0, v.n),
+        (None, Some(x)) => format!("{} (n={})", number(x), v.n),
+        (None, None) => format!("- (n={})", v.n),
+    }
+}
+
+fn amount(x: f64, name: &str) -> String {
+    if is_rate(name) {
+        format!("{:.1} points", x * 100.0)
+    } else {
+        number(x)
+    }
+}
+
+/// Evaluates every promotion gate over the trials of a run (its variants are the arms).
+pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> Result<GateReport, GateError> {
+    let variants: Vec<String> = first_seen(rows.iter().map(|r| (r.variant.clone(), ()))).into_iter().map(|x| x.0).collect();
+    let baseline = promotion.baseline.get_ref().clone();
+    let candidate = promotion.candidate.get_ref().clone();
+    for (role, v) in [("baseline", &baseline), ("candidate", &candidate)] {
+        if !variants.contains(v) {
+            return Err(GateError::UnknownVariant { role, variant: v.clone(), present: variants.join(", ") });
+        }
+    }
+    if baseline == candidate {
+        return Err(GateError::SameArm(baseline));
+    }
+    let primary = promotion.primary_metric.get_ref().as_str();
+    for m in std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str())) {
+        if better_when(m).is_none() {
+            return Err(GateError::UnknownMetric(m.to_string()));
+        }
+    }
+    let of = |v: &str| rows.iter().filter(|r| r.variant == v).cloned().collect::<Vec<_>>();
+    let (base_rows, cand_rows) = (of(&baseline), of(&candidate));
+    let opts = CompareOptions {
+        underpowered_below: config.underpowered_below,
+        label_a: Some(baseline.clone()),
+        label_b: Some(candidate.clone()),
+    };
+    let cmp = compare(&base_rows, &cand_rows, &opts)?;
+    let (base_m, cand_m) = (&cmp.overall.a.cell, &cmp.overall.b.cell);
+    let arms: Vec<(String, Cell)> = variants.iter().map(|v| (v.clone(), Cell::of(rows.iter().filter(|r| &r.variant == v)))).collect();
+    let cand_cell = arms.iter().find(|(v, _)| *v == candidate).map(|(_, c)| c.clone()).unwrap_or_else(|| Cell::of([]));
+
+    let mut gates = Vec::new();
+
+    // 1. sample_size
+    let threshold = config.underpowered_below;
+    gates.push(Gate {
+        name: "sample_size".into(),
+        passed: cmp.overall.powered,
+        numbers: vec![
+            GateNumber::of("baseline_n", Some(base_m.n as f64), None),
+            GateNumber::of("candidate_n", Some(cand_m.n as f64), None),
+            GateNumber::of("underpowered_below", Some(f64::from(threshold)), None),
+        ],
+        explanation: if cmp.overall.powered {
+            format!("graded n {} (baseline) and {} (candidate) over matched trials, both at least {threshold}", base_m.n, cand_m.n)
+        } else {
+            format!("underpowered: graded n {} (baseline) and {} (candidate) over matched trials; both must be at least {threshold}", base_m.n, cand_m.n)
+        },
+    });
+
+    // 2. nonzero_success
+    let cs = cand_cell.rates.success;
+    gates.push(Gate {
+        name: "nonzero_success".into(),
+        passed: cs.k > 0,
+        numbers: vec![GateNumber::of("candidate_success", cs.value(), Some(cs.n))],
+        explanation: if cs.k > 0 {
+            format!("candidate success {cs} is nonzero")
+        } else {
+            format!("candidate success {cs}: no task succeeded")
+        },
+    });
+
+    // 3. strongest_control
+    let tolerance = promotion.strongest_success_tolerance.unwrap_or(0.0);
+    let strongest = arms
+        .iter()
+        .filter(|(v, c)| *v != candidate && c.n > 0)
+        .fold(None::<&(String, Cell)>, |best, arm| match best {
+            Some(b) if b.1.rates.success.value() >= arm.1.rates.success.value() => Some(b),
+            _ => Some(arm),
+        });
+    gates.push(match (strongest, cs.value()) {
+        (Some((id, c)), Some(cv)) => {
+            let sv = c.rates.success.value().unwrap_or(0.0);
+            let passed = cv >= sv - tolerance - EPS;
+            Gate {
+                name: "strongest_control".into(),
+                passed,
+                numbers: vec![
+                    GateNumber::of("candidate_success", Some(cv), Some(cs.n)),
+                    GateNumber::of("strongest_control_success", Some(sv), Some(c.rates.success.n)),
+                    GateNumber::of("tolerance", Some(tolerance), None),
+                ],
+                explanation: format!(
+                    "candidate success {cs} {} the strongest control `{id}` {} minus the tolerance of {:.1} points",
+                    if passed { "is at least" } else { "is below" },
+                    c.rates.success,
+                    tolerance * 100.0
+                ),
+            }
+        }
+        (None, _) => Gate {
+            name: "strongest_control".into(),
+            passed: false,
+            numbers: vec![GateNumber::of("tolerance", Some(tolerance), None)],
+            explanation: "no control arm has a graded trial to compare with".into(),
+        },
+        (Some((id, c)), None) => Gate {
+            name: "strongest_control".into(),
+            passed: false,
+            numbers: vec![
+                GateNumber::of("candidate_success", None, Some(0)),
+                GateNumber::of("strongest_control_success", c.rates.success.value(), Some(c.rates.success.n)),
+                GateNumber::of("tolerance", Some(tolerance), None),
+            ],
+            explanation: format!("the candidate has no graded trial to set against `{id}` {}", c.rates.success),
+        },
+    });
+
+    // 4. primary_metric
+    gates.push(primary_gate(promotion, primary, base_m, cand_m));
+
+    // 5. no_regression
+    for m in &promotion.no_regression {
+        let name = m.get_ref().as_str();
+        let (Some(a), Some(b)) = (metric(base_m, name), metric(cand_m, name)) else {
+            return Err(GateError::UnknownMetric(name.to_string()));
+        };
+        let dir = better_when(name).unwrap_or(Direction::Lower);
+        let numbers = vec![GateNumber::of("baseline", a.value, Some(a.n)), GateNumber::of("candidate", b.value, Some(b.n))];
+        let gate = match (a.value, b.value) {
+            (Some(va), Some(vb)) => {
+                let worse_by = if dir == Direction::Higher { va - vb } else { vb - va };
+                let passed = worse_by <= EPS;
+                let way = if dir == Direction::Higher { "higher" } else { "lower" };
+                Gate {
+                    name: format!("no_regression:{name}"),
+                    passed,
+                    numbers,
+                    explanation: if passed {
+                        format!("`{name}` ({way} is better) {} -> {}: no regression", show(&a, name), show(&b, name))
+                    } else {
+                        format!("`{name}` ({way} is better) regressed by {}: {} -> {}", amount(worse_by, name), show(&a, name), show(&b, name))
+                    },
+                }
+            }
+            _ => Gate {
+                name: format!("no_regression:{name}"),
+                passed: false,
+                numbers,
+                explanation: format!("`{name}` is not measured in both arms ({} -> {}), so no regression cannot be shown", show(&a, name), show(&b, name)),
+            },
+        };
+        gates.push(gate);
+    }
+
+    // 6. complete_costs
+    if promotion.require_complete_costs {
+        let incomplete: Vec<String> = arms
+            .iter()
+            .filter_map(|(v, c)| match &c.costs.money {
+                Money::Incomplete { missing, trials_missing } => Some(format!("`{v}` ({trials_missing} trial(s) missing {})", missing.join(", "))),
+                _ => None,
+            })
+            .collect();
+        gates.push(Gate {
+            name: "complete_costs".into(),
+            passed: incomplete.is_empty(),
+            numbers: vec![GateNumber::of("incomplete_arms", Some(incomplete.len() as f64), Some(arms.len() as u64))],
+            explanation: if incomplete.is_empty() {
+                format!("every arm's money ledger is complete ({} arms)", arms.len())
+            } else {
+                format!("incomplete money ledger: {}", incomplete.join("; "))
+            },
+        });
+    } else {
+        gates.push(Gate {
+            name: "complete_costs".into(),
+            passed: true,
+            numbers: vec![],
+            explanation: "not required by [promotion] (require_complete_costs = false)".into(),
+        });
+    }
+
+    Ok(GateReport { schema_version: SCHEMA_VERSION, baseline, candidate, passed: gates.iter().all(|g| g.passed), gates })
+}
+
+fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> Gate {
+    let min_rel = promotion.minimum_relative_improvement;
+    let min_abs = promotion.minimum_absolute_improvement;
+    let dir = promotion.direction;
+    let way = if dir == Direction::Higher { "higher" } else { "lower" };
+    let (a, b) = match (metric(base, name), metric(cand, name)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => {
+            return Gate {
+                name: "primary_metric".into(),
+                passed: false,
+                numbers: vec![],
+                explanation: format!("`{name}` is not a metric proctor reports"),
+            }
+        }
+    };
+    let mut numbers = vec![GateNumber::of("baseline", a.value, Some(a.n)), GateNumber::of("candidate", b.value, Some(b.n))];
+    let (Some(va), Some(vb)) = (a.value, b.value) else {
+        return Gate {
+            name: "primary_metric".into(),
+            passed: false,
+            numbers,
+            explanation: format!("`{name}` is not measured in both arms ({} -> {})", show(&a, name), show(&b, name)),
+        };
+    };
+    let improvement = if dir == Direction::Higher { vb - va } else { va - vb };
+    let (relative, unbounded) = if va == 0.0 { (None, improvement > 0.0) } else { (Some(improvement / va.abs()), false) };
+    numbers.push(GateNumber::of("improvement", Some(improvement), None));
+    numbers.push(GateNumber { name: "relative_improvement".into(), value: relative, n: None, unbounded });
+    numbers.push(GateNumber::of("minimum_relative_improvement", min_rel, None));
+    numbers.push(GateNumber::of("minimum_absolute_improvement", min_abs, None));
+    let rel_ok = min_rel.is_some_and(|m| match relative {
+        Some(r) => r >= m - EPS,
+        None => unbounded,
+    });
+    let abs_ok = min_abs.is_some_and(|m| improvement >= m - EPS);
+    let passed = if min_rel.is_none() && min_abs.is_none() { improvement > EPS } else { rel_ok || abs_ok };
+    let rel_text = match relative {
+        Some(r) => format!("{:+.1}%", r * 100.0),
+        None if unbounded => "unbounded (from an exact zero)".to_string(),
+        None => "none (from an exact zero, no improvement)".to_string(),
+    };
+    let wanted = match (min_rel, min_abs) {
+        (Some(r), Some(x)) => format!("at least {:.1}% relative or {} absolute", r * 100.0, amount(x, name)),
+        (Some(r), None) => format!("at least {:.1}% relative", r * 100.0),
+        (None, Some(x)) => format!("at least {} absolute", amount(x, name)),
+        (None, None) => "any improvement".to_string(),
+    };
+    Gate {
+        name: "primary_metric".into(),
+        passed,
+        numbers,
+        explanation: format!(
+            "`{name}` ({way} is better) {} -> {}: improvement {} ({rel_text}); wanted {wanted}",
+            show(&a, name),
+            show(&b, name),
+            amount(improvement, name)
+        ),
+    }
+}
