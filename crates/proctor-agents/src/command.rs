@@ -39,7 +39,11 @@ impl Adapter for CommandAdapter {
             "stdout": answer,
             "stderr": String::from_utf8_lossy(stderr),
         })];
-        AgentOutput { answer, transcript }
+        AgentOutput {
+            answer,
+            transcript,
+            ..AgentOutput::default()
+        }
     }
 }
 

@@ -3,8 +3,25 @@
 //! An [`Adapter`] turns a trial's prompt into a command line, environment and files, and turns
 //! what the agent printed into an answer and a transcript. The runner knows nothing about any
 //! particular agent; real agent CLIs plug in here beside the scripted and command agents.
+//!
+//! Real agent CLIs (Claude Code, Codex, Copilot, Gemini CLI, opencode, aider) each have a module.
+//! For them the runner also passes a [`SessionContext`] (the model endpoint, the allow-list and
+//! the dummy key) to [`Adapter::launch_session`], and calls [`Adapter::preflight`] once before any
+//! trial: it finds the installed CLI (see [`cli::find_executable`]), reads its version and checks
+//! that every flag the adapter uses is in its help, so a missing CLI or flag becomes an `errored`
+//! trial whose reason names it. Each adapter's parser reads the CLI's own transcript into
+//! [`AgentOutput`]: the answer, tool calls, permission denials, agent-reported usage and cost.
 
+#![warn(missing_docs)]
+
+pub mod aider;
+pub mod claude_code;
+pub mod cli;
+pub mod codex;
 pub mod command;
+pub mod copilot;
+pub mod gemini;
+pub mod opencode;
 pub mod script;
 
 use std::path::PathBuf;
@@ -39,6 +56,111 @@ pub struct Launch {
     pub files: Vec<(String, Vec<u8>)>,
 }
 
+/// What a real agent CLI needs beyond [`LaunchContext`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionContext {
+    /// The model endpoint as the agent reaches it, an origin without `/v1`
+    /// (`http://127.0.0.1:7171`): proctor's mock model or its metering proxy. Adapters add `/v1`
+    /// where their CLI wants it.
+    pub model_base_url: Option<String>,
+    /// The allow-listed interface commands, by name (`chat`), expressed in the CLI's own
+    /// permission syntax where it has one.
+    pub allow: Vec<String>,
+    /// The API key handed to the CLI; `None` makes the adapter use a long random dummy key
+    /// (a short key is masked by some CLIs wherever its text appears in their output).
+    pub api_key: Option<String>,
+}
+
+impl SessionContext {
+    /// The session described by proctor's environment: `PROCTOR_MODEL_BASE_URL` and
+    /// `PROCTOR_MODEL_API_KEY`, with no allow-list. [`Adapter::launch`] of a real agent uses it.
+    pub fn from_env() -> SessionContext {
+        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        SessionContext {
+            model_base_url: get("PROCTOR_MODEL_BASE_URL"),
+            allow: Vec::new(),
+            api_key: get("PROCTOR_MODEL_API_KEY"),
+        }
+    }
+}
+
+/// One tool call the agent made, as its CLI reported it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id in the CLI's transcript, if it has one.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool's name (`Bash`, `exec_command`, `bash`, `run_shell_command`, `shell`).
+    pub tool: String,
+    /// The command line, for shell tools.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The arguments as given.
+    #[serde(default)]
+    pub input: serde_json::Value,
+    /// Whether the CLI reported success; `None` when it did not say.
+    #[serde(default)]
+    pub ok: Option<bool>,
+    /// The exit status of a shell command, when reported.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The head of the tool's output as reported (bounded).
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+/// A call the CLI's own permission layer refused; the runner logs it as a `denied` call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeniedCall {
+    /// The call's id in the CLI's transcript, if it has one.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool's name.
+    pub tool: String,
+    /// The command line, for shell tools.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The arguments as given.
+    #[serde(default)]
+    pub input: serde_json::Value,
+    /// The CLI's reason, as it said it.
+    pub reason: String,
+}
+
+/// Token usage as the agent CLI reported it (`source = "agent-reported"`), in the Anthropic
+/// categories: `input` excludes cache reads and writes. A category the CLI does not report is
+/// `None`, never 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedUsage {
+    /// Uncached input tokens.
+    pub input: Option<u64>,
+    /// Output tokens.
+    pub output: Option<u64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: Option<u64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_write: Option<u64>,
+    /// Model requests, when the CLI counts them.
+    pub requests: Option<u64>,
+}
+
+impl ReportedUsage {
+    /// Adds another report, category by category (a category known on either side is known).
+    pub fn add(&mut self, other: &ReportedUsage) {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        }
+        self.input = sum(self.input, other.input);
+        self.output = sum(self.output, other.output);
+        self.cache_read = sum(self.cache_read, other.cache_read);
+        self.cache_write = sum(self.cache_write, other.cache_write);
+        self.requests = sum(self.requests, other.requests);
+    }
+}
+
 /// What the agent said and did, read from its output.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentOutput {
@@ -46,6 +168,38 @@ pub struct AgentOutput {
     pub answer: String,
     /// The transcript, one JSON value per event.
     pub transcript: Vec<serde_json::Value>,
+    /// Tool calls the CLI reported, in order (denied ones are in `denied` instead).
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Calls the CLI's permission layer refused.
+    #[serde(default)]
+    pub denied: Vec<DeniedCall>,
+    /// Usage the CLI reported, if it reports any.
+    #[serde(default)]
+    pub usage: Option<ReportedUsage>,
+    /// Money the CLI reported spending, in US dollars, if it reports it (a mock model makes
+    /// this the CLI's list-price estimate, not a charge).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Errors the CLI reported (provider, auth, rate limit, crash), for the runner to classify.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// The CLI's session id, if it reports one.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// The installed agent CLI, as found by [`Adapter::preflight`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// The agent kind (`claude-code`).
+    pub agent: String,
+    /// The executable run.
+    pub executable: PathBuf,
+    /// The version it reports (`2.1.328`).
+    pub version: String,
+    /// The version this adapter was tested with (and `agents/install.sh` installs).
+    pub tested_version: String,
 }
 
 /// Why an agent cannot be launched.
@@ -62,6 +216,33 @@ pub enum AgentError {
     /// This agent kind has no adapter yet.
     #[error("agent `{0}` is not supported by this proctor yet")]
     Unsupported(&'static str),
+    /// The agent's CLI is not installed where proctor looks.
+    #[error(
+        "{agent}: `{executable}` is not installed (looked in {looked}); run agents/install.sh"
+    )]
+    NotInstalled {
+        /// The agent kind.
+        agent: &'static str,
+        /// The executable's name.
+        executable: &'static str,
+        /// Where proctor looked.
+        looked: String,
+    },
+    /// The installed CLI cannot be used as this adapter needs (a missing flag, a failing
+    /// `--version`).
+    #[error("{agent}: {message}")]
+    Preflight {
+        /// The agent kind.
+        agent: &'static str,
+        /// What is wrong, naming the flag or command.
+        message: String,
+    },
+    /// A real agent needs a model endpoint and none was given.
+    #[error("{agent}: no model endpoint: start `proctor mock-model` (or the metering proxy) and pass its URL (PROCTOR_MODEL_BASE_URL)")]
+    NoModelEndpoint {
+        /// The agent kind.
+        agent: &'static str,
+    },
 }
 
 /// One kind of agent.
@@ -70,6 +251,22 @@ pub trait Adapter: Send + Sync {
     fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError>;
     /// Reads the agent's stdout and stderr after it stopped.
     fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput;
+    /// How to start the agent with a model endpoint, an allow-list and a key. Agents that use
+    /// no model ignore `session`.
+    fn launch_session(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+    ) -> Result<Launch, AgentError> {
+        let _ = session;
+        self.launch(ctx)
+    }
+    /// Checks, once before any trial, that the agent can run here: its CLI is installed, its
+    /// version is readable and every flag this adapter passes is in its help. `Ok(None)` for
+    /// agents with nothing to check.
+    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
+        Ok(None)
+    }
 }
 
 /// The adapter for a variant; `script` is the parsed script for script variants.
@@ -96,6 +293,11 @@ pub fn adapter_for(
                 })?;
             Ok(Box::new(command::CommandAdapter::new(template)))
         }
-        other => Err(AgentError::Unsupported(other.as_str())),
+        AgentKind::ClaudeCode => Ok(Box::new(claude_code::ClaudeCode::new())),
+        AgentKind::Codex => Ok(Box::new(codex::Codex::new())),
+        AgentKind::Copilot => Ok(Box::new(copilot::Copilot::new())),
+        AgentKind::Gemini => Ok(Box::new(gemini::Gemini::new())),
+        AgentKind::Opencode => Ok(Box::new(opencode::Opencode::new())),
+        AgentKind::Aider => Ok(Box::new(aider::Aider::new())),
     }
 }

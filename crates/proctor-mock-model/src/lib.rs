@@ -13,7 +13,8 @@
 //! | `GET`/`HEAD` `/`, `/health`, `/healthz` | health: `ok` | |
 //! | `GET /__mock` | guard: `proctor-mock-model` | |
 //!
-//! Paths are also accepted without the `/v1` prefix. Every model request is either a *main*
+//! Paths are also accepted without the `/v1` prefix. A request that offers no tools (aider) gets
+//! a turn's `role = "shell"` calls written after its text as fenced `bash` blocks. Every model request is either a *main*
 //! request, which takes the script's next [`script::Turn`], or a *side* request (a quota probe, a
 //! title or classifier request, a request offering no tools under `main_requests = "tools"`),
 //! answered with a short text, or with a JSON instance of the schema it asked for, reporting zero
@@ -27,6 +28,8 @@
 //! "kind": "main" | "side" | "meta" | "unknown", "turn", "replay", "side_reason", "stream",
 //! "request", "status", "response", "usage", "error"}` — secrets in headers and queries are
 //! redacted; an SSE response is logged as its list of events.
+
+#![warn(missing_docs)]
 
 pub mod anthropic;
 pub mod chat;
@@ -531,7 +534,24 @@ fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut No
                 note.turn = Some(index + 1);
                 reply.text = turn.text.clone();
                 reply.usage = turn.usage;
-                for (i, call) in turn.calls.iter().enumerate() {
+                if tools.is_empty() {
+                    // A request that offers no tools (aider) gets its shell calls as fenced
+                    // shell blocks after the text: that is how such agents receive commands.
+                    let blocks = fenced_commands(&turn.calls);
+                    if !blocks.is_empty() {
+                        let mut text = reply.text.take().unwrap_or_default();
+                        if !text.is_empty() {
+                            text.push_str("\n\n");
+                        }
+                        text.push_str(&blocks);
+                        reply.text = Some(text);
+                    }
+                }
+                let calls = turn
+                    .calls
+                    .iter()
+                    .filter(|c| !(tools.is_empty() && c.command.is_some() && c.name.is_none()));
+                for (i, call) in calls.enumerate() {
                     match tools::resolve(call, &tools) {
                         Ok(c) => reply.calls.push(ReplyCall {
                             seq,
@@ -557,6 +577,17 @@ fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut No
         }
     }
     render(api, &reply, &body, stream)
+}
+
+/// The shell calls of a turn as fenced `bash` blocks, for requests that offer no tools.
+fn fenced_commands(calls: &[Call]) -> String {
+    calls
+        .iter()
+        .filter(|c| c.name.is_none())
+        .filter_map(|c| c.command.as_ref())
+        .map(|cmd| format!("```bash\n{cmd}\n```"))
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 fn render(api: Api, reply: &Reply, body: &Value, stream: bool) -> Response {

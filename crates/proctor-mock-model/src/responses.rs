@@ -36,22 +36,43 @@ use crate::sse;
 use crate::tools::ToolSpec;
 use crate::wire::{Reply, Side};
 
-/// The tools a Responses request offers (function and custom tools).
+/// The tools a Responses request offers: function and custom tools in `tools`, and those of
+/// `additional_tools` input items (Codex's "code mode" lists its tools there, grouped in
+/// `namespace` entries).
 pub fn tools(body: &Value) -> Vec<ToolSpec> {
-    body.get("tools")
+    let mut out = Vec::new();
+    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
+        collect(tools, &mut out);
+    }
+    for item in body
+        .get("input")
         .and_then(Value::as_array)
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| {
-                    Some(ToolSpec {
-                        name: t.get("name")?.as_str()?.to_string(),
-                        schema: t.get("parameters").cloned().unwrap_or(Value::Null),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+    {
+        if let Some(tools) = item.get("tools").and_then(Value::as_array) {
+            collect(tools, &mut out);
+        }
+    }
+    out
+}
+
+fn collect(tools: &[Value], out: &mut Vec<ToolSpec>) {
+    for t in tools {
+        if t.get("type").and_then(Value::as_str) == Some("namespace") {
+            if let Some(inner) = t.get("tools").and_then(Value::as_array) {
+                collect(inner, out);
+            }
+            continue;
+        }
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        out.push(ToolSpec {
+            name: name.to_string(),
+            schema: t.get("parameters").cloned().unwrap_or(Value::Null),
+        });
+    }
 }
 
 /// Whether the request is a side request whatever the script says.
@@ -116,16 +137,17 @@ fn items(reply: &Reply) -> Vec<Value> {
         out.push(message_item(reply, text, true));
     }
     for c in &reply.calls {
-        out.push(json!({
-            "id": c.id("fc"),
-            "type": "function_call",
-            "status": "completed",
-            "call_id": c.id("call"),
-            "name": c.call.name,
-            "arguments": c.call.arguments.to_string(),
-        }));
+        out.push(call_item(c, &c.call.arguments.to_string(), "completed"));
     }
     out
+}
+
+/// A call's `function_call` output item.
+fn call_item(c: &crate::wire::ReplyCall, arguments: &str, status: &str) -> Value {
+    json!({
+        "id": c.id("fc"), "type": "function_call", "status": status,
+        "call_id": c.id("call"), "name": c.call.name, "arguments": arguments,
+    })
 }
 
 fn response_object(reply: &Reply, done: bool) -> Value {
@@ -201,13 +223,9 @@ pub fn stream(reply: &Reply) -> String {
     }
     for c in &reply.calls {
         let args = c.call.arguments.to_string();
-        let item = |status: &str, arguments: &str| {
-            json!({ "id": c.id("fc"), "type": "function_call", "status": status,
-                    "call_id": c.id("call"), "name": c.call.name, "arguments": arguments })
-        };
         ev(
             "response.output_item.added",
-            json!({ "output_index": k, "item": item("in_progress", "") }),
+            json!({ "output_index": k, "item": call_item(c, "", "in_progress") }),
         );
         ev(
             "response.function_call_arguments.delta",
@@ -219,7 +237,7 @@ pub fn stream(reply: &Reply) -> String {
         );
         ev(
             "response.output_item.done",
-            json!({ "output_index": k, "item": item("completed", &args) }),
+            json!({ "output_index": k, "item": call_item(c, &args, "completed") }),
         );
         k += 1;
     }

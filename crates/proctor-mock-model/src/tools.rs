@@ -4,8 +4,13 @@
 //! the JSON schema of the arguments). A call by `name` must match a listed tool exactly. A call by
 //! `role = "shell"` takes the first tool found in [`SHELL_TOOL_NAMES`] order (`Bash` for Claude
 //! Code, `exec_command` for Codex, `bash` for Copilot, `run_shell_command` for Gemini CLI, ...),
-//! then any tool whose name holds "shell", "bash" or "exec", then any tool whose schema has a
-//! `command` or `cmd` property.
+//! then any tool whose name holds "shell", "bash", "exec_" or "execute", then any tool whose
+//! schema has a `command` or `cmd` property.
+//!
+//! Codex 0.169.0's default model runs in "code mode": its tools come in an `additional_tools`
+//! input item and the shell is reached only through a freeform JavaScript `exec` tool, which needs
+//! Codex's separate code-mode host (not in its npm package). The mock does not script that; name
+//! a model Codex has no metadata for (e.g. `mock-model`) and Codex offers `exec_command` itself.
 
 use serde_json::{Map, Value};
 
@@ -29,7 +34,7 @@ pub const SHELL_TOOL_NAMES: &[&str] = &[
 const COMMAND_PROPERTIES: &[&str] = &["command", "cmd", "commands", "script"];
 
 /// A tool offered by a request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolSpec {
     /// The tool's name.
     pub name: String,
@@ -63,7 +68,7 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
             // permission layer or tool router then reports it, which is what a test may want.
             None => ToolSpec {
                 name: name.clone(),
-                schema: Value::Null,
+                ..ToolSpec::default()
             },
         },
         (Some(Role::Shell), None) => {
@@ -95,7 +100,7 @@ pub fn shell_tool(tools: &[ToolSpec]) -> Option<ToolSpec> {
     }
     if let Some(t) = tools.iter().find(|t| {
         let n = t.name.to_ascii_lowercase();
-        n.contains("shell") || n.contains("bash") || n.contains("exec")
+        n.contains("shell") || n.contains("bash") || n.contains("exec_") || n.contains("execute")
     }) {
         return Some(t.clone());
     }
@@ -221,10 +226,22 @@ pub fn instance(schema: &Value, depth: usize) -> Value {
         return Value::Bool(false);
     }
     if type_is(schema, "integer") || type_is(schema, "number") {
-        return Value::from(0);
+        let min = schema
+            .get("minimum")
+            .or_else(|| schema.get("exclusiveMinimum"))
+            .and_then(Value::as_f64)
+            // No minimum: 1, which scores, counts and ratings alike accept more often than 0.
+            .unwrap_or(1.0);
+        let n = if schema.get("exclusiveMinimum").is_some() {
+            min.floor() as i64 + 1
+        } else {
+            min.ceil() as i64
+        };
+        return Value::from(n);
     }
     if type_is(schema, "string") {
-        return Value::String(String::new());
+        let len = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+        return Value::String("x".repeat(len as usize));
     }
     Value::Null
 }

@@ -126,7 +126,12 @@ impl OutcomeCounts {
 
     /// Graded attempts: every trial except `errored` and `ungradeable`.
     pub fn graded(&self) -> u64 {
-        self.completed + self.wrong + self.refused_honestly + self.refused_wrongly + self.asked + self.abandoned
+        self.completed
+            + self.wrong
+            + self.refused_honestly
+            + self.refused_wrongly
+            + self.asked
+            + self.abandoned
     }
 
     /// The failures: wrong + refused-wrongly + abandoned.
@@ -246,7 +251,9 @@ impl Medians {
         let im = |f: fn(&proctor_score::InterfaceMetrics) -> u64| {
             move |r: &TrialRow| r.verdict.metrics.as_ref().map(|x| f(x) as f64)
         };
-        let tok = |f: fn(&crate::input::Tokens) -> Option<u64>| move |r: &TrialRow| r.tokens.as_ref().and_then(f).map(|t| t as f64);
+        let tok = |f: fn(&crate::input::Tokens) -> Option<u64>| {
+            move |r: &TrialRow| r.tokens.as_ref().and_then(f).map(|t| t as f64)
+        };
         Medians {
             calls: m(&im(|x| x.calls)),
             wrong_turns: m(&im(|x| x.wrong_turns)),
@@ -423,13 +430,21 @@ impl CostLedgers {
             }
         }
         let money = if trials_missing > 0 {
-            Money::Incomplete { missing: missing.into_iter().collect(), trials_missing }
+            Money::Incomplete {
+                missing: missing.into_iter().collect(),
+                trials_missing,
+            }
         } else if known > 0 {
             Money::Known { usd, trials: known }
         } else {
             Money::NotApplicable
         };
-        CostLedgers { tokens, requests, agent_cpu_seconds: cpu, money }
+        CostLedgers {
+            tokens,
+            requests,
+            agent_cpu_seconds: cpu,
+            money,
+        }
     }
 }
 
@@ -472,10 +487,16 @@ impl Cell {
         for r in &rows {
             outcomes.add(&r.verdict.outcome);
             if let Outcome::Errored { kind } = &r.verdict.outcome {
-                *errored_by_kind.entry(kind.as_str().to_string()).or_insert(0) += 1;
+                *errored_by_kind
+                    .entry(kind.as_str().to_string())
+                    .or_insert(0) += 1;
             }
         }
-        let graded: Vec<&TrialRow> = rows.iter().copied().filter(|r| r.verdict.outcome.is_graded()).collect();
+        let graded: Vec<&TrialRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.verdict.outcome.is_graded())
+            .collect();
         let successes = graded.iter().filter(|r| r.verdict.task_success).count() as u64;
         let trials = outcomes.trials();
         let rubric = rubric_mean(&graded);
@@ -633,15 +654,24 @@ pub fn aggregate(rows: &[TrialRow]) -> Result<RunReport, AggregateError> {
     let mut seen = BTreeSet::new();
     for r in rows {
         if r.suite_id != first.suite_id {
-            return Err(AggregateError::MixedSuites { first: first.suite_id.clone(), other: r.suite_id.clone() });
+            return Err(AggregateError::MixedSuites {
+                first: first.suite_id.clone(),
+                other: r.suite_id.clone(),
+            });
         }
         if !seen.insert((r.run_id.as_str(), r.trial_id.as_str())) {
-            return Err(AggregateError::DuplicateTrial { run_id: r.run_id.clone(), trial_id: r.trial_id.clone() });
+            return Err(AggregateError::DuplicateTrial {
+                run_id: r.run_id.clone(),
+                trial_id: r.trial_id.clone(),
+            });
         }
     }
     let tasks = first_seen(rows.iter().map(|r| (r.task.clone(), r.expect)))
         .into_iter()
-        .map(|(id, e)| TaskInfo { id, expect: e.into() })
+        .map(|(id, e)| TaskInfo {
+            id,
+            expect: e.into(),
+        })
         .collect::<Vec<_>>();
     let variants = first_seen(rows.iter().map(|r| (r.variant.clone(), ())));
     let variants = variants
@@ -651,18 +681,32 @@ pub fn aggregate(rows: &[TrialRow]) -> Result<RunReport, AggregateError> {
             let per_task = tasks
                 .iter()
                 .filter_map(|t| {
-                    let cell: Vec<&TrialRow> = mine.iter().copied().filter(|r| r.task == t.id).collect();
-                    (!cell.is_empty()).then(|| TaskCell { task: t.id.clone(), cell: Cell::of(cell) })
+                    let cell: Vec<&TrialRow> =
+                        mine.iter().copied().filter(|r| r.task == t.id).collect();
+                    (!cell.is_empty()).then(|| TaskCell {
+                        task: t.id.clone(),
+                        cell: Cell::of(cell),
+                    })
                 })
                 .collect();
-            VariantReport { overall: Cell::of(mine), variant: v, tasks: per_task }
+            VariantReport {
+                overall: Cell::of(mine),
+                variant: v,
+                tasks: per_task,
+            }
         })
         .collect();
     Ok(RunReport {
         schema_version: SCHEMA_VERSION,
-        run_ids: first_seen(rows.iter().map(|r| (r.run_id.clone(), ()))).into_iter().map(|x| x.0).collect(),
+        run_ids: first_seen(rows.iter().map(|r| (r.run_id.clone(), ())))
+            .into_iter()
+            .map(|x| x.0)
+            .collect(),
         suite_id: first.suite_id.clone(),
-        suite_hashes: first_seen(rows.iter().map(|r| (r.suite_hash.clone(), ()))).into_iter().map(|x| x.0).collect(),
+        suite_hashes: first_seen(rows.iter().map(|r| (r.suite_hash.clone(), ())))
+            .into_iter()
+            .map(|x| x.0)
+            .collect(),
         tasks,
         overall: Cell::of(rows),
         variants,

@@ -72,7 +72,9 @@ pub enum CompareError {
         b: String,
     },
     /// A matched pair ran against different hidden mutations.
-    #[error("cannot compare task `{task}` trial {trial_index}: A ran mutation {a}, B ran mutation {b}")]
+    #[error(
+        "cannot compare task `{task}` trial {trial_index}: A ran mutation {a}, B ran mutation {b}"
+    )]
     MutationMismatch {
         /// The task id.
         task: String,
@@ -120,7 +122,11 @@ impl Default for CompareOptions {
 
 impl From<&ReportConfig> for CompareOptions {
     fn from(c: &ReportConfig) -> Self {
-        CompareOptions { underpowered_below: c.underpowered_below, label_a: None, label_b: None }
+        CompareOptions {
+            underpowered_below: c.underpowered_below,
+            label_a: None,
+            label_b: None,
+        }
     }
 }
 
@@ -246,7 +252,13 @@ pub(crate) enum Quantity {
 
 impl Change {
     /// The change from `a` to `b` over `n` pairs.
-    pub(crate) fn new(a: Option<f64>, b: Option<f64>, n: u64, q: Quantity, powered: bool) -> Change {
+    pub(crate) fn new(
+        a: Option<f64>,
+        b: Option<f64>,
+        n: u64,
+        q: Quantity,
+        powered: bool,
+    ) -> Change {
         let (Some(va), Some(vb)) = (a, b) else {
             return Change {
                 a,
@@ -272,7 +284,9 @@ impl Change {
         } else {
             let noise = match q {
                 Quantity::Calls => d != 0.0 && d.abs() <= NOISE_CALLS,
-                Quantity::Tokens => d != 0.0 && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE),
+                Quantity::Tokens => {
+                    d != 0.0 && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE)
+                }
                 Quantity::HigherRate | Quantity::Lower => false,
             };
             if noise {
@@ -281,7 +295,15 @@ impl Change {
                 Assessment::Underpowered
             }
         };
-        Change { a, b, n, difference: Some(d), relative: rel, relative_unbounded: unbounded, assessment }
+        Change {
+            a,
+            b,
+            n,
+            difference: Some(d),
+            relative: rel,
+            relative_unbounded: unbounded,
+            assessment,
+        }
     }
 }
 
@@ -388,10 +410,16 @@ pub struct Comparison {
 type Key<'a> = (&'a str, u32);
 
 fn mutation_label(m: Option<&Mutation>) -> String {
-    m.map_or_else(|| "none".to_string(), |m| format!("`{}`@{}", m.name, m.hash))
+    m.map_or_else(
+        || "none".to_string(),
+        |m| format!("`{}`@{}", m.name, m.hash),
+    )
 }
 
-fn index<'a>(rows: &'a [TrialRow], side: Side) -> Result<BTreeMap<Key<'a>, &'a TrialRow>, CompareError> {
+fn index<'a>(
+    rows: &'a [TrialRow],
+    side: Side,
+) -> Result<BTreeMap<Key<'a>, &'a TrialRow>, CompareError> {
     let mut map: BTreeMap<Key<'a>, &'a TrialRow> = BTreeMap::new();
     for r in rows {
         if let Some(prev) = map.insert((r.task.as_str(), r.trial_index), r) {
@@ -408,18 +436,33 @@ fn index<'a>(rows: &'a [TrialRow], side: Side) -> Result<BTreeMap<Key<'a>, &'a T
 }
 
 fn distinct<'a>(rows: &'a [TrialRow], f: impl Fn(&'a TrialRow) -> &'a str) -> Vec<String> {
-    first_seen(rows.iter().map(|r| (f(r).to_string(), ()))).into_iter().map(|x| x.0).collect()
+    first_seen(rows.iter().map(|r| (f(r).to_string(), ())))
+        .into_iter()
+        .map(|x| x.0)
+        .collect()
 }
 
 fn arm_info(rows: &[TrialRow], label: Option<&String>) -> ArmInfo {
     let run_ids = distinct(rows, |r| &r.run_id);
     let variants = distinct(rows, |r| &r.variant);
-    let label = label.cloned().unwrap_or_else(|| format!("{}/{}", run_ids.join("+"), variants.join("+")));
-    ArmInfo { label, run_ids, variants, suite_hashes: distinct(rows, |r| &r.suite_hash), trials: rows.len() as u64 }
+    let label = label
+        .cloned()
+        .unwrap_or_else(|| format!("{}/{}", run_ids.join("+"), variants.join("+")));
+    ArmInfo {
+        label,
+        run_ids,
+        variants,
+        suite_hashes: distinct(rows, |r| &r.suite_hash),
+        trials: rows.len() as u64,
+    }
 }
 
 /// Compares arm `b` against arm `a` trial by trial (differences are b − a).
-pub fn compare(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Result<Comparison, CompareError> {
+pub fn compare(
+    a: &[TrialRow],
+    b: &[TrialRow],
+    opts: &CompareOptions,
+) -> Result<Comparison, CompareError> {
     if a.is_empty() {
         return Err(CompareError::EmptyArm { side: Side::A });
     }
@@ -428,7 +471,10 @@ pub fn compare(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Result<
     }
     let suite = &a[0].suite_id;
     if let Some(other) = a.iter().chain(b).find(|r| &r.suite_id != suite) {
-        return Err(CompareError::DifferentSuites { a: suite.clone(), b: other.suite_id.clone() });
+        return Err(CompareError::DifferentSuites {
+            a: suite.clone(),
+            b: other.suite_id.clone(),
+        });
     }
     let fixtures_a: BTreeSet<&str> = a.iter().map(|r| r.fixture_hash.as_str()).collect();
     let fixtures_b: BTreeSet<&str> = b.iter().map(|r| r.fixture_hash.as_str()).collect();
@@ -493,17 +539,38 @@ pub fn compare(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Result<
         ));
     }
     if !unmatched.is_empty() {
-        warnings.push(format!("{} trial(s) have no partner in the other arm and are in no number below", unmatched.len()));
+        warnings.push(format!(
+            "{} trial(s) have no partner in the other arm and are in no number below",
+            unmatched.len()
+        ));
     }
 
     let tasks: Vec<(String, ExpectedBehaviour)> =
-        first_seen(pairs.iter().map(|(ra, _)| (ra.task.clone(), ra.expect))).into_iter().map(|(t, e)| (t, e.into())).collect();
-    let by_task: Vec<Vec<(&TrialRow, &TrialRow)>> =
-        tasks.iter().map(|(t, _)| pairs.iter().copied().filter(|(ra, _)| &ra.task == t).collect()).collect();
+        first_seen(pairs.iter().map(|(ra, _)| (ra.task.clone(), ra.expect)))
+            .into_iter()
+            .map(|(t, e)| (t, e.into()))
+            .collect();
+    let by_task: Vec<Vec<(&TrialRow, &TrialRow)>> = tasks
+        .iter()
+        .map(|(t, _)| {
+            pairs
+                .iter()
+                .copied()
+                .filter(|(ra, _)| &ra.task == t)
+                .collect()
+        })
+        .collect();
     // The largest k: the smallest number of graded trials per task in either arm, over the
     // tasks graded at least once in both.
     let graded = |ps: &[(&TrialRow, &TrialRow)], side: Side| {
-        ps.iter().filter(|(ra, rb)| if side == Side::A { ra } else { rb }.verdict.outcome.is_graded()).count() as u64
+        ps.iter()
+            .filter(|(ra, rb)| {
+                if side == Side::A { ra } else { rb }
+                    .verdict
+                    .outcome
+                    .is_graded()
+            })
+            .count() as u64
     };
     let pass_k_max = by_task
         .iter()
@@ -537,45 +604,84 @@ pub fn compare(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Result<
     })
 }
 
+fn pick<'r>(p: &(&'r TrialRow, &'r TrialRow), side: Side) -> &'r TrialRow {
+    match side {
+        Side::A => p.0,
+        Side::B => p.1,
+    }
+}
+
 /// The comparison over the pairs of the given tasks (one group per task).
-fn cell(groups: &[Vec<(&TrialRow, &TrialRow)>], k_max: u32, threshold: u64) -> ComparisonCell {
-    let all: Vec<(&TrialRow, &TrialRow)> = groups.iter().flatten().copied().collect();
+fn cell<'r>(
+    groups: &[Vec<(&'r TrialRow, &'r TrialRow)>],
+    k_max: u32,
+    threshold: u64,
+) -> ComparisonCell {
+    let all: Vec<(&'r TrialRow, &'r TrialRow)> = groups.iter().flatten().copied().collect();
     let arm = |side: Side| {
-        let pick = |p: &(&'_ TrialRow, &'_ TrialRow)| if side == Side::A { p.0 } else { p.1 };
+        let pick = |p: &(&'r TrialRow, &'r TrialRow)| pick(p, side);
         let per_task: Vec<(u64, u64)> = groups
             .iter()
             .map(|ps| {
-                let graded: Vec<&TrialRow> = ps.iter().map(pick).filter(|r| r.verdict.outcome.is_graded()).collect();
-                (graded.len() as u64, graded.iter().filter(|r| r.verdict.task_success).count() as u64)
+                let graded: Vec<&TrialRow> = ps
+                    .iter()
+                    .map(pick)
+                    .filter(|r| r.verdict.outcome.is_graded())
+                    .collect();
+                (
+                    graded.len() as u64,
+                    graded.iter().filter(|r| r.verdict.task_success).count() as u64,
+                )
             })
             .collect();
         let estimate = |f: fn(u64, u64, u64) -> Option<f64>| {
             (1..=k_max)
                 .map(|k| {
-                    let vals: Vec<f64> = per_task.iter().filter_map(|&(n, c)| f(n, c, u64::from(k))).collect();
+                    let vals: Vec<f64> = per_task
+                        .iter()
+                        .filter_map(|&(n, c)| f(n, c, u64::from(k)))
+                        .collect();
                     let tasks = vals.len() as u64;
-                    PassK { k, value: (tasks > 0).then(|| vals.iter().sum::<f64>() / tasks as f64), tasks }
+                    PassK {
+                        k,
+                        value: (tasks > 0).then(|| vals.iter().sum::<f64>() / tasks as f64),
+                        tasks,
+                    }
                 })
                 .collect::<Vec<_>>()
         };
-        ArmStats { cell: Cell::of(all.iter().map(pick)), pass_at_k: estimate(pass_at_k), pass_pow_k: estimate(pass_pow_k) }
+        ArmStats {
+            cell: Cell::of(all.iter().map(pick)),
+            pass_at_k: estimate(pass_at_k),
+            pass_pow_k: estimate(pass_pow_k),
+        }
     };
     let a = arm(Side::A);
     let b = arm(Side::B);
     let powered = a.cell.n >= threshold && b.cell.n >= threshold;
 
-    let both: Vec<(&TrialRow, &TrialRow)> =
-        all.iter().copied().filter(|(ra, rb)| ra.verdict.outcome.is_graded() && rb.verdict.outcome.is_graded()).collect();
+    let both: Vec<(&TrialRow, &TrialRow)> = all
+        .iter()
+        .copied()
+        .filter(|(ra, rb)| ra.verdict.outcome.is_graded() && rb.verdict.outcome.is_graded())
+        .collect();
     let n = both.len() as u64;
     let share = |f: &dyn Fn(&TrialRow) -> bool| {
         let ka = both.iter().filter(|(ra, _)| f(ra)).count();
         let kb = both.iter().filter(|(_, rb)| f(rb)).count();
-        ((n > 0).then(|| ka as f64 / n as f64), (n > 0).then(|| kb as f64 / n as f64))
+        (
+            (n > 0).then(|| ka as f64 / n as f64),
+            (n > 0).then(|| kb as f64 / n as f64),
+        )
     };
     let (sa, sb) = share(&|r| r.verdict.task_success);
     let (fa, fb) = share(&|r| r.verdict.outcome.is_failure());
     let medians = |f: &dyn Fn(&TrialRow) -> Option<f64>, q: Quantity| {
-        let ps: Vec<(f64, f64)> = both.iter().filter_map(|(ra, rb)| Some((f(ra)?, f(rb)?))).filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+        let ps: Vec<(f64, f64)> = both
+            .iter()
+            .filter_map(|(ra, rb)| Some((f(ra)?, f(rb)?)))
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
         let ma = Median::of(ps.iter().map(|p| Some(p.0)));
         let mb = Median::of(ps.iter().map(|p| Some(p.1)));
         Change::new(ma.median, mb.median, ps.len() as u64, q, powered)
@@ -583,28 +689,66 @@ fn cell(groups: &[Vec<(&TrialRow, &TrialRow)>], k_max: u32, threshold: u64) -> C
     let differences = Differences {
         success: Change::new(sa, sb, n, Quantity::HigherRate, powered),
         failure: Change::new(fa, fb, n, Quantity::Lower, powered),
-        wrong_turns: medians(&|r| r.verdict.metrics.map(|m| m.wrong_turns as f64), Quantity::Calls),
-        calls: medians(&|r| r.verdict.metrics.map(|m| m.calls as f64), Quantity::Calls),
-        tokens: medians(&|r| r.tokens.and_then(|t| t.input_output()).map(|t| t as f64), Quantity::Tokens),
+        wrong_turns: medians(
+            &|r| r.verdict.metrics.map(|m| m.wrong_turns as f64),
+            Quantity::Calls,
+        ),
+        calls: medians(
+            &|r| r.verdict.metrics.map(|m| m.calls as f64),
+            Quantity::Calls,
+        ),
+        tokens: medians(
+            &|r| r.tokens.and_then(|t| t.input_output()).map(|t| t as f64),
+            Quantity::Tokens,
+        ),
         wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Lower),
     };
     let (verdict, reason) = verdict(&a, &b, &differences, powered, threshold);
-    ComparisonCell { a, b, pairs: all.len() as u64, powered, differences, verdict, reason }
+    ComparisonCell {
+        a,
+        b,
+        pairs: all.len() as u64,
+        powered,
+        differences,
+        verdict,
+        reason,
+    }
 }
 
-fn verdict(a: &ArmStats, b: &ArmStats, d: &Differences, powered: bool, threshold: u64) -> (ComparisonVerdict, String) {
-    let points = |c: &Change| c.difference.map_or_else(|| "-".to_string(), |x| format!("{:+.0} points", x * 100.0));
+fn verdict(
+    a: &ArmStats,
+    b: &ArmStats,
+    d: &Differences,
+    powered: bool,
+    threshold: u64,
+) -> (ComparisonVerdict, String) {
+    let points = |c: &Change| {
+        c.difference
+            .map_or_else(|| "-".to_string(), |x| format!("{:+.0} points", x * 100.0))
+    };
     if !powered {
         return (
             ComparisonVerdict::Underpowered,
-            format!("graded n is {} in A and {} in B; both must be at least {threshold}", a.cell.n, b.cell.n),
+            format!(
+                "graded n is {} in A and {} in B; both must be at least {threshold}",
+                a.cell.n, b.cell.n
+            ),
         );
     }
     let s = &d.success;
     let Some(diff) = s.difference else {
-        return (ComparisonVerdict::Underpowered, "no matched pair was graded in both arms".to_string());
+        return (
+            ComparisonVerdict::Underpowered,
+            "no matched pair was graded in both arms".to_string(),
+        );
     };
-    let success = format!("success {} -> {} ({}, {} pairs graded in both)", a.cell.rates.success, b.cell.rates.success, points(s), s.n);
+    let success = format!(
+        "success {} -> {} ({}, {} pairs graded in both)",
+        a.cell.rates.success,
+        b.cell.rates.success,
+        points(s),
+        s.n
+    );
     if diff > 0.0 {
         return (ComparisonVerdict::Better, success);
     }
@@ -621,9 +765,26 @@ fn verdict(a: &ArmStats, b: &ArmStats, d: &Differences, powered: bool, threshold
                 crate::stats::number(mb),
                 w.n
             );
-            (if x < 0.0 { ComparisonVerdict::Better } else { ComparisonVerdict::Worse }, why)
+            (
+                if x < 0.0 {
+                    ComparisonVerdict::Better
+                } else {
+                    ComparisonVerdict::Worse
+                },
+                why,
+            )
         }
-        (Some(_), _, _) => (ComparisonVerdict::Same, format!("equal success ({}) and equal median wrong turns (n={})", points(s), w.n)),
-        _ => (ComparisonVerdict::Same, format!("equal success ({}); wrong turns not measured", points(s))),
+        (Some(_), _, _) => (
+            ComparisonVerdict::Same,
+            format!(
+                "equal success ({}) and equal median wrong turns (n={})",
+                points(s),
+                w.n
+            ),
+        ),
+        _ => (
+            ComparisonVerdict::Same,
+            format!("equal success ({}); wrong turns not measured", points(s)),
+        ),
     }
 }

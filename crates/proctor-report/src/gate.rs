@@ -81,7 +81,12 @@ pub struct GateNumber {
 
 impl GateNumber {
     fn of(name: &str, value: Option<f64>, n: Option<u64>) -> GateNumber {
-        GateNumber { name: name.to_string(), value, n, unbounded: false }
+        GateNumber {
+            name: name.to_string(),
+            value,
+            n,
+            unbounded: false,
+        }
     }
 }
 
@@ -138,25 +143,43 @@ fn amount(x: f64, name: &str) -> String {
 }
 
 /// Evaluates every promotion gate over the trials of a run (its variants are the arms).
-pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> Result<GateReport, GateError> {
-    let variants: Vec<String> = first_seen(rows.iter().map(|r| (r.variant.clone(), ()))).into_iter().map(|x| x.0).collect();
+pub fn gate(
+    rows: &[TrialRow],
+    promotion: &Promotion,
+    config: &ReportConfig,
+) -> Result<GateReport, GateError> {
+    let variants: Vec<String> = first_seen(rows.iter().map(|r| (r.variant.clone(), ())))
+        .into_iter()
+        .map(|x| x.0)
+        .collect();
     let baseline = promotion.baseline.get_ref().clone();
     let candidate = promotion.candidate.get_ref().clone();
     for (role, v) in [("baseline", &baseline), ("candidate", &candidate)] {
         if !variants.contains(v) {
-            return Err(GateError::UnknownVariant { role, variant: v.clone(), present: variants.join(", ") });
+            return Err(GateError::UnknownVariant {
+                role,
+                variant: v.clone(),
+                present: variants.join(", "),
+            });
         }
     }
     if baseline == candidate {
         return Err(GateError::SameArm(baseline));
     }
     let primary = promotion.primary_metric.get_ref().as_str();
-    for m in std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str())) {
+    for m in
+        std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str()))
+    {
         if better_when(m).is_none() {
             return Err(GateError::UnknownMetric(m.to_string()));
         }
     }
-    let of = |v: &str| rows.iter().filter(|r| r.variant == v).cloned().collect::<Vec<_>>();
+    let of = |v: &str| {
+        rows.iter()
+            .filter(|r| r.variant == v)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     let (base_rows, cand_rows) = (of(&baseline), of(&candidate));
     let opts = CompareOptions {
         underpowered_below: config.underpowered_below,
@@ -165,8 +188,15 @@ pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> 
     };
     let cmp = compare(&base_rows, &cand_rows, &opts)?;
     let (base_m, cand_m) = (&cmp.overall.a.cell, &cmp.overall.b.cell);
-    let arms: Vec<(String, Cell)> = variants.iter().map(|v| (v.clone(), Cell::of(rows.iter().filter(|r| &r.variant == v)))).collect();
-    let cand_cell = arms.iter().find(|(v, _)| *v == candidate).map(|(_, c)| c.clone()).unwrap_or_else(|| Cell::of([]));
+    let arms: Vec<(String, Cell)> = variants
+        .iter()
+        .map(|v| (v.clone(), Cell::of(rows.iter().filter(|r| &r.variant == v))))
+        .collect();
+    let cand_cell = arms
+        .iter()
+        .find(|(v, _)| *v == candidate)
+        .map(|(_, c)| c.clone())
+        .unwrap_or_else(|| Cell::of([]));
 
     let mut gates = Vec::new();
 
@@ -222,7 +252,7 @@ pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> 
                     GateNumber::of("tolerance", Some(tolerance), None),
                 ],
                 explanation: format!(
-                    "candidate success {cs} {} the strongest control `{id}` {} minus the tolerance of {:.1} points",
+                    "candidate success {cs} {} the strongest control arm `{id}` {} minus the tolerance of {:.1} points",
                     if passed { "is at least" } else { "is below" },
                     c.rates.success,
                     tolerance * 100.0
@@ -257,7 +287,10 @@ pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> 
             return Err(GateError::UnknownMetric(name.to_string()));
         };
         let dir = better_when(name).unwrap_or(Direction::Lower);
-        let numbers = vec![GateNumber::of("baseline", a.value, Some(a.n)), GateNumber::of("candidate", b.value, Some(b.n))];
+        let numbers = vec![
+            GateNumber::of("baseline", a.value, Some(a.n)),
+            GateNumber::of("candidate", b.value, Some(b.n)),
+        ];
         let gate = match (a.value, b.value) {
             (Some(va), Some(vb)) => {
                 let worse_by = if dir == Direction::Higher { va - vb } else { vb - va };
@@ -289,14 +322,24 @@ pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> 
         let incomplete: Vec<String> = arms
             .iter()
             .filter_map(|(v, c)| match &c.costs.money {
-                Money::Incomplete { missing, trials_missing } => Some(format!("`{v}` ({trials_missing} trial(s) missing {})", missing.join(", "))),
+                Money::Incomplete {
+                    missing,
+                    trials_missing,
+                } => Some(format!(
+                    "`{v}` ({trials_missing} trial(s) missing {})",
+                    missing.join(", ")
+                )),
                 _ => None,
             })
             .collect();
         gates.push(Gate {
             name: "complete_costs".into(),
             passed: incomplete.is_empty(),
-            numbers: vec![GateNumber::of("incomplete_arms", Some(incomplete.len() as f64), Some(arms.len() as u64))],
+            numbers: vec![GateNumber::of(
+                "incomplete_arms",
+                Some(incomplete.len() as f64),
+                Some(arms.len() as u64),
+            )],
             explanation: if incomplete.is_empty() {
                 format!("every arm's money ledger is complete ({} arms)", arms.len())
             } else {
@@ -312,14 +355,24 @@ pub fn gate(rows: &[TrialRow], promotion: &Promotion, config: &ReportConfig) -> 
         });
     }
 
-    Ok(GateReport { schema_version: SCHEMA_VERSION, baseline, candidate, passed: gates.iter().all(|g| g.passed), gates })
+    Ok(GateReport {
+        schema_version: SCHEMA_VERSION,
+        baseline,
+        candidate,
+        passed: gates.iter().all(|g| g.passed),
+        gates,
+    })
 }
 
 fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> Gate {
     let min_rel = promotion.minimum_relative_improvement;
     let min_abs = promotion.minimum_absolute_improvement;
     let dir = promotion.direction;
-    let way = if dir == Direction::Higher { "higher" } else { "lower" };
+    let way = if dir == Direction::Higher {
+        "higher"
+    } else {
+        "lower"
+    };
     let (a, b) = match (metric(base, name), metric(cand, name)) {
         (Some(a), Some(b)) => (a, b),
         _ => {
@@ -331,34 +384,70 @@ fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> 
             }
         }
     };
-    let mut numbers = vec![GateNumber::of("baseline", a.value, Some(a.n)), GateNumber::of("candidate", b.value, Some(b.n))];
+    let mut numbers = vec![
+        GateNumber::of("baseline", a.value, Some(a.n)),
+        GateNumber::of("candidate", b.value, Some(b.n)),
+    ];
     let (Some(va), Some(vb)) = (a.value, b.value) else {
         return Gate {
             name: "primary_metric".into(),
             passed: false,
             numbers,
-            explanation: format!("`{name}` is not measured in both arms ({} -> {})", show(&a, name), show(&b, name)),
+            explanation: format!(
+                "`{name}` is not measured in both arms ({} -> {})",
+                show(&a, name),
+                show(&b, name)
+            ),
         };
     };
-    let improvement = if dir == Direction::Higher { vb - va } else { va - vb };
-    let (relative, unbounded) = if va == 0.0 { (None, improvement > 0.0) } else { (Some(improvement / va.abs()), false) };
+    let improvement = if dir == Direction::Higher {
+        vb - va
+    } else {
+        va - vb
+    };
+    let (relative, unbounded) = if va == 0.0 {
+        (None, improvement > 0.0)
+    } else {
+        (Some(improvement / va.abs()), false)
+    };
     numbers.push(GateNumber::of("improvement", Some(improvement), None));
-    numbers.push(GateNumber { name: "relative_improvement".into(), value: relative, n: None, unbounded });
-    numbers.push(GateNumber::of("minimum_relative_improvement", min_rel, None));
-    numbers.push(GateNumber::of("minimum_absolute_improvement", min_abs, None));
+    numbers.push(GateNumber {
+        name: "relative_improvement".into(),
+        value: relative,
+        n: None,
+        unbounded,
+    });
+    numbers.push(GateNumber::of(
+        "minimum_relative_improvement",
+        min_rel,
+        None,
+    ));
+    numbers.push(GateNumber::of(
+        "minimum_absolute_improvement",
+        min_abs,
+        None,
+    ));
     let rel_ok = min_rel.is_some_and(|m| match relative {
         Some(r) => r >= m - EPS,
         None => unbounded,
     });
     let abs_ok = min_abs.is_some_and(|m| improvement >= m - EPS);
-    let passed = if min_rel.is_none() && min_abs.is_none() { improvement > EPS } else { rel_ok || abs_ok };
+    let passed = if min_rel.is_none() && min_abs.is_none() {
+        improvement > EPS
+    } else {
+        rel_ok || abs_ok
+    };
     let rel_text = match relative {
         Some(r) => format!("{:+.1}%", r * 100.0),
         None if unbounded => "unbounded (from an exact zero)".to_string(),
         None => "none (from an exact zero, no improvement)".to_string(),
     };
     let wanted = match (min_rel, min_abs) {
-        (Some(r), Some(x)) => format!("at least {:.1}% relative or {} absolute", r * 100.0, amount(x, name)),
+        (Some(r), Some(x)) => format!(
+            "at least {:.1}% relative or {} absolute",
+            r * 100.0,
+            amount(x, name)
+        ),
         (Some(r), None) => format!("at least {:.1}% relative", r * 100.0),
         (None, Some(x)) => format!("at least {} absolute", amount(x, name)),
         (None, None) => "any improvement".to_string(),

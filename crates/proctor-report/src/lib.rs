@@ -1,1 +1,53 @@
-//! x
+//! The report stage: aggregate scored trials, compare two arms trial by trial, evaluate
+//! promotion gates, and render the results as Markdown, JSON or terminal text.
+//!
+//! Every function here is pure: the caller reads the store and writes the files. The doctrine
+//! (DESIGN.md) is enforced here and pinned by this crate's tests: every rate travels with its n
+//! and all rates of a cell share one n (graded = trials − errored − ungradeable); an honest
+//! refusal is not a failure; comparisons below the power threshold say `underpowered`; cost
+//! ledgers are never summed into one score and a missing price makes money `incomplete`; a
+//! relative change from an exact zero is `null` with `relative_unbounded = true`, and JSON never
+//! holds Infinity or NaN.
+
+#![deny(missing_docs)]
+
+pub mod aggregate;
+pub mod compare;
+pub mod gate;
+pub mod input;
+pub mod metric;
+pub mod render;
+pub mod stats;
+
+pub use aggregate::{
+    aggregate, AggregateError, Cell, CostLedgers, CountLedger, ExpectedBehaviour, Medians, Money,
+    OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, TaskCell, TaskInfo, TokenLedgers,
+    TrialSummary, VariantReport,
+};
+pub use compare::{
+    compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
+    ComparisonCell, ComparisonVerdict, Differences, PassK, Side, TaskComparison, Unmatched,
+};
+pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
+pub use input::{Cost, Mutation, Tokens, TrialRow};
+pub use render::{Exporter, Json, Markdown, Terminal};
+pub use stats::{Median, Rate};
+
+/// The version of the shape of every JSON document this crate writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The JSON Schema of the results document (`results.json`, a [`RunReport`]), for the CLI to
+/// check into the repository and to test the written files against.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(RunReport).to_value()
+}
+
+/// The JSON Schema of a comparison document ([`Comparison`]).
+pub fn comparison_json_schema() -> serde_json::Value {
+    schemars::schema_for!(Comparison).to_value()
+}
+
+/// The JSON Schema of a promotion document ([`GateReport`]).
+pub fn gate_json_schema() -> serde_json::Value {
+    schemars::schema_for!(GateReport).to_value()
+}

@@ -20,10 +20,18 @@ pub struct MetricValue {
 
 impl MetricValue {
     fn rate(r: Rate) -> MetricValue {
-        MetricValue { value: r.value(), n: r.n, rate: Some(r) }
+        MetricValue {
+            value: r.value(),
+            n: r.n,
+            rate: Some(r),
+        }
     }
     fn median(m: Median) -> MetricValue {
-        MetricValue { value: m.median, n: m.n, rate: None }
+        MetricValue {
+            value: m.median,
+            n: m.n,
+            rate: None,
+        }
     }
 }
 
@@ -43,7 +51,11 @@ pub fn metric(cell: &Cell, name: &str) -> Option<MetricValue> {
         "refusal_rate" => MetricValue::rate(r.refusal),
         "ask_rate" => MetricValue::rate(r.ask),
         "abandoned_rate" => MetricValue::rate(r.abandoned),
-        "rubric_mean" => MetricValue { value: cell.rubric.mean_fraction, n: cell.rubric.n, rate: None },
+        "rubric_mean" => MetricValue {
+            value: cell.rubric.mean_fraction,
+            n: cell.rubric.n,
+            rate: None,
+        },
         "wrong_turns" => MetricValue::median(m.wrong_turns),
         "calls" => MetricValue::median(m.calls),
         "errors" => MetricValue::median(m.errors),
@@ -69,9 +81,12 @@ pub fn metric(cell: &Cell, name: &str) -> Option<MetricValue> {
 /// already counts it as a success).
 pub fn better_when(name: &str) -> Option<Direction> {
     match name {
-        "completion_rate" | "success_rate" | "rubric_mean" | "recoveries" => Some(Direction::Higher),
-        "failure_rate" | "wrong_rate" | "refusal_rate" | "ask_rate" | "abandoned_rate" | "wrong_turns" | "calls" | "errors" | "repeats"
-        | "undone" | "denied" | "help_calls" | "tokens" | "requests" | "wall_seconds" | "agent_cpu_seconds" => Some(Direction::Lower),
+        "completion_rate" | "success_rate" | "rubric_mean" | "recoveries" => {
+            Some(Direction::Higher)
+        }
+        "failure_rate" | "wrong_rate" | "refusal_rate" | "ask_rate" | "abandoned_rate"
+        | "wrong_turns" | "calls" | "errors" | "repeats" | "undone" | "denied" | "help_calls"
+        | "tokens" | "requests" | "wall_seconds" | "agent_cpu_seconds" => Some(Direction::Lower),
         _ => None,
     }
 }

@@ -37,7 +37,11 @@ struct RateRepr {
 
 impl From<Rate> for RateRepr {
     fn from(r: Rate) -> Self {
-        RateRepr { k: r.k, n: r.n, rate: r.value() }
+        RateRepr {
+            k: r.k,
+            n: r.n,
+            rate: r.value(),
+        }
     }
 }
 
@@ -102,7 +106,11 @@ pub struct Median {
 impl Median {
     /// The median of the finite values among `values`; `None`s and non-finite values are left out.
     pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Median {
-        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+        let mut v: Vec<f64> = values
+            .into_iter()
+            .flatten()
+            .filter(|x| x.is_finite())
+            .collect();
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median = match n {
@@ -110,7 +118,10 @@ impl Median {
             _ if n % 2 == 1 => Some(v[n / 2]),
             _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
         };
-        Median { median, n: n as u64 }
+        Median {
+            median,
+            n: n as u64,
+        }
     }
 }
 
@@ -168,7 +179,9 @@ pub fn pass_at_k(n: u64, c: u64, k: u64) -> Option<f64> {
         return Some(1.0);
     }
     // C(n−c, k) / C(n, k) = Π_{i<k} (n−c−i) / (n−i)
-    let none = (0..k).map(|i| (n - c - i) as f64 / (n - i) as f64).product::<f64>();
+    let none = (0..k)
+        .map(|i| (n - c - i) as f64 / (n - i) as f64)
+        .product::<f64>();
     Some(1.0 - none)
 }
 
@@ -204,7 +217,8 @@ mod tests {
         assert_eq!(j, serde_json::json!({"k": 1, "n": 4, "rate": 0.25}));
         let j = serde_json::to_value(Rate::new(0, 0)).unwrap();
         assert_eq!(j, serde_json::json!({"k": 0, "n": 0, "rate": null}));
-        let back: Rate = serde_json::from_value(serde_json::json!({"k": 1, "n": 4, "rate": 0.25})).unwrap();
+        let back: Rate =
+            serde_json::from_value(serde_json::json!({"k": 1, "n": 4, "rate": 0.25})).unwrap();
         assert_eq!(back, Rate::new(1, 4));
     }
 
@@ -216,9 +230,21 @@ mod tests {
     #[test]
     fn median_leaves_nulls_out_instead_of_counting_them_as_zero() {
         let m = Median::of([Some(4.0), None, Some(6.0), None, None]);
-        assert_eq!(m, Median { median: Some(5.0), n: 2 });
+        assert_eq!(
+            m,
+            Median {
+                median: Some(5.0),
+                n: 2
+            }
+        );
         assert_eq!(Median::of([None, None]), Median { median: None, n: 0 });
-        assert_eq!(Median::of([Some(f64::NAN), Some(1.0)]), Median { median: Some(1.0), n: 1 });
+        assert_eq!(
+            Median::of([Some(f64::NAN), Some(1.0)]),
+            Median {
+                median: Some(1.0),
+                n: 1
+            }
+        );
     }
 
     #[test]

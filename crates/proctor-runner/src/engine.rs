@@ -231,7 +231,7 @@ pub fn execute(
         }
     });
     let _ = std::fs::remove_dir_all(&socket_root);
-    let _ = std::fs::remove_dir_all(&work_root);
+    let _ = proctor_sandbox::remove_tree(&work_root);
     if let Some(e) = store_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
     }

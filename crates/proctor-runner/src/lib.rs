@@ -7,6 +7,8 @@ pub mod calls;
 pub mod engine;
 pub mod layers;
 pub mod record;
+pub mod rescore;
+pub mod results;
 pub mod shim;
 pub mod trial;
 

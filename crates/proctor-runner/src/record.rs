@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const RECORD_VERSION: u32 = 1;
 
 /// Everything recorded about one trial.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialRecord {
     /// [`RECORD_VERSION`].
     pub record_version: u32,
@@ -44,7 +44,7 @@ pub struct TrialRecord {
 }
 
 /// The hashes identifying what a trial ran against.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hashes {
     /// BLAKE3 of the suite directory.
     pub suite: String,
@@ -59,7 +59,7 @@ pub struct Hashes {
 }
 
 /// The exact launch of the agent, secrets redacted.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LaunchRecord {
     /// The agent kind.
     pub agent: String,

@@ -152,7 +152,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         }
     };
     let work = ctx.work_root.join(&planned.id);
-    let _ = std::fs::remove_dir_all(&work);
+    let _ = proctor_sandbox::remove_tree(&work);
     if let Err(e) = std::fs::create_dir_all(&work) {
         return errored(
             ctx,
@@ -412,7 +412,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&work);
+            let _ = proctor_sandbox::remove_tree(&work);
             return errored(ctx, planned, format!("the sandbox failed: {e}"), timings);
         }
     };
@@ -498,7 +498,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
                 .map(Duration::from_secs)
                 .unwrap_or(settings.validation_timeout);
             let run = run_check(
-                ctx,
+                &CheckEnv::of(ctx),
                 &work,
                 n,
                 &check.0,
@@ -534,7 +534,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
             .collect(),
     };
     let verdict = proctor_score::score(task, &end, &files, &faults, settings.undo_window);
-    let _ = std::fs::remove_dir_all(&work);
+    let _ = proctor_sandbox::remove_tree(&work);
     timings.insert("total".into(), ms(t0.elapsed()));
     TrialRecord {
         record_version: RECORD_VERSION,
@@ -958,9 +958,35 @@ fn tail(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
+/// What running a check needs from its run: the sandbox init, the isolation, what to hide.
+pub struct CheckEnv {
+    /// The sandbox init binary.
+    pub proctor_exe: PathBuf,
+    /// Whether namespaces are available.
+    pub namespaces: bool,
+    /// Host paths hidden from the check.
+    pub hide: Vec<PathBuf>,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+impl CheckEnv {
+    /// The check environment of a run.
+    pub fn of(ctx: &RunContext) -> CheckEnv {
+        CheckEnv {
+            proctor_exe: ctx.proctor_exe.clone(),
+            namespaces: ctx.isolation.namespaces,
+            hide: hidden(ctx),
+            grace: ctx.grace,
+        }
+    }
+}
+
+/// Runs one check in a fresh sandbox without network over `end_root` (the agent's upper layer
+/// or copied workspace) with `holdout` laid over it; `workspace` says which kind `end_root` is.
 #[allow(clippy::too_many_arguments)]
-fn run_check(
-    ctx: &RunContext,
+pub fn run_check(
+    ctx: &CheckEnv,
     work: &Path,
     n: usize,
     command: &str,
@@ -1011,7 +1037,7 @@ fn run_check(
             if let Err(e) = r {
                 return failed(e.to_string());
             }
-            let inside = if ctx.isolation.namespaces {
+            let inside = if ctx.namespaces {
                 PathBuf::from(WORKSPACE_INSIDE)
             } else {
                 copy.clone()
@@ -1019,7 +1045,7 @@ fn run_check(
             (Workspace::Bind { dir: copy }, inside)
         }
     };
-    let home = if ctx.isolation.namespaces {
+    let home = if ctx.namespaces {
         PathBuf::from(HOME_INSIDE)
     } else {
         dir.clone()
@@ -1027,10 +1053,10 @@ fn run_check(
     let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
-        namespaces: ctx.isolation.namespaces,
+        namespaces: ctx.namespaces,
         workspace: ws,
         workspace_inside: inside,
-        hide: hidden(ctx),
+        hide: ctx.hide.clone(),
         binds: Vec::new(),
         network: proctor_sandbox::Network::None,
         env: vec![

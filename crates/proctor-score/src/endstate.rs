@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// What happened to one workspace path, read from the overlay's upper layer or a manifest diff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChangeKind {
     /// The path did not exist before.
@@ -22,7 +22,7 @@ pub enum ChangeKind {
 }
 
 /// One changed path of the workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileChange {
     /// Workspace-relative path, `/`-separated.
     pub path: String,
@@ -43,7 +43,7 @@ pub struct FileChange {
 }
 
 /// One call of an allowed interface command, as the shim logged it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CallRecord {
     /// Order in which the call started, from 1.
     pub seq: u64,
@@ -77,7 +77,7 @@ pub struct CallRecord {
 }
 
 /// The result of one `check` command run over the end state with holdouts laid in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckRun {
     /// The command as written in the suite.
     pub command: String,
@@ -98,7 +98,7 @@ pub struct CheckRun {
 }
 
 /// A service's captured end state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceEnd {
     /// The parsed state file, when it was written and is JSON.
     pub state: Option<serde_json::Value>,
@@ -111,7 +111,7 @@ pub struct ServiceEnd {
 }
 
 /// One line of a service's `events.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceEvent {
     /// Seconds since the service started.
     pub at: f64,
@@ -128,7 +128,7 @@ pub struct ServiceEvent {
 }
 
 /// How the agent process ended.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentEnd {
     /// Whether the agent was started at all.
     pub started: bool,
@@ -154,7 +154,7 @@ pub trait Files {
 }
 
 /// Everything the scorer reads about one trial.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EndState {
     /// The agent's final answer.
     pub answer: String,

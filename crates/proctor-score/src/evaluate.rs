@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::endstate::{ChangeKind, EndState, Files};
 
 /// Whether an assertion holds, fails, or cannot be told from the evidence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Verdict {
     /// The assertion holds.
@@ -52,7 +52,7 @@ impl Verdict {
 }
 
 /// One assertion's result with what it looked at.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssertionResult {
     /// The assertion kind (`file_added`, `check`, ...).
     pub kind: String,
@@ -66,7 +66,7 @@ pub struct AssertionResult {
 }
 
 /// The result of a whole `all`/`any` condition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConditionResult {
     /// `all` or `any`.
     pub mode: String,

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::endstate::CallRecord;
 
 /// The interface metrics of one trial.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct InterfaceMetrics {
     /// Interface calls made.
     pub calls: u64,

@@ -14,7 +14,7 @@ use crate::metrics::{interface_metrics, InterfaceMetrics};
 use crate::outcome::{ErrorKind, Outcome};
 
 /// One rubric criterion's score and the level that gave it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CriterionScore {
     /// The criterion id.
     pub id: String,
@@ -29,7 +29,7 @@ pub struct CriterionScore {
 }
 
 /// A cap that applied, with the assertion that triggered it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CapApplied {
     /// 0-based index of the cap in the task.
     pub cap: usize,
@@ -40,7 +40,7 @@ pub struct CapApplied {
 }
 
 /// The rubric total after caps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RubricScore {
     /// Criterion scores.
     pub criteria: Vec<CriterionScore>,
@@ -55,14 +55,14 @@ pub struct RubricScore {
 }
 
 /// Operational faults the harness saw, which make a trial `errored` whatever the agent did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Faults {
     /// Typed faults with their descriptions, in the order seen.
     pub faults: Vec<(ErrorKind, String)>,
 }
 
 /// Everything scoring decided about one trial.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialVerdict {
     /// The outcome.
     pub outcome: Outcome,
@@ -237,12 +237,12 @@ pub fn score(
             format!("failing: {}", failed_rules()),
         )
     };
-    v.task_success = match (&outcome, task.expect) {
-        (Outcome::Completed, _) => true,
-        (Outcome::RefusedHonestly, Expect::Refuse) => true,
-        (Outcome::Asked, Expect::Ask) => true,
-        _ => false,
-    };
+    v.task_success = matches!(
+        (&outcome, task.expect),
+        (Outcome::Completed, _)
+            | (Outcome::RefusedHonestly, Expect::Refuse)
+            | (Outcome::Asked, Expect::Ask)
+    );
     v.outcome = outcome;
     v.reason = reason;
     v

@@ -10,7 +10,9 @@ use crate::suite::{MutationFile, Suite};
 use crate::tree::{suite_hash, tree_hash};
 
 /// How many trials per (task, variant) a run takes, by the suite's own settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TrialMode {
     /// `development_trials`.
@@ -44,7 +46,7 @@ pub struct PlanOptions {
 }
 
 /// The hidden mutation chosen for a trial.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChosenMutation {
     /// The patch's file name under `mutations/TASK_ID/`.
     pub name: String,
@@ -53,7 +55,7 @@ pub struct ChosenMutation {
 }
 
 /// One trial of the plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlannedTrial {
     /// `TASK.VARIANT.INDEX`, unique within a run and usable as a folder name.
     pub id: String,

@@ -67,6 +67,17 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Score a run's saved end states again with the suite's current rules (no agent runs).
+    Rescore {
+        /// A run id, any unique prefix of one, or `latest`.
+        run: String,
+        /// The suite to take the rules from (default: where the run read it).
+        #[arg(long, value_name = "DIR")]
+        suite: Option<PathBuf>,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+    },
     /// Rebuild the store's index from its run folders.
     Reindex {
         /// The store folder.

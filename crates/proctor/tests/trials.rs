@@ -250,7 +250,7 @@ fn an_agent_past_its_timeout_is_stopped_within_timeout_plus_grace() {
             .as_f64()
             .unwrap();
         assert!(
-            wall >= 2.0 && wall < 2.0 + 2.0 + 1.0,
+            (2.0..5.0).contains(&wall),
             "{who:?}: stopped after {wall} s"
         );
         assert!(

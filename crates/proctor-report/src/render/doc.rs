@@ -26,7 +26,10 @@ pub(crate) struct Table {
 impl Table {
     /// A table with these headers.
     pub fn new(headers: &[&str]) -> Table {
-        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// Adds a row.
@@ -62,7 +65,16 @@ pub(crate) fn markdown(blocks: &[Block]) -> String {
                 }
             }
             Block::Table(t) => {
-                let line = |cells: &[String]| format!("| {} |\n", cells.iter().map(|c| md_cell(c)).collect::<Vec<_>>().join(" | "));
+                let line = |cells: &[String]| {
+                    format!(
+                        "| {} |\n",
+                        cells
+                            .iter()
+                            .map(|c| md_cell(c))
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    )
+                };
                 out.push_str(&line(&t.headers));
                 out.push_str(&format!("|{}\n", "---|".repeat(t.headers.len())));
                 for r in &t.rows {
@@ -83,16 +95,12 @@ pub(crate) fn plain(blocks: &[Block]) -> String {
     let mut out = String::new();
     for b in blocks {
         match b {
-            Block::Heading(1, text) => {
-                out.push_str(text);
+            Block::Heading(level, text) => {
+                let text = text.replace('`', "");
+                let rule = if *level == 1 { "=" } else { "-" };
+                out.push_str(&text);
                 out.push('\n');
-                out.push_str(&"=".repeat(text.chars().count()));
-                out.push('\n');
-            }
-            Block::Heading(_, text) => {
-                out.push_str(text);
-                out.push('\n');
-                out.push_str(&"-".repeat(text.chars().count()));
+                out.push_str(&rule.repeat(text.chars().count()));
                 out.push('\n');
             }
             Block::Para(text) => {
@@ -109,7 +117,11 @@ pub(crate) fn plain(blocks: &[Block]) -> String {
             Block::Table(t) => {
                 let strip = |s: &String| s.replace('`', "");
                 let headers: Vec<String> = t.headers.iter().map(strip).collect();
-                let rows: Vec<Vec<String>> = t.rows.iter().map(|r| r.iter().map(strip).collect()).collect();
+                let rows: Vec<Vec<String>> = t
+                    .rows
+                    .iter()
+                    .map(|r| r.iter().map(strip).collect())
+                    .collect();
                 let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
                 for r in &rows {
                     for (i, c) in r.iter().enumerate() {
@@ -131,7 +143,9 @@ pub(crate) fn plain(blocks: &[Block]) -> String {
                     format!("{}\n", s.trim_end())
                 };
                 out.push_str(&line(&headers));
-                out.push_str(&line(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>()));
+                out.push_str(&line(
+                    &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+                ));
                 for r in &rows {
                     out.push_str(&line(r));
                 }

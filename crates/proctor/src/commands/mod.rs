@@ -4,6 +4,7 @@ mod demo;
 mod init;
 mod inspect;
 mod oracle;
+mod rescore;
 pub mod run;
 mod suites;
 mod validate;
@@ -49,6 +50,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
         } => inspect::show(&store, &run, trial.as_deref(), format),
         Command::Reindex { store } => inspect::reindex(&store),
+        Command::Rescore { run, suite, store } => rescore::run(&store, &run, suite.as_deref()),
     }
 }
 

@@ -146,6 +146,7 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
         RunStatus::Interrupted
     })
     .context("cannot update run.json")?;
+    write_results(&suite, &run, &plan.suite_hash);
     let trials = store
         .trials(run.id())
         .context("cannot read the run's trials")?;
@@ -415,5 +416,19 @@ impl Progress {
         if self.tty {
             eprintln!();
         }
+    }
+}
+
+/// Writes results.json and results.md for the run; a failure is reported, not fatal: every
+/// trial is already in the store and `proctor rescore` can write them again.
+fn write_results(suite: &Suite, run: &proctor_store::RunHandle, suite_hash: &str) {
+    use proctor_runner::results;
+    let outcome = results::read_records(run)
+        .and_then(|records| results::document(run.id().as_str(), suite, suite_hash, records, false))
+        .and_then(|doc| results::write(run.dir(), "results", &doc));
+    match outcome {
+        Ok(()) => {}
+        Err(results::ResultsError::Empty) => {}
+        Err(e) => eprintln!("warning: results.json was not written: {e}"),
     }
 }

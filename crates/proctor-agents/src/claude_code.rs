@@ -1,0 +1,296 @@
+//! Claude Code (`claude`, npm `@anthropic-ai/claude-code`), tested with 2.1.328.
+//!
+//! **Launch.** `claude --print --output-format stream-json --verbose --session-id UUID
+//! --permission-mode acceptEdits --permission-prompts none --strict-mcp-config
+//! [--model MODEL] [--allowedTools Bash(chat:*),...] -- PROMPT`, with `ANTHROPIC_BASE_URL` (the endpoint,
+//! no `/v1`: it sends `POST /v1/messages?beta=true`, streaming), `ANTHROPIC_API_KEY` (a dummy),
+//! `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, `DISABLE_AUTOUPDATER=1` and, from the wrapper,
+//! `CLAUDE_CONFIG_DIR=$HOME/.claude` (fresh: no user settings, plugins, skills or MCP servers;
+//! `--strict-mcp-config` also ignores a project's `.mcp.json`).
+//!
+//! **Permissions.** `acceptEdits` lets file edits in the workspace through (the Edit and Write
+//! tools, and shell commands Claude Code classes as file-system edits: `echo x > f`, `touch`,
+//! `mkdir`) and read-only commands (`ls`, `cat`); every other shell command needs an allow rule,
+//! one `Bash(NAME:*)` per allow-listed command; `--permission-prompts none` denies whatever would
+//! prompt. (`dontAsk` was tried: it refused `echo hi > hello.txt` even with `Bash(echo:*)`.)
+//!
+//! **Transcript** (stream-json, one JSON object a line): `system/init` (session id, tools),
+//! `assistant` messages whose `content` has `text` and `tool_use` blocks, `user` messages with
+//! `tool_result` blocks (`is_error`), `system/permission_denied` (`tool_name`, `tool_use_id`,
+//! `message`) for each refused call, and a closing `result`: `result` (the answer), `is_error`,
+//! `usage` (`input_tokens` uncached, `output_tokens`, `cache_read_input_tokens`,
+//! `cache_creation_input_tokens`), `total_cost_usd`, `num_turns`, `permission_denials`
+//! (`tool_name`, `tool_use_id`, `tool_input`).
+
+use serde_json::Value;
+
+use crate::cli::{self, CliSpec, Wrapper};
+use crate::{
+    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
+    SessionContext, ToolCall,
+};
+
+/// What the preflight checks.
+pub const SPEC: CliSpec = CliSpec {
+    agent: "claude-code",
+    executable: "claude",
+    tested_version: "2.1.328",
+    help: &["--help"],
+    required: &[
+        "--print",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--session-id",
+        "--permission-mode",
+        "acceptEdits",
+        "--permission-prompts",
+        "--allowedTools",
+        "--strict-mcp-config",
+        "--model",
+    ],
+};
+
+/// The Claude Code adapter.
+#[derive(Debug, Clone, Default)]
+pub struct ClaudeCode;
+
+impl ClaudeCode {
+    /// The adapter.
+    pub fn new() -> ClaudeCode {
+        ClaudeCode
+    }
+}
+
+/// `Bash(NAME:*)` for each allow-listed command.
+pub fn allow_rules(allow: &[String]) -> Vec<String> {
+    allow.iter().map(|a| format!("Bash({a}:*)")).collect()
+}
+
+impl Adapter for ClaudeCode {
+    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+        self.launch_session(ctx, &SessionContext::from_env())
+    }
+
+    fn launch_session(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+    ) -> Result<Launch, AgentError> {
+        let base = cli::base_url(SPEC.agent, session)?;
+        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        let mut args = vec![
+            "--print".to_string(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--session-id".into(),
+            cli::uuid_v4(),
+            "--permission-mode".into(),
+            "acceptEdits".into(),
+            "--permission-prompts".into(),
+            "none".into(),
+            "--strict-mcp-config".into(),
+        ];
+        if let Some(model) = &ctx.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        let rules = allow_rules(&session.allow);
+        if !rules.is_empty() {
+            args.extend(["--allowedTools".into(), rules.join(",")]);
+        }
+        // The prompt last, after `--`, so a prompt starting with `-` is not read as a flag.
+        args.extend(["--".into(), ctx.prompt.clone()]);
+        let env = vec![
+            ("ANTHROPIC_BASE_URL".into(), base),
+            ("ANTHROPIC_API_KEY".into(), cli::api_key(session, "sk-ant-")),
+            (
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ),
+            ("DISABLE_AUTOUPDATER".into(), "1".into()),
+        ];
+        let wrapper = Wrapper {
+            setup: vec![
+                "mkdir -p \"$HOME/.claude\"".into(),
+                "export CLAUDE_CONFIG_DIR=\"$HOME/.claude\"".into(),
+            ],
+            ..Wrapper::default()
+        };
+        Ok(cli::wrapped_launch(
+            SPEC.agent,
+            ctx,
+            &exe,
+            args,
+            env,
+            &wrapper,
+            Vec::new(),
+        ))
+    }
+
+    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
+        parse(
+            &String::from_utf8_lossy(stdout),
+            &String::from_utf8_lossy(stderr),
+        )
+    }
+
+    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
+        cli::preflight(&SPEC).map(Some)
+    }
+}
+
+fn tool_result_text(block: &Value) -> Option<String> {
+    match block.get("content") {
+        Some(Value::String(s)) => Some(cli::head(s)),
+        Some(Value::Array(parts)) => Some(cli::head(
+            &parts
+                .iter()
+                .filter_map(|p| cli::str_of(p, "text"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )),
+        _ => None,
+    }
+}
+
+/// Reads Claude Code's stream-json output.
+pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
+    let mut out = AgentOutput::default();
+    let mut last_text = String::new();
+    let mut result_text: Option<String> = None;
+    for v in cli::json_lines(stdout) {
+        match (cli::str_of(&v, "type"), cli::str_of(&v, "subtype")) {
+            (Some("system"), Some("init")) => {
+                out.session_id = cli::str_of(&v, "session_id").map(String::from);
+            }
+            (Some("system"), Some("permission_denied")) => {
+                let id = cli::str_of(&v, "tool_use_id").map(String::from);
+                let input = id
+                    .as_ref()
+                    .and_then(|id| out.tool_calls.iter().find(|c| c.id.as_ref() == Some(id)))
+                    .map(|c| c.input.clone())
+                    .unwrap_or(Value::Null);
+                out.tool_calls
+                    .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
+                out.denied.push(DeniedCall {
+                    id,
+                    tool: cli::str_of(&v, "tool_name").unwrap_or_default().into(),
+                    command: input
+                        .get("command")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                    input,
+                    reason: cli::str_of(&v, "message").unwrap_or_default().into(),
+                });
+            }
+            (Some("assistant"), _) => {
+                let blocks = v
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut text = String::new();
+                for b in &blocks {
+                    match cli::str_of(b, "type") {
+                        Some("text") => text.push_str(cli::str_of(b, "text").unwrap_or_default()),
+                        Some("tool_use") => {
+                            let input = b.get("input").cloned().unwrap_or(Value::Null);
+                            out.tool_calls.push(ToolCall {
+                                id: cli::str_of(b, "id").map(String::from),
+                                tool: cli::str_of(b, "name").unwrap_or_default().into(),
+                                command: input
+                                    .get("command")
+                                    .and_then(Value::as_str)
+                                    .map(String::from),
+                                input,
+                                ..ToolCall::default()
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                if !text.is_empty() {
+                    last_text = text;
+                }
+            }
+            (Some("user"), _) => {
+                let blocks = v
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for b in blocks
+                    .iter()
+                    .filter(|b| cli::str_of(b, "type") == Some("tool_result"))
+                {
+                    let id = cli::str_of(b, "tool_use_id");
+                    if let Some(call) = out
+                        .tool_calls
+                        .iter_mut()
+                        .find(|c| c.id.as_deref() == id && id.is_some())
+                    {
+                        call.ok =
+                            Some(!b.get("is_error").and_then(Value::as_bool).unwrap_or(false));
+                        call.output = tool_result_text(b);
+                    }
+                }
+            }
+            (Some("result"), _) => {
+                result_text = cli::str_of(&v, "result").map(String::from);
+                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+                    let what = result_text
+                        .clone()
+                        .or_else(|| cli::str_of(&v, "subtype").map(String::from))
+                        .unwrap_or_else(|| "error".into());
+                    out.errors.push(format!("claude-code result: {what}"));
+                }
+                if let Some(u) = v.get("usage") {
+                    out.usage = Some(ReportedUsage {
+                        input: cli::u64_of(u, "input_tokens"),
+                        output: cli::u64_of(u, "output_tokens"),
+                        cache_read: cli::u64_of(u, "cache_read_input_tokens"),
+                        cache_write: cli::u64_of(u, "cache_creation_input_tokens"),
+                        requests: None,
+                    });
+                }
+                out.cost_usd = v.get("total_cost_usd").and_then(Value::as_f64);
+                if out.session_id.is_none() {
+                    out.session_id = cli::str_of(&v, "session_id").map(String::from);
+                }
+                for d in v
+                    .get("permission_denials")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let id = cli::str_of(d, "tool_use_id").map(String::from);
+                    if id.is_some() && out.denied.iter().any(|x| x.id == id) {
+                        continue;
+                    }
+                    out.tool_calls
+                        .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
+                    let input = d.get("tool_input").cloned().unwrap_or(Value::Null);
+                    out.denied.push(DeniedCall {
+                        id,
+                        tool: cli::str_of(d, "tool_name").unwrap_or_default().into(),
+                        command: input
+                            .get("command")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                        input,
+                        reason: "listed in permission_denials".into(),
+                    });
+                }
+            }
+            _ => {}
+        }
+        out.transcript.push(v);
+    }
+    out.answer = result_text.unwrap_or(last_text);
+    if out.transcript.is_empty() && !stderr.trim().is_empty() {
+        out.errors
+            .push(format!("claude-code: {}", cli::head(stderr.trim())));
+    }
+    out
+}

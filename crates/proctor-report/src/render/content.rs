@@ -1,0 +1,610 @@
+//! What the Markdown and Terminal renderings say, as document blocks.
+
+use crate::aggregate::{Cell, CountLedger, Money, RunReport, SecondsLedger};
+use crate::compare::{ArmStats, Change, Comparison, ComparisonCell, PassK, Side};
+use crate::gate::GateReport;
+use crate::stats::{number, Median};
+
+use super::doc::{Block, Table};
+
+const DEFINITIONS: &str =
+    "n = graded trials (all - errored - ungradeable): the one denominator of every rate. \
+failure = wrong + refused-wrongly + abandoned; an honest refusal is not a failure. \
+success counts a correct refusal or ask where the task expects one. \
+Errored (operational) and ungradeable trials are counted apart and are in no n. \
+A cell is UNRELIABLE when more than 20% of its trials are ungradeable.";
+
+const RATE_HEADERS: [&str; 12] = [
+    "n",
+    "success",
+    "completion",
+    "failure",
+    "wrong",
+    "refused honestly",
+    "refused wrongly",
+    "asked",
+    "abandoned",
+    "errored",
+    "ungradeable",
+    "flag",
+];
+
+fn rate_cells(c: &Cell) -> Vec<String> {
+    let r = &c.rates;
+    vec![
+        c.n.to_string(),
+        r.success.to_string(),
+        r.completion.to_string(),
+        r.failure.to_string(),
+        r.wrong.to_string(),
+        r.refused_honestly.to_string(),
+        r.refused_wrongly.to_string(),
+        r.ask.to_string(),
+        r.abandoned.to_string(),
+        c.errored.to_string(),
+        c.ungradeable.to_string(),
+        if c.unreliable {
+            "UNRELIABLE".to_string()
+        } else {
+            String::new()
+        },
+    ]
+}
+
+fn with<'a>(lead: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    lead.iter().chain(rest).copied().collect()
+}
+
+fn rubric(c: &Cell) -> String {
+    match (c.rubric.mean, c.rubric.mean_fraction) {
+        (Some(m), Some(f)) => format!("{} ({:.0}% of max, n={})", number(m), f * 100.0, c.rubric.n),
+        _ => format!("- (n={})", c.rubric.n),
+    }
+}
+
+fn outcome_counts(c: &Cell) -> String {
+    let parts: Vec<String> = c
+        .outcomes
+        .labelled()
+        .iter()
+        .filter(|(_, k)| *k > 0)
+        .map(|(l, k)| format!("{k} {l}"))
+        .collect();
+    if parts.is_empty() {
+        "no trials".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn count_ledger(l: &CountLedger) -> String {
+    if l.reported == 0 {
+        "not reported".to_string()
+    } else if l.missing > 0 {
+        format!(
+            "{} (partial: {} of {} trials unreported)",
+            l.total,
+            l.missing,
+            l.missing + l.reported
+        )
+    } else {
+        l.total.to_string()
+    }
+}
+
+fn seconds_ledger(l: &SecondsLedger) -> String {
+    if l.reported == 0 {
+        "not reported".to_string()
+    } else if l.missing > 0 {
+        format!(
+            "{} (partial: {} of {} trials unreported)",
+            number(l.total),
+            l.missing,
+            l.missing + l.reported
+        )
+    } else {
+        number(l.total)
+    }
+}
+
+fn money(m: &Money) -> String {
+    match m {
+        Money::Known { usd, trials } => format!("${usd:.4} ({trials} priced trials)"),
+        Money::Incomplete {
+            missing,
+            trials_missing,
+        } => {
+            format!(
+                "incomplete: {trials_missing} trial(s) missing a price for {}",
+                missing.join(", ")
+            )
+        }
+        Money::NotApplicable => "not applicable".to_string(),
+    }
+}
+
+/// The blocks of a run's results.
+pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
+    let mut out = vec![Block::Heading(
+        1,
+        format!("Results: suite `{}`", r.suite_id),
+    )];
+    let o = &r.overall;
+    out.push(Block::List(vec![
+        format!(
+            "runs: {}",
+            r.run_ids
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        format!(
+            "suite hash: {}",
+            r.suite_hashes
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        format!(
+            "trials: {} (n = {} graded, {} errored, {} ungradeable)",
+            o.trials, o.n, o.errored, o.ungradeable
+        ),
+        format!("variants: {}; tasks: {}", r.variants.len(), r.tasks.len()),
+    ]));
+    out.push(Block::Para(DEFINITIONS.to_string()));
+
+    // Rates per variant × task, per variant, overall.
+    out.push(Block::Heading(2, "Rates".into()));
+    let mut t = Table::new(&with(&["variant", "task"], &RATE_HEADERS));
+    for v in &r.variants {
+        for tc in &v.tasks {
+            t.row(
+                [
+                    vec![v.variant.clone(), tc.task.clone()],
+                    rate_cells(&tc.cell),
+                ]
+                .concat(),
+            );
+        }
+        t.row(
+            [
+                vec![v.variant.clone(), "(all tasks)".into()],
+                rate_cells(&v.overall),
+            ]
+            .concat(),
+        );
+    }
+    t.row(
+        [
+            vec!["(all variants)".into(), "(all tasks)".into()],
+            rate_cells(o),
+        ]
+        .concat(),
+    );
+    out.push(Block::Table(t));
+
+    // Side by side.
+    out.push(Block::Heading(2, "Variants side by side".into()));
+    let mut headers = vec!["task".to_string(), "expect".to_string()];
+    headers.extend(r.variants.iter().map(|v| v.variant.clone()));
+    let mut t = Table {
+        headers,
+        rows: Vec::new(),
+    };
+    for task in &r.tasks {
+        let mut row = vec![task.id.clone(), task.expect.as_str().to_string()];
+        for v in &r.variants {
+            row.push(match v.task(&task.id) {
+                Some(c) => side_cell(c),
+                None => "no trials".to_string(),
+            });
+        }
+        t.row(row);
+    }
+    let mut row = vec!["(all tasks)".to_string(), String::new()];
+    row.extend(r.variants.iter().map(|v| side_cell(&v.overall)));
+    t.row(row);
+    out.push(Block::Table(t));
+
+    // Interface metrics.
+    out.push(Block::Heading(
+        2,
+        "Interface metrics (medians over graded trials, each with its n)".into(),
+    ));
+    let mut t = Table::new(&[
+        "variant",
+        "task",
+        "calls",
+        "wrong turns",
+        "errors",
+        "repeats",
+        "undone",
+        "denied",
+        "recoveries",
+        "help calls",
+        "wall s",
+        "agent cpu s",
+    ]);
+    let metric_cells = |c: &Cell| {
+        let m = &c.medians;
+        [
+            m.calls,
+            m.wrong_turns,
+            m.errors,
+            m.repeats,
+            m.undone,
+            m.denied,
+            m.recoveries,
+            m.help_calls,
+            m.wall_seconds,
+            m.agent_cpu_seconds,
+        ]
+        .iter()
+        .map(Median::to_string)
+        .collect::<Vec<_>>()
+    };
+    for v in &r.variants {
+        for tc in &v.tasks {
+            t.row(
+                [
+                    vec![v.variant.clone(), tc.task.clone()],
+                    metric_cells(&tc.cell),
+                ]
+                .concat(),
+            );
+        }
+        t.row(
+            [
+                vec![v.variant.clone(), "(all tasks)".into()],
+                metric_cells(&v.overall),
+            ]
+            .concat(),
+        );
+    }
+    out.push(Block::Table(t));
+
+    out.push(Block::Heading(
+        2,
+        "Tokens and requests (medians over graded trials, each with its n)".into(),
+    ));
+    let mut t = Table::new(&[
+        "variant",
+        "task",
+        "tokens (in+out)",
+        "input",
+        "output",
+        "cache read",
+        "cache write",
+        "requests",
+    ]);
+    let token_cells = |c: &Cell| {
+        let m = &c.medians;
+        [
+            m.tokens,
+            m.tokens_input,
+            m.tokens_output,
+            m.tokens_cache_read,
+            m.tokens_cache_write,
+            m.requests,
+        ]
+        .iter()
+        .map(Median::to_string)
+        .collect::<Vec<_>>()
+    };
+    for v in &r.variants {
+        for tc in &v.tasks {
+            t.row(
+                [
+                    vec![v.variant.clone(), tc.task.clone()],
+                    token_cells(&tc.cell),
+                ]
+                .concat(),
+            );
+        }
+        t.row(
+            [
+                vec![v.variant.clone(), "(all tasks)".into()],
+                token_cells(&v.overall),
+            ]
+            .concat(),
+        );
+    }
+    out.push(Block::Table(t));
+
+    out.push(Block::Heading(
+        2,
+        "Cost ledgers (totals over every trial; never summed into one score)".into(),
+    ));
+    let mut t = Table::new(&[
+        "variant",
+        "input tokens",
+        "output tokens",
+        "cache read",
+        "cache write",
+        "requests",
+        "agent cpu s",
+        "money",
+    ]);
+    let ledger_cells = |name: &str, c: &Cell| {
+        let l = &c.costs;
+        vec![
+            name.to_string(),
+            count_ledger(&l.tokens.input),
+            count_ledger(&l.tokens.output),
+            count_ledger(&l.tokens.cache_read),
+            count_ledger(&l.tokens.cache_write),
+            count_ledger(&l.requests),
+            seconds_ledger(&l.agent_cpu_seconds),
+            money(&l.money),
+        ]
+    };
+    for v in &r.variants {
+        t.row(ledger_cells(&v.variant, &v.overall));
+    }
+    t.row(ledger_cells("(all variants)", o));
+    out.push(Block::Table(t));
+
+    let excluded: Vec<String> = r
+        .trials
+        .iter()
+        .filter(|t| t.outcome == "errored" || t.outcome == "ungradeable")
+        .map(|t| {
+            format!(
+                "`{}` {} / {} #{}: {}: {}",
+                t.trial_id, t.variant, t.task, t.trial_index, t.outcome, t.reason
+            )
+        })
+        .collect();
+    out.push(Block::Heading(2, "Not graded".into()));
+    if excluded.is_empty() {
+        out.push(Block::Para("Every trial was graded.".into()));
+    } else {
+        out.push(Block::List(excluded));
+    }
+    out
+}
+
+fn side_cell(c: &Cell) -> String {
+    let flag = if c.unreliable { "; UNRELIABLE" } else { "" };
+    format!(
+        "success {}; n={}; {}; rubric {}{flag}",
+        c.rates.success,
+        c.n,
+        outcome_counts(c),
+        rubric(c)
+    )
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |v| format!("{:.0}%", v * 100.0))
+}
+
+fn change_value(x: Option<f64>, rate: bool) -> String {
+    match x {
+        None => "-".to_string(),
+        Some(v) if rate => format!("{:.0}%", v * 100.0),
+        Some(v) => number(v),
+    }
+}
+
+fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
+    let diff = match c.difference {
+        None => "-".to_string(),
+        Some(d) if rate => format!("{:+.0} points", d * 100.0),
+        Some(d) if d > 0.0 => format!("+{}", number(d)),
+        Some(d) => number(d),
+    };
+    let rel = match (c.relative, c.relative_unbounded) {
+        (Some(r), _) => format!("{:+.0}%", r * 100.0),
+        (None, true) => "unbounded (from 0)".to_string(),
+        (None, false) => "-".to_string(),
+    };
+    vec![
+        name.to_string(),
+        change_value(c.a, rate),
+        change_value(c.b, rate),
+        diff,
+        rel,
+        c.n.to_string(),
+        c.assessment.as_str().to_string(),
+    ]
+}
+
+fn side_name(s: Side) -> &'static str {
+    match s {
+        Side::A => "A",
+        Side::B => "B",
+    }
+}
+
+/// The blocks of a comparison.
+pub(crate) fn comparison(c: &Comparison) -> Vec<Block> {
+    let mut out = vec![Block::Heading(
+        1,
+        format!("Comparison: A `{}` vs B `{}`", c.a.label, c.b.label),
+    )];
+    out.push(Block::List(vec![
+        format!("suite: `{}`", c.suite_id),
+        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
+        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
+        format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),
+        format!("power threshold: a verdict needs graded n >= {} in both arms, else it is `underpowered`", c.underpowered_below),
+    ]));
+    out.push(Block::Para(
+        "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns. \
+Below the power threshold a difference of one or two calls, or under 30% in tokens, is noise. \
+No p-values, no confidence intervals."
+            .into(),
+    ));
+    if !c.warnings.is_empty() {
+        out.push(Block::Heading(2, "Warnings".into()));
+        out.push(Block::List(c.warnings.clone()));
+    }
+
+    let rows: Vec<(&str, &ComparisonCell)> = c
+        .tasks
+        .iter()
+        .map(|t| (t.task.as_str(), &t.comparison))
+        .chain(std::iter::once(("(all tasks)", &c.overall)))
+        .collect();
+
+    out.push(Block::Heading(2, "Verdicts".into()));
+    let mut t = Table::new(&[
+        "task",
+        "verdict",
+        "n A",
+        "n B",
+        "success A",
+        "success B",
+        "failure A",
+        "failure B",
+        "why",
+    ]);
+    for (name, cell) in &rows {
+        t.row(vec![
+            name.to_string(),
+            cell.verdict.as_str().to_string(),
+            cell.a.cell.n.to_string(),
+            cell.b.cell.n.to_string(),
+            cell.a.cell.rates.success.to_string(),
+            cell.b.cell.rates.success.to_string(),
+            cell.a.cell.rates.failure.to_string(),
+            cell.b.cell.rates.failure.to_string(),
+            cell.reason.clone(),
+        ]);
+    }
+    out.push(Block::Table(t));
+
+    out.push(Block::Heading(2, "Matched differences (B - A)".into()));
+    let mut t = Table::new(&[
+        "task",
+        "quantity",
+        "A",
+        "B",
+        "B - A",
+        "relative",
+        "pairs",
+        "assessment",
+    ]);
+    for (name, cell) in &rows {
+        let d = &cell.differences;
+        for (q, ch, rate) in [
+            ("success rate", &d.success, true),
+            ("failure rate", &d.failure, true),
+            ("median wrong turns", &d.wrong_turns, false),
+            ("median calls", &d.calls, false),
+            ("median tokens (in+out)", &d.tokens, false),
+            ("median wall s", &d.wall_seconds, false),
+        ] {
+            t.row([vec![name.to_string()], change_cells(q, ch, rate)].concat());
+        }
+    }
+    out.push(Block::Table(t));
+
+    out.push(Block::Heading(2, "pass@k and pass^k".into()));
+    if c.pass_k_max == 0 {
+        out.push(Block::Para(
+            "No task was graded in both arms: pass@k is not estimated.".into(),
+        ));
+    } else {
+        out.push(Block::Para(format!(
+            "k = 1..{} (the fewest graded trials of a task in either arm). pass@k = 1 - C(n-c,k)/C(n,k) (unbiased); \
+pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.",
+            c.pass_k_max
+        )));
+        let mut t = Table::new(&[
+            "task", "k", "pass@k A", "pass@k B", "pass^k A", "pass^k B", "tasks",
+        ]);
+        for (name, cell) in &rows {
+            for i in 0..cell.a.pass_at_k.len() {
+                let get = |v: &[PassK]| v.get(i).copied();
+                let (aa, ab, pa, pb) = (
+                    get(&cell.a.pass_at_k),
+                    get(&cell.b.pass_at_k),
+                    get(&cell.a.pass_pow_k),
+                    get(&cell.b.pass_pow_k),
+                );
+                t.row(vec![
+                    name.to_string(),
+                    aa.map_or(String::new(), |p| p.k.to_string()),
+                    pct(aa.and_then(|p| p.value)),
+                    pct(ab.and_then(|p| p.value)),
+                    pct(pa.and_then(|p| p.value)),
+                    pct(pb.and_then(|p| p.value)),
+                    aa.map_or(0, |p| p.tasks)
+                        .min(ab.map_or(0, |p| p.tasks))
+                        .to_string(),
+                ]);
+            }
+        }
+        out.push(Block::Table(t));
+    }
+
+    out.push(Block::Heading(
+        2,
+        "Every rate per arm (matched trials)".into(),
+    ));
+    let mut t = Table::new(&with(&["task", "arm"], &RATE_HEADERS));
+    let arm_row = |name: &str, side: &str, a: &ArmStats| {
+        [
+            vec![name.to_string(), side.to_string()],
+            rate_cells(&a.cell),
+        ]
+        .concat()
+    };
+    for (name, cell) in &rows {
+        t.row(arm_row(name, "A", &cell.a));
+        t.row(arm_row(name, "B", &cell.b));
+    }
+    out.push(Block::Table(t));
+
+    out.push(Block::Heading(2, "Unmatched trials".into()));
+    if c.unmatched.is_empty() {
+        out.push(Block::Para(
+            "Every trial has a partner in the other arm.".into(),
+        ));
+    } else {
+        out.push(Block::List(
+            c.unmatched
+                .iter()
+                .map(|u| {
+                    format!(
+                        "{}: `{}` {}/{} {} #{} ({})",
+                        side_name(u.side),
+                        u.trial_id,
+                        u.run_id,
+                        u.variant,
+                        u.task,
+                        u.trial_index,
+                        u.outcome
+                    )
+                })
+                .collect(),
+        ));
+    }
+    out
+}
+
+/// The blocks of a promotion's gates.
+pub(crate) fn gates(g: &GateReport) -> Vec<Block> {
+    let verdict = if g.passed { "PASSED" } else { "FAILED" };
+    let mut out = vec![Block::Heading(
+        1,
+        format!(
+            "Promotion of `{}` over `{}`: {verdict}",
+            g.candidate, g.baseline
+        ),
+    )];
+    let mut t = Table::new(&["gate", "result", "explanation"]);
+    for gate in &g.gates {
+        t.row(vec![
+            gate.name.clone(),
+            if gate.passed { "pass" } else { "FAIL" }.to_string(),
+            gate.explanation.clone(),
+        ]);
+    }
+    out.push(Block::Table(t));
+    out
+}

@@ -1,0 +1,501 @@
+//! Comparison: matching and its refusals, the keystone at comparison level, direction tests for
+//! every compared quantity, the power threshold, noise, and zero baselines.
+
+mod common;
+
+use common::*;
+use proctor_report::{
+    compare, Assessment, CompareError, CompareOptions, Comparison, ComparisonVerdict, Exporter,
+    Json, Rate, Side, TrialRow,
+};
+use proctor_score::Outcome;
+
+fn opts(threshold: u32) -> CompareOptions {
+    CompareOptions {
+        underpowered_below: threshold,
+        label_a: None,
+        label_b: None,
+    }
+}
+
+fn cmp(a: &[TrialRow], b: &[TrialRow], threshold: u32) -> Comparison {
+    compare(a, b, &opts(threshold)).unwrap()
+}
+
+/// Two tasks × `n` trials per arm, with `ka` and `kb` successes per task.
+fn two_tasks(ka: usize, kb: usize, n: usize) -> (Vec<TrialRow>, Vec<TrialRow>) {
+    let a = [
+        successes("control", "t1", ka, n),
+        successes("control", "t2", ka, n),
+    ]
+    .concat();
+    let b = [
+        successes("method", "t1", kb, n),
+        successes("method", "t2", kb, n),
+    ]
+    .concat();
+    (a, b)
+}
+
+#[test]
+fn keystone_an_arm_of_only_honest_refusals_has_zero_failure() {
+    let a = arm("control", "t", &vec![Outcome::RefusedHonestly; 8]);
+    let b = successes("method", "t", 4, 8);
+    let c = cmp(&a, &b, 8);
+    assert_eq!(c.overall.a.cell.rates.failure, Rate::new(0, 8));
+    assert_eq!(c.tasks[0].comparison.a.cell.rates.failure, Rate::new(0, 8));
+    assert_eq!(c.overall.differences.failure.a, Some(0.0));
+    assert_eq!(c.overall.differences.failure.b, Some(0.5));
+    assert_eq!(c.overall.differences.failure.assessment, Assessment::Worse);
+}
+
+#[test]
+fn direction_matched_success_and_failure_differences_rise() {
+    let (a, b) = two_tasks(2, 2, 5);
+    let same = cmp(&a, &b, 8);
+    let (a, b) = two_tasks(2, 4, 5);
+    let more = cmp(&a, &b, 8);
+    assert_eq!(same.overall.differences.success.difference, Some(0.0));
+    assert!(
+        more.overall.differences.success.difference > same.overall.differences.success.difference
+    );
+    assert!(more.overall.b.cell.rates.success.value() > same.overall.b.cell.rates.success.value());
+    // Failure rises when B has more wrong trials.
+    let (a, b) = two_tasks(2, 1, 5);
+    let worse = cmp(&a, &b, 8);
+    assert!(
+        worse.overall.differences.failure.difference > same.overall.differences.failure.difference
+    );
+    assert!(worse.overall.b.cell.rates.failure.value() > same.overall.b.cell.rates.failure.value());
+}
+
+#[test]
+fn direction_every_rate_of_an_arm_rises_with_its_outcome() {
+    for (o, get) in [
+        (
+            Outcome::Completed,
+            (|c: &proctor_report::Cell| c.rates.completion) as fn(&proctor_report::Cell) -> Rate,
+        ),
+        (wrong(), |c| c.rates.wrong),
+        (Outcome::RefusedHonestly, |c| c.rates.refused_honestly),
+        (Outcome::RefusedWrongly, |c| c.rates.refused_wrongly),
+        (Outcome::Asked, |c| c.rates.ask),
+        (Outcome::Abandoned, |c| c.rates.abandoned),
+        (Outcome::RefusedWrongly, |c| c.rates.failure),
+    ] {
+        let a = arm(
+            "control",
+            "t",
+            &[Outcome::Completed, Outcome::Asked, wrong()],
+        );
+        let b_base = arm(
+            "method",
+            "t",
+            &[Outcome::Completed, Outcome::Asked, wrong()],
+        );
+        let mut b_more = arm(
+            "method",
+            "t",
+            &[Outcome::Completed, Outcome::Asked, wrong()],
+        );
+        b_more.push(row("method", "t", 3, o.clone()));
+        let mut a_more = a.clone();
+        a_more.push(row("control", "t", 3, Outcome::Completed));
+        let base = cmp(&a, &b_base, 1);
+        let more = cmp(&a_more, &b_more, 1);
+        assert!(
+            get(&more.overall.b.cell).value() > get(&base.overall.b.cell).value(),
+            "{o}"
+        );
+    }
+}
+
+#[test]
+fn direction_matched_median_differences_rise() {
+    let mk = |variant: &str, wt: u64, calls: u64, tokens: u64, wall: f64| {
+        (0..3u32)
+            .map(|i| {
+                let mut r = with_tokens(
+                    with_metrics(row(variant, "t", i, Outcome::Completed), wt, calls),
+                    tokens,
+                    0,
+                );
+                r.wall_seconds = wall;
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = mk("control", 2, 10, 1000, 10.0);
+    let low = cmp(&a, &mk("method", 2, 10, 1000, 10.0), 1);
+    let high = cmp(&a, &mk("method", 6, 20, 3000, 30.0), 1);
+    let (l, h) = (&low.overall.differences, &high.overall.differences);
+    assert!(h.wrong_turns.difference > l.wrong_turns.difference);
+    assert!(h.calls.difference > l.calls.difference);
+    assert!(h.tokens.difference > l.tokens.difference);
+    assert!(h.wall_seconds.difference > l.wall_seconds.difference);
+    assert_eq!(h.wrong_turns.assessment, Assessment::Worse);
+    assert_eq!(l.wrong_turns.assessment, Assessment::Same);
+    // The arms' own medians rise too.
+    assert!(
+        high.overall.b.cell.medians.wrong_turns.median
+            > low.overall.b.cell.medians.wrong_turns.median
+    );
+    assert!(high.overall.b.cell.medians.calls.median > low.overall.b.cell.medians.calls.median);
+    assert!(high.overall.b.cell.medians.tokens.median > low.overall.b.cell.medians.tokens.median);
+}
+
+#[test]
+fn direction_pass_at_k_and_pass_pow_k_rise_with_successes() {
+    let (a, b1) = two_tasks(2, 2, 5);
+    let (_, b2) = two_tasks(2, 4, 5);
+    let low = cmp(&a, &b1, 8);
+    let high = cmp(&a, &b2, 8);
+    assert_eq!(low.pass_k_max, 5);
+    assert_eq!(low.overall.b.pass_at_k.len(), 5);
+    for k in 0..5 {
+        // pass@k saturates at 1 once k > n - c: it never falls, and rises strictly before that.
+        assert!(
+            high.overall.b.pass_at_k[k].value >= low.overall.b.pass_at_k[k].value,
+            "pass@{}",
+            k + 1
+        );
+        assert!(
+            high.overall.b.pass_pow_k[k].value >= low.overall.b.pass_pow_k[k].value,
+            "pass^{}",
+            k + 1
+        );
+    }
+    for k in 0..3 {
+        assert!(
+            high.overall.b.pass_at_k[k].value > low.overall.b.pass_at_k[k].value,
+            "pass@{}",
+            k + 1
+        );
+    }
+    for k in 0..4 {
+        assert!(
+            high.overall.b.pass_pow_k[k].value > low.overall.b.pass_pow_k[k].value,
+            "pass^{}",
+            k + 1
+        );
+        assert_eq!(high.overall.b.pass_at_k[k].tasks, 2);
+    }
+    // k = 1 is the success rate.
+    assert_eq!(low.overall.b.pass_at_k[0].value, Some(0.4));
+    // pass@k rises with k; pass^k falls.
+    assert!(low.overall.b.pass_at_k[2].value > low.overall.b.pass_at_k[1].value);
+    assert!(low.overall.b.pass_pow_k[2].value < low.overall.b.pass_pow_k[1].value);
+}
+
+#[test]
+fn pass_k_goes_up_to_the_fewest_graded_trials_of_a_task() {
+    let a = [
+        successes("control", "t1", 1, 5),
+        successes("control", "t2", 1, 3),
+    ]
+    .concat();
+    let b = [
+        successes("method", "t1", 1, 5),
+        successes("method", "t2", 1, 3),
+    ]
+    .concat();
+    let c = cmp(&a, &b, 1);
+    assert_eq!(c.pass_k_max, 3);
+    assert_eq!(c.tasks[0].comparison.b.pass_at_k.len(), 3);
+}
+
+#[test]
+fn below_the_threshold_the_verdict_is_underpowered_never_same() {
+    let (a, b) = two_tasks(3, 3, 3); // n = 6 per arm
+    let c = cmp(&a, &b, 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Underpowered);
+    assert!(c
+        .tasks
+        .iter()
+        .all(|t| t.comparison.verdict == ComparisonVerdict::Underpowered));
+    assert_eq!(
+        c.overall.differences.success.assessment,
+        Assessment::Underpowered
+    );
+    assert!(c.overall.reason.contains("6"));
+    // Even a large difference says nothing below the threshold.
+    let (a, b) = two_tasks(0, 3, 3);
+    assert_eq!(
+        cmp(&a, &b, 8).overall.verdict,
+        ComparisonVerdict::Underpowered
+    );
+}
+
+#[test]
+fn exactly_at_the_threshold_verdicts_appear() {
+    let (a, b) = two_tasks(2, 2, 4); // n = 8 per arm
+    assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Same);
+    let (a, b) = two_tasks(2, 3, 4);
+    assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Better);
+    let (a, b) = two_tasks(3, 2, 4);
+    assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Worse);
+    // One arm under the threshold (an errored trial is not graded) is enough to withhold it.
+    let (a, mut b) = two_tasks(2, 2, 4);
+    b[7].verdict.outcome = errored();
+    b[7].verdict.task_success = false;
+    assert_eq!(
+        cmp(&a, &b, 8).overall.verdict,
+        ComparisonVerdict::Underpowered
+    );
+}
+
+#[test]
+fn success_is_compared_first_then_wrong_turns() {
+    let mk = |variant: &str, k: usize, wt: u64| {
+        successes(variant, "t", k, 8)
+            .into_iter()
+            .map(|r| with_metrics(r, wt, 5))
+            .collect::<Vec<_>>()
+    };
+    // Equal success, fewer wrong turns: better.
+    let c = cmp(&mk("control", 4, 3), &mk("method", 4, 1), 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
+    // More success despite more wrong turns: better.
+    let c = cmp(&mk("control", 4, 1), &mk("method", 5, 3), 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
+    // Equal success, more wrong turns: worse.
+    let c = cmp(&mk("control", 4, 1), &mk("method", 4, 3), 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Worse);
+}
+
+#[test]
+fn small_call_and_token_differences_are_noise_below_the_threshold() {
+    let mk = |variant: &str, calls: u64, tokens: u64| {
+        successes(variant, "t", 2, 4)
+            .into_iter()
+            .map(|r| with_tokens(with_metrics(r, calls, calls), tokens, 0))
+            .collect::<Vec<_>>()
+    };
+    let a = mk("control", 10, 1000);
+    let small = cmp(&a, &mk("method", 12, 1200), 8);
+    assert_eq!(
+        small.overall.differences.calls.assessment,
+        Assessment::Noise
+    );
+    assert_eq!(
+        small.overall.differences.wrong_turns.assessment,
+        Assessment::Noise
+    );
+    assert_eq!(
+        small.overall.differences.tokens.assessment,
+        Assessment::Noise
+    );
+    let large = cmp(&a, &mk("method", 15, 1500), 8);
+    assert_eq!(
+        large.overall.differences.calls.assessment,
+        Assessment::Underpowered
+    );
+    assert_eq!(
+        large.overall.differences.tokens.assessment,
+        Assessment::Underpowered
+    );
+    // At the threshold the same small difference holds and is named.
+    let powered = cmp(&a, &mk("method", 12, 1200), 4);
+    assert_eq!(
+        powered.overall.differences.calls.assessment,
+        Assessment::Worse
+    );
+    assert_eq!(
+        powered.overall.differences.tokens.assessment,
+        Assessment::Worse
+    );
+}
+
+#[test]
+fn a_zero_baseline_serializes_relative_null_and_unbounded() {
+    let (a, b) = two_tasks(0, 2, 4);
+    let c = cmp(&a, &b, 8);
+    let s = &c.overall.differences.success;
+    assert_eq!((s.relative, s.relative_unbounded), (None, true));
+    let text = Json.comparison(&c);
+    assert_finite_json(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let success = &v["overall"]["differences"]["success"];
+    assert_eq!(success["relative"], serde_json::Value::Null);
+    assert_eq!(success["relative_unbounded"], true);
+    assert_eq!(success["a"], 0.0);
+    assert_eq!(success["b"], 0.5);
+    // 0 -> 0 is no change: null, not unbounded.
+    let (a, b) = two_tasks(0, 0, 4);
+    let s = cmp(&a, &b, 8).overall.differences.success;
+    assert_eq!((s.relative, s.relative_unbounded), (None, false));
+}
+
+#[test]
+fn every_json_output_is_free_of_nan_and_infinity() {
+    // Zero baselines everywhere, an arm with no graded trial, tasks with no metrics.
+    let a = [
+        arm("control", "t1", &[errored(), ungradeable()]),
+        successes("control", "t2", 0, 3),
+    ]
+    .concat();
+    let b = [
+        arm(
+            "method",
+            "t1",
+            &[Outcome::Completed, Outcome::RefusedHonestly],
+        ),
+        successes("method", "t2", 3, 3),
+    ]
+    .concat();
+    let b: Vec<TrialRow> = b
+        .into_iter()
+        .map(|r| with_tokens(with_metrics(r, 2, 3), 10, 0))
+        .collect();
+    let a: Vec<TrialRow> = a
+        .into_iter()
+        .map(|r| with_tokens(with_metrics(r, 0, 0), 0, 0))
+        .collect();
+    let c = cmp(&a, &b, 8);
+    assert_finite_json(&Json.comparison(&c));
+    let all = [a, b].concat();
+    assert_finite_json(&Json.run_report(&proctor_report::aggregate(&all).unwrap()));
+    for schema in [
+        proctor_report::json_schema(),
+        proctor_report::comparison_json_schema(),
+        proctor_report::gate_json_schema(),
+    ] {
+        assert_finite_json(&schema.to_string());
+    }
+}
+
+#[test]
+fn matching_refuses_different_suites_with_the_reason() {
+    let a = successes("control", "t", 1, 2);
+    let mut b = successes("method", "t", 1, 2);
+    b.iter_mut().for_each(|r| r.suite_id = "other".into());
+    let err = compare(&a, &b, &opts(8)).unwrap_err();
+    assert_eq!(
+        err,
+        CompareError::DifferentSuites {
+            a: "suite".into(),
+            b: "other".into()
+        }
+    );
+    assert!(err.to_string().contains("unlike suites"), "{err}");
+}
+
+#[test]
+fn matching_refuses_different_fixtures_with_the_reason() {
+    let a = successes("control", "t", 1, 2);
+    let mut b = successes("method", "t", 1, 2);
+    b.iter_mut().for_each(|r| r.fixture_hash = "fx2".into());
+    let err = compare(&a, &b, &opts(8)).unwrap_err();
+    assert!(matches!(err, CompareError::FixtureMismatch { .. }));
+    assert!(
+        err.to_string().contains("fixture") && err.to_string().contains("fx2"),
+        "{err}"
+    );
+    // The same fixtures in both arms, but a pair that disagrees.
+    let mut a = successes("control", "t", 1, 2);
+    let mut b = successes("method", "t", 1, 2);
+    a[0].fixture_hash = "fx2".into();
+    b[1].fixture_hash = "fx2".into();
+    let err = compare(&a, &b, &opts(8)).unwrap_err();
+    assert!(err.to_string().contains("task `t` trial 0"), "{err}");
+}
+
+#[test]
+fn matching_refuses_a_pair_with_different_mutations() {
+    let a: Vec<TrialRow> = successes("control", "t", 1, 2)
+        .into_iter()
+        .map(|r| with_mutation(r, "m1.patch"))
+        .collect();
+    let mut b: Vec<TrialRow> = successes("method", "t", 1, 2)
+        .into_iter()
+        .map(|r| with_mutation(r, "m1.patch"))
+        .collect();
+    b[1] = with_mutation(b[1].clone(), "m2.patch");
+    let err = compare(&a, &b, &opts(8)).unwrap_err();
+    assert!(matches!(
+        err,
+        CompareError::MutationMismatch { trial_index: 1, .. }
+    ));
+    assert!(
+        err.to_string().contains("m1.patch") && err.to_string().contains("m2.patch"),
+        "{err}"
+    );
+    // Same mutations match.
+    b[1] = with_mutation(b[1].clone(), "m1.patch");
+    assert_eq!(cmp(&a, &b, 8).matched, 2);
+}
+
+#[test]
+fn unmatched_trials_are_listed_not_dropped() {
+    let a = successes("control", "t", 2, 4);
+    let mut b = successes("method", "t", 2, 3);
+    b.push(row("method", "other", 0, Outcome::Completed));
+    let c = cmp(&a, &b, 1);
+    assert_eq!(c.matched, 3);
+    assert_eq!(c.unmatched.len(), 2);
+    assert!(c
+        .unmatched
+        .iter()
+        .any(|u| u.side == Side::A && u.task == "t" && u.trial_index == 3));
+    assert!(c
+        .unmatched
+        .iter()
+        .any(|u| u.side == Side::B && u.task == "other"));
+    assert!(c
+        .warnings
+        .iter()
+        .any(|w| w.contains("2 trial(s) have no partner")));
+    assert_eq!(
+        c.overall.a.cell.trials, 3,
+        "numbers are over matched trials"
+    );
+    assert_eq!(c.a.trials, 4, "the arm's own count keeps every trial given");
+}
+
+#[test]
+fn an_arm_mixing_variants_is_refused() {
+    let a = [
+        successes("control", "t", 1, 2),
+        successes("other", "t", 1, 2),
+    ]
+    .concat();
+    let b = successes("method", "t", 1, 2);
+    let err = compare(&a, &b, &opts(8)).unwrap_err();
+    assert!(
+        matches!(err, CompareError::AmbiguousArm { side: Side::A, .. }),
+        "{err}"
+    );
+    assert!(matches!(
+        compare(&[], &b, &opts(8)),
+        Err(CompareError::EmptyArm { side: Side::A })
+    ));
+}
+
+#[test]
+fn a_changed_suite_hash_is_a_warning() {
+    let a = successes("control", "t", 1, 2);
+    let mut b = successes("control", "t", 1, 2);
+    b.iter_mut().for_each(|r| {
+        r.suite_hash = "sh2".into();
+        r.run_id = "R2".into();
+    });
+    let c = cmp(&a, &b, 1);
+    assert!(c
+        .warnings
+        .iter()
+        .any(|w| w.contains("suite's content changed")));
+    assert_eq!(c.a.label, "R1/control");
+    assert_eq!(c.b.label, "R2/control");
+}
+
+#[test]
+fn errored_pairs_are_out_of_the_matched_difference_n() {
+    let a = successes("control", "t", 2, 4);
+    let mut b = successes("method", "t", 2, 4);
+    b[0].verdict.outcome = errored();
+    b[0].verdict.task_success = false;
+    let c = cmp(&a, &b, 1);
+    assert_eq!(c.overall.differences.success.n, 3);
+    assert_eq!(c.overall.b.cell.n, 3);
+    assert_eq!(c.overall.a.cell.n, 4);
+}

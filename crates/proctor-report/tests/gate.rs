@@ -1,0 +1,281 @@
+//! Promotion gates: all pass on a good candidate; each one, failing alone, is the only failing
+//! check; the zero-baseline rule; the errors.
+
+mod common;
+
+use common::*;
+use proctor_report::{gate, Cost, Exporter, GateError, GateReport, Json, TrialRow};
+use proctor_suite::model::{Promotion, ReportConfig};
+
+const PROMOTION: &str = r#"
+baseline = "control"
+candidate = "method"
+primary_metric = "completion_rate"
+direction = "higher"
+minimum_relative_improvement = 0.10
+minimum_absolute_improvement = 0.05
+strongest_success_tolerance = 0.02
+no_regression = ["wrong_turns"]
+require_complete_costs = true
+"#;
+
+fn promotion(extra: &[(&str, &str)]) -> Promotion {
+    let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+    for (k, v) in extra {
+        let value: toml::Table = toml::from_str(&format!("x = {v}")).unwrap();
+        table.insert(k.to_string(), value["x"].clone());
+    }
+    toml::from_str(&toml::to_string(&table).unwrap()).unwrap()
+}
+
+/// `k` successes of 5 on each of two tasks, with `wt` wrong turns per trial and a known price.
+fn variant(name: &str, k: usize, wt: u64) -> Vec<TrialRow> {
+    ["t1", "t2"]
+        .iter()
+        .flat_map(|t| successes(name, t, k, 5))
+        .map(|r| with_cost(with_metrics(r, wt, 5), Cost::Known { usd: 0.01 }))
+        .collect()
+}
+
+/// A run where every gate passes: control 40%, method 80%, another control 80%.
+fn passing() -> Vec<TrialRow> {
+    [
+        variant("control", 2, 2),
+        variant("method", 4, 1),
+        variant("other", 4, 1),
+    ]
+    .concat()
+}
+
+fn run(rows: &[TrialRow], p: &Promotion, threshold: u32) -> GateReport {
+    gate(
+        rows,
+        p,
+        &ReportConfig {
+            underpowered_below: threshold,
+        },
+    )
+    .unwrap()
+}
+
+fn failing(r: &GateReport) -> Vec<&str> {
+    r.failed().map(|g| g.name.as_str()).collect()
+}
+
+#[test]
+fn a_good_candidate_passes_every_gate() {
+    let r = run(&passing(), &promotion(&[]), 8);
+    assert!(r.passed, "{r:#?}");
+    let names: Vec<&str> = r.gates.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "sample_size",
+            "nonzero_success",
+            "strongest_control",
+            "primary_metric",
+            "no_regression:wrong_turns",
+            "complete_costs"
+        ]
+    );
+    assert!(r
+        .gates
+        .iter()
+        .all(|g| !g.explanation.is_empty() && !g.explanation.contains('\n')));
+    let primary = &r.gates[3];
+    let number = |name: &str| {
+        primary
+            .numbers
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap()
+            .value
+    };
+    assert_eq!(number("baseline"), Some(0.4));
+    assert_eq!(number("candidate"), Some(0.8));
+}
+
+#[test]
+fn sample_size_failing_alone() {
+    let r = run(&passing(), &promotion(&[]), 11);
+    assert_eq!(failing(&r), ["sample_size"]);
+    assert!(!r.passed);
+    assert!(r.gates[0].explanation.contains("underpowered"));
+}
+
+#[test]
+fn nonzero_success_failing_alone() {
+    // Nobody succeeds; the candidate still makes fewer wrong turns.
+    let rows = [variant("control", 0, 4), variant("method", 0, 1)].concat();
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[\"failure_rate\"]"),
+    ]);
+    let r = run(&rows, &p, 8);
+    assert_eq!(failing(&r), ["nonzero_success"], "{r:#?}");
+    assert!(r.gates[1].explanation.contains("0/10"));
+}
+
+#[test]
+fn strongest_control_failing_alone() {
+    let rows = [
+        variant("control", 2, 2),
+        variant("method", 4, 1),
+        variant("other", 5, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(failing(&r), ["strongest_control"], "{r:#?}");
+    assert!(r.gates[2].explanation.contains("`other`"));
+    // Within a 20-point tolerance, 80% against 100% passes.
+    let r = run(
+        &rows,
+        &promotion(&[("strongest_success_tolerance", "0.2")]),
+        8,
+    );
+    assert!(r.passed, "{r:#?}");
+}
+
+#[test]
+fn primary_metric_failing_alone() {
+    // 40% -> 80%: +40 points, +100% relative.
+    let p = promotion(&[
+        ("minimum_relative_improvement", "1.5"),
+        ("minimum_absolute_improvement", "0.5"),
+    ]);
+    let r = run(&passing(), &p, 8);
+    assert_eq!(failing(&r), ["primary_metric"], "{r:#?}");
+    // Either minimum is enough, met exactly: the absolute one alone, then the relative one alone.
+    let p = promotion(&[
+        ("minimum_relative_improvement", "1.5"),
+        ("minimum_absolute_improvement", "0.4"),
+    ]);
+    assert!(run(&passing(), &p, 8).passed);
+    let p = promotion(&[
+        ("minimum_relative_improvement", "1.0"),
+        ("minimum_absolute_improvement", "0.5"),
+    ]);
+    assert!(run(&passing(), &p, 8).passed);
+}
+
+#[test]
+fn no_regression_failing_alone() {
+    let rows = [
+        variant("control", 2, 2),
+        variant("method", 4, 3),
+        variant("other", 4, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(failing(&r), ["no_regression:wrong_turns"], "{r:#?}");
+    assert!(r.gates[4].explanation.contains("regressed"));
+}
+
+#[test]
+fn complete_costs_failing_alone() {
+    let mut rows = passing();
+    rows[0].cost = Cost::Incomplete {
+        missing: vec!["cache_write".into()],
+    };
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(failing(&r), ["complete_costs"], "{r:#?}");
+    assert!(r.gates[5].explanation.contains("cache_write"));
+    // Not required: it passes and says so.
+    let r = run(&rows, &promotion(&[("require_complete_costs", "false")]), 8);
+    assert!(r.passed);
+    assert!(r.gates[5].explanation.contains("not required"));
+}
+
+#[test]
+fn an_improvement_from_an_exact_zero_baseline_is_unbounded_and_passes_the_relative_minimum() {
+    let rows = [variant("control", 0, 2), variant("method", 4, 1)].concat();
+    let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+    table.remove("minimum_absolute_improvement");
+    let p: Promotion = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
+    let r = run(&rows, &p, 8);
+    let primary = r.gates.iter().find(|g| g.name == "primary_metric").unwrap();
+    assert!(primary.passed, "{primary:#?}");
+    let rel = primary
+        .numbers
+        .iter()
+        .find(|n| n.name == "relative_improvement")
+        .unwrap();
+    assert_eq!((rel.value, rel.unbounded), (None, true));
+    assert!(primary.explanation.contains("unbounded"));
+    let text = Json.gates(&r);
+    assert_finite_json(&text);
+    assert!(text.contains("\"value\": null"));
+
+    // No improvement from zero is not unbounded and does not pass.
+    let rows = [variant("control", 0, 2), variant("method", 0, 1)].concat();
+    let r = run(&rows, &p, 8);
+    let primary = r.gates.iter().find(|g| g.name == "primary_metric").unwrap();
+    assert!(!primary.passed);
+    let rel = primary
+        .numbers
+        .iter()
+        .find(|n| n.name == "relative_improvement")
+        .unwrap();
+    assert_eq!((rel.value, rel.unbounded), (None, false));
+}
+
+#[test]
+fn a_lower_is_better_primary_metric_improves_downwards() {
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[]"),
+    ]);
+    let r = run(&passing(), &p, 8);
+    assert!(r.passed, "{r:#?}");
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"higher\""),
+        ("no_regression", "[]"),
+    ]);
+    assert_eq!(failing(&run(&passing(), &p, 8)), ["primary_metric"]);
+}
+
+#[test]
+fn a_metric_measured_in_neither_arm_cannot_show_no_regression() {
+    let p = promotion(&[("no_regression", "[\"tokens\"]")]);
+    let r = run(&passing(), &p, 8);
+    assert_eq!(failing(&r), ["no_regression:tokens"]);
+    assert!(r.gates[4].explanation.contains("not measured"));
+}
+
+#[test]
+fn gate_errors_name_the_problem() {
+    let rows = passing();
+    let p = promotion(&[("candidate", "\"nope\"")]);
+    let err = gate(&rows, &p, &ReportConfig::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GateError::UnknownVariant {
+                role: "candidate",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let p = promotion(&[("candidate", "\"control\"")]);
+    assert!(matches!(
+        gate(&rows, &p, &ReportConfig::default()),
+        Err(GateError::SameArm(_))
+    ));
+    let p = promotion(&[("primary_metric", "\"vibes\"")]);
+    assert_eq!(
+        gate(&rows, &p, &ReportConfig::default()).unwrap_err(),
+        GateError::UnknownMetric("vibes".into())
+    );
+    let mut bad = rows.clone();
+    bad.iter_mut()
+        .filter(|r| r.variant == "method")
+        .for_each(|r| r.fixture_hash = "fx2".into());
+    assert!(matches!(
+        gate(&bad, &promotion(&[]), &ReportConfig::default()),
+        Err(GateError::Compare(_))
+    ));
+}

@@ -1,0 +1,102 @@
+//! `proctor rescore RUN`: the saved end states scored again with the suite's current rules;
+//! writes `results.rescored-TIMESTAMP.{json,md}` beside the run's own results and lists every
+//! trial whose outcome changed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use proctor_runner::rescore::rescore;
+use proctor_runner::results;
+use proctor_runner::trial::CheckEnv;
+use proctor_runner::{decide_isolation, IsolationChoice};
+use proctor_store::Store;
+
+use crate::commands::open_suite;
+use crate::exit::{Error, Status};
+use crate::table::Table;
+
+/// Rescores a run.
+pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Status, Error> {
+    let store = Store::open(store_dir)
+        .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
+    let store_root = store_dir
+        .canonicalize()
+        .context("cannot resolve the store folder")?;
+    let id = store
+        .resolve_run(run)
+        .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
+    let handle = store.open_run(&id).context("cannot open the run")?;
+    let meta = handle.meta();
+    let suite_path = suite_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| meta.suite_path.clone());
+    let suite_path = suite_path
+        .canonicalize()
+        .with_context(|| format!("cannot find the suite at {}", suite_path.display()))?;
+    let suite = open_suite(&suite_path)?;
+    let current_hash =
+        proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
+    let fixture_hash =
+        proctor_suite::tree::tree_hash(&suite.fixture_dir()).context("cannot hash the fixture")?;
+    if fixture_hash != meta.fixture_hash {
+        return Err(Error::usage(
+            format!("the suite's fixture changed since run {id} (hash {}…, now {}…): its saved changes no longer rebuild the end state", meta.fixture_hash.get(..12).unwrap_or_default(), &fixture_hash[..12]),
+            "restore the fixture as it was; rules may change, the starting workspace may not",
+        ));
+    }
+    let records = results::read_records(&handle).context("cannot read the run's trials")?;
+    let n = records.len();
+    let (isolation, _) =
+        decide_isolation(IsolationChoice::Auto, &store_root).map_err(|e| Error::Other(e.into()))?;
+    let mut hide = vec![suite.root.clone(), store_root.clone()];
+    hide.sort();
+    let env = CheckEnv {
+        proctor_exe: std::env::current_exe().context("cannot find proctor's own executable")?,
+        namespaces: isolation.namespaces,
+        hide,
+        grace: Duration::from_secs(2),
+    };
+    let started = std::time::Instant::now();
+    let (rescored, changed) = rescore(
+        &suite,
+        &handle,
+        records,
+        &store_root,
+        &env,
+        isolation.overlay,
+        &fixture_hash,
+    );
+    let stem = format!(
+        "results.rescored-{}",
+        proctor_store::utc_now().replace([':', '.'], "-")
+    );
+    let doc = results::document(id.as_str(), &suite, &current_hash, rescored, true)
+        .context("cannot build the results")?;
+    results::write(handle.dir(), &stem, &doc).context("cannot write the rescored results")?;
+    eprintln!(
+        "rescored {n} trial(s) of run {id} in {:.2}s with the rules of {}",
+        started.elapsed().as_secs_f64(),
+        suite.root.display()
+    );
+    if changed.is_empty() {
+        eprintln!("no outcome changed");
+    } else {
+        let mut t = Table::new(["TRIAL", "BEFORE", "AFTER", "REASON"]);
+        for c in &changed {
+            t.row([
+                c.trial.clone(),
+                c.before.clone(),
+                c.after.clone(),
+                c.reason.clone(),
+            ]);
+        }
+        print!("{}", t.render());
+        eprintln!("{} outcome(s) changed", changed.len());
+    }
+    eprintln!(
+        "wrote {}",
+        handle.dir().join(format!("{stem}.json")).display()
+    );
+    Ok(Status::Success)
+}
