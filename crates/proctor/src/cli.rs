@@ -78,6 +78,12 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
     },
+    /// Print the JSON Schema of a document proctor writes.
+    Schema {
+        /// Which document.
+        #[arg(value_enum)]
+        document: SchemaDoc,
+    },
     /// Rebuild the store's index from its run folders.
     Reindex {
         /// The store folder.
@@ -165,4 +171,15 @@ pub enum Format {
     Text,
     /// JSON for tools.
     Json,
+}
+
+/// Documents with a JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaDoc {
+    /// `results.json` of a run.
+    Results,
+    /// `proctor compare --format json`.
+    Comparison,
+    /// The promotion gates of `compare --gate --format json`.
+    Gates,
 }

@@ -50,6 +50,16 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
         } => inspect::show(&store, &run, trial.as_deref(), format),
         Command::Reindex { store } => inspect::reindex(&store),
+        Command::Schema { document } => {
+            let schema = match document {
+                crate::cli::SchemaDoc::Results => proctor_runner::results::json_schema(),
+                crate::cli::SchemaDoc::Comparison => proctor_report::comparison_json_schema(),
+                crate::cli::SchemaDoc::Gates => proctor_report::gate_json_schema(),
+            };
+            let text = serde_json::to_string_pretty(&schema).map_err(anyhow::Error::new)?;
+            println!("{text}");
+            Ok(Status::Success)
+        }
         Command::Rescore { run, suite, store } => rescore::run(&store, &run, suite.as_deref()),
     }
 }
