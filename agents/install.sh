@@ -9,7 +9,8 @@
 # opencode, aider. proctor looks there first, then on PATH.
 #
 # Idempotent: a CLI whose versioned folder holds a completed stamp is not touched again, so a
-# second run costs nothing. Only the npm registry and PyPI are used (no vendor downloads).
+# second run costs nothing. Copilot's self-unpacking package is unpacked once, into
+# copilot-VERSION/xdg-cache/, which the adapter links into each trial's private cache. Only the npm registry and PyPI are used (no vendor downloads).
 # Exit status: 0 when every requested CLI is installed; 1 otherwise (each failure is named).
 set -uo pipefail
 
@@ -77,6 +78,15 @@ for p in "${PINS[@]}"; do
       continue
     fi
     printf '%s %s\n' "$pkg" "$ver" >"$stamp"
+  fi
+  if [ "$name" = copilot ] && [ -z "$(find "$dest/xdg-cache" -name .extraction-complete 2>/dev/null | head -1)" ]; then
+    # Copilot unpacks ~235 MB into $XDG_CACHE_HOME/copilot/pkg on its first run. Do it once
+    # here; the adapter links each trial's private cache to this copy instead.
+    log "unpacking copilot's package into $dest/xdg-cache"
+    mkdir -p "$dest/xdg-cache" "$dest/preflight-home"
+    XDG_CACHE_HOME="$dest/xdg-cache" HOME="$dest/preflight-home" \
+      "$dest/node_modules/.bin/copilot" --version >/dev/null 2>&1 || log "copilot --version failed while unpacking"
+    rm -rf "$dest/preflight-home" "$dest/xdg-cache/Microsoft"
   fi
   for exe in $exes; do
     if [ "$kind" = npm ]; then target="$dest/node_modules/.bin/$exe"; else target="$dest/venv/bin/$exe"; fi

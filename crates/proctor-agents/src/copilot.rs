@@ -7,7 +7,9 @@
 //! then sends `POST /v1/messages`, streaming), `COPILOT_MODEL`, `COPILOT_PROVIDER_API_KEY` (a
 //! long random dummy: Copilot masks every occurrence of the key's text in its output),
 //! `COPILOT_OFFLINE=true` (no GitHub auth, telemetry, web tools or update checks) and, from the
-//! wrapper, `COPILOT_HOME=$HOME/.copilot`.
+//! wrapper, `COPILOT_HOME=$HOME/.copilot`. Copilot unpacks ~235 MB into
+//! `$XDG_CACHE_HOME/copilot/pkg` on first run; the wrapper links that folder to the copy
+//! `agents/install.sh` unpacked once (it is only read), so a trial does not unpack it again.
 //!
 //! **Permissions.** `--allow-tool 'shell(NAME)'` per allow-listed command, and `--allow-tool
 //! write` for file writes (without it `echo hi > hello.txt` is refused even with
@@ -112,11 +114,20 @@ impl Adapter for Copilot {
             ),
             ("COPILOT_OFFLINE".into(), "true".into()),
         ];
+        let mut setup = vec![
+            "mkdir -p \"$HOME/.copilot\" \"$HOME/.proctor\"".into(),
+            "export COPILOT_HOME=\"$HOME/.copilot\"".into(),
+        ];
+        if let Some(pkg) = unpacked_package(&exe) {
+            setup.push("mkdir -p \"$HOME/.cache/copilot\"".into());
+            setup.push(format!(
+                "ln -s {} \"$HOME/.cache/copilot/pkg\"",
+                cli::sh_quote(&pkg.display().to_string())
+            ));
+            setup.push("export XDG_CACHE_HOME=\"$HOME/.cache\"".into());
+        }
         let wrapper = Wrapper {
-            setup: vec![
-                "mkdir -p \"$HOME/.copilot\" \"$HOME/.proctor\"".into(),
-                "export COPILOT_HOME=\"$HOME/.copilot\"".into(),
-            ],
+            setup,
             extra_args: vec![
                 "--usage-output-file".into(),
                 "\"$HOME/.proctor/copilot-usage.json\"".into(),
@@ -144,6 +155,16 @@ impl Adapter for Copilot {
     fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
         cli::preflight(&SPEC).map(Some)
     }
+}
+
+/// The package `agents/install.sh` unpacked once (`copilot-VERSION/xdg-cache/copilot/pkg`),
+/// found beside the installed executable; each trial's private cache links to it, read-only,
+/// instead of unpacking ~235 MB again.
+pub fn unpacked_package(exe: &std::path::Path) -> Option<std::path::PathBuf> {
+    let real = exe.canonicalize().ok()?;
+    real.ancestors()
+        .map(|a| a.join("xdg-cache/copilot/pkg"))
+        .find(|p| p.is_dir())
 }
 
 /// Usage from the `--usage-output-file` JSON, summed over models.

@@ -107,6 +107,7 @@ fn run(
         "127.0.0.1:0",
         MockOptions {
             log: Some(log.clone()),
+            ..MockOptions::default()
         },
     )
     .unwrap();
@@ -377,4 +378,39 @@ fn aider_hello() {
             ..usage(1120, 30, None, None)
         },
     );
+}
+
+#[test]
+fn copilot_uses_the_unpacked_package() {
+    let Ok(exe) = proctor_agents::cli::find_executable("copilot") else {
+        println!("skipping: copilot is not installed");
+        return;
+    };
+    let from_install = proctor_agents::cli::agents_dir().is_some_and(|d| exe.starts_with(d));
+    if !from_install {
+        println!(
+            "skipping: copilot at {} was not installed by agents/install.sh",
+            exe.display()
+        );
+        return;
+    }
+    let pkg = proctor_agents::copilot::unpacked_package(&exe);
+    assert!(
+        pkg.is_some(),
+        "agents/install.sh unpacks copilot's package once"
+    );
+    let ctx = LaunchContext {
+        prompt: "p".into(),
+        workspace: "/w".into(),
+        model: None,
+        proctor: "/p".into(),
+        agent_dir: "/a".into(),
+    };
+    let session = SessionContext {
+        model_base_url: Some("http://127.0.0.1:9".into()),
+        ..SessionContext::default()
+    };
+    let launch = Copilot::new().launch_session(&ctx, &session).unwrap();
+    let script = String::from_utf8(launch.files[0].1.clone()).unwrap();
+    assert!(script.contains("$HOME/.cache/copilot/pkg"), "{script}");
 }

@@ -19,6 +19,7 @@ fn main() {
     let addr = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:0".into());
     let options = MockOptions {
         log: args.get(2).map(Into::into),
+        ..MockOptions::default()
     };
     match MockModel::start_with(script, addr.as_str(), options) {
         Ok(h) => {

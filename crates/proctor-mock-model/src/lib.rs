@@ -96,7 +96,55 @@ pub enum MockError {
 pub struct MockOptions {
     /// Where to append the exchange log (JSON lines); none when `None`.
     pub log: Option<PathBuf>,
+    /// Typed faults injected on model routes instead of a model answer.
+    pub faults: Vec<RouteFault>,
 }
+
+/// A fault the mock injects on a model route, so an operational failure can be tested: the
+/// trial must come out `errored` with this reason, never as the agent's failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The credentials are rejected: HTTP 401 with an authentication error.
+    CredentialLoss,
+    /// The provider rate-limits: HTTP 429 with a rate-limit error.
+    RateLimit,
+    /// The provider never answers: the request is held open until the client gives up.
+    Timeout,
+}
+
+impl FaultKind {
+    /// The spelling used in suites and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::CredentialLoss => "credential_loss",
+            FaultKind::RateLimit => "rate_limit",
+            FaultKind::Timeout => "timeout",
+        }
+    }
+
+    /// Parses `credential_loss`, `rate_limit` or `timeout`.
+    pub fn parse(s: &str) -> Option<FaultKind> {
+        match s {
+            "credential_loss" => Some(FaultKind::CredentialLoss),
+            "rate_limit" => Some(FaultKind::RateLimit),
+            "timeout" => Some(FaultKind::Timeout),
+            _ => None,
+        }
+    }
+}
+
+/// A fault on one route: `anthropic` (Messages), `responses`, `chat`, `gemini`, or `*` for all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteFault {
+    /// The route name, or `*`.
+    pub route: String,
+    /// What to inject.
+    pub kind: FaultKind,
+}
+
+/// The route names faults can name.
+pub const ROUTES: &[&str] = &["anthropic", "responses", "chat", "gemini", "*"];
 
 /// What the server has served so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -118,6 +166,7 @@ pub struct Stats {
 }
 
 struct State {
+    faults: Vec<RouteFault>,
     script: Script,
     started: Instant,
     seq: AtomicU64,
@@ -206,6 +255,7 @@ impl MockModel {
             None => None,
         };
         let state = Arc::new(StateRef(State {
+            faults: options.faults.clone(),
             script,
             started: Instant::now(),
             seq: AtomicU64::new(0),
@@ -307,6 +357,7 @@ struct Note {
     stream: bool,
     usage: Option<Usage>,
     error: Option<String>,
+    fault: Option<&'static str>,
 }
 
 fn handle(state: &State, req: Request) -> Response {
@@ -440,8 +491,73 @@ fn body_hash(body: &[u8]) -> u64 {
     h.finish()
 }
 
+fn route_name(api: Api) -> &'static str {
+    match api {
+        Api::Anthropic => "anthropic",
+        Api::Responses => "responses",
+        Api::Chat => "chat",
+        Api::Gemini { .. } => "gemini",
+    }
+}
+
 fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut Note) -> Response {
     note.api = Some(api.name());
+    if let Some(f) = state
+        .faults
+        .iter()
+        .find(|f| f.route == "*" || f.route == route_name(api))
+    {
+        note.kind = "fault";
+        note.fault = Some(f.kind.as_str());
+        return match f.kind {
+            FaultKind::CredentialLoss => {
+                let body = match api {
+                    Api::Anthropic => anthropic::error(
+                        "authentication_error",
+                        "invalid x-api-key (proctor mock-model: injected credential_loss)",
+                    ),
+                    Api::Responses | Api::Chat => responses::error(
+                        "invalid_api_key",
+                        "Incorrect API key provided (proctor mock-model: injected credential_loss)",
+                    ),
+                    Api::Gemini { .. } => gemini::error(
+                        401,
+                        "UNAUTHENTICATED",
+                        "API key not valid (proctor mock-model: injected credential_loss)",
+                    ),
+                };
+                Response::json(401, &body)
+            }
+            FaultKind::RateLimit => {
+                let body = match api {
+                    Api::Anthropic => anthropic::error(
+                        "rate_limit_error",
+                        "rate limited (proctor mock-model: injected rate_limit)",
+                    ),
+                    Api::Responses | Api::Chat => responses::error(
+                        "rate_limit_exceeded",
+                        "Rate limit reached (proctor mock-model: injected rate_limit)",
+                    ),
+                    Api::Gemini { .. } => gemini::error(
+                        429,
+                        "RESOURCE_EXHAUSTED",
+                        "Quota exceeded (proctor mock-model: injected rate_limit)",
+                    ),
+                };
+                Response::json(429, &body)
+            }
+            FaultKind::Timeout => {
+                let resp = Response::json(
+                    504,
+                    &json!({ "error": { "type": "timeout", "message": "proctor mock-model: injected timeout (the request was held open)" } }),
+                );
+                // Log it now: the client (or the trial's end) gives up long before we answer.
+                log_exchange(state, seq, req, &resp, note);
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                resp
+            }
+        };
+    }
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
@@ -686,6 +802,7 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
         "response": response,
         "usage": note.usage,
         "error": note.error,
+        "fault": note.fault,
     });
     let _ = writeln!(file, "{record}");
     let _ = file.flush();

@@ -134,6 +134,7 @@ fn replay(name: &str, script: &str) -> (Vec<(Recorded, Reply)>, MockHandle) {
         "127.0.0.1:0",
         MockOptions {
             log: Some(log.clone()),
+            ..MockOptions::default()
         },
     )
     .unwrap();

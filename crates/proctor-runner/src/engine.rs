@@ -190,6 +190,7 @@ pub fn execute(
         grace: options.grace,
         manifests: Mutex::new(BTreeMap::new()),
         sockets: AtomicU64::new(0),
+        preflights: Mutex::new(BTreeMap::new()),
     };
     let queue = Mutex::new(pending);
     let outcomes: Mutex<BTreeMap<String, u64>> = Mutex::default();
@@ -230,6 +231,31 @@ pub fn execute(
             });
         }
     });
+    // The agent CLI versions really used, into run.json.
+    let versions: BTreeMap<String, String> = ctx
+        .preflights
+        .lock()
+        .map(|m| {
+            m.iter()
+                .map(|(v, r)| {
+                    (
+                        v.clone(),
+                        match r {
+                            Ok(Some(info)) => format!(
+                                "{} {} (tested with {})",
+                                info.agent, info.version, info.tested_version
+                            ),
+                            Ok(None) => "n/a".to_string(),
+                            Err(e) => format!("unavailable: {e}"),
+                        },
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !versions.is_empty() {
+        let _ = run.update_meta(|m| m.agent_versions.extend(versions));
+    }
     let _ = std::fs::remove_dir_all(&socket_root);
     let _ = proctor_sandbox::remove_tree(&work_root);
     if let Some(e) = store_error.lock().ok().and_then(|mut s| s.take()) {

@@ -6,6 +6,7 @@ pub mod allow;
 pub mod calls;
 pub mod engine;
 pub mod layers;
+pub mod model;
 pub mod record;
 pub mod rescore;
 pub mod results;

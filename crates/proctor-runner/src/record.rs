@@ -36,6 +36,9 @@ pub struct TrialRecord {
     /// Everything scoring decided, with evidence; absent when the harness failed before the
     /// agent could run.
     pub verdict: Option<TrialVerdict>,
+    /// Tokens, requests and money, by source; never summed into one score.
+    #[serde(default)]
+    pub ledgers: crate::model::Ledgers,
     /// Services: readiness, guard and exit, as the sandbox reported them.
     pub services: serde_json::Value,
     /// Problems of the harness (not the agent) met during the trial.

@@ -85,10 +85,39 @@ pub fn row_of(record: &TrialRecord, run_id: &str, suite: &Suite) -> TrialRow {
         verdict: verdict_of(record),
         wall_seconds: record.end_state.agent.wall_seconds,
         agent_cpu_seconds: record.end_state.agent.cpu_seconds,
-        tokens: None,
-        requests: None,
-        cost: Cost::NotApplicable,
+        tokens: tokens_of(record),
+        requests: record
+            .ledgers
+            .wire
+            .as_ref()
+            .or(record.ledgers.agent_reported.as_ref())
+            .and_then(|u| u.requests),
+        cost: if let Some(usd) = record.ledgers.cost_usd {
+            Cost::Known { usd }
+        } else if !record.ledgers.cost_missing.is_empty() {
+            Cost::Incomplete {
+                missing: record.ledgers.cost_missing.clone(),
+            }
+        } else {
+            Cost::NotApplicable
+        },
     }
+}
+
+/// Token usage for the report: read from the wire where proctor saw the traffic, else what
+/// the agent reported.
+fn tokens_of(record: &TrialRecord) -> Option<proctor_report::Tokens> {
+    let u = record
+        .ledgers
+        .wire
+        .as_ref()
+        .or(record.ledgers.agent_reported.as_ref())?;
+    Some(proctor_report::Tokens {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+    })
 }
 
 /// Why the results could not be written.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use proctor_agents::{adapter_for, LaunchContext};
+use proctor_agents::{adapter_for, LaunchContext, SessionContext};
 use proctor_sandbox::diff::{self, Manifest};
 use proctor_sandbox::{
     Bind, HttpGuard, HttpProbe, SandboxReport, SandboxSpec, ServiceSpec, Workspace,
@@ -16,6 +16,7 @@ use proctor_sandbox::{
 use proctor_score::endstate::{AgentEnd, ChangeKind, CheckRun, EndState, FileChange, ServiceEnd};
 use proctor_score::Files;
 use proctor_store::RunHandle;
+use proctor_suite::model::AgentKind;
 use proctor_suite::model::{Network, Task};
 use proctor_suite::plan::{Plan, PlannedTrial};
 use proctor_suite::Suite;
@@ -79,6 +80,28 @@ pub struct RunContext<'a> {
     pub manifests: Mutex<BTreeMap<String, Arc<Manifest>>>,
     /// Numbers sockets uniquely.
     pub sockets: AtomicU64,
+    /// Each real agent's preflight (installed version and flags), checked once per variant.
+    pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
+}
+
+impl RunContext<'_> {
+    /// The variant's preflight, run on its first trial and remembered: `Err` names what is
+    /// missing (the CLI, a flag), and every trial of the variant is then `errored` with it.
+    pub fn preflight(
+        &self,
+        variant: &proctor_suite::model::Variant,
+        adapter: &dyn proctor_agents::Adapter,
+    ) -> Result<(), String> {
+        let id = variant.id.get_ref().clone();
+        let mut map = self
+            .preflights
+            .lock()
+            .map_err(|_| "the preflight cache is poisoned".to_string())?;
+        let entry = map
+            .entry(id)
+            .or_insert_with(|| adapter.preflight().map_err(|e| e.to_string()));
+        entry.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
 }
 
 /// The end-state workspace's files: changed files from the capture, the rest from the lowers.
@@ -304,9 +327,36 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         proctor: proctor_inside.clone(),
         agent_dir: agent_inside.clone(),
     };
-    let launch = match adapter.launch(&launch_ctx) {
+    // Real agent CLIs: checked once per variant, and given a model endpoint inside the trial.
+    let real_agent = !matches!(variant.agent, AgentKind::Script | AgentKind::Command);
+    if real_agent {
+        if let Err(why) = ctx.preflight(variant, adapter.as_ref()) {
+            return not_started(ctx, planned, why, timings);
+        }
+    }
+    let model_script = crate::model::script_path(ctx.suite, variant, &planned.task);
+    let model_port = match &model_script {
+        Some(_) => match crate::model::free_port() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                return errored(
+                    ctx,
+                    planned,
+                    format!("cannot pick a port for the model: {e}"),
+                    timings,
+                )
+            }
+        },
+        None => None,
+    };
+    let session = SessionContext {
+        model_base_url: model_port.map(|p| format!("http://127.0.0.1:{p}")),
+        allow: allowed.iter().map(|a| a.name.clone()).collect(),
+        api_key: None,
+    };
+    let launch = match adapter.launch_session(&launch_ctx, &session) {
         Ok(l) => l,
-        Err(e) => return errored(ctx, planned, e.to_string(), timings),
+        Err(e) => return not_started(ctx, planned, e.to_string(), timings),
     };
     if let Err(e) = std::fs::create_dir_all(&agent_host).and_then(|_| {
         launch
@@ -367,9 +417,42 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         });
     }
 
-    // 4. Services.
+    // 4. Services (the model endpoint first, so every suite service can rely on it).
     let services_host = work.join("services");
     let mut services = Vec::new();
+    if let (Some(script), Some(port)) = (&model_script, model_port) {
+        let dir = services_host.join(crate::model::MODEL_SERVICE);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return errored(
+                ctx,
+                planned,
+                format!("cannot create the model's folder: {e}"),
+                timings,
+            );
+        }
+        let log = services_host.join(format!("{}.log", crate::model::MODEL_SERVICE));
+        services.push(crate::model::service(
+            &ctx.proctor_exe,
+            script,
+            port,
+            task,
+            &ctx.suite.root,
+            dir,
+            log,
+        ));
+    }
+    if real_agent {
+        if let Some(agents) = proctor_agents::cli::agents_dir().filter(|d| d.is_dir()) {
+            env.push(("PROCTOR_AGENTS_DIR".into(), agents.display().to_string()));
+            if ns {
+                binds.push(Bind {
+                    host: agents.clone(),
+                    inside: agents,
+                    read_only: true,
+                });
+            }
+        }
+    }
     for s in &ctx.suite.file.services {
         match service_spec(ctx, s, &services_host, &env) {
             Ok(spec) => services.push(spec),
@@ -377,11 +460,16 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         }
     }
 
+    let command = if real_agent {
+        login_path_wrapper(&shims_inside, &launch.argv)
+    } else {
+        launch.argv.clone()
+    };
     let launch_record = LaunchRecord {
         agent: variant.agent.as_str().into(),
         model: variant.model.clone(),
         prompt,
-        argv: launch.argv.clone(),
+        argv: command.clone(),
         env: redact_env(&env),
         allow: allowed.clone(),
     };
@@ -396,7 +484,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         env,
         home_inside: home,
         services,
-        command: launch.argv.clone(),
+        command: command.clone(),
         stdout: work.join("agent.stdout"),
         stderr: work.join("agent.stderr"),
         wall_timeout: settings.wall_timeout,
@@ -479,6 +567,61 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         end.services.insert(name.clone(), service);
     }
     end.agent = agent_end(&report);
+    // What the agent CLI's own permission layer refused: logged as `denied` calls.
+    let mut next_seq = end.calls.iter().map(|c| c.seq).max().unwrap_or(0);
+    for d in &output.denied {
+        next_seq += 1;
+        end.calls
+            .push(denied_call(next_seq, d, &allowed, end.agent.wall_seconds));
+    }
+    if model_script.is_some() {
+        let name = crate::model::MODEL_SERVICE;
+        let to = trial_dir.join("services").join(name);
+        let _ = std::fs::remove_dir_all(&to);
+        if let Err(e) = copy_tree(&services_host.join(name), &to) {
+            harness
+                .notes
+                .push(format!("cannot copy the model's wire log: {e}"));
+        }
+    }
+    let mut ledgers = crate::model::Ledgers::default();
+    let mut model_faults = Vec::new();
+    if model_script.is_some() {
+        let wire_log = trial_dir
+            .join("services")
+            .join(crate::model::MODEL_SERVICE)
+            .join("wire.jsonl");
+        match crate::model::read_wire(&wire_log) {
+            Ok(wire) => {
+                model_faults = wire.faults;
+                ledgers.wire = Some(wire.usage);
+            }
+            Err(e) if report.not_started.is_none() => harness.notes.push(e),
+            Err(_) => {}
+        }
+    }
+    if let Some(u) = &output.usage {
+        ledgers.agent_reported = Some(crate::model::Usage {
+            source: "agent-reported".into(),
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            requests: u.requests,
+        });
+    }
+    ledgers.agent_reported_cost_usd = output.cost_usd;
+    if real_agent {
+        let usage = ledgers
+            .wire
+            .clone()
+            .or_else(|| ledgers.agent_reported.clone())
+            .unwrap_or_default();
+        match crate::model::cost(ctx.suite, variant.model.as_deref(), &usage) {
+            Ok(usd) => ledgers.cost_usd = Some(usd),
+            Err(missing) => ledgers.cost_missing = missing,
+        }
+    }
     timings.insert("capture".into(), ms(t_capture.elapsed()));
 
     // 7. Checks over the end state with holdouts laid in, in fresh sandboxes.
@@ -526,13 +669,15 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         &end.changes,
         lowers.clone(),
     );
-    let faults = proctor_score::Faults {
-        faults: harness
+    let mut faults = proctor_score::Faults {
+        faults: model_faults,
+    };
+    faults.faults.extend(
+        harness
             .notes
             .iter()
-            .map(|n| (proctor_score::ErrorKind::Harness, n.clone()))
-            .collect(),
-    };
+            .map(|n| (proctor_score::ErrorKind::Harness, n.clone())),
+    );
     let verdict = proctor_score::score(task, &end, &files, &faults, settings.undo_window);
     let _ = proctor_sandbox::remove_tree(&work);
     timings.insert("total".into(), ms(t0.elapsed()));
@@ -548,6 +693,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         outcome: verdict.outcome.label().to_string(),
         reason: verdict.reason.clone(),
         verdict: Some(verdict),
+        ledgers,
         services: serde_json::to_value(&report.services).unwrap_or_default(),
         harness_notes: harness.notes,
     }
@@ -586,6 +732,7 @@ fn errored(
             ..EndState::default()
         },
         verdict: None,
+        ledgers: crate::model::Ledgers::default(),
         outcome: "errored".into(),
         reason: format!("harness: {reason}"),
         services: serde_json::Value::Null,
@@ -1089,4 +1236,75 @@ pub fn run_check(
             }
         }
     }
+}
+
+/// A call the agent CLI's permission layer refused, as a calls-log record.
+fn denied_call(
+    seq: u64,
+    d: &proctor_agents::DeniedCall,
+    allowed: &[Allowed],
+    at: f64,
+) -> proctor_score::CallRecord {
+    let argv: Vec<String> = d
+        .command
+        .as_deref()
+        .map(|c| c.split_whitespace().map(String::from).collect())
+        .filter(|v: &Vec<String>| !v.is_empty())
+        .unwrap_or_else(|| vec![d.tool.clone()]);
+    // Attribute it to the interface command it names, when it names one.
+    let command = allowed
+        .iter()
+        .find(|a| argv.first() == Some(&a.name))
+        .map_or_else(|| d.tool.clone(), |a| a.name.clone());
+    proctor_score::CallRecord {
+        seq,
+        command,
+        argv,
+        cwd: String::new(),
+        stdin_bytes: 0,
+        stdin_hash: String::new(),
+        exit: None,
+        denied: Some(format!("denied by the agent CLI: {}", d.reason)),
+        stdout_bytes: 0,
+        stdout_head: String::new(),
+        stderr_bytes: 0,
+        stderr_head: String::new(),
+        start: at,
+        end: None,
+    }
+}
+
+/// A trial whose agent could not start (missing CLI, missing flag, bad launch): `errored`,
+/// typed as an agent-start failure, never evidence about the agent.
+fn not_started(
+    ctx: &RunContext,
+    planned: &PlannedTrial,
+    why: String,
+    timings: BTreeMap<String, f64>,
+) -> TrialRecord {
+    let mut r = errored(ctx, planned, why.clone(), timings);
+    r.reason = format!("agent-start: {why}");
+    r.harness_notes.clear();
+    r.end_state.agent.not_started = Some(why);
+    r
+}
+
+/// Wraps a real agent's command so that login shells keep the shims first on PATH.
+///
+/// Some CLIs run their shell tool as a login shell (Codex: `bash -lc`), and a login shell's
+/// /etc/profile resets PATH, which would bypass the shims and make interface calls invisible.
+/// The agent's HOME is private, so its `.profile` and `.bash_profile` put the shims back first.
+fn login_path_wrapper(shims: &Path, argv: &[String]) -> Vec<String> {
+    let script = format!(
+        "line='export PATH=\"{shims}:$PATH\"'; printf '%s\\n' \"$line\" >> \"$HOME/.profile\"; printf '%s\\n' \"$line\" >> \"$HOME/.bash_profile\"; exec \"$@\"",
+        shims = shims.display()
+    );
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        script,
+        "proctor-agent".to_string(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
 }

@@ -42,9 +42,10 @@ pub(crate) fn trace(what: &str) {
             u
         };
         eprintln!(
-            "[sandbox {pid:>3} {:>8.3} ms, cpu {:>6.3} ms] {what}",
+            "[sandbox {pid:>3} {:>8.3} ms, cpu {:>6.3} ms, at {:.3}] {what}",
             s.elapsed().as_secs_f64() * 1e3,
-            sys::cpu_time(&usage).as_secs_f64() * 1e3
+            sys::cpu_time(&usage).as_secs_f64() * 1e3,
+            sys::monotonic_ms()
         );
     }
 }

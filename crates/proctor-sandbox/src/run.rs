@@ -64,8 +64,9 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     let mark = |what: &str| {
         if debug {
             eprintln!(
-                "[run {:>8.3} ms] {what}",
-                start.elapsed().as_secs_f64() * 1e3
+                "[run {:>8.3} ms, at {:.3}] {what}",
+                start.elapsed().as_secs_f64() * 1e3,
+                sys::monotonic_ms()
             );
         }
     };

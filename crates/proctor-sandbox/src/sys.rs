@@ -697,3 +697,14 @@ pub(crate) fn take_std_fds() -> io::Result<InitFds> {
     }
     Ok(InitFds { ctl, spec })
 }
+
+/// `CLOCK_MONOTONIC` in milliseconds: comparable across processes (for the debug timings).
+pub(crate) fn monotonic_ms() -> f64 {
+    // SAFETY: clock_gettime fills a plain struct.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts
+    };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}

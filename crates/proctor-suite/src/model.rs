@@ -52,7 +52,32 @@ pub struct SuiteFile {
     /// The requests a person would make, with the rules over the end state.
     #[serde(default)]
     pub tasks: Vec<Task>,
+    /// Prices by model name, in US dollars per million tokens; a model without one makes a
+    /// trial's cost `incomplete`, never zero.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
 }
+
+/// A model's price, US dollars per million tokens of each category.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Uncached input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Input tokens read from the cache (default: the input price).
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    /// Input tokens written to the cache (default: the input price).
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+/// Model routes a task's `route_faults` may name.
+pub const FAULT_ROUTES: &[&str] = &["anthropic", "responses", "chat", "gemini", "*"];
+/// Faults a route may be given.
+pub const FAULT_KINDS: &[&str] = &["credential_loss", "rate_limit", "timeout"];
 
 fn default_fixture() -> Spanned<String> {
     Spanned::new(0..0, "fixture".to_string())
@@ -265,6 +290,10 @@ pub struct Variant {
     /// For `agent = "command"`: the argv template.
     #[serde(default)]
     pub command: Option<Spanned<Vec<String>>>,
+    /// For real agent CLIs: the scripted model turns served by `proctor mock-model` inside each
+    /// trial (a folder of `TASK_ID.toml`, or one file for every task).
+    #[serde(default)]
+    pub model_script: Option<Spanned<String>>,
     /// Replaces the allow-list of every task for this variant.
     #[serde(default)]
     pub allow: Option<Vec<Spanned<String>>>,
@@ -368,6 +397,10 @@ pub struct Task {
     /// Overrides `[defaults].undo_window_seconds`.
     #[serde(default)]
     pub undo_window_seconds: Option<u64>,
+    /// Faults injected on model routes (`anthropic`, `responses`, `chat`, `gemini`, `*`):
+    /// `credential_loss`, `rate_limit` or `timeout`. The trial must come out `errored`.
+    #[serde(default)]
+    pub route_faults: BTreeMap<String, Spanned<String>>,
     /// How calls of the interface under test are read.
     #[serde(default)]
     pub interface: Option<Interface>,

@@ -237,8 +237,8 @@ mod tests {
         let src = SourceFile::new(Path::new("s.toml"), "a = 1\nbé = 2\n".to_string());
         assert_eq!(src.line_column(0), (1, 1));
         assert_eq!(src.line_column(6), (2, 1));
-        // 'é' is two bytes; the '=' after it is the 4th character of line 2.
-        assert_eq!(src.line_column(10), (2, 5));
+        // 'é' is two bytes: the '=' at byte 10 is the 4th character of line 2 ("bé =").
+        assert_eq!(src.line_column(10), (2, 4));
     }
 
     #[test]

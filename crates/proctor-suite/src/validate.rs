@@ -296,6 +296,22 @@ impl<'a> Validator<'a> {
             if let Some(allow) = &variant.allow {
                 self.allow_list(allow);
             }
+            if let Some(ms) = &variant.model_script {
+                if self.suite_path("model_script", ms, true) {
+                    let base = self.suite.root.join(ms.get_ref());
+                    if base.is_dir() {
+                        for task in &self.suite.file.tasks {
+                            let p = base.join(format!("{}.toml", task.id.get_ref()));
+                            if !p.is_file() {
+                                let pr = self.at(ProblemKind::BadPath, ms.span(), format!("variant `{}` has no model script for task `{}`", variant.id.get_ref(), task.id.get_ref()))
+                                    .with_label(format!("expected {}", p.display()))
+                                    .with_help("write [[turns]] of tool calls and a final text for this task (see `proctor mock-model --help`)");
+                                self.out.push(pr);
+                            }
+                        }
+                    }
+                }
+            }
             match variant.agent {
                 AgentKind::Script => self.script_variant(variant),
                 AgentKind::Command => match &variant.command {
@@ -422,6 +438,33 @@ impl<'a> Validator<'a> {
         for task in &suite.file.tasks {
             if let Some(allow) = &task.allow {
                 self.allow_list(allow);
+            }
+            for (route, kind) in &task.route_faults {
+                if !crate::model::FAULT_ROUTES.contains(&route.as_str()) {
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            kind.span(),
+                            format!("`route_faults` names an unknown model route `{route}`"),
+                        )
+                        .with_label("unknown route")
+                        .with_help(format!("routes: {}", crate::model::FAULT_ROUTES.join(", ")));
+                    self.out.push(p);
+                }
+                if !crate::model::FAULT_KINDS.contains(&kind.get_ref().as_str()) {
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            kind.span(),
+                            format!("`{}` is not a route fault", kind.get_ref()),
+                        )
+                        .with_label("unknown fault")
+                        .with_help(format!(
+                            "write one of: {}",
+                            crate::model::FAULT_KINDS.join(", ")
+                        ));
+                    self.out.push(p);
+                }
             }
             self.condition(task, "success", &task.success);
             if let Some(refusal) = &task.refusal {

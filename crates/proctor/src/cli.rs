@@ -78,6 +78,42 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
     },
+    /// Compare two runs, or two variants of one run, trial by trial.
+    Compare {
+        /// Two runs (ids, unique prefixes or `latest`), or one run with --variants.
+        #[arg(required = true, num_args = 1..=2)]
+        runs: Vec<String>,
+        /// With one run: the two variants to compare, `A,B`.
+        #[arg(long, value_name = "A,B")]
+        variants: Option<String>,
+        /// With two runs: compare only this variant of each.
+        #[arg(long, value_name = "V")]
+        variant: Option<String>,
+        /// Apply the suite's [promotion] gates; exit 4 when one fails.
+        #[arg(long)]
+        gate: bool,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = CompareFormat::Text)]
+        format: CompareFormat,
+    },
+    /// Serve scripted model turns over the Anthropic, OpenAI and Gemini wire APIs.
+    MockModel {
+        /// The script: [[turns]] of tool calls or a final text, each with its usage.
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Append every exchange here as JSON lines (default: $PROCTOR_SERVICE_DIR/wire.jsonl).
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// Inject a fault on a route: ROUTE=credential_loss|rate_limit|timeout (repeatable).
+        #[arg(long = "fault", value_name = "ROUTE=KIND")]
+        faults: Vec<String>,
+    },
     /// Print the JSON Schema of a document proctor writes.
     Schema {
         /// Which document.
@@ -182,4 +218,15 @@ pub enum SchemaDoc {
     Comparison,
     /// The promotion gates of `compare --gate --format json`.
     Gates,
+}
+
+/// Output formats of `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    /// Plain text tables.
+    Text,
+    /// Markdown tables (as in results.md).
+    Md,
+    /// A stable JSON document (`proctor schema comparison`).
+    Json,
 }

@@ -21,6 +21,11 @@ fn main() -> std::process::ExitCode {
         }
         _ => {}
     }
+    // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`).
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = cli::Cli::parse();
     let result = commands::dispatch(cli);
     match result {

@@ -322,3 +322,63 @@ fn the_checked_in_results_schema_is_current() {
         "schemas/results.schema.json is stale: regenerate it with `PROCTOR_UPDATE_SCHEMAS=1 cargo test -p proctor --test scoring`"
     );
 }
+
+#[test]
+fn compare_says_better_at_the_power_threshold_and_underpowered_below_it() {
+    let suite = common::repo_root().join("examples/traps");
+    for (trials, verdict, gate_code) in [("8", "better", 0), ("2", "underpowered", 4)] {
+        let lab = Lab::new(&format!("compare-{trials}"));
+        let store = lab.store();
+        let s = store.to_str().unwrap();
+        let out = lab.proctor(
+            As::Me,
+            &[
+                "run",
+                suite.to_str().unwrap(),
+                "--store",
+                s,
+                "--trials",
+                trials,
+                "--task",
+                "assess",
+            ],
+        );
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        let out = lab.proctor(
+            As::Me,
+            &[
+                "compare",
+                "latest",
+                "--variants",
+                "trapped,oracle",
+                "--store",
+                s,
+                "--format",
+                "json",
+            ],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+        let overall = &doc["comparison"]["overall"];
+        assert_eq!(overall["verdict"], verdict, "{trials} trials: {overall:#}");
+        // From an exact zero baseline the relative change is unbounded, never Infinity.
+        let success = &overall["differences"]["success"];
+        assert_eq!(success["relative"], Value::Null, "{success}");
+        assert_eq!(success["relative_unbounded"], true, "{success}");
+        assert!(!out.stdout.contains("Infinity") && !out.stdout.contains("NaN"));
+        // The gates: all pass at 8 trials; below the threshold the sample-size gate fails.
+        let gated = lab.proctor(
+            As::Me,
+            &[
+                "compare",
+                "latest",
+                "--variants",
+                "trapped,oracle",
+                "--store",
+                s,
+                "--gate",
+            ],
+        );
+        assert_eq!(gated.code, gate_code, "{trials} trials:\n{}", gated.stdout);
+    }
+}

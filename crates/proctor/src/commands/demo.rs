@@ -39,9 +39,15 @@ pub fn run(store: &Path) -> Result<Status, Error> {
     let mut worst = Status::Success;
     for suite in suites {
         eprintln!("\n== {} ==", suite.display());
+        // The scripted variants only: the real-CLI variants of chat-ax need agents/install.sh.
+        let variants = if suite.ends_with("chat-ax") {
+            vec!["oracle".to_string(), "naive".to_string()]
+        } else {
+            Vec::new()
+        };
         let args = RunArgs {
             suite,
-            variants: Vec::new(),
+            variants,
             tasks: Vec::new(),
             trials: Some(2),
             trial_mode: TrialModeArg::Dev,

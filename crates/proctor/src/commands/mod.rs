@@ -1,8 +1,10 @@
 //! One module per command; each returns the exit status or an [`Error`].
 
+mod compare;
 mod demo;
 mod init;
 mod inspect;
+mod mock_model;
 mod oracle;
 mod rescore;
 pub mod run;
@@ -50,6 +52,27 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
         } => inspect::show(&store, &run, trial.as_deref(), format),
         Command::Reindex { store } => inspect::reindex(&store),
+        Command::MockModel {
+            script,
+            listen,
+            log,
+            faults,
+        } => mock_model::run(&script, &listen, log, &faults),
+        Command::Compare {
+            runs,
+            variants,
+            variant,
+            gate,
+            store,
+            format,
+        } => compare::run(compare::CompareArgs {
+            store: &store,
+            runs: &runs,
+            variants: variants.as_deref(),
+            variant: variant.as_deref(),
+            gate,
+            format,
+        }),
         Command::Schema { document } => {
             let schema = match document {
                 crate::cli::SchemaDoc::Results => proctor_runner::results::json_schema(),

@@ -34,6 +34,7 @@ fn variant(id: &str, script: Option<&str>) -> Variant {
         files: Default::default(),
         script: script.map(|s| Spanned::new(0..0, s.to_string())),
         command: None,
+        model_script: None,
         allow: None,
         env: Default::default(),
     }

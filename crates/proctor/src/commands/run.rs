@@ -147,6 +147,15 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
     })
     .context("cannot update run.json")?;
     write_results(&suite, &run, &plan.suite_hash);
+    let mut gate_failed = false;
+    if all_done && plan.trial_mode == TrialMode::Release {
+        let rows: Vec<proctor_report::TrialRow> = proctor_runner::results::read_records(&run)
+            .context("cannot read the run's trials")?
+            .iter()
+            .map(|r| proctor_runner::results::row_of(r, run.id().as_str(), &suite))
+            .collect();
+        gate_failed = crate::commands::compare::release_gates(&suite, &rows)? == Some(false);
+    }
     let trials = store
         .trials(run.id())
         .context("cannot read the run's trials")?;
@@ -166,6 +175,10 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
             run.id()
         );
         return Ok(Status::Unfinished);
+    }
+    if gate_failed {
+        eprintln!("release run: a promotion gate failed");
+        return Ok(Status::GateFailed);
     }
     Ok(status_of(&trials))
 }

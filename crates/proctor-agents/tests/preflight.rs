@@ -1,0 +1,88 @@
+//! The preflight check against stand-in CLIs: a missing flag and a missing CLI each give an
+//! error that names what is missing. (One test function: it changes this process's environment.)
+
+use std::os::unix::fs::PermissionsExt;
+
+use proctor_agents::{
+    aider::Aider, claude_code::ClaudeCode, codex::Codex, copilot::Copilot, gemini::Gemini,
+    opencode::Opencode, Adapter, AgentError,
+};
+
+fn fake_cli(dir: &std::path::Path, name: &str, version: &str, help: &str) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --version ] && {{ echo '{version}'; exit 0; }}; done\nprintf '%s\\n' '{help}'\n"
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn preflight_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    // Only the stand-ins are found: the install folder is ours and PATH holds nothing else.
+    std::env::set_var("PROCTOR_AGENTS_DIR", dir.path());
+    std::env::set_var("PATH", empty.path());
+
+    // Every adapter reports a missing CLI as NotInstalled, naming the executable.
+    let adapters: Vec<(Box<dyn Adapter>, &str)> = vec![
+        (Box::new(ClaudeCode::new()), "claude"),
+        (Box::new(Codex::new()), "codex"),
+        (Box::new(Copilot::new()), "copilot"),
+        (Box::new(Gemini::new()), "gemini"),
+        (Box::new(Opencode::new()), "opencode"),
+        (Box::new(Aider::new()), "aider"),
+    ];
+    for (a, exe) in &adapters {
+        match a.preflight() {
+            Err(e @ AgentError::NotInstalled { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains(&format!("`{exe}`")), "{m}");
+                assert!(m.contains("agents/install.sh"), "{m}");
+            }
+            other => panic!("{exe}: {other:?}"),
+        }
+    }
+
+    // A CLI whose help lacks one flag the adapter passes: the error names the flag.
+    let help = proctor_agents::claude_code::SPEC
+        .required
+        .iter()
+        .filter(|f| **f != "--permission-prompts")
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n  ");
+    fake_cli(dir.path(), "claude", "2.0.1 (Claude Code)", &help);
+    let e = ClaudeCode::new().preflight().unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, AgentError::Preflight { .. }), "{m}");
+    assert!(m.contains("`--permission-prompts`"), "{m}");
+    assert!(m.contains("2.0.1"), "{m}");
+
+    // With every flag present it passes and reports the version.
+    let help = proctor_agents::claude_code::SPEC.required.join("\n  ");
+    fake_cli(dir.path(), "claude", "2.1.328 (Claude Code)", &help);
+    let info = ClaudeCode::new().preflight().unwrap().unwrap();
+    assert_eq!(info.version, "2.1.328");
+    assert_eq!(info.tested_version, "2.1.328");
+
+    // A version that cannot be read is a clear error too.
+    fake_cli(dir.path(), "gemini", "unknown", &help);
+    let m = Gemini::new().preflight().unwrap_err().to_string();
+    assert!(m.contains("cannot read a version"), "{m}");
+
+    // And a launch without a model endpoint says how to give one.
+    let ctx = proctor_agents::LaunchContext {
+        prompt: "p".into(),
+        workspace: "/w".into(),
+        model: None,
+        proctor: "/p".into(),
+        agent_dir: "/a".into(),
+    };
+    std::env::remove_var("PROCTOR_MODEL_BASE_URL");
+    let m = ClaudeCode::new().launch(&ctx).unwrap_err().to_string();
+    assert!(m.contains("no model endpoint"), "{m}");
+}

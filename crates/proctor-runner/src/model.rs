@@ -1,0 +1,189 @@
+//! The model endpoint of a trial with a real agent CLI: `proctor mock-model` started as a service
+//! inside the trial's own namespaces (so `network = "none"` still reaches it), and the reading of
+//! its exchange log afterwards: the token usage and request count as seen on the wire, and the
+//! faults it injected.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use proctor_sandbox::{HttpGuard, HttpProbe, ServiceSpec};
+use proctor_score::ErrorKind;
+use proctor_suite::model::{Task, Variant};
+use proctor_suite::Suite;
+use serde::{Deserialize, Serialize};
+
+/// The service name of the model endpoint.
+pub const MODEL_SERVICE: &str = "__model";
+/// The text the mock's guard route answers with.
+const GUARD_TEXT: &str = "proctor-mock-model";
+
+/// Tokens and requests of one trial, by category, from one source.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Usage {
+    /// Where the numbers come from: `wire` (read by proctor from the model traffic) or
+    /// `agent-reported` (what the CLI said).
+    pub source: String,
+    /// Uncached input tokens.
+    pub input: Option<u64>,
+    /// Output tokens.
+    pub output: Option<u64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: Option<u64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_write: Option<u64>,
+    /// Model requests.
+    pub requests: Option<u64>,
+}
+
+/// The cost ledgers of a trial: kept apart, never summed into one score.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Ledgers {
+    /// Usage read from the wire.
+    pub wire: Option<Usage>,
+    /// Usage the agent CLI reported.
+    pub agent_reported: Option<Usage>,
+    /// Money, when every price was known: US dollars.
+    pub cost_usd: Option<f64>,
+    /// Why the cost is incomplete (models without a price), when it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cost_missing: Vec<String>,
+    /// The cost the CLI itself reported (its list-price estimate), for comparison.
+    pub agent_reported_cost_usd: Option<f64>,
+}
+
+/// The model script a variant serves for a task, when it has one.
+pub fn script_path(suite: &Suite, variant: &Variant, task: &str) -> Option<PathBuf> {
+    let base = suite.root.join(variant.model_script.as_ref()?.get_ref());
+    Some(if base.is_dir() {
+        base.join(format!("{task}.toml"))
+    } else {
+        base
+    })
+}
+
+/// A free TCP port on the host's loopback (used inside the trial's own network namespace, or on
+/// the host network, where it must be free).
+pub fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The mock-model service of a trial.
+pub fn service(
+    proctor: &Path,
+    script: &Path,
+    port: u16,
+    task: &Task,
+    suite_root: &Path,
+    dir_host: PathBuf,
+    log: PathBuf,
+) -> ServiceSpec {
+    let mut argv = vec![
+        proctor.display().to_string(),
+        "mock-model".into(),
+        "--script".into(),
+        script.display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    for (route, kind) in &task.route_faults {
+        argv.push("--fault".into());
+        argv.push(format!("{route}={}", kind.get_ref()));
+    }
+    let base = format!("http://127.0.0.1:{port}");
+    ServiceSpec {
+        name: MODEL_SERVICE.into(),
+        argv,
+        cwd: suite_root.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        dir_host,
+        log,
+        ready: Some(HttpProbe {
+            url: format!("{base}/health"),
+            timeout: Duration::from_secs(10),
+        }),
+        guard: Some(HttpGuard::new(format!("{base}/__mock"), GUARD_TEXT)),
+    }
+}
+
+/// What the wire log shows.
+#[derive(Debug, Clone, Default)]
+pub struct Wire {
+    /// Usage summed over main model responses.
+    pub usage: Usage,
+    /// Faults the mock injected, typed.
+    pub faults: Vec<(ErrorKind, String)>,
+}
+
+/// Reads the mock's exchange log (`wire.jsonl`).
+pub fn read_wire(path: &Path) -> Result<Wire, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the model's wire log: {e}"))?;
+    let mut wire = Wire {
+        usage: Usage {
+            source: "wire".into(),
+            input: Some(0),
+            output: Some(0),
+            cache_read: Some(0),
+            cache_write: Some(0),
+            requests: Some(0),
+        },
+        faults: Vec::new(),
+    };
+    let add = |slot: &mut Option<u64>, v: &serde_json::Value| {
+        *slot = Some(slot.unwrap_or(0) + v.as_u64().unwrap_or(0));
+    };
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("wire log line {}: {e}", i + 1))?;
+        match v["kind"].as_str() {
+            Some("main") | Some("side") => {
+                add(&mut wire.usage.requests, &serde_json::json!(1));
+                let u = &v["usage"];
+                add(&mut wire.usage.input, &u["input"]);
+                add(&mut wire.usage.output, &u["output"]);
+                add(&mut wire.usage.cache_read, &u["cache_read"]);
+                add(&mut wire.usage.cache_write, &u["cache_write"]);
+            }
+            Some("fault") => {
+                add(&mut wire.usage.requests, &serde_json::json!(1));
+                let kind = match v["fault"].as_str() {
+                    Some("credential_loss") => ErrorKind::CredentialLoss,
+                    Some("rate_limit") => ErrorKind::RateLimit,
+                    _ => ErrorKind::Timeout,
+                };
+                if !wire.faults.iter().any(|(k, _)| *k == kind) {
+                    wire.faults.push((
+                        kind,
+                        format!(
+                            "the model route {} answered with an injected {} fault",
+                            v["path"].as_str().unwrap_or("?"),
+                            v["fault"].as_str().unwrap_or("?")
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(wire)
+}
+
+/// The cost of `usage` for `model` at the suite's prices; `Err` names what is missing.
+pub fn cost(suite: &Suite, model: Option<&str>, usage: &Usage) -> Result<f64, Vec<String>> {
+    let Some(model) = model else {
+        return Err(vec!["the variant names no model".into()]);
+    };
+    let Some(price) = suite.file.prices.get(model) else {
+        return Err(vec![format!("no price for model `{model}` in [prices]")]);
+    };
+    let per = |n: Option<u64>, p: f64| n.unwrap_or(0) as f64 * p / 1e6;
+    Ok(per(usage.input, price.input)
+        + per(usage.output, price.output)
+        + per(usage.cache_read, price.cache_read.unwrap_or(price.input))
+        + per(usage.cache_write, price.cache_write.unwrap_or(price.input)))
+}

@@ -1,0 +1,243 @@
+//! Micro-benchmark of the sandbox stage alone (used by `bench/run`; prints JSON on stdout).
+//!
+//! ```text
+//! sandbox_bench run  --fixture DIR --scratch DIR [--iters N] [--init-exe EXE] [--command ARGV...]
+//! sandbox_bench diff --fixture DIR --scratch DIR [--iters N] [--changes N]
+//! ```
+//!
+//! `run` times `proctor_sandbox::run` of a no-op command (`true`) over an overlay of `--fixture`,
+//! with the same shape of spec as a proctor trial (four binds, two hidden paths, no network), one
+//! sandbox at a time: wall time per run, and the CPU time of the sandbox's processes.
+//!
+//! `diff` lets an agent change `--changes` files of the fixture (modify, add, delete, chmod) in a
+//! real sandbox once, then times `diff::overlay_changes` on that upper layer `--iters` times.
+//!
+//! With `--init-exe`, another binary (e.g. `proctor`, whose `main` enters the sandbox init too) is
+//! re-executed as the init; by default this example itself is.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use proctor_sandbox::{diff, Bind, SandboxSpec, Workspace};
+
+fn main() {
+    proctor_sandbox::enter_if_requested();
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_default();
+    let mut fixture = None;
+    let mut scratch = None;
+    let mut iters = 100usize;
+    let mut changes = 5usize;
+    let mut init_exe = std::env::current_exe().expect("current_exe");
+    let mut command: Vec<String> = vec!["true".into()];
+    while let Some(a) = args.next() {
+        let mut val = || {
+            args.next()
+                .unwrap_or_else(|| die(&format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--fixture" => fixture = Some(PathBuf::from(val())),
+            "--scratch" => scratch = Some(PathBuf::from(val())),
+            "--iters" => iters = val().parse().unwrap_or_else(|_| die("--iters N")),
+            "--changes" => changes = val().parse().unwrap_or_else(|_| die("--changes N")),
+            "--init-exe" => init_exe = PathBuf::from(val()),
+            "--command" => {
+                command = args.by_ref().collect();
+                break;
+            }
+            _ => die(&format!("unknown argument {a}")),
+        }
+    }
+    let fixture = fixture.unwrap_or_else(|| die("--fixture DIR is required"));
+    let scratch = scratch.unwrap_or_else(|| die("--scratch DIR is required"));
+    std::fs::create_dir_all(&scratch).expect("create the scratch directory");
+    let abs = |p: PathBuf| {
+        std::fs::canonicalize(&p).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())))
+    };
+    let (fixture, scratch, init_exe) = (abs(fixture), abs(scratch), abs(init_exe));
+    match mode.as_str() {
+        "run" => bench_run(&fixture, &scratch, iters, &init_exe, command),
+        "diff" => bench_diff(&fixture, &scratch, iters, changes, &init_exe),
+        _ => die("usage: sandbox_bench run|diff --fixture DIR --scratch DIR [--iters N]"),
+    }
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("sandbox_bench: {msg}");
+    std::process::exit(2);
+}
+
+/// A spec shaped like a proctor trial's.
+fn trial_spec(init_exe: &Path, fixture: &Path, dir: &Path, command: Vec<String>) -> SandboxSpec {
+    for d in [
+        "upper", "work", "out", "shims", "agent", "hidden-a", "hidden-b",
+    ] {
+        std::fs::create_dir_all(dir.join(d)).expect("mkdir");
+    }
+    let sock = dir.join("calls.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind a unix socket");
+    drop(listener);
+    let mut s = SandboxSpec::new(
+        init_exe,
+        Workspace::Overlay {
+            lowers: vec![fixture.to_path_buf()],
+            upper: dir.join("upper"),
+            work: dir.join("work"),
+        },
+        command,
+        dir.join("out/stdout"),
+        dir.join("out/stderr"),
+    );
+    s.binds = vec![
+        Bind {
+            host: init_exe.to_path_buf(),
+            inside: "/run/proctor/bin/proctor".into(),
+            read_only: true,
+        },
+        Bind {
+            host: sock,
+            inside: "/run/proctor/calls.sock".into(),
+            read_only: false,
+        },
+        Bind {
+            host: dir.join("shims"),
+            inside: "/run/proctor/shims".into(),
+            read_only: true,
+        },
+        Bind {
+            host: dir.join("agent"),
+            inside: "/run/proctor/agent".into(),
+            read_only: true,
+        },
+    ];
+    s.hide = vec![dir.join("hidden-a"), dir.join("hidden-b")];
+    s.wall_timeout = Duration::from_secs(60);
+    s.grace = Duration::from_millis(500);
+    s
+}
+
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills a plain struct.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn bench_run(fixture: &Path, scratch: &Path, iters: usize, init_exe: &Path, command: Vec<String>) {
+    let mut walls = Vec::new();
+    let mut agent = Vec::new();
+    let mut setups = Vec::new();
+    let mut cleanups = Vec::new();
+    let cpu0 = children_cpu();
+    for i in 0..iters.max(1) + 3 {
+        let dir = scratch.join(format!("r{i}"));
+        let t = Instant::now();
+        let spec = trial_spec(init_exe, fixture, &dir, command.clone());
+        let setup = t.elapsed();
+        let t = Instant::now();
+        let report = proctor_sandbox::run(&spec).unwrap_or_else(|e| die(&format!("run: {e}")));
+        let wall = t.elapsed();
+        if report.exit_code != Some(0) {
+            die(&format!("the command failed: {report:?}"));
+        }
+        let t = Instant::now();
+        proctor_sandbox::remove_tree(&dir).expect("remove the trial directory");
+        let cleanup = t.elapsed();
+        if i >= 3 {
+            // The first runs warm the caches.
+            setups.push(setup.as_secs_f64() * 1e3);
+            cleanups.push(cleanup.as_secs_f64() * 1e3);
+            walls.push(wall.as_secs_f64() * 1e3);
+            agent.push(report.wall.as_secs_f64() * 1e3);
+        }
+    }
+    let cpu = (children_cpu() - cpu0).as_secs_f64() * 1e3 / (iters.max(1) + 3) as f64;
+    println!(
+        "{{\"runs\": {}, \"wall_ms_median\": {:.3}, \"setup_ms_median\": {:.3}, \"cleanup_ms_median\": {:.3}, \"agent_wall_ms_median\": {:.3}, \"cpu_ms_mean\": {:.3}}}",
+        walls.len(),
+        median(&mut walls),
+        median(&mut setups),
+        median(&mut cleanups),
+        median(&mut agent),
+        cpu
+    );
+}
+
+fn bench_diff(fixture: &Path, scratch: &Path, iters: usize, changes: usize, init_exe: &Path) {
+    // Pick `changes` files of the fixture and have an agent change them in varied ways.
+    let mut files = Vec::new();
+    for e in walkdir::WalkDir::new(fixture).sort_by_file_name() {
+        let e = e.expect("walk the fixture");
+        if e.file_type().is_file() {
+            files.push(
+                e.path()
+                    .strip_prefix(fixture)
+                    .expect("prefix")
+                    .to_path_buf(),
+            );
+        }
+        if files.len() >= changes.max(1) * 37 {
+            break;
+        }
+    }
+    let mut script = String::from("set -e\n");
+    for (i, f) in files.iter().step_by(37).take(changes).enumerate() {
+        let f = f.display();
+        script.push_str(&match i % 4 {
+            0 => format!("echo changed >> '{f}'\n"),
+            1 => format!("rm '{f}'\n"),
+            2 => format!("chmod 600 '{f}'\n"),
+            _ => format!("echo new > '{f}.new'\n"),
+        });
+    }
+    let dir = scratch.join("diff");
+    let _ = proctor_sandbox::remove_tree(&dir);
+    let spec = trial_spec(
+        init_exe,
+        fixture,
+        &dir,
+        vec!["sh".into(), "-c".into(), script],
+    );
+    let report = proctor_sandbox::run(&spec).unwrap_or_else(|e| die(&format!("run: {e}")));
+    if report.exit_code != Some(0) {
+        die(&format!("the changing agent failed: {report:?}"));
+    }
+    let upper = dir.join("upper");
+    let lowers = vec![fixture.to_path_buf()];
+    let mut times = Vec::new();
+    let mut found = 0;
+    for i in 0..iters.max(1) + 3 {
+        let t = Instant::now();
+        let c = diff::overlay_changes(&upper, &lowers, &[])
+            .unwrap_or_else(|e| die(&format!("diff: {e}")));
+        let el = t.elapsed();
+        found = c.len();
+        if i >= 3 {
+            times.push(el.as_secs_f64() * 1e3);
+        }
+    }
+    proctor_sandbox::remove_tree(&dir).expect("remove the trial directory");
+    println!(
+        "{{\"runs\": {}, \"changes\": {found}, \"diff_ms_median\": {:.4}}}",
+        times.len(),
+        median(&mut times)
+    );
+}

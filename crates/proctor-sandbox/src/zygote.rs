@@ -1,0 +1,288 @@
+//! The sandbox zygote: `init_exe` is executed once per process (not once per trial), and every
+//! sandbox init S is forked from it.
+//!
+//! Executing a large binary costs milliseconds (mapping it, the dynamic loader's relocations,
+//! the runtime's start-up), and the caller cannot simply fork: it is multi-threaded, and only a
+//! single-threaded process may enter a new user namespace. So the first [`crate::run`] with a
+//! given `init_exe` starts `init_exe __sandbox-zygote PARENT_PID` once, from a helper thread that
+//! lives as long as the process (the zygote's parent-death signal is tied to that thread), and
+//! each run sends the zygote one request: a datagram on a `SOCK_SEQPACKET` socket carrying the
+//! spec's memfd and the run's own control socket. The zygote, single-threaded and small, forks S
+//! for it and goes back to waiting; S is then exactly the init of a direct start, with the same
+//! control protocol. S's parent-death signal is tied to the zygote, whose own is tied to the
+//! helper thread: if the calling process dies, every sandbox goes with it.
+//!
+//! Set `PROCTOR_SANDBOX_NO_ZYGOTE=1` to execute `init_exe` for every run instead (for comparison).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::sys;
+
+/// argv[1] that selects the zygote.
+pub(crate) const ZYGOTE_ARG: &str = "__sandbox-zygote";
+
+/// What the zygote sends once it is ready for requests.
+const READY: &[u8] = b"proctor-sandbox-zygote ready";
+/// The request datagram's bytes (its descriptors: the spec memfd and the control socket).
+const REQUEST: &[u8] = b"run";
+
+/// How long a new zygote may take to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether runs go through a zygote (the default) or execute `init_exe` each time.
+pub(crate) fn enabled() -> bool {
+    std::env::var_os("PROCTOR_SANDBOX_NO_ZYGOTE").is_none_or(|v| v.is_empty() || v == "0")
+}
+
+/// A running zygote: our end of its request socket.
+pub(crate) struct Zygote {
+    sock: OwnedFd,
+}
+
+/// Why a zygote could not be had.
+pub(crate) enum StartError {
+    /// The binary could not be executed at all.
+    Spawn(io::Error),
+    /// It ran, but did not answer as a zygote (not a sandbox init, or it died).
+    NoAnswer(String),
+}
+
+type Reply = Result<Arc<Zygote>, StartError>;
+
+struct SpawnRequest {
+    exe: PathBuf,
+    reply: mpsc::Sender<Reply>,
+}
+
+/// The zygotes by `init_exe`, and the sender to the helper thread that starts them.
+struct Registry {
+    zygotes: HashMap<PathBuf, Arc<Zygote>>,
+    spawner: mpsc::Sender<SpawnRequest>,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static REG: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REG.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        // The helper thread never ends: the zygotes' parent-death signal is tied to it.
+        std::thread::Builder::new()
+            .name("proctor-sandbox-zygote".into())
+            .spawn(move || spawner(rx))
+            .expect("start the sandbox zygote thread");
+        Mutex::new(Registry {
+            zygotes: HashMap::new(),
+            spawner: tx,
+        })
+    })
+}
+
+/// The helper thread: starts zygotes on request and reaps those that ended.
+fn spawner(rx: mpsc::Receiver<SpawnRequest>) {
+    let mut children: Vec<Child> = Vec::new();
+    while let Ok(req) = rx.recv() {
+        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        let reply = match start(&req.exe) {
+            Ok((zygote, child)) => {
+                children.push(child);
+                Ok(Arc::new(zygote))
+            }
+            Err(e) => Err(e),
+        };
+        let _ = req.reply.send(reply);
+    }
+    // Unreachable in practice (the registry keeps a sender); keep the zygotes alive regardless.
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Starts `exe __sandbox-zygote PID` and waits for its greeting.
+fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
+    let (ours, theirs) = sys::socketpair_seqpacket().map_err(StartError::Spawn)?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(ZYGOTE_ARG)
+        .arg(std::process::id().to_string())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(theirs))
+        .process_group(0);
+    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+    } else {
+        cmd.stderr(Stdio::null());
+    }
+    let mut child = cmd.spawn().map_err(StartError::Spawn)?;
+    drop(cmd);
+    let answer = (|| -> Result<(), String> {
+        if !sys::wait_readable(ours.as_raw_fd(), Some(START_TIMEOUT)).map_err(|e| e.to_string())? {
+            return Err(format!("it did not answer within {START_TIMEOUT:?}"));
+        }
+        let mut buf = [0u8; 64];
+        let mut fds = Vec::new();
+        let n = sys::recv_with_fds(ours.as_raw_fd(), &mut buf, &mut fds)
+            .map_err(|e| e.to_string())?;
+        if &buf[..n] == READY {
+            Ok(())
+        } else {
+            Err("it did not answer as a sandbox init (does its main call \
+                 proctor_sandbox::enter_if_requested first?)"
+                .to_owned())
+        }
+    })();
+    match answer {
+        Ok(()) => Ok((Zygote { sock: ours }, child)),
+        Err(e) => {
+            let _ = child.kill();
+            let status = child.wait().map(|s| format!(", {s}")).unwrap_or_default();
+            Err(StartError::NoAnswer(format!("{e}{status}")))
+        }
+    }
+}
+
+/// The zygote for `exe`, started if needed.
+fn get(exe: &Path) -> Reply {
+    let spawner = {
+        let reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(z) = reg.zygotes.get(exe) {
+            return Ok(z.clone());
+        }
+        reg.spawner.clone()
+    };
+    let (tx, rx) = mpsc::channel();
+    let dead = || StartError::NoAnswer("the zygote thread is gone".to_owned());
+    spawner
+        .send(SpawnRequest {
+            exe: exe.to_path_buf(),
+            reply: tx,
+        })
+        .map_err(|_| dead())?;
+    let z = rx.recv().map_err(|_| dead())??;
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    // Another thread may have started one meanwhile: use the first, let ours end (its socket
+    // closes when the last reference goes, and it exits).
+    Ok(reg.zygotes.entry(exe.to_path_buf()).or_insert(z).clone())
+}
+
+fn forget(exe: &Path, z: &Arc<Zygote>) {
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    if reg.zygotes.get(exe).is_some_and(|cur| Arc::ptr_eq(cur, z)) {
+        reg.zygotes.remove(exe);
+    }
+}
+
+/// Has the zygote for `exe` fork a sandbox init that reads its spec from `spec` and talks on
+/// `ctl`. A zygote that went away is replaced once.
+pub(crate) fn fork_init(exe: &Path, spec: &OwnedFd, ctl: &OwnedFd) -> Result<(), StartError> {
+    let mut retried = false;
+    loop {
+        let z = get(exe)?;
+        match sys::send_with_fds(
+            z.sock.as_raw_fd(),
+            REQUEST,
+            &[spec.as_raw_fd(), ctl.as_raw_fd()],
+        ) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                forget(exe, &z);
+                if retried {
+                    return Err(StartError::NoAnswer(format!(
+                        "cannot reach the sandbox zygote: {e}"
+                    )));
+                }
+                retried = true;
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The zygote process itself.
+
+/// Runs the zygote (in `init_exe __sandbox-zygote PARENT_PID`, its request socket on stdout);
+/// never returns. Each request forks a sandbox init, which runs `init(ctl, spec)`.
+pub(crate) fn serve(parent: libc::pid_t, init: fn(RawFd, Vec<u8>) -> !) -> ! {
+    // SAFETY: getppid cannot fail.
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || unsafe { libc::getppid() } != parent
+    {
+        sys::exit_now(2);
+    }
+    let sock = match sys::take_std_fds() {
+        Ok(fds) => fds.ctl,
+        Err(_) => sys::exit_now(2),
+    };
+    if sys::cloexec_from_3().is_err() {
+        sys::exit_now(2);
+    }
+    // The inits are reaped by the kernel: the caller waits for them through their pidfds.
+    // SAFETY: setting a signal disposition.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    if sys::send_with_fds(sock, READY, &[]).is_err() {
+        sys::exit_now(2);
+    }
+    crate::init::trace("zygote ready");
+    let mut buf = [0u8; 64];
+    loop {
+        let mut fds = Vec::new();
+        let n = match sys::recv_with_fds(sock, &mut buf, &mut fds) {
+            Ok(n) => n,
+            Err(_) => sys::exit_now(1),
+        };
+        if n == 0 {
+            // The caller closed its end: it is gone or done.
+            sys::exit_now(0);
+        }
+        if &buf[..n] != REQUEST || fds.len() != 2 {
+            continue;
+        }
+        let ctl = fds.pop().expect("two descriptors");
+        let spec = fds.pop().expect("two descriptors");
+        match sys::fork() {
+            Ok(0) => {
+                // S. The request socket is the zygote's alone.
+                // SAFETY: closing our copy of a descriptor nothing else here uses; restoring
+                // the default SIGCHLD so that S can wait for T.
+                unsafe {
+                    libc::close(sock);
+                    libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+                }
+                // SAFETY: getppid cannot fail.
+                if sys::set_parent_death_signal(libc::SIGKILL).is_err()
+                    || unsafe { libc::getppid() } != me
+                {
+                    sys::exit_now(2);
+                }
+                let data = match sys::read_all_at(spec.as_raw_fd()) {
+                    Ok(d) => d,
+                    Err(_) => sys::exit_now(2),
+                };
+                drop(spec);
+                let ctl = std::os::fd::IntoRawFd::into_raw_fd(ctl);
+                init(ctl, data);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let line = crate::msg::Msg::Error {
+                    message: format!("the sandbox zygote cannot fork: {e}"),
+                }
+                .line();
+                let _ = sys::send_all(ctl.as_raw_fd(), &line, None);
+            }
+        }
+        // Our copies of this request's descriptors close here.
+    }
+}
+
+/// Whether argv[1] selects the zygote.
+pub(crate) fn is_zygote_arg(arg: &OsStr) -> bool {
+    arg == OsStr::new(ZYGOTE_ARG)
+}

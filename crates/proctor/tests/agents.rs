@@ -1,0 +1,289 @@
+//! Real agent CLIs through the real binary: each adapter runs the bundled chat-ax suite's `read`
+//! task with its CLI (installed by `agents/install.sh`) against `proctor mock-model`, in a real
+//! sandbox. Also: permission denials become `denied` calls, route faults become typed `errored`
+//! trials, and a failed preflight names the missing flag.
+//!
+//! These tests need the CLIs: run `agents/install.sh` first (CI does).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::lab::{As, Lab};
+use serde_json::Value;
+
+fn agents_dir() -> PathBuf {
+    std::env::var_os("PROCTOR_AGENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/proctor/agents")
+        })
+}
+
+fn require(cli: &str) {
+    let exe = agents_dir().join("bin").join(cli);
+    assert!(
+        exe.exists(),
+        "{} is not installed: run agents/install.sh (these tests drive the real CLIs)",
+        exe.display()
+    );
+}
+
+fn calls(lab: &Lab, trial: &str) -> Vec<Value> {
+    std::fs::read_to_string(lab.trial_dir(trial).join("calls.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Runs chat-ax's `read` task with `variant`, and checks the trial end to end.
+fn read_task(variant: &str, cli: &str, wire: (u64, u64, u64)) {
+    require(cli);
+    let suite = common::repo_root().join("examples/chat-ax");
+    let lab = Lab::new(&format!("agent-{variant}"));
+    let store = lab.store();
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--task",
+            "read",
+            "--variant",
+            variant,
+        ],
+    );
+    let id = format!("read.{variant}.0");
+    let record = lab.record(&id);
+    assert_eq!(out.code, 0, "{variant}: {}\n{record:#}", out.stderr);
+    assert_eq!(
+        record["outcome"], "completed",
+        "{variant}: {}",
+        record["reason"]
+    );
+    // The shim logged the interface call the model asked for.
+    let argvs: Vec<Value> = calls(&lab, &id)
+        .into_iter()
+        .map(|c| c["argv"].clone())
+        .collect();
+    assert!(
+        argvs.contains(&serde_json::json!(["chat", "read", "launch"])),
+        "{variant}: {argvs:?}"
+    );
+    // The answer is the scripted final text.
+    let script: toml::Value = toml::from_str(
+        &std::fs::read_to_string(suite.join(if variant == "aider" {
+            "agents/model-aider/read.toml"
+        } else {
+            "agents/model/read.toml"
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let scripted = script["turns"].as_array().unwrap().last().unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = std::fs::read_to_string(lab.trial_dir(&id).join("answer.txt")).unwrap();
+    assert_eq!(
+        answer.trim(),
+        scripted.trim(),
+        "{variant}: the answer is not the script's final text"
+    );
+    // The tokens read from the wire equal the script's declared usage.
+    let w = &record["ledgers"]["wire"];
+    assert_eq!(w["source"], "wire");
+    assert_eq!(
+        (
+            w["input"].as_u64().unwrap(),
+            w["output"].as_u64().unwrap(),
+            w["cache_read"].as_u64().unwrap()
+        ),
+        wire,
+        "{variant}: {w}"
+    );
+    // A missing price makes the cost incomplete, never zero.
+    assert!(record["ledgers"]["cost_usd"].is_null());
+    assert!(!record["ledgers"]["cost_missing"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+/// The usage agents/model/read.toml declares: 100+150 input on the two calls plus 300 on the
+/// answer; 20+20+60 output; 500 cache read on each of the three turns.
+const READ_USAGE: (u64, u64, u64) = (550, 100, 1500);
+
+#[test]
+fn claude_code_runs_the_read_task_end_to_end() {
+    read_task("claude-code", "claude", READ_USAGE);
+}
+
+#[test]
+fn codex_runs_the_read_task_end_to_end() {
+    read_task("codex", "codex", READ_USAGE);
+}
+
+#[test]
+fn copilot_runs_the_read_task_end_to_end() {
+    read_task("copilot", "copilot", READ_USAGE);
+}
+
+#[test]
+fn gemini_runs_the_read_task_end_to_end() {
+    read_task("gemini", "gemini", READ_USAGE);
+}
+
+#[test]
+fn opencode_runs_the_read_task_end_to_end() {
+    read_task("opencode", "opencode", READ_USAGE);
+}
+
+#[test]
+fn aider_runs_the_read_task_end_to_end() {
+    read_task("aider", "aider", (400, 120, 0));
+}
+
+/// A one-task lab suite driving Claude Code with a model script.
+fn claude_lab(name: &str, task_extra: &str, turns: &str, wall: u64) -> Lab {
+    require("claude");
+    let lab = Lab::new(name);
+    lab.write("fixture/README.md", "x\n");
+    lab.write_exec("bin/tool", "#!/bin/sh\necho \"tool $*\"\n");
+    lab.write(
+        "suite.toml",
+        &format!(
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = {wall}\nallow = [\"bin/tool\"]\n\n[[variants]]\nid = \"claude\"\nagent = \"claude-code\"\nmodel_script = \"agents/model.toml\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tool.\"\n{task_extra}\n[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]\nall = [{{ calls = {{ verb = \"ok\", min = 1 }} }}]\n"
+        ),
+    );
+    lab.write("agents/model.toml", turns);
+    lab
+}
+
+#[test]
+fn a_call_the_allow_list_forbids_is_a_denied_call_and_a_wrong_turn() {
+    let lab = claude_lab(
+        "denied",
+        "",
+        "[[turns]]\ncalls = [{ role = \"shell\", command = \"tool ok\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ncalls = [{ role = \"shell\", command = \"tool ok && python3 -c \\\"open('x.txt','w').write('x')\\\"\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ntext = \"done\"\nusage = { input = 10, output = 2 }\n",
+        120,
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    let record = lab.record("t.claude.0");
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    let denied: Vec<&Value> = record["end_state"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["denied"].is_null())
+        .collect();
+    assert_eq!(denied.len(), 1, "{:#}", record["end_state"]["calls"]);
+    let metrics = &record["verdict"]["metrics"];
+    assert_eq!(metrics["denied"], 1, "{metrics}");
+    assert_eq!(metrics["wrong_turns"], 1, "{metrics}");
+    assert!(
+        !lab.trial_dir("t.claude.0")
+            .join("changes/files/x.txt")
+            .exists(),
+        "the denied command ran"
+    );
+}
+
+#[test]
+fn each_route_fault_is_an_errored_trial_with_its_typed_reason() {
+    for (fault, kind) in [
+        ("credential_loss", "credential-loss"),
+        ("rate_limit", "rate-limit"),
+        ("timeout", "timeout"),
+    ] {
+        let lab = claude_lab(
+            &format!("fault-{fault}"),
+            &format!("route_faults = {{ \"*\" = \"{fault}\" }}"),
+            "[[turns]]\ntext = \"done\"\nusage = { input = 10, output = 2 }\n",
+            8,
+        );
+        let out = lab.run(As::Me, &["--trials", "1"]);
+        assert_eq!(
+            out.code, 3,
+            "{fault}: an errored trial leaves the run unfinished\n{}",
+            out.stderr
+        );
+        let record = lab.record("t.claude.0");
+        assert_eq!(record["outcome"], "errored", "{fault}: {record:#}");
+        assert_eq!(record["verdict"]["outcome"]["kind"], kind, "{fault}");
+        assert!(
+            record["reason"].as_str().unwrap().starts_with(kind),
+            "{fault}: {}",
+            record["reason"]
+        );
+        let results: Value = serde_json::from_str(
+            &std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            results["report"]["overall"]["n"], 0,
+            "{fault}: an errored trial is not in n"
+        );
+        assert_eq!(
+            results["report"]["overall"]["errored_by_kind"][kind], 1,
+            "{fault}: {:#}",
+            results["report"]["overall"]
+        );
+        let md = std::fs::read_to_string(lab.run_dir().join("results.md")).unwrap();
+        assert!(
+            md.contains(kind),
+            "{fault}: results.md does not name {kind}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_preflight_is_errored_and_names_the_missing_flag() {
+    let lab = Lab::new("preflight");
+    lab.write("fixture/README.md", "x\n");
+    let fake = lab.root.join("fake-agents");
+    std::fs::create_dir_all(fake.join("bin")).unwrap();
+    let claude = fake.join("bin/claude");
+    std::fs::write(&claude, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '2.1.328 (Claude Code)'; else echo 'Usage: claude [options]'; echo '  -p, --print  print'; fi\n").unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&claude).unwrap().permissions(),
+        0o755,
+    );
+    std::fs::set_permissions(&claude, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[[variants]]\nid = \"claude\"\nagent = \"claude-code\"\nmodel_script = \"agents/model.toml\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n\n[tasks.success]\nall = [{ files_unchanged = true }]\n",
+    );
+    lab.write("agents/model.toml", "[[turns]]\ntext = \"done\"\n");
+    let bin = assert_cmd::cargo::cargo_bin("proctor");
+    let out = std::process::Command::new(bin)
+        .args([
+            "run",
+            lab.suite().to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+            "--trials",
+            "1",
+        ])
+        .env("PROCTOR_AGENTS_DIR", &fake)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = lab.record("t.claude.0");
+    assert_eq!(record["outcome"], "errored");
+    let reason = record["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("--output-format"),
+        "the reason must name the missing flag: {reason}"
+    );
+}
