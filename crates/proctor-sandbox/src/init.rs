@@ -84,13 +84,20 @@ fn truncate(s: &mut String, max: usize) {
     }
 }
 
-/// If this process was started as the sandbox init, run it and exit; otherwise return.
+/// If this process was started as the sandbox init (or the zygote), run it and exit; otherwise
+/// return.
 ///
 /// Protocol: `init_exe __sandbox PARENT_PID`, the spec (JSON) on stdin, the control socket on
 /// stdout. Passing both as standard descriptors lets the parent start us with `posix_spawn`.
+/// Or `init_exe __sandbox-zygote PARENT_PID`, the zygote's request socket on stdout: see
+/// [`crate::zygote`].
 pub(crate) fn enter_if_requested() {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(OsStr::new(INIT_ARG)) {
+    let Some(first) = args.next() else {
+        return;
+    };
+    let zygote = crate::zygote::is_zygote_arg(&first);
+    if !zygote && first != OsStr::new(INIT_ARG) {
         return;
     }
     let parent = args
@@ -100,28 +107,35 @@ pub(crate) fn enter_if_requested() {
         eprintln!("usage: {INIT_ARG} PARENT_PID <SPEC.json >&CONTROL_SOCKET (internal to proctor-sandbox)");
         sys::exit_now(2);
     };
+    if zygote {
+        crate::zygote::serve(parent, init_main);
+    }
     // Die with the parent; if it is already gone, stop now.
     // SAFETY: getppid cannot fail.
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || unsafe { libc::getppid() } != parent
     {
         sys::exit_now(2);
     }
-    let ctl_fd = match sys::take_std_fds() {
-        Ok(fd) => fd,
+    let fds = match sys::take_std_fds() {
+        Ok(fds) => fds,
         Err(_) => sys::exit_now(2),
     };
+    init_main(fds.ctl, fds.spec);
+}
+
+/// S, from the start: the control socket and the spec's bytes in hand. Never returns.
+fn init_main(ctl_fd: RawFd, spec: Vec<u8>) -> ! {
     // Nothing this process inherited (the control socket included) may reach the programs it
     // starts.
     if sys::cloexec_from_3().is_err() {
         sys::exit_now(2);
     }
-    let ctl = Ctl(ctl_fd.ctl);
+    let ctl = Ctl(ctl_fd);
     trace("init started");
     // A panic anywhere below (in S, or in the forked T or A) must end that process here: it must
     // never unwind into the host binary's `main`.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        sandbox_main(&ctl, &ctl_fd.spec)
-    }));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sandbox_main(&ctl, &spec)));
     let code = match result {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -180,6 +194,12 @@ impl Files {
 
 /// S: namespaces, uid map, fork T, wait.
 fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
+    // The parent waits for S's exit (its namespaces torn down) through this pidfd.
+    // SAFETY: getpid cannot fail.
+    let me = sys::pidfd_open(unsafe { libc::getpid() })
+        .map_err(|e| format!("pidfd_open of the sandbox init: {e}"))?;
+    ctl.send_with_fd(&Msg::Init, me.as_raw_fd());
+    drop(me);
     let spec: SandboxSpec =
         serde_json::from_slice(data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
     let files = Files::open(&spec)?;

@@ -33,6 +33,7 @@ mod run;
 mod services;
 mod spec;
 mod sys;
+mod zygote;
 
 pub use error::SandboxError;
 pub use probe::{probe, probe_in, Capabilities};

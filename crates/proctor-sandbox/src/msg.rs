@@ -8,6 +8,8 @@ use crate::report::{Exit, Isolation, ServiceReport};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case")]
 pub(crate) enum Msg {
+    /// From S, first: its own pidfd travels with this message.
+    Init,
     /// From S: the trial init T was forked; its pidfd travels with this message.
     Started { trial_pid: i32 },
     /// From T: the root is built; this is what is in effect.

@@ -11,7 +11,7 @@ use crate::init::INIT_ARG;
 use crate::msg::Msg;
 use crate::report::{Exit, Isolation, SandboxReport, ServiceReport};
 use crate::spec::SandboxSpec;
-use crate::{host, sys};
+use crate::{host, sys, zygote};
 
 /// Time allowed for building the sandbox and for the final report, beyond the spec's own
 /// timeouts, before the watchdog kills the trial.
@@ -44,22 +44,6 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         .map_err(|e| SandboxError::io("create the spec memfd", e))?;
     let (ours, theirs) =
         sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
-    // The spec goes in on stdin, the control socket on stdout: no descriptor juggling in the
-    // child, so the standard library can use posix_spawn (much cheaper than fork for a big
-    // parent). The init sets its own parent-death signal and checks this pid.
-    let mut cmd = Command::new(&spec.init_exe);
-    cmd.arg(INIT_ARG)
-        .arg(std::process::id().to_string())
-        .env_clear()
-        .stdin(Stdio::from(memfd))
-        .stdout(Stdio::from(theirs))
-        .process_group(0);
-    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
-        // The init prints its phase timings to stderr.
-        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
-    } else {
-        cmd.stderr(Stdio::null());
-    }
     let debug = std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some();
     let mark = |what: &str| {
         if debug {
@@ -71,13 +55,24 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         }
     };
     mark("spawning the init");
-    let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
-        exe: spec.init_exe.clone(),
-        source,
-    })?;
+    // Through the zygote (one execution of `init_exe` per process), or by executing `init_exe`.
+    let mut child = if zygote::enabled() {
+        zygote::fork_init(&spec.init_exe, &memfd, &theirs).map_err(|e| match e {
+            zygote::StartError::Spawn(source) => SandboxError::Spawn {
+                exe: spec.init_exe.clone(),
+                source,
+            },
+            zygote::StartError::NoAnswer(why) => SandboxError::Init(format!(
+                "{} did not start as the sandbox zygote: {why}",
+                spec.init_exe.display()
+            )),
+        })?;
+        drop((memfd, theirs));
+        None
+    } else {
+        Some(spawn_init(&spec, memfd, theirs)?)
+    };
     mark("init spawned");
-    // Our copies of the child's stdin/stdout went with `cmd`.
-    drop(cmd);
 
     let mut c = Collector::default();
     let setup_budget: Duration = spec
@@ -122,9 +117,8 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
                 break;
             }
         };
-        if let Some(pidfd) = fds.into_iter().next() {
-            c.trial_pidfd.get_or_insert(pidfd);
-        }
+        // Descriptors come with the first byte of the message they belong to.
+        c.fds.extend(fds);
         if n == 0 {
             break;
         }
@@ -168,18 +162,28 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
         }
     }
-    let init_gone = match sys::pidfd_open(child.id() as libc::pid_t) {
-        Ok(pfd) => {
-            sys::wait_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false)
-        }
-        Err(_) => true,
+    // S's exit comes after its namespaces (mounts, overlay, network) are torn down.
+    let init_pidfd = match (c.init_pidfd.take(), &child) {
+        (Some(fd), _) => Some(fd),
+        (None, Some(child)) => sys::pidfd_open(child.id() as libc::pid_t).ok(),
+        (None, None) => None,
     };
-    if !init_gone {
-        let _ = child.kill();
+    if let Some(pidfd) = &init_pidfd {
+        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
+            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+            let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
+        }
     }
-    let status = child
-        .wait()
-        .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
+    let status = match &mut child {
+        Some(child) => {
+            let status = child
+                .wait()
+                .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
+            format!("exited with {status}")
+        }
+        // The zygote reaps its inits.
+        None => "ended".to_owned(),
+    };
     drop(ours);
     mark("init reaped");
 
@@ -191,7 +195,7 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     }
     if !c.done {
         return Err(SandboxError::Init(format!(
-            "it exited with {status} during {}",
+            "it {status} during {}",
             c.phase()
         )));
     }
@@ -221,6 +225,9 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
 /// Accumulates the control messages of one run.
 #[derive(Default)]
 struct Collector {
+    /// Descriptors received and not yet matched with their message.
+    fds: std::collections::VecDeque<OwnedFd>,
+    init_pidfd: Option<OwnedFd>,
     trial_pidfd: Option<OwnedFd>,
     isolation: Option<Isolation>,
     services: Vec<ServiceReport>,
@@ -235,7 +242,8 @@ struct Collector {
 impl Collector {
     fn apply(&mut self, msg: Msg) {
         match msg {
-            Msg::Started { .. } => {}
+            Msg::Init => self.init_pidfd = self.fds.pop_front(),
+            Msg::Started { .. } => self.trial_pidfd = self.fds.pop_front(),
             Msg::Isolation { isolation } => self.isolation = Some(isolation),
             Msg::Service { report } => self.services.push(report),
             Msg::NotStarted { reason } => {
@@ -282,4 +290,32 @@ impl Collector {
             "building the sandbox"
         }
     }
+}
+
+/// Executes `init_exe __sandbox PID` with the spec on stdin and the control socket on stdout.
+fn spawn_init(
+    spec: &SandboxSpec,
+    memfd: OwnedFd,
+    theirs: OwnedFd,
+) -> Result<std::process::Child, SandboxError> {
+    // The spec goes in on stdin, the control socket on stdout: no descriptor juggling in the
+    // child, so the standard library can use posix_spawn (much cheaper than fork for a big
+    // parent). The init sets its own parent-death signal and checks this pid.
+    let mut cmd = Command::new(&spec.init_exe);
+    cmd.arg(INIT_ARG)
+        .arg(std::process::id().to_string())
+        .env_clear()
+        .stdin(Stdio::from(memfd))
+        .stdout(Stdio::from(theirs))
+        .process_group(0);
+    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+        // The init prints its phase timings to stderr.
+        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+    } else {
+        cmd.stderr(Stdio::null());
+    }
+    cmd.spawn().map_err(|source| SandboxError::Spawn {
+        exe: spec.init_exe.clone(),
+        source,
+    })
 }

@@ -708,3 +708,97 @@ pub(crate) fn monotonic_ms() -> f64 {
     };
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
+
+/// A `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`: datagrams that keep their bounds.
+pub(crate) fn socketpair_seqpacket() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: valid out-array of two ints.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: the kernel just returned these new descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// One `sendmsg(MSG_NOSIGNAL)` of `data` with `pass` attached (`SCM_RIGHTS`, at most 4), for a
+/// `SOCK_SEQPACKET` socket: the datagram goes whole or not at all.
+pub(crate) fn send_with_fds(fd: RawFd, data: &[u8], pass: &[RawFd]) -> io::Result<()> {
+    if pass.len() > 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors",
+        ));
+    }
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // Room for four descriptors, aligned for cmsghdr.
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !pass.is_empty() {
+        let bytes = std::mem::size_of_val(pass) as u32;
+        // SAFETY: CMSG_SPACE is a pure computation.
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+        // SAFETY: msg_control points at a buffer of at least CMSG_SPACE(bytes) bytes.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+            let dst = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+            for (i, &p) in pass.iter().enumerate() {
+                std::ptr::write_unaligned(dst.add(i), p);
+            }
+        }
+    }
+    loop {
+        // SAFETY: msg points at valid iovec and control buffers.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok(());
+    }
+}
+
+/// Reads a whole file from offset 0 with `pread` (the descriptor's offset is left alone).
+pub(crate) fn read_all_at(fd: RawFd) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        // SAFETY: reading into a valid buffer.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                out.len() as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+}

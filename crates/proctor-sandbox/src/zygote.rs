@@ -127,8 +127,8 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
         }
         let mut buf = [0u8; 64];
         let mut fds = Vec::new();
-        let n = sys::recv_with_fds(ours.as_raw_fd(), &mut buf, &mut fds)
-            .map_err(|e| e.to_string())?;
+        let n =
+            sys::recv_with_fds(ours.as_raw_fd(), &mut buf, &mut fds).map_err(|e| e.to_string())?;
         if &buf[..n] == READY {
             Ok(())
         } else {

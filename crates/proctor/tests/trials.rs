@@ -507,3 +507,77 @@ fn resume_refuses_when_the_suite_changed() {
         out.stderr
     );
 }
+
+#[test]
+fn ctrl_c_stops_running_trials_leaves_them_unfinished_and_resume_finishes_them() {
+    let lab = Lab::new("interrupt");
+    lab.write("fixture/README.md", "x\n");
+    let marker = format!("3.{}9", std::process::id());
+    lab.one_task(
+        "",
+        "{ files_unchanged = true }",
+        &[&format!("sleep {marker}")],
+        false,
+    );
+    let bin = assert_cmd::cargo::cargo_bin("proctor");
+    let child = std::process::Command::new(&bin)
+        .args([
+            "run",
+            lab.suite().to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+            "--trials",
+            "4",
+            "--jobs",
+            "2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until both workers are inside an agent, then press Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_with(&format!("sleep {marker}")).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        processes_with(&format!("sleep {marker}")).is_empty(),
+        "a trial's process outlived Ctrl-C"
+    );
+    let finished = std::fs::read_dir(lab.run_dir().join("trials"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("trial.json").exists())
+        .count();
+    assert_eq!(
+        finished, 0,
+        "trials cut short by Ctrl-C must stay unfinished"
+    );
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["status"], "interrupted");
+    let run_id = lab
+        .run_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let resumed = lab.run(As::Me, &["--resume", &run_id]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(
+        std::fs::read_dir(lab.run_dir().join("trials"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("trial.json").exists())
+            .count(),
+        4
+    );
+}
