@@ -653,8 +653,11 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
             );
             let checks_dir = trial_dir.join("checks");
             let _ = std::fs::create_dir_all(&checks_dir);
-            let _ = proctor_store::atomic_write_json(checks_dir.join(format!("{n}.json")), &run);
-            let _ = proctor_store::atomic_write(
+            let _ = proctor_store::atomic_write_json_unsynced(
+                checks_dir.join(format!("{n}.json")),
+                &run,
+            );
+            let _ = proctor_store::atomic_write_unsynced(
                 checks_dir.join(format!("{n}.stdout")),
                 run.stdout.as_bytes(),
             );
@@ -994,7 +997,7 @@ fn write_agent_output(
         ("agent.stdout", stdout),
         ("agent.stderr", stderr),
     ] {
-        if let Err(e) = proctor_store::atomic_write(trial_dir.join(name), bytes) {
+        if let Err(e) = proctor_store::atomic_write_unsynced(trial_dir.join(name), bytes) {
             notes.push(format!("cannot write {name}: {e}"));
         }
     }
@@ -1045,7 +1048,7 @@ fn capture_changes(
         }
         out.push(rec);
     }
-    proctor_store::atomic_write_json(to.join("changes.json"), &out)
+    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &out)
         .map_err(std::io::Error::other)?;
     Ok(out)
 }

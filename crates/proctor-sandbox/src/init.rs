@@ -413,8 +413,12 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
     }
 }
 
-/// Runs the agent under A in a nested PID namespace; enforces the timeout; reports.
+/// Runs the agent; enforces the timeout; reports. With services, under A in a nested PID
+/// namespace (and a mount namespace of its own); without, T is the agent's init itself.
 fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+    if spec.services.is_empty() {
+        return run_agent_direct(ctl, spec, files);
+    }
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
     ctl.send(&Msg::AgentStarted);
@@ -447,6 +451,95 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String>
         timed_out,
         wall_us: wall.as_micros() as u64,
         cpu_us: Some(sys::cpu_time(&usage).as_micros() as u64),
+    });
+    Ok(())
+}
+
+/// Without services the trial's PID namespace holds nothing but T and the agent, and T's view of
+/// the file system is already the agent's: T starts the agent command itself (no nested PID or
+/// mount namespace, no second init), reaps whatever gets orphaned to it, forwards SIGTERM at the
+/// timeout, and once the agent's main process has ended kills every process left (T is PID 1:
+/// `kill(-1)` reaches all of them) and reaps them all. T keeps its capabilities, which the agent
+/// lacks, so the agent cannot trace or signal it.
+fn run_agent_direct(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+    let set = sys::block_signals(&[libc::SIGCHLD]).map_err(|e| format!("block SIGCHLD: {e}"))?;
+    let plan = ExecPlan::new(
+        &spec.command,
+        &spec.env,
+        &spec.workspace_inside,
+        files.devnull.as_raw_fd(),
+        files.stdout.as_raw_fd(),
+        files.stderr.as_raw_fd(),
+    )?;
+    ctl.send(&Msg::AgentStarted);
+    let t0 = Instant::now();
+    // The child drops every capability before it executes the command.
+    let child = match plan.spawn() {
+        Ok(pid) => {
+            trace("agent command executed");
+            pid
+        }
+        Err(mut reason) => {
+            truncate(&mut reason, 2000);
+            ctl.send(&Msg::AgentExecFailed { reason });
+            ctl.send(&Msg::AgentStopped {
+                timed_out: false,
+                wall_us: t0.elapsed().as_micros() as u64,
+                cpu_us: Some(0),
+            });
+            return Ok(());
+        }
+    };
+    let mut cpu = Duration::ZERO;
+    let mut exit = None;
+    let mut timed_out = false;
+    // Until the wall timeout; then, after SIGTERM to everything, until the grace ends; then
+    // SIGKILL to everything and no more deadline.
+    let mut deadline = Some(t0 + spec.wall_timeout);
+    loop {
+        // Reap everything that ended: the main process, or orphans re-parented to T.
+        while let Ok(Some((pid, status, usage))) = sys::wait4(-1, libc::WNOHANG) {
+            cpu += sys::cpu_time(&usage);
+            if pid == child {
+                exit = Some(sys::decode_status(status));
+            }
+        }
+        if exit.is_some() {
+            break;
+        }
+        let wait = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    if timed_out {
+                        sys::kill(-1, libc::SIGKILL);
+                        deadline = None;
+                    } else {
+                        timed_out = true;
+                        sys::kill(-1, libc::SIGTERM);
+                        deadline = Some(now + spec.grace);
+                    }
+                    continue;
+                }
+                d - now
+            }
+            None => Duration::from_secs(1),
+        };
+        sys::wait_signal_timeout(&set, wait).map_err(|e| format!("sigtimedwait: {e}"))?;
+    }
+    trace("agent command exited");
+    let exit = exit.expect("the loop ends with the main process reaped");
+    ctl.send(&Msg::AgentExit { exit });
+    // Full stop: whatever the agent left behind (detached, double-forked, nohup) dies now.
+    sys::kill(-1, libc::SIGKILL);
+    while let Ok(Some((_, _, usage))) = sys::wait4(-1, 0) {
+        cpu += sys::cpu_time(&usage);
+    }
+    let wall = t0.elapsed();
+    ctl.send(&Msg::AgentStopped {
+        timed_out,
+        wall_us: wall.as_micros() as u64,
+        cpu_us: Some(cpu.as_micros() as u64),
     });
     Ok(())
 }

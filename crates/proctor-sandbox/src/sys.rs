@@ -802,3 +802,25 @@ pub(crate) fn read_all_at(fd: RawFd) -> io::Result<Vec<u8>> {
         out.extend_from_slice(&buf[..n as usize]);
     }
 }
+
+/// `sigtimedwait` on a set of blocked signals: the signal, or `None` when `timeout` passed.
+pub(crate) fn wait_signal_timeout(
+    set: &libc::sigset_t,
+    timeout: Duration,
+) -> io::Result<Option<libc::c_int>> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: valid set and timespec; a null info pointer is allowed.
+    let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    if r >= 0 {
+        return Ok(Some(r));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) => Ok(None),
+        Some(libc::EINTR) => Ok(Some(0)),
+        _ => Err(err),
+    }
+}

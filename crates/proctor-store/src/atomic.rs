@@ -134,6 +134,37 @@ pub fn atomic_write(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     f.commit()
 }
 
+/// Replaces `path` with `bytes` atomically (temporary file, then rename) without waiting for the
+/// disk: readers, and a proctor killed at any moment, see the old content or the new, never a
+/// mix. For a trial's evidence files, which only count once the trial's `trial.json` exists; the
+/// caller makes them durable together (one `syncfs`) before writing that commit point.
+pub fn atomic_write_unsynced(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    let path = path.as_ref();
+    let dir = parent_dir(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!(".{name}{TEMP_MARKER}{}-u{n}", std::process::id()));
+    fs::write(&temp, bytes).map_err(io_err("write", &temp))?;
+    fs::rename(&temp, path).map_err(|e| {
+        let _ = fs::remove_file(&temp);
+        io_err("rename into place", path)(e)
+    })
+}
+
+/// [`atomic_write_unsynced`] of pretty JSON, refusing non-finite numbers.
+pub fn atomic_write_json_unsynced<T: Serialize + ?Sized>(
+    path: impl AsRef<Path>,
+    value: &T,
+) -> Result<()> {
+    let path = path.as_ref();
+    let bytes = to_json_bytes(path, value)?;
+    atomic_write_unsynced(path, &bytes)
+}
+
 /// Serializes `value` as pretty JSON (with a final newline) without writing anything.
 ///
 /// Fails with [`StoreError::NonFinite`] when the value holds NaN or ±Infinity anywhere, instead of

@@ -35,7 +35,10 @@ mod run_id;
 mod store;
 mod time;
 
-pub use atomic::{atomic_write, atomic_write_json, is_temp_name, to_json_bytes, AtomicFile};
+pub use atomic::{
+    atomic_write, atomic_write_json, atomic_write_json_unsynced, atomic_write_unsynced,
+    is_temp_name, to_json_bytes, AtomicFile,
+};
 pub use error::{Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;
 pub use model::{
