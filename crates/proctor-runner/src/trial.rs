@@ -465,6 +465,25 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     } else {
         launch.argv.clone()
     };
+    // Service programs (and proctor itself, which serves the model) that live under a folder the
+    // sandbox makes private (/tmp, /run, /home) would be invisible inside: bind each read-only at
+    // its own path.
+    if ns {
+        for s in &services {
+            if let Some(prog) = s.argv.first().map(PathBuf::from) {
+                let private = ["/tmp", "/run", "/home"]
+                    .iter()
+                    .any(|d| prog.starts_with(d));
+                if private && prog.is_absolute() && !binds.iter().any(|b| b.inside == prog) {
+                    binds.push(Bind {
+                        host: prog.clone(),
+                        inside: prog,
+                        read_only: true,
+                    });
+                }
+            }
+        }
+    }
     let launch_record = LaunchRecord {
         agent: variant.agent.as_str().into(),
         model: variant.model.clone(),
