@@ -469,7 +469,9 @@ fn stubborn_services_and_their_children_are_killed_at_the_end() {
     let marker = unique("SVCMARKER");
     let dir = t.root.join("svc");
     fs::create_dir_all(&dir).expect("mkdir");
-    let mut spec = t.spec("echo agent done");
+    // The agent waits until the service ignores SIGTERM (the trial's /tmp is shared by both),
+    // so the stop really meets a stubborn service rather than racing its `trap`.
+    let mut spec = t.spec("while [ ! -e /tmp/trap-set ]; do sleep 0.01; done; echo agent done");
     spec.grace = Duration::from_millis(300);
     spec.services = vec![ServiceSpec {
         name: "stubborn".into(),
@@ -477,7 +479,7 @@ fn stubborn_services_and_their_children_are_killed_at_the_end() {
             "sh".into(),
             "-c".into(),
             format!(
-                "trap '' TERM; setsid sh -c 'sleep 60; : {marker}' & while :; do sleep 0.05; done"
+                "trap '' TERM; setsid sh -c 'sleep 60; : {marker}' & touch /tmp/trap-set; while :; do sleep 0.05; done"
             ),
         ],
         cwd: PathBuf::from("/"),
