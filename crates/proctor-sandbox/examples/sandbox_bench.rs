@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sandbox_bench run  --fixture DIR --scratch DIR [--iters N] [--init-exe EXE] [--command ARGV...]
-//! sandbox_bench diff --fixture DIR --scratch DIR [--iters N] [--changes N]
+//! sandbox_bench diff --fixture DIR --scratch DIR [--iters N] [--changes N] [--walk-iters N]
 //! ```
 //!
 //! `run` times `proctor_sandbox::run` of a no-op command (`true`) over an overlay of `--fixture`,
@@ -10,7 +10,9 @@
 //! sandbox at a time: wall time per run, and the CPU time of the sandbox's processes.
 //!
 //! `diff` lets an agent change `--changes` files of the fixture (modify, add, delete, chmod) in a
-//! real sandbox once, then times `diff::overlay_changes` on that upper layer `--iters` times.
+//! real sandbox once, then times `diff::overlay_changes` on that upper layer `--iters` times; and,
+//! for comparison, makes the same changes in a plain copy and times `diff::manifest_changes`
+//! (a walk of the whole copy against a manifest of the start) `--walk-iters` times.
 //!
 //! With `--init-exe`, another binary (e.g. `proctor`, whose `main` enters the sandbox init too) is
 //! re-executed as the init; by default this example itself is.
@@ -28,6 +30,7 @@ fn main() {
     let mut scratch = None;
     let mut iters = 100usize;
     let mut changes = 5usize;
+    let mut walk_iters = 5usize;
     let mut init_exe = std::env::current_exe().expect("current_exe");
     let mut command: Vec<String> = vec!["true".into()];
     while let Some(a) = args.next() {
@@ -40,6 +43,7 @@ fn main() {
             "--scratch" => scratch = Some(PathBuf::from(val())),
             "--iters" => iters = val().parse().unwrap_or_else(|_| die("--iters N")),
             "--changes" => changes = val().parse().unwrap_or_else(|_| die("--changes N")),
+            "--walk-iters" => walk_iters = val().parse().unwrap_or_else(|_| die("--walk-iters N")),
             "--init-exe" => init_exe = PathBuf::from(val()),
             "--command" => {
                 command = args.by_ref().collect();
@@ -57,7 +61,7 @@ fn main() {
     let (fixture, scratch, init_exe) = (abs(fixture), abs(scratch), abs(init_exe));
     match mode.as_str() {
         "run" => bench_run(&fixture, &scratch, iters, &init_exe, command),
-        "diff" => bench_diff(&fixture, &scratch, iters, changes, &init_exe),
+        "diff" => bench_diff(&fixture, &scratch, iters, walk_iters, changes, &init_exe),
         _ => die("usage: sandbox_bench run|diff --fixture DIR --scratch DIR [--iters N]"),
     }
 }
@@ -117,15 +121,27 @@ fn trial_spec(init_exe: &Path, fixture: &Path, dir: &Path, command: Vec<String>)
     s
 }
 
-fn children_cpu() -> Duration {
-    // SAFETY: getrusage fills a plain struct.
-    let u = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
-        u
-    };
-    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
-    t(u.ru_utime) + t(u.ru_stime)
+/// CPU time used by the whole machine so far (all CPUs, from `/proc/stat`): the sandbox's
+/// processes are not our children to account for (the zygote reaps them), and part of the work
+/// (a network namespace's cleanup) runs in kernel threads anyway. Noisy on a busy machine.
+fn machine_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    // cpu user nice system idle iowait irq softirq steal ...
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let busy: u64 = v
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, x)| x)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(busy * 1_000_000 / hz)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -146,7 +162,7 @@ fn bench_run(fixture: &Path, scratch: &Path, iters: usize, init_exe: &Path, comm
     let mut agent = Vec::new();
     let mut setups = Vec::new();
     let mut cleanups = Vec::new();
-    let cpu0 = children_cpu();
+    let cpu0 = machine_cpu();
     for i in 0..iters.max(1) + 3 {
         let dir = scratch.join(format!("r{i}"));
         let t = Instant::now();
@@ -169,9 +185,9 @@ fn bench_run(fixture: &Path, scratch: &Path, iters: usize, init_exe: &Path, comm
             agent.push(report.wall.as_secs_f64() * 1e3);
         }
     }
-    let cpu = (children_cpu() - cpu0).as_secs_f64() * 1e3 / (iters.max(1) + 3) as f64;
+    let cpu = (machine_cpu() - cpu0).as_secs_f64() * 1e3 / (iters.max(1) + 3) as f64;
     println!(
-        "{{\"runs\": {}, \"wall_ms_median\": {:.3}, \"setup_ms_median\": {:.3}, \"cleanup_ms_median\": {:.3}, \"agent_wall_ms_median\": {:.3}, \"cpu_ms_mean\": {:.3}}}",
+        "{{\"runs\": {}, \"wall_ms_median\": {:.3}, \"setup_ms_median\": {:.3}, \"cleanup_ms_median\": {:.3}, \"agent_wall_ms_median\": {:.3}, \"machine_cpu_ms_mean\": {:.3}}}",
         walls.len(),
         median(&mut walls),
         median(&mut setups),
@@ -181,7 +197,14 @@ fn bench_run(fixture: &Path, scratch: &Path, iters: usize, init_exe: &Path, comm
     );
 }
 
-fn bench_diff(fixture: &Path, scratch: &Path, iters: usize, changes: usize, init_exe: &Path) {
+fn bench_diff(
+    fixture: &Path,
+    scratch: &Path,
+    iters: usize,
+    walk_iters: usize,
+    changes: usize,
+    init_exe: &Path,
+) {
     // Pick `changes` files of the fixture and have an agent change them in varied ways.
     let mut files = Vec::new();
     for e in walkdir::WalkDir::new(fixture).sort_by_file_name() {
@@ -214,7 +237,7 @@ fn bench_diff(fixture: &Path, scratch: &Path, iters: usize, changes: usize, init
         init_exe,
         fixture,
         &dir,
-        vec!["sh".into(), "-c".into(), script],
+        vec!["sh".into(), "-c".into(), script.clone()],
     );
     let report = proctor_sandbox::run(&spec).unwrap_or_else(|e| die(&format!("run: {e}")));
     if report.exit_code != Some(0) {
@@ -235,9 +258,44 @@ fn bench_diff(fixture: &Path, scratch: &Path, iters: usize, changes: usize, init
         }
     }
     proctor_sandbox::remove_tree(&dir).expect("remove the trial directory");
+
+    // What a copy-based harness does instead: walk the whole copy and compare it with a manifest
+    // of the start (the same changes, made by the same script, in a plain copy).
+    let copy = scratch.join("diff-copy");
+    let _ = proctor_sandbox::remove_tree(&copy);
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixture)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "cp -r failed");
+    let manifest = diff::Manifest::build(&copy).unwrap_or_else(|e| die(&format!("manifest: {e}")));
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&copy)
+        .status()
+        .expect("sh");
+    assert!(status.success(), "the changing script failed in the copy");
+    let mut walks = Vec::new();
+    let mut walk_found = 0;
+    for i in 0..walk_iters.max(1) + 1 {
+        let t = Instant::now();
+        let c = diff::manifest_changes(&manifest, &copy, &[])
+            .unwrap_or_else(|e| die(&format!("manifest diff: {e}")));
+        let el = t.elapsed();
+        walk_found = c.len();
+        if i >= 1 {
+            walks.push(el.as_secs_f64() * 1e3);
+        }
+    }
+    proctor_sandbox::remove_tree(&copy).expect("remove the copy");
     println!(
-        "{{\"runs\": {}, \"changes\": {found}, \"diff_ms_median\": {:.4}}}",
+        "{{\"runs\": {}, \"changes\": {found}, \"diff_ms_median\": {:.4}, \"walk_runs\": {}, \"walk_changes\": {walk_found}, \"walk_diff_ms_median\": {:.3}}}",
         times.len(),
-        median(&mut times)
+        median(&mut times),
+        walks.len(),
+        median(&mut walks)
     );
 }

@@ -1,12 +1,14 @@
-//! The sandbox init: the code that runs in the re-executed `init_exe __sandbox SPEC CTL_FD`.
+//! The sandbox init: the code of the trial's own processes.
 //!
-//! Three processes, all single-threaded:
-//! - **S** (the re-executed binary) reads the spec, opens the host files, unshares the user,
+//! Started by the zygote (see `zygote`), the trial init T is cloned straight into its new
+//! namespaces and there are two processes, T and A. Started directly (`init_exe __sandbox
+//! PARENT_PID`, with `PROCTOR_SANDBOX_NO_ZYGOTE=1`), there are three, all single-threaded:
+//! - **S** (the executed binary) reads the spec, opens the host files, unshares the user,
 //!   mount, PID, IPC, UTS and network namespaces, maps its uid/gid to 0, forks T, passes T's pidfd
 //!   to the parent, and waits for T.
 //! - **T** is PID 1 of the trial's PID namespace. It builds the root, starts the services, runs
-//!   the agent under A, enforces the wall timeout, stops the services, and reports. When T exits
-//!   the kernel kills every process left in the trial.
+//!   the agent under A, enforces the wall timeout, stops the services, kills and reaps whatever
+//!   is left, and reports `Done`. When T exits the kernel kills every process left in the trial.
 //! - **A** is PID 1 of the agent's own nested PID namespace, in its own mount namespace with the
 //!   agent's narrower view. It runs the agent command and reports how its main process ended;
 //!   when A exits, the kernel kills every leftover process of the agent.
@@ -108,7 +110,7 @@ pub(crate) fn enter_if_requested() {
         sys::exit_now(2);
     };
     if zygote {
-        crate::zygote::serve(parent, init_main);
+        crate::zygote::serve(parent, zygote_trial_entry);
     }
     // Die with the parent; if it is already gone, stop now.
     // SAFETY: getppid cannot fail.
@@ -216,18 +218,7 @@ fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
         flags |= libc::CLONE_NEWNET;
     }
     sys::unshare(flags).map_err(|e| format!("unshare the namespaces: {e}"))?;
-    sys::write_file(Path::new("/proc/self/setgroups"), b"deny")
-        .map_err(|e| format!("write /proc/self/setgroups: {e}"))?;
-    sys::write_file(
-        Path::new("/proc/self/uid_map"),
-        format!("0 {uid} 1\n").as_bytes(),
-    )
-    .map_err(|e| format!("write /proc/self/uid_map: {e}"))?;
-    sys::write_file(
-        Path::new("/proc/self/gid_map"),
-        format!("0 {gid} 1\n").as_bytes(),
-    )
-    .map_err(|e| format!("write /proc/self/gid_map: {e}"))?;
+    map_ids(uid, gid)?;
 
     trace("namespaces unshared");
     let t = sys::fork().map_err(|e| format!("fork the trial init: {e}"))?;
@@ -262,6 +253,74 @@ fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
     }
 }
 
+/// Maps uid/gid 0 of the (new) user namespace we are in to `uid`/`gid` outside.
+fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
+    sys::write_file(Path::new("/proc/self/setgroups"), b"deny")
+        .map_err(|e| format!("write /proc/self/setgroups: {e}"))?;
+    sys::write_file(
+        Path::new("/proc/self/uid_map"),
+        format!("0 {uid} 1\n").as_bytes(),
+    )
+    .map_err(|e| format!("write /proc/self/uid_map: {e}"))?;
+    sys::write_file(
+        Path::new("/proc/self/gid_map"),
+        format!("0 {gid} 1\n").as_bytes(),
+    )
+    .map_err(|e| format!("write /proc/self/gid_map: {e}"))
+}
+
+/// T, cloned by the zygote straight into new user, mount, PID (it is PID 1), IPC and UTS
+/// namespaces, with the control socket and the spec's bytes in hand; `ids` are the uid and gid
+/// outside. Unless the network is the host's, T enters a new network namespace itself (owned by
+/// its user namespace, as if cloned into it). Never returns.
+///
+/// Nothing stands between T and the parent here: T sends its own pidfd, and before `Done` it has
+/// reaped every process of the trial, so the parent may return at `Done` while T's exit tears the
+/// namespaces down.
+pub(crate) fn zygote_trial_entry(ctl_fd: RawFd, data: Vec<u8>, ids: (u32, u32)) -> ! {
+    if sys::cloexec_from_3().is_err() {
+        sys::exit_now(2);
+    }
+    let ctl = Ctl(ctl_fd);
+    trace("trial init started");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: getpid cannot fail (it is 1 here).
+        let me = sys::pidfd_open(unsafe { libc::getpid() })
+            .map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
+        ctl.send_with_fd(&Msg::Started { trial_pid: 1 }, me.as_raw_fd());
+        drop(me);
+        map_ids(ids.0, ids.1)?;
+        let spec: SandboxSpec =
+            serde_json::from_slice(&data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
+        if spec.network != Network::Host {
+            sys::unshare(libc::CLONE_NEWNET)
+                .map_err(|e| format!("unshare the network namespace: {e}"))?;
+        }
+        let files = Files::open(&spec)?;
+        trace("spec read, files open");
+        trial_main(&ctl, &spec, &files)
+    }));
+    let code = match result {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            ctl.error(e);
+            1
+        }
+        Err(_) => {
+            ctl.error("the trial init panicked (a bug in proctor-sandbox)");
+            101
+        }
+    };
+    sys::exit_now(code);
+}
+
+/// Kills every process left in the trial (T is PID 1: `kill(-1)` reaches all of them) and reaps
+/// them all, so that when T says `Done` no other process of the trial exists.
+fn reap_all() {
+    sys::kill(-1, libc::SIGKILL);
+    while let Ok(Some(_)) = sys::wait4(-1, 0) {}
+}
+
 /// A service process T started.
 struct Running {
     name: String,
@@ -293,6 +352,7 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
             truncate(&mut reason, 2000);
             ctl.send(&Msg::NotStarted { reason });
             stop_services(ctl, running, spec.grace);
+            reap_all();
             ctl.send(&Msg::Done);
             return Ok(());
         }
@@ -303,6 +363,7 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
     trace("agent stopped");
     stop_services(ctl, running, spec.grace);
     agent?;
+    reap_all();
     trace("services stopped");
     ctl.send(&Msg::Done);
     Ok(())
@@ -413,12 +474,13 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
     }
 }
 
-/// Runs the agent; enforces the timeout; reports. With services, under A in a nested PID
-/// namespace (and a mount namespace of its own); without, T is the agent's init itself.
+/// Runs the agent under A in a nested PID namespace; enforces the timeout; reports.
+///
+/// The nested namespace is not only for the services: it keeps T (PID 1 of the trial, same uid
+/// as the agent) out of the agent's sight, so the agent cannot `prlimit` or renice the process
+/// that enforces its timeout and reports its end, and so turn its own failure into a harness
+/// error.
 fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
-    if spec.services.is_empty() {
-        return run_agent_direct(ctl, spec, files);
-    }
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
     ctl.send(&Msg::AgentStarted);
@@ -451,95 +513,6 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String>
         timed_out,
         wall_us: wall.as_micros() as u64,
         cpu_us: Some(sys::cpu_time(&usage).as_micros() as u64),
-    });
-    Ok(())
-}
-
-/// Without services the trial's PID namespace holds nothing but T and the agent, and T's view of
-/// the file system is already the agent's: T starts the agent command itself (no nested PID or
-/// mount namespace, no second init), reaps whatever gets orphaned to it, forwards SIGTERM at the
-/// timeout, and once the agent's main process has ended kills every process left (T is PID 1:
-/// `kill(-1)` reaches all of them) and reaps them all. T keeps its capabilities, which the agent
-/// lacks, so the agent cannot trace or signal it.
-fn run_agent_direct(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
-    let set = sys::block_signals(&[libc::SIGCHLD]).map_err(|e| format!("block SIGCHLD: {e}"))?;
-    let plan = ExecPlan::new(
-        &spec.command,
-        &spec.env,
-        &spec.workspace_inside,
-        files.devnull.as_raw_fd(),
-        files.stdout.as_raw_fd(),
-        files.stderr.as_raw_fd(),
-    )?;
-    ctl.send(&Msg::AgentStarted);
-    let t0 = Instant::now();
-    // The child drops every capability before it executes the command.
-    let child = match plan.spawn() {
-        Ok(pid) => {
-            trace("agent command executed");
-            pid
-        }
-        Err(mut reason) => {
-            truncate(&mut reason, 2000);
-            ctl.send(&Msg::AgentExecFailed { reason });
-            ctl.send(&Msg::AgentStopped {
-                timed_out: false,
-                wall_us: t0.elapsed().as_micros() as u64,
-                cpu_us: Some(0),
-            });
-            return Ok(());
-        }
-    };
-    let mut cpu = Duration::ZERO;
-    let mut exit = None;
-    let mut timed_out = false;
-    // Until the wall timeout; then, after SIGTERM to everything, until the grace ends; then
-    // SIGKILL to everything and no more deadline.
-    let mut deadline = Some(t0 + spec.wall_timeout);
-    loop {
-        // Reap everything that ended: the main process, or orphans re-parented to T.
-        while let Ok(Some((pid, status, usage))) = sys::wait4(-1, libc::WNOHANG) {
-            cpu += sys::cpu_time(&usage);
-            if pid == child {
-                exit = Some(sys::decode_status(status));
-            }
-        }
-        if exit.is_some() {
-            break;
-        }
-        let wait = match deadline {
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    if timed_out {
-                        sys::kill(-1, libc::SIGKILL);
-                        deadline = None;
-                    } else {
-                        timed_out = true;
-                        sys::kill(-1, libc::SIGTERM);
-                        deadline = Some(now + spec.grace);
-                    }
-                    continue;
-                }
-                d - now
-            }
-            None => Duration::from_secs(1),
-        };
-        sys::wait_signal_timeout(&set, wait).map_err(|e| format!("sigtimedwait: {e}"))?;
-    }
-    trace("agent command exited");
-    let exit = exit.expect("the loop ends with the main process reaped");
-    ctl.send(&Msg::AgentExit { exit });
-    // Full stop: whatever the agent left behind (detached, double-forked, nohup) dies now.
-    sys::kill(-1, libc::SIGKILL);
-    while let Ok(Some((_, _, usage))) = sys::wait4(-1, 0) {
-        cpu += sys::cpu_time(&usage);
-    }
-    let wall = t0.elapsed();
-    ctl.send(&Msg::AgentStopped {
-        timed_out,
-        wall_us: wall.as_micros() as u64,
-        cpu_us: Some(cpu.as_micros() as u64),
     });
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! proctor's sandbox stage: run one process tree (an agent, with its services) in a fresh,
 //! isolated sandbox, stop it completely, and read what it changed.
 //!
-//! [`run`] re-executes [`SandboxSpec::init_exe`] as the sandbox init. That init unshares new
+//! [`run`] starts the sandbox init from [`SandboxSpec::init_exe`]: executed once per process as a
+//! small "zygote" that clones one trial init per run (set `PROCTOR_SANDBOX_NO_ZYGOTE=1` to execute
+//! `init_exe` for every run instead). That init is in new
 //! user, mount, PID, IPC, UTS and (unless [`Network::Host`]) network namespaces, builds a root
 //! where the host is read-only and only the workspace, a private `HOME`, `/tmp` and `/dev/shm` are
 //! writable, hides the suite and the store, starts the services (readiness probe, guard), runs

@@ -23,8 +23,18 @@ const OLD: &str = "/oldroot";
 /// Where the new root is assembled (inside the base tmpfs).
 const NEW: &str = "/newroot";
 
-/// Top-level host entries that are never bound: replaced by private mounts.
+/// Top-level host entries that are never bound: replaced by private mounts (`proc`, `tmp`,
+/// `sys`) or by directories of the new root's own tmpfs (`dev`, `run`, `home`), read-only like
+/// the rest of it.
 const PRIVATE_TOP: &[&str] = &["proc", "dev", "tmp", "run", "home", "sys"];
+
+/// The private top-level directories that get a file system of their own (the others are plain
+/// directories of the new root's tmpfs, where mount points must be made before it turns
+/// read-only).
+const OWN_MOUNT_TOP: &[&str] = &["proc", "tmp", "sys"];
+
+/// The device nodes bound from the host into `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 type R<T> = Result<T, String>;
 
@@ -128,17 +138,6 @@ fn bind(src: &Path, dst: &Path, read_only: bool, extra: u64) -> R<()> {
     Ok(())
 }
 
-fn remount_ro(target: &Path) -> R<()> {
-    sys::mount(
-        None,
-        target,
-        None,
-        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
-        None,
-    )
-    .map_err(ctx(|| format!("remount {} read-only", target.display())))
-}
-
 /// The first component of an absolute path, if it is a normal one.
 fn top(p: &Path) -> Option<&OsStr> {
     p.components().find_map(|c| match c {
@@ -223,15 +222,27 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         }
         host_top.push(name);
     }
-    // Mount points that live directly on the new root's own tmpfs must exist before it turns
-    // read-only together with the host binds.
+    // Mount points that live directly on the new root's own tmpfs (a new top-level directory,
+    // or below /dev, /run or /home) must exist before it turns read-only together with the host
+    // binds: one tmpfs for the whole skeleton, rather than one per directory.
     for d in PRIVATE_TOP {
         mkdir_p(&new.join(d))?;
     }
     let on_root_tmpfs = |p: &Path| {
         top(p).is_some_and(|t| {
-            !host_top.iter().any(|h| h == t) && !PRIVATE_TOP.iter().any(|x| OsStr::new(x) == t)
+            !host_top.iter().any(|h| h == t) && !OWN_MOUNT_TOP.iter().any(|x| OsStr::new(x) == t)
         })
+    };
+    let mount_point = |inside: &Path, host: &Path| -> R<()> {
+        if on_root_tmpfs(inside) {
+            if fs::metadata(host).is_ok_and(|m| m.is_dir()) {
+                mkdir_p(&in_new(inside))
+            } else {
+                touch(&in_new(inside))
+            }
+        } else {
+            Ok(())
+        }
     };
     for p in [&spec.workspace_inside, &spec.home_inside] {
         if on_root_tmpfs(p) {
@@ -239,13 +250,48 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         }
     }
     for b in &spec.binds {
-        if on_root_tmpfs(&b.inside) {
-            if fs::metadata(in_old(&b.host)).is_ok_and(|m| m.is_dir()) {
-                mkdir_p(&in_new(&b.inside))?;
-            } else {
-                touch(&in_new(&b.inside))?;
-            }
+        mount_point(&b.inside, &in_old(&b.host))?;
+    }
+    for s in &spec.services {
+        let inside = SandboxSpec::service_dir_inside(&s.name);
+        if on_root_tmpfs(&inside) {
+            mkdir_p(&in_new(&inside))?;
         }
+    }
+    let hidden_binds = hidden_for_services(spec);
+    for h in &hidden_binds {
+        mount_point(h, &in_old(h))?;
+    }
+    let resolver = if spec.network == Network::Host {
+        resolver_target()
+    } else {
+        None
+    };
+    if let Some(r) = &resolver {
+        mount_point(r, &in_old(r))?;
+    }
+    // /dev: mount points for the host's device nodes, the shm and pts directories, the links.
+    let dev = new.join("dev");
+    let mut devices = Vec::new();
+    for name in DEVICES {
+        // A host without this device (tty in some containers): leave it out.
+        if fs::symlink_metadata(Path::new(OLD).join("dev").join(name)).is_ok() {
+            touch(&dev.join(name))?;
+            devices.push(*name);
+        }
+    }
+    for d in ["shm", "pts"] {
+        mkdir_p(&dev.join(d))?;
+    }
+    for (name, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(ctx(|| format!("symlink /dev/{name}")))?;
     }
     sys::mount_setattr_recursive(new, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
         .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
@@ -282,15 +328,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     )
     .map_err(ctx(|| "mount /proc".to_owned()))?;
 
-    build_dev(new)?;
+    build_dev(&dev, &devices)?;
 
-    for (d, mode) in [
-        ("tmp", "mode=1777"),
-        ("run", "mode=0755"),
-        ("home", "mode=0755"),
-    ] {
-        tmpfs(&new.join(d), libc::MS_NOSUID | libc::MS_NODEV, mode)?;
-    }
+    tmpfs(
+        &new.join("tmp"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        "mode=1777",
+    )?;
 
     // HOME: a fresh tmpfs of its own.
     let home = in_new(&spec.home_inside);
@@ -320,8 +364,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         }
     };
 
-    if spec.network == Network::Host {
-        bind_resolver()?;
+    if let Some(r) = &resolver {
+        bind(
+            &in_old(r),
+            &in_new(r),
+            true,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
     }
 
     for b in &spec.binds {
@@ -344,14 +393,14 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     }
 
     // Hidden paths under the private directories: bound read-only for the services (the agent's
-    // view covers them again). Without services nobody needs them: they stay out.
-    if !spec.services.is_empty() {
-        for h in &spec.hide {
-            let src = in_old(h);
-            if under_private(h) && fs::symlink_metadata(&src).is_ok() && !h.starts_with("/proc") {
-                bind(&src, &in_new(h), true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
-            }
-        }
+    // view covers them again).
+    for h in &hidden_binds {
+        bind(
+            &in_old(h),
+            &in_new(h),
+            true,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
     }
 
     // Into the new root; the base tmpfs and the whole host tree go away with it.
@@ -361,11 +410,9 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     sys::umount_detach(Path::new(".")).map_err(ctx(|| "detach the old root".to_owned()))?;
     std::env::set_current_dir("/").map_err(ctx(|| "chdir /".to_owned()))?;
 
-    // Freeze the skeleton: the only writable places are the workspace, HOME, /tmp, /dev/shm and
-    // the service directories (which the agent does not see).
-    for p in ["/run", "/home", "/dev"] {
-        remount_ro(Path::new(p))?;
-    }
+    // The skeleton (/dev, /run, /home included) is read-only since before the binds: the only
+    // writable places are the workspace, HOME, /tmp, /dev/shm and the service directories
+    // (which the agent does not see).
     // Without services, T's view is the agent's view: hide now, and the agent needs no mount
     // namespace of its own.
     if spec.services.is_empty() {
@@ -409,11 +456,10 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
 
 /// With the host's network, `/etc/resolv.conf` must keep working; where it is a symlink into
 /// `/run` (systemd-resolved), the file it points to is bound read-only into the private `/run`.
-fn bind_resolver() -> R<()> {
+/// Returns that file's path, if there is one to bind.
+fn resolver_target() -> Option<PathBuf> {
     let link = Path::new(OLD).join("etc/resolv.conf");
-    let Ok(target) = fs::read_link(&link) else {
-        return Ok(());
-    };
+    let target = fs::read_link(&link).ok()?;
     let host_target = if target.is_absolute() {
         target
     } else {
@@ -430,58 +476,51 @@ fn bind_resolver() -> R<()> {
             _ => {}
         }
     }
-    if norm.starts_with("/run") && fs::metadata(in_old(&norm)).is_ok() {
-        bind(
-            &in_old(&norm),
-            &in_new(&norm),
-            true,
-            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        )?;
-    }
-    Ok(())
+    (norm.starts_with("/run") && fs::metadata(in_old(&norm)).is_ok()).then_some(norm)
 }
 
-fn build_dev(new: &Path) -> R<()> {
-    let dev = new.join("dev");
-    tmpfs(&dev, libc::MS_NOSUID, "mode=0755")?;
-    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
-        let src = Path::new(OLD).join("dev").join(name);
-        let dst = dev.join(name);
-        touch(&dst)?;
-        if let Err(e) = sys::mount(Some(src.as_os_str()), &dst, None, libc::MS_BIND, None) {
-            // A host without this device (tty in some containers): leave it out.
-            let _ = fs::remove_file(&dst);
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(format!("bind /dev/{name}: {e}"));
-            }
-        }
+/// Hidden paths under the private directories, which are bound read-only for the services (the
+/// agent's view covers them again). Without services nobody needs them: they stay out.
+fn hidden_for_services(spec: &SandboxSpec) -> Vec<PathBuf> {
+    if spec.services.is_empty() {
+        return Vec::new();
     }
-    let shm = dev.join("shm");
-    mkdir_p(&shm)?;
-    tmpfs(&shm, libc::MS_NOSUID | libc::MS_NODEV, "mode=1777")?;
+    spec.hide
+        .iter()
+        .filter(|h| {
+            under_private(h) && !h.starts_with("/proc") && fs::symlink_metadata(in_old(h)).is_ok()
+        })
+        .cloned()
+        .collect()
+}
+
+/// Fills `/dev` (a directory of the read-only root whose mount points exist already): the host's
+/// device nodes, a private `/dev/shm` and, where the kernel allows one, a private devpts.
+fn build_dev(dev: &Path, devices: &[&str]) -> R<()> {
+    for name in devices {
+        let src = Path::new(OLD).join("dev").join(name);
+        sys::mount(
+            Some(src.as_os_str()),
+            &dev.join(name),
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .map_err(ctx(|| format!("bind /dev/{name}")))?;
+    }
+    tmpfs(
+        &dev.join("shm"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        "mode=1777",
+    )?;
     // A private devpts instance is a convenience (some tools want a pty); not essential.
-    let pts = dev.join("pts");
-    mkdir_p(&pts)?;
-    if sys::mount(
+    let _ = sys::mount(
         Some(OsStr::new("devpts")),
-        &pts,
+        &dev.join("pts"),
         Some("devpts"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
-    )
-    .is_ok()
-    {
-        let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
-    }
-    for (name, target) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
-        std::os::unix::fs::symlink(target, dev.join(name))
-            .map_err(ctx(|| format!("symlink /dev/{name}")))?;
-    }
+    );
     Ok(())
 }
 

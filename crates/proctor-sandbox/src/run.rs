@@ -20,9 +20,13 @@ const MARGIN: Duration = Duration::from_secs(30);
 /// Runs `spec.command` in a fresh sandbox built from `spec`, stops every process of it, and
 /// reports what happened. Blocks until no process of the trial exists anymore.
 ///
-/// With `spec.namespaces`, `spec.init_exe` is re-executed as the sandbox init (it must call
-/// [`crate::enter_if_requested`] first thing in `main`). If the calling thread exits while this
-/// runs, the whole trial is killed (parent-death signal), so call it from a thread that stays.
+/// With `spec.namespaces`, the sandbox init comes from `spec.init_exe` (it must call
+/// [`crate::enter_if_requested`] first thing in `main`): the first run with a given `init_exe`
+/// executes it once as a zygote, from a helper thread that lives as long as the process, and
+/// every run has that zygote clone its trial init (see the `zygote` module). If the process
+/// dies, every trial dies with it (parent-death signals). After a clean end, the trial init's
+/// own exit (the namespaces' teardown) finishes after this returns; every other process of the
+/// trial is gone by then.
 /// A failed service probe or guard, or an agent command that cannot be executed, is not an
 /// error: the report says so in `not_started`.
 pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
@@ -147,10 +151,21 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
                 }
             }
         }
+        if c.done && child.is_none() {
+            // T has said its last word, with every other process of the trial reaped.
+            break;
+        }
     }
 
     mark("control socket closed");
-    // Whatever happened, make sure the trial is gone before returning.
+    // From a zygote, T itself reaped every other process of the trial before it said `Done`:
+    // after a clean end its exit (which tears the namespaces down, a millisecond or two) is left
+    // to finish on its own, and the zygote reaps it. Otherwise make sure the trial is gone.
+    let clean_end = c.done && watchdog.is_none() && c.error.is_none();
+    if clean_end && child.is_none() {
+        mark("trial done");
+        return finish(c, start);
+    }
     let forced = watchdog.is_some() || c.error.is_some();
     if let Some(pidfd) = &c.trial_pidfd {
         if forced {
@@ -162,7 +177,8 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
         }
     }
-    // S's exit comes after its namespaces (mounts, overlay, network) are torn down.
+    // With a direct start, S's exit comes after its namespaces (mounts, overlay, network) are
+    // torn down.
     let init_pidfd = match (c.init_pidfd.take(), &child) {
         (Some(fd), _) => Some(fd),
         (None, Some(child)) => sys::pidfd_open(child.id() as libc::pid_t).ok(),
@@ -199,6 +215,11 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             c.phase()
         )));
     }
+    finish(c, start)
+}
+
+/// The report of a run that ended cleanly.
+fn finish(c: Collector, start: Instant) -> Result<SandboxReport, SandboxError> {
     let isolation = c
         .isolation
         .ok_or_else(|| SandboxError::Init("no isolation record".to_owned()))?;

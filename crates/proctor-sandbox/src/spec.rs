@@ -13,12 +13,13 @@ use crate::error::SandboxError;
 pub const SERVICE_DIR_ROOT: &str = "/run/proctor/services";
 
 /// Everything [`crate::run`] needs to run one process tree in a fresh sandbox. It is serialised to
-/// JSON and handed to the re-executed sandbox init, so every field must survive a round trip.
+/// JSON and handed to the sandbox init, so every field must survive a round trip.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSpec {
-    /// The binary re-executed as the sandbox init (`init_exe __sandbox ...`); its `main` must call
-    /// [`crate::enter_if_requested`] first. In proctor this is `std::env::current_exe()`.
+    /// The binary executed as the sandbox zygote or init (`init_exe __sandbox...`); its `main`
+    /// must call [`crate::enter_if_requested`] first. In proctor this is
+    /// `std::env::current_exe()`.
     pub init_exe: PathBuf,
     /// `true`: new user, mount, PID, IPC, UTS (and network) namespaces. `false`: the fallback with
     /// no namespaces at all, a plain process group on the host, recorded as such in the report.

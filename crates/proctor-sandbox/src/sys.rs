@@ -803,24 +803,27 @@ pub(crate) fn read_all_at(fd: RawFd) -> io::Result<Vec<u8>> {
     }
 }
 
-/// `sigtimedwait` on a set of blocked signals: the signal, or `None` when `timeout` passed.
-pub(crate) fn wait_signal_timeout(
-    set: &libc::sigset_t,
-    timeout: Duration,
-) -> io::Result<Option<libc::c_int>> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+/// `clone(flags | SIGCHLD)` without a new stack: like `fork`, into the new namespaces `flags`
+/// names (`CLONE_NEWUSER`, `CLONE_NEWPID`, ...). `Ok(0)` in the child.
+///
+/// Only for a single-threaded caller, and the child must not rely on the C library's cached
+/// thread id (pthread mutexes of the error-checking or recursive kind): it is the parent's.
+pub(crate) fn clone_process(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: a fork-like clone (no CLONE_VM, no new stack) in a single-threaded process; the
+    // child continues on its own copy of the address space.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
     };
-    // SAFETY: valid set and timespec; a null info pointer is allowed.
-    let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
-    if r >= 0 {
-        return Ok(Some(r));
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EAGAIN) => Ok(None),
-        Some(libc::EINTR) => Ok(Some(0)),
-        _ => Err(err),
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as libc::pid_t)
     }
 }
