@@ -181,6 +181,7 @@ pub fn execute(
         plan,
         run,
         store_root: store_root.clone(),
+        hide: crate::trial::hidden_paths(&suite.root, &store_root),
         layers: LayerCache::new(store_root.join("cache")),
         isolation,
         proctor_exe,

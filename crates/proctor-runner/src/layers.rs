@@ -105,6 +105,38 @@ impl LayerCache {
         Ok(Some((dir, hashes)))
     }
 
+    /// The lowers of a trial's start state, top first (the variant's files, then the mutation
+    /// layer, then the fixture), and the BLAKE3 of each laid-in variant file by workspace path.
+    pub fn start_state(
+        &self,
+        suite: &proctor_suite::Suite,
+        variant: &proctor_suite::model::Variant,
+        trial: &proctor_suite::plan::PlannedTrial,
+        fixture_hash: &str,
+    ) -> io::Result<Lowers> {
+        let mutation = trial
+            .mutation
+            .as_ref()
+            .map(|m| suite.root.join("mutations").join(&trial.task).join(&m.name));
+        let base = self
+            .base(&suite.fixture_dir(), fixture_hash, mutation.as_deref())
+            .map_err(|e| io::Error::other(format!("the fixture layer: {e}")))?;
+        let files: BTreeMap<String, PathBuf> = variant
+            .files
+            .iter()
+            .map(|(d, s)| (d.clone(), suite.root.join(s.get_ref())))
+            .collect();
+        let (mut dirs, laid_in) = match self
+            .variant_files(&files)
+            .map_err(|e| io::Error::other(format!("the variant's files: {e}")))?
+        {
+            Some((dir, hashes)) => (vec![dir], hashes),
+            None => (Vec::new(), BTreeMap::new()),
+        };
+        dirs.extend(base);
+        Ok(Lowers { dirs, laid_in })
+    }
+
     fn build_once(
         &self,
         dir: &Path,

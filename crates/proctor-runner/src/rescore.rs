@@ -98,8 +98,8 @@ fn rescore_one(
         .join(proctor_store::TRIALS_DIR)
         .join(&record.plan.id);
     let changes_dir = trial_dir.join("changes").join("files");
-    let lowers = match base_lowers(suite, record, variant, layers, fixture_hash) {
-        Ok(l) => l,
+    let lowers = match layers.start_state(suite, variant, &record.plan, fixture_hash) {
+        Ok(l) => l.dirs,
         Err(e) => {
             record
                 .harness_notes
@@ -177,36 +177,6 @@ fn rescore_one(
     record.reason = verdict.reason.clone();
     record.verdict = Some(verdict);
     record.end_state = end;
-}
-
-/// The start state's layers of a record, from the suite as it is now.
-fn base_lowers(
-    suite: &Suite,
-    record: &TrialRecord,
-    variant: &proctor_suite::model::Variant,
-    layers: &LayerCache,
-    fixture_hash: &str,
-) -> std::io::Result<Vec<PathBuf>> {
-    let mutation = record.plan.mutation.as_ref().map(|m| {
-        suite
-            .root
-            .join("mutations")
-            .join(&record.plan.task)
-            .join(&m.name)
-    });
-    let base = layers.base(&suite.fixture_dir(), fixture_hash, mutation.as_deref())?;
-    let files = variant
-        .files
-        .iter()
-        .map(|(d, s)| (d.clone(), suite.root.join(s.get_ref())))
-        .collect();
-    let mut lowers: Vec<PathBuf> = layers
-        .variant_files(&files)?
-        .map(|(d, _)| d)
-        .into_iter()
-        .collect();
-    lowers.extend(base);
-    Ok(lowers)
 }
 
 fn rebuild(

@@ -62,6 +62,8 @@ pub struct RunContext<'a> {
     pub run: &'a RunHandle,
     /// Hidden from every agent: the store's folder.
     pub store_root: PathBuf,
+    /// The host paths hidden from every agent and check ([`hidden_paths`]).
+    pub hide: Vec<PathBuf>,
     /// Prepared lower layers.
     pub layers: LayerCache,
     /// The isolation of this run.
@@ -186,47 +188,14 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     }
 
     // 1. Workspace layers.
-    let mutation_path = planned.mutation.as_ref().map(|m| {
-        ctx.suite
-            .root
-            .join("mutations")
-            .join(&planned.task)
-            .join(&m.name)
-    });
-    let base = match ctx.layers.base(
-        &ctx.suite.fixture_dir(),
-        &ctx.plan.fixture_hash,
-        mutation_path.as_deref(),
-    ) {
-        Ok(b) => b,
-        Err(e) => {
-            return errored(
-                ctx,
-                planned,
-                format!("cannot prepare the fixture layer: {e}"),
-                timings,
-            )
-        }
-    };
-    let files: BTreeMap<String, PathBuf> = variant
-        .files
-        .iter()
-        .map(|(d, s)| (d.clone(), ctx.suite.root.join(s.get_ref())))
-        .collect();
-    let (variant_layer, laid_in) = match ctx.layers.variant_files(&files) {
-        Ok(Some((dir, hashes))) => (Some(dir), hashes),
-        Ok(None) => (None, BTreeMap::new()),
-        Err(e) => {
-            return errored(
-                ctx,
-                planned,
-                format!("cannot prepare the variant's files: {e}"),
-                timings,
-            )
-        }
-    };
-    let mut lowers: Vec<PathBuf> = variant_layer.into_iter().collect();
-    lowers.extend(base);
+    let (lowers, laid_in) =
+        match ctx
+            .layers
+            .start_state(ctx.suite, variant, planned, &ctx.plan.fixture_hash)
+        {
+            Ok(l) => (l.dirs, l.laid_in),
+            Err(e) => return errored(ctx, planned, format!("cannot prepare {e}"), timings),
+        };
     let (workspace, copy_dir, manifest) = match prepare_workspace(ctx, &work, &lowers) {
         Ok(w) => w,
         Err(e) => {
@@ -497,7 +466,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         namespaces: ns,
         workspace: workspace.clone(),
         workspace_inside: workspace_inside.clone(),
-        hide: hidden(ctx),
+        hide: ctx.hide.clone(),
         binds,
         network: sandbox_network(settings.network),
         env,
@@ -860,20 +829,15 @@ fn base_env(shims: &Path, home: &Path) -> Vec<(String, String)> {
     ]
 }
 
-fn hidden(ctx: &RunContext) -> Vec<PathBuf> {
-    let mut v = vec![ctx
-        .suite
-        .root
-        .canonicalize()
-        .unwrap_or_else(|_| ctx.suite.root.clone())];
-    v.push(
-        ctx.store_root
-            .canonicalize()
-            .unwrap_or_else(|_| ctx.store_root.clone()),
-    );
+/// The host paths hidden from every agent and check of a run: the suite and the store (a
+/// folder inside another hidden folder is hidden with it). Computed once per run.
+pub fn hidden_paths(suite_root: &Path, store_root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = [suite_root, store_root]
+        .iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .collect();
     v.sort();
     v.dedup();
-    // A folder inside another hidden folder is already hidden.
     let all = v.clone();
     v.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
     v
@@ -1145,7 +1109,7 @@ impl CheckEnv {
         CheckEnv {
             proctor_exe: ctx.proctor_exe.clone(),
             namespaces: ctx.isolation.namespaces,
-            hide: hidden(ctx),
+            hide: ctx.hide.clone(),
             grace: ctx.grace,
         }
     }

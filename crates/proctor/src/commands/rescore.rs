@@ -49,8 +49,7 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
     let n = records.len();
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, &store_root).map_err(|e| Error::Other(e.into()))?;
-    let mut hide = vec![suite.root.clone(), store_root.clone()];
-    hide.sort();
+    let hide = proctor_runner::trial::hidden_paths(&suite.root, &store_root);
     let env = CheckEnv {
         proctor_exe: std::env::current_exe().context("cannot find proctor's own executable")?,
         namespaces: isolation.namespaces,
