@@ -247,31 +247,11 @@ pub struct Medians {
 impl Medians {
     /// The medians over `rows` (the caller passes the graded ones).
     pub fn of(rows: &[&TrialRow]) -> Medians {
-        let m = |f: &dyn Fn(&TrialRow) -> Option<f64>| Median::of(rows.iter().map(|r| f(r)));
-        let im = |f: fn(&proctor_score::InterfaceMetrics) -> u64| {
-            move |r: &TrialRow| r.verdict.metrics.as_ref().map(|x| f(x) as f64)
-        };
-        let tok = |f: fn(&crate::input::Tokens) -> Option<u64>| {
-            move |r: &TrialRow| r.tokens.as_ref().and_then(f).map(|t| t as f64)
-        };
-        Medians {
-            calls: m(&im(|x| x.calls)),
-            wrong_turns: m(&im(|x| x.wrong_turns)),
-            errors: m(&im(|x| x.errors)),
-            repeats: m(&im(|x| x.repeats)),
-            undone: m(&im(|x| x.undone)),
-            denied: m(&im(|x| x.denied)),
-            recoveries: m(&im(|x| x.recoveries)),
-            help_calls: m(&im(|x| x.help_calls)),
-            wall_seconds: m(&|r| Some(r.wall_seconds)),
-            agent_cpu_seconds: m(&|r| r.agent_cpu_seconds),
-            tokens: m(&tok(|t| t.input_output())),
-            tokens_input: m(&tok(|t| t.input)),
-            tokens_output: m(&tok(|t| t.output)),
-            tokens_cache_read: m(&tok(|t| t.cache_read)),
-            tokens_cache_write: m(&tok(|t| t.cache_write)),
-            requests: m(&|r| r.requests.map(|x| x as f64)),
+        let mut samples = Samples::default();
+        for r in rows {
+            samples.add(r);
         }
+        samples.medians()
     }
 
     /// The medians in report order, with their names.
@@ -389,60 +369,147 @@ pub struct CostLedgers {
 impl CostLedgers {
     /// The ledgers of `rows` (every trial, graded or not).
     pub fn of(rows: &[&TrialRow]) -> CostLedgers {
-        let mut tokens = TokenLedgers::default();
-        let mut requests = CountLedger::default();
-        let mut cpu = SecondsLedger::default();
-        let mut usd = 0.0;
-        let mut known = 0;
-        let mut missing = BTreeSet::new();
-        let mut trials_missing = 0;
+        let mut acc = CostAcc::default();
         for r in rows {
-            let t = r.tokens.unwrap_or_default();
-            tokens.input.add(t.input);
-            tokens.output.add(t.output);
-            tokens.cache_read.add(t.cache_read);
-            tokens.cache_write.add(t.cache_write);
-            requests.add(r.requests);
-            match r.agent_cpu_seconds.filter(|s| s.is_finite()) {
-                Some(s) => {
-                    cpu.total += s;
-                    cpu.reported += 1;
-                }
-                None => cpu.missing += 1,
-            }
-            match &r.cost {
-                Cost::Known { usd: u } if u.is_finite() => {
-                    usd += u;
-                    known += 1;
-                }
-                Cost::Known { .. } => {
-                    missing.insert("usd (not a finite number)".to_string());
-                    trials_missing += 1;
-                }
-                Cost::Incomplete { missing: m } => {
-                    if m.is_empty() {
-                        missing.insert("unnamed price".to_string());
-                    }
-                    missing.extend(m.iter().cloned());
-                    trials_missing += 1;
-                }
-                Cost::NotApplicable => {}
+            acc.add(r);
+        }
+        acc.finish()
+    }
+}
+
+/// The metric values of graded trials, kept (only the reported, finite ones) until their
+/// medians are taken; one list per metric of [`Medians`], in its field order.
+#[derive(Debug, Clone, Default)]
+struct Samples([Vec<f64>; 16]);
+
+impl Samples {
+    /// Adds one graded trial's values.
+    fn add(&mut self, r: &TrialRow) {
+        let metrics = r.verdict.metrics.as_ref();
+        let im = |f: fn(&proctor_score::InterfaceMetrics) -> u64| metrics.map(|x| f(x) as f64);
+        let tokens = r.tokens.as_ref();
+        let tok =
+            |f: fn(&crate::input::Tokens) -> Option<u64>| tokens.and_then(f).map(|t| t as f64);
+        let values = [
+            im(|x| x.calls),
+            im(|x| x.wrong_turns),
+            im(|x| x.errors),
+            im(|x| x.repeats),
+            im(|x| x.undone),
+            im(|x| x.denied),
+            im(|x| x.recoveries),
+            im(|x| x.help_calls),
+            Some(r.wall_seconds),
+            r.agent_cpu_seconds,
+            tok(|t| t.input_output()),
+            tok(|t| t.input),
+            tok(|t| t.output),
+            tok(|t| t.cache_read),
+            tok(|t| t.cache_write),
+            r.requests.map(|x| x as f64),
+        ];
+        for (list, v) in self.0.iter_mut().zip(values) {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                list.push(v);
             }
         }
-        let money = if trials_missing > 0 {
-            Money::Incomplete {
-                missing: missing.into_iter().collect(),
-                trials_missing,
+    }
+
+    /// Appends another set's values.
+    fn extend(&mut self, other: &Samples) {
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            mine.extend_from_slice(theirs);
+        }
+    }
+
+    fn medians(&self) -> Medians {
+        let m = |i: usize| Median::of(self.0[i].iter().map(|v| Some(*v)));
+        Medians {
+            calls: m(0),
+            wrong_turns: m(1),
+            errors: m(2),
+            repeats: m(3),
+            undone: m(4),
+            denied: m(5),
+            recoveries: m(6),
+            help_calls: m(7),
+            wall_seconds: m(8),
+            agent_cpu_seconds: m(9),
+            tokens: m(10),
+            tokens_input: m(11),
+            tokens_output: m(12),
+            tokens_cache_read: m(13),
+            tokens_cache_write: m(14),
+            requests: m(15),
+        }
+    }
+}
+
+/// Running sums of the cost ledgers.
+#[derive(Debug, Clone, Default)]
+struct CostAcc {
+    tokens: TokenLedgers,
+    requests: CountLedger,
+    cpu: SecondsLedger,
+    usd: f64,
+    known: u64,
+    missing: BTreeSet<String>,
+    trials_missing: u64,
+}
+
+impl CostAcc {
+    fn add(&mut self, r: &TrialRow) {
+        let t = r.tokens.unwrap_or_default();
+        self.tokens.input.add(t.input);
+        self.tokens.output.add(t.output);
+        self.tokens.cache_read.add(t.cache_read);
+        self.tokens.cache_write.add(t.cache_write);
+        self.requests.add(r.requests);
+        match r.agent_cpu_seconds.filter(|s| s.is_finite()) {
+            Some(s) => {
+                self.cpu.total += s;
+                self.cpu.reported += 1;
             }
-        } else if known > 0 {
-            Money::Known { usd, trials: known }
+            None => self.cpu.missing += 1,
+        }
+        match &r.cost {
+            Cost::Known { usd } if usd.is_finite() => {
+                self.usd += usd;
+                self.known += 1;
+            }
+            Cost::Known { .. } => {
+                self.missing.insert("usd (not a finite number)".to_string());
+                self.trials_missing += 1;
+            }
+            Cost::Incomplete { missing } => {
+                if missing.is_empty() {
+                    self.missing.insert("unnamed price".to_string());
+                }
+                self.missing.extend(missing.iter().cloned());
+                self.trials_missing += 1;
+            }
+            Cost::NotApplicable => {}
+        }
+    }
+
+    fn finish(&self) -> CostLedgers {
+        let money = if self.trials_missing > 0 {
+            Money::Incomplete {
+                missing: self.missing.iter().cloned().collect(),
+                trials_missing: self.trials_missing,
+            }
+        } else if self.known > 0 {
+            Money::Known {
+                usd: self.usd,
+                trials: self.known,
+            }
         } else {
             Money::NotApplicable
         };
         CostLedgers {
-            tokens,
-            requests,
-            agent_cpu_seconds: cpu,
+            tokens: self.tokens,
+            requests: self.requests,
+            agent_cpu_seconds: self.cpu,
             money,
         }
     }
@@ -481,58 +548,82 @@ pub struct Cell {
 impl Cell {
     /// Aggregates the given trials.
     pub fn of<'a>(rows: impl IntoIterator<Item = &'a TrialRow>) -> Cell {
-        let rows: Vec<&TrialRow> = rows.into_iter().collect();
-        let mut outcomes = OutcomeCounts::default();
-        let mut errored_by_kind = BTreeMap::new();
-        for r in &rows {
-            outcomes.add(&r.verdict.outcome);
-            if let Outcome::Errored { kind } = &r.verdict.outcome {
-                *errored_by_kind
-                    .entry(kind.as_str().to_string())
-                    .or_insert(0) += 1;
-            }
+        let mut acc = CellAcc::default();
+        for r in rows {
+            acc.add(r, true);
         }
-        let graded: Vec<&TrialRow> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.verdict.outcome.is_graded())
-            .collect();
-        let successes = graded.iter().filter(|r| r.verdict.task_success).count() as u64;
+        acc.finish(&acc.samples)
+    }
+}
+
+/// A [`Cell`] being built one trial at a time: counts and sums, and the metric values its
+/// medians need (kept only where asked, so a trial's values are stored once, not per level).
+#[derive(Debug, Clone, Default)]
+struct CellAcc {
+    outcomes: OutcomeCounts,
+    errored_by_kind: BTreeMap<String, u64>,
+    successes: u64,
+    rubric_total: f64,
+    rubric_fraction: f64,
+    rubric_n: u64,
+    costs: CostAcc,
+    samples: Samples,
+}
+
+impl CellAcc {
+    /// Adds one trial; its metric values are kept when `keep_samples`.
+    fn add(&mut self, r: &TrialRow, keep_samples: bool) {
+        self.outcomes.add(&r.verdict.outcome);
+        if let Outcome::Errored { kind } = &r.verdict.outcome {
+            *self
+                .errored_by_kind
+                .entry(kind.as_str().to_string())
+                .or_insert(0) += 1;
+        }
+        self.costs.add(r);
+        if !r.verdict.outcome.is_graded() {
+            return;
+        }
+        if r.verdict.task_success {
+            self.successes += 1;
+        }
+        if let Some(s) = r.verdict.rubric.as_ref().filter(|s| s.max > 0) {
+            self.rubric_total += f64::from(s.total);
+            self.rubric_fraction += f64::from(s.total) / f64::from(s.max);
+            self.rubric_n += 1;
+        }
+        if keep_samples {
+            self.samples.add(r);
+        }
+    }
+
+    /// The cell, with medians over `samples` (this cell's own, or its parts' gathered).
+    fn finish(&self, samples: &Samples) -> Cell {
+        let outcomes = self.outcomes;
         let trials = outcomes.trials();
-        let rubric = rubric_mean(&graded);
+        let rubric = match self.rubric_n {
+            0 => RubricMean::default(),
+            n => RubricMean {
+                mean: Some(self.rubric_total / n as f64),
+                mean_fraction: Some(self.rubric_fraction / n as f64),
+                n,
+            },
+        };
         Cell {
             trials,
             n: outcomes.graded(),
-            rates: Rates::new(&outcomes, successes),
+            rates: Rates::new(&outcomes, self.successes),
             errored: outcomes.errored,
-            errored_by_kind,
+            errored_by_kind: self.errored_by_kind.clone(),
             ungradeable: outcomes.ungradeable,
             ungradeable_share: Rate::new(outcomes.ungradeable, trials),
             // more than 20%: ungradeable / trials > 1/5, in whole numbers.
             unreliable: outcomes.ungradeable * 5 > trials,
             outcomes,
             rubric,
-            medians: Medians::of(&graded),
-            costs: CostLedgers::of(&rows),
+            medians: samples.medians(),
+            costs: self.costs.finish(),
         }
-    }
-}
-
-fn rubric_mean(graded: &[&TrialRow]) -> RubricMean {
-    let scored: Vec<(f64, f64)> = graded
-        .iter()
-        .filter_map(|r| r.verdict.rubric.as_ref())
-        .filter(|s| s.max > 0)
-        .map(|s| (f64::from(s.total), f64::from(s.max)))
-        .collect();
-    let n = scored.len();
-    if n == 0 {
-        return RubricMean::default();
-    }
-    RubricMean {
-        mean: Some(scored.iter().map(|s| s.0).sum::<f64>() / n as f64),
-        mean_fraction: Some(scored.iter().map(|s| s.0 / s.1).sum::<f64>() / n as f64),
-        n: n as u64,
     }
 }
 
@@ -650,68 +741,129 @@ impl RunReport {
 /// Aggregates the trials of one suite: per variant × task, per variant, and overall.
 /// Variants and tasks keep the order in which they first appear in `rows`.
 pub fn aggregate(rows: &[TrialRow]) -> Result<RunReport, AggregateError> {
-    let first = rows.first().ok_or(AggregateError::NoTrials)?;
-    let mut seen = BTreeSet::new();
+    let mut aggregator = Aggregator::default();
     for r in rows {
-        if r.suite_id != first.suite_id {
-            return Err(AggregateError::MixedSuites {
-                first: first.suite_id.clone(),
-                other: r.suite_id.clone(),
-            });
-        }
-        if !seen.insert((r.run_id.as_str(), r.trial_id.as_str())) {
-            return Err(AggregateError::DuplicateTrial {
-                run_id: r.run_id.clone(),
-                trial_id: r.trial_id.clone(),
-            });
-        }
+        aggregator.add(r)?;
     }
-    let tasks = first_seen(rows.iter().map(|r| (r.task.clone(), r.expect)))
-        .into_iter()
-        .map(|(id, e)| TaskInfo {
-            id,
-            expect: e.into(),
-        })
-        .collect::<Vec<_>>();
-    let variants = first_seen(rows.iter().map(|r| (r.variant.clone(), ())));
-    let variants = variants
-        .into_iter()
-        .map(|(v, ())| {
-            let mine: Vec<&TrialRow> = rows.iter().filter(|r| r.variant == v).collect();
-            let per_task = tasks
-                .iter()
-                .filter_map(|t| {
-                    let cell: Vec<&TrialRow> =
-                        mine.iter().copied().filter(|r| r.task == t.id).collect();
-                    (!cell.is_empty()).then(|| TaskCell {
-                        task: t.id.clone(),
-                        cell: Cell::of(cell),
-                    })
+    aggregator.finish()
+}
+
+/// Builds the [`RunReport`] of trials given one at a time, holding only what the report needs
+/// (counts, sums, the metric values medians are taken over, and each trial's summary line),
+/// never the rows themselves: the report of a 100,000-trial run costs a few bytes per trial.
+///
+/// Gives exactly what [`aggregate`] gives for the same rows in the same order.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    suite_id: Option<String>,
+    run_ids: Vec<String>,
+    suite_hashes: Vec<String>,
+    tasks: Vec<TaskInfo>,
+    variants: Vec<String>,
+    overall: CellAcc,
+    per_variant: Vec<CellAcc>,
+    /// (variant index, task index) → the cell; the only level that keeps metric values.
+    cells: BTreeMap<(usize, usize), CellAcc>,
+    trials: Vec<TrialSummary>,
+}
+
+impl Aggregator {
+    /// Adds one trial. Fails when it comes from another suite than the first trial.
+    pub fn add(&mut self, r: &TrialRow) -> Result<(), AggregateError> {
+        match &self.suite_id {
+            None => self.suite_id = Some(r.suite_id.clone()),
+            Some(first) if *first != r.suite_id => {
+                return Err(AggregateError::MixedSuites {
+                    first: first.clone(),
+                    other: r.suite_id.clone(),
                 })
-                .collect();
-            VariantReport {
-                overall: Cell::of(mine),
-                variant: v,
-                tasks: per_task,
             }
+            Some(_) => {}
+        }
+        if !self.run_ids.contains(&r.run_id) {
+            self.run_ids.push(r.run_id.clone());
+        }
+        if !self.suite_hashes.contains(&r.suite_hash) {
+            self.suite_hashes.push(r.suite_hash.clone());
+        }
+        let task = match self.tasks.iter().position(|t| t.id == r.task) {
+            Some(i) => i,
+            None => {
+                self.tasks.push(TaskInfo {
+                    id: r.task.clone(),
+                    expect: r.expect.into(),
+                });
+                self.tasks.len() - 1
+            }
+        };
+        let variant = match self.variants.iter().position(|v| *v == r.variant) {
+            Some(i) => i,
+            None => {
+                self.variants.push(r.variant.clone());
+                self.per_variant.push(CellAcc::default());
+                self.variants.len() - 1
+            }
+        };
+        self.overall.add(r, false);
+        self.per_variant[variant].add(r, false);
+        self.cells.entry((variant, task)).or_default().add(r, true);
+        self.trials.push(TrialSummary::from(r));
+        Ok(())
+    }
+
+    /// The report. Fails when no trial was added, or when one trial was added twice.
+    pub fn finish(self) -> Result<RunReport, AggregateError> {
+        let suite_id = self.suite_id.ok_or(AggregateError::NoTrials)?;
+        let mut order: Vec<usize> = (0..self.trials.len()).collect();
+        let key = |i: &usize| (&self.trials[*i].run_id, &self.trials[*i].trial_id);
+        order.sort_by(|a, b| key(a).cmp(&key(b)));
+        if let Some(w) = order.windows(2).find(|w| key(&w[0]) == key(&w[1])) {
+            let t = &self.trials[w[1]];
+            return Err(AggregateError::DuplicateTrial {
+                run_id: t.run_id.clone(),
+                trial_id: t.trial_id.clone(),
+            });
+        }
+        drop(order);
+        let mut everything = Samples::default();
+        let variants = self
+            .variants
+            .into_iter()
+            .enumerate()
+            .map(|(vi, variant)| {
+                let mut mine = Samples::default();
+                let tasks = self
+                    .tasks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(ti, t)| {
+                        let cell = self.cells.get(&(vi, ti))?;
+                        mine.extend(&cell.samples);
+                        Some(TaskCell {
+                            task: t.id.clone(),
+                            cell: cell.finish(&cell.samples),
+                        })
+                    })
+                    .collect();
+                everything.extend(&mine);
+                VariantReport {
+                    overall: self.per_variant[vi].finish(&mine),
+                    variant,
+                    tasks,
+                }
+            })
+            .collect();
+        Ok(RunReport {
+            schema_version: SCHEMA_VERSION,
+            run_ids: self.run_ids,
+            suite_id,
+            suite_hashes: self.suite_hashes,
+            overall: self.overall.finish(&everything),
+            tasks: self.tasks,
+            variants,
+            trials: self.trials,
         })
-        .collect();
-    Ok(RunReport {
-        schema_version: SCHEMA_VERSION,
-        run_ids: first_seen(rows.iter().map(|r| (r.run_id.clone(), ())))
-            .into_iter()
-            .map(|x| x.0)
-            .collect(),
-        suite_id: first.suite_id.clone(),
-        suite_hashes: first_seen(rows.iter().map(|r| (r.suite_hash.clone(), ())))
-            .into_iter()
-            .map(|x| x.0)
-            .collect(),
-        tasks,
-        overall: Cell::of(rows),
-        variants,
-        trials: rows.iter().map(TrialSummary::from).collect(),
-    })
+    }
 }
 
 /// The distinct keys of `items` in the order first seen, each with its first value.

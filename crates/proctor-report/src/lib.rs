@@ -20,9 +20,9 @@ pub mod render;
 pub mod stats;
 
 pub use aggregate::{
-    aggregate, AggregateError, Cell, CostLedgers, CountLedger, ExpectedBehaviour, Medians, Money,
-    OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, TaskCell, TaskInfo, TokenLedgers,
-    TrialSummary, VariantReport,
+    aggregate, AggregateError, Aggregator, Cell, CostLedgers, CountLedger, ExpectedBehaviour,
+    Medians, Money, OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, TaskCell, TaskInfo,
+    TokenLedgers, TrialSummary, VariantReport,
 };
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,

@@ -64,7 +64,8 @@ pub struct CallsLog {
 }
 
 struct Shared {
-    out: Mutex<std::fs::File>,
+    /// The log, opened at the first call: a trial without calls writes no file.
+    out: Mutex<LazyLog>,
     next_seq: AtomicU64,
     t0: Instant,
 }
@@ -74,12 +75,11 @@ impl CallsLog {
     pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
         let _ = std::fs::remove_file(socket);
         let listener = UnixListener::bind(socket)?;
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)?;
         let shared = Arc::new(Shared {
-            out: Mutex::new(out),
+            out: Mutex::new(LazyLog {
+                path: log.to_path_buf(),
+                file: None,
+            }),
             next_seq: AtomicU64::new(1),
             t0,
         });
@@ -214,7 +214,30 @@ fn serve(conn: UnixStream, shared: &Shared) {
     };
     if let Ok(text) = serde_json::to_string(&record) {
         if let Ok(mut out) = shared.out.lock() {
-            let _ = writeln!(out, "{text}");
+            out.append(&text);
+        }
+    }
+}
+
+/// `calls.jsonl`, created when the first line is appended.
+struct LazyLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl LazyLog {
+    /// Appends one line. A log that cannot be opened or written loses the line; the reader
+    /// then sees fewer calls than the agent made, never a made-up one.
+    fn append(&mut self, line: &str) {
+        if self.file.is_none() {
+            self.file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .ok();
+        }
+        if let Some(f) = &mut self.file {
+            let _ = writeln!(f, "{line}");
         }
     }
 }

@@ -14,6 +14,7 @@ use proctor_suite::Suite;
 
 use crate::layers::LayerCache;
 use crate::record::TrialRecord;
+use crate::scratch::Scratch;
 use crate::trial::{run_trial, Isolation, RunContext};
 
 /// Which isolation the user asked for.
@@ -51,6 +52,8 @@ pub struct EngineOptions {
     pub isolation: IsolationChoice,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Where per-trial scratch goes; `None` chooses (see [`crate::scratch::Scratch::create`]).
+    pub scratch: Option<PathBuf>,
 }
 
 /// Something worth showing while a run goes on.
@@ -168,14 +171,12 @@ pub fn execute(
         .cloned()
         .collect();
     let proctor_exe = std::env::current_exe()?;
-    let work_root = store_root.join("work").join(run.id().as_str());
-    std::fs::create_dir_all(&work_root)?;
-    let socket_root = std::env::temp_dir().join(format!(
-        "proctor-{}-{}",
-        std::process::id(),
-        run.id().as_str()
-    ));
-    std::fs::create_dir_all(&socket_root)?;
+    let scratch = Scratch::create(
+        &store_root,
+        run.id().as_str(),
+        options.scratch.as_deref(),
+        isolation.overlay,
+    )?;
     let ctx = RunContext {
         suite,
         plan,
@@ -186,8 +187,8 @@ pub fn execute(
         isolation,
         proctor_exe,
         search_path: crate::allow::search_path(),
-        work_root: work_root.clone(),
-        socket_root: socket_root.clone(),
+        work_root: scratch.work.clone(),
+        socket_root: scratch.sockets.clone(),
         grace: options.grace,
         manifests: Mutex::new(BTreeMap::new()),
         sockets: AtomicU64::new(0),
@@ -262,8 +263,7 @@ pub fn execute(
     if !versions.is_empty() {
         let _ = run.update_meta(|m| m.agent_versions.extend(versions));
     }
-    let _ = std::fs::remove_dir_all(&socket_root);
-    let _ = proctor_sandbox::remove_tree(&work_root);
+    scratch.remove();
     if let Some(e) = store_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
     }

@@ -10,6 +10,7 @@ pub mod model;
 pub mod record;
 pub mod rescore;
 pub mod results;
+pub mod scratch;
 pub mod shim;
 pub mod trial;
 

@@ -12,6 +12,7 @@ use proctor_suite::Suite;
 
 use crate::layers::{copy_tree, LayerCache};
 use crate::record::TrialRecord;
+use crate::results::{each_record, ResultsError};
 use crate::trial::{run_check, task_checks, CheckEnv, EndStateFiles};
 
 /// One trial whose verdict changed.
@@ -27,46 +28,62 @@ pub struct Changed {
     pub reason: String,
 }
 
-/// Scores every finished trial of `run` again; returns the new records and what changed.
+/// What a rescore did.
+#[derive(Debug, Default)]
+pub struct Rescored {
+    /// How many trials were scored again.
+    pub trials: usize,
+    /// The trials whose outcome changed.
+    pub changed: Vec<Changed>,
+}
+
+/// Scores every finished trial of `run` again, handing each new record to `emit` as soon as it
+/// is made (records are read and scored one at a time, never all held at once); returns what
+/// changed. Stops at the first record that cannot be read or that `emit` refuses.
+#[allow(clippy::too_many_arguments)]
 pub fn rescore(
     suite: &Suite,
     run: &RunHandle,
-    records: Vec<TrialRecord>,
     store_root: &Path,
     env: &CheckEnv,
     overlay: bool,
     fixture_hash: &str,
-) -> (Vec<TrialRecord>, Vec<Changed>) {
+    emit: &mut dyn FnMut(&TrialRecord) -> Result<(), ResultsError>,
+) -> Result<Rescored, ResultsError> {
     let layers = LayerCache::new(store_root.join("cache"));
     let work_root = store_root
         .join("work")
         .join(format!("rescore-{}", run.id()));
-    let mut out = Vec::with_capacity(records.len());
-    let mut changed = Vec::new();
-    for mut record in records {
-        let before = record.outcome.clone();
-        rescore_one(
-            suite,
-            run,
-            &mut record,
-            &layers,
-            &work_root,
-            env,
-            overlay,
-            fixture_hash,
-        );
-        if record.outcome != before {
-            changed.push(Changed {
-                trial: record.plan.id.clone(),
-                before,
-                after: record.outcome.clone(),
-                reason: record.reason.clone(),
-            });
+    let mut done = Rescored::default();
+    let outcome = (|| {
+        for record in each_record(run)? {
+            let mut record = record?;
+            let before = record.outcome.clone();
+            rescore_one(
+                suite,
+                run,
+                &mut record,
+                &layers,
+                &work_root,
+                env,
+                overlay,
+                fixture_hash,
+            );
+            if record.outcome != before {
+                done.changed.push(Changed {
+                    trial: record.plan.id.clone(),
+                    before,
+                    after: record.outcome.clone(),
+                    reason: record.reason.clone(),
+                });
+            }
+            emit(&record)?;
+            done.trials += 1;
         }
-        out.push(record);
-    }
+        Ok(())
+    })();
     let _ = proctor_sandbox::remove_tree(&work_root);
-    (out, changed)
+    outcome.map(|()| done)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -129,8 +146,18 @@ fn rescore_one(
                     return;
                 }
             }
-        } else {
+        } else if changes_dir.is_dir() {
             (changes_dir.clone(), lowers.clone())
+        } else {
+            // No file content changed, so no `changes/files/` was kept: an empty top layer.
+            let empty = work.join("no-changes");
+            if let Err(e) = std::fs::create_dir_all(&empty) {
+                record
+                    .harness_notes
+                    .push(format!("rescore: cannot make an empty layer: {e}"));
+                return;
+            }
+            (empty, lowers.clone())
         };
         // Only the kind matters to run_check: overlay layers, or a copy of a full tree.
         let workspace = if overlay {

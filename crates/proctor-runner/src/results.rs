@@ -3,11 +3,15 @@
 //! reason, rubric, metrics) beside the aggregate report; the Markdown holds the tables a person
 //! reads, every rate with its n.
 
-use std::path::Path;
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use proctor_report::{aggregate, Cost, Exporter, Markdown, RunReport, TrialRow};
+use proctor_report::{Aggregator, Cost, Exporter, Markdown, RunReport, TrialRow};
 use proctor_score::{ErrorKind, Outcome, TrialVerdict};
-use proctor_store::RunHandle;
+use proctor_store::{AtomicFile, RunHandle, StoreError};
 use proctor_suite::Suite;
 use serde::{Deserialize, Serialize};
 
@@ -134,60 +138,276 @@ pub enum ResultsError {
     Store(#[from] proctor_store::StoreError),
 }
 
-/// Reads every finished trial record of a run, in plan order (task, variant, index).
-pub fn read_records(run: &RunHandle) -> Result<Vec<TrialRecord>, ResultsError> {
-    let mut records = Vec::new();
-    for id in run.finished_trials()? {
-        let file = run.store().read_trial::<TrialRecord>(run.id(), &id)?;
-        records.push(file.record);
-    }
-    records.sort_by(|a, b| {
-        (&a.plan.task, &a.plan.variant, a.plan.index).cmp(&(
-            &b.plan.task,
-            &b.plan.variant,
-            b.plan.index,
-        ))
-    });
-    Ok(records)
+/// A run's finished trial records, read one at a time (in trial-id order, not plan order), so
+/// that nothing holds every record of a large run at once.
+pub fn each_record(
+    run: &RunHandle,
+) -> Result<impl Iterator<Item = Result<TrialRecord, ResultsError>> + '_, ResultsError> {
+    let ids = run.finished_trials()?;
+    Ok(ids
+        .into_iter()
+        .map(move |id| Ok(run.store().read_trial::<TrialRecord>(run.id(), &id)?.record)))
 }
 
-/// Builds the results document of `records`.
-pub fn document(
-    run_id: &str,
-    suite: &Suite,
-    suite_hash: &str,
-    records: Vec<TrialRecord>,
+/// The report rows of every finished trial of a run, in plan order (task, variant, index).
+pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, ResultsError> {
+    let mut rows = Vec::new();
+    for record in each_record(run)? {
+        rows.push(row_of(&record?, run.id().as_str(), suite));
+    }
+    rows.sort_by(|a, b| plan_order(a).cmp(&plan_order(b)));
+    Ok(rows)
+}
+
+/// The key trials are reported in: task, variant, index.
+fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
+    (&row.task, &row.variant, row.trial_index)
+}
+
+/// Writes `STEM.json` and `STEM.md` for records given one at a time, in any order.
+///
+/// Memory does not grow with the records: each is checked and spooled to a temporary file in the
+/// run folder, and only its plan key is kept. [`ResultsWriter::finish`] reads the records back in
+/// plan order twice, once into an [`Aggregator`] (which keeps counts, sums and a few numbers per
+/// trial) and once streamed into `results.json`, which has exactly the layout of
+/// [`ResultsDocument`].
+pub struct ResultsWriter<'s> {
+    dir: PathBuf,
+    run_id: String,
+    suite: &'s Suite,
+    suite_hash: String,
     rescored: bool,
-) -> Result<ResultsDocument, ResultsError> {
-    if records.is_empty() {
-        return Err(ResultsError::Empty);
-    }
-    let rows: Vec<TrialRow> = records.iter().map(|r| row_of(r, run_id, suite)).collect();
-    let report = aggregate(&rows)?;
-    Ok(ResultsDocument {
-        schema_version: RESULTS_VERSION,
-        run_id: run_id.to_string(),
-        suite_id: suite.id().to_string(),
-        suite_hash: suite_hash.to_string(),
-        generated_at: proctor_store::utc_now(),
-        rescored,
-        report,
-        trials: records,
-    })
+    spool: Spool,
+    entries: Vec<(PlanKey, SpoolEntry)>,
 }
 
-/// Writes `STEM.json` and `STEM.md` into the run folder.
-pub fn write(dir: &Path, stem: &str, doc: &ResultsDocument) -> Result<(), ResultsError> {
-    proctor_store::atomic_write_json(dir.join(format!("{stem}.json")), doc)?;
-    let mut md = Markdown.run_report(&doc.report);
-    md.push_str(&format!(
-        "\n---\nRun `{}`, suite `{}` (hash `{}`){}; generated {} by proctor. Every trial's evidence is in `{stem}.json` and `trials/`.\n",
-        doc.run_id,
-        doc.suite_id,
-        doc.suite_hash,
-        if doc.rescored { ", rescored with the suite's current rules" } else { "" },
-        doc.generated_at
-    ));
-    proctor_store::atomic_write(dir.join(format!("{stem}.md")), md.as_bytes())?;
-    Ok(())
+/// Where a trial sits in plan order: task, variant, index.
+type PlanKey = (String, String, u32);
+
+impl<'s> ResultsWriter<'s> {
+    /// Starts the results of run `run_id` in the run folder `dir`; `suite_hash` is the hash of
+    /// the suite whose rules scored the records, `rescored` whether that was `proctor rescore`.
+    pub fn new(
+        dir: &Path,
+        run_id: &str,
+        suite: &'s Suite,
+        suite_hash: &str,
+        rescored: bool,
+    ) -> Result<Self, ResultsError> {
+        Ok(ResultsWriter {
+            dir: dir.to_path_buf(),
+            run_id: run_id.to_string(),
+            suite,
+            suite_hash: suite_hash.to_string(),
+            rescored,
+            spool: Spool::create(dir)?,
+            entries: Vec::new(),
+        })
+    }
+
+    /// Adds one trial's record. A record holding NaN or ±Infinity is refused and nothing of it is
+    /// kept.
+    pub fn add(&mut self, record: &TrialRecord) -> Result<(), ResultsError> {
+        let bytes = serde_json::to_vec(record).map_err(|source| StoreError::Json {
+            path: self.spool.path.clone(),
+            source,
+        })?;
+        proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
+        let entry = self.spool.append(&bytes)?;
+        let plan = &record.plan;
+        self.entries
+            .push(((plan.task.clone(), plan.variant.clone(), plan.index), entry));
+        Ok(())
+    }
+
+    /// Aggregates and writes `STEM.json` then `STEM.md`, both atomically. Fails with
+    /// [`ResultsError::Empty`] when no record was added (and writes nothing).
+    pub fn finish(mut self, stem: &str) -> Result<RunReport, ResultsError> {
+        if self.entries.is_empty() {
+            return Err(ResultsError::Empty);
+        }
+        self.spool.flush()?;
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let spooled: Vec<SpoolEntry> = entries.into_iter().map(|(_, e)| e).collect();
+        let mut reader = self.spool.reader()?;
+        let mut aggregator = Aggregator::default();
+        let mut buf = Vec::new();
+        for entry in &spooled {
+            let record = entry
+                .read(&mut reader, &mut buf)
+                .map_err(|e| StoreError::Io {
+                    op: "read back",
+                    path: self.spool.path.clone(),
+                    source: e,
+                })?;
+            aggregator.add(&row_of(&record, &self.run_id, self.suite))?;
+        }
+        let report = aggregator.finish()?;
+        let json_path = self.dir.join(format!("{stem}.json"));
+        proctor_store::ensure_finite(&json_path, &report)?;
+        let generated_at = proctor_store::utc_now();
+        let doc = StreamedDocument {
+            schema_version: RESULTS_VERSION,
+            run_id: &self.run_id,
+            suite_id: self.suite.id(),
+            suite_hash: &self.suite_hash,
+            generated_at: &generated_at,
+            rescored: self.rescored,
+            report: &report,
+            trials: SpooledTrials {
+                spool: RefCell::new(reader),
+                entries: &spooled,
+            },
+        };
+        let file = AtomicFile::create(&json_path)?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        let json_err = |source| StoreError::Json {
+            path: json_path.clone(),
+            source,
+        };
+        let mut ser = serde_json::Serializer::pretty(&mut out);
+        doc.serialize(&mut ser).map_err(json_err)?;
+        out.write_all(b"\n")
+            .map_err(|e| json_err(serde_json::Error::io(e)))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| json_err(serde_json::Error::io(e.into_error())))?;
+        file.commit()?;
+
+        let mut md = Markdown.run_report(&report);
+        md.push_str(&format!(
+            "\n---\nRun `{}`, suite `{}` (hash `{}`){}; generated {} by proctor. Every trial's evidence is in `{stem}.json` and `trials/`.\n",
+            self.run_id,
+            self.suite.id(),
+            self.suite_hash,
+            if self.rescored { ", rescored with the suite's current rules" } else { "" },
+            generated_at
+        ));
+        proctor_store::atomic_write(self.dir.join(format!("{stem}.md")), md.as_bytes())?;
+        Ok(report)
+    }
+}
+
+/// [`ResultsDocument`]'s layout, with the trials streamed from the spool.
+#[derive(Serialize)]
+struct StreamedDocument<'a> {
+    schema_version: u32,
+    run_id: &'a str,
+    suite_id: &'a str,
+    suite_hash: &'a str,
+    generated_at: &'a str,
+    rescored: bool,
+    report: &'a RunReport,
+    trials: SpooledTrials<'a>,
+}
+
+/// The spooled records, read back one at a time as they are serialized.
+struct SpooledTrials<'a> {
+    spool: RefCell<File>,
+    entries: &'a [SpoolEntry],
+}
+
+impl Serialize for SpooledTrials<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(Some(self.entries.len()))?;
+        let mut spool = self.spool.borrow_mut();
+        let mut buf = Vec::new();
+        for entry in self.entries {
+            let record = entry.read(&mut spool, &mut buf).map_err(|e| {
+                S::Error::custom(format!("cannot read the results spool back: {e}"))
+            })?;
+            seq.serialize_element(&record)?;
+        }
+        seq.end()
+    }
+}
+
+/// Where one record's JSON is in the spool.
+#[derive(Debug, Clone, Copy)]
+struct SpoolEntry {
+    offset: u64,
+    len: usize,
+}
+
+impl SpoolEntry {
+    /// Reads the record back from `spool`, using `buf` for its bytes.
+    fn read(&self, spool: &mut File, buf: &mut Vec<u8>) -> std::io::Result<TrialRecord> {
+        buf.resize(self.len, 0);
+        spool.seek(SeekFrom::Start(self.offset))?;
+        spool.read_exact(buf)?;
+        serde_json::from_slice(buf).map_err(std::io::Error::other)
+    }
+}
+
+/// A temporary file of records' JSON, back to back, removed when dropped. Its name is one the
+/// store ignores (`.results.spool.tmp-…`).
+struct Spool {
+    path: PathBuf,
+    out: BufWriter<File>,
+    len: u64,
+}
+
+impl Spool {
+    fn create(dir: &Path) -> Result<Spool, StoreError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = dir.join(format!(
+            ".results.spool.tmp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| StoreError::Io {
+                op: "create",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Spool {
+            path,
+            out: BufWriter::with_capacity(1 << 16, file),
+            len: 0,
+        })
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<SpoolEntry, StoreError> {
+        self.out.write_all(bytes).map_err(|source| StoreError::Io {
+            op: "write",
+            path: self.path.clone(),
+            source,
+        })?;
+        let entry = SpoolEntry {
+            offset: self.len,
+            len: bytes.len(),
+        };
+        self.len += bytes.len() as u64;
+        Ok(entry)
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.out.flush().map_err(|source| StoreError::Io {
+            op: "write",
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// A second handle on the spool for reading it back.
+    fn reader(&self) -> Result<File, StoreError> {
+        File::open(&self.path).map_err(|source| StoreError::Io {
+            op: "read",
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }

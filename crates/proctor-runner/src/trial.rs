@@ -974,12 +974,17 @@ fn write_agent_output(
         transcript.push_str(&v.to_string());
         transcript.push('\n');
     }
+    // A file that would be empty is not written: its absence means "nothing" (one inode less
+    // per trial on the store's disk, where inode allocation is the costliest step).
     for (name, bytes) in [
         ("transcript.jsonl", transcript.as_bytes()),
         ("answer.txt", output.answer.as_bytes()),
         ("agent.stdout", stdout),
         ("agent.stderr", stderr),
     ] {
+        if bytes.is_empty() {
+            continue;
+        }
         if let Err(e) = proctor_store::atomic_write_unsynced(trial_dir.join(name), bytes) {
             notes.push(format!("cannot write {name}: {e}"));
         }
@@ -987,15 +992,20 @@ fn write_agent_output(
     notes
 }
 
-/// Copies every added or changed file into `to/files/` and records the list, so the end state
-/// can be rebuilt from fixture + mutation + changes.
+/// Copies every added or changed file into `to/files/` and records the list in
+/// `to/changes.json`, so the end state can be rebuilt from fixture + mutation + changes. A trial
+/// that changed nothing gets no `to/` at all, and one that changed no file's content no
+/// `to/files/`.
 fn capture_changes(
     root: &Path,
     changes: &[diff::Change],
     to: &Path,
 ) -> std::io::Result<Vec<FileChange>> {
     let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to.join("files"))?;
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    std::fs::create_dir_all(to)?;
     let mut out = Vec::new();
     for c in changes {
         let rel = c.path.to_string_lossy().replace('\\', "/");

@@ -170,16 +170,23 @@ pub fn atomic_write_json_unsynced<T: Serialize + ?Sized>(
 /// Fails with [`StoreError::NonFinite`] when the value holds NaN or ±Infinity anywhere, instead of
 /// the `null` that `serde_json` would silently write; `path` is only used in errors.
 pub fn to_json_bytes<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<Vec<u8>> {
-    check_finite(value).map_err(|n| StoreError::NonFinite {
-        path: path.to_path_buf(),
-        at: n.path,
-    })?;
+    ensure_finite(path, value)?;
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Json {
         path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
     Ok(bytes)
+}
+
+/// Fails with [`StoreError::NonFinite`] when `value` holds NaN or ±Infinity anywhere: the check
+/// for a writer that streams JSON itself instead of going through [`to_json_bytes`]. `path` is
+/// only used in the error.
+pub fn ensure_finite<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
+    check_finite(value).map_err(|n| StoreError::NonFinite {
+        path: path.to_path_buf(),
+        at: n.path,
+    })
 }
 
 /// Replaces `path` with `value` as pretty JSON, atomically.

@@ -9,6 +9,7 @@
 //!     trials/TRIAL_ID/
 //!       trial.json             written LAST: its presence is what makes a trial finished
 //!       calls.jsonl transcript.jsonl answer.txt changes/ services/ checks/ ...
+//!                              (evidence that would be empty is not written: absent = none)
 //! ```
 //!
 //! Two rules hold everything together:
@@ -37,7 +38,7 @@ mod time;
 
 pub use atomic::{
     atomic_write, atomic_write_json, atomic_write_json_unsynced, atomic_write_unsynced,
-    is_temp_name, to_json_bytes, AtomicFile,
+    ensure_finite, is_temp_name, to_json_bytes, AtomicFile,
 };
 pub use error::{Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;

@@ -169,6 +169,10 @@ pub struct RunArgs {
     /// How trials are isolated: overlay workspaces in namespaces, or copies of the fixture.
     #[arg(long, value_enum, default_value_t = IsolationArg::Auto)]
     pub isolation: IsolationArg,
+    /// Folder for per-trial scratch (overlay upper layers, shims, the agent's home). Default:
+    /// /dev/shm when it is a tmpfs with 1 GiB free, else STORE/work. Nothing there is evidence.
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
 }
 
 /// Isolation on the command line.

@@ -186,10 +186,17 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
     let lab = Lab::new("rescore");
     lab.write("fixture/README.md", "x\n");
     lab.write("holdout/a/check.sh", "grep -q hi out.txt\n");
+    lab.write(
+        "holdout/c/check.sh",
+        "test ! -e out.txt && grep -q x README.md\n",
+    );
     let toml = format!(
-        "schema_version = 1\nid = \"rescore\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}{}",
+        "schema_version = 1\nid = \"rescore\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}{}{}",
         task("a", "", "{ check = \"sh check.sh\" }, { answer_matches = \"done\" }"),
-        task("b", "", "{ file_added = \"out.txt\" }, { answer_matches = \"done\" }")
+        task("b", "", "{ file_added = \"out.txt\" }, { answer_matches = \"done\" }"),
+        // c changes nothing: its trials keep no changes/ folder, and rescore still rebuilds
+        // the end state its check runs over.
+        task("c", "", "{ check = \"sh check.sh\" }, { answer_matches = \"done\" }")
     );
     lab.write("suite.toml", &toml);
     lab.write(
@@ -200,7 +207,59 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
         "agents/agent/b.toml",
         &script("done", 0, &["echo hi > out.txt"]),
     );
+    lab.write("agents/agent/c.toml", &script("done", 0, &["true"]));
     assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 0);
+
+    // results.json lists every trial in plan order, each exactly as its trial.json records it
+    // (the records are streamed through a spool, not held in memory).
+    let doc = results(&lab);
+    let ids: Vec<&str> = doc["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["plan"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "a.agent.0",
+            "a.agent.1",
+            "b.agent.0",
+            "b.agent.1",
+            "c.agent.0",
+            "c.agent.1"
+        ]
+    );
+    for t in doc["trials"].as_array().unwrap() {
+        let id = t["plan"]["id"].as_str().unwrap();
+        assert_eq!(t, &lab.record(id), "results.json's copy of {id}");
+    }
+    let summary_ids: Vec<&str> = doc["report"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trial_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(summary_ids, ids);
+    assert!(
+        !std::fs::read_dir(lab.run_dir()).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("spool")),
+        "the spool is removed"
+    );
+    // A trial that changed nothing and made no call keeps no empty evidence.
+    let c = lab.trial_dir("c.agent.0");
+    for absent in ["changes", "calls.jsonl", "agent.stderr"] {
+        assert!(!c.join(absent).exists(), "{absent} should not exist");
+    }
+    assert_eq!(
+        std::fs::read_to_string(c.join("answer.txt")).unwrap(),
+        "done"
+    );
+    assert_eq!(lab.record("c.agent.0")["outcome"], "completed");
+
     let store = lab.store();
     let rescore = |lab: &Lab| {
         lab.proctor(

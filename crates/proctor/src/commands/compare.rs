@@ -8,7 +8,7 @@ use anyhow::Context;
 use proctor_report::{
     compare, gate, CompareOptions, Exporter, GateReport, Json, Markdown, Terminal, TrialRow,
 };
-use proctor_runner::results::{read_records, row_of};
+use proctor_runner::results::read_rows;
 use proctor_store::{RunId, Store};
 use proctor_suite::Suite;
 
@@ -44,11 +44,7 @@ fn rows_of(store: &Store, id: &RunId) -> Result<(Vec<TrialRow>, Suite), Error> {
         ),
         other => other,
     })?;
-    let records = read_records(&run).context("cannot read the run's trials")?;
-    let rows = records
-        .iter()
-        .map(|r| row_of(r, id.as_str(), &suite))
-        .collect();
+    let rows = read_rows(&run, &suite).context("cannot read the run's trials")?;
     Ok((rows, suite))
 }
 

@@ -57,6 +57,7 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             resume: None,
             store: store.to_path_buf(),
             isolation: IsolationArg::Auto,
+            scratch: None,
         };
         let status = run::run(args)?;
         if status as u8 > worst as u8 {

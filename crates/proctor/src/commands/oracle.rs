@@ -134,6 +134,7 @@ pub fn run(mut suite: Suite, store_dir: Option<&Path>) -> Result<Status, Error> 
         jobs,
         isolation: IsolationChoice::Auto,
         grace: Duration::from_secs(2),
+        scratch: None,
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     execute(

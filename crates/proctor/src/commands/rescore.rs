@@ -45,8 +45,6 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
             "restore the fixture as it was; rules may change, the starting workspace may not",
         ));
     }
-    let records = results::read_records(&handle).context("cannot read the run's trials")?;
-    let n = records.len();
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, &store_root).map_err(|e| Error::Other(e.into()))?;
     let hide = proctor_runner::trial::hidden_paths(&suite.root, &store_root);
@@ -57,22 +55,28 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
         grace: Duration::from_secs(2),
     };
     let started = std::time::Instant::now();
-    let (rescored, changed) = rescore(
-        &suite,
-        &handle,
-        records,
-        &store_root,
-        &env,
-        isolation.overlay,
-        &fixture_hash,
-    );
     let stem = format!(
         "results.rescored-{}",
         proctor_store::utc_now().replace([':', '.'], "-")
     );
-    let doc = results::document(id.as_str(), &suite, &current_hash, rescored, true)
-        .context("cannot build the results")?;
-    results::write(handle.dir(), &stem, &doc).context("cannot write the rescored results")?;
+    let mut writer =
+        results::ResultsWriter::new(handle.dir(), id.as_str(), &suite, &current_hash, true)
+            .context("cannot start the rescored results")?;
+    let rescored = rescore(
+        &suite,
+        &handle,
+        &store_root,
+        &env,
+        isolation.overlay,
+        &fixture_hash,
+        &mut |record| writer.add(record),
+    )
+    .context("cannot rescore the run's trials")?;
+    let n = rescored.trials;
+    let changed = rescored.changed;
+    writer
+        .finish(&stem)
+        .context("cannot write the rescored results")?;
     eprintln!(
         "rescored {n} trial(s) of run {id} in {:.2}s with the rules of {}",
         started.elapsed().as_secs_f64(),

@@ -126,6 +126,7 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
         jobs,
         isolation: IsolationChoice::Auto,
         grace: Duration::from_secs(2),
+        scratch: args.scratch.clone(),
     };
     let summary = execute(
         &suite,
@@ -146,21 +147,16 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
         RunStatus::Interrupted
     })
     .context("cannot update run.json")?;
-    write_results(&suite, &run, &plan.suite_hash);
+    let report = write_results(&suite, &run, &plan.suite_hash);
     let mut gate_failed = false;
     if all_done && plan.trial_mode == TrialMode::Release {
-        let rows: Vec<proctor_report::TrialRow> = proctor_runner::results::read_records(&run)
-            .context("cannot read the run's trials")?
-            .iter()
-            .map(|r| proctor_runner::results::row_of(r, run.id().as_str(), &suite))
-            .collect();
+        // The gates pair trials across variants, so they need every row.
+        let rows = proctor_runner::results::read_rows(&run, &suite)
+            .context("cannot read the run's trials")?;
         gate_failed = crate::commands::compare::release_gates(&suite, &rows)? == Some(false);
     }
-    let trials = store
-        .trials(run.id())
-        .context("cannot read the run's trials")?;
     print_summary(
-        &trials,
+        report.as_ref(),
         args.format,
         run.id().as_str(),
         &run.dir().display().to_string(),
@@ -180,16 +176,35 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
         eprintln!("release run: a promotion gate failed");
         return Ok(Status::GateFailed);
     }
-    Ok(status_of(&trials))
+    let counts = match &report {
+        Some(r) => r.overall.outcomes,
+        // No report (nothing ran, or results.json could not be written): count from the index.
+        None => {
+            let mut counts = proctor_report::OutcomeCounts::default();
+            for t in store
+                .trials(run.id())
+                .context("cannot read the run's trials")?
+            {
+                match t.outcome.as_str() {
+                    "completed" => counts.completed += 1,
+                    "errored" => counts.errored += 1,
+                    "ungradeable" => counts.ungradeable += 1,
+                    // Any other outcome only matters here as "not completed".
+                    _ => counts.abandoned += 1,
+                }
+            }
+            counts
+        }
+    };
+    Ok(status_of(&counts))
 }
 
-fn status_of(trials: &[proctor_store::TrialSummary]) -> Status {
-    if trials
-        .iter()
-        .any(|t| t.outcome == "errored" || t.outcome == "ungradeable")
-    {
+/// The exit status of a finished run: unfinished when any trial errored or was ungradeable,
+/// success when every trial completed.
+fn status_of(counts: &proctor_report::OutcomeCounts) -> Status {
+    if counts.errored > 0 || counts.ungradeable > 0 {
         Status::Unfinished
-    } else if trials.iter().all(|t| t.outcome == "completed") {
+    } else if counts.completed == counts.trials() {
         Status::Success
     } else {
         Status::NotCompleted
@@ -316,31 +331,39 @@ pub fn rate(k: usize, n: usize) -> String {
     }
 }
 
+/// Prints each (task, variant) cell's completions and outcome counts, from the run's report.
 fn print_summary(
-    trials: &[proctor_store::TrialSummary],
+    report: Option<&proctor_report::RunReport>,
     format: Format,
     run_id: &str,
     dir: &str,
 ) -> Result<(), Error> {
-    let mut cells: BTreeMap<(String, String), Vec<&proctor_store::TrialSummary>> = BTreeMap::new();
-    for t in trials {
-        cells
-            .entry((t.task.clone(), t.variant.clone()))
-            .or_default()
-            .push(t);
-    }
+    let mut cells: Vec<(&str, &str, &proctor_report::Cell)> = report
+        .map(|r| {
+            r.variants
+                .iter()
+                .flat_map(|v| {
+                    v.tasks
+                        .iter()
+                        .map(|t| (t.task.as_str(), v.variant.as_str(), &t.cell))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    cells.sort_by_key(|&(task, variant, _)| (task, variant));
+    let outcomes = |cell: &proctor_report::Cell| -> BTreeMap<&'static str, u64> {
+        cell.outcomes
+            .labelled()
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    };
     match format {
         Format::Json => {
             let rows: Vec<_> = cells
                 .iter()
-                .map(|((task, variant), ts)| {
-                    let graded = ts.iter().filter(|t| t.outcome != "errored" && t.outcome != "ungradeable").count();
-                    let completed = ts.iter().filter(|t| t.outcome == "completed").count();
-                    let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
-                    for t in ts {
-                        *outcomes.entry(t.outcome.as_str()).or_default() += 1;
-                    }
-                    serde_json::json!({ "task": task, "variant": variant, "trials": ts.len(), "graded": graded, "completed": completed, "outcomes": outcomes })
+                .map(|&(task, variant, cell)| {
+                    serde_json::json!({ "task": task, "variant": variant, "trials": cell.trials, "graded": cell.n, "completed": cell.outcomes.completed, "outcomes": outcomes(cell) })
                 })
                 .collect();
             let doc = serde_json::json!({ "run": run_id, "dir": dir, "cells": rows });
@@ -348,22 +371,18 @@ fn print_summary(
         }
         Format::Text => {
             let mut table = Table::new(["TASK", "VARIANT", "COMPLETED", "OUTCOMES"]);
-            for ((task, variant), ts) in &cells {
-                let graded = ts
-                    .iter()
-                    .filter(|t| t.outcome != "errored" && t.outcome != "ungradeable")
-                    .count();
-                let completed = ts.iter().filter(|t| t.outcome == "completed").count();
-                let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
-                for t in ts {
-                    *outcomes.entry(t.outcome.as_str()).or_default() += 1;
-                }
-                let list = outcomes
+            for &(task, variant, cell) in &cells {
+                let list = outcomes(cell)
                     .iter()
                     .map(|(o, n)| format!("{o} {n}"))
                     .collect::<Vec<_>>()
                     .join(", ");
-                table.row([task.clone(), variant.clone(), rate(completed, graded), list]);
+                table.row([
+                    task.to_string(),
+                    variant.to_string(),
+                    rate(cell.outcomes.completed as usize, cell.n as usize),
+                    list,
+                ]);
             }
             print!("{}", table.render());
         }
@@ -432,16 +451,31 @@ impl Progress {
     }
 }
 
-/// Writes results.json and results.md for the run; a failure is reported, not fatal: every
-/// trial is already in the store and `proctor rescore` can write them again.
-fn write_results(suite: &Suite, run: &proctor_store::RunHandle, suite_hash: &str) {
-    use proctor_runner::results;
-    let outcome = results::read_records(run)
-        .and_then(|records| results::document(run.id().as_str(), suite, suite_hash, records, false))
-        .and_then(|doc| results::write(run.dir(), "results", &doc));
+/// Writes results.json and results.md for the run and returns its report; a failure is
+/// reported, not fatal: every trial is already in the store and `proctor rescore` can write them
+/// again.
+fn write_results(
+    suite: &Suite,
+    run: &proctor_store::RunHandle,
+    suite_hash: &str,
+) -> Option<proctor_report::RunReport> {
+    use proctor_runner::results::{each_record, ResultsError, ResultsWriter};
+    let outcome = (|| {
+        let mut writer =
+            ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?;
+        for record in each_record(run)? {
+            writer.add(&record?)?;
+        }
+        writer.finish("results")
+    })();
     match outcome {
-        Ok(()) => {}
-        Err(results::ResultsError::Empty) => {}
-        Err(e) => eprintln!("warning: results.json was not written: {e}"),
+        Ok(report) => Some(report),
+        Err(ResultsError::Empty) => None,
+        Err(e) => {
+            eprintln!(
+                "warning: results.json was not written ({e}); `proctor show` reads the trials"
+            );
+            None
+        }
     }
 }

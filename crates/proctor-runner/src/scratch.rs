@@ -1,0 +1,201 @@
+//! Where a run keeps its per-trial scratch: the overlay's upper and work folders, the shims, the
+//! agent's private folders and the calls sockets. None of it is evidence (what counts is copied
+//! into the store before the trial is committed), so it may live in memory.
+//!
+//! Creating a trial's dozen folders and sockets on a disk file system costs milliseconds (ext4's
+//! inode allocator was the largest single cost in the runner's profile); on tmpfs it costs
+//! microseconds. A run therefore uses `/dev/shm` when it is a tmpfs with room to spare, and the
+//! store's `work/` folder otherwise, or wherever `--scratch` says.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The memory-backed file system tried first.
+const SHM: &str = "/dev/shm";
+/// Free space `/dev/shm` must have to be used: what one agent may write in a trial lives there
+/// until the trial ends.
+const SHM_MIN_FREE: u64 = 1 << 30;
+/// The longest path a Unix socket may have (`sun_path` holds 108 bytes with its NUL).
+const SOCKET_PATH_MAX: usize = 107;
+/// `statfs`'s magic number for tmpfs.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// What backs a run's scratch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScratchKind {
+    /// tmpfs: memory.
+    Memory,
+    /// A disk file system.
+    Disk,
+}
+
+impl ScratchKind {
+    /// The word used in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScratchKind::Memory => "memory (tmpfs)",
+            ScratchKind::Disk => "disk",
+        }
+    }
+}
+
+/// A run's scratch folders, created and owned by this process's user.
+#[derive(Debug, Clone)]
+pub struct Scratch {
+    /// The per-trial folders go under here (one per trial, removed when it ends).
+    pub work: PathBuf,
+    /// The trials' calls sockets go here (a short path: socket paths are limited to 107 bytes).
+    pub sockets: PathBuf,
+    /// What backs `work`.
+    pub kind: ScratchKind,
+}
+
+impl Scratch {
+    /// Creates the scratch of run `run_id`: under `requested` when given, else in `/dev/shm`
+    /// when it is a tmpfs with at least 1 GiB free and the run isolates with an overlay (a
+    /// copy-isolated trial copies the whole fixture, which belongs on disk), else under the
+    /// store's `work/` folder.
+    pub fn create(
+        store_root: &Path,
+        run_id: &str,
+        requested: Option<&Path>,
+        overlay: bool,
+    ) -> io::Result<Scratch> {
+        let (base, kind) = match requested {
+            Some(dir) => (dir.to_path_buf(), kind_of(dir)),
+            None => match shm_base().filter(|_| overlay) {
+                Some(base) => (base, ScratchKind::Memory),
+                None => (store_root.join("work"), kind_of(store_root)),
+            },
+        };
+        let work = base.join(run_id);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&work)?;
+        let sockets = work.join("s");
+        let sockets =
+            if sockets.as_os_str().len() + "/18446744073709551615.sock".len() <= SOCKET_PATH_MAX {
+                sockets
+            } else {
+                std::env::temp_dir().join(format!("proctor-{}-{run_id}", std::process::id()))
+            };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&sockets)?;
+        Ok(Scratch {
+            work,
+            sockets,
+            kind,
+        })
+    }
+
+    /// Removes every scratch folder of the run.
+    pub fn remove(&self) {
+        let _ = proctor_sandbox::remove_tree(&self.work);
+        let _ = proctor_sandbox::remove_tree(&self.sockets);
+    }
+}
+
+/// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room and that folder is (or can be
+/// made) this user's own and private.
+fn shm_base() -> Option<PathBuf> {
+    let shm = Path::new(SHM);
+    if kind_of(shm) != ScratchKind::Memory || free_bytes(shm)? < SHM_MIN_FREE {
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let base = shm.join(format!("proctor-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    // Another user could have made it first in the shared, sticky /dev/shm: use it only if it is
+    // a real folder of ours that nobody else can enter.
+    let meta = std::fs::symlink_metadata(&base).ok()?;
+    (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0).then_some(base)
+}
+
+/// Whether `path` (or its nearest existing ancestor) is on a tmpfs.
+// statfs's field types differ between architectures; the casts are no-ops only on some.
+#[allow(clippy::unnecessary_cast)]
+fn kind_of(path: &Path) -> ScratchKind {
+    match statfs(path) {
+        Some(s) if s.f_type as i64 == TMPFS_MAGIC => ScratchKind::Memory,
+        _ => ScratchKind::Disk,
+    }
+}
+
+#[allow(clippy::unnecessary_cast)]
+fn free_bytes(path: &Path) -> Option<u64> {
+    let s = statfs(path)?;
+    Some((s.f_bavail as u64).saturating_mul(s.f_bsize as u64))
+}
+
+fn statfs(path: &Path) -> Option<libc::statfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let c = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    let mut out = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `out` points to writable memory of the right size.
+    let rc = unsafe { libc::statfs(c.as_ptr(), out.as_mut_ptr()) };
+    // SAFETY: statfs returned 0, so it filled `out`.
+    (rc == 0).then(|| unsafe { out.assume_init() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requested_folder_is_used_and_removed() {
+        let store = tempfile::tempdir().unwrap();
+        let mine = tempfile::tempdir().unwrap();
+        let s = Scratch::create(store.path(), "run-1", Some(mine.path()), true).unwrap();
+        assert_eq!(s.work, mine.path().join("run-1"));
+        assert!(s.work.is_dir() && s.sockets.is_dir());
+        assert_eq!(
+            std::fs::metadata(&s.work).unwrap().mode() & 0o777,
+            0o700,
+            "scratch is private"
+        );
+        s.remove();
+        assert!(!s.work.exists() && !s.sockets.exists());
+    }
+
+    #[test]
+    fn copy_isolation_keeps_scratch_on_the_store_disk() {
+        let store = tempfile::tempdir().unwrap();
+        let s = Scratch::create(store.path(), "run-2", None, false).unwrap();
+        assert_eq!(s.work, store.path().join("work").join("run-2"));
+        s.remove();
+    }
+
+    #[test]
+    fn overlay_runs_use_dev_shm_when_it_is_a_roomy_tmpfs() {
+        let store = tempfile::tempdir().unwrap();
+        let s = Scratch::create(store.path(), "run-3", None, true).unwrap();
+        let shm_usable = kind_of(Path::new(SHM)) == ScratchKind::Memory
+            && free_bytes(Path::new(SHM)).unwrap_or(0) >= SHM_MIN_FREE;
+        if shm_usable {
+            assert!(s.work.starts_with(SHM), "{}", s.work.display());
+            assert_eq!(s.kind, ScratchKind::Memory);
+        } else {
+            assert!(s.work.starts_with(store.path()));
+        }
+        s.remove();
+    }
+
+    #[test]
+    fn a_long_scratch_path_puts_sockets_in_the_temp_dir() {
+        let store = tempfile::tempdir().unwrap();
+        let deep = store.path().join("x".repeat(120));
+        let s = Scratch::create(store.path(), "run-4", Some(&deep), true).unwrap();
+        assert!(s.sockets.starts_with(std::env::temp_dir()));
+        s.remove();
+    }
+}
