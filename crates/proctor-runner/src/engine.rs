@@ -213,11 +213,8 @@ pub fn execute(
                     break;
                 }
                 let summary = summary_of(&record);
-                // The evidence files were written without waiting for the disk; make them
-                // durable together, once, before trial.json (the commit point) names them.
-                if let Ok(dir) = run.trial_dir(&trial.id) {
-                    sync_filesystem(&dir);
-                }
+                // The evidence files were written without waiting for the disk; finish_trial
+                // makes them durable together, once, before trial.json (the commit point).
                 if let Err(e) = run.finish_trial(&summary, &record) {
                     if let Ok(mut slot) = store_error.lock() {
                         slot.get_or_insert(e);
@@ -334,15 +331,4 @@ pub fn install_interrupt_handler() -> std::io::Result<Arc<AtomicBool>> {
         std::thread::sleep(Duration::from_millis(50));
     })?;
     Ok(flag)
-}
-
-/// Flushes the file system holding `dir` (one `syncfs`, instead of an fsync per evidence file).
-fn sync_filesystem(dir: &std::path::Path) {
-    if let Ok(f) = std::fs::File::open(dir) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: syncfs(2) on a descriptor we own for the duration of the call.
-        unsafe {
-            libc::syncfs(f.as_raw_fd());
-        }
-    }
 }

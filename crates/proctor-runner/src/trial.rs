@@ -165,7 +165,7 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
         );
     };
     let settings = ctx.suite.settings(task, variant);
-    let trial_dir = match ctx.run.trial_dir(&planned.id) {
+    let trial_dir = match ctx.run.start_trial_dir(&planned.id) {
         Ok(d) => d,
         Err(e) => {
             return errored(

@@ -1,6 +1,8 @@
 //! The store: run folders (the truth) and the index over them (a cache).
 
-use crate::atomic::{atomic_write_json, is_temp_name, sync_dir};
+use crate::atomic::{
+    atomic_write_json, atomic_write_unsynced, is_temp_name, sync_dir, to_json_bytes,
+};
 use crate::error::{io_err, Result, StoreError};
 use crate::index::{Index, Opened};
 use crate::model::{
@@ -361,11 +363,48 @@ impl RunHandle {
         Ok(dir)
     }
 
-    /// Marks a trial finished: writes `trial.json` (the summary and the runner's full record)
-    /// atomically, as the trial's last file, then upserts its row in the index.
+    /// The folder of a trial about to run, emptied of whatever an earlier attempt that never
+    /// finished left in it (evidence that is empty is not written, so a stale file would
+    /// otherwise pass for this attempt's). Refuses a finished trial's folder.
+    pub fn start_trial_dir(&self, trial_id: &str) -> Result<PathBuf> {
+        validate_trial_id(trial_id)?;
+        let dir = self.dir.join(TRIALS_DIR).join(trial_id);
+        if self.is_finished(&dir) {
+            return Err(StoreError::Io {
+                op: "start",
+                path: dir,
+                source: io::Error::new(io::ErrorKind::AlreadyExists, "the trial is finished"),
+            });
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("clear", &dir)(e)),
+        }
+        fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
+        Ok(dir)
+    }
+
+    /// Whether the trial folder `dir` holds a `trial.json` that parses.
+    fn is_finished(&self, dir: &Path) -> bool {
+        fs::read(dir.join(TRIAL_FILE))
+            .ok()
+            .is_some_and(|b| serde_json::from_slice::<TrialHead>(&b).is_ok())
+    }
+
+    /// Marks a trial finished: makes the files already in its folder durable (one `syncfs` of
+    /// their file system, instead of an fsync per file), then writes `trial.json` (the summary
+    /// and the runner's full record) atomically, as the trial's last file, and upserts its row in
+    /// the index.
     ///
     /// Call it only after every other file of the trial is written: a trial is finished exactly
     /// when its `trial.json` exists and parses. Writing the same trial again replaces it.
+    ///
+    /// `trial.json` itself is renamed into place without waiting for the disk. A killed process
+    /// loses nothing (the kernel has the file); a power loss right after this returns may lose
+    /// `trial.json` or leave it unparsable, and then the trial counts as unfinished and
+    /// `run --resume` runs it again ([`RunHandle::start_trial_dir`] clears what it left). It
+    /// can never leave a `trial.json` naming evidence that is not on disk.
     ///
     /// Refused, with nothing written: an `ungradeable` outcome without a reason (no reason, no
     /// record), and any NaN or Infinity in the summary or the record.
@@ -390,7 +429,10 @@ impl RunHandle {
             summary,
             record,
         };
-        atomic_write_json(dir.join(TRIAL_FILE), &file)?;
+        let path = dir.join(TRIAL_FILE);
+        let bytes = to_json_bytes(&path, &file)?;
+        sync_filesystem(&dir)?;
+        atomic_write_unsynced(&path, &bytes)?;
         self.store.inner.index.upsert_trial(&self.id, summary)
     }
 
@@ -476,4 +518,15 @@ fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
     }
     out.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
     Ok(out)
+}
+
+/// Flushes every file of the file system holding `dir` to disk (`syncfs(2)`).
+fn sync_filesystem(dir: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = fs::File::open(dir).map_err(io_err("open", dir))?;
+    // SAFETY: syncfs(2) on a descriptor owned by `f` for the duration of the call.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(io_err("sync", dir)(io::Error::last_os_error()));
+    }
+    Ok(())
 }

@@ -164,6 +164,34 @@ fn finish_trial_writes_trial_json_and_the_index_row() {
 }
 
 #[test]
+fn starting_a_trial_clears_what_an_unfinished_attempt_left_and_never_a_finished_trial() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let run = store.create_run(&meta()).expect("create");
+
+    // An attempt that died before trial.json: its evidence must not pass for the next one's.
+    let first = run.start_trial_dir("t.v.0").expect("start");
+    fs::write(first.join("agent.stderr"), "from the dead attempt\n").expect("stderr");
+    fs::create_dir_all(first.join("changes/files")).expect("changes");
+    fs::write(first.join(TRIAL_FILE), "{\"schema_ver").expect("torn trial.json");
+    let again = run.start_trial_dir("t.v.0").expect("restart");
+    assert_eq!(again, first);
+    assert_eq!(fs::read_dir(&again).expect("read").count(), 0, "emptied");
+
+    // A finished trial is never cleared.
+    fs::write(again.join("answer.txt"), "done").expect("answer");
+    run.finish_trial(&summary("t", "v", 0, "completed"), &json!({}))
+        .expect("finish");
+    let err = run.start_trial_dir("t.v.0").expect_err("finished");
+    assert!(err.to_string().contains("finished"), "{err}");
+    assert!(again.join("answer.txt").is_file());
+    assert_eq!(
+        run.finished_trials().expect("finished"),
+        BTreeSet::from(["t.v.0".to_string()])
+    );
+}
+
+#[test]
 fn trial_ids_that_are_not_plain_folder_names_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
