@@ -2,7 +2,7 @@
 //! --dry-run, print the plan), and print a summary with every count's n.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -422,26 +422,29 @@ impl Progress {
                 .collect::<Vec<_>>()
                 .join(" · ");
         let width = self.total.to_string().len();
-        if self.tty {
+        // Formatted first and written whole: stderr is unbuffered, and a padded format written
+        // straight to it costs one write(2) per padding character.
+        let line = if self.tty {
             let filled = (24 * s.0).checked_div(self.total).unwrap_or(0).min(24);
-            eprint!(
+            format!(
                 "\r\x1b[2K[{}{}] {:>width$}/{}  {counts}",
                 "#".repeat(filled),
                 " ".repeat(24 - filled),
                 s.0,
                 self.total
-            );
+            )
         } else {
             let why = if outcome == "completed" {
                 String::new()
             } else {
                 format!("  ({reason})")
             };
-            eprintln!(
-                "[{:>width$}/{}] {:<32} {:<12} {:>6.2}s{why}",
+            format!(
+                "[{:>width$}/{}] {:<32} {:<12} {:>6.2}s{why}\n",
                 s.0, self.total, trial.id, outcome, seconds
-            );
-        }
+            )
+        };
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
 
     fn done(&self) {
