@@ -549,7 +549,22 @@ fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), Strin
     // Everything privileged is done: from here on this process holds no capabilities, and
     // neither does anything it starts.
     sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
-    let child = match plan.spawn_unprivileged() {
+    // The executable's own builtin (the scripted agent) starts in a forked child, not executed.
+    let started = match crate::builtin::as_builtin(&spec.command) {
+        Some((f, args)) => crate::builtin::spawn(
+            f,
+            args,
+            &spec.env,
+            &spec.workspace_inside,
+            [
+                files.devnull.as_raw_fd(),
+                files.stdout.as_raw_fd(),
+                files.stderr.as_raw_fd(),
+            ],
+        ),
+        None => plan.spawn_unprivileged(),
+    };
+    let child = match started {
         Ok(pid) => {
             trace("agent command executed");
             pid

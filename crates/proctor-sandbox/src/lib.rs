@@ -21,6 +21,7 @@
 //! `PROCTOR_SANDBOX_DEBUG=1` to have the sandbox init print its phase timings to stderr.
 #![warn(missing_docs)]
 
+mod builtin;
 pub mod diff;
 mod error;
 mod exec;
@@ -37,6 +38,7 @@ mod spec;
 mod sys;
 mod zygote;
 
+pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{

@@ -9,17 +9,21 @@ mod table;
 
 use clap::Parser;
 
+/// Entry points proctor runs inside a trial's sandbox, kept outside clap to start fast. The
+/// sandbox starts `__script-agent` in-process when it is the agent's command.
+static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
+    ("__shim", |args| proctor_runner::shim::main(args)),
+    ("__script-agent", |args| {
+        proctor_agents::script::run_main(args.first().map(String::as_str).unwrap_or_default())
+    }),
+];
+
 fn main() -> std::process::ExitCode {
-    // Entry points proctor runs inside a trial's sandbox; kept outside clap to start fast.
+    proctor_sandbox::register_builtins(BUILTINS);
     proctor_sandbox::enter_if_requested();
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some("__shim") => return exit_with(proctor_runner::shim::main(&args[2..])),
-        Some("__script-agent") => {
-            let file = args.get(2).map(String::as_str).unwrap_or_default();
-            return exit_with(proctor_agents::script::run_main(file));
-        }
-        _ => {}
+    if let Some(builtin) = args.get(1).and_then(|name| proctor_sandbox::builtin(name)) {
+        return exit_with(builtin(&args[2..]));
     }
     // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`).
     // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.

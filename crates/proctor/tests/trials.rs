@@ -192,6 +192,55 @@ fn processes_with(marker: &str) -> Vec<String> {
 }
 
 #[test]
+fn the_scripted_agent_gets_exactly_the_trials_environment_and_none_of_proctors() {
+    // The scripted agent is started in-process by the sandbox (a fork, not an exec): it must
+    // still see only the environment the trial declares, never proctor's own.
+    for who in users() {
+        let lab = Lab::new(&format!("env-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.one_task("", "{ answer_matches = \"HOME=\" }", &["env | sort"], true);
+        let suite = lab.suite().display().to_string();
+        let store = lab.store().display().to_string();
+        let out = lab.proctor_env(
+            who,
+            &["run", &suite, "--store", &store, "--trials", "1"],
+            &[("PROCTOR_TEST_LEAK", "from-proctor")],
+        );
+        assert_eq!(out.code, 0, "{who:?}: {}", out.stderr);
+        let env = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("answer.txt")).unwrap();
+        let keys: BTreeSet<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+        let allowed = [
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "LANG",
+            "TERM",
+            "NO_COLOR",
+            "USER",
+            "PYTHONDONTWRITEBYTECODE",
+            "PROCTOR_CALLS_SOCKET",
+            // set by sh itself
+            "PWD",
+            "SHLVL",
+            "_",
+            "OLDPWD",
+        ];
+        let extra: Vec<&&str> = keys.iter().filter(|k| !allowed.contains(k)).collect();
+        assert!(
+            extra.is_empty(),
+            "{who:?}: unexpected variables {extra:?} in\n{env}"
+        );
+        assert!(
+            !env.contains("from-proctor"),
+            "{who:?}: proctor's environment leaked:\n{env}"
+        );
+        assert!(env.contains("HOME=/home/agent\n"), "{who:?}: {env}");
+        assert!(env.contains("PWD=/workspace\n"), "{who:?}: {env}");
+        assert!(env.contains("PATH=/run/proctor/shims:"), "{who:?}: {env}");
+    }
+}
+
+#[test]
 fn detached_processes_die_with_the_trial_and_their_writes_never_land() {
     for who in users() {
         let lab = Lab::new(&format!("detached-{who:?}"));

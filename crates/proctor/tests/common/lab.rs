@@ -141,6 +141,11 @@ impl Lab {
 
     /// `proctor ARGS` with `--store` set, as `who`.
     pub fn proctor(&self, who: As, args: &[&str]) -> RunOut {
+        self.proctor_env(who, args, &[])
+    }
+
+    /// `proctor ARGS` as `who`, with `env` added to proctor's own environment.
+    pub fn proctor_env(&self, who: As, args: &[&str], env: &[(&str, &str)]) -> RunOut {
         let bin = assert_cmd::cargo::cargo_bin("proctor");
         let mut cmd = match who {
             As::Me => Command::new(&bin),
@@ -153,6 +158,7 @@ impl Lab {
             }
         };
         cmd.args(args).env("NO_COLOR", "1").current_dir(&self.root);
+        cmd.envs(env.iter().copied());
         let out = cmd.output().unwrap();
         RunOut {
             code: out.status.code().unwrap_or(-1),
