@@ -199,42 +199,88 @@ pub fn execute(
     let finished_now = AtomicU64::new(0);
     let store_error: Mutex<Option<proctor_store::StoreError>> = Mutex::default();
     let jobs = options.jobs.max(1);
+    // Workers run trials; one committer makes their evidence durable and commits them, several
+    // at a time when they finish together (one `syncfs` per batch, off the workers' path). The
+    // channel is bounded, so finished-but-uncommitted records never pile up in memory.
+    let spawn_error: Mutex<Option<std::io::Error>> = Mutex::default();
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<(PlannedTrial, TrialRecord)>(jobs * 2);
     std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| loop {
-                if interrupted.load(Ordering::SeqCst) {
-                    break;
+        for n in 0..jobs {
+            let done_tx = done_tx.clone();
+            let worker = std::thread::Builder::new().name(format!("trial-worker-{n}"));
+            let spawned = worker.spawn_scoped(scope, || {
+                let done_tx = done_tx;
+                loop {
+                    if interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                    let Some(trial) = next else { break };
+                    let record = run_trial(&ctx, &trial);
+                    // A trial cut short by an interruption is not evidence: leave it unfinished.
+                    if interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if done_tx.send((trial, record)).is_err() {
+                        break;
+                    }
                 }
-                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(trial) = next else { break };
-                let record = run_trial(&ctx, &trial);
-                // A trial cut short by an interruption is not evidence: leave it unfinished.
-                if interrupted.load(Ordering::SeqCst) {
-                    break;
+            });
+            if let Err(e) = spawned {
+                if let Ok(mut slot) = spawn_error.lock() {
+                    slot.get_or_insert(e);
                 }
-                let summary = summary_of(&record);
-                // The evidence files were written without waiting for the disk; finish_trial
-                // makes them durable together, once, before trial.json (the commit point).
-                if let Err(e) = run.finish_trial(&summary, &record) {
+            }
+        }
+        drop(done_tx);
+        let (finished_now, outcomes, store_error) = (&finished_now, &outcomes, &store_error);
+        let committer = std::thread::Builder::new().name("trial-commit".into());
+        let spawned = committer.spawn_scoped(scope, move || {
+            // Every record sent was a whole trial before any interruption: commit them all,
+            // unless the store fails.
+            while let Ok(first) = done_rx.recv() {
+                let mut batch = vec![first];
+                batch.extend(done_rx.try_iter());
+                let summaries: Vec<TrialSummary> =
+                    batch.iter().map(|(_, record)| summary_of(record)).collect();
+                let items: Vec<(&TrialSummary, &TrialRecord)> = summaries
+                    .iter()
+                    .zip(&batch)
+                    .map(|(summary, (_, record))| (summary, record))
+                    .collect();
+                // The evidence files were written without waiting for the disk; finish_trials
+                // makes them durable together, once, before each trial.json (the commit point).
+                if let Err(e) = run.finish_trials(&items) {
                     if let Ok(mut slot) = store_error.lock() {
                         slot.get_or_insert(e);
                     }
                     interrupted.store(true, Ordering::SeqCst);
                     break;
                 }
-                finished_now.fetch_add(1, Ordering::SeqCst);
-                if let Ok(mut o) = outcomes.lock() {
-                    *o.entry(record.outcome.clone()).or_default() += 1;
+                for (trial, record) in batch {
+                    finished_now.fetch_add(1, Ordering::SeqCst);
+                    if let Ok(mut o) = outcomes.lock() {
+                        *o.entry(record.outcome.clone()).or_default() += 1;
+                    }
+                    on_event(Event::Finished {
+                        trial,
+                        outcome: record.outcome.clone(),
+                        reason: record.reason.clone(),
+                        seconds: record.timings_ms.get("total").copied().unwrap_or_default()
+                            / 1000.0,
+                    });
                 }
-                on_event(Event::Finished {
-                    trial,
-                    outcome: record.outcome.clone(),
-                    reason: record.reason.clone(),
-                    seconds: record.timings_ms.get("total").copied().unwrap_or_default() / 1000.0,
-                });
-            });
+            }
+        });
+        if let Err(e) = spawned {
+            // Nothing can be committed: stop the workers; their trials stay unfinished.
+            interrupted.store(true, Ordering::SeqCst);
+            if let Ok(mut slot) = spawn_error.lock() {
+                slot.get_or_insert(e);
+            }
         }
     });
+
     // The agent CLI versions really used, into run.json.
     let versions: BTreeMap<String, String> = ctx
         .preflights
@@ -261,6 +307,9 @@ pub fn execute(
         let _ = run.update_meta(|m| m.agent_versions.extend(versions));
     }
     scratch.remove();
+    if let Some(e) = spawn_error.lock().ok().and_then(|mut s| s.take()) {
+        return Err(e.into());
+    }
     if let Some(e) = store_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
     }

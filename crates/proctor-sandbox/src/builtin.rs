@@ -73,6 +73,7 @@ pub(crate) fn spawn(
     if pid != 0 {
         return Ok(pid);
     }
+    sys::set_name(c"proctor-builtin");
     sys::reset_signals();
     // SAFETY: the parent is single-threaded, so the child may call anything; every pointer is to
     // a C string that outlives the call.

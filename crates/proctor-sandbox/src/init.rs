@@ -282,6 +282,7 @@ pub(crate) fn zygote_trial_entry(ctl_fd: RawFd, data: Vec<u8>, ids: (u32, u32)) 
         sys::exit_now(2);
     }
     let ctl = Ctl(ctl_fd);
+    sys::set_name(c"proctor-trial");
     trace("trial init started");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: getpid cannot fail (it is 1 here).
@@ -519,6 +520,7 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String>
 
 /// A: PID 1 of the agent's PID namespace. Never returns.
 fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> ! {
+    sys::set_name(c"proctor-agent-1");
     if let Err(e) = agent_inner(ctl, spec, files) {
         ctl.error(e);
     }

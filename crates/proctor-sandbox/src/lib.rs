@@ -72,14 +72,19 @@ pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
         Ok(())
     }
     match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(m) if m.is_dir() => open_up(path)?,
-        Ok(_) => {}
-    }
-    if std::fs::symlink_metadata(path)?.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => {
+            // Most trees come down at once; only one with a folder we cannot enter (the overlay's
+            // mode-000 `work/work`, left after a crash) needs opening up first.
+            match std::fs::remove_dir_all(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    open_up(path)?;
+                    std::fs::remove_dir_all(path)
+                }
+                other => other,
+            }
+        }
+        Ok(_) => std::fs::remove_file(path),
     }
 }

@@ -222,6 +222,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
         Ok(fds) => fds.ctl,
         Err(_) => sys::exit_now(2),
     };
+    sys::set_name(c"proctor-zygote");
     if sys::cloexec_from_3().is_err() {
         sys::exit_now(2);
     }

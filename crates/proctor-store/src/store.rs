@@ -395,7 +395,7 @@ impl RunHandle {
     /// Marks a trial finished: makes the files already in its folder durable (one `syncfs` of
     /// their file system, instead of an fsync per file), then writes `trial.json` (the summary
     /// and the runner's full record) atomically, as the trial's last file, and upserts its row in
-    /// the index.
+    /// the index. [`RunHandle::finish_trials`] does the same for several trials with one `syncfs`.
     ///
     /// Call it only after every other file of the trial is written: a trial is finished exactly
     /// when its `trial.json` exists and parses. Writing the same trial again replaces it.
@@ -413,27 +413,47 @@ impl RunHandle {
         summary: &TrialSummary,
         record: &R,
     ) -> Result<()> {
-        if summary.outcome == "ungradeable"
-            && summary
-                .reason
-                .as_deref()
-                .is_none_or(|r| r.trim().is_empty())
-        {
-            return Err(StoreError::MissingReason {
-                trial: summary.trial_id.clone(),
-            });
+        self.finish_trials(&[(summary, record)])
+    }
+
+    /// [`RunHandle::finish_trial`] for several trials at once, with one `syncfs` for all their
+    /// evidence: a group commit. Every trial is checked before anything is written, so a refused
+    /// one (see `finish_trial`) leaves all of them unfinished.
+    pub fn finish_trials<R: Serialize + ?Sized>(
+        &self,
+        trials: &[(&TrialSummary, &R)],
+    ) -> Result<()> {
+        let mut files = Vec::with_capacity(trials.len());
+        for (summary, record) in trials {
+            if summary.outcome == "ungradeable"
+                && summary
+                    .reason
+                    .as_deref()
+                    .is_none_or(|r| r.trim().is_empty())
+            {
+                return Err(StoreError::MissingReason {
+                    trial: summary.trial_id.clone(),
+                });
+            }
+            let dir = self.trial_dir(&summary.trial_id)?;
+            let file = TrialFileRef {
+                schema_version: FILE_SCHEMA_VERSION,
+                summary,
+                record,
+            };
+            let path = dir.join(TRIAL_FILE);
+            let bytes = to_json_bytes(&path, &file)?;
+            files.push((path, bytes));
         }
-        let dir = self.trial_dir(&summary.trial_id)?;
-        let file = TrialFileRef {
-            schema_version: FILE_SCHEMA_VERSION,
-            summary,
-            record,
+        let Some((first, _)) = files.first() else {
+            return Ok(());
         };
-        let path = dir.join(TRIAL_FILE);
-        let bytes = to_json_bytes(&path, &file)?;
-        sync_filesystem(&dir)?;
-        atomic_write_unsynced(&path, &bytes)?;
-        self.store.inner.index.upsert_trial(&self.id, summary)
+        sync_filesystem(first.parent().unwrap_or(&self.dir))?;
+        for ((path, bytes), (summary, _)) in files.iter().zip(trials) {
+            atomic_write_unsynced(path, bytes)?;
+            self.store.inner.index.upsert_trial(&self.id, summary)?;
+        }
+        Ok(())
     }
 
     /// The ids of the trials that are finished on disk (`trial.json` present and parsing),

@@ -192,6 +192,33 @@ fn starting_a_trial_clears_what_an_unfinished_attempt_left_and_never_a_finished_
 }
 
 #[test]
+fn finish_trials_commits_a_batch_or_nothing_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let run = store.create_run(&meta()).expect("create");
+    let a = summary("t", "v", 0, "completed");
+    let b = summary("t", "v", 1, "completed");
+    let mut bad = summary("t", "v", 2, "ungradeable");
+    bad.reason = None;
+    let record = json!({"answer": "done"});
+
+    // One trial the store must refuse: none of the batch is written.
+    let err = run
+        .finish_trials(&[(&a, &record), (&bad, &record)])
+        .expect_err("refused");
+    assert!(matches!(err, StoreError::MissingReason { .. }), "{err}");
+    assert!(run.finished_trials().expect("finished").is_empty());
+
+    run.finish_trials(&[(&a, &record), (&b, &record)])
+        .expect("commit");
+    assert_eq!(
+        run.finished_trials().expect("finished"),
+        BTreeSet::from(["t.v.0".to_string(), "t.v.1".to_string()])
+    );
+    assert_eq!(store.trials(run.id()).expect("index").len(), 2);
+}
+
+#[test]
 fn trial_ids_that_are_not_plain_folder_names_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
