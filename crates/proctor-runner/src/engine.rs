@@ -164,12 +164,12 @@ pub fn execute(
     on_event: &(dyn Fn(Event) + Sync),
 ) -> Result<ExecutionSummary, EngineError> {
     let finished = run.finished_trials()?;
-    let pending: VecDeque<PlannedTrial> = plan
-        .trials
-        .iter()
-        .filter(|t| !finished.contains(&t.id))
-        .cloned()
+    // The plan's trials still to run, by position (the plan is not copied).
+    let pending: VecDeque<usize> = (0..plan.trials.len())
+        .filter(|&i| !finished.contains(&plan.trials[i].id))
         .collect();
+    let already_finished = finished.len();
+    drop(finished);
     let proctor_exe = std::env::current_exe()?;
     let scratch = Scratch::create(
         &store_root,
@@ -203,7 +203,8 @@ pub fn execute(
     // at a time when they finish together (one `syncfs` per batch, off the workers' path). The
     // channel is bounded, so finished-but-uncommitted records never pile up in memory.
     let spawn_error: Mutex<Option<std::io::Error>> = Mutex::default();
-    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<(PlannedTrial, TrialRecord)>(jobs * 2);
+    let (done_tx, done_rx) =
+        std::sync::mpsc::sync_channel::<(&PlannedTrial, TrialRecord)>(jobs * 2);
     std::thread::scope(|scope| {
         for n in 0..jobs {
             let done_tx = done_tx.clone();
@@ -215,8 +216,10 @@ pub fn execute(
                         break;
                     }
                     let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                    let Some(trial) = next else { break };
-                    let record = run_trial(&ctx, &trial);
+                    let Some(trial) = next.and_then(|i| plan.trials.get(i)) else {
+                        break;
+                    };
+                    let record = run_trial(&ctx, trial);
                     // A trial cut short by an interruption is not evidence: leave it unfinished.
                     if interrupted.load(Ordering::SeqCst) {
                         break;
@@ -263,7 +266,7 @@ pub fn execute(
                         *o.entry(record.outcome.clone()).or_default() += 1;
                     }
                     on_event(Event::Finished {
-                        trial,
+                        trial: trial.clone(),
                         outcome: record.outcome.clone(),
                         reason: record.reason.clone(),
                         seconds: record.timings_ms.get("total").copied().unwrap_or_default()
@@ -315,7 +318,7 @@ pub fn execute(
     }
     Ok(ExecutionSummary {
         planned: plan.trials.len(),
-        already_finished: finished.len(),
+        already_finished,
         finished_now: finished_now.load(Ordering::SeqCst) as usize,
         outcomes: outcomes.into_inner().unwrap_or_default(),
         interrupted: interrupted.load(Ordering::SeqCst),

@@ -178,11 +178,34 @@ pub struct ResultsWriter<'s> {
     suite_hash: String,
     rescored: bool,
     spool: Spool,
+    /// Task and variant ids, each kept once; entries refer to them by position.
+    tasks: Vec<String>,
+    variants: Vec<String>,
     entries: Vec<(PlanKey, SpoolEntry)>,
 }
 
-/// Where a trial sits in plan order: task, variant, index.
-type PlanKey = (String, String, u32);
+/// Where a trial sits in plan order: positions in `tasks` and `variants`, and its index.
+type PlanKey = (u32, u32, u32);
+
+/// The position of `id` in `ids`, added at the end when new.
+fn intern(ids: &mut Vec<String>, id: &str) -> u32 {
+    let at = ids.iter().position(|x| x == id).unwrap_or_else(|| {
+        ids.push(id.to_string());
+        ids.len() - 1
+    });
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
+/// For each id of `ids`, its rank in sorted order.
+fn ranks(ids: &[String]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by(|&a, &b| ids[a].cmp(&ids[b]));
+    let mut rank = vec![0; ids.len()];
+    for (r, i) in order.into_iter().enumerate() {
+        rank[i] = u32::try_from(r).unwrap_or(u32::MAX);
+    }
+    rank
+}
 
 impl<'s> ResultsWriter<'s> {
     /// Starts the results of run `run_id` in the run folder `dir`; `suite_hash` is the hash of
@@ -201,6 +224,8 @@ impl<'s> ResultsWriter<'s> {
             suite_hash: suite_hash.to_string(),
             rescored,
             spool: Spool::create(dir)?,
+            tasks: Vec::new(),
+            variants: Vec::new(),
             entries: Vec::new(),
         })
     }
@@ -215,8 +240,12 @@ impl<'s> ResultsWriter<'s> {
         proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
         let entry = self.spool.append(&bytes)?;
         let plan = &record.plan;
-        self.entries
-            .push(((plan.task.clone(), plan.variant.clone(), plan.index), entry));
+        let key = (
+            intern(&mut self.tasks, &plan.task),
+            intern(&mut self.variants, &plan.variant),
+            plan.index,
+        );
+        self.entries.push((key, entry));
         Ok(())
     }
 
@@ -228,7 +257,9 @@ impl<'s> ResultsWriter<'s> {
         }
         self.spool.flush()?;
         let mut entries = std::mem::take(&mut self.entries);
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let (task_rank, variant_rank) = (ranks(&self.tasks), ranks(&self.variants));
+        entries
+            .sort_by_key(|((t, v, i), _)| (task_rank[*t as usize], variant_rank[*v as usize], *i));
         let spooled: Vec<SpoolEntry> = entries.into_iter().map(|(_, e)| e).collect();
         let mut reader = self.spool.reader()?;
         let mut aggregator = Aggregator::default();

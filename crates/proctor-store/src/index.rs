@@ -109,6 +109,9 @@ impl Index {
         // power cut costs a `reindex`, never evidence.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(&e)?;
+        // A small page cache (SQLite's default is 2 MiB): a long run appends rows, and a large
+        // cache would keep them all in memory; the index's reads are short range scans.
+        conn.pragma_update(None, "cache_size", -256).map_err(&e)?;
         let mut index = Index {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),

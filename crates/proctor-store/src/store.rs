@@ -459,10 +459,11 @@ impl RunHandle {
     /// The ids of the trials that are finished on disk (`trial.json` present and parsing),
     /// whatever the index says: what `run --resume` skips.
     pub fn finished_trials(&self) -> Result<BTreeSet<String>> {
-        Ok(scan_trials(&self.dir.join(TRIALS_DIR))?
-            .into_iter()
-            .map(|t| t.trial_id)
-            .collect())
+        let mut ids = BTreeSet::new();
+        each_trial(&self.dir.join(TRIALS_DIR), |id, _| {
+            ids.insert(id);
+        })?;
+        Ok(ids)
     }
 
     /// Sets the run's status and rewrites `run.json` atomically (and the index row).
@@ -503,12 +504,20 @@ impl RunHandle {
 /// order. A trial folder without a parsing `trial.json` is unfinished and skipped; the folder's
 /// name is the trial id.
 fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
+    let mut out = Vec::new();
+    each_trial(trials, |_, summary| out.push(summary))?;
+    out.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+    Ok(out)
+}
+
+/// Calls `found(id, summary)` for every finished trial in the `trials/` folder (one whose
+/// `trial.json` exists and parses), in no particular order, holding one file at a time.
+fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Result<()> {
     let entries = match fs::read_dir(trials) {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_err("read directory", trials)(e)),
     };
-    let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_err("read directory", trials))?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
@@ -532,12 +541,11 @@ fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
         };
         if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
             let mut summary = head.summary;
-            summary.trial_id = name;
-            out.push(summary);
+            summary.trial_id = name.clone();
+            found(name, summary);
         }
     }
-    out.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
-    Ok(out)
+    Ok(())
 }
 
 /// Flushes every file of the file system holding `dir` to disk (`syncfs(2)`).
