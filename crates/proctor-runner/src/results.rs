@@ -168,9 +168,9 @@ fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
 ///
 /// Memory does not grow with the records: each is checked and spooled to a temporary file in the
 /// run folder, and only its plan key is kept. [`ResultsWriter::finish`] reads the records back in
-/// plan order twice, once into an [`Aggregator`] (which keeps counts, sums and a few numbers per
-/// trial) and once streamed into `results.json`, which has exactly the layout of
-/// [`ResultsDocument`].
+/// plan order twice, once into an [`Aggregator`] (which keeps counts, sums, and per trial a
+/// summary line and the values medians are taken over) and once streamed into `results.json`,
+/// which has exactly the layout of [`ResultsDocument`].
 pub struct ResultsWriter<'s> {
     dir: PathBuf,
     run_id: String,
