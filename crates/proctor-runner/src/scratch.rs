@@ -69,7 +69,11 @@ impl Scratch {
                 None => (store_root.join("work"), kind_of(store_root)),
             },
         };
-        let work = base.join(run_id);
+        // Named after this process too: a run killed before it could clean up (SIGKILL, a
+        // crash) leaves its folder behind, and in /dev/shm that is memory; the next run removes
+        // every folder whose process is gone.
+        remove_abandoned(&base);
+        let work = base.join(format!("{run_id}.{}", std::process::id()));
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -96,6 +100,32 @@ impl Scratch {
     pub fn remove(&self) {
         let _ = proctor_sandbox::remove_tree(&self.work);
         let _ = proctor_sandbox::remove_tree(&self.sockets);
+    }
+}
+
+/// Removes the scratch folders under `base` whose process no longer exists: only folders named
+/// exactly `RUN_ID.PID` (a valid run id), so nothing else in a `--scratch` folder is touched.
+fn remove_abandoned(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.rsplit_once('.'))
+            .filter(|(run, _)| run.parse::<proctor_store::RunId>().is_ok())
+            .and_then(|(_, pid)| pid.parse::<libc::pid_t>().ok())
+            .filter(|&pid| pid > 0)
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = proctor_sandbox::remove_tree(&entry.path());
+        }
     }
 }
 
@@ -156,7 +186,10 @@ mod tests {
         let store = tempfile::tempdir().unwrap();
         let mine = tempfile::tempdir().unwrap();
         let s = Scratch::create(store.path(), "run-1", Some(mine.path()), true).unwrap();
-        assert_eq!(s.work, mine.path().join("run-1"));
+        assert_eq!(
+            s.work,
+            mine.path().join(format!("run-1.{}", std::process::id()))
+        );
         assert!(s.work.is_dir() && s.sockets.is_dir());
         assert_eq!(
             std::fs::metadata(&s.work).unwrap().mode() & 0o777,
@@ -171,7 +204,13 @@ mod tests {
     fn copy_isolation_keeps_scratch_on_the_store_disk() {
         let store = tempfile::tempdir().unwrap();
         let s = Scratch::create(store.path(), "run-2", None, false).unwrap();
-        assert_eq!(s.work, store.path().join("work").join("run-2"));
+        assert_eq!(
+            s.work,
+            store
+                .path()
+                .join("work")
+                .join(format!("run-2.{}", std::process::id()))
+        );
         s.remove();
     }
 
@@ -187,6 +226,39 @@ mod tests {
         } else {
             assert!(s.work.starts_with(store.path()));
         }
+        s.remove();
+    }
+
+    #[test]
+    fn a_killed_runs_scratch_is_removed_by_the_next_run_and_a_live_ones_is_kept() {
+        let base = tempfile::tempdir().unwrap();
+        // A process that has exited (and been reaped): its pid names nobody now.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let abandoned = base.path().join(format!("20261130-061604-1138.{dead}"));
+        std::fs::create_dir_all(abandoned.join("t.v.0/upper")).unwrap();
+        let live = base
+            .path()
+            .join(format!("20261130-061604-99aa.{}", std::process::id()));
+        std::fs::create_dir_all(&live).unwrap();
+        let unrelated = base.path().join("not-a-scratch-folder");
+        std::fs::create_dir_all(&unrelated).unwrap();
+        // Named like PID but not after a run id: someone else's, left alone.
+        let lookalike = base.path().join(format!("project.{dead}"));
+        std::fs::create_dir_all(&lookalike).unwrap();
+
+        let s = Scratch::create(base.path(), "new-run", Some(base.path()), true).unwrap();
+        assert!(!abandoned.exists(), "the dead run's scratch is removed");
+        assert!(live.exists(), "a live process's scratch is kept");
+        assert!(
+            unrelated.exists(),
+            "a folder not named RUN_ID.PID is left alone"
+        );
+        assert!(
+            lookalike.exists(),
+            "a folder not named after a run id is left alone"
+        );
         s.remove();
     }
 
