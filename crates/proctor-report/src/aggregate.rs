@@ -759,9 +759,9 @@ pub struct Aggregator {
     run_ids: Vec<String>,
     suite_hashes: Vec<String>,
     tasks: Vec<TaskInfo>,
-    variants: Vec<String>,
+    /// Each variant with its overall cell, in the order first seen.
+    variants: Vec<(String, CellAcc)>,
     overall: CellAcc,
-    per_variant: Vec<CellAcc>,
     /// (variant index, task index) → the cell; the only level that keeps metric values.
     cells: BTreeMap<(usize, usize), CellAcc>,
     trials: Vec<TrialSummary>,
@@ -786,26 +786,21 @@ impl Aggregator {
         if !self.suite_hashes.contains(&r.suite_hash) {
             self.suite_hashes.push(r.suite_hash.clone());
         }
-        let task = match self.tasks.iter().position(|t| t.id == r.task) {
-            Some(i) => i,
-            None => {
-                self.tasks.push(TaskInfo {
-                    id: r.task.clone(),
-                    expect: r.expect.into(),
-                });
-                self.tasks.len() - 1
-            }
-        };
-        let variant = match self.variants.iter().position(|v| *v == r.variant) {
-            Some(i) => i,
-            None => {
-                self.variants.push(r.variant.clone());
-                self.per_variant.push(CellAcc::default());
-                self.variants.len() - 1
-            }
-        };
+        let task = position_or_push(
+            &mut self.tasks,
+            |t| t.id == r.task,
+            || TaskInfo {
+                id: r.task.clone(),
+                expect: r.expect.into(),
+            },
+        );
+        let variant = position_or_push(
+            &mut self.variants,
+            |(v, _)| *v == r.variant,
+            || (r.variant.clone(), CellAcc::default()),
+        );
         self.overall.add(r, false);
-        self.per_variant[variant].add(r, false);
+        self.variants[variant].1.add(r, false);
         self.cells.entry((variant, task)).or_default().add(r, true);
         self.trials.push(TrialSummary::from(r));
         Ok(())
@@ -830,7 +825,7 @@ impl Aggregator {
             .variants
             .into_iter()
             .enumerate()
-            .map(|(vi, variant)| {
+            .map(|(vi, (variant, acc))| {
                 let mut mine = Samples::default();
                 let tasks = self
                     .tasks
@@ -847,7 +842,7 @@ impl Aggregator {
                     .collect();
                 everything.extend(&mine);
                 VariantReport {
-                    overall: self.per_variant[vi].finish(&mine),
+                    overall: acc.finish(&mine),
                     variant,
                     tasks,
                 }
@@ -864,6 +859,18 @@ impl Aggregator {
             trials: self.trials,
         })
     }
+}
+
+/// The position of the first item of `items` that `is_it`, pushing `make()` when there is none.
+fn position_or_push<T>(
+    items: &mut Vec<T>,
+    is_it: impl Fn(&T) -> bool,
+    make: impl FnOnce() -> T,
+) -> usize {
+    items.iter().position(is_it).unwrap_or_else(|| {
+        items.push(make());
+        items.len() - 1
+    })
 }
 
 /// The distinct keys of `items` in the order first seen, each with its first value.

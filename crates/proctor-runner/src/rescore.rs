@@ -12,7 +12,7 @@ use proctor_suite::Suite;
 
 use crate::layers::{copy_tree, LayerCache};
 use crate::record::TrialRecord;
-use crate::results::{each_record, ResultsError};
+use crate::results::{for_each_record, ResultsError};
 use crate::trial::{run_check, task_checks, CheckEnv, EndStateFiles};
 
 /// One trial whose verdict changed.
@@ -55,33 +55,30 @@ pub fn rescore(
         .join("work")
         .join(format!("rescore-{}", run.id()));
     let mut done = Rescored::default();
-    let outcome = (|| {
-        for record in each_record(run)? {
-            let mut record = record?;
-            let before = record.outcome.clone();
-            rescore_one(
-                suite,
-                run,
-                &mut record,
-                &layers,
-                &work_root,
-                env,
-                overlay,
-                fixture_hash,
-            );
-            if record.outcome != before {
-                done.changed.push(Changed {
-                    trial: record.plan.id.clone(),
-                    before,
-                    after: record.outcome.clone(),
-                    reason: record.reason.clone(),
-                });
-            }
-            emit(&record)?;
-            done.trials += 1;
+    let outcome = for_each_record(run, |mut record| {
+        let before = record.outcome.clone();
+        rescore_one(
+            suite,
+            run,
+            &mut record,
+            &layers,
+            &work_root,
+            env,
+            overlay,
+            fixture_hash,
+        );
+        if record.outcome != before {
+            done.changed.push(Changed {
+                trial: record.plan.id.clone(),
+                before,
+                after: record.outcome.clone(),
+                reason: record.reason.clone(),
+            });
         }
+        emit(&record)?;
+        done.trials += 1;
         Ok(())
-    })();
+    });
     let _ = proctor_sandbox::remove_tree(&work_root);
     outcome.map(|()| done)
 }

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use proctor_report::{Aggregator, Cost, Exporter, Markdown, RunReport, TrialRow};
 use proctor_score::{ErrorKind, Outcome, TrialVerdict};
@@ -138,23 +137,22 @@ pub enum ResultsError {
     Store(#[from] proctor_store::StoreError),
 }
 
-/// A run's finished trial records, read one at a time (in trial-id order, not plan order), so
-/// that nothing holds every record of a large run at once.
-pub fn each_record(
+/// Calls `f` with each finished trial record of a run, one at a time (in no particular order,
+/// each `trial.json` read once), so that nothing holds every record of a large run at once.
+pub fn for_each_record(
     run: &RunHandle,
-) -> Result<impl Iterator<Item = Result<TrialRecord, ResultsError>> + '_, ResultsError> {
-    let ids = run.finished_trials()?;
-    Ok(ids
-        .into_iter()
-        .map(move |id| Ok(run.store().read_trial::<TrialRecord>(run.id(), &id)?.record)))
+    mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
+) -> Result<(), ResultsError> {
+    run.for_each_trial(|file: proctor_store::TrialFile<TrialRecord>| f(file.record))
 }
 
 /// The report rows of every finished trial of a run, in plan order (task, variant, index).
 pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, ResultsError> {
     let mut rows = Vec::new();
-    for record in each_record(run)? {
-        rows.push(row_of(&record?, run.id().as_str(), suite));
-    }
+    for_each_record(run, |record| {
+        rows.push(row_of(&record, run.id().as_str(), suite));
+        Ok(())
+    })?;
     rows.sort_by(|a, b| plan_order(a).cmp(&plan_order(b)));
     Ok(rows)
 }
@@ -234,7 +232,7 @@ impl<'s> ResultsWriter<'s> {
     /// kept.
     pub fn add(&mut self, record: &TrialRecord) -> Result<(), ResultsError> {
         let bytes = serde_json::to_vec(record).map_err(|source| StoreError::Json {
-            path: self.spool.path.clone(),
+            path: self.dir.join("(results spool)"),
             source,
         })?;
         proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
@@ -251,40 +249,45 @@ impl<'s> ResultsWriter<'s> {
 
     /// Aggregates and writes `STEM.json` then `STEM.md`, both atomically. Fails with
     /// [`ResultsError::Empty`] when no record was added (and writes nothing).
-    pub fn finish(mut self, stem: &str) -> Result<RunReport, ResultsError> {
-        if self.entries.is_empty() {
+    pub fn finish(self, stem: &str) -> Result<RunReport, ResultsError> {
+        let ResultsWriter {
+            dir,
+            run_id,
+            suite,
+            suite_hash,
+            rescored,
+            spool,
+            tasks,
+            variants,
+            mut entries,
+        } = self;
+        if entries.is_empty() {
             return Err(ResultsError::Empty);
         }
-        self.spool.flush()?;
-        let mut entries = std::mem::take(&mut self.entries);
-        let (task_rank, variant_rank) = (ranks(&self.tasks), ranks(&self.variants));
+        let (task_rank, variant_rank) = (ranks(&tasks), ranks(&variants));
         entries
             .sort_by_key(|((t, v, i), _)| (task_rank[*t as usize], variant_rank[*v as usize], *i));
         let spooled: Vec<SpoolEntry> = entries.into_iter().map(|(_, e)| e).collect();
-        let mut reader = self.spool.reader()?;
+        let mut reader = spool.into_reader()?;
         let mut aggregator = Aggregator::default();
         let mut buf = Vec::new();
         for entry in &spooled {
             let record = entry
                 .read(&mut reader, &mut buf)
-                .map_err(|e| StoreError::Io {
-                    op: "read back",
-                    path: self.spool.path.clone(),
-                    source: e,
-                })?;
-            aggregator.add(&row_of(&record, &self.run_id, self.suite))?;
+                .map_err(|e| spool_err(&dir, "read back", e))?;
+            aggregator.add(&row_of(&record, &run_id, suite))?;
         }
         let report = aggregator.finish()?;
-        let json_path = self.dir.join(format!("{stem}.json"));
+        let json_path = dir.join(format!("{stem}.json"));
         proctor_store::ensure_finite(&json_path, &report)?;
         let generated_at = proctor_store::utc_now();
         let doc = StreamedDocument {
             schema_version: RESULTS_VERSION,
-            run_id: &self.run_id,
-            suite_id: self.suite.id(),
-            suite_hash: &self.suite_hash,
+            run_id: &run_id,
+            suite_id: suite.id(),
+            suite_hash: &suite_hash,
             generated_at: &generated_at,
-            rescored: self.rescored,
+            rescored,
             report: &report,
             trials: SpooledTrials {
                 spool: RefCell::new(reader),
@@ -309,13 +312,13 @@ impl<'s> ResultsWriter<'s> {
         let mut md = Markdown.run_report(&report);
         md.push_str(&format!(
             "\n---\nRun `{}`, suite `{}` (hash `{}`){}; generated {} by proctor. Every trial's evidence is in `{stem}.json` and `trials/`.\n",
-            self.run_id,
-            self.suite.id(),
-            self.suite_hash,
-            if self.rescored { ", rescored with the suite's current rules" } else { "" },
+            run_id,
+            suite.id(),
+            suite_hash,
+            if rescored { ", rescored with the suite's current rules" } else { "" },
             generated_at
         ));
-        proctor_store::atomic_write(self.dir.join(format!("{stem}.md")), md.as_bytes())?;
+        proctor_store::atomic_write(dir.join(format!("{stem}.md")), md.as_bytes())?;
         Ok(report)
     }
 }
@@ -372,45 +375,29 @@ impl SpoolEntry {
     }
 }
 
-/// A temporary file of records' JSON, back to back, removed when dropped. Its name is one the
-/// store ignores (`.results.spool.tmp-…`).
+/// A temporary file of records' JSON, back to back: an unnamed file in the run folder
+/// (`O_TMPFILE`), so nothing is left behind however the process ends.
 struct Spool {
-    path: PathBuf,
+    /// The run folder, for messages.
+    dir: PathBuf,
     out: BufWriter<File>,
     len: u64,
 }
 
 impl Spool {
     fn create(dir: &Path) -> Result<Spool, StoreError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let path = dir.join(format!(
-            ".results.spool.tmp-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| StoreError::Io {
-                op: "create",
-                path: path.clone(),
-                source,
-            })?;
+        let file = tempfile::tempfile_in(dir).map_err(|e| spool_err(dir, "create", e))?;
         Ok(Spool {
-            path,
+            dir: dir.to_path_buf(),
             out: BufWriter::with_capacity(1 << 16, file),
             len: 0,
         })
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<SpoolEntry, StoreError> {
-        self.out.write_all(bytes).map_err(|source| StoreError::Io {
-            op: "write",
-            path: self.path.clone(),
-            source,
-        })?;
+        self.out
+            .write_all(bytes)
+            .map_err(|e| spool_err(&self.dir, "write", e))?;
         let entry = SpoolEntry {
             offset: self.len,
             len: bytes.len(),
@@ -419,26 +406,20 @@ impl Spool {
         Ok(entry)
     }
 
-    fn flush(&mut self) -> Result<(), StoreError> {
-        self.out.flush().map_err(|source| StoreError::Io {
-            op: "write",
-            path: self.path.clone(),
-            source,
-        })
-    }
-
-    /// A second handle on the spool for reading it back.
-    fn reader(&self) -> Result<File, StoreError> {
-        File::open(&self.path).map_err(|source| StoreError::Io {
-            op: "read",
-            path: self.path.clone(),
-            source,
-        })
+    /// Everything appended, flushed, as a file to read back (each read seeks first).
+    fn into_reader(self) -> Result<File, StoreError> {
+        let dir = self.dir;
+        self.out
+            .into_inner()
+            .map_err(|e| spool_err(&dir, "write", e.into_error()))
     }
 }
 
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+/// A spool failure, named after the run folder the spool lives in.
+fn spool_err(dir: &Path, op: &'static str, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        op,
+        path: dir.join("(results spool)"),
+        source,
     }
 }

@@ -466,6 +466,25 @@ impl RunHandle {
         Ok(ids)
     }
 
+    /// Calls `f` with every finished trial's file, reading each `trial.json` once, in no
+    /// particular order, one at a time (so memory does not grow with the run). A `trial.json`
+    /// that does not parse is an unfinished trial and is skipped, as in
+    /// [`RunHandle::finished_trials`]; one that is finished but whose record is not an `R` is an
+    /// error.
+    pub fn for_each_trial<R: DeserializeOwned, E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(TrialFile<R>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        each_trial_file(&self.dir.join(TRIALS_DIR), |_, path, bytes| {
+            match serde_json::from_slice::<TrialFile<R>>(&bytes) {
+                Ok(file) => f(file),
+                // Unfinished (torn or without a summary): skipped, as finished_trials does.
+                Err(_) if serde_json::from_slice::<TrialHead>(&bytes).is_err() => Ok(()),
+                Err(source) => Err(StoreError::Json { path, source }.into()),
+            }
+        })
+    }
+
     /// Sets the run's status and rewrites `run.json` atomically (and the index row).
     /// `finished` and `interrupted` stamp `finished_at` with now; `running` (a resume) clears it.
     pub fn set_status(&self, status: RunStatus) -> Result<()> {
@@ -513,10 +532,26 @@ fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
 /// Calls `found(id, summary)` for every finished trial in the `trials/` folder (one whose
 /// `trial.json` exists and parses), in no particular order, holding one file at a time.
 fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Result<()> {
+    each_trial_file(trials, |name, _, bytes| {
+        if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
+            let mut summary = head.summary;
+            summary.trial_id = name.clone();
+            found(name, summary);
+        }
+        Ok::<(), StoreError>(())
+    })
+}
+
+/// Calls `found(id, path, bytes)` with the `trial.json` of every trial folder that has one, in
+/// no particular order, reading one file at a time; `found` decides what parses.
+fn each_trial_file<E: From<StoreError>>(
+    trials: &Path,
+    mut found: impl FnMut(String, PathBuf, Vec<u8>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     let entries = match fs::read_dir(trials) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("read directory", trials)(e)),
+        Err(e) => return Err(io_err("read directory", trials)(e).into()),
     };
     for entry in entries {
         let entry = entry.map_err(io_err("read directory", trials))?;
@@ -537,13 +572,9 @@ fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Res
             {
                 continue
             }
-            Err(e) => return Err(io_err("read", &path)(e)),
+            Err(e) => return Err(io_err("read", &path)(e).into()),
         };
-        if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
-            let mut summary = head.summary;
-            summary.trial_id = name.clone();
-            found(name, summary);
-        }
+        found(name, path, bytes)?;
     }
     Ok(())
 }

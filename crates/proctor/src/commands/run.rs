@@ -462,13 +462,11 @@ fn write_results(
     run: &proctor_store::RunHandle,
     suite_hash: &str,
 ) -> Option<proctor_report::RunReport> {
-    use proctor_runner::results::{each_record, ResultsError, ResultsWriter};
+    use proctor_runner::results::{for_each_record, ResultsError, ResultsWriter};
     let outcome = (|| {
         let mut writer =
             ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?;
-        for record in each_record(run)? {
-            writer.add(&record?)?;
-        }
+        for_each_record(run, |record| writer.add(&record))?;
         writer.finish("results")
     })();
     match outcome {
