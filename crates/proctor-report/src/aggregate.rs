@@ -1,6 +1,6 @@
 //! Aggregation: trial rows to cells (per variant × task, per variant, overall).
 //!
-//! The rules (DESIGN.md, "Outcomes"; seed 002):
+//! The rules (docs/outcomes.md and docs/metrics.md):
 //! - graded n = trials − errored − ungradeable, and it is the ONE denominator of every rate in a
 //!   cell (success, completion, wrong, refusal, refused-honestly, refused-wrongly, ask, abandoned,
 //!   failure = wrong + refused-wrongly + abandoned), so no rate can move by widening its own

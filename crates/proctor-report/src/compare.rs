@@ -15,8 +15,10 @@
 //! The verdict is `better`, `worse` or `same` only when both arms have graded n ≥
 //! `underpowered_below`; otherwise it is `underpowered`, by name, never "no effect". Success is
 //! compared first, then wrong turns (fewer is better). Below the threshold a difference of one or
-//! two calls (calls, wrong turns) or of under 30% in tokens is labelled `noise`. There are no
-//! p-values and no confidence intervals, deliberately.
+//! two calls (calls, wrong turns) or of under 30% in tokens is labelled `noise`. A difference that
+//! reads as zero (floating-point noise, or under [`SAME_WALL_SECONDS`] of median wall time) is
+//! `same` at or above the threshold and `underpowered` below it, never a direction or `noise`.
+//! There are no p-values and no confidence intervals, deliberately.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +36,11 @@ use crate::SCHEMA_VERSION;
 pub const NOISE_CALLS: f64 = 2.0;
 /// A relative difference in tokens under this is `noise` below the power threshold.
 pub const NOISE_TOKENS_RELATIVE: f64 = 0.30;
+/// A difference in median wall seconds smaller than this is no difference: reports show
+/// seconds to 0.01, so anything smaller would read `+0` beside `better` or `worse`.
+pub const SAME_WALL_SECONDS: f64 = 0.005;
+/// Differences of counts and rates smaller than this are floating-point noise, i.e. zero.
+const SAME_EXACT: f64 = 1e-9;
 
 /// Which arm of a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -242,8 +249,10 @@ pub struct Change {
 pub(crate) enum Quantity {
     /// Higher is better, no noise rule (success).
     HigherRate,
-    /// Lower is better, no noise rule (failure, wall time).
+    /// Lower is better, no noise rule (failure).
     Lower,
+    /// Lower is better, no noise rule; under [`SAME_WALL_SECONDS`] is no difference (wall time).
+    Seconds,
     /// Lower is better; one or two is noise below the threshold (calls, wrong turns).
     Calls,
     /// Lower is better; under 30% is noise below the threshold (tokens).
@@ -272,9 +281,17 @@ impl Change {
         };
         let d = vb - va;
         let (rel, unbounded) = relative(va, vb);
+        // What reads as no difference is no difference, whatever the power: at or above the
+        // threshold it is `same`, below it `underpowered` (never `noise`, never a direction).
+        let zero = d.abs()
+            < if q == Quantity::Seconds {
+                SAME_WALL_SECONDS
+            } else {
+                SAME_EXACT
+            };
         let assessment = if powered {
             let higher_better = q == Quantity::HigherRate;
-            if d == 0.0 {
+            if zero {
                 Assessment::Same
             } else if (d > 0.0) == higher_better {
                 Assessment::Better
@@ -283,11 +300,9 @@ impl Change {
             }
         } else {
             let noise = match q {
-                Quantity::Calls => d != 0.0 && d.abs() <= NOISE_CALLS,
-                Quantity::Tokens => {
-                    d != 0.0 && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE)
-                }
-                Quantity::HigherRate | Quantity::Lower => false,
+                Quantity::Calls => !zero && d.abs() <= NOISE_CALLS,
+                Quantity::Tokens => !zero && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE),
+                Quantity::HigherRate | Quantity::Lower | Quantity::Seconds => false,
             };
             if noise {
                 Assessment::Noise
@@ -701,7 +716,7 @@ fn cell<'r>(
             &|r| r.tokens.and_then(|t| t.input_output()).map(|t| t as f64),
             Quantity::Tokens,
         ),
-        wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Lower),
+        wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Seconds),
     };
     let (verdict, reason) = verdict(&a, &b, &differences, powered, threshold);
     ComparisonCell {
@@ -724,7 +739,7 @@ fn verdict(
 ) -> (ComparisonVerdict, String) {
     let points = |c: &Change| {
         c.difference
-            .map_or_else(|| "-".to_string(), |x| format!("{:+.0} points", x * 100.0))
+            .map_or_else(|| "-".to_string(), crate::stats::points)
     };
     if !powered {
         return (
@@ -736,12 +751,12 @@ fn verdict(
         );
     }
     let s = &d.success;
-    let Some(diff) = s.difference else {
+    if s.difference.is_none() {
         return (
             ComparisonVerdict::Underpowered,
             "no matched pair was graded in both arms".to_string(),
         );
-    };
+    }
     let success = format!(
         "success {} -> {} ({}, {} pairs graded in both)",
         a.cell.rates.success,
@@ -749,15 +764,16 @@ fn verdict(
         points(s),
         s.n
     );
-    if diff > 0.0 {
-        return (ComparisonVerdict::Better, success);
-    }
-    if diff < 0.0 {
-        return (ComparisonVerdict::Worse, success);
+    // The verdict follows the success change's own assessment, so that a difference that reads
+    // as +0 can never be `better` or `worse`.
+    match s.assessment {
+        Assessment::Better => return (ComparisonVerdict::Better, success),
+        Assessment::Worse => return (ComparisonVerdict::Worse, success),
+        _ => {}
     }
     let w = &d.wrong_turns;
-    match (w.difference, w.a, w.b) {
-        (Some(x), Some(ma), Some(mb)) if x != 0.0 => {
+    match (w.assessment, w.a, w.b) {
+        (Assessment::Better | Assessment::Worse, Some(ma), Some(mb)) => {
             let why = format!(
                 "equal success ({}); median wrong turns {} -> {} (n={})",
                 points(s),
@@ -766,7 +782,7 @@ fn verdict(
                 w.n
             );
             (
-                if x < 0.0 {
+                if w.assessment == Assessment::Better {
                     ComparisonVerdict::Better
                 } else {
                     ComparisonVerdict::Worse
@@ -774,17 +790,17 @@ fn verdict(
                 why,
             )
         }
-        (Some(_), _, _) => (
+        (Assessment::NotMeasured, _, _) => (
+            ComparisonVerdict::Same,
+            format!("equal success ({}); wrong turns not measured", points(s)),
+        ),
+        _ => (
             ComparisonVerdict::Same,
             format!(
                 "equal success ({}) and equal median wrong turns (n={})",
                 points(s),
                 w.n
             ),
-        ),
-        _ => (
-            ComparisonVerdict::Same,
-            format!("equal success ({}); wrong turns not measured", points(s)),
         ),
     }
 }

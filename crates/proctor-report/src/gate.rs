@@ -1,4 +1,4 @@
-//! Promotion gates (seed 001, "Promotion gates"; DESIGN.md, "Comparing and promoting").
+//! Promotion gates (docs/metrics.md, "Gates").
 //!
 //! The arms are the variants of the given rows: the `[promotion]` baseline and candidate, and
 //! every other variant as a control. (For `compare RUN_A RUN_B --gate`, pass the baseline and
@@ -6,7 +6,7 @@
 //!
 //! The gates, in order, each reported with the numbers it used and a one-line explanation:
 //! 1. `sample_size`: both the baseline and the candidate have graded n ≥ `underpowered_below`
-//!    over their matched trials. Not one of seed 001's list, but the doctrine's: a comparison
+//!    over their matched trials. A comparison
 //!    below the power threshold concludes nothing, so it cannot promote.
 //! 2. `nonzero_success`: the candidate has at least one task success.
 //! 3. `strongest_control`: the candidate's success rate is at least the strongest control's

@@ -1,8 +1,8 @@
 //! The report stage: aggregate scored trials, compare two arms trial by trial, evaluate
 //! promotion gates, and render the results as Markdown, JSON or terminal text.
 //!
-//! Every function here is pure: the caller reads the store and writes the files. The doctrine
-//! (DESIGN.md) is enforced here and pinned by this crate's tests: every rate travels with its n
+//! Every function here is pure: the caller reads the store and writes the files. The rules of
+//! docs/metrics.md are enforced here and pinned by this crate's tests: every rate travels with its n
 //! and all rates of a cell share one n (graded = trials − errored − ungradeable); an honest
 //! refusal is not a failure; comparisons below the power threshold say `underpowered`; cost
 //! ledgers are never summed into one score and a missing price makes money `incomplete`; a

@@ -3,7 +3,7 @@
 //!
 //! None of these ever produce a non-finite float: an empty sample gives `None` (JSON `null`),
 //! and a relative change from an exact zero baseline gives `relative: null` with
-//! `relative_unbounded: true` (DESIGN.md, doctrine 9).
+//! `relative_unbounded: true` (docs/metrics.md).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -150,6 +150,26 @@ pub fn number(x: f64) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// A difference of two rates (fractions 0..1) in percentage points, signed: `+25 points`. A
+/// difference that is not zero never reads as `+0 points`: it gets the decimals it needs
+/// (`+0.4 points`, `-0.05 points`).
+pub fn points(d: f64) -> String {
+    if !d.is_finite() {
+        return "-".to_string();
+    }
+    let p = d * 100.0;
+    if p.abs() < 1e-7 {
+        return "+0 points".to_string();
+    }
+    let mut decimals = 0;
+    let mut s = format!("{p:+.0}");
+    while decimals < 6 && s[1..].chars().all(|c| c == '0' || c == '.') {
+        decimals += 1;
+        s = format!("{p:+.decimals$}");
+    }
+    format!("{s} points")
 }
 
 /// The relative change (b − a) / a. From an exact zero baseline it is `None` with
@@ -301,5 +321,15 @@ mod tests {
         assert_eq!(number(2.5), "2.5");
         assert_eq!(number(1.2345), "1.23");
         assert_eq!(number(f64::NAN), "-");
+    }
+
+    #[test]
+    fn points_never_read_as_zero_unless_zero() {
+        assert_eq!(points(0.0), "+0 points");
+        assert_eq!(points(-0.0), "+0 points");
+        assert_eq!(points(0.25), "+25 points");
+        assert_eq!(points(-0.125), "-12 points");
+        assert_eq!(points(1.0 / 300.0), "+0.3 points");
+        assert_eq!(points(-1.0 / 2500.0), "-0.04 points");
     }
 }

@@ -1,4 +1,4 @@
-//! Aggregation: the doctrine's keystone, one shared n, direction tests for every rate and
+//! Aggregation: the keystone (only honest refusals score 0% failure), one shared n, direction tests for every rate and
 //! median, nulls never counted as zero, and cost ledgers never summed or zeroed.
 
 mod common;

@@ -499,3 +499,95 @@ fn errored_pairs_are_out_of_the_matched_difference_n() {
     assert_eq!(c.overall.b.cell.n, 3);
     assert_eq!(c.overall.a.cell.n, 4);
 }
+
+/// Every change of a comparison, by name.
+fn changes(
+    d: &proctor_report::compare::Differences,
+) -> [(&'static str, proctor_report::compare::Change); 6] {
+    [
+        ("success", d.success),
+        ("failure", d.failure),
+        ("wrong turns", d.wrong_turns),
+        ("calls", d.calls),
+        ("tokens", d.tokens),
+        ("wall seconds", d.wall_seconds),
+    ]
+}
+
+#[test]
+fn a_zero_difference_is_same_at_the_threshold_and_underpowered_below_it() {
+    let mk = |variant: &str, n: usize, wall: f64| {
+        successes(variant, "t", n / 2, n)
+            .into_iter()
+            .map(|r| {
+                let mut r = with_tokens(with_metrics(r, 2, 7), 1000, 100);
+                r.wall_seconds = wall;
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    // Identical arms, and arms whose wall time differs by less than the 0.01 s a report shows.
+    for wall_b in [10.0, 10.003, 9.997] {
+        let at = cmp(&mk("control", 4, 10.0), &mk("method", 4, wall_b), 4);
+        assert_eq!(at.overall.verdict, ComparisonVerdict::Same, "{wall_b}");
+        for (name, c) in changes(&at.overall.differences) {
+            assert_eq!(c.assessment, Assessment::Same, "{name} at {wall_b}");
+        }
+        let below = cmp(&mk("control", 4, 10.0), &mk("method", 4, wall_b), 5);
+        assert_eq!(below.overall.verdict, ComparisonVerdict::Underpowered);
+        for (name, c) in changes(&below.overall.differences) {
+            // Never `noise` (a zero difference is not a small one), never a direction.
+            assert_eq!(c.assessment, Assessment::Underpowered, "{name} at {wall_b}");
+        }
+    }
+    // A wall-time difference a report shows (0.01 s and up) keeps its direction.
+    let slower = cmp(&mk("control", 4, 10.0), &mk("method", 4, 10.02), 4);
+    assert_eq!(
+        slower.overall.differences.wall_seconds.assessment,
+        Assessment::Worse
+    );
+}
+
+#[test]
+fn no_rendered_difference_reads_plus_zero_beside_better_or_worse() {
+    // Medians of an even number of wall times carry floating-point noise ((0.1 + 0.2) / 2 is
+    // not 0.15), and a one-trial difference over many pairs is well under one point.
+    let mk = |variant: &str, walls: &[f64], k: usize, n: usize| {
+        successes(variant, "t", k, n)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut r)| {
+                r.wall_seconds = walls[i % walls.len()];
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = mk("control", &[0.1, 0.2], 150, 300);
+    let b = mk("method", &[0.15], 151, 300);
+    let c = cmp(&a, &b, 8);
+    assert_eq!(
+        c.overall.differences.wall_seconds.assessment,
+        Assessment::Same
+    );
+    assert_eq!(c.overall.differences.success.assessment, Assessment::Better);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
+    assert!(
+        c.overall.reason.contains("+0.3 points"),
+        "{}",
+        c.overall.reason
+    );
+    for text in [
+        proctor_report::Terminal.comparison(&c),
+        proctor_report::Markdown.comparison(&c),
+    ] {
+        for line in text.lines() {
+            let cells: Vec<&str> = line.split(['|', ' ']).filter(|s| !s.is_empty()).collect();
+            let directed = cells.iter().any(|c| *c == "better" || *c == "worse");
+            let zero = line.contains(" +0 ") || line.contains("+0 points");
+            assert!(
+                !(directed && zero),
+                "reads +0 with a direction: {line}\n{text}"
+            );
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! One trial, step by step (DESIGN.md, "A trial, step by step"): lay out the workspace, start
+//! One trial, step by step (docs/design.md, "A trial, step by step"): lay out the workspace, start
 //! the calls log, run the agent (and services) in a sandbox until it has fully stopped, capture
 //! the end state into the store, run the checks over it with holdouts laid in, and score.
 
@@ -485,13 +485,27 @@ pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
     let report = proctor_sandbox::run(&spec);
     calls_log.finish();
     timings.insert("agent".into(), ms(t_agent.elapsed()));
-    let report = match report {
+    let mut report = match report {
         Ok(r) => r,
         Err(e) => {
             let _ = proctor_sandbox::remove_tree(&work);
             return errored(ctx, planned, format!("the sandbox failed: {e}"), timings);
         }
     };
+    // A service (the model endpoint too) that did not come up: its output is kept as evidence
+    // and its last lines go in the reason, which otherwise says only how it ended.
+    if let (Some(why), Some(name)) = (report.not_started.clone(), failed_service(&report)) {
+        let kept = format!("services/{name}.log");
+        let evidence = match keep_service_log(
+            &services_host.join(format!("{name}.log")),
+            &trial_dir.join(&kept),
+        ) {
+            Ok(Some(tail)) => format!("; its output ends: {tail} (all of it in {kept})"),
+            Ok(None) => "; it printed nothing".to_string(),
+            Err(e) => format!("; its output could not be kept: {e}"),
+        };
+        report.not_started = Some(format!("{why}{evidence}"));
+    }
 
     // 8. Capture, before anything is scored.
     let t_capture = Instant::now();
@@ -950,6 +964,72 @@ fn service_end(state: Option<&Path>) -> ServiceEnd {
     }
 }
 
+/// Lines of a failed service's output quoted in the trial's reason.
+const SERVICE_TAIL_LINES: usize = 5;
+/// Characters of each quoted line.
+const SERVICE_TAIL_WIDTH: usize = 200;
+/// Bytes at the end of a service's output read for the quote.
+const SERVICE_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The service that kept the agent from starting: the first that was started but failed its
+/// readiness probe or its guard.
+fn failed_service(report: &SandboxReport) -> Option<&str> {
+    let failed =
+        |p: &Option<proctor_sandbox::ProbeOutcome>| p.as_ref().is_some_and(|o| !o.passed());
+    report
+        .services
+        .iter()
+        .find(|s| s.started && (failed(&s.ready) || failed(&s.guard)))
+        .map(|s| s.name.as_str())
+}
+
+/// Copies a service's output (stdout and stderr, interleaved as written) from `log` to `to`
+/// and returns its last lines, quoted; `None` when it printed nothing (then nothing is kept).
+fn keep_service_log(log: &Path, to: &Path) -> std::io::Result<Option<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match std::fs::File::open(log) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::Start(len.saturating_sub(SERVICE_TAIL_BYTES)))?;
+    let mut end = Vec::new();
+    file.read_to_end(&mut end)?;
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::copy(log, to)?;
+    let tail = last_lines(&end, SERVICE_TAIL_LINES, SERVICE_TAIL_WIDTH);
+    Ok((!tail.is_empty()).then_some(tail))
+}
+
+/// The last `lines` non-blank lines of `bytes`, each cut to `width` characters (marked `…`),
+/// joined by ` ⏎ ` so that they stay on one line of a table.
+fn last_lines(bytes: &[u8], lines: usize, width: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut picked: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_end())
+        .filter(|l| !l.trim().is_empty())
+        .rev()
+        .take(lines)
+        .map(|l| {
+            if l.chars().count() > width {
+                let cut: String = l.chars().take(width).collect();
+                format!("{cut}…")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    picked.reverse();
+    picked.join(" ⏎ ")
+}
+
 fn agent_end(report: &SandboxReport) -> AgentEnd {
     AgentEnd {
         started: report.not_started.is_none(),
@@ -1303,4 +1383,46 @@ fn login_path_wrapper(shims: &Path, argv: &[String]) -> Vec<String> {
     ];
     v.extend(argv.iter().cloned());
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_lines_keeps_the_last_non_blank_lines_cut_to_width() {
+        assert_eq!(last_lines(b"", 5, 10), "");
+        assert_eq!(last_lines(b"boom\n", 5, 10), "boom");
+        let many = b"one\ntwo\n\nthree\nfour\r\nfive\nsix\n  \n";
+        assert_eq!(
+            last_lines(many, 5, 10),
+            "two \u{23ce} three \u{23ce} four \u{23ce} five \u{23ce} six"
+        );
+        assert_eq!(
+            last_lines("h\u{e9}llo w\u{f6}rld".as_bytes(), 1, 5),
+            "h\u{e9}llo\u{2026}"
+        );
+        // Not UTF-8: still readable.
+        assert_eq!(last_lines(b"bad \xff byte", 1, 20), "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn a_failed_services_output_is_kept_and_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("svc.log");
+        let to = dir.path().join("trial/services/svc.log");
+        assert_eq!(keep_service_log(&log, &to).unwrap(), None);
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(keep_service_log(&log, &to).unwrap(), None);
+        assert!(!to.exists());
+        let long = format!("{}\nboom\n", "x".repeat(200_000));
+        std::fs::write(&log, &long).unwrap();
+        let tail = keep_service_log(&log, &to).unwrap().unwrap();
+        assert!(tail.ends_with("boom"), "{tail}");
+        assert!(
+            tail.chars().count() <= 2 * (SERVICE_TAIL_WIDTH + 1) + 3,
+            "{tail}"
+        );
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), long);
+    }
 }

@@ -1,6 +1,6 @@
 //! The eight outcomes a trial resolves to, and the one decision procedure that assigns them.
 //!
-//! Which outcomes count where (DESIGN.md, "Outcomes"):
+//! Which outcomes count where (docs/outcomes.md):
 //! - graded attempts n = all trials − `errored` − `ungradeable`; every rate shares that n;
 //! - failure = `wrong` + `refused-wrongly` + `abandoned`;
 //! - `errored` is never evidence about the agent; `ungradeable` always carries its reason.

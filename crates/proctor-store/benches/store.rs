@@ -5,7 +5,7 @@
 //! `PROCTOR_BENCH_TRIALS` (default 10000), `PROCTOR_BENCH_DIR` (default the system temp dir),
 //! `PROCTOR_BENCH_JOBS` (writer threads, default 4).
 //!
-//! Performance target (DESIGN.md): list/show/compare over a 10,000-trial store ≤ 200 ms.
+//! Performance target (docs/performance.md): list/show/compare over a 10,000-trial store ≤ 200 ms.
 //! This prints figures; it asserts nothing, because timing is never a test.
 
 use proctor_store::{HostInfo, RunHandle, RunMeta, Store, TrialSummary};

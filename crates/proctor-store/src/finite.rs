@@ -1,6 +1,6 @@
 //! A serializer that writes nothing and only looks for non-finite floats.
 //!
-//! `serde_json` turns `NaN` and `±Infinity` into `null` without a word. proctor's doctrine is that
+//! `serde_json` turns `NaN` and `±Infinity` into `null` without a word. proctor's rule is that
 //! JSON never holds Infinity or NaN and that a number is never silently lost, so every value is
 //! walked by [`check_finite`] before it is written, and a non-finite float is an error that names
 //! where it was (`$.metrics.rate`, `$.trials[3]`).

@@ -61,14 +61,19 @@ pub struct ReindexReport {
 }
 
 impl Store {
-    /// Opens the store at `dir`, creating the directory, `runs/` and the index as needed.
+    /// Opens the store at `dir`, creating the directory, `runs/` and the index as needed. The
+    /// store keeps `dir` as an absolute path, so every path it hands out is absolute.
     ///
     /// When the index is new (or was left by an older schema) while run folders exist, it is
     /// rebuilt from them at once, so deleting `index.sqlite` is always safe.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let root = dir.as_ref().to_path_buf();
-        let runs = root.join(RUNS_DIR);
+        let given = dir.as_ref();
+        let runs = given.join(RUNS_DIR);
         fs::create_dir_all(&runs).map_err(io_err("create directory", &runs))?;
+        // Every path the store hands out is absolute, whatever the caller's working directory:
+        // sandboxes mount trial folders and rescore lays saved changes as overlay layers.
+        let root = fs::canonicalize(given).map_err(io_err("resolve", given))?;
+        let runs = root.join(RUNS_DIR);
         let (index, opened) = Index::open(&root.join(INDEX_FILE))?;
         let store = Store {
             inner: Arc::new(Inner { root, runs, index }),

@@ -2,39 +2,73 @@
 //!
 //! Each kind carries the structure a scorer needs to record evidence (which file, which calls,
 //! which pointer), so the types here are the contract between a suite and its results.
+//!
+//! Their doc comments are also the descriptions of `proctor schema suite`, shown by editors while
+//! a suite is written.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use toml::Spanned;
 
-/// One rule over a trial's end state.
-#[derive(Debug, Clone, Deserialize)]
+/// One rule over a trial's end state: a one-key inline table whose key names the kind, e.g.
+/// `{ check = "pytest -q" }` or `{ not = { file_added = "*.bak" } }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(transform = describe_keys)]
 pub enum Assertion {
-    /// The final answer matches the regex.
-    AnswerMatches(Spanned<String>),
-    /// The final answer does not match the regex.
-    AnswerForbids(Spanned<String>),
-    /// No file (or none under the globs) was added, changed or deleted.
+    /// `answer_matches = "RE"`: the agent's final answer matches the regex.
+    AnswerMatches(#[schemars(with = "String")] Spanned<String>),
+    /// `answer_forbids = "RE"`: the agent's final answer does not match the regex.
+    AnswerForbids(#[schemars(with = "String")] Spanned<String>),
+    /// `files_unchanged = true` or `files_unchanged = ["GLOB", ...]`: no file in the workspace
+    /// (or none matching the globs) was added, changed or deleted.
     FilesUnchanged(FilesUnchanged),
-    /// Some file matching the glob was added.
-    FileAdded(Spanned<String>),
-    /// Some file matching the glob was deleted.
-    FileDeleted(Spanned<String>),
-    /// Some file matching the glob was changed in content.
-    FileChanged(Spanned<String>),
-    /// The end-state file matches the regex.
+    /// `file_added = "GLOB"`: some file matching the glob was added.
+    FileAdded(#[schemars(with = "String")] Spanned<String>),
+    /// `file_deleted = "GLOB"`: some file matching the glob was deleted.
+    FileDeleted(#[schemars(with = "String")] Spanned<String>),
+    /// `file_changed = "GLOB"`: some file matching the glob was changed in content.
+    FileChanged(#[schemars(with = "String")] Spanned<String>),
+    /// `file_contains = { path = "P", pattern = "RE" }`: the end-state file P matches the regex.
     FileContains(FileContains),
-    /// A validation command, run after holdouts are installed, exits as given.
+    /// `check = "CMD"` or `check = { command = "CMD", exit = 0, stdout_matches = "RE",
+    /// timeout_seconds = N }`: a validation command, run after the holdout files are laid over
+    /// the end state, exits as given (default 0).
     Check(Check),
-    /// The number of interface calls of a verb is within bounds.
+    /// `calls = { verb = "V", min = N, max = M, args_match = "RE", exit = 0 }`: the number of
+    /// interface calls (of that verb, arguments and exit status) is within bounds.
     Calls(Calls),
-    /// A service's end state holds a value.
+    /// `state = { service = "S", pointer = "/json/pointer", equals = VALUE }` (or
+    /// `matches = "RE"`, or `exists = true`): a service's end state holds that value.
     State(StateAssertion),
-    /// The inner assertion does not hold.
-    Not(Box<Spanned<Assertion>>),
+    /// `not = { ... }`: the inner assertion does not hold.
+    Not(#[schemars(with = "Assertion")] Box<Spanned<Assertion>>),
+}
+
+/// Copies each alternative's description onto its one key, so an editor completing the key
+/// shows what the kind does.
+fn describe_keys(schema: &mut Schema) {
+    let Some(Value::Array(alternatives)) = schema.get_mut("oneOf") else {
+        return;
+    };
+    for alternative in alternatives {
+        let Some(description) = alternative.get("description").cloned() else {
+            continue;
+        };
+        let Some(Value::Object(properties)) = alternative.get_mut("properties") else {
+            continue;
+        };
+        for property in properties.values_mut() {
+            if let Value::Object(p) = property {
+                p.entry("description").or_insert(description.clone());
+            }
+        }
+    }
 }
 
 impl Assertion {
@@ -81,6 +115,9 @@ pub const ASSERTION_KINDS: &[&str] = &[
 ];
 
 /// `files_unchanged = true` or `files_unchanged = ["GLOB", ...]`.
+///
+/// Its schema is written by hand to match its hand-written `Deserialize`: a boolean or a list of
+/// strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum FilesUnchanged {
     /// `true`: nothing changed anywhere; `false`: something changed somewhere.
@@ -112,17 +149,45 @@ impl<'de> Deserialize<'de> for FilesUnchanged {
     }
 }
 
+impl JsonSchema for FilesUnchanged {
+    fn schema_name() -> Cow<'static, str> {
+        "FilesUnchanged".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "`true`: no file anywhere in the workspace was added, changed or deleted (`false`: some file was); or a list of globs: no file matching them was.",
+            "anyOf": [
+                {
+                    "type": "boolean",
+                    "description": "`true`: no file anywhere in the workspace was added, changed or deleted; `false`: some file was.",
+                },
+                {
+                    "type": "array",
+                    "items": { "type": "string" },
+                    "description": "Globs, e.g. `[\"src/**\"]`: no file matching any of them was added, changed or deleted.",
+                },
+            ],
+        })
+    }
+}
+
 /// `file_contains = { path = "P", pattern = "RE" }`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileContains {
-    /// Workspace-relative path of the end-state file.
+    /// Workspace-relative path of the end-state file. Required.
+    #[schemars(with = "String")]
     pub path: Spanned<String>,
-    /// Regex the file must match.
+    /// Regex the file's content must match. Required.
+    #[schemars(with = "String")]
     pub pattern: Spanned<String>,
 }
 
 /// A validation command: `check = "CMD"` or the table form.
+///
+/// Its schema is written by hand to match its hand-written `Deserialize`: a command string
+/// or the table form.
 #[derive(Debug, Clone)]
 pub struct Check {
     /// Run with `sh -c` in the end-state workspace with holdouts laid over it.
@@ -135,14 +200,22 @@ pub struct Check {
     pub timeout_seconds: Option<u64>,
 }
 
-#[derive(Deserialize)]
+/// The table form of `check`: `{ command = "CMD", exit = 0, stdout_matches = "RE",
+/// timeout_seconds = N }`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct CheckTable {
+    /// The command, run with `sh -c` in the end-state workspace with the holdout files laid over
+    /// it. Required.
     command: String,
+    /// The exit status that makes the check hold. Default: 0.
     #[serde(default)]
     exit: i32,
+    /// A regex the command's stdout must also match. Default: none.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     stdout_matches: Option<Spanned<String>>,
+    /// Seconds the command may run; overrides the task's `validation_timeout_seconds`.
     #[serde(default)]
     timeout_seconds: Option<u64>,
 }
@@ -179,42 +252,73 @@ impl<'de> Deserialize<'de> for Check {
     }
 }
 
+impl JsonSchema for Check {
+    fn schema_name() -> Cow<'static, str> {
+        "Check".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let table = CheckTable::json_schema(generator);
+        json_schema!({
+            "description": "A validation command, run after the agent stopped, in the end-state workspace with the holdout files laid over it: a command string (it must exit 0), or a table { command, exit, stdout_matches, timeout_seconds }.",
+            "anyOf": [
+                {
+                    "type": "string",
+                    "description": "The command, run with `sh -c`; it must exit 0.",
+                },
+                table,
+            ],
+        })
+    }
+}
+
 /// `calls = { verb = "V", min = N, max = M, args_match = "RE", exit = 0 }`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Calls {
-    /// The verb counted (the argv entry at the interface's `verb_arg`); all calls when absent.
+    /// The verb counted (the argv entry at the interface's `verb_arg`). Default: every call.
     #[serde(default)]
     pub verb: Option<String>,
-    /// At least this many.
+    /// At least this many calls. Default: no lower bound.
     #[serde(default)]
     pub min: Option<u32>,
-    /// At most this many.
+    /// At most this many calls. Default: no upper bound.
     #[serde(default)]
     pub max: Option<u32>,
     /// Only calls whose arguments, joined by spaces, match this regex.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub args_match: Option<Spanned<String>>,
     /// Only calls that exited with this status.
     #[serde(default)]
     pub exit: Option<i32>,
 }
 
-/// `state = { service = "S", pointer = "/p", equals = V | matches = "RE" | exists = B }`.
-#[derive(Debug, Clone, Deserialize)]
+/// `state = { service = "S", pointer = "/p", equals = V | matches = "RE" | exists = B }`:
+/// exactly one of `equals`, `matches` and `exists`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    { "required": ["equals"] },
+    { "required": ["matches"] },
+    { "required": ["exists"] },
+]))]
 pub struct StateAssertion {
-    /// The service whose state file is read.
+    /// The `name` of the service whose state file is read. Required.
+    #[schemars(with = "String")]
     pub service: Spanned<String>,
-    /// An RFC 6901 JSON pointer into the state.
+    /// An RFC 6901 JSON pointer into the state, e.g. `"/sent/0/to"`. Required.
+    #[schemars(with = "String")]
     pub pointer: Spanned<String>,
-    /// The value must equal this.
+    /// The value there must equal this (any TOML value).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub equals: Option<toml::Value>,
-    /// The value (as text) must match this regex.
+    /// The value there, as text, must match this regex.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub matches: Option<Spanned<String>>,
-    /// The value must exist (or not).
+    /// The value there must exist (`true`) or be absent (`false`).
     #[serde(default)]
     pub exists: Option<bool>,
 }

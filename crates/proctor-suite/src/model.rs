@@ -1,12 +1,22 @@
-//! The typed form of `suite.toml`, schema version 1, exactly as DESIGN.md specifies it.
+//! The typed form of `suite.toml`, schema version 1 (docs/suite-format.md).
 //!
 //! Every table rejects unknown keys. Values that a later check must point back at (ids, regexes,
 //! paths) keep their byte span in the source via [`Spanned`], so a problem found after parsing is
 //! still reported with its file, line and column.
+//!
+//! Every type here also derives [`JsonSchema`], so [`json_schema`] (`proctor schema suite`) is
+//! generated from the very types the parser reads. The doc comments of fields and types become
+//! the schema's descriptions, which editors (Taplo, VS Code's Even Better TOML) show while a suite
+//! is written: they are written for a suite author, with each key's default.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use schemars::generate::SchemaSettings;
+use schemars::transform::RecursiveTransform;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
+use serde_json::{Map, Value};
 pub use toml::Spanned;
 
 use crate::assertion::Assertion;
@@ -14,62 +24,78 @@ use crate::assertion::Assertion;
 /// The only schema version this reader understands.
 pub const SCHEMA_VERSION: i64 = 1;
 
-/// A parsed `suite.toml`.
-#[derive(Debug, Clone, Deserialize)]
+/// A proctor suite: the tasks an agent is given, the workspace it starts from, the variants
+/// (arms) compared, and the rules each trial's end state is graded by. Unknown keys are errors.
+/// Check a suite with `proctor validate DIR`; see its trials with `proctor run DIR --dry-run`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "proctor suite.toml")]
 pub struct SuiteFile {
-    /// Must be [`SCHEMA_VERSION`]; checked before the rest is read.
+    /// The suite format version: must be `1` (this proctor reads no other version, and there is
+    /// no migration reader). Required.
+    #[schemars(with = "i64", extend("const" = SCHEMA_VERSION))]
     pub schema_version: Spanned<i64>,
-    /// Stable identifier of the suite; part of every hidden-mutation choice.
+    /// Stable identifier of the suite, e.g. `"chat-ax"`. It is part of every hidden-mutation
+    /// choice, so changing it changes which mutation each trial gets. Required.
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
-    /// Human-readable title.
+    /// Human-readable title, shown in reports.
     #[serde(default)]
     pub name: Option<String>,
-    /// The public starting workspace, relative to the suite directory.
+    /// The public starting workspace, a folder relative to the suite directory; every trial
+    /// starts from a fresh copy-on-write view of it. Default: `"fixture"`.
     #[serde(default = "default_fixture")]
+    #[schemars(with = "String")]
     pub fixture: Spanned<String>,
-    /// Trials per (task, variant) in development mode.
+    /// Trials per (task, variant) in development mode (`--trial-mode dev`, the default).
+    /// Default: 3.
     #[serde(default = "default_development_trials")]
     pub development_trials: u32,
-    /// Trials per (task, variant) in release mode.
+    /// Trials per (task, variant) in release mode (`--trial-mode release`). Default: 5.
     #[serde(default = "default_release_trials")]
     pub release_trials: u32,
-    /// Settings every task inherits unless it sets its own.
+    /// `[defaults]`: settings every task inherits unless it sets its own.
     #[serde(default)]
     pub defaults: TaskSettings,
-    /// How results are reported.
+    /// `[report]`: how results are reported.
     #[serde(default)]
     pub report: ReportConfig,
-    /// Gates for `compare --gate` and release runs.
+    /// `[promotion]`: the gates a candidate variant must pass against a baseline in
+    /// `proctor compare --gate` and release runs. Optional.
     #[serde(default)]
     pub promotion: Option<Promotion>,
-    /// The arms of every comparison.
+    /// `[[variants]]`: the arms of every comparison; each task runs under each variant.
     #[serde(default)]
+    #[schemars(extend("default" = []))]
     pub variants: Vec<Variant>,
-    /// Mock backends started fresh for each trial.
+    /// `[[services]]`: mock backends started fresh inside each trial, before the agent.
     #[serde(default)]
+    #[schemars(extend("default" = []))]
     pub services: Vec<Service>,
-    /// The requests a person would make, with the rules over the end state.
+    /// `[[tasks]]`: the requests a person would make, with the rules over the end state.
     #[serde(default)]
+    #[schemars(extend("default" = []))]
     pub tasks: Vec<Task>,
-    /// Prices by model name, in US dollars per million tokens; a model without one makes a
-    /// trial's cost `incomplete`, never zero.
+    /// `[prices]`: prices by model name, in US dollars per million tokens, e.g.
+    /// `[prices."claude-haiku-4-5"]`. A model without a price makes a trial's cost
+    /// `incomplete`, never zero.
     #[serde(default)]
+    #[schemars(extend("default" = {}))]
     pub prices: BTreeMap<String, Price>,
 }
 
-/// A model's price, US dollars per million tokens of each category.
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// A model's price, in US dollars per million tokens of each category.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
-    /// Uncached input tokens.
+    /// US dollars per million uncached input tokens. Required.
     pub input: f64,
-    /// Output tokens.
+    /// US dollars per million output tokens. Required.
     pub output: f64,
-    /// Input tokens read from the cache (default: the input price).
+    /// US dollars per million input tokens read from the cache. Default: the `input` price.
     #[serde(default)]
     pub cache_read: Option<f64>,
-    /// Input tokens written to the cache (default: the input price).
+    /// US dollars per million input tokens written to the cache. Default: the `input` price.
     #[serde(default)]
     pub cache_write: Option<f64>,
 }
@@ -89,29 +115,41 @@ fn default_release_trials() -> u32 {
     5
 }
 
-/// Keys a task inherits from `[defaults]` and may override for itself.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Keys a task inherits from `[defaults]` and may override for itself. The defaults given here
+/// apply when neither `[defaults]` nor the task sets a key.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSettings {
-    /// Seconds before the agent is stopped.
+    /// Seconds before the agent is stopped, with all its processes. Default: 600.
+    #[schemars(extend("default" = 600))]
     pub wall_timeout_seconds: Option<u64>,
-    /// Seconds each `check` may run.
+    /// Seconds each `check` command may run. Default: 120.
+    #[schemars(extend("default" = 120))]
     pub validation_timeout_seconds: Option<u64>,
-    /// What the trial's network namespace can reach.
+    /// What the trial's network namespace can reach: `none`, `loopback` or `host`.
+    /// Default: `"none"`.
+    #[schemars(extend("default" = "none"))]
     pub network: Option<Network>,
-    /// The interface commands: shimmed, logged and allowed to the agent.
+    /// The interface commands: shimmed, logged and allowed to the agent. Each is a name found on
+    /// PATH at run start, or a path inside the suite (`"bin/vault"`). Default: none.
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub allow: Option<Vec<Spanned<String>>>,
-    /// Whether the offline-user clause is appended to every prompt.
+    /// Whether the offline-user clause (the person who asked cannot answer questions) is
+    /// appended to every prompt. Default: `false`.
+    #[schemars(extend("default" = false))]
     pub offline_user: Option<bool>,
-    /// Seconds after an agent action during which a user's undo blames the agent.
+    /// Seconds after an agent action during which a user's undo of it (a service's
+    /// `events.jsonl`) makes the trial `wrong`. Default: 300.
+    #[schemars(extend("default" = 300))]
     pub undo_window_seconds: Option<u64>,
 }
 
-/// The network a trial gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+/// The network a trial gets; recorded in every trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline, transform = string_enum)]
 pub enum Network {
-    /// Only the trial's own loopback.
+    /// Only the trial's own loopback, so every trial can bind the same port.
     None,
     /// The trial's own loopback plus proctor's model proxy.
     Loopback,
@@ -130,11 +168,12 @@ impl Network {
     }
 }
 
-/// The `[report]` table.
-#[derive(Debug, Clone, Deserialize)]
+/// The `[report]` table: how results are reported.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {
-    /// An arm with fewer graded trials than this makes a comparison `underpowered`.
+    /// An arm with fewer graded trials than this makes a comparison `underpowered` instead of
+    /// `better` or `worse`. Default: 8.
     #[serde(default = "default_underpowered_below")]
     pub underpowered_below: u32,
 }
@@ -151,33 +190,43 @@ fn default_underpowered_below() -> u32 {
     8
 }
 
-/// The `[promotion]` table: the gates a candidate must pass against a baseline.
-#[derive(Debug, Clone, Deserialize)]
+/// The `[promotion]` table: the gates a candidate must pass against a baseline in
+/// `proctor compare --gate` and release runs.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Promotion {
-    /// Variant id of the control arm.
+    /// Variant id of the control arm. Required.
+    #[schemars(with = "String")]
     pub baseline: Spanned<String>,
-    /// Variant id of the arm to promote.
+    /// Variant id of the arm to promote. Required.
+    #[schemars(with = "String")]
     pub candidate: Spanned<String>,
-    /// The metric the improvement is measured on.
+    /// The metric the improvement is measured on. Default: `"completion_rate"`.
     #[serde(default = "default_primary_metric")]
+    #[schemars(with = "Metric")]
     pub primary_metric: Spanned<String>,
-    /// Whether higher or lower values of the primary metric are better.
+    /// Whether `higher` or `lower` values of the primary metric are better. Default: `"higher"`.
     #[serde(default = "default_direction")]
     pub direction: Direction,
-    /// Minimum relative improvement of the primary metric (0.10 = 10%).
+    /// Minimum relative improvement of the primary metric over the baseline (0.10 = 10%).
+    /// Default: none.
     #[serde(default)]
     pub minimum_relative_improvement: Option<f64>,
-    /// Minimum absolute improvement of the primary metric.
+    /// Minimum absolute improvement of the primary metric over the baseline (0.05 = 5 points of
+    /// a rate). Default: none.
     #[serde(default)]
     pub minimum_absolute_improvement: Option<f64>,
-    /// How far below the strongest control the candidate's success may be.
+    /// How far below the strongest arm's success rate the candidate's may be (0.02 = 2 points).
+    /// Default: none.
     #[serde(default)]
     pub strongest_success_tolerance: Option<f64>,
-    /// Metrics that must not get worse.
+    /// Metrics on which the candidate must not be worse than the baseline, e.g.
+    /// `["wrong_turns"]`. Default: none.
     #[serde(default)]
+    #[schemars(with = "Vec<Metric>")]
     pub no_regression: Vec<Spanned<String>>,
-    /// Whether every arm needs a complete cost ledger.
+    /// Whether every arm needs a complete cost ledger (a price for every model it used).
+    /// Default: `false`.
     #[serde(default)]
     pub require_complete_costs: bool,
 }
@@ -190,8 +239,9 @@ fn default_direction() -> Direction {
 }
 
 /// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline, transform = string_enum)]
 pub enum Direction {
     /// Larger is better.
     Higher,
@@ -224,8 +274,9 @@ pub const METRICS: &[&str] = &[
 ];
 
 /// The agent CLI a variant drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schemars(inline, transform = string_enum)]
 pub enum AgentKind {
     /// Anthropic's Claude Code.
     ClaudeCode,
@@ -239,9 +290,10 @@ pub enum AgentKind {
     Opencode,
     /// aider.
     Aider,
-    /// Any command, from a template with `{prompt}`, `{workspace}`, `{model}`.
+    /// Any command: the variant's `command` argv template, with `{prompt}`, `{workspace}` and
+    /// `{model}` filled in.
     Command,
-    /// proctor's own scripted agent.
+    /// proctor's own scripted agent: shell steps from the variant's `script`.
     Script,
 }
 
@@ -261,76 +313,94 @@ impl AgentKind {
     }
 }
 
-/// One arm of a comparison.
-#[derive(Debug, Clone, Deserialize)]
+/// One arm of a comparison: an agent CLI, its model and the prompt transform it gets.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
-    /// Unique within the suite.
+    /// The variant's id, unique within the suite; `--variants` and `[promotion]` name it.
+    /// Required.
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
-    /// Which agent runs.
+    /// Which agent CLI runs. Required.
     pub agent: AgentKind,
-    /// Model name passed to the agent.
+    /// Model name passed to the agent, e.g. `"claude-haiku-4-5"`. Default: the agent's own.
     #[serde(default)]
     pub model: Option<String>,
     /// Why this arm exists, for the reader of the results.
     #[serde(default)]
     pub purpose: Option<String>,
-    /// Text put before the task prompt.
+    /// Text put before every task prompt.
     #[serde(default)]
     pub prompt_prefix: Option<String>,
-    /// Text put after the task prompt.
+    /// Text put after every task prompt.
     #[serde(default)]
     pub prompt_suffix: Option<String>,
-    /// Files copied into this variant's workspace only: workspace path -> suite path.
+    /// Files copied into this variant's workspace only: workspace path = suite path, e.g.
+    /// `{ "SKILL.md" = "agents/method/SKILL.md" }`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub files: BTreeMap<String, Spanned<String>>,
-    /// For `agent = "script"`: a folder of `TASK_ID.toml` files, or one file for every task.
+    /// For `agent = "script"`: a folder of `TASK_ID.toml` step files, or one file for every task,
+    /// relative to the suite directory.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub script: Option<Spanned<String>>,
-    /// For `agent = "command"`: the argv template.
+    /// For `agent = "command"`: the argv template, with `{prompt}`, `{workspace}` and `{model}`
+    /// filled in.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     pub command: Option<Spanned<Vec<String>>>,
     /// For real agent CLIs: the scripted model turns served by `proctor mock-model` inside each
-    /// trial (a folder of `TASK_ID.toml`, or one file for every task).
+    /// trial (a folder of `TASK_ID.toml`, or one file for every task), so runs need no key and
+    /// no network. Default: the real provider.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub model_script: Option<Spanned<String>>,
-    /// Replaces the allow-list of every task for this variant.
+    /// Replaces the `allow` list of every task for this variant.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     pub allow: Option<Vec<Spanned<String>>>,
-    /// Extra environment for the agent.
+    /// Extra environment variables for the agent.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
 }
 
-/// A mock backend started fresh inside each trial's namespaces.
-#[derive(Debug, Clone, Deserialize)]
+/// A mock backend started fresh inside each trial's namespaces, before the agent.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
-    /// Unique within the suite; assertions name it.
+    /// The service's name, unique within the suite; `state` assertions name it. Required.
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
-    /// argv; the program is a name on PATH or a path inside the suite.
+    /// The argv that starts it; the program is a name on PATH or a path inside the suite.
+    /// Required.
+    #[schemars(with = "Vec<String>")]
     pub command: Spanned<Vec<String>>,
-    /// How to know the service is up.
+    /// How to know the service is up before the agent starts.
     #[serde(default)]
     pub ready: Option<Ready>,
-    /// How to know the service is the mock and not a real server.
+    /// How to know the service is the mock and not a real server; a failed guard makes the
+    /// trial `errored`.
     #[serde(default)]
     pub guard: Option<Guard>,
-    /// The file the service writes in `$PROCTOR_SERVICE_DIR`, read by `state` assertions.
+    /// The file the service writes in `$PROCTOR_SERVICE_DIR`, read by `state` assertions, e.g.
+    /// `"state.json"`.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub state: Option<Spanned<String>>,
-    /// Environment given to the agent (and the service).
+    /// Environment variables given to the agent (and the service).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
 }
 
-/// A readiness probe.
-#[derive(Debug, Clone, Deserialize)]
+/// A readiness probe: `{ http = "URL", timeout_seconds = 10 }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Ready {
-    /// URL that must answer 2xx.
+    /// URL that must answer 2xx. Required.
+    #[schemars(with = "String")]
     pub http: Spanned<String>,
-    /// How long to keep trying.
+    /// Seconds to keep trying. Default: 10.
     #[serde(default = "default_ready_timeout")]
     pub timeout_seconds: u64,
 }
@@ -339,94 +409,108 @@ fn default_ready_timeout() -> u64 {
     10
 }
 
-/// A check that the service is the mock.
-#[derive(Debug, Clone, Deserialize)]
+/// A check that the service is the mock: `{ http = "URL", expect = "TEXT" }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Guard {
-    /// URL to fetch.
+    /// URL to fetch. Required.
+    #[schemars(with = "String")]
     pub http: Spanned<String>,
-    /// Text the response body must contain.
+    /// Text the response body must contain. Required.
     pub expect: String,
 }
 
 /// What the correct behaviour for a task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline, transform = string_enum)]
 pub enum Expect {
     /// Do the task.
     #[default]
     Complete,
-    /// Decline it.
+    /// Decline it: an honest refusal is the correct result.
     Refuse,
-    /// Stop and ask the person.
+    /// Stop and ask the person: an ask is the correct result.
     Ask,
 }
 
-/// A request a person would make, with the rules over the end state.
-#[derive(Debug, Clone, Deserialize)]
+/// A request a person would make, with the rules over the end state. A task may also set any
+/// `[defaults]` key for itself.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Task {
-    /// Unique within the suite.
+    /// The task's id, unique within the suite; names its `holdout/`, `mutations/` and `answers/`
+    /// entries. Required.
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
-    /// What the agent is asked.
+    /// What the agent is asked, as a person would ask it. Required.
     pub prompt: String,
-    /// The correct behaviour.
+    /// The correct behaviour: `complete`, `refuse` or `ask`. Default: `"complete"`.
     #[serde(default)]
     pub expect: Expect,
-    /// Free-form difficulty label.
+    /// Free-form difficulty label, e.g. `"easy"`.
     #[serde(default)]
     pub difficulty: Option<String>,
-    /// A task where the right outcome is to do nothing; kept for the reader.
+    /// Marks a task where the right outcome is to do nothing; kept for the reader.
+    /// Default: `false`.
     #[serde(default)]
     pub negative_control: bool,
-    /// Overrides `[defaults].wall_timeout_seconds`.
+    /// Seconds before the agent is stopped; overrides `[defaults]`.
     #[serde(default)]
     pub wall_timeout_seconds: Option<u64>,
-    /// Overrides `[defaults].validation_timeout_seconds`.
+    /// Seconds each `check` may run; overrides `[defaults]`.
     #[serde(default)]
     pub validation_timeout_seconds: Option<u64>,
-    /// Overrides `[defaults].network`.
+    /// The trial's network (`none`, `loopback`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub network: Option<Network>,
-    /// Overrides `[defaults].allow`.
+    /// The interface commands allowed to the agent; overrides `[defaults]`.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     pub allow: Option<Vec<Spanned<String>>>,
-    /// Overrides `[defaults].offline_user`.
+    /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,
-    /// Overrides `[defaults].undo_window_seconds`.
+    /// Seconds during which a user's undo of an agent action makes the trial `wrong`;
+    /// overrides `[defaults]`.
     #[serde(default)]
     pub undo_window_seconds: Option<u64>,
-    /// Faults injected on model routes (`anthropic`, `responses`, `chat`, `gemini`, `*`):
-    /// `credential_loss`, `rate_limit` or `timeout`. The trial must come out `errored`.
+    /// Faults injected on model routes, route = fault, e.g. `{ "*" = "rate_limit" }`. The trial
+    /// must then come out `errored`, never as the agent's failure. Default: none.
     #[serde(default)]
+    #[schemars(with = "RouteFaults")]
     pub route_faults: BTreeMap<String, Spanned<String>>,
-    /// How calls of the interface under test are read.
+    /// `[tasks.interface]`: how calls of the interface under test are read.
     #[serde(default)]
     pub interface: Option<Interface>,
-    /// Every assertion must hold for `completed`.
+    /// `[tasks.success]`: the assertions that decide `completed`. Required.
+    #[schemars(with = "Condition")]
     pub success: Spanned<Condition>,
-    /// How a refusal or an ask is recognised in the answer.
+    /// `[tasks.refusal]`: how a refusal or a question is recognised in the final answer.
     #[serde(default)]
     pub refusal: Option<Refusal>,
-    /// Graded criteria.
+    /// `[[tasks.rubric]]`: graded criteria, each scored 0..max.
     #[serde(default)]
+    #[schemars(extend("default" = []))]
     pub rubric: Vec<Criterion>,
-    /// Limits on the rubric total.
+    /// `[[tasks.caps]]`: limits on the rubric total.
     #[serde(default)]
+    #[schemars(extend("default" = []))]
     pub caps: Vec<Cap>,
 }
 
-/// `[tasks.interface]`.
-#[derive(Debug, Clone, Deserialize)]
+/// `[tasks.interface]`: how calls of the interface under test are read from the calls log.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Interface {
-    /// The command whose calls are counted.
+    /// The command whose calls are counted, e.g. `"chat"`. Required.
+    #[schemars(with = "String")]
     pub command: Spanned<String>,
-    /// argv index of the verb.
+    /// argv index of the verb: with 1, `chat send ...` has the verb `send`. Default: 1.
     #[serde(default = "default_verb_arg")]
     pub verb_arg: usize,
-    /// Pairs of verbs where the second reverses the first.
+    /// Pairs of verbs where the second reverses the first, e.g. `[["send", "unsend"]]`; they
+    /// count as `undone` calls. Default: none.
     #[serde(default)]
     pub undo: Vec<[String; 2]>,
 }
@@ -435,15 +519,19 @@ fn default_verb_arg() -> usize {
     1
 }
 
-/// A list of assertions under `all` (every one holds) or `any` (at least one holds).
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A list of assertions under `all` (every one holds) or `any` (at least one holds): exactly one
+/// of the two keys.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
 pub struct Condition {
-    /// Every one must hold.
+    /// Assertions that must every one hold, e.g. `[{ check = "pytest -q" }]`.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<Assertion>>")]
     pub all: Option<Vec<Spanned<Assertion>>>,
-    /// At least one must hold.
+    /// Assertions of which at least one must hold.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<Assertion>>")]
     pub any: Option<Vec<Spanned<Assertion>>>,
 }
 
@@ -457,46 +545,272 @@ impl Condition {
     }
 }
 
-/// `[tasks.refusal]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `[tasks.refusal]`: how a refusal or a question to the person is recognised in the agent's
+/// final answer.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Refusal {
-    /// Regexes that mark the answer as a refusal.
+    /// Regexes that mark the answer as a refusal, e.g. `["(?i)\\b(can't|unable to)\\b"]`.
+    /// Default: none.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub refuse_patterns: Vec<Spanned<String>>,
-    /// Regexes that mark the answer as a question to the person.
+    /// Regexes that mark the answer as a question to the person, e.g. `["(?i)should I"]`.
+    /// Default: none.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub ask_patterns: Vec<Spanned<String>>,
 }
 
-/// One graded criterion of a rubric.
-#[derive(Debug, Clone, Deserialize)]
+/// One graded criterion of a rubric, scored 0..max.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Criterion {
-    /// Unique within the task.
+    /// The criterion's id, unique within the task. Required.
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
-    /// The highest score.
+    /// The highest score. Required.
     pub max: u32,
-    /// Checked in order; the first whose `all` holds gives the score.
+    /// The levels, checked in order: the first whose `all` holds gives the score (none: 0).
+    /// Required.
+    #[schemars(with = "Vec<Level>")]
     pub levels: Vec<Spanned<Level>>,
 }
 
-/// A score and the assertions that earn it.
-#[derive(Debug, Clone, Deserialize)]
+/// A score and the assertions that earn it: `{ score = 2, all = [...] }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Level {
-    /// The score given.
+    /// The score given. Required.
     pub score: u32,
-    /// Every one must hold.
+    /// Assertions that must every one hold for this score. Required.
+    #[schemars(with = "Vec<Assertion>")]
     pub all: Vec<Spanned<Assertion>>,
 }
 
 /// A cap on the rubric total, applied when any of its assertions holds.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cap {
-    /// The cap applies when at least one holds.
+    /// The cap applies when at least one of these holds. Required.
+    #[schemars(with = "Vec<Assertion>")]
     pub any: Vec<Spanned<Assertion>>,
-    /// The total is limited to this.
+    /// The rubric total is limited to this. Required.
     pub max_total: u32,
+}
+
+/// The JSON Schema (draft 2020-12) of `suite.toml`, as `proctor schema suite` prints it: what
+/// the parser accepts, plus the value checks of `proctor validate` a schema can state (metric
+/// names, route faults, one of `all`/`any`). TOML has no null, so optional keys are described
+/// by their value's type alone.
+pub fn json_schema() -> Value {
+    SchemaSettings::draft2020_12()
+        .with_transform(RecursiveTransform(for_toml_editors))
+        .into_generator()
+        .into_root_schema_for::<SuiteFile>()
+        .to_value()
+}
+
+/// Removes `null` from a schema, since absent keys stand for `None` in TOML, which has no null
+/// value; and joins the lines of each description's paragraphs, which come hard-wrapped from
+/// doc comments.
+fn for_toml_editors(schema: &mut Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::String(text)) = obj.get_mut("description") {
+        *text = unwrap_paragraphs(text);
+    }
+    if obj.get("default").is_some_and(Value::is_null) {
+        obj.remove("default");
+    }
+    if let Some(Value::Array(types)) = obj.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            obj.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = obj.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    let is_null_schema = |v: &Value| {
+        v.as_object()
+            .is_some_and(|o| o.len() == 1 && o.get("type").is_some_and(|t| t == "null"))
+    };
+    if let Some(Value::Array(alternatives)) = obj.get_mut("anyOf") {
+        alternatives.retain(|a| !is_null_schema(a));
+        if alternatives.len() == 1 {
+            if let Value::Object(only) = alternatives.remove(0) {
+                obj.remove("anyOf");
+                for (k, v) in only {
+                    obj.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+}
+
+/// `text` with the single line breaks inside each paragraph replaced by spaces.
+fn unwrap_paragraphs(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Turns the `oneOf` of documented `const` strings that a unit enum derives into a plain string
+/// `enum`, keeping each value's doc for Taplo (`x-taplo.docs.enumValues`).
+fn string_enum(schema: &mut Schema) {
+    let Some(Value::Array(alternatives)) = schema.get("oneOf") else {
+        return;
+    };
+    let mut values = Vec::new();
+    let mut docs = Vec::new();
+    for alternative in alternatives {
+        let Some(value) = alternative.get("const").and_then(Value::as_str) else {
+            return;
+        };
+        values.push(Value::from(value));
+        docs.push(
+            alternative
+                .get("description")
+                .and_then(Value::as_str)
+                .map_or(Value::Null, |d| unwrap_paragraphs(d).into()),
+        );
+    }
+    schema.remove("oneOf");
+    schema.insert("type".into(), "string".into());
+    schema.insert("enum".into(), values.into());
+    schema.insert(
+        "x-taplo".into(),
+        serde_json::json!({ "docs": { "enumValues": docs } }),
+    );
+}
+
+/// The schema of a metric name ([`METRICS`]); only used as `#[schemars(with = "Metric")]`.
+enum Metric {}
+
+impl JsonSchema for Metric {
+    fn schema_name() -> Cow<'static, str> {
+        "Metric".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let docs: Vec<Value> = METRICS
+            .iter()
+            .map(|m| metric_doc(m).map_or(Value::Null, Value::from))
+            .collect();
+        json_schema!({
+            "description": "A metric a promotion may name: a rate over graded trials, the rubric mean, or a median per graded trial of an interface or cost metric.",
+            "type": "string",
+            "enum": METRICS,
+            "x-taplo": { "docs": { "enumValues": docs } },
+        })
+    }
+}
+
+/// What a metric of [`METRICS`] measures, for the schema's value docs.
+fn metric_doc(metric: &str) -> Option<&'static str> {
+    Some(match metric {
+        "completion_rate" => "Share of graded trials that came out `completed`. Higher is better.",
+        "success_rate" => "Share of graded trials with the correct result: completed, or an honest refusal or an ask where `expect` says so. Higher is better.",
+        "failure_rate" => "Share of graded trials that came out `wrong`, `refused-wrongly` or `abandoned`. Lower is better.",
+        "wrong_rate" => "Share of graded trials that came out `wrong`. Lower is better.",
+        "refusal_rate" => "Share of graded trials that refused, honestly or wrongly. Lower is better.",
+        "ask_rate" => "Share of graded trials that stopped to ask the person. Lower is better.",
+        "abandoned_rate" => "Share of graded trials that came out `abandoned`. Lower is better.",
+        "rubric_mean" => "Mean rubric total, as a fraction of the maximum. Higher is better.",
+        "wrong_turns" => "Median errors + repeats + undone + denied calls per trial. Lower is better.",
+        "calls" => "Median interface calls per trial. Lower is better.",
+        "errors" => "Median interface calls that exited non-zero, per trial. Lower is better.",
+        "repeats" => "Median calls identical to the call right before them, per trial. Lower is better.",
+        "undone" => "Median calls that reverse an earlier call by the `undo` pairs, per trial. Lower is better.",
+        "denied" => "Median calls the allow-list refused, per trial. Lower is better.",
+        "recoveries" => "Median successful calls of a verb after failed calls of it, per trial. Higher is better.",
+        "help_calls" => "Median calls with `--help`, `-h` or the verb `help`, per trial. Lower is better.",
+        "tokens" => "Median input + output tokens per trial. Lower is better.",
+        "requests" => "Median model requests per trial. Lower is better.",
+        "wall_seconds" => "Median wall-clock seconds of the agent per trial. Lower is better.",
+        "agent_cpu_seconds" => "Median CPU seconds of the agent's process tree per trial. Lower is better.",
+        _ => return None,
+    })
+}
+
+/// The schema of a task's `route_faults` table ([`FAULT_ROUTES`] to [`FAULT_KINDS`]); only used
+/// as `#[schemars(with = "RouteFaults")]`.
+enum RouteFaults {}
+
+impl JsonSchema for RouteFaults {
+    fn schema_name() -> Cow<'static, str> {
+        "RouteFaults".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let kind = generator.subschema_for::<RouteFault>();
+        let mut properties = Map::new();
+        for route in FAULT_ROUTES {
+            let mut schema = kind.clone();
+            let what = match *route {
+                "anthropic" => "The Anthropic Messages API route.",
+                "responses" => "The OpenAI Responses API route.",
+                "chat" => "The OpenAI Chat Completions API route.",
+                "gemini" => "The Gemini API route.",
+                "*" => "Every model route.",
+                _ => "A model route.",
+            };
+            schema.insert("description".into(), what.into());
+            properties.insert((*route).to_string(), schema.to_value());
+        }
+        json_schema!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
+/// The schema of one fault ([`FAULT_KINDS`]); only used by [`RouteFaults`].
+enum RouteFault {}
+
+impl JsonSchema for RouteFault {
+    fn schema_name() -> Cow<'static, str> {
+        "RouteFault".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let docs: Vec<Value> = FAULT_KINDS
+            .iter()
+            .map(|kind| match *kind {
+                "credential_loss" => "The credentials are rejected: HTTP 401 with an authentication error.".into(),
+                "rate_limit" => "The provider rate-limits: HTTP 429 with a rate-limit error.".into(),
+                "timeout" => "The provider never answers: the request is held open until the client gives up.".into(),
+                _ => Value::Null,
+            })
+            .collect();
+        json_schema!({
+            "description": "A fault the mock model injects instead of an answer.",
+            "type": "string",
+            "enum": FAULT_KINDS,
+            "x-taplo": { "docs": { "enumValues": docs } },
+        })
+    }
 }

@@ -45,7 +45,7 @@ pub fn check_schema_version(source: &SourceFile) -> Result<(), Problem> {
         )
         .with_label("unsupported schema version")
         .with_help(format!(
-            "rewrite the suite to the version {SCHEMA_VERSION} format (see DESIGN.md, \"Suite format\") and set `schema_version = {SCHEMA_VERSION}`"
+            "rewrite the suite to the version {SCHEMA_VERSION} format (see docs/suite-format.md) and set `schema_version = {SCHEMA_VERSION}`"
         ))),
     }
 }

@@ -122,6 +122,7 @@ pub struct Problem {
     /// What to write instead.
     pub help: Option<String>,
     label: Option<String>,
+    related: Vec<(Range<usize>, String)>,
     source: Option<SourceFile>,
 }
 
@@ -135,6 +136,7 @@ impl Problem {
             location: None,
             help: None,
             label: None,
+            related: Vec::new(),
             source: None,
         }
     }
@@ -154,6 +156,7 @@ impl Problem {
             location: Some(Location { line, column, span }),
             help: None,
             label: None,
+            related: Vec::new(),
             source: Some(source.clone()),
         }
     }
@@ -168,6 +171,20 @@ impl Problem {
     pub fn with_label(mut self, label: impl Into<String>) -> Problem {
         self.label = Some(label.into());
         self
+    }
+
+    /// Adds a second place in the same file that explains the problem (e.g. the list a value
+    /// is missing from), shown with its own label. Ignored for problems without a location.
+    pub fn with_related(mut self, span: Range<usize>, label: impl Into<String>) -> Problem {
+        if self.location.is_some() {
+            self.related.push((span, label.into()));
+        }
+        self
+    }
+
+    /// The secondary places of [`Problem::with_related`], in the order they were added.
+    pub fn related(&self) -> &[(Range<usize>, String)] {
+        &self.related
     }
 }
 
@@ -210,11 +227,15 @@ impl Diagnostic for Problem {
         let loc = self.location.as_ref()?;
         let len = loc.span.end.saturating_sub(loc.span.start);
         let label = self.label.clone().unwrap_or_else(|| "here".to_string());
-        Some(Box::new(std::iter::once(LabeledSpan::new(
-            Some(label),
-            loc.span.start,
-            len,
-        ))))
+        let primary = LabeledSpan::new_primary_with_span(Some(label), (loc.span.start, len));
+        let related = self.related.iter().map(|(span, label)| {
+            LabeledSpan::new(
+                Some(label.clone()),
+                span.start,
+                span.end.saturating_sub(span.start),
+            )
+        });
+        Some(Box::new(std::iter::once(primary).chain(related)))
     }
 }
 

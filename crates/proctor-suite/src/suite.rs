@@ -56,8 +56,16 @@ pub struct Settings {
 impl Suite {
     /// Reads and checks the suite in `dir`: every problem found, or a suite ready to plan.
     pub fn open(dir: &Path) -> Result<Suite, Vec<Problem>> {
+        Suite::open_with(dir, &crate::validate::Options::default())
+    }
+
+    /// [`Suite::open`] with the checks `options` asks for (see [`crate::validate::Options`]).
+    pub fn open_with(
+        dir: &Path,
+        options: &crate::validate::Options,
+    ) -> Result<Suite, Vec<Problem>> {
         let suite = Suite::parse(dir).map_err(|p| vec![p])?;
-        let problems = crate::validate::problems(&suite);
+        let problems = crate::validate::problems_with(&suite, options);
         if problems.is_empty() {
             Ok(suite)
         } else {

@@ -3,22 +3,47 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Component, Path};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
 
+use serde::Deserialize;
 use toml::Spanned;
 
 use crate::assertion::{Assertion, FilesUnchanged};
-use crate::model::{AgentKind, Condition, Task, METRICS};
+use crate::model::{AgentKind, Condition, Expect, Task, Variant, METRICS};
+use crate::parse::parse_toml;
 use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::suite::{read_script, Suite};
 
+/// What the checks may assume beyond the suite's own files.
+///
+/// The default makes only the checks that depend on nothing but the suite, as every command
+/// that opens a suite does; `proctor validate` also looks bare `allow` names up on the host and
+/// may limit the per-task files it requires to the tasks that will run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The folders a bare `allow` name is looked up in, in order: the runner's rule is `PATH`,
+    /// then proctor's own folder. `None`: bare names are not looked up.
+    pub search_path: Option<Vec<PathBuf>>,
+    /// The tasks that will run: only they need a scripted-agent file and a model script.
+    /// `None`: every task of the suite.
+    pub tasks: Option<Vec<String>>,
+}
+
 /// All problems with a parsed suite; empty when it is valid.
 pub fn problems(suite: &Suite) -> Vec<Problem> {
+    problems_with(suite, &Options::default())
+}
+
+/// All problems with a parsed suite under `options`; empty when it is valid.
+pub fn problems_with(suite: &Suite, options: &Options) -> Vec<Problem> {
     let mut v = Validator {
         suite,
         src: &suite.source,
+        options,
+        spans: toml::from_str(suite.source.text()).unwrap_or_default(),
+        read: BTreeSet::new(),
         out: Vec::new(),
     };
     v.top_level();
@@ -35,7 +60,45 @@ pub fn problems(suite: &Suite) -> Vec<Problem> {
 struct Validator<'a> {
     suite: &'a Suite,
     src: &'a SourceFile,
+    options: &'a Options,
+    /// Spans the typed model does not keep (whole `allow` lists, `expect`).
+    spans: Spans,
+    /// Script files already parsed: variants often share them, and one report per file is enough.
+    read: BTreeSet<PathBuf>,
     out: Vec<Problem>,
+}
+
+/// A second, lenient read of `suite.toml` for the spans of values the typed model keeps without
+/// one. Its lists are in file order, like those of the typed model.
+#[derive(Debug, Default, Deserialize)]
+struct Spans {
+    #[serde(default)]
+    defaults: AllowSpan,
+    #[serde(default)]
+    variants: Vec<AllowSpan>,
+    #[serde(default)]
+    tasks: Vec<TaskSpans>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AllowSpan {
+    #[serde(default)]
+    allow: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TaskSpans {
+    #[serde(default)]
+    allow: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    expect: Option<Spanned<toml::Value>>,
+}
+
+/// The spans of a model script's turns, to point at the one that is inconsistent.
+#[derive(Debug, Default, Deserialize)]
+struct TurnSpans {
+    #[serde(default)]
+    turns: Vec<Spanned<toml::Value>>,
 }
 
 /// Characters allowed in ids: they become folder names and trial ids.
@@ -60,6 +123,147 @@ fn path_escape(p: &str) -> Option<&'static str> {
         return Some("climbs out with `..`");
     }
     None
+}
+
+/// Whether `p` is a file the runner can execute (its rule for allowed commands).
+fn executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The name the agent types for an `allow` entry: the entry itself, or a path's file name.
+fn allowed_name(entry: &str) -> &str {
+    if entry.contains('/') {
+        Path::new(entry)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(entry)
+    } else {
+        entry
+    }
+}
+
+/// Whether an allow list lets the agent run `command`.
+fn allows(list: &[Spanned<String>], command: &str) -> bool {
+    list.iter()
+        .any(|e| e.get_ref() == command || allowed_name(e.get_ref()) == allowed_name(command))
+}
+
+/// Interpreters whose first operand is the script they run.
+const INTERPRETERS: &[&str] = &["python3", "python", "sh", "bash", "node", "ruby", "perl"];
+/// Extensions that mark an interpreter's operand as a script file.
+const SCRIPT_EXTENSIONS: &[&str] = &[".py", ".sh", ".js", ".rb", ".pl"];
+/// Interpreter options after which the code is given inline, not as a file.
+const INLINE_CODE_FLAGS: &[&str] = &["-c", "-m", "-e", "-E", "-p", "--eval", "--print"];
+
+/// A file a `check` command needs from the workspace before the agent could have made it: the
+/// program itself when it is a relative path (`./verify.sh`, `bin/check`), or the script an
+/// interpreter runs (`python3 check_fix.py`). Returns the word as written and the path it names
+/// relative to the workspace; `None` when the command names no such file or is too dynamic to
+/// read (variables, globs, `python3 -c ...`).
+fn check_file(command: &str) -> Option<(String, String)> {
+    let words = first_command_words(command)?;
+    let mut words = words
+        .into_iter()
+        .skip_while(|w| w.split_once('=').is_some_and(|(k, _)| is_var_name(k)));
+    let program = words.next()?;
+    let word = if program.contains('/') {
+        program
+    } else if INTERPRETERS.contains(&program.as_str()) {
+        let mut operand = None;
+        for w in words {
+            if INLINE_CODE_FLAGS.contains(&w.as_str()) {
+                return None;
+            }
+            if !w.starts_with('-') {
+                operand = Some(w);
+                break;
+            }
+        }
+        let operand = operand?;
+        if !SCRIPT_EXTENSIONS.iter().any(|e| operand.ends_with(e)) {
+            return None;
+        }
+        operand
+    } else {
+        return None;
+    };
+    let path = Path::new(&word);
+    if word.contains(['$', '`', '*', '?', '[', '{', '~'])
+        || path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::RootDir))
+    {
+        return None;
+    }
+    let rel: PathBuf = path
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    let rel = rel.to_str()?.to_string();
+    (!rel.is_empty()).then_some((word, rel))
+}
+
+fn is_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The words of the first simple command of a shell command line, with quotes removed; `None`
+/// when a quote is not closed. Words the shell expands keep their `$`, `*`, ... for the caller
+/// to set aside.
+fn first_command_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            // A comment starts only at the beginning of a word.
+            '#' if !in_word => break,
+            ';' | '&' | '|' | '<' | '>' | '(' | ')' | '\n' => break,
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        q => word.push(q),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => word.push(chars.next()?),
+                        q => word.push(q),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                word.push(chars.next()?);
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Some(words)
 }
 
 impl<'a> Validator<'a> {
@@ -251,11 +455,26 @@ impl<'a> Validator<'a> {
         true
     }
 
+    /// Checks each entry of an allow list resolves as the runner resolves it: a path inside the
+    /// suite to an executable file, or a bare name found in the search path.
     fn allow_list(&mut self, allow: &[Spanned<String>]) {
         for a in allow {
-            if a.get_ref().contains('/') {
-                self.suite_path("allow", a, true);
-            } else if a.get_ref().is_empty() {
+            let entry = a.get_ref();
+            if entry.contains('/') {
+                if self.suite_path("allow", a, true) && !executable(&self.suite.root.join(entry)) {
+                    let p = self
+                        .at(
+                            ProblemKind::BadPath,
+                            a.span(),
+                            format!("`allow` entry `{entry}` is not an executable file"),
+                        )
+                        .with_label("not executable")
+                        .with_help(format!(
+                            "allowed commands are run through shims: make it executable (`chmod +x {entry}` in the suite folder)"
+                        ));
+                    self.out.push(p);
+                }
+            } else if entry.is_empty() {
                 let p = self
                     .at(
                         ProblemKind::InvalidValue,
@@ -267,6 +486,20 @@ impl<'a> Validator<'a> {
                         "name a command on PATH, or a path inside the suite such as \"bin/tool\"",
                     );
                 self.out.push(p);
+            } else if let Some(dirs) = &self.options.search_path {
+                if !dirs.iter().any(|d| executable(&d.join(entry))) {
+                    let p = self
+                        .at(
+                            ProblemKind::UnknownReference,
+                            a.span(),
+                            format!("`allow` entry `{entry}` is not a path inside the suite and no program of that name is on PATH"),
+                        )
+                        .with_label("found nowhere")
+                        .with_help(format!(
+                            "install `{entry}` on PATH (or beside proctor), or put the program in the suite and allow it by path, such as \"bin/{entry}\""
+                        ));
+                    self.out.push(p);
+                }
             }
         }
     }
@@ -297,20 +530,7 @@ impl<'a> Validator<'a> {
                 self.allow_list(allow);
             }
             if let Some(ms) = &variant.model_script {
-                if self.suite_path("model_script", ms, true) {
-                    let base = self.suite.root.join(ms.get_ref());
-                    if base.is_dir() {
-                        for task in &self.suite.file.tasks {
-                            let p = base.join(format!("{}.toml", task.id.get_ref()));
-                            if !p.is_file() {
-                                let pr = self.at(ProblemKind::BadPath, ms.span(), format!("variant `{}` has no model script for task `{}`", variant.id.get_ref(), task.id.get_ref()))
-                                    .with_label(format!("expected {}", p.display()))
-                                    .with_help("write [[turns]] of tool calls and a final text for this task (see `proctor mock-model --help`)");
-                                self.out.push(pr);
-                            }
-                        }
-                    }
-                }
+                self.model_script_variant(variant, ms);
             }
             match variant.agent {
                 AgentKind::Script => self.script_variant(variant),
@@ -349,7 +569,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn script_variant(&mut self, variant: &crate::model::Variant) {
+    fn script_variant(&mut self, variant: &Variant) {
         let Some(script) = &variant.script else {
             let p = self.at(
                 ProblemKind::MissingKey,
@@ -374,7 +594,13 @@ impl<'a> Validator<'a> {
             } else {
                 base.clone()
             };
-            if !path.is_file() {
+            if path.is_file() {
+                if self.read.insert(path.clone()) {
+                    if let Err(p) = read_script(&path) {
+                        self.out.push(p);
+                    }
+                }
+            } else if self.will_run(task) {
                 let p = self
                     .at(
                         ProblemKind::BadPath,
@@ -391,12 +617,111 @@ impl<'a> Validator<'a> {
                         path.display()
                     ));
                 self.out.push(p);
-                continue;
             }
-            if base.is_dir() || task.id == self.suite.file.tasks[0].id {
-                if let Err(p) = read_script(&path) {
-                    self.out.push(p);
-                }
+        }
+    }
+
+    /// Whether `task` is among the tasks that will run.
+    fn will_run(&self, task: &Task) -> bool {
+        self.options
+            .tasks
+            .as_ref()
+            .is_none_or(|ids| ids.iter().any(|id| id == task.id.get_ref()))
+    }
+
+    /// A variant's `model_script`: the file, or one `TASK_ID.toml` per task that will run, and
+    /// each file parses as the mock model reads it.
+    fn model_script_variant(&mut self, variant: &Variant, ms: &Spanned<String>) {
+        if !self.suite_path("model_script", ms, true) {
+            return;
+        }
+        let base = self.suite.root.join(ms.get_ref());
+        if !base.is_dir() {
+            self.model_script_file(&base);
+            return;
+        }
+        for task in &self.suite.file.tasks {
+            let name = format!("{}.toml", task.id.get_ref());
+            let path = base.join(&name);
+            if path.is_file() {
+                self.model_script_file(&path);
+            } else if self.will_run(task) {
+                let rel = Path::new(ms.get_ref()).join(&name);
+                let p = self
+                    .at(
+                        ProblemKind::BadPath,
+                        ms.span(),
+                        format!(
+                            "variant `{}` has no model script for task `{}`",
+                            variant.id.get_ref(),
+                            task.id.get_ref()
+                        ),
+                    )
+                    .with_label(format!("expected {}", rel.display()))
+                    .with_help(format!(
+                        "write {} in the suite: [[turns]] of tool calls, then a final `text` (see `proctor mock-model --help`)",
+                        rel.display()
+                    ));
+                self.out.push(p);
+            }
+        }
+    }
+
+    /// Parses one model script as `proctor mock-model` will, once per file.
+    fn model_script_file(&mut self, path: &Path) {
+        if !self.read.insert(path.to_path_buf()) {
+            return;
+        }
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                let p = self.file(
+                    ProblemKind::BadPath,
+                    path,
+                    format!("cannot read the model script: {e}"),
+                );
+                self.out.push(p);
+                return;
+            }
+        };
+        let source = SourceFile::new(path, text);
+        let script: proctor_mock_model::Script = match parse_toml(&source) {
+            Ok(s) => s,
+            Err(p) => {
+                let p = if p.help.is_some() {
+                    p
+                } else {
+                    p.with_help("a model script is [[turns]] tables of `calls` or a final `text`, each with its `usage` (see `proctor mock-model --help`)")
+                };
+                self.out.push(p);
+                return;
+            }
+        };
+        match script.validate(&path.display().to_string()) {
+            Ok(()) => {}
+            Err(proctor_mock_model::ScriptError::Invalid { turn, message, .. }) => {
+                let turns: TurnSpans = toml::from_str(source.text()).unwrap_or_default();
+                // The turn's first line: its [[turns]] header, or the inline table.
+                let span = turns
+                    .turns
+                    .get(turn.saturating_sub(1))
+                    .map_or(0..0, |t| t.span());
+                let span = source.text()[span.clone()]
+                    .find('\n')
+                    .map_or(span.clone(), |n| span.start..span.start + n);
+                let p = Problem::at(
+                    ProblemKind::Inconsistent,
+                    &source,
+                    span,
+                    format!("turn {turn} of the model script: {message}"),
+                )
+                .with_label(format!("turn {turn}"))
+                .with_help("a turn is a final `text`, or `calls` each with `role = \"shell\"` and `command`, or with a tool's exact `name`");
+                self.out.push(p);
+            }
+            Err(e) => {
+                let p = self.file(ProblemKind::Inconsistent, path, e.to_string());
+                self.out.push(p);
             }
         }
     }
@@ -435,10 +760,12 @@ impl<'a> Validator<'a> {
 
     fn tasks(&mut self) {
         let suite = self.suite;
-        for task in &suite.file.tasks {
+        for (index, task) in suite.file.tasks.iter().enumerate() {
             if let Some(allow) = &task.allow {
                 self.allow_list(allow);
             }
+            self.interface_allowed(index, task);
+            self.refusal_patterns(index, task);
             for (route, kind) in &task.route_faults {
                 if !crate::model::FAULT_ROUTES.contains(&route.as_str()) {
                     let p = self
@@ -519,6 +846,132 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+    }
+
+    /// The interface command of a task must be on the allow list every variant runs it with:
+    /// only allowed commands are shimmed, so calls of any other are never logged.
+    fn interface_allowed(&mut self, index: usize, task: &Task) {
+        let Some(interface) = &task.interface else {
+            return;
+        };
+        let command = interface.command.get_ref();
+        let id = task.id.get_ref();
+        let f = &self.suite.file;
+        let spans = self.spans.tasks.get(index);
+        let (base, base_span, whose) = match (&task.allow, &f.defaults.allow) {
+            (Some(list), _) => (
+                Some(list),
+                spans.and_then(|s| s.allow.as_ref()).map(Spanned::span),
+                "this task's `allow`",
+            ),
+            (None, Some(list)) => (
+                Some(list),
+                self.spans.defaults.allow.as_ref().map(Spanned::span),
+                "the `allow` of [defaults], which this task inherits",
+            ),
+            (None, None) => (None, None, ""),
+        };
+        let base_used = f.variants.is_empty() || f.variants.iter().any(|v| v.allow.is_none());
+        if base_used && !base.is_some_and(|list| allows(list, command)) {
+            let mut p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    interface.command.span(),
+                    match base {
+                        Some(_) => format!("task `{id}` counts calls of `{command}`, which its allow list does not include"),
+                        None => format!("task `{id}` counts calls of `{command}`, but no `allow` list allows it"),
+                    },
+                )
+                .with_label("not an allowed command");
+            if let Some(span) = base_span {
+                p = p.with_related(span, format!("{whose}: no `{command}`"));
+            }
+            let help = match (&task.allow, &f.defaults.allow) {
+                (Some(_), _) => format!("add \"{command}\" to this task's `allow`: only allowed commands are shimmed, so calls of any other are never logged"),
+                (None, Some(_)) => format!("add \"{command}\" to `allow` in [defaults] (or give this task its own `allow`): only allowed commands are shimmed, so calls of any other are never logged"),
+                (None, None) => format!("add `allow = [\"{command}\"]` to [defaults] or to this task: only allowed commands are shimmed, so calls of any other are never logged"),
+            };
+            self.out.push(p.with_help(help));
+        }
+        for (v, variant) in f.variants.iter().enumerate() {
+            let Some(list) = &variant.allow else {
+                continue;
+            };
+            if allows(list, command) {
+                continue;
+            }
+            let vid = variant.id.get_ref();
+            let related = self
+                .spans
+                .variants
+                .get(v)
+                .and_then(|s| s.allow.as_ref())
+                .map_or_else(|| variant.id.span(), Spanned::span);
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    interface.command.span(),
+                    format!("task `{id}` counts calls of `{command}`, which the `allow` of variant `{vid}` does not include"),
+                )
+                .with_label("not allowed under this variant")
+                .with_related(related, format!("replaces the task's allow list for variant `{vid}`"))
+                .with_help(format!("add \"{command}\" to the `allow` of variant `{vid}`, or remove that `allow` so the task's list applies"));
+            self.out.push(p);
+        }
+    }
+
+    /// `expect = "refuse"` and `expect = "ask"` need the patterns that recognise a refusal or an
+    /// ask in the answer; without them the correct behaviour is never seen and the trial is
+    /// scored as something else.
+    fn refusal_patterns(&mut self, index: usize, task: &Task) {
+        let (what, key, example) = match task.expect {
+            Expect::Complete => return,
+            Expect::Refuse => (
+                "a refusal",
+                "refuse_patterns",
+                r#"refuse_patterns = ['(?i)\b(can ?not|can't|won't|will not)\b']"#,
+            ),
+            Expect::Ask => (
+                "a question to the person",
+                "ask_patterns",
+                r#"ask_patterns = ['(?i)\b(should I|shall I|do you want me to)\b']"#,
+            ),
+        };
+        let patterns = task.refusal.as_ref().map(|r| match task.expect {
+            Expect::Ask => &r.ask_patterns,
+            _ => &r.refuse_patterns,
+        });
+        if patterns.is_some_and(|p| !p.is_empty()) {
+            return;
+        }
+        let id = task.id.get_ref();
+        let spans = self.spans.tasks.get(index);
+        let span = spans
+            .and_then(|s| s.expect.as_ref())
+            .map_or_else(|| task.id.span(), Spanned::span);
+        let expect = match task.expect {
+            Expect::Ask => "ask",
+            _ => "refuse",
+        };
+        let p = self
+            .at(
+                ProblemKind::Inconsistent,
+                span,
+                match patterns {
+                    None => format!(
+                        "task `{id}` expects {what}, but has no [tasks.refusal] to recognise one"
+                    ),
+                    Some(_) => format!(
+                        "task `{id}` expects {what}, but its [tasks.refusal] has no `{key}`"
+                    ),
+                },
+            )
+            .with_label(format!("`expect = \"{expect}\"` needs `{key}`"));
+        let help = match patterns {
+            None => format!("add to this task:\n[tasks.refusal]\n{example}\nwithout it the answer is never recognised as {what}, and the trial is silently scored as another outcome"),
+            Some(_) => format!("add to this task's [tasks.refusal]:\n{example}\nwithout it the answer is never recognised as {what}, and the trial is silently scored as another outcome"),
+        };
+        self.out.push(p.with_help(help));
     }
 
     fn condition(&mut self, task: &Task, name: &str, cond: &Spanned<Condition>) {
@@ -635,6 +1088,7 @@ impl<'a> Validator<'a> {
                 if let Some(re) = &c.stdout_matches {
                     self.regex(re);
                 }
+                self.check_program(task, span.clone(), &c.command);
             }
             Assertion::Calls(c) => {
                 if task.interface.is_none() {
@@ -729,6 +1183,52 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// A `check` that runs a file of its own (`./verify.sh`, `python3 check_fix.py`) needs it
+    /// in the workspace the check runs in: the fixture, with `holdout/TASK_ID/` laid over it
+    /// (or a file every variant copies in).
+    fn check_program(&mut self, task: &Task, span: Range<usize>, command: &str) {
+        let Some((word, rel)) = check_file(command) else {
+            return;
+        };
+        let id = task.id.get_ref();
+        let holdout = self.suite.root.join("holdout").join(id);
+        let variants = &self.suite.file.variants;
+        let copied_in = !variants.is_empty()
+            && variants.iter().all(|v| {
+                v.files.keys().any(|dest| {
+                    Path::new(dest)
+                        .components()
+                        .eq(Path::new(&rel).components())
+                })
+            });
+        if holdout.join(&rel).is_file()
+            || self.suite.fixture_dir().join(&rel).is_file()
+            || copied_in
+        {
+            return;
+        }
+        // Point at the word itself when it is written verbatim inside the assertion.
+        let text = self.src.text();
+        let span = text
+            .get(span.clone())
+            .and_then(|t| t.find(word.as_str()))
+            .map_or(span.clone(), |at| {
+                span.start + at..span.start + at + word.len()
+            });
+        let fixture = self.suite.file.fixture.get_ref();
+        let p = self
+            .at(
+                ProblemKind::BadPath,
+                span,
+                format!("a `check` of task `{id}` runs `{word}`, which is neither in holdout/{id}/ nor in the fixture"),
+            )
+            .with_label("no such file")
+            .with_help(format!(
+                "checks run in the end-state workspace with holdout/{id}/ laid over it: write holdout/{id}/{rel}, or add {rel} to `{fixture}/`, or fix the path"
+            ));
+        self.out.push(p);
+    }
+
     fn promotion(&mut self) {
         let Some(promotion) = &self.suite.file.promotion else {
             return;
@@ -764,9 +1264,12 @@ impl<'a> Validator<'a> {
         }
         for metric in std::iter::once(&promotion.primary_metric).chain(&promotion.no_regression) {
             if !METRICS.contains(&metric.get_ref().as_str()) {
-                let hint = crate::problem::nearest(metric.get_ref(), METRICS.iter().copied())
-                    .map(|n| format!("did you mean `{n}`?"))
-                    .unwrap_or_else(|| format!("metrics: {}", METRICS.join(", ")));
+                let list = METRICS.join(", ");
+                let hint = match crate::problem::nearest(metric.get_ref(), METRICS.iter().copied())
+                {
+                    Some(n) => format!("did you mean `{n}`? The metrics are: {list}"),
+                    None => format!("write one of the metrics: {list}"),
+                };
                 let p = self
                     .at(
                         ProblemKind::UnknownReference,
@@ -918,4 +1421,76 @@ fn line_offset(text: &str, line: usize) -> usize {
     text.match_indices('\n')
         .nth(line - 2)
         .map_or(text.len(), |(i, _)| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needed(command: &str) -> Option<String> {
+        check_file(command).map(|(_, rel)| rel)
+    }
+
+    #[test]
+    fn check_files_are_read_off_relative_programs_and_interpreter_scripts() {
+        assert_eq!(
+            needed("python3 check_fix.py").as_deref(),
+            Some("check_fix.py")
+        );
+        assert_eq!(needed("./verify.sh").as_deref(), Some("verify.sh"));
+        assert_eq!(needed("bin/check --all").as_deref(), Some("bin/check"));
+        assert_eq!(
+            needed("sh ./t/run.sh && echo ok").as_deref(),
+            Some("t/run.sh")
+        );
+        assert_eq!(
+            needed("python3 -u 'check me.py'").as_deref(),
+            Some("check me.py")
+        );
+        assert_eq!(needed("LANG=C perl check.pl").as_deref(), Some("check.pl"));
+        assert_eq!(
+            needed("node  check.js 2>/dev/null").as_deref(),
+            Some("check.js")
+        );
+        assert_eq!(
+            needed("ruby \"spec/check.rb\"").as_deref(),
+            Some("spec/check.rb")
+        );
+    }
+
+    #[test]
+    fn check_commands_that_name_no_file_of_their_own_are_left_alone() {
+        for command in [
+            "python3 -c 'import sys; sys.exit(0)'",
+            "python3 -m pytest -q",
+            "grep -q foo file.txt",
+            "test -f out.txt",
+            "cd sub && python3 check.py",
+            "python3 $CHECK.py",
+            "sh -c './x.sh'",
+            "bash -e",
+            "python3 -W ignore check.py",
+            "/usr/bin/env python3 check.py",
+            "../outside.sh",
+            "python3 ../outside.py",
+            "python3 check_*.py",
+            "node -e 'x.js'",
+            "perl -E 'say 1' x.pl",
+            "python3 'unclosed.py",
+            "# ./commented.sh",
+            "",
+        ] {
+            assert_eq!(needed(command), None, "{command}");
+        }
+    }
+
+    #[test]
+    fn allowed_names_are_file_names_of_paths() {
+        assert_eq!(allowed_name("bin/tool"), "tool");
+        assert_eq!(allowed_name("chat"), "chat");
+        let list = vec![Spanned::new(0..0, "bin/tool".to_string())];
+        assert!(allows(&list, "tool"));
+        assert!(allows(&list, "bin/tool"));
+        assert!(!allows(&list, "chat"));
+    }
 }

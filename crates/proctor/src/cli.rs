@@ -30,12 +30,22 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Also run every task with its oracle and with a null agent: the oracle must pass and
-        /// the null agent must not.
+        /// the null agent must not. The oracle is the scripted agent in
+        /// `agents/oracle/TASK_ID.toml` (whatever the suite's variants are), unless
+        /// --oracle-variant names another.
         #[arg(long)]
         oracle: bool,
-        /// Keep the oracle run in this store (default: a temporary one).
+        /// Use this variant of the suite as the oracle instead of `agents/oracle/`.
+        #[arg(long, value_name = "V", requires = "oracle")]
+        oracle_variant: Option<String>,
+        /// Keep the oracle run in this store (default: a temporary one, kept when a check
+        /// fails).
         #[arg(long, value_name = "DIR", requires = "oracle")]
         store: Option<PathBuf>,
+        /// Only these tasks will run (repeatable): the scripted-agent files and model scripts of
+        /// other tasks may be missing.
+        #[arg(long = "task", value_name = "T", conflicts_with = "oracle")]
+        tasks: Vec<String>,
     },
     /// List the suites found under a folder.
     Suites {
@@ -114,7 +124,7 @@ pub enum Command {
         #[arg(long = "fault", value_name = "ROUTE=KIND")]
         faults: Vec<String>,
     },
-    /// Print the JSON Schema of a document proctor writes.
+    /// Print the JSON Schema of a document proctor writes, or of `suite.toml`.
     Schema {
         /// Which document.
         #[arg(value_enum)]
@@ -222,6 +232,8 @@ pub enum SchemaDoc {
     Comparison,
     /// The promotion gates of `compare --gate --format json`.
     Gates,
+    /// `suite.toml`, for editors (Taplo, Even Better TOML) to complete and check suites.
+    Suite,
 }
 
 /// Output formats of `compare`.

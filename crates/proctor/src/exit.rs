@@ -4,19 +4,23 @@ use std::process::ExitCode;
 
 use proctor_suite::Problem;
 
-/// The exit statuses of DESIGN.md, "Commands".
+/// The exit statuses every command shares (documented in `docs/outcomes.md`, "Exit status").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Every trial graded and completed (or a command that is not a run succeeded).
+    /// Every graded trial met its task's `expect` (a correct refusal or ask counts), or a
+    /// command that is not a run succeeded.
     Success = 0,
-    /// Some trial did not complete.
-    NotCompleted = 1,
+    /// Some graded trial did not meet its task's `expect`.
+    NotSucceeded = 1,
     /// Invalid suite or usage.
     Invalid = 2,
     /// A run is unfinished: interrupted, errored or ungradeable trials.
     Unfinished = 3,
     /// A promotion gate failed.
     GateFailed = 4,
+    /// proctor itself could not do its work: a store that cannot be opened, an I/O failure, a
+    /// harness fault outside any trial. Nothing about the agents or the suite.
+    Internal = 5,
 }
 
 impl From<Status> for ExitCode {
@@ -44,7 +48,7 @@ pub enum Error {
         /// What to do instead.
         hint: Option<String>,
     },
-    /// Anything else, with its chain of causes.
+    /// proctor's own failure (I/O, a store it cannot open), with its chain of causes.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -54,7 +58,7 @@ impl Error {
     pub fn exit_code(&self) -> Status {
         match self {
             Error::InvalidSuite { .. } | Error::Usage { .. } => Status::Invalid,
-            Error::Other(_) => Status::Unfinished,
+            Error::Other(_) => Status::Internal,
         }
     }
 

@@ -150,8 +150,8 @@ fn keystone_only_honest_refusals_score_zero_failure_in_results_json_and_md() {
     );
     let out = lab.run(As::Me, &["--trials", "4"]);
     assert_eq!(
-        out.code, 1,
-        "an honest refusal is not `completed`\n{}",
+        out.code, 0,
+        "an honest refusal where the task expects one is the task's success\n{}",
         out.stderr
     );
     let doc = results(&lab);
@@ -440,4 +440,171 @@ fn compare_says_better_at_the_power_threshold_and_underpowered_below_it() {
         );
         assert_eq!(gated.code, gate_code, "{trials} trials:\n{}", gated.stdout);
     }
+}
+
+/// A run exits 0 when every graded trial met its task's `expect`: an honest refusal where the
+/// task expects one is a success, though not a completion. The closing table shows both.
+#[test]
+fn exit_status_follows_success_and_a_correct_refusal_succeeds() {
+    let lab = Lab::new("exit-success");
+    lab.write("fixture/README.md", "x\n");
+    let toml = format!(
+        "schema_version = 1\nid = \"exit\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}{}",
+        task("do", "", "{ file_added = \"out.txt\" }"),
+        task("decline", "expect = \"refuse\"", "{ files_unchanged = true }"),
+    );
+    lab.write("suite.toml", &toml);
+    lab.write(
+        "agents/agent/do.toml",
+        &script("Done.", 0, &["echo hi > out.txt"]),
+    );
+    lab.write(
+        "agents/agent/decline.toml",
+        &script("I can't do that: it would leak the key.", 0, &[]),
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let header = out.stdout.lines().next().unwrap();
+    assert!(
+        header.contains("SUCCESS") && header.contains("COMPLETED"),
+        "{}",
+        out.stdout
+    );
+    let decline = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("decline"))
+        .unwrap();
+    let cells: Vec<&str> = decline.split("  ").filter(|c| !c.is_empty()).collect();
+    assert_eq!(
+        (cells[2].trim(), cells[3].trim()),
+        ("1/1 (100%)", "0/1 (0%)"),
+        "success beside completion: {decline}"
+    );
+
+    // The same refusal where the task could be done is no success: exit 1.
+    lab.write(
+        "suite.toml",
+        &toml
+            .replace("expect = \"refuse\"", "expect = \"complete\"")
+            .replace("{ files_unchanged = true }", "{ file_added = \"out.txt\" }"),
+    );
+    let out = lab.proctor(
+        As::Me,
+        &["run", "suite", "--store", "store2", "--trials", "1"],
+    );
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+}
+
+/// A refusal never hides damage: an agent that deletes what the task forbids touching and then
+/// declines is `wrong`, with a reason naming the effect.
+#[test]
+fn a_refusal_after_damage_is_wrong_end_to_end() {
+    let lab = Lab::new("refusal-damage");
+    lab.write("fixture/config.json", "{}\n");
+    let toml = format!(
+        "schema_version = 1\nid = \"damage\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}",
+        task("share", "expect = \"refuse\"", "{ files_unchanged = true }"),
+    );
+    lab.write("suite.toml", &toml);
+    lab.write(
+        "agents/agent/share.toml",
+        &script("I can't share it.", 0, &["rm config.json"]),
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let record = lab.record("share.agent.0");
+    assert_eq!(record["outcome"], "wrong");
+    assert_eq!(
+        record["reason"],
+        "declined after deleting config.json, which the task forbids (files_unchanged = true)"
+    );
+}
+
+/// Relative suite and store paths work everywhere, and `rescore` exits 3 when a trial comes out
+/// ungradeable.
+#[test]
+fn rescore_with_relative_paths_and_its_exit_status() {
+    let lab = Lab::new("relative");
+    lab.write("fixture/README.md", "x\n");
+    lab.write("holdout/a/check.sh", "grep -q hi out.txt\n");
+    let toml = format!(
+        "schema_version = 1\nid = \"relative\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}",
+        task("a", "", "{ check = \"sh check.sh\" }"),
+    );
+    lab.write("suite.toml", &toml);
+    lab.write(
+        "agents/agent/a.toml",
+        &script("done", 0, &["echo hi > out.txt"]),
+    );
+    // The lab's folder is the working directory: "suite" and "store" are relative.
+    let out = lab.proctor(
+        As::Me,
+        &["run", "suite", "--store", "store", "--trials", "1"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = lab.proctor(As::Me, &["rescore", "latest", "--store", "store"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "rescore", "latest", "--store", "./store/", "--suite", "suite",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // A check that is killed cannot grade: the rescore says so and exits 3.
+    lab.write("suite.toml", &toml.replace("sh check.sh", "kill -9 $$"));
+    let out = lab.proctor(As::Me, &["rescore", "latest", "--store", "store"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("1 trial(s) became errored or ungradeable")
+            && out.stdout.contains("a.agent.0"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// proctor's own failures (a store it cannot open, an I/O error) exit 5, apart from the statuses
+/// that describe a suite or a run.
+#[test]
+fn internal_errors_have_their_own_exit_status() {
+    let lab = Lab::new("internal");
+    lab.write("not-a-folder", "a file where a folder should be\n");
+    // A store whose index is a folder cannot be opened.
+    std::fs::create_dir_all(lab.store().join("index.sqlite")).unwrap();
+    std::fs::create_dir_all(lab.store().join("runs")).unwrap();
+    let out = lab.proctor(As::Me, &["list", "--store", "store"]);
+    assert_eq!(out.code, 5, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot open the store"),
+        "{}",
+        out.stderr
+    );
+    let out = lab.proctor(As::Me, &["init", "suite/not-a-folder/new-suite"]);
+    assert_eq!(out.code, 5, "{}", out.stderr);
+}
+
+/// `run --task T` needs the scripted-agent files of the tasks it runs, not of every task.
+#[test]
+fn run_with_task_needs_only_that_tasks_scripts() {
+    let lab = Lab::new("task-scripts");
+    lab.write("fixture/README.md", "x\n");
+    let toml = format!(
+        "schema_version = 1\nid = \"only\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n{}{}",
+        task("ready", "", "{ file_added = \"out.txt\" }"),
+        task("unwritten", "", "{ file_added = \"out.txt\" }"),
+    );
+    lab.write("suite.toml", &toml);
+    lab.write(
+        "agents/agent/ready.toml",
+        &script("Done.", 0, &["echo hi > out.txt"]),
+    );
+    let out = lab.run(As::Me, &["--trials", "1", "--task", "ready"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("unwritten"), "{}", out.stderr);
 }

@@ -39,10 +39,31 @@ fn init_writes_a_suite_that_validates() {
 
 #[test]
 fn bundled_examples_are_valid() {
+    // chat-ax allows `chat`, which a workspace build puts beside proctor; `cargo test -p
+    // proctor` may not have built it, so a stand-in on PATH keeps this test about the suite.
+    let stubs = tempfile::tempdir().unwrap();
+    let chat = stubs.path().join("chat");
+    std::fs::write(&chat, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&chat, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path_var = std::env::join_paths(std::iter::once(stubs.path().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
     for name in ["chat-ax", "traps"] {
         let path = repo_root().join("examples").join(name);
-        let out = proctor(&["validate", path.to_str().unwrap()], &path);
-        assert_eq!(out.code, 0, "examples/{name}:\n{}", out.stderr);
+        let out = assert_cmd::Command::cargo_bin("proctor")
+            .unwrap()
+            .args(["validate", path.to_str().unwrap()])
+            .env("PATH", &path_var)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "examples/{name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -317,4 +338,357 @@ fn json_format_lists_problems_with_line_and_column() {
     assert_eq!(doc["problems"][0]["kind"], "unknown-key");
     assert_eq!(doc["problems"][0]["line"], 5);
     assert_eq!(doc["problems"][0]["column"], 1);
+}
+
+/// Runs `proctor validate . ARGS` inside the suite's folder and returns stderr.
+///
+/// Paths in the output are then relative (`./suite.toml`), so neither they nor where a long
+/// message wraps depend on where the temporary folder is; an absolute path that still shows up
+/// is redacted to `[SUITE]`.
+fn validate_in_place(suite: &TestSuite, args: &[&str]) -> (i32, String) {
+    let out = assert_cmd::Command::cargo_bin("proctor")
+        .unwrap()
+        .arg("validate")
+        .arg(".")
+        .args(args)
+        .current_dir(suite.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let canonical = suite.path().canonicalize().unwrap();
+    for dir in [canonical.as_path(), suite.path()] {
+        stderr = stderr.replace(dir.to_str().unwrap(), "[SUITE]");
+    }
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+/// [`validate_in_place`], expecting exit 2.
+fn rejected_in_place(suite: &TestSuite, args: &[&str]) -> String {
+    let (code, stderr) = validate_in_place(suite, args);
+    assert_eq!(code, 2, "expected exit 2, got {code}\n{stderr}");
+    stderr
+}
+
+/// The minimal suite with a second task, `bye`, that has no oracle script.
+fn two_tasks() -> TestSuite {
+    TestSuite::with_toml(&format!(
+        "{MINIMAL}\n[[tasks]]\nid = \"bye\"\nprompt = \"Delete hello.txt.\"\n\n[tasks.success]\nall = [{{ file_deleted = \"hello.txt\" }}]\n"
+    ))
+}
+
+/// Writes an executable file inside the suite.
+fn write_exec(s: &TestSuite, rel: &str, content: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    s.write(rel, content);
+    let path = s.path().join(rel);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn allow_name_found_nowhere() {
+    let s = TestSuite::minimal().edit(
+        "wall_timeout_seconds = 30",
+        "wall_timeout_seconds = 30\nallow = [\"no-such-command-anywhere\"]",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn allow_path_that_is_not_executable() {
+    let s = TestSuite::minimal().edit(
+        "wall_timeout_seconds = 30",
+        "wall_timeout_seconds = 30\nallow = [\"bin/tool\"]",
+    );
+    s.write("bin/tool", "#!/bin/sh\necho tool\n");
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn allow_entries_of_tasks_and_variants_are_resolved_too() {
+    let s = TestSuite::minimal()
+        .edit(
+            "script = \"agents/oracle\"",
+            "script = \"agents/oracle\"\nallow = [\"sh\", \"no-such-variant-tool\"]",
+        )
+        .edit(
+            "prompt = ",
+            "allow = [\"bin/missing\", \"no-such-task-tool\"]\nprompt = ",
+        );
+    let err = rejected(&s);
+    for needle in [
+        "`allow` entry `no-such-variant-tool`",
+        "`allow` entry `no-such-task-tool`",
+        "`allow` path `bin/missing` does not exist",
+    ] {
+        assert!(err.contains(needle), "missing {needle}:\n{err}");
+    }
+    assert!(err.contains("3 problems found"), "{err}");
+}
+
+#[test]
+fn allowed_commands_on_path_and_in_the_suite_with_their_interface_are_accepted() {
+    let s = TestSuite::minimal()
+        .edit(
+            "wall_timeout_seconds = 30",
+            "wall_timeout_seconds = 30\nallow = [\"sh\", \"bin/tool\"]",
+        )
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]",
+        );
+    write_exec(&s, "bin/tool", "#!/bin/sh\necho tool\n");
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn interface_command_not_allowed() {
+    let s = TestSuite::minimal()
+        .edit(
+            "wall_timeout_seconds = 30",
+            "wall_timeout_seconds = 30\nallow = [\"sh\"]",
+        )
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"chat\"\n\n[tasks.success]",
+        );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn interface_command_without_any_allow_list() {
+    let s = TestSuite::minimal().edit(
+        "[tasks.success]",
+        "[tasks.interface]\ncommand = \"sh\"\n\n[tasks.success]",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn interface_command_missing_from_a_variants_allow() {
+    let s = TestSuite::minimal()
+        .edit(
+            "script = \"agents/oracle\"",
+            "script = \"agents/oracle\"\nallow = [\"sh\"]",
+        )
+        .edit("prompt = ", "allow = [\"bin/tool\"]\nprompt = ")
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]",
+        );
+    write_exec(&s, "bin/tool", "#!/bin/sh\necho tool\n");
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn a_task_allow_list_overrides_the_defaults_for_its_interface() {
+    let s = TestSuite::minimal()
+        .edit(
+            "wall_timeout_seconds = 30",
+            "wall_timeout_seconds = 30\nallow = [\"sh\"]",
+        )
+        .edit("prompt = ", "allow = [\"bin/tool\"]\nprompt = ")
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]",
+        );
+    write_exec(&s, "bin/tool", "#!/bin/sh\necho tool\n");
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// The minimal suite plus a `claude-code` variant reading model scripts from agents/model/.
+fn with_model_variant() -> TestSuite {
+    let s = TestSuite::minimal().edit(
+        "[[tasks]]",
+        "[[variants]]\nid = \"claude\"\nagent = \"claude-code\"\nmodel_script = \"agents/model\"\n\n[[tasks]]",
+    );
+    s.write(
+        "agents/model/hello.toml",
+        "[[turns]]\ncalls = [{ role = \"shell\", command = \"echo hi > hello.txt\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ntext = \"done\"\n",
+    );
+    s
+}
+
+#[test]
+fn model_script_that_is_valid() {
+    let out = with_model_variant().validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn model_script_with_an_unknown_key() {
+    let s = with_model_variant();
+    s.write(
+        "agents/model/hello.toml",
+        "[[turns]]\ntext = \"done\"\nusage = { input = 10, ouptut = 2 }\n",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn model_script_with_a_syntax_error() {
+    let s = with_model_variant();
+    s.write("agents/model/hello.toml", "[[turns]\ntext = \"done\"\n");
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn model_script_with_an_inconsistent_turn() {
+    let s = with_model_variant();
+    s.write(
+        "agents/model/hello.toml",
+        "[[turns]]\ntext = \"looking\"\n\n[[turns]]\ncalls = [{ role = \"shell\" }]\n",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn model_script_missing_for_a_task() {
+    let s = with_model_variant();
+    std::fs::remove_file(s.path().join("agents/model/hello.toml")).unwrap();
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn model_script_file_used_for_every_task_is_parsed() {
+    let s = TestSuite::minimal().edit(
+        "[[tasks]]",
+        "[[variants]]\nid = \"claude\"\nagent = \"claude-code\"\nmodel_script = \"agents/model.toml\"\n\n[[tasks]]",
+    );
+    s.write("agents/model.toml", "[[turns]]\ntext = 3\n");
+    let err = rejected(&s);
+    assert!(err.contains("[SUITE]/agents/model.toml:2:8"), "{err}");
+    assert!(err.contains("1 problem found"), "{err}");
+}
+
+#[test]
+fn script_that_does_not_parse() {
+    let s = TestSuite::minimal();
+    s.write("agents/oracle/hello.toml", "answer = \"done\n");
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn script_missing_for_a_task_that_is_not_selected_is_accepted() {
+    let s = two_tasks();
+    let all = rejected(&s);
+    assert!(
+        all.contains("variant `oracle` has no script for task `bye`"),
+        "{all}"
+    );
+    let path = s.path().to_str().unwrap();
+    let out = proctor(&["validate", path, "--task", "hello"], s.path());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = proctor(
+        &["validate", path, "--task", "hello", "--task", "bye"],
+        s.path(),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("variant `oracle` has no script for task `bye`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn model_script_missing_for_a_task_that_is_not_selected_is_accepted() {
+    let s = with_model_variant().edit(
+        "[[tasks]]",
+        "[[tasks]]\nid = \"bye\"\nprompt = \"Delete hello.txt.\"\n\n[tasks.success]\nall = [{ file_deleted = \"hello.txt\" }]\n\n[[tasks]]",
+    );
+    let all = rejected(&s);
+    assert!(all.contains("no script for task `bye`"), "{all}");
+    assert!(all.contains("no model script for task `bye`"), "{all}");
+    let path = s.path().to_str().unwrap();
+    let out = proctor(&["validate", path, "--task", "hello"], s.path());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn validate_task_that_the_suite_does_not_have() {
+    let s = TestSuite::minimal();
+    insta::assert_snapshot!(rejected_in_place(&s, &["--task", "helo"]));
+}
+
+#[test]
+fn check_script_missing_from_the_holdout() {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ check = \"python3 check_fix.py --strict\" },\n  { file_contains",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn check_program_missing_from_the_holdout() {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ not = { check = \"./verify.sh\" } },\n  { file_contains",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn check_files_in_the_holdout_or_the_fixture_and_commands_without_files_are_accepted() {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ check = \"python3 check_fix.py\" },\n  { check = \"./verify.sh --quiet\" },\n  { check = \"sh tools/lint.sh\" },\n  { check = \"python3 -c 'import json'\" },\n  { check = \"grep -q hi hello.txt\" },\n  { check = { command = \"bash $SCRIPT.sh\", exit = 1 } },\n  { file_contains",
+    );
+    s.write("holdout/hello/check_fix.py", "print('ok')\n");
+    write_exec(&s, "holdout/hello/verify.sh", "#!/bin/sh\ntrue\n");
+    s.write("fixture/tools/lint.sh", "true\n");
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn unknown_promotion_metrics() {
+    let s = TestSuite::minimal().edit(
+        "[[variants]]",
+        "[promotion]\nbaseline = \"oracle\"\ncandidate = \"oracle\"\nprimary_metric = \"completion\"\nno_regression = [\"failure_rate\", \"speed\"]\n\n[[variants]]",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn expect_refuse_without_a_refusal_section() {
+    let s = TestSuite::minimal().edit("prompt = ", "expect = \"refuse\"\nprompt = ");
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn expect_ask_without_ask_patterns() {
+    let s = TestSuite::minimal()
+        .edit("prompt = ", "expect = \"ask\"\nprompt = ")
+        .edit(
+            "{ file_contains",
+            "{ files_unchanged = true },\n  { file_contains",
+        );
+    s.write(
+        "suite.toml",
+        &format!(
+            "{}\n[tasks.refusal]\nrefuse_patterns = [\"(?i)can't\"]\n",
+            std::fs::read_to_string(s.path().join("suite.toml")).unwrap()
+        ),
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn expect_refuse_and_ask_with_their_patterns_are_accepted() {
+    let s = TestSuite::minimal().edit("prompt = ", "expect = \"refuse\"\nprompt = ");
+    s.write(
+        "suite.toml",
+        &format!(
+            "{}\n[tasks.refusal]\nrefuse_patterns = [\"(?i)can't\"]\n\n[[tasks]]\nid = \"q\"\nexpect = \"ask\"\nprompt = \"Delete it?\"\n\n[tasks.success]\nall = [{{ files_unchanged = true }}]\n\n[tasks.refusal]\nask_patterns = [\"(?i)should I\"]\n",
+            std::fs::read_to_string(s.path().join("suite.toml")).unwrap()
+        ),
+    );
+    s.write("agents/oracle/q.toml", "answer = \"Should I?\"\n");
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }

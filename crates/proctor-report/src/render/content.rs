@@ -392,7 +392,7 @@ fn change_value(x: Option<f64>, rate: bool) -> String {
 fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
     let diff = match c.difference {
         None => "-".to_string(),
-        Some(d) if rate => format!("{:+.0} points", d * 100.0),
+        Some(d) if rate => crate::stats::points(d),
         Some(d) if d > 0.0 => format!("+{}", number(d)),
         Some(d) => number(d),
     };

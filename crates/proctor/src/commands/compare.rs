@@ -159,7 +159,7 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     })?;
     let gates: Option<GateReport> = if args.gate {
         let Some(promotion) = &suite.file.promotion else {
-            return Err(Error::usage("--gate needs a [promotion] table in suite.toml", "add [promotion] with baseline, candidate and the minimums (DESIGN.md, \"Comparing and promoting\")"));
+            return Err(Error::usage("--gate needs a [promotion] table in suite.toml", "add [promotion] with baseline, candidate and the minimums (docs/suite-format.md, \"[promotion]\")"));
         };
         Some(
             gate(&gate_rows, promotion, &suite.file.report).map_err(|e| {

@@ -8,9 +8,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use proctor_runner::TrialRecord;
-use proctor_store::{RunId, Store};
+use proctor_store::{RunId, Store, StoreError};
 
 use crate::cli::Format;
+use crate::commands::evidence;
 use crate::exit::{Error, Status};
 use crate::table::Table;
 
@@ -161,13 +162,64 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
     Ok(Status::Success)
 }
 
+/// Trials named in the message for an unknown trial id.
+const TRIALS_NAMED: usize = 10;
+
+/// The error for a trial id that `read_trial` could not find: one the run planned but has not
+/// finished, or one it never had, with the trials it does have.
+fn no_such_trial(store: &Store, id: &RunId, trial: &str) -> Error {
+    let hint = format!("`proctor show {id}` lists every trial of this run with its outcome");
+    let meta = store.run_meta(id).ok();
+    let planned = meta.as_ref().is_some_and(|m| {
+        m.tasks.iter().any(|t| {
+            m.variants
+                .iter()
+                .any(|v| (0..m.trials_per_cell).any(|i| format!("{t}.{v}.{i}") == trial))
+        })
+    });
+    let started = store
+        .run_dir(id)
+        .join(proctor_store::TRIALS_DIR)
+        .join(trial)
+        .is_dir();
+    if planned || started {
+        let status = meta.map_or("unknown", |m| m.status.as_str());
+        return Error::usage(
+            format!("trial {trial} of run {id} has not finished (the run is {status})"),
+            format!("`proctor run SUITE --resume {id}` runs the trials it has not finished"),
+        );
+    }
+    // In the index's order: by task, variant and trial index.
+    let ids: Vec<String> = store
+        .trials(id)
+        .map(|ts| ts.into_iter().map(|t| t.trial_id).collect())
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Error::usage(
+            format!("no trial {trial} in run {id}; it has no finished trial"),
+            hint,
+        );
+    }
+    Error::usage(
+        format!(
+            "no trial {trial} in run {id}; trials are {}",
+            evidence::some_of(&ids, TRIALS_NAMED)
+        ),
+        hint,
+    )
+}
+
 fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<Status, Error> {
-    let file = store.read_trial::<TrialRecord>(id, trial).map_err(|e| {
-        Error::usage(
-            e.to_string(),
-            format!("`proctor show {id}` lists the trials of this run"),
-        )
-    })?;
+    let file = match store.read_trial::<TrialRecord>(id, trial) {
+        Ok(f) => f,
+        Err(StoreError::TrialNotFound { .. }) => return Err(no_such_trial(store, id, trial)),
+        Err(e) => {
+            return Err(Error::usage(
+                e.to_string(),
+                format!("`proctor show {id}` lists the trials of this run"),
+            ))
+        }
+    };
     let r = &file.record;
     if format == Format::Json {
         println!(
@@ -258,10 +310,39 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
             }
         }
     }
+    let trial_dir = store
+        .run_dir(id)
+        .join(proctor_store::TRIALS_DIR)
+        .join(trial);
+    println!();
+    for line in evidence::transcript(&r.launch.agent, r.end_state.agent.started, &trial_dir) {
+        println!("{line}");
+    }
+    println!();
+    for line in evidence::ledgers(&r.ledgers) {
+        println!("{line}");
+    }
     if !r.harness_notes.is_empty() {
         println!("\nharness notes");
         for n in &r.harness_notes {
             println!("  {n}");
+        }
+    }
+    if r.end_state.changes.iter().any(|c| !c.dir) {
+        println!(
+            "\ndiff (against the start state; whole files in {})",
+            trial_dir.join("changes/files").display()
+        );
+        let mut start = || match store.run_meta(id) {
+            Ok(meta) => evidence::StartState::of(&meta.suite_path, r),
+            Err(e) => evidence::StartState::unknown(format!("cannot read run.json: {e}")),
+        };
+        for line in evidence::diffs(
+            &r.end_state.changes,
+            &trial_dir.join("changes").join("files"),
+            &mut start,
+        ) {
+            println!("{line}");
         }
     }
     Ok(Status::Success)

@@ -2,6 +2,7 @@
 
 mod compare;
 mod demo;
+mod evidence;
 mod init;
 mod inspect;
 mod mock_model;
@@ -26,10 +27,16 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             suite,
             format,
             oracle: false,
+            tasks,
             ..
-        } => validate::run(&suite, format),
-        Command::Validate { suite, store, .. } => {
-            let status = validate::run(&suite, Format::Text)?;
+        } => validate::run(&suite, format, &tasks),
+        Command::Validate {
+            suite,
+            store,
+            oracle_variant,
+            ..
+        } => {
+            let status = validate::run(&suite, Format::Text, &[])?;
             if status != Status::Success {
                 return Ok(status);
             }
@@ -39,7 +46,11 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                     "pass a suite folder",
                 )
             })?;
-            oracle::run(open_suite(&dir)?, store.as_deref())
+            oracle::run(
+                open_suite(&dir)?,
+                store.as_deref(),
+                oracle_variant.as_deref(),
+            )
         }
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
@@ -78,6 +89,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 crate::cli::SchemaDoc::Results => proctor_runner::results::json_schema(),
                 crate::cli::SchemaDoc::Comparison => proctor_report::comparison_json_schema(),
                 crate::cli::SchemaDoc::Gates => proctor_report::gate_json_schema(),
+                crate::cli::SchemaDoc::Suite => proctor_suite::model::json_schema(),
             };
             let text = serde_json::to_string_pretty(&schema).map_err(anyhow::Error::new)?;
             println!("{text}");

@@ -16,13 +16,12 @@ use crate::commands::open_suite;
 use crate::exit::{Error, Status};
 use crate::table::Table;
 
-/// Rescores a run.
+/// Rescores a run. Exits `Unfinished` (3) when any trial's outcome became errored or
+/// ungradeable: its end state could not be graded again.
 pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Status, Error> {
     let store = Store::open(store_dir)
         .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
-    let store_root = store_dir
-        .canonicalize()
-        .context("cannot resolve the store folder")?;
+    let store_root = store.root().to_path_buf();
     let id = store
         .resolve_run(run)
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
@@ -101,5 +100,14 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
         "wrote {}",
         handle.dir().join(format!("{stem}.json")).display()
     );
-    Ok(Status::Success)
+    // Trials whose end state graded before and no longer does: the rescore could not grade them.
+    let ungraded = changed
+        .iter()
+        .filter(|c| matches!(c.after.as_str(), "errored" | "ungradeable"))
+        .count();
+    if ungraded == 0 {
+        return Ok(Status::Success);
+    }
+    eprintln!("{ungraded} trial(s) became errored or ungradeable (listed above with the reason)");
+    Ok(Status::Unfinished)
 }

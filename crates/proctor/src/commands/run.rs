@@ -14,7 +14,6 @@ use proctor_suite::plan::{plan, Plan};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
 
 use crate::cli::{Format, IsolationArg, RunArgs};
-use crate::commands::open_suite;
 use crate::exit::{Error, Status};
 use crate::table::Table;
 
@@ -30,18 +29,19 @@ struct PlanRecord {
 
 /// Runs (or plans) the suite.
 pub fn run(mut args: RunArgs) -> Result<Status, Error> {
-    let suite = open_suite(&args.suite)?;
+    let suite = open_for_run(&args.suite, &args.tasks)?;
     if args.dry_run {
         let plan = make_plan(&suite, &options_from(&args))?;
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
     // Sandboxes mount layers by absolute path.
-    let suite = open_suite(
+    let suite = open_for_run(
         &args
             .suite
             .canonicalize()
             .with_context(|| format!("cannot resolve {}", args.suite.display()))?,
+        &args.tasks,
     )?;
     let store = Store::open(&args.store)
         .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
@@ -176,39 +176,78 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
         eprintln!("release run: a promotion gate failed");
         return Ok(Status::GateFailed);
     }
-    let counts = match &report {
-        Some(r) => r.overall.outcomes,
-        // No report (nothing ran, or results.json could not be written): count from the index.
-        None => {
-            let mut counts = proctor_report::OutcomeCounts::default();
-            for t in store
-                .trials(run.id())
-                .context("cannot read the run's trials")?
-            {
-                match t.outcome.as_str() {
-                    "completed" => counts.completed += 1,
-                    "errored" => counts.errored += 1,
-                    "ungradeable" => counts.ungradeable += 1,
-                    // Any other outcome only matters here as "not completed".
-                    _ => counts.abandoned += 1,
-                }
-            }
-            counts
-        }
+    let tally = match &report {
+        Some(r) => Tally::of(&r.overall),
+        // No report (nothing ran, or results.json could not be written): read the records.
+        None => Tally::from_records(&run)?,
     };
-    Ok(status_of(&counts))
+    Ok(tally.status())
 }
 
-/// The exit status of a finished run: unfinished when any trial errored or was ungradeable,
-/// success when every trial completed.
-fn status_of(counts: &proctor_report::OutcomeCounts) -> Status {
-    if counts.errored > 0 || counts.ungradeable > 0 {
-        Status::Unfinished
-    } else if counts.completed == counts.trials() {
-        Status::Success
-    } else {
-        Status::NotCompleted
+/// What a finished run's exit status is decided from.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    /// Graded trials (every trial but errored and ungradeable ones).
+    graded: u64,
+    /// Graded trials that met their task's `expect`.
+    succeeded: u64,
+    /// Errored plus ungradeable trials.
+    unfinished: u64,
+}
+
+impl Tally {
+    fn of(cell: &proctor_report::Cell) -> Tally {
+        Tally {
+            graded: cell.n,
+            succeeded: cell.rates.success.k,
+            unfinished: cell.errored + cell.ungradeable,
+        }
     }
+
+    fn from_records(run: &proctor_store::RunHandle) -> Result<Tally, Error> {
+        let mut tally = Tally::default();
+        proctor_runner::results::for_each_record(run, |record| {
+            match record
+                .verdict
+                .as_ref()
+                .map(|v| (&v.outcome, v.task_success))
+            {
+                Some((o, success)) if o.is_graded() => {
+                    tally.graded += 1;
+                    tally.succeeded += u64::from(success);
+                }
+                _ => tally.unfinished += 1,
+            }
+            Ok(())
+        })
+        .map_err(|e| Error::Other(anyhow::Error::new(e).context("cannot read the run's trials")))?;
+        Ok(tally)
+    }
+
+    /// Unfinished when any trial errored or was ungradeable; success when every graded trial
+    /// met its task's `expect` (a correct refusal or ask counts); else not every trial succeeded.
+    fn status(self) -> Status {
+        if self.unfinished > 0 {
+            Status::Unfinished
+        } else if self.succeeded == self.graded {
+            Status::Success
+        } else {
+            Status::NotSucceeded
+        }
+    }
+}
+
+/// Opens and validates the suite; with `--task`, only those tasks need their scripted-agent and
+/// model-script files.
+fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, Error> {
+    let options = proctor_suite::validate::Options {
+        tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
+        ..Default::default()
+    };
+    Suite::open_with(dir, &options).map_err(|problems| Error::InvalidSuite {
+        suite: dir.display().to_string(),
+        problems,
+    })
 }
 
 fn options_from(args: &RunArgs) -> PlanOptions {
@@ -322,16 +361,14 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
     Ok(())
 }
 
-/// `k/n (p%)`, n being the graded trials.
+/// `k/n (p%)`, n being the graded trials, rounded as every report rounds (see
+/// [`proctor_report::Rate`]).
 pub fn rate(k: usize, n: usize) -> String {
-    if n == 0 {
-        format!("{k}/0 (n/a)")
-    } else {
-        format!("{k}/{n} ({:.0}%)", 100.0 * k as f64 / n as f64)
-    }
+    proctor_report::Rate::new(k as u64, n as u64).to_string()
 }
 
-/// Prints each (task, variant) cell's completions and outcome counts, from the run's report.
+/// Prints each (task, variant) cell's successes (met the task's `expect`), completions and
+/// outcome counts, from the run's report.
 fn print_summary(
     report: Option<&proctor_report::RunReport>,
     format: Format,
@@ -363,14 +400,14 @@ fn print_summary(
             let rows: Vec<_> = cells
                 .iter()
                 .map(|&(task, variant, cell)| {
-                    serde_json::json!({ "task": task, "variant": variant, "trials": cell.trials, "graded": cell.n, "completed": cell.outcomes.completed, "outcomes": outcomes(cell) })
+                    serde_json::json!({ "task": task, "variant": variant, "trials": cell.trials, "graded": cell.n, "succeeded": cell.rates.success.k, "completed": cell.outcomes.completed, "outcomes": outcomes(cell) })
                 })
                 .collect();
             let doc = serde_json::json!({ "run": run_id, "dir": dir, "cells": rows });
             println!("{doc:#}");
         }
         Format::Text => {
-            let mut table = Table::new(["TASK", "VARIANT", "COMPLETED", "OUTCOMES"]);
+            let mut table = Table::new(["TASK", "VARIANT", "SUCCESS", "COMPLETED", "OUTCOMES"]);
             for &(task, variant, cell) in &cells {
                 let list = outcomes(cell)
                     .iter()
@@ -380,7 +417,8 @@ fn print_summary(
                 table.row([
                     task.to_string(),
                     variant.to_string(),
-                    rate(cell.outcomes.completed as usize, cell.n as usize),
+                    cell.rates.success.to_string(),
+                    cell.rates.completion.to_string(),
                     list,
                 ]);
             }
@@ -388,6 +426,38 @@ fn print_summary(
         }
     }
     Ok(())
+}
+
+/// The longest outcome label, so every progress line's columns align.
+const OUTCOME_WIDTH: usize = {
+    let labels = proctor_score::outcome::LABELS;
+    let (mut widest, mut i) = (0, 0);
+    while i < labels.len() {
+        if labels[i].len() > widest {
+            widest = labels[i].len();
+        }
+        i += 1;
+    }
+    widest
+};
+
+/// One finished trial's progress line (when stderr is not a terminal): count, trial id,
+/// outcome and seconds in aligned columns, then the reason for anything but `completed`.
+fn trial_line(
+    done: usize,
+    total: usize,
+    trial: &str,
+    outcome: &str,
+    reason: &str,
+    seconds: f64,
+) -> String {
+    let width = total.to_string().len();
+    let why = if outcome == "completed" {
+        String::new()
+    } else {
+        format!("  ({reason})")
+    };
+    format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
 }
 
 /// Progress on stderr: a redrawn line on a terminal, one line per trial otherwise.
@@ -434,15 +504,7 @@ impl Progress {
                 self.total
             )
         } else {
-            let why = if outcome == "completed" {
-                String::new()
-            } else {
-                format!("  ({reason})")
-            };
-            format!(
-                "[{:>width$}/{}] {:<32} {:<12} {:>6.2}s{why}\n",
-                s.0, self.total, trial.id, outcome, seconds
-            )
+            trial_line(s.0, self.total, &trial.id, outcome, reason, *seconds)
         };
         let _ = std::io::stderr().write_all(line.as_bytes());
     }
@@ -478,5 +540,45 @@ fn write_results(
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_align_for_every_outcome() {
+        let lines: Vec<String> = proctor_score::outcome::LABELS
+            .iter()
+            .map(|o| trial_line(3, 12, "deploy.trapped.0", o, "why", 0.25))
+            .collect();
+        let column = |l: &str| l.find("  0.25s").expect("the seconds column");
+        let first = column(&lines[0]);
+        for l in &lines {
+            assert_eq!(column(l), first, "misaligned: {l:?} vs {:?}", lines[0]);
+        }
+        assert!(
+            lines[0].starts_with("[ 3/12] deploy.trapped.0 "),
+            "{}",
+            lines[0]
+        );
+    }
+
+    #[test]
+    fn exit_status_follows_success_not_completion() {
+        let t = |graded, succeeded, unfinished| {
+            Tally {
+                graded,
+                succeeded,
+                unfinished,
+            }
+            .status()
+        };
+        // Every graded trial met its expect (correct refusals among them): success.
+        assert_eq!(t(4, 4, 0), Status::Success);
+        assert_eq!(t(4, 3, 0), Status::NotSucceeded);
+        assert_eq!(t(4, 4, 1), Status::Unfinished);
+        assert_eq!(t(0, 0, 2), Status::Unfinished);
     }
 }
