@@ -1,69 +1,29 @@
-//! UTC timestamps without a date-time dependency.
+//! UTC timestamps in the two forms the store writes: RFC 3339 with milliseconds in `run.json`,
+//! and the compact form at the start of a run id.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-/// A broken-down UTC time, to the millisecond.
+use jiff::Timestamp;
+
+/// A UTC instant, to the millisecond.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Utc {
-    pub year: i64,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-    pub millis: u32,
-}
+pub(crate) struct Utc(Timestamp);
 
 impl Utc {
-    /// Breaks a system time down; times before 1970 clamp to the epoch.
+    /// The instant of a system time; times outside jiff's range clamp to the epoch.
     pub(crate) fn from_system(t: SystemTime) -> Utc {
-        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let secs = d.as_secs();
-        let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-        let rem = secs % 86_400;
-        let (year, month, day) = civil_from_days(days);
-        // `rem` < 86_400, so the casts below cannot truncate.
-        Utc {
-            year,
-            month,
-            day,
-            hour: (rem / 3600) as u32,
-            minute: (rem % 3600 / 60) as u32,
-            second: (rem % 60) as u32,
-            millis: d.subsec_millis(),
-        }
+        Utc(Timestamp::try_from(t).unwrap_or(Timestamp::UNIX_EPOCH))
     }
 
     /// `2026-11-29T22:15:03.123Z`.
     pub(crate) fn rfc3339_millis(&self) -> String {
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            self.year, self.month, self.day, self.hour, self.minute, self.second, self.millis
-        )
+        self.0.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
     }
 
     /// `20261129-221503`, the time part of a run id.
     pub(crate) fn compact(&self) -> String {
-        format!(
-            "{:04}{:02}{:02}-{:02}{:02}{:02}",
-            self.year, self.month, self.day, self.hour, self.minute, self.second
-        )
+        self.0.strftime("%Y%m%d-%H%M%S").to_string()
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11]
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32; // [1, 31]
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32; // [1, 12]
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// The current UTC time as RFC 3339 with milliseconds, e.g. `2026-11-29T22:15:03.123Z`.
@@ -76,7 +36,7 @@ pub fn utc_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn known_instants() {

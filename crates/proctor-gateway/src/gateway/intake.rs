@@ -1,0 +1,266 @@
+//! Taking an agent's request in: find its trial by token, refuse what may not go (unknown
+//! route, wrong method, an API the provider does not speak, an unreadable body, a reached
+//! limit), and settle where it goes upstream and with which model.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use super::api_error::Refusal;
+use super::body::GatewayBody;
+use super::exchange::Exchange;
+use super::forward::{forward, Upstream};
+use super::respond::{failed, refusal, refused, respond};
+use super::rewrite::{self, Prepared};
+use super::trials::{Denied, Trial};
+use super::{headers, Shared};
+use crate::api::{Api, Route};
+use crate::ledger::FaultKind;
+use crate::timefmt::rfc3339_millis;
+
+/// The path that answers `200 ok` without a token, for readiness probes.
+pub const HEALTH_PATH: &str = "/__proctor/health";
+
+/// The service function: every request gets an answer.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<GatewayBody>, Infallible> {
+    Ok(serve(&shared, req).await)
+}
+
+/// Which API an unroutable request most likely speaks, for the shape of its error.
+fn guess_api(headers: &http::HeaderMap, path: &str) -> Api {
+    if headers.contains_key("x-goog-api-key") || path.contains("/models/") {
+        Api::Gemini
+    } else if headers.contains_key("x-api-key") || headers.contains_key("anthropic-version") {
+        Api::AnthropicMessages
+    } else {
+        Api::OpenaiResponses
+    }
+}
+
+/// What starts every exchange of one request.
+struct Arrival {
+    trial: Arc<Trial>,
+    started: Instant,
+    time: String,
+    api: Api,
+    endpoint: String,
+}
+
+impl Arrival {
+    fn exchange(&self, seq: u64) -> Exchange {
+        Exchange::new(
+            Arc::clone(&self.trial),
+            seq,
+            self.started,
+            self.time.clone(),
+            self.api,
+            self.endpoint.clone(),
+        )
+    }
+
+    /// Refuses before admission, filing the request (unless the trial is finished).
+    fn refuse(&self, why: Refusal, message: String) -> Response<GatewayBody> {
+        match self.trial.refuse() {
+            Some(seq) => refused(self.exchange(seq), why, message),
+            None => finished(self.api),
+        }
+    }
+}
+
+fn finished(api: Api) -> Response<GatewayBody> {
+    refusal(
+        api,
+        Refusal::UnknownToken,
+        "proctor gateway: the trial is finished",
+    )
+}
+
+async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<GatewayBody> {
+    let started = Instant::now();
+    let time = rfc3339_millis(SystemTime::now());
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    if path == HEALTH_PATH {
+        return respond(
+            StatusCode::OK,
+            http::HeaderMap::new(),
+            GatewayBody::full("ok"),
+        );
+    }
+    let route = Route::from_path(&path);
+    let api = route
+        .as_ref()
+        .map_or_else(|| guess_api(&parts.headers, &path), |r| r.api);
+    let trial = headers::tokens(&parts.headers, parts.uri.query())
+        .into_iter()
+        .find_map(|t| shared.trials.get(t));
+    let Some(trial) = trial else {
+        return refusal(
+            api,
+            Refusal::UnknownToken,
+            "proctor gateway: unknown or missing API token",
+        );
+    };
+    let arrival = Arrival {
+        endpoint: route
+            .as_ref()
+            .map_or_else(|| path.clone(), |r| r.suffix.clone()),
+        trial,
+        started,
+        time,
+        api,
+    };
+    let route = match check_route(&arrival.trial, route, &parts) {
+        Ok(route) => route,
+        Err((why, message)) => return arrival.refuse(why, message),
+    };
+    let body = match read_body(body, shared.options.max_request_bytes).await {
+        Ok(body) => body,
+        Err((why, message)) => return arrival.refuse(why, message),
+    };
+
+    let trial = &arrival.trial;
+    let granted = shared
+        .options
+        .rewrite_model
+        .then_some(trial.grant.model.as_str());
+    let prepared = rewrite::prepare(route.api, body, granted, shared.options.ask_stream_usage);
+    let seq = match trial.admit() {
+        Ok(seq) => seq,
+        Err((Denied::Limit(kind), Some(seq))) => {
+            let mut ex = arrival.exchange(seq);
+            ex.request_body = prepared.body;
+            ex.limit = Some(kind);
+            let message = format!(
+                "proctor gateway: this trial's {} limit is reached; no further model requests are allowed",
+                kind.as_str()
+            );
+            return refused(ex, Refusal::Limit(kind), message);
+        }
+        Err(_) => return finished(api),
+    };
+
+    let mut ex = arrival.exchange(seq);
+    let target = target(&route, granted, &prepared);
+    ex.endpoint = target.suffix.clone();
+    ex.model = target.model;
+    ex.requested_model = target.requested;
+    ex.stream = prepared.stream || route.gemini.as_ref().is_some_and(|g| g.streams());
+    ex.request_body = prepared.body.clone();
+
+    let provider = &trial.provider;
+    let mut url = format!("{}{}", provider.provider.base_url, target.suffix);
+    if let Some(q) = headers::query_without_key(parts.uri.query()) {
+        url.push('?');
+        url.push_str(&q);
+    }
+    let uri: http::Uri = match url.parse() {
+        Ok(u) => u,
+        Err(e) => {
+            let message = format!("proctor gateway: bad upstream URL: {e}");
+            return failed(ex, Refusal::Unreachable, FaultKind::ProviderError, message);
+        }
+    };
+    let upstream = Upstream {
+        uri,
+        headers: headers::upstream(&parts.headers, provider.provider.api, provider.key.as_ref()),
+        body: prepared.body,
+    };
+    forward(shared, trial, ex, &route, upstream).await
+}
+
+/// The route, if the trial's provider serves it with this method.
+fn check_route(
+    trial: &Trial,
+    route: Option<Route>,
+    parts: &Parts,
+) -> Result<Route, (Refusal, String)> {
+    let path = parts.uri.path();
+    let Some(route) = route else {
+        return Err((
+            Refusal::NotFound,
+            format!("proctor gateway: no model API at {path}"),
+        ));
+    };
+    if parts.method != Method::POST {
+        return Err((
+            Refusal::MethodNotAllowed,
+            format!("proctor gateway: {path} takes POST, not {}", parts.method),
+        ));
+    }
+    let provider = &trial.provider.provider;
+    if !provider.api.serves(route.api) {
+        return Err((
+            Refusal::NotFound,
+            format!(
+                "proctor gateway: provider `{}` speaks {}, not {}",
+                provider.name, provider.api, route.api
+            ),
+        ));
+    }
+    Ok(route)
+}
+
+/// The whole request body, at most `max` bytes.
+async fn read_body(body: Incoming, max: usize) -> Result<Bytes, (Refusal, String)> {
+    match Limited::new(body, max).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err((
+                Refusal::TooLarge,
+                format!("proctor gateway: request body over {max} bytes"),
+            ))
+        }
+        Err(e) => Err((
+            Refusal::BadRequest,
+            format!("proctor gateway: cannot read the request body: {e}"),
+        )),
+    }
+}
+
+/// Where a request goes and with which model.
+struct Target {
+    /// The path after the provider's base URL.
+    suffix: String,
+    /// The model sent upstream.
+    model: Option<String>,
+    /// The model the agent asked for, when another is sent.
+    requested: Option<String>,
+}
+
+fn target(route: &Route, granted: Option<&str>, prepared: &Prepared) -> Target {
+    match &route.gemini {
+        Some(g) => {
+            let model = granted.unwrap_or(&g.model).to_string();
+            Target {
+                suffix: g.path_for(&model),
+                requested: (model != g.model).then(|| g.model.clone()),
+                model: Some(model),
+            }
+        }
+        None => {
+            let asked = prepared.requested_model.clone();
+            let model = granted
+                .filter(|_| asked.is_some())
+                .map(str::to_string)
+                .or_else(|| asked.clone());
+            Target {
+                suffix: route.suffix.clone(),
+                requested: asked.filter(|a| Some(a) != model.as_ref()),
+                model,
+            }
+        }
+    }
+}
