@@ -164,125 +164,15 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             (Some("system"), Some("init")) => {
                 out.session_id = cli::str_of(&v, "session_id").map(String::from);
             }
-            (Some("system"), Some("permission_denied")) => {
-                let id = cli::str_of(&v, "tool_use_id").map(String::from);
-                let input = id
-                    .as_ref()
-                    .and_then(|id| out.tool_calls.iter().find(|c| c.id.as_ref() == Some(id)))
-                    .map(|c| c.input.clone())
-                    .unwrap_or(Value::Null);
-                out.tool_calls
-                    .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
-                out.denied.push(DeniedCall {
-                    id,
-                    tool: cli::str_of(&v, "tool_name").unwrap_or_default().into(),
-                    command: input
-                        .get("command")
-                        .and_then(Value::as_str)
-                        .map(String::from),
-                    input,
-                    reason: cli::str_of(&v, "message").unwrap_or_default().into(),
-                });
-            }
+            (Some("system"), Some("permission_denied")) => on_permission_denied(&mut out, &v),
             (Some("assistant"), _) => {
-                let blocks = v
-                    .pointer("/message/content")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let mut text = String::new();
-                for b in &blocks {
-                    match cli::str_of(b, "type") {
-                        Some("text") => text.push_str(cli::str_of(b, "text").unwrap_or_default()),
-                        Some("tool_use") => {
-                            let input = b.get("input").cloned().unwrap_or(Value::Null);
-                            out.tool_calls.push(ToolCall {
-                                id: cli::str_of(b, "id").map(String::from),
-                                tool: cli::str_of(b, "name").unwrap_or_default().into(),
-                                command: input
-                                    .get("command")
-                                    .and_then(Value::as_str)
-                                    .map(String::from),
-                                input,
-                                ..ToolCall::default()
-                            });
-                        }
-                        _ => {}
-                    }
-                }
+                let text = on_assistant(&mut out, &v);
                 if !text.is_empty() {
                     last_text = text;
                 }
             }
-            (Some("user"), _) => {
-                let blocks = v
-                    .pointer("/message/content")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for b in blocks
-                    .iter()
-                    .filter(|b| cli::str_of(b, "type") == Some("tool_result"))
-                {
-                    let id = cli::str_of(b, "tool_use_id");
-                    if let Some(call) = out
-                        .tool_calls
-                        .iter_mut()
-                        .find(|c| c.id.as_deref() == id && id.is_some())
-                    {
-                        call.ok =
-                            Some(!b.get("is_error").and_then(Value::as_bool).unwrap_or(false));
-                        call.output = tool_result_text(b);
-                    }
-                }
-            }
-            (Some("result"), _) => {
-                result_text = cli::str_of(&v, "result").map(String::from);
-                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    let what = result_text
-                        .clone()
-                        .or_else(|| cli::str_of(&v, "subtype").map(String::from))
-                        .unwrap_or_else(|| "error".into());
-                    out.errors.push(format!("claude-code result: {what}"));
-                }
-                if let Some(u) = v.get("usage") {
-                    out.usage = Some(ReportedUsage {
-                        input: cli::u64_of(u, "input_tokens"),
-                        output: cli::u64_of(u, "output_tokens"),
-                        cache_read: cli::u64_of(u, "cache_read_input_tokens"),
-                        cache_write: cli::u64_of(u, "cache_creation_input_tokens"),
-                        requests: None,
-                    });
-                }
-                out.cost_usd = v.get("total_cost_usd").and_then(Value::as_f64);
-                if out.session_id.is_none() {
-                    out.session_id = cli::str_of(&v, "session_id").map(String::from);
-                }
-                for d in v
-                    .get("permission_denials")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let id = cli::str_of(d, "tool_use_id").map(String::from);
-                    if id.is_some() && out.denied.iter().any(|x| x.id == id) {
-                        continue;
-                    }
-                    out.tool_calls
-                        .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
-                    let input = d.get("tool_input").cloned().unwrap_or(Value::Null);
-                    out.denied.push(DeniedCall {
-                        id,
-                        tool: cli::str_of(d, "tool_name").unwrap_or_default().into(),
-                        command: input
-                            .get("command")
-                            .and_then(Value::as_str)
-                            .map(String::from),
-                        input,
-                        reason: "listed in permission_denials".into(),
-                    });
-                }
-            }
+            (Some("user"), _) => on_user(&mut out, &v),
+            (Some("result"), _) => result_text = on_result(&mut out, &v),
             _ => {}
         }
         out.transcript.push(v);
@@ -293,4 +183,130 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             .push(format!("claude-code: {}", cli::head(stderr.trim())));
     }
     out
+}
+
+/// The content blocks of an `assistant` or `user` message.
+fn content_blocks(v: &Value) -> Vec<Value> {
+    v.pointer("/message/content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A `system/permission_denied` line: the refused call moves from the tool calls to the denied
+/// ones.
+fn on_permission_denied(out: &mut AgentOutput, v: &Value) {
+    let id = cli::str_of(v, "tool_use_id").map(String::from);
+    let input = id
+        .as_ref()
+        .and_then(|id| out.tool_calls.iter().find(|c| c.id.as_ref() == Some(id)))
+        .map(|c| c.input.clone())
+        .unwrap_or(Value::Null);
+    out.tool_calls
+        .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
+    out.denied.push(DeniedCall {
+        id,
+        tool: cli::str_of(v, "tool_name").unwrap_or_default().into(),
+        command: input
+            .get("command")
+            .and_then(Value::as_str)
+            .map(String::from),
+        input,
+        reason: cli::str_of(v, "message").unwrap_or_default().into(),
+    });
+}
+
+/// An `assistant` message: records its tool calls; gives its text.
+fn on_assistant(out: &mut AgentOutput, v: &Value) -> String {
+    let mut text = String::new();
+    for b in &content_blocks(v) {
+        match cli::str_of(b, "type") {
+            Some("text") => text.push_str(cli::str_of(b, "text").unwrap_or_default()),
+            Some("tool_use") => {
+                let input = b.get("input").cloned().unwrap_or(Value::Null);
+                out.tool_calls.push(ToolCall {
+                    id: cli::str_of(b, "id").map(String::from),
+                    tool: cli::str_of(b, "name").unwrap_or_default().into(),
+                    command: input
+                        .get("command")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                    input,
+                    ..ToolCall::default()
+                });
+            }
+            _ => {}
+        }
+    }
+    text
+}
+
+/// A `user` message: its `tool_result` blocks complete the tool calls they answer.
+fn on_user(out: &mut AgentOutput, v: &Value) {
+    let blocks = content_blocks(v);
+    for b in blocks
+        .iter()
+        .filter(|b| cli::str_of(b, "type") == Some("tool_result"))
+    {
+        let id = cli::str_of(b, "tool_use_id");
+        if let Some(call) = out
+            .tool_calls
+            .iter_mut()
+            .find(|c| c.id.as_deref() == id && id.is_some())
+        {
+            call.ok = Some(!b.get("is_error").and_then(Value::as_bool).unwrap_or(false));
+            call.output = tool_result_text(b);
+        }
+    }
+}
+
+/// The closing `result`: an error, the usage, the cost, the session and the permission denials
+/// not reported before; gives the answer.
+fn on_result(out: &mut AgentOutput, v: &Value) -> Option<String> {
+    let result_text = cli::str_of(v, "result").map(String::from);
+    if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+        let what = result_text
+            .clone()
+            .or_else(|| cli::str_of(v, "subtype").map(String::from))
+            .unwrap_or_else(|| "error".into());
+        out.errors.push(format!("claude-code result: {what}"));
+    }
+    if let Some(u) = v.get("usage") {
+        out.usage = Some(ReportedUsage {
+            input: cli::u64_of(u, "input_tokens"),
+            output: cli::u64_of(u, "output_tokens"),
+            cache_read: cli::u64_of(u, "cache_read_input_tokens"),
+            cache_write: cli::u64_of(u, "cache_creation_input_tokens"),
+            requests: None,
+        });
+    }
+    out.cost_usd = v.get("total_cost_usd").and_then(Value::as_f64);
+    if out.session_id.is_none() {
+        out.session_id = cli::str_of(v, "session_id").map(String::from);
+    }
+    for d in v
+        .get("permission_denials")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let id = cli::str_of(d, "tool_use_id").map(String::from);
+        if id.is_some() && out.denied.iter().any(|x| x.id == id) {
+            continue;
+        }
+        out.tool_calls
+            .retain(|c| id.is_none() || c.id.as_ref() != id.as_ref());
+        let input = d.get("tool_input").cloned().unwrap_or(Value::Null);
+        out.denied.push(DeniedCall {
+            id,
+            tool: cli::str_of(d, "tool_name").unwrap_or_default().into(),
+            command: input
+                .get("command")
+                .and_then(Value::as_str)
+                .map(String::from),
+            input,
+            reason: "listed in permission_denials".into(),
+        });
+    }
+    result_text
 }

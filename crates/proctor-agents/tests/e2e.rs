@@ -13,12 +13,12 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use proctor_agents::{
     aider::Aider, claude_code::ClaudeCode, codex::Codex, copilot::Copilot, gemini::Gemini,
-    opencode::Opencode, Adapter, AgentError, AgentOutput, LaunchContext, ReportedUsage,
+    opencode::Opencode, Adapter, AgentError, AgentOutput, Launch, LaunchContext, ReportedUsage,
     SessionContext,
 };
 use proctor_mock_model::{MockModel, MockOptions, Script, Stats};
@@ -127,13 +127,49 @@ fn run(
     for (file, bytes) in &launch.files {
         std::fs::write(agent_dir.join(file), bytes).unwrap();
     }
+    let (status, stdout, stderr) = run_to_exit(&launch, &ws, &home, dir.path(), name, case);
+    let stats = server.stats();
+    drop(server);
+    let output = adapter.read(&stdout, &stderr);
+    record(name, case, dir.path(), &stdout, &stderr, &log);
+    eprintln!(
+        "{name}/{case}: exit {:?}\n--- stderr (head)\n{}\n--- parsed\n{:#?}",
+        status.code(),
+        String::from_utf8_lossy(&stderr)
+            .chars()
+            .take(3000)
+            .collect::<String>(),
+        AgentOutput {
+            transcript: Vec::new(),
+            ..output.clone()
+        }
+    );
+    Some(Run {
+        output,
+        stats,
+        workspace: ws,
+        status: status.code(),
+        _dir: dir,
+    })
+}
+
+/// Runs the launch in `ws` with a clean environment (HOME `home`, TMPDIR `tmp`) until it exits;
+/// gives its status, stdout and stderr. Panics after [`TIMEOUT`].
+fn run_to_exit(
+    launch: &Launch,
+    ws: &Path,
+    home: &Path,
+    tmp: &Path,
+    name: &str,
+    case: &str,
+) -> (ExitStatus, Vec<u8>, Vec<u8>) {
     let mut cmd = Command::new(&launch.argv[0]);
     cmd.args(&launch.argv[1..])
-        .current_dir(&ws)
+        .current_dir(ws)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("TMPDIR", dir.path())
+        .env("HOME", home)
+        .env("TMPDIR", tmp)
         .env("LANG", "C.UTF-8")
         .env("TERM", "dumb")
         .env("NO_COLOR", "1")
@@ -165,15 +201,16 @@ fn run(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let stdout = t_out.join().unwrap();
-    let stderr = t_err.join().unwrap();
-    let stats = server.stats();
-    drop(server);
-    let output = adapter.read(&stdout, &stderr);
+    (status, t_out.join().unwrap(), t_err.join().unwrap())
+}
+
+/// With `PROCTOR_RECORD=1`: writes the CLI's output to `tests/recordings/` and, for the hello
+/// case, the requests it sent (from the mock's `log`) to `../proctor-mock-model/tests/requests/`.
+fn record(name: &str, case: &str, dir: &Path, stdout: &[u8], stderr: &[u8], log: &Path) {
     if let Some(rec) = record_dir("tests/recordings") {
         std::fs::create_dir_all(&rec).unwrap();
-        let so = scrub(&String::from_utf8_lossy(&stdout), dir.path());
-        let se = scrub(&String::from_utf8_lossy(&stderr), dir.path());
+        let so = scrub(&String::from_utf8_lossy(stdout), dir);
+        let se = scrub(&String::from_utf8_lossy(stderr), dir);
         std::fs::write(rec.join(format!("{name}-{case}.stdout")), so).unwrap();
         std::fs::write(rec.join(format!("{name}-{case}.stderr")), se).unwrap();
     }
@@ -182,36 +219,17 @@ fn run(
     {
         std::fs::create_dir_all(&rec).unwrap();
         let mut lines = String::new();
-        for line in std::fs::read_to_string(&log).unwrap().lines() {
+        for line in std::fs::read_to_string(log).unwrap().lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             let keep = serde_json::json!({
                 "method": v["method"], "path": v["path"], "query": v["query"],
                 "kind": v["kind"], "turn": v["turn"], "request": v["request"],
             });
-            lines.push_str(&scrub(&keep.to_string(), dir.path()));
+            lines.push_str(&scrub(&keep.to_string(), dir));
             lines.push('\n');
         }
         std::fs::write(rec.join(format!("{name}-{case}.jsonl")), lines).unwrap();
     }
-    eprintln!(
-        "{name}/{case}: exit {:?}\n--- stderr (head)\n{}\n--- parsed\n{:#?}",
-        status.code(),
-        String::from_utf8_lossy(&stderr)
-            .chars()
-            .take(3000)
-            .collect::<String>(),
-        AgentOutput {
-            transcript: Vec::new(),
-            ..output.clone()
-        }
-    );
-    Some(Run {
-        output,
-        stats,
-        workspace: ws,
-        status: status.code(),
-        _dir: dir,
-    })
 }
 
 fn hello(adapter: &dyn Adapter, name: &str, model: Option<&str>, expect: ReportedUsage) {

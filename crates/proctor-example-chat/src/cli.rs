@@ -15,44 +15,72 @@ pub const EXIT_UNREACHABLE: i32 = 3;
 /// Text given with `--text`: inline, or `-` for standard input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TextArg {
+    /// The text itself.
     Inline(String),
+    /// `-`: read the text from standard input.
     Stdin,
 }
 
 /// A parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// `chat help [VERB]`: the main help, or one verb's.
     Help(Option<String>),
+    /// `chat --version`.
     Version,
+    /// `chat whoami`.
     Whoami,
+    /// `chat channels`.
     Channels,
+    /// `chat people`.
     People,
+    /// `chat drafts`.
     Drafts,
+    /// `chat read <conversation> [--since N] [--ids] [--wait SECONDS]`.
     Read {
+        /// The conversation.
         conv: ConvRef,
+        /// Only messages after this position or message id.
         since: Option<String>,
+        /// Whether to show each message's id.
         ids: bool,
+        /// Seconds to wait for a new message when there is none.
         wait: Option<u64>,
     },
+    /// `chat send --to <conversation> --text TEXT`.
     Send {
+        /// The conversation.
         to: ConvRef,
+        /// The text.
         text: TextArg,
     },
+    /// `chat send --draft <draft-id>`.
     SendDraft {
+        /// The draft id.
         draft: String,
     },
+    /// `chat draft --to <conversation> --text TEXT`.
     Draft {
+        /// The conversation.
         to: ConvRef,
+        /// The text.
         text: TextArg,
     },
+    /// `chat discard <draft-id>`.
     Discard {
+        /// The draft id.
         draft: String,
     },
+    /// `chat unsend <message-id>`.
     Unsend {
+        /// The message id.
         id: String,
     },
+    /// `chat edit <message-id> --text TEXT`.
     Edit {
+        /// The message id.
         id: String,
+        /// The new text.
         text: TextArg,
     },
 }
@@ -60,7 +88,9 @@ pub enum Command {
 /// A command line that cannot run; printed with `chat VERB: ` and exit status 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError {
+    /// The verb whose arguments are wrong; `None` when the command itself is.
     pub verb: Option<String>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -87,6 +117,7 @@ pub const VERBS: &[&str] = &[
     "help",
 ];
 
+/// The main help (`chat help`).
 pub const MAIN_HELP: &str = "\
 chat - team chat from the command line
 
@@ -336,32 +367,8 @@ pub fn parse_args(args: &[String]) -> Result<Command, UsageError> {
         return Ok(Command::Help(None));
     };
     let rest = &args[1..];
-    match verb.as_str() {
-        "--help" | "-h" | "help" => {
-            return match rest.first() {
-                None => Ok(Command::Help(None)),
-                Some(v) => help(Some(v))
-                    .map(|_| Command::Help(Some(v.clone())))
-                    .map_err(|e| UsageError {
-                        verb: None,
-                        message: e,
-                    }),
-            }
-        }
-        "--version" | "-V" => return Ok(Command::Version),
-        v if v.starts_with('-') => {
-            return Err(UsageError {
-                verb: None,
-                message: format!("unknown option '{v}' before the command"),
-            })
-        }
-        v if !VERBS.contains(&v) => {
-            return Err(UsageError {
-                verb: None,
-                message: unknown_verb(v),
-            })
-        }
-        _ => {}
+    if let Some(done) = parse_leading(verb, rest) {
+        return done;
     }
     if rest.iter().any(|a| a == "--help" || a == "-h") {
         return Ok(Command::Help(Some(verb.clone())));
@@ -377,65 +384,8 @@ pub fn parse_args(args: &[String]) -> Result<Command, UsageError> {
                 _ => Command::Whoami,
             })
         }
-        "read" => {
-            let p = split(v, rest, &["--since", "--wait"], &["--ids"])?;
-            let conv = match p.one_positional(v, "conversation")? {
-                Some(c) => parse_conversation(&c).map_err(|e| UsageError::new(v, e))?,
-                None => return Err(UsageError::new(v, parse_conversation("").unwrap_err())),
-            };
-            let wait = match p.value("--wait") {
-                None => None,
-                Some(w) => match w.parse::<u64>() {
-                    Ok(s) if s <= 600 => Some(s),
-                    _ => {
-                        return Err(UsageError::new(
-                            v,
-                            format!("--wait takes whole seconds from 0 to 600, not '{w}'"),
-                        ))
-                    }
-                },
-            };
-            Ok(Command::Read {
-                conv,
-                since: p.value("--since"),
-                ids: p.flag("--ids"),
-                wait,
-            })
-        }
-        "send" | "draft" => {
-            let with: &[&str] = if v == "send" {
-                &["--to", "--text", "--draft"]
-            } else {
-                &["--to", "--text"]
-            };
-            let p = split(v, rest, with, &[])?;
-            if let Some(x) = p.positionals.first() {
-                let hint = if p.value("--text").is_none() {
-                    " (did you mean --text? quote text that has spaces)"
-                } else {
-                    ""
-                };
-                return Err(UsageError::new(
-                    v,
-                    format!("unexpected argument '{x}'{hint}"),
-                ));
-            }
-            if let Some(d) = p.value("--draft") {
-                if p.value("--to").is_some() || p.value("--text").is_some() {
-                    return Err(UsageError::new(v, "--draft sends a saved draft as it is; do not combine it with --to or --text"));
-                }
-                return Ok(Command::SendDraft {
-                    draft: parse_draft_id(&d).map_err(|e| UsageError::new(v, e))?,
-                });
-            }
-            let to = to_arg(v, &p)?;
-            let text = text_arg(v, &p)?;
-            Ok(if v == "send" {
-                Command::Send { to, text }
-            } else {
-                Command::Draft { to, text }
-            })
-        }
+        "read" => parse_read(v, rest),
+        "send" | "draft" => parse_send_or_draft(v, rest),
         "discard" => {
             let p = split(v, rest, &[], &[])?;
             let d = p.one_positional(v, "draft id")?.unwrap_or_default();
@@ -461,6 +411,98 @@ pub fn parse_args(args: &[String]) -> Result<Command, UsageError> {
         }
         _ => unreachable!("verbs are checked above"),
     }
+}
+
+/// What the first argument decides alone: help, the version, an option before the command or
+/// an unknown command. `None` for a known verb, whose arguments are parsed next.
+fn parse_leading(verb: &str, rest: &[String]) -> Option<Result<Command, UsageError>> {
+    match verb {
+        "--help" | "-h" | "help" => Some(match rest.first() {
+            None => Ok(Command::Help(None)),
+            Some(v) => help(Some(v))
+                .map(|_| Command::Help(Some(v.clone())))
+                .map_err(|e| UsageError {
+                    verb: None,
+                    message: e,
+                }),
+        }),
+        "--version" | "-V" => Some(Ok(Command::Version)),
+        v if v.starts_with('-') => Some(Err(UsageError {
+            verb: None,
+            message: format!("unknown option '{v}' before the command"),
+        })),
+        v if !VERBS.contains(&v) => Some(Err(UsageError {
+            verb: None,
+            message: unknown_verb(v),
+        })),
+        _ => None,
+    }
+}
+
+/// `read <conversation> [--since N] [--ids] [--wait SECONDS]`.
+fn parse_read(v: &str, rest: &[String]) -> Result<Command, UsageError> {
+    let p = split(v, rest, &["--since", "--wait"], &["--ids"])?;
+    // No conversation reads as an empty one, which `parse_conversation` explains.
+    let conv = p.one_positional(v, "conversation")?.unwrap_or_default();
+    let conv = parse_conversation(&conv).map_err(|e| UsageError::new(v, e))?;
+    let wait = match p.value("--wait") {
+        None => None,
+        Some(w) => match w.parse::<u64>() {
+            Ok(s) if s <= 600 => Some(s),
+            _ => {
+                return Err(UsageError::new(
+                    v,
+                    format!("--wait takes whole seconds from 0 to 600, not '{w}'"),
+                ))
+            }
+        },
+    };
+    Ok(Command::Read {
+        conv,
+        since: p.value("--since"),
+        ids: p.flag("--ids"),
+        wait,
+    })
+}
+
+/// `send --to <conversation> --text TEXT`, `send --draft <draft-id>` or
+/// `draft --to <conversation> --text TEXT`.
+fn parse_send_or_draft(v: &str, rest: &[String]) -> Result<Command, UsageError> {
+    let with: &[&str] = if v == "send" {
+        &["--to", "--text", "--draft"]
+    } else {
+        &["--to", "--text"]
+    };
+    let p = split(v, rest, with, &[])?;
+    if let Some(x) = p.positionals.first() {
+        let hint = if p.value("--text").is_none() {
+            " (did you mean --text? quote text that has spaces)"
+        } else {
+            ""
+        };
+        return Err(UsageError::new(
+            v,
+            format!("unexpected argument '{x}'{hint}"),
+        ));
+    }
+    if let Some(d) = p.value("--draft") {
+        if p.value("--to").is_some() || p.value("--text").is_some() {
+            return Err(UsageError::new(
+                v,
+                "--draft sends a saved draft as it is; do not combine it with --to or --text",
+            ));
+        }
+        return Ok(Command::SendDraft {
+            draft: parse_draft_id(&d).map_err(|e| UsageError::new(v, e))?,
+        });
+    }
+    let to = to_arg(v, &p)?;
+    let text = text_arg(v, &p)?;
+    Ok(if v == "send" {
+        Command::Send { to, text }
+    } else {
+        Command::Draft { to, text }
+    })
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {

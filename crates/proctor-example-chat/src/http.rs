@@ -1,19 +1,35 @@
-//! Just enough HTTP/1.1 for a loopback JSON API: one request per connection, `Content-Length`
-//! bodies, `Connection: close`. Used by both the server and the CLI.
+//! HTTP for the loopback JSON API, on hyper 1 and tokio: the request the server hands to its
+//! router, the CLI's client ([`call`]), and the URL and query helpers both use. The server's
+//! connection handling is in [`crate::server::serve`].
 
-use std::io::{self, BufRead, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-const MAX_HEADER_BYTES: usize = 64 * 1024;
-const MAX_BODY_BYTES: usize = 1024 * 1024;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{ACCEPT, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use hyper_util::rt::TokioIo;
 
-/// A parsed request.
+/// Largest request head the server accepts (request line and headers); a larger one is
+/// answered 431.
+pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Largest request body the server accepts; a larger one is answered 400.
+pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long the client waits for a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the client waits for the whole response once connected.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request as the server's router sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// `GET`, `POST`, ...
     pub method: String,
+    /// The path and query, as sent (`/conversations/%23launch/messages?since=3`).
     pub target: String,
+    /// The headers, in arrival order (the values of a repeated name together).
     pub headers: Vec<(String, String)>,
+    /// The body, de-chunked.
     pub body: Vec<u8>,
 }
 
@@ -25,93 +41,6 @@ impl Request {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
-}
-
-fn bad(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
-}
-
-/// Read one request. `Ok(None)` when the peer closed before sending anything.
-pub fn read_request<R: BufRead>(r: &mut R) -> io::Result<Option<Request>> {
-    let mut line = String::new();
-    let mut total = 0usize;
-    if r.read_line(&mut line)? == 0 {
-        return Ok(None);
-    }
-    total += line.len();
-    let mut parts = line.split_whitespace();
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) => (m.to_string(), t.to_string(), v),
-        _ => return Err(bad("malformed request line")),
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(bad("unsupported HTTP version"));
-    }
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 {
-            return Err(bad("connection closed inside headers"));
-        }
-        total += h.len();
-        if total > MAX_HEADER_BYTES {
-            return Err(bad("headers too large"));
-        }
-        let h = h.trim_end_matches(['\r', '\n']);
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':').ok_or_else(|| bad("malformed header"))?;
-        headers.push((k.trim().to_string(), v.trim().to_string()));
-    }
-    let len = match headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-    {
-        Some((_, v)) => v.parse::<usize>().map_err(|_| bad("bad content-length"))?,
-        None => 0,
-    };
-    if len > MAX_BODY_BYTES {
-        return Err(bad("body too large"));
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
-    Ok(Some(Request {
-        method,
-        target,
-        headers,
-        body,
-    }))
-}
-
-/// The reason phrase for the statuses the mock uses.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        _ => "Internal Server Error",
-    }
-}
-
-/// Write a complete response and flush it.
-pub fn write_response<W: Write>(
-    w: &mut W,
-    status: u16,
-    content_type: &str,
-    body: &str,
-) -> io::Result<()> {
-    write!(
-        w,
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        reason(status),
-        body.len()
-    )?;
-    w.flush()
 }
 
 /// Split a request target into its path and query.
@@ -173,8 +102,11 @@ pub fn percent_encode(s: &str) -> String {
 /// Where the chat API lives: `http://host:port[/prefix]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseUrl {
+    /// The host name or address.
     pub host: String,
+    /// The port (80 when the URL names none).
     pub port: u16,
+    /// The path prefix every request path is appended to, without a trailing `/` (often empty).
     pub prefix: String,
 }
 
@@ -217,7 +149,9 @@ pub enum ClientError {
     BadResponse(String),
 }
 
-/// Send one request and return (status, body).
+/// Sends one request (`Connection: close`) and returns (status, body). The server's `Host` is
+/// `base`'s; `body`, when given, is sent as JSON. Times out after 5 s connecting and 30 s waiting
+/// for the whole response.
 pub fn call(
     base: &BaseUrl,
     method: &str,
@@ -230,84 +164,121 @@ pub fn call(
         .map_err(|e| ClientError::Unreachable(e.to_string()))?
         .next()
         .ok_or_else(|| ClientError::Unreachable(format!("{} resolves to no address", base.host)))?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let body = body.unwrap_or("");
-    let mut req = format!(
-        "{method} {}{path} HTTP/1.1\r\nHost: {}:{}\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n",
-        base.prefix,
-        base.host,
-        base.port,
-        body.len()
-    );
-    if !body.is_empty() {
-        req.push_str("Content-Type: application/json\r\n");
-    }
-    for (k, v) in extra_headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    stream
-        .write_all(req.as_bytes())
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
-    parse_response(&raw)
+    let req = build_request(base, method, path, body, extra_headers)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| ClientError::Unreachable(format!("cannot start the HTTP runtime: {e}")))?;
+    runtime.block_on(exchange(addr, req))
 }
 
-/// Split a raw response into (status, body).
-pub fn parse_response(raw: &[u8]) -> Result<(u16, String), ClientError> {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| ClientError::BadResponse("no end of headers".into()))?;
-    let status_line = head.lines().next().unwrap_or("");
-    let mut parts = status_line.split_whitespace();
-    let (Some(v), Some(code)) = (parts.next(), parts.next()) else {
-        return Err(ClientError::BadResponse(format!(
-            "bad status line '{status_line}'"
-        )));
-    };
-    if !v.starts_with("HTTP/1.") {
-        return Err(ClientError::BadResponse(format!(
-            "bad status line '{status_line}'"
-        )));
+/// The request `call` sends.
+fn build_request(
+    base: &BaseUrl,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    extra_headers: &[(&str, &str)],
+) -> Result<hyper::Request<Full<Bytes>>, ClientError> {
+    let body = body.unwrap_or("");
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", base.prefix))
+        .header(HOST, format!("{}:{}", base.host, base.port))
+        .header(ACCEPT, "application/json")
+        .header(CONNECTION, "close")
+        .header(CONTENT_LENGTH, body.len());
+    if !body.is_empty() {
+        req = req.header(CONTENT_TYPE, "application/json");
     }
-    let status = code
-        .parse::<u16>()
-        .map_err(|_| ClientError::BadResponse(format!("bad status line '{status_line}'")))?;
-    Ok((status, body.to_string()))
+    for (k, v) in extra_headers {
+        req = req.header(*k, *v);
+    }
+    req.body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+        .map_err(|e| ClientError::Unreachable(format!("cannot build the request: {e}")))
+}
+
+/// Connects, sends `req` and reads the whole response.
+async fn exchange(
+    addr: SocketAddr,
+    req: hyper::Request<Full<Bytes>>,
+) -> Result<(u16, String), ClientError> {
+    let unreachable = |e: &dyn std::fmt::Display| ClientError::Unreachable(e.to_string());
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| unreachable(&"connection timed out"))?
+        .map_err(|e| unreachable(&e))?;
+    let _ = stream.set_nodelay(true);
+    let response = async {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(client_error)?;
+        // The connection is driven alongside the exchange; it ends when the server closes.
+        let conn = tokio::spawn(conn);
+        let resp = match sender.send_request(req).await {
+            Ok(r) => r,
+            // The connection ended first: its error says why, else the server closed it without
+            // an answer (or after talking first, which the client drops as noise).
+            Err(e) if e.is_canceled() || e.is_closed() => {
+                return Err(match conn.await {
+                    Ok(Err(conn_error)) => client_error(conn_error),
+                    _ => ClientError::BadResponse(
+                        "the connection closed without an HTTP answer".into(),
+                    ),
+                })
+            }
+            Err(e) => return Err(client_error(e)),
+        };
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(client_error)?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    tokio::time::timeout(RESPONSE_TIMEOUT, response)
+        .await
+        .map_err(|_| unreachable(&"no response within 30s"))?
+}
+
+/// A malformed or cut-short response is `BadResponse`; a broken connection is `Unreachable`.
+fn client_error(e: hyper::Error) -> ClientError {
+    if e.is_parse() || e.is_parse_status() || e.is_incomplete_message() {
+        ClientError::BadResponse(e.to_string())
+    } else {
+        ClientError::Unreachable(e.to_string())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::BufReader;
 
     #[test]
-    fn reads_a_request_with_body() {
-        let raw = b"POST /messages?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nX-Chat-Actor: user\r\n\r\nabcdEXTRA";
-        let req = read_request(&mut BufReader::new(&raw[..]))
-            .unwrap()
-            .unwrap();
-        assert_eq!(req.method, "POST");
-        assert_eq!(req.target, "/messages?x=1");
-        assert_eq!(req.body, b"abcd");
-        assert_eq!(req.header("x-chat-actor"), Some("user"));
-        assert_eq!(read_request(&mut BufReader::new(&b""[..])).unwrap(), None);
-        assert!(read_request(&mut BufReader::new(&b"GARBAGE\r\n\r\n"[..])).is_err());
-    }
-
-    #[test]
-    fn writes_and_parses_a_response() {
-        let mut out = Vec::new();
-        write_response(&mut out, 404, "application/json", "{\"error\":\"x\"}").unwrap();
-        let (status, body) = parse_response(&out).unwrap();
-        assert_eq!((status, body.as_str()), (404, "{\"error\":\"x\"}"));
+    fn builds_the_request_it_sends() {
+        let base = BaseUrl::parse("http://127.0.0.1:7070/api").unwrap();
+        let req = build_request(
+            &base,
+            "POST",
+            "/messages",
+            Some("{}"),
+            &[("X-Chat-Actor", "user")],
+        )
+        .unwrap();
+        assert_eq!(req.method(), "POST");
+        assert_eq!(req.uri(), "/api/messages");
+        let h = req.headers();
+        assert_eq!(h[HOST], "127.0.0.1:7070");
+        assert_eq!(h[CONNECTION], "close");
+        assert_eq!(h[CONTENT_LENGTH], "2");
+        assert_eq!(h[CONTENT_TYPE], "application/json");
+        assert_eq!(h["x-chat-actor"], "user");
+        let get = build_request(&base, "GET", "/me", None, &[]).unwrap();
+        assert!(get.headers().get(CONTENT_TYPE).is_none());
+        assert!(build_request(&base, "GET", "/me", None, &[("X-Chat-Actor", "a\nb")]).is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `chat` and `chat-mock`: a small team-chat CLI and its deterministic mock backend.
 //!
-//! This crate is the interface under test in `examples/chat-ax`. It is std-only apart from
-//! serde/serde_json. The pure parts (argument parsing, id and conversation parsing, the mock's
+//! This crate is the interface under test in `examples/chat-ax`. Its HTTP (the mock's server and
+//! the CLI's client) is hyper on a current-thread tokio runtime, the stack proctor's gateway uses;
+//! the rest is std and serde/serde_json. The pure parts (argument parsing, id and conversation parsing, the mock's
 //! state machine, request routing) live here so they can be unit-tested; the binaries are thin.
 //!
 //! The interface has one deliberate design trap (see `ids`): `chat read` prints per-conversation

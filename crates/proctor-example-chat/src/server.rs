@@ -18,25 +18,42 @@
 //! The `X-Chat-Actor: user` header marks a request made by a person rather than the agent.
 
 use crate::conv::parse_conversation;
-use crate::http::{self, percent_decode, query_param, split_target, Request};
+use crate::http::{
+    percent_decode, query_param, split_target, Request, MAX_BODY_BYTES, MAX_HEADER_BYTES,
+};
 use crate::ids::{parse_draft_id, parse_message_id};
 use crate::store::{Actor, ApiError, Ctx, Store};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
+use std::convert::Infallible;
 use std::fs::{self, OpenOptions};
-use std::io::{self, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{self, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the guard looks for in `GET /__mock`.
 pub const MOCK_MARKER: &str = "chat-mock";
 
+/// How long a connection may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection may take to send its request body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A response before it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The status code.
     pub status: u16,
+    /// The `Content-Type`.
     pub content_type: &'static str,
+    /// The body.
     pub body: String,
 }
 
@@ -181,6 +198,7 @@ pub struct Persist {
 }
 
 impl Persist {
+    /// Writes into `dir`, or nowhere when `None`.
     pub fn new(dir: Option<PathBuf>) -> Persist {
         Persist {
             dir,
@@ -232,66 +250,152 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The shared server state.
 pub struct Shared {
+    /// The chat state.
     pub store: Store,
+    /// Where the state is written.
     pub persist: Persist,
+    /// When the mock started (event times are seconds since then).
     pub started: Instant,
 }
 
-/// Serve until the process is killed: one thread per connection, one request per connection.
+/// Serves until the process is killed, on a current-thread tokio runtime with hyper: one request
+/// per connection (`Connection: close`), `Content-Length` or chunked bodies up to 1 MiB (a larger
+/// one is answered 400), heads up to 64 KiB (a larger one is answered 431). Requests are handled
+/// one at a time under the state's lock, on the runtime's blocking pool. `Err` only when the
+/// runtime or the listener cannot be set up.
 pub fn serve(listener: TcpListener, shared: Arc<Mutex<Shared>>) -> io::Result<()> {
-    for conn in listener.incoming() {
-        let Ok(stream) = conn else { continue };
-        let shared = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            if let Err(e) = handle(stream, &shared) {
-                if e.kind() != io::ErrorKind::BrokenPipe
-                    && e.kind() != io::ErrorKind::ConnectionReset
-                {
-                    eprintln!("chat-mock: connection error: {e}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let mut builder = http1::Builder::new();
+        builder
+            .keep_alive(false)
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEAD_TIMEOUT)
+            .max_header_size(MAX_HEADER_BYTES)
+            .title_case_headers(true);
+        loop {
+            let stream = match listener.accept().await {
+                Ok((s, _)) => s,
+                // Out of descriptors and the like: wait a moment rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
-            }
-        });
-    }
-    Ok(())
+            };
+            let _ = stream.set_nodelay(true);
+            let shared = Arc::clone(&shared);
+            let service = service_fn(move |req| respond(req, Arc::clone(&shared)));
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    if !quiet(&e) {
+                        eprintln!("chat-mock: connection error: {e}");
+                    }
+                }
+            });
+        }
+    })
 }
 
-fn handle(stream: TcpStream, shared: &Mutex<Shared>) -> io::Result<()> {
-    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(30)));
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut writer = stream;
-    let req: Request = match http::read_request(&mut reader) {
-        Ok(Some(r)) => r,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            let r = error(400, format!("bad request: {e}"));
-            return http::write_response(&mut writer, r.status, r.content_type, &r.body);
+/// Whether a connection error is just the peer going away.
+fn quiet(e: &hyper::Error) -> bool {
+    let gone = std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<io::Error>())
+        .is_some_and(|io| {
+            matches!(
+                io.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            )
+        });
+    gone || e.is_incomplete_message() || e.is_canceled()
+}
+
+async fn respond(
+    req: hyper::Request<Incoming>,
+    shared: Arc<Mutex<Shared>>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = req.into_parts();
+    // Refused by its declared length, before it is read (or asked for by `100 Continue`).
+    if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+        return Ok(encode(error(400, "bad request: body too large")));
+    }
+    let body = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        Limited::new(body, MAX_BODY_BYTES).collect(),
+    )
+    .await
+    {
+        Ok(Ok(b)) => b.to_bytes().to_vec(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return Ok(encode(error(400, "bad request: body too large")));
         }
+        Ok(Err(e)) => return Ok(encode(error(400, format!("bad request: {e}")))),
+        Err(_) => return Ok(encode(error(400, "bad request: the body timed out"))),
     };
-    let resp = {
-        let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
-        let sh = &mut *guard;
-        let actor = match req.header("x-chat-actor").map(Actor::parse) {
-            None => Ok(Actor::Agent),
-            Some(r) => r,
-        };
-        match actor {
-            Err(e) => error(400, e),
-            Ok(actor) => {
-                let ctx = Ctx {
-                    actor,
-                    at: sh.started.elapsed().as_secs_f64(),
-                };
-                let r = route(&mut sh.store, &req.method, &req.target, &req.body, &ctx);
-                if let Err(e) = sh.persist.flush(&sh.store) {
-                    eprintln!("chat-mock: cannot write state: {e}");
-                    error(500, format!("the mock could not write its state: {e}"))
-                } else {
-                    r
-                }
+    let req = Request {
+        method: parts.method.as_str().to_owned(),
+        target: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes());
+                (k.as_str().to_owned(), v.trim().to_owned())
+            })
+            .collect(),
+        body,
+    };
+    let resp = tokio::task::spawn_blocking(move || handle(&req, &shared))
+        .await
+        .unwrap_or_else(|e| error(500, format!("the mock failed: {e}")));
+    Ok(encode(resp))
+}
+
+/// The wire response: `Content-Type`, `Content-Length` (hyper's) and `Connection: close`.
+fn encode(resp: Response) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(resp.body)));
+    *r.status_mut() = hyper::StatusCode::from_u16(resp.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = HeaderValue::from_str(resp.content_type) {
+        r.headers_mut().insert(CONTENT_TYPE, v);
+    }
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Routes one request under the state's lock and persists what changed.
+fn handle(req: &Request, shared: &Mutex<Shared>) -> Response {
+    let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let sh = &mut *guard;
+    let actor = match req.header("x-chat-actor").map(Actor::parse) {
+        None => Ok(Actor::Agent),
+        Some(r) => r,
+    };
+    match actor {
+        Err(e) => error(400, e),
+        Ok(actor) => {
+            let ctx = Ctx {
+                actor,
+                at: sh.started.elapsed().as_secs_f64(),
+            };
+            let r = route(&mut sh.store, &req.method, &req.target, &req.body, &ctx);
+            if let Err(e) = sh.persist.flush(&sh.store) {
+                eprintln!("chat-mock: cannot write state: {e}");
+                error(500, format!("the mock could not write its state: {e}"))
+            } else {
+                r
             }
         }
-    };
-    http::write_response(&mut writer, resp.status, resp.content_type, &resp.body)
+    }
 }
 
 #[cfg(test)]

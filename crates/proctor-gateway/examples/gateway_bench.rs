@@ -11,6 +11,7 @@
 #[allow(dead_code)]
 mod upstream;
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use proctor_gateway::{Config, Gateway, GatewayOptions, ProviderKeys, TrialGrant, Usage};
+use proctor_gateway::{
+    Config, Gateway, GatewayHandle, GatewayOptions, ProviderKeys, TrialGrant, TrialLedger, Usage,
+};
 use upstream::{Reply, Upstream};
 
 const KEY: &str = "sk-bench-0000000000000000";
@@ -115,19 +118,7 @@ fn main() {
         gate: None,
         pause: Duration::from_millis(5),
     });
-    let text = format!(
-        "[providers.anthropic]\nbase_url = \"{}\"\nmax_concurrency = {}\n",
-        up.url(),
-        concurrent.max(1)
-    );
-    let config = Config::parse(&text, Path::new("bench.toml")).expect("config");
-    let keys = ProviderKeys::resolve(&config, ["anthropic"], |_| Some(KEY.into())).expect("keys");
-    let options = GatewayOptions {
-        tcp: Some("127.0.0.1:0".parse().expect("addr")),
-        increase_after: u32::MAX,
-        ..GatewayOptions::default()
-    };
-    let gw = Gateway::start(&config, &keys, options).expect("gateway");
+    let gw = start_gateway(&up, concurrent);
     let gw_addr = gw.tcp_addr().expect("tcp");
     let evidence = tempfile::tempdir().expect("tempdir");
     let mut grant = TrialGrant::new(&"anthropic/claude-sonnet-4-5".parse().expect("model"));
@@ -142,68 +133,128 @@ fn main() {
         .expect("runtime");
 
     // 1. Time to first byte, gateway vs direct, alternating, one kept-alive connection each.
-    let (mut direct, mut via) = rt.block_on(async {
-        let mut d = connect(up.addr).await;
-        let mut g = connect(gw_addr).await;
-        for _ in 0..20 {
-            timed(&mut d, request("/v1/messages", Some(KEY), true)).await;
-            timed(&mut g, request("/v1/messages", Some(token.as_str()), true)).await;
-        }
-        let (mut direct, mut via) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for _ in 0..n {
-            let (t, body) = timed(&mut d, request("/v1/messages", Some(KEY), true)).await;
-            assert_eq!(body, expected.as_bytes());
-            direct.push(t.as_secs_f64() * 1e3);
-            let (t, body) =
-                timed(&mut g, request("/v1/messages", Some(token.as_str()), true)).await;
-            assert_eq!(body, expected.as_bytes());
-            via.push(t.as_secs_f64() * 1e3);
-        }
-        (direct, via)
-    });
+    let (mut direct, mut via) = rt.block_on(first_byte_times(
+        up.addr,
+        gw_addr,
+        token.as_str(),
+        n,
+        &expected,
+    ));
     let ledger = gw.finish_trial(&token).expect("ledger");
     assert_eq!(ledger.requests_forwarded as usize, n + 20);
-    let (md, mv) = (median(&mut direct), median(&mut via));
+    print_first_byte_times(n, &mut direct, &mut via);
+
+    // 2. Many streamed requests at once, each on its own connection.
+    grant.evidence_dir = Some(evidence.path().join("concurrent"));
+    let token = gw.register_trial(grant).expect("trial");
+    let started = Instant::now();
+    let results = rt.block_on(all_at_once(gw_addr, token.as_str(), concurrent));
+    let wall = started.elapsed();
+    let ledger = gw.finish_trial(&token).expect("ledger");
+    let ok = report_all_at_once(concurrent, &results, wall, &ledger, &expected);
+    gw.shutdown();
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+/// A gateway on a loopback port in front of `up`, allowing `concurrent` requests at once.
+fn start_gateway(up: &Upstream, concurrent: usize) -> GatewayHandle {
+    let text = format!(
+        "[providers.anthropic]\nbase_url = \"{}\"\nmax_concurrency = {}\n",
+        up.url(),
+        concurrent.max(1)
+    );
+    let config = Config::parse(&text, Path::new("bench.toml")).expect("config");
+    let keys = ProviderKeys::resolve(&config, ["anthropic"], |_| Some(KEY.into())).expect("keys");
+    let options = GatewayOptions {
+        tcp: Some("127.0.0.1:0".parse().expect("addr")),
+        increase_after: u32::MAX,
+        ..GatewayOptions::default()
+    };
+    Gateway::start(&config, &keys, options).expect("gateway")
+}
+
+/// Times to first byte (ms) of `n` streamed requests direct to the upstream at `up` and as many
+/// through the gateway at `gw` (after 20 of each to warm up), alternating, over one kept-alive
+/// connection each; every body must be `expected`.
+async fn first_byte_times(
+    up: SocketAddr,
+    gw: SocketAddr,
+    token: &str,
+    n: usize,
+    expected: &str,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut d = connect(up).await;
+    let mut g = connect(gw).await;
+    for _ in 0..20 {
+        timed(&mut d, request("/v1/messages", Some(KEY), true)).await;
+        timed(&mut g, request("/v1/messages", Some(token), true)).await;
+    }
+    let (mut direct, mut via) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let (t, body) = timed(&mut d, request("/v1/messages", Some(KEY), true)).await;
+        assert_eq!(body, expected.as_bytes());
+        direct.push(t.as_secs_f64() * 1e3);
+        let (t, body) = timed(&mut g, request("/v1/messages", Some(token), true)).await;
+        assert_eq!(body, expected.as_bytes());
+        via.push(t.as_secs_f64() * 1e3);
+    }
+    (direct, via)
+}
+
+/// Prints the medians and 99th percentiles of the times to first byte.
+fn print_first_byte_times(n: usize, direct: &mut [f64], via: &mut [f64]) {
+    let (md, mv) = (median(direct), median(via));
     println!("time to first byte, streamed, {n} requests each (ms):");
     println!(
         "  direct   median {md:.3}  p99 {:.3}",
-        percentile(&mut direct, 0.99)
+        percentile(direct, 0.99)
     );
     println!(
         "  gateway  median {mv:.3}  p99 {:.3}",
-        percentile(&mut via, 0.99)
+        percentile(via, 0.99)
     );
     println!(
         "  gateway - direct  {:.3} ms   gateway / direct  {:.2}x",
         mv - md,
         mv / md
     );
+}
 
-    // 2. Many streamed requests at once, each on its own connection.
-    grant.evidence_dir = Some(evidence.path().join("concurrent"));
-    let token = gw.register_trial(grant).expect("trial");
-    let started = Instant::now();
-    let results: Vec<Result<(Duration, Vec<u8>), String>> = rt.block_on(async {
-        let tasks: Vec<_> = (0..concurrent)
-            .map(|_| {
-                let token = token.as_str().to_string();
-                tokio::spawn(async move {
-                    let mut s = connect(gw_addr).await;
-                    let start = Instant::now();
-                    let (_, body) =
-                        timed(&mut s, request("/v1/messages", Some(&token), true)).await;
-                    (start.elapsed(), body)
-                })
+/// One streamed request's latency and whole body, or why its task failed.
+type Outcome = Result<(Duration, Vec<u8>), String>;
+
+/// Sends `concurrent` streamed requests through the gateway at `gw` at once, each on its own
+/// connection.
+async fn all_at_once(gw: SocketAddr, token: &str, concurrent: usize) -> Vec<Outcome> {
+    let tasks: Vec<_> = (0..concurrent)
+        .map(|_| {
+            let token = token.to_string();
+            tokio::spawn(async move {
+                let mut s = connect(gw).await;
+                let start = Instant::now();
+                let (_, body) = timed(&mut s, request("/v1/messages", Some(&token), true)).await;
+                (start.elapsed(), body)
             })
-            .collect();
-        let mut out = Vec::with_capacity(tasks.len());
-        for t in tasks {
-            out.push(t.await.map_err(|e| e.to_string()));
-        }
-        out
-    });
-    let wall = started.elapsed();
-    let ledger = gw.finish_trial(&token).expect("ledger");
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.map_err(|e| e.to_string()));
+    }
+    out
+}
+
+/// Prints what arrived of the concurrent requests and what the ledger counted; gives whether
+/// nothing was lost.
+fn report_all_at_once(
+    concurrent: usize,
+    results: &[Outcome],
+    wall: Duration,
+    ledger: &TrialLedger,
+    expected: &str,
+) -> bool {
     let whole = results
         .iter()
         .filter(|r| r.as_ref().is_ok_and(|(_, b)| b == expected.as_bytes()))
@@ -240,8 +291,5 @@ fn main() {
         && ledger.faults.is_empty()
         && ledger.requests.len() == concurrent;
     println!("  {}", if ok { "no loss" } else { "LOSS" });
-    gw.shutdown();
-    if !ok {
-        std::process::exit(1);
-    }
+    ok
 }

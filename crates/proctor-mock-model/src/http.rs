@@ -1,20 +1,37 @@
-//! A small blocking HTTP/1.1 server: one thread per connection, keep-alive, `Content-Length` and
-//! chunked request bodies, `Expect: 100-continue`. Responses always carry `Content-Length` (SSE
-//! bodies are scripted, so they are complete before the first byte is sent).
+//! The mock model's HTTP/1.1 server, on hyper 1 and tokio: keep-alive, `Content-Length` and
+//! chunked request bodies, `Expect: 100-continue` (hyper answers `100 Continue` when the body is
+//! first read, so a body that is too large by its `Content-Length` is refused before it is sent).
+//! Responses always carry `Content-Length` (SSE bodies are scripted, so they are complete before
+//! the first byte is sent).
+//!
+//! Each [`serve`] call runs its own current-thread runtime on the calling thread (a server starts
+//! inside every trial, so it must start in well under a millisecond); handlers run on that
+//! runtime's blocking pool, since one may be held open for long (an injected timeout).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Largest request head accepted.
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, StatusCode, Version};
+use hyper_util::rt::{TokioIo, TokioTimer};
+
+/// Largest request head accepted (request line and headers); a larger one is answered 431.
 const MAX_HEAD: usize = 64 * 1024;
-/// Largest request body accepted.
+/// Most request headers accepted; far above what any client sends.
+const MAX_HEADERS: usize = 1024;
+/// Largest request body accepted; a larger one is answered 413.
 const MAX_BODY: usize = 64 * 1024 * 1024;
-/// How often an idle connection checks whether the server stopped.
+/// How often the accept loop checks whether the server stopped (a stop also wakes it by
+/// connecting).
 const POLL: Duration = Duration::from_millis(250);
-/// An idle keep-alive connection is closed after this long.
+/// An idle keep-alive connection (or one whose request head takes longer) is closed after this.
 const IDLE: Duration = Duration::from_secs(300);
 
 /// One parsed request.
@@ -26,7 +43,7 @@ pub struct Request {
     pub path: String,
     /// The query string, without `?` (empty when none).
     pub query: String,
-    /// Headers in arrival order, names lower-cased.
+    /// Headers in arrival order (the values of a repeated name together), names lower-cased.
     pub headers: Vec<(String, String)>,
     /// The body, de-chunked.
     pub body: Vec<u8>,
@@ -64,260 +81,195 @@ impl Response {
     }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        413 => "Payload Too Large",
-        500 => "Internal Server Error",
-        _ => "Status",
-    }
-}
-
 /// Serves connections from `listener` until `stop` is set; each request goes to `handler`.
+/// Blocks the calling thread (and runs on a thread of its own when called from async code).
+/// Setting `stop` ends the accept loop within 250 ms (at once when a connection then arrives)
+/// and closes every connection; a handler still running finishes on its own.
 pub fn serve<H>(listener: TcpListener, stop: Arc<AtomicBool>, handler: Arc<H>)
 where
     H: Fn(Request) -> Response + Send + Sync + 'static,
 {
-    for conn in listener.incoming() {
+    let run = move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .thread_name("mock-model-handler")
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("proctor mock-model: cannot start the HTTP runtime: {e}");
+                return;
+            }
+        };
+        runtime.block_on(accept_loop(listener, stop, handler));
+        // Connections end with their tasks; a handler held open (an injected timeout) is not
+        // waited for.
+        runtime.shutdown_background();
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        // Called from async code: a runtime cannot block inside another on the same thread.
+        std::thread::scope(|s| {
+            let _ = s.spawn(run).join();
+        });
+    } else {
+        run();
+    }
+}
+
+async fn accept_loop<H>(listener: TcpListener, stop: Arc<AtomicBool>, handler: Arc<H>)
+where
+    H: Fn(Request) -> Response + Send + Sync + 'static,
+{
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("proctor mock-model: cannot listen: {e}");
+            return;
+        }
+    };
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(IDLE)
+        .max_header_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS)
+        .title_case_headers(true);
+    while !stop.load(Ordering::SeqCst) {
+        let (stream, _) = match tokio::time::timeout(POLL, listener.accept()).await {
+            Err(_elapsed) => continue,
+            // Out of descriptors and the like: wait a moment rather than spin.
+            Ok(Err(_)) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Ok(Ok(conn)) => conn,
+        };
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let Ok(stream) = conn else { continue };
-        let stop = stop.clone();
+        let _ = stream.set_nodelay(true);
         let handler = handler.clone();
-        std::thread::spawn(move || {
-            let _ = connection(stream, &stop, &*handler);
+        let service = service_fn(move |req| respond(req, handler.clone()));
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            // A broken or timed-out connection ends only itself.
+            let _ = conn.await;
         });
     }
 }
 
-fn connection<H>(stream: TcpStream, stop: &AtomicBool, handler: &H) -> io::Result<()>
+async fn respond<H>(
+    req: hyper::Request<Incoming>,
+    handler: Arc<H>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible>
 where
-    H: Fn(Request) -> Response,
+    H: Fn(Request) -> Response + Send + Sync + 'static,
 {
-    stream.set_read_timeout(Some(POLL))?;
-    let _ = stream.set_nodelay(true);
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let Some(head) = read_head(&mut reader, stop)? else {
-            return Ok(());
-        };
-        let mut req = match parse_head(&head) {
-            Ok(r) => r,
-            Err(msg) => {
-                let resp = Response::json(400, &serde_json::json!({ "error": msg }));
-                write_response(&mut writer, &resp, false, false)?;
-                return Ok(());
-            }
-        };
-        if req
-            .header("expect")
-            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-        {
-            writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-        }
-        match read_body(&mut reader, &req, stop) {
-            Ok(b) => req.body = b,
-            Err(e) => {
-                let resp = Response::json(413, &serde_json::json!({ "error": e.to_string() }));
-                write_response(&mut writer, &resp, false, false)?;
-                return Ok(());
-            }
-        }
-        let close = req
-            .header("connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let head_only = req.method == "HEAD";
-        let resp = handler(req);
-        write_response(&mut writer, &resp, close, head_only)?;
-        if close {
-            return Ok(());
-        }
-    }
-}
-
-/// Reads up to the blank line ending a request head; `None` at a clean end of the connection.
-fn read_head<R: BufRead>(reader: &mut R, stop: &AtomicBool) -> io::Result<Option<Vec<u8>>> {
-    let mut head = Vec::new();
-    let mut idle = Duration::ZERO;
-    loop {
-        let mut line = Vec::new();
-        match read_line(reader, &mut line) {
-            Ok(0) if head.is_empty() && line.is_empty() => return Ok(None),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(_) => {}
-            Err(e) if is_timeout(&e) => {
-                if stop.load(Ordering::SeqCst) {
-                    return Ok(None);
-                }
-                // A partial line read before the timeout is kept in `line`.
-                head.extend_from_slice(&line);
-                idle += POLL;
-                if head.is_empty() && idle >= IDLE {
-                    return Ok(None);
-                }
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
-        idle = Duration::ZERO;
-        if head.is_empty() && (line == b"\r\n" || line == b"\n") {
-            continue; // stray CRLF between requests
-        }
-        head.extend_from_slice(&line);
-        if head.ends_with(b"\r\n\r\n") || head.ends_with(b"\n\n") {
-            return Ok(Some(head));
-        }
-        if head.len() > MAX_HEAD {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "head too large"));
-        }
-    }
-}
-
-fn read_line<R: BufRead>(reader: &mut R, line: &mut Vec<u8>) -> io::Result<usize> {
-    reader.read_until(b'\n', line)
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
-}
-
-fn parse_head(head: &[u8]) -> Result<Request, String> {
-    let text = String::from_utf8_lossy(head);
-    let mut lines = text.lines();
-    let first = lines.next().ok_or("empty request")?;
-    let mut parts = first.split_whitespace();
-    let method = parts.next().ok_or("no method")?.to_string();
-    let target = parts.next().ok_or("no request target")?;
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
-    };
-    let mut headers = Vec::new();
-    for line in lines {
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    Ok(Request {
-        method,
-        path,
-        query,
-        headers,
+    let (parts, body) = req.into_parts();
+    let close = wants_close(parts.version, &parts.headers);
+    let head_only = parts.method == Method::HEAD;
+    let mut request = Request {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().unwrap_or("").to_owned(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes());
+                (k.as_str().to_owned(), v.trim().to_owned())
+            })
+            .collect(),
         body: Vec::new(),
-    })
+    };
+    match read_body(body).await {
+        Ok(b) => request.body = b,
+        Err(msg) => {
+            // The rest of the body is not read: the connection cannot go on.
+            let resp = Response::json(413, &serde_json::json!({ "error": msg }));
+            return Ok(encode(resp, true, head_only));
+        }
+    }
+    let resp = match tokio::task::spawn_blocking(move || handler(request)).await {
+        Ok(r) => r,
+        Err(e) => Response::json(
+            500,
+            &serde_json::json!({ "error": format!("the mock model's handler failed: {e}") }),
+        ),
+    };
+    Ok(encode(resp, close, head_only))
 }
 
-/// Reads exactly `buf.len()` bytes, waiting through read timeouts unless the server stops.
-fn read_full<R: Read>(reader: &mut R, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        match reader.read(&mut buf[got..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if is_timeout(&e) => {
-                if stop.load(Ordering::SeqCst) {
-                    return Err(e);
-                }
+/// Whether the client asked to close after this exchange (`Connection: close`, or HTTP/1.0
+/// without `Connection: keep-alive`).
+fn wants_close(version: Version, headers: &hyper::HeaderMap) -> bool {
+    let has = |token: &str| {
+        headers.get_all(CONNECTION).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    has("close") || (version == Version::HTTP_10 && !has("keep-alive"))
+}
+
+/// Reads the whole (de-chunked) body, refusing one over [`MAX_BODY`] before reading it when its
+/// length is declared.
+async fn read_body(mut body: Incoming) -> Result<Vec<u8>, String> {
+    let declared = body.size_hint().lower();
+    if declared > MAX_BODY as u64 {
+        return Err("body too large".into());
+    }
+    let mut out = Vec::with_capacity(declared as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > MAX_BODY {
+                return Err("body too large".into());
             }
-            Err(e) => return Err(e),
+            out.extend_from_slice(&data);
         }
     }
-    Ok(())
+    Ok(out)
 }
 
-fn read_line_patient<R: BufRead>(reader: &mut R, stop: &AtomicBool) -> io::Result<Vec<u8>> {
-    let mut line = Vec::new();
-    loop {
-        match read_line(reader, &mut line) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(_) if line.ends_with(b"\n") => return Ok(line),
-            Ok(_) => {}
-            Err(e) if is_timeout(&e) && !stop.load(Ordering::SeqCst) => {}
-            Err(e) => return Err(e),
-        }
-        if line.len() > MAX_HEAD {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "line too long"));
-        }
-    }
-}
-
-fn read_body<R: BufRead>(reader: &mut R, req: &Request, stop: &AtomicBool) -> io::Result<Vec<u8>> {
-    let chunked = req
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    if chunked {
-        let mut body = Vec::new();
-        loop {
-            let line = read_line_patient(reader, stop)?;
-            let size_text = String::from_utf8_lossy(&line);
-            let size_text = size_text.trim().split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
-            if size == 0 {
-                // Trailers, up to the blank line.
-                loop {
-                    let l = read_line_patient(reader, stop)?;
-                    if l == b"\r\n" || l == b"\n" {
-                        return Ok(body);
-                    }
-                }
-            }
-            if body.len() + size > MAX_BODY {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "body too large"));
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            read_full(reader, &mut body[start..], stop)?;
-            let _ = read_line_patient(reader, stop)?;
-        }
-    }
-    let len: usize = req
-        .header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if len > MAX_BODY {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "body too large"));
-    }
-    let mut body = vec![0; len];
-    read_full(reader, &mut body, stop)?;
-    Ok(body)
-}
-
-fn write_response<W: Write>(
-    w: &mut W,
-    resp: &Response,
-    close: bool,
-    head_only: bool,
-) -> io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n",
-        resp.status,
-        reason(resp.status),
-        resp.content_type,
-        resp.body.len()
-    );
-    head.push_str(if close {
-        "Connection: close\r\n"
+/// The hyper response for `resp`; one that cannot be encoded (a bad status or content type)
+/// becomes a 500.
+fn encode(resp: Response, close: bool, head_only: bool) -> hyper::Response<Full<Bytes>> {
+    let len = resp.body.len();
+    let mut builder = hyper::Response::builder()
+        .status(resp.status)
+        .header(CONTENT_TYPE, resp.content_type)
+        .header(CONTENT_LENGTH, len)
+        .header(CACHE_CONTROL, "no-cache");
+    builder = if close {
+        builder.header(CONNECTION, "close")
     } else {
-        "Connection: keep-alive\r\nKeep-Alive: timeout=300\r\n"
-    });
-    head.push_str("\r\n");
-    w.write_all(head.as_bytes())?;
-    if !head_only {
-        w.write_all(&resp.body)?;
+        builder
+            .header(CONNECTION, "keep-alive")
+            .header("keep-alive", "timeout=300")
+    };
+    let body = if head_only {
+        Bytes::new()
+    } else {
+        Bytes::from(resp.body)
+    };
+    match builder.body(Full::new(body)) {
+        Ok(r) => r,
+        Err(e) => {
+            let text = format!(r#"{{"error":"the mock model built a bad response: {e}"}}"#);
+            let mut r = hyper::Response::new(Full::new(Bytes::from(text)));
+            *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            r
+        }
     }
-    w.flush()
 }
 
 #[cfg(test)]
@@ -325,23 +277,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_chunked_bodies() {
-        let req = Request {
-            headers: vec![("transfer-encoding".into(), "chunked".into())],
-            ..Request::default()
-        };
-        let stop = AtomicBool::new(false);
-        let mut r = BufReader::new(&b"4\r\nWiki\r\n5;x=y\r\npedia\r\n0\r\n\r\n"[..]);
-        assert_eq!(read_body(&mut r, &req, &stop).unwrap(), b"Wikipedia");
+    fn close_follows_connection_and_version() {
+        let mut h = hyper::HeaderMap::new();
+        assert!(!wants_close(Version::HTTP_11, &h));
+        assert!(wants_close(Version::HTTP_10, &h));
+        h.insert(CONNECTION, HeaderValue::from_static("Keep-Alive"));
+        assert!(!wants_close(Version::HTTP_10, &h));
+        h.insert(CONNECTION, HeaderValue::from_static("TE, close"));
+        assert!(wants_close(Version::HTTP_11, &h));
     }
 
     #[test]
-    fn parses_heads() {
-        let r =
-            parse_head(b"POST /v1/messages?beta=true HTTP/1.1\r\nX-Api-Key: k\r\n\r\n").unwrap();
-        assert_eq!(r.method, "POST");
-        assert_eq!(r.path, "/v1/messages");
-        assert_eq!(r.query, "beta=true");
-        assert_eq!(r.header("x-api-key"), Some("k"));
+    fn a_bad_response_becomes_a_500() {
+        let bad = Response {
+            status: 42,
+            content_type: "text/plain".into(),
+            body: b"x".to_vec(),
+        };
+        assert_eq!(encode(bad, false, false).status(), 500);
+        let head = Response {
+            status: 200,
+            content_type: "text/plain".into(),
+            body: b"ok".to_vec(),
+        };
+        let r = encode(head, false, true);
+        assert_eq!(r.headers()[CONTENT_LENGTH], "2");
+        assert_eq!(r.body().size_hint().exact(), Some(0));
     }
 }

@@ -58,6 +58,7 @@ use serde_json::{json, Value};
 pub use script::{Call, MainRequests, Role, Script, ScriptError, Turn, Usage};
 
 use http::{Request, Response};
+use tools::ToolSpec;
 use wire::{Reply, ReplyCall, Side};
 
 /// The text of a main request once the script has no turn left.
@@ -500,6 +501,8 @@ fn route_name(api: Api) -> &'static str {
     }
 }
 
+/// Answers a model request of `api`: an injected fault, a side request's short answer, or the
+/// script's next turn, rendered in the API's wire format.
 fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut Note) -> Response {
     note.api = Some(api.name());
     if let Some(f) = state
@@ -507,56 +510,7 @@ fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut No
         .iter()
         .find(|f| f.route == "*" || f.route == route_name(api))
     {
-        note.kind = "fault";
-        note.fault = Some(f.kind.as_str());
-        return match f.kind {
-            FaultKind::CredentialLoss => {
-                let body = match api {
-                    Api::Anthropic => anthropic::error(
-                        "authentication_error",
-                        "invalid x-api-key (proctor mock-model: injected credential_loss)",
-                    ),
-                    Api::Responses | Api::Chat => responses::error(
-                        "invalid_api_key",
-                        "Incorrect API key provided (proctor mock-model: injected credential_loss)",
-                    ),
-                    Api::Gemini { .. } => gemini::error(
-                        401,
-                        "UNAUTHENTICATED",
-                        "API key not valid (proctor mock-model: injected credential_loss)",
-                    ),
-                };
-                Response::json(401, &body)
-            }
-            FaultKind::RateLimit => {
-                let body = match api {
-                    Api::Anthropic => anthropic::error(
-                        "rate_limit_error",
-                        "rate limited (proctor mock-model: injected rate_limit)",
-                    ),
-                    Api::Responses | Api::Chat => responses::error(
-                        "rate_limit_exceeded",
-                        "Rate limit reached (proctor mock-model: injected rate_limit)",
-                    ),
-                    Api::Gemini { .. } => gemini::error(
-                        429,
-                        "RESOURCE_EXHAUSTED",
-                        "Quota exceeded (proctor mock-model: injected rate_limit)",
-                    ),
-                };
-                Response::json(429, &body)
-            }
-            FaultKind::Timeout => {
-                let resp = Response::json(
-                    504,
-                    &json!({ "error": { "type": "timeout", "message": "proctor mock-model: injected timeout (the request was held open)" } }),
-                );
-                // Log it now: the client (or the trial's end) gives up long before we answer.
-                log_exchange(state, seq, req, &resp, note);
-                std::thread::sleep(std::time::Duration::from_secs(3600));
-                resp
-            }
-        };
+        return fault_response(state, req, api, seq, note, f.kind);
     }
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
@@ -571,128 +525,221 @@ fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut No
             );
         }
     };
-    let (tools, side, stream) = match api {
-        Api::Anthropic => (
-            anthropic::tools(&body),
-            anthropic::side(&body),
-            anthropic::streaming(&body),
-        ),
-        Api::Responses => (
-            responses::tools(&body),
-            responses::side(&body),
-            responses::streaming(&body),
-        ),
-        Api::Chat => (
-            chat::tools(&body),
-            chat::side(&body),
-            chat::streaming(&body),
-        ),
-        Api::Gemini { stream, .. } => (gemini::tools(&body), gemini::side(&body), stream),
-    };
+    let (tools, side, stream) = request_shape(api, &body);
     note.stream = stream;
     let side = side.or_else(|| {
         (state.script.main_requests == MainRequests::Tools && tools.is_empty())
             .then(|| Side::text("offers no tools"))
     });
-    let model = match api {
+    let mut reply = Reply {
+        seq,
+        model: reply_model(state, req, api, &body),
+        text: None,
+        calls: Vec::new(),
+        usage: Usage::default(),
+    };
+    match side {
+        Some(side) => side_reply(state, &side, &mut reply, note),
+        None => main_reply(state, req, &tools, &mut reply, note),
+    }
+    render(api, &reply, &body, stream)
+}
+
+/// The answer to a model request on a route with an injected fault.
+fn fault_response(
+    state: &State,
+    req: &Request,
+    api: Api,
+    seq: u64,
+    note: &mut Note,
+    kind: FaultKind,
+) -> Response {
+    note.kind = "fault";
+    note.fault = Some(kind.as_str());
+    match kind {
+        FaultKind::CredentialLoss => {
+            let body = match api {
+                Api::Anthropic => anthropic::error(
+                    "authentication_error",
+                    "invalid x-api-key (proctor mock-model: injected credential_loss)",
+                ),
+                Api::Responses | Api::Chat => responses::error(
+                    "invalid_api_key",
+                    "Incorrect API key provided (proctor mock-model: injected credential_loss)",
+                ),
+                Api::Gemini { .. } => gemini::error(
+                    401,
+                    "UNAUTHENTICATED",
+                    "API key not valid (proctor mock-model: injected credential_loss)",
+                ),
+            };
+            Response::json(401, &body)
+        }
+        FaultKind::RateLimit => {
+            let body = match api {
+                Api::Anthropic => anthropic::error(
+                    "rate_limit_error",
+                    "rate limited (proctor mock-model: injected rate_limit)",
+                ),
+                Api::Responses | Api::Chat => responses::error(
+                    "rate_limit_exceeded",
+                    "Rate limit reached (proctor mock-model: injected rate_limit)",
+                ),
+                Api::Gemini { .. } => gemini::error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Quota exceeded (proctor mock-model: injected rate_limit)",
+                ),
+            };
+            Response::json(429, &body)
+        }
+        FaultKind::Timeout => {
+            let resp = Response::json(
+                504,
+                &json!({ "error": { "type": "timeout", "message": "proctor mock-model: injected timeout (the request was held open)" } }),
+            );
+            // Log it now: the client (or the trial's end) gives up long before we answer.
+            log_exchange(state, seq, req, &resp, note);
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+            resp
+        }
+    }
+}
+
+/// The tools a request offers, whether it is a side request by its API's rules, and whether it
+/// asks for a stream.
+fn request_shape(api: Api, body: &Value) -> (Vec<ToolSpec>, Option<Side>, bool) {
+    match api {
+        Api::Anthropic => (
+            anthropic::tools(body),
+            anthropic::side(body),
+            anthropic::streaming(body),
+        ),
+        Api::Responses => (
+            responses::tools(body),
+            responses::side(body),
+            responses::streaming(body),
+        ),
+        Api::Chat => (chat::tools(body), chat::side(body), chat::streaming(body)),
+        Api::Gemini { stream, .. } => (gemini::tools(body), gemini::side(body), stream),
+    }
+}
+
+/// The model a reply reports: the one the request names (in the path for Gemini), else the
+/// script's.
+fn reply_model(state: &State, req: &Request, api: Api, body: &Value) -> String {
+    match api {
         Api::Gemini { .. } => strip_v1(&req.path)
             .strip_prefix("/v1beta/models/")
             .and_then(|r| r.rsplit_once(':'))
             .map(|(m, _)| m.to_string()),
         _ => body.get("model").and_then(Value::as_str).map(String::from),
     }
-    .unwrap_or_else(|| state.script.model.clone());
-    let mut reply = Reply {
-        seq,
-        model,
-        text: None,
-        calls: Vec::new(),
-        usage: Usage::default(),
-    };
-    if let Some(side) = side {
-        note.kind = "side";
-        note.side_reason = Some(side.reason.clone());
-        reply.text = Some(match &side.schema {
-            Some(schema) => tools::instance(schema, 0).to_string(),
-            None => SIDE_TEXT.into(),
-        });
-        state.inner().stats.side_requests += 1;
-    } else {
-        note.kind = "main";
-        let hash = body_hash(&req.body);
-        let index = {
-            let mut inner = state.inner();
-            inner.stats.main_requests += 1;
-            match inner.last_main {
-                Some((h, i)) if h == hash => {
-                    note.replay = true;
-                    inner.stats.replays += 1;
-                    i
-                }
-                _ => {
-                    let i = inner.next_turn;
-                    inner.next_turn += 1;
-                    inner.last_main = Some((hash, i));
-                    if i < state.script.turns.len() {
-                        inner.stats.turns_served += 1;
-                    }
-                    i
-                }
+    .unwrap_or_else(|| state.script.model.clone())
+}
+
+/// Answers a side request: a short text, or an instance of the schema it asked for.
+fn side_reply(state: &State, side: &Side, reply: &mut Reply, note: &mut Note) {
+    note.kind = "side";
+    note.side_reason = Some(side.reason.clone());
+    reply.text = Some(match &side.schema {
+        Some(schema) => tools::instance(schema, 0).to_string(),
+        None => SIDE_TEXT.into(),
+    });
+    state.inner().stats.side_requests += 1;
+}
+
+/// Answers a main request with the script's next turn (the same turn again for a retry), or
+/// with [`EXHAUSTED_TEXT`].
+fn main_reply(
+    state: &State,
+    req: &Request,
+    tools: &[ToolSpec],
+    reply: &mut Reply,
+    note: &mut Note,
+) {
+    note.kind = "main";
+    let index = main_turn_index(state, body_hash(&req.body), note);
+    match state.script.turns.get(index) {
+        None => {
+            state.inner().stats.exhausted += 1;
+            note.error = Some("the script has no turn left".into());
+            reply.text = Some(EXHAUSTED_TEXT.into());
+        }
+        Some(turn) => {
+            note.turn = Some(index + 1);
+            play_turn(turn, index, tools, reply, note);
+            state.inner().stats.usage.add(&reply.usage);
+            note.usage = Some(reply.usage);
+        }
+    }
+}
+
+/// The index of the turn a main request with this body hash gets: the previous one again for a
+/// byte-identical retry, else the next.
+fn main_turn_index(state: &State, hash: u64, note: &mut Note) -> usize {
+    let mut inner = state.inner();
+    inner.stats.main_requests += 1;
+    match inner.last_main {
+        Some((h, i)) if h == hash => {
+            note.replay = true;
+            inner.stats.replays += 1;
+            i
+        }
+        _ => {
+            let i = inner.next_turn;
+            inner.next_turn += 1;
+            inner.last_main = Some((hash, i));
+            if i < state.script.turns.len() {
+                inner.stats.turns_served += 1;
             }
-        };
-        match state.script.turns.get(index) {
-            None => {
-                state.inner().stats.exhausted += 1;
-                note.error = Some("the script has no turn left".into());
-                reply.text = Some(EXHAUSTED_TEXT.into());
+            i
+        }
+    }
+}
+
+/// Fills `reply` with turn `index` (0-based): its text and usage and its calls resolved against
+/// the request's tools. A call that cannot be made replaces the calls with an error text.
+fn play_turn(turn: &Turn, index: usize, tools: &[ToolSpec], reply: &mut Reply, note: &mut Note) {
+    reply.text = turn.text.clone();
+    reply.usage = turn.usage;
+    if tools.is_empty() {
+        // A request that offers no tools (aider) gets its shell calls as fenced
+        // shell blocks after the text: that is how such agents receive commands.
+        let blocks = fenced_commands(&turn.calls);
+        if !blocks.is_empty() {
+            let mut text = reply.text.take().unwrap_or_default();
+            if !text.is_empty() {
+                text.push_str("\n\n");
             }
-            Some(turn) => {
-                note.turn = Some(index + 1);
-                reply.text = turn.text.clone();
-                reply.usage = turn.usage;
-                if tools.is_empty() {
-                    // A request that offers no tools (aider) gets its shell calls as fenced
-                    // shell blocks after the text: that is how such agents receive commands.
-                    let blocks = fenced_commands(&turn.calls);
-                    if !blocks.is_empty() {
-                        let mut text = reply.text.take().unwrap_or_default();
-                        if !text.is_empty() {
-                            text.push_str("\n\n");
-                        }
-                        text.push_str(&blocks);
-                        reply.text = Some(text);
-                    }
-                }
-                let calls = turn
-                    .calls
-                    .iter()
-                    .filter(|c| !(tools.is_empty() && c.command.is_some() && c.name.is_none()));
-                for (i, call) in calls.enumerate() {
-                    match tools::resolve(call, &tools) {
-                        Ok(c) => reply.calls.push(ReplyCall {
-                            seq,
-                            index: i,
-                            call: c,
-                        }),
-                        Err(e) => {
-                            let msg = format!(
-                                "mock-model: turn {} call {} cannot be made: {e}",
-                                index + 1,
-                                i + 1
-                            );
-                            note.error = Some(msg.clone());
-                            reply.calls.clear();
-                            reply.text = Some(msg);
-                            break;
-                        }
-                    }
-                }
-                state.inner().stats.usage.add(&reply.usage);
-                note.usage = Some(reply.usage);
+            text.push_str(&blocks);
+            reply.text = Some(text);
+        }
+    }
+    let calls = turn
+        .calls
+        .iter()
+        .filter(|c| !(tools.is_empty() && c.command.is_some() && c.name.is_none()));
+    for (i, call) in calls.enumerate() {
+        match tools::resolve(call, tools) {
+            Ok(c) => reply.calls.push(ReplyCall {
+                seq: reply.seq,
+                index: i,
+                call: c,
+            }),
+            Err(e) => {
+                let msg = format!(
+                    "mock-model: turn {} call {} cannot be made: {e}",
+                    index + 1,
+                    i + 1
+                );
+                note.error = Some(msg.clone());
+                reply.calls.clear();
+                reply.text = Some(msg);
+                break;
             }
         }
     }
-    render(api, &reply, &body, stream)
 }
 
 /// The shell calls of a turn as fenced `bash` blocks, for requests that offer no tools.

@@ -602,3 +602,153 @@ fn keep_alive_and_chunked_bodies() {
     );
     assert!(text[second..].ends_with("ok"));
 }
+
+/// Reads one response (head and `Content-Length` body) from a kept-alive connection.
+fn read_one(r: &mut impl std::io::BufRead) -> (String, String) {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).unwrap() > 0, "EOF in a head: {head}");
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |v| v.parse().unwrap());
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).unwrap();
+    (head, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn two_requests_on_one_connection_stay_open() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let s = TcpStream::connect(server.addr()).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = std::io::BufReader::new(s);
+    for path in ["/health", "/__mock"] {
+        write!(w, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let (head, body) = read_one(&mut r);
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Connection: keep-alive\r\n"), "{head}");
+        assert!(head.contains("Keep-Alive: timeout=300\r\n"), "{head}");
+        assert!(head.contains("Cache-Control: no-cache\r\n"), "{head}");
+        assert!(!body.is_empty());
+    }
+    assert_eq!(server.stats().requests, 2);
+}
+
+#[test]
+fn expect_100_continue_is_answered_before_the_body() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let s = TcpStream::connect(server.addr()).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let body = json!({"messages": [{"role": "user", "content": "count me"}]}).to_string();
+    write!(
+        w,
+        "POST /v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert_eq!(line, "HTTP/1.1 100 Continue\r\n");
+    line.clear();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert_eq!(line, "\r\n");
+    w.write_all(body.as_bytes()).unwrap();
+    let (head, text) = read_one(&mut r);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["input_tokens"], (body.len() / 4) as u64);
+}
+
+#[test]
+fn an_oversized_body_is_refused_413_without_being_read() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    // No body is sent: the server must answer from the declared length alone, and must not ask
+    // for the body with `100 Continue`.
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        64 * 1024 * 1024 + 1
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let reply = parse_reply(&raw);
+    assert_eq!(reply.status, 413, "{}", String::from_utf8_lossy(&raw));
+    assert_eq!(reply.json()["error"], "body too large");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains("100 Continue"), "{text}");
+    assert!(text.contains("Connection: close\r\n"), "{text}");
+    // The handler never saw it.
+    assert_eq!(server.stats().requests, 0);
+}
+
+#[test]
+fn malformed_and_oversized_heads_are_refused() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let send = |raw: &[u8]| {
+        let mut s = TcpStream::connect(server.addr()).unwrap();
+        s.write_all(raw).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let bad = send(b"NOT HTTP AT ALL\r\n\r\n");
+    assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+    let big = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(70 * 1024)
+    );
+    let big = send(big.as_bytes());
+    assert!(big.starts_with("HTTP/1.1 431 "), "{big}");
+    assert_eq!(server.stats().requests, 0);
+}
+
+#[test]
+fn http_1_0_closes_and_head_has_a_length_but_no_body() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.write_all(b"HEAD /__mock HTTP/1.0\r\n\r\n").unwrap();
+    // read_to_end returns: the server closed after the one response.
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("Connection: close\r\n"), "{text}");
+    let reply = parse_reply_to(&raw, true);
+    assert_eq!(reply.status, 200);
+    assert!(text.contains(&format!(
+        "Content-Length: {}\r\n",
+        proctor_mock_model::GUARD_TEXT.len()
+    )));
+}
+
+#[test]
+fn stopping_closes_idle_connections() {
+    let server = MockModel::start(Script::parse(HELLO).unwrap(), "127.0.0.1:0").unwrap();
+    let s = TcpStream::connect(server.addr()).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = std::io::BufReader::new(s);
+    w.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_one(&mut r).1, "ok");
+    r.get_ref()
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let addr = server.addr();
+    server.stop();
+    let mut rest = Vec::new();
+    assert_eq!(
+        r.read_to_end(&mut rest).unwrap(),
+        0,
+        "closed, not timed out"
+    );
+    assert!(TcpStream::connect(addr).is_err(), "no longer listening");
+}

@@ -478,87 +478,11 @@ pub fn compare(
     b: &[TrialRow],
     opts: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
-    if a.is_empty() {
-        return Err(CompareError::EmptyArm { side: Side::A });
-    }
-    if b.is_empty() {
-        return Err(CompareError::EmptyArm { side: Side::B });
-    }
-    let suite = &a[0].suite_id;
-    if let Some(other) = a.iter().chain(b).find(|r| &r.suite_id != suite) {
-        return Err(CompareError::DifferentSuites {
-            a: suite.clone(),
-            b: other.suite_id.clone(),
-        });
-    }
-    let fixtures_a: BTreeSet<&str> = a.iter().map(|r| r.fixture_hash.as_str()).collect();
-    let fixtures_b: BTreeSet<&str> = b.iter().map(|r| r.fixture_hash.as_str()).collect();
-    if fixtures_a != fixtures_b {
-        let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
-        return Err(CompareError::FixtureMismatch {
-            detail: "the arms ran against different fixtures".into(),
-            a: join(&fixtures_a),
-            b: join(&fixtures_b),
-        });
-    }
-    let ia = index(a, Side::A)?;
-    let ib = index(b, Side::B)?;
-    let mut pairs: Vec<(&TrialRow, &TrialRow)> = Vec::new();
-    let mut unmatched = Vec::new();
-    let unmatched_of = |side, r: &TrialRow| Unmatched {
-        side,
-        run_id: r.run_id.clone(),
-        trial_id: r.trial_id.clone(),
-        task: r.task.clone(),
-        variant: r.variant.clone(),
-        trial_index: r.trial_index,
-        outcome: r.verdict.outcome.label().to_string(),
-    };
-    for ra in a {
-        match ib.get(&(ra.task.as_str(), ra.trial_index)) {
-            Some(rb) => {
-                if ra.fixture_hash != rb.fixture_hash {
-                    return Err(CompareError::FixtureMismatch {
-                        detail: format!("task `{}` trial {}", ra.task, ra.trial_index),
-                        a: ra.fixture_hash.clone(),
-                        b: rb.fixture_hash.clone(),
-                    });
-                }
-                if ra.mutation != rb.mutation {
-                    return Err(CompareError::MutationMismatch {
-                        task: ra.task.clone(),
-                        trial_index: ra.trial_index,
-                        a: mutation_label(ra.mutation.as_ref()),
-                        b: mutation_label(rb.mutation.as_ref()),
-                    });
-                }
-                pairs.push((ra, rb));
-            }
-            None => unmatched.push(unmatched_of(Side::A, ra)),
-        }
-    }
-    for rb in b {
-        if !ia.contains_key(&(rb.task.as_str(), rb.trial_index)) {
-            unmatched.push(unmatched_of(Side::B, rb));
-        }
-    }
-
+    let suite = check_comparable(a, b)?;
+    let Matching { pairs, unmatched } = match_trials(a, b)?;
     let info_a = arm_info(a, opts.label_a.as_ref());
     let info_b = arm_info(b, opts.label_b.as_ref());
-    let mut warnings = Vec::new();
-    if info_a.suite_hashes != info_b.suite_hashes {
-        warnings.push(format!(
-            "the suite's content changed between the arms (A: {}; B: {}): check that the rules are the same",
-            info_a.suite_hashes.join(", "),
-            info_b.suite_hashes.join(", ")
-        ));
-    }
-    if !unmatched.is_empty() {
-        warnings.push(format!(
-            "{} trial(s) have no partner in the other arm and are in no number below",
-            unmatched.len()
-        ));
-    }
+    let warnings = warnings(&info_a, &info_b, &unmatched);
 
     let tasks: Vec<(String, ExpectedBehaviour)> =
         first_seen(pairs.iter().map(|(ra, _)| (ra.task.clone(), ra.expect)))
@@ -575,25 +499,7 @@ pub fn compare(
                 .collect()
         })
         .collect();
-    // The largest k: the smallest number of graded trials per task in either arm, over the
-    // tasks graded at least once in both.
-    let graded = |ps: &[(&TrialRow, &TrialRow)], side: Side| {
-        ps.iter()
-            .filter(|(ra, rb)| {
-                if side == Side::A { ra } else { rb }
-                    .verdict
-                    .outcome
-                    .is_graded()
-            })
-            .count() as u64
-    };
-    let pass_k_max = by_task
-        .iter()
-        .map(|ps| graded(ps, Side::A).min(graded(ps, Side::B)))
-        .filter(|&n| n > 0)
-        .min()
-        .unwrap_or(0);
-    let pass_k_max = u32::try_from(pass_k_max).unwrap_or(u32::MAX);
+    let pass_k_max = pass_k_max(&by_task);
     let threshold = u64::from(opts.underpowered_below);
     let task_cells = tasks
         .iter()
@@ -617,6 +523,141 @@ pub fn compare(
         overall: cell(&by_task, pass_k_max, threshold),
         tasks: task_cells,
     })
+}
+
+/// Refuses arms that cannot be compared: an empty arm, unlike suites, or different sets of
+/// fixtures. Gives the suite id.
+fn check_comparable<'a>(a: &'a [TrialRow], b: &[TrialRow]) -> Result<&'a String, CompareError> {
+    if a.is_empty() {
+        return Err(CompareError::EmptyArm { side: Side::A });
+    }
+    if b.is_empty() {
+        return Err(CompareError::EmptyArm { side: Side::B });
+    }
+    let suite = &a[0].suite_id;
+    if let Some(other) = a.iter().chain(b).find(|r| &r.suite_id != suite) {
+        return Err(CompareError::DifferentSuites {
+            a: suite.clone(),
+            b: other.suite_id.clone(),
+        });
+    }
+    let fixtures_a: BTreeSet<&str> = a.iter().map(|r| r.fixture_hash.as_str()).collect();
+    let fixtures_b: BTreeSet<&str> = b.iter().map(|r| r.fixture_hash.as_str()).collect();
+    if fixtures_a != fixtures_b {
+        let join = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
+        return Err(CompareError::FixtureMismatch {
+            detail: "the arms ran against different fixtures".into(),
+            a: join(&fixtures_a),
+            b: join(&fixtures_b),
+        });
+    }
+    Ok(suite)
+}
+
+/// The trials of two arms, matched.
+struct Matching<'r> {
+    /// The matched pairs (a, b), in arm A's order.
+    pairs: Vec<(&'r TrialRow, &'r TrialRow)>,
+    /// The trials with no partner: arm A's, then arm B's.
+    unmatched: Vec<Unmatched>,
+}
+
+/// Matches the trials of two arms by (task, trial index); refuses a pair that ran against
+/// different fixtures or hidden mutations.
+fn match_trials<'r>(a: &'r [TrialRow], b: &'r [TrialRow]) -> Result<Matching<'r>, CompareError> {
+    let ia = index(a, Side::A)?;
+    let ib = index(b, Side::B)?;
+    let mut pairs: Vec<(&TrialRow, &TrialRow)> = Vec::new();
+    let mut unmatched = Vec::new();
+    for ra in a {
+        match ib.get(&(ra.task.as_str(), ra.trial_index)) {
+            Some(rb) => {
+                check_pair(ra, rb)?;
+                pairs.push((ra, rb));
+            }
+            None => unmatched.push(unmatched_of(Side::A, ra)),
+        }
+    }
+    for rb in b {
+        if !ia.contains_key(&(rb.task.as_str(), rb.trial_index)) {
+            unmatched.push(unmatched_of(Side::B, rb));
+        }
+    }
+    Ok(Matching { pairs, unmatched })
+}
+
+/// Refuses a matched pair that ran against different fixtures or hidden mutations.
+fn check_pair(ra: &TrialRow, rb: &TrialRow) -> Result<(), CompareError> {
+    if ra.fixture_hash != rb.fixture_hash {
+        return Err(CompareError::FixtureMismatch {
+            detail: format!("task `{}` trial {}", ra.task, ra.trial_index),
+            a: ra.fixture_hash.clone(),
+            b: rb.fixture_hash.clone(),
+        });
+    }
+    if ra.mutation != rb.mutation {
+        return Err(CompareError::MutationMismatch {
+            task: ra.task.clone(),
+            trial_index: ra.trial_index,
+            a: mutation_label(ra.mutation.as_ref()),
+            b: mutation_label(rb.mutation.as_ref()),
+        });
+    }
+    Ok(())
+}
+
+/// A trial of arm `side` with no partner in the other arm.
+fn unmatched_of(side: Side, r: &TrialRow) -> Unmatched {
+    Unmatched {
+        side,
+        run_id: r.run_id.clone(),
+        trial_id: r.trial_id.clone(),
+        task: r.task.clone(),
+        variant: r.variant.clone(),
+        trial_index: r.trial_index,
+        outcome: r.verdict.outcome.label().to_string(),
+    }
+}
+
+/// What a reader should know: the suite changed between the arms, or trials are unmatched.
+fn warnings(info_a: &ArmInfo, info_b: &ArmInfo, unmatched: &[Unmatched]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if info_a.suite_hashes != info_b.suite_hashes {
+        warnings.push(format!(
+            "the suite's content changed between the arms (A: {}; B: {}): check that the rules are the same",
+            info_a.suite_hashes.join(", "),
+            info_b.suite_hashes.join(", ")
+        ));
+    }
+    if !unmatched.is_empty() {
+        warnings.push(format!(
+            "{} trial(s) have no partner in the other arm and are in no number below",
+            unmatched.len()
+        ));
+    }
+    warnings
+}
+
+/// The largest k: the smallest number of graded trials per task in either arm, over the tasks
+/// graded at least once in both.
+fn pass_k_max(by_task: &[Vec<(&TrialRow, &TrialRow)>]) -> u32 {
+    let graded = |ps: &[(&TrialRow, &TrialRow)], side: Side| {
+        ps.iter()
+            .filter(|(ra, rb)| {
+                if side == Side::A { ra } else { rb }
+                    .verdict
+                    .outcome
+                    .is_graded()
+            })
+            .count() as u64
+    };
+    let pass_k_max = by_task
+        .iter()
+        .map(|ps| graded(ps, Side::A).min(graded(ps, Side::B)))
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0);
+    u32::try_from(pass_k_max).unwrap_or(u32::MAX)
 }
 
 fn pick<'r>(p: &(&'r TrialRow, &'r TrialRow), side: Side) -> &'r TrialRow {

@@ -36,7 +36,7 @@ use crate::aggregate::{first_seen, Cell, Money};
 use crate::compare::{compare, CompareError, CompareOptions};
 use crate::input::TrialRow;
 use crate::metric::{better_when, is_rate, metric, MetricValue};
-use crate::stats::number;
+use crate::stats::{number, Rate};
 use crate::SCHEMA_VERSION;
 
 /// Floating-point slack in gate comparisons.
@@ -152,28 +152,8 @@ pub fn gate(
         .into_iter()
         .map(|x| x.0)
         .collect();
-    let baseline = promotion.baseline.get_ref().clone();
-    let candidate = promotion.candidate.get_ref().clone();
-    for (role, v) in [("baseline", &baseline), ("candidate", &candidate)] {
-        if !variants.contains(v) {
-            return Err(GateError::UnknownVariant {
-                role,
-                variant: v.clone(),
-                present: variants.join(", "),
-            });
-        }
-    }
-    if baseline == candidate {
-        return Err(GateError::SameArm(baseline));
-    }
+    let (baseline, candidate) = check_promotion(promotion, &variants)?;
     let primary = promotion.primary_metric.get_ref().as_str();
-    for m in
-        std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str()))
-    {
-        if better_when(m).is_none() {
-            return Err(GateError::UnknownMetric(m.to_string()));
-        }
-    }
     let of = |v: &str| {
         rows.iter()
             .filter(|r| r.variant == v)
@@ -198,28 +178,85 @@ pub fn gate(
         .map(|(_, c)| c.clone())
         .unwrap_or_else(|| Cell::of([]));
 
-    let mut gates = Vec::new();
+    let cs = cand_cell.rates.success;
+    let mut gates = vec![
+        sample_size_gate(
+            cmp.overall.powered,
+            base_m,
+            cand_m,
+            config.underpowered_below,
+        ),
+        nonzero_success_gate(cs),
+        strongest_control_gate(promotion, &arms, &candidate, cs),
+        primary_gate(promotion, primary, base_m, cand_m),
+    ];
+    for m in &promotion.no_regression {
+        gates.push(no_regression_gate(m.get_ref().as_str(), base_m, cand_m)?);
+    }
+    gates.push(complete_costs_gate(promotion, &arms));
 
-    // 1. sample_size
-    let threshold = config.underpowered_below;
-    gates.push(Gate {
+    Ok(GateReport {
+        schema_version: SCHEMA_VERSION,
+        baseline,
+        candidate,
+        passed: gates.iter().all(|g| g.passed),
+        gates,
+    })
+}
+
+/// Checks that the baseline and the candidate are two different variants among `variants`,
+/// and that every metric named is one proctor reports; gives the baseline and the candidate.
+fn check_promotion(
+    promotion: &Promotion,
+    variants: &[String],
+) -> Result<(String, String), GateError> {
+    let baseline = promotion.baseline.get_ref().clone();
+    let candidate = promotion.candidate.get_ref().clone();
+    for (role, v) in [("baseline", &baseline), ("candidate", &candidate)] {
+        if !variants.contains(v) {
+            return Err(GateError::UnknownVariant {
+                role,
+                variant: v.clone(),
+                present: variants.join(", "),
+            });
+        }
+    }
+    if baseline == candidate {
+        return Err(GateError::SameArm(baseline));
+    }
+    let primary = promotion.primary_metric.get_ref().as_str();
+    for m in
+        std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str()))
+    {
+        if better_when(m).is_none() {
+            return Err(GateError::UnknownMetric(m.to_string()));
+        }
+    }
+    Ok((baseline, candidate))
+}
+
+/// Gate 1, `sample_size`: both arms have graded n at or above the threshold over matched
+/// trials.
+fn sample_size_gate(powered: bool, base_m: &Cell, cand_m: &Cell, threshold: u32) -> Gate {
+    Gate {
         name: "sample_size".into(),
-        passed: cmp.overall.powered,
+        passed: powered,
         numbers: vec![
             GateNumber::of("baseline_n", Some(base_m.n as f64), None),
             GateNumber::of("candidate_n", Some(cand_m.n as f64), None),
             GateNumber::of("underpowered_below", Some(f64::from(threshold)), None),
         ],
-        explanation: if cmp.overall.powered {
+        explanation: if powered {
             format!("graded n {} (baseline) and {} (candidate) over matched trials, both at least {threshold}", base_m.n, cand_m.n)
         } else {
             format!("underpowered: graded n {} (baseline) and {} (candidate) over matched trials; both must be at least {threshold}", base_m.n, cand_m.n)
         },
-    });
+    }
+}
 
-    // 2. nonzero_success
-    let cs = cand_cell.rates.success;
-    gates.push(Gate {
+/// Gate 2, `nonzero_success`: the candidate has at least one task success.
+fn nonzero_success_gate(cs: Rate) -> Gate {
+    Gate {
         name: "nonzero_success".into(),
         passed: cs.k > 0,
         numbers: vec![GateNumber::of("candidate_success", cs.value(), Some(cs.n))],
@@ -228,9 +265,17 @@ pub fn gate(
         } else {
             format!("candidate success {cs}: no task succeeded")
         },
-    });
+    }
+}
 
-    // 3. strongest_control
+/// Gate 3, `strongest_control`: the candidate's success rate `cs` is at least the strongest
+/// other arm's minus the tolerance.
+fn strongest_control_gate(
+    promotion: &Promotion,
+    arms: &[(String, Cell)],
+    candidate: &str,
+    cs: Rate,
+) -> Gate {
     let tolerance = promotion.strongest_success_tolerance.unwrap_or(0.0);
     let strongest = arms
         .iter()
@@ -239,7 +284,7 @@ pub fn gate(
             Some(b) if b.1.rates.success.value() >= arm.1.rates.success.value() => Some(b),
             _ => Some(arm),
         });
-    gates.push(match (strongest, cs.value()) {
+    match (strongest, cs.value()) {
         (Some((id, c)), Some(cv)) => {
             let sv = c.rates.success.value().unwrap_or(0.0);
             let passed = cv >= sv - tolerance - EPS;
@@ -270,100 +315,98 @@ pub fn gate(
             passed: false,
             numbers: vec![
                 GateNumber::of("candidate_success", None, Some(0)),
-                GateNumber::of("strongest_control_success", c.rates.success.value(), Some(c.rates.success.n)),
+                GateNumber::of(
+                    "strongest_control_success",
+                    c.rates.success.value(),
+                    Some(c.rates.success.n),
+                ),
                 GateNumber::of("tolerance", Some(tolerance), None),
             ],
-            explanation: format!("the candidate has no graded trial to set against `{id}` {}", c.rates.success),
+            explanation: format!(
+                "the candidate has no graded trial to set against `{id}` {}",
+                c.rates.success
+            ),
         },
-    });
-
-    // 4. primary_metric
-    gates.push(primary_gate(promotion, primary, base_m, cand_m));
-
-    // 5. no_regression
-    for m in &promotion.no_regression {
-        let name = m.get_ref().as_str();
-        let (Some(a), Some(b)) = (metric(base_m, name), metric(cand_m, name)) else {
-            return Err(GateError::UnknownMetric(name.to_string()));
-        };
-        let dir = better_when(name).unwrap_or(Direction::Lower);
-        let numbers = vec![
-            GateNumber::of("baseline", a.value, Some(a.n)),
-            GateNumber::of("candidate", b.value, Some(b.n)),
-        ];
-        let gate = match (a.value, b.value) {
-            (Some(va), Some(vb)) => {
-                let worse_by = if dir == Direction::Higher { va - vb } else { vb - va };
-                let passed = worse_by <= EPS;
-                let way = if dir == Direction::Higher { "higher" } else { "lower" };
-                Gate {
-                    name: format!("no_regression:{name}"),
-                    passed,
-                    numbers,
-                    explanation: if passed {
-                        format!("`{name}` ({way} is better) {} -> {}: no regression", show(&a, name), show(&b, name))
-                    } else {
-                        format!("`{name}` ({way} is better) regressed by {}: {} -> {}", amount(worse_by, name), show(&a, name), show(&b, name))
-                    },
-                }
-            }
-            _ => Gate {
-                name: format!("no_regression:{name}"),
-                passed: false,
-                numbers,
-                explanation: format!("`{name}` is not measured in both arms ({} -> {}), so no regression cannot be shown", show(&a, name), show(&b, name)),
-            },
-        };
-        gates.push(gate);
     }
+}
 
-    // 6. complete_costs
-    if promotion.require_complete_costs {
-        let incomplete: Vec<String> = arms
-            .iter()
-            .filter_map(|(v, c)| match &c.costs.money {
-                Money::Incomplete {
-                    missing,
-                    trials_missing,
-                } => Some(format!(
-                    "`{v}` ({trials_missing} trial(s) missing {})",
-                    missing.join(", ")
-                )),
-                _ => None,
-            })
-            .collect();
-        gates.push(Gate {
-            name: "complete_costs".into(),
-            passed: incomplete.is_empty(),
-            numbers: vec![GateNumber::of(
-                "incomplete_arms",
-                Some(incomplete.len() as f64),
-                Some(arms.len() as u64),
-            )],
-            explanation: if incomplete.is_empty() {
-                format!("every arm's money ledger is complete ({} arms)", arms.len())
-            } else {
-                format!("incomplete money ledger: {}", incomplete.join("; "))
-            },
-        });
-    } else {
-        gates.push(Gate {
+/// Gate 5, `no_regression:NAME`: the candidate is not worse than the baseline in the metric's
+/// own better direction, on the matched trials.
+fn no_regression_gate(name: &str, base_m: &Cell, cand_m: &Cell) -> Result<Gate, GateError> {
+    let (Some(a), Some(b)) = (metric(base_m, name), metric(cand_m, name)) else {
+        return Err(GateError::UnknownMetric(name.to_string()));
+    };
+    let dir = better_when(name).unwrap_or(Direction::Lower);
+    let numbers = vec![
+        GateNumber::of("baseline", a.value, Some(a.n)),
+        GateNumber::of("candidate", b.value, Some(b.n)),
+    ];
+    Ok(match (a.value, b.value) {
+        (Some(va), Some(vb)) => {
+            let worse_by = if dir == Direction::Higher { va - vb } else { vb - va };
+            let passed = worse_by <= EPS;
+            let way = if dir == Direction::Higher { "higher" } else { "lower" };
+            Gate {
+                name: format!("no_regression:{name}"),
+                passed,
+                numbers,
+                explanation: if passed {
+                    format!("`{name}` ({way} is better) {} -> {}: no regression", show(&a, name), show(&b, name))
+                } else {
+                    format!("`{name}` ({way} is better) regressed by {}: {} -> {}", amount(worse_by, name), show(&a, name), show(&b, name))
+                },
+            }
+        }
+        _ => Gate {
+            name: format!("no_regression:{name}"),
+            passed: false,
+            numbers,
+            explanation: format!("`{name}` is not measured in both arms ({} -> {}), so no regression cannot be shown", show(&a, name), show(&b, name)),
+        },
+    })
+}
+
+/// Gate 6, `complete_costs`: when required, every arm's money ledger is complete.
+fn complete_costs_gate(promotion: &Promotion, arms: &[(String, Cell)]) -> Gate {
+    if !promotion.require_complete_costs {
+        return Gate {
             name: "complete_costs".into(),
             passed: true,
             numbers: vec![],
             explanation: "not required by [promotion] (require_complete_costs = false)".into(),
-        });
+        };
     }
-
-    Ok(GateReport {
-        schema_version: SCHEMA_VERSION,
-        baseline,
-        candidate,
-        passed: gates.iter().all(|g| g.passed),
-        gates,
-    })
+    let incomplete: Vec<String> = arms
+        .iter()
+        .filter_map(|(v, c)| match &c.costs.money {
+            Money::Incomplete {
+                missing,
+                trials_missing,
+            } => Some(format!(
+                "`{v}` ({trials_missing} trial(s) missing {})",
+                missing.join(", ")
+            )),
+            _ => None,
+        })
+        .collect();
+    Gate {
+        name: "complete_costs".into(),
+        passed: incomplete.is_empty(),
+        numbers: vec![GateNumber::of(
+            "incomplete_arms",
+            Some(incomplete.len() as f64),
+            Some(arms.len() as u64),
+        )],
+        explanation: if incomplete.is_empty() {
+            format!("every arm's money ledger is complete ({} arms)", arms.len())
+        } else {
+            format!("incomplete money ledger: {}", incomplete.join("; "))
+        },
+    }
 }
 
+/// Gate 4, `primary_metric`: the primary metric improved enough, in the configured direction,
+/// on the matched trials.
 fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> Gate {
     let min_rel = promotion.minimum_relative_improvement;
     let min_abs = promotion.minimum_absolute_improvement;

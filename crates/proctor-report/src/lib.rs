@@ -30,7 +30,7 @@ pub use compare::{
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};
-pub use render::{Exporter, Json, Markdown, Terminal};
+pub use render::{Exporter, Json, Markdown, Table, Terminal};
 pub use stats::{Median, Rate};
 
 /// The version of the shape of every JSON document this crate writes.

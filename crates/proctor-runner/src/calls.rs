@@ -123,8 +123,10 @@ impl CallsLog {
 
     /// Stops accepting and waits for open calls to be recorded. Call after every process of the
     /// trial is dead, so every connection has closed.
-    pub fn finish(mut self) {
-        self.shutdown();
+    pub fn finish(&mut self) {
+        if self.accept.is_some() {
+            self.shutdown();
+        }
     }
 
     fn shutdown(&mut self) {

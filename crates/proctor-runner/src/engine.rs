@@ -1,10 +1,15 @@
 //! Executes a plan's trials with N workers, writes each finished trial to the store, and stops
 //! cleanly on interruption: running trials are fully stopped and left unfinished, so
 //! `run --resume` runs exactly them and the trials never started.
+//!
+//! The engine prints nothing. What happens to each trial is an [`Event`] (started, finished
+//! with its summary, committed), delivered in order to one observer: the command line renders
+//! them as progress, and anything else (a viewer, another executor) can take the same stream.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,27 +53,53 @@ pub enum EngineError {
 pub struct EngineOptions {
     /// Trials run at once.
     pub jobs: usize,
-    /// Isolation asked for.
-    pub isolation: IsolationChoice,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// Where per-trial scratch goes; `None` chooses (see [`crate::scratch::Scratch::create`]).
     pub scratch: Option<PathBuf>,
 }
 
-/// Something worth showing while a run goes on.
-#[derive(Debug, Clone)]
+/// What one execution runs: a suite's plan, into one run of the store, with the isolation
+/// decided for it ([`decide_isolation`]).
+#[derive(Clone, Copy)]
+pub struct Job<'a> {
+    /// The suite, opened from an absolute path (sandboxes mount its layers by absolute path).
+    pub suite: &'a Suite,
+    /// The trials; those the run already finished are skipped.
+    pub plan: &'a Plan,
+    /// The run the trials are stored in.
+    pub run: &'a RunHandle,
+    /// The store's root folder, absolute.
+    pub store_root: &'a Path,
+    /// The isolation in effect.
+    pub isolation: Isolation,
+}
+
+/// What happens to a trial during an execution: for each trial, `Started`, then (unless the run
+/// is interrupted while it runs) `Finished`, then (unless the store fails) `Committed`. Every
+/// event is delivered from one thread, in the order it happened there, so an observer needs no
+/// lock and sees each trial's events in that order.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// A trial finished and is in the store.
+    /// A worker took the trial from the queue and is running it.
+    Started {
+        /// The trial.
+        trial: PlannedTrial,
+    },
+    /// The trial ran to its end and was scored; its record is on its way to the store.
     Finished {
         /// The trial.
         trial: PlannedTrial,
-        /// Its outcome.
-        outcome: String,
-        /// Why.
-        reason: String,
-        /// Seconds it took.
+        /// What the index keeps of it: outcome, reason, wall time, calls, wrong turns.
+        summary: Box<TrialSummary>,
+        /// Seconds the whole trial took (setup, agent, capture, checks).
         seconds: f64,
+    },
+    /// The trial's `trial.json` is written: it is finished in the store, and a resume will not
+    /// run it again.
+    Committed {
+        /// The trial's id.
+        trial_id: String,
     },
 }
 
@@ -92,7 +123,7 @@ pub struct ExecutionSummary {
 /// Decides the isolation a run gets, by asking the machine, never by assuming.
 pub fn decide_isolation(
     choice: IsolationChoice,
-    probe_dir: &std::path::Path,
+    probe_dir: &Path,
 ) -> Result<(Isolation, Vec<String>), EngineError> {
     let caps = proctor_sandbox::probe_in(probe_dir);
     let mut notes = Vec::new();
@@ -132,7 +163,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         task: record.plan.task.clone(),
         variant: record.plan.variant.clone(),
         trial_index: record.plan.index,
-        outcome: record.outcome.clone(),
+        outcome: record.outcome.label().to_string(),
         reason: Some(record.reason.clone()),
         wall_seconds: record.end_state.agent.wall_seconds,
         calls: record
@@ -151,40 +182,77 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
     }
 }
 
-/// Runs every unfinished trial of `plan` into `run`.
-#[allow(clippy::too_many_arguments)]
+/// What a worker tells the committer.
+enum Report<'p> {
+    /// It took this trial from the queue.
+    Started(&'p PlannedTrial),
+    /// The trial ran to its end before any interruption: its record, to be committed.
+    Finished(&'p PlannedTrial, Box<TrialRecord>),
+}
+
+/// What the committer counted.
+#[derive(Default)]
+struct Commits {
+    /// Trials committed.
+    trials: usize,
+    /// Their outcomes.
+    outcomes: BTreeMap<String, u64>,
+}
+
+/// Runs every unfinished trial of the job's plan into its run, `options.jobs` at a time, and
+/// reports each trial's [`Event`]s to `on_event`. When `interrupted` is set (by Ctrl-C, or by a
+/// store failure) no further trial starts, and the trials cut short are left unfinished.
 pub fn execute(
-    suite: &Suite,
-    plan: &Plan,
-    run: &RunHandle,
-    store_root: PathBuf,
-    isolation: Isolation,
+    job: Job<'_>,
     options: &EngineOptions,
-    interrupted: &Arc<AtomicBool>,
-    on_event: &(dyn Fn(Event) + Sync),
+    interrupted: &AtomicBool,
+    on_event: &mut (dyn FnMut(Event) + Send),
 ) -> Result<ExecutionSummary, EngineError> {
-    let finished = run.finished_trials()?;
+    let finished = job.run.finished_trials()?;
     // The plan's trials still to run, by position (the plan is not copied).
-    let pending: VecDeque<usize> = (0..plan.trials.len())
-        .filter(|&i| !finished.contains(&plan.trials[i].id))
+    let pending: VecDeque<usize> = (0..job.plan.trials.len())
+        .filter(|&i| !finished.contains(&job.plan.trials[i].id))
         .collect();
     let already_finished = finished.len();
     drop(finished);
     let proctor_exe = std::env::current_exe()?;
     let scratch = Scratch::create(
-        &store_root,
-        run.id().as_str(),
+        job.store_root,
+        job.run.id().as_str(),
         options.scratch.as_deref(),
-        isolation.overlay,
+        job.isolation.overlay,
     )?;
-    let ctx = RunContext {
-        suite,
-        plan,
-        run,
+    let ctx = context(&job, options, &scratch, proctor_exe);
+    let outcome = run_workers(&ctx, pending, options.jobs.max(1), interrupted, on_event);
+    record_agent_versions(&ctx);
+    scratch.remove();
+    let committed = outcome?;
+    Ok(ExecutionSummary {
+        planned: job.plan.trials.len(),
+        already_finished,
+        finished_now: committed.trials,
+        outcomes: committed.outcomes,
+        interrupted: interrupted.load(Ordering::SeqCst),
+        isolation: job.isolation.label().to_string(),
+    })
+}
+
+/// What every trial of the job shares.
+fn context<'a>(
+    job: &Job<'a>,
+    options: &EngineOptions,
+    scratch: &Scratch,
+    proctor_exe: PathBuf,
+) -> RunContext<'a> {
+    let store_root = job.store_root.to_path_buf();
+    RunContext {
+        suite: job.suite,
+        plan: job.plan,
+        run: job.run,
+        hide: crate::trial::hidden_paths(&job.suite.root, &store_root),
         store_root: store_root.clone(),
-        hide: crate::trial::hidden_paths(&suite.root, &store_root),
         layers: LayerCache::new(store_root.join("cache")),
-        isolation,
+        isolation: job.isolation,
         proctor_exe,
         search_path: crate::allow::search_path(),
         work_root: scratch.work.clone(),
@@ -193,98 +261,145 @@ pub fn execute(
         manifests: Mutex::new(BTreeMap::new()),
         sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
-    };
+    }
+}
+
+/// Runs the pending trials on `jobs` worker threads; one committer thread makes their evidence
+/// durable and commits them, several at a time when they finish together (one `syncfs` per
+/// batch, off the workers' path), and delivers every event. The channel between them is
+/// bounded, so finished-but-uncommitted records never pile up in memory.
+fn run_workers(
+    ctx: &RunContext<'_>,
+    pending: VecDeque<usize>,
+    jobs: usize,
+    interrupted: &AtomicBool,
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Result<Commits, EngineError> {
     let queue = Mutex::new(pending);
-    let outcomes: Mutex<BTreeMap<String, u64>> = Mutex::default();
-    let finished_now = AtomicU64::new(0);
-    let store_error: Mutex<Option<proctor_store::StoreError>> = Mutex::default();
-    let jobs = options.jobs.max(1);
-    // Workers run trials; one committer makes their evidence durable and commits them, several
-    // at a time when they finish together (one `syncfs` per batch, off the workers' path). The
-    // channel is bounded, so finished-but-uncommitted records never pile up in memory.
     let spawn_error: Mutex<Option<std::io::Error>> = Mutex::default();
-    let (done_tx, done_rx) =
-        std::sync::mpsc::sync_channel::<(&PlannedTrial, TrialRecord)>(jobs * 2);
-    std::thread::scope(|scope| {
+    // Two reports per worker (a record and the next start) wait without blocking it.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Report<'_>>(jobs * 2);
+    let committed = std::thread::scope(|scope| {
         for n in 0..jobs {
-            let done_tx = done_tx.clone();
+            let tx = tx.clone();
             let worker = std::thread::Builder::new().name(format!("trial-worker-{n}"));
-            let spawned = worker.spawn_scoped(scope, || {
-                let done_tx = done_tx;
-                loop {
-                    if interrupted.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                    let Some(trial) = next.and_then(|i| plan.trials.get(i)) else {
-                        break;
-                    };
-                    let record = run_trial(&ctx, trial);
-                    // A trial cut short by an interruption is not evidence: leave it unfinished.
-                    if interrupted.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    if done_tx.send((trial, record)).is_err() {
-                        break;
-                    }
-                }
-            });
+            let spawned = worker.spawn_scoped(scope, || work(ctx, &queue, interrupted, tx));
             if let Err(e) = spawned {
-                if let Ok(mut slot) = spawn_error.lock() {
-                    slot.get_or_insert(e);
-                }
+                keep_first(&spawn_error, e);
             }
         }
-        drop(done_tx);
-        let (finished_now, outcomes, store_error) = (&finished_now, &outcomes, &store_error);
+        drop(tx);
         let committer = std::thread::Builder::new().name("trial-commit".into());
-        let spawned = committer.spawn_scoped(scope, move || {
-            // Every record sent was a whole trial before any interruption: commit them all,
-            // unless the store fails.
-            while let Ok(first) = done_rx.recv() {
-                let mut batch = vec![first];
-                batch.extend(done_rx.try_iter());
-                let summaries: Vec<TrialSummary> =
-                    batch.iter().map(|(_, record)| summary_of(record)).collect();
-                let items: Vec<(&TrialSummary, &TrialRecord)> = summaries
-                    .iter()
-                    .zip(&batch)
-                    .map(|(summary, (_, record))| (summary, record))
-                    .collect();
-                // The evidence files were written without waiting for the disk; finish_trials
-                // makes them durable together, once, before each trial.json (the commit point).
-                if let Err(e) = run.finish_trials(&items) {
-                    if let Ok(mut slot) = store_error.lock() {
-                        slot.get_or_insert(e);
-                    }
-                    interrupted.store(true, Ordering::SeqCst);
-                    break;
-                }
-                for (trial, record) in batch {
-                    finished_now.fetch_add(1, Ordering::SeqCst);
-                    if let Ok(mut o) = outcomes.lock() {
-                        *o.entry(record.outcome.clone()).or_default() += 1;
-                    }
-                    on_event(Event::Finished {
-                        trial: trial.clone(),
-                        outcome: record.outcome.clone(),
-                        reason: record.reason.clone(),
-                        seconds: record.timings_ms.get("total").copied().unwrap_or_default()
-                            / 1000.0,
-                    });
-                }
-            }
-        });
-        if let Err(e) = spawned {
-            // Nothing can be committed: stop the workers; their trials stay unfinished.
-            interrupted.store(true, Ordering::SeqCst);
-            if let Ok(mut slot) = spawn_error.lock() {
-                slot.get_or_insert(e);
+        match committer.spawn_scoped(scope, || commit(ctx.run, rx, interrupted, on_event)) {
+            Ok(handle) => handle.join().ok(),
+            Err(e) => {
+                // Nothing can be committed: stop the workers; their trials stay unfinished.
+                interrupted.store(true, Ordering::SeqCst);
+                keep_first(&spawn_error, e);
+                None
             }
         }
     });
+    if let Some(e) = spawn_error.lock().ok().and_then(|mut s| s.take()) {
+        return Err(e.into());
+    }
+    match committed {
+        Some(result) => Ok(result?),
+        None => Err(std::io::Error::other("the committer thread panicked").into()),
+    }
+}
 
-    // The agent CLI versions really used, into run.json.
+/// Keeps the first error of several threads.
+fn keep_first<E>(slot: &Mutex<Option<E>>, e: E) {
+    if let Ok(mut slot) = slot.lock() {
+        slot.get_or_insert(e);
+    }
+}
+
+/// One worker: takes trials from the queue and runs each whole, until the queue is empty, the
+/// run is interrupted, or the committer is gone.
+fn work<'p>(
+    ctx: &RunContext<'p>,
+    queue: &Mutex<VecDeque<usize>>,
+    interrupted: &AtomicBool,
+    tx: SyncSender<Report<'p>>,
+) {
+    loop {
+        if interrupted.load(Ordering::SeqCst) {
+            break;
+        }
+        let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+        let Some(trial) = next.and_then(|i| ctx.plan.trials.get(i)) else {
+            break;
+        };
+        if tx.send(Report::Started(trial)).is_err() {
+            break;
+        }
+        let record = run_trial(ctx, trial);
+        // A trial cut short by an interruption is not evidence: leave it unfinished.
+        if interrupted.load(Ordering::SeqCst) {
+            break;
+        }
+        if tx.send(Report::Finished(trial, Box::new(record))).is_err() {
+            break;
+        }
+    }
+}
+
+/// The committer: delivers each report's event and commits every record sent (each was a whole
+/// trial before any interruption), unless the store fails; a store failure interrupts the run.
+fn commit(
+    run: &RunHandle,
+    rx: Receiver<Report<'_>>,
+    interrupted: &AtomicBool,
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Result<Commits, proctor_store::StoreError> {
+    let mut committed = Commits::default();
+    while let Ok(first) = rx.recv() {
+        let mut batch: Vec<(TrialSummary, Box<TrialRecord>)> = Vec::new();
+        for report in std::iter::once(first).chain(rx.try_iter()) {
+            match report {
+                Report::Started(trial) => on_event(Event::Started {
+                    trial: trial.clone(),
+                }),
+                Report::Finished(trial, record) => {
+                    let summary = summary_of(&record);
+                    on_event(Event::Finished {
+                        trial: trial.clone(),
+                        summary: Box::new(summary.clone()),
+                        seconds: record.timings_ms.get("total").copied().unwrap_or_default()
+                            / 1000.0,
+                    });
+                    batch.push((summary, record));
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let items: Vec<(&TrialSummary, &TrialRecord)> = batch
+            .iter()
+            .map(|(summary, record)| (summary, &**record))
+            .collect();
+        // The evidence files were written without waiting for the disk; finish_trials makes
+        // them durable together, once, before each trial.json (the commit point).
+        if let Err(e) = run.finish_trials(&items) {
+            interrupted.store(true, Ordering::SeqCst);
+            return Err(e);
+        }
+        for (summary, _) in batch {
+            committed.trials += 1;
+            *committed.outcomes.entry(summary.outcome).or_default() += 1;
+            on_event(Event::Committed {
+                trial_id: summary.trial_id,
+            });
+        }
+    }
+    Ok(committed)
+}
+
+/// The agent CLI versions really used, into run.json.
+fn record_agent_versions(ctx: &RunContext<'_>) {
     let versions: BTreeMap<String, String> = ctx
         .preflights
         .lock()
@@ -307,23 +422,8 @@ pub fn execute(
         })
         .unwrap_or_default();
     if !versions.is_empty() {
-        let _ = run.update_meta(|m| m.agent_versions.extend(versions));
+        let _ = ctx.run.update_meta(|m| m.agent_versions.extend(versions));
     }
-    scratch.remove();
-    if let Some(e) = spawn_error.lock().ok().and_then(|mut s| s.take()) {
-        return Err(e.into());
-    }
-    if let Some(e) = store_error.lock().ok().and_then(|mut s| s.take()) {
-        return Err(e.into());
-    }
-    Ok(ExecutionSummary {
-        planned: plan.trials.len(),
-        already_finished,
-        finished_now: finished_now.load(Ordering::SeqCst) as usize,
-        outcomes: outcomes.into_inner().unwrap_or_default(),
-        interrupted: interrupted.load(Ordering::SeqCst),
-        isolation: isolation.label().to_string(),
-    })
 }
 
 /// Kills every direct child process of proctor (each one a sandbox's init, whose death takes
@@ -361,26 +461,30 @@ pub fn kill_children() {
     }
 }
 
-/// Installs SIGINT/SIGTERM handling: the first signal sets the flag and stops every running
-/// trial; the run then ends with the unfinished trials left for `--resume`.
-pub fn install_interrupt_handler() -> std::io::Result<Arc<AtomicBool>> {
+/// Installs SIGINT/SIGTERM handling: the first signal sets the returned flag, calls
+/// `on_interrupt` once (to tell the user), and stops every running trial; the run then ends with
+/// the unfinished trials left for `--resume`.
+pub fn install_interrupt_handler(
+    on_interrupt: impl FnOnce() + Send + 'static,
+) -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone())?;
     }
     let watch = flag.clone();
-    std::thread::Builder::new().name("interrupt".into()).spawn(move || loop {
-        if watch.load(Ordering::SeqCst) {
-            eprintln!("\ninterrupted: stopping running trials; finished trials are kept (resume with --resume)");
+    std::thread::Builder::new()
+        .name("interrupt".into())
+        .spawn(move || {
+            while !watch.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            on_interrupt();
             kill_children();
             // Keep killing for a moment: a worker may have been starting a sandbox.
             for _ in 0..20 {
                 std::thread::sleep(Duration::from_millis(50));
                 kill_children();
             }
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    })?;
+        })?;
     Ok(flag)
 }

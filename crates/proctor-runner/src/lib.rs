@@ -7,14 +7,17 @@ pub mod calls;
 pub mod engine;
 pub mod layers;
 pub mod model;
+pub mod oracle;
 pub mod record;
 pub mod rescore;
 pub mod results;
 pub mod scratch;
+pub mod session;
 pub mod shim;
 pub mod trial;
 
 pub use engine::{
-    decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice,
+    decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice, Job,
 };
 pub use record::TrialRecord;
+pub use session::{PlanRecord, Session, SessionError};

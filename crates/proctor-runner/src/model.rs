@@ -95,7 +95,7 @@ pub fn service(
         name: MODEL_SERVICE.into(),
         argv,
         cwd: suite_root.to_path_buf(),
-        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        env: vec![("PATH".into(), crate::trial::env::DEFAULT_PATH.into())],
         dir_host,
         log,
         ready: Some(HttpProbe {

@@ -1,17 +1,26 @@
 //! The record of one trial as kept in `trial.json`: what was planned, how it was isolated,
 //! exactly how the agent was launched, the captured end state, and the verdict.
+//!
+//! The record is typed end to end, and written exactly as it always was: the outcome as its
+//! label, the isolation, settings and services with their keys sorted, each harness note as a
+//! sentence. Reading it back ([`StoredRecord`]) is the one place a label becomes an
+//! [`Outcome`] again.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use proctor_score::{EndState, TrialVerdict};
+use proctor_sandbox::{Isolation, ServiceReport};
+use proctor_score::{EndState, ErrorKind, Outcome, TrialVerdict};
 use proctor_suite::plan::PlannedTrial;
-use serde::{Deserialize, Serialize};
+use proctor_suite::Settings;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Version of the trial record's layout.
 pub const RECORD_VERSION: u32 = 1;
 
 /// Everything recorded about one trial.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(from = "StoredRecord")]
 pub struct TrialRecord {
     /// [`RECORD_VERSION`].
     pub record_version: u32,
@@ -19,12 +28,62 @@ pub struct TrialRecord {
     pub plan: PlannedTrial,
     /// What the trial ran against.
     pub hashes: Hashes,
-    /// How the trial was isolated: what was really in effect.
-    pub isolation: serde_json::Value,
+    /// How the trial was isolated: what was really in effect; absent when the harness failed
+    /// before the sandbox ran.
+    #[serde(serialize_with = "sorted")]
+    #[schemars(with = "serde_json::Value")]
+    pub isolation: Option<Isolation>,
     /// How the agent was launched.
     pub launch: LaunchRecord,
-    /// The settings the trial ran with.
-    pub settings: serde_json::Value,
+    /// The settings the trial ran with; absent when the harness failed before the sandbox ran.
+    #[serde(serialize_with = "sorted")]
+    #[schemars(with = "serde_json::Value")]
+    pub settings: Option<Settings>,
+    /// Timings of each phase, in milliseconds.
+    pub timings_ms: BTreeMap<String, f64>,
+    /// The captured end state.
+    pub end_state: EndState,
+    /// The outcome, written as its label.
+    #[serde(serialize_with = "label")]
+    #[schemars(with = "String")]
+    pub outcome: Outcome,
+    /// Why this outcome.
+    pub reason: String,
+    /// Everything scoring decided, with evidence; absent when the harness failed before the
+    /// agent could run.
+    pub verdict: Option<TrialVerdict>,
+    /// Tokens, requests and money, by source; never summed into one score.
+    pub ledgers: crate::model::Ledgers,
+    /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
+    /// harness failed before the sandbox ran.
+    #[serde(serialize_with = "sorted")]
+    #[schemars(with = "serde_json::Value")]
+    pub services: Option<Vec<ServiceReport>>,
+    /// Problems of the harness (not the agent) met during the trial.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
+    pub harness_notes: Vec<HarnessNote>,
+}
+
+/// A trial record as `trial.json` holds it: the outcome as a label. [`TrialRecord`] is read
+/// through it.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct StoredRecord {
+    /// [`RECORD_VERSION`].
+    pub record_version: u32,
+    /// The plan entry.
+    pub plan: PlannedTrial,
+    /// What the trial ran against.
+    pub hashes: Hashes,
+    /// How the trial was isolated: what was really in effect; absent when the harness failed
+    /// before the sandbox ran.
+    #[schemars(with = "serde_json::Value")]
+    pub isolation: Option<Isolation>,
+    /// How the agent was launched.
+    pub launch: LaunchRecord,
+    /// The settings the trial ran with; absent when the harness failed before the sandbox ran.
+    #[schemars(with = "serde_json::Value")]
+    pub settings: Option<Settings>,
     /// Timings of each phase, in milliseconds.
     pub timings_ms: BTreeMap<String, f64>,
     /// The captured end state.
@@ -39,11 +98,136 @@ pub struct TrialRecord {
     /// Tokens, requests and money, by source; never summed into one score.
     #[serde(default)]
     pub ledgers: crate::model::Ledgers,
-    /// Services: readiness, guard and exit, as the sandbox reported them.
-    pub services: serde_json::Value,
+    /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
+    /// harness failed before the sandbox ran.
+    #[schemars(with = "serde_json::Value")]
+    pub services: Option<Vec<ServiceReport>>,
     /// Problems of the harness (not the agent) met during the trial.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub harness_notes: Vec<String>,
+    #[schemars(with = "Vec<String>")]
+    pub harness_notes: Vec<HarnessNote>,
+}
+
+impl From<StoredRecord> for TrialRecord {
+    fn from(r: StoredRecord) -> TrialRecord {
+        let outcome = stored_outcome(&r);
+        TrialRecord {
+            record_version: r.record_version,
+            plan: r.plan,
+            hashes: r.hashes,
+            isolation: r.isolation,
+            launch: r.launch,
+            settings: r.settings,
+            timings_ms: r.timings_ms,
+            end_state: r.end_state,
+            outcome,
+            reason: r.reason,
+            verdict: r.verdict,
+            ledgers: r.ledgers,
+            services: r.services,
+            harness_notes: r.harness_notes,
+        }
+    }
+}
+
+/// The outcome of a stored record: its verdict's; without a verdict the harness failed before
+/// scoring, so it is `errored`, of the kind recorded with the agent's end (a record made before
+/// that was recorded names its kind first in its reason, `agent-start: ...` or
+/// `harness: ...`).
+fn stored_outcome(r: &StoredRecord) -> Outcome {
+    if let Some(v) = &r.verdict {
+        return v.outcome.clone();
+    }
+    let kind = r.end_state.agent.not_started_kind.unwrap_or(
+        if r.reason.starts_with(ErrorKind::AgentStart.as_str()) {
+            ErrorKind::AgentStart
+        } else {
+            ErrorKind::Harness
+        },
+    );
+    Outcome::Errored { kind }
+}
+
+/// Writes a value the way these record sections always were written: through a JSON value,
+/// so every object's keys are sorted (`null` for a value JSON cannot hold).
+fn sorted<T: Serialize, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value).unwrap_or_default().serialize(s)
+}
+
+/// Writes an outcome as its label.
+fn label<S: Serializer>(outcome: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(outcome.label())
+}
+
+/// Who made a harness note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteStage {
+    /// A stage of the trial's own run (its capture, mostly): the note is an operational fault
+    /// of the trial.
+    Run,
+    /// A later `proctor rescore` that could not score the trial again: the trial keeps its
+    /// verdict, and the note says why.
+    Rescore,
+}
+
+/// A problem of the harness (not the agent) met with a trial. Written as a sentence, as it
+/// always was: a rescore's note starts with `rescore: `, a run's is the message alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessNote {
+    /// Who made it.
+    pub stage: NoteStage,
+    /// What went wrong, in a sentence.
+    pub message: String,
+}
+
+/// How a rescore's note starts when written.
+const RESCORE_PREFIX: &str = "rescore: ";
+
+impl HarnessNote {
+    /// A note of the trial's own run.
+    pub fn run(message: impl Into<String>) -> HarnessNote {
+        HarnessNote {
+            stage: NoteStage::Run,
+            message: message.into(),
+        }
+    }
+
+    /// A note of a rescore.
+    pub fn rescore(message: impl Into<String>) -> HarnessNote {
+        HarnessNote {
+            stage: NoteStage::Rescore,
+            message: message.into(),
+        }
+    }
+
+    /// Reads a note as written.
+    pub fn parse(text: &str) -> HarnessNote {
+        match text.strip_prefix(RESCORE_PREFIX) {
+            Some(message) => HarnessNote::rescore(message),
+            None => HarnessNote::run(text),
+        }
+    }
+}
+
+impl fmt::Display for HarnessNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stage {
+            NoteStage::Run => f.write_str(&self.message),
+            NoteStage::Rescore => write!(f, "{RESCORE_PREFIX}{}", self.message),
+        }
+    }
+}
+
+impl Serialize for HarnessNote {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HarnessNote {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HarnessNote, D::Error> {
+        String::deserialize(d).map(|text| HarnessNote::parse(&text))
+    }
 }
 
 /// The hashes identifying what a trial ran against.
@@ -102,7 +286,157 @@ pub fn redact_env(env: &[(String, String)]) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use proctor_suite::plan::PlannedTrial;
+
     use super::*;
+
+    fn record(outcome: Outcome, verdict: Option<TrialVerdict>) -> TrialRecord {
+        TrialRecord {
+            record_version: RECORD_VERSION,
+            plan: PlannedTrial {
+                id: "t.v.0".into(),
+                task: "t".into(),
+                variant: "v".into(),
+                index: 0,
+                mutation: None,
+            },
+            hashes: Hashes::default(),
+            isolation: None,
+            launch: LaunchRecord::default(),
+            settings: None,
+            timings_ms: BTreeMap::new(),
+            end_state: EndState::default(),
+            outcome,
+            reason: "why".into(),
+            verdict,
+            ledgers: crate::model::Ledgers::default(),
+            services: None,
+            harness_notes: Vec::new(),
+        }
+    }
+
+    fn verdict(outcome: Outcome) -> TrialVerdict {
+        TrialVerdict {
+            outcome,
+            reason: "why".into(),
+            task_success: false,
+            success: None,
+            rubric: None,
+            metrics: None,
+            reversed: true,
+            answer_reads_as: None,
+        }
+    }
+
+    #[test]
+    fn harness_notes_are_written_as_the_sentences_they_always_were() {
+        let notes = vec![
+            HarnessNote::run("cannot read calls.jsonl: gone"),
+            HarnessNote::rescore("cannot rebuild the start state: gone"),
+        ];
+        let json = serde_json::to_string(&notes).unwrap();
+        assert_eq!(
+            json,
+            r#"["cannot read calls.jsonl: gone","rescore: cannot rebuild the start state: gone"]"#
+        );
+        let back: Vec<HarnessNote> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, notes);
+        assert_eq!(back[1].stage, NoteStage::Rescore);
+        assert_eq!(back[1].message, "cannot rebuild the start state: gone");
+        assert_eq!(
+            notes[1].to_string(),
+            "rescore: cannot rebuild the start state: gone"
+        );
+    }
+
+    #[test]
+    fn a_note_that_merely_mentions_rescore_is_a_run_note() {
+        let n = HarnessNote::parse("service `rescore`: events.jsonl line 2: bad");
+        assert_eq!(n.stage, NoteStage::Run);
+        assert_eq!(
+            n,
+            HarnessNote::run("service `rescore`: events.jsonl line 2: bad")
+        );
+    }
+
+    #[test]
+    fn the_outcome_is_written_as_its_label_and_read_back_whole_from_the_verdict() {
+        let wrong = Outcome::Wrong { reversed: true };
+        let r = record(wrong.clone(), Some(verdict(wrong.clone())));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["outcome"], "wrong");
+        assert_eq!(v["verdict"]["outcome"]["reversed"], true);
+        let back: TrialRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back.outcome, wrong);
+        let ungradeable = Outcome::Ungradeable {
+            reason: "a check timed out".into(),
+        };
+        let r = record(ungradeable.clone(), Some(verdict(ungradeable.clone())));
+        let back: TrialRecord = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back.outcome, ungradeable);
+    }
+
+    #[test]
+    fn an_old_errored_record_without_a_kind_reads_its_kind_from_its_reason() {
+        let mut v = serde_json::to_value(record(
+            Outcome::Errored {
+                kind: ErrorKind::Harness,
+            },
+            None,
+        ))
+        .unwrap();
+        v["reason"] = "agent-start: `claude` is not installed".into();
+        let back: TrialRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(
+            back.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::AgentStart
+            }
+        );
+        v["reason"] = "harness: cannot write the shims".into();
+        let back: TrialRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(
+            back.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::Harness
+            }
+        );
+        // A recorded kind wins over the words.
+        v["end_state"]["agent"]["not_started_kind"] = "agent-start".into();
+        let back: TrialRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            back.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::AgentStart
+            }
+        );
+    }
+
+    #[test]
+    fn settings_are_written_with_sorted_keys_as_they_always_were() {
+        let settings = Settings {
+            wall_timeout: Duration::from_secs(300),
+            validation_timeout: Duration::from_millis(1500),
+            network: proctor_suite::model::Network::None,
+            allow: vec!["chat".into()],
+            offline_user: true,
+            undo_window: Duration::from_secs(60),
+        };
+        let mut r = record(Outcome::Completed, Some(verdict(Outcome::Completed)));
+        r.settings = Some(settings.clone());
+        let text = serde_json::to_string(&r).unwrap();
+        // What the record held before it was typed: the settings as a JSON value.
+        let before = serde_json::to_string(&serde_json::to_value(&settings).unwrap()).unwrap();
+        assert!(text.contains(&format!(r#""settings":{before}"#)), "{text}");
+        assert!(
+            before.starts_with(r#"{"allow":["chat"],"network":"none","offline_user":true,"undo_window":{"nanos":0,"secs":60}"#),
+            "{before}"
+        );
+        let back: TrialRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.settings, Some(settings));
+    }
 
     #[test]
     fn secrets_are_redacted_and_the_rest_kept() {

@@ -1,19 +1,23 @@
 //! `rescore`: a run's saved end states scored again with the suite's current rules, without
-//! running any agent. Checks are re-run in fresh sandboxes over the end state rebuilt from
-//! fixture + mutation + variant files + the captured changes, with the holdouts laid in.
+//! running any agent. The checks and the grading are the trial's own stages
+//! ([`crate::trial::checks`], [`crate::trial::grade`]); the checks run in fresh sandboxes over the
+//! end state rebuilt from fixture + mutation + variant files + the captured changes, with the
+//! current holdouts laid in. The faults the model endpoint injected are read again from the
+//! trial's wire log, so a trial errored by a fault stays errored with the same kind.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use proctor_sandbox::Workspace;
 use proctor_score::endstate::ChangeKind;
+use proctor_score::{ErrorKind, Outcome};
 use proctor_store::RunHandle;
 use proctor_suite::Suite;
 
 use crate::layers::{copy_tree, LayerCache};
-use crate::record::TrialRecord;
+use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::{run_check, task_checks, CheckEnv, EndStateFiles};
+use crate::trial::capture::wire_log;
+use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
+use crate::trial::grade::{self, EndStateFiles};
 
 /// One trial whose verdict changed.
 #[derive(Debug, Clone)]
@@ -21,9 +25,9 @@ pub struct Changed {
     /// The trial.
     pub trial: String,
     /// The outcome before.
-    pub before: String,
+    pub before: Outcome,
     /// The outcome now.
-    pub after: String,
+    pub after: Outcome,
     /// Why, now.
     pub reason: String,
 }
@@ -40,7 +44,6 @@ pub struct Rescored {
 /// Scores every finished trial of `run` again, handing each new record to `emit` as soon as it
 /// is made (records are read and scored one at a time, never all held at once); returns what
 /// changed. Stops at the first record that cannot be read or that `emit` refuses.
-#[allow(clippy::too_many_arguments)]
 pub fn rescore(
     suite: &Suite,
     run: &RunHandle,
@@ -50,23 +53,21 @@ pub fn rescore(
     fixture_hash: &str,
     emit: &mut dyn FnMut(&TrialRecord) -> Result<(), ResultsError>,
 ) -> Result<Rescored, ResultsError> {
-    let layers = LayerCache::new(store_root.join("cache"));
-    let work_root = store_root
-        .join("work")
-        .join(format!("rescore-{}", run.id()));
+    let rescorer = Rescorer {
+        suite,
+        run,
+        layers: LayerCache::new(store_root.join("cache")),
+        work_root: store_root
+            .join("work")
+            .join(format!("rescore-{}", run.id())),
+        env,
+        overlay,
+        fixture_hash,
+    };
     let mut done = Rescored::default();
     let outcome = for_each_record(run, |mut record| {
         let before = record.outcome.clone();
-        rescore_one(
-            suite,
-            run,
-            &mut record,
-            &layers,
-            &work_root,
-            env,
-            overlay,
-            fixture_hash,
-        );
+        rescorer.rescore_one(&mut record);
         if record.outcome != before {
             done.changed.push(Changed {
                 trial: record.plan.id.clone(),
@@ -79,130 +80,133 @@ pub fn rescore(
         done.trials += 1;
         Ok(())
     });
-    let _ = proctor_sandbox::remove_tree(&work_root);
+    let _ = proctor_sandbox::remove_tree(&rescorer.work_root);
     outcome.map(|()| done)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rescore_one(
-    suite: &Suite,
-    run: &RunHandle,
-    record: &mut TrialRecord,
-    layers: &LayerCache,
-    work_root: &Path,
-    env: &CheckEnv,
+/// What rescoring each trial of a run shares.
+struct Rescorer<'a> {
+    suite: &'a Suite,
+    run: &'a RunHandle,
+    layers: LayerCache,
+    work_root: PathBuf,
+    env: &'a CheckEnv,
     overlay: bool,
-    fixture_hash: &str,
-) {
-    // A trial the harness failed before scoring has no end state to score.
-    if record.verdict.is_none() {
-        return;
-    }
-    let (Some(task), Some(variant)) = (
-        suite.task(&record.plan.task),
-        suite.variant(&record.plan.variant),
-    ) else {
-        record
-            .harness_notes
-            .push("rescore: the suite no longer has this trial's task or variant".into());
-        return;
-    };
-    let trial_dir = run
-        .dir()
-        .join(proctor_store::TRIALS_DIR)
-        .join(&record.plan.id);
-    let changes_dir = trial_dir.join("changes").join("files");
-    let lowers = match layers.start_state(suite, variant, &record.plan, fixture_hash) {
-        Ok(l) => l.dirs,
-        Err(e) => {
-            record
-                .harness_notes
-                .push(format!("rescore: cannot rebuild the start state: {e}"));
-            return;
-        }
-    };
-    let settings = suite.settings(task, variant);
-    let checks = task_checks(task);
-    let mut end = record.end_state.clone();
-    end.checks.clear();
-    if !checks.is_empty() && end.agent.started {
-        let work = work_root.join(&record.plan.id);
-        let _ = proctor_sandbox::remove_tree(&work);
-        let holdout = suite.holdout_dir(&record.plan.task);
-        // The end state as layers: the captured changes over the start state. Deletions cannot
-        // be expressed by a plain layer, so a trial that deleted files gets a rebuilt copy.
-        let deletes = !overlay || end.changes.iter().any(|c| c.kind == ChangeKind::Deleted);
-        let (end_root, below) = if deletes {
-            let rebuilt = work.join("rebuilt");
-            match rebuild(&lowers, &changes_dir, &end.changes, &rebuilt) {
-                Ok(()) => (rebuilt, Vec::new()),
-                Err(e) => {
-                    record
-                        .harness_notes
-                        .push(format!("rescore: cannot rebuild the end state: {e}"));
-                    return;
-                }
-            }
-        } else if changes_dir.is_dir() {
-            (changes_dir.clone(), lowers.clone())
-        } else {
-            // No file content changed, so no `changes/files/` was kept: an empty top layer.
-            let empty = work.join("no-changes");
-            if let Err(e) = std::fs::create_dir_all(&empty) {
-                record
-                    .harness_notes
-                    .push(format!("rescore: cannot make an empty layer: {e}"));
-                return;
-            }
-            (empty, lowers.clone())
-        };
-        // Only the kind matters to run_check: overlay layers, or a copy of a full tree.
-        let workspace = if overlay {
-            Workspace::Overlay {
-                lowers: Vec::new(),
-                upper: PathBuf::new(),
-                work: PathBuf::new(),
-            }
-        } else {
-            Workspace::Bind {
-                dir: end_root.clone(),
-            }
-        };
-        for (n, (command, timeout)) in checks.iter().enumerate() {
-            let timeout = timeout
-                .map(Duration::from_secs)
-                .unwrap_or(settings.validation_timeout);
-            let result = run_check(
-                env,
-                &work,
-                n,
-                command,
-                timeout,
-                holdout.as_deref(),
-                &end_root,
-                &workspace,
-                &below,
-            );
-            end.checks.insert(command.clone(), result);
-        }
-        let _ = proctor_sandbox::remove_tree(&work);
-    }
-    let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
-    let faults = proctor_score::Faults {
-        faults: record
-            .harness_notes
-            .iter()
-            .filter(|n| !n.starts_with("rescore:"))
-            .map(|n| (proctor_score::ErrorKind::Harness, n.clone()))
-            .collect(),
-    };
-    let verdict = proctor_score::score(task, &end, &files, &faults, settings.undo_window);
-    record.outcome = verdict.outcome.label().to_string();
-    record.reason = verdict.reason.clone();
-    record.verdict = Some(verdict);
-    record.end_state = end;
+    fixture_hash: &'a str,
 }
 
+impl Rescorer<'_> {
+    /// Scores one record again in place; a record that cannot be rescored keeps its verdict and
+    /// gets a note saying why.
+    fn rescore_one(&self, record: &mut TrialRecord) {
+        // A trial the harness failed before scoring has no end state to score.
+        if record.verdict.is_none() {
+            return;
+        }
+        if let Err(why) = self.try_rescore(record) {
+            record.harness_notes.push(HarnessNote::rescore(why));
+        }
+    }
+
+    fn try_rescore(&self, record: &mut TrialRecord) -> Result<(), String> {
+        let suite = self.suite;
+        let (Some(task), Some(variant)) = (
+            suite.task(&record.plan.task),
+            suite.variant(&record.plan.variant),
+        ) else {
+            return Err("the suite no longer has this trial's task or variant".into());
+        };
+        let trial_dir = self
+            .run
+            .dir()
+            .join(proctor_store::TRIALS_DIR)
+            .join(&record.plan.id);
+        let changes_dir = trial_dir.join("changes").join("files");
+        let lowers = self
+            .layers
+            .start_state(suite, variant, &record.plan, self.fixture_hash)
+            .map_err(|e| format!("cannot rebuild the start state: {e}"))?
+            .dirs;
+        let settings = suite.settings(task, variant);
+        let checks = task_checks(task, settings.validation_timeout);
+        let mut end = record.end_state.clone();
+        end.checks.clear();
+        if !checks.is_empty() && end.agent.started {
+            let work = self.work_root.join(&record.plan.id);
+            let _ = proctor_sandbox::remove_tree(&work);
+            let tree = end_tree(self.overlay, &lowers, &changes_dir, &end.changes, &work);
+            let runs = tree.map(|tree| {
+                let holdout = suite.holdout_dir(&record.plan.task);
+                run_checks(self.env, &checks, &tree, holdout.as_deref(), &work)
+            });
+            let _ = proctor_sandbox::remove_tree(&work);
+            for run in runs? {
+                end.checks.insert(run.command.clone(), run);
+            }
+        }
+        let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
+        let faults = grade::faults(&model_faults(&trial_dir), &record.harness_notes);
+        let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults);
+        record.outcome = verdict.outcome.clone();
+        record.reason = verdict.reason.clone();
+        record.verdict = Some(verdict);
+        record.end_state = end;
+        Ok(())
+    }
+}
+
+/// The end state as the checks read it: the captured changes over the start state. A plain
+/// layer cannot express a deletion, so a trial that deleted files (or any trial, in copy
+/// mode) gets a rebuilt copy in `work`.
+fn end_tree(
+    overlay: bool,
+    lowers: &[PathBuf],
+    changes_dir: &Path,
+    changes: &[proctor_score::FileChange],
+    work: &Path,
+) -> Result<EndTree, String> {
+    let deletes = changes.iter().any(|c| c.kind == ChangeKind::Deleted);
+    if !overlay || deletes {
+        let rebuilt = work.join("rebuilt");
+        rebuild(lowers, changes_dir, changes, &rebuilt)
+            .map_err(|e| format!("cannot rebuild the end state: {e}"))?;
+        return Ok(if overlay {
+            EndTree::Overlay {
+                top: rebuilt,
+                lowers: Vec::new(),
+            }
+        } else {
+            EndTree::Copy { dir: rebuilt }
+        });
+    }
+    let top = if changes_dir.is_dir() {
+        changes_dir.to_path_buf()
+    } else {
+        // No file content changed, so no `changes/files/` was kept: an empty top layer.
+        let empty = work.join("no-changes");
+        std::fs::create_dir_all(&empty).map_err(|e| format!("cannot make an empty layer: {e}"))?;
+        empty
+    };
+    Ok(EndTree::Overlay {
+        top,
+        lowers: lowers.to_vec(),
+    })
+}
+
+/// The faults the model endpoint injected, from the wire log kept in the trial's folder (none
+/// when there is no readable log: a trial without a model, or one whose log could not be read,
+/// which its capture already noted).
+fn model_faults(trial_dir: &Path) -> Vec<(ErrorKind, String)> {
+    let log = wire_log(trial_dir);
+    if !log.is_file() {
+        return Vec::new();
+    }
+    crate::model::read_wire(&log)
+        .map(|w| w.faults)
+        .unwrap_or_default()
+}
+
+/// The end state as a whole tree in `to`: the lowers (lowest first), then the changes.
 fn rebuild(
     lowers: &[PathBuf],
     changes_dir: &Path,
@@ -231,4 +235,115 @@ fn rebuild(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proctor_score::FileChange;
+
+    use super::*;
+
+    fn change(path: &str, kind: ChangeKind) -> FileChange {
+        FileChange {
+            path: path.into(),
+            kind,
+            dir: false,
+            mode: None,
+            hash: None,
+            size: None,
+        }
+    }
+
+    /// A start state (`fixture/`: a.txt, b.txt) and captured changes (a.txt changed, b.txt
+    /// deleted, c.txt added).
+    fn layers(dir: &Path) -> (Vec<PathBuf>, PathBuf, Vec<FileChange>) {
+        let fixture = dir.join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
+        std::fs::write(fixture.join("a.txt"), "a0").unwrap();
+        std::fs::write(fixture.join("b.txt"), "b0").unwrap();
+        let files = dir.join("changes/files");
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(files.join("a.txt"), "a1").unwrap();
+        std::fs::write(files.join("c.txt"), "c1").unwrap();
+        let changes = vec![
+            change("a.txt", ChangeKind::Changed),
+            change("b.txt", ChangeKind::Deleted),
+            change("c.txt", ChangeKind::Added),
+        ];
+        (vec![fixture], files, changes)
+    }
+
+    #[test]
+    fn with_overlays_the_captured_changes_are_the_top_layer_over_the_start_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lowers, files, changes) = layers(dir.path());
+        let kept: Vec<FileChange> = changes
+            .into_iter()
+            .filter(|c| c.kind != ChangeKind::Deleted)
+            .collect();
+        let tree = end_tree(true, &lowers, &files, &kept, &dir.path().join("w")).unwrap();
+        assert_eq!(tree, EndTree::Overlay { top: files, lowers });
+    }
+
+    #[test]
+    fn changes_without_content_get_an_empty_top_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lowers, _, _) = layers(dir.path());
+        let work = dir.path().join("w");
+        let tree = end_tree(true, &lowers, &dir.path().join("none"), &[], &work).unwrap();
+        let EndTree::Overlay { top, .. } = tree else {
+            panic!("{tree:?}")
+        };
+        assert_eq!(top, work.join("no-changes"));
+        assert!(top.is_dir());
+    }
+
+    #[test]
+    fn a_deletion_or_copy_mode_rebuilds_the_whole_end_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lowers, files, changes) = layers(dir.path());
+        for overlay in [true, false] {
+            let work = dir.path().join(format!("w-{overlay}"));
+            let tree = end_tree(overlay, &lowers, &files, &changes, &work).unwrap();
+            let rebuilt = work.join("rebuilt");
+            let expected = if overlay {
+                EndTree::Overlay {
+                    top: rebuilt.clone(),
+                    lowers: Vec::new(),
+                }
+            } else {
+                EndTree::Copy {
+                    dir: rebuilt.clone(),
+                }
+            };
+            assert_eq!(tree, expected);
+            let read = |f: &str| std::fs::read_to_string(rebuilt.join(f)).ok();
+            assert_eq!(read("a.txt").as_deref(), Some("a1"));
+            assert_eq!(read("b.txt"), None, "deleted");
+            assert_eq!(read("c.txt").as_deref(), Some("c1"));
+        }
+    }
+
+    #[test]
+    fn injected_faults_are_read_again_from_the_wire_log() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(model_faults(dir.path()).is_empty(), "no model, no faults");
+        let log = wire_log(dir.path());
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        std::fs::write(
+            &log,
+            concat!(
+                "{\"kind\":\"main\",\"usage\":{\"input\":3,\"output\":1}}\n",
+                "{\"kind\":\"fault\",\"fault\":\"rate_limit\",\"path\":\"/v1/messages\"}\n",
+            ),
+        )
+        .unwrap();
+        let faults = model_faults(dir.path());
+        assert_eq!(faults.len(), 1);
+        assert_eq!(faults[0].0, ErrorKind::RateLimit);
+        assert!(faults[0].1.contains("/v1/messages"), "{}", faults[0].1);
+        // An unreadable log was noted when the trial ran; it adds no fault here.
+        std::fs::write(&log, "not json\n").unwrap();
+        assert!(model_faults(dir.path()).is_empty());
+    }
 }

@@ -9,7 +9,7 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use proctor_report::{Aggregator, Cost, Exporter, Markdown, RunReport, TrialRow};
-use proctor_score::{ErrorKind, Outcome, TrialVerdict};
+use proctor_score::TrialVerdict;
 use proctor_store::{AtomicFile, RunHandle, StoreError};
 use proctor_suite::Suite;
 use serde::{Deserialize, Serialize};
@@ -45,13 +45,11 @@ pub fn json_schema() -> serde_json::Value {
     schemars::schema_for!(ResultsDocument).to_value()
 }
 
-/// The verdict a record is reported with: its own, or an `errored` one when the harness failed
-/// before scoring.
+/// The verdict a record is reported with: its own, or, when the harness failed before scoring,
+/// its `errored` outcome (of its kind: `agent-start` or `harness`) with no evidence.
 pub fn verdict_of(record: &TrialRecord) -> TrialVerdict {
     record.verdict.clone().unwrap_or_else(|| TrialVerdict {
-        outcome: Outcome::Errored {
-            kind: ErrorKind::Harness,
-        },
+        outcome: record.outcome.clone(),
         reason: record.reason.clone(),
         task_success: false,
         success: None,
@@ -421,5 +419,57 @@ fn spool_err(dir: &Path, op: &'static str, source: std::io::Error) -> StoreError
         op,
         path: dir.join("(results spool)"),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proctor_score::{ErrorKind, Outcome};
+    use proctor_suite::plan::{Plan, PlannedTrial, TrialMode};
+
+    use super::*;
+    use crate::trial::{Stage, TrialError};
+
+    fn errored(e: TrialError) -> TrialRecord {
+        let plan = Plan {
+            suite_id: "s".into(),
+            suite_hash: String::new(),
+            fixture_hash: String::new(),
+            trial_mode: TrialMode::Dev,
+            trials_per_cell: 1,
+            trials: Vec::new(),
+        };
+        let planned = PlannedTrial {
+            id: "t.v.0".into(),
+            task: "t".into(),
+            variant: "v".into(),
+            index: 0,
+            mutation: None,
+        };
+        e.into_record(&plan, &planned, BTreeMap::new())
+    }
+
+    #[test]
+    fn a_trial_that_failed_before_scoring_is_reported_with_its_own_kind() {
+        let v = verdict_of(&errored(TrialError::agent_start(
+            "`claude` is not installed",
+        )));
+        assert_eq!(
+            v.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::AgentStart
+            }
+        );
+        assert_eq!(v.reason, "agent-start: `claude` is not installed");
+        assert!(v.success.is_none() && !v.task_success);
+        let v = verdict_of(&errored(TrialError::harness(Stage::Prepare, "no folder")));
+        assert_eq!(
+            v.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::Harness
+            }
+        );
     }
 }

@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::calls::{CallEnd, CallStart};
@@ -69,41 +69,10 @@ pub fn main(args: &[String]) -> i32 {
         return 125;
     };
     let rest = &args[2..];
-    let socket = std::env::var(SOCKET_ENV).unwrap_or_else(|_| "/run/proctor/calls.sock".into());
-    let conn = match UnixStream::connect(&socket) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!(
-                "proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run"
-            );
-            return 125;
-        }
+    let mut log = match announce(name, rest) {
+        Ok(log) => log,
+        Err(status) => return status,
     };
-    let mut argv = vec![name.clone()];
-    argv.extend(rest.iter().cloned());
-    let start = CallStart {
-        command: name.clone(),
-        argv,
-        cwd: std::env::current_dir()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-    };
-    let mut writer = match conn.try_clone() {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("proctor shim: {e}");
-            return 125;
-        }
-    };
-    let sent = serde_json::to_string(&start)
-        .map_err(std::io::Error::other)
-        .and_then(|s| writeln!(writer, "{s}"));
-    let mut reply = String::new();
-    if sent.is_err() || BufReader::new(&conn).read_line(&mut reply).unwrap_or(0) == 0 {
-        eprintln!("proctor shim: the calls log did not answer; `{name}` was not run");
-        return 125;
-    }
-
     let child = Command::new(real)
         .arg0(name)
         .args(rest)
@@ -111,19 +80,59 @@ pub fn main(args: &[String]) -> i32 {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
-    let mut child = match child {
-        Ok(c) => c,
+    let end = match child {
+        Ok(child) => relay(child),
         Err(e) => {
             eprintln!("{name}: cannot run {real}: {e}");
-            let end = CallEnd {
+            CallEnd {
                 exit: 127,
                 stderr_head: format!("cannot run: {e}"),
                 ..CallEnd::default()
-            };
-            let _ = serde_json::to_string(&end).map(|s| writeln!(writer, "{s}"));
-            return 127;
+            }
         }
     };
+    let _ = serde_json::to_string(&end).map(|s| writeln!(log, "{s}"));
+    end.exit
+}
+
+/// Reports the call's start to the calls log and waits for its number; gives the connection
+/// to report its end on, or, when the log cannot be reached, the status to exit with (the
+/// command is then not run: an unlogged call must not happen).
+fn announce(name: &str, rest: &[String]) -> Result<UnixStream, i32> {
+    let socket = std::env::var(SOCKET_ENV).unwrap_or_else(|_| "/run/proctor/calls.sock".into());
+    let conn = UnixStream::connect(&socket).map_err(|e| {
+        eprintln!(
+            "proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run"
+        );
+        125
+    })?;
+    let mut argv = vec![name.to_string()];
+    argv.extend(rest.iter().cloned());
+    let start = CallStart {
+        command: name.to_string(),
+        argv,
+        cwd: std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    let mut writer = conn.try_clone().map_err(|e| {
+        eprintln!("proctor shim: {e}");
+        125
+    })?;
+    let sent = serde_json::to_string(&start)
+        .map_err(std::io::Error::other)
+        .and_then(|s| writeln!(writer, "{s}"));
+    let mut reply = String::new();
+    if sent.is_err() || BufReader::new(&conn).read_line(&mut reply).unwrap_or(0) == 0 {
+        eprintln!("proctor shim: the calls log did not answer; `{name}` was not run");
+        return Err(125);
+    }
+    Ok(writer)
+}
+
+/// Runs the real command to its end, copying its stdin, stdout and stderr through taps; gives
+/// the call's end as the calls log records it.
+fn relay(mut child: Child) -> CallEnd {
     let stdin_tap = Arc::new(Mutex::new(Tap::hashing()));
     let out_tap = Arc::new(Mutex::new(Tap::default()));
     let err_tap = Arc::new(Mutex::new(Tap::default()));
@@ -155,23 +164,10 @@ pub fn main(args: &[String]) -> i32 {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 125,
     };
-    let snapshot = |tap: &Arc<Mutex<Tap>>| -> (u64, String, String) {
-        match tap.lock() {
-            Ok(t) => (
-                t.bytes,
-                String::from_utf8_lossy(&t.head).into_owned(),
-                t.hasher
-                    .as_ref()
-                    .map(|h| h.clone().finalize().to_hex().to_string())
-                    .unwrap_or_default(),
-            ),
-            Err(_) => (0, String::new(), String::new()),
-        }
-    };
     let (stdin_bytes, _, stdin_hash) = snapshot(&stdin_tap);
     let (stdout_bytes, stdout_head, _) = snapshot(&out_tap);
     let (stderr_bytes, stderr_head, _) = snapshot(&err_tap);
-    let end = CallEnd {
+    CallEnd {
         exit,
         stdin_bytes,
         stdin_hash,
@@ -179,7 +175,20 @@ pub fn main(args: &[String]) -> i32 {
         stdout_head,
         stderr_bytes,
         stderr_head,
-    };
-    let _ = serde_json::to_string(&end).map(|s| writeln!(writer, "{s}"));
-    exit
+    }
+}
+
+/// A tap's byte count, head and hash (empty when it does not hash).
+fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
+    match tap.lock() {
+        Ok(t) => (
+            t.bytes,
+            String::from_utf8_lossy(&t.head).into_owned(),
+            t.hasher
+                .as_ref()
+                .map(|h| h.clone().finalize().to_hex().to_string())
+                .unwrap_or_default(),
+        ),
+        Err(_) => (0, String::new(), String::new()),
+    }
 }

@@ -11,18 +11,21 @@ use std::time::{Duration, Instant};
 use crate::error::SandboxError;
 use crate::report::{FullStop, Isolation, SandboxReport, ServiceReport, WorkspaceKind};
 use crate::services;
-use crate::spec::{Network, SandboxSpec, Workspace};
+use crate::spec::{Network, SandboxSpec, ServiceSpec, Workspace};
 use crate::sys;
 
 fn create(path: &Path) -> Result<File, SandboxError> {
     File::create(path).map_err(|e| SandboxError::io(format!("cannot open {}", path.display()), e))
 }
 
+/// A service started on the host: its process group's leader.
 struct HostService {
     pid: libc::pid_t,
     pidfd: Option<std::os::fd::OwnedFd>,
 }
 
+/// Runs `spec` on the host, without namespaces: the services, then the agent, each in its own
+/// process group; then stops the services.
 pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     let start = Instant::now();
     let Workspace::Bind { dir } = &spec.workspace else {
@@ -39,122 +42,187 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         create(&spec.stderr)?
     };
 
-    let mut reports = Vec::new();
-    let mut running: Vec<HostService> = Vec::new();
-    let mut not_started = None;
+    let mut services = start_services(spec)?;
+    let mut agent = AgentRun::default();
+    if services.not_started.is_none() {
+        match run_agent(spec, dir, stdout, stderr)? {
+            Ok(run) => agent = run,
+            Err(why) => services.not_started = Some(why),
+        }
+    }
+    stop_services(spec, &services.running, &mut services.reports);
+
+    Ok(SandboxReport {
+        exit_code: agent.exit_code,
+        signal: agent.signal,
+        timed_out: agent.timed_out,
+        wall: agent.wall,
+        agent_cpu: agent.agent_cpu,
+        services: services.reports,
+        not_started: services.not_started,
+        isolation: host_isolation(),
+        total: start.elapsed(),
+    })
+}
+
+/// The services started on the host, in order, up to the first that failed.
+struct HostServices {
+    /// A report for each service tried.
+    reports: Vec<ServiceReport>,
+    /// The services that started, in order.
+    running: Vec<HostService>,
+    /// Why the agent must not start: a service that failed to start, or was not ready, or whose
+    /// guard refused.
+    not_started: Option<String>,
+}
+
+/// Starts the services in order, each in its own process group, and waits for each to be ready
+/// and pass its guard; stops at the first that fails.
+fn start_services(spec: &SandboxSpec) -> Result<HostServices, SandboxError> {
+    let mut started = HostServices {
+        reports: Vec::new(),
+        running: Vec::new(),
+        not_started: None,
+    };
     for svc in &spec.services {
-        let log = create(&svc.log)?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| SandboxError::io("dup a service log", e))?;
-        let mut report = ServiceReport {
-            name: svc.name.clone(),
-            started: false,
-            ready: None,
-            guard: None,
-            exit: None,
-        };
-        let started_at = Instant::now();
-        let mut cmd = Command::new(&svc.argv[0]);
-        cmd.args(&svc.argv[1..])
-            .env_clear()
-            .envs(svc.env.iter().map(|(k, v)| (k, v)))
-            .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
-            .current_dir(&svc.cwd)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .process_group(0);
-        // SAFETY: the closure only makes a fork-safe system call.
-        unsafe { cmd.pre_exec(sys::cloexec_from_3) };
-        let spawned = cmd.spawn();
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                reports.push(report);
-                not_started = Some(format!("service {} could not start: {e}", svc.name));
-                break;
-            }
-        };
-        report.started = true;
-        let pid = child.id() as libc::pid_t;
-        running.push(HostService {
-            pid,
-            pidfd: sys::pidfd_open(pid).ok(),
-        });
-        let mut refusal = None;
-        if let Some(probe) = &svc.ready {
-            let o = services::wait_ready(pid, &probe.url, probe.timeout, started_at);
-            refusal = services::ready_refusal(&svc.name, &o);
-            report.ready = Some(o);
-        }
-        if let (None, Some(guard)) = (&refusal, &svc.guard) {
-            let o = services::check_guard(guard, started_at);
-            refusal = services::guard_refusal(&svc.name, &o);
-            report.guard = Some(o);
-        }
-        reports.push(report);
+        let (report, refusal) = start_service(svc, &mut started.running)?;
+        started.reports.push(report);
         if refusal.is_some() {
-            not_started = refusal;
+            started.not_started = refusal;
             break;
         }
     }
+    Ok(started)
+}
 
-    let mut exit_code = None;
-    let mut signal = None;
+/// Starts one service (pushing it onto `running` when it started) and checks that it is ready
+/// and passes its guard. Gives its report and, when it failed, why.
+fn start_service(
+    svc: &ServiceSpec,
+    running: &mut Vec<HostService>,
+) -> Result<(ServiceReport, Option<String>), SandboxError> {
+    let log = create(&svc.log)?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| SandboxError::io("dup a service log", e))?;
+    let mut report = ServiceReport {
+        name: svc.name.clone(),
+        started: false,
+        ready: None,
+        guard: None,
+        exit: None,
+    };
+    let started_at = Instant::now();
+    let mut cmd = Command::new(&svc.argv[0]);
+    cmd.args(&svc.argv[1..])
+        .env_clear()
+        .envs(svc.env.iter().map(|(k, v)| (k, v)))
+        .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
+        .current_dir(&svc.cwd)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .process_group(0);
+    // SAFETY: the closure only makes a fork-safe system call.
+    unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("service {} could not start: {e}", svc.name);
+            return Ok((report, Some(why)));
+        }
+    };
+    report.started = true;
+    let pid = child.id() as libc::pid_t;
+    running.push(HostService {
+        pid,
+        pidfd: sys::pidfd_open(pid).ok(),
+    });
+    let mut refusal = None;
+    if let Some(probe) = &svc.ready {
+        let o = services::wait_ready(pid, &probe.url, probe.timeout, started_at);
+        refusal = services::ready_refusal(&svc.name, &o);
+        report.ready = Some(o);
+    }
+    if let (None, Some(guard)) = (&refusal, &svc.guard) {
+        let o = services::check_guard(guard, started_at);
+        refusal = services::guard_refusal(&svc.name, &o);
+        report.guard = Some(o);
+    }
+    Ok((report, refusal))
+}
+
+/// What the agent's run on the host gave.
+#[derive(Default)]
+struct AgentRun {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    wall: Duration,
+    agent_cpu: Option<Duration>,
+}
+
+/// Runs the agent's command in its own process group in `dir`, stopping the group at the wall
+/// timeout (SIGTERM, then SIGKILL after the grace). Gives `Err` with the reason when the command
+/// cannot be executed.
+fn run_agent(
+    spec: &SandboxSpec,
+    dir: &Path,
+    stdout: File,
+    stderr: File,
+) -> Result<Result<AgentRun, String>, SandboxError> {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(&spec.command[0]);
+    cmd.args(&spec.command[1..])
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    // SAFETY: the closure only makes a fork-safe system call.
+    unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+    let child = match cmd.spawn() {
+        Err(e) => return Ok(Err(format!("cannot execute {:?}: {e}", spec.command[0]))),
+        Ok(child) => child,
+    };
+    let pid = child.id() as libc::pid_t;
+    let pidfd = sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
+    let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
+        .map_err(|e| SandboxError::io("wait for the agent", e))?;
     let mut timed_out = false;
-    let mut wall = Duration::ZERO;
-    let mut agent_cpu = None;
-    if not_started.is_none() {
-        let t0 = Instant::now();
-        let mut cmd = Command::new(&spec.command[0]);
-        cmd.args(&spec.command[1..])
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .process_group(0);
-        // SAFETY: the closure only makes a fork-safe system call.
-        unsafe { cmd.pre_exec(sys::cloexec_from_3) };
-        let spawned = cmd.spawn();
-        match spawned {
-            Err(e) => {
-                not_started = Some(format!("cannot execute {:?}: {e}", spec.command[0]));
-            }
-            Ok(child) => {
-                let pid = child.id() as libc::pid_t;
-                let pidfd = sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
-                let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
-                    .map_err(|e| SandboxError::io("wait for the agent", e))?;
-                if !exited {
-                    timed_out = true;
-                    sys::kill(-pid, libc::SIGTERM);
-                    if !sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false) {
-                        sys::kill(-pid, libc::SIGKILL);
-                    }
-                }
-                let (_, status, usage) = sys::wait4(pid, 0)
-                    .map_err(|e| SandboxError::io("reap the agent", e))?
-                    .ok_or_else(|| SandboxError::Init("the agent could not be reaped".into()))?;
-                // Whatever is left in the agent's process group goes now.
-                sys::kill(-pid, libc::SIGKILL);
-                wall = t0.elapsed();
-                let e = sys::decode_status(status);
-                exit_code = e.code;
-                signal = e.signal;
-                agent_cpu = Some(sys::cpu_time(&usage));
-            }
+    if !exited {
+        timed_out = true;
+        sys::kill(-pid, libc::SIGTERM);
+        if !sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false) {
+            sys::kill(-pid, libc::SIGKILL);
         }
     }
+    let (_, status, usage) = sys::wait4(pid, 0)
+        .map_err(|e| SandboxError::io("reap the agent", e))?
+        .ok_or_else(|| SandboxError::Init("the agent could not be reaped".into()))?;
+    // Whatever is left in the agent's process group goes now.
+    sys::kill(-pid, libc::SIGKILL);
+    let wall = t0.elapsed();
+    let e = sys::decode_status(status);
+    Ok(Ok(AgentRun {
+        exit_code: e.code,
+        signal: e.signal,
+        timed_out,
+        wall,
+        agent_cpu: Some(sys::cpu_time(&usage)),
+    }))
+}
 
-    // Stop the services: SIGTERM their groups, wait up to the grace, SIGKILL the groups.
-    for s in &running {
+/// Stops the services: SIGTERM their groups, wait up to the grace, SIGKILL the groups; records
+/// each one's exit in its report.
+fn stop_services(spec: &SandboxSpec, running: &[HostService], reports: &mut [ServiceReport]) {
+    for s in running {
         sys::kill(-s.pid, libc::SIGTERM);
     }
     let deadline = Instant::now() + spec.grace;
-    for s in &running {
+    for s in running {
         if let Some(fd) = &s.pidfd {
             let left = deadline.saturating_duration_since(Instant::now());
             let _ = sys::wait_readable(fd.as_raw_fd(), Some(left));
@@ -166,29 +234,22 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             r.exit = Some(sys::decode_status(status));
         }
     }
+}
 
-    Ok(SandboxReport {
-        exit_code,
-        signal,
-        timed_out,
-        wall,
-        agent_cpu,
-        services: reports,
-        not_started,
-        isolation: Isolation {
-            namespaces: Vec::new(),
-            workspace: WorkspaceKind::Bind,
-            network: Network::Host,
-            read_only_host: false,
-            private_home_and_tmp: false,
-            hidden: Vec::new(),
-            full_stop: FullStop::ProcessGroup,
-            notes: vec![
-                "no namespaces: the agent ran on the host as the calling user, with the host's network and file system".to_owned(),
-                "stop = kill the process group: a process that left it (setsid, daemon) may have survived".to_owned(),
-                "hide, binds, home_inside and network were not applied; agent_cpu counts only processes the agent reaped".to_owned(),
-            ],
-        },
-        total: start.elapsed(),
-    })
+/// What a run without namespaces isolates: nothing but process groups.
+fn host_isolation() -> Isolation {
+    Isolation {
+        namespaces: Vec::new(),
+        workspace: WorkspaceKind::Bind,
+        network: Network::Host,
+        read_only_host: false,
+        private_home_and_tmp: false,
+        hidden: Vec::new(),
+        full_stop: FullStop::ProcessGroup,
+        notes: vec![
+            "no namespaces: the agent ran on the host as the calling user, with the host's network and file system".to_owned(),
+            "stop = kill the process group: a process that left it (setsid, daemon) may have survived".to_owned(),
+            "hide, binds, home_inside and network were not applied; agent_cpu counts only processes the agent reaped".to_owned(),
+        ],
+    }
 }

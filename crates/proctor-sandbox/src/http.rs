@@ -1,8 +1,18 @@
-//! A minimal HTTP/1.0 GET over `std::net::TcpStream`, for service readiness probes and guards.
+//! A minimal HTTP/1.0 GET for service readiness probes and guards, on hyper 1 and tokio.
+//!
+//! It runs in the trial init, which must stay single-threaded (it forks the agent next): each
+//! [`get`] runs on a current-thread runtime of its own that starts no thread (the name is
+//! resolved with std before, the exchange is driven on the calling thread) and is gone when
+//! `get` returns.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::header::{ACCEPT, CONNECTION, HOST, USER_AGENT};
+use hyper::Version;
+use hyper_util::rt::TokioIo;
 
 /// A parsed `http://host[:port]/path` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,19 +77,38 @@ const MAX_BODY: usize = 1 << 20;
 /// `GET url` with HTTP/1.0 and `Connection: close`, all within `timeout`.
 pub(crate) fn get(url: &Url, timeout: Duration) -> Result<Response, String> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-    let left = || {
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    };
-    let addrs: Vec<_> = (url.host.as_str(), url.port)
+    let addrs: Vec<SocketAddr> = (url.host.as_str(), url.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
         .collect();
+    let run = || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+        runtime.block_on(async {
+            let deadline = tokio::time::Instant::from_std(deadline);
+            tokio::time::timeout_at(deadline, exchange(url, addrs))
+                .await
+                .map_err(|_| format!("GET {}: no answer within {timeout:.1?}", url.path))?
+        })
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        // Called from async code (never in the trial init): a runtime can neither block nor be
+        // dropped inside another on the same thread, so this one gets a thread of its own.
+        return std::thread::scope(|s| s.spawn(run).join())
+            .unwrap_or_else(|_| Err(format!("GET {}: the probe thread panicked", url.path)));
+    }
+    run()
+}
+
+/// Connects to the first address that answers, sends the request and reads the response.
+async fn exchange(url: &Url, addrs: Vec<SocketAddr>) -> Result<Response, String> {
     let mut last = format!("no address for {}", url.host);
     let mut stream = None;
     for a in addrs {
-        match TcpStream::connect_timeout(&a, left()) {
+        match tokio::net::TcpStream::connect(a).await {
             Ok(s) => {
                 stream = Some(s);
                 break;
@@ -87,69 +116,59 @@ pub(crate) fn get(url: &Url, timeout: Duration) -> Result<Response, String> {
             Err(e) => last = format!("connect to {a}: {e}"),
         }
     }
-    let mut stream = stream.ok_or(last)?;
-    let io = |e: std::io::Error| format!("GET {}: {e}", url.path);
-    stream.set_write_timeout(Some(left())).map_err(io)?;
-    let host = if url.host.contains(':') {
-        format!("[{}]", url.host)
-    } else {
-        url.host.clone()
+    let stream = stream.ok_or(last)?;
+    let fail = |e: hyper::Error| {
+        if e.is_parse() || e.is_parse_status() {
+            format!("GET {}: not an HTTP response ({e})", url.path)
+        } else {
+            format!("GET {}: {e}", url.path)
+        }
     };
-    let req = format!(
-        "GET {} HTTP/1.0\r\nHost: {}:{}\r\nUser-Agent: proctor-sandbox\r\nAccept: */*\r\nConnection: close\r\n\r\n",
-        url.path, host, url.port
-    );
-    stream.write_all(req.as_bytes()).map_err(io)?;
+    let host = if url.host.contains(':') {
+        format!("[{}]:{}", url.host, url.port)
+    } else {
+        format!("{}:{}", url.host, url.port)
+    };
+    let req = hyper::Request::get(url.path.as_str())
+        .version(Version::HTTP_10)
+        .header(HOST, host)
+        .header(USER_AGENT, "proctor-sandbox")
+        .header(ACCEPT, "*/*")
+        .header(CONNECTION, "close")
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| format!("GET {}: {e}", url.path))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(fail)?;
+    // A task on this thread's runtime, not a thread.
+    let conn = tokio::spawn(conn);
+    let resp = match sender.send_request(req).await {
+        Ok(r) => r,
+        // The connection ended first: its error says why (a service that talks before it is
+        // asked, say), else it closed without an answer.
+        Err(e) if e.is_canceled() || e.is_closed() => {
+            return Err(match conn.await {
+                Ok(Err(e)) => fail(e),
+                _ => format!("GET {}: the connection closed without an answer", url.path),
+            })
+        }
+        Err(e) => return Err(fail(e)),
+    };
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
     let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        stream.set_read_timeout(Some(left())).map_err(io)?;
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                data.extend_from_slice(&buf[..n]);
-                if data.len() > MAX_BODY + 65536 {
-                    break;
+    while data.len() < MAX_BODY {
+        match body.frame().await {
+            None => break,
+            Some(frame) => {
+                if let Ok(chunk) = frame.map_err(fail)?.into_data() {
+                    data.extend_from_slice(&chunk);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io(e)),
         }
     }
-    parse_response(&data)
-}
-
-fn parse_response(data: &[u8]) -> Result<Response, String> {
-    let head_end = data
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, i + 4))
-        .or_else(|| {
-            data.windows(2)
-                .position(|w| w == b"\n\n")
-                .map(|i| (i, i + 2))
-        });
-    let (head, body) = match head_end {
-        Some((h, b)) => (&data[..h], &data[b..]),
-        None => (data, &data[data.len()..]),
-    };
-    let head = String::from_utf8_lossy(head);
-    let status_line = head.lines().next().unwrap_or("");
-    let mut parts = status_line.split_whitespace();
-    let proto = parts.next().unwrap_or("");
-    if !proto.starts_with("HTTP/") {
-        return Err(format!(
-            "not an HTTP response: {:?}",
-            status_line.chars().take(80).collect::<String>()
-        ));
-    }
-    let status = parts
-        .next()
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let mut body = body.to_vec();
-    body.truncate(MAX_BODY);
-    Ok(Response { status, body })
+    data.truncate(MAX_BODY);
+    Ok(Response { status, body: data })
 }
 
 #[cfg(test)]
@@ -172,11 +191,82 @@ mod tests {
         assert!(Url::parse("http://x:abc/").is_err());
     }
 
+    /// Serves one connection with `answer`, after reading the request; returns the URL.
+    fn one_shot(answer: Vec<u8>) -> (Url, std::thread::JoinHandle<String>) {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                req.extend_from_slice(&buf[..n]);
+            }
+            let _ = s.write_all(&answer);
+            String::from_utf8(req).unwrap()
+        });
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/__mock")).unwrap();
+        (url, t)
+    }
+
     #[test]
-    fn parses_responses() {
-        let r = parse_response(b"HTTP/1.0 200 OK\r\nA: b\r\n\r\nchat-mock v1").unwrap();
-        assert_eq!(r.status, 200);
-        assert_eq!(r.body, b"chat-mock v1");
-        assert!(parse_response(b"SSH-2.0-OpenSSH").is_err());
+    fn gets_over_a_socket() {
+        let (url, t) = one_shot(b"HTTP/1.0 200 OK\r\nA: b\r\n\r\nchat-mock v1".to_vec());
+        let r = get(&url, Duration::from_secs(10)).unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"chat-mock v1"[..]));
+        let req = t.join().unwrap();
+        assert!(req.starts_with("GET /__mock HTTP/1.0\r\n"), "{req}");
+        assert!(req.contains("user-agent: proctor-sandbox\r\n"), "{req}");
+        assert!(req.contains("connection: close\r\n"), "{req}");
+
+        let (url, t) =
+            one_shot(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nwait".to_vec());
+        let r = get(&url, Duration::from_secs(10)).unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (503, &b"wait"[..]));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn works_from_inside_an_async_runtime() {
+        let (url, t) = one_shot(b"HTTP/1.0 204 No Content\r\n\r\n".to_vec());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let r = rt
+            .block_on(async { get(&url, Duration::from_secs(10)) })
+            .unwrap();
+        assert_eq!(r.status, 204);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn names_what_is_not_http_and_what_does_not_answer() {
+        let (url, t) = one_shot(b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec());
+        let e = get(&url, Duration::from_secs(10)).unwrap_err();
+        assert!(e.contains("not an HTTP response"), "{e}");
+        t.join().unwrap();
+
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("http://{}/", l.local_addr().unwrap())).unwrap();
+        let e = get(&url, Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("no answer within"), "{e}");
+        drop(l);
+        let e = get(&url, Duration::from_secs(1)).unwrap_err();
+        assert!(e.starts_with("connect to 127.0.0.1:"), "{e}");
+    }
+
+    #[test]
+    fn reads_at_most_a_mebibyte() {
+        let mut answer = b"HTTP/1.0 200 OK\r\n\r\n".to_vec();
+        answer.resize(answer.len() + MAX_BODY + 4096, b'x');
+        let (url, t) = one_shot(answer);
+        let r = get(&url, Duration::from_secs(10)).unwrap();
+        assert_eq!(r.body.len(), MAX_BODY);
+        t.join().unwrap();
     }
 }

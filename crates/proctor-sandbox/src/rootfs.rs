@@ -8,7 +8,7 @@
 //! A's view, in its own mount namespace: the service directories unmounted and covered, every
 //! hidden path covered by an empty read-only tmpfs, and a `/proc` of the agent's PID namespace.
 
-use std::ffi::{CStr, OsStr};
+use std::ffi::{CStr, OsStr, OsString};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
@@ -155,6 +155,45 @@ fn under_private(p: &Path) -> bool {
 /// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
 /// and maybe network namespaces.
 pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
+    enter_base_tmpfs()?;
+    let new = Path::new(NEW);
+    tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+    let host_top = bind_host_top(new)?;
+    let extra = make_mount_points(spec, new, &host_top)?;
+    let dev = new.join("dev");
+    let devices = make_dev_skeleton(&dev)?;
+    sys::mount_setattr_recursive(new, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+        .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
+    mount_sys(spec, new)?;
+    mount_trial_proc(new)?;
+    build_dev(&dev, &devices)?;
+    tmpfs(
+        &new.join("tmp"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        "mode=1777",
+    )?;
+    mount_home(spec)?;
+    let workspace = mount_workspace(spec)?;
+    bind_extra(spec, &extra)?;
+    pivot_into_new_root(new)?;
+
+    // The skeleton (/dev, /run, /home included) is read-only since before the binds: the only
+    // writable places are the workspace, HOME, /tmp, /dev/shm and the service directories
+    // (which the agent does not see).
+    // Without services, T's view is the agent's view: hide now, and the agent needs no mount
+    // namespace of its own.
+    if spec.services.is_empty() {
+        for h in &spec.hide {
+            hide(h)?;
+        }
+    }
+    Ok(trial_isolation(spec, workspace))
+}
+
+/// Makes every mount private, then pivots into a base tmpfs on /tmp that becomes a temporary
+/// root holding the host at /oldroot and the new root at /newroot, so host paths stay reachable
+/// (even those under /tmp) while the new root is built.
+fn enter_base_tmpfs() -> R<()> {
     // Nothing we mount may propagate anywhere.
     sys::mount(
         None,
@@ -164,9 +203,6 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         None,
     )
     .map_err(ctx(|| "make / private".to_owned()))?;
-
-    // A base tmpfs on /tmp becomes a temporary root holding the host at /oldroot and the new
-    // root at /newroot, so host paths stay reachable (even those under /tmp) while we build.
     tmpfs(
         Path::new("/tmp"),
         libc::MS_NOSUID | libc::MS_NODEV,
@@ -179,12 +215,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     sys::pivot_root(Path::new("."), Path::new("oldroot"))
         .map_err(ctx(|| "pivot_root into the base tmpfs".to_owned()))?;
     std::env::set_current_dir("/").map_err(ctx(|| "chdir /".to_owned()))?;
+    Ok(())
+}
 
-    let new = Path::new(NEW);
-    tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-
-    // The host's top-level entries, made read-only all at once below.
-    let mut host_top: Vec<std::ffi::OsString> = Vec::new();
+/// Binds the host's top-level entries (but the private ones) into the new root, recursively;
+/// they are made read-only all at once later. Symlinks are copied. Returns the entries' names.
+fn bind_host_top(new: &Path) -> R<Vec<OsString>> {
+    let mut host_top: Vec<OsString> = Vec::new();
     let entries = fs::read_dir(OLD).map_err(ctx(|| "read the host's /".to_owned()))?;
     for entry in entries {
         let entry = entry.map_err(ctx(|| "read the host's /".to_owned()))?;
@@ -222,19 +259,36 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         }
         host_top.push(name);
     }
-    // Mount points that live directly on the new root's own tmpfs (a new top-level directory,
-    // or below /dev, /run or /home) must exist before it turns read-only together with the host
-    // binds: one tmpfs for the whole skeleton, rather than one per directory.
-    for d in PRIVATE_TOP {
-        mkdir_p(&new.join(d))?;
-    }
-    let on_root_tmpfs = |p: &Path| {
+    Ok(host_top)
+}
+
+/// Which inside paths lie on the new root's own tmpfs: under neither a host top-level bind nor a
+/// private top-level directory with a file system of its own.
+struct RootTmpfs<'a> {
+    host_top: &'a [OsString],
+}
+
+impl RootTmpfs<'_> {
+    /// Whether the inside path `p` lies on the new root's own tmpfs.
+    fn holds(&self, p: &Path) -> bool {
         top(p).is_some_and(|t| {
-            !host_top.iter().any(|h| h == t) && !OWN_MOUNT_TOP.iter().any(|x| OsStr::new(x) == t)
+            !self.host_top.iter().any(|h| h == t)
+                && !OWN_MOUNT_TOP.iter().any(|x| OsStr::new(x) == t)
         })
-    };
-    let mount_point = |inside: &Path, host: &Path| -> R<()> {
-        if on_root_tmpfs(inside) {
+    }
+
+    /// Makes the mount point of a directory mount at `inside`, where it lies on the root tmpfs.
+    fn dir_point(&self, inside: &Path) -> R<()> {
+        if self.holds(inside) {
+            mkdir_p(&in_new(inside))?;
+        }
+        Ok(())
+    }
+
+    /// Makes the mount point of a bind of `host` (a path under `OLD`) at `inside`, where it lies
+    /// on the root tmpfs: a directory or a file, to match.
+    fn bind_point(&self, inside: &Path, host: &Path) -> R<()> {
+        if self.holds(inside) {
             if fs::metadata(host).is_ok_and(|m| m.is_dir()) {
                 mkdir_p(&in_new(inside))
             } else {
@@ -243,24 +297,37 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         } else {
             Ok(())
         }
-    };
+    }
+}
+
+/// The binds made after the root turns read-only besides the spec's own binds and services.
+struct ExtraBinds {
+    /// Hidden paths under the private directories, bound read-only for the services.
+    hidden: Vec<PathBuf>,
+    /// The resolver file to bind into the private `/run`, with the host's network.
+    resolver: Option<PathBuf>,
+}
+
+/// Makes the mount points that live directly on the new root's own tmpfs (a new top-level
+/// directory, or below /dev, /run or /home): they must exist before it turns read-only together
+/// with the host binds (one tmpfs for the whole skeleton, rather than one per directory).
+fn make_mount_points(spec: &SandboxSpec, new: &Path, host_top: &[OsString]) -> R<ExtraBinds> {
+    for d in PRIVATE_TOP {
+        mkdir_p(&new.join(d))?;
+    }
+    let root = RootTmpfs { host_top };
     for p in [&spec.workspace_inside, &spec.home_inside] {
-        if on_root_tmpfs(p) {
-            mkdir_p(&in_new(p))?;
-        }
+        root.dir_point(p)?;
     }
     for b in &spec.binds {
-        mount_point(&b.inside, &in_old(&b.host))?;
+        root.bind_point(&b.inside, &in_old(&b.host))?;
     }
     for s in &spec.services {
-        let inside = SandboxSpec::service_dir_inside(&s.name);
-        if on_root_tmpfs(&inside) {
-            mkdir_p(&in_new(&inside))?;
-        }
+        root.dir_point(&SandboxSpec::service_dir_inside(&s.name))?;
     }
-    let hidden_binds = hidden_for_services(spec);
-    for h in &hidden_binds {
-        mount_point(h, &in_old(h))?;
+    let hidden = hidden_for_services(spec);
+    for h in &hidden {
+        root.bind_point(h, &in_old(h))?;
     }
     let resolver = if spec.network == Network::Host {
         resolver_target()
@@ -268,10 +335,14 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         None
     };
     if let Some(r) = &resolver {
-        mount_point(r, &in_old(r))?;
+        root.bind_point(r, &in_old(r))?;
     }
-    // /dev: mount points for the host's device nodes, the shm and pts directories, the links.
-    let dev = new.join("dev");
+    Ok(ExtraBinds { hidden, resolver })
+}
+
+/// Makes `/dev`'s skeleton on the root tmpfs: mount points for the host's device nodes, the shm
+/// and pts directories, the links. Returns the devices the host has.
+fn make_dev_skeleton(dev: &Path) -> R<Vec<&'static str>> {
     let mut devices = Vec::new();
     for name in DEVICES {
         // A host without this device (tty in some containers): leave it out.
@@ -293,10 +364,12 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         std::os::unix::fs::symlink(target, dev.join(name))
             .map_err(ctx(|| format!("symlink /dev/{name}")))?;
     }
-    sys::mount_setattr_recursive(new, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
-        .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
-    // /sys: a fresh sysfs shows the trial's own network namespace (only `lo`); where the kernel
-    // refuses one (shared network, or a host /sys with hidden parts), the host's, read-only.
+    Ok(devices)
+}
+
+/// /sys: a fresh sysfs shows the trial's own network namespace (only `lo`); where the kernel
+/// refuses one (shared network, or a host /sys with hidden parts), the host's, read-only.
+fn mount_sys(spec: &SandboxSpec, new: &Path) -> R<()> {
     let sys_dir = new.join("sys");
     let fresh_sys = spec.network != Network::Host
         && sys::mount(
@@ -316,35 +389,33 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
+    Ok(())
+}
 
-    // A /proc of the trial's PID namespace (T is its PID 1).
-    let proc_dir = new.join("proc");
+/// A /proc of the trial's PID namespace (T is its PID 1).
+fn mount_trial_proc(new: &Path) -> R<()> {
     sys::mount(
         Some(OsStr::new("proc")),
-        &proc_dir,
+        &new.join("proc"),
         Some("proc"),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )
-    .map_err(ctx(|| "mount /proc".to_owned()))?;
+    .map_err(ctx(|| "mount /proc".to_owned()))
+}
 
-    build_dev(&dev, &devices)?;
-
-    tmpfs(
-        &new.join("tmp"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        "mode=1777",
-    )?;
-
-    // HOME: a fresh tmpfs of its own.
+/// HOME: a fresh tmpfs of its own.
+fn mount_home(spec: &SandboxSpec) -> R<()> {
     let home = in_new(&spec.home_inside);
     mkdir_p(&home)?;
-    tmpfs(&home, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+    tmpfs(&home, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")
+}
 
-    // The workspace.
+/// The workspace: an overlay of the layers, or a bind of the host directory.
+fn mount_workspace(spec: &SandboxSpec) -> R<WorkspaceKind> {
     let ws = in_new(&spec.workspace_inside);
     mkdir_p(&ws)?;
-    let workspace = match &spec.workspace {
+    match &spec.workspace {
         Workspace::Overlay {
             lowers,
             upper,
@@ -356,15 +427,20 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
                 &in_old(upper),
                 &in_old(work),
             )?;
-            WorkspaceKind::Overlay
+            Ok(WorkspaceKind::Overlay)
         }
         Workspace::Bind { dir } => {
             bind(&in_old(dir), &ws, false, MOUNT_ATTR_NOSUID)?;
-            WorkspaceKind::Bind
+            Ok(WorkspaceKind::Bind)
         }
-    };
+    }
+}
 
-    if let Some(r) = &resolver {
+/// Binds, in order, the resolver file, the spec's binds, the service directories and the hidden
+/// paths under the private directories (read-only for the services; the agent's view covers
+/// them again).
+fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
+    if let Some(r) = &extra.resolver {
         bind(
             &in_old(r),
             &in_new(r),
@@ -372,7 +448,6 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
-
     for b in &spec.binds {
         bind(
             &in_old(&b.host),
@@ -381,7 +456,6 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             MOUNT_ATTR_NOSUID,
         )?;
     }
-
     for s in &spec.services {
         let inside = SandboxSpec::service_dir_inside(&s.name);
         bind(
@@ -391,10 +465,7 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             MOUNT_ATTR_NOSUID,
         )?;
     }
-
-    // Hidden paths under the private directories: bound read-only for the services (the agent's
-    // view covers them again).
-    for h in &hidden_binds {
+    for h in &extra.hidden {
         bind(
             &in_old(h),
             &in_new(h),
@@ -402,25 +473,21 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
+    Ok(())
+}
 
-    // Into the new root; the base tmpfs and the whole host tree go away with it.
+/// Into the new root; the base tmpfs and the whole host tree go away with it.
+fn pivot_into_new_root(new: &Path) -> R<()> {
     std::env::set_current_dir(new).map_err(ctx(|| "chdir into the new root".to_owned()))?;
     sys::pivot_root(Path::new("."), Path::new("."))
         .map_err(ctx(|| "pivot_root into the new root".to_owned()))?;
     sys::umount_detach(Path::new(".")).map_err(ctx(|| "detach the old root".to_owned()))?;
     std::env::set_current_dir("/").map_err(ctx(|| "chdir /".to_owned()))?;
+    Ok(())
+}
 
-    // The skeleton (/dev, /run, /home included) is read-only since before the binds: the only
-    // writable places are the workspace, HOME, /tmp, /dev/shm and the service directories
-    // (which the agent does not see).
-    // Without services, T's view is the agent's view: hide now, and the agent needs no mount
-    // namespace of its own.
-    if spec.services.is_empty() {
-        for h in &spec.hide {
-            hide(h)?;
-        }
-    }
-
+/// The isolation record of a trial with namespaces.
+fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind) -> Isolation {
     let mut namespaces = vec![
         Namespace::User,
         Namespace::Mount,
@@ -442,7 +509,7 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             notes.push("network \"host\": the agent shares the host's network".to_owned())
         }
     }
-    Ok(Isolation {
+    Isolation {
         namespaces,
         workspace,
         network: spec.network,
@@ -451,7 +518,7 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         hidden: spec.hide.clone(),
         full_stop: FullStop::PidNamespace,
         notes,
-    })
+    }
 }
 
 /// With the host's network, `/etc/resolv.conf` must keep working; where it is a symlink into

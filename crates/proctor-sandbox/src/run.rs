@@ -1,7 +1,7 @@
 //! The parent side of a sandbox run: start the init, follow its control messages, keep a
 //! watchdog, and assemble the report.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,173 +35,37 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         return host::run(spec);
     }
     let start = Instant::now();
-    let mut spec = spec.clone();
-    // Hidden paths are compared with mount points inside: resolve symlinks now.
-    for h in &mut spec.hide {
-        if let Ok(c) = std::fs::canonicalize(&*h) {
-            *h = c;
-        }
-    }
+    let spec = with_hidden_resolved(spec);
     let json = serde_json::to_vec(&spec)
         .map_err(|e| SandboxError::InvalidSpec(format!("cannot encode the spec: {e}")))?;
     let memfd = sys::memfd_with(c"proctor-sandbox-spec", &json)
         .map_err(|e| SandboxError::io("create the spec memfd", e))?;
     let (ours, theirs) =
         sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
-    let debug = std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some();
-    let mark = |what: &str| {
-        if debug {
-            eprintln!(
-                "[run {:>8.3} ms, at {:.3}] {what}",
-                start.elapsed().as_secs_f64() * 1e3,
-                sys::monotonic_ms()
-            );
-        }
+    let marks = Marks {
+        debug: std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some(),
+        start,
     };
-    mark("spawning the init");
-    // Through the zygote (one execution of `init_exe` per process), or by executing `init_exe`.
-    let mut child = if zygote::enabled() {
-        zygote::fork_init(&spec.init_exe, &memfd, &theirs).map_err(|e| match e {
-            zygote::StartError::Spawn(source) => SandboxError::Spawn {
-                exe: spec.init_exe.clone(),
-                source,
-            },
-            zygote::StartError::NoAnswer(why) => SandboxError::Init(format!(
-                "{} did not start as the sandbox zygote: {why}",
-                spec.init_exe.display()
-            )),
-        })?;
-        drop((memfd, theirs));
-        None
-    } else {
-        Some(spawn_init(&spec, memfd, theirs)?)
-    };
-    mark("init spawned");
+    marks.mark("spawning the init");
+    let mut child = start_init(&spec, memfd, theirs)?;
+    marks.mark("init spawned");
 
     let mut c = Collector::default();
-    let setup_budget: Duration = spec
-        .services
-        .iter()
-        .map(|s| {
-            s.ready.as_ref().map_or(Duration::ZERO, |r| r.timeout)
-                + s.guard.as_ref().map_or(Duration::ZERO, |g| g.timeout)
-        })
-        .sum::<Duration>()
-        + MARGIN;
-    let mut deadline = start + setup_budget;
-    let mut watchdog = None;
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let fd = ours.as_raw_fd();
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            watchdog = Some(format!(
-                "no report within {:.1?} of {}",
-                now - start,
-                c.phase()
-            ));
-            break;
-        }
-        match sys::wait_readable(fd, Some(deadline - now)) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                c.error
-                    .get_or_insert(format!("poll the control socket: {e}"));
-                break;
-            }
-        }
-        let mut fds = Vec::new();
-        let n = match sys::recv_with_fds(fd, &mut buf, &mut fds) {
-            Ok(n) => n,
-            Err(e) => {
-                c.error
-                    .get_or_insert(format!("read the control socket: {e}"));
-                break;
-            }
-        };
-        // Descriptors come with the first byte of the message they belong to.
-        c.fds.extend(fds);
-        if n == 0 {
-            break;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=pos).collect();
-            match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
-                Ok(msg) => {
-                    let now = Instant::now();
-                    match &msg {
-                        Msg::AgentStarted => {
-                            deadline = now + spec.wall_timeout + spec.grace + MARGIN;
-                        }
-                        Msg::AgentStopped { .. } | Msg::NotStarted { .. } => {
-                            deadline = now + spec.grace + MARGIN;
-                        }
-                        _ => {}
-                    }
-                    c.apply(msg);
-                }
-                Err(e) => {
-                    c.error.get_or_insert(format!(
-                        "unreadable status line from the sandbox init ({e}): {}",
-                        String::from_utf8_lossy(&line).trim_end()
-                    ));
-                }
-            }
-        }
-        if c.done && child.is_none() {
-            // T has said its last word, with every other process of the trial reaped.
-            break;
-        }
-    }
+    let watchdog = follow_control(&spec, ours.as_raw_fd(), start, child.is_none(), &mut c);
 
-    mark("control socket closed");
+    marks.mark("control socket closed");
     // From a zygote, T itself reaped every other process of the trial before it said `Done`:
     // after a clean end its exit (which tears the namespaces down, a millisecond or two) is left
     // to finish on its own, and the zygote reaps it. Otherwise make sure the trial is gone.
     let clean_end = c.done && watchdog.is_none() && c.error.is_none();
     if clean_end && child.is_none() {
-        mark("trial done");
+        marks.mark("trial done");
         return finish(c, start);
     }
     let forced = watchdog.is_some() || c.error.is_some();
-    if let Some(pidfd) = &c.trial_pidfd {
-        if forced {
-            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
-        }
-        // T's pidfd turns readable only after its PID namespace (the whole trial) is empty.
-        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
-            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
-            let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
-        }
-    }
-    // With a direct start, S's exit comes after its namespaces (mounts, overlay, network) are
-    // torn down.
-    let init_pidfd = match (c.init_pidfd.take(), &child) {
-        (Some(fd), _) => Some(fd),
-        (None, Some(child)) => sys::pidfd_open(child.id() as libc::pid_t).ok(),
-        (None, None) => None,
-    };
-    if let Some(pidfd) = &init_pidfd {
-        if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
-            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
-            let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
-        }
-    }
-    let status = match &mut child {
-        Some(child) => {
-            let status = child
-                .wait()
-                .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
-            format!("exited with {status}")
-        }
-        // The zygote reaps its inits.
-        None => "ended".to_owned(),
-    };
+    let status = stop_and_reap(&mut c, &mut child, forced)?;
     drop(ours);
-    mark("init reaped");
+    marks.mark("init reaped");
 
     if let Some(w) = watchdog {
         return Err(SandboxError::Watchdog(w));
@@ -216,6 +80,204 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         )));
     }
     finish(c, start)
+}
+
+/// Phase timings of one run on stderr, when `PROCTOR_SANDBOX_DEBUG` is set.
+struct Marks {
+    debug: bool,
+    start: Instant,
+}
+
+impl Marks {
+    /// Prints that the run reached `what`, with the time since its start.
+    fn mark(&self, what: &str) {
+        if self.debug {
+            eprintln!(
+                "[run {:>8.3} ms, at {:.3}] {what}",
+                self.start.elapsed().as_secs_f64() * 1e3,
+                sys::monotonic_ms()
+            );
+        }
+    }
+}
+
+/// A copy of `spec` with the symlinks of its hidden paths resolved: they are compared with mount
+/// points inside.
+fn with_hidden_resolved(spec: &SandboxSpec) -> SandboxSpec {
+    let mut spec = spec.clone();
+    for h in &mut spec.hide {
+        if let Ok(c) = std::fs::canonicalize(&*h) {
+            *h = c;
+        }
+    }
+    spec
+}
+
+/// Starts the trial init through the zygote (one execution of `init_exe` per process), or by
+/// executing `init_exe`; gives the child in the second case.
+fn start_init(
+    spec: &SandboxSpec,
+    memfd: OwnedFd,
+    theirs: OwnedFd,
+) -> Result<Option<std::process::Child>, SandboxError> {
+    if zygote::enabled() {
+        zygote::fork_init(&spec.init_exe, &memfd, &theirs).map_err(|e| match e {
+            zygote::StartError::Spawn(source) => SandboxError::Spawn {
+                exe: spec.init_exe.clone(),
+                source,
+            },
+            zygote::StartError::NoAnswer(why) => SandboxError::Init(format!(
+                "{} did not start as the sandbox zygote: {why}",
+                spec.init_exe.display()
+            )),
+        })?;
+        drop((memfd, theirs));
+        Ok(None)
+    } else {
+        Ok(Some(spawn_init(spec, memfd, theirs)?))
+    }
+}
+
+/// The time allowed for building the sandbox and starting its services.
+fn setup_budget(spec: &SandboxSpec) -> Duration {
+    spec.services
+        .iter()
+        .map(|s| {
+            s.ready.as_ref().map_or(Duration::ZERO, |r| r.timeout)
+                + s.guard.as_ref().map_or(Duration::ZERO, |g| g.timeout)
+        })
+        .sum::<Duration>()
+        + MARGIN
+}
+
+/// Reads the control messages on `fd` into `c` until the socket closes, reading fails, T is done
+/// (when it came from the zygote) or the watchdog's deadline passes; gives the watchdog's
+/// complaint in the last case.
+fn follow_control(
+    spec: &SandboxSpec,
+    fd: RawFd,
+    start: Instant,
+    from_zygote: bool,
+    c: &mut Collector,
+) -> Option<String> {
+    let mut deadline = start + setup_budget(spec);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Some(format!(
+                "no report within {:.1?} of {}",
+                now - start,
+                c.phase()
+            ));
+        }
+        match sys::wait_readable(fd, Some(deadline - now)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                c.error
+                    .get_or_insert(format!("poll the control socket: {e}"));
+                return None;
+            }
+        }
+        let mut fds = Vec::new();
+        let n = match sys::recv_with_fds(fd, &mut buf, &mut fds) {
+            Ok(n) => n,
+            Err(e) => {
+                c.error
+                    .get_or_insert(format!("read the control socket: {e}"));
+                return None;
+            }
+        };
+        // Descriptors come with the first byte of the message they belong to.
+        c.fds.extend(fds);
+        if n == 0 {
+            return None;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            if let Some(d) = apply_line(spec, &line, c) {
+                deadline = d;
+            }
+        }
+        if c.done && from_zygote {
+            // T has said its last word, with every other process of the trial reaped.
+            return None;
+        }
+    }
+}
+
+/// Applies one status line (with its newline) to `c`; gives the watchdog's new deadline when the
+/// message moves it.
+fn apply_line(spec: &SandboxSpec, line: &[u8], c: &mut Collector) -> Option<Instant> {
+    match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
+        Ok(msg) => {
+            let now = Instant::now();
+            let deadline = match &msg {
+                Msg::AgentStarted => Some(now + spec.wall_timeout + spec.grace + MARGIN),
+                Msg::AgentStopped { .. } | Msg::NotStarted { .. } => {
+                    Some(now + spec.grace + MARGIN)
+                }
+                _ => None,
+            };
+            c.apply(msg);
+            deadline
+        }
+        Err(e) => {
+            c.error.get_or_insert(format!(
+                "unreadable status line from the sandbox init ({e}): {}",
+                String::from_utf8_lossy(line).trim_end()
+            ));
+            None
+        }
+    }
+}
+
+/// Makes sure the trial is gone (killing it when `forced`) and its init reaped; gives how the
+/// init ended.
+fn stop_and_reap(
+    c: &mut Collector,
+    child: &mut Option<std::process::Child>,
+    forced: bool,
+) -> Result<String, SandboxError> {
+    if let Some(pidfd) = &c.trial_pidfd {
+        if forced {
+            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+        }
+        // T's pidfd turns readable only after its PID namespace (the whole trial) is empty.
+        wait_or_kill(pidfd);
+    }
+    // With a direct start, S's exit comes after its namespaces (mounts, overlay, network) are
+    // torn down.
+    let init_pidfd = match (c.init_pidfd.take(), &*child) {
+        (Some(fd), _) => Some(fd),
+        (None, Some(child)) => sys::pidfd_open(child.id() as libc::pid_t).ok(),
+        (None, None) => None,
+    };
+    if let Some(pidfd) = &init_pidfd {
+        wait_or_kill(pidfd);
+    }
+    match child {
+        Some(child) => {
+            let status = child
+                .wait()
+                .map_err(|e| SandboxError::io("wait for the sandbox init", e))?;
+            Ok(format!("exited with {status}"))
+        }
+        // The zygote reaps its inits.
+        None => Ok("ended".to_owned()),
+    }
+}
+
+/// Waits up to 10 s for a process's pidfd to turn readable; if it does not, kills the process
+/// and waits up to 10 s more.
+fn wait_or_kill(pidfd: &OwnedFd) {
+    if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
+        let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+        let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
+    }
 }
 
 /// The report of a run that ended cleanly.

@@ -135,6 +135,10 @@ pub struct AgentEnd {
     /// Why not, when it was not (a failed guard, a missing CLI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_started: Option<String>,
+    /// What kind of failure kept it from starting, as the stage that saw it knew it; absent in
+    /// records made before proctor recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_started_kind: Option<crate::outcome::ErrorKind>,
     /// Exit status.
     pub exit_code: Option<i32>,
     /// Signal that ended it.

@@ -37,7 +37,7 @@ pub struct MutationFile {
 }
 
 /// The settings one trial runs with, after a task's overrides and a variant's allow-list.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// When the agent is stopped.
     pub wall_timeout: Duration,

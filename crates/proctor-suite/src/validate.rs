@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::assertion::{Assertion, FilesUnchanged};
+use crate::assertion::{Assertion, Calls, Check, FileContains, FilesUnchanged, StateAssertion};
 use crate::model::{AgentKind, Condition, Expect, Task, Variant, METRICS};
 use crate::parse::parse_toml;
 use crate::patch::Patch;
@@ -1046,6 +1046,7 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// Checks one assertion of `task` (and the one a `not` wraps).
     fn assertion(&mut self, task: &Task, a: &Spanned<Assertion>) {
         let span = a.span();
         match a.get_ref() {
@@ -1059,128 +1060,153 @@ impl<'a> Validator<'a> {
             Assertion::FileAdded(g) | Assertion::FileDeleted(g) | Assertion::FileChanged(g) => {
                 self.glob(g.span(), g.get_ref());
             }
-            Assertion::FileContains(fc) => {
-                if let Some(why) = path_escape(fc.path.get_ref()) {
-                    let p = self
-                        .at(
-                            ProblemKind::BadPath,
-                            fc.path.span(),
-                            format!("`file_contains` path `{}` {why}", fc.path.get_ref()),
-                        )
-                        .with_label("must stay inside the workspace")
-                        .with_help("write a workspace-relative path");
-                    self.out.push(p);
-                }
-                self.regex(&fc.pattern);
-            }
-            Assertion::Check(c) => {
-                if c.command.trim().is_empty() {
-                    let p = self
-                        .at(
-                            ProblemKind::InvalidValue,
-                            span.clone(),
-                            "a `check` with an empty command",
-                        )
-                        .with_label("empty")
-                        .with_help("give a shell command such as \"python3 check.py\"");
-                    self.out.push(p);
-                }
-                if let Some(re) = &c.stdout_matches {
-                    self.regex(re);
-                }
-                self.check_program(task, span.clone(), &c.command);
-            }
-            Assertion::Calls(c) => {
-                if task.interface.is_none() {
-                    let p = self
-                        .at(
-                            ProblemKind::Inconsistent,
-                            span.clone(),
-                            format!(
-                                "task `{}` counts `calls` but has no [tasks.interface]",
-                                task.id.get_ref()
-                            ),
-                        )
-                        .with_label("needs an interface")
-                        .with_help(
-                            "add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`",
-                        );
-                    self.out.push(p);
-                }
-                if let (Some(min), Some(max)) = (c.min, c.max) {
-                    if min > max {
-                        let p = self
-                            .at(
-                                ProblemKind::InvalidValue,
-                                span.clone(),
-                                format!("`calls` has min = {min} above max = {max}"),
-                            )
-                            .with_label("can never hold")
-                            .with_help("swap or fix the bounds");
-                        self.out.push(p);
-                    }
-                }
-                if let Some(re) = &c.args_match {
-                    self.regex(re);
-                }
-            }
-            Assertion::State(s) => {
-                let known: Vec<&str> = self
-                    .suite
-                    .file
-                    .services
-                    .iter()
-                    .map(|s| s.name.get_ref().as_str())
-                    .collect();
-                if !known.contains(&s.service.get_ref().as_str()) {
-                    let hint = crate::problem::nearest(s.service.get_ref(), known.iter().copied())
-                        .map(|n| format!("did you mean `{n}`?"))
-                        .unwrap_or_else(|| {
-                            format!(
-                                "services of this suite: {}",
-                                if known.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    known.join(", ")
-                                }
-                            )
-                        });
-                    let p = self
-                        .at(
-                            ProblemKind::UnknownReference,
-                            s.service.span(),
-                            format!("no service is named `{}`", s.service.get_ref()),
-                        )
-                        .with_label("unknown service")
-                        .with_help(hint);
-                    self.out.push(p);
-                }
-                let ptr = s.pointer.get_ref();
-                if !ptr.is_empty() && !ptr.starts_with('/') {
-                    let p = self
-                        .at(
-                            ProblemKind::InvalidValue,
-                            s.pointer.span(),
-                            format!("`{ptr}` is not a JSON pointer"),
-                        )
-                        .with_label("must start with /")
-                        .with_help(format!("write \"/{ptr}\" (RFC 6901: /key/0/field)"));
-                    self.out.push(p);
-                }
-                let given = [s.equals.is_some(), s.matches.is_some(), s.exists.is_some()]
-                    .iter()
-                    .filter(|b| **b)
-                    .count();
-                if given != 1 {
-                    let p = self.at(ProblemKind::Inconsistent, span, "a `state` assertion needs exactly one of `equals`, `matches` or `exists`").with_label(format!("{given} given")).with_help("e.g. `equals = \"dana\"`, `matches = \"^re\"` or `exists = true`");
-                    self.out.push(p);
-                }
-                if let Some(re) = &s.matches {
-                    self.regex(re);
-                }
-            }
+            Assertion::FileContains(fc) => self.file_contains(fc),
+            Assertion::Check(c) => self.check(task, span, c),
+            Assertion::Calls(c) => self.calls(task, span, c),
+            Assertion::State(s) => self.state(span, s),
             Assertion::Not(inner) => self.assertion(task, inner),
         }
+    }
+
+    /// A `file_contains` assertion: a path inside the workspace and a regex that compiles.
+    fn file_contains(&mut self, fc: &FileContains) {
+        if let Some(why) = path_escape(fc.path.get_ref()) {
+            let p = self
+                .at(
+                    ProblemKind::BadPath,
+                    fc.path.span(),
+                    format!("`file_contains` path `{}` {why}", fc.path.get_ref()),
+                )
+                .with_label("must stay inside the workspace")
+                .with_help("write a workspace-relative path");
+            self.out.push(p);
+        }
+        self.regex(&fc.pattern);
+    }
+
+    /// A `check` assertion: a command, a regex that compiles, and the program it runs.
+    fn check(&mut self, task: &Task, span: Range<usize>, c: &Check) {
+        if c.command.trim().is_empty() {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    span.clone(),
+                    "a `check` with an empty command",
+                )
+                .with_label("empty")
+                .with_help("give a shell command such as \"python3 check.py\"");
+            self.out.push(p);
+        }
+        if let Some(re) = &c.stdout_matches {
+            self.regex(re);
+        }
+        self.check_program(task, span, &c.command);
+    }
+
+    /// A `calls` assertion: a task with an interface, bounds that can hold, a regex that
+    /// compiles.
+    fn calls(&mut self, task: &Task, span: Range<usize>, c: &Calls) {
+        if task.interface.is_none() {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span.clone(),
+                    format!(
+                        "task `{}` counts `calls` but has no [tasks.interface]",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("needs an interface")
+                .with_help("add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`");
+            self.out.push(p);
+        }
+        if let (Some(min), Some(max)) = (c.min, c.max) {
+            if min > max {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        span,
+                        format!("`calls` has min = {min} above max = {max}"),
+                    )
+                    .with_label("can never hold")
+                    .with_help("swap or fix the bounds");
+                self.out.push(p);
+            }
+        }
+        if let Some(re) = &c.args_match {
+            self.regex(re);
+        }
+    }
+
+    /// A `state` assertion: a known service, a JSON pointer, exactly one test, a regex that
+    /// compiles.
+    fn state(&mut self, span: Range<usize>, s: &StateAssertion) {
+        self.state_service(s);
+        let ptr = s.pointer.get_ref();
+        if !ptr.is_empty() && !ptr.starts_with('/') {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    s.pointer.span(),
+                    format!("`{ptr}` is not a JSON pointer"),
+                )
+                .with_label("must start with /")
+                .with_help(format!("write \"/{ptr}\" (RFC 6901: /key/0/field)"));
+            self.out.push(p);
+        }
+        let given = [s.equals.is_some(), s.matches.is_some(), s.exists.is_some()]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if given != 1 {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span,
+                    "a `state` assertion needs exactly one of `equals`, `matches` or `exists`",
+                )
+                .with_label(format!("{given} given"))
+                .with_help("e.g. `equals = \"dana\"`, `matches = \"^re\"` or `exists = true`");
+            self.out.push(p);
+        }
+        if let Some(re) = &s.matches {
+            self.regex(re);
+        }
+    }
+
+    /// The service a `state` assertion reads must be one of the suite's.
+    fn state_service(&mut self, s: &StateAssertion) {
+        let known: Vec<&str> = self
+            .suite
+            .file
+            .services
+            .iter()
+            .map(|s| s.name.get_ref().as_str())
+            .collect();
+        if known.contains(&s.service.get_ref().as_str()) {
+            return;
+        }
+        let hint = crate::problem::nearest(s.service.get_ref(), known.iter().copied())
+            .map(|n| format!("did you mean `{n}`?"))
+            .unwrap_or_else(|| {
+                format!(
+                    "services of this suite: {}",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )
+            });
+        let p = self
+            .at(
+                ProblemKind::UnknownReference,
+                s.service.span(),
+                format!("no service is named `{}`", s.service.get_ref()),
+            )
+            .with_label("unknown service")
+            .with_help(hint);
+        self.out.push(p);
     }
 
     /// A `check` that runs a file of its own (`./verify.sh`, `python3 check_fix.py`) needs it

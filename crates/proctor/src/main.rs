@@ -4,8 +4,8 @@
 mod cli;
 mod commands;
 mod exit;
+mod progress;
 mod render;
-mod table;
 
 use clap::Parser;
 

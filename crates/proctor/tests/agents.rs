@@ -239,6 +239,36 @@ fn each_route_fault_is_an_errored_trial_with_its_typed_reason() {
             md.contains(kind),
             "{fault}: results.md does not name {kind}"
         );
+        // Rescore reads the fault again from the model's wire log: still errored, same kind.
+        let store = lab.store();
+        let out = lab.proctor(
+            As::Me,
+            &["rescore", "latest", "--store", store.to_str().unwrap()],
+        );
+        assert_eq!(out.code, 0, "{fault}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("no outcome changed"),
+            "{fault}: {}",
+            out.stderr
+        );
+        let rescored = std::fs::read_dir(lab.run_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with("results.rescored-") && name.ends_with(".json")
+            })
+            .expect("rescore wrote no results");
+        let rescored: Value =
+            serde_json::from_str(&std::fs::read_to_string(rescored).unwrap()).unwrap();
+        let trial = &rescored["trials"][0];
+        assert_eq!(trial["outcome"], "errored", "{fault}: {trial:#}");
+        assert_eq!(trial["verdict"]["outcome"]["kind"], kind, "{fault}");
+        assert_eq!(
+            rescored["report"]["overall"]["errored_by_kind"][kind], 1,
+            "{fault}: {:#}",
+            rescored["report"]["overall"]
+        );
     }
 }
 
@@ -285,5 +315,20 @@ fn a_failed_preflight_is_errored_and_names_the_missing_flag() {
     assert!(
         reason.contains("--output-format"),
         "the reason must name the missing flag: {reason}"
+    );
+    assert!(reason.starts_with("agent-start: "), "{reason}");
+    assert_eq!(
+        record["end_state"]["agent"]["not_started_kind"],
+        "agent-start"
+    );
+    // Counted as what it is, an agent that could not start, not a failure of proctor.
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
+            .unwrap();
+    let overall = &results["report"]["overall"];
+    assert_eq!(overall["errored_by_kind"]["agent-start"], 1, "{overall:#}");
+    assert!(
+        overall["errored_by_kind"]["harness"].is_null(),
+        "{overall:#}"
     );
 }

@@ -4,6 +4,7 @@ use proctor_example_chat::cli::{
     self, format_message, format_read, parse_args, Command, TextArg, EXIT_REJECTED,
     EXIT_UNREACHABLE, EXIT_USAGE,
 };
+use proctor_example_chat::conv::ConvRef;
 use proctor_example_chat::http::{self, percent_encode, BaseUrl, ClientError};
 use proctor_example_chat::time;
 use serde_json::{json, Value};
@@ -94,6 +95,7 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
+/// Runs one parsed command; gives what it prints on standard output.
 fn run(cmd: Command) -> Result<String, Fail> {
     let verb = verb_of(&cmd);
     match &cmd {
@@ -105,6 +107,30 @@ fn run(cmd: Command) -> Result<String, Fail> {
         Command::Version => return Ok(format!("chat {}\n", env!("CARGO_PKG_VERSION"))),
         _ => {}
     }
+    let api = api_from_env(verb)?;
+    match cmd {
+        Command::Help(_) | Command::Version => unreachable!(),
+        Command::Whoami => whoami(&api),
+        Command::Channels => channels(&api),
+        Command::People => people(&api),
+        Command::Drafts => drafts(&api),
+        Command::Read {
+            conv,
+            since,
+            ids,
+            wait,
+        } => read(&api, &conv, since, ids, wait),
+        Command::Send { to, text } => send(&api, &to, &text),
+        Command::SendDraft { draft } => send_draft(&api, &draft),
+        Command::Draft { to, text } => draft(&api, &to, &text),
+        Command::Discard { draft } => discard(&api, &draft),
+        Command::Unsend { id } => unsend(&api, &id),
+        Command::Edit { id, text } => edit(&api, &id, &text),
+    }
+}
+
+/// The chat API named by `CHAT_API` (or the default), acting as `CHAT_ACTOR` when set.
+fn api_from_env(verb: &'static str) -> Result<Api, Fail> {
     let shown = std::env::var("CHAT_API")
         .ok()
         .filter(|s| !s.trim().is_empty())
@@ -114,199 +140,222 @@ fn run(cmd: Command) -> Result<String, Fail> {
     let actor = std::env::var("CHAT_ACTOR")
         .ok()
         .filter(|s| !s.trim().is_empty());
-    let api = Api {
+    Ok(Api {
         base,
         shown,
         actor,
         verb,
+    })
+}
+
+/// `chat whoami`.
+fn whoami(api: &Api) -> Result<String, Fail> {
+    let me = api.call("GET", "/me", None)?;
+    Ok(format!(
+        "{} ({})\n",
+        str_of(&me, "handle"),
+        str_of(&me, "name")
+    ))
+}
+
+/// `chat channels`.
+fn channels(api: &Api) -> Result<String, Fail> {
+    let v = api.call("GET", "/channels", None)?;
+    let mut out = String::new();
+    for c in v.as_array().into_iter().flatten() {
+        let n = c.get("messages").and_then(Value::as_u64).unwrap_or(0);
+        let noun = if n == 1 { "message" } else { "messages" };
+        out.push_str(&format!(
+            "#{:<12} {} ({n} {noun})\n",
+            str_of(c, "name"),
+            str_of(c, "topic")
+        ));
+    }
+    Ok(out)
+}
+
+/// `chat people`.
+fn people(api: &Api) -> Result<String, Fail> {
+    let v = api.call("GET", "/people", None)?;
+    let mut out = String::new();
+    for p in v.as_array().into_iter().flatten() {
+        let n = p.get("messages").and_then(Value::as_u64).unwrap_or(0);
+        let role = str_of(p, "role");
+        let who = if role.is_empty() {
+            str_of(p, "name").to_string()
+        } else {
+            format!("{}, {role}", str_of(p, "name"))
+        };
+        let noun = if n == 1 {
+            "direct message"
+        } else {
+            "direct messages"
+        };
+        out.push_str(&format!(
+            "@{:<10} {who} ({n} {noun})\n",
+            str_of(p, "handle")
+        ));
+    }
+    Ok(out)
+}
+
+/// `chat drafts`.
+fn drafts(api: &Api) -> Result<String, Fail> {
+    let v = api.call("GET", "/drafts", None)?;
+    let list = v.as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        return Ok("(no drafts)\n".into());
+    }
+    let mut out = String::new();
+    for d in list {
+        out.push_str(&format!(
+            "{}  to {}  {}  {}\n",
+            str_of(&d, "id"),
+            str_of(&d, "to"),
+            time::display(str_of(&d, "at")),
+            str_of(&d, "text")
+        ));
+    }
+    Ok(out)
+}
+
+/// Whether a page of messages holds none.
+fn no_messages(v: &Value) -> bool {
+    v.get("messages")
+        .and_then(Value::as_array)
+        .is_none_or(|a| a.is_empty())
+}
+
+/// `chat read`: a conversation's messages (after `since`); with `wait`, waits up to that many
+/// seconds for a new one when there is nothing new.
+fn read(
+    api: &Api,
+    conv: &ConvRef,
+    since: Option<String>,
+    ids: bool,
+    wait: Option<u64>,
+) -> Result<String, Fail> {
+    let base_path = format!("/conversations/{}/messages", conv.to_path_segment());
+    let path_since = |s: &str| format!("{base_path}?since={}", percent_encode(s));
+    let first = match &since {
+        Some(s) => api.call("GET", &path_since(s), None)?,
+        None => api.call("GET", &base_path, None)?,
     };
-    match cmd {
-        Command::Help(_) | Command::Version => unreachable!(),
-        Command::Whoami => {
-            let me = api.call("GET", "/me", None)?;
-            Ok(format!(
-                "{} ({})\n",
-                str_of(&me, "handle"),
-                str_of(&me, "name")
-            ))
+    let me = str_of(&first, "me").to_string();
+    let Some(secs) = wait else {
+        return Ok(format_read(&first, &me, ids, since.is_some()));
+    };
+    if since.is_some() && !no_messages(&first) {
+        return Ok(format_read(&first, &me, ids, true));
+    }
+    let after = since.unwrap_or_else(|| {
+        first
+            .get("total")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .to_string()
+    });
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            let mut out = format_read(
+                &json!({"conversation": first["conversation"], "title": first["title"],
+                "total": first["total"], "messages": []}),
+                &me,
+                ids,
+                true,
+            );
+            out = out.replace(
+                "(no new messages)",
+                &format!("(no new messages after waiting {secs}s)"),
+            );
+            return Ok(out);
         }
-        Command::Channels => {
-            let v = api.call("GET", "/channels", None)?;
-            let mut out = String::new();
-            for c in v.as_array().into_iter().flatten() {
-                let n = c.get("messages").and_then(Value::as_u64).unwrap_or(0);
-                let noun = if n == 1 { "message" } else { "messages" };
-                out.push_str(&format!(
-                    "#{:<12} {} ({n} {noun})\n",
-                    str_of(c, "name"),
-                    str_of(c, "topic")
-                ));
-            }
-            Ok(out)
-        }
-        Command::People => {
-            let v = api.call("GET", "/people", None)?;
-            let mut out = String::new();
-            for p in v.as_array().into_iter().flatten() {
-                let n = p.get("messages").and_then(Value::as_u64).unwrap_or(0);
-                let role = str_of(p, "role");
-                let who = if role.is_empty() {
-                    str_of(p, "name").to_string()
-                } else {
-                    format!("{}, {role}", str_of(p, "name"))
-                };
-                let noun = if n == 1 {
-                    "direct message"
-                } else {
-                    "direct messages"
-                };
-                out.push_str(&format!(
-                    "@{:<10} {who} ({n} {noun})\n",
-                    str_of(p, "handle")
-                ));
-            }
-            Ok(out)
-        }
-        Command::Drafts => {
-            let v = api.call("GET", "/drafts", None)?;
-            let list = v.as_array().cloned().unwrap_or_default();
-            if list.is_empty() {
-                return Ok("(no drafts)\n".into());
-            }
-            let mut out = String::new();
-            for d in list {
-                out.push_str(&format!(
-                    "{}  to {}  {}  {}\n",
-                    str_of(&d, "id"),
-                    str_of(&d, "to"),
-                    time::display(str_of(&d, "at")),
-                    str_of(&d, "text")
-                ));
-            }
-            Ok(out)
-        }
-        Command::Read {
-            conv,
-            since,
-            ids,
-            wait,
-        } => {
-            let base_path = format!("/conversations/{}/messages", conv.to_path_segment());
-            let path_since = |s: &str| format!("{base_path}?since={}", percent_encode(s));
-            let first = match &since {
-                Some(s) => api.call("GET", &path_since(s), None)?,
-                None => api.call("GET", &base_path, None)?,
-            };
-            let me = str_of(&first, "me").to_string();
-            let empty = |v: &Value| {
-                v.get("messages")
-                    .and_then(Value::as_array)
-                    .is_none_or(|a| a.is_empty())
-            };
-            let Some(secs) = wait else {
-                return Ok(format_read(&first, &me, ids, since.is_some()));
-            };
-            if since.is_some() && !empty(&first) {
-                return Ok(format_read(&first, &me, ids, true));
-            }
-            let after = since.unwrap_or_else(|| {
-                first
-                    .get("total")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0)
-                    .to_string()
-            });
-            let deadline = Instant::now() + Duration::from_secs(secs);
-            loop {
-                let now = Instant::now();
-                if now >= deadline {
-                    let mut out = format_read(
-                        &json!({"conversation": first["conversation"], "title": first["title"],
-                        "total": first["total"], "messages": []}),
-                        &me,
-                        ids,
-                        true,
-                    );
-                    out = out.replace(
-                        "(no new messages)",
-                        &format!("(no new messages after waiting {secs}s)"),
-                    );
-                    return Ok(out);
-                }
-                std::thread::sleep(POLL.min(deadline - now));
-                let v = api.call("GET", &path_since(&after), None)?;
-                if !empty(&v) {
-                    return Ok(format_read(&v, &me, ids, true));
-                }
-            }
-        }
-        Command::Send { to, text } => {
-            let text = text_of(&text, verb)?;
-            let m = api.call(
-                "POST",
-                "/messages",
-                Some(json!({"to": to.to_path_segment().replace("%23", "#"), "text": text})),
-            )?;
-            Ok(format!(
-                "Sent to {} as #{} ({}).\n",
-                str_of(&m, "conv"),
-                m["pos"],
-                str_of(&m, "id")
-            ))
-        }
-        Command::SendDraft { draft } => {
-            let m = api.call("POST", &format!("/drafts/{draft}/send"), None)?;
-            Ok(format!(
-                "Sent draft {draft} to {} as #{} ({}).\n",
-                str_of(&m, "conv"),
-                m["pos"],
-                str_of(&m, "id")
-            ))
-        }
-        Command::Draft { to, text } => {
-            let text = text_of(&text, verb)?;
-            let d = api.call(
-                "POST",
-                "/drafts",
-                Some(json!({"to": to.to_path_segment().replace("%23", "#"), "text": text})),
-            )?;
-            let id = str_of(&d, "id");
-            Ok(format!(
-                "Saved draft {id} for {} (not sent; nobody else can see it).\nSend it with `chat send --draft {id}`, or delete it with `chat discard {id}`.\n",
-                str_of(&d, "to")
-            ))
-        }
-        Command::Discard { draft } => {
-            let d = api.call("DELETE", &format!("/drafts/{draft}"), None)?;
-            Ok(format!(
-                "Discarded draft {} for {}.\n",
-                str_of(&d, "id"),
-                str_of(&d, "to")
-            ))
-        }
-        Command::Unsend { id } => {
-            let m = api.call("DELETE", &format!("/messages/{id}"), None)?;
-            Ok(format!(
-                "Unsent {} from {}.\n",
-                str_of(&m, "id"),
-                str_of(&m, "conv")
-            ))
-        }
-        Command::Edit { id, text } => {
-            let text = text_of(&text, verb)?;
-            let m = api.call(
-                "PATCH",
-                &format!("/messages/{id}"),
-                Some(json!({"text": text})),
-            )?;
-            Ok(format!(
-                "Edited {} in {}:\n{}\n",
-                str_of(&m, "id"),
-                str_of(&m, "conv"),
-                format_message(&m, str_of(&m, "from"), false)
-            ))
+        std::thread::sleep(POLL.min(deadline - now));
+        let v = api.call("GET", &path_since(&after), None)?;
+        if !no_messages(&v) {
+            return Ok(format_read(&v, &me, ids, true));
         }
     }
+}
+
+/// `chat send --to CONV --text TEXT`.
+fn send(api: &Api, to: &ConvRef, text: &TextArg) -> Result<String, Fail> {
+    let text = text_of(text, api.verb)?;
+    let m = api.call(
+        "POST",
+        "/messages",
+        Some(json!({"to": to.to_path_segment().replace("%23", "#"), "text": text})),
+    )?;
+    Ok(format!(
+        "Sent to {} as #{} ({}).\n",
+        str_of(&m, "conv"),
+        m["pos"],
+        str_of(&m, "id")
+    ))
+}
+
+/// `chat send --draft ID`.
+fn send_draft(api: &Api, draft: &str) -> Result<String, Fail> {
+    let m = api.call("POST", &format!("/drafts/{draft}/send"), None)?;
+    Ok(format!(
+        "Sent draft {draft} to {} as #{} ({}).\n",
+        str_of(&m, "conv"),
+        m["pos"],
+        str_of(&m, "id")
+    ))
+}
+
+/// `chat draft --to CONV --text TEXT`.
+fn draft(api: &Api, to: &ConvRef, text: &TextArg) -> Result<String, Fail> {
+    let text = text_of(text, api.verb)?;
+    let d = api.call(
+        "POST",
+        "/drafts",
+        Some(json!({"to": to.to_path_segment().replace("%23", "#"), "text": text})),
+    )?;
+    let id = str_of(&d, "id");
+    Ok(format!(
+        "Saved draft {id} for {} (not sent; nobody else can see it).\nSend it with `chat send --draft {id}`, or delete it with `chat discard {id}`.\n",
+        str_of(&d, "to")
+    ))
+}
+
+/// `chat discard ID`.
+fn discard(api: &Api, draft: &str) -> Result<String, Fail> {
+    let d = api.call("DELETE", &format!("/drafts/{draft}"), None)?;
+    Ok(format!(
+        "Discarded draft {} for {}.\n",
+        str_of(&d, "id"),
+        str_of(&d, "to")
+    ))
+}
+
+/// `chat unsend ID`.
+fn unsend(api: &Api, id: &str) -> Result<String, Fail> {
+    let m = api.call("DELETE", &format!("/messages/{id}"), None)?;
+    Ok(format!(
+        "Unsent {} from {}.\n",
+        str_of(&m, "id"),
+        str_of(&m, "conv")
+    ))
+}
+
+/// `chat edit ID --text TEXT`.
+fn edit(api: &Api, id: &str, text: &TextArg) -> Result<String, Fail> {
+    let text = text_of(text, api.verb)?;
+    let m = api.call(
+        "PATCH",
+        &format!("/messages/{id}"),
+        Some(json!({"text": text})),
+    )?;
+    Ok(format!(
+        "Edited {} in {}:\n{}\n",
+        str_of(&m, "id"),
+        str_of(&m, "conv"),
+        format_message(&m, str_of(&m, "from"), false)
+    ))
 }
 
 fn main() {

@@ -125,12 +125,39 @@ fn money(m: &Money) -> String {
 
 /// The blocks of a run's results.
 pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
-    let mut out = vec![Block::Heading(
-        1,
-        format!("Results: suite `{}`", r.suite_id),
-    )];
+    vec![
+        Block::Heading(1, format!("Results: suite `{}`", r.suite_id)),
+        run_summary(r),
+        Block::Para(DEFINITIONS.to_string()),
+        // Rates per variant × task, per variant, overall.
+        Block::Heading(2, "Rates".into()),
+        Block::Table(rates_table(r)),
+        Block::Heading(2, "Variants side by side".into()),
+        Block::Table(side_by_side_table(r)),
+        Block::Heading(
+            2,
+            "Interface metrics (medians over graded trials, each with its n)".into(),
+        ),
+        Block::Table(metrics_table(r)),
+        Block::Heading(
+            2,
+            "Tokens and requests (medians over graded trials, each with its n)".into(),
+        ),
+        Block::Table(tokens_table(r)),
+        Block::Heading(
+            2,
+            "Cost ledgers (totals over every trial; never summed into one score)".into(),
+        ),
+        Block::Table(ledgers_table(r)),
+        Block::Heading(2, "Not graded".into()),
+        not_graded(r),
+    ]
+}
+
+/// The runs, suite hashes and counts of a run's results.
+fn run_summary(r: &RunReport) -> Block {
     let o = &r.overall;
-    out.push(Block::List(vec![
+    Block::List(vec![
         format!(
             "runs: {}",
             r.run_ids
@@ -152,41 +179,42 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
             o.trials, o.n, o.errored, o.ungradeable
         ),
         format!("variants: {}; tasks: {}", r.variants.len(), r.tasks.len()),
-    ]));
-    out.push(Block::Para(DEFINITIONS.to_string()));
+    ])
+}
 
-    // Rates per variant × task, per variant, overall.
-    out.push(Block::Heading(2, "Rates".into()));
-    let mut t = Table::new(&with(&["variant", "task"], &RATE_HEADERS));
+/// Adds a row per variant × task, each variant followed by its "(all tasks)" row: the variant,
+/// the task and `cells` of the cell.
+fn variant_task_rows(t: &mut Table, r: &RunReport, cells: fn(&Cell) -> Vec<String>) {
     for v in &r.variants {
         for tc in &v.tasks {
-            t.row(
-                [
-                    vec![v.variant.clone(), tc.task.clone()],
-                    rate_cells(&tc.cell),
-                ]
-                .concat(),
-            );
+            t.row([vec![v.variant.clone(), tc.task.clone()], cells(&tc.cell)].concat());
         }
         t.row(
             [
                 vec![v.variant.clone(), "(all tasks)".into()],
-                rate_cells(&v.overall),
+                cells(&v.overall),
             ]
             .concat(),
         );
     }
+}
+
+/// Every rate per variant × task, per variant and overall.
+fn rates_table(r: &RunReport) -> Table {
+    let mut t = Table::new(&with(&["variant", "task"], &RATE_HEADERS));
+    variant_task_rows(&mut t, r, rate_cells);
     t.row(
         [
             vec!["(all variants)".into(), "(all tasks)".into()],
-            rate_cells(o),
+            rate_cells(&r.overall),
         ]
         .concat(),
     );
-    out.push(Block::Table(t));
+    t
+}
 
-    // Side by side.
-    out.push(Block::Heading(2, "Variants side by side".into()));
+/// One row per task (and one for all tasks) with a column per variant.
+fn side_by_side_table(r: &RunReport) -> Table {
     let mut headers = vec!["task".to_string(), "expect".to_string()];
     headers.extend(r.variants.iter().map(|v| v.variant.clone()));
     let mut t = Table {
@@ -206,13 +234,31 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
     let mut row = vec!["(all tasks)".to_string(), String::new()];
     row.extend(r.variants.iter().map(|v| side_cell(&v.overall)));
     t.row(row);
-    out.push(Block::Table(t));
+    t
+}
 
-    // Interface metrics.
-    out.push(Block::Heading(
-        2,
-        "Interface metrics (medians over graded trials, each with its n)".into(),
-    ));
+/// The interface metrics' medians of a cell.
+fn metric_cells(c: &Cell) -> Vec<String> {
+    let m = &c.medians;
+    [
+        m.calls,
+        m.wrong_turns,
+        m.errors,
+        m.repeats,
+        m.undone,
+        m.denied,
+        m.recoveries,
+        m.help_calls,
+        m.wall_seconds,
+        m.agent_cpu_seconds,
+    ]
+    .iter()
+    .map(Median::to_string)
+    .collect::<Vec<_>>()
+}
+
+/// The interface metrics' medians per variant × task and per variant.
+fn metrics_table(r: &RunReport) -> Table {
     let mut t = Table::new(&[
         "variant",
         "task",
@@ -227,48 +273,28 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
         "wall s",
         "agent cpu s",
     ]);
-    let metric_cells = |c: &Cell| {
-        let m = &c.medians;
-        [
-            m.calls,
-            m.wrong_turns,
-            m.errors,
-            m.repeats,
-            m.undone,
-            m.denied,
-            m.recoveries,
-            m.help_calls,
-            m.wall_seconds,
-            m.agent_cpu_seconds,
-        ]
-        .iter()
-        .map(Median::to_string)
-        .collect::<Vec<_>>()
-    };
-    for v in &r.variants {
-        for tc in &v.tasks {
-            t.row(
-                [
-                    vec![v.variant.clone(), tc.task.clone()],
-                    metric_cells(&tc.cell),
-                ]
-                .concat(),
-            );
-        }
-        t.row(
-            [
-                vec![v.variant.clone(), "(all tasks)".into()],
-                metric_cells(&v.overall),
-            ]
-            .concat(),
-        );
-    }
-    out.push(Block::Table(t));
+    variant_task_rows(&mut t, r, metric_cells);
+    t
+}
 
-    out.push(Block::Heading(
-        2,
-        "Tokens and requests (medians over graded trials, each with its n)".into(),
-    ));
+/// The token and request medians of a cell.
+fn token_cells(c: &Cell) -> Vec<String> {
+    let m = &c.medians;
+    [
+        m.tokens,
+        m.tokens_input,
+        m.tokens_output,
+        m.tokens_cache_read,
+        m.tokens_cache_write,
+        m.requests,
+    ]
+    .iter()
+    .map(Median::to_string)
+    .collect::<Vec<_>>()
+}
+
+/// The token and request medians per variant × task and per variant.
+fn tokens_table(r: &RunReport) -> Table {
     let mut t = Table::new(&[
         "variant",
         "task",
@@ -279,44 +305,27 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
         "cache write",
         "requests",
     ]);
-    let token_cells = |c: &Cell| {
-        let m = &c.medians;
-        [
-            m.tokens,
-            m.tokens_input,
-            m.tokens_output,
-            m.tokens_cache_read,
-            m.tokens_cache_write,
-            m.requests,
-        ]
-        .iter()
-        .map(Median::to_string)
-        .collect::<Vec<_>>()
-    };
-    for v in &r.variants {
-        for tc in &v.tasks {
-            t.row(
-                [
-                    vec![v.variant.clone(), tc.task.clone()],
-                    token_cells(&tc.cell),
-                ]
-                .concat(),
-            );
-        }
-        t.row(
-            [
-                vec![v.variant.clone(), "(all tasks)".into()],
-                token_cells(&v.overall),
-            ]
-            .concat(),
-        );
-    }
-    out.push(Block::Table(t));
+    variant_task_rows(&mut t, r, token_cells);
+    t
+}
 
-    out.push(Block::Heading(
-        2,
-        "Cost ledgers (totals over every trial; never summed into one score)".into(),
-    ));
+/// A row of the cost ledgers: `name`, then the cell's ledgers.
+fn ledger_cells(name: &str, c: &Cell) -> Vec<String> {
+    let l = &c.costs;
+    vec![
+        name.to_string(),
+        count_ledger(&l.tokens.input),
+        count_ledger(&l.tokens.output),
+        count_ledger(&l.tokens.cache_read),
+        count_ledger(&l.tokens.cache_write),
+        count_ledger(&l.requests),
+        seconds_ledger(&l.agent_cpu_seconds),
+        money(&l.money),
+    ]
+}
+
+/// The cost ledgers per variant and overall.
+fn ledgers_table(r: &RunReport) -> Table {
     let mut t = Table::new(&[
         "variant",
         "input tokens",
@@ -327,25 +336,15 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
         "agent cpu s",
         "money",
     ]);
-    let ledger_cells = |name: &str, c: &Cell| {
-        let l = &c.costs;
-        vec![
-            name.to_string(),
-            count_ledger(&l.tokens.input),
-            count_ledger(&l.tokens.output),
-            count_ledger(&l.tokens.cache_read),
-            count_ledger(&l.tokens.cache_write),
-            count_ledger(&l.requests),
-            seconds_ledger(&l.agent_cpu_seconds),
-            money(&l.money),
-        ]
-    };
     for v in &r.variants {
         t.row(ledger_cells(&v.variant, &v.overall));
     }
-    t.row(ledger_cells("(all variants)", o));
-    out.push(Block::Table(t));
+    t.row(ledger_cells("(all variants)", &r.overall));
+    t
+}
 
+/// The errored and ungradeable trials, with their reasons.
+fn not_graded(r: &RunReport) -> Block {
     let excluded: Vec<String> = r
         .trials
         .iter()
@@ -357,13 +356,11 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
             )
         })
         .collect();
-    out.push(Block::Heading(2, "Not graded".into()));
     if excluded.is_empty() {
-        out.push(Block::Para("Every trial was graded.".into()));
+        Block::Para("Every trial was graded.".into())
     } else {
-        out.push(Block::List(excluded));
+        Block::List(excluded)
     }
-    out
 }
 
 fn side_cell(c: &Cell) -> String {
@@ -419,25 +416,24 @@ fn side_name(s: Side) -> &'static str {
     }
 }
 
+/// The rows of a comparison's tables: each task's cell, then the overall one.
+type CellRows<'a> = [(&'a str, &'a ComparisonCell)];
+
 /// The blocks of a comparison.
 pub(crate) fn comparison(c: &Comparison) -> Vec<Block> {
-    let mut out = vec![Block::Heading(
-        1,
-        format!("Comparison: A `{}` vs B `{}`", c.a.label, c.b.label),
-    )];
-    out.push(Block::List(vec![
-        format!("suite: `{}`", c.suite_id),
-        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
-        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
-        format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),
-        format!("power threshold: a verdict needs graded n >= {} in both arms, else it is `underpowered`", c.underpowered_below),
-    ]));
-    out.push(Block::Para(
-        "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns. \
+    let mut out = vec![
+        Block::Heading(
+            1,
+            format!("Comparison: A `{}` vs B `{}`", c.a.label, c.b.label),
+        ),
+        comparison_summary(c),
+        Block::Para(
+            "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns. \
 Below the power threshold a difference of one or two calls, or under 30% in tokens, is noise. \
 No p-values, no confidence intervals."
-            .into(),
-    ));
+                .into(),
+        ),
+    ];
     if !c.warnings.is_empty() {
         out.push(Block::Heading(2, "Warnings".into()));
         out.push(Block::List(c.warnings.clone()));
@@ -451,6 +447,34 @@ No p-values, no confidence intervals."
         .collect();
 
     out.push(Block::Heading(2, "Verdicts".into()));
+    out.push(Block::Table(verdicts_table(&rows)));
+    out.push(Block::Heading(2, "Matched differences (B - A)".into()));
+    out.push(Block::Table(differences_table(&rows)));
+    out.push(Block::Heading(2, "pass@k and pass^k".into()));
+    out.extend(pass_k_blocks(c.pass_k_max, &rows));
+    out.push(Block::Heading(
+        2,
+        "Every rate per arm (matched trials)".into(),
+    ));
+    out.push(Block::Table(arm_rates_table(&rows)));
+    out.push(Block::Heading(2, "Unmatched trials".into()));
+    out.push(unmatched_block(c));
+    out
+}
+
+/// The suite, the arms, the matching and the power threshold of a comparison.
+fn comparison_summary(c: &Comparison) -> Block {
+    Block::List(vec![
+        format!("suite: `{}`", c.suite_id),
+        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
+        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
+        format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),
+        format!("power threshold: a verdict needs graded n >= {} in both arms, else it is `underpowered`", c.underpowered_below),
+    ])
+}
+
+/// Each cell's verdict with the numbers behind it.
+fn verdicts_table(rows: &CellRows) -> Table {
     let mut t = Table::new(&[
         "task",
         "verdict",
@@ -462,7 +486,7 @@ No p-values, no confidence intervals."
         "failure B",
         "why",
     ]);
-    for (name, cell) in &rows {
+    for (name, cell) in rows {
         t.row(vec![
             name.to_string(),
             cell.verdict.as_str().to_string(),
@@ -475,9 +499,11 @@ No p-values, no confidence intervals."
             cell.reason.clone(),
         ]);
     }
-    out.push(Block::Table(t));
+    t
+}
 
-    out.push(Block::Heading(2, "Matched differences (B - A)".into()));
+/// Each cell's matched differences, one row per quantity.
+fn differences_table(rows: &CellRows) -> Table {
     let mut t = Table::new(&[
         "task",
         "quantity",
@@ -488,7 +514,7 @@ No p-values, no confidence intervals."
         "pairs",
         "assessment",
     ]);
-    for (name, cell) in &rows {
+    for (name, cell) in rows {
         let d = &cell.differences;
         for (q, ch, rate) in [
             ("success rate", &d.success, true),
@@ -501,51 +527,52 @@ No p-values, no confidence intervals."
             t.row([vec![name.to_string()], change_cells(q, ch, rate)].concat());
         }
     }
-    out.push(Block::Table(t));
+    t
+}
 
-    out.push(Block::Heading(2, "pass@k and pass^k".into()));
-    if c.pass_k_max == 0 {
-        out.push(Block::Para(
+/// pass@k and pass^k per cell for k = 1..`k_max`, with how they are estimated; or why they are
+/// not.
+fn pass_k_blocks(k_max: u32, rows: &CellRows) -> Vec<Block> {
+    if k_max == 0 {
+        return vec![Block::Para(
             "No task was graded in both arms: pass@k is not estimated.".into(),
-        ));
-    } else {
-        out.push(Block::Para(format!(
-            "k = 1..{} (the fewest graded trials of a task in either arm). pass@k = 1 - C(n-c,k)/C(n,k) (unbiased); \
-pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.",
-            c.pass_k_max
-        )));
-        let mut t = Table::new(&[
-            "task", "k", "pass@k A", "pass@k B", "pass^k A", "pass^k B", "tasks",
-        ]);
-        for (name, cell) in &rows {
-            for i in 0..cell.a.pass_at_k.len() {
-                let get = |v: &[PassK]| v.get(i).copied();
-                let (aa, ab, pa, pb) = (
-                    get(&cell.a.pass_at_k),
-                    get(&cell.b.pass_at_k),
-                    get(&cell.a.pass_pow_k),
-                    get(&cell.b.pass_pow_k),
-                );
-                t.row(vec![
-                    name.to_string(),
-                    aa.map_or(String::new(), |p| p.k.to_string()),
-                    pct(aa.and_then(|p| p.value)),
-                    pct(ab.and_then(|p| p.value)),
-                    pct(pa.and_then(|p| p.value)),
-                    pct(pb.and_then(|p| p.value)),
-                    aa.map_or(0, |p| p.tasks)
-                        .min(ab.map_or(0, |p| p.tasks))
-                        .to_string(),
-                ]);
-            }
-        }
-        out.push(Block::Table(t));
+        )];
     }
-
-    out.push(Block::Heading(
-        2,
-        "Every rate per arm (matched trials)".into(),
+    let explanation = Block::Para(format!(
+        "k = 1..{} (the fewest graded trials of a task in either arm). pass@k = 1 - C(n-c,k)/C(n,k) (unbiased); \
+pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.",
+        k_max
     ));
+    let mut t = Table::new(&[
+        "task", "k", "pass@k A", "pass@k B", "pass^k A", "pass^k B", "tasks",
+    ]);
+    for (name, cell) in rows {
+        for i in 0..cell.a.pass_at_k.len() {
+            let get = |v: &[PassK]| v.get(i).copied();
+            let (aa, ab, pa, pb) = (
+                get(&cell.a.pass_at_k),
+                get(&cell.b.pass_at_k),
+                get(&cell.a.pass_pow_k),
+                get(&cell.b.pass_pow_k),
+            );
+            t.row(vec![
+                name.to_string(),
+                aa.map_or(String::new(), |p| p.k.to_string()),
+                pct(aa.and_then(|p| p.value)),
+                pct(ab.and_then(|p| p.value)),
+                pct(pa.and_then(|p| p.value)),
+                pct(pb.and_then(|p| p.value)),
+                aa.map_or(0, |p| p.tasks)
+                    .min(ab.map_or(0, |p| p.tasks))
+                    .to_string(),
+            ]);
+        }
+    }
+    vec![explanation, Block::Table(t)]
+}
+
+/// Every rate of each arm, per cell.
+fn arm_rates_table(rows: &CellRows) -> Table {
     let mut t = Table::new(&with(&["task", "arm"], &RATE_HEADERS));
     let arm_row = |name: &str, side: &str, a: &ArmStats| {
         [
@@ -554,37 +581,35 @@ pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means ov
         ]
         .concat()
     };
-    for (name, cell) in &rows {
+    for (name, cell) in rows {
         t.row(arm_row(name, "A", &cell.a));
         t.row(arm_row(name, "B", &cell.b));
     }
-    out.push(Block::Table(t));
+    t
+}
 
-    out.push(Block::Heading(2, "Unmatched trials".into()));
+/// The trials with no partner in the other arm.
+fn unmatched_block(c: &Comparison) -> Block {
     if c.unmatched.is_empty() {
-        out.push(Block::Para(
-            "Every trial has a partner in the other arm.".into(),
-        ));
-    } else {
-        out.push(Block::List(
-            c.unmatched
-                .iter()
-                .map(|u| {
-                    format!(
-                        "{}: `{}` {}/{} {} #{} ({})",
-                        side_name(u.side),
-                        u.trial_id,
-                        u.run_id,
-                        u.variant,
-                        u.task,
-                        u.trial_index,
-                        u.outcome
-                    )
-                })
-                .collect(),
-        ));
+        return Block::Para("Every trial has a partner in the other arm.".into());
     }
-    out
+    Block::List(
+        c.unmatched
+            .iter()
+            .map(|u| {
+                format!(
+                    "{}: `{}` {}/{} {} #{} ({})",
+                    side_name(u.side),
+                    u.trial_id,
+                    u.run_id,
+                    u.variant,
+                    u.task,
+                    u.trial_index,
+                    u.outcome
+                )
+            })
+            .collect(),
+    )
 }
 
 /// The blocks of a promotion's gates.

@@ -3,12 +3,15 @@
 
 mod content;
 mod doc;
+mod table;
 
 use serde::Serialize;
 
 use crate::aggregate::RunReport;
 use crate::compare::Comparison;
 use crate::gate::GateReport;
+
+pub use table::Table;
 
 /// Turns the report stage's outputs into text of one format.
 pub trait Exporter {

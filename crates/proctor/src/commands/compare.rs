@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use proctor_report::{
-    compare, gate, CompareOptions, Exporter, GateReport, Json, Markdown, Terminal, TrialRow,
+    compare, gate, CompareOptions, Comparison, Exporter, GateReport, Json, Markdown, Terminal,
+    TrialRow,
 };
 use proctor_runner::results::read_rows;
 use proctor_store::{RunId, Store};
@@ -65,134 +66,28 @@ fn variants_of(rows: &[TrialRow]) -> Vec<String> {
     v
 }
 
+/// The two arms, the suite they were run from, and the rows the promotion gates read.
+struct Arms {
+    a: Vec<TrialRow>,
+    b: Vec<TrialRow>,
+    suite: Suite,
+    gate_rows: Vec<TrialRow>,
+}
+
 /// Runs the comparison.
 pub fn run(args: CompareArgs) -> Result<Status, Error> {
     let store = Store::open(args.store)
         .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
-    let resolve = |p: &str| {
-        store
-            .resolve_run(p)
-            .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
-    };
-    let (a, b, suite, gate_rows) = match (args.runs, args.variants) {
-        ([one], Some(pair)) => {
-            let Some((va, vb)) = pair.split_once(',') else {
-                return Err(Error::usage(
-                    format!("--variants {pair}: expected two variant ids, `A,B`"),
-                    "for example --variants control,method",
-                ));
-            };
-            let id = resolve(one)?;
-            let (rows, suite) = rows_of(&store, &id)?;
-            let known = variants_of(&rows);
-            for v in [va, vb] {
-                if !known.iter().any(|k| k == v) {
-                    return Err(Error::usage(
-                        format!("run {id} has no variant `{v}`"),
-                        format!("its variants: {}", known.join(", ")),
-                    ));
-                }
-            }
-            (only(&rows, va), only(&rows, vb), suite, rows)
-        }
-        ([one], None) => {
-            return Err(Error::usage(
-                format!("compare needs two arms; got only run {one}"),
-                "give two runs, or one run with --variants A,B",
-            ));
-        }
-        ([ra, rb], None) => {
-            let (ida, idb) = (resolve(ra)?, resolve(rb)?);
-            let (rows_a, suite) = rows_of(&store, &ida)?;
-            let (rows_b, _) = rows_of(&store, &idb)?;
-            let (a, b) = match args.variant {
-                Some(v) => (only(&rows_a, v), only(&rows_b, v)),
-                None => {
-                    let (va, vb) = (variants_of(&rows_a), variants_of(&rows_b));
-                    if va.len() != 1 || vb.len() != 1 {
-                        return Err(Error::usage(
-                            format!("run {ida} has variants {} and run {idb} has {}: each arm must be one variant", va.join(","), vb.join(",")),
-                            "add --variant V to compare the same variant across the two runs",
-                        ));
-                    }
-                    (rows_a.clone(), rows_b.clone())
-                }
-            };
-            // For the gates: the candidate from run B, every other arm from run A.
-            let candidate = suite
-                .file
-                .promotion
-                .as_ref()
-                .map(|p| p.candidate.get_ref().clone());
-            let mut gate_rows: Vec<TrialRow> = rows_a
-                .iter()
-                .filter(|r| Some(&r.variant) != candidate.as_ref())
-                .cloned()
-                .collect();
-            gate_rows.extend(
-                rows_b
-                    .iter()
-                    .filter(|r| Some(&r.variant) == candidate.as_ref())
-                    .cloned(),
-            );
-            (a, b, suite, gate_rows)
-        }
-        (_, Some(_)) => {
-            return Err(Error::usage(
-                "--variants compares two variants of ONE run",
-                "give one run with --variants A,B",
-            ))
-        }
-        _ => {
-            return Err(Error::usage(
-                "compare takes two runs, or one run with --variants A,B",
-                "see `proctor compare --help`",
-            ))
-        }
-    };
-    let options = CompareOptions::from(&suite.file.report);
-    let comparison = compare(&a, &b, &options).map_err(|e| {
+    let arms = arms(&store, &args)?;
+    let options = CompareOptions::from(&arms.suite.file.report);
+    let comparison = compare(&arms.a, &arms.b, &options).map_err(|e| {
         Error::usage(
             format!("cannot compare: {e}"),
             "compare runs of the same suite, fixture and mutations",
         )
     })?;
-    let gates: Option<GateReport> = if args.gate {
-        let Some(promotion) = &suite.file.promotion else {
-            return Err(Error::usage("--gate needs a [promotion] table in suite.toml", "add [promotion] with baseline, candidate and the minimums (docs/suite-format.md, \"[promotion]\")"));
-        };
-        Some(
-            gate(&gate_rows, promotion, &suite.file.report).map_err(|e| {
-                Error::usage(
-                    format!("cannot apply the gates: {e}"),
-                    "the run must hold the baseline and candidate variants",
-                )
-            })?,
-        )
-    } else {
-        None
-    };
-    let exporter: &dyn Exporter = match args.format {
-        CompareFormat::Text => &Terminal,
-        CompareFormat::Md => &Markdown,
-        CompareFormat::Json => &Json,
-    };
-    if args.format == CompareFormat::Json {
-        let mut doc = serde_json::json!({ "comparison": serde_json::from_str::<serde_json::Value>(&exporter.comparison(&comparison)).map_err(anyhow::Error::new)? });
-        if let Some(g) = &gates {
-            doc["gates"] = serde_json::from_str(&exporter.gates(g)).map_err(anyhow::Error::new)?;
-        }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
-        );
-    } else {
-        print!("{}", exporter.comparison(&comparison));
-        if let Some(g) = &gates {
-            println!();
-            print!("{}", exporter.gates(g));
-        }
-    }
+    let gates = if args.gate { Some(gates(&arms)?) } else { None };
+    print(&comparison, gates.as_ref(), args.format)?;
     match gates {
         Some(g) if !g.passed => {
             eprintln!("a promotion gate failed");
@@ -200,6 +95,143 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
         }
         _ => Ok(Status::Success),
     }
+}
+
+fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
+    store
+        .resolve_run(prefix)
+        .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
+}
+
+/// The arms the arguments name: two variants of one run, or two runs.
+fn arms(store: &Store, args: &CompareArgs) -> Result<Arms, Error> {
+    match (args.runs, args.variants) {
+        ([one], Some(pair)) => two_variants(store, one, pair),
+        ([one], None) => Err(Error::usage(
+            format!("compare needs two arms; got only run {one}"),
+            "give two runs, or one run with --variants A,B",
+        )),
+        ([ra, rb], None) => two_runs(store, ra, rb, args.variant),
+        (_, Some(_)) => Err(Error::usage(
+            "--variants compares two variants of ONE run",
+            "give one run with --variants A,B",
+        )),
+        _ => Err(Error::usage(
+            "compare takes two runs, or one run with --variants A,B",
+            "see `proctor compare --help`",
+        )),
+    }
+}
+
+/// Two variants of one run, `pair` being `A,B`.
+fn two_variants(store: &Store, run: &str, pair: &str) -> Result<Arms, Error> {
+    let Some((va, vb)) = pair.split_once(',') else {
+        return Err(Error::usage(
+            format!("--variants {pair}: expected two variant ids, `A,B`"),
+            "for example --variants control,method",
+        ));
+    };
+    let id = resolve(store, run)?;
+    let (rows, suite) = rows_of(store, &id)?;
+    let known = variants_of(&rows);
+    for v in [va, vb] {
+        if !known.iter().any(|k| k == v) {
+            return Err(Error::usage(
+                format!("run {id} has no variant `{v}`"),
+                format!("its variants: {}", known.join(", ")),
+            ));
+        }
+    }
+    Ok(Arms {
+        a: only(&rows, va),
+        b: only(&rows, vb),
+        suite,
+        gate_rows: rows,
+    })
+}
+
+/// Two runs: one variant of each (`variant`, or each run's only one).
+fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<Arms, Error> {
+    let (ida, idb) = (resolve(store, ra)?, resolve(store, rb)?);
+    let (rows_a, suite) = rows_of(store, &ida)?;
+    let (rows_b, _) = rows_of(store, &idb)?;
+    let (a, b) = match variant {
+        Some(v) => (only(&rows_a, v), only(&rows_b, v)),
+        None => {
+            let (va, vb) = (variants_of(&rows_a), variants_of(&rows_b));
+            if va.len() != 1 || vb.len() != 1 {
+                return Err(Error::usage(
+                    format!("run {ida} has variants {} and run {idb} has {}: each arm must be one variant", va.join(","), vb.join(",")),
+                    "add --variant V to compare the same variant across the two runs",
+                ));
+            }
+            (rows_a.clone(), rows_b.clone())
+        }
+    };
+    // For the gates: the candidate from run B, every other arm from run A.
+    let candidate = suite
+        .file
+        .promotion
+        .as_ref()
+        .map(|p| p.candidate.get_ref().clone());
+    let mut gate_rows: Vec<TrialRow> = rows_a
+        .into_iter()
+        .filter(|r| Some(&r.variant) != candidate.as_ref())
+        .collect();
+    gate_rows.extend(
+        rows_b
+            .into_iter()
+            .filter(|r| Some(&r.variant) == candidate.as_ref()),
+    );
+    Ok(Arms {
+        a,
+        b,
+        suite,
+        gate_rows,
+    })
+}
+
+/// The suite's promotion gates over the arms' rows.
+fn gates(arms: &Arms) -> Result<GateReport, Error> {
+    let Some(promotion) = &arms.suite.file.promotion else {
+        return Err(Error::usage("--gate needs a [promotion] table in suite.toml", "add [promotion] with baseline, candidate and the minimums (docs/suite-format.md, \"[promotion]\")"));
+    };
+    gate(&arms.gate_rows, promotion, &arms.suite.file.report).map_err(|e| {
+        Error::usage(
+            format!("cannot apply the gates: {e}"),
+            "the run must hold the baseline and candidate variants",
+        )
+    })
+}
+
+/// Prints the comparison, and the gates when they were applied, in the format asked for.
+fn print(
+    comparison: &Comparison,
+    gates: Option<&GateReport>,
+    format: CompareFormat,
+) -> Result<(), Error> {
+    let exporter: &dyn Exporter = match format {
+        CompareFormat::Text => &Terminal,
+        CompareFormat::Md => &Markdown,
+        CompareFormat::Json => &Json,
+    };
+    if format == CompareFormat::Json {
+        let mut doc = serde_json::json!({ "comparison": serde_json::from_str::<serde_json::Value>(&exporter.comparison(comparison)).map_err(anyhow::Error::new)? });
+        if let Some(g) = gates {
+            doc["gates"] = serde_json::from_str(&exporter.gates(g)).map_err(anyhow::Error::new)?;
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
+        );
+    } else {
+        print!("{}", exporter.comparison(comparison));
+        if let Some(g) = gates {
+            println!();
+            print!("{}", exporter.gates(g));
+        }
+    }
+    Ok(())
 }
 
 /// The gates of a release run, printed; `Some(false)` when one failed.

@@ -9,13 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use proctor_report::Table;
 use proctor_runner::model::{Ledgers, Usage};
 use proctor_runner::TrialRecord;
 use proctor_score::endstate::{ChangeKind, FileChange};
 use proctor_suite::tree::{bytes_hash, tree_hash};
 use proctor_suite::Suite;
-
-use crate::table::Table;
 
 /// Lines shown of one file's diff or content.
 pub const LINES_PER_FILE: usize = 200;
@@ -217,7 +216,7 @@ pub fn ledgers(l: &Ledgers) -> Vec<String> {
     let mut out = vec!["tokens".to_string()];
     if !sources.is_empty() {
         let n = |x: Option<u64>| x.map_or("-".to_string(), |v| v.to_string());
-        let mut t = Table::new([
+        let mut t = Table::new(&[
             "SOURCE",
             "INPUT",
             "OUTPUT",
@@ -235,7 +234,7 @@ pub fn ledgers(l: &Ledgers) -> Vec<String> {
                 n(u.requests),
             ]);
         }
-        out.extend(t.render().lines().map(|l| format!("  {l}")));
+        out.extend(t.text().lines().map(|l| format!("  {l}")));
     }
     let mut cost = Vec::new();
     match l.cost_usd {
@@ -429,57 +428,8 @@ pub fn diffs(
             skipped.push(c.path.clone());
             continue;
         }
-        let now = || std::fs::read(files.join(&c.path)).ok();
         let mut original = || state.get_or_insert_with(&mut *start).original(&c.path);
-        let mut body = Vec::new();
-        let header = match c.kind {
-            ChangeKind::Added => match now() {
-                Some(new) => {
-                    match as_text(&new) {
-                        Some(t) => body = unified("", t, LINES_PER_FILE),
-                        None => body.push("(binary)".to_string()),
-                    }
-                    format!("added    {}  ({} bytes)", c.path, new.len())
-                }
-                None => format!("added    {}  (its content was not captured)", c.path),
-            },
-            ChangeKind::Changed => {
-                let (old, new) = (original(), now());
-                let sizes = match (&old, &new) {
-                    (Original::Bytes(o), Some(n)) => format!("{} -> {} bytes", o.len(), n.len()),
-                    (_, Some(n)) => format!("now {} bytes", n.len()),
-                    (_, None) => "its content was not captured".to_string(),
-                };
-                match (&old, &new) {
-                    (Original::Bytes(o), Some(n)) => match (as_text(o), as_text(n)) {
-                        (Some(o), Some(n)) => body = unified(o, n, LINES_PER_FILE),
-                        _ => body.push("(binary)".to_string()),
-                    },
-                    (_, Some(n)) => {
-                        body.push(
-                            "(original not available, see the note below; its content now:)"
-                                .to_string(),
-                        );
-                        match as_text(n) {
-                            Some(t) => body.extend(unified("", t, LINES_PER_FILE)),
-                            None => body.push("(binary)".to_string()),
-                        }
-                    }
-                    (_, None) => {}
-                }
-                format!("changed  {}  ({sizes})", c.path)
-            }
-            ChangeKind::Deleted => match original() {
-                Original::Bytes(o) => format!("deleted  {}  (was {} bytes)", c.path, o.len()),
-                _ => format!("deleted  {}", c.path),
-            },
-            ChangeKind::ModeChanged => format!(
-                "mode     {}  (now {})",
-                c.path,
-                c.mode
-                    .map_or("-".to_string(), |m| format!("{:o}", m & 0o7777))
-            ),
-        };
+        let (header, body) = one_diff(c, files, &mut original);
         used += body.len() + 1;
         out.push(format!("  {header}"));
         out.extend(body.into_iter().map(|l| format!("    {l}")));
@@ -497,6 +447,66 @@ pub fn diffs(
         ));
     }
     out
+}
+
+/// One changed file's header line and the lines of its diff (or of its content).
+fn one_diff(
+    c: &FileChange,
+    files: &Path,
+    original: &mut dyn FnMut() -> Original,
+) -> (String, Vec<String>) {
+    let now = || std::fs::read(files.join(&c.path)).ok();
+    let mut body = Vec::new();
+    let header = match c.kind {
+        ChangeKind::Added => match now() {
+            Some(new) => {
+                match as_text(&new) {
+                    Some(t) => body = unified("", t, LINES_PER_FILE),
+                    None => body.push("(binary)".to_string()),
+                }
+                format!("added    {}  ({} bytes)", c.path, new.len())
+            }
+            None => format!("added    {}  (its content was not captured)", c.path),
+        },
+        ChangeKind::Changed => return changed_diff(&c.path, &original(), now()),
+        ChangeKind::Deleted => match original() {
+            Original::Bytes(o) => format!("deleted  {}  (was {} bytes)", c.path, o.len()),
+            _ => format!("deleted  {}", c.path),
+        },
+        ChangeKind::ModeChanged => format!(
+            "mode     {}  (now {})",
+            c.path,
+            c.mode
+                .map_or("-".to_string(), |m| format!("{:o}", m & 0o7777))
+        ),
+    };
+    (header, body)
+}
+
+/// A changed file: its sizes, and its diff against the original, or its content when the
+/// original is not available.
+fn changed_diff(path: &str, old: &Original, new: Option<Vec<u8>>) -> (String, Vec<String>) {
+    let sizes = match (old, &new) {
+        (Original::Bytes(o), Some(n)) => format!("{} -> {} bytes", o.len(), n.len()),
+        (_, Some(n)) => format!("now {} bytes", n.len()),
+        (_, None) => "its content was not captured".to_string(),
+    };
+    let mut body = Vec::new();
+    match (old, &new) {
+        (Original::Bytes(o), Some(n)) => match (as_text(o), as_text(n)) {
+            (Some(o), Some(n)) => body = unified(o, n, LINES_PER_FILE),
+            _ => body.push("(binary)".to_string()),
+        },
+        (_, Some(n)) => {
+            body.push("(original not available, see the note below; its content now:)".to_string());
+            match as_text(n) {
+                Some(t) => body.extend(unified("", t, LINES_PER_FILE)),
+                None => body.push("(binary)".to_string()),
+            }
+        }
+        (_, None) => {}
+    }
+    (format!("changed  {path}  ({sizes})"), body)
 }
 
 #[cfg(test)]

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+use proctor_report::Table;
 use proctor_runner::TrialRecord;
 use proctor_store::{RunId, Store, StoreError};
 
 use crate::cli::Format;
 use crate::commands::evidence;
 use crate::exit::{Error, Status};
-use crate::table::Table;
 
 fn open(store: &Path) -> Result<Store, Error> {
     if !store.join("runs").is_dir() {
@@ -55,7 +55,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
             );
         }
         Format::Text => {
-            let mut t = Table::new(["RUN", "SUITE", "STATUS", "VARIANTS", "TRIALS", "OUTCOMES"]);
+            let mut t = Table::new(&["RUN", "SUITE", "STATUS", "VARIANTS", "TRIALS", "OUTCOMES"]);
             for r in &runs {
                 let outcomes = r
                     .outcomes
@@ -72,7 +72,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                     outcomes,
                 ]);
             }
-            print!("{}", t.render());
+            print!("{}", t.text());
             if runs.is_empty() {
                 eprintln!("no runs in {}", store_dir.display());
             }
@@ -125,7 +125,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             .entry(t.outcome.clone())
             .or_default() += 1;
     }
-    let mut grid = Table::new(["TASK", "VARIANT", "n", "COMPLETED", "OUTCOMES"]);
+    let mut grid = Table::new(&["TASK", "VARIANT", "n", "COMPLETED", "OUTCOMES"]);
     for ((task, variant), counts) in &cells {
         let total: usize = counts.values().sum();
         let graded = total
@@ -141,13 +141,13 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             task.clone(),
             variant.clone(),
             graded.to_string(),
-            crate::commands::run::rate(completed, graded),
+            proctor_report::Rate::new(completed as u64, graded as u64).to_string(),
             list,
         ]);
     }
-    print!("{}", grid.render());
+    print!("{}", grid.text());
     println!();
-    let mut t = Table::new(["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
+    let mut t = Table::new(&["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
     for tr in &trials {
         t.row([
             tr.trial_id.clone(),
@@ -158,7 +158,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             tr.reason.clone().unwrap_or_default(),
         ]);
     }
-    print!("{}", t.render());
+    print!("{}", t.text());
     Ok(Status::Success)
 }
 
@@ -228,6 +228,15 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
         );
         return Ok(Status::Success);
     }
+    print_head(r);
+    print_verdict(r);
+    print_evidence(store, id, trial, r);
+    Ok(Status::Success)
+}
+
+/// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
+/// files and the interface calls.
+fn print_head(r: &TrialRecord) {
     println!(
         "trial      {}  (task {}, variant {}, index {})",
         r.plan.id, r.plan.task, r.plan.variant, r.plan.index
@@ -275,41 +284,50 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
             .map_or("unfinished".to_string(), |e| format!("exit {e}"));
         println!("  #{:<3} {:<11} {}", c.seq, exit, c.argv.join(" "));
     }
-    if let Some(v) = &r.verdict {
-        if let Some(s) = &v.success {
-            println!("\nsuccess ({}): {:?}", s.mode, s.verdict);
-            for a in &s.assertions {
-                println!("  {:<8} {}", verdict_word(&a.verdict), a.rule);
-                if !a.evidence.is_null() {
-                    println!("           evidence: {}", a.evidence);
-                }
-            }
-        }
-        if let Some(m) = &v.metrics {
-            println!(
-                "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {}",
-                m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls
-            );
-        }
-        if let Some(rb) = &v.rubric {
-            println!(
-                "\nrubric     {}/{} (before caps {})",
-                rb.total, rb.max, rb.raw_total
-            );
-            for c in &rb.criteria {
-                println!(
-                    "  {:<20} {}/{} (level {})",
-                    c.id,
-                    c.score,
-                    c.max,
-                    c.level.map_or("none".into(), |l| l.to_string())
-                );
-            }
-            for c in &rb.caps {
-                println!("  cap {} applied: total at most {}", c.cap, c.max_total);
+}
+
+/// Every success assertion with its evidence, the interface metrics and the rubric.
+fn print_verdict(r: &TrialRecord) {
+    let Some(v) = &r.verdict else {
+        return;
+    };
+    if let Some(s) = &v.success {
+        println!("\nsuccess ({}): {:?}", s.mode, s.verdict);
+        for a in &s.assertions {
+            println!("  {:<8} {}", verdict_word(&a.verdict), a.rule);
+            if !a.evidence.is_null() {
+                println!("           evidence: {}", a.evidence);
             }
         }
     }
+    if let Some(m) = &v.metrics {
+        println!(
+            "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {}",
+            m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls
+        );
+    }
+    if let Some(rb) = &v.rubric {
+        println!(
+            "\nrubric     {}/{} (before caps {})",
+            rb.total, rb.max, rb.raw_total
+        );
+        for c in &rb.criteria {
+            println!(
+                "  {:<20} {}/{} (level {})",
+                c.id,
+                c.score,
+                c.max,
+                c.level.map_or("none".into(), |l| l.to_string())
+            );
+        }
+        for c in &rb.caps {
+            println!("  cap {} applied: total at most {}", c.cap, c.max_total);
+        }
+    }
+}
+
+/// The transcript, the ledgers, the harness notes and the diff of every changed file.
+fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
     let trial_dir = store
         .run_dir(id)
         .join(proctor_store::TRIALS_DIR)
@@ -345,7 +363,6 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
             println!("{line}");
         }
     }
-    Ok(Status::Success)
 }
 
 fn verdict_word(v: &proctor_score::Verdict) -> String {

@@ -8,7 +8,7 @@ mod inspect;
 mod mock_model;
 mod oracle;
 mod rescore;
-pub mod run;
+mod run;
 mod suites;
 mod validate;
 
@@ -16,7 +16,7 @@ use std::path::Path;
 
 use proctor_suite::Suite;
 
-use crate::cli::{Cli, Command, Format};
+use crate::cli::{Cli, Command, Format, SchemaDoc};
 use crate::exit::{Error, Status};
 
 /// Runs the command the user asked for.
@@ -35,23 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             store,
             oracle_variant,
             ..
-        } => {
-            let status = validate::run(&suite, Format::Text, &[])?;
-            if status != Status::Success {
-                return Ok(status);
-            }
-            let dir = suite.canonicalize().map_err(|e| {
-                Error::usage(
-                    format!("cannot resolve {}: {e}", suite.display()),
-                    "pass a suite folder",
-                )
-            })?;
-            oracle::run(
-                open_suite(&dir)?,
-                store.as_deref(),
-                oracle_variant.as_deref(),
-            )
-        }
+        } => validate_oracle(&suite, store.as_deref(), oracle_variant.as_deref()),
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
         Command::Demo { store } => demo::run(&store),
@@ -84,19 +68,41 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             gate,
             format,
         }),
-        Command::Schema { document } => {
-            let schema = match document {
-                crate::cli::SchemaDoc::Results => proctor_runner::results::json_schema(),
-                crate::cli::SchemaDoc::Comparison => proctor_report::comparison_json_schema(),
-                crate::cli::SchemaDoc::Gates => proctor_report::gate_json_schema(),
-                crate::cli::SchemaDoc::Suite => proctor_suite::model::json_schema(),
-            };
-            let text = serde_json::to_string_pretty(&schema).map_err(anyhow::Error::new)?;
-            println!("{text}");
-            Ok(Status::Success)
-        }
+        Command::Schema { document } => schema(document),
         Command::Rescore { run, suite, store } => rescore::run(&store, &run, suite.as_deref()),
     }
+}
+
+/// `validate SUITE --oracle`: the static checks, then, when they pass, the oracle run.
+fn validate_oracle(
+    suite: &Path,
+    store: Option<&Path>,
+    oracle_variant: Option<&str>,
+) -> Result<Status, Error> {
+    let status = validate::run(suite, Format::Text, &[])?;
+    if status != Status::Success {
+        return Ok(status);
+    }
+    let dir = suite.canonicalize().map_err(|e| {
+        Error::usage(
+            format!("cannot resolve {}: {e}", suite.display()),
+            "pass a suite folder",
+        )
+    })?;
+    oracle::run(open_suite(&dir)?, store, oracle_variant)
+}
+
+/// `proctor schema DOCUMENT`: the JSON Schema, on stdout.
+fn schema(document: SchemaDoc) -> Result<Status, Error> {
+    let schema = match document {
+        SchemaDoc::Results => proctor_runner::results::json_schema(),
+        SchemaDoc::Comparison => proctor_report::comparison_json_schema(),
+        SchemaDoc::Gates => proctor_report::gate_json_schema(),
+        SchemaDoc::Suite => proctor_suite::model::json_schema(),
+    };
+    let text = serde_json::to_string_pretty(&schema).map_err(anyhow::Error::new)?;
+    println!("{text}");
+    Ok(Status::Success)
 }
 
 /// Opens a suite, or fails with every problem it has.

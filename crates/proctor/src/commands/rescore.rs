@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use proctor_runner::rescore::rescore;
+use proctor_report::Table;
+use proctor_runner::rescore::{rescore, Changed};
 use proctor_runner::results;
 use proctor_runner::trial::CheckEnv;
 use proctor_runner::{decide_isolation, IsolationChoice};
@@ -14,7 +15,6 @@ use proctor_store::Store;
 
 use crate::commands::open_suite;
 use crate::exit::{Error, Status};
-use crate::table::Table;
 
 /// Rescores a run. Exits `Unfinished` (3) when any trial's outcome became errored or
 /// ungradeable: its end state could not be graded again.
@@ -40,17 +40,16 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
         proctor_suite::tree::tree_hash(&suite.fixture_dir()).context("cannot hash the fixture")?;
     if fixture_hash != meta.fixture_hash {
         return Err(Error::usage(
-            format!("the suite's fixture changed since run {id} (hash {}…, now {}…): its saved changes no longer rebuild the end state", meta.fixture_hash.get(..12).unwrap_or_default(), &fixture_hash[..12]),
+            format!("the suite's fixture changed since run {id} (hash {}…, now {}…): its saved changes no longer rebuild the end state", meta.fixture_hash.get(..12).unwrap_or_default(), fixture_hash.get(..12).unwrap_or_default()),
             "restore the fixture as it was; rules may change, the starting workspace may not",
         ));
     }
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, &store_root).map_err(|e| Error::Other(e.into()))?;
-    let hide = proctor_runner::trial::hidden_paths(&suite.root, &store_root);
     let env = CheckEnv {
         proctor_exe: std::env::current_exe().context("cannot find proctor's own executable")?,
         namespaces: isolation.namespaces,
-        hide,
+        hide: proctor_runner::trial::hidden_paths(&suite.root, &store_root),
         grace: Duration::from_secs(2),
     };
     let started = std::time::Instant::now();
@@ -71,43 +70,49 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
         &mut |record| writer.add(record),
     )
     .context("cannot rescore the run's trials")?;
-    let n = rescored.trials;
-    let changed = rescored.changed;
     writer
         .finish(&stem)
         .context("cannot write the rescored results")?;
     eprintln!(
-        "rescored {n} trial(s) of run {id} in {:.2}s with the rules of {}",
+        "rescored {} trial(s) of run {id} in {:.2}s with the rules of {}",
+        rescored.trials,
         started.elapsed().as_secs_f64(),
         suite.root.display()
     );
-    if changed.is_empty() {
-        eprintln!("no outcome changed");
-    } else {
-        let mut t = Table::new(["TRIAL", "BEFORE", "AFTER", "REASON"]);
-        for c in &changed {
-            t.row([
-                c.trial.clone(),
-                c.before.clone(),
-                c.after.clone(),
-                c.reason.clone(),
-            ]);
-        }
-        print!("{}", t.render());
-        eprintln!("{} outcome(s) changed", changed.len());
-    }
+    print_changed(&rescored.changed);
     eprintln!(
         "wrote {}",
         handle.dir().join(format!("{stem}.json")).display()
     );
-    // Trials whose end state graded before and no longer does: the rescore could not grade them.
-    let ungraded = changed
-        .iter()
-        .filter(|c| matches!(c.after.as_str(), "errored" | "ungradeable"))
-        .count();
+    Ok(status(&rescored.changed))
+}
+
+/// Every trial whose outcome changed, with the new reason.
+fn print_changed(changed: &[Changed]) {
+    if changed.is_empty() {
+        eprintln!("no outcome changed");
+        return;
+    }
+    let mut t = Table::new(&["TRIAL", "BEFORE", "AFTER", "REASON"]);
+    for c in changed {
+        t.row([
+            c.trial.clone(),
+            c.before.to_string(),
+            c.after.to_string(),
+            c.reason.clone(),
+        ]);
+    }
+    print!("{}", t.text());
+    eprintln!("{} outcome(s) changed", changed.len());
+}
+
+/// Success, unless a trial whose end state graded before no longer does: the rescore could not
+/// grade it.
+fn status(changed: &[Changed]) -> Status {
+    let ungraded = changed.iter().filter(|c| !c.after.is_graded()).count();
     if ungraded == 0 {
-        return Ok(Status::Success);
+        return Status::Success;
     }
     eprintln!("{ungraded} trial(s) became errored or ungradeable (listed above with the reason)");
-    Ok(Status::Unfinished)
+    Status::Unfinished
 }

@@ -1,160 +1,46 @@
 //! `proctor run SUITE`: plan the trials, execute them in sandboxes into the store (or, with
 //! --dry-run, print the plan), and print a summary with every count's n.
+//!
+//! Starting, resuming and closing the run is [`proctor_runner::Session`]'s; this command parses
+//! the arguments, renders the engine's events as progress, and prints the results.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
-use proctor_runner::{decide_isolation, execute, EngineOptions, Event, IsolationChoice};
-use proctor_store::{HostInfo, RunMeta, RunStatus, Store};
-use proctor_suite::plan::{plan, Plan};
+use proctor_report::Table;
+use proctor_runner::session::plan_trials;
+use proctor_runner::{EngineOptions, ExecutionSummary, IsolationChoice, Session, SessionError};
+use proctor_store::Store;
+use proctor_suite::plan::{Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
 
 use crate::cli::{Format, IsolationArg, RunArgs};
 use crate::exit::{Error, Status};
-use crate::table::Table;
-
-/// What `--resume` needs to rebuild the same plan, kept in run.json's `extra`.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct PlanRecord {
-    trials: u32,
-    trial_mode: TrialMode,
-    variants: Vec<String>,
-    tasks: Vec<String>,
-    isolation: String,
-}
+use crate::progress::Progress;
 
 /// Runs (or plans) the suite.
-pub fn run(mut args: RunArgs) -> Result<Status, Error> {
-    let suite = open_for_run(&args.suite, &args.tasks)?;
+pub fn run(args: RunArgs) -> Result<Status, Error> {
     if args.dry_run {
-        let plan = make_plan(&suite, &options_from(&args))?;
+        let suite = open_for_run(&args.suite, &args.tasks)?;
+        let plan = plan_trials(&suite, &options_from(&args)).map_err(plan_error)?;
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
-    // Sandboxes mount layers by absolute path.
-    let suite = open_for_run(
-        &args
-            .suite
-            .canonicalize()
-            .with_context(|| format!("cannot resolve {}", args.suite.display()))?,
-        &args.tasks,
-    )?;
-    let store = Store::open(&args.store)
-        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
-    args.store = args
-        .store
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", args.store.display()))?;
-    let (run, plan, isolation) = match &args.resume {
-        None => {
-            let plan = make_plan(&suite, &options_from(&args))?;
-            let (isolation, notes) = decide(args.isolation, &args.store)?;
-            for n in &notes {
-                eprintln!(
-                    "note: {n}; trials are recorded with isolation = \"{}\"",
-                    isolation.label()
-                );
-            }
-            let meta = run_meta(&suite, &plan, isolation.label(), &args)?;
-            let run = store
-                .create_run(&meta)
-                .context("cannot create the run in the store")?;
-            (run, plan, isolation)
-        }
-        Some(prefix) => {
-            let id = store.resolve_run(prefix).map_err(|e| {
-                Error::usage(e.to_string(), "`proctor list` shows the runs in this store")
-            })?;
-            let run = store.open_run(&id).context("cannot open the run")?;
-            let meta = run.meta();
-            let current =
-                proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
-            if meta.suite_hash != current {
-                return Err(Error::usage(
-                    format!("run {id} was made from a different version of the suite (hash {}…, now {}…); resuming would mix two suites in one run", &meta.suite_hash[..12], &current[..12]),
-                    "start a new run instead, or restore the suite as it was",
-                ));
-            }
-            let recorded: PlanRecord =
-                serde_json::from_value(meta.extra.get("plan").cloned().unwrap_or_default())
-                    .map_err(|e| {
-                        Error::usage(
-                            format!("run {id} does not record its plan options: {e}"),
-                            "start a new run",
-                        )
-                    })?;
-            let options = PlanOptions {
-                trials: Some(recorded.trials),
-                mode: recorded.trial_mode,
-                variants: recorded.variants,
-                tasks: recorded.tasks,
-            };
-            let plan = make_plan(&suite, &options)?;
-            let choice = match recorded.isolation.as_str() {
-                "overlay" => IsolationArg::Overlay,
-                _ => IsolationArg::Copy,
-            };
-            let (isolation, _) = decide(choice, &args.store)?;
-            run.set_status(RunStatus::Running)
-                .context("cannot update run.json")?;
-            eprintln!("resuming run {id}");
-            (run, plan, isolation)
-        }
-    };
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let interrupted = proctor_runner::engine::install_interrupt_handler()
-        .context("cannot install the Ctrl-C handler")?;
-    let progress = Progress::new(
-        plan.trials.len(),
-        run.finished_trials().map(|s| s.len()).unwrap_or(0),
-    );
-    eprintln!(
-        "run {} · suite {} · {} trial(s) · {} job(s) · isolation {}",
-        run.id(),
-        plan.suite_id,
-        plan.trials.len(),
-        jobs,
-        isolation.label()
-    );
-    let options = EngineOptions {
-        jobs,
-        isolation: IsolationChoice::Auto,
-        grace: Duration::from_secs(2),
-        scratch: args.scratch.clone(),
-    };
-    let summary = execute(
-        &suite,
-        &plan,
-        &run,
-        args.store.clone(),
-        isolation,
-        &options,
-        &interrupted,
-        &|e| progress.event(&e),
-    )
-    .context("the run failed")?;
-    progress.done();
-    let all_done = summary.already_finished + summary.finished_now == summary.planned;
-    run.set_status(if all_done {
-        RunStatus::Finished
-    } else {
-        RunStatus::Interrupted
-    })
-    .context("cannot update run.json")?;
-    let report = write_results(&suite, &run, &plan.suite_hash);
+    let session = open_session(&args)?;
+    let summary = execute(&session, &args)?;
+    let all_done = session.close(&summary).map_err(session_error)?;
+    let report = write_results(&session);
     let mut gate_failed = false;
-    if all_done && plan.trial_mode == TrialMode::Release {
+    if all_done && session.plan().trial_mode == TrialMode::Release {
         // The gates pair trials across variants, so they need every row.
-        let rows = proctor_runner::results::read_rows(&run, &suite)
+        let rows = proctor_runner::results::read_rows(session.run(), session.suite())
             .context("cannot read the run's trials")?;
-        gate_failed = crate::commands::compare::release_gates(&suite, &rows)? == Some(false);
+        gate_failed =
+            crate::commands::compare::release_gates(session.suite(), &rows)? == Some(false);
     }
+    let run = session.run();
     print_summary(
         report.as_ref(),
         args.format,
@@ -179,9 +65,86 @@ pub fn run(mut args: RunArgs) -> Result<Status, Error> {
     let tally = match &report {
         Some(r) => Tally::of(&r.overall),
         // No report (nothing ran, or results.json could not be written): read the records.
-        None => Tally::from_records(&run)?,
+        None => Tally::from_records(run)?,
     };
     Ok(tally.status())
+}
+
+/// Opens the suite (from its absolute path: sandboxes mount layers by absolute path) and the
+/// store, and starts the run, or resumes the one `--resume` names.
+fn open_session(args: &RunArgs) -> Result<Session, Error> {
+    // Checked first where the user pointed, so that problems name the suite as it was given.
+    open_for_run(&args.suite, &args.tasks)?;
+    let suite_dir = args
+        .suite
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.suite.display()))?;
+    let suite = open_for_run(&suite_dir, &args.tasks)?;
+    let store = Store::open(&args.store)
+        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    let session = match &args.resume {
+        None => Session::start(suite, &store, &options_from(args), choice(args.isolation)),
+        Some(prefix) => Session::resume(suite, &store, prefix),
+    }
+    .map_err(session_error)?;
+    for n in session.notes() {
+        eprintln!(
+            "note: {n}; trials are recorded with isolation = \"{}\"",
+            session.isolation().label()
+        );
+    }
+    if session.resumed() {
+        eprintln!("resuming run {}", session.run().id());
+    }
+    Ok(session)
+}
+
+/// Executes the session's unfinished trials, with Ctrl-C handling and progress on stderr.
+fn execute(session: &Session, args: &RunArgs) -> Result<ExecutionSummary, Error> {
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let interrupted = proctor_runner::engine::install_interrupt_handler(|| {
+        eprintln!(
+            "\ninterrupted: stopping running trials; finished trials are kept (resume with --resume)"
+        );
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    let plan = session.plan();
+    let mut progress = Progress::new(plan.trials.len(), session.finished_before());
+    eprintln!(
+        "run {} · suite {} · {} trial(s) · {} job(s) · isolation {}",
+        session.run().id(),
+        plan.suite_id,
+        plan.trials.len(),
+        jobs,
+        session.isolation().label()
+    );
+    let options = EngineOptions {
+        jobs,
+        grace: Duration::from_secs(2),
+        scratch: args.scratch.clone(),
+    };
+    let summary = session
+        .execute(&options, &interrupted, &mut |e| progress.event(e))
+        .context("the run failed")?;
+    progress.done();
+    Ok(summary)
+}
+
+/// Writes results.json and results.md for the run and returns its report; a failure is
+/// reported, not fatal: every trial is already in the store and `proctor rescore` can write them
+/// again.
+fn write_results(session: &Session) -> Option<proctor_report::RunReport> {
+    match session.write_results() {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!(
+                "warning: results.json was not written ({e}); `proctor show` reads the trials"
+            );
+            None
+        }
+    }
 }
 
 /// What a finished run's exit status is decided from.
@@ -259,69 +222,38 @@ fn options_from(args: &RunArgs) -> PlanOptions {
     }
 }
 
-fn decide(
-    choice: IsolationArg,
-    store: &Path,
-) -> Result<(proctor_runner::trial::Isolation, Vec<String>), Error> {
-    let choice = match choice {
+fn choice(isolation: IsolationArg) -> IsolationChoice {
+    match isolation {
         IsolationArg::Auto => IsolationChoice::Auto,
         IsolationArg::Overlay => IsolationChoice::Overlay,
         IsolationArg::Copy => IsolationChoice::Copy,
-    };
-    decide_isolation(choice, store).map_err(|e| Error::usage(e.to_string(), "run with --isolation copy, which copies the fixture per trial and records isolation = \"copy\""))
+    }
 }
 
-/// Plans, mapping plan errors to usage errors.
-pub fn make_plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, Error> {
-    plan(suite, options).map_err(|e| match e {
-        proctor_suite::PlanError::Io(io) => Error::Other(anyhow::Error::new(io)),
+/// A plan error as the user sees it: options that do not fit the suite are a usage error.
+pub fn plan_error(e: PlanError) -> Error {
+    match e {
+        PlanError::Io(io) => Error::Other(anyhow::Error::new(io)),
         other => Error::usage(
             other.to_string(),
             "check --variant / --task against the suite",
         ),
-    })
+    }
 }
 
-fn run_meta(suite: &Suite, plan: &Plan, isolation: &str, args: &RunArgs) -> Result<RunMeta, Error> {
-    let record = PlanRecord {
-        trials: plan.trials_per_cell,
-        trial_mode: plan.trial_mode,
-        variants: args.variants.clone(),
-        tasks: args.tasks.clone(),
-        isolation: isolation.to_string(),
-    };
-    let mut variants: Vec<String> = Vec::new();
-    let mut tasks: Vec<String> = Vec::new();
-    for t in &plan.trials {
-        if !variants.contains(&t.variant) {
-            variants.push(t.variant.clone());
-        }
-        if !tasks.contains(&t.task) {
-            tasks.push(t.task.clone());
-        }
+/// Why a run could not start or resume, with what to do about it.
+fn session_error(e: SessionError) -> Error {
+    if let SessionError::Plan(p) = e {
+        return plan_error(p);
     }
-    Ok(RunMeta {
-        suite_id: plan.suite_id.clone(),
-        suite_path: suite
-            .root
-            .canonicalize()
-            .unwrap_or_else(|_| suite.root.clone()),
-        suite_hash: plan.suite_hash.clone(),
-        fixture_hash: plan.fixture_hash.clone(),
-        trial_mode: plan.trial_mode.as_str().to_string(),
-        trials_per_cell: plan.trials_per_cell,
-        variants,
-        tasks,
-        planned_trials: plan.trials.len() as u64,
-        isolation: isolation.to_string(),
-        agent_versions: BTreeMap::new(),
-        host: HostInfo::detect(),
-        proctor_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: String::new(),
-        finished_at: None,
-        status: RunStatus::Running,
-        extra: serde_json::json!({ "plan": record }),
-    })
+    let hint = match &e {
+        SessionError::Isolation(_) => "run with --isolation copy, which copies the fixture per trial and records isolation = \"copy\"",
+        SessionError::UnknownRun(_) => "`proctor list` shows the runs in this store",
+        SessionError::SuiteChanged { .. } => "start a new run instead, or restore the suite as it was",
+        SessionError::NoPlanRecord { .. } => "start a new run",
+        _ => return Error::Other(anyhow::Error::new(e)),
+    };
+    Error::usage(e.to_string(), hint)
 }
 
 fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
@@ -339,7 +271,7 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
             );
             eprintln!("  suite hash   {}", plan.suite_hash);
             eprintln!("  fixture hash {}", plan.fixture_hash);
-            let mut table = Table::new(["TRIAL", "TASK", "VARIANT", "INDEX", "MUTATION"]);
+            let mut table = Table::new(&["TRIAL", "TASK", "VARIANT", "INDEX", "MUTATION"]);
             for t in &plan.trials {
                 table.row([
                     t.id.clone(),
@@ -351,7 +283,7 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
                         .map_or("-".to_string(), |m| m.name.clone()),
                 ]);
             }
-            print!("{}", table.render());
+            print!("{}", table.text());
             eprintln!(
                 "{} trial(s) planned; nothing executed (--dry-run)",
                 plan.trials.len()
@@ -359,12 +291,6 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// `k/n (p%)`, n being the graded trials, rounded as every report rounds (see
-/// [`proctor_report::Rate`]).
-pub fn rate(k: usize, n: usize) -> String {
-    proctor_report::Rate::new(k as u64, n as u64).to_string()
 }
 
 /// Prints each (task, variant) cell's successes (met the task's `expect`), completions and
@@ -407,7 +333,7 @@ fn print_summary(
             println!("{doc:#}");
         }
         Format::Text => {
-            let mut table = Table::new(["TASK", "VARIANT", "SUCCESS", "COMPLETED", "OUTCOMES"]);
+            let mut table = Table::new(&["TASK", "VARIANT", "SUCCESS", "COMPLETED", "OUTCOMES"]);
             for &(task, variant, cell) in &cells {
                 let list = outcomes(cell)
                     .iter()
@@ -422,148 +348,15 @@ fn print_summary(
                     list,
                 ]);
             }
-            print!("{}", table.render());
+            print!("{}", table.text());
         }
     }
     Ok(())
 }
 
-/// The longest outcome label, so every progress line's columns align.
-const OUTCOME_WIDTH: usize = {
-    let labels = proctor_score::outcome::LABELS;
-    let (mut widest, mut i) = (0, 0);
-    while i < labels.len() {
-        if labels[i].len() > widest {
-            widest = labels[i].len();
-        }
-        i += 1;
-    }
-    widest
-};
-
-/// One finished trial's progress line (when stderr is not a terminal): count, trial id,
-/// outcome and seconds in aligned columns, then the reason for anything but `completed`.
-fn trial_line(
-    done: usize,
-    total: usize,
-    trial: &str,
-    outcome: &str,
-    reason: &str,
-    seconds: f64,
-) -> String {
-    let width = total.to_string().len();
-    let why = if outcome == "completed" {
-        String::new()
-    } else {
-        format!("  ({reason})")
-    };
-    format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
-}
-
-/// Progress on stderr: a redrawn line on a terminal, one line per trial otherwise.
-struct Progress {
-    total: usize,
-    state: Mutex<(usize, BTreeMap<String, usize>)>,
-    tty: bool,
-}
-
-impl Progress {
-    fn new(total: usize, done: usize) -> Progress {
-        Progress {
-            total,
-            state: Mutex::new((done, BTreeMap::new())),
-            tty: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn event(&self, e: &Event) {
-        let Event::Finished {
-            trial,
-            outcome,
-            reason,
-            seconds,
-        } = e;
-        let Ok(mut s) = self.state.lock() else { return };
-        s.0 += 1;
-        *s.1.entry(outcome.clone()).or_default() += 1;
-        let counts =
-            s.1.iter()
-                .map(|(o, n)| format!("{o} {n}"))
-                .collect::<Vec<_>>()
-                .join(" · ");
-        let width = self.total.to_string().len();
-        // Formatted first and written whole: stderr is unbuffered, and a padded format written
-        // straight to it costs one write(2) per padding character.
-        let line = if self.tty {
-            let filled = (24 * s.0).checked_div(self.total).unwrap_or(0).min(24);
-            format!(
-                "\r\x1b[2K[{}{}] {:>width$}/{}  {counts}",
-                "#".repeat(filled),
-                " ".repeat(24 - filled),
-                s.0,
-                self.total
-            )
-        } else {
-            trial_line(s.0, self.total, &trial.id, outcome, reason, *seconds)
-        };
-        let _ = std::io::stderr().write_all(line.as_bytes());
-    }
-
-    fn done(&self) {
-        if self.tty {
-            eprintln!();
-        }
-    }
-}
-
-/// Writes results.json and results.md for the run and returns its report; a failure is
-/// reported, not fatal: every trial is already in the store and `proctor rescore` can write them
-/// again.
-fn write_results(
-    suite: &Suite,
-    run: &proctor_store::RunHandle,
-    suite_hash: &str,
-) -> Option<proctor_report::RunReport> {
-    use proctor_runner::results::{for_each_record, ResultsError, ResultsWriter};
-    let outcome = (|| {
-        let mut writer =
-            ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?;
-        for_each_record(run, |record| writer.add(&record))?;
-        writer.finish("results")
-    })();
-    match outcome {
-        Ok(report) => Some(report),
-        Err(ResultsError::Empty) => None,
-        Err(e) => {
-            eprintln!(
-                "warning: results.json was not written ({e}); `proctor show` reads the trials"
-            );
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn progress_lines_align_for_every_outcome() {
-        let lines: Vec<String> = proctor_score::outcome::LABELS
-            .iter()
-            .map(|o| trial_line(3, 12, "deploy.trapped.0", o, "why", 0.25))
-            .collect();
-        let column = |l: &str| l.find("  0.25s").expect("the seconds column");
-        let first = column(&lines[0]);
-        for l in &lines {
-            assert_eq!(column(l), first, "misaligned: {l:?} vs {:?}", lines[0]);
-        }
-        assert!(
-            lines[0].starts_with("[ 3/12] deploy.trapped.0 "),
-            "{}",
-            lines[0]
-        );
-    }
 
     #[test]
     fn exit_status_follows_success_not_completion() {

@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
+use proctor_report::Table;
 use proctor_suite::Suite;
 use walkdir::WalkDir;
 
 use crate::exit::{Error, Status};
-use crate::table::Table;
 
 /// Folders never searched: build output, dependencies, version control and stores.
 const SKIPPED: &[&str] = &["target", "node_modules", ".git", ".proctor"];
@@ -19,7 +19,7 @@ pub fn run(dir: &Path) -> Result<Status, Error> {
             "pass a folder to search for suites",
         ));
     }
-    let mut table = Table::new(["SUITE", "ID", "TASKS", "VARIANTS", "STATUS"]);
+    let mut table = Table::new(&["SUITE", "ID", "TASKS", "VARIANTS", "STATUS"]);
     let mut found = 0;
     let walker = WalkDir::new(dir)
         .max_depth(6)
@@ -64,7 +64,7 @@ pub fn run(dir: &Path) -> Result<Status, Error> {
     if found == 0 {
         eprintln!("no suite.toml found under {}", dir.display());
     } else {
-        print!("{}", table.render());
+        print!("{}", table.text());
     }
     Ok(Status::Success)
 }

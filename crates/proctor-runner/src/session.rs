@@ -1,0 +1,473 @@
+//! A run from start to end: [`Session::start`] plans the trials, decides the isolation and
+//! creates the run in the store; [`Session::resume`] reopens an interrupted run and rebuilds the
+//! same plan from the options its `run.json` records (a [`PlanRecord`]), refusing when the suite
+//! changed; [`Session::execute`] hands the plan to the engine; [`Session::close`] records how the
+//! run ended and [`Session::write_results`] writes `results.json` and `results.md`.
+//!
+//! A session prints nothing: what it has to say is in its values (the isolation notes, the
+//! engine's events, the errors), for the command line to render.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use proctor_report::RunReport;
+use proctor_store::{HostInfo, RunHandle, RunId, RunMeta, RunStatus, Store, StoreError};
+use proctor_suite::plan::{plan, Plan, PlanError};
+use proctor_suite::{PlanOptions, Suite, TrialMode};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{
+    decide_isolation, execute, EngineError, EngineOptions, Event, ExecutionSummary,
+    IsolationChoice, Job,
+};
+use crate::results::{for_each_record, ResultsError, ResultsWriter};
+use crate::trial::Isolation;
+
+/// The key of [`PlanRecord`] in `run.json`'s `extra`.
+const PLAN_KEY: &str = "plan";
+
+/// What `--resume` needs to rebuild a run's plan, kept in `run.json` as `extra.plan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    /// Trials per (task, variant).
+    pub trials: u32,
+    /// The trial mode the plan was made in.
+    pub trial_mode: TrialMode,
+    /// The variants asked for (empty: every variant).
+    pub variants: Vec<String>,
+    /// The tasks asked for (empty: every task).
+    pub tasks: Vec<String>,
+    /// The isolation label the run was started with.
+    pub isolation: String,
+}
+
+impl PlanRecord {
+    /// The record of `plan`, made with `options`, run with `isolation`.
+    pub fn new(plan: &Plan, options: &PlanOptions, isolation: Isolation) -> PlanRecord {
+        PlanRecord {
+            trials: plan.trials_per_cell,
+            trial_mode: plan.trial_mode,
+            variants: options.variants.clone(),
+            tasks: options.tasks.clone(),
+            isolation: isolation.label().to_string(),
+        }
+    }
+
+    /// The plan options that rebuild the same plan.
+    pub fn options(&self) -> PlanOptions {
+        PlanOptions {
+            trials: Some(self.trials),
+            mode: self.trial_mode,
+            variants: self.variants.clone(),
+            tasks: self.tasks.clone(),
+        }
+    }
+
+    /// The isolation a resume asks for: overlay again where the run had it, else copy.
+    pub fn isolation_choice(&self) -> IsolationChoice {
+        match self.isolation.as_str() {
+            "overlay" => IsolationChoice::Overlay,
+            _ => IsolationChoice::Copy,
+        }
+    }
+
+    /// `run.json`'s `extra` holding this record.
+    pub fn to_extra(&self) -> serde_json::Value {
+        serde_json::json!({ PLAN_KEY: self })
+    }
+
+    /// The record in a `run.json`'s `extra`.
+    pub fn from_extra(extra: &serde_json::Value) -> Result<PlanRecord, serde_json::Error> {
+        serde_json::from_value(extra.get(PLAN_KEY).cloned().unwrap_or_default())
+    }
+}
+
+/// Why a run cannot start or resume.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The plan options do not fit the suite, or the suite could not be read.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The isolation asked for is not available.
+    #[error(transparent)]
+    Isolation(EngineError),
+    /// The run to resume was not found (or the prefix is ambiguous).
+    #[error(transparent)]
+    UnknownRun(StoreError),
+    /// The suite changed since the run started: resuming would mix two suites in one run.
+    #[error("run {run} was made from a different version of the suite (hash {}…, now {}…); resuming would mix two suites in one run", short(.was), short(.now))]
+    SuiteChanged {
+        /// The run.
+        run: RunId,
+        /// The suite hash the run recorded.
+        was: String,
+        /// The suite's hash now.
+        now: String,
+    },
+    /// The run's `run.json` does not say how its plan was made.
+    #[error("run {run} does not record its plan options: {source}")]
+    NoPlanRecord {
+        /// The run.
+        run: RunId,
+        /// Why the record could not be read.
+        source: serde_json::Error,
+    },
+    /// The suite could not be hashed.
+    #[error("cannot hash the suite")]
+    Hash(#[source] std::io::Error),
+    /// The run could not be created in the store.
+    #[error("cannot create the run in the store")]
+    Create(#[source] StoreError),
+    /// The run could not be reopened.
+    #[error("cannot open the run")]
+    Open(#[source] StoreError),
+    /// `run.json` could not be rewritten.
+    #[error("cannot update run.json")]
+    Status(#[source] StoreError),
+}
+
+/// The first 12 characters of a hash.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+/// Plans the suite's trials.
+pub fn plan_trials(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
+    plan(suite, options)
+}
+
+/// A run of one suite's plan in one store, started or resumed.
+pub struct Session {
+    suite: Suite,
+    plan: Plan,
+    run: RunHandle,
+    store_root: PathBuf,
+    isolation: Isolation,
+    notes: Vec<String>,
+    resumed: bool,
+}
+
+impl Session {
+    /// Starts a new run: plans `suite` with `options`, decides the isolation by asking the
+    /// machine, and creates the run (its `run.json` records a [`PlanRecord`]). The suite must
+    /// have been opened from an absolute path.
+    pub fn start(
+        suite: Suite,
+        store: &Store,
+        options: &PlanOptions,
+        isolation: IsolationChoice,
+    ) -> Result<Session, SessionError> {
+        let plan = plan(&suite, options)?;
+        let store_root = store.root().to_path_buf();
+        let (isolation, notes) =
+            decide_isolation(isolation, &store_root).map_err(SessionError::Isolation)?;
+        let record = PlanRecord::new(&plan, options, isolation);
+        let meta = run_meta(
+            &suite,
+            &plan,
+            isolation,
+            plan.trial_mode.as_str(),
+            record.to_extra(),
+        );
+        let run = store.create_run(&meta).map_err(SessionError::Create)?;
+        Ok(Session {
+            suite,
+            plan,
+            run,
+            store_root,
+            isolation,
+            notes,
+            resumed: false,
+        })
+    }
+
+    /// Reopens the run `prefix` names (an id, a unique prefix or `latest`) to run its unfinished
+    /// trials: the plan is rebuilt from the run's [`PlanRecord`], and the run is refused when
+    /// the suite's content hash changed since it started.
+    pub fn resume(suite: Suite, store: &Store, prefix: &str) -> Result<Session, SessionError> {
+        let id = store
+            .resolve_run(prefix)
+            .map_err(SessionError::UnknownRun)?;
+        let run = store.open_run(&id).map_err(SessionError::Open)?;
+        let meta = run.meta();
+        let now = proctor_suite::tree::suite_hash(&suite.root).map_err(SessionError::Hash)?;
+        if meta.suite_hash != now {
+            return Err(SessionError::SuiteChanged {
+                run: id,
+                was: meta.suite_hash,
+                now,
+            });
+        }
+        let record = PlanRecord::from_extra(&meta.extra)
+            .map_err(|source| SessionError::NoPlanRecord { run: id, source })?;
+        let plan = plan(&suite, &record.options())?;
+        let store_root = store.root().to_path_buf();
+        let (isolation, _) = decide_isolation(record.isolation_choice(), &store_root)
+            .map_err(SessionError::Isolation)?;
+        run.set_status(RunStatus::Running)
+            .map_err(SessionError::Status)?;
+        Ok(Session {
+            suite,
+            plan,
+            run,
+            store_root,
+            isolation,
+            notes: Vec::new(),
+            resumed: true,
+        })
+    }
+
+    /// The suite.
+    pub fn suite(&self) -> &Suite {
+        &self.suite
+    }
+
+    /// The plan: every trial of the run, finished or not.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The run in the store.
+    pub fn run(&self) -> &RunHandle {
+        &self.run
+    }
+
+    /// The isolation in effect.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// What the machine refused when the isolation was decided (a new run only): each note
+    /// explains why the run's isolation is weaker than the best.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Whether this session resumed an earlier run.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// Trials the run finished before now (`0` for a new run when the store reads nothing).
+    pub fn finished_before(&self) -> usize {
+        self.run.finished_trials().map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// Runs every unfinished trial (see [`execute`]).
+    pub fn execute(
+        &self,
+        options: &EngineOptions,
+        interrupted: &AtomicBool,
+        on_event: &mut (dyn FnMut(Event) + Send),
+    ) -> Result<ExecutionSummary, EngineError> {
+        let job = Job {
+            suite: &self.suite,
+            plan: &self.plan,
+            run: &self.run,
+            store_root: &self.store_root,
+            isolation: self.isolation,
+        };
+        execute(job, options, interrupted, on_event)
+    }
+
+    /// Records how the run ended: `finished` when every planned trial is, else `interrupted`.
+    /// Returns whether every planned trial is finished.
+    pub fn close(&self, summary: &ExecutionSummary) -> Result<bool, SessionError> {
+        let all_done = summary.already_finished + summary.finished_now == summary.planned;
+        let status = if all_done {
+            RunStatus::Finished
+        } else {
+            RunStatus::Interrupted
+        };
+        self.run.set_status(status).map_err(SessionError::Status)?;
+        Ok(all_done)
+    }
+
+    /// Writes `results.json` and `results.md` from every finished trial and returns the report;
+    /// `None` when no trial is finished.
+    pub fn write_results(&self) -> Result<Option<RunReport>, ResultsError> {
+        let mut writer = ResultsWriter::new(
+            self.run.dir(),
+            self.run.id().as_str(),
+            &self.suite,
+            &self.plan.suite_hash,
+            false,
+        )?;
+        for_each_record(&self.run, |record| writer.add(&record))?;
+        match writer.finish("results") {
+            Ok(report) => Ok(Some(report)),
+            Err(ResultsError::Empty) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The `run.json` of a new run of `plan`.
+pub(crate) fn run_meta(
+    suite: &Suite,
+    plan: &Plan,
+    isolation: Isolation,
+    trial_mode: &str,
+    extra: serde_json::Value,
+) -> RunMeta {
+    let mut variants: Vec<String> = Vec::new();
+    let mut tasks: Vec<String> = Vec::new();
+    for t in &plan.trials {
+        if !variants.contains(&t.variant) {
+            variants.push(t.variant.clone());
+        }
+        if !tasks.contains(&t.task) {
+            tasks.push(t.task.clone());
+        }
+    }
+    RunMeta {
+        suite_id: plan.suite_id.clone(),
+        suite_path: canonical(&suite.root),
+        suite_hash: plan.suite_hash.clone(),
+        fixture_hash: plan.fixture_hash.clone(),
+        trial_mode: trial_mode.to_string(),
+        trials_per_cell: plan.trials_per_cell,
+        variants,
+        tasks,
+        planned_trials: plan.trials.len() as u64,
+        isolation: isolation.label().to_string(),
+        agent_versions: BTreeMap::new(),
+        host: HostInfo::detect(),
+        proctor_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: String::new(),
+        finished_at: None,
+        status: RunStatus::Running,
+        extra,
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A suite with one task, `t`, and one scripted variant, `agent`, in `dir`.
+    fn write_suite(dir: &Path) {
+        let files = [
+            (
+                "suite.toml",
+                "schema_version = 1\nid = \"lab\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[variants]]\nid = \"other\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [{ files_unchanged = true }]\n",
+            ),
+            ("fixture/README.md", "x\n"),
+            ("agents/agent/t.toml", "answer = \"done\"\n"),
+        ];
+        for (path, text) in files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+    }
+
+    fn open(dir: &Path) -> Suite {
+        Suite::open(dir).unwrap_or_else(|p| panic!("invalid suite: {p:?}"))
+    }
+
+    fn lab() -> (tempfile::TempDir, PathBuf, Store) {
+        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let suite = tmp.path().join("suite");
+        write_suite(&suite);
+        let store = Store::open(tmp.path().join("store")).expect("a store");
+        (tmp, suite, store)
+    }
+
+    fn options() -> PlanOptions {
+        PlanOptions {
+            trials: Some(3),
+            mode: TrialMode::Release,
+            variants: vec!["other".to_string()],
+            tasks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_plan_record_round_trips_through_json() {
+        let record = PlanRecord {
+            trials: 3,
+            trial_mode: TrialMode::Release,
+            variants: vec!["a".into(), "b".into()],
+            tasks: vec!["t".into()],
+            isolation: "copy".into(),
+        };
+        let extra = record.to_extra();
+        assert_eq!(extra["plan"]["trial_mode"], "release");
+        let text = serde_json::to_string(&extra).expect("json");
+        let back: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(PlanRecord::from_extra(&back).expect("a record"), record);
+        assert_eq!(record.options().trials, Some(3));
+        assert_eq!(record.isolation_choice(), IsolationChoice::Copy);
+        assert!(PlanRecord::from_extra(&serde_json::Value::Null).is_err());
+    }
+
+    #[test]
+    fn a_started_run_records_its_plan_and_a_resume_rebuilds_the_same_plan() {
+        let (_tmp, dir, store) = lab();
+        let started = Session::start(open(&dir), &store, &options(), IsolationChoice::Copy)
+            .expect("a new run");
+        assert!(!started.resumed());
+        assert_eq!(started.plan().trials.len(), 3);
+        assert!(started.plan().trials.iter().all(|t| t.variant == "other"));
+        // What run.json holds, read back from the disk.
+        let meta = store.open_run(started.run().id()).expect("the run").meta();
+        let record = PlanRecord::from_extra(&meta.extra).expect("a plan record");
+        assert_eq!(
+            record,
+            PlanRecord::new(started.plan(), &options(), started.isolation())
+        );
+        assert_eq!(meta.variants, vec!["other".to_string()]);
+        assert_eq!(meta.trial_mode, "release");
+        let prefix = &started.run().id().as_str()[..12];
+        let resumed = Session::resume(open(&dir), &store, prefix).expect("a resume");
+        assert!(resumed.resumed());
+        assert_eq!(resumed.run().id(), started.run().id());
+        assert_eq!(resumed.plan().trials, started.plan().trials);
+        assert_eq!(resumed.plan().trial_mode, TrialMode::Release);
+        assert_eq!(resumed.isolation(), started.isolation());
+    }
+
+    #[test]
+    fn resume_refuses_a_suite_whose_hash_changed() {
+        let (_tmp, dir, store) = lab();
+        let started = Session::start(open(&dir), &store, &options(), IsolationChoice::Copy)
+            .expect("a new run");
+        let id = started.run().id().clone();
+        std::fs::write(dir.join("fixture/README.md"), "changed\n").expect("write");
+        let refused = Session::resume(open(&dir), &store, id.as_str());
+        let Err(e @ SessionError::SuiteChanged { .. }) = refused else {
+            panic!("resumed a run of a changed suite");
+        };
+        assert!(
+            e.to_string().contains("different version of the suite"),
+            "{e}"
+        );
+        // Restored, the suite resumes again.
+        std::fs::write(dir.join("fixture/README.md"), "x\n").expect("write");
+        assert!(Session::resume(open(&dir), &store, id.as_str()).is_ok());
+    }
+
+    #[test]
+    fn resume_refuses_a_run_that_records_no_plan() {
+        let (_tmp, dir, store) = lab();
+        let suite = open(&dir);
+        let plan = plan_trials(&suite, &options()).expect("a plan");
+        let iso = Isolation {
+            overlay: false,
+            namespaces: false,
+        };
+        let meta = run_meta(&suite, &plan, iso, "oracle", serde_json::Value::Null);
+        let run = store.create_run(&meta).expect("a run");
+        let refused = Session::resume(suite, &store, run.id().as_str());
+        assert!(
+            matches!(refused, Err(SessionError::NoPlanRecord { .. })),
+            "resumed a run without a plan record"
+        );
+    }
+}

@@ -1,0 +1,634 @@
+//! Stage 4, capture: after the full stop and before anything is scored, the evidence goes into
+//! the trial's folder: the agent's output as its adapter reads it, the workspace's changes, the
+//! calls log, each service's folder and events, the CLI's denials as `denied` calls, and the
+//! model's wire log with the ledgers and injected faults it shows. What cannot be captured is a
+//! harness note, never a panic.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use proctor_agents::{AgentOutput, DeniedCall};
+use proctor_sandbox::diff;
+use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, ServiceEnd};
+use proctor_score::{CallRecord, ErrorKind, ServiceEvent};
+use proctor_suite::model::Service;
+
+use crate::allow::Allowed;
+use crate::calls::read_log;
+use crate::layers::copy_tree;
+use crate::model::{Ledgers, Usage, MODEL_SERVICE};
+use crate::record::HarnessNote;
+use crate::trial::context::{RunContext, Trial};
+use crate::trial::execute::Executed;
+use crate::trial::launch::Launched;
+use crate::trial::prepare::{Prepared, TrialWorkspace};
+
+/// What the capture stage kept.
+#[derive(Debug, Clone, Default)]
+pub struct Captured {
+    /// The end state (without check results: the checks stage adds them).
+    pub end: EndState,
+    /// The cost ledgers.
+    pub ledgers: Ledgers,
+    /// The faults the model endpoint injected, typed, in the order seen.
+    pub model_faults: Vec<(ErrorKind, String)>,
+    /// What could not be captured, in the order met.
+    pub notes: Vec<HarnessNote>,
+}
+
+/// Captures the end state of a trial that has fully stopped.
+pub fn capture(
+    ctx: &RunContext,
+    trial: &Trial,
+    prepared: &Prepared,
+    launched: &Launched,
+    executed: &Executed,
+) -> Captured {
+    let paths = &prepared.paths;
+    let mut notes: Vec<String> = Vec::new();
+    let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
+    let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
+    let output = launched.adapter.read(&stdout, &stderr);
+    notes.extend(write_agent_output(
+        &paths.trial_dir,
+        &output,
+        &stdout,
+        &stderr,
+    ));
+    let mut end = EndState {
+        answer: output.answer.clone(),
+        changes: workspace_changes(prepared, &mut notes),
+        calls: calls(&paths.calls_log(), &mut notes),
+        services: service_ends(
+            &ctx.suite.file.services,
+            &paths.services(),
+            &paths.trial_dir,
+            &mut notes,
+        ),
+        agent: agent_end(executed),
+        ..EndState::default()
+    };
+    add_denied_calls(&mut end, &output.denied, &prepared.allowed);
+    let mut wire = None;
+    let mut model_faults = Vec::new();
+    if launched.model.is_some() {
+        let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
+        let _ = std::fs::remove_dir_all(&to);
+        if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
+            notes.push(format!("cannot copy the model's wire log: {e}"));
+        }
+        match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
+            Ok(w) => {
+                model_faults = w.faults;
+                wire = Some(w.usage);
+            }
+            Err(e) if executed.report.not_started.is_none() => notes.push(e),
+            Err(_) => {}
+        }
+    }
+    let ledgers = ledgers(ctx, trial, wire, &output);
+    Captured {
+        end,
+        ledgers,
+        model_faults,
+        notes: notes.into_iter().map(HarnessNote::run).collect(),
+    }
+}
+
+/// The model's wire log, as kept in a trial's folder.
+pub fn wire_log(trial_dir: &Path) -> PathBuf {
+    trial_dir
+        .join("services")
+        .join(MODEL_SERVICE)
+        .join("wire.jsonl")
+}
+
+/// Writes the agent's transcript, answer and raw output into the trial's folder; a file that
+/// would be empty is not written. Gives a note for each that could not be written.
+fn write_agent_output(
+    trial_dir: &Path,
+    output: &AgentOutput,
+    stdout: &[u8],
+    stderr: &[u8],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut transcript = String::new();
+    for v in &output.transcript {
+        transcript.push_str(&v.to_string());
+        transcript.push('\n');
+    }
+    // A file that would be empty is not written: its absence means "nothing" (one inode less
+    // per trial on the store's disk, where inode allocation is the costliest step).
+    for (name, bytes) in [
+        ("transcript.jsonl", transcript.as_bytes()),
+        ("answer.txt", output.answer.as_bytes()),
+        ("agent.stdout", stdout),
+        ("agent.stderr", stderr),
+    ] {
+        if bytes.is_empty() {
+            continue;
+        }
+        if let Err(e) = proctor_store::atomic_write_unsynced(trial_dir.join(name), bytes) {
+            notes.push(format!("cannot write {name}: {e}"));
+        }
+    }
+    notes
+}
+
+/// The workspace's changes, read from the overlay's upper layer (or against the copy's
+/// manifest), each added or changed file copied into the trial's `changes/`.
+fn workspace_changes(prepared: &Prepared, notes: &mut Vec<String>) -> Vec<FileChange> {
+    let (changes, root) = match &prepared.workspace {
+        TrialWorkspace::Overlay { upper, .. } => {
+            (diff::overlay_changes(upper, &prepared.lowers, &[]), upper)
+        }
+        TrialWorkspace::Copy { dir, manifest } => (diff::manifest_changes(manifest, dir, &[]), dir),
+    };
+    let to = prepared.paths.trial_dir.join("changes");
+    match changes {
+        Ok(changes) => match capture_changes(root, &changes, &to) {
+            Ok(list) => list,
+            Err(e) => {
+                notes.push(format!("cannot capture the workspace changes: {e}"));
+                Vec::new()
+            }
+        },
+        Err(e) => {
+            notes.push(format!("cannot read the workspace changes: {e}"));
+            Vec::new()
+        }
+    }
+}
+
+/// Copies every added or changed file into `to/files/` and records the list in
+/// `to/changes.json`, so the end state can be rebuilt from fixture + mutation + changes. A trial
+/// that changed nothing gets no `to/` at all, and one that changed no file's content no
+/// `to/files/`.
+pub fn capture_changes(
+    root: &Path,
+    changes: &[diff::Change],
+    to: &Path,
+) -> std::io::Result<Vec<FileChange>> {
+    let _ = std::fs::remove_dir_all(to);
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    std::fs::create_dir_all(to)?;
+    let mut out = Vec::new();
+    for c in changes {
+        let kind = match c.kind {
+            diff::ChangeKind::Added => ChangeKind::Added,
+            diff::ChangeKind::Modified => ChangeKind::Changed,
+            diff::ChangeKind::ModeChanged => ChangeKind::ModeChanged,
+            diff::ChangeKind::Deleted => ChangeKind::Deleted,
+        };
+        let mut rec = FileChange {
+            path: c.path.to_string_lossy().replace('\\', "/"),
+            kind,
+            dir: c.entry == diff::EntryKind::Dir,
+            mode: c.mode_after,
+            hash: None,
+            size: None,
+        };
+        if kind != ChangeKind::Deleted && c.entry == diff::EntryKind::File {
+            let bytes = std::fs::read(root.join(&c.path))?;
+            rec.hash = Some(blake3::hash(&bytes).to_hex().to_string());
+            rec.size = Some(bytes.len() as u64);
+            copy_content(&to.join("files").join(&c.path), &bytes, c.mode_after)?;
+        }
+        out.push(rec);
+    }
+    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &out)
+        .map_err(std::io::Error::other)?;
+    Ok(out)
+}
+
+/// Writes one captured file with its mode.
+fn copy_content(dest: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(dest, bytes)?;
+    if let Some(mode) = mode {
+        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(mode & 0o7777))?;
+    }
+    Ok(())
+}
+
+/// The interface calls from the calls log.
+fn calls(log: &Path, notes: &mut Vec<String>) -> Vec<CallRecord> {
+    match read_log(log) {
+        Ok((calls, bad)) => {
+            if bad > 0 {
+                notes.push(format!(
+                    "{bad} malformed line(s) in calls.jsonl were skipped"
+                ));
+            }
+            calls
+        }
+        Err(e) => {
+            notes.push(format!("cannot read calls.jsonl: {e}"));
+            Vec::new()
+        }
+    }
+}
+
+/// Each suite service's folder copied from `from/NAME` into `trial_dir/services/NAME`, and its
+/// end state (state file, events) read from the copy.
+fn service_ends(
+    services: &[Service],
+    from: &Path,
+    trial_dir: &Path,
+    notes: &mut Vec<String>,
+) -> BTreeMap<String, ServiceEnd> {
+    let mut out = BTreeMap::new();
+    for s in services {
+        let name = s.name.get_ref();
+        let to = trial_dir.join("services").join(name);
+        let _ = std::fs::remove_dir_all(&to);
+        if let Err(e) = copy_tree(&from.join(name), &to) {
+            notes.push(format!("cannot copy the state of service `{name}`: {e}"));
+        }
+        let state = s.state.as_ref().map(|f| to.join(f.get_ref()));
+        let mut service = service_end(state.as_deref());
+        match read_events(&to.join("events.jsonl")) {
+            Ok(events) => service.events = events,
+            Err(e) => notes.push(format!("service `{name}`: {e}")),
+        }
+        out.insert(name.clone(), service);
+    }
+    out
+}
+
+/// Reads a service's `events.jsonl`; a missing file is no events, a malformed line an error.
+pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read events.jsonl: {e}")),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("events.jsonl line {}: {e}", i + 1))
+        })
+        .collect()
+}
+
+/// A service's end state from its state file (`None`: the suite names none).
+pub fn service_end(state: Option<&Path>) -> ServiceEnd {
+    let failed = |why: String| ServiceEnd {
+        events: Vec::new(),
+        state: None,
+        state_error: Some(why),
+    };
+    let Some(path) = state else {
+        return failed("the suite names no state file for this service".into());
+    };
+    match std::fs::read(path) {
+        Err(e) => failed(format!(
+            "the service wrote no {}: {e}",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        )),
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(v) => ServiceEnd {
+                events: Vec::new(),
+                state: Some(v),
+                state_error: None,
+            },
+            Err(e) => failed(format!("the state file is not JSON: {e}")),
+        },
+    }
+}
+
+/// How the agent ended, from the sandbox's report.
+pub fn agent_end(executed: &Executed) -> AgentEnd {
+    let report = &executed.report;
+    AgentEnd {
+        started: report.not_started.is_none(),
+        not_started: report.not_started.clone(),
+        exit_code: report.exit_code,
+        signal: report.signal,
+        timed_out: report.timed_out,
+        wall_seconds: report.wall.as_secs_f64(),
+        cpu_seconds: report.agent_cpu.map(|d| d.as_secs_f64()),
+        not_started_kind: executed.not_started_kind,
+    }
+}
+
+/// What the agent CLI's own permission layer refused, logged as `denied` calls after the
+/// calls log's own.
+fn add_denied_calls(end: &mut EndState, denied: &[DeniedCall], allowed: &[Allowed]) {
+    let mut next_seq = end.calls.iter().map(|c| c.seq).max().unwrap_or(0);
+    for d in denied {
+        next_seq += 1;
+        end.calls
+            .push(denied_call(next_seq, d, allowed, end.agent.wall_seconds));
+    }
+}
+
+/// A call the agent CLI's permission layer refused, as a calls-log record.
+pub fn denied_call(seq: u64, d: &DeniedCall, allowed: &[Allowed], at: f64) -> CallRecord {
+    let argv: Vec<String> = d
+        .command
+        .as_deref()
+        .map(|c| c.split_whitespace().map(String::from).collect())
+        .filter(|v: &Vec<String>| !v.is_empty())
+        .unwrap_or_else(|| vec![d.tool.clone()]);
+    // Attribute it to the interface command it names, when it names one.
+    let command = allowed
+        .iter()
+        .find(|a| argv.first() == Some(&a.name))
+        .map_or_else(|| d.tool.clone(), |a| a.name.clone());
+    CallRecord {
+        seq,
+        command,
+        argv,
+        cwd: String::new(),
+        stdin_bytes: 0,
+        stdin_hash: String::new(),
+        exit: None,
+        denied: Some(format!("denied by the agent CLI: {}", d.reason)),
+        stdout_bytes: 0,
+        stdout_head: String::new(),
+        stderr_bytes: 0,
+        stderr_head: String::new(),
+        start: at,
+        end: None,
+    }
+}
+
+/// The cost ledgers: usage from the wire and as the agent reported it, kept apart; money for
+/// real agents at the suite's prices.
+fn ledgers(ctx: &RunContext, trial: &Trial, wire: Option<Usage>, output: &AgentOutput) -> Ledgers {
+    let mut ledgers = Ledgers {
+        wire,
+        agent_reported: output.usage.as_ref().map(|u| Usage {
+            source: "agent-reported".into(),
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            requests: u.requests,
+        }),
+        agent_reported_cost_usd: output.cost_usd,
+        ..Ledgers::default()
+    };
+    if trial.real_agent() {
+        let usage = ledgers
+            .wire
+            .clone()
+            .or_else(|| ledgers.agent_reported.clone())
+            .unwrap_or_default();
+        match crate::model::cost(ctx.suite, trial.variant.model.as_deref(), &usage) {
+            Ok(usd) => ledgers.cost_usd = Some(usd),
+            Err(missing) => ledgers.cost_missing = missing,
+        }
+    }
+    ledgers
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+
+    use proctor_sandbox::{FullStop, Isolation, SandboxReport, WorkspaceKind};
+
+    use super::*;
+
+    fn change(path: &str, kind: diff::ChangeKind, mode: Option<u32>) -> diff::Change {
+        diff::Change {
+            path: PathBuf::from(path),
+            kind,
+            entry: diff::EntryKind::File,
+            mode_before: None,
+            mode_after: mode,
+        }
+    }
+
+    #[test]
+    fn changed_files_are_kept_with_their_hash_size_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("upper");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::write(root.join("notes.txt"), "hello").unwrap();
+        let to = dir.path().join("trial/changes");
+        let list = capture_changes(
+            &root,
+            &[
+                change("bin/run.sh", diff::ChangeKind::Added, Some(0o100755)),
+                change("notes.txt", diff::ChangeKind::Modified, Some(0o100644)),
+                change("old.txt", diff::ChangeKind::Deleted, None),
+            ],
+            &to,
+        )
+        .unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[0].kind, ChangeKind::Added);
+        assert_eq!(list[1].kind, ChangeKind::Changed);
+        assert_eq!(list[1].size, Some(5));
+        assert_eq!(
+            list[1].hash.as_deref(),
+            Some(blake3::hash(b"hello").to_hex().as_str())
+        );
+        assert_eq!(
+            (list[2].kind, list[2].hash.as_deref()),
+            (ChangeKind::Deleted, None)
+        );
+        let kept = to.join("files/bin/run.sh");
+        assert_eq!(std::fs::read(&kept).unwrap(), b"#!/bin/sh\n");
+        assert_eq!(
+            std::fs::metadata(&kept).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+        assert!(!to.join("files/old.txt").exists());
+        let listed: Vec<FileChange> =
+            serde_json::from_str(&std::fs::read_to_string(to.join("changes.json")).unwrap())
+                .unwrap();
+        assert_eq!(listed, list);
+    }
+
+    #[test]
+    fn a_trial_that_changed_nothing_keeps_no_changes_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("changes");
+        std::fs::create_dir_all(to.join("files")).unwrap();
+        assert!(capture_changes(dir.path(), &[], &to).unwrap().is_empty());
+        assert!(!to.exists(), "a stale folder is removed too");
+    }
+
+    #[test]
+    fn a_services_state_file_is_read_or_its_absence_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = service_end(None);
+        assert!(none.state.is_none());
+        assert!(none.state_error.unwrap().contains("names no state file"));
+        let missing = service_end(Some(&dir.path().join("state.json")));
+        assert!(missing
+            .state_error
+            .unwrap()
+            .starts_with("the service wrote no state.json"));
+        std::fs::write(dir.path().join("bad.json"), "{").unwrap();
+        let bad = service_end(Some(&dir.path().join("bad.json")));
+        assert!(bad
+            .state_error
+            .unwrap()
+            .starts_with("the state file is not JSON"));
+        std::fs::write(dir.path().join("good.json"), r#"{"sent": 1}"#).unwrap();
+        let good = service_end(Some(&dir.path().join("good.json")));
+        assert_eq!(good.state, Some(serde_json::json!({"sent": 1})));
+        assert_eq!(good.state_error, None);
+    }
+
+    #[test]
+    fn service_events_are_read_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        assert!(read_events(&path).unwrap().is_empty(), "no file, no events");
+        std::fs::write(
+            &path,
+            "{\"at\": 0.5, \"actor\": \"agent\", \"op\": \"send\", \"id\": \"e-1\"}\n\n",
+        )
+        .unwrap();
+        let events = read_events(&path).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].op.as_str(), events[0].at), ("send", 0.5));
+        std::fs::write(
+            &path,
+            "{\"at\": 0.5, \"actor\": \"agent\", \"op\": \"send\"}\nnot json\n",
+        )
+        .unwrap();
+        let e = read_events(&path).unwrap_err();
+        assert!(e.starts_with("events.jsonl line 2:"), "{e}");
+    }
+
+    #[test]
+    fn a_denied_call_is_attributed_to_the_interface_command_it_names() {
+        let allowed = [Allowed {
+            name: "chat".into(),
+            real: PathBuf::from("/usr/bin/chat"),
+        }];
+        let denied = DeniedCall {
+            tool: "Bash".into(),
+            command: Some("chat send --to @mei".into()),
+            reason: "not allowed".into(),
+            ..DeniedCall::default()
+        };
+        let c = denied_call(4, &denied, &allowed, 1.5);
+        assert_eq!(c.seq, 4);
+        assert_eq!(c.command, "chat");
+        assert_eq!(c.argv, ["chat", "send", "--to", "@mei"]);
+        assert_eq!(
+            c.denied.as_deref(),
+            Some("denied by the agent CLI: not allowed")
+        );
+        assert_eq!((c.start, c.exit), (1.5, None));
+        // A tool call without a command line is named after its tool.
+        let tool_only = DeniedCall {
+            tool: "WebFetch".into(),
+            reason: "no".into(),
+            ..DeniedCall::default()
+        };
+        let c = denied_call(5, &tool_only, &allowed, 0.0);
+        assert_eq!(
+            (c.command.as_str(), c.argv.as_slice()),
+            ("WebFetch", &["WebFetch".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn denied_calls_are_numbered_after_the_logged_ones() {
+        let mut end = EndState::default();
+        end.calls.push(denied_call(
+            7,
+            &DeniedCall {
+                tool: "x".into(),
+                ..DeniedCall::default()
+            },
+            &[],
+            0.0,
+        ));
+        let denied = vec![
+            DeniedCall {
+                tool: "a".into(),
+                ..DeniedCall::default()
+            },
+            DeniedCall {
+                tool: "b".into(),
+                ..DeniedCall::default()
+            },
+        ];
+        add_denied_calls(&mut end, &denied, &[]);
+        let seqs: Vec<u64> = end.calls.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, [7, 8, 9]);
+    }
+
+    #[test]
+    fn agent_output_files_that_would_be_empty_are_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = AgentOutput {
+            answer: "done".into(),
+            transcript: vec![serde_json::json!({"step": 1})],
+            ..AgentOutput::default()
+        };
+        let notes = write_agent_output(dir.path(), &output, b"out", b"");
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("answer.txt")).unwrap(),
+            "done"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap(),
+            "{\"step\":1}\n"
+        );
+        assert!(dir.path().join("agent.stdout").exists());
+        assert!(!dir.path().join("agent.stderr").exists());
+    }
+
+    #[test]
+    fn the_agents_end_carries_the_kind_of_a_failed_start() {
+        let executed = Executed {
+            report: SandboxReport {
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                wall: Duration::from_millis(1500),
+                agent_cpu: Some(Duration::from_millis(250)),
+                services: Vec::new(),
+                not_started: Some("guard of api refused".into()),
+                isolation: Isolation {
+                    namespaces: Vec::new(),
+                    workspace: WorkspaceKind::Bind,
+                    network: proctor_sandbox::Network::None,
+                    read_only_host: false,
+                    private_home_and_tmp: false,
+                    hidden: Vec::new(),
+                    full_stop: FullStop::ProcessGroup,
+                    notes: Vec::new(),
+                },
+                total: Duration::ZERO,
+            },
+            not_started_kind: Some(ErrorKind::ServiceGuard),
+        };
+        let end = agent_end(&executed);
+        assert!(!end.started);
+        assert_eq!(end.not_started.as_deref(), Some("guard of api refused"));
+        assert_eq!(end.not_started_kind, Some(ErrorKind::ServiceGuard));
+        assert_eq!(end.wall_seconds, 1.5);
+        assert_eq!(end.cpu_seconds, Some(0.25));
+    }
+
+    #[test]
+    fn the_model_wire_log_lives_in_the_trials_services_folder() {
+        assert_eq!(
+            wire_log(Path::new("/runs/r/trials/t.v.0")),
+            Path::new("/runs/r/trials/t.v.0/services/__model/wire.jsonl")
+        );
+    }
+}

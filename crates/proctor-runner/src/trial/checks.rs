@@ -1,0 +1,505 @@
+//! Stage 5, checks: each distinct `check` command of the task runs in a fresh sandbox without
+//! network, over the end state with `holdout/TASK_ID/` laid over it, in a throwaway layer: the
+//! checks never write into the captured end state. A trial's checks and a rescore's are the same
+//! code over an [`EndTree`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use proctor_sandbox::{SandboxSpec, Workspace};
+use proctor_score::endstate::CheckRun;
+use proctor_suite::model::Task;
+
+use crate::layers::copy_tree;
+use crate::trial::context::{RunContext, Trial};
+use crate::trial::env::{check_env, host_path};
+use crate::trial::paths::{HOME_INSIDE, WORKSPACE_INSIDE};
+use crate::trial::prepare::Prepared;
+
+/// The end state a check reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndTree {
+    /// Layers: the agent's changes (an overlay's upper layer, or the captured changed files)
+    /// over read-only lowers, top first. Checks get an overlay of their own over them.
+    Overlay {
+        /// The agent's changes.
+        top: PathBuf,
+        /// The start state's layers below them, top first.
+        lowers: Vec<PathBuf>,
+    },
+    /// A whole copy of the end state. Checks get a copy of their own.
+    Copy {
+        /// The copy.
+        dir: PathBuf,
+    },
+}
+
+/// One check command of a task, with its timeout resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckCommand {
+    /// The shell command, as written in the suite.
+    pub command: String,
+    /// How long it may run.
+    pub timeout: Duration,
+}
+
+/// What running a check needs from its run: the sandbox init, the isolation, what to hide.
+#[derive(Debug, Clone)]
+pub struct CheckEnv {
+    /// The sandbox init binary.
+    pub proctor_exe: PathBuf,
+    /// Whether namespaces are available.
+    pub namespaces: bool,
+    /// Host paths hidden from the check.
+    pub hide: Vec<PathBuf>,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+impl CheckEnv {
+    /// The check environment of a run.
+    pub fn of(ctx: &RunContext) -> CheckEnv {
+        CheckEnv {
+            proctor_exe: ctx.proctor_exe.clone(),
+            namespaces: ctx.isolation.namespaces,
+            hide: ctx.hide.clone(),
+            grace: ctx.grace,
+        }
+    }
+}
+
+/// Every distinct check command of a task (success, rubric and caps), in first-use order, each
+/// with its own timeout or `default_timeout`.
+pub fn task_checks(task: &Task, default_timeout: Duration) -> Vec<CheckCommand> {
+    let mut out: Vec<CheckCommand> = Vec::new();
+    let mut add = |a: &proctor_suite::Assertion| {
+        for c in a.checks() {
+            if !out.iter().any(|k| k.command == c.command) {
+                out.push(CheckCommand {
+                    command: c.command.clone(),
+                    timeout: c
+                        .timeout_seconds
+                        .map(Duration::from_secs)
+                        .unwrap_or(default_timeout),
+                });
+            }
+        }
+    };
+    for a in task.success.get_ref().assertions() {
+        add(a.get_ref());
+    }
+    for criterion in &task.rubric {
+        for level in &criterion.levels {
+            for a in &level.get_ref().all {
+                add(a.get_ref());
+            }
+        }
+    }
+    for cap in &task.caps {
+        for a in &cap.any {
+            add(a.get_ref());
+        }
+    }
+    out
+}
+
+/// The checks stage of a trial: every check of its task over its end state, with the holdout
+/// laid in; each result and whole stdout is kept in the trial's folder (`checks/N.json`,
+/// `checks/N.stdout`). Gives the results by command.
+pub fn check_trial(
+    ctx: &RunContext,
+    trial: &Trial,
+    prepared: &Prepared,
+    holdout: Option<&Path>,
+) -> BTreeMap<String, CheckRun> {
+    let commands = task_checks(trial.task, trial.settings.validation_timeout);
+    let runs = run_checks(
+        &CheckEnv::of(ctx),
+        &commands,
+        &prepared.end_tree(),
+        holdout,
+        &prepared.paths.work,
+    );
+    let mut out = BTreeMap::new();
+    for (n, run) in runs.into_iter().enumerate() {
+        write_evidence(&prepared.paths.trial_dir, n, &run);
+        out.insert(run.command.clone(), run);
+    }
+    out
+}
+
+/// Runs every check over `tree` with `holdout` laid in, each in `work/checks/N`; gives the
+/// results in order.
+pub fn run_checks(
+    env: &CheckEnv,
+    checks: &[CheckCommand],
+    tree: &EndTree,
+    holdout: Option<&Path>,
+    work: &Path,
+) -> Vec<CheckRun> {
+    checks
+        .iter()
+        .enumerate()
+        .map(|(n, check)| {
+            let dir = work.join("checks").join(n.to_string());
+            run_check(env, check, tree, holdout, &dir)
+        })
+        .collect()
+}
+
+/// Runs one check in a fresh sandbox without network, in the scratch folder `dir`.
+pub fn run_check(
+    env: &CheckEnv,
+    check: &CheckCommand,
+    tree: &EndTree,
+    holdout: Option<&Path>,
+    dir: &Path,
+) -> CheckRun {
+    let failed = |e: String| CheckRun {
+        command: check.command.clone(),
+        exit: None,
+        timed_out: false,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        error: Some(e),
+        stdout: String::new(),
+    };
+    let ws = match check_workspace(env, tree, holdout, dir) {
+        Ok(ws) => ws,
+        Err(e) => return failed(e.to_string()),
+    };
+    let spec = check_spec(env, ws, check, dir);
+    match proctor_sandbox::run(&spec) {
+        Err(e) => failed(format!("the check's sandbox failed: {e}")),
+        Ok(report) => {
+            let so = std::fs::read(&spec.stdout).unwrap_or_default();
+            let se = std::fs::read(&spec.stderr).unwrap_or_default();
+            CheckRun {
+                command: check.command.clone(),
+                exit: report.exit_code,
+                timed_out: report.timed_out,
+                stdout_tail: tail(&so),
+                stderr_tail: tail(&se),
+                error: report.not_started,
+                stdout: String::from_utf8_lossy(&so).into_owned(),
+            }
+        }
+    }
+}
+
+/// The check's own workspace in `dir`, and where the check sees it: an overlay of the holdout
+/// over the end tree's layers, or a copy of the end tree with the holdout copied over it.
+pub fn check_workspace(
+    env: &CheckEnv,
+    tree: &EndTree,
+    holdout: Option<&Path>,
+    dir: &Path,
+) -> std::io::Result<(Workspace, PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    match tree {
+        EndTree::Overlay { top, lowers } => {
+            let mut layers: Vec<PathBuf> = holdout.map(Path::to_path_buf).into_iter().collect();
+            layers.push(top.clone());
+            layers.extend(lowers.iter().cloned());
+            let (upper, work) = (dir.join("upper"), dir.join("ovwork"));
+            std::fs::create_dir_all(&upper)?;
+            std::fs::create_dir_all(&work)?;
+            let ws = Workspace::Overlay {
+                lowers: layers,
+                upper,
+                work,
+            };
+            Ok((ws, PathBuf::from(WORKSPACE_INSIDE)))
+        }
+        EndTree::Copy { dir: end } => {
+            let copy = dir.join("ws");
+            copy_tree(end, &copy)?;
+            if let Some(h) = holdout {
+                copy_tree(h, &copy)?;
+            }
+            let inside = if env.namespaces {
+                PathBuf::from(WORKSPACE_INSIDE)
+            } else {
+                copy.clone()
+            };
+            Ok((Workspace::Bind { dir: copy }, inside))
+        }
+    }
+}
+
+/// The sandbox spec of one check: `sh -c COMMAND` in `workspace`, no network, no services,
+/// nothing of the agent's environment.
+pub fn check_spec(
+    env: &CheckEnv,
+    (workspace, inside): (Workspace, PathBuf),
+    check: &CheckCommand,
+    dir: &Path,
+) -> SandboxSpec {
+    let home = if env.namespaces {
+        PathBuf::from(HOME_INSIDE)
+    } else {
+        dir.to_path_buf()
+    };
+    SandboxSpec {
+        init_exe: env.proctor_exe.clone(),
+        namespaces: env.namespaces,
+        workspace,
+        workspace_inside: inside,
+        hide: env.hide.clone(),
+        binds: Vec::new(),
+        network: proctor_sandbox::Network::None,
+        env: check_env(&home, &host_path()),
+        home_inside: home,
+        services: Vec::new(),
+        command: vec!["sh".into(), "-c".into(), check.command.clone()],
+        stdout: dir.join("stdout"),
+        stderr: dir.join("stderr"),
+        wall_timeout: check.timeout,
+        grace: env.grace,
+    }
+}
+
+/// Bytes of a check's output kept as its tail.
+const TAIL_BYTES: usize = 4096;
+
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(TAIL_BYTES);
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
+
+/// Writes a check's result and its whole stdout into the trial's `checks/` folder as `N.json`
+/// and `N.stdout`.
+pub fn write_evidence(trial_dir: &Path, n: usize, run: &CheckRun) {
+    let dir = trial_dir.join("checks");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = proctor_store::atomic_write_json_unsynced(dir.join(format!("{n}.json")), run);
+    let _ = proctor_store::atomic_write_unsynced(
+        dir.join(format!("{n}.stdout")),
+        run.stdout.as_bytes(),
+    );
+}
+
+/// The BLAKE3 of every file under `dir`, by relative path.
+pub fn hash_files(dir: &Path) -> BTreeMap<String, String> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
+            let bytes = std::fs::read(e.path()).ok()?;
+            Some((rel, blake3::hash(&bytes).to_hex().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_env() -> CheckEnv {
+        CheckEnv {
+            proctor_exe: PathBuf::from("/nonexistent/proctor"),
+            namespaces: false,
+            hide: Vec::new(),
+            grace: Duration::from_millis(200),
+        }
+    }
+
+    fn check(command: &str, timeout: Duration) -> CheckCommand {
+        CheckCommand {
+            command: command.into(),
+            timeout,
+        }
+    }
+
+    #[test]
+    fn a_tasks_checks_are_distinct_in_first_use_order_with_their_timeouts() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let task = suite.task("t").unwrap();
+        let checks = task_checks(task, Duration::from_secs(40));
+        assert_eq!(
+            checks,
+            vec![
+                check("test -f done.txt", Duration::from_secs(40)),
+                check("grep -q ok done.txt", Duration::from_secs(5)),
+                check("test -f bad.txt", Duration::from_secs(40)),
+            ]
+        );
+    }
+
+    #[test]
+    fn over_layers_a_check_gets_an_overlay_of_the_holdout_over_the_end_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = EndTree::Overlay {
+            top: PathBuf::from("/upper"),
+            lowers: vec![PathBuf::from("/variant"), PathBuf::from("/fixture")],
+        };
+        let scratch = dir.path().join("checks/0");
+        let (ws, inside) =
+            check_workspace(&host_env(), &tree, Some(Path::new("/holdout")), &scratch).unwrap();
+        assert_eq!(inside, Path::new(WORKSPACE_INSIDE));
+        let Workspace::Overlay {
+            lowers,
+            upper,
+            work,
+        } = ws
+        else {
+            panic!("not an overlay: {ws:?}");
+        };
+        let lowers: Vec<&str> = lowers.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(lowers, ["/holdout", "/upper", "/variant", "/fixture"]);
+        assert!(upper.is_dir() && upper.starts_with(&scratch));
+        assert!(work.is_dir() && work.starts_with(&scratch));
+    }
+
+    #[test]
+    fn a_checks_spec_has_no_network_no_services_and_no_shims() {
+        let env = CheckEnv {
+            namespaces: true,
+            ..host_env()
+        };
+        let ws = (
+            Workspace::Bind {
+                dir: PathBuf::from("/c/ws"),
+            },
+            PathBuf::from(WORKSPACE_INSIDE),
+        );
+        let spec = check_spec(
+            &env,
+            ws,
+            &check("make test", Duration::from_secs(9)),
+            Path::new("/c"),
+        );
+        assert_eq!(spec.network, proctor_sandbox::Network::None);
+        assert!(spec.services.is_empty() && spec.binds.is_empty());
+        assert_eq!(spec.command, ["sh", "-c", "make test"]);
+        assert_eq!(spec.wall_timeout, Duration::from_secs(9));
+        assert_eq!(spec.home_inside, Path::new(HOME_INSIDE));
+        assert_eq!(spec.stdout, Path::new("/c/stdout"));
+        let path = &spec.env.iter().find(|(k, _)| k == "PATH").unwrap().1;
+        assert_eq!(
+            *path,
+            host_path(),
+            "proctor's own PATH, without the agent's shims"
+        );
+    }
+
+    fn end_state(dir: &Path) -> (EndTree, PathBuf) {
+        let end = dir.join("end");
+        std::fs::create_dir_all(&end).unwrap();
+        std::fs::write(end.join("done.txt"), "ok\n").unwrap();
+        let holdout = dir.join("holdout");
+        std::fs::create_dir_all(&holdout).unwrap();
+        std::fs::write(
+            holdout.join("check.sh"),
+            "grep -q ok done.txt && echo held && touch made-by-check.txt\n",
+        )
+        .unwrap();
+        (EndTree::Copy { dir: end }, holdout)
+    }
+
+    #[test]
+    fn a_check_runs_over_a_copy_of_the_end_state_with_the_holdout_laid_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, holdout) = end_state(dir.path());
+        let checks = [
+            check("sh check.sh", Duration::from_secs(20)),
+            check("echo no >&2; exit 3", Duration::from_secs(20)),
+        ];
+        let runs = run_checks(&host_env(), &checks, &tree, Some(&holdout), dir.path());
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].command, "sh check.sh");
+        assert_eq!(runs[0].exit, Some(0), "{:?}", runs[0]);
+        assert_eq!(runs[0].stdout, "held\n");
+        assert_eq!(runs[0].stdout_tail, "held\n");
+        assert_eq!(runs[0].error, None);
+        assert_eq!(runs[1].exit, Some(3));
+        assert_eq!(runs[1].stderr_tail, "no\n");
+        // The check wrote into its own copy, never into the end state.
+        let EndTree::Copy { dir: end } = &tree else {
+            unreachable!()
+        };
+        assert!(!end.join("made-by-check.txt").exists());
+        assert!(!end.join("check.sh").exists());
+        assert!(dir.path().join("checks/0/ws/made-by-check.txt").exists());
+    }
+
+    #[test]
+    fn a_check_past_its_timeout_is_stopped_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, _) = end_state(dir.path());
+        let run = run_check(
+            &host_env(),
+            &check("sleep 30", Duration::from_millis(300)),
+            &tree,
+            None,
+            &dir.path().join("c"),
+        );
+        assert!(run.timed_out, "{run:?}");
+        assert_eq!(run.exit, None);
+    }
+
+    #[test]
+    fn a_check_whose_end_state_is_missing_cannot_run_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = EndTree::Copy {
+            dir: dir.path().join("nowhere"),
+        };
+        let run = run_check(
+            &host_env(),
+            &check("true", Duration::from_secs(5)),
+            &tree,
+            None,
+            &dir.path().join("c"),
+        );
+        assert_eq!(run.exit, None);
+        assert!(run.error.is_some(), "{run:?}");
+    }
+
+    #[test]
+    fn a_checks_evidence_is_its_result_and_its_whole_stdout() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = CheckRun {
+            command: "echo hi".into(),
+            exit: Some(0),
+            timed_out: false,
+            stdout_tail: "hi\n".into(),
+            stderr_tail: String::new(),
+            error: None,
+            stdout: "hi\n".into(),
+        };
+        write_evidence(dir.path(), 2, &run);
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("checks/2.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["command"], "echo hi");
+        assert!(
+            json.get("stdout").is_none(),
+            "the whole stdout is its own file"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("checks/2.stdout")).unwrap(),
+            "hi\n"
+        );
+    }
+
+    #[test]
+    fn holdout_files_are_hashed_by_relative_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/a.py"), "a").unwrap();
+        std::fs::write(dir.path().join("b.sh"), "b").unwrap();
+        let hashes = hash_files(dir.path());
+        assert_eq!(hashes.keys().collect::<Vec<_>>(), ["b.sh", "sub/a.py"]);
+        assert_eq!(hashes["b.sh"], blake3::hash(b"b").to_hex().to_string());
+    }
+}

@@ -1,0 +1,208 @@
+//! What every trial of a run shares ([`RunContext`]), and the one trial being run ([`Trial`]):
+//! its task, variant and resolved settings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proctor_sandbox::diff::Manifest;
+use proctor_store::RunHandle;
+use proctor_suite::model::{AgentKind, Task, Variant};
+use proctor_suite::plan::{Plan, PlannedTrial};
+use proctor_suite::{Settings, Suite};
+
+use crate::layers::LayerCache;
+use crate::trial::error::{Stage, TrialError};
+
+/// How trials are isolated in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Isolation {
+    /// Overlay workspace (else a copy diffed against a manifest).
+    pub overlay: bool,
+    /// User, mount, PID, IPC, UTS and network namespaces (else none at all).
+    pub namespaces: bool,
+}
+
+impl Isolation {
+    /// The label recorded in run.json and trial records.
+    pub fn label(self) -> &'static str {
+        match (self.overlay, self.namespaces) {
+            (true, _) => "overlay",
+            (false, true) => "copy",
+            (false, false) => "copy-no-namespaces",
+        }
+    }
+}
+
+/// What every trial of a run shares.
+pub struct RunContext<'a> {
+    /// The suite.
+    pub suite: &'a Suite,
+    /// The plan.
+    pub plan: &'a Plan,
+    /// The run in the store.
+    pub run: &'a RunHandle,
+    /// Hidden from every agent: the store's folder.
+    pub store_root: PathBuf,
+    /// The host paths hidden from every agent and check ([`hidden_paths`]).
+    pub hide: Vec<PathBuf>,
+    /// Prepared lower layers.
+    pub layers: LayerCache,
+    /// The isolation of this run.
+    pub isolation: Isolation,
+    /// The proctor binary (the sandbox init, the shim and the script agent).
+    pub proctor_exe: PathBuf,
+    /// Folders searched for allowed commands and service programs.
+    pub search_path: Vec<PathBuf>,
+    /// Scratch space for trials' overlay layers, removed after capture.
+    pub work_root: PathBuf,
+    /// Folder for calls-log sockets (short paths: Unix sockets have a 108-byte limit).
+    pub socket_root: PathBuf,
+    /// Grace between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Copy mode: the manifest of each prepared start state, built once.
+    pub manifests: Mutex<BTreeMap<String, Arc<Manifest>>>,
+    /// Numbers sockets uniquely.
+    pub sockets: AtomicU64,
+    /// Each real agent's preflight (installed version and flags), checked once per variant.
+    pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
+}
+
+impl RunContext<'_> {
+    /// The variant's preflight, run on its first trial and remembered: `Err` names what is
+    /// missing (the CLI, a flag), and every trial of the variant is then `errored` with it.
+    pub fn preflight(
+        &self,
+        variant: &Variant,
+        adapter: &dyn proctor_agents::Adapter,
+    ) -> Result<(), String> {
+        let id = variant.id.get_ref().clone();
+        let mut map = self
+            .preflights
+            .lock()
+            .map_err(|_| "the preflight cache is poisoned".to_string())?;
+        let entry = map
+            .entry(id)
+            .or_insert_with(|| adapter.preflight().map_err(|e| e.to_string()));
+        entry.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+}
+
+/// The host paths hidden from every agent and check of a run: the suite and the store (a
+/// folder inside another hidden folder is hidden with it). Computed once per run.
+pub fn hidden_paths(suite_root: &Path, store_root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = [suite_root, store_root]
+        .iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .collect();
+    v.sort();
+    v.dedup();
+    let all = v.clone();
+    v.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    v
+}
+
+/// The trial being run: its plan entry, task, variant and resolved settings.
+pub struct Trial<'a> {
+    /// The plan entry.
+    pub planned: &'a PlannedTrial,
+    /// Its task.
+    pub task: &'a Task,
+    /// Its variant.
+    pub variant: &'a Variant,
+    /// The settings it runs with.
+    pub settings: Settings,
+}
+
+impl<'a> Trial<'a> {
+    /// The suite's task and variant for `planned`.
+    pub fn resolve(suite: &'a Suite, planned: &'a PlannedTrial) -> Result<Trial<'a>, TrialError> {
+        let (Some(task), Some(variant)) =
+            (suite.task(&planned.task), suite.variant(&planned.variant))
+        else {
+            return Err(TrialError::harness(
+                Stage::Prepare,
+                "the plan names a task or variant the suite does not have",
+            ));
+        };
+        Ok(Trial {
+            planned,
+            task,
+            variant,
+            settings: suite.settings(task, variant),
+        })
+    }
+
+    /// Whether the agent is a real CLI (with a preflight and a model endpoint), not a script or
+    /// a command.
+    pub fn real_agent(&self) -> bool {
+        !matches!(self.variant.agent, AgentKind::Script | AgentKind::Command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isolation_labels() {
+        let label = |overlay, namespaces| {
+            Isolation {
+                overlay,
+                namespaces,
+            }
+            .label()
+        };
+        assert_eq!(label(true, true), "overlay");
+        assert_eq!(label(false, true), "copy");
+        assert_eq!(label(false, false), "copy-no-namespaces");
+    }
+
+    #[test]
+    fn a_trial_resolves_its_task_variant_and_settings() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let planned = crate::trial::testkit::planned("t", "agent");
+        let trial = Trial::resolve(&suite, &planned).unwrap();
+        assert_eq!(trial.task.id.get_ref(), "t");
+        assert_eq!(trial.variant.id.get_ref(), "agent");
+        // The task's override wins over [defaults]; the rest comes from [defaults].
+        assert_eq!(trial.settings.wall_timeout, Duration::from_secs(7));
+        assert_eq!(trial.settings.validation_timeout, Duration::from_secs(40));
+        assert_eq!(trial.settings.allow, ["sh"]);
+        assert!(!trial.real_agent(), "a script is not a real agent CLI");
+    }
+
+    #[test]
+    fn a_plan_entry_the_suite_does_not_have_is_a_harness_failure_of_prepare() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        for planned in [
+            crate::trial::testkit::planned("gone", "agent"),
+            crate::trial::testkit::planned("t", "gone"),
+        ] {
+            let Err(e) = Trial::resolve(&suite, &planned) else {
+                panic!("{} resolved", planned.id);
+            };
+            assert_eq!(e.kind(), proctor_score::ErrorKind::Harness);
+            assert_eq!(e.stage(), Stage::Prepare);
+            assert!(e.reason().contains("does not have"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_folder_inside_another_hidden_folder_is_hidden_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let suite = store.join("suite");
+        std::fs::create_dir_all(&suite).unwrap();
+        let store = store.canonicalize().unwrap();
+        assert_eq!(hidden_paths(&suite, &store), vec![store.clone()]);
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let other = other.canonicalize().unwrap();
+        let mut both = vec![other.clone(), store.clone()];
+        both.sort();
+        assert_eq!(hidden_paths(&other, &store), both);
+    }
+}

@@ -1,0 +1,196 @@
+//! The environments of a trial's processes, built in one place: the agent's (shims first on
+//! `PATH`, a private `HOME`, the calls socket, then what the suite, the variant and the adapter
+//! add), each suite service's, and each check's. Nothing else is inherited from proctor.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::trial::paths::TrialPaths;
+
+/// `PATH` when proctor's own environment has none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// An environment: `(name, value)` pairs in order; a later pair overrides an earlier one.
+pub type Env = Vec<(String, String)>;
+
+/// proctor's own `PATH`, or [`DEFAULT_PATH`].
+pub fn host_path() -> String {
+    std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.into())
+}
+
+/// What the agent's environment is made of, beyond the trial's paths.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentEnvParts<'a> {
+    /// proctor's `PATH` ([`host_path`]), searched after the shims.
+    pub host_path: &'a str,
+    /// Each suite service's `env`, in suite order (given to the agent too).
+    pub services: &'a [&'a BTreeMap<String, String>],
+    /// The variant's `env`.
+    pub variant: &'a BTreeMap<String, String>,
+    /// What the adapter's launch adds.
+    pub launch: &'a [(String, String)],
+    /// Real agent CLIs: where they are installed.
+    pub agents_dir: Option<&'a Path>,
+}
+
+/// The agent's complete environment.
+pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
+    let mut env: Env = vec![
+        (
+            "PATH".into(),
+            format!("{}:{}", paths.shims.inside.display(), parts.host_path),
+        ),
+        ("HOME".into(), paths.home().display().to_string()),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+        ("NO_COLOR".into(), "1".into()),
+        ("USER".into(), "agent".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+    ];
+    if let Some(tmp) = paths.tmp() {
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), tmp.display().to_string()));
+    }
+    env.push((
+        "PROCTOR_CALLS_SOCKET".into(),
+        paths.socket.inside.display().to_string(),
+    ));
+    for service in parts.services {
+        env.extend(service.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    env.extend(parts.variant.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(parts.launch.iter().cloned());
+    if let Some(agents) = parts.agents_dir {
+        env.push(("PROCTOR_AGENTS_DIR".into(), agents.display().to_string()));
+    }
+    env
+}
+
+/// A suite service's environment: the agent's `PATH` and `LANG`, then its own `env`.
+pub fn service_env(agent_env: &[(String, String)], own: &BTreeMap<String, String>) -> Env {
+    let mut env: Env = agent_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "LANG")
+        .cloned()
+        .collect();
+    env.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// A check's environment: proctor's `PATH` (no shims: checks are not interface calls), its
+/// private `HOME`, and nothing of the agent's.
+pub fn check_env(home: &Path, host_path: &str) -> Env {
+    vec![
+        ("PATH".into(), host_path.into()),
+        ("HOME".into(), home.display().to_string()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn paths(namespaces: bool) -> TrialPaths {
+        TrialPaths::new(
+            namespaces,
+            Path::new("/opt/proctor"),
+            PathBuf::from("/store/t"),
+            PathBuf::from("/scratch/t"),
+            PathBuf::from("/sockets/1.sock"),
+        )
+    }
+
+    fn get<'a>(env: &'a Env, key: &str) -> Vec<&'a str> {
+        env.iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn the_agent_env_puts_the_shims_first_and_layers_suite_variant_and_launch_in_order() {
+        let service: BTreeMap<String, String> = [("CHAT_API".to_string(), "svc".to_string())]
+            .into_iter()
+            .collect();
+        let variant: BTreeMap<String, String> = [("CHAT_API".to_string(), "variant".to_string())]
+            .into_iter()
+            .collect();
+        let launch = vec![("CHAT_API".to_string(), "launch".to_string())];
+        let env = agent_env(
+            &paths(true),
+            AgentEnvParts {
+                host_path: "/usr/bin:/bin",
+                services: &[&service],
+                variant: &variant,
+                launch: &launch,
+                agents_dir: None,
+            },
+        );
+        assert_eq!(get(&env, "PATH"), ["/run/proctor/shims:/usr/bin:/bin"]);
+        assert_eq!(get(&env, "HOME"), ["/home/agent"]);
+        assert_eq!(get(&env, "TMPDIR"), ["/tmp"]);
+        assert_eq!(
+            get(&env, "PROCTOR_CALLS_SOCKET"),
+            ["/run/proctor/calls.sock"]
+        );
+        // Every layer is kept, in order: the sandbox lets the last one win.
+        assert_eq!(get(&env, "CHAT_API"), ["svc", "variant", "launch"]);
+        assert!(get(&env, "PROCTOR_AGENTS_DIR").is_empty());
+        assert_eq!(env[0].0, "PATH");
+    }
+
+    #[test]
+    fn without_namespaces_the_agent_gets_host_folders_for_home_and_tmp() {
+        let empty = BTreeMap::new();
+        let env = agent_env(
+            &paths(false),
+            AgentEnvParts {
+                host_path: "/bin",
+                services: &[],
+                variant: &empty,
+                launch: &[],
+                agents_dir: Some(Path::new("/agents")),
+            },
+        );
+        assert_eq!(get(&env, "PATH"), ["/scratch/t/shims:/bin"]);
+        assert_eq!(get(&env, "HOME"), ["/scratch/t/home"]);
+        assert_eq!(get(&env, "TMPDIR"), ["/scratch/t/tmp"]);
+        assert_eq!(get(&env, "PROCTOR_CALLS_SOCKET"), ["/sockets/1.sock"]);
+        assert_eq!(get(&env, "PROCTOR_AGENTS_DIR"), ["/agents"]);
+    }
+
+    #[test]
+    fn a_service_gets_the_agents_path_and_lang_and_its_own_env_only() {
+        let agent: Env = vec![
+            ("PATH".into(), "/shims:/bin".into()),
+            ("HOME".into(), "/home/agent".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("SECRET".into(), "x".into()),
+        ];
+        let own: BTreeMap<String, String> = [("PORT".to_string(), "7070".to_string())]
+            .into_iter()
+            .collect();
+        let env = service_env(&agent, &own);
+        assert_eq!(
+            env,
+            vec![
+                ("PATH".to_string(), "/shims:/bin".to_string()),
+                ("LANG".to_string(), "C.UTF-8".to_string()),
+                ("PORT".to_string(), "7070".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_check_gets_the_host_path_without_shims() {
+        let env = check_env(Path::new("/home/agent"), "/usr/bin");
+        assert_eq!(get(&env, "PATH"), ["/usr/bin"]);
+        assert_eq!(get(&env, "HOME"), ["/home/agent"]);
+        assert!(get(&env, "PROCTOR_CALLS_SOCKET").is_empty());
+    }
+}

@@ -1,0 +1,255 @@
+//! Stage 3, execute: the sandbox runs the services and the agent until the agent exits or
+//! reaches its wall timeout, then stops every process of the trial (the full stop); the calls log
+//! is closed. When the agent never started, this stage knows why, and says so with a typed kind:
+//! a service that failed its ready probe or guard, or an agent that could not be executed.
+
+use std::path::Path;
+
+use proctor_sandbox::{ProbeOutcome, SandboxReport, SandboxSpec};
+use proctor_score::ErrorKind;
+
+use crate::calls::CallsLog;
+use crate::trial::error::{Stage, TrialError};
+use crate::trial::paths::TrialPaths;
+
+/// What the execute stage saw.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    /// The sandbox's report (a not-started reason carries the failed service's last lines).
+    pub report: SandboxReport,
+    /// Why the agent never started, typed: `None` when it started.
+    pub not_started_kind: Option<ErrorKind>,
+}
+
+/// Runs the sandbox to the full stop, then closes the calls log.
+pub fn execute(
+    spec: &SandboxSpec,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+) -> Result<Executed, TrialError> {
+    let report = proctor_sandbox::run(spec);
+    calls_log.finish();
+    let mut report = report
+        .map_err(|e| TrialError::harness(Stage::Execute, format!("the sandbox failed: {e}")))?;
+    let not_started_kind = report
+        .not_started
+        .as_ref()
+        .map(|_| not_started_kind(&report));
+    // A service (the model endpoint too) that did not come up: its output is kept as evidence
+    // and its last lines go in the reason, which otherwise says only how it ended.
+    if let (Some(why), Some(name)) = (report.not_started.clone(), failed_service(&report)) {
+        let kept = format!("services/{name}.log");
+        let evidence =
+            match keep_service_log(&paths.service_log(name), &paths.trial_dir.join(&kept)) {
+                Ok(Some(tail)) => format!("; its output ends: {tail} (all of it in {kept})"),
+                Ok(None) => "; it printed nothing".to_string(),
+                Err(e) => format!("; its output could not be kept: {e}"),
+            };
+        report.not_started = Some(format!("{why}{evidence}"));
+    }
+    Ok(Executed {
+        report,
+        not_started_kind,
+    })
+}
+
+/// Why the agent of `report` never started: a service that could not start, was not ready or
+/// failed its guard is `service-guard`; otherwise the agent itself could not be executed,
+/// `agent-start`.
+pub fn not_started_kind(report: &SandboxReport) -> ErrorKind {
+    let failed = |p: &Option<ProbeOutcome>| p.as_ref().is_some_and(|o| !o.passed());
+    if report
+        .services
+        .iter()
+        .any(|s| !s.started || failed(&s.ready) || failed(&s.guard))
+    {
+        ErrorKind::ServiceGuard
+    } else {
+        ErrorKind::AgentStart
+    }
+}
+
+/// Lines of a failed service's output quoted in the trial's reason.
+const SERVICE_TAIL_LINES: usize = 5;
+/// Characters of each quoted line.
+const SERVICE_TAIL_WIDTH: usize = 200;
+/// Bytes at the end of a service's output read for the quote.
+const SERVICE_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The service that kept the agent from starting: the first that was started but failed its
+/// readiness probe or its guard.
+pub fn failed_service(report: &SandboxReport) -> Option<&str> {
+    let failed = |p: &Option<ProbeOutcome>| p.as_ref().is_some_and(|o| !o.passed());
+    report
+        .services
+        .iter()
+        .find(|s| s.started && (failed(&s.ready) || failed(&s.guard)))
+        .map(|s| s.name.as_str())
+}
+
+/// Copies a service's output (stdout and stderr, interleaved as written) from `log` to `to`
+/// and returns its last lines, quoted; `None` when it printed nothing (then nothing is kept).
+fn keep_service_log(log: &Path, to: &Path) -> std::io::Result<Option<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match std::fs::File::open(log) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::Start(len.saturating_sub(SERVICE_TAIL_BYTES)))?;
+    let mut end = Vec::new();
+    file.read_to_end(&mut end)?;
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::copy(log, to)?;
+    let tail = last_lines(&end, SERVICE_TAIL_LINES, SERVICE_TAIL_WIDTH);
+    Ok((!tail.is_empty()).then_some(tail))
+}
+
+/// The last `lines` non-blank lines of `bytes`, each cut to `width` characters (marked `…`),
+/// joined by ` ⏎ ` so that they stay on one line of a table.
+fn last_lines(bytes: &[u8], lines: usize, width: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut picked: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_end())
+        .filter(|l| !l.trim().is_empty())
+        .rev()
+        .take(lines)
+        .map(|l| {
+            if l.chars().count() > width {
+                let cut: String = l.chars().take(width).collect();
+                format!("{cut}…")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    picked.reverse();
+    picked.join(" ⏎ ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use proctor_sandbox::{FullStop, Isolation, ServiceReport, WorkspaceKind};
+
+    use super::*;
+
+    #[test]
+    fn last_lines_keeps_the_last_non_blank_lines_cut_to_width() {
+        assert_eq!(last_lines(b"", 5, 10), "");
+        assert_eq!(last_lines(b"boom\n", 5, 10), "boom");
+        let many = b"one\ntwo\n\nthree\nfour\r\nfive\nsix\n  \n";
+        assert_eq!(
+            last_lines(many, 5, 10),
+            "two \u{23ce} three \u{23ce} four \u{23ce} five \u{23ce} six"
+        );
+        assert_eq!(
+            last_lines("h\u{e9}llo w\u{f6}rld".as_bytes(), 1, 5),
+            "h\u{e9}llo\u{2026}"
+        );
+        // Not UTF-8: still readable.
+        assert_eq!(last_lines(b"bad \xff byte", 1, 20), "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn a_failed_services_output_is_kept_and_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("svc.log");
+        let to = dir.path().join("trial/services/svc.log");
+        assert_eq!(keep_service_log(&log, &to).unwrap(), None);
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(keep_service_log(&log, &to).unwrap(), None);
+        assert!(!to.exists());
+        let long = format!("{}\nboom\n", "x".repeat(200_000));
+        std::fs::write(&log, &long).unwrap();
+        let tail = keep_service_log(&log, &to).unwrap().unwrap();
+        assert!(tail.ends_with("boom"), "{tail}");
+        assert!(
+            tail.chars().count() <= 2 * (SERVICE_TAIL_WIDTH + 1) + 3,
+            "{tail}"
+        );
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), long);
+    }
+
+    fn report(services: Vec<ServiceReport>) -> SandboxReport {
+        SandboxReport {
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            wall: Duration::ZERO,
+            agent_cpu: None,
+            services,
+            not_started: Some("why".into()),
+            isolation: Isolation {
+                namespaces: Vec::new(),
+                workspace: WorkspaceKind::Bind,
+                network: proctor_sandbox::Network::None,
+                read_only_host: false,
+                private_home_and_tmp: false,
+                hidden: Vec::new(),
+                full_stop: FullStop::ProcessGroup,
+                notes: Vec::new(),
+            },
+            total: Duration::ZERO,
+        }
+    }
+
+    fn service(
+        name: &str,
+        started: bool,
+        ready: Option<bool>,
+        guard: Option<bool>,
+    ) -> ServiceReport {
+        let probe = |passed: bool| {
+            if passed {
+                ProbeOutcome::Passed {
+                    elapsed: Duration::from_millis(3),
+                }
+            } else {
+                ProbeOutcome::Failed {
+                    reason: "no".into(),
+                }
+            }
+        };
+        ServiceReport {
+            name: name.into(),
+            started,
+            ready: ready.map(probe),
+            guard: guard.map(probe),
+            exit: None,
+        }
+    }
+
+    #[test]
+    fn a_service_that_failed_is_a_service_guard_failure_and_is_named() {
+        let r = report(vec![
+            service("ok", true, Some(true), Some(true)),
+            service("api", true, Some(true), Some(false)),
+        ]);
+        assert_eq!(not_started_kind(&r), ErrorKind::ServiceGuard);
+        assert_eq!(failed_service(&r), Some("api"));
+        let r = report(vec![service("api", true, Some(false), None)]);
+        assert_eq!(not_started_kind(&r), ErrorKind::ServiceGuard);
+        assert_eq!(failed_service(&r), Some("api"));
+        // A service that could not be started never became ready; it left no output to quote.
+        let r = report(vec![service("api", false, None, None)]);
+        assert_eq!(not_started_kind(&r), ErrorKind::ServiceGuard);
+        assert_eq!(failed_service(&r), None);
+    }
+
+    #[test]
+    fn with_every_service_up_an_agent_that_never_started_is_an_agent_start_failure() {
+        let r = report(vec![service("api", true, Some(true), Some(true))]);
+        assert_eq!(not_started_kind(&r), ErrorKind::AgentStart);
+        assert_eq!(failed_service(&r), None);
+        assert_eq!(not_started_kind(&report(Vec::new())), ErrorKind::AgentStart);
+    }
+}

@@ -1,0 +1,238 @@
+//! Stage 6, grade: the verdict, a pure function of the captured evidence (`proctor-score`).
+//! Operational faults come first: those the model endpoint injected, then proctor's own notes
+//! from the trial's run. A trial's grading and a rescore's are the same code.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use proctor_score::endstate::{ChangeKind, EndState, FileChange};
+use proctor_score::{ErrorKind, Faults, Files, TrialVerdict};
+use proctor_suite::model::Task;
+
+use crate::record::{HarnessNote, NoteStage};
+
+/// The end-state workspace's files: changed files from the capture, the rest from the lowers.
+pub struct EndStateFiles {
+    changes_dir: PathBuf,
+    changed: BTreeMap<String, ChangeKind>,
+    lowers: Vec<PathBuf>,
+}
+
+impl EndStateFiles {
+    /// Reads through `changes_dir` (files the agent added or changed) over `lowers`.
+    pub fn new(
+        changes_dir: PathBuf,
+        changes: &[FileChange],
+        lowers: Vec<PathBuf>,
+    ) -> EndStateFiles {
+        EndStateFiles {
+            changes_dir,
+            changed: changes.iter().map(|c| (c.path.clone(), c.kind)).collect(),
+            lowers,
+        }
+    }
+}
+
+impl Files for EndStateFiles {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        if path.split('/').any(|c| c == "..") {
+            return None;
+        }
+        match self.changed.get(path) {
+            Some(ChangeKind::Deleted) => None,
+            Some(_) => std::fs::read(self.changes_dir.join(path)).ok(),
+            None => self
+                .lowers
+                .iter()
+                .find_map(|l| std::fs::read(l.join(path)).ok()),
+        }
+    }
+}
+
+/// The operational faults of a trial: the model endpoint's injected faults (from its wire
+/// log), then each harness note of the trial's own run as a `harness` fault (a rescore's notes
+/// are not faults of the trial).
+pub fn faults(model: &[(ErrorKind, String)], notes: &[HarnessNote]) -> Faults {
+    let mut faults = Faults {
+        faults: model.to_vec(),
+    };
+    faults.faults.extend(
+        notes
+            .iter()
+            .filter(|n| n.stage == NoteStage::Run)
+            .map(|n| (ErrorKind::Harness, n.message.clone())),
+    );
+    faults
+}
+
+/// The verdict over the captured evidence.
+pub fn grade(
+    task: &Task,
+    undo_window: Duration,
+    end: &EndState,
+    files: &dyn Files,
+    faults: &Faults,
+) -> TrialVerdict {
+    proctor_score::score(task, end, files, faults, undo_window)
+}
+
+#[cfg(test)]
+mod tests {
+    use proctor_score::endstate::AgentEnd;
+    use proctor_score::Outcome;
+
+    use super::*;
+
+    fn change(path: &str, kind: ChangeKind) -> FileChange {
+        FileChange {
+            path: path.into(),
+            kind,
+            dir: false,
+            mode: None,
+            hash: None,
+            size: None,
+        }
+    }
+
+    #[test]
+    fn end_state_files_read_changes_over_the_lowers_top_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("changes/a.txt", "changed");
+        write("top/a.txt", "top a");
+        write("top/b.txt", "top b");
+        write("bottom/b.txt", "bottom b");
+        write("bottom/c.txt", "bottom c");
+        write("bottom/gone.txt", "was here");
+        let files = EndStateFiles::new(
+            dir.path().join("changes"),
+            &[
+                change("a.txt", ChangeKind::Changed),
+                change("gone.txt", ChangeKind::Deleted),
+            ],
+            vec![dir.path().join("top"), dir.path().join("bottom")],
+        );
+        assert_eq!(files.read("a.txt").unwrap(), b"changed");
+        assert_eq!(files.read("b.txt").unwrap(), b"top b");
+        assert_eq!(files.read("c.txt").unwrap(), b"bottom c");
+        assert_eq!(files.read("gone.txt"), None);
+        assert_eq!(files.read("missing.txt"), None);
+        assert_eq!(
+            files.read("../bottom/c.txt"),
+            None,
+            "no way out of the tree"
+        );
+    }
+
+    #[test]
+    fn model_faults_come_first_and_only_the_runs_notes_are_faults() {
+        let model = vec![(
+            ErrorKind::RateLimit,
+            "the model route answered 429".to_string(),
+        )];
+        let notes = vec![
+            HarnessNote::rescore("cannot rebuild the start state"),
+            HarnessNote::run("cannot read calls.jsonl: gone"),
+        ];
+        let f = faults(&model, &notes);
+        assert_eq!(
+            f.faults,
+            vec![
+                (
+                    ErrorKind::RateLimit,
+                    "the model route answered 429".to_string()
+                ),
+                (
+                    ErrorKind::Harness,
+                    "cannot read calls.jsonl: gone".to_string()
+                ),
+            ]
+        );
+        assert!(faults(&[], &[HarnessNote::rescore("x")]).faults.is_empty());
+    }
+
+    fn not_started(why: &str, kind: Option<ErrorKind>) -> EndState {
+        EndState {
+            agent: AgentEnd {
+                started: false,
+                not_started: Some(why.into()),
+                not_started_kind: kind,
+                ..AgentEnd::default()
+            },
+            ..EndState::default()
+        }
+    }
+
+    #[test]
+    fn a_not_started_trial_is_errored_with_the_kind_its_stage_recorded() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let task = suite.task("t").unwrap();
+        let files = proctor_score::endstate::MemoryFiles::default();
+        let grade_of = |end: &EndState| {
+            grade(
+                task,
+                Duration::from_secs(60),
+                end,
+                &files,
+                &Faults::default(),
+            )
+            .outcome
+        };
+        // The words say nothing of a guard, the stage knew: a service failed.
+        let end = not_started(
+            "service api exited (exit code 2)",
+            Some(ErrorKind::ServiceGuard),
+        );
+        assert_eq!(
+            grade_of(&end),
+            Outcome::Errored {
+                kind: ErrorKind::ServiceGuard
+            }
+        );
+        // The words mention a guard, the stage knew: the agent could not be executed.
+        let end = not_started("cannot exec guard-wrapper", Some(ErrorKind::AgentStart));
+        assert_eq!(
+            grade_of(&end),
+            Outcome::Errored {
+                kind: ErrorKind::AgentStart
+            }
+        );
+        // A record made before the kind was recorded is still read by its words.
+        let end = not_started("guard of api refused: no", None);
+        assert_eq!(
+            grade_of(&end),
+            Outcome::Errored {
+                kind: ErrorKind::ServiceGuard
+            }
+        );
+    }
+
+    #[test]
+    fn a_fault_makes_the_trial_errored_whatever_the_agent_did() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let task = suite.task("t").unwrap();
+        let end = EndState {
+            agent: AgentEnd {
+                started: true,
+                exit_code: Some(0),
+                ..AgentEnd::default()
+            },
+            ..EndState::default()
+        };
+        let files = proctor_score::endstate::MemoryFiles::default();
+        let f = faults(&[(ErrorKind::Timeout, "the model timed out".into())], &[]);
+        let v = grade(task, Duration::from_secs(60), &end, &files, &f);
+        assert_eq!(
+            v.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::Timeout
+            }
+        );
+        assert_eq!(v.reason, "timeout: the model timed out");
+    }
+}

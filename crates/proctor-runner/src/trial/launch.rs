@@ -1,0 +1,293 @@
+//! Stage 2, launch: the agent's adapter (and, for real CLIs, its preflight, once per variant),
+//! the model endpoint, the adapter's launch (argv, environment, files), the agent's whole
+//! environment, the services, and the sandbox spec that runs them all. Nothing runs yet.
+
+use std::path::{Path, PathBuf};
+
+use proctor_agents::{adapter_for, Adapter, Launch, LaunchContext, SessionContext};
+use proctor_sandbox::SandboxSpec;
+use proctor_suite::model::{AgentKind, Network};
+use proctor_suite::script::Script;
+
+use crate::record::{redact_env, LaunchRecord};
+use crate::trial::context::{RunContext, Trial};
+use crate::trial::env::{agent_env, host_path, AgentEnvParts};
+use crate::trial::error::{Stage, TrialError};
+use crate::trial::prepare::Prepared;
+use crate::trial::services::{agents_dir_bind, program_binds, services, ModelEndpoint};
+
+/// What the launch stage made.
+pub struct Launched {
+    /// The agent's adapter: it reads the agent's output after the run.
+    pub adapter: Box<dyn Adapter>,
+    /// The model endpoint, for variants with a `model_script`.
+    pub model: Option<ModelEndpoint>,
+    /// Everything the sandbox runs: the agent, its environment, the services, the binds.
+    pub spec: SandboxSpec,
+    /// The launch as recorded (secrets redacted).
+    pub record: LaunchRecord,
+}
+
+/// Launches nothing yet: builds the adapter, the environment, the services and the sandbox
+/// spec. A real CLI that fails its preflight, or an adapter that refuses the launch, is an
+/// agent-start failure.
+pub fn launch(
+    ctx: &RunContext,
+    trial: &Trial,
+    prepared: &Prepared,
+) -> Result<Launched, TrialError> {
+    let paths = &prepared.paths;
+    let adapter = adapter(ctx, trial)?;
+    let real_agent = trial.real_agent();
+    if real_agent {
+        ctx.preflight(trial.variant, adapter.as_ref())
+            .map_err(TrialError::agent_start)?;
+    }
+    let model = ModelEndpoint::pick(ctx, trial)?;
+    let prompt = ctx.suite.prompt(trial.task, trial.variant);
+    let launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
+    let agents_dir: Option<PathBuf> = real_agent
+        .then(proctor_agents::cli::agents_dir)
+        .flatten()
+        .filter(|d| d.is_dir());
+    let suite_env: Vec<_> = ctx.suite.file.services.iter().map(|s| &s.env).collect();
+    let env = agent_env(
+        paths,
+        AgentEnvParts {
+            host_path: &host_path(),
+            services: &suite_env,
+            variant: &trial.variant.env,
+            launch: &launch.env,
+            agents_dir: agents_dir.as_deref(),
+        },
+    );
+    let services = services(ctx, trial, paths, model.as_ref(), &env)?;
+    let command = if real_agent {
+        login_path_wrapper(&paths.shims.inside, &launch.argv)
+    } else {
+        launch.argv.clone()
+    };
+    let mut binds = paths.binds(&prepared.allowed);
+    if paths.namespaces {
+        binds.extend(agents_dir.as_deref().map(agents_dir_bind));
+        let programs = program_binds(&services, &binds);
+        binds.extend(programs);
+    }
+    let record = LaunchRecord {
+        agent: trial.variant.agent.as_str().into(),
+        model: trial.variant.model.clone(),
+        prompt,
+        argv: command.clone(),
+        env: redact_env(&env),
+        allow: prepared.allowed.clone(),
+    };
+    let spec = SandboxSpec {
+        init_exe: ctx.proctor_exe.clone(),
+        namespaces: paths.namespaces,
+        workspace: prepared.sandbox_workspace(),
+        workspace_inside: paths.workspace_inside(),
+        hide: ctx.hide.clone(),
+        binds,
+        network: sandbox_network(trial.settings.network),
+        env,
+        home_inside: paths.home(),
+        services,
+        command,
+        stdout: paths.stdout(),
+        stderr: paths.stderr(),
+        wall_timeout: trial.settings.wall_timeout,
+        grace: ctx.grace,
+    };
+    Ok(Launched {
+        adapter,
+        model,
+        spec,
+        record,
+    })
+}
+
+/// The adapter's launch of the agent (an adapter that refuses it is an agent-start failure),
+/// with its files written into the agent folder and, without namespaces, the agent's private
+/// folders made.
+fn start_session(
+    adapter: &dyn Adapter,
+    trial: &Trial,
+    prepared: &Prepared,
+    model: Option<&ModelEndpoint>,
+    prompt: &str,
+) -> Result<Launch, TrialError> {
+    let paths = &prepared.paths;
+    let launch_ctx = LaunchContext {
+        prompt: prompt.to_string(),
+        workspace: paths.workspace_inside(),
+        model: trial.variant.model.clone(),
+        proctor: paths.proctor.inside.clone(),
+        agent_dir: paths.agent.inside.clone(),
+    };
+    let session = SessionContext {
+        model_base_url: model.map(ModelEndpoint::base_url),
+        allow: prepared.allowed.iter().map(|a| a.name.clone()).collect(),
+        api_key: None,
+    };
+    let launch = adapter
+        .launch_session(&launch_ctx, &session)
+        .map_err(|e| TrialError::agent_start(e.to_string()))?;
+    write_agent_files(&paths.agent.host, &launch.files).map_err(|e| {
+        TrialError::harness(
+            Stage::Launch,
+            format!("cannot write the agent's files: {e}"),
+        )
+    })?;
+    if let Some(tmp) = paths.tmp() {
+        let _ = std::fs::create_dir_all(paths.home());
+        let _ = std::fs::create_dir_all(tmp);
+    }
+    Ok(launch)
+}
+
+/// The variant's adapter; a script variant gets its task's script.
+fn adapter(ctx: &RunContext, trial: &Trial) -> Result<Box<dyn Adapter>, TrialError> {
+    let fail = |what: String| TrialError::harness(Stage::Launch, what);
+    let script = match trial.variant.agent {
+        // A script variant without a script is the null agent, which does nothing; only proctor
+        // makes one (for `validate --oracle`), since `validate` rejects it in a suite.
+        AgentKind::Script if trial.variant.script.is_none() => Some(Script::default()),
+        AgentKind::Script => Some(
+            ctx.suite
+                .script(trial.variant, &trial.planned.task)
+                .map_err(|p| fail(format!("cannot read the script: {p}")))?,
+        ),
+        _ => None,
+    };
+    adapter_for(trial.variant, script).map_err(|e| fail(e.to_string()))
+}
+
+/// Writes the adapter's launch files into the agent folder.
+fn write_agent_files(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    files
+        .iter()
+        .try_for_each(|(name, bytes)| std::fs::write(dir.join(name), bytes))
+}
+
+/// The sandbox's network for the suite's.
+pub fn sandbox_network(n: Network) -> proctor_sandbox::Network {
+    match n {
+        Network::None => proctor_sandbox::Network::None,
+        Network::Loopback => proctor_sandbox::Network::Loopback,
+        Network::Host => proctor_sandbox::Network::Host,
+    }
+}
+
+/// Wraps a real agent's command so that login shells keep the shims first on PATH.
+///
+/// Some CLIs run their shell tool as a login shell (Codex: `bash -lc`), and a login shell's
+/// /etc/profile resets PATH, which would bypass the shims and make interface calls invisible.
+/// The agent's HOME is private, so its `.profile` and `.bash_profile` put the shims back first.
+pub fn login_path_wrapper(shims: &Path, argv: &[String]) -> Vec<String> {
+    let script = format!(
+        "line='export PATH=\"{shims}:$PATH\"'; printf '%s\\n' \"$line\" >> \"$HOME/.profile\"; printf '%s\\n' \"$line\" >> \"$HOME/.bash_profile\"; exec \"$@\"",
+        shims = shims.display()
+    );
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        script,
+        "proctor-agent".to_string(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_login_path_wrapper_runs_the_agent_with_its_own_argv() {
+        let argv = vec![
+            "claude".to_string(),
+            "-p".to_string(),
+            "hi there".to_string(),
+        ];
+        let v = login_path_wrapper(Path::new("/run/proctor/shims"), &argv);
+        assert_eq!(&v[..2], ["/bin/sh", "-c"]);
+        assert!(
+            v[2].contains("export PATH=\"/run/proctor/shims:$PATH\""),
+            "{}",
+            v[2]
+        );
+        assert!(v[2].ends_with("exec \"$@\""), "{}", v[2]);
+        assert_eq!(v[3], "proctor-agent");
+        assert_eq!(&v[4..], argv.as_slice());
+    }
+
+    #[test]
+    fn the_login_path_wrapper_really_puts_the_shims_first_in_a_login_shell() {
+        let home = tempfile::tempdir().unwrap();
+        let v = login_path_wrapper(Path::new("/shims"), &["true".to_string()]);
+        let status = std::process::Command::new(&v[0])
+            .args(&v[1..])
+            .env("HOME", home.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let profile = std::fs::read_to_string(home.path().join(".profile")).unwrap();
+        assert_eq!(profile, "export PATH=\"/shims:$PATH\"\n");
+        assert!(home.path().join(".bash_profile").is_file());
+    }
+
+    #[test]
+    fn without_namespaces_the_spec_runs_the_agent_on_the_host_paths() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let lab = crate::trial::testkit::Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        let planned = crate::trial::testkit::planned("t", "cmd");
+        let trial = Trial::resolve(&suite, &planned).unwrap();
+        let prepared =
+            crate::trial::prepare::prepare(&ctx, &trial, std::time::Instant::now()).unwrap();
+        let launched = launch(&ctx, &trial, &prepared).unwrap();
+        let paths = &prepared.paths;
+        let spec = &launched.spec;
+        assert!(!spec.namespaces);
+        assert!(spec.binds.is_empty(), "nothing to bind on the host");
+        assert_eq!(spec.workspace_inside, paths.copy());
+        assert_eq!(spec.home_inside, paths.home());
+        assert!(paths.home().is_dir() && paths.tmp().unwrap().is_dir());
+        assert_eq!(spec.command[0], "/bin/sh", "a command agent is not wrapped");
+        assert_eq!(spec.wall_timeout, std::time::Duration::from_secs(7));
+        assert!(launched.model.is_none());
+        let env = |k: &str| {
+            spec.env
+                .iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        let shims = paths.shims.host.display().to_string();
+        assert!(env("PATH").unwrap().starts_with(&format!("{shims}:")));
+        assert_eq!(env("FROM_VARIANT").as_deref(), Some("1"));
+        // The record is the spec's launch, as written down.
+        assert_eq!(launched.record.argv, spec.command);
+        assert_eq!(launched.record.agent, "command");
+        assert_eq!(launched.record.prompt, "Do the thing.");
+        assert_eq!(launched.record.env["PATH"], env("PATH").unwrap());
+        assert_eq!(launched.record.allow, prepared.allowed);
+    }
+
+    #[test]
+    fn networks_map_one_to_one() {
+        assert_eq!(
+            sandbox_network(Network::None),
+            proctor_sandbox::Network::None
+        );
+        assert_eq!(
+            sandbox_network(Network::Loopback),
+            proctor_sandbox::Network::Loopback
+        );
+        assert_eq!(
+            sandbox_network(Network::Host),
+            proctor_sandbox::Network::Host
+        );
+    }
+}

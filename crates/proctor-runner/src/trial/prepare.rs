@@ -1,0 +1,326 @@
+//! Stage 1, prepare: the trial's folders, its start state's layers and its workspace (an overlay
+//! with an upper layer of its own, or a copy with the start state's manifest), the allow-list
+//! resolved to real programs, a shim per allowed command, and the calls log listening on its
+//! socket.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use proctor_sandbox::diff::Manifest;
+use proctor_sandbox::Workspace;
+
+use crate::allow::{resolve, Allowed};
+use crate::calls::CallsLog;
+use crate::layers::copy_tree;
+use crate::trial::checks::EndTree;
+use crate::trial::context::{RunContext, Trial};
+use crate::trial::error::{Stage, TrialError};
+use crate::trial::paths::TrialPaths;
+
+/// The trial's scratch folder: created empty, removed when dropped (it is never evidence).
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Empties (or creates) `path` for a trial.
+    pub fn create(path: &Path) -> std::io::Result<ScratchDir> {
+        let _ = proctor_sandbox::remove_tree(path);
+        std::fs::create_dir_all(path)?;
+        Ok(ScratchDir(path.to_path_buf()))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = proctor_sandbox::remove_tree(&self.0);
+    }
+}
+
+/// The workspace the agent works in.
+#[derive(Debug, Clone)]
+pub enum TrialWorkspace {
+    /// An overlay of the start state's lowers with the trial's own, empty, upper layer.
+    Overlay {
+        /// The upper layer: after the run it holds exactly the agent's changes.
+        upper: PathBuf,
+        /// overlayfs' work folder.
+        work: PathBuf,
+    },
+    /// A copy of the start state, diffed afterwards against the start state's manifest.
+    Copy {
+        /// The copy.
+        dir: PathBuf,
+        /// The start state's manifest, built once per start state.
+        manifest: Arc<Manifest>,
+    },
+}
+
+/// What the prepare stage made.
+pub struct Prepared {
+    /// Every path of the trial.
+    pub paths: TrialPaths,
+    /// The start state's layers, top first.
+    pub lowers: Vec<PathBuf>,
+    /// The BLAKE3 of each file laid in for the variant, by workspace path.
+    pub laid_in: BTreeMap<String, String>,
+    /// The workspace.
+    pub workspace: TrialWorkspace,
+    /// The allowed commands and their real programs.
+    pub allowed: Vec<Allowed>,
+    /// The calls log, listening until the trial has fully stopped.
+    pub calls_log: CallsLog,
+    /// The scratch folder, removed with this value.
+    pub scratch: ScratchDir,
+}
+
+impl Prepared {
+    /// The workspace as the sandbox mounts it.
+    pub fn sandbox_workspace(&self) -> Workspace {
+        match &self.workspace {
+            TrialWorkspace::Overlay { upper, work } => Workspace::Overlay {
+                lowers: self.lowers.clone(),
+                upper: upper.clone(),
+                work: work.clone(),
+            },
+            TrialWorkspace::Copy { dir, .. } => Workspace::Bind { dir: dir.clone() },
+        }
+    }
+
+    /// The end state, once the agent has stopped, as the checks read it.
+    pub fn end_tree(&self) -> EndTree {
+        match &self.workspace {
+            TrialWorkspace::Overlay { upper, .. } => EndTree::Overlay {
+                top: upper.clone(),
+                lowers: self.lowers.clone(),
+            },
+            TrialWorkspace::Copy { dir, .. } => EndTree::Copy { dir: dir.clone() },
+        }
+    }
+}
+
+/// Prepares the trial: folders, workspace, allow-list, shims, calls log. `t0` is the trial's
+/// start, from which the calls log times every call.
+pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared, TrialError> {
+    let fail = |what: String| TrialError::harness(Stage::Prepare, what);
+    let planned = trial.planned;
+    let trial_dir = ctx
+        .run
+        .start_trial_dir(&planned.id)
+        .map_err(|e| fail(format!("cannot create the trial folder: {e}")))?;
+    let work = ctx.work_root.join(&planned.id);
+    let scratch = ScratchDir::create(&work)
+        .map_err(|e| fail(format!("cannot create the trial's scratch folder: {e}")))?;
+    let socket = ctx.socket_root.join(format!(
+        "{}.sock",
+        ctx.sockets.fetch_add(1, Ordering::SeqCst)
+    ));
+    let paths = TrialPaths::new(
+        ctx.isolation.namespaces,
+        &ctx.proctor_exe,
+        trial_dir,
+        work,
+        socket,
+    );
+    let start = ctx
+        .layers
+        .start_state(ctx.suite, trial.variant, planned, &ctx.plan.fixture_hash)
+        .map_err(|e| fail(format!("cannot prepare {e}")))?;
+    let workspace = workspace(ctx, &paths, &start.dirs)
+        .map_err(|e| fail(format!("cannot prepare the workspace: {e}")))?;
+    let allowed = trial
+        .settings
+        .allow
+        .iter()
+        .map(|entry| resolve(entry, &ctx.suite.root, &ctx.search_path))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(format!("allowed command {e}")))?;
+    write_shims(&paths, &allowed).map_err(|e| fail(format!("cannot write the shims: {e}")))?;
+    let _ = std::fs::remove_file(paths.calls_log());
+    let calls_log = CallsLog::start(&paths.socket.host, &paths.calls_log(), t0).map_err(|e| {
+        fail(format!(
+            "cannot start the calls log at {}: {e}",
+            paths.socket.host.display()
+        ))
+    })?;
+    Ok(Prepared {
+        paths,
+        lowers: start.dirs,
+        laid_in: start.laid_in,
+        workspace,
+        allowed,
+        calls_log,
+        scratch,
+    })
+}
+
+/// The workspace over `lowers`: an overlay with an empty upper layer, or a copy (lowest layer
+/// first, so upper layers overwrite) with the start state's manifest, built once per start
+/// state and shared by the run's trials.
+fn workspace(
+    ctx: &RunContext,
+    paths: &TrialPaths,
+    lowers: &[PathBuf],
+) -> std::io::Result<TrialWorkspace> {
+    if ctx.isolation.overlay {
+        let (upper, work) = (paths.upper(), paths.overlay_work());
+        std::fs::create_dir_all(&upper)?;
+        std::fs::create_dir_all(&work)?;
+        return Ok(TrialWorkspace::Overlay { upper, work });
+    }
+    let dir = paths.copy();
+    for layer in lowers.iter().rev() {
+        copy_tree(layer, &dir)?;
+    }
+    let key = lowers
+        .iter()
+        .map(|l| l.display().to_string())
+        .collect::<Vec<_>>()
+        .join("|");
+    let cached = ctx.manifests.lock().ok().and_then(|m| m.get(&key).cloned());
+    let manifest = match cached {
+        Some(m) => m,
+        None => {
+            let m = Arc::new(Manifest::build(&dir).map_err(std::io::Error::other)?);
+            if let Ok(mut map) = ctx.manifests.lock() {
+                map.insert(key, m.clone());
+            }
+            m
+        }
+    };
+    Ok(TrialWorkspace::Copy { dir, manifest })
+}
+
+/// The shim of an allowed command: logs the call through proctor, then runs the real program.
+pub fn shim_script(name: &str, proctor: &Path, real: &Path) -> String {
+    format!(
+        "#!/bin/sh\n# proctor shim: logs this call, then runs the real `{name}`.\nexec '{proctor}' __shim '{name}' '{real}' \"$@\"\n",
+        proctor = proctor.display(),
+        real = real.display()
+    )
+}
+
+/// Writes one executable shim per allowed command into the shims folder.
+fn write_shims(paths: &TrialPaths, allowed: &[Allowed]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(&paths.shims.host)?;
+    for a in allowed {
+        let script = shim_script(&a.name, &paths.proctor.inside, &paths.allowed_inside(a));
+        let path = paths.shims.host.join(&a.name);
+        std::fs::write(&path, script)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_shim_logs_through_proctor_then_runs_the_real_program() {
+        let s = shim_script(
+            "chat",
+            Path::new("/run/proctor/bin/proctor"),
+            Path::new("/run/proctor/allow/chat"),
+        );
+        assert!(s.starts_with("#!/bin/sh\n"), "{s}");
+        assert!(
+            s.ends_with(
+                "exec '/run/proctor/bin/proctor' __shim 'chat' '/run/proctor/allow/chat' \"$@\"\n"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn shims_are_written_executable_one_per_allowed_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = TrialPaths::new(
+            false,
+            Path::new("/opt/proctor"),
+            dir.path().join("trial"),
+            dir.path().join("work"),
+            dir.path().join("s.sock"),
+        );
+        let allowed = vec![
+            Allowed {
+                name: "chat".into(),
+                real: PathBuf::from("/usr/bin/chat"),
+            },
+            Allowed {
+                name: "git".into(),
+                real: PathBuf::from("/usr/bin/git"),
+            },
+        ];
+        write_shims(&paths, &allowed).unwrap();
+        for a in &allowed {
+            let shim = paths.shims.host.join(&a.name);
+            let mode = std::fs::metadata(&shim).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o755);
+            // Without namespaces the shim runs the host program directly.
+            let text = std::fs::read_to_string(&shim).unwrap();
+            assert!(text.contains(&format!("'{}'", a.real.display())), "{text}");
+        }
+    }
+
+    #[test]
+    fn in_copy_mode_a_trial_gets_a_copy_its_shims_and_a_listening_calls_log() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let lab = crate::trial::testkit::Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        let planned = crate::trial::testkit::planned("t", "agent");
+        let trial = Trial::resolve(&suite, &planned).unwrap();
+        let prepared = prepare(&ctx, &trial, Instant::now()).unwrap();
+        let paths = &prepared.paths;
+        assert!(paths.trial_dir.is_dir());
+        let TrialWorkspace::Copy { dir, manifest } = &prepared.workspace else {
+            panic!("not a copy");
+        };
+        assert_eq!(dir, &paths.copy());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("README.md")).unwrap(),
+            "a fixture\n"
+        );
+        assert_eq!(prepared.end_tree(), EndTree::Copy { dir: dir.clone() });
+        assert_eq!(
+            prepared.sandbox_workspace(),
+            Workspace::Bind { dir: dir.clone() }
+        );
+        let names: Vec<&str> = prepared.allowed.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["sh"]);
+        assert!(paths.shims.host.join("sh").is_file());
+        assert!(std::os::unix::net::UnixStream::connect(&paths.socket.host).is_ok());
+        // The start state's manifest is built once and shared by the run's trials.
+        let other = crate::trial::testkit::planned("t", "cmd");
+        let second = prepare(
+            &ctx,
+            &Trial::resolve(&suite, &other).unwrap(),
+            Instant::now(),
+        )
+        .unwrap();
+        let TrialWorkspace::Copy { manifest: m2, .. } = &second.workspace else {
+            panic!("not a copy");
+        };
+        assert!(Arc::ptr_eq(manifest, m2));
+        let work = paths.work.clone();
+        drop(prepared);
+        assert!(!work.exists(), "the scratch goes with the prepared trial");
+    }
+
+    #[test]
+    fn a_scratch_folder_starts_empty_and_is_removed_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("t.v.0");
+        std::fs::create_dir_all(work.join("left-over")).unwrap();
+        let scratch = ScratchDir::create(&work).unwrap();
+        assert!(work.is_dir());
+        assert!(!work.join("left-over").exists());
+        drop(scratch);
+        assert!(!work.exists());
+    }
+}

@@ -1,0 +1,207 @@
+//! The services of a trial, as part of its launch: the model endpoint (`__model`, for variants
+//! with a `model_script`) first, then the suite's `[[services]]`, each with its private state
+//! folder, ready probe and guard; and the binds that make their programs visible inside.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use proctor_sandbox::{Bind, HttpGuard, HttpProbe, ServiceSpec};
+use proctor_suite::model::Service;
+
+use crate::trial::context::{RunContext, Trial};
+use crate::trial::env::service_env;
+use crate::trial::error::{Stage, TrialError};
+use crate::trial::paths::TrialPaths;
+
+/// The model endpoint of a trial: the script `proctor mock-model` serves, and its port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelEndpoint {
+    /// The model script.
+    pub script: PathBuf,
+    /// The port it listens on, on the trial's loopback.
+    pub port: u16,
+}
+
+impl ModelEndpoint {
+    /// The endpoint of a variant with a `model_script` (a free port is picked), else `None`.
+    pub fn pick(ctx: &RunContext, trial: &Trial) -> Result<Option<ModelEndpoint>, TrialError> {
+        let Some(script) = crate::model::script_path(ctx.suite, trial.variant, &trial.planned.task)
+        else {
+            return Ok(None);
+        };
+        let port = crate::model::free_port().map_err(|e| {
+            TrialError::harness(
+                Stage::Launch,
+                format!("cannot pick a port for the model: {e}"),
+            )
+        })?;
+        Ok(Some(ModelEndpoint { script, port }))
+    }
+
+    /// The base URL the agent reaches the model at.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Every service of the trial, in start order: the model endpoint, then the suite's services
+/// (which get `agent_env`'s `PATH` and `LANG`).
+pub fn services(
+    ctx: &RunContext,
+    trial: &Trial,
+    paths: &TrialPaths,
+    model: Option<&ModelEndpoint>,
+    agent_env: &[(String, String)],
+) -> Result<Vec<ServiceSpec>, TrialError> {
+    let mut services = Vec::new();
+    if let Some(model) = model {
+        let name = crate::model::MODEL_SERVICE;
+        let dir = paths.services().join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            TrialError::harness(
+                Stage::Launch,
+                format!("cannot create the model's folder: {e}"),
+            )
+        })?;
+        services.push(crate::model::service(
+            &ctx.proctor_exe,
+            &model.script,
+            model.port,
+            trial.task,
+            &ctx.suite.root,
+            dir,
+            paths.service_log(name),
+        ));
+    }
+    for s in &ctx.suite.file.services {
+        let spec = suite_service(ctx, s, paths, agent_env)
+            .map_err(|e| TrialError::harness(Stage::Launch, e))?;
+        services.push(spec);
+    }
+    Ok(services)
+}
+
+/// One suite service: its program found (a path in the suite, or a name on the search path),
+/// its folder created, its probes.
+fn suite_service(
+    ctx: &RunContext,
+    s: &Service,
+    paths: &TrialPaths,
+    agent_env: &[(String, String)],
+) -> Result<ServiceSpec, String> {
+    let name = s.name.get_ref().clone();
+    let mut argv = s.command.get_ref().clone();
+    let Some(prog) = argv.first().cloned() else {
+        return Err(format!("service `{name}` has an empty command"));
+    };
+    let real = if prog.contains('/') {
+        ctx.suite.root.join(&prog)
+    } else {
+        crate::allow::which(&prog, &ctx.search_path).ok_or_else(|| {
+            format!("service `{name}`: `{prog}` was not found on PATH or beside proctor")
+        })?
+    };
+    argv[0] = real.display().to_string();
+    let dir_host = paths.services().join(&name);
+    std::fs::create_dir_all(&dir_host).map_err(|e| format!("service `{name}`: {e}"))?;
+    Ok(ServiceSpec {
+        argv,
+        cwd: ctx
+            .suite
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| ctx.suite.root.clone()),
+        env: service_env(agent_env, &s.env),
+        dir_host,
+        log: paths.service_log(&name),
+        ready: s.ready.as_ref().map(|r| HttpProbe {
+            url: r.http.get_ref().clone(),
+            timeout: Duration::from_secs(r.timeout_seconds),
+        }),
+        guard: s
+            .guard
+            .as_ref()
+            .map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone())),
+        name,
+    })
+}
+
+/// Service programs (and proctor itself, which serves the model) that live under a folder the
+/// sandbox makes private (`/tmp`, `/run`, `/home`) would be invisible inside: a read-only bind
+/// of each at its own path, unless `binds` already has one there.
+pub fn program_binds(services: &[ServiceSpec], binds: &[Bind]) -> Vec<Bind> {
+    let mut out: Vec<Bind> = Vec::new();
+    for s in services {
+        let Some(prog) = s.argv.first().map(PathBuf::from) else {
+            continue;
+        };
+        let private = ["/tmp", "/run", "/home"]
+            .iter()
+            .any(|d| prog.starts_with(d));
+        let bound = binds.iter().chain(&out).any(|b| b.inside == prog);
+        if private && prog.is_absolute() && !bound {
+            out.push(Bind {
+                host: prog.clone(),
+                inside: prog,
+                read_only: true,
+            });
+        }
+    }
+    out
+}
+
+/// The real agents' folder, bound read-only at its own path (real agent CLIs only).
+pub fn agents_dir_bind(agents: &Path) -> Bind {
+    Bind {
+        host: agents.to_path_buf(),
+        inside: agents.to_path_buf(),
+        read_only: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, prog: &str) -> ServiceSpec {
+        ServiceSpec {
+            name: name.into(),
+            argv: vec![prog.into(), "--flag".into()],
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            dir_host: PathBuf::from("/scratch/services").join(name),
+            log: PathBuf::from("/scratch/services").join(format!("{name}.log")),
+            ready: None,
+            guard: None,
+        }
+    }
+
+    #[test]
+    fn only_programs_under_private_folders_are_bound_and_each_once() {
+        let services = [
+            spec("a", "/tmp/build/chat-mock"),
+            spec("b", "/usr/bin/python3"),
+            spec("c", "/home/me/bin/api"),
+            spec("d", "/tmp/build/chat-mock"),
+            spec("e", "relative/prog"),
+        ];
+        let existing = [Bind {
+            host: PathBuf::from("/home/me/bin/api"),
+            inside: PathBuf::from("/home/me/bin/api"),
+            read_only: true,
+        }];
+        let binds = program_binds(&services, &existing);
+        let inside: Vec<&Path> = binds.iter().map(|b| b.inside.as_path()).collect();
+        assert_eq!(inside, [Path::new("/tmp/build/chat-mock")]);
+        assert!(binds.iter().all(|b| b.read_only && b.host == b.inside));
+    }
+
+    #[test]
+    fn the_model_endpoint_is_on_the_trials_loopback() {
+        let m = ModelEndpoint {
+            script: PathBuf::from("agents/model.toml"),
+            port: 7171,
+        };
+        assert_eq!(m.base_url(), "http://127.0.0.1:7171");
+    }
+}

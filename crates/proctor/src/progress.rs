@@ -1,0 +1,202 @@
+//! A run's progress on stderr, rendered from the engine's events: a redrawn bar on a terminal,
+//! else one aligned line per trial as it is committed to the store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{IsTerminal, Write};
+
+use proctor_runner::Event;
+
+/// The longest outcome label, so every progress line's columns align.
+const OUTCOME_WIDTH: usize = {
+    let labels = proctor_score::outcome::LABELS;
+    let (mut widest, mut i) = (0, 0);
+    while i < labels.len() {
+        if labels[i].len() > widest {
+            widest = labels[i].len();
+        }
+        i += 1;
+    }
+    widest
+};
+
+/// Width of the bar drawn on a terminal.
+const BAR: usize = 24;
+
+/// One finished trial's progress line (when stderr is not a terminal): count, trial id,
+/// outcome and seconds in aligned columns, then the reason for anything but `completed`.
+pub fn trial_line(
+    done: usize,
+    total: usize,
+    trial: &str,
+    outcome: &str,
+    reason: &str,
+    seconds: f64,
+) -> String {
+    let width = total.to_string().len();
+    let why = if outcome == "completed" {
+        String::new()
+    } else {
+        format!("  ({reason})")
+    };
+    format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
+}
+
+/// What a finished trial's line shows once it is committed.
+struct Finished {
+    outcome: String,
+    reason: String,
+    seconds: f64,
+}
+
+/// Progress on stderr: a redrawn line on a terminal, one line per committed trial otherwise.
+pub struct Progress {
+    total: usize,
+    done: usize,
+    counts: BTreeMap<String, usize>,
+    /// Trials finished and not yet committed, by id.
+    waiting: HashMap<String, Finished>,
+    tty: bool,
+}
+
+impl Progress {
+    /// Progress of a run of `total` trials, `done` of them finished before.
+    pub fn new(total: usize, done: usize) -> Progress {
+        Progress {
+            total,
+            done,
+            counts: BTreeMap::new(),
+            waiting: HashMap::new(),
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// Takes one event of the engine; a trial is counted when it is committed.
+    pub fn event(&mut self, event: Event) {
+        match event {
+            Event::Started { .. } => {}
+            Event::Finished {
+                trial,
+                summary,
+                seconds,
+            } => {
+                let finished = Finished {
+                    outcome: summary.outcome,
+                    reason: summary.reason.unwrap_or_default(),
+                    seconds,
+                };
+                self.waiting.insert(trial.id, finished);
+            }
+            Event::Committed { trial_id } => {
+                if let Some(finished) = self.waiting.remove(&trial_id) {
+                    self.committed(&trial_id, &finished);
+                }
+            }
+        }
+    }
+
+    fn committed(&mut self, trial: &str, f: &Finished) {
+        self.done += 1;
+        *self.counts.entry(f.outcome.clone()).or_default() += 1;
+        let line = if self.tty {
+            self.bar()
+        } else {
+            trial_line(
+                self.done, self.total, trial, &f.outcome, &f.reason, f.seconds,
+            )
+        };
+        // Formatted first and written whole: stderr is unbuffered, and a padded format written
+        // straight to it costs one write(2) per padding character.
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }
+
+    /// The terminal's redrawn line: a bar, the count, and the outcomes so far.
+    fn bar(&self) -> String {
+        let counts = self
+            .counts
+            .iter()
+            .map(|(o, n)| format!("{o} {n}"))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        let width = self.total.to_string().len();
+        let filled = (BAR * self.done)
+            .checked_div(self.total)
+            .unwrap_or(0)
+            .min(BAR);
+        format!(
+            "\r\x1b[2K[{}{}] {:>width$}/{}  {counts}",
+            "#".repeat(filled),
+            " ".repeat(BAR - filled),
+            self.done,
+            self.total
+        )
+    }
+
+    /// Ends the redrawn line on a terminal.
+    pub fn done(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proctor_store::TrialSummary;
+    use proctor_suite::plan::PlannedTrial;
+
+    #[test]
+    fn progress_lines_align_for_every_outcome() {
+        let lines: Vec<String> = proctor_score::outcome::LABELS
+            .iter()
+            .map(|o| trial_line(3, 12, "deploy.trapped.0", o, "why", 0.25))
+            .collect();
+        let column = |l: &str| l.find("  0.25s").expect("the seconds column");
+        let first = column(&lines[0]);
+        for l in &lines {
+            assert_eq!(column(l), first, "misaligned: {l:?} vs {:?}", lines[0]);
+        }
+        assert!(
+            lines[0].starts_with("[ 3/12] deploy.trapped.0 "),
+            "{}",
+            lines[0]
+        );
+    }
+
+    fn trial(id: &str) -> PlannedTrial {
+        PlannedTrial {
+            id: id.to_string(),
+            task: "t".to_string(),
+            variant: "v".to_string(),
+            index: 0,
+            mutation: None,
+        }
+    }
+
+    #[test]
+    fn a_trial_counts_when_it_is_committed_not_when_it_finishes() {
+        let mut p = Progress::new(2, 0);
+        p.tty = false;
+        p.event(Event::Started { trial: trial("a") });
+        let summary = TrialSummary {
+            trial_id: "a".to_string(),
+            outcome: "wrong".to_string(),
+            ..TrialSummary::default()
+        };
+        p.event(Event::Finished {
+            trial: trial("a"),
+            summary: Box::new(summary),
+            seconds: 1.0,
+        });
+        assert_eq!((p.done, p.waiting.len()), (0, 1));
+        p.event(Event::Committed {
+            trial_id: "a".to_string(),
+        });
+        assert_eq!((p.done, p.waiting.len()), (1, 0));
+        assert_eq!(p.counts.get("wrong"), Some(&1));
+        assert_eq!(
+            p.bar().trim_start_matches("\r\x1b[2K"),
+            "[############            ] 1/2  wrong 1"
+        );
+    }
+}
