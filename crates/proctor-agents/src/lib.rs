@@ -60,7 +60,7 @@ pub struct Launch {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionContext {
     /// The model endpoint as the agent reaches it, an origin without `/v1`
-    /// (`http://127.0.0.1:7171`): proctor's mock model or its metering proxy. Adapters add `/v1`
+    /// (`http://127.0.0.1:7171`): proctor's mock model, or the trial's relay to the model gateway. Adapters add `/v1`
     /// where their CLI wants it.
     pub model_base_url: Option<String>,
     /// The allow-listed interface commands, by name (`chat`), expressed in the CLI's own
@@ -238,7 +238,7 @@ pub enum AgentError {
         message: String,
     },
     /// A real agent needs a model endpoint and none was given.
-    #[error("{agent}: no model endpoint: start `proctor mock-model` (or the metering proxy) and pass its URL (PROCTOR_MODEL_BASE_URL)")]
+    #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]
     NoModelEndpoint {
         /// The agent kind.
         agent: &'static str,

@@ -55,7 +55,7 @@ impl Opencode {
 }
 
 /// Whether a model name is served on the Chat Completions wire rather than Anthropic Messages.
-fn openai_model(model: &str) -> bool {
+pub fn is_openai_model(model: &str) -> bool {
     model.starts_with("gpt-") || ["o1", "o3", "o4"].iter().any(|p| model.starts_with(p))
 }
 
@@ -67,7 +67,7 @@ pub fn config(base: &str, model: &str, allow: &[String]) -> Value {
         bash.insert(a.clone(), json!("allow"));
         bash.insert(format!("{a} *"), json!("allow"));
     }
-    let npm = if openai_model(model) {
+    let npm = if is_openai_model(model) {
         "@ai-sdk/openai-compatible"
     } else {
         "@ai-sdk/anthropic"

@@ -10,6 +10,8 @@
 //!   [`GatewayHandle::register_trial`] gives a per-trial [`TrialToken`] the agent uses as its
 //!   key; [`GatewayHandle::finish_trial`] gives the trial's [`TrialLedger`].
 //!
+//! - [`relay`]: a trial's endpoint, inside its namespaces, joined to the gateway's socket.
+//!
 //! The real key is only ever written into upstream request headers: it is removed from every
 //! recorded body, line and message, and agents never see it.
 
@@ -23,17 +25,19 @@ pub mod keys;
 pub mod ledger;
 pub mod model_ref;
 pub mod prices;
+pub mod relay;
 mod timefmt;
 pub mod usage;
 
 pub use api::Api;
 pub use config::{Config, ConfigError, ConfigLocation, Provider, RetrySettings, Timeouts};
 pub use gateway::{
-    FinishError, Gateway, GatewayError, GatewayHandle, GatewayOptions, GrantError, TrialGrant,
-    TrialToken,
+    FinishError, Gateway, GatewayError, GatewayHandle, GatewayOptions, GrantError, InjectedFault,
+    TrialGrant, TrialToken,
 };
 pub use keys::{KeyError, ProviderKeys, SecretKey};
 pub use ledger::{FaultKind, LimitKind, Limits, RequestRecord, TrialLedger};
 pub use model_ref::{ModelRef, ModelRefError};
 pub use prices::Price;
+pub use relay::{serve_relay, RelayError};
 pub use usage::{Usage, UsageParser, UsageReading};

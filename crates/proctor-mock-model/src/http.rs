@@ -4,6 +4,10 @@
 //! Responses always carry `Content-Length` (SSE bodies are scripted, so they are complete before
 //! the first byte is sent).
 //!
+//! [`serve_with`] given a rustls configuration (see [`crate::tls`]) serves HTTPS instead: each
+//! connection's TLS handshake runs in the connection's own task, so a slow or broken client holds
+//! up no other, and a handshake that fails or takes longer than 30 s ends only its connection.
+//!
 //! Each [`serve`] call runs its own current-thread runtime on the calling thread (a server starts
 //! inside every trial, so it must start in well under a millisecond); handlers run on that
 //! runtime's blocking pool, since one may be held open for long (an injected timeout).
@@ -21,6 +25,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, StatusCode, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio_rustls::TlsAcceptor;
 
 /// Largest request head accepted (request line and headers); a larger one is answered 431.
 const MAX_HEAD: usize = 64 * 1024;
@@ -33,6 +38,8 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 const POLL: Duration = Duration::from_millis(250);
 /// An idle keep-alive connection (or one whose request head takes longer) is closed after this.
 const IDLE: Duration = Duration::from_secs(300);
+/// A TLS handshake that takes longer than this ends its connection.
+const HANDSHAKE: Duration = Duration::from_secs(30);
 
 /// One parsed request.
 #[derive(Debug, Clone, Default)]
@@ -81,14 +88,27 @@ impl Response {
     }
 }
 
-/// Serves connections from `listener` until `stop` is set; each request goes to `handler`.
-/// Blocks the calling thread (and runs on a thread of its own when called from async code).
-/// Setting `stop` ends the accept loop within 250 ms (at once when a connection then arrives)
-/// and closes every connection; a handler still running finishes on its own.
+/// Serves plain HTTP connections from `listener` until `stop` is set; each request goes to
+/// `handler`. Blocks the calling thread (and runs on a thread of its own when called from async
+/// code). Setting `stop` ends the accept loop within 250 ms (at once when a connection then
+/// arrives) and closes every connection; a handler still running finishes on its own.
 pub fn serve<H>(listener: TcpListener, stop: Arc<AtomicBool>, handler: Arc<H>)
 where
     H: Fn(Request) -> Response + Send + Sync + 'static,
 {
+    serve_with(listener, stop, handler, None);
+}
+
+/// [`serve`], over TLS with this configuration when `tls` is given (HTTPS), else plain.
+pub fn serve_with<H>(
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    handler: Arc<H>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) where
+    H: Fn(Request) -> Response + Send + Sync + 'static,
+{
+    let tls = tls.map(TlsAcceptor::from);
     let run = move || {
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -102,7 +122,7 @@ where
                 return;
             }
         };
-        runtime.block_on(accept_loop(listener, stop, handler));
+        runtime.block_on(accept_loop(listener, stop, handler, tls));
         // Connections end with their tasks; a handler held open (an injected timeout) is not
         // waited for.
         runtime.shutdown_background();
@@ -117,8 +137,12 @@ where
     }
 }
 
-async fn accept_loop<H>(listener: TcpListener, stop: Arc<AtomicBool>, handler: Arc<H>)
-where
+async fn accept_loop<H>(
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    handler: Arc<H>,
+    tls: Option<TlsAcceptor>,
+) where
     H: Fn(Request) -> Response + Send + Sync + 'static,
 {
     let listener = match listener
@@ -154,11 +178,28 @@ where
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         let service = service_fn(move |req| respond(req, handler.clone()));
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        tokio::spawn(async move {
-            // A broken or timed-out connection ends only itself.
-            let _ = conn.await;
-        });
+        match &tls {
+            None => {
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::spawn(async move {
+                    // A broken or timed-out connection ends only itself.
+                    let _ = conn.await;
+                });
+            }
+            Some(acceptor) => {
+                let accept = acceptor.accept(stream);
+                let builder = builder.clone();
+                tokio::spawn(async move {
+                    // A failed or stalled handshake ends only its connection.
+                    let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE, accept).await else {
+                        return;
+                    };
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! A scripted model server, so real agent CLIs run end to end with no network and no key.
 //!
-//! [`MockModel::start`] binds an address and serves, on plain HTTP/1.1:
+//! [`MockModel::start`] binds an address and serves, on HTTP/1.1 (over TLS when
+//! [`MockOptions::tls`] is given, see [`tls`]):
 //!
 //! | request | API | module |
 //! |---|---|---|
@@ -23,21 +24,36 @@
 //! Once the script is exhausted, main requests get the text `mock-model: the script has no turn
 //! left`.
 //!
+//! A [`FaultKind`] injected on a route ([`MockOptions::faults`]) answers that route's model
+//! requests with the fault instead of a turn.
+//!
+//! To stand in for a real provider (upstream of proctor's model gateway), the mock can require an
+//! API key ([`MockOptions::require_key`]): every API request (model requests, token counts and
+//! model listings; not health and guard requests) must then carry exactly that key where its API
+//! puts it (see [`auth`]). One that does not is answered HTTP 401 in its API's error shape (the
+//! body the `credential_loss` fault sends), consumes no turn, and is logged with
+//! `"kind": "auth_rejected"`.
+//!
 //! Every exchange is written as one JSON line to the log file, when one is given
 //! ([`MockOptions::log`]): `{"seq", "at_ms", "method", "path", "query", "headers", "api",
-//! "kind": "main" | "side" | "meta" | "unknown", "turn", "replay", "side_reason", "stream",
-//! "request", "status", "response", "usage", "error"}` — secrets in headers and queries are
-//! redacted; an SSE response is logged as its list of events.
+//! "kind": "main" | "side" | "meta" | "unknown" | "fault" | "auth_rejected", "turn", "replay",
+//! "side_reason", "stream", "request", "status", "response", "usage", "error", "fault"}`, plus
+//! `"route"` (`anthropic`, `responses`, `chat` or `gemini`) on API requests and, when a key is
+//! required, `"key": "ok" | "missing" | "wrong"` on the requests checked — secrets in headers and
+//! queries are redacted, and the required key is replaced by `[redacted]` wherever else it would
+//! appear; an SSE response is logged as its list of events.
 
 #![warn(missing_docs)]
 
 pub mod anthropic;
+pub mod auth;
 pub mod chat;
 pub mod gemini;
 pub mod http;
 pub mod responses;
 pub mod script;
 pub mod sse;
+pub mod tls;
 pub mod tools;
 pub mod wire;
 
@@ -56,7 +72,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use script::{Call, MainRequests, Role, Script, ScriptError, Turn, Usage};
+pub use tls::TlsFiles;
 
+use auth::{KeyCheck, KeyPlace};
 use http::{Request, Response};
 use tools::ToolSpec;
 use wire::{Reply, ReplyCall, Side};
@@ -90,15 +108,68 @@ pub enum MockError {
     /// The serving thread cannot be started.
     #[error("cannot start the server thread: {0}")]
     Thread(std::io::Error),
+    /// The environment variable meant to hold the required API key does not hold a usable one.
+    #[error("the API key variable ${var} {reason}")]
+    KeyEnv {
+        /// The variable's name.
+        var: String,
+        /// What is wrong with it (never its content).
+        reason: &'static str,
+    },
+    /// The required API key cannot be used.
+    #[error("the required API key {reason}")]
+    Key {
+        /// What is wrong with it (never its content).
+        reason: &'static str,
+    },
+    /// A TLS certificate or key file cannot be read.
+    #[error("cannot read the TLS file {path}: {reason}")]
+    TlsFile {
+        /// The file.
+        path: String,
+        /// The cause.
+        reason: String,
+    },
+    /// The TLS certificate and key do not make a server configuration (a key that does not
+    /// match the certificate, an unsupported key type).
+    #[error("cannot serve TLS with the certificate {cert} and the key {key}: {reason}")]
+    Tls {
+        /// The certificate file.
+        cert: String,
+        /// The key file.
+        key: String,
+        /// The cause.
+        reason: String,
+    },
 }
 
 /// Options beyond the script.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct MockOptions {
     /// Where to append the exchange log (JSON lines); none when `None`.
     pub log: Option<PathBuf>,
     /// Typed faults injected on model routes instead of a model answer.
     pub faults: Vec<RouteFault>,
+    /// The API key every API request must carry (see [`auth`]); none required when `None`. A
+    /// secret: `Debug` shows only whether one is set, and the log never holds it. It must be
+    /// non-empty visible ASCII (see [`auth::validate_key`]).
+    pub require_key: Option<String>,
+    /// Serve HTTPS with this certificate and key; plain HTTP when `None`.
+    pub tls: Option<TlsFiles>,
+}
+
+impl std::fmt::Debug for MockOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockOptions")
+            .field("log", &self.log)
+            .field("faults", &self.faults)
+            .field(
+                "require_key",
+                &self.require_key.as_ref().map(|_| "[redacted]"),
+            )
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 /// A fault the mock injects on a model route, so an operational failure can be tested: the
@@ -112,6 +183,9 @@ pub enum FaultKind {
     RateLimit,
     /// The provider never answers: the request is held open until the client gives up.
     Timeout,
+    /// The provider fails: HTTP 500 with its API's server error. Offered by `proctor mock-model
+    /// --fault` for gateway tests; suites do not name it.
+    ServerError,
 }
 
 impl FaultKind {
@@ -121,19 +195,24 @@ impl FaultKind {
             FaultKind::CredentialLoss => "credential_loss",
             FaultKind::RateLimit => "rate_limit",
             FaultKind::Timeout => "timeout",
+            FaultKind::ServerError => "server_error",
         }
     }
 
-    /// Parses `credential_loss`, `rate_limit` or `timeout`.
+    /// Parses `credential_loss`, `rate_limit`, `timeout` or `server_error`.
     pub fn parse(s: &str) -> Option<FaultKind> {
         match s {
             "credential_loss" => Some(FaultKind::CredentialLoss),
             "rate_limit" => Some(FaultKind::RateLimit),
             "timeout" => Some(FaultKind::Timeout),
+            "server_error" => Some(FaultKind::ServerError),
             _ => None,
         }
     }
 }
+
+/// Every fault kind's spelling, for messages.
+pub const FAULT_KINDS: &[&str] = &["credential_loss", "rate_limit", "timeout", "server_error"];
 
 /// A fault on one route: `anthropic` (Messages), `responses`, `chat`, `gemini`, or `*` for all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,12 +241,15 @@ pub struct Stats {
     pub replays: u64,
     /// Main requests that came after the last turn.
     pub exhausted: u64,
+    /// API requests refused for a missing or wrong key (when one is required).
+    pub auth_rejected: u64,
     /// Usage reported on the wire, summed over every main response.
     pub usage: Usage,
 }
 
 struct State {
     faults: Vec<RouteFault>,
+    require_key: Option<String>,
     script: Script,
     started: Instant,
     seq: AtomicU64,
@@ -196,6 +278,7 @@ pub struct MockModel;
 #[derive(Debug)]
 pub struct MockHandle {
     addr: SocketAddr,
+    https: bool,
     state: Arc<StateRef>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -222,6 +305,11 @@ impl MockModel {
         addr: impl ToSocketAddrs,
         options: MockOptions,
     ) -> Result<MockHandle, MockError> {
+        if let Some(key) = &options.require_key {
+            auth::validate_key(key).map_err(|reason| MockError::Key { reason })?;
+        }
+        let tls = options.tls.as_ref().map(tls::server_config).transpose()?;
+        let https = tls.is_some();
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|source| MockError::Bind {
@@ -257,6 +345,7 @@ impl MockModel {
         };
         let state = Arc::new(StateRef(State {
             faults: options.faults.clone(),
+            require_key: options.require_key.clone(),
             script,
             started: Instant::now(),
             seq: AtomicU64::new(0),
@@ -269,10 +358,11 @@ impl MockModel {
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("mock-model".into())
-            .spawn(move || http::serve(listener, thread_stop, handler))
+            .spawn(move || http::serve_with(listener, thread_stop, handler, tls))
             .map_err(MockError::Thread)?;
         Ok(MockHandle {
             addr: bound,
+            https,
             state,
             stop,
             thread: Some(thread),
@@ -286,10 +376,11 @@ impl MockHandle {
         self.addr
     }
 
-    /// `http://HOST:PORT`, without `/v1` (what `ANTHROPIC_BASE_URL` wants; OpenAI-style clients
-    /// want `base_url() + "/v1"`).
+    /// `http://HOST:PORT` (`https://` when serving TLS), without `/v1` (what
+    /// `ANTHROPIC_BASE_URL` wants; OpenAI-style clients want `base_url() + "/v1"`).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// What was served so far.
@@ -359,6 +450,8 @@ struct Note {
     usage: Option<Usage>,
     error: Option<String>,
     fault: Option<&'static str>,
+    route: Option<&'static str>,
+    key: Option<KeyCheck>,
 }
 
 fn handle(state: &State, req: Request) -> Response {
@@ -396,6 +489,9 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
         ("GET" | "HEAD", "" | "/health" | "/healthz") => return text(200, "ok"),
         ("GET" | "HEAD", "/__mock") => return text(200, GUARD_TEXT),
         ("GET", "/models") => {
+            if let Err(resp) = authorize(state, req, listing_api(req), note) {
+                return resp;
+            }
             return Response::json(
                 200,
                 &json!({
@@ -403,10 +499,13 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
                     "data": [model_object(&model)],
                     "has_more": false, "first_id": model, "last_id": model,
                 }),
-            )
+            );
         }
         ("POST", "/messages/count_tokens") => {
             note.api = Some("anthropic-count-tokens");
+            if let Err(resp) = authorize(state, req, Api::Anthropic, note) {
+                return resp;
+            }
             return Response::json(200, &json!({ "input_tokens": estimate(&req.body) }));
         }
         ("POST", "/messages") => return model_request(state, req, Api::Anthropic, seq, note),
@@ -416,12 +515,25 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
     }
     if method == "GET" {
         if let Some(id) = path.strip_prefix("/models/") {
+            if let Err(resp) = authorize(state, req, listing_api(req), note) {
+                return resp;
+            }
             return Response::json(200, &model_object(id));
         }
+        let gemini = Api::Gemini {
+            stream: false,
+            sse: false,
+        };
         if path == "/v1beta/models" {
+            if let Err(resp) = authorize(state, req, gemini, note) {
+                return resp;
+            }
             return Response::json(200, &json!({ "models": [gemini_model(&model)] }));
         }
         if let Some(id) = path.strip_prefix("/v1beta/models/") {
+            if let Err(resp) = authorize(state, req, gemini, note) {
+                return resp;
+            }
             return Response::json(200, &gemini_model(id));
         }
     }
@@ -434,6 +546,10 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
             match action {
                 "countTokens" => {
                     note.api = Some("gemini-count-tokens");
+                    let api = Api::Gemini { stream: false, sse };
+                    if let Err(resp) = authorize(state, req, api, note) {
+                        return resp;
+                    }
                     return Response::json(200, &json!({ "totalTokens": estimate(&req.body) }));
                 }
                 "generateContent" => {
@@ -454,6 +570,67 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
         404,
         &json!({ "error": { "type": "not_found_error", "message": format!("proctor mock-model has no route for {method} {}", req.path) } }),
     )
+}
+
+/// The API a model listing (`GET /v1/models`, shared by Anthropic and OpenAI clients) answers
+/// as: Anthropic when the request carries `x-api-key` or `anthropic-version`, else OpenAI.
+fn listing_api(req: &Request) -> Api {
+    if req.header("x-api-key").is_some() || req.header("anthropic-version").is_some() {
+        Api::Anthropic
+    } else {
+        Api::Responses
+    }
+}
+
+/// Where a request of `api` carries its key.
+fn key_place(api: Api, req: &Request) -> KeyPlace {
+    match api {
+        Api::Anthropic if req.method == "GET" => KeyPlace::AnthropicOrBearer,
+        Api::Anthropic => KeyPlace::Anthropic,
+        Api::Responses if req.method == "GET" => KeyPlace::AnthropicOrBearer,
+        Api::Responses | Api::Chat => KeyPlace::Bearer,
+        Api::Gemini { .. } => KeyPlace::Gemini,
+    }
+}
+
+/// Checks the request's key when one is required: `Err` with the 401 to send when it is missing
+/// or wrong (the exchange is then logged as `auth_rejected`).
+fn authorize(state: &State, req: &Request, api: Api, note: &mut Note) -> Result<(), Response> {
+    note.route = Some(route_name(api));
+    let Some(key) = &state.require_key else {
+        return Ok(());
+    };
+    let verdict = auth::check(req, key_place(api, req), key);
+    note.key = Some(verdict);
+    let why = match verdict {
+        KeyCheck::Ok => return Ok(()),
+        KeyCheck::Missing => "the request carries no API key",
+        KeyCheck::Wrong => "the request's API key is not the one required",
+    };
+    note.kind = "auth_rejected";
+    note.error = Some(format!("{why} (key {})", verdict.as_str()));
+    state.inner().stats.auth_rejected += 1;
+    Err(unauthorized(api, why))
+}
+
+/// HTTP 401 in `api`'s error shape, saying `why` (the `credential_loss` fault's answer).
+fn unauthorized(api: Api, why: &str) -> Response {
+    let body = match api {
+        Api::Anthropic => anthropic::error(
+            "authentication_error",
+            &format!("invalid x-api-key (proctor mock-model: {why})"),
+        ),
+        Api::Responses | Api::Chat => responses::error(
+            "invalid_api_key",
+            &format!("Incorrect API key provided (proctor mock-model: {why})"),
+        ),
+        Api::Gemini { .. } => gemini::error(
+            401,
+            "UNAUTHENTICATED",
+            &format!("API key not valid (proctor mock-model: {why})"),
+        ),
+    };
+    Response::json(401, &body)
 }
 
 fn model_object(id: &str) -> Value {
@@ -505,6 +682,9 @@ fn route_name(api: Api) -> &'static str {
 /// script's next turn, rendered in the API's wire format.
 fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut Note) -> Response {
     note.api = Some(api.name());
+    if let Err(resp) = authorize(state, req, api, note) {
+        return resp;
+    }
     if let Some(f) = state
         .faults
         .iter()
@@ -557,24 +737,7 @@ fn fault_response(
     note.kind = "fault";
     note.fault = Some(kind.as_str());
     match kind {
-        FaultKind::CredentialLoss => {
-            let body = match api {
-                Api::Anthropic => anthropic::error(
-                    "authentication_error",
-                    "invalid x-api-key (proctor mock-model: injected credential_loss)",
-                ),
-                Api::Responses | Api::Chat => responses::error(
-                    "invalid_api_key",
-                    "Incorrect API key provided (proctor mock-model: injected credential_loss)",
-                ),
-                Api::Gemini { .. } => gemini::error(
-                    401,
-                    "UNAUTHENTICATED",
-                    "API key not valid (proctor mock-model: injected credential_loss)",
-                ),
-            };
-            Response::json(401, &body)
-        }
+        FaultKind::CredentialLoss => unauthorized(api, "injected credential_loss"),
         FaultKind::RateLimit => {
             let body = match api {
                 Api::Anthropic => anthropic::error(
@@ -592,6 +755,24 @@ fn fault_response(
                 ),
             };
             Response::json(429, &body)
+        }
+        FaultKind::ServerError => {
+            let body = match api {
+                Api::Anthropic => anthropic::error(
+                    "api_error",
+                    "Internal server error (proctor mock-model: injected server_error)",
+                ),
+                Api::Responses | Api::Chat => responses::error(
+                    "server_error",
+                    "The server had an error while processing your request (proctor mock-model: injected server_error)",
+                ),
+                Api::Gemini { .. } => gemini::error(
+                    500,
+                    "INTERNAL",
+                    "An internal error has occurred (proctor mock-model: injected server_error)",
+                ),
+            };
+            Response::json(500, &body)
         }
         FaultKind::Timeout => {
             let resp = Response::json(
@@ -805,6 +986,26 @@ fn body_value(bytes: &[u8]) -> Value {
     }
 }
 
+/// Replaces `secret` by `[redacted]` in every string of `value` (request bodies and any header a
+/// client chose to put the key in).
+fn scrub(value: &mut Value, secret: &str) {
+    match value {
+        Value::String(s) if s.contains(secret) => *s = s.replace(secret, "[redacted]"),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, secret)),
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains(secret)) {
+                let old = std::mem::take(map);
+                map.extend(
+                    old.into_iter()
+                        .map(|(k, v)| (k.replace(secret, "[redacted]"), v)),
+                );
+            }
+            map.values_mut().for_each(|v| scrub(v, secret));
+        }
+        _ => {}
+    }
+}
+
 fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &Note) {
     let mut guard = state.log.lock().unwrap_or_else(|p| p.into_inner());
     let Some(file) = guard.as_mut() else {
@@ -831,7 +1032,7 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
     } else {
         body_value(&resp.body)
     };
-    let record = json!({
+    let mut record = json!({
         "seq": seq,
         "at_ms": state.started.elapsed().as_millis() as u64,
         "method": req.method,
@@ -851,6 +1052,17 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
         "error": note.error,
         "fault": note.fault,
     });
+    if let Some(map) = record.as_object_mut() {
+        if let Some(route) = note.route {
+            map.insert("route".into(), Value::from(route));
+        }
+        if let Some(key) = note.key {
+            map.insert("key".into(), Value::from(key.as_str()));
+        }
+    }
+    if let Some(key) = &state.require_key {
+        scrub(&mut record, key);
+    }
     let _ = writeln!(file, "{record}");
     let _ = file.flush();
 }

@@ -684,6 +684,9 @@ pub struct TrialSummary {
     pub task_success: bool,
     /// Why: the verdict's reason (for `ungradeable`, the reason it requires).
     pub reason: String,
+    /// The gateway limit the trial reached, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 impl From<&TrialRow> for TrialSummary {
@@ -701,6 +704,7 @@ impl From<&TrialRow> for TrialSummary {
                 Outcome::Ungradeable { reason } if r.verdict.reason.is_empty() => reason.clone(),
                 _ => r.verdict.reason.clone(),
             },
+            limit_reached: r.limit_reached.clone(),
         }
     }
 }

@@ -37,7 +37,7 @@ pub struct TrialRow {
     /// CPU seconds the agent's processes used, when measured.
     #[serde(default)]
     pub agent_cpu_seconds: Option<f64>,
-    /// Model tokens by category, when the agent or the metering proxy reported them.
+    /// Model tokens by category, when the model gateway or the agent reported them.
     #[serde(default)]
     pub tokens: Option<Tokens>,
     /// Model requests made, when known.
@@ -45,6 +45,10 @@ pub struct TrialRow {
     pub requests: Option<u64>,
     /// The money the trial cost.
     pub cost: Cost,
+    /// The per-trial limit of the model gateway the trial reached (`tokens`, `cost_usd`,
+    /// `requests`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 /// The hidden mutation a trial ran against.

@@ -57,6 +57,8 @@ pub struct EngineOptions {
     pub grace: Duration,
     /// Where per-trial scratch goes; `None` chooses (see [`crate::scratch::Scratch::create`]).
     pub scratch: Option<PathBuf>,
+    /// The run's model gateway, when some trial reaches a real model.
+    pub gateway: Option<std::sync::Arc<crate::gateway::RunGateway>>,
 }
 
 /// What one execution runs: a suite's plan, into one run of the store, with the isolation
@@ -261,6 +263,7 @@ fn context<'a>(
         manifests: Mutex::new(BTreeMap::new()),
         sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
+        gateway: options.gateway.clone(),
     }
 }
 

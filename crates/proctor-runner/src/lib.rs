@@ -5,6 +5,7 @@
 pub mod allow;
 pub mod calls;
 pub mod engine;
+pub mod gateway;
 pub mod layers;
 pub mod model;
 pub mod oracle;

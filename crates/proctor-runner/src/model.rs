@@ -44,7 +44,8 @@ pub struct Ledgers {
     pub agent_reported: Option<Usage>,
     /// Money, when every price was known: US dollars.
     pub cost_usd: Option<f64>,
-    /// Why the cost is incomplete (models without a price), when it is.
+    /// The models without a price (`` `anthropic/claude-haiku-4-5` ``), when the cost is
+    /// incomplete.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cost_missing: Vec<String>,
     /// The cost the CLI itself reported (its list-price estimate), for comparison.
@@ -173,13 +174,14 @@ pub fn read_wire(path: &Path) -> Result<Wire, String> {
     Ok(wire)
 }
 
-/// The cost of `usage` for `model` at the suite's prices; `Err` names what is missing.
+/// The cost of `usage` for `model` at the suite's prices; `Err` names the models without a
+/// price.
 pub fn cost(suite: &Suite, model: Option<&str>, usage: &Usage) -> Result<f64, Vec<String>> {
     let Some(model) = model else {
-        return Err(vec!["the variant names no model".into()]);
+        return Err(vec!["the variant's model (it names none)".into()]);
     };
     let Some(price) = suite.file.prices.get(model) else {
-        return Err(vec![format!("no price for model `{model}` in [prices]")]);
+        return Err(vec![format!("`{model}`")]);
     };
     let per = |n: Option<u64>, p: f64| n.unwrap_or(0) as f64 * p / 1e6;
     Ok(per(usage.input, price.input)

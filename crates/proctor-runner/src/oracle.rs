@@ -207,6 +207,7 @@ fn script_variant(id: &str, script: Option<&str>) -> Variant {
         model_script: None,
         allow: None,
         env: Default::default(),
+        matrix_of: None,
     }
 }
 

@@ -54,6 +54,10 @@ pub struct TrialRecord {
     pub verdict: Option<TrialVerdict>,
     /// Tokens, requests and money, by source; never summed into one score.
     pub ledgers: crate::model::Ledgers,
+    /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
+    /// `requests`), if one was reached; the trial is graded from its end state as usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[serde(serialize_with = "sorted")]
@@ -98,6 +102,10 @@ pub struct StoredRecord {
     /// Tokens, requests and money, by source; never summed into one score.
     #[serde(default)]
     pub ledgers: crate::model::Ledgers,
+    /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
+    /// `requests`), if one was reached; the trial is graded from its end state as usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[schemars(with = "serde_json::Value")]
@@ -124,6 +132,7 @@ impl From<StoredRecord> for TrialRecord {
             reason: r.reason,
             verdict: r.verdict,
             ledgers: r.ledgers,
+            limit_reached: r.limit_reached,
             services: r.services,
             harness_notes: r.harness_notes,
         }
@@ -262,6 +271,24 @@ pub struct LaunchRecord {
     pub allow: Vec<crate::allow::Allowed>,
 }
 
+impl LaunchRecord {
+    /// The record with every occurrence of `secret` (a trial's gateway token) in its command
+    /// line and environment replaced by `[redacted]`.
+    pub fn without(mut self, secret: &str) -> LaunchRecord {
+        if secret.is_empty() {
+            return self;
+        }
+        let scrub = |s: &mut String| {
+            if s.contains(secret) {
+                *s = s.replace(secret, "[redacted]");
+            }
+        };
+        self.argv.iter_mut().for_each(scrub);
+        self.env.values_mut().for_each(scrub);
+        self
+    }
+}
+
 /// Whether an environment variable's value must not be written down.
 pub fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
@@ -312,6 +339,7 @@ mod tests {
             reason: "why".into(),
             verdict,
             ledgers: crate::model::Ledgers::default(),
+            limit_reached: None,
             services: None,
             harness_notes: Vec::new(),
         }
@@ -423,6 +451,7 @@ mod tests {
             allow: vec!["chat".into()],
             offline_user: true,
             undo_window: Duration::from_secs(60),
+            limits: Default::default(),
         };
         let mut r = record(Outcome::Completed, Some(verdict(Outcome::Completed)));
         r.settings = Some(settings.clone());

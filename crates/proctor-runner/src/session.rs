@@ -40,6 +40,9 @@ pub struct PlanRecord {
     pub tasks: Vec<String>,
     /// The isolation label the run was started with.
     pub isolation: String,
+    /// The models of `--model` the suite's variants were run on (empty: their own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 impl PlanRecord {
@@ -51,6 +54,7 @@ impl PlanRecord {
             variants: options.variants.clone(),
             tasks: options.tasks.clone(),
             isolation: isolation.label().to_string(),
+            models: options.models.clone(),
         }
     }
 
@@ -61,6 +65,7 @@ impl PlanRecord {
             mode: self.trial_mode,
             variants: self.variants.clone(),
             tasks: self.tasks.clone(),
+            models: self.models.clone(),
         }
     }
 
@@ -149,15 +154,17 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts a new run: plans `suite` with `options`, decides the isolation by asking the
+    /// Starts a new run: applies `options.models` to the suite ([`Suite::apply_models`]), plans
+    /// it with `options`, decides the isolation by asking the
     /// machine, and creates the run (its `run.json` records a [`PlanRecord`]). The suite must
     /// have been opened from an absolute path.
     pub fn start(
-        suite: Suite,
+        mut suite: Suite,
         store: &Store,
         options: &PlanOptions,
         isolation: IsolationChoice,
     ) -> Result<Session, SessionError> {
+        suite.apply_models(&options.models);
         let plan = plan(&suite, options)?;
         let store_root = store.root().to_path_buf();
         let (isolation, notes) =
@@ -183,9 +190,9 @@ impl Session {
     }
 
     /// Reopens the run `prefix` names (an id, a unique prefix or `latest`) to run its unfinished
-    /// trials: the plan is rebuilt from the run's [`PlanRecord`], and the run is refused when
+    /// trials: the plan (and its models) is rebuilt from the run's [`PlanRecord`], and the run is refused when
     /// the suite's content hash changed since it started.
-    pub fn resume(suite: Suite, store: &Store, prefix: &str) -> Result<Session, SessionError> {
+    pub fn resume(mut suite: Suite, store: &Store, prefix: &str) -> Result<Session, SessionError> {
         let id = store
             .resolve_run(prefix)
             .map_err(SessionError::UnknownRun)?;
@@ -201,6 +208,7 @@ impl Session {
         }
         let record = PlanRecord::from_extra(&meta.extra)
             .map_err(|source| SessionError::NoPlanRecord { run: id, source })?;
+        suite.apply_models(&record.models);
         let plan = plan(&suite, &record.options())?;
         let store_root = store.root().to_path_buf();
         let (isolation, _) = decide_isolation(record.isolation_choice(), &store_root)
@@ -385,6 +393,7 @@ mod tests {
             mode: TrialMode::Release,
             variants: vec!["other".to_string()],
             tasks: Vec::new(),
+            models: Vec::new(),
         }
     }
 
@@ -396,6 +405,7 @@ mod tests {
             variants: vec!["a".into(), "b".into()],
             tasks: vec!["t".into()],
             isolation: "copy".into(),
+            models: vec!["anthropic/claude-a".into(), "openai/gpt-5".into()],
         };
         let extra = record.to_extra();
         assert_eq!(extra["plan"]["trial_mode"], "release");
@@ -403,6 +413,11 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(PlanRecord::from_extra(&back).expect("a record"), record);
         assert_eq!(record.options().trials, Some(3));
+        assert_eq!(
+            record.options().models,
+            record.models,
+            "a resume runs the same models"
+        );
         assert_eq!(record.isolation_choice(), IsolationChoice::Copy);
         assert!(PlanRecord::from_extra(&serde_json::Value::Null).is_err());
     }

@@ -57,12 +57,12 @@ fn stages(
 ) -> Result<TrialRecord, TrialError> {
     let trial = Trial::resolve(ctx.suite, planned)?;
     let mut prepared = prepare::prepare(ctx, &trial, clock.t0)?;
-    let launched = launch::launch(ctx, &trial, &prepared)?;
+    let mut launched = launch::launch(ctx, &trial, &prepared)?;
     clock.lap("setup");
     let executed = execute::execute(&launched.spec, &mut prepared.calls_log, &prepared.paths);
     clock.lap("agent");
     let executed = executed?;
-    let captured = capture::capture(ctx, &trial, &prepared, &launched, &executed);
+    let captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
     clock.lap("capture");
     let holdout = ctx.suite.holdout_dir(&planned.task);
     let hashes = Hashes {
@@ -108,6 +108,7 @@ fn stages(
         reason: verdict.reason.clone(),
         verdict: Some(verdict),
         ledgers: captured.ledgers,
+        limit_reached: captured.limit_reached,
         services: Some(executed.report.services),
         harness_notes: captured.notes,
     })

@@ -87,6 +87,7 @@ fn a_run_reports_each_trial_started_finished_and_committed_in_order() {
         jobs: 3,
         grace: Duration::from_secs(2),
         scratch: None,
+        gateway: None,
     };
     let mut events = Vec::new();
     let summary = session

@@ -49,8 +49,8 @@ pub enum ErrorKind {
     AgentStart,
     /// A service's guard refused it, or it never became ready.
     ServiceGuard,
-    /// The provider was unreachable or failed.
-    ProviderOutage,
+    /// The provider failed: 5xx after retries, unreachable, or a malformed response.
+    ProviderError,
     /// Credentials were rejected or lost.
     CredentialLoss,
     /// The provider rate-limited the agent.
@@ -67,7 +67,7 @@ impl ErrorKind {
         match self {
             ErrorKind::AgentStart => "agent-start",
             ErrorKind::ServiceGuard => "service-guard",
-            ErrorKind::ProviderOutage => "provider-outage",
+            ErrorKind::ProviderError => "provider-error",
             ErrorKind::CredentialLoss => "credential-loss",
             ErrorKind::RateLimit => "rate-limit",
             ErrorKind::Timeout => "timeout",

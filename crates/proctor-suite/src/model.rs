@@ -142,6 +142,33 @@ pub struct TaskSettings {
     /// `events.jsonl`) makes the trial `wrong`. Default: 300.
     #[schemars(extend("default" = 300))]
     pub undo_window_seconds: Option<u64>,
+    /// Per-trial limits on the model traffic through proctor's model gateway, e.g.
+    /// `{ tokens = 200000, cost_usd = 0.50, requests = 40 }`. Default: none.
+    pub limits: Option<Limits>,
+}
+
+/// Per-trial limits on a trial's model traffic, enforced by proctor's model gateway: once one is
+/// reached, further requests are refused in the agent's own API shape, the trial is graded from
+/// its end state as usual, and its record says which limit was reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Tokens: input + output + cache reads + cache writes, summed over the trial's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// US dollars at the model's price (a model without a price cannot be held to this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Model requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+}
+
+impl Limits {
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none() && self.cost_usd.is_none() && self.requests.is_none()
+    }
 }
 
 /// The network a trial gets; recorded in every trial.
@@ -323,7 +350,9 @@ pub struct Variant {
     pub id: Spanned<String>,
     /// Which agent CLI runs. Required.
     pub agent: AgentKind,
-    /// Model name passed to the agent, e.g. `"claude-haiku-4-5"`. Default: the agent's own.
+    /// The model: `"PROVIDER/MODEL"` (`"anthropic/claude-sonnet-4-5"`) reaches the provider
+    /// through proctor's model gateway; with a `model_script`, any name the scripted server
+    /// reports. `proctor run --model` overrides it.
     #[serde(default)]
     pub model: Option<String>,
     /// Why this arm exists, for the reader of the results.
@@ -352,7 +381,7 @@ pub struct Variant {
     pub command: Option<Spanned<Vec<String>>>,
     /// For real agent CLIs: the scripted model turns served by `proctor mock-model` inside each
     /// trial (a folder of `TASK_ID.toml`, or one file for every task), so runs need no key and
-    /// no network. Default: the real provider.
+    /// no network. Default: none (the variant's `model` is reached through the model gateway).
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub model_script: Option<Spanned<String>>,
@@ -363,6 +392,23 @@ pub struct Variant {
     /// Extra environment variables for the agent.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The suite's own id of this variant when `proctor run --model` made it one arm of a model
+    /// matrix (its `id` then carries the model as a suffix); `None` otherwise.
+    #[serde(skip)]
+    pub matrix_of: Option<String>,
+}
+
+impl Variant {
+    /// Whether `name` selects this variant: its id, or the suite id of the matrix it belongs to.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.id.get_ref() == name || self.matrix_of.as_deref() == Some(name)
+    }
+
+    /// Whether the variant's agent talks to a model it is given: a real agent CLI or a command,
+    /// unless a `model_script` serves it scripted turns.
+    pub fn takes_a_model(&self) -> bool {
+        !matches!(self.agent, AgentKind::Script) && self.model_script.is_none()
+    }
 }
 
 /// A mock backend started fresh inside each trial's namespaces, before the agent.
@@ -475,6 +521,10 @@ pub struct Task {
     /// overrides `[defaults]`.
     #[serde(default)]
     pub undo_window_seconds: Option<u64>,
+    /// Limits on the trial's model traffic (`tokens`, `cost_usd`, `requests`); overrides
+    /// `[defaults]` key by key.
+    #[serde(default)]
+    pub limits: Option<Limits>,
     /// Faults injected on model routes, route = fault, e.g. `{ "*" = "rate_limit" }`. The trial
     /// must then come out `errored`, never as the agent's failure. Default: none.
     #[serde(default)]

@@ -43,6 +43,9 @@ pub struct PlanOptions {
     pub variants: Vec<String>,
     /// Only these tasks (all when empty).
     pub tasks: Vec<String>,
+    /// The models of `proctor run --model` (`PROVIDER/MODEL`), applied to the suite with
+    /// [`crate::Suite::apply_models`] before planning; empty keeps each variant's own.
+    pub models: Vec<String>,
 }
 
 /// The hidden mutation chosen for a trial.
@@ -153,7 +156,7 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
             .join(", ")
     };
     for name in &options.variants {
-        if suite.variant(name).is_none() {
+        if !suite.file.variants.iter().any(|v| v.is_named(name)) {
             return Err(PlanError::UnknownVariant {
                 name: name.clone(),
                 known: known_variants(),
@@ -187,7 +190,7 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
         .file
         .variants
         .iter()
-        .filter(|v| selected(&options.variants, v.id.get_ref()))
+        .filter(|v| options.variants.is_empty() || options.variants.iter().any(|n| v.is_named(n)))
         .collect();
     let mut mutations: Vec<Vec<MutationFile>> = Vec::new();
     for task in &tasks {

@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::{AgentKind, Expect, Network, SuiteFile, Task, Variant};
+use crate::model::{AgentKind, Expect, Limits, Network, SuiteFile, Task, Variant};
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::script::Script;
@@ -37,7 +37,7 @@ pub struct MutationFile {
 }
 
 /// The settings one trial runs with, after a task's overrides and a variant's allow-list.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// When the agent is stopped.
     pub wall_timeout: Duration,
@@ -51,6 +51,32 @@ pub struct Settings {
     pub offline_user: bool,
     /// The undo window for attributed reversals.
     pub undo_window: Duration,
+    /// The limits on the trial's model traffic.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
+}
+
+/// A task's limits over `[defaults]`, key by key.
+fn limits(task: Option<Limits>, defaults: Option<Limits>) -> Limits {
+    let (t, d) = (task.unwrap_or_default(), defaults.unwrap_or_default());
+    Limits {
+        tokens: t.tokens.or(d.tokens),
+        cost_usd: t.cost_usd.or(d.cost_usd),
+        requests: t.requests.or(d.requests),
+    }
+}
+
+/// `text` with every character an id may not hold replaced by `-`.
+fn id_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 impl Suite {
@@ -183,6 +209,40 @@ impl Suite {
                     .or(d.undo_window_seconds)
                     .unwrap_or(300),
             ),
+            limits: limits(task.limits, d.limits),
+        }
+    }
+
+    /// Runs the variants that take a model ([`Variant::takes_a_model`]) on `models`
+    /// (`PROVIDER/MODEL` each): one model replaces each such variant's own; several make a matrix,
+    /// each such variant once per model, with ids `VARIANT--PROVIDER-MODEL` (characters an id
+    /// may not hold become `-`). Variants with scripted turns or no model are left as they are.
+    pub fn apply_models(&mut self, models: &[String]) {
+        match models {
+            [] => {}
+            [one] => {
+                for v in self.file.variants.iter_mut().filter(|v| v.takes_a_model()) {
+                    v.model = Some(one.clone());
+                }
+            }
+            many => {
+                let mut out = Vec::new();
+                for v in std::mem::take(&mut self.file.variants) {
+                    if !v.takes_a_model() {
+                        out.push(v);
+                        continue;
+                    }
+                    for m in many {
+                        let mut arm = v.clone();
+                        let id = format!("{}--{}", v.id.get_ref(), id_safe(m));
+                        arm.id = toml::Spanned::new(v.id.span(), id);
+                        arm.model = Some(m.clone());
+                        arm.matrix_of = Some(v.id.get_ref().clone());
+                        out.push(arm);
+                    }
+                }
+                self.file.variants = out;
+            }
         }
     }
 

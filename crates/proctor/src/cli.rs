@@ -120,9 +120,33 @@ pub enum Command {
         /// Append every exchange here as JSON lines (default: $PROCTOR_SERVICE_DIR/wire.jsonl).
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
-        /// Inject a fault on a route: ROUTE=credential_loss|rate_limit|timeout (repeatable).
+        /// Inject a fault on a route: ROUTE=credential_loss|rate_limit|timeout|server_error
+        /// (repeatable).
+        ///
+        /// ROUTE is anthropic, responses, chat, gemini or * (all). credential_loss answers 401,
+        /// rate_limit 429, server_error 500, each in the route's own error shape; timeout holds
+        /// the request open.
         #[arg(long = "fault", value_name = "ROUTE=KIND")]
         faults: Vec<String>,
+        /// Require the API key held by the environment variable VAR on every API request.
+        ///
+        /// The key is read once at start (unset or empty is an error) and must be carried where
+        /// the request's API puts it: Anthropic `x-api-key` or `authorization: Bearer`, OpenAI
+        /// `authorization: Bearer`, Gemini `x-goog-api-key` or `?key=`. Model requests, token
+        /// counts and model listings without it get HTTP 401 in their API's error shape and
+        /// are logged with "kind":"auth_rejected"; accepted ones are logged with "key":"ok".
+        /// Health and guard requests need no key. The key is never written to the log.
+        #[arg(long, value_name = "VAR")]
+        require_key_env: Option<String>,
+        /// Serve HTTPS with this PEM certificate chain, leaf first (needs --tls-key).
+        ///
+        /// The printed base URL then starts with https://. The server speaks TLS 1.2 and 1.3
+        /// (rustls) and offers ALPN http/1.1.
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Print the JSON Schema of a document proctor writes, or of `suite.toml`.
     Schema {
@@ -183,6 +207,15 @@ pub struct RunArgs {
     /// /dev/shm when it is a tmpfs with 1 GiB free, else STORE/work. Nothing there is evidence.
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// Run the variants that take a model on PROVIDER/MODEL instead of their own (repeatable:
+    /// each such variant then runs once per model, its id suffixed `--PROVIDER-MODEL`).
+    #[arg(long = "model", value_name = "PROVIDER/MODEL")]
+    pub models: Vec<String>,
+    /// The configuration file of model providers, keys' variables, retries and prices.
+    /// Default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml (built-in providers only
+    /// when it does not exist).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Isolation on the command line.

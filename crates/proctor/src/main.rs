@@ -10,9 +10,13 @@ mod render;
 use clap::Parser;
 
 /// Entry points proctor runs inside a trial's sandbox, kept outside clap to start fast. The
-/// sandbox starts `__script-agent` in-process when it is the agent's command.
+/// sandbox starts `__script-agent` in-process when it is the agent's command; `__model-relay`
+/// is a trial's endpoint for the model gateway.
 static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
     ("__shim", |args| proctor_runner::shim::main(args)),
+    ("__model-relay", |args| {
+        proctor_runner::gateway::relay_main(args)
+    }),
     ("__script-agent", |args| {
         proctor_agents::script::run_main(args.first().map(String::as_str).unwrap_or_default())
     }),

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use crate::api::Api;
-use crate::ledger::LimitKind;
+use crate::ledger::{FaultKind, LimitKind};
 
 /// Why the gateway answers a request itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,8 @@ pub(crate) enum Refusal {
     Timeout,
     /// The upstream could not be reached.
     Unreachable,
+    /// An injected fault, answered as the provider would.
+    Injected(FaultKind),
 }
 
 impl Refusal {
@@ -45,6 +47,10 @@ impl Refusal {
             Refusal::Limit(_) => StatusCode::TOO_MANY_REQUESTS,
             Refusal::Timeout => StatusCode::GATEWAY_TIMEOUT,
             Refusal::Unreachable => StatusCode::BAD_GATEWAY,
+            Refusal::Injected(FaultKind::RateLimit) => StatusCode::TOO_MANY_REQUESTS,
+            Refusal::Injected(FaultKind::CredentialLoss) => StatusCode::UNAUTHORIZED,
+            Refusal::Injected(FaultKind::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            Refusal::Injected(FaultKind::ProviderError) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -58,6 +64,10 @@ impl Refusal {
             Refusal::TooLarge => "request_too_large",
             Refusal::Timeout => "timeout_error",
             Refusal::Unreachable => "api_error",
+            Refusal::Injected(FaultKind::RateLimit) => "rate_limit_error",
+            Refusal::Injected(FaultKind::CredentialLoss) => "authentication_error",
+            Refusal::Injected(FaultKind::Timeout) => "timeout_error",
+            Refusal::Injected(FaultKind::ProviderError) => "api_error",
         }
     }
 
@@ -71,6 +81,12 @@ impl Refusal {
             Refusal::Limit(_) => ("insufficient_quota", Some("insufficient_quota")),
             Refusal::Timeout => ("server_error", Some("timeout")),
             Refusal::Unreachable => ("server_error", Some("upstream_unreachable")),
+            Refusal::Injected(FaultKind::RateLimit) => ("requests", Some("rate_limit_exceeded")),
+            Refusal::Injected(FaultKind::CredentialLoss) => {
+                ("invalid_request_error", Some("invalid_api_key"))
+            }
+            Refusal::Injected(FaultKind::Timeout) => ("server_error", Some("timeout")),
+            Refusal::Injected(FaultKind::ProviderError) => ("server_error", None),
         }
     }
 
@@ -84,6 +100,10 @@ impl Refusal {
             Refusal::Limit(_) => "RESOURCE_EXHAUSTED",
             Refusal::Timeout => "DEADLINE_EXCEEDED",
             Refusal::Unreachable => "UNAVAILABLE",
+            Refusal::Injected(FaultKind::RateLimit) => "RESOURCE_EXHAUSTED",
+            Refusal::Injected(FaultKind::CredentialLoss) => "UNAUTHENTICATED",
+            Refusal::Injected(FaultKind::Timeout) => "DEADLINE_EXCEEDED",
+            Refusal::Injected(FaultKind::ProviderError) => "INTERNAL",
         }
     }
 
@@ -138,6 +158,22 @@ mod tests {
         assert_eq!(s, 504);
         assert_eq!(v["error"]["code"], 504);
         assert_eq!(v["error"]["status"], "DEADLINE_EXCEEDED");
+        let (s, v) = parse(
+            Api::OpenaiResponses,
+            Refusal::Injected(FaultKind::RateLimit),
+        );
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (429, Some("rate_limit_exceeded"))
+        );
+        let (s, v) = parse(
+            Api::AnthropicMessages,
+            Refusal::Injected(FaultKind::CredentialLoss),
+        );
+        assert_eq!(
+            (s, v["error"]["type"].as_str()),
+            (401, Some("authentication_error"))
+        );
         let (s, v) = parse(Api::AnthropicMessages, Refusal::Limit(LimitKind::CostUsd));
         assert_eq!(
             (s, v["error"]["type"].as_str()),

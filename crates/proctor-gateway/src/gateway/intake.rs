@@ -157,6 +157,13 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<GatewayBody>
     ex.stream = prepared.stream || route.gemini.as_ref().is_some_and(|g| g.streams());
     ex.request_body = prepared.body.clone();
 
+    if let Some(kind) = trial.grant.injected(route.api) {
+        let message = format!(
+            "proctor gateway: an injected {} fault (the task's route_faults) answered this request",
+            kind.as_str()
+        );
+        return failed(ex, Refusal::Injected(kind), kind, message);
+    }
     let provider = &trial.provider;
     let mut url = format!("{}{}", provider.provider.base_url, target.suffix);
     if let Some(q) = headers::query_without_key(parts.uri.query()) {

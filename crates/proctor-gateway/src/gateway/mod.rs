@@ -26,10 +26,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::api::Api;
 use crate::config::{Config, Provider, RetrySettings, Timeouts};
 use crate::evidence::{EvidenceDir, Redactor};
 use crate::keys::{ProviderKeys, SecretKey};
-use crate::ledger::{Limits, TrialLedger};
+use crate::ledger::{FaultKind, Limits, TrialLedger};
 use crate::model_ref::ModelRef;
 use crate::prices::Price;
 
@@ -95,6 +96,30 @@ pub struct TrialGrant {
     pub prices: BTreeMap<String, Price>,
     /// Where to write `model.jsonl` and `model/NNNN.*.gz`; nothing is written when `None`.
     pub evidence_dir: Option<PathBuf>,
+    /// Faults to answer with instead of the provider, by wire API (a task's `route_faults`).
+    pub faults: Vec<InjectedFault>,
+}
+
+/// A fault the gateway answers a trial's requests with, without contacting the provider, as the
+/// provider would after every retry: the request is filed with the fault and the trial ends
+/// `errored` with its kind. For testing that operational failures are told apart from the
+/// agent's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectedFault {
+    /// Requests written in this API; `None` for every API.
+    pub api: Option<Api>,
+    /// The fault.
+    pub kind: FaultKind,
+}
+
+impl TrialGrant {
+    /// The fault injected on requests written in `api`, if any.
+    pub(crate) fn injected(&self, api: Api) -> Option<FaultKind> {
+        self.faults
+            .iter()
+            .find(|f| f.api.is_none_or(|a| a == api))
+            .map(|f| f.kind)
+    }
 }
 
 impl TrialGrant {
@@ -106,6 +131,7 @@ impl TrialGrant {
             limits: Limits::default(),
             prices: BTreeMap::new(),
             evidence_dir: None,
+            faults: Vec::new(),
         }
     }
 }

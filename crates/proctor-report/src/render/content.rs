@@ -125,7 +125,7 @@ fn money(m: &Money) -> String {
 
 /// The blocks of a run's results.
 pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
-    vec![
+    let mut blocks = vec![
         Block::Heading(1, format!("Results: suite `{}`", r.suite_id)),
         run_summary(r),
         Block::Para(DEFINITIONS.to_string()),
@@ -149,9 +149,14 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
             "Cost ledgers (totals over every trial; never summed into one score)".into(),
         ),
         Block::Table(ledgers_table(r)),
-        Block::Heading(2, "Not graded".into()),
-        not_graded(r),
-    ]
+    ];
+    if let Some(limits) = limits_reached(r) {
+        blocks.push(Block::Heading(2, "Limits reached".into()));
+        blocks.push(limits);
+    }
+    blocks.push(Block::Heading(2, "Not graded".into()));
+    blocks.push(not_graded(r));
+    blocks
 }
 
 /// The runs, suite hashes and counts of a run's results.
@@ -341,6 +346,22 @@ fn ledgers_table(r: &RunReport) -> Table {
     }
     t.row(ledger_cells("(all variants)", &r.overall));
     t
+}
+
+/// The trials stopped by a model gateway limit (graded from their end state as usual).
+fn limits_reached(r: &RunReport) -> Option<Block> {
+    let hit: Vec<String> = r
+        .trials
+        .iter()
+        .filter_map(|t| {
+            let limit = t.limit_reached.as_ref()?;
+            Some(format!(
+                "`{}` {} / {} #{}: limit reached: {limit} ({})",
+                t.trial_id, t.variant, t.task, t.trial_index, t.outcome
+            ))
+        })
+        .collect();
+    (!hit.is_empty()).then_some(Block::List(hit))
 }
 
 /// The errored and ungradeable trials, with their reasons.

@@ -27,6 +27,7 @@ pub fn ungradeable() -> Outcome {
 pub fn row(variant: &str, task: &str, i: u32, o: Outcome) -> TrialRow {
     let task_success = o == Outcome::Completed;
     TrialRow {
+        limit_reached: None,
         run_id: "R1".into(),
         trial_id: format!("{variant}-{task}-{i}"),
         task: task.into(),

@@ -15,6 +15,7 @@ use proctor_suite::model::Service;
 
 use crate::allow::Allowed;
 use crate::calls::read_log;
+use crate::gateway::read_ledger;
 use crate::layers::copy_tree;
 use crate::model::{Ledgers, Usage, MODEL_SERVICE};
 use crate::record::HarnessNote;
@@ -22,6 +23,7 @@ use crate::trial::context::{RunContext, Trial};
 use crate::trial::execute::Executed;
 use crate::trial::launch::Launched;
 use crate::trial::prepare::{Prepared, TrialWorkspace};
+use crate::trial::services::ModelEndpoint;
 
 /// What the capture stage kept.
 #[derive(Debug, Clone, Default)]
@@ -30,8 +32,11 @@ pub struct Captured {
     pub end: EndState,
     /// The cost ledgers.
     pub ledgers: Ledgers,
-    /// The faults the model endpoint injected, typed, in the order seen.
+    /// The model's faults (injected by the mock, or the gateway's failed requests), typed, in
+    /// the order seen.
     pub model_faults: Vec<(ErrorKind, String)>,
+    /// The gateway limit the trial reached, if any.
+    pub limit_reached: Option<String>,
     /// What could not be captured, in the order met.
     pub notes: Vec<HarnessNote>,
 }
@@ -41,7 +46,7 @@ pub fn capture(
     ctx: &RunContext,
     trial: &Trial,
     prepared: &Prepared,
-    launched: &Launched,
+    launched: &mut Launched,
     executed: &Executed,
 ) -> Captured {
     let paths = &prepared.paths;
@@ -71,26 +76,45 @@ pub fn capture(
     add_denied_calls(&mut end, &output.denied, &prepared.allowed);
     let mut wire = None;
     let mut model_faults = Vec::new();
-    if launched.model.is_some() {
-        let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
-        let _ = std::fs::remove_dir_all(&to);
-        if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
-            notes.push(format!("cannot copy the model's wire log: {e}"));
-        }
-        match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
-            Ok(w) => {
-                model_faults = w.faults;
-                wire = Some(w.usage);
+    let mut limit_reached = None;
+    let mut reading = None;
+    match &mut launched.model {
+        Some(ModelEndpoint::Mock { .. }) => {
+            let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
+            let _ = std::fs::remove_dir_all(&to);
+            if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
+                notes.push(format!("cannot copy the model's wire log: {e}"));
             }
-            Err(e) if executed.report.not_started.is_none() => notes.push(e),
-            Err(_) => {}
+            match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
+                Ok(w) => {
+                    model_faults = w.faults;
+                    wire = Some(w.usage);
+                }
+                Err(e) if executed.report.not_started.is_none() => notes.push(e),
+                Err(_) => {}
+            }
         }
+        Some(ModelEndpoint::Gateway { seat, .. }) => match seat.finish() {
+            Some(ledger) => {
+                let errors = ledger.evidence_errors.iter();
+                notes.extend(errors.map(|e| format!("model evidence: {e}")));
+                reading = Some(read_ledger(&ledger));
+            }
+            None => notes.push("the model gateway kept no ledger for this trial".into()),
+        },
+        None => {}
     }
-    let ledgers = ledgers(ctx, trial, wire, &output);
+    let mut ledgers = ledgers(ctx, trial, wire, &output);
+    if let Some(r) = &reading {
+        model_faults.extend(r.fault.clone());
+        limit_reached = r.limit_reached.map(|l| l.as_str().to_string());
+        ledgers = crate::gateway::ledgers(r, ledgers);
+    }
     Captured {
         end,
         ledgers,
         model_faults,
+        limit_reached,
         notes: notes.into_iter().map(HarnessNote::run).collect(),
     }
 }

@@ -68,6 +68,8 @@ pub struct RunContext<'a> {
     pub sockets: AtomicU64,
     /// Each real agent's preflight (installed version and flags), checked once per variant.
     pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
+    /// The run's model gateway, when some trial reaches a real model through it.
+    pub gateway: Option<Arc<crate::gateway::RunGateway>>,
 }
 
 impl RunContext<'_> {

@@ -147,6 +147,7 @@ impl TrialError {
             },
             verdict: None,
             ledgers: crate::model::Ledgers::default(),
+            limit_reached: None,
             outcome: Outcome::Errored { kind },
             reason: format!("{}: {reason}", kind.as_str()),
             services: None,

@@ -43,9 +43,23 @@ pub fn launch(
         ctx.preflight(trial.variant, adapter.as_ref())
             .map_err(TrialError::agent_start)?;
     }
-    let model = ModelEndpoint::pick(ctx, trial)?;
+    let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
-    let launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
+    let mut launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
+    if let (AgentKind::Command, Some(ModelEndpoint::Gateway { seat, .. })) =
+        (trial.variant.agent, &model)
+    {
+        let base = model
+            .as_ref()
+            .map(ModelEndpoint::base_url)
+            .unwrap_or_default();
+        launch.env.extend(crate::gateway::command_env(
+            &base,
+            seat.token(),
+            &seat.model.model,
+            seat.api(),
+        ));
+    }
     let agents_dir: Option<PathBuf> = real_agent
         .then(proctor_agents::cli::agents_dir)
         .flatten()
@@ -70,6 +84,13 @@ pub fn launch(
     let mut binds = paths.binds(&prepared.allowed);
     if paths.namespaces {
         binds.extend(agents_dir.as_deref().map(agents_dir_bind));
+        if let (Some(ModelEndpoint::Gateway { .. }), Some(gw)) = (&model, &ctx.gateway) {
+            binds.push(proctor_sandbox::Bind {
+                host: gw.socket().to_path_buf(),
+                inside: PathBuf::from(crate::gateway::SOCKET_INSIDE),
+                read_only: false,
+            });
+        }
         let programs = program_binds(&services, &binds);
         binds.extend(programs);
     }
@@ -80,6 +101,10 @@ pub fn launch(
         argv: command.clone(),
         env: redact_env(&env),
         allow: prepared.allowed.clone(),
+    };
+    let record = match model.as_ref().and_then(ModelEndpoint::api_key) {
+        Some(token) => record.without(&token),
+        None => record,
     };
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
@@ -120,14 +145,17 @@ fn start_session(
     let launch_ctx = LaunchContext {
         prompt: prompt.to_string(),
         workspace: paths.workspace_inside(),
-        model: trial.variant.model.clone(),
+        model: model
+            .and_then(ModelEndpoint::model_id)
+            .map(str::to_string)
+            .or_else(|| trial.variant.model.clone()),
         proctor: paths.proctor.inside.clone(),
         agent_dir: paths.agent.inside.clone(),
     };
     let session = SessionContext {
         model_base_url: model.map(ModelEndpoint::base_url),
         allow: prepared.allowed.iter().map(|a| a.name.clone()).collect(),
-        api_key: None,
+        api_key: model.and_then(ModelEndpoint::api_key),
     };
     let launch = adapter
         .launch_session(&launch_ctx, &session)

@@ -8,39 +8,108 @@ use std::time::Duration;
 use proctor_sandbox::{Bind, HttpGuard, HttpProbe, ServiceSpec};
 use proctor_suite::model::Service;
 
+use crate::gateway::Seat;
 use crate::trial::context::{RunContext, Trial};
 use crate::trial::env::service_env;
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::paths::TrialPaths;
 
-/// The model endpoint of a trial: the script `proctor mock-model` serves, and its port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelEndpoint {
-    /// The model script.
-    pub script: PathBuf,
-    /// The port it listens on, on the trial's loopback.
-    pub port: u16,
+/// The model endpoint of a trial, on its own loopback: `proctor mock-model` serving a variant's
+/// `model_script`, or a relay to the run's model gateway.
+#[derive(Debug)]
+pub enum ModelEndpoint {
+    /// Scripted turns.
+    Mock {
+        /// The model script.
+        script: PathBuf,
+        /// The port it listens on.
+        port: u16,
+    },
+    /// A real model through the run's gateway.
+    Gateway {
+        /// The port the relay listens on.
+        port: u16,
+        /// The trial's seat in the gateway: its token and granted model.
+        seat: Seat,
+    },
 }
 
 impl ModelEndpoint {
-    /// The endpoint of a variant with a `model_script` (a free port is picked), else `None`.
-    pub fn pick(ctx: &RunContext, trial: &Trial) -> Result<Option<ModelEndpoint>, TrialError> {
-        let Some(script) = crate::model::script_path(ctx.suite, trial.variant, &trial.planned.task)
-        else {
-            return Ok(None);
+    /// The endpoint a trial gets: the mock for a variant with a `model_script`, a gateway seat
+    /// for a variant whose model the run's gateway serves, else `None`. A free port is picked.
+    pub fn pick(
+        ctx: &RunContext,
+        trial: &Trial,
+        paths: &TrialPaths,
+    ) -> Result<Option<ModelEndpoint>, TrialError> {
+        let script = crate::model::script_path(ctx.suite, trial.variant, &trial.planned.task);
+        let seat = match (&script, &ctx.gateway) {
+            (None, Some(gw)) => match gw.model_of(trial.variant.id.get_ref()) {
+                Some(model) => Some(
+                    gw.seat(
+                        ctx.suite,
+                        trial.task,
+                        model,
+                        &trial.settings.limits,
+                        &paths.trial_dir,
+                    )
+                    .map_err(|e| TrialError::harness(Stage::Launch, e))?,
+                ),
+                None => None,
+            },
+            _ => None,
         };
+        if script.is_none() && seat.is_none() {
+            return Ok(None);
+        }
         let port = crate::model::free_port().map_err(|e| {
             TrialError::harness(
                 Stage::Launch,
                 format!("cannot pick a port for the model: {e}"),
             )
         })?;
-        Ok(Some(ModelEndpoint { script, port }))
+        Ok(Some(match (script, seat) {
+            (Some(script), _) => ModelEndpoint::Mock { script, port },
+            (None, Some(seat)) => ModelEndpoint::Gateway { port, seat },
+            (None, None) => return Ok(None),
+        }))
     }
 
-    /// The base URL the agent reaches the model at.
+    /// The port the agent reaches the model at.
+    pub fn port(&self) -> u16 {
+        match self {
+            ModelEndpoint::Mock { port, .. } | ModelEndpoint::Gateway { port, .. } => *port,
+        }
+    }
+
+    /// The base URL the agent reaches the model at (an origin, without `/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}", self.port())
+    }
+
+    /// The key the agent presents: the trial's gateway token; `None` for the mock (adapters
+    /// then use a dummy).
+    pub fn api_key(&self) -> Option<String> {
+        match self {
+            ModelEndpoint::Mock { .. } => None,
+            ModelEndpoint::Gateway { seat, .. } => Some(seat.token().to_string()),
+        }
+    }
+
+    /// The model id the agent asks for: the granted one through the gateway.
+    pub fn model_id(&self) -> Option<&str> {
+        match self {
+            ModelEndpoint::Mock { .. } => None,
+            ModelEndpoint::Gateway { seat, .. } => Some(&seat.model.model),
+        }
+    }
+
+    /// The service's name and folder name.
+    pub fn service_name(&self) -> &'static str {
+        match self {
+            ModelEndpoint::Mock { .. } => crate::model::MODEL_SERVICE,
+            ModelEndpoint::Gateway { .. } => crate::gateway::RELAY_SERVICE,
+        }
     }
 }
 
@@ -55,7 +124,7 @@ pub fn services(
 ) -> Result<Vec<ServiceSpec>, TrialError> {
     let mut services = Vec::new();
     if let Some(model) = model {
-        let name = crate::model::MODEL_SERVICE;
+        let name = model.service_name();
         let dir = paths.services().join(name);
         std::fs::create_dir_all(&dir).map_err(|e| {
             TrialError::harness(
@@ -63,15 +132,25 @@ pub fn services(
                 format!("cannot create the model's folder: {e}"),
             )
         })?;
-        services.push(crate::model::service(
-            &ctx.proctor_exe,
-            &model.script,
-            model.port,
-            trial.task,
-            &ctx.suite.root,
-            dir,
-            paths.service_log(name),
-        ));
+        let log = paths.service_log(name);
+        services.push(match model {
+            ModelEndpoint::Mock { script, port } => crate::model::service(
+                &ctx.proctor_exe,
+                script,
+                *port,
+                trial.task,
+                &ctx.suite.root,
+                dir,
+                log,
+            ),
+            ModelEndpoint::Gateway { port, .. } => relay_service(
+                &paths.proctor.inside,
+                &gateway_socket_inside(paths, ctx),
+                *port,
+                dir,
+                log,
+            ),
+        });
     }
     for s in &ctx.suite.file.services {
         let spec = suite_service(ctx, s, paths, agent_env)
@@ -79,6 +158,48 @@ pub fn services(
         services.push(spec);
     }
     Ok(services)
+}
+
+/// Where the gateway's socket is seen from inside the trial: bound at a fixed path under
+/// `/run/proctor`, or without namespaces the host path itself.
+pub fn gateway_socket_inside(paths: &TrialPaths, ctx: &RunContext) -> PathBuf {
+    match (&ctx.gateway, paths.namespaces) {
+        (_, true) => PathBuf::from(crate::gateway::SOCKET_INSIDE),
+        (Some(gw), false) => gw.socket().to_path_buf(),
+        (None, false) => PathBuf::new(),
+    }
+}
+
+/// The relay to the run's gateway: `proctor __model-relay ADDR SOCKET`, ready when the gateway answers its
+/// health path through it.
+fn relay_service(
+    proctor: &Path,
+    socket: &Path,
+    port: u16,
+    dir_host: PathBuf,
+    log: PathBuf,
+) -> ServiceSpec {
+    ServiceSpec {
+        name: crate::gateway::RELAY_SERVICE.into(),
+        argv: vec![
+            proctor.display().to_string(),
+            "__model-relay".into(),
+            format!("127.0.0.1:{port}"),
+            socket.display().to_string(),
+        ],
+        cwd: PathBuf::from("/"),
+        env: vec![("PATH".into(), crate::trial::env::DEFAULT_PATH.into())],
+        dir_host,
+        log,
+        ready: Some(HttpProbe {
+            url: format!(
+                "http://127.0.0.1:{port}{}",
+                proctor_gateway::gateway::HEALTH_PATH
+            ),
+            timeout: Duration::from_secs(10),
+        }),
+        guard: None,
+    }
 }
 
 /// One suite service: its program found (a path in the suite, or a name on the search path),
@@ -198,10 +319,40 @@ mod tests {
 
     #[test]
     fn the_model_endpoint_is_on_the_trials_loopback() {
-        let m = ModelEndpoint {
+        let m = ModelEndpoint::Mock {
             script: PathBuf::from("agents/model.toml"),
             port: 7171,
         };
         assert_eq!(m.base_url(), "http://127.0.0.1:7171");
+        assert_eq!(m.api_key(), None, "the mock takes the adapter's dummy key");
+        assert_eq!(m.service_name(), crate::model::MODEL_SERVICE);
+    }
+
+    #[test]
+    fn the_relay_runs_proctor_on_the_trials_loopback_and_probes_the_gateways_health() {
+        let s = relay_service(
+            Path::new("/run/proctor/bin/proctor"),
+            Path::new("/run/proctor/model.sock"),
+            7272,
+            PathBuf::from("/w/services/__model_relay"),
+            PathBuf::from("/w/services/__model_relay.log"),
+        );
+        assert_eq!(
+            s.argv,
+            [
+                "/run/proctor/bin/proctor",
+                "__model-relay",
+                "127.0.0.1:7272",
+                "/run/proctor/model.sock"
+            ]
+        );
+        assert_eq!(
+            s.ready.unwrap().url,
+            "http://127.0.0.1:7272/__proctor/health"
+        );
+        assert!(
+            s.env.iter().all(|(k, _)| k == "PATH"),
+            "no secret in its environment"
+        );
     }
 }

@@ -58,6 +58,8 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             store: store.to_path_buf(),
             isolation: IsolationArg::Auto,
             scratch: None,
+            models: Vec::new(),
+            config: None,
         };
         let status = run::run(args)?;
         if status as u8 > worst as u8 {

@@ -238,10 +238,11 @@ pub fn ledgers(l: &Ledgers) -> Vec<String> {
     }
     let mut cost = Vec::new();
     match l.cost_usd {
-        Some(usd) => cost.push(format!("${usd:.4} at the suite's prices")),
-        None if !l.cost_missing.is_empty() => {
-            cost.push(format!("unknown ({})", l.cost_missing.join("; ")))
-        }
+        Some(usd) => cost.push(format!("${usd:.4} at the run's prices")),
+        None if !l.cost_missing.is_empty() => cost.push(format!(
+            "unknown (no price for {})",
+            l.cost_missing.join(", ")
+        )),
         None => {}
     }
     if let Some(usd) = l.agent_reported_cost_usd {
@@ -571,14 +572,14 @@ mod tests {
                 cache_write: None,
                 requests: Some(3),
             }),
-            cost_missing: vec!["no price for model `m` in [prices]".into()],
+            cost_missing: vec!["`m`".into()],
             agent_reported_cost_usd: Some(0.5),
             ..Ledgers::default()
         };
         let text = ledgers(&l).join("\n");
         assert!(text.contains("wire    100"), "{text}");
         assert!(
-            text.contains("cost       unknown (no price for model `m` in [prices]) · the agent reported $0.5000"),
+            text.contains("cost       unknown (no price for `m`) · the agent reported $0.5000"),
             "{text}"
         );
     }

@@ -243,6 +243,9 @@ fn print_head(r: &TrialRecord) {
     );
     println!("outcome    {}", r.outcome);
     println!("reason     {}", r.reason);
+    if let Some(limit) = &r.limit_reached {
+        println!("limit      limit reached: {limit} (the model gateway refused later requests)");
+    }
     if let Some(m) = &r.plan.mutation {
         println!(
             "mutation   {} ({}…)",

@@ -2,19 +2,32 @@
 //! so they run end to end with no network and no key. Prints its base URL, then serves until
 //! killed. Inside a trial proctor runs it as a service, and its exchange log (the wire usage)
 //! lands in the service's folder.
+//!
+//! It can also stand in for a real provider upstream of proctor's model gateway:
+//! `--require-key-env VAR` makes every API request carry the key held by `$VAR` (a request
+//! without it is answered 401 and logged as `auth_rejected`), `--fault ROUTE=server_error` makes
+//! a route fail with HTTP 500, and `--tls-cert PEM --tls-key PEM` serves HTTPS (the printed
+//! base URL then starts with `https://`).
 
 use std::path::{Path, PathBuf};
 
-use proctor_mock_model::{FaultKind, MockModel, MockOptions, RouteFault, Script, ROUTES};
+use proctor_mock_model::{
+    auth, FaultKind, MockError, MockModel, MockOptions, RouteFault, Script, TlsFiles, FAULT_KINDS,
+    ROUTES,
+};
 
 use crate::exit::{Error, Status};
 
-/// Serves `script` on `listen` until killed.
+/// Serves `script` on `listen` until killed; requires the key held by `require_key_env` when
+/// given, and serves HTTPS when `tls_cert` and `tls_key` are given.
 pub fn run(
     script: &Path,
     listen: &str,
     log: Option<PathBuf>,
     faults: &[String],
+    require_key_env: Option<&str>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 ) -> Result<Status, Error> {
     let parsed = Script::load(script).map_err(|e| {
         Error::usage(
@@ -36,25 +49,51 @@ pub fn run(
                 return Err(Error::usage(
                     format!("--fault {f}: expected ROUTE=KIND"),
                     format!(
-                        "ROUTE is one of {}; KIND is credential_loss, rate_limit or timeout",
-                        ROUTES.join(", ")
+                        "ROUTE is one of {}; KIND is one of {}",
+                        ROUTES.join(", "),
+                        FAULT_KINDS.join(", ")
                     ),
                 ))
             }
         }
     }
+    let require_key = match require_key_env {
+        Some(var) => Some(auth::key_from_env(var).map_err(|e| {
+            Error::usage(
+                format!("--require-key-env {var}: {e}"),
+                format!("export {var} with the API key every request must carry"),
+            )
+        })?),
+        None => None,
+    };
+    let tls = match (tls_cert, tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (None, None) => None,
+        _ => {
+            return Err(Error::usage(
+                "--tls-cert and --tls-key go together",
+                "give both PEM files, or neither for plain HTTP",
+            ))
+        }
+    };
     let log = log.or_else(|| {
         std::env::var_os("PROCTOR_SERVICE_DIR").map(|d| PathBuf::from(d).join("wire.jsonl"))
     });
     let options = MockOptions {
         log,
         faults: route_faults,
+        require_key,
+        tls,
     };
     let handle = MockModel::start_with(parsed, listen, options).map_err(|e| {
-        Error::usage(
-            e.to_string(),
-            "pick a free address with --listen 127.0.0.1:PORT",
-        )
+        let hint = match e {
+            MockError::TlsFile { .. } | MockError::Tls { .. } => {
+                "--tls-cert takes a PEM certificate chain, leaf first, and --tls-key its PEM private key"
+            }
+            MockError::Log { .. } => "give --log a writable file",
+            _ => "pick a free address with --listen 127.0.0.1:PORT",
+        };
+        Error::usage(e.to_string(), hint)
     })?;
     println!("{}", handle.base_url());
     eprintln!(

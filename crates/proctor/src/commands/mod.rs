@@ -6,6 +6,7 @@ mod evidence;
 mod init;
 mod inspect;
 mod mock_model;
+mod models;
 mod oracle;
 mod rescore;
 mod run;
@@ -52,7 +53,18 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             listen,
             log,
             faults,
-        } => mock_model::run(&script, &listen, log, &faults),
+            require_key_env,
+            tls_cert,
+            tls_key,
+        } => mock_model::run(
+            &script,
+            &listen,
+            log,
+            &faults,
+            require_key_env.as_deref(),
+            tls_cert,
+            tls_key,
+        ),
         Command::Compare {
             runs,
             variants,

@@ -42,6 +42,7 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
         grace: Duration::from_secs(2),
         scratch: None,
+        gateway: None,
     };
     let report =
         proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;

@@ -6,10 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use proctor_report::Table;
+use proctor_runner::gateway::RunGateway;
 use proctor_runner::session::plan_trials;
 use proctor_runner::{EngineOptions, ExecutionSummary, IsolationChoice, Session, SessionError};
 use proctor_store::Store;
@@ -17,19 +19,21 @@ use proctor_suite::plan::{Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
 
 use crate::cli::{Format, IsolationArg, RunArgs};
+use crate::commands::models;
 use crate::exit::{Error, Status};
 use crate::progress::Progress;
 
 /// Runs (or plans) the suite.
 pub fn run(args: RunArgs) -> Result<Status, Error> {
     if args.dry_run {
-        let suite = open_for_run(&args.suite, &args.tasks)?;
+        let mut suite = open_for_run(&args.suite, &args.tasks)?;
+        suite.apply_models(&args.models);
         let plan = plan_trials(&suite, &options_from(&args)).map_err(plan_error)?;
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
-    let session = open_session(&args)?;
-    let summary = execute(&session, &args)?;
+    let (session, gateway) = open_session(&args)?;
+    let summary = execute(&session, &args, gateway)?;
     let all_done = session.close(&summary).map_err(session_error)?;
     let report = write_results(&session);
     let mut gate_failed = false;
@@ -71,8 +75,10 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
 }
 
 /// Opens the suite (from its absolute path: sandboxes mount layers by absolute path) and the
-/// store, and starts the run, or resumes the one `--resume` names.
-fn open_session(args: &RunArgs) -> Result<Session, Error> {
+/// store, checks that every model the trials reach is usable (a provider that serves the
+/// agent's API, a key in the environment) before anything is created, and starts the run, or
+/// resumes the one `--resume` names; then starts the run's model gateway if a trial needs it.
+fn open_session(args: &RunArgs) -> Result<(Session, Option<Arc<RunGateway>>), Error> {
     // Checked first where the user pointed, so that problems name the suite as it was given.
     open_for_run(&args.suite, &args.tasks)?;
     let suite_dir = args
@@ -82,11 +88,23 @@ fn open_session(args: &RunArgs) -> Result<Session, Error> {
     let suite = open_for_run(&suite_dir, &args.tasks)?;
     let store = Store::open(&args.store)
         .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
-    let session = match &args.resume {
-        None => Session::start(suite, &store, &options_from(args), choice(args.isolation)),
-        Some(prefix) => Session::resume(suite, &store, prefix),
-    }
-    .map_err(session_error)?;
+    let (session, access) = match &args.resume {
+        None => {
+            let options = options_from(args);
+            let mut planned = suite.clone();
+            planned.apply_models(&options.models);
+            let plan = plan_trials(&planned, &options).map_err(plan_error)?;
+            let access = models::check(&planned, &plan, args.config.as_deref())?;
+            let session = Session::start(suite, &store, &options, choice(args.isolation))
+                .map_err(session_error)?;
+            (session, access)
+        }
+        Some(prefix) => {
+            let session = Session::resume(suite, &store, prefix).map_err(session_error)?;
+            let access = models::check(session.suite(), session.plan(), args.config.as_deref())?;
+            (session, access)
+        }
+    };
     for n in session.notes() {
         eprintln!(
             "note: {n}; trials are recorded with isolation = \"{}\"",
@@ -96,11 +114,16 @@ fn open_session(args: &RunArgs) -> Result<Session, Error> {
     if session.resumed() {
         eprintln!("resuming run {}", session.run().id());
     }
-    Ok(session)
+    let gateway = access.map(models::start).transpose()?;
+    Ok((session, gateway))
 }
 
 /// Executes the session's unfinished trials, with Ctrl-C handling and progress on stderr.
-fn execute(session: &Session, args: &RunArgs) -> Result<ExecutionSummary, Error> {
+fn execute(
+    session: &Session,
+    args: &RunArgs,
+    gateway: Option<Arc<RunGateway>>,
+) -> Result<ExecutionSummary, Error> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
@@ -124,6 +147,7 @@ fn execute(session: &Session, args: &RunArgs) -> Result<ExecutionSummary, Error>
         jobs,
         grace: Duration::from_secs(2),
         scratch: args.scratch.clone(),
+        gateway,
     };
     let summary = session
         .execute(&options, &interrupted, &mut |e| progress.event(e))
@@ -219,6 +243,7 @@ fn options_from(args: &RunArgs) -> PlanOptions {
         mode: args.trial_mode.into(),
         variants: args.variants.clone(),
         tasks: args.tasks.clone(),
+        models: args.models.clone(),
     }
 }
 

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use proctor_runner::gateway;
 use proctor_suite::validate::{problems_with, Options};
-use proctor_suite::{Problem, Suite};
+use proctor_suite::{Problem, ProblemKind, Suite};
 
 use crate::cli::Format;
 use crate::exit::{Error, Status};
@@ -12,7 +13,9 @@ use crate::exit::{Error, Status};
 ///
 /// Beyond what every command checks, bare `allow` names are looked up as the runner will (on
 /// `PATH`, then beside proctor). With `tasks`, only those tasks need their scripted-agent and
-/// model-script files; a task id the suite does not have is a usage error.
+/// model-script files; a task id the suite does not have is a usage error. Variants on real
+/// models are checked against the user's configuration (`$PROCTOR_CONFIG`, else the default
+/// file), and a provider key missing from the environment is a warning.
 pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error> {
     let checked = match Suite::parse(dir) {
         Err(problem) => Err(vec![problem]),
@@ -22,7 +25,10 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
                 search_path: Some(proctor_runner::allow::search_path()),
                 tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
             };
-            let problems = problems_with(&suite, &options);
+            let mut problems = problems_with(&suite, &options);
+            if problems.is_empty() {
+                problems = model_problems(&suite)?;
+            }
             if problems.is_empty() {
                 Ok(suite)
             } else {
@@ -32,6 +38,9 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
     };
     match (checked, format) {
         (Ok(suite), Format::Text) => {
+            for w in key_warnings(&suite) {
+                eprintln!("warning: {w}");
+            }
             let mutations: usize = suite
                 .file
                 .tasks
@@ -50,7 +59,8 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             Ok(Status::Success)
         }
         (Ok(suite), Format::Json) => {
-            let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [] });
+            let warnings = key_warnings(&suite);
+            let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [], "warnings": warnings });
             println!("{doc:#}");
             Ok(Status::Success)
         }
@@ -64,6 +74,54 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             println!("{doc:#}");
             Ok(Status::Invalid)
         }
+    }
+}
+
+/// The variants whose model is reached through the model gateway, checked against the user's
+/// configuration: a model that is not `PROVIDER/MODEL` of a known provider, and a CLI whose wire
+/// API the provider does not serve, are problems at the variant. The configuration is read only
+/// when some variant needs it.
+fn model_problems(suite: &Suite) -> Result<Vec<Problem>, Error> {
+    let variants: Vec<_> = suite
+        .file
+        .variants
+        .iter()
+        .filter(|v| gateway::uses_gateway(v))
+        .collect();
+    if variants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let config = crate::commands::models::load_config(None)?;
+    Ok(variants
+        .into_iter()
+        .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
+        .map(|(v, e)| {
+            Problem::at(ProblemKind::Inconsistent, &suite.source, v.id.span(), e.to_string())
+                .with_help("see docs/models.md: models are PROVIDER/MODEL, and each agent CLI needs a provider that serves its wire API")
+        })
+        .collect())
+}
+
+/// The key variables of the providers the suite's variants use that are not set here: a run
+/// would stop before any trial, naming them.
+fn key_warnings(suite: &Suite) -> Vec<String> {
+    let Ok(config) = crate::commands::models::load_config(None) else {
+        return Vec::new();
+    };
+    let models: std::collections::BTreeMap<String, _> = suite
+        .file
+        .variants
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v.id.get_ref().clone(),
+                gateway::variant_model(v, &config).ok()??,
+            ))
+        })
+        .collect();
+    match gateway::keys_for(&config, &models) {
+        Err(e) => vec![format!("{e}: `proctor run` would stop before any trial")],
+        Ok(_) => Vec::new(),
     }
 }
 

@@ -1,0 +1,83 @@
+//! The models a run reaches through proctor's model gateway, as the command line sees them:
+//! the user's configuration read, every model checked (a provider that serves the agent's API,
+//! a key in the environment) before any trial, and the gateway started. Each problem is a
+//! usage error (exit 2) that names what to fix.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proctor_gateway::{Config, ConfigLocation, KeyError, ModelRef, ProviderKeys};
+use proctor_runner::gateway::{self, ModelSetupError, RunGateway};
+use proctor_suite::plan::Plan;
+use proctor_suite::Suite;
+
+use crate::exit::Error;
+
+/// What a run needs to start its gateway.
+pub struct Access {
+    config: Config,
+    keys: ProviderKeys,
+    models: BTreeMap<String, ModelRef>,
+}
+
+/// Reads the configuration `--config` names, else `$PROCTOR_CONFIG`, else the default file
+/// (built-in providers only when it does not exist).
+pub fn load_config(explicit: Option<&Path>) -> Result<Config, Error> {
+    let location = ConfigLocation::from_env(explicit);
+    Config::load(&location).map_err(|e| {
+        Error::usage(
+            e.to_string(),
+            "see docs/models.md for the configuration file's keys",
+        )
+    })
+}
+
+/// Checks every model the planned trials reach through the gateway; `None` when none does
+/// (the configuration is then not read at all).
+pub fn check(suite: &Suite, plan: &Plan, config: Option<&Path>) -> Result<Option<Access>, Error> {
+    let planned = gateway::planned_variants(suite, plan);
+    if !planned.iter().any(|v| gateway::uses_gateway(v)) {
+        return Ok(None);
+    }
+    let config = load_config(config)?;
+    let models = gateway::planned_models(suite, plan, &config).map_err(setup_error)?;
+    if models.is_empty() {
+        return Ok(None);
+    }
+    let keys = gateway::keys_for(&config, &models).map_err(key_error)?;
+    Ok(Some(Access {
+        config,
+        keys,
+        models,
+    }))
+}
+
+/// Starts the run's gateway.
+pub fn start(access: Access) -> Result<Arc<RunGateway>, Error> {
+    let gw = RunGateway::start(access.config, &access.keys, access.models).map_err(setup_error)?;
+    Ok(Arc::new(gw))
+}
+
+/// A setup problem as the user sees it.
+pub fn setup_error(e: ModelSetupError) -> Error {
+    let hint = match &e {
+        ModelSetupError::Keys(k) => return key_error(k.clone()),
+        ModelSetupError::NoModel { .. } | ModelSetupError::BadModel { .. } => {
+            "models are written PROVIDER/MODEL; providers are anthropic, openai, google, openrouter and those of [providers] in the configuration (docs/models.md)"
+        }
+        ModelSetupError::ApiMismatch { .. } => {
+            "each agent CLI speaks one wire API; docs/models.md lists which, and which providers serve it"
+        }
+        _ => return Error::Other(anyhow::Error::new(e)),
+    };
+    Error::usage(e.to_string(), hint)
+}
+
+/// A key problem: the variables to set.
+fn key_error(e: KeyError) -> Error {
+    Error::usage(
+        e.to_string(),
+        "export the variable on the host before `proctor run`; the key stays on the host (agents get a per-trial token)",
+    )
+}
