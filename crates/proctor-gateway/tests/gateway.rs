@@ -213,6 +213,11 @@ fn whole_json_responses_of_every_api_are_ledgered() {
         "an openai-responses provider also serves chat"
     );
     let l = gw.finish_trial(&t).unwrap();
+    assert!(
+        l.requests.iter().all(|r| r.ending == Ending::Complete),
+        "a whole body read to its end is complete: {:?}",
+        l.requests.iter().map(|r| r.ending).collect::<Vec<_>>()
+    );
     assert_eq!(
         l.usage,
         Usage {

@@ -567,6 +567,33 @@ mod tests {
     }
 
     #[test]
+    fn route_faults_become_injected_faults_by_api() {
+        let task: Task = toml::from_str(
+            "id = \"t\"\nprompt = \"p\"\nroute_faults = { anthropic = \"rate_limit\", \"*\" = \"timeout\", chat = \"credential_loss\" }\n[success]\nall = []\n",
+        )
+        .unwrap();
+        let mut got = injected_faults(&task);
+        got.sort_by_key(|f| format!("{:?}", f.api));
+        assert_eq!(
+            got,
+            [
+                InjectedFault {
+                    api: None,
+                    kind: FaultKind::Timeout
+                },
+                InjectedFault {
+                    api: Some(Api::AnthropicMessages),
+                    kind: FaultKind::RateLimit
+                },
+                InjectedFault {
+                    api: Some(Api::OpenaiChat),
+                    kind: FaultKind::CredentialLoss
+                },
+            ]
+        );
+    }
+
+    #[test]
     fn suite_prices_go_over_the_configurations_by_model_id() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(

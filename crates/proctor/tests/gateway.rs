@@ -83,7 +83,9 @@ impl Drop for Upstream {
 /// up to `ASK` times or until refused, writes the answers to `out.txt`, and leaves behind what it
 /// could read of its own and every process's environment in `seen.txt`.
 const AGENT: &str = r#"
-import glob, json, os, urllib.error, urllib.request
+import glob, json, os, sys, urllib.error, urllib.request
+if sys.argv[1:] != [os.environ["PROCTOR_MODEL"]]:
+    sys.exit("{model} did not expand to the model id: %r" % sys.argv[1:])
 seen = [open(p, "rb").read().decode("latin-1") for p in glob.glob("/proc/[0-9]*/environ") if os.access(p, os.R_OK)]
 seen.append(json.dumps(dict(os.environ)))
 open("seen.txt", "w").write("\n".join(seen))
@@ -116,7 +118,7 @@ fn lab(name: &str, upstream: Option<&Upstream>, task_extra: &str, config_extra: 
     lab.write(
         "suite.toml",
         &format!(
-            "schema_version = 1\nid = \"gw\"\n\n[defaults]\nnetwork = \"none\"\nwall_timeout_seconds = 60\n\n[[variants]]\nid = \"sdk\"\nagent = \"command\"\nmodel = \"anthropic/claude-test\"\ncommand = [\"python3\", \"agent.py\"]\nfiles = {{ \"agent.py\" = \"agents/agent.py\" }}\n\n[[tasks]]\nid = \"hello\"\nprompt = \"Say hello.\"\n{task_extra}\n[tasks.success]\nall = [{{ file_contains = {{ path = \"out.txt\", pattern = \"hello\" }} }}]\n"
+            "schema_version = 1\nid = \"gw\"\n\n[defaults]\nnetwork = \"none\"\nwall_timeout_seconds = 60\n\n[[variants]]\nid = \"sdk\"\nagent = \"command\"\nmodel = \"anthropic/claude-test\"\ncommand = [\"python3\", \"agent.py\", \"{{model}}\"]\nfiles = {{ \"agent.py\" = \"agents/agent.py\" }}\n\n[[tasks]]\nid = \"hello\"\nprompt = \"Say hello.\"\n{task_extra}\n[tasks.success]\nall = [{{ file_contains = {{ path = \"out.txt\", pattern = \"hello\" }} }}]\n"
         ),
     );
     let url = upstream.map_or("http://127.0.0.1:9".to_string(), |u| u.url.clone());
@@ -204,6 +206,12 @@ fn a_command_agent_reaches_its_model_with_network_none_and_never_sees_the_key() 
     let dir = lab.trial_dir(id);
     let model = std::fs::read_to_string(dir.join("model.jsonl")).unwrap();
     assert_eq!(model.lines().count(), 1, "{model}");
+    let line: Value = serde_json::from_str(model.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        line["ending"], "complete",
+        "the agent read the whole answer: {line}"
+    );
+    assert_eq!(line["status"], 200);
     assert!(dir.join("model/0001.request.json.gz").is_file());
     // The agent ran, and read every environment it could: the real key is in none of them.
     let seen = dir.join("changes/files/seen.txt");

@@ -103,7 +103,13 @@ impl TapBody {
                 if let (Some(data), Some(ex)) = (frame.data_ref(), self.exchange.as_mut()) {
                     ex.on_data(data);
                 }
-                self.timer.as_mut().reset(Instant::now() + self.idle);
+                // A body of known length is over with its last byte: the server may not poll
+                // again for the end, so it is complete now, not closed by the client later.
+                if self.upstream.is_end_stream() {
+                    self.end(Ending::Complete, None);
+                } else {
+                    self.timer.as_mut().reset(Instant::now() + self.idle);
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
