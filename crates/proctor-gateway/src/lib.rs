@@ -30,7 +30,9 @@ mod timefmt;
 pub mod usage;
 
 pub use api::Api;
-pub use config::{Config, ConfigError, ConfigLocation, Provider, RetrySettings, Timeouts};
+pub use config::{
+    Config, ConfigError, ConfigLocation, Provider, Registry, RetrySettings, Timeouts,
+};
 pub use gateway::{
     FinishError, Gateway, GatewayError, GatewayHandle, GatewayOptions, GrantError, InjectedFault,
     TrialGrant, TrialToken,

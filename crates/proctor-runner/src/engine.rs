@@ -59,6 +59,9 @@ pub struct EngineOptions {
     pub scratch: Option<PathBuf>,
     /// The run's model gateway, when some trial reaches a real model.
     pub gateway: Option<std::sync::Arc<crate::gateway::RunGateway>>,
+    /// The image each task runs in, by task id, resolved before the run (tasks without one run
+    /// on the host's root).
+    pub images: BTreeMap<String, std::sync::Arc<crate::image::TrialImage>>,
 }
 
 /// What one execution runs: a suite's plan, into one run of the store, with the isolation
@@ -264,6 +267,15 @@ fn context<'a>(
         sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
         gateway: options.gateway.clone(),
+        images: options.images.clone(),
+        runtime: if options.images.is_empty() {
+            None
+        } else {
+            crate::image::HostRuntime::of_this_process()
+                .ok()
+                .flatten()
+                .map(std::sync::Arc::new)
+        },
     }
 }
 

@@ -269,6 +269,18 @@ pub struct LaunchRecord {
     pub env: BTreeMap<String, String>,
     /// The allowed interface commands and the real programs behind them.
     pub allow: Vec<crate::allow::Allowed>,
+    /// The image the trial's root was, if not the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRecord>,
+}
+
+/// The image a trial ran in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ImageRecord {
+    /// The reference as the suite wrote it.
+    pub reference: String,
+    /// The manifest digest it resolved to (`sha256:...`).
+    pub digest: String,
 }
 
 impl LaunchRecord {

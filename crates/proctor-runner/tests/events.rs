@@ -88,6 +88,7 @@ fn a_run_reports_each_trial_started_finished_and_committed_in_order() {
         grace: Duration::from_secs(2),
         scratch: None,
         gateway: None,
+        images: Default::default(),
     };
     let mut events = Vec::new();
     let summary = session

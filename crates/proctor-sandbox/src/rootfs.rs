@@ -158,7 +158,11 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     enter_base_tmpfs()?;
     let new = Path::new(NEW);
     tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-    let host_top = bind_host_top(new)?;
+    let source = match &spec.root_image {
+        Some(image) => in_old(image),
+        None => PathBuf::from(OLD),
+    };
+    let host_top = bind_host_top(new, &source)?;
     let extra = make_mount_points(spec, new, &host_top)?;
     let dev = new.join("dev");
     let devices = make_dev_skeleton(&dev)?;
@@ -218,18 +222,20 @@ fn enter_base_tmpfs() -> R<()> {
     Ok(())
 }
 
-/// Binds the host's top-level entries (but the private ones) into the new root, recursively;
-/// they are made read-only all at once later. Symlinks are copied. Returns the entries' names.
-fn bind_host_top(new: &Path) -> R<Vec<OsString>> {
+/// Binds the top-level entries of `source` (the host's root, or an image's) but the private ones
+/// into the new root, recursively; they are made read-only all at once later. Symlinks are
+/// copied. Returns the entries' names.
+fn bind_host_top(new: &Path, source: &Path) -> R<Vec<OsString>> {
     let mut host_top: Vec<OsString> = Vec::new();
-    let entries = fs::read_dir(OLD).map_err(ctx(|| "read the host's /".to_owned()))?;
+    let entries =
+        fs::read_dir(source).map_err(ctx(|| format!("read the root {}", source.display())))?;
     for entry in entries {
-        let entry = entry.map_err(ctx(|| "read the host's /".to_owned()))?;
+        let entry = entry.map_err(ctx(|| format!("read the root {}", source.display())))?;
         let name = entry.file_name();
         if PRIVATE_TOP.iter().any(|x| OsStr::new(x) == name) {
             continue;
         }
-        let src = Path::new(OLD).join(&name);
+        let src = source.join(&name);
         let dst = new.join(&name);
         let ft = match entry.file_type() {
             Ok(ft) => ft,
@@ -329,7 +335,7 @@ fn make_mount_points(spec: &SandboxSpec, new: &Path, host_top: &[OsString]) -> R
     for h in &hidden {
         root.bind_point(h, &in_old(h))?;
     }
-    let resolver = if spec.network == Network::Host {
+    let resolver = if spec.network == Network::Host && spec.root_image.is_none() {
         resolver_target()
     } else {
         None
@@ -508,6 +514,12 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind) -> Isolation {
         Network::Host => {
             notes.push("network \"host\": the agent shares the host's network".to_owned())
         }
+    }
+    if let Some(image) = &spec.root_image {
+        notes.push(format!(
+            "root: the image unpacked at {} (read-only), not the host's file system",
+            image.display()
+        ));
     }
     Isolation {
         namespaces,

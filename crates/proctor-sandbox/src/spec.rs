@@ -52,6 +52,11 @@ pub struct SandboxSpec {
     pub wall_timeout: Duration,
     /// Between SIGTERM and SIGKILL, for the agent at its timeout and for the services at the end.
     pub grace: Duration,
+    /// An unpacked image (a host folder) whose file system is the root instead of the host's:
+    /// its top-level entries are bound read-only the way the host's are, with the same private
+    /// `/proc`, `/dev`, `/tmp`, `/run` and `/home`. `None`: the host's own file system.
+    #[serde(default)]
+    pub root_image: Option<PathBuf>,
 }
 
 /// The workspace the agent works in.
@@ -201,6 +206,7 @@ impl SandboxSpec {
             stderr: stderr.into(),
             wall_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(2),
+            root_image: None,
         }
     }
 

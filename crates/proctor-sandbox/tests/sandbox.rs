@@ -683,3 +683,61 @@ fn the_probe_reports_what_works() {
         assert!(caps.overlay.is_err());
     }
 }
+
+/// A minimal unpacked image: Debian's static busybox as `/bin/busybox` with `sh`, `ls`, `cat`
+/// and `echo` links, an `/etc/os-release`, and a working directory `/app` with a file.
+fn busybox_image(root: &Path) {
+    let busybox = Path::new("/bin/busybox");
+    assert!(
+        busybox.is_file(),
+        "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
+    );
+    fs::create_dir_all(root.join("bin")).expect("mkdir");
+    fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
+    for applet in ["sh", "ls", "cat", "echo", "test"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("link");
+    }
+    write(&root.join("etc/os-release"), "ID=proctor-test-image\n");
+    write(&root.join("app/from-image.txt"), "baked in\n");
+}
+
+#[test]
+fn an_image_root_replaces_the_hosts_file_system() {
+    require_support();
+    let t = Trial::new();
+    let image = t.root.join("image");
+    busybox_image(&image);
+    write(&t.lower().join("fixture.txt"), "laid by the suite\n");
+    let mut spec = t.spec(
+        "cat /etc/os-release; ls /usr 2>&1 | head -1; test -e /usr/bin/python3 && echo HOST-VISIBLE; \
+         cat fixture.txt; echo made > new.txt; pwd",
+    );
+    spec.root_image = Some(image.clone());
+    spec.workspace_inside = PathBuf::from("/app");
+    spec.env = vec![("PATH".into(), "/bin".into())];
+    let report = t.run(&spec);
+    assert_eq!(report.exit_code, Some(0), "{}", t.stderr());
+    let out = t.stdout();
+    assert!(out.contains("ID=proctor-test-image"), "{out}");
+    assert!(
+        !out.contains("HOST-VISIBLE"),
+        "the host's /usr is visible: {out}"
+    );
+    assert!(out.contains("laid by the suite"), "{out}");
+    assert!(out.trim_end().ends_with("/app"), "{out}");
+    assert_eq!(
+        fs::read_to_string(t.upper().join("new.txt")).expect("the change"),
+        "made\n"
+    );
+    assert!(
+        report
+            .isolation
+            .notes
+            .iter()
+            .any(|n| n.contains("root: the image")),
+        "{:?}",
+        report.isolation.notes
+    );
+    // The image itself is untouched.
+    assert!(!image.join("app/new.txt").exists());
+}

@@ -82,6 +82,34 @@ pub struct SuiteFile {
     #[serde(default)]
     #[schemars(extend("default" = {}))]
     pub prices: BTreeMap<String, Price>,
+    /// `[environment]`: the file system every trial runs in: an OCI image as the trial's root
+    /// instead of the host's, where the fixture is laid, and environment variables. Default: the
+    /// host's own file system, read-only.
+    #[serde(default)]
+    pub environment: Option<Environment>,
+}
+
+/// `[environment]` (and `[tasks.environment]`, which overrides it key by key): the trial's root
+/// file system and working directory.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// The image whose file system is the trial's root: `"oci-archive:images/app.tar"` (a tar of
+    /// an OCI image layout, in the suite), `"oci:images/app"` (an OCI image layout folder, in the
+    /// suite), or a registry reference: `"python:3.12-slim"`, `"ghcr.io/org/img:tag"`,
+    /// `"REPO@sha256:..."`. Default: none (the host's file system).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub image: Option<Spanned<String>>,
+    /// Where the fixture is laid and the agent starts, an absolute path inside the image, e.g.
+    /// `"/app"`; what the image has there is under the fixture. Default: the image's
+    /// `WorkingDir`, else `"/workspace"`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub workdir: Option<Spanned<String>>,
+    /// Environment variables for the agent, services and checks, added to the image's own.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// A model's price, in US dollars per million tokens of each category.
@@ -525,6 +553,10 @@ pub struct Task {
     /// `[defaults]` key by key.
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// `[tasks.environment]`: this task's image, working directory and variables, over
+    /// `[environment]` key by key (`env` merged, the task's winning).
+    #[serde(default)]
+    pub environment: Option<Environment>,
     /// Faults injected on model routes, route = fault, e.g. `{ "*" = "rate_limit" }`. The trial
     /// must then come out `errored`, never as the agent's failure. Default: none.
     #[serde(default)]

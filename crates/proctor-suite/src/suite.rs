@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::{AgentKind, Expect, Limits, Network, SuiteFile, Task, Variant};
+use crate::model::{AgentKind, Environment, Expect, Limits, Network, SuiteFile, Task, Variant};
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::script::Script;
@@ -54,6 +54,17 @@ pub struct Settings {
     /// The limits on the trial's model traffic.
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
     pub limits: Limits,
+}
+
+/// The environment of a task's trials, resolved from `[environment]` and `[tasks.environment]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TaskEnvironment {
+    /// The image reference as written (archive and layout paths relative to the suite).
+    pub image: String,
+    /// The working directory asked for, if any (else the image's, else `/workspace`).
+    pub workdir: Option<String>,
+    /// Variables added to the image's own.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// A task's limits over `[defaults]`, key by key.
@@ -244,6 +255,26 @@ impl Suite {
                 self.file.variants = out;
             }
         }
+    }
+
+    /// The environment a task's trials run in: its `[tasks.environment]` over the suite's
+    /// `[environment]`, key by key; `None` when neither names an image (the host's file system).
+    pub fn environment(&self, task: &Task) -> Option<TaskEnvironment> {
+        let suite = self.file.environment.as_ref();
+        let own = task.environment.as_ref();
+        let pick = |f: fn(&Environment) -> Option<&toml::Spanned<String>>| {
+            own.and_then(f)
+                .or_else(|| suite.and_then(f))
+                .map(|s| s.get_ref().clone())
+        };
+        let image = pick(|e| e.image.as_ref())?;
+        let mut env = suite.map(|e| e.env.clone()).unwrap_or_default();
+        env.extend(own.map(|e| e.env.clone()).unwrap_or_default());
+        Some(TaskEnvironment {
+            image,
+            workdir: pick(|e| e.workdir.as_ref()),
+            env,
+        })
     }
 
     /// The exact prompt a variant's agent receives for a task.

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::assertion::{Assertion, Calls, Check, FileContains, FilesUnchanged, StateAssertion};
-use crate::model::{AgentKind, Condition, Expect, Task, Variant, METRICS};
+use crate::model::{AgentKind, Condition, Environment, Expect, Task, Variant, METRICS};
 use crate::parse::parse_toml;
 use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
@@ -99,6 +99,31 @@ struct TaskSpans {
 struct TurnSpans {
     #[serde(default)]
     turns: Vec<Spanned<toml::Value>>,
+}
+
+/// Whether `r` reads as a registry image reference: `[HOST[:PORT]/]NAME[:TAG][@sha256:HEX]` with
+/// a lower-case name and no white space (the runner parses it fully).
+fn valid_image_reference(r: &str) -> bool {
+    let (name, digest) = match r.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (r, None),
+    };
+    if let Some(d) = digest {
+        let hex = d.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return false;
+        }
+    }
+    !name.is_empty()
+        && !name.starts_with('/')
+        && !name.ends_with([':', '/'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c))
+        && name
+            .split('/')
+            .skip(1)
+            .all(|part| part.chars().all(|c| !c.is_ascii_uppercase()))
 }
 
 /// Characters allowed in ids: they become folder names and trial ids.
@@ -758,9 +783,60 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// An `[environment]` table: an archive or layout image inside the suite that exists, a
+    /// registry reference of valid characters, an absolute `workdir`.
+    fn environment(&mut self, env: &Environment) {
+        if let Some(image) = &env.image {
+            let v = image.get_ref();
+            let local = v
+                .strip_prefix("oci-archive:")
+                .or_else(|| v.strip_prefix("oci:"));
+            match local {
+                Some(path) => {
+                    let path = Spanned::new(image.span(), path.to_string());
+                    self.suite_path("image", &path, true);
+                }
+                None if !valid_image_reference(v) => {
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            image.span(),
+                            format!("`{v}` is not an image reference"),
+                        )
+                        .with_label("not an image")
+                        .with_help("write \"oci-archive:PATH\" or \"oci:PATH\" (in the suite), or a registry reference such as \"python:3.12-slim\", \"ghcr.io/org/img:tag\" or \"REPO@sha256:<64 hex>\"");
+                    self.out.push(p);
+                }
+                None => {}
+            }
+        }
+        if let Some(w) = &env.workdir {
+            if !w.get_ref().starts_with('/') || w.get_ref().split('/').any(|c| c == "..") {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        w.span(),
+                        format!(
+                            "`workdir` must be an absolute path inside the image, not `{}`",
+                            w.get_ref()
+                        ),
+                    )
+                    .with_label("not absolute")
+                    .with_help("write a path such as \"/app\"");
+                self.out.push(p);
+            }
+        }
+    }
+
     fn tasks(&mut self) {
         let suite = self.suite;
+        if let Some(env) = &suite.file.environment {
+            self.environment(env);
+        }
         for (index, task) in suite.file.tasks.iter().enumerate() {
+            if let Some(env) = &task.environment {
+                self.environment(env);
+            }
             if let Some(allow) = &task.allow {
                 self.allow_list(allow);
             }

@@ -148,6 +148,34 @@ pub enum Command {
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
     },
+    /// Convert Harbor or Terminal-Bench tasks into a proctor suite (docs/import.md).
+    Import {
+        /// The task format.
+        #[arg(value_enum)]
+        format: ImportFormat,
+        /// Task folders, or folders of task folders.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// The suite folder to write (must not exist, or be empty).
+        #[arg(long, value_name = "SUITE")]
+        out: PathBuf,
+        /// The suite's id (default: the output folder's name).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+    },
+    /// Pull, list and prune the OCI images trials run in (docs/environments.md).
+    Images {
+        /// What to do.
+        #[command(subcommand)]
+        action: ImagesAction,
+        /// The image cache (default: ~/.cache/proctor/images).
+        #[arg(long, value_name = "DIR", global = true)]
+        image_cache: Option<PathBuf>,
+        /// The configuration file (its `[registries]`); default: $PROCTOR_CONFIG, else
+        /// ~/.config/proctor/config.toml.
+        #[arg(long, value_name = "FILE", global = true)]
+        config: Option<PathBuf>,
+    },
     /// Print the JSON Schema of a document proctor writes, or of `suite.toml`.
     Schema {
         /// Which document.
@@ -216,6 +244,9 @@ pub struct RunArgs {
     /// when it does not exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The image cache for tasks that run in an OCI image (default: ~/.cache/proctor/images).
+    #[arg(long, value_name = "DIR")]
+    pub image_cache: Option<PathBuf>,
 }
 
 /// Isolation on the command line.
@@ -254,6 +285,34 @@ pub enum Format {
     Text,
     /// JSON for tools.
     Json,
+}
+
+/// Task formats `proctor import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFormat {
+    /// Harbor tasks: `task.toml`, `instruction.md`, `environment/`, `tests/test.sh`, `solution/`.
+    Harbor,
+    /// Terminal-Bench tasks: `task.yaml`, `run-tests.sh`, `tests/`, `solution.sh`.
+    TerminalBench,
+}
+
+/// `proctor images` actions.
+#[derive(Debug, Subcommand)]
+pub enum ImagesAction {
+    /// Pull and unpack an image (`python:3.12-slim`, `oci-archive:PATH`, `oci:PATH`), or every
+    /// image a suite names.
+    Pull {
+        /// An image reference, or a suite folder.
+        target: String,
+    },
+    /// List the unpacked images with their references and sizes.
+    List,
+    /// Remove unpacked images (all, or those not used by the suites given) and unused blobs.
+    Prune {
+        /// Keep the images these suites name.
+        #[arg(long = "keep-suite", value_name = "DIR")]
+        keep: Vec<PathBuf>,
+    },
 }
 
 /// Documents with a JSON Schema.

@@ -384,15 +384,24 @@ fn agents_bin(cli: &str) -> std::path::PathBuf {
 /// (no `model_script`), against the scripted turns of `agents/model/read.toml` served by a real
 /// upstream that requires the real key.
 fn real_cli_through_the_gateway(agent: &str, cli: &str, model: &str) {
+    real_cli_on(
+        agent,
+        cli,
+        model,
+        "agents/model/read.toml",
+        (550, 100, 1500),
+    );
+}
+
+/// [`real_cli_through_the_gateway`] with the model script `script` of chat-ax and the usage
+/// (input, output, cache read) it declares.
+fn real_cli_on(agent: &str, cli: &str, model: &str, script: &str, usage: (u64, u64, u64)) {
     assert!(
         agents_bin(cli).exists(),
         "{cli} is not installed: run agents/install.sh (these tests drive the real CLIs)"
     );
     let example = common::repo_root().join("examples/chat-ax");
-    let up = Upstream::start(
-        &std::fs::read_to_string(example.join("agents/model/read.toml")).unwrap(),
-        &[],
-    );
+    let up = Upstream::start(&std::fs::read_to_string(example.join(script)).unwrap(), &[]);
     let lab = Lab::new(&format!("gw-{agent}"));
     let copied = Command::new("cp")
         .arg("-rT")
@@ -409,7 +418,7 @@ fn real_cli_through_the_gateway(agent: &str, cli: &str, model: &str) {
     std::fs::write(
         lab.root.join("config.toml"),
         format!(
-            "[providers.anthropic]\nbase_url = \"{u}\"\nkey_env = \"UPSTREAM_KEY\"\n\n[providers.openai]\nbase_url = \"{u}/v1\"\nkey_env = \"UPSTREAM_KEY\"\n",
+            "[providers.anthropic]\nbase_url = \"{u}\"\nkey_env = \"UPSTREAM_KEY\"\n\n[providers.openai]\nbase_url = \"{u}/v1\"\nkey_env = \"UPSTREAM_KEY\"\n\n[providers.google]\nbase_url = \"{u}\"\nkey_env = \"UPSTREAM_KEY\"\n",
             u = up.url
         ),
     )
@@ -445,7 +454,7 @@ fn real_cli_through_the_gateway(agent: &str, cli: &str, model: &str) {
             w["output"].as_u64(),
             w["cache_read"].as_u64()
         ),
-        (Some(550), Some(100), Some(1500)),
+        (Some(usage.0), Some(usage.1), Some(usage.2)),
         "{agent}: {w}"
     );
     let leaks = files_containing(&lab.store(), REAL_KEY);
@@ -460,6 +469,32 @@ fn claude_code_runs_on_a_model_through_the_gateway() {
 #[test]
 fn codex_runs_on_a_model_through_the_gateway() {
     real_cli_through_the_gateway("codex", "codex", "openai/mock-model");
+}
+
+#[test]
+fn gemini_runs_on_a_model_through_the_gateway() {
+    real_cli_through_the_gateway("gemini", "gemini", "google/gemini-2.5-flash");
+}
+
+#[test]
+fn copilot_runs_on_a_model_through_the_gateway() {
+    real_cli_through_the_gateway("copilot", "copilot", "anthropic/claude-sonnet-4-5");
+}
+
+#[test]
+fn opencode_runs_on_a_model_through_the_gateway() {
+    real_cli_through_the_gateway("opencode", "opencode", "anthropic/claude-sonnet-4-5");
+}
+
+#[test]
+fn aider_runs_on_a_model_through_the_gateway() {
+    real_cli_on(
+        "aider",
+        "aider",
+        "openai/gpt-4o",
+        "agents/model-aider/read.toml",
+        (400, 120, 0),
+    );
 }
 
 #[test]

@@ -57,6 +57,19 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Prices by model reference (`PROVIDER/MODEL`).
     pub prices: BTreeMap<ModelRef, Price>,
+    /// How image registries are reached, by registry (`HOST[:PORT]`, as written in image
+    /// references): `[registries."localhost:5000"]`.
+    pub registries: BTreeMap<String, Registry>,
+}
+
+/// One `[registries."HOST[:PORT]"]` table: how proctor reaches an image registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Registry {
+    /// Reach it over plain HTTP instead of HTTPS (a registry on your own machine or network).
+    pub insecure: bool,
+    /// Mirrors (`HOST[:PORT]`) tried in order before it.
+    pub mirrors: Vec<String>,
 }
 
 /// One model provider the gateway can forward to.
@@ -132,6 +145,7 @@ impl Config {
             retries: RetrySettings::default(),
             timeouts: Timeouts::default(),
             prices: BTreeMap::new(),
+            registries: BTreeMap::new(),
         }
     }
 

@@ -23,6 +23,8 @@ struct File {
     timeouts: Option<Spanned<Timeouts>>,
     #[serde(default)]
     prices: BTreeMap<Spanned<String>, Spanned<Price>>,
+    #[serde(default)]
+    registries: BTreeMap<String, super::Registry>,
 }
 
 /// One `[providers.NAME]` table; every key overrides the built-in of the same name.
@@ -137,6 +139,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         retries,
         timeouts,
         prices,
+        registries: file.registries,
     })
 }
 

@@ -55,9 +55,20 @@ pub struct CheckEnv {
     pub hide: Vec<PathBuf>,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// The image the task runs in: checks run in it too, in its working directory.
+    pub image: Option<std::sync::Arc<crate::image::TrialImage>>,
 }
 
 impl CheckEnv {
+    /// Where a check sees the workspace with namespaces: the image's working directory, or
+    /// `/workspace`.
+    fn workspace_inside(&self) -> PathBuf {
+        self.image.as_ref().map_or_else(
+            || PathBuf::from(WORKSPACE_INSIDE),
+            |img| img.workdir.clone(),
+        )
+    }
+
     /// The check environment of a run.
     pub fn of(ctx: &RunContext) -> CheckEnv {
         CheckEnv {
@@ -65,6 +76,15 @@ impl CheckEnv {
             namespaces: ctx.isolation.namespaces,
             hide: ctx.hide.clone(),
             grace: ctx.grace,
+            image: None,
+        }
+    }
+
+    /// The check environment of a trial of `task`: in its image, if it has one.
+    pub fn for_task(ctx: &RunContext, task: &str) -> CheckEnv {
+        CheckEnv {
+            image: ctx.image(task).cloned(),
+            ..CheckEnv::of(ctx)
         }
     }
 }
@@ -115,7 +135,7 @@ pub fn check_trial(
 ) -> BTreeMap<String, CheckRun> {
     let commands = task_checks(trial.task, trial.settings.validation_timeout);
     let runs = run_checks(
-        &CheckEnv::of(ctx),
+        &CheckEnv::for_task(ctx, &trial.planned.task),
         &commands,
         &prepared.end_tree(),
         holdout,
@@ -210,7 +230,7 @@ pub fn check_workspace(
                 upper,
                 work,
             };
-            Ok((ws, PathBuf::from(WORKSPACE_INSIDE)))
+            Ok((ws, env.workspace_inside()))
         }
         EndTree::Copy { dir: end } => {
             let copy = dir.join("ws");
@@ -219,7 +239,7 @@ pub fn check_workspace(
                 copy_tree(h, &copy)?;
             }
             let inside = if env.namespaces {
-                PathBuf::from(WORKSPACE_INSIDE)
+                env.workspace_inside()
             } else {
                 copy.clone()
             };
@@ -249,7 +269,14 @@ pub fn check_spec(
         hide: env.hide.clone(),
         binds: Vec::new(),
         network: proctor_sandbox::Network::None,
-        env: check_env(&home, &host_path()),
+        env: match &env.image {
+            Some(img) => {
+                let mut e = check_env(&home, &img.path());
+                e.extend(img.env.iter().filter(|(k, _)| k != "PATH").cloned());
+                e
+            }
+            None => check_env(&home, &host_path()),
+        },
         home_inside: home,
         services: Vec::new(),
         command: vec!["sh".into(), "-c".into(), check.command.clone()],
@@ -257,6 +284,7 @@ pub fn check_spec(
         stderr: dir.join("stderr"),
         wall_timeout: check.timeout,
         grace: env.grace,
+        root_image: env.image.as_ref().map(|img| img.rootfs.clone()),
     }
 }
 
@@ -310,6 +338,7 @@ mod tests {
             namespaces: false,
             hide: Vec::new(),
             grace: Duration::from_millis(200),
+            image: None,
         }
     }
 

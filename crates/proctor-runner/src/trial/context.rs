@@ -70,6 +70,26 @@ pub struct RunContext<'a> {
     pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
     /// The run's model gateway, when some trial reaches a real model through it.
     pub gateway: Option<Arc<crate::gateway::RunGateway>>,
+    /// The image each task runs in, by task id (tasks without one run on the host's root).
+    pub images: BTreeMap<String, Arc<crate::image::TrialImage>>,
+    /// proctor's own loader and libraries, for running it inside images.
+    pub runtime: Option<Arc<crate::image::HostRuntime>>,
+}
+
+impl RunContext<'_> {
+    /// The image `task` runs in, if any.
+    pub fn image(&self, task: &str) -> Option<&Arc<crate::image::TrialImage>> {
+        self.images.get(task)
+    }
+
+    /// The command line that runs proctor (as seen inside a trial of `task`): the binary
+    /// itself, or, inside an image, through the host's loader and libraries.
+    pub fn proctor_command(&self, task: &str, inside: &Path) -> Vec<String> {
+        match (self.image(task), &self.runtime) {
+            (Some(_), Some(rt)) => rt.command(inside),
+            _ => vec![inside.display().to_string()],
+        }
+    }
 }
 
 impl RunContext<'_> {

@@ -21,8 +21,10 @@ pub fn host_path() -> String {
 /// What the agent's environment is made of, beyond the trial's paths.
 #[derive(Debug, Clone, Copy)]
 pub struct AgentEnvParts<'a> {
-    /// proctor's `PATH` ([`host_path`]), searched after the shims.
+    /// proctor's `PATH` ([`host_path`]), or an image's, searched after the shims.
     pub host_path: &'a str,
+    /// An image's environment (but its `PATH`) with the suite's `[environment] env`.
+    pub image: &'a [(String, String)],
     /// Each suite service's `env`, in suite order (given to the agent too).
     pub services: &'a [&'a BTreeMap<String, String>],
     /// The variant's `env`.
@@ -56,6 +58,7 @@ pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
         "PROCTOR_CALLS_SOCKET".into(),
         paths.socket.inside.display().to_string(),
     ));
+    env.extend(parts.image.iter().filter(|(k, _)| k != "PATH").cloned());
     for service in parts.services {
         env.extend(service.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
@@ -125,6 +128,7 @@ mod tests {
             &paths(true),
             AgentEnvParts {
                 host_path: "/usr/bin:/bin",
+                image: &[],
                 services: &[&service],
                 variant: &variant,
                 launch: &launch,
@@ -151,6 +155,7 @@ mod tests {
             &paths(false),
             AgentEnvParts {
                 host_path: "/bin",
+                image: &[],
                 services: &[],
                 variant: &empty,
                 launch: &[],

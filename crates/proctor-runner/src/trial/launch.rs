@@ -65,10 +65,13 @@ pub fn launch(
         .flatten()
         .filter(|d| d.is_dir());
     let suite_env: Vec<_> = ctx.suite.file.services.iter().map(|s| &s.env).collect();
+    let image = ctx.image(&trial.planned.task);
+    let path = image.map_or_else(host_path, |img| img.path());
     let env = agent_env(
         paths,
         AgentEnvParts {
-            host_path: &host_path(),
+            host_path: &path,
+            image: image.map_or(&[][..], |img| &img.env[..]),
             services: &suite_env,
             variant: &trial.variant.env,
             launch: &launch.env,
@@ -82,6 +85,9 @@ pub fn launch(
         launch.argv.clone()
     };
     let mut binds = paths.binds(&prepared.allowed);
+    if let (Some(_), Some(rt), true) = (image, &ctx.runtime, paths.namespaces) {
+        binds.extend(rt.binds());
+    }
     if paths.namespaces {
         binds.extend(agents_dir.as_deref().map(agents_dir_bind));
         if let (Some(ModelEndpoint::Gateway { .. }), Some(gw)) = (&model, &ctx.gateway) {
@@ -101,6 +107,10 @@ pub fn launch(
         argv: command.clone(),
         env: redact_env(&env),
         allow: prepared.allowed.clone(),
+        image: image.map(|img| crate::record::ImageRecord {
+            reference: img.reference.clone(),
+            digest: img.digest.clone(),
+        }),
     };
     let record = match model.as_ref().and_then(ModelEndpoint::api_key) {
         Some(token) => record.without(&token),
@@ -122,6 +132,7 @@ pub fn launch(
         stderr: paths.stderr(),
         wall_timeout: trial.settings.wall_timeout,
         grace: ctx.grace,
+        root_image: image.map(|img| img.rootfs.clone()),
     };
     Ok(Launched {
         adapter,

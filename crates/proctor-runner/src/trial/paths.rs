@@ -43,6 +43,8 @@ pub struct TrialPaths {
     pub shims: Place,
     /// The adapter's launch files.
     pub agent: Place,
+    /// Where the workspace is inside the sandbox: `/workspace`, or an image's working directory.
+    pub workspace_dir: PathBuf,
 }
 
 impl TrialPaths {
@@ -69,16 +71,24 @@ impl TrialPaths {
             socket: place(socket, "calls.sock"),
             shims: place(work.join("shims"), "shims"),
             agent: place(work.join("agent"), "agent"),
+            workspace_dir: PathBuf::from(WORKSPACE_INSIDE),
             trial_dir,
             work,
         }
+    }
+
+    /// The same paths with the workspace at `dir` inside the sandbox (an image's working
+    /// directory).
+    pub fn in_workdir(mut self, dir: &Path) -> TrialPaths {
+        self.workspace_dir = dir.to_path_buf();
+        self
     }
 
     /// The workspace as the agent sees it, its working directory: `/workspace`, or without
     /// namespaces the copy itself.
     pub fn workspace_inside(&self) -> PathBuf {
         if self.namespaces {
-            PathBuf::from(WORKSPACE_INSIDE)
+            self.workspace_dir.clone()
         } else {
             self.copy()
         }

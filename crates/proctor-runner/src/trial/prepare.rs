@@ -117,27 +117,43 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
         "{}.sock",
         ctx.sockets.fetch_add(1, Ordering::SeqCst)
     ));
-    let paths = TrialPaths::new(
+    let image = ctx.image(&planned.task);
+    let mut paths = TrialPaths::new(
         ctx.isolation.namespaces,
         &ctx.proctor_exe,
         trial_dir,
         work,
         socket,
     );
-    let start = ctx
+    if let Some(img) = image {
+        paths = paths.in_workdir(&img.workdir);
+    }
+    let mut start = ctx
         .layers
         .start_state(ctx.suite, trial.variant, planned, &ctx.plan.fixture_hash)
         .map_err(|e| fail(format!("cannot prepare {e}")))?;
+    // What the image has at its working directory lies under the fixture.
+    start.dirs.extend(image.and_then(|img| img.workdir_layer()));
     let workspace = workspace(ctx, &paths, &start.dirs)
         .map_err(|e| fail(format!("cannot prepare the workspace: {e}")))?;
+    // Inside an image, bare names are found on the image's own PATH.
+    let image_path: Option<Vec<PathBuf>> = image.map(|img| {
+        img.path()
+            .split(':')
+            .map(|d| img.rootfs.join(d.trim_start_matches('/')))
+            .collect()
+    });
+    let search_path = image_path.as_ref().unwrap_or(&ctx.search_path);
     let allowed = trial
         .settings
         .allow
         .iter()
-        .map(|entry| resolve(entry, &ctx.suite.root, &ctx.search_path))
+        .map(|entry| resolve(entry, &ctx.suite.root, search_path))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(format!("allowed command {e}")))?;
-    write_shims(&paths, &allowed).map_err(|e| fail(format!("cannot write the shims: {e}")))?;
+    let proctor = ctx.proctor_command(&planned.task, &paths.proctor.inside);
+    write_shims(&paths, &proctor, &allowed)
+        .map_err(|e| fail(format!("cannot write the shims: {e}")))?;
     let _ = std::fs::remove_file(paths.calls_log());
     let calls_log = CallsLog::start(&paths.socket.host, &paths.calls_log(), t0).map_err(|e| {
         fail(format!(
@@ -193,21 +209,23 @@ fn workspace(
     Ok(TrialWorkspace::Copy { dir, manifest })
 }
 
-/// The shim of an allowed command: logs the call through proctor, then runs the real program.
-pub fn shim_script(name: &str, proctor: &Path, real: &Path) -> String {
+/// The shim of an allowed command: logs the call through proctor (`proctor`: the command line
+/// that runs it), then runs the real program.
+pub fn shim_script(name: &str, proctor: &[String], real: &Path) -> String {
+    let proctor: Vec<String> = proctor.iter().map(|a| format!("'{a}'")).collect();
     format!(
-        "#!/bin/sh\n# proctor shim: logs this call, then runs the real `{name}`.\nexec '{proctor}' __shim '{name}' '{real}' \"$@\"\n",
-        proctor = proctor.display(),
+        "#!/bin/sh\n# proctor shim: logs this call, then runs the real `{name}`.\nexec {proctor} __shim '{name}' '{real}' \"$@\"\n",
+        proctor = proctor.join(" "),
         real = real.display()
     )
 }
 
 /// Writes one executable shim per allowed command into the shims folder.
-fn write_shims(paths: &TrialPaths, allowed: &[Allowed]) -> std::io::Result<()> {
+fn write_shims(paths: &TrialPaths, proctor: &[String], allowed: &[Allowed]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(&paths.shims.host)?;
     for a in allowed {
-        let script = shim_script(&a.name, &paths.proctor.inside, &paths.allowed_inside(a));
+        let script = shim_script(&a.name, proctor, &paths.allowed_inside(a));
         let path = paths.shims.host.join(&a.name);
         std::fs::write(&path, script)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
@@ -225,7 +243,7 @@ mod tests {
     fn a_shim_logs_through_proctor_then_runs_the_real_program() {
         let s = shim_script(
             "chat",
-            Path::new("/run/proctor/bin/proctor"),
+            &["/run/proctor/bin/proctor".to_string()],
             Path::new("/run/proctor/allow/chat"),
         );
         assert!(s.starts_with("#!/bin/sh\n"), "{s}");
@@ -257,7 +275,7 @@ mod tests {
                 real: PathBuf::from("/usr/bin/git"),
             },
         ];
-        write_shims(&paths, &allowed).unwrap();
+        write_shims(&paths, &["/opt/proctor".to_string()], &allowed).unwrap();
         for a in &allowed {
             let shim = paths.shims.host.join(&a.name);
             let mode = std::fs::metadata(&shim).unwrap().permissions().mode();

@@ -42,36 +42,35 @@ impl ModelEndpoint {
         trial: &Trial,
         paths: &TrialPaths,
     ) -> Result<Option<ModelEndpoint>, TrialError> {
-        let script = crate::model::script_path(ctx.suite, trial.variant, &trial.planned.task);
-        let seat = match (&script, &ctx.gateway) {
-            (None, Some(gw)) => match gw.model_of(trial.variant.id.get_ref()) {
-                Some(model) => Some(
-                    gw.seat(
-                        ctx.suite,
-                        trial.task,
-                        model,
-                        &trial.settings.limits,
-                        &paths.trial_dir,
-                    )
-                    .map_err(|e| TrialError::harness(Stage::Launch, e))?,
-                ),
-                None => None,
-            },
-            _ => None,
+        let port = || {
+            crate::model::free_port().map_err(|e| {
+                TrialError::harness(
+                    Stage::Launch,
+                    format!("cannot pick a port for the model: {e}"),
+                )
+            })
         };
-        if script.is_none() && seat.is_none() {
-            return Ok(None);
+        if let Some(script) =
+            crate::model::script_path(ctx.suite, trial.variant, &trial.planned.task)
+        {
+            return Ok(Some(ModelEndpoint::Mock {
+                script,
+                port: port()?,
+            }));
         }
-        let port = crate::model::free_port().map_err(|e| {
-            TrialError::harness(
-                Stage::Launch,
-                format!("cannot pick a port for the model: {e}"),
-            )
-        })?;
-        Ok(Some(match (script, seat) {
-            (Some(script), _) => ModelEndpoint::Mock { script, port },
-            (None, Some(seat)) => ModelEndpoint::Gateway { port, seat },
-            (None, None) => return Ok(None),
+        let Some(gw) = &ctx.gateway else {
+            return Ok(None);
+        };
+        let Some(model) = gw.model_of(trial.variant.id.get_ref()) else {
+            return Ok(None);
+        };
+        let limits = &trial.settings.limits;
+        let seat = gw
+            .seat(ctx.suite, trial.task, model, limits, &paths.trial_dir)
+            .map_err(|e| TrialError::harness(Stage::Launch, e))?;
+        Ok(Some(ModelEndpoint::Gateway {
+            port: port()?,
+            seat,
         }))
     }
 
@@ -133,7 +132,7 @@ pub fn services(
             )
         })?;
         let log = paths.service_log(name);
-        services.push(match model {
+        let mut spec = match model {
             ModelEndpoint::Mock { script, port } => crate::model::service(
                 &ctx.proctor_exe,
                 script,
@@ -150,7 +149,14 @@ pub fn services(
                 dir,
                 log,
             ),
-        });
+        };
+        // Inside an image, proctor runs through the host's loader and libraries.
+        if ctx.image(&trial.planned.task).is_some() {
+            let mut argv = ctx.proctor_command(&trial.planned.task, &paths.proctor.inside);
+            argv.extend(spec.argv.drain(1..));
+            spec.argv = argv;
+        }
+        services.push(spec);
     }
     for s in &ctx.suite.file.services {
         let spec = suite_service(ctx, s, paths, agent_env)

@@ -166,6 +166,8 @@ impl Lab {
             sockets: AtomicU64::new(0),
             preflights: Mutex::new(BTreeMap::new()),
             gateway: None,
+            images: BTreeMap::new(),
+            runtime: None,
         }
     }
 }

@@ -60,6 +60,7 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             scratch: None,
             models: Vec::new(),
             config: None,
+            image_cache: None,
         };
         let status = run::run(args)?;
         if status as u8 > worst as u8 {

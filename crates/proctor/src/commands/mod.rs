@@ -3,6 +3,7 @@
 mod compare;
 mod demo;
 mod evidence;
+mod images;
 mod init;
 mod inspect;
 mod mock_model;
@@ -80,6 +81,17 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             gate,
             format,
         }),
+        Command::Import {
+            format,
+            dirs,
+            out,
+            id,
+        } => import(format, &dirs, &out, id),
+        Command::Images {
+            action,
+            image_cache,
+            config,
+        } => images::run(action, image_cache.as_deref(), config.as_deref()),
         Command::Schema { document } => schema(document),
         Command::Rescore { run, suite, store } => rescore::run(&store, &run, suite.as_deref()),
     }
@@ -123,4 +135,43 @@ pub fn open_suite(dir: &Path) -> Result<Suite, Error> {
         suite: dir.display().to_string(),
         problems,
     })
+}
+
+/// `proctor import FORMAT DIR... --out SUITE`: the suite is written whole or not at all; the
+/// report (imported, skipped with the reason, every unknown field) goes to stderr.
+fn import(
+    format: crate::cli::ImportFormat,
+    dirs: &[std::path::PathBuf],
+    out: &Path,
+    id: Option<String>,
+) -> Result<Status, Error> {
+    let options = proctor_import::ImportOptions {
+        suite_id: id,
+        ..Default::default()
+    };
+    let result = match format {
+        crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
+        crate::cli::ImportFormat::TerminalBench => {
+            proctor_import::import_terminal_bench(dirs, out, &options)
+        }
+    };
+    match result {
+        Ok(report) => {
+            eprint!("{report}");
+            eprintln!(
+                "wrote {}; check it with `proctor validate {} --oracle`",
+                out.display(),
+                out.display()
+            );
+            Ok(Status::Success)
+        }
+        Err(proctor_import::ImportError::NothingImported { report }) => {
+            eprint!("{report}");
+            Err(Error::usage(
+                "no task could be imported",
+                "see the reasons above; docs/import.md says what each format needs",
+            ))
+        }
+        Err(e) => Err(Error::usage(e.to_string(), "see docs/import.md")),
+    }
 }

@@ -38,11 +38,19 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
         }
     };
     let store = Store::open(&store_dir).context("cannot open the store")?;
+    let tasks: Vec<&str> = suite
+        .file
+        .tasks
+        .iter()
+        .map(|t| t.id.get_ref().as_str())
+        .collect();
+    let images = crate::commands::images::for_tasks(&suite, &tasks, None, None)?;
     let options = EngineOptions {
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
         grace: Duration::from_secs(2),
         scratch: None,
         gateway: None,
+        images,
     };
     let report =
         proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;

@@ -51,6 +51,7 @@ pub fn run(store_dir: &Path, run: &str, suite_dir: Option<&Path>) -> Result<Stat
         namespaces: isolation.namespaces,
         hide: proctor_runner::trial::hidden_paths(&suite.root, &store_root),
         grace: Duration::from_secs(2),
+        image: None,
     };
     let started = std::time::Instant::now();
     let stem = format!(

@@ -19,7 +19,7 @@ use proctor_suite::plan::{Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
 
 use crate::cli::{Format, IsolationArg, RunArgs};
-use crate::commands::models;
+use crate::commands::{images, models};
 use crate::exit::{Error, Status};
 use crate::progress::Progress;
 
@@ -32,8 +32,8 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
-    let (session, gateway) = open_session(&args)?;
-    let summary = execute(&session, &args, gateway)?;
+    let (session, resources) = open_session(&args)?;
+    let summary = execute(&session, &args, resources)?;
     let all_done = session.close(&summary).map_err(session_error)?;
     let report = write_results(&session);
     let mut gate_failed = false;
@@ -78,7 +78,7 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
 /// store, checks that every model the trials reach is usable (a provider that serves the
 /// agent's API, a key in the environment) before anything is created, and starts the run, or
 /// resumes the one `--resume` names; then starts the run's model gateway if a trial needs it.
-fn open_session(args: &RunArgs) -> Result<(Session, Option<Arc<RunGateway>>), Error> {
+fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
     // Checked first where the user pointed, so that problems name the suite as it was given.
     open_for_run(&args.suite, &args.tasks)?;
     let suite_dir = args
@@ -88,21 +88,34 @@ fn open_session(args: &RunArgs) -> Result<(Session, Option<Arc<RunGateway>>), Er
     let suite = open_for_run(&suite_dir, &args.tasks)?;
     let store = Store::open(&args.store)
         .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
-    let (session, access) = match &args.resume {
+    let (session, access, images) = match &args.resume {
         None => {
             let options = options_from(args);
             let mut planned = suite.clone();
             planned.apply_models(&options.models);
             let plan = plan_trials(&planned, &options).map_err(plan_error)?;
             let access = models::check(&planned, &plan, args.config.as_deref())?;
+            let images = images::for_run(
+                &planned,
+                &plan,
+                args.config.as_deref(),
+                args.image_cache.as_deref(),
+            )?;
             let session = Session::start(suite, &store, &options, choice(args.isolation))
                 .map_err(session_error)?;
-            (session, access)
+            (session, access, images)
         }
         Some(prefix) => {
             let session = Session::resume(suite, &store, prefix).map_err(session_error)?;
             let access = models::check(session.suite(), session.plan(), args.config.as_deref())?;
-            (session, access)
+            let images = images::for_run(
+                session.suite(),
+                session.plan(),
+                args.config.as_deref(),
+                args.image_cache.as_deref(),
+            )?;
+            images::check_resume(session.run(), &images)?;
+            (session, access, images)
         }
     };
     for n in session.notes() {
@@ -115,14 +128,20 @@ fn open_session(args: &RunArgs) -> Result<(Session, Option<Arc<RunGateway>>), Er
         eprintln!("resuming run {}", session.run().id());
     }
     let gateway = access.map(models::start).transpose()?;
-    Ok((session, gateway))
+    Ok((session, RunResources { gateway, images }))
+}
+
+/// What a run's trials share beyond the session: the model gateway and the unpacked images.
+struct RunResources {
+    gateway: Option<Arc<RunGateway>>,
+    images: std::collections::BTreeMap<String, Arc<proctor_runner::image::TrialImage>>,
 }
 
 /// Executes the session's unfinished trials, with Ctrl-C handling and progress on stderr.
 fn execute(
     session: &Session,
     args: &RunArgs,
-    gateway: Option<Arc<RunGateway>>,
+    resources: RunResources,
 ) -> Result<ExecutionSummary, Error> {
     let jobs = args
         .jobs
@@ -147,7 +166,8 @@ fn execute(
         jobs,
         grace: Duration::from_secs(2),
         scratch: args.scratch.clone(),
-        gateway,
+        gateway: resources.gateway,
+        images: resources.images,
     };
     let summary = session
         .execute(&options, &interrupted, &mut |e| progress.event(e))

@@ -1,0 +1,143 @@
+//! A task's image: a registry reference, or an OCI archive or layout that is copied into the
+//! suite (proctor reads local images only from inside the suite). proctor runs images; it does
+//! not build them, so a task whose image exists only as a Dockerfile is skipped with the
+//! commands that build it.
+
+use std::path::{Path, PathBuf};
+
+/// The name of an OCI archive, saved in a task folder, that the import uses as the task's
+/// image when the task names none.
+pub(crate) const SIDECAR_ARCHIVE: &str = "proctor-image.tar";
+
+/// Where a task's image comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ImageSource {
+    /// A registry reference, written as it is (`alexgshaw/hello-world:20251031`).
+    Reference(String),
+    /// An OCI archive file, copied to `images/TASK_ID.tar` in the suite.
+    Archive(PathBuf),
+    /// An OCI image layout folder, copied to `images/TASK_ID/` in the suite.
+    Layout(PathBuf),
+}
+
+impl ImageSource {
+    /// The `image` value in the suite for task `id`.
+    pub(crate) fn reference(&self, id: &str) -> String {
+        match self {
+            ImageSource::Reference(r) => r.clone(),
+            ImageSource::Archive(_) => format!("oci-archive:{}", Self::suite_path(self, id)),
+            ImageSource::Layout(_) => format!("oci:{}", Self::suite_path(self, id)),
+        }
+    }
+
+    /// Where a local image is copied in the suite.
+    pub(crate) fn suite_path(&self, id: &str) -> String {
+        match self {
+            ImageSource::Archive(_) => format!("images/{id}.tar"),
+            _ => format!("images/{id}"),
+        }
+    }
+}
+
+/// The image a task names (`declared`: `docker_image`, a compose service's `image`), resolved
+/// against the task folder `dir`; `oci-archive:PATH` and `oci:PATH` name files relative to the
+/// task folder. Without a declared image, an archive saved as [`SIDECAR_ARCHIVE`] in the task
+/// folder. `None` when there is neither; an error when a named local image does not exist.
+pub(crate) fn resolve(dir: &Path, declared: Option<&str>) -> Option<Result<ImageSource, String>> {
+    let local = |prefix: &str, path: &str, want_dir: bool| {
+        let p = dir.join(path);
+        let ok = if want_dir { p.is_dir() } else { p.is_file() };
+        if ok {
+            Ok(if want_dir {
+                ImageSource::Layout(p)
+            } else {
+                ImageSource::Archive(p)
+            })
+        } else {
+            Err(format!(
+                "its image `{prefix}{path}` names {}, which does not exist",
+                p.display()
+            ))
+        }
+    };
+    match declared.map(str::trim).filter(|d| !d.is_empty()) {
+        Some(d) => Some(if let Some(path) = d.strip_prefix("oci-archive:") {
+            local("oci-archive:", path, false)
+        } else if let Some(path) = d.strip_prefix("oci:") {
+            local("oci:", path, true)
+        } else {
+            Ok(ImageSource::Reference(d.to_string()))
+        }),
+        None => {
+            let sidecar = dir.join(SIDECAR_ARCHIVE);
+            sidecar
+                .is_file()
+                .then_some(Ok(ImageSource::Archive(sidecar)))
+        }
+    }
+}
+
+/// A name for the image built from task `id`'s Dockerfile (image names are lowercase).
+pub(crate) fn image_name(id: &str) -> String {
+    format!(
+        "proctor-import-{}",
+        id.to_ascii_lowercase().replace('_', "-")
+    )
+}
+
+/// The skip reason for a task whose image exists only as a Dockerfile: the commands that build
+/// it and save it as an OCI archive in the task folder, where the next import finds it.
+///
+/// `what` says what the task has (`environment/Dockerfile, and task.toml names no
+/// [environment] docker_image`); `context` is the build context relative to the task folder.
+pub(crate) fn build_instructions(id: &str, what: &str, context: &str) -> String {
+    let name = image_name(id);
+    format!(
+        "its image is built from {what}; proctor does not build images, and the import never guesses one.\n\
+         Build the image and save it as an OCI archive named {SIDECAR_ARCHIVE} in the task folder, with Docker:\n\
+         \x20 docker build -t {name} {context} && skopeo copy docker-daemon:{name}:latest oci-archive:{SIDECAR_ARCHIVE}\n\
+         \x20 (Docker 25 or newer writes an OCI archive itself: docker save {name} -o {SIDECAR_ARCHIVE})\n\
+         or without a Docker daemon:\n\
+         \x20 buildah bud -t {name} {context} && buildah push {name} oci-archive:{SIDECAR_ARCHIVE}\n\
+         then import the task again: the archive is copied into the suite as images/{id}.tar and the task gets\n\
+         \x20 [tasks.environment] image = \"oci-archive:images/{id}.tar\""
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_names_are_lowercase() {
+        assert_eq!(image_name("Fix_It"), "proctor-import-fix-it");
+    }
+
+    #[test]
+    fn resolve_reads_references_local_images_and_the_sidecar() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        assert_eq!(resolve(d, None), None);
+        assert_eq!(
+            resolve(d, Some("alexgshaw/x:1")),
+            Some(Ok(ImageSource::Reference("alexgshaw/x:1".into())))
+        );
+        assert!(matches!(
+            resolve(d, Some("oci-archive:img.tar")),
+            Some(Err(_))
+        ));
+        std::fs::write(d.join("img.tar"), b"x").expect("write");
+        assert_eq!(
+            resolve(d, Some("oci-archive:img.tar")),
+            Some(Ok(ImageSource::Archive(d.join("img.tar"))))
+        );
+        std::fs::write(d.join(SIDECAR_ARCHIVE), b"x").expect("write");
+        assert_eq!(
+            resolve(d, None),
+            Some(Ok(ImageSource::Archive(d.join(SIDECAR_ARCHIVE))))
+        );
+        let archive = ImageSource::Archive(d.join("img.tar"));
+        assert_eq!(archive.reference("t"), "oci-archive:images/t.tar");
+        assert_eq!(ImageSource::Layout(d.into()).reference("t"), "oci:images/t");
+    }
+}

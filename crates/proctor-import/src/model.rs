@@ -1,0 +1,128 @@
+//! One imported task, as read from either format, before anything is written.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::files::FileEntry;
+use crate::image::ImageSource;
+
+/// The task format being imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Harbor: `task.toml`, `instruction.md`, `tests/test.sh`, `solution/solve.sh`.
+    Harbor,
+    /// Terminal-Bench before Harbor: `task.yaml`, `run-tests.sh`, `solution.sh`.
+    TerminalBench,
+}
+
+impl Format {
+    /// The format's name for people.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Format::Harbor => "Harbor",
+            Format::TerminalBench => "Terminal-Bench",
+        }
+    }
+
+    /// The file whose presence makes a folder a task of this format.
+    pub(crate) fn marker(self) -> &'static str {
+        match self {
+            Format::Harbor => "task.toml",
+            Format::TerminalBench => "task.yaml",
+        }
+    }
+
+    /// The `proctor import` subcommand, for the generated comments.
+    pub(crate) fn command(self) -> &'static str {
+        match self {
+            Format::Harbor => "harbor",
+            Format::TerminalBench => "terminal-bench",
+        }
+    }
+}
+
+/// A task that can be imported, with everything the suite needs from it.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskPlan {
+    /// The task folder it was read from.
+    pub source: PathBuf,
+    /// Its id in the suite.
+    pub id: String,
+    /// The instruction, verbatim.
+    pub prompt: String,
+    /// The image (`[tasks.environment] image`).
+    pub image: ImageSource,
+    /// The working directory inside the image, when the task states it (else the image's own).
+    pub workdir: Option<String>,
+    /// Environment variables of the environment (literal values only).
+    pub env: BTreeMap<String, String>,
+    /// `wall_timeout_seconds`.
+    pub wall_timeout: Option<u64>,
+    /// `validation_timeout_seconds`.
+    pub validation_timeout: Option<u64>,
+    /// `network = "host"`: the task says it needs the internet.
+    pub host_network: bool,
+    /// `difficulty`.
+    pub difficulty: Option<String>,
+    /// Lines written as comments above the task (author, category, tags, resources).
+    pub comments: Vec<String>,
+    /// How the end state is checked.
+    pub verifier: VerifierPlan,
+    /// The reference solution, for the oracle.
+    pub oracle: OraclePlan,
+}
+
+/// How the task's own verifier decides success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Harbor: the reward the verifier writes to `/logs/verifier/reward.txt` or `reward.json`
+    /// must be 1.
+    Reward,
+    /// Terminal-Bench's `pytest` parser: pytest's `short test summary info` must list at least
+    /// one `PASSED` test and no `FAILED` or `ERROR` one.
+    PytestSummary,
+    /// Any other Terminal-Bench parser: the test script's exit status must be 0.
+    ExitStatus,
+}
+
+/// The verifier: files laid into `holdout/TASK_ID/tests/` and the script that runs them.
+#[derive(Debug, Clone)]
+pub(crate) struct VerifierPlan {
+    /// How success is read from the verifier.
+    pub verdict: Verdict,
+    /// Files for `holdout/TASK_ID/tests/`, by their path under it.
+    pub files: Vec<FileEntry>,
+    /// The script under `tests/` that runs the verifier (`test.sh`, `run-tests.sh`).
+    pub entry: String,
+    /// Environment variables for the verifier (literal values only).
+    pub env: BTreeMap<String, String>,
+    /// `reward.json` metrics that become rubric criteria.
+    pub metrics: Vec<String>,
+}
+
+/// The task's reference solution.
+#[derive(Debug, Clone)]
+pub(crate) struct OraclePlan {
+    /// The solution's files, by their path under the solution folder.
+    pub files: Vec<FileEntry>,
+    /// The script among `files` to run (`solve.sh`, `solution.sh`); `None`: the oracle does
+    /// nothing.
+    pub entry: Option<String>,
+    /// The absolute folder the task's own scripts expect the solution in (`/solution` for
+    /// Harbor), rewritten to where the oracle lays it.
+    pub expected_dir: Option<&'static str>,
+    /// Environment variables for the solution (literal values only).
+    pub env: BTreeMap<String, String>,
+    /// Why there is no runnable solution, for the oracle file's comment.
+    pub missing: Option<String>,
+}
+
+/// A task read from its folder: imported, or skipped with the reason. Warnings are collected
+/// either way.
+#[derive(Debug)]
+pub(crate) struct Read {
+    /// The plan, or why the task is skipped.
+    pub outcome: Result<Box<TaskPlan>, String>,
+    /// What was not carried over exactly.
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,121 @@
+//! The text of the generated `suite.toml`.
+
+use std::fmt::Write as _;
+
+use crate::model::{Format, TaskPlan};
+use crate::text::{basic_string, toml_key, toml_string};
+use crate::verify::{CHECK, CHECK_METRICS};
+
+/// The rubric levels of a metric: its value in tenths, 1 to 10.
+const METRIC_MAX: u32 = 10;
+
+/// `suite.toml` for `tasks`.
+pub(crate) fn render(
+    format: Format,
+    suite_id: &str,
+    name: Option<&str>,
+    tasks: &[TaskPlan],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Written by `proctor import {}` from {} task(s); docs/import.md says how each field was mapped.",
+        format.command(),
+        tasks.len()
+    );
+    s.push_str(
+        "# Every task's workspace comes from its image ([tasks.environment]), so fixture/ is empty.\n",
+    );
+    s.push_str("schema_version = 1\n");
+    let _ = writeln!(s, "id = {}", basic_string(suite_id));
+    if let Some(name) = name {
+        let _ = writeln!(s, "name = {}", basic_string(name));
+    }
+    s.push_str("fixture = \"fixture\"\n\n");
+
+    s.push_str("[[variants]]\nid = \"oracle\"\nagent = \"script\"\nscript = \"agents/oracle\"\n");
+    s.push_str("purpose = \"The tasks' own reference solutions, for `proctor validate --oracle`; add the agents to compare as more variants.\"\n");
+
+    for task in tasks {
+        s.push('\n');
+        render_task(&mut s, task);
+    }
+    s
+}
+
+fn render_task(s: &mut String, t: &TaskPlan) {
+    let _ = writeln!(s, "# ---- {} (from {})", t.id, t.source.display());
+    for line in &t.comments {
+        let _ = writeln!(s, "# {line}");
+    }
+    let image = t.image.reference(&t.id);
+    let _ = writeln!(s, "# image: {image}");
+    s.push_str("[[tasks]]\n");
+    let _ = writeln!(s, "id = {}", basic_string(&t.id));
+    if let Some(d) = &t.difficulty {
+        let _ = writeln!(s, "difficulty = {}", basic_string(d));
+    }
+    if let Some(secs) = t.wall_timeout {
+        let _ = writeln!(s, "wall_timeout_seconds = {secs}");
+    }
+    if let Some(secs) = t.validation_timeout {
+        let _ = writeln!(s, "validation_timeout_seconds = {secs}");
+    }
+    if t.host_network {
+        s.push_str("network = \"host\"\n");
+    }
+    let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
+
+    s.push_str("\n[tasks.environment]\n");
+    let _ = writeln!(s, "image = {}", basic_string(&image));
+    if let Some(wd) = &t.workdir {
+        let _ = writeln!(s, "workdir = {}", basic_string(wd));
+    }
+    if !t.env.is_empty() {
+        let pairs: Vec<String> = t
+            .env
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml_key(k), basic_string(v)))
+            .collect();
+        let _ = writeln!(s, "env = {{ {} }}", pairs.join(", "));
+    }
+
+    s.push_str("\n[tasks.success]\n");
+    if t.verifier.metrics.is_empty() {
+        let _ = writeln!(s, "all = [{{ check = {} }}]", basic_string(CHECK));
+    } else {
+        let _ = writeln!(
+            s,
+            "all = [{{ check = {{ command = {}, stdout_matches = {} }} }}]",
+            basic_string(CHECK_METRICS),
+            basic_string("(?m)^proctor-verdict: pass$")
+        );
+        let mut ids = crate::ident::Ids::default();
+        for metric in &t.verifier.metrics {
+            let id = ids.unique(&crate::ident::sanitize(metric, "metric"));
+            render_metric(s, metric, &id);
+        }
+    }
+}
+
+/// A rubric criterion scoring `metric` of reward.json in tenths.
+fn render_metric(s: &mut String, metric: &str, id: &str) {
+    let _ = writeln!(
+        s,
+        "\n# reward.json `{metric}`, scored in tenths: {METRIC_MAX} for 1.0 or more, 0 for less than 0.1."
+    );
+    s.push_str("[[tasks.rubric]]\n");
+    let _ = writeln!(s, "id = {}", basic_string(id));
+    let _ = writeln!(s, "max = {METRIC_MAX}");
+    s.push_str("levels = [\n");
+    for score in (1..=METRIC_MAX).rev() {
+        let pattern = format!("(?m)^proctor-metric {} {score}$", regex::escape(metric));
+        let _ = writeln!(
+            s,
+            "  {{ score = {score}, all = [{{ check = {{ command = {}, stdout_matches = {} }} }}] }},",
+            basic_string(CHECK_METRICS),
+            basic_string(&pattern)
+        );
+    }
+    s.push_str("]\n");
+}

@@ -1,0 +1,171 @@
+//! `holdout/TASK_ID/proctor-verify.sh`: the check that runs a task's own verifier over the end
+//! state and turns its result into an exit status (and, with `--metrics`, into lines a rubric
+//! can match).
+//!
+//! A proctor check runs `sh -c` in the workspace, with the holdout laid over it, and may write
+//! only there and in temporary folders. Harbor and Terminal-Bench put the tests at `/tests` and
+//! Harbor collects the reward from `/logs/verifier`, so the script copies `tests/` into a
+//! temporary folder and rewrites those absolute paths in the copy.
+
+use std::collections::BTreeMap;
+
+use crate::model::{Format, Verdict};
+use crate::text::shell_quote;
+
+/// The command that runs the verifier and exits 0 iff it passed.
+pub(crate) const CHECK: &str = "bash proctor-verify.sh";
+/// The command that runs the verifier and prints metric and verdict lines.
+pub(crate) const CHECK_METRICS: &str = "bash proctor-verify.sh --metrics";
+
+/// The script's text.
+pub(crate) fn script(
+    format: Format,
+    task_id: &str,
+    verdict: Verdict,
+    entry: &str,
+    env: &BTreeMap<String, String>,
+) -> String {
+    let mut s = String::new();
+    s.push_str("#!/usr/bin/env bash\n");
+    s.push_str(&format!(
+        "# Written by `proctor import {}` for the task `{task_id}`; see docs/import.md.\n#\n",
+        format.command()
+    ));
+    s.push_str(match verdict {
+        Verdict::Reward => HARBOR_USAGE,
+        Verdict::PytestSummary => PYTEST_USAGE,
+        Verdict::ExitStatus => EXIT_USAGE,
+    });
+    s.push_str(PREAMBLE);
+    s.push_str("export TEST_DIR=\"$tests\"\n");
+    for (k, v) in env {
+        s.push_str(&format!("export {k}={}\n", shell_quote(v)));
+    }
+    let entry = shell_quote(entry);
+    match verdict {
+        Verdict::Reward => {
+            s.push_str(&format!(
+                "bash \"$tests\"/{entry} >&2 </dev/null\nstatus=$?\necho \"proctor-verify: tests/{entry} exited with $status\" >&2\n"
+            ));
+            s.push_str(HARBOR_VERDICT);
+        }
+        Verdict::PytestSummary | Verdict::ExitStatus => {
+            s.push_str(&format!(
+                "out=\"$work/run-tests.out\"\nbash \"$tests\"/{entry} >\"$out\" 2>&1 </dev/null\nstatus=$?\ncat \"$out\" >&2\necho \"proctor-verify: tests/{entry} exited with $status\" >&2\n"
+            ));
+            s.push_str(if verdict == Verdict::PytestSummary {
+                PYTEST_VERDICT
+            } else {
+                EXIT_VERDICT
+            });
+        }
+    }
+    s
+}
+
+const HARBOR_USAGE: &str = r#"# Runs the task's own verifier, tests/test.sh, over the end state and reads the reward it
+# writes, as Harbor does:
+#   bash proctor-verify.sh            exits 0 if and only if the reward is 1: the `reward` of
+#                                     /logs/verifier/reward.json, else the number in
+#                                     /logs/verifier/reward.txt, else (a reward.json without
+#                                     `reward`) every number in reward.json; 1 when it is not,
+#                                     3 when the verifier wrote no reward
+#   bash proctor-verify.sh --metrics  prints `proctor-metric NAME TENTHS` for every number in
+#                                     reward.json (the value times 10, rounded down, within
+#                                     0..10) and `proctor-verdict: pass` or `fail`; exits 0
+#                                     when a reward was written, else 3
+# The verifier's own output goes to stderr: stdout holds only the lines above.
+"#;
+
+const PYTEST_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end state, as Terminal-Bench does, and exits 0
+# if and only if pytest's `short test summary info` (pytest -rA) lists at least one PASSED
+# test and no FAILED or ERROR one (Terminal-Bench's pytest parser), else 1.
+# The test output goes to stderr.
+"#;
+
+const EXIT_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end state, as Terminal-Bench does, and exits 0
+# if and only if it exits 0. (The task names a Terminal-Bench result parser other than
+# pytest, which proctor does not have: the exit status stands in for it.)
+# The test output goes to stderr.
+"#;
+
+const PREAMBLE: &str = r#"#
+# The tests expect to be at /tests (and Harbor's verifier writes /logs/verifier), but a
+# proctor check may write only in its workspace and temporary folders: the script copies
+# tests/ into a temporary folder and rewrites those absolute paths in the copy.
+set -u
+mode="${1:-}"
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(mktemp -d 2>/dev/null)" || { work="$here/.proctor-verify.$$"; mkdir -p "$work" || exit 3; }
+tests="$work/tests"
+logs="$work/logs/verifier"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$logs" "$work/logs/agent" || exit 3
+if ! cp -R "$here/tests" "$tests"; then
+  echo "proctor-verify: cannot copy $here/tests" >&2
+  exit 3
+fi
+grep -rIlE '/tests|/logs/' "$tests" 2>/dev/null | while IFS= read -r f; do
+  sed -i -E \
+    -e "s#(^|[^[:alnum:]_.~/\$-])/logs/verifier\b#\1$logs#g" \
+    -e "s#(^|[^[:alnum:]_.~/\$-])/logs/agent\b#\1$work/logs/agent#g" \
+    -e "s#(^|[^[:alnum:]_.~/\$-])/tests\b#\1$tests#g" "$f"
+done
+"#;
+
+const HARBOR_VERDICT: &str = r#"json="$logs/reward.json"
+txt="$logs/reward.txt"
+metrics=""
+if [ -s "$json" ]; then
+  metrics="$(tr -d '\r\n' <"$json" | grep -oE '"[^"]+"[[:space:]]*:[[:space:]]*-?[0-9][0-9.eE+-]*' |
+    sed -E 's/^"([^"]+)"[[:space:]]*:[[:space:]]*/\1 /')"
+fi
+reward="$(printf '%s\n' "$metrics" | awk '$1 == "reward" { print $2; exit }')"
+if [ -z "$reward" ] && [ -s "$txt" ]; then
+  reward="$(tr -d '[:space:]' <"$txt")"
+fi
+if [ -z "$reward" ] && [ -z "$metrics" ]; then
+  echo "proctor-verify: the verifier wrote no reward (reward.txt or reward.json)" >&2
+  exit 3
+fi
+is_one() {
+  awk -v v="$1" 'BEGIN { exit !(v ~ /^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ && v + 0 == 1) }'
+}
+verdict=pass
+if [ -n "$reward" ]; then
+  is_one "$reward" || verdict=fail
+else
+  while read -r name value; do
+    [ -n "$name" ] || continue
+    is_one "$value" || verdict=fail
+  done <<EOF
+$metrics
+EOF
+fi
+if [ -n "$metrics" ]; then
+  echo "proctor-verify: reward.json: $(printf '%s' "$metrics" | tr '\n' ',')" >&2
+fi
+echo "proctor-verify: reward ${reward:-none} -> $verdict" >&2
+if [ "$mode" = "--metrics" ]; then
+  printf '%s\n' "$metrics" | awk 'NF == 2 { t = int($2 * 10 + 1e-9); if (t < 0) t = 0; if (t > 10) t = 10; print "proctor-metric " $1 " " t }'
+  echo "proctor-verdict: $verdict"
+  exit 0
+fi
+[ "$verdict" = pass ]
+"#;
+
+const PYTEST_VERDICT: &str = r#"awk '
+  /short test summary info/ { summary = 1; next }
+  summary && /^PASSED / { passed++ }
+  summary && /^(FAILED|ERROR) / { failed++ }
+  END {
+    if (!summary) {
+      print "proctor-verify: no pytest `short test summary info` in the output (run pytest with -rA)" > "/dev/stderr"
+      exit 1
+    }
+    printf "proctor-verify: %d passed, %d failed or errored\n", passed, failed > "/dev/stderr"
+    exit !(passed > 0 && failed == 0)
+  }' "$out"
+"#;
+
+const EXIT_VERDICT: &str = "[ \"$status\" -eq 0 ]\n";

@@ -1,0 +1,218 @@
+//! The import itself: find the tasks, read each, and write the suite folder in one piece.
+//!
+//! ```text
+//! OUT/
+//!   suite.toml
+//!   fixture/                          empty: the workspace comes from each task's image
+//!   holdout/TASK_ID/tests/...         the task's tests (Terminal-Bench: and run-tests.sh)
+//!   holdout/TASK_ID/proctor-verify.sh runs them and reads the result (the success check)
+//!   agents/oracle/TASK_ID.toml        the scripted oracle running the reference solution
+//!   agents/oracle/files/TASK_ID/...   the solution's original files, for the reader
+//!   images/TASK_ID.tar                a task's local OCI archive (or images/TASK_ID/, a layout)
+//! ```
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::ImportError;
+use crate::files::FileEntry;
+use crate::ident::{sanitize, Ids};
+use crate::image::ImageSource;
+use crate::model::{Format, TaskPlan};
+use crate::report::ImportReport;
+use crate::{discover, harbor, oracle, suite_toml, tbench, verify, ImportOptions};
+
+/// Imports the tasks named by `inputs` (in `format`) into the new suite folder `out`.
+pub(crate) fn import(
+    format: Format,
+    inputs: &[PathBuf],
+    out: &Path,
+    options: &ImportOptions,
+) -> Result<ImportReport, ImportError> {
+    check_output(out)?;
+    let mut report = ImportReport::default();
+    let dirs = discover::task_dirs(format, inputs, &mut report.warnings)?;
+    let mut ids = Ids::default();
+    let mut plans = Vec::new();
+    for dir in dirs {
+        let folder = folder_name(&dir);
+        let id = ids.unique(&sanitize(&folder, "task"));
+        if id != folder {
+            report.warn(
+                &id,
+                format!("the folder `{folder}` is not a valid task id; the task is `{id}`"),
+            );
+        }
+        let read = match format {
+            Format::Harbor => harbor::read(&dir, &id),
+            Format::TerminalBench => tbench::read(&dir, &id),
+        };
+        for w in read.warnings {
+            report.warn(&id, w);
+        }
+        match read.outcome {
+            Ok(plan) => {
+                report.imported.push(id);
+                plans.push(*plan);
+            }
+            Err(reason) => report.skipped.push((id, reason)),
+        }
+    }
+    if plans.is_empty() {
+        return Err(ImportError::NothingImported {
+            report: Box::new(report),
+        });
+    }
+    let suite_id = match &options.suite_id {
+        Some(id) => sanitize(id, "imported"),
+        None => sanitize(&folder_name(out), "imported"),
+    };
+    write_suite(format, out, &suite_id, options.name.as_deref(), &plans)?;
+    Ok(report)
+}
+
+/// The last component of `path`, looked up through `.` and `..` when needed.
+fn folder_name(path: &Path) -> String {
+    let named = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    named(path)
+        .filter(|n| n != "." && n != "..")
+        .or_else(|| path.canonicalize().ok().as_deref().and_then(named))
+        .unwrap_or_default()
+}
+
+/// `out` may be written: it does not exist, or is an empty folder.
+fn check_output(out: &Path) -> Result<(), ImportError> {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(ImportError::OutputNotFolder(out.to_path_buf()));
+    }
+    let mut entries = std::fs::read_dir(out).map_err(|e| ImportError::io(out, e))?;
+    if entries.next().is_some() {
+        return Err(ImportError::OutputNotEmpty(out.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Writes the whole suite into a temporary folder beside `out`, then moves it into place.
+fn write_suite(
+    format: Format,
+    out: &Path,
+    suite_id: &str,
+    name: Option<&str>,
+    plans: &[TaskPlan],
+) -> Result<(), ImportError> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| ImportError::io(&parent, e))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".proctor-import-")
+        .tempdir_in(&parent)
+        .map_err(|e| ImportError::io(&parent, e))?;
+    let root = staging.path();
+
+    mkdir(&root.join("fixture"))?;
+    for plan in plans {
+        write_task(format, root, plan)?;
+    }
+    let text = suite_toml::render(format, suite_id, name, plans);
+    write(&root.join("suite.toml"), text.as_bytes(), false)?;
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| ImportError::io(root, e))?;
+
+    if out.exists() {
+        // Checked empty before; remove_dir fails rather than remove anything that appeared since.
+        std::fs::remove_dir(out).map_err(|e| ImportError::io(out, e))?;
+    }
+    let staged = staging.keep();
+    std::fs::rename(&staged, out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&staged);
+        ImportError::io(out, e)
+    })
+}
+
+/// The task's holdout, oracle and local image.
+fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), ImportError> {
+    match &plan.image {
+        ImageSource::Reference(_) => {}
+        ImageSource::Archive(src) => {
+            let dest = root.join(plan.image.suite_path(&plan.id));
+            if let Some(parent) = dest.parent() {
+                mkdir(parent)?;
+            }
+            link_or_copy(src, &dest)?;
+        }
+        ImageSource::Layout(src) => {
+            let mut warnings = Vec::new();
+            let files = crate::files::collect(src, "image", &mut warnings);
+            copy_all(&files, &root.join(plan.image.suite_path(&plan.id)))?;
+        }
+    }
+    let holdout = root.join("holdout").join(&plan.id);
+    copy_all(&plan.verifier.files, &holdout.join("tests"))?;
+    let script = verify::script(
+        format,
+        &plan.id,
+        plan.verifier.verdict,
+        &plan.verifier.entry,
+        &plan.verifier.env,
+    );
+    write(&holdout.join("proctor-verify.sh"), script.as_bytes(), true)?;
+
+    let agents = root.join("agents").join("oracle");
+    let text = oracle::script(format, &plan.id, &plan.oracle)
+        .map_err(|(path, e)| ImportError::io(path, e))?;
+    write(
+        &agents.join(format!("{}.toml", plan.id)),
+        text.as_bytes(),
+        false,
+    )?;
+    if !plan.oracle.files.is_empty() {
+        copy_all(&plan.oracle.files, &agents.join("files").join(&plan.id))?;
+    }
+    Ok(())
+}
+
+/// A hard link to `src` at `dest` (an image archive can be large), else a copy.
+fn link_or_copy(src: &Path, dest: &Path) -> Result<(), ImportError> {
+    if std::fs::hard_link(src, dest).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(src, dest)
+        .map(|_| ())
+        .map_err(|e| ImportError::io(src, e))
+}
+
+fn mkdir(dir: &Path) -> Result<(), ImportError> {
+    std::fs::create_dir_all(dir).map_err(|e| ImportError::io(dir, e))
+}
+
+/// Writes `bytes` to `path`, creating its folder; executable when asked.
+fn write(path: &Path, bytes: &[u8], executable: bool) -> Result<(), ImportError> {
+    if let Some(parent) = path.parent() {
+        mkdir(parent)?;
+    }
+    std::fs::write(path, bytes).map_err(|e| ImportError::io(path, e))?;
+    let mode = if executable { 0o755 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| ImportError::io(path, e))
+}
+
+/// Copies each file under `dest` at its relative path, keeping whether it is executable.
+fn copy_all(files: &[FileEntry], dest: &Path) -> Result<(), ImportError> {
+    mkdir(dest)?;
+    for file in files {
+        let target = dest.join(&file.rel);
+        if let Some(parent) = target.parent() {
+            mkdir(parent)?;
+        }
+        std::fs::copy(&file.src, &target).map_err(|e| ImportError::io(&file.src, e))?;
+        let mode = if file.executable { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| ImportError::io(&target, e))?;
+    }
+    Ok(())
+}

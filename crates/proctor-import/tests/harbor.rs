@@ -1,0 +1,466 @@
+//! Importing Harbor tasks: small task folders written like real Terminal-Bench 2 tasks (same
+//! task.toml fields, same tests/test.sh and solution/solve.sh contract), imported, then the
+//! generated suite checked: its files, proctor's own reader and validator, and the generated
+//! check and oracle run the way proctor runs them.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use proctor_import::{import_harbor, ImportError, ImportOptions};
+use support::*;
+
+/// A Harbor task like Terminal-Bench 2's, with one field Harbor does not define
+/// (`metadata.reviewer`) and a multi-file solution that refers to /solution.
+fn hello_world(root: &Path) -> PathBuf {
+    let dir = root.join("hello-world");
+    write(
+        &dir,
+        "task.toml",
+        r#"schema_version = "1.1"
+artifacts = []
+
+[task]
+name = "terminal-bench/hello-world"
+description = "Write a greeting to a file."
+keywords = ["trivial"]
+
+[metadata]
+author_name = "Ada Lovelace"
+author_email = "ada@example.com"
+difficulty = "easy"
+category = "file-operations"
+tags = ["trivial", "files"]
+expert_time_estimate_min = 1.0
+junior_time_estimate_min = 5.0
+reviewer = "someone"
+
+[verifier]
+timeout_sec = 120.0
+
+[agent]
+timeout_sec = 300.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/hello-world:20251031"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+GREETING_STYLE = "plain"
+
+[solution.env]
+"#,
+    );
+    write(
+        &dir,
+        "instruction.md",
+        "Create a file `hello.txt` in the current directory containing `Hello, world!`.\n",
+    );
+    write(
+        &dir,
+        "environment/Dockerfile",
+        "FROM python:3.13-slim\nWORKDIR /app\n",
+    );
+    write_exec(
+        &dir,
+        "tests/test.sh",
+        r#"#!/bin/bash
+# Harbor uploads tests/ to /tests and reads /logs/verifier/reward.txt.
+mkdir -p /logs/verifier
+if [ "$PWD" = "/" ]; then
+  echo "Error: No working directory set." >&2
+  exit 1
+fi
+if diff -q hello.txt /tests/expected.txt >/dev/null 2>&1; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"#,
+    );
+    write(&dir, "tests/expected.txt", "Hello, world!\n");
+    write_exec(
+        &dir,
+        "solution/solve.sh",
+        "#!/bin/bash\nset -euo pipefail\nbash /solution/write.sh\n",
+    );
+    write(
+        &dir,
+        "solution/write.sh",
+        "printf 'Hello, world!\\n' > hello.txt\n",
+    );
+    dir
+}
+
+/// A task whose verifier writes several metrics to reward.json, with no solution.
+fn metrics(root: &Path) -> PathBuf {
+    let dir = root.join("metrics");
+    write(
+        &dir,
+        "task.toml",
+        r#"version = "1.0"
+
+[metadata]
+difficulty = "medium"
+
+[verifier]
+timeout_sec = 60
+
+[environment]
+docker_image = "ghcr.io/example/metrics:1"
+"#,
+    );
+    write(
+        &dir,
+        "instruction.md",
+        "Write the answer to answer.txt; faster is better.\n",
+    );
+    write_exec(
+        &dir,
+        "tests/test.sh",
+        r#"#!/bin/bash
+# Writes partial credit to /logs/verifier/reward.json.
+mkdir -p /logs/verifier
+command -v curl >/dev/null || echo "curl is missing" >&2
+acc=0
+speed=0
+[ -f answer.txt ] && acc=1
+[ -f fast.txt ] && speed=0.5
+printf '{"reward": %s, "accuracy": %s, "speed": %s}\n' "$acc" "$acc" "$speed" > /logs/verifier/reward.json
+"#,
+    );
+    dir
+}
+
+/// A task whose environment is only a Dockerfile.
+fn dockerfile_only(root: &Path) -> PathBuf {
+    let dir = root.join("build-me");
+    write(
+        &dir,
+        "task.toml",
+        "version = \"1.0\"\n\n[environment]\ncpus = 1\n",
+    );
+    write(&dir, "instruction.md", "Do it.\n");
+    write(
+        &dir,
+        "environment/Dockerfile",
+        "FROM ubuntu:24.04\nWORKDIR /app\n",
+    );
+    write_exec(
+        &dir,
+        "tests/test.sh",
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    );
+    dir
+}
+
+fn dataset() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    hello_world(&tasks);
+    metrics(&tasks);
+    dockerfile_only(&tasks);
+    std::fs::create_dir_all(tasks.join("not-a-task")).expect("mkdir");
+    (tmp, tasks)
+}
+
+#[test]
+fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
+    let (tmp, tasks) = dataset();
+    let out = tmp.path().join("suites").join("tb2");
+    let report = import_harbor(&[tasks], &out, &ImportOptions::default()).expect("import");
+
+    assert_eq!(report.imported, vec!["hello-world", "metrics"]);
+    assert_eq!(report.skipped.len(), 1);
+    let (id, reason) = &report.skipped[0];
+    assert_eq!(id, "build-me");
+    assert!(reason.contains("environment/Dockerfile"), "{reason}");
+    assert!(
+        reason.contains("docker build -t proctor-import-build-me environment"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("buildah bud -t proctor-import-build-me environment"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("image = \"oci-archive:images/build-me.tar\""),
+        "{reason}"
+    );
+
+    let warnings = report.warnings.join("\n");
+    for expected in [
+        "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
+        "hello-world: [environment] allow_internet = true: the task needs the internet, so it runs with network = \"host\"",
+        "hello-world: [environment] cpus = 1, memory_mb = 2048, storage_mb = 10240: proctor does not limit",
+        "metrics: tests/ download while verifying (curl)",
+        "metrics: no solution/solve.sh: its oracle does nothing",
+        "not-a-task: not a Harbor task folder (no task.toml), ignored",
+    ] {
+        assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
+    }
+    let shown = report.to_string();
+    assert!(shown.starts_with("imported 2 task(s): hello-world, metrics\nskipped 1 task(s):\n  build-me: its image is built from environment/Dockerfile"), "{shown}");
+
+    // The generated files.
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml"))
+            .expect("suite.toml parses");
+    assert_eq!(suite["schema_version"].as_integer(), Some(1));
+    assert_eq!(suite["id"].as_str(), Some("tb2"));
+    assert_eq!(suite["fixture"].as_str(), Some("fixture"));
+    assert!(out.join("fixture").is_dir());
+    assert_eq!(
+        std::fs::read_dir(out.join("fixture"))
+            .expect("fixture")
+            .count(),
+        0
+    );
+    let variant = &suite["variants"][0];
+    assert_eq!(variant["id"].as_str(), Some("oracle"));
+    assert_eq!(variant["agent"].as_str(), Some("script"));
+    assert_eq!(variant["script"].as_str(), Some("agents/oracle"));
+
+    let hello = &suite["tasks"][0];
+    assert_eq!(hello["id"].as_str(), Some("hello-world"));
+    assert_eq!(
+        hello["prompt"].as_str(),
+        Some("Create a file `hello.txt` in the current directory containing `Hello, world!`.\n")
+    );
+    assert_eq!(hello["difficulty"].as_str(), Some("easy"));
+    assert_eq!(hello["wall_timeout_seconds"].as_integer(), Some(300));
+    assert_eq!(hello["validation_timeout_seconds"].as_integer(), Some(120));
+    assert_eq!(hello["network"].as_str(), Some("host"));
+    assert_eq!(
+        hello["environment"]["image"].as_str(),
+        Some("alexgshaw/hello-world:20251031")
+    );
+    assert_eq!(
+        hello["environment"]["env"]["GREETING_STYLE"].as_str(),
+        Some("plain")
+    );
+    assert_eq!(
+        hello["success"]["all"][0]["check"].as_str(),
+        Some("bash proctor-verify.sh")
+    );
+    assert!(hello.get("rubric").is_none());
+
+    let m = &suite["tasks"][1];
+    assert_eq!(m["id"].as_str(), Some("metrics"));
+    assert!(m.get("network").is_none(), "no internet asked for");
+    assert!(
+        m.get("wall_timeout_seconds").is_none(),
+        "no [agent] timeout_sec"
+    );
+    assert_eq!(m["validation_timeout_seconds"].as_integer(), Some(60));
+    assert_eq!(
+        m["success"]["all"][0]["check"]["command"].as_str(),
+        Some("bash proctor-verify.sh --metrics")
+    );
+    let rubric = m["rubric"].as_array().expect("rubric");
+    let ids: Vec<&str> = rubric
+        .iter()
+        .map(|c| c["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, vec!["accuracy", "speed"]);
+    assert_eq!(rubric[0]["max"].as_integer(), Some(10));
+    assert_eq!(rubric[0]["levels"].as_array().map(Vec::len), Some(10));
+
+    let text = std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml");
+    assert!(text.contains("# name: terminal-bench/hello-world; author name: Ada Lovelace"));
+    assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
+
+    for rel in [
+        "holdout/hello-world/tests/test.sh",
+        "holdout/hello-world/tests/expected.txt",
+        "holdout/hello-world/proctor-verify.sh",
+        "holdout/metrics/tests/test.sh",
+        "agents/oracle/hello-world.toml",
+        "agents/oracle/metrics.toml",
+        "agents/oracle/files/hello-world/solve.sh",
+        "agents/oracle/files/hello-world/write.sh",
+    ] {
+        assert!(out.join(rel).is_file(), "{rel}");
+    }
+    assert!(!out.join("holdout/build-me").exists());
+    assert!(oracle_steps(&out, "metrics").is_empty());
+
+    // proctor's own reader and validator accept it.
+    let fallback = assert_valid(&out);
+    if fallback {
+        eprintln!("proctor-suite does not know [tasks.environment] yet: validated without it");
+    }
+}
+
+#[test]
+fn the_check_passes_the_oracle_and_fails_an_empty_end_state() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = hello_world(tmp.path());
+    let out = tmp.path().join("suite");
+    import_harbor(&[task], &out, &ImportOptions::default()).expect("import");
+
+    // The null agent: nothing changed.
+    let ws = check_workspace(&out, "hello-world", &[]);
+    let run = sh(ws.path(), "bash proctor-verify.sh");
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+
+    // The oracle, step by step, in a workspace of its own; then the check over its end state.
+    let agent_ws = tempfile::tempdir().expect("tempdir");
+    run_oracle(&out, "hello-world", agent_ws.path());
+    let hello = std::fs::read_to_string(agent_ws.path().join("hello.txt")).expect("hello.txt");
+    assert_eq!(hello, "Hello, world!\n");
+    let ws = check_workspace(&out, "hello-world", &[("hello.txt", &hello)]);
+    let run = sh(ws.path(), "bash proctor-verify.sh");
+    assert!(run.status.success(), "{run:?}");
+    assert!(
+        run.stdout.is_empty(),
+        "the verifier's output goes to stderr"
+    );
+}
+
+/// The score a rubric criterion's levels give for the check's stdout, as proctor scores it:
+/// the first level whose assertions all hold.
+fn score(criterion: &toml::Value, stdout: &str) -> i64 {
+    for level in criterion["levels"].as_array().expect("levels") {
+        let holds = level["all"].as_array().expect("all").iter().all(|a| {
+            let pattern = a["check"]["stdout_matches"].as_str().expect("pattern");
+            regex::Regex::new(pattern).expect("regex").is_match(stdout)
+        });
+        if holds {
+            return level["score"].as_integer().expect("score");
+        }
+    }
+    0
+}
+
+#[test]
+fn reward_json_metrics_become_rubric_scores_and_reward_decides_success() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = metrics(tmp.path());
+    let out = tmp.path().join("suite");
+    import_harbor(&[task], &out, &ImportOptions::default()).expect("import");
+    assert_valid(&out);
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("suite.toml")).expect("read"))
+            .expect("parse");
+    let task = &suite["tasks"][0];
+    let success = task["success"]["all"][0]["check"]["stdout_matches"]
+        .as_str()
+        .expect("pattern");
+    let success = regex::Regex::new(success).expect("regex");
+    let rubric = task["rubric"].as_array().expect("rubric");
+
+    let ws = check_workspace(&out, "metrics", &[("answer.txt", "42\n"), ("fast.txt", "")]);
+    let run = sh(ws.path(), "bash proctor-verify.sh --metrics");
+    assert!(run.status.success(), "{run:?}");
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(success.is_match(&stdout), "{stdout}");
+    assert_eq!(score(&rubric[0], &stdout), 10, "accuracy 1: {stdout}");
+    assert_eq!(score(&rubric[1], &stdout), 5, "speed 0.5: {stdout}");
+    assert!(sh(ws.path(), "bash proctor-verify.sh").status.success());
+
+    let ws = check_workspace(&out, "metrics", &[]);
+    let run = sh(ws.path(), "bash proctor-verify.sh --metrics");
+    assert!(run.status.success(), "{run:?}");
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(!success.is_match(&stdout), "{stdout}");
+    assert_eq!(score(&rubric[0], &stdout), 0);
+    assert_eq!(score(&rubric[1], &stdout), 0);
+    assert_eq!(
+        sh(ws.path(), "bash proctor-verify.sh").status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_verifier_that_writes_no_reward_is_not_a_pass() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = hello_world(tmp.path());
+    write_exec(&task, "tests/test.sh", "#!/bin/bash\nexit 0\n");
+    let out = tmp.path().join("suite");
+    import_harbor(&[task], &out, &ImportOptions::default()).expect("import");
+    let ws = check_workspace(&out, "hello-world", &[]);
+    assert_eq!(
+        sh(ws.path(), "bash proctor-verify.sh").status.code(),
+        Some(3)
+    );
+}
+
+#[test]
+fn a_saved_archive_beside_a_dockerfile_only_task_becomes_its_image() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = dockerfile_only(tmp.path());
+    write(&task, "proctor-image.tar", "not really an archive");
+    let out = tmp.path().join("suite");
+    let report = import_harbor(&[task], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported, vec!["build-me"]);
+    assert!(out.join("images/build-me.tar").is_file());
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("suite.toml")).expect("read"))
+            .expect("parse");
+    assert_eq!(
+        suite["tasks"][0]["environment"]["image"].as_str(),
+        Some("oci-archive:images/build-me.tar")
+    );
+    assert_valid(&out);
+}
+
+#[test]
+fn nothing_importable_is_an_error_carrying_the_report() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = dockerfile_only(tmp.path());
+    let out = tmp.path().join("suite");
+    let err = import_harbor(&[task], &out, &ImportOptions::default()).expect_err("nothing");
+    match &err {
+        ImportError::NothingImported { report } => {
+            assert_eq!(report.skipped.len(), 1);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("docker build"));
+    assert!(!out.exists(), "nothing is written");
+}
+
+#[test]
+fn the_output_must_be_new_or_empty_and_inputs_must_be_tasks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let task = hello_world(tmp.path());
+    let out = tmp.path().join("suite");
+    write(&out, "keep.txt", "mine");
+    let err = import_harbor(std::slice::from_ref(&task), &out, &ImportOptions::default())
+        .expect_err("busy");
+    assert!(matches!(err, ImportError::OutputNotEmpty(_)), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("keep.txt")).expect("kept"),
+        "mine"
+    );
+
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let options = ImportOptions {
+        suite_id: Some("my suite".into()),
+        name: Some("Imported".into()),
+    };
+    import_harbor(&[task], &empty, &options).expect("an empty folder is fine");
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(empty.join("suite.toml")).expect("read"))
+            .expect("parse");
+    assert_eq!(suite["id"].as_str(), Some("my-suite"));
+    assert_eq!(suite["name"].as_str(), Some("Imported"));
+
+    let nowhere = tmp.path().join("nowhere");
+    let err = import_harbor(&[nowhere], &tmp.path().join("x"), &ImportOptions::default())
+        .expect_err("missing");
+    assert!(matches!(err, ImportError::MissingInput(_)), "{err}");
+    let err = import_harbor(&[empty], &tmp.path().join("y"), &ImportOptions::default())
+        .expect_err("not tasks");
+    assert!(matches!(err, ImportError::NoTasksFound { .. }), "{err}");
+}

@@ -1,0 +1,435 @@
+//! Trials in an OCI image, through the real binary: a test-built image (Debian's static busybox
+//! and a file in its working directory) as an OCI layout and an OCI archive; the trial's root is
+//! the image, the workspace is laid at its working directory over what the image has there, an
+//! allowed command is found on the image's PATH and its calls are logged by the shim (proctor run
+//! through the host's loader inside an image without a C library), checks run in the image, and
+//! the record names the image and its digest.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::lab::{As, Lab};
+
+/// Writes an OCI image layout at `dir` (and, with `archive`, a tar of it): one layer with
+/// `/bin/busybox` and applet links, a `tool` script in `/usr/local/bin`, `/etc/os-release`,
+/// `/app/from-image.txt`; a config with `WorkingDir = /app` and `PATH=/usr/local/bin:/bin`.
+const MAKE_IMAGE: &str = r##"
+import hashlib, io, json, os, sys, tarfile
+out, archive = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+def blob(data):
+    d = hashlib.sha256(data).hexdigest()
+    os.makedirs(f"{out}/blobs/sha256", exist_ok=True)
+    open(f"{out}/blobs/sha256/{d}", "wb").write(data)
+    return {"digest": "sha256:" + d, "size": len(data)}
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    def add(name, data=None, link=None, mode=0o644, kind=None):
+        ti = tarfile.TarInfo(name)
+        if kind == "dir":
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti); return
+        if link:
+            ti.type, ti.linkname = tarfile.SYMTYPE, link
+            t.addfile(ti); return
+        ti.size, ti.mode = len(data), mode
+        t.addfile(ti, io.BytesIO(data))
+    for d in ["bin", "etc", "app", "usr", "usr/local", "usr/local/bin"]:
+        add(d, kind="dir")
+    add("usr/local/bin/tool", b"#!/bin/sh\necho \"tool $*\"\n", mode=0o755)
+    add("bin/busybox", open("/bin/busybox", "rb").read(), mode=0o755)
+    for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd"]:
+        add("bin/" + a, link="busybox")
+    add("etc/os-release", b"ID=proctor-busybox\n")
+    add("app/from-image.txt", b"baked into the image\n")
+layer = blob(buf.getvalue())
+diff_id = "sha256:" + hashlib.sha256(__import__("gzip").decompress(buf.getvalue())).hexdigest()
+config = blob(json.dumps({"architecture": "amd64", "os": "linux",
+    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"], "WorkingDir": "/app"},
+    "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
+manifest = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
+    "layers": [dict(layer, mediaType="application/vnd.oci.image.layer.v1.tar+gzip")]}).encode())
+json.dump({"schemaVersion": 2, "manifests": [dict(manifest, mediaType="application/vnd.oci.image.manifest.v1+json")]},
+          open(f"{out}/index.json", "w"))
+open(f"{out}/oci-layout", "w").write('{"imageLayoutVersion": "1.0.0"}')
+if archive:
+    with tarfile.open(archive, "w") as t:
+        for name in ["oci-layout", "index.json", "blobs"]:
+            t.add(f"{out}/{name}", arcname=name)
+"##;
+
+/// Builds the test image into the lab's suite: `images/bb` (layout) and `images/bb.tar`.
+fn make_image(lab: &Lab) {
+    assert!(
+        Path::new("/bin/busybox").is_file(),
+        "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
+    );
+    let images = lab.suite().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_IMAGE)
+        .arg(images.join("bb"))
+        .arg(images.join("bb.tar"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn suite(lab: &Lab, image: &str) {
+    lab.write("fixture/fixture.txt", "laid by the suite\n");
+    lab.write(
+        "suite.toml",
+        &format!(
+            r#"schema_version = 1
+id = "img"
+
+[environment]
+image = "{image}"
+env = {{ FROM_SUITE = "1" }}
+
+[defaults]
+wall_timeout_seconds = 30
+allow = ["tool"]
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Look around."
+[tasks.interface]
+command = "tool"
+[tasks.success]
+all = [
+  {{ file_contains = {{ path = "seen.txt", pattern = "ID=proctor-busybox" }} }},
+  {{ file_contains = {{ path = "seen.txt", pattern = "^/app$" }} }},
+  {{ file_contains = {{ path = "seen.txt", pattern = "baked into the image" }} }},
+  {{ file_contains = {{ path = "seen.txt", pattern = "laid by the suite" }} }},
+  {{ file_contains = {{ path = "seen.txt", pattern = "FROM_IMAGE=yes FROM_SUITE=1" }} }},
+  {{ calls = {{ verb = "ok", min = 1 }} }},
+  {{ check = "test -f seen.txt && ! test -e /usr/bin/python3 && test \"$FROM_IMAGE\" = yes" }},
+]
+"#
+        ),
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''cat /etc/os-release > seen.txt; pwd >> seen.txt; cat from-image.txt fixture.txt >> seen.txt; echo \"FROM_IMAGE=$FROM_IMAGE FROM_SUITE=$FROM_SUITE\" >> seen.txt; test -e /usr/bin/python3 && echo HOST >> seen.txt; tool ok'''\n",
+    );
+    make_image(lab);
+}
+
+fn image_trial(name: &str, image: &str) {
+    let lab = Lab::new(name);
+    suite(&lab, image);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    let record = lab.record("t.agent.0");
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let seen =
+        std::fs::read_to_string(lab.trial_dir("t.agent.0").join("changes/files/seen.txt")).unwrap();
+    assert!(!seen.contains("HOST"), "the host's /usr is visible: {seen}");
+    // The image's own file is under the workspace, not a change.
+    let changes = record["end_state"]["changes"].to_string();
+    assert!(!changes.contains("from-image.txt"), "{changes}");
+    // The interface call went through the shim: proctor ran inside the image.
+    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["argv"], serde_json::json!(["tool", "ok"]));
+    assert_eq!(calls[0]["exit"], 0, "{calls:#?}");
+    let img = &record["launch"]["image"];
+    assert_eq!(img["reference"], image);
+    assert!(
+        img["digest"].as_str().unwrap().starts_with("sha256:"),
+        "{img}"
+    );
+    // A second run takes the image from the cache (same digest).
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_trial_runs_in_an_oci_layout_image() {
+    image_trial("img-layout", "oci:images/bb");
+}
+
+#[test]
+fn a_trial_runs_in_an_oci_archive_image() {
+    image_trial("img-archive", "oci-archive:images/bb.tar");
+}
+
+#[test]
+fn a_missing_image_stops_the_run_before_any_trial() {
+    let lab = Lab::new("img-missing");
+    suite(&lab, "oci:images/bb");
+    std::fs::remove_dir_all(lab.suite().join("images/bb/blobs")).unwrap();
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("task `t`: image `oci:images/bb`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !lab.store().join("runs").exists()
+            || std::fs::read_dir(lab.store().join("runs"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no run was created"
+    );
+}
+
+#[test]
+fn validate_checks_an_images_path_and_syntax() {
+    let lab = Lab::new("img-validate");
+    suite(&lab, "oci:images/none");
+    let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let flat = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace(" │ ", " ")
+    };
+    assert!(
+        flat(&out.stderr).contains("`image` path `images/none` does not exist"),
+        "{}",
+        out.stderr
+    );
+    suite(&lab, "Bad Image!");
+    let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        flat(&out.stderr).contains("is not an image reference"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
+    let lab = Lab::new("import-harbor");
+    let task = lab.root.join("tasks/hello-world");
+    let write = |rel: &str, text: &str| {
+        let p = task.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "task.toml",
+        "version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\nsurprise = 1\n\n[verifier]\ntimeout_sec = 90.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\ndocker_image = \"oci-archive:image.tar\"\n",
+    );
+    write(
+        "instruction.md",
+        "Create hello.txt containing Hello, world!\n",
+    );
+    write(
+        "tests/test.sh",
+        "#!/bin/bash\nmkdir -p /logs/verifier\nif grep -q 'Hello, world!' hello.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+    );
+    write(
+        "solution/solve.sh",
+        "#!/bin/bash\necho 'Hello, world!' > hello.txt\n",
+    );
+    // The image the task names, as an archive beside it.
+    make_image(&lab);
+    std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("hello-world"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("surprise"),
+        "unknown fields are reported: {}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
+    assert!(toml.contains("wall_timeout_seconds = 120"), "{toml}");
+    assert!(toml.contains("image = \"oci-archive:images/"), "{toml}");
+    let v = lab.proctor(As::Me, &["validate", out_dir.to_str().unwrap()]);
+    assert_eq!(v.code, 0, "{}\n{toml}", v.stderr);
+    // Importing into a folder that is not empty is refused, and nothing is changed.
+    let again = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(again.code, 2, "{}", again.stderr);
+}
+
+/// Pushes the OCI layout at `layout` to `registry` (plain HTTP) as `repo:tag`.
+const PUSH: &str = r##"
+import json, sys, urllib.request
+layout, registry, repo, tag = sys.argv[1:5]
+base = f"http://{registry}/v2/{repo}"
+def put_blob(digest):
+    data = open(f"{layout}/blobs/sha256/{digest.split(':')[1]}", "rb").read()
+    r = urllib.request.urlopen(urllib.request.Request(f"{base}/blobs/uploads/", method="POST", data=b""))
+    loc = r.headers["Location"]
+    loc = loc if loc.startswith("http") else f"http://{registry}{loc}"
+    sep = "&" if "?" in loc else "?"
+    urllib.request.urlopen(urllib.request.Request(f"{loc}{sep}digest={digest}", method="PUT", data=data,
+        headers={"Content-Type": "application/octet-stream"}))
+index = json.load(open(f"{layout}/index.json"))
+mdesc = index["manifests"][0]
+manifest_bytes = open(f"{layout}/blobs/sha256/{mdesc['digest'].split(':')[1]}", "rb").read()
+manifest = json.loads(manifest_bytes)
+for d in [manifest["config"]] + manifest["layers"]:
+    put_blob(d["digest"])
+urllib.request.urlopen(urllib.request.Request(f"{base}/manifests/{tag}", method="PUT", data=manifest_bytes,
+    headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}))
+"##;
+
+/// Debian's `docker-registry` on a free loopback port, storage in a temporary folder.
+struct Registry {
+    child: std::process::Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let bin = Path::new("/usr/bin/docker-registry");
+        assert!(
+            bin.exists(),
+            "these tests need Debian's registry: apt-get install docker-registry"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n  secret: proctor-test\n",
+                dir.path().join("storage").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the registry did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Registry {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    fn push(&self, layout: &Path, repo_tag: (&str, &str)) {
+        let status = Command::new("python3")
+            .arg("-c")
+            .arg(PUSH)
+            .arg(layout)
+            .arg(&self.addr)
+            .arg(repo_tag.0)
+            .arg(repo_tag.1)
+            .status()
+            .unwrap();
+        assert!(status.success(), "push failed");
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_trial_runs_in_an_image_pulled_from_a_registry_and_a_moved_tag_refuses_resume() {
+    let registry = Registry::start();
+    let lab = Lab::new("img-registry");
+    let reference = format!("{}/proctor/bb:v1", registry.addr);
+    suite(&lab, &reference);
+    registry.push(&lab.suite().join("images/bb"), ("proctor/bb", "v1"));
+    // The suite holds no image of its own: it is pulled from the registry.
+    std::fs::remove_dir_all(lab.suite().join("images")).unwrap();
+    let config = lab.root.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[registries.\"{}\"]\ninsecure = true\n", registry.addr),
+    )
+    .unwrap();
+    let cache = lab.root.join("image-cache");
+    let args = [
+        "--trials",
+        "1",
+        "--image-cache",
+        cache.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let out = lab.run(As::Me, &args);
+    let record = lab.record("t.agent.0");
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let digest = record["launch"]["image"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Another image is pushed under the same tag: a resume would mix two images.
+    let other = lab.root.join("other");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_IMAGE.replace("ID=proctor-busybox", "ID=proctor-busybox-2"))
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    registry.push(&other, ("proctor/bb", "v1"));
+    let mut resume = args.to_vec();
+    resume.extend(["--resume", "latest"]);
+    let out = lab.run(As::Me, &resume);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("now resolves to"), "{}", out.stderr);
+    assert!(out.stderr.contains(&digest), "{}", out.stderr);
+}
