@@ -46,7 +46,8 @@ pub use report::{
 };
 pub use run::run;
 pub use spec::{
-    Bind, HttpGuard, HttpProbe, Network, SandboxSpec, ServiceSpec, Workspace, SERVICE_DIR_ROOT,
+    Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxSpec, ServiceSpec, Workspace,
+    SERVICE_DIR_ROOT,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

@@ -157,16 +157,33 @@ fn under_private(p: &Path) -> bool {
 pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
     enter_base_tmpfs()?;
     let new = Path::new(NEW);
-    tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-    let source = match &spec.root_image {
-        Some(image) => in_old(image),
-        None => PathBuf::from(OLD),
+    // The host's root: a tmpfs skeleton with its top-level entries bound, all read-only. An
+    // image's: an overlay over it with the trial's own upper layer, writable everywhere (its
+    // mount points are made in the upper layer).
+    let host_top = match &spec.root_image {
+        None => {
+            tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+            bind_host_top(new, Path::new(OLD))?
+        }
+        Some(image) => {
+            mount_overlay(
+                new,
+                &[in_old(&image.rootfs)],
+                &in_old(&image.upper),
+                &in_old(&image.work),
+            )?;
+            Vec::new()
+        }
     };
-    let host_top = bind_host_top(new, &source)?;
     let extra = make_mount_points(spec, new, &host_top)?;
     let dev = new.join("dev");
     let devices = make_dev_skeleton(&dev)?;
-    sys::mount_setattr_recursive(new, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+    let attrs = if spec.root_image.is_some() {
+        MOUNT_ATTR_NOSUID
+    } else {
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID
+    };
+    sys::mount_setattr_recursive(new, attrs)
         .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
     mount_sys(spec, new)?;
     mount_trial_proc(new)?;
@@ -222,9 +239,9 @@ fn enter_base_tmpfs() -> R<()> {
     Ok(())
 }
 
-/// Binds the top-level entries of `source` (the host's root, or an image's) but the private ones
-/// into the new root, recursively; they are made read-only all at once later. Symlinks are
-/// copied. Returns the entries' names.
+/// Binds the top-level entries of `source` (the host's root) but the private ones into the new
+/// root, recursively; they are made read-only all at once later. Symlinks are copied. Returns
+/// the entries' names.
 fn bind_host_top(new: &Path, source: &Path) -> R<Vec<OsString>> {
     let mut host_top: Vec<OsString> = Vec::new();
     let entries =
@@ -517,8 +534,8 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind) -> Isolation {
     }
     if let Some(image) = &spec.root_image {
         notes.push(format!(
-            "root: the image unpacked at {} (read-only), not the host's file system",
-            image.display()
+            "root: the image unpacked at {} under the trial's own writable layer, not the host's file system",
+            image.rootfs.display()
         ));
     }
     Isolation {

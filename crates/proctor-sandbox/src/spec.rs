@@ -52,11 +52,26 @@ pub struct SandboxSpec {
     pub wall_timeout: Duration,
     /// Between SIGTERM and SIGKILL, for the agent at its timeout and for the services at the end.
     pub grace: Duration,
-    /// An unpacked image (a host folder) whose file system is the root instead of the host's:
-    /// its top-level entries are bound read-only the way the host's are, with the same private
-    /// `/proc`, `/dev`, `/tmp`, `/run` and `/home`. `None`: the host's own file system.
+    /// An image whose file system is the root instead of the host's (with the same private
+    /// `/proc`, `/dev`, `/tmp`, `/run` and `/home`). `None`: the host's own file system,
+    /// read-only.
     #[serde(default)]
-    pub root_image: Option<PathBuf>,
+    pub root_image: Option<RootImage>,
+}
+
+/// A root made of an unpacked image: an overlay whose only lower layer is the image and whose
+/// upper layer is the trial's own, so the agent may write anywhere (install a package into
+/// `/usr`) while the image, shared by every trial, is never changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootImage {
+    /// The unpacked image (a host folder), never written.
+    pub rootfs: PathBuf,
+    /// The trial's upper layer of the root: an empty folder; every write outside the workspace,
+    /// `HOME` and `/tmp` lands here and goes with the trial's scratch.
+    pub upper: PathBuf,
+    /// overlayfs' work folder (an empty folder on the same file system as `upper`).
+    pub work: PathBuf,
 }
 
 /// The workspace the agent works in.

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use proctor_sandbox::diff::{self, ChangeKind, LaidIn, Manifest};
 use proctor_sandbox::{
-    probe, run, FullStop, HttpGuard, HttpProbe, Namespace, Network, SandboxReport, SandboxSpec,
-    ServiceSpec, Workspace, WorkspaceKind,
+    probe, run, FullStop, HttpGuard, HttpProbe, Namespace, Network, RootImage, SandboxReport,
+    SandboxSpec, ServiceSpec, Workspace, WorkspaceKind,
 };
 
 fn init_exe() -> PathBuf {
@@ -710,9 +710,16 @@ fn an_image_root_replaces_the_hosts_file_system() {
     write(&t.lower().join("fixture.txt"), "laid by the suite\n");
     let mut spec = t.spec(
         "cat /etc/os-release; ls /usr 2>&1 | head -1; test -e /usr/bin/python3 && echo HOST-VISIBLE; \
-         cat fixture.txt; echo made > new.txt; pwd",
+         cat fixture.txt; echo made > new.txt; echo installed > /etc/installed.conf; pwd",
     );
-    spec.root_image = Some(image.clone());
+    for d in ["root-upper", "root-work"] {
+        fs::create_dir_all(t.root.join(d)).expect("mkdir");
+    }
+    spec.root_image = Some(RootImage {
+        rootfs: image.clone(),
+        upper: t.root.join("root-upper"),
+        work: t.root.join("root-work"),
+    });
     spec.workspace_inside = PathBuf::from("/app");
     spec.env = vec![("PATH".into(), "/bin".into())];
     let report = t.run(&spec);
@@ -738,6 +745,12 @@ fn an_image_root_replaces_the_hosts_file_system() {
         "{:?}",
         report.isolation.notes
     );
-    // The image itself is untouched.
+    // The root is writable: the write outside the workspace landed in the trial's own root
+    // layer, and the image itself is untouched.
+    assert_eq!(
+        fs::read_to_string(t.root.join("root-upper/etc/installed.conf")).expect("the root write"),
+        "installed\n"
+    );
+    assert!(!image.join("etc/installed.conf").exists());
     assert!(!image.join("app/new.txt").exists());
 }

@@ -119,7 +119,7 @@ all = [
     );
     lab.write(
         "agents/agent/t.toml",
-        "answer = \"done\"\n\n[[steps]]\nrun = '''cat /etc/os-release > seen.txt; pwd >> seen.txt; cat from-image.txt fixture.txt >> seen.txt; echo \"FROM_IMAGE=$FROM_IMAGE FROM_SUITE=$FROM_SUITE\" >> seen.txt; test -e /usr/bin/python3 && echo HOST >> seen.txt; tool ok'''\n",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''cat /etc/os-release > seen.txt; pwd >> seen.txt; cat from-image.txt fixture.txt >> seen.txt; echo \"FROM_IMAGE=$FROM_IMAGE FROM_SUITE=$FROM_SUITE\" >> seen.txt; test -e /usr/bin/python3 && echo HOST >> seen.txt; echo x > /etc/agent-wrote && echo ROOT-WRITABLE >> seen.txt; tool ok'''\n",
     );
     make_image(lab);
 }
@@ -138,6 +138,16 @@ fn image_trial(name: &str, image: &str) {
     let seen =
         std::fs::read_to_string(lab.trial_dir("t.agent.0").join("changes/files/seen.txt")).unwrap();
     assert!(!seen.contains("HOST"), "the host's /usr is visible: {seen}");
+    assert!(
+        seen.contains("ROOT-WRITABLE"),
+        "the image root is not writable: {seen}"
+    );
+    // The write landed in the trial's own root layer: the cached image is untouched.
+    let cached = walkdir::WalkDir::new(&cache)
+        .into_iter()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name() == "agent-wrote");
+    assert!(!cached, "the agent wrote into the shared image");
     // The image's own file is under the workspace, not a change.
     let changes = record["end_state"]["changes"].to_string();
     assert!(!changes.contains("from-image.txt"), "{changes}");

@@ -217,6 +217,10 @@ pub fn check_workspace(
     dir: &Path,
 ) -> std::io::Result<(Workspace, PathBuf)> {
     std::fs::create_dir_all(dir)?;
+    if env.image.is_some() {
+        std::fs::create_dir_all(dir.join("root-upper"))?;
+        std::fs::create_dir_all(dir.join("root-work"))?;
+    }
     match tree {
         EndTree::Overlay { top, lowers } => {
             let mut layers: Vec<PathBuf> = holdout.map(Path::to_path_buf).into_iter().collect();
@@ -284,7 +288,11 @@ pub fn check_spec(
         stderr: dir.join("stderr"),
         wall_timeout: check.timeout,
         grace: env.grace,
-        root_image: env.image.as_ref().map(|img| img.rootfs.clone()),
+        root_image: env.image.as_ref().map(|img| proctor_sandbox::RootImage {
+            rootfs: img.rootfs.clone(),
+            upper: dir.join("root-upper"),
+            work: dir.join("root-work"),
+        }),
     }
 }
 

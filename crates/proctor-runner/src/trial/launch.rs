@@ -132,7 +132,11 @@ pub fn launch(
         stderr: paths.stderr(),
         wall_timeout: trial.settings.wall_timeout,
         grace: ctx.grace,
-        root_image: image.map(|img| img.rootfs.clone()),
+        root_image: image.map(|img| proctor_sandbox::RootImage {
+            rootfs: img.rootfs.clone(),
+            upper: paths.root_upper(),
+            work: paths.root_work(),
+        }),
     };
     Ok(Launched {
         adapter,

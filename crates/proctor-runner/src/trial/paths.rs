@@ -120,6 +120,16 @@ impl TrialPaths {
         self.work.join("ovwork")
     }
 
+    /// In an image: the trial's own upper layer of the root (writes outside the workspace).
+    pub fn root_upper(&self) -> PathBuf {
+        self.work.join("root-upper")
+    }
+
+    /// In an image: the root overlay's work folder.
+    pub fn root_work(&self) -> PathBuf {
+        self.work.join("root-work")
+    }
+
     /// Copy mode: the copy of the start state the agent works in.
     pub fn copy(&self) -> PathBuf {
         self.work.join("ws")

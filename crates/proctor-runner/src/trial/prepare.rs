@@ -127,6 +127,14 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
     );
     if let Some(img) = image {
         paths = paths.in_workdir(&img.workdir);
+        for d in [paths.root_upper(), paths.root_work()] {
+            std::fs::create_dir_all(&d).map_err(|e| {
+                fail(format!(
+                    "cannot create the root's layer {}: {e}",
+                    d.display()
+                ))
+            })?;
+        }
     }
     let mut start = ctx
         .layers
