@@ -195,6 +195,7 @@ impl Unpacker {
         Ok(self.stats)
     }
 
+    /// Unpacks one entry of `layer` into the root.
     fn entry<R: Read>(
         &mut self,
         entry: &mut tar::Entry<'_, R>,
@@ -206,20 +207,8 @@ impl Unpacker {
             .into_owned();
         let name = raw.display().to_string();
         let kind = entry.header().entry_type();
-        match kind {
-            tar::EntryType::XGlobalHeader
-            | tar::EntryType::XHeader
-            | tar::EntryType::GNULongName
-            | tar::EntryType::GNULongLink => return Ok(()),
-            tar::EntryType::Char | tar::EntryType::Block => {
-                self.stats.skipped_devices += 1;
-                return Ok(());
-            }
-            tar::EntryType::Fifo => {
-                self.stats.skipped_fifos += 1;
-                return Ok(());
-            }
-            _ => {}
+        if self.skipped(kind) {
+            return Ok(());
         }
         let components = normalize(&raw).map_err(|problem| layer.bad(&name, problem))?;
         let Some((file_name, parents)) = components.split_last() else {
@@ -234,20 +223,7 @@ impl Unpacker {
         let mtime = entry.header().mtime().ok();
 
         if let Some(whited) = file_name.as_bytes().strip_prefix(b".wh.") {
-            let Some(parent) = self.resolve_dir(parents, false, layer, &name)? else {
-                return Ok(()); // nothing below to delete
-            };
-            if whited == b".wh..opq" {
-                self.opaque(&parent, layer)?;
-                self.stats.whiteouts += 1;
-            } else if !whited.starts_with(b".wh.") && !whited.is_empty() {
-                let target = parent.join(OsStr::from_bytes(whited));
-                if !layer.written.contains(&target) {
-                    self.remove(&target)?;
-                }
-                self.stats.whiteouts += 1;
-            }
-            return Ok(());
+            return self.whiteout(whited, parents, layer, &name);
         }
 
         let parent = self
@@ -256,19 +232,7 @@ impl Unpacker {
         let rel = parent.join(file_name);
         let abs = self.root.join(&rel);
         match kind {
-            tar::EntryType::Directory => {
-                match fs::symlink_metadata(&abs) {
-                    Ok(m) if m.is_dir() => {}
-                    Ok(_) => {
-                        self.remove(&rel)?;
-                        make_dir(&abs)?;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => make_dir(&abs)?,
-                    Err(e) => return Err(ImageError::io("inspecting", abs, e)),
-                }
-                self.dirs.insert(rel.clone(), DirMeta { mode, mtime });
-                self.stats.directories += 1;
-            }
+            tar::EntryType::Directory => self.directory(&rel, DirMeta { mode, mtime })?,
             tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
                 self.remove(&rel)?;
                 let written = write_file(entry, &abs, mode, mtime, layer, &name)?;
@@ -283,38 +247,7 @@ impl Unpacker {
             }
             tar::EntryType::Link => {
                 let target = link_name(entry, layer, &name)?;
-                let target_components = normalize(&target).map_err(|problem| {
-                    layer.bad(
-                        &name,
-                        format!("hard link target `{}`: {problem}", target.display()),
-                    )
-                })?;
-                let target_rel = self.resolve_existing(&target_components, layer, &name)?;
-                let target_abs = self.root.join(&target_rel);
-                match fs::symlink_metadata(&target_abs) {
-                    Ok(m) if m.is_dir() => {
-                        return Err(layer.bad(
-                            &name,
-                            format!("hard link target `{}` is a folder", target.display()),
-                        ))
-                    }
-                    Ok(_) => {}
-                    Err(_) => {
-                        return Err(layer.bad(
-                            &name,
-                            format!(
-                                "hard link target `{}` is not in the image",
-                                target.display()
-                            ),
-                        ))
-                    }
-                }
-                if target_rel == rel {
-                    return Err(layer.bad(&name, "a hard link to itself"));
-                }
-                self.remove(&rel)?;
-                fs::hard_link(&target_abs, &abs).ctx("making the hard link", &abs)?;
-                self.stats.hard_links += 1;
+                self.hard_link(&target, &rel, layer, &name)?;
             }
             _ => {
                 self.stats.skipped_other += 1;
@@ -323,6 +256,120 @@ impl Unpacker {
         }
         layer.wrote(&rel);
         Ok(())
+    }
+
+    /// Whether an entry of type `kind` makes nothing in the root (tar's own extension headers,
+    /// devices, FIFOs); skipped devices and FIFOs are counted.
+    fn skipped(&mut self, kind: tar::EntryType) -> bool {
+        match kind {
+            tar::EntryType::XGlobalHeader
+            | tar::EntryType::XHeader
+            | tar::EntryType::GNULongName
+            | tar::EntryType::GNULongLink => true,
+            tar::EntryType::Char | tar::EntryType::Block => {
+                self.stats.skipped_devices += 1;
+                true
+            }
+            tar::EntryType::Fifo => {
+                self.stats.skipped_fifos += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Applies the whiteout entry `name`, `.wh.` followed by `whited`, in the folder at
+    /// `parents`: deletes what the lower layers have there.
+    fn whiteout(
+        &mut self,
+        whited: &[u8],
+        parents: &[OsString],
+        layer: &Layer<'_>,
+        name: &str,
+    ) -> Result<()> {
+        let Some(parent) = self.resolve_dir(parents, false, layer, name)? else {
+            return Ok(()); // nothing below to delete
+        };
+        if whited == b".wh..opq" {
+            self.opaque(&parent, layer)?;
+            self.stats.whiteouts += 1;
+        } else if !whited.starts_with(b".wh.") && !whited.is_empty() {
+            let target = parent.join(OsStr::from_bytes(whited));
+            if !layer.written.contains(&target) {
+                self.remove(&target)?;
+            }
+            self.stats.whiteouts += 1;
+        }
+        Ok(())
+    }
+
+    /// Makes the folder at `rel` (in place of anything else there), to be given `meta` when
+    /// every layer is unpacked.
+    fn directory(&mut self, rel: &Path, meta: DirMeta) -> Result<()> {
+        let abs = self.root.join(rel);
+        match fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                self.remove(rel)?;
+                make_dir(&abs)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => make_dir(&abs)?,
+            Err(e) => return Err(ImageError::io("inspecting", abs, e)),
+        }
+        self.dirs.insert(rel.to_path_buf(), meta);
+        self.stats.directories += 1;
+        Ok(())
+    }
+
+    /// Makes the hard link entry `name` at `rel`, to `target`, a file already in the image.
+    fn hard_link(
+        &mut self,
+        target: &Path,
+        rel: &Path,
+        layer: &Layer<'_>,
+        name: &str,
+    ) -> Result<()> {
+        let target_rel = self.hard_link_target(target, layer, name)?;
+        if target_rel == rel {
+            return Err(layer.bad(name, "a hard link to itself"));
+        }
+        let target_abs = self.root.join(&target_rel);
+        let abs = self.root.join(rel);
+        self.remove(rel)?;
+        fs::hard_link(&target_abs, &abs).ctx("making the hard link", &abs)?;
+        self.stats.hard_links += 1;
+        Ok(())
+    }
+
+    /// Where the hard link entry `name` points, relative to the root: `target` must be a file
+    /// (not a folder) already in the image.
+    fn hard_link_target(
+        &mut self,
+        target: &Path,
+        layer: &Layer<'_>,
+        name: &str,
+    ) -> Result<PathBuf> {
+        let target_components = normalize(target).map_err(|problem| {
+            layer.bad(
+                name,
+                format!("hard link target `{}`: {problem}", target.display()),
+            )
+        })?;
+        let target_rel = self.resolve_existing(&target_components, layer, name)?;
+        match fs::symlink_metadata(self.root.join(&target_rel)) {
+            Ok(m) if m.is_dir() => Err(layer.bad(
+                name,
+                format!("hard link target `{}` is a folder", target.display()),
+            )),
+            Ok(_) => Ok(target_rel),
+            Err(_) => Err(layer.bad(
+                name,
+                format!(
+                    "hard link target `{}` is not in the image",
+                    target.display()
+                ),
+            )),
+        }
     }
 
     /// The folder at `components` inside the root, following symbolic links inside the root,

@@ -105,6 +105,11 @@ pub(crate) const TERMINAL_BENCH_TASK_YAML: &[&str] = &[
     "junior_time_estimate_min",
 ];
 
+/// The warning for a field `key` of the task file `file` that its format does not define.
+pub(crate) fn unknown_field(file: &str, key: &str) -> String {
+    format!("{file}: unknown field `{key}`, not imported")
+}
+
 /// The dotted paths of every key of `table` that `shape` does not define.
 pub(crate) fn unknown_toml_keys(table: &toml::Table, shape: Shape) -> Vec<String> {
     let mut out = Vec::new();

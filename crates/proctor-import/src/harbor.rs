@@ -6,11 +6,12 @@ use std::path::Path;
 
 use toml::Value;
 
-use crate::fields::{unknown_toml_keys, HARBOR_TASK_TOML};
+use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
-use crate::image;
+use crate::image::{self, Build, ImageSource};
 use crate::model::{OraclePlan, Read, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
+use crate::settings::{self, is_var_name, whole_seconds};
 
 /// Harbor's verifier timeout when `[verifier] timeout_sec` is absent.
 const HARBOR_VERIFIER_TIMEOUT: u64 = 600;
@@ -23,22 +24,12 @@ pub(crate) fn read(dir: &Path, id: &str) -> Read {
 }
 
 /// Seconds as a whole number, rounded up; `None` for a value that is not a positive number.
-pub(crate) fn seconds(v: &Value) -> Option<u64> {
-    let f = match v {
-        Value::Integer(i) => *i as f64,
-        Value::Float(f) => *f,
-        _ => return None,
-    };
-    (f.is_finite() && f > 0.0).then(|| f.ceil() as u64)
-}
-
-/// Whether `name` can be an environment variable set from a shell.
-pub(crate) fn is_var_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+fn seconds(v: &Value) -> Option<u64> {
+    match v {
+        Value::Integer(i) => whole_seconds(*i as f64),
+        Value::Float(f) => whole_seconds(*f),
+        _ => None,
+    }
 }
 
 /// The literal string values of an `env` table; values Harbor would resolve from the host
@@ -78,25 +69,89 @@ fn literal_env(
     out
 }
 
+/// The plan for the Harbor task in `dir`, or why it is skipped; what is not carried over
+/// exactly is reported in `w`.
 fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
+    let table = load_task_toml(dir, w)?;
+    let empty = toml::Table::new();
+    let s = Sections::of(&table, &empty);
+    refuse_unsupported(&table, s.environment)?;
+    let prompt = read_prompt(dir)?;
+    let image = task_image(dir, id, s.environment)?;
+    let workdir = s
+        .environment
+        .get("workdir")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let env = literal_env(s.environment.get("env"), "environment", w);
+    let resources = resources(s.environment, w);
+    report_unsupported(&table, &s, w);
+    let host_network = host_network(&s, w);
+    let (wall_timeout, validation_timeout) = timeouts(&s, w);
+    let verifier = verifier_plan(dir, s.verifier, w)?;
+    let oracle = oracle_plan(dir, s.solution, w);
+    let mut comments = about(&s);
+    comments.extend(resources);
+    Ok(TaskPlan {
+        source: dir.to_path_buf(),
+        id: id.to_string(),
+        prompt,
+        image,
+        workdir,
+        env,
+        wall_timeout,
+        validation_timeout,
+        host_network,
+        difficulty: s
+            .metadata
+            .get("difficulty")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        comments,
+        verifier,
+        oracle,
+    })
+}
+
+/// The tables of `task.toml` the import reads.
+struct Sections<'a> {
+    metadata: &'a toml::Table,
+    verifier: &'a toml::Table,
+    agent: &'a toml::Table,
+    environment: &'a toml::Table,
+    solution: &'a toml::Table,
+    task: &'a toml::Table,
+}
+
+impl<'a> Sections<'a> {
+    /// The sections of `table`, with `empty` standing in for each one it does not have.
+    fn of(table: &'a toml::Table, empty: &'a toml::Table) -> Sections<'a> {
+        let section = |name: &str| table.get(name).and_then(Value::as_table).unwrap_or(empty);
+        Sections {
+            metadata: section("metadata"),
+            verifier: section("verifier"),
+            agent: section("agent"),
+            environment: section("environment"),
+            solution: section("solution"),
+            task: section("task"),
+        }
+    }
+}
+
+/// The task's `task.toml`, with the fields Harbor does not define reported.
+fn load_task_toml(dir: &Path, w: &mut Vec<String>) -> Result<toml::Table, String> {
     let text = std::fs::read_to_string(dir.join("task.toml"))
         .map_err(|e| format!("cannot read task.toml: {e}"))?;
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| format!("task.toml does not parse: {}", e.message().trim()))?;
     for key in unknown_toml_keys(&table, HARBOR_TASK_TOML) {
-        w.push(format!("task.toml: unknown field `{key}`, not imported"));
+        w.push(unknown_field("task.toml", &key));
     }
-    let empty = toml::Table::new();
-    let section = |name: &str| table.get(name).and_then(Value::as_table).unwrap_or(&empty);
-    let (meta, verifier, agent, env, solution, task) = (
-        section("metadata"),
-        section("verifier"),
-        section("agent"),
-        section("environment"),
-        section("solution"),
-        section("task"),
-    );
+    Ok(table)
+}
 
+/// Refuses the kinds of task proctor cannot run: several steps, or a Windows image.
+fn refuse_unsupported(table: &toml::Table, env: &toml::Table) -> Result<(), String> {
     if table.contains_key("steps") {
         return Err(
             "it is a multi-step task ([[steps]] in task.toml); a proctor task has one prompt and one success condition".into(),
@@ -108,14 +163,21 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
                 .into(),
         );
     }
+    Ok(())
+}
 
+/// The task's prompt: `instruction.md`, which must not be empty.
+fn read_prompt(dir: &Path) -> Result<String, String> {
     let prompt = std::fs::read_to_string(dir.join("instruction.md"))
         .map_err(|e| format!("cannot read instruction.md: {e}"))?;
     if prompt.trim().is_empty() {
         return Err("instruction.md is empty".into());
     }
+    Ok(prompt)
+}
 
-    // The image.
+/// The one image the task runs in, from its `[environment]` table `env`.
+fn task_image(dir: &Path, id: &str, env: &toml::Table) -> Result<ImageSource, String> {
     let env_dir = dir.join("environment");
     for compose in ["docker-compose.yaml", "docker-compose.yml"] {
         if env_dir.join(compose).is_file() {
@@ -124,40 +186,40 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             ));
         }
     }
-    let image = match image::resolve(dir, env.get("docker_image").and_then(Value::as_str)) {
-        Some(resolved) => resolved?,
-        None if env_dir.join("Dockerfile").is_file() => {
-            return Err(image::build_instructions(
-                id,
-                "environment/Dockerfile, and task.toml names no [environment] docker_image",
-                "environment",
-            ))
-        }
-        None => {
-            return Err(
-                "it has no image: task.toml names no [environment] docker_image and there is no environment/Dockerfile".into(),
-            )
-        }
-    };
-    let workdir = env
-        .get("workdir")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let environment_env = literal_env(env.get("env"), "environment", w);
+    let build = env_dir.join("Dockerfile").is_file().then_some(Build {
+        what: "environment/Dockerfile, and task.toml names no [environment] docker_image",
+        context: "environment",
+    });
+    image::for_task(
+        dir,
+        id,
+        env.get("docker_image").and_then(Value::as_str),
+        build,
+        "it has no image: task.toml names no [environment] docker_image and there is no environment/Dockerfile",
+    )
+}
 
-    // What proctor has no counterpart for.
-    let mut comments = Vec::new();
+/// The resources the `[environment]` table `env` asks for, as a comment line, since proctor
+/// does not limit them.
+fn resources(env: &toml::Table, w: &mut Vec<String>) -> Option<String> {
     let resources: Vec<String> = ["cpus", "memory_mb", "storage_mb", "memory", "storage"]
         .iter()
         .filter_map(|k| env.get(*k).map(|v| format!("{k} = {v}")))
         .collect();
-    if !resources.is_empty() {
-        let list = resources.join(", ");
-        comments.push(format!("Harbor resources: {list}"));
-        w.push(format!(
-            "[environment] {list}: proctor does not limit a trial's resources (kept as a comment)"
-        ));
+    if resources.is_empty() {
+        return None;
     }
+    let list = resources.join(", ");
+    w.push(format!(
+        "[environment] {list}: proctor does not limit a trial's resources (kept as a comment)"
+    ));
+    Some(format!("Harbor resources: {list}"))
+}
+
+/// Reports the settings proctor has no counterpart for: accelerators, MCP servers, skills,
+/// health checks, artifacts and users.
+fn report_unsupported(table: &toml::Table, s: &Sections<'_>, w: &mut Vec<String>) {
+    let env = s.environment;
     if env.get("gpus").and_then(Value::as_integer).unwrap_or(0) > 0
         || env.contains_key("gpu_types")
         || env.contains_key("tpu")
@@ -186,15 +248,19 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
                 .to_string(),
         );
     }
-    for (name, t) in [("agent", agent), ("verifier", verifier)] {
+    for (name, t) in [("agent", s.agent), ("verifier", s.verifier)] {
         if let Some(user) = t.get("user") {
             w.push(format!(
                 "[{name}] user = {user}: proctor runs the agent and the checks as the sandbox's own user; not imported"
             ));
         }
     }
+}
 
-    // The network.
+/// Whether the task runs with the host's network (`network = "host"`): it says it needs the
+/// internet. The network settings proctor cannot honour are reported.
+fn host_network(s: &Sections<'_>, w: &mut Vec<String>) -> bool {
+    let env = s.environment;
     let mode = env.get("network_mode").and_then(Value::as_str);
     let internet = match mode {
         Some(m) => m == "public" || m == "allowlist",
@@ -214,130 +280,112 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             );
         }
     }
-    if agent.contains_key("network_mode") || agent.contains_key("allowed_hosts") {
+    if s.agent.contains_key("network_mode") || s.agent.contains_key("allowed_hosts") {
         w.push(
             "[agent] network_mode / allowed_hosts: proctor sets one network per task; the [environment] one was used".to_string(),
         );
     }
-    if verifier.contains_key("network_mode") || verifier.contains_key("allowed_hosts") {
+    if s.verifier.contains_key("network_mode") || s.verifier.contains_key("allowed_hosts") {
         w.push(
             "[verifier] network_mode / allowed_hosts: proctor runs every check with no network; not imported".to_string(),
         );
     }
+    internet
+}
 
-    // Timeouts.
-    let wall_timeout = agent.get("timeout_sec").and_then(seconds);
-    if agent.contains_key("timeout_sec") && wall_timeout.is_none() {
+/// The agent's wall timeout and the verifier's timeout, in seconds.
+fn timeouts(s: &Sections<'_>, w: &mut Vec<String>) -> (Option<u64>, Option<u64>) {
+    let wall_timeout = s.agent.get("timeout_sec").and_then(seconds);
+    if s.agent.contains_key("timeout_sec") && wall_timeout.is_none() {
         w.push("[agent] timeout_sec is not a positive number, not imported".to_string());
     }
-    let validation_timeout = match verifier.get("timeout_sec") {
-        Some(v) => seconds(v).or_else(|| {
-            w.push(
-                "[verifier] timeout_sec is not a positive number; Harbor's default (600) was used"
-                    .to_string(),
-            );
-            Some(HARBOR_VERIFIER_TIMEOUT)
-        }),
-        None => Some(HARBOR_VERIFIER_TIMEOUT),
-    };
+    let validation_timeout = settings::timeout_or_default(
+        s.verifier.get("timeout_sec").map(seconds),
+        "[verifier] timeout_sec",
+        "Harbor",
+        HARBOR_VERIFIER_TIMEOUT,
+        w,
+    );
+    (wall_timeout, validation_timeout)
+}
 
-    // The verifier.
+/// The verifier: the files of `tests/`, run by `tests/test.sh`, whose reward decides success;
+/// `verifier` is the `[verifier]` table.
+fn verifier_plan(
+    dir: &Path,
+    verifier: &toml::Table,
+    w: &mut Vec<String>,
+) -> Result<VerifierPlan, String> {
     let tests_dir = dir.join("tests");
     if !tests_dir.join("test.sh").is_file() {
         return Err("it has no tests/test.sh, so nothing could check its end state".into());
     }
     let test_files = files::collect(&tests_dir, "tests", w);
     let scanned = scan::scan(&test_files);
-    if !scanned.downloads.is_empty() {
-        w.push(format!(
-            "tests/ download while verifying ({}): proctor runs checks with no network, so the check fails unless the image already holds what they fetch",
-            scanned.downloads.join(", ")
-        ));
-    }
+    w.extend(scan::download_warning(&scanned, "tests/"));
     if scanned.writes_reward_json && scanned.metrics.is_empty() {
         w.push(
             "tests/ write reward.json, but no metric names could be read from them: success is reward = 1 (or every metric = 1), and no rubric was made".to_string(),
         );
     }
-    let verifier_plan = VerifierPlan {
+    Ok(VerifierPlan {
         verdict: Verdict::Reward,
         files: test_files,
         entry: "test.sh".to_string(),
         env: literal_env(verifier.get("env"), "verifier", w),
         metrics: scanned.metrics,
-    };
+    })
+}
 
-    // The solution.
+/// The oracle: the files of `solution/`, run by `solution/solve.sh`; `solution` is the
+/// `[solution]` table.
+fn oracle_plan(dir: &Path, solution: &toml::Table, w: &mut Vec<String>) -> OraclePlan {
     let solution_dir = dir.join("solution");
-    let solution_env = literal_env(solution.get("env"), "solution", w);
-    let oracle = if solution_dir.join("solve.sh").is_file() {
-        let solution_files = files::collect(&solution_dir, "solution", w);
-        w.extend(scan::solution_warning(&solution_files, "solution/"));
-        OraclePlan {
-            files: solution_files,
-            entry: Some("solve.sh".to_string()),
-            expected_dir: Some("/solution"),
-            env: solution_env,
-            missing: None,
-        }
-    } else {
-        w.push("no solution/solve.sh: its oracle does nothing, so `proctor validate --oracle` fails for it".to_string());
-        OraclePlan {
-            files: Vec::new(),
-            entry: None,
-            expected_dir: None,
-            env: BTreeMap::new(),
-            missing: Some("no solution/solve.sh".into()),
-        }
-    };
+    let env = literal_env(solution.get("env"), "solution", w);
+    if !solution_dir.join("solve.sh").is_file() {
+        return OraclePlan::without_solution("no solution/solve.sh", w);
+    }
+    let files = files::collect(&solution_dir, "solution", w);
+    w.extend(scan::solution_warning(&files, "solution/"));
+    OraclePlan {
+        files,
+        entry: Some("solve.sh".to_string()),
+        expected_dir: Some("/solution"),
+        env,
+        missing: None,
+    }
+}
 
-    // Metadata, kept for the reader.
-    let difficulty = meta
-        .get("difficulty")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+/// The lines kept for the reader above the task: its description, then its metadata.
+fn about(s: &Sections<'_>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(desc) = s.task.get("description").and_then(Value::as_str) {
+        lines.push(desc.lines().collect::<Vec<_>>().join(" "));
+    }
     let mut about = Vec::new();
-    if let Some(name) = task.get("name").and_then(Value::as_str) {
+    if let Some(name) = s.task.get("name").and_then(Value::as_str) {
         about.push(format!("name: {name}"));
     }
     for key in ["author_name", "author_email", "category"] {
-        if let Some(v) = meta.get(key).and_then(Value::as_str) {
+        if let Some(v) = s.metadata.get(key).and_then(Value::as_str) {
             about.push(format!("{}: {v}", key.replace('_', " ")));
         }
     }
-    if let Some(tags) = meta.get("tags").and_then(Value::as_array) {
+    if let Some(tags) = s.metadata.get("tags").and_then(Value::as_array) {
         let tags: Vec<&str> = tags.iter().filter_map(Value::as_str).collect();
         if !tags.is_empty() {
             about.push(format!("tags: {}", tags.join(", ")));
         }
     }
     for key in ["expert_time_estimate_min", "junior_time_estimate_min"] {
-        if let Some(v) = meta.get(key) {
+        if let Some(v) = s.metadata.get(key) {
             about.push(format!("{key}: {v}"));
         }
     }
     if !about.is_empty() {
-        comments.insert(0, about.join("; "));
+        lines.push(about.join("; "));
     }
-    if let Some(desc) = task.get("description").and_then(Value::as_str) {
-        comments.insert(0, desc.lines().collect::<Vec<_>>().join(" "));
-    }
-
-    Ok(TaskPlan {
-        source: dir.to_path_buf(),
-        id: id.to_string(),
-        prompt,
-        image,
-        workdir,
-        env: environment_env,
-        wall_timeout,
-        validation_timeout,
-        host_network: internet,
-        difficulty,
-        comments,
-        verifier: verifier_plan,
-        oracle,
-    })
+    lines
 }
 
 #[cfg(test)]
@@ -351,14 +399,5 @@ mod tests {
         assert_eq!(seconds(&Value::Integer(90)), Some(90));
         assert_eq!(seconds(&Value::Integer(0)), None);
         assert_eq!(seconds(&Value::String("60".into())), None);
-    }
-
-    #[test]
-    fn variable_names() {
-        assert!(is_var_name("API_KEY"));
-        assert!(is_var_name("_x1"));
-        assert!(!is_var_name("1x"));
-        assert!(!is_var_name("A-B"));
-        assert!(!is_var_name(""));
     }
 }

@@ -77,6 +77,30 @@ pub(crate) fn resolve(dir: &Path, declared: Option<&str>) -> Option<Result<Image
     }
 }
 
+/// How a task whose image is not ready builds it, for the skip reason ([`build_instructions`]).
+pub(crate) struct Build<'a> {
+    /// What the image is built from.
+    pub what: &'a str,
+    /// The build context, relative to the task folder.
+    pub context: &'a str,
+}
+
+/// Task `id`'s image, as [`resolve`] finds it, or why the task is skipped: the commands that
+/// build its image when it has a Dockerfile (`build`), else `missing`.
+pub(crate) fn for_task(
+    dir: &Path,
+    id: &str,
+    declared: Option<&str>,
+    build: Option<Build<'_>>,
+    missing: &str,
+) -> Result<ImageSource, String> {
+    match (resolve(dir, declared), build) {
+        (Some(resolved), _) => resolved,
+        (None, Some(build)) => Err(build_instructions(id, build.what, build.context)),
+        (None, None) => Err(missing.to_string()),
+    }
+}
+
 /// A name for the image built from task `id`'s Dockerfile (image names are lowercase).
 pub(crate) fn image_name(id: &str) -> String {
     format!(

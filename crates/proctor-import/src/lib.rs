@@ -34,6 +34,7 @@ mod model;
 mod oracle;
 mod report;
 mod scan;
+mod settings;
 mod suite_toml;
 mod tbench;
 mod text;

@@ -117,6 +117,23 @@ pub(crate) struct OraclePlan {
     pub missing: Option<String>,
 }
 
+impl OraclePlan {
+    /// The oracle of a task with no runnable reference solution (`why`): it does nothing, which
+    /// a warning added to `w` says.
+    pub(crate) fn without_solution(why: &str, w: &mut Vec<String>) -> OraclePlan {
+        w.push(format!(
+            "{why}: its oracle does nothing, so `proctor validate --oracle` fails for it"
+        ));
+        OraclePlan {
+            files: Vec::new(),
+            entry: None,
+            expected_dir: None,
+            env: BTreeMap::new(),
+            missing: Some(why.to_string()),
+        }
+    }
+}
+
 /// A task read from its folder: imported, or skipped with the reason. Warnings are collected
 /// either way.
 #[derive(Debug)]

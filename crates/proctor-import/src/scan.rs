@@ -72,6 +72,17 @@ pub(crate) fn scan(files: &[FileEntry]) -> TestScan {
     out
 }
 
+/// The warning for tests that fetch or install while the check runs, if they do (`shown_as`
+/// names the test files).
+pub(crate) fn download_warning(scanned: &TestScan, shown_as: &str) -> Option<String> {
+    (!scanned.downloads.is_empty()).then(|| {
+        format!(
+            "{shown_as} download while verifying ({}): proctor runs checks with no network, so the check fails unless the image already holds what they fetch",
+            scanned.downloads.join(", ")
+        )
+    })
+}
+
 /// The warning for a solution that fetches or installs while it runs, if it does.
 pub(crate) fn solution_warning(files: &[FileEntry], shown_as: &str) -> Option<String> {
     let downloads = scan(files).downloads;

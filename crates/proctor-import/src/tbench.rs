@@ -6,12 +6,12 @@ use std::path::Path;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::fields::TERMINAL_BENCH_TASK_YAML;
+use crate::fields::{unknown_field, TERMINAL_BENCH_TASK_YAML};
 use crate::files::{self, FileEntry};
-use crate::harbor::is_var_name;
-use crate::image;
+use crate::image::{self, Build, ImageSource};
 use crate::model::{OraclePlan, Read, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
+use crate::settings::{self, is_var_name, whole_seconds};
 
 /// Terminal-Bench's defaults for `max_agent_timeout_sec` and `max_test_timeout_sec`.
 const DEFAULT_AGENT_TIMEOUT: u64 = 360;
@@ -39,12 +39,11 @@ fn get<'a>(y: &'a Yaml, key: &str) -> Option<&'a Yaml> {
 
 /// A YAML number of seconds, rounded up to whole seconds; `None` unless positive.
 fn seconds(y: &Yaml) -> Option<u64> {
-    let f = match y {
-        Yaml::Integer(i) => *i as f64,
-        Yaml::Real(_) => y.as_f64()?,
-        _ => return None,
-    };
-    (f.is_finite() && f > 0.0).then(|| f.ceil() as u64)
+    match y {
+        Yaml::Integer(i) => whole_seconds(*i as f64),
+        Yaml::Real(_) => whole_seconds(y.as_f64()?),
+        _ => None,
+    }
 }
 
 /// A scalar as text.
@@ -57,110 +56,204 @@ fn scalar(y: &Yaml) -> Option<String> {
     }
 }
 
+/// The plan for the Terminal-Bench task in `dir`, or why it is skipped; what is not carried
+/// over exactly is reported in `w`.
 fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let task = load(&dir.join("task.yaml"), "task.yaml")?;
-    let Some(hash) = task.as_hash() else {
-        return Err("task.yaml is not a mapping of fields".into());
-    };
-    for key in hash.keys() {
-        match key.as_str() {
-            Some(k) if TERMINAL_BENCH_TASK_YAML.contains(&k) => {}
-            Some(k) => w.push(format!("task.yaml: unknown field `{k}`, not imported")),
-            None => w.push(format!(
-                "task.yaml: a field whose name is not text ({key:?}), not imported"
-            )),
-        }
-    }
-
-    let prompt = match get(&task, "instruction").and_then(Yaml::as_str) {
-        Some(p) => p.to_string(),
-        None => description(&task).ok_or(
-            "task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt",
-        )?,
-    };
-    if prompt.trim().is_empty() {
-        return Err("the instruction in task.yaml is empty".into());
-    }
-
-    // The image.
-    let dockerfile_path = dir.join("Dockerfile");
-    let compose_name = ["docker-compose.yaml", "docker-compose.yml"]
-        .into_iter()
-        .find(|n| dir.join(n).is_file());
-    let mut env = BTreeMap::new();
-    let mut workdir = None;
-    let image = match compose_name {
-        Some(name) => {
-            let compose = load(&dir.join(name), name)?;
-            let services = get(&compose, "services")
-                .and_then(Yaml::as_hash)
-                .ok_or(format!("{name} has no services"))?;
-            if services.len() > 1 {
-                return Err(format!(
-                    "{name} starts {} containers; proctor runs one image per trial",
-                    services.len()
-                ));
-            }
-            let Some((_, service)) = services.iter().next() else {
-                return Err(format!("{name} has no services"));
-            };
-            compose_env(service, &mut env, w);
-            workdir = get(service, "working_dir")
-                .and_then(Yaml::as_str)
-                .map(str::to_string);
-            // The harness's own `image: ${T_BENCH_...}` names the image it is about to build.
-            let declared = get(service, "image")
-                .and_then(Yaml::as_str)
-                .filter(|i| !i.contains('$') && get(service, "build").is_none());
-            match image::resolve(dir, declared) {
-                Some(resolved) => resolved?,
-                None if get(service, "build").is_some() || dockerfile_path.is_file() => {
-                    return Err(image::build_instructions(
-                        id,
-                        &format!("its Dockerfile ({name} builds it at run time)"),
-                        ".",
-                    ))
-                }
-                None => return Err(format!("{name} names no image its service runs")),
-            }
-        }
-        None => match image::resolve(dir, None) {
-            Some(resolved) => resolved?,
-            None if dockerfile_path.is_file() => {
-                return Err(image::build_instructions(
-                    id,
-                    "its Dockerfile (it has no docker-compose.yaml)",
-                    ".",
-                ))
-            }
-            None => {
-                return Err("it has no image: no docker-compose.yaml and no Dockerfile".into());
-            }
-        },
-    };
-
-    // Timeouts and settings.
-    let timeout = |key: &str, default: u64, w: &mut Vec<String>| {
-        match get(&task, key) {
-        None | Some(Yaml::Null) => Some(default),
-        Some(v) => seconds(v).or_else(|| {
-            w.push(format!(
-                "task.yaml: {key} is not a positive number; Terminal-Bench's default ({default}) was used"
-            ));
-            Some(default)
-        }),
-    }
-    };
-    let wall_timeout = timeout("max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
-    let validation_timeout = timeout("max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
+    check_fields(&task, w)?;
+    let prompt = prompt(&task)?;
+    let environment = environment(dir, id, w)?;
+    let wall_timeout = timeout(&task, "max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
+    let validation_timeout = timeout(&task, "max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
     if get(&task, "run_tests_in_same_shell").and_then(Yaml::as_bool) == Some(true) {
         w.push("task.yaml: run_tests_in_same_shell = true: proctor runs the tests in a fresh shell after the agent has stopped, so shell state the tests look at is gone".to_string());
     }
     let parser = get(&task, "parser_name")
         .and_then(Yaml::as_str)
         .unwrap_or("pytest");
+    let verifier = verifier_plan(dir, parser, w)?;
+    let oracle = oracle_plan(dir, w);
+    Ok(TaskPlan {
+        source: dir.to_path_buf(),
+        id: id.to_string(),
+        prompt,
+        image: environment.image,
+        workdir: environment.workdir,
+        env: environment.env,
+        wall_timeout,
+        validation_timeout,
+        host_network: false,
+        difficulty: get(&task, "difficulty")
+            .and_then(Yaml::as_str)
+            .map(str::to_string),
+        comments: about(&task),
+        verifier,
+        oracle,
+    })
+}
 
-    // The verifier: Terminal-Bench copies run-tests.sh and tests/ into one folder, /tests.
+/// Checks that `task` (task.yaml) is a mapping, and reports the fields Terminal-Bench does not
+/// define.
+fn check_fields(task: &Yaml, w: &mut Vec<String>) -> Result<(), String> {
+    let Some(hash) = task.as_hash() else {
+        return Err("task.yaml is not a mapping of fields".into());
+    };
+    for key in hash.keys() {
+        match key.as_str() {
+            Some(k) if TERMINAL_BENCH_TASK_YAML.contains(&k) => {}
+            Some(k) => w.push(unknown_field("task.yaml", k)),
+            None => w.push(format!(
+                "task.yaml: a field whose name is not text ({key:?}), not imported"
+            )),
+        }
+    }
+    Ok(())
+}
+
+/// The task's prompt: its `instruction`, or in an older task.yaml its description; it must not
+/// be empty.
+fn prompt(task: &Yaml) -> Result<String, String> {
+    let prompt = match get(task, "instruction").and_then(Yaml::as_str) {
+        Some(p) => p.to_string(),
+        None => description(task).ok_or(
+            "task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt",
+        )?,
+    };
+    if prompt.trim().is_empty() {
+        return Err("the instruction in task.yaml is empty".into());
+    }
+    Ok(prompt)
+}
+
+/// What the task runs in.
+struct Environment {
+    /// The image.
+    image: ImageSource,
+    /// The working directory inside the image, when the task states it.
+    workdir: Option<String>,
+    /// Environment variables (literal values only).
+    env: BTreeMap<String, String>,
+}
+
+/// The task's environment: its compose file's one service when it has a compose file, else
+/// just its image.
+fn environment(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<Environment, String> {
+    let compose_name = ["docker-compose.yaml", "docker-compose.yml"]
+        .into_iter()
+        .find(|n| dir.join(n).is_file());
+    if let Some(name) = compose_name {
+        return compose_environment(dir, id, name, w);
+    }
+    let build = dir.join("Dockerfile").is_file().then_some(Build {
+        what: "its Dockerfile (it has no docker-compose.yaml)",
+        context: ".",
+    });
+    let image = image::for_task(
+        dir,
+        id,
+        None,
+        build,
+        "it has no image: no docker-compose.yaml and no Dockerfile",
+    )?;
+    Ok(Environment {
+        image,
+        workdir: None,
+        env: BTreeMap::new(),
+    })
+}
+
+/// The environment of the one service of the task's compose file `name`.
+fn compose_environment(
+    dir: &Path,
+    id: &str,
+    name: &str,
+    w: &mut Vec<String>,
+) -> Result<Environment, String> {
+    let compose = load(&dir.join(name), name)?;
+    let service = single_service(&compose, name)?;
+    let env = compose_env(service, w);
+    let workdir = get(service, "working_dir")
+        .and_then(Yaml::as_str)
+        .map(str::to_string);
+    // The harness's own `image: ${T_BENCH_...}` names the image it is about to build.
+    let declared = get(service, "image")
+        .and_then(Yaml::as_str)
+        .filter(|i| !i.contains('$') && get(service, "build").is_none());
+    let what = format!("its Dockerfile ({name} builds it at run time)");
+    let builds = get(service, "build").is_some() || dir.join("Dockerfile").is_file();
+    let image = image::for_task(
+        dir,
+        id,
+        declared,
+        builds.then_some(Build {
+            what: &what,
+            context: ".",
+        }),
+        &format!("{name} names no image its service runs"),
+    )?;
+    Ok(Environment {
+        image,
+        workdir,
+        env,
+    })
+}
+
+/// The one service of the compose file `compose` (named `name`); several are refused, since
+/// proctor runs one image per trial.
+fn single_service<'a>(compose: &'a Yaml, name: &str) -> Result<&'a Yaml, String> {
+    let services = get(compose, "services")
+        .and_then(Yaml::as_hash)
+        .ok_or(format!("{name} has no services"))?;
+    if services.len() > 1 {
+        return Err(format!(
+            "{name} starts {} containers; proctor runs one image per trial",
+            services.len()
+        ));
+    }
+    match services.iter().next() {
+        Some((_, service)) => Ok(service),
+        None => Err(format!("{name} has no services")),
+    }
+}
+
+/// The timeout `key` of task.yaml, in seconds; Terminal-Bench's `default` when it is not set.
+fn timeout(task: &Yaml, key: &str, default: u64, w: &mut Vec<String>) -> Option<u64> {
+    let set = get(task, key).filter(|v| !matches!(v, Yaml::Null));
+    settings::timeout_or_default(
+        set.map(seconds),
+        &format!("task.yaml: {key}"),
+        "Terminal-Bench",
+        default,
+        w,
+    )
+}
+
+/// The verifier: `run-tests.sh` with the files of `tests/`, and how its result is read, by the
+/// result parser named `parser`.
+fn verifier_plan(dir: &Path, parser: &str, w: &mut Vec<String>) -> Result<VerifierPlan, String> {
+    let test_files = test_files(dir, w)?;
+    let verdict = if parser == "pytest" {
+        Verdict::PytestSummary
+    } else {
+        w.push(format!(
+            "task.yaml: parser_name = \"{parser}\": proctor has no such result parser; the check passes when run-tests.sh exits 0"
+        ));
+        Verdict::ExitStatus
+    };
+    let scanned = scan::scan(&test_files);
+    w.extend(scan::download_warning(&scanned, "run-tests.sh or tests/"));
+    Ok(VerifierPlan {
+        verdict,
+        files: test_files,
+        entry: "run-tests.sh".to_string(),
+        env: BTreeMap::new(),
+        metrics: Vec::new(),
+    })
+}
+
+/// The verifier's files: Terminal-Bench copies `run-tests.sh` and `tests/` into one folder,
+/// `/tests`, the task's own `run-tests.sh` replacing one in `tests/`.
+fn test_files(dir: &Path, w: &mut Vec<String>) -> Result<Vec<FileEntry>, String> {
     let run_tests = dir.join("run-tests.sh");
     if !run_tests.is_file() {
         return Err("it has no run-tests.sh, so nothing could check its end state".into());
@@ -179,62 +272,41 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         test_files.retain(|f| f.rel != "run-tests.sh");
     }
     test_files.push(files::single(&run_tests, "run-tests.sh"));
-    let verdict = if parser == "pytest" {
-        Verdict::PytestSummary
-    } else {
-        w.push(format!(
-            "task.yaml: parser_name = \"{parser}\": proctor has no such result parser; the check passes when run-tests.sh exits 0"
-        ));
-        Verdict::ExitStatus
-    };
-    let scanned = scan::scan(&test_files);
-    if !scanned.downloads.is_empty() {
-        w.push(format!(
-            "run-tests.sh or tests/ download while verifying ({}): proctor runs checks with no network, so the check fails unless the image already holds what they fetch",
-            scanned.downloads.join(", ")
-        ));
-    }
+    Ok(test_files)
+}
 
-    // The solution.
-    let oracle = if dir.join("solution.sh").is_file() {
-        let solution_files = vec![files::single(&dir.join("solution.sh"), "solution.sh")];
-        w.extend(scan::solution_warning(&solution_files, "solution.sh"));
-        OraclePlan {
-            files: solution_files,
-            entry: Some("solution.sh".to_string()),
-            expected_dir: None,
-            env: BTreeMap::new(),
-            missing: None,
-        }
-    } else {
+/// The oracle: `solution.sh`. A `solution.yaml` cannot be replayed, so with one the oracle
+/// does nothing.
+fn oracle_plan(dir: &Path, w: &mut Vec<String>) -> OraclePlan {
+    let script = dir.join("solution.sh");
+    if !script.is_file() {
         let why = if dir.join("solution.yaml").is_file() {
             "solution.yaml holds keystrokes for an interactive terminal, which proctor's scripted agent cannot replay"
         } else {
             "no solution.sh"
         };
-        w.push(format!(
-            "{why}: its oracle does nothing, so `proctor validate --oracle` fails for it"
-        ));
-        OraclePlan {
-            files: Vec::new(),
-            entry: None,
-            expected_dir: None,
-            env: BTreeMap::new(),
-            missing: Some(why.to_string()),
-        }
-    };
+        return OraclePlan::without_solution(why, w);
+    }
+    let files = vec![files::single(&script, "solution.sh")];
+    w.extend(scan::solution_warning(&files, "solution.sh"));
+    OraclePlan {
+        files,
+        entry: Some("solution.sh".to_string()),
+        expected_dir: None,
+        env: BTreeMap::new(),
+        missing: None,
+    }
+}
 
-    // Metadata, kept for the reader.
-    let difficulty = get(&task, "difficulty")
-        .and_then(Yaml::as_str)
-        .map(str::to_string);
+/// The metadata line kept for the reader above the task, if the task has metadata.
+fn about(task: &Yaml) -> Vec<String> {
     let mut about = Vec::new();
     for key in ["author_name", "author_email", "category"] {
-        if let Some(v) = get(&task, key).and_then(scalar) {
+        if let Some(v) = get(task, key).and_then(scalar) {
             about.push(format!("{}: {v}", key.replace('_', " ")));
         }
     }
-    if let Some(tags) = get(&task, "tags").and_then(Yaml::as_vec) {
+    if let Some(tags) = get(task, "tags").and_then(Yaml::as_vec) {
         let tags: Vec<String> = tags.iter().filter_map(scalar).collect();
         if !tags.is_empty() {
             about.push(format!("tags: {}", tags.join(", ")));
@@ -245,37 +317,15 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         "expert_time_estimate_min",
         "junior_time_estimate_min",
     ] {
-        if let Some(v) = get(&task, key).and_then(scalar) {
+        if let Some(v) = get(task, key).and_then(scalar) {
             about.push(format!("{key}: {v}"));
         }
     }
-    let comments = if about.is_empty() {
+    if about.is_empty() {
         Vec::new()
     } else {
         vec![about.join("; ")]
-    };
-
-    Ok(TaskPlan {
-        source: dir.to_path_buf(),
-        id: id.to_string(),
-        prompt,
-        image,
-        workdir,
-        env,
-        wall_timeout,
-        validation_timeout,
-        host_network: false,
-        difficulty,
-        comments,
-        verifier: VerifierPlan {
-            verdict,
-            files: test_files,
-            entry: "run-tests.sh".to_string(),
-            env: BTreeMap::new(),
-            metrics: Vec::new(),
-        },
-        oracle,
-    })
+    }
 }
 
 /// The prompt of an older task.yaml: its `descriptions` entry with `key: base`, else the first.
@@ -294,7 +344,8 @@ fn description(task: &Yaml) -> Option<String> {
 
 /// The literal environment of a compose service; the harness's own variables
 /// (`${T_BENCH_...}`) are left out, other `${...}` values are reported.
-fn compose_env(service: &Yaml, env: &mut BTreeMap<String, String>, w: &mut Vec<String>) {
+fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
     let pairs: Vec<(String, String)> = match get(service, "environment") {
         Some(Yaml::Array(items)) => items
             .iter()
@@ -326,6 +377,7 @@ fn compose_env(service: &Yaml, env: &mut BTreeMap<String, String>, w: &mut Vec<S
             env.insert(k, v);
         }
     }
+    env
 }
 
 #[cfg(test)]

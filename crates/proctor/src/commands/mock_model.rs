@@ -35,28 +35,7 @@ pub fn run(
             "a model script is a TOML list of [[turns]]; see `proctor mock-model --help`",
         )
     })?;
-    let mut route_faults = Vec::new();
-    for f in faults {
-        let parsed = f
-            .split_once('=')
-            .and_then(|(r, k)| FaultKind::parse(k).map(|k| (r, k)));
-        match parsed {
-            Some((route, kind)) if ROUTES.contains(&route) => route_faults.push(RouteFault {
-                route: route.to_string(),
-                kind,
-            }),
-            _ => {
-                return Err(Error::usage(
-                    format!("--fault {f}: expected ROUTE=KIND"),
-                    format!(
-                        "ROUTE is one of {}; KIND is one of {}",
-                        ROUTES.join(", "),
-                        FAULT_KINDS.join(", ")
-                    ),
-                ))
-            }
-        }
-    }
+    let route_faults = parse_faults(faults)?;
     let require_key = match require_key_env {
         Some(var) => Some(auth::key_from_env(var).map_err(|e| {
             Error::usage(
@@ -103,4 +82,31 @@ pub fn run(
     );
     handle.wait();
     Ok(Status::Success)
+}
+
+/// The `--fault ROUTE=KIND` options, as the faults the server injects.
+fn parse_faults(faults: &[String]) -> Result<Vec<RouteFault>, Error> {
+    let mut route_faults = Vec::new();
+    for f in faults {
+        let parsed = f
+            .split_once('=')
+            .and_then(|(r, k)| FaultKind::parse(k).map(|k| (r, k)));
+        match parsed {
+            Some((route, kind)) if ROUTES.contains(&route) => route_faults.push(RouteFault {
+                route: route.to_string(),
+                kind,
+            }),
+            _ => {
+                return Err(Error::usage(
+                    format!("--fault {f}: expected ROUTE=KIND"),
+                    format!(
+                        "ROUTE is one of {}; KIND is one of {}",
+                        ROUTES.join(", "),
+                        FAULT_KINDS.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(route_faults)
 }
