@@ -101,6 +101,34 @@ fn markdown_run_report() {
 }
 
 #[test]
+fn trials_stopped_by_a_limit_are_listed_and_no_list_appears_without_one() {
+    let plain = Markdown.run_report(&aggregate(&fixed_run()).unwrap());
+    assert!(!plain.contains("Limits reached"), "{plain}");
+    let mut rows = fixed_run();
+    rows[0].limit_reached = Some("tokens".into());
+    let md = Markdown.run_report(&aggregate(&rows).unwrap());
+    let section = md
+        .split("## Limits reached")
+        .nth(1)
+        .expect("a Limits reached section");
+    let first = section.lines().find(|l| l.starts_with("- ")).unwrap();
+    assert!(
+        first.contains(&format!("`{}`", rows[0].trial_id)),
+        "{first}"
+    );
+    assert!(first.contains("limit reached: tokens"), "{first}");
+    assert_eq!(
+        section
+            .lines()
+            .filter(|l| l.starts_with("- "))
+            .take_while(|l| l.contains("limit reached"))
+            .count(),
+        1,
+        "{section}"
+    );
+}
+
+#[test]
 fn terminal_run_report() {
     let r = aggregate(&fixed_run()).unwrap();
     insta::assert_snapshot!(Terminal.run_report(&r));

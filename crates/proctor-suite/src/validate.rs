@@ -482,7 +482,9 @@ impl<'a> Validator<'a> {
 
     /// Checks each entry of an allow list resolves as the runner resolves it: a path inside the
     /// suite to an executable file, or a bare name found in the search path.
-    fn allow_list(&mut self, allow: &[Spanned<String>]) {
+    /// `in_image`: the list applies to trials that run in an OCI image, where bare names are
+    /// found on the image's `PATH` when the run starts, not on this machine's.
+    fn allow_list(&mut self, allow: &[Spanned<String>], in_image: bool) {
         for a in allow {
             let entry = a.get_ref();
             if entry.contains('/') {
@@ -511,7 +513,7 @@ impl<'a> Validator<'a> {
                         "name a command on PATH, or a path inside the suite such as \"bin/tool\"",
                     );
                 self.out.push(p);
-            } else if let Some(dirs) = &self.options.search_path {
+            } else if let (Some(dirs), false) = (&self.options.search_path, in_image) {
                 if !dirs.iter().any(|d| executable(&d.join(entry))) {
                     let p = self
                         .at(
@@ -531,8 +533,16 @@ impl<'a> Validator<'a> {
 
     fn variants(&mut self) {
         let suite = self.suite;
+        // Defaults and variant lists reach every task: they are looked up on this machine unless
+        // every task runs in an image.
+        let all_in_images = !suite.file.tasks.is_empty()
+            && suite
+                .file
+                .tasks
+                .iter()
+                .all(|t| suite.environment(t).is_some());
         if let Some(allow) = &suite.file.defaults.allow {
-            self.allow_list(allow);
+            self.allow_list(allow, all_in_images);
         }
         for variant in &suite.file.variants {
             for (dest, src) in &variant.files {
@@ -552,7 +562,7 @@ impl<'a> Validator<'a> {
                 self.suite_path("files", src, true);
             }
             if let Some(allow) = &variant.allow {
-                self.allow_list(allow);
+                self.allow_list(allow, all_in_images);
             }
             if let Some(ms) = &variant.model_script {
                 self.model_script_variant(variant, ms);
@@ -838,7 +848,7 @@ impl<'a> Validator<'a> {
                 self.environment(env);
             }
             if let Some(allow) = &task.allow {
-                self.allow_list(allow);
+                self.allow_list(allow, suite.environment(task).is_some());
             }
             self.interface_allowed(index, task);
             self.refusal_patterns(index, task);

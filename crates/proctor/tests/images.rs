@@ -181,6 +181,27 @@ fn a_trial_runs_in_an_oci_archive_image() {
 }
 
 #[test]
+fn validate_oracle_runs_the_oracle_and_the_null_agent_in_the_image() {
+    let lab = Lab::new("img-oracle");
+    suite(&lab, "oci:images/bb");
+    // The oracle does what the scripted variant does.
+    let steps = std::fs::read_to_string(lab.suite().join("agents/agent/t.toml")).unwrap();
+    lab.write("agents/oracle/t.toml", &steps);
+    let out = lab.proctor_env(
+        As::Me,
+        &["validate", lab.suite().to_str().unwrap(), "--oracle"],
+        &[("XDG_CACHE_HOME", lab.root.join("xdg").to_str().unwrap())],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("image oci:images/bb: pulling and unpacking"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn a_missing_image_stops_the_run_before_any_trial() {
     let lab = Lab::new("img-missing");
     suite(&lab, "oci:images/bb");
