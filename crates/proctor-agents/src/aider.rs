@@ -299,7 +299,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
         let mut usage = ReportedUsage::default();
         let mut cost = 0.0;
         let mut sends = 0u64;
-        for v in cli::json_lines(log) {
+        for (v, _) in cli::json_lines(log) {
             if cli::str_of(&v, "event") == Some("message_send") {
                 let p = v.get("properties").cloned().unwrap_or(Value::Null);
                 sends += 1;

@@ -159,7 +159,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let mut out = AgentOutput::default();
     let mut last_text = String::new();
     let mut result_text: Option<String> = None;
-    for v in cli::json_lines(stdout) {
+    for (v, len) in cli::json_lines(stdout) {
         match (cli::str_of(&v, "type"), cli::str_of(&v, "subtype")) {
             (Some("system"), Some("init")) => {
                 out.session_id = cli::str_of(&v, "session_id").map(String::from);
@@ -175,7 +175,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             (Some("result"), _) => result_text = on_result(&mut out, &v),
             _ => {}
         }
-        out.transcript.push(v);
+        out.keep_event(v, len);
     }
     out.answer = result_text.unwrap_or(last_text);
     if out.transcript.is_empty() && !stderr.trim().is_empty() {

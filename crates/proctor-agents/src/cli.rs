@@ -426,30 +426,34 @@ pub fn split_captures(stdout: &str) -> (String, BTreeMap<String, String>) {
     (rest, captures)
 }
 
-/// Every line of `text` that is a JSON object, in order.
-pub fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            if l.starts_with('{') {
-                serde_json::from_str::<Value>(l).ok()
-            } else {
-                None
-            }
-        })
-        .collect()
+/// Every line of `text` that is a JSON object, in order, with its length in bytes; parsed one at
+/// a time, so only what the caller keeps stays in memory.
+pub fn json_lines(text: &str) -> impl Iterator<Item = (Value, usize)> + '_ {
+    text.lines().filter_map(|l| {
+        let l = l.trim();
+        if l.starts_with('{') {
+            serde_json::from_str::<Value>(l).ok().map(|v| (v, l.len()))
+        } else {
+            None
+        }
+    })
 }
 
 /// At most [`OUTPUT_HEAD`] bytes of `s`, cut at a character boundary.
 pub fn head(s: &str) -> String {
-    if s.len() <= OUTPUT_HEAD {
-        return s.to_string();
+    head_of(s, OUTPUT_HEAD).to_string()
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+pub fn head_of(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
     }
-    let mut end = OUTPUT_HEAD;
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    &s[..end]
 }
 
 /// A string field of a JSON value, if present.

@@ -180,7 +180,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let mut out = AgentOutput::default();
     let mut usage = ReportedUsage::default();
     let mut any_usage = false;
-    for v in cli::json_lines(stdout) {
+    for (v, len) in cli::json_lines(stdout) {
         match cli::str_of(&v, "type") {
             Some("thread.started") => {
                 out.session_id = cli::str_of(&v, "thread_id").map(String::from);
@@ -240,7 +240,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             }
             _ => {}
         }
-        out.transcript.push(v);
+        out.keep_event(v, len);
     }
     if any_usage {
         out.usage = Some(usage);

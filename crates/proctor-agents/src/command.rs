@@ -3,6 +3,9 @@
 
 use crate::{Adapter, AgentError, AgentOutput, Launch, LaunchContext};
 
+/// Bytes of each output stream the transcript shows.
+const TRANSCRIPT_OUTPUT: usize = 1 << 20;
+
 /// Runs a command template.
 #[derive(Debug, Clone)]
 pub struct CommandAdapter {
@@ -34,10 +37,12 @@ impl Adapter for CommandAdapter {
 
     fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
         let answer = String::from_utf8_lossy(stdout).trim_end().to_string();
+        // The transcript shows the output up to a bound; the whole of it is the answer and the
+        // raw `agent.stdout`.
         let transcript = vec![serde_json::json!({
             "type": "output",
-            "stdout": answer,
-            "stderr": String::from_utf8_lossy(stderr),
+            "stdout": crate::cli::head_of(&answer, TRANSCRIPT_OUTPUT),
+            "stderr": crate::cli::head_of(&String::from_utf8_lossy(stderr), TRANSCRIPT_OUTPUT),
         })];
         AgentOutput {
             answer,

@@ -193,7 +193,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let (rest, captures) = cli::split_captures(stdout);
     let mut out = AgentOutput::default();
     let mut started: HashMap<String, (String, Value)> = HashMap::new();
-    for v in cli::json_lines(&rest) {
+    for (v, len) in cli::json_lines(&rest) {
         let data = v.get("data").cloned().unwrap_or(Value::Null);
         match cli::str_of(&v, "type") {
             Some("assistant.message") => {
@@ -271,7 +271,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             }
             _ => {}
         }
-        out.transcript.push(v);
+        out.keep_event(v, len);
     }
     if let Some(text) = captures.get(USAGE) {
         out.usage = usage_file(text);

@@ -164,7 +164,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let mut started: HashMap<String, (String, Value)> = HashMap::new();
     // The answer is the assistant text after the last tool activity.
     let mut current = String::new();
-    for v in cli::json_lines(stdout) {
+    for (v, len) in cli::json_lines(stdout) {
         match cli::str_of(&v, "type") {
             Some("init") => out.session_id = cli::str_of(&v, "session_id").map(String::from),
             Some("message") if cli::str_of(&v, "role") == Some("assistant") => {
@@ -248,7 +248,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             }
             _ => {}
         }
-        out.transcript.push(v);
+        out.keep_event(v, len);
     }
     out.answer = current;
     if out.transcript.is_empty() && !stderr.trim().is_empty() {

@@ -187,6 +187,34 @@ pub struct AgentOutput {
     /// The CLI's session id, if it reports one.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Transcript events left out because the transcript had reached its bound
+    /// ([`MAX_TRANSCRIPT_EVENTS`], [`MAX_TRANSCRIPT_BYTES`]); the agent's raw output keeps them.
+    #[serde(default)]
+    pub events_dropped: u64,
+    /// Bytes of the transcript's events as the agent wrote them (not serialized).
+    #[serde(skip)]
+    pub transcript_bytes: usize,
+}
+
+/// The most events a transcript keeps: past it, events are counted, not kept.
+pub const MAX_TRANSCRIPT_EVENTS: usize = 100_000;
+/// The most bytes of events (as the agent wrote them) a transcript keeps: parsed JSON takes
+/// several times its text's size in memory, so this bounds what reading one trial costs.
+pub const MAX_TRANSCRIPT_BYTES: usize = 16 << 20;
+
+impl AgentOutput {
+    /// Keeps one transcript event of `len` bytes as written, unless the transcript is at its
+    /// bound (then it is only counted in [`AgentOutput::events_dropped`]).
+    pub fn keep_event(&mut self, event: serde_json::Value, len: usize) {
+        if self.transcript.len() >= MAX_TRANSCRIPT_EVENTS
+            || self.transcript_bytes + len > MAX_TRANSCRIPT_BYTES
+        {
+            self.events_dropped += 1;
+            return;
+        }
+        self.transcript_bytes += len;
+        self.transcript.push(event);
+    }
 }
 
 /// The installed agent CLI, as found by [`Adapter::preflight`].
@@ -299,5 +327,32 @@ pub fn adapter_for(
         AgentKind::Gemini => Ok(Box::new(gemini::Gemini::new())),
         AgentKind::Opencode => Ok(Box::new(opencode::Opencode::new())),
         AgentKind::Aider => Ok(Box::new(aider::Aider::new())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_keeps_events_up_to_its_bound_and_counts_the_rest() {
+        let mut out = AgentOutput::default();
+        for _ in 0..MAX_TRANSCRIPT_EVENTS + 5 {
+            out.keep_event(serde_json::json!({}), 2);
+        }
+        assert_eq!(out.transcript.len(), MAX_TRANSCRIPT_EVENTS);
+        assert_eq!(out.events_dropped, 5);
+
+        let mut out = AgentOutput::default();
+        let big = MAX_TRANSCRIPT_BYTES / 3 + 1;
+        for _ in 0..4 {
+            out.keep_event(serde_json::json!({"big": true}), big);
+        }
+        assert_eq!(
+            out.transcript.len(),
+            2,
+            "a third event would pass the byte bound"
+        );
+        assert_eq!(out.events_dropped, 2);
     }
 }

@@ -157,7 +157,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let mut cost = 0.0;
     let mut steps = 0u64;
     let mut current = String::new();
-    for v in cli::json_lines(stdout) {
+    for (v, len) in cli::json_lines(stdout) {
         if out.session_id.is_none() {
             out.session_id = cli::str_of(&v, "sessionID").map(String::from);
         }
@@ -236,7 +236,7 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             }
             _ => {}
         }
-        out.transcript.push(v);
+        out.keep_event(v, len);
     }
     out.answer = current;
     if steps > 0 {

@@ -76,7 +76,7 @@ impl Adapter for ScriptAdapter {
             if v["type"] == "answer" {
                 out.answer = v["text"].as_str().unwrap_or_default().to_string();
             }
-            out.transcript.push(v);
+            out.keep_event(v, line.len());
         }
         out
     }

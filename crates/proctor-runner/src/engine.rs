@@ -226,10 +226,17 @@ pub fn execute(
         job.run.id().as_str(),
         options.scratch.as_deref(),
         job.isolation.overlay,
+        may_write(&job, options.jobs.max(1)),
     )?;
-    let ctx = context(&job, options, &scratch, proctor_exe);
+    let mut ctx = context(&job, options, &scratch, proctor_exe);
+    if job.isolation.namespaces {
+        ctx.cgroups = crate::cgroup::RunCgroups::create().map(std::sync::Arc::new);
+    }
     let outcome = run_workers(&ctx, pending, options.jobs.max(1), interrupted, on_event);
     record_agent_versions(&ctx);
+    if let Ok(c) = &ctx.cgroups {
+        c.remove();
+    }
     scratch.remove();
     let committed = outcome?;
     Ok(ExecutionSummary {
@@ -240,6 +247,21 @@ pub fn execute(
         interrupted: interrupted.load(Ordering::SeqCst),
         isolation: job.isolation.label().to_string(),
     })
+}
+
+/// Bytes the job's trials may write into the scratch at once: the largest `disk_mb` of its
+/// tasks, once per job.
+fn may_write(job: &Job<'_>, jobs: usize) -> u64 {
+    let suite = job.suite;
+    let largest = suite
+        .file
+        .tasks
+        .iter()
+        .flat_map(|t| suite.file.variants.iter().map(move |v| (t, v)))
+        .map(|(t, v)| suite.settings(t, v).limits.disk_mb())
+        .max()
+        .unwrap_or(proctor_suite::model::DEFAULT_DISK_MB);
+    largest.saturating_mul(1 << 20).saturating_mul(jobs as u64)
 }
 
 /// What every trial of the job shares.
@@ -267,6 +289,7 @@ fn context<'a>(
         sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),
+        cgroups: Err("the trials run without namespaces".into()),
         gateway: options.gateway.clone(),
         images: options.images.clone(),
         runtime: if options.images.is_empty() {

@@ -4,6 +4,7 @@
 
 pub mod allow;
 pub mod calls;
+pub mod cgroup;
 pub mod engine;
 pub mod gateway;
 pub mod host_program;

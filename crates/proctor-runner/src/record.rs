@@ -275,6 +275,28 @@ pub struct LaunchRecord {
     /// The resources the task's environment asks for, and whether they were enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesRecord>,
+    /// The trial's resource limits and how each was enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRecord>,
+}
+
+/// A trial's resource limits as they were in force, and how each was enforced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LimitsRecord {
+    /// Memory of the trial's processes together, MiB.
+    pub memory_mb: u64,
+    /// Processes at once.
+    pub processes: u64,
+    /// What the trial may write, MiB.
+    pub disk_mb: u64,
+    /// The agent's stdout and stderr kept, each, MiB.
+    pub output_mb: u64,
+    /// What enforced each limit, by its key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub enforced_by: BTreeMap<String, String>,
+    /// Why a limit was not enforced, by its key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_enforced: BTreeMap<String, String>,
 }
 
 /// The resource hints of a trial's task (`cpus`, `memory_mb`, `storage_mb`) as recorded.

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// The memory-backed file system tried first.
 const SHM: &str = "/dev/shm";
-/// Free space `/dev/shm` must have to be used: what one agent may write in a trial lives there
-/// until the trial ends.
+/// Free space `/dev/shm` must have beyond what the run's trials may write into it at once.
 const SHM_MIN_FREE: u64 = 1 << 30;
 /// The longest path a Unix socket may have (`sun_path` holds 108 bytes with its NUL).
 const SOCKET_PATH_MAX: usize = 107;
@@ -53,18 +52,20 @@ pub struct Scratch {
 
 impl Scratch {
     /// Creates the scratch of run `run_id`: under `requested` when given, else in `/dev/shm`
-    /// when it is a tmpfs with at least 1 GiB free and the run isolates with an overlay (a
-    /// copy-isolated trial copies the whole fixture, which belongs on disk), else under the
-    /// store's `work/` folder.
+    /// when it is a tmpfs with `may_write` bytes (what the run's trials may write at once: the
+    /// largest `disk_mb` times the jobs) and 1 GiB to spare free, and the run isolates with an
+    /// overlay (a copy-isolated trial copies the whole fixture, which belongs on disk), else
+    /// under the store's `work/` folder.
     pub fn create(
         store_root: &Path,
         run_id: &str,
         requested: Option<&Path>,
         overlay: bool,
+        may_write: u64,
     ) -> io::Result<Scratch> {
         let (base, kind) = match requested {
             Some(dir) => (dir.to_path_buf(), kind_of(dir)),
-            None => match shm_base().filter(|_| overlay) {
+            None => match shm_base(may_write).filter(|_| overlay) {
                 Some(base) => (base, ScratchKind::Memory),
                 None => (store_root.join("work"), kind_of(store_root)),
             },
@@ -129,11 +130,13 @@ fn remove_abandoned(base: &Path) {
     }
 }
 
-/// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room and that folder is (or can be
-/// made) this user's own and private.
-fn shm_base() -> Option<PathBuf> {
+/// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room for `may_write` bytes and more,
+/// and that folder is (or can be made) this user's own and private.
+fn shm_base(may_write: u64) -> Option<PathBuf> {
     let shm = Path::new(SHM);
-    if kind_of(shm) != ScratchKind::Memory || free_bytes(shm)? < SHM_MIN_FREE {
+    if kind_of(shm) != ScratchKind::Memory
+        || free_bytes(shm)? < may_write.saturating_add(SHM_MIN_FREE)
+    {
         return None;
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -185,7 +188,7 @@ mod tests {
     fn a_requested_folder_is_used_and_removed() {
         let store = tempfile::tempdir().unwrap();
         let mine = tempfile::tempdir().unwrap();
-        let s = Scratch::create(store.path(), "run-1", Some(mine.path()), true).unwrap();
+        let s = Scratch::create(store.path(), "run-1", Some(mine.path()), true, 0).unwrap();
         assert_eq!(
             s.work,
             mine.path().join(format!("run-1.{}", std::process::id()))
@@ -203,7 +206,7 @@ mod tests {
     #[test]
     fn copy_isolation_keeps_scratch_on_the_store_disk() {
         let store = tempfile::tempdir().unwrap();
-        let s = Scratch::create(store.path(), "run-2", None, false).unwrap();
+        let s = Scratch::create(store.path(), "run-2", None, false, 0).unwrap();
         assert_eq!(
             s.work,
             store
@@ -217,7 +220,7 @@ mod tests {
     #[test]
     fn overlay_runs_use_dev_shm_when_it_is_a_roomy_tmpfs() {
         let store = tempfile::tempdir().unwrap();
-        let s = Scratch::create(store.path(), "run-3", None, true).unwrap();
+        let s = Scratch::create(store.path(), "run-3", None, true, 0).unwrap();
         let shm_usable = kind_of(Path::new(SHM)) == ScratchKind::Memory
             && free_bytes(Path::new(SHM)).unwrap_or(0) >= SHM_MIN_FREE;
         if shm_usable {
@@ -226,6 +229,15 @@ mod tests {
         } else {
             assert!(s.work.starts_with(store.path()));
         }
+        s.remove();
+    }
+
+    #[test]
+    fn a_run_that_may_write_more_than_dev_shm_holds_keeps_its_scratch_on_the_store_disk() {
+        let store = tempfile::tempdir().unwrap();
+        // More than any /dev/shm has free.
+        let s = Scratch::create(store.path(), "run-5", None, true, u64::MAX / 2).unwrap();
+        assert!(s.work.starts_with(store.path()), "{}", s.work.display());
         s.remove();
     }
 
@@ -248,7 +260,7 @@ mod tests {
         let lookalike = base.path().join(format!("project.{dead}"));
         std::fs::create_dir_all(&lookalike).unwrap();
 
-        let s = Scratch::create(base.path(), "new-run", Some(base.path()), true).unwrap();
+        let s = Scratch::create(base.path(), "new-run", Some(base.path()), true, 0).unwrap();
         assert!(!abandoned.exists(), "the dead run's scratch is removed");
         assert!(live.exists(), "a live process's scratch is kept");
         assert!(
@@ -266,7 +278,7 @@ mod tests {
     fn a_long_scratch_path_puts_sockets_in_the_temp_dir() {
         let store = tempfile::tempdir().unwrap();
         let deep = store.path().join("x".repeat(120));
-        let s = Scratch::create(store.path(), "run-4", Some(&deep), true).unwrap();
+        let s = Scratch::create(store.path(), "run-4", Some(&deep), true, 0).unwrap();
         assert!(s.sockets.starts_with(std::env::temp_dir()));
         s.remove();
     }

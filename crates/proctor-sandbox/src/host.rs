@@ -62,6 +62,7 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         not_started: services.not_started,
         isolation: host_isolation(),
         total: start.elapsed(),
+        bounds: Default::default(),
     })
 }
 

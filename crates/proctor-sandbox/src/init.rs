@@ -15,14 +15,15 @@
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::exec::ExecPlan;
 use crate::msg::Msg;
-use crate::report::{Exit, ServiceReport};
+use crate::output::{Capped, Pumps};
+use crate::report::{BoundsReport, Exit, ServiceReport};
 use crate::rootfs;
 use crate::services;
 use crate::spec::{Network, SandboxSpec, ServiceSpec};
@@ -333,7 +334,13 @@ struct Running {
 fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     trace("trial init running");
-    let isolation = rootfs::build_trial_root(spec)?;
+    // Before anything of the trial runs, so that every process of it is counted.
+    for dir in &spec.limits.cgroups {
+        let procs = dir.join("cgroup.procs");
+        sys::write_file(&procs, b"0")
+            .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
+    }
+    let (isolation, disk) = rootfs::build_trial_root(spec)?;
     trace("root built");
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
     if spec.network != Network::Host {
@@ -363,9 +370,23 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
     let agent = run_agent(ctl, spec, files);
     trace("agent stopped");
     stop_services(ctl, running, spec.grace);
-    agent?;
+    let (stdout_cut, stderr_cut) = agent?;
     reap_all();
     trace("services stopped");
+    let disk_full = match &disk {
+        Some(d) => {
+            rootfs::uncover_trial_proc(spec)?;
+            d.finish()?
+        }
+        None => false,
+    };
+    ctl.send(&Msg::Bounds {
+        bounds: BoundsReport {
+            disk_full,
+            stdout_cut,
+            stderr_cut,
+        },
+    });
     ctl.send(&Msg::Done);
     Ok(())
 }
@@ -481,27 +502,34 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
 /// as the agent) out of the agent's sight, so the agent cannot `prlimit` or renice the process
 /// that enforces its timeout and reports its end, and so turn its own failure into a harness
 /// error.
-fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+/// Returns the bytes cut from the agent's stdout and stderr by the output bound.
+fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64), String> {
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
+    let (mut pumps, out) = output_pipes(spec, files)?;
     ctl.send(&Msg::AgentStarted);
     let t0 = Instant::now();
     let a = sys::fork().map_err(|e| format!("fork the agent init: {e}"))?;
     if a == 0 {
-        agent_main(ctl, spec, files);
+        agent_main(ctl, spec, files, (out.0.as_raw_fd(), out.1.as_raw_fd()));
     }
+    // The agent holds the write ends now; ours would keep the pipes from ever ending.
+    drop(out);
     let pidfd = sys::pidfd_open(a).map_err(|e| {
         sys::kill(a, libc::SIGKILL);
         format!("pidfd_open of the agent init: {e}")
     })?;
+    let mut wait = |timeout: Duration| match pumps.as_mut() {
+        Some(p) => p.until_exit(pidfd.as_raw_fd(), Some(Instant::now() + timeout)),
+        None => sys::wait_readable(pidfd.as_raw_fd(), Some(timeout)),
+    };
     let mut timed_out = false;
-    let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
-        .map_err(|e| format!("wait for the agent: {e}"))?;
+    let exited = wait(spec.wall_timeout).map_err(|e| format!("wait for the agent: {e}"))?;
     if !exited {
         timed_out = true;
         // A forwards SIGTERM to every process of the agent.
         sys::kill(a, libc::SIGTERM);
-        let gone = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false);
+        let gone = wait(spec.grace).unwrap_or(false);
         if !gone {
             sys::kill(a, libc::SIGKILL);
         }
@@ -510,25 +538,74 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String>
         .map_err(|e| format!("reap the agent init: {e}"))?
         .ok_or("reap the agent init: nothing")?;
     let wall = t0.elapsed();
+    let cut = match pumps {
+        Some(p) => p
+            .finish()
+            .map_err(|e| format!("write the agent's output: {e}"))?,
+        None => Vec::new(),
+    };
     ctl.send(&Msg::AgentStopped {
         timed_out,
         wall_us: wall.as_micros() as u64,
         cpu_us: Some(sys::cpu_time(&usage).as_micros() as u64),
     });
-    Ok(())
+    Ok((
+        cut.first().copied().unwrap_or(0),
+        cut.get(1).copied().unwrap_or(0),
+    ))
 }
 
-/// A: PID 1 of the agent's PID namespace. Never returns.
-fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> ! {
+/// The descriptors the agent writes its stdout and stderr to: with an output bound, pipes T
+/// reads into bounded sinks (returned), else the host files themselves (duplicated).
+fn output_pipes(
+    spec: &SandboxSpec,
+    files: &Files,
+) -> Result<(Option<Pumps>, (OwnedFd, OwnedFd)), String> {
+    let dup = |f: &File| -> Result<OwnedFd, String> {
+        f.try_clone()
+            .map(OwnedFd::from)
+            .map_err(|e| format!("dup the agent's output: {e}"))
+    };
+    let Some(cap) = spec.limits.output_bytes else {
+        return Ok((None, (dup(&files.stdout)?, dup(&files.stderr)?)));
+    };
+    let sink = |name, f: &File| -> Result<Capped, String> {
+        let file = f
+            .try_clone()
+            .map_err(|e| format!("dup the agent's {name}: {e}"))?;
+        Ok(Capped::new(name, file, cap))
+    };
+    let pipe = || sys::pipe().map_err(|e| format!("make the agent's output pipe: {e}"));
+    let (out_r, out_w) = pipe()?;
+    let mut streams = vec![(out_r, sink("stdout", &files.stdout)?)];
+    let err_w = if spec.stderr == spec.stdout {
+        out_w
+            .try_clone()
+            .map_err(|e| format!("dup the agent's output pipe: {e}"))?
+    } else {
+        let (err_r, err_w) = pipe()?;
+        streams.push((err_r, sink("stderr", &files.stderr)?));
+        err_w
+    };
+    Ok((Some(Pumps::new(streams)), (out_w, err_w)))
+}
+
+/// A: PID 1 of the agent's PID namespace; `out` are its stdout and stderr. Never returns.
+fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files, out: (RawFd, RawFd)) -> ! {
     sys::set_name(c"proctor-agent-1");
-    if let Err(e) = agent_inner(ctl, spec, files) {
+    if let Err(e) = agent_inner(ctl, spec, files, out) {
         ctl.error(e);
     }
     // Everything else in this PID namespace dies with us.
     sys::exit_now(0);
 }
 
-fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+fn agent_inner(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    files: &Files,
+    out: (RawFd, RawFd),
+) -> Result<(), String> {
     trace("agent init running");
     rootfs::build_agent_view(spec)?;
     trace("agent view built");
@@ -545,8 +622,8 @@ fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), Strin
         &spec.env,
         &spec.workspace_inside,
         files.devnull.as_raw_fd(),
-        files.stdout.as_raw_fd(),
-        files.stderr.as_raw_fd(),
+        out.0,
+        out.1,
     )?;
     // Everything privileged is done: from here on this process holds no capabilities, and
     // neither does anything it starts.
@@ -558,11 +635,7 @@ fn agent_inner(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), Strin
             args,
             &spec.env,
             &spec.workspace_inside,
-            [
-                files.devnull.as_raw_fd(),
-                files.stdout.as_raw_fd(),
-                files.stderr.as_raw_fd(),
-            ],
+            [files.devnull.as_raw_fd(), out.0, out.1],
         ),
         None => plan.spawn_unprivileged(),
     };

@@ -23,12 +23,14 @@
 
 mod builtin;
 pub mod diff;
+mod disk;
 mod error;
 mod exec;
 mod host;
 mod http;
 mod init;
 mod msg;
+mod output;
 mod probe;
 mod report;
 mod rootfs;
@@ -42,12 +44,13 @@ pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{
-    Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport, WorkspaceKind,
+    BoundsReport, Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
+    WorkspaceKind,
 };
 pub use run::run;
 pub use spec::{
-    Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxSpec, ServiceSpec, Workspace,
-    SERVICE_DIR_ROOT,
+    Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,
+    Workspace, SERVICE_DIR_ROOT,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

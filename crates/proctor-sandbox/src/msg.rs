@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Exit, Isolation, ServiceReport};
+use crate::report::{BoundsReport, Exit, Isolation, ServiceReport};
 
 /// One status message; each is written as one JSON line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,6 +30,8 @@ pub(crate) enum Msg {
         wall_us: u64,
         cpu_us: Option<u64>,
     },
+    /// From T, before `Done`: what the trial ran into of its limits.
+    Bounds { bounds: BoundsReport },
     /// From T: a service's main process ended like this.
     ServiceExit { name: String, exit: Exit },
     /// From any stage: a harness fault; the run fails with this message.

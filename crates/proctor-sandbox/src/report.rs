@@ -32,6 +32,20 @@ pub struct SandboxReport {
     pub isolation: Isolation,
     /// The whole call to `run`: setup, agent, full stop.
     pub total: Duration,
+    /// What the trial ran into of its [`crate::SandboxLimits`].
+    #[serde(default)]
+    pub bounds: BoundsReport,
+}
+
+/// What a trial ran into of its limits, as the sandbox saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundsReport {
+    /// The trial's writable tmpfs was full when the agent stopped.
+    pub disk_full: bool,
+    /// Bytes of the agent's stdout left out between the kept head and tail.
+    pub stdout_cut: u64,
+    /// Bytes of the agent's stderr left out between the kept head and tail.
+    pub stderr_cut: u64,
 }
 
 /// How a process ended.

@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
+use crate::disk::{Part, TrialDisk};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
 use crate::spec::{Network, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
@@ -154,8 +155,20 @@ fn under_private(p: &Path) -> bool {
 
 /// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
 /// and maybe network namespaces.
-pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
+pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<(Isolation, Option<TrialDisk>)> {
     enter_base_tmpfs()?;
+    let disk = match spec.limits.disk_bytes {
+        Some(bytes) => {
+            let host_upper = match &spec.workspace {
+                Workspace::Overlay { upper, .. } => Some(in_old(upper)),
+                Workspace::Bind { .. } => None,
+            };
+            Some(TrialDisk::mount(bytes, host_upper.as_deref())?)
+        }
+        None => None,
+    };
+    let owned_disk = disk;
+    let disk = owned_disk.as_ref();
     let new = Path::new(NEW);
     // The host's root: a tmpfs skeleton with its top-level entries bound, all read-only. An
     // image's: an overlay over it with the trial's own upper layer, writable everywhere (its
@@ -166,12 +179,11 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             bind_host_top(new, Path::new(OLD))?
         }
         Some(image) => {
-            mount_overlay(
-                new,
-                &[in_old(&image.rootfs)],
-                &in_old(&image.upper),
-                &in_old(&image.work),
-            )?;
+            let (upper, work) = match disk {
+                Some(d) => (d.at(Part::RootUpper), d.at(Part::RootWork)),
+                None => (in_old(&image.upper), in_old(&image.work)),
+            };
+            mount_overlay(new, &[in_old(&image.rootfs)], &upper, &work)?;
             Vec::new()
         }
     };
@@ -187,14 +199,12 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
         .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
     mount_sys(spec, new)?;
     mount_trial_proc(new)?;
-    build_dev(&dev, &devices)?;
-    tmpfs(
-        &new.join("tmp"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        "mode=1777",
-    )?;
-    mount_home(spec)?;
-    let workspace = mount_workspace(spec)?;
+    build_dev(&dev, &devices, disk)?;
+    writable(&new.join("tmp"), disk.map(|d| d.at(Part::Tmp)), "mode=1777")?;
+    let home = in_new(&spec.home_inside);
+    mkdir_p(&home)?;
+    writable(&home, disk.map(|d| d.at(Part::Home)), "mode=0755")?;
+    let workspace = mount_workspace(spec, disk)?;
     bind_extra(spec, &extra)?;
     pivot_into_new_root(new)?;
 
@@ -208,7 +218,7 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<Isolation> {
             hide(h)?;
         }
     }
-    Ok(trial_isolation(spec, workspace))
+    Ok((trial_isolation(spec, workspace), owned_disk))
 }
 
 /// Makes every mount private, then pivots into a base tmpfs on /tmp that becomes a temporary
@@ -427,15 +437,18 @@ fn mount_trial_proc(new: &Path) -> R<()> {
     .map_err(ctx(|| "mount /proc".to_owned()))
 }
 
-/// HOME: a fresh tmpfs of its own.
-fn mount_home(spec: &SandboxSpec) -> R<()> {
-    let home = in_new(&spec.home_inside);
-    mkdir_p(&home)?;
-    tmpfs(&home, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")
+/// A private writable place (`/tmp`, `HOME`, `/dev/shm`) at `target`: its folder on the trial's
+/// disk when there is one (`on_disk`), else a fresh tmpfs of its own with `data`.
+fn writable(target: &Path, on_disk: Option<PathBuf>, data: &str) -> R<()> {
+    match on_disk {
+        Some(dir) => bind(&dir, target, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV),
+        None => tmpfs(target, libc::MS_NOSUID | libc::MS_NODEV, data),
+    }
 }
 
-/// The workspace: an overlay of the layers, or a bind of the host directory.
-fn mount_workspace(spec: &SandboxSpec) -> R<WorkspaceKind> {
+/// The workspace: an overlay of the layers (its upper layer on the trial's disk when there is
+/// one), or a bind of the host directory.
+fn mount_workspace(spec: &SandboxSpec, disk: Option<&TrialDisk>) -> R<WorkspaceKind> {
     let ws = in_new(&spec.workspace_inside);
     mkdir_p(&ws)?;
     match &spec.workspace {
@@ -444,11 +457,15 @@ fn mount_workspace(spec: &SandboxSpec) -> R<WorkspaceKind> {
             upper,
             work,
         } => {
+            let (upper, work) = match disk {
+                Some(d) => (d.at(Part::WorkspaceUpper), d.at(Part::WorkspaceWork)),
+                None => (in_old(upper), in_old(work)),
+            };
             mount_overlay(
                 &ws,
                 &lowers.iter().map(|l| in_old(l)).collect::<Vec<_>>(),
-                &in_old(upper),
-                &in_old(work),
+                &upper,
+                &work,
             )?;
             Ok(WorkspaceKind::Overlay)
         }
@@ -592,7 +609,7 @@ fn hidden_for_services(spec: &SandboxSpec) -> Vec<PathBuf> {
 
 /// Fills `/dev` (a directory of the read-only root whose mount points exist already): the host's
 /// device nodes, a private `/dev/shm` and, where the kernel allows one, a private devpts.
-fn build_dev(dev: &Path, devices: &[&str]) -> R<()> {
+fn build_dev(dev: &Path, devices: &[&str], disk: Option<&TrialDisk>) -> R<()> {
     for name in devices {
         let src = Path::new(OLD).join("dev").join(name);
         sys::mount(
@@ -604,11 +621,7 @@ fn build_dev(dev: &Path, devices: &[&str]) -> R<()> {
         )
         .map_err(ctx(|| format!("bind /dev/{name}")))?;
     }
-    tmpfs(
-        &dev.join("shm"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        "mode=1777",
-    )?;
+    writable(&dev.join("shm"), disk.map(|d| d.at(Part::Shm)), "mode=1777")?;
     // A private devpts instance is a convenience (some tools want a pty); not essential.
     let _ = sys::mount(
         Some(OsStr::new("devpts")),
@@ -817,6 +830,16 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
         None,
     )
     .map_err(ctx(|| "mount the agent's /proc".to_owned()))?;
+    Ok(())
+}
+
+/// Once the agent is gone: T's own `/proc` back in T's view. Without services the agent's
+/// view is T's, and the agent's `/proc` (of its PID namespace, now empty) covers T's.
+pub(crate) fn uncover_trial_proc(spec: &SandboxSpec) -> R<()> {
+    if spec.services.is_empty() {
+        sys::umount_detach(Path::new("/proc"))
+            .map_err(ctx(|| "unmount the agent's /proc".to_owned()))?;
+    }
     Ok(())
 }
 

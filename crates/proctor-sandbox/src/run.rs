@@ -302,6 +302,7 @@ fn finish(c: Collector, start: Instant) -> Result<SandboxReport, SandboxError> {
         not_started: c.not_started,
         isolation,
         total: start.elapsed(),
+        bounds: c.bounds,
     })
 }
 
@@ -319,6 +320,7 @@ struct Collector {
     agent_exit: Option<Exit>,
     stopped: Option<(bool, Duration, Option<Duration>)>,
     error: Option<String>,
+    bounds: crate::report::BoundsReport,
     done: bool,
 }
 
@@ -356,6 +358,7 @@ impl Collector {
             Msg::Error { message } => {
                 self.error.get_or_insert(message);
             }
+            Msg::Bounds { bounds } => self.bounds = bounds,
             Msg::Done => self.done = true,
         }
     }

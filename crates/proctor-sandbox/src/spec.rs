@@ -57,6 +57,28 @@ pub struct SandboxSpec {
     /// read-only.
     #[serde(default)]
     pub root_image: Option<RootImage>,
+    /// What bounds the trial's resources; the default bounds nothing.
+    #[serde(default)]
+    pub limits: SandboxLimits,
+}
+
+/// The bounds a trial runs under, enforced inside its namespaces (a process outside sees only
+/// the result).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxLimits {
+    /// Bytes the trial may write: one tmpfs of this size, made inside the trial's user
+    /// namespace, holds the workspace's upper layer, an image root's upper layer, `/tmp`,
+    /// `HOME` and `/dev/shm`; a write past it fails with ENOSPC. At the end the workspace's
+    /// changes are moved to the host's upper folder, where they are read as usual. `None`: each
+    /// of them is a file system of its own, bounded by nothing but the host.
+    pub disk_bytes: Option<u64>,
+    /// Bytes kept of the agent's stdout, and of its stderr, each: past it the first and last
+    /// halves are kept with a line marking the cut between them. `None`: all of it.
+    pub output_bytes: Option<u64>,
+    /// Control-group folders (one per hierarchy) the trial joins before anything of it runs,
+    /// so that every process of the trial is counted and held by their limits.
+    pub cgroups: Vec<PathBuf>,
 }
 
 /// A root made of an unpacked image: an overlay whose only lower layer is the image and whose
@@ -222,6 +244,7 @@ impl SandboxSpec {
             wall_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(2),
             root_image: None,
+            limits: SandboxLimits::default(),
         }
     }
 

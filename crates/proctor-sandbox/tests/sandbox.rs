@@ -144,6 +144,17 @@ fn unique(tag: &str) -> String {
 
 #[test]
 fn overlay_records_exactly_the_agents_changes_and_leaves_the_lower_alone() {
+    overlay_records_exactly_the_agents_changes(None);
+}
+
+#[test]
+fn on_a_bounded_disk_the_agents_changes_are_recorded_exactly_as_well() {
+    overlay_records_exactly_the_agents_changes(Some(64 << 20));
+}
+
+/// The agent's changes read from the upper layer, with the upper layer on the host or (`disk`)
+/// on the trial's own bounded tmpfs and moved out at the end.
+fn overlay_records_exactly_the_agents_changes(disk: Option<u64>) {
     require_support();
     let t = Trial::new();
     let lower = t.lower();
@@ -178,7 +189,10 @@ fn overlay_records_exactly_the_agents_changes_and_leaves_the_lower_alone() {
          rm -rf tree; rm -rf redo; mkdir redo; echo n > redo/new.txt; mkdir -p newdir/sub; \
          ln -s keep.txt link; echo same > same.txt; echo more >> docs/GUIDE.md; cat keep.txt SKILL.md; pwd",
     );
+    let mut spec = spec;
+    spec.limits.disk_bytes = disk;
     let r = t.run(&spec);
+    assert!(!r.bounds.disk_full);
     assert_eq!(r.exit_code, Some(0), "stderr: {}", t.stderr());
     assert_eq!(t.stdout(), "keepmethod/workspace\n");
     assert_eq!(r.isolation.workspace, WorkspaceKind::Overlay);
@@ -569,6 +583,74 @@ fn the_agent_can_write_only_its_workspace_home_and_tmp() {
         fs::read_to_string(t.upper().join("ok")).expect("workspace write"),
         "data\n"
     );
+}
+
+#[test]
+fn a_bounded_disk_is_shared_by_the_workspace_tmp_home_and_shm_and_fills_with_enospc() {
+    require_support();
+    let t = Trial::new();
+    write(&t.lower().join("keep.txt"), "keep");
+    // 8 MiB for everything the agent writes: 3 MiB in /tmp, 3 in HOME, then the workspace can
+    // take at most the rest, and /dev/shm nothing more.
+    let mut spec = t.spec(
+        "head -c 3145728 /dev/zero > /tmp/a && head -c 3145728 /dev/zero > $HOME/b && echo two-ok;          if head -c 4194304 /dev/zero > /workspace/big 2>/dev/null; then echo big-ok; else echo big-enospc; fi;          if echo x > /dev/shm/c 2>/dev/null; then echo shm-ok; else echo shm-enospc; fi;          echo kept > /workspace/small 2>/dev/null; df -k /tmp | tail -1",
+    );
+    spec.limits.disk_bytes = Some(8 << 20);
+    let r = t.run(&spec);
+    let out = t.stdout();
+    assert_eq!(r.exit_code, Some(0), "{out} {}", t.stderr());
+    assert!(out.starts_with("two-ok\nbig-enospc\nshm-enospc\n"), "{out}");
+    assert!(r.bounds.disk_full, "the disk was full at the end: {out}");
+    // What the agent managed to write is in the host's upper layer, as without a bound.
+    let big = fs::metadata(t.upper().join("big")).expect("the partial file is recorded");
+    assert!(big.len() < 4 << 20 && big.len() > 1 << 20, "{}", big.len());
+    assert_eq!(
+        fs::read_to_string(t.lower().join("keep.txt")).expect("lower"),
+        "keep"
+    );
+}
+
+#[test]
+fn the_agents_output_is_kept_within_its_bound_head_and_tail() {
+    require_support();
+    let t = Trial::new();
+    // 1 MiB of numbered lines on stdout, a little on stderr, a bound of 64 KiB each.
+    let mut spec = t.spec("seq 1 150000; echo oops >&2; echo last");
+    spec.limits.output_bytes = Some(64 << 10);
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    let out = fs::read(t.out("stdout")).expect("stdout");
+    assert!(out.len() < (64 << 10) + 200, "kept {} bytes", out.len());
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(text.starts_with("1\n2\n3\n"), "the head is kept");
+    assert!(text.ends_with("149999\n150000\nlast\n"), "the tail is kept");
+    assert!(
+        text.contains("bytes of the agent's stdout cut here"),
+        "the cut is marked"
+    );
+    let total = (1..=150000u64)
+        .map(|n| n.to_string().len() as u64 + 1)
+        .sum::<u64>()
+        + 5;
+    assert_eq!(r.bounds.stdout_cut, total - (64 << 10));
+    assert_eq!(t.stderr(), "oops\n");
+    assert_eq!(r.bounds.stderr_cut, 0);
+}
+
+#[test]
+fn an_agent_that_outlives_its_timeout_still_has_its_output_bounded_and_kept() {
+    require_support();
+    let t = Trial::new();
+    let mut spec = t.spec("echo started; trap '' TERM; yes | head -c 200000; sleep 60");
+    spec.limits.output_bytes = Some(1000);
+    spec.wall_timeout = Duration::from_millis(800);
+    spec.grace = Duration::from_millis(200);
+    let r = t.run(&spec);
+    assert!(r.timed_out);
+    let text = t.stdout();
+    assert!(text.starts_with("started\ny\ny\n"), "{text}");
+    assert!(text.ends_with("y\ny\n"), "{text}");
+    assert_eq!(r.bounds.stdout_cut, 200_008 - 1000);
 }
 
 #[test]

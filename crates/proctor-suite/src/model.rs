@@ -185,14 +185,17 @@ pub struct TaskSettings {
     /// `events.jsonl`) makes the trial `wrong`. Default: 300.
     #[schemars(extend("default" = 300))]
     pub undo_window_seconds: Option<u64>,
-    /// Per-trial limits on the model traffic through proctor's model gateway, e.g.
-    /// `{ tokens = 200000, cost_usd = 0.50, requests = 40 }`. Default: none.
+    /// Per-trial limits: on the model traffic through proctor's model gateway (`tokens`,
+    /// `cost_usd`, `requests`; default: none) and on the trial's resources (`memory_mb`,
+    /// `processes`, `disk_mb`, `output_mb`; defaults 4096, 4096, 4096, 64), e.g.
+    /// `{ tokens = 200000, memory_mb = 2048 }`.
     pub limits: Option<Limits>,
 }
 
-/// Per-trial limits on a trial's model traffic, enforced by proctor's model gateway: once one is
-/// reached, further requests are refused in the agent's own API shape, the trial is graded from
-/// its end state as usual, and its record says which limit was reached.
+/// Per-trial limits. A trial that reaches one is graded from its end state as usual, and its
+/// record says which limit was reached (`limit_reached`). The model-traffic limits are enforced
+/// by proctor's model gateway (further requests are refused in the agent's own API shape); the
+/// resource limits by the sandbox (see `docs/limits.md` for how, and when they cannot be).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -205,12 +208,105 @@ pub struct Limits {
     /// Model requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+    /// Memory of all the trial's processes together (and what they keep in its in-memory
+    /// file systems), MiB. Default: 4096.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "mib"
+    )]
+    #[schemars(extend("default" = 4096), range(min = 1))]
+    pub memory_mb: Option<u64>,
+    /// Processes (and threads) the trial may have at once. Default: 4096.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "process_count"
+    )]
+    #[schemars(extend("default" = 4096), range(min = 1))]
+    pub processes: Option<u64>,
+    /// What the trial may write: the workspace's changes, `/tmp`, `HOME`, `/dev/shm` and an
+    /// image's root together, MiB. Default: 4096.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "mib"
+    )]
+    #[schemars(extend("default" = 4096), range(min = 1))]
+    pub disk_mb: Option<u64>,
+    /// The agent's stdout and stderr kept, each, MiB: past it the head and the tail are kept
+    /// and the cut is recorded. Default: 64.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "mib"
+    )]
+    #[schemars(extend("default" = 64), range(min = 1))]
+    pub output_mb: Option<u64>,
 }
+
+/// A MiB resource limit: 1 to [`MAX_LIMIT_MB`], refused at its value otherwise.
+fn mib<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    in_range(d, MAX_LIMIT_MB, "MiB, such as 2048")
+}
+
+/// `limits.processes`: 1 to [`MAX_PROCESSES`].
+fn process_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    in_range(d, MAX_PROCESSES, "processes, such as 512")
+}
+
+fn in_range<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    max: u64,
+    unit: &str,
+) -> Result<Option<u64>, D::Error> {
+    let v = u64::deserialize(d)?;
+    if (1..=max).contains(&v) {
+        Ok(Some(v))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "must be between 1 and {max} ({unit}), not {v}"
+        )))
+    }
+}
+
+/// The default of `limits.memory_mb`.
+pub const DEFAULT_MEMORY_MB: u64 = 4096;
+/// The default of `limits.processes`.
+pub const DEFAULT_PROCESSES: u64 = 4096;
+/// The default of `limits.disk_mb`.
+pub const DEFAULT_DISK_MB: u64 = 4096;
+/// The default of `limits.output_mb`.
+pub const DEFAULT_OUTPUT_MB: u64 = 64;
+/// The largest value any MiB resource limit may have (1 TiB): beyond it a number is a typo.
+pub const MAX_LIMIT_MB: u64 = 1 << 20;
+/// The largest `limits.processes`.
+pub const MAX_PROCESSES: u64 = 1 << 22;
 
 impl Limits {
     /// Whether no limit is set.
     pub fn is_empty(&self) -> bool {
-        self.tokens.is_none() && self.cost_usd.is_none() && self.requests.is_none()
+        *self == Limits::default()
+    }
+
+    /// The memory limit in force, MiB.
+    pub fn memory_mb(&self) -> u64 {
+        self.memory_mb.unwrap_or(DEFAULT_MEMORY_MB)
+    }
+
+    /// The process limit in force.
+    pub fn processes(&self) -> u64 {
+        self.processes.unwrap_or(DEFAULT_PROCESSES)
+    }
+
+    /// The disk limit in force, MiB.
+    pub fn disk_mb(&self) -> u64 {
+        self.disk_mb.unwrap_or(DEFAULT_DISK_MB)
+    }
+
+    /// The output limit in force, MiB.
+    pub fn output_mb(&self) -> u64 {
+        self.output_mb.unwrap_or(DEFAULT_OUTPUT_MB)
     }
 }
 

@@ -51,7 +51,8 @@ pub struct Settings {
     pub offline_user: bool,
     /// The undo window for attributed reversals.
     pub undo_window: Duration,
-    /// The limits on the trial's model traffic.
+    /// The limits on the trial's model traffic and resources, as the suite sets them (unset
+    /// resource limits take their defaults when the trial runs).
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
     pub limits: Limits,
 }
@@ -93,6 +94,10 @@ fn limits(task: Option<Limits>, defaults: Option<Limits>) -> Limits {
         tokens: t.tokens.or(d.tokens),
         cost_usd: t.cost_usd.or(d.cost_usd),
         requests: t.requests.or(d.requests),
+        memory_mb: t.memory_mb.or(d.memory_mb),
+        processes: t.processes.or(d.processes),
+        disk_mb: t.disk_mb.or(d.disk_mb),
+        output_mb: t.output_mb.or(d.output_mb),
     }
 }
 

@@ -348,7 +348,8 @@ fn ledgers_table(r: &RunReport) -> Table {
     t
 }
 
-/// The trials stopped by a model gateway limit (graded from their end state as usual).
+/// The trials that reached a limit (model traffic or resources), graded from their end state
+/// as usual.
 fn limits_reached(r: &RunReport) -> Option<Block> {
     let hit: Vec<String> = r
         .trials

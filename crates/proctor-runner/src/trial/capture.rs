@@ -110,6 +110,10 @@ pub fn capture(
         limit_reached = r.limit_reached.map(|l| l.as_str().to_string());
         ledgers = crate::gateway::ledgers(r, ledgers);
     }
+    let resource = resource_limit_reached(ctx, launched, executed);
+    if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
+        limit_reached = resource.map(str::to_string).or(limit_reached);
+    }
     Captured {
         end,
         ledgers,
@@ -117,6 +121,26 @@ pub fn capture(
         limit_reached,
         notes: notes.into_iter().map(HarnessNote::run).collect(),
     }
+}
+
+/// The resource limit the trial reached, if any: memory or processes (the control group's
+/// counters), then disk (the trial's tmpfs was full), then output (the agent's output was cut).
+/// Releases the trial's control group.
+fn resource_limit_reached(
+    ctx: &RunContext,
+    launched: &mut Launched,
+    executed: &Executed,
+) -> Option<&'static str> {
+    let cgroup = launched.cgroup.take();
+    let from_cgroup = cgroup.as_ref().and_then(|c| c.reached());
+    if let (Some(cg), Ok(run)) = (cgroup, &ctx.cgroups) {
+        run.release(cg);
+    }
+    let b = &executed.report.bounds;
+    from_cgroup
+        .map(|r| r.as_str())
+        .or(b.disk_full.then_some("disk"))
+        .or((b.stdout_cut > 0 || b.stderr_cut > 0).then_some("output"))
 }
 
 /// The model's wire log, as kept in a trial's folder.
@@ -139,6 +163,15 @@ fn write_agent_output(
     let mut transcript = String::new();
     for v in &output.transcript {
         transcript.push_str(&v.to_string());
+        transcript.push('\n');
+    }
+    if output.events_dropped > 0 {
+        let cut = serde_json::json!({
+            "type": "proctor_cut",
+            "events_dropped": output.events_dropped,
+            "why": "the transcript reached its bound; agent.stdout keeps the agent's output",
+        });
+        transcript.push_str(&cut.to_string());
         transcript.push('\n');
     }
     // A file that would be empty is not written: its absence means "nothing" (one inode less
@@ -215,10 +248,13 @@ pub fn capture_changes(
             size: None,
         };
         if kind != ChangeKind::Deleted && c.entry == diff::EntryKind::File {
-            let bytes = std::fs::read(root.join(&c.path))?;
-            rec.hash = Some(blake3::hash(&bytes).to_hex().to_string());
-            rec.size = Some(bytes.len() as u64);
-            copy_content(&to.join("files").join(&c.path), &bytes, c.mode_after)?;
+            let (hash, size) = copy_content(
+                &root.join(&c.path),
+                &to.join("files").join(&c.path),
+                c.mode_after,
+            )?;
+            rec.hash = Some(hash);
+            rec.size = Some(size);
         }
         out.push(rec);
     }
@@ -227,17 +263,34 @@ pub fn capture_changes(
     Ok(out)
 }
 
-/// Writes one captured file with its mode.
-fn copy_content(dest: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+/// Copies one changed file into the capture with its mode, a buffer at a time (a file of
+/// gigabytes costs proctor no more memory than a small one); returns its BLAKE3 (hex) and size.
+fn copy_content(src: &Path, dest: &Path, mode: Option<u32>) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Write};
     use std::os::unix::fs::PermissionsExt;
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(dest, bytes)?;
+    let mut input = std::fs::File::open(src)?;
+    let mut output = std::fs::File::create(dest)?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        output.write_all(&buf[..n])?;
+        size += n as u64;
+    }
     if let Some(mode) = mode {
         std::fs::set_permissions(dest, std::fs::Permissions::from_mode(mode & 0o7777))?;
     }
-    Ok(())
+    Ok((hasher.finalize().to_hex().to_string(), size))
 }
 
 /// The interface calls from the calls log.
@@ -637,6 +690,7 @@ mod tests {
                     notes: Vec::new(),
                 },
                 total: Duration::ZERO,
+                bounds: Default::default(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
         };

@@ -293,8 +293,16 @@ pub fn check_spec(
             upper: dir.join("root-upper"),
             work: dir.join("root-work"),
         }),
+        // A check may run what the agent wrote: its output is bounded like the agent's.
+        limits: proctor_sandbox::SandboxLimits {
+            output_bytes: Some(CHECK_OUTPUT_BYTES),
+            ..Default::default()
+        },
     }
 }
+
+/// Bytes of a check's stdout, and of its stderr, kept (head and tail) and read back.
+const CHECK_OUTPUT_BYTES: u64 = 16 << 20;
 
 /// Bytes of a check's output kept as its tail.
 const TAIL_BYTES: usize = 4096;
@@ -330,8 +338,7 @@ pub fn hash_files(dir: &Path) -> BTreeMap<String, String> {
                 .ok()?
                 .to_string_lossy()
                 .into_owned();
-            let bytes = std::fs::read(e.path()).ok()?;
-            Some((rel, blake3::hash(&bytes).to_hex().to_string()))
+            Some((rel, proctor_sandbox::diff::hash_file(e.path()).ok()?))
         })
         .collect()
 }

@@ -80,6 +80,9 @@ pub struct RunContext<'a> {
     pub runtime: Option<Arc<crate::image::HostRuntime>>,
     /// Host programs made runnable inside images, by host executable and image, resolved once.
     pub host_programs: Mutex<HostPrograms>,
+    /// The run's control groups, or why the trials' memory and process limits cannot be held
+    /// by any.
+    pub cgroups: Result<Arc<crate::cgroup::RunCgroups>, String>,
 }
 
 impl RunContext<'_> {

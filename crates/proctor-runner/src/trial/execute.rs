@@ -199,6 +199,7 @@ mod tests {
                 notes: Vec::new(),
             },
             total: Duration::ZERO,
+            bounds: Default::default(),
         }
     }
 

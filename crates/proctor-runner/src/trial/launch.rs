@@ -2,6 +2,7 @@
 //! the model endpoint, the adapter's launch (argv, environment, files), the agent's whole
 //! environment, the services, and the sandbox spec that runs them all. Nothing runs yet.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proctor_agents::{adapter_for, Adapter, Launch, LaunchContext, SessionContext};
@@ -26,6 +27,8 @@ pub struct Launched {
     pub spec: SandboxSpec,
     /// The launch as recorded (secrets redacted).
     pub record: LaunchRecord,
+    /// The trial's control group, when the memory and process limits are enforced by one.
+    pub cgroup: Option<crate::cgroup::TrialCgroup>,
 }
 
 /// Launches nothing yet: builds the adapter, the environment, the services and the sandbox
@@ -114,10 +117,16 @@ pub fn launch(
             digest: img.digest.clone(),
         }),
         resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
+        limits: None,
     };
     let record = match model.as_ref().and_then(ModelEndpoint::api_key) {
         Some(token) => record.without(&token),
         None => record,
+    };
+    let (limits, cgroup, limits_record) = trial_limits(ctx, trial);
+    let record = LaunchRecord {
+        limits: Some(limits_record),
+        ..record
     };
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
@@ -140,13 +149,78 @@ pub fn launch(
             upper: paths.root_upper(),
             work: paths.root_work(),
         }),
+        limits,
     };
     Ok(Launched {
         adapter,
         model,
         spec,
         record,
+        cgroup,
     })
+}
+
+/// The trial's resource limits: what the sandbox enforces, the control group that holds the
+/// memory and process limits (where one can be made), and the record saying which limit is
+/// enforced and why not where one is not.
+fn trial_limits(
+    ctx: &RunContext,
+    trial: &Trial,
+) -> (
+    proctor_sandbox::SandboxLimits,
+    Option<crate::cgroup::TrialCgroup>,
+    crate::record::LimitsRecord,
+) {
+    const MIB: u64 = 1 << 20;
+    let l = &trial.settings.limits;
+    let mut record = crate::record::LimitsRecord {
+        memory_mb: l.memory_mb(),
+        processes: l.processes(),
+        disk_mb: l.disk_mb(),
+        output_mb: l.output_mb(),
+        enforced_by: BTreeMap::new(),
+        not_enforced: BTreeMap::new(),
+    };
+    if !ctx.isolation.namespaces {
+        let why = "the trial runs without namespaces (a plain process group on the host)";
+        for key in ["memory_mb", "processes", "disk_mb", "output_mb"] {
+            record.not_enforced.insert(key.into(), why.into());
+        }
+        return (Default::default(), None, record);
+    }
+    let cgroup = ctx.cgroups.as_ref().map_err(String::clone).and_then(|c| {
+        c.trial(&trial.planned.id, l.memory_mb() * MIB, l.processes())
+            .map(|cg| (cg, c.kind()))
+    });
+    let cgroup = match cgroup {
+        Ok((cg, kind)) => {
+            for key in ["memory_mb", "processes"] {
+                record.enforced_by.insert(key.into(), kind.into());
+            }
+            Some(cg)
+        }
+        Err(why) => {
+            for key in ["memory_mb", "processes"] {
+                record.not_enforced.insert(key.into(), why.clone());
+            }
+            None
+        }
+    };
+    let disk_by = if ctx.isolation.overlay {
+        "the trial's own tmpfs"
+    } else {
+        "the trial's own tmpfs, for all but the workspace (a copy on the host's disk)"
+    };
+    record.enforced_by.insert("disk_mb".into(), disk_by.into());
+    record
+        .enforced_by
+        .insert("output_mb".into(), "proctor's bounded capture".into());
+    let limits = proctor_sandbox::SandboxLimits {
+        disk_bytes: Some(l.disk_mb() * MIB),
+        output_bytes: Some(l.output_mb() * MIB),
+        cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
+    };
+    (limits, cgroup, record)
 }
 
 /// Everything the sandbox binds for a trial: the trial's own places and allowed commands,

@@ -166,6 +166,7 @@ impl Lab {
             sockets: AtomicU64::new(0),
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
+            cgroups: Err("not made in unit tests".into()),
             gateway: None,
             images: BTreeMap::new(),
             runtime: None,

@@ -242,6 +242,17 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
 
 /// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
 /// files and the interface calls.
+/// What reaching a limit did to the trial, for `show`.
+fn limit_meaning(limit: &str) -> &'static str {
+    match limit {
+        "memory" => "the kernel killed a process of the trial at its memory limit",
+        "processes" => "a process past the trial's process limit was refused",
+        "disk" => "the trial's disk was full: writes past it failed with ENOSPC",
+        "output" => "the agent's output was cut to its head and tail",
+        _ => "the model gateway refused later requests",
+    }
+}
+
 fn print_head(r: &TrialRecord) {
     println!(
         "trial      {}  (task {}, variant {}, index {})",
@@ -250,7 +261,10 @@ fn print_head(r: &TrialRecord) {
     println!("outcome    {}", r.outcome);
     println!("reason     {}", r.reason);
     if let Some(limit) = &r.limit_reached {
-        println!("limit      limit reached: {limit} (the model gateway refused later requests)");
+        println!(
+            "limit      limit reached: {limit} ({})",
+            limit_meaning(limit)
+        );
     }
     if let Some(m) = &r.plan.mutation {
         println!(

@@ -1,0 +1,368 @@
+//! Control groups that hold each trial to its `memory_mb` and `processes` limits.
+//!
+//! A run makes one folder of its own (`proctor-PID`) under proctor's control group, in the
+//! unified (v2) hierarchy when it offers the `memory` and `pids` controllers, else in the v1
+//! `memory` and `pids` hierarchies; each trial gets a child folder there with its limits, and
+//! the trial's first process joins it before anything of the trial runs (see
+//! `proctor_sandbox::SandboxLimits::cgroups`). That needs write access to proctor's control
+//! group: root, or a subtree delegated to the user. Where there is none, the run goes on and each
+//! trial records the limits as not enforced, with the reason.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The hierarchies a run's control groups live in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Layout {
+    /// The unified hierarchy: one folder holds both controllers.
+    V2 { run: PathBuf },
+    /// The v1 `memory` and `pids` hierarchies: a folder in each.
+    V1 { memory: PathBuf, pids: PathBuf },
+}
+
+/// A run's control groups: where its trials' folders go.
+#[derive(Debug)]
+pub struct RunCgroups {
+    layout: Layout,
+    /// Trial folders whose last process had not quite gone when the trial ended: removed later.
+    leftover: Mutex<Vec<PathBuf>>,
+}
+
+/// One trial's control group(s), with its limits set.
+#[derive(Debug)]
+pub struct TrialCgroup {
+    /// The folders the trial joins (one per hierarchy).
+    dirs: Vec<PathBuf>,
+    v2: bool,
+}
+
+/// Which of a trial's limits the kernel enforced and stopped it at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// The memory limit: the kernel killed a process of the trial for it.
+    Memory,
+    /// The process limit: a fork or clone was refused.
+    Processes,
+}
+
+impl Reached {
+    /// The word recorded as `limit_reached`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reached::Memory => "memory",
+            Reached::Processes => "processes",
+        }
+    }
+}
+
+impl RunCgroups {
+    /// Makes the run's folder, or says why control groups cannot hold this run's trials.
+    pub fn create() -> Result<RunCgroups, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        let name = format!("proctor-{}", std::process::id());
+        let v2_error = match v2_base(&own, &mounts) {
+            Some(base) => match make_v2(&base, &name) {
+                Ok(run) => {
+                    return Ok(RunCgroups {
+                        layout: Layout::V2 { run },
+                        leftover: Mutex::new(Vec::new()),
+                    })
+                }
+                Err(e) => Some(e),
+            },
+            None => None,
+        };
+        let (Some(memory), Some(pids)) = (
+            v1_base(&own, &mounts, "memory"),
+            v1_base(&own, &mounts, "pids"),
+        ) else {
+            return Err(v2_error.unwrap_or_else(|| {
+                "this machine offers neither cgroup v2 with the memory and pids controllers nor the v1 memory and pids hierarchies".to_string()
+            }));
+        };
+        let make = |base: &Path| -> Result<PathBuf, String> {
+            let dir = base.join(&name);
+            mkdir(&dir)?;
+            Ok(dir)
+        };
+        Ok(RunCgroups {
+            layout: Layout::V1 {
+                memory: make(&memory)?,
+                pids: make(&pids)?,
+            },
+            leftover: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Makes trial `name`'s control group with its limits.
+    pub fn trial(
+        &self,
+        name: &str,
+        memory_bytes: u64,
+        processes: u64,
+    ) -> Result<TrialCgroup, String> {
+        self.remove_leftovers(Duration::ZERO);
+        let mem = memory_bytes.to_string();
+        let pids = processes.to_string();
+        match &self.layout {
+            Layout::V2 { run } => {
+                let dir = run.join(name);
+                mkdir(&dir)?;
+                let cg = TrialCgroup {
+                    dirs: vec![dir.clone()],
+                    v2: true,
+                };
+                write(&dir.join("memory.max"), &mem)?;
+                // Swap would let a trial hold more than its limit; absent without swap support.
+                let _ = fs::write(dir.join("memory.swap.max"), "0");
+                write(&dir.join("pids.max"), &pids)?;
+                Ok(cg)
+            }
+            Layout::V1 { memory, pids: p } => {
+                let (m, pd) = (memory.join(name), p.join(name));
+                mkdir(&m)?;
+                mkdir(&pd)?;
+                let cg = TrialCgroup {
+                    dirs: vec![m.clone(), pd.clone()],
+                    v2: false,
+                };
+                write(&m.join("memory.limit_in_bytes"), &mem)?;
+                // Memory plus swap, where the kernel counts it, held to the same limit.
+                let _ = fs::write(m.join("memory.memsw.limit_in_bytes"), &mem);
+                write(&pd.join("pids.max"), &pids)?;
+                Ok(cg)
+            }
+        }
+    }
+
+    /// Removes a trial's control group once its processes are gone (or later, if they are
+    /// still leaving).
+    pub fn release(&self, cg: TrialCgroup) {
+        let mut left = self.leftover.lock().unwrap_or_else(|p| p.into_inner());
+        left.extend(cg.dirs);
+        drop(left);
+        self.remove_leftovers(Duration::ZERO);
+    }
+
+    /// Removes the run's folders (waiting a little for trials still leaving).
+    pub fn remove(&self) {
+        self.remove_leftovers(Duration::from_secs(2));
+        let dirs = match &self.layout {
+            Layout::V2 { run } => vec![run.clone()],
+            Layout::V1 { memory, pids } => vec![memory.clone(), pids.clone()],
+        };
+        for d in dirs {
+            // A trial whose launch failed after its group was made never released it.
+            for child in fs::read_dir(&d).into_iter().flatten().flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+            let _ = fs::remove_dir(d);
+        }
+    }
+
+    /// Which hierarchy holds the trials, for records: `cgroup v2` or `cgroup v1`.
+    pub fn kind(&self) -> &'static str {
+        match self.layout {
+            Layout::V2 { .. } => "cgroup v2",
+            Layout::V1 { .. } => "cgroup v1",
+        }
+    }
+
+    fn remove_leftovers(&self, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        let mut left = self.leftover.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            left.retain(|d| fs::remove_dir(d).is_err() && d.exists());
+            if left.is_empty() || Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl TrialCgroup {
+    /// The folders the trial's first process joins.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.dirs.clone()
+    }
+
+    /// The limit the kernel stopped the trial at, if any (memory first).
+    pub fn reached(&self) -> Option<Reached> {
+        let count = |file: &str, key: &str| -> u64 {
+            self.dirs
+                .iter()
+                .filter_map(|d| fs::read_to_string(d.join(file)).ok())
+                .flat_map(|text| {
+                    text.lines()
+                        .filter_map(|l| l.split_once(' '))
+                        .filter(|(k, _)| *k == key)
+                        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+                        .collect::<Vec<_>>()
+                })
+                .sum()
+        };
+        let oom = if self.v2 {
+            count("memory.events", "oom_kill") + count("memory.events", "oom")
+        } else {
+            count("memory.oom_control", "oom_kill")
+        };
+        if oom > 0 {
+            Some(Reached::Memory)
+        } else if count("pids.events", "max") > 0 {
+            Some(Reached::Processes)
+        } else {
+            None
+        }
+    }
+}
+
+/// proctor's own folder in the unified hierarchy, when it offers both controllers.
+fn v2_base(own: &str, mounts: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mount = mount_point(mounts, |fstype, _| fstype == "cgroup2")?;
+    let base = mount.join(path.trim_start_matches('/'));
+    let controllers = fs::read_to_string(base.join("cgroup.controllers")).ok()?;
+    let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    (has("memory") && has("pids")).then_some(base)
+}
+
+/// Makes `base/name` with both controllers for its children. Where `base` is not the root it
+/// holds processes (proctor among them) and may not hand controllers down; proctor then moves
+/// itself into a leaf `base/proctor-main` first, when it is the only process there.
+fn make_v2(base: &Path, name: &str) -> Result<PathBuf, String> {
+    let enable = |dir: &Path| fs::write(dir.join("cgroup.subtree_control"), "+memory +pids");
+    if enable(base).is_err() {
+        let procs = fs::read_to_string(base.join("cgroup.procs")).unwrap_or_default();
+        let me = std::process::id().to_string();
+        if procs.split_whitespace().any(|p| p != me) {
+            return Err(format!(
+                "the control group {} holds other processes, so proctor cannot hand the memory and pids controllers down from it; run proctor in a control group of its own with them delegated",
+                base.display()
+            ));
+        }
+        let leaf = base.join("proctor-main");
+        if !leaf.is_dir() {
+            mkdir(&leaf)?;
+        }
+        write(&leaf.join("cgroup.procs"), &me)?;
+        enable(base).map_err(|e| {
+            format!(
+                "cannot enable the memory and pids controllers in {}: {e}",
+                base.display()
+            )
+        })?;
+    }
+    let run = base.join(name);
+    mkdir(&run)?;
+    enable(&run).map_err(|e| {
+        format!(
+            "cannot enable the memory and pids controllers in {}: {e}",
+            run.display()
+        )
+    })?;
+    Ok(run)
+}
+
+/// proctor's own folder in the v1 hierarchy of `controller`.
+fn v1_base(own: &str, mounts: &str, controller: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        list.split(',').any(|c| c == controller).then_some(path)
+    })?;
+    let mount = mount_point(mounts, |fstype, options| {
+        fstype == "cgroup" && options.split(',').any(|o| o == controller)
+    })?;
+    let base = mount.join(path.trim_start_matches('/'));
+    base.is_dir().then_some(base)
+}
+
+/// The mount point of the first mount in `/proc/self/mountinfo` whose file-system type and
+/// super options pass `want` (only mounts of a hierarchy's root).
+fn mount_point(mountinfo: &str, want: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let fields: Vec<&str> = left.split(' ').collect();
+        let mut r = right.split(' ');
+        let (fstype, _source, options) = (r.next()?, r.next()?, r.next()?);
+        let point = fields.get(4)?;
+        (fields.get(3) == Some(&"/") && want(fstype, options))
+            .then(|| PathBuf::from(point.replace("\\040", " ")))
+    })
+}
+
+fn mkdir(dir: &Path) -> Result<(), String> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!(
+            "cannot create the control group {}: {e} (proctor needs root or a delegated control group)",
+            dir.display()
+        )),
+    }
+}
+
+fn write(file: &Path, value: &str) -> Result<(), String> {
+    fs::write(file, value).map_err(|e| format!("cannot write {value} to {}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:13 - cgroup cgroup rw,memory
+36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:14 - cgroup cgroup rw,pids
+37 25 0:32 / /sys/fs/cgroup/unified rw,relatime shared:15 - cgroup2 cgroup2 rw
+38 25 0:33 /sub /mnt/bound rw,relatime - cgroup cgroup rw,memory
+";
+
+    #[test]
+    fn mount_points_are_found_by_type_and_controller_at_a_hierarchys_root() {
+        assert_eq!(
+            mount_point(MOUNTINFO, |t, o| t == "cgroup"
+                && o.split(',').any(|x| x == "pids")),
+            Some(PathBuf::from("/sys/fs/cgroup/pids"))
+        );
+        assert_eq!(
+            mount_point(MOUNTINFO, |t, _| t == "cgroup2"),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(mount_point(MOUNTINFO, |t, _| t == "cgroup-none"), None);
+    }
+
+    #[test]
+    fn a_trial_group_reports_the_limit_its_counters_show() {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, p) = (dir.path().join("m"), dir.path().join("p"));
+        fs::create_dir_all(&m).unwrap();
+        fs::create_dir_all(&p).unwrap();
+        let cg = TrialCgroup {
+            dirs: vec![m.clone(), p.clone()],
+            v2: false,
+        };
+        fs::write(
+            m.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        fs::write(p.join("pids.events"), "max 0\n").unwrap();
+        assert_eq!(cg.reached(), None);
+        fs::write(p.join("pids.events"), "max 3\n").unwrap();
+        assert_eq!(cg.reached(), Some(Reached::Processes));
+        fs::write(
+            m.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
+        assert_eq!(cg.reached(), Some(Reached::Memory), "memory is named first");
+    }
+}

@@ -1,0 +1,322 @@
+//! The trial's disk: one tmpfs of the trial's `disk_bytes`, mounted by T inside the trial's user
+//! namespace (no privilege on the host needed), that holds every place the trial may write: the
+//! workspace's upper layer, an image root's upper layer, `/tmp`, `HOME` and `/dev/shm`. A write
+//! past its size fails with ENOSPC, like a full disk.
+//!
+//! The tmpfs lives only as long as the trial's mount namespace. What the parent laid into the
+//! host's upper folder before the start (a variant's files) is moved onto it first; at the end,
+//! once every process of the trial is gone, T moves the workspace's upper layer back into the
+//! host's upper folder (where the parent reads the changes from), entry by entry with its
+//! overlay attributes (whiteouts, opaque directories), freeing each file's memory as it is
+//! copied.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::sys;
+
+/// Where the disk is mounted in T's temporary root while the new root is built.
+const MOUNT_POINT: &str = "/disk";
+
+/// A part of the trial's disk: a folder on it with the mode it is made with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Part {
+    /// The workspace overlay's upper layer.
+    WorkspaceUpper,
+    /// The workspace overlay's work folder.
+    WorkspaceWork,
+    /// An image root's upper layer.
+    RootUpper,
+    /// An image root's work folder.
+    RootWork,
+    /// `/tmp`.
+    Tmp,
+    /// `HOME`.
+    Home,
+    /// `/dev/shm`.
+    Shm,
+}
+
+impl Part {
+    const ALL: [Part; 7] = [
+        Part::WorkspaceUpper,
+        Part::WorkspaceWork,
+        Part::RootUpper,
+        Part::RootWork,
+        Part::Tmp,
+        Part::Home,
+        Part::Shm,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Part::WorkspaceUpper => "ws-upper",
+            Part::WorkspaceWork => "ws-work",
+            Part::RootUpper => "root-upper",
+            Part::RootWork => "root-work",
+            Part::Tmp => "tmp",
+            Part::Home => "home",
+            Part::Shm => "shm",
+        }
+    }
+
+    fn mode(self) -> u32 {
+        match self {
+            Part::Tmp | Part::Shm => 0o1777,
+            _ => 0o755,
+        }
+    }
+}
+
+/// The mounted disk: a handle on its root that outlives the temporary root it was mounted in.
+pub(crate) struct TrialDisk {
+    root: OwnedFd,
+    /// The host's upper folder of the workspace, where the changes go at the end.
+    host_upper: Option<OwnedFd>,
+}
+
+impl TrialDisk {
+    /// Mounts a tmpfs of `bytes` and makes its parts. Runs in T's temporary root, where the host
+    /// is still reachable: `host_upper` (as seen there) is held open for the move at the end.
+    pub(crate) fn mount(bytes: u64, host_upper: Option<&Path>) -> Result<TrialDisk, String> {
+        let at = Path::new(MOUNT_POINT);
+        fs::create_dir_all(at).map_err(|e| format!("mkdir {MOUNT_POINT}: {e}"))?;
+        sys::mount(
+            Some(std::ffi::OsStr::new("tmpfs")),
+            at,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&format!("size={bytes},mode=0755")),
+        )
+        .map_err(|e| format!("mount the trial's disk (a tmpfs of {bytes} bytes): {e}"))?;
+        for part in Part::ALL {
+            let dir = at.join(part.name());
+            fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(part.mode()))
+                .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+        }
+        let root = open_path(at).map_err(|e| format!("open {MOUNT_POINT}: {e}"))?;
+        let host_upper = match host_upper {
+            Some(p) => {
+                // What the parent laid into the upper layer before the start (a variant's
+                // files) moves onto the disk, where the overlay will have it.
+                move_tree(p, &at.join(Part::WorkspaceUpper.name()))
+                    .and_then(|()| clear(p))
+                    .map_err(|e| format!("move {} onto the trial's disk: {e}", p.display()))?;
+                Some(open_path(p).map_err(|e| format!("open {}: {e}", p.display()))?)
+            }
+            None => None,
+        };
+        Ok(TrialDisk { root, host_upper })
+    }
+
+    /// Where `part` is while the new root is built.
+    pub(crate) fn at(&self, part: Part) -> PathBuf {
+        Path::new(MOUNT_POINT).join(part.name())
+    }
+
+    /// Once every process of the trial is gone (after the pivot, with the trial's `/proc`
+    /// mounted): whether the disk is full, after which the workspace's changes are moved to the
+    /// host's upper folder.
+    pub(crate) fn finish(&self) -> Result<bool, String> {
+        let root = fd_path(&self.root);
+        let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
+        if let Some(host) = &self.host_upper {
+            move_tree(&root.join(Part::WorkspaceUpper.name()), &fd_path(host)).map_err(|e| {
+                format!("move the workspace's changes out of the trial's disk: {e}")
+            })?;
+        }
+        Ok(full)
+    }
+}
+
+/// `open(O_PATH | O_DIRECTORY)`.
+fn open_path(p: &Path) -> io::Result<OwnedFd> {
+    let c = sys::cstring(p)?;
+    // SAFETY: a valid C string; the flags need no further arguments.
+    let fd = sys::check(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel just returned this new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A path that reaches what `fd` refers to, wherever that is now.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+// statvfs's field types differ between architectures; the casts are no-ops only on some.
+#[allow(clippy::unnecessary_cast)]
+fn free_bytes(p: &Path) -> io::Result<u64> {
+    let c = sys::cstring(p)?;
+    let mut out = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a valid C string and writable memory of the right size.
+    sys::check(unsafe { libc::statvfs(c.as_ptr(), out.as_mut_ptr()) })?;
+    // SAFETY: statvfs returned 0, so it filled `out`.
+    let s = unsafe { out.assume_init() };
+    Ok((s.f_bfree as u64).saturating_mul(s.f_frsize as u64))
+}
+
+/// Moves the overlay upper layer `from` into the empty folder `to`: folders (with their opaque
+/// marks), files, symlinks, fifos and whiteouts, each with its mode. Each file's memory in
+/// `from` is given back as it is copied.
+fn move_tree(from: &Path, to: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        move_entry(&src, &dst).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: {e}", Path::new(&entry.file_name()).display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Moves one entry of an upper layer (a folder with everything in it).
+fn move_entry(src: &Path, dst: &Path) -> io::Result<()> {
+    {
+        let meta = fs::symlink_metadata(src)?;
+        let ft = meta.file_type();
+        let mode = meta.mode() & 0o7777;
+        if ft.is_dir() {
+            fs::create_dir(dst)?;
+            copy_xattrs(src, dst)?;
+            move_tree(src, dst)?;
+            fs::set_permissions(dst, fs::Permissions::from_mode(mode))?;
+        } else if ft.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
+        } else if ft.is_file() {
+            move_file(src, dst, mode)?;
+        } else if ft.is_char_device() && meta.rdev() == 0 {
+            // A whiteout: the agent deleted what a lower layer has here.
+            mknod(dst, libc::S_IFCHR, 0)?;
+        } else if ft.is_fifo() {
+            mknod(dst, libc::S_IFIFO | mode, 0)?;
+        }
+        // Sockets and device nodes cannot be made by the agent (no capability) or carried
+        // over: they have no content to compare.
+    }
+    Ok(())
+}
+
+/// Removes everything in the folder `dir`, leaving it empty.
+fn clear(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if fs::symlink_metadata(&path)?.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies a file's bytes and mode, punching each copied range out of the source so that the
+/// trial's memory is not held twice.
+fn move_file(src: &Path, dst: &Path, mode: u32) -> io::Result<()> {
+    let mut input = OpenOptions::new().read(true).write(true).open(src)?;
+    let mut output = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dst)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset: i64 = 0;
+    loop {
+        let n = input.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        output.write_all(&buf[..n])?;
+        punch(&input, offset, n as i64);
+        offset += n as i64;
+    }
+    output.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+/// Gives back a range of a tmpfs file's memory; a file system that cannot is left as it is.
+fn punch(file: &File, offset: i64, len: i64) {
+    // SAFETY: a valid descriptor; fallocate only changes the file's allocation.
+    unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        );
+    }
+}
+
+fn mknod(p: &Path, mode: u32, dev: libc::dev_t) -> io::Result<()> {
+    let c = sys::cstring(p)?;
+    // SAFETY: a valid C string.
+    sys::check(unsafe { libc::mknod(c.as_ptr(), mode, dev) }).map(|_| ())
+}
+
+/// The overlay attributes an upper folder may carry that say what it means: opaque (it hides
+/// the lower folder's entries). The others (`uuid`, `origin`, `impure`) are overlayfs's own
+/// bookkeeping and mean nothing once the layer is read as a record.
+const MEANINGFUL_XATTRS: [&[u8]; 1] = [b"user.overlay.opaque"];
+
+/// Copies the meaningful overlay attributes of the folder `src` onto `dst`.
+fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
+    let (s, d) = (sys::cstring(src)?, sys::cstring(dst)?);
+    let names = list_xattrs(&s)?;
+    for name in names
+        .split(|&b| b == 0)
+        .filter(|n| MEANINGFUL_XATTRS.contains(n))
+    {
+        let name = std::ffi::CString::new(name).map_err(io::Error::other)?;
+        let mut value = vec![0u8; 4096];
+        // SAFETY: valid C strings and a buffer of the given length.
+        let n = unsafe {
+            libc::lgetxattr(
+                s.as_ptr(),
+                name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        if n < 0 {
+            continue;
+        }
+        // SAFETY: valid C strings and a value of `n` bytes.
+        sys::check(unsafe {
+            libc::lsetxattr(
+                d.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                n as usize,
+                0,
+            )
+        })
+        .map_err(|e| io::Error::new(e.kind(), format!("set {}: {e}", name.to_string_lossy())))?;
+    }
+    Ok(())
+}
+
+/// The NUL-separated attribute names of a path; none where the file system keeps none.
+fn list_xattrs(path: &std::ffi::CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a valid C string and a buffer of the given length.
+    let n = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ENOTSUP) => Ok(Vec::new()),
+            _ => Err(err),
+        };
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}

@@ -1,0 +1,184 @@
+//! Per-trial resource limits through the real binary, with hostile agents: one that allocates
+//! more memory than its limit, one that forks past its process limit, one that fills its disk,
+//! one that prints without end. Each trial is graded from its end state like any other, and its
+//! record says which limit it reached and how each limit was enforced.
+
+mod common;
+
+use common::lab::{As, Lab};
+use serde_json::Value;
+
+/// Runs the lab's suite and returns the one trial's record.
+fn run_one(lab: &Lab) -> Value {
+    let out = lab.run(As::Me, &[]);
+    assert!(
+        out.code == 0 || out.code == 1,
+        "run failed ({}): {}\n{}",
+        out.code,
+        out.stdout,
+        out.stderr
+    );
+    lab.record("t.agent.0")
+}
+
+fn limits_of(record: &Value) -> &Value {
+    &record["launch"]["limits"]
+}
+
+/// Whether the record says `key` was enforced; when not, the reason is printed and must exist.
+fn enforced(record: &Value, key: &str) -> bool {
+    let l = limits_of(record);
+    if let Some(why) = l["not_enforced"][key].as_str() {
+        assert!(!why.is_empty(), "{l:#}");
+        eprintln!("{key} is not enforced on this machine: {why}");
+        return false;
+    }
+    assert!(l["enforced_by"][key].is_string(), "{l:#}");
+    true
+}
+
+#[test]
+fn a_trial_within_its_limits_records_them_and_reaches_none() {
+    let lab = Lab::new("limits-none");
+    lab.one_task(
+        "",
+        "{ file_added = \"out.txt\" }",
+        &["echo hi > out.txt"],
+        false,
+    );
+    let record = run_one(&lab);
+    assert_eq!(record["outcome"], "completed", "{record:#}");
+    assert!(record["limit_reached"].is_null(), "{record:#}");
+    let l = limits_of(&record);
+    assert_eq!(l["memory_mb"], 4096, "the defaults are in force: {l:#}");
+    assert_eq!(l["processes"], 4096);
+    assert_eq!(l["disk_mb"], 4096);
+    assert_eq!(l["output_mb"], 64);
+    assert!(enforced(&record, "disk_mb") && enforced(&record, "output_mb"));
+}
+
+#[test]
+fn an_agent_that_fills_its_disk_gets_enospc_and_is_graded_from_what_it_wrote() {
+    let lab = Lab::new("limits-disk");
+    lab.one_task(
+        "limits = { disk_mb = 8 }",
+        "{ file_added = \"before.txt\" }",
+        &[
+            "echo kept > before.txt",
+            "head -c 20000000 /dev/zero > big.bin; echo \"dd exit $?\" > /tmp/status; true",
+        ],
+        false,
+    );
+    let record = run_one(&lab);
+    assert_eq!(record["limit_reached"], "disk", "{record:#}");
+    assert_eq!(
+        record["outcome"], "completed",
+        "graded from the end state: {record:#}"
+    );
+    let big = record["end_state"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "big.bin")
+        .expect("the partial file is recorded")
+        .clone();
+    assert!(big["size"].as_u64().unwrap() < 8 << 20, "{big:#}");
+}
+
+#[test]
+fn an_agent_that_prints_without_end_keeps_the_head_and_tail_of_its_output() {
+    let lab = Lab::new("limits-output");
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\nlimits = { output_mb = 1 }\n\n[[variants]]\nid = \"agent\"\nagent = \"command\"\ncommand = [\"sh\", \"-c\", \"echo first; yes '{}' | head -c 30000000; echo last\"]\n\n[[tasks]]\nid = \"t\"\nprompt = \"Talk.\"\n\n[tasks.success]\nall = [{ answer_matches = \"last\" }]\n",
+    );
+    let record = run_one(&lab);
+    assert_eq!(record["limit_reached"], "output", "{record:#}");
+    assert_eq!(
+        record["outcome"], "completed",
+        "the tail holds the answer's end"
+    );
+    let kept = std::fs::read(lab.trial_dir("t.agent.0").join("agent.stdout")).unwrap();
+    assert!(kept.len() <= (1 << 20) + 200, "kept {} bytes", kept.len());
+    let text = String::from_utf8_lossy(&kept);
+    assert!(text.starts_with("first\n{}\n"), "the head is kept");
+    assert!(text.ends_with("{}\nlast\n"), "the tail is kept");
+    assert!(
+        text.contains("bytes of the agent's stdout cut here"),
+        "the cut is marked"
+    );
+}
+
+#[test]
+fn an_agent_that_allocates_past_its_memory_limit_is_stopped_there() {
+    let lab = Lab::new("limits-memory");
+    lab.one_task(
+        "limits = { memory_mb = 64 }",
+        "{ file_added = \"before.txt\" }",
+        &[
+            "echo kept > before.txt",
+            "python3 -c 'x = bytearray(400 << 20); x[::4096] = b\"y\" * len(x[::4096]); print(len(x))' > after.txt; true",
+        ],
+        false,
+    );
+    let record = run_one(&lab);
+    if !enforced(&record, "memory_mb") {
+        assert!(record["limit_reached"].is_null(), "{record:#}");
+        return;
+    }
+    assert_eq!(record["limit_reached"], "memory", "{record:#}");
+    assert_eq!(
+        record["outcome"], "completed",
+        "graded from the end state: {record:#}"
+    );
+    let after = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("changes/files/after.txt"))
+        .unwrap_or_default();
+    assert_eq!(after, "", "the allocation never finished");
+}
+
+#[test]
+fn an_agent_that_forks_past_its_process_limit_is_refused_more() {
+    let lab = Lab::new("limits-processes");
+    lab.one_task(
+        "limits = { processes = 16 }",
+        "{ file_added = \"count.txt\" }",
+        &[
+            "echo started > count.txt",
+            "for i in $(seq 1 40); do sleep 3 & done; true",
+        ],
+        false,
+    );
+    let record = run_one(&lab);
+    if !enforced(&record, "processes") {
+        assert!(record["limit_reached"].is_null(), "{record:#}");
+        return;
+    }
+    assert_eq!(record["limit_reached"], "processes", "{record:#}");
+    assert_eq!(
+        record["outcome"], "completed",
+        "graded from the end state: {record:#}"
+    );
+}
+
+#[test]
+fn a_limit_out_of_range_is_refused_at_its_value() {
+    let lab = Lab::new("limits-range");
+    lab.one_task(
+        "limits = { memory_mb = 0 }",
+        "{ file_added = \"x\" }",
+        &["true"],
+        false,
+    );
+    let suite = lab.suite();
+    let out = lab.proctor(As::Me, &["validate", suite.to_str().unwrap()]);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 2, "{all}");
+    let flat = all.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "suite.toml:15:24: must be between 1 and │ 1048576 (MiB, such as 2048), not 0"
+        ) || flat
+            .contains("suite.toml:15:24: must be between 1 and 1048576 (MiB, such as 2048), not 0"),
+        "names the place and the range: {all}"
+    );
+}
