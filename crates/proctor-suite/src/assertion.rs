@@ -215,9 +215,23 @@ struct CheckTable {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     stdout_matches: Option<Spanned<String>>,
-    /// Seconds the command may run; overrides the task's `validation_timeout_seconds`.
-    #[serde(default)]
+    /// Seconds the command may run (1 to 86400); overrides the task's
+    /// `validation_timeout_seconds`.
+    #[serde(default, deserialize_with = "check_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
     timeout_seconds: Option<u64>,
+}
+
+/// A check's `timeout_seconds`: 1 second to a day, refused at its value otherwise.
+fn check_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = u64::deserialize(d)?;
+    if (1..=86_400).contains(&v) {
+        Ok(Some(v))
+    } else {
+        Err(de::Error::custom(format!(
+            "`timeout_seconds` must be between 1 and 86400 seconds (a day), not {v}"
+        )))
+    }
 }
 
 impl<'de> Deserialize<'de> for Check {

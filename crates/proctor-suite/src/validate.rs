@@ -993,14 +993,9 @@ impl<'a> Validator<'a> {
         if !self.read.insert(path.to_path_buf()) {
             return;
         }
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::parse::read_text(path, "the model script") {
             Ok(t) => t,
-            Err(e) => {
-                let p = self.file(
-                    ProblemKind::BadPath,
-                    path,
-                    format!("cannot read the model script: {e}"),
-                );
+            Err(p) => {
                 self.out.push(p);
                 return;
             }
@@ -1860,14 +1855,9 @@ impl<'a> Validator<'a> {
                 self.out.push(p);
                 continue;
             }
-            let text = match std::fs::read_to_string(&path) {
+            let text = match crate::parse::read_text(&path, "the patch") {
                 Ok(t) => t,
-                Err(e) => {
-                    let p = self.file(
-                        ProblemKind::BadMutation,
-                        &path,
-                        format!("cannot read as text: {e}"),
-                    );
+                Err(p) => {
                     self.out.push(p);
                     continue;
                 }

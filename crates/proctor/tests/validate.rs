@@ -957,6 +957,41 @@ fn timeouts_out_of_range_are_refused_with_the_range() {
 }
 
 #[test]
+fn a_check_timeout_out_of_range_is_refused_with_the_range() {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains = { path = \"hello.txt\", pattern = \"hi\" } },",
+        "{ file_contains = { path = \"hello.txt\", pattern = \"hi\" } },\n  { check = { command = \"true\", timeout_seconds = 0 } },",
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let text = flat(&format!("{}{}", out.stdout, out.stderr));
+    assert!(
+        text.contains("`timeout_seconds` must be between 1 and 86400 seconds (a day), not 0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_patch_that_is_not_utf8_names_the_byte_offset() {
+    let s = TestSuite::minimal();
+    s.write(
+        "mutations/hello/bad.patch",
+        "--- a/README.md\n+++ b/README.md\n",
+    );
+    let mut bytes = std::fs::read(s.path().join("mutations/hello/bad.patch")).unwrap();
+    bytes.extend_from_slice(b"@@ -1 +1 @@\n-a tiny fixture\n+a \xff fixture\n");
+    std::fs::write(s.path().join("mutations/hello/bad.patch"), &bytes).unwrap();
+    let out = s.validate();
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let text = flat(&format!("{}{}", out.stdout, out.stderr));
+    assert!(
+        text.contains("the patch is not UTF-8: the byte at offset 63 (line 5, column 4)"),
+        "{text}"
+    );
+    assert!(text.contains("bad.patch"), "names the file: {text}");
+}
+
+#[test]
 fn a_nul_in_a_prompt_is_refused_at_its_task() {
     let s = TestSuite::minimal().edit("containing hi.", "containing\\u0000hi.");
     let p = one_problem(&s, "task `hello`: its prompt contains a NUL character");
