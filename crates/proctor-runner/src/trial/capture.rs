@@ -51,17 +51,24 @@ pub fn capture(
 ) -> Captured {
     let paths = &prepared.paths;
     let mut notes: Vec<String> = Vec::new();
-    let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
-    let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
-    let output = launched.adapter.read(&stdout, &stderr);
-    notes.extend(write_agent_output(
-        &paths.trial_dir,
-        &output,
-        &stdout,
-        &stderr,
-    ));
+    // The raw output (bounded by `output_mb`) and the parsed transcript are written out and let
+    // go at once: they are the largest things a trial makes proctor hold.
+    let mut output = {
+        let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
+        let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
+        let output = launched.adapter.read(&stdout, &stderr);
+        notes.extend(write_agent_output(
+            &paths.trial_dir,
+            &output,
+            &stdout,
+            &stderr,
+        ));
+        output
+    };
+    output.transcript = Vec::new();
+    let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
     let mut end = EndState {
-        answer: output.answer.clone(),
+        answer,
         changes: workspace_changes(prepared, &mut notes),
         calls: calls(&paths.calls_log(), &mut notes),
         services: service_ends(
@@ -110,7 +117,7 @@ pub fn capture(
         limit_reached = r.limit_reached.map(|l| l.as_str().to_string());
         ledgers = crate::gateway::ledgers(r, ledgers);
     }
-    let resource = resource_limit_reached(ctx, launched, executed);
+    let resource = resource_limit_reached(ctx, launched, executed, answer_cut);
     if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
         limit_reached = resource.map(str::to_string).or(limit_reached);
     }
@@ -123,13 +130,45 @@ pub fn capture(
     }
 }
 
+/// The most bytes of an answer a record keeps (and grades): past it, its first and last halves
+/// with a line marking the cut, and the trial's `limit_reached` is `output`. A command agent's
+/// answer is its whole stdout; `answer.txt` keeps all of what was captured.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// `answer`, cut to [`MAX_ANSWER_BYTES`] when it is longer; and whether it was.
+fn bounded_answer(answer: String) -> (String, bool) {
+    if answer.len() <= MAX_ANSWER_BYTES {
+        return (answer, false);
+    }
+    let half = MAX_ANSWER_BYTES / 2;
+    let mut head_end = half;
+    while !answer.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = answer.len() - half;
+    while !answer.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let cut = tail_start - head_end;
+    let kept = format!(
+        "{}\n[proctor: {cut} of its {} bytes cut here: a record keeps the first and last {} KiB of an answer; answer.txt keeps it whole]\n{}",
+        &answer[..head_end],
+        answer.len(),
+        half >> 10,
+        &answer[tail_start..]
+    );
+    (kept, true)
+}
+
 /// The resource limit the trial reached, if any: memory or processes (the control group's
-/// counters), then disk (the trial's tmpfs was full), then output (the agent's output was cut).
+/// counters), then disk (the trial's tmpfs was full), then output (the agent's output, or the
+/// answer kept in the record, was cut).
 /// Releases the trial's control group.
 fn resource_limit_reached(
     ctx: &RunContext,
     launched: &mut Launched,
     executed: &Executed,
+    answer_cut: bool,
 ) -> Option<&'static str> {
     let cgroup = launched.cgroup.take();
     let from_cgroup = cgroup.as_ref().and_then(|c| c.reached());
@@ -140,7 +179,7 @@ fn resource_limit_reached(
     from_cgroup
         .map(|r| r.as_str())
         .or(b.disk_full.then_some("disk"))
-        .or((b.stdout_cut > 0 || b.stderr_cut > 0).then_some("output"))
+        .or((b.stdout_cut > 0 || b.stderr_cut > 0 || answer_cut).then_some("output"))
 }
 
 /// The model's wire log, as kept in a trial's folder.
@@ -666,6 +705,20 @@ mod tests {
         );
         assert!(dir.path().join("agent.stdout").exists());
         assert!(!dir.path().join("agent.stderr").exists());
+    }
+
+    #[test]
+    fn a_long_answer_keeps_its_head_and_tail_and_says_so() {
+        assert_eq!(bounded_answer("done".into()), ("done".to_string(), false));
+        let long = format!("start{}end", "é".repeat(MAX_ANSWER_BYTES));
+        let (kept, cut) = bounded_answer(long.clone());
+        assert!(cut);
+        assert!(
+            kept.starts_with("start") && kept.ends_with("éend"),
+            "head and tail kept"
+        );
+        assert!(kept.len() <= MAX_ANSWER_BYTES + 200, "{}", kept.len());
+        assert!(kept.contains(&format!("of its {} bytes cut here", long.len())));
     }
 
     #[test]
