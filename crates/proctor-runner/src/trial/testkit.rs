@@ -134,6 +134,7 @@ impl Lab {
             started_at: String::new(),
             finished_at: None,
             status: RunStatus::Running,
+            stop_reason: None,
             extra: serde_json::Value::Null,
         };
         let run = store.create_run(&meta).expect("a run");
@@ -166,6 +167,7 @@ impl Lab {
             sockets: AtomicU64::new(0),
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
+            store_full: Mutex::new(None),
             gateway: None,
             images: BTreeMap::new(),
             runtime: None,
