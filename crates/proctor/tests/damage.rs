@@ -363,6 +363,19 @@ fn a_read_only_store_is_listed_and_shown_and_refuses_writes_by_name() {
         "{}",
         reindex.stderr
     );
+    let rescore = cmd(&lab, "rescore", &[&run]);
+    assert_eq!(rescore.code, 5, "{}", rescore.stderr);
+    assert!(
+        rescore
+            .stderr
+            .contains("is read-only: cannot rescore a run"),
+        "{}",
+        rescore.stderr
+    );
+    let html = lab.root.join("run.html");
+    let export = cmd(&lab, "export", &[&run, "--html", html.to_str().unwrap()]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert!(std::fs::read_to_string(&html).unwrap().contains(&run));
     drop(ro);
 
     // Without its index (or with an unusable one), a read-only store is still listed: the index

@@ -37,6 +37,14 @@ pub fn run(
     let store = Store::open(store_dir)
         .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
     let store_root = store.root().to_path_buf();
+    if store.is_read_only() {
+        // Rescoring writes its results beside the run's: refuse before any work.
+        return Err(anyhow::Error::new(proctor_store::StoreError::ReadOnly {
+            root: store_root,
+            what: "rescore a run (its results are written beside the run's)",
+        })
+        .into());
+    }
     let id = store
         .resolve_run(run)
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
