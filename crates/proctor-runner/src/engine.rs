@@ -121,6 +121,10 @@ pub struct ExecutionSummary {
     pub outcomes: BTreeMap<String, u64>,
     /// Whether the run was interrupted.
     pub interrupted: bool,
+    /// Why proctor itself stopped the run before every trial ran, when it did: the store's file
+    /// system filled up, or the store failed. The trials cut short were left unfinished (their
+    /// folders emptied) for `run --resume`.
+    pub stopped: Option<String>,
     /// The isolation in effect.
     pub isolation: String,
 }
@@ -202,6 +206,8 @@ struct Commits {
     trials: usize,
     /// Their outcomes.
     outcomes: BTreeMap<String, u64>,
+    /// Why committing stopped: the store failed (see [`ExecutionSummary::stopped`]).
+    stopped: Option<String>,
 }
 
 /// Runs every unfinished trial of the job's plan into its run, `options.jobs` at a time, and
@@ -239,6 +245,10 @@ pub fn execute(
     }
     scratch.remove();
     let committed = outcome?;
+    let stopped = committed.stopped.or_else(|| {
+        ctx.store_full()
+            .map(|why| format!("the store ran out of space ({why})"))
+    });
     Ok(ExecutionSummary {
         planned: job.plan.trials.len(),
         already_finished,
@@ -246,6 +256,7 @@ pub fn execute(
         outcomes: committed.outcomes,
         interrupted: interrupted.load(Ordering::SeqCst),
         isolation: job.isolation.label().to_string(),
+        stopped,
     })
 }
 
@@ -290,6 +301,7 @@ fn context<'a>(
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),
         cgroups: Err("the trials run without namespaces".into()),
+        store_full: Mutex::new(None),
         gateway: options.gateway.clone(),
         images: options.images.clone(),
         runtime: if options.images.is_empty() {
@@ -375,18 +387,29 @@ fn work<'p>(
             break;
         }
         let record = run_trial(ctx, trial);
+        // The store filled up while this trial (or another) kept its evidence: what is in its
+        // folder is incomplete. Stop the run, and empty the folder to give the space back.
+        if ctx.store_full().is_some() {
+            interrupted.store(true, Ordering::SeqCst);
+            let _ = ctx.run.discard_unfinished_trial(&trial.id);
+            break;
+        }
         // A trial cut short by an interruption is not evidence: leave it unfinished.
         if interrupted.load(Ordering::SeqCst) {
             break;
         }
         if tx.send(Report::Finished(trial, Box::new(record))).is_err() {
+            // The committer stopped (the store failed): this trial will not be recorded.
+            let _ = ctx.run.discard_unfinished_trial(&trial.id);
             break;
         }
     }
 }
 
 /// The committer: delivers each report's event and commits every record sent (each was a whole
-/// trial before any interruption), unless the store fails; a store failure interrupts the run.
+/// trial before any interruption), unless the store fails; a store failure interrupts the run,
+/// leaves the trials of the failed batch unfinished (their folders emptied: they are run again
+/// on resume) and says why in [`Commits::stopped`].
 fn commit(
     run: &RunHandle,
     rx: Receiver<Report<'_>>,
@@ -424,7 +447,29 @@ fn commit(
         // them durable together, once, before each trial.json (the commit point).
         if let Err(e) = run.finish_trials(&items) {
             interrupted.store(true, Ordering::SeqCst);
-            return Err(e);
+            // A trial of the batch may have been committed before the failure.
+            let finished = run.finished_trials().unwrap_or_default();
+            for (summary, _) in &batch {
+                if finished.contains(&summary.trial_id) {
+                    committed.trials += 1;
+                    *committed
+                        .outcomes
+                        .entry(summary.outcome.clone())
+                        .or_default() += 1;
+                    on_event(Event::Committed {
+                        trial_id: summary.trial_id.clone(),
+                    });
+                } else {
+                    let _ = run.discard_unfinished_trial(&summary.trial_id);
+                }
+            }
+            committed.stopped = Some(if e.is_out_of_space() {
+                format!("the store ran out of space ({e})")
+            } else {
+                format!("the store failed ({e})")
+            });
+            // Later reports are trials cut short by the stop: not evidence.
+            return Ok(committed);
         }
         for (summary, _) in batch {
             committed.trials += 1;

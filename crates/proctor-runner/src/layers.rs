@@ -5,19 +5,30 @@
 //! O(patch), not O(fixture). A patch that deletes files gets a full copy of the fixture with
 //! the patch applied instead (a plain directory cannot express a deletion to overlayfs).
 //! Layers are built in a temporary folder and renamed into place, so concurrent runs and
-//! interrupted preparations never see a half-built layer.
+//! interrupted preparations never see a half-built layer; a build that fails removes its
+//! temporary folder. Each layer's content is recorded in a manifest beside it
+//! ([`manifest`]), written last; before a layer is first used by a [`LayerCache`], it is
+//! checked against that manifest, and built again when anything differs.
 
-use std::collections::BTreeMap;
+mod manifest;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use proctor_suite::patch::Patch;
 use proctor_suite::tree::bytes_hash;
+
+use manifest::Manifest;
 
 /// Where prepared layers live (inside the store).
 #[derive(Debug, Clone)]
 pub struct LayerCache {
     dir: PathBuf,
+    /// Layers this cache (and its clones) checked against their manifest already: each is
+    /// checked once, not once per trial.
+    verified: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 /// The lowers of one trial's workspace, top first, and what each one is.
@@ -32,7 +43,10 @@ pub struct Lowers {
 impl LayerCache {
     /// A cache in `dir` (created on first use).
     pub fn new(dir: PathBuf) -> LayerCache {
-        LayerCache { dir }
+        LayerCache {
+            dir,
+            verified: Arc::default(),
+        }
     }
 
     /// The base layers for (fixture, mutation): the mutation layer (if any) above the fixture, or
@@ -137,31 +151,87 @@ impl LayerCache {
         Ok(Lowers { dirs, laid_in })
     }
 
+    /// Makes sure the layer `dir` exists and holds what its manifest says, building it with
+    /// `build` (into a temporary folder, renamed into place, its manifest written last) when it
+    /// is missing, and building it again when it differs from its manifest or has none.
     fn build_once(
         &self,
         dir: &Path,
         build: impl FnOnce(&Path) -> io::Result<()>,
     ) -> io::Result<()> {
-        if dir.is_dir() {
+        if self.is_verified(dir) {
             return Ok(());
         }
         let parent = dir
             .parent()
             .ok_or_else(|| io::Error::other("layer without a parent"))?;
         std::fs::create_dir_all(parent)?;
+        // One checker or builder at a time in this process: a layer another worker has just
+        // renamed into place is never taken for one without a manifest.
+        let _lock = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = dir.is_dir();
+        if stale && Manifest::matches(dir)? {
+            self.mark_verified(dir);
+            return Ok(());
+        }
+        if stale && !manifest::path_of(dir).exists() {
+            // Another process may have renamed it into place an instant ago and be writing its
+            // manifest now.
+            std::thread::sleep(MANIFEST_SETTLE);
+            if Manifest::matches(dir)? {
+                self.mark_verified(dir);
+                return Ok(());
+            }
+        }
         let tmp = tempfile_dir(parent)?;
-        build(&tmp)?;
+        let built = build(&tmp).and_then(|()| Manifest::scan(&tmp));
+        let manifest = match built {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        if stale {
+            // Differs from its manifest (or has none): set it aside, then drop it.
+            let aside = tempfile_dir(parent)?;
+            std::fs::remove_dir(&aside)?;
+            if std::fs::rename(dir, &aside).is_ok() {
+                let _ = std::fs::remove_dir_all(&aside);
+            }
+        }
         match std::fs::rename(&tmp, dir) {
-            Ok(()) => Ok(()),
+            Ok(()) => {}
             // Another worker built it first: theirs is identical.
             Err(_) if dir.is_dir() => {
                 let _ = std::fs::remove_dir_all(&tmp);
-                Ok(())
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        }
+        manifest.write_for(dir)?;
+        self.mark_verified(dir);
+        Ok(())
+    }
+
+    fn is_verified(&self, dir: &Path) -> bool {
+        self.verified.lock().is_ok_and(|v| v.contains(dir))
+    }
+
+    fn mark_verified(&self, dir: &Path) {
+        if let Ok(mut v) = self.verified.lock() {
+            v.insert(dir.to_path_buf());
         }
     }
 }
+
+/// Held while a layer is checked or built, so that the workers of one process never race.
+static BUILDING: Mutex<()> = Mutex::new(());
+
+/// How long a layer found without a manifest is given for another process to write it.
+const MANIFEST_SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
 
 fn tempfile_dir(parent: &Path) -> io::Result<PathBuf> {
     for n in 0..1000u32 {
@@ -251,6 +321,91 @@ mod tests {
             cache.base(&fixture, &"0".repeat(64), Some(&patch)).unwrap(),
             layers
         );
+    }
+
+    #[test]
+    fn a_tampered_cached_layer_is_rebuilt_before_use() {
+        let root = tempfile::tempdir().unwrap();
+        let fixture = root.path().join("fixture");
+        std::fs::create_dir_all(fixture.join("src")).unwrap();
+        std::fs::write(fixture.join("src/a.py"), "rate = 10\n").unwrap();
+        let patch = root.path().join("m.patch");
+        std::fs::write(
+            &patch,
+            "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-rate = 10\n+rate = 12\n",
+        )
+        .unwrap();
+        let cache_dir = root.path().join("cache");
+        let hash = "2".repeat(64);
+        let layers = LayerCache::new(cache_dir.clone())
+            .base(&fixture, &hash, Some(&patch))
+            .unwrap();
+        let cached = layers[0].join("src/a.py");
+        assert!(
+            manifest::path_of(&layers[0]).is_file(),
+            "a manifest beside the layer"
+        );
+
+        // Tampered between runs: the next run's cache notices and rebuilds it.
+        std::fs::write(&cached, "rate = 99\n").unwrap();
+        std::fs::write(layers[0].join("planted.txt"), "x").unwrap();
+        let again = LayerCache::new(cache_dir.clone())
+            .base(&fixture, &hash, Some(&patch))
+            .unwrap();
+        assert_eq!(again, layers, "the same layer folder");
+        assert_eq!(std::fs::read_to_string(&cached).unwrap(), "rate = 12\n");
+        assert!(!layers[0].join("planted.txt").exists());
+        let leftovers: Vec<_> = std::fs::read_dir(cache_dir.join("mutation"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+
+        // A layer without a manifest (a cache made before manifests) is rebuilt too.
+        std::fs::remove_file(manifest::path_of(&layers[0])).unwrap();
+        std::fs::write(&cached, "rate = 98\n").unwrap();
+        LayerCache::new(cache_dir.clone())
+            .base(&fixture, &hash, Some(&patch))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&cached).unwrap(), "rate = 12\n");
+        assert!(manifest::path_of(&layers[0]).is_file());
+
+        // A variant's files layer is checked the same way.
+        let src = root.path().join("SKILL.md");
+        std::fs::write(&src, "be careful\n").unwrap();
+        let files = BTreeMap::from([(String::from("SKILL.md"), src)]);
+        let (dir, _) = LayerCache::new(cache_dir.clone())
+            .variant_files(&files)
+            .unwrap()
+            .unwrap();
+        std::fs::write(dir.join("SKILL.md"), "be reckless\n").unwrap();
+        LayerCache::new(cache_dir).variant_files(&files).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("SKILL.md")).unwrap(),
+            "be careful\n"
+        );
+    }
+
+    #[test]
+    fn a_failed_build_leaves_no_temporary_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = LayerCache::new(root.path().join("cache"));
+        let dir = root.path().join("cache/mutation/k");
+        let err = cache
+            .build_once(&dir, |tmp| {
+                std::fs::write(tmp.join("half"), "x")?;
+                Err(io::Error::other("disk full"))
+            })
+            .unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
+        let names: Vec<_> = std::fs::read_dir(root.path().join("cache/mutation"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct Rescored {
     pub trials: usize,
     /// The trials whose outcome changed.
     pub changed: Vec<Changed>,
+    /// The trials whose `trial.json` exists but cannot be read (empty or torn): not rescored.
+    pub damaged: Vec<proctor_store::DamagedTrial>,
 }
 
 /// Where and how a rescore runs the checks.
@@ -58,7 +60,7 @@ pub struct CheckSetup<'a> {
 
 /// Scores every finished trial of `run` again, handing each new record to `emit` as soon as it
 /// is made (records are read and scored one at a time, never all held at once); returns what
-/// changed. Stops at the first record that cannot be read or that `emit` refuses.
+/// changed, and the trials whose `trial.json` could not be read. Stops at the first record that cannot be read or that `emit` refuses.
 pub fn rescore(
     suite: &Suite,
     run: &RunHandle,
@@ -95,7 +97,8 @@ pub fn rescore(
         Ok(())
     });
     let _ = proctor_sandbox::remove_tree(&rescorer.work_root);
-    outcome.map(|()| done)
+    done.damaged = outcome?;
+    Ok(done)
 }
 
 /// What rescoring each trial of a run shares.

@@ -138,16 +138,20 @@ pub enum ResultsError {
 
 /// Calls `f` with each finished trial record of a run, one at a time (in no particular order,
 /// each `trial.json` read once), so that nothing holds every record of a large run at once.
+/// Returns the trials whose `trial.json` exists but cannot be read (empty or torn), which are
+/// not finished and which the caller reports.
 pub fn for_each_record(
     run: &RunHandle,
     mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
-) -> Result<(), ResultsError> {
+) -> Result<Vec<proctor_store::DamagedTrial>, ResultsError> {
     run.for_each_trial(|file: proctor_store::TrialFile<TrialRecord>| f(file.record))
 }
 
 /// The report rows of every finished trial of a run, in plan order (task, variant, index).
 pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, ResultsError> {
     let mut rows = Vec::new();
+    // Damaged trials are not finished: they have no row (the commands that read rows report
+    // them).
     for_each_record(run, |record| {
         rows.push(row_of(&record, run.id().as_str(), suite));
         Ok(())

@@ -289,9 +289,17 @@ impl Session {
         execute(job, options, interrupted, on_event)
     }
 
-    /// Records how the run ended: `finished` when every planned trial is, else `interrupted`.
-    /// Returns whether every planned trial is finished.
+    /// Records how the run ended: `finished` when every planned trial is, else `interrupted`
+    /// (with the reason when proctor stopped it, [`ExecutionSummary::stopped`], after deleting
+    /// any temporary file left in the run's folder). Returns whether every planned trial is
+    /// finished.
     pub fn close(&self, summary: &ExecutionSummary) -> Result<bool, SessionError> {
+        if let Some(why) = &summary.stopped {
+            // A full disk must not keep what failed writes left behind.
+            let _ = self.run.remove_temporaries();
+            self.run.set_stopped(why).map_err(SessionError::Status)?;
+            return Ok(false);
+        }
         let all_done = summary.already_finished + summary.finished_now == summary.planned;
         let status = if all_done {
             RunStatus::Finished
@@ -312,6 +320,7 @@ impl Session {
             &self.plan.suite_hash,
             false,
         )?;
+        // A damaged trial.json is not a finished trial: the results hold the finished ones.
         for_each_record(&self.run, |record| writer.add(&record))?;
         match writer.finish("results") {
             Ok(report) => Ok(Some(report)),
@@ -356,6 +365,7 @@ pub(crate) fn run_meta(
         started_at: String::new(),
         finished_at: None,
         status: RunStatus::Running,
+        stop_reason: None,
         extra,
     }
 }

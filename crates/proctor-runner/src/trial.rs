@@ -63,6 +63,9 @@ fn stages(
     clock.lap("agent");
     let executed = executed?;
     let captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
+    if let Some(why) = &captured.store_full {
+        ctx.store_is_full(why.clone());
+    }
     clock.lap("capture");
     let holdout = ctx.suite.holdout_dir(&planned.task);
     let hashes = Hashes {

@@ -3,7 +3,8 @@
 //!
 //! A reader sees either the old file or the complete new one, never a prefix, whatever moment the
 //! writer dies at. A writer that dies before the rename leaves the old file as it was and a
-//! `.NAME.tmp-…` file beside it, which nothing in the store ever reads.
+//! `.NAME.tmp-…` file beside it, which nothing in the store ever reads. A write that fails (a
+//! full disk, above all) removes its temporary file before returning the error.
 
 use crate::error::{io_err, Result, StoreError};
 use crate::finite::check_finite;
@@ -148,7 +149,11 @@ pub fn atomic_write_unsynced(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()>
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = dir.join(format!(".{name}{TEMP_MARKER}{}-u{n}", std::process::id()));
-    fs::write(&temp, bytes).map_err(io_err("write", &temp))?;
+    if let Err(e) = fs::write(&temp, bytes) {
+        // A full disk (or any other failure) must not leave the part written behind.
+        let _ = fs::remove_file(&temp);
+        return Err(io_err("write", &temp)(e));
+    }
     fs::rename(&temp, path).map_err(|e| {
         let _ = fs::remove_file(&temp);
         io_err("rename into place", path)(e)

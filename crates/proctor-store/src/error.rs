@@ -50,6 +50,31 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// `index.sqlite` cannot be read at all: it is not a SQLite database, or SQLite finds it
+    /// corrupt. `proctor reindex` ([`crate::Store::rebuild_index`]) moves it aside and rebuilds
+    /// it from the run folders.
+    #[error(
+        "index {} is unreadable ({source}); it is damaged or is not a proctor index",
+        path.display()
+    )]
+    IndexDamaged {
+        /// The `index.sqlite` file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The store cannot be written (a read-only file system, or no write permission), and the
+    /// operation must write.
+    #[error("the store at {} is read-only: cannot {what}", root.display())]
+    ReadOnly {
+        /// The store's root directory.
+        root: PathBuf,
+        /// What could not be done (`rebuild the index`, `create a run`, ...).
+        what: &'static str,
+    },
+
     /// The index was written by a newer proctor with a schema this one does not know.
     #[error(
         "index {} has schema version {found}, newer than the {supported} this proctor knows; \
@@ -140,6 +165,42 @@ pub enum StoreError {
         /// The trial id.
         trial: String,
     },
+}
+
+impl StoreError {
+    /// Whether this is the file system refusing a write because it is full (`ENOSPC`) or the
+    /// user's quota is spent (`EDQUOT`): freeing space, not changing anything, fixes it.
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => is_out_of_space(source),
+            StoreError::Index { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DiskFull)
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an I/O error is the file system being full (`ENOSPC`) or a spent quota (`EDQUOT`),
+/// also when it is wrapped (`io::Error::other(inner)`) one or more times.
+pub fn is_out_of_space(e: &std::io::Error) -> bool {
+    if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) {
+        return true;
+    }
+    let inner = e.get_ref().map(|i| i as &(dyn std::error::Error + 'static));
+    match inner {
+        Some(inner) => {
+            if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+                is_out_of_space(io)
+            } else if let Some(store) = inner.downcast_ref::<StoreError>() {
+                store.is_out_of_space()
+            } else {
+                false
+            }
+        }
+        None => false,
+    }
 }
 
 /// Short alias used throughout the crate.

@@ -4,18 +4,23 @@
 //! [`crate::Store::reindex`]. One connection per [`crate::Store`], behind a mutex, serves every
 //! thread of the process; WAL mode and a generous busy timeout let several proctor processes
 //! share one store.
+//!
+//! An index that SQLite cannot read (not a database, corrupt pages, missing tables) is reported
+//! as [`StoreError::IndexDamaged`], never used. A store that cannot be written opens its index
+//! read-only ([`Index::open_read_only`]), or, when that file is missing or unusable, builds the
+//! index in memory ([`Index::in_memory`]).
 
 use crate::error::{Result, StoreError};
-use crate::model::{RunListing, RunMeta, RunRecord, TrialSummary};
+use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The schema version this crate writes, kept in `PRAGMA user_version`.
-pub const INDEX_SCHEMA_VERSION: i64 = 1;
+pub const INDEX_SCHEMA_VERSION: i64 = 2;
 
 /// How long a writer waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -49,9 +54,24 @@ CREATE TABLE trials (
 ) WITHOUT ROWID;
 CREATE INDEX trials_by_outcome ON trials (run_id, outcome);
 CREATE INDEX trials_by_cell ON trials (run_id, task, variant, trial_index, trial_id);
+CREATE TABLE damaged (
+    run_id   TEXT NOT NULL,
+    trial_id TEXT NOT NULL,
+    reason   TEXT NOT NULL,
+    PRIMARY KEY (run_id, trial_id)
+) WITHOUT ROWID;
 ";
 
+/// The `trial_id` of a row of `damaged` that is about the run's own `run.json`.
+const RUN_ITSELF: &str = "";
+
+/// A query that fails unless every table of the schema is there.
+const PROBE: &str =
+    "SELECT (SELECT COUNT(*) FROM runs WHERE 0) + (SELECT COUNT(*) FROM trials WHERE 0) \
+                     + (SELECT COUNT(*) FROM damaged WHERE 0)";
+
 const DROP: &str = "
+DROP TABLE IF EXISTS damaged;
 DROP INDEX IF EXISTS trials_by_cell;
 DROP INDEX IF EXISTS trials_by_outcome;
 DROP TABLE IF EXISTS trials;
@@ -120,6 +140,57 @@ impl Index {
         Ok((index, opened))
     }
 
+    /// Opens the index at `path` without ever writing to it or beside it (no journal, no WAL
+    /// files): for a store on a read-only file system, or one this user may not write. Fails
+    /// unless the file holds an index of the current schema.
+    pub(crate) fn open_read_only(path: &Path) -> Result<Index> {
+        let e = sql_err(path);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // `mode=ro` reads a WAL index whose `-shm` file exists or can be made; on a read-only
+        // file system it cannot be made, and `immutable=1` (nobody can change the file there)
+        // reads it without one.
+        let mut last = None;
+        for query in ["mode=ro", "immutable=1"] {
+            let uri = format!("{}?{query}", file_uri(path));
+            let conn = match Connection::open_with_flags(&uri, flags) {
+                Ok(c) => c,
+                Err(err) => {
+                    last = Some(e(err));
+                    continue;
+                }
+            };
+            match check_read_only(&conn, path) {
+                Ok(()) => {
+                    return Ok(Index {
+                        path: path.to_path_buf(),
+                        conn: Mutex::new(conn),
+                    })
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError::IndexDamaged {
+            path: path.to_path_buf(),
+            source: rusqlite::Error::InvalidPath(path.to_path_buf()),
+        }))
+    }
+
+    /// An empty index of the current schema that lives in memory only, named after `path` in
+    /// errors: what a read-only store uses when its `index.sqlite` is missing or unusable (the
+    /// store fills it from the folders).
+    pub(crate) fn in_memory(path: &Path) -> Result<Index> {
+        let e = sql_err(path);
+        let conn = Connection::open_in_memory().map_err(&e)?;
+        let mut index = Index {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        };
+        index.ensure_schema()?;
+        Ok(index)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite itself consistent (an open transaction is
         // rolled back when its guard drops), so a poisoned mutex is still usable.
@@ -141,6 +212,12 @@ impl Index {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(&e)?;
         let opened = if found == INDEX_SCHEMA_VERSION {
+            // The version says so, but the tables must be there too.
+            tx.query_row(PROBE, [], |_| Ok(()))
+                .map_err(|source| StoreError::IndexDamaged {
+                    path: path.clone(),
+                    source,
+                })?;
             Opened::Existing
         } else if found > INDEX_SCHEMA_VERSION {
             return Err(StoreError::IndexTooNew {
@@ -172,6 +249,73 @@ impl Index {
         upsert_trial(&conn, run, t).map_err(self.err())
     }
 
+    /// The damaged trials of every run, by run id (from the last reindex).
+    fn damaged_trials(conn: &Connection) -> rusqlite::Result<BTreeMap<String, Vec<DamagedTrial>>> {
+        let mut out: BTreeMap<String, Vec<DamagedTrial>> = BTreeMap::new();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id, trial_id, reason FROM damaged WHERE trial_id != ''
+             ORDER BY run_id, trial_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                DamagedTrial {
+                    trial_id: r.get(1)?,
+                    reason: r.get(2)?,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (run, trial) = row?;
+            out.entry(run).or_default().push(trial);
+        }
+        Ok(out)
+    }
+
+    /// The damaged trials of one run (from the last reindex), by trial id.
+    pub(crate) fn damaged_of(&self, run: &RunId) -> Result<Vec<DamagedTrial>> {
+        let conn = self.lock();
+        let e = self.err();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT trial_id, reason FROM damaged WHERE run_id = ?1 AND trial_id != ''
+                 ORDER BY trial_id",
+            )
+            .map_err(&e)?;
+        let rows = stmt
+            .query_map([run.as_str()], |r| {
+                Ok(DamagedTrial {
+                    trial_id: r.get(0)?,
+                    reason: r.get(1)?,
+                })
+            })
+            .map_err(&e)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(&e)
+    }
+
+    /// The runs whose `run.json` the last reindex could not read, oldest first.
+    pub(crate) fn damaged_runs(&self) -> Result<Vec<DamagedRun>> {
+        let conn = self.lock();
+        let e = self.err();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT run_id, reason FROM damaged WHERE trial_id = '' ORDER BY run_id",
+            )
+            .map_err(&e)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(&e)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, reason) = row.map_err(&e)?;
+            // A row whose id is no run id was not written by this crate: ignored.
+            if let Ok(id) = id.parse::<RunId>() {
+                out.push(DamagedRun { id, reason });
+            }
+        }
+        Ok(out)
+    }
+
     /// Every run with its outcome counts, oldest first.
     pub(crate) fn list_runs(&self) -> Result<Vec<RunListing>> {
         let conn = self.lock();
@@ -197,6 +341,7 @@ impl Index {
                 counts.entry(run).or_default().insert(outcome, n);
             }
         }
+        let mut damaged = Index::damaged_trials(&conn).map_err(&e)?;
         let mut stmt = conn
             .prepare_cached("SELECT id, record_json FROM runs ORDER BY id")
             .map_err(&e)?;
@@ -213,6 +358,7 @@ impl Index {
                 meta: record.meta,
                 trials_finished: outcomes.values().sum(),
                 outcomes,
+                damaged: damaged.remove(&id).unwrap_or_default(),
             });
         }
         Ok(out)
@@ -263,21 +409,31 @@ impl Index {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(&e)
     }
 
-    /// Replaces the whole content with the given runs and trials, in one transaction: readers
-    /// see the old index or the new one.
-    pub(crate) fn replace_all(&self, runs: &[(RunRecord, Vec<TrialSummary>)]) -> Result<()> {
+    /// Replaces the whole content with the given runs (each with its finished and its damaged
+    /// trials) and damaged runs, in one transaction: readers see the old index or the new one.
+    pub(crate) fn replace_all(
+        &self,
+        runs: &[ScannedRun],
+        damaged_runs: &[DamagedRun],
+    ) -> Result<()> {
         let mut conn = self.lock();
         let e = sql_err(&self.path);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&e)?;
-        tx.execute_batch("DELETE FROM trials; DELETE FROM runs;")
+        tx.execute_batch("DELETE FROM trials; DELETE FROM runs; DELETE FROM damaged;")
             .map_err(&e)?;
-        for (record, trials) in runs {
-            upsert_run(&tx, record).map_err(&e)?;
-            for t in trials {
-                upsert_trial(&tx, &record.id, t).map_err(&e)?;
+        for run in runs {
+            upsert_run(&tx, &run.record).map_err(&e)?;
+            for t in &run.trials {
+                upsert_trial(&tx, &run.record.id, t).map_err(&e)?;
             }
+            for d in &run.damaged {
+                insert_damaged(&tx, run.record.id.as_str(), &d.trial_id, &d.reason).map_err(&e)?;
+            }
+        }
+        for d in damaged_runs {
+            insert_damaged(&tx, d.id.as_str(), RUN_ITSELF, &d.reason).map_err(&e)?;
         }
         tx.commit().map_err(&e)
     }
@@ -299,16 +455,93 @@ impl Index {
     }
 }
 
+/// One run as read from its folder for [`Index::replace_all`].
+pub(crate) struct ScannedRun {
+    /// Its `run.json`.
+    pub record: RunRecord,
+    /// Its finished trials.
+    pub trials: Vec<TrialSummary>,
+    /// Its trials whose `trial.json` cannot be read.
+    pub damaged: Vec<DamagedTrial>,
+}
+
+/// Turns a SQLite error into the store's: [`StoreError::IndexDamaged`] when SQLite says the file
+/// is no database or is corrupt, else [`StoreError::Index`].
 fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-    move |source| StoreError::Index {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        let damaged = matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+        );
+        let path = path.to_path_buf();
+        if damaged {
+            StoreError::IndexDamaged { path, source }
+        } else {
+            StoreError::Index { path, source }
+        }
     }
+}
+
+/// Checks that a connection opened read-only reads an index of the current schema.
+fn check_read_only(conn: &Connection, path: &Path) -> Result<()> {
+    let e = sql_err(path);
+    let found: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(&e)?;
+    if found > INDEX_SCHEMA_VERSION {
+        return Err(StoreError::IndexTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported: INDEX_SCHEMA_VERSION,
+        });
+    }
+    if found < INDEX_SCHEMA_VERSION {
+        // An older cache cannot be upgraded without writing.
+        return Err(StoreError::IndexDamaged {
+            path: path.to_path_buf(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+                Some(format!(
+                    "schema version {found}, not {INDEX_SCHEMA_VERSION}, and read-only"
+                )),
+            ),
+        });
+    }
+    conn.query_row(PROBE, [], |_| Ok(()))
+        .map_err(|source| StoreError::IndexDamaged {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// `path` as an SQLite `file:` URI (its bytes percent-encoded where a URI needs it).
+fn file_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
+}
+
+fn insert_damaged(conn: &Connection, run: &str, trial: &str, reason: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO damaged (run_id, trial_id, reason) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![run, trial, reason])?;
+    Ok(())
 }
 
 fn upsert_run(conn: &Connection, record: &RunRecord) -> rusqlite::Result<()> {
     let json = serde_json::to_string(record)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    // A run written again has a readable run.json.
+    conn.prepare_cached("DELETE FROM damaged WHERE run_id = ?1 AND trial_id = ''")?
+        .execute(params![record.id.as_str()])?;
     let m = &record.meta;
     conn.prepare_cached(UPSERT_RUN)?.execute(params![
         record.id.as_str(),
@@ -324,6 +557,9 @@ fn upsert_run(conn: &Connection, record: &RunRecord) -> rusqlite::Result<()> {
 }
 
 fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::Result<()> {
+    // A trial written again is no longer damaged.
+    conn.prepare_cached("DELETE FROM damaged WHERE run_id = ?1 AND trial_id = ?2")?
+        .execute(params![run.as_str(), t.trial_id])?;
     conn.prepare_cached(UPSERT_TRIAL)?.execute(params![
         run.as_str(),
         t.trial_id,

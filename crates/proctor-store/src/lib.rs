@@ -42,12 +42,12 @@ pub use atomic::{
     atomic_write, atomic_write_json, atomic_write_json_unsynced, atomic_write_unsynced,
     ensure_finite, is_temp_name, to_json_bytes, AtomicFile,
 };
-pub use error::{Result, StoreError};
+pub use error::{is_out_of_space, Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;
 pub use lock::{LockHolder, LOCK_FILE};
 pub use model::{
-    HostInfo, ParseRunStatusError, RunListing, RunMeta, RunRecord, RunStatus, TrialFile,
-    TrialSummary, FILE_SCHEMA_VERSION,
+    DamagedRun, DamagedTrial, HostInfo, ParseRunStatusError, RunListing, RunMeta, RunRecord,
+    RunStatus, TrialFile, TrialSummary, FILE_SCHEMA_VERSION,
 };
 pub use run_id::RunId;
 pub use store::{

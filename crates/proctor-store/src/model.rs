@@ -130,6 +130,10 @@ pub struct RunMeta {
     pub finished_at: Option<String>,
     /// Where the run stands.
     pub status: RunStatus,
+    /// Why proctor stopped the run before every planned trial ran, when it was not the user
+    /// (e.g. the store's file system filled up); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// Anything else the runner records (options, environment summary); `null` when unused.
     #[serde(default)]
     pub extra: serde_json::Value,
@@ -159,6 +163,28 @@ pub struct RunListing {
     pub trials_finished: u64,
     /// Finished trials by outcome string.
     pub outcomes: BTreeMap<String, u64>,
+    /// Trials whose `trial.json` exists but cannot be read, as the last reindex found them.
+    pub damaged: Vec<DamagedTrial>,
+}
+
+/// A trial whose `trial.json` exists but is empty or does not parse (torn by a power loss, or
+/// damaged since): it is not counted as finished, and it is reported instead of skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedTrial {
+    /// The trial's id (its folder name).
+    pub trial_id: String,
+    /// What is wrong with its `trial.json`, in a sentence.
+    pub reason: String,
+}
+
+/// A run folder whose `run.json` exists but cannot be read: it is left out of the index and
+/// reported by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedRun {
+    /// The run's id (its folder name).
+    pub id: RunId,
+    /// What is wrong with its `run.json`, in a sentence.
+    pub reason: String,
 }
 
 /// What the index keeps of one finished trial: enough for `list`, `show` and `compare` over the

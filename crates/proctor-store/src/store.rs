@@ -4,11 +4,11 @@ use crate::atomic::{
     atomic_write_json, atomic_write_unsynced, is_temp_name, sync_dir, to_json_bytes,
 };
 use crate::error::{io_err, Result, StoreError};
-use crate::index::{Index, Opened};
+use crate::index::{Index, Opened, ScannedRun};
 use crate::lock::{self, LockHolder, RunLock};
 use crate::model::{
-    validate_trial_id, RunListing, RunMeta, RunRecord, RunStatus, TrialFile, TrialFileRef,
-    TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
+    validate_trial_id, DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, RunStatus,
+    TrialFile, TrialFileRef, TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
 };
 use crate::time::utc_now;
 use crate::RunId;
@@ -50,15 +50,23 @@ struct Inner {
     root: PathBuf,
     runs: PathBuf,
     index: Index,
+    /// The store cannot be written: the index is read-only (or in memory), nothing is written.
+    read_only: bool,
 }
 
 /// What [`Store::reindex`] found in the folders.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReindexReport {
     /// Runs indexed.
     pub runs: u64,
     /// Finished trials indexed.
     pub trials: u64,
+    /// Run folders left out because their `run.json` cannot be read, each named with why.
+    pub skipped_runs: Vec<DamagedRun>,
+    /// Trials whose `trial.json` exists but cannot be read, by run: not counted as finished.
+    pub damaged_trials: Vec<(RunId, DamagedTrial)>,
+    /// Where [`Store::rebuild_index`] moved an unreadable index before rebuilding it, if it did.
+    pub moved_aside: Option<PathBuf>,
 }
 
 impl Store {
@@ -67,8 +75,20 @@ impl Store {
     ///
     /// When the index is new (or was left by an older schema) while run folders exist, it is
     /// rebuilt from them at once, so deleting `index.sqlite` is always safe.
+    ///
+    /// An index SQLite cannot read fails with [`StoreError::IndexDamaged`]; [`Store::rebuild_index`]
+    /// repairs it. A store that cannot be written (a read-only file system, or no write
+    /// permission) is opened read-only: its index is read without writing anything, or, when it
+    /// is missing, damaged or of another schema, built in memory from the folders; every method
+    /// that writes then fails with [`StoreError::ReadOnly`] (or the file system's own error).
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let given = dir.as_ref();
+        Store::open_with(dir.as_ref(), true)
+    }
+
+    fn open_with(given: &Path, reindex_new: bool) -> Result<Store> {
+        if is_existing_dir(given) && !is_writable(given) {
+            return Store::open_read_only(given);
+        }
         let runs = given.join(RUNS_DIR);
         fs::create_dir_all(&runs).map_err(io_err("create directory", &runs))?;
         // Every path the store hands out is absolute, whatever the caller's working directory:
@@ -77,12 +97,91 @@ impl Store {
         let runs = root.join(RUNS_DIR);
         let (index, opened) = Index::open(&root.join(INDEX_FILE))?;
         let store = Store {
-            inner: Arc::new(Inner { root, runs, index }),
+            inner: Arc::new(Inner {
+                root,
+                runs,
+                index,
+                read_only: false,
+            }),
         };
-        if matches!(opened, Opened::Created) && !store.run_ids()?.is_empty() {
+        if reindex_new && matches!(opened, Opened::Created) && !store.run_ids()?.is_empty() {
             store.reindex()?;
         }
         Ok(store)
+    }
+
+    /// Opens a store that cannot be written: the index file read-only when it is sound, else an
+    /// index in memory filled from the folders.
+    fn open_read_only(given: &Path) -> Result<Store> {
+        let root = fs::canonicalize(given).map_err(io_err("resolve", given))?;
+        let runs = root.join(RUNS_DIR);
+        let path = root.join(INDEX_FILE);
+        let (index, fill) = match Index::open_read_only(&path) {
+            Ok(index) => (index, false),
+            Err(e @ StoreError::IndexTooNew { .. }) => return Err(e),
+            Err(_) => (Index::in_memory(&path)?, true),
+        };
+        let store = Store {
+            inner: Arc::new(Inner {
+                root,
+                runs,
+                index,
+                read_only: true,
+            }),
+        };
+        if fill {
+            store.fill_index()?;
+        }
+        Ok(store)
+    }
+
+    /// Opens the store for `proctor reindex` and rebuilds its index from the run folders. An
+    /// index SQLite cannot read (see [`StoreError::IndexDamaged`]), or whose integrity check
+    /// fails, is first moved aside to `index.sqlite.damaged-TIMESTAMP` (with its `-wal` file)
+    /// and replaced by a new one; the report says where it went.
+    ///
+    /// A read-only store fails with [`StoreError::ReadOnly`].
+    pub fn rebuild_index(dir: impl AsRef<Path>) -> Result<(Store, ReindexReport)> {
+        let dir = dir.as_ref();
+        let mut moved = None;
+        let store = match Store::open_with(dir, false) {
+            Ok(store) if store.is_read_only() => {
+                return Err(StoreError::ReadOnly {
+                    root: store.root().to_path_buf(),
+                    what: "rebuild its index",
+                })
+            }
+            Ok(store) if store.index_is_sound().unwrap_or(false) => store,
+            Ok(store) => {
+                let root = store.root().to_path_buf();
+                drop(store);
+                moved = Some(move_index_aside(&root)?);
+                Store::open_with(&root, false)?
+            }
+            Err(StoreError::IndexDamaged { .. }) => {
+                moved = Some(move_index_aside(dir)?);
+                Store::open_with(dir, false)?
+            }
+            Err(e) => return Err(e),
+        };
+        let mut report = store.reindex()?;
+        report.moved_aside = moved;
+        Ok((store, report))
+    }
+
+    /// Whether the store was opened read-only (it cannot be written): nothing will be written.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn refuse_if_read_only(&self, what: &'static str) -> Result<()> {
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly {
+                root: self.inner.root.clone(),
+                what,
+            });
+        }
+        Ok(())
     }
 
     /// The store's root directory.
@@ -101,6 +200,7 @@ impl Store {
     ///
     /// An empty `meta.started_at` is set to now.
     pub fn create_run(&self, meta: &RunMeta) -> Result<RunHandle> {
+        self.refuse_if_read_only("create a run")?;
         let mut meta = meta.clone();
         if meta.started_at.is_empty() {
             meta.started_at = utc_now();
@@ -147,7 +247,9 @@ impl Store {
     /// `rescore`). A process that runs the run's trials must use [`Store::resume_run`] instead.
     pub fn open_run(&self, id: &RunId) -> Result<RunHandle> {
         let record = self.read_run_record(id)?;
-        self.inner.index.upsert_run(&record)?;
+        if !self.inner.read_only {
+            self.inner.index.upsert_run(&record)?;
+        }
         Ok(RunHandle {
             store: self.clone(),
             id: id.clone(),
@@ -166,6 +268,7 @@ impl Store {
     /// `resume_run`: two processes running the same trials would overwrite each other's
     /// evidence.
     pub fn resume_run(&self, id: &RunId) -> Result<RunHandle> {
+        self.refuse_if_read_only("resume a run")?;
         // Read first, so that a missing run is reported as such rather than as a lock failure.
         self.read_run_record(id)?;
         let dir = self.run_dir(id);
@@ -222,7 +325,15 @@ impl Store {
     pub fn run_ids(&self) -> Result<Vec<RunId>> {
         let runs = &self.inner.runs;
         let mut ids = Vec::new();
-        for entry in fs::read_dir(runs).map_err(io_err("read directory", runs))? {
+        let entries = match fs::read_dir(runs) {
+            Ok(entries) => entries,
+            // A read-only store that never held a run has no `runs/`.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.inner.read_only => {
+                return Ok(ids)
+            }
+            Err(e) => return Err(io_err("read directory", runs)(e)),
+        };
+        for entry in entries {
             let entry = entry.map_err(io_err("read directory", runs))?;
             let Some(id) = entry
                 .file_name()
@@ -317,6 +428,16 @@ impl Store {
         }
     }
 
+    /// The runs whose `run.json` the last reindex could not read (they are not in the index).
+    pub fn damaged_runs(&self) -> Result<Vec<DamagedRun>> {
+        self.inner.index.damaged_runs()
+    }
+
+    /// The trials of a run whose `trial.json` the last reindex found unreadable, by trial id.
+    pub fn damaged_trials(&self, run: &RunId) -> Result<Vec<DamagedTrial>> {
+        self.inner.index.damaged_of(run)
+    }
+
     /// Every finished trial of a run that the index holds, by task, variant and trial index.
     pub fn trials(&self, run: &RunId) -> Result<Vec<TrialSummary>> {
         self.inner.index.trials(run)
@@ -352,19 +473,45 @@ impl Store {
     /// readable `run.json`, and in it every trial whose `trial.json` parses.
     ///
     /// The folders are read first and the index is then replaced in one transaction, so other
-    /// readers see the old index or the new one. A run folder whose `run.json` is unreadable is
-    /// an error (it names the file) rather than a silently dropped run.
+    /// readers see the old index or the new one. Nothing damaged is dropped silently: a run
+    /// folder whose `run.json` exists but does not parse is left out and named in
+    /// [`ReindexReport::skipped_runs`], and a `trial.json` that exists but does not parse is
+    /// named in [`ReindexReport::damaged_trials`]; the index keeps both, for `list` to report.
+    /// An error reading a folder (permissions, I/O) still fails the whole reindex.
     pub fn reindex(&self) -> Result<ReindexReport> {
+        self.refuse_if_read_only("rebuild its index")?;
+        self.fill_index()
+    }
+
+    /// Reads every run folder and replaces the index's content with what they hold.
+    fn fill_index(&self) -> Result<ReindexReport> {
         let mut all = Vec::new();
         let mut report = ReindexReport::default();
         for id in self.run_ids()? {
-            let record = self.read_run_record(&id)?;
-            let trials = scan_trials(&self.run_dir(&id).join(TRIALS_DIR))?;
+            let record = match self.read_run_record(&id) {
+                Ok(record) => record,
+                Err(e @ StoreError::Json { .. }) => {
+                    report.skipped_runs.push(DamagedRun {
+                        id,
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let (trials, damaged) = scan_trials(&self.run_dir(&id).join(TRIALS_DIR))?;
             report.runs += 1;
             report.trials += trials.len() as u64;
-            all.push((record, trials));
+            report
+                .damaged_trials
+                .extend(damaged.iter().map(|d| (id.clone(), d.clone())));
+            all.push(ScannedRun {
+                record,
+                trials,
+                damaged,
+            });
         }
-        self.inner.index.replace_all(&all)?;
+        self.inner.index.replace_all(&all, &report.skipped_runs)?;
         Ok(report)
     }
 
@@ -443,6 +590,64 @@ impl RunHandle {
         }
         fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
         Ok(dir)
+    }
+
+    /// Removes the folder of a trial that is not finished (what a trial cut short left in it),
+    /// giving its space back; a finished trial's folder is refused and left alone, and a
+    /// missing folder is no error.
+    pub fn discard_unfinished_trial(&self, trial_id: &str) -> Result<()> {
+        validate_trial_id(trial_id)?;
+        let dir = self.dir.join(TRIALS_DIR).join(trial_id);
+        if self.is_finished(&dir) {
+            return Err(StoreError::Io {
+                op: "discard",
+                path: dir,
+                source: io::Error::new(io::ErrorKind::AlreadyExists, "the trial is finished"),
+            });
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("remove", &dir)(e)),
+        }
+    }
+
+    /// Deletes every temporary file an atomic write left anywhere in the run's folder (see
+    /// [`crate::is_temp_name`]); returns how many. Only for the process that holds the run (a
+    /// handle from [`Store::create_run`] or [`Store::resume_run`]): another writer's temporary
+    /// files would be in use.
+    pub fn remove_temporaries(&self) -> Result<usize> {
+        if self._lock.is_none() {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        let mut dirs = vec![self.dir.clone()];
+        while let Some(dir) = dirs.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("read directory", &dir)(e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(io_err("read directory", &dir))?;
+                let path = entry.path();
+                let temp = entry.file_name().to_str().is_some_and(is_temp_name);
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() && !temp => dirs.push(path),
+                    Ok(t) if t.is_dir() => {
+                        fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+                        removed += 1;
+                    }
+                    Ok(_) if temp => {
+                        fs::remove_file(&path).map_err(io_err("remove", &path))?;
+                        removed += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(io_err("read directory", &dir)(e)),
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Whether the trial folder `dir` holds a `trial.json` that parses.
@@ -527,33 +732,53 @@ impl RunHandle {
     }
 
     /// Calls `f` with every finished trial's file, reading each `trial.json` once, in no
-    /// particular order, one at a time (so memory does not grow with the run). A `trial.json`
-    /// that does not parse is an unfinished trial and is skipped, as in
-    /// [`RunHandle::finished_trials`]; one that is finished but whose record is not an `R` is an
-    /// error.
+    /// particular order, one at a time (so memory does not grow with the run), and returns the
+    /// trials whose `trial.json` exists but is empty or does not parse: they are not finished
+    /// (as in [`RunHandle::finished_trials`]), and the caller reports them. A trial that is
+    /// finished but whose record is not an `R` is an error.
     pub fn for_each_trial<R: DeserializeOwned, E: From<StoreError>>(
         &self,
         mut f: impl FnMut(TrialFile<R>) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        each_trial_file(&self.dir.join(TRIALS_DIR), |_, path, bytes| {
+    ) -> std::result::Result<Vec<DamagedTrial>, E> {
+        let mut damaged = Vec::new();
+        each_trial_file(&self.dir.join(TRIALS_DIR), |id, path, bytes| {
             match serde_json::from_slice::<TrialFile<R>>(&bytes) {
                 Ok(file) => f(file),
-                // Unfinished (torn or without a summary): skipped, as finished_trials does.
-                Err(_) if serde_json::from_slice::<TrialHead>(&bytes).is_err() => Ok(()),
-                Err(source) => Err(StoreError::Json { path, source }.into()),
+                Err(source) => match serde_json::from_slice::<TrialHead>(&bytes) {
+                    // Not finished (torn, empty or without a summary): reported, not read.
+                    Err(e) => {
+                        damaged.push(damage(id, &bytes, &e));
+                        Ok(())
+                    }
+                    Ok(_) => Err(StoreError::Json { path, source }.into()),
+                },
             }
-        })
+        })?;
+        damaged.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+        Ok(damaged)
     }
 
     /// Sets the run's status and rewrites `run.json` atomically (and the index row).
     /// `finished` and `interrupted` stamp `finished_at` with now; `running` (a resume) clears it.
+    /// Any earlier [`RunMeta::stop_reason`] is cleared.
     pub fn set_status(&self, status: RunStatus) -> Result<()> {
         self.update_meta(|m| {
             m.status = status;
+            m.stop_reason = None;
             m.finished_at = match status {
                 RunStatus::Running => None,
                 RunStatus::Finished | RunStatus::Interrupted => Some(utc_now()),
             };
+        })
+    }
+
+    /// Marks the run `interrupted` because proctor had to stop it, saying why (e.g. the store's
+    /// file system is full), and rewrites `run.json` like [`RunHandle::set_status`].
+    pub fn set_stopped(&self, reason: &str) -> Result<()> {
+        self.update_meta(|m| {
+            m.status = RunStatus::Interrupted;
+            m.stop_reason = Some(reason.to_string());
+            m.finished_at = Some(utc_now());
         })
     }
 
@@ -580,13 +805,72 @@ impl RunHandle {
 }
 
 /// Reads the summaries of every finished trial under a run's `trials/` folder, in folder-name
-/// order. A trial folder without a parsing `trial.json` is unfinished and skipped; the folder's
-/// name is the trial id.
-fn scan_trials(trials: &Path) -> Result<Vec<TrialSummary>> {
+/// order, and the trials whose `trial.json` exists but does not parse; a trial folder without a
+/// `trial.json` is unfinished and skipped. The folder's name is the trial id.
+fn scan_trials(trials: &Path) -> Result<(Vec<TrialSummary>, Vec<DamagedTrial>)> {
     let mut out = Vec::new();
-    each_trial(trials, |_, summary| out.push(summary))?;
+    let mut damaged = Vec::new();
+    each_trial_file(trials, |name, _, bytes| {
+        match serde_json::from_slice::<TrialHead>(&bytes) {
+            Ok(head) => {
+                let mut summary = head.summary;
+                summary.trial_id = name;
+                out.push(summary);
+            }
+            Err(e) => damaged.push(damage(name, &bytes, &e)),
+        }
+        Ok::<(), StoreError>(())
+    })?;
     out.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
-    Ok(out)
+    damaged.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+    Ok((out, damaged))
+}
+
+/// What is wrong with a `trial.json` that does not parse as a finished trial.
+fn damage(trial_id: String, bytes: &[u8], e: &serde_json::Error) -> DamagedTrial {
+    let reason = if bytes.iter().all(u8::is_ascii_whitespace) {
+        format!("{TRIAL_FILE} is empty ({} bytes)", bytes.len())
+    } else {
+        format!("{TRIAL_FILE} does not parse ({} bytes): {e}", bytes.len())
+    };
+    DamagedTrial { trial_id, reason }
+}
+
+/// Whether `path` is a directory that exists.
+fn is_existing_dir(path: &Path) -> bool {
+    path.is_dir()
+}
+
+/// Whether this process may create files in the directory `dir` (`access(2)` with `W_OK`: false
+/// on a read-only file system, even for root).
+fn is_writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access(2) on a NUL-terminated path that lives for the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Moves the index file (and its `-wal` file) of the store at `root` aside, to
+/// `index.sqlite.damaged-TIMESTAMP`, and deletes its `-shm` file (SQLite's shared-memory
+/// index of the WAL, rebuilt with the new file); returns where the index went.
+fn move_index_aside(root: &Path) -> Result<PathBuf> {
+    let index = root.join(INDEX_FILE);
+    let stamp = utc_now().replace([':', '.'], "-");
+    let aside = root.join(format!("{INDEX_FILE}.damaged-{stamp}"));
+    fs::rename(&index, &aside).map_err(io_err("move aside", &index))?;
+    let wal = root.join(format!("{INDEX_FILE}-wal"));
+    if wal.exists() {
+        let to = root.join(format!("{INDEX_FILE}.damaged-{stamp}-wal"));
+        fs::rename(&wal, &to).map_err(io_err("move aside", &wal))?;
+    }
+    match fs::remove_file(root.join(format!("{INDEX_FILE}-shm"))) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("remove", root.join(format!("{INDEX_FILE}-shm")))(e)),
+    }
+    Ok(aside)
 }
 
 /// Calls `found(id, summary)` for every finished trial in the `trials/` folder (one whose

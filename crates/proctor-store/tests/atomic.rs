@@ -220,6 +220,34 @@ fn no_partial_trial_json_is_ever_seen_as_finished() {
 
     let report = store.reindex().expect("reindex");
     assert_eq!((report.runs, report.trials), (1, 1));
+    // The torn trial.json is reported by name, not skipped in silence; the others are simply
+    // unfinished.
+    let damaged: Vec<&str> = report
+        .damaged_trials
+        .iter()
+        .map(|(_, d)| d.trial_id.as_str())
+        .collect();
+    assert_eq!(damaged, ["t.v.2"]);
+    assert!(
+        report.damaged_trials[0].1.reason.contains("does not parse"),
+        "{:?}",
+        report.damaged_trials
+    );
+    assert_eq!(store.damaged_trials(run.id()).expect("damaged").len(), 1);
+    let listed = store.list_runs().expect("list");
+    assert_eq!(
+        listed[0].damaged,
+        store.damaged_trials(run.id()).expect("damaged")
+    );
+    let mut seen = 0;
+    let read = run
+        .for_each_trial(|_: proctor_store::TrialFile<serde_json::Value>| {
+            seen += 1;
+            Ok::<(), StoreError>(())
+        })
+        .expect("read");
+    assert_eq!((seen, read.len()), (1, 1), "{read:?}");
+    assert_eq!(read[0].trial_id, "t.v.2");
     let ids: Vec<String> = store
         .trials(run.id())
         .expect("trials")

@@ -600,3 +600,81 @@ fn a_run_being_written_is_locked_against_a_resume_until_its_handle_is_dropped() 
     drop(resumed);
     assert!(store.resume_run(&id).is_ok());
 }
+
+#[test]
+fn reindex_skips_a_run_whose_run_json_is_torn_and_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let good = store.create_run(&meta()).expect("good");
+    good.finish_trial(&summary("t", "v", 0, "completed"), &json!({}))
+        .expect("finish");
+    let torn = store.create_run(&meta()).expect("torn");
+    let path = torn.dir().join(RUN_FILE);
+    let bytes = fs::read(&path).expect("read");
+    fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+
+    let report = store
+        .reindex()
+        .expect("one torn run.json does not stop the reindex");
+    assert_eq!((report.runs, report.trials), (1, 1));
+    assert_eq!(report.skipped_runs.len(), 1, "{report:?}");
+    assert_eq!(&report.skipped_runs[0].id, torn.id());
+    assert!(
+        report.skipped_runs[0].reason.contains(RUN_FILE),
+        "{:?}",
+        report.skipped_runs
+    );
+    let listed: Vec<RunId> = store
+        .list_runs()
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, [good.id().clone()]);
+    assert_eq!(store.damaged_runs().expect("damaged"), report.skipped_runs);
+    // Once the run is written again it is no longer damaged.
+    torn.set_status(RunStatus::Finished).expect("rewrite");
+    assert!(store.damaged_runs().expect("damaged").is_empty());
+}
+
+#[test]
+fn an_unreadable_index_is_refused_by_name_and_rebuild_index_moves_it_aside() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = {
+        let store = Store::open(dir.path()).expect("open");
+        let run = store.create_run(&meta()).expect("create");
+        run.finish_trial(&summary("t", "v", 0, "completed"), &json!({}))
+            .expect("finish");
+        run.id().clone()
+    };
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(dir.path().join(format!("{INDEX_FILE}{suffix}")));
+    }
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 13) as u8).collect();
+    fs::write(dir.path().join(INDEX_FILE), &garbage).expect("garbage");
+    let err = Store::open(dir.path()).expect_err("a garbage index");
+    assert!(matches!(err, StoreError::IndexDamaged { .. }), "{err}");
+    assert!(err.to_string().contains("is unreadable"), "{err}");
+
+    let (store, report) = Store::rebuild_index(dir.path()).expect("rebuild");
+    let aside = report.moved_aside.clone().expect("moved aside");
+    assert_eq!(fs::read(&aside).expect("kept"), garbage, "kept as it was");
+    assert!(aside
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("index.sqlite.damaged-")));
+    assert_eq!((report.runs, report.trials), (1, 1));
+    assert_eq!(store.trials(&id).expect("trials").len(), 1);
+    drop(store);
+    // A sound index is rebuilt in place, nothing moved.
+    let (_, report) = Store::rebuild_index(dir.path()).expect("rebuild");
+    assert_eq!(report.moved_aside, None);
+
+    // An index whose tables are gone is as unreadable as garbage.
+    {
+        let conn = rusqlite::Connection::open(dir.path().join(INDEX_FILE)).expect("sqlite");
+        conn.execute_batch("DROP TABLE trials;").expect("drop");
+    }
+    let err = Store::open(dir.path()).expect_err("a damaged schema");
+    assert!(matches!(err, StoreError::IndexDamaged { .. }), "{err}");
+}

@@ -78,6 +78,12 @@ pub fn check_schema_version(source: &SourceFile) -> Result<(), Problem> {
 
 fn toml_problem(source: &SourceFile, e: &toml::de::Error) -> Problem {
     let message = plain_types(e.message().trim());
+    // The TOML parser gives some syntax errors (`key = ` with nothing after it) no words at all.
+    let message = if message.is_empty() {
+        "invalid TOML: a value is missing or cannot be read here".to_string()
+    } else {
+        message
+    };
     let span = e.span().unwrap_or(0..0);
     if message.contains("recursion limit exceeded") {
         // One short line: the default report would echo the (possibly huge) line of brackets.

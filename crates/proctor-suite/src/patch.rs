@@ -49,7 +49,7 @@ pub struct Hunk {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct PatchParseError {
-    /// 1-based line in the patch file.
+    /// 1-based line in the patch file: always a line the file has (line 1 for an empty file).
     pub line: usize,
     /// What was wrong.
     pub message: String,
@@ -95,10 +95,16 @@ impl Patch {
                 continue;
             }
             let old = header_path(&line[4..]);
+            let header_line = i + 1;
             let plus = lines.get(i + 1).copied().unwrap_or_default();
             if !plus.starts_with("+++ ") {
                 return Err(PatchParseError {
-                    line: i + 2,
+                    // The line that should have been `+++`, or the `---` line when it is last.
+                    line: if i + 1 < lines.len() {
+                        i + 2
+                    } else {
+                        header_line
+                    },
                     message: "expected a `+++ b/PATH` line after the `--- a/PATH` line".into(),
                 });
             }
@@ -112,7 +118,7 @@ impl Patch {
             }
             if hunks.is_empty() {
                 return Err(PatchParseError {
-                    line: i + 1,
+                    line: header_line,
                     message: "a file header with no `@@ ... @@` hunk after it".into(),
                 });
             }
@@ -159,7 +165,18 @@ impl Patch {
             let mut lines: Vec<String> = old_text.split_inclusive('\n').map(String::from).collect();
             let mut shift: isize = 0;
             for (n, hunk) in file.hunks.iter().enumerate() {
-                let wanted = (hunk.old_start.max(1) as isize - 1 + shift).max(0) as usize;
+                // `-K,0` (nothing to find) inserts after line K; otherwise the hunk starts at
+                // line K. Huge line numbers saturate rather than overflow.
+                let base = if hunk.old_lines.is_empty() {
+                    hunk.old_start
+                } else {
+                    hunk.old_start.max(1) - 1
+                };
+                let wanted = isize::try_from(base)
+                    .unwrap_or(isize::MAX)
+                    .saturating_add(shift)
+                    .max(0)
+                    .unsigned_abs();
                 let at = find_hunk(&lines, &hunk.old_lines, wanted).ok_or_else(|| {
                     ApplyError::HunkMismatch {
                         path: path.clone(),
@@ -171,7 +188,10 @@ impl Patch {
                     at..at + hunk.old_lines.len(),
                     hunk.new_lines.iter().cloned(),
                 );
-                shift += hunk.new_lines.len() as isize - hunk.old_lines.len() as isize;
+                shift = shift.saturating_add(
+                    isize::try_from(hunk.new_lines.len()).unwrap_or(isize::MAX)
+                        - isize::try_from(hunk.old_lines.len()).unwrap_or(isize::MAX),
+                );
             }
             let content = if file.new_path.is_none() {
                 None
@@ -243,7 +263,9 @@ fn parse_hunk(lines: &[&str], at: usize) -> Result<(Hunk, usize), PatchParseErro
                 ),
             });
         };
-        let (tag, body) = line.split_at(line.len().min(1));
+        // The tag is the first character, whatever its width (a stray `é` is no tag, and no
+        // panic either).
+        let (tag, body) = line.split_at(line.chars().next().map_or(0, char::len_utf8));
         // An empty line inside a hunk is a context line whose space was stripped by an editor.
         let (tag, body) = if *line == "\n" {
             (" ", "\n")
@@ -304,14 +326,16 @@ fn find_hunk(lines: &[String], needle: &[String], wanted: usize) -> Option<usize
     if needle.is_empty() {
         return Some(wanted.min(lines.len()));
     }
-    let fits =
-        |at: usize| at + needle.len() <= lines.len() && lines[at..at + needle.len()] == *needle;
+    let fits = |at: usize| {
+        at.checked_add(needle.len())
+            .is_some_and(|end| end <= lines.len() && lines[at..end] == *needle)
+    };
     let max = lines.len();
     for d in 0..=max {
         if wanted >= d && fits(wanted - d) {
             return Some(wanted - d);
         }
-        if d > 0 && fits(wanted + d) {
+        if d > 0 && wanted.checked_add(d).is_some_and(fits) {
             return Some(wanted + d);
         }
     }

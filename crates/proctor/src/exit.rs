@@ -48,6 +48,15 @@ pub enum Error {
         /// What to do instead.
         hint: Option<String>,
     },
+    /// proctor stopped a run itself (its store ran out of space or failed): the run is
+    /// recorded as `interrupted` with the reason, and it can be resumed once that is fixed.
+    #[error("{message}")]
+    Stopped {
+        /// What stopped it.
+        message: String,
+        /// What to do, then how to resume.
+        hint: String,
+    },
     /// proctor's own failure (I/O, a store it cannot open), with its chain of causes.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -58,8 +67,20 @@ impl Error {
     pub fn exit_code(&self) -> Status {
         match self {
             Error::InvalidSuite { .. } | Error::Usage { .. } => Status::Invalid,
-            Error::Other(_) => Status::Internal,
+            Error::Other(_) | Error::Stopped { .. } => Status::Internal,
         }
+    }
+
+    /// What to do about proctor's own failure, when the store says what went wrong: a damaged
+    /// index (run `reindex`), a read-only store, a full disk.
+    pub fn hint(&self) -> Option<String> {
+        let Error::Other(e) = self else {
+            return None;
+        };
+        let store = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<proctor_store::StoreError>())?;
+        store_hint(store)
     }
 
     /// A usage error with a hint.
@@ -68,5 +89,31 @@ impl Error {
             message: message.into(),
             hint: Some(hint.into()),
         }
+    }
+}
+
+/// What to do about a store error, for the ones a user can fix.
+pub fn store_hint(e: &proctor_store::StoreError) -> Option<String> {
+    use proctor_store::StoreError;
+    match e {
+        StoreError::IndexDamaged { path, .. } => {
+            let store = path.parent().unwrap_or(path);
+            Some(format!(
+                "`proctor reindex --store {}` moves the damaged index aside and rebuilds it from \
+                 the run folders (no evidence is lost: the folders are the truth)",
+                store.display()
+            ))
+        }
+        StoreError::ReadOnly { .. } => Some(
+            "a read-only store can be listed, shown, compared and exported; running, resuming, \
+             rescoring and reindexing need a writable copy of it"
+                .to_string(),
+        ),
+        e if e.is_out_of_space() => Some(
+            "free space on the store's file system (or pass --store DIR on another one), then \
+             try again"
+                .to_string(),
+        ),
+        _ => None,
     }
 }

@@ -52,10 +52,17 @@ pub fn error(err: &Error) {
                 eprintln!("  help: {h}");
             }
         }
+        Error::Stopped { message, hint } => {
+            eprintln!("error: {message}");
+            eprintln!("  help: {hint}");
+        }
         Error::Other(e) => {
             eprintln!("error: {e}");
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
+            }
+            if let Some(h) = err.hint() {
+                eprintln!("  help: {h}");
             }
         }
     }

@@ -39,6 +39,39 @@ pub struct Captured {
     pub limit_reached: Option<String>,
     /// What could not be captured, in the order met.
     pub notes: Vec<HarnessNote>,
+    /// The first write into the store that failed because its file system is full: the trial's
+    /// evidence is incomplete, so it is not a record to keep (the run stops instead).
+    pub store_full: Option<String>,
+}
+
+/// What the capture could not do, in the order met, noting apart a write that failed because
+/// the store's file system is full.
+#[derive(Debug, Default)]
+pub struct Notes {
+    notes: Vec<String>,
+    full: Option<String>,
+}
+
+impl Notes {
+    /// Adds a note.
+    fn push(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    /// Adds a note for a write that failed with `e`: `what: e`, remembered as the store being
+    /// full when it is.
+    fn failed(&mut self, what: &str, e: &std::io::Error) {
+        let note = format!("{what}: {e}");
+        if proctor_store::is_out_of_space(e) && self.full.is_none() {
+            self.full = Some(note.clone());
+        }
+        self.notes.push(note);
+    }
+
+    /// Whether nothing went wrong.
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_empty()
+    }
 }
 
 /// Captures the end state of a trial that has fully stopped.
@@ -50,20 +83,14 @@ pub fn capture(
     executed: &Executed,
 ) -> Captured {
     let paths = &prepared.paths;
-    let mut notes: Vec<String> = Vec::new();
     // The raw output (bounded by `output_mb`) and the parsed transcript are written out and let
     // go at once: they are the largest things a trial makes proctor hold.
-    let mut output = {
+    let (mut output, mut notes) = {
         let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
         let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
         let output = launched.adapter.read(&stdout, &stderr);
-        notes.extend(write_agent_output(
-            &paths.trial_dir,
-            &output,
-            &stdout,
-            &stderr,
-        ));
-        output
+        let notes = write_agent_output(&paths.trial_dir, &output, &stdout, &stderr);
+        (output, notes)
     };
     output.transcript = Vec::new();
     let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
@@ -90,7 +117,7 @@ pub fn capture(
             let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
             let _ = std::fs::remove_dir_all(&to);
             if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
-                notes.push(format!("cannot copy the model's wire log: {e}"));
+                notes.failed("cannot copy the model's wire log", &e);
             }
             match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
                 Ok(w) => {
@@ -103,8 +130,9 @@ pub fn capture(
         }
         Some(ModelEndpoint::Gateway { seat, .. }) => match seat.finish() {
             Some(ledger) => {
-                let errors = ledger.evidence_errors.iter();
-                notes.extend(errors.map(|e| format!("model evidence: {e}")));
+                for e in &ledger.evidence_errors {
+                    notes.push(format!("model evidence: {e}"));
+                }
                 reading = Some(read_ledger(&ledger));
             }
             None => notes.push("the model gateway kept no ledger for this trial".into()),
@@ -126,7 +154,8 @@ pub fn capture(
         ledgers,
         model_faults,
         limit_reached,
-        notes: notes.into_iter().map(HarnessNote::run).collect(),
+        notes: notes.notes.into_iter().map(HarnessNote::run).collect(),
+        store_full: notes.full,
     }
 }
 
@@ -197,8 +226,8 @@ fn write_agent_output(
     output: &AgentOutput,
     stdout: &[u8],
     stderr: &[u8],
-) -> Vec<String> {
-    let mut notes = Vec::new();
+) -> Notes {
+    let mut notes = Notes::default();
     let mut transcript = String::new();
     for v in &output.transcript {
         transcript.push_str(&v.to_string());
@@ -225,7 +254,7 @@ fn write_agent_output(
             continue;
         }
         if let Err(e) = proctor_store::atomic_write_unsynced(trial_dir.join(name), bytes) {
-            notes.push(format!("cannot write {name}: {e}"));
+            notes.failed(&format!("cannot write {name}"), &std::io::Error::other(e));
         }
     }
     notes
@@ -233,7 +262,7 @@ fn write_agent_output(
 
 /// The workspace's changes, read from the overlay's upper layer (or against the copy's
 /// manifest), each added or changed file copied into the trial's `changes/`.
-fn workspace_changes(prepared: &Prepared, notes: &mut Vec<String>) -> Vec<FileChange> {
+fn workspace_changes(prepared: &Prepared, notes: &mut Notes) -> Vec<FileChange> {
     let (changes, root) = match &prepared.workspace {
         TrialWorkspace::Overlay { upper, .. } => {
             (diff::overlay_changes(upper, &prepared.lowers, &[]), upper)
@@ -245,7 +274,7 @@ fn workspace_changes(prepared: &Prepared, notes: &mut Vec<String>) -> Vec<FileCh
         Ok(changes) => match capture_changes(root, &changes, &to) {
             Ok(list) => list,
             Err(e) => {
-                notes.push(format!("cannot capture the workspace changes: {e}"));
+                notes.failed("cannot capture the workspace changes", &e);
                 Vec::new()
             }
         },
@@ -333,7 +362,7 @@ fn copy_content(src: &Path, dest: &Path, mode: Option<u32>) -> std::io::Result<(
 }
 
 /// The interface calls from the calls log.
-fn calls(log: &Path, notes: &mut Vec<String>) -> Vec<CallRecord> {
+fn calls(log: &Path, notes: &mut Notes) -> Vec<CallRecord> {
     match read_log(log) {
         Ok((calls, bad)) => {
             if bad > 0 {
@@ -356,7 +385,7 @@ fn service_ends(
     services: &[Service],
     from: &Path,
     trial_dir: &Path,
-    notes: &mut Vec<String>,
+    notes: &mut Notes,
 ) -> BTreeMap<String, ServiceEnd> {
     let mut out = BTreeMap::new();
     for s in services {
@@ -364,7 +393,7 @@ fn service_ends(
         let to = trial_dir.join("services").join(name);
         let _ = std::fs::remove_dir_all(&to);
         if let Err(e) = copy_tree(&from.join(name), &to) {
-            notes.push(format!("cannot copy the state of service `{name}`: {e}"));
+            notes.failed(&format!("cannot copy the state of service `{name}`"), &e);
         }
         let state = s.state.as_ref().map(|f| to.join(f.get_ref()));
         let mut service = service_end(state.as_deref());

@@ -143,7 +143,11 @@ pub fn check_trial(
     );
     let mut out = BTreeMap::new();
     for (n, run) in runs.into_iter().enumerate() {
-        write_evidence(&prepared.paths.trial_dir, n, &run);
+        if let Err(e) = write_evidence(&prepared.paths.trial_dir, n, &run) {
+            if e.is_out_of_space() {
+                ctx.store_is_full(format!("cannot keep check {n}'s evidence: {e}"));
+            }
+        }
         out.insert(run.command.clone(), run);
     }
     out
@@ -313,15 +317,17 @@ fn tail(bytes: &[u8]) -> String {
 }
 
 /// Writes a check's result and its whole stdout into the trial's `checks/` folder as `N.json`
-/// and `N.stdout`.
-pub fn write_evidence(trial_dir: &Path, n: usize, run: &CheckRun) {
+/// and `N.stdout`. The check's result is in the trial's record whatever happens here; the first
+/// failure is returned (a full store stops the run).
+pub fn write_evidence(
+    trial_dir: &Path,
+    n: usize,
+    run: &CheckRun,
+) -> Result<(), proctor_store::StoreError> {
     let dir = trial_dir.join("checks");
     let _ = std::fs::create_dir_all(&dir);
-    let _ = proctor_store::atomic_write_json_unsynced(dir.join(format!("{n}.json")), run);
-    let _ = proctor_store::atomic_write_unsynced(
-        dir.join(format!("{n}.stdout")),
-        run.stdout.as_bytes(),
-    );
+    proctor_store::atomic_write_json_unsynced(dir.join(format!("{n}.json")), run)?;
+    proctor_store::atomic_write_unsynced(dir.join(format!("{n}.stdout")), run.stdout.as_bytes())
 }
 
 /// The BLAKE3 of every file under `dir`, by relative path.
@@ -520,7 +526,7 @@ mod tests {
             error: None,
             stdout: "hi\n".into(),
         };
-        write_evidence(dir.path(), 2, &run);
+        write_evidence(dir.path(), 2, &run).unwrap();
         let json: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("checks/2.json")).unwrap(),
         )

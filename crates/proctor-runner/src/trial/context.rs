@@ -83,6 +83,25 @@ pub struct RunContext<'a> {
     /// The run's control groups, or why the trials' memory and process limits cannot be held
     /// by any.
     pub cgroups: Result<Arc<crate::cgroup::RunCgroups>, String>,
+    /// The first write into the store that failed because its file system is full (see
+    /// [`RunContext::store_is_full`]); `None` while every write fits.
+    pub store_full: Mutex<Option<String>>,
+}
+
+impl RunContext<'_> {
+    /// Remembers that a write into the store failed because its file system is full, `why`
+    /// saying which (the first one is kept): the trial that met it has incomplete evidence, and
+    /// the run must stop.
+    pub fn store_is_full(&self, why: String) {
+        if let Ok(mut slot) = self.store_full.lock() {
+            slot.get_or_insert(why);
+        }
+    }
+
+    /// Why the store is full, once a write into it failed for that reason.
+    pub fn store_full(&self) -> Option<String> {
+        self.store_full.lock().ok().and_then(|slot| slot.clone())
+    }
 }
 
 impl RunContext<'_> {

@@ -134,6 +134,7 @@ impl Lab {
             started_at: String::new(),
             finished_at: None,
             status: RunStatus::Running,
+            stop_reason: None,
             extra: serde_json::Value::Null,
         };
         let run = store.create_run(&meta).expect("a run");
@@ -167,6 +168,7 @@ impl Lab {
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
             cgroups: Err("not made in unit tests".into()),
+            store_full: Mutex::new(None),
             gateway: None,
             images: BTreeMap::new(),
             runtime: None,

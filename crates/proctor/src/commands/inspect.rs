@@ -3,7 +3,8 @@
 //! `list` and `show RUN` read only the SQLite index (and probe each `running` run's lock: a run
 //! whose `run.json` says `running` but that no live process holds was killed, and is shown as
 //! `interrupted`); `show RUN TRIAL` opens that trial's `trial.json` and prints the evidence
-//! behind its outcome.
+//! behind its outcome. Both report what the last reindex found damaged (a `run.json` or a
+//! `trial.json` that does not parse), and why proctor stopped a run it stopped itself.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,6 +43,9 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     for r in &mut runs {
         r.meta.status = store.observed_status(&r.id, r.meta.status);
     }
+    let damaged_runs = store
+        .damaged_runs()
+        .context("cannot list the damaged runs")?;
     match format {
         Format::Json => {
             let rows: Vec<_> = runs
@@ -51,6 +55,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                         "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at,
                         "status": r.meta.status.as_str(), "variants": r.meta.variants, "planned": r.meta.planned_trials,
                         "finished": r.trials_finished, "outcomes": r.outcomes, "isolation": r.meta.isolation,
+                        "stop_reason": r.meta.stop_reason, "damaged": r.damaged,
                     })
                 })
                 .collect();
@@ -78,10 +83,27 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                 ]);
             }
             print!("{}", t.text());
-            if runs.is_empty() {
+            if runs.is_empty() && damaged_runs.is_empty() {
                 eprintln!("no runs in {}", store_dir.display());
             }
         }
+    }
+    for r in &runs {
+        if let Some(why) = &r.meta.stop_reason {
+            eprintln!("note: run {} was stopped: {why}", r.id);
+        }
+        for d in &r.damaged {
+            eprintln!(
+                "warning: run {} trial {}: {} (not counted as finished; `run --resume` runs it again)",
+                r.id, d.trial_id, d.reason
+            );
+        }
+    }
+    for d in &damaged_runs {
+        eprintln!(
+            "warning: run {} is not listed: {} (repair or remove its folder, then `proctor reindex`)",
+            d.id, d.reason
+        );
     }
     Ok(Status::Success)
 }
@@ -105,8 +127,11 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
     let mut meta = store.run_meta(id).context("cannot read the run")?;
     meta.status = store.observed_status(id, meta.status);
     let trials = store.trials(id).context("cannot read the run's trials")?;
+    let damaged = store
+        .damaged_trials(id)
+        .context("cannot read the run's damaged trials")?;
     if format == Format::Json {
-        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "trials": trials });
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "trials": trials, "damaged": damaged });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
@@ -122,6 +147,15 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
         trials.len(),
         meta.planned_trials
     );
+    if let Some(why) = &meta.stop_reason {
+        eprintln!("stopped: {why}");
+    }
+    for d in &damaged {
+        eprintln!(
+            "warning: trial {}: {} (not counted as finished; `run --resume` runs it again)",
+            d.trial_id, d.reason
+        );
+    }
     // Variants side by side per task: n and outcome counts in every cell.
     let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
     for t in &trials {
@@ -415,10 +449,36 @@ fn verdict_word(v: &proctor_score::Verdict) -> String {
     }
 }
 
-/// `proctor reindex`: rebuilds index.sqlite from the run folders.
+/// `proctor reindex`: rebuilds index.sqlite from the run folders; an index SQLite cannot read is
+/// moved aside first. A run whose `run.json` or a trial whose `trial.json` does not parse is
+/// skipped with a warning naming it (and kept in the index for `list` to report).
 pub fn reindex(store_dir: &Path) -> Result<Status, Error> {
-    let store = open(store_dir)?;
-    let r = store.reindex().context("cannot rebuild the index")?;
+    if !store_dir.join("runs").is_dir() {
+        return Err(Error::usage(
+            format!("no store at {}", store_dir.display()),
+            "run a suite first (`proctor run SUITE`), or pass --store DIR",
+        ));
+    }
+    let (_, r) = Store::rebuild_index(store_dir)
+        .with_context(|| format!("cannot rebuild the index of {}", store_dir.display()))?;
+    if let Some(aside) = &r.moved_aside {
+        eprintln!(
+            "warning: the index was unreadable; moved it to {} and built a new one",
+            aside.display()
+        );
+    }
+    for d in &r.skipped_runs {
+        eprintln!(
+            "warning: skipped run {}: {} (repair or remove its folder, then reindex again)",
+            d.id, d.reason
+        );
+    }
+    for (run, d) in &r.damaged_trials {
+        eprintln!(
+            "warning: run {run} trial {}: {} (not counted as finished; `run --resume` runs it again)",
+            d.trial_id, d.reason
+        );
+    }
     eprintln!(
         "reindexed {} run(s), {} trial(s) from the run folders",
         r.runs, r.trials

@@ -26,7 +26,8 @@ pub struct Images<'a> {
 
 /// Rescores a run; the checks of a task that runs in an image run in it again, which must be
 /// the image its trials ran in. Exits `Unfinished` (3) when any trial's outcome became errored
-/// or ungradeable: its end state could not be graded again.
+/// or ungradeable (its end state could not be graded again), or when a trial's `trial.json` is
+/// there but cannot be read (each is named on stderr).
 pub fn run(
     store_dir: &Path,
     run: &str,
@@ -36,6 +37,14 @@ pub fn run(
     let store = Store::open(store_dir)
         .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
     let store_root = store.root().to_path_buf();
+    if store.is_read_only() {
+        // Rescoring writes its results beside the run's: refuse before any work.
+        return Err(anyhow::Error::new(proctor_store::StoreError::ReadOnly {
+            root: store_root,
+            what: "rescore a run (its results are written beside the run's)",
+        })
+        .into());
+    }
     let id = store
         .resolve_run(run)
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
@@ -96,9 +105,27 @@ pub fn run(
         &mut |record| writer.add(record),
     )
     .context("cannot rescore the run's trials")?;
-    writer
-        .finish(&stem)
-        .context("cannot write the rescored results")?;
+    for d in &rescored.damaged {
+        eprintln!(
+            "warning: trial {} was not rescored: {} (`proctor run SUITE --resume {id}` runs it again)",
+            d.trial_id, d.reason
+        );
+    }
+    match writer.finish(&stem) {
+        Ok(_) => {}
+        // Every trial.json was unreadable: nothing to write, and each was named above.
+        Err(results::ResultsError::Empty) if !rescored.damaged.is_empty() => {
+            eprintln!(
+                "no trial of run {id} could be read; nothing was rescored and nothing written"
+            );
+            return Ok(Status::Unfinished);
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context("cannot write the rescored results")
+                .into())
+        }
+    }
     eprintln!(
         "rescored {} trial(s) of run {id} in {:.2}s with the rules of {}",
         rescored.trials,
@@ -110,6 +137,13 @@ pub fn run(
         "wrote {}",
         handle.dir().join(format!("{stem}.json")).display()
     );
+    if !rescored.damaged.is_empty() {
+        eprintln!(
+            "{} trial(s) have an unreadable trial.json (listed above)",
+            rescored.damaged.len()
+        );
+        return Ok(Status::Unfinished);
+    }
     Ok(status(&rescored.changed))
 }
 

@@ -52,6 +52,9 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         &run.dir().display().to_string(),
     )?;
     eprintln!("stored in {}", run.dir().display());
+    if let Some(why) = &summary.stopped {
+        return Err(stopped(why, &args.suite, run.id().as_str()));
+    }
     if !all_done {
         eprintln!(
             "unfinished: {} of {} trial(s) done; finish with `proctor run {} --resume {}`",
@@ -283,6 +286,23 @@ pub fn plan_error(e: PlanError) -> Error {
         other => Error::usage(
             other.to_string(),
             "check --variant / --task against the suite",
+        ),
+    }
+}
+
+/// The error of a run proctor stopped itself (its `run.json` already says `interrupted` and
+/// why): what to do before resuming it.
+fn stopped(why: &str, suite: &Path, run: &str) -> Error {
+    let first = if why.starts_with("the store ran out of space") {
+        "free space on the store's file system (or move the store to a larger one)"
+    } else {
+        "fix what the store reported"
+    };
+    Error::Stopped {
+        message: format!("run {run} stopped: {why}"),
+        hint: format!(
+            "{first}, then `proctor run {} --resume {run}` runs the trials left",
+            suite.display()
         ),
     }
 }
