@@ -131,7 +131,7 @@ fn remove_abandoned(base: &Path) {
 
 /// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room and that folder is (or can be
 /// made) this user's own and private.
-fn shm_base() -> Option<PathBuf> {
+pub fn shm_base() -> Option<PathBuf> {
     let shm = Path::new(SHM);
     if kind_of(shm) != ScratchKind::Memory || free_bytes(shm)? < SHM_MIN_FREE {
         return None;

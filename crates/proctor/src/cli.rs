@@ -276,7 +276,8 @@ pub struct WorkerArgs {
     /// Trials run at once (default: the CPUs Slurm gave the task, else 1).
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
-    /// Folder for per-trial scratch (default: /dev/shm or STORE/work, as for `run`).
+    /// Folder for per-trial scratch, on the node (default: /dev/shm when it is a tmpfs with
+    /// room, else the temporary folder; never under the shared store).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
     /// The configuration file of model providers (as for `run`).
@@ -294,6 +295,10 @@ pub enum ExecutorArg {
     Local,
     /// As one Slurm job array whose tasks each run `proctor worker RUN --shard I/K`.
     Slurm,
+    /// Write the run and its shards (`--shards K`) and print the K `proctor worker` commands,
+    /// for another scheduler to run (Kubernetes, xargs or parallel over ssh: docs/scale.md);
+    /// `proctor collect RUN` then writes the results.
+    External,
 }
 
 /// Options of `run --executor slurm` (docs/scale.md).

@@ -535,3 +535,90 @@ fn bad_input_is_refused_before_anything_is_submitted() {
         .unwrap_or(0);
     assert_eq!(runs, 0);
 }
+
+#[test]
+fn workers_racing_over_one_shard_run_each_trial_once_and_collect_writes_the_results() {
+    // No Slurm here: `--executor external` writes the run and its shard, and three workers
+    // started at once (as xargs or another scheduler would) race for the same trials.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let suite = slow_suite(0);
+    let store = tmp.path().join("store");
+    let planned = proctor(&[
+        "run",
+        s(suite.path()),
+        "--trials",
+        "6",
+        "--store",
+        s(&store),
+        "--executor",
+        "external",
+        "--shards",
+        "1",
+    ]);
+    assert_eq!(planned.code, 0, "{}", planned.stderr);
+    let run = only_run(&store);
+    let id = run
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    let commands: Vec<&str> = planned.stdout.lines().collect();
+    assert_eq!(commands.len(), 1, "{}", planned.stdout);
+    assert!(
+        commands[0].contains(&format!("worker {id} --store")),
+        "{}",
+        commands[0]
+    );
+    assert!(commands[0].ends_with("--shard 0/1"), "{}", commands[0]);
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            Std::new(assert_cmd::cargo::cargo_bin("proctor"))
+                .args(["worker", &id, "--store", s(&store), "--shard", "0/1"])
+                .env("NO_COLOR", "1")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("a worker")
+        })
+        .collect();
+    let mut ran: BTreeMap<String, usize> = BTreeMap::new();
+    for w in workers {
+        let out = w.wait_with_output().expect("the worker ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        for line in err.lines().filter(|l| l.starts_with('[')) {
+            let trial = line.split_whitespace().nth(1).expect("a trial id");
+            *ran.entry(trial.to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(ran.len(), 6, "{ran:?}");
+    assert!(ran.values().all(|&n| n == 1), "a trial ran twice: {ran:?}");
+    let all = trials(&run);
+    assert_eq!(all.len(), 6);
+    assert!(all.values().all(|t| t["executor"]["kind"] == "worker"));
+    // Nothing indexed from the workers; collect brings the index and results up to date.
+    let list = proctor(&["list", "--store", s(&store), "--format", "json"]);
+    let listed: Value = serde_json::from_str(&list.stdout).expect("list JSON");
+    assert_eq!(
+        listed[0]["finished"], 0,
+        "workers never write SQLite: {listed}"
+    );
+    let status = proctor(&["status", &id, "--store", s(&store)]);
+    assert!(
+        status.stdout.contains("executor external"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("1 shard(s): 1 done"),
+        "{}",
+        status.stdout
+    );
+    let collected = proctor(&["collect", &id, "--store", s(&store)]);
+    assert_eq!(collected.code, 0, "{}", collected.stderr);
+    let list = proctor(&["list", "--store", s(&store), "--format", "json"]);
+    let listed: Value = serde_json::from_str(&list.stdout).expect("list JSON");
+    assert_eq!(listed[0]["finished"], 6, "{listed}");
+    assert_eq!(listed[0]["status"], "finished");
+    assert!(run.join("results.json").is_file());
+}

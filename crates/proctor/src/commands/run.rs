@@ -32,7 +32,7 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
-    if args.executor == ExecutorArg::Slurm {
+    if args.executor != ExecutorArg::Local {
         return crate::commands::slurm::run(&args);
     }
     let (session, resources) = open_session(&args)?;

@@ -27,7 +27,7 @@ use proctor_store::{RunHandle, Store, StoreError, TrialFile};
 use proctor_suite::plan::PlannedTrial;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Format, RunArgs, SlurmArgs};
+use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
 use crate::commands::models;
 use crate::commands::run::{
     choice, conclude, open_for_run, options_from, plan_error, session_error,
@@ -95,7 +95,7 @@ impl SlurmRecord {
         let value = meta.extra.get(EXECUTOR_KEY)?.clone();
         serde_json::from_value::<SlurmRecord>(value)
             .ok()
-            .filter(|r| r.kind == "slurm")
+            .filter(|r| !r.kind.is_empty())
     }
 
     fn save(&self, run: &RunHandle) -> Result<(), Error> {
@@ -425,7 +425,13 @@ pub fn store_probe(file: &Path) -> Result<Status, Error> {
 
 /// `run --executor slurm`.
 pub fn run(args: &RunArgs) -> Result<Status, Error> {
-    let version = slurm_version()?;
+    let external = args.executor == ExecutorArg::External;
+    let kind = if external { "external" } else { "slurm" };
+    let version = if external {
+        String::new()
+    } else {
+        slurm_version()?
+    };
     // The suite is checked where the user pointed, then opened by its absolute path.
     open_for_run(&args.suite, &args.tasks)?;
     let suite_dir = args
@@ -445,7 +451,9 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
         None => None,
     };
     let opts = effective(&args.slurm, earlier.as_ref());
-    check_partition(opts.partition.as_deref())?;
+    if !external {
+        check_partition(opts.partition.as_deref())?;
+    }
     let bin = proctor_bin(opts.proctor_bin.as_deref())?;
     if opts.array_throttle == Some(0) {
         return Err(Error::usage(
@@ -455,9 +463,13 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
     }
     let slurm = Slurm::new(&opts);
     // Nothing is created or submitted until Slurm would take the jobs and the nodes see the store.
-    let cpus = args.jobs.map(|j| format!("--cpus-per-task={j}"));
-    test_only(&slurm, cpus.as_slice())?;
-    let probe_node = probe_store(&slurm, store.root(), &bin)?;
+    let probe_node = if external {
+        None
+    } else {
+        let cpus = args.jobs.map(|j| format!("--cpus-per-task={j}"));
+        test_only(&slurm, cpus.as_slice())?;
+        Some(probe_store(&slurm, store.root(), &bin)?)
+    };
     let (session, mut record) = match &args.resume {
         None => {
             let options = options_from(args);
@@ -465,10 +477,19 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
             planned.apply_models(&options.models);
             let plan = plan_trials(&planned, &options).map_err(plan_error)?;
             models::check(&planned, &plan, args.config.as_deref())?;
-            let session = Session::start(suite, &store, &options, choice(args.isolation))
-                .map_err(session_error)?;
+            // Upper layers go to the nodes' scratch, not to the (shared) store: probe where
+            // they would go here.
+            let probe_dir = std::env::temp_dir();
+            let session = Session::start_probing_in(
+                suite,
+                &store,
+                &options,
+                choice(args.isolation),
+                &probe_dir,
+            )
+            .map_err(session_error)?;
             let record = SlurmRecord {
-                kind: "slurm".into(),
+                kind: kind.into(),
                 slurm_version: version,
                 partition: opts.partition.clone(),
                 account: opts.account.clone(),
@@ -486,6 +507,11 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
             models::check(session.suite(), session.plan(), args.config.as_deref())?;
             let mut record = SlurmRecord::of(&session.run().meta()).unwrap_or_default();
             check_no_live_job(session.run().id().as_str(), &record)?;
+            if external {
+                eprintln!(
+                    "note: make sure no worker of this run still runs: its claims are released now"
+                );
+            }
             let finished = session
                 .run()
                 .finished_trials()
@@ -498,7 +524,7 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
                     released.len()
                 );
             }
-            record.kind = "slurm".into();
+            record.kind = kind.into();
             record.slurm_version = version;
             record.partition = opts.partition.clone();
             record.account = opts.account.clone();
@@ -535,7 +561,7 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
             &summary,
             &args.suite,
             args.format,
-            " --executor slurm",
+            &format!(" --executor {kind}"),
         );
     }
     let max_shards = opts
@@ -545,9 +571,12 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
     let shards = shard::shard(&pending, max_shards, |t| {
         shard::layer_key(session.suite(), t)
     });
+    if external {
+        return plan_only(&session, record, shards, &bin);
+    }
     let submission = match submit(&session, &slurm, &record, opts.detach, shards, &bin) {
         Ok(mut s) => {
-            s.probe_node = Some(probe_node);
+            s.probe_node = probe_node;
             s
         }
         Err(e) => {
@@ -616,8 +645,53 @@ fn discard_run(store: &Store, session: Session) {
     let _ = store.reindex();
 }
 
+/// `--executor external`: writes the batch and prints one `proctor worker` command per shard.
+fn plan_only(
+    session: &Session,
+    mut record: SlurmRecord,
+    shards: Vec<Vec<String>>,
+    bin: &Path,
+) -> Result<Status, Error> {
+    let run = session.run();
+    let number = Batch::next_number(run.dir()).context("cannot read the run's batches")?;
+    let tasks = shards.len();
+    let trials = shards.iter().map(Vec::len).sum();
+    Batch { number, shards }
+        .write(run.dir())
+        .context("cannot write the batch")?;
+    record.submissions.push(Submission {
+        batch: number,
+        tasks,
+        trials,
+        submitted_at: proctor_store::utc_now(),
+        ..Default::default()
+    });
+    record.save(run)?;
+    let jobs = record
+        .jobs
+        .map(|j| format!(" --jobs {j}"))
+        .unwrap_or_default();
+    for i in 0..tasks {
+        println!(
+            "{} worker {} --store {} --batch {number} --shard {i}/{tasks}{jobs}",
+            quote(&bin.display().to_string()),
+            run.id(),
+            quote(&run.store().root().display().to_string())
+        );
+    }
+    eprintln!(
+        "run {} planned as {tasks} shard(s) of {trials} trial(s) (batch {number}); run each command above where the store is seen (docs/scale.md), then `proctor collect {}`",
+        run.id(),
+        run.id()
+    );
+    Ok(Status::Success)
+}
+
 /// Refuses a resume while a job of the run is still queued or running.
 fn check_no_live_job(run: &str, record: &SlurmRecord) -> Result<(), Error> {
+    if record.kind != "slurm" {
+        return Ok(());
+    }
     for s in &record.submissions {
         let queued = queued_tasks(&s.job_id)?;
         if !queued.is_empty() {
@@ -892,8 +966,11 @@ pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
     let record = SlurmRecord::of(&meta);
     let mut live = false;
     let mut lines = Vec::new();
-    if let Some(r) = &record {
-        if let Some(s) = r.submissions.last() {
+    if let Some((r, s)) = record
+        .as_ref()
+        .and_then(|r| Some((r, r.submissions.last()?)))
+    {
+        if r.kind == "slurm" {
             let counts = TaskCounts::read(run.dir(), s)?;
             live = counts.pending + counts.running > 0;
             lines.push(format!(
@@ -908,6 +985,16 @@ pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
                     "collect job {c} writes the results when the job ends"
                 ));
             }
+        } else {
+            let shards = ShardStatus::read_batch(run.dir(), s.batch);
+            let done = shards.values().filter(|x| x.state == "done").count();
+            let running = shards.values().filter(|x| x.state == "running").count();
+            lines.push(format!(
+                "batch {}: {} shard(s): {done} done, {running} started and not done, {} not started",
+                s.batch,
+                s.tasks,
+                s.tasks.saturating_sub(done + running)
+            ));
         }
     }
     let state = if live {
@@ -923,7 +1010,7 @@ pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
     println!(
         "run {id} · suite {} · executor {} · {state}",
         meta.suite_id,
-        if record.is_some() { "slurm" } else { "local" }
+        record.as_ref().map_or("local", |r| r.kind.as_str())
     );
     println!(
         "trials: {finished}/{} finished{}",
@@ -988,12 +1075,10 @@ pub fn collect(
         .context("cannot read the run")?
         .len();
     let summary = summary_of(&session, finished, finished);
-    let flags = if SlurmRecord::of(&meta).is_some() {
-        " --executor slurm"
-    } else {
-        ""
-    };
-    conclude(&session, &summary, &suite_dir, format, flags)
+    let flags = SlurmRecord::of(&meta)
+        .map(|r| format!(" --executor {}", r.kind))
+        .unwrap_or_default();
+    conclude(&session, &summary, &suite_dir, format, &flags)
 }
 
 /// The dependent job's collect: the results files, written from the trial files alone.

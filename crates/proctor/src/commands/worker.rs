@@ -154,7 +154,16 @@ pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
         here["node"].as_str().unwrap_or("?")
     );
 
-    let (isolation, notes) = decide_isolation(record.isolation_choice(), store.root())
+    // Scratch on the node, never under the shared store: a run's scratch folder is cleaned by
+    // pid, which means nothing across machines, and overlay upper layers cannot live on NFS.
+    let overlay = record.isolation_choice() == proctor_runner::IsolationChoice::Overlay;
+    let scratch = args
+        .scratch
+        .clone()
+        .unwrap_or_else(|| node_scratch(overlay));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot create the scratch folder {}", scratch.display()))?;
+    let (isolation, notes) = decide_isolation(record.isolation_choice(), &scratch)
         .map_err(|e| Error::Other(anyhow::Error::new(e)))?;
     for n in notes {
         eprintln!("note: {n}");
@@ -175,7 +184,7 @@ pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
     let options = EngineOptions {
         jobs,
         grace: Duration::from_secs(2),
-        scratch: args.scratch.clone(),
+        scratch: Some(scratch),
         gateway,
         images,
     };
@@ -229,6 +238,17 @@ fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<
         return Ok(shard::claim(run_dir, trial, here).context("cannot claim a trial")?);
     }
     Ok(false)
+}
+
+/// This node's scratch: `/dev/shm` when it is a tmpfs with room and the run isolates with an
+/// overlay (a copy of the fixture belongs on disk), else the temporary folder.
+fn node_scratch(overlay: bool) -> std::path::PathBuf {
+    let shm = overlay.then(proctor_runner::scratch::shm_base).flatten();
+    shm.unwrap_or_else(|| {
+        // SAFETY: getuid(2) cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::env::temp_dir().join(format!("proctor-{uid}"))
+    })
 }
 
 /// Trials at once: the CPUs Slurm gave the task, else 1.
