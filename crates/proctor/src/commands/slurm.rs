@@ -865,10 +865,9 @@ fn follow(
     let plan = session.plan();
     let by_id: BTreeMap<&str, &PlannedTrial> =
         plan.trials.iter().map(|t| (t.id.as_str(), t)).collect();
-    let interrupted = proctor_runner::engine::install_interrupt_handler(|| {
-        eprintln!("\ninterrupted: cancelling the Slurm job; finished trials are kept (resume with --resume RUN --executor slurm)");
-    })
-    .context("cannot install the Ctrl-C handler")?;
+    // Only a flag: the engine's handler would also kill this process's children (the squeue
+    // that happens to be running), and there is no trial here to stop.
+    install_stop_flag();
     eprintln!(
         "run {} · suite {} · {} trial(s) · Slurm job {} ({} task(s)) · isolation {}",
         run.id(),
@@ -914,7 +913,8 @@ fn follow(
             }
             break;
         }
-        if interrupted.load(Ordering::SeqCst) && !cancelled {
+        if STOP.load(Ordering::SeqCst) && !cancelled {
+            eprintln!("\ninterrupted: cancelling Slurm job {}; finished trials are kept (resume with --resume {} --executor slurm)", submission.job_id, run.id());
             scancel(&submission.job_id);
             cancelled = true;
         }
@@ -924,6 +924,25 @@ fn follow(
     let mut summary = summary_of(session, before, seen.len());
     summary.interrupted = cancelled;
     Ok(summary)
+}
+
+/// Set by SIGINT or SIGTERM while a run is followed.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    // Storing to an atomic is async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGINT and SIGTERM set [`STOP`].
+fn install_stop_flag() {
+    let handler: extern "C" fn(libc::c_int) = on_stop;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installing a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(sig, handler as libc::sighandler_t);
+        }
+    }
 }
 
 /// Shows a trial the store has finished as the engine's events would.
