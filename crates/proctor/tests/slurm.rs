@@ -622,3 +622,85 @@ fn workers_racing_over_one_shard_run_each_trial_once_and_collect_writes_the_resu
     assert_eq!(listed[0]["status"], "finished");
     assert!(run.join("results.json").is_file());
 }
+
+#[test]
+fn a_requeued_array_task_takes_over_its_own_claims_and_finishes_its_shard() {
+    if !slurm() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let suite = slow_suite(2);
+    let store = tmp.path().join("store");
+    let child = Std::new(assert_cmd::cargo::cargo_bin("proctor"))
+        .args([
+            "run",
+            s(suite.path()),
+            "--trials",
+            "4",
+            "--store",
+            s(&store),
+            "--executor",
+            "slurm",
+            "--shards",
+            "1",
+        ])
+        .env("PROCTOR_SLURM_POLL_MS", "300")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proctor run");
+    wait_for("the run's run.json", Duration::from_secs(60), || {
+        std::fs::read_dir(store.join("runs"))
+            .is_ok_and(|d| d.flatten().any(|e| e.path().join("run.json").is_file()))
+    });
+    let run = only_run(&store);
+    wait_for("a finished trial", Duration::from_secs(120), || {
+        !trials(&run).is_empty()
+    });
+    let job = job_of(&run, 0);
+    // As Slurm does after a node failure: the task is killed and queued again.
+    let requeue = Std::new("scontrol")
+        .args(["requeue", &format!("{job}_0")])
+        .output()
+        .expect("scontrol");
+    assert!(
+        requeue.status.success(),
+        "{}",
+        String::from_utf8_lossy(&requeue.stderr)
+    );
+    // Slurm holds a requeued task back (Reason=BeginTime, two minutes here): let it go now.
+    let task = format!("{job}_0");
+    wait_for(
+        "the requeued task to be pending",
+        Duration::from_secs(30),
+        || {
+            let out = Std::new("squeue")
+                .args(["-h", "-r", "-j", &job, "-o", "%T"])
+                .output()
+                .expect("squeue");
+            String::from_utf8_lossy(&out.stdout).trim() == "PENDING"
+        },
+    );
+    let _ = Std::new("scontrol")
+        .args(["update", &format!("JobId={task}"), "StartTime=now"])
+        .status();
+    let done = child.wait_with_output().expect("the run ends");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    let all = trials(&run);
+    assert_eq!(all.len(), 4, "{err}");
+    let restarts: Vec<u64> = all
+        .values()
+        .map(|t| t["executor"]["restart"].as_u64().expect("a restart count"))
+        .collect();
+    assert!(
+        restarts.contains(&0) && restarts.contains(&1),
+        "{restarts:?}"
+    );
+    let log = std::fs::read_to_string(run.join(format!("executor/logs/{job}_0.out"))).expect("log");
+    assert_eq!(
+        log.matches("worker: run").count(),
+        2,
+        "both attempts' logs are kept: {log}"
+    );
+}

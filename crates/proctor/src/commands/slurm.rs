@@ -249,10 +249,43 @@ fn scancel(job: &str) {
     let _ = Command::new("scancel").arg(job).output();
 }
 
-/// The job's tasks that Slurm still has (pending or running, or ending), by array task index:
-/// their state. Empty once every task has left the queue.
+/// The job's tasks that Slurm still has and that have not ended (pending, held, requeued,
+/// running, completing ...), by array task index: their state. Empty once every task has ended.
+///
+/// Every state is asked for (`-t all`): by default squeue leaves out some passing states (a
+/// task being requeued), and a follower that saw no task then would take the job for ended.
 fn queued_tasks(job: &str) -> Result<BTreeMap<String, String>, Error> {
-    let args: Vec<String> = ["-h", "-r", "-j", job, "-o", "%K|%T"]
+    let mut tasks = job_states(job)?;
+    tasks.retain(|_, state| !ended(state));
+    Ok(tasks)
+}
+
+/// Whether a job state (squeue's `%T`) is final.
+fn ended(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "FAILED"
+            | "CANCELLED"
+            | "TIMEOUT"
+            | "NODE_FAIL"
+            | "PREEMPTED"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "OUT_OF_MEMORY"
+            | "SPECIAL_EXIT"
+            | "REVOKED"
+    )
+}
+
+/// Whether a job state (squeue's `%T`) is waiting to run.
+fn waiting(state: &str) -> bool {
+    state == "PENDING" || state.starts_with("REQUEUE") || state.ends_with("_HOLD")
+}
+
+/// Every task of the job that Slurm still knows, ended or not, by array task index.
+fn job_states(job: &str) -> Result<BTreeMap<String, String>, Error> {
+    let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", job, "-o", "%K|%T"]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -751,6 +784,8 @@ fn submit(
         format!("--array=0-{}{throttle}", tasks - 1),
         format!("--job-name=proctor-{}", run.id()),
         format!("--output={}/%A_%a.out", logs.display()),
+        // A requeued task appends to its first attempt's log.
+        "--open-mode=append".to_string(),
         format!("--chdir={}", store.display()),
     ];
     if let Some(j) = record.jobs {
@@ -831,7 +866,7 @@ impl TaskCounts {
         let mut c = TaskCounts::default();
         for i in 0..submission.tasks {
             match queued.get(&i.to_string()).map(String::as_str) {
-                Some("PENDING" | "REQUEUED" | "CONFIGURING") => c.pending += 1,
+                Some(state) if waiting(state) => c.pending += 1,
                 Some(_) => c.running += 1,
                 None => match shards.get(&i) {
                     Some(s) if s.state == "done" => c.done += 1,
@@ -1140,6 +1175,38 @@ fn collect_on_node(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_states_are_read_as_waiting_running_or_ended() {
+        for s in [
+            "PENDING",
+            "REQUEUED",
+            "REQUEUE_HOLD",
+            "REQUEUE_FED",
+            "RESV_DEL_HOLD",
+        ] {
+            assert!(waiting(s) && !ended(s), "{s}");
+        }
+        for s in [
+            "RUNNING",
+            "COMPLETING",
+            "CONFIGURING",
+            "SUSPENDED",
+            "SIGNALING",
+        ] {
+            assert!(!waiting(s) && !ended(s), "{s}");
+        }
+        for s in [
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+        ] {
+            assert!(ended(s) && !waiting(s), "{s}");
+        }
+    }
 
     #[test]
     fn quoting_survives_quotes_and_spaces() {
