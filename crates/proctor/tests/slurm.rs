@@ -400,6 +400,10 @@ fn a_detached_run_shows_its_status_and_collects_on_its_own() {
         "{}",
         status.stdout
     );
+    // No process holds a detached run: list asks Slurm, and the job is still on.
+    let list = proctor(&["list", "--store", s(&store), "--format", "json"]);
+    let listed: Value = serde_json::from_str(&list.stdout).expect("list JSON");
+    assert_eq!(listed[0]["status"], "running", "{listed}");
     // The dependent job writes the results when the array ends, with nobody waiting.
     wait_for(
         "results.json from the collect job",

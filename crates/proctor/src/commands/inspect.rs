@@ -40,7 +40,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     let mut runs = store.list_runs().context("cannot list the runs")?;
     runs.reverse();
     for r in &mut runs {
-        r.meta.status = store.observed_status(&r.id, r.meta.status);
+        r.meta.status = crate::commands::slurm::observed_status(&store, &r.id, &r.meta);
     }
     match format {
         Format::Json => {
@@ -103,7 +103,7 @@ pub fn show(
 
 fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> {
     let mut meta = store.run_meta(id).context("cannot read the run")?;
-    meta.status = store.observed_status(id, meta.status);
+    meta.status = crate::commands::slurm::observed_status(store, id, &meta);
     let trials = store.trials(id).context("cannot read the run's trials")?;
     if format == Format::Json {
         let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "trials": trials });

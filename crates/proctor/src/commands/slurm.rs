@@ -1000,6 +1000,32 @@ fn show_trial(run: &RunHandle, trial: &PlannedTrial, progress: &mut Progress) {
     });
 }
 
+/// The status to show for a run: as [`Store::observed_status`], except that a run recorded as
+/// running whose Slurm job still has tasks waiting or running is running (a detached run: no
+/// process holds it, its workers are on the nodes). Slurm is asked only about such runs; when it
+/// cannot be asked, the store's answer stands.
+pub fn observed_status(
+    store: &Store,
+    id: &proctor_store::RunId,
+    meta: &proctor_store::RunMeta,
+) -> proctor_store::RunStatus {
+    use proctor_store::RunStatus;
+    let seen = store.observed_status(id, meta.status);
+    if meta.status != RunStatus::Running || seen != RunStatus::Interrupted {
+        return seen;
+    }
+    let live = SlurmRecord::of(meta)
+        .filter(|r| r.kind == "slurm")
+        .and_then(|r| r.submissions.last().cloned())
+        .and_then(|s| queued_tasks(&s.job_id).ok())
+        .is_some_and(|q| !q.is_empty());
+    if live {
+        RunStatus::Running
+    } else {
+        seen
+    }
+}
+
 /// `proctor status RUN`: trials finished by outcome, and the Slurm job's tasks.
 pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
     let store = Store::open(store_dir)
