@@ -1077,10 +1077,17 @@ pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
             ));
         }
     }
+    let observed = store.observed_status(&id, meta.status);
     let state = if live {
         "running".to_string()
+    } else if record.is_some()
+        && meta.status == proctor_store::RunStatus::Running
+        && observed == proctor_store::RunStatus::Interrupted
+    {
+        // Its workers are done and nobody recorded the end yet.
+        "ended, not collected (`proctor collect RUN`)".to_string()
     } else {
-        store.observed_status(&id, meta.status).to_string()
+        observed.to_string()
     };
     let list = outcomes
         .iter()
