@@ -17,6 +17,7 @@ pub mod rescore;
 pub mod results;
 pub mod scratch;
 pub mod session;
+pub mod shard;
 pub mod shim;
 pub mod trial;
 

@@ -132,7 +132,7 @@ fn remove_abandoned(base: &Path) {
 
 /// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room for `may_write` bytes and more,
 /// and that folder is (or can be made) this user's own and private.
-fn shm_base(may_write: u64) -> Option<PathBuf> {
+pub fn shm_base(may_write: u64) -> Option<PathBuf> {
     let shm = Path::new(SHM);
     if kind_of(shm) != ScratchKind::Memory
         || free_bytes(shm)? < may_write.saturating_add(SHM_MIN_FREE)

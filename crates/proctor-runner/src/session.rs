@@ -163,16 +163,30 @@ impl Session {
     /// machine, and creates the run (its `run.json` records a [`PlanRecord`]). The suite must
     /// have been opened from an absolute path.
     pub fn start(
+        suite: Suite,
+        store: &Store,
+        options: &PlanOptions,
+        isolation: IsolationChoice,
+    ) -> Result<Session, SessionError> {
+        let probe_dir = store.root().to_path_buf();
+        Session::start_probing_in(suite, store, options, isolation, &probe_dir)
+    }
+
+    /// [`Session::start`], with the isolation decided by probing in `probe_dir` (where the
+    /// trials' upper layers will be) instead of the store: for runs whose trials run on other
+    /// machines, where the store is on a network file system that cannot hold upper layers.
+    pub fn start_probing_in(
         mut suite: Suite,
         store: &Store,
         options: &PlanOptions,
         isolation: IsolationChoice,
+        probe_dir: &Path,
     ) -> Result<Session, SessionError> {
         suite.apply_models(&options.models);
         let plan = plan(&suite, options)?;
         let store_root = store.root().to_path_buf();
         let (isolation, notes) =
-            decide_isolation(isolation, &store_root).map_err(SessionError::Isolation)?;
+            decide_isolation(isolation, probe_dir).map_err(SessionError::Isolation)?;
         let record = PlanRecord::new(&plan, options, isolation);
         let meta = run_meta(
             &suite,

@@ -157,6 +157,14 @@ pub enum StoreError {
         holder: crate::LockHolder,
     },
 
+    /// The store was opened on a compute node ([`crate::Store::open_on_node`]), without its
+    /// index: what needs the index must run where the store was opened with [`crate::Store::open`].
+    #[error("store {} is open without its index (on a compute node); run this where the run was submitted", store.display())]
+    NoIndex {
+        /// The store's root folder.
+        store: PathBuf,
+    },
+
     /// A trial that has no finished `trial.json`.
     #[error("trial {trial} of run {run} is not finished (no readable trial.json)")]
     TrialNotFound {

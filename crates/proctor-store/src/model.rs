@@ -229,6 +229,10 @@ pub struct TrialFile<R> {
     pub summary: TrialSummary,
     /// Everything else about the trial, as the runner serialized it.
     pub record: R,
+    /// Where the trial ran when an executor other than the local one ran it (for Slurm: the
+    /// job, the array task and the node), as [`crate::Store::open_on_node`] was given it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<serde_json::Value>,
 }
 
 /// The borrowed form of [`TrialFile`] used for writing.
@@ -237,6 +241,8 @@ pub(crate) struct TrialFileRef<'a, R: ?Sized> {
     pub schema_version: u32,
     pub summary: &'a TrialSummary,
     pub record: &'a R,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor: Option<&'a serde_json::Value>,
 }
 
 /// The head of `trial.json`: the summary, with the record skipped (but still checked to be JSON).

@@ -49,9 +49,12 @@ pub struct Store {
 struct Inner {
     root: PathBuf,
     runs: PathBuf,
-    index: Index,
+    /// `None` on a compute node ([`Store::open_on_node`]).
+    index: Option<Index>,
     /// The store cannot be written: the index is read-only (or in memory), nothing is written.
     read_only: bool,
+    /// On a compute node: where its trials run, stamped into each `trial.json`.
+    node: Option<serde_json::Value>,
 }
 
 /// What [`Store::reindex`] found in the folders.
@@ -100,8 +103,9 @@ impl Store {
             inner: Arc::new(Inner {
                 root,
                 runs,
-                index,
+                index: Some(index),
                 read_only: false,
+                node: None,
             }),
         };
         if reindex_new && matches!(opened, Opened::Created) && !store.run_ids()?.is_empty() {
@@ -125,8 +129,9 @@ impl Store {
             inner: Arc::new(Inner {
                 root,
                 runs,
-                index,
+                index: Some(index),
                 read_only: true,
+                node: None,
             }),
         };
         if fill {
@@ -182,6 +187,57 @@ impl Store {
             });
         }
         Ok(())
+    }
+
+    /// Opens the store at `dir` (which must exist) from a compute node of a cluster that shares
+    /// it over a network file system, for a worker that runs trials of a run submitted
+    /// elsewhere. Such a store never opens `index.sqlite` (SQLite is unsafe over NFS: the index
+    /// is brought up to date by the process that collects the run, see [`Store::reindex_run`])
+    /// and never rewrites `run.json` (its submitter owns it: [`RunHandle::update_meta`] changes
+    /// the handle's copy only). Trial folders are written as usual, each `trial.json` stamped
+    /// with `executor` (where it ran).
+    pub fn open_on_node(dir: impl AsRef<Path>, executor: serde_json::Value) -> Result<Store> {
+        let given = dir.as_ref();
+        let root = fs::canonicalize(given).map_err(io_err("resolve", given))?;
+        let runs = root.join(RUNS_DIR);
+        if !runs.is_dir() {
+            return Err(io_err("open", &runs)(io::Error::new(
+                io::ErrorKind::NotFound,
+                "not a store (no runs/ folder)",
+            )));
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                root,
+                runs,
+                index: None,
+                read_only: false,
+                node: Some(executor),
+            }),
+        })
+    }
+
+    /// Whether this store was opened on a compute node ([`Store::open_on_node`]).
+    pub fn is_on_node(&self) -> bool {
+        self.inner.node.is_some()
+    }
+
+    /// The index, or [`StoreError::NoIndex`] on a compute node.
+    fn index(&self) -> Result<&Index> {
+        self.inner
+            .index
+            .as_ref()
+            .ok_or_else(|| StoreError::NoIndex {
+                store: self.inner.root.clone(),
+            })
+    }
+
+    /// Applies `write` to the index, when this process keeps one (not on a compute node).
+    fn index_write(&self, write: impl FnOnce(&Index) -> Result<()>) -> Result<()> {
+        match &self.inner.index {
+            Some(index) => write(index),
+            None => Ok(()),
+        }
     }
 
     /// The store's root directory.
@@ -248,7 +304,7 @@ impl Store {
     pub fn open_run(&self, id: &RunId) -> Result<RunHandle> {
         let record = self.read_run_record(id)?;
         if !self.inner.read_only {
-            self.inner.index.upsert_run(&record)?;
+            self.index_write(|ix| ix.upsert_run(&record))?;
         }
         Ok(RunHandle {
             store: self.clone(),
@@ -275,7 +331,7 @@ impl Store {
         let lock = RunLock::acquire(&dir, id)?;
         // Read again under the lock: the previous holder may have rewritten it meanwhile.
         let record = self.read_run_record(id)?;
-        self.inner.index.upsert_run(&record)?;
+        self.index_write(|ix| ix.upsert_run(&record))?;
         Ok(RunHandle {
             store: self.clone(),
             id: id.clone(),
@@ -417,12 +473,16 @@ impl Store {
 
     /// Every run the index knows, oldest first, with finished-trial counts by outcome.
     pub fn list_runs(&self) -> Result<Vec<RunListing>> {
-        self.inner.index.list_runs()
+        self.index()?.list_runs()
     }
 
     /// A run's metadata, from the index, or from its `run.json` when the index does not have it.
     pub fn run_meta(&self, id: &RunId) -> Result<RunMeta> {
-        match self.inner.index.run_meta(id)? {
+        let indexed = match &self.inner.index {
+            Some(index) => index.run_meta(id)?,
+            None => None,
+        };
+        match indexed {
             Some(meta) => Ok(meta),
             None => Ok(self.read_run_record(id)?.meta),
         }
@@ -430,17 +490,17 @@ impl Store {
 
     /// The runs whose `run.json` the last reindex could not read (they are not in the index).
     pub fn damaged_runs(&self) -> Result<Vec<DamagedRun>> {
-        self.inner.index.damaged_runs()
+        self.index()?.damaged_runs()
     }
 
     /// The trials of a run whose `trial.json` the last reindex found unreadable, by trial id.
     pub fn damaged_trials(&self, run: &RunId) -> Result<Vec<DamagedTrial>> {
-        self.inner.index.damaged_of(run)
+        self.index()?.damaged_of(run)
     }
 
     /// Every finished trial of a run that the index holds, by task, variant and trial index.
     pub fn trials(&self, run: &RunId) -> Result<Vec<TrialSummary>> {
-        self.inner.index.trials(run)
+        self.index()?.trials(run)
     }
 
     /// Reads a finished trial's `trial.json` in full, with the runner's record as `R` (use
@@ -511,13 +571,28 @@ impl Store {
                 damaged,
             });
         }
-        self.inner.index.replace_all(&all, &report.skipped_runs)?;
+        self.index()?.replace_all(&all, &report.skipped_runs)?;
         Ok(report)
+    }
+
+    /// Brings the index up to date with one run's folder: its `run.json` and every finished
+    /// trial (what workers on compute nodes wrote without touching the index). Returns the
+    /// number of finished trials. A torn `trial.json` is not indexed (the trial is unfinished);
+    /// a full `reindex` names it.
+    pub fn reindex_run(&self, id: &RunId) -> Result<u64> {
+        let index = self.index()?;
+        let record = self.read_run_record(id)?;
+        let (trials, _damaged) = scan_trials(&self.run_dir(id).join(TRIALS_DIR))?;
+        index.upsert_run(&record)?;
+        for t in &trials {
+            index.upsert_trial(id, t)?;
+        }
+        Ok(trials.len() as u64)
     }
 
     /// Runs SQLite's integrity check on the index; `true` when it is sound.
     pub fn index_is_sound(&self) -> Result<bool> {
-        self.inner.index.integrity_ok()
+        self.index()?.integrity_ok()
     }
 }
 
@@ -705,6 +780,7 @@ impl RunHandle {
                 schema_version: FILE_SCHEMA_VERSION,
                 summary,
                 record,
+                executor: self.store.inner.node.as_ref(),
             };
             let path = dir.join(TRIAL_FILE);
             let bytes = to_json_bytes(&path, &file)?;
@@ -716,7 +792,8 @@ impl RunHandle {
         sync_filesystem(first.parent().unwrap_or(&self.dir))?;
         for ((path, bytes), (summary, _)) in files.iter().zip(trials) {
             atomic_write_unsynced(path, bytes)?;
-            self.store.inner.index.upsert_trial(&self.id, summary)?;
+            self.store
+                .index_write(|ix| ix.upsert_trial(&self.id, summary))?;
         }
         Ok(())
     }
@@ -784,6 +861,7 @@ impl RunHandle {
 
     /// Changes the run's metadata (e.g. `extra`) and rewrites `run.json` atomically (and the
     /// index row). Concurrent updates from threads of this process are applied one at a time.
+    /// On a compute node ([`Store::open_on_node`]) only this handle's copy changes.
     pub fn update_meta(&self, change: impl FnOnce(&mut RunMeta)) -> Result<()> {
         let mut meta = self.lock_meta();
         let mut next = meta.clone();
@@ -799,8 +877,12 @@ impl RunHandle {
             id: self.id.clone(),
             meta: meta.clone(),
         };
+        if self.store.is_on_node() {
+            // The submitter owns run.json; a worker's changes stay in its handle.
+            return Ok(());
+        }
         atomic_write_json(self.dir.join(RUN_FILE), &record)?;
-        self.store.inner.index.upsert_run(&record)
+        self.store.index_write(|ix| ix.upsert_run(&record))
     }
 }
 

@@ -678,3 +678,41 @@ fn an_unreadable_index_is_refused_by_name_and_rebuild_index_moves_it_aside() {
     let err = Store::open(dir.path()).expect_err("a damaged schema");
     assert!(matches!(err, StoreError::IndexDamaged { .. }), "{err}");
 }
+
+#[test]
+fn a_store_opened_on_a_node_writes_trial_files_only_stamped_with_where_they_ran() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let submitter = Store::open(dir.path()).expect("open");
+    let id = submitter.create_run(&meta()).expect("create").id().clone();
+    // The node's view of the store: no index is opened, nor created when missing.
+    fs::remove_file(dir.path().join(INDEX_FILE)).expect("remove the index");
+    for f in ["index.sqlite-wal", "index.sqlite-shm"] {
+        let _ = fs::remove_file(dir.path().join(f));
+    }
+    let placement = json!({"kind": "slurm", "job": "17", "array_task": 2, "node": "n1"});
+    let node = Store::open_on_node(dir.path(), placement.clone()).expect("open on node");
+    assert!(node.is_on_node());
+    let run = node.open_run(&id).expect("the run");
+    let before = fs::read(run.dir().join(RUN_FILE)).expect("run.json");
+    run.finish_trial(&summary("t", "v", 0, "completed"), &json!({"k": 1}))
+        .expect("finish");
+    run.update_meta(|m| m.suite_id = "changed".into())
+        .expect("update");
+    assert_eq!(run.meta().suite_id, "changed", "the handle's copy changes");
+    assert_eq!(
+        fs::read(run.dir().join(RUN_FILE)).expect("run.json"),
+        before,
+        "run.json is the submitter's"
+    );
+    assert!(
+        !dir.path().join(INDEX_FILE).exists(),
+        "no SQLite file is written from a node"
+    );
+    assert!(matches!(node.list_runs(), Err(StoreError::NoIndex { .. })));
+    let file: TrialFile<Value> = node.read_trial(&id, "t.v.0").expect("the trial");
+    assert_eq!(file.executor, Some(placement));
+    // Back where it was submitted, the index catches up with what the node wrote.
+    let submitter = Store::open(dir.path()).expect("reopen");
+    assert_eq!(submitter.reindex_run(&id).expect("reindex the run"), 1);
+    assert_eq!(submitter.trials(&id).expect("trials").len(), 1);
+}

@@ -222,6 +222,115 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
     },
+    /// Run one shard of a run submitted with `run --executor slurm` (what each array task
+    /// runs; any other scheduler can run it the same way: docs/scale.md).
+    Worker(WorkerArgs),
+    /// Show a run's progress: trials finished by outcome and, for a Slurm run, its jobs'
+    /// pending, running and failed tasks.
+    Status {
+        /// A run id, any unique prefix of one, or `latest`.
+        run: String,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+    },
+    /// Write a run's results.json and results.md from the trials its workers wrote, and bring
+    /// the store's index up to date with them.
+    Collect {
+        /// A run id, any unique prefix of one, or `latest`.
+        run: String,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+        /// Output format of the summary.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Running on a compute node (the job submitted with `--dependency=afterany`): write
+        /// the results files only, never index.sqlite nor run.json.
+        #[arg(long, hide = true)]
+        on_node: bool,
+    },
+    /// Check that this node sees a file the submitting process wrote in the store (run by
+    /// `run --executor slurm` as a one-task job before it submits anything).
+    #[command(name = "__store-probe", hide = true)]
+    StoreProbe {
+        /// The probe file.
+        file: PathBuf,
+    },
+}
+
+/// Arguments of `proctor worker`.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The run (its id, as `run --executor slurm` printed it, or a unique prefix).
+    pub run: String,
+    /// Which shard of the batch to run: `I/K` (0-based I, K shards).
+    #[arg(long, value_name = "I/K")]
+    pub shard: String,
+    /// The batch (submission) the shard belongs to (default: the run's latest).
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u32>,
+    /// The store folder (on a file system every node sees).
+    #[arg(long, value_name = "DIR", default_value = ".proctor")]
+    pub store: PathBuf,
+    /// Trials run at once (default: the CPUs Slurm gave the task, else 1).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Folder for per-trial scratch, on the node (default: /dev/shm when it is a tmpfs with
+    /// room, else the temporary folder; never under the shared store).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// The configuration file of model providers (as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The image cache (as for `run`; node-local is best).
+    #[arg(long, value_name = "DIR")]
+    pub image_cache: Option<PathBuf>,
+}
+
+/// Where `run` executes the trials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorArg {
+    /// In this process, `--jobs` at a time.
+    Local,
+    /// As one Slurm job array whose tasks each run `proctor worker RUN --shard I/K`.
+    Slurm,
+    /// Write the run and its shards (`--shards K`) and print the K `proctor worker` commands,
+    /// for another scheduler to run (Kubernetes, xargs or parallel over ssh: docs/scale.md);
+    /// `proctor collect RUN` then writes the results.
+    External,
+}
+
+/// Options of `run --executor slurm` (docs/scale.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SlurmArgs {
+    /// The Slurm partition (default: the cluster's default partition).
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+    /// The Slurm account to charge.
+    #[arg(long, value_name = "A")]
+    pub account: Option<String>,
+    /// Each array task's time limit, in any form sbatch takes (`30`, `1:00:00`, `1-0`).
+    #[arg(long, value_name = "T")]
+    pub time: Option<String>,
+    /// Array tasks running at once (`--array=0-K%N`).
+    #[arg(long, value_name = "N")]
+    pub array_throttle: Option<u32>,
+    /// Array tasks (shards) at most (default: one per 4 trials).
+    #[arg(long, value_name = "K")]
+    pub shards: Option<usize>,
+    /// Another sbatch option for every job, as one argument: `--slurm-arg=--qos=low`
+    /// (repeatable).
+    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub slurm_args: Vec<String>,
+    /// Print the run id and the job id and return; `proctor status RUN` shows progress and a
+    /// dependent job writes the results when the array ends.
+    #[arg(long)]
+    pub detach: bool,
+    /// The proctor binary the nodes run (default: this one); it must be on a file system every
+    /// node sees.
+    #[arg(long, value_name = "PATH")]
+    pub proctor_bin: Option<PathBuf>,
 }
 
 /// Arguments of `proctor run`.
@@ -275,6 +384,12 @@ pub struct RunArgs {
     /// The image cache for tasks that run in an OCI image (default: ~/.cache/proctor/images).
     #[arg(long, value_name = "DIR")]
     pub image_cache: Option<PathBuf>,
+    /// Where the trials run: here, or as a Slurm job array (docs/scale.md).
+    #[arg(long, value_enum, default_value_t = ExecutorArg::Local)]
+    pub executor: ExecutorArg,
+    /// Options of `--executor slurm`.
+    #[command(flatten, next_help_heading = "Slurm (--executor slurm)")]
+    pub slurm: Box<SlurmArgs>,
 }
 
 /// Isolation on the command line.

@@ -61,6 +61,8 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             models: Vec::new(),
             config: None,
             image_cache: None,
+            executor: crate::cli::ExecutorArg::Local,
+            slurm: Box::default(),
         };
         let status = run::run(args)?;
         if status as u8 > worst as u8 {

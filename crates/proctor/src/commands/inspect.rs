@@ -41,7 +41,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     let mut runs = store.list_runs().context("cannot list the runs")?;
     runs.reverse();
     for r in &mut runs {
-        r.meta.status = store.observed_status(&r.id, r.meta.status);
+        r.meta.status = crate::commands::slurm::observed_status(&store, &r.id, &r.meta);
     }
     let damaged_runs = store
         .damaged_runs()
@@ -125,7 +125,7 @@ pub fn show(
 
 fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> {
     let mut meta = store.run_meta(id).context("cannot read the run")?;
-    meta.status = store.observed_status(id, meta.status);
+    meta.status = crate::commands::slurm::observed_status(store, id, &meta);
     let trials = store.trials(id).context("cannot read the run's trials")?;
     let damaged = store
         .damaged_trials(id)

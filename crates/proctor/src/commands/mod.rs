@@ -11,9 +11,11 @@ mod models;
 mod oracle;
 mod rescore;
 mod run;
+mod slurm;
 mod suites;
 mod validate;
 mod view;
+mod worker;
 
 use std::path::Path;
 
@@ -42,6 +44,15 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
         Command::Demo { store } => demo::run(&store),
+        Command::Worker(args) => worker::run(&args),
+        Command::Status { run, store } => slurm::status(&store, &run),
+        Command::Collect {
+            run,
+            store,
+            format,
+            on_node,
+        } => slurm::collect(&store, &run, format, on_node),
+        Command::StoreProbe { file } => slurm::store_probe(&file),
         Command::List { store, format } => inspect::list(&store, format),
         Command::Show {
             run,

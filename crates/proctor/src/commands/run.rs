@@ -18,7 +18,7 @@ use proctor_store::Store;
 use proctor_suite::plan::{Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
 
-use crate::cli::{Format, IsolationArg, RunArgs};
+use crate::cli::{ExecutorArg, Format, IsolationArg, RunArgs};
 use crate::commands::{images, models};
 use crate::exit::{Error, Status};
 use crate::progress::Progress;
@@ -32,10 +32,26 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         print_plan(&plan, args.format)?;
         return Ok(Status::Success);
     }
+    if args.executor != ExecutorArg::Local {
+        return crate::commands::slurm::run(&args);
+    }
     let (session, resources) = open_session(&args)?;
     let summary = execute(&session, &args, resources)?;
-    let all_done = session.close(&summary).map_err(session_error)?;
-    let report = write_results(&session);
+    conclude(&session, &summary, &args.suite, args.format, "")
+}
+
+/// Closes the run after its trials ran (here or on a cluster), writes its results, prints the
+/// summary and returns the run's exit status. `resume_flags` is added to the printed resume
+/// command (e.g. ` --executor slurm`).
+pub(crate) fn conclude(
+    session: &Session,
+    summary: &ExecutionSummary,
+    suite_arg: &Path,
+    format: Format,
+    resume_flags: &str,
+) -> Result<Status, Error> {
+    let all_done = session.close(summary).map_err(session_error)?;
+    let report = write_results(session);
     let mut gate_failed = false;
     if all_done && session.plan().trial_mode == TrialMode::Release {
         // The gates pair trials across variants, so they need every row.
@@ -47,20 +63,20 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
     let run = session.run();
     print_summary(
         report.as_ref(),
-        args.format,
+        format,
         run.id().as_str(),
         &run.dir().display().to_string(),
     )?;
     eprintln!("stored in {}", run.dir().display());
     if let Some(why) = &summary.stopped {
-        return Err(stopped(why, &args.suite, run.id().as_str()));
+        return Err(stopped(why, suite_arg, run.id().as_str()));
     }
     if !all_done {
         eprintln!(
-            "unfinished: {} of {} trial(s) done; finish with `proctor run {} --resume {}`",
+            "unfinished: {} of {} trial(s) done; finish with `proctor run {} --resume {}{resume_flags}`",
             summary.already_finished + summary.finished_now,
             summary.planned,
-            args.suite.display(),
+            suite_arg.display(),
             run.id()
         );
         return Ok(Status::Unfinished);
@@ -183,7 +199,7 @@ fn execute(
 /// Writes results.json and results.md for the run and returns its report; a failure is
 /// reported, not fatal: every trial is already in the store and `proctor rescore` can write them
 /// again.
-fn write_results(session: &Session) -> Option<proctor_report::RunReport> {
+pub(crate) fn write_results(session: &Session) -> Option<proctor_report::RunReport> {
     match session.write_results() {
         Ok(report) => report,
         Err(e) => {
@@ -197,7 +213,7 @@ fn write_results(session: &Session) -> Option<proctor_report::RunReport> {
 
 /// What a finished run's exit status is decided from.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Tally {
+pub(crate) struct Tally {
     /// Graded trials (every trial but errored and ungradeable ones).
     graded: u64,
     /// Graded trials that met their task's `expect`.
@@ -207,7 +223,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(cell: &proctor_report::Cell) -> Tally {
+    pub(crate) fn of(cell: &proctor_report::Cell) -> Tally {
         Tally {
             graded: cell.n,
             succeeded: cell.rates.success.k,
@@ -215,7 +231,7 @@ impl Tally {
         }
     }
 
-    fn from_records(run: &proctor_store::RunHandle) -> Result<Tally, Error> {
+    pub(crate) fn from_records(run: &proctor_store::RunHandle) -> Result<Tally, Error> {
         let mut tally = Tally::default();
         proctor_runner::results::for_each_record(run, |record| {
             match record
@@ -237,7 +253,7 @@ impl Tally {
 
     /// Unfinished when any trial errored or was ungradeable; success when every graded trial
     /// met its task's `expect` (a correct refusal or ask counts); else not every trial succeeded.
-    fn status(self) -> Status {
+    pub(crate) fn status(self) -> Status {
         if self.unfinished > 0 {
             Status::Unfinished
         } else if self.succeeded == self.graded {
@@ -250,7 +266,7 @@ impl Tally {
 
 /// Opens and validates the suite; with `--task`, only those tasks need their scripted-agent and
 /// model-script files.
-fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, Error> {
+pub(crate) fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, Error> {
     let options = proctor_suite::validate::Options {
         tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
         ..Default::default()
@@ -261,7 +277,7 @@ fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, Error> {
     })
 }
 
-fn options_from(args: &RunArgs) -> PlanOptions {
+pub(crate) fn options_from(args: &RunArgs) -> PlanOptions {
     PlanOptions {
         trials: args.trials,
         mode: args.trial_mode.into(),
@@ -271,7 +287,7 @@ fn options_from(args: &RunArgs) -> PlanOptions {
     }
 }
 
-fn choice(isolation: IsolationArg) -> IsolationChoice {
+pub(crate) fn choice(isolation: IsolationArg) -> IsolationChoice {
     match isolation {
         IsolationArg::Auto => IsolationChoice::Auto,
         IsolationArg::Overlay => IsolationChoice::Overlay,
@@ -308,7 +324,7 @@ fn stopped(why: &str, suite: &Path, run: &str) -> Error {
 }
 
 /// Why a run could not start or resume, with what to do about it.
-fn session_error(e: SessionError) -> Error {
+pub(crate) fn session_error(e: SessionError) -> Error {
     if let SessionError::Plan(p) = e {
         return plan_error(p);
     }
@@ -362,7 +378,7 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
 
 /// Prints each (task, variant) cell's successes (met the task's `expect`), completions and
 /// outcome counts, from the run's report.
-fn print_summary(
+pub(crate) fn print_summary(
     report: Option<&proctor_report::RunReport>,
     format: Format,
     run_id: &str,

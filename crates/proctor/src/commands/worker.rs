@@ -1,0 +1,293 @@
+//! `proctor worker RUN --shard I/K`: runs one shard of a run submitted to a cluster, on
+//! whatever node the scheduler chose, with the usual engine.
+//!
+//! The run's plan is rebuilt from its `run.json` (as `--resume` does) and the shard's trial ids
+//! are read from the batch file the submitter wrote. Each trial is claimed before it runs (an
+//! atomic create in `executor/claims/`), so no trial runs twice when two workers race; a trial
+//! finished or claimed by another worker is skipped. Each finished trial is written atomically,
+//! as in a local run; a worker killed mid-trial (scancel, a time limit, a node failure) leaves
+//! that trial unfinished, for `run --resume RUN --executor slurm`. The store is opened with
+//! [`proctor_store::Store::open_on_node`]: no SQLite, no `run.json` written from here.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use proctor_runner::session::plan_trials;
+use proctor_runner::shard::{self, Batch, ShardStatus};
+use proctor_runner::{decide_isolation, EngineOptions, Job, PlanRecord};
+use proctor_store::Store;
+
+use crate::cli::WorkerArgs;
+use crate::commands::run::open_for_run;
+use crate::commands::{images, models};
+use crate::exit::{Error, Status};
+use crate::progress::Progress;
+
+/// Where this worker runs, from the scheduler's environment: stamped into every trial it
+/// writes and into its claims.
+pub fn placement(shard: usize) -> serde_json::Value {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let node = env("SLURMD_NODENAME").unwrap_or_else(|| proctor_store::HostInfo::detect().hostname);
+    match (env("SLURM_ARRAY_JOB_ID"), env("SLURM_ARRAY_TASK_ID")) {
+        (Some(job), Some(task)) => serde_json::json!({
+            "kind": "slurm",
+            "job": job,
+            "array_task": task.parse::<u64>().ok(),
+            "task_job_id": env("SLURM_JOB_ID"),
+            "node": node,
+            "restart": env("SLURM_RESTART_COUNT").and_then(|c| c.parse::<u64>().ok()).unwrap_or(0),
+        }),
+        _ => serde_json::json!({
+            "kind": "worker",
+            "shard": shard,
+            "node": node,
+        }),
+    }
+}
+
+/// `I/K` → (I, K).
+fn parse_shard(text: &str) -> Result<(usize, usize), Error> {
+    let bad = || {
+        Error::usage(
+            format!("`{text}` is not a shard"),
+            "write --shard I/K: the 0-based shard I of K shards (e.g. --shard 0/4)",
+        )
+    };
+    let (i, k) = text.split_once('/').ok_or_else(bad)?;
+    let i: usize = i.trim().parse().map_err(|_| bad())?;
+    let k: usize = k.trim().parse().map_err(|_| bad())?;
+    if k == 0 || i >= k {
+        return Err(bad());
+    }
+    Ok((i, k))
+}
+
+/// `proctor worker`.
+pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
+    let (index, count) = parse_shard(&args.shard)?;
+    let here = placement(index);
+    let store = Store::open_on_node(&args.store, here.clone())
+        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    let id = store
+        .resolve_run(&args.run)
+        .map_err(|e| Error::usage(e.to_string(), "pass the run id the submitter printed"))?;
+    let run = store.open_run(&id).context("cannot open the run")?;
+    let meta = run.meta();
+    let record = PlanRecord::from_extra(&meta.extra).map_err(|e| {
+        Error::usage(
+            format!("run {id} does not record its plan: {e}"),
+            "submit it again with `proctor run --executor slurm`",
+        )
+    })?;
+    let mut suite = open_for_run(&meta.suite_path, &record.tasks)?;
+    let now = proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
+    if now != meta.suite_hash {
+        return Err(Error::usage(
+            format!(
+                "the suite at {} changed since run {id} was submitted",
+                meta.suite_path.display()
+            ),
+            "restore the suite as it was, or start a new run",
+        ));
+    }
+    suite.apply_models(&record.models);
+    let plan = plan_trials(&suite, &record.options()).map_err(crate::commands::run::plan_error)?;
+    let number = match args.batch {
+        Some(n) => n,
+        None => Batch::next_number(run.dir())
+            .context("cannot read the run's batches")?
+            .saturating_sub(1),
+    };
+    let batch = Batch::read(run.dir(), number).map_err(|e| {
+        Error::usage(
+            format!("run {id} has no batch {number}: {e}"),
+            "run the worker of a submitted run (`proctor run --executor slurm` writes the batch)",
+        )
+    })?;
+    if batch.shards.len() != count {
+        return Err(Error::usage(
+            format!(
+                "batch {number} of run {id} has {} shard(s), not {count}",
+                batch.shards.len()
+            ),
+            format!("pass --shard I/{}", batch.shards.len()),
+        ));
+    }
+    let mut status = ShardStatus {
+        batch: number,
+        shard: index,
+        state: "running".into(),
+        placement: here.clone(),
+        started_at: proctor_store::utc_now(),
+        ended_at: None,
+        finished: 0,
+        skipped: 0,
+        agent_versions: Default::default(),
+    };
+    status
+        .write(run.dir())
+        .context("cannot write the shard's status")?;
+
+    // Claim the shard's trials: each one this worker runs is claimed by it alone.
+    let finished = run.finished_trials().context("cannot read the run")?;
+    let mut mine = Vec::new();
+    for trial in &batch.shards[index] {
+        if finished.contains(trial) {
+            status.skipped += 1;
+            continue;
+        }
+        let claimed = shard::claim(run.dir(), trial, &here).context("cannot claim a trial")?
+            || reclaim_own(run.dir(), trial, &here)?;
+        if claimed {
+            mine.push(trial.clone());
+        } else {
+            status.skipped += 1;
+        }
+    }
+    let mut shard_plan = plan.clone();
+    shard_plan.trials.retain(|t| mine.contains(&t.id));
+    eprintln!(
+        "worker: run {id} · batch {number} · shard {index}/{count} · {} trial(s) to run, {} skipped · node {}",
+        shard_plan.trials.len(),
+        status.skipped,
+        here["node"].as_str().unwrap_or("?")
+    );
+
+    // Scratch on the node, never under the shared store: a run's scratch folder is cleaned by
+    // pid, which means nothing across machines, and overlay upper layers cannot live on NFS.
+    let overlay = record.isolation_choice() == proctor_runner::IsolationChoice::Overlay;
+    let jobs = args.jobs.unwrap_or_else(default_jobs);
+    let scratch = args
+        .scratch
+        .clone()
+        .unwrap_or_else(|| node_scratch(overlay, may_write(&suite, jobs)));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot create the scratch folder {}", scratch.display()))?;
+    let (isolation, notes) = decide_isolation(record.isolation_choice(), &scratch)
+        .map_err(|e| Error::Other(anyhow::Error::new(e)))?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
+    let access = models::check(&suite, &shard_plan, args.config.as_deref())?;
+    let images = images::for_run(
+        &suite,
+        &shard_plan,
+        args.config.as_deref(),
+        args.image_cache.as_deref(),
+    )?;
+    let gateway = access.map(models::start).transpose()?;
+    let interrupted = proctor_runner::engine::install_interrupt_handler(|| {
+        eprintln!("worker: stopped; the trials running now stay unfinished (resume the run)");
+    })
+    .context("cannot install the signal handler")?;
+    let options = EngineOptions {
+        jobs,
+        grace: Duration::from_secs(2),
+        scratch: Some(scratch),
+        gateway,
+        images,
+    };
+    let job = Job {
+        suite: &suite,
+        plan: &shard_plan,
+        run: &run,
+        store_root: store.root(),
+        isolation,
+    };
+    let mut progress = Progress::new(shard_plan.trials.len(), 0);
+    let summary = proctor_runner::execute(job, &options, &interrupted, &mut |e| progress.event(e))
+        .context("the shard failed")?;
+    progress.done();
+    status.finished = summary.finished_now;
+    status.agent_versions = run.meta().agent_versions;
+    status.ended_at = Some(proctor_store::utc_now());
+    status.state = if summary.interrupted {
+        "interrupted".into()
+    } else {
+        "done".into()
+    };
+    status
+        .write(run.dir())
+        .context("cannot write the shard's status")?;
+    if summary.interrupted {
+        return Ok(Status::Unfinished);
+    }
+    Ok(Status::Success)
+}
+
+/// A claim this very array task made before it was requeued (same job and array task) is its
+/// own: the earlier attempt was killed with the node, and its trial is unfinished.
+fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<bool, Error> {
+    if here["kind"] != "slurm" {
+        return Ok(false);
+    }
+    let claims = shard::claims(run_dir).context("cannot read the claims")?;
+    let Some(who) = claims.get(trial) else {
+        return Ok(false);
+    };
+    let same = who["job"] == here["job"]
+        && who["array_task"] == here["array_task"]
+        && who["restart"] != here["restart"];
+    if same {
+        let path = run_dir
+            .join(shard::EXECUTOR_DIR)
+            .join(shard::CLAIMS_DIR)
+            .join(trial);
+        std::fs::remove_file(&path).context("cannot take over a claim")?;
+        return Ok(shard::claim(run_dir, trial, here).context("cannot claim a trial")?);
+    }
+    Ok(false)
+}
+
+/// Bytes the worker's trials may write into its scratch at once: the suite's largest
+/// `disk_mb`, once per job.
+fn may_write(suite: &proctor_suite::Suite, jobs: usize) -> u64 {
+    let largest = suite
+        .file
+        .tasks
+        .iter()
+        .flat_map(|t| suite.file.variants.iter().map(move |v| (t, v)))
+        .map(|(t, v)| suite.settings(t, v).limits.disk_mb())
+        .max()
+        .unwrap_or(proctor_suite::model::DEFAULT_DISK_MB);
+    largest.saturating_mul(1 << 20).saturating_mul(jobs as u64)
+}
+
+/// This node's scratch: `/dev/shm` when it is a tmpfs with room for what the trials may write
+/// (`may_write` bytes, and more) and the run isolates with an overlay (a copy of the fixture
+/// belongs on disk), else the temporary folder.
+fn node_scratch(overlay: bool, may_write: u64) -> std::path::PathBuf {
+    let shm = overlay
+        .then(|| proctor_runner::scratch::shm_base(may_write))
+        .flatten();
+    shm.unwrap_or_else(|| {
+        // SAFETY: getuid(2) cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::env::temp_dir().join(format!("proctor-{uid}"))
+    })
+}
+
+/// Trials at once: the CPUs Slurm gave the task, else 1.
+fn default_jobs() -> usize {
+    ["SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok()))
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_read_as_i_of_k() {
+        assert_eq!(parse_shard("0/4").ok(), Some((0, 4)));
+        assert_eq!(parse_shard("3/4").ok(), Some((3, 4)));
+        assert!(parse_shard("4/4").is_err());
+        assert!(parse_shard("1/0").is_err());
+        assert!(parse_shard("1").is_err());
+        assert!(parse_shard("a/b").is_err());
+    }
+}
