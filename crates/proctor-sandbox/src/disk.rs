@@ -183,28 +183,26 @@ fn move_tree(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Moves one entry of an upper layer (a folder with everything in it).
 fn move_entry(src: &Path, dst: &Path) -> io::Result<()> {
-    {
-        let meta = fs::symlink_metadata(src)?;
-        let ft = meta.file_type();
-        let mode = meta.mode() & 0o7777;
-        if ft.is_dir() {
-            fs::create_dir(dst)?;
-            copy_xattrs(src, dst)?;
-            move_tree(src, dst)?;
-            fs::set_permissions(dst, fs::Permissions::from_mode(mode))?;
-        } else if ft.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
-        } else if ft.is_file() {
-            move_file(src, dst, mode)?;
-        } else if ft.is_char_device() && meta.rdev() == 0 {
-            // A whiteout: the agent deleted what a lower layer has here.
-            mknod(dst, libc::S_IFCHR, 0)?;
-        } else if ft.is_fifo() {
-            mknod(dst, libc::S_IFIFO | mode, 0)?;
-        }
-        // Sockets and device nodes cannot be made by the agent (no capability) or carried
-        // over: they have no content to compare.
+    let meta = fs::symlink_metadata(src)?;
+    let ft = meta.file_type();
+    let mode = meta.mode() & 0o7777;
+    if ft.is_dir() {
+        fs::create_dir(dst)?;
+        copy_xattrs(src, dst)?;
+        move_tree(src, dst)?;
+        fs::set_permissions(dst, fs::Permissions::from_mode(mode))?;
+    } else if ft.is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
+    } else if ft.is_file() {
+        move_file(src, dst, mode)?;
+    } else if ft.is_char_device() && meta.rdev() == 0 {
+        // A whiteout: the agent deleted what a lower layer has here.
+        mknod(dst, libc::S_IFCHR, 0)?;
+    } else if ft.is_fifo() {
+        mknod(dst, libc::S_IFIFO | mode, 0)?;
     }
+    // Sockets and device nodes cannot be made by the agent (no capability) or carried over:
+    // they have no content to compare.
     Ok(())
 }
 
