@@ -232,7 +232,7 @@ pub fn execute(
         job.run.id().as_str(),
         options.scratch.as_deref(),
         job.isolation.overlay,
-        may_write(&job, options.jobs.max(1)),
+        crate::scratch::may_write(job.suite, options.jobs.max(1)),
     )?;
     let mut ctx = context(&job, options, &scratch, proctor_exe);
     if job.isolation.namespaces {
@@ -258,21 +258,6 @@ pub fn execute(
         isolation: job.isolation.label().to_string(),
         stopped,
     })
-}
-
-/// Bytes the job's trials may write into the scratch at once: the largest `disk_mb` of its
-/// tasks, once per job.
-fn may_write(job: &Job<'_>, jobs: usize) -> u64 {
-    let suite = job.suite;
-    let largest = suite
-        .file
-        .tasks
-        .iter()
-        .flat_map(|t| suite.file.variants.iter().map(move |v| (t, v)))
-        .map(|(t, v)| suite.settings(t, v).limits.disk_mb())
-        .max()
-        .unwrap_or(proctor_suite::model::DEFAULT_DISK_MB);
-    largest.saturating_mul(1 << 20).saturating_mul(jobs as u64)
 }
 
 /// What every trial of the job shares.

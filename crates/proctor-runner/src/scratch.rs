@@ -104,6 +104,20 @@ impl Scratch {
     }
 }
 
+/// Bytes a run's trials may write into its scratch at once: the suite's largest `disk_mb` (over
+/// its tasks and variants), once per job (each trial's changes are moved there at its end).
+pub fn may_write(suite: &proctor_suite::Suite, jobs: usize) -> u64 {
+    let largest = suite
+        .file
+        .tasks
+        .iter()
+        .flat_map(|t| suite.file.variants.iter().map(move |v| (t, v)))
+        .map(|(t, v)| suite.settings(t, v).limits.disk_mb())
+        .max()
+        .unwrap_or(proctor_suite::model::DEFAULT_DISK_MB);
+    largest.saturating_mul(1 << 20).saturating_mul(jobs as u64)
+}
+
 /// Removes the scratch folders under `base` whose process no longer exists: only folders named
 /// exactly `RUN_ID.PID` (a valid run id), so nothing else in a `--scratch` folder is touched.
 fn remove_abandoned(base: &Path) {

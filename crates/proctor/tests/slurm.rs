@@ -17,6 +17,17 @@ use std::time::{Duration, Instant};
 use common::{repo_root, TestSuite, MINIMAL};
 use serde_json::Value;
 
+/// The one-node cluster, for one test at a time: its two CPUs shared by tests running at once
+/// made the requeue test's timing fail now and then. `None` (with the reason printed) when
+/// Slurm cannot start outside CI.
+fn cluster() -> Option<std::sync::MutexGuard<'static, ()>> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if !slurm() {
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
 /// Starts the one-node cluster once per test binary; `false` (with the reason printed) when
 /// it cannot start outside CI.
 fn slurm() -> bool {
@@ -156,9 +167,9 @@ fn slow_suite(seconds: u32) -> TestSuite {
 
 #[test]
 fn a_slurm_run_gives_the_verdicts_of_a_local_run_and_records_every_trial_once() {
-    if !slurm() {
+    let Some(_cluster) = cluster() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let suite = repo_root().join("examples/traps");
     let local = tmp.path().join("local");
@@ -250,9 +261,9 @@ fn a_slurm_run_gives_the_verdicts_of_a_local_run_and_records_every_trial_once() 
 
 #[test]
 fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
-    if !slurm() {
+    let Some(_cluster) = cluster() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let suite = slow_suite(2);
     let store = tmp.path().join("store");
@@ -358,9 +369,9 @@ fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
 
 #[test]
 fn a_detached_run_shows_its_status_and_collects_on_its_own() {
-    if !slurm() {
+    let Some(_cluster) = cluster() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let suite = slow_suite(1);
     let store = tmp.path().join("store");
@@ -446,9 +457,9 @@ fn a_detached_run_shows_its_status_and_collects_on_its_own() {
 
 #[test]
 fn bad_input_is_refused_before_anything_is_submitted() {
-    if !slurm() {
+    let Some(_cluster) = cluster() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let suite = TestSuite::minimal();
     let store = tmp.path().join("store");
@@ -629,9 +640,9 @@ fn workers_racing_over_one_shard_run_each_trial_once_and_collect_writes_the_resu
 
 #[test]
 fn a_requeued_array_task_takes_over_its_own_claims_and_finishes_its_shard() {
-    if !slurm() {
+    let Some(_cluster) = cluster() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let suite = slow_suite(2);
     let store = tmp.path().join("store");

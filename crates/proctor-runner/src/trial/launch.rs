@@ -49,20 +49,7 @@ pub fn launch(
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
     let mut launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
-    if let (AgentKind::Command, Some(ModelEndpoint::Gateway { seat, .. })) =
-        (trial.variant.agent, &model)
-    {
-        let base = model
-            .as_ref()
-            .map(ModelEndpoint::base_url)
-            .unwrap_or_default();
-        launch.env.extend(crate::gateway::command_env(
-            &base,
-            seat.token(),
-            &seat.model.model,
-            seat.api(),
-        ));
-    }
+    add_command_gateway_env(trial, model.as_ref(), &mut launch);
     let agents_dir: Option<PathBuf> = real_agent
         .then(proctor_agents::cli::agents_dir)
         .flatten()
@@ -105,6 +92,7 @@ pub fn launch(
         &services,
         carried,
     );
+    let (limits, cgroup, limits_record) = trial_limits(ctx, trial);
     let record = LaunchRecord {
         agent: trial.variant.agent.as_str().into(),
         model: trial.variant.model.clone(),
@@ -117,16 +105,11 @@ pub fn launch(
             digest: img.digest.clone(),
         }),
         resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
-        limits: None,
+        limits: Some(limits_record),
     };
     let record = match model.as_ref().and_then(ModelEndpoint::api_key) {
         Some(token) => record.without(&token),
         None => record,
-    };
-    let (limits, cgroup, limits_record) = trial_limits(ctx, trial);
-    let record = LaunchRecord {
-        limits: Some(limits_record),
-        ..record
     };
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
@@ -158,6 +141,21 @@ pub fn launch(
         record,
         cgroup,
     })
+}
+
+/// A command agent that reaches a model through the gateway gets the endpoint, its token and
+/// the model in its environment (a CLI adapter sets its own).
+fn add_command_gateway_env(trial: &Trial, model: Option<&ModelEndpoint>, launch: &mut Launch) {
+    if let (AgentKind::Command, Some(m @ ModelEndpoint::Gateway { seat, .. })) =
+        (trial.variant.agent, model)
+    {
+        launch.env.extend(crate::gateway::command_env(
+            &m.base_url(),
+            seat.token(),
+            &seat.model.model,
+            seat.api(),
+        ));
+    }
 }
 
 /// The trial's resource limits: what the sandbox enforces, the control group that holds the

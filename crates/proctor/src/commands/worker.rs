@@ -161,7 +161,7 @@ pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
     let scratch = args
         .scratch
         .clone()
-        .unwrap_or_else(|| node_scratch(overlay, may_write(&suite, jobs)));
+        .unwrap_or_else(|| node_scratch(overlay, proctor_runner::scratch::may_write(&suite, jobs)));
     std::fs::create_dir_all(&scratch)
         .with_context(|| format!("cannot create the scratch folder {}", scratch.display()))?;
     let (isolation, notes) = decide_isolation(record.isolation_choice(), &scratch)
@@ -238,20 +238,6 @@ fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<
         return Ok(shard::claim(run_dir, trial, here).context("cannot claim a trial")?);
     }
     Ok(false)
-}
-
-/// Bytes the worker's trials may write into its scratch at once: the suite's largest
-/// `disk_mb`, once per job.
-fn may_write(suite: &proctor_suite::Suite, jobs: usize) -> u64 {
-    let largest = suite
-        .file
-        .tasks
-        .iter()
-        .flat_map(|t| suite.file.variants.iter().map(move |v| (t, v)))
-        .map(|(t, v)| suite.settings(t, v).limits.disk_mb())
-        .max()
-        .unwrap_or(proctor_suite::model::DEFAULT_DISK_MB);
-    largest.saturating_mul(1 << 20).saturating_mul(jobs as u64)
 }
 
 /// This node's scratch: `/dev/shm` when it is a tmpfs with room for what the trials may write
