@@ -316,8 +316,8 @@ pub struct ResourcesRecord {
 }
 
 impl ResourcesRecord {
-    /// The record of `hints`, or `None` when the task gives none. proctor does not hold a trial
-    /// to them yet: each is recorded as not enforced, with that reason.
+    /// The record of `hints`, or `None` when the task gives none. A hint is not a limit (what a
+    /// trial is held to is its `limits`): each is recorded as not enforced, with that reason.
     pub fn of(hints: proctor_suite::ResourceHints) -> Option<ResourcesRecord> {
         (!hints.is_empty()).then(|| ResourcesRecord {
             cpus: hints.cpus,
@@ -325,7 +325,7 @@ impl ResourcesRecord {
             storage_mb: hints.storage_mb,
             enforced: false,
             not_enforced: Some(
-                "proctor records resource hints but does not limit a trial's CPUs, memory or storage yet"
+                "a resource hint is recorded, not enforced: a trial is held to its `limits` (memory_mb, processes, disk_mb, output_mb), which a hint does not set"
                     .to_string(),
             ),
         })

@@ -187,7 +187,7 @@ fn image_trial(name: &str, image: &str) {
         res["not_enforced"]
             .as_str()
             .unwrap()
-            .contains("does not limit"),
+            .contains("a trial is held to its `limits`"),
         "{res}"
     );
     let run_id = lab
