@@ -93,12 +93,10 @@ pub(crate) fn conclude(
     Ok(tally.status())
 }
 
-/// Opens the suite (from its absolute path: sandboxes mount layers by absolute path) and the
-/// store, checks that every model the trials reach is usable (a provider that serves the
-/// agent's API, a key in the environment) before anything is created, and starts the run, or
-/// resumes the one `--resume` names; then starts the run's model gateway if a trial needs it.
-fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
-    // Checked first where the user pointed, so that problems name the suite as it was given.
+/// The run's suite, checked first where the user pointed (so that problems name the suite as
+/// it was given) and then opened by its absolute path (sandboxes mount its layers by absolute
+/// path), and the store.
+pub(crate) fn open_suite_and_store(args: &RunArgs) -> Result<(Suite, Store), Error> {
     open_for_run(&args.suite, &args.tasks)?;
     let suite_dir = args
         .suite
@@ -107,6 +105,15 @@ fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
     let suite = open_for_run(&suite_dir, &args.tasks)?;
     let store = Store::open(&args.store)
         .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    Ok((suite, store))
+}
+
+/// Opens the suite (from its absolute path: sandboxes mount layers by absolute path) and the
+/// store, checks that every model the trials reach is usable (a provider that serves the
+/// agent's API, a key in the environment) before anything is created, and starts the run, or
+/// resumes the one `--resume` names; then starts the run's model gateway if a trial needs it.
+fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
+    let (suite, store) = open_suite_and_store(args)?;
     let (session, access, images) = match &args.resume {
         None => {
             let options = options_from(args);

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
 use crate::commands::models;
 use crate::commands::run::{
-    choice, conclude, open_for_run, options_from, plan_error, session_error,
+    choice, conclude, open_for_run, open_suite_and_store, options_from, plan_error, session_error,
 };
 use crate::exit::{Error, Status};
 use crate::progress::Progress;
@@ -465,15 +465,7 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
     } else {
         slurm_version()?
     };
-    // The suite is checked where the user pointed, then opened by its absolute path.
-    open_for_run(&args.suite, &args.tasks)?;
-    let suite_dir = args
-        .suite
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", args.suite.display()))?;
-    let suite = open_for_run(&suite_dir, &args.tasks)?;
-    let store = Store::open(&args.store)
-        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    let (suite, store) = open_suite_and_store(args)?;
     // A resume submits as the run did, unless told otherwise.
     let earlier = match &args.resume {
         Some(prefix) => store
@@ -503,73 +495,9 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
         test_only(&slurm, cpus.as_slice())?;
         Some(probe_store(&slurm, store.root(), &bin)?)
     };
-    let (session, mut record) = match &args.resume {
-        None => {
-            let options = options_from(args);
-            let mut planned = suite.clone();
-            planned.apply_models(&options.models);
-            let plan = plan_trials(&planned, &options).map_err(plan_error)?;
-            models::check(&planned, &plan, args.config.as_deref())?;
-            // Upper layers go to the nodes' scratch, not to the (shared) store: probe where
-            // they would go here.
-            let probe_dir = std::env::temp_dir();
-            let session = Session::start_probing_in(
-                suite,
-                &store,
-                &options,
-                choice(args.isolation),
-                &probe_dir,
-            )
-            .map_err(session_error)?;
-            let record = SlurmRecord {
-                kind: kind.into(),
-                slurm_version: version,
-                partition: opts.partition.clone(),
-                account: opts.account.clone(),
-                time: opts.time.clone(),
-                array_throttle: opts.array_throttle,
-                slurm_args: opts.slurm_args.clone(),
-                proctor_bin: bin.clone(),
-                jobs: args.jobs,
-                submissions: Vec::new(),
-            };
-            (session, record)
-        }
-        Some(prefix) => {
-            let session = Session::resume(suite, &store, prefix).map_err(session_error)?;
-            models::check(session.suite(), session.plan(), args.config.as_deref())?;
-            let mut record = SlurmRecord::of(&session.run().meta()).unwrap_or_default();
-            check_no_live_job(session.run().id().as_str(), &record)?;
-            if external {
-                eprintln!(
-                    "note: make sure no worker of this run still runs: its claims are released now"
-                );
-            }
-            let finished = session
-                .run()
-                .finished_trials()
-                .context("cannot read the run")?;
-            let released = shard::release_unfinished(session.run().dir(), &finished)
-                .context("cannot release the claims of unfinished trials")?;
-            if !released.is_empty() {
-                eprintln!(
-                    "released {} trial(s) claimed by workers that ended before finishing them",
-                    released.len()
-                );
-            }
-            record.kind = kind.into();
-            record.slurm_version = version;
-            record.partition = opts.partition.clone();
-            record.account = opts.account.clone();
-            record.time = opts.time.clone();
-            record.array_throttle = opts.array_throttle;
-            record.slurm_args = opts.slurm_args.clone();
-            record.proctor_bin = bin.clone();
-            record.jobs = args.jobs.or(record.jobs);
-            eprintln!("resuming run {}", session.run().id());
-            (session, record)
-        }
-    };
+    let mut record = SlurmRecord::default();
+    let session = start_or_resume(args, suite, &store, external, &mut record)?;
+    record.set_options(kind, version, &opts, &bin, args.jobs);
     for n in session.notes() {
         eprintln!(
             "note: {n}; trials are recorded with isolation = \"{}\"",
@@ -623,20 +551,7 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
     record.save(session.run())?;
     let id = session.run().id().clone();
     if opts.detach {
-        match args.format {
-            Format::Json => println!(
-                "{}",
-                serde_json::json!({"run": id.as_str(), "job": submission.job_id, "collect_job": submission.collect_job, "tasks": submission.tasks, "trials": submission.trials})
-            ),
-            Format::Text => println!("{id} {}", submission.job_id),
-        }
-        eprintln!(
-            "submitted run {id} as Slurm job {} ({} task(s), {} trial(s)); `proctor status {id}` shows its progress; job {} writes the results when it ends",
-            submission.job_id,
-            submission.tasks,
-            submission.trials,
-            submission.collect_job.as_deref().unwrap_or("-"),
-        );
+        print_detached(args.format, &id, &submission);
         return Ok(Status::Success);
     }
     let summary = follow(&session, &submission, finished_before.len())?;
@@ -650,6 +565,99 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
         args.format,
         " --executor slurm",
     )
+}
+
+/// Starts the run (its plan checked against the models, its isolation probed where the nodes'
+/// upper layers go) or resumes the one `--resume` names (refused while its job is alive; the
+/// claims of workers that ended without finishing are released). A resume reads the run's
+/// recorded Slurm options into `record`.
+fn start_or_resume(
+    args: &RunArgs,
+    suite: proctor_suite::Suite,
+    store: &Store,
+    external: bool,
+    record: &mut SlurmRecord,
+) -> Result<Session, Error> {
+    let Some(prefix) = &args.resume else {
+        let options = options_from(args);
+        let mut planned = suite.clone();
+        planned.apply_models(&options.models);
+        let plan = plan_trials(&planned, &options).map_err(plan_error)?;
+        models::check(&planned, &plan, args.config.as_deref())?;
+        // Upper layers go to the nodes' scratch, not to the (shared) store: probe where they
+        // would go here.
+        let probe_dir = std::env::temp_dir();
+        return Session::start_probing_in(
+            suite,
+            store,
+            &options,
+            choice(args.isolation),
+            &probe_dir,
+        )
+        .map_err(session_error);
+    };
+    let session = Session::resume(suite, store, prefix).map_err(session_error)?;
+    models::check(session.suite(), session.plan(), args.config.as_deref())?;
+    *record = SlurmRecord::of(&session.run().meta()).unwrap_or_default();
+    check_no_live_job(session.run().id().as_str(), record)?;
+    if external {
+        eprintln!("note: make sure no worker of this run still runs: its claims are released now");
+    }
+    let finished = session
+        .run()
+        .finished_trials()
+        .context("cannot read the run")?;
+    let released = shard::release_unfinished(session.run().dir(), &finished)
+        .context("cannot release the claims of unfinished trials")?;
+    if !released.is_empty() {
+        eprintln!(
+            "released {} trial(s) claimed by workers that ended before finishing them",
+            released.len()
+        );
+    }
+    eprintln!("resuming run {}", session.run().id());
+    Ok(session)
+}
+
+impl SlurmRecord {
+    /// Records the options this submission runs with (a resume keeps its earlier `jobs` unless
+    /// given, and its submissions).
+    fn set_options(
+        &mut self,
+        kind: &str,
+        version: String,
+        opts: &SlurmArgs,
+        bin: &Path,
+        jobs: Option<usize>,
+    ) {
+        self.kind = kind.into();
+        self.slurm_version = version;
+        self.partition = opts.partition.clone();
+        self.account = opts.account.clone();
+        self.time = opts.time.clone();
+        self.array_throttle = opts.array_throttle;
+        self.slurm_args = opts.slurm_args.clone();
+        self.proctor_bin = bin.to_path_buf();
+        self.jobs = jobs.or(self.jobs);
+    }
+}
+
+/// What a detached run prints: its id and job on stdout, how to follow it on stderr.
+fn print_detached(format: Format, id: &proctor_store::RunId, submission: &Submission) {
+    match format {
+        Format::Json => println!(
+            "{}",
+            serde_json::json!({"run": id.as_str(), "job": submission.job_id, "collect_job": submission.collect_job, "tasks": submission.tasks, "trials": submission.trials})
+        ),
+        Format::Text => println!("{id} {}", submission.job_id),
+    }
+    eprintln!(
+        "submitted run {id} as Slurm job {} ({} task(s), {} trial(s)); `proctor status {id}` shows its progress; job {} writes the results when it ends",
+        submission.job_id,
+        submission.tasks,
+        submission.trials,
+        submission.collect_job.as_deref().unwrap_or("-"),
+    );
 }
 
 /// The Slurm options in force: those given, and for a resume, the run's own where not given.
