@@ -73,47 +73,8 @@ pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
         .resolve_run(&args.run)
         .map_err(|e| Error::usage(e.to_string(), "pass the run id the submitter printed"))?;
     let run = store.open_run(&id).context("cannot open the run")?;
-    let meta = run.meta();
-    let record = PlanRecord::from_extra(&meta.extra).map_err(|e| {
-        Error::usage(
-            format!("run {id} does not record its plan: {e}"),
-            "submit it again with `proctor run --executor slurm`",
-        )
-    })?;
-    let mut suite = open_for_run(&meta.suite_path, &record.tasks)?;
-    let now = proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
-    if now != meta.suite_hash {
-        return Err(Error::usage(
-            format!(
-                "the suite at {} changed since run {id} was submitted",
-                meta.suite_path.display()
-            ),
-            "restore the suite as it was, or start a new run",
-        ));
-    }
-    suite.apply_models(&record.models);
-    let plan = plan_trials(&suite, &record.options()).map_err(crate::commands::run::plan_error)?;
-    let number = match args.batch {
-        Some(n) => n,
-        None => Batch::next_number(run.dir())
-            .context("cannot read the run's batches")?
-            .saturating_sub(1),
-    };
-    let batch = Batch::read(run.dir(), number).map_err(|e| {
-        Error::usage(
-            format!("run {id} has no batch {number}: {e}"),
-            "run the worker of a submitted run (`proctor run --executor slurm` writes the batch)",
-        )
-    })?;
-    if batch.shards.len() != count {
-        return Err(Error::usage(
-            format!(
-                "batch {number} of run {id} has {} shard(s), not {count}",
-                batch.shards.len()
-            ),
-            format!("pass --shard I/{}", batch.shards.len()),
-        ));
-    }
+    let (suite, plan, record) = run_plan(&run, &id)?;
+    let (number, batch) = read_batch(&run, &id, args.batch, count)?;
     let mut status = ShardStatus {
         batch: number,
         shard: index,
@@ -238,6 +199,67 @@ fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<
         return Ok(shard::claim(run_dir, trial, here).context("cannot claim a trial")?);
     }
     Ok(false)
+}
+
+/// The run's suite (refused when it changed since the run was submitted), its plan rebuilt as
+/// the submitter made it, and the plan's record.
+fn run_plan(
+    run: &proctor_store::RunHandle,
+    id: &proctor_store::RunId,
+) -> Result<(proctor_suite::Suite, proctor_suite::plan::Plan, PlanRecord), Error> {
+    let meta = run.meta();
+    let record = PlanRecord::from_extra(&meta.extra).map_err(|e| {
+        Error::usage(
+            format!("run {id} does not record its plan: {e}"),
+            "submit it again with `proctor run --executor slurm`",
+        )
+    })?;
+    let mut suite = open_for_run(&meta.suite_path, &record.tasks)?;
+    let now = proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
+    if now != meta.suite_hash {
+        return Err(Error::usage(
+            format!(
+                "the suite at {} changed since run {id} was submitted",
+                meta.suite_path.display()
+            ),
+            "restore the suite as it was, or start a new run",
+        ));
+    }
+    suite.apply_models(&record.models);
+    let plan = plan_trials(&suite, &record.options()).map_err(crate::commands::run::plan_error)?;
+    Ok((suite, plan, record))
+}
+
+/// The batch the worker runs a shard of (`--batch`, else the latest), which must have `count`
+/// shards.
+fn read_batch(
+    run: &proctor_store::RunHandle,
+    id: &proctor_store::RunId,
+    given: Option<u32>,
+    count: usize,
+) -> Result<(u32, Batch), Error> {
+    let number = match given {
+        Some(n) => n,
+        None => Batch::next_number(run.dir())
+            .context("cannot read the run's batches")?
+            .saturating_sub(1),
+    };
+    let batch = Batch::read(run.dir(), number).map_err(|e| {
+        Error::usage(
+            format!("run {id} has no batch {number}: {e}"),
+            "run the worker of a submitted run (`proctor run --executor slurm` writes the batch)",
+        )
+    })?;
+    if batch.shards.len() != count {
+        return Err(Error::usage(
+            format!(
+                "batch {number} of run {id} has {} shard(s), not {count}",
+                batch.shards.len()
+            ),
+            format!("pass --shard I/{}", batch.shards.len()),
+        ));
+    }
+    Ok((number, batch))
 }
 
 /// This node's scratch: `/dev/shm` when it is a tmpfs with room for what the trials may write
