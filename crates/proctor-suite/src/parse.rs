@@ -9,7 +9,12 @@ use crate::problem::{nearest, Problem, ProblemKind, SourceFile};
 
 /// Parses `source` as `T`, turning the first error into a located problem with a hint.
 pub fn parse_toml<T: DeserializeOwned>(source: &SourceFile) -> Result<T, Problem> {
-    toml::from_str(source.text()).map_err(|e| toml_problem(source, &e))
+    toml::from_str(source.text()).map_err(|e| {
+        // Text that is good TOML but refused by the typed reading (a value out of range, say)
+        // is not a syntax error, whatever words the refusal uses.
+        let well_formed = toml::from_str::<toml::Table>(source.text()).is_ok();
+        toml_problem(source, &e, well_formed)
+    })
 }
 
 /// Reads a suite file (`what` names it in messages) as text: a file that cannot be read, or
@@ -76,7 +81,7 @@ pub fn check_schema_version(source: &SourceFile) -> Result<(), Problem> {
     }
 }
 
-fn toml_problem(source: &SourceFile, e: &toml::de::Error) -> Problem {
+fn toml_problem(source: &SourceFile, e: &toml::de::Error, well_formed: bool) -> Problem {
     let message = plain_types(e.message().trim());
     // The TOML parser gives some syntax errors (`key = ` with nothing after it) no words at all.
     let message = if message.is_empty() {
@@ -97,7 +102,7 @@ fn toml_problem(source: &SourceFile, e: &toml::de::Error) -> Problem {
         )
         .with_help("a suite never needs such nesting: flatten the value");
     }
-    let (kind, label, help) = classify(&message);
+    let (kind, label, help) = classify(&message, well_formed);
     let mut p = Problem::at(kind, source, span, first_sentence(&message)).with_label(label);
     if let Some(h) = help {
         p = p.with_help(h);
@@ -131,8 +136,9 @@ fn first_sentence(message: &str) -> String {
     message.lines().next().unwrap_or_default().to_string()
 }
 
-/// Decides what kind of mistake a toml/serde message describes, and the hint for it.
-fn classify(message: &str) -> (ProblemKind, String, Option<String>) {
+/// Decides what kind of mistake a toml/serde message describes, and the hint for it;
+/// `well_formed` says the text itself is good TOML, so an unrecognised message is about a value.
+fn classify(message: &str, well_formed: bool) -> (ProblemKind, String, Option<String>) {
     if let Some(found) = backticked_after(message, "unknown field ") {
         let expected = expected_list(message);
         let help = match nearest(&found, expected.iter().map(String::as_str)) {
@@ -186,6 +192,10 @@ fn classify(message: &str) -> (ProblemKind, String, Option<String>) {
             None,
         );
     }
+    if well_formed {
+        // The message is the refusal's own sentence (a range, a format): it says what to write.
+        return (ProblemKind::InvalidValue, "value not accepted".into(), None);
+    }
     (
         ProblemKind::Syntax,
         "TOML syntax error".into(),
@@ -219,6 +229,7 @@ mod tests {
     fn unknown_field_suggests_the_nearest_key() {
         let (kind, _, help) = classify(
             "unknown field `wall_timeout_secs`, expected one of `wall_timeout_seconds`, `network`",
+            true,
         );
         assert_eq!(kind, ProblemKind::UnknownKey);
         assert_eq!(
@@ -229,12 +240,46 @@ mod tests {
 
     #[test]
     fn unknown_variant_lists_the_choices_when_nothing_is_near() {
-        let (kind, _, help) =
-            classify("unknown variant `zzz`, expected one of `none`, `loopback`, `host`");
+        let (kind, _, help) = classify(
+            "unknown variant `zzz`, expected one of `none`, `loopback`, `host`",
+            true,
+        );
         assert_eq!(kind, ProblemKind::InvalidValue);
         assert_eq!(
             help.as_deref(),
             Some("write one of: `none`, `loopback`, `host`")
         );
+    }
+
+    #[test]
+    fn a_refusal_of_good_toml_is_about_the_value_not_the_syntax() {
+        let source = SourceFile::new(
+            std::path::Path::new("suite.toml"),
+            "[limits]\nmemory_mb = 0\n".to_string(),
+        );
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Limits {
+            #[serde(deserialize_with = "refuse")]
+            memory_mb: u64,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Doc {
+            limits: Limits,
+        }
+        fn refuse<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+            let v = u64::deserialize(d)?;
+            Err(serde::de::Error::custom(format!(
+                "must be between 1 and 9, not {v}"
+            )))
+        }
+        let p = parse_toml::<Doc>(&source).expect_err("refused");
+        assert_eq!(p.kind, ProblemKind::InvalidValue, "{p:?}");
+        assert!(!format!("{p:?}").contains("syntax"), "{p:?}");
+
+        let broken = SourceFile::new(std::path::Path::new("suite.toml"), "[limits\n".to_string());
+        let p = parse_toml::<Doc>(&broken).expect_err("refused");
+        assert_eq!(p.kind, ProblemKind::Syntax, "{p:?}");
     }
 }
