@@ -47,7 +47,7 @@ pub use report::{
     BoundsReport, Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
     WorkspaceKind,
 };
-pub use run::run;
+pub use run::{run, run_on_terminal};
 pub use spec::{
     Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,
     Workspace, SERVICE_DIR_ROOT,
