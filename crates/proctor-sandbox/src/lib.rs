@@ -42,6 +42,7 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
+pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{
     BoundsReport, Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
