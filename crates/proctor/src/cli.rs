@@ -101,7 +101,8 @@ pub enum Command {
     },
     /// Compare two runs, or two variants of one run, trial by trial.
     Compare {
-        /// Two runs (ids, unique prefixes or `latest`), or one run with --variants.
+        /// Two runs (ids, unique prefixes or `latest`), each optionally `RUN/VARIANT` to pick
+        /// one variant of it (a sitting's: `RUN/human:NAME`), or one run with --variants.
         #[arg(required = true, num_args = 1..=2)]
         runs: Vec<String>,
         /// With one run: the two variants to compare, `A,B`.
