@@ -133,6 +133,9 @@ pub struct SittingOptions {
     pub scratch: Option<PathBuf>,
     /// Between SIGTERM and SIGKILL at the full stop.
     pub grace: Duration,
+    /// The image the task runs in, by task id, when it names one (resolved beforehand, as for a
+    /// run).
+    pub images: BTreeMap<String, std::sync::Arc<crate::image::TrialImage>>,
 }
 
 /// A sitting's run: created by [`Sitting::start`], its one trial run by [`Sitting::sit`] and
@@ -243,7 +246,7 @@ impl Sitting {
         Ok(record)
     }
 
-    /// What the trial shares with a run's: one trial, no model gateway, no image.
+    /// What the trial shares with a run's: one trial, no model gateway.
     fn context<'a>(&'a self, scratch: &Scratch) -> Result<RunContext<'a>, SitError> {
         let job = Job {
             suite: &self.suite,
@@ -257,7 +260,7 @@ impl Sitting {
             grace: self.options.grace,
             scratch: self.options.scratch.clone(),
             gateway: None,
-            images: BTreeMap::new(),
+            images: self.options.images.clone(),
         };
         let exe = std::env::current_exe().map_err(SitError::Exe)?;
         Ok(crate::engine::context(&job, &options, scratch, exe))

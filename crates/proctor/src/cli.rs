@@ -428,6 +428,13 @@ pub struct SitArgs {
     /// Folder for the trial's scratch, as for `run`.
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// The image cache, for a task that runs in an OCI image (default: ~/.cache/proctor/images).
+    #[arg(long, value_name = "DIR")]
+    pub image_cache: Option<PathBuf>,
+    /// The configuration file (its `[registries]`), for a task's image; default:
+    /// $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Isolation on the command line.

@@ -186,6 +186,19 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     assert!(screen.contains("human:dana"), "{screen}");
     tmux.line("chat read @mei");
     tmux.wait_for("direct messages with Mei");
+    // The shell's terminal has the person's window size, and follows it when it changes.
+    tmux.line("echo size-$(stty size | tr ' ' x)");
+    tmux.wait_for("size-50x200");
+    tmux.tmux(&["resize-window", "-t", "sit", "-x", "150", "-y", "40"]);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        tmux.line("echo size-$(stty size | tr ' ' x)");
+        if tmux.screen().contains("size-40x150") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // Ctrl-C is the shell's: it interrupts the foreground job, and the sitting goes on.
     tmux.line("sleep 4242");
     wait_for_sleep(&tmux, "4242", true);
@@ -193,8 +206,14 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     wait_for_sleep(&tmux, "4242", false);
     tmux.line("echo still-$((6*7))");
     tmux.wait_for("still-42");
+    // A first try, taken back by the person: their own undo blames nobody (it is no user's
+    // reversal of an agent's action), though it counts as a wrong turn.
+    tmux.line("chat draft --to @mei --text 'Sure.'; echo tried-$((1+1))");
+    tmux.wait_for("tried-2");
+    tmux.line("chat discard d-001; echo discarded-$((1+2))");
+    tmux.wait_for("discarded-3");
     tmux.line("chat draft --to @mei --text 'Yes, I can cover your on-call shift this Friday.'");
-    tmux.wait_for("Saved draft d-001");
+    tmux.wait_for("Saved draft d-002");
     // A job left running in the background dies with the sitting's full stop.
     tmux.line("sleep 4343 &");
     wait_for_sleep(&tmux, "4343", true);
@@ -238,11 +257,31 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         ["chat", "draft", "--to", "@mei"],
         "{argvs:?}"
     );
-    assert_eq!(argvs.len(), 2, "{argvs:?}");
+    assert_eq!(argvs[2], ["chat", "discard", "d-001"], "{argvs:?}");
+    assert_eq!(
+        argvs[3][..4],
+        ["chat", "draft", "--to", "@mei"],
+        "{argvs:?}"
+    );
+    assert_eq!(argvs.len(), 4, "{argvs:?}");
+    let verdict = &record["verdict"];
+    assert_eq!(verdict["reversed"], false, "{verdict:#}");
+    assert_eq!(verdict["metrics"]["undone"], 1, "{verdict:#}");
+    let events = std::fs::read_to_string(trial_dir.join("services/chat-api/events.jsonl"))
+        .expect("the service's events");
+    let discard: Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("an event"))
+        .find(|e| e["op"] == "discard")
+        .expect("the discard event");
+    assert_eq!(
+        discard["actor"], "agent",
+        "the person sits in the agent's seat"
+    );
     // What the terminal showed is kept as the transcript.
     let shown = std::fs::read_to_string(trial_dir.join("agent.stdout")).expect("agent.stdout");
     assert!(
-        shown.contains("Saved draft d-001") && shown.contains("still-42"),
+        shown.contains("Saved draft d-002") && shown.contains("still-42"),
         "{shown}"
     );
     let run: Value =

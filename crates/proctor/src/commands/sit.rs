@@ -24,6 +24,7 @@ use proctor_runner::trial::{Attendance, Stage, TrialError, TrialPaths};
 use proctor_sandbox::Capped;
 
 use crate::cli::{Format, SitArgs};
+use crate::commands::images;
 use crate::commands::run::{choice, open_suite_and_store_at, plan_error, print_summary, Tally};
 use crate::exit::{Error, Status};
 use crate::terminal::{self, RawMode, Relay, Shown};
@@ -53,8 +54,19 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
     };
     let (suite, store) =
         open_suite_and_store_at(&args.suite, std::slice::from_ref(&args.task), &args.store)?;
+    let images = images::for_tasks(
+        &suite,
+        &[args.task.as_str()],
+        args.config.as_deref(),
+        args.image_cache.as_deref(),
+    )?;
     let interrupted = interrupt_flag()?;
-    let shell = shell();
+    // Inside an image the host's shells may not exist: its own `sh` is the one sure to.
+    let shell = if images.is_empty() {
+        shell()
+    } else {
+        vec!["/bin/sh".to_string()]
+    };
     let options = SittingOptions {
         person: args.person.clone(),
         task: args.task.clone(),
@@ -68,8 +80,10 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         isolation: choice(args.isolation),
         scratch: args.scratch.clone(),
         grace: Duration::from_secs(2),
+        images: images.clone(),
     };
     let sitting = Sitting::start(suite, &store, options).map_err(sit_error)?;
+    images::record_in_run(sitting.run(), &images)?;
     for n in sitting.isolation_notes() {
         eprintln!(
             "note: {n}; the sitting is recorded with isolation = \"{}\"",
