@@ -181,7 +181,7 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     let lab = Lab::new("sit-draft");
     let tmux = Tmux::start("draft", &sit_script(&lab, "--task draft --as dana"));
     // The prompt comes first, exactly as an agent gets it.
-    let screen = tmux.wait_for("leave the shell");
+    let screen = tmux.wait_for("Leave the shell");
     assert!(screen.contains("Draft a reply saying yes"), "{screen}");
     assert!(screen.contains("human:dana"), "{screen}");
     tmux.line("chat read @mei");
@@ -379,7 +379,7 @@ fn a_person_who_sends_instead_of_drafting_is_wrong_with_the_answer_and_notes_giv
         notes.display()
     );
     let tmux = Tmux::start("send", &sit_script(&lab, &args));
-    tmux.wait_for("leave the shell");
+    tmux.wait_for("Leave the shell");
     tmux.line("chat send --to @mei --text 'Yes, I can cover Friday.'");
     tmux.wait_for("Sent");
     tmux.key("C-d");
@@ -410,7 +410,7 @@ fn a_person_who_sends_instead_of_drafting_is_wrong_with_the_answer_and_notes_giv
 fn a_sitting_interrupted_at_the_question_is_not_recorded_and_the_terminal_is_restored() {
     let lab = Lab::new("sit-interrupt");
     let tmux = Tmux::start("interrupt", &sit_script(&lab, "--task draft --as kim"));
-    tmux.wait_for("leave the shell");
+    tmux.wait_for("Leave the shell");
     tmux.line("exit");
     tmux.wait_for("Your answer to the task");
     // Out of the shell, the terminal is in its normal mode again: Ctrl-C is proctor's.
@@ -437,7 +437,7 @@ fn a_sitting_with_a_timeout_is_stopped_like_an_agent_at_its_wall_timeout() {
         "timeout",
         &sit_script(&lab, "--task draft --as lee --timeout 2 --answer 'no time'"),
     );
-    tmux.wait_for("the sitting stops after 2 s");
+    tmux.wait_for("The sitting stops after 2 s");
     tmux.wait_for("Notes for the record");
     tmux.line("");
     let (code, screen) = tmux.exit_status();
@@ -498,7 +498,7 @@ fn an_interface_command_reads_the_persons_terminal_through_its_shim() {
         lab.store().display()
     );
     let tmux = Tmux::start("shim-tty", &script);
-    tmux.wait_for("leave the shell");
+    tmux.wait_for("Leave the shell");
     tmux.line("ask");
     tmux.wait_for("Really?");
     tmux.line("sure");
@@ -528,4 +528,36 @@ fn an_interface_command_reads_the_persons_terminal_through_its_shim() {
             .contains("ask-got-sure"),
         "{call}"
     );
+}
+
+#[test]
+fn a_sitting_whose_service_never_comes_up_is_errored_and_asks_nothing() {
+    let lab = Lab::new("sit-errored");
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[services]]\nname = \"api\"\ncommand = [\"sh\", \"-c\", \"exit 1\"]\nready = { http = \"http://127.0.0.1:7999/health\", timeout_seconds = 1 }\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [{ answer_matches = \"yes\" }]\n",
+    );
+    lab.write("agents/agent/t.toml", "answer = \"yes\"\n");
+    let bin = assert_cmd::cargo::cargo_bin("proctor");
+    let script = format!(
+        "NO_COLOR=1 SHELL=/bin/sh {} sit {} --task t --as bo --store {}; echo \"[exit $?]\"; sleep 3600",
+        bin.display(),
+        lab.suite().display(),
+        lab.store().display()
+    );
+    let tmux = Tmux::start("errored", &script);
+    let (code, screen) = tmux.exit_status();
+    assert_eq!(code, 3, "{screen}");
+    assert!(!screen.contains("Your answer to the task"), "{screen}");
+    let (_, record) = sitting(&lab, "t", "bo");
+    assert_eq!(record["outcome"], "errored", "{record:#}");
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("service-guard"),
+        "{}",
+        record["reason"]
+    );
+    assert_eq!(record["end_state"]["answer"], "");
 }

@@ -174,12 +174,12 @@ fn introduce(sitting: &Sitting, args: &SitArgs, shell: &[String]) {
         let _ = writeln!(err, "    {line}");
     }
     let timeout = match args.timeout {
-        Some(s) => format!("the sitting stops after {s} s; "),
+        Some(s) => format!("The sitting stops after {s} s. "),
         None => String::new(),
     };
     let _ = writeln!(
         err,
-        "\n{timeout}leave the shell ({}) with `exit` or Ctrl-D when you are done; you will then be asked for your answer.\n",
+        "\n{timeout}Leave the shell ({}) with `exit` or Ctrl-D when you are done; you will then be asked for your answer.\n",
         shell.join(" ")
     );
 }
