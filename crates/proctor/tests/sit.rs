@@ -367,6 +367,26 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         "{}",
         out.stdout
     );
+    // The exported page (the viewer's trial page) shows who sat, and their notes.
+    let page = lab.root.join("sitting.html");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "export",
+            &sat,
+            "--html",
+            page.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let html = std::fs::read_to_string(&page).expect("the page");
+    assert!(html.contains("sat by <b>dana</b>"), "no sitting section");
+    assert!(
+        html.contains("The chat help made drafting easy."),
+        "no notes"
+    );
 }
 
 #[test]
