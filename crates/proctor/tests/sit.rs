@@ -581,3 +581,47 @@ fn a_sitting_whose_service_never_comes_up_is_errored_and_asks_nothing() {
     );
     assert_eq!(record["end_state"]["answer"], "");
 }
+
+/// The pid of the `proctor sit` process whose arguments hold `marker`.
+fn proctor_sit_pid(marker: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let args: Vec<String> = cmd
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            (args.get(1).map(String::as_str) == Some("sit")
+                && args.iter().any(|a| a.contains(marker)))
+            .then_some(pid)
+        })
+        .next()
+}
+
+#[test]
+fn sigterm_during_the_shell_stops_the_trial_restores_the_terminal_and_records_nothing() {
+    let lab = Lab::new("sit-sigterm");
+    let tmux = Tmux::start("sigterm", &sit_script(&lab, "--task draft --as max"));
+    tmux.wait_for("Leave the shell");
+    tmux.line("sleep 4646 &");
+    wait_for_sleep(&tmux, "4646", true);
+    let store = lab.store().display().to_string();
+    let pid = proctor_sit_pid(&store).expect("the proctor sit process");
+    // SAFETY: kill(2) on a pid just read from /proc.
+    assert_eq!(unsafe { libc_kill(pid, 15) }, 0);
+    let (code, screen) = tmux.exit_status();
+    assert_eq!(code, 3, "{screen}");
+    assert!(screen.contains("the sitting is not recorded"), "{screen}");
+    assert!(screen.contains("TERMINAL-RESTORED"), "{screen}");
+    assert!(!sleeping("4646"), "a process of the sitting outlived it");
+    let out = lab.proctor(As::Me, &["list", "--store", &store]);
+    assert!(out.stdout.contains("interrupted"), "{}", out.stdout);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
