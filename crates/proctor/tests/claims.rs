@@ -443,3 +443,70 @@ fn cite_names_what_it_cannot_cite() {
         out.stdout
     );
 }
+
+#[test]
+fn cite_warns_when_git_ignores_the_cited_results() {
+    let lab = Lab::new("claims-ignored");
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&lab.root)
+        .status();
+    if !init.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    traps_run(&lab);
+    put(&lab, ".gitignore", "store/\n");
+    let store = lab.store();
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "cite",
+            "latest",
+            "--task",
+            "assess",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("warning: git ignores ")
+            && out
+                .stderr
+                .contains("copy it into the repository and cite the copy"),
+        "{}",
+        out.stderr
+    );
+    put(&lab, ".gitignore", "");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "cite",
+            "latest",
+            "--task",
+            "assess",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+}
+
+#[test]
+fn the_repository_s_own_claims_hold() {
+    let root = common::repo_root();
+    let out = assert_cmd::Command::cargo_bin("proctor")
+        .unwrap()
+        .current_dir(&root)
+        .args(["verify", "README.md", "docs", "examples"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    // The examples' READMEs cite the golden results the golden test compares with real runs.
+    let count: usize = stdout.split(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 4, "{stdout}");
+}

@@ -66,6 +66,14 @@ pub fn run(args: &CiteArgs) -> Result<Status, Error> {
     let rows = select(&table, args.tasks, args.variants)?;
     let pinned = pinned_cells(&table, args.columns)?;
     let path = cited_path(&results, args.from)?;
+    if ignored_by_git(&results) {
+        eprintln!(
+            "warning: git ignores {}: a checkout (CI's) will not have it, and `proctor verify` \
+             will report that it does not exist; copy it into the repository and cite the copy \
+             (`proctor cite COPY.md`)",
+            results.display()
+        );
+    }
     let cited: Vec<(Row, String, String)> = rows
         .into_iter()
         .map(|row| {
@@ -352,6 +360,29 @@ fn cited_path(results: &Path, from: Option<&Path>) -> Result<String, Error> {
              and cite the copy",
         )),
     }
+}
+
+/// Whether `file` is in a git repository that ignores it (`git check-ignore`; false when git
+/// is not installed or the file is in no repository).
+fn ignored_by_git(file: &Path) -> bool {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if repository_root(dir).is_none() {
+        return false;
+    }
+    let Some(name) = file.file_name() else {
+        return false;
+    };
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["check-ignore", "-q", "--"])
+        .arg(name)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.code() == Some(0))
 }
 
 /// The folder PATH is relative to, canonical.
