@@ -18,7 +18,8 @@ use crate::cli::Format;
 use crate::commands::evidence;
 use crate::exit::{Error, Status};
 
-fn open(store: &Path) -> Result<Store, Error> {
+/// Opens the store at `store`, or fails with a usage error when there is none.
+pub(crate) fn open(store: &Path) -> Result<Store, Error> {
     if !store.join("runs").is_dir() {
         return Err(Error::usage(
             format!("no store at {}", store.display()),
@@ -29,7 +30,8 @@ fn open(store: &Path) -> Result<Store, Error> {
         .with_context(|| format!("cannot open the store at {}", store.display()))?)
 }
 
-fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
+/// The run a user named (`latest`, an id or a unique prefix).
+pub(crate) fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
     store
         .resolve_run(prefix)
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
