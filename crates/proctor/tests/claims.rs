@@ -71,7 +71,14 @@ fn a_citation_that_fails_exits_1_naming_file_line_path_and_regex() {
 fn a_missing_path_fails_with_its_own_message() {
     let lab = Lab::new("claims-missing");
     put(&lab, "claim.md", "verify:fileLine(gone.md, /x/)\n");
-    let out = verify(&lab, &["claim.md"]);
+    // The lab lies wherever the target folder is (inside this repository's clone, or not):
+    // the ceiling keeps the search for a repository root inside the lab, as git's does.
+    let ceiling = lab.root.parent().unwrap().to_str().unwrap().to_string();
+    let out = lab.proctor_env(
+        As::Me,
+        &["verify", "claim.md"],
+        &[("GIT_CEILING_DIRECTORIES", &ceiling)],
+    );
     assert_eq!(out.code, 1, "{}", out.stderr);
     let first = out.stderr.lines().next().unwrap();
     assert_eq!(first, "claim.md:1: gone.md does not exist");

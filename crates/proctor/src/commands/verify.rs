@@ -231,11 +231,22 @@ fn locate(citing: &Path, path: &str) -> Result<PathBuf, (Vec<PathBuf>, Option<Pa
 }
 
 /// The root of the git repository holding `folder`: the nearest folder at or above it that
-/// has a `.git` (a folder, or the file of a worktree or submodule). None outside git.
+/// has a `.git` (a folder, or the file of a worktree or submodule). None outside git. As git
+/// does, the search does not reach a folder named in `GIT_CEILING_DIRECTORIES` (`:`-separated)
+/// or any folder above it.
 pub fn repository_root(folder: &Path) -> Option<PathBuf> {
     let folder = folder.canonicalize().ok()?;
+    let ceilings: Vec<PathBuf> = std::env::var_os("GIT_CEILING_DIRECTORIES")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| p.is_absolute())
+                .map(|p| p.canonicalize().unwrap_or(p))
+                .collect()
+        })
+        .unwrap_or_default();
     folder
         .ancestors()
+        .take_while(|d| !ceilings.iter().any(|c| c == d))
         .find(|d| d.join(".git").exists())
         .map(Path::to_path_buf)
 }
