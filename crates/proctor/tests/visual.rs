@@ -151,6 +151,22 @@ fn a_screenshot_within_max_diff_holds_and_one_over_it_is_wrong() {
     let ev = &r["verdict"]["success"]["assertions"][0]["evidence"];
     assert_eq!(ev["diff"]["differing"], 120, "{ev}");
     assert_eq!(ev["screenshot"], "visual/0.png");
+    // `show` names the kept screenshot and how it differs.
+    let run = lab.run_dir();
+    let id = run.file_name().unwrap().to_str().unwrap();
+    let store = lab.store();
+    let show = lab.proctor(
+        As::Me,
+        &["show", id, "t.agent.0", "--store", store.to_str().unwrap()],
+    );
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout
+            .contains("differs from holdout/t/ref.png in 120 of 1200 pixels (10.00%)"),
+        "{}",
+        show.stdout
+    );
+    assert!(show.stdout.contains("/visual/0.png"), "{}", show.stdout);
     // The screenshot is kept: the box itself.
     let kept = std::fs::read(lab.trial_dir("t.agent.0").join("visual/0.png")).unwrap();
     let img = image::load_from_memory(&kept).unwrap().to_rgba8();
