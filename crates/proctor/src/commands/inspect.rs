@@ -404,7 +404,8 @@ fn print_verdict(r: &TrialRecord) {
     }
 }
 
-/// The transcript, the ledgers, the harness notes and the diff of every changed file.
+/// The transcript, the ledgers, the visual looks, the harness notes and the diff of every
+/// changed file.
 fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
     let trial_dir = store
         .run_dir(id)
@@ -417,6 +418,13 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
     println!();
     for line in evidence::ledgers(&r.ledgers) {
         println!("{line}");
+    }
+    let looks = evidence::visuals(&r.end_state.visuals, &trial_dir);
+    if !looks.is_empty() {
+        println!();
+        for line in looks {
+            println!("{line}");
+        }
     }
     if !r.harness_notes.is_empty() {
         println!("\nharness notes");
