@@ -62,6 +62,8 @@ pub struct EngineOptions {
     /// The image each task runs in, by task id, resolved before the run (tasks without one run
     /// on the host's root).
     pub images: BTreeMap<String, std::sync::Arc<crate::image::TrialImage>>,
+    /// Where `visual` checks find their browser; `None`: the first Chromium on the search path.
+    pub browser: Option<proctor_browser::BrowserSource>,
 }
 
 /// What one execution runs: a suite's plan, into one run of the store, with the isolation
@@ -289,6 +291,9 @@ pub(crate) fn context<'a>(
             Err("the trials run without namespaces".into())
         },
         store_full: Mutex::new(None),
+        browser: options.browser.clone().unwrap_or_else(|| {
+            proctor_browser::BrowserSource::SearchPath(crate::allow::search_path())
+        }),
         gateway: options.gateway.clone(),
         images: options.images.clone(),
         runtime: if options.images.is_empty() {

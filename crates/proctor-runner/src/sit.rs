@@ -136,6 +136,8 @@ pub struct SittingOptions {
     /// The image the task runs in, by task id, when it names one (resolved beforehand, as for a
     /// run).
     pub images: BTreeMap<String, std::sync::Arc<crate::image::TrialImage>>,
+    /// Where the task's `visual` checks find their browser (`None`: as for a run).
+    pub browser: Option<proctor_browser::BrowserSource>,
 }
 
 /// A sitting's run: created by [`Sitting::start`], its one trial run by [`Sitting::sit`] and
@@ -261,6 +263,7 @@ impl Sitting {
             scratch: self.options.scratch.clone(),
             gateway: None,
             images: self.options.images.clone(),
+            browser: self.options.browser.clone(),
         };
         let exe = std::env::current_exe().map_err(SitError::Exe)?;
         Ok(crate::engine::context(&job, &options, scratch, exe))

@@ -7,7 +7,8 @@
 //!    model endpoint, environment, services, sandbox spec;
 //! 3. [`execute`] (`trial/execute.rs`): the sandbox run to the full stop;
 //! 4. [`capture`] (`trial/capture.rs`): end state, ledgers, harness notes;
-//! 5. [`checks`] (`trial/checks.rs`): the checks with holdouts, in fresh sandboxes;
+//! 5. [`checks`] (`trial/checks.rs`): the checks with holdouts, in fresh sandboxes; then
+//!    [`visual`] (`trial/visual.rs`): the `visual` looks, in headless Chromium in a sandbox;
 //! 6. [`grade`] (`trial/grade.rs`): the verdict.
 //!
 //! [`paths::TrialPaths`] names every path of the trial, in its host and in-sandbox forms.
@@ -29,6 +30,7 @@ pub mod prepare;
 pub mod services;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod visual;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -129,6 +131,7 @@ fn stages(
     let mut end = captured.end;
     if executed.report.not_started.is_none() {
         end.checks = checks::check_trial(ctx, &trial, &prepared, holdout.as_deref());
+        end.visuals = visual::visual_trial(ctx, &trial, &prepared, holdout.as_deref());
     }
     clock.lap("checks");
     let files = EndStateFiles::new(

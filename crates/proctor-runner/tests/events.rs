@@ -89,6 +89,7 @@ fn a_run_reports_each_trial_started_finished_and_committed_in_order() {
         scratch: None,
         gateway: None,
         images: Default::default(),
+        browser: None,
     };
     let mut events = Vec::new();
     let summary = session

@@ -97,6 +97,58 @@ pub struct CheckRun {
     pub stdout: String,
 }
 
+/// What a `visual` look saw: the page in headless Chromium after the agent stopped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VisualRun {
+    /// What was looked at (the assertion's page or URL, selector and reference image).
+    pub look: String,
+    /// The URL the browser opened.
+    pub url: String,
+    /// How many elements matched the selector (absent without one, or when nothing was seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// The first matching elements, in document order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elements: Vec<VisualElement>,
+    /// The screenshot kept in the trial's folder (`visual/N.png`), when one was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<String>,
+    /// How the screenshot differs from the reference image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<ScreenshotDiff>,
+    /// Why the page did not load (a missing file, a refused connection): the page's fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_error: Option<String>,
+    /// Why the page could not be looked at (`no browser: ...`, a browser that failed, a
+    /// reference image that cannot be read): nothing can be told from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One element a `visual` selector matched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VisualElement {
+    /// Its rendered text, trimmed.
+    pub text: String,
+    /// Whether it is rendered (a layout box, not hidden, not fully transparent).
+    pub visible: bool,
+}
+
+/// A screenshot compared with its reference image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ScreenshotDiff {
+    /// The reference image, as the suite names it.
+    pub reference: String,
+    /// Pixels that differ (every pixel when the sizes differ).
+    pub differing: u64,
+    /// `differing` as a share of the pixels, 0 to 1.
+    pub share: f64,
+    /// The screenshot's width and height.
+    pub size: (u32, u32),
+    /// The reference's width and height.
+    pub reference_size: (u32, u32),
+}
+
 /// A service's captured end state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceEnd {
@@ -170,6 +222,9 @@ pub struct EndState {
     pub checks: BTreeMap<String, CheckRun>,
     /// Service end states, by service name.
     pub services: BTreeMap<String, ServiceEnd>,
+    /// What the `visual` looks saw, by look ([`proctor_suite::assertion::Visual::look_key`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub visuals: BTreeMap<String, VisualRun>,
     /// How the agent ended.
     pub agent: AgentEnd,
 }

@@ -3,7 +3,7 @@
 //! JSON pointer's actual value), so a reader can see why a trial got its outcome.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use proctor_suite::assertion::{Assertion, Calls, Check, FilesUnchanged, StateAssertion};
+use proctor_suite::assertion::{Assertion, Calls, Check, FilesUnchanged, StateAssertion, Visual};
 use proctor_suite::model::{Condition, Interface};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -236,6 +236,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c),
         Assertion::State(s) => state(ctx, s),
+        Assertion::Visual(v) => visual(ctx, v),
         Assertion::Not(inner) => {
             let r = assertion(ctx, inner.get_ref());
             let verdict = match r.verdict.decided() {
@@ -490,6 +491,67 @@ fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {
         Verdict::from_bool(actual.is_some() == want)
     };
     result("state", rule, verdict, evidence)
+}
+
+/// A `visual` assertion over what its look saw: a browser that could not look leaves it
+/// undecided; a page that did not load fails it.
+fn visual(ctx: &Context, v: &Visual) -> AssertionResult {
+    let rule = v.rule();
+    let Some(run) = ctx.end.visuals.get(&v.look_key()) else {
+        return result(
+            "visual",
+            rule,
+            Verdict::unknown("the visual check was not run for this trial"),
+            Value::Null,
+        );
+    };
+    let mut evidence = json!({ "url": run.url });
+    if let Some(why) = &run.error {
+        return result("visual", rule, Verdict::unknown(why.clone()), evidence);
+    }
+    if let Some(why) = &run.load_error {
+        evidence["load_error"] = json!(why);
+        return result("visual", rule, Verdict::Fails, evidence);
+    }
+    evidence["count"] = json!(run.count);
+    let first = run.elements.first();
+    let verdict = if let Some(want) = &v.text {
+        evidence["text"] = json!(first.map(|e| &e.text));
+        Verdict::from_bool(first.is_some_and(|e| squeeze(&e.text) == squeeze(want)))
+    } else if let Some(re) = &v.matches {
+        evidence["text"] = json!(first.map(|e| &e.text));
+        match Regex::new(re.get_ref()) {
+            Ok(re) => Verdict::from_bool(first.is_some_and(|e| re.is_match(&e.text))),
+            Err(e) => Verdict::unknown(format!("bad regex: {e}")),
+        }
+    } else if let Some(want) = v.visible {
+        let shown: Vec<bool> = run.elements.iter().map(|e| e.visible).collect();
+        evidence["visible"] = json!(shown);
+        Verdict::from_bool(if want {
+            first.is_some_and(|e| e.visible)
+        } else {
+            !shown.contains(&true)
+        })
+    } else if let Some(want) = v.count {
+        Verdict::from_bool(run.count == Some(want))
+    } else if v.screenshot.is_some() {
+        evidence["screenshot"] = json!(run.screenshot);
+        evidence["diff"] = json!(run.diff);
+        let allowed = v.max_diff.as_ref().map_or(0.0, |d| *d.get_ref());
+        evidence["max_diff"] = json!(allowed);
+        Verdict::from_bool(run.diff.as_ref().is_some_and(|d| d.share <= allowed))
+    } else {
+        Verdict::unknown("the visual assertion has no test")
+    };
+    if v.screenshot.is_none() && run.screenshot.is_some() {
+        evidence["screenshot"] = json!(run.screenshot);
+    }
+    result("visual", rule, verdict, evidence)
+}
+
+/// Text with its runs of white space read as one space, trimmed.
+fn squeeze(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -46,6 +46,11 @@ pub enum Assertion {
     /// `state = { service = "S", pointer = "/json/pointer", equals = VALUE }` (or
     /// `matches = "RE"`, or `exists = true`): a service's end state holds that value.
     State(StateAssertion),
+    /// `visual = { page = "index.html", selector = "#status", text = "Ready" }` (or `url =
+    /// "http://127.0.0.1:PORT/"`; `matches`, `visible`, `count`, or `screenshot =
+    /// "holdout/TASK/ref.png"` within `max_diff`): what a page shows in headless Chromium after
+    /// the agent stopped.
+    Visual(Visual),
     /// `not = { ... }`: the inner assertion does not hold.
     Not(#[schemars(with = "Assertion")] Box<Spanned<Assertion>>),
 }
@@ -85,7 +90,17 @@ impl Assertion {
             Assertion::Check(_) => "check",
             Assertion::Calls(_) => "calls",
             Assertion::State(_) => "state",
+            Assertion::Visual(_) => "visual",
             Assertion::Not(_) => "not",
+        }
+    }
+
+    /// Every `visual` in this assertion, including under `not`.
+    pub fn visuals(&self) -> Vec<&Visual> {
+        match self {
+            Assertion::Visual(v) => vec![v],
+            Assertion::Not(inner) => inner.get_ref().visuals(),
+            _ => Vec::new(),
         }
     }
 
@@ -111,6 +126,7 @@ pub const ASSERTION_KINDS: &[&str] = &[
     "check",
     "calls",
     "state",
+    "visual",
     "not",
 ];
 
@@ -335,4 +351,118 @@ pub struct StateAssertion {
     /// The value there must exist (`true`) or be absent (`false`).
     #[serde(default)]
     pub exists: Option<bool>,
+}
+
+/// `visual = { page = "P" | url = "U", selector = "CSS", text = "T" | matches = "RE" |
+/// visible = B | count = N | screenshot = "holdout/..png", max_diff = F }`: exactly one of
+/// `page` and `url`, and exactly one test.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    { "oneOf": [ { "required": ["page"] }, { "required": ["url"] } ] },
+    { "oneOf": [
+        { "required": ["text"] },
+        { "required": ["matches"] },
+        { "required": ["visible"] },
+        { "required": ["count"] },
+        { "required": ["screenshot"] },
+    ] },
+]))]
+pub struct Visual {
+    /// A workspace-relative HTML file of the end state, opened as `file://`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub page: Option<Spanned<String>>,
+    /// An `http://127.0.0.1:PORT/...` URL served by one of the suite's services, which are
+    /// started again over their end state for the check.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub url: Option<Spanned<String>>,
+    /// A CSS selector: the elements looked at. Required, except for a screenshot of the whole
+    /// window.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub selector: Option<Spanned<String>>,
+    /// The first matching element's rendered text, trimmed, with runs of white space read as
+    /// one space, equals this.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The first matching element's rendered text matches this regex.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub matches: Option<Spanned<String>>,
+    /// `true`: the first matching element is rendered (it has a layout box and is not
+    /// `display: none`, `visibility: hidden` or fully transparent); `false`: no matching element
+    /// is.
+    #[serde(default)]
+    pub visible: Option<bool>,
+    /// Exactly this many elements match the selector.
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// A PNG in the suite's hidden parts (`holdout/...`): the screenshot (of the first matching
+    /// element, or of the window without a selector) differs from it in at most `max_diff` of
+    /// its pixels.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub screenshot: Option<Spanned<String>>,
+    /// With `screenshot`: the share of pixels (0 to 1) allowed to differ. Default: 0.
+    #[serde(default)]
+    #[schemars(with = "Option<f64>", range(min = 0.0, max = 1.0))]
+    pub max_diff: Option<Spanned<f64>>,
+    /// Seconds the page may take to load and be looked at (1 to 86400); overrides the task's
+    /// `validation_timeout_seconds`.
+    #[serde(default, deserialize_with = "check_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: Option<u64>,
+}
+
+impl Visual {
+    /// What is looked at, as a key: the page or URL, the selector, the reference image.
+    /// Assertions that look at the same thing share one look.
+    pub fn look_key(&self) -> String {
+        let mut parts = vec![self.target_rule()];
+        if let Some(s) = &self.selector {
+            parts.push(format!("selector = {:?}", s.get_ref()));
+        }
+        if let Some(s) = &self.screenshot {
+            parts.push(format!("screenshot = {:?}", s.get_ref()));
+        }
+        parts.join(", ")
+    }
+
+    /// `page = "P"` or `url = "U"`.
+    fn target_rule(&self) -> String {
+        match (&self.page, &self.url) {
+            (Some(p), _) => format!("page = {:?}", p.get_ref()),
+            (None, Some(u)) => format!("url = {:?}", u.get_ref()),
+            (None, None) => "page = \"\"".to_string(),
+        }
+    }
+
+    /// The assertion as written, compactly.
+    pub fn rule(&self) -> String {
+        let mut parts = vec![self.target_rule()];
+        if let Some(s) = &self.selector {
+            parts.push(format!("selector = {:?}", s.get_ref()));
+        }
+        if let Some(t) = &self.text {
+            parts.push(format!("text = {t:?}"));
+        }
+        if let Some(m) = &self.matches {
+            parts.push(format!("matches = {:?}", m.get_ref()));
+        }
+        if let Some(v) = self.visible {
+            parts.push(format!("visible = {v}"));
+        }
+        if let Some(c) = self.count {
+            parts.push(format!("count = {c}"));
+        }
+        if let Some(s) = &self.screenshot {
+            parts.push(format!("screenshot = {:?}", s.get_ref()));
+        }
+        if let Some(d) = &self.max_diff {
+            parts.push(format!("max_diff = {}", d.get_ref()));
+        }
+        format!("visual = {{ {} }}", parts.join(", "))
+    }
 }

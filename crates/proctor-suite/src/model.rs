@@ -721,6 +721,27 @@ fn default_verb_arg() -> usize {
     1
 }
 
+impl Task {
+    /// Every assertion of the task, in suite order: the success condition's, the rubric levels',
+    /// the caps' (not looking under `not`).
+    pub fn every_assertion(&self) -> impl Iterator<Item = &Assertion> {
+        let success = self.success.get_ref().assertions().iter();
+        let rubric = self
+            .rubric
+            .iter()
+            .flat_map(|c| c.levels.iter().flat_map(|l| l.get_ref().all.iter()));
+        let caps = self.caps.iter().flat_map(|c| c.any.iter());
+        success.chain(rubric).chain(caps).map(Spanned::get_ref)
+    }
+
+    /// Every `visual` assertion of the task, including under `not`, in suite order.
+    pub fn visuals(&self) -> Vec<&crate::assertion::Visual> {
+        self.every_assertion()
+            .flat_map(Assertion::visuals)
+            .collect()
+    }
+}
+
 /// A list of assertions under `all` (every one holds) or `any` (at least one holds): exactly one
 /// of the two keys.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]

@@ -102,12 +102,47 @@ fn toml_problem(source: &SourceFile, e: &toml::de::Error, well_formed: bool) -> 
         )
         .with_help("a suite never needs such nesting: flatten the value");
     }
+    if let Some(p) = array_of_tables_for_a_list(source, &span, &message) {
+        return p;
+    }
     let (kind, label, help) = classify(&message, well_formed);
     let mut p = Problem::at(kind, source, span, first_sentence(&message)).with_label(label);
     if let Some(h) = help {
         p = p.with_help(h);
     }
     p
+}
+
+/// A list of assertions (or another list of one-key tables) written as `[[a.b.all]]` headers:
+/// the TOML reader cannot keep the places of such entries and says "expected a borrowed
+/// string", which tells an author nothing. Names the header and the form to write instead.
+fn array_of_tables_for_a_list(
+    source: &SourceFile,
+    span: &std::ops::Range<usize>,
+    message: &str,
+) -> Option<Problem> {
+    if !message.contains("expected a borrowed string") {
+        return None;
+    }
+    let text = source.text();
+    let line_start = text[..span.start.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or_default().trim();
+    let header = line.strip_prefix("[[")?.split("]]").next()?.trim();
+    let key = header.rsplit('.').next().unwrap_or(header);
+    Some(
+        Problem::at(
+            ProblemKind::InvalidValue,
+            source,
+            span.clone(),
+            format!("`[[{header}]]` cannot be written as an array of tables here"),
+        )
+        .with_label("array-of-tables header")
+        .with_help(format!(
+            "write the list inline under its table instead: `{key} = [ {{ file_added = \"x\" }}, {{ check = \"make test\" }} ]`"
+        )),
+    )
 }
 
 /// Replaces Rust type names in serde's messages by words a suite author uses.

@@ -16,6 +16,8 @@ use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::suite::{read_script, Suite};
 
+mod visual;
+
 /// The longest wall or check timeout a suite may ask for: a day.
 const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 
@@ -1515,6 +1517,7 @@ impl<'a> Validator<'a> {
             Assertion::Check(c) => self.check(task, span, c),
             Assertion::Calls(c) => self.calls(task, span, c),
             Assertion::State(s) => self.state(span, s),
+            Assertion::Visual(v) => self.visual(span, v),
             Assertion::Not(inner) => self.assertion(task, inner),
         }
     }

@@ -255,6 +255,47 @@ pub enum Command {
         #[arg(long, hide = true)]
         on_node: bool,
     },
+    /// Check every `verify:fileLine(PATH, /REGEX/)` citation in Markdown files: exit 1 when one
+    /// no longer holds, 2 when one is malformed (docs/claims.md).
+    Verify {
+        /// Markdown files, or folders whose `*.md` files are checked (hidden and git-ignored
+        /// files skipped).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Output format (text: failures on stderr, the count on stdout).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print ready-made `verify:fileLine` citations of a run's results.md rows (docs/claims.md).
+    Cite {
+        /// A run id, any unique prefix of one, or `latest`; or the path of a results.md file
+        /// (e.g. a copy kept in the repository).
+        run: String,
+        /// Only the rows of this task (repeatable; `(all tasks)` is the per-variant total).
+        #[arg(long = "task", value_name = "T")]
+        tasks: Vec<String>,
+        /// Only the rows of this variant (repeatable; `(all variants)` is the overall total).
+        #[arg(long = "variant", value_name = "V")]
+        variants: Vec<String>,
+        /// Which table of results.md to cite.
+        #[arg(long, value_enum, default_value_t = CiteTable::Rates)]
+        table: CiteTable,
+        /// Pin only this column (repeatable), beside the row's variant and task: the citation
+        /// then holds while these cells stay the same (default: every cell of the row).
+        #[arg(long = "column", value_name = "NAME")]
+        columns: Vec<String>,
+        /// The folder of the Markdown file the citations will be written in; PATH is written
+        /// relative to it (default: the root of the current git repository, which `verify`
+        /// also looks in, else the current folder).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+        /// The store folder.
+        #[arg(long, value_name = "DIR", default_value = ".proctor")]
+        store: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Check that this node sees a file the submitting process wrote in the store (run by
     /// `run --executor slurm` as a one-task job before it submits anything).
     #[command(name = "__store-probe", hide = true)]
@@ -473,6 +514,21 @@ pub enum Format {
     Text,
     /// JSON for tools.
     Json,
+}
+
+/// The tables of a run's results.md that `cite` can cite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CiteTable {
+    /// `## Rates`: n, success, completion, failure and each outcome per variant and task.
+    Rates,
+    /// `## Variants side by side`: one row per task, one column per variant.
+    SideBySide,
+    /// `## Interface metrics`: medians of calls, wrong turns, errors and time.
+    Metrics,
+    /// `## Tokens and requests`: medians of tokens and requests.
+    Tokens,
+    /// `## Cost ledgers`: totals per variant.
+    Cost,
 }
 
 /// Task formats `proctor import` reads.

@@ -10,9 +10,10 @@ pub enum Status {
     /// Every graded trial met its task's `expect` (a correct refusal or ask counts), or a
     /// command that is not a run succeeded.
     Success = 0,
-    /// Some graded trial did not meet its task's `expect`.
+    /// Some graded trial did not meet its task's `expect`; for `verify`, some citation does not
+    /// hold.
     NotSucceeded = 1,
-    /// Invalid suite or usage.
+    /// Invalid suite or usage; for `verify`, a malformed citation.
     Invalid = 2,
     /// A run is unfinished: interrupted, errored or ungradeable trials.
     Unfinished = 3,

@@ -1,6 +1,7 @@
 //! The `proctor` command line: parses arguments, runs one command, and turns its result into an
 //! exit status. Data goes to stdout; progress and diagnostics go to stderr.
 
+mod citation;
 mod cli;
 mod commands;
 mod exit;
@@ -12,11 +13,15 @@ use clap::Parser;
 
 /// Entry points proctor runs inside a trial's sandbox, kept outside clap to start fast. The
 /// sandbox starts `__script-agent` in-process when it is the agent's command; `__model-relay`
-/// is a trial's endpoint for the model gateway.
+/// is a trial's endpoint for the model gateway; `__visual` looks at pages in headless Chromium
+/// for a trial's `visual` checks.
 static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
     ("__shim", |args| proctor_runner::shim::main(args)),
     ("__model-relay", |args| {
         proctor_runner::gateway::relay_main(args)
+    }),
+    ("__visual", |args| {
+        proctor_runner::trial::visual::visual_main(args)
     }),
     ("__script-agent", |args| {
         proctor_agents::script::run_main(args.first().map(String::as_str).unwrap_or_default())

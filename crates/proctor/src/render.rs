@@ -26,9 +26,14 @@ fn handler() -> GraphicalReportHandler {
 
 /// Renders one problem as a diagnostic with its source line.
 pub fn problem(p: &Problem) -> String {
+    diagnostic(p)
+}
+
+/// Renders any diagnostic with its source line (a plain line when it cannot be drawn).
+pub fn diagnostic(d: &dyn miette::Diagnostic) -> String {
     let mut out = String::new();
-    if handler().render_report(&mut out, p).is_err() {
-        out = format!("{p}\n");
+    if handler().render_report(&mut out, d).is_err() {
+        out = format!("{d}\n");
     }
     out
 }

@@ -74,6 +74,15 @@ fn toml_syntax_error() {
 }
 
 #[test]
+fn assertions_written_as_an_array_of_tables_get_the_inline_form() {
+    let s = TestSuite::minimal().edit(
+        "[tasks.success]\nall = [\n  { file_contains = { path = \"hello.txt\", pattern = \"hi\" } },\n]",
+        "[[tasks.success.all]]\nfile_contains = { path = \"hello.txt\", pattern = \"hi\" }",
+    );
+    insta::assert_snapshot!(rejected(&s));
+}
+
+#[test]
 fn unknown_key_at_top_level() {
     let s = TestSuite::minimal().edit("id = \"mini\"", "id = \"mini\"\nfixtures = \"fixture\"");
     insta::assert_snapshot!(rejected(&s));

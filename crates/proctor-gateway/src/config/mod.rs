@@ -19,6 +19,9 @@
 //! first_byte_ms = 600000
 //! idle_ms = 300000
 //!
+//! [browser]
+//! path = "/usr/bin/chromium"     # visual checks' headless browser; default: Chromium on PATH
+//!
 //! [prices."anthropic/claude-sonnet-4-5"]
 //! input = 3.0
 //! output = 15.0
@@ -60,6 +63,9 @@ pub struct Config {
     /// How image registries are reached, by registry (`HOST[:PORT]`, as written in image
     /// references): `[registries."localhost:5000"]`.
     pub registries: BTreeMap<String, Registry>,
+    /// The headless browser of `visual` checks (`[browser] path`), resolved against the file's
+    /// folder; `None`: the first Chromium on `PATH`.
+    pub browser: Option<PathBuf>,
 }
 
 /// One `[registries."HOST[:PORT]"]` table: how proctor reaches an image registry.
@@ -146,6 +152,7 @@ impl Config {
             timeouts: Timeouts::default(),
             prices: BTreeMap::new(),
             registries: BTreeMap::new(),
+            browser: None,
         }
     }
 

@@ -25,6 +25,16 @@ struct File {
     prices: BTreeMap<Spanned<String>, Spanned<Price>>,
     #[serde(default)]
     registries: BTreeMap<String, super::Registry>,
+    #[serde(default)]
+    browser: Option<BrowserTable>,
+}
+
+/// The `[browser]` table: the headless browser of `visual` checks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrowserTable {
+    /// The browser's executable, relative to the configuration file's folder.
+    path: PathBuf,
 }
 
 /// One `[providers.NAME]` table; every key overrides the built-in of the same name.
@@ -140,6 +150,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         timeouts,
         prices,
         registries: file.registries,
+        browser: file.browser.map(|b| base_dir.join(b.path)),
     })
 }
 

@@ -83,6 +83,8 @@ pub struct RunContext<'a> {
     /// The run's control groups, or why the trials' memory and process limits cannot be held
     /// by any.
     pub cgroups: Result<Arc<crate::cgroup::RunCgroups>, String>,
+    /// Where the `visual` checks find their browser.
+    pub browser: proctor_browser::BrowserSource,
     /// The first write into the store that failed because its file system is full (see
     /// [`RunContext::store_is_full`]); `None` while every write fits.
     pub store_full: Mutex<Option<String>>,

@@ -169,6 +169,7 @@ impl Lab {
             host_programs: Mutex::new(BTreeMap::new()),
             cgroups: Err("not made in unit tests".into()),
             store_full: Mutex::new(None),
+            browser: proctor_browser::BrowserSource::SearchPath(crate::allow::search_path()),
             gateway: None,
             images: BTreeMap::new(),
             runtime: None,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use proctor_report::Table;
 use proctor_runner::model::{Ledgers, Usage};
 use proctor_runner::TrialRecord;
-use proctor_score::endstate::{ChangeKind, FileChange};
+use proctor_score::endstate::{ChangeKind, FileChange, VisualRun};
 use proctor_suite::tree::{bytes_hash, tree_hash};
 use proctor_suite::Suite;
 
@@ -231,6 +231,65 @@ fn cli_transcript(agent: &str, trial_dir: &Path) -> Vec<String> {
     }
     for e in &output.errors {
         out.push(format!("  error           {}", clip(e)));
+    }
+    out
+}
+
+/// Elements of a look listed by `show`.
+const VISUAL_ELEMENTS_SHOWN: usize = 5;
+
+/// What each `visual` look saw: the URL, the elements matched (text and whether rendered), the
+/// kept screenshot (its path under `trial_dir`) and how it differs from its reference.
+pub fn visuals(runs: &BTreeMap<String, VisualRun>, trial_dir: &Path) -> Vec<String> {
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec!["visual checks (headless Chromium, after the agent stopped)".to_string()];
+    for (look, run) in runs {
+        out.push(format!("  {look}"));
+        if let Some(why) = &run.error {
+            out.push(format!("    not looked at: {why}"));
+            continue;
+        }
+        out.push(format!("    opened {}", run.url));
+        if let Some(why) = &run.load_error {
+            out.push(format!("    {why}"));
+            continue;
+        }
+        if let Some(n) = run.count {
+            out.push(format!("    {n} element(s) match"));
+        }
+        for e in run.elements.iter().take(VISUAL_ELEMENTS_SHOWN) {
+            let shown = if e.visible {
+                "rendered"
+            } else {
+                "not rendered"
+            };
+            out.push(format!("      {:?} ({shown})", e.text));
+        }
+        if run.elements.len() > VISUAL_ELEMENTS_SHOWN {
+            out.push(format!(
+                "      … and {} more",
+                run.elements.len() - VISUAL_ELEMENTS_SHOWN
+            ));
+        }
+        if let Some(shot) = &run.screenshot {
+            out.push(format!("    screenshot {}", trial_dir.join(shot).display()));
+        }
+        if let Some(d) = &run.diff {
+            let total = u64::from(d.size.0.max(d.reference_size.0))
+                * u64::from(d.size.1.max(d.reference_size.1));
+            out.push(format!(
+                "    differs from {} in {} of {total} pixels ({:.2}%); sizes {}x{} and {}x{}",
+                d.reference,
+                d.differing,
+                d.share * 100.0,
+                d.size.0,
+                d.size.1,
+                d.reference_size.0,
+                d.reference_size.1
+            ));
+        }
     }
     out
 }

@@ -18,7 +18,8 @@ use crate::cli::Format;
 use crate::commands::evidence;
 use crate::exit::{Error, Status};
 
-fn open(store: &Path) -> Result<Store, Error> {
+/// Opens the store at `store`, or fails with a usage error when there is none.
+pub(crate) fn open(store: &Path) -> Result<Store, Error> {
     if !store.join("runs").is_dir() {
         return Err(Error::usage(
             format!("no store at {}", store.display()),
@@ -29,7 +30,8 @@ fn open(store: &Path) -> Result<Store, Error> {
         .with_context(|| format!("cannot open the store at {}", store.display()))?)
 }
 
-fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
+/// The run a user named (`latest`, an id or a unique prefix).
+pub(crate) fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
     store
         .resolve_run(prefix)
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
@@ -430,7 +432,8 @@ fn print_verdict(r: &TrialRecord) {
     }
 }
 
-/// The transcript, the ledgers, the harness notes and the diff of every changed file.
+/// The transcript, the ledgers, the visual looks, the harness notes and the diff of every
+/// changed file.
 fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
     let trial_dir = store
         .run_dir(id)
@@ -443,6 +446,13 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
     println!();
     for line in evidence::ledgers(&r.ledgers) {
         println!("{line}");
+    }
+    let looks = evidence::visuals(&r.end_state.visuals, &trial_dir);
+    if !looks.is_empty() {
+        println!();
+        for line in looks {
+            println!("{line}");
+        }
     }
     if !r.harness_notes.is_empty() {
         println!("\nharness notes");

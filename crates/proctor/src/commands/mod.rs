@@ -1,5 +1,6 @@
 //! One module per command; each returns the exit status or an [`Error`].
 
+mod cite;
 mod compare;
 mod demo;
 mod evidence;
@@ -15,6 +16,7 @@ mod sit;
 mod slurm;
 mod suites;
 mod validate;
+mod verify;
 mod view;
 mod worker;
 
@@ -55,6 +57,26 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             on_node,
         } => slurm::collect(&store, &run, format, on_node),
         Command::StoreProbe { file } => slurm::store_probe(&file),
+        Command::Verify { files, format } => verify::run(&files, format),
+        Command::Cite {
+            run,
+            tasks,
+            variants,
+            table,
+            columns,
+            from,
+            store,
+            format,
+        } => cite::run(&cite::CiteArgs {
+            store: &store,
+            run: &run,
+            tasks: &tasks,
+            variants: &variants,
+            table,
+            columns: &columns,
+            from: from.as_deref(),
+            format,
+        }),
         Command::List { store, format } => inspect::list(&store, format),
         Command::Show {
             run,

@@ -33,6 +33,26 @@ pub fn load_config(explicit: Option<&Path>) -> Result<Config, Error> {
     })
 }
 
+/// Where the `visual` checks of `suite` find their browser: `[browser] path` of the
+/// configuration, read only when some task has a `visual` assertion; `None`: the first
+/// Chromium on the search path.
+pub fn browser_for(
+    suite: &Suite,
+    config: Option<&Path>,
+) -> Result<Option<proctor_browser::BrowserSource>, Error> {
+    let looks = suite.file.tasks.iter().any(|t| !t.visuals().is_empty());
+    if !looks {
+        return Ok(None);
+    }
+    let config = load_config(config)?;
+    Ok(match (config.browser, config.source) {
+        (Some(path), Some(file)) => {
+            Some(proctor_browser::BrowserSource::Configured { path, config: file })
+        }
+        _ => None,
+    })
+}
+
 /// Checks every model the planned trials reach through the gateway; `None` when none does
 /// (the configuration is then not read at all).
 pub fn check(suite: &Suite, plan: &Plan, config: Option<&Path>) -> Result<Option<Access>, Error> {

@@ -51,6 +51,7 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
         scratch: None,
         gateway: None,
         images,
+        browser: crate::commands::models::browser_for(&suite, None)?,
     };
     let report =
         proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;

@@ -164,13 +164,22 @@ fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
         eprintln!("resuming run {}", session.run().id());
     }
     let gateway = access.map(models::start).transpose()?;
-    Ok((session, RunResources { gateway, images }))
+    let browser = models::browser_for(session.suite(), args.config.as_deref())?;
+    Ok((
+        session,
+        RunResources {
+            gateway,
+            images,
+            browser,
+        },
+    ))
 }
 
 /// What a run's trials share beyond the session: the model gateway and the unpacked images.
 struct RunResources {
     gateway: Option<Arc<RunGateway>>,
     images: std::collections::BTreeMap<String, Arc<proctor_runner::image::TrialImage>>,
+    browser: Option<proctor_browser::BrowserSource>,
 }
 
 /// Executes the session's unfinished trials, with Ctrl-C handling and progress on stderr.
@@ -204,6 +213,7 @@ fn execute(
         scratch: args.scratch.clone(),
         gateway: resources.gateway,
         images: resources.images,
+        browser: resources.browser,
     };
     let summary = session
         .execute(&options, &interrupted, &mut |e| progress.event(e))

@@ -24,8 +24,8 @@ use proctor_runner::trial::{Attendance, Stage, TrialError, TrialPaths};
 use proctor_sandbox::Capped;
 
 use crate::cli::{Format, SitArgs};
-use crate::commands::images;
 use crate::commands::run::{choice, open_suite_and_store_at, plan_error, print_summary, Tally};
+use crate::commands::{images, models};
 use crate::exit::{Error, Status};
 use crate::terminal::{self, RawMode, Relay, Shown};
 
@@ -81,6 +81,7 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         scratch: args.scratch.clone(),
         grace: Duration::from_secs(2),
         images: images.clone(),
+        browser: models::browser_for(&suite, args.config.as_deref())?,
     };
     let sitting = Sitting::start(suite, &store, options).map_err(sit_error)?;
     images::record_in_run(sitting.run(), &images)?;

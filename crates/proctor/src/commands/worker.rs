@@ -148,6 +148,7 @@ pub fn run(args: &WorkerArgs) -> Result<Status, Error> {
         scratch: Some(scratch),
         gateway,
         images,
+        browser: models::browser_for(&suite, args.config.as_deref())?,
     };
     let job = Job {
         suite: &suite,
