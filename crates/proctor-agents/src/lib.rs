@@ -21,6 +21,7 @@ pub mod codex;
 pub mod command;
 pub mod copilot;
 pub mod gemini;
+pub mod human;
 pub mod opencode;
 pub mod script;
 
@@ -327,6 +328,18 @@ pub fn adapter_for(
         AgentKind::Gemini => Ok(Box::new(gemini::Gemini::new())),
         AgentKind::Opencode => Ok(Box::new(opencode::Opencode::new())),
         AgentKind::Aider => Ok(Box::new(aider::Aider::new())),
+        AgentKind::Human => {
+            let shell = variant
+                .command
+                .as_ref()
+                .map(|c| c.get_ref().clone())
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| AgentError::Misconfigured {
+                    variant: variant.id.get_ref().clone(),
+                    message: "a person's variant needs the shell to start as its `command`".into(),
+                })?;
+            Ok(Box::new(human::HumanAdapter::new(shell)))
+        }
     }
 }
 

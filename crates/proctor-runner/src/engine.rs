@@ -236,10 +236,7 @@ pub fn execute(
         job.isolation.overlay,
         crate::scratch::may_write(job.suite, options.jobs.max(1)),
     )?;
-    let mut ctx = context(&job, options, &scratch, proctor_exe);
-    if job.isolation.namespaces {
-        ctx.cgroups = crate::cgroup::RunCgroups::create().map(std::sync::Arc::new);
-    }
+    let ctx = context(&job, options, &scratch, proctor_exe);
     let outcome = run_workers(&ctx, pending, options.jobs.max(1), interrupted, on_event);
     record_agent_versions(&ctx);
     if let Ok(c) = &ctx.cgroups {
@@ -262,8 +259,9 @@ pub fn execute(
     })
 }
 
-/// What every trial of the job shares.
-fn context<'a>(
+/// What every trial of the job shares (with the run's control groups, when the trials run in
+/// namespaces).
+pub(crate) fn context<'a>(
     job: &Job<'a>,
     options: &EngineOptions,
     scratch: &Scratch,
@@ -287,7 +285,11 @@ fn context<'a>(
         sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),
-        cgroups: Err("the trials run without namespaces".into()),
+        cgroups: if job.isolation.namespaces {
+            crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)
+        } else {
+            Err("the trials run without namespaces".into())
+        },
         store_full: Mutex::new(None),
         browser: options.browser.clone().unwrap_or_else(|| {
             proctor_browser::BrowserSource::SearchPath(crate::allow::search_path())

@@ -82,7 +82,7 @@ pub fn agent_api(agent: AgentKind, model: &str) -> Option<Api> {
         } else {
             Api::AnthropicMessages
         }),
-        AgentKind::Command | AgentKind::Script => None,
+        AgentKind::Command | AgentKind::Script | AgentKind::Human => None,
     }
 }
 

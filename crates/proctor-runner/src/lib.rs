@@ -19,6 +19,7 @@ pub mod scratch;
 pub mod session;
 pub mod shard;
 pub mod shim;
+pub mod sit;
 pub mod trial;
 
 pub use engine::{

@@ -67,6 +67,10 @@ pub struct TrialRecord {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<String>")]
     pub harness_notes: Vec<HarnessNote>,
+    /// A person's sitting (`proctor sit`): who sat, where the answer came from, their notes;
+    /// absent for an agent's trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitting: Option<SittingRecord>,
 }
 
 /// A trial record as `trial.json` holds it: the outcome as a label. [`TrialRecord`] is read
@@ -114,6 +118,9 @@ pub struct StoredRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<String>")]
     pub harness_notes: Vec<HarnessNote>,
+    /// A person's sitting, for a trial `proctor sit` made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitting: Option<SittingRecord>,
 }
 
 impl From<StoredRecord> for TrialRecord {
@@ -135,6 +142,7 @@ impl From<StoredRecord> for TrialRecord {
             limit_reached: r.limit_reached,
             services: r.services,
             harness_notes: r.harness_notes,
+            sitting: r.sitting,
         }
     }
 }
@@ -237,6 +245,40 @@ impl<'de> Deserialize<'de> for HarnessNote {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HarnessNote, D::Error> {
         String::deserialize(d).map(|text| HarnessNote::parse(&text))
     }
+}
+
+/// A person's sitting of a trial (`proctor sit`): the person sat in the agent's seat (variant
+/// `human:NAME`, agent `human`), with the same sandbox, workspace, services and shims, on a
+/// terminal; the trial is graded like any other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SittingRecord {
+    /// The person, as `--as` named them.
+    pub person: String,
+    /// How the final answer was given.
+    pub answer_from: AnswerFrom,
+    /// The person's prose notes (`--notes FILE`, or typed at the end), kept as written; `None`
+    /// when they wrote none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// The wall timeout `--timeout` asked for, in seconds; `None`: the sitting had none.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Bytes the terminal showed the person during the sitting.
+    pub terminal_bytes: u64,
+    /// Bytes of those the transcript (`agent.stdout`) left out: past the trial's `output_mb`,
+    /// its first and last halves are kept, the cut marked.
+    #[serde(default)]
+    pub terminal_cut: u64,
+}
+
+/// Where a sitting's final answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerFrom {
+    /// Typed when asked, after the person left the shell and the trial had fully stopped.
+    Asked,
+    /// Given beforehand with `--answer`.
+    Flag,
 }
 
 /// The hashes identifying what a trial ran against.
@@ -412,6 +454,7 @@ mod tests {
             limit_reached: None,
             services: None,
             harness_notes: Vec::new(),
+            sitting: None,
         }
     }
 

@@ -128,9 +128,11 @@ impl Rescorer<'_> {
 
     fn try_rescore(&self, record: &mut TrialRecord) -> Result<(), String> {
         let suite = self.suite;
+        // A person's sitting (`human:NAME`) is no variant of the suite's.
+        let sitting = crate::sit::variant_of_id(&record.plan.variant);
         let (Some(task), Some(variant)) = (
             suite.task(&record.plan.task),
-            suite.variant(&record.plan.variant),
+            suite.variant(&record.plan.variant).or(sitting.as_ref()),
         ) else {
             return Err("the suite no longer has this trial's task or variant".into());
         };

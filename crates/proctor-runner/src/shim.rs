@@ -4,8 +4,13 @@
 //! command with the same arguments while copying its stdin, stdout and stderr through (counting
 //! bytes, hashing stdin, keeping a bounded head of each output), then reports the end and exits
 //! with the command's status.
+//!
+//! A terminal on stdin (a person's sitting, `proctor sit`) is handed to the command as it is,
+//! not copied: the command can prompt and read the person's keys, and nothing the person types
+//! ahead for their shell is swallowed. Such a call records no stdin (`stdin_bytes` 0); what was
+//! typed is on the sitting's terminal transcript.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
@@ -73,10 +78,15 @@ pub fn main(args: &[String]) -> i32 {
         Ok(log) => log,
         Err(status) => return status,
     };
+    let stdin = if std::io::stdin().is_terminal() {
+        Stdio::inherit()
+    } else {
+        Stdio::piped()
+    };
     let child = Command::new(real)
         .arg0(name)
         .args(rest)
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
@@ -137,13 +147,17 @@ fn relay(mut child: Child) -> CallEnd {
     let out_tap = Arc::new(Mutex::new(Tap::default()));
     let err_tap = Arc::new(Mutex::new(Tap::default()));
     let (stdin_done, stdin_finished) = std::sync::mpsc::channel::<()>();
-    if let Some(child_in) = child.stdin.take() {
-        let tap = stdin_tap.clone();
-        // Never joined for long: an agent may keep our stdin open forever.
-        let _ = std::thread::Builder::new().spawn(move || {
-            pump(std::io::stdin(), child_in, tap);
-            let _ = stdin_done.send(());
-        });
+    match child.stdin.take() {
+        Some(child_in) => {
+            let tap = stdin_tap.clone();
+            // Never joined for long: an agent may keep our stdin open forever.
+            let _ = std::thread::Builder::new().spawn(move || {
+                pump(std::io::stdin(), child_in, tap);
+                let _ = stdin_done.send(());
+            });
+        }
+        // A terminal went to the command itself: nothing to wait for.
+        None => drop(stdin_done),
     }
     let out_thread = child.stdout.take().map(|o| {
         let tap = out_tap.clone();

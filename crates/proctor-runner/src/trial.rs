@@ -12,6 +12,10 @@
 //! 6. [`grade`] (`trial/grade.rs`): the verdict.
 //!
 //! [`paths::TrialPaths`] names every path of the trial, in its host and in-sandbox forms.
+//!
+//! Who sits in the agent's seat during stage 3 is an [`Attendance`]: an agent, unattended
+//! ([`run_trial`]), or a person at a terminal (`proctor sit`, through [`run_trial_attended`]).
+//! Every other stage is the same for both.
 
 pub mod capture;
 pub mod checks;
@@ -32,6 +36,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use proctor_suite::plan::PlannedTrial;
+use proctor_suite::Settings;
 
 pub use checks::{run_check, task_checks, CheckEnv, EndTree};
 pub use context::{hidden_paths, Isolation, RunContext, Trial};
@@ -41,11 +46,52 @@ pub use paths::{TrialPaths, HOME_INSIDE, WORKSPACE_INSIDE};
 
 use crate::record::{Hashes, TrialRecord, RECORD_VERSION};
 
+/// Who is in the agent's seat while the sandbox runs (stage 3, execute).
+pub trait Attendance {
+    /// Adjusts the settings the trial runs with, before anything of it is made (a sitting has
+    /// no wall timeout unless one is asked for).
+    fn settle(&mut self, settings: &mut Settings) {
+        let _ = settings;
+    }
+
+    /// Runs the launched sandbox to the full stop and closes the calls log (as
+    /// [`execute::execute`] does); may set [`launch::Launched::given_answer`].
+    fn execute(
+        &mut self,
+        launched: &mut launch::Launched,
+        calls_log: &mut crate::calls::CallsLog,
+        paths: &TrialPaths,
+    ) -> Result<execute::Executed, TrialError>;
+}
+
+/// An agent runs on its own, its output on pipes: every trial of `proctor run`.
+pub struct Unattended;
+
+impl Attendance for Unattended {
+    fn execute(
+        &mut self,
+        launched: &mut launch::Launched,
+        calls_log: &mut crate::calls::CallsLog,
+        paths: &TrialPaths,
+    ) -> Result<execute::Executed, TrialError> {
+        execute::execute(&launched.spec, calls_log, paths)
+    }
+}
+
 /// Runs one trial to a record; a stage that cannot go on makes an `errored` record, never a
 /// panic.
 pub fn run_trial(ctx: &RunContext, planned: &PlannedTrial) -> TrialRecord {
+    run_trial_attended(ctx, planned, &mut Unattended)
+}
+
+/// [`run_trial`], with `attendance` in the agent's seat.
+pub fn run_trial_attended(
+    ctx: &RunContext,
+    planned: &PlannedTrial,
+    attendance: &mut dyn Attendance,
+) -> TrialRecord {
     let mut clock = Clock::start();
-    match stages(ctx, planned, &mut clock) {
+    match stages(ctx, planned, &mut clock, attendance) {
         Ok(record) => record,
         Err(e) => e.into_record(ctx.plan, planned, clock.timings),
     }
@@ -56,12 +102,14 @@ fn stages(
     ctx: &RunContext,
     planned: &PlannedTrial,
     clock: &mut Clock,
+    attendance: &mut dyn Attendance,
 ) -> Result<TrialRecord, TrialError> {
-    let trial = Trial::resolve(ctx.suite, planned)?;
+    let mut trial = Trial::resolve(ctx.suite, planned)?;
+    attendance.settle(&mut trial.settings);
     let mut prepared = prepare::prepare(ctx, &trial, clock.t0)?;
     let mut launched = launch::launch(ctx, &trial, &prepared)?;
     clock.lap("setup");
-    let executed = execute::execute(&launched.spec, &mut prepared.calls_log, &prepared.paths);
+    let executed = attendance.execute(&mut launched, &mut prepared.calls_log, &prepared.paths);
     clock.lap("agent");
     let executed = executed?;
     let captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
@@ -117,6 +165,7 @@ fn stages(
         limit_reached: captured.limit_reached,
         services: Some(executed.report.services),
         harness_notes: captured.notes,
+        sitting: None,
     })
 }
 

@@ -18,6 +18,8 @@ pub(crate) struct ExecPlan {
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
+    /// Whether stdin is a terminal the program takes as its controlling terminal.
+    controlling_terminal: bool,
     /// Human name of the program, for messages.
     display: String,
 }
@@ -61,8 +63,17 @@ impl ExecPlan {
             stdin,
             stdout,
             stderr,
+            controlling_terminal: false,
             display: program.clone(),
         })
+    }
+
+    /// The plan with its standard input, a terminal, made the program's controlling terminal
+    /// (in the new session [`ExecPlan::spawn`] gives it), so that the terminal's line
+    /// discipline signals the program's foreground job. Only [`ExecPlan::spawn`] does this.
+    pub(crate) fn with_controlling_terminal(mut self) -> ExecPlan {
+        self.controlling_terminal = true;
+        self
     }
 
     /// Forks and executes the plan. Returns the child's pid once `execve` has succeeded, or why
@@ -111,6 +122,7 @@ impl ExecPlan {
             1 => "cannot set up its standard input/output".to_owned(),
             2 => format!("cannot enter its working directory {:?}", self.cwd),
             3 => "cannot drop capabilities".to_owned(),
+            5 => "cannot take its terminal as its controlling terminal".to_owned(),
             _ => format!("cannot execute {:?}", self.display),
         };
         Err(format!("{what}: {}", sys::errno_text(errno)))
@@ -226,6 +238,9 @@ impl ExecPlan {
                 if libc::dup2(from, to) < 0 {
                     return (1, errno());
                 }
+            }
+            if self.controlling_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return (5, errno());
             }
             if libc::chdir(self.cwd.as_ptr()) < 0 {
                 return (2, errno());

@@ -2,7 +2,7 @@
 //! in its own process group; the stop kills the groups. The report says exactly that.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -25,8 +25,12 @@ struct HostService {
 }
 
 /// Runs `spec` on the host, without namespaces: the services, then the agent, each in its own
-/// process group; then stops the services.
-pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
+/// process group (the agent on `terminal`, in a session of its own, when given); then stops the
+/// services.
+pub(crate) fn run(
+    spec: &SandboxSpec,
+    terminal: Option<BorrowedFd<'_>>,
+) -> Result<SandboxReport, SandboxError> {
     let start = Instant::now();
     let Workspace::Bind { dir } = &spec.workspace else {
         return Err(SandboxError::InvalidSpec(
@@ -45,7 +49,11 @@ pub(crate) fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     let mut services = start_services(spec)?;
     let mut agent = AgentRun::default();
     if services.not_started.is_none() {
-        match run_agent(spec, dir, stdout, stderr)? {
+        let stdio = match terminal {
+            Some(tty) => AgentStdio::terminal(tty)?,
+            None => AgentStdio::Files { stdout, stderr },
+        };
+        match run_agent(spec, dir, stdio)? {
             Ok(run) => agent = run,
             Err(why) => services.not_started = Some(why),
         }
@@ -163,27 +171,70 @@ struct AgentRun {
     agent_cpu: Option<Duration>,
 }
 
+/// Where the agent's standard descriptors go.
+enum AgentStdio {
+    /// No input; output into the spec's files.
+    Files {
+        /// The agent's stdout.
+        stdout: File,
+        /// The agent's stderr.
+        stderr: File,
+    },
+    /// A terminal for all three (each its own duplicate), made the agent's controlling terminal.
+    Terminal([std::os::fd::OwnedFd; 3]),
+}
+
+impl AgentStdio {
+    /// Three duplicates of `tty`.
+    fn terminal(tty: BorrowedFd<'_>) -> Result<AgentStdio, SandboxError> {
+        let dup = || {
+            tty.try_clone_to_owned()
+                .map_err(|e| SandboxError::io("dup the terminal", e))
+        };
+        Ok(AgentStdio::Terminal([dup()?, dup()?, dup()?]))
+    }
+}
+
 /// Runs the agent's command in its own process group in `dir`, stopping the group at the wall
 /// timeout (SIGTERM, then SIGKILL after the grace). Gives `Err` with the reason when the command
 /// cannot be executed.
 fn run_agent(
     spec: &SandboxSpec,
     dir: &Path,
-    stdout: File,
-    stderr: File,
+    stdio: AgentStdio,
 ) -> Result<Result<AgentRun, String>, SandboxError> {
     let t0 = Instant::now();
     let mut cmd = Command::new(&spec.command[0]);
     cmd.args(&spec.command[1..])
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
-    // SAFETY: the closure only makes a fork-safe system call.
-    unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+        .current_dir(dir);
+    match stdio {
+        AgentStdio::Files { stdout, stderr } => {
+            cmd.stdin(Stdio::null())
+                .stdout(stdout)
+                .stderr(stderr)
+                .process_group(0);
+            // SAFETY: the closure only makes a fork-safe system call.
+            unsafe { cmd.pre_exec(sys::cloexec_from_3) };
+        }
+        AgentStdio::Terminal([i, o, e]) => {
+            cmd.stdin(Stdio::from(i))
+                .stdout(Stdio::from(o))
+                .stderr(Stdio::from(e));
+            // A session of its own (its process group's id is its pid, as with
+            // `process_group(0)`), whose controlling terminal is its stdin.
+            // SAFETY: the closure only makes fork-safe system calls.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    sys::cloexec_from_3()
+                })
+            };
+        }
+    }
     let child = match cmd.spawn() {
         Err(e) => return Ok(Err(format!("cannot execute {:?}: {e}", spec.command[0]))),
         Ok(child) => child,

@@ -56,6 +56,9 @@ pub(crate) fn trace(what: &str) {
 /// argv[1] that selects the sandbox init.
 pub(crate) const INIT_ARG: &str = "__sandbox";
 
+/// argv[3] of a directly started init whose agent runs on the terminal passed as its stderr.
+pub(crate) const TERMINAL_ARG: &str = "terminal";
+
 /// The control socket back to the parent.
 pub(crate) struct Ctl(RawFd);
 
@@ -92,6 +95,7 @@ fn truncate(s: &mut String, max: usize) {
 ///
 /// Protocol: `init_exe __sandbox PARENT_PID`, the spec (JSON) on stdin, the control socket on
 /// stdout. Passing both as standard descriptors lets the parent start us with `posix_spawn`.
+/// `init_exe __sandbox PARENT_PID terminal` also has the agent's terminal on stderr.
 /// Or `init_exe __sandbox-zygote PARENT_PID`, the zygote's request socket on stdout: see
 /// [`crate::zygote`].
 pub(crate) fn enter_if_requested() {
@@ -106,6 +110,7 @@ pub(crate) fn enter_if_requested() {
     let parent = args
         .next()
         .and_then(|s| s.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()));
+    let on_terminal = args.next().is_some_and(|a| a == OsStr::new(TERMINAL_ARG));
     let Some(parent) = parent else {
         eprintln!("usage: {INIT_ARG} PARENT_PID <SPEC.json >&CONTROL_SOCKET (internal to proctor-sandbox)");
         sys::exit_now(2);
@@ -123,11 +128,16 @@ pub(crate) fn enter_if_requested() {
         Ok(fds) => fds,
         Err(_) => sys::exit_now(2),
     };
-    init_main(fds.ctl, fds.spec);
+    let terminal = match on_terminal.then(sys::take_terminal_from_stderr).transpose() {
+        Ok(t) => t,
+        Err(_) => sys::exit_now(2),
+    };
+    init_main(fds.ctl, fds.spec, terminal);
 }
 
-/// S, from the start: the control socket and the spec's bytes in hand. Never returns.
-fn init_main(ctl_fd: RawFd, spec: Vec<u8>) -> ! {
+/// S, from the start: the control socket, the spec's bytes and the agent's terminal (if it runs
+/// on one) in hand. Never returns.
+fn init_main(ctl_fd: RawFd, spec: Vec<u8>, terminal: Option<RawFd>) -> ! {
     // Nothing this process inherited (the control socket included) may reach the programs it
     // starts.
     if sys::cloexec_from_3().is_err() {
@@ -137,8 +147,9 @@ fn init_main(ctl_fd: RawFd, spec: Vec<u8>) -> ! {
     trace("init started");
     // A panic anywhere below (in S, or in the forked T or A) must end that process here: it must
     // never unwind into the host binary's `main`.
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sandbox_main(&ctl, &spec)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sandbox_main(&ctl, &spec, terminal)
+    }));
     let code = match result {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -153,12 +164,14 @@ fn init_main(ctl_fd: RawFd, spec: Vec<u8>) -> ! {
     sys::exit_now(code);
 }
 
-/// Host files the trial writes to, opened by S before the root changes.
+/// Host files the trial writes to, opened by S before the root changes, and the agent's
+/// terminal when it runs on one.
 struct Files {
     devnull: File,
     stdout: File,
     stderr: File,
     logs: Vec<File>,
+    terminal: Option<File>,
 }
 
 fn open_out(path: &Path) -> Result<File, String> {
@@ -173,7 +186,11 @@ fn open_out(path: &Path) -> Result<File, String> {
 }
 
 impl Files {
-    fn open(spec: &SandboxSpec) -> Result<Files, String> {
+    /// Opens the files; `terminal` (a descriptor this process owns) is kept for the agent.
+    fn open(spec: &SandboxSpec, terminal: Option<RawFd>) -> Result<Files, String> {
+        // SAFETY: the caller hands over a descriptor it owns and uses no more.
+        let terminal =
+            terminal.map(|fd| unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
         let stdout = open_out(&spec.stdout)?;
         let stderr = if spec.stderr == spec.stdout {
             stdout.try_clone().map_err(|e| format!("dup stdout: {e}"))?
@@ -191,12 +208,13 @@ impl Files {
             stdout,
             stderr,
             logs,
+            terminal,
         })
     }
 }
 
 /// S: namespaces, uid map, fork T, wait.
-fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
+fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, String> {
     // The parent waits for S's exit (its namespaces torn down) through this pidfd.
     // SAFETY: getpid cannot fail.
     let me = sys::pidfd_open(unsafe { libc::getpid() })
@@ -205,7 +223,7 @@ fn sandbox_main(ctl: &Ctl, data: &[u8]) -> Result<i32, String> {
     drop(me);
     let spec: SandboxSpec =
         serde_json::from_slice(data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
-    let files = Files::open(&spec)?;
+    let files = Files::open(&spec, terminal)?;
     trace("spec read, files open");
 
     // SAFETY: getuid/getgid cannot fail.
@@ -272,13 +290,19 @@ fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
 
 /// T, cloned by the zygote straight into new user, mount, PID (it is PID 1), IPC and UTS
 /// namespaces, with the control socket and the spec's bytes in hand; `ids` are the uid and gid
-/// outside. Unless the network is the host's, T enters a new network namespace itself (owned by
-/// its user namespace, as if cloned into it). Never returns.
+/// outside, and `terminal` the agent's terminal when it runs on one. Unless the network is the
+/// host's, T enters a new network namespace itself (owned by its user namespace, as if cloned
+/// into it). Never returns.
 ///
 /// Nothing stands between T and the parent here: T sends its own pidfd, and before `Done` it has
 /// reaped every process of the trial, so the parent may return at `Done` while T's exit tears the
 /// namespaces down.
-pub(crate) fn zygote_trial_entry(ctl_fd: RawFd, data: Vec<u8>, ids: (u32, u32)) -> ! {
+pub(crate) fn zygote_trial_entry(
+    ctl_fd: RawFd,
+    data: Vec<u8>,
+    ids: (u32, u32),
+    terminal: Option<RawFd>,
+) -> ! {
     if sys::cloexec_from_3().is_err() {
         sys::exit_now(2);
     }
@@ -298,7 +322,7 @@ pub(crate) fn zygote_trial_entry(ctl_fd: RawFd, data: Vec<u8>, ids: (u32, u32)) 
             sys::unshare(libc::CLONE_NEWNET)
                 .map_err(|e| format!("unshare the network namespace: {e}"))?;
         }
-        let files = Files::open(&spec)?;
+        let files = Files::open(&spec, terminal)?;
         trace("spec read, files open");
         trial_main(&ctl, &spec, &files)
     }));
@@ -506,12 +530,33 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
 fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64), String> {
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
-    let (mut pumps, out) = output_pipes(spec, files)?;
+    let (mut pumps, out) = match &files.terminal {
+        // On a terminal, what the agent prints is read on its other side, by the caller.
+        Some(tty) => {
+            let dup = || {
+                tty.try_clone()
+                    .map(OwnedFd::from)
+                    .map_err(|e| format!("dup the agent's terminal: {e}"))
+            };
+            (None, (dup()?, dup()?))
+        }
+        None => output_pipes(spec, files)?,
+    };
+    let stdin = files
+        .terminal
+        .as_ref()
+        .unwrap_or(&files.devnull)
+        .as_raw_fd();
     ctl.send(&Msg::AgentStarted);
     let t0 = Instant::now();
     let a = sys::fork().map_err(|e| format!("fork the agent init: {e}"))?;
     if a == 0 {
-        agent_main(ctl, spec, files, (out.0.as_raw_fd(), out.1.as_raw_fd()));
+        agent_main(
+            ctl,
+            spec,
+            files,
+            [stdin, out.0.as_raw_fd(), out.1.as_raw_fd()],
+        );
     }
     // The agent holds the write ends now; ours would keep the pipes from ever ending.
     drop(out);
@@ -590,10 +635,11 @@ fn output_pipes(
     Ok((Some(Pumps::new(streams)), (out_w, err_w)))
 }
 
-/// A: PID 1 of the agent's PID namespace; `out` are its stdout and stderr. Never returns.
-fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files, out: (RawFd, RawFd)) -> ! {
+/// A: PID 1 of the agent's PID namespace; `stdio` are the agent's stdin, stdout and stderr.
+/// Never returns.
+fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files, stdio: [RawFd; 3]) -> ! {
     sys::set_name(c"proctor-agent-1");
-    if let Err(e) = agent_inner(ctl, spec, files, out) {
+    if let Err(e) = agent_inner(ctl, spec, files, stdio) {
         ctl.error(e);
     }
     // Everything else in this PID namespace dies with us.
@@ -604,7 +650,7 @@ fn agent_inner(
     ctl: &Ctl,
     spec: &SandboxSpec,
     files: &Files,
-    out: (RawFd, RawFd),
+    stdio: [RawFd; 3],
 ) -> Result<(), String> {
     trace("agent init running");
     rootfs::build_agent_view(spec)?;
@@ -621,23 +667,32 @@ fn agent_inner(
         &spec.command,
         &spec.env,
         &spec.workspace_inside,
-        files.devnull.as_raw_fd(),
-        out.0,
-        out.1,
+        stdio[0],
+        stdio[1],
+        stdio[2],
     )?;
     // Everything privileged is done: from here on this process holds no capabilities, and
     // neither does anything it starts.
-    sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
-    // The executable's own builtin (the scripted agent) starts in a forked child, not executed.
+    let drop_capabilities =
+        || sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"));
     let started = match crate::builtin::as_builtin(&spec.command) {
-        Some((f, args)) => crate::builtin::spawn(
-            f,
-            args,
-            &spec.env,
-            &spec.workspace_inside,
-            [files.devnull.as_raw_fd(), out.0, out.1],
-        ),
-        None => plan.spawn_unprivileged(),
+        // The executable's own builtin (the scripted agent) starts in a forked child, not
+        // executed.
+        Some((f, args)) => {
+            drop_capabilities()?;
+            crate::builtin::spawn(f, args, &spec.env, &spec.workspace_inside, stdio)
+        }
+        // A program on a terminal takes it as its controlling terminal, which posix_spawn
+        // cannot do: it is forked, and drops its capabilities itself before it executes.
+        None if files.terminal.is_some() => {
+            let started = plan.with_controlling_terminal().spawn();
+            drop_capabilities()?;
+            started
+        }
+        None => {
+            drop_capabilities()?;
+            plan.spawn_unprivileged()
+        }
     };
     let child = match started {
         Ok(pid) => {

@@ -42,12 +42,13 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
+pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{
     BoundsReport, Exit, FullStop, Isolation, Namespace, ProbeOutcome, SandboxReport, ServiceReport,
     WorkspaceKind,
 };
-pub use run::run;
+pub use run::{run, run_on_terminal};
 pub use spec::{
     Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,
     Workspace, SERVICE_DIR_ROOT,

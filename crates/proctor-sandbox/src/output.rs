@@ -8,8 +8,10 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-/// One stream's sink: the head written through, the tail in a ring.
-pub(crate) struct Capped {
+/// One stream's sink within a bound: the head written through, the tail in a ring. T uses it
+/// for the agent's stdout and stderr; a caller that reads an agent's terminal
+/// ([`crate::run_on_terminal`]) keeps what it shows with it too.
+pub struct Capped {
     name: &'static str,
     file: File,
     /// Bytes of the head still to write through.
@@ -26,7 +28,7 @@ pub(crate) struct Capped {
 
 impl Capped {
     /// A sink for stream `name` that keeps `cap` bytes of it in `file`.
-    pub(crate) fn new(name: &'static str, file: File, cap: u64) -> Capped {
+    pub fn new(name: &'static str, file: File, cap: u64) -> Capped {
         let head = cap.div_ceil(2);
         Capped {
             name,
@@ -41,7 +43,7 @@ impl Capped {
     }
 
     /// Takes the next bytes of the stream.
-    pub(crate) fn push(&mut self, mut data: &[u8]) -> io::Result<()> {
+    pub fn push(&mut self, mut data: &[u8]) -> io::Result<()> {
         self.total += data.len() as u64;
         if self.head_left > 0 {
             let n = data
@@ -70,7 +72,7 @@ impl Capped {
     }
 
     /// Writes the tail (after a line marking the cut, if there was one); returns the bytes cut.
-    pub(crate) fn finish(mut self) -> io::Result<u64> {
+    pub fn finish(mut self) -> io::Result<u64> {
         let kept_head = self.cap.div_ceil(2) - self.head_left;
         let cut = self.total - kept_head - self.tail.len() as u64;
         if cut > 0 {

@@ -1,13 +1,13 @@
 //! The parent side of a sandbox run: start the init, follow its control messages, keep a
 //! watchdog, and assemble the report.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::SandboxError;
-use crate::init::INIT_ARG;
+use crate::init::{INIT_ARG, TERMINAL_ARG};
 use crate::msg::Msg;
 use crate::report::{Exit, Isolation, SandboxReport, ServiceReport};
 use crate::spec::SandboxSpec;
@@ -30,9 +30,41 @@ const MARGIN: Duration = Duration::from_secs(30);
 /// A failed service probe or guard, or an agent command that cannot be executed, is not an
 /// error: the report says so in `not_started`.
 pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
+    run_with(spec, None)
+}
+
+/// [`run`], with the agent on a terminal instead of pipes: `terminal` (the slave side of a
+/// pseudo-terminal whose master the caller reads and writes) becomes the agent's standard input,
+/// output and error and, in a session of its own, its controlling terminal. So the terminal's
+/// line discipline turns a typed Ctrl-C into SIGINT for the agent's foreground job, never for
+/// the caller or the sandbox. `spec.stdout` and `spec.stderr` receive nothing, and
+/// `spec.limits.output_bytes` bounds nothing: what the agent prints is on the master side, for
+/// the caller to keep within its bound. This is how a person sits a trial (`proctor sit`).
+///
+/// The caller should close its own copy of `terminal` only after this returns; the master side
+/// does not see the slave closed while the caller holds it, so it learns the end from this
+/// return, not from end of file.
+pub fn run_on_terminal(
+    spec: &SandboxSpec,
+    terminal: BorrowedFd<'_>,
+) -> Result<SandboxReport, SandboxError> {
+    // SAFETY: isatty only reads the descriptor's kind.
+    if unsafe { libc::isatty(terminal.as_raw_fd()) } != 1 {
+        return Err(SandboxError::InvalidSpec(
+            "run_on_terminal needs a terminal (the slave side of a pseudo-terminal)".to_owned(),
+        ));
+    }
+    run_with(spec, Some(terminal))
+}
+
+/// [`run`] or [`run_on_terminal`].
+fn run_with(
+    spec: &SandboxSpec,
+    terminal: Option<BorrowedFd<'_>>,
+) -> Result<SandboxReport, SandboxError> {
     spec.validate()?;
     if !spec.namespaces {
-        return host::run(spec);
+        return host::run(spec, terminal);
     }
     let start = Instant::now();
     let spec = with_hidden_resolved(spec);
@@ -47,7 +79,7 @@ pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         start,
     };
     marks.mark("spawning the init");
-    let mut child = start_init(&spec, memfd, theirs)?;
+    let mut child = start_init(&spec, memfd, theirs, terminal)?;
     marks.mark("init spawned");
 
     let mut c = Collector::default();
@@ -114,14 +146,16 @@ fn with_hidden_resolved(spec: &SandboxSpec) -> SandboxSpec {
 }
 
 /// Starts the trial init through the zygote (one execution of `init_exe` per process), or by
-/// executing `init_exe`; gives the child in the second case.
+/// executing `init_exe`; gives the child in the second case. `terminal` goes along for the
+/// agent.
 fn start_init(
     spec: &SandboxSpec,
     memfd: OwnedFd,
     theirs: OwnedFd,
+    terminal: Option<BorrowedFd<'_>>,
 ) -> Result<Option<std::process::Child>, SandboxError> {
     if zygote::enabled() {
-        zygote::fork_init(&spec.init_exe, &memfd, &theirs).map_err(|e| match e {
+        zygote::fork_init(&spec.init_exe, &memfd, &theirs, terminal).map_err(|e| match e {
             zygote::StartError::Spawn(source) => SandboxError::Spawn {
                 exe: spec.init_exe.clone(),
                 source,
@@ -134,7 +168,7 @@ fn start_init(
         drop((memfd, theirs));
         Ok(None)
     } else {
-        Ok(Some(spawn_init(spec, memfd, theirs)?))
+        Ok(Some(spawn_init(spec, memfd, theirs, terminal)?))
     }
 }
 
@@ -378,11 +412,13 @@ impl Collector {
     }
 }
 
-/// Executes `init_exe __sandbox PID` with the spec on stdin and the control socket on stdout.
+/// Executes `init_exe __sandbox PID` with the spec on stdin and the control socket on stdout;
+/// with a terminal for the agent, `init_exe __sandbox PID terminal` with the terminal on stderr.
 fn spawn_init(
     spec: &SandboxSpec,
     memfd: OwnedFd,
     theirs: OwnedFd,
+    terminal: Option<BorrowedFd<'_>>,
 ) -> Result<std::process::Child, SandboxError> {
     // The spec goes in on stdin, the control socket on stdout: no descriptor juggling in the
     // child, so the standard library can use posix_spawn (much cheaper than fork for a big
@@ -394,7 +430,12 @@ fn spawn_init(
         .stdin(Stdio::from(memfd))
         .stdout(Stdio::from(theirs))
         .process_group(0);
-    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+    if let Some(tty) = terminal {
+        let tty = tty
+            .try_clone_to_owned()
+            .map_err(|e| SandboxError::io("dup the terminal", e))?;
+        cmd.arg(TERMINAL_ARG).stderr(Stdio::from(tty));
+    } else if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
         // The init prints its phase timings to stderr.
         cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
     } else {

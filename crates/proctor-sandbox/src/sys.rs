@@ -704,6 +704,22 @@ pub(crate) fn take_std_fds() -> io::Result<InitFds> {
     Ok(InitFds { ctl, spec })
 }
 
+/// Moves the terminal passed on stderr to a close-on-exec descriptor of its own and points
+/// stderr at `/dev/null`; gives the terminal's descriptor.
+pub(crate) fn take_terminal_from_stderr() -> io::Result<RawFd> {
+    // SAFETY: plain system calls on the standard descriptors and a valid C string.
+    unsafe {
+        let tty = check(libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3))?;
+        let null = check(libc::open(
+            c"/dev/null".as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC,
+        ))?;
+        check(libc::dup2(null, 2))?;
+        libc::close(null);
+        Ok(tty)
+    }
+}
+
 /// `CLOCK_MONOTONIC` in milliseconds: comparable across processes (for the debug timings).
 pub(crate) fn monotonic_ms() -> f64 {
     // SAFETY: clock_gettime fills a plain struct.

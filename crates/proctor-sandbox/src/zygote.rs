@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -180,16 +180,20 @@ fn forget(exe: &Path, z: &Arc<Zygote>) {
 }
 
 /// Has the zygote for `exe` start a trial init that reads its spec from `spec` and talks on
-/// `ctl`. A zygote that went away is replaced once.
-pub(crate) fn fork_init(exe: &Path, spec: &OwnedFd, ctl: &OwnedFd) -> Result<(), StartError> {
+/// `ctl` (and gives its agent `terminal`, when there is one). A zygote that went away is
+/// replaced once.
+pub(crate) fn fork_init(
+    exe: &Path,
+    spec: &OwnedFd,
+    ctl: &OwnedFd,
+    terminal: Option<BorrowedFd<'_>>,
+) -> Result<(), StartError> {
+    let mut fds = vec![spec.as_raw_fd(), ctl.as_raw_fd()];
+    fds.extend(terminal.map(|t| t.as_raw_fd()));
     let mut retried = false;
     loop {
         let z = get(exe)?;
-        match sys::send_with_fds(
-            z.sock.as_raw_fd(),
-            REQUEST,
-            &[spec.as_raw_fd(), ctl.as_raw_fd()],
-        ) {
+        match sys::send_with_fds(z.sock.as_raw_fd(), REQUEST, &fds) {
             Ok(()) => return Ok(()),
             Err(e) => {
                 forget(exe, &z);
@@ -207,8 +211,9 @@ pub(crate) fn fork_init(exe: &Path, spec: &OwnedFd, ctl: &OwnedFd) -> Result<(),
 // ------------------------------------------------------------------------------------------
 // The zygote process itself.
 
-/// The trial init's entry point: control socket, spec bytes, (uid, gid) outside.
-pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, (u32, u32)) -> !;
+/// The trial init's entry point: control socket, spec bytes, (uid, gid) outside, and the
+/// agent's terminal when it runs on one.
+pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, (u32, u32), Option<RawFd>) -> !;
 
 /// Runs the zygote (in `init_exe __sandbox-zygote PARENT_PID`, its request socket on stdout);
 /// never returns. Each request clones a trial init into new namespaces, which runs `trial`.
@@ -252,9 +257,11 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             // The caller closed its end: it is gone or done.
             sys::exit_now(0);
         }
-        if &buf[..n] != REQUEST || fds.len() != 2 {
+        // The spec and the control socket, and the agent's terminal when it runs on one.
+        if &buf[..n] != REQUEST || !(2..=3).contains(&fds.len()) {
             continue;
         }
+        let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
         let ctl = fds.pop().expect("two descriptors");
         let spec = fds.pop().expect("two descriptors");
         // The network namespace, the costly one to create, is left to T: that work then runs in
@@ -289,7 +296,8 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                 };
                 drop(spec);
                 let ctl = std::os::fd::IntoRawFd::into_raw_fd(ctl);
-                trial(ctl, data, ids);
+                let terminal = terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
+                trial(ctl, data, ids, terminal);
             }
             Ok(_) => {}
             Err(e) => {

@@ -836,3 +836,118 @@ fn an_image_root_replaces_the_hosts_file_system() {
     assert!(!image.join("etc/installed.conf").exists());
     assert!(!image.join("app/new.txt").exists());
 }
+
+/// A pseudo-terminal: (master, slave).
+fn pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors; name, termios and winsize may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // openpty does not make them close-on-exec: a sandbox zygote started now would keep the
+    // slave open for ever, and the master would never read its end.
+    for fd in [master, slave] {
+        // SAFETY: fcntl on descriptors we own.
+        assert_eq!(
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
+            0
+        );
+    }
+    // SAFETY: both descriptors were just opened and are ours alone.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
+
+/// Runs `spec` on a fresh terminal: reads everything the agent prints on it and, the first
+/// time the output contains `when`, types `keys`. Gives the report and the output.
+fn run_on_a_terminal(spec: &SandboxSpec, when: &str, keys: &[u8]) -> (SandboxReport, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let (master, slave) = pty();
+    let mut reader = fs::File::from(master.try_clone().expect("dup the master"));
+    let mut writer = fs::File::from(master);
+    let (when, keys) = (when.to_owned(), keys.to_vec());
+    let typist = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut typed = false;
+        let mut buf = [0u8; 4096];
+        // The master reads EIO once every copy of the slave is closed.
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            seen.extend_from_slice(&buf[..n]);
+            if !typed && String::from_utf8_lossy(&seen).contains(&when) {
+                writer.write_all(&keys).expect("type");
+                typed = true;
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let report = proctor_sandbox::run_on_terminal(spec, slave.as_fd()).expect("run");
+    drop(slave);
+    (report, typist.join().expect("the typist"))
+}
+
+/// A script that proves it runs on its controlling terminal: stdin and stdout are the terminal,
+/// and a Ctrl-C typed on it interrupts the foreground job (a subshell that says `ready` and
+/// becomes `sleep`: interrupted before or after that, it ends by SIGINT), while the shell, which
+/// traps SIGINT, goes on.
+const ON_A_TERMINAL: &str = "test -t 0 && test -t 1 && echo on-a-tty; trap 'echo trapped' INT; \
+                             (echo ready; exec sleep 30); echo after-$?";
+
+fn assert_interrupted_on_its_terminal(report: &SandboxReport, out: &str, t: &Trial) {
+    assert_eq!(report.exit_code, Some(0), "{out}\n{report:?}");
+    assert!(out.contains("on-a-tty"), "{out}");
+    assert!(out.contains("trapped"), "{out}");
+    assert!(
+        out.contains("after-130"),
+        "the sleep was not interrupted: {out}"
+    );
+    assert!(
+        report.wall < Duration::from_secs(20),
+        "{:?}: the Ctrl-C did not end the sleep",
+        report.wall
+    );
+    // Nothing went to the spec's files: the terminal is the agent's output.
+    assert_eq!(t.stdout(), "");
+}
+
+#[test]
+fn an_agent_on_a_terminal_has_it_as_its_controlling_terminal() {
+    require_support();
+    let t = Trial::new();
+    let spec = t.spec(ON_A_TERMINAL);
+    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03");
+    assert_interrupted_on_its_terminal(&report, &out, &t);
+}
+
+#[test]
+fn without_namespaces_an_agent_on_a_terminal_has_it_as_its_controlling_terminal_too() {
+    let t = Trial::new();
+    let copy = t.root.join("copy");
+    fs::create_dir_all(&copy).expect("mkdir");
+    let mut spec = t.spec(ON_A_TERMINAL);
+    spec.namespaces = false;
+    spec.workspace = Workspace::Bind { dir: copy };
+    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03");
+    assert_interrupted_on_its_terminal(&report, &out, &t);
+}
+
+#[test]
+fn run_on_terminal_refuses_what_is_not_a_terminal() {
+    use std::os::fd::AsFd;
+    let t = Trial::new();
+    let file = fs::File::create(t.out("not-a-tty")).expect("a file");
+    let err = proctor_sandbox::run_on_terminal(&t.spec("true"), file.as_fd()).expect_err("refused");
+    assert!(err.to_string().contains("needs a terminal"), "{err}");
+}

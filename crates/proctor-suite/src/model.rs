@@ -461,6 +461,12 @@ pub enum AgentKind {
     Command,
     /// proctor's own scripted agent: shell steps from the variant's `script`.
     Script,
+    /// A person at a terminal, in the agent's seat: the variant `proctor sit` makes (`human:NAME`).
+    /// A suite cannot declare it (`suite.toml` knows no `agent = "human"`); it runs the shell of
+    /// the variant's `command`.
+    #[serde(skip_deserializing)]
+    #[schemars(skip)]
+    Human,
 }
 
 impl AgentKind {
@@ -475,6 +481,7 @@ impl AgentKind {
             AgentKind::Aider => "aider",
             AgentKind::Command => "command",
             AgentKind::Script => "script",
+            AgentKind::Human => "human",
         }
     }
 }
@@ -546,7 +553,7 @@ impl Variant {
     /// Whether the variant's agent talks to a model it is given: a real agent CLI or a command,
     /// unless a `model_script` serves it scripted turns.
     pub fn takes_a_model(&self) -> bool {
-        !matches!(self.agent, AgentKind::Script) && self.model_script.is_none()
+        !matches!(self.agent, AgentKind::Script | AgentKind::Human) && self.model_script.is_none()
     }
 }
 
@@ -1028,5 +1035,32 @@ impl JsonSchema for RouteFault {
             "enum": FAULT_KINDS,
             "x-taplo": { "docs": { "enumValues": docs } },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct OneAgent {
+        #[allow(dead_code)]
+        agent: AgentKind,
+    }
+
+    #[test]
+    fn a_suite_cannot_declare_a_person_as_its_agent() {
+        let err = toml::from_str::<OneAgent>("agent = \"human\"").expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains("unknown variant `human`"), "{text}");
+        let expected = text.split("expected one of").nth(1).unwrap_or_default();
+        assert!(
+            expected.contains("`script`") && !expected.contains("human"),
+            "{text}"
+        );
+        assert!(toml::from_str::<OneAgent>("agent = \"script\"").is_ok());
+        assert_eq!(AgentKind::Human.as_str(), "human");
+        let schema = serde_json::to_string(&json_schema()).expect("json");
+        assert!(!schema.contains("\"human\""), "the schema offers `human`");
     }
 }

@@ -438,6 +438,30 @@ fn trial_href(base: &str, run: &str, trial: &str) -> String {
     }
 }
 
+/// A person's sitting (`proctor sit`): who sat, how the answer was given, their notes.
+fn sitting_section(s: &Value) -> String {
+    let text = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("");
+    let answered = match text("answer_from") {
+        "asked" => "typed when asked, after the full stop",
+        "flag" => "given with --answer",
+        other => other,
+    };
+    let timeout = s
+        .get("timeout_seconds")
+        .and_then(Value::as_u64)
+        .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
+    let notes = match s.get("notes").and_then(Value::as_str) {
+        Some(n) => format!("<pre class=\"notes\">{}</pre>", esc(n)),
+        None => "<p>No notes.</p>".to_string(),
+    };
+    format!(
+        "<p class=\"meta\">sat by <b>{}</b> · answer {} · {}</p>{notes}",
+        esc(text("person")),
+        esc(answered),
+        esc(&timeout)
+    )
+}
+
 /// `/runs/RUN/trials/TRIAL`: the trial's body inside a page.
 pub fn trial(t: &TrialPage) -> String {
     page(
@@ -480,6 +504,9 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         "<h{h2}>Answer</h{h2}><pre class=\"answer\">{}</pre>",
         esc(end.get("answer").and_then(Value::as_str).unwrap_or(""))
     );
+    if let Some(sitting) = r.get("sitting").filter(|v| v.is_object()) {
+        let _ = write!(body, "<h{h2}>Sitting</h{h2}>{}", sitting_section(sitting));
+    }
     let _ = write!(body, "<h{h2}>Assertions</h{h2}>{}", assertions(r));
     let _ = write!(body, "<h{h2}>Interface calls</h{h2}>{}", calls(end));
     let _ = write!(body, "<h{h2}>Workspace diff</h{h2}>{}", diff(&t.diff));

@@ -55,6 +55,10 @@ pub enum Command {
     },
     /// Run a suite's trials (with --dry-run: print the plan and execute nothing).
     Run(RunArgs),
+    /// Sit a task yourself: the trial an agent would get (sandbox, workspace, services, shims)
+    /// with your shell on a terminal, graded by the same rules and recorded as variant
+    /// `human:NAME` in a run of its own (docs/sittings.md).
+    Sit(SitArgs),
     /// List the runs in the store, newest first.
     List {
         /// The store folder.
@@ -97,7 +101,8 @@ pub enum Command {
     },
     /// Compare two runs, or two variants of one run, trial by trial.
     Compare {
-        /// Two runs (ids, unique prefixes or `latest`), or one run with --variants.
+        /// Two runs (ids, unique prefixes or `latest`), each optionally `RUN/VARIANT` to pick
+        /// one variant of it (a sitting's: `RUN/human:NAME`), or one run with --variants.
         #[arg(required = true, num_args = 1..=2)]
         runs: Vec<String>,
         /// With one run: the two variants to compare, `A,B`.
@@ -431,6 +436,46 @@ pub struct RunArgs {
     /// Options of `--executor slurm`.
     #[command(flatten, next_help_heading = "Slurm (--executor slurm)")]
     pub slurm: Box<SlurmArgs>,
+}
+
+/// Arguments of `proctor sit`.
+#[derive(Debug, clap::Args)]
+pub struct SitArgs {
+    /// The suite directory.
+    pub suite: PathBuf,
+    /// The task to sit.
+    #[arg(long, value_name = "T")]
+    pub task: String,
+    /// Who sits: a short name (letters, digits, `-`, `_`); the sitting's variant is
+    /// `human:NAME`.
+    #[arg(long = "as", value_name = "NAME")]
+    pub person: String,
+    /// Your answer to the task; without it you are asked for one line when you leave the shell.
+    #[arg(long, value_name = "TEXT")]
+    pub answer: Option<String>,
+    /// A text file of notes kept with the sitting; without it you may type notes at the end.
+    #[arg(long, value_name = "FILE")]
+    pub notes: Option<PathBuf>,
+    /// Stop the sitting after this many seconds, as an agent's trial is stopped at its wall
+    /// timeout (default: no timeout).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+    pub timeout: Option<u64>,
+    /// The store folder.
+    #[arg(long, value_name = "DIR", default_value = ".proctor")]
+    pub store: PathBuf,
+    /// How the trial is isolated, as for `run`.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Auto)]
+    pub isolation: IsolationArg,
+    /// Folder for the trial's scratch, as for `run`.
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// The image cache, for a task that runs in an OCI image (default: ~/.cache/proctor/images).
+    #[arg(long, value_name = "DIR")]
+    pub image_cache: Option<PathBuf>,
+    /// The configuration file (its `[registries]`), for a task's image; default:
+    /// $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Isolation on the command line.

@@ -7,6 +7,7 @@ mod commands;
 mod exit;
 mod progress;
 mod render;
+mod terminal;
 
 use clap::Parser;
 

@@ -88,7 +88,10 @@ pub fn capture(
     let (mut output, mut notes) = {
         let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
         let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
-        let output = launched.adapter.read(&stdout, &stderr);
+        let mut output = launched.adapter.read(&stdout, &stderr);
+        if let Some(answer) = launched.given_answer.take() {
+            output.answer = answer;
+        }
         let notes = write_agent_output(&paths.trial_dir, &output, &stdout, &stderr);
         (output, notes)
     };

@@ -213,10 +213,13 @@ impl<'a> Trial<'a> {
         })
     }
 
-    /// Whether the agent is a real CLI (with a preflight and a model endpoint), not a script or
-    /// a command.
+    /// Whether the agent is a real CLI (with a preflight and a model endpoint), not a script, a
+    /// command or a person.
     pub fn real_agent(&self) -> bool {
-        !matches!(self.variant.agent, AgentKind::Script | AgentKind::Command)
+        !matches!(
+            self.variant.agent,
+            AgentKind::Script | AgentKind::Command | AgentKind::Human
+        )
     }
 }
 

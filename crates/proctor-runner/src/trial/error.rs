@@ -168,6 +168,7 @@ impl TrialError {
             limit_reached: None,
             outcome: Outcome::Errored { kind },
             reason: format!("{}: {reason}", kind.as_str()),
+            sitting: None,
             services: None,
             harness_notes,
         }

@@ -3,6 +3,7 @@
 //! is closed. When the agent never started, this stage knows why, and says so with a typed kind:
 //! a service that failed its ready probe or guard, or an agent that could not be executed.
 
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
 use proctor_sandbox::{ProbeOutcome, SandboxReport, SandboxSpec};
@@ -27,7 +28,21 @@ pub fn execute(
     calls_log: &mut CallsLog,
     paths: &TrialPaths,
 ) -> Result<Executed, TrialError> {
-    let report = proctor_sandbox::run(spec);
+    execute_on(spec, calls_log, paths, None)
+}
+
+/// [`execute`], with the agent on `terminal` when given (a person's sitting: see
+/// [`proctor_sandbox::run_on_terminal`]).
+pub fn execute_on(
+    spec: &SandboxSpec,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+    terminal: Option<BorrowedFd<'_>>,
+) -> Result<Executed, TrialError> {
+    let report = match terminal {
+        Some(tty) => proctor_sandbox::run_on_terminal(spec, tty),
+        None => proctor_sandbox::run(spec),
+    };
     calls_log.finish();
     let mut report = report
         .map_err(|e| TrialError::harness(Stage::Execute, format!("the sandbox failed: {e}")))?;

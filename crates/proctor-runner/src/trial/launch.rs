@@ -29,6 +29,9 @@ pub struct Launched {
     pub record: LaunchRecord,
     /// The trial's control group, when the memory and process limits are enforced by one.
     pub cgroup: Option<crate::cgroup::TrialCgroup>,
+    /// The final answer when it was given after the full stop rather than printed (a person's,
+    /// asked for when they left the shell): the capture takes it instead of the adapter's.
+    pub given_answer: Option<String>,
 }
 
 /// Launches nothing yet: builds the adapter, the environment, the services and the sandbox
@@ -140,6 +143,7 @@ pub fn launch(
         spec,
         record,
         cgroup,
+        given_answer: None,
     })
 }
 

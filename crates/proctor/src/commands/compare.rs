@@ -1,6 +1,8 @@
-//! `proctor compare A B` (two runs) or `proctor compare RUN --variants a,b` (two variants of one
-//! run): matched trial-by-trial comparison with n everywhere and `underpowered` below the power
-//! threshold; with `--gate`, the suite's promotion gates, exiting 4 when one fails.
+//! `proctor compare A B` (two runs, each arm a run or `RUN/VARIANT`) or
+//! `proctor compare RUN --variants a,b` (two variants of one run): matched trial-by-trial
+//! comparison with n everywhere and `underpowered` below the power threshold; with `--gate`, the
+//! suite's promotion gates, exiting 4 when one fails. A person's sitting is a run of its own
+//! with one variant, `human:NAME`: `compare RUN/VARIANT SITTING_RUN` sets it beside an agent.
 
 use std::path::Path;
 
@@ -97,6 +99,21 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     }
 }
 
+/// A run's rows when it holds one variant; refused, naming them, when it holds several.
+fn one_variant(rows: &[TrialRow], run: &RunId) -> Result<Vec<TrialRow>, Error> {
+    let variants = variants_of(rows);
+    if variants.len() != 1 {
+        return Err(Error::usage(
+            format!(
+                "run {run} has variants {}: each arm must be one variant",
+                variants.join(",")
+            ),
+            format!("write the arm as {run}/VARIANT"),
+        ));
+    }
+    Ok(rows.to_vec())
+}
+
 fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
     store
         .resolve_run(prefix)
@@ -150,19 +167,52 @@ fn two_variants(store: &Store, run: &str, pair: &str) -> Result<Arms, Error> {
     })
 }
 
-/// Two runs: one variant of each (`variant`, or each run's only one).
+/// A run argument of `compare`: the run, and the variant when it is written `RUN/VARIANT`.
+fn split_arm(arm: &str) -> (&str, Option<&str>) {
+    match arm.split_once('/') {
+        Some((run, variant)) => (run, Some(variant)),
+        None => (arm, None),
+    }
+}
+
+/// The rows of `variant` in a run's rows, refused when it has none.
+fn variant_rows(rows: &[TrialRow], run: &RunId, variant: &str) -> Result<Vec<TrialRow>, Error> {
+    let picked = only(rows, variant);
+    if picked.is_empty() {
+        return Err(Error::usage(
+            format!("run {run} has no finished trial of variant `{variant}`"),
+            format!("its variants: {}", variants_of(rows).join(", ")),
+        ));
+    }
+    Ok(picked)
+}
+
+/// Two runs: one variant of each (the arm's own `RUN/VARIANT`, else `variant`, else each run's
+/// only one).
 fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<Arms, Error> {
+    let ((ra, arm_a), (rb, arm_b)) = (split_arm(ra), split_arm(rb));
     let (ida, idb) = (resolve(store, ra)?, resolve(store, rb)?);
     let (rows_a, suite) = rows_of(store, &ida)?;
     let (rows_b, _) = rows_of(store, &idb)?;
-    let (a, b) = match variant {
-        Some(v) => (only(&rows_a, v), only(&rows_b, v)),
-        None => {
+    let (a, b) = match (arm_a.or(variant), arm_b.or(variant)) {
+        (Some(va), Some(vb)) => (
+            variant_rows(&rows_a, &ida, va)?,
+            variant_rows(&rows_b, &idb, vb)?,
+        ),
+        (Some(va), None) => (
+            variant_rows(&rows_a, &ida, va)?,
+            one_variant(&rows_b, &idb)?,
+        ),
+        (None, Some(vb)) => (
+            one_variant(&rows_a, &ida)?,
+            variant_rows(&rows_b, &idb, vb)?,
+        ),
+        (None, None) => {
             let (va, vb) = (variants_of(&rows_a), variants_of(&rows_b));
             if va.len() != 1 || vb.len() != 1 {
                 return Err(Error::usage(
                     format!("run {ida} has variants {} and run {idb} has {}: each arm must be one variant", va.join(","), vb.join(",")),
-                    "add --variant V to compare the same variant across the two runs",
+                    "write an arm as RUN/VARIANT, or add --variant V to compare the same variant across the two runs",
                 ));
             }
             (rows_a.clone(), rows_b.clone())

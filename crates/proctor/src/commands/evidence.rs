@@ -91,6 +91,7 @@ pub fn transcript(agent: &str, started: bool, trial_dir: &Path) -> Vec<String> {
     match agent {
         "script" => script_transcript(trial_dir),
         "command" => command_transcript(trial_dir),
+        "human" => terminal_transcript(trial_dir),
         cli => cli_transcript(cli, trial_dir),
     }
 }
@@ -102,6 +103,34 @@ fn read_jsonl(path: &Path) -> Option<Vec<serde_json::Value>> {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect(),
     )
+}
+
+/// The lines of a sitting's terminal shown by `show`: its last ones.
+const TERMINAL_LINES: usize = 40;
+
+/// A person's sitting: the last lines their terminal showed (as plain text).
+fn terminal_transcript(trial_dir: &Path) -> Vec<String> {
+    let Some(events) = read_jsonl(&trial_dir.join("transcript.jsonl")) else {
+        return vec!["terminal: nothing shown (no transcript.jsonl)".to_string()];
+    };
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "terminal")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    let lines: Vec<&str> = text.lines().collect();
+    let skip = lines.len().saturating_sub(TERMINAL_LINES);
+    let mut out = vec![format!(
+        "terminal ({} line(s){}; as shown, in agent.stdout)",
+        lines.len(),
+        if skip > 0 {
+            format!(", the last {TERMINAL_LINES}")
+        } else {
+            String::new()
+        }
+    )];
+    out.extend(lines[skip..].iter().map(|l| format!("  {l}")));
+    out
 }
 
 /// The scripted agent's transcript: a `step` event per step, with its exit and output.

@@ -289,6 +289,31 @@ fn limit_meaning(limit: &str) -> &'static str {
     }
 }
 
+/// A person's sitting: who, how the answer was given, the timeout, their notes.
+fn print_sitting(s: &proctor_runner::record::SittingRecord) {
+    let answered = match s.answer_from {
+        proctor_runner::record::AnswerFrom::Asked => "typed when asked, after the full stop",
+        proctor_runner::record::AnswerFrom::Flag => "given with --answer",
+    };
+    let timeout = s
+        .timeout_seconds
+        .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
+    println!(
+        "\nsitting    {} · answer {answered} · {timeout} · terminal {} byte(s){}",
+        s.person,
+        s.terminal_bytes,
+        if s.terminal_cut > 0 {
+            format!(", {} cut from agent.stdout", s.terminal_cut)
+        } else {
+            String::new()
+        }
+    );
+    match &s.notes {
+        Some(n) => println!("notes\n  {}", n.trim().replace('\n', "\n  ")),
+        None => println!("notes      none"),
+    }
+}
+
 fn print_head(r: &TrialRecord) {
     println!(
         "trial      {}  (task {}, variant {}, index {})",
@@ -347,6 +372,9 @@ fn print_head(r: &TrialRecord) {
         "\nanswer\n  {}",
         r.end_state.answer.trim().replace('\n', "\n  ")
     );
+    if let Some(s) = &r.sitting {
+        print_sitting(s);
+    }
     println!("\nchanges ({})", r.end_state.changes.len());
     for c in &r.end_state.changes {
         println!(

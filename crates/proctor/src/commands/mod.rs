@@ -12,6 +12,7 @@ mod models;
 mod oracle;
 mod rescore;
 mod run;
+mod sit;
 mod slurm;
 mod suites;
 mod validate;
@@ -45,6 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
         } => validate_oracle(&suite, store.as_deref(), oracle_variant.as_deref()),
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
+        Command::Sit(args) => sit::run(args),
         Command::Demo { store } => demo::run(&store),
         Command::Worker(args) => worker::run(&args),
         Command::Status { run, store } => slurm::status(&store, &run),

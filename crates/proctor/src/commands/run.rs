@@ -97,14 +97,23 @@ pub(crate) fn conclude(
 /// it was given) and then opened by its absolute path (sandboxes mount its layers by absolute
 /// path), and the store.
 pub(crate) fn open_suite_and_store(args: &RunArgs) -> Result<(Suite, Store), Error> {
-    open_for_run(&args.suite, &args.tasks)?;
-    let suite_dir = args
-        .suite
+    open_suite_and_store_at(&args.suite, &args.tasks, &args.store)
+}
+
+/// [`open_suite_and_store`] for the suite folder `suite` (with only `tasks` to run, when any are
+/// named) and the store folder `store`.
+pub(crate) fn open_suite_and_store_at(
+    suite: &Path,
+    tasks: &[String],
+    store: &Path,
+) -> Result<(Suite, Store), Error> {
+    open_for_run(suite, tasks)?;
+    let suite_dir = suite
         .canonicalize()
-        .with_context(|| format!("cannot resolve {}", args.suite.display()))?;
-    let suite = open_for_run(&suite_dir, &args.tasks)?;
-    let store = Store::open(&args.store)
-        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+        .with_context(|| format!("cannot resolve {}", suite.display()))?;
+    let suite = open_for_run(&suite_dir, tasks)?;
+    let store = Store::open(store)
+        .with_context(|| format!("cannot open the store at {}", store.display()))?;
     Ok((suite, store))
 }
 
