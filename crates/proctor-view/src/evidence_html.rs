@@ -129,7 +129,10 @@ pub fn services(record: &Value, h: u8) -> String {
             s.push_str(&event_log(name, events, window, reversed));
         }
     }
-    if let Some(reports) = record.get("services").filter(|v| !v.is_null()) {
+    if let Some(reports) = record
+        .get("services")
+        .filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    {
         let _ = write!(
             s,
             "<h{h}>How the services ran</h{h}>{}",

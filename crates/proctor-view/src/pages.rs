@@ -421,34 +421,44 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         );
     }
     let end = r.get("end_state").unwrap_or(&Value::Null);
-    let _ = write!(
-        body,
-        "<h{h2}>Answer</h{h2}><pre class=\"answer\">{}</pre>",
-        esc(end.get("answer").and_then(Value::as_str).unwrap_or(""))
-    );
-    let _ = write!(body, "<h{h2}>Assertions</h{h2}>{}", assertions(r));
-    let _ = write!(body, "<h{h2}>Interface calls</h{h2}>{}", calls(end));
-    let _ = write!(
-        body,
-        "<h{h2}>Interface metrics</h{h2}>{}",
-        crate::evidence_html::metrics(r)
-    );
-    let _ = write!(
-        body,
-        "<h{h2}>Workspace diff</h{h2}>{}",
-        crate::diff_html::section(&t.diff)
-    );
-    let _ = write!(body, "<h{h2}>Checks</h{h2}>{}", checks(end));
-    let _ = write!(
-        body,
-        "<h{h2}>Transcripts</h{h2}>{}",
-        crate::transcript_html::section(t, level == 1)
-    );
-    let _ = write!(
-        body,
-        "<h{h2}>Services</h{h2}>{}",
-        crate::evidence_html::services(r, h2 + 1)
-    );
+    let sections = [
+        (
+            "answer",
+            "Answer",
+            format!(
+                "<pre class=\"answer\">{}</pre>",
+                esc(end.get("answer").and_then(Value::as_str).unwrap_or(""))
+            ),
+        ),
+        ("assertions", "Assertions", assertions(r)),
+        ("calls", "Interface calls", calls(end)),
+        (
+            "metrics",
+            "Interface metrics",
+            crate::evidence_html::metrics(r),
+        ),
+        ("diff", "Workspace diff", crate::diff_html::section(&t.diff)),
+        ("checks", "Checks", checks(end)),
+        (
+            "transcripts",
+            "Transcripts",
+            crate::transcript_html::section(t, level == 1),
+        ),
+        (
+            "services",
+            "Services",
+            crate::evidence_html::services(r, h2 + 1),
+        ),
+    ];
+    for (id, title, html) in sections {
+        // Each section can be linked to on a trial's own page (an export holds many trials).
+        let id = if level == 1 {
+            format!(" id=\"{id}\"")
+        } else {
+            String::new()
+        };
+        let _ = write!(body, "<h{h2}{id}>{title}</h{h2}>{html}");
+    }
     for (title, key) in [
         ("Ledgers", r.get("ledgers")),
         ("Launch", r.get("launch")),

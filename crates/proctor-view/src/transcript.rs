@@ -18,7 +18,10 @@ use serde_json::Value;
 /// Lines between two checkpoints of a file's line index.
 const STRIDE: u64 = 256;
 /// Bytes of one line kept; the rest of a longer line is skipped, and counted.
-pub const MAX_LINE_BYTES: usize = 16 * 1024;
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// Bytes of lines one slice keeps in all: a slice of long lines stops early (its `lines` are
+/// fewer than asked), and the next slice goes on from there.
+pub const MAX_SLICE_BYTES: usize = 16 * 1024 * 1024;
 /// Characters of a line's summary.
 const SUMMARY_CHARS: usize = 400;
 /// Characters of a line's raw text returned with it.
@@ -205,11 +208,13 @@ impl LineIndexes {
             reader.seek(SeekFrom::Start(start))?;
             let mut n = from / STRIDE * STRIDE;
             let mut buf = Vec::new();
-            while n < from + count {
+            let mut kept = 0usize;
+            while n < from + count && kept < MAX_SLICE_BYTES {
                 let Some(bytes) = read_line_bounded(&mut reader, &mut buf)? else {
                     break;
                 };
                 if n >= from {
+                    kept += buf.len();
                     lines.push(render(n + 1, &buf, bytes));
                 }
                 n += 1;
@@ -302,6 +307,13 @@ fn kind_of(v: &Value) -> String {
     if v.get("seq").is_some() && v.get("endpoint").is_some() {
         return "request".into();
     }
+    if is_wire(v) {
+        return [s("kind"), s("method"), s("path")]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     let inner = ["item", "part", "event"].iter().find_map(|k| {
         v.get(*k)
             .and_then(|i| i.get("type"))
@@ -322,7 +334,14 @@ fn summary_of(v: &Value) -> String {
         return request_summary(v);
     }
     let mut parts = Vec::new();
-    texts(v, &mut parts, 0);
+    if is_wire(v) {
+        // The mock model's exchange: its figures, then what the model answered (the request
+        // repeats the whole conversation so far).
+        parts.push(wire_summary(v));
+        texts(v.get("response").unwrap_or(&Value::Null), &mut parts, 0);
+    } else {
+        texts(v, &mut parts, 0);
+    }
     let joined = if parts.is_empty() {
         v.to_string()
     } else {
@@ -358,6 +377,25 @@ fn texts(v: &Value, out: &mut Vec<String>, depth: usize) {
         Value::Array(items) => items.iter().for_each(|x| texts(x, out, depth + 1)),
         _ => {}
     }
+}
+
+/// Whether a JSON line is one exchange of the mock model's `wire.jsonl`.
+fn is_wire(v: &Value) -> bool {
+    v.get("method").is_some() && v.get("path").is_some() && v.get("status").is_some()
+}
+
+/// An exchange of the mock model: its number, status and tokens.
+fn wire_summary(v: &Value) -> String {
+    let mut out = format!(
+        "#{} → {}",
+        v.get("seq").map(Value::to_string).unwrap_or_default(),
+        v.get("status").map(Value::to_string).unwrap_or_default()
+    );
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out.push_str(&format!(", {} in / {} out tokens", n("input"), n("output")));
+    }
+    out
 }
 
 /// A model request line of `model.jsonl`: its number, model, status, time, tokens and cost.
@@ -418,7 +456,7 @@ mod tests {
         for i in 0..1000 {
             writeln!(f, "{{\"type\":\"step\",\"run\":\"echo {i}\"}}").unwrap();
         }
-        writeln!(f, "{}", "x".repeat(MAX_LINE_BYTES * 3)).unwrap();
+        writeln!(f, "{}", "x".repeat(MAX_LINE_BYTES + 10)).unwrap();
         write!(f, "last line, no newline").unwrap();
         drop(f);
         let ix = LineIndexes::default();
@@ -439,10 +477,10 @@ mod tests {
         );
         let s = ix.slice(dir.path(), source("t.jsonl"), 1000, 10).unwrap();
         assert_eq!(s.lines.len(), 2);
-        assert_eq!(s.lines[0].bytes, (MAX_LINE_BYTES * 3) as u64);
+        assert_eq!(s.lines[0].bytes, (MAX_LINE_BYTES + 10) as u64);
         assert!(s.lines[0]
             .raw
-            .ends_with(&format!("({} bytes in all)", MAX_LINE_BYTES * 3)));
+            .ends_with(&format!("({} bytes in all)", MAX_LINE_BYTES + 10)));
         assert_eq!(s.lines[1].text, "last line, no newline");
         assert!(ix
             .slice(dir.path(), source("t.jsonl"), 5000, 10)
@@ -477,6 +515,15 @@ mod tests {
         assert_eq!(
             summary_of(&r),
             "#2 anthropic m → 200, 812 ms, 10 in / 3 out tokens, $0.0012"
+        );
+        let w: Value = serde_json::json!({"kind": "main", "method": "POST", "path": "/v1/messages",
+            "seq": 3, "status": 200, "usage": {"input": 100, "output": 20},
+            "request": {"messages": [{"content": "the whole conversation"}]},
+            "response": {"sse": [{"data": {"delta": {"text": "Posting it now."}}}]}});
+        assert_eq!(kind_of(&w), "main POST /v1/messages");
+        assert_eq!(
+            summary_of(&w),
+            "#3 → 200, 100 in / 20 out tokens · Posting it now."
         );
         let e: Value =
             serde_json::json!({"type": "item.completed", "item": {"type": "command_execution"}});

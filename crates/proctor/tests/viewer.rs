@@ -441,6 +441,55 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
 }
 
 #[test]
+fn a_real_cli_trial_shows_the_agents_and_the_models_side() {
+    // Claude Code (installed by agents/install.sh) against the scripted mock model.
+    let lab = Lab::new("viewer-cli");
+    let code = run_example(
+        &lab,
+        "chat-ax",
+        &["--variant", "claude-code", "--task", "send"],
+    );
+    assert_eq!(code, 0, "the scripted model sends the notice once");
+    let server = serve(&lab.store());
+    let api = "/api/runs/latest/trials/send.claude-code.0/transcript";
+    let (status, body) = get(&server, &format!("{api}?count=1000"));
+    assert_eq!(status, 200, "{body}");
+    let agent: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(agent["source"]["file"], "agent.stdout");
+    let lines = agent["lines"].as_array().unwrap();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "assistant"
+            && l["text"]
+                .as_str()
+                .unwrap()
+                .contains("chat send --to launch")),
+        "{body}"
+    );
+    let (status, body) = get(&server, &format!("{api}?source=model&count=1000"));
+    assert_eq!(status, 200, "{body}");
+    let model: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(model["source"]["file"], "services/__model/wire.jsonl");
+    assert!(
+        model["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["kind"] == "main POST /v1/messages"
+                && l["text"].as_str().unwrap().contains(" → 200, ")),
+        "{body}"
+    );
+    let (_, page) = get(&server, "/runs/latest/trials/send.claude-code.0");
+    assert!(
+        page.contains("<b>The agent's side</b>: <code>agent.stdout</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<b>The model's side</b>: <code>services/__model/wire.jsonl</code>"),
+        "{page}"
+    );
+}
+
+#[test]
 fn the_trial_table_shows_the_limit_a_trial_reached() {
     // A real trial that reaches its output limit (as in tests/limits.rs).
     let lab = Lab::new("viewer-limit");

@@ -97,17 +97,28 @@
     var status = document.createElement("p");
     status.className = "note tx-status";
     status.setAttribute("aria-live", "polite");
+    // A chunk's lines; a slice of long lines may come back shorter than asked, and the rest of
+    // the chunk is asked for next.
     function load(c) {
       if (c < 0 || chunks.has(c) || pending[c] || (total !== null && c * CHUNK >= total)) { return; }
       pending[c] = true;
-      fetch(api + "&from=" + c * CHUNK + "&count=" + CHUNK).then(function (r) { return r.json(); })
-        .then(function (s) {
-          delete pending[c];
-          if (s.error) { status.textContent = s.error; return; }
-          total = s.total;
-          chunks.set(c, s.lines);
-          render();
-        }).catch(function () { delete pending[c]; });
+      var got = [];
+      function more() {
+        var from = c * CHUNK + got.length;
+        fetch(api + "&from=" + from + "&count=" + (CHUNK - got.length))
+          .then(function (r) { return r.json(); })
+          .then(function (s) {
+            if (s.error) { delete pending[c]; status.textContent = s.error; return; }
+            total = s.total;
+            got = got.concat(s.lines);
+            var want = Math.min(CHUNK, total - c * CHUNK);
+            if (got.length < want && s.lines.length > 0) { more(); return; }
+            delete pending[c];
+            chunks.set(c, got);
+            render();
+          }).catch(function () { delete pending[c]; });
+      }
+      more();
     }
     function row(line, n) {
       var div = document.createElement("div");
