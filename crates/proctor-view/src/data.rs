@@ -91,8 +91,8 @@ pub struct RunPage {
     pub run: String,
     /// Its metadata (`run.json`).
     pub meta: RunMeta,
-    /// The report of its results (`results.json`'s `report`: rates with n per variant and
-    /// task), once the run wrote them; `null` while it runs.
+    /// The report of its results (`results.json`'s `report`, without its `trials` list: rates
+    /// with n per variant and task), once the run wrote them; `null` while it runs.
     pub report: Option<serde_json::Value>,
     /// How many trials have finished.
     pub finished: u64,
@@ -255,9 +255,12 @@ fn run_with(
     })
 }
 
-/// `results.report.json`: the report alone, written beside `results.json` at the end of a run.
+/// `results.report.json`: the report alone, written beside `results.json` at the end of a run;
+/// read without its `trials` list (see [`Report`]).
 fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let file = std::fs::File::open(path).ok()?;
+    let report: Report = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
+    Some(report.0)
 }
 
 /// The `report` member of a `results.json` (runs made before `results.report.json` existed),
@@ -265,11 +268,43 @@ fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
 fn read_report(path: &std::path::Path) -> Option<serde_json::Value> {
     #[derive(serde::Deserialize)]
     struct Head {
-        report: serde_json::Value,
+        report: Report,
     }
     let file = std::fs::File::open(path).ok()?;
     let head: Head = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
-    Some(head.report)
+    Some(head.report.0)
+}
+
+/// A run's report without its `trials` member (one summary per trial: it grows with the run,
+/// and the run page reads its trials from the index, a page at a time); every other member
+/// (rates and cells per variant and task) is kept as it is.
+struct Report(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for Report {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Report;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a run report (a JSON object)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Report, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "trials" {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        out.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(Report(serde_json::Value::Object(out)))
+            }
+        }
+        d.deserialize_map(Members)
+    }
 }
 
 /// What the trial page shows.
@@ -451,4 +486,34 @@ fn resolve(store: &Store, prefix: &str) -> Result<RunId, ViewError> {
     store
         .resolve_run(prefix)
         .map_err(|e| ViewError::NotFound(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_read_without_its_trials() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("results.report.json");
+        std::fs::write(
+            &small,
+            r#"{"variants":[{"variant":"v"}],"trials":[{"trial_id":"t.v.0"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_small_report(&small),
+            Some(serde_json::json!({"variants": [{"variant": "v"}]}))
+        );
+        let full = dir.path().join("results.json");
+        std::fs::write(
+            &full,
+            r#"{"report":{"trials":[1,2],"overall":{"n":2}},"trials":[{}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_report(&full),
+            Some(serde_json::json!({"overall": {"n": 2}}))
+        );
+    }
 }

@@ -45,10 +45,12 @@ fn serve(store: &Path) -> Server {
 
 /// GET `path` from the server: (status, body).
 fn get(server: &Server, path: &str) -> (u16, String) {
-    let addr = server
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches('/');
+    get_from(&server.url, path)
+}
+
+/// GET `path` from the HTTP server at `url` (`http://HOST:PORT/`): (status, body).
+fn get_from(url: &str, path: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,
@@ -509,6 +511,197 @@ fn the_trial_table_shows_the_limit_a_trial_reached() {
         "{page}"
     );
     assert!(page.contains("<td><b>output</b></td></tr>"), "{page}");
+}
+
+/// A headless Chromium page driven over the DevTools protocol (key presses, script results);
+/// the browser is killed when dropped.
+struct Browser {
+    child: Child,
+    socket: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    next: u64,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    /// Opens `url` in a new headless Chromium and waits until it has loaded.
+    fn open(url: &str, profile: &Path) -> Browser {
+        let mut child = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1280,1000",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("these tests need a real browser: apt-get install chromium");
+        // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/ID"; the rest of its
+        // stderr is drained, so that the browser never blocks on it.
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut port = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(rest) = line.split("ws://127.0.0.1:").nth(1) {
+                port = rest.split('/').next().map(str::to_string);
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        let port = port.expect("Chromium says where DevTools listens");
+        let pages: serde_json::Value = serde_json::from_str(&devtools_list(&port)).unwrap();
+        let ws = pages
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "page")
+            .and_then(|p| p["webSocketDebuggerUrl"].as_str())
+            .unwrap()
+            .to_string();
+        let (socket, _) = tungstenite::connect(ws).unwrap();
+        let mut b = Browser {
+            child,
+            socket,
+            next: 1,
+        };
+        b.wait_for("document.readyState === 'complete'");
+        // A headless window has no focus of its own: the page is given it, as a person's is.
+        b.call("Page.bringToFront", serde_json::json!({}));
+        b.call(
+            "Emulation.setFocusEmulationEnabled",
+            serde_json::json!({"enabled": true}),
+        );
+        b
+    }
+
+    /// Sends one DevTools command and returns its result.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next;
+        self.next += 1;
+        let msg = serde_json::json!({"id": id, "method": method, "params": params});
+        self.socket
+            .send(tungstenite::Message::text(msg.to_string()))
+            .unwrap();
+        loop {
+            let reply = self.socket.read().unwrap();
+            let Ok(text) = reply.to_text() else { continue };
+            let v: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expr: &str) -> serde_json::Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expr, "returnByValue": true}),
+        );
+        assert!(r.get("exceptionDetails").is_none(), "{expr}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Waits (up to 10 s) until `expr` is true in the page.
+    fn wait_for(&mut self, expr: &str) {
+        for _ in 0..100 {
+            if self.eval(expr) == serde_json::Value::Bool(true) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("never true: {expr}");
+    }
+
+    /// Presses and releases a key (`j`, `k`, `ArrowDown`, `Enter`, ...).
+    fn press(&mut self, key: &str) {
+        let (code, vk, text) = match key {
+            "Enter" => ("Enter", 13, "\r"),
+            "ArrowDown" => ("ArrowDown", 40, ""),
+            "ArrowUp" => ("ArrowUp", 38, ""),
+            "Tab" => ("Tab", 9, ""),
+            k => (k, k.to_ascii_uppercase().as_bytes()[0] as i64, k),
+        };
+        let mut down = serde_json::json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk});
+        if !text.is_empty() {
+            down["text"] = text.into();
+        }
+        self.call("Input.dispatchKeyEvent", down);
+        self.call(
+            "Input.dispatchKeyEvent",
+            serde_json::json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}),
+        );
+    }
+}
+
+/// The body of DevTools' `/json/list` (its HTTP server keeps the connection open: the body is
+/// read by its length).
+fn devtools_list(port: &str) -> String {
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    write!(
+        s,
+        "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(s);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+#[test]
+fn the_trial_rows_are_reached_and_opened_with_the_keyboard() {
+    let lab = Lab::new("viewer-keys");
+    let run = store(&lab);
+    let server = serve(&lab.store());
+    let mut b = Browser::open(
+        &format!("{}runs/{run}", server.url),
+        &lab.root.join("chromium-profile"),
+    );
+    b.wait_for("document.querySelector('table[data-keys]') !== null");
+    let focused = "document.activeElement.tagName + ' ' + (document.activeElement.querySelector('a') || {}).textContent";
+    b.press("j");
+    assert_eq!(b.eval(focused), "TR draft.naive.0");
+    b.press("j");
+    b.press("j");
+    assert_eq!(b.eval(focused), "TR edit.naive.0");
+    b.press("k");
+    assert_eq!(b.eval(focused), "TR draft.oracle.0");
+    b.press("ArrowDown");
+    assert_eq!(b.eval(focused), "TR edit.naive.0");
+    // The focused row is drawn with an outline, not only a colour.
+    assert_ne!(
+        b.eval("getComputedStyle(document.activeElement).outlineStyle"),
+        "none"
+    );
+    b.press("Enter");
+    b.wait_for("location.pathname.endsWith('/trials/edit.naive.0')");
+    b.wait_for("document.readyState === 'complete'");
+    assert_eq!(
+        b.eval("document.querySelector('h1').textContent"),
+        "Trial edit.naive.0"
+    );
 }
 
 /// Headless Chromium's DOM of `url` after its scripts ran, and its console errors.
