@@ -190,6 +190,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         input_tokens: None,
         output_tokens: None,
         cost_usd: None,
+        limit_reached: record.limit_reached.clone(),
     }
 }
 

@@ -1,16 +1,6 @@
 //! Interface metrics (agent experience), computed from the calls log of one trial.
 //!
-//! Definitions, exactly as the report uses them:
-//! - **calls**: interface calls made (calls of the task's interface command, denied ones included).
-//! - **errors**: calls that ran and exited non-zero, or never finished.
-//! - **repeats**: calls identical (argv and stdin hash) to the call right before them.
-//! - **undone**: calls whose verb reverses an earlier successful call by the task's `undo` pairs
-//!   (`["send", "unsend"]`: an `unsend` after a successful `send`).
-//! - **denied**: calls the allow-list refused (shim or agent CLI).
-//! - **wrong turns** = errors + repeats + undone + denied.
-//! - **recoveries**: successful calls of a verb that follow at least one failed call of the same
-//!   verb since that verb's previous success (fail, fail, succeed = one recovery).
-//! - **help calls**: calls whose argv holds `--help`, `-h` or the verb `help`.
+//! The definitions are [`DEFINITIONS`], in the words of docs/metrics.md.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +8,37 @@ use proctor_suite::model::Interface;
 use serde::{Deserialize, Serialize};
 
 use crate::endstate::CallRecord;
+
+/// Each interface metric's name and definition, as docs/metrics.md states them (a test keeps the
+/// two the same): what the viewer shows beside a trial's figures. Code spans are in backticks.
+pub const DEFINITIONS: [(&str, &str); 8] = [
+    ("calls", "Interface calls made, denied ones included."),
+    (
+        "errors",
+        "Calls that ran and exited non-zero, or never finished (still running when the trial stopped). Denied calls are not errors.",
+    ),
+    (
+        "repeats",
+        "Calls identical to the call right before them: same argv and same stdin (BLAKE3).",
+    ),
+    (
+        "undone",
+        "Successful calls of the second verb of an `undo` pair that reverse an earlier successful call of its first verb (`[\"send\", \"unsend\"]`: a successful `unsend` after a successful `send`). Each successful first-verb call can be undone once.",
+    ),
+    (
+        "denied",
+        "Calls refused by the agent CLI's permission layer (proctor's shims never refuse).",
+    ),
+    ("wrong_turns", "`errors + repeats + undone + denied`."),
+    (
+        "recoveries",
+        "Successful calls of a verb that follow at least one failed (not denied) call of the same verb since that verb's previous success: fail, fail, succeed is one recovery.",
+    ),
+    (
+        "help_calls",
+        "Calls whose arguments contain `--help` or `-h`, or whose verb is `help`.",
+    ),
+];
 
 /// The interface metrics of one trial.
 #[derive(
@@ -237,5 +258,14 @@ mod tests {
     fn other_commands_are_not_counted() {
         let m = interface_metrics(&interface(), &[call(&["git", "status"], 1)]);
         assert_eq!(m, InterfaceMetrics::default());
+    }
+
+    #[test]
+    fn the_definitions_are_the_ones_docs_metrics_md_gives() {
+        let doc = include_str!("../../../docs/metrics.md");
+        for (name, definition) in DEFINITIONS {
+            let row = format!("| `{name}` | {definition} |");
+            assert!(doc.contains(&row), "docs/metrics.md has no row {row}");
+        }
     }
 }

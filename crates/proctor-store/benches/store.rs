@@ -64,6 +64,7 @@ fn summary(n: usize) -> TrialSummary {
         input_tokens: Some(12_000 + n as u64),
         output_tokens: Some(800),
         cost_usd: None,
+        limit_reached: None,
     }
 }
 

@@ -20,7 +20,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The schema version this crate writes, kept in `PRAGMA user_version`.
-pub const INDEX_SCHEMA_VERSION: i64 = 2;
+///
+/// Version 3 added `trials.limit_reached`; an index of an older version is rebuilt from the
+/// folders when a writable store is opened (read-only, it is built in memory instead).
+pub const INDEX_SCHEMA_VERSION: i64 = 3;
 
 /// How long a writer waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -50,6 +53,7 @@ CREATE TABLE trials (
     input_tokens  INTEGER,
     output_tokens INTEGER,
     cost_usd      REAL,
+    limit_reached TEXT,
     PRIMARY KEY (run_id, trial_id)
 ) WITHOUT ROWID;
 CREATE INDEX trials_by_outcome ON trials (run_id, outcome);
@@ -61,6 +65,32 @@ CREATE TABLE damaged (
     PRIMARY KEY (run_id, trial_id)
 ) WITHOUT ROWID;
 ";
+
+/// The columns of `trials` that make a [`TrialSummary`], in the order [`summary_row`] reads.
+pub(crate) const SUMMARY_COLUMNS: &str = "trial_id, task, variant, trial_index, outcome, reason, \
+     wall_seconds, calls, wrong_turns, input_tokens, output_tokens, cost_usd, limit_reached";
+
+/// The order trials are listed in: by task, variant and trial index.
+pub(crate) const TRIAL_ORDER: &str = "task, variant, trial_index, trial_id";
+
+/// A row of [`SUMMARY_COLUMNS`] as a summary.
+pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummary> {
+    Ok(TrialSummary {
+        trial_id: r.get(0)?,
+        task: r.get(1)?,
+        variant: r.get(2)?,
+        trial_index: r.get(3)?,
+        outcome: r.get(4)?,
+        reason: r.get(5)?,
+        wall_seconds: r.get(6)?,
+        calls: r.get(7)?,
+        wrong_turns: r.get(8)?,
+        input_tokens: r.get(9)?,
+        output_tokens: r.get(10)?,
+        cost_usd: r.get(11)?,
+        limit_reached: r.get(12)?,
+    })
+}
 
 /// The `trial_id` of a row of `damaged` that is about the run's own `run.json`.
 const RUN_ITSELF: &str = "";
@@ -88,14 +118,14 @@ ON CONFLICT (id) DO UPDATE SET
 
 const UPSERT_TRIAL: &str = "
 INSERT INTO trials (run_id, trial_id, task, variant, trial_index, outcome, reason, wall_seconds,
-                    calls, wrong_turns, input_tokens, output_tokens, cost_usd)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                    calls, wrong_turns, input_tokens, output_tokens, cost_usd, limit_reached)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (run_id, trial_id) DO UPDATE SET
     task = excluded.task, variant = excluded.variant, trial_index = excluded.trial_index,
     outcome = excluded.outcome, reason = excluded.reason, wall_seconds = excluded.wall_seconds,
     calls = excluded.calls, wrong_turns = excluded.wrong_turns,
     input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
-    cost_usd = excluded.cost_usd";
+    cost_usd = excluded.cost_usd, limit_reached = excluded.limit_reached";
 
 /// The SQLite index of one store.
 #[derive(Debug)]
@@ -191,13 +221,13 @@ impl Index {
         Ok(index)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite itself consistent (an open transaction is
         // rolled back when its guard drops), so a poisoned mutex is still usable.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    pub(crate) fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
         sql_err(&self.path)
     }
 
@@ -381,31 +411,11 @@ impl Index {
         let conn = self.lock();
         let e = self.err();
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT trial_id, task, variant, trial_index, outcome, reason, wall_seconds,
-                        calls, wrong_turns, input_tokens, output_tokens, cost_usd
-                 FROM trials WHERE run_id = ?1
-                 ORDER BY task, variant, trial_index, trial_id",
-            )
+            .prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM trials WHERE run_id = ?1 ORDER BY {TRIAL_ORDER}"
+            ))
             .map_err(&e)?;
-        let rows = stmt
-            .query_map([run.as_str()], |r| {
-                Ok(TrialSummary {
-                    trial_id: r.get(0)?,
-                    task: r.get(1)?,
-                    variant: r.get(2)?,
-                    trial_index: r.get(3)?,
-                    outcome: r.get(4)?,
-                    reason: r.get(5)?,
-                    wall_seconds: r.get(6)?,
-                    calls: r.get(7)?,
-                    wrong_turns: r.get(8)?,
-                    input_tokens: r.get(9)?,
-                    output_tokens: r.get(10)?,
-                    cost_usd: r.get(11)?,
-                })
-            })
-            .map_err(&e)?;
+        let rows = stmt.query_map([run.as_str()], summary_row).map_err(&e)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(&e)
     }
 
@@ -574,6 +584,7 @@ fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::R
         t.input_tokens,
         t.output_tokens,
         t.cost_usd,
+        t.limit_reached,
     ])?;
     Ok(())
 }

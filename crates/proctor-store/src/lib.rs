@@ -34,6 +34,7 @@ mod finite;
 mod index;
 mod lock;
 mod model;
+mod query;
 mod run_id;
 mod store;
 mod time;
@@ -49,6 +50,7 @@ pub use model::{
     DamagedRun, DamagedTrial, HostInfo, ParseRunStatusError, RunListing, RunMeta, RunRecord,
     RunStatus, TrialFile, TrialSummary, FILE_SCHEMA_VERSION,
 };
+pub use query::{CellCount, TrialFilter, TrialsPage};
 pub use run_id::RunId;
 pub use store::{
     ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR, RUN_FILE, TRIALS_DIR,

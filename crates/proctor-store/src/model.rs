@@ -218,6 +218,11 @@ pub struct TrialSummary {
     pub output_tokens: Option<u64>,
     /// Estimated cost in US dollars, when every price was known.
     pub cost_usd: Option<f64>,
+    /// The per-trial limit that stopped the trial (`tokens`, `cost_usd`, `requests`, or a
+    /// resource such as `memory`), if one was reached. Trials written before the summary held
+    /// it have it in their record, where [`crate::Store::reindex`] finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 /// `trial.json` as it lies on disk: the summary the index keeps, and the runner's full record.
@@ -245,12 +250,89 @@ pub(crate) struct TrialFileRef<'a, R: ?Sized> {
     pub executor: Option<&'a serde_json::Value>,
 }
 
-/// The head of `trial.json`: the summary, with the record skipped (but still checked to be JSON).
+/// The head of `trial.json`: the summary, with the record skipped (but still checked to be JSON)
+/// except for its `limit_reached`.
 #[derive(Deserialize)]
 pub(crate) struct TrialHead {
-    pub summary: TrialSummary,
-    #[allow(dead_code)]
-    pub record: serde::de::IgnoredAny,
+    summary: TrialSummary,
+    record: RecordHead,
+}
+
+impl TrialHead {
+    /// The summary of the trial in folder `name`, with the record's `limit_reached` when the
+    /// summary was written before it held one.
+    pub fn into_summary(self, name: String) -> TrialSummary {
+        let mut summary = self.summary;
+        summary.trial_id = name;
+        if summary.limit_reached.is_none() {
+            summary.limit_reached = self.record.limit_reached;
+        }
+        summary
+    }
+}
+
+/// What the index reads of a trial's record: its `limit_reached`, when the record is an object
+/// with a string there; any other JSON value is skipped.
+#[derive(Default)]
+struct RecordHead {
+    limit_reached: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RecordHead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RecordHead, D::Error> {
+        d.deserialize_any(RecordHeadVisitor)
+    }
+}
+
+struct RecordHeadVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RecordHeadVisitor {
+    type Value = RecordHead;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a trial record")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RecordHead, A::Error> {
+        let mut head = RecordHead::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "limit_reached" {
+                head.limit_reached = map
+                    .next_value::<Option<serde_json::Value>>()?
+                    .and_then(|v| match v {
+                        serde_json::Value::String(s) => Some(s),
+                        _ => None,
+                    });
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(head)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RecordHead, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(RecordHead::default())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
+    fn visit_unit<E>(self) -> Result<RecordHead, E> {
+        Ok(RecordHead::default())
+    }
 }
 
 /// Checks that a trial id can name a folder inside the run.

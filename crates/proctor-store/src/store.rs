@@ -10,6 +10,7 @@ use crate::model::{
     validate_trial_id, DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, RunStatus,
     TrialFile, TrialFileRef, TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
 };
+use crate::query::{CellCount, TrialFilter, TrialsPage};
 use crate::time::utc_now;
 use crate::RunId;
 use serde::de::DeserializeOwned;
@@ -503,6 +504,24 @@ impl Store {
         self.index()?.trials(run)
     }
 
+    /// The trials of a run that pass `filter`, `limit` of them after the first `offset` (by
+    /// task, variant and trial index), and how many pass in all: only the page is read into
+    /// memory, however many trials the run has.
+    pub fn trials_page(
+        &self,
+        run: &RunId,
+        filter: &TrialFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<TrialsPage> {
+        self.index()?.trials_page(run, filter, offset, limit)
+    }
+
+    /// How many finished trials of a run each (task, variant, outcome) has, from the index.
+    pub fn cell_counts(&self, run: &RunId) -> Result<Vec<CellCount>> {
+        self.index()?.cell_counts(run)
+    }
+
     /// Reads a finished trial's `trial.json` in full, with the runner's record as `R` (use
     /// `serde_json::Value` to read it untyped).
     pub fn read_trial<R: DeserializeOwned>(
@@ -894,11 +913,7 @@ fn scan_trials(trials: &Path) -> Result<(Vec<TrialSummary>, Vec<DamagedTrial>)> 
     let mut damaged = Vec::new();
     each_trial_file(trials, |name, _, bytes| {
         match serde_json::from_slice::<TrialHead>(&bytes) {
-            Ok(head) => {
-                let mut summary = head.summary;
-                summary.trial_id = name;
-                out.push(summary);
-            }
+            Ok(head) => out.push(head.into_summary(name)),
             Err(e) => damaged.push(damage(name, &bytes, &e)),
         }
         Ok::<(), StoreError>(())
@@ -960,9 +975,7 @@ fn move_index_aside(root: &Path) -> Result<PathBuf> {
 fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Result<()> {
     each_trial_file(trials, |name, _, bytes| {
         if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
-            let mut summary = head.summary;
-            summary.trial_id = name.clone();
-            found(name, summary);
+            found(name.clone(), head.into_summary(name));
         }
         Ok::<(), StoreError>(())
     })

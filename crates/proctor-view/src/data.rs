@@ -3,8 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use proctor_store::{RunId, RunListing, RunMeta, Store, StoreError, TrialSummary};
+use proctor_store::{
+    CellCount, RunId, RunListing, RunMeta, Store, StoreError, TrialFilter, TrialSummary,
+};
 use serde::Serialize;
+
+use crate::transcript;
 
 /// Why a page cannot be shown.
 #[derive(Debug, thiserror::Error)]
@@ -79,25 +83,160 @@ pub fn runs(store: &Store) -> Result<Vec<RunRow>, ViewError> {
     Ok(runs)
 }
 
-/// What the run page shows.
+/// What the run page shows: the run, its rates, its counts per cell, and one page of its
+/// trials; nothing in it grows with the number of trials but the cells (tasks × variants).
 #[derive(Debug, Clone, Serialize)]
 pub struct RunPage {
     /// The run's id.
     pub run: String,
     /// Its metadata (`run.json`).
     pub meta: RunMeta,
-    /// The report of its results (`results.json`'s `report`: rates with n per variant and
-    /// task), once the run wrote them; `null` while it runs.
+    /// The report of its results (`results.json`'s `report`, without its `trials` list: rates
+    /// with n per variant and task), once the run wrote them; `null` while it runs.
     pub report: Option<serde_json::Value>,
-    /// Its finished trials, from the index.
+    /// How many trials have finished.
+    pub finished: u64,
+    /// Finished trials per task, variant and outcome, from the index.
+    pub cells: Vec<CellCount>,
+    /// The trial table's filter and page, as asked.
+    pub filter: TrialQuery,
+    /// How many finished trials pass the filter.
+    pub total: u64,
+    /// How many of them come before this page.
+    pub offset: u64,
+    /// The page size.
+    pub limit: u64,
+    /// This page of the trials that pass the filter, by task, variant and trial index.
     pub trials: Vec<TrialSummary>,
+    /// The trials that were not graded (errored or ungradeable), at most
+    /// [`NOT_GRADED_SHOWN`] of each outcome.
+    pub not_graded: Vec<TrialSummary>,
 }
 
-/// The run `prefix` names (an id, a unique prefix or `latest`).
-pub fn run(store: &Store, prefix: &str) -> Result<RunPage, ViewError> {
+/// The trials per page when the request does not say.
+pub const PAGE_SIZE: u64 = 100;
+/// The largest page a request may ask for.
+pub const MAX_PAGE_SIZE: u64 = 1000;
+/// How many errored (and how many ungradeable) trials the run page lists by name.
+pub const NOT_GRADED_SHOWN: u64 = 50;
+
+/// The run page's query: which trials its table shows (`?outcome=&task=&variant=&differs=1
+/// &offset=&limit=`); an empty value means any.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrialQuery {
+    /// Only this outcome.
+    #[serde(default)]
+    pub outcome: String,
+    /// Only this task.
+    #[serde(default)]
+    pub task: String,
+    /// Only this variant.
+    #[serde(default)]
+    pub variant: String,
+    /// Only trials whose outcome differs between variants (any non-empty value but `0` and
+    /// `false`, as a checkbox sends `on`).
+    #[serde(default)]
+    pub differs: String,
+    /// Trials to skip.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Trials per page ([`PAGE_SIZE`] by default, at most [`MAX_PAGE_SIZE`]).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+impl TrialQuery {
+    /// The store's filter of this query.
+    pub fn filter(&self) -> TrialFilter {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        TrialFilter {
+            outcome: some(&self.outcome),
+            task: some(&self.task),
+            variant: some(&self.variant),
+            differs: self.differs_only(),
+        }
+    }
+
+    /// Whether only trials that differ between variants are asked for.
+    pub fn differs_only(&self) -> bool {
+        !matches!(self.differs.as_str(), "" | "0" | "false")
+    }
+
+    /// The page size asked, within bounds.
+    pub fn page_size(&self) -> u64 {
+        self.limit.unwrap_or(PAGE_SIZE).clamp(1, MAX_PAGE_SIZE)
+    }
+
+    /// This query at another offset, as a URL query string (`outcome=...&offset=N`), with the
+    /// values that are set only.
+    pub fn at(&self, offset: u64) -> String {
+        let mut parts = Vec::new();
+        for (k, v) in [
+            ("outcome", &self.outcome),
+            ("task", &self.task),
+            ("variant", &self.variant),
+        ] {
+            if !v.is_empty() {
+                parts.push(format!("{k}={}", url_encode(v)));
+            }
+        }
+        if self.differs_only() {
+            parts.push("differs=1".into());
+        }
+        if self.limit.is_some() {
+            parts.push(format!("limit={}", self.page_size()));
+        }
+        if offset > 0 {
+            parts.push(format!("offset={offset}"));
+        }
+        parts.join("&")
+    }
+}
+
+/// `s` percent-encoded for a URL's query (everything but unreserved characters).
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The run `prefix` names (an id, a unique prefix or `latest`), with the page of its trials
+/// that `query` asks for.
+pub fn run(store: &Store, prefix: &str, query: &TrialQuery) -> Result<RunPage, ViewError> {
+    let limit = query.page_size();
+    run_with(store, prefix, query, limit)
+}
+
+/// The run `prefix` names with every trial that `query` lets through, on one page (the export).
+pub fn run_all(store: &Store, prefix: &str) -> Result<RunPage, ViewError> {
+    run_with(store, prefix, &TrialQuery::default(), u64::MAX)
+}
+
+fn run_with(
+    store: &Store,
+    prefix: &str,
+    query: &TrialQuery,
+    limit: u64,
+) -> Result<RunPage, ViewError> {
     let id = resolve(store, prefix)?;
     let meta = store.run_meta(&id)?;
-    let trials = store.trials(&id)?;
+    let cells = store.cell_counts(&id)?;
+    let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
+    let mut not_graded = Vec::new();
+    for outcome in ["errored", "ungradeable"] {
+        let filter = TrialFilter {
+            outcome: Some(outcome.into()),
+            ..TrialFilter::default()
+        };
+        not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
+    }
     let dir = store.run_dir(&id);
     let report = read_small_report(&dir.join("results.report.json"))
         .or_else(|| read_report(&dir.join("results.json")));
@@ -105,13 +244,23 @@ pub fn run(store: &Store, prefix: &str) -> Result<RunPage, ViewError> {
         run: id.as_str().to_string(),
         meta,
         report,
-        trials,
+        finished: cells.iter().map(|c| c.n).sum(),
+        cells,
+        filter: query.clone(),
+        total: page.total,
+        offset: page.offset,
+        limit,
+        trials: page.trials,
+        not_graded,
     })
 }
 
-/// `results.report.json`: the report alone, written beside `results.json` at the end of a run.
+/// `results.report.json`: the report alone, written beside `results.json` at the end of a run;
+/// read without its `trials` list (see [`Report`]).
 fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let file = std::fs::File::open(path).ok()?;
+    let report: Report = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
+    Some(report.0)
 }
 
 /// The `report` member of a `results.json` (runs made before `results.report.json` existed),
@@ -119,11 +268,43 @@ fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
 fn read_report(path: &std::path::Path) -> Option<serde_json::Value> {
     #[derive(serde::Deserialize)]
     struct Head {
-        report: serde_json::Value,
+        report: Report,
     }
     let file = std::fs::File::open(path).ok()?;
     let head: Head = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
-    Some(head.report)
+    Some(head.report.0)
+}
+
+/// A run's report without its `trials` member (one summary per trial: it grows with the run,
+/// and the run page reads its trials from the index, a page at a time); every other member
+/// (rates and cells per variant and task) is kept as it is.
+struct Report(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for Report {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Report;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a run report (a JSON object)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Report, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "trials" {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        out.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(Report(serde_json::Value::Object(out)))
+            }
+        }
+        d.deserialize_map(Members)
+    }
 }
 
 /// What the trial page shows.
@@ -137,11 +318,49 @@ pub struct TrialPage {
     pub record: serde_json::Value,
     /// The workspace diff against the start state, as lines (`+`/`-` prefixed within a file).
     pub diff: Vec<String>,
-    /// The transcript: what the agent did, step by step, as lines.
-    pub transcript: Vec<String>,
+    /// The trial's transcripts (the agent's, then the model's when recorded), each with its
+    /// first lines; the rest is served in slices by the transcript API.
+    pub transcripts: Vec<TranscriptHead>,
 }
 
-/// One trial of a run, with its diff and transcript from `sources`.
+/// The lines of a transcript shown before the page's script asks for more.
+pub const TRANSCRIPT_HEAD: u64 = 200;
+
+/// A transcript's first lines.
+#[derive(Debug, Clone, Serialize)]
+pub struct TranscriptHead {
+    /// Which transcript.
+    pub source: transcript::Source,
+    /// Its first [`TRANSCRIPT_HEAD`] lines.
+    pub lines: Vec<transcript::Line>,
+    /// Whether it has more.
+    pub more: bool,
+}
+
+/// A finished trial's `trial.json`, or why there is none.
+fn trial_file(
+    store: &Store,
+    id: &RunId,
+    trial_id: &str,
+) -> Result<proctor_store::TrialFile<serde_json::Value>, ViewError> {
+    match store.read_trial::<serde_json::Value>(id, trial_id) {
+        Ok(f) => Ok(f),
+        Err(StoreError::TrialNotFound { .. } | StoreError::InvalidTrialId { .. }) => Err(
+            ViewError::NotFound(format!("run {id} has no finished trial `{trial_id}`")),
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A trial's folder.
+fn trial_dir(store: &Store, id: &RunId, trial_id: &str) -> std::path::PathBuf {
+    store
+        .run_dir(id)
+        .join(proctor_store::TRIALS_DIR)
+        .join(trial_id)
+}
+
+/// One trial of a run, with its diff from `sources` and the head of its transcripts.
 pub fn trial(
     store: &Store,
     prefix: &str,
@@ -149,22 +368,72 @@ pub fn trial(
     sources: &dyn crate::server::Sources,
 ) -> Result<TrialPage, ViewError> {
     let id = resolve(store, prefix)?;
-    let file = match store.read_trial::<serde_json::Value>(&id, trial_id) {
-        Ok(f) => f,
-        Err(StoreError::TrialNotFound { .. }) => {
-            return Err(ViewError::NotFound(format!(
-                "run {id} has no finished trial `{trial_id}`"
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let file = trial_file(store, &id, trial_id)?;
+    let dir = trial_dir(store, &id, trial_id);
+    let transcripts = transcript::sources(&file.record, &dir)
+        .into_iter()
+        .map(|source| {
+            let (lines, more) = transcript::head(&dir, &source, TRANSCRIPT_HEAD)
+                .map_err(|e| ViewError::Failed(format!("cannot read {}: {e}", source.file)))?;
+            Ok(TranscriptHead {
+                source,
+                lines,
+                more,
+            })
+        })
+        .collect::<Result<Vec<_>, ViewError>>()?;
     Ok(TrialPage {
         run: id.as_str().to_string(),
         summary: file.summary,
         record: file.record,
         diff: sources.diff(store, &id, trial_id),
-        transcript: sources.transcript(store, &id, trial_id),
+        transcripts,
     })
+}
+
+/// The transcript API's query: `?source=agent|model&from=N&count=M`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceQuery {
+    /// `agent` (the default) or `model`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The first line, from 0.
+    #[serde(default)]
+    pub from: Option<u64>,
+    /// How many lines (200 by default, at most [`transcript::MAX_SLICE`]).
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// Lines of a trial's transcript, read from its file without reading the whole file.
+pub fn transcript_slice(
+    store: &Store,
+    indexes: &transcript::LineIndexes,
+    prefix: &str,
+    trial_id: &str,
+    q: &SliceQuery,
+) -> Result<transcript::Slice, ViewError> {
+    let id = resolve(store, prefix)?;
+    let record = trial_file(store, &id, trial_id)?.record;
+    let dir = trial_dir(store, &id, trial_id);
+    let name = q.source.as_deref().unwrap_or("agent");
+    let source = transcript::sources(&record, &dir)
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| {
+            ViewError::NotFound(format!(
+                "trial `{trial_id}` has no `{name}` transcript (sources: agent, model)"
+            ))
+        })?;
+    indexes
+        .slice(
+            &dir,
+            source,
+            q.from.unwrap_or(0),
+            q.count.unwrap_or(TRANSCRIPT_HEAD),
+        )
+        .map_err(|e| ViewError::Failed(format!("cannot read the transcript: {e}")))
 }
 
 /// What the comparison page shows.
@@ -176,6 +445,11 @@ pub struct ComparePage {
     pub b: String,
     /// The comparison, as `proctor compare --format json` prints it.
     pub comparison: serde_json::Value,
+    /// The promotion gates, as `proctor compare --gate --format json` prints them under
+    /// `gates`; `null` when they cannot be applied.
+    pub gates: serde_json::Value,
+    /// Why there are no gates, when there are none.
+    pub gates_note: Option<String>,
 }
 
 /// The comparison of arms `a` and `b` (each `RUN/VARIANT`, RUN an id, prefix or `latest`).
@@ -192,14 +466,54 @@ pub fn compare(
         Ok(format!("{}/{variant}", resolve(store, run)?.as_str()))
     };
     let (a, b) = (arm(a)?, arm(b)?);
-    let comparison = sources
+    let mut doc = sources
         .compare(store, &a, &b)
         .map_err(ViewError::NotFound)?;
-    Ok(ComparePage { a, b, comparison })
+    let mut take = |k: &str| doc.get_mut(k).map(serde_json::Value::take);
+    let comparison = take("comparison").unwrap_or_default();
+    let gates = take("gates").unwrap_or_default();
+    let gates_note = take("gates_note").and_then(|n| n.as_str().map(str::to_string));
+    Ok(ComparePage {
+        a,
+        b,
+        comparison,
+        gates,
+        gates_note,
+    })
 }
 
 fn resolve(store: &Store, prefix: &str) -> Result<RunId, ViewError> {
     store
         .resolve_run(prefix)
         .map_err(|e| ViewError::NotFound(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_read_without_its_trials() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("results.report.json");
+        std::fs::write(
+            &small,
+            r#"{"variants":[{"variant":"v"}],"trials":[{"trial_id":"t.v.0"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_small_report(&small),
+            Some(serde_json::json!({"variants": [{"variant": "v"}]}))
+        );
+        let full = dir.path().join("results.json");
+        std::fs::write(
+            &full,
+            r#"{"report":{"trials":[1,2],"overall":{"n":2}},"trials":[{}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_report(&full),
+            Some(serde_json::json!({"overall": {"n": 2}}))
+        );
+    }
 }

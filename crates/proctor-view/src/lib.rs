@@ -7,11 +7,19 @@
 //! page has a JSON twin under `/api/`, which is what the pages' scripts poll while a run goes.
 
 mod data;
+mod diff_html;
+mod evidence_html;
+mod gates_html;
+mod highlight;
 mod html;
+mod json_html;
 mod pages;
 mod server;
+mod table;
+mod transcript;
+mod transcript_html;
 
-pub use data::{ComparePage, RunPage, TrialPage, ViewError};
+pub use data::{ComparePage, RunPage, TrialPage, TrialQuery, ViewError};
 pub use server::{run_blocking, serve, Sources, Viewer};
 
 /// One self-contained HTML page of run `run` (prefix, id or `latest`): the run page followed

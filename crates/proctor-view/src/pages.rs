@@ -96,7 +96,7 @@ pub fn run(p: &RunPage, base: &str) -> String {
         esc(&m.suite_id),
         esc(m.status.as_str()),
         esc(&m.isolation),
-        p.trials.len(),
+        p.finished,
         m.planned_trials,
         esc(&m.started_at)
     );
@@ -107,7 +107,7 @@ pub fn run(p: &RunPage, base: &str) -> String {
     body.push_str(&grid(p));
     body.push_str(&ledgers(p.report.as_ref()));
     body.push_str(&not_graded(p, base));
-    body.push_str(&trial_table(p, base));
+    body.push_str(&crate::table::trials(p, base));
     let live = (m.status.as_str() == "running").then(|| format!("/api/runs/{}", p.run));
     page(
         &format!("Run {}", p.run),
@@ -263,10 +263,18 @@ fn ledgers(report: Option<&Value>) -> String {
 /// The trials that were not graded (errored or ungradeable), each with its reason: they are
 /// counted apart from every rate.
 fn not_graded(p: &RunPage, base: &str) -> String {
-    let rows: Vec<(String, Vec<String>)> = p
-        .trials
+    let count = p
+        .cells
         .iter()
-        .filter(|t| t.outcome == "errored" || t.outcome == "ungradeable")
+        .filter(|c| c.outcome == "errored" || c.outcome == "ungradeable")
+        .map(|c| c.n)
+        .sum::<u64>();
+    if count == 0 {
+        return "<h2>Not graded</h2><p>Every finished trial was graded.</p>".into();
+    }
+    let rows: Vec<(String, Vec<String>)> = p
+        .not_graded
+        .iter()
         .map(|t| {
             (
                 String::new(),
@@ -282,21 +290,25 @@ fn not_graded(p: &RunPage, base: &str) -> String {
             )
         })
         .collect();
-    if rows.is_empty() {
-        return "<h2>Not graded</h2><p>Every finished trial was graded.</p>".into();
-    }
+    let shown = if rows.len() as u64 == count {
+        String::new()
+    } else {
+        format!(
+            " The first {} are listed; the trial table filtered by outcome shows them all.",
+            rows.len()
+        )
+    };
     format!(
-        "<h2>Not graded</h2><p class=\"note\">{} trial(s), counted apart from every rate.</p>{}",
-        rows.len(),
+        "<h2>Not graded</h2><p class=\"note\">{count} trial(s), counted apart from every rate.{shown}</p>{}",
         table("not-graded", &["Trial", "Outcome", "Reason"], &rows)
     )
 }
 
 /// The task × variant grid: success k/n per cell (from the report), else completed k/n from
-/// the finished trials.
+/// the index's counts of finished trials.
 fn grid(p: &RunPage) -> String {
-    let tasks: BTreeSet<&str> = p.trials.iter().map(|t| t.task.as_str()).collect();
-    let variants: BTreeSet<&str> = p.trials.iter().map(|t| t.variant.as_str()).collect();
+    let tasks: BTreeSet<&str> = p.cells.iter().map(|c| c.task.as_str()).collect();
+    let variants: BTreeSet<&str> = p.cells.iter().map(|c| c.variant.as_str()).collect();
     if tasks.is_empty() {
         return "<h2>Tasks × variants</h2><p>No trial has finished yet.</p>".into();
     }
@@ -317,6 +329,15 @@ fn grid(p: &RunPage) -> String {
         let s = cell.get("rates")?.get("success")?;
         Some((s.get("k")?.as_u64()?, s.get("n")?.as_u64()?))
     };
+    let from_counts = |task: &str, variant: &str| -> (u64, u64) {
+        let here = p
+            .cells
+            .iter()
+            .filter(|c| c.task == task && c.variant == variant);
+        here.fold((0, 0), |(k, n), c| {
+            (k + if c.outcome == "completed" { c.n } else { 0 }, n + c.n)
+        })
+    };
     let what = if p.report.is_some() {
         "success"
     } else {
@@ -329,15 +350,8 @@ fn grid(p: &RunPage) -> String {
         .map(|task| {
             let mut cells = vec![format!("<th scope=\"row\">{}</th>", esc(task))];
             for variant in &variants {
-                let here = p
-                    .trials
-                    .iter()
-                    .filter(|t| t.task == *task && t.variant == *variant);
-                let (k, n) = from_report(task, variant).unwrap_or_else(|| {
-                    let all: Vec<_> = here.collect();
-                    let k = all.iter().filter(|t| t.outcome == "completed").count() as u64;
-                    (k, all.len() as u64)
-                });
+                let (k, n) =
+                    from_report(task, variant).unwrap_or_else(|| from_counts(task, variant));
                 let class = match (k, n) {
                     (_, 0) => "void",
                     (k, n) if k == n => "good",
@@ -361,76 +375,8 @@ fn grid(p: &RunPage) -> String {
     )
 }
 
-/// Every finished trial, filterable by outcome, task, variant and "differs between variants".
-fn trial_table(p: &RunPage, base: &str) -> String {
-    let set = |f: fn(&proctor_store::TrialSummary) -> &str| -> BTreeSet<String> {
-        p.trials.iter().map(|t| f(t).to_string()).collect()
-    };
-    let select = |name: &str, values: &BTreeSet<String>| {
-        let mut s = format!(
-            "<label>{} <select data-filter=\"{name}\"><option value=\"\">all</option>",
-            esc(name)
-        );
-        for v in values {
-            let _ = write!(s, "<option>{}</option>", esc(v));
-        }
-        s.push_str("</select></label> ");
-        s
-    };
-    // A (task, index) whose outcome is not the same for every variant.
-    let mut by_slot: BTreeMap<(&str, u32), BTreeSet<&str>> = BTreeMap::new();
-    for t in &p.trials {
-        by_slot
-            .entry((t.task.as_str(), t.trial_index))
-            .or_default()
-            .insert(t.outcome.as_str());
-    }
-    let rows: Vec<(String, Vec<String>)> = p
-        .trials
-        .iter()
-        .map(|t| {
-            let differs = by_slot
-                .get(&(t.task.as_str(), t.trial_index))
-                .is_some_and(|o| o.len() > 1);
-            let attrs = format!(
-                " data-outcome=\"{}\" data-task=\"{}\" data-variant=\"{}\" data-differs=\"{differs}\"",
-                esc(&t.outcome),
-                esc(&t.task),
-                esc(&t.variant)
-            );
-            let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "–".into());
-            (
-                attrs,
-                vec![
-                    format!("<a href=\"{}\">{}</a>", trial_href(base, &p.run, &t.trial_id), esc(&t.trial_id)),
-                    esc(&t.task),
-                    esc(&t.variant),
-                    outcome(&t.outcome),
-                    esc(t.reason.as_deref().unwrap_or("")),
-                    format!("{:.2}s", t.wall_seconds),
-                    opt(t.calls),
-                    opt(t.wrong_turns),
-                    format!("{} / {}", opt(t.input_tokens), opt(t.output_tokens)),
-                    t.cost_usd.map(|c| format!("${c:.4}")).unwrap_or_else(|| "–".into()),
-                ],
-            )
-        })
-        .collect();
-    format!(
-        "<h2>Trials</h2><div class=\"filters\" role=\"search\">{}{}{}<label><input type=\"checkbox\" data-filter=\"differs\"> differs between variants</label> <span data-count></span></div>{}",
-        select("outcome", &set(|t| &t.outcome)),
-        select("task", &set(|t| &t.task)),
-        select("variant", &set(|t| &t.variant)),
-        table(
-            "trials",
-            &["Trial", "Task", "Variant", "Outcome", "Reason", "Wall", "Calls", "Wrong turns", "Tokens in / out", "Cost"],
-            &rows
-        )
-    )
-}
-
 /// Where a trial's page is: its own URL when served, its anchor in an export.
-fn trial_href(base: &str, run: &str, trial: &str) -> String {
+pub(crate) fn trial_href(base: &str, run: &str, trial: &str) -> String {
     if base.is_empty() {
         format!("/runs/{}/trials/{}", esc(run), esc(trial))
     } else {
@@ -499,25 +445,48 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         );
     }
     let end = r.get("end_state").unwrap_or(&Value::Null);
-    let _ = write!(
-        body,
-        "<h{h2}>Answer</h{h2}><pre class=\"answer\">{}</pre>",
-        esc(end.get("answer").and_then(Value::as_str).unwrap_or(""))
-    );
+    let mut sections = vec![
+        (
+            "answer",
+            "Answer",
+            format!(
+                "<pre class=\"answer\">{}</pre>",
+                esc(end.get("answer").and_then(Value::as_str).unwrap_or(""))
+            ),
+        ),
+        ("assertions", "Assertions", assertions(r)),
+        ("calls", "Interface calls", calls(end)),
+        (
+            "metrics",
+            "Interface metrics",
+            crate::evidence_html::metrics(r),
+        ),
+        ("diff", "Workspace diff", crate::diff_html::section(&t.diff)),
+        ("checks", "Checks", checks(end)),
+        (
+            "transcripts",
+            "Transcripts",
+            crate::transcript_html::section(t, level == 1),
+        ),
+        (
+            "services",
+            "Services",
+            crate::evidence_html::services(r, h2 + 1),
+        ),
+    ];
     if let Some(sitting) = r.get("sitting").filter(|v| v.is_object()) {
-        let _ = write!(body, "<h{h2}>Sitting</h{h2}>{}", sitting_section(sitting));
+        sections.insert(1, ("sitting", "Sitting", sitting_section(sitting)));
     }
-    let _ = write!(body, "<h{h2}>Assertions</h{h2}>{}", assertions(r));
-    let _ = write!(body, "<h{h2}>Interface calls</h{h2}>{}", calls(end));
-    let _ = write!(body, "<h{h2}>Workspace diff</h{h2}>{}", diff(&t.diff));
-    let _ = write!(body, "<h{h2}>Checks</h{h2}>{}", checks(end));
-    let _ = write!(
-        body,
-        "<h{h2}>Transcript</h{h2}>{}",
-        transcript(&t.transcript)
-    );
+    for (id, title, html) in sections {
+        // Each section can be linked to on a trial's own page (an export holds many trials).
+        let id = if level == 1 {
+            format!(" id=\"{id}\"")
+        } else {
+            String::new()
+        };
+        let _ = write!(body, "<h{h2}{id}>{title}</h{h2}>{html}");
+    }
     for (title, key) in [
-        ("Services", r.get("services")),
         ("Ledgers", r.get("ledgers")),
         ("Launch", r.get("launch")),
         ("Isolation", r.get("isolation")),
@@ -625,29 +594,6 @@ fn calls(end: &Value) -> String {
     table("calls", &["#", "Command", "Exit", "Output (head)"], &rows)
 }
 
-/// The workspace diff, `+`/`-` lines marked.
-fn diff(lines: &[String]) -> String {
-    if lines.is_empty() {
-        return "<p>No file changed.</p>".into();
-    }
-    let mut s = String::from("<pre class=\"diff\">");
-    for l in lines {
-        let t = l.trim_start();
-        let class = if t.starts_with('+') {
-            "add"
-        } else if t.starts_with('-') {
-            "del"
-        } else if !l.starts_with("    ") {
-            "file"
-        } else {
-            "ctx"
-        };
-        let _ = writeln!(s, "<span class=\"{class}\">{}</span>", esc(l));
-    }
-    s.push_str("</pre>");
-    s
-}
-
 /// Each check's command, exit and output tails.
 fn checks(end: &Value) -> String {
     let Some(map) = end
@@ -690,7 +636,7 @@ pub fn error(title: &str, message: &str) -> String {
 /// The export: the run page, then every trial's sections under an anchor.
 pub fn export(viewer: &Viewer, prefix: &str) -> Result<String, ViewError> {
     let store = viewer.store();
-    let run_page = crate::data::run(store, prefix)?;
+    let run_page = crate::data::run_all(store, prefix)?;
     let mut html = run(&run_page, "export");
     let mut trials = String::from("<h2>Every trial</h2>");
     for t in &run_page.trials {
@@ -706,29 +652,6 @@ pub fn export(viewer: &Viewer, prefix: &str) -> Result<String, ViewError> {
         html.insert_str(at, &trials);
     }
     Ok(html)
-}
-
-/// Lines of a transcript kept on a page; the rest is counted, and `proctor show` prints it all.
-const TRANSCRIPT_LINES: usize = 5000;
-
-/// The transcript: what the agent did, step by step.
-fn transcript(lines: &[String]) -> String {
-    if lines.is_empty() {
-        return "<p>No transcript.</p>".into();
-    }
-    let mut s = String::from("<pre class=\"transcript\">");
-    for l in lines.iter().take(TRANSCRIPT_LINES) {
-        let _ = writeln!(s, "{}", esc(l));
-    }
-    s.push_str("</pre>");
-    if lines.len() > TRANSCRIPT_LINES {
-        let _ = write!(
-            s,
-            "<p class=\"note\">{} more line(s) not shown here: <code>proctor show RUN TRIAL</code> prints them all.</p>",
-            lines.len() - TRANSCRIPT_LINES
-        );
-    }
-    s
 }
 
 /// `/compare?a=RUN/VARIANT&b=RUN/VARIANT`: verdicts per task, matched differences, pass@k.
@@ -766,6 +689,10 @@ pub fn compare(c: &ComparePage) -> String {
     }
     body.push_str("<h2>Verdicts</h2>");
     body.push_str(&verdicts(&scopes));
+    body.push_str(&crate::gates_html::section(
+        &c.gates,
+        c.gates_note.as_deref(),
+    ));
     body.push_str("<h2>Matched differences (B − A)</h2>");
     body.push_str(&differences(&scopes));
     if let Some(all) = cmp.get("overall") {

@@ -15,15 +15,15 @@ use crate::data::{self, ViewError};
 use crate::pages;
 
 /// What the viewer shows that needs more than the store: the suite a run read (a trial's diff
-/// rebuilds its start state), the agent's transcript format, and the comparison of two arms.
+/// rebuilds its start state) and the comparison of two arms.
 /// The CLI supplies them, so that the viewer shows exactly what `show` and `compare` print.
 pub trait Sources: Send + Sync {
     /// A trial's workspace diff against its start state, as lines.
     fn diff(&self, store: &Store, run: &RunId, trial: &str) -> Vec<String>;
-    /// A trial's transcript (what the agent did, step by step), as lines.
-    fn transcript(&self, store: &Store, run: &RunId, trial: &str) -> Vec<String>;
     /// The matched comparison of arm `a` with arm `b` (each `RUN/VARIANT`), as `proctor compare
-    /// --format json` prints its `comparison`; `Err` says why it cannot be made.
+    /// --gate --format json` prints it: `{comparison, gates}`, with `gates` `null` and
+    /// `gates_note` saying why when the gates cannot be applied; `Err` says why the comparison
+    /// cannot be made.
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String>;
 }
 
@@ -32,12 +32,17 @@ pub trait Sources: Send + Sync {
 pub struct Viewer {
     store: Store,
     sources: Arc<dyn Sources>,
+    transcripts: Arc<crate::transcript::LineIndexes>,
 }
 
 impl Viewer {
     /// A viewer of `store`.
     pub fn new(store: Store, sources: Arc<dyn Sources>) -> Viewer {
-        Viewer { store, sources }
+        Viewer {
+            store,
+            sources,
+            transcripts: Arc::default(),
+        }
     }
 
     /// The store it reads.
@@ -59,6 +64,10 @@ impl Viewer {
             .route("/api/runs", get(runs_api))
             .route("/api/runs/{run}", get(run_api))
             .route("/api/runs/{run}/trials/{trial}", get(trial_api))
+            .route(
+                "/api/runs/{run}/trials/{trial}/transcript",
+                get(transcript_api),
+            )
             .route("/compare", get(compare_page))
             .route("/api/compare", get(compare_api))
             .fallback(|| async {
@@ -131,8 +140,12 @@ async fn runs_page(State(v): App) -> Response {
     html(blocking(move || data::runs(&v.store).map(|r| pages::runs(&r))).await)
 }
 
-async fn run_page(State(v): App, Path(run): Path<String>) -> Response {
-    html(blocking(move || data::run(&v.store, &run).map(|p| pages::run(&p, ""))).await)
+async fn run_page(
+    State(v): App,
+    Path(run): Path<String>,
+    Query(q): Query<data::TrialQuery>,
+) -> Response {
+    html(blocking(move || data::run(&v.store, &run, &q).map(|p| pages::run(&p, ""))).await)
 }
 
 async fn trial_page(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
@@ -148,12 +161,24 @@ async fn runs_api(State(v): App) -> Response {
     json(blocking(move || data::runs(&v.store)).await)
 }
 
-async fn run_api(State(v): App, Path(run): Path<String>) -> Response {
-    json(blocking(move || data::run(&v.store, &run)).await)
+async fn run_api(
+    State(v): App,
+    Path(run): Path<String>,
+    Query(q): Query<data::TrialQuery>,
+) -> Response {
+    json(blocking(move || data::run(&v.store, &run, &q)).await)
 }
 
 async fn trial_api(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
     json(blocking(move || data::trial(&v.store, &run, &trial, v.sources())).await)
+}
+
+async fn transcript_api(
+    State(v): App,
+    Path((run, trial)): Path<(String, String)>,
+    Query(q): Query<data::SliceQuery>,
+) -> Response {
+    json(blocking(move || data::transcript_slice(&v.store, &v.transcripts, &run, &trial, &q)).await)
 }
 
 /// Binds `addr`, tells `on_listening` the address it got (port 0 picks a free one), and serves

@@ -45,10 +45,12 @@ fn serve(store: &Path) -> Server {
 
 /// GET `path` from the server: (status, body).
 fn get(server: &Server, path: &str) -> (u16, String) {
-    let addr = server
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches('/');
+    get_from(&server.url, path)
+}
+
+/// GET `path` from the HTTP server at `url` (`http://HOST:PORT/`): (status, body).
+fn get_from(url: &str, path: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,
@@ -159,7 +161,61 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     let (_, api) = get(&server, &format!("/api/runs/{run}"));
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["trials"].as_array().unwrap().len(), 10);
+    assert_eq!(
+        (api["total"].as_u64(), api["finished"].as_u64()),
+        (Some(10), Some(10))
+    );
     assert_eq!(api["report"]["variants"].as_array().unwrap().len(), 2);
+    // The trial table is paged and filtered by the server.
+    let (_, api) = get(&server, &format!("/api/runs/{run}?limit=3&offset=3"));
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let ids: Vec<&str> = api["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trial_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["edit.oracle.0", "read.naive.0", "read.oracle.0"]);
+    assert_eq!(
+        (api["total"].as_u64(), api["offset"].as_u64()),
+        (Some(10), Some(3))
+    );
+    let (_, api) = get(
+        &server,
+        &format!("/api/runs/{run}?outcome=completed&variant=oracle"),
+    );
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["total"], 5);
+    let (_, page) = get(
+        &server,
+        &format!("/runs/{run}?limit=4&outcome=&task=&variant=naive"),
+    );
+    assert!(page.contains("showing 1–4 of 5"), "{page}");
+    assert!(
+        page.contains(
+            "<a rel=\"next\" href=\"?variant=naive&amp;limit=4&amp;offset=4\">next 1</a>"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("<option selected>naive</option>"), "{page}");
+    // Rows are reachable by keyboard (the script moves focus with j/k and the arrow keys).
+    assert!(
+        page.contains("<table id=\"trials\" aria-labelledby=\"trials-heading\" data-keys>"),
+        "{page}"
+    );
+    assert!(page.contains("<tr tabindex=\"-1\">"), "{page}");
+    let (_, page) = get(
+        &server,
+        &format!("/runs/{run}?variant=naive&limit=4&offset=4"),
+    );
+    assert!(page.contains("showing 5–5 of 5"), "{page}");
+    assert!(page.contains("rel=\"prev\""), "{page}");
+    // Naive fails every task that oracle passes: every trial differs between the variants.
+    let (_, api) = get(&server, &format!("/api/runs/{run}?differs=1&task=wait"));
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["total"], 2);
+    assert_eq!(get(&server, &format!("/api/runs/{run}?offset=x")).0, 400);
+    assert_eq!(get(&server, &format!("/api/runs/{run}?nonsense=1")).0, 400);
     // A trial page: outcome and reason, each assertion with its verdict and evidence, the calls.
     let (status, page) = get(&server, &format!("/runs/{run}/trials/draft.naive.0"));
     assert_eq!(status, 200);
@@ -190,10 +246,24 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         page.contains("<span class=\"add\">"),
         "an added line: {page}"
     );
+    // Text is highlighted by language (the Python check's keywords), sizes are for people.
+    assert!(page.contains("<span class=\"hl-k\">"), "{page}");
+    assert!(
+        page.contains(" B</span>)") || page.contains(" KiB</span>)"),
+        "{page}"
+    );
     assert!(page.contains("check_spec.py"), "the checks: {page}");
-    // The trial page carries the transcript (the scripted agent's steps).
+    // The trial page carries the head of the transcript (the scripted agent's steps), and the
+    // script's hook to ask for the rest.
     let (_, page) = get(&server, &format!("/runs/{run}/trials/draft.naive.0"));
-    assert!(page.contains("<pre class=\"transcript\">"), "{page}");
+    assert!(page.contains("<code>transcript.jsonl</code>"), "{page}");
+    assert!(
+        page.contains(&format!(
+            "data-transcript=\"/api/runs/{run}/trials/draft.naive.0/transcript?source=agent\""
+        )),
+        "{page}"
+    );
+    assert!(page.contains("chat send --to @mei"), "{page}");
     // The comparison of two variants, trial by trial, with the underpowered verdicts marked.
     let (status, page) = get(&server, &format!("/compare?a={run}/naive&b={run}/oracle"));
     assert_eq!(status, 200, "{page}");
@@ -217,6 +287,19 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["comparison"]["matched"], 5);
     assert_eq!(api["comparison"]["overall"]["verdict"], "underpowered");
+    // The suite's promotion gates, as `compare --gate` applies them: one trial per cell is
+    // below the power threshold, so the sample size gate fails and nothing is promoted.
+    assert_eq!(api["gates"]["candidate"], "oracle");
+    assert_eq!(api["gates"]["passed"], false);
+    assert_eq!(api["gates"]["gates"][0]["name"], "sample_size");
+    assert_eq!(api["gates"]["gates"][0]["passed"], false);
+    let (_, page) = get(&server, &format!("/compare?a={run}/naive&b={run}/oracle"));
+    assert!(page.contains("<h2>Promotion gates</h2>"), "{page}");
+    assert!(
+        page.contains("<tr data-gate=\"sample_size\"><td><code>sample_size</code></td><td><span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>"),
+        "{page}"
+    );
+    assert!(page.contains("a gate failed: not promoted"), "{page}");
     // Arms of two different suites (`latest` is the traps run) cannot be compared.
     let (status, body) = get(
         &server,
@@ -249,8 +332,390 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     assert_eq!(get(&server, "/no/such/page").0, 404);
 }
 
+#[test]
+fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
+    let lab = Lab::new("viewer-trial");
+    let run = store(&lab);
+    let trial = lab.run_dir().join("trials").join("send.naive.0");
+    // The services' events: the user takes back the agent's first event, 12.5 s after it.
+    let file = trial.join("trial.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let services = doc["record"]["end_state"]["services"]
+        .as_object_mut()
+        .unwrap();
+    let (service, end) = services.iter_mut().next().unwrap();
+    let service = service.clone();
+    let events = end["events"].as_array_mut().unwrap();
+    let first = events
+        .iter()
+        .find(|e| e["actor"] == "agent")
+        .cloned()
+        .expect("the naive agent's send is logged");
+    let at = first["at"].as_f64().unwrap() + 12.5;
+    events.push(serde_json::json!({"at": at, "actor": "user", "op": "undo", "id": "e-user", "target": first["id"]}));
+    std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+    // A 50 MB transcript: 400,000 JSON lines.
+    let mut big = String::with_capacity(52 * 1024 * 1024);
+    for i in 0..400_000u32 {
+        big.push_str(&format!(
+            "{{\"type\":\"step\",\"step\":{i},\"run\":\"echo line {i}\",\"stdout\":\"{}\"}}\n",
+            "x".repeat(64)
+        ));
+    }
+    std::fs::write(trial.join("transcript.jsonl"), &big).unwrap();
+    drop(big);
+    let server = serve(&lab.store());
+    let path = format!("/runs/{run}/trials/send.naive.0");
+    let (status, page) = get(&server, &path);
+    assert_eq!(status, 200);
+    // The interface metrics, each with its definition (the words of docs/metrics.md).
+    assert!(page.contains("<tr id=\"metric-repeats\"><td><code>repeats</code></td><td><b>1</b></td><td>Calls identical to the call right before them"), "{page}");
+    assert!(
+        page.contains("<code>errors + repeats + undone + denied</code>"),
+        "{page}"
+    );
+    // The service's state and events as tables, the reversal marked with the undo window.
+    assert!(
+        page.contains(&format!("<table id=\"events-{service}\">")),
+        "{page}"
+    );
+    assert_eq!(page.matches("<tr class=\"reversal\">").count(), 2, "{page}");
+    assert!(page.contains("12.5 s after it, inside the "), "{page}");
+    assert!(
+        !page.contains("<pre class=\"json\">{\n  \"state\""),
+        "{page}"
+    );
+    // The page holds only the transcript's first lines, however long it is.
+    assert!(page.len() < 1024 * 1024, "{} bytes", page.len());
+    assert!(
+        page.contains("The first 200 lines are shown here"),
+        "{page}"
+    );
+    // The transcript API serves any slice, the file never read whole.
+    let api = format!("/api/runs/{run}/trials/send.naive.0/transcript");
+    let (status, body) = get(&server, &format!("{api}?from=250000&count=3"));
+    assert_eq!(status, 200, "{body}");
+    let slice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(slice["total"], 400_000);
+    assert_eq!(slice["source"]["file"], "transcript.jsonl");
+    assert_eq!(slice["lines"][0]["n"], 250_001);
+    assert_eq!(slice["lines"][0]["kind"], "step");
+    assert!(
+        slice["lines"][2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo line 250002 · x"),
+        "{body}"
+    );
+    let (_, body) = get(&server, &format!("{api}?from=399999&count=1000"));
+    let slice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(slice["lines"].as_array().unwrap().len(), 1);
+    // No model was involved: there is no model side; an unknown source or trial is a 404.
+    let (status, body) = get(&server, &format!("{api}?source=model"));
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no `model` transcript"), "{body}");
+    assert_eq!(
+        get(&server, &format!("/api/runs/{run}/trials/nope/transcript")).0,
+        404
+    );
+    assert_eq!(
+        get(&server, &format!("/api/runs/{run}/trials/../transcript")).0,
+        404
+    );
+    // In a browser, the script shows the window asked for (#tx-agent-N), not the whole file.
+    let (dom, errors) = chromium_after(
+        &format!(
+            "{}{}#tx-agent-300000",
+            server.url,
+            path.trim_start_matches('/')
+        ),
+        None,
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(
+        dom.contains("echo line 299999"),
+        "line 300,000 is shown: {dom}"
+    );
+    let rows = dom.matches("class=\"tx-row\"").count();
+    assert!(rows > 0 && rows < 100, "{rows} rows in the page");
+    assert!(dom.contains("of 400000"), "{dom}");
+}
+
+#[test]
+fn a_real_cli_trial_shows_the_agents_and_the_models_side() {
+    // Claude Code (installed by agents/install.sh) against the scripted mock model.
+    let lab = Lab::new("viewer-cli");
+    let code = run_example(
+        &lab,
+        "chat-ax",
+        &["--variant", "claude-code", "--task", "send"],
+    );
+    assert_eq!(code, 0, "the scripted model sends the notice once");
+    let server = serve(&lab.store());
+    let api = "/api/runs/latest/trials/send.claude-code.0/transcript";
+    let (status, body) = get(&server, &format!("{api}?count=1000"));
+    assert_eq!(status, 200, "{body}");
+    let agent: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(agent["source"]["file"], "agent.stdout");
+    let lines = agent["lines"].as_array().unwrap();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "assistant"
+            && l["text"]
+                .as_str()
+                .unwrap()
+                .contains("chat send --to launch")),
+        "{body}"
+    );
+    let (status, body) = get(&server, &format!("{api}?source=model&count=1000"));
+    assert_eq!(status, 200, "{body}");
+    let model: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(model["source"]["file"], "services/__model/wire.jsonl");
+    assert!(
+        model["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["kind"] == "main POST /v1/messages"
+                && l["text"].as_str().unwrap().contains(" → 200, ")),
+        "{body}"
+    );
+    let (_, page) = get(&server, "/runs/latest/trials/send.claude-code.0");
+    assert!(
+        page.contains("<b>The agent's side</b>: <code>agent.stdout</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<b>The model's side</b>: <code>services/__model/wire.jsonl</code>"),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_trial_table_shows_the_limit_a_trial_reached() {
+    // A real trial that reaches its output limit (as in tests/limits.rs).
+    let lab = Lab::new("viewer-limit");
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\nlimits = { output_mb = 1 }\n\n[[variants]]\nid = \"agent\"\nagent = \"command\"\ncommand = [\"sh\", \"-c\", \"echo first; yes '{}' | head -c 30000000; echo last\"]\n\n[[tasks]]\nid = \"t\"\nprompt = \"Talk.\"\n\n[tasks.success]\nall = [{ answer_matches = \"last\" }]\n",
+    );
+    let out = lab.run(As::Me, &[]);
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let server = serve(&lab.store());
+    let (_, api) = get(&server, "/api/runs/latest");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["trials"][0]["limit_reached"], "output", "{api:#}");
+    let (_, page) = get(&server, "/runs/latest");
+    assert!(
+        page.contains("<th scope=\"col\">Limit reached</th>"),
+        "{page}"
+    );
+    assert!(page.contains("<td><b>output</b></td></tr>"), "{page}");
+}
+
+/// A headless Chromium page driven over the DevTools protocol (key presses, script results);
+/// the browser is killed when dropped.
+struct Browser {
+    child: Child,
+    socket: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    next: u64,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    /// Opens `url` in a new headless Chromium and waits until it has loaded.
+    fn open(url: &str, profile: &Path) -> Browser {
+        let mut child = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1280,1000",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("these tests need a real browser: apt-get install chromium");
+        // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/ID"; the rest of its
+        // stderr is drained, so that the browser never blocks on it.
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut port = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(rest) = line.split("ws://127.0.0.1:").nth(1) {
+                port = rest.split('/').next().map(str::to_string);
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        let port = port.expect("Chromium says where DevTools listens");
+        let pages: serde_json::Value = serde_json::from_str(&devtools_list(&port)).unwrap();
+        let ws = pages
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "page")
+            .and_then(|p| p["webSocketDebuggerUrl"].as_str())
+            .unwrap()
+            .to_string();
+        let (socket, _) = tungstenite::connect(ws).unwrap();
+        let mut b = Browser {
+            child,
+            socket,
+            next: 1,
+        };
+        b.wait_for("document.readyState === 'complete'");
+        // A headless window has no focus of its own: the page is given it, as a person's is.
+        b.call("Page.bringToFront", serde_json::json!({}));
+        b.call(
+            "Emulation.setFocusEmulationEnabled",
+            serde_json::json!({"enabled": true}),
+        );
+        b
+    }
+
+    /// Sends one DevTools command and returns its result.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next;
+        self.next += 1;
+        let msg = serde_json::json!({"id": id, "method": method, "params": params});
+        self.socket
+            .send(tungstenite::Message::text(msg.to_string()))
+            .unwrap();
+        loop {
+            let reply = self.socket.read().unwrap();
+            let Ok(text) = reply.to_text() else { continue };
+            let v: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expr: &str) -> serde_json::Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expr, "returnByValue": true}),
+        );
+        assert!(r.get("exceptionDetails").is_none(), "{expr}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Waits (up to 10 s) until `expr` is true in the page.
+    fn wait_for(&mut self, expr: &str) {
+        for _ in 0..100 {
+            if self.eval(expr) == serde_json::Value::Bool(true) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("never true: {expr}");
+    }
+
+    /// Presses and releases a key (`j`, `k`, `ArrowDown`, `Enter`, ...).
+    fn press(&mut self, key: &str) {
+        let (code, vk, text) = match key {
+            "Enter" => ("Enter", 13, "\r"),
+            "ArrowDown" => ("ArrowDown", 40, ""),
+            "ArrowUp" => ("ArrowUp", 38, ""),
+            "Tab" => ("Tab", 9, ""),
+            k => (k, k.to_ascii_uppercase().as_bytes()[0] as i64, k),
+        };
+        let mut down = serde_json::json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk});
+        if !text.is_empty() {
+            down["text"] = text.into();
+        }
+        self.call("Input.dispatchKeyEvent", down);
+        self.call(
+            "Input.dispatchKeyEvent",
+            serde_json::json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}),
+        );
+    }
+}
+
+/// The body of DevTools' `/json/list` (its HTTP server keeps the connection open: the body is
+/// read by its length).
+fn devtools_list(port: &str) -> String {
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    write!(
+        s,
+        "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(s);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+#[test]
+fn the_trial_rows_are_reached_and_opened_with_the_keyboard() {
+    let lab = Lab::new("viewer-keys");
+    let run = store(&lab);
+    let server = serve(&lab.store());
+    let mut b = Browser::open(
+        &format!("{}runs/{run}", server.url),
+        &lab.root.join("chromium-profile"),
+    );
+    b.wait_for("document.querySelector('table[data-keys]') !== null");
+    let focused = "document.activeElement.tagName + ' ' + (document.activeElement.querySelector('a') || {}).textContent";
+    b.press("j");
+    assert_eq!(b.eval(focused), "TR draft.naive.0");
+    b.press("j");
+    b.press("j");
+    assert_eq!(b.eval(focused), "TR edit.naive.0");
+    b.press("k");
+    assert_eq!(b.eval(focused), "TR draft.oracle.0");
+    b.press("ArrowDown");
+    assert_eq!(b.eval(focused), "TR edit.naive.0");
+    // The focused row is drawn with an outline, not only a colour.
+    assert_ne!(
+        b.eval("getComputedStyle(document.activeElement).outlineStyle"),
+        "none"
+    );
+    b.press("Enter");
+    b.wait_for("location.pathname.endsWith('/trials/edit.naive.0')");
+    b.wait_for("document.readyState === 'complete'");
+    assert_eq!(
+        b.eval("document.querySelector('h1').textContent"),
+        "Trial edit.naive.0"
+    );
+}
+
 /// Headless Chromium's DOM of `url` after its scripts ran, and its console errors.
 fn chromium(url: &str, screenshot: Option<&Path>) -> (String, Vec<String>) {
+    chromium_with(url, screenshot, &[])
+}
+
+/// As [`chromium`], but the page's scripts get up to 10 s of virtual time after it loaded, for
+/// what they ask the server for.
+fn chromium_after(url: &str, screenshot: Option<&Path>) -> (String, Vec<String>) {
+    chromium_with(url, screenshot, &["--virtual-time-budget=10000"])
+}
+
+fn chromium_with(url: &str, screenshot: Option<&Path>, extra: &[&str]) -> (String, Vec<String>) {
     let exe = ["chromium", "chromium-browser"]
         .into_iter()
         .find(|c| {
@@ -268,6 +733,7 @@ fn chromium(url: &str, screenshot: Option<&Path>) -> (String, Vec<String>) {
     ];
     let out = Command::new(exe)
         .args(base)
+        .args(extra)
         .args(["--enable-logging=stderr", "--v=0", "--dump-dom", url])
         .output()
         .unwrap();
@@ -284,6 +750,7 @@ fn chromium(url: &str, screenshot: Option<&Path>) -> (String, Vec<String>) {
     if let Some(shot) = screenshot {
         let status = Command::new(exe)
             .args(base)
+            .args(extra)
             .arg(format!("--screenshot={}", shot.display()))
             .arg(url)
             .stderr(Stdio::null())
@@ -317,8 +784,9 @@ fn the_pages_load_in_a_real_browser_without_console_errors() {
         Some(&shots().join("run.png")),
     );
     assert!(errors.is_empty(), "{errors:#?}");
-    // The filter script ran: it counts the rows it shows.
-    assert!(dom.contains("10 of 10 shown"), "{dom}");
+    // The server counts the rows it shows; the table has the limit reached column.
+    assert!(dom.contains("showing 1–10 of 10"), "{dom}");
+    assert!(dom.contains("Limit reached"), "{dom}");
     let (dom, errors) = chromium(
         &format!("{}runs/{run}/trials/draft.naive.0", server.url),
         Some(&shots().join("trial.png")),

@@ -38,5 +38,6 @@ pub fn summary(task: &str, variant: &str, index: u32, outcome: &str) -> TrialSum
         input_tokens: None,
         output_tokens: Some(420),
         cost_usd: None,
+        limit_reached: None,
     }
 }

@@ -218,7 +218,18 @@ fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<
             (rows_a.clone(), rows_b.clone())
         }
     };
-    // For the gates: the candidate from run B, every other arm from run A.
+    let gate_rows = gate_rows_of_two(rows_a, rows_b, &suite);
+    Ok(Arms {
+        a,
+        b,
+        suite,
+        gate_rows,
+    })
+}
+
+/// The rows the gates read when the arms come from two runs: the candidate from run B, every
+/// other arm from run A.
+fn gate_rows_of_two(rows_a: Vec<TrialRow>, rows_b: Vec<TrialRow>, suite: &Suite) -> Vec<TrialRow> {
     let candidate = suite
         .file
         .promotion
@@ -233,16 +244,13 @@ fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<
             .into_iter()
             .filter(|r| Some(&r.variant) == candidate.as_ref()),
     );
-    Ok(Arms {
-        a,
-        b,
-        suite,
-        gate_rows,
-    })
+    gate_rows
 }
 
-/// The comparison of two arms, each `RUN_ID/VARIANT` (the runs may differ), as the JSON that
-/// `--format json` prints under `comparison`; for the viewer's comparison page.
+/// The comparison of two arms, each `RUN_ID/VARIANT` (the runs may differ), as `--format json
+/// --gate` prints it: `comparison`, and `gates` over the arms' runs (as `compare --gate` applies
+/// them: one run's trials, or the candidate from B's run and every other arm from A's), `null`
+/// with `gates_note` saying why when they cannot be applied; for the viewer's comparison page.
 pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
     let split = |arm: &str| -> Result<(RunId, String), String> {
         let (run, variant) = arm
@@ -269,7 +277,26 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
     let options = CompareOptions::from(&suite.file.report);
     let comparison = compare(&only(&rows_a, &va), &only(&rows_b, &vb), &options)
         .map_err(|e| format!("cannot compare: {e}"))?;
-    serde_json::from_str(&Json.comparison(&comparison)).map_err(|e| e.to_string())
+    let comparison: serde_json::Value =
+        serde_json::from_str(&Json.comparison(&comparison)).map_err(|e| e.to_string())?;
+    let gates = match &suite.file.promotion {
+        None => Err("the suite has no [promotion] table, so there are no gates".to_string()),
+        Some(promotion) => {
+            let rows = if ra == rb {
+                rows_a
+            } else {
+                gate_rows_of_two(rows_a, rows_b, &suite)
+            };
+            gate(&rows, promotion, &suite.file.report)
+                .map_err(|e| format!("the gates cannot be applied: {e}"))
+                .and_then(|g| serde_json::from_str(&Json.gates(&g)).map_err(|e| e.to_string()))
+        }
+    };
+    let (gates, note) = match gates {
+        Ok(g) => (g, serde_json::Value::Null),
+        Err(why) => (serde_json::Value::Null, serde_json::Value::String(why)),
+    };
+    Ok(serde_json::json!({ "comparison": comparison, "gates": gates, "gates_note": note }))
 }
 
 /// The suite's promotion gates over the arms' rows.

@@ -44,13 +44,6 @@ impl Sources for CliSources {
         )
     }
 
-    fn transcript(&self, store: &Store, id: &RunId, trial: &str) -> Vec<String> {
-        let Some((r, dir)) = Self::trial(store, id, trial) else {
-            return Vec::new();
-        };
-        evidence::transcript(&r.launch.agent, r.end_state.agent.started, &dir)
-    }
-
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
         crate::commands::compare::arms_json(store, a, b)
     }
