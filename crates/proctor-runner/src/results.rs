@@ -322,12 +322,18 @@ impl<'s> ResultsWriter<'s> {
             generated_at
         ));
         proctor_store::atomic_write(dir.join(format!("{stem}.md")), md.as_bytes())?;
-        // The report alone, for readers that want the rates without every trial (the viewer).
+        // The report alone, for readers that want the rates without every trial (the viewer):
+        // without the report's own per-trial list, so its size does not grow with the run.
         let report_path = dir.join(format!("{stem}.report.json"));
-        let report_json = serde_json::to_vec(&report).map_err(|source| StoreError::Json {
+        let json_err = |source| StoreError::Json {
             path: report_path.clone(),
             source,
-        })?;
+        };
+        let mut alone = serde_json::to_value(&report).map_err(json_err)?;
+        if let Some(members) = alone.as_object_mut() {
+            members.remove("trials");
+        }
+        let report_json = serde_json::to_vec(&alone).map_err(json_err)?;
         proctor_store::atomic_write(&report_path, &report_json)?;
         Ok(report)
     }

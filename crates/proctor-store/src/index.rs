@@ -21,7 +21,8 @@ use std::time::Duration;
 
 /// The schema version this crate writes, kept in `PRAGMA user_version`.
 ///
-/// Version 3 added `trials.limit_reached`; an index of an older version is rebuilt from the
+/// Version 3 added `trials.limit_reached` and the indexes that list a run's trials a page at a
+/// time (by outcome, in table order) and count them per cell; an index of an older version is rebuilt from the
 /// folders when a writable store is opened (read-only, it is built in memory instead).
 pub const INDEX_SCHEMA_VERSION: i64 = 3;
 
@@ -56,8 +57,9 @@ CREATE TABLE trials (
     limit_reached TEXT,
     PRIMARY KEY (run_id, trial_id)
 ) WITHOUT ROWID;
-CREATE INDEX trials_by_outcome ON trials (run_id, outcome);
+CREATE INDEX trials_by_outcome ON trials (run_id, outcome, task, variant, trial_index, trial_id);
 CREATE INDEX trials_by_cell ON trials (run_id, task, variant, trial_index, trial_id);
+CREATE INDEX trials_by_cell_outcome ON trials (run_id, task, variant, outcome);
 CREATE TABLE damaged (
     run_id   TEXT NOT NULL,
     trial_id TEXT NOT NULL,
@@ -102,6 +104,7 @@ const PROBE: &str =
 
 const DROP: &str = "
 DROP TABLE IF EXISTS damaged;
+DROP INDEX IF EXISTS trials_by_cell_outcome;
 DROP INDEX IF EXISTS trials_by_cell;
 DROP INDEX IF EXISTS trials_by_outcome;
 DROP TABLE IF EXISTS trials;

@@ -166,6 +166,12 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         (Some(10), Some(10))
     );
     assert_eq!(api["report"]["variants"].as_array().unwrap().len(), 2);
+    // The report the page reads does not grow with the run: it lists no trials.
+    let alone: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(lab.run_dir().join("results.report.json")).unwrap())
+            .unwrap();
+    assert!(alone.get("trials").is_none() && alone.get("variants").is_some());
+    assert!(api["report"].get("trials").is_none());
     // The trial table is paged and filtered by the server.
     let (_, api) = get(&server, &format!("/api/runs/{run}?limit=3&offset=3"));
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
