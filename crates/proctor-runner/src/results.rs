@@ -147,6 +147,23 @@ pub fn for_each_record(
     run.for_each_trial(|file: proctor_store::TrialFile<TrialRecord>| f(file.record))
 }
 
+/// Writes a run's `results.json` and `results.md` from every finished trial and returns the
+/// report; `None` when no trial is finished. A damaged `trial.json` is not a finished trial: the
+/// results hold the finished ones.
+pub fn write_run_results(
+    run: &RunHandle,
+    suite: &Suite,
+    suite_hash: &str,
+) -> Result<Option<RunReport>, ResultsError> {
+    let mut writer = ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?;
+    for_each_record(run, |record| writer.add(&record))?;
+    match writer.finish("results") {
+        Ok(report) => Ok(Some(report)),
+        Err(ResultsError::Empty) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The report rows of every finished trial of a run, in plan order (task, variant, index).
 pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, ResultsError> {
     let mut rows = Vec::new();

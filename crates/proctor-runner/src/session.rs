@@ -21,7 +21,7 @@ use crate::engine::{
     decide_isolation, execute, EngineError, EngineOptions, Event, ExecutionSummary,
     IsolationChoice, Job,
 };
-use crate::results::{for_each_record, ResultsError, ResultsWriter};
+use crate::results::ResultsError;
 use crate::trial::Isolation;
 
 /// The key of [`PlanRecord`] in `run.json`'s `extra`.
@@ -327,20 +327,7 @@ impl Session {
     /// Writes `results.json` and `results.md` from every finished trial and returns the report;
     /// `None` when no trial is finished.
     pub fn write_results(&self) -> Result<Option<RunReport>, ResultsError> {
-        let mut writer = ResultsWriter::new(
-            self.run.dir(),
-            self.run.id().as_str(),
-            &self.suite,
-            &self.plan.suite_hash,
-            false,
-        )?;
-        // A damaged trial.json is not a finished trial: the results hold the finished ones.
-        for_each_record(&self.run, |record| writer.add(&record))?;
-        match writer.finish("results") {
-            Ok(report) => Ok(Some(report)),
-            Err(ResultsError::Empty) => Ok(None),
-            Err(e) => Err(e),
-        }
+        crate::results::write_run_results(&self.run, &self.suite, &self.plan.suite_hash)
     }
 }
 

@@ -27,7 +27,6 @@ use crate::engine::{
     decide_isolation, summary_of, EngineError, EngineOptions, IsolationChoice, Job,
 };
 use crate::record::{SittingRecord, TrialRecord};
-use crate::results::ResultsWriter;
 use crate::scratch::Scratch;
 use crate::session::run_meta;
 use crate::trial::launch::Launched;
@@ -297,19 +296,7 @@ impl Sitting {
 
     /// `results.json` and `results.md` of the run.
     fn write_results(&self) -> Result<Option<RunReport>, crate::results::ResultsError> {
-        let mut writer = ResultsWriter::new(
-            self.run.dir(),
-            self.run.id().as_str(),
-            &self.suite,
-            &self.plan.suite_hash,
-            false,
-        )?;
-        crate::results::for_each_record(&self.run, |r| writer.add(&r))?;
-        match writer.finish("results") {
-            Ok(report) => Ok(Some(report)),
-            Err(crate::results::ResultsError::Empty) => Ok(None),
-            Err(e) => Err(e),
-        }
+        crate::results::write_run_results(&self.run, &self.suite, &self.plan.suite_hash)
     }
 }
 
