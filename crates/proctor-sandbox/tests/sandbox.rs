@@ -871,14 +871,21 @@ fn pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
 }
 
 /// Runs `spec` on a fresh terminal: reads everything the agent prints on it and, the first
-/// time the output contains `when`, types `keys`. Gives the report and the output.
-fn run_on_a_terminal(spec: &SandboxSpec, when: &str, keys: &[u8]) -> (SandboxReport, String) {
+/// time the output contains `when`, types `keys`. Gives the report and the output, read until
+/// it contains `last` (or for at most 10 s more once the agent has ended).
+fn run_on_a_terminal(
+    spec: &SandboxSpec,
+    when: &str,
+    keys: &[u8],
+    last: &str,
+) -> (SandboxReport, String) {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
     let (master, slave) = pty();
     let mut reader = fs::File::from(master.try_clone().expect("dup the master"));
     let mut writer = fs::File::from(master);
-    let (when, keys) = (when.to_owned(), keys.to_vec());
+    let (when, keys, last) = (when.to_owned(), keys.to_vec(), last.to_owned());
+    let (saw_last, seen_last) = std::sync::mpsc::channel();
     let typist = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut typed = false;
@@ -886,14 +893,21 @@ fn run_on_a_terminal(spec: &SandboxSpec, when: &str, keys: &[u8]) -> (SandboxRep
         // The master reads EIO once every copy of the slave is closed.
         while let Ok(n @ 1..) = reader.read(&mut buf) {
             seen.extend_from_slice(&buf[..n]);
-            if !typed && String::from_utf8_lossy(&seen).contains(&when) {
+            let text = String::from_utf8_lossy(&seen);
+            if !typed && text.contains(&when) {
                 writer.write_all(&keys).expect("type");
                 typed = true;
+            }
+            if text.contains(&last) {
+                let _ = saw_last.send(());
             }
         }
         String::from_utf8_lossy(&seen).into_owned()
     });
     let report = proctor_sandbox::run_on_terminal(spec, slave.as_fd()).expect("run");
+    // Linux may drop what is still on its way to the master once the last copy of the slave
+    // closes: keep this copy open until the last words have been read.
+    let _ = seen_last.recv_timeout(Duration::from_secs(10));
     drop(slave);
     (report, typist.join().expect("the typist"))
 }
@@ -927,7 +941,7 @@ fn an_agent_on_a_terminal_has_it_as_its_controlling_terminal() {
     require_support();
     let t = Trial::new();
     let spec = t.spec(ON_A_TERMINAL);
-    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03");
+    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03", "after-130");
     assert_interrupted_on_its_terminal(&report, &out, &t);
 }
 
@@ -939,7 +953,7 @@ fn without_namespaces_an_agent_on_a_terminal_has_it_as_its_controlling_terminal_
     let mut spec = t.spec(ON_A_TERMINAL);
     spec.namespaces = false;
     spec.workspace = Workspace::Bind { dir: copy };
-    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03");
+    let (report, out) = run_on_a_terminal(&spec, "ready", b"\x03", "after-130");
     assert_interrupted_on_its_terminal(&report, &out, &t);
 }
 

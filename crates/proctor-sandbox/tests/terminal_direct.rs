@@ -64,18 +64,26 @@ fn without_the_zygote_an_agent_on_a_terminal_has_it_as_its_controlling_terminal(
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     let mut reader = fs::File::from(master.try_clone().expect("dup"));
     let mut writer = fs::File::from(master);
+    let (saw_last, seen_last) = std::sync::mpsc::channel();
     let typist = std::thread::spawn(move || {
         let (mut seen, mut typed, mut buf) = (Vec::new(), false, [0u8; 4096]);
         while let Ok(n @ 1..) = reader.read(&mut buf) {
             seen.extend_from_slice(&buf[..n]);
-            if !typed && String::from_utf8_lossy(&seen).contains("ready") {
+            let text = String::from_utf8_lossy(&seen);
+            if !typed && text.contains("ready") {
                 writer.write_all(b"\x03").expect("type");
                 typed = true;
+            }
+            if text.contains("after-130") {
+                let _ = saw_last.send(());
             }
         }
         String::from_utf8_lossy(&seen).into_owned()
     });
     let report = proctor_sandbox::run_on_terminal(&spec, slave.as_fd()).expect("run");
+    // Linux may drop what is still on its way to the master once the last copy of the slave
+    // closes: keep this copy open until the last words have been read (at most 10 s).
+    let _ = seen_last.recv_timeout(Duration::from_secs(10));
     drop(slave);
     let out = typist.join().expect("the typist");
     assert_eq!(report.exit_code, Some(0), "{out}\n{report:?}");
