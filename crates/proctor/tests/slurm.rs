@@ -696,12 +696,17 @@ fn a_requeued_array_task_takes_over_its_own_claims_and_finishes_its_shard() {
             String::from_utf8_lossy(&out.stdout).trim() == "PENDING"
         },
     );
+    // Not at once: slurmd compares a new credential's time with the revoked one's in whole
+    // seconds, and a task started again within the second of its requeue is killed as "Job
+    // credential revoked" (Slurm's own two-minute hold exists for this).
     let _ = Std::new("scontrol")
-        .args(["update", &format!("JobId={task}"), "StartTime=now"])
+        .args(["update", &format!("JobId={task}"), "StartTime=now+2"])
         .status();
     let done = child.wait_with_output().expect("the run ends");
     let err = String::from_utf8_lossy(&done.stderr);
-    assert_eq!(done.status.code(), Some(0), "{err}");
+    let log = std::fs::read_to_string(run.join(format!("executor/logs/{job}_0.out")))
+        .unwrap_or_else(|e| format!("(no log: {e})"));
+    assert_eq!(done.status.code(), Some(0), "{err}\nthe task's log:\n{log}");
     let all = trials(&run);
     assert_eq!(all.len(), 4, "{err}");
     let restarts: Vec<u64> = all
