@@ -527,6 +527,14 @@ pub struct Cell {
     pub outcomes: OutcomeCounts,
     /// Every rate, each as k/n over the same n.
     pub rates: Rates,
+    /// Graded trials flagged by the integrity audit (test tampering, an early exit): their
+    /// outcome stands, and every rate that counts them says so.
+    #[serde(default)]
+    pub flagged: u64,
+    /// Task successes among the flagged trials: the success rate's `k` holds this many
+    /// flagged trials (`7/12, 2 flagged`).
+    #[serde(default)]
+    pub flagged_successes: u64,
     /// Operational failures, not evidence about the agent; not in n.
     pub errored: u64,
     /// Errored trials by error kind.
@@ -546,6 +554,15 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// The success rate as a reader sees it: `k/n (p%)`, and `, F flagged` when F of the k
+    /// successes were flagged by the integrity audit.
+    pub fn success_text(&self) -> String {
+        match self.flagged_successes {
+            0 => self.rates.success.to_string(),
+            f => format!("{}, {f} flagged", self.rates.success),
+        }
+    }
+
     /// Aggregates the given trials.
     pub fn of<'a>(rows: impl IntoIterator<Item = &'a TrialRow>) -> Cell {
         let mut acc = CellAcc::default();
@@ -563,6 +580,8 @@ struct CellAcc {
     outcomes: OutcomeCounts,
     errored_by_kind: BTreeMap<String, u64>,
     successes: u64,
+    flagged: u64,
+    flagged_successes: u64,
     rubric_total: f64,
     rubric_fraction: f64,
     rubric_n: u64,
@@ -586,6 +605,12 @@ impl CellAcc {
         }
         if r.verdict.task_success {
             self.successes += 1;
+        }
+        if r.verdict.flagged() {
+            self.flagged += 1;
+            if r.verdict.task_success {
+                self.flagged_successes += 1;
+            }
         }
         if let Some(s) = r.verdict.rubric.as_ref().filter(|s| s.max > 0) {
             self.rubric_total += f64::from(s.total);
@@ -613,6 +638,8 @@ impl CellAcc {
             trials,
             n: outcomes.graded(),
             rates: Rates::new(&outcomes, self.successes),
+            flagged: self.flagged,
+            flagged_successes: self.flagged_successes,
             errored: outcomes.errored,
             errored_by_kind: self.errored_by_kind.clone(),
             ungradeable: outcomes.ungradeable,
@@ -687,6 +714,10 @@ pub struct TrialSummary {
     /// The gateway limit the trial reached, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_reached: Option<String>,
+    /// The integrity audit's flags that stand beside the outcome (test tampering, an early
+    /// exit), each as `kind: path why`; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 impl From<&TrialRow> for TrialSummary {
@@ -705,6 +736,7 @@ impl From<&TrialRow> for TrialSummary {
                 _ => r.verdict.reason.clone(),
             },
             limit_reached: r.limit_reached.clone(),
+            flags: r.verdict.integrity.flags().map(|f| f.describe()).collect(),
         }
     }
 }

@@ -468,6 +468,7 @@ mod tests {
             metrics: None,
             reversed: true,
             answer_reads_as: None,
+            integrity: Default::default(),
         }
     }
 

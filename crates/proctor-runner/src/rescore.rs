@@ -173,7 +173,9 @@ impl Rescorer<'_> {
         }
         let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
         let faults = grade::faults(&model_faults(&trial_dir), &record.harness_notes);
-        let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults);
+        let holdout =
+            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref());
+        let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults, &holdout);
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);

@@ -57,6 +57,7 @@ pub fn verdict_of(record: &TrialRecord) -> TrialVerdict {
         metrics: None,
         reversed: false,
         answer_reads_as: None,
+        integrity: Default::default(),
     })
 }
 

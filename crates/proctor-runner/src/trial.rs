@@ -146,6 +146,7 @@ fn stages(
         &end,
         &files,
         &faults,
+        &checks::check_files(holdout.as_deref()),
     );
     drop(prepared);
     clock.total();

@@ -2,12 +2,14 @@
 //! verdict with evidence. It never runs the agent, never touches a live trial and never asks a
 //! model.
 
+pub mod audit;
 pub mod endstate;
 pub mod evaluate;
 pub mod metrics;
 pub mod outcome;
 pub mod verdict;
 
+pub use audit::{Audit, CheckFiles, Finding, FindingKind};
 pub use endstate::{
     AgentEnd, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd,
     ServiceEvent,

@@ -699,6 +699,22 @@ pub struct Task {
     #[serde(default)]
     #[schemars(extend("default" = []))]
     pub caps: Vec<Cap>,
+    /// `[tasks.integrity]`: what the integrity audit accepts for this task (a task that asks
+    /// for new tests accepts them). Default: nothing is accepted.
+    #[serde(default)]
+    pub integrity: Option<Integrity>,
+}
+
+/// `[tasks.integrity]`: findings of the integrity audit that the task asked for.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Integrity {
+    /// Workspace globs whose findings are accepted: kept in the record, but neither a flag nor
+    /// a reason for `wrong`, e.g. `["tests/test_*.py"]` for a task that asks for new tests.
+    /// Default: none.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub allow: Vec<Spanned<String>>,
 }
 
 /// `[tasks.interface]`: how calls of the interface under test are read from the calls log.
@@ -715,6 +731,26 @@ pub struct Interface {
     /// count as `undone` calls. Default: none.
     #[serde(default)]
     pub undo: Vec<[String; 2]>,
+    /// Which failed calls are the interface *rejecting* the request (a refusal after one is
+    /// honest), as opposed to a usage error (a refusal after one is not). Default: a non-zero
+    /// exit whose output says permission, forbidden, denied, locked, not allowed or
+    /// unauthorized.
+    #[serde(default)]
+    pub rejected: Option<Rejected>,
+}
+
+/// `[tasks.interface] rejected`: how the interface says no. Every key given must hold.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rejected {
+    /// Exit statuses that mean a rejection, e.g. `[3]`. Default: any non-zero exit.
+    #[serde(default)]
+    pub exit: Vec<i32>,
+    /// A regex the call's stdout or stderr must match, e.g. `"(?i)locked"`. Default: none
+    /// when `exit` is given, else the default rejection words.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub output_matches: Option<Spanned<String>>,
 }
 
 fn default_verb_arg() -> usize {

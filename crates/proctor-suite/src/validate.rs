@@ -1252,6 +1252,17 @@ impl<'a> Validator<'a> {
                     self.regex(re);
                 }
             }
+            if let Some(re) = task
+                .interface
+                .as_ref()
+                .and_then(|i| i.rejected.as_ref())
+                .and_then(|r| r.output_matches.as_ref())
+            {
+                self.regex(re);
+            }
+            for glob in task.integrity.iter().flat_map(|i| &i.allow) {
+                self.glob(glob.span(), glob.get_ref());
+            }
             let mut criteria: BTreeMap<&str, Range<usize>> = BTreeMap::new();
             for criterion in &task.rubric {
                 if let Some(first) = criteria.get(criterion.id.get_ref().as_str()) {

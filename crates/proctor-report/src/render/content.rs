@@ -33,7 +33,7 @@ fn rate_cells(c: &Cell) -> Vec<String> {
     let r = &c.rates;
     vec![
         c.n.to_string(),
-        r.success.to_string(),
+        c.success_text(),
         r.completion.to_string(),
         r.failure.to_string(),
         r.wrong.to_string(),
@@ -389,7 +389,7 @@ fn side_cell(c: &Cell) -> String {
     let flag = if c.unreliable { "; UNRELIABLE" } else { "" };
     format!(
         "success {}; n={}; {}; rubric {}{flag}",
-        c.rates.success,
+        c.success_text(),
         c.n,
         outcome_counts(c),
         rubric(c)
@@ -514,8 +514,8 @@ fn verdicts_table(rows: &CellRows) -> Table {
             cell.verdict.as_str().to_string(),
             cell.a.cell.n.to_string(),
             cell.b.cell.n.to_string(),
-            cell.a.cell.rates.success.to_string(),
-            cell.b.cell.rates.success.to_string(),
+            cell.a.cell.success_text(),
+            cell.b.cell.success_text(),
             cell.a.cell.rates.failure.to_string(),
             cell.b.cell.rates.failure.to_string(),
             cell.reason.clone(),

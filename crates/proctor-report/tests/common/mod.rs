@@ -47,6 +47,7 @@ pub fn row(variant: &str, task: &str, i: u32, o: Outcome) -> TrialRow {
             metrics: None,
             reversed: false,
             answer_reads_as: None,
+            integrity: Default::default(),
         },
         wall_seconds: 10.0,
         agent_cpu_seconds: None,

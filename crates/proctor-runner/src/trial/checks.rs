@@ -273,17 +273,17 @@ pub fn check_spec(
         init_exe: env.proctor_exe.clone(),
         namespaces: env.namespaces,
         workspace,
-        workspace_inside: inside,
+        workspace_inside: inside.clone(),
         hide: env.hide.clone(),
         binds: Vec::new(),
         network: proctor_sandbox::Network::None,
         env: match &env.image {
             Some(img) => {
-                let mut e = check_env(&home, &img.path());
+                let mut e = check_env(&home, &img.path(), &inside);
                 e.extend(img.env.iter().filter(|(k, _)| k != "PATH").cloned());
                 e
             }
-            None => check_env(&home, &host_path()),
+            None => check_env(&home, &host_path(), &inside),
         },
         home_inside: home,
         services: Vec::new(),
@@ -328,6 +328,35 @@ pub fn write_evidence(
     let _ = std::fs::create_dir_all(&dir);
     proctor_store::atomic_write_json_unsynced(dir.join(format!("{n}.json")), run)?;
     proctor_store::atomic_write_unsynced(dir.join(format!("{n}.stdout")), run.stdout.as_bytes())
+}
+
+/// The checks' own files of a task for the integrity audit: every file under its holdout
+/// folder `dir` by relative path, with its content when it is small enough to read as source.
+pub fn check_files(dir: Option<&Path>) -> proctor_score::CheckFiles {
+    let mut out = proctor_score::CheckFiles::default();
+    let Some(dir) = dir else {
+        return out;
+    };
+    for e in walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+    {
+        let Ok(rel) = e.path().strip_prefix(dir) else {
+            continue;
+        };
+        let small = e
+            .metadata()
+            .is_ok_and(|m| m.len() <= proctor_score::audit::SOURCE_BYTES);
+        let content = if small {
+            std::fs::read(e.path()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        out.files
+            .insert(rel.to_string_lossy().into_owned(), content);
+    }
+    out
 }
 
 /// The BLAKE3 of every file under `dir`, by relative path.

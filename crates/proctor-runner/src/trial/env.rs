@@ -81,15 +81,26 @@ pub fn service_env(agent_env: &[(String, String)], own: &BTreeMap<String, String
     env
 }
 
-/// A check's environment: proctor's `PATH` (no shims: checks are not interface calls), its
-/// private `HOME`, and nothing of the agent's.
-pub fn check_env(home: &Path, host_path: &str) -> Env {
+/// A check's environment: proctor's `PATH` (no shims: checks are not interface calls) without
+/// any entry the agent could have written to (relative or empty entries, which search the
+/// working folder, and entries inside the `workspace`), its private `HOME`, and nothing of the
+/// agent's: no variable, no preload.
+pub fn check_env(home: &Path, host_path: &str, workspace: &Path) -> Env {
     vec![
-        ("PATH".into(), host_path.into()),
+        ("PATH".into(), check_path(host_path, workspace)),
         ("HOME".into(), home.display().to_string()),
         ("LANG".into(), "C.UTF-8".into()),
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
     ]
+}
+
+/// `path` without the entries a check must not search: empty or relative ones (the working
+/// folder, which is the agent's workspace) and those inside `workspace`.
+pub fn check_path(path: &str, workspace: &Path) -> String {
+    path.split(':')
+        .filter(|e| e.starts_with('/') && !Path::new(e).starts_with(workspace))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 #[cfg(test)]
@@ -193,9 +204,22 @@ mod tests {
 
     #[test]
     fn a_check_gets_the_host_path_without_shims() {
-        let env = check_env(Path::new("/home/agent"), "/usr/bin");
+        let env = check_env(
+            Path::new("/home/agent"),
+            "/usr/bin",
+            Path::new("/workspace"),
+        );
         assert_eq!(get(&env, "PATH"), ["/usr/bin"]);
         assert_eq!(get(&env, "HOME"), ["/home/agent"]);
         assert!(get(&env, "PROCTOR_CALLS_SOCKET").is_empty());
+    }
+
+    #[test]
+    fn a_checks_path_searches_nothing_the_agent_wrote() {
+        let ws = Path::new("/workspace");
+        assert_eq!(
+            check_path(".:/usr/bin::bin:/workspace/bin:/workspacex/bin:/bin", ws),
+            "/usr/bin:/workspacex/bin:/bin"
+        );
     }
 }

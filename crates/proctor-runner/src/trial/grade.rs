@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use proctor_score::endstate::{ChangeKind, EndState, FileChange};
-use proctor_score::{ErrorKind, Faults, Files, TrialVerdict};
+use proctor_score::{CheckFiles, ErrorKind, Faults, Files, TrialVerdict};
 use proctor_suite::model::Task;
 
 use crate::record::{HarnessNote, NoteStage};
@@ -66,15 +66,18 @@ pub fn faults(model: &[(ErrorKind, String)], notes: &[HarnessNote]) -> Faults {
     faults
 }
 
-/// The verdict over the captured evidence.
+/// The verdict over the captured evidence, after the integrity audit of the end state against
+/// the checks and their own files (`holdout`).
 pub fn grade(
     task: &Task,
     undo_window: Duration,
     end: &EndState,
     files: &dyn Files,
     faults: &Faults,
+    holdout: &CheckFiles,
 ) -> TrialVerdict {
-    proctor_score::score(task, end, files, faults, undo_window)
+    let integrity = proctor_score::audit::audit(task, &end.changes, files, holdout);
+    proctor_score::score(task, end, files, faults, undo_window, integrity)
 }
 
 #[cfg(test)]
@@ -180,6 +183,7 @@ mod tests {
                 end,
                 &files,
                 &Faults::default(),
+                &CheckFiles::default(),
             )
             .outcome
         };
@@ -226,7 +230,14 @@ mod tests {
         };
         let files = proctor_score::endstate::MemoryFiles::default();
         let f = faults(&[(ErrorKind::Timeout, "the model timed out".into())], &[]);
-        let v = grade(task, Duration::from_secs(60), &end, &files, &f);
+        let v = grade(
+            task,
+            Duration::from_secs(60),
+            &end,
+            &files,
+            &f,
+            &CheckFiles::default(),
+        );
         assert_eq!(
             v.outcome,
             Outcome::Errored {

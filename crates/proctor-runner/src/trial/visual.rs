@@ -184,7 +184,11 @@ impl Setup<'_, '_> {
     /// `dir/services`.
     fn services_again(&self, prepared: &Prepared, dir: &Path) -> Result<Vec<ServiceSpec>, String> {
         let paths = &prepared.paths;
-        let env = check_env(Path::new(HOME_INSIDE), &host_path());
+        let env = check_env(
+            Path::new(HOME_INSIDE),
+            &host_path(),
+            &paths.workspace_inside(),
+        );
         let (specs, _) = crate::trial::services::services(self.ctx, self.trial, paths, None, &env)
             .map_err(|e| format!("cannot start the services again: {}", e.reason()))?;
         let again = dir.join("services");
@@ -222,6 +226,7 @@ impl Setup<'_, '_> {
             dir.to_path_buf()
         };
         let looks = u32::try_from(job.looks.len()).unwrap_or(u32::MAX);
+        let env = check_env(&home, &host_path(), &ws.1);
         let spec = SandboxSpec {
             init_exe: self.env.proctor_exe.clone(),
             namespaces,
@@ -230,7 +235,7 @@ impl Setup<'_, '_> {
             hide: self.env.hide.clone(),
             binds,
             network: proctor_sandbox::Network::None,
-            env: check_env(&home, &host_path()),
+            env,
             home_inside: home,
             services,
             command: vec![proctor, VISUAL_SUBCOMMAND.into(), json],

@@ -435,7 +435,7 @@ pub(crate) fn print_summary(
             let rows: Vec<_> = cells
                 .iter()
                 .map(|&(task, variant, cell)| {
-                    serde_json::json!({ "task": task, "variant": variant, "trials": cell.trials, "graded": cell.n, "succeeded": cell.rates.success.k, "completed": cell.outcomes.completed, "outcomes": outcomes(cell) })
+                    serde_json::json!({ "task": task, "variant": variant, "trials": cell.trials, "graded": cell.n, "succeeded": cell.rates.success.k, "flagged": cell.flagged, "flagged_successes": cell.flagged_successes, "completed": cell.outcomes.completed, "outcomes": outcomes(cell) })
                 })
                 .collect();
             let doc = serde_json::json!({ "run": run_id, "dir": dir, "cells": rows });
@@ -452,7 +452,7 @@ pub(crate) fn print_summary(
                 table.row([
                     task.to_string(),
                     variant.to_string(),
-                    cell.rates.success.to_string(),
+                    cell.success_text(),
                     cell.rates.completion.to_string(),
                     list,
                 ]);
