@@ -115,6 +115,26 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         .unwrap_or_else(|| panic!("{md}"));
     assert!(row.contains("| 0 / 2 / 24 (n=12) |"), "{row}");
 
+    // proctor show RUN: each cell's wrong turns as median / mean / total with n.
+    let shown = lab.proctor(As::Me, &["show", "--store", s, "latest"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let c = shown
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("c ") && l.contains("method"))
+        .unwrap_or_else(|| panic!("{}", shown.stdout));
+    assert!(c.contains("8 / 8 / 24 (n=3)"), "{c}");
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .next()
+            .unwrap()
+            .contains("WRONG TURNS (median / mean / total)"),
+        "{}",
+        shown.stdout
+    );
+
     // compare --gate: exit 4; the mean fails, the median (named) passes, and it is the only
     // failing gate besides the total of calls (which the 24 failing calls raise too).
     let gated = lab.proctor(
