@@ -7,8 +7,8 @@
 //!   denominator;
 //! - `errored` and `ungradeable` are counted apart and never enter n;
 //! - a cell is `unreliable` when ungradeable trials are more than 20% of its trials;
-//! - medians of metrics are taken over graded trials only, each with its own n; a value a trial
-//!   did not report is left out, never counted as 0;
+//! - medians, means and totals of metrics are taken over graded trials only, each metric's three
+//!   with its own n; a value a trial did not report is left out, never counted as 0;
 //! - the rubric mean has its own n (graded trials whose task has a rubric with a nonzero maximum);
 //! - cost ledgers (tokens by category, requests, CPU seconds, money) cover every trial, graded
 //!   or not (the spend happened), are kept as separate fields and never summed into one score;
@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::input::{Cost, TrialRow};
-use crate::stats::{Median, Rate};
+use crate::stats::{Median, Rate, Summary};
 use crate::SCHEMA_VERSION;
 
 /// Why trial rows cannot be aggregated into one report.
@@ -251,7 +251,7 @@ impl Medians {
         for r in rows {
             samples.add(r);
         }
-        samples.medians()
+        samples.summaries().medians()
     }
 
     /// The medians in report order, with their names.
@@ -274,6 +274,110 @@ impl Medians {
             ("tokens_cache_write", self.tokens_cache_write),
             ("requests", self.requests),
         ]
+    }
+}
+
+/// Median, mean and total of each per-trial metric over the graded trials, each with its own n
+/// (the three statistics of one metric share it): the figures of [`Medians`], and beside each
+/// median the mean and the total that a tail moves. Results written before schema version 2
+/// have none, and read with every n = 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Summaries {
+    /// Interface calls.
+    pub calls: Summary,
+    /// Wrong turns: errors + repeats + undone + denied.
+    pub wrong_turns: Summary,
+    /// Calls that exited non-zero.
+    pub errors: Summary,
+    /// Calls identical to the one right before.
+    pub repeats: Summary,
+    /// Calls that reversed an earlier call.
+    pub undone: Summary,
+    /// Calls the allow-list refused.
+    pub denied: Summary,
+    /// Successes of a verb after failures of it.
+    pub recoveries: Summary,
+    /// Calls asking for help.
+    pub help_calls: Summary,
+    /// Wall-clock seconds.
+    pub wall_seconds: Summary,
+    /// Agent CPU seconds.
+    pub agent_cpu_seconds: Summary,
+    /// Input + output tokens (known only when both are).
+    pub tokens: Summary,
+    /// Input tokens.
+    pub tokens_input: Summary,
+    /// Output tokens.
+    pub tokens_output: Summary,
+    /// Cache-read tokens.
+    pub tokens_cache_read: Summary,
+    /// Cache-write tokens.
+    pub tokens_cache_write: Summary,
+    /// Model requests.
+    pub requests: Summary,
+}
+
+impl Summaries {
+    /// The summaries over `rows` (the caller passes the graded ones).
+    pub fn of(rows: &[&TrialRow]) -> Summaries {
+        let mut samples = Samples::default();
+        for r in rows {
+            samples.add(r);
+        }
+        samples.summaries()
+    }
+
+    /// The summaries in report order, with their names (the names of [`Medians::named`]).
+    pub fn named(&self) -> [(&'static str, Summary); 16] {
+        [
+            ("calls", self.calls),
+            ("wrong_turns", self.wrong_turns),
+            ("errors", self.errors),
+            ("repeats", self.repeats),
+            ("undone", self.undone),
+            ("denied", self.denied),
+            ("recoveries", self.recoveries),
+            ("help_calls", self.help_calls),
+            ("wall_seconds", self.wall_seconds),
+            ("agent_cpu_seconds", self.agent_cpu_seconds),
+            ("tokens", self.tokens),
+            ("tokens_input", self.tokens_input),
+            ("tokens_output", self.tokens_output),
+            ("tokens_cache_read", self.tokens_cache_read),
+            ("tokens_cache_write", self.tokens_cache_write),
+            ("requests", self.requests),
+        ]
+    }
+
+    /// The summary of the metric named as in [`Summaries::named`].
+    pub fn get(&self, name: &str) -> Option<Summary> {
+        self.named()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s)
+    }
+
+    /// The medians alone, as [`Medians`].
+    pub fn medians(&self) -> Medians {
+        let m = |s: Summary| s.as_median();
+        Medians {
+            calls: m(self.calls),
+            wrong_turns: m(self.wrong_turns),
+            errors: m(self.errors),
+            repeats: m(self.repeats),
+            undone: m(self.undone),
+            denied: m(self.denied),
+            recoveries: m(self.recoveries),
+            help_calls: m(self.help_calls),
+            wall_seconds: m(self.wall_seconds),
+            agent_cpu_seconds: m(self.agent_cpu_seconds),
+            tokens: m(self.tokens),
+            tokens_input: m(self.tokens_input),
+            tokens_output: m(self.tokens_output),
+            tokens_cache_read: m(self.tokens_cache_read),
+            tokens_cache_write: m(self.tokens_cache_write),
+            requests: m(self.requests),
+        }
     }
 }
 
@@ -378,7 +482,7 @@ impl CostLedgers {
 }
 
 /// The metric values of graded trials, kept (only the reported, finite ones) until their
-/// medians are taken; one list per metric of [`Medians`], in its field order.
+/// medians, means and totals are taken; one list per metric of [`Medians`], in its field order.
 #[derive(Debug, Clone, Default)]
 struct Samples([Vec<f64>; 16]);
 
@@ -422,9 +526,9 @@ impl Samples {
         }
     }
 
-    fn medians(&self) -> Medians {
-        let m = |i: usize| Median::of(self.0[i].iter().map(|v| Some(*v)));
-        Medians {
+    fn summaries(&self) -> Summaries {
+        let m = |i: usize| Summary::of(self.0[i].iter().map(|v| Some(*v)));
+        Summaries {
             calls: m(0),
             wrong_turns: m(1),
             errors: m(2),
@@ -547,8 +651,13 @@ pub struct Cell {
     pub unreliable: bool,
     /// Mean rubric score, with its own n.
     pub rubric: RubricMean,
-    /// Medians of the per-trial metrics over the graded trials, each with its own n.
+    /// Medians of the per-trial metrics over the graded trials, each with its own n (the same
+    /// numbers as the `median`s of `summaries`, kept for readers of schema version 1).
     pub medians: Medians,
+    /// Median, mean and total of the per-trial metrics over the graded trials, each with its
+    /// own n. Absent (every n = 0) in results written before schema version 2.
+    #[serde(default)]
+    pub summaries: Summaries,
     /// Cost ledgers over every trial.
     pub costs: CostLedgers,
 }
@@ -626,6 +735,7 @@ impl CellAcc {
     fn finish(&self, samples: &Samples) -> Cell {
         let outcomes = self.outcomes;
         let trials = outcomes.trials();
+        let summaries = samples.summaries();
         let rubric = match self.rubric_n {
             0 => RubricMean::default(),
             n => RubricMean {
@@ -648,7 +758,8 @@ impl CellAcc {
             unreliable: outcomes.ungradeable * 5 > trials,
             outcomes,
             rubric,
-            medians: samples.medians(),
+            medians: summaries.medians(),
+            summaries,
             costs: self.costs.finish(),
         }
     }

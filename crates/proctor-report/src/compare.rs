@@ -6,8 +6,8 @@
 //! in [`Comparison::unmatched`], never dropped silently; every number of the comparison is taken
 //! over the matched trials only, so both arms answer the same tasks and trial indices.
 //!
-//! Per task and overall, each arm gets every rate as k/n, pass@k and pass^k, and medians with
-//! their n. The matched differences (b − a) on success, failure, wrong turns, calls, tokens and
+//! Per task and overall, each arm gets every rate as k/n, pass@k and pass^k, and the median,
+//! mean and total of every per-trial metric with their n. The matched differences (b − a) on success, failure, wrong turns, calls, tokens and
 //! wall time are taken over the pairs where both trials were graded (and, for a metric, both
 //! reported it): the difference of the two arms' rates, or of the two arms' medians, over those
 //! same pairs.
@@ -18,6 +18,9 @@
 //! two calls (calls, wrong turns) or of under 30% in tokens is labelled `noise`. A difference that
 //! reads as zero (floating-point noise, or under [`SAME_WALL_SECONDS`] of median wall time) is
 //! `same` at or above the threshold and `underpowered` below it, never a direction or `noise`.
+//! Each cell also counts its pairs graded in both arms by which arm succeeded
+//! ([`Discordance`]): A only, B only (the discordant pairs), both and neither.
+//!
 //! There are no p-values and no confidence intervals, deliberately.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -339,6 +342,51 @@ pub struct Differences {
     pub wall_seconds: Change,
 }
 
+/// The matched pairs graded in both arms, counted by which arm's trial was a task success: the
+/// discordant pairs (one arm succeeded, the other did not) are where the arms differ, and the
+/// concordant ones where they agree. Plain counts a reader can check trial by trial; no test
+/// statistic and no p-value is made of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Discordance {
+    /// Pairs where A's trial succeeded and B's did not.
+    pub a_only: u64,
+    /// Pairs where B's trial succeeded and A's did not.
+    pub b_only: u64,
+    /// Pairs where both trials succeeded.
+    pub both: u64,
+    /// Pairs where neither trial succeeded.
+    pub neither: u64,
+    /// Pairs graded in both arms: a_only + b_only + both + neither.
+    pub n: u64,
+}
+
+impl Discordance {
+    /// The counts of `pairs` (a, b), each pair given as whether A's and B's trial succeeded.
+    pub fn of(pairs: impl IntoIterator<Item = (bool, bool)>) -> Discordance {
+        let mut d = Discordance::default();
+        for (a, b) in pairs {
+            match (a, b) {
+                (true, false) => d.a_only += 1,
+                (false, true) => d.b_only += 1,
+                (true, true) => d.both += 1,
+                (false, false) => d.neither += 1,
+            }
+            d.n += 1;
+        }
+        d
+    }
+
+    /// The discordant pairs: a_only + b_only.
+    pub fn discordant(&self) -> u64 {
+        self.a_only + self.b_only
+    }
+
+    /// The concordant pairs: both + neither.
+    pub fn concordant(&self) -> u64 {
+        self.both + self.neither
+    }
+}
+
 /// The verdict of a comparison cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -378,6 +426,10 @@ pub struct ComparisonCell {
     pub powered: bool,
     /// The matched differences b − a.
     pub differences: Differences,
+    /// The pairs graded in both arms by which arm succeeded. Absent (all 0) in comparisons of
+    /// schema version 1.
+    #[serde(default)]
+    pub discordance: Discordance,
     /// The verdict.
     pub verdict: ComparisonVerdict,
     /// Why, in one line with the numbers.
@@ -759,6 +811,10 @@ fn cell<'r>(
         ),
         wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Seconds),
     };
+    let discordance = Discordance::of(
+        both.iter()
+            .map(|(ra, rb)| (ra.verdict.task_success, rb.verdict.task_success)),
+    );
     let (verdict, reason) = verdict(&a, &b, &differences, powered, threshold);
     ComparisonCell {
         a,
@@ -766,6 +822,7 @@ fn cell<'r>(
         pairs: all.len() as u64,
         powered,
         differences,
+        discordance,
         verdict,
         reason,
     }

@@ -21,13 +21,16 @@
 //!    passes the relative minimum, and no improvement never does.
 //! 5. `no_regression:METRIC`, one per named metric: the candidate is not worse than the baseline
 //!    in the metric's own better direction ([`crate::metric::better_when`]), on the matched
-//!    trials. A metric not measured in both arms fails: no regression cannot be shown.
+//!    trials. A per-trial metric (interface or cost) is compared by its mean, so that one task's
+//!    tail of wrong turns fails the gate even where both medians are 0, unless the suite names
+//!    another statistic (`calls:median`, `tokens:total`). A metric not measured in both arms
+//!    fails: no regression cannot be shown.
 //! 6. `complete_costs`: when `require_complete_costs`, every arm's money ledger is complete
 //!    (known or not applicable); otherwise it passes as "not required".
 //!
 //! Rates are fractions (0.05 = 5 points). Comparisons allow 1e-9 for floating-point rounding.
 
-use proctor_suite::model::{Direction, Promotion, ReportConfig};
+use proctor_suite::model::{Direction, MetricRef, Promotion, ReportConfig, Statistic};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -97,6 +100,10 @@ pub struct Gate {
     pub name: String,
     /// Whether it passed.
     pub passed: bool,
+    /// The statistic of a per-trial metric the gate compared (`no_regression` and
+    /// `primary_metric` on an interface or cost metric); absent for rates and other gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<Statistic>,
     /// The numbers it used.
     pub numbers: Vec<GateNumber>,
     /// One line a person reads.
@@ -131,6 +138,16 @@ fn show(v: &MetricValue, name: &str) -> String {
         (None, Some(x)) if is_rate(name) => format!("{:.0}% (n={})", x * 100.0, v.n),
         (None, Some(x)) => format!("{} (n={})", number(x), v.n),
         (None, None) => format!("- (n={})", v.n),
+    }
+}
+
+/// How a gate's explanation names the metric: `` `calls` `` for a rate, `` `calls` mean `` for
+/// a statistic of a per-trial metric.
+fn subject(name: &str, v: &MetricValue) -> String {
+    let metric = MetricRef::split(name).metric;
+    match v.statistic {
+        Some(st) => format!("`{metric}` {}", st.as_str()),
+        None => format!("`{metric}`"),
     }
 }
 
@@ -228,7 +245,7 @@ fn check_promotion(
     for m in
         std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str()))
     {
-        if better_when(m).is_none() {
+        if better_when(m).is_none() || metric(&Cell::of([]), m).is_none() {
             return Err(GateError::UnknownMetric(m.to_string()));
         }
     }
@@ -239,6 +256,7 @@ fn check_promotion(
 /// trials.
 fn sample_size_gate(powered: bool, base_m: &Cell, cand_m: &Cell, threshold: u32) -> Gate {
     Gate {
+        statistic: None,
         name: "sample_size".into(),
         passed: powered,
         numbers: vec![
@@ -257,6 +275,7 @@ fn sample_size_gate(powered: bool, base_m: &Cell, cand_m: &Cell, threshold: u32)
 /// Gate 2, `nonzero_success`: the candidate has at least one task success.
 fn nonzero_success_gate(cs: Rate) -> Gate {
     Gate {
+        statistic: None,
         name: "nonzero_success".into(),
         passed: cs.k > 0,
         numbers: vec![GateNumber::of("candidate_success", cs.value(), Some(cs.n))],
@@ -289,6 +308,7 @@ fn strongest_control_gate(
             let sv = c.rates.success.value().unwrap_or(0.0);
             let passed = cv >= sv - tolerance - EPS;
             Gate {
+                statistic: None,
                 name: "strongest_control".into(),
                 passed,
                 numbers: vec![
@@ -305,12 +325,14 @@ fn strongest_control_gate(
             }
         }
         (None, _) => Gate {
+            statistic: None,
             name: "strongest_control".into(),
             passed: false,
             numbers: vec![GateNumber::of("tolerance", Some(tolerance), None)],
             explanation: "no control arm has a graded trial to compare with".into(),
         },
         (Some((id, c)), None) => Gate {
+            statistic: None,
             name: "strongest_control".into(),
             passed: false,
             numbers: vec![
@@ -331,37 +353,62 @@ fn strongest_control_gate(
 }
 
 /// Gate 5, `no_regression:NAME`: the candidate is not worse than the baseline in the metric's
-/// own better direction, on the matched trials.
+/// own better direction, on the matched trials; a per-trial metric by its mean, or by the
+/// statistic named (`NAME:STATISTIC`).
 fn no_regression_gate(name: &str, base_m: &Cell, cand_m: &Cell) -> Result<Gate, GateError> {
     let (Some(a), Some(b)) = (metric(base_m, name), metric(cand_m, name)) else {
         return Err(GateError::UnknownMetric(name.to_string()));
     };
     let dir = better_when(name).unwrap_or(Direction::Lower);
+    let what = subject(name, &a);
     let numbers = vec![
         GateNumber::of("baseline", a.value, Some(a.n)),
         GateNumber::of("candidate", b.value, Some(b.n)),
     ];
     Ok(match (a.value, b.value) {
         (Some(va), Some(vb)) => {
-            let worse_by = if dir == Direction::Higher { va - vb } else { vb - va };
+            let worse_by = if dir == Direction::Higher {
+                va - vb
+            } else {
+                vb - va
+            };
             let passed = worse_by <= EPS;
-            let way = if dir == Direction::Higher { "higher" } else { "lower" };
+            let way = if dir == Direction::Higher {
+                "higher"
+            } else {
+                "lower"
+            };
             Gate {
+                statistic: a.statistic,
                 name: format!("no_regression:{name}"),
                 passed,
                 numbers,
                 explanation: if passed {
-                    format!("`{name}` ({way} is better) {} -> {}: no regression", show(&a, name), show(&b, name))
+                    format!(
+                        "{what} ({way} is better) {} -> {}: no regression",
+                        show(&a, name),
+                        show(&b, name)
+                    )
                 } else {
-                    format!("`{name}` ({way} is better) regressed by {}: {} -> {}", amount(worse_by, name), show(&a, name), show(&b, name))
+                    format!(
+                        "{what} ({way} is better) regressed by {}: {} -> {}",
+                        amount(worse_by, name),
+                        show(&a, name),
+                        show(&b, name)
+                    )
                 },
             }
         }
         _ => Gate {
+            statistic: a.statistic,
             name: format!("no_regression:{name}"),
             passed: false,
             numbers,
-            explanation: format!("`{name}` is not measured in both arms ({} -> {}), so no regression cannot be shown", show(&a, name), show(&b, name)),
+            explanation: format!(
+                "{what} is not measured in both arms ({} -> {}), so no regression cannot be shown",
+                show(&a, name),
+                show(&b, name)
+            ),
         },
     })
 }
@@ -370,6 +417,7 @@ fn no_regression_gate(name: &str, base_m: &Cell, cand_m: &Cell) -> Result<Gate, 
 fn complete_costs_gate(promotion: &Promotion, arms: &[(String, Cell)]) -> Gate {
     if !promotion.require_complete_costs {
         return Gate {
+            statistic: None,
             name: "complete_costs".into(),
             passed: true,
             numbers: vec![],
@@ -390,6 +438,7 @@ fn complete_costs_gate(promotion: &Promotion, arms: &[(String, Cell)]) -> Gate {
         })
         .collect();
     Gate {
+        statistic: None,
         name: "complete_costs".into(),
         passed: incomplete.is_empty(),
         numbers: vec![GateNumber::of(
@@ -420,6 +469,7 @@ fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> 
         (Some(a), Some(b)) => (a, b),
         _ => {
             return Gate {
+                statistic: None,
                 name: "primary_metric".into(),
                 passed: false,
                 numbers: vec![],
@@ -433,11 +483,13 @@ fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> 
     ];
     let (Some(va), Some(vb)) = (a.value, b.value) else {
         return Gate {
+            statistic: a.statistic,
             name: "primary_metric".into(),
             passed: false,
             numbers,
             explanation: format!(
-                "`{name}` is not measured in both arms ({} -> {})",
+                "{} is not measured in both arms ({} -> {})",
+                subject(name, &a),
                 show(&a, name),
                 show(&b, name)
             ),
@@ -496,11 +548,13 @@ fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> 
         (None, None) => "any improvement".to_string(),
     };
     Gate {
+        statistic: a.statistic,
         name: "primary_metric".into(),
         passed,
         numbers,
         explanation: format!(
-            "`{name}` ({way} is better) {} -> {}: improvement {} ({rel_text}); wanted {wanted}",
+            "{} ({way} is better) {} -> {}: improvement {} ({rel_text}); wanted {wanted}",
+            subject(name, &a),
             show(&a, name),
             show(&b, name),
             amount(improvement, name)

@@ -21,20 +21,26 @@ pub mod stats;
 
 pub use aggregate::{
     aggregate, AggregateError, Aggregator, Cell, CostLedgers, CountLedger, ExpectedBehaviour,
-    Medians, Money, OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, TaskCell, TaskInfo,
-    TokenLedgers, TrialSummary, VariantReport,
+    Medians, Money, OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, Summaries,
+    TaskCell, TaskInfo, TokenLedgers, TrialSummary, VariantReport,
 };
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
-    ComparisonCell, ComparisonVerdict, Differences, PassK, Side, TaskComparison, Unmatched,
+    ComparisonCell, ComparisonVerdict, Differences, Discordance, PassK, Side, TaskComparison,
+    Unmatched,
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};
 pub use render::{Exporter, Json, Markdown, Table, Terminal};
-pub use stats::{Median, Rate};
+pub use stats::{Median, Rate, Statistic, Summary};
 
 /// The version of the shape of every JSON document this crate writes.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2 added each cell's `summaries` (median, mean and total of every per-trial metric, with n),
+/// each comparison cell's `discordance` (the matched pairs by which arm succeeded) and a gate's
+/// `statistic`. Documents of version 1 lack them and still read: a missing `summaries` reads
+/// with every n = 0, a missing `discordance` with every count 0, a missing `statistic` as none.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The JSON Schema of the results document (`results.json`, a [`RunReport`]), for the CLI to
 /// check into the repository and to test the written files against.

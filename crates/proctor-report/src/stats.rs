@@ -1,4 +1,5 @@
-//! The numbers every report is built from: a rate with its n, a median with its n, a matched
+//! The numbers every report is built from: a rate with its n, a median with its n, a
+//! median / mean / total with their n, a matched
 //! change between two arms, and the pass@k / pass^k estimators.
 //!
 //! None of these ever produce a non-finite float: an empty sample gives `None` (JSON `null`),
@@ -10,6 +11,8 @@ use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
+
+pub use proctor_suite::model::Statistic;
 
 /// A rate as `k` of `n`: it renders `k/n (p%)` and serializes as
 /// `{"k": .., "n": .., "rate": p}` where `rate` is the fraction k/n (0..1), or `null` when n = 0.
@@ -131,6 +134,82 @@ impl fmt::Display for Median {
         match self.median {
             Some(m) => write!(f, "{} (n={})", number(m), self.n),
             None => write!(f, "- (n={})", self.n),
+        }
+    }
+}
+
+/// The median, mean and total of one per-trial metric over the trials of a cell that reported
+/// it, all three over the same `n` values: the median shows the typical trial, the mean and the
+/// total show a tail the median hides (one task's 24 wrong turns among ten trials). Missing
+/// values are left out, never counted as 0; with n = 0 all three are `null`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Summary {
+    /// The median (the mean of the two middle values for an even n); `null` when n = 0.
+    pub median: Option<f64>,
+    /// The arithmetic mean; `null` when n = 0.
+    pub mean: Option<f64>,
+    /// The sum; `null` when n = 0 (nothing was measured, which is not a total of 0).
+    pub total: Option<f64>,
+    /// How many values all three were taken over.
+    pub n: u64,
+}
+
+impl Summary {
+    /// The summary of the finite values among `values`; `None`s and non-finite values are left
+    /// out.
+    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Summary {
+        let v: Vec<f64> = values
+            .into_iter()
+            .flatten()
+            .filter(|x| x.is_finite())
+            .collect();
+        let median = Median::of(v.iter().map(|x| Some(*x)));
+        let total: f64 = v.iter().sum();
+        let n = v.len();
+        let finite = |x: f64| x.is_finite().then_some(x);
+        Summary {
+            median: median.median,
+            mean: if n == 0 {
+                None
+            } else {
+                finite(total / n as f64)
+            },
+            total: if n == 0 { None } else { finite(total) },
+            n: n as u64,
+        }
+    }
+
+    /// The value of one statistic.
+    pub fn get(&self, statistic: Statistic) -> Option<f64> {
+        match statistic {
+            Statistic::Median => self.median,
+            Statistic::Mean => self.mean,
+            Statistic::Total => self.total,
+        }
+    }
+
+    /// The median alone, with the same n.
+    pub fn as_median(&self) -> Median {
+        Median {
+            median: self.median,
+            n: self.n,
+        }
+    }
+}
+
+impl fmt::Display for Summary {
+    /// `median / mean / total (n=N)`, or `- (n=0)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.median, self.mean, self.total) {
+            (Some(m), Some(a), Some(t)) => write!(
+                f,
+                "{} / {} / {} (n={})",
+                number(m),
+                number(a),
+                number(t),
+                self.n
+            ),
+            _ => write!(f, "- (n={})", self.n),
         }
     }
 }
@@ -331,5 +410,49 @@ mod tests {
         assert_eq!(points(-0.125), "-12 points");
         assert_eq!(points(1.0 / 300.0), "+0.3 points");
         assert_eq!(points(-1.0 / 2500.0), "-0.04 points");
+    }
+
+    #[test]
+    fn summary_mean_and_total_see_the_tail_the_median_hides() {
+        // Nine trials with no wrong turn and one with 24: the median stays 0.
+        let quiet = Summary::of((0..10).map(|_| Some(0.0)));
+        let tail = Summary::of((0..10).map(|i| Some(if i == 9 { 24.0 } else { 0.0 })));
+        assert_eq!(tail.median, quiet.median);
+        assert!(tail.mean > quiet.mean, "{tail:?} vs {quiet:?}");
+        assert!(tail.total > quiet.total, "{tail:?} vs {quiet:?}");
+        assert_eq!(tail.mean, Some(2.4));
+        assert_eq!(tail.total, Some(24.0));
+        assert_eq!(tail.n, 10);
+    }
+
+    #[test]
+    fn summary_leaves_missing_values_out_and_is_null_when_empty() {
+        let s = Summary::of([Some(4.0), None, Some(6.0), Some(f64::INFINITY)]);
+        assert_eq!(
+            s,
+            Summary {
+                median: Some(5.0),
+                mean: Some(5.0),
+                total: Some(10.0),
+                n: 2
+            }
+        );
+        let empty = Summary::of([None, None]);
+        assert_eq!(empty, Summary::default());
+        assert_eq!(
+            serde_json::to_value(empty).unwrap(),
+            serde_json::json!({"median": null, "mean": null, "total": null, "n": 0})
+        );
+        assert_eq!(empty.to_string(), "- (n=0)");
+        assert_eq!(s.to_string(), "5 / 5 / 10 (n=2)");
+    }
+
+    #[test]
+    fn summary_statistics_rise_when_values_rise() {
+        let low = Summary::of([Some(1.0), Some(2.0), Some(3.0)]);
+        let high = Summary::of([Some(1.0), Some(5.0), Some(6.0)]);
+        for st in [Statistic::Median, Statistic::Mean, Statistic::Total] {
+            assert!(high.get(st) > low.get(st), "{st:?}");
+        }
     }
 }

@@ -267,6 +267,93 @@ fn direction_every_median_rises_when_its_values_rise() {
 }
 
 #[test]
+fn direction_every_mean_and_total_rises_when_one_value_rises_and_the_median_does_not() {
+    // One trial of three moves: the median stays, the mean and the total must rise, for every
+    // interface and cost figure.
+    let low = cell(&[full_row(0, 1), full_row(1, 2), full_row(2, 3)]);
+    let high = cell(&[full_row(0, 1), full_row(1, 2), full_row(2, 30)]);
+    let (l, h) = (low.summaries.named(), high.summaries.named());
+    assert_eq!(l.len(), 16);
+    for ((name, l), (_, h)) in l.iter().zip(h) {
+        assert_eq!(h.median, l.median, "{name}: the median ignores the tail");
+        assert!(h.mean > l.mean, "{name}: {l:?} -> {h:?}");
+        assert!(h.total > l.total, "{name}: {l:?} -> {h:?}");
+        assert_eq!((l.n, h.n), (3, 3), "{name}");
+        // The mean is the total over n (`tokens` is input + output, so twice the others).
+        let k = if *name == "tokens" { 2.0 } else { 1.0 };
+        assert_eq!((l.mean, l.total), (Some(2.0 * k), Some(6.0 * k)), "{name}");
+        assert_eq!(
+            (h.mean, h.total),
+            (Some(11.0 * k), Some(33.0 * k)),
+            "{name}"
+        );
+    }
+    // The medians kept for readers of schema version 1 are the summaries' medians.
+    for ((name, m), (_, s)) in high.medians.named().iter().zip(high.summaries.named()) {
+        assert_eq!((m.median, m.n), (s.median, s.n), "{name}");
+    }
+}
+
+#[test]
+fn direction_a_variants_mean_and_total_rise_with_a_tail_in_one_task() {
+    // Three tasks, three trials each; wrong turns only in task c of the second run.
+    let arm_rows = |tail: u64| -> Vec<TrialRow> {
+        ["a", "b", "c"]
+            .iter()
+            .flat_map(|t| {
+                (0..3).map(move |i| {
+                    let wt = if *t == "c" { tail } else { 0 };
+                    with_metrics(row("v", t, i, completed()), wt, 3 + wt)
+                })
+            })
+            .collect()
+    };
+    let quiet = aggregate(&arm_rows(0)).unwrap();
+    let tail = aggregate(&arm_rows(8)).unwrap();
+    let (q, t) = (
+        quiet.variants[0].overall.summaries.wrong_turns,
+        tail.variants[0].overall.summaries.wrong_turns,
+    );
+    assert_eq!((q.median, t.median), (Some(0.0), Some(0.0)), "{q:?} {t:?}");
+    assert!(t.mean > q.mean && t.total > q.total, "{q:?} -> {t:?}");
+    assert_eq!((t.total, t.n), (Some(24.0), 9));
+    assert_eq!(t.mean, Some(24.0 / 9.0));
+    // The run's overall cell and the task cell see it too.
+    assert_eq!(tail.overall.summaries.wrong_turns.total, Some(24.0));
+    let c = tail.cell("v", "c").unwrap().summaries.wrong_turns;
+    assert_eq!(
+        (c.median, c.mean, c.total, c.n),
+        (Some(8.0), Some(8.0), Some(24.0), 3)
+    );
+}
+
+#[test]
+fn a_report_of_schema_version_1_without_summaries_still_reads() {
+    let rows = [successes("v", "t", 1, 2)].concat();
+    let r = aggregate(&rows).unwrap();
+    let mut v = serde_json::to_value(&r).unwrap();
+    // Make it the version-1 shape: no `summaries` in any cell.
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.remove("summaries");
+                o.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v["schema_version"] = 1.into();
+    assert!(!v.to_string().contains("summaries"));
+    let back: proctor_report::RunReport = serde_json::from_value(v).unwrap();
+    assert_eq!(back.schema_version, 1);
+    assert_eq!(back.overall.medians, r.overall.medians);
+    assert_eq!(back.overall.summaries.wall_seconds.n, 0);
+    assert_eq!(back.overall.summaries.wall_seconds.mean, None);
+}
+
+#[test]
 fn direction_rubric_mean_rises_and_has_its_own_n() {
     let rubric = |total| RubricScore {
         criteria: vec![],
@@ -452,7 +539,12 @@ fn run_report_json_has_rates_with_n_and_no_nan() {
     let text = Json.run_report(&r);
     assert_finite_json(&text);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
+    // The n = 0 cell's median, mean and total are null, never NaN or 0.
+    assert_eq!(
+        v["variants"][0]["overall"]["summaries"]["wall_seconds"],
+        serde_json::json!({"median": null, "mean": null, "total": null, "n": 0})
+    );
     assert_eq!(
         v["variants"][0]["overall"]["rates"]["failure"],
         serde_json::json!({"k": 0, "n": 0, "rate": null})

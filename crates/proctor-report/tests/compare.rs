@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use proctor_report::{
     compare, Assessment, CompareError, CompareOptions, Comparison, ComparisonVerdict, Exporter,
-    Json, Rate, Side, TrialRow,
+    Json, Markdown, Rate, Side, Terminal, TrialRow,
 };
 use proctor_score::Outcome;
 
@@ -590,4 +590,109 @@ fn no_rendered_difference_reads_plus_zero_beside_better_or_worse() {
             );
         }
     }
+}
+
+#[test]
+fn discordant_and_concordant_pairs_are_counted_per_task_and_overall() {
+    // Task t1, 6 pairs: A succeeds in 0..4, B in 2..6 -> A only 2 (0, 1), B only 2 (4, 5),
+    // both 2 (2, 3), neither 0. Task t2, 4 pairs: A succeeds in 0, B in none; pair 3 errored
+    // in B, so it is graded in one arm only and counted nowhere.
+    let outcomes = |ok: &dyn Fn(u32) -> bool, n: u32| -> Vec<Outcome> {
+        (0..n)
+            .map(|i| if ok(i) { completed() } else { wrong() })
+            .collect()
+    };
+    let mut a = arm("A", "t1", &outcomes(&|i| i < 4, 6));
+    let mut b = arm("B", "t1", &outcomes(&|i| i >= 2, 6));
+    a.extend(arm("A", "t2", &outcomes(&|i| i == 0, 4)));
+    let mut b2 = arm("B", "t2", &outcomes(&|_| false, 4));
+    b2[3].verdict.outcome = errored();
+    b.extend(b2);
+    let c = cmp(&a, &b, 1);
+    let d = |task: &str| {
+        c.tasks
+            .iter()
+            .find(|t| t.task == task)
+            .unwrap()
+            .comparison
+            .discordance
+    };
+    let t1 = d("t1");
+    assert_eq!(
+        (t1.a_only, t1.b_only, t1.both, t1.neither, t1.n),
+        (2, 2, 2, 0, 6)
+    );
+    let t2 = d("t2");
+    assert_eq!(
+        (t2.a_only, t2.b_only, t2.both, t2.neither, t2.n),
+        (1, 0, 0, 2, 3)
+    );
+    let all = c.overall.discordance;
+    assert_eq!(
+        (all.a_only, all.b_only, all.both, all.neither, all.n),
+        (3, 2, 2, 2, 9)
+    );
+    assert_eq!((all.discordant(), all.concordant()), (5, 4));
+    // The success rates hide the t1 swap (4/6 each); the counts do not.
+    let t1c = &c.tasks[0].comparison;
+    assert_eq!(t1c.a.cell.rates.success, t1c.b.cell.rates.success);
+    // In JSON, Markdown and text.
+    let json: serde_json::Value = serde_json::from_str(&Json.comparison(&c)).unwrap();
+    assert_eq!(
+        json["overall"]["discordance"],
+        serde_json::json!({"a_only": 3, "b_only": 2, "both": 2, "neither": 2, "n": 9})
+    );
+    for text in [Terminal.comparison(&c), Markdown.comparison(&c)] {
+        assert!(text.contains("A succeeded, B not"), "{text}");
+        let overall = text
+            .lines()
+            .skip_while(|l| !l.contains("A succeeded, B not"))
+            .find(|l| l.contains("(all tasks)"))
+            .unwrap();
+        let cells: Vec<&str> = overall
+            .split(['|', ' '])
+            .filter(|x| !x.is_empty())
+            .collect();
+        assert_eq!(
+            cells,
+            ["(all", "tasks)", "9", "3", "2", "2", "2"],
+            "{overall}"
+        );
+    }
+}
+
+#[test]
+fn direction_discordant_counts_rise_when_one_arm_wins_more_pairs() {
+    let (a, b_low) = two_tasks(2, 2, 5);
+    let (_, b_high) = two_tasks(2, 4, 5);
+    let low = cmp(&a, &b_low, 1).overall.discordance;
+    let high = cmp(&a, &b_high, 1).overall.discordance;
+    assert!(high.b_only > low.b_only, "{low:?} -> {high:?}");
+    assert_eq!(high.n, low.n);
+}
+
+#[test]
+fn each_arm_of_a_comparison_reports_median_mean_and_total() {
+    let a: Vec<TrialRow> = (0..4)
+        .map(|i| with_metrics(row("A", "t", i, completed()), 0, 2))
+        .collect();
+    let b: Vec<TrialRow> = (0..4)
+        .map(|i| {
+            with_metrics(
+                row("B", "t", i, completed()),
+                if i == 0 { 12 } else { 0 },
+                2,
+            )
+        })
+        .collect();
+    let c = cmp(&a, &b, 1);
+    let (sa, sb) = (
+        c.overall.a.cell.summaries.wrong_turns,
+        c.overall.b.cell.summaries.wrong_turns,
+    );
+    assert_eq!(sa.median, sb.median);
+    assert!(sb.mean > sa.mean && sb.total > sa.total, "{sa:?} -> {sb:?}");
+    assert_eq!((sb.mean, sb.total, sb.n), (Some(3.0), Some(12.0), 4));
+    let text = Terminal.comparison(&c);
+    assert!(text.contains("0 / 3 / 12 (n=4)"), "{text}");
 }

@@ -279,3 +279,122 @@ fn gate_errors_name_the_problem() {
         Err(GateError::Compare(_))
     ));
 }
+
+/// Ten trials per arm over three tasks; the candidate's wrong turns all sit in task `c`
+/// (24 over its trials there), so both arms' medians are 0 and only the mean and total move.
+fn tail_in_one_task() -> Vec<TrialRow> {
+    let arm = |v: &str, tail: &[u64]| -> Vec<TrialRow> {
+        let mut rows = Vec::new();
+        for (t, n) in [("a", 4u32), ("b", 3), ("c", 3)] {
+            for i in 0..n {
+                let wt = if t == "c" { tail[i as usize] } else { 0 };
+                rows.push(with_cost(
+                    with_metrics(row(v, t, i, completed()), wt, 4 + wt),
+                    Cost::Known { usd: 0.01 },
+                ));
+            }
+        }
+        rows
+    };
+    [arm("control", &[0, 0, 0]), arm("method", &[8, 8, 8])].concat()
+}
+
+#[test]
+fn keystone_wrong_turns_in_one_task_fail_no_regression_though_both_medians_are_0() {
+    let rows = tail_in_one_task();
+    let p = promotion(&[
+        ("primary_metric", "\"completion_rate\""),
+        ("minimum_relative_improvement", "0.0"),
+        ("minimum_absolute_improvement", "0.0"),
+        (
+            "no_regression",
+            "[\"wrong_turns\", \"wrong_turns:median\", \"wrong_turns:total\"]",
+        ),
+    ]);
+    let r = run(&rows, &p, 8);
+    let by_name = |n: &str| r.gates.iter().find(|g| g.name == n).unwrap();
+    // The default statistic is the mean: 0 -> 2.4 over 10 trials fails.
+    let mean = by_name("no_regression:wrong_turns");
+    assert!(!mean.passed, "{mean:#?}");
+    assert_eq!(mean.statistic, Some(proctor_report::Statistic::Mean));
+    assert_eq!(
+        mean.explanation,
+        "`wrong_turns` mean (lower is better) regressed by 2.4: 0 (n=10) -> 2.4 (n=10)"
+    );
+    assert_eq!(mean.numbers[0].value, Some(0.0));
+    assert_eq!(mean.numbers[1].value, Some(2.4));
+    assert_eq!((mean.numbers[0].n, mean.numbers[1].n), (Some(10), Some(10)));
+    // The median, named, is blind to it: this is what the gate said before.
+    let median = by_name("no_regression:wrong_turns:median");
+    assert!(median.passed, "{median:#?}");
+    assert!(
+        median.explanation.contains("0 (n=10) -> 0 (n=10)"),
+        "{}",
+        median.explanation
+    );
+    // The total sees it: 0 -> 24.
+    let total = by_name("no_regression:wrong_turns:total");
+    assert!(!total.passed, "{total:#?}");
+    assert_eq!(total.numbers[1].value, Some(24.0));
+    assert!(!r.passed);
+    // The gate line names the statistic and its numbers with n.
+    let text = proctor_report::Terminal.gates(&r);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("no_regression:wrong_turns (mean)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("FAIL") && line.contains("0 (n=10) -> 2.4 (n=10)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn direction_no_regression_by_mean_fails_exactly_when_the_candidates_mean_rises() {
+    let rows = |cand_tail: u64| {
+        let mut rows = tail_in_one_task();
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.variant == "method" && r.task == "c")
+        {
+            *r = with_metrics(r.clone(), if r.trial_index == 0 { cand_tail } else { 0 }, 4);
+        }
+        rows
+    };
+    let p = promotion(&[("no_regression", "[\"wrong_turns\"]")]);
+    let gate_of = |tail| {
+        let r = run(&rows(tail), &p, 8);
+        r.gates
+            .into_iter()
+            .find(|g| g.name == "no_regression:wrong_turns")
+            .unwrap()
+    };
+    assert!(gate_of(0).passed);
+    let one = gate_of(1);
+    assert!(!one.passed, "{one:#?}");
+    assert_eq!(one.numbers[1].value, Some(0.1));
+    // Recoveries are better when higher: a candidate with fewer recoveries regresses.
+    let p = promotion(&[("no_regression", "[\"recoveries:total\"]")]);
+    let mut rr = tail_in_one_task();
+    for r in rr.iter_mut().filter(|r| r.variant == "control") {
+        if let Some(m) = r.verdict.metrics.as_mut() {
+            m.recoveries = 1;
+        }
+    }
+    let g = run(&rr, &p, 8)
+        .gates
+        .into_iter()
+        .find(|g| g.name == "no_regression:recoveries:total")
+        .unwrap();
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(g.numbers[0].value, Some(10.0));
+}
+
+#[test]
+fn a_bad_statistic_is_an_unknown_metric() {
+    for bad in ["wrong_turns:mode", "success_rate:mean", "vibes:mean"] {
+        let p = promotion(&[("no_regression", &format!("[\"{bad}\"]"))]);
+        let err = gate(&passing(), &p, &ReportConfig::default()).unwrap_err();
+        assert_eq!(err, GateError::UnknownMetric(bad.into()));
+    }
+}

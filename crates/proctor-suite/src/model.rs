@@ -367,7 +367,9 @@ pub struct Promotion {
     /// Variant id of the arm to promote. Required.
     #[schemars(with = "String")]
     pub candidate: Spanned<String>,
-    /// The metric the improvement is measured on. Default: `"completion_rate"`.
+    /// The metric the improvement is measured on: a metric name, or for a per-trial metric
+    /// `NAME:STATISTIC` (`median`, `mean` or `total`; `mean` when not named, so one trial's tail
+    /// counts). Default: `"completion_rate"`.
     #[serde(default = "default_primary_metric")]
     #[schemars(with = "Metric")]
     pub primary_metric: Spanned<String>,
@@ -387,7 +389,9 @@ pub struct Promotion {
     #[serde(default)]
     pub strongest_success_tolerance: Option<f64>,
     /// Metrics on which the candidate must not be worse than the baseline, e.g.
-    /// `["wrong_turns"]`. Default: none.
+    /// `["wrong_turns", "calls:median", "tokens:total"]`. A per-trial metric is compared by its
+    /// mean unless a statistic is named after a colon (`median`, `mean` or `total`); a rate
+    /// takes none. Default: none.
     #[serde(default)]
     #[schemars(with = "Vec<Metric>")]
     pub no_regression: Vec<Spanned<String>>,
@@ -438,6 +442,115 @@ pub const METRICS: &[&str] = &[
     "wall_seconds",
     "agent_cpu_seconds",
 ];
+
+/// The metrics of [`METRICS`] that are measured per trial (interface and cost metrics), so that a
+/// promotion compares a statistic of them over the trials ([`Statistic`]); the others are rates
+/// and the rubric mean, one number per arm already.
+pub const PER_TRIAL_METRICS: &[&str] = &[
+    "wrong_turns",
+    "calls",
+    "errors",
+    "repeats",
+    "undone",
+    "denied",
+    "recoveries",
+    "help_calls",
+    "tokens",
+    "requests",
+    "wall_seconds",
+    "agent_cpu_seconds",
+];
+
+/// Which statistic of a per-trial metric over an arm's trials a promotion gate compares, named
+/// after a colon (`"wrong_turns:total"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline, transform = string_enum)]
+pub enum Statistic {
+    /// The median: the typical trial; blind to a tail of a few trials.
+    Median,
+    /// The mean: every trial's value counts (the default).
+    Mean,
+    /// The sum over the trials that reported the metric.
+    Total,
+}
+
+impl Statistic {
+    /// Every statistic, in the order documented.
+    pub const ALL: [Statistic; 3] = [Statistic::Median, Statistic::Mean, Statistic::Total];
+
+    /// The statistic a gate compares when none is named: the mean, which a tail moves.
+    pub const DEFAULT: Statistic = Statistic::Mean;
+
+    /// The spelling used in `suite.toml` and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Statistic::Median => "median",
+            Statistic::Mean => "mean",
+            Statistic::Total => "total",
+        }
+    }
+
+    /// The statistic spelled `s`, if any.
+    pub fn parse(s: &str) -> Option<Statistic> {
+        Statistic::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// A metric as a promotion names it: `NAME` or `NAME:STATISTIC`, split at the first colon; the
+/// statistic part is given as written, for the validator to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricRef<'a> {
+    /// The metric's name (meant to be one of [`METRICS`]).
+    pub metric: &'a str,
+    /// The statistic as written after the colon, if there is one.
+    pub statistic: Option<&'a str>,
+}
+
+impl<'a> MetricRef<'a> {
+    /// Splits `written` at its first colon.
+    pub fn split(written: &'a str) -> MetricRef<'a> {
+        match written.split_once(':') {
+            Some((metric, statistic)) => MetricRef {
+                metric,
+                statistic: Some(statistic),
+            },
+            None => MetricRef {
+                metric: written,
+                statistic: None,
+            },
+        }
+    }
+
+    /// Whether the metric is measured per trial ([`PER_TRIAL_METRICS`]) and so takes a statistic.
+    pub fn is_per_trial(&self) -> bool {
+        PER_TRIAL_METRICS.contains(&self.metric)
+    }
+
+    /// The statistic compared: the one named, or [`Statistic::DEFAULT`] for a per-trial metric;
+    /// `None` for a rate (or for a statistic that is not one, which validation rejects).
+    pub fn statistic(&self) -> Option<Statistic> {
+        if !self.is_per_trial() {
+            return None;
+        }
+        match self.statistic {
+            None => Some(Statistic::DEFAULT),
+            Some(s) => Statistic::parse(s),
+        }
+    }
+}
+
+/// Every spelling a promotion may use for a metric: each of [`METRICS`], and each per-trial
+/// metric with each statistic (`wrong_turns:median`, ...).
+pub fn metric_spellings() -> Vec<String> {
+    let mut out: Vec<String> = METRICS.iter().map(|m| m.to_string()).collect();
+    for m in PER_TRIAL_METRICS {
+        for st in Statistic::ALL {
+            out.push(format!("{m}:{}", st.as_str()));
+        }
+    }
+    out
+}
 
 /// The agent CLI a variant drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
@@ -966,14 +1079,28 @@ impl JsonSchema for Metric {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let docs: Vec<Value> = METRICS
+        let names = metric_spellings();
+        let docs: Vec<Value> = names
             .iter()
-            .map(|m| metric_doc(m).map_or(Value::Null, Value::from))
+            .map(|written| {
+                let r = MetricRef::split(written);
+                let Some(doc) = metric_doc(r.metric) else {
+                    return Value::Null;
+                };
+                match (r.is_per_trial(), r.statistic.and_then(Statistic::parse)) {
+                    (true, None) => Value::from(format!("{doc} Compared by its mean per trial.")),
+                    (true, Some(st)) => Value::from(format!(
+                        "{doc} Compared by its {} over the trials.",
+                        st.as_str()
+                    )),
+                    (false, _) => Value::from(doc),
+                }
+            })
             .collect();
         json_schema!({
-            "description": "A metric a promotion may name: a rate over graded trials, the rubric mean, or a median per graded trial of an interface or cost metric.",
+            "description": "A metric a promotion may name: a rate over graded trials, the rubric mean, or an interface or cost metric per graded trial, compared by its mean unless a statistic is named after a colon (`calls:median`, `tokens:total`).",
             "type": "string",
-            "enum": METRICS,
+            "enum": names,
             "x-taplo": { "docs": { "enumValues": docs } },
         })
     }
@@ -990,18 +1117,18 @@ fn metric_doc(metric: &str) -> Option<&'static str> {
         "ask_rate" => "Share of graded trials that stopped to ask the person. Lower is better.",
         "abandoned_rate" => "Share of graded trials that came out `abandoned`. Lower is better.",
         "rubric_mean" => "Mean rubric total, as a fraction of the maximum. Higher is better.",
-        "wrong_turns" => "Median errors + repeats + undone + denied calls per trial. Lower is better.",
-        "calls" => "Median interface calls per trial. Lower is better.",
-        "errors" => "Median interface calls that exited non-zero, per trial. Lower is better.",
-        "repeats" => "Median calls identical to the call right before them, per trial. Lower is better.",
-        "undone" => "Median calls that reverse an earlier call by the `undo` pairs, per trial. Lower is better.",
-        "denied" => "Median calls the allow-list refused, per trial. Lower is better.",
-        "recoveries" => "Median successful calls of a verb after failed calls of it, per trial. Higher is better.",
-        "help_calls" => "Median calls with `--help`, `-h` or the verb `help`, per trial. Lower is better.",
-        "tokens" => "Median input + output tokens per trial. Lower is better.",
-        "requests" => "Median model requests per trial. Lower is better.",
-        "wall_seconds" => "Median wall-clock seconds of the agent per trial. Lower is better.",
-        "agent_cpu_seconds" => "Median CPU seconds of the agent's process tree per trial. Lower is better.",
+        "wrong_turns" => "Errors + repeats + undone + denied calls per trial. Lower is better.",
+        "calls" => "Interface calls per trial. Lower is better.",
+        "errors" => "Interface calls that exited non-zero, per trial. Lower is better.",
+        "repeats" => "Calls identical to the call right before them, per trial. Lower is better.",
+        "undone" => "Calls that reverse an earlier call by the `undo` pairs, per trial. Lower is better.",
+        "denied" => "Calls the allow-list refused, per trial. Lower is better.",
+        "recoveries" => "Successful calls of a verb after failed calls of it, per trial. Higher is better.",
+        "help_calls" => "Calls with `--help`, `-h` or the verb `help`, per trial. Lower is better.",
+        "tokens" => "Input + output tokens per trial. Lower is better.",
+        "requests" => "Model requests per trial. Lower is better.",
+        "wall_seconds" => "Wall-clock seconds of the agent per trial. Lower is better.",
+        "agent_cpu_seconds" => "CPU seconds of the agent's process tree per trial. Lower is better.",
         _ => return None,
     })
 }

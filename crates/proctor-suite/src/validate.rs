@@ -10,7 +10,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::assertion::{Assertion, Calls, Check, FileContains, FilesUnchanged, StateAssertion};
-use crate::model::{AgentKind, Condition, Environment, Expect, Task, Variant, METRICS};
+use crate::model::{
+    AgentKind, Condition, Environment, Expect, MetricRef, Statistic, Task, Variant, METRICS,
+    PER_TRIAL_METRICS,
+};
 use crate::parse::parse_toml;
 use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
@@ -1754,24 +1757,80 @@ impl<'a> Validator<'a> {
             }
         }
         for metric in std::iter::once(&promotion.primary_metric).chain(&promotion.no_regression) {
-            if !METRICS.contains(&metric.get_ref().as_str()) {
-                let list = METRICS.join(", ");
-                let hint = match crate::problem::nearest(metric.get_ref(), METRICS.iter().copied())
-                {
-                    Some(n) => format!("did you mean `{n}`? The metrics are: {list}"),
-                    None => format!("write one of the metrics: {list}"),
-                };
-                let p = self
-                    .at(
-                        ProblemKind::UnknownReference,
-                        metric.span(),
-                        format!("`{}` is not a metric proctor reports", metric.get_ref()),
-                    )
-                    .with_label("unknown metric")
-                    .with_help(hint);
+            if let Some(p) = self.metric_problem(metric) {
                 self.out.push(p);
             }
         }
+    }
+
+    /// The problem with a metric as `[promotion]` names it (`NAME` or `NAME:STATISTIC`), if any:
+    /// a name proctor does not report, a statistic that is not one, or a statistic on a rate.
+    fn metric_problem(&self, metric: &Spanned<String>) -> Option<Problem> {
+        let written = metric.get_ref().as_str();
+        let r = MetricRef::split(written);
+        if !METRICS.contains(&r.metric) {
+            let list = METRICS.join(", ");
+            let hint = match crate::problem::nearest(r.metric, METRICS.iter().copied()) {
+                Some(n) => format!("did you mean `{n}`? The metrics are: {list}"),
+                None => format!("write one of the metrics: {list}"),
+            };
+            return Some(
+                self.at(
+                    ProblemKind::UnknownReference,
+                    metric.span(),
+                    format!("`{}` is not a metric proctor reports", r.metric),
+                )
+                .with_label("unknown metric")
+                .with_help(hint),
+            );
+        }
+        let statistic = r.statistic?;
+        let choices = Statistic::ALL
+            .iter()
+            .map(|s| format!("`{}:{}`", r.metric, s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !r.is_per_trial() {
+            return Some(
+                self.at(
+                    ProblemKind::UnknownReference,
+                    metric.span(),
+                    format!(
+                        "`{}` is one number per arm and takes no statistic, but `{written}` names `{statistic}`",
+                        r.metric
+                    ),
+                )
+                .with_label("no statistic here")
+                .with_help(format!(
+                    "write `{}` alone; a statistic (median, mean, total) applies only to the per-trial metrics: {}",
+                    r.metric,
+                    PER_TRIAL_METRICS.join(", ")
+                )),
+            );
+        }
+        if Statistic::parse(statistic).is_some() {
+            return None;
+        }
+        let names: Vec<&str> = Statistic::ALL.iter().map(|s| s.as_str()).collect();
+        let hint = match crate::problem::nearest(statistic, names.iter().copied()) {
+            Some(n) => format!(
+                "did you mean `{}:{n}`? Write one of {choices}, or `{}` alone for the mean",
+                r.metric, r.metric
+            ),
+            None => format!(
+                "write one of {choices}, or `{}` alone for the mean",
+                r.metric
+            ),
+        };
+        Some(
+            self.at(
+                ProblemKind::UnknownReference,
+                metric.span(),
+                format!("`{statistic}` in `{written}` is not a statistic proctor reports"),
+            )
+            .with_label("unknown statistic")
+            .with_help(hint),
+        )
     }
 
     fn suite_folders(&mut self) {

@@ -315,8 +315,16 @@ fn every_enum_value_of_the_schema_parses() {
     assert_eq!(expects, ["complete", "refuse", "ask"]);
     assert_eq!(directions, ["higher", "lower"]);
     let promotion = &d["Promotion"]["properties"];
-    assert_eq!(values(&promotion["primary_metric"]), model::METRICS);
-    assert_eq!(values(&promotion["no_regression"]["items"]), model::METRICS);
+    // Every metric, then each per-trial metric with each statistic (`calls:median`, ...).
+    let spellings = model::metric_spellings();
+    assert_eq!(spellings[..model::METRICS.len()], *model::METRICS);
+    assert_eq!(
+        spellings.len(),
+        model::METRICS.len() + 3 * model::PER_TRIAL_METRICS.len()
+    );
+    assert!(spellings.iter().any(|s| s == "wrong_turns:total"));
+    assert_eq!(values(&promotion["primary_metric"]), spellings);
+    assert_eq!(values(&promotion["no_regression"]["items"]), spellings);
     let routes = d["Task"]["properties"]["route_faults"]["properties"]
         .as_object()
         .unwrap();

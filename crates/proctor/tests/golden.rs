@@ -9,7 +9,8 @@
 //! - `results.json`: the run id (`run_id`, `report.run_ids[]`, `report.trials[].run_id`),
 //!   `generated_at`, each trial's `timings_ms` values, the agent's `wall_seconds` and
 //!   `cpu_seconds`, each call's `start` and `end`, each service event's `at`, each service
-//!   probe's `elapsed`, the medians of `wall_seconds` and `agent_cpu_seconds` and the total of
+//!   probe's `elapsed`, the medians of `wall_seconds` and `agent_cpu_seconds` (in `medians`,
+//!   and their median, mean and total in `summaries`) and the total of
 //!   `costs.agent_cpu_seconds` (derived from those times), the duration Python's unittest prints
 //!   (`Ran N tests in 0.001s`) in captured output heads and tails, the host's `PATH` in
 //!   `launch.env.PATH`; and, in every string, the absolute folders of this machine (the store,
@@ -171,6 +172,11 @@ fn varying(path: &[String]) -> Option<&'static str> {
     if ends_with(path, &["medians", "wall_seconds", "median"])
         || ends_with(path, &["medians", "agent_cpu_seconds", "median"])
         || ends_with(path, &["costs", "agent_cpu_seconds", "total"])
+        || ["wall_seconds", "agent_cpu_seconds"].iter().any(|m| {
+            ["median", "mean", "total"]
+                .iter()
+                .any(|st| ends_with(path, &["summaries", m, st]))
+        })
     {
         return Some("<seconds>");
     }

@@ -664,6 +664,16 @@ fn unknown_promotion_metrics() {
 }
 
 #[test]
+fn unknown_promotion_statistics() {
+    // A statistic that is not one, and a statistic on a rate: each named with what to write.
+    let s = TestSuite::minimal().edit(
+        "[[variants]]",
+        "[promotion]\nbaseline = \"oracle\"\ncandidate = \"oracle\"\nprimary_metric = \"completion_rate\"\nno_regression = [\"wrong_turns:mediam\", \"failure_rate:mean\", \"calls:total\"]\n\n[[variants]]",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
 fn expect_refuse_without_a_refusal_section() {
     let s = TestSuite::minimal().edit("prompt = ", "expect = \"refuse\"\nprompt = ");
     insta::assert_snapshot!(rejected_in_place(&s, &[]));

@@ -3,7 +3,7 @@
 use crate::aggregate::{Cell, CountLedger, Money, RunReport, SecondsLedger};
 use crate::compare::{ArmStats, Change, Comparison, ComparisonCell, PassK, Side};
 use crate::gate::GateReport;
-use crate::stats::{number, Median};
+use crate::stats::{number, Summary};
 
 use super::doc::{Block, Table};
 
@@ -13,6 +13,9 @@ failure = wrong + refused-wrongly + abandoned; an honest refusal is not a failur
 success counts a correct refusal or ask where the task expects one. \
 Errored (operational) and ungradeable trials are counted apart and are in no n. \
 A cell is UNRELIABLE when more than 20% of its trials are ungradeable.";
+
+/// How the per-trial metrics' cells read, in their tables' headings.
+const PER_TRIAL: &str = "median / mean / total over graded trials, each with its n";
 
 const RATE_HEADERS: [&str; 12] = [
     "n",
@@ -134,15 +137,9 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
         Block::Table(rates_table(r)),
         Block::Heading(2, "Variants side by side".into()),
         Block::Table(side_by_side_table(r)),
-        Block::Heading(
-            2,
-            "Interface metrics (medians over graded trials, each with its n)".into(),
-        ),
+        Block::Heading(2, format!("Interface metrics ({PER_TRIAL})")),
         Block::Table(metrics_table(r)),
-        Block::Heading(
-            2,
-            "Tokens and requests (medians over graded trials, each with its n)".into(),
-        ),
+        Block::Heading(2, format!("Tokens and requests ({PER_TRIAL})")),
         Block::Table(tokens_table(r)),
         Block::Heading(
             2,
@@ -242,9 +239,33 @@ fn side_by_side_table(r: &RunReport) -> Table {
     t
 }
 
-/// The interface metrics' medians of a cell.
+/// The headers of [`metric_cells`].
+const METRIC_HEADERS: [&str; 10] = [
+    "calls",
+    "wrong turns",
+    "errors",
+    "repeats",
+    "undone",
+    "denied",
+    "recoveries",
+    "help calls",
+    "wall s",
+    "agent cpu s",
+];
+
+/// The headers of [`token_cells`].
+const TOKEN_HEADERS: [&str; 6] = [
+    "tokens (in+out)",
+    "input",
+    "output",
+    "cache read",
+    "cache write",
+    "requests",
+];
+
+/// The interface metrics' median / mean / total of a cell.
 fn metric_cells(c: &Cell) -> Vec<String> {
-    let m = &c.medians;
+    let m = &c.summaries;
     [
         m.calls,
         m.wrong_turns,
@@ -258,33 +279,20 @@ fn metric_cells(c: &Cell) -> Vec<String> {
         m.agent_cpu_seconds,
     ]
     .iter()
-    .map(Median::to_string)
+    .map(Summary::to_string)
     .collect::<Vec<_>>()
 }
 
-/// The interface metrics' medians per variant × task and per variant.
+/// The interface metrics' median / mean / total per variant × task and per variant.
 fn metrics_table(r: &RunReport) -> Table {
-    let mut t = Table::new(&[
-        "variant",
-        "task",
-        "calls",
-        "wrong turns",
-        "errors",
-        "repeats",
-        "undone",
-        "denied",
-        "recoveries",
-        "help calls",
-        "wall s",
-        "agent cpu s",
-    ]);
+    let mut t = Table::new(&with(&["variant", "task"], &METRIC_HEADERS));
     variant_task_rows(&mut t, r, metric_cells);
     t
 }
 
-/// The token and request medians of a cell.
+/// The token and request median / mean / total of a cell.
 fn token_cells(c: &Cell) -> Vec<String> {
-    let m = &c.medians;
+    let m = &c.summaries;
     [
         m.tokens,
         m.tokens_input,
@@ -294,22 +302,13 @@ fn token_cells(c: &Cell) -> Vec<String> {
         m.requests,
     ]
     .iter()
-    .map(Median::to_string)
+    .map(Summary::to_string)
     .collect::<Vec<_>>()
 }
 
-/// The token and request medians per variant × task and per variant.
+/// The token and request median / mean / total per variant × task and per variant.
 fn tokens_table(r: &RunReport) -> Table {
-    let mut t = Table::new(&[
-        "variant",
-        "task",
-        "tokens (in+out)",
-        "input",
-        "output",
-        "cache read",
-        "cache write",
-        "requests",
-    ]);
+    let mut t = Table::new(&with(&["variant", "task"], &TOKEN_HEADERS));
     variant_task_rows(&mut t, r, token_cells);
     t
 }
@@ -470,6 +469,12 @@ No p-values, no confidence intervals."
 
     out.push(Block::Heading(2, "Verdicts".into()));
     out.push(Block::Table(verdicts_table(&rows)));
+    out.push(Block::Heading(2, "Matched pairs by success".into()));
+    out.push(Block::Para(
+        "Pairs graded in both arms, counted by which arm's trial succeeded: the discordant pairs (one arm succeeded, the other did not) are where the arms differ. Plain counts, no test statistic."
+            .into(),
+    ));
+    out.push(Block::Table(discordance_table(&rows)));
     out.push(Block::Heading(2, "Matched differences (B - A)".into()));
     out.push(Block::Table(differences_table(&rows)));
     out.push(Block::Heading(2, "pass@k and pass^k".into()));
@@ -479,6 +484,20 @@ No p-values, no confidence intervals."
         "Every rate per arm (matched trials)".into(),
     ));
     out.push(Block::Table(arm_rates_table(&rows)));
+    out.push(Block::Heading(
+        2,
+        format!("Interface metrics per arm (matched trials; {PER_TRIAL})"),
+    ));
+    out.push(Block::Table(arm_table(
+        &rows,
+        &METRIC_HEADERS,
+        metric_cells,
+    )));
+    out.push(Block::Heading(
+        2,
+        format!("Tokens and requests per arm (matched trials; {PER_TRIAL})"),
+    ));
+    out.push(Block::Table(arm_table(&rows, &TOKEN_HEADERS, token_cells)));
     out.push(Block::Heading(2, "Unmatched trials".into()));
     out.push(unmatched_block(c));
     out
@@ -520,6 +539,41 @@ fn verdicts_table(rows: &CellRows) -> Table {
             cell.b.cell.rates.failure.to_string(),
             cell.reason.clone(),
         ]);
+    }
+    t
+}
+
+/// Each cell's pairs graded in both arms, by which arm succeeded.
+fn discordance_table(rows: &CellRows) -> Table {
+    let mut t = Table::new(&[
+        "task",
+        "pairs graded in both",
+        "A succeeded, B not",
+        "B succeeded, A not",
+        "both succeeded",
+        "neither succeeded",
+    ]);
+    for (name, cell) in rows {
+        let d = &cell.discordance;
+        t.row(vec![
+            name.to_string(),
+            d.n.to_string(),
+            d.a_only.to_string(),
+            d.b_only.to_string(),
+            d.both.to_string(),
+            d.neither.to_string(),
+        ]);
+    }
+    t
+}
+
+/// A row per cell and arm: the task, the arm, then `cells` of the arm's cell under `headers`.
+fn arm_table(rows: &CellRows, headers: &[&str], cells: fn(&Cell) -> Vec<String>) -> Table {
+    let mut t = Table::new(&with(&["task", "arm"], headers));
+    for (name, cell) in rows {
+        for (side, arm) in [("A", &cell.a), ("B", &cell.b)] {
+            t.row([vec![name.to_string(), side.to_string()], cells(&arm.cell)].concat());
+        }
     }
     t
 }
@@ -646,8 +700,15 @@ pub(crate) fn gates(g: &GateReport) -> Vec<Block> {
     )];
     let mut t = Table::new(&["gate", "result", "explanation"]);
     for gate in &g.gates {
+        // The statistic a gate compared, unless its name already says it (`calls:median`).
+        let name = match gate.statistic {
+            Some(st) if !gate.name.ends_with(&format!(":{}", st.as_str())) => {
+                format!("{} ({})", gate.name, st.as_str())
+            }
+            _ => gate.name.clone(),
+        };
         t.row(vec![
-            gate.name.clone(),
+            name,
             if gate.passed { "pass" } else { "FAIL" }.to_string(),
             gate.explanation.clone(),
         ]);

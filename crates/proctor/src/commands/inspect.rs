@@ -158,17 +158,36 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             d.trial_id, d.reason
         );
     }
-    // Variants side by side per task: n and outcome counts in every cell.
+    // Variants side by side per task: n, outcome counts and the wrong turns of the graded
+    // trials (median / mean / total, so a tail shows) in every cell.
     let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    let mut wrong_turns: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
     for t in &trials {
+        let key = (t.task.clone(), t.variant.clone());
+        if t.outcome != "errored" && t.outcome != "ungradeable" {
+            wrong_turns
+                .entry(key.clone())
+                .or_default()
+                .push(t.wrong_turns.map(|w| w as f64));
+        }
         *cells
-            .entry((t.task.clone(), t.variant.clone()))
+            .entry(key)
             .or_default()
             .entry(t.outcome.clone())
             .or_default() += 1;
     }
-    let mut grid = Table::new(&["TASK", "VARIANT", "n", "COMPLETED", "OUTCOMES"]);
-    for ((task, variant), counts) in &cells {
+    let mut grid = Table::new(&[
+        "TASK",
+        "VARIANT",
+        "n",
+        "COMPLETED",
+        "WRONG TURNS (median / mean / total)",
+        "OUTCOMES",
+    ]);
+    for (key, counts) in &cells {
+        let (task, variant) = key;
+        let turns =
+            proctor_report::Summary::of(wrong_turns.get(key).into_iter().flatten().copied());
         let total: usize = counts.values().sum();
         let graded = total
             - counts.get("errored").copied().unwrap_or(0)
@@ -184,6 +203,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             variant.clone(),
             graded.to_string(),
             proctor_report::Rate::new(completed as u64, graded as u64).to_string(),
+            turns.to_string(),
             list,
         ]);
     }
