@@ -157,6 +157,9 @@ pub fn capture(
     if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
         limit_reached = resource.map(str::to_string).or(limit_reached);
     }
+    if let Some(why) = &executed.init_lost {
+        init_lost(why, resource, &mut end, &mut capture_notes, &mut notes);
+    }
     Captured {
         end,
         ledgers,
@@ -165,6 +168,41 @@ pub fn capture(
         notes: notes.notes.into_iter().map(HarnessNote::run).collect(),
         capture_notes,
         store_full: notes.full,
+    }
+}
+
+/// The trial's init was killed after the agent ran (`why`), taking the workspace's changes
+/// with it. When a limit of the trial's own (`memory`, `processes`, `disk`) was reached, that
+/// is the agent's doing: the trial is graded from what was kept, and the lost workspace is a
+/// capture note and a change (the workspace root, `.`, added with no content), so that no rule
+/// about the workspace can pass on changes nobody could see. Otherwise it is a harness fault.
+fn init_lost(
+    why: &str,
+    resource: Option<&str>,
+    end: &mut EndState,
+    capture_notes: &mut Vec<CaptureNote>,
+    notes: &mut Notes,
+) {
+    match resource.filter(|r| *r != "output") {
+        Some(limit) => {
+            capture_notes.push(CaptureNote::new(
+                ".",
+                format!(
+                    "the workspace's changes were lost: the trial's init was killed at its {limit} limit ({why})"
+                ),
+            ));
+            end.changes.push(FileChange {
+                path: ".".into(),
+                kind: ChangeKind::Added,
+                dir: true,
+                mode: None,
+                hash: None,
+                size: None,
+            });
+        }
+        None => notes.push(format!(
+            "the sandbox failed: the sandbox init ended without a report: {why}"
+        )),
     }
 }
 
@@ -855,6 +893,7 @@ mod tests {
                 bounds: Default::default(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
+            init_lost: None,
         };
         let end = agent_end(&executed);
         assert!(!end.started);
