@@ -63,6 +63,12 @@ pub struct TrialRecord {
     #[serde(serialize_with = "sorted")]
     #[schemars(with = "serde_json::Value")]
     pub services: Option<Vec<ServiceReport>>,
+    /// What the capture could not keep of what the agent made (a path past PATH_MAX, an entry
+    /// it could not read or carry out, the workspace lost with an init its own limit killed),
+    /// each with its cause. Not a harness problem: the trial is graded from what was kept, and
+    /// each entry named here is in the end state's changes as added, with no content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture_notes: Vec<CaptureNote>,
     /// Problems of the harness (not the agent) met during the trial.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<String>")]
@@ -114,6 +120,12 @@ pub struct StoredRecord {
     /// harness failed before the sandbox ran.
     #[schemars(with = "serde_json::Value")]
     pub services: Option<Vec<ServiceReport>>,
+    /// What the capture could not keep of what the agent made (a path past PATH_MAX, an entry
+    /// it could not read or carry out, the workspace lost with an init its own limit killed),
+    /// each with its cause. Not a harness problem: the trial is graded from what was kept, and
+    /// each entry named here is in the end state's changes as added, with no content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture_notes: Vec<CaptureNote>,
     /// Problems of the harness (not the agent) met during the trial.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<String>")]
@@ -141,6 +153,7 @@ impl From<StoredRecord> for TrialRecord {
             ledgers: r.ledgers,
             limit_reached: r.limit_reached,
             services: r.services,
+            capture_notes: r.capture_notes,
             harness_notes: r.harness_notes,
             sitting: r.sitting,
         }
@@ -185,6 +198,46 @@ pub enum NoteStage {
     /// A later `proctor rescore` that could not score the trial again: the trial keeps its
     /// verdict, and the note says why.
     Rescore,
+}
+
+/// Something the agent made that the capture could not keep, and why (the agent's doing, so
+/// never a harness fault).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CaptureNote {
+    /// The workspace path it concerns (relative; cut to [`CAPTURE_NOTE_PATH_MAX`] bytes with
+    /// `…` when longer), or `.` for the whole workspace.
+    pub path: String,
+    /// Why it could not be kept.
+    pub cause: String,
+}
+
+/// The most bytes of a path a [`CaptureNote`] keeps.
+pub const CAPTURE_NOTE_PATH_MAX: usize = 240;
+
+impl CaptureNote {
+    /// A note on `path` (cut when long) for `cause`.
+    pub fn new(path: &str, cause: impl Into<String>) -> CaptureNote {
+        let mut path = path.to_string();
+        if path.len() > CAPTURE_NOTE_PATH_MAX {
+            let mut cut = CAPTURE_NOTE_PATH_MAX;
+            while !path.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let total = path.len();
+            path.truncate(cut);
+            path.push_str(&format!("… ({total} bytes)"));
+        }
+        CaptureNote {
+            path,
+            cause: cause.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for CaptureNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.cause)
+    }
 }
 
 /// A problem of the harness (not the agent) met with a trial. Written as a sentence, as it
@@ -453,6 +506,7 @@ mod tests {
             ledgers: crate::model::Ledgers::default(),
             limit_reached: None,
             services: None,
+            capture_notes: Vec::new(),
             harness_notes: Vec::new(),
             sitting: None,
         }

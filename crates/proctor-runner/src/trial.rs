@@ -165,6 +165,7 @@ fn stages(
         ledgers: captured.ledgers,
         limit_reached: captured.limit_reached,
         services: Some(executed.report.services),
+        capture_notes: captured.capture_notes,
         harness_notes: captured.notes,
         sitting: None,
     })

@@ -90,6 +90,108 @@ pub enum DiffError {
     BadLaidIn(PathBuf),
 }
 
+/// An entry of the end state that the diff could not read (a path past PATH_MAX, a folder it
+/// could not list): it is reported as added, without looking below it, and named here with
+/// the cause, so that what the agent made never vanishes from its end state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unread {
+    /// Path relative to the workspace root.
+    pub path: PathBuf,
+    /// The system's error.
+    pub cause: String,
+}
+
+/// The changes of a workspace, with what could not be read of it, and the entries whose
+/// permissions were opened up (for this user to read them) until the value is dropped.
+#[derive(Debug, Default)]
+pub struct Diff {
+    /// The changes, sorted by path; every unread entry is among them (as added, unless it was
+    /// seen to be something else first).
+    pub changes: Vec<Change>,
+    /// What could not be read, in the order met.
+    pub unread: Vec<Unread>,
+    /// Entries of the end state given read access for the capture; their modes are put back
+    /// when this is dropped.
+    pub reopened: Reopened,
+}
+
+/// Entries whose modes were widened so that this user can read them (an agent's folder of mode
+/// 000): each is given its own mode back, deepest first, when this is dropped.
+#[derive(Debug, Default)]
+pub struct Reopened(Vec<(PathBuf, u32)>);
+
+impl Reopened {
+    /// Gives `path` (now of mode `mode`) the access bits `add` for its owner, to be put back.
+    fn open(&mut self, path: &Path, mode: u32, add: u32) -> Result<(), DiffError> {
+        use std::os::unix::fs::PermissionsExt;
+        if mode & add == add {
+            return Ok(());
+        }
+        fs::set_permissions(path, fs::Permissions::from_mode(mode | add)).map_err(io_err(path))?;
+        self.0.push((path.to_owned(), mode));
+        Ok(())
+    }
+}
+
+impl Drop for Reopened {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        for (path, mode) in self.0.drain(..).rev() {
+            let _ = fs::set_permissions(&path, fs::Permissions::from_mode(mode));
+        }
+    }
+}
+
+/// The system's error behind a diff error, without the (possibly very long) path.
+fn cause(e: &DiffError) -> String {
+    match e {
+        DiffError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// What a walk met that it could not read, and what it opened up.
+#[derive(Default)]
+struct Noted {
+    unread: Vec<Unread>,
+    reopened: Reopened,
+}
+
+impl Noted {
+    /// Notes that `rel` could not be read for `e`, reporting it as added unless a change was
+    /// already reported for it.
+    fn unread(&mut self, rel: &Path, is_dir: bool, e: &DiffError, out: &mut Vec<Change>) {
+        if !out.iter().any(|c| c.path == rel) {
+            out.push(Change {
+                path: rel.to_owned(),
+                kind: ChangeKind::Added,
+                entry: if is_dir {
+                    EntryKind::Dir
+                } else {
+                    EntryKind::Other
+                },
+                mode_before: None,
+                mode_after: None,
+            });
+        }
+        self.unread.push(Unread {
+            path: rel.to_owned(),
+            cause: cause(e),
+        });
+    }
+}
+
+/// A strict result from a [`Diff`]: its changes, or its first unread entry as an error.
+fn strict(d: Diff) -> Result<Vec<Change>, DiffError> {
+    match d.unread.first() {
+        Some(u) => Err(DiffError::Io {
+            path: u.path.clone(),
+            source: io::Error::other(u.cause.clone()),
+        }),
+        None => Ok(d.changes.clone()),
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {
     move |source| DiffError::Io {
         path: path.to_owned(),
@@ -277,15 +379,30 @@ fn finish(mut out: Vec<Change>) -> Vec<Change> {
 /// in the `user.` or `trusted.` xattr namespace) deleted everything of the lower directory it
 /// does not itself contain. A file copied up but left with the same bytes and mode is no change.
 /// Directories are reported when added, deleted or re-moded, never merely for holding changes.
+///
+/// Any entry it cannot read is an error: [`overlay_diff`] reads past them.
 pub fn overlay_changes(
     upper: &Path,
     lowers: &[PathBuf],
     laid_in: &[LaidIn],
 ) -> Result<Vec<Change>, DiffError> {
+    strict(overlay_diff(upper, lowers, laid_in)?)
+}
+
+/// [`overlay_changes`] over an upper layer an agent made: an entry that cannot be read (a path
+/// past PATH_MAX, a folder it cannot list) is reported as added and noted as unread, and the
+/// rest is read; entries this user may not read (mode 000) are opened up until the returned
+/// [`Diff`] is dropped. Only an upper layer that cannot be listed at all is an error.
+pub fn overlay_diff(
+    upper: &Path,
+    lowers: &[PathBuf],
+    laid_in: &[LaidIn],
+) -> Result<Diff, DiffError> {
     let laid = Laid::new(laid_in)?;
     let ov = Overlay { upper, lowers };
     let mut out = Vec::new();
-    ov.walk_upper(Path::new(""), &laid, &mut out)?;
+    let mut noted = Noted::default();
+    ov.walk_upper(Path::new(""), &laid, &mut out, &mut noted)?;
     // Laid-in files with no upper entry: deleted (no lower had them, so no whiteout was needed),
     // or hidden by a whiteout/opaque directory above them.
     for (rel, hash) in &laid.files {
@@ -298,7 +415,11 @@ pub fn overlay_changes(
             out.push(c);
         }
     }
-    Ok(finish(out))
+    Ok(Diff {
+        changes: finish(out),
+        unread: noted.unread,
+        reopened: noted.reopened,
+    })
 }
 
 struct Overlay<'a> {
@@ -390,18 +511,55 @@ impl Overlay<'_> {
         Ok(())
     }
 
-    fn walk_upper(&self, rel: &Path, laid: &Laid, out: &mut Vec<Change>) -> Result<(), DiffError> {
+    /// Walks the upper folder `rel`; an entry in it that cannot be read is noted and the walk
+    /// goes on.
+    fn walk_upper(
+        &self,
+        rel: &Path,
+        laid: &Laid,
+        out: &mut Vec<Change>,
+        noted: &mut Noted,
+    ) -> Result<(), DiffError> {
         let dir = self.upper.join(rel);
-        let mut names: Vec<OsString> = fs::read_dir(&dir)
+        let mut names: Vec<(OsString, bool)> = fs::read_dir(&dir)
             .map_err(io_err(&dir))?
-            .map(|e| e.map(|e| e.file_name()))
+            .map(|e| {
+                e.map(|e| {
+                    let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                    (e.file_name(), is_dir)
+                })
+            })
             .collect::<Result<_, _>>()
             .map_err(io_err(&dir))?;
         names.sort();
-        for name in names {
+        for (name, is_dir) in names {
             let crel = rel.join(&name);
+            if let Err(e) = self.visit(&crel, laid, out, noted) {
+                noted.unread(&crel, is_dir, &e, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares the upper entry `crel` (and what is below it) with the lowers.
+    fn visit(
+        &self,
+        crel: &Path,
+        laid: &Laid,
+        out: &mut Vec<Change>,
+        noted: &mut Noted,
+    ) -> Result<(), DiffError> {
+        let crel = crel.to_path_buf();
+        {
             let full = self.upper.join(&crel);
-            let Some(m) = lstat(&full)? else { continue };
+            let Some(m) = lstat(&full)? else {
+                return Ok(());
+            };
+            if m.is_file() {
+                noted.reopened.open(&full, mode_of(&m), 0o400)?;
+            } else if m.is_dir() {
+                noted.reopened.open(&full, mode_of(&m), 0o700)?;
+            }
             if is_whiteout(&m) {
                 if laid.files.contains_key(&crel) {
                     out.push(Change {
@@ -415,16 +573,16 @@ impl Overlay<'_> {
                 if let Some((_, lm)) = self.lower(&crel)? {
                     self.deleted(&crel, &lm, out)?;
                 }
-                continue;
+                return Ok(());
             }
             if let Some(hash) = laid.files.get(&crel) {
                 if let Some(c) = laid.compare(&crel, hash, &full, Some(&m))? {
                     out.push(c);
                 }
                 if m.is_dir() {
-                    self.walk_upper(&crel, laid, out)?;
+                    self.walk_upper(&crel, laid, out, noted)?;
                 }
-                continue;
+                return Ok(());
             }
             let lower = self.lower(&crel)?;
             let kind = kind_of(&m);
@@ -484,7 +642,7 @@ impl Overlay<'_> {
                 }
             }
             if m.is_dir() {
-                self.walk_upper(&crel, laid, out)?;
+                self.walk_upper(&crel, laid, out, noted)?;
             }
         }
         Ok(())
@@ -591,61 +749,68 @@ impl Manifest {
 }
 
 /// The changes in `dir` since `manifest` was built (copy mode). Reads the whole tree and hashes
-/// every file whose size did not change.
+/// every file whose size did not change. Any entry it cannot read is an error:
+/// [`manifest_diff`] reads past them.
 pub fn manifest_changes(
     manifest: &Manifest,
     dir: &Path,
     laid_in: &[LaidIn],
 ) -> Result<Vec<Change>, DiffError> {
+    strict(manifest_diff(manifest, dir, laid_in)?)
+}
+
+/// [`manifest_changes`] over a tree an agent made: an entry that cannot be read is reported as
+/// added and noted as unread (nothing below it is reported deleted), and the rest is read.
+pub fn manifest_diff(
+    manifest: &Manifest,
+    dir: &Path,
+    laid_in: &[LaidIn],
+) -> Result<Diff, DiffError> {
     let laid = Laid::new(laid_in)?;
     let mut out = Vec::new();
+    let mut noted = Noted::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
-    for item in walk(dir) {
-        let (rel, full, m) = item?;
-        seen.insert(rel.clone());
-        if let Some(hash) = laid.files.get(&rel) {
-            if let Some(c) = laid.compare(&rel, hash, &full, Some(&m))? {
-                out.push(c);
-            }
-            continue;
-        }
-        let kind = kind_of(&m);
-        let mode = mode_of(&m);
-        let change = |k: ChangeKind, before: Option<u32>| Change {
-            path: rel.clone(),
-            kind: k,
-            entry: kind,
-            mode_before: before,
-            mode_after: Some(mode),
-        };
-        match manifest.entries.get(&rel) {
-            None => {
-                if !(kind == EntryKind::Dir && laid.dirs.contains(&rel)) {
-                    out.push(change(ChangeKind::Added, None));
+    let mut walker = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter();
+    while let Some(item) = walker.next() {
+        let entry = match item {
+            Ok(e) => e,
+            Err(e) => {
+                let full = e.path().unwrap_or(dir).to_owned();
+                let rel = full.strip_prefix(dir).unwrap_or(&full).to_owned();
+                if rel.as_os_str().is_empty() {
+                    return Err(DiffError::Io {
+                        path: full,
+                        source: e.into(),
+                    });
                 }
-            }
-            Some(b) if b.kind != kind => out.push(change(ChangeKind::Modified, Some(b.mode))),
-            Some(b) => {
-                let content_same = match kind {
-                    EntryKind::File => {
-                        b.size == m.len() && b.blake3.as_deref() == Some(hash_file(&full)?.as_str())
-                    }
-                    EntryKind::Symlink => {
-                        b.target.as_deref()
-                            == Some(fs::read_link(&full).map_err(io_err(&full))?.as_path())
-                    }
-                    EntryKind::Dir | EntryKind::Other => true,
+                let is_dir = fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
+                let err = DiffError::Io {
+                    path: full,
+                    source: e.into(),
                 };
-                if !content_same {
-                    out.push(change(ChangeKind::Modified, Some(b.mode)));
-                } else if kind != EntryKind::Symlink && b.mode != mode {
-                    out.push(change(ChangeKind::ModeChanged, Some(b.mode)));
-                }
+                seen.insert(rel.clone());
+                noted.unread(&rel, is_dir, &err, &mut out);
+                continue;
             }
+        };
+        let full = entry.path().to_owned();
+        let rel = full.strip_prefix(dir).unwrap_or(&full).to_owned();
+        seen.insert(rel.clone());
+        let is_dir = entry.file_type().is_dir();
+        if let Err(e) = manifest_entry_change(manifest, &laid, &rel, &full, &mut out) {
+            if is_dir {
+                walker.skip_current_dir();
+            }
+            noted.unread(&rel, is_dir, &e, &mut out);
         }
     }
+    let under_unread = |rel: &Path| noted.unread.iter().any(|u| rel.starts_with(&u.path));
     for (rel, b) in &manifest.entries {
-        if !seen.contains(rel) && !laid.files.contains_key(rel) {
+        if !seen.contains(rel) && !laid.files.contains_key(rel) && !under_unread(rel) {
             out.push(Change {
                 path: rel.clone(),
                 kind: ChangeKind::Deleted,
@@ -662,7 +827,63 @@ pub fn manifest_changes(
             }
         }
     }
-    Ok(finish(out))
+    Ok(Diff {
+        changes: finish(out),
+        unread: noted.unread,
+        reopened: noted.reopened,
+    })
+}
+
+/// The change (if any) of the end-state entry `rel` at `full`, against the manifest.
+fn manifest_entry_change(
+    manifest: &Manifest,
+    laid: &Laid,
+    rel: &Path,
+    full: &Path,
+    out: &mut Vec<Change>,
+) -> Result<(), DiffError> {
+    let m = fs::symlink_metadata(full).map_err(io_err(full))?;
+    if let Some(hash) = laid.files.get(rel) {
+        if let Some(c) = laid.compare(rel, hash, full, Some(&m))? {
+            out.push(c);
+        }
+        return Ok(());
+    }
+    let kind = kind_of(&m);
+    let mode = mode_of(&m);
+    let change = |k: ChangeKind, before: Option<u32>| Change {
+        path: rel.to_owned(),
+        kind: k,
+        entry: kind,
+        mode_before: before,
+        mode_after: Some(mode),
+    };
+    match manifest.entries.get(rel) {
+        None => {
+            if !(kind == EntryKind::Dir && laid.dirs.contains(rel)) {
+                out.push(change(ChangeKind::Added, None));
+            }
+        }
+        Some(b) if b.kind != kind => out.push(change(ChangeKind::Modified, Some(b.mode))),
+        Some(b) => {
+            let content_same = match kind {
+                EntryKind::File => {
+                    b.size == m.len() && b.blake3.as_deref() == Some(hash_file(full)?.as_str())
+                }
+                EntryKind::Symlink => {
+                    b.target.as_deref()
+                        == Some(fs::read_link(full).map_err(io_err(full))?.as_path())
+                }
+                EntryKind::Dir | EntryKind::Other => true,
+            };
+            if !content_same {
+                out.push(change(ChangeKind::Modified, Some(b.mode)));
+            } else if kind != EntryKind::Symlink && b.mode != mode {
+                out.push(change(ChangeKind::ModeChanged, Some(b.mode)));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::report::{LeftOut, LEFT_OUT_MAX};
 use crate::sys;
 
 /// Where the disk is mounted in T's temporary root while the new root is built.
@@ -103,7 +104,7 @@ impl TrialDisk {
             Some(p) => {
                 // What the parent laid into the upper layer before the start (a variant's
                 // files) moves onto the disk, where the overlay will have it.
-                move_tree(p, &at.join(Part::WorkspaceUpper.name()))
+                move_all(p, &at.join(Part::WorkspaceUpper.name()))
                     .and_then(|()| clear(p))
                     .map_err(|e| format!("move {} onto the trial's disk: {e}", p.display()))?;
                 Some(open_path(p).map_err(|e| format!("open {}: {e}", p.display()))?)
@@ -120,16 +121,46 @@ impl TrialDisk {
 
     /// Once every process of the trial is gone (after the pivot, with the trial's `/proc`
     /// mounted): whether the disk is full, after which the workspace's changes are moved to the
-    /// host's upper folder.
-    pub(crate) fn finish(&self) -> Result<bool, String> {
+    /// host's upper folder. An entry the agent made that cannot be moved (a path past PATH_MAX,
+    /// a name the host's file system refuses) is left out with its cause, and the rest is moved:
+    /// what the agent made never fails the trial's end.
+    pub(crate) fn finish(&self) -> Result<(bool, LeftOuts), String> {
         let root = fd_path(&self.root);
         let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
+        let mut left = LeftOuts::default();
         if let Some(host) = &self.host_upper {
-            move_tree(&root.join(Part::WorkspaceUpper.name()), &fd_path(host)).map_err(|e| {
-                format!("move the workspace's changes out of the trial's disk: {e}")
-            })?;
+            move_tree(
+                &root.join(Part::WorkspaceUpper.name()),
+                &fd_path(host),
+                Path::new(""),
+                &mut left,
+            )
+            .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
-        Ok(full)
+        Ok((full, left))
+    }
+}
+
+/// What could not be moved out of the trial's disk: the first [`LEFT_OUT_MAX`] entries with
+/// their causes, and a count of the rest.
+#[derive(Debug, Default)]
+pub(crate) struct LeftOuts {
+    /// The entries listed.
+    pub(crate) listed: Vec<LeftOut>,
+    /// How many more there were.
+    pub(crate) more: u64,
+}
+
+impl LeftOuts {
+    fn push(&mut self, path: PathBuf, e: &io::Error) {
+        if self.listed.len() < LEFT_OUT_MAX {
+            self.listed.push(LeftOut {
+                path,
+                cause: e.to_string(),
+            });
+        } else {
+            self.more += 1;
+        }
     }
 }
 
@@ -165,31 +196,46 @@ fn free_bytes(p: &Path) -> io::Result<u64> {
 }
 
 /// Moves the overlay upper layer `from` into the empty folder `to`: folders (with their opaque
-/// marks), files, symlinks, fifos and whiteouts, each with its mode. Each file's memory in
-/// `from` is given back as it is copied.
-fn move_tree(from: &Path, to: &Path) -> io::Result<()> {
+/// marks), files, symlinks, fifos, sockets and whiteouts, each with its mode. Each file's
+/// memory in `from` is given back as it is copied. `rel` is where `from` is in the layer; an
+/// entry below it that cannot be moved is noted in `left` (with everything below it) and the
+/// rest is moved; only a failure to list `from` itself is an error.
+fn move_tree(from: &Path, to: &Path, rel: &Path, left: &mut LeftOuts) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        move_entry(&src, &dst).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: {e}", Path::new(&entry.file_name()).display()),
-            )
-        })?;
+        let crel = rel.join(entry.file_name());
+        if let Err(e) = move_entry(&src, &dst, &crel, left) {
+            left.push(crel, &e);
+        }
     }
     Ok(())
 }
 
+/// [`move_tree`] of proctor's own files (laid in before the start), where any entry that cannot
+/// be moved is an error.
+fn move_all(from: &Path, to: &Path) -> io::Result<()> {
+    let mut left = LeftOuts::default();
+    move_tree(from, to, Path::new(""), &mut left)?;
+    match left.listed.into_iter().next() {
+        Some(l) => Err(io::Error::other(format!(
+            "{}: {}",
+            l.path.display(),
+            l.cause
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Moves one entry of an upper layer (a folder with everything in it).
-fn move_entry(src: &Path, dst: &Path) -> io::Result<()> {
+fn move_entry(src: &Path, dst: &Path, rel: &Path, left: &mut LeftOuts) -> io::Result<()> {
     let meta = fs::symlink_metadata(src)?;
     let ft = meta.file_type();
     let mode = meta.mode() & 0o7777;
     if ft.is_dir() {
         fs::create_dir(dst)?;
         copy_xattrs(src, dst)?;
-        move_tree(src, dst)?;
+        move_tree(src, dst, rel, left)?;
         fs::set_permissions(dst, fs::Permissions::from_mode(mode))?;
     } else if ft.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
@@ -200,9 +246,15 @@ fn move_entry(src: &Path, dst: &Path) -> io::Result<()> {
         mknod(dst, libc::S_IFCHR, 0)?;
     } else if ft.is_fifo() {
         mknod(dst, libc::S_IFIFO | mode, 0)?;
+    } else if ft.is_socket() {
+        // A socket has no content, but it is a change: it is made again, unbound.
+        mknod(dst, libc::S_IFSOCK | mode, 0)?;
+    } else {
+        // A device node the agent could not have made (no capability): never carried over.
+        return Err(io::Error::other(
+            "a device node is not carried out of the trial",
+        ));
     }
-    // Sockets and device nodes cannot be made by the agent (no capability) or carried over:
-    // they have no content to compare.
     Ok(())
 }
 

@@ -25,6 +25,17 @@ pub enum SandboxError {
     /// The sandbox init ended without a complete report.
     #[error("the sandbox init ended without a report: {0}")]
     Init(String),
+    /// The sandbox init was killed after the agent had run (a limit of the trial's own, such as
+    /// its memory, can do that): the report holds what was seen until then, but the workspace's
+    /// changes, which the init moves out at the end, are lost. Whether it was the agent's doing
+    /// is for the caller to tell (from the trial's control group).
+    #[error("the sandbox init ended without a report: {why}")]
+    InitLost {
+        /// How the init ended, and in which phase.
+        why: String,
+        /// What the run saw until the init was lost.
+        report: Box<crate::SandboxReport>,
+    },
     /// The sandbox did not finish within its deadline; every process of it was killed.
     #[error("the sandbox overran its deadline and was killed: {0}")]
     Watchdog(String),

@@ -397,18 +397,20 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
     let (stdout_cut, stderr_cut) = agent?;
     reap_all();
     trace("services stopped");
-    let disk_full = match &disk {
+    let (disk_full, left_out) = match &disk {
         Some(d) => {
             rootfs::uncover_trial_proc(spec)?;
             d.finish()?
         }
-        None => false,
+        None => (false, Default::default()),
     };
     ctl.send(&Msg::Bounds {
         bounds: BoundsReport {
             disk_full,
             stdout_cut,
             stderr_cut,
+            left_out: left_out.listed,
+            left_out_more: left_out.more,
         },
     });
     ctl.send(&Msg::Done);

@@ -46,6 +46,31 @@ pub struct BoundsReport {
     pub stdout_cut: u64,
     /// Bytes of the agent's stderr left out between the kept head and tail.
     pub stderr_cut: u64,
+    /// Entries of the workspace that the agent made and that could not be carried off the
+    /// trial's disk (a path past PATH_MAX, an entry that cannot be read), each with its cause:
+    /// at most [`LEFT_OUT_MAX`]; the rest are counted in `left_out_more`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+    /// How many more entries were left out than `left_out` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out_more: u64,
+}
+
+/// The most entries a [`BoundsReport`] lists as left out.
+pub const LEFT_OUT_MAX: usize = 32;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// An entry of the agent's workspace that the sandbox could not carry out, and why. Everything
+/// below it was left out with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The entry's path, relative to the workspace.
+    pub path: PathBuf,
+    /// Why it could not be carried out (the system's error).
+    pub cause: String,
 }
 
 /// How a process ended.

@@ -106,10 +106,12 @@ fn run_with(
         return Err(SandboxError::Setup(e));
     }
     if !c.done {
-        return Err(SandboxError::Init(format!(
-            "it {status} during {}",
-            c.phase()
-        )));
+        let why = format!("it {status} during {}", c.phase());
+        if c.agent_started && c.isolation.is_some() {
+            let report = Box::new(finish(c, start)?);
+            return Err(SandboxError::InitLost { why, report });
+        }
+        return Err(SandboxError::Init(why));
     }
     finish(c, start)
 }

@@ -444,6 +444,23 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
             esc(limit)
         );
     }
+    if let Some(notes) = r.get("capture_notes").and_then(Value::as_array) {
+        let items: String = notes
+            .iter()
+            .map(|n| {
+                let field = |k: &str| esc(n.get(k).and_then(Value::as_str).unwrap_or(""));
+                format!(
+                    "<li><code>{}</code>: {}</li>",
+                    field("path"),
+                    field("cause")
+                )
+            })
+            .collect();
+        let _ = write!(
+            body,
+            "<div class=\"capture-notes\"><p>What the agent made that could not be kept (graded as added, with no content):</p><ul>{items}</ul></div>"
+        );
+    }
     let end = r.get("end_state").unwrap_or(&Value::Null);
     let mut sections = vec![
         (

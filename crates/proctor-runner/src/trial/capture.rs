@@ -18,7 +18,7 @@ use crate::calls::read_log;
 use crate::gateway::read_ledger;
 use crate::layers::copy_tree;
 use crate::model::{Ledgers, Usage, MODEL_SERVICE};
-use crate::record::HarnessNote;
+use crate::record::{CaptureNote, HarnessNote};
 use crate::trial::context::{RunContext, Trial};
 use crate::trial::execute::Executed;
 use crate::trial::launch::Launched;
@@ -39,6 +39,9 @@ pub struct Captured {
     pub limit_reached: Option<String>,
     /// What could not be captured, in the order met.
     pub notes: Vec<HarnessNote>,
+    /// What the agent made that the capture could not keep, with the cause: the agent's
+    /// doing, graded from what was kept (each path is among the changes, as added).
+    pub capture_notes: Vec<CaptureNote>,
     /// The first write into the store that failed because its file system is full: the trial's
     /// evidence is incomplete, so it is not a record to keep (the run stops instead).
     pub store_full: Option<String>,
@@ -97,9 +100,11 @@ pub fn capture(
     };
     output.transcript = Vec::new();
     let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
+    let mut capture_notes = Vec::new();
+    let changes = workspace_changes(prepared, executed, &mut notes, &mut capture_notes);
     let mut end = EndState {
         answer,
-        changes: workspace_changes(prepared, &mut notes),
+        changes,
         calls: calls(&paths.calls_log(), &mut notes),
         services: service_ends(
             &ctx.suite.file.services,
@@ -152,13 +157,52 @@ pub fn capture(
     if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
         limit_reached = resource.map(str::to_string).or(limit_reached);
     }
+    if let Some(why) = &executed.init_lost {
+        init_lost(why, resource, &mut end, &mut capture_notes, &mut notes);
+    }
     Captured {
         end,
         ledgers,
         model_faults,
         limit_reached,
         notes: notes.notes.into_iter().map(HarnessNote::run).collect(),
+        capture_notes,
         store_full: notes.full,
+    }
+}
+
+/// The trial's init was killed after the agent ran (`why`), taking the workspace's changes
+/// with it. When a limit of the trial's own (`memory`, `processes`, `disk`) was reached, that
+/// is the agent's doing: the trial is graded from what was kept, and the lost workspace is a
+/// capture note and a change (the workspace root, `.`, added with no content), so that no rule
+/// about the workspace can pass on changes nobody could see. Otherwise it is a harness fault.
+fn init_lost(
+    why: &str,
+    resource: Option<&str>,
+    end: &mut EndState,
+    capture_notes: &mut Vec<CaptureNote>,
+    notes: &mut Notes,
+) {
+    match resource.filter(|r| *r != "output") {
+        Some(limit) => {
+            capture_notes.push(CaptureNote::new(
+                ".",
+                format!(
+                    "the workspace's changes were lost: the trial's init was killed at its {limit} limit ({why})"
+                ),
+            ));
+            end.changes.push(FileChange {
+                path: ".".into(),
+                kind: ChangeKind::Added,
+                dir: true,
+                mode: None,
+                hash: None,
+                size: None,
+            });
+        }
+        None => notes.push(format!(
+            "the sandbox failed: the sandbox init ended without a report: {why}"
+        )),
     }
 }
 
@@ -264,25 +308,70 @@ fn write_agent_output(
 }
 
 /// The workspace's changes, read from the overlay's upper layer (or against the copy's
-/// manifest), each added or changed file copied into the trial's `changes/`.
-fn workspace_changes(prepared: &Prepared, notes: &mut Notes) -> Vec<FileChange> {
-    let (changes, root) = match &prepared.workspace {
+/// manifest), each added or changed file copied into the trial's `changes/`. What the agent
+/// made that cannot be kept (left on the trial's disk by the sandbox, unreadable, a path too
+/// long to read or to store) is a change all the same, added with no content, and a capture
+/// note says what and why; the rest is kept.
+fn workspace_changes(
+    prepared: &Prepared,
+    executed: &Executed,
+    notes: &mut Notes,
+    capture_notes: &mut Vec<CaptureNote>,
+) -> Vec<FileChange> {
+    let (diff, root) = match &prepared.workspace {
         TrialWorkspace::Overlay { upper, .. } => {
-            (diff::overlay_changes(upper, &prepared.lowers, &[]), upper)
+            (diff::overlay_diff(upper, &prepared.lowers, &[]), upper)
         }
-        TrialWorkspace::Copy { dir, manifest } => (diff::manifest_changes(manifest, dir, &[]), dir),
+        TrialWorkspace::Copy { dir, manifest } => (diff::manifest_diff(manifest, dir, &[]), dir),
     };
     let to = prepared.paths.trial_dir.join("changes");
-    match changes {
-        Ok(changes) => match capture_changes(root, &changes, &to) {
-            Ok(list) => list,
-            Err(e) => {
-                notes.failed("cannot capture the workspace changes", &e);
-                Vec::new()
-            }
-        },
+    let mut diff = match diff {
+        Ok(d) => d,
         Err(e) => {
             notes.push(format!("cannot read the workspace changes: {e}"));
+            return Vec::new();
+        }
+    };
+    let bounds = &executed.report.bounds;
+    for l in &bounds.left_out {
+        let rel = l.path.to_string_lossy();
+        capture_notes.push(CaptureNote::new(
+            &rel,
+            format!("not carried out of the trial's disk: {}", l.cause),
+        ));
+        if !diff.changes.iter().any(|c| c.path == l.path) {
+            diff.changes.push(diff::Change {
+                path: l.path.clone(),
+                kind: diff::ChangeKind::Added,
+                entry: diff::EntryKind::Other,
+                mode_before: None,
+                mode_after: None,
+            });
+        }
+    }
+    if bounds.left_out_more > 0 {
+        capture_notes.push(CaptureNote::new(
+            ".",
+            format!(
+                "{} more entries were not carried out of the trial's disk",
+                bounds.left_out_more
+            ),
+        ));
+    }
+    let mut unread: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for u in &diff.unread {
+        capture_notes.push(CaptureNote::new(
+            &u.path.to_string_lossy(),
+            format!("could not be read: {}", u.cause),
+        ));
+        unread.insert(u.path.clone());
+    }
+    unread.extend(bounds.left_out.iter().map(|l| l.path.clone()));
+    diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
+    match capture_changes(root, &diff.changes, &to, &unread, capture_notes) {
+        Ok(list) => list,
+        Err(e) => {
+            notes.failed("cannot capture the workspace changes", &e);
             Vec::new()
         }
     }
@@ -291,13 +380,17 @@ fn workspace_changes(prepared: &Prepared, notes: &mut Notes) -> Vec<FileChange> 
 /// Copies every added or changed file into `to/files/` and records the list in
 /// `to/changes.json`, so the end state can be rebuilt from fixture + mutation + changes. A trial
 /// that changed nothing gets no `to/` at all, and one that changed no file's content no
-/// `to/files/`.
+/// `to/files/`. A file in `unread`, or one whose content cannot be read or kept (a path too
+/// long for the store), is listed with no content and noted in `capture_notes`; only a failure
+/// of the store itself (writing `changes.json`, a full disk) is an error.
 pub fn capture_changes(
     root: &Path,
     changes: &[diff::Change],
     to: &Path,
+    unread: &std::collections::HashSet<PathBuf>,
+    capture_notes: &mut Vec<CaptureNote>,
 ) -> std::io::Result<Vec<FileChange>> {
-    let _ = std::fs::remove_dir_all(to);
+    let _ = proctor_sandbox::remove_tree(to);
     if changes.is_empty() {
         return Ok(Vec::new());
     }
@@ -318,14 +411,25 @@ pub fn capture_changes(
             hash: None,
             size: None,
         };
-        if kind != ChangeKind::Deleted && c.entry == diff::EntryKind::File {
-            let (hash, size) = copy_content(
+        if kind != ChangeKind::Deleted
+            && c.entry == diff::EntryKind::File
+            && !unread.contains(&c.path)
+        {
+            match copy_content(
                 &root.join(&c.path),
                 &to.join("files").join(&c.path),
                 c.mode_after,
-            )?;
-            rec.hash = Some(hash);
-            rec.size = Some(size);
+            ) {
+                Ok((hash, size)) => {
+                    rec.hash = Some(hash);
+                    rec.size = Some(size);
+                }
+                Err(e) if proctor_store::is_out_of_space(&e) => return Err(e),
+                Err(e) => capture_notes.push(CaptureNote::new(
+                    &rec.path,
+                    format!("its content could not be kept: {e}"),
+                )),
+            }
         }
         out.push(rec);
     }
@@ -358,8 +462,13 @@ fn copy_content(src: &Path, dest: &Path, mode: Option<u32>) -> std::io::Result<(
         output.write_all(&buf[..n])?;
         size += n as u64;
     }
+    // The kept copy has the file's mode, but always stays readable and writable by the store's
+    // own user (the record keeps the real mode): a mode-000 file must not lock the store.
     if let Some(mode) = mode {
-        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(mode & 0o7777))?;
+        std::fs::set_permissions(
+            dest,
+            std::fs::Permissions::from_mode((mode & 0o7777) | 0o600),
+        )?;
     }
     Ok((hasher.finalize().to_hex().to_string(), size))
 }
@@ -575,6 +684,8 @@ mod tests {
                 change("old.txt", diff::ChangeKind::Deleted, None),
             ],
             &to,
+            &Default::default(),
+            &mut Vec::new(),
         )
         .unwrap();
         assert_eq!(list.len(), 3);
@@ -607,7 +718,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let to = dir.path().join("changes");
         std::fs::create_dir_all(to.join("files")).unwrap();
-        assert!(capture_changes(dir.path(), &[], &to).unwrap().is_empty());
+        assert!(
+            capture_changes(dir.path(), &[], &to, &Default::default(), &mut Vec::new())
+                .unwrap()
+                .is_empty()
+        );
         assert!(!to.exists(), "a stale folder is removed too");
     }
 
@@ -778,6 +893,7 @@ mod tests {
                 bounds: Default::default(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
+            init_lost: None,
         };
         let end = agent_end(&executed);
         assert!(!end.started);

@@ -170,6 +170,7 @@ impl TrialError {
             reason: format!("{}: {reason}", kind.as_str()),
             sitting: None,
             services: None,
+            capture_notes: Vec::new(),
             harness_notes,
         }
     }

@@ -20,6 +20,10 @@ pub struct Executed {
     pub report: SandboxReport,
     /// Why the agent never started, typed: `None` when it started.
     pub not_started_kind: Option<ErrorKind>,
+    /// The sandbox init was killed after the agent ran (how, and when): the workspace's
+    /// changes went with it. The capture tells from the trial's control group whether a limit
+    /// of the trial's own killed it (the agent's doing, graded) or not (a harness fault).
+    pub init_lost: Option<String>,
 }
 
 /// Runs the sandbox to the full stop, then closes the calls log.
@@ -44,8 +48,16 @@ pub fn execute_on(
         None => proctor_sandbox::run(spec),
     };
     calls_log.finish();
-    let mut report = report
-        .map_err(|e| TrialError::harness(Stage::Execute, format!("the sandbox failed: {e}")))?;
+    let (mut report, init_lost) = match report {
+        Ok(r) => (r, None),
+        Err(proctor_sandbox::SandboxError::InitLost { why, report }) => (*report, Some(why)),
+        Err(e) => {
+            return Err(TrialError::harness(
+                Stage::Execute,
+                format!("the sandbox failed: {e}"),
+            ))
+        }
+    };
     let not_started_kind = report
         .not_started
         .as_ref()
@@ -65,6 +77,7 @@ pub fn execute_on(
     Ok(Executed {
         report,
         not_started_kind,
+        init_lost,
     })
 }
 

@@ -474,6 +474,12 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             println!("{line}");
         }
     }
+    if !r.capture_notes.is_empty() {
+        println!("\ncapture notes (what the agent made that could not be kept; graded as added, with no content)");
+        for n in &r.capture_notes {
+            println!("  {n}");
+        }
+    }
     if !r.harness_notes.is_empty() {
         println!("\nharness notes");
         for n in &r.harness_notes {
