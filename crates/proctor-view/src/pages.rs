@@ -312,7 +312,7 @@ fn grid(p: &RunPage) -> String {
     if tasks.is_empty() {
         return "<h2>Tasks × variants</h2><p>No trial has finished yet.</p>".into();
     }
-    let from_report = |task: &str, variant: &str| -> Option<(u64, u64)> {
+    let from_report = |task: &str, variant: &str| -> Option<(u64, u64, u64)> {
         let v = p
             .report
             .as_ref()?
@@ -327,15 +327,23 @@ fn grid(p: &RunPage) -> String {
             .find(|t| t.get("task").and_then(Value::as_str) == Some(task))?
             .get("cell")?;
         let s = cell.get("rates")?.get("success")?;
-        Some((s.get("k")?.as_u64()?, s.get("n")?.as_u64()?))
+        let flagged = cell
+            .get("flagged_successes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        Some((s.get("k")?.as_u64()?, s.get("n")?.as_u64()?, flagged))
     };
-    let from_counts = |task: &str, variant: &str| -> (u64, u64) {
+    let from_counts = |task: &str, variant: &str| -> (u64, u64, u64) {
         let here = p
             .cells
             .iter()
             .filter(|c| c.task == task && c.variant == variant);
-        here.fold((0, 0), |(k, n), c| {
-            (k + if c.outcome == "completed" { c.n } else { 0 }, n + c.n)
+        here.fold((0, 0, 0), |(k, n, f), c| {
+            (
+                k + if c.outcome == "completed" { c.n } else { 0 },
+                n + c.n,
+                f,
+            )
         })
     };
     let what = if p.report.is_some() {
@@ -350,8 +358,14 @@ fn grid(p: &RunPage) -> String {
         .map(|task| {
             let mut cells = vec![format!("<th scope=\"row\">{}</th>", esc(task))];
             for variant in &variants {
-                let (k, n) =
+                let (k, n, flagged) =
                     from_report(task, variant).unwrap_or_else(|| from_counts(task, variant));
+                let flagged = match flagged {
+                    0 => String::new(),
+                    f => format!(
+                        " <span class=\"flag\" title=\"{f} of the successes flagged by the integrity audit\">{f} flagged</span>"
+                    ),
+                };
                 let class = match (k, n) {
                     (_, 0) => "void",
                     (k, n) if k == n => "good",
@@ -361,7 +375,7 @@ fn grid(p: &RunPage) -> String {
                 cells.push(if n == 0 {
                     "<span class=\"cell void\">–</span>".into()
                 } else {
-                    format!("<span class=\"cell {class}\">{k}/{n}</span>")
+                    format!("<span class=\"cell {class}\">{k}/{n}</span>{flagged}")
                 });
             }
             (String::new(), cells)
@@ -748,11 +762,15 @@ pub fn compare(c: &ComparePage) -> String {
 /// The verdict of each scope (a task, or all tasks), with each arm's success and failure.
 fn verdicts(scopes: &[(String, &Value)]) -> String {
     let cell_rate = |arm: &Value, k: &str| {
-        rate(
-            arm.get("cell")
-                .and_then(|c| c.get("rates"))
-                .and_then(|r| r.get(k)),
-        )
+        let cell = arm.get("cell");
+        let text = rate(cell.and_then(|c| c.get("rates")).and_then(|r| r.get(k)));
+        match cell
+            .and_then(|c| c.get("flagged_successes"))
+            .and_then(Value::as_u64)
+        {
+            Some(f) if f > 0 && k == "success" => format!("{text}, {f} flagged"),
+            _ => text,
+        }
     };
     let rows: Vec<(String, Vec<String>)> = scopes
         .iter()

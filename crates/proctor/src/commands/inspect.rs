@@ -334,6 +334,26 @@ fn print_sitting(s: &proctor_runner::record::SittingRecord) {
     }
 }
 
+/// The integrity audit's findings: those that decided the outcome, the flags beside it, and
+/// those the task accepted.
+fn print_integrity(r: &TrialRecord) {
+    let Some(v) = &r.verdict else { return };
+    for f in &v.integrity.findings {
+        let label = if f.accepted {
+            "accepted"
+        } else if f.kind.decides() {
+            "integrity"
+        } else {
+            "flagged"
+        };
+        let check = f
+            .check
+            .as_deref()
+            .map_or(String::new(), |c| format!(" (check `{c}`)"));
+        println!("{label:<10} {}{check}", f.describe());
+    }
+}
+
 fn print_head(r: &TrialRecord) {
     println!(
         "trial      {}  (task {}, variant {}, index {})",
@@ -347,6 +367,7 @@ fn print_head(r: &TrialRecord) {
             limit_meaning(limit)
         );
     }
+    print_integrity(r);
     if let Some(m) = &r.plan.mutation {
         println!(
             "mutation   {} ({}…)",
