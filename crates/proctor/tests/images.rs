@@ -46,7 +46,7 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
               "httpd", "wget"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
-    if os.path.exists("/bin/bash-static"):
+    if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
         add("bin/bash", open("/bin/bash-static", "rb").read(), mode=0o755)
     add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
     add("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
@@ -73,13 +73,22 @@ if archive:
 
 /// Builds the test image into the lab's suite: `images/bb` (layout) and `images/bb.tar`.
 fn make_image(lab: &Lab) {
+    make_image_with(lab, true);
+}
+
+/// [`make_image`], with or without a `bash` in the image.
+fn make_image_with(lab: &Lab, bash: bool) {
     assert!(
         Path::new("/bin/busybox").is_file(),
         "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
     );
     let images = lab.suite().join("images");
     std::fs::create_dir_all(&images).unwrap();
-    let status = Command::new("python3")
+    let mut make = Command::new("python3");
+    if !bash {
+        make.env("PROCTOR_TEST_IMAGE_NO_BASH", "1");
+    }
+    let status = make
         .arg("-c")
         .arg(MAKE_IMAGE)
         .arg(images.join("bb"))
@@ -593,6 +602,40 @@ fn a_trial_runs_in_an_image_pulled_from_a_registry_and_a_moved_tag_refuses_resum
 /// tool runs the image's commands, the allowed command is the image's, and the scripted model
 /// is served inside the trial.
 fn real_cli_in_image(variant: &str, agent: &str, extra: &str) {
+    let (lab, out) = real_cli_in_image_run(variant, agent, extra, true);
+    let id = format!("t.{variant}.0");
+    let record = lab.record(&id);
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    assert_eq!(
+        record["outcome"], "completed",
+        "{}\n{record:#}",
+        record["reason"]
+    );
+    // The image's own `tool` ran (through the shim), not a host program.
+    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["argv"] == serde_json::json!(["tool", "ok"])
+                && c["exit"] == 0
+                && c["stdout_head"] == "tool ok\n"),
+        "{calls:#?}"
+    );
+    assert_eq!(record["launch"]["image"]["reference"], "oci:images/bb");
+    // The CLI was started through its launcher in the agent folder.
+    let argv = record["launch"]["argv"].to_string();
+    assert!(argv.contains("/run/proctor/agent/cli"), "{argv}");
+    let answer = std::fs::read_to_string(lab.trial_dir(&id).join("answer.txt")).unwrap();
+    assert_eq!(answer.trim(), "Done: it is proctor-busybox.");
+}
+
+/// Runs a real CLI on scripted model turns in the test image (with or without `bash`).
+fn real_cli_in_image_run(
+    variant: &str,
+    agent: &str,
+    extra: &str,
+    bash: bool,
+) -> (Lab, common::lab::RunOut) {
     let exe = std::env::var_os("PROCTOR_AGENTS_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
@@ -613,8 +656,8 @@ fn real_cli_in_image(variant: &str, agent: &str, extra: &str) {
         Path::new("/bin/bash-static").is_file(),
         "this test puts Debian's static bash in its image: apt-get install bash-static"
     );
-    let lab = Lab::new(&format!("img-cli-{variant}"));
-    make_image(&lab);
+    let lab = Lab::new(&format!("img-cli-{variant}-{bash}"));
+    make_image_with(&lab, bash);
     lab.write("fixture/fixture.txt", "laid by the suite\n");
     lab.write(
         "suite.toml",
@@ -657,30 +700,37 @@ all = [
         As::Me,
         &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
     );
-    let id = format!("t.{variant}.0");
-    let record = lab.record(&id);
-    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    (lab, out)
+}
+
+/// A CLI whose shell tool needs bash, in an image without it, could not have run a command:
+/// the trial is `errored (environment)` with that reason, never the agent's failure.
+#[test]
+fn claude_code_in_an_image_without_bash_is_errored_by_the_environment_not_graded() {
+    let (lab, out) = real_cli_in_image_run("claude", "claude-code", "", false);
+    let record = lab.record("t.claude.0");
     assert_eq!(
-        record["outcome"], "completed",
-        "{}\n{record:#}",
-        record["reason"]
+        out.code, 3,
+        "an errored trial leaves the run unfinished: {}",
+        out.stderr
     );
-    // The image's own `tool` ran (through the shim), not a host program.
-    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert_eq!(record["outcome"], "errored", "{record:#}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results["report"]["overall"]["errored_by_kind"]["environment"], 1,
+        "{:#}",
+        results["report"]["overall"]
+    );
+    assert_eq!(results["report"]["overall"]["n"], 0, "not in n");
+    let reason = record["reason"].as_str().unwrap();
     assert!(
-        calls
-            .iter()
-            .any(|c| c["argv"] == serde_json::json!(["tool", "ok"])
-                && c["exit"] == 0
-                && c["stdout_head"] == "tool ok\n"),
-        "{calls:#?}"
+        reason.contains(
+            "has no `bash` on its PATH, and claude-code's shell tool runs every command through it"
+        ),
+        "{reason}"
     );
-    assert_eq!(record["launch"]["image"]["reference"], "oci:images/bb");
-    // The CLI was started through its launcher in the agent folder.
-    let argv = record["launch"]["argv"].to_string();
-    assert!(argv.contains("/run/proctor/agent/cli"), "{argv}");
-    let answer = std::fs::read_to_string(lab.trial_dir(&id).join("answer.txt")).unwrap();
-    assert_eq!(answer.trim(), "Done: it is proctor-busybox.");
 }
 
 #[test]

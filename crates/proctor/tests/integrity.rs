@@ -1,4 +1,4 @@
-//! The doctrine's integrity rules, each tried by a scripted agent through the real binary
+//! The integrity rules of docs/outcomes.md, each tried by a scripted agent through the real binary
 //! (docs/outcomes.md, "What an agent cannot game, and how"): one task per trick, a `trick`
 //! variant that plays it and an `honest` variant that does the task, so that every rule is
 //! shown both to catch its trick and to raise no false alarm.

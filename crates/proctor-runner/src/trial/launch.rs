@@ -49,6 +49,18 @@ pub fn launch(
         ctx.preflight(trial.variant, adapter.as_ref())
             .map_err(TrialError::agent_start)?;
     }
+    if let (Some(img), Some(shell)) = (
+        ctx.image(&trial.planned.task),
+        shell_needed(trial.variant.agent),
+    ) {
+        if !img.finds(shell) {
+            return Err(TrialError::environment(format!(
+                "the task's image {} has no `{shell}` on its PATH, and {}'s shell tool runs every command through it: the agent could not have run one (add {shell} to the image)",
+                img.reference,
+                trial.variant.agent.as_str()
+            )));
+        }
+    }
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
     let mut launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
@@ -301,6 +313,19 @@ fn carry_cli(
         })?;
     argv[slot] = paths.agent.inside.join(CLI_LAUNCHER).display().to_string();
     Ok(program.binds.clone())
+}
+
+/// The shell an agent CLI's shell tool runs every command through, where it needs one that is
+/// not `sh`: in an image without it, the agent could not run a command, which is the
+/// environment's failure, not the agent's.
+fn shell_needed(agent: proctor_suite::model::AgentKind) -> Option<&'static str> {
+    use proctor_suite::model::AgentKind;
+    match agent {
+        AgentKind::ClaudeCode | AgentKind::Codex | AgentKind::Copilot | AgentKind::Gemini => {
+            Some("bash")
+        }
+        _ => None,
+    }
 }
 
 /// The launcher of a real CLI inside an image, in the agent folder.

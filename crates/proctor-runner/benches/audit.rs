@@ -1,0 +1,128 @@
+//! Integrity audit benchmark: what the audit adds to grading one trial, on the 10,000-file /
+//! 40 MB fixture of docs/performance.md, and how it grows with the number of changed files.
+//!
+//! `cargo bench -p proctor-runner --bench audit` (release build). For 5, 50 and 500 changed files
+//! (Python sources, one a module named like the standard library's) it times, over the same end
+//! state read from disk: grading without the audit (`proctor_score::score` with no findings, the
+//! baseline), and grading as a trial does (`grade::grade`: reading the holdout, the audit, then
+//! `score`). Each figure is a median of `PROCTOR_BENCH_REPS` (default 200) runs, with the ratio
+//! to the baseline and the difference in microseconds. It prints figures and asserts nothing:
+//! timing is never a test.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proctor_runner::trial::checks::check_files;
+use proctor_runner::trial::grade::{self, EndStateFiles};
+use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange};
+use proctor_score::{Audit, Faults};
+use proctor_suite::model::Task;
+
+const TASK: &str = r#"
+id = "fix"
+prompt = "p"
+[success]
+all = [{ check = "python3 check_fix.py" }, { check = "python3 -m pytest -q tests" }, { files_unchanged = ["docs/**"] }]
+"#;
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn main() {
+    let reps: usize = std::env::var("PROCTOR_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("fixture");
+    // 10,000 files of 4 KiB in 100 folders: ~40 MB.
+    let body = "x = 1\n".repeat(680);
+    for i in 0..10_000 {
+        write(
+            &fixture.join(format!("pkg{:02}/mod{i:05}.py", i % 100)),
+            &body,
+        );
+    }
+    let holdout = dir.path().join("holdout");
+    write(
+        &holdout.join("check_fix.py"),
+        "import json, subprocess, sys\nimport pkg00.mod00000\nprint('CHECK-OK')\n",
+    );
+    write(
+        &holdout.join("tests/test_hidden.py"),
+        "import pkg00\n\ndef test_x():\n    assert True\n",
+    );
+    let task: Task = toml::from_str(TASK).unwrap();
+    println!("integrity audit, 10,000-file fixture, {reps} reps, medians\n");
+    println!(
+        "| changed files | grading without the audit | grading with it | ratio | audit adds |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for n in [5usize, 50, 500] {
+        let changes_dir = dir.path().join(format!("changes-{n}"));
+        let mut changes = Vec::new();
+        for i in 0..n {
+            let path = if i == 0 {
+                "json.py".to_string()
+            } else {
+                format!("pkg{:02}/mod{i:05}.py", i % 100)
+            };
+            let text = format!("{body}def f{i}():\n    return {i}\n");
+            write(&changes_dir.join(&path), &text);
+            changes.push(FileChange {
+                path,
+                kind: if i == 0 {
+                    ChangeKind::Added
+                } else {
+                    ChangeKind::Changed
+                },
+                dir: false,
+                mode: Some(0o644),
+                hash: None,
+                size: Some(text.len() as u64),
+            });
+        }
+        let end = EndState {
+            answer: "done".into(),
+            changes: changes.clone(),
+            agent: AgentEnd {
+                started: true,
+                exit_code: Some(0),
+                ..AgentEnd::default()
+            },
+            ..EndState::default()
+        };
+        let files = EndStateFiles::new(changes_dir.clone(), &changes, vec![fixture.clone()]);
+        let faults = Faults::default();
+        let window = Duration::from_secs(60);
+        let (mut without, mut with) = (Vec::new(), Vec::new());
+        let mut findings = 0;
+        for _ in 0..reps {
+            // Alternate, so that both see the same machine.
+            let t = Instant::now();
+            let v = proctor_score::score(&task, &end, &files, &faults, window, Audit::default());
+            without.push(t.elapsed());
+            std::hint::black_box(v);
+            let t = Instant::now();
+            let held = check_files(Some(&holdout));
+            let v = grade::grade(&task, window, &end, &files, &faults, &held);
+            with.push(t.elapsed());
+            findings = v.integrity.findings.len();
+        }
+        let (a, b) = (median(without), median(with));
+        println!(
+            "| {n} | {:.1} µs | {:.1} µs | {:.2}× | {:.1} µs ({findings} finding(s)) |",
+            a.as_secs_f64() * 1e6,
+            b.as_secs_f64() * 1e6,
+            b.as_secs_f64() / a.as_secs_f64(),
+            (b.as_secs_f64() - a.as_secs_f64()) * 1e6,
+        );
+    }
+}
