@@ -25,7 +25,7 @@
 //! line, and spares reading the large files of a fixture). `.git` folders are not compared file
 //! by file (their objects are compressed): [`super::history`] audits them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::problem::{Problem, ProblemKind};
@@ -33,6 +33,9 @@ use crate::suite::{read_script, Suite};
 
 /// The shortest normalised content compared: shorter files are boilerplate, not answers.
 pub const MIN_LEAK_BYTES: usize = 32;
+
+/// How much of a fixture file is read to compare its beginning with the secrets'.
+const HEAD_BYTES: usize = 4096;
 
 /// How many bytes a fixture file may exceed twice a secret's normalised length by and still be
 /// read (CRLF line endings and trailing white space make a copy longer than the secret).
@@ -66,9 +69,48 @@ pub fn normalise(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The first `n` bytes of [`normalise`]`(bytes)`, normalising no further than needed: a byte is
+/// final once a byte that is neither white space nor a line end follows it. `None` when the
+/// whole text normalises to fewer than `n` bytes.
+fn normalised_prefix(bytes: &[u8], n: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(n + 16);
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\r' | b'\n' => {
+                trim_line_end(&mut out, line_start);
+                out.push(b'\n');
+                line_start = out.len();
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            }
+            b => {
+                out.push(b);
+                if out.len() > n && !is_blank(b) {
+                    out.truncate(n);
+                    return Some(out);
+                }
+            }
+        }
+        i += 1;
+    }
+    let mut all = normalise(bytes);
+    (all.len() >= n).then(|| {
+        all.truncate(n);
+        all
+    })
+}
+
+/// White space that [`normalise`] drops at the end of a line.
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\x0b' | b'\x0c')
+}
+
 /// Drops the white space at the end of `out` that lies after `line_start`.
 fn trim_line_end(out: &mut Vec<u8>, line_start: usize) {
-    while out.len() > line_start && matches!(out.last(), Some(b' ' | b'\t' | b'\x0b' | b'\x0c')) {
+    while out.len() > line_start && out.last().is_some_and(|b| is_blank(*b)) {
         out.pop();
     }
 }
@@ -86,6 +128,9 @@ pub(crate) struct Secrets {
     by_hash: HashMap<blake3::Hash, Vec<Secret>>,
     /// Normalised lengths, sorted and without repeats.
     lengths: Vec<u64>,
+    /// The first [`MIN_LEAK_BYTES`] normalised bytes of each secret: a file whose own differ
+    /// is not normalised whole nor hashed.
+    prefixes: HashSet<Vec<u8>>,
 }
 
 impl Secrets {
@@ -94,10 +139,12 @@ impl Secrets {
     pub(crate) fn of(suite: &Suite) -> Secrets {
         let mut found: HashMap<blake3::Hash, Vec<Secret>> = HashMap::new();
         let mut lengths: Vec<u64> = Vec::new();
+        let mut prefixes = HashSet::new();
         let mut add = |content: &[u8], description: String| {
             let norm = normalise(content);
             if norm.len() >= MIN_LEAK_BYTES {
                 lengths.push(norm.len() as u64);
+                prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
                 let list = found.entry(blake3::hash(&norm)).or_default();
                 let secret = Secret { description };
                 if !list.contains(&secret) {
@@ -143,6 +190,7 @@ impl Secrets {
         Secrets {
             by_hash: found,
             lengths,
+            prefixes,
         }
     }
 
@@ -158,8 +206,34 @@ impl Secrets {
         self.lengths.get(at).is_some_and(|n| *n <= size)
     }
 
+    /// The content of the file at `path` (of `size` bytes) when its first [`HEAD_BYTES`] could
+    /// begin a secret; `None` when they cannot, or it cannot be read. A file is read whole only
+    /// when its head matches.
+    fn read_candidate(&self, path: &Path, size: u64) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut head = Vec::with_capacity(HEAD_BYTES.min(size as usize));
+        (&mut file)
+            .take(HEAD_BYTES as u64)
+            .read_to_end(&mut head)
+            .ok()?;
+        let whole = (head.len() as u64) < HEAD_BYTES as u64;
+        match normalised_prefix(&head, MIN_LEAK_BYTES) {
+            Some(p) if !self.prefixes.contains(&p) => return None,
+            None if whole => return None,
+            _ => {}
+        }
+        if !whole {
+            file.read_to_end(&mut head).ok()?;
+        }
+        Some(head)
+    }
+
     /// The secrets whose normalised content `bytes` has, if any.
     pub(crate) fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
+        if !normalised_prefix(bytes, MIN_LEAK_BYTES).is_some_and(|p| self.prefixes.contains(&p)) {
+            return None;
+        }
         let norm = normalise(bytes);
         if self.lengths.binary_search(&(norm.len() as u64)).is_err() {
             return None;
@@ -294,7 +368,7 @@ pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
         if !secrets.could_match(meta.len()) {
             continue;
         }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
+        let Some(bytes) = secrets.read_candidate(entry.path(), meta.len()) else {
             continue;
         };
         let Some(found) = secrets.matching(&bytes) else {
@@ -341,10 +415,27 @@ mod tests {
     }
 
     #[test]
+    fn a_normalised_prefix_is_the_prefix_of_the_normalised_text() {
+        for text in [
+            &b"def f():  \r\n\r\n    return 1\t\r\n\r\n\n"[..],
+            b"a     \n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\nb",
+            b"0123456789012345678901234567890123456789",
+            b"0123456789\r\n0123456789\r\n0123456789\r\n   ",
+            b"short\n",
+        ] {
+            for n in [1, 8, 31, 32, 33] {
+                let full = normalise(text);
+                let want = (full.len() >= n).then(|| full[..n].to_vec());
+                assert_eq!(normalised_prefix(text, n), want, "{text:?} {n}");
+            }
+        }
+    }
+
+    #[test]
     fn size_bounds_admit_copies_with_crlf_and_refuse_files_far_too_small_or_large() {
         let secrets = Secrets {
-            by_hash: HashMap::new(),
             lengths: vec![100, 5000],
+            ..Secrets::default()
         };
         assert!(!secrets.could_match(99));
         assert!(secrets.could_match(100));
