@@ -1250,6 +1250,13 @@ fn a_fixture_git_with_commits_its_head_does_not_reach_is_reported() {
     let dropped = git(&fixture, &["rev-parse", "HEAD"]);
     git(&fixture, &["reset", "-q", "--hard", "HEAD~1"]);
     let head = git(&fixture, &["rev-parse", "HEAD"]);
+    // Work in progress stashed, and a tag pointing straight at a blob.
+    std::fs::write(fixture.join("README.md"), "stashed work\n").unwrap();
+    git(&fixture, &["stash", "-q"]);
+    std::fs::write(fixture.join("tagged.txt"), "a blob only a tag reaches\n").unwrap();
+    let tagged = git(&fixture, &["hash-object", "-w", "tagged.txt"]);
+    std::fs::remove_file(fixture.join("tagged.txt")).unwrap();
+    git(&fixture, &["tag", "planted", &tagged]);
     let tree = git(&fixture, &["rev-parse", &format!("{dropped}^{{tree}}")]);
     let blob = git(&fixture, &["rev-parse", &format!("{dropped}:extra.txt")]);
     // Reported, not refused: proctor cannot tell a planted answer from leftover work.
@@ -1257,7 +1264,7 @@ fn a_fixture_git_with_commits_its_head_does_not_reach_is_reported() {
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     assert_eq!(
         warnings[0],
-        format!("[SUITE]/fixture/.git: this fixture repository holds what its HEAD does not reach, which the agent can read: ref `refs/heads/solution`; 1 unreachable commit ({}); 1 unreachable tree ({}); 1 unreachable blob ({})", &dropped[..12], &tree[..12], &blob[..12]),
+        format!("[SUITE]/fixture/.git: this fixture repository holds what its HEAD does not reach, which the agent can read: ref `refs/heads/solution`; ref `refs/stash`; ref `refs/tags/planted`; 1 unreachable commit ({}); 1 unreachable tree ({}); 1 unreachable blob ({})", &dropped[..12], &tree[..12], &blob[..12]),
     );
     assert_eq!(
         warnings[1],
@@ -1334,4 +1341,28 @@ fn a_codex_variant_on_a_model_script_without_a_model_is_refused() {
     );
     let out = s.validate();
     assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_fixture_git_is_said_to_be_unaudited_when_git_is_not_on_path() {
+    let s = TestSuite::minimal();
+    let fixture = s.path().join("fixture");
+    git(&fixture, &["init", "-q", "-b", "main"]);
+    let empty = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("proctor")
+        .unwrap()
+        .args(["validate", ".", "--format", "json"])
+        .current_dir(s.path())
+        .env("PATH", empty.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([
+            "./fixture/.git: this fixture repository was not audited: no `git` program is on PATH"
+        ])
+    );
 }

@@ -87,22 +87,34 @@ pub(super) fn audit(dir: &Path, secrets: &Secrets) -> Vec<Problem> {
         .filter(|(ok, _)| *ok)
         .map(|(_, s)| s.trim().to_string());
     let mut unreached: Vec<String> = Vec::new();
-    if let Some((true, refs)) = run(dir, &["for-each-ref", "--format=%(refname)"]) {
-        for name in refs.lines().filter(|l| !l.is_empty()) {
-            let reached = head.as_ref().is_some_and(|h| {
-                matches!(
-                    run(dir, &["merge-base", "--is-ancestor", name, h]),
-                    Some((true, _))
-                )
-            });
-            if !reached {
-                unreached.push(format!("ref `{name}`"));
-            }
+    // Refs whose tips are not HEAD or its ancestors (`--merged` leaves out refs to trees and
+    // blobs, which HEAD's history cannot hold either).
+    let refs = |extra: Option<&str>| -> Vec<String> {
+        let mut args = vec!["for-each-ref", "--format=%(refname)"];
+        args.extend(extra);
+        run(dir, &args)
+            .filter(|(ok, _)| *ok)
+            .map(|(_, s)| s.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let merged = match &head {
+        Some(_) => refs(Some("--merged=HEAD")),
+        None => Vec::new(),
+    };
+    for name in refs(None) {
+        if !merged.contains(&name) {
+            unreached.push(format!("ref `{name}`"));
         }
     }
     if let Some((_, fsck)) = run(
         dir,
-        &["fsck", "--unreachable", "--no-reflogs", "--no-progress"],
+        &[
+            "fsck",
+            "--unreachable",
+            "--no-reflogs",
+            "--connectivity-only",
+            "--no-progress",
+        ],
     ) {
         let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for line in fsck.lines() {
