@@ -30,6 +30,7 @@ mod files;
 mod harbor;
 mod ident;
 mod image;
+mod leak;
 mod model;
 mod oracle;
 mod report;

@@ -52,6 +52,13 @@ pub(crate) fn import(
         }
         match read.outcome {
             Ok(plan) => {
+                let (context, shown) = match format {
+                    Format::Harbor => (dir.join("environment"), "environment"),
+                    Format::TerminalBench => (dir.clone(), "."),
+                };
+                for w in crate::leak::warnings(&plan, &context, shown) {
+                    report.warn(&id, w);
+                }
                 report.imported.push(id);
                 plans.push(*plan);
             }

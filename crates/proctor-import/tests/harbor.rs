@@ -468,3 +468,30 @@ fn the_output_must_be_new_or_empty_and_inputs_must_be_tasks() {
         .expect_err("not tasks");
     assert!(matches!(err, ImportError::NoTasksFound { .. }), "{err}");
 }
+
+#[test]
+fn a_copy_of_a_test_in_the_build_context_is_reported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let dir = hello_world(&tasks);
+    // environment/ (the build context) carries the verifier, with CRLF line endings.
+    let test = std::fs::read_to_string(dir.join("tests/test.sh")).expect("read");
+    write(
+        &dir,
+        "environment/app/check.sh",
+        &test.replace('\n', "\r\n"),
+    );
+    let report = import_harbor(&[tasks], &tmp.path().join("out"), &ImportOptions::default())
+        .expect("import");
+    let found: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("build context"))
+        .collect();
+    assert_eq!(
+        found,
+        ["hello-world: environment/app/check.sh, in the image's build context, has the content of tests/test.sh: if the Dockerfile copies it in, the agent can read it in its environment; remove it from the build context"],
+        "{:#?}",
+        report.warnings
+    );
+}

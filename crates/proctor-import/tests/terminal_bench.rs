@@ -223,3 +223,55 @@ fn the_pytest_summary_decides_and_the_oracle_passes() {
     let run = sh(ws.path(), "bash proctor-verify.sh");
     assert!(run.status.success(), "{run:?}");
 }
+
+#[test]
+fn a_dockerfile_that_copies_the_tests_and_solution_into_the_image_is_reported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let dir = prebuilt(&tasks);
+    write(
+        &dir,
+        "Dockerfile",
+        "FROM python:3.13-slim\nWORKDIR /app\n# COPY tests /commented-out\nCOPY requirements.txt \\\n     ./tests/ /app/\n",
+    );
+    write(&dir, "requirements.txt", "pytest\n");
+    let out = tmp.path().join("tb1");
+    let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported, vec!["answer-42"]);
+    let copies: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("into the image"))
+        .collect();
+    assert_eq!(
+        copies,
+        ["answer-42: Dockerfile line 4 (`COPY requirements.txt ./tests/ /app/`) copies tests/test_outputs.py into the image: the agent can read the task's tests or solution in its environment; build the image without them (the verifier is given tests/ by itself)"],
+        "{:#?}",
+        report.warnings
+    );
+
+    // Copying the whole build context takes in run-tests.sh and solution.sh too.
+    let tasks = tmp.path().join("tasks2");
+    let dir = prebuilt(&tasks);
+    write(&dir, "Dockerfile", "FROM python:3.13-slim\nCOPY . /app\n");
+    let report =
+        import_terminal_bench(&[tasks], &tmp.path().join("tb2"), &ImportOptions::default())
+            .expect("import");
+    let warnings = report.warnings.join("\n");
+    assert!(
+        warnings.contains("answer-42: Dockerfile line 2 (`COPY . /app`) copies tests/test_outputs.py, run-tests.sh, solution.sh into the image"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn a_task_whose_dockerfile_copies_nothing_of_its_tests_raises_no_leak_warning() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    prebuilt(&tasks);
+    let report = import_terminal_bench(&[tasks], &tmp.path().join("tb"), &ImportOptions::default())
+        .expect("import");
+    let warnings = report.warnings.join("\n");
+    assert!(!warnings.contains("into the image"), "{warnings}");
+    assert!(!warnings.contains("build context"), "{warnings}");
+}

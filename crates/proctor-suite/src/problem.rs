@@ -87,6 +87,12 @@ pub enum ProblemKind {
     UnknownReference,
     /// A suite that parses but cannot work as written.
     Inconsistent,
+    /// A file the agent is given (in the fixture, or in its `.git` object store) whose content
+    /// is that of a holdout file, an answer sheet or an oracle's solution file.
+    Leak,
+    /// A fixture `.git` that carries history, or objects its `HEAD` does not reach: a warning,
+    /// since an agent can read older versions and other branches, stashes and dangling objects.
+    GitHistory,
 }
 
 impl ProblemKind {
@@ -105,8 +111,22 @@ impl ProblemKind {
             ProblemKind::DuplicateId => "suite::duplicate-id",
             ProblemKind::UnknownReference => "suite::unknown-reference",
             ProblemKind::Inconsistent => "suite::inconsistent",
+            ProblemKind::Leak => "suite::leak",
+            ProblemKind::GitHistory => "suite::git-history",
         }
     }
+}
+
+/// How much a problem matters: an error makes the suite invalid; a warning is shown and the
+/// suite stays valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// The suite cannot be used until this is fixed.
+    #[default]
+    Error,
+    /// Worth a person's look; nothing is refused.
+    Warning,
 }
 
 /// One thing wrong with a suite.
@@ -114,6 +134,8 @@ impl ProblemKind {
 pub struct Problem {
     /// What kind of mistake this is.
     pub kind: ProblemKind,
+    /// Whether it makes the suite invalid.
+    pub severity: Severity,
     /// What was found, in one sentence.
     pub message: String,
     /// The file the problem is in.
@@ -132,6 +154,7 @@ impl Problem {
     pub fn in_file(kind: ProblemKind, file: &Path, message: impl Into<String>) -> Problem {
         Problem {
             kind,
+            severity: Severity::Error,
             message: message.into(),
             file: file.to_path_buf(),
             location: None,
@@ -152,6 +175,7 @@ impl Problem {
         let (line, column) = source.line_column(span.start);
         Problem {
             kind,
+            severity: Severity::Error,
             message: message.into(),
             file: source.path().to_path_buf(),
             location: Some(Location { line, column, span }),
@@ -160,6 +184,12 @@ impl Problem {
             related: Vec::new(),
             source: Some(source.clone()),
         }
+    }
+
+    /// Makes the problem a warning: shown, but the suite stays valid.
+    pub fn as_warning(mut self) -> Problem {
+        self.severity = Severity::Warning;
+        self
     }
 
     /// Adds what to write instead.
@@ -210,6 +240,13 @@ impl std::error::Error for Problem {}
 impl Diagnostic for Problem {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new(self.kind.code()))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
     }
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {

@@ -19,6 +19,8 @@ use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::suite::{read_script, Suite};
 
+pub mod history;
+pub mod leak;
 mod visual;
 
 /// The longest wall or check timeout a suite may ask for: a day.
@@ -37,6 +39,18 @@ pub struct Options {
     /// The tasks that will run: only they need a scripted-agent file and a model script.
     /// `None`: every task of the suite.
     pub tasks: Option<Vec<String>>,
+    /// Whether to audit the fixture's `.git` folders with the `git` on `PATH` (see
+    /// [`history`]): `proctor validate` and `proctor run` do.
+    pub history: bool,
+}
+
+/// What [`check`] found: the errors that make a suite invalid, and the warnings that do not.
+#[derive(Debug, Clone, Default)]
+pub struct Checked {
+    /// Every error; empty when the suite is valid.
+    pub problems: Vec<Problem>,
+    /// Everything worth a person's look that refuses nothing.
+    pub warnings: Vec<Problem>,
 }
 
 /// All problems with a parsed suite; empty when it is valid.
@@ -46,6 +60,11 @@ pub fn problems(suite: &Suite) -> Vec<Problem> {
 
 /// All problems with a parsed suite under `options`; empty when it is valid.
 pub fn problems_with(suite: &Suite, options: &Options) -> Vec<Problem> {
+    check(suite, options).problems
+}
+
+/// Every check under `options`: the errors and, apart, the warnings.
+pub fn check(suite: &Suite, options: &Options) -> Checked {
     let mut v = Validator {
         suite,
         src: &suite.source,
@@ -63,7 +82,12 @@ pub fn problems_with(suite: &Suite, options: &Options) -> Vec<Problem> {
     v.tasks();
     v.promotion();
     v.suite_folders();
-    v.out
+    v.leaks();
+    let (warnings, problems) = v
+        .out
+        .into_iter()
+        .partition(|p| p.severity == crate::problem::Severity::Warning);
+    Checked { problems, warnings }
 }
 
 struct Validator<'a> {
@@ -258,6 +282,12 @@ fn allows(list: &[Spanned<String>], command: &str) -> bool {
         .any(|e| e.get_ref() == command || allowed_name(e.get_ref()) == allowed_name(command))
 }
 
+/// Agent CLIs that cannot run on a model script without a `model`, each with the reason.
+const NAMES_ITS_MODEL: &[(AgentKind, &str)] = &[(
+    AgentKind::Codex,
+    "Codex's default model runs in \"code mode\", whose shell needs a `codex-code-mode-host` the npm package lacks, so it could not run a single command",
+)];
+
 /// Interpreters whose first operand is the script they run.
 const INTERPRETERS: &[&str] = &["python3", "python", "sh", "bash", "node", "ruby", "perl"];
 /// Extensions that mark an interpreter's operand as a script file.
@@ -383,6 +413,23 @@ impl<'a> Validator<'a> {
 
     fn file(&self, kind: ProblemKind, file: &Path, msg: impl Into<String>) -> Problem {
         Problem::in_file(kind, file, msg)
+    }
+
+    /// The leak audit ([`leak`]) of the fixture and, with [`Options::history`], of its `.git`
+    /// folders ([`history`]).
+    fn leaks(&mut self) {
+        if !self.suite.fixture_dir().is_dir() {
+            return;
+        }
+        let secrets = leak::Secrets::of(self.suite);
+        let audit = leak::audit_fixture(self.suite, &secrets);
+        self.out.extend(audit.problems);
+        if !self.options.history {
+            return;
+        }
+        for dir in audit.git_dirs {
+            self.out.extend(history::audit(&dir, &secrets));
+        }
     }
 
     fn top_level(&mut self) {
@@ -857,6 +904,7 @@ impl<'a> Validator<'a> {
             }
             if let Some(ms) = &variant.model_script {
                 self.model_script_variant(variant, ms);
+                self.model_for_script(variant, ms);
             }
             match variant.agent {
                 AgentKind::Script => self.script_variant(variant),
@@ -893,6 +941,35 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+    }
+
+    /// A model script serves any model name, but an agent CLI in [`NAMES_ITS_MODEL`] cannot
+    /// run one without a name: `proctor run --model` does not reach a variant with a model
+    /// script, so without `model` the variant could never work.
+    fn model_for_script(&mut self, variant: &Variant, ms: &Spanned<String>) {
+        let Some((_, why)) = NAMES_ITS_MODEL
+            .iter()
+            .find(|(agent, _)| *agent == variant.agent)
+        else {
+            return;
+        };
+        if variant.model.is_some() {
+            return;
+        }
+        let id = variant.id.get_ref();
+        let agent = variant.agent.as_str();
+        let p = self
+            .at(
+                ProblemKind::Inconsistent,
+                ms.span(),
+                format!("variant `{id}` runs `{agent}` on a model script but names no `model`: {why}"),
+            )
+            .with_label("scripted turns, no model named")
+            .with_related(variant.id.span(), "this variant")
+            .with_help(format!(
+                "add `model = \"mock-model\"` to variant `{id}` (any name {agent} has no metadata for; it is looked up in `[prices]`)"
+            ));
+        self.out.push(p);
     }
 
     fn script_variant(&mut self, variant: &Variant) {

@@ -31,6 +31,8 @@ fn init_writes_a_suite_that_validates() {
     assert_eq!(proctor(&["init", t], dir.path()).code, 0);
     let out = proctor(&["validate", t], dir.path());
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // Clean: no leak of its holdout check or answer sheet, no warning.
+    assert!(!out.stderr.contains("suite::"), "{}", out.stderr);
     // init never overwrites.
     let again = proctor(&["init", t], dir.path());
     assert_eq!(again.code, 2);
@@ -58,12 +60,10 @@ fn bundled_examples_are_valid() {
             .env("NO_COLOR", "1")
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "examples/{name}:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "examples/{name}:\n{stderr}");
+        // Clean: no leak and no warning (such as a fixture carrying git history).
+        assert!(!stderr.contains("suite::"), "examples/{name}:\n{stderr}");
     }
 }
 
@@ -1084,4 +1084,295 @@ fn deep_nesting_is_one_short_line_naming_the_limit() {
         out.stderr
     );
     assert!(out.stderr.contains("line 3, column"), "{}", out.stderr);
+}
+
+/// The minimal suite whose task runs a holdout check, `check_fix.py`, and has an answer sheet.
+fn with_secrets() -> TestSuite {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ check = \"python3 check_fix.py\" },\n  { file_contains",
+    );
+    s.write(
+        "holdout/hello/check_fix.py",
+        "import pathlib, sys\nsys.exit(0 if pathlib.Path('hello.txt').read_text().strip() == 'hi' else 1)\n",
+    );
+    s.write(
+        "answers/hello.md",
+        "# hello\n\nWrite `hi` into hello.txt; the check reads it back.\n",
+    );
+    s
+}
+
+#[test]
+fn fixture_copies_of_a_holdout_check_and_of_an_answer_sheet_are_refused_by_name() {
+    let s = with_secrets();
+    s.write(
+        "fixture/check_fix.py",
+        &std::fs::read_to_string(s.path().join("holdout/hello/check_fix.py")).unwrap(),
+    );
+    // The answer sheet with CRLF line endings, trailing spaces and an extra blank line.
+    let answer = std::fs::read_to_string(s.path().join("answers/hello.md")).unwrap();
+    let crlf: String = answer.lines().map(|l| format!("{l}  \r\n")).collect();
+    s.write("fixture/docs/notes.md", &format!("{crlf}\r\n"));
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn a_leaking_suite_is_refused_by_run_before_any_trial() {
+    let s = with_secrets();
+    s.write(
+        "fixture/check_fix.py",
+        &std::fs::read_to_string(s.path().join("holdout/hello/check_fix.py")).unwrap(),
+    );
+    let store = tempfile::tempdir().unwrap();
+    let path = s.path().to_str().unwrap();
+    for args in [
+        vec!["run", path, "--dry-run"],
+        vec!["run", path, "--store", store.path().to_str().unwrap()],
+    ] {
+        let out = proctor(&args, s.path());
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("suite::leak"), "{}", out.stderr);
+        assert!(out.stderr.contains("check_fix.py"), "{}", out.stderr);
+        assert!(out.stderr.contains("1 problem found"), "{}", out.stderr);
+    }
+    let runs = store.path().join("runs");
+    assert!(
+        !runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none(),
+        "a run was started"
+    );
+}
+
+#[test]
+fn boilerplate_in_the_fixture_and_the_hidden_parts_is_no_leak() {
+    let s = with_secrets();
+    // An empty __init__.py, a lone newline and a short line in both places.
+    for (rel, content) in [
+        ("__init__.py", ""),
+        ("pkg/__init__.py", "\n"),
+        ("VERSION", "1.0\n"),
+    ] {
+        s.write(&format!("fixture/{rel}"), content);
+        s.write(&format!("holdout/hello/{rel}"), content);
+    }
+    // A file like the check, but not the same.
+    s.write(
+        "fixture/check_fix.py",
+        "import pathlib, sys\nsys.exit(0 if pathlib.Path('hello.txt').read_text().strip() == 'ho' else 1)\n",
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("suite::"), "{}", out.stderr);
+}
+
+/// `validate --format json` of a suite that validates: its warnings.
+fn json_warnings(s: &TestSuite) -> Vec<String> {
+    let out = proctor(
+        &["validate", s.path().to_str().unwrap(), "--format", "json"],
+        s.path(),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["valid"], true);
+    doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_solution_the_oracle_writes_in_a_heredoc_found_in_the_fixture_is_refused() {
+    let s = TestSuite::minimal();
+    let solution = "def greet(name):\n    return f\"Hello, {name}!\"\n";
+    s.write(
+        "agents/oracle/hello.toml",
+        &format!("answer = \"done\"\n\n[[steps]]\nrun = '''\ncat > greet.py <<'EOF'\n{solution}EOF\necho hi > hello.txt\n'''\n"),
+    );
+    s.write("fixture/lib/greet.py", solution);
+    let problems = json_problems(&s);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert_eq!(p["code"], "suite::leak", "{p:#}");
+    assert_eq!(p["file"], "[SUITE]/fixture/lib/greet.py", "{p:#}");
+    assert_eq!(
+        p["message"],
+        "this fixture file has the content of the file written by step 1 of oracle script `agents/oracle/hello.toml` (a here-document), which the agent must never see",
+        "{p:#}"
+    );
+}
+
+#[test]
+fn a_file_kept_beside_the_oracle_found_in_the_fixture_is_refused() {
+    let s = TestSuite::minimal();
+    let solve = "#!/bin/sh\nprintf 'hi\\n' > hello.txt\necho solved\n";
+    s.write("agents/oracle/files/hello/solve.sh", solve);
+    s.write("fixture/solve.sh", solve);
+    let p = one_problem(
+        &s,
+        "oracle solution file `agents/oracle/files/hello/solve.sh`",
+    );
+    assert_eq!(p["code"], "suite::leak", "{p:#}");
+    assert_eq!(p["file"], "[SUITE]/fixture/solve.sh", "{p:#}");
+}
+
+/// Runs `git ARGS` in `dir` with no user or system configuration and fixed dates.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .output()
+        .expect("these tests need `git` on PATH");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_fixture_git_with_commits_its_head_does_not_reach_is_reported() {
+    let s = with_secrets();
+    let fixture = s.path().join("fixture");
+    git(&fixture, &["init", "-q", "-b", "main"]);
+    git(&fixture, &["add", "-A"]);
+    git(&fixture, &["commit", "-qm", "start"]);
+    // A branch with a planted answer, and a commit reset away (reachable only from the reflog).
+    git(&fixture, &["checkout", "-qb", "solution"]);
+    std::fs::write(fixture.join("hello.txt"), "hi, planted on a branch\n").unwrap();
+    git(&fixture, &["add", "-A"]);
+    git(&fixture, &["commit", "-qm", "the answer"]);
+    git(&fixture, &["checkout", "-q", "main"]);
+    std::fs::write(
+        fixture.join("extra.txt"),
+        "an answer committed, then reset away\n",
+    )
+    .unwrap();
+    git(&fixture, &["add", "-A"]);
+    git(&fixture, &["commit", "-qm", "oops"]);
+    let dropped = git(&fixture, &["rev-parse", "HEAD"]);
+    git(&fixture, &["reset", "-q", "--hard", "HEAD~1"]);
+    let head = git(&fixture, &["rev-parse", "HEAD"]);
+    // Work in progress stashed, and a tag pointing straight at a blob.
+    std::fs::write(fixture.join("README.md"), "stashed work\n").unwrap();
+    git(&fixture, &["stash", "-q"]);
+    std::fs::write(fixture.join("tagged.txt"), "a blob only a tag reaches\n").unwrap();
+    let tagged = git(&fixture, &["hash-object", "-w", "tagged.txt"]);
+    std::fs::remove_file(fixture.join("tagged.txt")).unwrap();
+    git(&fixture, &["tag", "planted", &tagged]);
+    let tree = git(&fixture, &["rev-parse", &format!("{dropped}^{{tree}}")]);
+    let blob = git(&fixture, &["rev-parse", &format!("{dropped}:extra.txt")]);
+    // Reported, not refused: proctor cannot tell a planted answer from leftover work.
+    let warnings = json_warnings(&s);
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert_eq!(
+        warnings[0],
+        format!("[SUITE]/fixture/.git: this fixture repository holds what its HEAD does not reach, which the agent can read: ref `refs/heads/solution`; ref `refs/stash`; ref `refs/tags/planted`; 1 unreachable commit ({}); 1 unreachable tree ({}); 1 unreachable blob ({})", &dropped[..12], &tree[..12], &blob[..12]),
+    );
+    assert_eq!(
+        warnings[1],
+        format!("[SUITE]/fixture/.git: this fixture repository carries history: 1 commit(s) reachable from HEAD ({}), each of which the agent can read (`git log -p`, `git show HEAD:PATH`)", &head[..12]),
+    );
+    // The text output shows them as warnings, and the suite is valid.
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("suite::git-history").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains('⚠'), "{}", out.stderr);
+    assert!(out.stdout.contains("valid suite `mini`"), "{}", out.stdout);
+}
+
+#[test]
+fn a_fixture_git_with_only_its_head_history_gets_only_the_history_warning() {
+    let s = TestSuite::minimal();
+    let fixture = s.path().join("fixture");
+    git(&fixture, &["init", "-q", "-b", "main"]);
+    git(&fixture, &["add", "-A"]);
+    git(&fixture, &["commit", "-qm", "start"]);
+    let warnings = json_warnings(&s);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("carries history: 1 commit(s) reachable from HEAD"),
+        "{warnings:#?}"
+    );
+}
+
+#[test]
+fn a_holdout_check_in_the_fixture_git_history_is_refused() {
+    let s = with_secrets();
+    let fixture = s.path().join("fixture");
+    std::fs::copy(
+        s.path().join("holdout/hello/check_fix.py"),
+        fixture.join("check_fix.py"),
+    )
+    .unwrap();
+    git(&fixture, &["init", "-q", "-b", "main"]);
+    git(&fixture, &["add", "-A"]);
+    git(&fixture, &["commit", "-qm", "with the check"]);
+    git(&fixture, &["rm", "-q", "check_fix.py"]);
+    git(&fixture, &["commit", "-qm", "without it"]);
+    let blob = git(&fixture, &["rev-parse", "HEAD~1:check_fix.py"]);
+    let problems = json_problems(&s);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0]["code"], "suite::leak");
+    assert_eq!(problems[0]["file"], "[SUITE]/fixture/.git");
+    assert_eq!(
+        problems[0]["message"],
+        format!("object {blob} of this repository has the content of holdout file `holdout/hello/check_fix.py`, which the agent must never see"),
+    );
+}
+
+#[test]
+fn a_codex_variant_on_a_model_script_without_a_model_is_refused() {
+    let s = TestSuite::minimal().edit(
+        "[[tasks]]",
+        "[[variants]]\nid = \"codex\"\nagent = \"codex\"\nmodel_script = \"agents/model\"\n\n[[tasks]]",
+    );
+    s.write(
+        "agents/model/hello.toml",
+        "[[turns]]\ncalls = [{ role = \"shell\", command = \"echo hi > hello.txt\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ntext = \"done\"\n",
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+    // With a model name it is valid.
+    let s = s.edit(
+        "agent = \"codex\"\n",
+        "agent = \"codex\"\nmodel = \"mock-model\"\n",
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_fixture_git_is_said_to_be_unaudited_when_git_is_not_on_path() {
+    let s = TestSuite::minimal();
+    let fixture = s.path().join("fixture");
+    git(&fixture, &["init", "-q", "-b", "main"]);
+    let empty = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("proctor")
+        .unwrap()
+        .args(["validate", ".", "--format", "json"])
+        .current_dir(s.path())
+        .env("PATH", empty.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([
+            "./fixture/.git: this fixture repository was not audited: no `git` program is on PATH"
+        ])
+    );
 }

@@ -107,7 +107,9 @@ pub(crate) fn open_suite_and_store_at(
     tasks: &[String],
     store: &Path,
 ) -> Result<(Suite, Store), Error> {
-    open_for_run(suite, tasks)?;
+    for w in open_checked(suite, tasks, true)?.1 {
+        eprint!("{}", crate::render::problem(&w));
+    }
     let suite_dir = suite
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", suite.display()))?;
@@ -293,14 +295,32 @@ impl Tally {
 /// Opens and validates the suite; with `--task`, only those tasks need their scripted-agent and
 /// model-script files.
 pub(crate) fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, Error> {
+    open_checked(dir, tasks, false).map(|(suite, _)| suite)
+}
+
+/// [`open_for_run`], with the warnings found. With `history`, the fixture's `.git` folders are
+/// audited too (a leak in them refuses the run; the rest are warnings).
+pub(crate) fn open_checked(
+    dir: &Path,
+    tasks: &[String],
+    history: bool,
+) -> Result<(Suite, Vec<proctor_suite::Problem>), Error> {
     let options = proctor_suite::validate::Options {
         tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
+        history,
         ..Default::default()
     };
-    Suite::open_with(dir, &options).map_err(|problems| Error::InvalidSuite {
+    let invalid = |problems| Error::InvalidSuite {
         suite: dir.display().to_string(),
         problems,
-    })
+    };
+    let suite = Suite::parse(dir).map_err(|p| invalid(vec![p]))?;
+    let checked = proctor_suite::validate::check(&suite, &options);
+    if checked.problems.is_empty() {
+        Ok((suite, checked.warnings))
+    } else {
+        Err(invalid(checked.problems))
+    }
 }
 
 pub(crate) fn options_from(args: &RunArgs) -> PlanOptions {

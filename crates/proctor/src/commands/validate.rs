@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use proctor_runner::gateway;
-use proctor_suite::validate::{problems_with, Options};
+use proctor_suite::validate::{check, Options};
 use proctor_suite::{Problem, ProblemKind, Suite};
 
 use crate::cli::Format;
@@ -17,6 +17,7 @@ use crate::exit::{Error, Status};
 /// models are checked against the user's configuration (`$PROCTOR_CONFIG`, else the default
 /// file), and a provider key missing from the environment is a warning.
 pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error> {
+    let mut warnings = Vec::new();
     let checked = match Suite::parse(dir) {
         Err(problem) => Err(vec![problem]),
         Ok(suite) => {
@@ -24,8 +25,11 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             let options = Options {
                 search_path: Some(proctor_runner::allow::search_path()),
                 tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
+                history: true,
             };
-            let mut problems = problems_with(&suite, &options);
+            let checked = check(&suite, &options);
+            warnings = checked.warnings;
+            let mut problems = checked.problems;
             if problems.is_empty() {
                 problems = model_problems(&suite)?;
             }
@@ -36,6 +40,12 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             }
         }
     };
+    if format == Format::Text {
+        for w in &warnings {
+            eprint!("{}", crate::render::problem(w));
+        }
+    }
+    let warning_lines = warnings.iter().map(|w| w.to_string());
     match (checked, format) {
         (Ok(suite), Format::Text) => {
             for w in key_warnings(&suite) {
@@ -59,7 +69,7 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             Ok(Status::Success)
         }
         (Ok(suite), Format::Json) => {
-            let warnings = key_warnings(&suite);
+            let warnings: Vec<String> = warning_lines.chain(key_warnings(&suite)).collect();
             let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [], "warnings": warnings });
             println!("{doc:#}");
             Ok(Status::Success)
@@ -70,7 +80,8 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
         }),
         (Err(problems), Format::Json) => {
             let list: Vec<_> = problems.iter().map(problem_json).collect();
-            let doc = serde_json::json!({ "valid": false, "problems": list });
+            let warnings: Vec<String> = warning_lines.collect();
+            let doc = serde_json::json!({ "valid": false, "problems": list, "warnings": warnings });
             println!("{doc:#}");
             Ok(Status::Invalid)
         }

@@ -1,0 +1,464 @@
+//! The leak audit: no file the agent is given may hold what grades it.
+//!
+//! The *secrets* of a suite are the files the agent must never see, and the solution an oracle
+//! carries:
+//!
+//! - every file under `holdout/TASK_ID/` (a holdout file);
+//! - every file under `answers/` (an answer sheet);
+//! - every file under `agents/oracle/` (the oracle's scripts `TASK_ID.toml` and any file kept
+//!   beside them, such as an imported task's `agents/oracle/files/TASK_ID/solve.sh`), and the
+//!   body of every here-document (`cat > lib.py <<'EOF' ... EOF`) in the `run` steps of those
+//!   scripts: what a scripted oracle writes is spelled out in its steps, since it cannot read the
+//!   suite. Files an oracle makes by other means (`sed -i`, a program that computes them) cannot
+//!   be known without running it and are not compared.
+//!
+//! A fixture file whose content equals a secret's is a [`ProblemKind::Leak`] error naming both.
+//! Contents are compared after [`normalise`]: CRLF and lone CR become LF, white space at the end
+//! of each line and blank lines at the end are dropped. A secret shorter than [`MIN_LEAK_BYTES`]
+//! after that (an empty `__init__.py`, a lone newline, `pass`) is not compared: such contents are
+//! common boilerplate, not an answer.
+//!
+//! The audit reads only what could match: the secrets (a small set) are normalised and hashed
+//! first; a fixture file is read only when its size could normalise to a secret's length, that
+//! is when some secret's normalised length `N` has `N <= size <= 2 N + 64` (normalising only
+//! removes bytes; the bound allows CRLF line endings and some trailing white space on every
+//! line, and spares reading the large files of a fixture). `.git` folders are not compared file
+//! by file (their objects are compressed): [`super::history`] audits them.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::problem::{Problem, ProblemKind};
+use crate::suite::{read_script, Suite};
+
+/// The shortest normalised content compared: shorter files are boilerplate, not answers.
+pub const MIN_LEAK_BYTES: usize = 32;
+
+/// How much of a fixture file is read to compare its beginning with the secrets'.
+const HEAD_BYTES: usize = 4096;
+
+/// How many bytes a fixture file may exceed twice a secret's normalised length by and still be
+/// read (CRLF line endings and trailing white space make a copy longer than the secret).
+const SIZE_SLACK: u64 = 64;
+
+/// `bytes` with CRLF and lone CR turned into LF, white space (spaces, tabs, form feeds, vertical
+/// tabs) dropped at the end of every line, and blank lines dropped at the end. The text's own
+/// last newline is dropped too, so `"a\n"`, `"a"` and `"a \r\n\r\n"` normalise alike.
+pub fn normalise(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\r' | b'\n' => {
+                trim_line_end(&mut out, line_start);
+                out.push(b'\n');
+                line_start = out.len();
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    trim_line_end(&mut out, line_start);
+    while out.last() == Some(&b'\n') {
+        out.pop();
+    }
+    out
+}
+
+/// The first `n` bytes of [`normalise`]`(bytes)`, normalising no further than needed: a byte is
+/// final once a byte that is neither white space nor a line end follows it. `None` when the
+/// whole text normalises to fewer than `n` bytes.
+fn normalised_prefix(bytes: &[u8], n: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(n + 16);
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\r' | b'\n' => {
+                trim_line_end(&mut out, line_start);
+                out.push(b'\n');
+                line_start = out.len();
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            }
+            b => {
+                out.push(b);
+                if out.len() > n && !is_blank(b) {
+                    out.truncate(n);
+                    return Some(out);
+                }
+            }
+        }
+        i += 1;
+    }
+    let mut all = normalise(bytes);
+    (all.len() >= n).then(|| {
+        all.truncate(n);
+        all
+    })
+}
+
+/// White space that [`normalise`] drops at the end of a line.
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\x0b' | b'\x0c')
+}
+
+/// Drops the white space at the end of `out` that lies after `line_start`.
+fn trim_line_end(out: &mut Vec<u8>, line_start: usize) {
+    while out.len() > line_start && out.last().is_some_and(|b| is_blank(*b)) {
+        out.pop();
+    }
+}
+
+/// One secret of a suite: what it is and where, as a person reads it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Secret {
+    /// What the file is, e.g. "holdout file `holdout/fix/check_fix.py`".
+    pub description: String,
+}
+
+/// The suite's secrets, by the hash of their normalised content.
+#[derive(Debug, Default)]
+pub(crate) struct Secrets {
+    by_hash: HashMap<blake3::Hash, Vec<Secret>>,
+    /// Normalised lengths, sorted and without repeats.
+    lengths: Vec<u64>,
+    /// The first [`MIN_LEAK_BYTES`] normalised bytes of each secret: a file whose own differ
+    /// is not normalised whole nor hashed.
+    prefixes: HashSet<Vec<u8>>,
+}
+
+impl Secrets {
+    /// Reads the secrets of `suite` (see the module's documentation). Files that cannot be read
+    /// are left out: other checks report them.
+    pub(crate) fn of(suite: &Suite) -> Secrets {
+        let mut found: HashMap<blake3::Hash, Vec<Secret>> = HashMap::new();
+        let mut lengths: Vec<u64> = Vec::new();
+        let mut prefixes = HashSet::new();
+        let mut add = |content: &[u8], description: String| {
+            let norm = normalise(content);
+            if norm.len() >= MIN_LEAK_BYTES {
+                lengths.push(norm.len() as u64);
+                prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
+                let list = found.entry(blake3::hash(&norm)).or_default();
+                let secret = Secret { description };
+                if !list.contains(&secret) {
+                    list.push(secret);
+                }
+            }
+        };
+        let root = &suite.root;
+        for (folder, what) in [("holdout", "holdout file"), ("answers", "answer sheet")] {
+            for (rel, path) in files_under(root, folder) {
+                if let Ok(bytes) = std::fs::read(&path) {
+                    add(&bytes, format!("{what} `{rel}`"));
+                }
+            }
+        }
+        for (rel, path) in files_under(root, "agents/oracle") {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let is_script = path.extension().is_some_and(|e| e == "toml")
+                && path.parent() == Some(root.join("agents/oracle").as_path());
+            if is_script {
+                add(&bytes, format!("oracle script `{rel}`"));
+                if let Ok(script) = read_script(&path) {
+                    for (n, step) in script.steps.iter().enumerate() {
+                        for body in heredoc_bodies(&step.run) {
+                            add(
+                                body.as_bytes(),
+                                format!(
+                                    "the file written by step {} of oracle script `{rel}` (a here-document)",
+                                    n + 1
+                                ),
+                            );
+                        }
+                    }
+                }
+            } else {
+                add(&bytes, format!("oracle solution file `{rel}`"));
+            }
+        }
+        lengths.sort_unstable();
+        lengths.dedup();
+        Secrets {
+            by_hash: found,
+            lengths,
+            prefixes,
+        }
+    }
+
+    /// Whether the suite has no secret long enough to compare.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
+    /// Whether a file of `size` bytes could normalise to a secret's content.
+    pub(crate) fn could_match(&self, size: u64) -> bool {
+        let low = size.saturating_sub(SIZE_SLACK).div_ceil(2);
+        let at = self.lengths.partition_point(|n| *n < low);
+        self.lengths.get(at).is_some_and(|n| *n <= size)
+    }
+
+    /// The content of the file at `path` (of `size` bytes) when its first [`HEAD_BYTES`] could
+    /// begin a secret; `None` when they cannot, or it cannot be read. A file is read whole only
+    /// when its head matches.
+    fn read_candidate(&self, path: &Path, size: u64) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut head = Vec::with_capacity(HEAD_BYTES.min(size as usize));
+        (&mut file)
+            .take(HEAD_BYTES as u64)
+            .read_to_end(&mut head)
+            .ok()?;
+        let whole = (head.len() as u64) < HEAD_BYTES as u64;
+        match normalised_prefix(&head, MIN_LEAK_BYTES) {
+            Some(p) if !self.prefixes.contains(&p) => return None,
+            None if whole => return None,
+            _ => {}
+        }
+        if !whole {
+            file.read_to_end(&mut head).ok()?;
+        }
+        Some(head)
+    }
+
+    /// The secrets whose normalised content `bytes` has, if any.
+    pub(crate) fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
+        if !normalised_prefix(bytes, MIN_LEAK_BYTES).is_some_and(|p| self.prefixes.contains(&p)) {
+            return None;
+        }
+        let norm = normalise(bytes);
+        if self.lengths.binary_search(&(norm.len() as u64)).is_err() {
+            return None;
+        }
+        self.by_hash.get(&blake3::hash(&norm)).map(Vec::as_slice)
+    }
+}
+
+/// Every regular file under `root/folder`, sorted, as (the path relative to `root` with `/`,
+/// the path on disk). Nothing when the folder does not exist.
+fn files_under(root: &Path, folder: &str) -> Vec<(String, PathBuf)> {
+    let dir = root.join(folder);
+    if !dir.is_dir() {
+        return Vec::new();
+    }
+    walkdir::WalkDir::new(&dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(root).ok()?.to_str()?.to_string();
+            Some((rel, e.path().to_path_buf()))
+        })
+        .collect()
+}
+
+/// The bodies of the here-documents of a shell command line (`<<EOF`, `<<'EOF'`, `<<"EOF"`,
+/// `<<-EOF` with its leading tabs removed), each with its lines ended by a newline. A body
+/// whose terminator never comes runs to the end of the text, as `sh` reads it.
+pub(crate) fn heredoc_bodies(run: &str) -> Vec<String> {
+    let lines: Vec<&str> = run.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let markers = heredoc_markers(lines[i]);
+        i += 1;
+        for (marker, strip_tabs) in markers {
+            let mut body = String::new();
+            while i < lines.len() {
+                let line = if strip_tabs {
+                    lines[i].trim_start_matches('\t')
+                } else {
+                    lines[i]
+                };
+                i += 1;
+                if line == marker {
+                    break;
+                }
+                body.push_str(line);
+                body.push('\n');
+            }
+            out.push(body);
+        }
+    }
+    out
+}
+
+/// The here-document markers opened on one line, in order, each with whether it is `<<-`.
+fn heredoc_markers(line: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("<<") {
+        rest = &rest[at + 2..];
+        if let Some(after) = rest.strip_prefix('<') {
+            // `<<<` is a here-string, not a here-document.
+            rest = after.trim_start_matches('<');
+            continue;
+        }
+        let strip_tabs = rest.starts_with('-');
+        let word = rest.trim_start_matches('-').trim_start_matches([' ', '\t']);
+        let (marker, len) = match word.chars().next() {
+            Some(q @ ('\'' | '"')) => match word[1..].find(q) {
+                Some(end) => (word[1..1 + end].to_string(), end + 2),
+                None => break,
+            },
+            _ => {
+                let end = word
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '\\'))
+                    .unwrap_or(word.len());
+                (word[..end].replace('\\', ""), end)
+            }
+        };
+        if marker.is_empty() {
+            continue;
+        }
+        out.push((marker, strip_tabs));
+        rest = &word[len..];
+    }
+    out
+}
+
+/// A fixture's files that leak a secret, and the `.git` folders found in it (for
+/// [`super::history`]).
+pub(super) struct FixtureAudit {
+    /// One error per fixture file whose content is a secret's.
+    pub problems: Vec<Problem>,
+    /// The `.git` folders in the fixture, at any depth.
+    pub git_dirs: Vec<PathBuf>,
+}
+
+/// Walks the fixture once: files that could match a secret by size are read and compared;
+/// `.git` folders are set aside whole.
+pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
+    let fixture = suite.fixture_dir();
+    let mut audit = FixtureAudit {
+        problems: Vec::new(),
+        git_dirs: Vec::new(),
+    };
+    let mut walker = walkdir::WalkDir::new(&fixture)
+        .min_depth(1)
+        .sort_by_file_name()
+        .into_iter();
+    while let Some(entry) = walker.next() {
+        let Ok(entry) = entry else {
+            continue;
+        };
+        let ft = entry.file_type();
+        if entry.file_name() == ".git" {
+            if ft.is_dir() {
+                audit.git_dirs.push(entry.path().to_path_buf());
+                walker.skip_current_dir();
+            }
+            continue;
+        }
+        if !ft.is_file() || secrets.is_empty() {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !secrets.could_match(meta.len()) {
+            continue;
+        }
+        let Some(bytes) = secrets.read_candidate(entry.path(), meta.len()) else {
+            continue;
+        };
+        let Some(found) = secrets.matching(&bytes) else {
+            continue;
+        };
+        audit
+            .problems
+            .push(leak_problem(entry.path(), "this fixture file", found));
+    }
+    audit
+}
+
+/// The error for something the agent is given (`file`, named `shown`) that holds `secrets`.
+pub(super) fn leak_problem(file: &Path, shown: &str, secrets: &[Secret]) -> Problem {
+    let names: Vec<&str> = secrets.iter().map(|s| s.description.as_str()).collect();
+    Problem::in_file(
+        ProblemKind::Leak,
+        file,
+        format!(
+            "{shown} has the content of {}, which the agent must never see",
+            names.join(" and of ")
+        ),
+    )
+    .with_help(format!(
+        "remove the copy from what the agent is given (checks get holdout files laid over the end state by themselves; to keep a public file from being edited, assert `{{ files_unchanged = [\"PATH\"] }}` instead of re-laying it from holdout/). Contents are compared after normalising line endings and trailing white space; contents under {MIN_LEAK_BYTES} bytes are not compared"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalising_ignores_line_endings_and_trailing_white_space() {
+        let lf = normalise(b"def f():\n    return 1\n");
+        assert_eq!(lf, b"def f():\n    return 1");
+        assert_eq!(normalise(b"def f():  \r\n    return 1\t\r\n\r\n\n"), lf);
+        assert_eq!(normalise(b"def f():\r    return 1"), lf);
+        // Leading white space and inner blank lines are content.
+        assert_ne!(normalise(b"def f():\n  return 1\n"), lf);
+        assert_eq!(normalise(b"a\n\n b\n"), b"a\n\n b");
+        assert!(normalise(b"\n").is_empty());
+        assert!(normalise(b"  \r\n\t\n").is_empty());
+    }
+
+    #[test]
+    fn a_normalised_prefix_is_the_prefix_of_the_normalised_text() {
+        for text in [
+            &b"def f():  \r\n\r\n    return 1\t\r\n\r\n\n"[..],
+            b"a     \n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\nb",
+            b"0123456789012345678901234567890123456789",
+            b"0123456789\r\n0123456789\r\n0123456789\r\n   ",
+            b"short\n",
+        ] {
+            for n in [1, 8, 31, 32, 33] {
+                let full = normalise(text);
+                let want = (full.len() >= n).then(|| full[..n].to_vec());
+                assert_eq!(normalised_prefix(text, n), want, "{text:?} {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn size_bounds_admit_copies_with_crlf_and_refuse_files_far_too_small_or_large() {
+        let secrets = Secrets {
+            lengths: vec![100, 5000],
+            ..Secrets::default()
+        };
+        assert!(!secrets.could_match(99));
+        assert!(secrets.could_match(100));
+        assert!(secrets.could_match(264));
+        assert!(!secrets.could_match(265));
+        assert!(!secrets.could_match(4999));
+        assert!(secrets.could_match(5000));
+        assert!(secrets.could_match(10_064));
+        assert!(!secrets.could_match(10_065));
+    }
+
+    #[test]
+    fn heredoc_bodies_are_read_as_sh_reads_them() {
+        let run = "mkdir -p a && cat > a/lib.py <<'EOF'\ndef f():\n    return 1\nEOF\necho done";
+        assert_eq!(heredoc_bodies(run), ["def f():\n    return 1\n"]);
+        assert_eq!(heredoc_bodies("cat <<-END\n\tx\n\tEND\n"), ["x\n"]);
+        assert_eq!(heredoc_bodies("cat << \"E O\"\ny\nE O\n"), ["y\n"]);
+        assert_eq!(
+            heredoc_bodies("paste <<A /dev/stdin <<B\n1\nA\n2\nB\n"),
+            ["1\n", "2\n"]
+        );
+        assert!(heredoc_bodies("cat <<< 'not a heredoc'\nx\n").is_empty());
+        assert_eq!(heredoc_bodies("cat <<EOF\nx\ny"), ["x\ny\n"]);
+        assert!(heredoc_bodies("echo hi > hello.txt").is_empty());
+    }
+}
