@@ -1,9 +1,9 @@
 //! Integrity audit benchmark: what the audit adds to grading one trial, on the 10,000-file /
 //! 40 MB fixture of docs/performance.md, and how it grows with the number of changed files.
 //!
-//! `cargo bench -p proctor-runner --bench audit` (release build). For 5, 50 and 500 changed files
-//! (Python sources, one a module named like the standard library's) it times, over the same end
-//! state read from disk: grading without the audit (`proctor_score::score` with no findings, the
+//! `cargo bench -p proctor-runner --bench audit` (release build). For 0 (a no-op trial), 5, 50
+//! and 500 changed files (Python sources, one a module named like the standard library's) it
+//! times, over the same end state read from disk: grading without the audit (`proctor_score::score` with no findings, the
 //! baseline), and grading as a trial does (`grade::grade`: reading the holdout, the audit, then
 //! `score`). Each figure is a median of `PROCTOR_BENCH_REPS` (default 200) runs, with the ratio
 //! to the baseline and the difference in microseconds. It prints figures and asserts nothing:
@@ -65,7 +65,7 @@ fn main() {
         "| changed files | grading without the audit | grading with it | ratio | audit adds |"
     );
     println!("|---:|---:|---:|---:|---:|");
-    for n in [5usize, 50, 500] {
+    for n in [0usize, 5, 50, 500] {
         let changes_dir = dir.path().join(format!("changes-{n}"));
         let mut changes = Vec::new();
         for i in 0..n {

@@ -88,6 +88,10 @@ pub struct EarlyExit {
 /// `signal.signal(...)` with a handler of its own, `os.kill(...)`, `os.abort()`.
 /// `sys.exit(main())` is not one: its status is the program's own.
 pub fn python_early_exit(source: &str) -> Option<EarlyExit> {
+    // Most files hold none of the words such a statement needs: skip the line scan.
+    if !PYTHON_EXIT_WORDS.iter().any(|w| source.contains(w)) {
+        return None;
+    }
     let mut guarded = false;
     let mut in_string: Option<&str> = None;
     for (n, raw) in source.lines().enumerate() {
@@ -110,7 +114,8 @@ pub fn python_early_exit(source: &str) -> Option<EarlyExit> {
             in_string = Some(q);
         }
         let hit = !guarded || (!indented && body.starts_with('@'));
-        if hit && python_exit_statement(body) {
+        let may = || PYTHON_EXIT_WORDS.iter().any(|w| body.contains(w));
+        if hit && may() && python_exit_statement(body) {
             return Some(EarlyExit {
                 line: u32::try_from(n + 1).unwrap_or(u32::MAX),
                 statement: body.chars().take(120).collect(),
@@ -119,6 +124,9 @@ pub fn python_early_exit(source: &str) -> Option<EarlyExit> {
     }
     None
 }
+
+/// Words every statement [`python_exit_statement`] recognises holds one of.
+const PYTHON_EXIT_WORDS: [&str; 6] = ["exit", "quit", "Exit", "signal", "abort", "kill"];
 
 /// Whether a top-level line opens a block whose body does not run at import: a function, a
 /// class (its methods), a decorator line, or the main guard.
@@ -185,6 +193,9 @@ fn calls(compact: &str, name: &str) -> bool {
 /// when the file is loaded: `process.exit(...)`, `process.kill(...)` or
 /// `process.on("exit", ...)` at no indentation.
 pub fn js_early_exit(source: &str) -> Option<EarlyExit> {
+    if !source.contains("process") {
+        return None;
+    }
     for (n, line) in source.lines().enumerate() {
         if line.starts_with(char::is_whitespace) {
             continue;
@@ -254,6 +265,7 @@ mod tests {
             2
         );
         assert_eq!(found("__import__('os')._exit(0)\n").unwrap().0, 1);
+        assert_eq!(found("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n").unwrap().0, 2);
         // Not at import: in a function, a method, under the main guard, in a docstring.
         assert_eq!(found("def f():\n    sys.exit(0)\n"), None);
         assert_eq!(
