@@ -240,6 +240,7 @@ impl<'a> Readings<'a> {
                     let Some(text) = read(&script) else { continue };
                     if script.ends_with(".py") {
                         add_imports(&text, &mut shadowable);
+                        reading.absorb(python_script_runners(&text));
                     } else if !script.ends_with(".js") {
                         reading.absorb(read_command(&text, Some("")));
                     }
@@ -260,6 +261,30 @@ impl<'a> Readings<'a> {
         stdlib::STDLIB_MODULES.binary_search(&module).is_ok()
             || self.shadowable.iter().any(|m| m == module)
     }
+}
+
+/// The test runners a Python check script starts itself (`subprocess.run([sys.executable,
+/// "-m", "pytest"])`, `unittest.main()`, `pytest.main()`), which collect from the working folder.
+fn python_script_runners(text: &str) -> CheckReading {
+    let mut out = CheckReading::default();
+    let mut add = |name: &str| {
+        out.python = true;
+        out.python_path.push(Place::Dir(String::new()));
+        out.runners.push(command::Runner {
+            name: name.into(),
+            family: RunnerFamily::Python,
+            collects: Place::Tree(String::new()),
+        });
+    };
+    if text.contains("pytest") {
+        add("pytest (started by the check's script)");
+    } else if ["\"unittest\"", "'unittest'", "unittest.main(", "discover("]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        add("unittest (started by the check's script)");
+    }
+    out
 }
 
 /// Audits a trial's end state: `changes` with their content in `files`, against the checks of

@@ -265,7 +265,12 @@ mod tests {
             2
         );
         assert_eq!(found("__import__('os')._exit(0)\n").unwrap().0, 1);
-        assert_eq!(found("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n").unwrap().0, 2);
+        assert_eq!(
+            found("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+                .unwrap()
+                .0,
+            2
+        );
         // Not at import: in a function, a method, under the main guard, in a docstring.
         assert_eq!(found("def f():\n    sys.exit(0)\n"), None);
         assert_eq!(

@@ -176,12 +176,14 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             .entry(t.outcome.clone())
             .or_default() += 1;
     }
+    let flagged = flagged_successes(&store.run_dir(id));
     let mut grid = Table::new(&[
         "TASK",
         "VARIANT",
         "n",
         "COMPLETED",
         "WRONG TURNS (median / mean / total)",
+        "FLAGGED",
         "OUTCOMES",
     ]);
     for (key, counts) in &cells {
@@ -204,6 +206,9 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             graded.to_string(),
             proctor_report::Rate::new(completed as u64, graded as u64).to_string(),
             turns.to_string(),
+            flagged.as_ref().map_or("-".to_string(), |f| {
+                f.get(key).copied().unwrap_or(0).to_string()
+            }),
             list,
         ]);
     }
@@ -222,6 +227,27 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
     }
     print!("{}", t.text());
     Ok(Status::Success)
+}
+
+/// The successes the integrity audit flagged, by (task, variant), from the run's
+/// `results.report.json`; `None` for a run that has none yet (unfinished, or made before it).
+fn flagged_successes(run_dir: &std::path::Path) -> Option<BTreeMap<(String, String), u64>> {
+    let text = std::fs::read(run_dir.join("results.report.json")).ok()?;
+    let report: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let mut out = BTreeMap::new();
+    for v in report.get("variants")?.as_array()? {
+        let variant = v.get("variant")?.as_str()?;
+        for t in v.get("tasks")?.as_array()? {
+            let task = t.get("task")?.as_str()?;
+            let f = t
+                .get("cell")
+                .and_then(|c| c.get("flagged_successes"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            out.insert((task.to_string(), variant.to_string()), f);
+        }
+    }
+    Some(out)
 }
 
 /// Trials named in the message for an unknown trial id.
