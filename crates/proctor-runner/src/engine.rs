@@ -191,6 +191,11 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         output_tokens: None,
         cost_usd: None,
         limit_reached: record.limit_reached.clone(),
+        flags: record
+            .verdict
+            .as_ref()
+            .map(|v| v.integrity.flags().map(|f| f.describe()).collect())
+            .unwrap_or_default(),
     }
 }
 

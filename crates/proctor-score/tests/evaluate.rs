@@ -163,6 +163,23 @@ fn file_assertions_read_the_changes() {
         .0,
         Verdict::Holds
     );
+    // A workspace the capture lost (`.`, the trial's init killed at its own limit) may have
+    // held a change under any glob: it fails every `files_unchanged`, never holds by default.
+    let lost = EndState {
+        changes: vec![FileChange {
+            dir: true,
+            ..change(".", ChangeKind::Added)
+        }],
+        ..EndState::default()
+    };
+    let (v, ev) = verdict(
+        &lost,
+        &files,
+        None,
+        r#"all = [{ files_unchanged = ["docs/**"] }]"#,
+    );
+    assert_eq!(v, Verdict::Fails);
+    assert_eq!(ev[0]["evidence"]["changed"], json!(["."]));
 }
 
 #[test]

@@ -65,6 +65,7 @@ fn summary(n: usize) -> TrialSummary {
         output_tokens: Some(800),
         cost_usd: None,
         limit_reached: None,
+        flags: Vec::new(),
     }
 }
 

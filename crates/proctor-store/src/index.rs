@@ -91,6 +91,7 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         output_tokens: r.get(10)?,
         cost_usd: r.get(11)?,
         limit_reached: r.get(12)?,
+        flags: Vec::new(),
     })
 }
 

@@ -223,6 +223,10 @@ pub struct TrialSummary {
     /// it have it in their record, where [`crate::Store::reindex`] finds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_reached: Option<String>,
+    /// The integrity audit's flags beside the outcome (test tampering, an early exit), each as
+    /// `kind: path why`, for the run's progress lines; the full findings are in the record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 /// `trial.json` as it lies on disk: the summary the index keeps, and the runner's full record.

@@ -23,21 +23,24 @@ const OUTCOME_WIDTH: usize = {
 const BAR: usize = 24;
 
 /// One finished trial's progress line (when stderr is not a terminal): count, trial id,
-/// outcome and seconds in aligned columns, then the reason for anything but `completed`.
+/// outcome and seconds in aligned columns, then the reason for anything but `completed`, then
+/// the integrity audit's flags, if any.
 pub fn trial_line(
     done: usize,
     total: usize,
     trial: &str,
-    outcome: &str,
-    reason: &str,
+    (outcome, reason, flags): (&str, &str, &[String]),
     seconds: f64,
 ) -> String {
     let width = total.to_string().len();
-    let why = if outcome == "completed" {
+    let mut why = if outcome == "completed" {
         String::new()
     } else {
         format!("  ({reason})")
     };
+    if !flags.is_empty() {
+        why.push_str(&format!("  [flagged: {}]", flags.join("; ")));
+    }
     format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
 }
 
@@ -45,6 +48,7 @@ pub fn trial_line(
 struct Finished {
     outcome: String,
     reason: String,
+    flags: Vec<String>,
     seconds: f64,
 }
 
@@ -82,6 +86,7 @@ impl Progress {
                 let finished = Finished {
                     outcome: summary.outcome,
                     reason: summary.reason.unwrap_or_default(),
+                    flags: summary.flags,
                     seconds,
                 };
                 self.waiting.insert(trial.id, finished);
@@ -101,7 +106,11 @@ impl Progress {
             self.bar()
         } else {
             trial_line(
-                self.done, self.total, trial, &f.outcome, &f.reason, f.seconds,
+                self.done,
+                self.total,
+                trial,
+                (&f.outcome, &f.reason, &f.flags),
+                f.seconds,
             )
         };
         // Formatted first and written whole: stderr is unbuffered, and a padded format written
@@ -149,7 +158,7 @@ mod tests {
     fn progress_lines_align_for_every_outcome() {
         let lines: Vec<String> = proctor_score::outcome::LABELS
             .iter()
-            .map(|o| trial_line(3, 12, "deploy.trapped.0", o, "why", 0.25))
+            .map(|o| trial_line(3, 12, "deploy.trapped.0", (o, "why", &[]), 0.25))
             .collect();
         let column = |l: &str| l.find("  0.25s").expect("the seconds column");
         let first = column(&lines[0]);

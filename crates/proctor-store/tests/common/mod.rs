@@ -39,5 +39,6 @@ pub fn summary(task: &str, variant: &str, index: u32, outcome: &str) -> TrialSum
         output_tokens: Some(420),
         cost_usd: None,
         limit_reached: None,
+        flags: Vec::new(),
     }
 }
