@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::lab::{users, As, Lab};
+use common::lab::{copy_dir, users, As, Lab};
 use serde_json::Value;
 
 fn changes(record: &Value) -> BTreeSet<(String, String)> {
@@ -102,20 +102,6 @@ fn recorded_changes_are_exact_and_rebuild_the_end_state() {
             "before\n"
         );
         assert!(lab.suite().join("fixture/gone.txt").exists());
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from)
-        .into_iter()
-        .filter_map(Result::ok)
-    {
-        let dest = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
     }
 }
 

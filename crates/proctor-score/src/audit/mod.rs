@@ -420,7 +420,10 @@ fn test_tampering(change: &FileChange, files: &dyn Files, readings: &Readings, f
             return;
         }
         for runner in &reading.runners {
-            if !at(&runner.collects, dir) {
+            // A runner also reads its configuration (and pytest its `conftest.py`) from every
+            // folder above where it collects, up to the workspace root.
+            let config = runner_config(runner.family, path);
+            if !(at(&runner.collects, dir) || (config && above(dir, &runner.collects))) {
                 continue;
             }
             if let Some(what) = test_file(runner.family, path, change, files) {
@@ -433,6 +436,40 @@ fn test_tampering(change: &FileChange, files: &dyn Files, readings: &Readings, f
                 return;
             }
         }
+    }
+}
+
+/// Whether `path` is a file a runner of `family` reads from the folders above its tests: its
+/// configuration, or pytest's `conftest.py`.
+fn runner_config(family: RunnerFamily, path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    match family {
+        RunnerFamily::Python => matches!(
+            file,
+            "conftest.py"
+                | "pytest.ini"
+                | ".pytest.ini"
+                | "tox.ini"
+                | "setup.cfg"
+                | "pyproject.toml"
+        ),
+        RunnerFamily::JavaScript => {
+            file == "package.json"
+                || ["jest.config.", "vitest.config.", ".mocharc", "vite.config."]
+                    .iter()
+                    .any(|p| file.starts_with(p))
+        }
+        _ => false,
+    }
+}
+
+/// Whether the folder `dir` is at or above `place` (the workspace root is above everything).
+fn above(dir: &str, place: &Place) -> bool {
+    match place {
+        Place::Dir(t) | Place::Tree(t) => {
+            dir.is_empty() || t == dir || t.starts_with(&format!("{dir}/"))
+        }
+        Place::Anywhere => true,
     }
 }
 
@@ -526,6 +563,13 @@ fn early_exit(change: &FileChange, files: &dyn Files, readings: &Readings, found
             e.statement
         );
         found(FindingKind::EarlyExit, why, Some(check), Some(e.line));
+    }
+    if let Some(p) = python.then(|| source::python_test_patch(&text)).flatten() {
+        let why = format!(
+            "patches the test framework as soon as it is loaded (`{}`), which a test that imports it then runs under",
+            p.statement
+        );
+        found(FindingKind::TestTampering, why, Some(check), Some(p.line));
     }
 }
 
@@ -659,6 +703,12 @@ mod tests {
             [],
             "outside what the runner collects"
         );
+        // pytest loads every conftest.py from the workspace root down to its tests.
+        assert_eq!(
+            found(&t, &[("conftest.py", Added, "")]),
+            [(TestTampering, "conftest.py".into(), false)]
+        );
+        assert_eq!(found(&t, &[("src/conftest.py", Added, "")]), []);
         assert_eq!(
             found(
                 &t,

@@ -88,8 +88,51 @@ pub struct EarlyExit {
 /// `signal.signal(...)` with a handler of its own, `os.kill(...)`, `os.abort()`.
 /// `sys.exit(main())` is not one: its status is the program's own.
 pub fn python_early_exit(source: &str) -> Option<EarlyExit> {
-    // Most files hold none of the words such a statement needs: skip the line scan.
-    if !PYTHON_EXIT_WORDS.iter().any(|w| source.contains(w)) {
+    first_at_import(source, &PYTHON_EXIT_WORDS, python_exit_statement)
+}
+
+/// The first statement of a Python source that runs when the module is imported and patches a
+/// test framework: an assignment to, or `setattr` on, `unittest`, `pytest`, `_pytest`,
+/// `builtins` or `sys.modules` (a subject that makes `assertEqual` a no-op when the hidden test
+/// imports it).
+pub fn python_test_patch(source: &str) -> Option<EarlyExit> {
+    first_at_import(source, &TEST_FRAMEWORKS, |body| {
+        let code = body.split('#').next().unwrap_or_default();
+        let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+        TEST_FRAMEWORKS.iter().any(|m| {
+            compact.contains(&format!("setattr({m}"))
+                || compact.match_indices(m).any(|(at, _)| {
+                    let starts = compact[..at]
+                        .chars()
+                        .last()
+                        .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'));
+                    let rest = &compact[at + m.len()..];
+                    // `unittest.TestCase.assertEqual=...`, `sys.modules["x"]=...`, not `==`.
+                    let target: String = rest
+                        .chars()
+                        .take_while(|c| {
+                            c.is_ascii_alphanumeric()
+                                || matches!(c, '_' | '.' | '[' | ']' | '"' | '\'')
+                        })
+                        .collect();
+                    let after = &rest[target.len()..];
+                    starts
+                        && (target.starts_with('.') || target.starts_with('['))
+                        && after.starts_with('=')
+                        && !after.starts_with("==")
+                })
+        })
+    })
+}
+
+/// Test framework modules a subject must not patch.
+const TEST_FRAMEWORKS: [&str; 5] = ["unittest", "pytest", "_pytest", "builtins", "sys.modules"];
+
+/// The first line of `source` that runs at import (not inside a `def`, a `class` or the main
+/// guard; a decorator line counts) and that `hit` says is one, looking only at lines that hold
+/// one of `words` (and not at all at a source that holds none).
+fn first_at_import(source: &str, words: &[&str], hit: impl Fn(&str) -> bool) -> Option<EarlyExit> {
+    if !words.iter().any(|w| source.contains(w)) {
         return None;
     }
     let mut guarded = false;
@@ -113,9 +156,8 @@ pub fn python_early_exit(source: &str) -> Option<EarlyExit> {
         if let Some(q) = opens_string(body) {
             in_string = Some(q);
         }
-        let hit = !guarded || (!indented && body.starts_with('@'));
-        let may = || PYTHON_EXIT_WORDS.iter().any(|w| body.contains(w));
-        if hit && may() && python_exit_statement(body) {
+        let runs = !guarded || (!indented && body.starts_with('@'));
+        if runs && words.iter().any(|w| body.contains(w)) && hit(body) {
             return Some(EarlyExit {
                 line: u32::try_from(n + 1).unwrap_or(u32::MAX),
                 statement: body.chars().take(120).collect(),
@@ -290,6 +332,30 @@ mod tests {
         );
         assert_eq!(found("sys.exit(1)\n"), None);
         assert_eq!(found("exit_code = compute_exit(0)\n"), None);
+    }
+
+    #[test]
+    fn a_subject_that_patches_the_test_framework_at_import_is_found() {
+        let found = |src: &str| python_test_patch(src).map(|e| e.line);
+        assert_eq!(
+            found("import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"),
+            Some(2)
+        );
+        assert_eq!(found("import sys\nsys.modules['json'] = None\n"), Some(2));
+        assert_eq!(
+            found("import builtins\nsetattr(builtins, 'print', id)\n"),
+            Some(2)
+        );
+        assert_eq!(
+            found("import unittest\nok = unittest.TestCase == object\n"),
+            None
+        );
+        assert_eq!(found("my_unittest.x = 1\n"), None);
+        assert_eq!(
+            found("import pytest\n\ndef f():\n    pytest.skip = None\n"),
+            None,
+            "in a function, not at import"
+        );
     }
 
     #[test]

@@ -60,6 +60,21 @@ fn open_up(p: &Path) {
     }
 }
 
+/// Copies the tree `from` (a bundled example, a fixture) into `to`, folders and files.
+pub fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let dest = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
 /// What a run printed.
 #[derive(Debug)]
 pub struct RunOut {
@@ -190,6 +205,15 @@ impl Lab {
             .collect();
         assert_eq!(runs.len(), 1, "expected one run, found {runs:?}");
         runs[0].clone()
+    }
+
+    /// The id of the only run.
+    pub fn run_id(&self) -> String {
+        self.run_dir()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
     }
 
     /// A trial's folder in the only run.
