@@ -214,13 +214,15 @@ impl<'a> Readings<'a> {
                 add_imports(&String::from_utf8_lossy(bytes), &mut shadowable);
             }
         }
+        // A script's text: the holdout's copy, else the end state's; a binary is not read.
         let read = |path: &str| -> Option<String> {
-            holdout
+            let bytes = holdout
                 .files
                 .get(path)
                 .cloned()
-                .or_else(|| files.read(path))
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .or_else(|| files.read(path))?;
+            let text = !bytes.iter().take(1024).any(|b| *b == 0);
+            text.then(|| String::from_utf8_lossy(&bytes).into_owned())
         };
         let mut checks = Vec::new();
         for command in commands {
