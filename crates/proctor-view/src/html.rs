@@ -4,9 +4,9 @@
 use std::fmt::Write;
 
 /// The viewer's styles, inlined into every page.
-const STYLE: &str = include_str!("assets/style.css");
+pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// The viewer's script (filters, sorting, live updates), inlined into every page.
-const SCRIPT: &str = include_str!("assets/app.js");
+pub(crate) const SCRIPT: &str = include_str!("assets/app.js");
 
 /// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values.
 pub fn esc(s: &str) -> String {
@@ -42,8 +42,9 @@ pub fn page(title: &str, crumbs: &[(String, String)], body: &str, live: Option<&
         .map(|l| format!(" data-live=\"{}\"", esc(l)))
         .unwrap_or_default();
     format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title} · proctor</title>\n<style>{STYLE}</style>\n</head>\n<body{live}>\n<header><nav aria-label=\"breadcrumb\">{nav}</nav></header>\n<main>\n{body}\n</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n<title>{title} · proctor</title>\n<style>{STYLE}</style>\n</head>\n<body{live}>\n<header><nav aria-label=\"breadcrumb\">{nav}</nav></header>\n<main>\n{body}\n</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = esc(title),
+        policy = esc(&crate::security::PAGE_POLICY),
     )
 }
 

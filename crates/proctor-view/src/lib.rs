@@ -14,12 +14,14 @@ mod highlight;
 mod html;
 mod json_html;
 mod pages;
+mod security;
 mod server;
 mod table;
 mod transcript;
 mod transcript_html;
 
 pub use data::{ComparePage, RunPage, TrialPage, TrialQuery, ViewError};
+pub use security::Hosts;
 pub use server::{run_blocking, serve, Sources, Viewer};
 
 /// One self-contained HTML page of run `run` (prefix, id or `latest`): the run page followed

@@ -80,13 +80,24 @@ impl Viewer {
     }
 }
 
-/// Serves `viewer` on `listener` until Ctrl-C.
-pub async fn serve(viewer: Viewer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// Serves `viewer` on `listener` until Ctrl-C, answering only requests for its own address
+/// (and, on loopback, `localhost`) or a name of `allow_hosts`.
+pub async fn serve(
+    viewer: Viewer,
+    listener: tokio::net::TcpListener,
+    allow_hosts: &[String],
+) -> std::io::Result<()> {
+    let hosts = Arc::new(crate::security::Hosts::new(
+        listener.local_addr()?,
+        allow_hosts,
+    ));
+    let app = viewer.router().layer(axum::middleware::from_fn_with_state(
+        hosts,
+        crate::security::guard,
+    ));
     axum::serve(
         listener,
-        viewer
-            .router()
-            .into_make_service_with_connect_info::<SocketAddr>(),
+        app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async {
         let _ = tokio::signal::ctrl_c().await;
@@ -182,10 +193,11 @@ async fn transcript_api(
 }
 
 /// Binds `addr`, tells `on_listening` the address it got (port 0 picks a free one), and serves
-/// `viewer` until Ctrl-C, on a runtime of its own.
+/// `viewer` until Ctrl-C, on a runtime of its own (hosts as [`serve`]).
 pub fn run_blocking(
     viewer: Viewer,
     addr: SocketAddr,
+    allow_hosts: &[String],
     on_listening: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -195,7 +207,7 @@ pub fn run_blocking(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         on_listening(listener.local_addr()?);
-        serve(viewer, listener).await
+        serve(viewer, listener, allow_hosts).await
     })
 }
 

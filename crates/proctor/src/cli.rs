@@ -203,6 +203,11 @@ pub enum Command {
         /// Where to listen (loopback unless you say otherwise; port 0 picks a free port).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7777")]
         listen: std::net::SocketAddr,
+        /// Also answer requests for this host name (repeatable): the viewer answers only its
+        /// own address, and `localhost` on loopback, so that no other site's page can read the
+        /// store through a name that resolves to it.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
     },
     /// Write one self-contained HTML page of a run (its rates, trials and their evidence).
     Export {

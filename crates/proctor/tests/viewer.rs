@@ -72,6 +72,72 @@ fn get_from(url: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// GET `path` from the server with the `Host` header `host`: (status, response head).
+fn head_for_host(server: &Server, path: &str, host: &str) -> (u16, String) {
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/');
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, _) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head.to_ascii_lowercase())
+}
+
+/// A page on another site whose name resolves to 127.0.0.1 (DNS rebinding) sends its own name
+/// as `Host`: the viewer refuses it before reading the store, and answers its own names; every
+/// answer carries the security headers.
+#[test]
+fn a_request_for_another_host_is_refused_and_every_answer_carries_the_security_headers() {
+    let lab = Lab::new("viewer-hosts");
+    store(&lab);
+    let server = serve(&lab.store());
+    let own = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let port = own.rsplit(':').next().unwrap().to_string();
+    for path in ["/", "/api/runs"] {
+        let (status, _) = head_for_host(&server, path, &format!("rebind.evil.example:{port}"));
+        assert_eq!(status, 421, "{path}");
+        let (status, _) = head_for_host(&server, path, "127.0.0.1:1");
+        assert_eq!(status, 421, "another port is another origin: {path}");
+        for host in [
+            own.clone(),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ] {
+            let (status, head) = head_for_host(&server, path, &host);
+            assert_eq!(status, 200, "{host} {path}");
+            for h in [
+                "content-security-policy: default-src 'none'; script-src 'sha256-",
+                "x-frame-options: deny",
+                "x-content-type-options: nosniff",
+                "referrer-policy: no-referrer",
+            ] {
+                assert!(head.contains(h), "{h} missing from {path}:\n{head}");
+            }
+            assert!(head.contains("frame-ancestors 'none'"), "{head}");
+        }
+    }
+    // The page carries its policy too, so that the exported file keeps it.
+    let (_, page) = get(&server, "/");
+    assert!(
+        page.contains(
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src &#39;none&#39;"
+        ),
+        "{page}"
+    );
+}
+
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     loop {

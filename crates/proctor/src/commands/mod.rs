@@ -129,7 +129,11 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             config,
         } => images::run(action, image_cache.as_deref(), config.as_deref()),
         Command::Schema { document } => schema(document),
-        Command::View { store, listen } => view::view(&store, listen),
+        Command::View {
+            store,
+            listen,
+            allow_hosts,
+        } => view::view(&store, listen, &allow_hosts),
         Command::Export { run, html, store } => view::export(&store, &run, &html),
         Command::Rescore {
             run,

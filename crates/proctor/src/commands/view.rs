@@ -57,14 +57,16 @@ fn viewer(store_dir: &Path) -> Result<Viewer, Error> {
 }
 
 /// `proctor view`: serves until Ctrl-C; the URL goes to stdout, everything else to stderr.
-pub fn view(store_dir: &Path, listen: SocketAddr) -> Result<Status, Error> {
+/// Requests for another host than its own address (or `localhost` on loopback) or one of
+/// `allow_hosts` are refused.
+pub fn view(store_dir: &Path, listen: SocketAddr, allow_hosts: &[String]) -> Result<Status, Error> {
     if !listen.ip().is_loopback() {
         eprintln!(
             "warning: listening on {listen}, beyond this machine's loopback: anyone who can reach it can read the store"
         );
     }
     let v = viewer(store_dir)?;
-    proctor_view::run_blocking(v, listen, |addr| {
+    proctor_view::run_blocking(v, listen, allow_hosts, |addr| {
         println!("http://{addr}/");
         eprintln!("serving the store {} (Ctrl-C stops)", store_dir.display());
     })
