@@ -77,7 +77,7 @@ impl Hosts {
     /// Whether a request whose `Host` header is `host` is answered.
     pub fn allows(&self, host: &str) -> bool {
         let host = host.trim().to_ascii_lowercase();
-        self.allowed.iter().any(|h| *h == host)
+        self.allowed.contains(&host)
     }
 }
 
