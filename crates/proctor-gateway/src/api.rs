@@ -115,8 +115,8 @@ impl Route {
             return None;
         }
         let rest = rest.strip_prefix("models/")?;
-        let (model, method) = rest.rsplit_once(':')?;
-        if model.is_empty() || model.contains('/') || method.is_empty() {
+        let (model, method) = rest.split_once(':')?;
+        if !is_model_id(model) || !GEMINI_METHODS.contains(&method) {
             return None;
         }
         let gemini = GeminiPath {
@@ -132,6 +132,23 @@ impl Route {
             generates,
         })
     }
+}
+
+/// The Gemini methods the gateway forwards: generation, streamed generation and token counting
+/// (what the Gemini CLI and the built-in providers send). Any other method, or anything after
+/// one (`generateContent/../../admin`), is refused, never forwarded with the real key.
+const GEMINI_METHODS: [&str; 3] = ["generateContent", "streamGenerateContent", "countTokens"];
+
+/// Whether `model` can be a model id in a path: letters, digits, `.`, `-` and `_`, not a dot
+/// segment. `/`, `%` (an encoded separator or dot), `:` and everything else are refused.
+fn is_model_id(model: &str) -> bool {
+    !model.is_empty()
+        && model != "."
+        && model != ".."
+        && !model.starts_with('.')
+        && model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
 #[cfg(test)]
@@ -195,6 +212,17 @@ mod tests {
             "/v2/models/m:generateContent",
             "/v1beta/models/:x",
             "/v1/complete",
+            // Anything but the API's own methods, and any separator or dot segment in the model
+            // or after the method, plain or percent-encoded.
+            "/v1beta/models/gem:generateContent/../../admin",
+            "/v1beta/models/gem:generateContent/",
+            "/v1beta/models/gem:deleteEverything",
+            "/v1beta/models/..:generateContent",
+            "/v1beta/models/gem%2F..%2Fadmin:generateContent",
+            "/v1beta/models/%2E%2E:generateContent",
+            "/v1beta/models/gem:generateContent%2F..%2Fadmin",
+            "/v1beta/models/a/b:generateContent",
+            "/v1beta/models/a:b:generateContent",
         ] {
             assert!(Route::from_path(bad).is_none(), "{bad}");
         }

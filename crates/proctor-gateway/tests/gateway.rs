@@ -835,6 +835,46 @@ fn routes_a_provider_does_not_serve_are_refused_and_recorded() {
     assert!(l.requests.iter().all(|r| r.ending == Ending::Refused));
 }
 
+/// A Gemini path that climbs out of the model route (`..`, encoded separators, a method of its
+/// own) is refused in the API's shape and never reaches the upstream with the real key.
+#[test]
+fn gemini_paths_outside_the_apis_own_methods_are_refused_and_not_forwarded() {
+    let up = Upstream::start(|_, _| {
+        Reply::ok(r#"{"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1}}"#)
+    });
+    let config = config(&format!(
+        "[providers.google]\nbase_url = \"{}\"\n",
+        up.url()
+    ));
+    let gw = gateway(&config, &["google"]);
+    let t = gw
+        .register_trial(grant("google", "gemini-2.5-pro"))
+        .unwrap();
+    let c = client(&gw);
+    let key = [("x-goog-api-key", t.as_str())];
+    for path in [
+        "/v1beta/models/gemini-2.5-pro:generateContent/../../admin",
+        "/v1beta/models/gemini-2.5-pro:generateContent%2F..%2F..%2Fadmin",
+        "/v1beta/models/..%2F..%2Fadmin:generateContent",
+        "/v1beta/models/%2E%2E:generateContent",
+        "/v1beta/models/gemini-2.5-pro:listEverything",
+    ] {
+        let r = c.post(path, &key, "{}");
+        assert_eq!(r.status, 404, "{path}");
+    }
+    assert!(
+        up.seen().is_empty(),
+        "nothing was forwarded: {:?}",
+        up.seen()
+    );
+    // The API's own method still goes through.
+    let r = c.post("/v1beta/models/gemini-2.5-pro:generateContent", &key, "{}");
+    assert_eq!(r.status, 200);
+    assert_eq!(up.seen().len(), 1);
+    let l = gw.finish_trial(&t).unwrap();
+    assert_eq!((l.requests_refused, l.requests_forwarded), (5, 1));
+}
+
 #[test]
 fn the_granted_model_replaces_the_asked_one() {
     let up = Upstream::start(|_, _| Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#));
