@@ -953,6 +953,56 @@ fn the_unix_socket_serves_like_tcp() {
     assert!(!sock.exists(), "the socket is removed on shutdown");
 }
 
+/// A trial registered at a socket of its own: its token works there and nowhere else, and no
+/// other trial's token works there, so a token one trial reads from another (they share the
+/// host network with `network = "host"`) lands in no ledger.
+#[test]
+fn a_token_bound_to_its_trials_socket_works_only_there() {
+    let up = Upstream::start(|_, _| Reply::ok(r#"{"usage":{"input_tokens":2,"output_tokens":3}}"#));
+    let config = config(&format!(
+        "[providers.anthropic]\nbase_url = \"{}\"\n",
+        up.url()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("gateway.sock");
+    let options = GatewayOptions {
+        unix_socket: Some(shared.clone()),
+        ..GatewayOptions::default()
+    };
+    let gw = gateway_with(&config, &["anthropic"], options);
+    let (sock_a, sock_b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+    let a = gw
+        .register_trial_at(grant("anthropic", "m"), &sock_a)
+        .unwrap();
+    let b = gw
+        .register_trial_at(grant("anthropic", "m"), &sock_b)
+        .unwrap();
+    let post = |sock: &std::path::Path, token: &str| {
+        Client::new(Target::Unix(sock.to_path_buf()))
+            .post("/v1/messages", &[("x-api-key", token)], r#"{"model":"m"}"#)
+            .status
+    };
+    assert_eq!(post(&sock_a, a.as_str()), 200);
+    assert_eq!(post(&sock_b, b.as_str()), 200);
+    assert_eq!(post(&sock_b, a.as_str()), 401, "A's token from B's trial");
+    assert_eq!(post(&sock_a, b.as_str()), 401, "B's token from A's trial");
+    assert_eq!(
+        post(&shared, a.as_str()),
+        401,
+        "a bound token on the shared socket"
+    );
+    assert_eq!(
+        up.seen().len(),
+        2,
+        "only the two own requests went upstream"
+    );
+    let la = gw.finish_trial(&a).unwrap();
+    assert_eq!((la.requests_forwarded, la.usage.total()), (1, 5));
+    assert!(!sock_a.exists(), "a finished trial's socket is removed");
+    let lb = gw.finish_trial(&b).unwrap();
+    assert_eq!(lb.requests_forwarded, 1);
+}
+
 #[test]
 fn a_regular_file_at_the_socket_path_is_not_replaced() {
     let dir = tempfile::tempdir().unwrap();

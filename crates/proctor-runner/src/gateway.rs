@@ -179,6 +179,8 @@ pub struct RunGateway {
     config: Config,
     models: BTreeMap<String, ModelRef>,
     socket: PathBuf,
+    /// The number of the next trial's own socket in the socket folder.
+    next_seat: std::sync::atomic::AtomicU64,
     _socket_dir: tempfile::TempDir,
 }
 
@@ -206,6 +208,7 @@ impl RunGateway {
             config,
             models,
             socket,
+            next_seat: std::sync::atomic::AtomicU64::new(0),
             _socket_dir: dir,
         })
     }
@@ -250,6 +253,8 @@ impl RunGateway {
 
     /// Registers a trial of `task` on `model` with `limits`, writing its model evidence into
     /// `evidence_dir`, and gives its seat. The task's `route_faults` are injected by the gateway.
+    /// The seat has a socket of its own in the gateway's folder, the only one its sandbox is
+    /// given: its token works on it and nowhere else.
     pub fn seat(
         self: &Arc<Self>,
         suite: &Suite,
@@ -270,14 +275,19 @@ impl RunGateway {
             evidence_dir: Some(evidence_dir.to_path_buf()),
             faults: injected_faults(task),
         };
+        let n = self
+            .next_seat
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = self.socket.with_file_name(format!("t{n}.sock"));
         let token = self
             .handle
-            .register_trial(grant)
+            .register_trial_at(grant, &socket)
             .map_err(|e| e.to_string())?;
         Ok(Seat {
             gateway: Arc::clone(self),
             token: Some(token),
             model: model.clone(),
+            socket,
         })
     }
 }
@@ -314,9 +324,16 @@ pub struct Seat {
     token: Option<TrialToken>,
     /// The model granted.
     pub model: ModelRef,
+    /// The trial's own socket of the gateway, on the host.
+    socket: PathBuf,
 }
 
 impl Seat {
+    /// The trial's own socket of the gateway on the host: the only one its sandbox is given.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
     /// The token the agent presents as its API key.
     pub fn token(&self) -> &str {
         self.token.as_ref().map_or("", TrialToken::as_str)

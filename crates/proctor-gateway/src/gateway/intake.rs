@@ -27,12 +27,14 @@ use crate::timefmt::rfc3339_millis;
 /// The path that answers `200 ok` without a token, for readiness probes.
 pub const HEALTH_PATH: &str = "/__proctor/health";
 
-/// The service function: every request gets an answer.
+/// The service function: every request gets an answer. `listener` is the trial listener the
+/// connection came in on, if it came in on one.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
+    listener: Option<u64>,
     req: Request<Incoming>,
 ) -> Result<Response<GatewayBody>, Infallible> {
-    Ok(serve(&shared, req).await)
+    Ok(serve(&shared, listener, req).await)
 }
 
 /// Which API an unroutable request most likely speaks, for the shape of its error.
@@ -84,7 +86,11 @@ fn finished(api: Api) -> Response<GatewayBody> {
     )
 }
 
-async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<GatewayBody> {
+async fn serve(
+    shared: &Shared,
+    listener: Option<u64>,
+    req: Request<Incoming>,
+) -> Response<GatewayBody> {
     let started = Instant::now();
     let time = rfc3339_millis(SystemTime::now());
     let (parts, body) = req.into_parts();
@@ -100,9 +106,12 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<GatewayBody>
     let api = route
         .as_ref()
         .map_or_else(|| guess_api(&parts.headers, &path), |r| r.api);
+    // A token bound to its trial's own listener works there and nowhere else: a token read
+    // from another trial (or tried on the gateway's shared socket) is unknown here.
     let trial = headers::tokens(&parts.headers, parts.uri.query())
         .into_iter()
-        .find_map(|t| shared.trials.get(t));
+        .find_map(|t| shared.trials.get(t))
+        .filter(|t| t.bound_to == listener);
     let Some(trial) = trial else {
         return refusal(
             api,

@@ -195,6 +195,9 @@ pub enum GrantError {
     /// No random token could be made.
     #[error("cannot make a trial token: {0}")]
     Token(String),
+    /// The trial's own socket could not be made.
+    #[error("cannot make the trial's own gateway socket: {0}")]
+    Listen(String),
 }
 
 /// Why a trial could not be finished.
@@ -312,6 +315,7 @@ impl Gateway {
         for listener in listeners {
             runtime.spawn(server::accept_loop(
                 listener,
+                None,
                 Arc::clone(&shared),
                 stopped.clone(),
             ));
@@ -323,6 +327,8 @@ impl Gateway {
             stop,
             unix_path,
             tcp_addr,
+            trial_listeners: std::sync::Mutex::new(HashMap::new()),
+            next_listener: std::sync::atomic::AtomicU64::new(1),
         })
     }
 }
@@ -351,6 +357,9 @@ pub struct GatewayHandle {
     stop: watch::Sender<bool>,
     unix_path: Option<PathBuf>,
     tcp_addr: Option<SocketAddr>,
+    /// Each bound trial's own listener, by token: what stops it, and its socket's path.
+    trial_listeners: std::sync::Mutex<HashMap<String, (watch::Sender<bool>, PathBuf)>>,
+    next_listener: std::sync::atomic::AtomicU64,
 }
 
 impl GatewayHandle {
@@ -366,6 +375,12 @@ impl GatewayHandle {
 
     /// Registers a trial and gives the token its agent will present instead of a key.
     pub fn register_trial(&self, grant: TrialGrant) -> Result<TrialToken, GrantError> {
+        self.register(grant, None)
+    }
+
+    /// Registers a trial whose token works on the listener `bound_to` (`None`: the gateway's
+    /// own listeners).
+    fn register(&self, grant: TrialGrant, bound_to: Option<u64>) -> Result<TrialToken, GrantError> {
         let provider = self
             .providers
             .get(&grant.provider)
@@ -385,21 +400,66 @@ impl GatewayHandle {
             Some(token.as_str()),
         ];
         let redactor = Redactor::new(secrets.into_iter().flatten());
-        let trial = Trial::new(grant, Arc::clone(provider), redactor, evidence);
+        let mut trial = Trial::new(grant, Arc::clone(provider), redactor, evidence);
+        trial.bound_to = bound_to;
         self.shared
             .trials
             .insert(token.as_str().to_string(), Arc::new(trial));
         Ok(token)
     }
 
-    /// Ends a trial: its token stops working, requests under way get up to
-    /// [`GatewayOptions::finish_grace`] to end, and its ledger is given.
+    /// [`GatewayHandle::register_trial`], with the trial bound to a Unix socket of its own at
+    /// `socket`: its token works on that socket and on no other listener of the gateway, and no
+    /// other trial's token works there. A trial's sandbox is given its own socket only, so a
+    /// token read by another trial (on a shared host network, say) is refused.
+    pub fn register_trial_at(
+        &self,
+        grant: TrialGrant,
+        socket: &Path,
+    ) -> Result<TrialToken, GrantError> {
+        let Some(rt) = &self.runtime else {
+            return Err(GrantError::Listen("the gateway is stopped".into()));
+        };
+        let listener = {
+            let _entered = rt.enter();
+            bind_unix(socket).map_err(|e| GrantError::Listen(e.to_string()))?
+        };
+        let id = self
+            .next_listener
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = self.register(grant, Some(id))?;
+        let (stop, stopped) = watch::channel(false);
+        rt.spawn(server::accept_loop(
+            Listener::Unix(listener),
+            Some(id),
+            Arc::clone(&self.shared),
+            stopped,
+        ));
+        self.trial_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.as_str().to_string(), (stop, socket.to_path_buf()));
+        Ok(token)
+    }
+
+    /// Ends a trial: its token stops working (and its own socket, if it has one, is closed and
+    /// removed), requests under way get up to [`GatewayOptions::finish_grace`] to end, and its
+    /// ledger is given.
     pub fn finish_trial(&self, token: &TrialToken) -> Result<TrialLedger, FinishError> {
         let trial = self
             .shared
             .trials
             .remove(token.as_str())
             .ok_or(FinishError::UnknownToken)?;
+        let own = self
+            .trial_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token.as_str());
+        if let Some((stop, path)) = own {
+            let _ = stop.send(true);
+            let _ = std::fs::remove_file(path);
+        }
         Ok(trial.finish(self.shared.options.finish_grace))
     }
 

@@ -21,9 +21,11 @@ pub(crate) enum Listener {
     Tcp(TcpListener),
 }
 
-/// Accepts connections until `stop` turns true.
+/// Accepts connections until `stop` turns true. `id` names a trial's own listener (its
+/// token works only there); `None` is a listener of the whole gateway.
 pub(crate) async fn accept_loop(
     listener: Listener,
+    id: Option<u64>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -36,7 +38,7 @@ pub(crate) async fn accept_loop(
             }
             accepted = accept(&listener) => match accepted {
                 Ok(conn) => {
-                    tokio::spawn(serve_conn(conn, Arc::clone(&shared)));
+                    tokio::spawn(serve_conn(conn, id, Arc::clone(&shared)));
                 }
                 // Out of descriptors and the like: wait a moment rather than spin.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
@@ -62,18 +64,18 @@ async fn accept(listener: &Listener) -> std::io::Result<Conn> {
     }
 }
 
-async fn serve_conn(conn: Conn, shared: Arc<Shared>) {
+async fn serve_conn(conn: Conn, id: Option<u64>, shared: Arc<Shared>) {
     match conn {
-        Conn::Unix(s) => serve_io(s, shared).await,
-        Conn::Tcp(s) => serve_io(s, shared).await,
+        Conn::Unix(s) => serve_io(s, id, shared).await,
+        Conn::Tcp(s) => serve_io(s, id, shared).await,
     }
 }
 
-async fn serve_io<S>(stream: S, shared: Arc<Shared>)
+async fn serve_io<S>(stream: S, id: Option<u64>, shared: Arc<Shared>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| intake::handle(Arc::clone(&shared), req));
+    let service = service_fn(move |req| intake::handle(Arc::clone(&shared), id, req));
     // A connection error (the agent went away mid-request) ends only that connection; the
     // exchange under way records it.
     let _ = http1::Builder::new()

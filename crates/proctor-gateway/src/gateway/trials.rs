@@ -21,6 +21,9 @@ pub(crate) struct Trial {
     pub redactor: Redactor,
     /// Where its evidence goes.
     pub evidence: Option<EvidenceDir>,
+    /// The listener its token works on, when it is bound to one of its own
+    /// ([`crate::GatewayHandle::register_trial_at`]); `None`: any listener of the gateway.
+    pub bound_to: Option<u64>,
     state: Mutex<State>,
     settled: Condvar,
 }
@@ -78,6 +81,7 @@ impl Trial {
             provider,
             redactor,
             evidence,
+            bound_to: None,
             state: Mutex::new(State::default()),
             settled: Condvar::new(),
         }

@@ -261,9 +261,9 @@ fn sandbox_binds(
     }
     if paths.namespaces {
         binds.extend(agents_dir.map(agents_dir_bind));
-        if let (Some(ModelEndpoint::Gateway { .. }), Some(gw)) = (model, &ctx.gateway) {
+        if let Some(ModelEndpoint::Gateway { seat, .. }) = model {
             binds.push(proctor_sandbox::Bind {
-                host: gw.socket().to_path_buf(),
+                host: seat.socket().to_path_buf(),
                 inside: PathBuf::from(crate::gateway::SOCKET_INSIDE),
                 read_only: false,
             });

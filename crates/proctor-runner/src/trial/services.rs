@@ -150,9 +150,9 @@ pub fn services(
                 dir,
                 log,
             ),
-            ModelEndpoint::Gateway { port, .. } => relay_service(
+            ModelEndpoint::Gateway { port, seat } => relay_service(
                 &paths.proctor.inside,
-                &gateway_socket_inside(paths, ctx),
+                &gateway_socket_inside(paths, seat),
                 *port,
                 dir,
                 log,
@@ -182,13 +182,13 @@ pub fn services(
     Ok((services, binds))
 }
 
-/// Where the gateway's socket is seen from inside the trial: bound at a fixed path under
+/// Where the trial's own gateway socket is seen from inside the trial: bound at a fixed path
 /// `/run/proctor`, or without namespaces the host path itself.
-pub fn gateway_socket_inside(paths: &TrialPaths, ctx: &RunContext) -> PathBuf {
-    match (&ctx.gateway, paths.namespaces) {
-        (_, true) => PathBuf::from(crate::gateway::SOCKET_INSIDE),
-        (Some(gw), false) => gw.socket().to_path_buf(),
-        (None, false) => PathBuf::new(),
+pub fn gateway_socket_inside(paths: &TrialPaths, seat: &Seat) -> PathBuf {
+    if paths.namespaces {
+        PathBuf::from(crate::gateway::SOCKET_INSIDE)
+    } else {
+        seat.socket().to_path_buf()
     }
 }
 
