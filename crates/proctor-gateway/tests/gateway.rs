@@ -87,12 +87,15 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
         );
         assert_eq!(resp.status, 200, "{}", resp.text());
         assert_eq!(resp.headers["content-type"], "text/event-stream");
-        expected = anthropic_stream(REAL_KEY).concat();
+        // The upstream echoed the real key: it reaches the agent masked, and the stream is
+        // otherwise byte for byte what the upstream sent.
+        expected = anthropic_stream(&"*".repeat(REAL_KEY.len())).concat();
         assert_eq!(
             resp.text(),
             expected,
-            "the stream passes through byte for byte"
+            "the stream passes through byte for byte, the key masked"
         );
+        assert!(!resp.text().contains(REAL_KEY));
     }
 
     let seen = up.seen();
@@ -165,10 +168,94 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
     assert_eq!(line["provider"], "anthropic");
     assert_eq!(line["usage"]["cache_read"], 400);
     let response = String::from_utf8(files[2].2.clone()).unwrap();
-    assert_eq!(response, expected.replace(REAL_KEY, "[REDACTED]"));
+    // The evidence keeps what the upstream sent, the key redacted.
+    assert_ne!(response, expected);
+    assert_eq!(
+        response,
+        anthropic_stream(REAL_KEY)
+            .concat()
+            .replace(REAL_KEY, "[REDACTED]")
+    );
     let request = String::from_utf8(files[1].2.clone()).unwrap();
     assert!(request.contains("my key is [REDACTED]"), "{request}");
     no_secret_in_evidence(&ledger, &[REAL_KEY, token.as_str()]);
+}
+
+/// An upstream that reflects what it was sent (some proxies and self-hosted servers do) would
+/// hand the agent the real key: in a response header, in a whole JSON body, and in an event
+/// stream, raw, base64-encoded inside `Basic` credentials, and split across two frames. The
+/// agent gets every one masked, at the same length; the rest arrives as sent.
+#[test]
+fn a_reflected_key_never_reaches_the_agent_in_headers_bodies_or_streams() {
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{REAL_KEY}"));
+    let (head, tail) = REAL_KEY.split_at(9);
+    let sent = basic.clone();
+    let up = Upstream::start(move |seen, _| {
+        let key = seen.header("x-api-key").unwrap_or("none").to_string();
+        if seen.query.as_deref().is_some_and(|q| q.contains("stream")) {
+            Reply::Sse {
+                events: vec![
+                    format!("data: {{\"echo\":\"{head}"),
+                    format!("{tail}\",\"basic\":\"Basic {sent}\"}}\n\n"),
+                    "data: [DONE]\n\n".to_string(),
+                ],
+                gate: None,
+                pause: Duration::ZERO,
+            }
+        } else {
+            Reply::Json {
+                status: 200,
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("x-echo-key".into(), key.clone()),
+                ],
+                body: format!(
+                    r#"{{"echo":"{key}","usage":{{"input_tokens":1,"output_tokens":1}}}}"#
+                ),
+            }
+        }
+    });
+    let config = config(&format!(
+        "[providers.anthropic]\nbase_url = \"{}\"\n",
+        up.url()
+    ));
+    let gw = gateway(&config, &["anthropic"]);
+    let t = gw.register_trial(grant("anthropic", "m")).unwrap();
+    let c = client(&gw);
+    let stars = "*".repeat(REAL_KEY.len());
+    let r = c.post(
+        "/v1/messages",
+        &[("x-api-key", t.as_str())],
+        r#"{"model":"m"}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["x-echo-key"], stars.as_str());
+    assert_eq!(
+        r.text(),
+        format!(r#"{{"echo":"{stars}","usage":{{"input_tokens":1,"output_tokens":1}}}}"#)
+    );
+    let r = c.post(
+        "/v1/messages?stream",
+        &[("x-api-key", t.as_str())],
+        r#"{"model":"m","stream":true}"#,
+    );
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(!text.contains(REAL_KEY) && !text.contains(&basic), "{text}");
+    assert!(
+        text.starts_with(&format!("data: {{\"echo\":\"{stars}\",\"basic\":\"Basic ")),
+        "{text}"
+    );
+    assert!(text.ends_with("\"}\n\ndata: [DONE]\n\n"), "{text}");
+    assert_eq!(
+        text.len(),
+        format!(
+            "data: {{\"echo\":\"{REAL_KEY}\",\"basic\":\"Basic {basic}\"}}\n\ndata: [DONE]\n\n"
+        )
+        .len()
+    );
+    assert_eq!(gw.finish_trial(&t).unwrap().requests_forwarded, 2);
 }
 
 #[test]

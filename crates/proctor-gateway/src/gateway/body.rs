@@ -11,6 +11,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use super::exchange::Exchange;
+use super::scrub::Scrubber;
 use crate::ledger::Ending;
 
 /// What can go wrong while sending a body.
@@ -33,23 +34,30 @@ impl GatewayBody {
 }
 
 /// An upstream body passed through as it arrives; every frame is shown to the exchange, which
-/// is finished when the body ends, breaks, stalls past the idle timeout, or is dropped.
+/// is finished when the body ends, breaks, stalls past the idle timeout, or is dropped. What
+/// reaches the agent has the real key masked ([`Scrubber`]).
 #[derive(Debug)]
 pub(crate) struct TapBody {
     upstream: Incoming,
     exchange: Option<Exchange>,
     idle: Duration,
     timer: Pin<Box<Sleep>>,
+    scrub: Scrubber,
+    /// A trailers frame that waits for the bytes held back before it.
+    trailers: Option<Frame<Bytes>>,
 }
 
 impl TapBody {
     /// Taps `upstream` for `exchange`; more than `idle` without a frame ends it as a timeout.
     pub fn new(upstream: Incoming, exchange: Exchange, idle: Duration) -> Self {
+        let scrub = Scrubber::new(exchange.trial.needles.clone());
         TapBody {
             upstream,
             exchange: Some(exchange),
             idle,
             timer: Box::pin(tokio::time::sleep(idle)),
+            scrub,
+            trailers: None,
         }
     }
 
@@ -95,6 +103,9 @@ impl Body for GatewayBody {
 
 impl TapBody {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(trailers) = self.trailers.take() {
+            return Poll::Ready(Some(Ok(trailers)));
+        }
         if self.exchange.is_none() {
             return Poll::Ready(None);
         }
@@ -103,9 +114,30 @@ impl TapBody {
                 if let (Some(data), Some(ex)) = (frame.data_ref(), self.exchange.as_mut()) {
                     ex.on_data(data);
                 }
+                let ended = self.upstream.is_end_stream();
+                let frame = match frame.into_data() {
+                    Ok(data) => {
+                        let out = self.scrub.push(&data);
+                        if ended {
+                            Frame::data([out, self.scrub.finish()].concat().into())
+                        } else {
+                            Frame::data(out)
+                        }
+                    }
+                    // Trailers come after every byte: what was held back goes first.
+                    Err(trailers) => {
+                        let held = self.scrub.finish();
+                        if held.is_empty() {
+                            trailers
+                        } else {
+                            self.trailers = Some(trailers);
+                            Frame::data(held)
+                        }
+                    }
+                };
                 // A body of known length is over with its last byte: the server may not poll
                 // again for the end, so it is complete now, not closed by the client later.
-                if self.upstream.is_end_stream() {
+                if ended {
                     self.end(Ending::Complete, None);
                 } else {
                     self.timer.as_mut().reset(Instant::now() + self.idle);
@@ -119,7 +151,12 @@ impl TapBody {
             }
             Poll::Ready(None) => {
                 self.end(Ending::Complete, None);
-                Poll::Ready(None)
+                let held = self.scrub.finish();
+                if held.is_empty() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Ready(Some(Ok(Frame::data(held))))
+                }
             }
             Poll::Pending => {
                 if self.timer.as_mut().poll(cx).is_ready() {

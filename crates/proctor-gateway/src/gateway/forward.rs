@@ -197,7 +197,10 @@ async fn pass_error(
         _ => Bytes::new(),
     };
     drop(permit);
-    let bytes = Bytes::from(ex.trial.redactor.redact(&bytes).into_owned());
+    let mut scrubbed = ex.trial.redactor.redact(&bytes).into_owned();
+    let needles = ex.trial.needles.clone();
+    needles.mask(&mut scrubbed);
+    let bytes = Bytes::from(scrubbed);
     ex.ttfb = Some(ex.started.elapsed());
     ex.status = parts.status.as_u16();
     ex.fault = Some(fault);
@@ -207,6 +210,7 @@ async fn pass_error(
     ex.response = bytes.to_vec();
     ex.finish(Ending::Complete);
     let mut headers = headers::downstream(&parts.headers, false);
+    needles.mask_headers(&mut headers);
     if !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(
             header::CONTENT_TYPE,
@@ -261,7 +265,8 @@ fn stream_back(
         }
     }
     ex.permit = Some(permit);
-    let headers = headers::downstream(&parts.headers, true);
+    let mut headers = headers::downstream(&parts.headers, true);
+    ex.trial.needles.mask_headers(&mut headers);
     let idle = Duration::from_millis(shared.timeouts.idle_ms);
     respond(
         parts.status,

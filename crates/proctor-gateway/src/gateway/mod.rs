@@ -13,6 +13,7 @@ mod limiter;
 mod respond;
 mod retry;
 mod rewrite;
+mod scrub;
 mod server;
 mod token;
 mod trials;
@@ -402,6 +403,9 @@ impl GatewayHandle {
         let redactor = Redactor::new(secrets.into_iter().flatten());
         let mut trial = Trial::new(grant, Arc::clone(provider), redactor, evidence);
         trial.bound_to = bound_to;
+        if let Some(key) = &provider.key {
+            trial.needles = scrub::Needles::of(key.expose());
+        }
         self.shared
             .trials
             .insert(token.as_str().to_string(), Arc::new(trial));

@@ -24,6 +24,8 @@ pub(crate) struct Trial {
     /// The listener its token works on, when it is bound to one of its own
     /// ([`crate::GatewayHandle::register_trial_at`]); `None`: any listener of the gateway.
     pub bound_to: Option<u64>,
+    /// The forms of the real key masked in everything sent back to the agent.
+    pub needles: super::scrub::Needles,
     state: Mutex<State>,
     settled: Condvar,
 }
@@ -82,6 +84,7 @@ impl Trial {
             redactor,
             evidence,
             bound_to: None,
+            needles: super::scrub::Needles::default(),
             state: Mutex::new(State::default()),
             settled: Condvar::new(),
         }
