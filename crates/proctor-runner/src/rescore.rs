@@ -139,9 +139,7 @@ impl Rescorer<'_> {
     /// gets a note saying why, which is returned.
     fn rescore_one(&self, record: &mut TrialRecord) -> Option<String> {
         // A trial the harness failed before scoring has no end state to score.
-        if record.verdict.is_none() {
-            return None;
-        }
+        record.verdict.as_ref()?;
         let why = self.try_rescore(record).err()?;
         record.harness_notes.push(HarnessNote::rescore(why.clone()));
         Some(why)
@@ -461,6 +459,79 @@ mod tests {
             assert_eq!(read("b.txt"), None, "deleted");
             assert_eq!(read("c.txt").as_deref(), Some("c1"));
         }
+    }
+
+    #[test]
+    fn a_symlink_a_fifo_and_hard_links_are_rebuilt_without_special_bits() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let (lowers, files, mut changes) = layers(dir.path());
+        std::fs::write(files.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::hard_link(files.join("tool"), files.join("tool2")).unwrap();
+        for (path, mode) in [("tool", 0o104755), ("tool2", 0o104755)] {
+            let mut c = change(path, ChangeKind::Added);
+            c.mode = Some(mode);
+            changes.push(c);
+        }
+        changes.push(change("link", ChangeKind::Added));
+        changes.push(change("pipe", ChangeKind::Added));
+        let special: BTreeMap<String, SpecialEntry> = [
+            SpecialEntry {
+                path: "link".into(),
+                kind: SpecialKind::Symlink,
+                target: Some(b"a.txt".to_vec()),
+            },
+            SpecialEntry {
+                path: "pipe".into(),
+                kind: SpecialKind::Fifo,
+                target: None,
+            },
+        ]
+        .into_iter()
+        .map(|e| (e.path.clone(), e))
+        .collect();
+        let k = Kept {
+            files: &files,
+            changes: &changes,
+            special: &special,
+        };
+        let work = dir.path().join("w");
+        let tree = end_tree(true, &lowers, &k, &work).unwrap();
+        let rebuilt = work.join("rebuilt");
+        assert_eq!(
+            tree,
+            EndTree::Overlay {
+                top: rebuilt.clone(),
+                lowers: Vec::new()
+            },
+            "a symlink needs a rebuild"
+        );
+        assert_eq!(
+            std::fs::read_link(rebuilt.join("link")).unwrap(),
+            Path::new("a.txt")
+        );
+        assert_eq!(std::fs::read_to_string(rebuilt.join("link")).unwrap(), "a1");
+        assert!(std::fs::symlink_metadata(rebuilt.join("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        let tool = std::fs::metadata(rebuilt.join("tool")).unwrap();
+        assert_eq!(tool.mode() & 0o7777, 0o755, "no set-user-ID bit");
+        assert_eq!(
+            tool.ino(),
+            std::fs::metadata(rebuilt.join("tool2")).unwrap().ino()
+        );
+        assert!(!rebuilt.join("b.txt").exists());
+
+        // An entry kept in neither place cannot be rebuilt, and the error names it.
+        let none = BTreeMap::new();
+        let k = Kept {
+            files: &files,
+            changes: &changes,
+            special: &none,
+        };
+        let e = end_tree(true, &lowers, &k, &dir.path().join("w2")).unwrap_err();
+        assert!(e.contains("link: the capture kept no content"), "{e}");
     }
 
     #[test]

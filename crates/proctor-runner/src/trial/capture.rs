@@ -860,6 +860,59 @@ mod tests {
     }
 
     #[test]
+    fn kept_files_lose_special_bits_share_links_and_stop_at_the_bound() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("upper");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.bin"), vec![7u8; 3000]).unwrap();
+        std::fs::hard_link(root.join("a.bin"), root.join("b.bin")).unwrap();
+        std::fs::write(root.join("c.bin"), vec![9u8; 3000]).unwrap();
+        std::fs::write(root.join("suid"), "x").unwrap();
+        let to = dir.path().join("trial/changes");
+        let mut notes = Vec::new();
+        let kept = capture_changes(
+            &root,
+            &[
+                change("a.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("b.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("c.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("suid", diff::ChangeKind::Added, Some(0o6755)),
+            ],
+            &to,
+            &Default::default(),
+            Some(4000),
+            &mut notes,
+        )
+        .unwrap();
+        let files = to.join("files");
+        // The second name is a link: it costs nothing, so c.bin is the one cut.
+        assert_eq!(
+            std::fs::metadata(files.join("a.bin")).unwrap().ino(),
+            std::fs::metadata(files.join("b.bin")).unwrap().ino()
+        );
+        assert_eq!(std::fs::read(files.join("b.bin")).unwrap(), vec![7u8; 3000]);
+        assert!(kept.bound_reached);
+        assert_eq!(std::fs::read(files.join("c.bin")).unwrap(), vec![9u8; 1000]);
+        let c = &kept.changes[2];
+        assert_eq!(c.size, Some(3000), "the whole size is recorded");
+        assert_eq!(
+            c.hash.as_deref(),
+            Some(blake3::hash(&[9u8; 3000]).to_hex().as_str())
+        );
+        assert!(notes.iter().any(|n| n.path == "c.bin"), "{notes:?}");
+        assert_eq!(
+            kept.changes[3].mode,
+            Some(0o6755),
+            "the record keeps the real mode"
+        );
+        assert_eq!(
+            std::fs::metadata(files.join("suid")).unwrap().mode() & 0o7777,
+            0o755
+        );
+    }
+
+    #[test]
     fn a_trial_that_changed_nothing_keeps_no_changes_folder() {
         let dir = tempfile::tempdir().unwrap();
         let to = dir.path().join("changes");
