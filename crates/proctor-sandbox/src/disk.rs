@@ -278,9 +278,13 @@ fn move_entry(
             "a device node is not carried out of the trial",
         ));
     }
-    // (User attributes exist only on files and folders: a FIFO or socket just loses the bits.)
+    // (User attributes exist only on files and folders: a FIFO or socket just loses the bits,
+    // as does an entry on a host file system without user attributes.)
     if harmless != mode && (ft.is_file() || ft.is_dir()) {
-        keep_mode(dst, mode)?;
+        match keep_mode(dst, mode) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+            other => other?,
+        }
     }
     Ok(())
 }

@@ -664,7 +664,9 @@ fn service_ends(
 
 /// Reads a service's `events.jsonl`; a missing file is no events, a malformed line an error.
 pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_no_follow(path).and_then(|b| {
+        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read events.jsonl: {e}")),
@@ -678,6 +680,20 @@ pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
         .collect()
 }
 
+/// A file's bytes, never through a symlink (a service folder's copy keeps its symlinks as
+/// symlinks, which must not make the record read a file outside it).
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// A service's end state from its state file (`None`: the suite names none).
 pub fn service_end(state: Option<&Path>) -> ServiceEnd {
     let failed = |why: String| ServiceEnd {
@@ -688,7 +704,7 @@ pub fn service_end(state: Option<&Path>) -> ServiceEnd {
     let Some(path) = state else {
         return failed("the suite names no state file for this service".into());
     };
-    match std::fs::read(path) {
+    match read_no_follow(path) {
         Err(e) => failed(format!(
             "the service wrote no {}: {e}",
             path.file_name()
