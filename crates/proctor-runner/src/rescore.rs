@@ -349,7 +349,8 @@ fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()
             std::fs::hard_link(first, &path)?;
             continue;
         }
-        copy_file(&src, &path, mode)?;
+        // Readable and writable by this user, like the kept copy (the checks copy it again).
+        copy_file(&src, &path, mode | 0o600)?;
         links.remember(&meta, path);
     }
     Ok(())
