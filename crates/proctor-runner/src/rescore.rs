@@ -15,10 +15,14 @@ use proctor_store::RunHandle;
 use proctor_suite::Suite;
 
 use crate::image::TrialImage;
-use crate::layers::{copy_tree, LayerCache};
+use std::os::unix::fs::PermissionsExt;
+
+use proctor_sandbox::copy::{harmless_mode, Links};
+
+use crate::layers::{copy_file, copy_tree, make_fifo, LayerCache};
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::capture::wire_log;
+use crate::trial::capture::{wire_log, SpecialEntry, SpecialKind, SPECIAL_ENTRIES};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
 
@@ -44,6 +48,18 @@ pub struct Rescored {
     pub changed: Vec<Changed>,
     /// The trials whose `trial.json` exists but cannot be read (empty or torn): not rescored.
     pub damaged: Vec<proctor_store::DamagedTrial>,
+    /// The trials that were read but could not be scored again (their end state cannot be
+    /// rebuilt, the suite lost their task): each keeps its old verdict, with a note saying why.
+    pub unrescored: Vec<Unrescored>,
+}
+
+/// A trial a rescore could not score again, and why.
+#[derive(Debug, Clone)]
+pub struct Unrescored {
+    /// The trial.
+    pub trial: String,
+    /// Why it could not be rescored.
+    pub why: String,
 }
 
 /// Where and how a rescore runs the checks.
@@ -83,7 +99,12 @@ pub fn rescore(
     let mut done = Rescored::default();
     let outcome = for_each_record(run, |mut record| {
         let before = record.outcome.clone();
-        rescorer.rescore_one(&mut record);
+        if let Some(why) = rescorer.rescore_one(&mut record) {
+            done.unrescored.push(Unrescored {
+                trial: record.plan.id.clone(),
+                why,
+            });
+        }
         if record.outcome != before {
             done.changed.push(Changed {
                 trial: record.plan.id.clone(),
@@ -115,15 +136,13 @@ struct Rescorer<'a> {
 
 impl Rescorer<'_> {
     /// Scores one record again in place; a record that cannot be rescored keeps its verdict and
-    /// gets a note saying why.
-    fn rescore_one(&self, record: &mut TrialRecord) {
+    /// gets a note saying why, which is returned.
+    fn rescore_one(&self, record: &mut TrialRecord) -> Option<String> {
         // A trial the harness failed before scoring has no end state to score.
-        if record.verdict.is_none() {
-            return;
-        }
-        if let Err(why) = self.try_rescore(record) {
-            record.harness_notes.push(HarnessNote::rescore(why));
-        }
+        record.verdict.as_ref()?;
+        let why = self.try_rescore(record).err()?;
+        record.harness_notes.push(HarnessNote::rescore(why.clone()));
+        Some(why)
     }
 
     fn try_rescore(&self, record: &mut TrialRecord) -> Result<(), String> {
@@ -142,6 +161,7 @@ impl Rescorer<'_> {
             .join(proctor_store::TRIALS_DIR)
             .join(&record.plan.id);
         let changes_dir = trial_dir.join("changes").join("files");
+        let special = special_entries(&trial_dir.join("changes"))?;
         let image = self.images.get(&record.plan.task);
         let mut lowers = self
             .layers
@@ -161,7 +181,12 @@ impl Rescorer<'_> {
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);
-            let tree = end_tree(self.overlay, &lowers, &changes_dir, &end.changes, &work);
+            let kept = Kept {
+                files: &changes_dir,
+                changes: &end.changes,
+                special: &special,
+            };
+            let tree = end_tree(self.overlay, &lowers, &kept, &work);
             let runs = tree.map(|tree| {
                 let holdout = suite.holdout_dir(&record.plan.task);
                 run_checks(&env, &checks, &tree, holdout.as_deref(), &work)
@@ -184,20 +209,40 @@ impl Rescorer<'_> {
     }
 }
 
+/// What a trial's capture kept of its end state: the change record, the files under
+/// `changes/files/`, and the symlinks, FIFOs and sockets of `changes/special.json`.
+struct Kept<'a> {
+    files: &'a Path,
+    changes: &'a [proctor_score::FileChange],
+    special: &'a BTreeMap<String, SpecialEntry>,
+}
+
+/// The entries of a trial's `changes/special.json` by path (none when it has none).
+fn special_entries(changes: &Path) -> Result<BTreeMap<String, SpecialEntry>, String> {
+    let path = changes.join(SPECIAL_ENTRIES);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let list: Vec<SpecialEntry> = serde_json::from_slice(&text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(list.into_iter().map(|e| (e.path.clone(), e)).collect())
+}
+
 /// The end state as the checks read it: the captured changes over the start state. A plain
-/// layer cannot express a deletion, so a trial that deleted files (or any trial, in copy
-/// mode) gets a rebuilt copy in `work`.
+/// layer cannot express a deletion, a symlink or a FIFO, so a trial with one of those (or any
+/// trial, in copy mode) gets a rebuilt copy in `work`.
 fn end_tree(
     overlay: bool,
     lowers: &[PathBuf],
-    changes_dir: &Path,
-    changes: &[proctor_score::FileChange],
+    kept: &Kept<'_>,
     work: &Path,
 ) -> Result<EndTree, String> {
-    let deletes = changes.iter().any(|c| c.kind == ChangeKind::Deleted);
-    if !overlay || deletes {
+    let deletes = kept.changes.iter().any(|c| c.kind == ChangeKind::Deleted);
+    if !overlay || deletes || !kept.special.is_empty() {
         let rebuilt = work.join("rebuilt");
-        rebuild(lowers, changes_dir, changes, &rebuilt)
+        rebuild(lowers, kept, &rebuilt)
             .map_err(|e| format!("cannot rebuild the end state: {e}"))?;
         return Ok(if overlay {
             EndTree::Overlay {
@@ -208,8 +253,8 @@ fn end_tree(
             EndTree::Copy { dir: rebuilt }
         });
     }
-    let top = if changes_dir.is_dir() {
-        changes_dir.to_path_buf()
+    let top = if kept.files.is_dir() {
+        kept.files.to_path_buf()
     } else {
         // No file content changed, so no `changes/files/` was kept: an empty top layer.
         let empty = work.join("no-changes");
@@ -235,33 +280,78 @@ fn model_faults(trial_dir: &Path) -> Vec<(ErrorKind, String)> {
         .unwrap_or_default()
 }
 
-/// The end state as a whole tree in `to`: the lowers (lowest first), then the changes.
-fn rebuild(
-    lowers: &[PathBuf],
-    changes_dir: &Path,
-    changes: &[proctor_score::FileChange],
-    to: &Path,
-) -> std::io::Result<()> {
+/// The end state as a whole tree in `to`: the lowers (lowest first), then the changes: files
+/// from `changes/files/` (holes kept, a file kept under several names linked again, no
+/// set-user-ID, set-group-ID or sticky bit), symlinks, FIFOs and sockets from their
+/// [`SpecialEntry`]. A change whose entry was kept in neither (an entry the capture could not
+/// read, a record older than `special.json`) cannot be rebuilt: an error naming it.
+fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
     for layer in lowers.iter().rev() {
         copy_tree(layer, to)?;
     }
-    for c in changes {
+    let mut links: Links<PathBuf> = Links::default();
+    for c in kept.changes {
         let path = to.join(&c.path);
-        match c.kind {
-            ChangeKind::Deleted if c.dir => {
-                let _ = std::fs::remove_dir_all(&path);
-            }
-            ChangeKind::Deleted => {
-                let _ = std::fs::remove_file(&path);
-            }
-            _ if c.dir => std::fs::create_dir_all(&path)?,
-            _ => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::copy(changes_dir.join(&c.path), &path)?;
-            }
+        let clear = |p: &Path| match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => proctor_sandbox::remove_tree(p),
+            Ok(_) => std::fs::remove_file(p),
+            Err(_) => Ok(()),
+        };
+        if c.kind == ChangeKind::Deleted {
+            clear(&path)?;
+            continue;
         }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mode = c.mode.unwrap_or(0o644);
+        if c.dir {
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                clear(&path)?;
+                std::fs::create_dir(&path)?;
+            }
+            std::fs::set_permissions(
+                &path,
+                std::fs::Permissions::from_mode(harmless_mode(mode) | 0o700),
+            )?;
+            continue;
+        }
+        if let Some(s) = kept.special.get(&c.path) {
+            clear(&path)?;
+            match s.kind {
+                SpecialKind::Symlink => {
+                    let target =
+                        std::ffi::OsStr::from_bytes(s.target.as_deref().unwrap_or_default());
+                    std::os::unix::fs::symlink(target, &path)?;
+                }
+                SpecialKind::Fifo => make_fifo(&path, mode)?,
+                // A socket has no content: an unbound one is made again, as in the trial.
+                SpecialKind::Socket => {
+                    std::os::unix::net::UnixListener::bind(&path)?;
+                }
+            }
+            continue;
+        }
+        let src = kept.files.join(&c.path);
+        let meta = match std::fs::symlink_metadata(&src) {
+            Ok(m) if m.is_file() => m,
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "{}: the capture kept no content for this {} (a symlink, FIFO or entry it could not read)",
+                    c.path,
+                    if c.kind == ChangeKind::ModeChanged { "re-moded entry" } else { "entry" }
+                )))
+            }
+        };
+        if let Some(first) = links.copied(&meta) {
+            clear(&path)?;
+            std::fs::hard_link(first, &path)?;
+            continue;
+        }
+        // Readable and writable by this user, like the kept copy (the checks copy it again).
+        copy_file(&src, &path, mode | 0o600)?;
+        links.remember(&meta, path);
     }
     Ok(())
 }
@@ -310,7 +400,13 @@ mod tests {
             .into_iter()
             .filter(|c| c.kind != ChangeKind::Deleted)
             .collect();
-        let tree = end_tree(true, &lowers, &files, &kept, &dir.path().join("w")).unwrap();
+        let none = BTreeMap::new();
+        let k = Kept {
+            files: &files,
+            changes: &kept,
+            special: &none,
+        };
+        let tree = end_tree(true, &lowers, &k, &dir.path().join("w")).unwrap();
         assert_eq!(tree, EndTree::Overlay { top: files, lowers });
     }
 
@@ -319,7 +415,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (lowers, _, _) = layers(dir.path());
         let work = dir.path().join("w");
-        let tree = end_tree(true, &lowers, &dir.path().join("none"), &[], &work).unwrap();
+        let none = BTreeMap::new();
+        let files = dir.path().join("none");
+        let k = Kept {
+            files: &files,
+            changes: &[],
+            special: &none,
+        };
+        let tree = end_tree(true, &lowers, &k, &work).unwrap();
         let EndTree::Overlay { top, .. } = tree else {
             panic!("{tree:?}")
         };
@@ -333,7 +436,13 @@ mod tests {
         let (lowers, files, changes) = layers(dir.path());
         for overlay in [true, false] {
             let work = dir.path().join(format!("w-{overlay}"));
-            let tree = end_tree(overlay, &lowers, &files, &changes, &work).unwrap();
+            let none = BTreeMap::new();
+            let k = Kept {
+                files: &files,
+                changes: &changes,
+                special: &none,
+            };
+            let tree = end_tree(overlay, &lowers, &k, &work).unwrap();
             let rebuilt = work.join("rebuilt");
             let expected = if overlay {
                 EndTree::Overlay {
@@ -351,6 +460,79 @@ mod tests {
             assert_eq!(read("b.txt"), None, "deleted");
             assert_eq!(read("c.txt").as_deref(), Some("c1"));
         }
+    }
+
+    #[test]
+    fn a_symlink_a_fifo_and_hard_links_are_rebuilt_without_special_bits() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let (lowers, files, mut changes) = layers(dir.path());
+        std::fs::write(files.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::hard_link(files.join("tool"), files.join("tool2")).unwrap();
+        for (path, mode) in [("tool", 0o104755), ("tool2", 0o104755)] {
+            let mut c = change(path, ChangeKind::Added);
+            c.mode = Some(mode);
+            changes.push(c);
+        }
+        changes.push(change("link", ChangeKind::Added));
+        changes.push(change("pipe", ChangeKind::Added));
+        let special: BTreeMap<String, SpecialEntry> = [
+            SpecialEntry {
+                path: "link".into(),
+                kind: SpecialKind::Symlink,
+                target: Some(b"a.txt".to_vec()),
+            },
+            SpecialEntry {
+                path: "pipe".into(),
+                kind: SpecialKind::Fifo,
+                target: None,
+            },
+        ]
+        .into_iter()
+        .map(|e| (e.path.clone(), e))
+        .collect();
+        let k = Kept {
+            files: &files,
+            changes: &changes,
+            special: &special,
+        };
+        let work = dir.path().join("w");
+        let tree = end_tree(true, &lowers, &k, &work).unwrap();
+        let rebuilt = work.join("rebuilt");
+        assert_eq!(
+            tree,
+            EndTree::Overlay {
+                top: rebuilt.clone(),
+                lowers: Vec::new()
+            },
+            "a symlink needs a rebuild"
+        );
+        assert_eq!(
+            std::fs::read_link(rebuilt.join("link")).unwrap(),
+            Path::new("a.txt")
+        );
+        assert_eq!(std::fs::read_to_string(rebuilt.join("link")).unwrap(), "a1");
+        assert!(std::fs::symlink_metadata(rebuilt.join("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        let tool = std::fs::metadata(rebuilt.join("tool")).unwrap();
+        assert_eq!(tool.mode() & 0o7777, 0o755, "no set-user-ID bit");
+        assert_eq!(
+            tool.ino(),
+            std::fs::metadata(rebuilt.join("tool2")).unwrap().ino()
+        );
+        assert!(!rebuilt.join("b.txt").exists());
+
+        // An entry kept in neither place cannot be rebuilt, and the error names it.
+        let none = BTreeMap::new();
+        let k = Kept {
+            files: &files,
+            changes: &changes,
+            special: &none,
+        };
+        let e = end_tree(true, &lowers, &k, &dir.path().join("w2")).unwrap_err();
+        assert!(e.contains("link: the capture kept no content"), "{e}");
     }
 
     #[test]

@@ -231,6 +231,18 @@ fn mode_of(m: &Metadata) -> u32 {
     m.mode() & 0o7777
 }
 
+/// The real mode of an upper-layer entry: the one the trial's disk kept in
+/// [`crate::copy::MODE_XATTR`] when it cleared the entry's special bits, else its own.
+fn upper_mode_of(path: &Path, m: &Metadata) -> u32 {
+    match sys::lgetxattr(path, crate::copy::MODE_XATTR) {
+        Ok(Some(v)) => std::str::from_utf8(&v)
+            .ok()
+            .and_then(|t| t.parse::<u32>().ok())
+            .map_or_else(|| mode_of(m), |mode| mode & 0o7777),
+        _ => mode_of(m),
+    }
+}
+
 fn is_whiteout(m: &Metadata) -> bool {
     m.file_type().is_char_device() && m.rdev() == 0
 }
@@ -586,7 +598,7 @@ impl Overlay<'_> {
             }
             let lower = self.lower(&crel)?;
             let kind = kind_of(&m);
-            let mode = mode_of(&m);
+            let mode = upper_mode_of(&full, &m);
             let change = |k: ChangeKind, before: Option<u32>| Change {
                 path: crel.clone(),
                 kind: k,

@@ -8,14 +8,17 @@
 //! once every process of the trial is gone, T moves the workspace's upper layer back into the
 //! host's upper folder (where the parent reads the changes from), entry by entry with its
 //! overlay attributes (whiteouts, opaque directories), freeing each file's memory as it is
-//! copied.
+//! copied. The move is faithful and harmless ([`crate::copy`]): a sparse file keeps its holes,
+//! a file with several names is moved once and linked, and no entry keeps a set-user-ID,
+//! set-group-ID or sticky bit (its real mode is kept in [`crate::copy::MODE_XATTR`]).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, OpenOptions};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::copy::{self, CopyOptions, Links};
 use crate::report::{LeftOut, LEFT_OUT_MAX};
 use crate::sys;
 
@@ -134,6 +137,7 @@ impl TrialDisk {
                 &fd_path(host),
                 Path::new(""),
                 &mut left,
+                &mut Links::default(),
             )
             .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
@@ -200,12 +204,18 @@ fn free_bytes(p: &Path) -> io::Result<u64> {
 /// memory in `from` is given back as it is copied. `rel` is where `from` is in the layer; an
 /// entry below it that cannot be moved is noted in `left` (with everything below it) and the
 /// rest is moved; only a failure to list `from` itself is an error.
-fn move_tree(from: &Path, to: &Path, rel: &Path, left: &mut LeftOuts) -> io::Result<()> {
+fn move_tree(
+    from: &Path,
+    to: &Path,
+    rel: &Path,
+    left: &mut LeftOuts,
+    links: &mut Links<PathBuf>,
+) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         let crel = rel.join(entry.file_name());
-        if let Err(e) = move_entry(&src, &dst, &crel, left) {
+        if let Err(e) = move_entry(&src, &dst, &crel, left, links) {
             left.push(crel, &e);
         }
     }
@@ -216,7 +226,7 @@ fn move_tree(from: &Path, to: &Path, rel: &Path, left: &mut LeftOuts) -> io::Res
 /// be moved is an error.
 fn move_all(from: &Path, to: &Path) -> io::Result<()> {
     let mut left = LeftOuts::default();
-    move_tree(from, to, Path::new(""), &mut left)?;
+    move_tree(from, to, Path::new(""), &mut left, &mut Links::default())?;
     match left.listed.into_iter().next() {
         Some(l) => Err(io::Error::other(format!(
             "{}: {}",
@@ -227,35 +237,74 @@ fn move_all(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Moves one entry of an upper layer (a folder with everything in it).
-fn move_entry(src: &Path, dst: &Path, rel: &Path, left: &mut LeftOuts) -> io::Result<()> {
+/// Moves one entry of an upper layer (a folder with everything in it). A later name of a file
+/// already moved becomes a hard link to its copy.
+fn move_entry(
+    src: &Path,
+    dst: &Path,
+    rel: &Path,
+    left: &mut LeftOuts,
+    links: &mut Links<PathBuf>,
+) -> io::Result<()> {
     let meta = fs::symlink_metadata(src)?;
     let ft = meta.file_type();
     let mode = meta.mode() & 0o7777;
+    let harmless = copy::harmless_mode(mode);
     if ft.is_dir() {
         fs::create_dir(dst)?;
         copy_xattrs(src, dst)?;
-        move_tree(src, dst, rel, left)?;
-        fs::set_permissions(dst, fs::Permissions::from_mode(mode))?;
+        move_tree(src, dst, rel, left, links)?;
+        fs::set_permissions(dst, fs::Permissions::from_mode(harmless))?;
     } else if ft.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
+        return Ok(());
     } else if ft.is_file() {
-        move_file(src, dst, mode)?;
+        if let Some(first) = links.copied(&meta) {
+            return fs::hard_link(first, dst);
+        }
+        move_file(src, dst, harmless)?;
+        links.remember(&meta, dst.to_path_buf());
     } else if ft.is_char_device() && meta.rdev() == 0 {
         // A whiteout: the agent deleted what a lower layer has here.
-        mknod(dst, libc::S_IFCHR, 0)?;
+        return mknod(dst, libc::S_IFCHR, 0);
     } else if ft.is_fifo() {
-        mknod(dst, libc::S_IFIFO | mode, 0)?;
+        mknod(dst, libc::S_IFIFO | harmless, 0)?;
     } else if ft.is_socket() {
         // A socket has no content, but it is a change: it is made again, unbound.
-        mknod(dst, libc::S_IFSOCK | mode, 0)?;
+        mknod(dst, libc::S_IFSOCK | harmless, 0)?;
     } else {
         // A device node the agent could not have made (no capability): never carried over.
         return Err(io::Error::other(
             "a device node is not carried out of the trial",
         ));
     }
+    // (User attributes exist only on files and folders: a FIFO or socket just loses the bits,
+    // as does an entry on a host file system without user attributes.)
+    if harmless != mode && (ft.is_file() || ft.is_dir()) {
+        match keep_mode(dst, mode) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+            other => other?,
+        }
+    }
     Ok(())
+}
+
+/// Keeps the real `mode` of the moved entry `dst` (whose own mode lost its special bits) in
+/// [`copy::MODE_XATTR`], where the diff reads it.
+fn keep_mode(dst: &Path, mode: u32) -> io::Result<()> {
+    let c = sys::cstring(dst)?;
+    let value = mode.to_string();
+    // SAFETY: valid C strings and a value of the given length.
+    sys::check(unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            copy::MODE_XATTR.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })
+    .map(|_| ())
 }
 
 /// Removes everything in the folder `dir`, leaving it empty.
@@ -271,40 +320,24 @@ fn clear(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Copies a file's bytes and mode, punching each copied range out of the source so that the
-/// trial's memory is not held twice.
+/// Copies a file's data (holes stay holes) and the harmless `mode`, punching each copied range
+/// out of the source so that the trial's memory is not held twice.
 fn move_file(src: &Path, dst: &Path, mode: u32) -> io::Result<()> {
-    let mut input = OpenOptions::new().read(true).write(true).open(src)?;
-    let mut output = OpenOptions::new()
+    let input = OpenOptions::new().read(true).write(true).open(src)?;
+    let output = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(dst)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset: i64 = 0;
-    loop {
-        let n = input.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        output.write_all(&buf[..n])?;
-        punch(&input, offset, n as i64);
-        offset += n as i64;
-    }
+    copy::copy_data(
+        &input,
+        &output,
+        CopyOptions {
+            punch_source: true,
+            ..CopyOptions::default()
+        },
+    )?;
     output.set_permissions(fs::Permissions::from_mode(mode))
-}
-
-/// Gives back a range of a tmpfs file's memory; a file system that cannot is left as it is.
-fn punch(file: &File, offset: i64, len: i64) {
-    // SAFETY: a valid descriptor; fallocate only changes the file's allocation.
-    unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            offset,
-            len,
-        );
-    }
 }
 
 fn mknod(p: &Path, mode: u32, dev: libc::dev_t) -> io::Result<()> {

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod builtin;
+pub mod copy;
 pub mod diff;
 mod disk;
 mod error;

@@ -611,6 +611,54 @@ fn a_bounded_disk_is_shared_by_the_workspace_tmp_home_and_shm_and_fills_with_eno
 }
 
 #[test]
+fn the_disks_move_keeps_holes_and_links_and_no_special_bit_but_the_diff_sees_the_real_mode() {
+    use std::os::unix::fs::MetadataExt;
+    require_support();
+    let t = Trial::new();
+    write(&t.lower().join("data.txt"), "the data\n");
+    let mut spec = t.spec(
+        "set -e; cp /bin/sh suid; chmod 4755 suid; chmod g+s suid; ln data.txt backup.txt; \
+         truncate -s 1G sparse.bin; printf end >> sparse.bin; mkdir sticky; chmod 1777 sticky",
+    );
+    spec.limits.disk_bytes = Some(8 << 20);
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    let up = t.upper();
+    let suid = fs::metadata(up.join("suid")).expect("suid");
+    assert_eq!(suid.mode() & 0o7777, 0o755, "no special bit on the host");
+    assert_eq!(
+        fs::metadata(up.join("sticky")).expect("sticky").mode() & 0o7777,
+        0o777
+    );
+    let (data, backup) = (
+        fs::metadata(up.join("data.txt")).expect("data.txt"),
+        fs::metadata(up.join("backup.txt")).expect("backup.txt"),
+    );
+    assert_eq!(data.ino(), backup.ino(), "still one file with two names");
+    assert_eq!(
+        fs::read(up.join("backup.txt")).expect("read"),
+        b"the data\n"
+    );
+    let sparse = fs::metadata(up.join("sparse.bin")).expect("sparse");
+    assert_eq!(sparse.len(), (1 << 30) + 3);
+    assert!(
+        sparse.blocks() * 512 <= 1 << 20,
+        "{} blocks",
+        sparse.blocks()
+    );
+    let changes = diff::overlay_changes(&up, &[t.lower()], &[]).expect("diff");
+    let mode = |p: &str| {
+        changes
+            .iter()
+            .find(|c| c.path == Path::new(p))
+            .and_then(|c| c.mode_after)
+            .map(|m| m & 0o7777)
+    };
+    assert_eq!(mode("suid"), Some(0o6755), "{changes:?}");
+    assert_eq!(mode("sticky"), Some(0o1777), "{changes:?}");
+}
+
+#[test]
 fn the_agents_output_is_kept_within_its_bound_head_and_tail() {
     require_support();
     let t = Trial::new();

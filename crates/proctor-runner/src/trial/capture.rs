@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proctor_agents::{AgentOutput, DeniedCall};
+use proctor_sandbox::copy::{self, CopyOptions, Links};
 use proctor_sandbox::diff;
 use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, ServiceEnd};
 use proctor_score::{CallRecord, ErrorKind, ServiceEvent};
@@ -101,7 +102,14 @@ pub fn capture(
     output.transcript = Vec::new();
     let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
     let mut capture_notes = Vec::new();
-    let changes = workspace_changes(prepared, executed, &mut notes, &mut capture_notes);
+    let disk_bound = trial.settings.limits.disk_mb().saturating_mul(1 << 20);
+    let (changes, bound_reached) = workspace_changes(
+        prepared,
+        executed,
+        disk_bound,
+        &mut notes,
+        &mut capture_notes,
+    );
     let mut end = EndState {
         answer,
         changes,
@@ -154,6 +162,11 @@ pub fn capture(
         ledgers = crate::gateway::ledgers(r, ledgers);
     }
     let resource = resource_limit_reached(ctx, launched, executed, answer_cut);
+    // The captured changes reaching the disk bound is the disk limit too.
+    let resource = resource
+        .filter(|r| *r != "output")
+        .or(bound_reached.then_some("disk"))
+        .or(resource);
     if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
         limit_reached = resource.map(str::to_string).or(limit_reached);
     }
@@ -311,13 +324,15 @@ fn write_agent_output(
 /// manifest), each added or changed file copied into the trial's `changes/`. What the agent
 /// made that cannot be kept (left on the trial's disk by the sandbox, unreadable, a path too
 /// long to read or to store) is a change all the same, added with no content, and a capture
-/// note says what and why; the rest is kept.
+/// note says what and why; the rest is kept. The bytes kept count against `disk_bound`; also
+/// returns whether a file was cut at it.
 fn workspace_changes(
     prepared: &Prepared,
     executed: &Executed,
+    disk_bound: u64,
     notes: &mut Notes,
     capture_notes: &mut Vec<CaptureNote>,
-) -> Vec<FileChange> {
+) -> (Vec<FileChange>, bool) {
     let (diff, root) = match &prepared.workspace {
         TrialWorkspace::Overlay { upper, .. } => {
             (diff::overlay_diff(upper, &prepared.lowers, &[]), upper)
@@ -329,7 +344,7 @@ fn workspace_changes(
         Ok(d) => d,
         Err(e) => {
             notes.push(format!("cannot read the workspace changes: {e}"));
-            return Vec::new();
+            return (Vec::new(), false);
         }
     };
     let bounds = &executed.report.bounds;
@@ -368,34 +383,91 @@ fn workspace_changes(
     }
     unread.extend(bounds.left_out.iter().map(|l| l.path.clone()));
     diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
-    match capture_changes(root, &diff.changes, &to, &unread, capture_notes) {
-        Ok(list) => list,
+    match capture_changes(
+        root,
+        &diff.changes,
+        &to,
+        &unread,
+        Some(disk_bound),
+        capture_notes,
+    ) {
+        Ok(kept) => (kept.changes, kept.bound_reached),
         Err(e) => {
             notes.failed("cannot capture the workspace changes", &e);
-            Vec::new()
+            (Vec::new(), false)
         }
     }
 }
 
+/// What [`capture_changes`] kept.
+#[derive(Debug, Default)]
+pub struct KeptChanges {
+    /// The change record, as written to `changes.json`.
+    pub changes: Vec<FileChange>,
+    /// Whether a file's content was cut at the bound: it is kept as its head, with its whole
+    /// size and hash in the record.
+    pub bound_reached: bool,
+}
+
+/// The file in a trial's `changes/` that lists the entries kept without content:
+/// [`SpecialEntry`]s, so that a rescore can rebuild them.
+pub const SPECIAL_ENTRIES: &str = "special.json";
+
+/// An entry of the end state that no file under `changes/files/` holds: a symlink (with its
+/// target's exact bytes), a FIFO or a socket. Listed in `changes/special.json`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpecialEntry {
+    /// The path, as in the change record.
+    pub path: String,
+    /// What it is.
+    pub kind: SpecialKind,
+    /// A symlink's target, byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Vec<u8>>,
+}
+
+/// The kind of a [`SpecialEntry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpecialKind {
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A socket (made again unbound).
+    Socket,
+}
+
 /// Copies every added or changed file into `to/files/` and records the list in
-/// `to/changes.json`, so the end state can be rebuilt from fixture + mutation + changes. A trial
-/// that changed nothing gets no `to/` at all, and one that changed no file's content no
-/// `to/files/`. A file in `unread`, or one whose content cannot be read or kept (a path too
-/// long for the store), is listed with no content and noted in `capture_notes`; only a failure
-/// of the store itself (writing `changes.json`, a full disk) is an error.
+/// `to/changes.json` (and its symlinks, FIFOs and sockets in `to/special.json`), so the end
+/// state can be rebuilt from fixture + mutation + changes. A trial that changed nothing gets no
+/// `to/` at all, and one that changed no file's content no `to/files/`. A file in `unread`, or
+/// one whose content cannot be read or kept (a path too long for the store), is listed with no
+/// content and noted in `capture_notes`; only a failure of the store itself (writing
+/// `changes.json`, a full disk) is an error.
+///
+/// What is kept is harmless and faithful: no kept file has a set-user-ID, set-group-ID or
+/// sticky bit (the record keeps the real mode); a sparse file keeps its holes; a file with
+/// several names is kept once, its other names hard links to it. The bytes of data kept count
+/// against `max_bytes`: a file past it is kept as its head, with its whole size and hash in the
+/// record and a capture note.
 pub fn capture_changes(
     root: &Path,
     changes: &[diff::Change],
     to: &Path,
     unread: &std::collections::HashSet<PathBuf>,
+    max_bytes: Option<u64>,
     capture_notes: &mut Vec<CaptureNote>,
-) -> std::io::Result<Vec<FileChange>> {
+) -> std::io::Result<KeptChanges> {
     let _ = proctor_sandbox::remove_tree(to);
     if changes.is_empty() {
-        return Ok(Vec::new());
+        return Ok(KeptChanges::default());
     }
     std::fs::create_dir_all(to)?;
-    let mut out = Vec::new();
+    let mut kept = KeptChanges::default();
+    let mut special = Vec::new();
+    let mut links: Links<(PathBuf, String, u64)> = Links::default();
+    let mut left = max_bytes;
     for c in changes {
         let kind = match c.kind {
             diff::ChangeKind::Added => ChangeKind::Added,
@@ -411,18 +483,29 @@ pub fn capture_changes(
             hash: None,
             size: None,
         };
-        if kind != ChangeKind::Deleted
-            && c.entry == diff::EntryKind::File
-            && !unread.contains(&c.path)
-        {
-            match copy_content(
+        let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
+        if live && c.entry == diff::EntryKind::File {
+            let dest = to.join("files").join(&c.path);
+            match keep_file(
                 &root.join(&c.path),
-                &to.join("files").join(&c.path),
+                &dest,
                 c.mode_after,
+                &mut left,
+                &mut links,
             ) {
-                Ok((hash, size)) => {
-                    rec.hash = Some(hash);
-                    rec.size = Some(size);
+                Ok(k) => {
+                    if !k.complete {
+                        kept.bound_reached = true;
+                        capture_notes.push(CaptureNote::new(
+                            &rec.path,
+                            format!(
+                                "kept as its first {} bytes of {}: the captured changes reached the trial's disk bound (disk_mb)",
+                                k.kept_bytes, k.size
+                            ),
+                        ));
+                    }
+                    rec.hash = Some(k.hash);
+                    rec.size = Some(k.size);
                 }
                 Err(e) if proctor_store::is_out_of_space(&e) => return Err(e),
                 Err(e) => capture_notes.push(CaptureNote::new(
@@ -430,47 +513,108 @@ pub fn capture_changes(
                     format!("its content could not be kept: {e}"),
                 )),
             }
+        } else if live && matches!(c.entry, diff::EntryKind::Symlink | diff::EntryKind::Other) {
+            if let Some(entry) = special_entry(&root.join(&c.path), &rec.path) {
+                special.push(entry);
+            }
         }
-        out.push(rec);
+        kept.changes.push(rec);
     }
-    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &out)
+    if !special.is_empty() {
+        proctor_store::atomic_write_json_unsynced(to.join(SPECIAL_ENTRIES), &special)
+            .map_err(std::io::Error::other)?;
+    }
+    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &kept.changes)
         .map_err(std::io::Error::other)?;
-    Ok(out)
+    Ok(kept)
 }
 
-/// Copies one changed file into the capture with its mode, a buffer at a time (a file of
-/// gigabytes costs proctor no more memory than a small one); returns its BLAKE3 (hex) and size.
-fn copy_content(src: &Path, dest: &Path, mode: Option<u32>) -> std::io::Result<(String, u64)> {
-    use std::io::{Read, Write};
+/// The symlink, FIFO or socket at `src` as a [`SpecialEntry`] named `path`; `None` for
+/// anything else (a device node is never kept) or what cannot be read.
+fn special_entry(src: &Path, path: &str) -> Option<SpecialEntry> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+    let ft = std::fs::symlink_metadata(src).ok()?.file_type();
+    let (kind, target) = if ft.is_symlink() {
+        let t = std::fs::read_link(src).ok()?;
+        (
+            SpecialKind::Symlink,
+            Some(t.as_os_str().as_bytes().to_vec()),
+        )
+    } else if ft.is_fifo() {
+        (SpecialKind::Fifo, None)
+    } else if ft.is_socket() {
+        (SpecialKind::Socket, None)
+    } else {
+        return None;
+    };
+    Some(SpecialEntry {
+        path: path.to_string(),
+        kind,
+        target,
+    })
+}
+
+/// What [`keep_file`] kept of one file.
+struct KeptFile {
+    hash: String,
+    size: u64,
+    kept_bytes: u64,
+    complete: bool,
+}
+
+/// Keeps one changed file in the capture: its data (holes stay holes, at most `left` bytes of
+/// it, which it lowers), with its mode cleared of special bits but always readable and
+/// writable by the store's own user (the record keeps the real mode: a mode-000 file must not
+/// lock the store). A later name of a file kept already is a hard link to the first, at no
+/// cost. Returns its BLAKE3 (hex) and size, whole even when cut.
+fn keep_file(
+    src: &Path,
+    dest: &Path,
+    mode: Option<u32>,
+    left: &mut Option<u64>,
+    links: &mut Links<(PathBuf, String, u64)>,
+) -> std::io::Result<KeptFile> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let mut input = std::fs::File::open(src)?;
-    let mut output = std::fs::File::create(dest)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        hasher.update(&buf[..n]);
-        output.write_all(&buf[..n])?;
-        size += n as u64;
+    let input = std::fs::File::open(src)?;
+    let meta = input.metadata()?;
+    if let Some((first, hash, size)) = links.copied(&meta) {
+        std::fs::hard_link(first, dest)?;
+        return Ok(KeptFile {
+            hash: hash.clone(),
+            size: *size,
+            kept_bytes: 0,
+            complete: true,
+        });
     }
-    // The kept copy has the file's mode, but always stays readable and writable by the store's
-    // own user (the record keeps the real mode): a mode-000 file must not lock the store.
-    if let Some(mode) = mode {
-        std::fs::set_permissions(
-            dest,
-            std::fs::Permissions::from_mode((mode & 0o7777) | 0o600),
-        )?;
+    let output = std::fs::File::create(dest)?;
+    let copied = copy::copy_data(
+        &input,
+        &output,
+        CopyOptions {
+            max_data: *left,
+            hash: true,
+            punch_source: false,
+        },
+    )?;
+    if let Some(l) = left.as_mut() {
+        *l = l.saturating_sub(copied.data_written);
     }
-    Ok((hasher.finalize().to_hex().to_string(), size))
+    let perm = copy::harmless_mode(mode.unwrap_or(0o644)) | 0o600;
+    output.set_permissions(std::fs::Permissions::from_mode(perm))?;
+    let hash = copied.hash.unwrap_or_default();
+    if copied.complete {
+        links.remember(&meta, (dest.to_path_buf(), hash.clone(), copied.size));
+    }
+    Ok(KeptFile {
+        hash,
+        size: copied.size,
+        kept_bytes: copied.data_written,
+        complete: copied.complete,
+    })
 }
 
 /// The interface calls from the calls log.
@@ -520,7 +664,9 @@ fn service_ends(
 
 /// Reads a service's `events.jsonl`; a missing file is no events, a malformed line an error.
 pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_no_follow(path).and_then(|b| {
+        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read events.jsonl: {e}")),
@@ -534,6 +680,20 @@ pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
         .collect()
 }
 
+/// A file's bytes, never through a symlink (a service folder's copy keeps its symlinks as
+/// symlinks, which must not make the record read a file outside it).
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// A service's end state from its state file (`None`: the suite names none).
 pub fn service_end(state: Option<&Path>) -> ServiceEnd {
     let failed = |why: String| ServiceEnd {
@@ -544,7 +704,7 @@ pub fn service_end(state: Option<&Path>) -> ServiceEnd {
     let Some(path) = state else {
         return failed("the suite names no state file for this service".into());
     };
-    match std::fs::read(path) {
+    match read_no_follow(path) {
         Err(e) => failed(format!(
             "the service wrote no {}: {e}",
             path.file_name()
@@ -685,9 +845,11 @@ mod tests {
             ],
             &to,
             &Default::default(),
+            None,
             &mut Vec::new(),
         )
-        .unwrap();
+        .unwrap()
+        .changes;
         assert_eq!(list.len(), 3);
         assert_eq!(list[0].kind, ChangeKind::Added);
         assert_eq!(list[1].kind, ChangeKind::Changed);
@@ -714,15 +876,74 @@ mod tests {
     }
 
     #[test]
+    fn kept_files_lose_special_bits_share_links_and_stop_at_the_bound() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("upper");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.bin"), vec![7u8; 3000]).unwrap();
+        std::fs::hard_link(root.join("a.bin"), root.join("b.bin")).unwrap();
+        std::fs::write(root.join("c.bin"), vec![9u8; 3000]).unwrap();
+        std::fs::write(root.join("suid"), "x").unwrap();
+        let to = dir.path().join("trial/changes");
+        let mut notes = Vec::new();
+        let kept = capture_changes(
+            &root,
+            &[
+                change("a.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("b.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("c.bin", diff::ChangeKind::Added, Some(0o644)),
+                change("suid", diff::ChangeKind::Added, Some(0o6755)),
+            ],
+            &to,
+            &Default::default(),
+            Some(4000),
+            &mut notes,
+        )
+        .unwrap();
+        let files = to.join("files");
+        // The second name is a link: it costs nothing, so c.bin is the one cut.
+        assert_eq!(
+            std::fs::metadata(files.join("a.bin")).unwrap().ino(),
+            std::fs::metadata(files.join("b.bin")).unwrap().ino()
+        );
+        assert_eq!(std::fs::read(files.join("b.bin")).unwrap(), vec![7u8; 3000]);
+        assert!(kept.bound_reached);
+        assert_eq!(std::fs::read(files.join("c.bin")).unwrap(), vec![9u8; 1000]);
+        let c = &kept.changes[2];
+        assert_eq!(c.size, Some(3000), "the whole size is recorded");
+        assert_eq!(
+            c.hash.as_deref(),
+            Some(blake3::hash(&[9u8; 3000]).to_hex().as_str())
+        );
+        assert!(notes.iter().any(|n| n.path == "c.bin"), "{notes:?}");
+        assert_eq!(
+            kept.changes[3].mode,
+            Some(0o6755),
+            "the record keeps the real mode"
+        );
+        assert_eq!(
+            std::fs::metadata(files.join("suid")).unwrap().mode() & 0o7777,
+            0o755
+        );
+    }
+
+    #[test]
     fn a_trial_that_changed_nothing_keeps_no_changes_folder() {
         let dir = tempfile::tempdir().unwrap();
         let to = dir.path().join("changes");
         std::fs::create_dir_all(to.join("files")).unwrap();
-        assert!(
-            capture_changes(dir.path(), &[], &to, &Default::default(), &mut Vec::new())
-                .unwrap()
-                .is_empty()
-        );
+        assert!(capture_changes(
+            dir.path(),
+            &[],
+            &to,
+            &Default::default(),
+            None,
+            &mut Vec::new()
+        )
+        .unwrap()
+        .changes
+        .is_empty());
         assert!(!to.exists(), "a stale folder is removed too");
     }
 

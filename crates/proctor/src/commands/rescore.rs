@@ -132,11 +132,24 @@ pub fn run(
         started.elapsed().as_secs_f64(),
         suite.root.display()
     );
-    print_changed(&rescored.changed);
+    for u in &rescored.unrescored {
+        eprintln!(
+            "warning: trial {} was not rescored and keeps its old verdict: {}",
+            u.trial, u.why
+        );
+    }
+    print_changed(&rescored.changed, rescored.unrescored.len());
     eprintln!(
         "wrote {}",
         handle.dir().join(format!("{stem}.json")).display()
     );
+    if !rescored.unrescored.is_empty() {
+        eprintln!(
+            "{} trial(s) could not be rescored (listed above)",
+            rescored.unrescored.len()
+        );
+        return Ok(Status::Unfinished);
+    }
     if !rescored.damaged.is_empty() {
         eprintln!(
             "{} trial(s) have an unreadable trial.json (listed above)",
@@ -147,10 +160,15 @@ pub fn run(
     Ok(status(&rescored.changed))
 }
 
-/// Every trial whose outcome changed, with the new reason.
-fn print_changed(changed: &[Changed]) {
+/// Every trial whose outcome changed, with the new reason; "no outcome changed" only when
+/// every trial was rescored (`unrescored` of them were not).
+fn print_changed(changed: &[Changed], unrescored: usize) {
     if changed.is_empty() {
-        eprintln!("no outcome changed");
+        if unrescored == 0 {
+            eprintln!("no outcome changed");
+        } else {
+            eprintln!("no outcome of the trials rescored changed");
+        }
         return;
     }
     let mut t = Table::new(&["TRIAL", "BEFORE", "AFTER", "REASON"]);

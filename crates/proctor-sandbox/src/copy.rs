@@ -1,0 +1,286 @@
+//! Copies of what an agent made that are faithful and harmless, shared by every place that
+//! writes out of an agent's tree (the trial's disk moving its changes to the host, the capture
+//! into the store, the rescore's rebuild, the checks' copies):
+//!
+//! - a file's data is copied extent by extent (`SEEK_DATA`/`SEEK_HOLE`), so a sparse file keeps
+//!   its holes and costs only the bytes it holds ([`copy_data`]), optionally up to a bound;
+//! - a file with several names is copied once, and its other names become hard links to that
+//!   copy ([`Links`]);
+//! - no copy carries a set-user-ID, set-group-ID or sticky bit ([`harmless_mode`]): the real
+//!   mode is data, kept by the caller (in the change record, or in [`MODE_XATTR`]).
+
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+
+/// The set-user-ID, set-group-ID and sticky bits: never set on a copy of an agent's entry.
+pub const SPECIAL_BITS: u32 = 0o7000;
+
+/// The extended attribute that keeps an entry's real mode (decimal) where its copy's mode had
+/// [`SPECIAL_BITS`] cleared: set by the trial's disk on the host's upper layer, read by the diff.
+pub const MODE_XATTR: &std::ffi::CStr = c"user.proctor.mode";
+
+/// `mode`'s permission bits without [`SPECIAL_BITS`]: the mode a copy of an agent's entry gets.
+pub fn harmless_mode(mode: u32) -> u32 {
+    mode & 0o777
+}
+
+/// How [`copy_data`] copies.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CopyOptions {
+    /// The most bytes of data to write; past it the copy holds the file's head (its content up
+    /// to where the bound was reached) and [`Copied::complete`] is false. `None`: no bound.
+    pub max_data: Option<u64>,
+    /// Compute the BLAKE3 of the whole content (holes read as zeros), also past `max_data`.
+    pub hash: bool,
+    /// Give each copied range of the source's memory back (a tmpfs file) as it is copied.
+    pub punch_source: bool,
+}
+
+/// What [`copy_data`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copied {
+    /// The source's length, holes included.
+    pub size: u64,
+    /// Bytes of data written into the copy (holes are not written).
+    pub data_written: u64,
+    /// Whether the copy holds the whole content.
+    pub complete: bool,
+    /// BLAKE3 of the whole content, lowercase hex, when [`CopyOptions::hash`] asked for it.
+    pub hash: Option<String>,
+}
+
+/// Copies the content of `input` into the empty file `output`, data extent by data extent: a
+/// hole of the source stays a hole of the copy. Reads by offset, so neither file's position
+/// matters.
+pub fn copy_data(input: &File, output: &File, opts: CopyOptions) -> io::Result<Copied> {
+    let size = input.metadata()?.len();
+    let mut hasher = opts.hash.then(blake3::Hasher::new);
+    // A small file needs no large buffer (a tree of many small files is copied quickly).
+    let mut buf = vec![0u8; size.clamp(4096, 1 << 20) as usize];
+    let mut written = 0u64;
+    // Where the copy's content ends: the source's length, or where the bound cut it.
+    let mut kept_len = size;
+    let mut complete = true;
+    let mut off = 0u64;
+    'extents: while off < size {
+        let start = seek(input, off, libc::SEEK_DATA)?.unwrap_or(size).min(size);
+        let end = if start < size {
+            seek(input, start, libc::SEEK_HOLE)?
+                .unwrap_or(size)
+                .min(size)
+        } else {
+            size
+        };
+        if let Some(h) = hasher.as_mut() {
+            hash_zeros(h, start - off);
+        }
+        let mut at = start;
+        while at < end {
+            let want = buf.len().min((end - at) as usize);
+            let n = match input.read_at(&mut buf[..want], at) {
+                Ok(0) => break 'extents, // the file shrank under us
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let chunk = &buf[..n];
+            if let Some(h) = hasher.as_mut() {
+                h.update(chunk);
+            }
+            if complete {
+                let room = opts
+                    .max_data
+                    .map_or(n as u64, |m| m.saturating_sub(written))
+                    .min(n as u64) as usize;
+                output.write_all_at(&chunk[..room], at)?;
+                written += room as u64;
+                if room < n {
+                    complete = false;
+                    kept_len = at + room as u64;
+                }
+            }
+            if opts.punch_source {
+                punch(input, at, n as u64);
+            }
+            at += n as u64;
+            if !complete && hasher.is_none() && !opts.punch_source {
+                break 'extents;
+            }
+        }
+        off = end;
+    }
+    output.set_len(kept_len)?;
+    Ok(Copied {
+        size,
+        data_written: written,
+        complete,
+        hash: hasher.map(|h| h.finalize().to_hex().to_string()),
+    })
+}
+
+/// `lseek(fd, off, whence)` for `SEEK_DATA`/`SEEK_HOLE`: `None` when there is no data past
+/// `off` (ENXIO). A file system that cannot tell holes holds data everywhere.
+fn seek(file: &File, off: u64, whence: libc::c_int) -> io::Result<Option<u64>> {
+    let at = i64::try_from(off).map_err(io::Error::other)?;
+    // SAFETY: a valid descriptor; lseek only moves the file's position.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), at, whence) };
+    if r >= 0 {
+        return Ok(Some(r as u64));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENXIO) => Ok(None),
+        Some(libc::EINVAL) if whence == libc::SEEK_DATA => Ok(Some(off)),
+        Some(libc::EINVAL) => Ok(None),
+        _ => Err(e),
+    }
+}
+
+/// Feeds `len` zero bytes (a hole) to `h`.
+fn hash_zeros(h: &mut blake3::Hasher, mut len: u64) {
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    while len > 0 {
+        let n = len.min(ZEROS.len() as u64) as usize;
+        h.update(&ZEROS[..n]);
+        len -= n as u64;
+    }
+}
+
+/// Gives back a range of a tmpfs file's memory; a file system that cannot is left as it is.
+fn punch(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: a valid descriptor; fallocate only changes the file's allocation.
+    unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        );
+    }
+}
+
+/// What was made of files with several names, by (device, inode): the first name met is
+/// copied, and each later name of the same file is linked to that copy instead, so a file is
+/// stored once however many names it has. `T` is what a caller keeps of the copy (its path,
+/// with its hash and size).
+#[derive(Debug)]
+pub struct Links<T>(HashMap<(u64, u64), T>);
+
+impl<T> Default for Links<T> {
+    fn default() -> Self {
+        Links(HashMap::new())
+    }
+}
+
+impl<T> Links<T> {
+    /// What was kept of the copy of the file `meta` describes, if another of its names was
+    /// copied already.
+    pub fn copied(&self, meta: &Metadata) -> Option<&T> {
+        if meta.nlink() < 2 {
+            return None;
+        }
+        self.0.get(&(meta.dev(), meta.ino()))
+    }
+
+    /// Remembers `kept` as the copy of the file `meta` describes (only a file with several
+    /// names needs remembering).
+    pub fn remember(&mut self, meta: &Metadata, kept: T) {
+        if meta.nlink() >= 2 {
+            self.0.insert((meta.dev(), meta.ino()), kept);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Seek, SeekFrom, Write};
+
+    fn sparse(dir: &std::path::Path) -> std::path::PathBuf {
+        let p = dir.join("sparse");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(b"head").unwrap();
+        f.seek(SeekFrom::Start(64 << 20)).unwrap();
+        f.write_all(b"tail").unwrap();
+        p
+    }
+
+    #[test]
+    fn a_sparse_file_keeps_its_holes_and_its_content_hash() {
+        let t = tempfile::tempdir().unwrap();
+        let src = sparse(t.path());
+        let dst = t.path().join("copy");
+        let c = copy_data(
+            &File::open(&src).unwrap(),
+            &File::create(&dst).unwrap(),
+            CopyOptions {
+                hash: true,
+                ..CopyOptions::default()
+            },
+        )
+        .unwrap();
+        let content = std::fs::read(&src).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), content);
+        assert_eq!(c.size, (64 << 20) + 4);
+        assert!(c.complete);
+        assert_eq!(
+            c.hash.as_deref(),
+            Some(blake3::hash(&content).to_hex().as_str())
+        );
+        let blocks = std::fs::metadata(&dst).unwrap().blocks() * 512;
+        assert!(blocks < 1 << 20, "{blocks} bytes allocated for 8 of data");
+        assert!(c.data_written < 1 << 20, "{}", c.data_written);
+    }
+
+    #[test]
+    fn past_its_bound_a_copy_keeps_the_head_and_hashes_the_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("big");
+        let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&src, &content).unwrap();
+        let dst = t.path().join("copy");
+        let c = copy_data(
+            &File::open(&src).unwrap(),
+            &File::create(&dst).unwrap(),
+            CopyOptions {
+                max_data: Some(1000),
+                hash: true,
+                punch_source: false,
+            },
+        )
+        .unwrap();
+        assert!(!c.complete);
+        assert_eq!((c.size, c.data_written), (300_000, 1000));
+        assert_eq!(std::fs::read(&dst).unwrap(), &content[..1000]);
+        assert_eq!(
+            c.hash.as_deref(),
+            Some(blake3::hash(&content).to_hex().as_str())
+        );
+    }
+
+    #[test]
+    fn a_file_with_two_names_is_remembered_once() {
+        let t = tempfile::tempdir().unwrap();
+        let a = t.path().join("a");
+        std::fs::write(&a, "x").unwrap();
+        let solo = t.path().join("solo");
+        std::fs::write(&solo, "y").unwrap();
+        std::fs::hard_link(&a, t.path().join("b")).unwrap();
+        let mut links = Links::default();
+        let ma = std::fs::metadata(&a).unwrap();
+        assert!(links.copied(&ma).is_none());
+        links.remember(&ma, "kept-a");
+        let mb = std::fs::metadata(t.path().join("b")).unwrap();
+        assert_eq!(links.copied(&mb), Some(&"kept-a"));
+        let ms = std::fs::metadata(&solo).unwrap();
+        links.remember(&ms, "kept-solo");
+        assert!(links.copied(&ms).is_none(), "a single name needs no memory");
+        assert_eq!(harmless_mode(0o106755), 0o755);
+    }
+}

@@ -1,0 +1,337 @@
+//! What an agent leaves behind is stored faithfully, boundedly and harmlessly, through the real
+//! binary (real namespaces, overlay workspaces, real processes), as root and as uid 65534:
+//!
+//! - a set-user-ID / set-group-ID copy of a shell: nothing written from the agent's tree (the
+//!   store's `changes/files/`, the rescore's rebuild) keeps a special bit, while the change
+//!   record keeps the real mode;
+//! - hard links: every name keeps its content, in overlay and in copy mode alike, and a file
+//!   with many names is stored once;
+//! - a 2 GiB sparse file under `disk_mb = 16`: stored with its holes, the trial graded; a file
+//!   past the bound (copy mode, where the workspace is on the host's disk) is kept as its head
+//!   with its whole size and hash, and `limit_reached = "disk"`;
+//! - a symlink plus a deletion: `rescore` rebuilds the end state (in copy mode too), and a trial
+//!   it cannot rebuild is named and makes it exit 3.
+//!
+//! A machine without namespaces or overlayfs skips these tests, except under `CI`, where that
+//! fails them.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+
+use common::lab::{users, As, Lab};
+use serde_json::Value;
+
+/// What one trial left.
+struct Trial {
+    lab: Lab,
+    record: Value,
+    dir: PathBuf,
+}
+
+impl Trial {
+    fn change(&self, path: &str) -> &Value {
+        self.record["end_state"]["changes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["path"] == path))
+            .unwrap_or_else(|| panic!("no change {path}: {:#}", self.record))
+    }
+
+    /// The stored copy of a changed file.
+    fn stored(&self, path: &str) -> PathBuf {
+        self.dir.join("changes/files").join(path)
+    }
+
+    fn outcome(&self) -> &str {
+        self.record["outcome"].as_str().unwrap_or("")
+    }
+}
+
+/// Runs a one-task suite whose agent runs `steps` as `who` (`copy`: with `--isolation copy`);
+/// `None` (outside CI) when the machine cannot give the trial namespaces (and, unless `copy`,
+/// an overlay workspace).
+fn trial(
+    name: &str,
+    who: As,
+    copy: bool,
+    extra: &str,
+    success: &str,
+    steps: &[&str],
+) -> Option<Trial> {
+    let lab = Lab::new(&format!("capsafe-{name}-{who:?}-{copy}"));
+    lab.write("fixture/data.txt", "the data\n");
+    lab.write("fixture/old.txt", "to delete\n");
+    lab.one_task(extra, success, steps, false);
+    let mut args = vec!["--trials", "1"];
+    if copy {
+        args.extend(["--isolation", "copy"]);
+    }
+    let out = lab.run(who, &args);
+    let record = lab.record("t.agent.0");
+    let iso = &record["isolation"];
+    let real = (copy || iso["workspace"] == "overlay")
+        && iso["namespaces"].as_array().is_some_and(|n| !n.is_empty());
+    if !real {
+        let why = format!("no namespaces or overlay here: {iso:#}");
+        assert!(std::env::var_os("CI").is_none(), "under CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    assert!(
+        out.code == 0 || out.code == 1,
+        "{name} {who:?}: exit {}: {}\n{record:#}",
+        out.code,
+        out.stderr
+    );
+    let dir = lab.trial_dir("t.agent.0");
+    Some(Trial { lab, record, dir })
+}
+
+/// The trial is graded `want` with no harness note.
+fn assert_graded(t: &Trial, want: &str) {
+    assert_eq!(t.outcome(), want, "{:#}", t.record);
+    assert!(t.record["harness_notes"].is_null(), "{:#}", t.record);
+}
+
+fn rescore(t: &Trial, who: As) -> common::lab::RunOut {
+    let store = t.lab.store();
+    let suite = t.lab.suite();
+    let id = t.lab.run_id();
+    t.lab.proctor(
+        who,
+        &[
+            "rescore",
+            &id,
+            "--suite",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    )
+}
+
+#[test]
+fn the_honest_arm_stores_its_file_with_no_note() {
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "honest",
+                who,
+                copy,
+                "",
+                "{ file_contains = { path = \"fixed.txt\", pattern = \"fixed\" } }",
+                &["echo fixed > fixed.txt"],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "completed");
+            assert!(t.record["capture_notes"].is_null(), "{:#}", t.record);
+            assert!(t.record["limit_reached"].is_null(), "{:#}", t.record);
+            assert_eq!(std::fs::read(t.stored("fixed.txt")).unwrap(), b"fixed\n");
+            let out = rescore(&t, who);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+        }
+    }
+}
+
+#[test]
+fn set_id_bits_never_reach_the_store_but_the_record_keeps_them() {
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "setid",
+                who,
+                copy,
+                "",
+                "{ file_added = \"suid\" }, { check = \"test -x suid && ! test -u suid && ! test -g suid && ! test -k sticky\" }",
+                &["cp /bin/sh suid && chmod 4755 suid && chmod g+s suid && mkdir sticky && chmod 1777 sticky && echo x > sticky/f"],
+            ) else {
+                return;
+            };
+            // The check ran on a copy without the bits (copy mode), or on the stored layer.
+            assert_graded(&t, "completed");
+            let c = t.change("suid");
+            assert_eq!(
+                c["mode"].as_u64().map(|m| m & 0o7777),
+                Some(0o6755),
+                "the record keeps the real mode: {c:#}"
+            );
+            let d = t.change("sticky");
+            assert_eq!(
+                d["mode"].as_u64().map(|m| m & 0o7777),
+                Some(0o1777),
+                "{d:#}"
+            );
+            let kept = std::fs::metadata(t.stored("suid")).unwrap();
+            assert_eq!(
+                kept.permissions().mode() & 0o7777,
+                0o755,
+                "{who:?} copy={copy}: the stored file has no special bit"
+            );
+            assert_eq!(kept.len(), std::fs::metadata("/bin/sh").unwrap().len());
+            // The rescore rebuilds (and checks) the end state without the bits too.
+            let out = rescore(&t, who);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+        }
+    }
+}
+
+#[test]
+fn every_name_of_a_hard_linked_file_keeps_its_content_and_is_stored_once() {
+    for who in users() {
+        let mut seen = Vec::new();
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "links",
+                who,
+                copy,
+                "",
+                "{ file_contains = { path = \"backup.txt\", pattern = \"the data\" } }, { file_contains = { path = \"tree2/big\", pattern = \"^big\" } }",
+                &[
+                    "ln data.txt backup.txt",
+                    "mkdir tree && (echo big; head -c 8000000 /dev/urandom) > tree/big && for i in $(seq 40); do ln tree/big tree/n$i; done && cp -al tree tree2",
+                ],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "completed");
+            assert_eq!(
+                std::fs::read(t.stored("backup.txt")).unwrap(),
+                b"the data\n",
+                "{who:?} copy={copy}"
+            );
+            let big = std::fs::read(t.stored("tree/big")).unwrap();
+            assert_eq!(big.len(), 8_000_004);
+            for i in [1, 40] {
+                assert_eq!(std::fs::read(t.stored(&format!("tree/n{i}"))).unwrap(), big);
+                assert_eq!(
+                    std::fs::read(t.stored(&format!("tree2/n{i}"))).unwrap(),
+                    big
+                );
+            }
+            // Stored once: every name is a link to one inode.
+            let m = std::fs::metadata(t.stored("tree2/n7")).unwrap();
+            assert_eq!(
+                m.ino(),
+                std::fs::metadata(t.stored("tree/big")).unwrap().ino()
+            );
+            assert!(m.nlink() >= 82, "{}", m.nlink());
+            let hash = t.change("tree/n3")["hash"].clone();
+            assert_eq!(t.change("tree2/big")["hash"], hash);
+            assert_eq!(t.change("tree2/big")["size"], 8_000_004);
+            let mut paths: Vec<String> = t.record["end_state"]["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["path"].as_str().unwrap().to_string())
+                .collect();
+            paths.sort();
+            seen.push(paths);
+        }
+        if seen.len() == 2 {
+            assert_eq!(
+                seen[0], seen[1],
+                "overlay and copy mode record the same changes"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sparse_file_keeps_its_shape_and_a_file_past_the_disk_bound_its_head() {
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "sparse",
+                who,
+                copy,
+                "limits = { disk_mb = 16 }",
+                "{ file_added = \"sparse.bin\" }",
+                &[
+                    "truncate -s 2G sparse.bin && printf end >> sparse.bin",
+                    "head -c 20000000 /dev/urandom > zbig.bin; true",
+                ],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "completed");
+            assert_eq!(t.record["limit_reached"], "disk", "{:#}", t.record);
+            let c = t.change("sparse.bin");
+            assert_eq!(c["size"], (2u64 << 30) + 3, "{c:#}");
+            let kept = std::fs::metadata(t.stored("sparse.bin")).unwrap();
+            assert_eq!(
+                kept.len(),
+                (2u64 << 30) + 3,
+                "the stored file keeps its length"
+            );
+            assert!(
+                kept.blocks() * 512 <= 1 << 20,
+                "{who:?} copy={copy}: {} bytes stored for 3 of data",
+                kept.blocks() * 512
+            );
+            // Everything stored of the trial fits the trial's disk.
+            let stored: u64 = walkdir::WalkDir::new(t.dir.join("changes"))
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.blocks() * 512)
+                .sum();
+            assert!(stored <= 17 << 20, "{stored} bytes stored");
+            if copy {
+                // The workspace is on the host's disk: the capture's bound cuts the file, which
+                // keeps its whole size and hash.
+                let big = t.change("zbig.bin");
+                assert_eq!(big["size"], 20_000_000, "{big:#}");
+                assert_eq!(big["hash"].as_str().map(str::len), Some(64), "{big:#}");
+                let head = std::fs::metadata(t.stored("zbig.bin")).unwrap().len();
+                assert!(head < 16 << 20, "a head of {head} bytes");
+                let notes = t.record["capture_notes"].to_string();
+                assert!(
+                    notes.contains("zbig.bin") && notes.contains("disk bound"),
+                    "{notes}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rescore_rebuilds_a_symlink_a_fifo_and_a_deletion_and_names_what_it_cannot() {
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "rescore",
+                who,
+                copy,
+                "",
+                "{ check = \"test -L link && test \\\"$(cat link)\\\" = 'the data' && test -p pipe && ! test -e old.txt\" }",
+                &["ln -s data.txt link && mkfifo pipe && rm old.txt"],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "completed");
+            let out = rescore(&t, who);
+            assert_eq!(out.code, 0, "{who:?} copy={copy}: {}", out.stderr);
+            assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+            // A capture that kept no link target (a record from before `special.json`) cannot be
+            // rebuilt: the rescore names the trial and exits 3.
+            std::fs::remove_file(t.dir.join("changes/special.json")).unwrap();
+            let out = rescore(&t, who);
+            assert_eq!(out.code, 3, "{}", out.stderr);
+            assert!(
+                out.stderr.contains("trial t.agent.0 was not rescored")
+                    && out.stderr.contains("link"),
+                "{}",
+                out.stderr
+            );
+            assert!(
+                !out.stderr.contains("no outcome changed\n"),
+                "{}",
+                out.stderr
+            );
+        }
+    }
+}
