@@ -312,6 +312,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fifo_or_a_directory_is_refused_without_blocking_and_a_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("suite.toml");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path that lives for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let p = read_text(&fifo, "suite.toml").expect_err("a FIFO is refused");
+        assert_eq!(p.kind, ProblemKind::BadPath);
+        assert_eq!(
+            p.message,
+            "suite.toml is a FIFO (named pipe), not a regular file"
+        );
+        let p = read_text(dir.path(), "suite.toml").expect_err("a directory is refused");
+        assert_eq!(p.message, "suite.toml is a directory, not a regular file");
+        let file = dir.path().join("ok.toml");
+        std::fs::write(&file, "id = \"x\"\n").unwrap();
+        assert_eq!(read_text(&file, "suite.toml").unwrap(), "id = \"x\"\n");
+    }
+
+    #[test]
     fn unknown_field_suggests_the_nearest_key() {
         let (kind, _, help) = classify(
             "unknown field `wall_timeout_secs`, expected one of `wall_timeout_seconds`, `network`",
