@@ -165,6 +165,21 @@ pub enum StoreError {
         store: PathBuf,
     },
 
+    /// A trial whose `trial.json` exists but is empty or does not parse (torn by a crash, cut
+    /// short, overwritten): its outcome cannot be read. It counts as unfinished (`run --resume`
+    /// runs it again); its other evidence files are left as they are.
+    #[error("trial {trial} of run {run} is damaged: {reason}")]
+    TrialDamaged {
+        /// The run.
+        run: RunId,
+        /// The trial id.
+        trial: String,
+        /// What is wrong with its `trial.json`, in a sentence.
+        reason: String,
+        /// The `trial.json` file.
+        path: PathBuf,
+    },
+
     /// A trial that has no finished `trial.json`.
     #[error("trial {trial} of run {run} is not finished (no readable trial.json)")]
     TrialNotFound {

@@ -53,7 +53,7 @@ pub use model::{
 pub use query::{CellCount, TrialFilter, TrialsPage};
 pub use run_id::RunId;
 pub use store::{
-    ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR, RUN_FILE, TRIALS_DIR,
-    TRIAL_FILE,
+    MismatchedRun, ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR,
+    RUN_FILE, TRIALS_DIR, TRIAL_FILE,
 };
 pub use time::utc_now;

@@ -71,6 +71,18 @@ pub struct ReindexReport {
     pub damaged_trials: Vec<(RunId, DamagedTrial)>,
     /// Where [`Store::rebuild_index`] moved an unreadable index before rebuilding it, if it did.
     pub moved_aside: Option<PathBuf>,
+    /// Runs whose `run.json` names another id than their folder: indexed under the folder's
+    /// name (each folder is one run), each named with the id its file records.
+    pub mismatched_runs: Vec<MismatchedRun>,
+}
+
+/// A run folder whose `run.json` records another run id than the folder's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MismatchedRun {
+    /// The folder's name: the id the run is indexed under.
+    pub id: RunId,
+    /// The id its `run.json` records.
+    pub recorded: RunId,
 }
 
 impl Store {
@@ -362,7 +374,16 @@ impl Store {
         }
     }
 
+    /// The run's `run.json`, under the run's id: its folder's name, whatever the file says.
     fn read_run_record(&self, id: &RunId) -> Result<RunRecord> {
+        let mut record = self.read_run_file(id)?;
+        record.id = id.clone();
+        Ok(record)
+    }
+
+    /// The run's `run.json` as written (its `id` may differ from the folder's name when the
+    /// folder was copied or renamed by hand).
+    fn read_run_file(&self, id: &RunId) -> Result<RunRecord> {
         let path = self.run_dir(id).join(RUN_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
@@ -545,7 +566,18 @@ impl Store {
             }
             Err(e) => return Err(io_err("read", &path)(e)),
         };
-        serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+        serde_json::from_slice(&bytes).map_err(|source| {
+            match serde_json::from_slice::<TrialHead>(&bytes) {
+                // Torn, empty or without a summary: the trial is damaged, not of another shape.
+                Err(e) => StoreError::TrialDamaged {
+                    run: run.clone(),
+                    trial: trial_id.to_string(),
+                    reason: damage(trial_id.to_string(), &bytes, &e).reason,
+                    path,
+                },
+                Ok(_) => StoreError::Json { path, source },
+            }
+        })
     }
 
     /// Rebuilds `index.sqlite` from the run folders, which are the truth: every run with a
@@ -567,7 +599,7 @@ impl Store {
         let mut all = Vec::new();
         let mut report = ReindexReport::default();
         for id in self.run_ids()? {
-            let record = match self.read_run_record(&id) {
+            let mut record = match self.read_run_file(&id) {
                 Ok(record) => record,
                 Err(e @ StoreError::Json { .. }) => {
                     report.skipped_runs.push(DamagedRun {
@@ -578,6 +610,15 @@ impl Store {
                 }
                 Err(e) => return Err(e),
             };
+            // The folder's name is the run's id: a copied or renamed folder is its own run,
+            // never merged into the one its run.json names.
+            if record.id != id {
+                report.mismatched_runs.push(MismatchedRun {
+                    id: id.clone(),
+                    recorded: record.id.clone(),
+                });
+                record.id = id.clone();
+            }
             let (trials, damaged) = scan_trials(&self.run_dir(&id).join(TRIALS_DIR))?;
             report.runs += 1;
             report.trials += trials.len() as u64;

@@ -716,3 +716,83 @@ fn a_store_opened_on_a_node_writes_trial_files_only_stamped_with_where_they_ran(
     assert_eq!(submitter.reindex_run(&id).expect("reindex the run"), 1);
     assert_eq!(submitter.trials(&id).expect("trials").len(), 1);
 }
+
+#[test]
+fn reindex_keeps_each_run_folder_as_its_own_run_whatever_its_run_json_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let first = lay_run(root, "20261201-100000-aaaa", "2026-12-01T10:00:00.000Z");
+    // Five copies of the first run's folder under other names: each run.json names `first`.
+    let mut copies = Vec::new();
+    for i in 0..5 {
+        let id: RunId = format!("20261201-10000{i}-bbb{i}").parse().expect("id");
+        let to = root.join(RUNS_DIR).join(id.as_str());
+        fs::create_dir_all(to.join(TRIALS_DIR)).expect("mkdir");
+        fs::copy(
+            root.join(RUNS_DIR).join(first.as_str()).join(RUN_FILE),
+            to.join(RUN_FILE),
+        )
+        .expect("copy");
+        copies.push(id);
+    }
+    let store = Store::open(root).expect("open");
+    let report = store.reindex().expect("reindex");
+    assert_eq!(report.runs, 6);
+    let mut mismatched: Vec<(String, String)> = report
+        .mismatched_runs
+        .iter()
+        .map(|m| (m.id.to_string(), m.recorded.to_string()))
+        .collect();
+    mismatched.sort();
+    let want: Vec<(String, String)> = copies
+        .iter()
+        .map(|c| (c.to_string(), first.to_string()))
+        .collect();
+    assert_eq!(mismatched, want);
+    let listed: BTreeSet<String> = store
+        .list_runs()
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    let mut all: BTreeSet<String> = copies.iter().map(RunId::to_string).collect();
+    all.insert(first.to_string());
+    assert_eq!(listed, all, "no run merged into another");
+}
+
+#[test]
+fn a_torn_trial_json_reads_as_damaged_with_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let run = store.create_run(&meta()).expect("create");
+    run.trial_dir("t.v.0").expect("trial dir");
+    let s0 = summary("t", "v", 0, "completed");
+    run.finish_trial(&s0, &json!({"answer": "done"}))
+        .expect("finish");
+    let path = run.dir().join(TRIALS_DIR).join("t.v.0").join(TRIAL_FILE);
+    let bytes = fs::read(&path).expect("read");
+    fs::write(&path, &bytes[..bytes.len() / 2]).expect("tear");
+    match store.read_trial::<Value>(run.id(), "t.v.0") {
+        Err(StoreError::TrialDamaged {
+            trial,
+            reason,
+            path: at,
+            ..
+        }) => {
+            assert_eq!(trial, "t.v.0");
+            assert!(
+                reason.starts_with("trial.json does not parse ("),
+                "{reason}"
+            );
+            assert_eq!(at, path);
+        }
+        other => panic!("expected TrialDamaged, got {other:?}"),
+    }
+    fs::write(&path, "").expect("empty");
+    match store.read_trial::<Value>(run.id(), "t.v.0") {
+        Err(StoreError::TrialDamaged { reason, .. }) => {
+            assert_eq!(reason, "trial.json is empty (0 bytes)");
+        }
+        other => panic!("expected TrialDamaged, got {other:?}"),
+    }
+}

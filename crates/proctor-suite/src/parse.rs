@@ -17,15 +17,27 @@ pub fn parse_toml<T: DeserializeOwned>(source: &SourceFile) -> Result<T, Problem
     })
 }
 
-/// Reads a suite file (`what` names it in messages) as text: a file that cannot be read, or
-/// that is not UTF-8 (the offset, line and column of the first bad byte named), is a problem.
+/// Reads a suite file (`what` names it in messages) as text: a file that cannot be read, that
+/// is not a regular file (a FIFO, a device, a socket or a directory), or that is not UTF-8 (the
+/// offset, line and column of the first bad byte named), is a problem.
+///
+/// The file is opened with `O_NONBLOCK` and checked with `fstat` before a byte is read, so a
+/// FIFO planted under a suite file's name is refused at once instead of waiting for a writer.
 pub fn read_text(path: &std::path::Path, what: &str) -> Result<String, Problem> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        Problem::in_file(
+    let bytes = read_regular(path).map_err(|e| match e {
+        Unreadable::NotRegular(kind) => Problem::in_file(
+            ProblemKind::BadPath,
+            path,
+            format!("{what} is {kind}, not a regular file"),
+        )
+        .with_help(format!(
+            "replace it with a regular file (remove it, then write {what} as text)"
+        )),
+        Unreadable::Io(e) => Problem::in_file(
             ProblemKind::BadPath,
             path,
             format!("cannot read {what}: {e}"),
-        )
+        ),
     })?;
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
@@ -41,6 +53,45 @@ pub fn read_text(path: &std::path::Path, what: &str) -> Result<String, Problem> 
         )
         .with_help("save the file as UTF-8 (in most editors: \"Save with encoding\" → UTF-8)")
     })
+}
+
+/// Why [`read_regular`] read nothing.
+enum Unreadable {
+    /// The path is not a regular file: what it is, as "a FIFO", "a directory", ...
+    NotRegular(&'static str),
+    /// Opening or reading failed.
+    Io(std::io::Error),
+}
+
+/// The bytes of the regular file at `path` (symbolic links followed), opened without blocking:
+/// anything else is refused by its kind before it is read.
+fn read_regular(path: &std::path::Path) -> Result<Vec<u8>, Unreadable> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(Unreadable::Io)?;
+    let kind = file.metadata().map_err(Unreadable::Io)?.file_type();
+    if !kind.is_file() {
+        let name = if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_dir() {
+            "a directory"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device file"
+        } else {
+            "a special file"
+        };
+        return Err(Unreadable::NotRegular(name));
+    }
+    // O_NONBLOCK changes nothing for a regular file's reads.
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(Unreadable::Io)?;
+    Ok(bytes)
 }
 
 /// Checks `schema_version` before anything else is read, so a suite written for another
@@ -259,6 +310,26 @@ fn expected_list(message: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_or_a_directory_is_refused_without_blocking_and_a_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("suite.toml");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path that lives for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let p = read_text(&fifo, "suite.toml").expect_err("a FIFO is refused");
+        assert_eq!(p.kind, ProblemKind::BadPath);
+        assert_eq!(
+            p.message,
+            "suite.toml is a FIFO (named pipe), not a regular file"
+        );
+        let p = read_text(dir.path(), "suite.toml").expect_err("a directory is refused");
+        assert_eq!(p.message, "suite.toml is a directory, not a regular file");
+        let file = dir.path().join("ok.toml");
+        std::fs::write(&file, "id = \"x\"\n").unwrap();
+        assert_eq!(read_text(&file, "suite.toml").unwrap(), "id = \"x\"\n");
+    }
 
     #[test]
     fn unknown_field_suggests_the_nearest_key() {

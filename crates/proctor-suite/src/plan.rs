@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 use crate::suite::{MutationFile, Suite};
 use crate::tree::{suite_hash, tree_hash};
 
+/// The most trials per (task, variant) a suite (`development_trials`, `release_trials`) or
+/// `run --trials` may ask for. Far beyond what anyone runs, and small enough that a typo (an
+/// extra digit, `4294967295`) is refused instead of planned.
+pub const MAX_TRIALS_PER_CELL: u32 = 100_000;
+
+/// The most trials one run may plan in total (trials per cell × tasks × variants, after
+/// `--model` matrices): the plan is held in memory before anything runs.
+pub const MAX_PLANNED_TRIALS: u64 = 1_000_000;
+
 /// How many trials per (task, variant) a run takes, by the suite's own settings.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
@@ -112,6 +121,28 @@ pub enum PlanError {
     /// `--trials 0`.
     #[error("--trials must be at least 1")]
     ZeroTrials,
+    /// More trials per (task, variant) than [`MAX_TRIALS_PER_CELL`].
+    #[error("{trials} trials per (task, variant) is more than the {max} a run may take")]
+    TooManyPerCell {
+        /// What was asked for.
+        trials: u32,
+        /// [`MAX_TRIALS_PER_CELL`].
+        max: u32,
+    },
+    /// More trials in total than [`MAX_PLANNED_TRIALS`].
+    #[error(
+        "{trials} trials per (task, variant) × {cells} (task, variant) pairs = {total} trials, more than the {max} a run may plan"
+    )]
+    TooManyPlanned {
+        /// Trials per (task, variant).
+        trials: u32,
+        /// (task, variant) pairs selected.
+        cells: u64,
+        /// Their product.
+        total: u64,
+        /// [`MAX_PLANNED_TRIALS`].
+        max: u64,
+    },
     /// The suite could not be read while hashing it.
     #[error("cannot read the suite while hashing it: {0}")]
     Io(#[from] std::io::Error),
@@ -192,11 +223,28 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
         .iter()
         .filter(|v| options.variants.is_empty() || options.variants.iter().any(|n| v.is_named(n)))
         .collect();
+    // Bounded before anything is allocated for the trials.
+    if trials > MAX_TRIALS_PER_CELL {
+        return Err(PlanError::TooManyPerCell {
+            trials,
+            max: MAX_TRIALS_PER_CELL,
+        });
+    }
+    let cells = (tasks.len() as u64).saturating_mul(variants.len() as u64);
+    let total = cells.saturating_mul(u64::from(trials));
+    if total > MAX_PLANNED_TRIALS {
+        return Err(PlanError::TooManyPlanned {
+            trials,
+            cells,
+            total,
+            max: MAX_PLANNED_TRIALS,
+        });
+    }
     let mut mutations: Vec<Vec<MutationFile>> = Vec::new();
     for task in &tasks {
         mutations.push(suite.mutations(task.id.get_ref())?);
     }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     for index in 0..trials {
         for (task, patches) in tasks.iter().zip(&mutations) {
             let chosen =

@@ -146,7 +146,7 @@ impl Suite {
             .with_help("pass a directory that holds a suite.toml, or create one with `proctor init DIR`"));
         }
         let text = crate::parse::read_text(&path, "suite.toml").map_err(|p| {
-            if path.is_file() {
+            if path.exists() {
                 p
             } else {
                 p.with_help(

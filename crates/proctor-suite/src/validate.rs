@@ -106,6 +106,10 @@ struct Validator<'a> {
 #[derive(Debug, Default, Deserialize)]
 struct Spans {
     #[serde(default)]
+    development_trials: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    release_trials: Option<Spanned<toml::Value>>,
+    #[serde(default)]
     defaults: AllowSpan,
     #[serde(default)]
     variants: Vec<AllowSpan>,
@@ -125,6 +129,11 @@ struct TaskSpans {
     allow: Option<Spanned<toml::Value>>,
     #[serde(default)]
     expect: Option<Spanned<toml::Value>>,
+}
+
+/// The span of a value the lenient read found, or the file's start.
+fn span_of(value: &Option<Spanned<toml::Value>>) -> Range<usize> {
+    value.as_ref().map_or(0..0, Spanned::span)
 }
 
 /// The spans of a model script's turns, to point at the one that is inconsistent.
@@ -482,6 +491,7 @@ impl<'a> Validator<'a> {
                 .with_help("set them to the trials per (task, variant) you want");
             self.out.push(p);
         }
+        self.trial_bounds();
         if f.tasks.is_empty() {
             let p = self
                 .at(ProblemKind::Inconsistent, 0..0, "the suite has no tasks")
@@ -494,6 +504,50 @@ impl<'a> Validator<'a> {
                 .at(ProblemKind::Inconsistent, 0..0, "the suite has no variants")
                 .with_label("no [[variants]] table in this file")
                 .with_help("add a [[variants]] table with `id` and `agent`");
+            self.out.push(p);
+        }
+    }
+
+    /// `development_trials` and `release_trials` within [`crate::plan::MAX_TRIALS_PER_CELL`]
+    /// per (task, variant), and each times the (task, variant) pairs within
+    /// [`crate::plan::MAX_PLANNED_TRIALS`]: what `run` would otherwise die allocating.
+    fn trial_bounds(&mut self) {
+        use crate::plan::{MAX_PLANNED_TRIALS, MAX_TRIALS_PER_CELL};
+        let f = &self.suite.file;
+        let cells = (f.tasks.len() as u64).saturating_mul(f.variants.len() as u64);
+        for (key, n, span) in [
+            (
+                "development_trials",
+                f.development_trials,
+                span_of(&self.spans.development_trials),
+            ),
+            (
+                "release_trials",
+                f.release_trials,
+                span_of(&self.spans.release_trials),
+            ),
+        ] {
+            let total = cells.saturating_mul(u64::from(n));
+            let p = if n > MAX_TRIALS_PER_CELL {
+                self.at(
+                    ProblemKind::InvalidValue,
+                    span,
+                    format!("`{key} = {n}` is more than the {MAX_TRIALS_PER_CELL} trials per (task, variant) a run may take"),
+                )
+                .with_label("too many trials")
+                .with_help(format!("write `{key} = N` with N from 1 to {MAX_TRIALS_PER_CELL} (docs/suite-format.md, \"Bounds\")"))
+            } else if total > MAX_PLANNED_TRIALS {
+                let most = MAX_PLANNED_TRIALS / cells.max(1);
+                self.at(
+                    ProblemKind::InvalidValue,
+                    span,
+                    format!("`{key} = {n}` × {cells} (task, variant) pairs = {total} trials, more than the {MAX_PLANNED_TRIALS} a run may plan"),
+                )
+                .with_label("too many trials in total")
+                .with_help(format!("write `{key} = N` with N at most {most} for this suite's {cells} (task, variant) pairs, or split the suite"))
+            } else {
+                continue;
+            };
             self.out.push(p);
         }
     }

@@ -25,7 +25,18 @@ pub use security::Hosts;
 pub use server::{run_blocking, serve, Sources, Viewer};
 
 /// One self-contained HTML page of run `run` (prefix, id or `latest`): the run page followed
-/// by every trial's page, linked by anchors; no network fetch is needed to read it.
-pub fn export_html(viewer: &Viewer, run: &str) -> Result<String, ViewError> {
+/// by every trial's page, linked by anchors; no network fetch is needed to read it. A trial
+/// whose `trial.json` is damaged is named in its place (and in [`Export::damaged`]) and the
+/// rest are exported.
+pub fn export_html(viewer: &Viewer, run: &str) -> Result<Export, ViewError> {
     pages::export(viewer, run)
+}
+
+/// What [`export_html`] made.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The page.
+    pub html: String,
+    /// The trials left out because their `trial.json` is damaged, each with why.
+    pub damaged: Vec<proctor_store::DamagedTrial>,
 }

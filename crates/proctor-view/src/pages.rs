@@ -665,13 +665,31 @@ pub fn error(title: &str, message: &str) -> String {
 }
 
 /// The export: the run page, then every trial's sections under an anchor.
-pub fn export(viewer: &Viewer, prefix: &str) -> Result<String, ViewError> {
+pub fn export(viewer: &Viewer, prefix: &str) -> Result<crate::Export, ViewError> {
     let store = viewer.store();
     let run_page = crate::data::run_all(store, prefix)?;
     let mut html = run(&run_page, "export");
     let mut trials = String::from("<h2>Every trial</h2>");
+    let mut damaged = Vec::new();
     for t in &run_page.trials {
-        let page = crate::data::trial(store, &run_page.run, &t.trial_id, viewer.sources())?;
+        let page = match crate::data::trial(store, &run_page.run, &t.trial_id, viewer.sources()) {
+            Ok(page) => page,
+            // One torn trial.json costs that trial's section, never the page.
+            Err(ViewError::Store(proctor_store::StoreError::TrialDamaged { reason, .. })) => {
+                let _ = write!(
+                    trials,
+                    "<section id=\"trial-{id}\" class=\"trial\"><h3>{id}</h3><p class=\"note\">damaged: {why}; this trial's evidence is not in this page</p></section>",
+                    id = esc(&t.trial_id),
+                    why = esc(&reason),
+                );
+                damaged.push(proctor_store::DamagedTrial {
+                    trial_id: t.trial_id.clone(),
+                    reason,
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let _ = write!(
             trials,
             "<section id=\"trial-{}\" class=\"trial\">{}</section>",
@@ -682,7 +700,7 @@ pub fn export(viewer: &Viewer, prefix: &str) -> Result<String, ViewError> {
     if let Some(at) = html.find("\n</main>") {
         html.insert_str(at, &trials);
     }
-    Ok(html)
+    Ok(crate::Export { html, damaged })
 }
 
 /// `/compare?a=RUN/VARIANT&b=RUN/VARIANT`: verdicts per task, matched differences, pass@k.

@@ -46,6 +46,15 @@ pub enum Command {
         /// other tasks may be missing.
         #[arg(long = "task", value_name = "T", conflicts_with = "oracle")]
         tasks: Vec<String>,
+        /// The configuration file of model providers, as for `run`: variants on real models are
+        /// checked against it. Default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The image cache, as for `run`: with it, every image the tasks name is also pulled
+        /// and unpacked there (as `run` does before any trial), so a reference that cannot be
+        /// pulled is reported now. Without it, image references are checked as text only.
+        #[arg(long, value_name = "DIR")]
+        image_cache: Option<PathBuf>,
     },
     /// List the suites found under a folder.
     Suites {
@@ -310,6 +319,15 @@ pub enum Command {
     },
 }
 
+/// `--jobs N`: a whole number of at least 1 (0 would run nothing and wait forever).
+fn jobs_at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (the trials run at once)".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{text}` is not a whole number: {e}")),
+    }
+}
+
 /// Arguments of `proctor worker`.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
@@ -324,8 +342,8 @@ pub struct WorkerArgs {
     /// The store folder (on a file system every node sees).
     #[arg(long, value_name = "DIR", default_value = ".proctor")]
     pub store: PathBuf,
-    /// Trials run at once (default: the CPUs Slurm gave the task, else 1).
-    #[arg(long, short = 'j', value_name = "N")]
+    /// Trials run at once, at least 1 (default: the CPUs Slurm gave the task, else 1).
+    #[arg(long, short = 'j', value_name = "N", value_parser = jobs_at_least_one)]
     pub jobs: Option<usize>,
     /// Folder for per-trial scratch, on the node (default: /dev/shm when it is a tmpfs with
     /// room, else the temporary folder; never under the shared store).
@@ -395,8 +413,10 @@ pub struct RunArgs {
     /// Only these tasks (repeatable).
     #[arg(long = "task", value_name = "T")]
     pub tasks: Vec<String>,
-    /// Trials per (task, variant), overriding the trial mode.
-    #[arg(long, value_name = "N", conflicts_with = "trial_mode")]
+    /// Trials per (task, variant), overriding the trial mode: 1 to 100000
+    /// (`proctor_suite::plan::MAX_TRIALS_PER_CELL`; docs/suite-format.md).
+    #[arg(long, value_name = "N", conflicts_with = "trial_mode",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(proctor_suite::plan::MAX_TRIALS_PER_CELL)))]
     pub trials: Option<u32>,
     /// Take the trial count from `development_trials` or `release_trials`.
     #[arg(long, value_enum, default_value_t = TrialModeArg::Dev)]
@@ -407,8 +427,8 @@ pub struct RunArgs {
     /// Output format of the plan (--dry-run) or of the summary.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Trials run at once (default: the number of cores).
-    #[arg(long, short = 'j', value_name = "N")]
+    /// Trials run at once, at least 1 (default: the number of cores).
+    #[arg(long, short = 'j', value_name = "N", value_parser = jobs_at_least_one)]
     pub jobs: Option<usize>,
     /// Finish an interrupted run: only its unfinished trials are run.
     #[arg(long, value_name = "RUN")]

@@ -78,8 +78,7 @@ struct Arms {
 
 /// Runs the comparison.
 pub fn run(args: CompareArgs) -> Result<Status, Error> {
-    let store = Store::open(args.store)
-        .with_context(|| format!("cannot open the store at {}", args.store.display()))?;
+    let store = crate::commands::inspect::open(args.store)?;
     let arms = arms(&store, &args)?;
     let options = CompareOptions::from(&arms.suite.file.report);
     let comparison = compare(&arms.a, &arms.b, &options).map_err(|e| {

@@ -301,6 +301,14 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
     let file = match store.read_trial::<TrialRecord>(id, trial) {
         Ok(f) => f,
         Err(StoreError::TrialNotFound { .. }) => return Err(no_such_trial(store, id, trial)),
+        Err(StoreError::TrialDamaged { reason, path, .. }) => {
+            // Unreadable evidence of a trial that counts as unfinished: exit 3, as rescore does.
+            eprintln!(
+                "error: trial {trial} of run {id} is damaged: {reason}\n  file: {}\n  help: its outcome cannot be read; its other evidence files are kept beside it. `proctor run SUITE --resume {id}` runs it again; `proctor show {id}` lists the trials that are sound",
+                path.display()
+            );
+            return Ok(Status::Unfinished);
+        }
         Err(e) => {
             return Err(Error::usage(
                 e.to_string(),
@@ -582,6 +590,12 @@ pub fn reindex(store_dir: &Path) -> Result<Status, Error> {
         eprintln!(
             "warning: skipped run {}: {} (repair or remove its folder, then reindex again)",
             d.id, d.reason
+        );
+    }
+    for m in &r.mismatched_runs {
+        eprintln!(
+            "warning: run folder {} holds a run.json whose id is {}: indexed as run {} (the folder's name is the run's id; runs are never merged)",
+            m.id, m.recorded, m.id
         );
     }
     for (run, d) in &r.damaged_trials {

@@ -36,14 +36,32 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
             oracle: false,
             tasks,
+            config,
+            image_cache,
             ..
-        } => validate::run(&suite, format, &tasks),
+        } => validate::run(
+            &suite,
+            format,
+            &tasks,
+            config.as_deref(),
+            image_cache.as_deref(),
+        ),
         Command::Validate {
             suite,
             store,
             oracle_variant,
+            config,
+            image_cache,
             ..
-        } => validate_oracle(&suite, store.as_deref(), oracle_variant.as_deref()),
+        } => validate_oracle(
+            &suite,
+            store.as_deref(),
+            oracle_variant.as_deref(),
+            Images {
+                config: config.as_deref(),
+                cache: image_cache.as_deref(),
+            },
+        ),
         Command::Suites { dir } => suites::run(&dir),
         Command::Run(args) => run::run(args),
         Command::Sit(args) => sit::run(args),
@@ -153,13 +171,21 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
     }
 }
 
-/// `validate SUITE --oracle`: the static checks, then, when they pass, the oracle run.
+/// `validate --config` and `--image-cache`, as `run` takes them.
+struct Images<'a> {
+    config: Option<&'a Path>,
+    cache: Option<&'a Path>,
+}
+
+/// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,
+/// when they pass, the oracle run.
 fn validate_oracle(
     suite: &Path,
     store: Option<&Path>,
     oracle_variant: Option<&str>,
+    images: Images<'_>,
 ) -> Result<Status, Error> {
-    let status = validate::run(suite, Format::Text, &[])?;
+    let status = validate::run(suite, Format::Text, &[], images.config, images.cache)?;
     if status != Status::Success {
         return Ok(status);
     }

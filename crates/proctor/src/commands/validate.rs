@@ -15,8 +15,17 @@ use crate::exit::{Error, Status};
 /// `PATH`, then beside proctor). With `tasks`, only those tasks need their scripted-agent and
 /// model-script files; a task id the suite does not have is a usage error. Variants on real
 /// models are checked against the user's configuration (`$PROCTOR_CONFIG`, else the default
-/// file), and a provider key missing from the environment is a warning.
-pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error> {
+/// file, or `config` when given, as `run --config`), and a provider key missing from the
+/// environment is a warning. With `image_cache` (as `run --image-cache`), the image of every
+/// task that will run is pulled and unpacked there, as `run` does before any trial, so an image
+/// that cannot be had is a usage error now (exit 2, naming the task and the image).
+pub fn run(
+    dir: &Path,
+    format: Format,
+    tasks: &[String],
+    config: Option<&Path>,
+    image_cache: Option<&Path>,
+) -> Result<Status, Error> {
     let mut warnings = Vec::new();
     let checked = match Suite::parse(dir) {
         Err(problem) => Err(vec![problem]),
@@ -31,7 +40,25 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             warnings = checked.warnings;
             let mut problems = checked.problems;
             if problems.is_empty() {
-                problems = model_problems(&suite)?;
+                problems = model_problems(&suite, config)?;
+            }
+            if problems.is_empty() && image_cache.is_some() {
+                let ids: Vec<&str> = suite
+                    .file
+                    .tasks
+                    .iter()
+                    .map(|t| t.id.get_ref().as_str())
+                    .filter(|t| tasks.is_empty() || tasks.iter().any(|x| x == t))
+                    .collect();
+                let images = crate::commands::images::for_tasks(&suite, &ids, config, image_cache)?;
+                for (task, image) in &images {
+                    if format == Format::Text {
+                        eprintln!(
+                            "task `{task}`: image {} unpacked ({})",
+                            image.reference, image.digest
+                        );
+                    }
+                }
             }
             if problems.is_empty() {
                 Ok(suite)
@@ -48,7 +75,7 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
     let warning_lines = warnings.iter().map(|w| w.to_string());
     match (checked, format) {
         (Ok(suite), Format::Text) => {
-            for w in key_warnings(&suite) {
+            for w in key_warnings(&suite, config) {
                 eprintln!("warning: {w}");
             }
             let mutations: usize = suite
@@ -69,7 +96,7 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
             Ok(Status::Success)
         }
         (Ok(suite), Format::Json) => {
-            let warnings: Vec<String> = warning_lines.chain(key_warnings(&suite)).collect();
+            let warnings: Vec<String> = warning_lines.chain(key_warnings(&suite, config)).collect();
             let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [], "warnings": warnings });
             println!("{doc:#}");
             Ok(Status::Success)
@@ -90,9 +117,9 @@ pub fn run(dir: &Path, format: Format, tasks: &[String]) -> Result<Status, Error
 
 /// The variants whose model is reached through the model gateway, checked against the user's
 /// configuration: a model that is not `PROVIDER/MODEL` of a known provider, and a CLI whose wire
-/// API the provider does not serve, are problems at the variant. The configuration is read only
-/// when some variant needs it.
-fn model_problems(suite: &Suite) -> Result<Vec<Problem>, Error> {
+/// API the provider does not serve, are problems at the variant. The configuration (`config`,
+/// else the default) is read only when some variant needs it.
+fn model_problems(suite: &Suite, config: Option<&Path>) -> Result<Vec<Problem>, Error> {
     let variants: Vec<_> = suite
         .file
         .variants
@@ -102,7 +129,7 @@ fn model_problems(suite: &Suite) -> Result<Vec<Problem>, Error> {
     if variants.is_empty() {
         return Ok(Vec::new());
     }
-    let config = crate::commands::models::load_config(None)?;
+    let config = crate::commands::models::load_config(config)?;
     Ok(variants
         .into_iter()
         .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
@@ -115,8 +142,8 @@ fn model_problems(suite: &Suite) -> Result<Vec<Problem>, Error> {
 
 /// The key variables of the providers the suite's variants use that are not set here: a run
 /// would stop before any trial, naming them.
-fn key_warnings(suite: &Suite) -> Vec<String> {
-    let Ok(config) = crate::commands::models::load_config(None) else {
+fn key_warnings(suite: &Suite, config: Option<&Path>) -> Vec<String> {
+    let Ok(config) = crate::commands::models::load_config(config) else {
         return Vec::new();
     };
     let models: std::collections::BTreeMap<String, _> = suite

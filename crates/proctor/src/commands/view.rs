@@ -49,10 +49,10 @@ impl Sources for CliSources {
     }
 }
 
-/// The viewer of the store at `store_dir`.
+/// The viewer of the store at `store_dir`, which must exist: a mistyped path is refused, never
+/// created.
 fn viewer(store_dir: &Path) -> Result<Viewer, Error> {
-    let store = Store::open(store_dir)
-        .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
+    let store = crate::commands::inspect::open(store_dir)?;
     Ok(Viewer::new(store, Arc::new(CliSources)))
 }
 
@@ -77,14 +77,21 @@ pub fn view(store_dir: &Path, listen: SocketAddr, allow_hosts: &[String]) -> Res
 /// `proctor export RUN --html FILE`.
 pub fn export(store_dir: &Path, run: &str, html: &Path) -> Result<Status, Error> {
     let v = viewer(store_dir)?;
-    let page = proctor_view::export_html(&v, run).map_err(|e| match e {
+    let export = proctor_view::export_html(&v, run).map_err(|e| match e {
         proctor_view::ViewError::NotFound(m) => {
             Error::usage(m, "`proctor list` shows the runs in this store")
         }
         other => Error::Other(anyhow::Error::new(other)),
     })?;
+    let page = export.html;
     proctor_store::atomic_write(html, page.as_bytes())
         .with_context(|| format!("cannot write {}", html.display()))?;
+    for d in &export.damaged {
+        eprintln!(
+            "warning: trial {} was not exported: {} (`proctor show {run} {}` says more)",
+            d.trial_id, d.reason, d.trial_id
+        );
+    }
     eprintln!("wrote {} ({} KB)", html.display(), page.len() / 1024);
     Ok(Status::Success)
 }
