@@ -335,3 +335,37 @@ fn rescore_rebuilds_a_symlink_a_fifo_and_a_deletion_and_names_what_it_cannot() {
         }
     }
 }
+
+/// A backslash is a byte of a name on Linux, not a separator: `reports\\summary.md` is one
+/// file at the workspace's root, recorded under that exact name, and it does not satisfy
+/// `file_added = "reports/*.md"` (nor could it collide with `reports/summary.md`), in overlay
+/// and in copy mode.
+#[test]
+fn a_backslash_in_a_name_is_kept_as_a_name_byte() {
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "backslash",
+                who,
+                copy,
+                "",
+                "{ file_added = \"reports/*.md\" }",
+                &["echo x > 'reports\\summary.md'"],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "wrong");
+            let c = t.change("reports\\summary.md");
+            assert_eq!(c["kind"], "added", "{c:#}");
+            let changes = t.record["end_state"]["changes"].as_array().unwrap();
+            assert!(
+                changes.iter().all(|c| c["path"] != "reports/summary.md"),
+                "{changes:#?}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(t.stored("reports\\summary.md")).unwrap(),
+                "x\n"
+            );
+        }
+    }
+}

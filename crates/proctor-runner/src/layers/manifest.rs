@@ -66,7 +66,8 @@ impl Manifest {
                 .strip_prefix(dir)
                 .map_err(io::Error::other)?
                 .to_string_lossy()
-                .replace('\\', "/");
+                // On Linux `/` is the only separator: a backslash is a byte of the name.
+                .into_owned();
             let meta = std::fs::symlink_metadata(entry.path())?;
             let mode = meta.permissions().mode() & 0o7777;
             let kind = if meta.is_file() {

@@ -476,7 +476,8 @@ pub fn capture_changes(
             diff::ChangeKind::Deleted => ChangeKind::Deleted,
         };
         let mut rec = FileChange {
-            path: c.path.to_string_lossy().replace('\\', "/"),
+            // On Linux `/` is the only separator: a backslash is a byte of the name, kept.
+            path: c.path.to_string_lossy().into_owned(),
             kind,
             dir: c.entry == diff::EntryKind::Dir,
             mode: c.mode_after,
