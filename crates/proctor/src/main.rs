@@ -1,6 +1,8 @@
 //! The `proctor` command line: parses arguments, runs one command, and turns its result into an
 //! exit status. Data goes to stdout; progress and diagnostics go to stderr.
 
+#[macro_use]
+mod out;
 mod citation;
 mod cli;
 mod commands;
