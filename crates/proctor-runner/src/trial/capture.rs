@@ -605,6 +605,7 @@ pub fn denied_call(seq: u64, d: &DeniedCall, allowed: &[Allowed], at: f64) -> Ca
         seq,
         command,
         argv,
+        argv_hex: Default::default(),
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
