@@ -289,12 +289,17 @@ fn write_agent_output(
         transcript.push_str(&cut.to_string());
         transcript.push('\n');
     }
+    // When the answer is the agent's stdout (a `command` agent), its bytes are kept once: in
+    // `answer.txt`, with `agent.stdout.tail` holding the whitespace the answer left off.
+    let tail = answer_tail(&output.answer, stdout);
+    let stdout = if tail.is_some() { &[][..] } else { stdout };
     // A file that would be empty is not written: its absence means "nothing" (one inode less
     // per trial on the store's disk, where inode allocation is the costliest step).
     for (name, bytes) in [
         ("transcript.jsonl", transcript.as_bytes()),
         ("answer.txt", output.answer.as_bytes()),
         ("agent.stdout", stdout),
+        (STDOUT_TAIL, tail.unwrap_or_default()),
         ("agent.stderr", stderr),
     ] {
         if bytes.is_empty() {
@@ -305,6 +310,38 @@ fn write_agent_output(
         }
     }
     notes
+}
+
+/// Where a trial whose answer is its stdout keeps what followed the answer in it (trailing
+/// whitespace); `agent.stdout` is then not written: it is `answer.txt` followed by this file.
+pub const STDOUT_TAIL: &str = "agent.stdout.tail";
+
+/// The most bytes of trailing whitespace kept apart for a stdout stored once; past it both
+/// files are written, as they are for any other agent.
+const MAX_STDOUT_TAIL: usize = 4096;
+
+/// When `stdout` is `answer` followed only by (at most [`MAX_STDOUT_TAIL`] bytes of) whitespace,
+/// that rest; `None` when the answer is not the stdout (or is empty).
+fn answer_tail<'a>(answer: &str, stdout: &'a [u8]) -> Option<&'a [u8]> {
+    let rest = stdout.strip_prefix(answer.as_bytes())?;
+    let blank = std::str::from_utf8(rest).is_ok_and(|r| r.trim_end().is_empty());
+    (!answer.is_empty() && blank && rest.len() <= MAX_STDOUT_TAIL).then_some(rest)
+}
+
+/// The agent's stdout as the trial's folder keeps it: `agent.stdout`, or, for a trial whose
+/// answer is its stdout, `answer.txt` followed by [`STDOUT_TAIL`]. Empty when there is none.
+pub fn read_agent_stdout(trial_dir: &Path) -> Vec<u8> {
+    if let Ok(bytes) = std::fs::read(trial_dir.join("agent.stdout")) {
+        return bytes;
+    }
+    match std::fs::read(trial_dir.join(STDOUT_TAIL)) {
+        Ok(tail) => {
+            let mut bytes = std::fs::read(trial_dir.join("answer.txt")).unwrap_or_default();
+            bytes.extend_from_slice(&tail);
+            bytes
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The workspace's changes, read from the overlay's upper layer (or against the copy's
@@ -853,6 +890,32 @@ mod tests {
         );
         assert!(dir.path().join("agent.stdout").exists());
         assert!(!dir.path().join("agent.stderr").exists());
+    }
+
+    #[test]
+    fn a_stdout_that_is_the_answer_is_stored_once_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let stdout = "the answer\n  line two\n\n".as_bytes();
+        let output = AgentOutput {
+            answer: "the answer\n  line two".into(),
+            ..AgentOutput::default()
+        };
+        let notes = write_agent_output(dir.path(), &output, stdout, b"");
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(!dir.path().join("agent.stdout").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("answer.txt")).unwrap(),
+            b"the answer\n  line two"
+        );
+        assert_eq!(read_agent_stdout(dir.path()), stdout);
+        // Not the answer: both kept, as before.
+        let other = tempfile::tempdir().unwrap();
+        write_agent_output(other.path(), &output, b"{\"json\": 1}\n", b"");
+        assert_eq!(read_agent_stdout(other.path()), b"{\"json\": 1}\n");
+        assert!(!other.path().join(STDOUT_TAIL).exists());
+        assert_eq!(answer_tail("", b"\n"), None);
+        assert_eq!(answer_tail("a", b"a"), Some(&b""[..]));
+        assert_eq!(answer_tail("a", b"a b"), None);
     }
 
     #[test]
