@@ -31,15 +31,21 @@ fn assert_harmless_out(what: &str, out: &RunOut) {
     assert_harmless(&format!("{what} (stderr)"), &out.stderr);
 }
 
-/// A suite whose agent names a file with an escape, and answers with escapes; the task wants
-/// a file that is never made, so the trial is `wrong` and its reason is printed.
+/// A test file the agent plants, named with an escape, as `run` and `show` print it in the
+/// integrity audit's flag.
+const PLANTED_SHOWN: &str = "tests/test_x\\u{1b}[31mred.py";
+
+/// A suite whose agent names files with an escape (one of them a planted test, which the
+/// integrity audit flags by name on the progress line), and answers with escapes; the task wants
+/// a file that is never made, so the trial is `wrong`.
 fn escaping_lab(who: As) -> Lab {
     let lab = Lab::new(&format!("hostile-escapes-{who:?}"));
     lab.one_task(
         "",
-        "{ file_added = \"never.txt\" }",
+        "{ file_added = \"never.txt\" }, { check = \"python3 -m pytest -q\" }",
         &[
             r#"printf x > "$(printf 'name\033[31mred')""#,
+            r#"mkdir tests; echo 'def test_ok(): pass' > "tests/test_$(printf 'x\033[31mred').py""#,
             r"printf 'hello \033]52;c;aGk=\007 \033[2J'",
         ],
         true,
@@ -65,6 +71,7 @@ fn terminal_escapes_of_the_agent_never_reach_the_terminal() {
         assert_eq!(run.code, 1, "{run:?}");
         assert_harmless_out("run", &run);
         assert!(run.stderr.contains("t.agent.0"), "{run:?}");
+        assert!(run.stderr.contains(PLANTED_SHOWN), "{run:?}");
 
         let store = lab.store();
         let store = store.to_str().unwrap();
@@ -78,7 +85,7 @@ fn terminal_escapes_of_the_agent_never_reach_the_terminal() {
             .iter()
             .filter_map(|c| c["path"].as_str())
             .collect();
-        assert_eq!(names, ["name\x1b[31mred"]);
+        assert!(names.contains(&"name\x1b[31mred"), "{names:?}");
 
         let show_run = lab.proctor(who, &["show", &id, "--store", store]);
         assert_eq!(show_run.code, 0, "{show_run:?}");
@@ -99,6 +106,7 @@ fn terminal_escapes_of_the_agent_never_reach_the_terminal() {
             "{}",
             show.stdout
         );
+        assert!(show.stdout.contains(PLANTED_SHOWN), "{}", show.stdout);
 
         // JSON keeps the exact text.
         let json = lab.proctor(
@@ -206,6 +214,15 @@ fn a_command_agents_large_stdout_is_stored_once() {
         let trial = lab.trial_dir("t.cmd.0");
         let answer = std::fs::metadata(trial.join("answer.txt")).unwrap();
         assert_eq!(answer.len(), BYTES, "answer.txt keeps the whole answer");
+        assert!(
+            !trial.join("agent.stdout").exists(),
+            "the stdout is the answer"
+        );
+        assert_eq!(
+            std::fs::read(trial.join("agent.stdout.tail")).unwrap(),
+            b"\n",
+            "what the answer left off of the stdout"
+        );
         let on_disk = disk_bytes(&trial);
         // Once (20 MB) plus the bounded heads of the record and the transcript (1 MiB each),
         // never twice.

@@ -289,8 +289,8 @@ fn write_agent_output(
         transcript.push_str(&cut.to_string());
         transcript.push('\n');
     }
-    // When the answer is the agent's stdout (a `command` agent), its bytes are kept once: in
-    // `answer.txt`, with `agent.stdout.tail` holding the whitespace the answer left off.
+    // When the answer is the agent's (large) stdout, a `command` agent's, its bytes are kept
+    // once: in `answer.txt`, with `agent.stdout.tail` holding the whitespace the answer left off.
     let tail = answer_tail(&output.answer, stdout);
     let stdout = if tail.is_some() { &[][..] } else { stdout };
     // A file that would be empty is not written: its absence means "nothing" (one inode less
@@ -320,12 +320,19 @@ pub const STDOUT_TAIL: &str = "agent.stdout.tail";
 /// files are written, as they are for any other agent.
 const MAX_STDOUT_TAIL: usize = 4096;
 
-/// When `stdout` is `answer` followed only by (at most [`MAX_STDOUT_TAIL`] bytes of) whitespace,
-/// that rest; `None` when the answer is not the stdout (or is empty).
+/// The size from which a stdout that is the answer is stored once. A smaller one is also kept
+/// whole as `agent.stdout` (at most this much twice), where readers and scripts find it.
+pub const STORE_ONCE_FROM: usize = 4 << 20;
+
+/// When `stdout` is at least [`STORE_ONCE_FROM`] bytes and is `answer` followed only by (at
+/// most [`MAX_STDOUT_TAIL`] bytes of) whitespace, that rest; else `None`.
 fn answer_tail<'a>(answer: &str, stdout: &'a [u8]) -> Option<&'a [u8]> {
+    if stdout.len() < STORE_ONCE_FROM || answer.is_empty() {
+        return None;
+    }
     let rest = stdout.strip_prefix(answer.as_bytes())?;
     let blank = std::str::from_utf8(rest).is_ok_and(|r| r.trim_end().is_empty());
-    (!answer.is_empty() && blank && rest.len() <= MAX_STDOUT_TAIL).then_some(rest)
+    (blank && rest.len() <= MAX_STDOUT_TAIL).then_some(rest)
 }
 
 /// The agent's stdout as the trial's folder keeps it: `agent.stdout`, or, for a trial whose
@@ -893,29 +900,44 @@ mod tests {
     }
 
     #[test]
-    fn a_stdout_that_is_the_answer_is_stored_once_and_read_back_whole() {
+    fn a_large_stdout_that_is_the_answer_is_stored_once_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let stdout = "the answer\n  line two\n\n".as_bytes();
+        let answer = format!("the answer\n{}", "a".repeat(STORE_ONCE_FROM));
+        let stdout = format!("{answer}\n \n");
         let output = AgentOutput {
-            answer: "the answer\n  line two".into(),
+            answer: answer.clone(),
             ..AgentOutput::default()
         };
-        let notes = write_agent_output(dir.path(), &output, stdout, b"");
+        let notes = write_agent_output(dir.path(), &output, stdout.as_bytes(), b"");
         assert!(notes.is_empty(), "{notes:?}");
         assert!(!dir.path().join("agent.stdout").exists());
         assert_eq!(
             std::fs::read(dir.path().join("answer.txt")).unwrap(),
-            b"the answer\n  line two"
+            answer.as_bytes()
         );
-        assert_eq!(read_agent_stdout(dir.path()), stdout);
-        // Not the answer: both kept, as before.
-        let other = tempfile::tempdir().unwrap();
-        write_agent_output(other.path(), &output, b"{\"json\": 1}\n", b"");
-        assert_eq!(read_agent_stdout(other.path()), b"{\"json\": 1}\n");
-        assert!(!other.path().join(STDOUT_TAIL).exists());
-        assert_eq!(answer_tail("", b"\n"), None);
-        assert_eq!(answer_tail("a", b"a"), Some(&b""[..]));
-        assert_eq!(answer_tail("a", b"a b"), None);
+        assert_eq!(read_agent_stdout(dir.path()), stdout.as_bytes());
+        // A small one is kept as both, as before.
+        let small = tempfile::tempdir().unwrap();
+        let output = AgentOutput {
+            answer: "finished".into(),
+            ..AgentOutput::default()
+        };
+        write_agent_output(small.path(), &output, b"finished\n", b"");
+        assert_eq!(
+            std::fs::read(small.path().join("agent.stdout")).unwrap(),
+            b"finished\n"
+        );
+        assert_eq!(read_agent_stdout(small.path()), b"finished\n");
+        assert!(!small.path().join(STDOUT_TAIL).exists());
+        let big = "a".repeat(STORE_ONCE_FROM);
+        assert_eq!(answer_tail("", big.as_bytes()), None);
+        assert_eq!(answer_tail(&big, big.as_bytes()), Some(&b""[..]));
+        assert_eq!(
+            answer_tail("a", big.as_bytes()),
+            None,
+            "not whitespace after it"
+        );
+        assert_eq!(answer_tail("a", b"a\n"), None, "small");
     }
 
     #[test]
