@@ -9,6 +9,7 @@
 //! `{"seq": N}`, the shim runs the command and sends [`CallEnd`]. A connection that closes
 //! without an end (the shim was killed with the trial) is recorded with `exit: null`.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,8 +26,11 @@ use serde::{Deserialize, Serialize};
 pub struct CallStart {
     /// The command name.
     pub command: String,
-    /// Full argv.
+    /// Full argv, each argument that is not UTF-8 lossily decoded.
     pub argv: Vec<String>,
+    /// The exact bytes (hex) of each argument that is not UTF-8, by its index in `argv`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub argv_hex: BTreeMap<usize, String>,
     /// Working directory.
     pub cwd: String,
 }
@@ -185,6 +189,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
             seq,
             command: start.command,
             argv: start.argv,
+            argv_hex: start.argv_hex,
             cwd: start.cwd,
             stdin_bytes: e.stdin_bytes,
             stdin_hash: e.stdin_hash,
@@ -201,6 +206,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
             seq,
             command: start.command,
             argv: start.argv,
+            argv_hex: start.argv_hex,
             cwd: start.cwd,
             stdin_bytes: 0,
             stdin_hash: String::new(),

@@ -5,14 +5,21 @@
 //! bytes, hashing stdin, keeping a bounded head of each output), then reports the end and exits
 //! with the command's status.
 //!
+//! Arguments are bytes, as the kernel gives them: an argument that is not UTF-8 reaches the
+//! command unchanged and is logged as lossy text plus its exact bytes in hex (`argv_hex`).
+//!
 //! A terminal on stdin (a person's sitting, `proctor sit`) is handed to the command as it is,
 //! not copied: the command can prompt and read the person's keys, and nothing the person types
 //! ahead for their shell is swallowed. Such a call records no stdin (`stdin_bytes` 0); what was
 //! typed is on the sitting's terminal transcript.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -67,12 +74,26 @@ fn pump(mut from: impl Read, mut to: impl Write, tap: Arc<Mutex<Tap>>) {
     }
 }
 
-/// Runs the shim; returns the exit status to exit with.
+/// Runs the shim with text arguments; returns the exit status to exit with. See [`main_os`],
+/// which `proctor __shim` calls, for arguments that may not be UTF-8.
 pub fn main(args: &[String]) -> i32 {
-    let (Some(name), Some(real)) = (args.first(), args.get(1)) else {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    main_os(&args)
+}
+
+/// Runs the shim with the arguments as the kernel gave them (any bytes); returns the exit
+/// status to exit with. The command runs with exactly these bytes; the calls log gets each
+/// argument as text, lossily decoded, and the exact bytes of those that are not UTF-8.
+pub fn main_os(args: &[OsString]) -> i32 {
+    let (Some(name), Some(real)) = (
+        args.first().map(|n| n.to_string_lossy().into_owned()),
+        args.get(1),
+    ) else {
         eprintln!("proctor shim: usage: proctor __shim NAME REAL [ARGS...]");
         return 125;
     };
+    let name = name.as_str();
+    let real = Path::new(real);
     let rest = &args[2..];
     let mut log = match announce(name, rest) {
         Ok(log) => log,
@@ -93,7 +114,7 @@ pub fn main(args: &[String]) -> i32 {
     let end = match child {
         Ok(child) => relay(child),
         Err(e) => {
-            eprintln!("{name}: cannot run {real}: {e}");
+            eprintln!("{name}: cannot run {}: {e}", real.display());
             CallEnd {
                 exit: 127,
                 stderr_head: format!("cannot run: {e}"),
@@ -108,7 +129,7 @@ pub fn main(args: &[String]) -> i32 {
 /// Reports the call's start to the calls log and waits for its number; gives the connection
 /// to report its end on, or, when the log cannot be reached, the status to exit with (the
 /// command is then not run: an unlogged call must not happen).
-fn announce(name: &str, rest: &[String]) -> Result<UnixStream, i32> {
+fn announce(name: &str, rest: &[OsString]) -> Result<UnixStream, i32> {
     let socket = std::env::var(SOCKET_ENV).unwrap_or_else(|_| "/run/proctor/calls.sock".into());
     let conn = UnixStream::connect(&socket).map_err(|e| {
         eprintln!(
@@ -117,10 +138,18 @@ fn announce(name: &str, rest: &[String]) -> Result<UnixStream, i32> {
         125
     })?;
     let mut argv = vec![name.to_string()];
-    argv.extend(rest.iter().cloned());
+    let mut argv_hex = BTreeMap::new();
+    for (i, a) in rest.iter().enumerate() {
+        let text = a.to_string_lossy();
+        if a.to_str().is_none() {
+            argv_hex.insert(i + 1, hex(a.as_bytes()));
+        }
+        argv.push(text.into_owned());
+    }
     let start = CallStart {
         command: name.to_string(),
         argv,
+        argv_hex,
         cwd: std::env::current_dir()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
@@ -192,6 +221,11 @@ fn relay(mut child: Child) -> CallEnd {
     }
 }
 
+/// `bytes` in lower-case hex, two digits a byte.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A tap's byte count, head and hash (empty when it does not hash).
 fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
     match tap.lock() {
@@ -204,5 +238,16 @@ fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
                 .unwrap_or_default(),
         ),
         Err(_) => (0, String::new(), String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_two_lower_case_digits_a_byte() {
+        assert_eq!(hex(b"a\xffb\x00"), "61ff6200");
+        assert_eq!(hex(b""), "");
     }
 }

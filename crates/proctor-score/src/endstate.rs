@@ -49,8 +49,13 @@ pub struct CallRecord {
     pub seq: u64,
     /// The command name as the agent typed it.
     pub command: String,
-    /// Full argv, `argv[0]` being the command name.
+    /// Full argv, `argv[0]` being the command name; an argument that is not UTF-8 is here
+    /// lossily decoded (U+FFFD for each bad byte), its exact bytes in `argv_hex`.
     pub argv: Vec<String>,
+    /// The exact bytes, in lower-case hex, of each argument that is not UTF-8, by its index in
+    /// `argv`; absent when every argument is UTF-8.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub argv_hex: std::collections::BTreeMap<usize, String>,
     /// Working directory inside the sandbox.
     pub cwd: String,
     /// Bytes read from stdin.

@@ -133,6 +133,7 @@ mod tests {
             seq: 0,
             command: argv[0].into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
+            argv_hex: Default::default(),
             cwd: String::new(),
             stdin_bytes: 0,
             stdin_hash: "h".into(),

@@ -31,6 +31,7 @@ fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
         seq,
         command: argv[0].into(),
         argv: argv.iter().map(|s| s.to_string()).collect(),
+        argv_hex: Default::default(),
         cwd: "/workspace".into(),
         stdin_bytes: 0,
         stdin_hash: String::new(),

@@ -1,6 +1,8 @@
 //! The `proctor` command line: parses arguments, runs one command, and turns its result into an
 //! exit status. Data goes to stdout; progress and diagnostics go to stderr.
 
+#[macro_use]
+mod out;
 mod citation;
 mod cli;
 mod commands;
@@ -31,9 +33,18 @@ static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
 fn main() -> std::process::ExitCode {
     proctor_sandbox::register_builtins(BUILTINS);
     proctor_sandbox::enter_if_requested();
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(builtin) = args.get(1).and_then(|name| proctor_sandbox::builtin(name)) {
-        return exit_with(builtin(&args[2..]));
+    // Arguments as bytes: an agent's call of an allowed tool may pass any (`std::env::args`
+    // would panic on one that is not UTF-8), and the shim must run and log it exactly.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "__shim") {
+        return exit_with(proctor_runner::shim::main_os(&args[2..]));
+    }
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(builtin) = text.get(1).and_then(|name| proctor_sandbox::builtin(name)) {
+        return exit_with(builtin(&text[2..]));
     }
     // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`).
     // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.

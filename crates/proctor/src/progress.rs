@@ -24,7 +24,7 @@ const BAR: usize = 24;
 
 /// One finished trial's progress line (when stderr is not a terminal): count, trial id,
 /// outcome and seconds in aligned columns, then the reason for anything but `completed`, then
-/// the integrity audit's flags, if any.
+/// the integrity audit's flags, if any; each with its control characters shown escaped.
 pub fn trial_line(
     done: usize,
     total: usize,
@@ -32,14 +32,18 @@ pub fn trial_line(
     (outcome, reason, flags): (&str, &str, &[String]),
     seconds: f64,
 ) -> String {
+    use proctor_report::escape_line;
     let width = total.to_string().len();
+    // The reason and the flags may quote the agent (a name, an answer): one line, controls
+    // escaped.
+    let trial = escape_line(trial);
     let mut why = if outcome == "completed" {
         String::new()
     } else {
-        format!("  ({reason})")
+        format!("  ({})", escape_line(reason))
     };
     if !flags.is_empty() {
-        why.push_str(&format!("  [flagged: {}]", flags.join("; ")));
+        why.push_str(&format!("  [flagged: {}]", escape_line(&flags.join("; "))));
     }
     format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
 }
@@ -170,6 +174,25 @@ mod tests {
             "{}",
             lines[0]
         );
+    }
+
+    #[test]
+    fn a_progress_line_shows_the_agents_controls_escaped() {
+        let flags = ["changed \x1b[31mtests".to_string()];
+        let line = trial_line(
+            1,
+            1,
+            "t.v.0",
+            ("wrong", "said \x1b]52;c;aGk=\x07", &flags),
+            0.5,
+        );
+        assert!(!line.contains('\x1b') && !line.contains('\x07'), "{line:?}");
+        assert!(line.contains("(said \\u{1b}]52;c;aGk=\\u{7})"), "{line}");
+        assert!(
+            line.contains("[flagged: changed \\u{1b}[31mtests]"),
+            "{line}"
+        );
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
     }
 
     fn trial(id: &str) -> PlannedTrial {

@@ -38,36 +38,37 @@ pub fn diagnostic(d: &dyn miette::Diagnostic) -> String {
     out
 }
 
-/// Prints an error and its causes to stderr.
+/// Prints an error and its causes to stderr, control characters escaped (a message may quote a
+/// stored trial's text).
 pub fn error(err: &Error) {
     match err {
         Error::InvalidSuite { suite, problems } => {
             for p in problems {
                 eprint!("{}", problem(p));
             }
-            eprintln!(
+            errln!(
                 "error: {suite} is not a valid suite: {} problem{} found",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" }
             );
         }
         Error::Usage { message, hint } => {
-            eprintln!("error: {message}");
+            errln!("error: {message}");
             if let Some(h) = hint {
-                eprintln!("  help: {h}");
+                errln!("  help: {h}");
             }
         }
         Error::Stopped { message, hint } => {
-            eprintln!("error: {message}");
-            eprintln!("  help: {hint}");
+            errln!("error: {message}");
+            errln!("  help: {hint}");
         }
         Error::Other(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                errln!("  caused by: {cause}");
             }
             if let Some(h) = err.hint() {
-                eprintln!("  help: {h}");
+                errln!("  help: {h}");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! A small document model (headings, paragraphs, lists, tables) that the Markdown and Terminal
 //! exporters render from the same content, so the two never disagree on a number.
 
+use super::escape::escape_text;
 pub(crate) use super::table::Table;
 
 /// A block of a document.
@@ -16,7 +17,7 @@ pub(crate) enum Block {
     Table(Table),
 }
 
-/// Renders blocks as GitHub-flavoured Markdown.
+/// Renders blocks as GitHub-flavoured Markdown, control characters shown escaped.
 pub(crate) fn markdown(blocks: &[Block]) -> String {
     let mut out = String::new();
     for b in blocks {
@@ -45,10 +46,11 @@ pub(crate) fn markdown(blocks: &[Block]) -> String {
     while out.ends_with("\n\n") {
         out.pop();
     }
-    out
+    escape_text(&out).into_owned()
 }
 
-/// Renders blocks as plain text: aligned columns, no colour, no box-drawing characters.
+/// Renders blocks as plain text: aligned columns, no colour, no box-drawing characters, control
+/// characters shown escaped.
 pub(crate) fn plain(blocks: &[Block]) -> String {
     let mut out = String::new();
     for b in blocks {
@@ -90,5 +92,5 @@ pub(crate) fn plain(blocks: &[Block]) -> String {
     while out.ends_with("\n\n") {
         out.pop();
     }
-    out
+    escape_text(&out).into_owned()
 }

@@ -1,8 +1,11 @@
 //! Renderers behind one trait: Markdown (`results.md`), JSON (`results.json`, stable and
-//! described by a JSON Schema) and Terminal (plain text tables, readable without colour).
+//! described by a JSON Schema) and Terminal (plain text tables, readable without colour). The
+//! Markdown and Terminal renderers show agent-controlled text with its control characters escaped
+//! ([`escape_text`]); JSON keeps it exact.
 
 mod content;
 mod doc;
+mod escape;
 mod table;
 
 use serde::Serialize;
@@ -11,6 +14,7 @@ use crate::aggregate::RunReport;
 use crate::compare::Comparison;
 use crate::gate::GateReport;
 
+pub use escape::{escape_line, escape_text};
 pub use table::Table;
 
 /// Turns the report stage's outputs into text of one format.

@@ -1,6 +1,8 @@
 //! The one text table proctor prints: the reports' tables (Markdown and plain text) and every
 //! listing of the command line are rendered by it, so their columns line up the same way.
 
+use super::escape::escape_line;
+
 /// A table of text cells with a header row.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Table {
@@ -38,8 +40,10 @@ impl Table {
     }
 
     fn plain(&self, rule: bool) -> String {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
+        let escaped = self.escaped();
+        let (headers, rows) = (&escaped.headers, &escaped.rows);
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+        for r in rows {
             for (i, c) in r.iter().enumerate() {
                 if let Some(w) = widths.get_mut(i) {
                     *w = (*w).max(c.chars().count());
@@ -58,20 +62,35 @@ impl Table {
                 .join("  ");
             format!("{}\n", s.trim_end())
         };
-        let mut out = line(&self.headers);
+        let mut out = line(headers);
         if rule {
             out.push_str(&line(
                 &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
             ));
         }
-        for r in &self.rows {
+        for r in rows {
             out.push_str(&line(r));
         }
         out
     }
 
+    /// The table with every cell as one line of safe text ([`escape_line`]): a cell is often
+    /// the agent's (a name, a reason, an answer), and a control in it would reach the terminal.
+    fn escaped(&self) -> Table {
+        let esc = |c: &String| escape_line(c).into_owned();
+        Table {
+            headers: self.headers.iter().map(esc).collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| r.iter().map(esc).collect())
+                .collect(),
+        }
+    }
+
     /// GitHub-flavoured Markdown: a header line, the separator, a line per row; `|` in a cell is
-    /// escaped and a newline becomes a space.
+    /// escaped, a newline becomes a space and any other control character is shown escaped
+    /// ([`escape_line`]).
     pub fn markdown(&self) -> String {
         let line = |cells: &[String]| {
             format!(
@@ -93,7 +112,7 @@ impl Table {
 }
 
 fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    escape_line(&s.replace('|', "\\|").replace('\n', " ")).into_owned()
 }
 
 #[cfg(test)]
@@ -121,6 +140,21 @@ mod tests {
         let mut t = Table::new(&["name", "n"]);
         t.row(["café…", "1"]);
         assert_eq!(t.text(), "name   n\ncafé…  1\n");
+    }
+
+    #[test]
+    fn controls_in_cells_are_shown_escaped_and_columns_count_them() {
+        let mut t = Table::new(&["name", "n"]);
+        t.row(["a\x1b[31mb", "1"]);
+        t.row(["x", "2\t3"]);
+        assert_eq!(
+            t.text(),
+            "name          n\na\\u{1b}[31mb  1\nx             2\\u{9}3\n"
+        );
+        assert_eq!(
+            t.markdown(),
+            "| name | n |\n|---|---|\n| a\\u{1b}[31mb | 1 |\n| x | 2\\u{9}3 |\n"
+        );
     }
 
     #[test]

@@ -302,12 +302,17 @@ fn write_agent_output(
         transcript.push_str(&cut.to_string());
         transcript.push('\n');
     }
+    // When the answer is the agent's (large) stdout, a `command` agent's, its bytes are kept
+    // once: in `answer.txt`, with `agent.stdout.tail` holding the whitespace the answer left off.
+    let tail = answer_tail(&output.answer, stdout);
+    let stdout = if tail.is_some() { &[][..] } else { stdout };
     // A file that would be empty is not written: its absence means "nothing" (one inode less
     // per trial on the store's disk, where inode allocation is the costliest step).
     for (name, bytes) in [
         ("transcript.jsonl", transcript.as_bytes()),
         ("answer.txt", output.answer.as_bytes()),
         ("agent.stdout", stdout),
+        (STDOUT_TAIL, tail.unwrap_or_default()),
         ("agent.stderr", stderr),
     ] {
         if bytes.is_empty() {
@@ -318,6 +323,45 @@ fn write_agent_output(
         }
     }
     notes
+}
+
+/// Where a trial whose answer is its stdout keeps what followed the answer in it (trailing
+/// whitespace); `agent.stdout` is then not written: it is `answer.txt` followed by this file.
+pub const STDOUT_TAIL: &str = "agent.stdout.tail";
+
+/// The most bytes of trailing whitespace kept apart for a stdout stored once; past it both
+/// files are written, as they are for any other agent.
+const MAX_STDOUT_TAIL: usize = 4096;
+
+/// The size from which a stdout that is the answer is stored once. A smaller one is also kept
+/// whole as `agent.stdout` (at most this much twice), where readers and scripts find it.
+pub const STORE_ONCE_FROM: usize = 4 << 20;
+
+/// When `stdout` is at least [`STORE_ONCE_FROM`] bytes and is `answer` followed only by (at
+/// most [`MAX_STDOUT_TAIL`] bytes of) whitespace, that rest; else `None`.
+fn answer_tail<'a>(answer: &str, stdout: &'a [u8]) -> Option<&'a [u8]> {
+    if stdout.len() < STORE_ONCE_FROM || answer.is_empty() {
+        return None;
+    }
+    let rest = stdout.strip_prefix(answer.as_bytes())?;
+    let blank = std::str::from_utf8(rest).is_ok_and(|r| r.trim_end().is_empty());
+    (blank && rest.len() <= MAX_STDOUT_TAIL).then_some(rest)
+}
+
+/// The agent's stdout as the trial's folder keeps it: `agent.stdout`, or, for a trial whose
+/// answer is its stdout, `answer.txt` followed by [`STDOUT_TAIL`]. Empty when there is none.
+pub fn read_agent_stdout(trial_dir: &Path) -> Vec<u8> {
+    if let Ok(bytes) = std::fs::read(trial_dir.join("agent.stdout")) {
+        return bytes;
+    }
+    match std::fs::read(trial_dir.join(STDOUT_TAIL)) {
+        Ok(tail) => {
+            let mut bytes = std::fs::read(trial_dir.join("answer.txt")).unwrap_or_default();
+            bytes.extend_from_slice(&tail);
+            bytes
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The workspace's changes, read from the overlay's upper layer (or against the copy's
@@ -766,6 +810,7 @@ pub fn denied_call(seq: u64, d: &DeniedCall, allowed: &[Allowed], at: f64) -> Ca
         seq,
         command,
         argv,
+        argv_hex: Default::default(),
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
@@ -1074,6 +1119,47 @@ mod tests {
         );
         assert!(dir.path().join("agent.stdout").exists());
         assert!(!dir.path().join("agent.stderr").exists());
+    }
+
+    #[test]
+    fn a_large_stdout_that_is_the_answer_is_stored_once_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let answer = format!("the answer\n{}", "a".repeat(STORE_ONCE_FROM));
+        let stdout = format!("{answer}\n \n");
+        let output = AgentOutput {
+            answer: answer.clone(),
+            ..AgentOutput::default()
+        };
+        let notes = write_agent_output(dir.path(), &output, stdout.as_bytes(), b"");
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(!dir.path().join("agent.stdout").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("answer.txt")).unwrap(),
+            answer.as_bytes()
+        );
+        assert_eq!(read_agent_stdout(dir.path()), stdout.as_bytes());
+        // A small one is kept as both, as before.
+        let small = tempfile::tempdir().unwrap();
+        let output = AgentOutput {
+            answer: "finished".into(),
+            ..AgentOutput::default()
+        };
+        write_agent_output(small.path(), &output, b"finished\n", b"");
+        assert_eq!(
+            std::fs::read(small.path().join("agent.stdout")).unwrap(),
+            b"finished\n"
+        );
+        assert_eq!(read_agent_stdout(small.path()), b"finished\n");
+        assert!(!small.path().join(STDOUT_TAIL).exists());
+        let big = "a".repeat(STORE_ONCE_FROM);
+        assert_eq!(answer_tail("", big.as_bytes()), None);
+        assert_eq!(answer_tail(&big, big.as_bytes()), Some(&b""[..]));
+        assert_eq!(
+            answer_tail("a", big.as_bytes()),
+            None,
+            "not whitespace after it"
+        );
+        assert_eq!(answer_tail("a", b"a\n"), None, "small");
     }
 
     #[test]

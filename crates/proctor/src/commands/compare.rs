@@ -91,7 +91,7 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     print(&comparison, gates.as_ref(), args.format)?;
     match gates {
         Some(g) if !g.passed => {
-            eprintln!("a promotion gate failed");
+            errln!("a promotion gate failed");
             Ok(Status::GateFailed)
         }
         _ => Ok(Status::Success),
@@ -332,10 +332,10 @@ fn print(
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
         );
     } else {
-        print!("{}", exporter.comparison(comparison));
+        out!("{}", exporter.comparison(comparison));
         if let Some(g) = gates {
-            println!();
-            print!("{}", exporter.gates(g));
+            outln!();
+            out!("{}", exporter.gates(g));
         }
     }
     Ok(())
@@ -352,6 +352,6 @@ pub fn release_gates(suite: &Suite, rows: &[TrialRow]) -> Result<Option<bool>, E
             "a release run must include the baseline and candidate variants",
         )
     })?;
-    print!("\n{}", Terminal.gates(&report));
+    out!("\n{}", Terminal.gates(&report));
     Ok(Some(report.passed))
 }

@@ -183,7 +183,7 @@ fn command_transcript(trial_dir: &Path) -> Vec<String> {
 /// tool call it made (shell commands and others), the calls its permission layer refused, and
 /// the errors it reported.
 fn cli_transcript(agent: &str, trial_dir: &Path) -> Vec<String> {
-    let stdout = std::fs::read(trial_dir.join("agent.stdout")).unwrap_or_default();
+    let stdout = proctor_runner::trial::capture::read_agent_stdout(trial_dir);
     let stderr = std::fs::read(trial_dir.join("agent.stderr")).unwrap_or_default();
     let variant: Result<proctor_suite::model::Variant, _> =
         toml::from_str(&format!("id = \"shown\"\nagent = {agent:?}\n"));

@@ -84,25 +84,25 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                     outcomes,
                 ]);
             }
-            print!("{}", t.text());
+            out!("{}", t.text());
             if runs.is_empty() && damaged_runs.is_empty() {
-                eprintln!("no runs in {}", store_dir.display());
+                errln!("no runs in {}", store_dir.display());
             }
         }
     }
     for r in &runs {
         if let Some(why) = &r.meta.stop_reason {
-            eprintln!("note: run {} was stopped: {why}", r.id);
+            errln!("note: run {} was stopped: {why}", r.id);
         }
         for d in &r.damaged {
-            eprintln!(
+            errln!(
                 "warning: run {} trial {}: {} (not counted as finished; `run --resume` runs it again)",
                 r.id, d.trial_id, d.reason
             );
         }
     }
     for d in &damaged_runs {
-        eprintln!(
+        errln!(
             "warning: run {} is not listed: {} (repair or remove its folder, then `proctor reindex`)",
             d.id, d.reason
         );
@@ -140,7 +140,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
         );
         return Ok(Status::Success);
     }
-    eprintln!(
+    errln!(
         "run {id} · suite {} ({}…) · {} · isolation {} · {} of {} trial(s) finished",
         meta.suite_id,
         meta.suite_hash.get(..12).unwrap_or_default(),
@@ -150,12 +150,13 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
         meta.planned_trials
     );
     if let Some(why) = &meta.stop_reason {
-        eprintln!("stopped: {why}");
+        errln!("stopped: {why}");
     }
     for d in &damaged {
-        eprintln!(
+        errln!(
             "warning: trial {}: {} (not counted as finished; `run --resume` runs it again)",
-            d.trial_id, d.reason
+            d.trial_id,
+            d.reason
         );
     }
     // Variants side by side per task: n, outcome counts and the wrong turns of the graded
@@ -212,8 +213,8 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             list,
         ]);
     }
-    print!("{}", grid.text());
-    println!();
+    out!("{}", grid.text());
+    outln!();
     let mut t = Table::new(&["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
     for tr in &trials {
         t.row([
@@ -225,7 +226,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             tr.reason.clone().unwrap_or_default(),
         ]);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     Ok(Status::Success)
 }
 
@@ -352,7 +353,7 @@ fn print_sitting(s: &proctor_runner::record::SittingRecord) {
     let timeout = s
         .timeout_seconds
         .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
-    println!(
+    outln!(
         "\nsitting    {} · answer {answered} · {timeout} · terminal {} byte(s){}",
         s.person,
         s.terminal_bytes,
@@ -363,8 +364,8 @@ fn print_sitting(s: &proctor_runner::record::SittingRecord) {
         }
     );
     match &s.notes {
-        Some(n) => println!("notes\n  {}", n.trim().replace('\n', "\n  ")),
-        None => println!("notes      none"),
+        Some(n) => outln!("notes\n  {}", n.trim().replace('\n', "\n  ")),
+        None => outln!("notes      none"),
     }
 }
 
@@ -384,39 +385,42 @@ fn print_integrity(r: &TrialRecord) {
             .check
             .as_deref()
             .map_or(String::new(), |c| format!(" (check `{c}`)"));
-        println!("{label:<10} {}{check}", f.describe());
+        outln!("{label:<10} {}{check}", f.describe());
     }
 }
 
 fn print_head(r: &TrialRecord) {
-    println!(
+    outln!(
         "trial      {}  (task {}, variant {}, index {})",
-        r.plan.id, r.plan.task, r.plan.variant, r.plan.index
+        r.plan.id,
+        r.plan.task,
+        r.plan.variant,
+        r.plan.index
     );
-    println!("outcome    {}", r.outcome);
-    println!("reason     {}", r.reason);
+    outln!("outcome    {}", r.outcome);
+    outln!("reason     {}", r.reason);
     if let Some(limit) = &r.limit_reached {
-        println!(
+        outln!(
             "limit      limit reached: {limit} ({})",
             limit_meaning(limit)
         );
     }
     print_integrity(r);
     if let Some(m) = &r.plan.mutation {
-        println!(
+        outln!(
             "mutation   {} ({}…)",
             m.name,
             m.hash.get(..12).unwrap_or_default()
         );
     }
-    println!(
+    outln!(
         "agent      {} {}",
         r.launch.agent,
         r.launch.model.clone().unwrap_or_default()
     );
-    println!("command    {}", r.launch.argv.join(" "));
+    outln!("command    {}", one_line(&r.launch.argv));
     if let Some(img) = &r.launch.image {
-        println!("image      {} ({})", img.reference, img.digest);
+        outln!("image      {} ({})", img.reference, img.digest);
     }
     if let Some(res) = &r.launch.resources {
         let asked: Vec<String> = [
@@ -432,10 +436,10 @@ fn print_head(r: &TrialRecord) {
             (Some(why), false) => format!("not enforced: {why}"),
             (None, false) => "not enforced".to_string(),
         };
-        println!("resources  {} ({how})", asked.join(", "));
+        outln!("resources  {} ({how})", asked.join(", "));
     }
     let a = &r.end_state.agent;
-    println!(
+    outln!(
         "stopped    exit {} · signal {} · timed out {} · {:.2}s wall · {} cpu",
         a.exit_code.map_or("-".into(), |c| c.to_string()),
         a.signal.map_or("-".into(), |c| c.to_string()),
@@ -443,28 +447,36 @@ fn print_head(r: &TrialRecord) {
         a.wall_seconds,
         a.cpu_seconds.map_or("-".into(), |c| format!("{c:.2}s"))
     );
-    println!(
+    outln!(
         "\nanswer\n  {}",
         r.end_state.answer.trim().replace('\n', "\n  ")
     );
     if let Some(s) = &r.sitting {
         print_sitting(s);
     }
-    println!("\nchanges ({})", r.end_state.changes.len());
+    outln!("\nchanges ({})", r.end_state.changes.len());
     for c in &r.end_state.changes {
-        println!(
+        outln!(
             "  {:<13} {}",
             format!("{:?}", c.kind).to_lowercase(),
-            c.path
+            proctor_report::escape_line(&c.path)
         );
     }
-    println!("\ninterface calls ({})", r.end_state.calls.len());
+    outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
         let exit = c
             .exit
             .map_or("unfinished".to_string(), |e| format!("exit {e}"));
-        println!("  #{:<3} {:<11} {}", c.seq, exit, c.argv.join(" "));
+        outln!("  #{:<3} {:<11} {}", c.seq, exit, one_line(&c.argv));
     }
+}
+
+/// An argv as one line: its words, each with every control (newline included) escaped.
+fn one_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| proctor_report::escape_line(a))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every success assertion with its evidence, the interface metrics and the rubric.
@@ -473,27 +485,29 @@ fn print_verdict(r: &TrialRecord) {
         return;
     };
     if let Some(s) = &v.success {
-        println!("\nsuccess ({}): {:?}", s.mode, s.verdict);
+        outln!("\nsuccess ({}): {:?}", s.mode, s.verdict);
         for a in &s.assertions {
-            println!("  {:<8} {}", verdict_word(&a.verdict), a.rule);
+            outln!("  {:<8} {}", verdict_word(&a.verdict), a.rule);
             if !a.evidence.is_null() {
-                println!("           evidence: {}", a.evidence);
+                outln!("           evidence: {}", a.evidence);
             }
         }
     }
     if let Some(m) = &v.metrics {
-        println!(
+        outln!(
             "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {}",
             m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls
         );
     }
     if let Some(rb) = &v.rubric {
-        println!(
+        outln!(
             "\nrubric     {}/{} (before caps {})",
-            rb.total, rb.max, rb.raw_total
+            rb.total,
+            rb.max,
+            rb.raw_total
         );
         for c in &rb.criteria {
-            println!(
+            outln!(
                 "  {:<20} {}/{} (level {})",
                 c.id,
                 c.score,
@@ -502,7 +516,7 @@ fn print_verdict(r: &TrialRecord) {
             );
         }
         for c in &rb.caps {
-            println!("  cap {} applied: total at most {}", c.cap, c.max_total);
+            outln!("  cap {} applied: total at most {}", c.cap, c.max_total);
         }
     }
 }
@@ -514,35 +528,35 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
         .run_dir(id)
         .join(proctor_store::TRIALS_DIR)
         .join(trial);
-    println!();
+    outln!();
     for line in evidence::transcript(&r.launch.agent, r.end_state.agent.started, &trial_dir) {
-        println!("{line}");
+        outln!("{line}");
     }
-    println!();
+    outln!();
     for line in evidence::ledgers(&r.ledgers) {
-        println!("{line}");
+        outln!("{line}");
     }
     let looks = evidence::visuals(&r.end_state.visuals, &trial_dir);
     if !looks.is_empty() {
-        println!();
+        outln!();
         for line in looks {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !r.capture_notes.is_empty() {
-        println!("\ncapture notes (what the agent made that could not be kept; graded as added, with no content)");
+        outln!("\ncapture notes (what the agent made that could not be kept; graded as added, with no content)");
         for n in &r.capture_notes {
-            println!("  {n}");
+            outln!("  {n}");
         }
     }
     if !r.harness_notes.is_empty() {
-        println!("\nharness notes");
+        outln!("\nharness notes");
         for n in &r.harness_notes {
-            println!("  {n}");
+            outln!("  {n}");
         }
     }
     if r.end_state.changes.iter().any(|c| !c.dir) {
-        println!(
+        outln!(
             "\ndiff (against the start state; whole files in {})",
             trial_dir.join("changes/files").display()
         );
@@ -555,7 +569,7 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             &trial_dir.join("changes").join("files"),
             &mut start,
         ) {
-            println!("{line}");
+            outln!("{line}");
         }
     }
 }
@@ -581,15 +595,16 @@ pub fn reindex(store_dir: &Path) -> Result<Status, Error> {
     let (_, r) = Store::rebuild_index(store_dir)
         .with_context(|| format!("cannot rebuild the index of {}", store_dir.display()))?;
     if let Some(aside) = &r.moved_aside {
-        eprintln!(
+        errln!(
             "warning: the index was unreadable; moved it to {} and built a new one",
             aside.display()
         );
     }
     for d in &r.skipped_runs {
-        eprintln!(
+        errln!(
             "warning: skipped run {}: {} (repair or remove its folder, then reindex again)",
-            d.id, d.reason
+            d.id,
+            d.reason
         );
     }
     for m in &r.mismatched_runs {
@@ -599,14 +614,15 @@ pub fn reindex(store_dir: &Path) -> Result<Status, Error> {
         );
     }
     for (run, d) in &r.damaged_trials {
-        eprintln!(
+        errln!(
             "warning: run {run} trial {}: {} (not counted as finished; `run --resume` runs it again)",
             d.trial_id, d.reason
         );
     }
-    eprintln!(
+    errln!(
         "reindexed {} run(s), {} trial(s) from the run folders",
-        r.runs, r.trials
+        r.runs,
+        r.trials
     );
     Ok(Status::Success)
 }

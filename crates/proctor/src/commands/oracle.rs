@@ -55,13 +55,13 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
     };
     let report =
         proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;
-    print!("{}", table(&report).text());
+    out!("{}", table(&report).text());
     print_unexpected(&report);
     let failures = report.failures();
     if failures > 0 {
         // The evidence must outlive this command: a temporary store is kept.
         let kept: Option<PathBuf> = temp.map(tempfile::TempDir::keep);
-        eprintln!(
+        errln!(
             "\n{failures} oracle check(s) failed; the evidence is in {}",
             report.run_dir.display()
         );
@@ -69,14 +69,14 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
             .unexpected
             .first()
             .map_or("TRIAL", |u| u.trial.as_str());
-        eprintln!(
+        errln!(
             "read a trial with: proctor show --store {} {} {example}",
             kept.as_deref().unwrap_or(store.root()).display(),
             report.run
         );
         return Ok(Status::Invalid);
     }
-    eprintln!("every task's rules pass its oracle and fail the null agent");
+    errln!("every task's rules pass its oracle and fail the null agent");
     Ok(Status::Success)
 }
 
@@ -100,10 +100,10 @@ fn print_unexpected(report: &OracleReport) {
     if report.unexpected.is_empty() {
         return;
     }
-    eprintln!("\nerrored or unexpected trials:");
+    errln!("\nerrored or unexpected trials:");
     for u in &report.unexpected {
-        eprintln!("  {}: {}, expected {}", u.trial, u.outcome, u.expected);
-        eprintln!("    reason: {}", u.reason);
+        errln!("  {}: {}, expected {}", u.trial, u.outcome, u.expected);
+        errln!("    reason: {}", u.reason);
     }
 }
 

@@ -67,12 +67,12 @@ pub(crate) fn conclude(
         run.id().as_str(),
         &run.dir().display().to_string(),
     )?;
-    eprintln!("stored in {}", run.dir().display());
+    errln!("stored in {}", run.dir().display());
     if let Some(why) = &summary.stopped {
         return Err(stopped(why, suite_arg, run.id().as_str()));
     }
     if !all_done {
-        eprintln!(
+        errln!(
             "unfinished: {} of {} trial(s) done; finish with `proctor run {} --resume {}{resume_flags}`",
             summary.already_finished + summary.finished_now,
             summary.planned,
@@ -82,7 +82,7 @@ pub(crate) fn conclude(
         return Ok(Status::Unfinished);
     }
     if gate_failed {
-        eprintln!("release run: a promotion gate failed");
+        errln!("release run: a promotion gate failed");
         return Ok(Status::GateFailed);
     }
     let tally = match &report {
@@ -157,13 +157,13 @@ fn open_session(args: &RunArgs) -> Result<(Session, RunResources), Error> {
         }
     };
     for n in session.notes() {
-        eprintln!(
+        errln!(
             "note: {n}; trials are recorded with isolation = \"{}\"",
             session.isolation().label()
         );
     }
     if session.resumed() {
-        eprintln!("resuming run {}", session.run().id());
+        errln!("resuming run {}", session.run().id());
     }
     let gateway = access.map(models::start).transpose()?;
     let browser = models::browser_for(session.suite(), args.config.as_deref())?;
@@ -194,14 +194,14 @@ fn execute(
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let interrupted = proctor_runner::engine::install_interrupt_handler(|| {
-        eprintln!(
+        errln!(
             "\ninterrupted: stopping running trials; finished trials are kept (resume with --resume)"
         );
     })
     .context("cannot install the Ctrl-C handler")?;
     let plan = session.plan();
     let mut progress = Progress::new(plan.trials.len(), session.finished_before());
-    eprintln!(
+    errln!(
         "run {} · suite {} · {} trial(s) · {} job(s) · isolation {}",
         session.run().id(),
         plan.suite_id,
@@ -231,9 +231,7 @@ pub(crate) fn write_results(session: &Session) -> Option<proctor_report::RunRepo
     match session.write_results() {
         Ok(report) => report,
         Err(e) => {
-            eprintln!(
-                "warning: results.json was not written ({e}); `proctor show` reads the trials"
-            );
+            errln!("warning: results.json was not written ({e}); `proctor show` reads the trials");
             None
         }
     }
@@ -392,14 +390,14 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
             println!("{doc}");
         }
         Format::Text => {
-            eprintln!(
+            errln!(
                 "suite {} ({} mode, {} trial(s) per task and variant)",
                 plan.suite_id,
                 plan.trial_mode.as_str(),
                 plan.trials_per_cell
             );
-            eprintln!("  suite hash   {}", plan.suite_hash);
-            eprintln!("  fixture hash {}", plan.fixture_hash);
+            errln!("  suite hash   {}", plan.suite_hash);
+            errln!("  fixture hash {}", plan.fixture_hash);
             let mut table = Table::new(&["TRIAL", "TASK", "VARIANT", "INDEX", "MUTATION"]);
             for t in &plan.trials {
                 table.row([
@@ -412,8 +410,8 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
                         .map_or("-".to_string(), |m| m.name.clone()),
                 ]);
             }
-            print!("{}", table.text());
-            eprintln!(
+            out!("{}", table.text());
+            errln!(
                 "{} trial(s) planned; nothing executed (--dry-run)",
                 plan.trials.len()
             );
@@ -477,7 +475,7 @@ pub(crate) fn print_summary(
                     list,
                 ]);
             }
-            print!("{}", table.text());
+            out!("{}", table.text());
         }
     }
     Ok(())
