@@ -118,14 +118,12 @@ fn stages(
     }
     clock.lap("capture");
     let holdout = ctx.suite.holdout_dir(&planned.task);
+    let (check_files, holdout_hashes) = checks::read_holdout(holdout.as_deref());
     let hashes = Hashes {
         suite: ctx.plan.suite_hash.clone(),
         fixture: ctx.plan.fixture_hash.clone(),
         mutation: planned.mutation.clone(),
-        holdout: holdout
-            .as_deref()
-            .map(checks::hash_files)
-            .unwrap_or_default(),
+        holdout: holdout_hashes,
         variant_files: prepared.laid_in.clone(),
     };
     let mut end = captured.end;
@@ -146,7 +144,7 @@ fn stages(
         &end,
         &files,
         &faults,
-        &checks::check_files(holdout.as_deref()),
+        &check_files,
     );
     drop(prepared);
     clock.total();

@@ -69,13 +69,7 @@ fn trial(
     }
     let out = lab.run(who, &args);
     let record = lab.record("t.agent.0");
-    let iso = &record["isolation"];
-    let real = (copy || iso["workspace"] == "overlay")
-        && iso["namespaces"].as_array().is_some_and(|n| !n.is_empty());
-    if !real {
-        let why = format!("no namespaces or overlay here: {iso:#}");
-        assert!(std::env::var_os("CI").is_none(), "under CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    if !common::lab::real_isolation(&record, copy) {
         return None;
     }
     assert!(

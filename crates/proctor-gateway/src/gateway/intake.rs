@@ -106,13 +106,7 @@ async fn serve(
     let api = route
         .as_ref()
         .map_or_else(|| guess_api(&parts.headers, &path), |r| r.api);
-    // A token bound to its trial's own listener works there and nowhere else: a token read
-    // from another trial (or tried on the gateway's shared socket) is unknown here.
-    let trial = headers::tokens(&parts.headers, parts.uri.query())
-        .into_iter()
-        .find_map(|t| shared.trials.get(t))
-        .filter(|t| t.bound_to == listener);
-    let Some(trial) = trial else {
+    let Some(trial) = trial_of(shared, &parts, listener) else {
         return refusal(
             api,
             Refusal::UnknownToken,
@@ -173,25 +167,44 @@ async fn serve(
         );
         return failed(ex, Refusal::Injected(kind), kind, message);
     }
+    match upstream_request(trial, &parts, &target.suffix, prepared.body) {
+        Ok(upstream) => forward(shared, trial, ex, &route, upstream).await,
+        Err(message) => failed(ex, Refusal::Unreachable, FaultKind::ProviderError, message),
+    }
+}
+
+/// The trial whose token the request carries. A token bound to its trial's own listener works
+/// there and nowhere else: a token read from another trial (or tried on the gateway's shared
+/// socket) is unknown here.
+fn trial_of(shared: &Shared, parts: &Parts, listener: Option<u64>) -> Option<Arc<Trial>> {
+    headers::tokens(&parts.headers, parts.uri.query())
+        .into_iter()
+        .find_map(|t| shared.trials.get(t))
+        .filter(|t| t.bound_to == listener)
+}
+
+/// The request to send upstream: the provider's URL for `suffix` with the agent's query (less
+/// any key), its headers with the real key, `body`; or why the URL is bad.
+fn upstream_request(
+    trial: &Trial,
+    parts: &Parts,
+    suffix: &str,
+    body: Bytes,
+) -> Result<Upstream, String> {
     let provider = &trial.provider;
-    let mut url = format!("{}{}", provider.provider.base_url, target.suffix);
+    let mut url = format!("{}{suffix}", provider.provider.base_url);
     if let Some(q) = headers::query_without_key(parts.uri.query()) {
         url.push('?');
         url.push_str(&q);
     }
-    let uri: http::Uri = match url.parse() {
-        Ok(u) => u,
-        Err(e) => {
-            let message = format!("proctor gateway: bad upstream URL: {e}");
-            return failed(ex, Refusal::Unreachable, FaultKind::ProviderError, message);
-        }
-    };
-    let upstream = Upstream {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("proctor gateway: bad upstream URL: {e}"))?;
+    Ok(Upstream {
         uri,
         headers: headers::upstream(&parts.headers, provider.provider.api, provider.key.as_ref()),
-        body: prepared.body,
-    };
-    forward(shared, trial, ex, &route, upstream).await
+        body,
+    })
 }
 
 /// The route, if the trial's provider serves it with this method.

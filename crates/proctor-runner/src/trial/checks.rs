@@ -333,9 +333,17 @@ pub fn write_evidence(
 /// The checks' own files of a task for the integrity audit: every file under its holdout
 /// folder `dir` by relative path, with its content when it is small enough to read as source.
 pub fn check_files(dir: Option<&Path>) -> proctor_score::CheckFiles {
-    let mut out = proctor_score::CheckFiles::default();
+    read_holdout(dir).0
+}
+
+/// The holdout folder `dir` read once for a trial: its files for the audit ([`check_files`])
+/// and the BLAKE3 of each by relative path (recorded in the trial's hashes), a small file hashed
+/// from the bytes already read.
+pub fn read_holdout(dir: Option<&Path>) -> (proctor_score::CheckFiles, BTreeMap<String, String>) {
+    let mut files = proctor_score::CheckFiles::default();
+    let mut hashes = BTreeMap::new();
     let Some(dir) = dir else {
-        return out;
+        return (files, hashes);
     };
     for e in walkdir::WalkDir::new(dir)
         .into_iter()
@@ -345,37 +353,21 @@ pub fn check_files(dir: Option<&Path>) -> proctor_score::CheckFiles {
         let Ok(rel) = e.path().strip_prefix(dir) else {
             continue;
         };
+        let rel = rel.to_string_lossy().into_owned();
         let small = e
             .metadata()
             .is_ok_and(|m| m.len() <= proctor_score::audit::SOURCE_BYTES);
-        let content = if small {
-            std::fs::read(e.path()).unwrap_or_default()
-        } else {
-            Vec::new()
+        let read = small.then(|| std::fs::read(e.path()).ok()).flatten();
+        let hash = match &read {
+            Some(bytes) => Some(blake3::hash(bytes).to_hex().to_string()),
+            None => proctor_sandbox::diff::hash_file(e.path()).ok(),
         };
-        out.files
-            .insert(rel.to_string_lossy().into_owned(), content);
+        if let Some(h) = hash {
+            hashes.insert(rel.clone(), h);
+        }
+        files.files.insert(rel, read.unwrap_or_default());
     }
-    out
-}
-
-/// The BLAKE3 of every file under `dir`, by relative path.
-pub fn hash_files(dir: &Path) -> BTreeMap<String, String> {
-    walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| {
-            let rel = e
-                .path()
-                .strip_prefix(dir)
-                .ok()?
-                .to_string_lossy()
-                .into_owned();
-            Some((rel, proctor_sandbox::diff::hash_file(e.path()).ok()?))
-        })
-        .collect()
+    (files, hashes)
 }
 
 #[cfg(test)]
@@ -577,7 +569,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/a.py"), "a").unwrap();
         std::fs::write(dir.path().join("b.sh"), "b").unwrap();
-        let hashes = hash_files(dir.path());
+        let hashes = read_holdout(Some(dir.path())).1;
         assert_eq!(hashes.keys().collect::<Vec<_>>(), ["b.sh", "sub/a.py"]);
         assert_eq!(hashes["b.sh"], blake3::hash(b"b").to_hex().to_string());
     }

@@ -45,24 +45,7 @@ const SIZE_SLACK: u64 = 64;
 /// tabs) dropped at the end of every line, and blank lines dropped at the end. The text's own
 /// last newline is dropped too, so `"a\n"`, `"a"` and `"a \r\n\r\n"` normalise alike.
 pub fn normalise(bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut line_start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\r' | b'\n' => {
-                trim_line_end(&mut out, line_start);
-                out.push(b'\n');
-                line_start = out.len();
-                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    trim_line_end(&mut out, line_start);
+    let (mut out, _) = normalise_until(bytes, None);
     while out.last() == Some(&b'\n') {
         out.pop();
     }
@@ -73,7 +56,26 @@ pub fn normalise(bytes: &[u8]) -> Vec<u8> {
 /// final once a byte that is neither white space nor a line end follows it. `None` when the
 /// whole text normalises to fewer than `n` bytes.
 fn normalised_prefix(bytes: &[u8], n: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(n + 16);
+    let (mut out, stopped) = normalise_until(bytes, Some(n));
+    if stopped {
+        out.truncate(n);
+        return Some(out);
+    }
+    // The text ended first: what is left is its end, normalised whole.
+    while out.last() == Some(&b'\n') {
+        out.pop();
+    }
+    (out.len() >= n).then(|| {
+        out.truncate(n);
+        out
+    })
+}
+
+/// Line ends turned into LF and white space dropped at the end of every line, over the whole of
+/// `bytes`, or (with `stop`) until more than `stop` bytes are final (then `true`); the trailing
+/// newlines are left for the caller.
+fn normalise_until(bytes: &[u8], stop: Option<usize>) -> (Vec<u8>, bool) {
+    let mut out = Vec::with_capacity(stop.map_or(bytes.len(), |n| n + 16));
     let mut line_start = 0;
     let mut i = 0;
     while i < bytes.len() {
@@ -88,19 +90,15 @@ fn normalised_prefix(bytes: &[u8], n: usize) -> Option<Vec<u8>> {
             }
             b => {
                 out.push(b);
-                if out.len() > n && !is_blank(b) {
-                    out.truncate(n);
-                    return Some(out);
+                if stop.is_some_and(|n| out.len() > n) && !is_blank(b) {
+                    return (out, true);
                 }
             }
         }
         i += 1;
     }
-    let mut all = normalise(bytes);
-    (all.len() >= n).then(|| {
-        all.truncate(n);
-        all
-    })
+    trim_line_end(&mut out, line_start);
+    (out, false)
 }
 
 /// White space that [`normalise`] drops at the end of a line.

@@ -75,6 +75,21 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Whether a trial record shows real isolation: namespaces, and an overlay workspace unless
+/// `copy` was asked for. When it does not, the test is skipped with the reason printed, except
+/// under `CI`, where that fails it: a real part must never pass as a skip there.
+pub fn real_isolation(record: &serde_json::Value, copy: bool) -> bool {
+    let iso = &record["isolation"];
+    let real = (copy || iso["workspace"] == "overlay")
+        && iso["namespaces"].as_array().is_some_and(|n| !n.is_empty());
+    if !real {
+        let why = format!("no namespaces or overlay here: {iso:#}");
+        assert!(std::env::var_os("CI").is_none(), "under CI: {why}");
+        eprintln!("SKIPPED: {why}");
+    }
+    real
+}
+
 /// What a run printed.
 #[derive(Debug)]
 pub struct RunOut {
