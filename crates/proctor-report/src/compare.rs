@@ -719,6 +719,52 @@ fn pick<'r>(p: &(&'r TrialRow, &'r TrialRow), side: Side) -> &'r TrialRow {
     }
 }
 
+/// One arm's statistics over the matched pairs `all` (grouped by task in `groups`): its cell,
+/// pass@k and pass^k for k up to `k_max`.
+fn arm_stats<'r>(
+    groups: &[Vec<(&'r TrialRow, &'r TrialRow)>],
+    all: &[(&'r TrialRow, &'r TrialRow)],
+    side: Side,
+    k_max: u32,
+) -> ArmStats {
+    let pick = |p: &(&'r TrialRow, &'r TrialRow)| pick(p, side);
+    let per_task: Vec<(u64, u64)> = groups
+        .iter()
+        .map(|ps| {
+            let graded: Vec<&TrialRow> = ps
+                .iter()
+                .map(pick)
+                .filter(|r| r.verdict.outcome.is_graded())
+                .collect();
+            (
+                graded.len() as u64,
+                graded.iter().filter(|r| r.verdict.task_success).count() as u64,
+            )
+        })
+        .collect();
+    let estimate = |f: fn(u64, u64, u64) -> Option<f64>| {
+        (1..=k_max)
+            .map(|k| {
+                let vals: Vec<f64> = per_task
+                    .iter()
+                    .filter_map(|&(n, c)| f(n, c, u64::from(k)))
+                    .collect();
+                let tasks = vals.len() as u64;
+                PassK {
+                    k,
+                    value: (tasks > 0).then(|| vals.iter().sum::<f64>() / tasks as f64),
+                    tasks,
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    ArmStats {
+        cell: Cell::of(all.iter().map(pick)),
+        pass_at_k: estimate(pass_at_k),
+        pass_pow_k: estimate(pass_pow_k),
+    }
+}
+
 /// The comparison over the pairs of the given tasks (one group per task).
 fn cell<'r>(
     groups: &[Vec<(&'r TrialRow, &'r TrialRow)>],
@@ -726,46 +772,8 @@ fn cell<'r>(
     threshold: u64,
 ) -> ComparisonCell {
     let all: Vec<(&'r TrialRow, &'r TrialRow)> = groups.iter().flatten().copied().collect();
-    let arm = |side: Side| {
-        let pick = |p: &(&'r TrialRow, &'r TrialRow)| pick(p, side);
-        let per_task: Vec<(u64, u64)> = groups
-            .iter()
-            .map(|ps| {
-                let graded: Vec<&TrialRow> = ps
-                    .iter()
-                    .map(pick)
-                    .filter(|r| r.verdict.outcome.is_graded())
-                    .collect();
-                (
-                    graded.len() as u64,
-                    graded.iter().filter(|r| r.verdict.task_success).count() as u64,
-                )
-            })
-            .collect();
-        let estimate = |f: fn(u64, u64, u64) -> Option<f64>| {
-            (1..=k_max)
-                .map(|k| {
-                    let vals: Vec<f64> = per_task
-                        .iter()
-                        .filter_map(|&(n, c)| f(n, c, u64::from(k)))
-                        .collect();
-                    let tasks = vals.len() as u64;
-                    PassK {
-                        k,
-                        value: (tasks > 0).then(|| vals.iter().sum::<f64>() / tasks as f64),
-                        tasks,
-                    }
-                })
-                .collect::<Vec<_>>()
-        };
-        ArmStats {
-            cell: Cell::of(all.iter().map(pick)),
-            pass_at_k: estimate(pass_at_k),
-            pass_pow_k: estimate(pass_pow_k),
-        }
-    };
-    let a = arm(Side::A);
-    let b = arm(Side::B);
+    let a = arm_stats(groups, &all, Side::A, k_max);
+    let b = arm_stats(groups, &all, Side::B, k_max);
     let powered = a.cell.n >= threshold && b.cell.n >= threshold;
 
     let both: Vec<(&TrialRow, &TrialRow)> = all

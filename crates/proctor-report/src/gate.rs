@@ -454,6 +454,29 @@ fn complete_costs_gate(promotion: &Promotion, arms: &[(String, Cell)]) -> Gate {
     }
 }
 
+/// A relative improvement in words: `+12.5%`, or what an exact zero baseline makes of it.
+fn relative_text(relative: Option<f64>, unbounded: bool) -> String {
+    match relative {
+        Some(r) => format!("{:+.1}%", r * 100.0),
+        None if unbounded => "unbounded (from an exact zero)".to_string(),
+        None => "none (from an exact zero, no improvement)".to_string(),
+    }
+}
+
+/// The improvement the primary gate wants, in words.
+fn wanted_text(min_rel: Option<f64>, min_abs: Option<f64>, name: &str) -> String {
+    match (min_rel, min_abs) {
+        (Some(r), Some(x)) => format!(
+            "at least {:.1}% relative or {} absolute",
+            r * 100.0,
+            amount(x, name)
+        ),
+        (Some(r), None) => format!("at least {:.1}% relative", r * 100.0),
+        (None, Some(x)) => format!("at least {} absolute", amount(x, name)),
+        (None, None) => "any improvement".to_string(),
+    }
+}
+
 /// Gate 4, `primary_metric`: the primary metric improved enough, in the configured direction,
 /// on the matched trials.
 fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> Gate {
@@ -532,21 +555,8 @@ fn primary_gate(promotion: &Promotion, name: &str, base: &Cell, cand: &Cell) -> 
     } else {
         rel_ok || abs_ok
     };
-    let rel_text = match relative {
-        Some(r) => format!("{:+.1}%", r * 100.0),
-        None if unbounded => "unbounded (from an exact zero)".to_string(),
-        None => "none (from an exact zero, no improvement)".to_string(),
-    };
-    let wanted = match (min_rel, min_abs) {
-        (Some(r), Some(x)) => format!(
-            "at least {:.1}% relative or {} absolute",
-            r * 100.0,
-            amount(x, name)
-        ),
-        (Some(r), None) => format!("at least {:.1}% relative", r * 100.0),
-        (None, Some(x)) => format!("at least {} absolute", amount(x, name)),
-        (None, None) => "any improvement".to_string(),
-    };
+    let rel_text = relative_text(relative, unbounded);
+    let wanted = wanted_text(min_rel, min_abs, name);
     Gate {
         statistic: a.statistic,
         name: "primary_metric".into(),
