@@ -9,7 +9,14 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Connections a relay joins at once; the next waits in the listening socket's queue until one
+/// ends (the gateway's socket for the trial serves as many).
+pub const RELAY_CONNECTIONS: usize = 64;
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +80,14 @@ pub fn serve_relay(
             source,
         })?;
         on_ready(bound);
+        let places = Arc::new(Semaphore::new(RELAY_CONNECTIONS));
         loop {
+            let Ok(place) = Arc::clone(&places).acquire_owned().await else {
+                return Ok(());
+            };
             match listener.accept().await {
                 Ok((conn, _)) => {
-                    tokio::spawn(join(conn, socket.to_path_buf()));
+                    tokio::spawn(join(conn, socket.to_path_buf(), place));
                 }
                 // Out of descriptors and the like: wait a moment rather than spin.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
@@ -88,7 +99,7 @@ pub fn serve_relay(
 /// Copies bytes both ways between an agent's connection and a fresh gateway connection until
 /// either side closes. A gateway that cannot be reached closes the agent's connection, which its
 /// HTTP client reports as a connection error.
-async fn join(mut conn: TcpStream, socket: PathBuf) {
+async fn join(mut conn: TcpStream, socket: PathBuf, _place: OwnedSemaphorePermit) {
     let _ = conn.set_nodelay(true);
     let Ok(mut gateway) = UnixStream::connect(&socket).await else {
         return;

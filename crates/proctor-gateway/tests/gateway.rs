@@ -1286,3 +1286,218 @@ fn many_trials_share_a_provider_and_keep_separate_ledgers() {
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
     }
 }
+
+/// A gateway whose byte budget holds one 600 KB body at a time, waiting `wait_ms` for room.
+fn tight_gateway(up: &Upstream, wait_ms: u64) -> proctor_gateway::GatewayHandle {
+    let config = config(&format!(
+        "[providers.anthropic]\nbase_url = \"{}\"\n\n[providers.openai]\nbase_url = \"{}\"\n",
+        up.url(),
+        up.url()
+    ));
+    let options = GatewayOptions {
+        max_request_bytes: 1 << 20,
+        budget_bytes: 1 << 20,
+        trial_budget_bytes: 1 << 20,
+        budget_wait: Duration::from_millis(wait_ms),
+        ..GatewayOptions::default()
+    };
+    gateway_with(&config, &["anthropic", "openai"], options)
+}
+
+fn big_body(kb: usize) -> String {
+    format!(
+        r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(kb * 1000)
+    )
+}
+
+#[test]
+fn a_body_with_no_room_in_the_budget_waits_then_is_refused_as_overloaded_in_the_apis_shape() {
+    // The first request holds its room while the upstream takes 1.5 s to answer.
+    let up = Upstream::start(|seen, _| {
+        let reply = Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#);
+        if seen.contains("slow") {
+            Reply::Slow {
+                delay: Duration::from_millis(1500),
+                reply: Box::new(reply),
+            }
+        } else {
+            reply
+        }
+    });
+    let gw = Arc::new(tight_gateway(&up, 200));
+    let slow = gw.register_trial(grant("anthropic", "m")).unwrap();
+    let other = gw.register_trial(grant("anthropic", "m")).unwrap();
+    let oai = gw.register_trial(grant("openai", "m")).unwrap();
+    let first = {
+        let (gw, token) = (Arc::clone(&gw), slow.as_str().to_string());
+        std::thread::spawn(move || {
+            client(&gw).post(
+                "/v1/messages",
+                &[("x-api-key", &token)],
+                &big_body(600).replace("\"xxxx", "\"slow"),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    // Another trial's 600 KB body finds no room within 200 ms: 529 overloaded_error.
+    let r = client(&gw).post(
+        "/v1/messages",
+        &[("x-api-key", other.as_str())],
+        &big_body(600),
+    );
+    assert_eq!(r.status, 529, "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["type"],
+        "overloaded_error",
+        "{}",
+        r.text()
+    );
+    // In OpenAI's shape: 503 with its error object.
+    let r = client(&gw).post(
+        "/v1/responses",
+        &[("authorization", &format!("Bearer {}", oai.as_str()))],
+        &big_body(600),
+    );
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "overloaded", "{}", r.text());
+    // A small body still fits beside the held one.
+    let small = client(&gw).post(
+        "/v1/messages",
+        &[("x-api-key", other.as_str())],
+        r#"{"model":"m"}"#,
+    );
+    assert_eq!(small.status, 200, "{}", small.text());
+    assert_eq!(first.join().unwrap().status, 200);
+    // Once the first is filed, its room is back: the same body now goes through.
+    let r = client(&gw).post(
+        "/v1/messages",
+        &[("x-api-key", other.as_str())],
+        &big_body(600),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        up.seen().len(),
+        3,
+        "the refused requests never went upstream"
+    );
+    let l = gw.finish_trial(&other).unwrap();
+    assert_eq!((l.requests_forwarded, l.requests_refused), (2, 1));
+    assert_eq!(
+        l.fault, None,
+        "the gateway's own overload is not the provider's fault"
+    );
+}
+
+#[test]
+fn a_waiting_body_is_served_once_room_is_free() {
+    let up = Upstream::start(|seen, _| {
+        let reply = Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#);
+        if seen.contains("slow") {
+            Reply::Slow {
+                delay: Duration::from_millis(600),
+                reply: Box::new(reply),
+            }
+        } else {
+            reply
+        }
+    });
+    let gw = Arc::new(tight_gateway(&up, 10_000));
+    let t = gw.register_trial(grant("anthropic", "m")).unwrap();
+    let first = {
+        let (gw, token) = (Arc::clone(&gw), t.as_str().to_string());
+        std::thread::spawn(move || {
+            client(&gw).post(
+                "/v1/messages",
+                &[("x-api-key", &token)],
+                &big_body(600).replace("\"xxxx", "\"slow"),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let r = client(&gw).post("/v1/messages", &[("x-api-key", t.as_str())], &big_body(600));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waited for the first request's room"
+    );
+    assert_eq!(first.join().unwrap().status, 200);
+    let l = gw.finish_trial(&t).unwrap();
+    assert_eq!((l.requests_forwarded, l.requests_refused), (2, 0));
+}
+
+#[test]
+fn a_body_declared_over_the_limit_is_refused_before_it_is_sent() {
+    use std::io::{Read, Write};
+    let up = Upstream::start(|_, _| Reply::ok("{}"));
+    let gw = tight_gateway(&up, 200);
+    let t = gw.register_trial(grant("anthropic", "m")).unwrap();
+    let mut s = std::net::TcpStream::connect(gw.tcp_addr().unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // 100 MB declared, nothing sent: the answer comes without the body.
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nhost: gw\r\nx-api-key: {}\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\nexpect: 100-continue\r\n\r\n",
+        t.as_str()
+    )
+    .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(head.contains("request_too_large"), "{head}");
+    assert!(up.seen().is_empty());
+}
+
+#[test]
+fn a_trials_socket_serves_a_bounded_number_of_connections_at_once() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let up = Upstream::start(|_, _| Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#));
+    let config = config(&format!(
+        "[providers.anthropic]\nbase_url = \"{}\"\n",
+        up.url()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let options = GatewayOptions {
+        unix_socket: Some(dir.path().join("gateway.sock")),
+        trial_connections: 2,
+        ..GatewayOptions::default()
+    };
+    let gw = gateway_with(&config, &["anthropic"], options);
+    let sock = dir.path().join("trial.sock");
+    let t = gw
+        .register_trial_at(grant("anthropic", "m"), &sock)
+        .unwrap();
+    // Two idle connections take both places.
+    let idle: Vec<UnixStream> = (0..2)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = UnixStream::connect(&sock).unwrap();
+    let body = r#"{"model":"m"}"#;
+    write!(
+        third,
+        "POST /v1/messages HTTP/1.1\r\nhost: gw\r\nx-api-key: {}\r\ncontent-length: {}\r\n\r\n{body}",
+        t.as_str(),
+        body.len()
+    )
+    .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    assert!(
+        third.read(&mut buf).is_err(),
+        "a third connection is not served while two are open"
+    );
+    drop(idle);
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = third.read(&mut buf).unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    gw.finish_trial(&t).unwrap();
+}

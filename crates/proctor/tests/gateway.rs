@@ -643,3 +643,107 @@ fn the_gateway_reaches_an_https_upstream_trusting_the_providers_ca_file() {
     assert!(reason.starts_with("provider-error:"), "{reason}");
     assert_eq!(lines.len(), up.lines().len(), "no request got through");
 }
+
+/// An agent that sends 16 requests of 60 MB each at once (a long user message, like a huge
+/// pasted file) and writes each one's status to `statuses.txt`.
+const FLOOD_AGENT: &str = r#"
+import json, os, threading, urllib.error, urllib.request
+base, key, model = os.environ["ANTHROPIC_BASE_URL"], os.environ["ANTHROPIC_API_KEY"], os.environ["PROCTOR_MODEL"]
+n, mb = 16, 60
+body = json.dumps({"model": model, "max_tokens": 8,
+    "messages": [{"role": "user", "content": "x" * (mb * 1000 * 1000 - 200)}]}).encode()
+statuses = [None] * n
+def ask(i):
+    req = urllib.request.Request(base + "/v1/messages", data=body, method="POST",
+        headers={"x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=240) as r:
+            r.read()
+            statuses[i] = r.status
+    except urllib.error.HTTPError as e:
+        statuses[i] = e.code
+    except Exception as e:
+        statuses[i] = repr(e)
+threads = [threading.Thread(target=ask, args=(i,)) for i in range(n)]
+for t in threads: t.start()
+for t in threads: t.join()
+open("statuses.txt", "w").write(" ".join(str(s) for s in statuses) + "\n")
+"#;
+
+#[test]
+fn sixteen_concurrent_60_mb_requests_keep_proctor_under_300_mib() {
+    // The upstream keeps no log here: it would hold every 60 MB body.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("upstream.toml");
+    std::fs::write(&script, TURNS).unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
+        .args(["mock-model", "--script"])
+        .arg(&script)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--require-key-env",
+            "UPSTREAM_KEY",
+        ])
+        .env("UPSTREAM_KEY", REAL_KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let up = Upstream {
+        child,
+        url: url.trim().to_string(),
+        log: dir.path().join("none"),
+        _dir: dir,
+    };
+    let lab = lab("gw-flood", Some(&up), "", "");
+    lab.write("agents/agent.py", FLOOD_AGENT);
+    let toml = lab.suite().join("suite.toml");
+    std::fs::write(
+        &toml,
+        std::fs::read_to_string(&toml)
+            .unwrap()
+            .replace("wall_timeout_seconds = 60", "wall_timeout_seconds = 600")
+            .replace("\"out.txt\"", "\"statuses.txt\"")
+            .replace("pattern = \"hello\"", "pattern = \"200\""),
+    )
+    .unwrap();
+    let suite = lab.suite();
+    let store = lab.store();
+    let config = lab.root.join("config.toml");
+    let args = [
+        "run",
+        suite.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--trials",
+        "1",
+    ];
+    let env = [("UPSTREAM_KEY", REAL_KEY)];
+    let (out, peak_kib) = lab.proctor_peak_rss(As::Me, &args, &env);
+    let id = "hello.sdk.0";
+    let record = lab.record(id);
+    let statuses =
+        std::fs::read_to_string(lab.trial_dir(id).join("changes/files/statuses.txt")).unwrap();
+    // Every request was served, none refused: the budget made them wait their turn.
+    assert_eq!(
+        statuses.trim(),
+        ["200"; 16].join(" "),
+        "{}\n{record:#}",
+        out.stderr
+    );
+    assert_eq!(record["ledgers"]["wire"]["requests"], 16, "{record:#}");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let peak_mib = peak_kib / 1024;
+    eprintln!("peak RSS of proctor run: {peak_mib} MiB for 16 x 60 MB requests");
+    assert!(
+        peak_mib < 300,
+        "proctor reached {peak_mib} MiB under 16 concurrent 60 MB requests"
+    );
+}

@@ -22,6 +22,9 @@ pub(crate) enum Refusal {
     BadRequest,
     /// The request body is larger than the gateway takes.
     TooLarge,
+    /// The gateway had no room for the request's body in time (its byte budgets are full):
+    /// answered as the provider answers when overloaded, which clients retry.
+    Overloaded,
     /// A trial limit is reached. Anthropic: 400 `invalid_request_error` (like an exhausted
     /// credit balance, which its clients do not retry); OpenAI: 429 `insufficient_quota`;
     /// Gemini: 429 `RESOURCE_EXHAUSTED`.
@@ -43,6 +46,11 @@ impl Refusal {
             Refusal::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Refusal::BadRequest => StatusCode::BAD_REQUEST,
             Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            // Anthropic's own "overloaded" status.
+            Refusal::Overloaded if api == Api::AnthropicMessages => {
+                StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+            }
+            Refusal::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Refusal::Limit(_) if api == Api::AnthropicMessages => StatusCode::BAD_REQUEST,
             Refusal::Limit(_) => StatusCode::TOO_MANY_REQUESTS,
             Refusal::Timeout => StatusCode::GATEWAY_TIMEOUT,
@@ -62,6 +70,7 @@ impl Refusal {
                 "invalid_request_error"
             }
             Refusal::TooLarge => "request_too_large",
+            Refusal::Overloaded => "overloaded_error",
             Refusal::Timeout => "timeout_error",
             Refusal::Unreachable => "api_error",
             Refusal::Injected(FaultKind::RateLimit) => "rate_limit_error",
@@ -78,6 +87,7 @@ impl Refusal {
             Refusal::MethodNotAllowed => ("invalid_request_error", Some("method_not_allowed")),
             Refusal::BadRequest => ("invalid_request_error", None),
             Refusal::TooLarge => ("invalid_request_error", Some("request_too_large")),
+            Refusal::Overloaded => ("server_error", Some("overloaded")),
             Refusal::Limit(_) => ("insufficient_quota", Some("insufficient_quota")),
             Refusal::Timeout => ("server_error", Some("timeout")),
             Refusal::Unreachable => ("server_error", Some("upstream_unreachable")),
@@ -99,7 +109,7 @@ impl Refusal {
             }
             Refusal::Limit(_) => "RESOURCE_EXHAUSTED",
             Refusal::Timeout => "DEADLINE_EXCEEDED",
-            Refusal::Unreachable => "UNAVAILABLE",
+            Refusal::Unreachable | Refusal::Overloaded => "UNAVAILABLE",
             Refusal::Injected(FaultKind::RateLimit) => "RESOURCE_EXHAUSTED",
             Refusal::Injected(FaultKind::CredentialLoss) => "UNAUTHENTICATED",
             Refusal::Injected(FaultKind::Timeout) => "DEADLINE_EXCEEDED",

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::budget::Held;
 use super::limiter::Permit;
 use super::trials::{Outcome, Trial};
 use crate::api::Api;
@@ -46,6 +47,9 @@ pub(crate) struct Exchange {
     pub upstream_request_id: Option<String>,
     /// The provider place this request holds while its response streams.
     pub permit: Option<Permit>,
+    /// The room its request body holds in the gateway's byte budgets, until its evidence is
+    /// written.
+    pub held: Option<Held>,
     done: bool,
 }
 
@@ -84,6 +88,7 @@ impl Exchange {
             limit: None,
             upstream_request_id: None,
             permit: None,
+            held: None,
             done: false,
         }
     }
@@ -176,6 +181,7 @@ impl Exchange {
             request: std::mem::take(&mut self.request_body),
             response: std::mem::take(&mut self.response),
             response_ext: self.response_ext,
+            _held: self.held.take(),
         };
         if trial.evidence.is_none() {
             trial.complete(record, None);
@@ -205,6 +211,8 @@ struct Bodies {
     request: Bytes,
     response: Vec<u8>,
     response_ext: &'static str,
+    /// The request's room in the byte budgets, given back once the bodies are written.
+    _held: Option<Held>,
 }
 
 /// Writes the bodies and the record's line (credentials removed), then files the record.

@@ -9,11 +9,11 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use super::api_error::Refusal;
 use super::body::GatewayBody;
+use super::budget;
 use super::exchange::Exchange;
 use super::forward::{forward, Upstream};
 use super::respond::{failed, refusal, refused, respond};
@@ -126,10 +126,14 @@ async fn serve(
         Ok(route) => route,
         Err((why, message)) => return arrival.refuse(why, message),
     };
-    let body = match read_body(body, shared.options.max_request_bytes).await {
-        Ok(body) => body,
-        Err((why, message)) => return arrival.refuse(why, message),
-    };
+    // Room for the body is taken before each piece of it is read: what waits stays in the
+    // socket, not in proctor's memory.
+    let max = shared.options.max_request_bytes;
+    let (body, held) =
+        match budget::read_body(body, max, &shared.budgets, &arrival.trial.budget).await {
+            Ok(read) => read,
+            Err((why, message)) => return arrival.refuse(why, message),
+        };
 
     let trial = &arrival.trial;
     let granted = shared
@@ -142,6 +146,7 @@ async fn serve(
         Err((Denied::Limit(kind), Some(seq))) => {
             let mut ex = arrival.exchange(seq);
             ex.request_body = prepared.body;
+            ex.held = Some(held);
             ex.limit = Some(kind);
             let message = format!(
                 "proctor gateway: this trial's {} limit is reached; no further model requests are allowed",
@@ -159,6 +164,7 @@ async fn serve(
     ex.requested_model = target.requested;
     ex.stream = prepared.stream || route.gemini.as_ref().is_some_and(|g| g.streams());
     ex.request_body = prepared.body.clone();
+    ex.held = Some(held);
 
     if let Some(kind) = trial.grant.injected(route.api) {
         let message = format!(
@@ -237,26 +243,6 @@ fn check_route(
         ));
     }
     Ok(route)
-}
-
-/// The whole request body, at most `max` bytes.
-async fn read_body(body: Incoming, max: usize) -> Result<Bytes, (Refusal, String)> {
-    match Limited::new(body, max).collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err((
-                Refusal::TooLarge,
-                format!("proctor gateway: request body over {max} bytes"),
-            ))
-        }
-        Err(e) => Err((
-            Refusal::BadRequest,
-            format!("proctor gateway: cannot read the request body: {e}"),
-        )),
-    }
 }
 
 /// Where a request goes and with which model.

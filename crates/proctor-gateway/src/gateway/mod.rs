@@ -5,6 +5,7 @@
 
 mod api_error;
 mod body;
+mod budget;
 mod exchange;
 mod forward;
 mod headers;
@@ -46,6 +47,10 @@ use upstream::UpstreamClient;
 /// Pending connections the TCP listener queues (many agents may connect at once).
 const LISTEN_BACKLOG: u32 = 1024;
 
+/// The default of [`GatewayOptions::trial_budget_bytes`]: one request as large as the gateway
+/// takes.
+pub(crate) const DEFAULT_TRIAL_BUDGET: usize = 64 << 20;
+
 /// How the gateway runs (the configuration file says how it talks to providers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayOptions {
@@ -67,6 +72,17 @@ pub struct GatewayOptions {
     pub finish_grace: Duration,
     /// Successes in a row after which a provider's adaptive concurrency limit rises by one.
     pub increase_after: u32,
+    /// Bytes of request bodies the gateway holds at once, across every trial (at least
+    /// `max_request_bytes`); a request waits for room before its body is read.
+    pub budget_bytes: usize,
+    /// Bytes of request bodies one trial holds at once (at least `max_request_bytes`).
+    pub trial_budget_bytes: usize,
+    /// How long a request waits for room in the budgets before it is refused as overloaded.
+    pub budget_wait: Duration,
+    /// Connections served at once on a trial's own socket; more wait to be accepted.
+    pub trial_connections: usize,
+    /// Connections served at once on the gateway's shared listeners; more wait to be accepted.
+    pub connections: usize,
 }
 
 impl Default for GatewayOptions {
@@ -80,6 +96,11 @@ impl Default for GatewayOptions {
             max_request_bytes: 64 << 20,
             finish_grace: Duration::from_secs(10),
             increase_after: 10,
+            budget_bytes: 96 << 20,
+            trial_budget_bytes: DEFAULT_TRIAL_BUDGET,
+            budget_wait: Duration::from_secs(600),
+            trial_connections: 64,
+            connections: 1024,
         }
     }
 }
@@ -222,6 +243,8 @@ pub(crate) struct ProviderRuntime {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub trials: Trials,
+    /// The gateway's budget of request-body bytes held at once.
+    pub budgets: budget::Budgets,
     pub retries: RetrySettings,
     pub timeouts: Timeouts,
     pub options: GatewayOptions,
@@ -306,8 +329,20 @@ impl Gateway {
             listeners.push(Listener::Tcp(listener));
         }
 
+        let max = options.max_request_bytes;
+        let budgets = budget::Budgets {
+            global: Arc::new(tokio::sync::Semaphore::new(
+                options
+                    .budget_bytes
+                    .max(max)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            wait: options.budget_wait,
+        };
+        let connections = options.connections.max(1);
         let shared = Arc::new(Shared {
             trials: Trials::default(),
+            budgets,
             retries: config.retries,
             timeouts: config.timeouts,
             options,
@@ -317,6 +352,7 @@ impl Gateway {
             runtime.spawn(server::accept_loop(
                 listener,
                 None,
+                connections,
                 Arc::clone(&shared),
                 stopped.clone(),
             ));
@@ -403,6 +439,12 @@ impl GatewayHandle {
         let redactor = Redactor::new(secrets.into_iter().flatten());
         let mut trial = Trial::new(grant, Arc::clone(provider), redactor, evidence);
         trial.bound_to = bound_to;
+        let options = &self.shared.options;
+        let room = options
+            .trial_budget_bytes
+            .max(options.max_request_bytes)
+            .min(tokio::sync::Semaphore::MAX_PERMITS);
+        trial.budget = Arc::new(tokio::sync::Semaphore::new(room));
         if let Some(key) = &provider.key {
             trial.needles = scrub::Needles::of(key.expose());
         }
@@ -436,6 +478,7 @@ impl GatewayHandle {
         rt.spawn(server::accept_loop(
             Listener::Unix(listener),
             Some(id),
+            self.shared.options.trial_connections.max(1),
             Arc::clone(&self.shared),
             stopped,
         ));

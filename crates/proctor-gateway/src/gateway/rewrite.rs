@@ -26,48 +26,67 @@ pub(crate) struct Prepared {
     pub usage_requested: bool,
 }
 
-/// A JSON object whose entries keep their order and raw bytes.
-struct OrderedObject(Vec<(String, Box<RawValue>)>);
+/// A JSON object whose entries keep their order and raw bytes, borrowed from the body it was
+/// read from (a large body is not copied to be read); a value set anew is owned.
+struct OrderedObject<'a>(Vec<(String, Value<'a>)>);
 
-impl<'de> Deserialize<'de> for OrderedObject {
+/// One entry's value: the body's own bytes, or a value put in its place.
+enum Value<'a> {
+    Borrowed(&'a RawValue),
+    Owned(Box<RawValue>),
+}
+
+impl Value<'_> {
+    fn raw(&self) -> &RawValue {
+        match self {
+            Value::Borrowed(v) => v,
+            Value::Owned(v) => v,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for OrderedObject<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OrderedObject;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = OrderedObject<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedObject, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<OrderedObject<'a>, A::Error> {
                 let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, Box<RawValue>>()? {
-                    entries.push(entry);
+                while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push((k, Value::Borrowed(v)));
                 }
                 Ok(OrderedObject(entries))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
-impl Serialize for OrderedObject {
+impl Serialize for OrderedObject<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
         for (k, v) in &self.0 {
-            map.serialize_entry(k, v)?;
+            map.serialize_entry(k, v.raw())?;
         }
         map.end()
     }
 }
 
-impl OrderedObject {
+impl OrderedObject<'_> {
     fn get(&self, key: &str) -> Option<&RawValue> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.raw())
     }
 
     fn set(&mut self, key: &str, value: Box<RawValue>) {
         match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((key.to_string(), value)),
+            Some(slot) => slot.1 = Value::Owned(value),
+            None => self.0.push((key.to_string(), Value::Owned(value))),
         }
     }
 }
@@ -130,9 +149,14 @@ pub(crate) fn prepare(
         }
     }
     let body = if changed {
-        serde_json::to_vec(&obj).map(Bytes::from).unwrap_or(body)
+        // One new copy, sized up front (a growing buffer would hold twice the body at times).
+        let mut out = Vec::with_capacity(body.len() + 64);
+        match serde_json::to_writer(&mut out, &obj) {
+            Ok(()) => Bytes::from(out),
+            Err(_) => body.clone(),
+        }
     } else {
-        body
+        body.clone()
     };
     Prepared {
         body,

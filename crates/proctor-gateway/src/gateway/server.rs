@@ -8,7 +8,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::{intake, Shared};
 
@@ -21,15 +21,30 @@ pub(crate) enum Listener {
     Tcp(TcpListener),
 }
 
-/// Accepts connections until `stop` turns true. `id` names a trial's own listener (its
-/// token works only there); `None` is a listener of the whole gateway.
+/// Accepts connections until `stop` turns true, serving at most `limit` at once (the next
+/// waits in the socket's queue until one ends). `id` names a trial's own listener (its token
+/// works only there); `None` is a listener of the whole gateway.
 pub(crate) async fn accept_loop(
     listener: Listener,
     id: Option<u64>,
+    limit: usize,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let places = Arc::new(Semaphore::new(limit));
     loop {
+        let place = tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+                continue;
+            }
+            place = Arc::clone(&places).acquire_owned() => match place {
+                Ok(place) => place,
+                Err(_) => return,
+            },
+        };
         tokio::select! {
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {
@@ -38,7 +53,7 @@ pub(crate) async fn accept_loop(
             }
             accepted = accept(&listener) => match accepted {
                 Ok(conn) => {
-                    tokio::spawn(serve_conn(conn, id, Arc::clone(&shared)));
+                    tokio::spawn(serve_conn(conn, id, Arc::clone(&shared), place));
                 }
                 // Out of descriptors and the like: wait a moment rather than spin.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
@@ -64,7 +79,12 @@ async fn accept(listener: &Listener) -> std::io::Result<Conn> {
     }
 }
 
-async fn serve_conn(conn: Conn, id: Option<u64>, shared: Arc<Shared>) {
+async fn serve_conn(
+    conn: Conn,
+    id: Option<u64>,
+    shared: Arc<Shared>,
+    _place: OwnedSemaphorePermit,
+) {
     match conn {
         Conn::Unix(s) => serve_io(s, id, shared).await,
         Conn::Tcp(s) => serve_io(s, id, shared).await,

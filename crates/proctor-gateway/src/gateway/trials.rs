@@ -26,6 +26,8 @@ pub(crate) struct Trial {
     pub bound_to: Option<u64>,
     /// The forms of the real key masked in everything sent back to the agent.
     pub needles: super::scrub::Needles,
+    /// Its budget of request-body bytes held at once.
+    pub budget: Arc<tokio::sync::Semaphore>,
     state: Mutex<State>,
     settled: Condvar,
 }
@@ -85,6 +87,7 @@ impl Trial {
             evidence,
             bound_to: None,
             needles: super::scrub::Needles::default(),
+            budget: Arc::new(tokio::sync::Semaphore::new(super::DEFAULT_TRIAL_BUDGET)),
             state: Mutex::new(State::default()),
             settled: Condvar::new(),
         }

@@ -101,6 +101,22 @@ pub struct RunOut {
     pub stderr: String,
 }
 
+impl RunOut {
+    fn of(out: &std::process::Output) -> RunOut {
+        RunOut {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+fn read_all(from: &mut impl std::io::Read) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let _ = from.read_to_end(&mut bytes);
+    bytes
+}
+
 impl Lab {
     /// A fresh lab named after the test.
     pub fn new(name: &str) -> Lab {
@@ -176,6 +192,50 @@ impl Lab {
 
     /// `proctor ARGS` as `who`, with `env` added to proctor's own environment.
     pub fn proctor_env(&self, who: As, args: &[&str], env: &[(&str, &str)]) -> RunOut {
+        let out = self.command(who, args, env).output().unwrap();
+        RunOut::of(&out)
+    }
+
+    /// [`Lab::proctor_env`], also giving the proctor process's peak RSS in KiB (its `VmHWM`,
+    /// read from /proc while it runs; `setpriv` execs proctor in the same process).
+    pub fn proctor_peak_rss(&self, who: As, args: &[&str], env: &[(&str, &str)]) -> (RunOut, u64) {
+        use std::process::Stdio;
+        let mut child = self
+            .command(who, args, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = format!("/proc/{}/status", child.id());
+        let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let readers = [
+            std::thread::spawn(move || read_all(&mut stdout)),
+            std::thread::spawn(move || read_all(&mut stderr)),
+        ];
+        let mut peak = 0u64;
+        while child.try_wait().unwrap().is_none() {
+            let hwm = std::fs::read_to_string(&status).unwrap_or_default();
+            if let Some(kib) = hwm
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let code = child.wait().unwrap().code().unwrap_or(-1);
+        let [out, err] = readers.map(|r| r.join().unwrap());
+        let run = RunOut {
+            code,
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+        };
+        (run, peak)
+    }
+
+    /// The command line of `proctor ARGS` as `who`, in the lab, with `env` added.
+    fn command(&self, who: As, args: &[&str], env: &[(&str, &str)]) -> Command {
         let bin = assert_cmd::cargo::cargo_bin("proctor");
         let mut cmd = match who {
             As::Me => Command::new(&bin),
@@ -189,12 +249,7 @@ impl Lab {
         };
         cmd.args(args).env("NO_COLOR", "1").current_dir(&self.root);
         cmd.envs(env.iter().copied());
-        let out = cmd.output().unwrap();
-        RunOut {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        cmd
     }
 
     /// `proctor run SUITE --store STORE EXTRA...`.
