@@ -13,6 +13,7 @@
 
 pub mod aggregate;
 pub mod compare;
+pub mod export;
 pub mod gate;
 pub mod input;
 pub mod metric;

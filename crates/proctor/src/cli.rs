@@ -123,6 +123,9 @@ pub enum Command {
         /// Apply the suite's [promotion] gates; exit 4 when one fails.
         #[arg(long)]
         gate: bool,
+        /// Also write the promotion gates as a JUnit XML report, one test case per gate.
+        #[arg(long, value_name = "FILE", requires = "gate")]
+        junit: Option<PathBuf>,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
@@ -218,13 +221,22 @@ pub enum Command {
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_hosts: Vec<String>,
     },
-    /// Write one self-contained HTML page of a run (its rates, trials and their evidence).
+    /// Write a run as one self-contained HTML page (--html), one ATIF trajectory per trial
+    /// (--atif) or a JUnit XML report (--junit); at least one (docs/export.md).
+    #[command(group(clap::ArgGroup::new("formats").required(true).multiple(true).args(["html", "atif", "junit"])))]
     Export {
         /// A run id, any unique prefix of one, or `latest`.
         run: String,
         /// The HTML file to write.
         #[arg(long, value_name = "FILE")]
-        html: PathBuf,
+        html: Option<PathBuf>,
+        /// The folder to write one ATIF-v1.8 trajectory per finished trial into, as
+        /// `DIR/TRIAL_ID.json` (created when missing).
+        #[arg(long, value_name = "DIR")]
+        atif: Option<PathBuf>,
+        /// The JUnit XML file to write: a test suite per task, a test case per trial.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
@@ -461,6 +473,9 @@ pub struct RunArgs {
     /// Options of `--executor slurm`.
     #[command(flatten, next_help_heading = "Slurm (--executor slurm)")]
     pub slurm: Box<SlurmArgs>,
+    /// Also write the run's trials as a JUnit XML report when it ends (docs/export.md).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// Arguments of `proctor sit`.

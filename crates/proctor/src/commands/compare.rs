@@ -31,6 +31,8 @@ pub struct CompareArgs<'a> {
     pub variant: Option<&'a str>,
     /// Apply the promotion gates.
     pub gate: bool,
+    /// Write the gates as a JUnit XML report here.
+    pub junit: Option<&'a Path>,
     /// Output format.
     pub format: CompareFormat,
 }
@@ -89,6 +91,9 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     })?;
     let gates = if args.gate { Some(gates(&arms)?) } else { None };
     print(&comparison, gates.as_ref(), args.format)?;
+    if let (Some(file), Some(g)) = (args.junit, gates.as_ref()) {
+        crate::commands::export::write_gates_junit(g, file)?;
+    }
     match gates {
         Some(g) if !g.passed => {
             errln!("a promotion gate failed");

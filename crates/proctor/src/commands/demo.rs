@@ -63,6 +63,7 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             image_cache: None,
             executor: crate::cli::ExecutorArg::Local,
             slurm: Box::default(),
+            junit: None,
         };
         let status = run::run(args)?;
         if status as u8 > worst as u8 {

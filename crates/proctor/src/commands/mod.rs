@@ -4,6 +4,7 @@ mod cite;
 mod compare;
 mod demo;
 mod evidence;
+mod export;
 mod images;
 mod init;
 mod inspect;
@@ -125,6 +126,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             variants,
             variant,
             gate,
+            junit,
             store,
             format,
         } => compare::run(compare::CompareArgs {
@@ -133,6 +135,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             variants: variants.as_deref(),
             variant: variant.as_deref(),
             gate,
+            junit: junit.as_deref(),
             format,
         }),
         Command::Import {
@@ -152,7 +155,19 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             listen,
             allow_hosts,
         } => view::view(&store, listen, &allow_hosts),
-        Command::Export { run, html, store } => view::export(&store, &run, &html),
+        Command::Export {
+            run,
+            html,
+            atif,
+            junit,
+            store,
+        } => export::run(
+            &store,
+            &run,
+            html.as_deref(),
+            atif.as_deref(),
+            junit.as_deref(),
+        ),
         Command::Rescore {
             run,
             suite,

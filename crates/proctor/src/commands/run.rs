@@ -33,11 +33,20 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         return Ok(Status::Success);
     }
     if args.executor != ExecutorArg::Local {
+        if args.junit.is_some() {
+            return Err(Error::usage(
+                "--junit is written by a local run only",
+                "after the cluster's run is collected, write it with `proctor export RUN --junit FILE`",
+            ));
+        }
         return crate::commands::slurm::run(&args);
     }
     let (session, resources) = open_session(&args)?;
     let summary = execute(&session, &args, resources)?;
-    conclude(&session, &summary, &args.suite, args.format, "")
+    let status = conclude(&session, &summary, &args.suite, args.format, "");
+    // The JUnit report of what finished, whatever the run's status (an unfinished run too).
+    crate::commands::export::junit_after_run(session.run(), session.suite(), args.junit.as_ref())?;
+    status
 }
 
 /// Closes the run after its trials ran (here or on a cluster), writes its results, prints the
