@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proctor_score::CallRecord;
+use proctor_score::{ArgvCut, CallRecord};
 use serde::{Deserialize, Serialize};
 
 /// What a shim sends when a call starts.
@@ -31,6 +31,9 @@ pub struct CallStart {
     /// The exact bytes (hex) of each argument that is not UTF-8, by its index in `argv`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub argv_hex: BTreeMap<usize, String>,
+    /// What the whole command line held, when `argv` keeps only its head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv_cut: Option<ArgvCut>,
     /// Working directory.
     pub cwd: String,
 }
@@ -54,14 +57,31 @@ pub struct CallEnd {
     pub stderr_head: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct SeqReply {
-    seq: u64,
+/// The server's answer to a call's start: its number, or why it may not run.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct SeqReply {
+    /// The call's number (0 when it is refused).
+    pub seq: u64,
+    /// Why the call may not run (the log is full); absent when it may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
+
+/// Calls a trial's log records; past it (or [`MAX_LOG_BYTES`]) further calls are refused, not
+/// run unrecorded.
+pub const MAX_CALLS: u64 = 20_000;
+
+/// Bytes of records a trial's calls log holds; past it further calls are refused.
+pub const MAX_LOG_BYTES: u64 = 64 << 20;
+
+/// The longest line the server reads from a shim (a shim's lines are far shorter: its argv is
+/// bounded); a longer one ends the connection unanswered, so the call does not run.
+const MAX_LINE: u64 = 256 * 1024;
 
 /// A running calls-log server for one trial.
 pub struct CallsLog {
     socket: PathBuf,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
@@ -71,12 +91,28 @@ struct Shared {
     /// The log, opened at the first call: a trial without calls writes no file.
     out: Mutex<LazyLog>,
     next_seq: AtomicU64,
+    /// Bytes of records written so far.
+    written: AtomicU64,
+    /// Calls refused because the log was full.
+    refused: AtomicU64,
+    /// Calls recorded at most, and bytes of records.
+    bounds: (u64, u64),
     t0: Instant,
 }
 
 impl CallsLog {
     /// Listens on `socket` and appends records to `log`. `t0` is the trial's start.
     pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
+        Self::start_bounded(socket, log, t0, (MAX_CALLS, MAX_LOG_BYTES))
+    }
+
+    /// [`CallsLog::start`] with other bounds: `(calls, bytes of records)`.
+    pub fn start_bounded(
+        socket: &Path,
+        log: &Path,
+        t0: Instant,
+        bounds: (u64, u64),
+    ) -> std::io::Result<CallsLog> {
         let _ = std::fs::remove_file(socket);
         let listener = UnixListener::bind(socket)?;
         let shared = Arc::new(Shared {
@@ -85,10 +121,14 @@ impl CallsLog {
                 file: None,
             }),
             next_seq: AtomicU64::new(1),
+            written: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            bounds,
             t0,
         });
         let stop = Arc::new(AtomicBool::new(false));
         let workers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let counters = Arc::clone(&shared);
         let accept = {
             let stop = stop.clone();
             let workers = workers.clone();
@@ -114,6 +154,7 @@ impl CallsLog {
         };
         Ok(CallsLog {
             socket: socket.to_path_buf(),
+            shared: counters,
             stop,
             accept: Some(accept),
             workers,
@@ -123,6 +164,11 @@ impl CallsLog {
     /// The socket shims connect to.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// Calls refused because the log was full ([`MAX_CALLS`], [`MAX_LOG_BYTES`]).
+    pub fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::SeqCst)
     }
 
     /// Stops accepting and waits for open calls to be recorded. Call after every process of the
@@ -166,23 +212,34 @@ fn serve(conn: UnixStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(conn);
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+    let Some(line) = bounded_line(&mut reader) else {
         return;
-    }
+    };
     let Ok(start) = serde_json::from_str::<CallStart>(&line) else {
         return;
     };
     let start_at = shared.t0.elapsed().as_secs_f64();
-    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
     let mut w = write_half;
-    let reply = serde_json::to_string(&SeqReply { seq }).unwrap_or_default();
+    let (max_calls, max_bytes) = shared.bounds;
+    let full = shared.next_seq.load(Ordering::SeqCst) > max_calls
+        || shared.written.load(Ordering::SeqCst) >= max_bytes;
+    if full {
+        shared.refused.fetch_add(1, Ordering::SeqCst);
+        let reply = SeqReply {
+            seq: 0,
+            refused: Some(format!(
+                "this trial's calls log is full ({max_calls} calls or {} MiB of records); no \
+                 further interface call runs",
+                max_bytes >> 20
+            )),
+        };
+        let _ = writeln!(w, "{}", serde_json::to_string(&reply).unwrap_or_default());
+        return;
+    }
+    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+    let reply = serde_json::to_string(&SeqReply { seq, refused: None }).unwrap_or_default();
     let _ = writeln!(w, "{reply}");
-    line.clear();
-    let end = match reader.read_line(&mut line) {
-        Ok(n) if n > 0 => serde_json::from_str::<CallEnd>(&line).ok(),
-        _ => None,
-    };
+    let end = bounded_line(&mut reader).and_then(|l| serde_json::from_str::<CallEnd>(&l).ok());
     let end_at = shared.t0.elapsed().as_secs_f64();
     let record = match end {
         Some(e) => CallRecord {
@@ -190,6 +247,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
             command: start.command,
             argv: start.argv,
             argv_hex: start.argv_hex,
+            argv_cut: start.argv_cut,
             cwd: start.cwd,
             stdin_bytes: e.stdin_bytes,
             stdin_hash: e.stdin_hash,
@@ -207,6 +265,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
             command: start.command,
             argv: start.argv,
             argv_hex: start.argv_hex,
+            argv_cut: start.argv_cut,
             cwd: start.cwd,
             stdin_bytes: 0,
             stdin_hash: String::new(),
@@ -222,8 +281,22 @@ fn serve(conn: UnixStream, shared: &Shared) {
     };
     if let Ok(text) = serde_json::to_string(&record) {
         if let Ok(mut out) = shared.out.lock() {
+            shared
+                .written
+                .fetch_add(text.len() as u64 + 1, Ordering::SeqCst);
             out.append(&text);
         }
+    }
+}
+
+/// One line, at most [`MAX_LINE`] bytes; `None` at the end, on an error, or for a line that
+/// does not end within the bound.
+fn bounded_line(reader: &mut BufReader<UnixStream>) -> Option<String> {
+    use std::io::Read;
+    let mut line = String::new();
+    match reader.by_ref().take(MAX_LINE).read_line(&mut line) {
+        Ok(n) if n > 0 && line.ends_with('\n') => Some(line),
+        _ => None,
     }
 }
 
@@ -271,4 +344,67 @@ pub fn read_log(path: &Path) -> std::io::Result<(Vec<CallRecord>, usize)> {
         .collect();
     calls.sort_by_key(|c| c.seq);
     Ok((calls, bad))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One call through the protocol, as a shim makes it: the server's reply, if any.
+    fn call(socket: &Path, start: &str) -> Option<SeqReply> {
+        let conn = UnixStream::connect(socket).unwrap();
+        let mut w = conn.try_clone().unwrap();
+        writeln!(w, "{start}").unwrap();
+        let mut reply = String::new();
+        BufReader::new(&conn).read_line(&mut reply).ok()?;
+        let reply: SeqReply = serde_json::from_str(&reply).ok()?;
+        if reply.refused.is_none() {
+            writeln!(w, "{}", serde_json::to_string(&CallEnd::default()).unwrap()).unwrap();
+            // The server closes the connection once the record is written.
+            let _ = std::io::Read::read_to_end(&mut &conn, &mut Vec::new());
+        }
+        Some(reply)
+    }
+
+    #[test]
+    fn past_its_bound_the_log_refuses_calls_rather_than_let_them_run_unrecorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, log) = (
+            dir.path().join("calls.sock"),
+            dir.path().join("calls.jsonl"),
+        );
+        let mut server =
+            CallsLog::start_bounded(&socket, &log, Instant::now(), (3, 1 << 20)).unwrap();
+        let start = r#"{"command":"kv","argv":["kv","get","a"],"cwd":"/w"}"#;
+        let seqs: Vec<u64> = (0..3).map(|_| call(&socket, start).unwrap().seq).collect();
+        assert_eq!(seqs, [1, 2, 3]);
+        let refused = call(&socket, start).unwrap();
+        assert_eq!(refused.seq, 0);
+        assert!(refused.refused.unwrap().contains("calls log is full"));
+        // A start line past the line bound is not answered: that call does not run either.
+        let huge = format!(
+            r#"{{"command":"kv","argv":["{}"],"cwd":"/w"}}"#,
+            "x".repeat(300_000)
+        );
+        assert!(call(&socket, &huge).is_none());
+        server.finish();
+        assert_eq!(server.refused(), 1);
+        let (calls, bad) = read_log(&log).unwrap();
+        assert_eq!((calls.len(), bad), (3, 0));
+    }
+
+    #[test]
+    fn the_log_is_also_bounded_by_the_bytes_of_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, log) = (
+            dir.path().join("calls.sock"),
+            dir.path().join("calls.jsonl"),
+        );
+        let mut server = CallsLog::start_bounded(&socket, &log, Instant::now(), (1000, 1)).unwrap();
+        let start = r#"{"command":"kv","argv":["kv"],"cwd":"/w"}"#;
+        assert_eq!(call(&socket, start).unwrap().seq, 1);
+        assert!(call(&socket, start).unwrap().refused.is_some());
+        server.finish();
+        assert_eq!(read_log(&log).unwrap().0.len(), 1);
+    }
 }

@@ -23,10 +23,20 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use crate::calls::{CallEnd, CallStart};
+use crate::calls::{CallEnd, CallStart, SeqReply};
+use proctor_score::ArgvCut;
 
 /// Bytes of stdout and stderr kept in each call record.
 pub const HEAD_BYTES: usize = 2048;
+
+/// Bytes of one argument kept in a call record.
+pub const ARG_HEAD_BYTES: usize = 4096;
+
+/// Bytes of all arguments together kept in a call record.
+pub const ARGV_HEAD_BYTES: usize = 16 * 1024;
+
+/// Arguments kept in a call record.
+pub const ARGS_KEPT: usize = 256;
 
 /// The environment variable naming the calls-log socket.
 pub const SOCKET_ENV: &str = "PROCTOR_CALLS_SOCKET";
@@ -137,19 +147,12 @@ fn announce(name: &str, rest: &[OsString]) -> Result<UnixStream, i32> {
         );
         125
     })?;
-    let mut argv = vec![name.to_string()];
-    let mut argv_hex = BTreeMap::new();
-    for (i, a) in rest.iter().enumerate() {
-        let text = a.to_string_lossy();
-        if a.to_str().is_none() {
-            argv_hex.insert(i + 1, hex(a.as_bytes()));
-        }
-        argv.push(text.into_owned());
-    }
+    let (argv, argv_hex, argv_cut) = bounded_argv(name, rest);
     let start = CallStart {
         command: name.to_string(),
         argv,
         argv_hex,
+        argv_cut,
         cwd: std::env::current_dir()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
@@ -164,6 +167,11 @@ fn announce(name: &str, rest: &[OsString]) -> Result<UnixStream, i32> {
     let mut reply = String::new();
     if sent.is_err() || BufReader::new(&conn).read_line(&mut reply).unwrap_or(0) == 0 {
         eprintln!("proctor shim: the calls log did not answer; `{name}` was not run");
+        return Err(125);
+    }
+    let reply: SeqReply = serde_json::from_str(&reply).unwrap_or_default();
+    if let Some(why) = reply.refused {
+        eprintln!("proctor: {why}; `{name}` was not run");
         return Err(125);
     }
     Ok(writer)
@@ -222,6 +230,62 @@ fn relay(mut child: Child) -> CallEnd {
 }
 
 /// `bytes` in lower-case hex, two digits a byte.
+/// The command line as a call record keeps it: `name` then each argument whole while the
+/// bounds allow ([`ARG_HEAD_BYTES`] each, [`ARGV_HEAD_BYTES`] and [`ARGS_KEPT`] in all), cut
+/// at a byte (UTF-8: a character) boundary past them, the rest left out; an argument that is
+/// not UTF-8 as lossy text with its kept bytes in hex; and, when anything was left out, what
+/// the whole held.
+pub fn bounded_argv(
+    name: &str,
+    rest: &[OsString],
+) -> (Vec<String>, BTreeMap<usize, String>, Option<ArgvCut>) {
+    let mut argv = vec![name.to_string()];
+    let mut argv_hex = BTreeMap::new();
+    let mut room = ARGV_HEAD_BYTES.saturating_sub(name.len());
+    let mut cut = false;
+    for (i, a) in rest.iter().enumerate() {
+        let bytes = a.as_bytes();
+        if argv.len() >= ARGS_KEPT || (room == 0 && !bytes.is_empty()) {
+            cut = true;
+            break;
+        }
+        let keep = bytes.len().min(ARG_HEAD_BYTES).min(room);
+        let head = match std::str::from_utf8(bytes) {
+            Ok(text) => {
+                let mut end = keep;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text[..end].to_string()
+            }
+            Err(_) => {
+                argv_hex.insert(i + 1, hex(&bytes[..keep]));
+                String::from_utf8_lossy(&bytes[..keep]).into_owned()
+            }
+        };
+        cut |= keep < bytes.len();
+        room -= keep;
+        argv.push(head);
+    }
+    let argv_cut = cut.then(|| {
+        let mut hasher = blake3::Hasher::new();
+        let mut total = name.len() as u64;
+        hasher.update(name.as_bytes());
+        hasher.update(&[0]);
+        for a in rest {
+            total += a.len() as u64;
+            hasher.update(a.as_bytes());
+            hasher.update(&[0]);
+        }
+        ArgvCut {
+            argc: rest.len() + 1,
+            bytes: total,
+            blake3: hasher.finalize().to_hex().to_string(),
+        }
+    });
+    (argv, argv_hex, argv_cut)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -244,6 +308,50 @@ fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_command_line_is_kept_whole() {
+        let rest: Vec<OsString> = ["put", "a", "1"].map(OsString::from).to_vec();
+        let (argv, hex, cut) = bounded_argv("kv", &rest);
+        assert_eq!(argv, ["kv", "put", "a", "1"]);
+        assert!(hex.is_empty() && cut.is_none());
+    }
+
+    #[test]
+    fn a_long_command_line_keeps_its_head_and_what_the_whole_held() {
+        use std::os::unix::ffi::OsStringExt;
+        // One 1 MB argument (with a multi-byte character across the cut), then 300 short ones.
+        let mut big = "é".repeat(ARG_HEAD_BYTES);
+        big.push_str(&"x".repeat(1_000_000));
+        let mut rest = vec![OsString::from(big.clone())];
+        rest.extend((0..300).map(|i| OsString::from(format!("a{i}"))));
+        let (argv, _, cut) = bounded_argv("kv", &rest);
+        assert_eq!(argv[1].len(), ARG_HEAD_BYTES, "cut at a character boundary");
+        assert!(big.starts_with(&argv[1]));
+        assert!(argv.len() <= ARGS_KEPT);
+        assert!(argv.iter().map(String::len).sum::<usize>() <= ARGV_HEAD_BYTES);
+        let cut = cut.expect("the record says it is cut");
+        assert_eq!(cut.argc, 302);
+        let total: usize = 2 + big.len() + (0..300).map(|i| format!("a{i}").len()).sum::<usize>();
+        assert_eq!(cut.bytes, total as u64);
+        let mut h = blake3::Hasher::new();
+        for a in std::iter::once("kv".as_bytes()).chain(rest.iter().map(|a| a.as_bytes())) {
+            h.update(a);
+            h.update(&[0]);
+        }
+        assert_eq!(cut.blake3, h.finalize().to_hex().to_string());
+        // A different tail, the same head: the hash tells them apart.
+        let mut other = rest.clone();
+        other[300] = OsString::from("changed");
+        assert_ne!(bounded_argv("kv", &other).2.unwrap().blake3, cut.blake3);
+        // A long argument that is not UTF-8 keeps its head's exact bytes in hex.
+        let raw = OsString::from_vec([vec![0xff; 10], vec![b'y'; 10_000]].concat());
+        let (argv, hex, cut) = bounded_argv("kv", &[raw]);
+        assert_eq!(hex[&1].len(), 2 * ARG_HEAD_BYTES);
+        assert!(hex[&1].starts_with("ffffffff"));
+        assert!(argv[1].starts_with('\u{fffd}'));
+        assert_eq!(cut.unwrap().bytes, 2 + 10_010);
+    }
 
     #[test]
     fn hex_is_two_lower_case_digits_a_byte() {

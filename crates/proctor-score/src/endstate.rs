@@ -42,6 +42,18 @@ pub struct FileChange {
     pub size: Option<u64>,
 }
 
+/// The whole of a command line whose record keeps only its head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArgvCut {
+    /// Arguments in the whole command line, `argv[0]` included.
+    pub argc: usize,
+    /// Bytes of every argument together (without separators).
+    pub bytes: u64,
+    /// BLAKE3, in hex, of every argument's exact bytes, each followed by a NUL byte.
+    pub blake3: String,
+}
+
 /// One call of an allowed interface command, as the shim logged it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CallRecord {
@@ -56,6 +68,10 @@ pub struct CallRecord {
     /// `argv`; absent when every argument is UTF-8.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub argv_hex: std::collections::BTreeMap<usize, String>,
+    /// Present when `argv` keeps only the head of a long command line (each argument's first
+    /// 4 KiB, 16 KiB and 256 arguments in all): what the whole held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv_cut: Option<ArgvCut>,
     /// Working directory inside the sandbox.
     pub cwd: String,
     /// Bytes read from stdin.

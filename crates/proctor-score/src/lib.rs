@@ -11,7 +11,7 @@ pub mod verdict;
 
 pub use audit::{Audit, CheckFiles, Finding, FindingKind};
 pub use endstate::{
-    AgentEnd, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd,
+    AgentEnd, ArgvCut, CallRecord, ChangeKind, CheckRun, EndState, FileChange, Files, ServiceEnd,
     ServiceEvent,
 };
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};

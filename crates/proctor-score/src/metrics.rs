@@ -134,6 +134,7 @@ mod tests {
             command: argv[0].into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             argv_hex: Default::default(),
+            argv_cut: None,
             cwd: String::new(),
             stdin_bytes: 0,
             stdin_hash: "h".into(),

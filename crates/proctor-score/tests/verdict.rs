@@ -35,6 +35,7 @@ fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
         command: argv[0].into(),
         argv: argv.iter().map(|s| s.to_string()).collect(),
         argv_hex: Default::default(),
+        argv_cut: None,
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),

@@ -256,3 +256,136 @@ fn a_command_agents_large_stdout_is_stored_once() {
         );
     }
 }
+
+/// A tool that writes how many bytes of arguments it was given, one line per call, to
+/// `sizes.txt`.
+const SIZE_TOOL: &str =
+    "#!/bin/sh\nn=0\nfor a in \"$@\"; do n=$((n + ${#a})); done\necho $n >> sizes.txt\n";
+
+#[test]
+fn three_hundred_calls_of_a_megabyte_of_arguments_keep_bounded_records() {
+    for who in users() {
+        let lab = Lab::new(&format!("hostile-bigargv-{who:?}"));
+        lab.write_exec("bin/tool", SIZE_TOOL);
+        // 300 calls, each with 10 arguments of 100,000 bytes (one argument may not pass 128 KiB).
+        let step = r#"a=$(head -c 100000 /dev/zero | tr '\0' x); i=0; while [ $i -lt 300 ]; do tool "$a" "$a" "$a" "$a" "$a" "$a" "$a" "$a" "$a" "$a$i" || exit 9; i=$((i + 1)); done"#;
+        lab.one_task(
+            "allow = [\"bin/tool\"]\n\n[tasks.interface]\ncommand = \"tool\"\n",
+            "{ file_added = \"sizes.txt\" }",
+            &[step],
+            false,
+        );
+        let store = lab.store();
+        let suite = lab.suite();
+        let args = [
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+        ];
+        let (run, peak_kib) = lab.proctor_peak_rss(who, &args, &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let trial = lab.trial_dir("t.agent.0");
+        // Every call ran with its whole arguments.
+        let sizes = std::fs::read_to_string(trial.join("changes/files/sizes.txt")).unwrap();
+        let sizes: Vec<&str> = sizes.lines().collect();
+        assert_eq!(sizes.len(), 300);
+        assert_eq!(sizes[0], "1000001");
+        assert_eq!(sizes[299], "1000003");
+        // Each record keeps a bounded head and what the whole held.
+        let log = std::fs::read_to_string(trial.join("calls.jsonl")).unwrap();
+        let calls: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(calls.len(), 300);
+        let last = &calls[299];
+        let kept: usize = last["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().len())
+            .sum();
+        assert!(kept <= 16 * 1024, "{kept} bytes of argv kept");
+        assert_eq!(last["argv_cut"]["argc"], 11, "{}", last["argv_cut"]);
+        assert_eq!(last["argv_cut"]["bytes"], 4 + 1_000_003);
+        let mut h = blake3::Hasher::new();
+        h.update(b"tool\0");
+        let a = "x".repeat(100_000);
+        for _ in 0..9 {
+            h.update(a.as_bytes());
+            h.update(b"\0");
+        }
+        h.update(format!("{a}299\0").as_bytes());
+        assert_eq!(last["argv_cut"]["blake3"], h.finalize().to_hex().as_str());
+        let record = lab.record("t.agent.0");
+        assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+        assert_eq!(record["end_state"]["calls"].as_array().unwrap().len(), 300);
+        let sizes_mb = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().len() / 1_000_000;
+        assert!(
+            sizes_mb(trial.join("calls.jsonl")) < 10,
+            "calls.jsonl too large"
+        );
+        assert!(
+            sizes_mb(trial.join("trial.json")) < 10,
+            "trial.json too large"
+        );
+        let peak_mib = peak_kib / 1024;
+        eprintln!(
+            "{who:?}: peak RSS {peak_mib} MiB; calls.jsonl {} bytes",
+            log.len()
+        );
+        assert!(peak_mib < 300, "proctor reached {peak_mib} MiB");
+    }
+}
+
+/// An agent that floods the calls log through its socket (bypassing the shim, as any process of
+/// the trial can), hoping a later call goes unrecorded, then makes the call it wants hidden.
+const FLOOD_CALLS: &str = r#"
+import json, os, socket
+path = os.environ.get("PROCTOR_CALLS_SOCKET", "/run/proctor/calls.sock")
+start = json.dumps({"command": "tool", "argv": ["tool", "get"], "cwd": os.getcwd()}).encode() + b"\n"
+end = json.dumps({"exit": 0, "stdin_bytes": 0, "stdin_hash": "", "stdout_bytes": 0, "stdout_head": "", "stderr_bytes": 0, "stderr_head": ""}).encode() + b"\n"
+for i in range(20000):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(start)
+    f = s.makefile("rb")
+    f.readline()
+    s.sendall(end)
+    f.read()
+    s.close()
+"#;
+
+#[test]
+fn a_flood_of_calls_cannot_hide_a_later_call_it_is_refused_and_the_trial_stays_graded() {
+    let lab = Lab::new("hostile-callflood");
+    lab.write_exec(
+        "bin/tool",
+        "#!/bin/sh\n[ \"$1\" = drop ] && echo gone > dropped.txt\nexit 0\n",
+    );
+    lab.write("fixture/flood.py", FLOOD_CALLS);
+    lab.one_task(
+        "allow = [\"bin/tool\"]\n\n[tasks.interface]\ncommand = \"tool\"\n",
+        "{ calls = { verb = \"drop\", max = 0 } }",
+        &["python3 flood.py", "tool drop; echo \"exit $?\""],
+        true,
+    );
+    let run = lab.run(As::Me, &["--trials", "1"]);
+    let record = lab.record("t.agent.0");
+    assert_eq!(record["limit_reached"], "calls", "{record:#}");
+    // The call past the bound did not run: nothing happened unrecorded.
+    assert_eq!(record["end_state"]["answer"], "exit 125", "{record:#}");
+    let trial = lab.trial_dir("t.agent.0");
+    assert!(
+        !trial.join("changes/files/dropped.txt").exists(),
+        "the refused call ran"
+    );
+    // Graded, not errored: flooding does not take the trial out of n.
+    assert_eq!(record["outcome"], "completed", "{run:?}");
+    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 20_000);
+    assert!(calls.iter().all(|c| c["argv"][1] != "drop"));
+}

@@ -1425,6 +1425,7 @@ mod tests {
             command: argv[0].into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             argv_hex: Default::default(),
+            argv_cut: None,
             cwd: "/work".into(),
             stdin_bytes: 0,
             stdin_hash: String::new(),

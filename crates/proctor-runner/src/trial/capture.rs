@@ -170,6 +170,11 @@ pub fn capture(
     if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
         limit_reached = resource.map(str::to_string).or(limit_reached);
     }
+    // Calls refused at the calls log's bound are the agent's doing, like a full disk: the trial
+    // stays graded (a harness note would make it errored and take it out of n).
+    if prepared.calls_log.refused() > 0 {
+        limit_reached.get_or_insert_with(|| "calls".to_string());
+    }
     if let Some(why) = &executed.init_lost {
         init_lost(why, resource, &mut end, &mut capture_notes, &mut notes);
     }
@@ -811,6 +816,7 @@ pub fn denied_call(seq: u64, d: &DeniedCall, allowed: &[Allowed], at: f64) -> Ca
         command,
         argv,
         argv_hex: Default::default(),
+        argv_cut: None,
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
