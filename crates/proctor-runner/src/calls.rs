@@ -221,9 +221,18 @@ fn serve(conn: UnixStream, shared: &Shared) {
     let start_at = shared.t0.elapsed().as_secs_f64();
     let mut w = write_half;
     let (max_calls, max_bytes) = shared.bounds;
-    let full = shared.next_seq.load(Ordering::SeqCst) > max_calls
-        || shared.written.load(Ordering::SeqCst) >= max_bytes;
-    if full {
+    // A number is taken only while there is room, so concurrent calls cannot pass the bound.
+    let seq = if shared.written.load(Ordering::SeqCst) < max_bytes {
+        shared
+            .next_seq
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n <= max_calls).then_some(n + 1)
+            })
+            .ok()
+    } else {
+        None
+    };
+    let Some(seq) = seq else {
         shared.refused.fetch_add(1, Ordering::SeqCst);
         let reply = SeqReply {
             seq: 0,
@@ -235,8 +244,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
         };
         let _ = writeln!(w, "{}", serde_json::to_string(&reply).unwrap_or_default());
         return;
-    }
-    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+    };
     let reply = serde_json::to_string(&SeqReply { seq, refused: None }).unwrap_or_default();
     let _ = writeln!(w, "{reply}");
     let end = bounded_line(&mut reader).and_then(|l| serde_json::from_str::<CallEnd>(&l).ok());
