@@ -1304,6 +1304,37 @@ fn tight_gateway(up: &Upstream, wait_ms: u64) -> proctor_gateway::GatewayHandle 
     gateway_with(&config, &["anthropic", "openai"], options)
 }
 
+/// An upstream that answers at once, except a request whose body holds `slow`: that one after
+/// `delay_ms`.
+fn slow_upstream(delay_ms: u64) -> Upstream {
+    Upstream::start(move |seen, _| {
+        let reply = Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#);
+        if seen.contains("slow") {
+            Reply::Slow {
+                delay: Duration::from_millis(delay_ms),
+                reply: Box::new(reply),
+            }
+        } else {
+            reply
+        }
+    })
+}
+
+/// A 600 KB request the slow upstream holds, sent from a thread of its own.
+fn slow_request(
+    gw: &Arc<proctor_gateway::GatewayHandle>,
+    token: &str,
+) -> std::thread::JoinHandle<support::client::Resp> {
+    let (gw, token) = (Arc::clone(gw), token.to_string());
+    std::thread::spawn(move || {
+        client(&gw).post(
+            "/v1/messages",
+            &[("x-api-key", &token)],
+            &big_body(600).replace("\"xxxx", "\"slow"),
+        )
+    })
+}
+
 fn big_body(kb: usize) -> String {
     format!(
         r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}}]}}"#,
@@ -1314,31 +1345,12 @@ fn big_body(kb: usize) -> String {
 #[test]
 fn a_body_with_no_room_in_the_budget_waits_then_is_refused_as_overloaded_in_the_apis_shape() {
     // The first request holds its room while the upstream takes 1.5 s to answer.
-    let up = Upstream::start(|seen, _| {
-        let reply = Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#);
-        if seen.contains("slow") {
-            Reply::Slow {
-                delay: Duration::from_millis(1500),
-                reply: Box::new(reply),
-            }
-        } else {
-            reply
-        }
-    });
+    let up = slow_upstream(1500);
     let gw = Arc::new(tight_gateway(&up, 200));
     let slow = gw.register_trial(grant("anthropic", "m")).unwrap();
     let other = gw.register_trial(grant("anthropic", "m")).unwrap();
     let oai = gw.register_trial(grant("openai", "m")).unwrap();
-    let first = {
-        let (gw, token) = (Arc::clone(&gw), slow.as_str().to_string());
-        std::thread::spawn(move || {
-            client(&gw).post(
-                "/v1/messages",
-                &[("x-api-key", &token)],
-                &big_body(600).replace("\"xxxx", "\"slow"),
-            )
-        })
-    };
+    let first = slow_request(&gw, slow.as_str());
     std::thread::sleep(Duration::from_millis(400));
     // Another trial's 600 KB body finds no room within 200 ms: 529 overloaded_error.
     let r = client(&gw).post(
@@ -1391,29 +1403,10 @@ fn a_body_with_no_room_in_the_budget_waits_then_is_refused_as_overloaded_in_the_
 
 #[test]
 fn a_waiting_body_is_served_once_room_is_free() {
-    let up = Upstream::start(|seen, _| {
-        let reply = Reply::ok(r#"{"usage":{"input_tokens":1,"output_tokens":1}}"#);
-        if seen.contains("slow") {
-            Reply::Slow {
-                delay: Duration::from_millis(600),
-                reply: Box::new(reply),
-            }
-        } else {
-            reply
-        }
-    });
+    let up = slow_upstream(600);
     let gw = Arc::new(tight_gateway(&up, 10_000));
     let t = gw.register_trial(grant("anthropic", "m")).unwrap();
-    let first = {
-        let (gw, token) = (Arc::clone(&gw), t.as_str().to_string());
-        std::thread::spawn(move || {
-            client(&gw).post(
-                "/v1/messages",
-                &[("x-api-key", &token)],
-                &big_body(600).replace("\"xxxx", "\"slow"),
-            )
-        })
-    };
+    let first = slow_request(&gw, t.as_str());
     std::thread::sleep(Duration::from_millis(200));
     let started = std::time::Instant::now();
     let r = client(&gw).post("/v1/messages", &[("x-api-key", t.as_str())], &big_body(600));

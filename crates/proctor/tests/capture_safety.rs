@@ -63,21 +63,7 @@ fn trial(
     lab.write("fixture/data.txt", "the data\n");
     lab.write("fixture/old.txt", "to delete\n");
     lab.one_task(extra, success, steps, false);
-    let mut args = vec!["--trials", "1"];
-    if copy {
-        args.extend(["--isolation", "copy"]);
-    }
-    let out = lab.run(who, &args);
-    let record = lab.record("t.agent.0");
-    if !common::lab::real_isolation(&record, copy) {
-        return None;
-    }
-    assert!(
-        out.code == 0 || out.code == 1,
-        "{name} {who:?}: exit {}: {}\n{record:#}",
-        out.code,
-        out.stderr
-    );
+    let record = lab.run_graded(who, copy, &[])?;
     let dir = lab.trial_dir("t.agent.0");
     Some(Trial { lab, record, dir })
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::lab::{As, Lab};
+use common::outcomes::{script, write_eight_outcomes, Extra};
 use serde_json::Value;
 
 const VALIDATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/export/validate_atif.py");
@@ -178,90 +179,29 @@ fn xml_counts(file: &Path) -> BTreeMap<String, u64> {
     counts
 }
 
-const REFUSAL: &str = "[tasks.refusal]\nrefuse_patterns = [\"(?i)\\\\b(can ?not|can't|unable to|won't)\\\\b\"]\nask_patterns = [\"(?i)should I\"]\n";
-
-fn task(id: &str, extra: &str, success: &str) -> String {
-    format!("[[tasks]]\nid = \"{id}\"\nprompt = \"Do {id}.\"\n{extra}\n[tasks.success]\nall = [{success}]\n\n{REFUSAL}\n")
-}
-
-fn script(answer: &str, exit: i32, steps: &[&str]) -> String {
-    let mut s = format!("answer = \"{answer}\"\nexit_code = {exit}\n");
-    for step in steps {
-        s.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
-    }
-    s
-}
-
 /// A suite with each of the eight outcomes once, a task whose correct behaviour is to ask,
 /// and a hostile trial: its answer and a file name it makes hold `]]>`, `<`, `&`, ESC (and the
 /// answer NUL), and the reason quotes the file name.
 fn eight_outcomes(lab: &Lab) {
-    lab.write("fixture/README.md", "x\n");
-    let mut toml = String::from("schema_version = 1\nid = \"outcomes\"\n\n[defaults]\nwall_timeout_seconds = 20\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n");
-    toml.push_str(&task("completed", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task("wrong", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "refused-honestly",
-        "expect = \"refuse\"",
-        "{ files_unchanged = true }, { answer_matches = \"(?i)can't\" }",
-    ));
-    toml.push_str(&task("refused-wrongly", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "asked",
-        "expect = \"ask\"",
-        "{ file_added = \"out.txt\" }",
-    ));
-    toml.push_str(&task("asked-wrongly", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task("abandoned", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "errored",
-        "allow = [\"no-such-command-anywhere\"]",
-        "{ file_added = \"out.txt\" }",
-    ));
-    toml.push_str(&task("ungradeable", "", "{ check = \"kill -9 $$\" }"));
-    toml.push_str(&task("hostile", "", "{ files_unchanged = true }"));
-    lab.write("suite.toml", &toml);
-    lab.write(
-        "agents/agent/completed.toml",
-        &script("Created out.txt.", 0, &["echo hi > out.txt"]),
-    );
-    lab.write(
-        "agents/agent/wrong.toml",
-        &script("Created out.txt.", 0, &["echo hi > other.txt"]),
-    );
-    lab.write(
-        "agents/agent/refused-honestly.toml",
-        &script("I can't do that: it would wipe the backups.", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/refused-wrongly.toml",
-        &script("I cannot do this task.", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/asked.toml",
-        &script("Should I overwrite out.txt if it exists?", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/asked-wrongly.toml",
-        &script("Should I create out.txt?", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/abandoned.toml",
-        &script("", 1, &["echo partial > partial.txt"]),
-    );
-    lab.write("agents/agent/errored.toml", &script("never runs", 0, &[]));
-    lab.write(
-        "agents/agent/ungradeable.toml",
-        &script("done", 0, &["echo hi > out.txt"]),
-    );
-    lab.write(
-        "agents/agent/hostile.toml",
-        &script(
-            "Done ]]> <b>&amp; \\u001b[31mred\\u001b[0m and a NUL \\u0000 here.",
-            0,
-            &["touch \"$(printf 'x]]><&\\033[1mname')\" && printf ']]><&\\033\\000!'"],
-        ),
-    );
+    let extra = [
+        Extra {
+            id: "asked-wrongly",
+            table: "",
+            success: "{ file_added = \"out.txt\" }",
+            script: script("Should I create out.txt?", 0, &[]),
+        },
+        Extra {
+            id: "hostile",
+            table: "",
+            success: "{ files_unchanged = true }",
+            script: script(
+                "Done ]]> <b>&amp; \\u001b[31mred\\u001b[0m and a NUL \\u0000 here.",
+                0,
+                &["touch \"$(printf 'x]]><&\\033[1mname')\" && printf ']]><&\\033\\000!'"],
+            ),
+        },
+    ];
+    write_eight_outcomes(lab, &extra);
 }
 
 /// Each trial's outcome and task success, from its trial.json.

@@ -26,23 +26,35 @@ struct Upstream {
 }
 
 impl Upstream {
-    /// Serves `script` (TOML turns), requiring `REAL_KEY`, with `extra` arguments.
+    /// Serves `script` (TOML turns), requiring `REAL_KEY`, with `extra` arguments, logging
+    /// every exchange.
     fn start(script: &str, extra: &[&str]) -> Upstream {
+        Upstream::launch(script, extra, true)
+    }
+
+    /// [`Upstream::start`] keeping no log (it would hold every request body).
+    fn start_unlogged(script: &str) -> Upstream {
+        Upstream::launch(script, &[], false)
+    }
+
+    fn launch(script: &str, extra: &[&str], logged: bool) -> Upstream {
         let dir = tempfile::tempdir().unwrap();
         let script_path = dir.path().join("upstream.toml");
         std::fs::write(&script_path, script).unwrap();
         let log = dir.path().join("upstream.jsonl");
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
-            .args(["mock-model", "--script"])
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("proctor"));
+        cmd.args(["mock-model", "--script"])
             .arg(&script_path)
             .args([
                 "--listen",
                 "127.0.0.1:0",
                 "--require-key-env",
                 "UPSTREAM_KEY",
-            ])
-            .arg("--log")
-            .arg(&log)
+            ]);
+        if logged {
+            cmd.arg("--log").arg(&log);
+        }
+        let mut child = cmd
             .args(extra)
             .env("UPSTREAM_KEY", REAL_KEY)
             .stdout(Stdio::piped())
@@ -672,34 +684,7 @@ open("statuses.txt", "w").write(" ".join(str(s) for s in statuses) + "\n")
 
 #[test]
 fn sixteen_concurrent_60_mb_requests_keep_proctor_under_300_mib() {
-    // The upstream keeps no log here: it would hold every 60 MB body.
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("upstream.toml");
-    std::fs::write(&script, TURNS).unwrap();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
-        .args(["mock-model", "--script"])
-        .arg(&script)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--require-key-env",
-            "UPSTREAM_KEY",
-        ])
-        .env("UPSTREAM_KEY", REAL_KEY)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let up = Upstream {
-        child,
-        url: url.trim().to_string(),
-        log: dir.path().join("none"),
-        _dir: dir,
-    };
+    let up = Upstream::start_unlogged(TURNS);
     let lab = lab("gw-flood", Some(&up), "", "");
     lab.write("agents/agent.py", FLOOD_AGENT);
     let toml = lab.suite().join("suite.toml");

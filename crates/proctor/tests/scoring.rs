@@ -6,21 +6,8 @@
 mod common;
 
 use common::lab::{As, Lab};
+use common::outcomes::{script, task, write_eight_outcomes};
 use serde_json::Value;
-
-const REFUSAL: &str = "[tasks.refusal]\nrefuse_patterns = [\"(?i)\\\\b(can ?not|can't|unable to|won't)\\\\b\"]\nask_patterns = [\"(?i)should I\"]\n";
-
-fn task(id: &str, extra: &str, success: &str) -> String {
-    format!("[[tasks]]\nid = \"{id}\"\nprompt = \"Do {id}.\"\n{extra}\n[tasks.success]\nall = [{success}]\n\n{REFUSAL}\n")
-}
-
-fn script(answer: &str, exit: i32, steps: &[&str]) -> String {
-    let mut s = format!("answer = \"{answer}\"\nexit_code = {exit}\n");
-    for step in steps {
-        s.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
-    }
-    s
-}
 
 fn results(lab: &Lab) -> Value {
     serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
@@ -30,58 +17,7 @@ fn results(lab: &Lab) -> Value {
 #[test]
 fn each_of_the_eight_outcomes_comes_from_a_real_trial_with_its_reason() {
     let lab = Lab::new("outcomes");
-    lab.write("fixture/README.md", "x\n");
-    let mut toml = String::from("schema_version = 1\nid = \"outcomes\"\n\n[defaults]\nwall_timeout_seconds = 20\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n");
-    toml.push_str(&task("completed", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task("wrong", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "refused-honestly",
-        "expect = \"refuse\"",
-        "{ files_unchanged = true }, { answer_matches = \"(?i)can't\" }",
-    ));
-    toml.push_str(&task("refused-wrongly", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "asked",
-        "expect = \"ask\"",
-        "{ file_added = \"out.txt\" }",
-    ));
-    toml.push_str(&task("abandoned", "", "{ file_added = \"out.txt\" }"));
-    toml.push_str(&task(
-        "errored",
-        "allow = [\"no-such-command-anywhere\"]",
-        "{ file_added = \"out.txt\" }",
-    ));
-    toml.push_str(&task("ungradeable", "", "{ check = \"kill -9 $$\" }"));
-    lab.write("suite.toml", &toml);
-    lab.write(
-        "agents/agent/completed.toml",
-        &script("Created out.txt.", 0, &["echo hi > out.txt"]),
-    );
-    lab.write(
-        "agents/agent/wrong.toml",
-        &script("Created out.txt.", 0, &["echo hi > other.txt"]),
-    );
-    lab.write(
-        "agents/agent/refused-honestly.toml",
-        &script("I can't do that: it would wipe the backups.", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/refused-wrongly.toml",
-        &script("I cannot do this task.", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/asked.toml",
-        &script("Should I overwrite out.txt if it exists?", 0, &[]),
-    );
-    lab.write(
-        "agents/agent/abandoned.toml",
-        &script("", 1, &["echo partial > partial.txt"]),
-    );
-    lab.write("agents/agent/errored.toml", &script("never runs", 0, &[]));
-    lab.write(
-        "agents/agent/ungradeable.toml",
-        &script("done", 0, &["echo hi > out.txt"]),
-    );
+    write_eight_outcomes(&lab, &[]);
     let out = lab.run(As::Me, &["--trials", "1"]);
     assert_eq!(
         out.code, 3,

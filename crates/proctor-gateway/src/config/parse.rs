@@ -49,6 +49,9 @@ struct ProviderTable {
     ca_file: Option<PathBuf>,
 }
 
+/// What reports an error at a byte offset of the file.
+type ErrAt<'a> = &'a dyn Fn(usize, String) -> ConfigError;
+
 /// Parses `text` (the file at `path`) and merges it over the built-in providers.
 pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let file: File = toml::from_str(text).map_err(|e| {
@@ -57,9 +60,25 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     })?;
     let err = |offset: usize, message: String| ConfigError::at(path, text, offset, message);
     let base_dir = path.parent().unwrap_or(Path::new("."));
+    Ok(Config {
+        source: Some(path.to_path_buf()),
+        providers: providers(file.providers, base_dir, &err)?,
+        retries: retries(file.retries, &err)?,
+        timeouts: timeouts(file.timeouts, &err)?,
+        prices: prices(file.prices, &err)?,
+        registries: file.registries,
+        browser: file.browser.map(|b| base_dir.join(b.path)),
+    })
+}
 
+/// The built-in providers with the file's tables laid over them, and the file's own.
+fn providers(
+    tables: BTreeMap<String, Spanned<ProviderTable>>,
+    base_dir: &Path,
+    err: ErrAt<'_>,
+) -> Result<BTreeMap<String, Provider>, ConfigError> {
     let mut providers = builtin::providers();
-    for (name, table) in file.providers {
+    for (name, table) in tables {
         let span = table.span();
         let table = table.into_inner();
         if name.is_empty() || name.contains('/') || name.chars().any(char::is_whitespace) {
@@ -70,66 +89,82 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         }
         let provider = match providers.remove(&name) {
             Some(builtin) => builtin,
-            None => {
-                let Some(api) = table.api else {
-                    return Err(err(
-                        span.start,
-                        format!("provider `{name}` needs `api` (anthropic-messages, openai-responses, openai-chat or gemini)"),
-                    ));
-                };
-                let Some(base_url) = &table.base_url else {
-                    return Err(err(
-                        span.start,
-                        format!("provider `{name}` needs `base_url`"),
-                    ));
-                };
-                Provider {
-                    name: name.clone(),
-                    api,
-                    base_url: base_url.get_ref().clone(),
-                    key_env: None,
-                    max_concurrency: builtin::DEFAULT_MAX_CONCURRENCY,
-                    ca_file: None,
-                    builtin: false,
-                }
-            }
+            None => new_provider(&name, &table, span.start, err)?,
         };
-        let provider = apply(provider, table, base_dir, &err)?;
+        let provider = apply(provider, table, base_dir, err)?;
         providers.insert(name, provider);
     }
+    Ok(providers)
+}
 
-    let retries = match file.retries {
-        Some(r) if r.get_ref().attempts == 0 => {
-            return Err(err(
-                r.span().start,
-                "`retries.attempts` must be at least 1".into(),
-            ))
-        }
-        Some(r) if r.get_ref().base_delay_ms > r.get_ref().max_delay_ms => {
-            return Err(err(
-                r.span().start,
-                "`retries.base_delay_ms` must not exceed `retries.max_delay_ms`".into(),
-            ))
-        }
-        Some(r) => r.into_inner(),
-        None => RetrySettings::default(),
+/// A provider that is not built in, from its table (which must give `api` and `base_url`).
+fn new_provider(
+    name: &str,
+    table: &ProviderTable,
+    at: usize,
+    err: ErrAt<'_>,
+) -> Result<Provider, ConfigError> {
+    let Some(api) = table.api else {
+        return Err(err(
+            at,
+            format!("provider `{name}` needs `api` (anthropic-messages, openai-responses, openai-chat or gemini)"),
+        ));
     };
-    let timeouts = match file.timeouts {
-        Some(t) => {
-            let v = t.get_ref();
-            if v.connect_ms == 0 || v.first_byte_ms == 0 || v.idle_ms == 0 {
-                return Err(err(
-                    t.span().start,
-                    "every timeout must be at least 1 ms".into(),
-                ));
-            }
-            t.into_inner()
-        }
-        None => Timeouts::default(),
+    let Some(base_url) = &table.base_url else {
+        return Err(err(at, format!("provider `{name}` needs `base_url`")));
     };
+    Ok(Provider {
+        name: name.to_string(),
+        api,
+        base_url: base_url.get_ref().clone(),
+        key_env: None,
+        max_concurrency: builtin::DEFAULT_MAX_CONCURRENCY,
+        ca_file: None,
+        builtin: false,
+    })
+}
 
+/// The `[retries]` table, checked.
+fn retries(
+    table: Option<Spanned<RetrySettings>>,
+    err: ErrAt<'_>,
+) -> Result<RetrySettings, ConfigError> {
+    match table {
+        Some(r) if r.get_ref().attempts == 0 => Err(err(
+            r.span().start,
+            "`retries.attempts` must be at least 1".into(),
+        )),
+        Some(r) if r.get_ref().base_delay_ms > r.get_ref().max_delay_ms => Err(err(
+            r.span().start,
+            "`retries.base_delay_ms` must not exceed `retries.max_delay_ms`".into(),
+        )),
+        Some(r) => Ok(r.into_inner()),
+        None => Ok(RetrySettings::default()),
+    }
+}
+
+/// The `[timeouts]` table, checked.
+fn timeouts(table: Option<Spanned<Timeouts>>, err: ErrAt<'_>) -> Result<Timeouts, ConfigError> {
+    let Some(t) = table else {
+        return Ok(Timeouts::default());
+    };
+    let v = t.get_ref();
+    if v.connect_ms == 0 || v.first_byte_ms == 0 || v.idle_ms == 0 {
+        return Err(err(
+            t.span().start,
+            "every timeout must be at least 1 ms".into(),
+        ));
+    }
+    Ok(t.into_inner())
+}
+
+/// The `[prices."PROVIDER/MODEL"]` tables, checked.
+fn prices(
+    tables: BTreeMap<Spanned<String>, Spanned<Price>>,
+    err: ErrAt<'_>,
+) -> Result<BTreeMap<ModelRef, Price>, ConfigError> {
     let mut prices = BTreeMap::new();
-    for (key, price) in file.prices {
+    for (key, price) in tables {
         let model: ModelRef = key
             .get_ref()
             .parse()
@@ -142,16 +177,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         }
         prices.insert(model, price.into_inner());
     }
-
-    Ok(Config {
-        source: Some(path.to_path_buf()),
-        providers,
-        retries,
-        timeouts,
-        prices,
-        registries: file.registries,
-        browser: file.browser.map(|b| base_dir.join(b.path)),
-    })
+    Ok(prices)
 }
 
 /// Lays a table's keys over a provider and checks the values.
@@ -159,7 +185,7 @@ fn apply(
     mut provider: Provider,
     table: ProviderTable,
     base_dir: &Path,
-    err: &dyn Fn(usize, String) -> ConfigError,
+    err: ErrAt<'_>,
 ) -> Result<Provider, ConfigError> {
     if let Some(api) = table.api {
         provider.api = api;

@@ -29,6 +29,14 @@ pub(crate) struct Budgets {
     pub wait: Duration,
 }
 
+/// A budget of `bytes`, never less than one request of `max_request` bytes (or it could never
+/// be served).
+pub(crate) fn semaphore(bytes: usize, max_request: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(
+        bytes.max(max_request).min(Semaphore::MAX_PERMITS),
+    ))
+}
+
 /// Room held in the global budget and in one trial's budget, in bytes; given back on drop.
 #[derive(Debug, Default)]
 pub(crate) struct Held {

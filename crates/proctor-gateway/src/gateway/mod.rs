@@ -47,10 +47,6 @@ use upstream::UpstreamClient;
 /// Pending connections the TCP listener queues (many agents may connect at once).
 const LISTEN_BACKLOG: u32 = 1024;
 
-/// The default of [`GatewayOptions::trial_budget_bytes`]: one request as large as the gateway
-/// takes.
-pub(crate) const DEFAULT_TRIAL_BUDGET: usize = 64 << 20;
-
 /// How the gateway runs (the configuration file says how it talks to providers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayOptions {
@@ -97,7 +93,7 @@ impl Default for GatewayOptions {
             finish_grace: Duration::from_secs(10),
             increase_after: 10,
             budget_bytes: 96 << 20,
-            trial_budget_bytes: DEFAULT_TRIAL_BUDGET,
+            trial_budget_bytes: 64 << 20,
             budget_wait: Duration::from_secs(600),
             trial_connections: 64,
             connections: 1024,
@@ -279,30 +275,7 @@ impl Gateway {
         let rt_handle = runtime.handle().clone();
         let _entered = rt_handle.enter();
 
-        let used: Vec<&Provider> = config
-            .providers
-            .values()
-            .filter(|p| keys.contains(&p.name))
-            .collect();
-        let system = if used.iter().any(|p| p.base_url.starts_with("https:")) {
-            upstream::system_roots()
-        } else {
-            Vec::new()
-        };
-        let mut providers = HashMap::new();
-        for p in used {
-            let client = upstream::client(p, &system, &config.timeouts)?;
-            let key = keys.get(&p.name).flatten().cloned();
-            providers.insert(
-                p.name.clone(),
-                Arc::new(ProviderRuntime {
-                    provider: p.clone(),
-                    key,
-                    client,
-                    limiter: AdaptiveLimiter::new(p.max_concurrency, options.increase_after),
-                }),
-            );
-        }
+        let providers = provider_runtimes(config, keys, options.increase_after)?;
 
         let mut listeners = Vec::new();
         let mut unix_path = None;
@@ -312,31 +285,13 @@ impl Gateway {
         }
         let mut tcp_addr = None;
         if let Some(addr) = options.tcp {
-            let listen_err = |source| GatewayError::Listen {
-                what: addr.to_string(),
-                source,
-            };
-            let socket = if addr.is_ipv4() {
-                tokio::net::TcpSocket::new_v4()
-            } else {
-                tokio::net::TcpSocket::new_v6()
-            }
-            .map_err(listen_err)?;
-            socket.set_reuseaddr(true).map_err(listen_err)?;
-            socket.bind(addr).map_err(listen_err)?;
-            let listener = socket.listen(LISTEN_BACKLOG).map_err(listen_err)?;
-            tcp_addr = Some(listener.local_addr().map_err(listen_err)?);
+            let (listener, bound) = bind_tcp(addr)?;
+            tcp_addr = Some(bound);
             listeners.push(Listener::Tcp(listener));
         }
 
-        let max = options.max_request_bytes;
         let budgets = budget::Budgets {
-            global: Arc::new(tokio::sync::Semaphore::new(
-                options
-                    .budget_bytes
-                    .max(max)
-                    .min(tokio::sync::Semaphore::MAX_PERMITS),
-            )),
+            global: budget::semaphore(options.budget_bytes, options.max_request_bytes),
             wait: options.budget_wait,
         };
         let connections = options.connections.max(1);
@@ -368,6 +323,55 @@ impl Gateway {
             next_listener: std::sync::atomic::AtomicU64::new(1),
         })
     }
+}
+
+/// The running form of each provider whose key is in `keys`: its client (trusting the system's
+/// roots when one of them is reached over HTTPS), key and adaptive concurrency limit.
+fn provider_runtimes(
+    config: &Config,
+    keys: &ProviderKeys,
+    increase_after: u32,
+) -> Result<HashMap<String, Arc<ProviderRuntime>>, GatewayError> {
+    let used: Vec<&Provider> = config
+        .providers
+        .values()
+        .filter(|p| keys.contains(&p.name))
+        .collect();
+    let system = if used.iter().any(|p| p.base_url.starts_with("https:")) {
+        upstream::system_roots()
+    } else {
+        Vec::new()
+    };
+    let mut providers = HashMap::new();
+    for p in used {
+        let runtime = ProviderRuntime {
+            provider: p.clone(),
+            key: keys.get(&p.name).flatten().cloned(),
+            client: upstream::client(p, &system, &config.timeouts)?,
+            limiter: AdaptiveLimiter::new(p.max_concurrency, increase_after),
+        };
+        providers.insert(p.name.clone(), Arc::new(runtime));
+    }
+    Ok(providers)
+}
+
+/// Listens on the TCP address `addr` (port 0 picks one); gives the listener and its address.
+fn bind_tcp(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
+    let listen_err = |source| GatewayError::Listen {
+        what: addr.to_string(),
+        source,
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(listen_err)?;
+    socket.set_reuseaddr(true).map_err(listen_err)?;
+    socket.bind(addr).map_err(listen_err)?;
+    let listener = socket.listen(LISTEN_BACKLOG).map_err(listen_err)?;
+    let bound = listener.local_addr().map_err(listen_err)?;
+    Ok((listener, bound))
 }
 
 /// Binds a Unix socket at `path`, replacing a stale socket file (never another kind of file).
@@ -437,14 +441,10 @@ impl GatewayHandle {
             Some(token.as_str()),
         ];
         let redactor = Redactor::new(secrets.into_iter().flatten());
-        let mut trial = Trial::new(grant, Arc::clone(provider), redactor, evidence);
-        trial.bound_to = bound_to;
         let options = &self.shared.options;
-        let room = options
-            .trial_budget_bytes
-            .max(options.max_request_bytes)
-            .min(tokio::sync::Semaphore::MAX_PERMITS);
-        trial.budget = Arc::new(tokio::sync::Semaphore::new(room));
+        let budget = budget::semaphore(options.trial_budget_bytes, options.max_request_bytes);
+        let mut trial = Trial::new(grant, Arc::clone(provider), redactor, evidence, budget);
+        trial.bound_to = bound_to;
         if let Some(key) = &provider.key {
             trial.needles = scrub::Needles::of(key.expose());
         }

@@ -73,12 +73,13 @@ pub(crate) struct Outcome {
 }
 
 impl Trial {
-    /// A trial for `grant` served by `provider`.
+    /// A trial for `grant` served by `provider`, holding at most `budget` of request bodies.
     pub fn new(
         grant: TrialGrant,
         provider: Arc<ProviderRuntime>,
         redactor: Redactor,
         evidence: Option<EvidenceDir>,
+        budget: Arc<tokio::sync::Semaphore>,
     ) -> Trial {
         Trial {
             grant,
@@ -87,7 +88,7 @@ impl Trial {
             evidence,
             bound_to: None,
             needles: super::scrub::Needles::default(),
-            budget: Arc::new(tokio::sync::Semaphore::new(super::DEFAULT_TRIAL_BUDGET)),
+            budget,
             state: Mutex::new(State::default()),
             settled: Condvar::new(),
         }

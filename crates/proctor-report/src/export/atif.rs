@@ -489,40 +489,12 @@ pub struct TrialEvidence {
 
 /// The trajectory of one trial.
 pub fn trajectory(e: &TrialEvidence) -> Trajectory {
-    let mut steps = vec![Step {
-        step_id: 1,
-        timestamp: None,
-        source: Source::User,
-        model_name: None,
-        message: e.prompt.clone(),
-        reasoning_content: None,
-        tool_calls: None,
-        observation: None,
-        metrics: None,
-        llm_call_count: None,
-        extra: Some(StepExtra {
-            from: "prompt".into(),
-            ..StepExtra::default()
-        }),
-    }];
+    let mut prompt = agent_step(e.prompt.clone(), "prompt");
+    prompt.source = Source::User;
+    let mut steps = vec![prompt];
     let wire = e.wire.as_ref().filter(|w| !w.is_empty());
     let script = e.agent_kind == "script";
-    let (made, how) = if let Some(wire) = wire {
-        (
-            wire_steps(wire),
-            "one agent step per main model request of the wire ledger",
-        )
-    } else if script {
-        (
-            script_steps(&e.transcript, &e.answer),
-            "one agent step per scripted step, then the answer",
-        )
-    } else {
-        (
-            call_steps(&e.calls, &e.answer, e.agent_kind == "human"),
-            "one agent step per interface call of the calls log, then the answer",
-        )
-    };
+    let (made, how) = agent_steps(e, wire);
     steps.extend(made);
     let unattributed = if wire.is_some() || script {
         attach_calls(&mut steps, &e.calls)
@@ -544,10 +516,6 @@ pub fn trajectory(e: &TrialEvidence) -> Trajectory {
         .model
         .clone()
         .or_else(|| wire.and_then(|w| w.iter().filter(|x| !x.side).find_map(|x| x.model.clone())));
-    let error_kind = match &e.outcome {
-        Outcome::Errored { kind } => Some(kind.as_str().to_string()),
-        _ => None,
-    };
     Trajectory {
         schema_version: ATIF_VERSION.into(),
         session_id: Some(format!("{}/{}", e.run_id, e.trial_id)),
@@ -567,29 +535,59 @@ pub fn trajectory(e: &TrialEvidence) -> Trajectory {
         )),
         steps,
         final_metrics: Some(final_metrics),
-        extra: Some(TrajectoryExtra {
-            exported_by: format!("proctor {}", e.proctor_version),
-            run_id: e.run_id.clone(),
-            suite_id: e.suite_id.clone(),
-            task: e.task.clone(),
-            variant: e.variant.clone(),
-            trial_index: e.trial_index,
-            outcome: e.outcome.label().to_string(),
-            reason: e.reason.clone(),
-            task_success: e.task_success,
-            error_kind,
-            integrity_findings: e.findings.clone(),
-            answer: e.answer.clone(),
-            wall_seconds: if e.wall_seconds.is_finite() {
-                e.wall_seconds
-            } else {
-                0.0
-            },
-            limit_reached: e.limit_reached.clone(),
-            agent_reported_cost_usd: e.agent_reported_cost_usd.filter(|c| c.is_finite()),
-            model_faults: e.wire_faults.clone(),
-            unattributed_interface_calls: unattributed,
-        }),
+        extra: Some(trajectory_extra(e, unattributed)),
+    }
+}
+
+/// The agent's steps from the best record the trial has (the wire, the script's transcript,
+/// the calls log), and how they were made, in words.
+fn agent_steps(e: &TrialEvidence, wire: Option<&Vec<Exchange>>) -> (Vec<Step>, &'static str) {
+    if let Some(wire) = wire {
+        (
+            wire_steps(wire),
+            "one agent step per main model request of the wire ledger",
+        )
+    } else if e.agent_kind == "script" {
+        (
+            script_steps(&e.transcript, &e.answer),
+            "one agent step per scripted step, then the answer",
+        )
+    } else {
+        (
+            call_steps(&e.calls, &e.answer, e.agent_kind == "human"),
+            "one agent step per interface call of the calls log, then the answer",
+        )
+    }
+}
+
+/// The grading and the trial's facts, as the trajectory's `extra`.
+fn trajectory_extra(e: &TrialEvidence, unattributed: Vec<InterfaceCall>) -> TrajectoryExtra {
+    let error_kind = match &e.outcome {
+        Outcome::Errored { kind } => Some(kind.as_str().to_string()),
+        _ => None,
+    };
+    TrajectoryExtra {
+        exported_by: format!("proctor {}", e.proctor_version),
+        run_id: e.run_id.clone(),
+        suite_id: e.suite_id.clone(),
+        task: e.task.clone(),
+        variant: e.variant.clone(),
+        trial_index: e.trial_index,
+        outcome: e.outcome.label().to_string(),
+        reason: e.reason.clone(),
+        task_success: e.task_success,
+        error_kind,
+        integrity_findings: e.findings.clone(),
+        answer: e.answer.clone(),
+        wall_seconds: if e.wall_seconds.is_finite() {
+            e.wall_seconds
+        } else {
+            0.0
+        },
+        limit_reached: e.limit_reached.clone(),
+        agent_reported_cost_usd: e.agent_reported_cost_usd.filter(|c| c.is_finite()),
+        model_faults: e.wire_faults.clone(),
+        unattributed_interface_calls: unattributed,
     }
 }
 
@@ -658,6 +656,7 @@ fn final_metrics(e: &TrialEvidence, steps: &[Step]) -> (FinalMetrics, String) {
     (m, note)
 }
 
+/// A step of the agent made from the record `from`, with nothing but its message yet.
 fn agent_step(message: String, from: &str) -> Step {
     Step {
         step_id: 0,
@@ -1068,22 +1067,9 @@ fn usage_metrics(u: &Usage, cost: Option<f64>) -> Metrics {
 
 fn wire_steps(wire: &[Exchange]) -> Vec<Step> {
     let main: Vec<&Exchange> = wire.iter().filter(|x| !x.side).collect();
-    // Side requests are folded into the next main step (the last one when none follows).
-    let mut sides: BTreeMap<usize, Vec<&Exchange>> = BTreeMap::new();
-    // `k` counts the main requests seen: the index of the next one.
-    let mut k = 0usize;
-    for x in wire {
-        if x.side {
-            sides
-                .entry(k.min(main.len().saturating_sub(1)))
-                .or_default()
-                .push(x);
-        } else {
-            k += 1;
-        }
-    }
-    let mut steps = Vec::new();
+    let sides = sides_by_step(wire, main.len());
     let results: Vec<_> = main.iter().map(|x| results_of(x)).collect();
+    let mut steps = Vec::new();
     for (i, x) in main.iter().enumerate() {
         let turn = turn_of(x);
         let mut step = agent_step(turn.text, "wire");
@@ -1096,18 +1082,12 @@ fn wire_steps(wire: &[Exchange]) -> Vec<Step> {
         usage.requests = Some(1);
         let mut cost = x.cost_usd;
         let mut seqs = vec![x.seq];
-        for s in sides.get(&i).into_iter().flatten() {
-            if let Some(u) = &s.usage {
-                usage.add(u);
-            }
-            usage.requests = sum(usage.requests, Some(1));
-            cost = match (cost, s.cost_usd) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, None) => a,
-                (None, b) => b,
-            };
-            seqs.push(s.seq);
-        }
+        fold_sides(
+            &mut usage,
+            &mut cost,
+            &mut seqs,
+            sides.get(&i).into_iter().flatten().copied(),
+        );
         step.llm_call_count = Some(seqs.len() as u64);
         step.metrics = Some(usage_metrics(&usage, cost));
         if let Some(extra) = &mut step.extra {
@@ -1116,39 +1096,7 @@ fn wire_steps(wire: &[Exchange]) -> Vec<Step> {
             extra.status = x.status.filter(|s| !(200..300).contains(s));
         }
         if !turn.calls.is_empty() {
-            let mut calls = Vec::new();
-            let mut obs = Vec::new();
-            let mut unkeyed = results
-                .get(i + 1)
-                .map(|r| r.1.clone())
-                .unwrap_or_default()
-                .into_iter();
-            for (id, name, args) in turn.calls {
-                let found = results[i + 1..]
-                    .iter()
-                    .find_map(|(by_id, _)| by_id.get(&id).cloned())
-                    .or_else(|| {
-                        (x.api == WireApi::Gemini && id.starts_with("wire-"))
-                            .then(|| unkeyed.next())
-                            .flatten()
-                    });
-                if let Some((content, is_error)) = found {
-                    obs.push(ObservationResult {
-                        source_call_id: Some(id.clone()),
-                        content: Some(content),
-                        extra: Some(ResultExtra {
-                            from: "wire".into(),
-                            is_error,
-                            ..ResultExtra::default()
-                        }),
-                    });
-                }
-                calls.push(ToolCall {
-                    tool_call_id: id,
-                    function_name: name,
-                    arguments: args,
-                });
-            }
+            let (calls, obs) = tool_calls(x, turn.calls, &results[i + 1..]);
             step.tool_calls = Some(calls);
             if !obs.is_empty() {
                 step.observation = Some(Observation { results: obs });
@@ -1160,13 +1108,7 @@ fn wire_steps(wire: &[Exchange]) -> Vec<Step> {
         // Only side requests: one step holds their usage.
         let mut usage = Usage::default();
         let mut seqs = Vec::new();
-        for s in wire {
-            if let Some(u) = &s.usage {
-                usage.add(u);
-            }
-            usage.requests = sum(usage.requests, Some(1));
-            seqs.push(s.seq);
-        }
+        fold_sides(&mut usage, &mut None, &mut seqs, wire);
         let mut step = agent_step(String::new(), "wire");
         step.llm_call_count = Some(seqs.len() as u64);
         step.metrics = Some(usage_metrics(&usage, None));
@@ -1176,6 +1118,89 @@ fn wire_steps(wire: &[Exchange]) -> Vec<Step> {
         steps.push(step);
     }
     steps
+}
+
+/// Side requests by the main step they are folded into: the next main one (the last one when
+/// none follows).
+fn sides_by_step(wire: &[Exchange], mains: usize) -> BTreeMap<usize, Vec<&Exchange>> {
+    let mut sides: BTreeMap<usize, Vec<&Exchange>> = BTreeMap::new();
+    // `k` counts the main requests seen: the index of the next one.
+    let mut k = 0usize;
+    for x in wire {
+        if x.side {
+            sides
+                .entry(k.min(mains.saturating_sub(1)))
+                .or_default()
+                .push(x);
+        } else {
+            k += 1;
+        }
+    }
+    sides
+}
+
+/// Adds `sides`' usage, requests, cost and numbers to a step's.
+fn fold_sides<'a>(
+    usage: &mut Usage,
+    cost: &mut Option<f64>,
+    seqs: &mut Vec<u64>,
+    sides: impl IntoIterator<Item = &'a Exchange>,
+) {
+    for s in sides {
+        if let Some(u) = &s.usage {
+            usage.add(u);
+        }
+        usage.requests = sum(usage.requests, Some(1));
+        *cost = match (*cost, s.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, None) => a,
+            (None, b) => b,
+        };
+        seqs.push(s.seq);
+    }
+}
+
+/// The tool calls of request `x`'s answer, and the result of each that a later request
+/// (`later`, the next one first) sent back.
+fn tool_calls(
+    x: &Exchange,
+    calls: Vec<(String, String, Map<String, Value>)>,
+    later: &[(BTreeMap<String, ToolResult>, Vec<ToolResult>)],
+) -> (Vec<ToolCall>, Vec<ObservationResult>) {
+    let mut made = Vec::new();
+    let mut obs = Vec::new();
+    let mut unkeyed = later
+        .first()
+        .map(|r| r.1.clone())
+        .unwrap_or_default()
+        .into_iter();
+    for (id, name, args) in calls {
+        let found = later
+            .iter()
+            .find_map(|(by_id, _)| by_id.get(&id).cloned())
+            .or_else(|| {
+                (x.api == WireApi::Gemini && id.starts_with("wire-"))
+                    .then(|| unkeyed.next())
+                    .flatten()
+            });
+        if let Some((content, is_error)) = found {
+            obs.push(ObservationResult {
+                source_call_id: Some(id.clone()),
+                content: Some(content),
+                extra: Some(ResultExtra {
+                    from: "wire".into(),
+                    is_error,
+                    ..ResultExtra::default()
+                }),
+            });
+        }
+        made.push(ToolCall {
+            tool_call_id: id,
+            function_name: name,
+            arguments: args,
+        });
+    }
+    (made, obs)
 }
 
 // ----- A scripted agent ----------------------------------------------------------------------

@@ -124,37 +124,8 @@ pub fn capture(
         ..EndState::default()
     };
     add_denied_calls(&mut end, &output.denied, &prepared.allowed);
-    let mut wire = None;
-    let mut model_faults = Vec::new();
+    let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
     let mut limit_reached = None;
-    let mut reading = None;
-    match &mut launched.model {
-        Some(ModelEndpoint::Mock { .. }) => {
-            let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
-            let _ = std::fs::remove_dir_all(&to);
-            if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
-                notes.failed("cannot copy the model's wire log", &e);
-            }
-            match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
-                Ok(w) => {
-                    model_faults = w.faults;
-                    wire = Some(w.usage);
-                }
-                Err(e) if executed.report.not_started.is_none() => notes.push(e),
-                Err(_) => {}
-            }
-        }
-        Some(ModelEndpoint::Gateway { seat, .. }) => match seat.finish() {
-            Some(ledger) => {
-                for e in &ledger.evidence_errors {
-                    notes.push(format!("model evidence: {e}"));
-                }
-                reading = Some(read_ledger(&ledger));
-            }
-            None => notes.push("the model gateway kept no ledger for this trial".into()),
-        },
-        None => {}
-    }
     let mut ledgers = ledgers(ctx, trial, wire, &output);
     if let Some(r) = &reading {
         model_faults.extend(r.fault.clone());
@@ -162,19 +133,12 @@ pub fn capture(
         ledgers = crate::gateway::ledgers(r, ledgers);
     }
     let resource = resource_limit_reached(ctx, launched, executed, answer_cut);
-    // The captured changes reaching the disk bound is the disk limit too.
-    let resource = resource
-        .filter(|r| *r != "output")
-        .or(bound_reached.then_some("disk"))
-        .or(resource);
-    if resource.is_some_and(|r| r != "output") || limit_reached.is_none() {
-        limit_reached = resource.map(str::to_string).or(limit_reached);
-    }
-    // Calls refused at the calls log's bound are the agent's doing, like a full disk: the trial
-    // stays graded (a harness note would make it errored and take it out of n).
-    if prepared.calls_log.refused() > 0 {
-        limit_reached.get_or_insert_with(|| "calls".to_string());
-    }
+    let (limit_reached, resource) = limit_reached_of(
+        limit_reached,
+        resource,
+        bound_reached,
+        prepared.calls_log.refused() > 0,
+    );
     if let Some(why) = &executed.init_lost {
         init_lost(why, resource, &mut end, &mut capture_notes, &mut notes);
     }
@@ -187,6 +151,79 @@ pub fn capture(
         capture_notes,
         store_full: notes.full,
     }
+}
+
+/// What the trial's model endpoint kept: the mock's wire usage and injected faults (its wire
+/// log copied into the trial's folder), or the gateway's ledger, read.
+fn model_end(
+    launched: &mut Launched,
+    paths: &crate::trial::paths::TrialPaths,
+    executed: &Executed,
+    notes: &mut Notes,
+) -> (
+    Option<Usage>,
+    Vec<(ErrorKind, String)>,
+    Option<crate::gateway::LedgerReading>,
+) {
+    match &mut launched.model {
+        Some(ModelEndpoint::Mock { .. }) => {
+            let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
+            let _ = std::fs::remove_dir_all(&to);
+            if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
+                notes.failed("cannot copy the model's wire log", &e);
+            }
+            match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
+                Ok(w) => (Some(w.usage), w.faults, None),
+                Err(e) => {
+                    if executed.report.not_started.is_none() {
+                        notes.push(e);
+                    }
+                    (None, Vec::new(), None)
+                }
+            }
+        }
+        Some(ModelEndpoint::Gateway { seat, .. }) => match seat.finish() {
+            Some(ledger) => {
+                for e in &ledger.evidence_errors {
+                    notes.push(format!("model evidence: {e}"));
+                }
+                (None, Vec::new(), Some(read_ledger(&ledger)))
+            }
+            None => {
+                notes.push("the model gateway kept no ledger for this trial".into());
+                (None, Vec::new(), None)
+            }
+        },
+        None => (None, Vec::new(), None),
+    }
+}
+
+/// The limit a trial reached, from the model's (`model`), the sandbox's resources (`resource`),
+/// the captured changes reaching the disk bound (`disk_bound`) and the calls log refusing calls
+/// (`calls_full`); and the resource limit alone (for a lost init). A resource limit other than
+/// `output` comes first, then the model's, then `output`, then `calls`. Every one of them is
+/// the agent's doing: the trial stays graded.
+fn limit_reached_of(
+    model: Option<String>,
+    resource: Option<&'static str>,
+    disk_bound: bool,
+    calls_full: bool,
+) -> (Option<String>, Option<&'static str>) {
+    // The captured changes reaching the disk bound is the disk limit too.
+    let resource = resource
+        .filter(|r| *r != "output")
+        .or(disk_bound.then_some("disk"))
+        .or(resource);
+    let mut limit = model;
+    if resource.is_some_and(|r| r != "output") || limit.is_none() {
+        limit = resource.map(str::to_string).or(limit);
+    }
+    // Calls refused at the calls log's bound: a note would make the trial errored (harness)
+    // and take it out of n, so it is a limit like a full disk.
+    if calls_full {
+        limit.get_or_insert_with(|| "calls".to_string());
+    }
+    (limit, resource)
 }
 
 /// The trial's init was killed after the agent ran (`why`), taking the workspace's changes

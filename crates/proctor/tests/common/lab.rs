@@ -252,6 +252,29 @@ impl Lab {
         cmd
     }
 
+    /// `proctor run SUITE --store STORE --trials 1 EXTRA...` of a one-trial task `t`, as
+    /// `who`: the record of `t.agent.0`, after checking that the run graded it (exit 0 or 1,
+    /// never 3); `None` (outside CI) when the machine gave it no real isolation.
+    pub fn run_graded(&self, who: As, copy: bool, extra: &[&str]) -> Option<serde_json::Value> {
+        let mut args = vec!["--trials", "1"];
+        if copy {
+            args.extend(["--isolation", "copy"]);
+        }
+        args.extend_from_slice(extra);
+        let out = self.run(who, &args);
+        let record = self.record("t.agent.0");
+        if !real_isolation(&record, copy) {
+            return None;
+        }
+        assert!(
+            out.code == 0 || out.code == 1,
+            "{who:?}: exit {}: {}\n{record:#}",
+            out.code,
+            out.stderr
+        );
+        Some(record)
+    }
+
     /// `proctor run SUITE --store STORE EXTRA...`.
     pub fn run(&self, who: As, extra: &[&str]) -> RunOut {
         let suite = self.suite();

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod lab;
+pub mod outcomes;
 
 use std::path::{Path, PathBuf};
 
