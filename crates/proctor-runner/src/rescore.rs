@@ -178,6 +178,11 @@ impl Rescorer<'_> {
         let checks = task_checks(task, settings.validation_timeout);
         let mut end = record.end_state.clone();
         end.checks.clear();
+        if end.changes_omitted > 0 {
+            // The record lists the first changes only: score on the whole list.
+            end.changes = all_changes(&trial_dir.join("changes"))?;
+            end.changes_omitted = 0;
+        }
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);
@@ -204,6 +209,7 @@ impl Rescorer<'_> {
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);
+        end.bound_changes();
         record.end_state = end;
         Ok(())
     }
@@ -215,6 +221,13 @@ struct Kept<'a> {
     files: &'a Path,
     changes: &'a [proctor_score::FileChange],
     special: &'a BTreeMap<String, SpecialEntry>,
+}
+
+/// The whole change list of a trial's `changes/changes.json`.
+fn all_changes(changes: &Path) -> Result<Vec<proctor_score::FileChange>, String> {
+    let path = changes.join("changes.json");
+    let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// The entries of a trial's `changes/special.json` by path (none when it has none).

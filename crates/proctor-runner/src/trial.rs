@@ -147,6 +147,11 @@ fn stages(
         &check_files,
     );
     drop(prepared);
+    // Graded on every change; stored with a bounded list (the whole is in changes.json).
+    let mut limit_reached = captured.limit_reached;
+    if end.bound_changes() {
+        limit_reached.get_or_insert_with(|| "entries".to_string());
+    }
     clock.total();
     Ok(TrialRecord {
         record_version: RECORD_VERSION,
@@ -161,7 +166,7 @@ fn stages(
         reason: verdict.reason.clone(),
         verdict: Some(verdict),
         ledgers: captured.ledgers,
-        limit_reached: captured.limit_reached,
+        limit_reached,
         services: Some(executed.report.services),
         capture_notes: captured.capture_notes,
         harness_notes: captured.notes,

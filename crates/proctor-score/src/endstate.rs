@@ -230,13 +230,26 @@ pub trait Files {
     fn read(&self, path: &str) -> Option<Vec<u8>>;
 }
 
+/// The most changes a stored trial record lists (past it they are counted, and the trial's
+/// `changes/changes.json` has them all).
+pub const MAX_RECORDED_CHANGES: usize = 10_000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Everything the scorer reads about one trial.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EndState {
     /// The agent's final answer.
     pub answer: String,
-    /// The workspace changes the agent made.
+    /// The workspace changes the agent made. In a stored record at most its first
+    /// [`MAX_RECORDED_CHANGES`] (`changes_omitted` counts the rest); grading saw them all.
     pub changes: Vec<FileChange>,
+    /// Changes left out of a stored record past [`MAX_RECORDED_CHANGES`]; the whole list is
+    /// in the trial's `changes/changes.json`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changes_omitted: u64,
     /// The interface calls, in start order.
     pub calls: Vec<CallRecord>,
     /// Check results, by command.
@@ -248,6 +261,21 @@ pub struct EndState {
     pub visuals: BTreeMap<String, VisualRun>,
     /// How the agent ended.
     pub agent: AgentEnd,
+}
+
+impl EndState {
+    /// Cuts the change list to [`MAX_RECORDED_CHANGES`] for storing, counting the rest in
+    /// `changes_omitted`; whether anything was cut.
+    pub fn bound_changes(&mut self) -> bool {
+        let over = self.changes.len().saturating_sub(MAX_RECORDED_CHANGES);
+        if over == 0 {
+            return false;
+        }
+        self.changes.truncate(MAX_RECORDED_CHANGES);
+        self.changes.shrink_to_fit();
+        self.changes_omitted += over as u64;
+        true
+    }
 }
 
 /// A [`Files`] over an in-memory map, for tests and small end states.

@@ -454,13 +454,17 @@ fn print_head(r: &TrialRecord) {
     if let Some(s) = &r.sitting {
         print_sitting(s);
     }
-    outln!("\nchanges ({})", r.end_state.changes.len());
+    let omitted = r.end_state.changes_omitted;
+    outln!("\nchanges ({})", r.end_state.changes.len() as u64 + omitted);
     for c in &r.end_state.changes {
         outln!(
             "  {:<13} {}",
             format!("{:?}", c.kind).to_lowercase(),
             proctor_report::escape_line(&c.path)
         );
+    }
+    if omitted > 0 {
+        outln!("  … and {omitted} more, listed in the trial's changes/changes.json");
     }
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
