@@ -388,4 +388,22 @@ fn a_flood_of_calls_cannot_hide_a_later_call_it_is_refused_and_the_trial_stays_g
     let calls = record["end_state"]["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 20_000);
     assert!(calls.iter().all(|c| c["argv"][1] != "drop"));
+
+    // The honest arm of the same task: a few calls, no drop, no limit, completed.
+    let honest = Lab::new("hostile-callflood-honest");
+    honest.write_exec(
+        "bin/tool",
+        "#!/bin/sh\n[ \"$1\" = drop ] && echo gone > dropped.txt\nexit 0\n",
+    );
+    honest.one_task(
+        "allow = [\"bin/tool\"]\n\n[tasks.interface]\ncommand = \"tool\"\n",
+        "{ calls = { verb = \"drop\", max = 0 } }",
+        &["tool get; tool get; echo \"exit $?\""],
+        true,
+    );
+    let run = honest.run(As::Me, &["--trials", "1"]);
+    let record = honest.record("t.agent.0");
+    assert_eq!(record["outcome"], "completed", "{run:?}");
+    assert!(record["limit_reached"].is_null(), "{record:#}");
+    assert_eq!(record["end_state"]["calls"].as_array().unwrap().len(), 2);
 }
