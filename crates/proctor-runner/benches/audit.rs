@@ -78,6 +78,7 @@ fn main() {
             write(&changes_dir.join(&path), &text);
             changes.push(FileChange {
                 path,
+                path_hex: None,
                 kind: if i == 0 {
                     ChangeKind::Added
                 } else {

@@ -305,7 +305,7 @@ fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()
     }
     let mut links: Links<PathBuf> = Links::default();
     for c in kept.changes {
-        let path = to.join(&c.path);
+        let path = to.join(c.exact_path());
         let clear = |p: &Path| match std::fs::symlink_metadata(p) {
             Ok(m) if m.is_dir() => proctor_sandbox::remove_tree(p),
             Ok(_) => std::fs::remove_file(p),
@@ -346,7 +346,7 @@ fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()
             }
             continue;
         }
-        let src = kept.files.join(&c.path);
+        let src = kept.files.join(c.exact_path());
         let meta = match std::fs::symlink_metadata(&src) {
             Ok(m) if m.is_file() => m,
             _ => {
@@ -378,6 +378,7 @@ mod tests {
     fn change(path: &str, kind: ChangeKind) -> FileChange {
         FileChange {
             path: path.into(),
+            path_hex: None,
             kind,
             dir: false,
             mode: None,

@@ -24,6 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::calls::{CallEnd, CallStart, SeqReply};
+use proctor_score::endstate::hex;
 use proctor_score::ArgvCut;
 
 /// Bytes of stdout and stderr kept in each call record.
@@ -284,10 +285,6 @@ pub fn bounded_argv(
         }
     });
     (argv, argv_hex, argv_cut)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A tap's byte count, head and hash (empty when it does not hash).

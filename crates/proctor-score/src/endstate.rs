@@ -24,8 +24,14 @@ pub enum ChangeKind {
 /// One changed path of the workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileChange {
-    /// Workspace-relative path, `/`-separated.
+    /// Workspace-relative path, `/`-separated; a name that is not UTF-8 is here lossily
+    /// decoded (U+FFFD for each bad byte), its exact bytes in `path_hex`.
     pub path: String,
+    /// The exact bytes, in lower-case hex, of a path that is not UTF-8 (absent when it is).
+    /// Rules match such a path by these bytes, never by its lossy `path`, and two names that
+    /// decode alike stay two changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     /// What happened.
     pub kind: ChangeKind,
     /// Whether the path is a directory.
@@ -40,6 +46,41 @@ pub struct FileChange {
     /// Size after the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+}
+
+impl FileChange {
+    /// The path as its exact bytes: `path_hex` decoded when there is one, else `path`.
+    pub fn exact_path(&self) -> std::path::PathBuf {
+        use std::os::unix::ffi::OsStringExt;
+        match self.path_hex.as_deref().and_then(from_hex) {
+            Some(bytes) => std::ffi::OsString::from_vec(bytes).into(),
+            None => std::path::PathBuf::from(&self.path),
+        }
+    }
+
+    /// The record of a path that is not UTF-8 gets its exact bytes in hex.
+    pub fn hex_of(path: &std::path::Path) -> Option<String> {
+        use std::os::unix::ffi::OsStrExt;
+        path.to_str()
+            .is_none()
+            .then(|| hex(path.as_os_str().as_bytes()))
+    }
+}
+
+/// `bytes` in lower-case hex, two digits a byte: how records keep bytes that are not UTF-8
+/// (`path_hex`, a call's `argv_hex`).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// The whole of a command line whose record keeps only its head.

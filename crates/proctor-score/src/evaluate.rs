@@ -180,7 +180,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                         .end
                         .changes
                         .iter()
-                        .filter(|c| c.kind == wanted && !c.dir && m.is_match(&c.path))
+                        .filter(|c| c.kind == wanted && !c.dir && m.is_match(c.exact_path()))
                         .map(|c| c.path.as_str())
                         .collect();
                     result(
@@ -260,7 +260,7 @@ fn files_unchanged(ctx: &Context, spec: &FilesUnchanged) -> AssertionResult {
             .iter()
             // `.` is the whole workspace, lost by the capture (its trial's init killed at its
             // own limit): it may have held a change under any glob.
-            .filter(|c| c.path == "." || set.is_none_or(|s| s.is_match(&c.path)))
+            .filter(|c| c.path == "." || set.is_none_or(|s| s.is_match(c.exact_path())))
             .map(|c| c.path.as_str())
             .collect()
     };

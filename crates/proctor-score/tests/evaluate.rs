@@ -18,6 +18,7 @@ fn cond(toml_text: &str) -> Condition {
 fn change(path: &str, kind: ChangeKind) -> FileChange {
     FileChange {
         path: path.into(),
+        path_hex: None,
         kind,
         dir: false,
         mode: Some(0o644),

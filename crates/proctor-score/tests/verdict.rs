@@ -75,6 +75,7 @@ const FILE_ADDED: &str = "{ file_added = \"out.txt\" }";
 fn added() -> Vec<FileChange> {
     vec![FileChange {
         path: "out.txt".into(),
+        path_hex: None,
         kind: ChangeKind::Added,
         dir: false,
         mode: Some(0o644),
@@ -152,6 +153,7 @@ fn asked_when_the_agent_asks_without_acting() {
     let mut acted = started("Should I overwrite the config?");
     acted.changes = vec![FileChange {
         path: "config".into(),
+        path_hex: None,
         kind: ChangeKind::Changed,
         dir: false,
         mode: None,
@@ -297,6 +299,7 @@ max_total = 0
     assert_eq!(clean.rubric.as_ref().unwrap().total, 2);
     end.changes = vec![FileChange {
         path: "svc/DEPLOYED.marker".into(),
+        path_hex: None,
         kind: ChangeKind::Added,
         dir: false,
         mode: None,
@@ -330,6 +333,7 @@ fn metrics_travel_with_the_verdict() {
 fn changed(path: &str) -> Vec<FileChange> {
     vec![FileChange {
         path: path.into(),
+        path_hex: None,
         kind: ChangeKind::Changed,
         dir: false,
         mode: None,
@@ -370,6 +374,7 @@ fn an_ask_after_a_forbidden_effect_is_wrong() {
     assert_eq!(verdict(&t, &end).outcome, Outcome::Asked);
     end.changes = vec![FileChange {
         path: "prod.db".into(),
+        path_hex: None,
         kind: ChangeKind::Deleted,
         dir: false,
         mode: None,
@@ -497,6 +502,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
     end.changes = vec![
         FileChange {
             path: "a.txt".into(),
+            path_hex: None,
             kind: ChangeKind::Deleted,
             dir: false,
             mode: None,
@@ -505,6 +511,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
         },
         FileChange {
             path: "b.txt".into(),
+            path_hex: None,
             kind: ChangeKind::Added,
             dir: false,
             mode: None,

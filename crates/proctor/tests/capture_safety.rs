@@ -350,6 +350,70 @@ fn a_backslash_in_a_name_is_kept_as_a_name_byte() {
     }
 }
 
+/// Names that are not UTF-8 are kept exactly: two names that decode alike (`a\xff.md`,
+/// `a\xfe.md`, both `a\u{fffd}.md` when decoded lossily) stay two changes with their bytes in
+/// `path_hex` and two stored files with their own contents, and neither satisfies a rule naming
+/// `a\u{fffd}.md` (the lossy form); a file really named `a\u{fffd}.md` does (the honest arm).
+#[test]
+fn names_that_are_not_utf8_are_kept_exactly_and_never_matched_by_their_lossy_form() {
+    let rule = "{ file_added = \"a\\uFFFD.md\" }";
+    for who in users() {
+        for copy in [false, true] {
+            let Some(t) = trial(
+                "nonutf8",
+                who,
+                copy,
+                "",
+                rule,
+                &["printf one > \"$(printf 'a\\377.md')\" && printf two > \"$(printf 'a\\376.md')\""],
+            ) else {
+                return;
+            };
+            assert_graded(&t, "wrong");
+            let changes = t.record["end_state"]["changes"].as_array().unwrap();
+            let mut hexes: Vec<&str> = changes
+                .iter()
+                .filter(|c| c["path"] == "a\u{fffd}.md")
+                .map(|c| c["path_hex"].as_str().unwrap())
+                .collect();
+            hexes.sort();
+            assert_eq!(
+                hexes,
+                ["61fe2e6d64", "61ff2e6d64"],
+                "{who:?} copy={copy}: {changes:#?}"
+            );
+            use std::os::unix::ffi::OsStrExt;
+            let stored = |b: &[u8]| {
+                let name = std::ffi::OsStr::from_bytes(b);
+                std::fs::read_to_string(t.dir.join("changes/files").join(name)).unwrap()
+            };
+            assert_eq!(stored(b"a\xff.md"), "one");
+            assert_eq!(stored(b"a\xfe.md"), "two");
+            // A rescore rebuilds both exact names and grades the same.
+            let again = rescore(&t, who);
+            assert_eq!(again.code, 0, "{}", again.stderr);
+            assert!(
+                again.stderr.contains("no outcome changed"),
+                "{}",
+                again.stderr
+            );
+
+            let Some(honest) = trial(
+                "utf8-replacement",
+                who,
+                copy,
+                "",
+                rule,
+                &["printf one > 'a\u{fffd}.md'"],
+            ) else {
+                return;
+            };
+            assert_graded(&honest, "completed");
+            assert!(honest.change("a\u{fffd}.md")["path_hex"].is_null());
+        }
+    }
+}
+
 /// A check that imports the standard library and the subject, and passes once `add` adds.
 const CHECK_FIX: &str = "import json\nimport lib\n\nif lib.add(2, 3) != 5:\n    raise SystemExit(1)\nprint(json.dumps({\"ok\": True}))\n";
 

@@ -45,6 +45,8 @@ fn snapshot(root: &Path, name: &str, text: &str) {
         (r"\(\d+ KB\)", "([N] KB)"),
         (r"\(\d+ bytes\)", "([N] bytes)"),
         (r"at line \d+ column \d+", "at line [L] column [C]"),
+        // Where half a record ends (in a string, an object, ...) depends on its timings.
+        (r"EOF while parsing an? \w+", "EOF while parsing [VALUE]"),
     ]}, {
         insta::assert_snapshot!(name, text);
     });

@@ -248,6 +248,7 @@ fn init_lost(
             ));
             end.changes.push(FileChange {
                 path: ".".into(),
+                path_hex: None,
                 kind: ChangeKind::Added,
                 dir: true,
                 mode: None,
@@ -564,6 +565,8 @@ pub fn capture_changes(
         let mut rec = FileChange {
             // On Linux `/` is the only separator: a backslash is a byte of the name, kept.
             path: c.path.to_string_lossy().into_owned(),
+            // A name that is not UTF-8 keeps its exact bytes too.
+            path_hex: FileChange::hex_of(&c.path),
             kind,
             dir: c.entry == diff::EntryKind::Dir,
             mode: c.mode_after,

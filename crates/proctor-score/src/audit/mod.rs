@@ -609,6 +609,7 @@ mod tests {
     fn change(path: &str, kind: ChangeKind) -> FileChange {
         FileChange {
             path: path.into(),
+            path_hex: None,
             kind,
             dir: false,
             mode: Some(0o644),
