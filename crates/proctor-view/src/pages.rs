@@ -492,7 +492,7 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
             "Interface metrics",
             crate::evidence_html::metrics(r),
         ),
-        ("diff", "Workspace diff", crate::diff_html::section(&t.diff)),
+        ("diff", "Workspace diff", diff_section(t, end)),
         ("checks", "Checks", checks(end)),
         (
             "transcripts",
@@ -531,6 +531,23 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         }
     }
     body
+}
+
+/// The workspace diff, and how many changes the record leaves out (graded, but listed only in
+/// the trial's `changes/changes.json`).
+fn diff_section(t: &TrialPage, end: &Value) -> String {
+    let mut html = crate::diff_html::section(&t.diff);
+    let omitted = end
+        .get("changes_omitted")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if omitted > 0 {
+        let _ = write!(
+            html,
+            "<p class=\"omitted\">… and {omitted} more changes, graded but not listed here: the trial's <code>changes/changes.json</code> lists them all.</p>"
+        );
+    }
+    html
 }
 
 /// The success rule's assertions with their verdicts and evidence (and the rubric, if any).
