@@ -50,11 +50,11 @@ pub struct FileChange {
 
 impl FileChange {
     /// The path as its exact bytes: `path_hex` decoded when there is one, else `path`.
-    pub fn exact_path(&self) -> std::path::PathBuf {
+    pub fn exact_path(&self) -> std::borrow::Cow<'_, std::path::Path> {
         use std::os::unix::ffi::OsStringExt;
         match self.path_hex.as_deref().and_then(from_hex) {
-            Some(bytes) => std::ffi::OsString::from_vec(bytes).into(),
-            None => std::path::PathBuf::from(&self.path),
+            Some(bytes) => std::borrow::Cow::Owned(std::ffi::OsString::from_vec(bytes).into()),
+            None => std::borrow::Cow::Borrowed(std::path::Path::new(&self.path)),
         }
     }
 
