@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::lab::{As, Lab};
+use common::unwrapped;
 
 /// Writes an OCI image layout at `dir` (and, with `archive`, a tar of it): one layer with
 /// `/bin/busybox` and applet links, a static `/bin/bash`, `/etc/passwd`, a
@@ -322,14 +323,8 @@ fn validate_checks_an_images_path_and_syntax() {
     suite(&lab, "oci:images/none");
     let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let flat = |s: &str| {
-        s.split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .replace(" │ ", " ")
-    };
     assert!(
-        flat(&out.stderr).contains("`image` path `images/none` does not exist"),
+        unwrapped(&out.stderr).contains("`image` path `images/none` does not exist"),
         "{}",
         out.stderr
     );
@@ -337,7 +332,7 @@ fn validate_checks_an_images_path_and_syntax() {
     let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        flat(&out.stderr).contains("is not an image reference"),
+        unwrapped(&out.stderr).contains("is not an image reference"),
         "{}",
         out.stderr
     );
@@ -352,7 +347,7 @@ fn validate_checks_an_images_path_and_syntax() {
     );
     let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let flat_err = flat(&out.stderr);
+    let flat_err = unwrapped(&out.stderr);
     assert!(
         flat_err.contains("`cpus` must be a positive number, not -1"),
         "{}",

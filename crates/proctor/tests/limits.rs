@@ -173,13 +173,7 @@ fn a_limit_out_of_range_is_refused_at_its_value() {
     let out = lab.proctor(As::Me, &["validate", suite.to_str().unwrap()]);
     let all = format!("{}{}", out.stdout, out.stderr);
     assert_eq!(out.code, 2, "{all}");
-    // The report wraps long lines (and the wrap depends on the length of the lab's path), so
-    // the words are compared without the wrapping's whitespace and gutter.
-    let flat = all
-        .replace('│', " ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let flat = common::unwrapped(&all);
     assert!(
         flat.contains("suite.toml:15:24: must be between 1 and 1048576 (MiB, such as 2048), not 0"),
         "names the place and the range: {all}"

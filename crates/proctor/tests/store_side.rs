@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::lab::{As, Lab, RunOut};
-use common::{TestSuite, MINIMAL};
+use common::{unwrapped, TestSuite, MINIMAL};
 
 /// How long a command that must not block may take before the test calls it a hang.
 const HANG: Duration = Duration::from_secs(20);
@@ -50,14 +50,6 @@ fn snapshot(root: &Path, name: &str, text: &str) {
     ]}, {
         insta::assert_snapshot!(name, text);
     });
-}
-
-/// `text` with the diagnostics' line wrapping undone.
-fn flat(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace(" │ ", " ")
 }
 
 fn mkfifo(path: &Path) {
@@ -127,7 +119,8 @@ fn trials_per_cell_past_the_bound_are_refused_at_validate_with_the_place_and_wha
     .expect("run --dry-run did not stop");
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        flat(&out.stderr).contains("`development_trials = 4294967295` is more than the 100000"),
+        unwrapped(&out.stderr)
+            .contains("`development_trials = 4294967295` is more than the 100000"),
         "{}",
         out.stderr
     );

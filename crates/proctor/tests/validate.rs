@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{proctor, repo_root, TestSuite, MINIMAL};
+use common::{proctor, repo_root, unwrapped, TestSuite, MINIMAL};
 
 /// Validates `suite`, expects exit 2, and returns stderr for a snapshot.
 fn rejected(suite: &TestSuite) -> String {
@@ -928,15 +928,6 @@ fn symlinks_in_a_fixture_under_git_or_proctor_are_refused() {
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
-/// `stderr` on one line, without the report's line-wrapping marks, for searching messages.
-fn flat(stderr: &str) -> String {
-    stderr
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace(" │ ", " ")
-}
-
 /// The one problem whose message contains `needle`, from `validate --format json`.
 fn one_problem(s: &TestSuite, needle: &str) -> serde_json::Value {
     let problems = json_problems(s);
@@ -983,7 +974,7 @@ fn a_check_timeout_out_of_range_is_refused_with_the_range() {
     );
     let out = s.validate();
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    let text = flat(&format!("{}{}", out.stdout, out.stderr));
+    let text = unwrapped(&format!("{}{}", out.stdout, out.stderr));
     assert!(
         text.contains("`timeout_seconds` must be between 1 and 86400 seconds (a day), not 0"),
         "{text}"
@@ -1002,7 +993,7 @@ fn a_patch_that_is_not_utf8_names_the_byte_offset() {
     std::fs::write(s.path().join("mutations/hello/bad.patch"), &bytes).unwrap();
     let out = s.validate();
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    let text = flat(&format!("{}{}", out.stdout, out.stderr));
+    let text = unwrapped(&format!("{}{}", out.stdout, out.stderr));
     assert!(
         text.contains("the patch is not UTF-8: the byte at offset 63 (line 5, column 4)"),
         "{text}"
@@ -1026,17 +1017,17 @@ fn a_suite_toml_that_is_not_utf8_names_the_byte_offset() {
     std::fs::write(s.path().join("suite.toml"), &bytes).unwrap();
     let out = s.validate();
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let flat = flat(&out.stderr);
+    let said = unwrapped(&out.stderr);
     assert!(
-        flat.contains(&format!(
+        said.contains(&format!(
             "suite.toml is not UTF-8: the byte at offset {at} (line 2, column 7)"
         )),
         "{}",
         out.stderr
     );
-    assert!(flat.contains("save the file as UTF-8"), "{}", out.stderr);
+    assert!(said.contains("save the file as UTF-8"), "{}", out.stderr);
     assert!(
-        !flat.contains("needs a suite.toml"),
+        !said.contains("needs a suite.toml"),
         "the wrong help: {}",
         out.stderr
     );
@@ -1057,9 +1048,9 @@ fn a_scripted_agent_that_is_not_utf8_names_its_file() {
     std::fs::write(&script, &bytes).unwrap();
     let out = s.validate();
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let flat = flat(&out.stderr);
+    let said = unwrapped(&out.stderr);
     assert!(
-        flat.contains("the script is not UTF-8: the byte at offset 0 (line 1, column 1)"),
+        said.contains("the script is not UTF-8: the byte at offset 0 (line 1, column 1)"),
         "{}",
         out.stderr
     );
@@ -1077,9 +1068,9 @@ fn deep_nesting_is_one_short_line_naming_the_limit() {
         out.stderr.len(),
         out.stderr.chars().take(1000).collect::<String>()
     );
-    let flat = flat(&out.stderr);
+    let said = unwrapped(&out.stderr);
     assert!(
-        flat.contains("nested deeper than the TOML parser allows"),
+        said.contains("nested deeper than the TOML parser allows"),
         "{}",
         out.stderr
     );

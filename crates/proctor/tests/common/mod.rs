@@ -125,3 +125,34 @@ pub fn repo_root() -> PathBuf {
         .canonicalize()
         .unwrap()
 }
+
+/// A diagnostic's text with its line wrapping undone, for searching its messages.
+///
+/// The report wraps at 100 columns, and where it wraps depends on the length of the lab's path;
+/// it may break inside a word (after `/`), so whitespace and the gutter's `│` are dropped from the
+/// text and from the needle alike.
+pub struct Unwrapped(String);
+
+/// `text` with the diagnostics' line wrapping undone (see [`Unwrapped`]).
+pub fn unwrapped(text: &str) -> Unwrapped {
+    Unwrapped(squash(text))
+}
+
+fn squash(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_whitespace() && *c != '│')
+        .collect()
+}
+
+impl Unwrapped {
+    /// Whether the text says `needle`, wherever the report wrapped it.
+    pub fn contains(&self, needle: &str) -> bool {
+        self.0.contains(&squash(needle))
+    }
+}
+
+impl std::fmt::Display for Unwrapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
