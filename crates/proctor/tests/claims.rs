@@ -459,7 +459,7 @@ fn cite_warns_when_git_ignores_the_cited_results() {
         .arg(&lab.root)
         .status();
     if !init.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: git is not installed");
+        common::skip("git is not installed");
         return;
     }
     traps_run(&lab);

@@ -330,7 +330,7 @@ fn a_read_only_store_is_listed_and_shown_and_refuses_writes_by_name() {
     let ro = match bind_read_only(&store) {
         Ok(m) => m,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            common::skip(&why);
             return;
         }
     };
@@ -410,7 +410,7 @@ fn a_full_store_stops_the_run_as_interrupted_with_the_reason_and_no_temporaries(
     let _tmpfs = match mount("tmpfs", &store, Some("tmpfs"), 0, Some("size=2m")) {
         Ok(()) => Mounted(store.clone()),
         Err(why) => {
-            eprintln!("skipped: {why}");
+            common::skip(&why);
             return;
         }
     };

@@ -256,8 +256,7 @@ fn an_init_killed_by_the_agents_own_memory_limit_is_graded_with_the_cause() {
     };
     let r = &t.record;
     if r["launch"]["limits"]["not_enforced"]["memory_mb"].is_string() {
-        assert!(std::env::var_os("CI").is_none(), "under CI: {r:#}");
-        eprintln!("SKIPPED: the memory limit is not enforced here");
+        common::skip(&format!("the memory limit is not enforced here: {r:#}"));
         return;
     }
     assert_eq!(r["limit_reached"], "memory", "{r:#}");

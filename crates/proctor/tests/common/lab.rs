@@ -84,8 +84,7 @@ pub fn real_isolation(record: &serde_json::Value, copy: bool) -> bool {
         && iso["namespaces"].as_array().is_some_and(|n| !n.is_empty());
     if !real {
         let why = format!("no namespaces or overlay here: {iso:#}");
-        assert!(std::env::var_os("CI").is_none(), "under CI: {why}");
-        eprintln!("SKIPPED: {why}");
+        super::skip(&why);
     }
     real
 }
