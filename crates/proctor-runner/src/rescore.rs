@@ -22,7 +22,7 @@ use proctor_sandbox::copy::{harmless_mode, Links};
 use crate::layers::{copy_file, copy_tree, make_fifo, LayerCache};
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::capture::{wire_log, SpecialEntry, SpecialKind, SPECIAL_ENTRIES};
+use crate::trial::capture::{self, wire_log, SpecialEntry, SpecialKind, SPECIAL_ENTRIES};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
 
@@ -183,6 +183,10 @@ impl Rescorer<'_> {
             end.changes = all_changes(&trial_dir.join("changes"))?;
             end.changes_omitted = 0;
         }
+        for (name, service) in end.services.iter_mut().filter(|(_, s)| s.is_bounded()) {
+            // The record left part of it out: score on the service's whole kept files.
+            *service = kept_service(suite, name, &trial_dir.join("services").join(name))?;
+        }
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);
@@ -210,6 +214,7 @@ impl Rescorer<'_> {
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);
         end.bound_changes();
+        end.bound_services();
         record.end_state = end;
         Ok(())
     }
@@ -221,6 +226,27 @@ struct Kept<'a> {
     files: &'a Path,
     changes: &'a [proctor_score::FileChange],
     special: &'a BTreeMap<String, SpecialEntry>,
+}
+
+/// A service's whole end state from the files its trial kept in `dir` (`services/NAME/`).
+fn kept_service(
+    suite: &Suite,
+    name: &str,
+    dir: &Path,
+) -> Result<proctor_score::endstate::ServiceEnd, String> {
+    let state = suite
+        .file
+        .services
+        .iter()
+        .find(|s| s.name.get_ref() == name)
+        .ok_or_else(|| format!("the suite no longer has the service `{name}`"))?
+        .state
+        .as_ref()
+        .map(|f| dir.join(f.get_ref()));
+    let mut service = capture::service_end(state.as_deref());
+    service.events = capture::read_events(&dir.join("events.jsonl"))
+        .map_err(|e| format!("service `{name}`: {e}"))?;
+    Ok(service)
 }
 
 /// The whole change list of a trial's `changes/changes.json`.

@@ -147,9 +147,11 @@ fn stages(
         &check_files,
     );
     drop(prepared);
-    // Graded on every change; stored with a bounded list (the whole is in changes.json).
+    // Graded on every change and the whole of every service's state and events; stored with
+    // bounded lists (the whole is in changes.json and the services' own files).
     let mut limit_reached = captured.limit_reached;
-    if end.bound_changes() {
+    let services_cut = end.bound_services();
+    if end.bound_changes() | services_cut {
         limit_reached.get_or_insert_with(|| "entries".to_string());
     }
     clock.total();

@@ -212,16 +212,81 @@ pub struct ScreenshotDiff {
 }
 
 /// A service's captured end state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceEnd {
     /// The parsed state file, when it was written and is JSON.
     pub state: Option<serde_json::Value>,
     /// Why the state is missing, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_error: Option<String>,
-    /// The service's event log (`events.jsonl`), for attributed reversals.
+    /// The service's event log (`events.jsonl`), for attributed reversals. In a stored record
+    /// at most its first [`MAX_RECORDED_EVENTS`] (`events_omitted` counts the rest); grading
+    /// saw them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<ServiceEvent>,
+    /// The size of the state as JSON text, when a stored record leaves it out because it is
+    /// over [`MAX_RECORDED_STATE_BYTES`]; the trial's `services/NAME/` folder keeps the file,
+    /// which grading read whole and `rescore` reads again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_omitted_bytes: Option<u64>,
+    /// Events left out of a stored record past [`MAX_RECORDED_EVENTS`]; the trial's
+    /// `services/NAME/events.jsonl` has them all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_omitted: u64,
+}
+
+/// The largest service state (as JSON text) a stored trial record holds; a larger one stays in
+/// the trial's service folder only.
+pub const MAX_RECORDED_STATE_BYTES: u64 = 1 << 20;
+
+/// The most events of one service a stored trial record lists.
+pub const MAX_RECORDED_EVENTS: usize = 10_000;
+
+impl ServiceEnd {
+    /// Leaves a state over [`MAX_RECORDED_STATE_BYTES`] and events past
+    /// [`MAX_RECORDED_EVENTS`] out of the record, counting what was left; whether anything was.
+    pub fn bound(&mut self) -> bool {
+        let mut cut = false;
+        if let Some(state) = &self.state {
+            let bytes = json_len(state);
+            if bytes > MAX_RECORDED_STATE_BYTES {
+                self.state = None;
+                self.state_omitted_bytes = Some(bytes);
+                cut = true;
+            }
+        }
+        let over = self.events.len().saturating_sub(MAX_RECORDED_EVENTS);
+        if over > 0 {
+            self.events.truncate(MAX_RECORDED_EVENTS);
+            self.events.shrink_to_fit();
+            self.events_omitted += over as u64;
+            cut = true;
+        }
+        cut
+    }
+
+    /// Whether a stored record left part of this service's end state out.
+    pub fn is_bounded(&self) -> bool {
+        self.state_omitted_bytes.is_some() || self.events_omitted > 0
+    }
+}
+
+/// The length of `value` as compact JSON text, counted without writing it anywhere.
+pub fn json_len(value: &serde_json::Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// One line of a service's `events.jsonl`.
@@ -316,6 +381,16 @@ impl EndState {
         self.changes.shrink_to_fit();
         self.changes_omitted += over as u64;
         true
+    }
+
+    /// Bounds every service's state and events for storing (see [`ServiceEnd::bound`]);
+    /// whether anything was left out.
+    pub fn bound_services(&mut self) -> bool {
+        let mut cut = false;
+        for service in self.services.values_mut() {
+            cut |= service.bound();
+        }
+        cut
     }
 }
 

@@ -474,7 +474,7 @@ fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {
         return result("state", rule, Verdict::unknown(why), Value::Null);
     };
     let actual = doc.pointer(s.pointer.get_ref());
-    let evidence = json!({ "pointer": s.pointer.get_ref(), "actual": actual });
+    let evidence = state_evidence(s.pointer.get_ref(), actual);
     let verdict = if let Some(want) = &s.equals {
         match serde_json::to_value(want) {
             Ok(want) => Verdict::from_bool(actual == Some(&want)),
@@ -493,6 +493,53 @@ fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {
         Verdict::from_bool(actual.is_some() == want)
     };
     result("state", rule, verdict, evidence)
+}
+
+/// The most of a state value a `state` assertion's evidence holds, as JSON text.
+pub const MAX_STATE_EVIDENCE_BYTES: u64 = 4096;
+
+/// What a `state` assertion saw at `pointer`: the value itself, or, when it is longer than
+/// [`MAX_STATE_EVIDENCE_BYTES`] as JSON, the head of its text and its whole length (a pointer at
+/// a large state's root must not copy the state into every record).
+fn state_evidence(pointer: &str, actual: Option<&Value>) -> Value {
+    let Some(value) = actual else {
+        return json!({ "pointer": pointer, "actual": null });
+    };
+    let bytes = crate::endstate::json_len(value);
+    if bytes <= MAX_STATE_EVIDENCE_BYTES {
+        return json!({ "pointer": pointer, "actual": value });
+    }
+    json!({ "pointer": pointer, "actual_head": json_head(value), "actual_bytes": bytes })
+}
+
+/// The first [`MAX_STATE_EVIDENCE_BYTES`] of `value` as compact JSON, cut at a character.
+fn json_head(value: &Value) -> String {
+    struct Head(Vec<u8>);
+    impl std::io::Write for Head {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let room = MAX_STATE_EVIDENCE_BYTES as usize - self.0.len();
+            self.0.extend_from_slice(&buf[..buf.len().min(room)]);
+            if buf.len() > room {
+                // Stops the serializer: the head is full.
+                return Err(std::io::Error::other("full"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut head = Head(Vec::with_capacity(MAX_STATE_EVIDENCE_BYTES as usize));
+    let _ = serde_json::to_writer(&mut head, value);
+    match String::from_utf8(head.0) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    }
 }
 
 /// A `visual` assertion over what its look saw: a browser that could not look leaves it

@@ -9,7 +9,7 @@ use proctor_score::endstate::{
 use proctor_score::evaluate::{condition, Context};
 use proctor_score::Verdict;
 use proctor_suite::model::{Condition, Interface};
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn cond(toml_text: &str) -> Condition {
     toml::from_str(toml_text).expect("condition parses")
@@ -301,7 +301,7 @@ fn state_reads_json_pointers() {
         ServiceEnd {
             events: Vec::new(),
             state: Some(json!({ "sent": [{ "to": "dana" }] })),
-            state_error: None,
+            ..ServiceEnd::default()
         },
     );
     let files = MemoryFiles::default();
@@ -386,4 +386,87 @@ fn not_any_and_all_combine_with_unknowns() {
         .0,
         Verdict::Unknown { .. }
     ));
+}
+
+#[test]
+fn a_large_state_value_is_evidence_as_its_head_and_length_and_still_graded_whole() {
+    let mut end = EndState::default();
+    let sent: Vec<Value> = (0..2000)
+        .map(|i| json!({ "id": i, "to": "dana", "text": "é".repeat(20) }))
+        .collect();
+    end.services.insert(
+        "chat-api".into(),
+        ServiceEnd {
+            state: Some(json!({ "sent": sent })),
+            ..ServiceEnd::default()
+        },
+    );
+    let files = MemoryFiles::default();
+    // The pointer names the whole list: graded on all of it, recorded as a bounded head.
+    let (v, ev) = verdict(
+        &end,
+        &files,
+        None,
+        r#"all = [{ state = { service = "chat-api", pointer = "/sent", matches = "\"id\":1999," } }]"#,
+    );
+    assert_eq!(v, Verdict::Holds);
+    let evidence = &ev[0]["evidence"];
+    assert!(evidence.get("actual").is_none(), "{evidence}");
+    let head = evidence["actual_head"].as_str().unwrap();
+    assert!(head.len() <= 4096 && head.len() > 4000, "{}", head.len());
+    assert!(head.starts_with("[{\"id\":0,"), "{head}");
+    let whole =
+        serde_json::to_string(&end.services["chat-api"].state.as_ref().unwrap()["sent"]).unwrap();
+    assert_eq!(evidence["actual_bytes"], whole.len() as u64);
+    // A small value is kept whole, as before.
+    let (_, ev) = verdict(
+        &end,
+        &files,
+        None,
+        r#"all = [{ state = { service = "chat-api", pointer = "/sent/3/to", equals = "dana" } }]"#,
+    );
+    assert_eq!(ev[0]["evidence"]["actual"], "dana");
+}
+
+#[test]
+fn a_stored_record_leaves_out_a_large_state_and_events_past_the_bound_and_counts_them() {
+    use proctor_score::endstate::{ServiceEvent, MAX_RECORDED_EVENTS, MAX_RECORDED_STATE_BYTES};
+    let event = |i: usize| ServiceEvent {
+        at: i as f64,
+        actor: "agent".into(),
+        op: "send".into(),
+        id: format!("e{i}"),
+        target: None,
+    };
+    let mut end = EndState::default();
+    let big = "x".repeat(MAX_RECORDED_STATE_BYTES as usize);
+    end.services.insert(
+        "big".into(),
+        ServiceEnd {
+            state: Some(json!({ "blob": big })),
+            events: (0..MAX_RECORDED_EVENTS + 5).map(event).collect(),
+            ..ServiceEnd::default()
+        },
+    );
+    end.services.insert(
+        "small".into(),
+        ServiceEnd {
+            state: Some(json!({ "ok": true })),
+            events: (0..3).map(event).collect(),
+            ..ServiceEnd::default()
+        },
+    );
+    assert!(end.bound_services());
+    let big = &end.services["big"];
+    assert!(big.state.is_none() && big.is_bounded());
+    assert_eq!(
+        big.state_omitted_bytes,
+        Some(MAX_RECORDED_STATE_BYTES + "{\"blob\":\"\"}".len() as u64)
+    );
+    assert_eq!(big.events.len(), MAX_RECORDED_EVENTS);
+    assert_eq!(big.events_omitted, 5);
+    let small = &end.services["small"];
+    assert!(!small.is_bounded() && small.state.is_some() && small.events.len() == 3);
+    // Bounding again leaves nothing more out.
+    assert!(!end.bound_services());
 }

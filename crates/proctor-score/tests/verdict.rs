@@ -251,8 +251,8 @@ fn a_user_undo_inside_the_window_makes_a_pass_wrong() {
         "api".into(),
         ServiceEnd {
             state: None,
-            state_error: None,
             events: events.clone(),
+            ..ServiceEnd::default()
         },
     );
     let v = verdict(&task("", FILE_ADDED), &end);
@@ -599,8 +599,6 @@ fn a_rejection_a_service_records_places_the_refusal() {
     end.services.insert(
         "chat-api".into(),
         ServiceEnd {
-            state: None,
-            state_error: None,
             events: vec![ServiceEvent {
                 at: 1.0,
                 actor: "service".into(),
@@ -608,6 +606,7 @@ fn a_rejection_a_service_records_places_the_refusal() {
                 id: "send-1".into(),
                 target: None,
             }],
+            ..ServiceEnd::default()
         },
     );
     let v = verdict(&task("", FILE_ADDED), &end);

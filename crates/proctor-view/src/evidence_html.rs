@@ -119,7 +119,16 @@ pub fn services(record: &Value, h: u8) -> String {
                 (None, Some(Value::String(why))) => {
                     let _ = write!(s, "<p>No state: {}</p>", esc(why));
                 }
-                _ => s.push_str("<p>It wrote no state.</p>"),
+                _ => match end.get("state_omitted_bytes").and_then(Value::as_u64) {
+                    Some(bytes) => {
+                        let _ = write!(
+                            s,
+                            "<p class=\"omitted\">Its state at the end is {bytes} bytes of JSON: graded whole, too large for this page; the trial's <code>services/{}/</code> folder keeps it.</p>",
+                            esc(name)
+                        );
+                    }
+                    None => s.push_str("<p>It wrote no state.</p>"),
+                },
             }
             let events = end
                 .get("events")
@@ -127,6 +136,17 @@ pub fn services(record: &Value, h: u8) -> String {
                 .map(Vec::as_slice)
                 .unwrap_or(&[]);
             s.push_str(&event_log(name, events, window, reversed));
+            if let Some(omitted) = end
+                .get("events_omitted")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 0)
+            {
+                let _ = write!(
+                    s,
+                    "<p class=\"omitted\">… and {omitted} more events, graded but not listed here: the trial's <code>services/{}/events.jsonl</code> lists them all.</p>",
+                    esc(name)
+                );
+            }
         }
     }
     if let Some(reports) = record

@@ -4,7 +4,9 @@
 //!   `show RUN`, `show RUN TRIAL`, `compare` and `results.md`, and kept exact in JSON;
 //! - a call of an allowed tool with an argument that is not UTF-8 runs with the exact bytes and
 //!   is logged with them;
-//! - a `command` agent's large stdout, which is its answer, is stored once.
+//! - a `command` agent's large stdout, which is its answer, is stored once;
+//! - a service's 73 MB state and 20,000 events are graded whole, kept as the service's files and
+//!   left out of the trial record (counted), with proctor's memory bounded.
 
 mod common;
 
@@ -406,4 +408,106 @@ fn a_flood_of_calls_cannot_hide_a_later_call_it_is_refused_and_the_trial_stays_g
     assert_eq!(record["outcome"], "completed", "{run:?}");
     assert!(record["limit_reached"].is_null(), "{record:#}");
     assert_eq!(record["end_state"]["calls"].as_array().unwrap().len(), 2);
+}
+
+/// A service that, on start, writes a 73 MB state (140,000 messages) and 20,000 events, then
+/// answers its ready probe on 127.0.0.1:7071.
+const BIG_STATE_SERVICE: &str = r#"import http.server, json, os
+d = os.environ["PROCTOR_SERVICE_DIR"]
+with open(os.path.join(d, "state.json"), "w") as f:
+    f.write('{"sent": [')
+    for i in range(140000):
+        if i:
+            f.write(",")
+        json.dump({"id": i, "to": "dana", "text": "x" * 480}, f)
+    f.write('], "last": "ok"}')
+with open(os.path.join(d, "events.jsonl"), "w") as f:
+    for i in range(20000):
+        f.write(json.dumps({"at": i / 1000, "actor": "agent", "op": "send", "id": "e%d" % i}) + "\n")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 7071), H).serve_forever()
+"#;
+
+#[test]
+fn a_large_service_state_is_graded_whole_kept_as_its_file_and_left_out_of_the_record() {
+    for who in users() {
+        let lab = Lab::new(&format!("hostile-bigstate-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.write("services/big.py", BIG_STATE_SERVICE);
+        lab.write(
+            "suite.toml",
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[[services]]\nname = \"svc\"\ncommand = [\"python3\", \"services/big.py\"]\nready = { http = \"http://127.0.0.1:7071/\", timeout_seconds = 30 }\nstate = \"state.json\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [\n  { state = { service = \"svc\", pointer = \"/last\", equals = \"ok\" } },\n  { state = { service = \"svc\", pointer = \"/sent/139999/to\", equals = \"dana\" } },\n  { state = { service = \"svc\", pointer = \"/sent\", exists = true } },\n]\n",
+        );
+        lab.write("agents/agent/t.toml", "answer = \"done\"\n");
+        let store = lab.store();
+        let suite = lab.suite();
+        let args = [
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+        ];
+        let (run, peak_kib) = lab.proctor_peak_rss(who, &args, &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let trial = lab.trial_dir("t.agent.0");
+        // Graded on the whole state: the last message is read, and the pointer at the whole list
+        // is evidence as a head and a length.
+        let record = lab.record("t.agent.0");
+        assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+        let evidence = &record["verdict"]["success"]["assertions"][2]["evidence"];
+        assert!(
+            evidence["actual_bytes"].as_u64().unwrap() > 70_000_000,
+            "{evidence}"
+        );
+        assert!(evidence["actual_head"].as_str().unwrap().len() <= 4096);
+        // The record leaves the state and the events past 10,000 out, and says so.
+        let svc = &record["end_state"]["services"]["svc"];
+        assert!(svc["state"].is_null(), "the state is in the record");
+        let state_len = std::fs::metadata(trial.join("services/svc/state.json"))
+            .unwrap()
+            .len();
+        assert!(state_len > 70_000_000, "{state_len}");
+        assert!(svc["state_omitted_bytes"].as_u64().unwrap() > 70_000_000);
+        assert_eq!(svc["events"].as_array().unwrap().len(), 10_000);
+        assert_eq!(svc["events_omitted"], 10_000);
+        assert_eq!(record["limit_reached"], "entries");
+        let trial_json = std::fs::metadata(trial.join("trial.json")).unwrap().len();
+        assert!(trial_json < 5_000_000, "trial.json is {trial_json} bytes");
+        let results = std::fs::metadata(lab.run_dir().join("results.json"))
+            .unwrap()
+            .len();
+        assert!(results < 5_000_000, "results.json is {results} bytes");
+        let peak_mib = peak_kib / 1024;
+        eprintln!("{who:?}: peak RSS {peak_mib} MiB; trial.json {trial_json} bytes");
+        assert!(peak_mib < 300, "proctor reached {peak_mib} MiB");
+        // rescore reads the kept files whole again and reaches the same verdict.
+        let rescore = lab.proctor(
+            who,
+            &[
+                "rescore",
+                &lab.run_id(),
+                "--suite",
+                suite.to_str().unwrap(),
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(rescore.code, 0, "{rescore:?}");
+        assert!(rescore.stderr.contains("no outcome changed"), "{rescore:?}");
+        let again = lab.record("t.agent.0");
+        assert_eq!(again["outcome"], "completed", "{}", again["reason"]);
+        assert_eq!(
+            again["end_state"]["services"]["svc"]["events_omitted"],
+            10_000
+        );
+        assert!(again["end_state"]["services"]["svc"]["state"].is_null());
+    }
 }

@@ -752,60 +752,58 @@ fn service_ends(
     out
 }
 
-/// Reads a service's `events.jsonl`; a missing file is no events, a malformed line an error.
+/// Reads a service's `events.jsonl` line by line (never whole); a missing file is no events, a
+/// malformed line an error.
 pub fn read_events(path: &Path) -> Result<Vec<ServiceEvent>, String> {
-    let text = match read_no_follow(path).and_then(|b| {
-        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-    }) {
-        Ok(t) => t,
+    use std::io::BufRead;
+    let file = match open_no_follow(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read events.jsonl: {e}")),
     };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("events.jsonl line {}: {e}", i + 1))
-        })
-        .collect()
+    let mut events = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read events.jsonl: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event =
+            serde_json::from_str(&line).map_err(|e| format!("events.jsonl line {}: {e}", i + 1))?;
+        events.push(event);
+    }
+    Ok(events)
 }
 
-/// A file's bytes, never through a symlink (a service folder's copy keeps its symlinks as
-/// symlinks, which must not make the record read a file outside it).
-fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
+/// A file opened for reading, never through a symlink.
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut out = Vec::new();
-    f.read_to_end(&mut out)?;
-    Ok(out)
+        .open(path)
 }
 
 /// A service's end state from its state file (`None`: the suite names none).
 pub fn service_end(state: Option<&Path>) -> ServiceEnd {
     let failed = |why: String| ServiceEnd {
-        events: Vec::new(),
-        state: None,
         state_error: Some(why),
+        ..ServiceEnd::default()
     };
     let Some(path) = state else {
         return failed("the suite names no state file for this service".into());
     };
-    match read_no_follow(path) {
+    match open_no_follow(path) {
         Err(e) => failed(format!(
             "the service wrote no {}: {e}",
             path.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         )),
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
+        // Parsed from a buffered reader: a large state is never held twice (bytes and value).
+        Ok(file) => match serde_json::from_reader(std::io::BufReader::new(file)) {
             Ok(v) => ServiceEnd {
-                events: Vec::new(),
                 state: Some(v),
-                state_error: None,
+                ..ServiceEnd::default()
             },
             Err(e) => failed(format!("the state file is not JSON: {e}")),
         },
