@@ -186,6 +186,9 @@ pub enum Command {
         /// The suite's id (default: the output folder's name).
         #[arg(long, value_name = "ID")]
         id: Option<String>,
+        /// The suite's human-readable `name` (default: none).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Pull, list and prune the OCI images trials run in (docs/environments.md).
     Images {

@@ -143,7 +143,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             dirs,
             out,
             id,
-        } => import(format, &dirs, &out, id),
+            name,
+        } => import(format, &dirs, &out, id, name),
         Command::Images {
             action,
             image_cache,
@@ -241,11 +242,9 @@ fn import(
     dirs: &[std::path::PathBuf],
     out: &Path,
     id: Option<String>,
+    name: Option<String>,
 ) -> Result<Status, Error> {
-    let options = proctor_import::ImportOptions {
-        suite_id: id,
-        ..Default::default()
-    };
+    let options = proctor_import::ImportOptions { suite_id: id, name };
     let result = match format {
         crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
         crate::cli::ImportFormat::TerminalBench => {
