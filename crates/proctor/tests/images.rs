@@ -58,7 +58,8 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
 layer = blob(buf.getvalue())
 diff_id = "sha256:" + hashlib.sha256(__import__("gzip").decompress(buf.getvalue())).hexdigest()
 config = blob(json.dumps({"architecture": "amd64", "os": "linux",
-    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"], "WorkingDir": "/app"},
+    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"],
+               "WorkingDir": os.environ.get("PROCTOR_TEST_IMAGE_WORKDIR", "/app")},
     "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
 manifest = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
     "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
@@ -79,6 +80,11 @@ fn make_image(lab: &Lab) {
 
 /// [`make_image`], with or without a `bash` in the image.
 fn make_image_with(lab: &Lab, bash: bool) {
+    make_image_at(lab, bash, "/app");
+}
+
+/// [`make_image`], with or without a `bash`, its config's `WorkingDir` being `workdir`.
+fn make_image_at(lab: &Lab, bash: bool, workdir: &str) {
     assert!(
         Path::new("/bin/busybox").is_file(),
         "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
@@ -89,6 +95,7 @@ fn make_image_with(lab: &Lab, bash: bool) {
     if !bash {
         make.env("PROCTOR_TEST_IMAGE_NO_BASH", "1");
     }
+    make.env("PROCTOR_TEST_IMAGE_WORKDIR", workdir);
     let status = make
         .arg("-c")
         .arg(MAKE_IMAGE)
@@ -358,6 +365,87 @@ fn validate_checks_an_images_path_and_syntax() {
         "{}",
         out.stderr
     );
+}
+
+/// An image whose config says `WorkingDir = "/"` cannot hold the workspace at its root: with no
+/// `workdir` of the suite's, `validate --oracle` and `run` refuse it before any trial (exit 2,
+/// never an `errored` trial); a `workdir` of `/` in the suite is refused by `validate` at its
+/// line; with `workdir = "/app"` the same image runs. "pulling and unpacking" is said when the
+/// image is unpacked, never on a cache hit.
+#[test]
+fn an_image_working_in_the_root_is_refused_before_any_trial_and_a_cache_hit_is_not_a_pull() {
+    let lab = Lab::new("img-root-workdir");
+    suite(&lab, "oci:images/bb");
+    std::fs::remove_dir_all(lab.suite().join("images")).unwrap();
+    make_image_at(&lab, true, "/");
+    let cache = lab.root.join("image-cache");
+    let cache = cache.to_str().unwrap();
+    lab.write("agents/oracle/t.toml", "answer = \"done\"\n");
+    let suite_dir = lab.suite();
+    let suite_dir = suite_dir.to_str().unwrap();
+    for (args, pulls) in [
+        (
+            vec!["validate", suite_dir, "--oracle", "--image-cache", cache],
+            true,
+        ),
+        (
+            vec![
+                "run",
+                suite_dir,
+                "--store",
+                "store",
+                "--trials",
+                "1",
+                "--image-cache",
+                cache,
+            ],
+            false,
+        ),
+    ] {
+        let out = lab.proctor(As::Me, &args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.contains("pulling and unpacking"),
+            pulls,
+            "said only when unpacked, not on the cache hit: {args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            unwrapped(&out.stderr).contains("its working directory is `/` (WorkingDir in the image's config), and the workspace cannot be the root of the file system"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        !lab.store().join("runs").exists()
+            || std::fs::read_dir(lab.store().join("runs")).unwrap().count() == 0,
+        "no run was started"
+    );
+    // The suite's own workdir `/` is refused by a plain validate, at its line.
+    let text = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    let rooted = text.replace("[environment]\n", "[environment]\nworkdir = \"/\"\n");
+    lab.write("suite.toml", &rooted);
+    let out = lab.proctor(As::Me, &["validate", suite_dir]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr)
+            .contains("suite.toml:5:11: `workdir` is `/`, the root of the file system"),
+        "{}",
+        out.stderr
+    );
+    // Given a working directory, the image (in the cache already) runs.
+    lab.write(
+        "suite.toml",
+        &text.replace("[environment]\n", "[environment]\nworkdir = \"/app\"\n"),
+    );
+    let run = lab.run(As::Me, &["--trials", "1", "--image-cache", cache]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("pulling and unpacking"),
+        "a cache hit: {}",
+        run.stderr
+    );
+    assert_eq!(lab.record("t.agent.0")["outcome"], "completed");
 }
 
 #[test]
