@@ -296,6 +296,36 @@ fn validate_oracle_runs_the_oracle_and_the_null_agent_in_the_image() {
         "{}",
         out.stderr
     );
+    // With --image-cache, the oracle run takes its images from that cache, never the default
+    // one.
+    let xdg = lab.root.join("xdg2");
+    let cache = lab.root.join("given-cache");
+    let out = lab.proctor_env(
+        As::Me,
+        &[
+            "validate",
+            lab.suite().to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+        &[("XDG_CACHE_HOME", xdg.to_str().unwrap())],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stderr.matches("pulling and unpacking").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !xdg.join("proctor/images").exists(),
+        "the default cache is untouched"
+    );
+    assert!(
+        cache.join("images").is_dir(),
+        "the given cache holds the image"
+    );
 }
 
 #[test]

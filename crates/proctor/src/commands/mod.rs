@@ -188,9 +188,11 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
 }
 
 /// `validate --config` and `--image-cache`, as `run` takes them.
-struct Images<'a> {
-    config: Option<&'a Path>,
-    cache: Option<&'a Path>,
+pub(crate) struct Images<'a> {
+    /// The configuration file (its `[registries]`).
+    pub(crate) config: Option<&'a Path>,
+    /// The image cache (default: ~/.cache/proctor/images).
+    pub(crate) cache: Option<&'a Path>,
 }
 
 /// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,
@@ -211,7 +213,7 @@ fn validate_oracle(
             "pass a suite folder",
         )
     })?;
-    oracle::run(open_suite(&dir)?, store, oracle_variant)
+    oracle::run(open_suite(&dir)?, store, oracle_variant, images)
 }
 
 /// `proctor schema DOCUMENT`: the JSON Schema, on stdout.
