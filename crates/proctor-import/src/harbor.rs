@@ -393,7 +393,7 @@ fn networks(s: &Sections<'_>, w: &mut Vec<String>) -> Result<Networks, String> {
         None => match s.environment.get("allow_internet") {
             None => (
                 Mode::Public,
-                "[environment] allow_internet is not set, and Harbor's default is true".to_string(),
+                "[environment] allow_internet is not set (Harbor's default: true)".to_string(),
             ),
             Some(Value::Boolean(true)) => {
                 (Mode::Public, "[environment] allow_internet = true".into())

@@ -145,7 +145,7 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         "{e}"
     );
     assert!(has("  20 task(s): tests/ download while verifying (apt-get install), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch"), "{e}");
-    assert!(has("  270 task(s): network = \"host\", check_network = \"host\" ([environment] allow_internet is not set, and Harbor's default is true, for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one"), "{e}");
+    assert!(has("  270 task(s): network = \"host\", check_network = \"host\" ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one"), "{e}");
     // A summary a person can read: about one line per skipped task, not pages of each.
     assert!(e.lines().count() < 180, "{} lines:\n{e}", e.lines().count());
 
