@@ -44,7 +44,7 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd", "env", "mkdir", "rm", "head",
               "tail", "sed", "tr", "uname", "which", "id", "sleep", "cp", "mv", "touch", "printf",
               "wc", "dirname", "basename", "readlink", "ps", "kill", "date", "sort", "true",
-              "httpd", "wget"]:
+              "httpd", "wget", "awk", "mktemp"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
     if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
@@ -541,6 +541,121 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
         ],
     );
     assert_eq!(again.code, 2, "{}", again.stderr);
+}
+
+/// Per-phase network, end to end: two Harbor tasks whose verifier fetches from a server on the
+/// host's loopback (started by the test), imported and run with their oracle in the test image.
+/// The one whose `[verifier] network_mode = "public"` gets `check_network = "host"` and is
+/// completed; the other, offline in both phases (`allow_internet = false`), is reported by the
+/// import and fails: its verifier cannot connect.
+#[test]
+fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network() {
+    use std::io::{Read, Write};
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in server.incoming().filter_map(Result::ok) {
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nfetched\n");
+        }
+    });
+    let lab = Lab::new("import-phase-network");
+    make_image(&lab);
+    for (id, verifier) in [
+        (
+            "online-verifier",
+            "\n[verifier]\nnetwork_mode = \"public\"\n",
+        ),
+        ("offline-verifier", ""),
+    ] {
+        let task = lab.root.join("tasks").join(id);
+        let write = |rel: &str, text: &str| {
+            let p = task.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "task.toml",
+            &format!("version = \"1.0\"\n\n[environment]\ndocker_image = \"oci-archive:image.tar\"\nallow_internet = false\n{verifier}"),
+        );
+        write("instruction.md", "Nothing to do.\n");
+        write(
+            "tests/test.sh",
+            &format!("#!/bin/bash\nmkdir -p /logs/verifier\nif wget -q -O - http://127.0.0.1:{port}/ | grep -q fetched; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"),
+        );
+        write("solution/solve.sh", "#!/bin/bash\ntrue\n");
+        std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    }
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            "tasks",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("  1 task(s): tests/ download while verifying (wget), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch\n    offline-verifier\n"),
+        "{}",
+        out.stderr
+    );
+    let cache = lab.root.join("image-cache");
+    let store = lab.root.join("store2");
+    let run = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 1, "one trial fails: {}", run.stderr);
+    let record = |trial: &str| -> serde_json::Value {
+        let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .collect();
+        let text =
+            std::fs::read_to_string(runs[0].path().join("trials").join(trial).join("trial.json"))
+                .unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
+    };
+    for (trial, check_network, outcome) in [
+        ("online-verifier.oracle.0", "host", "completed"),
+        // The oracle changes nothing and answers nothing: a failed check makes that
+        // `abandoned`, a failure like `wrong`.
+        ("offline-verifier.oracle.0", "none", "abandoned"),
+    ] {
+        let r = record(trial);
+        if !common::lab::real_isolation(&r, false) {
+            return;
+        }
+        assert_eq!(r["settings"]["network"], "none", "{trial}");
+        assert_eq!(r["settings"]["check_network"], check_network, "{trial}");
+        assert_eq!(
+            r["outcome"], outcome,
+            "{trial}: {}\n{:#}",
+            r["reason"], r["end_state"]["checks"]
+        );
+        let stderr = r["end_state"]["checks"]["bash proctor-verify.sh"]["stderr_tail"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            stderr.contains("can't connect to remote host (127.0.0.1)"),
+            check_network == "none",
+            "{trial}: {stderr}"
+        );
+    }
 }
 
 /// Pushes the OCI layout at `layout` to `registry` (plain HTTP) as `repo:tag`.
