@@ -411,6 +411,19 @@ fn checks_get_the_network_their_task_gives_them_apart_from_the_agent() {
                 "{who:?} {id}: {reach:?}"
             );
         }
+        // A rescore runs the checks again, each with its task's check_network: nothing changes
+        // (were the checks run offline, check-host would turn wrong).
+        let store = lab.store();
+        let out = lab.proctor(
+            who,
+            &["rescore", "latest", "--store", store.to_str().unwrap()],
+        );
+        assert!(
+            out.stderr.contains("no outcome changed"),
+            "{who:?}: {}{}",
+            out.stdout,
+            out.stderr
+        );
     }
 }
 
