@@ -151,6 +151,17 @@ impl ImageCache {
     /// reference already pulled), picks this host's platform in an index, fetches and
     /// verifies each blob not yet cached, and unpacks the image unless it already is.
     pub fn pull(&self, reference: &ImageRef, registry: &RegistryConfig) -> Result<Image> {
+        self.pull_with(reference, registry, &mut || {})
+    }
+
+    /// [`ImageCache::pull`], calling `fetching` once just before blobs are fetched and the
+    /// image unpacked; never when the cache already has the image unpacked (a cache hit).
+    pub fn pull_with(
+        &self,
+        reference: &ImageRef,
+        registry: &RegistryConfig,
+        fetching: &mut dyn FnMut(),
+    ) -> Result<Image> {
         let canonical = reference.to_string();
         self.clean_tmp_if_idle()?;
         let _shared = self.lock(CACHE_LOCK, false)?;
@@ -170,6 +181,7 @@ impl ImageCache {
         }
         let _image_lock = self.lock(&format!("image-{}.lock", resolved.digest.hex()), true)?;
         if self.load(&canonical, &digest)?.is_none() {
+            fetching();
             self.unpack(source.as_mut(), &resolved, &canonical)?;
         }
         self.write_ref(&canonical, &digest)?;

@@ -4,18 +4,21 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ImportError;
 use crate::model::Format;
+use crate::report::NotTask;
 
 /// Whether `dir` is a task folder of `format`.
 fn is_task(format: Format, dir: &Path) -> bool {
     dir.join(format.marker()).is_file()
 }
 
-/// The task folders named by `inputs`, in order, each once. Folders inside a dataset folder
-/// that are not tasks are described in `notes`.
+/// The task folders named by `inputs`, in order, each once. A folder that is not a task and
+/// holds none (an input, or a folder inside a dataset folder) is added to `not_tasks` and
+/// skipped: it never stops the import of the others. An error only when there is no input, an
+/// input does not exist, or no input holds any task at all.
 pub(crate) fn task_dirs(
     format: Format,
     inputs: &[PathBuf],
-    notes: &mut Vec<String>,
+    not_tasks: &mut Vec<NotTask>,
 ) -> Result<Vec<PathBuf>, ImportError> {
     if inputs.is_empty() {
         return Err(ImportError::NoInput);
@@ -29,6 +32,14 @@ pub(crate) fn task_dirs(
             out.push(dir);
         }
     };
+    let no_marker = || {
+        format!(
+            "not a {} task folder (no {})",
+            format.name(),
+            format.marker()
+        )
+    };
+    let mut first_empty: Option<PathBuf> = None;
     for input in inputs {
         if !input.exists() {
             return Err(ImportError::MissingInput(input.clone()));
@@ -37,13 +48,13 @@ pub(crate) fn task_dirs(
             push(input.clone(), &mut out);
             continue;
         }
-        let not_found = || ImportError::NoTasksFound {
-            path: input.clone(),
-            format: format.name(),
-            marker: format.marker(),
-        };
         if !input.is_dir() {
-            return Err(not_found());
+            first_empty.get_or_insert_with(|| input.clone());
+            not_tasks.push(NotTask {
+                folder: input.clone(),
+                why: format!("{}, and not a folder", no_marker()),
+            });
+            continue;
         }
         let mut children: Vec<PathBuf> = std::fs::read_dir(input)
             .map_err(|e| ImportError::io(input, e))?
@@ -60,19 +71,29 @@ pub(crate) fn task_dirs(
         let (tasks, others): (Vec<PathBuf>, Vec<PathBuf>) =
             children.into_iter().partition(|p| is_task(format, p));
         if tasks.is_empty() {
-            return Err(not_found());
+            first_empty.get_or_insert_with(|| input.clone());
+            not_tasks.push(NotTask {
+                folder: input.clone(),
+                why: format!("{}, and no folder in it is one", no_marker()),
+            });
+            continue;
         }
         for other in others {
-            notes.push(format!(
-                "{}: not a {} task folder (no {}), ignored",
-                other.display(),
-                format.name(),
-                format.marker()
-            ));
+            not_tasks.push(NotTask {
+                folder: other,
+                why: no_marker(),
+            });
         }
         for task in tasks {
             push(task, &mut out);
         }
     }
-    Ok(out)
+    match first_empty {
+        Some(path) if out.is_empty() => Err(ImportError::NoTasksFound {
+            path,
+            format: format.name(),
+            marker: format.marker(),
+        }),
+        _ => Ok(out),
+    }
 }

@@ -14,7 +14,8 @@ pub enum ImportError {
     /// A given path does not exist.
     #[error("{}: no such file or folder", .0.display())]
     MissingInput(PathBuf),
-    /// A given path is neither a task folder nor a folder holding task folders.
+    /// No given path is a task folder or a folder holding task folders (when some are, the
+    /// others are reported in [`ImportReport::not_tasks`] and skipped).
     #[error(
         "{}: not a {format} task folder (it has no {marker}), and no folder in it is one",
         path.display()

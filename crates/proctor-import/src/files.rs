@@ -79,3 +79,23 @@ pub(crate) fn single(src: &Path, rel: &str) -> FileEntry {
         executable,
     }
 }
+
+/// `path` relative to the current folder when it lies under it (as the docs show it), else as
+/// it is.
+pub(crate) fn shown_path(path: &Path) -> PathBuf {
+    let Ok(cwd) = std::env::current_dir() else {
+        return path.to_path_buf();
+    };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    let absolute = absolute.canonicalize().unwrap_or(absolute);
+    let cwd = cwd.canonicalize().unwrap_or(cwd);
+    match absolute.strip_prefix(&cwd) {
+        Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
+        Ok(rel) => rel.to_path_buf(),
+        Err(_) => path.to_path_buf(),
+    }
+}

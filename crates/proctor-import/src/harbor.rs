@@ -9,7 +9,7 @@ use toml::Value;
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
 use crate::image::{self, Build, ImageSource};
-use crate::model::{OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
+use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
 use crate::settings::{self, is_var_name, whole_seconds};
 
@@ -70,14 +70,16 @@ fn literal_env(
 }
 
 /// The plan for the Harbor task in `dir`, or why it is skipped; what is not carried over
-/// exactly is reported in `w`.
+/// exactly is reported in `w`. Every part is read even when an earlier one skips the task, so
+/// that a skipped task's other warnings (no solution, fetching tests) are reported too; the
+/// first reason is the task's, the others are warnings.
 fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let table = load_task_toml(dir, w)?;
     let empty = toml::Table::new();
     let s = Sections::of(&table, &empty);
-    refuse_unsupported(&table, s.environment)?;
-    let prompt = read_prompt(dir)?;
-    let image = task_image(dir, id, s.environment)?;
+    let unsupported = refuse_unsupported(&table, s.environment);
+    let prompt = read_prompt(dir);
+    let image = task_image(dir, id, s.environment, w);
     let workdir = s
         .environment
         .get("workdir")
@@ -86,11 +88,22 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let env = literal_env(s.environment.get("env"), "environment", w);
     let resources = resources(s.environment, w);
     report_unsupported(&table, &s, w);
-    let host_network = host_network(&s, w);
+    let network = networks(&s, w);
     let (wall_timeout, validation_timeout) = timeouts(&s, w);
-    let verifier = verifier_plan(dir, s.verifier, w)?;
-    let oracle = oracle_plan(dir, s.solution, w);
+    let checks_offline = network.as_ref().map_or(true, |n| n.checks == Net::None);
+    let verifier = verifier_plan(dir, s.verifier, checks_offline, w);
+    let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
+    let oracle = oracle_plan(dir, s.solution, agent_offline, w);
     let comments = about(&s);
+    let (prompt, image, network, verifier) = match (unsupported, prompt, image, network, verifier) {
+        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v)) => (p, i, n, v),
+        (u, p, i, n, v) => {
+            return Err(crate::model::skip_reason(
+                [u.err(), p.err(), i.err(), n.err(), v.err()],
+                w,
+            ))
+        }
+    };
     Ok(TaskPlan {
         source: dir.to_path_buf(),
         id: id.to_string(),
@@ -100,7 +113,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         env,
         wall_timeout,
         validation_timeout,
-        host_network,
+        network,
         difficulty: s
             .metadata
             .get("difficulty")
@@ -176,14 +189,42 @@ fn read_prompt(dir: &Path) -> Result<String, String> {
     Ok(prompt)
 }
 
-/// The one image the task runs in, from its `[environment]` table `env`.
-fn task_image(dir: &Path, id: &str, env: &toml::Table) -> Result<ImageSource, String> {
+/// The one image the task runs in, from its `[environment]` table `env`. Compose files are
+/// read before they are judged: Harbor runs a task in Docker Compose mode only for
+/// `environment/docker-compose.yaml`, and one that starts several services skips the task; a
+/// `docker-compose.yml` is the task's data to Harbor, unless it too defines several services.
+fn task_image(
+    dir: &Path,
+    id: &str,
+    env: &toml::Table,
+    w: &mut Vec<String>,
+) -> Result<ImageSource, String> {
     let env_dir = dir.join("environment");
-    for compose in ["docker-compose.yaml", "docker-compose.yml"] {
-        if env_dir.join(compose).is_file() {
-            return Err(format!(
-                "its environment is environment/{compose}, several containers; proctor runs one image per trial"
-            ));
+    for (compose, harbor_reads) in [("docker-compose.yaml", true), ("docker-compose.yml", false)] {
+        let path = env_dir.join(compose);
+        if !path.is_file() {
+            continue;
+        }
+        match crate::compose::services(&path) {
+            Ok(names) if names.len() > 1 => {
+                return Err(format!(
+                    "its environment/{compose} starts {} containers ({}); proctor runs one image per trial",
+                    names.len(),
+                    names.join(", ")
+                ));
+            }
+            Ok(names) if harbor_reads => w.push(format!(
+                "environment/{compose} defines {}: the task runs in its one image, and the compose file's other settings are not read",
+                match names.first() {
+                    Some(n) => format!("one service (`{n}`)"),
+                    None => "no service".to_string(),
+                }
+            )),
+            Err(e) if harbor_reads => {
+                return Err(format!("environment/{compose} does not parse: {e}"));
+            }
+            // Harbor does not read it: it is the task's data.
+            _ => {}
         }
     }
     let build = env_dir.join("Dockerfile").is_file().then_some(Build {
@@ -304,40 +345,117 @@ fn report_unsupported(table: &toml::Table, s: &Sections<'_>, w: &mut Vec<String>
     }
 }
 
-/// Whether the task runs with the host's network (`network = "host"`): it says it needs the
-/// internet. The network settings proctor cannot honour are reported.
-fn host_network(s: &Sections<'_>, w: &mut Vec<String>) -> bool {
-    let env = s.environment;
-    let mode = env.get("network_mode").and_then(Value::as_str);
-    let internet = match mode {
-        Some(m) => m == "public" || m == "allowlist",
-        None => env.get("allow_internet").and_then(Value::as_bool) == Some(true),
+/// A Harbor network mode (`public`, `no-network`, `allowlist`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Public,
+    NoNetwork,
+    Allowlist,
+}
+
+/// The phase policy a table states: its `network_mode`, else `allowlist` when it names
+/// `allowed_hosts` (as Harbor reads it); `None` when it states none. A value Harbor refuses is
+/// the skip reason.
+fn stated_mode(t: &toml::Table, section: &str) -> Result<Option<Mode>, String> {
+    match t.get("network_mode") {
+        Some(Value::String(m)) => match m.as_str() {
+            "public" => Ok(Some(Mode::Public)),
+            "no-network" => Ok(Some(Mode::NoNetwork)),
+            "allowlist" => Ok(Some(Mode::Allowlist)),
+            other => Err(format!(
+                "[{section}] network_mode = \"{other}\" is not one of Harbor's network modes (public, no-network, allowlist)"
+            )),
+        },
+        Some(v) => Err(format!(
+            "[{section}] network_mode = {v} is not one of Harbor's network modes (public, no-network, allowlist)"
+        )),
+        None => Ok(t
+            .get("allowed_hosts")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+            .then_some(Mode::Allowlist)),
+    }
+}
+
+/// The networks of the agent phase and the verifier phase, as Harbor resolves them: the
+/// `[environment]` baseline (its `network_mode`, else `allow_internet`, whose default is `true`),
+/// overridden for a phase by `[agent]` / `[verifier]` `network_mode` (or `allowed_hosts`).
+/// `public` and `allowlist` become `host` (proctor cannot limit the hosts reached, which is
+/// reported), `no-network` becomes `none`.
+fn networks(s: &Sections<'_>, w: &mut Vec<String>) -> Result<Networks, String> {
+    let said = |m: Mode| match m {
+        Mode::Public => "public",
+        Mode::NoNetwork => "no-network",
+        Mode::Allowlist => "allowlist",
     };
-    if internet {
-        let why = match mode {
-            Some(m) => format!("network_mode = \"{m}\""),
-            None => "allow_internet = true".to_string(),
-        };
-        w.push(format!(
-            "[environment] {why}: the task needs the internet, so it runs with network = \"host\" (the host's network, not an isolated one)"
-        ));
-        if env.contains_key("allowed_hosts") {
-            w.push(
-                "[environment] allowed_hosts: proctor cannot limit the hosts reached; the task gets the whole host network".to_string(),
+    let baseline = match stated_mode(s.environment, "environment")? {
+        Some(m) => (m, format!("[environment] network_mode = \"{}\"", said(m))),
+        None => match s.environment.get("allow_internet") {
+            None => (
+                Mode::Public,
+                "[environment] allow_internet is not set (Harbor's default: true)".to_string(),
+            ),
+            Some(Value::Boolean(true)) => {
+                (Mode::Public, "[environment] allow_internet = true".into())
+            }
+            Some(Value::Boolean(false)) => (
+                Mode::NoNetwork,
+                "[environment] allow_internet = false".into(),
+            ),
+            Some(v) => {
+                return Err(format!(
+                    "[environment] allow_internet = {v} is not true or false"
+                ))
+            }
+        },
+    };
+    let phase = |t: &toml::Table, section: &str| -> Result<(Mode, String), String> {
+        Ok(match stated_mode(t, section)? {
+            Some(m) if t.contains_key("network_mode") => {
+                (m, format!("[{section}] network_mode = \"{}\"", said(m)))
+            }
+            Some(m) => (m, format!("[{section}] allowed_hosts")),
+            None => baseline.clone(),
+        })
+    };
+    let (agent, agent_why) = phase(s.agent, "agent")?;
+    let (verifier, verifier_why) = phase(s.verifier, "verifier")?;
+    let net = |m: Mode| {
+        if m == Mode::NoNetwork {
+            Net::None
+        } else {
+            Net::Host
+        }
+    };
+    for (m, why) in [(agent, &agent_why), (verifier, &verifier_why)] {
+        if m == Mode::Allowlist {
+            let msg = format!(
+                "{why}: allowlist: proctor cannot limit the hosts a phase reaches, so it gets the whole host network"
             );
+            if !w.contains(&msg) {
+                w.push(msg);
+            }
         }
     }
-    if s.agent.contains_key("network_mode") || s.agent.contains_key("allowed_hosts") {
-        w.push(
-            "[agent] network_mode / allowed_hosts: proctor sets one network per task; the [environment] one was used".to_string(),
-        );
+    let why = if agent_why == verifier_why {
+        format!("{agent_why}, for the agent and the verifier")
+    } else {
+        format!("agent: {agent_why}; verifier: {verifier_why}")
+    };
+    let networks = Networks {
+        agent: net(agent),
+        checks: net(verifier),
+        why,
+    };
+    if networks.agent == Net::Host || networks.checks == Net::Host {
+        w.push(format!(
+            "network = \"{}\", check_network = \"{}\" ({}): a phase Harbor gives the internet gets the host's network, not an isolated one",
+            networks.agent.as_str(),
+            networks.checks.as_str(),
+            networks.why
+        ));
     }
-    if s.verifier.contains_key("network_mode") || s.verifier.contains_key("allowed_hosts") {
-        w.push(
-            "[verifier] network_mode / allowed_hosts: proctor runs every check with no network; not imported".to_string(),
-        );
-    }
-    internet
+    Ok(networks)
 }
 
 /// The agent's wall timeout and the verifier's timeout, in seconds.
@@ -357,10 +475,11 @@ fn timeouts(s: &Sections<'_>, w: &mut Vec<String>) -> (Option<u64>, Option<u64>)
 }
 
 /// The verifier: the files of `tests/`, run by `tests/test.sh`, whose reward decides success;
-/// `verifier` is the `[verifier]` table.
+/// `verifier` is the `[verifier]` table; `offline`: its phase has no network.
 fn verifier_plan(
     dir: &Path,
     verifier: &toml::Table,
+    offline: bool,
     w: &mut Vec<String>,
 ) -> Result<VerifierPlan, String> {
     let tests_dir = dir.join("tests");
@@ -369,7 +488,9 @@ fn verifier_plan(
     }
     let test_files = files::collect(&tests_dir, "tests", w);
     let scanned = scan::scan(&test_files);
-    w.extend(scan::download_warning(&scanned, "tests/"));
+    if offline {
+        w.extend(scan::download_warning(&scanned, "tests/"));
+    }
     if scanned.writes_reward_json && scanned.metrics.is_empty() {
         w.push(
             "tests/ write reward.json, but no metric names could be read from them: success is reward = 1 (or every metric = 1), and no rubric was made".to_string(),
@@ -385,15 +506,20 @@ fn verifier_plan(
 }
 
 /// The oracle: the files of `solution/`, run by `solution/solve.sh`; `solution` is the
-/// `[solution]` table.
-fn oracle_plan(dir: &Path, solution: &toml::Table, w: &mut Vec<String>) -> OraclePlan {
+/// `[solution]` table; `offline`: the agent phase, where the oracle runs, has no network.
+fn oracle_plan(
+    dir: &Path,
+    solution: &toml::Table,
+    offline: bool,
+    w: &mut Vec<String>,
+) -> OraclePlan {
     let solution_dir = dir.join("solution");
     let env = literal_env(solution.get("env"), "solution", w);
     if !solution_dir.join("solve.sh").is_file() {
         return OraclePlan::without_solution("no solution/solve.sh", w);
     }
     let files = files::collect(&solution_dir, "solution", w);
-    w.extend(scan::solution_warning(&files, "solution/"));
+    w.extend(scan::solution_warning(&files, "solution/", offline));
     OraclePlan {
         files,
         entry: Some("solve.sh".to_string()),
@@ -472,6 +598,57 @@ mod tests {
                 "[environment] storage_mb = \"lots\" is not a positive size (a number of MiB, or a size such as \"2G\"), not imported",
             ]
         );
+    }
+
+    /// The agent's and the verifier's network of a task.toml, as Harbor resolves them.
+    fn phases(text: &str) -> (Result<(Net, Net), String>, Vec<String>) {
+        let table: toml::Table = toml::from_str(text).expect("toml");
+        let empty = toml::Table::new();
+        let mut w = Vec::new();
+        let n = networks(&Sections::of(&table, &empty), &mut w).map(|n| (n.agent, n.checks));
+        (n, w)
+    }
+
+    #[test]
+    fn each_phase_gets_its_network_as_harbor_resolves_it() {
+        use Net::{Host, None};
+        // Harbor's allow_internet defaults to true: both phases get the network.
+        assert_eq!(phases("").0, Ok((Host, Host)));
+        assert_eq!(
+            phases("[environment]\nallow_internet = false\n").0,
+            Ok((None, None))
+        );
+        // network_mode wins over allow_internet, and a phase's own overrides the baseline.
+        assert_eq!(
+            phases("[environment]\nallow_internet = false\nnetwork_mode = \"public\"\n").0,
+            Ok((Host, Host))
+        );
+        assert_eq!(
+            phases("[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"\n").0,
+            Ok((None, Host))
+        );
+        assert_eq!(
+            phases("[environment]\nallow_internet = false\n[agent]\nnetwork_mode = \"public\"\n").0,
+            Ok((Host, None))
+        );
+        // allowed_hosts alone is an allowlist: the whole host network, said.
+        let (n, w) = phases(
+            "[environment]\nallow_internet = false\n[agent]\nallowed_hosts = [\"pypi.org\"]\n",
+        );
+        assert_eq!(n, Ok((Host, None)));
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("[agent] allowed_hosts: allowlist: proctor cannot limit")),
+            "{w:?}"
+        );
+        // What Harbor refuses skips the task.
+        assert_eq!(
+            phases("[verifier]\nnetwork_mode = \"internet\"\n").0,
+            Err("[verifier] network_mode = \"internet\" is not one of Harbor's network modes (public, no-network, allowlist)".into())
+        );
+        assert!(phases("[environment]\nallow_internet = \"yes\"\n")
+            .0
+            .is_err());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! # Ok::<(), proctor_import::ImportError>(())
 //! ```
 
+mod compose;
 mod discover;
 mod error;
 mod fields;
@@ -45,7 +46,7 @@ mod write;
 use std::path::{Path, PathBuf};
 
 pub use error::ImportError;
-pub use report::{ImportReport, TaskId};
+pub use report::{ImportReport, NotTask, Skipped, TaskId, Warning};
 
 use model::Format;
 

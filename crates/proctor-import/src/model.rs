@@ -60,8 +60,8 @@ pub(crate) struct TaskPlan {
     pub wall_timeout: Option<u64>,
     /// `validation_timeout_seconds`.
     pub validation_timeout: Option<u64>,
-    /// `network = "host"`: the task says it needs the internet.
-    pub host_network: bool,
+    /// The agent phase's and the checks phase's networks, as the task's format gives them.
+    pub network: Networks,
     /// `difficulty`.
     pub difficulty: Option<String>,
     /// The resources the task asks for (`cpus`, `memory_mb`, `storage_mb`).
@@ -72,6 +72,38 @@ pub(crate) struct TaskPlan {
     pub verifier: VerifierPlan,
     /// The reference solution, for the oracle.
     pub oracle: OraclePlan,
+}
+
+/// A phase's network in the suite: `none`, or `host` (the task's format gives the phase the
+/// internet; proctor cannot give it less than the host's network).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Net {
+    /// `"none"`: only the sandbox's own loopback.
+    None,
+    /// `"host"`: the host's network.
+    Host,
+}
+
+impl Net {
+    /// The value written in `suite.toml`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Net::None => "none",
+            Net::Host => "host",
+        }
+    }
+}
+
+/// The networks of a task's two phases: the agent's (`network`) and the verifier's
+/// (`check_network`), with where they come from, for the suite's comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Networks {
+    /// The agent phase's.
+    pub agent: Net,
+    /// The checks phase's.
+    pub checks: Net,
+    /// Why: the task's settings (or its format's default) they come from.
+    pub why: String,
 }
 
 /// The resources a task asks for, written to its `[tasks.environment]`.
@@ -155,4 +187,18 @@ pub(crate) struct Read {
     pub outcome: Result<Box<TaskPlan>, String>,
     /// What was not carried over exactly.
     pub warnings: Vec<String>,
+}
+
+/// The skip reason among a task's `reasons` (the first found); each other one is added to `w`,
+/// so that no reason is hidden behind the first.
+pub(crate) fn skip_reason<const N: usize>(
+    reasons: [Option<String>; N],
+    w: &mut Vec<String>,
+) -> String {
+    let mut found = reasons.into_iter().flatten();
+    let first = found.next().unwrap_or_default();
+    for other in found {
+        w.push(format!("also a reason to skip it: {other}"));
+    }
+    first
 }

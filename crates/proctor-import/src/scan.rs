@@ -445,23 +445,33 @@ fn without_strings(v: &str) -> String {
     }
     out
 }
-/// The warning for tests that fetch or install while the check runs, if they do (`shown_as`
-/// names the test files).
+/// The warning for tests that fetch or install while the check runs, if they do, for a
+/// verifier phase with no network (`shown_as` names the test files).
 pub(crate) fn download_warning(scanned: &TestScan, shown_as: &str) -> Option<String> {
     (!scanned.downloads.is_empty()).then(|| {
         format!(
-            "{shown_as} download while verifying ({}): proctor runs checks with no network, so the check fails unless the image already holds what they fetch",
+            "{shown_as} download while verifying ({}), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch",
             scanned.downloads.join(", ")
         )
     })
 }
 
-/// The warning for a solution that fetches or installs while it runs, if it does.
-pub(crate) fn solution_warning(files: &[FileEntry], shown_as: &str) -> Option<String> {
+/// The warning for a solution that fetches or installs while it runs, if it does; `offline`:
+/// the agent phase it runs in has no network.
+pub(crate) fn solution_warning(
+    files: &[FileEntry],
+    shown_as: &str,
+    offline: bool,
+) -> Option<String> {
     let downloads = scan(files).downloads;
+    let network = if offline {
+        ", and it has no network (network = \"none\")"
+    } else {
+        ""
+    };
     (!downloads.is_empty()).then(|| {
         format!(
-            "{shown_as} fetches or installs while it runs ({}): a trial's root is read-only outside the workspace, HOME and /tmp, and has no network unless network = \"host\", so the oracle may fail",
+            "{shown_as} fetches or installs while it runs ({}): a trial's root is read-only outside the workspace, HOME and /tmp{network}, so the oracle may fail",
             downloads.join(", ")
         )
     })

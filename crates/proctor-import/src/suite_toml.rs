@@ -1,7 +1,6 @@
 //! The text of the generated `suite.toml`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use crate::model::{Format, TaskPlan};
 use crate::text::{basic_string, toml_key, toml_string};
@@ -49,7 +48,7 @@ fn render_task(s: &mut String, t: &TaskPlan) {
         s,
         "# ---- {} (from {})",
         t.id,
-        shown_path(&t.source).display()
+        crate::files::shown_path(&t.source).display()
     );
     for line in &t.comments {
         let _ = writeln!(s, "# {line}");
@@ -67,9 +66,9 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     if let Some(secs) = t.validation_timeout {
         let _ = writeln!(s, "validation_timeout_seconds = {secs}");
     }
-    if t.host_network {
-        s.push_str("network = \"host\"\n");
-    }
+    let _ = writeln!(s, "# network: {}", t.network.why);
+    let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
+    let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
 
     s.push_str("\n[tasks.environment]\n");
@@ -118,26 +117,6 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     }
 }
 
-/// `path` relative to the current folder when it lies under it (as the docs show it), else as
-/// it is.
-fn shown_path(path: &Path) -> PathBuf {
-    let Ok(cwd) = std::env::current_dir() else {
-        return path.to_path_buf();
-    };
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        cwd.join(path)
-    };
-    let absolute = absolute.canonicalize().unwrap_or(absolute);
-    let cwd = cwd.canonicalize().unwrap_or(cwd);
-    match absolute.strip_prefix(&cwd) {
-        Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
-        Ok(rel) => rel.to_path_buf(),
-        Err(_) => path.to_path_buf(),
-    }
-}
-
 /// A rubric criterion scoring `metric` of reward.json in tenths.
 fn render_metric(s: &mut String, metric: &str, id: &str) {
     let _ = writeln!(
@@ -163,6 +142,7 @@ fn render_metric(s: &mut String, metric: &str, id: &str) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
 
     use super::*;
     use crate::image::ImageSource;
@@ -179,7 +159,11 @@ mod tests {
             env: BTreeMap::from([("GREETING_STYLE".to_string(), "plain".to_string())]),
             wall_timeout: Some(300),
             validation_timeout: Some(120),
-            host_network: false,
+            network: crate::model::Networks {
+                agent: crate::model::Net::None,
+                checks: crate::model::Net::Host,
+                why: "[verifier] network_mode = \"public\"".into(),
+            },
             difficulty: None,
             resources,
             comments: vec!["name: terminal-bench/hello-world".into()],
@@ -220,6 +204,9 @@ mod tests {
 id = "hello-world"
 wall_timeout_seconds = 300
 validation_timeout_seconds = 120
+# network: [verifier] network_mode = "public"
+network = "none"
+check_network = "host"
 prompt = '''
 Say hello.
 '''
@@ -258,6 +245,7 @@ all = [{ check = "bash proctor-verify.sh" }]
 
     #[test]
     fn a_source_outside_the_current_folder_is_shown_as_it_is() {
+        use crate::files::shown_path;
         assert_eq!(
             shown_path(Path::new("/nonexistent-proctor/x")),
             PathBuf::from("/nonexistent-proctor/x")

@@ -9,7 +9,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 use crate::fields::{unknown_field, TERMINAL_BENCH_TASK_YAML};
 use crate::files::{self, FileEntry};
 use crate::image::{self, Build, ImageSource};
-use crate::model::{OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
+use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
 use crate::settings::{self, is_var_name, whole_seconds};
 
@@ -57,12 +57,22 @@ fn scalar(y: &Yaml) -> Option<String> {
 }
 
 /// The plan for the Terminal-Bench task in `dir`, or why it is skipped; what is not carried
-/// over exactly is reported in `w`.
+/// over exactly is reported in `w`. As for Harbor, every part is read even when an earlier one
+/// skips the task, so a skipped task's other warnings are reported too.
 fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let task = load(&dir.join("task.yaml"), "task.yaml")?;
     check_fields(&task, w)?;
-    let prompt = prompt(&task)?;
-    let environment = environment(dir, id, w)?;
+    let prompt = prompt(&task);
+    let environment = environment(dir, id, w);
+    let network = environment
+        .as_ref()
+        .map_or_else(|_| default_network(), |e| e.network.clone());
+    if network.agent == Net::Host {
+        w.push(format!(
+            "network = \"host\", check_network = \"host\": {}, for the agent and the tests alike",
+            network.why
+        ));
+    }
     let wall_timeout = timeout(&task, "max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
     let validation_timeout = timeout(&task, "max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
     if get(&task, "run_tests_in_same_shell").and_then(Yaml::as_bool) == Some(true) {
@@ -71,8 +81,14 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let parser = get(&task, "parser_name")
         .and_then(Yaml::as_str)
         .unwrap_or("pytest");
-    let verifier = verifier_plan(dir, parser, w)?;
-    let oracle = oracle_plan(dir, w);
+    let verifier = verifier_plan(dir, parser, network.checks == Net::None, w);
+    let oracle = oracle_plan(dir, network.agent == Net::None, w);
+    let (prompt, environment, verifier) = match (prompt, environment, verifier) {
+        (Ok(p), Ok(e), Ok(v)) => (p, e, v),
+        (p, e, v) => {
+            return Err(crate::model::skip_reason([p.err(), e.err(), v.err()], w));
+        }
+    };
     Ok(TaskPlan {
         source: dir.to_path_buf(),
         id: id.to_string(),
@@ -82,7 +98,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         env: environment.env,
         wall_timeout,
         validation_timeout,
-        host_network: false,
+        network,
         resources: environment.resources,
         difficulty: get(&task, "difficulty")
             .and_then(Yaml::as_str)
@@ -91,6 +107,17 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         verifier,
         oracle,
     })
+}
+
+/// The network Terminal-Bench gives a task: Docker's default network, with the internet, to the
+/// agent and to the tests alike.
+fn default_network() -> Networks {
+    Networks {
+        agent: Net::Host,
+        checks: Net::Host,
+        why: "Terminal-Bench runs the task's container on Docker's default network (the internet)"
+            .to_string(),
+    }
 }
 
 /// Checks that `task` (task.yaml) is a mapping, and reports the fields Terminal-Bench does not
@@ -136,6 +163,8 @@ struct Environment {
     env: BTreeMap<String, String>,
     /// The compose service's `deploy.resources.limits`.
     resources: Resources,
+    /// The network the agent and the tests get.
+    network: Networks,
 }
 
 /// The task's environment: its compose file's one service when it has a compose file, else
@@ -163,6 +192,7 @@ fn environment(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<Environment,
         workdir: None,
         env: BTreeMap::new(),
         resources: Resources::default(),
+        network: default_network(),
     })
 }
 
@@ -197,11 +227,21 @@ fn compose_environment(
         }),
         &format!("{name} names no image its service runs"),
     )?;
+    // `network_mode: none` takes the network away; anything else leaves Docker's.
+    let network = match get(service, "network_mode").and_then(Yaml::as_str) {
+        Some("none") => Networks {
+            agent: Net::None,
+            checks: Net::None,
+            why: format!("{name}: network_mode: none"),
+        },
+        _ => default_network(),
+    };
     Ok(Environment {
         image,
         workdir,
         env,
         resources,
+        network,
     })
 }
 
@@ -222,7 +262,8 @@ fn report_compose_keys(compose: &Yaml, service: &Yaml, name: &str, w: &mut Vec<S
     for (key, value) in hash {
         let key = text(key);
         match key.as_str() {
-            "image" | "build" | "environment" | "working_dir" | "container_name" | "deploy" => {}
+            "image" | "build" | "environment" | "working_dir" | "container_name" | "deploy"
+            | "network_mode" => {}
             "command" if is_keep_alive(value) => {}
             "volumes" => {
                 let own = |v: &Yaml| {
@@ -351,8 +392,13 @@ fn timeout(task: &Yaml, key: &str, default: u64, w: &mut Vec<String>) -> Option<
 }
 
 /// The verifier: `run-tests.sh` with the files of `tests/`, and how its result is read, by the
-/// result parser named `parser`.
-fn verifier_plan(dir: &Path, parser: &str, w: &mut Vec<String>) -> Result<VerifierPlan, String> {
+/// result parser named `parser`; `offline`: the tests' phase has no network.
+fn verifier_plan(
+    dir: &Path,
+    parser: &str,
+    offline: bool,
+    w: &mut Vec<String>,
+) -> Result<VerifierPlan, String> {
     let test_files = test_files(dir, w)?;
     let verdict = if parser == "pytest" {
         Verdict::PytestSummary
@@ -363,7 +409,9 @@ fn verifier_plan(dir: &Path, parser: &str, w: &mut Vec<String>) -> Result<Verifi
         Verdict::ExitStatus
     };
     let scanned = scan::scan(&test_files);
-    w.extend(scan::download_warning(&scanned, "run-tests.sh or tests/"));
+    if offline {
+        w.extend(scan::download_warning(&scanned, "run-tests.sh or tests/"));
+    }
     Ok(VerifierPlan {
         verdict,
         files: test_files,
@@ -398,8 +446,8 @@ fn test_files(dir: &Path, w: &mut Vec<String>) -> Result<Vec<FileEntry>, String>
 }
 
 /// The oracle: `solution.sh`. A `solution.yaml` cannot be replayed, so with one the oracle
-/// does nothing.
-fn oracle_plan(dir: &Path, w: &mut Vec<String>) -> OraclePlan {
+/// does nothing. `offline`: the agent phase, where it runs, has no network.
+fn oracle_plan(dir: &Path, offline: bool, w: &mut Vec<String>) -> OraclePlan {
     let script = dir.join("solution.sh");
     if !script.is_file() {
         let why = if dir.join("solution.yaml").is_file() {
@@ -410,7 +458,7 @@ fn oracle_plan(dir: &Path, w: &mut Vec<String>) -> OraclePlan {
         return OraclePlan::without_solution(why, w);
     }
     let files = vec![files::single(&script, "solution.sh")];
-    w.extend(scan::solution_warning(&files, "solution.sh"));
+    w.extend(scan::solution_warning(&files, "solution.sh", offline));
     OraclePlan {
         files,
         entry: Some("solution.sh".to_string()),

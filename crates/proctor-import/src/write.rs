@@ -19,7 +19,7 @@ use crate::files::FileEntry;
 use crate::ident::{sanitize, Ids};
 use crate::image::ImageSource;
 use crate::model::{Format, TaskPlan};
-use crate::report::ImportReport;
+use crate::report::{ImportReport, Skipped};
 use crate::{discover, harbor, oracle, suite_toml, tbench, verify, ImportOptions};
 
 /// Imports the tasks named by `inputs` (in `format`) into the new suite folder `out`.
@@ -31,7 +31,7 @@ pub(crate) fn import(
 ) -> Result<ImportReport, ImportError> {
     check_output(out)?;
     let mut report = ImportReport::default();
-    let dirs = discover::task_dirs(format, inputs, &mut report.warnings)?;
+    let dirs = discover::task_dirs(format, inputs, &mut report.not_tasks)?;
     let mut ids = Ids::default();
     let mut plans = Vec::new();
     for dir in dirs {
@@ -62,7 +62,11 @@ pub(crate) fn import(
                 report.imported.push(id);
                 plans.push(*plan);
             }
-            Err(reason) => report.skipped.push((id, reason)),
+            Err(reason) => report.skipped.push(Skipped {
+                id,
+                folder: dir.clone(),
+                reason,
+            }),
         }
     }
     if plans.is_empty() {

@@ -116,6 +116,7 @@ timeout_sec = 60
 
 [environment]
 docker_image = "ghcr.io/example/metrics:1"
+allow_internet = false
 "#,
     );
     write(
@@ -180,7 +181,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
 
     assert_eq!(report.imported, vec!["hello-world", "metrics"]);
     assert_eq!(report.skipped.len(), 1);
-    let (id, reason) = &report.skipped[0];
+    let (id, reason) = (&report.skipped[0].id, &report.skipped[0].reason);
     assert_eq!(id, "build-me");
     assert!(reason.contains("environment/Dockerfile"), "{reason}");
     assert!(
@@ -196,18 +197,25 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         "{reason}"
     );
 
-    let warnings = report.warnings.join("\n");
+    let warnings = warning_lines(&report).join("\n");
     for expected in [
         "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
-        "hello-world: [environment] allow_internet = true: the task needs the internet, so it runs with network = \"host\"",
-        "metrics: tests/ download while verifying (curl)",
+        "hello-world: network = \"host\", check_network = \"host\" ([environment] allow_internet = true, for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one",
+        "metrics: tests/ download while verifying (curl), but the verifier phase has no network (check_network = \"none\")",
         "metrics: no solution/solve.sh: its oracle does nothing",
-        "not-a-task: not a Harbor task folder (no task.toml), ignored",
+        // A skipped task's other warnings are reported too.
+        "build-me: no solution/solve.sh: its oracle does nothing",
     ] {
         assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
     }
+    assert_eq!(report.not_tasks.len(), 1, "{:?}", report.not_tasks);
+    assert!(report.not_tasks[0].folder.ends_with("not-a-task"));
+    assert_eq!(
+        report.not_tasks[0].why,
+        "not a Harbor task folder (no task.toml)"
+    );
     let shown = report.to_string();
-    assert!(shown.starts_with("imported 2 task(s): hello-world, metrics\nskipped 1 task(s):\n  build-me: its image is built from environment/Dockerfile"), "{shown}");
+    assert!(shown.starts_with("imported 2 task(s): hello-world, metrics\nskipped 1 task(s), by reason:\n  1 task(s): its image is built from environment/Dockerfile"), "{shown}");
 
     // The generated files.
     let suite: toml::Table =
@@ -259,7 +267,13 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
 
     let m = &suite["tasks"][1];
     assert_eq!(m["id"].as_str(), Some("metrics"));
-    assert!(m.get("network").is_none(), "no internet asked for");
+    assert_eq!(
+        m["network"].as_str(),
+        Some("none"),
+        "allow_internet = false"
+    );
+    assert_eq!(m["check_network"].as_str(), Some("none"));
+    assert_eq!(hello["check_network"].as_str(), Some("host"));
     assert!(
         m.get("wall_timeout_seconds").is_none(),
         "no [agent] timeout_sec"
@@ -483,15 +497,14 @@ fn a_copy_of_a_test_in_the_build_context_is_reported() {
     );
     let report = import_harbor(&[tasks], &tmp.path().join("out"), &ImportOptions::default())
         .expect("import");
-    let found: Vec<&String> = report
-        .warnings
+    let lines = warning_lines(&report);
+    let found: Vec<&String> = lines
         .iter()
         .filter(|w| w.contains("build context"))
         .collect();
     assert_eq!(
         found,
         ["hello-world: environment/app/check.sh, in the image's build context, has the content of tests/test.sh: if the Dockerfile copies it in, the agent can read it in its environment; remove it from the build context"],
-        "{:#?}",
-        report.warnings
+        "{lines:#?}"
     );
 }

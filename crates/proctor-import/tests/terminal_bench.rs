@@ -114,7 +114,7 @@ fn keystrokes(root: &Path) -> PathBuf {
     write(
         &dir,
         "docker-compose.yaml",
-        "services:\n  client:\n    image: ghcr.io/example/vim:1\n    working_dir: /work\n",
+        "services:\n  client:\n    image: ghcr.io/example/vim:1\n    working_dir: /work\n    network_mode: none\n",
     );
     write_exec(
         &dir,
@@ -141,19 +141,22 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
 
     assert_eq!(report.imported, vec!["answer-42", "vim-edit"]);
     assert_eq!(report.skipped.len(), 1);
-    assert_eq!(report.skipped[0].0, "build-it");
-    let reason = &report.skipped[0].1;
+    assert_eq!(report.skipped[0].id, "build-it");
+    let reason = &report.skipped[0].reason;
     assert!(reason.contains("docker-compose.yaml builds it"), "{reason}");
     assert!(
         reason.contains("docker build -t proctor-import-build-it ."),
         "{reason}"
     );
-    let warnings = report.warnings.join("\n");
+    let warnings = warning_lines(&report).join("\n");
     for expected in [
         "answer-42: task.yaml: unknown field `reviewer`, not imported",
         "vim-edit: task.yaml: parser_name = \"swebench\"",
         "vim-edit: solution.yaml holds keystrokes",
-        "vim-edit: run-tests.sh or tests/ download while verifying (pip install)",
+        // The compose file takes the network away, and the tests fetch.
+        "vim-edit: run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network (check_network = \"none\")",
+        // Terminal-Bench's own default: Docker's network, to the agent and the tests, said.
+        "answer-42: network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike",
     ] {
         assert!(
             warnings.contains(expected),
@@ -173,7 +176,8 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
     assert_eq!(t["difficulty"].as_str(), Some("easy"));
     assert_eq!(t["wall_timeout_seconds"].as_integer(), Some(180));
     assert_eq!(t["validation_timeout_seconds"].as_integer(), Some(30));
-    assert!(t.get("network").is_none());
+    assert_eq!(t["network"].as_str(), Some("host"));
+    assert_eq!(t["check_network"].as_str(), Some("host"));
     assert_eq!(
         t["environment"]["image"].as_str(),
         Some("ghcr.io/example/answer-42:20250620")
@@ -192,6 +196,8 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
         "Terminal-Bench's default"
     );
     assert_eq!(v["environment"]["workdir"].as_str(), Some("/work"));
+    assert_eq!(v["network"].as_str(), Some("none"));
+    assert_eq!(v["check_network"].as_str(), Some("none"));
 
     assert!(out.join("holdout/answer-42/tests/run-tests.sh").is_file());
     assert!(out
@@ -238,16 +244,15 @@ fn a_dockerfile_that_copies_the_tests_and_solution_into_the_image_is_reported() 
     let out = tmp.path().join("tb1");
     let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
     assert_eq!(report.imported, vec!["answer-42"]);
-    let copies: Vec<&String> = report
-        .warnings
+    let lines = warning_lines(&report);
+    let copies: Vec<&String> = lines
         .iter()
         .filter(|w| w.contains("into the image"))
         .collect();
     assert_eq!(
         copies,
         ["answer-42: Dockerfile line 4 (`COPY requirements.txt ./tests/ /app/`) copies tests/test_outputs.py into the image: the agent can read the task's tests or solution in its environment; build the image without them (the verifier is given tests/ by itself)"],
-        "{:#?}",
-        report.warnings
+        "{lines:#?}"
     );
 
     // Copying the whole build context takes in run-tests.sh and solution.sh too.
@@ -257,7 +262,7 @@ fn a_dockerfile_that_copies_the_tests_and_solution_into_the_image_is_reported() 
     let report =
         import_terminal_bench(&[tasks], &tmp.path().join("tb2"), &ImportOptions::default())
             .expect("import");
-    let warnings = report.warnings.join("\n");
+    let warnings = warning_lines(&report).join("\n");
     assert!(
         warnings.contains("answer-42: Dockerfile line 2 (`COPY . /app`) copies tests/test_outputs.py, run-tests.sh, solution.sh into the image"),
         "{warnings}"
@@ -271,7 +276,7 @@ fn a_task_whose_dockerfile_copies_nothing_of_its_tests_raises_no_leak_warning() 
     prebuilt(&tasks);
     let report = import_terminal_bench(&[tasks], &tmp.path().join("tb"), &ImportOptions::default())
         .expect("import");
-    let warnings = report.warnings.join("\n");
+    let warnings = warning_lines(&report).join("\n");
     assert!(!warnings.contains("into the image"), "{warnings}");
     assert!(!warnings.contains("build context"), "{warnings}");
 }

@@ -616,6 +616,7 @@ mod tests {
             wall_timeout: Duration::from_secs(300),
             validation_timeout: Duration::from_millis(1500),
             network: proctor_suite::model::Network::None,
+            check_network: proctor_suite::model::Network::Host,
             allow: vec!["chat".into()],
             offline_user: true,
             undo_window: Duration::from_secs(60),
@@ -628,11 +629,18 @@ mod tests {
         let before = serde_json::to_string(&serde_json::to_value(&settings).unwrap()).unwrap();
         assert!(text.contains(&format!(r#""settings":{before}"#)), "{text}");
         assert!(
-            before.starts_with(r#"{"allow":["chat"],"network":"none","offline_user":true,"undo_window":{"nanos":0,"secs":60}"#),
+            before.starts_with(r#"{"allow":["chat"],"check_network":"host","network":"none","offline_user":true,"undo_window":{"nanos":0,"secs":60}"#),
             "{before}"
         );
         let back: TrialRecord = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.settings, Some(settings));
+        assert_eq!(back.settings, Some(settings.clone()));
+        // A record written before `check_network` existed reads as checks with no network,
+        // which is what they had.
+        let old = text.replace(r#""check_network":"host","#, "");
+        assert_ne!(old, text);
+        let back: TrialRecord = serde_json::from_str(&old).unwrap();
+        let settings = back.settings.unwrap();
+        assert_eq!(settings.check_network, proctor_suite::model::Network::None);
     }
 
     #[test]

@@ -170,11 +170,12 @@ impl Rescorer<'_> {
             .dirs;
         // In an image, the workspace's lowest layer is what the image has at its workdir.
         lowers.extend(image.and_then(|img| img.workdir_layer()));
+        let settings = suite.settings(task, variant);
         let env = CheckEnv {
             image: image.cloned(),
+            network: crate::trial::launch::sandbox_network(settings.check_network),
             ..self.env.clone()
         };
-        let settings = suite.settings(task, variant);
         let checks = task_checks(task, settings.validation_timeout);
         let mut end = record.end_state.clone();
         end.checks.clear();

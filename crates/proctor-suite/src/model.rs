@@ -173,6 +173,11 @@ pub struct TaskSettings {
     /// Default: `"none"`.
     #[schemars(extend("default" = "none"))]
     pub network: Option<Network>,
+    /// What the `check` commands' network namespace can reach, after the agent has stopped:
+    /// `none`, `loopback` or `host`, as for `network`. Default: `"none"` (checks run offline
+    /// whatever the agent had).
+    #[schemars(extend("default" = "none"))]
+    pub check_network: Option<Network>,
     /// The interface commands: shimmed, logged and allowed to the agent. Each is a name found on
     /// PATH at run start, or a path inside the suite (`"bin/vault"`). Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
@@ -771,6 +776,9 @@ pub struct Task {
     /// The trial's network (`none`, `loopback`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub network: Option<Network>,
+    /// The checks' network (`none`, `loopback`, `host`); overrides `[defaults]`.
+    #[serde(default)]
+    pub check_network: Option<Network>,
     /// The interface commands allowed to the agent; overrides `[defaults]`.
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

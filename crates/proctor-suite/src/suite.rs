@@ -43,8 +43,12 @@ pub struct Settings {
     pub wall_timeout: Duration,
     /// How long each `check` may run.
     pub validation_timeout: Duration,
-    /// The trial's network.
+    /// The trial's network: what the agent (and its services) can reach.
     pub network: Network,
+    /// The checks' network: what the `check` commands can reach. Records written before it
+    /// existed read as `none`, which is what their checks had.
+    #[serde(default = "offline")]
+    pub check_network: Network,
     /// The interface commands shimmed and allowed.
     pub allow: Vec<String>,
     /// Whether the offline-user clause is appended.
@@ -88,6 +92,11 @@ impl ResourceHints {
 }
 
 /// A task's limits over `[defaults]`, key by key.
+/// `none`: the checks' network of a record written before the key existed.
+fn offline() -> Network {
+    Network::None
+}
+
 fn limits(task: Option<Limits>, defaults: Option<Limits>) -> Limits {
     let (t, d) = (task.unwrap_or_default(), defaults.unwrap_or_default());
     Limits {
@@ -240,6 +249,10 @@ impl Suite {
                     .map_or(120, |s| *s.get_ref()),
             ),
             network: task.network.or(d.network).unwrap_or(Network::None),
+            check_network: task
+                .check_network
+                .or(d.check_network)
+                .unwrap_or(Network::None),
             allow,
             offline_user: task.offline_user.or(d.offline_user).unwrap_or(false),
             undo_window: Duration::from_secs(

@@ -1282,6 +1282,19 @@ impl<'a> Validator<'a> {
                     .with_label("not absolute")
                     .with_help("write a path such as \"/app\"");
                 self.out.push(p);
+            } else if w.get_ref().split('/').all(|c| c.is_empty() || c == ".") {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        w.span(),
+                        format!(
+                            "`workdir` is `{}`, the root of the file system: the workspace is laid at the working directory, which cannot be the root",
+                            w.get_ref()
+                        ),
+                    )
+                    .with_label("the root")
+                    .with_help("write a folder such as \"/app\"");
+                self.out.push(p);
             }
         }
     }

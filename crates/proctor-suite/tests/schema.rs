@@ -368,6 +368,7 @@ fn the_defaults_in_the_schema_are_the_ones_the_parser_and_the_settings_use() {
     task.wall_timeout_seconds = None;
     task.validation_timeout_seconds = None;
     task.network = None;
+    task.check_network = None;
     task.allow = None;
     task.offline_user = None;
     task.undo_window_seconds = None;
@@ -384,6 +385,10 @@ fn the_defaults_in_the_schema_are_the_ones_the_parser_and_the_settings_use() {
         settings.validation_timeout.as_secs()
     );
     assert_eq!(d["network"]["default"], settings.network.as_str());
+    assert_eq!(
+        d["check_network"]["default"],
+        settings.check_network.as_str()
+    );
     assert_eq!(d["allow"]["default"], serde_json::json!(settings.allow));
     assert_eq!(d["offline_user"]["default"], settings.offline_user);
     assert_eq!(

@@ -52,7 +52,8 @@ pub enum Command {
         config: Option<PathBuf>,
         /// The image cache, as for `run`: with it, every image the tasks name is also pulled
         /// and unpacked there (as `run` does before any trial), so a reference that cannot be
-        /// pulled is reported now. Without it, image references are checked as text only.
+        /// pulled is reported now, and --oracle runs in the images it holds. Without it, image
+        /// references are checked as text only (--oracle then uses ~/.cache/proctor/images).
         #[arg(long, value_name = "DIR")]
         image_cache: Option<PathBuf>,
     },
@@ -186,6 +187,9 @@ pub enum Command {
         /// The suite's id (default: the output folder's name).
         #[arg(long, value_name = "ID")]
         id: Option<String>,
+        /// The suite's human-readable `name` (default: none).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Pull, list and prune the OCI images trials run in (docs/environments.md).
     Images {

@@ -44,7 +44,7 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd", "env", "mkdir", "rm", "head",
               "tail", "sed", "tr", "uname", "which", "id", "sleep", "cp", "mv", "touch", "printf",
               "wc", "dirname", "basename", "readlink", "ps", "kill", "date", "sort", "true",
-              "httpd", "wget"]:
+              "httpd", "wget", "awk", "mktemp"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
     if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
@@ -58,7 +58,8 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
 layer = blob(buf.getvalue())
 diff_id = "sha256:" + hashlib.sha256(__import__("gzip").decompress(buf.getvalue())).hexdigest()
 config = blob(json.dumps({"architecture": "amd64", "os": "linux",
-    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"], "WorkingDir": "/app"},
+    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"],
+               "WorkingDir": os.environ.get("PROCTOR_TEST_IMAGE_WORKDIR", "/app")},
     "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
 manifest = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
     "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
@@ -79,6 +80,11 @@ fn make_image(lab: &Lab) {
 
 /// [`make_image`], with or without a `bash` in the image.
 fn make_image_with(lab: &Lab, bash: bool) {
+    make_image_at(lab, bash, "/app");
+}
+
+/// [`make_image`], with or without a `bash`, its config's `WorkingDir` being `workdir`.
+fn make_image_at(lab: &Lab, bash: bool, workdir: &str) {
     assert!(
         Path::new("/bin/busybox").is_file(),
         "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
@@ -89,6 +95,7 @@ fn make_image_with(lab: &Lab, bash: bool) {
     if !bash {
         make.env("PROCTOR_TEST_IMAGE_NO_BASH", "1");
     }
+    make.env("PROCTOR_TEST_IMAGE_WORKDIR", workdir);
     let status = make
         .arg("-c")
         .arg(MAKE_IMAGE)
@@ -289,6 +296,36 @@ fn validate_oracle_runs_the_oracle_and_the_null_agent_in_the_image() {
         "{}",
         out.stderr
     );
+    // With --image-cache, the oracle run takes its images from that cache, never the default
+    // one.
+    let xdg = lab.root.join("xdg2");
+    let cache = lab.root.join("given-cache");
+    let out = lab.proctor_env(
+        As::Me,
+        &[
+            "validate",
+            lab.suite().to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+        &[("XDG_CACHE_HOME", xdg.to_str().unwrap())],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stderr.matches("pulling and unpacking").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !xdg.join("proctor/images").exists(),
+        "the default cache is untouched"
+    );
+    assert!(
+        cache.join("images").is_dir(),
+        "the given cache holds the image"
+    );
 }
 
 #[test]
@@ -360,6 +397,87 @@ fn validate_checks_an_images_path_and_syntax() {
     );
 }
 
+/// An image whose config says `WorkingDir = "/"` cannot hold the workspace at its root: with no
+/// `workdir` of the suite's, `validate --oracle` and `run` refuse it before any trial (exit 2,
+/// never an `errored` trial); a `workdir` of `/` in the suite is refused by `validate` at its
+/// line; with `workdir = "/app"` the same image runs. "pulling and unpacking" is said when the
+/// image is unpacked, never on a cache hit.
+#[test]
+fn an_image_working_in_the_root_is_refused_before_any_trial_and_a_cache_hit_is_not_a_pull() {
+    let lab = Lab::new("img-root-workdir");
+    suite(&lab, "oci:images/bb");
+    std::fs::remove_dir_all(lab.suite().join("images")).unwrap();
+    make_image_at(&lab, true, "/");
+    let cache = lab.root.join("image-cache");
+    let cache = cache.to_str().unwrap();
+    lab.write("agents/oracle/t.toml", "answer = \"done\"\n");
+    let suite_dir = lab.suite();
+    let suite_dir = suite_dir.to_str().unwrap();
+    for (args, pulls) in [
+        (
+            vec!["validate", suite_dir, "--oracle", "--image-cache", cache],
+            true,
+        ),
+        (
+            vec![
+                "run",
+                suite_dir,
+                "--store",
+                "store",
+                "--trials",
+                "1",
+                "--image-cache",
+                cache,
+            ],
+            false,
+        ),
+    ] {
+        let out = lab.proctor(As::Me, &args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.contains("pulling and unpacking"),
+            pulls,
+            "said only when unpacked, not on the cache hit: {args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            unwrapped(&out.stderr).contains("its working directory is `/` (WorkingDir in the image's config), and the workspace cannot be the root of the file system"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        !lab.store().join("runs").exists()
+            || std::fs::read_dir(lab.store().join("runs")).unwrap().count() == 0,
+        "no run was started"
+    );
+    // The suite's own workdir `/` is refused by a plain validate, at its line.
+    let text = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    let rooted = text.replace("[environment]\n", "[environment]\nworkdir = \"/\"\n");
+    lab.write("suite.toml", &rooted);
+    let out = lab.proctor(As::Me, &["validate", suite_dir]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr)
+            .contains("suite.toml:5:11: `workdir` is `/`, the root of the file system"),
+        "{}",
+        out.stderr
+    );
+    // Given a working directory, the image (in the cache already) runs.
+    lab.write(
+        "suite.toml",
+        &text.replace("[environment]\n", "[environment]\nworkdir = \"/app\"\n"),
+    );
+    let run = lab.run(As::Me, &["--trials", "1", "--image-cache", cache]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("pulling and unpacking"),
+        "a cache hit: {}",
+        run.stderr
+    );
+    assert_eq!(lab.record("t.agent.0")["outcome"], "completed");
+}
+
 #[test]
 fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
     let lab = Lab::new("import-harbor");
@@ -423,6 +541,121 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
         ],
     );
     assert_eq!(again.code, 2, "{}", again.stderr);
+}
+
+/// Per-phase network, end to end: two Harbor tasks whose verifier fetches from a server on the
+/// host's loopback (started by the test), imported and run with their oracle in the test image.
+/// The one whose `[verifier] network_mode = "public"` gets `check_network = "host"` and is
+/// completed; the other, offline in both phases (`allow_internet = false`), is reported by the
+/// import and fails: its verifier cannot connect.
+#[test]
+fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network() {
+    use std::io::{Read, Write};
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in server.incoming().filter_map(Result::ok) {
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nfetched\n");
+        }
+    });
+    let lab = Lab::new("import-phase-network");
+    make_image(&lab);
+    for (id, verifier) in [
+        (
+            "online-verifier",
+            "\n[verifier]\nnetwork_mode = \"public\"\n",
+        ),
+        ("offline-verifier", ""),
+    ] {
+        let task = lab.root.join("tasks").join(id);
+        let write = |rel: &str, text: &str| {
+            let p = task.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "task.toml",
+            &format!("version = \"1.0\"\n\n[environment]\ndocker_image = \"oci-archive:image.tar\"\nallow_internet = false\n{verifier}"),
+        );
+        write("instruction.md", "Nothing to do.\n");
+        write(
+            "tests/test.sh",
+            &format!("#!/bin/bash\nmkdir -p /logs/verifier\nif wget -q -O - http://127.0.0.1:{port}/ | grep -q fetched; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"),
+        );
+        write("solution/solve.sh", "#!/bin/bash\ntrue\n");
+        std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    }
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            "tasks",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("  1 task(s): tests/ download while verifying (wget), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch\n    offline-verifier\n"),
+        "{}",
+        out.stderr
+    );
+    let cache = lab.root.join("image-cache");
+    let store = lab.root.join("store2");
+    let run = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 1, "one trial fails: {}", run.stderr);
+    let record = |trial: &str| -> serde_json::Value {
+        let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .collect();
+        let text =
+            std::fs::read_to_string(runs[0].path().join("trials").join(trial).join("trial.json"))
+                .unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
+    };
+    for (trial, check_network, outcome) in [
+        ("online-verifier.oracle.0", "host", "completed"),
+        // The oracle changes nothing and answers nothing: a failed check makes that
+        // `abandoned`, a failure like `wrong`.
+        ("offline-verifier.oracle.0", "none", "abandoned"),
+    ] {
+        let r = record(trial);
+        if !common::lab::real_isolation(&r, false) {
+            return;
+        }
+        assert_eq!(r["settings"]["network"], "none", "{trial}");
+        assert_eq!(r["settings"]["check_network"], check_network, "{trial}");
+        assert_eq!(
+            r["outcome"], outcome,
+            "{trial}: {}\n{:#}",
+            r["reason"], r["end_state"]["checks"]
+        );
+        let stderr = r["end_state"]["checks"]["bash proctor-verify.sh"]["stderr_tail"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            stderr.contains("can't connect to remote host (127.0.0.1)"),
+            check_network == "none",
+            "{trial}: {stderr}"
+        );
+    }
 }
 
 /// Pushes the OCI layout at `layout` to `registry` (plain HTTP) as `repo:tag`.

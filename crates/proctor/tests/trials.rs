@@ -329,6 +329,104 @@ fn concurrent_trials_each_have_their_own_loopback_and_cannot_reach_the_host() {
     }
 }
 
+/// Serves `fetched` to every HTTP request on a loopback port of the host, for as long as the
+/// test runs; gives the port.
+fn serve_fetched() -> u16 {
+    use std::io::{Read, Write};
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in server.incoming().filter_map(Result::ok) {
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nfetched\n");
+        }
+    });
+    port
+}
+
+/// Per-phase network: a check that fetches from a server on the host's loopback passes only
+/// when its task's `check_network` is `host`; `loopback` (the check's own loopback) and `none`
+/// (the default) fail it, whatever the agent's `network` was. The agent phase keeps its own
+/// network: with `network = "none"` the agent cannot reach the server its checks reach, and
+/// with `network = "host"` it can while its checks (by default) cannot. Each trial records both.
+#[test]
+fn checks_get_the_network_their_task_gives_them_apart_from_the_agent() {
+    let port = serve_fetched();
+    let fetch = format!(
+        "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:{port}/\", timeout=3).read().decode())'"
+    );
+    let task = |id: &str, settings: &str| {
+        format!(
+            "[[tasks]]\nid = \"{id}\"\nprompt = \"Fetch.\"\n{settings}\n[tasks.success]\nall = [{{ check = {{ command = '''{fetch}''', stdout_matches = \"fetched\" }} }}]\n\n"
+        )
+    };
+    let suite = format!(
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\nvalidation_timeout_seconds = 20\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent.toml\"\n\n{}{}{}{}",
+        task("check-host", "check_network = \"host\""),
+        task("check-loopback", "check_network = \"loopback\""),
+        task("check-default", ""),
+        task("agent-host", "network = \"host\""),
+    );
+    for who in users() {
+        let lab = Lab::new(&format!("check-network-{who:?}"));
+        lab.write("fixture/README.md", "x\n");
+        lab.write("suite.toml", &suite);
+        lab.write(
+            "agents/agent.toml",
+            &format!(
+                "answer = \"done\"\n\n[[steps]]\nrun = '''({fetch} || echo unreached) > reach.txt 2>/dev/null'''\n"
+            ),
+        );
+        let v = lab.proctor(who, &["validate", lab.suite().to_str().unwrap()]);
+        assert_eq!(v.code, 0, "{who:?}: {}", v.stderr);
+        let out = lab.run(who, &["--trials", "1"]);
+        assert_eq!(out.code, 1, "{who:?}: some trials fail\n{}", out.stderr);
+        for (task, network, check_network, outcome, agent_reached) in [
+            ("check-host", "none", "host", "completed", false),
+            ("check-loopback", "none", "loopback", "wrong", false),
+            ("check-default", "none", "none", "wrong", false),
+            ("agent-host", "host", "none", "wrong", true),
+        ] {
+            let id = format!("{task}.agent.0");
+            let record = lab.record(&id);
+            if !common::lab::real_isolation(&record, false) {
+                return;
+            }
+            assert_eq!(record["settings"]["network"], network, "{who:?} {id}");
+            assert_eq!(
+                record["settings"]["check_network"], check_network,
+                "{who:?} {id}"
+            );
+            assert_eq!(
+                record["outcome"], outcome,
+                "{who:?} {id}: {}\n{:#}",
+                record["reason"], record["end_state"]["checks"]
+            );
+            let reach = std::fs::read_to_string(lab.trial_dir(&id).join("changes/files/reach.txt"))
+                .unwrap();
+            assert_eq!(
+                reach == "fetched\n\n",
+                agent_reached,
+                "{who:?} {id}: {reach:?}"
+            );
+        }
+        // A rescore runs the checks again, each with its task's check_network: nothing changes
+        // (were the checks run offline, check-host would turn wrong).
+        let store = lab.store();
+        let out = lab.proctor(
+            who,
+            &["rescore", "latest", "--store", store.to_str().unwrap()],
+        );
+        assert!(
+            out.stderr.contains("no outcome changed"),
+            "{who:?}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn the_calls_log_records_every_call_and_the_agent_cannot_rewrite_it() {
     for who in users() {

@@ -152,6 +152,15 @@ fn bad_enum_value() {
 }
 
 #[test]
+fn bad_check_network_value() {
+    let s = TestSuite::minimal().edit(
+        "prompt = \"Create",
+        "check_network = \"internet\"\nprompt = \"Create",
+    );
+    insta::assert_snapshot!(rejected(&s));
+}
+
+#[test]
 fn bad_expect_value() {
     let s = TestSuite::minimal().edit("prompt = ", "expect = \"refusal\"\nprompt = ");
     insta::assert_snapshot!(rejected(&s));

@@ -142,3 +142,12 @@ pub fn assert_valid(suite: &Path) -> bool {
         Err(p) => panic!("the generated suite does not parse: {p} ({:?})", p.help),
     }
 }
+
+/// Every warning of `report` as `TASK_ID: MESSAGE`, in order.
+pub fn warning_lines(report: &proctor_import::ImportReport) -> Vec<String> {
+    report
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.task, w.message))
+        .collect()
+}

@@ -1,5 +1,5 @@
-//! Stage 5, checks: each distinct `check` command of the task runs in a fresh sandbox without
-//! network, over the end state with `holdout/TASK_ID/` laid over it, in a throwaway layer: the
+//! Stage 5, checks: each distinct `check` command of the task runs in a fresh sandbox with the
+//! task's `check_network` (by default none: its own loopback only), over the end state with `holdout/TASK_ID/` laid over it, in a throwaway layer: the
 //! checks never write into the captured end state. A trial's checks and a rescore's are the same
 //! code over an [`EndTree`].
 
@@ -57,6 +57,8 @@ pub struct CheckEnv {
     pub grace: Duration,
     /// The image the task runs in: checks run in it too, in its working directory.
     pub image: Option<std::sync::Arc<crate::image::TrialImage>>,
+    /// What the checks' network namespace reaches: the task's `check_network`.
+    pub network: proctor_sandbox::Network,
 }
 
 impl CheckEnv {
@@ -77,13 +79,20 @@ impl CheckEnv {
             hide: ctx.hide.clone(),
             grace: ctx.grace,
             image: None,
+            network: proctor_sandbox::Network::None,
         }
     }
 
-    /// The check environment of a trial of `task`: in its image, if it has one.
-    pub fn for_task(ctx: &RunContext, task: &str) -> CheckEnv {
+    /// The check environment of a trial of `task` whose checks get `network`: in its image, if
+    /// it has one.
+    pub fn for_task(
+        ctx: &RunContext,
+        task: &str,
+        network: proctor_suite::model::Network,
+    ) -> CheckEnv {
         CheckEnv {
             image: ctx.image(task).cloned(),
+            network: crate::trial::launch::sandbox_network(network),
             ..CheckEnv::of(ctx)
         }
     }
@@ -135,7 +144,7 @@ pub fn check_trial(
 ) -> BTreeMap<String, CheckRun> {
     let commands = task_checks(trial.task, trial.settings.validation_timeout);
     let runs = run_checks(
-        &CheckEnv::for_task(ctx, &trial.planned.task),
+        &CheckEnv::for_task(ctx, &trial.planned.task, trial.settings.check_network),
         &commands,
         &prepared.end_tree(),
         holdout,
@@ -172,7 +181,7 @@ pub fn run_checks(
         .collect()
 }
 
-/// Runs one check in a fresh sandbox without network, in the scratch folder `dir`.
+/// Runs one check in a fresh sandbox with the environment's network, in the scratch folder `dir`.
 pub fn run_check(
     env: &CheckEnv,
     check: &CheckCommand,
@@ -256,8 +265,8 @@ pub fn check_workspace(
     }
 }
 
-/// The sandbox spec of one check: `sh -c COMMAND` in `workspace`, no network, no services,
-/// nothing of the agent's environment.
+/// The sandbox spec of one check: `sh -c COMMAND` in `workspace`, with the checks' network (by
+/// default none), no services, nothing of the agent's environment.
 pub fn check_spec(
     env: &CheckEnv,
     (workspace, inside): (Workspace, PathBuf),
@@ -276,7 +285,7 @@ pub fn check_spec(
         workspace_inside: inside.clone(),
         hide: env.hide.clone(),
         binds: Vec::new(),
-        network: proctor_sandbox::Network::None,
+        network: env.network,
         env: match &env.image {
             Some(img) => {
                 let mut e = check_env(&home, &img.path(), &inside);
@@ -381,6 +390,7 @@ mod tests {
             hide: Vec::new(),
             grace: Duration::from_millis(200),
             image: None,
+            network: proctor_sandbox::Network::None,
         }
     }
 

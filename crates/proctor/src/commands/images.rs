@@ -60,13 +60,23 @@ fn pull(
         .map_err(|e| e.to_string())?
         .resolve_against(suite_root);
     let image = cache
-        .pull(&reference, registries)
+        .pull_with(&reference, registries, &mut || {
+            eprintln!("image {}: pulling and unpacking", env.image);
+        })
         .map_err(|e| e.to_string())?;
-    let workdir = env
-        .workdir
-        .clone()
-        .or_else(|| image.config.working_dir.clone())
-        .unwrap_or_else(|| "/workspace".into());
+    let workdir = match &env.workdir {
+        Some(w) => w.clone(),
+        None => match image.config.working_dir.clone() {
+            Some(w) if w.is_empty() => "/workspace".into(),
+            Some(w) if is_root(&w) => {
+                return Err(format!(
+                    "its working directory is `{w}` (WorkingDir in the image's config), and the workspace cannot be the root of the file system; give the task a working directory: [tasks.environment] workdir = \"/app\" (or [environment] workdir for every task)"
+                ));
+            }
+            Some(w) => w,
+            None => "/workspace".into(),
+        },
+    };
     let mut vars = image.config.env.clone();
     vars.extend(env.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     Ok(TrialImage {
@@ -75,6 +85,16 @@ fn pull(
         rootfs: image.rootfs,
         workdir: PathBuf::from(workdir),
         env: vars,
+    })
+}
+
+/// Whether `dir` names the root of the file system (`/`, `//`, `/.`, ...).
+fn is_root(dir: &str) -> bool {
+    Path::new(dir).components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::RootDir | std::path::Component::CurDir
+        )
     })
 }
 
@@ -116,7 +136,6 @@ pub fn for_tasks(
         let image = match pulled.get(&env) {
             Some(i) => Arc::clone(i),
             None => {
-                eprintln!("image {}: pulling and unpacking", env.image);
                 let image = pull(&cache, &registries, &suite.root, &env).map_err(|e| {
                     Error::usage(
                         format!("task `{task}`: image `{}`: {e}", env.image),

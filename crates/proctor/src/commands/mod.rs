@@ -143,7 +143,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             dirs,
             out,
             id,
-        } => import(format, &dirs, &out, id),
+            name,
+        } => import(format, &dirs, &out, id, name),
         Command::Images {
             action,
             image_cache,
@@ -187,9 +188,11 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
 }
 
 /// `validate --config` and `--image-cache`, as `run` takes them.
-struct Images<'a> {
-    config: Option<&'a Path>,
-    cache: Option<&'a Path>,
+pub(crate) struct Images<'a> {
+    /// The configuration file (its `[registries]`).
+    pub(crate) config: Option<&'a Path>,
+    /// The image cache (default: ~/.cache/proctor/images).
+    pub(crate) cache: Option<&'a Path>,
 }
 
 /// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,
@@ -210,7 +213,7 @@ fn validate_oracle(
             "pass a suite folder",
         )
     })?;
-    oracle::run(open_suite(&dir)?, store, oracle_variant)
+    oracle::run(open_suite(&dir)?, store, oracle_variant, images)
 }
 
 /// `proctor schema DOCUMENT`: the JSON Schema, on stdout.
@@ -241,11 +244,9 @@ fn import(
     dirs: &[std::path::PathBuf],
     out: &Path,
     id: Option<String>,
+    name: Option<String>,
 ) -> Result<Status, Error> {
-    let options = proctor_import::ImportOptions {
-        suite_id: id,
-        ..Default::default()
-    };
+    let options = proctor_import::ImportOptions { suite_id: id, name };
     let result = match format {
         crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
         crate::cli::ImportFormat::TerminalBench => {

@@ -21,8 +21,14 @@ use crate::commands::run::plan_error;
 use crate::exit::{Error, Status};
 
 /// Runs the oracle and the null agent on every task; exits 2 when the rules cannot tell them
-/// apart. `oracle` names the suite's variant to use as the oracle (default: `agents/oracle/`).
-pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Result<Status, Error> {
+/// apart. `oracle` names the suite's variant to use as the oracle (default: `agents/oracle/`);
+/// the tasks' images come from `images` (`--config`, `--image-cache`), as for `run`.
+pub(crate) fn run(
+    suite: Suite,
+    store_dir: Option<&Path>,
+    oracle: Option<&str>,
+    images: crate::commands::Images<'_>,
+) -> Result<Status, Error> {
     // A temporary store unless one is given; it is kept when a check fails (below).
     let mut temp = None;
     let store_dir = match store_dir {
@@ -44,7 +50,7 @@ pub fn run(suite: Suite, store_dir: Option<&Path>, oracle: Option<&str>) -> Resu
         .iter()
         .map(|t| t.id.get_ref().as_str())
         .collect();
-    let images = crate::commands::images::for_tasks(&suite, &tasks, None, None)?;
+    let images = crate::commands::images::for_tasks(&suite, &tasks, images.config, images.cache)?;
     let options = EngineOptions {
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
         grace: Duration::from_secs(2),

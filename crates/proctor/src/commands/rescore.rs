@@ -83,6 +83,8 @@ pub fn run(
         hide: proctor_runner::trial::hidden_paths(&suite.root, &store_root),
         grace: Duration::from_secs(2),
         image: None,
+        // Each trial's checks get its task's `check_network` (set per trial).
+        network: proctor_sandbox::Network::None,
     };
     let started = std::time::Instant::now();
     let stem = format!(

@@ -1,0 +1,220 @@
+//! `proctor import` at the scale of a dataset, through the real binary: a few hundred generated
+//! Harbor tasks of mixed kinds in two dataset folders, beside a folder that holds no task. The
+//! report is a summary by reason (a count, then one line per task with its folder), the warnings
+//! are grouped by kind with counts (a skipped task's included), the folder without a task is
+//! reported and skipped, compose files are read before being judged, each phase's network is
+//! written as the tasks ask, and `--name` names the suite.
+
+mod common;
+
+use std::path::Path;
+
+use common::lab::{As, Lab};
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// The kinds of task generated, each `(name, count)`.
+const KINDS: [(&str, usize); 8] = [
+    ("plain", 90),      // imported, no solution
+    ("solved", 40),     // imported, with a solution, an unknown field
+    ("fetching", 20),   // imported, offline verifier that runs apt-get
+    ("phased", 10),     // imported, offline agent, verifier with the network
+    ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
+    ("dockerfile", 80), // skipped: only a Dockerfile
+    ("no-tests", 30),   // skipped: no tests/test.sh
+    ("compose", 10),    // skipped: docker-compose.yaml with two services
+];
+
+/// Writes task `n` of `kind` into `root`.
+fn task(root: &Path, kind: &str, n: usize) {
+    let dir = root.join(format!("{kind}-{n:03}"));
+    let mut toml = String::from("version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\n");
+    if kind == "solved" {
+        toml.push_str("reviewer = \"someone\"\n");
+    }
+    match kind {
+        "fetching" => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\nallow_internet = false\n"),
+        "phased" => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\nnetwork_mode = \"no-network\"\n\n[verifier]\nnetwork_mode = \"public\"\n"),
+        "dockerfile" | "compose" => toml.push_str("\n[environment]\ncpus = 1\n"),
+        _ => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\n"),
+    }
+    write(&dir, "task.toml", &toml);
+    write(&dir, "instruction.md", &format!("Do task {n}.\n"));
+    if kind != "no-tests" {
+        let fetch = if kind == "fetching" || kind == "phased" {
+            "apt-get install -y curl\n"
+        } else {
+            ""
+        };
+        write(
+            &dir,
+            "tests/test.sh",
+            &format!("#!/bin/bash\n{fetch}echo 1 > /logs/verifier/reward.txt\n"),
+        );
+    }
+    if kind == "solved" {
+        write(&dir, "solution/solve.sh", "#!/bin/bash\ntouch done\n");
+    }
+    match kind {
+        "dockerfile" => write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n"),
+        "compose" => {
+            write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n");
+            write(
+                &dir,
+                "environment/docker-compose.yaml",
+                "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n",
+            );
+        }
+        "yml-data" => write(
+            &dir,
+            "environment/docker-compose.yml",
+            "# a fixture the task reads\n- step: build\n- step: test\n",
+        ),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks() {
+    let lab = Lab::new("import-scale");
+    // Two dataset folders (half the tasks each) and one folder with no task in it.
+    for (kind, count) in KINDS {
+        for n in 0..count {
+            let half = if n % 2 == 0 { "part-a" } else { "part-b" };
+            task(&lab.root.join(half), kind, n);
+        }
+    }
+    write(&lab.root.join("notes"), "README.md", "not a task\n");
+    std::fs::create_dir_all(lab.root.join("part-a/assets")).unwrap();
+    let total: usize = KINDS.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, 300);
+
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            "part-a",
+            "notes",
+            "part-b",
+            "--out",
+            "suite-out",
+            "--name",
+            "Generated dataset",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = &out.stderr;
+    let has = |line: &str| e.lines().any(|l| l == line);
+    assert!(e.starts_with("imported 180 task(s): "), "{e}");
+    assert!(has("skipped 120 task(s), by reason:"), "{e}");
+    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image; proctor does not build images, and the import never guesses one."), "{e}");
+    assert!(
+        has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
+        "{e}"
+    );
+    assert!(has("  10 task(s): its environment/docker-compose.yaml starts 2 containers (main, db); proctor runs one image per trial"), "{e}");
+    // One line per skipped task, with its folder.
+    let task_lines = e
+        .lines()
+        .filter(|l| l.starts_with("    ") && l.contains("  part-"))
+        .count();
+    assert_eq!(task_lines, 120, "{e}");
+    assert!(has("    dockerfile-000  part-a/dockerfile-000"), "{e}");
+    assert!(has("    no-tests-001  part-b/no-tests-001"), "{e}");
+    // The build commands are shown once for the group, not once per task.
+    assert_eq!(e.matches("docker build -t").count(), 1, "{e}");
+    // Folders without a task: reported, skipped, the rest imported.
+    assert!(has("skipped 2 folder(s) that hold no task:"), "{e}");
+    assert!(
+        has("  notes: not a Harbor task folder (no task.toml), and no folder in it is one"),
+        "{e}"
+    );
+    assert!(
+        has("  part-a/assets: not a Harbor task folder (no task.toml)"),
+        "{e}"
+    );
+    // Warnings by kind, with counts; the skipped tasks' own included (no solution).
+    assert!(has("  260 task(s): no solution/solve.sh: its oracle does nothing, so `proctor validate --oracle` fails for it"), "{e}");
+    assert!(
+        has("  40 task(s): task.toml: unknown field `metadata.reviewer`, not imported"),
+        "{e}"
+    );
+    assert!(has("  20 task(s): tests/ download while verifying (apt-get install), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch"), "{e}");
+    assert!(has("  270 task(s): network = \"host\", check_network = \"host\" ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one"), "{e}");
+    // A summary a person can read: about one line per skipped task, not pages of each.
+    assert!(e.lines().count() < 180, "{} lines:\n{e}", e.lines().count());
+
+    // The suite: named, each phase's network as asked, the .yml tasks imported.
+    let text = std::fs::read_to_string(lab.root.join("suite-out/suite.toml")).unwrap();
+    let suite: toml::Table = toml::from_str(&text).unwrap();
+    assert_eq!(suite["name"].as_str(), Some("Generated dataset"));
+    let tasks = suite["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 180);
+    let of = |id: &str| tasks.iter().find(|t| t["id"].as_str() == Some(id)).unwrap();
+    let phased = of("phased-000");
+    assert_eq!(phased["network"].as_str(), Some("none"));
+    assert_eq!(phased["check_network"].as_str(), Some("host"));
+    let fetching = of("fetching-000");
+    assert_eq!(fetching["network"].as_str(), Some("none"));
+    assert_eq!(fetching["check_network"].as_str(), Some("none"));
+    let plain = of("plain-000");
+    assert_eq!(plain["network"].as_str(), Some("host"));
+    assert_eq!(plain["check_network"].as_str(), Some("host"));
+    assert!(tasks
+        .iter()
+        .any(|t| t["id"].as_str() == Some("yml-data-019")));
+    assert!(text.contains("# network: agent: [environment] network_mode = \"no-network\"; verifier: [verifier] network_mode = \"public\"\n"), "{text}");
+
+    let v = lab.proctor(As::Me, &["validate", "suite-out"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+}
+
+/// Terminal-Bench gives every task's container Docker's network: the import gives both phases
+/// the host's network, and says so once per dataset, as a group.
+#[test]
+fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
+    let lab = Lab::new("import-tb-network");
+    for n in 0..12 {
+        let dir = lab.root.join("tasks").join(format!("t-{n:02}"));
+        write(&dir, "task.yaml", "instruction: Do it.\n");
+        let compose = if n < 4 {
+            "services:\n  client:\n    image: ghcr.io/example/t:1\n    network_mode: none\n"
+        } else {
+            "services:\n  client:\n    image: ghcr.io/example/t:1\n"
+        };
+        write(&dir, "docker-compose.yaml", compose);
+        write(
+            &dir,
+            "run-tests.sh",
+            "#!/bin/bash\npip install pytest\npytest -rA\n",
+        );
+        write(&dir, "solution.sh", "#!/bin/bash\ntouch done\n");
+    }
+    let out = lab.proctor(
+        As::Me,
+        &["import", "terminal-bench", "tasks", "--out", "tb"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = &out.stderr;
+    assert!(e.lines().any(|l| l == "  8 task(s): network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike"), "{e}");
+    assert!(e.lines().any(|l| l.starts_with("  4 task(s): run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network")), "{e}");
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(lab.root.join("tb/suite.toml")).unwrap()).unwrap();
+    let tasks = suite["tasks"].as_array().unwrap();
+    let nets: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["network"].as_str().unwrap(),
+                t["check_network"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(nets.iter().filter(|n| **n == ("host", "host")).count(), 8);
+    assert_eq!(nets.iter().filter(|n| **n == ("none", "none")).count(), 4);
+}
