@@ -1367,3 +1367,74 @@ fn a_fixture_git_is_said_to_be_unaudited_when_git_is_not_on_path() {
         ])
     );
 }
+
+#[test]
+fn a_variant_limited_to_tasks_needs_scripts_for_those_tasks_only() {
+    // `oracle` has no script for `bye`: limited to `hello`, it needs none.
+    let all = rejected(&two_tasks());
+    assert!(all.contains("no script for task `bye`"), "{all}");
+    let s = two_tasks().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\"]",
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Naming `bye` too brings the requirement back: the limit is not a way around it.
+    let s = two_tasks().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\", \"bye\"]",
+    );
+    let all = rejected(&s);
+    assert!(
+        all.contains("variant `oracle` has no script for task `bye`"),
+        "{all}"
+    );
+    // A model script likewise.
+    let s = with_model_variant()
+        .edit(
+            "[[tasks]]",
+            "[[tasks]]\nid = \"bye\"\nprompt = \"Delete hello.txt.\"\n\n[tasks.success]\nall = [{ file_deleted = \"hello.txt\" }]\n\n[[tasks]]",
+        )
+        .edit(
+            "script = \"agents/oracle\"",
+            "script = \"agents/oracle\"\ntasks = [\"hello\"]",
+        )
+        .edit(
+            "model_script = \"agents/model\"",
+            "model_script = \"agents/model\"\ntasks = [\"hello\"]",
+        );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_variant_naming_a_task_the_suite_does_not_have() {
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"helo\"]",
+    );
+    insta::assert_snapshot!(rejected(&s));
+}
+
+#[test]
+fn a_variant_limited_to_no_task_or_to_one_task_twice_is_refused() {
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = []",
+    );
+    let err = rejected(&s);
+    assert!(
+        unwrapped(&err).contains("variant `oracle` has `tasks = []`: it would run no task"),
+        "{err}"
+    );
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\", \"hello\"]",
+    );
+    let err = rejected(&s);
+    assert!(
+        unwrapped(&err).contains("variant `oracle` names task `hello` twice"),
+        "{err}"
+    );
+    assert!(err.contains("suite.toml:11:19"), "{err}");
+}
