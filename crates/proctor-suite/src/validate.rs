@@ -1669,7 +1669,7 @@ impl<'a> Validator<'a> {
                 .trim()
                 .trim_start_matches("error: ")
                 .to_string();
-            let p = self.at(ProblemKind::BadPattern, re.span(), format!("the regex `{}` does not compile: {last}", re.get_ref())).with_label("invalid regex").with_help("regexes use Rust `regex` syntax; in TOML, prefer '...' literal strings so backslashes stay as written");
+            let p = self.at(ProblemKind::BadPattern, re.span(), format!("the regex `{}` does not compile: {last}", re.get_ref())).with_label("invalid regex").with_help("regexes use Rust `regex` syntax; in TOML, '...' literal strings keep backslashes as written, and '''...''' ones also hold a ' (won't)");
             self.out.push(p);
         }
     }
@@ -1788,7 +1788,7 @@ impl<'a> Validator<'a> {
                 self.out.push(p);
             }
         }
-        if let Some(re) = &c.args_match {
+        for re in [&c.args_match, &c.stdin_matches].into_iter().flatten() {
             self.regex(re);
         }
     }

@@ -623,14 +623,15 @@ fn calls(end: &Value) -> String {
             let exit = match (c.get("denied").and_then(Value::as_str), c.get("exit")) {
                 (Some(d), _) => format!("denied: {}", esc(d)),
                 (None, Some(e)) if !e.is_null() => e.to_string(),
-                _ => "–".into(),
+                _ => "unfinished".into(),
             };
             (
                 String::new(),
                 vec![
                     c.get("seq").map(Value::to_string).unwrap_or_default(),
-                    format!("<code>{}</code>", esc(&argv.join(" "))),
+                    format!("<code>{}</code>", esc(&proctor_suite::shell::join(&argv))),
                     exit,
+                    call_stdin(c),
                     format!(
                         "<pre>{}</pre>",
                         esc(c.get("stdout_head").and_then(Value::as_str).unwrap_or(""))
@@ -639,7 +640,30 @@ fn calls(end: &Value) -> String {
             )
         })
         .collect();
-    table("calls", &["#", "Command", "Exit", "Output (head)"], &rows)
+    table(
+        "calls",
+        &["#", "Command", "Exit", "Stdin (head)", "Output (head)"],
+        &rows,
+    )
+}
+
+/// What a call read from stdin: its size and the head its record keeps.
+fn call_stdin(c: &Value) -> String {
+    if c.get("stdin_terminal").and_then(Value::as_bool) == Some(true) {
+        return "a terminal (not kept)".into();
+    }
+    let bytes = c.get("stdin_bytes").and_then(Value::as_u64).unwrap_or(0);
+    if bytes == 0 {
+        return "–".into();
+    }
+    let head = c.get("stdin_head").and_then(Value::as_str).unwrap_or("");
+    let kept = proctor_score::endstate::HEAD_BYTES as u64;
+    let size = if bytes > kept {
+        format!("{bytes} bytes, the first {kept} kept")
+    } else {
+        format!("{bytes} bytes")
+    };
+    format!("{size}<pre>{}</pre>", esc(head))
 }
 
 /// Each check's command, exit and output tails.

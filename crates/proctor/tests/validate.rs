@@ -1438,3 +1438,37 @@ fn a_variant_limited_to_no_task_or_to_one_task_twice_is_refused() {
     );
     assert!(err.contains("suite.toml:11:19"), "{err}");
 }
+
+/// The minimal suite with an interface, `tool`, and `calls` assertion `calls`.
+fn with_calls(calls: &str) -> TestSuite {
+    let s = TestSuite::minimal()
+        .edit(
+            "wall_timeout_seconds = 30",
+            "wall_timeout_seconds = 30\nallow = [\"bin/tool\"]",
+        )
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]",
+        )
+        .edit(
+            "  { file_contains",
+            &format!("  {calls},\n  {{ file_contains"),
+        );
+    write_exec(&s, "bin/tool", "#!/bin/sh\ncat\n");
+    s
+}
+
+#[test]
+fn stdin_matches_is_a_regex_checked_like_args_match() {
+    let out = with_calls("{ calls = { min = 1, stdin_matches = \"(?i)insert into\" } }").validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let err = rejected(&with_calls(
+        "{ calls = { min = 1, stdin_matches = \"(insert\" } }",
+    ));
+    assert!(err.contains("suite::bad-pattern"), "{err}");
+    assert!(err.contains("suite.toml:22:40"), "{err}");
+    // A misspelt key is still an error, and the valid keys name it.
+    let err = rejected(&with_calls("{ calls = { min = 1, stdin_match = \"x\" } }"));
+    assert!(err.contains("suite::unknown-key"), "{err}");
+    assert!(unwrapped(&err).contains("`stdin_matches`"), "{err}");
+}

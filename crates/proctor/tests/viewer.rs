@@ -924,3 +924,35 @@ fn the_export_is_one_self_contained_page_that_renders_from_a_file() {
     );
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+#[test]
+fn the_trial_page_shows_each_calls_stdin_and_its_command_line_quoted() {
+    let lab = Lab::new("viewer-stdin");
+    lab.write("fixture/README.md", "x\n");
+    lab.write_exec("bin/tool", "#!/bin/sh\ncat > /dev/null\necho ok\n");
+    lab.one_task(
+        "allow = [\"bin/tool\"]\n[tasks.interface]\ncommand = \"tool\"",
+        "{ calls = { stdin_matches = \"INSERT\", min = 1 } }",
+        &["echo 'INSERT INTO t VALUES (1);' | tool exec 'shop db'"],
+        false,
+    );
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let server = serve(&lab.store());
+    let (status, page) = get(&server, &format!("/runs/{}/trials/t.agent.0", lab.run_id()));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<th scope=\"col\">Stdin (head)</th>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>tool exec &#39;shop db&#39;</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("26 bytes<pre>INSERT INTO t VALUES (1);\n</pre>"),
+        "{page}"
+    );
+}
