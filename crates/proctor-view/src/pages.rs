@@ -620,7 +620,14 @@ fn calls(end: &Value) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
-            let exit = match (c.get("denied").and_then(Value::as_str), c.get("exit")) {
+            let denied = c.get("denied").and_then(Value::as_str);
+            // A denied call never ran: its words are the command text the agent CLI reported.
+            let command = if denied.is_some() {
+                argv.join(" ")
+            } else {
+                proctor_suite::shell::join(&argv)
+            };
+            let exit = match (denied, c.get("exit")) {
                 (Some(d), _) => format!("denied: {}", esc(d)),
                 (None, Some(e)) if !e.is_null() => e.to_string(),
                 _ => "unfinished".into(),
@@ -629,7 +636,7 @@ fn calls(end: &Value) -> String {
                 String::new(),
                 vec![
                     c.get("seq").map(Value::to_string).unwrap_or_default(),
-                    format!("<code>{}</code>", esc(&proctor_suite::shell::join(&argv))),
+                    format!("<code>{}</code>", esc(&command)),
                     exit,
                     call_stdin(c),
                     format!(

@@ -211,11 +211,15 @@ fn a_call_the_allow_list_forbids_is_a_denied_call_and_a_wrong_turn() {
         .lines()
         .find(|l| l.starts_with(&format!("  #{seq:<3} ")))
         .unwrap_or_else(|| panic!("no call #{seq}:\n{}", out.stdout));
-    assert!(line.contains(" denied "), "{line}\n{}", out.stdout);
+    assert!(
+        line.contains(" denied      tool ok && python3 -c "),
+        "{line}\n{}",
+        out.stdout
+    );
     assert!(!out.stdout.contains("unfinished"), "{}", out.stdout);
     assert!(
         out.stdout
-            .contains("                  denied by the agent CLI: "),
+            .contains("                   denied by the agent CLI: "),
         "{}",
         out.stdout
     );

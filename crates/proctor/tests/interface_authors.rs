@@ -73,7 +73,7 @@ fn each_calls_stdin_head_is_kept_shown_and_asserted() {
     let text = show(&lab, &["t.agent.0"]);
     assert!(
         text.contains(
-            "  #1   exit 0      tool exec shop.db\n                  stdin (60 bytes):\n                    INSERT INTO orders VALUES (1, \"pen\");\n                    SELECT * FROM orders;\n"
+            "  #1   exit 0      tool exec shop.db\n                   stdin (60 bytes):\n                     INSERT INTO orders VALUES (1, \"pen\");\n                     SELECT * FROM orders;\n"
         ),
         "{text}"
     );

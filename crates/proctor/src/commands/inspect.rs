@@ -496,12 +496,19 @@ fn print_head(r: &TrialRecord) {
             (None, Some(e)) => format!("exit {e}"),
             (None, None) => "unfinished".to_string(),
         };
-        outln!("  #{:<3} {:<11} {}", c.seq, exit, one_line(&c.argv));
+        // A denied call never ran: its words are the command text the agent CLI reported, split
+        // at spaces, so that text is what is shown, not a quoting of made-up arguments.
+        let line = if c.denied.is_some() {
+            proctor_report::escape_line(&c.argv.join(" ")).into_owned()
+        } else {
+            one_line(&c.argv)
+        };
+        outln!("  #{:<3} {:<11} {line}", c.seq, exit);
         if let Some(why) = &c.denied {
-            outln!("{:18}{}", "", proctor_report::escape_line(why));
+            outln!("{:19}{}", "", proctor_report::escape_line(why));
         }
         for line in stdin_lines(c) {
-            outln!("{:18}{line}", "");
+            outln!("{:19}{line}", "");
         }
     }
 }
