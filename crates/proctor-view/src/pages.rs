@@ -764,6 +764,26 @@ pub fn compare(c: &ComparePage) -> String {
         cmp.get("unmatched").and_then(Value::as_array).map_or(0, Vec::len),
         num(cmp.get("underpowered_below")),
     );
+    // The tasks only one arm ran: in no number of the page, and why.
+    if let Some(left) = cmp
+        .get("left_out")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+    {
+        body.push_str("<ul class=\"note\" id=\"left-out\">");
+        for l in left {
+            let text = |k: &str| l.get(k).and_then(Value::as_str).unwrap_or("");
+            let _ = write!(
+                body,
+                "<li>task <code>{}</code> is left out: only arm {} ran it ({} trial(s)); {}</li>",
+                esc(text("task")),
+                esc(text("ran_in")),
+                num(l.get("trials")),
+                esc(text("why"))
+            );
+        }
+        body.push_str("</ul>");
+    }
     let mut scopes: Vec<(String, &Value)> = cmp
         .get("tasks")
         .and_then(Value::as_array)
