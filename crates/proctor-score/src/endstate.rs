@@ -151,10 +151,15 @@ pub struct CallRecord {
 }
 
 impl CallRecord {
-    /// Whether `stdin_head` holds everything the call read from stdin: it read at most
-    /// [`HEAD_BYTES`], and not from a terminal.
+    /// Whether `stdin_head` holds everything the call read from stdin: the call finished (one
+    /// killed with the trial reported nothing of its stdin), it read at most [`HEAD_BYTES`],
+    /// not from a terminal, and its record keeps a head (one made before heads were kept has
+    /// none).
     pub fn stdin_whole(&self) -> bool {
-        !self.stdin_terminal && self.stdin_bytes <= HEAD_BYTES as u64
+        self.end.is_some()
+            && !self.stdin_terminal
+            && self.stdin_bytes <= HEAD_BYTES as u64
+            && (self.stdin_bytes == 0 || !self.stdin_head.is_empty())
     }
 }
 

@@ -433,8 +433,9 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
             )
         }
     };
-    // A call whose stdin the record keeps only in part (its head, or nothing of a terminal)
-    // and whose kept part does not match might match whole: it is counted apart, as unseen.
+    // A call whose stdin the record keeps only in part (its head; nothing of a terminal, of a
+    // call killed with the trial, or in a record older than heads) and whose kept part does not
+    // match might match whole: it is counted apart, as unseen.
     let mut unseen: Vec<u64> = Vec::new();
     let seqs: Vec<u64> = ctx
         .end
@@ -474,7 +475,7 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
         (true, _) => Verdict::Holds,
         (false, true) => Verdict::Fails,
         (false, false) => Verdict::unknown(format!(
-            "the stdin of call(s) {} is kept only in part (its first {} bytes, or nothing of a terminal) and the rule depends on whether it matches",
+            "the stdin of call(s) {} is kept only in part (its first {} bytes; nothing of a terminal or of a call that never finished) and the rule depends on whether it matches",
             unseen
                 .iter()
                 .map(|s| format!("#{s}"))

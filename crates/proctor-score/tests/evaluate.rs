@@ -467,6 +467,20 @@ fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
         check(vec![terminal], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
         Verdict::Unknown { .. }
     ));
+    // Nor is anything kept of a call killed with the trial, or in a record made before heads
+    // were kept.
+    let killed = CallRecord {
+        exit: None,
+        end: None,
+        ..call(1, &["sqlite3", "shop.db"], 0)
+    };
+    let old = with_stdin(1, "", 14);
+    for c in [killed, old] {
+        assert!(matches!(
+            check(vec![c], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
+            Verdict::Unknown { .. }
+        ));
+    }
     // A call whose whole stdin is kept and does not match is simply not counted.
     assert_eq!(
         check(

@@ -322,8 +322,9 @@ pub struct Calls {
     pub args_match: Option<Spanned<String>>,
     /// Only calls whose stdin matches this regex: the head the calls log keeps of what the
     /// call read from stdin (its first 2 KiB), as text. A call that read nothing has an empty
-    /// stdin. A call whose stdin is longer than its head, or was a terminal, may match past
-    /// what is kept: where that could change the result, the assertion cannot tell.
+    /// stdin. A call whose stdin is longer than its head, was a terminal, or that never
+    /// finished may match past what is kept: where that could change the result, the assertion
+    /// cannot tell.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub stdin_matches: Option<Spanned<String>>,

@@ -118,6 +118,41 @@ fn a_rule_on_stdin_is_not_fooled_by_what_lies_past_the_kept_head() {
         "{text}"
     );
 
+    // The trick of a call left running: the statement is read, the call never reports its
+    // end (the full stop kills it), so its stdin is not known either.
+    let lab = tool_lab(
+        "stdin-killed",
+        forbid,
+        &["echo 'DROP TABLE orders;' | tool exec shop.db > /dev/null 2>&1 & while [ ! -s read.txt ]; do sleep 0.05; done"],
+    );
+    // This tool reads its statement, then stays.
+    lab.write_exec(
+        "bin/tool",
+        "#!/bin/sh
+read -r line
+echo \"$line\" > read.txt
+exec sleep 300
+",
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    let record = lab.record("t.agent.0");
+    if !common::lab::real_isolation(&record, false) {
+        return;
+    }
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(record["outcome"], "ungradeable", "{record:#}");
+    assert_eq!(record["end_state"]["agent"]["timed_out"], false);
+    let call = &calls(&record)[0];
+    assert!(call["exit"].is_null(), "{call}");
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the stdin of call(s) #1 is kept only in part"),
+        "{}",
+        record["reason"]
+    );
+
     // The same statement in plain sight fails the rule; a harmless one as long passes it
     // (whatever the tail, a call whose head already matches is counted).
     let lab = tool_lab(
