@@ -47,6 +47,8 @@ fn each_calls_stdin_head_is_kept_shown_and_asserted() {
         &[
             "printf 'INSERT INTO orders VALUES (1, \"pen\");\\nSELECT * FROM orders;\\n' | tool exec shop.db",
             "tool list 'two words' ''",
+            // Controls in an argument and on stdin must not reach the reader's terminal.
+            "printf 'x\\033[2J\\n' | tool exec \"$(printf 'a\\nb\\033]52;c;aGk=\\007')\"",
         ],
     );
     let Some(record) = lab.run_graded(As::Me, false, &[]) else {
@@ -54,7 +56,9 @@ fn each_calls_stdin_head_is_kept_shown_and_asserted() {
     };
     assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
     let calls = calls(&record);
-    assert_eq!(calls.len(), 2, "{calls:#?}");
+    assert_eq!(calls.len(), 3, "{calls:#?}");
+    assert_eq!(calls[2]["argv"][2], "a\nb\u{1b}]52;c;aGk=\u{7}");
+    assert_eq!(calls[2]["stdin_head"], "x\u{1b}[2J\n");
     let sql = "INSERT INTO orders VALUES (1, \"pen\");\nSELECT * FROM orders;\n";
     assert_eq!(calls[0]["stdin_head"], sql);
     assert_eq!(calls[0]["stdin_bytes"], sql.len());
@@ -79,6 +83,16 @@ fn each_calls_stdin_head_is_kept_shown_and_asserted() {
     );
     assert!(
         text.contains("  #2   exit 0      tool list 'two words' ''\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  #3   exit 0      tool exec 'a\\u{a}b\\u{1b}]52;c;aGk=\\u{7}'\n                   stdin (6 bytes):\n                     x\\u{1b}[2J\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
         "{text}"
     );
 }
