@@ -292,16 +292,8 @@ pub fn uuid_v4() -> String {
     )
 }
 
-/// Quotes a word for `sh`.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+/// Quotes a word for `sh` (proctor's one quoting rule, [`proctor_suite::shell::quote`]).
+pub use proctor_suite::shell::quote as sh_quote;
 
 /// The launch wrapper's parts (see the module documentation).
 #[derive(Debug, Clone, Default)]

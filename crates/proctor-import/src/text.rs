@@ -45,16 +45,8 @@ pub(crate) fn toml_key(s: &str) -> String {
     }
 }
 
-/// `s` quoted for a POSIX shell.
-pub(crate) fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+/// `s` quoted for a POSIX shell (proctor's one quoting rule, [`proctor_suite::shell::quote`]).
+pub(crate) use proctor_suite::shell::quote as shell_quote;
 
 /// Standard base64 with padding, in lines of 76 characters.
 pub(crate) fn base64_lines(bytes: &[u8]) -> String {

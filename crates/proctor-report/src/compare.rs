@@ -122,6 +122,27 @@ pub struct CompareOptions {
     pub label_a: Option<String>,
     /// A name for arm B; by default `RUN/VARIANT`.
     pub label_b: Option<String>,
+    /// The variants that run only some tasks (a variant's `tasks` in the suite), by id: they
+    /// say why a task only one arm ran is left out.
+    pub variant_tasks: BTreeMap<String, Vec<String>>,
+}
+
+impl CompareOptions {
+    /// These options, with the `tasks` of `suite`'s variants that have one.
+    pub fn with_variant_tasks(mut self, suite: &proctor_suite::model::SuiteFile) -> Self {
+        self.variant_tasks = suite
+            .variants
+            .iter()
+            .filter_map(|v| {
+                let tasks = v.tasks.as_ref()?;
+                Some((
+                    v.id.get_ref().clone(),
+                    tasks.iter().map(|t| t.get_ref().clone()).collect(),
+                ))
+            })
+            .collect();
+        self
+    }
 }
 
 impl Default for CompareOptions {
@@ -136,6 +157,7 @@ impl From<&ReportConfig> for CompareOptions {
             underpowered_below: c.underpowered_below,
             label_a: None,
             label_b: None,
+            variant_tasks: BTreeMap::new(),
         }
     }
 }
@@ -172,6 +194,20 @@ pub struct Unmatched {
     pub trial_index: u32,
     /// The outcome label.
     pub outcome: String,
+}
+
+/// A task only one arm ran: none of its trials is in the comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LeftOutTask {
+    /// The task id.
+    pub task: String,
+    /// The arm that ran it.
+    pub ran_in: Side,
+    /// Its trials in that arm (each also in `unmatched`).
+    pub trials: u64,
+    /// Why the other arm has none: the variant's `tasks` leave it out, or no trial of it
+    /// finished there.
+    pub why: String,
 }
 
 /// One value of pass@k or pass^k.
@@ -466,6 +502,10 @@ pub struct Comparison {
     pub matched: u64,
     /// Trials with no partner in the other arm; in no number of the comparison.
     pub unmatched: Vec<Unmatched>,
+    /// Tasks only one arm ran, with why: the comparison matches the shared tasks alone.
+    /// Absent when both arms ran the same tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOutTask>,
     /// Things a reader should know (a suite hash that differs between the arms).
     pub warnings: Vec<String>,
     /// Over every matched pair.
@@ -534,7 +574,14 @@ pub fn compare(
     let Matching { pairs, unmatched } = match_trials(a, b)?;
     let info_a = arm_info(a, opts.label_a.as_ref());
     let info_b = arm_info(b, opts.label_b.as_ref());
-    let warnings = warnings(&info_a, &info_b, &unmatched);
+    let left_out = left_out(a, b, opts);
+    let mut warnings = warnings(&info_a, &info_b, &unmatched);
+    warnings.extend(left_out.iter().map(|l| {
+        format!(
+            "task `{}` is left out: only arm {:?} ran it ({} trial(s)); {}",
+            l.task, l.ran_in, l.trials, l.why
+        )
+    }));
 
     let tasks: Vec<(String, ExpectedBehaviour)> =
         first_seen(pairs.iter().map(|(ra, _)| (ra.task.clone(), ra.expect)))
@@ -571,6 +618,7 @@ pub fn compare(
         pass_k_max,
         matched: pairs.len() as u64,
         unmatched,
+        left_out,
         warnings,
         overall: cell(&by_task, pass_k_max, threshold),
         tasks: task_cells,
@@ -669,6 +717,50 @@ fn unmatched_of(side: Side, r: &TrialRow) -> Unmatched {
         trial_index: r.trial_index,
         outcome: r.verdict.outcome.label().to_string(),
     }
+}
+
+/// The tasks only one arm ran, in the order first seen, each with why the other has none.
+fn left_out(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Vec<LeftOutTask> {
+    let tasks =
+        |rows: &[TrialRow]| -> BTreeSet<String> { rows.iter().map(|r| r.task.clone()).collect() };
+    let (in_a, in_b) = (tasks(a), tasks(b));
+    let mut out = Vec::new();
+    for (side, rows, other_rows, other_tasks) in [(Side::A, a, b, &in_b), (Side::B, b, a, &in_a)] {
+        let order = first_seen(rows.iter().map(|r| (r.task.clone(), ())));
+        for (task, ()) in order {
+            if other_tasks.contains(&task) {
+                continue;
+            }
+            let other = if side == Side::A { Side::B } else { Side::A };
+            let variants: BTreeSet<&str> = other_rows.iter().map(|r| r.variant.as_str()).collect();
+            let limits: Vec<String> = variants
+                .iter()
+                .filter_map(|v| {
+                    let only = opts.variant_tasks.get(*v)?;
+                    (!only.contains(&task)).then(|| {
+                        let list = only
+                            .iter()
+                            .map(|t| format!("`{t}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        format!("variant `{v}` runs only task(s) {list}")
+                    })
+                })
+                .collect();
+            let why = if !limits.is_empty() && limits.len() == variants.len() {
+                format!("arm {other:?}'s {}", limits.join("; "))
+            } else {
+                format!("arm {other:?} has no finished trial of it")
+            };
+            out.push(LeftOutTask {
+                trials: rows.iter().filter(|r| r.task == task).count() as u64,
+                task,
+                ran_in: side,
+                why,
+            });
+        }
+    }
+    out
 }
 
 /// What a reader should know: the suite changed between the arms, or trials are unmatched.

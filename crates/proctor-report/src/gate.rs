@@ -182,6 +182,7 @@ pub fn gate(
         underpowered_below: config.underpowered_below,
         label_a: Some(baseline.clone()),
         label_b: Some(candidate.clone()),
+        variant_tasks: Default::default(),
     };
     let cmp = compare(&base_rows, &cand_rows, &opts)?;
     let (base_m, cand_m) = (&cmp.overall.a.cell, &cmp.overall.b.cell);

@@ -15,6 +15,7 @@ fn opts(threshold: u32) -> CompareOptions {
         underpowered_below: threshold,
         label_a: None,
         label_b: None,
+        variant_tasks: Default::default(),
     }
 }
 

@@ -47,6 +47,12 @@ pub struct CallEnd {
     pub stdin_bytes: u64,
     /// BLAKE3 of stdin.
     pub stdin_hash: String,
+    /// First bytes of stdin.
+    #[serde(default)]
+    pub stdin_head: String,
+    /// Whether stdin was a terminal, handed to the command uncopied.
+    #[serde(default)]
+    pub stdin_terminal: bool,
     /// Bytes written to stdout.
     pub stdout_bytes: u64,
     /// First bytes of stdout.
@@ -259,6 +265,8 @@ fn serve(conn: UnixStream, shared: &Shared) {
             cwd: start.cwd,
             stdin_bytes: e.stdin_bytes,
             stdin_hash: e.stdin_hash,
+            stdin_head: e.stdin_head,
+            stdin_terminal: e.stdin_terminal,
             exit: Some(e.exit),
             denied: None,
             stdout_bytes: e.stdout_bytes,
@@ -277,6 +285,8 @@ fn serve(conn: UnixStream, shared: &Shared) {
             cwd: start.cwd,
             stdin_bytes: 0,
             stdin_hash: String::new(),
+            stdin_head: String::new(),
+            stdin_terminal: false,
             exit: None,
             denied: None,
             stdout_bytes: 0,

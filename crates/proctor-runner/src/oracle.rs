@@ -207,6 +207,7 @@ fn script_variant(id: &str, script: Option<&str>) -> Variant {
         model_script: None,
         allow: None,
         env: Default::default(),
+        tasks: None,
         matrix_of: None,
     }
 }

@@ -2,16 +2,16 @@
 //!
 //! `proctor __shim NAME REAL [ARGS...]` reports the call's start to the calls log, runs the real
 //! command with the same arguments while copying its stdin, stdout and stderr through (counting
-//! bytes, hashing stdin, keeping a bounded head of each output), then reports the end and exits
-//! with the command's status.
+//! bytes, hashing stdin, keeping a bounded head of each of the three), then reports the end and
+//! exits with the command's status.
 //!
 //! Arguments are bytes, as the kernel gives them: an argument that is not UTF-8 reaches the
 //! command unchanged and is logged as lossy text plus its exact bytes in hex (`argv_hex`).
 //!
 //! A terminal on stdin (a person's sitting, `proctor sit`) is handed to the command as it is,
 //! not copied: the command can prompt and read the person's keys, and nothing the person types
-//! ahead for their shell is swallowed. Such a call records no stdin (`stdin_bytes` 0); what was
-//! typed is on the sitting's terminal transcript.
+//! ahead for their shell is swallowed. Such a call records no stdin (`stdin_bytes` 0,
+//! `stdin_terminal` true); what was typed is on the sitting's terminal transcript.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -27,8 +27,8 @@ use crate::calls::{CallEnd, CallStart, SeqReply};
 use proctor_score::endstate::hex;
 use proctor_score::ArgvCut;
 
-/// Bytes of stdout and stderr kept in each call record.
-pub const HEAD_BYTES: usize = 2048;
+/// Bytes of stdin, stdout and stderr kept in each call record.
+pub const HEAD_BYTES: usize = proctor_score::endstate::HEAD_BYTES;
 
 /// Bytes of one argument kept in a call record.
 pub const ARG_HEAD_BYTES: usize = 4096;
@@ -110,7 +110,8 @@ pub fn main_os(args: &[OsString]) -> i32 {
         Ok(log) => log,
         Err(status) => return status,
     };
-    let stdin = if std::io::stdin().is_terminal() {
+    let terminal = std::io::stdin().is_terminal();
+    let stdin = if terminal {
         Stdio::inherit()
     } else {
         Stdio::piped()
@@ -122,7 +123,7 @@ pub fn main_os(args: &[OsString]) -> i32 {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
-    let end = match child {
+    let mut end = match child {
         Ok(child) => relay(child),
         Err(e) => {
             eprintln!("{name}: cannot run {}: {e}", real.display());
@@ -133,6 +134,7 @@ pub fn main_os(args: &[OsString]) -> i32 {
             }
         }
     };
+    end.stdin_terminal = terminal;
     let _ = serde_json::to_string(&end).map(|s| writeln!(log, "{s}"));
     end.exit
 }
@@ -216,13 +218,15 @@ fn relay(mut child: Child) -> CallEnd {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 125,
     };
-    let (stdin_bytes, _, stdin_hash) = snapshot(&stdin_tap);
+    let (stdin_bytes, stdin_head, stdin_hash) = snapshot(&stdin_tap);
     let (stdout_bytes, stdout_head, _) = snapshot(&out_tap);
     let (stderr_bytes, stderr_head, _) = snapshot(&err_tap);
     CallEnd {
         exit,
         stdin_bytes,
         stdin_hash,
+        stdin_head,
+        stdin_terminal: false,
         stdout_bytes,
         stdout_head,
         stderr_bytes,

@@ -102,6 +102,7 @@ pub fn human_variant(name: &str, shell: Vec<String>, env: BTreeMap<String, Strin
         model_script: None,
         allow: None,
         env,
+        tasks: None,
         matrix_of: None,
     }
 }

@@ -95,6 +95,10 @@ pub struct ArgvCut {
     pub blake3: String,
 }
 
+/// Bytes of a call's stdin, stdout and stderr its record keeps (`stdin_head`, `stdout_head`,
+/// `stderr_head`).
+pub const HEAD_BYTES: usize = 2048;
+
 /// One call of an allowed interface command, as the shim logged it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CallRecord {
@@ -119,6 +123,14 @@ pub struct CallRecord {
     pub stdin_bytes: u64,
     /// BLAKE3 of what was read from stdin.
     pub stdin_hash: String,
+    /// The first bytes read from stdin (2 KiB at most, like `stdout_head`), lossily decoded;
+    /// absent when nothing was read, and in records made before stdin was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdin_head: String,
+    /// Whether stdin was a terminal, handed to the command as it is (a person's sitting): what
+    /// it read is not in the record. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_terminal: bool,
     /// Exit status; `None` when the call never finished (killed with the trial).
     pub exit: Option<i32>,
     /// `"denied"` when the allow-list refused the call, else absent.
@@ -136,6 +148,19 @@ pub struct CallRecord {
     pub start: f64,
     /// Seconds since the trial started, when the call ended.
     pub end: Option<f64>,
+}
+
+impl CallRecord {
+    /// Whether `stdin_head` holds everything the call read from stdin: the call finished (one
+    /// killed with the trial reported nothing of its stdin), it read at most [`HEAD_BYTES`],
+    /// not from a terminal, and its record keeps a head (one made before heads were kept has
+    /// none).
+    pub fn stdin_whole(&self) -> bool {
+        self.end.is_some()
+            && !self.stdin_terminal
+            && self.stdin_bytes <= HEAD_BYTES as u64
+            && (self.stdin_bytes == 0 || !self.stdin_head.is_empty())
+    }
 }
 
 /// The result of one `check` command run over the end state with holdouts laid in.

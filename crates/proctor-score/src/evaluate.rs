@@ -386,6 +386,9 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
     if let Some(r) = &c.args_match {
         parts.push(format!("args_match = {:?}", r.get_ref()));
     }
+    if let Some(r) = &c.stdin_matches {
+        parts.push(format!("stdin_matches = {:?}", r.get_ref()));
+    }
     if let Some(e) = c.exit {
         parts.push(format!("exit = {e}"));
     }
@@ -414,6 +417,26 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
             )
         }
     };
+    let stdin_re = match c
+        .stdin_matches
+        .as_ref()
+        .map(|r| Regex::new(r.get_ref()))
+        .transpose()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return result(
+                "calls",
+                rule,
+                Verdict::unknown(format!("bad regex: {e}")),
+                Value::Null,
+            )
+        }
+    };
+    // A call whose stdin the record keeps only in part (its head; nothing of a terminal, of a
+    // call killed with the trial, or in a record older than heads) and whose kept part does not
+    // match might match whole: it is counted apart, as unseen.
+    let mut unseen: Vec<u64> = Vec::new();
     let seqs: Vec<u64> = ctx
         .end
         .calls
@@ -430,16 +453,42 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
                 .is_none_or(|re| re.is_match(&call.argv.get(1..).unwrap_or_default().join(" ")))
         })
         .filter(|call| c.exit.is_none_or(|e| call.exit == Some(e)))
+        .filter(|call| {
+            let Some(re) = &stdin_re else { return true };
+            if re.is_match(&call.stdin_head) {
+                return true;
+            }
+            if !call.stdin_whole() {
+                unseen.push(call.seq);
+            }
+            false
+        })
         .map(|call| call.seq)
         .collect();
     let n = seqs.len() as u32;
-    let holds = c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
-    result(
-        "calls",
-        rule,
-        Verdict::from_bool(holds),
-        json!({ "count": n, "seqs": seqs }),
-    )
+    let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
+    let most = n.saturating_add(unseen.len() as u32);
+    // The true count is somewhere in n..=most: the rule holds when it holds at both ends,
+    // fails when no count in between could hold, and cannot be told otherwise.
+    let none_could = c.min.is_some_and(|m| most < m) || c.max.is_some_and(|m| n > m);
+    let verdict = match (within(n) && within(most), none_could) {
+        (true, _) => Verdict::Holds,
+        (false, true) => Verdict::Fails,
+        (false, false) => Verdict::unknown(format!(
+            "the stdin of call(s) {} is kept only in part (its first {} bytes; nothing of a terminal or of a call that never finished) and the rule depends on whether it matches",
+            unseen
+                .iter()
+                .map(|s| format!("#{s}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            crate::endstate::HEAD_BYTES
+        )),
+    };
+    let mut evidence = json!({ "count": n, "seqs": seqs });
+    if !unseen.is_empty() {
+        evidence["stdin_unseen"] = json!(unseen);
+    }
+    result("calls", rule, verdict, evidence)
 }
 
 fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {

@@ -138,6 +138,8 @@ mod tests {
             cwd: String::new(),
             stdin_bytes: 0,
             stdin_hash: "h".into(),
+            stdin_head: String::new(),
+            stdin_terminal: false,
             exit: Some(exit),
             denied: None,
             stdout_bytes: 0,

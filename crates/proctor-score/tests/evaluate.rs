@@ -37,6 +37,8 @@ fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
         cwd: "/workspace".into(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
+        stdin_head: String::new(),
+        stdin_terminal: false,
         exit: Some(exit),
         denied: None,
         stdout_bytes: 0,
@@ -469,4 +471,106 @@ fn a_stored_record_leaves_out_a_large_state_and_events_past_the_bound_and_counts
     assert!(!small.is_bounded() && small.state.is_some() && small.events.len() == 3);
     // Bounding again leaves nothing more out.
     assert!(!end.bound_services());
+}
+
+/// A call of `sqlite3` that read `stdin` (its head kept, `bytes` in all).
+fn with_stdin(seq: u64, stdin: &str, bytes: u64) -> CallRecord {
+    CallRecord {
+        stdin_head: stdin.into(),
+        stdin_bytes: bytes,
+        ..call(seq, &["sqlite3", "shop.db"], 0)
+    }
+}
+
+#[test]
+fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
+    let interface: Interface = toml::from_str(r#"command = "sqlite3""#).unwrap();
+    let files = MemoryFiles::default();
+    let insert = "INSERT INTO orders VALUES (1);\n";
+    let short = |stdin: &str| with_stdin(1, stdin, stdin.len() as u64);
+    let check = |calls: Vec<CallRecord>, rule: &str| {
+        let end = EndState {
+            calls,
+            ..Default::default()
+        };
+        verdict(
+            &end,
+            &files,
+            Some(&interface),
+            &format!("all = [{{ calls = {rule} }}]"),
+        )
+    };
+    let (v, ev) = check(
+        vec![short(insert), short("SELECT 1;\n")],
+        r#"{ stdin_matches = "(?i)^insert into orders", min = 1, max = 1 }"#,
+    );
+    assert_eq!(v, Verdict::Holds);
+    assert_eq!(ev[0]["evidence"], json!({ "count": 1, "seqs": [1] }));
+    assert_eq!(
+        ev[0]["rule"],
+        r#"calls = { min = 1, max = 1, stdin_matches = "(?i)^insert into orders" }"#
+    );
+    // A head that matches counts, whatever was cut from it.
+    let long = with_stdin(1, insert, 10_000);
+    assert_eq!(
+        check(vec![long], r#"{ stdin_matches = "INSERT", min = 1 }"#).0,
+        Verdict::Holds
+    );
+    // A head that does not match, cut: a bound it could break cannot be told...
+    let cut = with_stdin(1, &" ".repeat(2048), 3019);
+    let (v, ev) = check(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 0 }"#);
+    assert!(
+        matches!(&v, Verdict::Unknown { reason } if reason.contains("call(s) #1 is kept only in part")),
+        "{v:?}"
+    );
+    assert_eq!(ev[0]["evidence"]["stdin_unseen"], json!([1]));
+    // ...and one it cannot break either way holds or fails as usual.
+    assert_eq!(
+        check(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 1 }"#).0,
+        Verdict::Holds
+    );
+    assert_eq!(
+        check(
+            vec![
+                cut.clone(),
+                with_stdin(2, "DROP TABLE x;", 13),
+                with_stdin(3, "DROP TABLE y;", 13)
+            ],
+            r#"{ stdin_matches = "DROP", max = 1 }"#
+        )
+        .0,
+        Verdict::Fails
+    );
+    // A terminal's stdin is not kept at all: the same.
+    let terminal = CallRecord {
+        stdin_terminal: true,
+        ..call(1, &["sqlite3", "shop.db"], 0)
+    };
+    assert!(matches!(
+        check(vec![terminal], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
+        Verdict::Unknown { .. }
+    ));
+    // Nor is anything kept of a call killed with the trial, or in a record made before heads
+    // were kept.
+    let killed = CallRecord {
+        exit: None,
+        end: None,
+        ..call(1, &["sqlite3", "shop.db"], 0)
+    };
+    let old = with_stdin(1, "", 14);
+    for c in [killed, old] {
+        assert!(matches!(
+            check(vec![c], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
+            Verdict::Unknown { .. }
+        ));
+    }
+    // A call whose whole stdin is kept and does not match is simply not counted.
+    assert_eq!(
+        check(
+            vec![short("SELECT 1;")],
+            r#"{ stdin_matches = "DROP", max = 0 }"#
+        )
+        .0,
+        Verdict::Holds
+    );
 }

@@ -39,6 +39,8 @@ fn call(seq: u64, argv: &[&str], exit: i32) -> CallRecord {
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
+        stdin_head: String::new(),
+        stdin_terminal: false,
         exit: Some(exit),
         denied: None,
         stdout_bytes: 0,

@@ -40,8 +40,9 @@ pub enum Assertion {
     /// timeout_seconds = N }`: a validation command, run after the holdout files are laid over
     /// the end state, exits as given (default 0).
     Check(Check),
-    /// `calls = { verb = "V", min = N, max = M, args_match = "RE", exit = 0 }`: the number of
-    /// interface calls (of that verb, arguments and exit status) is within bounds.
+    /// `calls = { verb = "V", min = N, max = M, args_match = "RE", stdin_matches = "RE", exit =
+    /// 0 }`: the number of interface calls (of that verb, arguments, stdin and exit status) is
+    /// within bounds.
     Calls(Calls),
     /// `state = { service = "S", pointer = "/json/pointer", equals = VALUE }` (or
     /// `matches = "RE"`, or `exists = true`): a service's end state holds that value.
@@ -302,7 +303,7 @@ impl JsonSchema for Check {
     }
 }
 
-/// `calls = { verb = "V", min = N, max = M, args_match = "RE", exit = 0 }`.
+/// `calls = { verb = "V", min = N, max = M, args_match = "RE", stdin_matches = "RE", exit = 0 }`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Calls {
@@ -319,6 +320,14 @@ pub struct Calls {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub args_match: Option<Spanned<String>>,
+    /// Only calls whose stdin matches this regex: the head the calls log keeps of what the
+    /// call read from stdin (its first 2 KiB), as text. A call that read nothing has an empty
+    /// stdin. A call whose stdin is longer than its head, was a terminal, or that never
+    /// finished may match past what is kept: where that could change the result, the assertion
+    /// cannot tell.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub stdin_matches: Option<Spanned<String>>,
     /// Only calls that exited with this status.
     #[serde(default)]
     pub exit: Option<i32>,

@@ -15,6 +15,7 @@ pub mod patch;
 pub mod plan;
 pub mod problem;
 pub mod script;
+pub mod shell;
 pub mod suite;
 pub mod tree;
 pub mod validate;

@@ -656,6 +656,12 @@ pub struct Variant {
     /// Extra environment variables for the agent.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Only these tasks, by id, run with this variant (its scripts and model scripts are needed
+    /// for them alone); `compare` matches such a variant on the tasks both arms ran. Default:
+    /// every task.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub tasks: Option<Vec<Spanned<String>>>,
     /// The suite's own id of this variant when `proctor run --model` made it one arm of a model
     /// matrix (its `id` then carries the model as a suffix); `None` otherwise.
     #[serde(skip)]
@@ -666,6 +672,13 @@ impl Variant {
     /// Whether `name` selects this variant: its id, or the suite id of the matrix it belongs to.
     pub fn is_named(&self, name: &str) -> bool {
         self.id.get_ref() == name || self.matrix_of.as_deref() == Some(name)
+    }
+
+    /// Whether this variant runs task `id`: every task, unless its `tasks` names some.
+    pub fn runs_task(&self, id: &str) -> bool {
+        self.tasks
+            .as_ref()
+            .is_none_or(|ts| ts.iter().any(|t| t.get_ref() == id))
     }
 
     /// Whether the variant's agent talks to a model it is given: a real agent CLI or a command,

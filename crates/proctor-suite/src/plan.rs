@@ -143,6 +143,12 @@ pub enum PlanError {
         /// [`MAX_PLANNED_TRIALS`].
         max: u64,
     },
+    /// The selected variants run none of the selected tasks (each variant's `tasks`).
+    #[error("no trial to run: {detail}")]
+    NoTrials {
+        /// Which variant runs which tasks.
+        detail: String,
+    },
     /// The suite could not be read while hashing it.
     #[error("cannot read the suite while hashing it: {0}")]
     Io(#[from] std::io::Error),
@@ -230,7 +236,32 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
             max: MAX_TRIALS_PER_CELL,
         });
     }
-    let cells = (tasks.len() as u64).saturating_mul(variants.len() as u64);
+    let cells = tasks
+        .iter()
+        .map(|t| {
+            variants
+                .iter()
+                .filter(|v| v.runs_task(t.id.get_ref()))
+                .count() as u64
+        })
+        .sum::<u64>();
+    if cells == 0 && !tasks.is_empty() {
+        let detail = variants
+            .iter()
+            .map(|v| {
+                let only = v
+                    .tasks
+                    .iter()
+                    .flatten()
+                    .map(|t| format!("`{}`", t.get_ref()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("variant `{}` runs only task(s) {only}", v.id.get_ref())
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(PlanError::NoTrials { detail });
+    }
     let total = cells.saturating_mul(u64::from(trials));
     if total > MAX_PLANNED_TRIALS {
         return Err(PlanError::TooManyPlanned {
@@ -254,7 +285,7 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
                         hash: patches[i].hash.clone(),
                     }
                 });
-            for variant in &variants {
+            for variant in variants.iter().filter(|v| v.runs_task(task.id.get_ref())) {
                 out.push(PlannedTrial {
                     id: format!("{}.{}.{}", task.id.get_ref(), variant.id.get_ref(), index),
                     task: task.id.get_ref().clone(),

@@ -937,6 +937,7 @@ impl<'a> Validator<'a> {
             self.allow_list(allow, all_in_images);
         }
         for variant in &suite.file.variants {
+            self.variant_tasks(variant);
             for (dest, src) in &variant.files {
                 if let Some(why) = path_escape(dest) {
                     let p = self
@@ -993,6 +994,61 @@ impl<'a> Validator<'a> {
                     ).with_label("ignored").with_help("remove `script`, or set `agent = \"script\"`");
                     self.out.push(p);
                 }
+            }
+        }
+    }
+
+    /// A variant's `tasks`: at least one, each a task of the suite, none twice.
+    fn variant_tasks(&mut self, variant: &Variant) {
+        let Some(tasks) = &variant.tasks else { return };
+        let id = variant.id.get_ref();
+        if tasks.is_empty() {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    variant.id.span(),
+                    format!("variant `{id}` has `tasks = []`: it would run no task"),
+                )
+                .with_label("this variant")
+                .with_help("name the tasks it runs, or remove `tasks` to run it on every task");
+            self.out.push(p);
+            return;
+        }
+        let known: Vec<&str> = self
+            .suite
+            .file
+            .tasks
+            .iter()
+            .map(|t| t.id.get_ref().as_str())
+            .collect();
+        let mut seen = BTreeSet::new();
+        for t in tasks {
+            let name = t.get_ref().as_str();
+            if !known.contains(&name) {
+                let hint = crate::problem::nearest(name, known.iter().copied())
+                    .map(|n| format!("did you mean `{n}`?"))
+                    .unwrap_or_else(|| format!("tasks of this suite: {}", known.join(", ")));
+                let p = self
+                    .at(
+                        ProblemKind::UnknownReference,
+                        t.span(),
+                        format!(
+                            "variant `{id}` names task `{name}`, which this suite does not have"
+                        ),
+                    )
+                    .with_label("no such task")
+                    .with_help(hint);
+                self.out.push(p);
+            } else if !seen.insert(name) {
+                let p = self
+                    .at(
+                        ProblemKind::DuplicateId,
+                        t.span(),
+                        format!("variant `{id}` names task `{name}` twice"),
+                    )
+                    .with_label("named again")
+                    .with_help("name each task once");
+                self.out.push(p);
             }
         }
     }
@@ -1057,7 +1113,7 @@ impl<'a> Validator<'a> {
                         self.out.push(p);
                     }
                 }
-            } else if self.will_run(task) {
+            } else if self.will_run(task) && variant.runs_task(task.id.get_ref()) {
                 let p = self
                     .at(
                         ProblemKind::BadPath,
@@ -1102,7 +1158,7 @@ impl<'a> Validator<'a> {
             let path = base.join(&name);
             if path.is_file() {
                 self.model_script_file(&path);
-            } else if self.will_run(task) {
+            } else if self.will_run(task) && variant.runs_task(task.id.get_ref()) {
                 let rel = Path::new(ms.get_ref()).join(&name);
                 let p = self
                     .at(
@@ -1626,7 +1682,7 @@ impl<'a> Validator<'a> {
                 .trim()
                 .trim_start_matches("error: ")
                 .to_string();
-            let p = self.at(ProblemKind::BadPattern, re.span(), format!("the regex `{}` does not compile: {last}", re.get_ref())).with_label("invalid regex").with_help("regexes use Rust `regex` syntax; in TOML, prefer '...' literal strings so backslashes stay as written");
+            let p = self.at(ProblemKind::BadPattern, re.span(), format!("the regex `{}` does not compile: {last}", re.get_ref())).with_label("invalid regex").with_help("regexes use Rust `regex` syntax; in TOML, '...' literal strings keep backslashes as written, and '''...''' ones also hold a ' (won't)");
             self.out.push(p);
         }
     }
@@ -1745,7 +1801,7 @@ impl<'a> Validator<'a> {
                 self.out.push(p);
             }
         }
-        if let Some(re) = &c.args_match {
+        for re in [&c.args_match, &c.stdin_matches].into_iter().flatten() {
             self.regex(re);
         }
     }

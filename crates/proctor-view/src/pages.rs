@@ -620,17 +620,25 @@ fn calls(end: &Value) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
-            let exit = match (c.get("denied").and_then(Value::as_str), c.get("exit")) {
+            let denied = c.get("denied").and_then(Value::as_str);
+            // A denied call never ran: its words are the command text the agent CLI reported.
+            let command = if denied.is_some() {
+                argv.join(" ")
+            } else {
+                proctor_suite::shell::join(&argv)
+            };
+            let exit = match (denied, c.get("exit")) {
                 (Some(d), _) => format!("denied: {}", esc(d)),
                 (None, Some(e)) if !e.is_null() => e.to_string(),
-                _ => "–".into(),
+                _ => "unfinished".into(),
             };
             (
                 String::new(),
                 vec![
                     c.get("seq").map(Value::to_string).unwrap_or_default(),
-                    format!("<code>{}</code>", esc(&argv.join(" "))),
+                    format!("<code>{}</code>", esc(&command)),
                     exit,
+                    call_stdin(c),
                     format!(
                         "<pre>{}</pre>",
                         esc(c.get("stdout_head").and_then(Value::as_str).unwrap_or(""))
@@ -639,7 +647,30 @@ fn calls(end: &Value) -> String {
             )
         })
         .collect();
-    table("calls", &["#", "Command", "Exit", "Output (head)"], &rows)
+    table(
+        "calls",
+        &["#", "Command", "Exit", "Stdin (head)", "Output (head)"],
+        &rows,
+    )
+}
+
+/// What a call read from stdin: its size and the head its record keeps.
+fn call_stdin(c: &Value) -> String {
+    if c.get("stdin_terminal").and_then(Value::as_bool) == Some(true) {
+        return "a terminal (not kept)".into();
+    }
+    let bytes = c.get("stdin_bytes").and_then(Value::as_u64).unwrap_or(0);
+    if bytes == 0 {
+        return "–".into();
+    }
+    let head = c.get("stdin_head").and_then(Value::as_str).unwrap_or("");
+    let kept = proctor_score::endstate::HEAD_BYTES as u64;
+    let size = if bytes > kept {
+        format!("{bytes} bytes, the first {kept} kept")
+    } else {
+        format!("{bytes} bytes")
+    };
+    format!("{size}<pre>{}</pre>", esc(head))
 }
 
 /// Each check's command, exit and output tails.
@@ -733,6 +764,26 @@ pub fn compare(c: &ComparePage) -> String {
         cmp.get("unmatched").and_then(Value::as_array).map_or(0, Vec::len),
         num(cmp.get("underpowered_below")),
     );
+    // The tasks only one arm ran: in no number of the page, and why.
+    if let Some(left) = cmp
+        .get("left_out")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+    {
+        body.push_str("<ul class=\"note\" id=\"left-out\">");
+        for l in left {
+            let text = |k: &str| l.get(k).and_then(Value::as_str).unwrap_or("");
+            let _ = write!(
+                body,
+                "<li>task <code>{}</code> is left out: only arm {} ran it ({} trial(s)); {}</li>",
+                esc(text("task")),
+                esc(text("ran_in")),
+                num(l.get("trials")),
+                esc(text("why"))
+            );
+        }
+        body.push_str("</ul>");
+    }
     let mut scopes: Vec<(String, &Value)> = cmp
         .get("tasks")
         .and_then(Value::as_array)

@@ -192,6 +192,37 @@ fn a_call_the_allow_list_forbids_is_a_denied_call_and_a_wrong_turn() {
             .exists(),
         "the denied command ran"
     );
+    // `show` prints it as denied, with why, never as an unfinished call.
+    let store = lab.store();
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "show",
+            "--store",
+            store.to_str().unwrap(),
+            "latest",
+            "t.claude.0",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let seq = denied[0]["seq"].as_u64().unwrap();
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("  #{seq:<3} ")))
+        .unwrap_or_else(|| panic!("no call #{seq}:\n{}", out.stdout));
+    assert!(
+        line.contains(" denied      tool ok && python3 -c "),
+        "{line}\n{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("unfinished"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("                   denied by the agent CLI: "),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

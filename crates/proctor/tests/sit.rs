@@ -264,6 +264,11 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         "{argvs:?}"
     );
     assert_eq!(argvs.len(), 4, "{argvs:?}");
+    // Each read the person's terminal, which the record says rather than keep a head of.
+    for c in record["end_state"]["calls"].as_array().unwrap() {
+        assert_eq!(c["stdin_terminal"], true, "{c}");
+        assert!(c.get("stdin_head").is_none(), "{c}");
+    }
     let verdict = &record["verdict"];
     assert_eq!(verdict["reversed"], false, "{verdict:#}");
     assert_eq!(verdict["metrics"]["undone"], 1, "{verdict:#}");

@@ -1376,3 +1376,108 @@ fn a_fixture_git_is_said_to_be_unaudited_when_git_is_not_on_path() {
         ])
     );
 }
+
+#[test]
+fn a_variant_limited_to_tasks_needs_scripts_for_those_tasks_only() {
+    // `oracle` has no script for `bye`: limited to `hello`, it needs none.
+    let all = rejected(&two_tasks());
+    assert!(all.contains("no script for task `bye`"), "{all}");
+    let s = two_tasks().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\"]",
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Naming `bye` too brings the requirement back: the limit is not a way around it.
+    let s = two_tasks().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\", \"bye\"]",
+    );
+    let all = rejected(&s);
+    assert!(
+        all.contains("variant `oracle` has no script for task `bye`"),
+        "{all}"
+    );
+    // A model script likewise.
+    let s = with_model_variant()
+        .edit(
+            "[[tasks]]",
+            "[[tasks]]\nid = \"bye\"\nprompt = \"Delete hello.txt.\"\n\n[tasks.success]\nall = [{ file_deleted = \"hello.txt\" }]\n\n[[tasks]]",
+        )
+        .edit(
+            "script = \"agents/oracle\"",
+            "script = \"agents/oracle\"\ntasks = [\"hello\"]",
+        )
+        .edit(
+            "model_script = \"agents/model\"",
+            "model_script = \"agents/model\"\ntasks = [\"hello\"]",
+        );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_variant_naming_a_task_the_suite_does_not_have() {
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"helo\"]",
+    );
+    insta::assert_snapshot!(rejected(&s));
+}
+
+#[test]
+fn a_variant_limited_to_no_task_or_to_one_task_twice_is_refused() {
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = []",
+    );
+    let err = rejected(&s);
+    assert!(
+        unwrapped(&err).contains("variant `oracle` has `tasks = []`: it would run no task"),
+        "{err}"
+    );
+    let s = TestSuite::minimal().edit(
+        "script = \"agents/oracle\"",
+        "script = \"agents/oracle\"\ntasks = [\"hello\", \"hello\"]",
+    );
+    let err = rejected(&s);
+    assert!(
+        unwrapped(&err).contains("variant `oracle` names task `hello` twice"),
+        "{err}"
+    );
+    assert!(err.contains("suite.toml:11:19"), "{err}");
+}
+
+/// The minimal suite with an interface, `tool`, and `calls` assertion `calls`.
+fn with_calls(calls: &str) -> TestSuite {
+    let s = TestSuite::minimal()
+        .edit(
+            "wall_timeout_seconds = 30",
+            "wall_timeout_seconds = 30\nallow = [\"bin/tool\"]",
+        )
+        .edit(
+            "[tasks.success]",
+            "[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]",
+        )
+        .edit(
+            "  { file_contains",
+            &format!("  {calls},\n  {{ file_contains"),
+        );
+    write_exec(&s, "bin/tool", "#!/bin/sh\ncat\n");
+    s
+}
+
+#[test]
+fn stdin_matches_is_a_regex_checked_like_args_match() {
+    let out = with_calls("{ calls = { min = 1, stdin_matches = \"(?i)insert into\" } }").validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let err = rejected(&with_calls(
+        "{ calls = { min = 1, stdin_matches = \"(insert\" } }",
+    ));
+    assert!(err.contains("suite::bad-pattern"), "{err}");
+    assert!(err.contains("suite.toml:22:40"), "{err}");
+    // A misspelt key is still an error, and the valid keys name it.
+    let err = rejected(&with_calls("{ calls = { min = 1, stdin_match = \"x\" } }"));
+    assert!(err.contains("suite::unknown-key"), "{err}");
+    assert!(unwrapped(&err).contains("`stdin_matches`"), "{err}");
+}

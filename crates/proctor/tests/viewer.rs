@@ -924,3 +924,68 @@ fn the_export_is_one_self_contained_page_that_renders_from_a_file() {
     );
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+#[test]
+fn the_trial_page_shows_each_calls_stdin_and_its_command_line_quoted() {
+    let lab = Lab::new("viewer-stdin");
+    lab.write("fixture/README.md", "x\n");
+    lab.write_exec("bin/tool", "#!/bin/sh\ncat > /dev/null\necho ok\n");
+    lab.one_task(
+        "allow = [\"bin/tool\"]\n[tasks.interface]\ncommand = \"tool\"",
+        "{ calls = { stdin_matches = \"INSERT\", min = 1 } }",
+        &["echo 'INSERT INTO t VALUES (1);' | tool exec 'shop db'"],
+        false,
+    );
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let server = serve(&lab.store());
+    let (status, page) = get(&server, &format!("/runs/{}/trials/t.agent.0", lab.run_id()));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<th scope=\"col\">Stdin (head)</th>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>tool exec &#39;shop db&#39;</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("26 bytes<pre>INSERT INTO t VALUES (1);\n</pre>"),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_compare_page_says_which_tasks_it_left_out_and_why() {
+    let lab = Lab::new("viewer-left-out");
+    lab.write("fixture/README.md", "x\n");
+    let task = |id: &str| {
+        format!("[[tasks]]\nid = \"{id}\"\nprompt = \"Write {id}.txt.\"\n\n[tasks.success]\nall = [{{ file_added = \"{id}.txt\" }}]\n\n")
+    };
+    lab.write(
+        "suite.toml",
+        &format!(
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[[variants]]\nid = \"control\"\nagent = \"script\"\nscript = \"agents/control\"\n\n[[variants]]\nid = \"method\"\nagent = \"script\"\nscript = \"agents/method\"\ntasks = [\"a\"]\n\n{}{}",
+            task("a"),
+            task("b")
+        ),
+    );
+    for (v, t) in [("control", "a"), ("control", "b"), ("method", "a")] {
+        lab.write(
+            &format!("agents/{v}/{t}.toml"),
+            &format!("answer = \"done\"\n\n[[steps]]\nrun = \"echo x > {t}.txt\"\n"),
+        );
+    }
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run = lab.run_id();
+    let server = serve(&lab.store());
+    let (status, page) = get(&server, &format!("/compare?a={run}/control&b={run}/method"));
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("<li>task <code>b</code> is left out: only arm A ran it (1 trial(s)); arm B&#39;s variant `method` runs only task(s) `a`</li>"),
+        "{page}"
+    );
+}

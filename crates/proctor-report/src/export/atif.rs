@@ -1454,6 +1454,8 @@ mod tests {
             cwd: "/work".into(),
             stdin_bytes: 0,
             stdin_hash: String::new(),
+            stdin_head: String::new(),
+            stdin_terminal: false,
             exit: Some(0),
             denied: None,
             stdout_bytes: 3,

@@ -858,6 +858,8 @@ pub fn denied_call(seq: u64, d: &DeniedCall, allowed: &[Allowed], at: f64) -> Ca
         cwd: String::new(),
         stdin_bytes: 0,
         stdin_hash: String::new(),
+        stdin_head: String::new(),
+        stdin_terminal: false,
         exit: None,
         denied: Some(format!("denied by the agent CLI: {}", d.reason)),
         stdout_bytes: 0,

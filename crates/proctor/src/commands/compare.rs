@@ -82,7 +82,8 @@ struct Arms {
 pub fn run(args: CompareArgs) -> Result<Status, Error> {
     let store = crate::commands::inspect::open(args.store)?;
     let arms = arms(&store, &args)?;
-    let options = CompareOptions::from(&arms.suite.file.report);
+    let options =
+        CompareOptions::from(&arms.suite.file.report).with_variant_tasks(&arms.suite.file);
     let comparison = compare(&arms.a, &arms.b, &options).map_err(|e| {
         Error::usage(
             format!("cannot compare: {e}"),
@@ -278,7 +279,7 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
             ));
         }
     }
-    let options = CompareOptions::from(&suite.file.report);
+    let options = CompareOptions::from(&suite.file.report).with_variant_tasks(&suite.file);
     let comparison = compare(&only(&rows_a, &va), &only(&rows_b, &vb), &options)
         .map_err(|e| format!("cannot compare: {e}"))?;
     let comparison: serde_json::Value =

@@ -177,11 +177,12 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             .entry(t.outcome.clone())
             .or_default() += 1;
     }
-    let flagged = flagged_successes(&store.run_dir(id));
+    let report = report_cells(&store.run_dir(id));
     let mut grid = Table::new(&[
         "TASK",
         "VARIANT",
         "n",
+        "SUCCESS",
         "COMPLETED",
         "WRONG TURNS (median / mean / total)",
         "FLAGGED",
@@ -201,14 +202,17 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             .map(|(o, n)| format!("{o} {n}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let cell = report.as_ref().and_then(|r| r.get(key));
         grid.row([
             task.clone(),
             variant.clone(),
             graded.to_string(),
+            cell.and_then(|c| c.success)
+                .map_or("-".to_string(), |r| r.to_string()),
             proctor_report::Rate::new(completed as u64, graded as u64).to_string(),
             turns.to_string(),
-            flagged.as_ref().map_or("-".to_string(), |f| {
-                f.get(key).copied().unwrap_or(0).to_string()
+            report.as_ref().map_or("-".to_string(), |_| {
+                cell.map_or(0, |c| c.flagged_successes).to_string()
             }),
             list,
         ]);
@@ -230,9 +234,18 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
     Ok(Status::Success)
 }
 
-/// The successes the integrity audit flagged, by (task, variant), from the run's
+/// What `show RUN` takes from a cell of the run's report.
+struct ReportCell {
+    /// Task success (a correct refusal or ask counts), as k/n; `None` when the report has none.
+    success: Option<proctor_report::Rate>,
+    /// The successes the integrity audit flagged.
+    flagged_successes: u64,
+}
+
+/// Each (task, variant) cell's task success and flagged successes, from the run's
 /// `results.report.json`; `None` for a run that has none yet (unfinished, or made before it).
-fn flagged_successes(run_dir: &std::path::Path) -> Option<BTreeMap<(String, String), u64>> {
+/// Success needs each task's `expect`, which the index does not hold: the report does.
+fn report_cells(run_dir: &std::path::Path) -> Option<BTreeMap<(String, String), ReportCell>> {
     let text = std::fs::read(run_dir.join("results.report.json")).ok()?;
     let report: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let mut out = BTreeMap::new();
@@ -240,12 +253,22 @@ fn flagged_successes(run_dir: &std::path::Path) -> Option<BTreeMap<(String, Stri
         let variant = v.get("variant")?.as_str()?;
         for t in v.get("tasks")?.as_array()? {
             let task = t.get("task")?.as_str()?;
-            let f = t
-                .get("cell")
+            let cell = t.get("cell");
+            let flagged_successes = cell
                 .and_then(|c| c.get("flagged_successes"))
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or(0);
-            out.insert((task.to_string(), variant.to_string()), f);
+            let success = cell
+                .and_then(|c| c.pointer("/rates/success"))
+                .and_then(|r| Some((r.get("k")?.as_u64()?, r.get("n")?.as_u64()?)))
+                .map(|(k, n)| proctor_report::Rate::new(k, n));
+            out.insert(
+                (task.to_string(), variant.to_string()),
+                ReportCell {
+                    success,
+                    flagged_successes,
+                },
+            );
         }
     }
     Some(out)
@@ -468,17 +491,56 @@ fn print_head(r: &TrialRecord) {
     }
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
-        let exit = c
-            .exit
-            .map_or("unfinished".to_string(), |e| format!("exit {e}"));
-        outln!("  #{:<3} {:<11} {}", c.seq, exit, one_line(&c.argv));
+        let exit = match (&c.denied, c.exit) {
+            (Some(_), _) => "denied".to_string(),
+            (None, Some(e)) => format!("exit {e}"),
+            (None, None) => "unfinished".to_string(),
+        };
+        // A denied call never ran: its words are the command text the agent CLI reported, split
+        // at spaces, so that text is what is shown, not a quoting of made-up arguments.
+        let line = if c.denied.is_some() {
+            proctor_report::escape_line(&c.argv.join(" ")).into_owned()
+        } else {
+            one_line(&c.argv)
+        };
+        outln!("  #{:<3} {:<11} {line}", c.seq, exit);
+        if let Some(why) = &c.denied {
+            outln!("{:19}{}", "", proctor_report::escape_line(why));
+        }
+        for line in stdin_lines(c) {
+            outln!("{:19}{line}", "");
+        }
     }
 }
 
-/// An argv as one line: its words, each with every control (newline included) escaped.
+/// What a call read from stdin, for `show`: its size, then the head the record keeps, each
+/// line escaped; nothing for a call that read nothing.
+fn stdin_lines(c: &proctor_score::CallRecord) -> Vec<String> {
+    if c.stdin_terminal {
+        return vec!["stdin: a terminal (what was typed is not in the calls log)".into()];
+    }
+    if c.stdin_bytes == 0 {
+        return Vec::new();
+    }
+    let kept = if c.stdin_whole() {
+        String::new()
+    } else {
+        format!(", the first {} kept", proctor_score::endstate::HEAD_BYTES)
+    };
+    let mut out = vec![format!("stdin ({} bytes{kept}):", c.stdin_bytes)];
+    out.extend(
+        proctor_report::escape_text(&c.stdin_head)
+            .lines()
+            .map(|l| format!("  {l}")),
+    );
+    out
+}
+
+/// An argv as one line a shell would read back as the same words: each argument quoted where
+/// it needs it, then every control (newline included) escaped.
 fn one_line(argv: &[String]) -> String {
     argv.iter()
-        .map(|a| proctor_report::escape_line(a))
+        .map(|a| proctor_report::escape_line(&proctor_suite::shell::quote(a)).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -25,6 +25,7 @@ use proctor_runner::shard::{self, Batch, ShardStatus};
 use proctor_runner::{Event, ExecutionSummary, Session};
 use proctor_store::{RunHandle, Store, StoreError, TrialFile};
 use proctor_suite::plan::PlannedTrial;
+use proctor_suite::shell::quote;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
@@ -305,11 +306,6 @@ fn job_states(job: &str) -> Result<BTreeMap<String, String>, Error> {
         }
     }
     Ok(tasks)
-}
-
-/// A path quoted for sh.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The proctor binary the nodes run: `--proctor-bin`, else this one, by absolute path.
