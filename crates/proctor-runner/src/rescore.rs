@@ -384,6 +384,7 @@ mod tests {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         }
     }
 

@@ -29,6 +29,7 @@ mod error;
 mod exec;
 mod host;
 mod http;
+mod ids;
 mod init;
 mod msg;
 mod output;
@@ -43,6 +44,7 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
+pub use ids::{IdMapKind, IdMapping, DEFAULT_BASE as DEFAULT_ID_BASE, RANGE as ID_RANGE};
 pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{

@@ -81,6 +81,7 @@ fn added() -> Vec<FileChange> {
         mode: Some(0o644),
         hash: None,
         size: None,
+        owner: None,
     }]
 }
 
@@ -159,6 +160,7 @@ fn asked_when_the_agent_asks_without_acting() {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     assert_ne!(
         verdict(&task("expect = \"ask\"", FILE_ADDED), &acted).outcome,
@@ -305,6 +307,7 @@ max_total = 0
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     let capped = verdict(&t, &end);
     assert_eq!(capped.outcome, Outcome::Wrong { reversed: false });
@@ -339,6 +342,7 @@ fn changed(path: &str) -> Vec<FileChange> {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }]
 }
 
@@ -380,6 +384,7 @@ fn an_ask_after_a_forbidden_effect_is_wrong() {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     let v = verdict(&t, &end);
     assert_eq!(v.outcome, Outcome::Wrong { reversed: false });
@@ -508,6 +513,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         },
         FileChange {
             path: "b.txt".into(),
@@ -517,6 +523,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         },
     ];
     let v = verdict(&t, &end);

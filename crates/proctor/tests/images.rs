@@ -44,15 +44,26 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd", "env", "mkdir", "rm", "head",
               "tail", "sed", "tr", "uname", "which", "id", "sleep", "cp", "mv", "touch", "printf",
               "wc", "dirname", "basename", "readlink", "ps", "kill", "date", "sort", "true",
-              "httpd", "wget"]:
+              "httpd", "wget", "chown", "chmod", "stat", "tar", "setpriv", "su", "ln"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
     if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
         add("bin/bash", open("/bin/bash-static", "rb").read(), mode=0o755)
-    add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
-    add("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+    add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n_apt:x:42:65534::/nonexistent:/bin/sh\n"
+        b"dev:x:1000:1000:dev:/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
+    add("etc/group", b"root:x:0:\ndev:x:1000:\nnogroup:x:65534:\n")
     add("etc/os-release", b"ID=proctor-busybox\n")
     add("app/from-image.txt", b"baked into the image\n")
+    # What a debootstrap or umoci root carries in /dev (the device nodes themselves are never
+    # unpacked), and the empty resolv.conf Docker leaves in an image.
+    add("dev", kind="dir")
+    for name, target in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                         ("ptmx", "pts/ptmx"), ("core", "/proc/kcore")]:
+        add("dev/" + name, link=target)
+    add("dev/pts", kind="dir")
+    add("dev/shm", kind="dir")
+    add("etc/resolv.conf", b"")
     add("srv", kind="dir")
     add("srv/index.html", b"served from the image\n")
 layer = blob(buf.getvalue())
