@@ -78,6 +78,10 @@ fn inside(map: &[[u32; 3]], outside: u32) -> Option<u32> {
         .find_map(|&[i, o, n]| (outside >= o && outside - o < n).then(|| i + (outside - o)))
 }
 
+/// Set to `1`, the single mapping even where a range could be had (to compare, or to test the
+/// fallback as root). Read by the zygote (or S), which the caller passes it on to.
+pub const SINGLE_ID_ENV: &str = "PROCTOR_SANDBOX_SINGLE_ID";
+
 /// What the zygote (or S) will do for each trial: decided once per process.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
@@ -108,12 +112,12 @@ enum How {
 
 impl Plan {
     /// The plan for this process (its real uid and gid): see the module's documentation.
-    /// `PROCTOR_SANDBOX_SINGLE_ID=1` asks for the single mapping (to compare, or to test it).
+    /// [`SINGLE_ID_ENV`]`=1` asks for the single mapping.
     pub(crate) fn for_this_process() -> Plan {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let how = if std::env::var_os("PROCTOR_SANDBOX_SINGLE_ID").is_some_and(|v| v == "1") {
-            How::Single("PROCTOR_SANDBOX_SINGLE_ID=1 asked for one id".to_owned())
+        let how = if std::env::var_os(SINGLE_ID_ENV).is_some_and(|v| v == "1") {
+            How::Single(format!("{SINGLE_ID_ENV}=1 asked for one id"))
         } else if uid == 0 {
             let names = ["root", "0"];
             let u = subordinate(Path::new("/etc/subuid"), &names);

@@ -432,6 +432,9 @@ fn spawn_init(
         .stdin(Stdio::from(memfd))
         .stdout(Stdio::from(theirs))
         .process_group(0);
+    if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
+        cmd.env(crate::ids::SINGLE_ID_ENV, v);
+    }
     if let Some(tty) = terminal {
         let tty = tty
             .try_clone_to_owned()

@@ -115,6 +115,9 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
         .stdin(Stdio::null())
         .stdout(Stdio::from(theirs))
         .process_group(0);
+    if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
+        cmd.env(crate::ids::SINGLE_ID_ENV, v);
+    }
     if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
         cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
     } else {

@@ -51,7 +51,7 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
         add("bin/bash", open("/bin/bash-static", "rb").read(), mode=0o755)
     add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n_apt:x:42:65534::/nonexistent:/bin/sh\n"
         b"dev:x:1000:1000:dev:/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
-    add("etc/group", b"root:x:0:\ndev:x:1000:\nnogroup:x:65534:\n")
+    add("etc/group", b"root:x:0:\nadm:x:42:dev\ndev:x:1000:\nnogroup:x:65534:\n")
     add("etc/os-release", b"ID=proctor-busybox\n")
     add("app/from-image.txt", b"baked into the image\n")
     # What a debootstrap or umoci root carries in /dev (the device nodes themselves are never
@@ -822,4 +822,171 @@ all = [
         "{}\n{record:#}",
         record["reason"]
     );
+}
+
+/// A tar of `payload/` (a folder and a file, both owned by uid and gid 1000, as the solutions of
+/// aider_polyglot ship them), written into the fixture.
+const MAKE_PAYLOAD: &str = r##"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for name, data in [("payload", None), ("payload/x.txt", b"from the payload\n")]:
+        ti = tarfile.TarInfo(name)
+        ti.uid = ti.gid = 1000
+        ti.uname = ti.gname = "dev"
+        if data is None:
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+        else:
+            ti.size, ti.mode = len(data), 0o644
+            t.addfile(ti, io.BytesIO(data))
+"##;
+
+/// Root in an image trial is a faithful root: `tar -xf` keeps a payload's uid 1000, `chown`
+/// works, privileges drop (`su` to a user with a supplementary group, and back to nobody), the end state records
+/// the owners, and a set-user-ID file given to uid 1000 is kept without its bits (the record
+/// keeps the real mode). The image's own `/dev` links are replaced, and under the host's
+/// network its empty resolv.conf is the host's.
+#[test]
+fn root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners() {
+    let lab = Lab::new("img-root");
+    lab.write("fixture/fixture.txt", "laid by the suite\n");
+    let fixture = lab.suite().join("fixture");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_PAYLOAD)
+        .arg(fixture.join("payload.tar"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    lab.write(
+        "suite.toml",
+        r#"schema_version = 1
+id = "img-root"
+
+[environment]
+image = "oci:images/bb"
+
+[defaults]
+wall_timeout_seconds = 30
+network = "host"
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Unpack the payload."
+[tasks.success]
+all = [
+  { file_contains = { path = "owners.txt", pattern = "(?m)^payload 1000:1000$" } },
+  { file_contains = { path = "owners.txt", pattern = "(?m)^x 1000:1000$" } },
+  { file_contains = { path = "owners.txt", pattern = "(?m)^f 1000:42$" } },
+  { file_contains = { path = "ids.txt", pattern = "^uid=1000.*gid=1000.*groups=.*42" } },
+  { file_contains = { path = "drop.txt", pattern = "refused" } },
+  { file_contains = { path = "su.txt", pattern = "^65534$" } },
+  { check = "test \"$(stat -c %u:%g payload/x.txt)\" = 1000:1000" },
+]
+"#,
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        r#"answer = "done"
+
+[[steps]]
+run = '''tar -xf payload.tar && rm payload.tar'''
+
+[[steps]]
+run = '''touch f && chown 1000:42 f && cp /bin/busybox suid && chown 1000:1000 suid && chmod 6755 suid'''
+
+[[steps]]
+run = '''{ echo "payload $(stat -c %u:%g payload)"; echo "x $(stat -c %u:%g payload/x.txt)"; echo "f $(stat -c %u:%g f)"; } > owners.txt'''
+
+[[steps]]
+run = '''su -s /bin/sh -c id dev > ids.txt; su -s /bin/sh -c 'touch /etc/dev-wrote' dev 2>/dev/null || echo refused > drop.txt'''
+
+[[steps]]
+run = '''su -s /bin/sh -c 'id -u' nobody > su.txt'''
+
+[[steps]]
+run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
+"#,
+    );
+    make_image(&lab);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let record = lab.record("t.agent.0");
+    let files = lab.trial_dir("t.agent.0").join("changes/files");
+    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
+    assert_eq!(
+        record["outcome"],
+        "completed",
+        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
+        record["reason"],
+        out.stderr,
+        read("owners.txt"),
+        read("ids.txt"),
+        read("su.txt")
+    );
+    // The map is recorded: a range, written as root.
+    let ids = &record["isolation"]["ids"];
+    assert_eq!(ids["kind"], "range", "{ids}");
+    assert_eq!(ids["written_by"], "direct", "{ids}");
+    // The end state records the owners inside the trial.
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    let owner = |path: &str| {
+        changes
+            .iter()
+            .find(|c| c["path"] == path)
+            .map(|c| c["owner"].clone())
+            .unwrap_or_else(|| panic!("no change {path}: {changes:#?}"))
+    };
+    assert_eq!(
+        owner("payload/x.txt"),
+        serde_json::json!({"uid": 1000, "gid": 1000})
+    );
+    assert_eq!(
+        owner("payload"),
+        serde_json::json!({"uid": 1000, "gid": 1000})
+    );
+    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 42}));
+    assert!(
+        owner("owners.txt").is_null(),
+        "root's file records no owner"
+    );
+    // The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
+    // holds no special bit and belongs to proctor's own user.
+    let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+    assert_eq!(
+        suid["mode"].as_u64().map(|m| m & 0o7777),
+        Some(0o6755),
+        "{suid}"
+    );
+    use std::os::unix::fs::MetadataExt;
+    let kept = std::fs::metadata(files.join("suid")).unwrap();
+    assert_eq!(kept.mode() & 0o7000, 0, "a set-id bit reached the store");
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc_getuid() };
+    assert_eq!(kept.uid(), me, "the store's copy is not proctor's own");
+    // /dev is the sandbox's own, not the image's links merged with it.
+    let dev = read("dev.txt");
+    assert!(dev.contains("null"), "{dev}");
+    assert!(!dev.contains("core"), "the image's /dev was kept: {dev}");
+    // The host's resolver, bound over the image's empty file.
+    let host = std::fs::read_to_string("/etc/resolv.conf").unwrap();
+    assert!(
+        !host.trim().is_empty(),
+        "the host has no resolver to test with"
+    );
+    assert_eq!(read("resolv.txt"), host);
+}
+
+extern "C" {
+    #[link_name = "getuid"]
+    fn libc_getuid() -> u32;
 }

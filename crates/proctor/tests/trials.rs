@@ -828,3 +828,90 @@ fn a_sigkilled_run_is_listed_as_interrupted_and_resume_finishes_it() {
         listed.stdout
     );
 }
+
+/// Root in a trial owns a range of ids where proctor can map one: as root, `chown` to uid 1000
+/// works, the record says how the ids were mapped, and the end state keeps the owner, with the
+/// workspace on the host's disk or on the trial's own (`disk_mb`, whose changes are moved out
+/// at the end); a set-user-ID file given to uid 1000 reaches the store without its bits. As an
+/// unprivileged user with no subordinate range, the single mapping is recorded with its reason,
+/// `chown` fails in the agent's hands and the trial is graded as usual.
+#[test]
+fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_recorded() {
+    use std::os::unix::fs::MetadataExt;
+    for who in users() {
+        for disk in ["", "limits = { disk_mb = 64 }"] {
+            let lab = Lab::new(&format!("owners-{who:?}-{}", disk.len()));
+            lab.write("fixture/README.md", "work here\n");
+            lab.one_task(
+                disk,
+                "{ file_added = \"owner.txt\" }",
+                &[
+                    "touch f; chown 1000:1000 f 2> chown.err; mkdir d; chown 1000:42 d; chmod 700 d; echo x > d/inner; chown 1000:1000 d/inner",
+                    "cp /bin/sh suid; chown 1000:1000 suid; chmod 6755 suid",
+                    "stat -c %u:%g f > owner.txt; cat owner.txt",
+                ],
+                true,
+            );
+            let Some(record) = lab.run_graded(who, false, &[]) else {
+                continue;
+            };
+            assert_eq!(record["outcome"], "completed", "{who:?} {disk}: {record:#}");
+            let ids = &record["isolation"]["ids"];
+            let changes = record["end_state"]["changes"].as_array().unwrap();
+            let owner = |path: &str| {
+                changes
+                    .iter()
+                    .find(|c| c["path"] == path)
+                    .map(|c| c["owner"].clone())
+                    .unwrap_or_else(|| panic!("{who:?} {disk}: no change {path}: {changes:#?}"))
+            };
+            let files = lab.trial_dir("t.agent.0").join("changes/files");
+            let kept = std::fs::metadata(files.join("suid")).unwrap();
+            assert_eq!(
+                kept.mode() & 0o7000,
+                0,
+                "{who:?} {disk}: a set-id bit reached the store"
+            );
+            let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+            let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
+            match who {
+                As::Me => {
+                    assert_eq!(ids["kind"], "range", "{ids}");
+                    assert_eq!(answer, "1000:1000", "{who:?} {disk}");
+                    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 1000}));
+                    assert_eq!(owner("d"), serde_json::json!({"uid": 1000, "gid": 42}));
+                    assert_eq!(
+                        owner("d/inner"),
+                        serde_json::json!({"uid": 1000, "gid": 1000})
+                    );
+                    assert_eq!(
+                        std::fs::read_to_string(files.join("d/inner")).unwrap(),
+                        "x\n",
+                        "{who:?} {disk}: a folder of uid 1000 with mode 700 was not captured"
+                    );
+                    assert_eq!(
+                        suid["mode"].as_u64().map(|m| m & 0o7777),
+                        Some(0o6755),
+                        "{suid}"
+                    );
+                    assert_eq!(owner("suid"), serde_json::json!({"uid": 1000, "gid": 1000}));
+                }
+                As::Nobody => {
+                    assert_eq!(ids["kind"], "single", "{ids}");
+                    assert!(
+                        ids["why_single"].as_str().is_some_and(|w| !w.is_empty()),
+                        "{ids}"
+                    );
+                    assert_eq!(answer, "0:0", "{who:?} {disk}");
+                    assert!(owner("f").is_null());
+                    // The owner's own set-id bits: recorded, never kept.
+                    assert_eq!(
+                        suid["mode"].as_u64().map(|m| m & 0o7777),
+                        Some(0o6755),
+                        "{suid}"
+                    );
+                }
+            }
+        }
+    }
+}
