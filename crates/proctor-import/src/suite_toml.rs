@@ -71,6 +71,8 @@ fn render_task(s: &mut String, t: &TaskPlan) {
         s.push_str("network = \"host\"\n");
     }
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
+    // The tests are laid where the task expects them, never in the agent's workspace.
+    let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
 
     s.push_str("\n[tasks.environment]\n");
     let _ = writeln!(s, "image = {}", basic_string(&image));
@@ -223,6 +225,7 @@ validation_timeout_seconds = 120
 prompt = '''
 Say hello.
 '''
+holdout_at = "/tests"
 
 [tasks.environment]
 image = "alexgshaw/hello-world:20251031"
@@ -233,7 +236,7 @@ storage_mb = 10240
 env = { GREETING_STYLE = "plain" }
 
 [tasks.success]
-all = [{ check = "bash proctor-verify.sh" }]
+all = [{ check = "bash /tests/proctor-verify.sh" }]
 "#
         );
     }

@@ -172,6 +172,7 @@ impl Rescorer<'_> {
         lowers.extend(image.and_then(|img| img.workdir_layer()));
         let env = CheckEnv {
             image: image.cloned(),
+            holdout_at: task.holdout_at().map(Path::to_path_buf),
             ..self.env.clone()
         };
         let settings = suite.settings(task, variant);
@@ -203,8 +204,10 @@ impl Rescorer<'_> {
         }
         let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
         let faults = grade::faults(&model_faults(&trial_dir), &record.harness_notes);
-        let holdout =
-            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref());
+        let holdout = crate::trial::checks::placed_at(
+            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref()),
+            task.holdout_at(),
+        );
         let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults, &holdout);
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();

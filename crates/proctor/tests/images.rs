@@ -44,7 +44,7 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd", "env", "mkdir", "rm", "head",
               "tail", "sed", "tr", "uname", "which", "id", "sleep", "cp", "mv", "touch", "printf",
               "wc", "dirname", "basename", "readlink", "ps", "kill", "date", "sort", "true",
-              "httpd", "wget", "chown", "chmod", "stat", "tar", "setpriv", "su", "ln"]:
+              "httpd", "wget", "chown", "chmod", "stat", "tar", "setpriv", "su", "ln", "awk", "mktemp", "find"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
     if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
@@ -434,6 +434,107 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
         ],
     );
     assert_eq!(again.code, 2, "{}", again.stderr);
+}
+
+/// A Harbor task as the public datasets write them: its verifier collects tests the way
+/// `pytest .` would, from the working directory and from `/tests`, and writes its reward into
+/// `/logs/verifier`, which it does not make itself. Imported, the tests are laid at `/tests`
+/// after the agent has stopped: the workdir holds none of them (no test is collected twice),
+/// `/logs/verifier` exists, and `validate --oracle` passes the task's own solution while the
+/// null agent fails it.
+#[test]
+fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() {
+    let lab = Lab::new("import-tests-at");
+    let task = lab.root.join("tasks/hello-world");
+    let write = |rel: &str, text: &str| {
+        let p = task.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "task.toml",
+        "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"oci-archive:image.tar\"\n",
+    );
+    write(
+        "instruction.md",
+        "Create hello.txt containing Hello, world!\n",
+    );
+    write(
+        "tests/test.sh",
+        "#!/bin/bash\n\
+         here=$(find . -name 'test_*.py' | wc -l)\n\
+         there=$(find /tests -name 'test_*.py' | wc -l)\n\
+         echo \"collected: workdir $here, /tests $there\"\n\
+         test -d /logs/verifier || { echo 'no /logs/verifier'; exit 1; }\n\
+         if [ \"$here\" = 0 ] && [ \"$there\" = 1 ] && grep -q 'Hello, world!' hello.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+    );
+    write(
+        "tests/test_outputs.py",
+        "def test_hello():\n    assert open('hello.txt').read() == 'Hello, world!\\n'\n",
+    );
+    write(
+        "solution/solve.sh",
+        "#!/bin/bash\necho 'Hello, world!' > hello.txt\n",
+    );
+    make_image(&lab);
+    std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
+    assert!(toml.contains("holdout_at = \"/tests\""), "{toml}");
+    let cache = lab.root.join("image-cache");
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            out_dir.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v.code, 0, "{}\n{}\n{toml}", v.stdout, v.stderr);
+    // A run of the oracle: the check's own output says what it collected.
+    let store = lab.root.join("store-run");
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let checks: Vec<_> = walkdir::WalkDir::new(&store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.path().extension().is_some_and(|x| x == "json")
+                && e.path().parent().is_some_and(|p| p.ends_with("checks"))
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.contains("collected: workdir 0, /tests 1")),
+        "{checks:#?}"
+    );
 }
 
 /// Pushes the OCI layout at `layout` to `registry` (plain HTTP) as `repo:tag`.

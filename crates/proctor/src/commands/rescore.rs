@@ -83,6 +83,7 @@ pub fn run(
         hide: proctor_runner::trial::hidden_paths(&suite.root, &store_root),
         grace: Duration::from_secs(2),
         image: None,
+        holdout_at: None,
     };
     let started = std::time::Instant::now();
     let stem = format!(
