@@ -356,7 +356,7 @@ fn trial_main(
         sys::write_file(&procs, b"0")
             .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
     }
-    let (isolation, disk) = rootfs::build_trial_root(spec, ids)?;
+    let (isolation, disk, handback) = rootfs::build_trial_root(spec, ids)?;
     trace("root built");
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
     if spec.network != Network::Host {
@@ -389,13 +389,16 @@ fn trial_main(
     let (stdout_cut, stderr_cut) = agent?;
     reap_all();
     trace("services stopped");
+    if disk.is_some() || !handback.is_empty() {
+        rootfs::uncover_trial_proc(spec)?;
+    }
     let (disk_full, left_out) = match &disk {
-        Some(d) => {
-            rootfs::uncover_trial_proc(spec)?;
-            d.finish()?
-        }
+        Some(d) => d.finish()?,
         None => (false, Default::default()),
     };
+    // After the disk's changes are on the host: what the agent gave to other ids is given
+    // back to the caller (only where newuidmap mapped a range for an unprivileged caller).
+    handback.finish();
     ctl.send(&Msg::Bounds {
         bounds: BoundsReport {
             disk_full,

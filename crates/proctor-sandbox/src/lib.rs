@@ -27,6 +27,7 @@ pub mod diff;
 mod disk;
 mod error;
 mod exec;
+mod handback;
 mod host;
 mod http;
 mod ids;
@@ -44,6 +45,7 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
+pub use handback::{recorded_owner, OWNER_XATTR};
 pub use ids::{IdMapKind, IdMapping, DEFAULT_BASE as DEFAULT_ID_BASE, RANGE as ID_RANGE};
 pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};

@@ -15,7 +15,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::disk::{Part, TrialDisk};
-use crate::ids::IdMapping;
+use crate::handback::HandBack;
+use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
 use crate::spec::{Network, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
@@ -159,8 +160,9 @@ fn under_private(p: &Path) -> bool {
 pub(crate) fn build_trial_root(
     spec: &SandboxSpec,
     ids: &IdMapping,
-) -> R<(Isolation, Option<TrialDisk>)> {
+) -> R<(Isolation, Option<TrialDisk>, HandBack)> {
     enter_base_tmpfs()?;
+    let handback = hand_back_of(spec, ids)?;
     let disk = match spec.limits.disk_bytes {
         Some(bytes) => {
             let host_upper = match &spec.workspace {
@@ -232,7 +234,25 @@ pub(crate) fn build_trial_root(
             hide(h)?;
         }
     }
-    Ok((trial_isolation(spec, workspace, ids), owned_disk))
+    Ok((trial_isolation(spec, workspace, ids), owned_disk, handback))
+}
+
+/// The host folders the trial writes that must be given back to an unprivileged caller whose
+/// range of ids came from `newuidmap` (see [`crate::handback`]); none for root or one id.
+fn hand_back_of(spec: &SandboxSpec, ids: &IdMapping) -> R<HandBack> {
+    let mut h = HandBack::default();
+    let caller_is_root = ids.uid_map.first().is_some_and(|e| e[1] == 0);
+    if ids.kind != IdMapKind::Range || caller_is_root {
+        return Ok(h);
+    }
+    match &spec.workspace {
+        Workspace::Overlay { upper, .. } => h.hold(&in_old(upper), true)?,
+        Workspace::Bind { dir } => h.hold(&in_old(dir), true)?,
+    }
+    if let (Some(image), None) = (&spec.root_image, spec.limits.disk_bytes) {
+        h.hold(&in_old(&image.upper), false)?;
+    }
+    Ok(h)
 }
 
 /// Makes every mount private, then pivots into a base tmpfs on /tmp that becomes a temporary

@@ -829,12 +829,30 @@ fn a_sigkilled_run_is_listed_as_interrupted_and_resume_finishes_it() {
     );
 }
 
-/// Root in a trial owns a range of ids where proctor can map one: as root, `chown` to uid 1000
-/// works, the record says how the ids were mapped, and the end state keeps the owner, with the
-/// workspace on the host's disk or on the trial's own (`disk_mb`, whose changes are moved out
-/// at the end); a set-user-ID file given to uid 1000 reaches the store without its bits. As an
-/// unprivileged user with no subordinate range, the single mapping is recorded with its reason,
-/// `chown` fails in the agent's hands and the trial is graded as usual.
+/// Whether uid 65534 can have a range of ids: the `uidmap` helpers and an entry of its own in
+/// both subordinate id files.
+fn nobody_has_a_range() -> bool {
+    let entry = |file: &str| {
+        std::fs::read_to_string(file).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.starts_with("nobody:") || l.starts_with("65534:"))
+        })
+    };
+    Path::new("/usr/bin/newuidmap").exists()
+        && Path::new("/usr/bin/newgidmap").exists()
+        && entry("/etc/subuid")
+        && entry("/etc/subgid")
+}
+
+/// Root in a trial owns a range of ids where proctor can map one: as root (written directly),
+/// and as uid 65534 where `newuidmap` is installed and `/etc/subuid` and `/etc/subgid` give it a
+/// range, `chown` to uid 1000 works, the record says how the ids were mapped, and the end state
+/// keeps the owner, with the workspace on the host's disk or on the trial's own (`disk_mb`,
+/// whose changes are moved out at the end); a folder of uid 1000 with mode 700 is captured (an
+/// unprivileged proctor gets it back from the sandbox) and a set-user-ID file given to uid 1000
+/// reaches the store without its bits. As an unprivileged user with no subordinate range, the
+/// single mapping is recorded with its reason, `chown` fails in the agent's hands and the trial
+/// is graded as usual.
 #[test]
 fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_recorded() {
     use std::os::unix::fs::MetadataExt;
@@ -874,9 +892,12 @@ fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_reco
             );
             let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
             let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
-            match who {
-                As::Me => {
+            let range = who == As::Me || nobody_has_a_range();
+            match range {
+                true => {
                     assert_eq!(ids["kind"], "range", "{ids}");
+                    let by = if who == As::Me { "direct" } else { "newuidmap" };
+                    assert_eq!(ids["written_by"], by, "{ids}");
                     assert_eq!(answer, "1000:1000", "{who:?} {disk}");
                     assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 1000}));
                     assert_eq!(owner("d"), serde_json::json!({"uid": 1000, "gid": 42}));
@@ -896,7 +917,7 @@ fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_reco
                     );
                     assert_eq!(owner("suid"), serde_json::json!({"uid": 1000, "gid": 1000}));
                 }
-                As::Nobody => {
+                false => {
                     assert_eq!(ids["kind"], "single", "{ids}");
                     assert!(
                         ids["why_single"].as_str().is_some_and(|w| !w.is_empty()),

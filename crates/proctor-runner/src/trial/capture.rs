@@ -628,14 +628,20 @@ pub fn capture_changes(
 }
 
 /// The owner of the end-state entry at `src` (not followed), as ids inside the trial whose
-/// user namespace mapped `ids`; `None` for root (0:0), for an id the map does not hold, or
-/// what cannot be read.
+/// user namespace mapped `ids`: the one the sandbox recorded where it gave the entry back to
+/// an unprivileged caller, else its owner read through the map. `None` for root (0:0), for an
+/// id the map does not hold, or what cannot be read.
 fn owner_inside(src: &Path, ids: &IdMapping) -> Option<Owner> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(src).ok()?;
-    let owner = Owner {
-        uid: ids.uid_inside(m.uid())?,
-        gid: ids.gid_inside(m.gid())?,
+    let owner = match proctor_sandbox::recorded_owner(src) {
+        Some((uid, gid)) => Owner { uid, gid },
+        None => {
+            let m = std::fs::symlink_metadata(src).ok()?;
+            Owner {
+                uid: ids.uid_inside(m.uid())?,
+                gid: ids.gid_inside(m.gid())?,
+            }
+        }
     };
     (owner.uid != 0 || owner.gid != 0).then_some(owner)
 }
