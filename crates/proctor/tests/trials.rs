@@ -914,6 +914,22 @@ fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_reco
                     .unwrap_or_else(|| panic!("{who:?} {disk}: no change {path}: {changes:#?}"))
             };
             let files = lab.trial_dir("t.agent.0").join("changes/files");
+            // Nothing in the store belongs to anyone but proctor's own user, whatever the agent
+            // gave its files to.
+            let store_meta = std::fs::metadata(lab.store()).unwrap();
+            let me = (store_meta.uid(), store_meta.gid());
+            for e in walkdir::WalkDir::new(lab.store())
+                .into_iter()
+                .filter_map(Result::ok)
+            {
+                let m = e.path().symlink_metadata().unwrap();
+                assert_eq!(
+                    (m.uid(), m.gid()),
+                    me,
+                    "{who:?} {disk}: {} in the store is not proctor's",
+                    e.path().display()
+                );
+            }
             let kept = std::fs::metadata(files.join("suid")).unwrap();
             assert_eq!(
                 kept.mode() & 0o7000,
