@@ -130,14 +130,15 @@ impl Plan {
                 count: ucount.min(gcount).min(RANGE - 1),
             }
         } else {
-            helper_plan(uid, gid)
+            helper_plan(uid)
         };
         Plan { uid, gid, how }
     }
 
     /// Writes the id maps of `pid` (a process just cloned into a new user namespace, waiting
-    /// for them): the range when the plan has one and the write succeeds, else the single id.
-    pub(crate) fn apply(&self, pid: libc::pid_t) -> IdMapping {
+    /// for them): the range when the plan has one and the write succeeds, else the single id;
+    /// an error when not even that could be written.
+    pub(crate) fn apply(&self, pid: libc::pid_t) -> Result<IdMapping, String> {
         let why = match &self.how {
             How::Direct {
                 uid_base,
@@ -146,7 +147,7 @@ impl Plan {
             } => {
                 let m = self.range("direct", *uid_base, *gid_base, *count);
                 match write_maps(pid, &m, false) {
-                    Ok(()) => return m,
+                    Ok(()) => return Ok(m),
                     Err(e) => format!("writing a range of ids as root was refused: {e}"),
                 }
             }
@@ -159,7 +160,7 @@ impl Plan {
             } => {
                 let m = self.range("newuidmap", *uid_base, *gid_base, *count);
                 match run_helpers(pid, newuidmap, newgidmap, &m) {
-                    Ok(()) => return m,
+                    Ok(()) => return Ok(m),
                     Err(e) => format!("newuidmap/newgidmap failed: {e}"),
                 }
             }
@@ -173,12 +174,11 @@ impl Plan {
             why_single: Some(why),
         };
         match write_maps(pid, &m, true) {
-            Ok(()) => m,
-            // T sees an empty map and fails with the reason on its own.
-            Err(e) => IdMapping {
-                why_single: Some(format!("no id map could be written: {e}")),
-                ..m
-            },
+            Ok(()) => Ok(m),
+            Err(e) => Err(format!(
+                "no id map could be written for the trial ({}; one id: {e})",
+                m.why_single.as_deref().unwrap_or_default()
+            )),
         }
     }
 
@@ -195,7 +195,7 @@ impl Plan {
 }
 
 /// The plan of an unprivileged caller: the helpers, when installed and the caller has ranges.
-fn helper_plan(uid: u32, gid: u32) -> How {
+fn helper_plan(uid: u32) -> How {
     let name = user_name(uid);
     let uid_s = uid.to_string();
     let mut names: Vec<&str> = vec![&uid_s];
@@ -216,7 +216,6 @@ fn helper_plan(uid: u32, gid: u32) -> How {
     };
     let u = subordinate(Path::new("/etc/subuid"), &names);
     let g = subordinate(Path::new("/etc/subgid"), &names);
-    let _ = gid;
     match (u, g) {
         (Some((uid_base, ucount)), Some((gid_base, gcount))) => How::Helper {
             newuidmap,
@@ -321,28 +320,40 @@ fn run_helpers(
     Ok(())
 }
 
-/// Sends the mapping to T through the pipe it waits on (then closed).
-pub(crate) fn send(go: OwnedFd, m: &IdMapping) {
-    if let Ok(bytes) = serde_json::to_vec(m) {
+/// What the zygote (or S) tells T once it has tried to map T's ids.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Told {
+    /// The map written.
+    Map(IdMapping),
+    /// Why none could be.
+    Error(String),
+}
+
+/// Sends the outcome of [`Plan::apply`] to T through the pipe it waits on (then closed).
+pub(crate) fn send(go: OwnedFd, applied: Result<IdMapping, String>) {
+    let told = match applied {
+        Ok(m) => Told::Map(m),
+        Err(e) => Told::Error(e),
+    };
+    if let Ok(bytes) = serde_json::to_vec(&told) {
         let _ = sys::write_all(go.as_raw_fd(), &bytes);
     }
 }
 
-/// In T: waits until the maps are written and gives what they are.
+/// In T: waits until its ids are mapped and gives the map.
 pub(crate) fn receive(go: OwnedFd) -> Result<IdMapping, String> {
     let mut f = std::fs::File::from(go);
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)
         .map_err(|e| format!("wait for the id map: {e}"))?;
-    let m: IdMapping = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the id map was not written (the sandbox init ended?): {e}"))?;
-    if m.why_single
-        .as_deref()
-        .is_some_and(|w| w.starts_with("no id map"))
-    {
-        return Err(m.why_single.unwrap_or_default());
+    match serde_json::from_slice::<Told>(&bytes) {
+        Ok(Told::Map(m)) => Ok(m),
+        Ok(Told::Error(e)) => Err(e),
+        Err(e) => Err(format!(
+            "the trial's ids were never mapped (its parent ended?): {e}"
+        )),
     }
-    Ok(m)
 }
 
 #[cfg(test)]

@@ -251,7 +251,7 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
         sys::exit_now(code);
     }
     drop(go_r);
-    crate::ids::send(go_w, &crate::ids::Plan::for_this_process().apply(t));
+    crate::ids::send(go_w, crate::ids::Plan::for_this_process().apply(t));
     trace("namespaces made, ids mapped");
     match sys::pidfd_open(t) {
         Ok(pidfd) => ctl.send_with_fd(&Msg::Started { trial_pid: t }, pidfd.as_raw_fd()),

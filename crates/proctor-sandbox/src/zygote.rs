@@ -318,8 +318,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             }
             Ok(pid) => {
                 drop(go_r);
-                let mapping = ids.apply(pid);
-                crate::ids::send(go_w, &mapping);
+                crate::ids::send(go_w, ids.apply(pid));
             }
             Err(e) => {
                 let line = crate::msg::Msg::Error {
