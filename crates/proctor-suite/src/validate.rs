@@ -1269,13 +1269,16 @@ impl<'a> Validator<'a> {
             }
         }
         if let Some(w) = &env.workdir {
-            if !w.get_ref().starts_with('/') || w.get_ref().split('/').any(|c| c == "..") {
+            if !w.get_ref().starts_with('/')
+                || w.get_ref().trim_end_matches('/').is_empty()
+                || w.get_ref().split('/').any(|c| c == "..")
+            {
                 let p = self
                     .at(
                         ProblemKind::InvalidValue,
                         w.span(),
                         format!(
-                            "`workdir` must be an absolute path inside the image, not `{}`",
+                            "`workdir` must be an absolute folder inside the image other than `/`, not `{}`",
                             w.get_ref()
                         ),
                     )

@@ -69,7 +69,8 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
 layer = blob(buf.getvalue())
 diff_id = "sha256:" + hashlib.sha256(__import__("gzip").decompress(buf.getvalue())).hexdigest()
 config = blob(json.dumps({"architecture": "amd64", "os": "linux",
-    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"], "WorkingDir": "/app"},
+    "config": {"Env": ["PATH=/usr/local/bin:/bin", "FROM_IMAGE=yes"],
+               "WorkingDir": os.environ.get("PROCTOR_TEST_IMAGE_WORKDIR", "/app")},
     "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
 manifest = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
     "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
@@ -90,6 +91,11 @@ fn make_image(lab: &Lab) {
 
 /// [`make_image`], with or without a `bash` in the image.
 fn make_image_with(lab: &Lab, bash: bool) {
+    make_image_env(lab, bash, &[]);
+}
+
+/// [`make_image`] with variables for the image's maker (`PROCTOR_TEST_IMAGE_WORKDIR`).
+fn make_image_env(lab: &Lab, bash: bool, vars: &[(&str, &str)]) {
     assert!(
         Path::new("/bin/busybox").is_file(),
         "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
@@ -97,6 +103,7 @@ fn make_image_with(lab: &Lab, bash: bool) {
     let images = lab.suite().join("images");
     std::fs::create_dir_all(&images).unwrap();
     let mut make = Command::new("python3");
+    make.envs(vars.iter().copied());
     if !bash {
         make.env("PROCTOR_TEST_IMAGE_NO_BASH", "1");
     }
@@ -923,6 +930,60 @@ all = [
         "{}\n{record:#}",
         record["reason"]
     );
+}
+
+/// An image whose `WorkingDir` is `/` (Docker's default, written out) runs its trials in
+/// `/workspace`, never errored; a suite's own `workdir = "/"` is refused by `validate`.
+#[test]
+fn an_image_working_in_slash_gets_a_workspace_and_a_suite_workdir_of_slash_is_refused() {
+    let lab = Lab::new("img-slash");
+    lab.write("fixture/fixture.txt", "laid by the suite\n");
+    lab.write(
+        "suite.toml",
+        r#"schema_version = 1
+id = "img-slash"
+
+[environment]
+image = "oci:images/bb"
+
+[defaults]
+wall_timeout_seconds = 30
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Say where you are."
+[tasks.success]
+all = [{ file_contains = { path = "where.txt", pattern = "^/workspace$" } }]
+"#,
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''pwd > where.txt'''\n",
+    );
+    make_image_env(&lab, true, &[("PROCTOR_TEST_IMAGE_WORKDIR", "/")]);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    let record = lab.record("t.agent.0");
+    assert_eq!(record["outcome"], "completed", "{}\n{record:#}", out.stderr);
+    let suite = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &suite.replace(
+            "image = \"oci:images/bb\"",
+            "image = \"oci:images/bb\"\nworkdir = \"/\"",
+        ),
+    );
+    let v = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    assert_eq!(v.code, 2, "{}", v.stderr);
+    assert!(v.stderr.contains("other than `/`"), "{}", v.stderr);
 }
 
 /// A tar of `payload/` (a folder and a file, both owned by uid and gid 1000, as the solutions of

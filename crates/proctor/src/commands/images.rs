@@ -62,10 +62,17 @@ fn pull(
     let image = cache
         .pull(&reference, registries)
         .map_err(|e| e.to_string())?;
+    // An image's `WorkingDir` of `/` (Docker's default, written out) cannot be the workspace:
+    // the whole image would be its lowest layer. It is taken as no working folder at all.
+    let image_dir = image
+        .config
+        .working_dir
+        .clone()
+        .filter(|w| w.starts_with('/') && w.trim_end_matches('/') != "");
     let workdir = env
         .workdir
         .clone()
-        .or_else(|| image.config.working_dir.clone())
+        .or(image_dir)
         .unwrap_or_else(|| "/workspace".into());
     let mut vars = image.config.env.clone();
     vars.extend(env.env.iter().map(|(k, v)| (k.clone(), v.clone())));
