@@ -68,7 +68,7 @@ fn pull(
         .config
         .working_dir
         .clone()
-        .filter(|w| w.starts_with('/') && w.trim_end_matches('/') != "");
+        .filter(|w| w.starts_with('/') && !w.trim_end_matches('/').is_empty());
     let workdir = env
         .workdir
         .clone()
