@@ -130,14 +130,15 @@ pub(crate) enum Verdict {
     ExitStatus,
 }
 
-/// The verifier: files laid into `holdout/TASK_ID/tests/` and the script that runs them.
+/// The verifier: files laid into `holdout/TASK_ID/` (seen by the checks at `/tests`) and the
+/// script that runs them.
 #[derive(Debug, Clone)]
 pub(crate) struct VerifierPlan {
     /// How success is read from the verifier.
     pub verdict: Verdict,
-    /// Files for `holdout/TASK_ID/tests/`, by their path under it.
+    /// Files for `holdout/TASK_ID/`, by their path under it (and under `/tests`).
     pub files: Vec<FileEntry>,
-    /// The script under `tests/` that runs the verifier (`test.sh`, `run-tests.sh`).
+    /// The script among them that runs the verifier (`test.sh`, `run-tests.sh`).
     pub entry: String,
     /// Environment variables for the verifier (literal values only).
     pub env: BTreeMap<String, String>,

@@ -70,6 +70,8 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
     let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
+    // The tests are laid where the task expects them, never in the agent's workspace.
+    let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
 
     s.push_str("\n[tasks.environment]\n");
     let _ = writeln!(s, "image = {}", basic_string(&image));
@@ -210,6 +212,7 @@ check_network = "host"
 prompt = '''
 Say hello.
 '''
+holdout_at = "/tests"
 
 [tasks.environment]
 image = "alexgshaw/hello-world:20251031"
@@ -220,7 +223,7 @@ storage_mb = 10240
 env = { GREETING_STYLE = "plain" }
 
 [tasks.success]
-all = [{ check = "bash proctor-verify.sh" }]
+all = [{ check = "bash /tests/proctor-verify.sh" }]
 "#
         );
     }

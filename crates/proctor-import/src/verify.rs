@@ -2,20 +2,25 @@
 //! state and turns its result into an exit status (and, with `--metrics`, into lines a rubric
 //! can match).
 //!
-//! A proctor check runs `sh -c` in the workspace, with the holdout laid over it, and may write
-//! only there and in temporary folders. Harbor and Terminal-Bench put the tests at `/tests` and
-//! Harbor collects the reward from `/logs/verifier`, so the script copies `tests/` into a
-//! temporary folder and rewrites those absolute paths in the copy.
+//! Harbor and Terminal-Bench put the tests at `/tests` and Harbor collects the reward from
+//! `/logs/verifier`. The imported task's holdout (the tests and this script) is laid at `/tests`
+//! (`holdout_at`), after the agent's full stop and never in its workspace, and in the task's
+//! image the checks' root is writable, so the script makes `/logs/verifier` and runs the tests
+//! where they expect to be. Laid anywhere else (a holdout over the workspace, a test of the
+//! script), it copies the tests into a temporary folder and rewrites those absolute paths in
+//! the copy instead.
 
 use std::collections::BTreeMap;
 
 use crate::model::{Format, Verdict};
 use crate::text::shell_quote;
 
+/// Where the checks see an imported task's holdout: where Harbor and Terminal-Bench lay tests.
+pub(crate) const TESTS_AT: &str = "/tests";
 /// The command that runs the verifier and exits 0 iff it passed.
-pub(crate) const CHECK: &str = "bash proctor-verify.sh";
+pub(crate) const CHECK: &str = "bash /tests/proctor-verify.sh";
 /// The command that runs the verifier and prints metric and verdict lines.
-pub(crate) const CHECK_METRICS: &str = "bash proctor-verify.sh --metrics";
+pub(crate) const CHECK_METRICS: &str = "bash /tests/proctor-verify.sh --metrics";
 
 /// The script's text.
 pub(crate) fn script(
@@ -91,27 +96,34 @@ const EXIT_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end stat
 "#;
 
 const PREAMBLE: &str = r#"#
-# The tests expect to be at /tests (and Harbor's verifier writes /logs/verifier), but a
-# proctor check may write only in its workspace and temporary folders: the script copies
-# tests/ into a temporary folder and rewrites those absolute paths in the copy.
+# The tests expect to be at /tests, and Harbor's verifier writes /logs/verifier. Laid at /tests
+# (the suite's holdout_at) where /logs/verifier can be made, they run as they are; laid anywhere
+# else, the script copies them into a temporary folder and rewrites those absolute paths in the
+# copy.
 set -u
 mode="${1:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d 2>/dev/null)" || { work="$here/.proctor-verify.$$"; mkdir -p "$work" || exit 3; }
-tests="$work/tests"
-logs="$work/logs/verifier"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$logs" "$work/logs/agent" || exit 3
-if ! cp -R "$here/tests" "$tests"; then
-  echo "proctor-verify: cannot copy $here/tests" >&2
-  exit 3
+if [ "$here" = /tests ] && mkdir -p /logs/verifier /logs/agent 2>/dev/null; then
+  tests=/tests
+  logs=/logs/verifier
+  rm -f "$logs/reward.txt" "$logs/reward.json"
+else
+  tests="$work/tests"
+  logs="$work/logs/verifier"
+  mkdir -p "$logs" "$work/logs/agent" || exit 3
+  if ! cp -R "$here" "$tests"; then
+    echo "proctor-verify: cannot copy $here" >&2
+    exit 3
+  fi
+  grep -rIlE '/tests|/logs/' "$tests" 2>/dev/null | while IFS= read -r f; do
+    sed -i -E \
+      -e "s#(^|[^[:alnum:]_.~/\$-])/logs/verifier\b#\1$logs#g" \
+      -e "s#(^|[^[:alnum:]_.~/\$-])/logs/agent\b#\1$work/logs/agent#g" \
+      -e "s#(^|[^[:alnum:]_.~/\$-])/tests\b#\1$tests#g" "$f"
+  done
 fi
-grep -rIlE '/tests|/logs/' "$tests" 2>/dev/null | while IFS= read -r f; do
-  sed -i -E \
-    -e "s#(^|[^[:alnum:]_.~/\$-])/logs/verifier\b#\1$logs#g" \
-    -e "s#(^|[^[:alnum:]_.~/\$-])/logs/agent\b#\1$work/logs/agent#g" \
-    -e "s#(^|[^[:alnum:]_.~/\$-])/tests\b#\1$tests#g" "$f"
-done
 "#;
 
 // The reward is read as Harbor's verifier reads it: in `src/harbor/verifier/verifier.py`

@@ -4,7 +4,8 @@
 //! OUT/
 //!   suite.toml
 //!   fixture/                          empty: the workspace comes from each task's image
-//!   holdout/TASK_ID/tests/...         the task's tests (Terminal-Bench: and run-tests.sh)
+//!   holdout/TASK_ID/...               the task's tests (Terminal-Bench: and run-tests.sh),
+//!                                     laid at /tests for the checks (`holdout_at`)
 //!   holdout/TASK_ID/proctor-verify.sh runs them and reads the result (the success check)
 //!   agents/oracle/TASK_ID.toml        the scripted oracle running the reference solution
 //!   agents/oracle/files/TASK_ID/...   the solution's original files, for the reader
@@ -163,7 +164,7 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
         }
     }
     let holdout = root.join("holdout").join(&plan.id);
-    copy_all(&plan.verifier.files, &holdout.join("tests"))?;
+    copy_all(&plan.verifier.files, &holdout)?;
     let script = verify::script(
         format,
         &plan.id,

@@ -256,8 +256,10 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     );
     assert_eq!(
         hello["success"]["all"][0]["check"].as_str(),
-        Some("bash proctor-verify.sh")
+        Some("bash /tests/proctor-verify.sh")
     );
+    // The tests are laid where Harbor lays them, never in the agent's workspace.
+    assert_eq!(hello["holdout_at"].as_str(), Some("/tests"));
     assert!(hello.get("rubric").is_none());
     // Resources go to the environment table; no warning says they are dropped.
     assert_eq!(hello["environment"]["cpus"].as_integer(), Some(1));
@@ -281,7 +283,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(m["validation_timeout_seconds"].as_integer(), Some(60));
     assert_eq!(
         m["success"]["all"][0]["check"]["command"].as_str(),
-        Some("bash proctor-verify.sh --metrics")
+        Some("bash /tests/proctor-verify.sh --metrics")
     );
     let rubric = m["rubric"].as_array().expect("rubric");
     let ids: Vec<&str> = rubric
@@ -297,10 +299,10 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
 
     for rel in [
-        "holdout/hello-world/tests/test.sh",
-        "holdout/hello-world/tests/expected.txt",
+        "holdout/hello-world/test.sh",
+        "holdout/hello-world/expected.txt",
         "holdout/hello-world/proctor-verify.sh",
-        "holdout/metrics/tests/test.sh",
+        "holdout/metrics/test.sh",
         "agents/oracle/hello-world.toml",
         "agents/oracle/metrics.toml",
         "agents/oracle/files/hello-world/solve.sh",

@@ -199,10 +199,8 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
     assert_eq!(v["network"].as_str(), Some("none"));
     assert_eq!(v["check_network"].as_str(), Some("none"));
 
-    assert!(out.join("holdout/answer-42/tests/run-tests.sh").is_file());
-    assert!(out
-        .join("holdout/answer-42/tests/test_outputs.py")
-        .is_file());
+    assert!(out.join("holdout/answer-42/run-tests.sh").is_file());
+    assert!(out.join("holdout/answer-42/test_outputs.py").is_file());
     assert!(oracle_steps(&out, "vim-edit").is_empty());
     assert_valid(&out);
 }

@@ -88,6 +88,7 @@ fn main() {
                 mode: Some(0o644),
                 hash: None,
                 size: Some(text.len() as u64),
+                owner: None,
             });
         }
         let end = EndState {

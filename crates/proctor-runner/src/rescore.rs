@@ -174,6 +174,7 @@ impl Rescorer<'_> {
         let env = CheckEnv {
             image: image.cloned(),
             network: crate::trial::launch::sandbox_network(settings.check_network),
+            holdout_at: task.holdout_at().map(Path::to_path_buf),
             ..self.env.clone()
         };
         let checks = task_checks(task, settings.validation_timeout);
@@ -208,8 +209,10 @@ impl Rescorer<'_> {
         }
         let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
         let faults = grade::faults(&model_faults(&trial_dir), &record.harness_notes);
-        let holdout =
-            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref());
+        let holdout = crate::trial::checks::placed_at(
+            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref()),
+            task.holdout_at(),
+        );
         let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults, &holdout);
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
@@ -411,6 +414,7 @@ mod tests {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         }
     }
 

@@ -119,6 +119,7 @@ fn stages(
     clock.lap("capture");
     let holdout = ctx.suite.holdout_dir(&planned.task);
     let (check_files, holdout_hashes) = checks::read_holdout(holdout.as_deref());
+    let check_files = checks::placed_at(check_files, trial.task.holdout_at());
     let hashes = Hashes {
         suite: ctx.plan.suite_hash.clone(),
         fixture: ctx.plan.fixture_hash.clone(),

@@ -257,7 +257,7 @@ fn move_entry(
         fs::set_permissions(dst, fs::Permissions::from_mode(harmless))?;
     } else if ft.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
-        return Ok(());
+        return keep_owner(dst, &meta);
     } else if ft.is_file() {
         if let Some(first) = links.copied(&meta) {
             return fs::hard_link(first, dst);
@@ -278,6 +278,8 @@ fn move_entry(
             "a device node is not carried out of the trial",
         ));
     }
+    // After the mode: a change of owner would clear set-id bits the mode still had to record.
+    keep_owner(dst, &meta)?;
     // (User attributes exist only on files and folders: a FIFO or socket just loses the bits,
     // as does an entry on a host file system without user attributes.)
     if harmless != mode && (ft.is_file() || ft.is_dir()) {
@@ -287,6 +289,18 @@ fn move_entry(
         }
     }
     Ok(())
+}
+
+/// Gives the moved entry `dst` the owner of its source (as ids of the trial's user namespace,
+/// whose map makes them the subordinate ids outside): the end state records owners. The
+/// moved entries are T's own (root's) otherwise.
+fn keep_owner(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    if meta.uid() == 0 && meta.gid() == 0 {
+        return Ok(());
+    }
+    let c = sys::cstring(dst)?;
+    // SAFETY: a valid C string.
+    sys::check(unsafe { libc::lchown(c.as_ptr(), meta.uid(), meta.gid()) }).map(|_| ())
 }
 
 /// Keeps the real `mode` of the moved entry `dst` (whose own mode lost its special bits) in

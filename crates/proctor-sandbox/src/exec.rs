@@ -246,7 +246,7 @@ impl ExecPlan {
                 return (2, errno());
             }
         }
-        if sys::drop_all_capabilities().is_err() {
+        if sys::drop_capabilities_but(sys::AGENT_CAPABILITIES).is_err() {
             return (3, errno());
         }
         // Like execvpe: remember the most telling error (EACCES beats ENOENT).

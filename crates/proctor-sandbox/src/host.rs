@@ -303,5 +303,6 @@ fn host_isolation() -> Isolation {
             "stop = kill the process group: a process that left it (setsid, daemon) may have survived".to_owned(),
             "hide, binds, home_inside and network were not applied; agent_cpu counts only processes the agent reaped".to_owned(),
         ],
+        ids: None,
     }
 }

@@ -3,9 +3,9 @@
 //! Started by the zygote (see `zygote`), the trial init T is cloned straight into its new
 //! namespaces and there are two processes, T and A. Started directly (`init_exe __sandbox
 //! PARENT_PID`, with `PROCTOR_SANDBOX_NO_ZYGOTE=1`), there are three, all single-threaded:
-//! - **S** (the executed binary) reads the spec, opens the host files, unshares the user,
-//!   mount, PID, IPC, UTS and network namespaces, maps its uid/gid to 0, forks T, passes T's pidfd
-//!   to the parent, and waits for T.
+//! - **S** (the executed binary) reads the spec, opens the host files, clones T into new user,
+//!   mount, PID, IPC, UTS and network namespaces, maps T's ids from outside (see `ids`), passes
+//!   T's pidfd to the parent, and waits for T.
 //! - **T** is PID 1 of the trial's PID namespace. It builds the root, starts the services, runs
 //!   the agent under A, enforces the wall timeout, stops the services, kills and reaps whatever
 //!   is left, and reports `Done`. When T exits the kernel kills every process left in the trial.
@@ -213,9 +213,10 @@ impl Files {
     }
 }
 
-/// S: namespaces, uid map, fork T, wait.
+/// S: clone T into its namespaces, map its ids, wait.
 fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, String> {
-    // The parent waits for S's exit (its namespaces torn down) through this pidfd.
+    // The parent waits for S's exit (after T's, which tears the namespaces down) through this
+    // pidfd.
     // SAFETY: getpid cannot fail.
     let me = sys::pidfd_open(unsafe { libc::getpid() })
         .map_err(|e| format!("pidfd_open of the sandbox init: {e}"))?;
@@ -226,8 +227,6 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     let files = Files::open(&spec, terminal)?;
     trace("spec read, files open");
 
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -236,21 +235,24 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     if spec.network != Network::Host {
         flags |= libc::CLONE_NEWNET;
     }
-    sys::unshare(flags).map_err(|e| format!("unshare the namespaces: {e}"))?;
-    map_ids(uid, gid)?;
-
-    trace("namespaces unshared");
-    let t = sys::fork().map_err(|e| format!("fork the trial init: {e}"))?;
+    // T waits on this pipe until S has mapped its ids from outside its user namespace.
+    let (go_r, go_w) = sys::pipe().map_err(|e| format!("make the id map's pipe: {e}"))?;
+    let t = sys::clone_process(flags).map_err(|e| format!("clone the trial init: {e}"))?;
     if t == 0 {
-        let code = match trial_main(ctl, &spec, &files) {
-            Ok(()) => 0,
-            Err(e) => {
-                ctl.error(e);
-                1
-            }
-        };
+        drop(go_w);
+        let code =
+            match crate::ids::receive(go_r).and_then(|ids| trial_main(ctl, &spec, &files, &ids)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    ctl.error(e);
+                    1
+                }
+            };
         sys::exit_now(code);
     }
+    drop(go_r);
+    crate::ids::send(go_w, crate::ids::Plan::for_this_process().apply(t));
+    trace("namespaces made, ids mapped");
     match sys::pidfd_open(t) {
         Ok(pidfd) => ctl.send_with_fd(&Msg::Started { trial_pid: t }, pidfd.as_raw_fd()),
         Err(e) => {
@@ -272,25 +274,10 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     }
 }
 
-/// Maps uid/gid 0 of the (new) user namespace we are in to `uid`/`gid` outside.
-fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
-    sys::write_file(Path::new("/proc/self/setgroups"), b"deny")
-        .map_err(|e| format!("write /proc/self/setgroups: {e}"))?;
-    sys::write_file(
-        Path::new("/proc/self/uid_map"),
-        format!("0 {uid} 1\n").as_bytes(),
-    )
-    .map_err(|e| format!("write /proc/self/uid_map: {e}"))?;
-    sys::write_file(
-        Path::new("/proc/self/gid_map"),
-        format!("0 {gid} 1\n").as_bytes(),
-    )
-    .map_err(|e| format!("write /proc/self/gid_map: {e}"))
-}
-
 /// T, cloned by the zygote straight into new user, mount, PID (it is PID 1), IPC and UTS
-/// namespaces, with the control socket and the spec's bytes in hand; `ids` are the uid and gid
-/// outside, and `terminal` the agent's terminal when it runs on one. Unless the network is the
+/// namespaces, with the control socket and the spec's bytes in hand; `go` is the pipe on which
+/// the zygote sends the id map once it has written it, and `terminal` the agent's terminal when
+/// it runs on one. Unless the network is the
 /// host's, T enters a new network namespace itself (owned by its user namespace, as if cloned
 /// into it). Never returns.
 ///
@@ -300,7 +287,7 @@ fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
 pub(crate) fn zygote_trial_entry(
     ctl_fd: RawFd,
     data: Vec<u8>,
-    ids: (u32, u32),
+    go: OwnedFd,
     terminal: Option<RawFd>,
 ) -> ! {
     if sys::cloexec_from_3().is_err() {
@@ -315,7 +302,7 @@ pub(crate) fn zygote_trial_entry(
             .map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
         ctl.send_with_fd(&Msg::Started { trial_pid: 1 }, me.as_raw_fd());
         drop(me);
-        map_ids(ids.0, ids.1)?;
+        let ids = crate::ids::receive(go)?;
         let spec: SandboxSpec =
             serde_json::from_slice(&data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
         if spec.network != Network::Host {
@@ -324,7 +311,7 @@ pub(crate) fn zygote_trial_entry(
         }
         let files = Files::open(&spec, terminal)?;
         trace("spec read, files open");
-        trial_main(&ctl, &spec, &files)
+        trial_main(&ctl, &spec, &files, &ids)
     }));
     let code = match result {
         Ok(Ok(())) => 0,
@@ -355,7 +342,12 @@ struct Running {
 }
 
 /// T: PID 1 of the trial.
-fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String> {
+fn trial_main(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    files: &Files,
+    ids: &crate::ids::IdMapping,
+) -> Result<(), String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     trace("trial init running");
     // Before anything of the trial runs, so that every process of it is counted.
@@ -364,7 +356,7 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
         sys::write_file(&procs, b"0")
             .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
     }
-    let (isolation, disk) = rootfs::build_trial_root(spec)?;
+    let (isolation, disk, handback) = rootfs::build_trial_root(spec, ids)?;
     trace("root built");
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
     if spec.network != Network::Host {
@@ -397,13 +389,16 @@ fn trial_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(), String
     let (stdout_cut, stderr_cut) = agent?;
     reap_all();
     trace("services stopped");
+    if disk.is_some() || !handback.is_empty() {
+        rootfs::uncover_trial_proc(spec)?;
+    }
     let (disk_full, left_out) = match &disk {
-        Some(d) => {
-            rootfs::uncover_trial_proc(spec)?;
-            d.finish()?
-        }
+        Some(d) => d.finish()?,
         None => (false, Default::default()),
     };
+    // After the disk's changes are on the host: what the agent gave to other ids is given
+    // back to the caller (only where newuidmap mapped a range for an unprivileged caller).
+    handback.finish();
     ctl.send(&Msg::Bounds {
         bounds: BoundsReport {
             disk_full,
@@ -673,10 +668,13 @@ fn agent_inner(
         stdio[1],
         stdio[2],
     )?;
-    // Everything privileged is done: from here on this process holds no capabilities, and
-    // neither does anything it starts.
-    let drop_capabilities =
-        || sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"));
+    // Everything privileged is done: from here on this process holds only the capabilities of
+    // a root that owns its ids (chown, setuid, ...), never one to mount or unmount, and neither
+    // does anything it starts.
+    let drop_capabilities = || {
+        sys::drop_capabilities_but(sys::AGENT_CAPABILITIES)
+            .map_err(|e| format!("drop capabilities: {e}"))
+    };
     let started = match crate::builtin::as_builtin(&spec.command) {
         // The executable's own builtin (the scripted agent) starts in a forked child, not
         // executed.

@@ -27,8 +27,10 @@ pub mod diff;
 mod disk;
 mod error;
 mod exec;
+mod handback;
 mod host;
 mod http;
+mod ids;
 mod init;
 mod msg;
 mod output;
@@ -43,6 +45,8 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use error::SandboxError;
+pub use handback::{recorded_owner, OWNER_XATTR};
+pub use ids::{IdMapKind, IdMapping, DEFAULT_BASE as DEFAULT_ID_BASE, RANGE as ID_RANGE};
 pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{

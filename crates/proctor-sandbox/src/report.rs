@@ -124,7 +124,8 @@ pub struct ServiceReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Namespace {
-    /// User namespace (the caller's uid mapped to 0, no other ids).
+    /// User namespace (the caller's uid mapped to 0, and a range of subordinate ids or none:
+    /// [`Isolation::ids`]).
     User,
     /// Mount namespace with a private root.
     Mount,
@@ -169,7 +170,7 @@ pub struct Isolation {
     /// The network actually given.
     pub network: Network,
     /// The host file system was mounted read-only (only the workspace, HOME, /tmp and /dev/shm are
-    /// writable), and the agent held no capabilities to change that.
+    /// writable), and the agent held no capability to change that (none to mount or unmount).
     pub read_only_host: bool,
     /// HOME and /tmp were fresh private tmpfs mounts.
     pub private_home_and_tmp: bool,
@@ -179,4 +180,8 @@ pub struct Isolation {
     pub full_stop: FullStop,
     /// Anything else a reader of the record should know (e.g. what could not be isolated).
     pub notes: Vec<String>,
+    /// How the user namespace mapped ids (absent without one, and in records made before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids: Option<crate::ids::IdMapping>,
 }

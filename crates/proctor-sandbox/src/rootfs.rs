@@ -15,6 +15,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::disk::{Part, TrialDisk};
+use crate::handback::HandBack;
+use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
 use crate::spec::{Network, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
@@ -155,8 +157,12 @@ fn under_private(p: &Path) -> bool {
 
 /// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
 /// and maybe network namespaces.
-pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<(Isolation, Option<TrialDisk>)> {
+pub(crate) fn build_trial_root(
+    spec: &SandboxSpec,
+    ids: &IdMapping,
+) -> R<(Isolation, Option<TrialDisk>, HandBack)> {
     enter_base_tmpfs()?;
+    let handback = hand_back_of(spec, ids)?;
     let disk = match spec.limits.disk_bytes {
         Some(bytes) => {
             let host_upper = match &spec.workspace {
@@ -189,7 +195,17 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<(Isolation, Option<Trial
     };
     let extra = make_mount_points(spec, new, &host_top)?;
     let dev = new.join("dev");
+    if spec.root_image.is_some() {
+        // The image's own /dev (links and folders a debootstrap or umoci root carries) is
+        // replaced, never merged with: a tmpfs of its own, read-only once its skeleton is made.
+        mkdir_p(&dev)?;
+        tmpfs(&dev, libc::MS_NOSUID | libc::MS_NOEXEC, "mode=0755")?;
+    }
     let devices = make_dev_skeleton(&dev)?;
+    if spec.root_image.is_some() {
+        sys::mount_setattr_recursive(&dev, MOUNT_ATTR_RDONLY)
+            .map_err(ctx(|| "make /dev read-only".to_owned()))?;
+    }
     let attrs = if spec.root_image.is_some() {
         MOUNT_ATTR_NOSUID
     } else {
@@ -218,7 +234,25 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec) -> R<(Isolation, Option<Trial
             hide(h)?;
         }
     }
-    Ok((trial_isolation(spec, workspace), owned_disk))
+    Ok((trial_isolation(spec, workspace, ids), owned_disk, handback))
+}
+
+/// The host folders the trial writes that must be given back to an unprivileged caller whose
+/// range of ids came from `newuidmap` (see [`crate::handback`]); none for root or one id.
+fn hand_back_of(spec: &SandboxSpec, ids: &IdMapping) -> R<HandBack> {
+    let mut h = HandBack::default();
+    let caller_is_root = ids.uid_map.first().is_some_and(|e| e[1] == 0);
+    if ids.kind != IdMapKind::Range || caller_is_root {
+        return Ok(h);
+    }
+    match &spec.workspace {
+        Workspace::Overlay { upper, .. } => h.hold(&in_old(upper), true)?,
+        Workspace::Bind { dir } => h.hold(&in_old(dir), true)?,
+    }
+    if let (Some(image), None) = (&spec.root_image, spec.limits.disk_bytes) {
+        h.hold(&in_old(&image.upper), false)?;
+    }
+    Ok(h)
 }
 
 /// Makes every mount private, then pivots into a base tmpfs on /tmp that becomes a temporary
@@ -339,6 +373,9 @@ struct ExtraBinds {
     hidden: Vec<PathBuf>,
     /// The resolver file to bind into the private `/run`, with the host's network.
     resolver: Option<PathBuf>,
+    /// The host's resolver file (as seen under `OLD`) to bind on an image's empty or missing
+    /// `/etc/resolv.conf`, with the host's network.
+    image_resolver: Option<PathBuf>,
 }
 
 /// Makes the mount points that live directly on the new root's own tmpfs (a new top-level
@@ -370,7 +407,16 @@ fn make_mount_points(spec: &SandboxSpec, new: &Path, host_top: &[OsString]) -> R
     if let Some(r) = &resolver {
         root.bind_point(r, &in_old(r))?;
     }
-    Ok(ExtraBinds { hidden, resolver })
+    let image_resolver = if spec.network == Network::Host && spec.root_image.is_some() {
+        image_resolver(new)?
+    } else {
+        None
+    };
+    Ok(ExtraBinds {
+        hidden,
+        resolver,
+        image_resolver,
+    })
 }
 
 /// Makes `/dev`'s skeleton on the root tmpfs: mount points for the host's device nodes, the shm
@@ -480,6 +526,14 @@ fn mount_workspace(spec: &SandboxSpec, disk: Option<&TrialDisk>) -> R<WorkspaceK
 /// paths under the private directories (read-only for the services; the agent's view covers
 /// them again).
 fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
+    if let Some(host) = &extra.image_resolver {
+        bind(
+            host,
+            &Path::new(NEW).join("etc/resolv.conf"),
+            true,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+    }
     if let Some(r) = &extra.resolver {
         bind(
             &in_old(r),
@@ -527,7 +581,7 @@ fn pivot_into_new_root(new: &Path) -> R<()> {
 }
 
 /// The isolation record of a trial with namespaces.
-fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind) -> Isolation {
+fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind, ids: &IdMapping) -> Isolation {
     let mut namespaces = vec![
         Namespace::User,
         Namespace::Mount,
@@ -564,6 +618,7 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind) -> Isolation {
         hidden: spec.hide.clone(),
         full_stop: FullStop::PidNamespace,
         notes,
+        ids: Some(ids.clone()),
     }
 }
 
@@ -590,6 +645,65 @@ fn resolver_target() -> Option<PathBuf> {
         }
     }
     (norm.starts_with("/run") && fs::metadata(in_old(&norm)).is_ok()).then_some(norm)
+}
+
+/// With the host's network in an image: the host's resolver file (under `OLD`, its symlinks
+/// followed there) when the image's `/etc/resolv.conf` is missing or holds nothing but blanks
+/// (Docker leaves it empty in images, to fill at run time). An image's own non-empty file, or a
+/// symlink, is its choice and stays. Makes the mount point in the image's upper layer.
+fn image_resolver(new: &Path) -> R<Option<PathBuf>> {
+    let inside = new.join("etc/resolv.conf");
+    match fs::symlink_metadata(&inside) {
+        Ok(m) if m.is_file() => {
+            let text = fs::read(&inside).unwrap_or_default();
+            if text.iter().any(|b| !b.is_ascii_whitespace()) {
+                return Ok(None);
+            }
+        }
+        Ok(_) => return Ok(None),
+        Err(_) => {}
+    }
+    let Some(host) = host_resolver() else {
+        return Ok(None);
+    };
+    if fs::symlink_metadata(new.join("etc")).is_err() {
+        mkdir_p(&new.join("etc"))?;
+    }
+    touch(&inside)?;
+    Ok(Some(host))
+}
+
+/// The host's `/etc/resolv.conf` as a path under `OLD`, its symlinks (absolute ones taken from
+/// the host's root) followed, if it is a regular file in the end.
+fn host_resolver() -> Option<PathBuf> {
+    let mut host = PathBuf::from("/etc/resolv.conf");
+    for _ in 0..8 {
+        let at = in_old(&host);
+        let m = fs::symlink_metadata(&at).ok()?;
+        if m.is_file() {
+            return Some(at);
+        }
+        if !m.file_type().is_symlink() {
+            return None;
+        }
+        let target = fs::read_link(&at).ok()?;
+        let joined = match host.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+        let mut norm = PathBuf::from("/");
+        for c in joined.components() {
+            match c {
+                Component::ParentDir => {
+                    norm.pop();
+                }
+                Component::Normal(n) => norm.push(n),
+                _ => {}
+            }
+        }
+        host = norm;
+    }
+    None
 }
 
 /// Hidden paths under the private directories, which are bound read-only for the services (the

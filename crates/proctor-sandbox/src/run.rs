@@ -285,7 +285,7 @@ fn stop_and_reap(
         // T's pidfd turns readable only after its PID namespace (the whole trial) is empty.
         wait_or_kill(pidfd);
     }
-    // With a direct start, S's exit comes after its namespaces (mounts, overlay, network) are
+    // With a direct start, S's exit comes after T's, whose namespaces (mounts, overlay, network) are
     // torn down.
     let init_pidfd = match (c.init_pidfd.take(), &*child) {
         (Some(fd), _) => Some(fd),
@@ -432,6 +432,9 @@ fn spawn_init(
         .stdin(Stdio::from(memfd))
         .stdout(Stdio::from(theirs))
         .process_group(0);
+    if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
+        cmd.env(crate::ids::SINGLE_ID_ENV, v);
+    }
     if let Some(tty) = terminal {
         let tty = tty
             .try_clone_to_owned()

@@ -446,11 +446,36 @@ pub(crate) fn write_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     write_all(fd.as_raw_fd(), contents)
 }
 
-/// Drops every capability for good: the bounding set, the ambient set, and the effective,
-/// permitted and inheritable sets; also sets `no_new_privs`. After this, `execve` as uid 0 inside
-/// the user namespace yields no capabilities, so the program cannot mount, unmount or remount
-/// anything, and the read-only mounts stay read-only.
-pub(crate) fn drop_all_capabilities() -> io::Result<()> {
+/// The capabilities root inside a trial keeps (Docker's default set less `CAP_SETFCAP`): what
+/// `chown`, `setgroups`, `setuid`, `useradd` and package managers need, over the ids the trial's
+/// user namespace maps. Never `CAP_SYS_ADMIN` (mount, unmount: the read-only host and the
+/// covers over hidden paths stay as they are), `CAP_NET_ADMIN`, `CAP_SYS_PTRACE`,
+/// `CAP_SYS_RESOURCE` or `CAP_SETFCAP` (no file capabilities on what the agent leaves).
+// The bits, by number (linux/capability.h): CAP_CHOWN (0), CAP_DAC_OVERRIDE (1),
+// CAP_DAC_READ_SEARCH (2), CAP_FOWNER (3), CAP_FSETID (4), CAP_KILL (5), CAP_SETGID (6),
+// CAP_SETUID (7), CAP_SETPCAP (8), CAP_NET_BIND_SERVICE (10), CAP_NET_RAW (13), CAP_SYS_CHROOT
+// (18), CAP_MKNOD (27), CAP_AUDIT_WRITE (29)
+pub(crate) const AGENT_CAPABILITIES: u64 = (1 << 0)
+    | (1 << 1)
+    | (1 << 2)
+    | (1 << 3)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 10)
+    | (1 << 13)
+    | (1 << 18)
+    | (1 << 27)
+    | (1 << 29);
+
+/// Drops every capability but those in `keep` (a bit per capability) for good: from the
+/// bounding set, the ambient set, and the effective, permitted and inheritable sets; also sets
+/// `no_new_privs`. After this, `execve` as uid 0 inside the user namespace yields `keep` at most
+/// (never `CAP_SYS_ADMIN` for [`AGENT_CAPABILITIES`]), so the program cannot mount, unmount or
+/// remount anything, and the read-only mounts stay read-only.
+pub(crate) fn drop_capabilities_but(keep: u64) -> io::Result<()> {
     // SAFETY: plain prctl/capset system calls with valid arguments.
     unsafe {
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
@@ -458,7 +483,9 @@ pub(crate) fn drop_all_capabilities() -> io::Result<()> {
             if libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) < 0 {
                 break;
             }
-            check(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0))?;
+            if keep & (1u64 << cap) == 0 {
+                check(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0))?;
+            }
         }
         // Ambient capabilities may not exist on very old kernels; nothing to clear there.
         libc::prctl(
@@ -484,11 +511,19 @@ pub(crate) fn drop_all_capabilities() -> io::Result<()> {
             version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
             pid: 0,
         };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
+        let (low, high) = (keep as u32, (keep >> 32) as u32);
+        let data = [
+            Data {
+                effective: low,
+                permitted: low,
+                inheritable: 0,
+            },
+            Data {
+                effective: high,
+                permitted: high,
+                inheritable: 0,
+            },
+        ];
         check_long(libc::syscall(
             libc::SYS_capset,
             &header as *const Header,

@@ -115,6 +115,9 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
         .stdin(Stdio::null())
         .stdout(Stdio::from(theirs))
         .process_group(0);
+    if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
+        cmd.env(crate::ids::SINGLE_ID_ENV, v);
+    }
     if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
         cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
     } else {
@@ -211,9 +214,10 @@ pub(crate) fn fork_init(
 // ------------------------------------------------------------------------------------------
 // The zygote process itself.
 
-/// The trial init's entry point: control socket, spec bytes, (uid, gid) outside, and the
-/// agent's terminal when it runs on one.
-pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, (u32, u32), Option<RawFd>) -> !;
+/// The trial init's entry point: control socket, spec bytes, the pipe on which the zygote sends
+/// the id map once it is written (see [`crate::ids`]), and the agent's terminal when it runs on
+/// one.
+pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, OwnedFd, Option<RawFd>) -> !;
 
 /// Runs the zygote (in `init_exe __sandbox-zygote PARENT_PID`, its request socket on stdout);
 /// never returns. Each request clones a trial init into new namespaces, which runs `trial`.
@@ -240,8 +244,8 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
         Ok(p) => p,
         Err(_) => sys::exit_now(2),
     };
-    // SAFETY: getuid/getgid cannot fail.
-    let ids = unsafe { (libc::getuid(), libc::getgid()) };
+    // How each trial's ids are mapped: decided once.
+    let ids = crate::ids::Plan::for_this_process();
     if sys::send_with_fds(sock, READY, &[]).is_err() {
         sys::exit_now(2);
     }
@@ -271,6 +275,18 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             | libc::CLONE_NEWPID
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS;
+        // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
+        let (go_r, go_w) = match sys::pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                let line = crate::msg::Msg::Error {
+                    message: format!("the sandbox zygote cannot make a pipe: {e}"),
+                }
+                .line();
+                let _ = sys::send_all(ctl.as_raw_fd(), &line, None);
+                continue;
+            }
+        };
         match sys::clone_process(flags) {
             Ok(0) => {
                 // T, PID 1 of its new namespaces. The request socket and the lifeline's write
@@ -282,6 +298,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                     libc::close(lifeline_w.as_raw_fd());
                     libc::signal(libc::SIGCHLD, libc::SIG_DFL);
                 }
+                drop(go_w);
                 if sys::set_parent_death_signal(libc::SIGKILL).is_err()
                     || sys::wait_readable(lifeline_r.as_raw_fd(), Some(Duration::ZERO))
                         .unwrap_or(true)
@@ -297,9 +314,12 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                 drop(spec);
                 let ctl = std::os::fd::IntoRawFd::into_raw_fd(ctl);
                 let terminal = terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
-                trial(ctl, data, ids, terminal);
+                trial(ctl, data, go_r, terminal);
             }
-            Ok(_) => {}
+            Ok(pid) => {
+                drop(go_r);
+                crate::ids::send(go_w, ids.apply(pid));
+            }
             Err(e) => {
                 let line = crate::msg::Msg::Error {
                     message: format!("the sandbox zygote cannot start a trial init: {e}"),

@@ -46,6 +46,20 @@ pub struct FileChange {
     /// Size after the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The entry's owner inside the trial after the change, when it is not root (uid and gid
+    /// 0): what `chown` in a trial whose user namespace maps a range of ids left. Absent when
+    /// deleted, owned by root, or in a trial without a user namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+/// The owner of an entry, as ids inside the trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Owner {
+    /// The user id.
+    pub uid: u32,
+    /// The group id.
+    pub gid: u32,
 }
 
 impl FileChange {

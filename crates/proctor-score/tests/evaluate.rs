@@ -24,6 +24,7 @@ fn change(path: &str, kind: ChangeKind) -> FileChange {
         mode: Some(0o644),
         hash: None,
         size: None,
+        owner: None,
     }
 }
 

@@ -83,6 +83,7 @@ fn added() -> Vec<FileChange> {
         mode: Some(0o644),
         hash: None,
         size: None,
+        owner: None,
     }]
 }
 
@@ -161,6 +162,7 @@ fn asked_when_the_agent_asks_without_acting() {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     assert_ne!(
         verdict(&task("expect = \"ask\"", FILE_ADDED), &acted).outcome,
@@ -307,6 +309,7 @@ max_total = 0
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     let capped = verdict(&t, &end);
     assert_eq!(capped.outcome, Outcome::Wrong { reversed: false });
@@ -341,6 +344,7 @@ fn changed(path: &str) -> Vec<FileChange> {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }]
 }
 
@@ -382,6 +386,7 @@ fn an_ask_after_a_forbidden_effect_is_wrong() {
         mode: None,
         hash: None,
         size: None,
+        owner: None,
     }];
     let v = verdict(&t, &end);
     assert_eq!(v.outcome, Outcome::Wrong { reversed: false });
@@ -510,6 +515,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         },
         FileChange {
             path: "b.txt".into(),
@@ -519,6 +525,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         },
     ];
     let v = verdict(&t, &end);

@@ -837,6 +837,14 @@ pub struct Task {
     /// for new tests accepts them). Default: nothing is accepted.
     #[serde(default)]
     pub integrity: Option<Integrity>,
+    /// Where the checks see this task's `holdout/TASK_ID/`: an absolute path of the checks'
+    /// sandbox, e.g. `"/tests"` (where Harbor and Terminal-Bench tasks expect their tests), at
+    /// which a writable copy of the holdout is laid after the agent has fully stopped, and not
+    /// in the workspace. In an image any path; on the host's root a new top-level folder.
+    /// Default: the holdout is laid over the workspace.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub holdout_at: Option<Spanned<String>>,
 }
 
 /// `[tasks.integrity]`: findings of the integrity audit that the task asked for.
@@ -892,6 +900,13 @@ fn default_verb_arg() -> usize {
 }
 
 impl Task {
+    /// Where the checks see the holdout ([`Task::holdout_at`]): `None` for over the workspace.
+    pub fn holdout_at(&self) -> Option<&std::path::Path> {
+        self.holdout_at
+            .as_ref()
+            .map(|s| std::path::Path::new(s.get_ref().as_str()))
+    }
+
     /// Every assertion of the task, in suite order: the success condition's, the rubric levels',
     /// the caps' (not looking under `not`).
     pub fn every_assertion(&self) -> impl Iterator<Item = &Assertion> {

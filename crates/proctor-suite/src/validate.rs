@@ -1331,7 +1331,7 @@ impl<'a> Validator<'a> {
                         ProblemKind::InvalidValue,
                         w.span(),
                         format!(
-                            "`workdir` must be an absolute path inside the image, not `{}`",
+                            "`workdir` must be an absolute folder inside the image, not `{}`",
                             w.get_ref()
                         ),
                     )
@@ -1352,6 +1352,33 @@ impl<'a> Validator<'a> {
                     .with_help("write a folder such as \"/app\"");
                 self.out.push(p);
             }
+        }
+    }
+
+    /// A task's `holdout_at`: an absolute path below `/`, without `.` or `..`, outside the
+    /// kernel's and the sandbox's own folders.
+    fn holdout_at(&mut self, at: &Spanned<String>) {
+        let p = at.get_ref();
+        let parts: Vec<&str> = p.split('/').skip(1).collect();
+        let bad = !p.starts_with('/')
+            || parts
+                .iter()
+                .any(|c| c.is_empty() || *c == "." || *c == "..")
+            || parts.is_empty()
+            || ["proc", "sys", "dev"].contains(&parts[0])
+            || p.starts_with("/run/proctor");
+        if bad {
+            let problem = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    at.span(),
+                    format!(
+                        "`holdout_at` must be an absolute folder of the checks' sandbox such as \"/tests\", not `{p}`"
+                    ),
+                )
+                .with_label("not a folder the holdout can be laid at")
+                .with_help("write a path such as \"/tests\", or leave the key out to lay the holdout over the workspace");
+            self.out.push(problem);
         }
     }
 
@@ -1416,6 +1443,9 @@ impl<'a> Validator<'a> {
             self.prompt(task);
             if let Some(env) = &task.environment {
                 self.environment(env);
+            }
+            if let Some(at) = &task.holdout_at {
+                self.holdout_at(at);
             }
             if let Some(allow) = &task.allow {
                 self.allow_list(allow, suite.environment(task).is_some());

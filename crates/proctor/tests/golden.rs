@@ -13,7 +13,8 @@
 //!   and their median, mean and total in `summaries`) and the total of
 //!   `costs.agent_cpu_seconds` (derived from those times), the duration Python's unittest prints
 //!   (`Ran N tests in 0.001s`) in captured output heads and tails, the host's `PATH` in
-//!   `launch.env.PATH`; and, in every string, the absolute folders of this machine (the store,
+//!   `launch.env.PATH`, the trial's id map (`isolation.ids`, which depends on the machine's
+//!   subordinate ids); and, in every string, the absolute folders of this machine (the store,
 //!   the folder holding the built binaries, the repository) by their exact values.
 //! - `results.md`: the run id (by its exact value, read from the JSON), the generation time (the
 //!   footer's `generated TIME by proctor`), and the numbers in the columns `wall s` and
@@ -87,7 +88,7 @@ fn golden(suite: &str, variants: &[&str]) {
         ],
         host_path,
     };
-    let json = normalise_json(&limits_enforcement(&json), &roots);
+    let json = normalise_json(&id_map(&limits_enforcement(&json)), &roots);
     let md = normalise_md(&md, &run_id);
     compare(&format!("{suite}.results.json"), &json);
     compare(&format!("{suite}.results.md"), &md);
@@ -317,6 +318,15 @@ fn limits_enforcement(text: &str) -> String {
     let text = block.replace_all(text, one);
     let twice = regex::Regex::new(&format!(r#"{one},\s*{one}"#)).unwrap();
     twice.replace_all(&text, one).into_owned()
+}
+
+/// How a trial's user namespace mapped ids depends on the machine (root or not, its
+/// `/etc/subuid`, the `uidmap` helpers): each record's `isolation.ids` becomes one placeholder.
+fn id_map(text: &str) -> String {
+    let block = regex::Regex::new(r#""ids": \{[^{}]*\}"#).unwrap();
+    block
+        .replace_all(text, r#""ids": "<varies by machine>""#)
+        .into_owned()
 }
 
 /// The index just past the JSON string starting at `start`.

@@ -44,15 +44,26 @@ with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for a in ["sh", "ls", "cat", "echo", "test", "grep", "pwd", "env", "mkdir", "rm", "head",
               "tail", "sed", "tr", "uname", "which", "id", "sleep", "cp", "mv", "touch", "printf",
               "wc", "dirname", "basename", "readlink", "ps", "kill", "date", "sort", "true",
-              "httpd", "wget", "awk", "mktemp"]:
+              "httpd", "wget", "chown", "chmod", "stat", "tar", "setpriv", "su", "ln", "awk", "mktemp", "find"]:
         add("bin/" + a, link="busybox")
     # Debian's static bash (CLIs whose shell tool insists on bash), and the users a real image has.
     if os.path.exists("/bin/bash-static") and not os.environ.get("PROCTOR_TEST_IMAGE_NO_BASH"):
         add("bin/bash", open("/bin/bash-static", "rb").read(), mode=0o755)
-    add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
-    add("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+    add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n_apt:x:42:65534::/nonexistent:/bin/sh\n"
+        b"dev:x:1000:1000:dev:/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
+    add("etc/group", b"root:x:0:\nadm:x:42:dev\ndev:x:1000:\nnogroup:x:65534:\n")
     add("etc/os-release", b"ID=proctor-busybox\n")
     add("app/from-image.txt", b"baked into the image\n")
+    # What a debootstrap or umoci root carries in /dev (the device nodes themselves are never
+    # unpacked), and the empty resolv.conf Docker leaves in an image.
+    add("dev", kind="dir")
+    for name, target in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                         ("ptmx", "pts/ptmx"), ("core", "/proc/kcore")]:
+        add("dev/" + name, link=target)
+    add("dev/pts", kind="dir")
+    add("dev/shm", kind="dir")
+    add("etc/resolv.conf", b"")
     add("srv", kind="dir")
     add("srv/index.html", b"served from the image\n")
 layer = blob(buf.getvalue())
@@ -80,11 +91,11 @@ fn make_image(lab: &Lab) {
 
 /// [`make_image`], with or without a `bash` in the image.
 fn make_image_with(lab: &Lab, bash: bool) {
-    make_image_at(lab, bash, "/app");
+    make_image_env(lab, bash, &[]);
 }
 
-/// [`make_image`], with or without a `bash`, its config's `WorkingDir` being `workdir`.
-fn make_image_at(lab: &Lab, bash: bool, workdir: &str) {
+/// [`make_image`] with variables for the image's maker (`PROCTOR_TEST_IMAGE_WORKDIR`).
+fn make_image_env(lab: &Lab, bash: bool, vars: &[(&str, &str)]) {
     assert!(
         Path::new("/bin/busybox").is_file(),
         "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
@@ -92,10 +103,10 @@ fn make_image_at(lab: &Lab, bash: bool, workdir: &str) {
     let images = lab.suite().join("images");
     std::fs::create_dir_all(&images).unwrap();
     let mut make = Command::new("python3");
+    make.envs(vars.iter().copied());
     if !bash {
         make.env("PROCTOR_TEST_IMAGE_NO_BASH", "1");
     }
-    make.env("PROCTOR_TEST_IMAGE_WORKDIR", workdir);
     let status = make
         .arg("-c")
         .arg(MAKE_IMAGE)
@@ -397,76 +408,25 @@ fn validate_checks_an_images_path_and_syntax() {
     );
 }
 
-/// An image whose config says `WorkingDir = "/"` cannot hold the workspace at its root: with no
-/// `workdir` of the suite's, `validate --oracle` and `run` refuse it before any trial (exit 2,
-/// never an `errored` trial); a `workdir` of `/` in the suite is refused by `validate` at its
-/// line; with `workdir = "/app"` the same image runs. "pulling and unpacking" is said when the
-/// image is unpacked, never on a cache hit.
+/// "pulling and unpacking" is said when an image is unpacked into the cache (`validate --oracle`
+/// given `--image-cache` uses that cache), never on a cache hit (`run` after it).
 #[test]
-fn an_image_working_in_the_root_is_refused_before_any_trial_and_a_cache_hit_is_not_a_pull() {
-    let lab = Lab::new("img-root-workdir");
+fn a_cache_hit_is_not_a_pull() {
+    let lab = Lab::new("img-cache-hit");
     suite(&lab, "oci:images/bb");
-    std::fs::remove_dir_all(lab.suite().join("images")).unwrap();
-    make_image_at(&lab, true, "/");
+    lab.write("agents/oracle/t.toml", "answer = \"done\"\n");
     let cache = lab.root.join("image-cache");
     let cache = cache.to_str().unwrap();
-    lab.write("agents/oracle/t.toml", "answer = \"done\"\n");
     let suite_dir = lab.suite();
     let suite_dir = suite_dir.to_str().unwrap();
-    for (args, pulls) in [
-        (
-            vec!["validate", suite_dir, "--oracle", "--image-cache", cache],
-            true,
-        ),
-        (
-            vec![
-                "run",
-                suite_dir,
-                "--store",
-                "store",
-                "--trials",
-                "1",
-                "--image-cache",
-                cache,
-            ],
-            false,
-        ),
-    ] {
-        let out = lab.proctor(As::Me, &args);
-        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
-        assert_eq!(
-            out.stderr.contains("pulling and unpacking"),
-            pulls,
-            "said only when unpacked, not on the cache hit: {args:?}: {}",
-            out.stderr
-        );
-        assert!(
-            unwrapped(&out.stderr).contains("its working directory is `/` (WorkingDir in the image's config), and the workspace cannot be the root of the file system"),
-            "{args:?}: {}",
-            out.stderr
-        );
-    }
-    assert!(
-        !lab.store().join("runs").exists()
-            || std::fs::read_dir(lab.store().join("runs")).unwrap().count() == 0,
-        "no run was started"
+    let out = lab.proctor(
+        As::Me,
+        &["validate", suite_dir, "--oracle", "--image-cache", cache],
     );
-    // The suite's own workdir `/` is refused by a plain validate, at its line.
-    let text = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
-    let rooted = text.replace("[environment]\n", "[environment]\nworkdir = \"/\"\n");
-    lab.write("suite.toml", &rooted);
-    let out = lab.proctor(As::Me, &["validate", suite_dir]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        unwrapped(&out.stderr)
-            .contains("suite.toml:5:11: `workdir` is `/`, the root of the file system"),
+        out.stderr.contains("pulling and unpacking"),
         "{}",
         out.stderr
-    );
-    // Given a working directory, the image (in the cache already) runs.
-    lab.write(
-        "suite.toml",
-        &text.replace("[environment]\n", "[environment]\nworkdir = \"/app\"\n"),
     );
     let run = lab.run(As::Me, &["--trials", "1", "--image-cache", cache]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -647,7 +607,7 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
             "{trial}: {}\n{:#}",
             r["reason"], r["end_state"]["checks"]
         );
-        let stderr = r["end_state"]["checks"]["bash proctor-verify.sh"]["stderr_tail"]
+        let stderr = r["end_state"]["checks"]["bash /tests/proctor-verify.sh"]["stderr_tail"]
             .as_str()
             .unwrap();
         assert_eq!(
@@ -656,6 +616,107 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
             "{trial}: {stderr}"
         );
     }
+}
+
+/// A Harbor task as the public datasets write them: its verifier collects tests the way
+/// `pytest .` would, from the working directory and from `/tests`, and writes its reward into
+/// `/logs/verifier`, which it does not make itself. Imported, the tests are laid at `/tests`
+/// after the agent has stopped: the workdir holds none of them (no test is collected twice),
+/// `/logs/verifier` exists, and `validate --oracle` passes the task's own solution while the
+/// null agent fails it.
+#[test]
+fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() {
+    let lab = Lab::new("import-tests-at");
+    let task = lab.root.join("tasks/hello-world");
+    let write = |rel: &str, text: &str| {
+        let p = task.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "task.toml",
+        "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"oci-archive:image.tar\"\n",
+    );
+    write(
+        "instruction.md",
+        "Create hello.txt containing Hello, world!\n",
+    );
+    write(
+        "tests/test.sh",
+        "#!/bin/bash\n\
+         here=$(find . -name 'test_*.py' | wc -l)\n\
+         there=$(find /tests -name 'test_*.py' | wc -l)\n\
+         echo \"collected: workdir $here, /tests $there\"\n\
+         test -d /logs/verifier || { echo 'no /logs/verifier'; exit 1; }\n\
+         if [ \"$here\" = 0 ] && [ \"$there\" = 1 ] && grep -q 'Hello, world!' hello.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+    );
+    write(
+        "tests/test_outputs.py",
+        "def test_hello():\n    assert open('hello.txt').read() == 'Hello, world!\\n'\n",
+    );
+    write(
+        "solution/solve.sh",
+        "#!/bin/bash\necho 'Hello, world!' > hello.txt\n",
+    );
+    make_image(&lab);
+    std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
+    assert!(toml.contains("holdout_at = \"/tests\""), "{toml}");
+    let cache = lab.root.join("image-cache");
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            out_dir.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v.code, 0, "{}\n{}\n{toml}", v.stdout, v.stderr);
+    // A run of the oracle: the check's own output says what it collected.
+    let store = lab.root.join("store-run");
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let checks: Vec<_> = walkdir::WalkDir::new(&store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.path().extension().is_some_and(|x| x == "json")
+                && e.path().parent().is_some_and(|p| p.ends_with("checks"))
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.contains("collected: workdir 0, /tests 1")),
+        "{checks:#?}"
+    );
 }
 
 /// Pushes the OCI layout at `layout` to `registry` (plain HTTP) as `repo:tag`.
@@ -1044,4 +1105,229 @@ all = [
         "{}\n{record:#}",
         record["reason"]
     );
+}
+
+/// An image whose `WorkingDir` is `/` (Docker's default, written out) runs its trials in
+/// `/workspace`, never errored; a suite's own `workdir = "/"` is refused by `validate`.
+#[test]
+fn an_image_working_in_slash_gets_a_workspace_and_a_suite_workdir_of_slash_is_refused() {
+    let lab = Lab::new("img-slash");
+    lab.write("fixture/fixture.txt", "laid by the suite\n");
+    lab.write(
+        "suite.toml",
+        r#"schema_version = 1
+id = "img-slash"
+
+[environment]
+image = "oci:images/bb"
+
+[defaults]
+wall_timeout_seconds = 30
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Say where you are."
+[tasks.success]
+all = [{ file_contains = { path = "where.txt", pattern = "^/workspace$" } }]
+"#,
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''pwd > where.txt'''\n",
+    );
+    make_image_env(&lab, true, &[("PROCTOR_TEST_IMAGE_WORKDIR", "/")]);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    let record = lab.record("t.agent.0");
+    assert_eq!(record["outcome"], "completed", "{}\n{record:#}", out.stderr);
+    let suite = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &suite.replace(
+            "image = \"oci:images/bb\"",
+            "image = \"oci:images/bb\"\nworkdir = \"/\"",
+        ),
+    );
+    let v = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    assert_eq!(v.code, 2, "{}", v.stderr);
+    assert!(
+        unwrapped(&v.stderr).contains("`workdir` is `/`, the root of the file system"),
+        "{}",
+        v.stderr
+    );
+}
+
+/// A tar of `payload/` (a folder and a file, both owned by uid and gid 1000, as the solutions of
+/// aider_polyglot ship them), written into the fixture.
+const MAKE_PAYLOAD: &str = r##"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    for name, data in [("payload", None), ("payload/x.txt", b"from the payload\n")]:
+        ti = tarfile.TarInfo(name)
+        ti.uid = ti.gid = 1000
+        ti.uname = ti.gname = "dev"
+        if data is None:
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+        else:
+            ti.size, ti.mode = len(data), 0o644
+            t.addfile(ti, io.BytesIO(data))
+"##;
+
+/// Root in an image trial is a faithful root: `tar -xf` keeps a payload's uid 1000, `chown`
+/// works, privileges drop (`su` to a user with a supplementary group, and back to nobody), the end state records
+/// the owners, and a set-user-ID file given to uid 1000 is kept without its bits (the record
+/// keeps the real mode). The image's own `/dev` links are replaced, and under the host's
+/// network its empty resolv.conf is the host's.
+#[test]
+fn root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners() {
+    let lab = Lab::new("img-root");
+    lab.write("fixture/fixture.txt", "laid by the suite\n");
+    let fixture = lab.suite().join("fixture");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_PAYLOAD)
+        .arg(fixture.join("payload.tar"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    lab.write(
+        "suite.toml",
+        r#"schema_version = 1
+id = "img-root"
+
+[environment]
+image = "oci:images/bb"
+
+[defaults]
+wall_timeout_seconds = 30
+network = "host"
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Unpack the payload."
+[tasks.success]
+all = [
+  { file_contains = { path = "owners.txt", pattern = "(?m)^payload 1000:1000$" } },
+  { file_contains = { path = "owners.txt", pattern = "(?m)^x 1000:1000$" } },
+  { file_contains = { path = "owners.txt", pattern = "(?m)^f 1000:42$" } },
+  { file_contains = { path = "ids.txt", pattern = "^uid=1000.*gid=1000.*groups=.*42" } },
+  { file_contains = { path = "drop.txt", pattern = "refused" } },
+  { file_contains = { path = "su.txt", pattern = "^65534$" } },
+  { check = "test \"$(stat -c %u:%g payload/x.txt)\" = 1000:1000" },
+]
+"#,
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        r#"answer = "done"
+
+[[steps]]
+run = '''tar -xf payload.tar && rm payload.tar'''
+
+[[steps]]
+run = '''touch f && chown 1000:42 f && cp /bin/busybox suid && chown 1000:1000 suid && chmod 6755 suid'''
+
+[[steps]]
+run = '''{ echo "payload $(stat -c %u:%g payload)"; echo "x $(stat -c %u:%g payload/x.txt)"; echo "f $(stat -c %u:%g f)"; } > owners.txt'''
+
+[[steps]]
+run = '''su -s /bin/sh -c id dev > ids.txt; su -s /bin/sh -c 'touch /etc/dev-wrote' dev 2>/dev/null || echo refused > drop.txt'''
+
+[[steps]]
+run = '''su -s /bin/sh -c 'id -u' nobody > su.txt'''
+
+[[steps]]
+run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
+"#,
+    );
+    make_image(&lab);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let record = lab.record("t.agent.0");
+    let files = lab.trial_dir("t.agent.0").join("changes/files");
+    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
+    assert_eq!(
+        record["outcome"],
+        "completed",
+        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
+        record["reason"],
+        out.stderr,
+        read("owners.txt"),
+        read("ids.txt"),
+        read("su.txt")
+    );
+    // The map is recorded: a range, written as root.
+    let ids = &record["isolation"]["ids"];
+    assert_eq!(ids["kind"], "range", "{ids}");
+    assert_eq!(ids["written_by"], "direct", "{ids}");
+    // The end state records the owners inside the trial.
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    let owner = |path: &str| {
+        changes
+            .iter()
+            .find(|c| c["path"] == path)
+            .map(|c| c["owner"].clone())
+            .unwrap_or_else(|| panic!("no change {path}: {changes:#?}"))
+    };
+    assert_eq!(
+        owner("payload/x.txt"),
+        serde_json::json!({"uid": 1000, "gid": 1000})
+    );
+    assert_eq!(
+        owner("payload"),
+        serde_json::json!({"uid": 1000, "gid": 1000})
+    );
+    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 42}));
+    assert!(
+        owner("owners.txt").is_null(),
+        "root's file records no owner"
+    );
+    // The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
+    // holds no special bit and belongs to proctor's own user.
+    let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+    assert_eq!(
+        suid["mode"].as_u64().map(|m| m & 0o7777),
+        Some(0o6755),
+        "{suid}"
+    );
+    use std::os::unix::fs::MetadataExt;
+    let kept = std::fs::metadata(files.join("suid")).unwrap();
+    assert_eq!(kept.mode() & 0o7000, 0, "a set-id bit reached the store");
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc_getuid() };
+    assert_eq!(kept.uid(), me, "the store's copy is not proctor's own");
+    // /dev is the sandbox's own, not the image's links merged with it.
+    let dev = read("dev.txt");
+    assert!(dev.contains("null"), "{dev}");
+    assert!(!dev.contains("core"), "the image's /dev was kept: {dev}");
+    // The host's resolver, bound over the image's empty file.
+    let host = std::fs::read_to_string("/etc/resolv.conf").unwrap();
+    assert!(
+        !host.trim().is_empty(),
+        "the host has no resolver to test with"
+    );
+    assert_eq!(read("resolv.txt"), host);
+}
+
+extern "C" {
+    #[link_name = "getuid"]
+    fn libc_getuid() -> u32;
 }

@@ -926,3 +926,157 @@ fn a_sigkilled_run_is_listed_as_interrupted_and_resume_finishes_it() {
         listed.stdout
     );
 }
+
+/// Whether uid 65534 can have a range of ids: the `uidmap` helpers and an entry of its own in
+/// both subordinate id files.
+fn nobody_has_a_range() -> bool {
+    let entry = |file: &str| {
+        std::fs::read_to_string(file).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.starts_with("nobody:") || l.starts_with("65534:"))
+        })
+    };
+    Path::new("/usr/bin/newuidmap").exists()
+        && Path::new("/usr/bin/newgidmap").exists()
+        && entry("/etc/subuid")
+        && entry("/etc/subgid")
+}
+
+/// Root in a trial owns a range of ids where proctor can map one: as root (written directly),
+/// and as uid 65534 where `newuidmap` is installed and `/etc/subuid` and `/etc/subgid` give it a
+/// range, `chown` to uid 1000 works, the record says how the ids were mapped, and the end state
+/// keeps the owner, with the workspace on the host's disk or on the trial's own (`disk_mb`,
+/// whose changes are moved out at the end); a folder of uid 1000 with mode 700 is captured (an
+/// unprivileged proctor gets it back from the sandbox) and a set-user-ID file given to uid 1000
+/// reaches the store without its bits. As an unprivileged user with no subordinate range, the
+/// single mapping is recorded with its reason, `chown` fails in the agent's hands and the trial
+/// is graded as usual.
+#[test]
+fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_recorded() {
+    use std::os::unix::fs::MetadataExt;
+    // CI gives uid 65534 a range (.ci/run): its newuidmap path is a real part of this test.
+    if std::env::var_os("CI").is_some() && common::lab::is_root() {
+        assert!(
+            nobody_has_a_range(),
+            "under CI: uid 65534 needs newuidmap and a range in /etc/subuid and /etc/subgid"
+        );
+    }
+    // (who, one id asked for): the single mapping is tested as the least privileged user.
+    let mut cases: Vec<(As, bool)> = users().into_iter().map(|u| (u, false)).collect();
+    cases.push((*users().last().unwrap(), true));
+    for (who, single) in cases {
+        for disk in ["", "limits = { disk_mb = 64 }"] {
+            let lab = Lab::new(&format!("owners-{who:?}-{single}-{}", disk.len()));
+            lab.write("fixture/README.md", "work here\n");
+            lab.one_task(
+                disk,
+                "{ file_added = \"owner.txt\" }",
+                &[
+                    "touch f; chown 1000:1000 f 2> chown.err; mkdir d; chown 1000:42 d; chmod 700 d; echo x > d/inner; chown 1000:1000 d/inner",
+                    "cp /bin/sh suid; chown 1000:1000 suid; chmod 6755 suid",
+                    "stat -c %u:%g f > owner.txt; cat owner.txt",
+                ],
+                true,
+            );
+            let env: &[(&str, &str)] = if single {
+                &[("PROCTOR_SANDBOX_SINGLE_ID", "1")]
+            } else {
+                &[]
+            };
+            let (suite, store) = (lab.suite(), lab.store());
+            let out = lab.proctor_env(
+                who,
+                &[
+                    "run",
+                    suite.to_str().unwrap(),
+                    "--store",
+                    store.to_str().unwrap(),
+                    "--trials",
+                    "1",
+                ],
+                env,
+            );
+            let record = lab.record("t.agent.0");
+            if !common::lab::real_isolation(&record, false) {
+                continue;
+            }
+            assert!(out.code == 0 || out.code == 1, "{who:?}: {}", out.stderr);
+            assert_eq!(record["outcome"], "completed", "{who:?} {disk}: {record:#}");
+            let ids = &record["isolation"]["ids"];
+            let changes = record["end_state"]["changes"].as_array().unwrap();
+            let owner = |path: &str| {
+                changes
+                    .iter()
+                    .find(|c| c["path"] == path)
+                    .map(|c| c["owner"].clone())
+                    .unwrap_or_else(|| panic!("{who:?} {disk}: no change {path}: {changes:#?}"))
+            };
+            let files = lab.trial_dir("t.agent.0").join("changes/files");
+            // Nothing in the store belongs to anyone but proctor's own user, whatever the agent
+            // gave its files to.
+            let store_meta = std::fs::metadata(lab.store()).unwrap();
+            let me = (store_meta.uid(), store_meta.gid());
+            for e in walkdir::WalkDir::new(lab.store())
+                .into_iter()
+                .filter_map(Result::ok)
+            {
+                let m = e.path().symlink_metadata().unwrap();
+                assert_eq!(
+                    (m.uid(), m.gid()),
+                    me,
+                    "{who:?} {disk}: {} in the store is not proctor's",
+                    e.path().display()
+                );
+            }
+            let kept = std::fs::metadata(files.join("suid")).unwrap();
+            assert_eq!(
+                kept.mode() & 0o7000,
+                0,
+                "{who:?} {disk}: a set-id bit reached the store"
+            );
+            let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+            let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
+            let range = !single && (who == As::Me || nobody_has_a_range());
+            match range {
+                true => {
+                    assert_eq!(ids["kind"], "range", "{ids}");
+                    let by = if who == As::Me { "direct" } else { "newuidmap" };
+                    assert_eq!(ids["written_by"], by, "{ids}");
+                    assert_eq!(answer, "1000:1000", "{who:?} {disk}");
+                    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 1000}));
+                    assert_eq!(owner("d"), serde_json::json!({"uid": 1000, "gid": 42}));
+                    assert_eq!(
+                        owner("d/inner"),
+                        serde_json::json!({"uid": 1000, "gid": 1000})
+                    );
+                    assert_eq!(
+                        std::fs::read_to_string(files.join("d/inner")).unwrap(),
+                        "x\n",
+                        "{who:?} {disk}: a folder of uid 1000 with mode 700 was not captured"
+                    );
+                    assert_eq!(
+                        suid["mode"].as_u64().map(|m| m & 0o7777),
+                        Some(0o6755),
+                        "{suid}"
+                    );
+                    assert_eq!(owner("suid"), serde_json::json!({"uid": 1000, "gid": 1000}));
+                }
+                false => {
+                    assert_eq!(ids["kind"], "single", "{ids}");
+                    assert!(
+                        ids["why_single"].as_str().is_some_and(|w| !w.is_empty()),
+                        "{ids}"
+                    );
+                    assert_eq!(answer, "0:0", "{who:?} {disk}");
+                    assert!(owner("f").is_null());
+                    // The owner's own set-id bits: recorded, never kept.
+                    assert_eq!(
+                        suid["mode"].as_u64().map(|m| m & 0o7777),
+                        Some(0o6755),
+                        "{suid}"
+                    );
+                }
+            }
+        }
+    }
+}

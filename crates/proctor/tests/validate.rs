@@ -110,6 +110,26 @@ fn unknown_key_in_task() {
 }
 
 #[test]
+fn holdout_at_must_be_an_absolute_folder_outside_the_kernels_and_proctors_own() {
+    for bad in [
+        "tests",
+        "/",
+        "/tests/../etc",
+        "/proc/x",
+        "/run/proctor/t",
+        "/tests/",
+    ] {
+        let s =
+            TestSuite::minimal().edit("prompt = ", &format!("holdout_at = \"{bad}\"\nprompt = "));
+        let err = rejected(&s);
+        assert!(err.contains("holdout_at"), "{bad}: {err}");
+    }
+    let ok = TestSuite::minimal().edit("prompt = ", "holdout_at = \"/tests\"\nprompt = ");
+    let out = ok.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
 fn unknown_assertion_kind() {
     let s = TestSuite::minimal().edit(
         "{ file_contains",

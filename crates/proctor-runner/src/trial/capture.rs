@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use proctor_agents::{AgentOutput, DeniedCall};
 use proctor_sandbox::copy::{self, CopyOptions, Links};
 use proctor_sandbox::diff;
-use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, ServiceEnd};
+use proctor_sandbox::IdMapping;
+use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, Owner, ServiceEnd};
 use proctor_score::{CallRecord, ErrorKind, ServiceEvent};
 use proctor_suite::model::Service;
 
@@ -254,6 +255,7 @@ fn init_lost(
                 mode: None,
                 hash: None,
                 size: None,
+                owner: None,
             });
         }
         None => notes.push(format!(
@@ -476,6 +478,7 @@ fn workspace_changes(
         &to,
         &unread,
         Some(disk_bound),
+        executed.report.isolation.ids.as_ref(),
         capture_notes,
     ) {
         Ok(kept) => (kept.changes, kept.bound_reached),
@@ -544,6 +547,7 @@ pub fn capture_changes(
     to: &Path,
     unread: &std::collections::HashSet<PathBuf>,
     max_bytes: Option<u64>,
+    ids: Option<&IdMapping>,
     capture_notes: &mut Vec<CaptureNote>,
 ) -> std::io::Result<KeptChanges> {
     let _ = proctor_sandbox::remove_tree(to);
@@ -572,8 +576,12 @@ pub fn capture_changes(
             mode: c.mode_after,
             hash: None,
             size: None,
+            owner: None,
         };
         let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
+        if live {
+            rec.owner = ids.and_then(|ids| owner_inside(&root.join(&c.path), ids));
+        }
         if live && c.entry == diff::EntryKind::File {
             let dest = to.join("files").join(&c.path);
             match keep_file(
@@ -617,6 +625,25 @@ pub fn capture_changes(
     proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &kept.changes)
         .map_err(std::io::Error::other)?;
     Ok(kept)
+}
+
+/// The owner of the end-state entry at `src` (not followed), as ids inside the trial whose
+/// user namespace mapped `ids`: the one the sandbox recorded where it gave the entry back to
+/// an unprivileged caller, else its owner read through the map. `None` for root (0:0), for an
+/// id the map does not hold, or what cannot be read.
+fn owner_inside(src: &Path, ids: &IdMapping) -> Option<Owner> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = match proctor_sandbox::recorded_owner(src) {
+        Some((uid, gid)) => Owner { uid, gid },
+        None => {
+            let m = std::fs::symlink_metadata(src).ok()?;
+            Owner {
+                uid: ids.uid_inside(m.uid())?,
+                gid: ids.gid_inside(m.gid())?,
+            }
+        }
+    };
+    (owner.uid != 0 || owner.gid != 0).then_some(owner)
 }
 
 /// The symlink, FIFO or socket at `src` as a [`SpecialEntry`] named `path`; `None` for
@@ -938,6 +965,7 @@ mod tests {
             &to,
             &Default::default(),
             None,
+            None,
             &mut Vec::new(),
         )
         .unwrap()
@@ -990,6 +1018,7 @@ mod tests {
             &to,
             &Default::default(),
             Some(4000),
+            None,
             &mut notes,
         )
         .unwrap();
@@ -1030,6 +1059,7 @@ mod tests {
             &[],
             &to,
             &Default::default(),
+            None,
             None,
             &mut Vec::new()
         )
@@ -1242,6 +1272,7 @@ mod tests {
                     hidden: Vec::new(),
                     full_stop: FullStop::ProcessGroup,
                     notes: Vec::new(),
+                    ids: None,
                 },
                 total: Duration::ZERO,
                 bounds: Default::default(),

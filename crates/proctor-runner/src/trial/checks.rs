@@ -59,6 +59,10 @@ pub struct CheckEnv {
     pub image: Option<std::sync::Arc<crate::image::TrialImage>>,
     /// What the checks' network namespace reaches: the task's `check_network`.
     pub network: proctor_sandbox::Network,
+    /// Where the checks see the holdout (the task's `holdout_at`, e.g. `/tests`): a writable
+    /// copy of it is bound there, and nothing of it is laid in the workspace. `None` (or no
+    /// namespaces, where nothing can be bound): laid over the workspace.
+    pub holdout_at: Option<PathBuf>,
 }
 
 impl CheckEnv {
@@ -80,21 +84,28 @@ impl CheckEnv {
             grace: ctx.grace,
             image: None,
             network: proctor_sandbox::Network::None,
+            holdout_at: None,
         }
     }
 
     /// The check environment of a trial of `task` whose checks get `network`: in its image, if
-    /// it has one.
+    /// it has one, with its holdout where the task puts it.
     pub fn for_task(
         ctx: &RunContext,
-        task: &str,
+        task: &Task,
         network: proctor_suite::model::Network,
     ) -> CheckEnv {
         CheckEnv {
-            image: ctx.image(task).cloned(),
+            image: ctx.image(task.id.get_ref()).cloned(),
             network: crate::trial::launch::sandbox_network(network),
+            holdout_at: task.holdout_at().map(Path::to_path_buf),
             ..CheckEnv::of(ctx)
         }
+    }
+
+    /// Where the holdout goes when it is not laid over the workspace.
+    fn holdout_elsewhere(&self) -> Option<&Path> {
+        self.holdout_at.as_deref().filter(|_| self.namespaces)
     }
 }
 
@@ -144,7 +155,7 @@ pub fn check_trial(
 ) -> BTreeMap<String, CheckRun> {
     let commands = task_checks(trial.task, trial.settings.validation_timeout);
     let runs = run_checks(
-        &CheckEnv::for_task(ctx, &trial.planned.task, trial.settings.check_network),
+        &CheckEnv::for_task(ctx, trial.task, trial.settings.check_network),
         &commands,
         &prepared.end_tree(),
         holdout,
@@ -234,6 +245,15 @@ pub fn check_workspace(
         std::fs::create_dir_all(dir.join("root-upper"))?;
         std::fs::create_dir_all(dir.join("root-work"))?;
     }
+    // A holdout the task puts elsewhere (`/tests`) is a writable copy of its own, bound there
+    // by [`check_spec`]: none of it in the workspace.
+    let holdout = match (holdout, env.holdout_elsewhere()) {
+        (Some(h), Some(_)) => {
+            copy_tree(h, &dir.join(HOLDOUT_COPY))?;
+            None
+        }
+        (h, _) => h,
+    };
     match tree {
         EndTree::Overlay { top, lowers } => {
             let mut layers: Vec<PathBuf> = holdout.map(Path::to_path_buf).into_iter().collect();
@@ -284,7 +304,6 @@ pub fn check_spec(
         workspace,
         workspace_inside: inside.clone(),
         hide: env.hide.clone(),
-        binds: Vec::new(),
         network: env.network,
         env: match &env.image {
             Some(img) => {
@@ -293,6 +312,14 @@ pub fn check_spec(
                 e
             }
             None => check_env(&home, &host_path(), &inside),
+        },
+        binds: match env.holdout_elsewhere() {
+            Some(at) if dir.join(HOLDOUT_COPY).is_dir() => vec![proctor_sandbox::Bind {
+                host: dir.join(HOLDOUT_COPY),
+                inside: at.to_path_buf(),
+                read_only: false,
+            }],
+            _ => Vec::new(),
         },
         home_inside: home,
         services: Vec::new(),
@@ -313,6 +340,9 @@ pub fn check_spec(
         },
     }
 }
+
+/// The folder of a check's scratch that holds the copy of a holdout laid outside the workspace.
+const HOLDOUT_COPY: &str = "holdout";
 
 /// Bytes of a check's stdout, and of its stderr, kept (head and tail) and read back.
 const CHECK_OUTPUT_BYTES: u64 = 16 << 20;
@@ -343,6 +373,23 @@ pub fn write_evidence(
 /// folder `dir` by relative path, with its content when it is small enough to read as source.
 pub fn check_files(dir: Option<&Path>) -> proctor_score::CheckFiles {
     read_holdout(dir).0
+}
+
+/// The checks' own files as the checks see them: by workspace-relative path when the holdout
+/// is laid over the workspace, by absolute path under `at` (the task's `holdout_at`) when it is
+/// laid there. So the audit follows a check into `/tests/...` and reads its imports, and never
+/// takes a workspace file of the same relative name for one of the checks' own.
+pub fn placed_at(files: proctor_score::CheckFiles, at: Option<&Path>) -> proctor_score::CheckFiles {
+    let Some(at) = at else {
+        return files;
+    };
+    proctor_score::CheckFiles {
+        files: files
+            .files
+            .into_iter()
+            .map(|(rel, bytes)| (at.join(rel).to_string_lossy().into_owned(), bytes))
+            .collect(),
+    }
 }
 
 /// The holdout folder `dir` read once for a trial: its files for the audit ([`check_files`])
@@ -391,6 +438,7 @@ mod tests {
             grace: Duration::from_millis(200),
             image: None,
             network: proctor_sandbox::Network::None,
+            holdout_at: None,
         }
     }
 

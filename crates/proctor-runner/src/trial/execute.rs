@@ -225,6 +225,7 @@ mod tests {
                 hidden: Vec::new(),
                 full_stop: FullStop::ProcessGroup,
                 notes: Vec::new(),
+                ids: None,
             },
             total: Duration::ZERO,
             bounds: Default::default(),

@@ -102,6 +102,7 @@ mod tests {
             mode: None,
             hash: None,
             size: None,
+            owner: None,
         }
     }
 

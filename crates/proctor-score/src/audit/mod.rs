@@ -615,6 +615,7 @@ mod tests {
             mode: Some(0o644),
             hash: None,
             size: Some(10),
+            owner: None,
         }
     }
 

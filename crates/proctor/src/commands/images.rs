@@ -64,19 +64,18 @@ fn pull(
             eprintln!("image {}: pulling and unpacking", env.image);
         })
         .map_err(|e| e.to_string())?;
-    let workdir = match &env.workdir {
-        Some(w) => w.clone(),
-        None => match image.config.working_dir.clone() {
-            Some(w) if w.is_empty() => "/workspace".into(),
-            Some(w) if is_root(&w) => {
-                return Err(format!(
-                    "its working directory is `{w}` (WorkingDir in the image's config), and the workspace cannot be the root of the file system; give the task a working directory: [tasks.environment] workdir = \"/app\" (or [environment] workdir for every task)"
-                ));
-            }
-            Some(w) => w,
-            None => "/workspace".into(),
-        },
-    };
+    // An image's `WorkingDir` of `/` (Docker's default, written out) cannot be the workspace:
+    // the whole image would be its lowest layer. It is taken as no working folder at all.
+    let image_dir = image
+        .config
+        .working_dir
+        .clone()
+        .filter(|w| w.starts_with('/') && !w.trim_end_matches('/').is_empty());
+    let workdir = env
+        .workdir
+        .clone()
+        .or(image_dir)
+        .unwrap_or_else(|| "/workspace".into());
     let mut vars = image.config.env.clone();
     vars.extend(env.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     Ok(TrialImage {
@@ -85,16 +84,6 @@ fn pull(
         rootfs: image.rootfs,
         workdir: PathBuf::from(workdir),
         env: vars,
-    })
-}
-
-/// Whether `dir` names the root of the file system (`/`, `//`, `/.`, ...).
-fn is_root(dir: &str) -> bool {
-    Path::new(dir).components().all(|c| {
-        matches!(
-            c,
-            std::path::Component::RootDir | std::path::Component::CurDir
-        )
     })
 }
 

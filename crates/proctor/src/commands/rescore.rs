@@ -85,6 +85,7 @@ pub fn run(
         image: None,
         // Each trial's checks get its task's `check_network` (set per trial).
         network: proctor_sandbox::Network::None,
+        holdout_at: None,
     };
     let started = std::time::Instant::now();
     let stem = format!(
