@@ -918,9 +918,13 @@ fn pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     }
 }
 
-/// Runs `spec` on a fresh terminal: reads everything the agent prints on it and, the first
-/// time the output contains `when`, types `keys`. Gives the report and the output, read until
-/// it contains `last` (or for at most 10 s more once the agent has ended).
+/// Runs `spec` on a fresh terminal: reads everything the agent prints on it and, once the
+/// output contains `when`, types `keys`, again every 500 ms (at most 20 times) until the output
+/// contains `last`: on a loaded machine a key typed the instant `when` appears can land while
+/// the job it is meant for is still being made, so the typist types it again, as a person would.
+/// A program that never has the terminal as its controlling terminal gets none of them. Gives
+/// the report and the output, read until it contains `last` (or for at most 10 s more once the
+/// agent has ended).
 fn run_on_a_terminal(
     spec: &SandboxSpec,
     when: &str,
@@ -929,27 +933,45 @@ fn run_on_a_terminal(
 ) -> (SandboxReport, String) {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let (master, slave) = pty();
     let mut reader = fs::File::from(master.try_clone().expect("dup the master"));
     let mut writer = fs::File::from(master);
     let (when, keys, last) = (when.to_owned(), keys.to_vec(), last.to_owned());
     let (saw_last, seen_last) = std::sync::mpsc::channel();
+    let (saw_when, seen_when) = std::sync::mpsc::channel::<()>();
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = Arc::clone(&finished);
     let typist = std::thread::spawn(move || {
+        if seen_when.recv().is_err() {
+            return;
+        }
+        for _ in 0..20 {
+            if done.load(Ordering::SeqCst) || writer.write_all(&keys).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let listener = std::thread::spawn(move || {
         let mut seen = Vec::new();
-        let mut typed = false;
+        let mut told = false;
         let mut buf = [0u8; 4096];
         // The master reads EIO once every copy of the slave is closed.
         while let Ok(n @ 1..) = reader.read(&mut buf) {
             seen.extend_from_slice(&buf[..n]);
             let text = String::from_utf8_lossy(&seen);
-            if !typed && text.contains(&when) {
-                writer.write_all(&keys).expect("type");
-                typed = true;
+            if !told && text.contains(&when) {
+                let _ = saw_when.send(());
+                told = true;
             }
             if text.contains(&last) {
+                finished.store(true, Ordering::SeqCst);
                 let _ = saw_last.send(());
             }
         }
+        finished.store(true, Ordering::SeqCst);
         String::from_utf8_lossy(&seen).into_owned()
     });
     let report = proctor_sandbox::run_on_terminal(spec, slave.as_fd()).expect("run");
@@ -957,7 +979,9 @@ fn run_on_a_terminal(
     // closes: keep this copy open until the last words have been read.
     let _ = seen_last.recv_timeout(Duration::from_secs(10));
     drop(slave);
-    (report, typist.join().expect("the typist"))
+    let out = listener.join().expect("the listener");
+    typist.join().expect("the typist");
+    (report, out)
 }
 
 /// A script that proves it runs on its controlling terminal: stdin and stdout are the terminal,
