@@ -248,8 +248,9 @@ fn oracle_variant(suite: &Suite, name: Option<&str>) -> Result<Variant, OracleEr
     Ok(script_variant(ORACLE, Some(ORACLE_SCRIPTS)))
 }
 
-/// Every task and variant as many times as the task with the most mutations has them, trial `i`
-/// of a task running its `i`-th mutation (cycling), so that every mutation gets its trial.
+/// Every task and variant once per hidden mutation of the task (once when it has none), trial
+/// `i` of a task running its `i`-th mutation, so that every mutation gets its trial and none
+/// twice.
 fn oracle_plan(suite: &Suite) -> Result<Plan, OracleError> {
     let most_mutations = suite
         .file
@@ -264,16 +265,21 @@ fn oracle_plan(suite: &Suite) -> Result<Plan, OracleError> {
         ..PlanOptions::default()
     };
     let mut plan = plan(suite, &options)?;
-    for t in &mut plan.trials {
+    let mut kept = Vec::with_capacity(plan.trials.len());
+    for mut t in std::mem::take(&mut plan.trials) {
         let patches = suite.mutations(&t.task).map_err(OracleError::Mutations)?;
-        if !patches.is_empty() {
-            let p = &patches[t.index as usize % patches.len()];
+        if t.index as usize >= patches.len().max(1) {
+            continue;
+        }
+        if let Some(p) = patches.get(t.index as usize) {
             t.mutation = Some(ChosenMutation {
                 name: p.name.clone(),
                 hash: p.hash.clone(),
             });
         }
+        kept.push(t);
     }
+    plan.trials = kept;
     Ok(plan)
 }
 

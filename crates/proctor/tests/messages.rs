@@ -402,3 +402,48 @@ fn show_prints_every_command_a_real_cli_ran_and_its_token_ledgers() {
         "{text}"
     );
 }
+
+/// `validate --oracle` runs each task once per hidden mutation of its own (once when it has
+/// none): a task with two mutations gets two rows, one with none gets one.
+#[test]
+fn validate_oracle_runs_each_task_once_per_mutation_of_its_own() {
+    let lab = oracle_lab("oracle-per-mutation", HELLO);
+    let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &format!(
+            "{toml}\n[[tasks]]\nid = \"other\"\nprompt = \"Create other.txt.\"\n\n[tasks.success]\nall = [{{ file_added = \"other.txt\" }}]\n"
+        ),
+    );
+    lab.write(
+        "agents/oracle/other.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = \"echo x > other.txt\"\n",
+    );
+    lab.write("agents/lazy/other.toml", "answer = \"done\"\n");
+    for (name, from, to) in [
+        ("two", "line two", "line 2"),
+        ("three", "line three", "line 3"),
+    ] {
+        let body = match name {
+            "two" => format!(" a tiny fixture\n-{from}\n+{to}\n line three\n"),
+            _ => format!(" a tiny fixture\n line two\n-{from}\n+{to}\n"),
+        };
+        lab.write(
+            &format!("mutations/hello/{name}.patch"),
+            &format!("--- a/README.md\n+++ b/README.md\n@@ -1,3 +1,3 @@\n{body}"),
+        );
+    }
+    let out = validate_oracle(&lab, &[]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    let rows = |task: &str| {
+        all.lines()
+            .filter(|l| l.starts_with(&format!("{task} ")))
+            .collect::<Vec<_>>()
+    };
+    let hello = rows("hello");
+    assert_eq!(hello.len(), 2, "one row per mutation:\n{all}");
+    assert!(hello.iter().any(|l| l.contains("three.patch")), "{all}");
+    assert!(hello.iter().any(|l| l.contains("two.patch")), "{all}");
+    assert_eq!(rows("other").len(), 1, "one row without mutations:\n{all}");
+}
