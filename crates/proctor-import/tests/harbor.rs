@@ -314,10 +314,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert!(oracle_steps(&out, "metrics").is_empty());
 
     // proctor's own reader and validator accept it.
-    let fallback = assert_valid(&out);
-    if fallback {
-        eprintln!("proctor-suite does not know [tasks.environment] yet: validated without it");
-    }
+    assert_valid(&out);
 }
 
 #[test]

@@ -7,7 +7,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use proctor_suite::problem::ProblemKind;
 use proctor_suite::Suite;
 
 /// Writes `text` to `root/rel`, creating folders.
@@ -88,59 +87,16 @@ pub fn run_oracle(suite: &Path, id: &str, workspace: &Path) {
     let _ = std::fs::remove_dir_all("/tmp/proctor-solution");
 }
 
-/// `suite.toml` without its `[tasks.environment]` tables.
-fn without_environment(text: &str) -> String {
-    let mut out = String::new();
-    let mut skipping = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            skipping = trimmed == "[tasks.environment]";
-        }
-        if !skipping {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Asserts that proctor's own reader parses and validates the suite. The one problem tolerated
-/// is the unknown key `environment`, for a proctor-suite that does not have
-/// `[tasks.environment]` yet: the suite is then checked again without those tables, so that
-/// everything else is still validated. Returns whether that fallback was needed.
-pub fn assert_valid(suite: &Path) -> bool {
-    let is_environment = |p: &proctor_suite::problem::Problem| {
-        p.kind == ProblemKind::UnknownKey && p.message.contains("environment")
-    };
-    match Suite::parse(suite) {
-        Ok(parsed) => {
-            let problems = proctor_suite::validate::problems_with(&parsed, &Default::default());
-            let rest: Vec<String> = problems
-                .iter()
-                .filter(|p| !is_environment(p))
-                .map(|p| format!("{p} ({:?})", p.help))
-                .collect();
-            assert!(rest.is_empty(), "problems: {rest:#?}");
-            problems.iter().any(is_environment)
-        }
-        Err(p) if is_environment(&p) => {
-            let copy = tempfile::tempdir().expect("tempdir");
-            let dir = copy.path().join("suite");
-            copy_tree(suite, &dir);
-            let text = std::fs::read_to_string(dir.join("suite.toml")).expect("suite.toml");
-            std::fs::write(dir.join("suite.toml"), without_environment(&text)).expect("write");
-            let parsed = Suite::parse(&dir).unwrap_or_else(|p| panic!("{p}"));
-            let problems: Vec<String> =
-                proctor_suite::validate::problems_with(&parsed, &Default::default())
-                    .iter()
-                    .map(|p| format!("{p} ({:?})", p.help))
-                    .collect();
-            assert!(problems.is_empty(), "problems: {problems:#?}");
-            true
-        }
-        Err(p) => panic!("the generated suite does not parse: {p} ({:?})", p.help),
-    }
+/// Asserts that proctor's own reader parses the suite and its validator finds no problem at all.
+pub fn assert_valid(suite: &Path) {
+    let parsed = Suite::parse(suite)
+        .unwrap_or_else(|p| panic!("the generated suite does not parse: {p} ({:?})", p.help));
+    let problems: Vec<String> =
+        proctor_suite::validate::problems_with(&parsed, &Default::default())
+            .iter()
+            .map(|p| format!("{p} ({:?})", p.help))
+            .collect();
+    assert!(problems.is_empty(), "problems: {problems:#?}");
 }
 
 /// Every warning of `report` as `TASK_ID: MESSAGE`, in order.
