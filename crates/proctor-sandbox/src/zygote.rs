@@ -222,28 +222,7 @@ pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, OwnedFd, Option<RawFd>) -> !;
 /// Runs the zygote (in `init_exe __sandbox-zygote PARENT_PID`, its request socket on stdout);
 /// never returns. Each request clones a trial init into new namespaces, which runs `trial`.
 pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
-    // SAFETY: getppid cannot fail.
-    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || unsafe { libc::getppid() } != parent
-    {
-        sys::exit_now(2);
-    }
-    let sock = match sys::take_std_fds() {
-        Ok(fds) => fds.ctl,
-        Err(_) => sys::exit_now(2),
-    };
-    sys::set_name(c"proctor-zygote");
-    if sys::cloexec_from_3().is_err() {
-        sys::exit_now(2);
-    }
-    // The trial inits are reaped by the kernel: the caller follows them through their pidfds.
-    // SAFETY: setting a signal disposition.
-    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
-    // A pipe whose write end only the zygote holds: a new trial init sees it closed if the
-    // zygote died before the init's parent-death signal was in place.
-    let (lifeline_r, lifeline_w) = match sys::pipe() {
-        Ok(p) => p,
-        Err(_) => sys::exit_now(2),
-    };
+    let (sock, lifeline) = start_up(parent);
     // How each trial's ids are mapped: decided once.
     let ids = crate::ids::Plan::for_this_process();
     if sys::send_with_fds(sock, READY, &[]).is_err() {
@@ -279,57 +258,109 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
         let (go_r, go_w) = match sys::pipe() {
             Ok(p) => p,
             Err(e) => {
-                let line = crate::msg::Msg::Error {
-                    message: format!("the sandbox zygote cannot make a pipe: {e}"),
-                }
-                .line();
-                let _ = sys::send_all(ctl.as_raw_fd(), &line, None);
+                refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
                 continue;
             }
         };
         match sys::clone_process(flags) {
             Ok(0) => {
-                // T, PID 1 of its new namespaces. The request socket and the lifeline's write
-                // end are the zygote's alone; T waits for its own children.
-                // SAFETY: closing our copies of descriptors nothing else here uses; restoring
-                // the default SIGCHLD.
-                unsafe {
-                    libc::close(sock);
-                    libc::close(lifeline_w.as_raw_fd());
-                    libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-                }
                 drop(go_w);
-                if sys::set_parent_death_signal(libc::SIGKILL).is_err()
-                    || sys::wait_readable(lifeline_r.as_raw_fd(), Some(Duration::ZERO))
-                        .unwrap_or(true)
-                {
-                    sys::exit_now(2);
-                }
-                // SAFETY: closing our copy of the lifeline's read end.
-                unsafe { libc::close(lifeline_r.as_raw_fd()) };
-                let data = match sys::read_all_at(spec.as_raw_fd()) {
-                    Ok(d) => d,
-                    Err(_) => sys::exit_now(2),
+                let request = Request {
+                    spec,
+                    ctl,
+                    terminal,
+                    go: go_r,
                 };
-                drop(spec);
-                let ctl = std::os::fd::IntoRawFd::into_raw_fd(ctl);
-                let terminal = terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
-                trial(ctl, data, go_r, terminal);
+                become_trial_init(sock, &lifeline, request, trial)
             }
             Ok(pid) => {
                 drop(go_r);
                 crate::ids::send(go_w, ids.apply(pid));
             }
-            Err(e) => {
-                let line = crate::msg::Msg::Error {
-                    message: format!("the sandbox zygote cannot start a trial init: {e}"),
-                }
-                .line();
-                let _ = sys::send_all(ctl.as_raw_fd(), &line, None);
-            }
+            Err(e) => refuse(
+                &ctl,
+                &format!("the sandbox zygote cannot start a trial init: {e}"),
+            ),
         }
         // Our copies of this request's descriptors close here.
     }
+}
+
+/// The zygote's start: it dies with `parent`, takes its request socket, closes every other
+/// descriptor and leaves its trial inits to the kernel to reap; gives the socket and the
+/// lifeline, a pipe whose write end only the zygote holds (a new trial init sees it closed if
+/// the zygote died before the init's parent-death signal was in place).
+fn start_up(parent: libc::pid_t) -> (RawFd, (OwnedFd, OwnedFd)) {
+    // SAFETY: getppid cannot fail.
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || unsafe { libc::getppid() } != parent
+    {
+        sys::exit_now(2);
+    }
+    let sock = match sys::take_std_fds() {
+        Ok(fds) => fds.ctl,
+        Err(_) => sys::exit_now(2),
+    };
+    sys::set_name(c"proctor-zygote");
+    if sys::cloexec_from_3().is_err() {
+        sys::exit_now(2);
+    }
+    // The trial inits are reaped by the kernel: the caller follows them through their pidfds.
+    // SAFETY: setting a signal disposition.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    match sys::pipe() {
+        Ok(lifeline) => (sock, lifeline),
+        Err(_) => sys::exit_now(2),
+    }
+}
+
+/// One request's descriptors, as the trial init T takes them.
+struct Request {
+    spec: OwnedFd,
+    ctl: OwnedFd,
+    terminal: Option<OwnedFd>,
+    /// The read end of the pipe on which T waits until its ids are mapped.
+    go: OwnedFd,
+}
+
+/// In the cloned child: becomes T, PID 1 of its new namespaces, and runs `trial`. The request
+/// socket and the lifeline's write end are the zygote's alone; T waits for its own children.
+fn become_trial_init(
+    sock: RawFd,
+    (lifeline_r, lifeline_w): &(OwnedFd, OwnedFd),
+    request: Request,
+    trial: TrialEntry,
+) -> ! {
+    // SAFETY: closing our copies of descriptors nothing else here uses; restoring the default
+    // SIGCHLD.
+    unsafe {
+        libc::close(sock);
+        libc::close(lifeline_w.as_raw_fd());
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err()
+        || sys::wait_readable(lifeline_r.as_raw_fd(), Some(Duration::ZERO)).unwrap_or(true)
+    {
+        sys::exit_now(2);
+    }
+    // SAFETY: closing our copy of the lifeline's read end.
+    unsafe { libc::close(lifeline_r.as_raw_fd()) };
+    let data = match sys::read_all_at(request.spec.as_raw_fd()) {
+        Ok(d) => d,
+        Err(_) => sys::exit_now(2),
+    };
+    drop(request.spec);
+    let ctl = std::os::fd::IntoRawFd::into_raw_fd(request.ctl);
+    let terminal = request.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
+    trial(ctl, data, request.go, terminal)
+}
+
+/// Tells the caller on `ctl` why its request gets no trial init.
+fn refuse(ctl: &OwnedFd, message: &str) {
+    let line = crate::msg::Msg::Error {
+        message: message.to_owned(),
+    }
+    .line();
+    let _ = sys::send_all(ctl.as_raw_fd(), &line, None);
 }
 
 /// Whether argv[1] selects the zygote.

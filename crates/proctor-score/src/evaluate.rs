@@ -401,30 +401,13 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
             Value::Null,
         );
     };
-    let args_re = match c
-        .args_match
-        .as_ref()
-        .map(|r| Regex::new(r.get_ref()))
-        .transpose()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            return result(
-                "calls",
-                rule,
-                Verdict::unknown(format!("bad regex: {e}")),
-                Value::Null,
-            )
-        }
-    };
-    let stdin_re = match c
-        .stdin_matches
-        .as_ref()
-        .map(|r| Regex::new(r.get_ref()))
-        .transpose()
-    {
-        Ok(r) => r,
-        Err(e) => {
+    let compile = |re: Option<&String>| re.map(|r| Regex::new(r)).transpose();
+    let (args_re, stdin_re) = match (
+        compile(c.args_match.as_ref().map(|r| r.get_ref())),
+        compile(c.stdin_matches.as_ref().map(|r| r.get_ref())),
+    ) {
+        (Ok(args), Ok(stdin)) => (args, stdin),
+        (Err(e), _) | (_, Err(e)) => {
             return result(
                 "calls",
                 rule,
