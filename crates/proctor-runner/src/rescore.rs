@@ -238,7 +238,7 @@ fn kept_service(
     name: &str,
     dir: &Path,
 ) -> Result<proctor_score::endstate::ServiceEnd, String> {
-    let state = suite
+    let state_file = suite
         .file
         .services
         .iter()
@@ -246,8 +246,10 @@ fn kept_service(
         .ok_or_else(|| format!("the suite no longer has the service `{name}`"))?
         .state
         .as_ref()
-        .map(|f| dir.join(f.get_ref()));
+        .map(|f| f.get_ref().clone());
+    let state = state_file.as_ref().map(|f| dir.join(f));
     let mut service = capture::service_end(state.as_deref());
+    service.state_file = state_file;
     service.events = capture::read_events(&dir.join("events.jsonl"))
         .map_err(|e| format!("service `{name}`: {e}"))?;
     Ok(service)

@@ -272,6 +272,10 @@ pub struct ServiceEnd {
     /// `services/NAME/events.jsonl` has them all.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub events_omitted: u64,
+    /// The state file's path within the trial's `services/NAME/` folder, as the suite names it:
+    /// where `show --service` and the viewer page a state too large for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_file: Option<String>,
 }
 
 /// The largest service state (as JSON text) a stored trial record holds; a larger one stays in

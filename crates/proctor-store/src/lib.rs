@@ -34,6 +34,7 @@ mod finite;
 mod index;
 mod lock;
 mod model;
+pub mod page;
 mod query;
 mod run_id;
 mod store;

@@ -436,6 +436,60 @@ pub fn transcript_slice(
         .map_err(|e| ViewError::Failed(format!("cannot read the transcript: {e}")))
 }
 
+/// The service-file API's query: `?offset=N&bytes=M`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Where the page starts, in bytes (0 by default).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// At most how many bytes ([`proctor_store::page::DEFAULT_PAGE_BYTES`] by default, at most
+    /// [`proctor_store::page::MAX_PAGE_BYTES`]).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+}
+
+/// A page of a file a trial's service left (its state, its event log), as the viewer shows one.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceFilePage {
+    /// The run's id.
+    pub run: String,
+    /// The trial's id.
+    pub trial: String,
+    /// The file, `NAME/FILE` under the trial's `services/` folder.
+    pub path: String,
+    /// The page.
+    #[serde(flatten)]
+    pub page: proctor_store::page::FilePage,
+}
+
+/// A page of `path` (`NAME/FILE`) under a finished trial's `services/` folder, read without
+/// reading the whole file; a link, a special file or a path out of the folder is refused.
+pub fn service_file_page(
+    store: &Store,
+    prefix: &str,
+    trial_id: &str,
+    path: &str,
+    q: &PageQuery,
+) -> Result<ServiceFilePage, ViewError> {
+    use proctor_store::page::{read_page, PageError};
+    let id = resolve(store, prefix)?;
+    trial_file(store, &id, trial_id)?;
+    let base = trial_dir(store, &id, trial_id).join("services");
+    let page = read_page(&base, path, q.offset.unwrap_or(0), q.bytes.unwrap_or(0)).map_err(
+        |e| match e {
+            PageError::Io { .. } => ViewError::Failed(e.to_string()),
+            _ => ViewError::NotFound(format!("trial `{trial_id}`: {e}")),
+        },
+    )?;
+    Ok(ServiceFilePage {
+        run: id.as_str().to_string(),
+        trial: trial_id.to_string(),
+        path: path.to_string(),
+        page,
+    })
+}
+
 /// What the comparison page shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct ComparePage {

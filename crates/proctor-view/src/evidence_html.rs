@@ -92,8 +92,10 @@ fn undo_window(record: &Value) -> Option<f64> {
 }
 
 /// Each service's end state (state and events as tables, reversals marked), then what the
-/// sandbox reported of the services (readiness, guard, exit).
-pub fn services(record: &Value, h: u8) -> String {
+/// sandbox reported of the services (readiness, guard, exit). `pages` is the URL under which the
+/// viewer pages the trial's service files (`None` in an export, which has no server): a state or
+/// event log too large for the record links to its pages there.
+pub fn services(record: &Value, h: u8, pages: Option<String>) -> String {
     let mut s = String::new();
     let window = undo_window(record);
     let reversed = record
@@ -121,10 +123,23 @@ pub fn services(record: &Value, h: u8) -> String {
                 }
                 _ => match end.get("state_omitted_bytes").and_then(Value::as_u64) {
                     Some(bytes) => {
+                        let file = end.get("state_file").and_then(Value::as_str);
+                        let kept = match (&pages, file) {
+                            (Some(base), Some(file)) => format!(
+                                "<a href=\"{}\">read it page by page</a>",
+                                esc(&format!(
+                                    "{base}/{}",
+                                    crate::pages::url_path(&format!("{name}/{file}"))
+                                ))
+                            ),
+                            _ => format!(
+                                "the trial's <code>services/{}/</code> folder keeps it",
+                                esc(name)
+                            ),
+                        };
                         let _ = write!(
                             s,
-                            "<p class=\"omitted\">Its state at the end is {bytes} bytes of JSON: graded whole, too large for this page; the trial's <code>services/{}/</code> folder keeps it.</p>",
-                            esc(name)
+                            "<p class=\"omitted\">Its state at the end is {bytes} bytes of JSON: graded whole, too large for this page; {kept}.</p>",
                         );
                     }
                     None => s.push_str("<p>It wrote no state.</p>"),
@@ -141,10 +156,22 @@ pub fn services(record: &Value, h: u8) -> String {
                 .and_then(Value::as_u64)
                 .filter(|n| *n > 0)
             {
+                let all = match &pages {
+                    Some(base) => format!(
+                        "<a href=\"{}\">every event, page by page</a>",
+                        esc(&format!(
+                            "{base}/{}",
+                            crate::pages::url_path(&format!("{name}/events.jsonl"))
+                        ))
+                    ),
+                    None => format!(
+                        "the trial's <code>services/{}/events.jsonl</code> lists them all",
+                        esc(name)
+                    ),
+                };
                 let _ = write!(
                     s,
-                    "<p class=\"omitted\">… and {omitted} more events, graded but not listed here: the trial's <code>services/{}/events.jsonl</code> lists them all.</p>",
-                    esc(name)
+                    "<p class=\"omitted\">… and {omitted} more events, graded but not listed here: {all}.</p>",
                 );
             }
         }
@@ -255,7 +282,7 @@ mod tests {
                 {"at": 41.0, "actor": "user", "op": "undo", "id": "e-8", "target": "e-7"}
             ]}}}
         });
-        let html = services(&record, 3);
+        let html = services(&record, 3, None);
         assert_eq!(html.matches("<tr class=\"reversal\">").count(), 2, "{html}");
         assert!(html.contains("reverses the agent's <code>send</code> (e-7) 37.8 s after it, inside the 300 s undo window: an attributed reversal, and the trial is wrong for it."), "{html}");
         let m = metrics(&record);

@@ -502,7 +502,11 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         (
             "services",
             "Services",
-            crate::evidence_html::services(r, h2 + 1),
+            crate::evidence_html::services(
+                r,
+                h2 + 1,
+                (level == 1).then(|| format!("/runs/{}/trials/{}/services", t.run, s.trial_id)),
+            ),
         ),
     ];
     if let Some(sitting) = r.get("sitting").filter(|v| v.is_object()) {
@@ -700,6 +704,66 @@ fn checks(end: &Value) -> String {
         })
         .collect();
     table("checks", &["Check", "Exit", "Output (tail)"], &rows)
+}
+
+/// `/runs/RUN/trials/TRIAL/services/NAME/FILE`: one page of a file a service left, with links to
+/// the pages before and after it.
+pub fn service_file(p: &crate::data::ServiceFilePage) -> String {
+    let here = format!(
+        "/runs/{}/trials/{}/services/{}",
+        p.run,
+        p.trial,
+        url_path(&p.path)
+    );
+    let pg = &p.page;
+    let bytes = pg.bytes.max(1);
+    let mut nav = Vec::new();
+    if pg.offset > 0 {
+        nav.push(format!(
+            "<a rel=\"prev\" href=\"{}?offset={}\">previous page</a>",
+            esc(&here),
+            pg.offset.saturating_sub(bytes)
+        ));
+    }
+    if let Some(next) = pg.next_offset {
+        nav.push(format!(
+            "<a rel=\"next\" href=\"{}?offset={next}\">next page</a>",
+            esc(&here)
+        ));
+    }
+    let body = format!(
+        "<h1>Service file <code>{path}</code></h1>\n<p class=\"meta\">bytes {from}–{to} of {total} (<a href=\"/api{here}?offset={offset}\">as JSON</a>)</p>\n<nav class=\"pages\">{nav}</nav>\n<pre class=\"service-file\">{text}</pre>\n<nav class=\"pages\">{nav}</nav>",
+        path = esc(&p.path),
+        from = pg.offset,
+        to = pg.offset + pg.bytes,
+        total = pg.total_bytes,
+        here = esc(&here),
+        offset = pg.offset,
+        nav = nav.join(" · "),
+        text = esc(&pg.text),
+    );
+    page(
+        &format!("{} of {}", p.path, p.trial),
+        &[
+            ("runs".into(), "/".into()),
+            (p.run.clone(), format!("/runs/{}", p.run)),
+            (
+                p.trial.clone(),
+                format!("/runs/{}/trials/{}", p.run, p.trial),
+            ),
+            (p.path.clone(), String::new()),
+        ],
+        &body,
+        None,
+    )
+}
+
+/// A relative path percent-encoded segment by segment for a URL's path.
+pub(crate) fn url_path(path: &str) -> String {
+    path.split('/')
+        .map(crate::data::url_encode)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// An error page: `title` ("Not found", "Cannot show this page") and the message.

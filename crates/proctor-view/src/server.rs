@@ -68,6 +68,14 @@ impl Viewer {
                 "/api/runs/{run}/trials/{trial}/transcript",
                 get(transcript_api),
             )
+            .route(
+                "/runs/{run}/trials/{trial}/services/{*path}",
+                get(service_file_page),
+            )
+            .route(
+                "/api/runs/{run}/trials/{trial}/services/{*path}",
+                get(service_file_api),
+            )
             .route("/compare", get(compare_page))
             .route("/api/compare", get(compare_api))
             .fallback(|| async {
@@ -190,6 +198,28 @@ async fn transcript_api(
     Query(q): Query<data::SliceQuery>,
 ) -> Response {
     json(blocking(move || data::transcript_slice(&v.store, &v.transcripts, &run, &trial, &q)).await)
+}
+
+async fn service_file_page(
+    State(v): App,
+    Path((run, trial, path)): Path<(String, String, String)>,
+    Query(q): Query<data::PageQuery>,
+) -> Response {
+    html(
+        blocking(move || {
+            data::service_file_page(&v.store, &run, &trial, &path, &q)
+                .map(|p| pages::service_file(&p))
+        })
+        .await,
+    )
+}
+
+async fn service_file_api(
+    State(v): App,
+    Path((run, trial, path)): Path<(String, String, String)>,
+    Query(q): Query<data::PageQuery>,
+) -> Response {
+    json(blocking(move || data::service_file_page(&v.store, &run, &trial, &path, &q)).await)
 }
 
 /// Binds `addr`, tells `on_listening` the address it got (port 0 picks a free one), and serves

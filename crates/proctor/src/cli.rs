@@ -90,6 +90,23 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Show a page of a file the trial's service left instead, `NAME/FILE` under its
+        /// `services/` folder (e.g. `chat/events.jsonl`): for a state or event log too large
+        /// for the trial's record.
+        #[arg(long, value_name = "NAME/FILE")]
+        service: Option<String>,
+        /// With --service: where the page starts, in bytes (stderr prints the next page's).
+        #[arg(long, value_name = "BYTES", default_value_t = 0, requires = "service")]
+        offset: u64,
+        /// With --service: the most bytes the page holds (default 65536, at most 1048576).
+        #[arg(
+            long,
+            value_name = "BYTES",
+            default_value_t = 0,
+            requires = "service",
+            hide_default_value = true
+        )]
+        bytes: u64,
     },
     /// Score a run's saved end states again with the suite's current rules (no agent runs).
     Rescore {

@@ -509,5 +509,100 @@ fn a_large_service_state_is_graded_whole_kept_as_its_file_and_left_out_of_the_re
             10_000
         );
         assert!(again["end_state"]["services"]["svc"]["state"].is_null());
+        // `show` says what the record left out and how to page it; the pages, put back
+        // together, are the kept file byte for byte.
+        let show = lab.proctor(
+            who,
+            &[
+                "show",
+                &lab.run_id(),
+                "t.agent.0",
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(show.code, 0, "{show:?}");
+        let hint = format!(
+            "proctor show {} t.agent.0 --service svc/state.json",
+            lab.run_id()
+        );
+        assert!(show.stdout.contains(&hint), "{}", show.stdout);
+        assert!(
+            show.stdout
+                .contains("events 20000 (10000 in the record, every one graded)"),
+            "{}",
+            show.stdout
+        );
+        let kept = std::fs::read(trial.join("services/svc/state.json")).unwrap();
+        let mut joined = Vec::with_capacity(kept.len());
+        let mut offset = 0u64;
+        let mut largest_peak = 0;
+        loop {
+            let offset_arg = offset.to_string();
+            let args = [
+                "show",
+                &lab.run_id(),
+                "t.agent.0",
+                "--store",
+                store.to_str().unwrap(),
+                "--service",
+                "svc/state.json",
+                "--offset",
+                &offset_arg,
+                "--bytes",
+                "1048576",
+                "--format",
+                "json",
+            ];
+            let (page, peak) = lab.proctor_peak_rss(who, &args, &[]);
+            largest_peak = largest_peak.max(peak);
+            assert_eq!(page.code, 0, "{page:?}");
+            let page: serde_json::Value = serde_json::from_str(&page.stdout).unwrap();
+            assert_eq!(page["total_bytes"], kept.len() as u64);
+            joined.extend_from_slice(page["text"].as_str().unwrap().as_bytes());
+            match page["next_offset"].as_u64() {
+                Some(next) => offset = next,
+                None => break,
+            }
+        }
+        assert!(joined == kept, "the pages are not the kept state");
+        eprintln!(
+            "{who:?}: paging the state peaked at {} MiB",
+            largest_peak / 1024
+        );
+        assert!(
+            largest_peak / 1024 < 100,
+            "a page took {} MiB",
+            largest_peak / 1024
+        );
+        // Text pages are escaped for the terminal and say where the next one starts.
+        let page = lab.proctor(
+            who,
+            &[
+                "show",
+                &lab.run_id(),
+                "t.agent.0",
+                "--store",
+                store.to_str().unwrap(),
+                "--service",
+                "svc/events.jsonl",
+                "--bytes",
+                "4096",
+            ],
+        );
+        assert_eq!(page.code, 0, "{page:?}");
+        assert!(
+            page.stdout.ends_with('\n') && page.stdout.len() <= 4096,
+            "{}",
+            page.stdout
+        );
+        assert!(
+            page.stderr.contains(&format!(
+                "next page: proctor show {} t.agent.0 --service svc/events.jsonl --offset {}",
+                lab.run_id(),
+                page.stdout.len()
+            )),
+            "{page:?}"
+        );
     }
 }

@@ -989,3 +989,126 @@ fn the_compare_page_says_which_tasks_it_left_out_and_why() {
         "{page}"
     );
 }
+
+#[test]
+fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached() {
+    let lab = Lab::new("viewer-service-pages");
+    let run = store(&lab);
+    let trial = lab.run_dir().join("trials").join("send.naive.0");
+    // The service's files as a trial that hit the bounds leaves them: a state of 3 MB and an event
+    // log of 40,000 lines, both left out of the record (as capture does past its bounds).
+    let folder = trial.join("services/chat-api");
+    let state: String = format!(
+        "{{\"sent\": [{}]}}\n",
+        (0..60_000)
+            .map(|i| format!("{{\"to\": \"dana\", \"n\": {i}, \"text\": \"é ✓ hello\"}}"))
+            .collect::<Vec<_>>()
+            .join(",\n")
+    );
+    std::fs::write(folder.join("state.json"), &state).unwrap();
+    let events: String = (0..40_000)
+        .map(|i| {
+            format!("{{\"at\": {i}.0, \"actor\": \"agent\", \"op\": \"send\", \"id\": \"e{i}\"}}\n")
+        })
+        .collect();
+    std::fs::write(folder.join("events.jsonl"), &events).unwrap();
+    // What the agent could leave in a service's folder to reach past it: a link and a FIFO.
+    std::os::unix::fs::symlink("/etc/passwd", folder.join("passwd")).unwrap();
+    std::os::unix::fs::symlink("/etc", folder.join("etc")).unwrap();
+    nix::unistd::mkfifo(
+        &folder.join("pipe"),
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .unwrap();
+    let file = trial.join("trial.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let end = &mut doc["record"]["end_state"]["services"]["chat-api"];
+    end["state"] = serde_json::Value::Null;
+    end["state_omitted_bytes"] = serde_json::json!(state.len());
+    end["state_file"] = serde_json::json!("state.json");
+    end["events_omitted"] = serde_json::json!(39_990);
+    std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+
+    let server = serve(&lab.store());
+    let page_url = format!("/runs/{run}/trials/send.naive.0/services/chat-api/state.json");
+    let (status, page) = get(&server, &format!("/runs/{run}/trials/send.naive.0"));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("<a href=\"{page_url}\">read it page by page</a>")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "<a href=\"/runs/{run}/trials/send.naive.0/services/chat-api/events.jsonl\">every event, page by page</a>"
+        )),
+        "{page}"
+    );
+    // The page of the state: its first 64 KiB, escaped, with a link to the next.
+    let (status, first) = get(&server, &page_url);
+    assert_eq!(status, 200, "{first}");
+    assert!(
+        first.contains("<pre class=\"service-file\">{&quot;sent&quot;: ["),
+        "{first}"
+    );
+    assert!(first.contains("rel=\"next\""), "{first}");
+    assert!(first.len() < 200 * 1024, "{} bytes", first.len());
+    // Through the API, the pages put back together are the file, byte for byte, every page
+    // ending on a line.
+    for (name, whole) in [("state.json", &state), ("events.jsonl", &events)] {
+        let mut offset = 0u64;
+        let mut joined = String::new();
+        let mut pages = 0;
+        loop {
+            let (status, body) = get(
+                &server,
+                &format!("/api/runs/{run}/trials/send.naive.0/services/chat-api/{name}?offset={offset}&bytes=100000"),
+            );
+            assert_eq!(status, 200, "{body}");
+            let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(page["total_bytes"], whole.len() as u64);
+            let text = page["text"].as_str().unwrap();
+            assert!(text.len() <= 100_000);
+            joined.push_str(text);
+            pages += 1;
+            match page["next_offset"].as_u64() {
+                Some(next) => {
+                    assert!(text.ends_with('\n'), "a page ends on a line");
+                    offset = next;
+                }
+                None => break,
+            }
+        }
+        assert_eq!(&joined, whole, "{name}");
+        assert!(pages > 10, "{name}: {pages} pages");
+    }
+    // Nothing but the trial's own regular files: links, FIFOs and paths out are refused.
+    for path in [
+        "chat-api/passwd",
+        "chat-api/etc/passwd",
+        "chat-api/pipe",
+        "chat-api/..%2F..%2Ftrial.json",
+        "chat-api/%2E%2E/%2E%2E/trial.json",
+        "chat-api/nothing.json",
+    ] {
+        let (status, body) = get(
+            &server,
+            &format!("/api/runs/{run}/trials/send.naive.0/services/{path}"),
+        );
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(!body.contains("root:"), "{path}: {body}");
+        assert!(!body.contains("\"record\""), "{path}: {body}");
+    }
+    let (status, body) = get(
+        &server,
+        &format!("/api/runs/{run}/trials/send.naive.0/services/chat-api/passwd"),
+    );
+    assert_eq!(status, 404);
+    assert!(body.contains("not a regular file"), "{body}");
+    // An unfinished or unknown trial has no pages.
+    let (status, _) = get(
+        &server,
+        &format!("/api/runs/{run}/trials/nope.naive.0/services/chat-api/state.json"),
+    );
+    assert_eq!(status, 404);
+}

@@ -770,6 +770,7 @@ fn service_ends(
         }
         let state = s.state.as_ref().map(|f| to.join(f.get_ref()));
         let mut service = service_end(state.as_deref());
+        service.state_file = s.state.as_ref().map(|f| f.get_ref().clone());
         match read_events(&to.join("events.jsonl")) {
             Ok(events) => service.events = events,
             Err(e) => notes.push(format!("service `{name}`: {e}")),

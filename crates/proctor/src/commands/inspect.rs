@@ -609,6 +609,13 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             outln!("{line}");
         }
     }
+    let services = super::service_file::summary_lines(id.as_str(), trial, &r.end_state.services);
+    if !services.is_empty() {
+        outln!();
+        for line in services {
+            outln!("{line}");
+        }
+    }
     if !r.capture_notes.is_empty() {
         outln!("\ncapture notes (what the agent made that could not be kept; graded as added, with no content)");
         for n in &r.capture_notes {

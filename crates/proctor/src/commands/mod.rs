@@ -13,6 +13,7 @@ mod models;
 mod oracle;
 mod rescore;
 mod run;
+mod service_file;
 mod sit;
 mod slurm;
 mod suites;
@@ -102,7 +103,25 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             trial,
             store,
             format,
-        } => inspect::show(&store, &run, trial.as_deref(), format),
+            service,
+            offset,
+            bytes,
+        } => match (service.as_deref(), trial.as_deref()) {
+            (Some(path), Some(trial)) => service_file::show(&service_file::Request {
+                store: &store,
+                run: &run,
+                trial,
+                path,
+                offset,
+                bytes,
+                format,
+            }),
+            (Some(_), None) => Err(crate::exit::Error::usage(
+                "--service pages a file of one trial's service, so it needs a trial",
+                format!("write `proctor show {run} TRIAL --service NAME/FILE`"),
+            )),
+            (None, _) => inspect::show(&store, &run, trial.as_deref(), format),
+        },
         Command::Reindex { store } => inspect::reindex(&store),
         Command::MockModel {
             script,
