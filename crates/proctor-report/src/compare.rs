@@ -196,6 +196,40 @@ pub struct Unmatched {
     pub outcome: String,
 }
 
+/// One arm's trial of a matched pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PairTrial {
+    /// The run id.
+    pub run_id: String,
+    /// The trial id.
+    pub trial_id: String,
+    /// The outcome label.
+    pub outcome: String,
+    /// Whether it was a task success; `null` when it was not graded (errored, ungradeable).
+    pub success: Option<bool>,
+}
+
+/// Two trials matched by task and trial index: what every number of the comparison is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MatchedPair {
+    /// The task id.
+    pub task: String,
+    /// The trial index.
+    pub trial_index: u32,
+    /// Arm A's trial.
+    pub a: PairTrial,
+    /// Arm B's trial.
+    pub b: PairTrial,
+}
+
+impl MatchedPair {
+    /// Whether the pair is discordant: graded in both arms, a success in exactly one (the pairs
+    /// [`Discordance`] counts as `a_only` and `b_only`).
+    pub fn is_discordant(&self) -> bool {
+        matches!((self.a.success, self.b.success), (Some(a), Some(b)) if a != b)
+    }
+}
+
 /// A task only one arm ran: none of its trials is in the comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LeftOutTask {
@@ -510,6 +544,10 @@ pub struct Comparison {
     pub warnings: Vec<String>,
     /// Over every matched pair.
     pub overall: ComparisonCell,
+    /// Every matched pair, in arm A's order, with both trials' outcomes: which pairs differ.
+    /// Absent in comparisons made before it was recorded.
+    #[serde(default)]
+    pub pairs: Vec<MatchedPair>,
     /// Per task, in the order first seen in arm A.
     pub tasks: Vec<TaskComparison>,
 }
@@ -622,6 +660,15 @@ pub fn compare(
         warnings,
         overall: cell(&by_task, pass_k_max, threshold),
         tasks: task_cells,
+        pairs: pairs
+            .iter()
+            .map(|(ra, rb)| MatchedPair {
+                task: ra.task.clone(),
+                trial_index: ra.trial_index,
+                a: pair_trial(ra),
+                b: pair_trial(rb),
+            })
+            .collect(),
     })
 }
 
@@ -707,6 +754,19 @@ fn check_pair(ra: &TrialRow, rb: &TrialRow) -> Result<(), CompareError> {
 }
 
 /// A trial of arm `side` with no partner in the other arm.
+fn pair_trial(r: &TrialRow) -> PairTrial {
+    PairTrial {
+        run_id: r.run_id.clone(),
+        trial_id: r.trial_id.clone(),
+        outcome: r.verdict.outcome.label().to_string(),
+        success: r
+            .verdict
+            .outcome
+            .is_graded()
+            .then_some(r.verdict.task_success),
+    }
+}
+
 fn unmatched_of(side: Side, r: &TrialRow) -> Unmatched {
     Unmatched {
         side,

@@ -27,8 +27,8 @@ pub use aggregate::{
 };
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
-    ComparisonCell, ComparisonVerdict, Differences, Discordance, LeftOutTask, PassK, Side,
-    TaskComparison, Unmatched,
+    ComparisonCell, ComparisonVerdict, Differences, Discordance, LeftOutTask, MatchedPair,
+    PairTrial, PassK, Side, TaskComparison, Unmatched,
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};

@@ -214,6 +214,12 @@ pub fn run(store: &Store, prefix: &str, query: &TrialQuery) -> Result<RunPage, V
     run_with(store, prefix, query, limit)
 }
 
+/// Every finished trial of run `run` (an id the page resolved), for its pictures.
+pub fn all_trials(store: &Store, run: &str) -> Result<Vec<TrialSummary>, ViewError> {
+    let id = resolve(store, run)?;
+    Ok(store.trials(&id)?)
+}
+
 /// The run `prefix` names with every trial that `query` lets through, on one page (the export).
 pub fn run_all(store: &Store, prefix: &str) -> Result<RunPage, ViewError> {
     run_with(store, prefix, &TrialQuery::default(), u64::MAX)

@@ -14,6 +14,7 @@ mod highlight;
 mod html;
 mod json_html;
 mod pages;
+mod pictures;
 mod security;
 mod server;
 mod table;

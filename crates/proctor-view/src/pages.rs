@@ -88,7 +88,7 @@ fn outcome_counts(counts: &BTreeMap<String, u64>) -> String {
 }
 
 /// `/runs/RUN`: the rates with n per variant, the task × variant grid, the trial table.
-pub fn run(p: &RunPage, base: &str) -> String {
+pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> String {
     let m = &p.meta;
     let mut body = format!(
         "<h1>Run {}</h1>\n<p class=\"meta\">suite <b>{}</b> · status <b data-field=\"status\">{}</b> · isolation {} · <span data-field=\"trials\">{}</span> of {} trial(s) finished · started {}</p>\n",
@@ -105,6 +105,13 @@ pub fn run(p: &RunPage, base: &str) -> String {
         body.push_str(&compare_form(&p.run, &m.variants));
     }
     body.push_str(&grid(p));
+    body.push_str(
+        &pictures.section(
+            base.is_empty()
+                .then(|| format!("/runs/{}", p.run))
+                .as_deref(),
+        ),
+    );
     body.push_str(&ledgers(p.report.as_ref()));
     body.push_str(&not_graded(p, base));
     body.push_str(&crate::table::trials(p, base));
@@ -766,6 +773,24 @@ pub(crate) fn url_path(path: &str) -> String {
         .join("/")
 }
 
+/// The matched-pair grid of a comparison page, read from its typed comparison (a comparison
+/// that does not parse draws an empty grid that says so).
+pub fn pairs_svg(c: &ComparePage) -> String {
+    match serde_json::from_value::<proctor_report::Comparison>(c.comparison.clone()) {
+        Ok(cmp) => crate::pictures::pairs::svg(
+            "pairs-picture",
+            &cmp.pairs,
+            &cmp.unmatched,
+            &cmp.overall.discordance,
+            &|run, trial| format!("/runs/{run}/trials/{trial}"),
+        ),
+        Err(e) => format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"560\" height=\"20\" role=\"img\"><text x=\"0\" y=\"14\">The comparison cannot be drawn: {}</text></svg>",
+            esc(&e.to_string())
+        ),
+    }
+}
+
 /// An error page: `title` ("Not found", "Cannot show this page") and the message.
 pub fn error(title: &str, message: &str) -> String {
     page(
@@ -780,7 +805,10 @@ pub fn error(title: &str, message: &str) -> String {
 pub fn export(viewer: &Viewer, prefix: &str) -> Result<crate::Export, ViewError> {
     let store = viewer.store();
     let run_page = crate::data::run_all(store, prefix)?;
-    let mut html = run(&run_page, "export");
+    let pictures = crate::pictures::RunPictures::of(&run_page, &run_page.trials, &|t| {
+        trial_href("export", &run_page.run, t)
+    });
+    let mut html = run(&run_page, "export", &pictures);
     let mut trials = String::from("<h2>Every trial</h2>");
     let mut damaged = Vec::new();
     for t in &run_page.trials {
@@ -868,6 +896,13 @@ pub fn compare(c: &ComparePage) -> String {
     if let Some(all) = cmp.get("overall") {
         scopes.push(("(all tasks)".into(), all));
     }
+    let _ = write!(
+        body,
+        "<h2 id=\"pairs\">Trial by trial</h2><figure class=\"picture\">{}<figcaption>One cell per matched pair: A's trial left, B's right; the discordant pairs outlined. Each mark links to its trial. <a class=\"svg-link\" href=\"/compare/pairs.svg?a={}&amp;b={}\">pairs.svg</a></figcaption></figure>",
+        pairs_svg(c),
+        esc(&crate::data::url_encode(&c.a)),
+        esc(&crate::data::url_encode(&c.b))
+    );
     body.push_str("<h2>Verdicts</h2>");
     body.push_str(&verdicts(&scopes));
     body.push_str(&crate::gates_html::section(

@@ -13,6 +13,7 @@ use proctor_store::{RunId, Store};
 
 use crate::data::{self, ViewError};
 use crate::pages;
+use crate::pictures::RunPictures;
 
 /// What the viewer shows that needs more than the store: the suite a run read (a trial's diff
 /// rebuilds its start state) and the comparison of two arms.
@@ -61,6 +62,8 @@ impl Viewer {
             .route("/", get(runs_page))
             .route("/runs/{run}", get(run_page))
             .route("/runs/{run}/trials/{trial}", get(trial_page))
+            .route("/runs/{run}/{picture}", get(run_picture))
+            .route("/compare/pairs.svg", get(pairs_picture))
             .route("/api/runs", get(runs_api))
             .route("/api/runs/{run}", get(run_api))
             .route("/api/runs/{run}/trials/{trial}", get(trial_api))
@@ -164,7 +167,60 @@ async fn run_page(
     Path(run): Path<String>,
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
-    html(blocking(move || data::run(&v.store, &run, &q).map(|p| pages::run(&p, ""))).await)
+    html(
+        blocking(move || {
+            let p = data::run(&v.store, &run, &q)?;
+            let pictures = run_pictures(&v, &p)?;
+            Ok(pages::run(&p, "", &pictures))
+        })
+        .await,
+    )
+}
+
+/// The pictures of the run of page `p`, its trials linked to their pages.
+fn run_pictures(v: &Viewer, p: &data::RunPage) -> Result<RunPictures, ViewError> {
+    let trials = data::all_trials(&v.store, &p.run)?;
+    let run = p.run.clone();
+    Ok(RunPictures::of(p, &trials, &move |t| {
+        format!("/runs/{run}/trials/{t}")
+    }))
+}
+
+/// Which picture of a run `/runs/RUN/NAME.svg` asks for.
+async fn run_picture(State(v): App, Path((run, name)): Path<(String, String)>) -> Response {
+    let r = blocking(move || {
+        let p = data::run(&v.store, &run, &data::TrialQuery::default())?;
+        let pictures = run_pictures(&v, &p)?;
+        match name.as_str() {
+            "grid.svg" => Ok(pictures.grid),
+            "spread.svg" => Ok(pictures.spread),
+            "cost.svg" => pictures.cost.ok_or_else(|| {
+                ViewError::NotFound(
+                    "nothing to draw: the run has no success rates yet, or no trial reported tokens or money".into(),
+                )
+            }),
+            _ => Err(ViewError::NotFound(format!(
+                "no picture `{name}`: a run has grid.svg, spread.svg and cost.svg"
+            ))),
+        }
+    })
+    .await;
+    svg(r)
+}
+
+/// An SVG picture, or its error page with the right status.
+fn svg(r: Result<String, ViewError>) -> Response {
+    match r {
+        Ok(svg) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "image/svg+xml; charset=utf-8",
+            )],
+            svg,
+        )
+            .into_response(),
+        Err(e) => html(Err(e)),
+    }
 }
 
 async fn trial_page(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
@@ -266,6 +322,14 @@ async fn compare_api(State(v): App, Query(q): Query<Arms>) -> Response {
         })
         .await,
     )
+}
+
+async fn pairs_picture(State(v): App, Query(q): Query<Arms>) -> Response {
+    svg(blocking(move || {
+        let (a, b) = arms(&q)?;
+        data::compare(&v.store, v.sources(), &a, &b).map(|c| pages::pairs_svg(&c))
+    })
+    .await)
 }
 
 fn arms(q: &Arms) -> Result<(String, String), ViewError> {

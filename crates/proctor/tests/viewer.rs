@@ -1112,3 +1112,132 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
     );
     assert_eq!(status, 404);
 }
+
+#[test]
+fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs() {
+    let lab = Lab::new("viewer-pictures");
+    let run = store(&lab);
+    let server = serve(&lab.store());
+    let (status, body) = get(&server, &format!("/api/runs/{run}?limit=1000"));
+    assert_eq!(status, 200, "{body}");
+    let api: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let trials: Vec<(String, String)> = api["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["trial_id"].as_str().unwrap().to_string(),
+                t["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(trials.len(), 10);
+    // The run page, rendered by a real browser: one mark per trial, each with its id and
+    // outcome as its title and a link to its page.
+    let (dom, errors) = chromium(
+        &format!("{}runs/{run}", server.url),
+        Some(&shots().join("run-pictures.png")),
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(
+        dom.matches("<a class=\"mark\"").count(),
+        trials.len(),
+        "{dom}"
+    );
+    for (id, outcome) in &trials {
+        let mark =
+            format!("<a class=\"mark\" href=\"/runs/{run}/trials/{id}\"><title>{id}: {outcome}");
+        assert_eq!(dom.matches(&mark).count(), 1, "{mark}\n{dom}");
+    }
+    assert!(dom.contains("id=\"spread-picture\""), "{dom}");
+    // Scripted agents report no tokens or money: the page says there is no cost picture.
+    assert!(!dom.contains("id=\"cost-picture\""), "{dom}");
+    assert!(dom.contains("no trial reported tokens or money"), "{dom}");
+    // The same grid alone, at its stable URL, an SVG document.
+    let (status, grid) = get(&server, &format!("/runs/{run}/grid.svg"));
+    assert_eq!(status, 200);
+    assert!(
+        grid.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{grid}"
+    );
+    assert_eq!(grid.matches("<a class=\"mark\"").count(), trials.len());
+    let (status, _) = get(&server, &format!("/runs/{run}/nothing.svg"));
+    assert_eq!(status, 404);
+    // The comparison page counts the discordant pairs the comparison counts, and outlines as
+    // many cells.
+    let (status, body) = get(
+        &server,
+        &format!("/api/compare?a={run}/naive&b={run}/oracle"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let cmp: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let d = &cmp["comparison"]["overall"]["discordance"];
+    let (a_only, b_only) = (d["a_only"].as_u64().unwrap(), d["b_only"].as_u64().unwrap());
+    assert!(
+        a_only + b_only > 0,
+        "the oracle wins some pairs the naive loses: {d}"
+    );
+    let pairs = cmp["comparison"]["pairs"].as_array().unwrap();
+    assert_eq!(
+        pairs.len() as u64,
+        cmp["comparison"]["matched"].as_u64().unwrap()
+    );
+    let (dom, errors) = chromium(
+        &format!("{}compare?a={run}/naive&b={run}/oracle", server.url),
+        Some(&shots().join("compare-pictures.png")),
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(
+        dom.contains(&format!(
+            "{} discordant pair(s): A only {a_only}, B only {b_only}",
+            a_only + b_only
+        )),
+        "{dom}"
+    );
+    assert_eq!(
+        dom.matches("data-discordant=\"b_only\"").count() as u64,
+        b_only,
+        "{dom}"
+    );
+    assert_eq!(
+        dom.matches("data-discordant=\"a_only\"").count() as u64,
+        a_only,
+        "{dom}"
+    );
+    assert_eq!(dom.matches("<g class=\"pair\"").count(), pairs.len());
+    let (status, svg) = get(
+        &server,
+        &format!("/compare/pairs.svg?a={run}/naive&b={run}/oracle"),
+    );
+    assert_eq!(status, 200);
+    assert!(svg.starts_with("<svg xmlns="), "{svg}");
+    // The export holds the same pictures inline, each mark linking to the trial's anchor.
+    let out = lab.root.join("export.html");
+    let export = lab.proctor(
+        As::Me,
+        &[
+            "export",
+            &run,
+            "--html",
+            out.to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(export.code, 0, "{export:?}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(html.matches("<a class=\"mark\"").count(), trials.len());
+    for (id, _) in &trials {
+        assert!(
+            html.contains(&format!(
+                "<a class=\"mark\" href=\"#trial-{id}\"><title>{id}: "
+            )),
+            "{id}"
+        );
+    }
+    assert!(
+        !html.contains("href=\"/runs/"),
+        "an export links nowhere outside itself"
+    );
+}
