@@ -169,6 +169,13 @@ pub fn decide_isolation(
 
 /// The summary the index keeps of a record.
 pub fn summary_of(record: &TrialRecord) -> TrialSummary {
+    // The report's source of tokens: the wire where proctor saw the traffic, else what the
+    // agent reported (results::tokens_of).
+    let usage = record
+        .ledgers
+        .wire
+        .as_ref()
+        .or(record.ledgers.agent_reported.as_ref());
     TrialSummary {
         trial_id: record.plan.id.clone(),
         task: record.plan.task.clone(),
@@ -187,9 +194,9 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
             .as_ref()
             .and_then(|v| v.metrics)
             .map(|m| m.wrong_turns),
-        input_tokens: None,
-        output_tokens: None,
-        cost_usd: None,
+        input_tokens: usage.and_then(|u| u.input),
+        output_tokens: usage.and_then(|u| u.output),
+        cost_usd: record.ledgers.cost_usd,
         limit_reached: record.limit_reached.clone(),
         flags: record
             .verdict

@@ -561,6 +561,31 @@ fn a_real_cli_trial_shows_the_agents_and_the_models_side() {
         page.contains("<b>The model's side</b>: <code>services/__model/wire.jsonl</code>"),
         "{page}"
     );
+    // The wire's tokens are drawn: success against tokens has the variant's point, and the
+    // spread has a tokens panel with the trial in it.
+    let tokens = lab.record("send.claude-code.0")["ledgers"].clone();
+    let (_, api) = get(&server, "/api/runs/latest");
+    // The index's summary carries the trial's tokens (the run page's table shows them).
+    let summary: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(
+        summary["trials"][0]["input_tokens"], tokens["wire"]["input"],
+        "{api}\n{tokens}"
+    );
+    assert!(
+        summary["trials"][0]["output_tokens"].as_u64().unwrap() > 0,
+        "{api}"
+    );
+    let (status, cost) = get(&server, "/runs/latest/cost.svg");
+    assert_eq!(status, 200, "{api}");
+    assert!(
+        cost.contains("claude-code: success 1/1 (100%), median "),
+        "{cost}\n{tokens}\n{api}"
+    );
+    assert!(cost.contains(" tokens over 1 trial(s)"), "{cost}");
+    let (status, spread) = get(&server, "/runs/latest/spread.svg");
+    assert_eq!(status, 200, "{spread}");
+    assert!(spread.contains("data-quantity=\"tokens\""), "{spread}");
+    assert!(spread.contains("send.claude-code.0: "), "{spread}");
 }
 
 #[test]
