@@ -177,20 +177,10 @@ mod tests {
 
     fn trial(variant: &str, i: u32, tokens: Option<u64>, usd: Option<f64>) -> TrialSummary {
         TrialSummary {
-            trial_id: format!("t.{variant}.{i}"),
-            task: "t".into(),
-            variant: variant.into(),
-            trial_index: i,
-            outcome: "completed".into(),
-            reason: None,
-            wall_seconds: 1.0,
-            calls: None,
-            wrong_turns: None,
             input_tokens: tokens,
             output_tokens: tokens.map(|_| 0),
             cost_usd: usd,
-            limit_reached: None,
-            flags: Vec::new(),
+            ..crate::pictures::summary("t", variant, i, "completed")
         }
     }
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use proctor_store::TrialSummary;
 
-use super::{cut, defs, legend, open, symbol, STEP};
+use super::{cut, defs, label_width, legend, open, symbol, STEP};
 use crate::html::esc;
 
 /// Marks per row within one task × variant cell.
@@ -58,21 +58,8 @@ pub fn svg(
     let most = trials.iter().map(|t| t.trial_index + 1).max().unwrap_or(1);
     let per_row = most.min(PER_ROW);
     let rows_per_cell = most.div_ceil(PER_ROW);
-    let label_w = 12
-        + 7 * tasks
-            .iter()
-            .map(|t| t.chars().count())
-            .max()
-            .unwrap_or(4)
-            .min(40) as u32;
-    let cell_w = (per_row * STEP + 16).max(
-        16 + 7 * variants
-            .iter()
-            .map(|v| v.chars().count())
-            .max()
-            .unwrap_or(4)
-            .min(24) as u32,
-    );
+    let label_w = label_width(&tasks, 40);
+    let cell_w = (per_row * STEP + 16).max(4 + label_width(&variants, 24));
     let cell_h = rows_per_cell * STEP + 8;
     let top = 22;
     let width = (label_w + cell_w * variants.len() as u32).max(520);
@@ -179,20 +166,8 @@ mod tests {
 
     fn trial(task: &str, variant: &str, index: u32, outcome: &str) -> TrialSummary {
         TrialSummary {
-            trial_id: format!("{task}.{variant}.{index}"),
-            task: task.into(),
-            variant: variant.into(),
-            trial_index: index,
-            outcome: outcome.into(),
             reason: Some(format!("why <{outcome}>")),
-            wall_seconds: 1.0,
-            calls: None,
-            wrong_turns: None,
-            input_tokens: None,
-            output_tokens: None,
-            cost_usd: None,
-            limit_reached: None,
-            flags: Vec::new(),
+            ..crate::pictures::summary(task, variant, index, outcome)
         }
     }
 
@@ -230,20 +205,13 @@ mod size {
             .flat_map(|t| {
                 (0..4).flat_map(move |v| {
                     (0..25).map(move |i| TrialSummary {
-                        trial_id: format!("task-{t:03}.variant-{v}.{i}"),
-                        task: format!("task-{t:03}"),
-                        variant: format!("variant-{v}"),
-                        trial_index: i,
-                        outcome: if i % 3 == 0 { "wrong" } else { "completed" }.into(),
                         reason: Some("the success condition fails: state /sent/0/to is \"dana\", expected \"mei\"".into()),
-                        wall_seconds: 1.0,
-                        calls: None,
-                        wrong_turns: None,
-                        input_tokens: None,
-                        output_tokens: None,
-                        cost_usd: None,
-                        limit_reached: None,
-                        flags: Vec::new(),
+                        ..crate::pictures::summary(
+                            &format!("task-{t:03}"),
+                            &format!("variant-{v}"),
+                            i,
+                            if i % 3 == 0 { "wrong" } else { "completed" },
+                        )
                     })
                 })
             })

@@ -158,6 +158,18 @@ pub fn number(v: f64) -> String {
     }
 }
 
+/// The width of a column of `labels` in pixels (at about 7 pixels a character, `max_chars` at
+/// most), with a margin.
+pub fn label_width<S: AsRef<str>>(labels: &[S], max_chars: usize) -> u32 {
+    let longest = labels
+        .iter()
+        .map(|l| l.as_ref().chars().count())
+        .max()
+        .unwrap_or(4)
+        .min(max_chars);
+    12 + 7 * longest as u32
+}
+
 /// Text cut to `max` characters (an ellipsis marks the cut), for titles of many marks.
 pub fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -269,6 +281,33 @@ fn variant_rates(report: Option<&serde_json::Value>) -> Vec<cost::VariantRate> {
             })
         })
         .collect()
+}
+
+/// A finished trial's summary for the pictures' tests: `TASK.VARIANT.INDEX` with `outcome` and
+/// nothing measured.
+#[cfg(test)]
+pub(crate) fn summary(
+    task: &str,
+    variant: &str,
+    index: u32,
+    outcome: &str,
+) -> proctor_store::TrialSummary {
+    proctor_store::TrialSummary {
+        trial_id: format!("{task}.{variant}.{index}"),
+        task: task.into(),
+        variant: variant.into(),
+        trial_index: index,
+        outcome: outcome.into(),
+        reason: None,
+        wall_seconds: 1.0,
+        calls: None,
+        wrong_turns: None,
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        limit_reached: None,
+        flags: Vec::new(),
+    }
 }
 
 #[cfg(test)]

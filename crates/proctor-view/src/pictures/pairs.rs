@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use proctor_report::{Discordance, MatchedPair, Side, Unmatched};
 
-use super::{cut, defs, legend, open, symbol, STEP};
+use super::{cut, defs, label_width, legend, open, symbol, STEP};
 use crate::html::esc;
 
 /// The most trial indexes drawn on one row of a task.
@@ -32,13 +32,7 @@ pub fn svg(
     let per_row = most.min(PER_ROW);
     let rows_per_task = most.div_ceil(PER_ROW);
     let pair_w = 2 * STEP + 8;
-    let label_w = 12
-        + 7 * tasks
-            .iter()
-            .map(|t| t.chars().count())
-            .max()
-            .unwrap_or(4)
-            .min(40) as u32;
+    let label_w = label_width(&tasks, 40);
     let task_h = rows_per_task * (STEP + 6) + 4;
     let top = 40;
     let width = (label_w + per_row * pair_w).max(560);

@@ -202,20 +202,10 @@ mod tests {
 
     fn trial(variant: &str, i: u32, wrong: u64) -> TrialSummary {
         TrialSummary {
-            trial_id: format!("t.{variant}.{i}"),
-            task: "t".into(),
-            variant: variant.into(),
-            trial_index: i,
-            outcome: "completed".into(),
-            reason: None,
             wall_seconds: f64::from(i),
             calls: Some(wrong + 1),
             wrong_turns: Some(wrong),
-            input_tokens: None,
-            output_tokens: None,
-            cost_usd: None,
-            limit_reached: None,
-            flags: Vec::new(),
+            ..crate::pictures::summary("t", variant, i, "completed")
         }
     }
 
