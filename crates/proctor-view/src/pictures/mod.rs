@@ -19,17 +19,8 @@ use crate::html::esc;
 /// The distance between the corners of neighbouring marks.
 pub const STEP: u32 = 12;
 
-/// The eight outcomes, in the order a legend lists them.
-pub const OUTCOMES: [&str; 8] = [
-    "completed",
-    "refused-honestly",
-    "asked",
-    "wrong",
-    "refused-wrongly",
-    "abandoned",
-    "errored",
-    "ungradeable",
-];
+// The eight outcomes, in report order: the legend lists them so.
+use proctor_score::outcome::LABELS as OUTCOMES;
 
 /// How an outcome's mark is drawn: its colour and its shape, as SVG in a 10 × 10 box.
 fn shape(outcome: &str) -> (&'static str, String) {
