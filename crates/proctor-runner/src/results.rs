@@ -178,6 +178,51 @@ pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, Result
     Ok(rows)
 }
 
+/// The trial records of `scoring` of a run: each finished trial's own record for the run's own
+/// scoring, the records a rescore wrote for a rescore. Returns the trials whose `trial.json`
+/// cannot be read (for the run's own scoring; a rescore's file holds only what it rescored).
+pub fn for_each_scored_record(
+    run: &RunHandle,
+    scoring: &proctor_store::Scoring,
+    mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
+) -> Result<Vec<proctor_store::DamagedTrial>, ResultsError> {
+    if !scoring.is_rescore() {
+        return for_each_record(run, f);
+    }
+    /// A results document's trials, the rest of it skipped.
+    #[derive(Deserialize)]
+    struct Trials {
+        trials: Vec<TrialRecord>,
+    }
+    let path = run.dir().join(&scoring.file);
+    let file = File::open(&path).map_err(|source| StoreError::Io {
+        op: "read",
+        path: path.clone(),
+        source,
+    })?;
+    let doc: Trials = serde_json::from_reader(std::io::BufReader::new(file))
+        .map_err(|source| StoreError::Json { path, source })?;
+    for record in doc.trials {
+        f(record)?;
+    }
+    Ok(Vec::new())
+}
+
+/// [`read_rows`] of `scoring` of a run ([`for_each_scored_record`]).
+pub fn read_scored_rows(
+    run: &RunHandle,
+    suite: &Suite,
+    scoring: &proctor_store::Scoring,
+) -> Result<Vec<TrialRow>, ResultsError> {
+    let mut rows = Vec::new();
+    for_each_scored_record(run, scoring, |record| {
+        rows.push(row_of(&record, run.id().as_str(), suite));
+        Ok(())
+    })?;
+    rows.sort_by(|a, b| plan_order(a).cmp(&plan_order(b)));
+    Ok(rows)
+}
+
 /// The key trials are reported in: task, variant, index.
 fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
     (&row.task, &row.variant, row.trial_index)

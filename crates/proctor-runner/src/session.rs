@@ -196,6 +196,10 @@ impl Session {
             record.to_extra(),
         );
         let run = store.create_run(&meta).map_err(SessionError::Create)?;
+        // The run keeps the suite as it read it, hashed, so that it can be read, compared and
+        // rescored from the store alone whatever later happens to the suite folder.
+        proctor_store::keep_suite(&store_root, run.dir(), &suite.root)
+            .map_err(SessionError::Create)?;
         Ok(Session {
             suite,
             plan,

@@ -25,6 +25,14 @@ pub trait Sources: Send + Sync {
     /// `gates_note` saying why when the gates cannot be applied; `Err` says why the comparison
     /// cannot be made.
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String>;
+    /// Every trial of a rescore of `run` (`scoring` names its file): each record's index
+    /// summary and the record as JSON; `Err` says why the rescore cannot be read.
+    fn rescored(
+        &self,
+        store: &Store,
+        run: &RunId,
+        scoring: &proctor_store::Scoring,
+    ) -> Result<Vec<(proctor_store::TrialSummary, serde_json::Value)>, String>;
 }
 
 /// What the viewer reads: a store, and the [`Sources`] of what the store alone cannot show.
@@ -156,13 +164,20 @@ async fn run_page(
     Path(run): Path<String>,
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
-    html(blocking(move || data::run(&v.store, &run, &q).map(|p| pages::run(&p, ""))).await)
+    html(
+        blocking(move || data::run(&v.store, v.sources(), &run, &q).map(|p| pages::run(&p, "")))
+            .await,
+    )
 }
 
-async fn trial_page(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
+async fn trial_page(
+    State(v): App,
+    Path((run, trial)): Path<(String, String)>,
+    Query(q): Query<data::ScoringQuery>,
+) -> Response {
     html(
         blocking(move || {
-            data::trial(&v.store, &run, &trial, v.sources()).map(|t| pages::trial(&t))
+            data::trial(&v.store, &run, &trial, v.sources(), &q.scoring).map(|t| pages::trial(&t))
         })
         .await,
     )
@@ -177,11 +192,15 @@ async fn run_api(
     Path(run): Path<String>,
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
-    json(blocking(move || data::run(&v.store, &run, &q)).await)
+    json(blocking(move || data::run(&v.store, v.sources(), &run, &q)).await)
 }
 
-async fn trial_api(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
-    json(blocking(move || data::trial(&v.store, &run, &trial, v.sources())).await)
+async fn trial_api(
+    State(v): App,
+    Path((run, trial)): Path<(String, String)>,
+    Query(q): Query<data::ScoringQuery>,
+) -> Response {
+    json(blocking(move || data::trial(&v.store, &run, &trial, v.sources(), &q.scoring)).await)
 }
 
 async fn transcript_api(

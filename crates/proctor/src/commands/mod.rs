@@ -13,6 +13,8 @@ mod models;
 mod oracle;
 mod rescore;
 mod run;
+mod run_suite;
+mod scoring;
 mod sit;
 mod slurm;
 mod suites;
@@ -102,7 +104,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             trial,
             store,
             format,
-        } => inspect::show(&store, &run, trial.as_deref(), format),
+            scoring,
+        } => inspect::show(&store, &run, trial.as_deref(), format, scoring),
         Command::Reindex { store } => inspect::reindex(&store),
         Command::MockModel {
             script,
@@ -129,6 +132,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             junit,
             store,
             format,
+            scoring,
         } => compare::run(compare::CompareArgs {
             store: &store,
             runs: &runs,
@@ -137,6 +141,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             gate,
             junit: junit.as_deref(),
             format,
+            scoring,
         }),
         Command::Import {
             format,
@@ -162,23 +167,32 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             atif,
             junit,
             store,
+            scoring,
         } => export::run(
             &store,
             &run,
-            html.as_deref(),
-            atif.as_deref(),
-            junit.as_deref(),
+            export::Formats {
+                html: html.as_deref(),
+                atif: atif.as_deref(),
+                junit: junit.as_deref(),
+            },
+            scoring,
         ),
         Command::Rescore {
             run,
             suite,
+            suite_from,
             store,
             image_cache,
             config,
         } => rescore::run(
             &store,
             &run,
-            suite.as_deref(),
+            match (suite, suite_from) {
+                (Some(dir), _) => rescore::RulesFrom::Folder(dir),
+                (None, Some(crate::cli::SuiteFrom::Folder)) => rescore::RulesFrom::RunFolder,
+                (None, _) => rescore::RulesFrom::Run,
+            },
             rescore::Images {
                 cache: image_cache.as_deref(),
                 config: config.as_deref(),
