@@ -474,6 +474,49 @@ pub struct TrialPage {
     /// The trial's transcripts (the agent's, then the model's when recorded), each with its
     /// first lines; the rest is served in slices by the transcript API.
     pub transcripts: Vec<TranscriptHead>,
+    /// Each visual look's kept screenshot as a `data:image/png;base64,...` URL, by look (the
+    /// page shows them inline; the API's `record` names the files instead).
+    #[serde(skip)]
+    pub screenshots: BTreeMap<String, String>,
+}
+
+/// The largest screenshot shown inline (a bigger one is named, not shown).
+const MAX_INLINE_SCREENSHOT: u64 = 8 << 20;
+
+/// Each look's kept screenshot (`visual/N.png` in the trial folder `dir`) as a data URL, by
+/// look; a path outside `visual/`, or a file that cannot be read or is too big, is left out.
+fn screenshots(record: &serde_json::Value, dir: &std::path::Path) -> BTreeMap<String, String> {
+    use base64::Engine;
+    let mut out = BTreeMap::new();
+    let Some(visuals) = record
+        .pointer("/end_state/visuals")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return out;
+    };
+    for (look, run) in visuals {
+        let Some(rel) = run.get("screenshot").and_then(serde_json::Value::as_str) else {
+            continue;
+        };
+        let inside = rel
+            .strip_prefix("visual/")
+            .is_some_and(|n| !n.contains('/') && !n.starts_with('.'));
+        if !inside {
+            continue;
+        }
+        let path = dir.join(rel);
+        let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_INLINE_SCREENSHOT);
+        if let (true, Ok(png)) = (small, std::fs::read(&path)) {
+            out.insert(
+                look.clone(),
+                format!(
+                    "data:image/png;base64,{}",
+                    base64::engine::general_purpose::STANDARD.encode(png)
+                ),
+            );
+        }
+    }
+    out
 }
 
 /// A trial's outcome in the run's own scoring, shown beside a rescore's.
@@ -579,6 +622,7 @@ pub(crate) fn trial_in(
             })
         })
         .collect::<Result<Vec<_>, ViewError>>()?;
+    let shots = screenshots(&file.record, &dir);
     Ok(TrialPage {
         run: id.as_str().to_string(),
         summary: file.summary,
@@ -586,6 +630,7 @@ pub(crate) fn trial_in(
         scoring,
         original,
         diff: sources.diff(store, &id, trial_id),
+        screenshots: shots,
         transcripts,
     })
 }

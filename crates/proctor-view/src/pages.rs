@@ -541,6 +541,11 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         ("diff", "Workspace diff", diff_section(t, end)),
         ("checks", "Checks", checks(end)),
         (
+            "visuals",
+            "Visual checks",
+            crate::evidence_html::visuals(r, &t.screenshots),
+        ),
+        (
             "transcripts",
             "Transcripts",
             crate::transcript_html::section(t, level == 1),

@@ -247,7 +247,11 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
     // By default a rescore takes the rules of the run's own copy of its suite: nothing changes.
     let kept = rescore(&lab);
     assert_eq!(kept.code, 0, "{}", kept.stderr);
-    assert!(kept.stderr.contains("no outcome changed"), "{}", kept.stderr);
+    assert!(
+        kept.stderr.contains("no outcome changed"),
+        "{}",
+        kept.stderr
+    );
     std::thread::sleep(std::time::Duration::from_millis(5));
     let out = lab.proctor(
         As::Me,
