@@ -240,34 +240,6 @@ fn event_log(service: &str, events: &[Value], window: Option<f64>, reversed: boo
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_undo_inside_the_window_marks_both_events() {
-        let record = serde_json::json!({
-            "settings": {"undo_window": {"secs": 300, "nanos": 0}},
-            "verdict": {"reversed": true, "metrics": {"calls": 3, "errors": 1}},
-            "end_state": {"services": {"chat": {"state": {"sent": 1}, "events": [
-                {"at": 3.2, "actor": "agent", "op": "send", "id": "e-7"},
-                {"at": 4.0, "actor": "agent", "op": "send", "id": "e-9"},
-                {"at": 41.0, "actor": "user", "op": "undo", "id": "e-8", "target": "e-7"}
-            ]}}}
-        });
-        let html = services(&record, 3);
-        assert_eq!(html.matches("<tr class=\"reversal\">").count(), 2, "{html}");
-        assert!(html.contains("reverses the agent's <code>send</code> (e-7) 37.8 s after it, inside the 300 s undo window: an attributed reversal, and the trial is wrong for it."), "{html}");
-        let m = metrics(&record);
-        assert!(m.contains("<code>errors</code></td><td><b>1</b>"), "{m}");
-        assert!(
-            m.contains("<code>errors + repeats + undone + denied</code>"),
-            "{m}"
-        );
-        assert!(m.contains("<code>repeats</code></td><td><b>–</b>"), "{m}");
-    }
-}
-
 /// The visual looks: each look's page, what it found and its kept screenshot, shown inline
 /// (`shots`, by look, as data URLs); nothing for a trial without visual assertions.
 pub fn visuals(r: &Value, shots: &std::collections::BTreeMap<String, String>) -> String {
@@ -315,4 +287,32 @@ pub fn visuals(r: &Value, shots: &std::collections::BTreeMap<String, String>) ->
         html.push_str("</div>");
     }
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_undo_inside_the_window_marks_both_events() {
+        let record = serde_json::json!({
+            "settings": {"undo_window": {"secs": 300, "nanos": 0}},
+            "verdict": {"reversed": true, "metrics": {"calls": 3, "errors": 1}},
+            "end_state": {"services": {"chat": {"state": {"sent": 1}, "events": [
+                {"at": 3.2, "actor": "agent", "op": "send", "id": "e-7"},
+                {"at": 4.0, "actor": "agent", "op": "send", "id": "e-9"},
+                {"at": 41.0, "actor": "user", "op": "undo", "id": "e-8", "target": "e-7"}
+            ]}}}
+        });
+        let html = services(&record, 3);
+        assert_eq!(html.matches("<tr class=\"reversal\">").count(), 2, "{html}");
+        assert!(html.contains("reverses the agent's <code>send</code> (e-7) 37.8 s after it, inside the 300 s undo window: an attributed reversal, and the trial is wrong for it."), "{html}");
+        let m = metrics(&record);
+        assert!(m.contains("<code>errors</code></td><td><b>1</b>"), "{m}");
+        assert!(
+            m.contains("<code>errors + repeats + undone + denied</code>"),
+            "{m}"
+        );
+        assert!(m.contains("<code>repeats</code></td><td><b>–</b>"), "{m}");
+    }
 }
