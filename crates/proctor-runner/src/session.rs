@@ -160,8 +160,9 @@ pub struct Session {
 impl Session {
     /// Starts a new run: applies `options.models` to the suite ([`Suite::apply_models`]), plans
     /// it with `options`, decides the isolation by asking the
-    /// machine, and creates the run (its `run.json` records a [`PlanRecord`]). The suite must
-    /// have been opened from an absolute path.
+    /// machine, and creates the run (its `run.json` records a [`PlanRecord`]), which keeps a
+    /// hashed copy of the suite folder ([`proctor_store::keep_suite`]). The suite must have been
+    /// opened from an absolute path.
     pub fn start(
         suite: Suite,
         store: &Store,
