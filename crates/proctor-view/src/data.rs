@@ -283,7 +283,7 @@ fn run_with(
         .or_else(|| read_report(&dir.join(&scoring.file)));
     let (cells, page, not_graded) = if scoring.is_rescore() {
         let rescored = sources
-            .rescored(store, &id, &scoring)
+            .rescored(store, &id, &scoring, &|_| false)
             .map_err(ViewError::Failed)?;
         rescored_trials(store, &id, rescored, query, limit)?
     } else {
@@ -331,7 +331,7 @@ fn rescore_summary(t: &mut TrialSummary, by: &TrialSummary) {
 fn rescored_trials(
     store: &Store,
     id: &RunId,
-    rescored: Vec<(TrialSummary, serde_json::Value)>,
+    rescored: Vec<(TrialSummary, Option<serde_json::Value>)>,
     query: &TrialQuery,
     limit: u64,
 ) -> Result<(Vec<CellCount>, proctor_store::TrialsPage, Vec<TrialSummary>), ViewError> {
@@ -578,10 +578,10 @@ pub fn trial(
     let scoring = pick(store, &id, scoring_choice(choice)?)?;
     let rescored = if scoring.is_rescore() {
         sources
-            .rescored(store, &id, &scoring)
+            .rescored(store, &id, &scoring, &|t| t == trial_id)
             .map_err(ViewError::Failed)?
             .into_iter()
-            .find(|(s, _)| s.trial_id == trial_id)
+            .find_map(|(s, r)| Some((s, r?)))
     } else {
         None
     };

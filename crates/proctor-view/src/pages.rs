@@ -779,10 +779,10 @@ pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Expo
         if run_page.scoring.is_rescore() {
             viewer
                 .sources()
-                .rescored(store, &id, &run_page.scoring)
+                .rescored(store, &id, &run_page.scoring, &|_| true)
                 .map_err(ViewError::Failed)?
                 .into_iter()
-                .map(|(s, r)| (s.trial_id.clone(), (s, r)))
+                .filter_map(|(s, r)| Some((s.trial_id.clone(), (s, r?))))
                 .collect()
         } else {
             BTreeMap::new()

@@ -26,13 +26,15 @@ pub trait Sources: Send + Sync {
     /// cannot be made.
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String>;
     /// Every trial of a rescore of `run` (`scoring` names its file): each record's index
-    /// summary and the record as JSON; `Err` says why the rescore cannot be read.
+    /// summary, with the record as JSON for the trials `keep` accepts (the records are read one
+    /// at a time; only those are held); `Err` says why the rescore cannot be read.
     fn rescored(
         &self,
         store: &Store,
         run: &RunId,
         scoring: &proctor_store::Scoring,
-    ) -> Result<Vec<(proctor_store::TrialSummary, serde_json::Value)>, String>;
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String>;
 }
 
 /// What the viewer reads: a store, and the [`Sources`] of what the store alone cannot show.

@@ -50,16 +50,21 @@ impl Sources for CliSources {
         store: &Store,
         id: &RunId,
         scoring: &proctor_store::Scoring,
-    ) -> Result<Vec<(proctor_store::TrialSummary, serde_json::Value)>, String> {
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String> {
         let run = store.open_run(id).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         proctor_runner::results::for_each_scored_record(&run, scoring, |record| {
-            let value = serde_json::to_value(&record).map_err(|source| {
-                proctor_store::StoreError::Json {
-                    path: run.dir().join(&scoring.file),
-                    source,
-                }
-            })?;
+            let value = if keep(&record.plan.id) {
+                Some(serde_json::to_value(&record).map_err(|source| {
+                    proctor_store::StoreError::Json {
+                        path: run.dir().join(&scoring.file),
+                        source,
+                    }
+                })?)
+            } else {
+                None
+            };
             out.push((proctor_runner::engine::summary_of(&record), value));
             Ok(())
         })
