@@ -35,7 +35,7 @@ pub struct Look {
     /// The elements of interest; `None`: the page as a whole.
     pub selector: Option<String>,
     /// Whether to take a screenshot: of the first element matching the selector, or of the
-    /// window.
+    /// window (without a selector, or when no element matches it).
     pub screenshot: bool,
 }
 
@@ -229,7 +229,7 @@ fn in_tab(
         seen.elements = serde_json::from_value(probe["elements"].clone()).unwrap_or_default();
         clip = probe.get("rect").filter(|r| !r.is_null()).cloned();
     }
-    if look.screenshot && (look.selector.is_none() || clip.is_some()) {
+    if look.screenshot {
         let mut params = json!({ "format": "png" });
         if let Some(rect) = clip {
             params["clip"] = json!({

@@ -178,6 +178,139 @@ pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, Result
     Ok(rows)
 }
 
+/// The trial records of `scoring` of a run, one at a time: each finished trial's own record for
+/// the run's own scoring, the records a rescore wrote for a rescore (streamed from its
+/// `results.rescored-*.json`, never all held at once). Returns the trials whose `trial.json`
+/// cannot be read (for the run's own scoring; a rescore's file holds only what it rescored).
+pub fn for_each_scored_record(
+    run: &RunHandle,
+    scoring: &proctor_store::Scoring,
+    mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
+) -> Result<Vec<proctor_store::DamagedTrial>, ResultsError> {
+    if !scoring.is_rescore() {
+        return for_each_record(run, f);
+    }
+    let path = run.dir().join(&scoring.file);
+    let file = File::open(&path).map_err(|source| StoreError::Io {
+        op: "read",
+        path: path.clone(),
+        source,
+    })?;
+    let mut failed = None;
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
+    let read = serde::de::DeserializeSeed::deserialize(
+        stream::Document {
+            f: &mut f,
+            failed: &mut failed,
+        },
+        &mut de,
+    );
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    read.map_err(|source| StoreError::Json { path, source })?;
+    Ok(Vec::new())
+}
+
+/// A results document read with each of its `trials` handed on as it is parsed.
+mod stream {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use super::{ResultsError, TrialRecord};
+
+    /// The document: every member skipped but `trials`.
+    pub(super) struct Document<'a, F> {
+        /// Called with each record.
+        pub(super) f: &'a mut F,
+        /// Where `f`'s error is put when it stops the reading.
+        pub(super) failed: &'a mut Option<ResultsError>,
+    }
+
+    impl<'de, F: FnMut(TrialRecord) -> Result<(), ResultsError>> DeserializeSeed<'de>
+        for Document<'_, F>
+    {
+        type Value = ();
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, F: FnMut(TrialRecord) -> Result<(), ResultsError>> Visitor<'de> for Document<'_, F> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a results document")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Document { f, failed } = self;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "trials" {
+                    map.next_value_seed(Trials {
+                        f: &mut *f,
+                        failed: &mut *failed,
+                    })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// The `trials` list.
+    struct Trials<'a, F> {
+        f: &'a mut F,
+        failed: &'a mut Option<ResultsError>,
+    }
+
+    impl<'de, F: FnMut(TrialRecord) -> Result<(), ResultsError>> DeserializeSeed<'de>
+        for Trials<'_, F>
+    {
+        type Value = ();
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de, F: FnMut(TrialRecord) -> Result<(), ResultsError>> Visitor<'de> for Trials<'_, F> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of trial records")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(record) = seq.next_element::<TrialRecord>()? {
+                if let Err(e) = (self.f)(record) {
+                    *self.failed = Some(e);
+                    return Err(A::Error::custom("stopped by its reader"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// [`read_rows`] of `scoring` of a run ([`for_each_scored_record`]).
+pub fn read_scored_rows(
+    run: &RunHandle,
+    suite: &Suite,
+    scoring: &proctor_store::Scoring,
+) -> Result<Vec<TrialRow>, ResultsError> {
+    let mut rows = Vec::new();
+    for_each_scored_record(run, scoring, |record| {
+        rows.push(row_of(&record, run.id().as_str(), suite));
+        Ok(())
+    })?;
+    rows.sort_by(|a, b| plan_order(a).cmp(&plan_order(b)));
+    Ok(rows)
+}
+
 /// The key trials are reported in: task, variant, index.
 fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
     (&row.task, &row.variant, row.trial_index)

@@ -160,8 +160,9 @@ pub struct Session {
 impl Session {
     /// Starts a new run: applies `options.models` to the suite ([`Suite::apply_models`]), plans
     /// it with `options`, decides the isolation by asking the
-    /// machine, and creates the run (its `run.json` records a [`PlanRecord`]). The suite must
-    /// have been opened from an absolute path.
+    /// machine, and creates the run (its `run.json` records a [`PlanRecord`]), which keeps a
+    /// hashed copy of the suite folder ([`proctor_store::keep_suite`]). The suite must have been
+    /// opened from an absolute path.
     pub fn start(
         suite: Suite,
         store: &Store,
@@ -196,6 +197,10 @@ impl Session {
             record.to_extra(),
         );
         let run = store.create_run(&meta).map_err(SessionError::Create)?;
+        // The run keeps the suite as it read it, hashed, so that it can be read, compared and
+        // rescored from the store alone whatever later happens to the suite folder.
+        proctor_store::keep_suite(&store_root, run.dir(), &suite.root)
+            .map_err(SessionError::Create)?;
         Ok(Session {
             suite,
             plan,

@@ -188,6 +188,18 @@ pub enum StoreError {
         /// The trial id.
         trial: String,
     },
+
+    /// The copy of its suite a run keeps (`suite/`, listed with hashes in `suite.json`) does
+    /// not match its list: a file was changed, added or removed after the run kept it.
+    #[error("the copy of the suite that run {run} keeps is damaged: {path}: {reason}")]
+    KeptSuiteDamaged {
+        /// The run.
+        run: String,
+        /// The file, relative to the kept suite's top (or `suite.json`).
+        path: String,
+        /// What is wrong, in a sentence.
+        reason: String,
+    },
 }
 
 impl StoreError {

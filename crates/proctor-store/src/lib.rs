@@ -3,8 +3,11 @@
 //! ```text
 //! STORE/                       (default .proctor, or --store DIR)
 //!   index.sqlite               runs, trials and outcomes: a cache for list/show/compare
+//!   files/HH/HASH              content-addressed files (a run's kept suite links to them)
 //!   runs/RUN_ID/
 //!     run.json                 written at run start, rewritten when the status changes
+//!     suite/ suite.json        the suite as the run read it, every file hashed (see [`keep_suite`])
+//!     results.rescored-*.json  each `proctor rescore` (see [`pick_scoring`])
 //!     run.lock                 flock-ed by the process writing the run; names its pid and host
 //!     results.json results.md  written by later stages with [`atomic_write`]
 //!     trials/TRIAL_ID/
@@ -32,11 +35,13 @@ mod atomic;
 mod error;
 mod finite;
 mod index;
+mod kept;
 mod lock;
 mod model;
 pub mod page;
 mod query;
 mod run_id;
+mod scoring;
 mod store;
 mod time;
 
@@ -46,6 +51,9 @@ pub use atomic::{
 };
 pub use error::{is_out_of_space, Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;
+pub use kept::{
+    keep_suite, read_kept_suite, KeptEntry, KeptSuite, FILES_DIR, KEPT_SUITE_DIR, KEPT_SUITE_FILE,
+};
 pub use lock::{LockHolder, LOCK_FILE};
 pub use model::{
     DamagedRun, DamagedTrial, HostInfo, ParseRunStatusError, RunListing, RunMeta, RunRecord,
@@ -53,6 +61,7 @@ pub use model::{
 };
 pub use query::{CellCount, TrialFilter, TrialsPage};
 pub use run_id::RunId;
+pub use scoring::{pick_scoring, ParseScoringError, Scoring, ScoringChoice, RESCORED_STEM};
 pub use store::{
     MismatchedRun, ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR,
     RUN_FILE, TRIALS_DIR, TRIAL_FILE,

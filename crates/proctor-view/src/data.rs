@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use proctor_store::{
-    CellCount, RunId, RunListing, RunMeta, Store, StoreError, TrialFilter, TrialSummary,
+    CellCount, RunId, RunListing, RunMeta, Scoring, ScoringChoice, Store, StoreError, TrialFilter,
+    TrialSummary,
 };
 use serde::Serialize;
 
@@ -91,9 +92,12 @@ pub struct RunPage {
     pub run: String,
     /// Its metadata (`run.json`).
     pub meta: RunMeta,
-    /// The report of its results (`results.json`'s `report`, without its `trials` list: rates
-    /// with n per variant and task), once the run wrote them; `null` while it runs.
+    /// The report of its results in the scoring shown (`results.json`'s `report`, or a
+    /// rescore's, without its `trials` list: rates with n per variant and task), once the run
+    /// wrote them; `null` while it runs.
     pub report: Option<serde_json::Value>,
+    /// The scoring shown: the latest rescore unless `?scoring=` asks for another.
+    pub scoring: Scoring,
     /// How many trials have finished.
     pub finished: u64,
     /// Finished trials per task, variant and outcome, from the index.
@@ -144,6 +148,33 @@ pub struct TrialQuery {
     /// Trials per page ([`PAGE_SIZE`] by default, at most [`MAX_PAGE_SIZE`]).
     #[serde(default)]
     pub limit: Option<u64>,
+    /// The scoring: `latest` (also when empty), `original` or a rescore's number.
+    #[serde(default)]
+    pub scoring: String,
+}
+
+/// The query of a trial page: `?scoring=latest|original|N`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringQuery {
+    /// The scoring: `latest` (also when empty), `original` or a rescore's number.
+    #[serde(default)]
+    pub scoring: String,
+}
+
+/// The scoring a query's `scoring` value names (empty: the latest).
+pub fn scoring_choice(s: &str) -> Result<ScoringChoice, ViewError> {
+    if s.is_empty() {
+        return Ok(ScoringChoice::Latest);
+    }
+    s.parse()
+        .map_err(|e: proctor_store::ParseScoringError| ViewError::NotFound(e.to_string()))
+}
+
+/// The scoring of run `id` that `choice` picks.
+fn pick(store: &Store, id: &RunId, choice: ScoringChoice) -> Result<Scoring, ViewError> {
+    proctor_store::pick_scoring(&store.run_dir(id), choice)?
+        .map_err(|why| ViewError::NotFound(format!("run {id}: {why}")))
 }
 
 impl TrialQuery {
@@ -187,6 +218,9 @@ impl TrialQuery {
         if self.limit.is_some() {
             parts.push(format!("limit={}", self.page_size()));
         }
+        if !self.scoring.is_empty() {
+            parts.push(format!("scoring={}", url_encode(&self.scoring)));
+        }
         if offset > 0 {
             parts.push(format!("offset={offset}"));
         }
@@ -209,47 +243,85 @@ pub fn url_encode(s: &str) -> String {
 
 /// The run `prefix` names (an id, a unique prefix or `latest`), with the page of its trials
 /// that `query` asks for.
-pub fn run(store: &Store, prefix: &str, query: &TrialQuery) -> Result<RunPage, ViewError> {
+pub fn run(
+    store: &Store,
+    sources: &dyn crate::server::Sources,
+    prefix: &str,
+    query: &TrialQuery,
+) -> Result<RunPage, ViewError> {
     let limit = query.page_size();
-    run_with(store, prefix, query, limit)
+    run_with(store, sources, prefix, query, limit)
 }
 
-/// Every finished trial of run `run` (an id the page resolved), for its pictures.
-pub fn all_trials(store: &Store, run: &str) -> Result<Vec<TrialSummary>, ViewError> {
-    let id = resolve(store, run)?;
-    Ok(store.trials(&id)?)
+/// Every finished trial of the run of page `p`, in the page's scoring (a rescore's outcomes over
+/// the index's trials), for its pictures.
+pub fn all_trials(
+    store: &Store,
+    sources: &dyn crate::server::Sources,
+    p: &RunPage,
+) -> Result<Vec<TrialSummary>, ViewError> {
+    let id = resolve(store, &p.run)?;
+    if p.scoring.is_rescore() {
+        let rescored = sources
+            .rescored(store, &id, &p.scoring, &|_| false)
+            .map_err(ViewError::Failed)?;
+        with_rescore(store, &id, rescored)
+    } else {
+        Ok(store.trials(&id)?)
+    }
 }
 
-/// The run `prefix` names with every trial that `query` lets through, on one page (the export).
-pub fn run_all(store: &Store, prefix: &str) -> Result<RunPage, ViewError> {
-    run_with(store, prefix, &TrialQuery::default(), u64::MAX)
+/// The run `prefix` names with every trial, on one page (the export), in the scoring `choice`
+/// picks.
+pub fn run_all(
+    store: &Store,
+    sources: &dyn crate::server::Sources,
+    prefix: &str,
+    choice: &str,
+) -> Result<RunPage, ViewError> {
+    let query = TrialQuery {
+        scoring: choice.to_string(),
+        ..TrialQuery::default()
+    };
+    run_with(store, sources, prefix, &query, u64::MAX)
 }
 
 fn run_with(
     store: &Store,
+    sources: &dyn crate::server::Sources,
     prefix: &str,
     query: &TrialQuery,
     limit: u64,
 ) -> Result<RunPage, ViewError> {
     let id = resolve(store, prefix)?;
+    let scoring = pick(store, &id, scoring_choice(&query.scoring)?)?;
     let meta = store.run_meta(&id)?;
-    let cells = store.cell_counts(&id)?;
-    let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
-    let mut not_graded = Vec::new();
-    for outcome in ["errored", "ungradeable"] {
-        let filter = TrialFilter {
-            outcome: Some(outcome.into()),
-            ..TrialFilter::default()
-        };
-        not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
-    }
     let dir = store.run_dir(&id);
-    let report = read_small_report(&dir.join("results.report.json"))
-        .or_else(|| read_report(&dir.join("results.json")));
+    let report = read_small_report(&dir.join(format!("{}.report.json", scoring.stem())))
+        .or_else(|| read_report(&dir.join(&scoring.file)));
+    let (cells, page, not_graded) = if scoring.is_rescore() {
+        let rescored = sources
+            .rescored(store, &id, &scoring, &|_| false)
+            .map_err(ViewError::Failed)?;
+        rescored_trials(store, &id, rescored, query, limit)?
+    } else {
+        let cells = store.cell_counts(&id)?;
+        let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
+        let mut not_graded = Vec::new();
+        for outcome in ["errored", "ungradeable"] {
+            let filter = TrialFilter {
+                outcome: Some(outcome.into()),
+                ..TrialFilter::default()
+            };
+            not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
+        }
+        (cells, page, not_graded)
+    };
     Ok(RunPage {
         run: id.as_str().to_string(),
         meta,
         report,
+        scoring,
         finished: cells.iter().map(|c| c.n).sum(),
         cells,
         filter: query.clone(),
@@ -259,6 +331,104 @@ fn run_with(
         trials: page.trials,
         not_graded,
     })
+}
+
+/// A trial's summary with what a rescore changed in it: outcome, reason, calls, wrong turns
+/// and flags.
+fn rescore_summary(t: &mut TrialSummary, by: &TrialSummary) {
+    t.outcome.clone_from(&by.outcome);
+    t.reason.clone_from(&by.reason);
+    t.calls = by.calls;
+    t.wrong_turns = by.wrong_turns;
+    t.flags.clone_from(&by.flags);
+}
+
+/// The counts per cell, the page of trials `query` asks for and the not-graded trials of a run
+/// in a rescore: the index's trials with the rescore's outcomes, filtered and paged here (the
+/// index holds the run's own outcomes).
+/// The index's trials of run `id` with a rescore's outcomes.
+fn with_rescore(
+    store: &Store,
+    id: &RunId,
+    rescored: Vec<(TrialSummary, Option<serde_json::Value>)>,
+) -> Result<Vec<TrialSummary>, ViewError> {
+    let by_id: BTreeMap<String, TrialSummary> = rescored
+        .into_iter()
+        .map(|(s, _)| (s.trial_id.clone(), s))
+        .collect();
+    let mut all = store
+        .trials_page(id, &TrialFilter::default(), 0, u64::MAX)?
+        .trials;
+    for t in &mut all {
+        if let Some(by) = by_id.get(&t.trial_id) {
+            rescore_summary(t, by);
+        }
+    }
+    Ok(all)
+}
+
+fn rescored_trials(
+    store: &Store,
+    id: &RunId,
+    rescored: Vec<(TrialSummary, Option<serde_json::Value>)>,
+    query: &TrialQuery,
+    limit: u64,
+) -> Result<(Vec<CellCount>, proctor_store::TrialsPage, Vec<TrialSummary>), ViewError> {
+    let all = with_rescore(store, id, rescored)?;
+    let mut counts: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    let mut outcomes_of: BTreeMap<(String, u32), std::collections::BTreeSet<String>> =
+        BTreeMap::new();
+    for t in &all {
+        *counts
+            .entry((t.task.clone(), t.variant.clone(), t.outcome.clone()))
+            .or_default() += 1;
+        outcomes_of
+            .entry((t.task.clone(), t.trial_index))
+            .or_default()
+            .insert(t.outcome.clone());
+    }
+    let cells = counts
+        .into_iter()
+        .map(|((task, variant, outcome), n)| CellCount {
+            task,
+            variant,
+            outcome,
+            n,
+        })
+        .collect();
+    let mut not_graded = Vec::new();
+    for outcome in ["errored", "ungradeable"] {
+        not_graded.extend(
+            all.iter()
+                .filter(|t| t.outcome == outcome)
+                .take(usize::try_from(NOT_GRADED_SHOWN).unwrap_or(usize::MAX))
+                .cloned(),
+        );
+    }
+    let f = query.filter();
+    let passes = |t: &TrialSummary| {
+        f.outcome.as_ref().is_none_or(|o| &t.outcome == o)
+            && f.task.as_ref().is_none_or(|x| &t.task == x)
+            && f.variant.as_ref().is_none_or(|x| &t.variant == x)
+            && (!f.differs
+                || outcomes_of
+                    .get(&(t.task.clone(), t.trial_index))
+                    .is_some_and(|o| o.len() > 1))
+    };
+    let passing: Vec<TrialSummary> = all.into_iter().filter(|t| passes(t)).collect();
+    let offset = query.offset.unwrap_or(0);
+    let trials = passing
+        .iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .cloned()
+        .collect();
+    let page = proctor_store::TrialsPage {
+        total: passing.len() as u64,
+        offset,
+        trials,
+    };
+    Ok((cells, page, not_graded))
 }
 
 /// `results.report.json`: the report alone, written beside `results.json` at the end of a run;
@@ -320,13 +490,70 @@ pub struct TrialPage {
     pub run: String,
     /// The index's summary of the trial.
     pub summary: TrialSummary,
-    /// The runner's whole record (`trial.json`'s `record`).
+    /// The runner's whole record (`trial.json`'s `record`; in a rescore, the record the
+    /// rescore wrote).
     pub record: serde_json::Value,
+    /// The scoring shown.
+    pub scoring: Scoring,
+    /// In a rescore, the run's own outcome and reason for this trial, as the index holds them.
+    pub original: Option<OriginalVerdict>,
     /// The workspace diff against the start state, as lines (`+`/`-` prefixed within a file).
     pub diff: Vec<String>,
     /// The trial's transcripts (the agent's, then the model's when recorded), each with its
     /// first lines; the rest is served in slices by the transcript API.
     pub transcripts: Vec<TranscriptHead>,
+    /// Each visual look's kept screenshot as a `data:image/png;base64,...` URL, by look (the
+    /// page shows them inline; the API's `record` names the files instead).
+    #[serde(skip)]
+    pub screenshots: BTreeMap<String, String>,
+}
+
+/// The largest screenshot shown inline (a bigger one is named, not shown).
+const MAX_INLINE_SCREENSHOT: u64 = 8 << 20;
+
+/// Each look's kept screenshot (`visual/N.png` in the trial folder `dir`) as a data URL, by
+/// look; a path outside `visual/`, or a file that cannot be read or is too big, is left out.
+fn screenshots(record: &serde_json::Value, dir: &std::path::Path) -> BTreeMap<String, String> {
+    use base64::Engine;
+    let mut out = BTreeMap::new();
+    let Some(visuals) = record
+        .pointer("/end_state/visuals")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return out;
+    };
+    for (look, run) in visuals {
+        let Some(rel) = run.get("screenshot").and_then(serde_json::Value::as_str) else {
+            continue;
+        };
+        let inside = rel
+            .strip_prefix("visual/")
+            .is_some_and(|n| !n.contains('/') && !n.starts_with('.'));
+        if !inside {
+            continue;
+        }
+        let path = dir.join(rel);
+        let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_INLINE_SCREENSHOT);
+        if let (true, Ok(png)) = (small, std::fs::read(&path)) {
+            out.insert(
+                look.clone(),
+                format!(
+                    "data:image/png;base64,{}",
+                    base64::engine::general_purpose::STANDARD.encode(png)
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// A trial's outcome in the run's own scoring, shown beside a rescore's.
+#[derive(Debug, Clone, Serialize)]
+pub struct OriginalVerdict {
+    /// The outcome.
+    pub outcome: String,
+    /// Why.
+    pub reason: Option<String>,
 }
 
 /// The lines of a transcript shown before the page's script asks for more.
@@ -366,15 +593,50 @@ fn trial_dir(store: &Store, id: &RunId, trial_id: &str) -> std::path::PathBuf {
         .join(trial_id)
 }
 
-/// One trial of a run, with its diff from `sources` and the head of its transcripts.
+/// One trial of a run in the scoring `choice` names (`latest` when empty), with its diff from
+/// `sources` and the head of its transcripts.
 pub fn trial(
     store: &Store,
     prefix: &str,
     trial_id: &str,
     sources: &dyn crate::server::Sources,
+    choice: &str,
 ) -> Result<TrialPage, ViewError> {
     let id = resolve(store, prefix)?;
-    let file = trial_file(store, &id, trial_id)?;
+    let scoring = pick(store, &id, scoring_choice(choice)?)?;
+    let rescored = if scoring.is_rescore() {
+        sources
+            .rescored(store, &id, &scoring, &|t| t == trial_id)
+            .map_err(ViewError::Failed)?
+            .into_iter()
+            .find_map(|(s, r)| Some((s, r?)))
+    } else {
+        None
+    };
+    trial_in(store, &id, trial_id, sources, scoring, rescored)
+}
+
+/// One trial of run `id` in `scoring`, whose rescored summary and record are `rescored` (none
+/// in the original scoring, or when the rescore did not hold the trial).
+pub(crate) fn trial_in(
+    store: &Store,
+    id: &RunId,
+    trial_id: &str,
+    sources: &dyn crate::server::Sources,
+    scoring: Scoring,
+    rescored: Option<(TrialSummary, serde_json::Value)>,
+) -> Result<TrialPage, ViewError> {
+    let id = id.clone();
+    let mut file = trial_file(store, &id, trial_id)?;
+    let mut original = None;
+    if let Some((summary, record)) = rescored {
+        original = Some(OriginalVerdict {
+            outcome: file.summary.outcome.clone(),
+            reason: file.summary.reason.clone(),
+        });
+        rescore_summary(&mut file.summary, &summary);
+        file.record = record;
+    }
     let dir = trial_dir(store, &id, trial_id);
     let transcripts = transcript::sources(&file.record, &dir)
         .into_iter()
@@ -388,11 +650,15 @@ pub fn trial(
             })
         })
         .collect::<Result<Vec<_>, ViewError>>()?;
+    let shots = screenshots(&file.record, &dir);
     Ok(TrialPage {
         run: id.as_str().to_string(),
         summary: file.summary,
         record: file.record,
+        scoring,
+        original,
         diff: sources.diff(store, &id, trial_id),
+        screenshots: shots,
         transcripts,
     })
 }
@@ -510,6 +776,8 @@ pub struct ComparePage {
     pub gates: serde_json::Value,
     /// Why there are no gates, when there are none.
     pub gates_note: Option<String>,
+    /// The scoring each run was read in (the latest), as `compare --format json` prints them.
+    pub scorings: serde_json::Value,
 }
 
 /// The comparison of arms `a` and `b` (each `RUN/VARIANT`, RUN an id, prefix or `latest`).
@@ -533,12 +801,14 @@ pub fn compare(
     let comparison = take("comparison").unwrap_or_default();
     let gates = take("gates").unwrap_or_default();
     let gates_note = take("gates_note").and_then(|n| n.as_str().map(str::to_string));
+    let scorings = take("scorings").unwrap_or_default();
     Ok(ComparePage {
         a,
         b,
         comparison,
         gates,
         gates_note,
+        scorings,
     })
 }
 

@@ -267,6 +267,55 @@ fn event_log(service: &str, events: &[Value], window: Option<f64>, reversed: boo
     s
 }
 
+/// The visual looks: each look's page, what it found and its kept screenshot, shown inline
+/// (`shots`, by look, as data URLs); nothing for a trial without visual assertions.
+pub fn visuals(r: &Value, shots: &std::collections::BTreeMap<String, String>) -> String {
+    let Some(looks) = r
+        .pointer("/end_state/visuals")
+        .and_then(Value::as_object)
+        .filter(|l| !l.is_empty())
+    else {
+        return "<p>No visual assertion.</p>".into();
+    };
+    let mut html = String::new();
+    for (look, run) in looks {
+        let field = |k: &str| run.get(k).and_then(Value::as_str);
+        let _ = write!(html, "<div class=\"look\"><p><code>{}</code>", esc(look));
+        if let Some(url) = field("url") {
+            let _ = write!(html, " · opened <code>{}</code>", esc(url));
+        }
+        if let Some(n) = run.get("count").and_then(Value::as_u64) {
+            let _ = write!(html, " · {n} element(s) match");
+        }
+        html.push_str("</p>");
+        for (label, key) in [("not looked at", "error"), ("did not load", "load_error")] {
+            if let Some(why) = field(key) {
+                let _ = write!(html, "<p class=\"note\">{label}: {}</p>", esc(why));
+            }
+        }
+        match (field("screenshot"), shots.get(look)) {
+            (Some(file), Some(data)) => {
+                let _ = write!(
+                    html,
+                    "<figure><img class=\"screenshot\" alt=\"the screenshot of this look\" src=\"{}\"><figcaption><code>{}</code></figcaption></figure>",
+                    esc(data),
+                    esc(file)
+                );
+            }
+            (Some(file), None) => {
+                let _ = write!(
+                    html,
+                    "<p class=\"note\">screenshot <code>{}</code> (not shown: it cannot be read, or is over 8 MiB)</p>",
+                    esc(file)
+                );
+            }
+            (None, _) => html.push_str("<p class=\"note\">no screenshot was kept</p>"),
+        }
+        html.push_str("</div>");
+    }
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,16 +21,19 @@ mod table;
 mod transcript;
 mod transcript_html;
 
-pub use data::{ComparePage, RunPage, TrialPage, TrialQuery, ViewError};
+pub use data::{
+    ComparePage, OriginalVerdict, RunPage, ScoringQuery, TrialPage, TrialQuery, ViewError,
+};
 pub use security::Hosts;
 pub use server::{run_blocking, serve, Sources, Viewer};
 
-/// One self-contained HTML page of run `run` (prefix, id or `latest`): the run page followed
-/// by every trial's page, linked by anchors; no network fetch is needed to read it. A trial
-/// whose `trial.json` is damaged is named in its place (and in [`Export::damaged`]) and the
-/// rest are exported.
-pub fn export_html(viewer: &Viewer, run: &str) -> Result<Export, ViewError> {
-    pages::export(viewer, run)
+/// One self-contained HTML page of run `run` (prefix, id or `latest`) in the scoring `scoring`
+/// names (`latest`, `original` or a rescore's number; empty is the latest): the run page
+/// followed by every trial's page, linked by anchors; no network fetch is needed to read it. A
+/// trial whose `trial.json` is damaged is named in its place (and in [`Export::damaged`]) and
+/// the rest are exported.
+pub fn export_html(viewer: &Viewer, run: &str, scoring: &str) -> Result<Export, ViewError> {
+    pages::export(viewer, run, scoring)
 }
 
 /// What [`export_html`] made.

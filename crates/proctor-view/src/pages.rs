@@ -100,6 +100,7 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
         m.planned_trials,
         esc(&m.started_at)
     );
+    body.push_str(&scoring_note(&p.scoring, &p.run, base));
     body.push_str(&variant_rates(p.report.as_ref()));
     if base.is_empty() && m.variants.len() > 1 {
         body.push_str(&compare_form(&p.run, &m.variants));
@@ -110,6 +111,7 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
             base.is_empty()
                 .then(|| format!("/runs/{}", p.run))
                 .as_deref(),
+            &p.filter.scoring,
         ),
     );
     body.push_str(&ledgers(p.report.as_ref()));
@@ -121,6 +123,32 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
         &[("runs".into(), root(base)), (p.run.clone(), String::new())],
         &body,
         live.as_deref(),
+    )
+}
+
+/// Which scoring a page shows, with links to the others when served: `scored by rescore N of
+/// DATE UTC; original: ...`.
+fn scoring_note(s: &proctor_store::Scoring, run: &str, base: &str) -> String {
+    let link = |q: &str, text: &str| {
+        if base.is_empty() {
+            format!("<a href=\"/runs/{}?scoring={q}\">{text}</a>", esc(run))
+        } else {
+            format!("<code>proctor show {} --scoring {q}</code>", esc(run))
+        }
+    };
+    let others = if s.is_rescore() {
+        format!("; original: {}", link("original", "the run's own scoring"))
+    } else if s.rescores > 0 {
+        format!(
+            "; latest: {}",
+            link("latest", &format!("rescore {}", s.rescores))
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "<p class=\"scoring\" data-field=\"scoring\">{}{others}</p>\n",
+        esc(&s.to_string())
     )
 }
 
@@ -443,6 +471,24 @@ pub fn trial(t: &TrialPage) -> String {
     )
 }
 
+/// A trial's scoring: which one, and in a rescore the run's own outcome and reason.
+fn trial_scoring(t: &TrialPage) -> String {
+    let mut html = format!(
+        "<p class=\"scoring\" data-field=\"scoring\">{}",
+        esc(&t.scoring.to_string())
+    );
+    if let Some(o) = &t.original {
+        let _ = write!(
+            html,
+            "; original: {} — {}",
+            outcome(&o.outcome),
+            esc(o.reason.as_deref().unwrap_or(""))
+        );
+    }
+    html.push_str("</p>\n");
+    html
+}
+
 /// A trial's sections; `level` is the heading level of its title.
 fn trial_body(t: &TrialPage, level: u8) -> String {
     let r = &t.record;
@@ -458,6 +504,7 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         wall = s.wall_seconds,
         reason = esc(s.reason.as_deref().unwrap_or("")),
     );
+    body.push_str(&trial_scoring(t));
     if let Some(limit) = r.get("limit_reached").and_then(Value::as_str) {
         let _ = write!(
             body,
@@ -501,6 +548,11 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         ),
         ("diff", "Workspace diff", diff_section(t, end)),
         ("checks", "Checks", checks(end)),
+        (
+            "visuals",
+            "Visual checks",
+            crate::evidence_html::visuals(r, &t.screenshots),
+        ),
         (
             "transcripts",
             "Transcripts",
@@ -802,17 +854,42 @@ pub fn error(title: &str, message: &str) -> String {
 }
 
 /// The export: the run page, then every trial's sections under an anchor.
-pub fn export(viewer: &Viewer, prefix: &str) -> Result<crate::Export, ViewError> {
+pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Export, ViewError> {
     let store = viewer.store();
-    let run_page = crate::data::run_all(store, prefix)?;
+    let run_page = crate::data::run_all(store, viewer.sources(), prefix, choice)?;
+    // run_all's page holds every trial, in the scoring chosen.
     let pictures = crate::pictures::RunPictures::of(&run_page, &run_page.trials, &|t| {
         trial_href("export", &run_page.run, t)
     });
     let mut html = run(&run_page, "export", &pictures);
     let mut trials = String::from("<h2>Every trial</h2>");
     let mut damaged = Vec::new();
+    let id: proctor_store::RunId = run_page
+        .run
+        .parse()
+        .map_err(|e: proctor_store::StoreError| ViewError::Failed(e.to_string()))?;
+    // A rescore's records are read once for the whole page.
+    let mut rescored: BTreeMap<String, (proctor_store::TrialSummary, Value)> =
+        if run_page.scoring.is_rescore() {
+            viewer
+                .sources()
+                .rescored(store, &id, &run_page.scoring, &|_| true)
+                .map_err(ViewError::Failed)?
+                .into_iter()
+                .filter_map(|(s, r)| Some((s.trial_id.clone(), (s, r?))))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
     for t in &run_page.trials {
-        let page = match crate::data::trial(store, &run_page.run, &t.trial_id, viewer.sources()) {
+        let page = match crate::data::trial_in(
+            store,
+            &id,
+            &t.trial_id,
+            viewer.sources(),
+            run_page.scoring.clone(),
+            rescored.remove(&t.trial_id),
+        ) {
             Ok(page) => page,
             // One torn trial.json costs that trial's section, never the page.
             Err(ViewError::Store(proctor_store::StoreError::TrialDamaged { reason, .. })) => {
@@ -843,11 +920,42 @@ pub fn export(viewer: &Viewer, prefix: &str) -> Result<crate::Export, ViewError>
     Ok(crate::Export { html, damaged })
 }
 
+/// The scorings a comparison read, one line each (`run R: scored by rescore 2 of DATE UTC`).
+fn compare_scorings(scorings: &Value) -> String {
+    let lines: Vec<String> = scorings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let scoring: proctor_store::Scoring = serde_json::from_value({
+                let mut s = s.clone();
+                s.as_object_mut()?.remove("run");
+                s
+            })
+            .ok()?;
+            let run = s.get("run")?.as_str()?;
+            Some(format!(
+                "run <code>{}</code>: {}",
+                esc(run),
+                esc(&scoring.to_string())
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"scoring\" data-field=\"scoring\">{}</p>\n",
+        lines.join("; ")
+    )
+}
+
 /// `/compare?a=RUN/VARIANT&b=RUN/VARIANT`: verdicts per task, matched differences, pass@k.
 pub fn compare(c: &ComparePage) -> String {
     let cmp = &c.comparison;
     let num = |v: Option<&Value>| v.map(Value::to_string).unwrap_or_else(|| "–".into());
-    let mut body = format!(
+    let mut body = compare_scorings(&c.scorings);
+    body += &format!(
         "<h1>A <code>{}</code> vs B <code>{}</code></h1>\n<p class=\"meta\">suite <b>{}</b> · {} matched pair(s) · {} unmatched trial(s) · a verdict needs graded n ≥ {} in both arms, else it is <b>underpowered</b></p>\n<p class=\"note\">Differences are B − A over matched pairs graded in both arms. No p-values, no confidence intervals.</p>",
         esc(&c.a),
         esc(&c.b),

@@ -26,6 +26,16 @@ pub trait Sources: Send + Sync {
     /// `gates_note` saying why when the gates cannot be applied; `Err` says why the comparison
     /// cannot be made.
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String>;
+    /// Every trial of a rescore of `run` (`scoring` names its file): each record's index
+    /// summary, with the record as JSON for the trials `keep` accepts (the records are read one
+    /// at a time; only those are held); `Err` says why the rescore cannot be read.
+    fn rescored(
+        &self,
+        store: &Store,
+        run: &RunId,
+        scoring: &proctor_store::Scoring,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String>;
 }
 
 /// What the viewer reads: a store, and the [`Sources`] of what the store alone cannot show.
@@ -169,7 +179,7 @@ async fn run_page(
 ) -> Response {
     html(
         blocking(move || {
-            let p = data::run(&v.store, &run, &q)?;
+            let p = data::run(&v.store, v.sources(), &run, &q)?;
             let pictures = run_pictures(&v, &p)?;
             Ok(pages::run(&p, "", &pictures))
         })
@@ -179,7 +189,7 @@ async fn run_page(
 
 /// The pictures of the run of page `p`, its trials linked to their pages.
 fn run_pictures(v: &Viewer, p: &data::RunPage) -> Result<RunPictures, ViewError> {
-    let trials = data::all_trials(&v.store, &p.run)?;
+    let trials = data::all_trials(&v.store, v.sources(), p)?;
     let run = p.run.clone();
     Ok(RunPictures::of(p, &trials, &move |t| {
         format!("/runs/{run}/trials/{t}")
@@ -187,9 +197,13 @@ fn run_pictures(v: &Viewer, p: &data::RunPage) -> Result<RunPictures, ViewError>
 }
 
 /// Which picture of a run `/runs/RUN/NAME.svg` asks for.
-async fn run_picture(State(v): App, Path((run, name)): Path<(String, String)>) -> Response {
+async fn run_picture(
+    State(v): App,
+    Path((run, name)): Path<(String, String)>,
+    Query(q): Query<data::TrialQuery>,
+) -> Response {
     let r = blocking(move || {
-        let p = data::run(&v.store, &run, &data::TrialQuery::default())?;
+        let p = data::run(&v.store, v.sources(), &run, &q)?;
         let pictures = run_pictures(&v, &p)?;
         match name.as_str() {
             "grid.svg" => Ok(pictures.grid),
@@ -223,10 +237,14 @@ fn svg(r: Result<String, ViewError>) -> Response {
     }
 }
 
-async fn trial_page(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
+async fn trial_page(
+    State(v): App,
+    Path((run, trial)): Path<(String, String)>,
+    Query(q): Query<data::ScoringQuery>,
+) -> Response {
     html(
         blocking(move || {
-            data::trial(&v.store, &run, &trial, v.sources()).map(|t| pages::trial(&t))
+            data::trial(&v.store, &run, &trial, v.sources(), &q.scoring).map(|t| pages::trial(&t))
         })
         .await,
     )
@@ -241,11 +259,15 @@ async fn run_api(
     Path(run): Path<String>,
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
-    json(blocking(move || data::run(&v.store, &run, &q)).await)
+    json(blocking(move || data::run(&v.store, v.sources(), &run, &q)).await)
 }
 
-async fn trial_api(State(v): App, Path((run, trial)): Path<(String, String)>) -> Response {
-    json(blocking(move || data::trial(&v.store, &run, &trial, v.sources())).await)
+async fn trial_api(
+    State(v): App,
+    Path((run, trial)): Path<(String, String)>,
+    Query(q): Query<data::ScoringQuery>,
+) -> Response {
+    json(blocking(move || data::trial(&v.store, &run, &trial, v.sources(), &q.scoring)).await)
 }
 
 async fn transcript_api(

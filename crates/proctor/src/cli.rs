@@ -107,14 +107,24 @@ pub enum Command {
             hide_default_value = true
         )]
         bytes: u64,
+        /// Which scoring of the run to read: `latest` (the last `proctor rescore`, else the
+        /// run's own), `original` (the run's own) or a rescore's number (1 is the first).
+        #[arg(long, value_name = "latest|original|N", default_value = "latest")]
+        scoring: proctor_store::ScoringChoice,
     },
-    /// Score a run's saved end states again with the suite's current rules (no agent runs).
+    /// Score a run's saved end states again (no agent runs): with the run's own copy of its
+    /// suite, the suite folder it was read from, or another suite folder.
     Rescore {
         /// A run id, any unique prefix of one, or `latest`.
         run: String,
-        /// The suite to take the rules from (default: where the run read it).
-        #[arg(long, value_name = "DIR")]
+        /// The suite folder to take the rules from (default: the run's own copy of its suite).
+        #[arg(long, value_name = "DIR", conflicts_with = "suite_from")]
         suite: Option<PathBuf>,
+        /// Where the rules come from without --suite: `run` (the copy of its suite the run
+        /// keeps; the default) or `folder` (the suite folder the run was read from, as it is
+        /// now).
+        #[arg(long, value_enum, value_name = "run|folder")]
+        suite_from: Option<SuiteFrom>,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
@@ -150,6 +160,10 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = CompareFormat::Text)]
         format: CompareFormat,
+        /// Which scoring of each run to compare: `latest` (the last `proctor rescore`, else the
+        /// run's own), `original` (the run's own) or a rescore's number (1 is the first).
+        #[arg(long, value_name = "latest|original|N", default_value = "latest")]
+        scoring: proctor_store::ScoringChoice,
     },
     /// Serve scripted model turns over the Anthropic, OpenAI and Gemini wire APIs.
     MockModel {
@@ -261,6 +275,10 @@ pub enum Command {
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
+        /// Which scoring of the run to export: `latest` (the last `proctor rescore`, else the
+        /// run's own), `original` (the run's own) or a rescore's number (1 is the first).
+        #[arg(long, value_name = "latest|original|N", default_value = "latest")]
+        scoring: proctor_store::ScoringChoice,
     },
     /// Rebuild the store's index from its run folders.
     Reindex {
@@ -642,4 +660,13 @@ pub enum CompareFormat {
     Md,
     /// A stable JSON document (`proctor schema comparison`).
     Json,
+}
+
+/// Where `rescore` takes the rules from when no --suite is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SuiteFrom {
+    /// The copy of its suite the run keeps in the store.
+    Run,
+    /// The suite folder the run was read from, as it is now.
+    Folder,
 }

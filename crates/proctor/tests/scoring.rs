@@ -244,7 +244,26 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
         ),
     );
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let out = rescore(&lab);
+    // By default a rescore takes the rules of the run's own copy of its suite: nothing changes.
+    let kept = rescore(&lab);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    assert!(
+        kept.stderr.contains("no outcome changed"),
+        "{}",
+        kept.stderr
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "rescore",
+            "latest",
+            "--suite-from",
+            "folder",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let changed: Vec<&str> = out
         .stdout
@@ -493,7 +512,17 @@ fn rescore_with_relative_paths_and_its_exit_status() {
 
     // A check that is killed cannot grade: the rescore says so and exits 3.
     lab.write("suite.toml", &toml.replace("sh check.sh", "kill -9 $$"));
-    let out = lab.proctor(As::Me, &["rescore", "latest", "--store", "store"]);
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "rescore",
+            "latest",
+            "--store",
+            "store",
+            "--suite-from",
+            "folder",
+        ],
+    );
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(
         out.stderr

@@ -331,3 +331,95 @@ fn validate_refuses_a_bad_selector_and_a_missing_reference_image_where_they_are_
         ]
     );
 }
+
+/// Every look keeps its screenshot, not only one with a `screenshot` test: of the element when
+/// the selector matches one, else of the window; `show` names each and the viewer shows each.
+/// A `screenshot` test on an element that is not there is not compared with the window's.
+#[test]
+fn every_look_keeps_its_screenshot_shown_by_show_and_the_viewer() {
+    let lab = Lab::new("visual-every-look");
+    lab.one_task(
+        "",
+        r##"
+  { visual = { page = "index.html", selector = "#box", visible = true } },
+  { visual = { page = "index.html", selector = ".absent", visible = false } },
+"##,
+        &[&write_page(BOX_PAGE)],
+        false,
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (outcome, reason, r) = outcome_of(&lab);
+    assert_eq!(outcome, "completed", "{reason}\n{r:#}");
+    let visuals = r["end_state"]["visuals"].as_object().unwrap();
+    let shot_of = |look: &str| {
+        let rel = visuals[look]["screenshot"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{look}: no screenshot kept\n{visuals:#?}"));
+        let png = std::fs::read(lab.trial_dir("t.agent.0").join(rel)).unwrap();
+        (
+            rel.to_string(),
+            image::load_from_memory(&png)
+                .unwrap()
+                .to_rgba8()
+                .dimensions(),
+        )
+    };
+    let (box_file, box_size) = shot_of(r##"page = "index.html", selector = "#box""##);
+    assert_eq!(box_size, (40, 30), "the element's own box");
+    let (absent_file, absent_size) = shot_of(r##"page = "index.html", selector = ".absent""##);
+    assert_eq!(absent_size, (1280, 800), "no element: the window");
+    let store = lab.store();
+    let id = lab.run_id();
+    let show = lab.proctor(
+        As::Me,
+        &["show", &id, "t.agent.0", "--store", store.to_str().unwrap()],
+    );
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    for f in [&box_file, &absent_file] {
+        assert!(
+            show.stdout.contains(&format!("/{f}")),
+            "{f}\n{}",
+            show.stdout
+        );
+    }
+    let html = store.join("run.html");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "export",
+            &id,
+            "--html",
+            html.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<img class=\"screenshot\"").count(),
+        2,
+        "each look's screenshot is shown"
+    );
+    assert!(page.contains("src=\"data:image/png;base64,iVBORw0KGgo"));
+
+    // A screenshot test of an element the page does not have fails with no diff: the window's
+    // screenshot is kept as evidence, never compared with the element's reference.
+    let lab = Lab::new("visual-missing-element");
+    lab.one_task(
+        "",
+        r##"{ visual = { page = "index.html", selector = "#nothing", screenshot = "holdout/t/ref.png" } }"##,
+        &[&write_page(BOX_PAGE)],
+        false,
+    );
+    let path = lab.suite().join("holdout/t/ref.png");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, reference(1280, 800, |_, _| false)).unwrap();
+    lab.run(As::Me, &["--trials", "1"]);
+    let (outcome, reason, r) = outcome_of(&lab);
+    assert_eq!(outcome, "wrong", "{reason}");
+    let ev = &r["verdict"]["success"]["assertions"][0]["evidence"];
+    assert!(ev["diff"].is_null(), "{ev}");
+    assert_eq!(ev["screenshot"], "visual/0.png", "{ev}");
+}

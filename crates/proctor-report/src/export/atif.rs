@@ -323,6 +323,10 @@ pub struct TrajectoryExtra {
     pub reason: String,
     /// Whether the trial met its task's `expect`.
     pub task_success: bool,
+    /// Which scoring the outcome comes from: `original` (the run's own) or `rescore N (DATE
+    /// UTC)`; absent in trajectories exported before exports said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring: Option<String>,
     /// The error kind of an `errored` trial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<String>,
@@ -458,6 +462,9 @@ pub struct TrialEvidence {
     pub reason: String,
     /// Whether the trial met its task's `expect`.
     pub task_success: bool,
+    /// Which scoring the outcome, reason and task success come from (`original` or `rescore N
+    /// (DATE UTC)`).
+    pub scoring: Option<String>,
     /// The integrity audit's findings.
     pub findings: Vec<Finding>,
     /// The per-trial limit reached.
@@ -576,6 +583,7 @@ fn trajectory_extra(e: &TrialEvidence, unattributed: Vec<InterfaceCall>) -> Traj
         outcome: e.outcome.label().to_string(),
         reason: e.reason.clone(),
         task_success: e.task_success,
+        scoring: e.scoring.clone(),
         error_kind,
         integrity_findings: e.findings.clone(),
         answer: e.answer.clone(),
@@ -1430,6 +1438,7 @@ mod tests {
             outcome: Outcome::Completed,
             reason: "every success assertion holds".into(),
             task_success: true,
+            scoring: Some("original".into()),
             findings: Vec::new(),
             limit_reached: None,
             wall_seconds: 1.0,

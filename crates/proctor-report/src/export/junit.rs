@@ -3,7 +3,8 @@
 //! - one `<testsuite>` per task, named by the task id, with the n of every cell (one variant on
 //!   that task) in its `<properties>`: `VARIANT.trials`, `VARIANT.n` (graded n = trials −
 //!   errored − ungradeable), `VARIANT.successes`, `VARIANT.errored`, `VARIANT.ungradeable`,
-//!   and the task's `expect`;
+//!   the task's `expect`, and the `scoring` the outcomes come from (`original`, or `rescore N
+//!   (DATE UTC)`) when the caller names it;
 //! - one `<testcase>` per trial, named `TASK.VARIANT.INDEX`, its `classname` `TASK.VARIANT`,
 //!   its `time` the agent's wall seconds;
 //! - a graded trial that did not meet its task's `expect` has a `<failure>`: `wrong`,
@@ -122,6 +123,17 @@ struct CellN {
 /// The JUnit XML document of a run's trials (`rows`, any order; written in plan order: task,
 /// variant, index). `run_id` and `suite_id` name the document.
 pub fn junit(run_id: &str, suite_id: &str, rows: &[TrialRow]) -> Result<String, ExportError> {
+    junit_scored(run_id, suite_id, None, rows)
+}
+
+/// [`junit`], with each task's `<properties>` also naming the scoring the outcomes come from
+/// (`scoring`: `original` or `rescore N (DATE UTC)`).
+pub fn junit_scored(
+    run_id: &str,
+    suite_id: &str,
+    scoring: Option<&str>,
+    rows: &[TrialRow],
+) -> Result<String, ExportError> {
     if rows.is_empty() {
         return Err(ExportError::Empty);
     }
@@ -153,7 +165,7 @@ pub fn junit(run_id: &str, suite_id: &str, rows: &[TrialRow]) -> Result<String, 
         .with_attributes(total.attributes().iter().map(|(k, v)| (*k, v.as_str())))
         .write_inner_content(|w| {
             for (task, list) in &tasks {
-                task_suite(w, run_id, suite_id, task, list)?;
+                task_suite(w, run_id, suite_id, scoring, task, list)?;
             }
             Ok(())
         })?;
@@ -171,6 +183,7 @@ fn task_suite(
     w: &mut Writer<Vec<u8>>,
     run_id: &str,
     suite_id: &str,
+    scoring: Option<&str>,
     task: &str,
     rows: &[&TrialRow],
 ) -> io::Result<()> {
@@ -201,6 +214,9 @@ fn task_suite(
         ("suite".into(), suite_id.into()),
         ("expect".into(), expect_label(expect).into()),
     ];
+    if let Some(s) = scoring {
+        properties.push(("scoring".into(), s.into()));
+    }
     for (variant, c) in &cells {
         let graded = c.trials - c.errored - c.ungradeable;
         properties.push((format!("{variant}.trials"), c.trials.to_string()));

@@ -303,7 +303,12 @@ impl Setup<'_, '_> {
             load_error: seen.load_error,
             error: seen.error,
         };
-        if let (Some(reference), Some(shot)) = (&v.screenshot, &seen.screenshot) {
+        // Every look keeps a screenshot; only one of what the look is about is compared: the
+        // window's, taken when no element matches the selector, is evidence, not the element.
+        let of_the_element = v.selector.is_none() || seen.count.is_some_and(|n| n > 0);
+        if let (Some(reference), Some(shot), true) =
+            (&v.screenshot, &seen.screenshot, of_the_element)
+        {
             let rel = reference.get_ref();
             match std::fs::read(self.ctx.suite.root.join(rel)) {
                 Err(e) => run.error = Some(format!("cannot read the reference image {rel}: {e}")),
@@ -335,7 +340,8 @@ fn look_of(v: &Visual, workspace_inside: &Path) -> Look {
     Look {
         url,
         selector: v.selector.as_ref().map(|s| s.get_ref().clone()),
-        screenshot: v.screenshot.is_some(),
+        // Every look keeps its screenshot as evidence, not only one with a `screenshot` test.
+        screenshot: true,
     }
 }
 
@@ -403,7 +409,7 @@ mod tests {
         let look = look_of(&v, Path::new("/workspace"));
         assert_eq!(look.url, "file:///workspace/site/index.html");
         assert_eq!(look.selector.as_deref(), Some("#status"));
-        assert!(!look.screenshot);
+        assert!(look.screenshot, "every look keeps a screenshot");
         let v: Visual = toml::from_str(
             "url = \"http://127.0.0.1:8080/\"\nscreenshot = \"holdout/t/ref.png\"\n",
         )

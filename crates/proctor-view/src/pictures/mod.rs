@@ -204,14 +204,20 @@ impl RunPictures {
         }
     }
 
-    /// The pictures as a page section, with the stable URL of each when `urls` names the run.
-    pub fn section(&self, run_urls: Option<&str>) -> String {
+    /// The pictures as a page section, with the stable URL of each when `run_urls` names the
+    /// run (in the scoring `scoring` names, when the page was asked for one).
+    pub fn section(&self, run_urls: Option<&str>, scoring: &str) -> String {
+        let query = if scoring.is_empty() {
+            String::new()
+        } else {
+            format!("?scoring={}", crate::data::url_encode(scoring))
+        };
         let link = |name: &str| {
             run_urls
                 .map(|base| {
                     format!(
-                        " <a class=\"svg-link\" href=\"{}/{name}\">{name}</a>",
-                        esc(base)
+                        " <a class=\"svg-link\" href=\"{}\">{name}</a>",
+                        esc(&format!("{base}/{name}{query}"))
                     )
                 })
                 .unwrap_or_default()

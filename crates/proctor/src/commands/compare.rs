@@ -11,12 +11,11 @@ use proctor_report::{
     compare, gate, CompareOptions, Comparison, Exporter, GateReport, Json, Markdown, Terminal,
     TrialRow,
 };
-use proctor_runner::results::read_rows;
-use proctor_store::{RunId, Store};
+use proctor_runner::results::read_scored_rows;
+use proctor_store::{RunId, Scoring, ScoringChoice, Store};
 use proctor_suite::Suite;
 
 use crate::cli::CompareFormat;
-use crate::commands::open_suite;
 use crate::exit::{Error, Status};
 
 /// What the user asked to compare.
@@ -35,22 +34,22 @@ pub struct CompareArgs<'a> {
     pub junit: Option<&'a Path>,
     /// Output format.
     pub format: CompareFormat,
+    /// Which scoring of each run to compare.
+    pub scoring: ScoringChoice,
 }
 
-fn rows_of(store: &Store, id: &RunId) -> Result<(Vec<TrialRow>, Suite), Error> {
+/// A run's rows in the scoring `choice` picks, read with the suite the run keeps (or, for a
+/// run that keeps none, the folder it was read from), and the scoring used.
+fn rows_of(
+    store: &Store,
+    id: &RunId,
+    choice: ScoringChoice,
+) -> Result<(Vec<TrialRow>, Suite, Scoring), Error> {
     let run = store.open_run(id).context("cannot open the run")?;
-    let meta = run.meta();
-    let suite = open_suite(&meta.suite_path).map_err(|e| match e {
-        Error::InvalidSuite { suite, .. } => Error::usage(
-            format!(
-                "run {id} was made from the suite at {suite}, which is no longer a valid suite"
-            ),
-            "compare needs the suite for its [report] and [promotion] settings; restore it",
-        ),
-        other => other,
-    })?;
-    let rows = read_rows(&run, &suite).context("cannot read the run's trials")?;
-    Ok((rows, suite))
+    let (suite, _) = crate::commands::run_suite::open(&run)?;
+    let scoring = crate::commands::scoring::pick(&run, choice)?;
+    let rows = read_scored_rows(&run, &suite, &scoring).context("cannot read the run's trials")?;
+    Ok((rows, suite, scoring))
 }
 
 fn only(rows: &[TrialRow], variant: &str) -> Vec<TrialRow> {
@@ -76,6 +75,8 @@ struct Arms {
     b: Vec<TrialRow>,
     suite: Suite,
     gate_rows: Vec<TrialRow>,
+    /// Each run read and the scoring it was read in.
+    scorings: Vec<(RunId, Scoring)>,
 }
 
 /// Runs the comparison.
@@ -91,7 +92,10 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
         )
     })?;
     let gates = if args.gate { Some(gates(&arms)?) } else { None };
-    print(&comparison, gates.as_ref(), args.format)?;
+    for (run, scoring) in &arms.scorings {
+        errln!("{}", crate::commands::scoring::line(run, scoring));
+    }
+    print(&comparison, gates.as_ref(), &arms.scorings, args.format)?;
     if let (Some(file), Some(g)) = (args.junit, gates.as_ref()) {
         crate::commands::export::write_gates_junit(g, file)?;
     }
@@ -128,12 +132,12 @@ fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
 /// The arms the arguments name: two variants of one run, or two runs.
 fn arms(store: &Store, args: &CompareArgs) -> Result<Arms, Error> {
     match (args.runs, args.variants) {
-        ([one], Some(pair)) => two_variants(store, one, pair),
+        ([one], Some(pair)) => two_variants(store, one, pair, args.scoring),
         ([one], None) => Err(Error::usage(
             format!("compare needs two arms; got only run {one}"),
             "give two runs, or one run with --variants A,B",
         )),
-        ([ra, rb], None) => two_runs(store, ra, rb, args.variant),
+        ([ra, rb], None) => two_runs(store, ra, rb, args.variant, args.scoring),
         (_, Some(_)) => Err(Error::usage(
             "--variants compares two variants of ONE run",
             "give one run with --variants A,B",
@@ -146,7 +150,12 @@ fn arms(store: &Store, args: &CompareArgs) -> Result<Arms, Error> {
 }
 
 /// Two variants of one run, `pair` being `A,B`.
-fn two_variants(store: &Store, run: &str, pair: &str) -> Result<Arms, Error> {
+fn two_variants(
+    store: &Store,
+    run: &str,
+    pair: &str,
+    choice: ScoringChoice,
+) -> Result<Arms, Error> {
     let Some((va, vb)) = pair.split_once(',') else {
         return Err(Error::usage(
             format!("--variants {pair}: expected two variant ids, `A,B`"),
@@ -154,7 +163,7 @@ fn two_variants(store: &Store, run: &str, pair: &str) -> Result<Arms, Error> {
         ));
     };
     let id = resolve(store, run)?;
-    let (rows, suite) = rows_of(store, &id)?;
+    let (rows, suite, scoring) = rows_of(store, &id, choice)?;
     let known = variants_of(&rows);
     for v in [va, vb] {
         if !known.iter().any(|k| k == v) {
@@ -169,6 +178,7 @@ fn two_variants(store: &Store, run: &str, pair: &str) -> Result<Arms, Error> {
         b: only(&rows, vb),
         suite,
         gate_rows: rows,
+        scorings: vec![(id, scoring)],
     })
 }
 
@@ -194,11 +204,21 @@ fn variant_rows(rows: &[TrialRow], run: &RunId, variant: &str) -> Result<Vec<Tri
 
 /// Two runs: one variant of each (the arm's own `RUN/VARIANT`, else `variant`, else each run's
 /// only one).
-fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<Arms, Error> {
+fn two_runs(
+    store: &Store,
+    ra: &str,
+    rb: &str,
+    variant: Option<&str>,
+    choice: ScoringChoice,
+) -> Result<Arms, Error> {
     let ((ra, arm_a), (rb, arm_b)) = (split_arm(ra), split_arm(rb));
     let (ida, idb) = (resolve(store, ra)?, resolve(store, rb)?);
-    let (rows_a, suite) = rows_of(store, &ida)?;
-    let (rows_b, _) = rows_of(store, &idb)?;
+    let (rows_a, suite, scoring_a) = rows_of(store, &ida, choice)?;
+    let (rows_b, _, scoring_b) = rows_of(store, &idb, choice)?;
+    let mut scorings = vec![(ida.clone(), scoring_a)];
+    if idb != ida {
+        scorings.push((idb.clone(), scoring_b));
+    }
     let (a, b) = match (arm_a.or(variant), arm_b.or(variant)) {
         (Some(va), Some(vb)) => (
             variant_rows(&rows_a, &ida, va)?,
@@ -229,6 +249,7 @@ fn two_runs(store: &Store, ra: &str, rb: &str, variant: Option<&str>) -> Result<
         b,
         suite,
         gate_rows,
+        scorings,
     })
 }
 
@@ -265,11 +286,15 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
         Ok((id, variant.to_string()))
     };
     let ((ra, va), (rb, vb)) = (split(a)?, split(b)?);
-    let (rows_a, suite) = rows_of(store, &ra).map_err(|e| e.to_string())?;
+    let message = |e: Error| crate::commands::scoring::message(&e);
+    let (rows_a, suite, scoring_a) = rows_of(store, &ra, ScoringChoice::Latest).map_err(message)?;
+    let mut scorings = vec![(ra.clone(), scoring_a)];
     let rows_b = if ra == rb {
         rows_a.clone()
     } else {
-        rows_of(store, &rb).map_err(|e| e.to_string())?.0
+        let (rows, _, scoring_b) = rows_of(store, &rb, ScoringChoice::Latest).map_err(message)?;
+        scorings.push((rb.clone(), scoring_b));
+        rows
     };
     for (rows, run, v) in [(&rows_a, &ra, &va), (&rows_b, &rb, &vb)] {
         if !rows.iter().any(|r| &r.variant == v) {
@@ -301,7 +326,9 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
         Ok(g) => (g, serde_json::Value::Null),
         Err(why) => (serde_json::Value::Null, serde_json::Value::String(why)),
     };
-    Ok(serde_json::json!({ "comparison": comparison, "gates": gates, "gates_note": note }))
+    Ok(
+        serde_json::json!({ "comparison": comparison, "gates": gates, "gates_note": note, "scorings": crate::commands::scoring::json(&scorings) }),
+    )
 }
 
 /// The suite's promotion gates over the arms' rows.
@@ -321,6 +348,7 @@ fn gates(arms: &Arms) -> Result<GateReport, Error> {
 fn print(
     comparison: &Comparison,
     gates: Option<&GateReport>,
+    scorings: &[(RunId, Scoring)],
     format: CompareFormat,
 ) -> Result<(), Error> {
     let exporter: &dyn Exporter = match format {
@@ -333,6 +361,7 @@ fn print(
         if let Some(g) = gates {
             doc["gates"] = serde_json::from_str(&exporter.gates(g)).map_err(anyhow::Error::new)?;
         }
+        doc["scorings"] = crate::commands::scoring::json(scorings);
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?

@@ -8,65 +8,75 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use proctor_report::export::atif::{self, Exchange, TrialEvidence, Usage, WireApi};
 use proctor_report::export::junit;
-use proctor_runner::results::{for_each_record, read_rows, verdict_of};
+use proctor_runner::results::{for_each_scored_record, read_scored_rows, verdict_of};
 use proctor_runner::TrialRecord;
-use proctor_store::{RunHandle, RunMeta};
+use proctor_store::{RunHandle, RunMeta, Scoring, ScoringChoice};
 use proctor_suite::Suite;
 use serde_json::Value;
 
-use crate::commands::open_suite;
 use crate::exit::{Error, Status};
 
-/// The run's suite, needed for each task's `expect`.
-fn suite_of(id: &str, meta: &RunMeta) -> Result<Suite, Error> {
-    open_suite(&meta.suite_path).map_err(|e| match e {
-        Error::InvalidSuite { suite, .. } => Error::usage(
-            format!(
-                "run {id} was made from the suite at {suite}, which is no longer a valid suite"
-            ),
-            "the JUnit report needs the suite for each task's `expect`; restore it",
-        ),
-        other => other,
-    })
+/// The files `export` writes; at least one is given.
+pub struct Formats<'a> {
+    /// The HTML page.
+    pub html: Option<&'a Path>,
+    /// The folder of ATIF trajectories.
+    pub atif: Option<&'a Path>,
+    /// The JUnit XML file.
+    pub junit: Option<&'a Path>,
 }
 
-/// `proctor export RUN [--html FILE] [--atif DIR] [--junit FILE]`.
+/// `proctor export RUN [--html FILE] [--atif DIR] [--junit FILE] [--scoring S]`: every format
+/// from the scoring `choice` picks (the latest by default), which each records.
 pub fn run(
     store_dir: &Path,
     run: &str,
-    html: Option<&Path>,
-    atif_dir: Option<&Path>,
-    junit_file: Option<&Path>,
+    formats: Formats<'_>,
+    choice: ScoringChoice,
 ) -> Result<Status, Error> {
-    if let Some(html) = html {
-        crate::commands::view::export(store_dir, run, html)?;
-    }
-    if atif_dir.is_none() && junit_file.is_none() {
-        return Ok(Status::Success);
-    }
     let store = crate::commands::inspect::open(store_dir)?;
     let id = crate::commands::inspect::resolve(&store, run)?;
     let handle = store.open_run(&id).context("cannot open the run")?;
-    if let Some(file) = junit_file {
-        let suite = suite_of(id.as_str(), &handle.meta())?;
-        write_junit(&handle, &suite, file)?;
+    let scoring = crate::commands::scoring::pick(&handle, choice)?;
+    errln!("{}", crate::commands::scoring::line(&id, &scoring));
+    if let Some(html) = formats.html {
+        crate::commands::view::export(store_dir, id.as_str(), html, choice)?;
     }
-    if let Some(dir) = atif_dir {
-        write_atif(&handle, dir)?;
+    if let Some(file) = formats.junit {
+        let (suite, _) = crate::commands::run_suite::open(&handle)?;
+        write_junit_scored(&handle, &suite, file, &scoring)?;
+    }
+    if let Some(dir) = formats.atif {
+        write_atif(&handle, dir, &scoring)?;
     }
     Ok(Status::Success)
 }
 
-/// Writes the JUnit XML report of a run's finished trials to `file`.
+/// Writes the JUnit XML report of a run's finished trials to `file`, from the run's latest
+/// scoring (its own, for a run that was never rescored).
 pub(crate) fn write_junit(run: &RunHandle, suite: &Suite, file: &Path) -> Result<(), Error> {
-    let rows = read_rows(run, suite).context("cannot read the run's trials")?;
-    let xml = junit::junit(run.id().as_str(), suite.id(), &rows).map_err(|e| match e {
-        proctor_report::export::ExportError::Empty => Error::usage(
-            format!("run {} has no finished trials to report", run.id()),
-            "finish it first (`proctor run SUITE --resume RUN`)",
-        ),
-        other => Error::Other(anyhow::Error::new(other)),
-    })?;
+    let scoring = crate::commands::scoring::pick(run, ScoringChoice::Latest)?;
+    write_junit_scored(run, suite, file, &scoring)
+}
+
+/// Writes the JUnit XML report of `scoring` of a run to `file`.
+fn write_junit_scored(
+    run: &RunHandle,
+    suite: &Suite,
+    file: &Path,
+    scoring: &Scoring,
+) -> Result<(), Error> {
+    let rows = read_scored_rows(run, suite, scoring).context("cannot read the run's trials")?;
+    let label = scoring.label();
+    let xml = junit::junit_scored(run.id().as_str(), suite.id(), Some(&label), &rows).map_err(
+        |e| match e {
+            proctor_report::export::ExportError::Empty => Error::usage(
+                format!("run {} has no finished trials to report", run.id()),
+                "finish it first (`proctor run SUITE --resume RUN`)",
+            ),
+            other => Error::Other(anyhow::Error::new(other)),
+        },
+    )?;
     proctor_store::atomic_write(file, xml.as_bytes())
         .with_context(|| format!("cannot write {}", file.display()))?;
     errln!("wrote {} ({} test case(s))", file.display(), rows.len());
@@ -86,13 +96,14 @@ pub(crate) fn write_gates_junit(
 }
 
 /// Writes one ATIF trajectory per finished trial into `dir` (created when missing).
-fn write_atif(run: &RunHandle, dir: &Path) -> Result<(), Error> {
+fn write_atif(run: &RunHandle, dir: &Path, scoring: &Scoring) -> Result<(), Error> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let meta = run.meta();
     let mut written = 0u64;
     let mut notes: Vec<String> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
-    let damaged = for_each_record(run, |record| {
+    let label = scoring.label();
+    let damaged = for_each_scored_record(run, scoring, |record| {
         let id = record.plan.id.clone();
         let trial_dir = match run.trial_dir(&id) {
             Ok(d) => d,
@@ -101,7 +112,8 @@ fn write_atif(run: &RunHandle, dir: &Path) -> Result<(), Error> {
                 return Ok(());
             }
         };
-        let (evidence, trial_notes) = evidence(run.id().as_str(), &meta, &record, &trial_dir);
+        let (mut evidence, trial_notes) = evidence(run.id().as_str(), &meta, &record, &trial_dir);
+        evidence.scoring = Some(label.clone());
         notes.extend(trial_notes);
         let t = atif::trajectory(&evidence);
         let file = dir.join(format!("{id}.json"));
@@ -203,6 +215,7 @@ fn evidence(
         outcome: verdict.outcome.clone(),
         reason: verdict.reason.clone(),
         task_success: verdict.task_success,
+        scoring: None,
         findings: verdict.integrity.findings.clone(),
         limit_reached: record.limit_reached.clone(),
         wall_seconds: record.end_state.agent.wall_seconds,

@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::Context;
 use proctor_report::Table;
 use proctor_runner::TrialRecord;
-use proctor_store::{RunId, Store, StoreError};
+use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store, StoreError};
 
 use crate::cli::Format;
 use crate::commands::evidence;
@@ -116,24 +116,60 @@ pub fn show(
     run: &str,
     trial: Option<&str>,
     format: Format,
+    choice: ScoringChoice,
 ) -> Result<Status, Error> {
     let store = open(store_dir)?;
     let id = resolve(&store, run)?;
+    let handle = store.open_run(&id).context("cannot open the run")?;
+    let scoring = crate::commands::scoring::pick(&handle, choice)?;
     match trial {
-        None => show_run(&store, &id, format),
-        Some(t) => show_trial(&store, &id, t, format),
+        None => show_run(&store, &handle, &scoring, format),
+        Some(t) => show_trial(&store, &handle, t, &scoring, format),
     }
 }
 
-fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> {
+/// The records a rescore wrote, by trial id (none for the run's own scoring).
+fn rescored_records(
+    run: &RunHandle,
+    scoring: &Scoring,
+) -> Result<BTreeMap<String, TrialRecord>, Error> {
+    let mut out = BTreeMap::new();
+    if scoring.is_rescore() {
+        proctor_runner::results::for_each_scored_record(run, scoring, |r| {
+            out.insert(r.plan.id.clone(), r);
+            Ok(())
+        })
+        .with_context(|| format!("cannot read {}", scoring.file))?;
+    }
+    Ok(out)
+}
+
+fn show_run(
+    store: &Store,
+    run: &RunHandle,
+    scoring: &Scoring,
+    format: Format,
+) -> Result<Status, Error> {
+    let id = run.id();
     let mut meta = store.run_meta(id).context("cannot read the run")?;
     meta.status = crate::commands::slurm::observed_status(store, id, &meta);
-    let trials = store.trials(id).context("cannot read the run's trials")?;
+    let mut trials = store.trials(id).context("cannot read the run's trials")?;
+    let rescored = rescored_records(run, scoring)?;
+    for t in &mut trials {
+        if let Some(r) = rescored.get(&t.trial_id) {
+            let by = proctor_runner::engine::summary_of(r);
+            t.outcome = by.outcome;
+            t.reason = by.reason;
+            t.calls = by.calls;
+            t.wrong_turns = by.wrong_turns;
+            t.flags = by.flags;
+        }
+    }
     let damaged = store
         .damaged_trials(id)
         .context("cannot read the run's damaged trials")?;
     if format == Format::Json {
-        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "trials": trials, "damaged": damaged });
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "scoring": scoring, "trials": trials, "damaged": damaged });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
@@ -152,6 +188,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
     if let Some(why) = &meta.stop_reason {
         errln!("stopped: {why}");
     }
+    errln!("{}", crate::commands::scoring::line(id, scoring));
     for d in &damaged {
         errln!(
             "warning: trial {}: {} (not counted as finished; `run --resume` runs it again)",
@@ -177,7 +214,7 @@ fn show_run(store: &Store, id: &RunId, format: Format) -> Result<Status, Error> 
             .entry(t.outcome.clone())
             .or_default() += 1;
     }
-    let report = report_cells(&store.run_dir(id));
+    let report = report_cells(&store.run_dir(id), scoring);
     let mut grid = Table::new(&[
         "TASK",
         "VARIANT",
@@ -242,11 +279,15 @@ struct ReportCell {
     flagged_successes: u64,
 }
 
-/// Each (task, variant) cell's task success and flagged successes, from the run's
-/// `results.report.json`; `None` for a run that has none yet (unfinished, or made before it).
-/// Success needs each task's `expect`, which the index does not hold: the report does.
-fn report_cells(run_dir: &std::path::Path) -> Option<BTreeMap<(String, String), ReportCell>> {
-    let text = std::fs::read(run_dir.join("results.report.json")).ok()?;
+/// Each (task, variant) cell's task success and flagged successes, from the report of
+/// `scoring` (`results.report.json`, or a rescore's); `None` for a run that has none yet
+/// (unfinished, or made before it). Success needs each task's `expect`, which the index does
+/// not hold: the report does.
+fn report_cells(
+    run_dir: &std::path::Path,
+    scoring: &Scoring,
+) -> Option<BTreeMap<(String, String), ReportCell>> {
+    let text = std::fs::read(run_dir.join(format!("{}.report.json", scoring.stem()))).ok()?;
     let report: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let mut out = BTreeMap::new();
     for v in report.get("variants")?.as_array()? {
@@ -321,7 +362,14 @@ fn no_such_trial(store: &Store, id: &RunId, trial: &str) -> Error {
     )
 }
 
-fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<Status, Error> {
+fn show_trial(
+    store: &Store,
+    run: &RunHandle,
+    trial: &str,
+    scoring: &Scoring,
+    format: Format,
+) -> Result<Status, Error> {
+    let id = run.id();
     let file = match store.read_trial::<TrialRecord>(id, trial) {
         Ok(f) => f,
         Err(StoreError::TrialNotFound { .. }) => return Err(no_such_trial(store, id, trial)),
@@ -340,15 +388,26 @@ fn show_trial(store: &Store, id: &RunId, trial: &str, format: Format) -> Result<
             ))
         }
     };
-    let r = &file.record;
+    let original = file.record;
+    let mut rescored = rescored_records(run, scoring)?;
+    let (r, original) = match rescored.remove(trial) {
+        Some(r) => (r, Some(original)),
+        None => (original, None),
+    };
+    let r = &r;
     if format == Format::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(r).map_err(anyhow::Error::new)?
         );
+        errln!("{}", crate::commands::scoring::line(id, scoring));
         return Ok(Status::Success);
     }
+    errln!("{}", crate::commands::scoring::line(id, scoring));
     print_head(r);
+    if let Some(o) = &original {
+        outln!("original   {} — {}", o.outcome, o.reason);
+    }
     print_verdict(r);
     print_evidence(store, id, trial, r);
     Ok(Status::Success)
@@ -633,10 +692,7 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             "\ndiff (against the start state; whole files in {})",
             trial_dir.join("changes/files").display()
         );
-        let mut start = || match store.run_meta(id) {
-            Ok(meta) => evidence::StartState::of(&meta.suite_path, r),
-            Err(e) => evidence::StartState::unknown(format!("cannot read run.json: {e}")),
-        };
+        let mut start = || crate::commands::run_suite::start_state(store, id, r);
         for line in evidence::diffs(
             &r.end_state.changes,
             &trial_dir.join("changes").join("files"),

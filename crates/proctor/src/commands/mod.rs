@@ -13,6 +13,8 @@ mod models;
 mod oracle;
 mod rescore;
 mod run;
+mod run_suite;
+mod scoring;
 mod service_file;
 mod sit;
 mod slurm;
@@ -103,6 +105,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             trial,
             store,
             format,
+            scoring,
             service,
             offset,
             bytes,
@@ -120,7 +123,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 "--service pages a file of one trial's service, so it needs a trial",
                 format!("write `proctor show {run} TRIAL --service NAME/FILE`"),
             )),
-            (None, _) => inspect::show(&store, &run, trial.as_deref(), format),
+            (None, _) => inspect::show(&store, &run, trial.as_deref(), format, scoring),
         },
         Command::Reindex { store } => inspect::reindex(&store),
         Command::MockModel {
@@ -148,6 +151,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             junit,
             store,
             format,
+            scoring,
         } => compare::run(compare::CompareArgs {
             store: &store,
             runs: &runs,
@@ -156,6 +160,7 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             gate,
             junit: junit.as_deref(),
             format,
+            scoring,
         }),
         Command::Import {
             format,
@@ -181,23 +186,32 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             atif,
             junit,
             store,
+            scoring,
         } => export::run(
             &store,
             &run,
-            html.as_deref(),
-            atif.as_deref(),
-            junit.as_deref(),
+            export::Formats {
+                html: html.as_deref(),
+                atif: atif.as_deref(),
+                junit: junit.as_deref(),
+            },
+            scoring,
         ),
         Command::Rescore {
             run,
             suite,
+            suite_from,
             store,
             image_cache,
             config,
         } => rescore::run(
             &store,
             &run,
-            suite.as_deref(),
+            match (suite, suite_from) {
+                (Some(dir), _) => rescore::RulesFrom::Folder(dir),
+                (None, Some(crate::cli::SuiteFrom::Folder)) => rescore::RulesFrom::RunFolder,
+                (None, _) => rescore::RulesFrom::Run,
+            },
             rescore::Images {
                 cache: image_cache.as_deref(),
                 config: config.as_deref(),

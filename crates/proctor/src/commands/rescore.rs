@@ -1,8 +1,10 @@
-//! `proctor rescore RUN`: the saved end states scored again with the suite's current rules;
-//! writes `results.rescored-TIMESTAMP.{json,md}` beside the run's own results and lists every
-//! trial whose outcome changed.
+//! `proctor rescore RUN`: the saved end states scored again, with the rules of the run's own
+//! copy of its suite (the default), of the suite folder it was read from (`--suite-from
+//! folder`) or of another suite folder (`--suite DIR`); writes
+//! `results.rescored-TIMESTAMP.{json,md}` beside the run's own results and lists every trial
+//! whose outcome changed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -14,7 +16,19 @@ use proctor_runner::{decide_isolation, IsolationChoice};
 use proctor_store::Store;
 
 use crate::commands::open_suite;
+use crate::commands::run_suite::{self, SuiteFrom};
 use crate::exit::{Error, Status};
+
+/// Where a rescore takes its rules from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RulesFrom {
+    /// The copy of its suite the run keeps (the suite folder, for a run that keeps none).
+    Run,
+    /// The suite folder the run was read from, as it is now.
+    RunFolder,
+    /// This suite folder.
+    Folder(PathBuf),
+}
 
 /// Where a rescore finds the images of tasks that run in one.
 pub struct Images<'a> {
@@ -31,7 +45,7 @@ pub struct Images<'a> {
 pub fn run(
     store_dir: &Path,
     run: &str,
-    suite_dir: Option<&Path>,
+    rules: RulesFrom,
     images: Images<'_>,
 ) -> Result<Status, Error> {
     let store = Store::open(store_dir)
@@ -50,12 +64,27 @@ pub fn run(
         .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
     let handle = store.open_run(&id).context("cannot open the run")?;
     let meta = handle.meta();
-    let suite_path = suite_dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| meta.suite_path.clone());
-    let suite_path = suite_path
-        .canonicalize()
-        .with_context(|| format!("cannot find the suite at {}", suite_path.display()))?;
+    let from = match rules {
+        RulesFrom::Run => {
+            let from = run_suite::locate(&handle)?;
+            if let SuiteFrom::Folder(p) = &from {
+                eprintln!(
+                    "note: run {id} keeps no copy of its suite (it was made before runs kept one): rescoring with the suite at {}",
+                    p.display()
+                );
+            }
+            from
+        }
+        RulesFrom::RunFolder => SuiteFrom::Folder(meta.suite_path.clone()),
+        RulesFrom::Folder(dir) => SuiteFrom::Folder(dir),
+    };
+    let suite_path = from.dir().canonicalize().with_context(|| {
+        format!(
+            "cannot find {} (run {id} was read from {})",
+            from.describe(),
+            meta.suite_path.display()
+        )
+    })?;
     let suite = open_suite(&suite_path)?;
     let current_hash =
         proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
@@ -89,7 +118,8 @@ pub fn run(
     };
     let started = std::time::Instant::now();
     let stem = format!(
-        "results.rescored-{}",
+        "{}{}",
+        proctor_store::RESCORED_STEM,
         proctor_store::utc_now().replace([':', '.'], "-")
     );
     let mut writer =
@@ -133,7 +163,7 @@ pub fn run(
         "rescored {} trial(s) of run {id} in {:.2}s with the rules of {}",
         rescored.trials,
         started.elapsed().as_secs_f64(),
-        suite.root.display()
+        from.describe()
     );
     for u in &rescored.unrescored {
         eprintln!(

@@ -33,10 +33,7 @@ impl Sources for CliSources {
         let Some((r, dir)) = Self::trial(store, id, trial) else {
             return Vec::new();
         };
-        let mut start = || match store.run_meta(id) {
-            Ok(meta) => evidence::StartState::of(&meta.suite_path, &r),
-            Err(e) => evidence::StartState::unknown(format!("cannot read run.json: {e}")),
-        };
+        let mut start = || crate::commands::run_suite::start_state(store, id, &r);
         evidence::diffs(
             &r.end_state.changes,
             &dir.join("changes").join("files"),
@@ -46,6 +43,33 @@ impl Sources for CliSources {
 
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
         crate::commands::compare::arms_json(store, a, b)
+    }
+
+    fn rescored(
+        &self,
+        store: &Store,
+        id: &RunId,
+        scoring: &proctor_store::Scoring,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String> {
+        let run = store.open_run(id).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        proctor_runner::results::for_each_scored_record(&run, scoring, |record| {
+            let value = if keep(&record.plan.id) {
+                Some(serde_json::to_value(&record).map_err(|source| {
+                    proctor_store::StoreError::Json {
+                        path: run.dir().join(&scoring.file),
+                        source,
+                    }
+                })?)
+            } else {
+                None
+            };
+            out.push((proctor_runner::engine::summary_of(&record), value));
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(out)
     }
 }
 
@@ -74,10 +98,20 @@ pub fn view(store_dir: &Path, listen: SocketAddr, allow_hosts: &[String]) -> Res
     Ok(Status::Success)
 }
 
-/// `proctor export RUN --html FILE`.
-pub fn export(store_dir: &Path, run: &str, html: &Path) -> Result<Status, Error> {
+/// `proctor export RUN --html FILE [--scoring S]`.
+pub fn export(
+    store_dir: &Path,
+    run: &str,
+    html: &Path,
+    scoring: proctor_store::ScoringChoice,
+) -> Result<Status, Error> {
     let v = viewer(store_dir)?;
-    let export = proctor_view::export_html(&v, run).map_err(|e| match e {
+    let choice = match scoring {
+        proctor_store::ScoringChoice::Latest => "latest".to_string(),
+        proctor_store::ScoringChoice::Original => "original".to_string(),
+        proctor_store::ScoringChoice::Rescore(n) => n.to_string(),
+    };
+    let export = proctor_view::export_html(&v, run, &choice).map_err(|e| match e {
         proctor_view::ViewError::NotFound(m) => {
             Error::usage(m, "`proctor list` shows the runs in this store")
         }
