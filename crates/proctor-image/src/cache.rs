@@ -32,7 +32,7 @@ const LOCKS: &str = "locks";
 /// Folder of work in progress (and of what a crash left behind).
 const TMP: &str = "tmp";
 /// The lock every pull holds shared and prune holds exclusive.
-const CACHE_LOCK: &str = "cache.lock";
+pub(crate) const CACHE_LOCK: &str = "cache.lock";
 
 /// An image unpacked in the cache, ready to be used as a read-only root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -498,7 +498,8 @@ impl ImageCache {
         self.dir.join(BLOBS).join(digest.hex())
     }
 
-    fn lock(&self, name: &str, exclusive: bool) -> Result<FileLock> {
+    /// Takes the lock file `locks/NAME` (waits for it).
+    pub(crate) fn lock(&self, name: &str, exclusive: bool) -> Result<FileLock> {
         FileLock::acquire(&self.dir.join(LOCKS).join(name), exclusive)
     }
 

@@ -191,7 +191,7 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
-    /// Pull, list and prune the OCI images trials run in (docs/environments.md).
+    /// Pull, build, list and prune the OCI images trials run in (docs/environments.md).
     Images {
         /// What to do.
         #[command(subcommand)]
@@ -592,6 +592,20 @@ pub enum ImagesAction {
     Pull {
         /// An image reference, or a suite folder.
         target: String,
+    },
+    /// Build an image from a Dockerfile into the cache, with the first of buildah, podman and
+    /// docker on PATH (docs/environments.md).
+    ///
+    /// Prints `oci-archive:ARCHIVE`, the digest and the unpacked root, as `pull` does; a second
+    /// build of the same Dockerfile and context is a cache hit and runs no builder. A Dockerfile
+    /// that is only FROM with WORKDIR/ENV is not built: its base image is pulled.
+    Build {
+        /// The build context: the folder with the Dockerfile and the files it copies.
+        #[arg(value_name = "DIR")]
+        context: PathBuf,
+        /// The Dockerfile (default: DIR/Dockerfile).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
     },
     /// List the unpacked images with their references and sizes.
     List,
