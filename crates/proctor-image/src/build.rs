@@ -5,6 +5,7 @@
 //! ```text
 //! DIR/builds/<key hex>/image.tar    the built image, as an OCI archive (unpacked into images/)
 //! DIR/builds/<key hex>/build.log    every builder command and its output
+//! DIR/builds/<key hex>/registries.conf  the registries.conf the builder read
 //! DIR/builds/<key hex>/build.json   key, digest, builder, Dockerfile, context, FROM images, time
 //! DIR/build/                        the builder's own store (base images kept between builds)
 //! ```
@@ -266,6 +267,8 @@ impl ImageCache {
         fs::create_dir_all(&dir).ctx("making", &dir)?;
         let _ = fs::remove_file(dir.join("build.json"));
         fs::rename(&log, &final_log).ctx("keeping the build log at", &final_log)?;
+        // The registries.conf the builder read, kept with the log (it names the mirrors tried).
+        let _ = fs::copy(ws.tmp.join("registries.conf"), dir.join("registries.conf"));
         if let Err(ImageError::BuildFailed { builder, tail, .. }) = built {
             return Err(ImageError::BuildFailed {
                 builder,

@@ -190,6 +190,17 @@ pub enum Command {
         /// The suite's human-readable `name` (default: none).
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Do not build images: a task whose image is only a Dockerfile is skipped, with the
+        /// commands that build it (default: it is built, as `proctor images build` does).
+        #[arg(long)]
+        no_build: bool,
+        /// The image cache builds go into (default: ~/.cache/proctor/images).
+        #[arg(long, value_name = "DIR")]
+        image_cache: Option<PathBuf>,
+        /// The configuration file whose `[registries]` reach the Dockerfiles' FROM images;
+        /// default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Pull, build, list and prune the OCI images trials run in (docs/environments.md).
     Images {

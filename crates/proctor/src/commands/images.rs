@@ -15,17 +15,22 @@ use proctor_suite::{Suite, TaskEnvironment};
 use crate::cli::ImagesAction;
 use crate::exit::{Error, Status};
 
-/// The image cache at `dir`, or the default one.
-pub fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
-    let dir = match dir {
-        Some(d) => d.to_path_buf(),
+/// The image cache's folder: `dir`, or the default one (not opened).
+pub fn cache_dir(dir: Option<&Path>) -> Result<PathBuf, Error> {
+    match dir {
+        Some(d) => Ok(d.to_path_buf()),
         None => ImageCache::default_dir().ok_or_else(|| {
             Error::usage(
                 "no home folder for the image cache",
                 "pass --image-cache DIR",
             )
-        })?,
-    };
+        }),
+    }
+}
+
+/// The image cache at `dir`, or the default one.
+fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
+    let dir = cache_dir(dir)?;
     ImageCache::open(&dir).map_err(|e| {
         Error::usage(
             format!("cannot open the image cache {}: {e}", dir.display()),
