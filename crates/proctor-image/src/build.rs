@@ -101,7 +101,7 @@ pub enum Built {
     /// The image was built now, or found built with the same key (`cache_hit`: no builder ran).
     Image {
         /// The build, as recorded in the cache.
-        record: BuildRecord,
+        record: Box<BuildRecord>,
         /// The image, unpacked.
         image: Image,
         /// Whether the cache already had it.
@@ -226,7 +226,7 @@ impl ImageCache {
             let image = self.pull(&reference, registries)?;
             if image.digest == record.digest {
                 return Ok(Built::Image {
-                    record,
+                    record: Box::new(record),
                     image,
                     cache_hit: true,
                 });
@@ -299,7 +299,7 @@ impl ImageCache {
         json.push(b'\n');
         atomic_write(&work, &dir.join("build.json"), &json)?;
         Ok(Built::Image {
-            record,
+            record: Box::new(record),
             image,
             cache_hit: false,
         })

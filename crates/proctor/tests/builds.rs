@@ -393,3 +393,89 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
         out.stderr
     );
 }
+
+/// A Terminal-Bench task whose compose file builds its image (`build:` with a `dockerfile:`
+/// in a context folder), as the harness does: built at import, and its own solution passes its
+/// own tests in the built image while the null agent fails them.
+#[test]
+fn an_imported_terminal_bench_task_is_built_from_its_compose_build() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-tbench");
+    let (_registry, config, _) = mirror(&lab);
+    let task = lab.root.join("tasks/count-words");
+    write_all(
+        &task,
+        &[
+            ("task.yaml", "instruction: Count the words in /app/text.txt and write the number to /app/count.txt.\ndifficulty: easy\n"),
+            (
+                "docker-compose.yaml",
+                "services:\n  client:\n    build:\n      context: image\n      dockerfile: Containerfile\n    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n    command: [ \"sh\", \"-c\", \"sleep infinity\" ]\n",
+            ),
+            (
+                "image/Containerfile",
+                "FROM busybox\nRUN mkdir -p /app\nCOPY text.txt /app/text.txt\nWORKDIR /app\n",
+            ),
+            ("image/text.txt", "one two three four five\n"),
+            (
+                "run-tests.sh",
+                "#!/bin/sh\necho '=== short test summary info ==='\nif [ \"$(cat /app/count.txt)\" = 5 ]; then echo 'PASSED tests/test_outputs.py::test_count'; else echo 'FAILED tests/test_outputs.py::test_count'; fi\n",
+            ),
+            ("solution.sh", "#!/bin/sh\nwc -w < /app/text.txt | tr -d ' ' > /app/count.txt\n"),
+        ],
+    );
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("tb");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "terminal-bench",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("imported 1 task(s): count-words"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("images from Dockerfiles: 1 built ("),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("image = \"oci-archive:images/count-words.tar\""),
+        "{toml}"
+    );
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v.code, 0, "{}\n{}\n{toml}", v.stdout, v.stderr);
+    assert!(
+        v.stdout
+            .lines()
+            .chain(v.stderr.lines())
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["count-words", "-", "completed", "abandoned", "ok"]),
+        "{}\n{}",
+        v.stdout,
+        v.stderr
+    );
+}
