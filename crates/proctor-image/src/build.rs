@@ -326,6 +326,34 @@ impl ImageCache {
     }
 }
 
+/// Removes (the caller holds the cache lock exclusively) every build whose image is not in
+/// `remaining` (manifest digests) or that never finished, and the builder's store; gives how
+/// many builds were removed.
+pub(crate) fn prune_builds(
+    cache: &ImageCache,
+    remaining: &std::collections::BTreeSet<String>,
+) -> Result<u64> {
+    let builds = cache.dir().join(BUILDS);
+    let mut removed = 0;
+    if let Ok(entries) = fs::read_dir(&builds) {
+        for entry in entries {
+            let dir = entry.ctx("reading", &builds)?.path();
+            let keep = cache
+                .build_record(&dir)
+                .is_some_and(|r| remaining.contains(&r.digest));
+            if !keep {
+                crate::unpack::remove_tree(&dir)?;
+                removed += 1;
+            }
+        }
+    }
+    let store = cache.dir().join(BUILD_STORE);
+    if store.exists() {
+        crate::unpack::remove_tree(&store)?;
+    }
+    Ok(removed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -144,6 +144,16 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         "{record:#}"
     );
     assert_eq!(record["digest"], fields[1], "{record:#}");
+    // As root, buildah's blob-info cache (which it would keep in /var/lib/containers) is under
+    // the image cache.
+    if common::lab::is_root() {
+        assert!(
+            cache
+                .join("build/var-lib/containers/cache/blob-info-cache-v1.boltdb")
+                .is_file(),
+            "buildah's blob-info cache is not under the image cache"
+        );
+    }
     // The registries.conf the builder read sends docker.io to the mirror.
     let conf = std::fs::read_to_string(build_dir.join("registries.conf")).unwrap();
     assert!(conf.contains("prefix = \"docker.io\""), "{conf}");
@@ -165,6 +175,31 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         third.stderr
     );
     assert_ne!(third.stdout.lines().next().unwrap(), line);
+
+    // Prune takes the builds with their images, and the builder's store; the next build runs
+    // the builder again.
+    let prune = lab.proctor(
+        As::Me,
+        &["images", "prune", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert_eq!(prune.code, 0, "{}", prune.stderr);
+    assert!(
+        prune
+            .stderr
+            // 7 blobs: 2 manifests, 2 configs, busybox's layer and each build's own.
+            .contains("removed 2 image(s), 7 blob(s) and 2 build(s); kept 0"),
+        "{}",
+        prune.stderr
+    );
+    assert_eq!(std::fs::read_dir(cache.join("builds")).unwrap().count(), 0);
+    assert!(!cache.join("build").exists());
+    let after = lab.proctor(As::Me, &args);
+    assert_eq!(after.code, 0, "{}", after.stderr);
+    assert!(
+        after.stderr.contains("built with buildah"),
+        "{}",
+        after.stderr
+    );
 }
 
 #[test]

@@ -312,9 +312,10 @@ pub fn run(
                 .prune(|i| kept.contains(&i.digest))
                 .map_err(|e| Error::Other(anyhow::Error::new(e)))?;
             eprintln!(
-                "removed {} image(s) and {} blob(s); kept {}",
+                "removed {} image(s), {} blob(s) and {} build(s); kept {}",
                 report.removed_images.len(),
                 report.removed_blobs,
+                report.removed_builds,
                 kept.len()
             );
             Ok(Status::Success)
