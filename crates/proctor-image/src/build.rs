@@ -219,7 +219,10 @@ impl ImageCache {
         }
         let key = build_key(spec)?;
         let hex = key.trim_start_matches("sha256:").to_string();
-        let dir = self.dir().join(BUILDS).join(&hex);
+        let dir = fs::canonicalize(self.dir())
+            .ctx("finding", self.dir())?
+            .join(BUILDS)
+            .join(&hex);
         let _lock = self.lock(&format!("build-{hex}.lock"), true)?;
         if let Some(record) = self.build_record(&dir) {
             let reference = ImageRef::OciArchive(record.archive.clone());
@@ -233,12 +236,17 @@ impl ImageCache {
             }
         }
         let builder = Builder::find()?;
+        // The builder is given absolute paths only (a relative TMPDIR breaks buildah's RUN).
+        let absolute = |p: &Path| fs::canonicalize(p).ctx("finding", p);
+        let root = absolute(self.dir())?;
+        let context = absolute(&spec.context)?;
+        let dockerfile_abs = absolute(&dockerfile)?;
         // Held while the build works in tmp/, so that no pull empties tmp/ under it.
         let _shared = self.lock(CACHE_LOCK, false)?;
-        let work = self.dir().join("tmp");
+        let work = root.join("tmp");
         let staging = TempPath::new(work.join(unique_name(&format!("build-{hex}"))));
         fs::create_dir_all(staging.path()).ctx("making", staging.path())?;
-        let store = self.dir().join(BUILD_STORE);
+        let store = root.join(BUILD_STORE);
         let ws = Workspace {
             storage: store.join("storage"),
             run: store.join("run"),
@@ -253,8 +261,8 @@ impl ImageCache {
         let started = Instant::now();
         let built = builder.build(
             &Job {
-                context: &spec.context,
-                dockerfile: &dockerfile,
+                context: &context,
+                dockerfile: &dockerfile_abs,
                 tag: &tag,
                 archive: &archive,
                 log: &log,
@@ -284,8 +292,8 @@ impl ImageCache {
             key,
             digest: image.digest.clone(),
             builder: builder.kind.name().to_string(),
-            dockerfile: fs::canonicalize(&dockerfile).unwrap_or(dockerfile),
-            context: fs::canonicalize(&spec.context).unwrap_or_else(|_| spec.context.clone()),
+            dockerfile: dockerfile_abs,
+            context,
             from: from_images(&text),
             base: self.base_of(&image.digest),
             built_at: jiff::Timestamp::now()

@@ -77,6 +77,10 @@ pub(crate) fn resolve_plan(
                 ))
             }
         };
+        plan.comments.push(format!(
+            "{} is only FROM with WORKDIR/ENV, so nothing is built: the task runs {}",
+            build.shown_dockerfile, base.from
+        ));
         plan.image = image;
         if plan.workdir.is_none() {
             plan.workdir = base.workdir;
@@ -108,6 +112,16 @@ pub(crate) fn resolve_plan(
                 stats.built += 1;
                 stats.build_millis += (record.seconds * 1000.0).round() as u64;
             }
+            plan.comments.push(format!(
+                "image built from {} by {} (build key {}{})",
+                build.shown_dockerfile,
+                record.builder,
+                record.key,
+                match &record.base {
+                    Some(b) => format!("; FROM {}@{}", b.name, b.digest),
+                    None => String::new(),
+                }
+            ));
             plan.image = ImageSource::Archive(record.archive);
             Ok(())
         }

@@ -92,12 +92,13 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         ],
     );
     let cache = lab.root.join("image-cache");
+    // Relative paths (proctor runs in the lab's folder): the builder is given absolute ones.
     let args = [
         "images",
         "build",
-        ctx.to_str().unwrap(),
+        "ctx",
         "--image-cache",
-        cache.to_str().unwrap(),
+        "image-cache",
         "--config",
         config.to_str().unwrap(),
     ];
@@ -120,7 +121,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     let fields: Vec<&str> = line.split('\t').collect();
     assert_eq!(fields.len(), 3, "{line}");
     assert!(fields[0].starts_with("oci-archive:"), "{line}");
-    let rootfs = Path::new(fields[2]);
+    let rootfs = lab.root.join(fields[2]);
     assert_eq!(
         std::fs::read_to_string(rootfs.join("app/run.txt")).unwrap(),
         "built-by-run\n"

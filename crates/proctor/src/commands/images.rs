@@ -350,9 +350,13 @@ fn build(
                 e.to_string(),
                 "install buildah (or podman, or docker) and build again",
             ),
+            failed @ proctor_image::ImageError::BuildFailed { .. } => Error::usage(
+                format!("{}: {failed}", shown.display()),
+                "fix the Dockerfile (the log says where the build stopped) and build again",
+            ),
             other => Error::usage(
                 format!("{}: {other}", shown.display()),
-                "fix the Dockerfile (the log says where the build stopped) and build again",
+                "see docs/environments.md (registries and mirrors: [registries] in the configuration)",
             ),
         })?;
     match built {
