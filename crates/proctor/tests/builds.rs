@@ -382,7 +382,8 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
     assert!(toml.contains("workdir = \"/srv\""), "{toml}");
     assert!(toml.contains("GREETING = \"hello there\""), "{toml}");
 
-    // Every task passes with its own solution and fails with the null agent.
+    // Every task passes with its own solution and fails with the null agent (the image cache
+    // given relative to proctor's folder: the sandbox is given it absolute).
     let v = lab.proctor(
         As::Me,
         &[
@@ -390,7 +391,7 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
             suite.to_str().unwrap(),
             "--oracle",
             "--image-cache",
-            cache.to_str().unwrap(),
+            "image-cache",
             "--config",
             config.to_str().unwrap(),
         ],

@@ -15,10 +15,16 @@ use proctor_suite::{Suite, TaskEnvironment};
 use crate::cli::ImagesAction;
 use crate::exit::{Error, Status};
 
-/// The image cache's folder: `dir`, or the default one (not opened).
+/// The image cache's folder: `dir` (made absolute: the sandbox takes only absolute layers), or
+/// the default one (not opened).
 pub fn cache_dir(dir: Option<&Path>) -> Result<PathBuf, Error> {
     match dir {
-        Some(d) => Ok(d.to_path_buf()),
+        Some(d) => std::path::absolute(d).map_err(|e| {
+            Error::usage(
+                format!("cannot use the image cache {}: {e}", d.display()),
+                "pass --image-cache DIR with a folder you can write",
+            )
+        }),
         None => ImageCache::default_dir().ok_or_else(|| {
             Error::usage(
                 "no home folder for the image cache",
