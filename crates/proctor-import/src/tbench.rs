@@ -583,6 +583,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn compose_build_gives_the_context_and_dockerfile() {
+        let of = |text: &str| {
+            let docs = YamlLoader::load_from_str(text).expect("yaml");
+            build_paths(Some(&docs[0]["build"]).filter(|b| !b.is_badvalue()))
+        };
+        assert_eq!(of("build: .\n"), (".".into(), "Dockerfile".into()));
+        assert_eq!(
+            of("build: image/\n"),
+            ("image".into(), "image/Dockerfile".into())
+        );
+        assert_eq!(
+            of("build:\n  dockerfile: Dockerfile.tb\n"),
+            (".".into(), "Dockerfile.tb".into())
+        );
+        assert_eq!(
+            of("build:\n  context: env\n  dockerfile: Containerfile\n"),
+            ("env".into(), "env/Containerfile".into())
+        );
+        assert_eq!(of("image: x\n"), (".".into(), "Dockerfile".into()));
+    }
+
+    #[test]
     fn older_descriptions_give_the_base_prompt() {
         let docs = YamlLoader::load_from_str(
             "descriptions:\n  - key: hard\n    description: Hard one.\n  - key: base\n    description: Base one.\n",

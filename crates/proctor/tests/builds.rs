@@ -79,7 +79,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         return;
     }
     let lab = Lab::new("build-cli");
-    let (_registry, config, busybox_digest) = mirror(&lab);
+    let (registry, config, busybox_digest) = mirror(&lab);
     let ctx = lab.root.join("ctx");
     write_all(
         &ctx,
@@ -177,6 +177,41 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     );
     assert_ne!(third.stdout.lines().next().unwrap(), line);
 
+    // FROM the insecure local registry by its own name (no mirror involved).
+    std::fs::write(
+        lab.root.join("Dockerfile.direct"),
+        format!(
+            "FROM {}/library/busybox:latest\nRUN echo direct > /direct.txt\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    let mut direct = args.to_vec();
+    direct.extend(["-f", "Dockerfile.direct"]);
+    let out = lab.proctor(As::Me, &direct);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "FROM {}/library/busybox:latest ({busybox_digest})",
+            registry.addr
+        )),
+        "{}",
+        out.stderr
+    );
+    let rootfs = lab.root.join(
+        out.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .split('\t')
+            .nth(2)
+            .unwrap(),
+    );
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("direct.txt")).unwrap(),
+        "direct\n"
+    );
+
     // Prune takes the builds with their images, and the builder's store; the next build runs
     // the builder again.
     let prune = lab.proctor(
@@ -187,8 +222,8 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     assert!(
         prune
             .stderr
-            // 7 blobs: 2 manifests, 2 configs, busybox's layer and each build's own.
-            .contains("removed 2 image(s), 7 blob(s) and 2 build(s); kept 0"),
+            // 10 blobs: 3 manifests, 3 configs, busybox's layer and each build's own.
+            .contains("removed 3 image(s), 10 blob(s) and 3 build(s); kept 0"),
         "{}",
         prune.stderr
     );
