@@ -6,6 +6,7 @@
 //! the builder's error.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use proctor_image::{BuildSpec, Built, ImageCache, ImageError, RegistryConfig};
 
@@ -20,7 +21,36 @@ pub struct BuildImages {
     /// How registries are reached for the Dockerfiles' `FROM` images (insecure registries,
     /// mirrors, credentials), as for a pull.
     pub registries: RegistryConfig,
+    /// Told, one line at a time, what each build does as it happens (a dataset's builds can
+    /// take hours); `None`: nothing is said until the report.
+    pub progress: Option<Progress>,
 }
+
+/// A receiver of progress lines (`building TASK ...`, `built TASK in 12.3 s`).
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Progress {
+    /// Says `line`.
+    fn say(&self, line: &str) {
+        (self.0)(line)
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
+}
+
+/// Two receivers are equal when they are the same one.
+impl PartialEq for Progress {
+    fn eq(&self, other: &Progress) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Progress {}
 
 /// What the import's builds did, for its report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -101,7 +131,36 @@ pub(crate) fn resolve_plan(
         context: build.context.clone(),
         dockerfile: Some(build.dockerfile.clone()),
     };
-    let built = cache.build(&spec, &options.registries, &mut |_, _| {});
+    let say = |line: String| {
+        if let Some(p) = &options.progress {
+            p.say(&line);
+        }
+    };
+    let id = plan.id.clone();
+    let built = cache.build(&spec, &options.registries, &mut |builder, log| {
+        say(format!(
+            "{id}: building {} with {} (log: {})",
+            build.shown_dockerfile,
+            builder.kind.name(),
+            log.display()
+        ))
+    });
+    match &built {
+        Ok(Built::Image {
+            record,
+            cache_hit: false,
+            ..
+        }) => say(format!("{id}: built in {:.1} s", record.seconds)),
+        Ok(Built::Image { record, .. }) => say(format!(
+            "{id}: built before (cache hit, key {})",
+            record.key
+        )),
+        Err(e) => say(format!(
+            "{id}: the build failed: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        )),
+        Ok(Built::Base { .. }) => {}
+    }
     match built {
         Ok(Built::Image {
             record, cache_hit, ..

@@ -46,7 +46,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-pub use build::{BuildImages, BuildStats};
+pub use build::{BuildImages, BuildStats, Progress};
 pub use error::ImportError;
 pub use report::{ImportReport, NotTask, Skipped, TaskId, Warning};
 

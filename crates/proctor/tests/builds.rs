@@ -398,6 +398,20 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
         e.contains("imported 4 task(s): add-up, add-up-again, greet, hand-over"),
         "{e}"
     );
+    // Each build is said as it happens, before the report.
+    assert!(
+        e.contains("add-up: building environment/Dockerfile with buildah (log: "),
+        "{e}"
+    );
+    assert!(e.contains("add-up: built in "), "{e}");
+    assert!(
+        e.contains("add-up-again: built before (cache hit, key sha256:"),
+        "{e}"
+    );
+    assert!(
+        e.contains("broken: the build failed: buildah could not build the image"),
+        "{e}"
+    );
     assert!(e.contains("images from Dockerfiles: 2 built ("), "{e}");
     assert!(e.contains("1 cache hit(s)"), "{e}");
     assert!(e.contains("1 only FROM with WORKDIR/ENV"), "{e}");

@@ -154,6 +154,9 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 Some(proctor_import::BuildImages {
                     cache_dir: images::cache_dir(image_cache.as_deref())?,
                     registries: images::registry_config(config.as_deref())?,
+                    progress: Some(proctor_import::Progress(std::sync::Arc::new(
+                        |line: &str| eprintln!("{line}"),
+                    ))),
                 })
             };
             import(format, &dirs, &out, id, name, build)
