@@ -136,7 +136,13 @@ impl Builder {
         )
         .ctx("writing", &policy)?;
         let archive = format!("oci-archive:{}", job.archive.display());
-        let dockerfile = job.dockerfile.as_os_str();
+        // The Dockerfile the builder reads has its FROM images written in full, as Docker
+        // resolves them: the system's short-name aliases (Debian's buildah sends `centos` to
+        // quay.io) cannot send a short name elsewhere than a pull would.
+        let text = fs::read_to_string(job.dockerfile).ctx("reading", job.dockerfile)?;
+        let qualified = ws.tmp.join("Dockerfile");
+        fs::write(&qualified, crate::dockerfile::qualify_from(&text)).ctx("writing", &qualified)?;
+        let dockerfile = qualified.as_os_str();
         let context = job.context.as_os_str();
         let policy = policy.as_os_str();
         let steps: Vec<Vec<OsString>> = match self.kind {

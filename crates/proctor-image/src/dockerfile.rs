@@ -154,6 +154,98 @@ pub fn from_images(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` with the image of every `FROM` line written in full, as Docker resolves it: a short
+/// name on Docker Hub (`centos:7` → `docker.io/library/centos:7`, `org/app` →
+/// `docker.io/org/app`), so that a builder's own short-name aliases (Debian's buildah sends
+/// `centos` to quay.io) cannot send it elsewhere. Earlier stages, `scratch`, names with a `$`,
+/// continued `FROM` lines and the bodies of heredocs are left as they are.
+pub(crate) fn qualify_from(text: &str) -> String {
+    let mut stages: Vec<String> = Vec::new();
+    let mut heredoc: Option<String> = None;
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        if let Some(end) = &heredoc {
+            if body.trim() == end {
+                heredoc = None;
+            }
+            out.push_str(line);
+            continue;
+        }
+        heredoc = heredoc_end(body);
+        out.push_str(&qualify_line(line, body, &mut stages));
+    }
+    out
+}
+
+/// The terminator of a heredoc that `line` opens (`<<EOF`, `<<-EOF`, `<<"EOF"`), if any.
+fn heredoc_end(line: &str) -> Option<String> {
+    let start = line.find("<<")? + 2;
+    let rest = line[start..].trim_start_matches('-');
+    let word: String = rest
+        .trim_matches(|c| c == '"' || c == '\'')
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!word.is_empty()).then_some(word)
+}
+
+/// One line of a Dockerfile, its `FROM` image written in full (see [`qualify_from`]).
+fn qualify_line(line: &str, body: &str, stages: &mut Vec<String>) -> String {
+    let trimmed = body.trim_start();
+    let is_from = trimmed.len() > 4
+        && trimmed[..4].eq_ignore_ascii_case("FROM")
+        && trimmed[4..].starts_with(char::is_whitespace);
+    if !is_from || body.trim_end().ends_with('\\') {
+        return line.to_string();
+    }
+    let words: Vec<&str> = trimmed[4..].split_whitespace().collect();
+    let Some(position) = words.iter().position(|w| !w.starts_with("--")) else {
+        return line.to_string();
+    };
+    let image = words[position];
+    if let [as_kw, name] = words[position + 1..] {
+        if as_kw.eq_ignore_ascii_case("as") {
+            stages.push(name.to_ascii_lowercase());
+        }
+    }
+    let keep = image.contains('$')
+        || image.eq_ignore_ascii_case("scratch")
+        || stages
+            .iter()
+            .take(
+                stages
+                    .len()
+                    .saturating_sub(usize::from(words.len() > position + 1)),
+            )
+            .any(|s| s.eq_ignore_ascii_case(image));
+    let full = docker_hub_name(image);
+    if keep || full == image {
+        return line.to_string();
+    }
+    let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    words[position] = full;
+    let indent = &body[..body.len() - trimmed.len()];
+    let keyword = &trimmed[..4];
+    let ending = &line[body.len()..];
+    format!("{indent}{keyword} {}{ending}", words.join(" "))
+}
+
+/// `image` as Docker names it in full: a first component without `.` or `:` (and not
+/// `localhost`) is a Docker Hub repository, `library/` for a single component.
+fn docker_hub_name(image: &str) -> String {
+    let first = image.split('/').next().unwrap_or(image);
+    let has_registry =
+        image.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    if has_registry {
+        image.to_string()
+    } else if image.contains('/') {
+        format!("docker.io/{image}")
+    } else {
+        format!("docker.io/library/{image}")
+    }
+}
+
 /// The words of `text`, with double quotes (and their backslash escapes) and single quotes
 /// taken away; `None` when a quote is left open.
 fn words(text: &str) -> Option<Vec<String>> {
@@ -277,6 +369,15 @@ mod tests {
         ] {
             assert_eq!(base_only(text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn from_lines_are_written_in_full_as_docker_resolves_them() {
+        let text = "# syntax=docker/dockerfile:1\nFROM centos:7 AS base\nRUN echo hi\nfrom --platform=linux/amd64 python:3.13-slim\nFROM base\nFROM org/app@sha256:abc AS other\nFROM ghcr.io/x/y:1\nFROM localhost/z\nFROM 127.0.0.1:5000/a/b\nFROM scratch\nFROM $BASE\nRUN cat > /Dockerfile <<EOF\nFROM inside:heredoc\nEOF\nFROM ubuntu\r\n";
+        assert_eq!(
+            qualify_from(text),
+            "# syntax=docker/dockerfile:1\nFROM docker.io/library/centos:7 AS base\nRUN echo hi\nfrom --platform=linux/amd64 docker.io/library/python:3.13-slim\nFROM base\nFROM docker.io/org/app@sha256:abc AS other\nFROM ghcr.io/x/y:1\nFROM localhost/z\nFROM 127.0.0.1:5000/a/b\nFROM scratch\nFROM $BASE\nRUN cat > /Dockerfile <<EOF\nFROM inside:heredoc\nEOF\nFROM docker.io/library/ubuntu\r\n"
+        );
     }
 
     #[test]

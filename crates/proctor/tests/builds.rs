@@ -565,3 +565,40 @@ fn an_imported_terminal_bench_task_is_built_from_its_compose_build() {
         v.stderr
     );
 }
+
+/// A short name in `FROM` resolves on Docker Hub (through its mirror), as `docker build` and a
+/// pull resolve it, not through the system's short-name aliases (Debian's send `centos` to
+/// quay.io, which this test's machine may not reach and which holds another image).
+#[test]
+fn a_short_name_in_from_resolves_on_docker_hub_as_docker_does() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-short-name");
+    let (registry, config, digest) = mirror(&lab);
+    registry.push(&lab.root.join("busybox-layout"), ("library/centos", "7"));
+    let ctx = lab.root.join("ctx");
+    write_all(
+        &ctx,
+        &[("Dockerfile", "FROM centos:7\nRUN echo ok > /ok.txt\n")],
+    );
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "images",
+            "build",
+            "ctx",
+            "--image-cache",
+            "image-cache",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("FROM docker.io/library/centos:7 ({digest})")),
+        "{}",
+        out.stderr
+    );
+}
