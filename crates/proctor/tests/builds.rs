@@ -601,4 +601,38 @@ fn a_short_name_in_from_resolves_on_docker_hub_as_docker_does() {
         "{}",
         out.stderr
     );
+    // Only FROM, WORKDIR and ENV: nothing is built (no builder on PATH is needed), the base
+    // image is pulled through the mirror and named with the working folder and variables.
+    write_all(
+        &ctx,
+        &[(
+            "Dockerfile.base",
+            "FROM centos:7\nWORKDIR /srv\nENV A=\"one two\"\n",
+        )],
+    );
+    let out = lab.proctor_env(
+        As::Me,
+        &[
+            "images",
+            "build",
+            "ctx",
+            "-f",
+            "ctx/Dockerfile.base",
+            "--image-cache",
+            "image-cache",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[("PATH", &empty_path(&lab))],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stderr,
+        "ctx/Dockerfile.base is only FROM with WORKDIR/ENV: nothing to build, its image is centos:7\n  workdir = \"/srv\"\n  env A = \"one two\"\n"
+    );
+    assert!(
+        out.stdout.starts_with(&format!("centos:7\t{digest}\t")),
+        "{}",
+        out.stdout
+    );
 }
