@@ -74,8 +74,12 @@ pub struct ImportOptions {
 /// folder; the suite is written next to it first and moved into place whole, so a failed import
 /// leaves nothing behind.
 ///
-/// Returns what was imported, skipped (with the reason and, for an image that must be built
-/// first, the commands to build it) and every warning. A task that cannot be imported is
+/// A task whose image is only a Dockerfile is built into the image cache when
+/// [`ImportOptions::build`] says how (a failed build skips it with the builder's error), else
+/// skipped with the commands that build it.
+///
+/// Returns what was imported, skipped (with the reason), what the builds did, and every
+/// warning. A task that cannot be imported is
 /// skipped, not an error; the import fails only when no task at all can be imported
 /// ([`ImportError::NothingImported`], which carries the report), when an input path is not a
 /// task folder, or when the output cannot be written.
