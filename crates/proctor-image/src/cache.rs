@@ -32,7 +32,7 @@ const LOCKS: &str = "locks";
 /// Folder of work in progress (and of what a crash left behind).
 const TMP: &str = "tmp";
 /// The lock every pull holds shared and prune holds exclusive.
-const CACHE_LOCK: &str = "cache.lock";
+pub(crate) const CACHE_LOCK: &str = "cache.lock";
 
 /// An image unpacked in the cache, ready to be used as a read-only root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,6 +72,9 @@ pub struct PruneReport {
     pub removed_blobs: u64,
     /// Bytes freed (image file content and blob sizes).
     pub freed_bytes: u64,
+    /// How many builds were removed (`builds/<key>/`: those of removed images, and failed ones
+    /// with only a log), with the builder's store of base images (`build/`).
+    pub removed_builds: u64,
 }
 
 /// `images/<hex>/image.json`: what the unpacked image is made of.
@@ -98,6 +101,7 @@ struct RefRecord {
 ///
 /// ```text
 /// DIR/                                  (the caller chooses; ImageCache::default_dir() suggests one)
+///   builds/<key hex>/, build/           images built from Dockerfiles (see ImageCache::build)
 ///   blobs/sha256/<hex>                  manifests, configs and layers, verified before being moved in
 ///   images/<manifest hex>/rootfs/       the unpacked root file system (read-only by convention)
 ///   images/<manifest hex>/config.json   the image config, as fetched
@@ -303,6 +307,15 @@ impl ImageCache {
             }
         }
 
+        // Builds of images no longer here (and failed ones), and the builder's store: base
+        // images it pulled, fetched again by the next build that needs them.
+        let remaining: BTreeSet<String> = self
+            .image_hexes()?
+            .into_iter()
+            .map(|hex| format!("sha256:{hex}"))
+            .collect();
+        report.removed_builds = crate::build::prune_builds(self, &remaining)?;
+
         // Left-overs of interrupted work, and lock files of what is gone (no pull runs now).
         self.clean_tmp()?;
         let locks = self.dir.join(LOCKS);
@@ -313,7 +326,9 @@ impl ImageCache {
                 Some(rest) => match (rest.strip_prefix("blob-"), rest.strip_prefix("image-")) {
                     (Some(hex), _) => !self.dir.join(BLOBS).join(hex).exists(),
                     (_, Some(hex)) => !self.dir.join(IMAGES).join(hex).exists(),
-                    _ => false,
+                    _ => rest
+                        .strip_prefix("build-")
+                        .is_some_and(|hex| !self.dir.join("builds").join(hex).exists()),
                 },
                 None => false,
             };
@@ -498,7 +513,8 @@ impl ImageCache {
         self.dir.join(BLOBS).join(digest.hex())
     }
 
-    fn lock(&self, name: &str, exclusive: bool) -> Result<FileLock> {
+    /// Takes the lock file `locks/NAME` (waits for it).
+    pub(crate) fn lock(&self, name: &str, exclusive: bool) -> Result<FileLock> {
         FileLock::acquire(&self.dir.join(LOCKS).join(name), exclusive)
     }
 

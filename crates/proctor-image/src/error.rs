@@ -135,6 +135,37 @@ pub enum ImageError {
         problem: String,
     },
 
+    /// No image builder is installed.
+    #[error(
+        "no image builder found: proctor builds images with buildah, podman or docker, and none \
+         of them is on PATH ({path}); install one (Debian: `apt-get install buildah`, which \
+         needs no daemon)"
+    )]
+    NoBuilder {
+        /// The `PATH` that was searched.
+        path: String,
+    },
+
+    /// The builder failed; its log is kept.
+    #[error("{builder} could not build the image (its log: {}):\n{tail}", log.display())]
+    BuildFailed {
+        /// The builder's name (`buildah`, `podman`, `docker`).
+        builder: String,
+        /// The build log.
+        log: PathBuf,
+        /// The last lines of the log.
+        tail: String,
+    },
+
+    /// What to build cannot be read: no Dockerfile, or a context that is not a folder.
+    #[error("cannot build {path}: {problem}")]
+    BadBuild {
+        /// The context or Dockerfile.
+        path: PathBuf,
+        /// What is wrong, and what to pass instead.
+        problem: String,
+    },
+
     /// A file system operation failed.
     #[error("{action} {path}: {source}")]
     Io {

@@ -26,6 +26,12 @@
 //!   module: whiteouts and opaque folders are honoured; devices and FIFOs are skipped and
 //!   counted; **ownership is not applied** (the unpacking user owns every file) but permission
 //!   bits are kept, without setuid and setgid; no entry can be written outside the root.
+//! - **Builds** ([`ImageCache::build`]): a Dockerfile and its context, built by the first of
+//!   buildah, podman and docker on `PATH` with the same registry settings (mirrors included) as
+//!   a pull, kept as an OCI archive under `builds/<key>/` (key: the Dockerfile and the
+//!   context's files) with its log, and unpacked like a pulled image; a second build of the
+//!   same inputs runs no builder. A Dockerfile that is only `FROM` + `WORKDIR`/`ENV` is its
+//!   base image ([`base_only`]).
 //! - **The cache** ([`ImageCache`]): `blobs/`, `images/<manifest hex>/rootfs`, `refs/`; safe for
 //!   concurrent pulls from several processes (flock + atomic rename).
 //!
@@ -35,9 +41,12 @@
 #![warn(missing_docs)]
 
 mod auth;
+mod build;
+mod builder;
 mod cache;
 mod config;
 mod digest;
+mod dockerfile;
 mod error;
 mod fsutil;
 mod image_config;
@@ -49,8 +58,11 @@ mod source;
 mod unpack;
 mod zstd;
 
+pub use build::{build_key, BaseRef, BuildRecord, BuildSpec, Built};
+pub use builder::{Builder, BuilderKind};
 pub use cache::{CachedImage, Image, ImageCache, PruneReport};
 pub use config::RegistryConfig;
+pub use dockerfile::{base_only, from_images, BaseImage};
 pub use error::{ImageError, Result};
 pub use image_config::ImageConfig;
 pub use reference::{ImageRef, RegistryRef, DOCKER_HUB};

@@ -79,7 +79,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let s = Sections::of(&table, &empty);
     let unsupported = refuse_unsupported(&table, s.environment);
     let prompt = read_prompt(dir);
-    let image = task_image(dir, id, s.environment, w);
+    let image = task_image(dir, s.environment, w);
     let workdir = s
         .environment
         .get("workdir")
@@ -193,12 +193,7 @@ fn read_prompt(dir: &Path) -> Result<String, String> {
 /// read before they are judged: Harbor runs a task in Docker Compose mode only for
 /// `environment/docker-compose.yaml`, and one that starts several services skips the task; a
 /// `docker-compose.yml` is the task's data to Harbor, unless it too defines several services.
-fn task_image(
-    dir: &Path,
-    id: &str,
-    env: &toml::Table,
-    w: &mut Vec<String>,
-) -> Result<ImageSource, String> {
+fn task_image(dir: &Path, env: &toml::Table, w: &mut Vec<String>) -> Result<ImageSource, String> {
     let env_dir = dir.join("environment");
     for (compose, harbor_reads) in [("docker-compose.yaml", true), ("docker-compose.yml", false)] {
         let path = env_dir.join(compose);
@@ -230,10 +225,10 @@ fn task_image(
     let build = env_dir.join("Dockerfile").is_file().then_some(Build {
         what: "environment/Dockerfile, and task.toml names no [environment] docker_image",
         context: "environment",
+        dockerfile: "environment/Dockerfile",
     });
     image::for_task(
         dir,
-        id,
         env.get("docker_image").and_then(Value::as_str),
         build,
         "it has no image: task.toml names no [environment] docker_image and there is no environment/Dockerfile",

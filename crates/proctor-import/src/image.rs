@@ -1,7 +1,7 @@
-//! A task's image: a registry reference, or an OCI archive or layout that is copied into the
-//! suite (proctor reads local images only from inside the suite). proctor runs images; it does
-//! not build them, so a task whose image exists only as a Dockerfile is skipped with the
-//! commands that build it.
+//! A task's image: a registry reference, an OCI archive or layout that is copied into the
+//! suite (proctor reads local images only from inside the suite), or a Dockerfile, which the
+//! import builds ([`crate::build`]) or, when told not to build, skips with the commands that
+//! build it.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,25 @@ pub(crate) enum ImageSource {
     Archive(PathBuf),
     /// An OCI image layout folder, copied to `images/TASK_ID/` in the suite.
     Layout(PathBuf),
+    /// A Dockerfile to build: the import turns it into one of the others before anything is
+    /// written ([`crate::build::resolve`]).
+    Dockerfile(DockerBuild),
+}
+
+/// A task's image that is built from a Dockerfile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DockerBuild {
+    /// The build context.
+    pub context: PathBuf,
+    /// The Dockerfile.
+    pub dockerfile: PathBuf,
+    /// What the task has, for messages (`environment/Dockerfile, and task.toml names no
+    /// [environment] docker_image`).
+    pub what: String,
+    /// The build context relative to the task folder, for messages.
+    pub shown_context: String,
+    /// The Dockerfile relative to the task folder, for messages.
+    pub shown_dockerfile: String,
 }
 
 impl ImageSource {
@@ -27,6 +46,7 @@ impl ImageSource {
             ImageSource::Reference(r) => r.clone(),
             ImageSource::Archive(_) => format!("oci-archive:{}", Self::suite_path(self, id)),
             ImageSource::Layout(_) => format!("oci:{}", Self::suite_path(self, id)),
+            ImageSource::Dockerfile(_) => image_name(id),
         }
     }
 
@@ -95,26 +115,33 @@ fn check_reference(reference: &str) -> Result<(), String> {
     }
 }
 
-/// How a task whose image is not ready builds it, for the skip reason ([`build_instructions`]).
+/// How a task whose image is not ready builds it.
 pub(crate) struct Build<'a> {
     /// What the image is built from.
     pub what: &'a str,
     /// The build context, relative to the task folder.
     pub context: &'a str,
+    /// The Dockerfile, relative to the task folder.
+    pub dockerfile: &'a str,
 }
 
-/// Task `id`'s image, as [`resolve`] finds it, or why the task is skipped: the commands that
-/// build its image when it has a Dockerfile (`build`), else `missing`.
+/// Task `id`'s image, as [`resolve`] finds it; else the Dockerfile it is built from (`build`);
+/// else why the task is skipped (`missing`).
 pub(crate) fn for_task(
     dir: &Path,
-    id: &str,
     declared: Option<&str>,
     build: Option<Build<'_>>,
     missing: &str,
 ) -> Result<ImageSource, String> {
     match (resolve(dir, declared), build) {
         (Some(resolved), _) => resolved,
-        (None, Some(build)) => Err(build_instructions(id, build.what, build.context)),
+        (None, Some(build)) => Ok(ImageSource::Dockerfile(DockerBuild {
+            context: dir.join(build.context),
+            dockerfile: dir.join(build.dockerfile),
+            what: build.what.to_string(),
+            shown_context: build.context.to_string(),
+            shown_dockerfile: build.dockerfile.to_string(),
+        })),
         (None, None) => Err(missing.to_string()),
     }
 }
@@ -127,15 +154,16 @@ pub(crate) fn image_name(id: &str) -> String {
     )
 }
 
-/// The skip reason for a task whose image exists only as a Dockerfile: the commands that build
-/// it and save it as an OCI archive in the task folder, where the next import finds it.
+/// The skip reason for a task whose image exists only as a Dockerfile, when the import was told
+/// not to build (`--no-build`): the commands that build it and save it as an OCI archive in the
+/// task folder, where the next import finds it.
 ///
 /// `what` says what the task has (`environment/Dockerfile, and task.toml names no
 /// [environment] docker_image`); `context` is the build context relative to the task folder.
 pub(crate) fn build_instructions(id: &str, what: &str, context: &str) -> String {
     let name = image_name(id);
     format!(
-        "its image is built from {what}; proctor does not build images, and the import never guesses one.\n\
+        "its image is built from {what}, and the import was told not to build images (--no-build); it never guesses one.\n\
          Build the image and save it as an OCI archive named {SIDECAR_ARCHIVE} in the task folder, with Docker:\n\
          \x20 docker build -t {name} {context} && skopeo copy docker-daemon:{name}:latest oci-archive:{SIDECAR_ARCHIVE}\n\
          \x20 (Docker 25 or newer writes an OCI archive itself: docker save {name} -o {SIDECAR_ARCHIVE})\n\

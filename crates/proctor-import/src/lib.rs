@@ -23,6 +23,7 @@
 //! # Ok::<(), proctor_import::ImportError>(())
 //! ```
 
+mod build;
 mod compose;
 mod discover;
 mod error;
@@ -45,6 +46,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
+pub use build::{BuildImages, BuildStats, Progress};
 pub use error::ImportError;
 pub use report::{ImportReport, NotTask, Skipped, TaskId, Warning};
 
@@ -59,6 +61,10 @@ pub struct ImportOptions {
     pub suite_id: Option<String>,
     /// The suite's human-readable `name`. Default: none.
     pub name: Option<String>,
+    /// How to build the images of tasks that have only a Dockerfile (Harbor's
+    /// `environment/Dockerfile`, Terminal-Bench's `Dockerfile` or compose `build:`). Default:
+    /// none, and such a task is skipped with the commands that build its image.
+    pub build: Option<BuildImages>,
 }
 
 /// Imports Harbor tasks into a new suite folder `out`.
@@ -68,8 +74,12 @@ pub struct ImportOptions {
 /// folder; the suite is written next to it first and moved into place whole, so a failed import
 /// leaves nothing behind.
 ///
-/// Returns what was imported, skipped (with the reason and, for an image that must be built
-/// first, the commands to build it) and every warning. A task that cannot be imported is
+/// A task whose image is only a Dockerfile is built into the image cache when
+/// [`ImportOptions::build`] says how (a failed build skips it with the builder's error), else
+/// skipped with the commands that build it.
+///
+/// Returns what was imported, skipped (with the reason), what the builds did, and every
+/// warning. A task that cannot be imported is
 /// skipped, not an error; the import fails only when no task at all can be imported
 /// ([`ImportError::NothingImported`], which carries the report), when an input path is not a
 /// task folder, or when the output cannot be written.
@@ -86,8 +96,9 @@ pub fn import_harbor(
 ///
 /// Each path in `tasks` is either one task folder (it holds a `task.yaml`) or a folder of task
 /// folders (Terminal-Bench's `tasks/`). Everything else is as for [`import_harbor`]. Most
-/// Terminal-Bench tasks build their image from a `Dockerfile` at run time; those are skipped
-/// with the commands that build and save the image, since proctor does not build images.
+/// Terminal-Bench tasks build their image from a `Dockerfile` at run time; the import builds
+/// it when [`ImportOptions::build`] says how, else skips the task with the commands that build
+/// and save the image.
 pub fn import_terminal_bench(
     tasks: &[PathBuf],
     out: &Path,

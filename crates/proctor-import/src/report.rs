@@ -55,6 +55,8 @@ pub struct ImportReport {
     /// fields (one warning per task and field), settings proctor has no counterpart for,
     /// verifiers that fetch with no network, missing solutions.
     pub warnings: Vec<Warning>,
+    /// What building the images of tasks with only a Dockerfile did.
+    pub builds: crate::BuildStats,
 }
 
 impl ImportReport {
@@ -159,6 +161,33 @@ impl fmt::Display for ImportReport {
                 }
             }
         }
+        let b = &self.builds;
+        if b.any() {
+            let mut parts = vec![format!(
+                "{} built ({:.1} s, {:.1} s per build)",
+                b.built,
+                b.build_millis as f64 / 1000.0,
+                if b.built > 0 {
+                    b.build_millis as f64 / 1000.0 / b.built as f64
+                } else {
+                    0.0
+                }
+            )];
+            parts.push(format!(
+                "{} cache hit(s) (built before from the same Dockerfile and context)",
+                b.cache_hits
+            ));
+            if b.base_only > 0 {
+                parts.push(format!(
+                    "{} only FROM with WORKDIR/ENV (the base image is used)",
+                    b.base_only
+                ));
+            }
+            if b.failed > 0 {
+                parts.push(format!("{} failed (those tasks are skipped)", b.failed));
+            }
+            writeln!(f, "images from Dockerfiles: {}", parts.join(", "))?;
+        }
         if !self.not_tasks.is_empty() {
             writeln!(
                 f,
@@ -234,6 +263,13 @@ mod tests {
                 warn("dd", "no solution"),
                 warn("e", "two lines\nsecond"),
             ],
+            builds: crate::BuildStats {
+                built: 2,
+                build_millis: 5000,
+                cache_hits: 3,
+                base_only: 0,
+                failed: 1,
+            },
         };
         assert_eq!(
             report.to_string(),
@@ -246,6 +282,7 @@ skipped 3 task(s), by reason:
     e   /nonexistent-proctor/tasks/e
   1 task(s): no tests
     c  /nonexistent-proctor/tasks/c
+images from Dockerfiles: 2 built (5.0 s, 2.5 s per build), 3 cache hit(s) (built before from the same Dockerfile and context), 1 failed (those tasks are skipped)
 skipped 1 folder(s) that hold no task:
   /nonexistent-proctor/empty: no task.toml
 4 warning(s) about 4 task(s), by kind:

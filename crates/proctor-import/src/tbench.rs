@@ -63,7 +63,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let task = load(&dir.join("task.yaml"), "task.yaml")?;
     check_fields(&task, w)?;
     let prompt = prompt(&task);
-    let environment = environment(dir, id, w);
+    let environment = environment(dir, w);
     let network = environment
         .as_ref()
         .map_or_else(|_| default_network(), |e| e.network.clone());
@@ -169,20 +169,20 @@ struct Environment {
 
 /// The task's environment: its compose file's one service when it has a compose file, else
 /// just its image.
-fn environment(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<Environment, String> {
+fn environment(dir: &Path, w: &mut Vec<String>) -> Result<Environment, String> {
     let compose_name = ["docker-compose.yaml", "docker-compose.yml"]
         .into_iter()
         .find(|n| dir.join(n).is_file());
     if let Some(name) = compose_name {
-        return compose_environment(dir, id, name, w);
+        return compose_environment(dir, name, w);
     }
     let build = dir.join("Dockerfile").is_file().then_some(Build {
         what: "its Dockerfile (it has no docker-compose.yaml)",
         context: ".",
+        dockerfile: "Dockerfile",
     });
     let image = image::for_task(
         dir,
-        id,
         None,
         build,
         "it has no image: no docker-compose.yaml and no Dockerfile",
@@ -196,13 +196,40 @@ fn environment(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<Environment,
     })
 }
 
+/// The build context and Dockerfile (relative to the task folder) of a compose service's
+/// `build:`: a context folder, or a mapping with `context` and `dockerfile` (relative to the
+/// context); `.` and `Dockerfile` where it says nothing.
+fn build_paths(build: Option<&Yaml>) -> (String, String) {
+    let (context, dockerfile) = match build {
+        Some(Yaml::String(context)) => (context.clone(), None),
+        Some(Yaml::Hash(h)) => (
+            h.get(&Yaml::String("context".into()))
+                .and_then(Yaml::as_str)
+                .unwrap_or(".")
+                .to_string(),
+            h.get(&Yaml::String("dockerfile".into()))
+                .and_then(Yaml::as_str)
+                .map(str::to_string),
+        ),
+        _ => (".".to_string(), None),
+    };
+    let context = context.trim_end_matches('/').to_string();
+    let context = if context.is_empty() {
+        ".".to_string()
+    } else {
+        context
+    };
+    let dockerfile = dockerfile.unwrap_or_else(|| "Dockerfile".into());
+    let dockerfile = if context == "." {
+        dockerfile
+    } else {
+        format!("{context}/{dockerfile}")
+    };
+    (context, dockerfile)
+}
+
 /// The environment of the one service of the task's compose file `name`.
-fn compose_environment(
-    dir: &Path,
-    id: &str,
-    name: &str,
-    w: &mut Vec<String>,
-) -> Result<Environment, String> {
+fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<Environment, String> {
     let compose = load(&dir.join(name), name)?;
     let service = single_service(&compose, name)?;
     report_compose_keys(&compose, service, name, w);
@@ -217,13 +244,14 @@ fn compose_environment(
         .filter(|i| !i.contains('$') && get(service, "build").is_none());
     let what = format!("its Dockerfile ({name} builds it at run time)");
     let builds = get(service, "build").is_some() || dir.join("Dockerfile").is_file();
+    let (context, dockerfile) = build_paths(get(service, "build"));
     let image = image::for_task(
         dir,
-        id,
         declared,
         builds.then_some(Build {
             what: &what,
-            context: ".",
+            context: &context,
+            dockerfile: &dockerfile,
         }),
         &format!("{name} names no image its service runs"),
     )?;
@@ -553,6 +581,28 @@ fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compose_build_gives_the_context_and_dockerfile() {
+        let of = |text: &str| {
+            let docs = YamlLoader::load_from_str(text).expect("yaml");
+            build_paths(Some(&docs[0]["build"]).filter(|b| !b.is_badvalue()))
+        };
+        assert_eq!(of("build: .\n"), (".".into(), "Dockerfile".into()));
+        assert_eq!(
+            of("build: image/\n"),
+            ("image".into(), "image/Dockerfile".into())
+        );
+        assert_eq!(
+            of("build:\n  dockerfile: Dockerfile.tb\n"),
+            (".".into(), "Dockerfile.tb".into())
+        );
+        assert_eq!(
+            of("build:\n  context: env\n  dockerfile: Containerfile\n"),
+            ("env".into(), "env/Containerfile".into())
+        );
+        assert_eq!(of("image: x\n"), (".".into(), "Dockerfile".into()));
+    }
 
     #[test]
     fn older_descriptions_give_the_base_prompt() {

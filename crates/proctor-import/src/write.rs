@@ -51,7 +51,11 @@ pub(crate) fn import(
         for w in read.warnings {
             report.warn(&id, w);
         }
-        match read.outcome {
+        let outcome = read.outcome.and_then(|mut plan| {
+            crate::build::resolve_plan(&mut plan, options.build.as_ref(), &mut report.builds)
+                .map(|()| plan)
+        });
+        match outcome {
             Ok(plan) => {
                 let (context, shown) = match format {
                     Format::Harbor => (dir.join("environment"), "environment"),
@@ -149,7 +153,8 @@ fn write_suite(
 /// The task's holdout, oracle and local image.
 fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), ImportError> {
     match &plan.image {
-        ImageSource::Reference(_) => {}
+        // A Dockerfile was built (or the task skipped) before any task is written.
+        ImageSource::Reference(_) | ImageSource::Dockerfile(_) => {}
         ImageSource::Archive(src) => {
             let dest = root.join(plan.image.suite_path(&plan.id));
             if let Some(parent) = dest.parent() {

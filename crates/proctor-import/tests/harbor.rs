@@ -465,6 +465,7 @@ fn the_output_must_be_new_or_empty_and_inputs_must_be_tasks() {
     let options = ImportOptions {
         suite_id: Some("my suite".into()),
         name: Some("Imported".into()),
+        build: None,
     };
     import_harbor(&[task], &empty, &options).expect("an empty folder is fine");
     let suite: toml::Table =

@@ -221,8 +221,19 @@ pub enum Command {
         /// The suite's human-readable `name` (default: none).
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Do not build images: a task whose image is only a Dockerfile is skipped, with the
+        /// commands that build it (default: it is built, as `proctor images build` does).
+        #[arg(long)]
+        no_build: bool,
+        /// The image cache builds go into (default: ~/.cache/proctor/images).
+        #[arg(long, value_name = "DIR")]
+        image_cache: Option<PathBuf>,
+        /// The configuration file whose `[registries]` reach the Dockerfiles' FROM images;
+        /// default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
-    /// Pull, list and prune the OCI images trials run in (docs/environments.md).
+    /// Pull, build, list and prune the OCI images trials run in (docs/environments.md).
     Images {
         /// What to do.
         #[command(subcommand)]
@@ -627,6 +638,20 @@ pub enum ImagesAction {
     Pull {
         /// An image reference, or a suite folder.
         target: String,
+    },
+    /// Build an image from a Dockerfile into the cache, with the first of buildah, podman and
+    /// docker on PATH (docs/environments.md).
+    ///
+    /// Prints `oci-archive:ARCHIVE`, the digest and the unpacked root, as `pull` does; a second
+    /// build of the same Dockerfile and context is a cache hit and runs no builder. A Dockerfile
+    /// that is only FROM with WORKDIR/ENV is not built: its base image is pulled.
+    Build {
+        /// The build context: the folder with the Dockerfile and the files it copies.
+        #[arg(value_name = "DIR")]
+        context: PathBuf,
+        /// The Dockerfile (default: DIR/Dockerfile).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
     },
     /// List the unpacked images with their references and sizes.
     List,

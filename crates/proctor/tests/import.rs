@@ -105,6 +105,8 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
             "suite-out",
             "--name",
             "Generated dataset",
+            // Dockerfile tasks are skipped with the commands that build them, not built.
+            "--no-build",
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -112,7 +114,7 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     let has = |line: &str| e.lines().any(|l| l == line);
     assert!(e.starts_with("imported 180 task(s): "), "{e}");
     assert!(has("skipped 120 task(s), by reason:"), "{e}");
-    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image; proctor does not build images, and the import never guesses one."), "{e}");
+    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
     assert!(
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"

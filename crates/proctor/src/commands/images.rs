@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use proctor_image::{ImageCache, ImageRef, RegistryConfig};
+use proctor_image::{BuildSpec, Built, ImageCache, ImageRef, RegistryConfig};
 use proctor_runner::image::TrialImage;
 use proctor_runner::record::ImageRecord;
 use proctor_suite::plan::Plan;
@@ -15,17 +15,28 @@ use proctor_suite::{Suite, TaskEnvironment};
 use crate::cli::ImagesAction;
 use crate::exit::{Error, Status};
 
-/// The image cache at `dir`, or the default one.
-fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
-    let dir = match dir {
-        Some(d) => d.to_path_buf(),
+/// The image cache's folder: `dir` (made absolute: the sandbox takes only absolute layers), or
+/// the default one (not opened).
+pub fn cache_dir(dir: Option<&Path>) -> Result<PathBuf, Error> {
+    match dir {
+        Some(d) => std::path::absolute(d).map_err(|e| {
+            Error::usage(
+                format!("cannot use the image cache {}: {e}", d.display()),
+                "pass --image-cache DIR with a folder you can write",
+            )
+        }),
         None => ImageCache::default_dir().ok_or_else(|| {
             Error::usage(
                 "no home folder for the image cache",
                 "pass --image-cache DIR",
             )
-        })?,
-    };
+        }),
+    }
+}
+
+/// The image cache at `dir`, or the default one.
+fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
+    let dir = cache_dir(dir)?;
     ImageCache::open(&dir).map_err(|e| {
         Error::usage(
             format!("cannot open the image cache {}: {e}", dir.display()),
@@ -35,7 +46,7 @@ fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
 }
 
 /// How registries are reached: the configuration's `[registries]`.
-fn registry_config(config: Option<&Path>) -> Result<RegistryConfig, Error> {
+pub fn registry_config(config: Option<&Path>) -> Result<RegistryConfig, Error> {
     let config = crate::commands::models::load_config(config)?;
     let mut out = RegistryConfig::default();
     for (host, r) in config.registries {
@@ -266,6 +277,10 @@ pub fn run(
             }
             Ok(Status::Success)
         }
+        ImagesAction::Build { context, file } => {
+            let registries = registry_config(config)?;
+            build(&cache, &registries, &context, file.as_deref())
+        }
         ImagesAction::List => {
             let mut t = proctor_report::Table::new(&["DIGEST", "SIZE", "UNPACKED", "REFERENCES"]);
             for i in cache
@@ -303,14 +318,105 @@ pub fn run(
                 .prune(|i| kept.contains(&i.digest))
                 .map_err(|e| Error::Other(anyhow::Error::new(e)))?;
             eprintln!(
-                "removed {} image(s) and {} blob(s); kept {}",
+                "removed {} image(s), {} blob(s) and {} build(s); kept {}",
                 report.removed_images.len(),
                 report.removed_blobs,
+                report.removed_builds,
                 kept.len()
             );
             Ok(Status::Success)
         }
     }
+}
+
+/// `proctor images build DIR [-f FILE]`: the result on stdout (`REFERENCE\tDIGEST\tROOTFS`),
+/// what was done (built, cache hit, or no build needed) and the log's path on stderr.
+fn build(
+    cache: &ImageCache,
+    registries: &RegistryConfig,
+    context: &Path,
+    file: Option<&Path>,
+) -> Result<Status, Error> {
+    let spec = BuildSpec {
+        context: context.to_path_buf(),
+        dockerfile: file.map(Path::to_path_buf),
+    };
+    let shown = spec.dockerfile_path();
+    let built = cache
+        .build(&spec, registries, &mut |builder, log| {
+            eprintln!(
+                "building {} with {} (log: {})",
+                shown.display(),
+                builder.program.display(),
+                log.display()
+            );
+        })
+        .map_err(|e| match e {
+            proctor_image::ImageError::NoBuilder { .. } => Error::usage(
+                e.to_string(),
+                "install buildah (or podman, or docker) and build again",
+            ),
+            failed @ proctor_image::ImageError::BuildFailed { .. } => Error::usage(
+                format!("{}: {failed}", shown.display()),
+                "fix the Dockerfile (the log says where the build stopped) and build again",
+            ),
+            other => Error::usage(
+                format!("{}: {other}", shown.display()),
+                "see docs/environments.md (registries and mirrors: [registries] in the configuration)",
+            ),
+        })?;
+    match built {
+        Built::Base { base, image } => {
+            eprintln!(
+                "{} is only FROM with WORKDIR/ENV: nothing to build, its image is {}",
+                shown.display(),
+                base.from
+            );
+            if let Some(w) = &base.workdir {
+                eprintln!("  workdir = {w:?}");
+            }
+            for (k, v) in &base.env {
+                eprintln!("  env {k} = {v:?}");
+            }
+            println!(
+                "{}\t{}\t{}",
+                base.from,
+                image.digest,
+                image.rootfs.display()
+            );
+        }
+        Built::Image {
+            record,
+            image,
+            cache_hit,
+        } => {
+            if cache_hit {
+                eprintln!(
+                    "cache hit: built before from the same Dockerfile and context (key {}), no build; log: {}",
+                    record.key,
+                    record.log.display()
+                );
+            } else {
+                eprintln!(
+                    "built with {} in {:.1} s (key {}); log: {}",
+                    record.builder,
+                    record.seconds,
+                    record.key,
+                    record.log.display()
+                );
+                if let Some(base) = &record.base {
+                    eprintln!("  FROM {} ({})", base.name, base.digest);
+                }
+            }
+            println!(
+                "oci-archive:{}\t{}\t{}",
+                record.archive.display(),
+                image.digest,
+                image.rootfs.display()
+            );
+        }
+    }
+    Ok(Status::Success)
 }
 
 /// Every image reference a suite names, with the folder its paths are relative to.

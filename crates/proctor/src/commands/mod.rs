@@ -168,7 +168,23 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             out,
             id,
             name,
-        } => import(format, &dirs, &out, id, name),
+            no_build,
+            image_cache,
+            config,
+        } => {
+            let build = if no_build {
+                None
+            } else {
+                Some(proctor_import::BuildImages {
+                    cache_dir: images::cache_dir(image_cache.as_deref())?,
+                    registries: images::registry_config(config.as_deref())?,
+                    progress: Some(proctor_import::Progress(std::sync::Arc::new(
+                        |line: &str| eprintln!("{line}"),
+                    ))),
+                })
+            };
+            import(format, &dirs, &out, id, name, build)
+        }
         Command::Images {
             action,
             image_cache,
@@ -278,8 +294,13 @@ fn import(
     out: &Path,
     id: Option<String>,
     name: Option<String>,
+    build: Option<proctor_import::BuildImages>,
 ) -> Result<Status, Error> {
-    let options = proctor_import::ImportOptions { suite_id: id, name };
+    let options = proctor_import::ImportOptions {
+        suite_id: id,
+        name,
+        build,
+    };
     let result = match format {
         crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
         crate::cli::ImportFormat::TerminalBench => {

@@ -5,6 +5,7 @@
 
 pub mod lab;
 pub mod outcomes;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 

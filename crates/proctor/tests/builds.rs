@@ -1,0 +1,638 @@
+//! Images built from Dockerfiles, through the real binary with Debian's real `buildah` and a
+//! real Debian `docker-registry` on loopback acting as the mirror of `docker.io`: `proctor
+//! images build` (built, then a cache hit that runs no builder; the base image recorded under
+//! its own name and digest although it came from the mirror), and Harbor tasks whose
+//! Dockerfiles `FROM busybox` with `RUN` and `COPY`, imported (built at import), passing
+//! `validate --oracle` with their own solutions while the null agent fails them. A build that
+//! fails skips its task with the builder's error; with no builder on `PATH` the error names the
+//! three builders.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::lab::{As, Lab};
+use common::registry::{Registry, MAKE_IMAGE};
+
+/// Whether Debian's buildah is installed; if not, the test is skipped (a failure under CI).
+fn have_buildah() -> bool {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("buildah").is_file());
+    if !found {
+        common::skip("buildah is not installed (apt-get install buildah)");
+    }
+    found
+}
+
+/// A registry holding the test's busybox image as `library/busybox:latest`, and a config that
+/// makes it the mirror of `docker.io` (and reaches it over plain HTTP). Gives the registry, the
+/// config file and the pushed manifest's digest.
+fn mirror(lab: &Lab) -> (Registry, PathBuf, String) {
+    let registry = Registry::start();
+    let layout = lab.root.join("busybox-layout");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_IMAGE)
+        .arg(&layout)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    registry.push(&layout, ("library/busybox", "latest"));
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(layout.join("index.json")).unwrap()).unwrap();
+    let digest = index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let config = lab.root.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[registries.\"{0}\"]\ninsecure = true\n\n[registries.\"docker.io\"]\nmirrors = [\"{0}\"]\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    (registry, config, digest)
+}
+
+/// Writes `files` (path, text) under `dir`.
+fn write_all(dir: &Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+/// An empty folder to be the whole `PATH`: no builder can be found there.
+fn empty_path(lab: &Lab) -> String {
+    let dir = lab.root.join("empty-path");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.to_str().unwrap().to_string()
+}
+
+#[test]
+fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-cli");
+    let (registry, config, busybox_digest) = mirror(&lab);
+    let ctx = lab.root.join("ctx");
+    write_all(
+        &ctx,
+        &[
+            (
+                "Dockerfile",
+                "FROM busybox\nRUN mkdir -p /app && echo built-by-run > /app/run.txt\nCOPY data.txt /app/data.txt\nWORKDIR /app\n",
+            ),
+            ("data.txt", "copied\n"),
+        ],
+    );
+    let cache = lab.root.join("image-cache");
+    // Relative paths (proctor runs in the lab's folder): the builder is given absolute ones.
+    let args = [
+        "images",
+        "build",
+        "ctx",
+        "--image-cache",
+        "image-cache",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let first = lab.proctor(As::Me, &args);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first.stderr.contains("built with buildah in"),
+        "{}",
+        first.stderr
+    );
+    // The base image came from the mirror, and is recorded under its own name and digest.
+    assert!(
+        first.stderr.contains(&format!(
+            "FROM docker.io/library/busybox:latest ({busybox_digest})"
+        )),
+        "{}",
+        first.stderr
+    );
+    let line = first.stdout.lines().next().unwrap().to_string();
+    let fields: Vec<&str> = line.split('\t').collect();
+    assert_eq!(fields.len(), 3, "{line}");
+    assert!(fields[0].starts_with("oci-archive:"), "{line}");
+    let rootfs = lab.root.join(fields[2]);
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("app/run.txt")).unwrap(),
+        "built-by-run\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("app/data.txt")).unwrap(),
+        "copied\n"
+    );
+    let build_dir = Path::new(fields[0].trim_start_matches("oci-archive:"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let log = std::fs::read_to_string(build_dir.join("build.log")).unwrap();
+    assert!(log.contains("RUN mkdir -p /app"), "{log}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(build_dir.join("build.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["base"]["digest"],
+        busybox_digest.as_str(),
+        "{record:#}"
+    );
+    assert_eq!(record["digest"], fields[1], "{record:#}");
+    // As root, buildah's blob-info cache (which it would keep in /var/lib/containers) is under
+    // the image cache.
+    if common::lab::is_root() {
+        assert!(
+            cache
+                .join("build/var-lib/containers/cache/blob-info-cache-v1.boltdb")
+                .is_file(),
+            "buildah's blob-info cache is not under the image cache"
+        );
+    }
+    // The registries.conf the builder read sends docker.io to the mirror.
+    let conf = std::fs::read_to_string(build_dir.join("registries.conf")).unwrap();
+    assert!(conf.contains("prefix = \"docker.io\""), "{conf}");
+
+    // Again, with no builder on PATH: a cache hit, the same image, and no builder needed.
+    let second = lab.proctor_env(As::Me, &args, &[("PATH", &empty_path(&lab))]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(second.stderr.contains("cache hit"), "{}", second.stderr);
+    assert!(!second.stderr.contains("building"), "{}", second.stderr);
+    assert_eq!(second.stdout.lines().next().unwrap(), line);
+
+    // One changed byte of the context is a new build.
+    std::fs::write(ctx.join("data.txt"), "copied!\n").unwrap();
+    let third = lab.proctor(As::Me, &args);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert!(
+        third.stderr.contains("built with buildah"),
+        "{}",
+        third.stderr
+    );
+    assert_ne!(third.stdout.lines().next().unwrap(), line);
+
+    // FROM the insecure local registry by its own name (no mirror involved).
+    std::fs::write(
+        lab.root.join("Dockerfile.direct"),
+        format!(
+            "FROM {}/library/busybox:latest\nRUN echo direct > /direct.txt\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    let mut direct = args.to_vec();
+    direct.extend(["-f", "Dockerfile.direct"]);
+    let out = lab.proctor(As::Me, &direct);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "FROM {}/library/busybox:latest ({busybox_digest})",
+            registry.addr
+        )),
+        "{}",
+        out.stderr
+    );
+    let rootfs = lab.root.join(
+        out.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .split('\t')
+            .nth(2)
+            .unwrap(),
+    );
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("direct.txt")).unwrap(),
+        "direct\n"
+    );
+
+    // Prune takes the builds with their images, and the builder's store; the next build runs
+    // the builder again.
+    let prune = lab.proctor(
+        As::Me,
+        &["images", "prune", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert_eq!(prune.code, 0, "{}", prune.stderr);
+    assert!(
+        prune
+            .stderr
+            // 10 blobs: 3 manifests, 3 configs, busybox's layer and each build's own.
+            .contains("removed 3 image(s), 10 blob(s) and 3 build(s); kept 0"),
+        "{}",
+        prune.stderr
+    );
+    assert_eq!(std::fs::read_dir(cache.join("builds")).unwrap().count(), 0);
+    assert!(!cache.join("build").exists());
+    let after = lab.proctor(As::Me, &args);
+    assert_eq!(after.code, 0, "{}", after.stderr);
+    assert!(
+        after.stderr.contains("built with buildah"),
+        "{}",
+        after.stderr
+    );
+}
+
+#[test]
+fn no_builder_on_path_is_a_clear_error() {
+    let lab = Lab::new("build-none");
+    let ctx = lab.root.join("ctx");
+    write_all(&ctx, &[("Dockerfile", "FROM busybox\nRUN true\n")]);
+    let cache = lab.root.join("image-cache");
+    let out = lab.proctor_env(
+        As::Me,
+        &[
+            "images",
+            "build",
+            ctx.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+        &[("PATH", &empty_path(&lab))],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no image builder found: proctor builds images with buildah, podman or docker, and none of them is on PATH"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("apt-get install buildah"),
+        "{}",
+        out.stderr
+    );
+    // A missing Dockerfile is said as such.
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "images",
+            "build",
+            lab.root.to_str().unwrap(),
+            "-f",
+            "nope/Dockerfile",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot read the Dockerfile"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A Harbor task folder: `task.toml` (no docker_image), `instruction.md`, `environment/`,
+/// `tests/test.sh` (writes the reward from `check`, a shell condition) and `solution/solve.sh`.
+fn harbor_task(dir: &Path, prompt: &str, env: &[(&str, &str)], check: &str, solve: &str) {
+    write_all(
+        dir,
+        &[
+            (
+                "task.toml",
+                "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n",
+            ),
+            ("instruction.md", prompt),
+            (
+                "tests/test.sh",
+                &format!(
+                    "#!/bin/sh\nmkdir -p /logs/verifier\nif {check}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+                ),
+            ),
+            ("solution/solve.sh", &format!("#!/bin/sh\n{solve}\n")),
+        ],
+    );
+    for (rel, text) in env {
+        write_all(&dir.join("environment"), &[(rel, text)]);
+    }
+}
+
+const APP_DOCKERFILE: &str = "FROM busybox\nRUN mkdir -p /app && echo 21 > /app/seed.txt\nCOPY data.txt /app/data.txt\nWORKDIR /app\n";
+
+#[test]
+fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fails() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-import");
+    let (_registry, config, _) = mirror(&lab);
+    let tasks = lab.root.join("tasks");
+    // RUN and COPY: the answer needs both the file RUN made and the file COPY laid.
+    harbor_task(
+        &tasks.join("add-up"),
+        "Write the sum of the numbers in seed.txt and data.txt to answer.txt.\n",
+        &[("Dockerfile", APP_DOCKERFILE), ("data.txt", "21\n")],
+        "[ \"$(cat answer.txt)\" = 42 ]",
+        "echo $(( $(cat seed.txt) + $(cat data.txt) )) > answer.txt",
+    );
+    // The same Dockerfile and context: built once, a cache hit for the second task.
+    harbor_task(
+        &tasks.join("add-up-again"),
+        "Write the sum of the numbers in seed.txt and data.txt to total.txt.\n",
+        &[("Dockerfile", APP_DOCKERFILE), ("data.txt", "21\n")],
+        "[ \"$(cat total.txt)\" = 42 ]",
+        "echo $(( $(cat seed.txt) + $(cat data.txt) )) > total.txt",
+    );
+    // A solution that gives its files to uid 1000 (the image's `dev`), as datasets' do.
+    harbor_task(
+        &tasks.join("hand-over"),
+        "Make out/result.txt containing done, owned by uid and gid 1000.\n",
+        &[(
+            "Dockerfile",
+            "FROM busybox\nRUN mkdir -p /work && chown 1000:1000 /work\nWORKDIR /work\n",
+        )],
+        "[ \"$(stat -c %u:%g out/result.txt)\" = 1000:1000 ] && grep -q done out/result.txt",
+        "mkdir -p out && echo done > out/result.txt && chown -R 1000:1000 out",
+    );
+    // Only FROM, WORKDIR and ENV: nothing to build, the task runs busybox itself, pulled
+    // through the mirror at validate, in /srv with GREETING set.
+    harbor_task(
+        &tasks.join("greet"),
+        "Write the value of $GREETING to greeting.txt.\n",
+        &[(
+            "Dockerfile",
+            "FROM busybox\nWORKDIR /srv\nENV GREETING=\"hello there\"\n",
+        )],
+        "[ \"$(pwd)\" = /srv ] && grep -qx 'hello there' greeting.txt",
+        "echo \"$GREETING\" > greeting.txt",
+    );
+    // A build that fails: the task is skipped with the builder's own error.
+    harbor_task(
+        &tasks.join("broken"),
+        "Anything.\n",
+        &[(
+            "Dockerfile",
+            "FROM busybox\nRUN echo about to fail && exit 3\n",
+        )],
+        "true",
+        "true",
+    );
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("imported");
+    let import = |out: &Path, env: &[(&str, &str)]| {
+        lab.proctor_env(
+            As::Me,
+            &[
+                "import",
+                "harbor",
+                tasks.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--image-cache",
+                cache.to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ],
+            env,
+        )
+    };
+    let out = import(&suite, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = &out.stderr;
+    assert!(
+        e.contains("imported 4 task(s): add-up, add-up-again, greet, hand-over"),
+        "{e}"
+    );
+    // Each build is said as it happens, before the report.
+    assert!(
+        e.contains("add-up: building environment/Dockerfile with buildah (log: "),
+        "{e}"
+    );
+    assert!(e.contains("add-up: built in "), "{e}");
+    assert!(
+        e.contains("add-up-again: built before (cache hit, key sha256:"),
+        "{e}"
+    );
+    assert!(
+        e.contains("broken: the build failed: buildah could not build the image"),
+        "{e}"
+    );
+    assert!(e.contains("images from Dockerfiles: 2 built ("), "{e}");
+    assert!(e.contains("1 cache hit(s)"), "{e}");
+    assert!(e.contains("1 only FROM with WORKDIR/ENV"), "{e}");
+    assert!(e.contains("1 failed (those tasks are skipped)"), "{e}");
+    assert!(
+        e.contains("its image could not be built from environment/Dockerfile by buildah: Error: building at STEP \"RUN echo about to fail && exit 3\": exit status 3"),
+        "{e}"
+    );
+    assert!(e.contains("about to fail"), "the builder's output: {e}");
+    assert!(e.contains("build.log"), "{e}");
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("image = \"oci-archive:images/add-up.tar\""),
+        "{toml}"
+    );
+    assert!(toml.contains("image = \"busybox\""), "{toml}");
+    assert!(toml.contains("workdir = \"/srv\""), "{toml}");
+    assert!(toml.contains("GREETING = \"hello there\""), "{toml}");
+
+    // Every task passes with its own solution and fails with the null agent (the image cache
+    // given relative to proctor's folder: the sandbox is given it absolute).
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            "image-cache",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v.code, 0, "{}\n{}\n{toml}", v.stdout, v.stderr);
+    let said = format!("{}{}", v.stdout, v.stderr);
+    for task in ["add-up", "add-up-again", "greet", "hand-over"] {
+        let row: Vec<&str> = said
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(task))
+            .unwrap_or_else(|| panic!("no row for {task}: {said}"))
+            .split_whitespace()
+            .collect();
+        // TASK, MUTATION, ORACLE, NULL AGENT, VERDICT.
+        assert_eq!(row, [task, "-", "completed", "abandoned", "ok"], "{said}");
+    }
+    assert!(
+        said.contains("every task's rules pass its oracle and fail the null agent"),
+        "{said}"
+    );
+
+    // Imported again with no builder on PATH: every built image is a cache hit (no builder
+    // call), and the failed one, which is never cached, now says no builder was found.
+    let again = lab.root.join("imported-again");
+    let out = import(&again, &[("PATH", &empty_path(&lab))]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("images from Dockerfiles: 0 built (0.0 s, 0.0 s per build), 3 cache hit(s)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("no image builder found"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A Terminal-Bench task whose compose file builds its image (`build:` with a `dockerfile:`
+/// in a context folder), as the harness does: built at import, and its own solution passes its
+/// own tests in the built image while the null agent fails them.
+#[test]
+fn an_imported_terminal_bench_task_is_built_from_its_compose_build() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-tbench");
+    let (_registry, config, _) = mirror(&lab);
+    let task = lab.root.join("tasks/count-words");
+    write_all(
+        &task,
+        &[
+            ("task.yaml", "instruction: Count the words in /app/text.txt and write the number to /app/count.txt.\ndifficulty: easy\n"),
+            (
+                "docker-compose.yaml",
+                "services:\n  client:\n    build:\n      context: image\n      dockerfile: Containerfile\n    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n    command: [ \"sh\", \"-c\", \"sleep infinity\" ]\n",
+            ),
+            (
+                "image/Containerfile",
+                "FROM busybox\nRUN mkdir -p /app\nCOPY text.txt /app/text.txt\nWORKDIR /app\n",
+            ),
+            ("image/text.txt", "one two three four five\n"),
+            (
+                "run-tests.sh",
+                "#!/bin/sh\necho '=== short test summary info ==='\nif [ \"$(cat /app/count.txt)\" = 5 ]; then echo 'PASSED tests/test_outputs.py::test_count'; else echo 'FAILED tests/test_outputs.py::test_count'; fi\n",
+            ),
+            ("solution.sh", "#!/bin/sh\nwc -w < /app/text.txt | tr -d ' ' > /app/count.txt\n"),
+        ],
+    );
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("tb");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "terminal-bench",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("imported 1 task(s): count-words"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("images from Dockerfiles: 1 built ("),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("image = \"oci-archive:images/count-words.tar\""),
+        "{toml}"
+    );
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v.code, 0, "{}\n{}\n{toml}", v.stdout, v.stderr);
+    assert!(
+        v.stdout
+            .lines()
+            .chain(v.stderr.lines())
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["count-words", "-", "completed", "abandoned", "ok"]),
+        "{}\n{}",
+        v.stdout,
+        v.stderr
+    );
+}
+
+/// A short name in `FROM` resolves on Docker Hub (through its mirror), as `docker build` and a
+/// pull resolve it, not through the system's short-name aliases (Debian's send `centos` to
+/// quay.io, which this test's machine may not reach and which holds another image).
+#[test]
+fn a_short_name_in_from_resolves_on_docker_hub_as_docker_does() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-short-name");
+    let (registry, config, digest) = mirror(&lab);
+    registry.push(&lab.root.join("busybox-layout"), ("library/centos", "7"));
+    let ctx = lab.root.join("ctx");
+    write_all(
+        &ctx,
+        &[("Dockerfile", "FROM centos:7\nRUN echo ok > /ok.txt\n")],
+    );
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "images",
+            "build",
+            "ctx",
+            "--image-cache",
+            "image-cache",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("FROM docker.io/library/centos:7 ({digest})")),
+        "{}",
+        out.stderr
+    );
+    // Only FROM, WORKDIR and ENV: nothing is built (no builder on PATH is needed), the base
+    // image is pulled through the mirror and named with the working folder and variables.
+    write_all(
+        &ctx,
+        &[(
+            "Dockerfile.base",
+            "FROM centos:7\nWORKDIR /srv\nENV A=\"one two\"\n",
+        )],
+    );
+    let out = lab.proctor_env(
+        As::Me,
+        &[
+            "images",
+            "build",
+            "ctx",
+            "-f",
+            "ctx/Dockerfile.base",
+            "--image-cache",
+            "image-cache",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[("PATH", &empty_path(&lab))],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stderr,
+        "ctx/Dockerfile.base is only FROM with WORKDIR/ENV: nothing to build, its image is centos:7\n  workdir = \"/srv\"\n  env A = \"one two\"\n"
+    );
+    assert!(
+        out.stdout.starts_with(&format!("centos:7\t{digest}\t")),
+        "{}",
+        out.stdout
+    );
+}
