@@ -518,6 +518,21 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
     assert!(body.contains("scored by rescore 1 of"), "{body}");
     let (status, _) = get(&server, &format!("/runs/{run}?scoring=7"));
     assert_eq!(status, 404);
+    // The pictures are drawn in the scoring shown: the grid's mark of t.a.0 says the rescore's
+    // outcome, and the original's where the original is asked for; the compare page's pairs
+    // come from the rescored comparison.
+    let (_, grid) = get(&server, &format!("/runs/{run}/grid.svg"));
+    assert!(grid.contains("<title>t.a.0: wrong"), "{grid}");
+    let (_, grid) = get(&server, &format!("/runs/{run}/grid.svg?scoring=original"));
+    assert!(grid.contains("<title>t.a.0: completed"), "{grid}");
+    let (_, page) = get(&server, &format!("/runs/{run}?scoring=original"));
+    assert!(page.contains("<title>t.a.0: completed"), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/runs/{run}/grid.svg?scoring=original\"")),
+        "{page}"
+    );
+    let (_, pairs) = get(&server, &format!("/compare/pairs.svg?a={run}/a&b={run}/b"));
+    assert!(pairs.contains("A t.a.0 (wrong)"), "{pairs}");
 }
 
 #[test]
