@@ -1451,6 +1451,7 @@ impl<'a> Validator<'a> {
                 self.allow_list(allow, suite.environment(task).is_some());
             }
             self.interface_allowed(index, task);
+            self.interface_verb(task);
             self.refusal_patterns(index, task);
             for (route, kind) in &task.route_faults {
                 if !crate::model::FAULT_ROUTES.contains(&route.as_str()) {
@@ -1614,6 +1615,28 @@ impl<'a> Validator<'a> {
                 .with_related(related, format!("replaces the task's allow list for variant `{vid}`"))
                 .with_help(format!("add \"{command}\" to the `allow` of variant `{vid}`, or remove that `allow` so the task's list applies"));
             self.out.push(p);
+        }
+    }
+
+    /// `verb_arg` places the verb under the `arg` rule only: with `verb = "first-operand"` it
+    /// would be ignored.
+    fn interface_verb(&mut self, task: &Task) {
+        let Some(interface) = &task.interface else {
+            return;
+        };
+        if let (Some(arg), Some(rule)) = (&interface.verb_arg, &interface.verb) {
+            if *rule.get_ref() == crate::model::VerbRule::FirstOperand {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        arg.span(),
+                        "`verb_arg` is not used with `verb = \"first-operand\"`",
+                    )
+                    .with_label("ignored under this rule")
+                    .with_related(rule.span(), "the verb is the first argument that is not an option")
+                    .with_help("remove `verb_arg`, or remove `verb = \"first-operand\"` to take the verb at `verb_arg`");
+                self.out.push(p);
+            }
         }
     }
 
