@@ -28,6 +28,7 @@ pub mod launch;
 pub mod paths;
 pub mod prepare;
 pub mod services;
+pub mod setup;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod visual;
@@ -109,6 +110,10 @@ fn stages(
     let mut prepared = prepare::prepare(ctx, &trial, clock.t0)?;
     let mut launched = launch::launch(ctx, &trial, &prepared)?;
     clock.lap("setup");
+    let setup = setup::setup(&trial, &mut prepared, &mut launched)?;
+    if setup.is_some() {
+        clock.lap("setup_commands");
+    }
     let executed = attendance.execute(&mut launched, &mut prepared.calls_log, &prepared.paths);
     clock.lap("agent");
     let executed = executed?;
@@ -174,6 +179,7 @@ fn stages(
         capture_notes: captured.capture_notes,
         harness_notes: captured.notes,
         sitting: None,
+        setup,
     })
 }
 

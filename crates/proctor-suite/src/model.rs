@@ -182,6 +182,12 @@ pub struct TaskSettings {
     /// PATH at run start, or a path inside the suite (`"bin/vault"`). Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub allow: Option<Vec<Spanned<String>>>,
+    /// Commands that build each trial's start state, run in order with `sh -c` in the workspace
+    /// inside the trial's sandbox (services up) before the agent starts, e.g.
+    /// `["sqlite3 shop.db < seed.sql"]`. What they change is part of the start state, never the
+    /// agent's changes; one that exits non-zero makes the trial `errored (setup)`. Default: none.
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
+    pub setup: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause (the person who asked cannot answer questions) is
     /// appended to every prompt. Default: `false`.
     #[schemars(extend("default" = false))]
@@ -796,6 +802,11 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub allow: Option<Vec<Spanned<String>>>,
+    /// The commands that build the start state (see `[defaults] setup`); replace `[defaults]`'s
+    /// (`setup = []` runs none).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub setup: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,

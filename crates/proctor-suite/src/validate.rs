@@ -876,6 +876,21 @@ impl<'a> Validator<'a> {
     /// suite to an executable file, or a bare name found in the search path.
     /// `in_image`: the list applies to trials that run in an OCI image, where bare names are
     /// found on the image's `PATH` when the run starts, not on this machine's.
+    /// `setup` commands: each a command line for `sh -c`, none empty.
+    fn setup_commands(&mut self, setup: &[Spanned<String>]) {
+        for c in setup.iter().filter(|c| c.get_ref().trim().is_empty()) {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    c.span(),
+                    "an empty command in `setup`",
+                )
+                .with_label("empty")
+                .with_help("write a command line for `sh -c`, e.g. \"sqlite3 shop.db < seed.sql\", or remove the entry");
+            self.out.push(p);
+        }
+    }
+
     fn allow_list(&mut self, allow: &[Spanned<String>], in_image: bool) {
         for a in allow {
             let entry = a.get_ref();
@@ -935,6 +950,9 @@ impl<'a> Validator<'a> {
                 .all(|t| suite.environment(t).is_some());
         if let Some(allow) = &suite.file.defaults.allow {
             self.allow_list(allow, all_in_images);
+        }
+        if let Some(setup) = &suite.file.defaults.setup {
+            self.setup_commands(setup);
         }
         for variant in &suite.file.variants {
             self.variant_tasks(variant);
@@ -1449,6 +1467,9 @@ impl<'a> Validator<'a> {
             }
             if let Some(allow) = &task.allow {
                 self.allow_list(allow, suite.environment(task).is_some());
+            }
+            if let Some(setup) = &task.setup {
+                self.setup_commands(setup);
             }
             self.interface_allowed(index, task);
             self.interface_verb(task);
@@ -2196,7 +2217,7 @@ impl<'a> Validator<'a> {
                     let end = text[start..].find('\n').map_or(text.len(), |n| start + n);
                     let p = Problem::at(ProblemKind::BadMutation, &source, start..end, format!("not a unified diff: {}", e.message))
                         .with_label("here")
-                        .with_help("write mutations with `diff -u` or `git diff`: `--- a/PATH`, `+++ b/PATH`, then `@@ -l,n +l,n @@` hunks");
+                        .with_help("write mutations with `diff -u` or `git diff`: `--- a/PATH`, `+++ b/PATH`, then `@@ -l,n +l,n @@` hunks; a binary file's change with `git diff --binary`");
                     self.out.push(p);
                     continue;
                 }
