@@ -131,6 +131,15 @@ fn setup_s_work_is_the_start_state_and_never_the_agent_s() {
     );
     assert_eq!(std::fs::read_to_string(kept.join("stdout")).unwrap(), "2\n");
     assert!(record["settings"]["setup"].is_array(), "{record:#}");
+    // A rescore grades against the same start state, rebuilt from what setup left: the check
+    // that needs setup's row and deletion still holds.
+    let store = lab.store();
+    let out = lab.proctor(
+        As::Me,
+        &["rescore", "latest", "--store", store.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
 
     // The same agent under rules that ask for the changes setup made: each fails.
     for rule in [
@@ -366,4 +375,62 @@ fn a_git_binary_patch_of_the_database_is_a_hidden_mutation() {
         "{:#}",
         record["plan"]
     );
+}
+
+/// A counter service on 127.0.0.1:7072: `GET /send` counts a send (kept in
+/// `$PROCTOR_SERVICE_DIR/state.json`, read back when it starts again) and logs an agent event.
+const COUNTER_SERVICE: &str = r#"import http.server, json, os, time
+d = os.environ["PROCTOR_SERVICE_DIR"]
+state = os.path.join(d, "state.json")
+sent = json.load(open(state))["sent"] if os.path.exists(state) else 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        global sent
+        if self.path == "/send":
+            sent += 1
+            json.dump({"sent": sent}, open(state, "w"))
+            with open(os.path.join(d, "events.jsonl"), "a") as f:
+                f.write(json.dumps({"at": time.time(), "actor": "agent", "op": "send", "id": "e%d" % sent}) + "\n")
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 7072), H).serve_forever()
+"#;
+
+#[test]
+fn setup_reaches_the_services_and_its_events_are_not_the_agent_s() {
+    let lab = Lab::new("setup-service");
+    lab.write("fixture/README.md", "x\n");
+    lab.write("services/counter.py", COUNTER_SERVICE);
+    let send = "python3 -c 'import urllib.request; urllib.request.urlopen(\\\"http://127.0.0.1:7072/send\\\").read()'";
+    lab.write(
+        "suite.toml",
+        &format!(
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[[services]]\nname = \"svc\"\ncommand = [\"python3\", \"services/counter.py\"]\nready = {{ http = \"http://127.0.0.1:7072/\", timeout_seconds = 30 }}\nstate = \"state.json\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Send one more.\"\nsetup = [\"{send}\"]\n\n[tasks.success]\nall = [{{ state = {{ service = \"svc\", pointer = \"/sent\", equals = 2 }} }}]\n"
+        ),
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:7072/send\").read()' '''\n",
+    );
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    // The state setup made through the service is the start state: the agent's send is the
+    // second; the event setup's send logged is not among the agent's.
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let events = record["end_state"]["services"]["svc"]["events"]
+        .as_array()
+        .unwrap();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["id"], "e2");
+    let aside = std::fs::read_to_string(
+        lab.trial_dir("t.agent.0")
+            .join("setup/services/svc.events.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(aside.lines().count(), 1, "{aside}");
+    assert!(aside.contains("\"e1\""), "{aside}");
 }
