@@ -131,6 +131,27 @@ fn setup_s_work_is_the_start_state_and_never_the_agent_s() {
     );
     assert_eq!(std::fs::read_to_string(kept.join("stdout")).unwrap(), "2\n");
     assert!(record["settings"]["setup"].is_array(), "{record:#}");
+    // `show` lists the setup apart from the agent's changes.
+    let store = lab.store();
+    let show = lab.proctor(
+        As::Me,
+        &[
+            "show",
+            "--store",
+            store.to_str().unwrap(),
+            "latest",
+            "t.agent.0",
+        ],
+    );
+    assert!(
+        show.stdout.contains(
+            "\nsetup (4 command(s), exit 0, "
+        ) && show.stdout.contains(
+            "  1. sqlite3 shop.db < seed.sql\n  2. echo by-setup > made.txt\n  3. rm old.txt\n  4. sqlite3 shop.db 'SELECT count(*) FROM orders'\n  stdout (2 bytes):\n    2\n  start state changed by setup (3, not the agent's):\n    added         made.txt\n    deleted       old.txt\n    changed       shop.db\n\nchanges (0)\n"
+        ),
+        "{}",
+        show.stdout
+    );
     // A rescore grades against the same start state, rebuilt from what setup left: the check
     // that needs setup's row and deletion still holds.
     let store = lab.store();
@@ -244,7 +265,10 @@ fn a_failing_setup_errors_the_trial_naming_the_command_its_exit_and_its_output()
         ],
     );
     assert!(
-        show.stdout.contains("setup command 2 of 3"),
+        show.stdout.contains("setup command 2 of 3")
+            && show
+                .stdout
+                .contains("  2. sqlite3 shop.db < missing.sql  <- failed\n"),
         "{}{}",
         show.stdout,
         show.stderr
