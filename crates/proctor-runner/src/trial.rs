@@ -311,6 +311,56 @@ mod tests {
     }
 
     #[test]
+    fn without_namespaces_setup_builds_the_start_state_the_agent_is_read_against() {
+        let text = crate::trial::testkit::SUITE.replace(
+            "wall_timeout_seconds = 7\n",
+            "wall_timeout_seconds = 7\nsetup = [\"echo ok > done.txt\", \"rm README.md\"]\n",
+        );
+        let (_dir, suite) = crate::trial::testkit::suite_from(&text);
+        let lab = Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        // The agent writes what setup already wrote: no change of its own.
+        let r = run_trial(&ctx, &planned("t", "cmd"));
+        assert_eq!(r.outcome, Outcome::Completed, "{}", r.reason);
+        assert!(r.end_state.changes.is_empty(), "{:?}", r.end_state.changes);
+        let setup = r.setup.expect("a setup record");
+        let changes: Vec<(&str, ChangeKind)> = setup
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("README.md", ChangeKind::Deleted),
+                ("done.txt", ChangeKind::Added)
+            ]
+        );
+        assert_eq!((setup.exit, setup.failed), (Some(0), None));
+        assert!(r.timings_ms.contains_key("setup_commands"));
+        // A failing command ends the trial before the agent, as `errored (setup)`.
+        let text = crate::trial::testkit::SUITE.replace(
+            "wall_timeout_seconds = 7\n",
+            "wall_timeout_seconds = 7\nsetup = [\"echo oops >&2; exit 4\"]\n",
+        );
+        let (_dir, suite) = crate::trial::testkit::suite_from(&text);
+        let lab = Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        let r = run_trial(&ctx, &planned("t", "cmd"));
+        assert_eq!(
+            r.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::Setup
+            }
+        );
+        assert_eq!(
+            r.reason,
+            "setup: setup command 1 of 1 (`echo oops >&2; exit 4`) exited 4; its output begins: oops (all of it in setup/stdout and setup/stderr)"
+        );
+        assert_eq!(r.setup.and_then(|s| s.failed), Some(1));
+    }
+
+    #[test]
     fn timings_are_laps_in_milliseconds() {
         assert_eq!(ms(Duration::from_micros(1500)), 1.5);
         let mut clock = Clock::start();
