@@ -81,6 +81,34 @@ pub struct TrialRecord {
     /// without setup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<SetupRecord>,
+    /// Files the suite's `[diff]` converters printed as text: changed ones with their text
+    /// diff, and those a `file_contains` reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_diffs: Vec<TextDiffRecord>,
+}
+
+/// A file converted to text by the suite's `[diff]` converter, after the agent stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TextDiffRecord {
+    /// The workspace path.
+    pub path: String,
+    /// The converter's argv, as the suite gives it (`{}` for the path).
+    pub converter: Vec<String>,
+    /// The unified diff of the converted start and end (its first 64 KiB; the whole in the
+    /// trial's `text/PATH.diff`); absent for a file that did not change, converted only for
+    /// `file_contains`, or when a conversion failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The whole diff's size in bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub diff_bytes: u64,
+    /// Why a conversion failed; `file_contains` then finds no text in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The task's `setup` commands as they ran, in the trial's sandbox, before the agent started.
@@ -173,6 +201,9 @@ pub struct StoredRecord {
     /// The task's `setup` commands as they ran, for a task with setup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<SetupRecord>,
+    /// Files the suite's `[diff]` converters printed as text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_diffs: Vec<TextDiffRecord>,
 }
 
 impl From<StoredRecord> for TrialRecord {
@@ -197,6 +228,7 @@ impl From<StoredRecord> for TrialRecord {
             harness_notes: r.harness_notes,
             sitting: r.sitting,
             setup: r.setup,
+            text_diffs: r.text_diffs,
         }
     }
 }
@@ -551,6 +583,7 @@ mod tests {
             harness_notes: Vec::new(),
             sitting: None,
             setup: None,
+            text_diffs: Vec::new(),
         }
     }
 

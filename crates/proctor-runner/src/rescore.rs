@@ -226,7 +226,16 @@ impl Rescorer<'_> {
             crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref()),
             task.holdout_at(),
         );
-        let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults, &holdout);
+        // A file the trial read through a `[diff]` converter is read through the text it kept.
+        let texts = crate::trial::textdiff::Texts::kept(&trial_dir, &record.text_diffs);
+        let verdict = grade::grade(
+            task,
+            settings.undo_window,
+            &end,
+            &texts.over(&files),
+            &faults,
+            &holdout,
+        );
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);

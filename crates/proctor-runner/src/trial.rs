@@ -31,9 +31,11 @@ pub mod services;
 pub mod setup;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod textdiff;
 pub mod visual;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use proctor_suite::plan::PlannedTrial;
@@ -143,12 +145,31 @@ fn stages(
         &end.changes,
         prepared.lowers.clone(),
     );
+    let start_files = EndStateFiles::new(PathBuf::new(), &[], prepared.lowers.clone());
+    let (text_diffs, texts) = if ctx.suite.file.diff.is_empty() || !end.agent.started {
+        (Vec::new(), textdiff::Texts::default())
+    } else {
+        let converting = textdiff::Converting {
+            env: CheckEnv {
+                holdout_at: None,
+                ..CheckEnv::for_task(ctx, trial.task, proctor_suite::model::Network::None)
+            },
+            end: &files,
+            start: &start_files,
+            work: prepared.paths.work.clone(),
+            trial_dir: prepared.paths.trial_dir.clone(),
+            timeout: trial.settings.validation_timeout,
+        };
+        let converted = textdiff::convert_all(ctx.suite, trial.task, &end.changes, &converting);
+        clock.lap("text_diffs");
+        converted
+    };
     let faults = grade::faults(&captured.model_faults, &captured.notes);
     let verdict = grade::grade(
         trial.task,
         trial.settings.undo_window,
         &end,
-        &files,
+        &texts.over(&files),
         &faults,
         &check_files,
     );
@@ -180,6 +201,7 @@ fn stages(
         harness_notes: captured.notes,
         sitting: None,
         setup,
+        text_diffs,
     })
 }
 

@@ -87,6 +87,31 @@ pub struct SuiteFile {
     /// host's own file system, read-only.
     #[serde(default)]
     pub environment: Option<Environment>,
+    /// `[diff]`: text converters for binary files, by workspace glob: the argv that prints a
+    /// file as text, `{}` standing for its path, e.g. `"*.db" = ["sqlite3", "{}", ".dump"]`.
+    /// Run in a sandbox after the agent has stopped, on a changed file's start and end
+    /// content: the trial keeps the text diff, and `file_contains` reads the file through it.
+    /// Default: none.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, Vec<String>>", extend("default" = {}))]
+    pub diff: BTreeMap<String, Spanned<Vec<String>>>,
+}
+
+impl SuiteFile {
+    /// The `[diff]` converter of a workspace path: the first glob (in name order) that matches
+    /// it, and its argv. A glob that does not compile matches nothing (`validate` refuses it).
+    pub fn converter(&self, path: &str) -> Option<(&str, &[String])> {
+        self.diff.iter().find_map(|(glob, argv)| {
+            let matcher = globset::GlobBuilder::new(glob)
+                .literal_separator(false)
+                .build()
+                .ok()?
+                .compile_matcher();
+            matcher
+                .is_match(path)
+                .then(|| (glob.as_str(), argv.get_ref().as_slice()))
+        })
+    }
 }
 
 /// `[environment]` (and `[tasks.environment]`, which overrides it key by key): the trial's root

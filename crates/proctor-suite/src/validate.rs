@@ -876,6 +876,38 @@ impl<'a> Validator<'a> {
     /// suite to an executable file, or a bare name found in the search path.
     /// `in_image`: the list applies to trials that run in an OCI image, where bare names are
     /// found on the image's `PATH` when the run starts, not on this machine's.
+    /// `[diff]` converters: a glob that compiles, an argv with a program and `{}` for the path.
+    fn diff_converters(&mut self) {
+        let suite = self.suite;
+        for (glob, argv) in &suite.file.diff {
+            if let Err(e) = globset::Glob::new(glob) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        argv.span(),
+                        format!("`[diff]` glob `{glob}` does not compile: {e}"),
+                    )
+                    .with_label("for this glob")
+                    .with_help("write a workspace glob such as \"*.db\" or \"data/**/*.sqlite\"");
+                self.out.push(p);
+            }
+            let list = argv.get_ref();
+            if list.first().is_none_or(|p| p.trim().is_empty())
+                || !list.iter().any(|a| a.contains("{}"))
+            {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        argv.span(),
+                        format!("`[diff]` converter of `{glob}` needs a program and `{{}}` for the file's path"),
+                    )
+                    .with_label("no program, or no `{}`")
+                    .with_help(format!("write e.g. \"{glob}\" = [\"sqlite3\", \"{{}}\", \".dump\"]: the argv that prints the file as text, `{{}}` standing for its path"));
+                self.out.push(p);
+            }
+        }
+    }
+
     /// `setup` commands: each a command line for `sh -c`, none empty.
     fn setup_commands(&mut self, setup: &[Spanned<String>]) {
         for c in setup.iter().filter(|c| c.get_ref().trim().is_empty()) {
@@ -954,6 +986,7 @@ impl<'a> Validator<'a> {
         if let Some(setup) = &suite.file.defaults.setup {
             self.setup_commands(setup);
         }
+        self.diff_converters();
         for variant in &suite.file.variants {
             self.variant_tasks(variant);
             for (dest, src) in &variant.files {

@@ -194,6 +194,7 @@ impl TrialError {
             reason: format!("{}: {reason}", kind.as_str()),
             sitting: None,
             setup,
+            text_diffs: Vec::new(),
             services: None,
             capture_notes: Vec::new(),
             harness_notes,

@@ -492,6 +492,9 @@ fn print_head(r: &TrialRecord) {
     if omitted > 0 {
         outln!("  … and {omitted} more, listed in the trial's changes/changes.json");
     }
+    for t in &r.text_diffs {
+        print_text_diff(t);
+    }
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
         let exit = match (&c.denied, c.exit) {
@@ -513,6 +516,37 @@ fn print_head(r: &TrialRecord) {
         for line in stdin_lines(c) {
             outln!("{:19}{line}", "");
         }
+    }
+}
+
+/// A file's text diff through the suite's `[diff]` converter (or why there is none).
+fn print_text_diff(t: &proctor_runner::record::TextDiffRecord) {
+    let converter = t.converter.join(" ");
+    if let Some(e) = &t.error {
+        outln!(
+            "\n  {} as text ({converter}): not converted: {}",
+            proctor_report::escape_line(&t.path),
+            proctor_report::escape_line(e)
+        );
+        return;
+    }
+    let Some(diff) = &t.diff else { return };
+    let cut = if t.diff_bytes as usize > diff.len() {
+        format!(
+            ", the first {} bytes of {}; all of it in the trial's text/{}.diff",
+            diff.len(),
+            t.diff_bytes,
+            t.path
+        )
+    } else {
+        String::new()
+    };
+    outln!(
+        "\n  {} as text ({converter}{cut}):",
+        proctor_report::escape_line(&t.path)
+    );
+    for line in proctor_report::escape_text(diff).lines() {
+        outln!("    {line}");
     }
 }
 
