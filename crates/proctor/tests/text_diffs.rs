@@ -1,12 +1,73 @@
 //! Readable diffs of binary files (`[diff] "*.db" = ["sqlite3", "{}", ".dump"]`), through the
-//! real binary with Debian's `sqlite3`: a changed database is kept and shown as a text diff,
+//! real binary with Debian's `sqlite3`: a changed database is kept and shown as a text diff (by
+//! `show` and the viewer),
 //! `file_contains` reads it through its converter (and a rescore the same way), and an agent
 //! that forges the text in a file that is no database gets none of it through the converter.
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+
 use common::lab::{As, Lab};
 use serde_json::Value;
+
+/// The viewer's page of a trial of the store's latest run, served by `proctor view`.
+fn viewer_page(store: &std::path::Path, trial: &str) -> String {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
+        .args(["view", "--listen", "127.0.0.1:0", "--store"])
+        .arg(store)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let addr = url
+        .trim()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let run = std::fs::read_dir(store.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /runs/{run}/trials/{trial} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return body.to_string();
+    }
+    // Chunked: the chunks joined, so that no needle is split at a chunk's edge.
+    let (mut rest, mut out) = (body, String::new());
+    loop {
+        let (size, after) = rest.split_once("\r\n").unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+}
 
 fn have_sqlite3() -> bool {
     let found = std::process::Command::new("sqlite3")
@@ -90,6 +151,13 @@ fn a_changed_database_is_a_text_diff_and_file_contains_reads_it_as_text() {
             "  shop.db as text (sqlite3 {} .dump):\n    --- a/shop.db\n    +++ b/shop.db\n"
         ) && text.contains("    +INSERT INTO orders VALUES(2,'notebook');\n"),
         "{text}"
+    );
+    // The viewer's trial page shows the same diff, marked line by line.
+    let page = viewer_page(&with.store(), "t.agent.0");
+    assert!(
+        page.contains("<section class=\"diff-file text-diff\"><p class=\"file\"><b>as text</b> <code>shop.db</code> (<code>sqlite3 {} .dump</code>)</p><pre class=\"diff\">")
+            && page.contains("<span class=\"add\">+INSERT INTO orders VALUES(2,&#39;notebook&#39;);</span>"),
+        "{page}"
     );
     // A rescore reads the file through the text the trial kept: the same outcome.
     let store = with.store();
