@@ -168,6 +168,14 @@ fn a_changed_database_is_a_text_diff_and_file_contains_reads_it_as_text() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
 
+    // In copy mode too.
+    let copied = lab("text-diff-copy", DUMP, NOTEBOOK, &[INSERT]);
+    let Some(record) = copied.run_graded(As::Me, true, &[]) else {
+        return;
+    };
+    assert_eq!(record["isolation"]["workspace"], "bind", "{record:#}");
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    assert_eq!(record["text_diffs"][0]["diff"].as_str(), Some(diff));
     // Without a converter the same rule reads the database's bytes, which hold no such line.
     let without = lab("text-diff-none", "", NOTEBOOK, &[INSERT]);
     let Some(record) = without.run_graded(As::Me, false, &[]) else {
