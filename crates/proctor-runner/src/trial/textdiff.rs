@@ -165,9 +165,10 @@ pub fn convert(
 ) -> Result<String, String> {
     let tree = dir.join("tree");
     write_kept(&tree.join(path), content).map_err(|e| format!("cannot lay the file out: {e}"))?;
+    let arg = path_arg(path);
     let command = argv
         .iter()
-        .map(|a| proctor_suite::shell::quote(&a.replace("{}", path)))
+        .map(|a| proctor_suite::shell::quote(&a.replace("{}", &arg)))
         .collect::<Vec<_>>()
         .join(" ");
     let run = run_check(
@@ -192,6 +193,16 @@ pub fn convert(
             exit.map_or("without a status".into(), |e| e.to_string()),
             run.stderr_tail.trim()
         )),
+    }
+}
+
+/// A path as the converter's argument: one that starts with `-` (an agent's `-init.db`) is
+/// given as `./PATH`, so that no converter reads it as an option.
+fn path_arg(path: &str) -> String {
+    if path.starts_with('-') {
+        format!("./{path}")
+    } else {
+        path.to_string()
     }
 }
 
@@ -261,6 +272,13 @@ mod tests {
         assert!(d.starts_with("--- a/shop.db\n+++ b/shop.db\n@@"), "{d}");
         assert!(d.contains("\n+C;\n"), "{d}");
         assert_eq!(unified("x", "same\n", "same\n"), "");
+    }
+
+    #[test]
+    fn a_path_is_never_an_option_to_the_converter() {
+        assert_eq!(path_arg("-init.db"), "./-init.db");
+        assert_eq!(path_arg("data/-x.db"), "data/-x.db");
+        assert_eq!(path_arg("shop.db"), "shop.db");
     }
 
     #[test]
