@@ -77,6 +77,71 @@ pub struct TrialRecord {
     /// absent for an agent's trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sitting: Option<SittingRecord>,
+    /// The task's `setup` commands as they ran before the agent started; absent for a task
+    /// without setup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupRecord>,
+    /// Files the suite's `[diff]` converters printed as text: changed ones with their text
+    /// diff, and those a `file_contains` reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_diffs: Vec<TextDiffRecord>,
+}
+
+/// A file converted to text by the suite's `[diff]` converter, after the agent stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TextDiffRecord {
+    /// The workspace path.
+    pub path: String,
+    /// The converter's argv, as the suite gives it (`{}` for the path).
+    pub converter: Vec<String>,
+    /// The unified diff of the converted start and end (its first 64 KiB; the whole in the
+    /// trial's `text/PATH.diff`); absent for a file that did not change, converted only for
+    /// `file_contains`, or when a conversion failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The whole diff's size in bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub diff_bytes: u64,
+    /// Why a conversion failed; `file_contains` then finds no text in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The task's `setup` commands as they ran, in the trial's sandbox, before the agent started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SetupRecord {
+    /// The commands, in order, each run with `sh -c` in the workspace.
+    pub commands: Vec<String>,
+    /// The 1-based index of the command that failed (the trial is then `errored (setup)`);
+    /// absent when every command succeeded, or when the setup ended otherwise (timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<usize>,
+    /// The exit status of the setup: 0, or the failed command's.
+    pub exit: Option<i32>,
+    /// The signal that killed it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Whether it was stopped at the trial's wall timeout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// How long it ran, in milliseconds.
+    pub milliseconds: u64,
+    /// Bytes the commands wrote to stdout (all of it in the trial's `setup/stdout`).
+    pub stdout_bytes: u64,
+    /// The first bytes of stdout (2048), lossily decoded.
+    pub stdout_head: String,
+    /// Bytes the commands wrote to stderr (all of it in the trial's `setup/stderr`).
+    pub stderr_bytes: u64,
+    /// The first bytes of stderr (2048), lossily decoded.
+    pub stderr_head: String,
+    /// What the setup changed in the workspace: part of the start state, never the agent's
+    /// changes (kept in the trial's `setup/changes/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<proctor_score::FileChange>,
 }
 
 /// A trial record as `trial.json` holds it: the outcome as a label. [`TrialRecord`] is read
@@ -133,6 +198,12 @@ pub struct StoredRecord {
     /// A person's sitting, for a trial `proctor sit` made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sitting: Option<SittingRecord>,
+    /// The task's `setup` commands as they ran, for a task with setup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupRecord>,
+    /// Files the suite's `[diff]` converters printed as text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_diffs: Vec<TextDiffRecord>,
 }
 
 impl From<StoredRecord> for TrialRecord {
@@ -156,6 +227,8 @@ impl From<StoredRecord> for TrialRecord {
             capture_notes: r.capture_notes,
             harness_notes: r.harness_notes,
             sitting: r.sitting,
+            setup: r.setup,
+            text_diffs: r.text_diffs,
         }
     }
 }
@@ -509,6 +582,8 @@ mod tests {
             capture_notes: Vec::new(),
             harness_notes: Vec::new(),
             sitting: None,
+            setup: None,
+            text_diffs: Vec::new(),
         }
     }
 
@@ -621,6 +696,7 @@ mod tests {
             offline_user: true,
             undo_window: Duration::from_secs(60),
             limits: Default::default(),
+            setup: Vec::new(),
         };
         let mut r = record(Outcome::Completed, Some(verdict(Outcome::Completed)));
         r.settings = Some(settings.clone());

@@ -25,6 +25,8 @@ use crate::results::{for_each_record, ResultsError};
 use crate::trial::capture::{self, wire_log, SpecialEntry, SpecialKind, SPECIAL_ENTRIES};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
+use crate::trial::prepare::ScratchDir;
+use crate::trial::setup::SETUP_DIR;
 
 /// One trial whose verdict changed.
 #[derive(Debug, Clone)]
@@ -170,6 +172,17 @@ impl Rescorer<'_> {
             .dirs;
         // In an image, the workspace's lowest layer is what the image has at its workdir.
         lowers.extend(image.and_then(|img| img.workdir_layer()));
+        // A trial whose `setup` built its start state is graded against what setup left (kept
+        // in its `setup/changes/`), laid out in one folder as the trial had it.
+        let _setup_base = match &record.setup {
+            Some(setup) => {
+                let (scratch, base) =
+                    self.setup_base(&lowers, &trial_dir, &record.plan.id, setup)?;
+                lowers = vec![base];
+                Some(scratch)
+            }
+            None => None,
+        };
         let settings = suite.settings(task, variant);
         let env = CheckEnv {
             image: image.cloned(),
@@ -213,7 +226,16 @@ impl Rescorer<'_> {
             crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref()),
             task.holdout_at(),
         );
-        let verdict = grade::grade(task, settings.undo_window, &end, &files, &faults, &holdout);
+        // A file the trial read through a `[diff]` converter is read through the text it kept.
+        let texts = crate::trial::textdiff::Texts::kept(&trial_dir, &record.text_diffs);
+        let verdict = grade::grade(
+            task,
+            settings.undo_window,
+            &end,
+            &texts.over(&files),
+            &faults,
+            &holdout,
+        );
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);
@@ -221,6 +243,32 @@ impl Rescorer<'_> {
         end.bound_services();
         record.end_state = end;
         Ok(())
+    }
+}
+
+impl Rescorer<'_> {
+    /// The start state a trial's setup left: `lowers` laid out with setup's kept changes over
+    /// them, in a scratch folder removed with the returned guard.
+    fn setup_base(
+        &self,
+        lowers: &[PathBuf],
+        trial_dir: &Path,
+        id: &str,
+        setup: &crate::record::SetupRecord,
+    ) -> Result<(ScratchDir, PathBuf), String> {
+        let dir = self.work_root.join(format!("{id}.setup-base"));
+        let scratch = ScratchDir::create(&dir)
+            .map_err(|e| format!("cannot make the setup's start state: {e}"))?;
+        let changes = trial_dir.join(SETUP_DIR).join("changes");
+        let special = special_entries(&changes)?;
+        let kept = Kept {
+            files: &changes.join("files"),
+            changes: &setup.changes,
+            special: &special,
+        };
+        rebuild(lowers, &kept, &dir)
+            .map_err(|e| format!("cannot rebuild the start state setup left: {e}"))?;
+        Ok((scratch, dir))
     }
 }
 

@@ -28,11 +28,14 @@ pub mod launch;
 pub mod paths;
 pub mod prepare;
 pub mod services;
+pub mod setup;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod textdiff;
 pub mod visual;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use proctor_suite::plan::PlannedTrial;
@@ -109,6 +112,10 @@ fn stages(
     let mut prepared = prepare::prepare(ctx, &trial, clock.t0)?;
     let mut launched = launch::launch(ctx, &trial, &prepared)?;
     clock.lap("setup");
+    let setup = setup::setup(&trial, &mut prepared, &mut launched)?;
+    if setup.is_some() {
+        clock.lap("setup_commands");
+    }
     let executed = attendance.execute(&mut launched, &mut prepared.calls_log, &prepared.paths);
     clock.lap("agent");
     let executed = executed?;
@@ -138,12 +145,31 @@ fn stages(
         &end.changes,
         prepared.lowers.clone(),
     );
+    let start_files = EndStateFiles::new(PathBuf::new(), &[], prepared.lowers.clone());
+    let (text_diffs, texts) = if ctx.suite.file.diff.is_empty() || !end.agent.started {
+        (Vec::new(), textdiff::Texts::default())
+    } else {
+        let converting = textdiff::Converting {
+            env: CheckEnv {
+                holdout_at: None,
+                ..CheckEnv::for_task(ctx, trial.task, proctor_suite::model::Network::None)
+            },
+            end: &files,
+            start: &start_files,
+            work: prepared.paths.work.clone(),
+            trial_dir: prepared.paths.trial_dir.clone(),
+            timeout: trial.settings.validation_timeout,
+        };
+        let converted = textdiff::convert_all(ctx.suite, trial.task, &end.changes, &converting);
+        clock.lap("text_diffs");
+        converted
+    };
     let faults = grade::faults(&captured.model_faults, &captured.notes);
     let verdict = grade::grade(
         trial.task,
         trial.settings.undo_window,
         &end,
-        &files,
+        &texts.over(&files),
         &faults,
         &check_files,
     );
@@ -174,6 +200,8 @@ fn stages(
         capture_notes: captured.capture_notes,
         harness_notes: captured.notes,
         sitting: None,
+        setup,
+        text_diffs,
     })
 }
 
@@ -302,6 +330,56 @@ mod tests {
         // A plan entry the suite does not have is the same kind of record.
         let r = run_trial(&ctx, &planned("t", "gone"));
         assert!(r.reason.contains("does not have"), "{}", r.reason);
+    }
+
+    #[test]
+    fn without_namespaces_setup_builds_the_start_state_the_agent_is_read_against() {
+        let text = crate::trial::testkit::SUITE.replace(
+            "wall_timeout_seconds = 7\n",
+            "wall_timeout_seconds = 7\nsetup = [\"echo ok > done.txt\", \"rm README.md\"]\n",
+        );
+        let (_dir, suite) = crate::trial::testkit::suite_from(&text);
+        let lab = Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        // The agent writes what setup already wrote: no change of its own.
+        let r = run_trial(&ctx, &planned("t", "cmd"));
+        assert_eq!(r.outcome, Outcome::Completed, "{}", r.reason);
+        assert!(r.end_state.changes.is_empty(), "{:?}", r.end_state.changes);
+        let setup = r.setup.expect("a setup record");
+        let changes: Vec<(&str, ChangeKind)> = setup
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("README.md", ChangeKind::Deleted),
+                ("done.txt", ChangeKind::Added)
+            ]
+        );
+        assert_eq!((setup.exit, setup.failed), (Some(0), None));
+        assert!(r.timings_ms.contains_key("setup_commands"));
+        // A failing command ends the trial before the agent, as `errored (setup)`.
+        let text = crate::trial::testkit::SUITE.replace(
+            "wall_timeout_seconds = 7\n",
+            "wall_timeout_seconds = 7\nsetup = [\"echo oops >&2; exit 4\"]\n",
+        );
+        let (_dir, suite) = crate::trial::testkit::suite_from(&text);
+        let lab = Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        let r = run_trial(&ctx, &planned("t", "cmd"));
+        assert_eq!(
+            r.outcome,
+            Outcome::Errored {
+                kind: ErrorKind::Setup
+            }
+        );
+        assert_eq!(
+            r.reason,
+            "setup: setup command 1 of 1 (`echo oops >&2; exit 4`) exited 4; its output begins: oops (all of it in setup/stdout and setup/stderr)"
+        );
+        assert_eq!(r.setup.and_then(|s| s.failed), Some(1));
     }
 
     #[test]

@@ -367,9 +367,10 @@ fn check(ctx: &Context, c: &Check) -> AssertionResult {
     result("check", rule, Verdict::from_bool(holds), evidence)
 }
 
-/// The verb of a call under an interface (the argv entry at `verb_arg`).
+/// The verb of a call under an interface (its `verb` rule: by default the argv entry at
+/// `verb_arg`).
 pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str> {
-    argv.get(interface.verb_arg).map(String::as_str)
+    interface.verb_of(argv)
 }
 
 fn calls(ctx: &Context, c: &Calls) -> AssertionResult {

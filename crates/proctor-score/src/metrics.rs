@@ -15,7 +15,7 @@ pub const DEFINITIONS: [(&str, &str); 8] = [
     ("calls", "Interface calls made, denied ones included."),
     (
         "errors",
-        "Calls that ran and exited non-zero, or never finished (still running when the trial stopped). Denied calls are not errors.",
+        "Calls that ran and exited non-zero, or never finished (still running when the trial stopped). Denied calls are not errors, nor is a call of nothing but help arguments that exits with one of `help_exit`.",
     ),
     (
         "repeats",
@@ -36,7 +36,7 @@ pub const DEFINITIONS: [(&str, &str); 8] = [
     ),
     (
         "help_calls",
-        "Calls whose arguments contain `--help` or `-h`, or whose verb is `help`.",
+        "Calls whose arguments contain one of the interface's `help` arguments; by default `--help` or `-h`, or the verb `help`.",
     ),
 ];
 
@@ -67,8 +67,8 @@ pub struct InterfaceMetrics {
 pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> InterfaceMetrics {
     let command = interface.command.get_ref();
     let ours: Vec<&CallRecord> = calls.iter().filter(|c| &c.command == command).collect();
-    let verb = |c: &CallRecord| c.argv.get(interface.verb_arg).cloned().unwrap_or_default();
-    let ok = |c: &CallRecord| c.denied.is_none() && c.exit == Some(0);
+    let verb = |c: &CallRecord| interface.verb_of(&c.argv).unwrap_or_default().to_string();
+    let ok = |c: &CallRecord| c.denied.is_none() && interface.succeeded(&c.argv, c.exit);
     let mut m = InterfaceMetrics {
         calls: ours.len() as u64,
         ..InterfaceMetrics::default()
@@ -82,7 +82,7 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
         let v = verb(call);
         if call.denied.is_some() {
             m.denied += 1;
-        } else if call.exit != Some(0) {
+        } else if !ok(call) {
             m.errors += 1;
         }
         if let Some(prev) = previous {
@@ -90,7 +90,7 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
                 m.repeats += 1;
             }
         }
-        if call.argv.iter().skip(1).any(|a| a == "--help" || a == "-h") || v == "help" {
+        if interface.is_help(&call.argv) {
             m.help_calls += 1;
         }
         if ok(call) {
@@ -256,6 +256,75 @@ mod tests {
             ],
         );
         assert_eq!(m.help_calls, 3);
+    }
+
+    fn sqlite() -> Interface {
+        toml::from_str(
+            "command = \"sqlite3\"\nverb = \"first-operand\"\nhelp = [\"-help\", \"--help\", \".help\"]\nhelp_exit = [1]",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_interface_s_own_help_arguments_count_and_the_defaults_then_do_not() {
+        let calls = [
+            call(&["sqlite3", "-help"], 0),
+            call(&["sqlite3", "shop.db", ".help"], 0),
+            call(&["sqlite3", "--help"], 1),
+            call(&["sqlite3", "-h"], 1),
+            call(&["sqlite3", "help"], 1),
+        ];
+        let which = |i: &Interface| -> Vec<u64> {
+            calls
+                .iter()
+                .map(|c| interface_metrics(i, std::slice::from_ref(c)).help_calls)
+                .collect()
+        };
+        assert_eq!(which(&sqlite()), [1, 1, 1, 0, 0]);
+        let defaults: Interface = toml::from_str("command = \"sqlite3\"").unwrap();
+        assert_eq!(which(&defaults), [0, 0, 1, 1, 1]);
+        assert_eq!(interface_metrics(&sqlite(), &calls).help_calls, 3);
+    }
+
+    // Direction: help's own exit status is no error; the same status on any other call is.
+    #[test]
+    fn errors_do_not_rise_with_help_s_own_exit_status_and_do_with_any_other() {
+        let help = interface_metrics(&sqlite(), &[call(&["sqlite3", "--help"], 1)]);
+        assert_eq!((help.errors, help.wrong_turns, help.help_calls), (0, 0, 1));
+        let other_status = interface_metrics(&sqlite(), &[call(&["sqlite3", "--help"], 2)]);
+        assert_eq!((other_status.errors, other_status.wrong_turns), (1, 1));
+        let not_help = interface_metrics(&sqlite(), &[call(&["sqlite3", "shop.db", "x"], 1)]);
+        assert_eq!(not_help.errors, 1);
+        assert!(other_status.errors > help.errors && not_help.errors > help.errors);
+        // Without `help_exit`, a help call that exits 1 is an error.
+        let strict: Interface =
+            toml::from_str("command = \"sqlite3\"\nhelp = [\"--help\"]").unwrap();
+        assert_eq!(
+            interface_metrics(&strict, &[call(&["sqlite3", "--help"], 1)]).errors,
+            1
+        );
+    }
+
+    // Direction: a failed call then help's own exit is no recovery of the failed verb.
+    #[test]
+    fn the_first_operand_rule_skips_leading_options_for_recoveries() {
+        let m = interface_metrics(
+            &sqlite(),
+            &[
+                call(&["sqlite3", "-readonly", "shop.db", "bad"], 1),
+                call(&["sqlite3", "shop.db", "good"], 0),
+            ],
+        );
+        assert_eq!(m.recoveries, 1, "both calls have the verb shop.db");
+        let by_arg: Interface = toml::from_str("command = \"sqlite3\"").unwrap();
+        let m = interface_metrics(
+            &by_arg,
+            &[
+                call(&["sqlite3", "-readonly", "shop.db", "bad"], 1),
+                call(&["sqlite3", "shop.db", "good"], 0),
+            ],
+        );
+        assert_eq!(m.recoveries, 0, "verbs -readonly and shop.db differ");
     }
 
     #[test]

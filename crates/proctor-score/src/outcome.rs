@@ -61,6 +61,8 @@ pub enum ErrorKind {
     Harness,
     /// The task's environment could not be provided: its image is gone from the cache.
     Environment,
+    /// A `setup` command of the task failed: the start state could not be built.
+    Setup,
 }
 
 impl ErrorKind {
@@ -75,6 +77,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Harness => "harness",
             ErrorKind::Environment => "environment",
+            ErrorKind::Setup => "setup",
         }
     }
 }

@@ -551,8 +551,8 @@ fn acted(task: &Task, end: &EndState) -> bool {
         c.command == *interface.command.get_ref()
             && c.denied.is_none()
             && c.exit == Some(0)
-            && c.argv
-                .get(interface.verb_arg)
+            && interface
+                .verb_of(&c.argv)
                 .is_some_and(|v| interface.undo.iter().any(|[done, _]| done == v))
     })
 }
@@ -565,8 +565,13 @@ fn acted(task: &Task, end: &EndState) -> bool {
 /// error, a typo) is no rejection: declining after one is declining what could be done.
 fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
     let verb_of = |c: &crate::endstate::CallRecord| match &task.interface {
-        Some(i) => c.argv.get(i.verb_arg).cloned().unwrap_or_default(),
+        Some(i) => i.verb_of(&c.argv).unwrap_or_default().to_string(),
         None => c.argv.first().cloned().unwrap_or_default(),
+    };
+    // A help call that exits with help's own status succeeded (`help_exit`).
+    let succeeded = |c: &crate::endstate::CallRecord| match &task.interface {
+        Some(i) if c.command == *i.command.get_ref() => i.succeeded(&c.argv, c.exit),
+        _ => c.exit == Some(0),
     };
     for (i, c) in end.calls.iter().enumerate() {
         if !is_rejection(task, c) {
@@ -574,7 +579,7 @@ fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
         }
         let verb = verb_of(c);
         let later_success = end.calls[i + 1..].iter().any(|d| {
-            d.command == c.command && verb_of(d) == verb && d.denied.is_none() && d.exit == Some(0)
+            d.command == c.command && verb_of(d) == verb && d.denied.is_none() && succeeded(d)
         });
         if !later_success {
             return Some(format!(
@@ -616,6 +621,10 @@ pub fn is_rejection(task: &Task, c: &crate::endstate::CallRecord) -> bool {
     else {
         return false;
     };
+    // Help's own exit status (`help_exit`) is no failure, so no rejection.
+    if interface.succeeded(&c.argv, c.exit) {
+        return false;
+    }
     let output = format!("{}\n{}", c.stdout_head, c.stderr_head);
     let says = |re: &str| Regex::new(re).is_ok_and(|re| re.is_match(&output));
     match &interface.rejected {

@@ -307,7 +307,8 @@ impl JsonSchema for Check {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Calls {
-    /// The verb counted (the argv entry at the interface's `verb_arg`). Default: every call.
+    /// The verb counted (by the interface's `verb` rule: by default the argv entry at its
+    /// `verb_arg`). Default: every call.
     #[serde(default)]
     pub verb: Option<String>,
     /// At least this many calls. Default: no lower bound.

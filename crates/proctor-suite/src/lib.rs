@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod assertion;
+pub mod binpatch;
 pub mod model;
 pub mod parse;
 pub mod patch;

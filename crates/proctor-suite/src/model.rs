@@ -87,6 +87,31 @@ pub struct SuiteFile {
     /// host's own file system, read-only.
     #[serde(default)]
     pub environment: Option<Environment>,
+    /// `[diff]`: text converters for binary files, by workspace glob: the argv that prints a
+    /// file as text, `{}` standing for its path, e.g. `"*.db" = ["sqlite3", "{}", ".dump"]`.
+    /// Run in a sandbox after the agent has stopped, on a changed file's start and end
+    /// content: the trial keeps the text diff, and `file_contains` reads the file through it.
+    /// Default: none.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, Vec<String>>", extend("default" = {}))]
+    pub diff: BTreeMap<String, Spanned<Vec<String>>>,
+}
+
+impl SuiteFile {
+    /// The `[diff]` converter of a workspace path: the first glob (in name order) that matches
+    /// it, and its argv. A glob that does not compile matches nothing (`validate` refuses it).
+    pub fn converter(&self, path: &str) -> Option<(&str, &[String])> {
+        self.diff.iter().find_map(|(glob, argv)| {
+            let matcher = globset::GlobBuilder::new(glob)
+                .literal_separator(false)
+                .build()
+                .ok()?
+                .compile_matcher();
+            matcher
+                .is_match(path)
+                .then(|| (glob.as_str(), argv.get_ref().as_slice()))
+        })
+    }
 }
 
 /// `[environment]` (and `[tasks.environment]`, which overrides it key by key): the trial's root
@@ -182,6 +207,12 @@ pub struct TaskSettings {
     /// PATH at run start, or a path inside the suite (`"bin/vault"`). Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub allow: Option<Vec<Spanned<String>>>,
+    /// Commands that build each trial's start state, run in order with `sh -c` in the workspace
+    /// inside the trial's sandbox (services up) before the agent starts, e.g.
+    /// `["sqlite3 shop.db < seed.sql"]`. What they change is part of the start state, never the
+    /// agent's changes; one that exits non-zero makes the trial `errored (setup)`. Default: none.
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
+    pub setup: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause (the person who asked cannot answer questions) is
     /// appended to every prompt. Default: `false`.
     #[schemars(extend("default" = false))]
@@ -796,6 +827,11 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub allow: Option<Vec<Spanned<String>>>,
+    /// The commands that build the start state (see `[defaults] setup`); replace `[defaults]`'s
+    /// (`setup = []` runs none).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub setup: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,
@@ -866,9 +902,29 @@ pub struct Interface {
     /// The command whose calls are counted, e.g. `"chat"`. Required.
     #[schemars(with = "String")]
     pub command: Spanned<String>,
-    /// argv index of the verb: with 1, `chat send ...` has the verb `send`. Default: 1.
-    #[serde(default = "default_verb_arg")]
-    pub verb_arg: usize,
+    /// argv index of the verb: with 1, `chat send ...` has the verb `send`. Default: 1. Not
+    /// with `verb = "first-operand"`.
+    #[serde(default)]
+    #[schemars(with = "Option<usize>")]
+    pub verb_arg: Option<Spanned<usize>>,
+    /// How the verb is found: `"arg"`, the argv entry at `verb_arg`; or `"first-operand"`, the
+    /// first argument after the command that is not an option (`-x`, `--x`; after `--`, the
+    /// next argument), so `chat --json send` has the verb `send`. Default: `"arg"`.
+    #[serde(default)]
+    #[schemars(with = "Option<VerbRule>")]
+    pub verb: Option<Spanned<VerbRule>>,
+    /// The arguments that make a call a help call, each matched against every argument after
+    /// the command, e.g. `["-help", ".help"]` for sqlite3. Default: `--help`, `-h`, or the
+    /// verb `help`.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub help: Option<Spanned<Vec<String>>>,
+    /// Exit statuses that are help's own, not an error: `sqlite3 --help` exits 1, so
+    /// `help_exit = [1]`. A call whose every argument is a help argument (nothing else that
+    /// could have failed) and that exits with one of these counts as successful. Default: none
+    /// (only 0).
+    #[serde(default)]
+    pub help_exit: Vec<i32>,
     /// Pairs of verbs where the second reverses the first, e.g. `[["send", "unsend"]]`; they
     /// count as `undone` calls. Default: none.
     #[serde(default)]
@@ -895,8 +951,84 @@ pub struct Rejected {
     pub output_matches: Option<Spanned<String>>,
 }
 
-fn default_verb_arg() -> usize {
-    1
+/// `[tasks.interface] verb`: how the verb of a call is found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerbRule {
+    /// The argv entry at `verb_arg`.
+    #[default]
+    Arg,
+    /// The first argument after the command that is not an option.
+    FirstOperand,
+}
+
+/// The help arguments when `[tasks.interface] help` is not given (besides the verb `help`).
+pub const DEFAULT_HELP_ARGS: [&str; 2] = ["--help", "-h"];
+
+impl Interface {
+    /// The argv index of the verb under the `arg` rule: `verb_arg`, default 1.
+    pub fn verb_index(&self) -> usize {
+        self.verb_arg.as_ref().map_or(1, |v| *v.get_ref())
+    }
+
+    /// The verb rule in effect.
+    pub fn verb_rule(&self) -> VerbRule {
+        self.verb.as_ref().map(|v| *v.get_ref()).unwrap_or_default()
+    }
+
+    /// The verb of a call with `argv` (argv\[0\] the command), under this interface's rule;
+    /// `None` when the call has none.
+    pub fn verb_of<'a>(&self, argv: &'a [String]) -> Option<&'a str> {
+        match self.verb_rule() {
+            VerbRule::Arg => argv.get(self.verb_index()).map(String::as_str),
+            VerbRule::FirstOperand => {
+                let mut args = argv.iter().skip(1);
+                while let Some(a) = args.next() {
+                    if a == "--" {
+                        return args.next().map(String::as_str);
+                    }
+                    if !(a.starts_with('-') && a.len() > 1) {
+                        return Some(a);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether a call with `argv` asks for help: one of its arguments is one of `help`, or,
+    /// without `help`, `--help` or `-h`, or its verb is `help`.
+    pub fn is_help(&self, argv: &[String]) -> bool {
+        let args = argv.get(1..).unwrap_or_default();
+        match &self.help {
+            Some(help) => args.iter().any(|a| help.get_ref().contains(a)),
+            None => {
+                args.iter().any(|a| DEFAULT_HELP_ARGS.contains(&a.as_str()))
+                    || self.verb_of(argv) == Some("help")
+            }
+        }
+    }
+
+    /// Whether a call that ran and exited with `exit` succeeded: exit 0, or help's own exit
+    /// (`help_exit`) from a call that is nothing but a help call, every argument a help
+    /// argument: `sqlite3 shop.db 'SELEC 1' -help` fails on its SQL and stays a failure.
+    pub fn succeeded(&self, argv: &[String], exit: Option<i32>) -> bool {
+        match exit {
+            Some(0) => true,
+            Some(e) => self.help_exit.contains(&e) && self.only_help(argv),
+            None => false,
+        }
+    }
+
+    /// Whether every argument of a call is a help argument (and it has one).
+    fn only_help(&self, argv: &[String]) -> bool {
+        let args = argv.get(1..).unwrap_or_default();
+        let is_help_arg = |a: &String| match &self.help {
+            Some(help) => help.get_ref().contains(a),
+            None => DEFAULT_HELP_ARGS.contains(&a.as_str()) || a == "help",
+        };
+        !args.is_empty() && args.iter().all(is_help_arg)
+    }
 }
 
 impl Task {
@@ -1160,7 +1292,7 @@ fn metric_doc(metric: &str) -> Option<&'static str> {
         "undone" => "Calls that reverse an earlier call by the `undo` pairs, per trial. Lower is better.",
         "denied" => "Calls the allow-list refused, per trial. Lower is better.",
         "recoveries" => "Successful calls of a verb after failed calls of it, per trial. Higher is better.",
-        "help_calls" => "Calls with `--help`, `-h` or the verb `help`, per trial. Lower is better.",
+        "help_calls" => "Calls with one of the interface's `help` arguments (default `--help`, `-h` or the verb `help`), per trial. Lower is better.",
         "tokens" => "Input + output tokens per trial. Lower is better.",
         "requests" => "Model requests per trial. Lower is better.",
         "wall_seconds" => "Wall-clock seconds of the agent per trial. Lower is better.",
@@ -1245,6 +1377,46 @@ mod tests {
     struct OneAgent {
         #[allow(dead_code)]
         agent: AgentKind,
+    }
+
+    fn argv(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_first_operand_rule_skips_options_and_stops_at_a_double_dash() {
+        let i: Interface = toml::from_str("command = \"chat\"\nverb = \"first-operand\"").unwrap();
+        assert_eq!(
+            i.verb_of(&argv(&["chat", "--json", "-v", "send", "x"])),
+            Some("send")
+        );
+        assert_eq!(i.verb_of(&argv(&["chat", "--", "-send"])), Some("-send"));
+        assert_eq!(i.verb_of(&argv(&["chat", "-", "x"])), Some("-"));
+        assert_eq!(i.verb_of(&argv(&["chat", "--json"])), None);
+        let by_arg: Interface = toml::from_str("command = \"chat\"\nverb_arg = 2").unwrap();
+        assert_eq!(
+            by_arg.verb_of(&argv(&["chat", "--json", "send"])),
+            Some("send")
+        );
+        assert_eq!(by_arg.verb_rule(), VerbRule::Arg);
+        assert!(toml::from_str::<Interface>("command = \"c\"\nverb = \"second\"").is_err());
+    }
+
+    #[test]
+    fn help_s_own_exit_status_is_success_for_help_calls_only() {
+        let i: Interface =
+            toml::from_str("command = \"sqlite3\"\nhelp = [\"--help\"]\nhelp_exit = [1]").unwrap();
+        assert!(i.succeeded(&argv(&["sqlite3", "--help"]), Some(1)));
+        assert!(!i.succeeded(&argv(&["sqlite3", "--help"]), Some(2)));
+        assert!(!i.succeeded(&argv(&["sqlite3", "x.db"]), Some(1)));
+        assert!(!i.succeeded(&argv(&["sqlite3", "--help"]), None));
+        assert!(i.succeeded(&argv(&["sqlite3", "x.db"]), Some(0)));
+        // A failing call with a help argument tacked on is still a failure.
+        assert!(i.is_help(&argv(&["sqlite3", "x.db", "SELEC 1", "--help"])));
+        assert!(!i.succeeded(&argv(&["sqlite3", "x.db", "SELEC 1", "--help"]), Some(1)));
+        assert!(!i.succeeded(&argv(&["sqlite3"]), Some(1)));
+        // The command's own name is no argument: `help` only looks after it.
+        assert!(!i.is_help(&argv(&["--help"])));
     }
 
     #[test]

@@ -2,9 +2,13 @@
 //!
 //! A mutation must apply *cleanly*: every hunk's context and removed lines must be found exactly
 //! (at the stated line or shifted, as `patch` allows, but never with fuzz). Creating a file
-//! (`--- /dev/null`) and deleting one (`+++ /dev/null`) are supported.
+//! (`--- /dev/null`) and deleting one (`+++ /dev/null`) are supported, and so are git binary
+//! patches (`git diff --binary`), which apply only to the exact content they were made from
+//! ([`crate::binpatch`]).
 
 use std::collections::BTreeMap;
+
+use crate::binpatch::{BinaryData, BinaryPatch};
 
 /// A parsed unified diff touching one or more files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +24,10 @@ pub struct FilePatch {
     pub old_path: Option<String>,
     /// Path after the change, `None` when the file is deleted.
     pub new_path: Option<String>,
-    /// The hunks, in file order.
+    /// The hunks, in file order (none for a binary patch).
     pub hunks: Vec<Hunk>,
+    /// A git binary patch of the file, instead of hunks.
+    pub binary: Option<BinaryPatch>,
 }
 
 impl FilePatch {
@@ -80,6 +86,15 @@ pub enum ApplyError {
     /// A path that escapes the tree.
     #[error("`{0}` escapes the fixture")]
     Escapes(String),
+    /// A binary patch made from other content than the tree has, or whose result is not the
+    /// content it names.
+    #[error("the binary patch of `{path}` does not match the fixture: {why}")]
+    Binary {
+        /// The file.
+        path: String,
+        /// What did not match.
+        why: String,
+    },
 }
 
 impl Patch {
@@ -90,6 +105,19 @@ impl Patch {
         let mut i = 0;
         while i < lines.len() {
             let line = lines[i];
+            if line.starts_with("diff --git ") {
+                if let Some((file, next)) = parse_git_binary(&lines, i)? {
+                    files.push(file);
+                    i = next;
+                    continue;
+                }
+            }
+            if line.starts_with("Binary files ") {
+                return Err(PatchParseError {
+                    line: i + 1,
+                    message: "a binary file's change without its content (`Binary files ... differ`): make the patch with `git diff --binary`".into(),
+                });
+            }
             if !line.starts_with("--- ") {
                 i += 1;
                 continue;
@@ -126,6 +154,7 @@ impl Patch {
                 old_path: old,
                 new_path: new,
                 hunks,
+                binary: None,
             });
         }
         if files.is_empty() {
@@ -154,6 +183,11 @@ impl Patch {
                 Some(c) => c.clone(),
                 None => read(&path),
             };
+            if let Some(binary) = &file.binary {
+                let content = apply_binary(&path, file, binary, current)?;
+                out.insert(path, content);
+                continue;
+            }
             let old_text = match (&file.old_path, current) {
                 (None, Some(_)) => return Err(ApplyError::AlreadyExists(path)),
                 (None, None) => String::new(),
@@ -202,6 +236,174 @@ impl Patch {
         }
         Ok(out)
     }
+}
+
+/// A binary patch's new content for `path` (`None`: deleted), from its current content: the
+/// old content must be the blob the patch names, and so must the result.
+fn apply_binary(
+    path: &str,
+    file: &FilePatch,
+    binary: &BinaryPatch,
+    current: Option<Vec<u8>>,
+) -> Result<Option<Vec<u8>>, ApplyError> {
+    use crate::binpatch::{apply_delta, is_null, names};
+    let wrong = |why: String| ApplyError::Binary {
+        path: path.to_string(),
+        why,
+    };
+    let old = match (&file.old_path, current) {
+        (None, Some(_)) => return Err(ApplyError::AlreadyExists(path.to_string())),
+        (None, None) => Vec::new(),
+        (Some(_), None) => return Err(ApplyError::Missing(path.to_string())),
+        (Some(_), Some(bytes)) => {
+            if !names(&binary.old_id, &bytes) {
+                return Err(wrong(format!(
+                    "it was made from blob {}, and the fixture's file is blob {}",
+                    binary.old_id,
+                    &crate::binpatch::blob_id(&bytes)[..binary.old_id.len().clamp(7, 40)]
+                )));
+            }
+            bytes
+        }
+    };
+    if file.new_path.is_none() {
+        return Ok(None);
+    }
+    let new = match &binary.data {
+        BinaryData::Literal(bytes) => bytes.clone(),
+        BinaryData::Delta(delta) => apply_delta(&old, delta).map_err(|e| wrong(e.to_string()))?,
+    };
+    if !is_null(&binary.new_id) && !names(&binary.new_id, &new) {
+        return Err(wrong(format!(
+            "its result is not blob {}, which it names",
+            binary.new_id
+        )));
+    }
+    Ok(Some(new))
+}
+
+/// A `diff --git` section at `at` that is a binary patch: the file's patch and the line after
+/// it; `None` when the section is a text diff (its `---`/`+++` lines are read as usual).
+/// `Binary files ... differ` (a diff made without `--binary`) cannot be applied: an error
+/// saying how to make one that can.
+fn parse_git_binary(
+    lines: &[&str],
+    at: usize,
+) -> Result<Option<(FilePatch, usize)>, PatchParseError> {
+    use crate::binpatch::{decode_line, inflate, is_null};
+    let header = lines[at].trim_end_matches(['\n', '\r']);
+    let mut i = at + 1;
+    let (mut old_id, mut new_id) = (String::new(), String::new());
+    let (mut created, mut deleted) = (false, false);
+    while let Some(line) = lines.get(i) {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.starts_with("diff --git ") || line.starts_with("--- ") {
+            return Ok(None);
+        }
+        if line.starts_with("Binary files ") {
+            return Err(PatchParseError {
+                line: i + 1,
+                message: "a binary file's change without its content (`Binary files ... differ`): make the patch with `git diff --binary`".into(),
+            });
+        }
+        if let Some(ids) = line.strip_prefix("index ") {
+            let ids = ids.split(' ').next().unwrap_or_default();
+            if let Some((a, b)) = ids.split_once("..") {
+                (old_id, new_id) = (a.to_string(), b.to_string());
+            }
+        }
+        created |= line.starts_with("new file mode");
+        deleted |= line.starts_with("deleted file mode");
+        if line == "GIT binary patch" {
+            break;
+        }
+        i += 1;
+    }
+    if i >= lines.len() {
+        return Ok(None);
+    }
+    let path = git_header_path(header).ok_or_else(|| PatchParseError {
+        line: at + 1,
+        message: "a `diff --git a/PATH b/PATH` line whose paths cannot be read".into(),
+    })?;
+    let bad = |line: usize, message: String| PatchParseError { line, message };
+    if old_id.is_empty() {
+        return Err(bad(
+            i + 1,
+            "a binary patch without its `index OLD..NEW` line: make it with `git diff --binary`"
+                .into(),
+        ));
+    }
+    // The forward hunk: `literal N` or `delta N`, base85 lines, a blank line.
+    i += 1;
+    let kind_line = lines.get(i).map(|l| l.trim_end()).unwrap_or_default();
+    let (kind, size) = kind_line.split_once(' ').ok_or_else(|| {
+        bad(
+            i + 1,
+            "expected `literal SIZE` or `delta SIZE` after `GIT binary patch`".into(),
+        )
+    })?;
+    let size: usize = size
+        .parse()
+        .map_err(|_| bad(i + 1, format!("`{kind_line}`: the size is not a number")))?;
+    if kind != "literal" && kind != "delta" {
+        return Err(bad(
+            i + 1,
+            "expected `literal SIZE` or `delta SIZE` after `GIT binary patch`".into(),
+        ));
+    }
+    let hunk_line = i + 1;
+    i += 1;
+    let mut deflated = Vec::new();
+    while let Some(line) = lines.get(i) {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.is_empty() {
+            break;
+        }
+        deflated.extend(decode_line(line).map_err(|e| bad(i + 1, e.to_string()))?);
+        i += 1;
+    }
+    let data = inflate(&deflated, size).map_err(|e| bad(hunk_line, e.to_string()))?;
+    // Skip the reverse hunk (`literal`/`delta`, its lines, a blank line), which is not applied.
+    i += 1;
+    if lines
+        .get(i)
+        .is_some_and(|l| l.starts_with("literal ") || l.starts_with("delta "))
+    {
+        i += 1;
+        while lines.get(i).is_some_and(|l| !l.trim_end().is_empty()) {
+            i += 1;
+        }
+        i += 1;
+    }
+    let created = created || is_null(&old_id);
+    let deleted = deleted || is_null(&new_id);
+    Ok(Some((
+        FilePatch {
+            old_path: (!created).then(|| path.clone()),
+            new_path: (!deleted).then(|| path.clone()),
+            hunks: Vec::new(),
+            binary: Some(BinaryPatch {
+                old_id,
+                new_id,
+                data: if kind == "literal" {
+                    BinaryData::Literal(data)
+                } else {
+                    BinaryData::Delta(data)
+                },
+            }),
+        },
+        i,
+    )))
+}
+
+/// The path of a `diff --git a/PATH b/PATH` line (the same path on both sides: renames are not
+/// mutations).
+fn git_header_path(header: &str) -> Option<String> {
+    let rest = header.strip_prefix("diff --git a/")?;
+    let half = rest.len().checked_sub(3)? / 2;
+    let (a, b) = (rest.get(..half)?, rest.get(half..)?);
+    (b.strip_prefix(" b/")? == a).then(|| a.to_string())
 }
 
 fn header_path(raw: &str) -> Option<String> {

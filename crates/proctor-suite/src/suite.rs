@@ -59,6 +59,9 @@ pub struct Settings {
     /// resource limits take their defaults when the trial runs).
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
     pub limits: Limits,
+    /// The commands that build the start state before the agent starts (`setup`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
 }
 
 /// The environment of a task's trials, resolved from `[environment]` and `[tasks.environment]`.
@@ -261,6 +264,12 @@ impl Suite {
                     .unwrap_or(300),
             ),
             limits: limits(task.limits, d.limits),
+            setup: task
+                .setup
+                .as_ref()
+                .or(d.setup.as_ref())
+                .map(names)
+                .unwrap_or_default(),
         }
     }
 

@@ -876,6 +876,53 @@ impl<'a> Validator<'a> {
     /// suite to an executable file, or a bare name found in the search path.
     /// `in_image`: the list applies to trials that run in an OCI image, where bare names are
     /// found on the image's `PATH` when the run starts, not on this machine's.
+    /// `[diff]` converters: a glob that compiles, an argv with a program and `{}` for the path.
+    fn diff_converters(&mut self) {
+        let suite = self.suite;
+        for (glob, argv) in &suite.file.diff {
+            if let Err(e) = globset::Glob::new(glob) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        argv.span(),
+                        format!("`[diff]` glob `{glob}` does not compile: {e}"),
+                    )
+                    .with_label("for this glob")
+                    .with_help("write a workspace glob such as \"*.db\" or \"data/**/*.sqlite\"");
+                self.out.push(p);
+            }
+            let list = argv.get_ref();
+            if list.first().is_none_or(|p| p.trim().is_empty())
+                || !list.iter().any(|a| a.contains("{}"))
+            {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        argv.span(),
+                        format!("`[diff]` converter of `{glob}` needs a program and `{{}}` for the file's path"),
+                    )
+                    .with_label("no program, or no `{}`")
+                    .with_help(format!("write e.g. \"{glob}\" = [\"sqlite3\", \"{{}}\", \".dump\"]: the argv that prints the file as text, `{{}}` standing for its path"));
+                self.out.push(p);
+            }
+        }
+    }
+
+    /// `setup` commands: each a command line for `sh -c`, none empty.
+    fn setup_commands(&mut self, setup: &[Spanned<String>]) {
+        for c in setup.iter().filter(|c| c.get_ref().trim().is_empty()) {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    c.span(),
+                    "an empty command in `setup`",
+                )
+                .with_label("empty")
+                .with_help("write a command line for `sh -c`, e.g. \"sqlite3 shop.db < seed.sql\", or remove the entry");
+            self.out.push(p);
+        }
+    }
+
     fn allow_list(&mut self, allow: &[Spanned<String>], in_image: bool) {
         for a in allow {
             let entry = a.get_ref();
@@ -936,6 +983,10 @@ impl<'a> Validator<'a> {
         if let Some(allow) = &suite.file.defaults.allow {
             self.allow_list(allow, all_in_images);
         }
+        if let Some(setup) = &suite.file.defaults.setup {
+            self.setup_commands(setup);
+        }
+        self.diff_converters();
         for variant in &suite.file.variants {
             self.variant_tasks(variant);
             for (dest, src) in &variant.files {
@@ -1450,7 +1501,11 @@ impl<'a> Validator<'a> {
             if let Some(allow) = &task.allow {
                 self.allow_list(allow, suite.environment(task).is_some());
             }
+            if let Some(setup) = &task.setup {
+                self.setup_commands(setup);
+            }
             self.interface_allowed(index, task);
+            self.interface_verb(task);
             self.refusal_patterns(index, task);
             for (route, kind) in &task.route_faults {
                 if !crate::model::FAULT_ROUTES.contains(&route.as_str()) {
@@ -1614,6 +1669,28 @@ impl<'a> Validator<'a> {
                 .with_related(related, format!("replaces the task's allow list for variant `{vid}`"))
                 .with_help(format!("add \"{command}\" to the `allow` of variant `{vid}`, or remove that `allow` so the task's list applies"));
             self.out.push(p);
+        }
+    }
+
+    /// `verb_arg` places the verb under the `arg` rule only: with `verb = "first-operand"` it
+    /// would be ignored.
+    fn interface_verb(&mut self, task: &Task) {
+        let Some(interface) = &task.interface else {
+            return;
+        };
+        if let (Some(arg), Some(rule)) = (&interface.verb_arg, &interface.verb) {
+            if *rule.get_ref() == crate::model::VerbRule::FirstOperand {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        arg.span(),
+                        "`verb_arg` is not used with `verb = \"first-operand\"`",
+                    )
+                    .with_label("ignored under this rule")
+                    .with_related(rule.span(), "the verb is the first argument that is not an option")
+                    .with_help("remove `verb_arg`, or remove `verb = \"first-operand\"` to take the verb at `verb_arg`");
+                self.out.push(p);
+            }
         }
     }
 
@@ -2173,7 +2250,7 @@ impl<'a> Validator<'a> {
                     let end = text[start..].find('\n').map_or(text.len(), |n| start + n);
                     let p = Problem::at(ProblemKind::BadMutation, &source, start..end, format!("not a unified diff: {}", e.message))
                         .with_label("here")
-                        .with_help("write mutations with `diff -u` or `git diff`: `--- a/PATH`, `+++ b/PATH`, then `@@ -l,n +l,n @@` hunks");
+                        .with_help("write mutations with `diff -u` or `git diff`: `--- a/PATH`, `+++ b/PATH`, then `@@ -l,n +l,n @@` hunks; a binary file's change with `git diff --binary`");
                     self.out.push(p);
                     continue;
                 }

@@ -139,6 +139,42 @@ pub fn section(lines: &[String]) -> String {
     s
 }
 
+/// A binary file's text diff through the suite's `[diff]` converter (the trial record's
+/// `text_diffs`): its path, the converter, and the diff's lines marked as a text file's are;
+/// or why the file could not be converted.
+pub fn text_section(
+    path: &str,
+    converter: &str,
+    diff: Option<&str>,
+    error: Option<&str>,
+) -> String {
+    let mut s = format!(
+        "<section class=\"diff-file text-diff\"><p class=\"file\"><b>as text</b> <code>{}</code> (<code>{}</code>)</p>",
+        esc(path),
+        esc(converter)
+    );
+    match (error, diff) {
+        (Some(e), _) => {
+            let _ = write!(s, "<p class=\"note\">Not converted: {}</p>", esc(e));
+        }
+        (None, Some(d)) => {
+            let f = File {
+                kind: "as text",
+                path,
+                about: "",
+                lines: d
+                    .lines()
+                    .filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ "))
+                    .collect(),
+            };
+            s.push_str(&body(&f));
+        }
+        (None, None) => {}
+    }
+    s.push_str("</section>");
+    s
+}
+
 /// A file's diff lines, marked and highlighted.
 fn body(f: &File<'_>) -> String {
     let lang = highlight::lang_of(f.path);

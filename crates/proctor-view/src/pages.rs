@@ -600,6 +600,29 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
 /// the trial's `changes/changes.json`).
 fn diff_section(t: &TrialPage, end: &Value) -> String {
     let mut html = crate::diff_html::section(&t.diff);
+    // Binary files the suite's `[diff]` converters printed as text, each with its text diff.
+    for d in t
+        .record
+        .get("text_diffs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|d| d.get("diff").is_some() || d.get("error").is_some())
+    {
+        let converter: Vec<&str> = d
+            .get("converter")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        html.push_str(&crate::diff_html::text_section(
+            d.get("path").and_then(Value::as_str).unwrap_or_default(),
+            &converter.join(" "),
+            d.get("diff").and_then(Value::as_str),
+            d.get("error").and_then(Value::as_str),
+        ));
+    }
     let omitted = end
         .get("changes_omitted")
         .and_then(Value::as_u64)

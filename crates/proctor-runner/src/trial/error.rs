@@ -8,7 +8,7 @@ use proctor_score::endstate::{AgentEnd, EndState};
 use proctor_score::{ErrorKind, Outcome};
 use proctor_suite::plan::{Plan, PlannedTrial};
 
-use crate::record::{HarnessNote, Hashes, LaunchRecord, TrialRecord, RECORD_VERSION};
+use crate::record::{HarnessNote, Hashes, LaunchRecord, SetupRecord, TrialRecord, RECORD_VERSION};
 
 /// The stages of a trial, in the order they run (docs/design.md, "Trial pipeline stages").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,6 +63,15 @@ pub enum TrialError {
         /// What is missing, in a sentence.
         reason: String,
     },
+    /// A `setup` command failed (or the setup could not start): the start state could not be
+    /// built, which is the suite's doing, not the agent's.
+    #[error("{reason}")]
+    Setup {
+        /// Which command, how it ended, the head of its output.
+        reason: String,
+        /// The setup as it ran.
+        record: Box<SetupRecord>,
+    },
     /// proctor failed: a folder it could not make, a file it could not write, a sandbox it could
     /// not build.
     #[error("{reason}")]
@@ -97,12 +106,21 @@ impl TrialError {
         }
     }
 
+    /// A failed setup, with its record.
+    pub fn setup(reason: impl Into<String>, record: SetupRecord) -> TrialError {
+        TrialError::Setup {
+            reason: reason.into(),
+            record: Box::new(record),
+        }
+    }
+
     /// What kind of `errored` this makes the trial.
     pub fn kind(&self) -> ErrorKind {
         match self {
             TrialError::AgentStart { .. } => ErrorKind::AgentStart,
             TrialError::Environment { .. } => ErrorKind::Environment,
             TrialError::Harness { .. } => ErrorKind::Harness,
+            TrialError::Setup { .. } => ErrorKind::Setup,
         }
     }
 
@@ -113,6 +131,7 @@ impl TrialError {
             TrialError::AgentStart { .. } => Stage::Launch,
             TrialError::Environment { .. } => Stage::Prepare,
             TrialError::Harness { stage, .. } => *stage,
+            TrialError::Setup { .. } => Stage::Launch,
         }
     }
 
@@ -121,7 +140,8 @@ impl TrialError {
         match self {
             TrialError::AgentStart { reason }
             | TrialError::Environment { reason }
-            | TrialError::Harness { reason, .. } => reason,
+            | TrialError::Harness { reason, .. }
+            | TrialError::Setup { reason, .. } => reason,
         }
     }
 
@@ -137,6 +157,10 @@ impl TrialError {
         timings.entry("total".into()).or_insert(0.0);
         let kind = self.kind();
         let reason = self.reason().to_string();
+        let setup = match self {
+            TrialError::Setup { record, .. } => Some(*record),
+            _ => None,
+        };
         let harness_notes = match kind {
             ErrorKind::Harness => vec![HarnessNote::run(reason.clone())],
             _ => Vec::new(),
@@ -169,6 +193,8 @@ impl TrialError {
             outcome: Outcome::Errored { kind },
             reason: format!("{}: {reason}", kind.as_str()),
             sitting: None,
+            setup,
+            text_diffs: Vec::new(),
             services: None,
             capture_notes: Vec::new(),
             harness_notes,

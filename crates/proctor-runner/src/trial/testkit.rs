@@ -66,13 +66,18 @@ max_total = 0
 
 /// The suite, opened, in a folder that lives as long as the returned guard.
 pub fn suite() -> (tempfile::TempDir, Suite) {
+    suite_from(SUITE)
+}
+
+/// [`suite`], with `text` as its suite.toml.
+pub fn suite_from(text: &str) -> (tempfile::TempDir, Suite) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let write = |rel: &str, text: &str| {
         let p = dir.path().join(rel);
         std::fs::create_dir_all(p.parent().expect("a parent")).expect("a folder");
         std::fs::write(p, text).expect("a file");
     };
-    write("suite.toml", SUITE);
+    write("suite.toml", text);
     write("fixture/README.md", "a fixture\n");
     write(
         "agents/agent/t.toml",

@@ -536,6 +536,9 @@ fn print_head(r: &TrialRecord) {
     if let Some(s) = &r.sitting {
         print_sitting(s);
     }
+    if let Some(s) = &r.setup {
+        print_setup(s);
+    }
     let omitted = r.end_state.changes_omitted;
     outln!("\nchanges ({})", r.end_state.changes.len() as u64 + omitted);
     for c in &r.end_state.changes {
@@ -547,6 +550,9 @@ fn print_head(r: &TrialRecord) {
     }
     if omitted > 0 {
         outln!("  … and {omitted} more, listed in the trial's changes/changes.json");
+    }
+    for t in &r.text_diffs {
+        print_text_diff(t);
     }
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
@@ -568,6 +574,93 @@ fn print_head(r: &TrialRecord) {
         }
         for line in stdin_lines(c) {
             outln!("{:19}{line}", "");
+        }
+    }
+}
+
+/// A file's text diff through the suite's `[diff]` converter (or why there is none).
+fn print_text_diff(t: &proctor_runner::record::TextDiffRecord) {
+    let converter = t.converter.join(" ");
+    if let Some(e) = &t.error {
+        outln!(
+            "\n  {} as text ({converter}): not converted: {}",
+            proctor_report::escape_line(&t.path),
+            proctor_report::escape_line(e)
+        );
+        return;
+    }
+    let Some(diff) = &t.diff else { return };
+    let cut = if t.diff_bytes as usize > diff.len() {
+        format!(
+            ", the first {} bytes of {}; all of it in the trial's text/{}.diff",
+            diff.len(),
+            t.diff_bytes,
+            t.path
+        )
+    } else {
+        String::new()
+    };
+    outln!(
+        "\n  {} as text ({converter}{cut}):",
+        proctor_report::escape_line(&t.path)
+    );
+    for line in proctor_report::escape_text(diff).lines() {
+        outln!("    {line}");
+    }
+}
+
+/// The task's `setup` as it ran: each command (the failed one marked), the heads of its
+/// output, and what it changed in the start state (none of it the agent's).
+fn print_setup(s: &proctor_runner::record::SetupRecord) {
+    let how = match (s.failed, s.timed_out, s.exit) {
+        (_, true, _) => "timed out".to_string(),
+        (_, _, Some(e)) => format!("exit {e}"),
+        (_, _, None) => format!("signal {}", s.signal.unwrap_or_default()),
+    };
+    outln!(
+        "\nsetup ({} command(s), {how}, {} ms)",
+        s.commands.len(),
+        s.milliseconds
+    );
+    for (i, c) in s.commands.iter().enumerate() {
+        let mark = if s.failed == Some(i + 1) {
+            "  <- failed"
+        } else {
+            ""
+        };
+        outln!("  {}. {}{mark}", i + 1, proctor_report::escape_line(c));
+    }
+    for (name, bytes, head) in [
+        ("stdout", s.stdout_bytes, &s.stdout_head),
+        ("stderr", s.stderr_bytes, &s.stderr_head),
+    ] {
+        if bytes == 0 {
+            continue;
+        }
+        let kept = if bytes as usize > head.len() {
+            format!(
+                ", the first {} kept; all of it in the trial's setup/{name}",
+                head.len()
+            )
+        } else {
+            String::new()
+        };
+        outln!("  {name} ({bytes} bytes{kept}):");
+        for line in proctor_report::escape_text(head).lines() {
+            outln!("    {line}");
+        }
+    }
+    if !s.changes.is_empty() {
+        outln!(
+            "  start state changed by setup ({}, not the agent's):",
+            s.changes.len()
+        );
+        for c in &s.changes {
+            outln!(
+                "    {:<13} {}",
+                format!("{:?}", c.kind).to_lowercase(),
+                proctor_report::escape_line(&c.path)
+            );
         }
     }
 }
