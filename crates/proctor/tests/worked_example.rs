@@ -11,10 +11,9 @@ use std::process::Command;
 
 /// The section's commands, each with the lines the docs show of its output.
 fn documented() -> Vec<(String, Vec<String>)> {
-    let readme = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/README.md"),
-    )
-    .unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/README.md"))
+            .unwrap();
     let start = readme
         .find("## Writing a suite for your own CLI")
         .expect("docs/README.md has the worked example");
@@ -36,7 +35,10 @@ fn documented() -> Vec<(String, Vec<String>)> {
             lines.push(line.to_string());
         }
     }
-    assert!(out.len() >= 3, "the worked example shows its commands: {out:?}");
+    assert!(
+        out.len() >= 3,
+        "the worked example shows its commands: {out:?}"
+    );
     out
 }
 
