@@ -636,3 +636,184 @@ fn a_short_name_in_from_resolves_on_docker_hub_as_docker_does() {
         out.stdout
     );
 }
+
+/// A minimal Debian root made by `debootstrap --variant=minbase` from Debian's mirror, as a tar
+/// for a Dockerfile's `ADD`; `None` (a failure under CI) without debootstrap or the mirror.
+fn debian_rootfs_tar(lab: &Lab) -> Option<PathBuf> {
+    let root = lab.root.join("debian-root");
+    let out = Command::new("debootstrap")
+        .args(["--variant=minbase", "bookworm"])
+        .arg(&root)
+        .arg("http://deb.debian.org/debian")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let log = String::from_utf8_lossy(&o.stdout);
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            common::skip(&format!(
+                "debootstrap could not make a Debian root (is deb.debian.org reachable?): {tail:?}"
+            ));
+            return None;
+        }
+        Err(_) => {
+            common::skip("debootstrap is not installed (apt-get install debootstrap)");
+            return None;
+        }
+    }
+    let tar = lab.root.join("rootfs.tar");
+    let status = Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&root);
+    Some(tar)
+}
+
+/// A local stand-in for a Debian mirror: a flat apt repository holding one package,
+/// `proctor-standin` (which installs `/usr/share/proctor-standin/hello.txt`), served over HTTP on
+/// the host's loopback by a Python process (killed when the guard drops). Gives its URL.
+fn apt_standin(lab: &Lab) -> (KillOnDrop, String) {
+    let pkg = lab.root.join("standin-pkg");
+    write_all(
+        &pkg,
+        &[
+            (
+                "DEBIAN/control",
+                "Package: proctor-standin\nVersion: 1.0\nArchitecture: all\nMaintainer: proctor tests <tests@example.com>\nDescription: the package of the tests' local apt mirror\n",
+            ),
+            ("usr/share/proctor-standin/hello.txt", "hello from the stand-in\n"),
+        ],
+    );
+    let repo = lab.root.join("apt-repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let status = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(&pkg)
+        .arg(repo.join("proctor-standin_1.0_all.deb"))
+        .output()
+        .expect("dpkg-deb (Debian's dpkg) builds the stand-in's package");
+    assert!(status.status.success(), "{status:?}");
+    let scan = Command::new("dpkg-scanpackages")
+        .args([".", "/dev/null"])
+        .current_dir(&repo)
+        .output()
+        .expect("dpkg-scanpackages (Debian's dpkg-dev) indexes the stand-in");
+    assert!(scan.status.success(), "{scan:?}");
+    std::fs::write(repo.join("Packages"), &scan.stdout).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .current_dir(&repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (KillOnDrop(child), url)
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Harbor tasks as datasets write them run `apt-get` as root: apt drops to its sandbox user
+/// `_apt` (setgroups, seteuid 42) to download, and dpkg writes `/usr` and `/var/lib/dpkg`, which
+/// needs the trial's full range of ids and its writable image root. A task built (`FROM scratch`,
+/// `ADD` a debootstrap root) whose solution installs a package from a local stand-in mirror
+/// passes its own test; the null agent, which installs nothing, fails it.
+#[test]
+fn a_solution_that_runs_apt_get_against_a_local_mirror_passes_its_test() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-apt");
+    let Some(rootfs) = debian_rootfs_tar(&lab) else {
+        return;
+    };
+    let (_server, url) = apt_standin(&lab);
+    let tasks = lab.root.join("tasks");
+    let task = tasks.join("install-standin");
+    harbor_task(
+        &task,
+        "Install the package proctor-standin with apt-get.\n",
+        &[("Dockerfile", "FROM scratch\nADD rootfs.tar /\nWORKDIR /app\n")],
+        // Checks see the workspace's end state, not the agent's root (docs/environments.md):
+        // the solution leaves the installed file and dpkg's word on it in /app.
+        "grep -qx 'hello from the stand-in' hello.txt && grep -qx 'Status: install ok installed' status.txt",
+        &format!(
+            "set -e\nrm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\necho 'deb [trusted=yes] {url} ./' > /etc/apt/sources.list.d/standin.list\napt-get update\napt-get install -y proctor-standin\ncp /usr/share/proctor-standin/hello.txt /app/hello.txt\ndpkg -s proctor-standin | grep '^Status' > /app/status.txt"
+        ),
+    );
+    std::fs::rename(&rootfs, task.join("environment/rootfs.tar")).unwrap();
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("imported 1 task(s): install-standin"),
+        "{}",
+        out.stderr
+    );
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    let said = format!("{}{}", v.stdout, v.stderr);
+    assert_eq!(v.code, 0, "{said}");
+    let row: Vec<&str> = said
+        .lines()
+        .find(|l| l.starts_with("install-standin"))
+        .unwrap_or_else(|| panic!("no row: {said}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row,
+        ["install-standin", "-", "completed", "abandoned", "ok"],
+        "{said}"
+    );
+}
