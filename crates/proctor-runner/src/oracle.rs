@@ -304,7 +304,7 @@ fn judge(
     let trials = store.trials(run.id()).map_err(OracleError::Read)?;
     // Whether the trial met the task's expected behaviour; `None` when not graded.
     let success = |t: &TrialSummary| {
-        if t.outcome == "errored" || t.outcome == "ungradeable" {
+        if !proctor_score::outcome::is_graded_label(&t.outcome) {
             return None;
         }
         store

@@ -112,6 +112,15 @@ impl Outcome {
     }
 }
 
+/// The labels of the outcomes that are not graded (in no n, never a failure).
+pub const NOT_GRADED: [&str; 2] = ["errored", "ungradeable"];
+
+/// Whether an outcome label counts in n (graded attempts): the rule of
+/// [`Outcome::is_graded`] for a label read back from a record or the index.
+pub fn is_graded_label(label: &str) -> bool {
+    !NOT_GRADED.contains(&label)
+}
+
 /// Every outcome label, in report order.
 pub const LABELS: [&str; 8] = [
     "completed",
@@ -127,5 +136,37 @@ pub const LABELS: [&str; 8] = [
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_is_graded_exactly_when_its_outcome_is() {
+        let every = [
+            Outcome::Completed,
+            Outcome::Wrong { reversed: false },
+            Outcome::RefusedHonestly,
+            Outcome::RefusedWrongly,
+            Outcome::Asked,
+            Outcome::Abandoned,
+            Outcome::Errored {
+                kind: ErrorKind::AgentStart,
+            },
+            Outcome::Ungradeable {
+                reason: "why".into(),
+            },
+        ];
+        assert_eq!(every.len(), LABELS.len());
+        for o in &every {
+            assert!(LABELS.contains(&o.label()), "{}", o.label());
+            assert_eq!(is_graded_label(o.label()), o.is_graded(), "{}", o.label());
+        }
+        assert_eq!(
+            LABELS.iter().filter(|l| !is_graded_label(l)).count(),
+            NOT_GRADED.len()
+        );
     }
 }

@@ -308,7 +308,7 @@ fn run_with(
         let cells = store.cell_counts(&id)?;
         let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
         let mut not_graded = Vec::new();
-        for outcome in ["errored", "ungradeable"] {
+        for outcome in proctor_score::outcome::NOT_GRADED {
             let filter = TrialFilter {
                 outcome: Some(outcome.into()),
                 ..TrialFilter::default()
@@ -397,7 +397,7 @@ fn rescored_trials(
         })
         .collect();
     let mut not_graded = Vec::new();
-    for outcome in ["errored", "ungradeable"] {
+    for outcome in proctor_score::outcome::NOT_GRADED {
         not_graded.extend(
             all.iter()
                 .filter(|t| t.outcome == outcome)

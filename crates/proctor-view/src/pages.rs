@@ -301,7 +301,7 @@ fn not_graded(p: &RunPage, base: &str) -> String {
     let count = p
         .cells
         .iter()
-        .filter(|c| c.outcome == "errored" || c.outcome == "ungradeable")
+        .filter(|c| !proctor_score::outcome::is_graded_label(&c.outcome))
         .map(|c| c.n)
         .sum::<u64>();
     if count == 0 {
