@@ -14,7 +14,6 @@
 //! the read fails with [`StoreError::KeptSuiteDamaged`] naming the file. A run made before runs
 //! kept their suite has no `suite.json`: reading it gives `None`.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -125,9 +124,9 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
             });
         } else if ft.is_file() {
             let exec = meta.permissions().mode() & 0o111 != 0;
-            let content = std::fs::read(entry.path()).map_err(io_err("read", entry.path()))?;
-            let hash = blake3::hash(&content).to_hex().to_string();
-            let stored = store_file(store_root, &hash, exec, &content)?;
+            // Hashed and stored as streams: a large fixture is never held in memory.
+            let hash = hash_file(entry.path()).map_err(io_err("read", entry.path()))?;
+            let stored = store_file(store_root, &hash, exec, entry.path())?;
             if std::fs::hard_link(&stored, &to).is_err() {
                 // Another file system, or links refused: a copy holds the same content.
                 std::fs::copy(&stored, &to).map_err(io_err("copy", &to))?;
@@ -150,9 +149,16 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
     Ok(into)
 }
 
-/// Stores `content` (whose BLAKE3 is `hash`) in the store's content-addressed files, read-only,
-/// unless it is there already; returns its path.
-fn store_file(store_root: &Path, hash: &str, exec: bool, content: &[u8]) -> Result<PathBuf> {
+/// The BLAKE3 (hex) of the file at `path`, read as a stream.
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(std::fs::File::open(path)?)?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Stores the file at `from` (whose BLAKE3 is `hash`) in the store's content-addressed files,
+/// read-only, unless it is there already; returns its path.
+fn store_file(store_root: &Path, hash: &str, exec: bool, from: &Path) -> Result<PathBuf> {
     let dir = store_root
         .join(FILES_DIR)
         .join(hash.get(..2).unwrap_or("00"));
@@ -161,15 +167,14 @@ fn store_file(store_root: &Path, hash: &str, exec: bool, content: &[u8]) -> Resu
     } else {
         hash.to_string()
     });
-    if let Ok(existing) = std::fs::read(&path) {
-        if blake3::hash(&existing).to_hex().as_str() == hash {
-            return Ok(path);
-        }
-        // Damaged: replaced below by the right content.
+    if hash_file(&path).is_ok_and(|existing| existing == hash) {
+        return Ok(path);
     }
+    // Absent, or damaged: written (again) with the right content.
     std::fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
     let mut f = crate::AtomicFile::create(&path)?;
-    f.write_all(content).map_err(io_err("write", &path))?;
+    let mut source = std::fs::File::open(from).map_err(io_err("read", from))?;
+    std::io::copy(&mut source, &mut f).map_err(io_err("write", &path))?;
     f.commit()?;
     let mode = if exec { 0o555 } else { 0o444 };
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
@@ -246,9 +251,8 @@ pub fn read_kept_suite(run_dir: &Path, run: &str) -> Result<Option<PathBuf>> {
                 ));
             }
         } else if ft.is_file() {
-            let content = std::fs::read(entry.path())
+            let hash = hash_file(entry.path())
                 .map_err(|e| damaged(&rel, format!("cannot be read: {e}")))?;
-            let hash = blake3::hash(&content).to_hex().to_string();
             if Some(hash.as_str()) != want.blake3.as_deref() {
                 return Err(damaged(
                     &rel,

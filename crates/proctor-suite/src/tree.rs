@@ -61,8 +61,10 @@ fn hash_walk(root: &Path, skipped_at_root: &[&str]) -> io::Result<String> {
         } else if ft.is_file() {
             let exec = meta.permissions().mode() & 0o111 != 0;
             hasher.update(if exec { b"x\0" } else { b"f\0" });
-            let content = std::fs::read(entry.path())?;
-            hasher.update(blake3::hash(&content).as_bytes());
+            // Read as a stream: a large fixture file is never held in memory.
+            let mut content = blake3::Hasher::new();
+            content.update_reader(std::fs::File::open(entry.path())?)?;
+            hasher.update(content.finalize().as_bytes());
         } else {
             hasher.update(b"o\0");
         }

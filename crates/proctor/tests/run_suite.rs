@@ -599,3 +599,50 @@ fn keystone_only_honest_refusals_score_zero_failure_in_a_rescore_too() {
     assert!(xml.contains("value=\"rescore 1 ("), "{xml}");
     assert!(!xml.contains("<failure"), "{xml}");
 }
+
+/// Keeping the suite streams its files: a run whose fixture holds a 300 MB file starts with
+/// proctor's memory far below the file's size, and the kept copy is the file byte for byte.
+#[test]
+fn a_large_suite_file_is_kept_without_being_held_in_memory() {
+    let lab = Lab::new("keeps-large");
+    two_variants(&lab);
+    let big = lab.suite().join("fixture/big.bin");
+    {
+        let mut f = std::fs::File::create(&big).unwrap();
+        let block: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+        for _ in 0..300 {
+            f.write_all(&block).unwrap();
+        }
+    }
+    let suite = lab.suite();
+    let store = store_arg(&lab);
+    let args = [
+        "run",
+        suite.to_str().unwrap(),
+        "--store",
+        &store,
+        "--trials",
+        "1",
+        "--variant",
+        "a",
+    ];
+    let (out, peak_kib) = lab.proctor_peak_rss(As::Me, &args, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let kept = lab.run_dir().join("suite/fixture/big.bin");
+    assert_eq!(
+        std::fs::metadata(&kept).unwrap().len(),
+        300 * 1024 * 1024,
+        "the kept copy has the whole file"
+    );
+    let same = Command::new("cmp").arg(&big).arg(&kept).status().unwrap();
+    assert!(
+        same.success(),
+        "the kept copy differs from the suite's file"
+    );
+    eprintln!("peak RSS {} MiB", peak_kib / 1024);
+    assert!(
+        peak_kib < 150 * 1024,
+        "proctor reached {} MiB",
+        peak_kib / 1024
+    );
+}
