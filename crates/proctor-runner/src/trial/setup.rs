@@ -206,7 +206,13 @@ fn keep_service_events(
         let events = s.dir_host.join("events.jsonl");
         if events.is_file() {
             std::fs::create_dir_all(to)?;
-            std::fs::rename(&events, to.join(format!("{}.events.jsonl", s.name)))?;
+            let kept = to.join(format!("{}.events.jsonl", s.name));
+            // The scratch (often a tmpfs) and the store are usually two file systems: a
+            // rename that cannot cross them is a copy, then the source goes.
+            if std::fs::rename(&events, &kept).is_err() {
+                std::fs::copy(&events, &kept)?;
+                std::fs::remove_file(&events)?;
+            }
         }
     }
     Ok(())
