@@ -14,13 +14,13 @@ pub mod spread;
 
 use std::fmt::Write;
 
+// The eight outcomes, in report order: the legend lists them so.
+use proctor_score::outcome::LABELS as OUTCOMES;
+
 use crate::html::esc;
 
 /// The distance between the corners of neighbouring marks.
 pub const STEP: u32 = 12;
-
-// The eight outcomes, in report order: the legend lists them so.
-use proctor_score::outcome::LABELS as OUTCOMES;
 
 /// How an outcome's mark is drawn: its colour and its shape, as SVG in a 10 × 10 box.
 fn shape(outcome: &str) -> (&'static str, String) {
@@ -52,7 +52,8 @@ fn shape(outcome: &str) -> (&'static str, String) {
     (colour, body)
 }
 
-/// The `<defs>` of the outcome marks, each a `<symbol>` with id `PREFIX-OUTCOME`, and of the two
+/// The `<defs>` of the outcome marks, each a `<symbol>` with id `PREFIX-CODE` ([`symbol`] names
+/// it: a short code per outcome, as every mark names one), and of the two
 /// overlays: `PREFIX-flag` (an integrity flag) and `PREFIX-limit` (a limit reached).
 pub fn defs(prefix: &str) -> String {
     let mut s = String::from("<defs>");
