@@ -190,17 +190,94 @@ pub fn preflight(spec: &CliSpec) -> Result<AgentInfo, AgentError> {
             version_text.trim()
         ),
     })?;
-    let help = run_capture(&exe, spec.help).map_err(|message| AgentError::Preflight {
-        agent: spec.agent,
-        message,
-    })?;
-    check_flags(spec, &version, &help)?;
+    // The help text (a second start of the CLI, 100-250 ms for a Node one) is read only when
+    // this executable, at this version, has not passed the same check before.
+    let checked = FlagsChecked::of(spec, &exe, &version);
+    let cache = agents_dir().map(|d| d.join(FLAGS_CACHE_DIR).join(format!("{}.json", spec.agent)));
+    if !checked
+        .as_ref()
+        .is_some_and(|c| cache.as_deref().is_some_and(|f| c.is_recorded_in(f)))
+    {
+        let help = run_capture(&exe, spec.help).map_err(|message| AgentError::Preflight {
+            agent: spec.agent,
+            message,
+        })?;
+        check_flags(spec, &version, &help)?;
+        if let (Some(c), Some(f)) = (&checked, &cache) {
+            c.record_in(f);
+        }
+    }
     Ok(AgentInfo {
         agent: spec.agent.into(),
         executable: exe,
         version,
         tested_version: spec.tested_version.into(),
     })
+}
+
+/// The folder of the install folder (`agents_dir`) that remembers which executables passed the
+/// flags check, one file per agent kind.
+pub const FLAGS_CACHE_DIR: &str = "preflight";
+
+/// That an executable passed the flags check: which file it is (its canonical path, size,
+/// modification time and inode: a reinstall or an edit makes another), the version it reported
+/// and the flags checked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlagsChecked {
+    executable: PathBuf,
+    size: u64,
+    modified_ns: i128,
+    inode: u64,
+    version: String,
+    flags: Vec<String>,
+}
+
+impl FlagsChecked {
+    /// What `exe` (which reported `version`) is now, for `spec`'s flags; `None` when it cannot
+    /// be read (then the check always runs).
+    fn of(spec: &CliSpec, exe: &Path, version: &str) -> Option<FlagsChecked> {
+        use std::os::unix::fs::MetadataExt;
+        let real = exe.canonicalize().ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        Some(FlagsChecked {
+            executable: real,
+            size: meta.len(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            inode: meta.ino(),
+            version: version.to_string(),
+            flags: spec
+                .help
+                .iter()
+                .chain(spec.required)
+                .map(|f| f.to_string())
+                .collect(),
+        })
+    }
+
+    /// Whether `file` records this very check as passed.
+    fn is_recorded_in(&self, file: &Path) -> bool {
+        std::fs::read(file)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<FlagsChecked>(&t).ok())
+            .is_some_and(|c| &c == self)
+    }
+
+    /// Records the check as passed in `file` (best effort: an install folder that cannot be
+    /// written only means the check runs again next time).
+    fn record_in(&self, file: &Path) {
+        let Some(dir) = file.parent() else { return };
+        let Ok(text) = serde_json::to_vec(self) else {
+            return;
+        };
+        let tmp = dir.join(format!(".{}.{}", random_hex(8), std::process::id()));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&tmp, text))
+            .and_then(|()| std::fs::rename(&tmp, file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
 }
 
 /// Checks that every required flag appears in `help`; the error names the first one missing.

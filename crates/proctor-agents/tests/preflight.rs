@@ -69,6 +69,44 @@ fn preflight_names_what_is_missing() {
     assert_eq!(info.version, "2.1.328");
     assert_eq!(info.tested_version, "2.1.328");
 
+    // The flags check is remembered per executable file: a second preflight of the same file
+    // reads no help; a changed file (a reinstall, an edit) is checked again, and fails if it
+    // must.
+    let calls = dir.path().join("help-calls");
+    let counting = |help: &str| {
+        let script = format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --version ] && {{ echo '2.1.328 (Claude Code)'; exit 0; }}; done\necho help >> '{}'\nprintf '%s\\n' '{help}'\n",
+            calls.display()
+        );
+        let path = dir.path().join("bin/claude");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let help_calls = || {
+        std::fs::read_to_string(&calls)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let full = proctor_agents::claude_code::SPEC.required.join("\n  ");
+    counting(&full);
+    assert!(ClaudeCode::new().preflight().is_ok());
+    assert_eq!(help_calls(), 1);
+    assert!(dir.path().join("preflight/claude-code.json").is_file());
+    let info = ClaudeCode::new().preflight().unwrap().unwrap();
+    assert_eq!(info.version, "2.1.328", "the version is read every time");
+    assert_eq!(help_calls(), 1, "the same file's flags are not checked again");
+    let lacking = proctor_agents::claude_code::SPEC
+        .required
+        .iter()
+        .filter(|f| **f != "--strict-mcp-config")
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n  ");
+    counting(&lacking);
+    let m = ClaudeCode::new().preflight().unwrap_err().to_string();
+    assert!(m.contains("`--strict-mcp-config`"), "{m}");
+    assert_eq!(help_calls(), 2, "a changed file is checked again");
+
     // A version that cannot be read is a clear error too.
     fake_cli(dir.path(), "gemini", "unknown", &help);
     let m = Gemini::new().preflight().unwrap_err().to_string();
