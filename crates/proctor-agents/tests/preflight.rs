@@ -94,7 +94,11 @@ fn preflight_names_what_is_missing() {
     assert!(dir.path().join("preflight/claude-code.json").is_file());
     let info = ClaudeCode::new().preflight().unwrap().unwrap();
     assert_eq!(info.version, "2.1.328", "the version is read every time");
-    assert_eq!(help_calls(), 1, "the same file's flags are not checked again");
+    assert_eq!(
+        help_calls(),
+        1,
+        "the same file's flags are not checked again"
+    );
     let lacking = proctor_agents::claude_code::SPEC
         .required
         .iter()
