@@ -46,12 +46,15 @@ pub struct RunRow {
     pub planned: u64,
     /// Trials finished.
     pub finished: u64,
-    /// Finished trials by outcome.
+    /// Finished trials by outcome, as the run scored them (the index's; a rescore's outcomes
+    /// are on the run's page).
     pub outcomes: BTreeMap<String, u64>,
+    /// How many times the run was rescored (0: never).
+    pub rescores: u32,
 }
 
 impl RunRow {
-    fn of(r: &RunListing) -> RunRow {
+    fn of(store: &Store, r: &RunListing) -> RunRow {
         let plan = r.meta.extra.get("plan");
         let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
             v.and_then(|v| v.as_array())
@@ -73,13 +76,21 @@ impl RunRow {
             planned: r.meta.planned_trials,
             finished: r.trials_finished,
             outcomes: r.outcomes.clone(),
+            rescores: proctor_store::pick_scoring(&store.run_dir(&r.id), ScoringChoice::Latest)
+                .ok()
+                .and_then(Result::ok)
+                .map_or(0, |s| s.rescores),
         }
     }
 }
 
 /// Every run of the store, newest first.
 pub fn runs(store: &Store) -> Result<Vec<RunRow>, ViewError> {
-    let mut runs: Vec<RunRow> = store.list_runs()?.iter().map(RunRow::of).collect();
+    let mut runs: Vec<RunRow> = store
+        .list_runs()?
+        .iter()
+        .map(|r| RunRow::of(store, r))
+        .collect();
     runs.reverse();
     Ok(runs)
 }

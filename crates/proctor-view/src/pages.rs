@@ -45,8 +45,15 @@ pub fn runs(rows: &[RunRow]) -> String {
                         r.finished, r.planned
                     ),
                     format!(
-                        "<span data-field=\"outcomes\">{}</span>",
-                        esc(&outcome_counts(&r.outcomes))
+                        "<span data-field=\"outcomes\">{}</span>{}",
+                        esc(&outcome_counts(&r.outcomes)),
+                        match r.rescores {
+                            0 => String::new(),
+                            n => format!(
+                                " <span class=\"note\">(as the run scored them; rescored {n} time(s): <a href=\"/runs/{}\">the latest</a>)</span>",
+                                esc(&r.run)
+                            ),
+                        }
                     ),
                 ],
             )

@@ -485,6 +485,18 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
 
     // The viewer: the rescore by default, the original one link away.
     let server = serve(&lab.store());
+    // The runs list counts the outcomes as the run scored them, and says the run was rescored,
+    // with a link to the latest.
+    let (_, runs) = get(&server, "/");
+    assert!(
+        runs.contains(&format!(
+            "(as the run scored them; rescored 1 time(s): <a href=\"/runs/{run}\">the latest</a>)"
+        )),
+        "{runs}"
+    );
+    let (_, api) = get(&server, "/api/runs");
+    let api: Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api[0]["rescores"], 1, "{api:#}");
     let (status, body) = get(&server, &format!("/runs/{run}"));
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("scored by rescore 1 of"), "{body}");
