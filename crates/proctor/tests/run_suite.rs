@@ -483,6 +483,19 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "only b fails originally\n{xml}"
     );
 
+    // `list` counts the outcomes as the run scored them, and says the run was rescored.
+    let list = cmd(&lab, &["list"]);
+    assert!(
+        list.stderr.contains(&format!(
+            "note: run {run} was rescored 1 time(s): its OUTCOMES are as the run scored them; `proctor show {run}` reads the latest"
+        )),
+        "{}",
+        list.stderr
+    );
+    let list = cmd(&lab, &["list", "--format", "json"]);
+    let rows: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows[0]["rescores"], 1, "{rows:#}");
+
     // The viewer: the rescore by default, the original one link away.
     let server = serve(&lab.store());
     // The runs list counts the outcomes as the run scored them, and says the run was rescored,

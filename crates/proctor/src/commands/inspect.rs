@@ -48,16 +48,28 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     let damaged_runs = store
         .damaged_runs()
         .context("cannot list the damaged runs")?;
+    // How many times each run was rescored: its OUTCOMES are the run's own, as the index holds
+    // them, so a rescored run says so.
+    let rescores: Vec<u32> = runs
+        .iter()
+        .map(|r| {
+            proctor_store::pick_scoring(&store.run_dir(&r.id), proctor_store::ScoringChoice::Latest)
+                .ok()
+                .and_then(Result::ok)
+                .map_or(0, |s| s.rescores)
+        })
+        .collect();
     match format {
         Format::Json => {
             let rows: Vec<_> = runs
                 .iter()
-                .map(|r| {
+                .zip(&rescores)
+                .map(|(r, rescores)| {
                     serde_json::json!({
                         "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at,
                         "status": r.meta.status.as_str(), "variants": r.meta.variants, "planned": r.meta.planned_trials,
                         "finished": r.trials_finished, "outcomes": r.outcomes, "isolation": r.meta.isolation,
-                        "stop_reason": r.meta.stop_reason, "damaged": r.damaged,
+                        "stop_reason": r.meta.stop_reason, "damaged": r.damaged, "rescores": rescores,
                     })
                 })
                 .collect();
@@ -90,9 +102,16 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
             }
         }
     }
-    for r in &runs {
+    for (r, rescores) in runs.iter().zip(&rescores) {
         if let Some(why) = &r.meta.stop_reason {
             errln!("note: run {} was stopped: {why}", r.id);
+        }
+        if *rescores > 0 && format == Format::Text {
+            errln!(
+                "note: run {} was rescored {rescores} time(s): its OUTCOMES are as the run scored them; `proctor show {}` reads the latest",
+                r.id,
+                r.id
+            );
         }
         for d in &r.damaged {
             errln!(
