@@ -201,17 +201,7 @@ impl ImageCache {
         registries: &RegistryConfig,
         building: &mut dyn FnMut(&Builder, &Path),
     ) -> Result<Built> {
-        let dockerfile = spec.dockerfile_path();
-        if !spec.context.is_dir() {
-            return Err(ImageError::BadBuild {
-                path: spec.context.clone(),
-                problem: "the build context is not a folder; pass the folder that holds the Dockerfile and the files it copies".into(),
-            });
-        }
-        let text = fs::read_to_string(&dockerfile).map_err(|e| ImageError::BadBuild {
-            path: dockerfile.clone(),
-            problem: format!("cannot read the Dockerfile ({e}); put one there or pass -f FILE"),
-        })?;
+        let (dockerfile, text) = read_dockerfile(spec)?;
         if let Some(base) = base_only(&text) {
             let reference: ImageRef = base.from.parse()?;
             let image = self.pull(&reference, registries)?;
@@ -224,23 +214,80 @@ impl ImageCache {
             .join(BUILDS)
             .join(&hex);
         let _lock = self.lock(&format!("build-{hex}.lock"), true)?;
-        if let Some(record) = self.build_record(&dir) {
-            let reference = ImageRef::OciArchive(record.archive.clone());
-            let image = self.pull(&reference, registries)?;
-            if image.digest == record.digest {
-                return Ok(Built::Image {
-                    record: Box::new(record),
-                    image,
-                    cache_hit: true,
-                });
-            }
+        if let Some(built) = self.cached_build(&dir, registries)? {
+            return Ok(built);
         }
         let builder = Builder::find()?;
+        let ran = self.run_builder(
+            &builder,
+            spec,
+            &dockerfile,
+            &hex,
+            &dir,
+            registries,
+            building,
+        )?;
+        let final_archive = ran.archive;
+        let image = self.pull(&ImageRef::OciArchive(final_archive.clone()), registries)?;
+        let record = BuildRecord {
+            key,
+            digest: image.digest.clone(),
+            builder: builder.kind.name().to_string(),
+            dockerfile: ran.dockerfile,
+            context: ran.context,
+            from: from_images(&text),
+            base: self.base_of(&image.digest),
+            built_at: jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string(),
+            seconds: ran.seconds,
+            archive: final_archive,
+            log: ran.log,
+        };
+        let mut json = serde_json::to_vec_pretty(&record).unwrap_or_default();
+        json.push(b'\n');
+        atomic_write(&ran.work, &dir.join("build.json"), &json)?;
+        Ok(Built::Image {
+            record: Box::new(record),
+            image,
+            cache_hit: false,
+        })
+    }
+
+    /// The image built before into `dir`, when its record is there and its archive still
+    /// unpacks to the recorded digest.
+    fn cached_build(&self, dir: &Path, registries: &RegistryConfig) -> Result<Option<Built>> {
+        let Some(record) = self.build_record(dir) else {
+            return Ok(None);
+        };
+        let reference = ImageRef::OciArchive(record.archive.clone());
+        let image = self.pull(&reference, registries)?;
+        Ok((image.digest == record.digest).then(|| Built::Image {
+            record: Box::new(record),
+            image,
+            cache_hit: true,
+        }))
+    }
+
+    /// Runs `builder` on `spec` in a staging folder of the cache's `tmp/`; the log is kept in
+    /// `dir` whether it built or not, the archive moved there when it built. Gives what the
+    /// record needs.
+    #[allow(clippy::too_many_arguments)]
+    fn run_builder(
+        &self,
+        builder: &Builder,
+        spec: &BuildSpec,
+        dockerfile: &Path,
+        hex: &str,
+        dir: &Path,
+        registries: &RegistryConfig,
+        building: &mut dyn FnMut(&Builder, &Path),
+    ) -> Result<BuilderRun> {
         // The builder is given absolute paths only (a relative TMPDIR breaks buildah's RUN).
         let absolute = |p: &Path| fs::canonicalize(p).ctx("finding", p);
         let root = absolute(self.dir())?;
         let context = absolute(&spec.context)?;
-        let dockerfile_abs = absolute(&dockerfile)?;
+        let dockerfile_abs = absolute(dockerfile)?;
         // Held while the build works in tmp/, so that no pull empties tmp/ under it.
         let _shared = self.lock(CACHE_LOCK, false)?;
         let work = root.join("tmp");
@@ -257,7 +304,7 @@ impl ImageCache {
         let archive = staging.path().join("image.tar");
         let tag = format!("localhost/proctor-build-{}", &hex[..16]);
         let final_log = dir.join("build.log");
-        building(&builder, &final_log);
+        building(builder, &final_log);
         let started = Instant::now();
         let built = builder.build(
             &Job {
@@ -272,7 +319,7 @@ impl ImageCache {
         );
         let seconds = started.elapsed().as_secs_f64();
         // The log is kept, built or not.
-        fs::create_dir_all(&dir).ctx("making", &dir)?;
+        fs::create_dir_all(dir).ctx("making", dir)?;
         let _ = fs::remove_file(dir.join("build.json"));
         fs::rename(&log, &final_log).ctx("keeping the build log at", &final_log)?;
         // The registries.conf the builder read, kept with the log (it names the mirrors tried).
@@ -285,31 +332,16 @@ impl ImageCache {
             });
         }
         built?;
+        // Moved out of the staging folder before that goes.
         let final_archive = dir.join("image.tar");
         fs::rename(&archive, &final_archive).ctx("moving the image into", &final_archive)?;
-        let image = self.pull(&ImageRef::OciArchive(final_archive.clone()), registries)?;
-        let record = BuildRecord {
-            key,
-            digest: image.digest.clone(),
-            builder: builder.kind.name().to_string(),
-            dockerfile: dockerfile_abs,
-            context,
-            from: from_images(&text),
-            base: self.base_of(&image.digest),
-            built_at: jiff::Timestamp::now()
-                .strftime("%Y-%m-%dT%H:%M:%SZ")
-                .to_string(),
-            seconds,
+        Ok(BuilderRun {
             archive: final_archive,
             log: final_log,
-        };
-        let mut json = serde_json::to_vec_pretty(&record).unwrap_or_default();
-        json.push(b'\n');
-        atomic_write(&work, &dir.join("build.json"), &json)?;
-        Ok(Built::Image {
-            record: Box::new(record),
-            image,
-            cache_hit: false,
+            context,
+            dockerfile: dockerfile_abs,
+            seconds,
+            work,
         })
     }
 
@@ -360,6 +392,35 @@ pub(crate) fn prune_builds(
         crate::unpack::remove_tree(&store)?;
     }
     Ok(removed)
+}
+
+/// What a builder's run left: the archive (`image.tar` in the build's folder), the log, and the absolute
+/// paths it was given.
+struct BuilderRun {
+    archive: PathBuf,
+    log: PathBuf,
+    context: PathBuf,
+    dockerfile: PathBuf,
+    seconds: f64,
+    /// The cache's `tmp/`, where the record is written from.
+    work: PathBuf,
+}
+
+/// The Dockerfile of `spec` and its text; a context that is no folder or a Dockerfile that
+/// cannot be read is a [`ImageError::BadBuild`] that says what to pass.
+fn read_dockerfile(spec: &BuildSpec) -> Result<(PathBuf, String)> {
+    let dockerfile = spec.dockerfile_path();
+    if !spec.context.is_dir() {
+        return Err(ImageError::BadBuild {
+            path: spec.context.clone(),
+            problem: "the build context is not a folder; pass the folder that holds the Dockerfile and the files it copies".into(),
+        });
+    }
+    let text = fs::read_to_string(&dockerfile).map_err(|e| ImageError::BadBuild {
+        path: dockerfile.clone(),
+        problem: format!("cannot read the Dockerfile ({e}); put one there or pass -f FILE"),
+    })?;
+    Ok((dockerfile, text))
 }
 
 #[cfg(test)]

@@ -127,42 +127,38 @@ impl Builder {
             fs::create_dir_all(dir).ctx("making", dir)?;
         }
         let mut log = File::create(job.log).ctx("creating", job.log)?;
-        let conf = ws.tmp.join("registries.conf");
-        fs::write(&conf, registries_conf(registries)).ctx("writing", &conf)?;
-        let policy = ws.tmp.join("policy.json");
-        fs::write(
-            &policy,
-            "{\"default\": [{\"type\": \"insecureAcceptAnything\"}]}\n",
-        )
-        .ctx("writing", &policy)?;
-        let archive = format!("oci-archive:{}", job.archive.display());
-        // The Dockerfile the builder reads has its FROM images written in full, as Docker
-        // resolves them: the system's short-name aliases (Debian's buildah sends `centos` to
-        // quay.io) cannot send a short name elsewhere than a pull would.
-        let text = fs::read_to_string(job.dockerfile).ctx("reading", job.dockerfile)?;
-        let qualified = ws.tmp.join("Dockerfile");
-        fs::write(&qualified, crate::dockerfile::qualify_from(&text)).ctx("writing", &qualified)?;
-        let dockerfile = qualified.as_os_str();
+        let files = BuildFiles::write(job, ws, registries)?;
+        let result = self
+            .steps(job, ws, &files)
+            .iter()
+            .try_for_each(|args| self.step(args, ws, registries, &files.conf, &mut log, job.log));
+        // The tagged image is not needed once archived (base images stay, for the next build).
+        let remove = match self.kind {
+            BuilderKind::Docker => vec![os("rmi"), os(job.tag)],
+            _ => store_args(ws)
+                .into_iter()
+                .chain([os("rmi"), os(job.tag)])
+                .collect(),
+        };
+        let _ = self.step(&remove, ws, registries, &files.conf, &mut log, job.log);
+        result
+    }
+
+    /// The builder's commands for `job`: build, then write the OCI archive.
+    fn steps(&self, job: &Job<'_>, ws: &Workspace, files: &BuildFiles) -> Vec<Vec<OsString>> {
+        let dockerfile = files.dockerfile.as_os_str();
         let context = job.context.as_os_str();
-        let policy = policy.as_os_str();
-        let steps: Vec<Vec<OsString>> = match self.kind {
+        let policy = files.policy.as_os_str();
+        let archive = format!("oci-archive:{}", job.archive.display());
+        match self.kind {
             BuilderKind::Buildah | BuilderKind::Podman => {
-                let (build, isolation) = match self.kind {
-                    BuilderKind::Buildah => ("bud", "chroot"),
-                    _ => ("build", "chroot"),
+                let build = match self.kind {
+                    BuilderKind::Buildah => "bud",
+                    _ => "build",
                 };
-                let global = [
-                    os("--root"),
-                    ws.storage.clone().into(),
-                    os("--runroot"),
-                    ws.run.clone().into(),
-                    os("--storage-driver"),
-                    os("vfs"),
-                ];
                 let with = |args: &[&std::ffi::OsStr]| -> Vec<OsString> {
-                    global
-                        .iter()
-                        .cloned()
+                    store_args(ws)
+                        .into_iter()
                         .chain(args.iter().map(|a| a.to_os_string()))
                         .collect()
                 };
@@ -170,7 +166,7 @@ impl Builder {
                     with(&[
                         build.as_ref(),
                         "--isolation".as_ref(),
-                        isolation.as_ref(),
+                        "chroot".as_ref(),
                         "--signature-policy".as_ref(),
                         policy,
                         "-f".as_ref(),
@@ -199,26 +195,7 @@ impl Builder {
                 ],
                 vec![os("save"), os("-o"), job.archive.into(), os(job.tag)],
             ],
-        };
-        let result = steps
-            .iter()
-            .try_for_each(|args| self.step(args, ws, registries, &conf, &mut log, job.log));
-        // The tagged image is not needed once archived (base images stay, for the next build).
-        let remove = match self.kind {
-            BuilderKind::Docker => vec![os("rmi"), os(job.tag)],
-            _ => vec![
-                os("--root"),
-                ws.storage.clone().into(),
-                os("--runroot"),
-                ws.run.clone().into(),
-                os("--storage-driver"),
-                os("vfs"),
-                os("rmi"),
-                os(job.tag),
-            ],
-        };
-        let _ = self.step(&remove, ws, registries, &conf, &mut log, job.log);
-        result
+        }
     }
 
     /// Runs the builder with `args`, its output appended to `log`.
@@ -373,6 +350,51 @@ pub(crate) fn registries_conf(config: &RegistryConfig) -> String {
         }
     }
     out
+}
+
+/// The files a build gives its builder, in the build's `tmp/`: the registries configuration,
+/// the signature policy and the Dockerfile with its `FROM` images written in full.
+struct BuildFiles {
+    conf: PathBuf,
+    policy: PathBuf,
+    dockerfile: PathBuf,
+}
+
+impl BuildFiles {
+    fn write(job: &Job<'_>, ws: &Workspace, registries: &RegistryConfig) -> Result<BuildFiles> {
+        let conf = ws.tmp.join("registries.conf");
+        fs::write(&conf, registries_conf(registries)).ctx("writing", &conf)?;
+        let policy = ws.tmp.join("policy.json");
+        fs::write(
+            &policy,
+            "{\"default\": [{\"type\": \"insecureAcceptAnything\"}]}\n",
+        )
+        .ctx("writing", &policy)?;
+        // The Dockerfile the builder reads has its FROM images written in full, as Docker
+        // resolves them: the system's short-name aliases (Debian's buildah sends `centos` to
+        // quay.io) cannot send a short name elsewhere than a pull would.
+        let text = fs::read_to_string(job.dockerfile).ctx("reading", job.dockerfile)?;
+        let dockerfile = ws.tmp.join("Dockerfile");
+        fs::write(&dockerfile, crate::dockerfile::qualify_from(&text))
+            .ctx("writing", &dockerfile)?;
+        Ok(BuildFiles {
+            conf,
+            policy,
+            dockerfile,
+        })
+    }
+}
+
+/// buildah's and podman's global options: the build's own store, with the vfs driver.
+fn store_args(ws: &Workspace) -> Vec<OsString> {
+    vec![
+        os("--root"),
+        ws.storage.clone().into(),
+        os("--runroot"),
+        ws.run.clone().into(),
+        os("--storage-driver"),
+        os("vfs"),
+    ]
 }
 
 #[cfg(test)]

@@ -96,31 +96,52 @@ pub(crate) fn resolve_plan(
     let text = std::fs::read_to_string(&build.dockerfile)
         .map_err(|e| format!("cannot read {}: {e}", build.shown_dockerfile))?;
     if let Some(base) = proctor_image::base_only(&text) {
-        // Run the base image as the Dockerfile sets it up; the task's own settings win.
-        let image = match resolve(&plan.source, Some(&base.from)) {
-            Some(Ok(image @ ImageSource::Reference(_))) => image,
-            Some(Err(e)) => return Err(e),
-            _ => {
-                return Err(format!(
-                    "{} is FROM `{}`, which is not a registry image",
-                    build.shown_dockerfile, base.from
-                ))
-            }
-        };
-        plan.comments.push(format!(
-            "{} is only FROM with WORKDIR/ENV, so nothing is built: the task runs {}",
-            build.shown_dockerfile, base.from
-        ));
-        plan.image = image;
-        if plan.workdir.is_none() {
-            plan.workdir = base.workdir;
-        }
-        for (k, v) in base.env {
-            plan.env.entry(k).or_insert(v);
-        }
-        stats.base_only += 1;
-        return Ok(());
+        return use_base(plan, &build, base, stats);
     }
+    let built = build_image(&plan.id, &build, options)?;
+    record_build(plan, &build, built, stats)
+}
+
+/// A Dockerfile that is only `FROM` with `WORKDIR`/`ENV`: the task runs the base image as the
+/// Dockerfile sets it up, its own settings winning.
+fn use_base(
+    plan: &mut TaskPlan,
+    build: &DockerBuild,
+    base: proctor_image::BaseImage,
+    stats: &mut BuildStats,
+) -> Result<(), String> {
+    let image = match resolve(&plan.source, Some(&base.from)) {
+        Some(Ok(image @ ImageSource::Reference(_))) => image,
+        Some(Err(e)) => return Err(e),
+        _ => {
+            return Err(format!(
+                "{} is FROM `{}`, which is not a registry image",
+                build.shown_dockerfile, base.from
+            ))
+        }
+    };
+    plan.comments.push(format!(
+        "{} is only FROM with WORKDIR/ENV, so nothing is built: the task runs {}",
+        build.shown_dockerfile, base.from
+    ));
+    plan.image = image;
+    if plan.workdir.is_none() {
+        plan.workdir = base.workdir;
+    }
+    for (k, v) in base.env {
+        plan.env.entry(k).or_insert(v);
+    }
+    stats.base_only += 1;
+    Ok(())
+}
+
+/// Builds task `id`'s image in the cache `options` names (or finds it built), saying each step
+/// on the progress; `Err` is a skip reason when the cache cannot be opened.
+fn build_image(
+    id: &str,
+    build: &DockerBuild,
+    options: &BuildImages,
+) -> Result<proctor_image::Result<Built>, String> {
     let cache = ImageCache::open(&options.cache_dir).map_err(|e| {
         format!(
             "its image is built from {}, and the image cache cannot be opened: {e}",
@@ -136,7 +157,6 @@ pub(crate) fn resolve_plan(
             p.say(&line);
         }
     };
-    let id = plan.id.clone();
     let built = cache.build(&spec, &options.registries, &mut |builder, log| {
         say(format!(
             "{id}: building {} with {} (log: {})",
@@ -161,6 +181,16 @@ pub(crate) fn resolve_plan(
         )),
         Ok(Built::Base { .. }) => {}
     }
+    Ok(built)
+}
+
+/// Makes the built image the plan's and counts it; a failed build is the skip reason.
+fn record_build(
+    plan: &mut TaskPlan,
+    build: &DockerBuild,
+    built: proctor_image::Result<Built>,
+    stats: &mut BuildStats,
+) -> Result<(), String> {
     match built {
         Ok(Built::Image {
             record, cache_hit, ..
@@ -193,7 +223,7 @@ pub(crate) fn resolve_plan(
         }
         Err(e) => {
             stats.failed += 1;
-            Err(failure(&build, &e))
+            Err(failure(build, &e))
         }
     }
 }

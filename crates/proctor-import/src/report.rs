@@ -131,95 +131,122 @@ impl fmt::Display for ImportReport {
                 self.imported.join(", ")
             )?;
         }
-        if !self.skipped.is_empty() {
-            writeln!(f, "skipped {} task(s), by reason:", self.skipped.len())?;
-            for (first, tasks) in self.skipped_by_reason() {
-                writeln!(f, "  {} task(s): {first}", tasks.len())?;
-                // The rest of the reason (the commands that build an image), as written for
-                // the first task of the group.
-                let rest: Vec<&str> = tasks[0].reason.lines().skip(1).collect();
-                if !rest.is_empty() {
-                    for line in &rest {
-                        writeln!(f, "      {line}")?;
-                    }
-                    if tasks.len() > 1 {
-                        writeln!(
-                            f,
-                            "      (written for {}; for each task below, with its own id)",
-                            tasks[0].id
-                        )?;
-                    }
+        self.write_skipped(f)?;
+        if self.builds.any() {
+            writeln!(f, "images from Dockerfiles: {}", self.builds)?;
+        }
+        self.write_not_tasks(f)?;
+        self.write_warnings(f)
+    }
+}
+
+impl ImportReport {
+    /// The skipped tasks, grouped by the first line of their reason.
+    fn write_skipped(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.skipped.is_empty() {
+            return Ok(());
+        }
+        writeln!(f, "skipped {} task(s), by reason:", self.skipped.len())?;
+        for (first, tasks) in self.skipped_by_reason() {
+            writeln!(f, "  {} task(s): {first}", tasks.len())?;
+            // The rest of the reason (the commands that build an image), as written for the
+            // first task of the group.
+            let rest: Vec<&str> = tasks[0].reason.lines().skip(1).collect();
+            if !rest.is_empty() {
+                for line in &rest {
+                    writeln!(f, "      {line}")?;
                 }
-                let width = tasks.iter().map(|t| t.id.len()).max().unwrap_or(0).min(40);
-                for t in tasks {
+                if tasks.len() > 1 {
                     writeln!(
                         f,
-                        "    {:<width$}  {}",
-                        t.id,
-                        crate::files::shown_path(&t.folder).display()
+                        "      (written for {}; for each task below, with its own id)",
+                        tasks[0].id
                     )?;
                 }
             }
-        }
-        let b = &self.builds;
-        if b.any() {
-            let mut parts = vec![format!(
-                "{} built ({:.1} s, {:.1} s per build)",
-                b.built,
-                b.build_millis as f64 / 1000.0,
-                if b.built > 0 {
-                    b.build_millis as f64 / 1000.0 / b.built as f64
-                } else {
-                    0.0
-                }
-            )];
-            parts.push(format!(
-                "{} cache hit(s) (built before from the same Dockerfile and context)",
-                b.cache_hits
-            ));
-            if b.base_only > 0 {
-                parts.push(format!(
-                    "{} only FROM with WORKDIR/ENV (the base image is used)",
-                    b.base_only
-                ));
-            }
-            if b.failed > 0 {
-                parts.push(format!("{} failed (those tasks are skipped)", b.failed));
-            }
-            writeln!(f, "images from Dockerfiles: {}", parts.join(", "))?;
-        }
-        if !self.not_tasks.is_empty() {
-            writeln!(
-                f,
-                "skipped {} folder(s) that hold no task:",
-                self.not_tasks.len()
-            )?;
-            for n in &self.not_tasks {
+            let width = tasks.iter().map(|t| t.id.len()).max().unwrap_or(0).min(40);
+            for t in tasks {
                 writeln!(
                     f,
-                    "  {}: {}",
-                    crate::files::shown_path(&n.folder).display(),
-                    n.why
+                    "    {:<width$}  {}",
+                    t.id,
+                    crate::files::shown_path(&t.folder).display()
                 )?;
             }
         }
-        if !self.warnings.is_empty() {
-            let mut tasks: Vec<&str> = self.warnings.iter().map(|w| w.task.as_str()).collect();
-            tasks.sort_unstable();
-            tasks.dedup();
+        Ok(())
+    }
+
+    /// The folders that held no task.
+    fn write_not_tasks(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.not_tasks.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "skipped {} folder(s) that hold no task:",
+            self.not_tasks.len()
+        )?;
+        for n in &self.not_tasks {
             writeln!(
                 f,
-                "{} warning(s) about {} task(s), by kind:",
-                self.warnings.len(),
-                tasks.len()
+                "  {}: {}",
+                crate::files::shown_path(&n.folder).display(),
+                n.why
             )?;
-            for (message, group) in self.warnings_by_kind() {
-                write!(f, "  {} task(s): ", group.len())?;
-                indented(f, message, "      ")?;
-                writeln!(f)?;
-                let ids: Vec<&str> = group.iter().map(|w| w.task.as_str()).collect();
-                writeln!(f, "    {}", ids.join(", "))?;
-            }
+        }
+        Ok(())
+    }
+
+    /// The warnings, grouped by kind, each with its tasks.
+    fn write_warnings(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.warnings.is_empty() {
+            return Ok(());
+        }
+        let mut tasks: Vec<&str> = self.warnings.iter().map(|w| w.task.as_str()).collect();
+        tasks.sort_unstable();
+        tasks.dedup();
+        writeln!(
+            f,
+            "{} warning(s) about {} task(s), by kind:",
+            self.warnings.len(),
+            tasks.len()
+        )?;
+        for (message, group) in self.warnings_by_kind() {
+            write!(f, "  {} task(s): ", group.len())?;
+            indented(f, message, "      ")?;
+            writeln!(f)?;
+            let ids: Vec<&str> = group.iter().map(|w| w.task.as_str()).collect();
+            writeln!(f, "    {}", ids.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The counts of the images built from Dockerfiles, as the report's one line says them.
+impl fmt::Display for crate::build::BuildStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per_build = if self.built > 0 {
+            self.build_millis as f64 / 1000.0 / self.built as f64
+        } else {
+            0.0
+        };
+        write!(
+            f,
+            "{} built ({:.1} s, {per_build:.1} s per build), {} cache hit(s) (built before from the same Dockerfile and context)",
+            self.built,
+            self.build_millis as f64 / 1000.0,
+            self.cache_hits
+        )?;
+        if self.base_only > 0 {
+            write!(
+                f,
+                ", {} only FROM with WORKDIR/ENV (the base image is used)",
+                self.base_only
+            )?;
+        }
+        if self.failed > 0 {
+            write!(f, ", {} failed (those tasks are skipped)", self.failed)?;
         }
         Ok(())
     }

@@ -8,18 +8,6 @@ mod common;
 use common::lab::{As, Lab};
 use serde_json::Value;
 
-/// Whether Debian's sqlite3 is here; when not, the test is skipped (failed under CI).
-fn have_sqlite3() -> bool {
-    let found = std::process::Command::new("sqlite3")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        common::skip("sqlite3 is not installed (Debian's sqlite3: .ci/run installs it)");
-    }
-    found
-}
-
 /// A one-task sqlite3 lab over `fixture/shop.db`, with `interface` appended to
 /// `[tasks.interface]`, whose agent runs `steps`.
 fn sqlite_lab(name: &str, interface: &str, steps: &[&str]) -> Lab {
@@ -63,7 +51,7 @@ const STEPS: [&str; 5] = [
 
 #[test]
 fn sqlite3_s_help_calls_exit_status_and_verbs_count_as_its_interface_declares() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let declared = sqlite_lab(
@@ -97,7 +85,7 @@ fn sqlite3_s_help_calls_exit_status_and_verbs_count_as_its_interface_declares() 
 
 #[test]
 fn a_failing_call_dressed_up_as_help_is_still_an_error() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     // The trick: tack a help argument onto a failing query, hoping help's exit 1 forgives it.

@@ -9,13 +9,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 
 use common::lab::{As, Lab, RunOut};
 use common::outcomes::{script, task};
+use common::viewer::{get, serve};
 use serde_json::Value;
 
 /// A two-variant suite: `a` writes out.txt and answers `done`; `b` tries to make the task's
@@ -51,73 +50,6 @@ fn cmd(lab: &Lab, args: &[&str]) -> RunOut {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--store", &store]);
     lab.proctor(As::Me, &all)
-}
-
-/// A `proctor view` process, killed when dropped.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(store: &Path) -> Server {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
-        .args(["view", "--listen", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    Server { child, addr }
-}
-
-/// GET `path`: (status, body, dechunked).
-fn get(server: &Server, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(&server.addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        server.addr
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut s = body;
-        loop {
-            let (size, rest) = s.split_once("\r\n").unwrap();
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            if n == 0 {
-                break out;
-            }
-            out.push_str(&rest[..n]);
-            s = &rest[n + 2..];
-        }
-    } else {
-        body.to_string()
-    };
-    (status, body)
 }
 
 /// The outcome of `trial` in `show RUN`'s trial table.

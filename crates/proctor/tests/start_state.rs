@@ -10,18 +10,6 @@ mod common;
 use common::lab::{As, Lab};
 use serde_json::Value;
 
-/// Whether Debian's sqlite3 is here; when not, the test is skipped (failed under CI).
-fn have_sqlite3() -> bool {
-    let found = std::process::Command::new("sqlite3")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        common::skip("sqlite3 is not installed (Debian's sqlite3: .ci/run installs it)");
-    }
-    found
-}
-
 /// Runs sqlite3 on a database in the suite.
 fn sqlite(lab: &Lab, db: &str, sql: &str) {
     let ok = std::process::Command::new("sqlite3")
@@ -82,7 +70,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn setup_s_work_is_the_start_state_and_never_the_agent_s() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     // The agent that claims setup's work: it only looks, then says it is done. Every rule
@@ -184,7 +172,7 @@ fn setup_s_work_is_the_start_state_and_never_the_agent_s() {
 
 #[test]
 fn the_agent_cannot_hide_its_changes_inside_setup_s() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     // The agent that hides: it changes only what setup made, deleted or changed, hoping its
@@ -224,7 +212,7 @@ fn the_agent_cannot_hide_its_changes_inside_setup_s() {
 
 #[test]
 fn a_failing_setup_errors_the_trial_naming_the_command_its_exit_and_its_output() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let lab = shop_lab(
@@ -277,7 +265,7 @@ fn a_failing_setup_errors_the_trial_naming_the_command_its_exit_and_its_output()
 
 #[test]
 fn validate_oracle_runs_setup_and_a_task_can_turn_the_defaults_off() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let lab = Lab::new("setup-oracle");
@@ -341,7 +329,7 @@ all = [{ check = "test \"$(sqlite3 shop.db 'SELECT group_concat(item) FROM order
 
 #[test]
 fn a_git_binary_patch_of_the_database_is_a_hidden_mutation() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let lab = shop_lab(

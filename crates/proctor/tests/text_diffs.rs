@@ -69,17 +69,6 @@ fn viewer_page(store: &std::path::Path, trial: &str) -> String {
     }
 }
 
-fn have_sqlite3() -> bool {
-    let found = std::process::Command::new("sqlite3")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        common::skip("sqlite3 is not installed (Debian's sqlite3: .ci/run installs it)");
-    }
-    found
-}
-
 /// A one-task lab over `fixture/shop.db` (one order, a pen), with `diff` as its `[diff]` table
 /// (empty for none), `success`, and an agent running `steps`.
 fn lab(name: &str, diff: &str, success: &str, steps: &[&str]) -> Lab {
@@ -127,7 +116,7 @@ fn show(lab: &Lab) -> String {
 
 #[test]
 fn a_changed_database_is_a_text_diff_and_file_contains_reads_it_as_text() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let with = lab("text-diff", DUMP, NOTEBOOK, &[INSERT]);
@@ -187,7 +176,7 @@ fn a_changed_database_is_a_text_diff_and_file_contains_reads_it_as_text() {
 
 #[test]
 fn a_forged_text_in_a_file_that_is_no_database_is_not_read_through_the_converter() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     // The trick: replace the database with the line the rule looks for.
@@ -218,7 +207,7 @@ fn a_forged_text_in_a_file_that_is_no_database_is_not_read_through_the_converter
 
 #[test]
 fn a_converter_that_fails_is_recorded_and_gives_file_contains_no_text() {
-    if !have_sqlite3() {
+    if !common::have_sqlite3() {
         return;
     }
     let lab = lab(

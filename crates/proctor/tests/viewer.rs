@@ -12,65 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::lab::{As, Lab};
-
-/// A `proctor view` process, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(store: &Path) -> Server {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
-        .args(["view", "--listen", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Server { child, url }
-}
-
-/// GET `path` from the server: (status, body).
-fn get(server: &Server, path: &str) -> (u16, String) {
-    get_from(&server.url, path)
-}
-
-/// GET `path` from the HTTP server at `url` (`http://HOST:PORT/`): (status, body).
-fn get_from(url: &str, path: &str) -> (u16, String) {
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
+use common::viewer::{get, serve, Server};
 
 /// GET `path` from the server with the `Host` header `host`: (status, response head).
 fn head_for_host(server: &Server, path: &str, host: &str) -> (u16, String) {
@@ -136,19 +78,6 @@ fn a_request_for_another_host_is_refused_and_every_answer_carries_the_security_h
         ),
         "{page}"
     );
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n").unwrap();
-        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.push_str(&rest[..n]);
-        s = &rest[n + 2..];
-    }
 }
 
 /// Runs the bundled example `suite` into the lab's store with one trial per cell and `extra`

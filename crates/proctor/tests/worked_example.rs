@@ -51,8 +51,7 @@ fn varies(line: &str) -> bool {
 
 #[test]
 fn the_sqlite3_worked_example_runs_as_the_docs_show_it() {
-    if Command::new("sqlite3").arg("-version").output().is_err() {
-        common::skip("sqlite3 is not installed (apt-get install sqlite3)");
+    if !common::have_sqlite3() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@
 pub mod lab;
 pub mod outcomes;
 pub mod registry;
+pub mod viewer;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,18 @@ pub fn skip(why: &str) {
         "under CI every real part must run: {why}"
     );
     eprintln!("SKIPPED: {why}");
+}
+
+/// Whether Debian's sqlite3 is here; when not, the test is skipped (a failure under CI).
+pub fn have_sqlite3() -> bool {
+    let found = std::process::Command::new("sqlite3")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        skip("sqlite3 is not installed (Debian's sqlite3: .ci/run installs it)");
+    }
+    found
 }
 
 /// A minimal valid suite; tests change one thing in it.
