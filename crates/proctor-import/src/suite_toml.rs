@@ -69,6 +69,8 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(s, "# network: {}", t.network.why);
     let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
     let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
+    // The verifier runs in the agent's container, where it sees what the agent installed.
+    s.push_str("check_root = \"agent\"\n");
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
     // The tests are laid where the task expects them, never in the agent's workspace.
     let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
@@ -209,6 +211,7 @@ validation_timeout_seconds = 120
 # network: [verifier] network_mode = "public"
 network = "none"
 check_network = "host"
+check_root = "agent"
 prompt = '''
 Say hello.
 '''

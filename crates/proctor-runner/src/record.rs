@@ -692,6 +692,7 @@ mod tests {
             validation_timeout: Duration::from_millis(1500),
             network: proctor_suite::model::Network::None,
             check_network: proctor_suite::model::Network::Host,
+            check_root: Default::default(),
             allow: vec!["chat".into()],
             offline_user: true,
             undo_window: Duration::from_secs(60),

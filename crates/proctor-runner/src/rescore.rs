@@ -19,10 +19,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use proctor_sandbox::copy::{harmless_mode, Links};
 
-use crate::layers::{copy_file, copy_tree, make_fifo, LayerCache};
+use crate::layers::{copy_file, copy_tree, make_fifo, make_whiteout, LayerCache};
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::capture::{self, wire_log, SpecialEntry, SpecialKind, SPECIAL_ENTRIES};
+use crate::trial::capture::{
+    self, wire_log, SpecialEntry, SpecialKind, ROOT_CHANGES, SPECIAL_ENTRIES,
+};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
 use crate::trial::prepare::ScratchDir;
@@ -184,12 +186,14 @@ impl Rescorer<'_> {
             None => None,
         };
         let settings = suite.settings(task, variant);
-        let env = CheckEnv {
+        let mut env = CheckEnv {
             image: image.cloned(),
             network: crate::trial::launch::sandbox_network(settings.check_network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
             ..self.env.clone()
         };
+        let agent_root =
+            settings.check_root == proctor_suite::model::CheckRoot::Agent && image.is_some();
         let checks = task_checks(task, settings.validation_timeout);
         let mut end = record.end_state.clone();
         end.checks.clear();
@@ -197,6 +201,10 @@ impl Rescorer<'_> {
             // The record lists the first changes only: score on the whole list.
             end.changes = all_changes(&trial_dir.join("changes"))?;
             end.changes_omitted = 0;
+        }
+        if end.root_changes_omitted > 0 {
+            end.root_changes = all_changes(&trial_dir.join(ROOT_CHANGES))?;
+            end.root_changes_omitted = 0;
         }
         for (name, service) in end.services.iter_mut().filter(|(_, s)| s.is_bounded()) {
             // The record left part of it out: score on the service's whole kept files.
@@ -211,6 +219,9 @@ impl Rescorer<'_> {
                 special: &special,
             };
             let tree = end_tree(self.overlay, &lowers, &kept, &work);
+            if let Some(image) = image.filter(|_| agent_root) {
+                env.agent_root = Some(root_layer(&trial_dir, &end.root_changes, image, &work)?);
+            }
             let runs = tree.map(|tree| {
                 let holdout = suite.holdout_dir(&record.plan.task);
                 run_checks(&env, &checks, &tree, holdout.as_deref(), &work)
@@ -235,11 +246,13 @@ impl Rescorer<'_> {
             &texts.over(&files),
             &faults,
             &holdout,
+            image.map(|i| &**i),
         );
         record.outcome = verdict.outcome.clone();
         record.reason = verdict.reason.clone();
         record.verdict = Some(verdict);
         end.bound_changes();
+        end.bound_root_changes();
         end.bound_services();
         record.end_state = end;
         Ok(())
@@ -360,6 +373,62 @@ fn end_tree(
     })
 }
 
+/// Makes the missing folders of `to` on the way to `path`: as `over` has each (its mode, and
+/// its owner where this user may give it), else as `create_dir_all` does.
+fn make_parents(to: &Path, path: &Path, over: Option<&Path>) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    let Some(over) = over else {
+        return std::fs::create_dir_all(parent);
+    };
+    let rel = parent.strip_prefix(to).map_err(std::io::Error::other)?;
+    let mut at = to.to_path_buf();
+    let mut below = over.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        below.push(part);
+        if std::fs::symlink_metadata(&at).is_ok() {
+            continue;
+        }
+        std::fs::create_dir(&at)?;
+        if let Some(m) = std::fs::symlink_metadata(&below)
+            .ok()
+            .filter(|m| m.is_dir())
+        {
+            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+            // Only root may give a folder to another owner; otherwise it stays this user's.
+            let _ = std::os::unix::fs::lchown(&at, Some(m.uid()), Some(m.gid()));
+        }
+    }
+    Ok(())
+}
+
+/// The layer of what a trial's agent changed outside the workspace, rebuilt in `work` from
+/// what its capture kept in `root/`: its files, folders, symlinks, FIFOs and sockets, and a
+/// whiteout for each entry of the image it deleted, so that over the image it is the agent's
+/// root. Owners are not rebuilt (the layer's entries are the rescorer's).
+fn root_layer(
+    trial_dir: &Path,
+    changes: &[proctor_score::FileChange],
+    image: &TrialImage,
+    work: &Path,
+) -> Result<PathBuf, String> {
+    let kept_dir = trial_dir.join(ROOT_CHANGES);
+    let special = special_entries(&kept_dir)?;
+    let kept = Kept {
+        files: &kept_dir.join("files"),
+        changes,
+        special: &special,
+    };
+    let layer = work.join("agent-root");
+    std::fs::create_dir_all(&layer)
+        .and_then(|()| rebuild_layer(&[], &kept, &layer, Some(&image.rootfs)))
+        .map_err(|e| format!("cannot rebuild what the agent changed outside the workspace: {e}"))?;
+    Ok(layer)
+}
+
 /// The faults the model endpoint injected, from the wire log kept in the trial's folder (none
 /// when there is no readable log: a trial without a model, or one whose log could not be read,
 /// which its capture already noted).
@@ -379,11 +448,24 @@ fn model_faults(trial_dir: &Path) -> Vec<(ErrorKind, String)> {
 /// [`SpecialEntry`]. A change whose entry was kept in neither (an entry the capture could not
 /// read, a record older than `special.json`) cannot be rebuilt: an error naming it.
 fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()> {
+    rebuild_layer(lowers, kept, to, None)
+}
+
+/// [`rebuild`]; with `over` (the tree the result is a layer over, e.g. an image), each deletion
+/// is a whiteout and each folder made on the way to a change is made as `over` has it (mode,
+/// and owner where this user may give one), so that the layer does not change what it merges.
+fn rebuild_layer(
+    lowers: &[PathBuf],
+    kept: &Kept<'_>,
+    to: &Path,
+    over: Option<&Path>,
+) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     for layer in lowers.iter().rev() {
         copy_tree(layer, to)?;
     }
     let mut links: Links<PathBuf> = Links::default();
+    let mut whiteouts: Vec<PathBuf> = Vec::new();
     for c in kept.changes {
         let path = to.join(c.exact_path());
         let clear = |p: &Path| match std::fs::symlink_metadata(p) {
@@ -393,11 +475,15 @@ fn rebuild(lowers: &[PathBuf], kept: &Kept<'_>, to: &Path) -> std::io::Result<()
         };
         if c.kind == ChangeKind::Deleted {
             clear(&path)?;
+            // Below a deleted folder's whiteout, nothing more is needed (or possible).
+            if over.is_some() && !whiteouts.iter().any(|w| path.starts_with(w)) {
+                make_parents(to, &path, over)?;
+                make_whiteout(&path)?;
+                whiteouts.push(path);
+            }
             continue;
         }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
+        make_parents(to, &path, over)?;
         let mode = c.mode.unwrap_or(0o644);
         if c.dir {
             if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {

@@ -172,13 +172,14 @@ fn stages(
         &texts.over(&files),
         &faults,
         &check_files,
+        ctx.image(&planned.task).map(|i| &**i),
     );
     drop(prepared);
     // Graded on every change and the whole of every service's state and events; stored with
     // bounded lists (the whole is in changes.json and the services' own files).
     let mut limit_reached = captured.limit_reached;
     let services_cut = end.bound_services();
-    if end.bound_changes() | services_cut {
+    if end.bound_changes() | end.bound_root_changes() | services_cut {
         limit_reached.get_or_insert_with(|| "entries".to_string());
     }
     clock.total();

@@ -80,12 +80,19 @@ pub(crate) struct TrialDisk {
     root: OwnedFd,
     /// The host's upper folder of the workspace, where the changes go at the end.
     host_upper: Option<OwnedFd>,
+    /// The host's upper folder of an image root whose changes are carried out for the checks.
+    host_root_upper: Option<OwnedFd>,
 }
 
 impl TrialDisk {
     /// Mounts a tmpfs of `bytes` and makes its parts. Runs in T's temporary root, where the host
-    /// is still reachable: `host_upper` (as seen there) is held open for the move at the end.
-    pub(crate) fn mount(bytes: u64, host_upper: Option<&Path>) -> Result<TrialDisk, String> {
+    /// is still reachable: `host_upper` and `host_root_upper` (as seen there) are held open for
+    /// the moves at the end.
+    pub(crate) fn mount(
+        bytes: u64,
+        host_upper: Option<&Path>,
+        host_root_upper: Option<&Path>,
+    ) -> Result<TrialDisk, String> {
         let at = Path::new(MOUNT_POINT);
         fs::create_dir_all(at).map_err(|e| format!("mkdir {MOUNT_POINT}: {e}"))?;
         sys::mount(
@@ -114,7 +121,14 @@ impl TrialDisk {
             }
             None => None,
         };
-        Ok(TrialDisk { root, host_upper })
+        let host_root_upper = host_root_upper
+            .map(|p| open_path(p).map_err(|e| format!("open {}: {e}", p.display())))
+            .transpose()?;
+        Ok(TrialDisk {
+            root,
+            host_upper,
+            host_root_upper,
+        })
     }
 
     /// Where `part` is while the new root is built.
@@ -124,10 +138,11 @@ impl TrialDisk {
 
     /// Once every process of the trial is gone (after the pivot, with the trial's `/proc`
     /// mounted): whether the disk is full, after which the workspace's changes are moved to the
-    /// host's upper folder. An entry the agent made that cannot be moved (a path past PATH_MAX,
-    /// a name the host's file system refuses) is left out with its cause, and the rest is moved:
-    /// what the agent made never fails the trial's end.
-    pub(crate) fn finish(&self) -> Result<(bool, LeftOuts), String> {
+    /// host's upper folder (and the root's to its own, when they are kept). An entry the agent
+    /// made that cannot be moved (a path past PATH_MAX, a name the host's file system refuses)
+    /// is left out with its cause, and the rest is moved: what the agent made never fails the
+    /// trial's end. Returns the workspace's left-outs, then the root's.
+    pub(crate) fn finish(&self) -> Result<(bool, LeftOuts, LeftOuts), String> {
         let root = fd_path(&self.root);
         let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
         let mut left = LeftOuts::default();
@@ -141,7 +156,18 @@ impl TrialDisk {
             )
             .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
-        Ok((full, left))
+        let mut root_left = LeftOuts::default();
+        if let Some(host) = &self.host_root_upper {
+            move_tree(
+                &root.join(Part::RootUpper.name()),
+                &fd_path(host),
+                Path::new(""),
+                &mut root_left,
+                &mut Links::default(),
+            )
+            .map_err(|e| format!("move the root's changes out of the trial's disk: {e}"))?;
+        }
+        Ok((full, left, root_left))
     }
 }
 

@@ -392,9 +392,9 @@ fn trial_main(
     if disk.is_some() || !handback.is_empty() {
         rootfs::uncover_trial_proc(spec)?;
     }
-    let (disk_full, left_out) = match &disk {
+    let (disk_full, left_out, root_left_out) = match &disk {
         Some(d) => d.finish()?,
-        None => (false, Default::default()),
+        None => (false, Default::default(), Default::default()),
     };
     // After the disk's changes are on the host: what the agent gave to other ids is given
     // back to the caller (only where newuidmap mapped a range for an unprivileged caller).
@@ -406,6 +406,8 @@ fn trial_main(
             stderr_cut,
             left_out: left_out.listed,
             left_out_more: left_out.more,
+            root_left_out: root_left_out.listed,
+            root_left_out_more: root_left_out.more,
         },
     });
     ctl.send(&Msg::Done);

@@ -54,6 +54,13 @@ pub struct BoundsReport {
     /// How many more entries were left out than `left_out` lists.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub left_out_more: u64,
+    /// As `left_out`, for an image root whose changes were carried out for the checks
+    /// ([`crate::RootImage::keep_upper`]): paths relative to the root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_left_out: Vec<LeftOut>,
+    /// How many more root entries were left out than `root_left_out` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub root_left_out_more: u64,
 }
 
 /// The most entries a [`BoundsReport`] lists as left out.

@@ -169,7 +169,16 @@ pub(crate) fn build_trial_root(
                 Workspace::Overlay { upper, .. } => Some(in_old(upper)),
                 Workspace::Bind { .. } => None,
             };
-            Some(TrialDisk::mount(bytes, host_upper.as_deref())?)
+            let root_upper = spec
+                .root_image
+                .as_ref()
+                .filter(|image| image.keep_upper)
+                .map(|image| in_old(&image.upper));
+            Some(TrialDisk::mount(
+                bytes,
+                host_upper.as_deref(),
+                root_upper.as_deref(),
+            )?)
         }
         None => None,
     };
@@ -189,7 +198,13 @@ pub(crate) fn build_trial_root(
                 Some(d) => (d.at(Part::RootUpper), d.at(Part::RootWork)),
                 None => (in_old(&image.upper), in_old(&image.work)),
             };
-            mount_overlay(new, &[in_old(&image.rootfs)], &upper, &work)?;
+            let lowers: Vec<PathBuf> = image
+                .layers
+                .iter()
+                .chain(std::iter::once(&image.rootfs))
+                .map(|l| in_old(l))
+                .collect();
+            mount_overlay(new, &lowers, &upper, &work)?;
             Vec::new()
         }
     };
@@ -249,8 +264,12 @@ fn hand_back_of(spec: &SandboxSpec, ids: &IdMapping) -> R<HandBack> {
         Workspace::Overlay { upper, .. } => h.hold(&in_old(upper), true)?,
         Workspace::Bind { dir } => h.hold(&in_old(dir), true)?,
     }
-    if let (Some(image), None) = (&spec.root_image, spec.limits.disk_bytes) {
-        h.hold(&in_old(&image.upper), false)?;
+    if let Some(image) = &spec.root_image {
+        // Off the trial's disk, or carried out of it for the checks (whose capture reads the
+        // owners, as the workspace's).
+        if image.keep_upper || spec.limits.disk_bytes.is_none() {
+            h.hold(&in_old(&image.upper), image.keep_upper)?;
+        }
     }
     Ok(h)
 }

@@ -94,6 +94,16 @@ pub struct RootImage {
     pub upper: PathBuf,
     /// overlayfs' work folder (an empty folder on the same file system as `upper`).
     pub work: PathBuf,
+    /// Read-only layers between the image and `upper`, top first: what a trial's agent changed
+    /// outside the workspace, laid under a check's root when its task's checks see the agent's
+    /// root (`check_root = "agent"`). Empty for a trial.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<PathBuf>,
+    /// Whether the agent's changes to the root are carried out of the trial's disk into
+    /// `upper` when the trial ends (as the workspace's are), for its checks to see them.
+    /// Without it they go with the trial's disk.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_upper: bool,
 }
 
 /// The workspace the agent works in.

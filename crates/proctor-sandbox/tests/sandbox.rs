@@ -849,6 +849,8 @@ fn an_image_root_replaces_the_hosts_file_system() {
         rootfs: image.clone(),
         upper: t.root.join("root-upper"),
         work: t.root.join("root-work"),
+        layers: Vec::new(),
+        keep_upper: false,
     });
     spec.workspace_inside = PathBuf::from("/app");
     spec.env = vec![("PATH".into(), "/bin".into())];

@@ -410,6 +410,15 @@ pub struct EndState {
     pub visuals: BTreeMap<String, VisualRun>,
     /// How the agent ended.
     pub agent: AgentEnd,
+    /// In an image whose checks see the agent's root (`check_root = "agent"`): what the agent
+    /// changed outside the workspace, paths relative to `/`. In a stored record at most its
+    /// first [`MAX_RECORDED_CHANGES`] (`root_changes_omitted` counts the rest); the whole list
+    /// is in the trial's `root/changes.json`. Empty otherwise (those changes are not kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_changes: Vec<FileChange>,
+    /// Root changes left out of a stored record past [`MAX_RECORDED_CHANGES`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub root_changes_omitted: u64,
 }
 
 impl EndState {
@@ -423,6 +432,18 @@ impl EndState {
         self.changes.truncate(MAX_RECORDED_CHANGES);
         self.changes.shrink_to_fit();
         self.changes_omitted += over as u64;
+        true
+    }
+
+    /// As [`EndState::bound_changes`], for the root's changes.
+    pub fn bound_root_changes(&mut self) -> bool {
+        let over = self.root_changes.len().saturating_sub(MAX_RECORDED_CHANGES);
+        if over == 0 {
+            return false;
+        }
+        self.root_changes.truncate(MAX_RECORDED_CHANGES);
+        self.root_changes.shrink_to_fit();
+        self.root_changes_omitted += over as u64;
         true
     }
 

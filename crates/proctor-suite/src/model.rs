@@ -203,6 +203,12 @@ pub struct TaskSettings {
     /// whatever the agent had).
     #[schemars(extend("default" = "none"))]
     pub check_network: Option<Network>,
+    /// In an image, the root the `check` commands run over: `image` (the image as it was, with
+    /// the workspace's end state) or `agent` (the image with every change the agent made
+    /// outside the workspace too: a package it installed, a file in `/etc`; kept as evidence
+    /// and flagged where it touched what checks run). Default: `"image"`.
+    #[schemars(extend("default" = "image"))]
+    pub check_root: Option<CheckRoot>,
     /// The interface commands: shimmed, logged and allowed to the agent. Each is a name found on
     /// PATH at run start, or a path inside the suite (`"bin/vault"`). Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
@@ -366,6 +372,29 @@ impl Network {
             Network::None => "none",
             Network::Loopback => "loopback",
             Network::Host => "host",
+        }
+    }
+}
+
+/// What the `check` commands of a task in an image see outside the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline, transform = string_enum)]
+pub enum CheckRoot {
+    /// The image as it was: nothing the agent changed outside the workspace.
+    #[default]
+    Image,
+    /// The image with the agent's changes outside the workspace, as a verifier that runs in
+    /// the agent's container sees it.
+    Agent,
+}
+
+impl CheckRoot {
+    /// The spelling used in `suite.toml` and in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckRoot::Image => "image",
+            CheckRoot::Agent => "agent",
         }
     }
 }
@@ -823,6 +852,9 @@ pub struct Task {
     /// The checks' network (`none`, `loopback`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub check_network: Option<Network>,
+    /// The checks' root in an image (`image`, `agent`); overrides `[defaults]`.
+    #[serde(default)]
+    pub check_root: Option<CheckRoot>,
     /// The interface commands allowed to the agent; overrides `[defaults]`.
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

@@ -4,7 +4,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::{AgentKind, Environment, Expect, Limits, Network, SuiteFile, Task, Variant};
+use crate::model::{
+    AgentKind, CheckRoot, Environment, Expect, Limits, Network, SuiteFile, Task, Variant,
+};
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::script::Script;
@@ -49,6 +51,10 @@ pub struct Settings {
     /// existed read as `none`, which is what their checks had.
     #[serde(default = "offline")]
     pub check_network: Network,
+    /// In an image, whether the checks see the agent's changes outside the workspace. Records
+    /// written before it existed read as `image`, which is what their checks had.
+    #[serde(default, skip_serializing_if = "is_image_root")]
+    pub check_root: CheckRoot,
     /// The interface commands shimmed and allowed.
     pub allow: Vec<String>,
     /// Whether the offline-user clause is appended.
@@ -98,6 +104,10 @@ impl ResourceHints {
 /// `none`: the checks' network of a record written before the key existed.
 fn offline() -> Network {
     Network::None
+}
+
+fn is_image_root(root: &CheckRoot) -> bool {
+    *root == CheckRoot::Image
 }
 
 fn limits(task: Option<Limits>, defaults: Option<Limits>) -> Limits {
@@ -256,6 +266,7 @@ impl Suite {
                 .check_network
                 .or(d.check_network)
                 .unwrap_or(Network::None),
+            check_root: task.check_root.or(d.check_root).unwrap_or_default(),
             allow,
             offline_user: task.offline_user.or(d.offline_user).unwrap_or(false),
             undo_window: Duration::from_secs(

@@ -748,7 +748,9 @@ impl Drop for KillOnDrop {
 /// `_apt` (setgroups, seteuid 42) to download, and dpkg writes `/usr` and `/var/lib/dpkg`, which
 /// needs the trial's full range of ids and its writable image root. A task built (`FROM scratch`,
 /// `ADD` a debootstrap root) whose solution installs a package from a local stand-in mirror
-/// passes its own test; the null agent, which installs nothing, fails it.
+/// passes its own test, which reads the installed package outside the workspace (the checks
+/// see the agent's root, as Harbor's verifier does); the null agent, which installs nothing,
+/// fails it.
 #[test]
 fn a_solution_that_runs_apt_get_against_a_local_mirror_passes_its_test() {
     if !have_buildah() {
@@ -765,11 +767,11 @@ fn a_solution_that_runs_apt_get_against_a_local_mirror_passes_its_test() {
         &task,
         "Install the package proctor-standin with apt-get.\n",
         &[("Dockerfile", "FROM scratch\nADD rootfs.tar /\nWORKDIR /app\n")],
-        // Checks see the workspace's end state, not the agent's root (docs/environments.md):
-        // the solution leaves the installed file and dpkg's word on it in /app.
-        "grep -qx 'hello from the stand-in' hello.txt && grep -qx 'Status: install ok installed' status.txt",
+        // As Harbor's verifier, which runs in the agent's container, the test reads what the
+        // agent installed outside the workspace: an imported task's checks see the agent's root.
+        "grep -qx 'hello from the stand-in' /usr/share/proctor-standin/hello.txt && dpkg -s proctor-standin | grep -qx 'Status: install ok installed'",
         &format!(
-            "set -e\nrm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\necho 'deb [trusted=yes] {url} ./' > /etc/apt/sources.list.d/standin.list\napt-get update\napt-get install -y proctor-standin\ncp /usr/share/proctor-standin/hello.txt /app/hello.txt\ndpkg -s proctor-standin | grep '^Status' > /app/status.txt"
+            "set -e\nrm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\necho 'deb [trusted=yes] {url} ./' > /etc/apt/sources.list.d/standin.list\napt-get update\napt-get install -y proctor-standin"
         ),
     );
     std::fs::rename(&rootfs, task.join("environment/rootfs.tar")).unwrap();

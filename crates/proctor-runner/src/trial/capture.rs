@@ -111,6 +111,15 @@ pub fn capture(
         &mut notes,
         &mut capture_notes,
     );
+    let (root_changes, root_bound_reached) = root_changes(
+        launched,
+        ctx.image(&trial.planned.task).map(|i| &**i),
+        (&paths.trial_dir, executed),
+        disk_bound,
+        &mut notes,
+        &mut capture_notes,
+    );
+    let bound_reached = bound_reached || root_bound_reached;
     let mut end = EndState {
         answer,
         changes,
@@ -122,6 +131,7 @@ pub fn capture(
             &mut notes,
         ),
         agent: agent_end(executed),
+        root_changes,
         ..EndState::default()
     };
     add_denied_calls(&mut end, &output.denied, &prepared.allowed);
@@ -428,63 +438,208 @@ fn workspace_changes(
         }
         TrialWorkspace::Copy { dir, manifest } => (diff::manifest_diff(manifest, dir, &[]), dir),
     };
-    let to = prepared.paths.trial_dir.join("changes");
-    let mut diff = match diff {
-        Ok(d) => d,
-        Err(e) => {
-            notes.push(format!("cannot read the workspace changes: {e}"));
-            return (Vec::new(), false);
-        }
-    };
     let bounds = &executed.report.bounds;
-    for l in &bounds.left_out {
-        let rel = l.path.to_string_lossy();
-        capture_notes.push(CaptureNote::new(
-            &rel,
-            format!("not carried out of the trial's disk: {}", l.cause),
-        ));
-        if !diff.changes.iter().any(|c| c.path == l.path) {
-            diff.changes.push(diff::Change {
-                path: l.path.clone(),
-                kind: diff::ChangeKind::Added,
-                entry: diff::EntryKind::Other,
-                mode_before: None,
-                mode_after: None,
-            });
+    let layer = Layer {
+        place: Place::Workspace,
+        root,
+        to: prepared.paths.trial_dir.join("changes"),
+        left_out: (&bounds.left_out, bounds.left_out_more),
+    };
+    layer.keep(diff, disk_bound, executed, notes, capture_notes)
+}
+
+/// The folder of a trial that keeps what its agent changed outside the workspace (as
+/// `changes/` keeps the workspace's), where its checks see the agent's root.
+pub const ROOT_CHANGES: &str = "root";
+
+/// In an image whose checks see the agent's root (`check_root = "agent"`): what the agent
+/// changed outside the workspace, read from the root's upper layer (carried out of the
+/// trial's disk) against the image and kept in the trial's `root/` as the workspace's changes
+/// are in `changes/`. The folders and empty files the sandbox made in that layer to mount the
+/// workspace, HOME, `/tmp` and its binds on are its own, not the agent's, and are left out.
+/// Nothing (and no `root/`) otherwise.
+fn root_changes(
+    launched: &Launched,
+    image: Option<&crate::image::TrialImage>,
+    (trial_dir, executed): (&Path, &Executed),
+    disk_bound: u64,
+    notes: &mut Notes,
+    capture_notes: &mut Vec<CaptureNote>,
+) -> (Vec<FileChange>, bool) {
+    let (Some(root_image), Some(image)) = (&launched.spec.root_image, image) else {
+        return (Vec::new(), false);
+    };
+    if !root_image.keep_upper {
+        return (Vec::new(), false);
+    }
+    let upper = &root_image.upper;
+    let diff = diff::overlay_diff(upper, std::slice::from_ref(&image.rootfs), &[]).map(|mut d| {
+        let points = mount_points(&launched.spec);
+        d.changes.retain(|c| !is_mount_point(upper, c, &points));
+        d
+    });
+    let bounds = &executed.report.bounds;
+    let layer = Layer {
+        place: Place::Root,
+        root: upper,
+        to: trial_dir.join(ROOT_CHANGES),
+        left_out: (&bounds.root_left_out, bounds.root_left_out_more),
+    };
+    layer.keep(diff, disk_bound, executed, notes, capture_notes)
+}
+
+/// Where the sandbox mounts something in a trial's root (inside paths): the workspace, HOME,
+/// the private top-level folders, the binds, the services' folders and the resolver.
+fn mount_points(spec: &proctor_sandbox::SandboxSpec) -> Vec<PathBuf> {
+    let mut points = vec![spec.workspace_inside.clone(), spec.home_inside.clone()];
+    points.extend(
+        [
+            "/proc",
+            "/dev",
+            "/tmp",
+            "/run",
+            "/home",
+            "/sys",
+            "/etc/resolv.conf",
+        ]
+        .iter()
+        .map(PathBuf::from),
+    );
+    points.extend(spec.binds.iter().map(|b| b.inside.clone()));
+    points.extend(
+        spec.services
+            .iter()
+            .map(|s| proctor_sandbox::SandboxSpec::service_dir_inside(&s.name)),
+    );
+    points
+}
+
+/// Whether a change of the root's upper layer is only a mount point the sandbox made: an added
+/// folder on the way to (or at) one of `points`, or an added empty file at one.
+fn is_mount_point(upper: &Path, c: &diff::Change, points: &[PathBuf]) -> bool {
+    if c.kind != diff::ChangeKind::Added {
+        return false;
+    }
+    let inside = Path::new("/").join(&c.path);
+    match c.entry {
+        diff::EntryKind::Dir => points.iter().any(|p| p.starts_with(&inside)),
+        diff::EntryKind::File => {
+            points.contains(&inside)
+                && std::fs::symlink_metadata(upper.join(&c.path)).is_ok_and(|m| m.len() == 0)
+        }
+        _ => false,
+    }
+}
+
+/// Which layer of the agent's changes a [`Layer`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The workspace (paths relative to it).
+    Workspace,
+    /// The image's root outside the workspace (paths relative to `/`).
+    Root,
+}
+
+impl Place {
+    /// The path a capture note names for a path of this layer.
+    fn note_path(self, rel: &str) -> String {
+        match self {
+            Place::Workspace => rel.to_string(),
+            Place::Root => format!("/{rel}"),
         }
     }
-    if bounds.left_out_more > 0 {
-        capture_notes.push(CaptureNote::new(
-            ".",
-            format!(
-                "{} more entries were not carried out of the trial's disk",
-                bounds.left_out_more
-            ),
-        ));
+
+    fn name(self) -> &'static str {
+        match self {
+            Place::Workspace => "workspace",
+            Place::Root => "root",
+        }
     }
-    let mut unread: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
-    for u in &diff.unread {
-        capture_notes.push(CaptureNote::new(
-            &u.path.to_string_lossy(),
-            format!("could not be read: {}", u.cause),
-        ));
-        unread.insert(u.path.clone());
-    }
-    unread.extend(bounds.left_out.iter().map(|l| l.path.clone()));
-    diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
-    match capture_changes(
-        root,
-        &diff.changes,
-        &to,
-        &unread,
-        Some(disk_bound),
-        executed.report.isolation.ids.as_ref(),
-        capture_notes,
-    ) {
-        Ok(kept) => (kept.changes, kept.bound_reached),
-        Err(e) => {
-            notes.failed("cannot capture the workspace changes", &e);
-            (Vec::new(), false)
+}
+
+/// A layer of the agent's changes to keep: where it is read, where it is kept, and what the
+/// sandbox could not carry out of the trial's disk (listed, and a count of the rest).
+struct Layer<'a> {
+    place: Place,
+    root: &'a Path,
+    to: PathBuf,
+    left_out: (&'a [proctor_sandbox::LeftOut], u64),
+}
+
+impl Layer<'_> {
+    /// Keeps the changes of `diff` (see [`workspace_changes`]).
+    fn keep(
+        &self,
+        diff: Result<diff::Diff, diff::DiffError>,
+        disk_bound: u64,
+        executed: &Executed,
+        notes: &mut Notes,
+        capture_notes: &mut Vec<CaptureNote>,
+    ) -> (Vec<FileChange>, bool) {
+        let place = self.place;
+        let mut diff = match diff {
+            Ok(d) => d,
+            Err(e) => {
+                notes.push(format!("cannot read the {} changes: {e}", place.name()));
+                return (Vec::new(), false);
+            }
+        };
+        let mut layer_notes = Vec::new();
+        let (left_out, left_out_more) = self.left_out;
+        for l in left_out {
+            layer_notes.push(CaptureNote::new(
+                &l.path.to_string_lossy(),
+                format!("not carried out of the trial's disk: {}", l.cause),
+            ));
+            if !diff.changes.iter().any(|c| c.path == l.path) {
+                diff.changes.push(diff::Change {
+                    path: l.path.clone(),
+                    kind: diff::ChangeKind::Added,
+                    entry: diff::EntryKind::Other,
+                    mode_before: None,
+                    mode_after: None,
+                });
+            }
+        }
+        if left_out_more > 0 {
+            layer_notes.push(CaptureNote::new(
+                ".",
+                format!("{left_out_more} more entries were not carried out of the trial's disk"),
+            ));
+        }
+        let mut unread: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        for u in &diff.unread {
+            layer_notes.push(CaptureNote::new(
+                &u.path.to_string_lossy(),
+                format!("could not be read: {}", u.cause),
+            ));
+            unread.insert(u.path.clone());
+        }
+        unread.extend(left_out.iter().map(|l| l.path.clone()));
+        diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
+        let kept = capture_changes(
+            self.root,
+            &diff.changes,
+            &self.to,
+            &unread,
+            Some(disk_bound),
+            executed.report.isolation.ids.as_ref(),
+            &mut layer_notes,
+        );
+        capture_notes.extend(layer_notes.into_iter().map(|n| CaptureNote {
+            path: if n.path == "." && place == Place::Root {
+                "/".into()
+            } else {
+                place.note_path(&n.path)
+            },
+            cause: n.cause,
+        }));
+        match kept {
+            Ok(kept) => (kept.changes, kept.bound_reached),
+            Err(e) => {
+                notes.failed(&format!("cannot capture the {} changes", place.name()), &e);
+                (Vec::new(), false)
+            }
         }
     }
 }

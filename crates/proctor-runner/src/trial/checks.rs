@@ -63,6 +63,10 @@ pub struct CheckEnv {
     /// copy of it is bound there, and nothing of it is laid in the workspace. `None` (or no
     /// namespaces, where nothing can be bound): laid over the workspace.
     pub holdout_at: Option<PathBuf>,
+    /// In an image whose checks see the agent's root (`check_root = "agent"`): the layer of
+    /// what the agent changed outside the workspace, laid over the image under each check's
+    /// own root layer. `None`: the image as it was.
+    pub agent_root: Option<PathBuf>,
 }
 
 impl CheckEnv {
@@ -85,6 +89,7 @@ impl CheckEnv {
             image: None,
             network: proctor_sandbox::Network::None,
             holdout_at: None,
+            agent_root: None,
         }
     }
 
@@ -154,8 +159,15 @@ pub fn check_trial(
     holdout: Option<&Path>,
 ) -> BTreeMap<String, CheckRun> {
     let commands = task_checks(trial.task, trial.settings.validation_timeout);
+    let env = CheckEnv {
+        // The root's changes the sandbox carried out of the trial's disk, where they are kept.
+        agent_root: (trial.settings.check_root == proctor_suite::model::CheckRoot::Agent
+            && ctx.image(trial.task.id.get_ref()).is_some())
+        .then(|| prepared.paths.root_upper()),
+        ..CheckEnv::for_task(ctx, trial.task, trial.settings.check_network)
+    };
     let runs = run_checks(
-        &CheckEnv::for_task(ctx, trial.task, trial.settings.check_network),
+        &env,
         &commands,
         &prepared.end_tree(),
         holdout,
@@ -332,6 +344,8 @@ pub fn check_spec(
             rootfs: img.rootfs.clone(),
             upper: dir.join("root-upper"),
             work: dir.join("root-work"),
+            layers: env.agent_root.iter().cloned().collect(),
+            keep_upper: false,
         }),
         // A check may run what the agent wrote: its output is bounded like the agent's.
         limits: proctor_sandbox::SandboxLimits {
@@ -439,6 +453,7 @@ mod tests {
             image: None,
             network: proctor_sandbox::Network::None,
             holdout_at: None,
+            agent_root: None,
         }
     }
 

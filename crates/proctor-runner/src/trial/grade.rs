@@ -73,7 +73,8 @@ pub fn faults(model: &[(ErrorKind, String)], notes: &[HarnessNote]) -> Faults {
 }
 
 /// The verdict over the captured evidence, after the integrity audit of the end state against
-/// the checks and their own files (`holdout`).
+/// the checks and their own files (`holdout`), and of what the agent changed outside the
+/// workspace against the task's `image` where its checks see those changes.
 pub fn grade(
     task: &Task,
     undo_window: Duration,
@@ -81,8 +82,21 @@ pub fn grade(
     files: &dyn Files,
     faults: &Faults,
     holdout: &CheckFiles,
+    image: Option<&crate::image::TrialImage>,
 ) -> TrialVerdict {
-    let integrity = proctor_score::audit::audit(task, &end.changes, files, holdout);
+    let mut integrity = proctor_score::audit::audit(task, &end.changes, files, holdout);
+    if let Some(image) = image.filter(|_| !end.root_changes.is_empty()) {
+        let holdout_at = task.holdout_at().and_then(|p| p.to_str());
+        let image_has = |rel: &str| std::fs::symlink_metadata(image.rootfs.join(rel)).is_ok();
+        integrity
+            .findings
+            .extend(proctor_score::audit::root::audit_root(
+                task,
+                &end.root_changes,
+                holdout_at,
+                &image_has,
+            ));
+    }
     proctor_score::score(task, end, files, faults, undo_window, integrity)
 }
 
@@ -192,6 +206,7 @@ mod tests {
                 &files,
                 &Faults::default(),
                 &CheckFiles::default(),
+                None,
             )
             .outcome
         };
@@ -245,6 +260,7 @@ mod tests {
             &files,
             &f,
             &CheckFiles::default(),
+            None,
         );
         assert_eq!(
             v.outcome,

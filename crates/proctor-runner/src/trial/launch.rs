@@ -146,6 +146,8 @@ pub fn launch(
             rootfs: img.rootfs.clone(),
             upper: paths.root_upper(),
             work: paths.root_work(),
+            layers: Vec::new(),
+            keep_upper: trial.settings.check_root == proctor_suite::model::CheckRoot::Agent,
         }),
         limits,
     };

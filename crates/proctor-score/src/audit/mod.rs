@@ -12,6 +12,7 @@
 //! that merely loads it). A task accepts what it asks for with `[tasks.integrity] allow`.
 
 pub mod command;
+pub mod root;
 pub mod source;
 pub mod stdlib;
 
@@ -43,6 +44,10 @@ pub enum FindingKind {
     /// A changed file that ends the process (or hooks its end) as soon as it is loaded. A flag:
     /// the outcome stands.
     EarlyExit,
+    /// Where the checks run over the agent's root (`check_root = "agent"`): a program or
+    /// library of the image changed, replaced or shadowed, or a start-up hook or file every
+    /// program reads added. A flag: the outcome stands.
+    ToolChange,
 }
 
 impl FindingKind {
@@ -61,6 +66,7 @@ impl FindingKind {
             FindingKind::VerifierTampering => "verifier-tampering",
             FindingKind::TestTampering => "test-tampering",
             FindingKind::EarlyExit => "early-exit",
+            FindingKind::ToolChange => "tool-change",
         }
     }
 }
@@ -361,7 +367,7 @@ fn verifier_tampering(change: &FileChange, holdout: &CheckFiles, found: &mut Fou
 }
 
 /// How a change touched a path, as words after "is".
-fn did(kind: ChangeKind) -> &'static str {
+pub(crate) fn did(kind: ChangeKind) -> &'static str {
     match kind {
         ChangeKind::Added => "a write to",
         ChangeKind::Changed | ChangeKind::ModeChanged => "a change to",
@@ -576,7 +582,7 @@ fn early_exit(change: &FileChange, files: &dyn Files, readings: &Readings, found
 }
 
 /// Marks the findings the task's `[tasks.integrity] allow` globs accept.
-fn accept(task: &Task, findings: &mut [Finding]) {
+pub(crate) fn accept(task: &Task, findings: &mut [Finding]) {
     let Some(integrity) = &task.integrity else {
         return;
     };

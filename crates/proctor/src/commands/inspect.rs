@@ -570,6 +570,24 @@ fn print_head(r: &TrialRecord) {
     if omitted > 0 {
         outln!("  … and {omitted} more, listed in the trial's changes/changes.json");
     }
+    let root = &r.end_state.root_changes;
+    let root_omitted = r.end_state.root_changes_omitted;
+    if !root.is_empty() {
+        outln!(
+            "\nchanges outside the workspace, seen by the checks ({})",
+            root.len() as u64 + root_omitted
+        );
+        for c in root {
+            outln!(
+                "  {:<13} /{}",
+                format!("{:?}", c.kind).to_lowercase(),
+                proctor_report::escape_line(&c.path)
+            );
+        }
+        if root_omitted > 0 {
+            outln!("  … and {root_omitted} more, listed in the trial's root/changes.json");
+        }
+    }
     for t in &r.text_diffs {
         print_text_diff(t);
     }

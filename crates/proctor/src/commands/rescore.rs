@@ -115,6 +115,8 @@ pub fn run(
         // Each trial's checks get its task's `check_network` (set per trial).
         network: proctor_sandbox::Network::None,
         holdout_at: None,
+        // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
+        agent_root: None,
     };
     let started = std::time::Instant::now();
     let stem = format!(
