@@ -22,7 +22,7 @@ const INLINE_CODE_FLAGS: &[&str] = &["-c", "-m", "-e", "-E", "-p", "--eval", "--
 /// program itself when it is a relative path (`./verify.sh`, `bin/check`), or the script an
 /// interpreter runs (`python3 check_fix.py`). Returns the word as written and the path it names
 /// relative to the workspace; `None` when the command names no such file or is too dynamic to
-/// read (variables, globs, `python3 -c ...`).
+/// read (variables, globs, an operator glued to the word, `python3 -c ...`).
 fn check_file(command: &str) -> Option<(String, String)> {
     let words = first_command_words(command)?;
     let mut words = words
@@ -52,6 +52,7 @@ fn check_file(command: &str) -> Option<(String, String)> {
     };
     let path = Path::new(&word);
     if word.contains(['$', '`', '*', '?', '[', '{', '~'])
+        || word.contains(OPERATORS)
         || path.is_absolute()
         || path
             .components()
@@ -75,58 +76,24 @@ fn is_var_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The words of the first simple command of a shell command line, with quotes removed; `None`
-/// when a quote is not closed. Words the shell expands keep their `$`, `*`, ... for the caller
-/// to set aside.
+/// Characters that end a simple command (or redirect it) where the shell reads them unquoted.
+const OPERATORS: &[char] = &[';', '&', '|', '<', '>', '(', ')'];
+
+/// The words of the first simple command of a shell command line, with quotes removed (split by
+/// `shlex` as `sh` splits words, a `#` word starting a comment); `None` when a quote is not
+/// closed on the first line. The command ends at the first line's end or at the first word that
+/// starts with an operator (`&&`, `;`, `|`, `>`, ...). Words the shell expands keep their `$`,
+/// `*`, ..., and a word with an operator inside it (`./check.sh;true`) keeps it: the caller sets
+/// such words aside as too dynamic to read.
 fn first_command_words(command: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = command.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            // A comment starts only at the beginning of a word.
-            '#' if !in_word => break,
-            ';' | '&' | '|' | '<' | '>' | '(' | ')' | '\n' => break,
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        q => word.push(q),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => word.push(chars.next()?),
-                        q => word.push(q),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                word.push(chars.next()?);
-            }
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Some(words)
+    let first_line = command.split('\n').next().unwrap_or_default();
+    let words = shlex::split(first_line)?;
+    Some(
+        words
+            .into_iter()
+            .take_while(|w| !w.starts_with(OPERATORS))
+            .collect(),
+    )
 }
 
 impl Validator<'_> {
@@ -229,6 +196,20 @@ mod tests {
             needed("ruby \"spec/check.rb\"").as_deref(),
             Some("spec/check.rb")
         );
+        // Only the first line's first command: what follows runs after the check's file.
+        assert_eq!(
+            needed("python3 check.py\n./later.sh").as_deref(),
+            Some("check.py")
+        );
+        assert_eq!(
+            needed("./verify.sh # then nothing").as_deref(),
+            Some("verify.sh")
+        );
+        assert_eq!(needed("./verify.sh|tee log").as_deref(), None);
+        assert_eq!(
+            needed("./verify.sh | tee log").as_deref(),
+            Some("verify.sh")
+        );
     }
 
     #[test]
@@ -252,6 +233,11 @@ mod tests {
             "python3 'unclosed.py",
             "# ./commented.sh",
             "",
+            "./check.sh;true",
+            "python3 check.py>out.txt",
+            "python3 'multi\nline.py'",
+            "(cd t && ./run.sh)",
+            "python3 -u > log check.py",
         ] {
             assert_eq!(needed(command), None, "{command}");
         }
