@@ -2,6 +2,4 @@
 //! [`proctor_suite::model_script`] (a suite's `model_script` is read there without a server),
 //! and re-exported here under its old path.
 
-pub use proctor_suite::model_script::{
-    Call, MainRequests, Role, Script, ScriptError, Turn, Usage,
-};
+pub use proctor_suite::model_script::{Call, MainRequests, Role, Script, ScriptError, Turn, Usage};
