@@ -10,6 +10,8 @@ use crate::model::{Condition, Task};
 use crate::problem::ProblemKind;
 
 impl Validator<'_> {
+    /// A `success` (or other) condition: exactly one non-empty list, `all` or `any`, and each of
+    /// its assertions.
     pub(super) fn condition(&mut self, task: &Task, name: &str, cond: &Spanned<Condition>) {
         let c = cond.get_ref();
         match (&c.all, &c.any) {
@@ -41,6 +43,7 @@ impl Validator<'_> {
         }
     }
 
+    /// A regex that compiles, as the scorer compiles it.
     pub(super) fn regex(&mut self, re: &Spanned<String>) {
         if let Err(e) = regex::Regex::new(re.get_ref()) {
             let detail = e.to_string();
@@ -56,6 +59,7 @@ impl Validator<'_> {
         }
     }
 
+    /// A workspace glob that stays inside the workspace and compiles.
     pub(super) fn glob(&mut self, span: Range<usize>, glob: &str) {
         if let Some(why) = path_escape(glob) {
             let p = self

@@ -39,6 +39,8 @@ fn line_offset(text: &str, line: usize) -> usize {
 }
 
 impl Validator<'_> {
+    /// Regular files and folders only: no symlink, FIFO, socket or device file anywhere in the
+    /// suite.
     pub(super) fn forbidden_files(&mut self) {
         let root = self.suite.root.clone();
         // A top-level `.git` or `.proctor` is skipped (version control, proctor's own store),
@@ -133,6 +135,8 @@ impl Validator<'_> {
         true
     }
 
+    /// `holdout/TASK_ID/`, `mutations/TASK_ID/` and `answers/TASK_ID.md` each name a task of the
+    /// suite; each mutation is checked by [`Validator::mutations_of`].
     pub(super) fn suite_folders(&mut self) {
         let root = self.suite.root.clone();
         let tasks: BTreeSet<&str> = self
@@ -208,6 +212,8 @@ impl Validator<'_> {
         }
     }
 
+    /// A task's mutations folder: not empty, each entry a unified diff that applies to the
+    /// fixture.
     fn mutations_of(&mut self, dir: &Path) {
         let fixture = self.suite.fixture_dir();
         let Ok(entries) = std::fs::read_dir(dir) else {

@@ -56,6 +56,7 @@ impl Overlap {
         }
     }
 
+    /// The verb the problem's message uses for this overlap.
     fn verb(self) -> &'static str {
         match self {
             Overlap::Is => "is",

@@ -3,7 +3,7 @@
 //! sees all its problems at once rather than one per run.
 //!
 //! The rules are grouped by the part of the suite format they read: the top of `suite.toml`
-//! ([`top`]), its `[[variants]]`, `[[tasks]]`, `[[services]]`, `[environment]`, `[promotion]`,
+//! (`top`), its `[[variants]]`, `[[tasks]]`, `[[services]]`, `[environment]`, `[promotion]`,
 //! the assertions, the scripts variants run, and the suite's folders and hidden parts. A rule
 //! lives in one module; [`check`] runs them in the order their problems are reported.
 

@@ -7,6 +7,7 @@ use crate::model::{MetricRef, Statistic, METRICS, PER_TRIAL_METRICS};
 use crate::problem::{Problem, ProblemKind};
 
 impl Validator<'_> {
+    /// `[promotion]`: a baseline and a candidate among the variants, and metrics proctor reports.
     pub(super) fn promotion(&mut self) {
         let Some(promotion) = &self.suite.file.promotion else {
             return;

@@ -20,6 +20,8 @@ struct TurnSpans {
 }
 
 impl Validator<'_> {
+    /// A `script` variant: its `script` path, and a scripted-agent file that parses for every
+    /// task it will run.
     pub(super) fn script_variant(&mut self, variant: &Variant) {
         let Some(script) = &variant.script else {
             let p = self.at(

@@ -6,6 +6,8 @@ use super::Validator;
 use crate::problem::ProblemKind;
 
 impl Validator<'_> {
+    /// Each service: a program (inside the suite when it is a path), a `state` path inside the
+    /// suite, and `http://` probes.
     pub(super) fn services(&mut self) {
         for service in &self.suite.file.services {
             let argv = service.command.get_ref();

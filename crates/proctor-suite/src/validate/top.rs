@@ -19,18 +19,11 @@ fn valid_id(id: &str) -> bool {
 }
 
 impl Validator<'_> {
+    /// The suite's id, its fixture, its trial counts, and that it has tasks and variants.
     pub(super) fn top_level(&mut self) {
-        let f = &self.suite.file;
-        if !valid_id(f.id.get_ref()) {
-            let p = self.at(
-                ProblemKind::InvalidValue,
-                f.id.span(),
-                format!("suite id `{}` has characters ids cannot use", f.id.get_ref()),
-            ).with_label("not a valid id").with_help(
-                "ids use letters, digits, `-` and `_` (at most 64): they name folders and trials",
-            );
-            self.out.push(p);
-        }
+        let suite = self.suite;
+        let f = &suite.file;
+        self.id("suite", &f.id);
         let fixture = f.fixture.get_ref().clone();
         if let Some(why) = path_escape(&fixture) {
             let p = self
@@ -130,8 +123,28 @@ impl Validator<'_> {
         }
     }
 
+    /// An id (of the suite, a task, a variant or a service) of the characters ids may use.
+    fn id(&mut self, what: &str, id: &Spanned<String>) {
+        if valid_id(id.get_ref()) {
+            return;
+        }
+        let p = self
+            .at(
+                ProblemKind::InvalidValue,
+                id.span(),
+                format!("{what} id `{}` has characters ids cannot use", id.get_ref()),
+            )
+            .with_label("not a valid id")
+            .with_help(
+                "ids use letters, digits, `-` and `_` (at most 64): they name folders and trials",
+            );
+        self.out.push(p);
+    }
+
+    /// Task, variant and service ids: each valid, and none used twice among its kind.
     pub(super) fn ids(&mut self) {
-        let f = &self.suite.file;
+        let suite = self.suite;
+        let f = &suite.file;
         let groups: [(&str, Vec<&Spanned<String>>); 3] = [
             ("task", f.tasks.iter().map(|t| &t.id).collect()),
             ("variant", f.variants.iter().map(|v| &v.id).collect()),
@@ -140,16 +153,7 @@ impl Validator<'_> {
         for (what, ids) in groups {
             let mut seen: BTreeMap<&str, Range<usize>> = BTreeMap::new();
             for id in ids {
-                if what != "suite" && !valid_id(id.get_ref()) {
-                    let p = self.at(
-                        ProblemKind::InvalidValue,
-                        id.span(),
-                        format!("{what} id `{}` has characters ids cannot use", id.get_ref()),
-                    ).with_label("not a valid id").with_help(
-                        "ids use letters, digits, `-` and `_` (at most 64): they name folders and trials",
-                    );
-                    self.out.push(p);
-                }
+                self.id(what, id);
                 if let Some(first) = seen.get(id.get_ref().as_str()) {
                     let (line, _) = self.src.line_column(first.start);
                     let p = self

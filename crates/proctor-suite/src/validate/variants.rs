@@ -15,6 +15,8 @@ const NAMES_ITS_MODEL: &[(AgentKind, &str)] = &[(
 )];
 
 impl Validator<'_> {
+    /// `[defaults]`' `allow` and `setup`, `[diff]`, then each variant: its `tasks`, `files`,
+    /// `allow`, scripts, and what its agent kind needs.
     pub(super) fn variants(&mut self) {
         let suite = self.suite;
         // Defaults and variant lists reach every task: they are looked up on this machine unless
