@@ -18,3 +18,18 @@ pub const MAX_SECONDS: u64 = 86_400;
 pub fn in_range(seconds: u64) -> bool {
     (MIN_SECONDS..=MAX_SECONDS).contains(&seconds)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_range_is_a_second_to_a_day_and_holds_the_defaults() {
+        assert!(!in_range(0));
+        assert!(in_range(1));
+        assert!(in_range(86_400));
+        assert!(!in_range(86_401));
+        assert!(in_range(DEFAULT_WALL_SECONDS));
+        assert!(in_range(DEFAULT_VALIDATION_SECONDS));
+    }
+}
