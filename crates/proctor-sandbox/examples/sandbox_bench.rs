@@ -92,6 +92,7 @@ fn trial_spec(init_exe: &Path, fixture: &Path, dir: &Path, command: Vec<String>)
         command,
         dir.join("out/stdout"),
         dir.join("out/stderr"),
+        Duration::from_secs(60),
     );
     s.binds = vec![
         Bind {
@@ -116,7 +117,6 @@ fn trial_spec(init_exe: &Path, fixture: &Path, dir: &Path, command: Vec<String>)
         },
     ];
     s.hide = vec![dir.join("hidden-a"), dir.join("hidden-b")];
-    s.wall_timeout = Duration::from_secs(60);
     s.grace = Duration::from_millis(500);
     s
 }

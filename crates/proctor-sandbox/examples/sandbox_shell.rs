@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&upper)?;
     std::fs::create_dir_all(&work)?;
     let out = scratch.path().join("out.txt");
-    let mut spec = SandboxSpec::new(
+    let spec = SandboxSpec::new(
         std::env::current_exe()?,
         Workspace::Overlay {
             lowers: vec![fixture.clone()],
@@ -34,8 +34,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         vec!["sh".into(), "-c".into(), script],
         &out,
         &out,
+        Duration::from_secs(60),
     );
-    spec.wall_timeout = Duration::from_secs(60);
     let report = run(&spec)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     println!("--- output");

@@ -56,7 +56,7 @@ pub use report::{
 pub use run::{run, run_on_terminal};
 pub use spec::{
     Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,
-    Workspace, SERVICE_DIR_ROOT,
+    Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

@@ -201,8 +201,10 @@ pub struct HttpGuard {
     pub timeout: Duration,
 }
 
-/// The longest timeout accepted (30 days): keeps every deadline computation far from overflow.
-const MAX_SECONDS: u64 = 30 * 24 * 3600;
+/// The longest timeout a spec may hold (30 days), a defensive bound that keeps every deadline
+/// computation far from overflow: the sandbox sets no timeout of its own, it runs with the one
+/// it is given.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 fn default_guard_timeout() -> Duration {
     Duration::from_secs(5)
@@ -221,14 +223,16 @@ impl HttpGuard {
 
 impl SandboxSpec {
     /// A spec with the usual defaults: namespaces on, workspace at `/workspace`, no network,
-    /// `HOME=/home/agent`, a minimal environment (`PATH`, `HOME`, `LANG`), no services, 600 s wall
-    /// timeout and 2 s grace. Adjust the public fields as needed.
+    /// `HOME=/home/agent`, a minimal environment (`PATH`, `HOME`, `LANG`), no services and 2 s
+    /// grace, stopping the agent at `wall_timeout` (the caller's, such as a suite's resolved
+    /// setting). Adjust the public fields as needed.
     pub fn new(
         init_exe: impl Into<PathBuf>,
         workspace: Workspace,
         command: Vec<String>,
         stdout: impl Into<PathBuf>,
         stderr: impl Into<PathBuf>,
+        wall_timeout: Duration,
     ) -> Self {
         SandboxSpec {
             init_exe: init_exe.into(),
@@ -251,7 +255,7 @@ impl SandboxSpec {
             command,
             stdout: stdout.into(),
             stderr: stderr.into(),
-            wall_timeout: Duration::from_secs(600),
+            wall_timeout,
             grace: Duration::from_secs(2),
             root_image: None,
             limits: SandboxLimits::default(),
@@ -272,8 +276,7 @@ impl SandboxSpec {
         if self.wall_timeout.is_zero() {
             return bad("wall_timeout must be greater than zero".into());
         }
-        let limit = Duration::from_secs(MAX_SECONDS);
-        let too_long = |d: &Duration| *d > limit;
+        let too_long = |d: &Duration| *d > MAX_TIMEOUT;
         if too_long(&self.wall_timeout)
             || too_long(&self.grace)
             || self.services.iter().any(|s| {
@@ -281,7 +284,10 @@ impl SandboxSpec {
                     || s.guard.as_ref().is_some_and(|g| too_long(&g.timeout))
             })
         {
-            return bad(format!("timeouts must not exceed {MAX_SECONDS} s"));
+            return bad(format!(
+                "timeouts must not exceed {} s",
+                MAX_TIMEOUT.as_secs()
+            ));
         }
         for (what, p) in [
             ("workspace_inside", &self.workspace_inside),

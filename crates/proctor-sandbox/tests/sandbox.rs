@@ -77,8 +77,8 @@ impl Trial {
             vec!["sh".into(), "-c".into(), script.into()],
             self.out("stdout"),
             self.out("stderr"),
+            Duration::from_secs(30),
         );
-        s.wall_timeout = Duration::from_secs(30);
         s.grace = Duration::from_millis(500);
         s
     }

@@ -23,7 +23,7 @@ fn without_the_zygote_an_agent_on_a_terminal_has_it_as_its_controlling_terminal(
     for d in ["lower", "upper", "work", "out"] {
         fs::create_dir_all(root.join(d)).expect("mkdir");
     }
-    let mut spec = SandboxSpec::new(
+    let spec = SandboxSpec::new(
         PathBuf::from(env!("CARGO_BIN_EXE_proctor-sandbox-testinit")),
         Workspace::Overlay {
             lowers: vec![root.join("lower")],
@@ -39,8 +39,8 @@ fn without_the_zygote_an_agent_on_a_terminal_has_it_as_its_controlling_terminal(
         ],
         root.join("out/stdout"),
         root.join("out/stderr"),
+        Duration::from_secs(30),
     );
-    spec.wall_timeout = Duration::from_secs(30);
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills two descriptors; the other arguments may be null.
     let r = unsafe {

@@ -15,6 +15,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use toml::Spanned;
 
+use crate::timeouts;
+
 /// One rule over a trial's end state: a one-key inline table whose key names the kind, e.g.
 /// `{ check = "pytest -q" }` or `{ not = { file_added = "*.bak" } }`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -235,18 +237,20 @@ struct CheckTable {
     /// Seconds the command may run (1 to 86400); overrides the task's
     /// `validation_timeout_seconds`.
     #[serde(default, deserialize_with = "check_seconds")]
-    #[schemars(range(min = 1, max = 86400))]
+    #[schemars(range(min = timeouts::MIN_SECONDS, max = timeouts::MAX_SECONDS))]
     timeout_seconds: Option<u64>,
 }
 
 /// A check's `timeout_seconds`: 1 second to a day, refused at its value otherwise.
 fn check_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let v = u64::deserialize(d)?;
-    if (1..=86_400).contains(&v) {
+    if timeouts::in_range(v) {
         Ok(Some(v))
     } else {
         Err(de::Error::custom(format!(
-            "`timeout_seconds` must be between 1 and 86400 seconds (a day), not {v}"
+            "`timeout_seconds` must be between {} and {} seconds (a day), not {v}",
+            timeouts::MIN_SECONDS,
+            timeouts::MAX_SECONDS
         )))
     }
 }
@@ -422,7 +426,7 @@ pub struct Visual {
     /// Seconds the page may take to load and be looked at (1 to 86400); overrides the task's
     /// `validation_timeout_seconds`.
     #[serde(default, deserialize_with = "check_seconds")]
-    #[schemars(range(min = 1, max = 86400))]
+    #[schemars(range(min = timeouts::MIN_SECONDS, max = timeouts::MAX_SECONDS))]
     pub timeout_seconds: Option<u64>,
 }
 

@@ -11,6 +11,7 @@
 pub mod assertion;
 pub mod binpatch;
 pub mod model;
+pub mod model_script;
 pub mod parse;
 pub mod patch;
 pub mod plan;
@@ -18,6 +19,7 @@ pub mod problem;
 pub mod script;
 pub mod shell;
 pub mod suite;
+pub mod timeouts;
 pub mod tree;
 pub mod validate;
 

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 pub use toml::Spanned;
 
 use crate::assertion::Assertion;
+use crate::timeouts;
 
 /// The only schema version this reader understands.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -189,10 +190,10 @@ fn default_release_trials() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct TaskSettings {
     /// Seconds before the agent is stopped, with all its processes: 1 to 86400. Default: 600.
-    #[schemars(extend("default" = 600), with = "Option<u64>")]
+    #[schemars(extend("default" = timeouts::DEFAULT_WALL_SECONDS), with = "Option<u64>")]
     pub wall_timeout_seconds: Option<Spanned<u64>>,
     /// Seconds each `check` command may run: 1 to 86400. Default: 120.
-    #[schemars(extend("default" = 120), with = "Option<u64>")]
+    #[schemars(extend("default" = timeouts::DEFAULT_VALIDATION_SECONDS), with = "Option<u64>")]
     pub validation_timeout_seconds: Option<Spanned<u64>>,
     /// What the trial's network namespace can reach: `none`, `loopback` or `host`.
     /// Default: `"none"`.
@@ -225,7 +226,7 @@ pub struct TaskSettings {
     pub offline_user: Option<bool>,
     /// Seconds after an agent action during which a user's undo of it (a service's
     /// `events.jsonl`) makes the trial `wrong`. Default: 300.
-    #[schemars(extend("default" = 300))]
+    #[schemars(extend("default" = timeouts::DEFAULT_UNDO_WINDOW_SECONDS))]
     pub undo_window_seconds: Option<u64>,
     /// Per-trial limits: on the model traffic through proctor's model gateway (`tokens`,
     /// `cost_usd`, `requests`; default: none) and on the trial's resources (`memory_mb`,

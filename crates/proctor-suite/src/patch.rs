@@ -290,7 +290,7 @@ fn parse_git_binary(
     lines: &[&str],
     at: usize,
 ) -> Result<Option<(FilePatch, usize)>, PatchParseError> {
-    use crate::binpatch::{decode_line, inflate, is_null};
+    use crate::binpatch::is_null;
     let header = lines[at].trim_end_matches(['\n', '\r']);
     let mut i = at + 1;
     let (mut old_id, mut new_id) = (String::new(), String::new());
@@ -326,16 +326,39 @@ fn parse_git_binary(
         line: at + 1,
         message: "a `diff --git a/PATH b/PATH` line whose paths cannot be read".into(),
     })?;
-    let bad = |line: usize, message: String| PatchParseError { line, message };
     if old_id.is_empty() {
-        return Err(bad(
-            i + 1,
-            "a binary patch without its `index OLD..NEW` line: make it with `git diff --binary`"
-                .into(),
-        ));
+        return Err(PatchParseError {
+            line: i + 1,
+            message:
+                "a binary patch without its `index OLD..NEW` line: make it with `git diff --binary`"
+                    .into(),
+        });
     }
     // The forward hunk: `literal N` or `delta N`, base85 lines, a blank line.
-    i += 1;
+    let (data, after) = binary_hunk(lines, i + 1)?;
+    let i = skip_reverse_hunk(lines, after);
+    let created = created || is_null(&old_id);
+    let deleted = deleted || is_null(&new_id);
+    Ok(Some((
+        FilePatch {
+            old_path: (!created).then(|| path.clone()),
+            new_path: (!deleted).then(|| path.clone()),
+            hunks: Vec::new(),
+            binary: Some(BinaryPatch {
+                old_id,
+                new_id,
+                data,
+            }),
+        },
+        i,
+    )))
+}
+
+/// The forward hunk of a binary patch starting at line `i` (`literal SIZE` or `delta SIZE`,
+/// base85 lines, up to a blank line): its inflated data and the index of the blank line.
+fn binary_hunk(lines: &[&str], mut i: usize) -> Result<(BinaryData, usize), PatchParseError> {
+    use crate::binpatch::{decode_line, inflate};
+    let bad = |line: usize, message: String| PatchParseError { line, message };
     let kind_line = lines.get(i).map(|l| l.trim_end()).unwrap_or_default();
     let (kind, size) = kind_line.split_once(' ').ok_or_else(|| {
         bad(
@@ -364,7 +387,17 @@ fn parse_git_binary(
         i += 1;
     }
     let data = inflate(&deflated, size).map_err(|e| bad(hunk_line, e.to_string()))?;
-    // Skip the reverse hunk (`literal`/`delta`, its lines, a blank line), which is not applied.
+    let data = if kind == "literal" {
+        BinaryData::Literal(data)
+    } else {
+        BinaryData::Delta(data)
+    };
+    Ok((data, i))
+}
+
+/// Past the blank line at `i` ending the forward hunk, and the reverse hunk (`literal`/`delta`,
+/// its lines, a blank line) that follows it, which is not applied: the line after them.
+fn skip_reverse_hunk(lines: &[&str], mut i: usize) -> usize {
     i += 1;
     if lines
         .get(i)
@@ -376,25 +409,7 @@ fn parse_git_binary(
         }
         i += 1;
     }
-    let created = created || is_null(&old_id);
-    let deleted = deleted || is_null(&new_id);
-    Ok(Some((
-        FilePatch {
-            old_path: (!created).then(|| path.clone()),
-            new_path: (!deleted).then(|| path.clone()),
-            hunks: Vec::new(),
-            binary: Some(BinaryPatch {
-                old_id,
-                new_id,
-                data: if kind == "literal" {
-                    BinaryData::Literal(data)
-                } else {
-                    BinaryData::Delta(data)
-                },
-            }),
-        },
-        i,
-    )))
+    i
 }
 
 /// The path of a `diff --git a/PATH b/PATH` line (the same path on both sides: renames are not

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{Task, Variant};
 use crate::suite::{MutationFile, Suite};
 use crate::tree::{suite_hash, tree_hash};
 
@@ -174,40 +175,7 @@ pub fn choose_mutation(suite_id: &str, task_id: &str, index: u32, count: usize) 
 
 /// Builds the plan for `suite` under `options`.
 pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
-    let known_variants = || {
-        suite
-            .file
-            .variants
-            .iter()
-            .map(|v| v.id.get_ref().as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let known_tasks = || {
-        suite
-            .file
-            .tasks
-            .iter()
-            .map(|t| t.id.get_ref().as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for name in &options.variants {
-        if !suite.file.variants.iter().any(|v| v.is_named(name)) {
-            return Err(PlanError::UnknownVariant {
-                name: name.clone(),
-                known: known_variants(),
-            });
-        }
-    }
-    for name in &options.tasks {
-        if suite.task(name).is_none() {
-            return Err(PlanError::UnknownTask {
-                name: name.clone(),
-                known: known_tasks(),
-            });
-        }
-    }
+    check_names(suite, options)?;
     let trials = match options.trials {
         Some(0) => return Err(PlanError::ZeroTrials),
         Some(n) => n,
@@ -246,21 +214,9 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
         })
         .sum::<u64>();
     if cells == 0 && !tasks.is_empty() {
-        let detail = variants
-            .iter()
-            .map(|v| {
-                let only = v
-                    .tasks
-                    .iter()
-                    .flatten()
-                    .map(|t| format!("`{}`", t.get_ref()))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                format!("variant `{}` runs only task(s) {only}", v.id.get_ref())
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(PlanError::NoTrials { detail });
+        return Err(PlanError::NoTrials {
+            detail: tasks_run_only(&variants),
+        });
     }
     let total = cells.saturating_mul(u64::from(trials));
     if total > MAX_PLANNED_TRIALS {
@@ -271,8 +227,85 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
             max: MAX_PLANNED_TRIALS,
         });
     }
+    let planned = planned_trials(suite, &tasks, &variants, trials, total)?;
+    Ok(Plan {
+        suite_id: suite.id().to_string(),
+        suite_hash: suite_hash(&suite.root)?,
+        fixture_hash: tree_hash(&suite.fixture_dir())?,
+        trial_mode: options.mode,
+        trials_per_cell: trials,
+        trials: planned,
+    })
+}
+
+/// Every variant and task `options` names is one of the suite's.
+fn check_names(suite: &Suite, options: &PlanOptions) -> Result<(), PlanError> {
+    let known_variants = || {
+        suite
+            .file
+            .variants
+            .iter()
+            .map(|v| v.id.get_ref().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let known_tasks = || {
+        suite
+            .file
+            .tasks
+            .iter()
+            .map(|t| t.id.get_ref().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for name in &options.variants {
+        if !suite.file.variants.iter().any(|v| v.is_named(name)) {
+            return Err(PlanError::UnknownVariant {
+                name: name.clone(),
+                known: known_variants(),
+            });
+        }
+    }
+    for name in &options.tasks {
+        if suite.task(name).is_none() {
+            return Err(PlanError::UnknownTask {
+                name: name.clone(),
+                known: known_tasks(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Which tasks each variant is limited to, for the error of a selection that runs none.
+fn tasks_run_only(variants: &[&Variant]) -> String {
+    variants
+        .iter()
+        .map(|v| {
+            let only = v
+                .tasks
+                .iter()
+                .flatten()
+                .map(|t| format!("`{}`", t.get_ref()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("variant `{}` runs only task(s) {only}", v.id.get_ref())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The trials, index by index, then task by task, then variant by variant, each with the
+/// mutation chosen for its (task, index); `total` is their count.
+fn planned_trials(
+    suite: &Suite,
+    tasks: &[&Task],
+    variants: &[&Variant],
+    trials: u32,
+    total: u64,
+) -> Result<Vec<PlannedTrial>, PlanError> {
     let mut mutations: Vec<Vec<MutationFile>> = Vec::new();
-    for task in &tasks {
+    for task in tasks {
         mutations.push(suite.mutations(task.id.get_ref())?);
     }
     let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
@@ -296,14 +329,7 @@ pub fn plan(suite: &Suite, options: &PlanOptions) -> Result<Plan, PlanError> {
             }
         }
     }
-    Ok(Plan {
-        suite_id: suite.id().to_string(),
-        suite_hash: suite_hash(&suite.root)?,
-        fixture_hash: tree_hash(&suite.fixture_dir())?,
-        trial_mode: options.mode,
-        trials_per_cell: trials,
-        trials: out,
-    })
+    Ok(out)
 }
 
 #[cfg(test)]

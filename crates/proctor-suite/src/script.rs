@@ -8,8 +8,13 @@
 //! run = "chat send --to dana --text 'The report is ready.'"
 //! ```
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+
+use crate::parse::parse_toml;
+use crate::problem::{Problem, ProblemKind, SourceFile};
 
 /// A scripted agent's plan for one task. The default is the null agent: no steps, no answer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -35,4 +40,38 @@ pub struct Script {
 pub struct Step {
     /// The command line, run with `sh -c`.
     pub run: String,
+}
+
+/// Reads and checks one scripted-agent file.
+pub fn read_script(path: &Path) -> Result<Script, Problem> {
+    let text = crate::parse::read_text(path, "the script")?;
+    let source = SourceFile::new(path, text);
+    let script: Script = parse_toml(&source)?;
+    if let Some(step) = &script.answer_from_step {
+        let n = *step.get_ref();
+        if n == 0 || n > script.steps.len() {
+            return Err(Problem::at(
+                ProblemKind::InvalidValue,
+                &source,
+                step.span(),
+                format!(
+                    "`answer_from_step = {n}`, but the script has {} step(s)",
+                    script.steps.len()
+                ),
+            )
+            .with_label("no such step")
+            .with_help("steps are numbered from 1 in the order of the [[steps]] tables"));
+        }
+        if script.answer.is_some() {
+            return Err(Problem::at(
+                ProblemKind::Inconsistent,
+                &source,
+                step.span(),
+                "a script sets both `answer` and `answer_from_step`",
+            )
+            .with_label("second source of the answer")
+            .with_help("keep one: `answer = \"...\"` or `answer_from_step = N`"));
+        }
+    }
+    Ok(script)
 }

@@ -9,7 +9,8 @@ use crate::model::{
 };
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};
-use crate::script::Script;
+use crate::script::{read_script, Script};
+use crate::timeouts;
 use crate::tree::bytes_hash;
 
 /// The sentence appended to prompts when `offline_user = true`.
@@ -137,25 +138,6 @@ fn id_safe(text: &str) -> String {
 }
 
 impl Suite {
-    /// Reads and checks the suite in `dir`: every problem found, or a suite ready to plan.
-    pub fn open(dir: &Path) -> Result<Suite, Vec<Problem>> {
-        Suite::open_with(dir, &crate::validate::Options::default())
-    }
-
-    /// [`Suite::open`] with the checks `options` asks for (see [`crate::validate::Options`]).
-    pub fn open_with(
-        dir: &Path,
-        options: &crate::validate::Options,
-    ) -> Result<Suite, Vec<Problem>> {
-        let suite = Suite::parse(dir).map_err(|p| vec![p])?;
-        let problems = crate::validate::problems_with(&suite, options);
-        if problems.is_empty() {
-            Ok(suite)
-        } else {
-            Err(problems)
-        }
-    }
-
     /// Reads `suite.toml` without the checks beyond parsing.
     pub fn parse(dir: &Path) -> Result<Suite, Problem> {
         let path = dir.join("suite.toml");
@@ -253,13 +235,13 @@ impl Suite {
                 task.wall_timeout_seconds
                     .as_ref()
                     .or(d.wall_timeout_seconds.as_ref())
-                    .map_or(600, |s| *s.get_ref()),
+                    .map_or(timeouts::DEFAULT_WALL_SECONDS, |s| *s.get_ref()),
             ),
             validation_timeout: Duration::from_secs(
                 task.validation_timeout_seconds
                     .as_ref()
                     .or(d.validation_timeout_seconds.as_ref())
-                    .map_or(120, |s| *s.get_ref()),
+                    .map_or(timeouts::DEFAULT_VALIDATION_SECONDS, |s| *s.get_ref()),
             ),
             network: task.network.or(d.network).unwrap_or(Network::None),
             check_network: task
@@ -272,7 +254,7 @@ impl Suite {
             undo_window: Duration::from_secs(
                 task.undo_window_seconds
                     .or(d.undo_window_seconds)
-                    .unwrap_or(300),
+                    .unwrap_or(timeouts::DEFAULT_UNDO_WINDOW_SECONDS),
             ),
             limits: limits(task.limits, d.limits),
             setup: task
@@ -402,38 +384,4 @@ impl Suite {
     pub fn expects_no_action(task: &Task) -> bool {
         task.expect != Expect::Complete
     }
-}
-
-/// Reads and checks one scripted-agent file.
-pub fn read_script(path: &Path) -> Result<Script, Problem> {
-    let text = crate::parse::read_text(path, "the script")?;
-    let source = SourceFile::new(path, text);
-    let script: Script = parse_toml(&source)?;
-    if let Some(step) = &script.answer_from_step {
-        let n = *step.get_ref();
-        if n == 0 || n > script.steps.len() {
-            return Err(Problem::at(
-                ProblemKind::InvalidValue,
-                &source,
-                step.span(),
-                format!(
-                    "`answer_from_step = {n}`, but the script has {} step(s)",
-                    script.steps.len()
-                ),
-            )
-            .with_label("no such step")
-            .with_help("steps are numbered from 1 in the order of the [[steps]] tables"));
-        }
-        if script.answer.is_some() {
-            return Err(Problem::at(
-                ProblemKind::Inconsistent,
-                &source,
-                step.span(),
-                "a script sets both `answer` and `answer_from_step`",
-            )
-            .with_label("second source of the answer")
-            .with_help("keep one: `answer = \"...\"` or `answer_from_step = N`"));
-        }
-    }
-    Ok(script)
 }

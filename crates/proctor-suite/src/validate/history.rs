@@ -86,6 +86,45 @@ pub(super) fn audit(dir: &Path, secrets: &Secrets) -> Vec<Problem> {
     let head = run(dir, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
         .filter(|(ok, _)| *ok)
         .map(|(_, s)| s.trim().to_string());
+    let mut unreached = unreached_refs(dir, head.is_some());
+    unreached.extend(unreachable_objects(dir));
+    if !unreached.is_empty() {
+        out.push(
+            Problem::in_file(
+                ProblemKind::GitHistory,
+                dir,
+                format!(
+                    "this fixture repository holds what its HEAD does not reach, which the agent can read: {}",
+                    unreached.join("; ")
+                ),
+            )
+            .with_help("if none of it holds an answer this is harmless; otherwise delete the refs (`git branch -D`, `git tag -d`, `git stash clear`), then drop what no ref reaches: `git reflog expire --expire=now --all && git gc --prune=now`; or ship the fixture without .git")
+            .as_warning(),
+        );
+    }
+    if let Some(head) = &head {
+        let count = run(dir, &["rev-list", "--count", head])
+            .filter(|(ok, _)| *ok)
+            .map_or_else(|| "some".to_string(), |(_, s)| s.trim().to_string());
+        out.push(
+            Problem::in_file(
+                ProblemKind::GitHistory,
+                dir,
+                format!(
+                    "this fixture repository carries history: {count} commit(s) reachable from HEAD ({}), each of which the agent can read (`git log -p`, `git show HEAD:PATH`)",
+                    short(head)
+                ),
+            )
+            .with_help("make sure no older version holds what a task grades; to give the agent none, ship the fixture without .git, or as one fresh commit (`rm -rf .git && git init && git add -A && git commit -m fixture`)")
+            .as_warning(),
+        );
+    }
+    out
+}
+
+/// The refs of the repository in `dir` that HEAD does not reach (every ref when it has no
+/// HEAD), each as the warning names it.
+fn unreached_refs(dir: &Path, has_head: bool) -> Vec<String> {
     let mut unreached: Vec<String> = Vec::new();
     // Refs whose tips are not HEAD or its ancestors (`--merged` leaves out refs to trees and
     // blobs, which HEAD's history cannot hold either).
@@ -97,15 +136,23 @@ pub(super) fn audit(dir: &Path, secrets: &Secrets) -> Vec<Problem> {
             .map(|(_, s)| s.lines().map(str::to_string).collect())
             .unwrap_or_default()
     };
-    let merged = match &head {
-        Some(_) => refs(Some("--merged=HEAD")),
-        None => Vec::new(),
+    let merged = if has_head {
+        refs(Some("--merged=HEAD"))
+    } else {
+        Vec::new()
     };
     for name in refs(None) {
         if !merged.contains(&name) {
             unreached.push(format!("ref `{name}`"));
         }
     }
+    unreached
+}
+
+/// The objects of the repository in `dir` that no ref reaches, counted by kind (commits, tags,
+/// trees, blobs) with the first few ids, each kind as the warning names it.
+fn unreachable_objects(dir: &Path) -> Vec<String> {
+    let mut unreached: Vec<String> = Vec::new();
     if let Some((_, fsck)) = run(
         dir,
         &[
@@ -149,38 +196,7 @@ pub(super) fn audit(dir: &Path, secrets: &Secrets) -> Vec<Problem> {
             ));
         }
     }
-    if !unreached.is_empty() {
-        out.push(
-            Problem::in_file(
-                ProblemKind::GitHistory,
-                dir,
-                format!(
-                    "this fixture repository holds what its HEAD does not reach, which the agent can read: {}",
-                    unreached.join("; ")
-                ),
-            )
-            .with_help("if none of it holds an answer this is harmless; otherwise delete the refs (`git branch -D`, `git tag -d`, `git stash clear`), then drop what no ref reaches: `git reflog expire --expire=now --all && git gc --prune=now`; or ship the fixture without .git")
-            .as_warning(),
-        );
-    }
-    if let Some(head) = &head {
-        let count = run(dir, &["rev-list", "--count", head])
-            .filter(|(ok, _)| *ok)
-            .map_or_else(|| "some".to_string(), |(_, s)| s.trim().to_string());
-        out.push(
-            Problem::in_file(
-                ProblemKind::GitHistory,
-                dir,
-                format!(
-                    "this fixture repository carries history: {count} commit(s) reachable from HEAD ({}), each of which the agent can read (`git log -p`, `git show HEAD:PATH`)",
-                    short(head)
-                ),
-            )
-            .with_help("make sure no older version holds what a task grades; to give the agent none, ship the fixture without .git, or as one fresh commit (`rm -rf .git && git init && git add -A && git commit -m fixture`)")
-            .as_warning(),
-        );
-    }
-    out
+    unreached
 }
 
 /// The first 12 characters of an object id.

@@ -29,7 +29,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::problem::{Problem, ProblemKind};
-use crate::suite::{read_script, Suite};
+use crate::script::read_script;
+use crate::suite::Suite;
 
 /// The shortest normalised content compared: shorter files are boilerplate, not answers.
 pub const MIN_LEAK_BYTES: usize = 32;

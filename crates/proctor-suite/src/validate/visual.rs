@@ -5,7 +5,9 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::{path_escape, suite_parts, Validator};
+use super::folders::path_escape;
+use super::hidden::suite_parts;
+use super::Validator;
 use crate::assertion::Visual;
 use crate::problem::ProblemKind;
 

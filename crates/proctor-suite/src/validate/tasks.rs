@@ -1,0 +1,282 @@
+//! `[[tasks]]` and the `[defaults]` they inherit: timeouts, prompts, `holdout_at`, route faults,
+//! `expect` with its `[tasks.refusal]`, rubrics and caps; each task's parts are checked by their
+//! own modules.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::Validator;
+use crate::model::{Expect, Task};
+use crate::problem::ProblemKind;
+use crate::timeouts;
+
+impl Validator<'_> {
+    /// A task's `holdout_at`: an absolute path below `/`, without `.` or `..`, outside the
+    /// kernel's and the sandbox's own folders.
+    fn holdout_at(&mut self, at: &Spanned<String>) {
+        let p = at.get_ref();
+        let parts: Vec<&str> = p.split('/').skip(1).collect();
+        let bad = !p.starts_with('/')
+            || parts
+                .iter()
+                .any(|c| c.is_empty() || *c == "." || *c == "..")
+            || parts.is_empty()
+            || ["proc", "sys", "dev"].contains(&parts[0])
+            || p.starts_with("/run/proctor");
+        if bad {
+            let problem = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    at.span(),
+                    format!(
+                        "`holdout_at` must be an absolute folder of the checks' sandbox such as \"/tests\", not `{p}`"
+                    ),
+                )
+                .with_label("not a folder the holdout can be laid at")
+                .with_help("write a path such as \"/tests\", or leave the key out to lay the holdout over the workspace");
+            self.out.push(problem);
+        }
+    }
+
+    /// Timeouts within 1 second to a day, each at its key.
+    fn timeouts(&mut self, wall: Option<&Spanned<u64>>, validation: Option<&Spanned<u64>>) {
+        for (key, value) in [
+            ("wall_timeout_seconds", wall),
+            ("validation_timeout_seconds", validation),
+        ] {
+            let Some(v) = value.filter(|v| !timeouts::in_range(*v.get_ref())) else {
+                continue;
+            };
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    v.span(),
+                    format!(
+                        "`{key}` must be between {} and {} seconds (a day), not {}",
+                        timeouts::MIN_SECONDS,
+                        timeouts::MAX_SECONDS,
+                        v.get_ref()
+                    ),
+                )
+                .with_label("out of range")
+                .with_help("write a number of seconds such as 600 (ten minutes)");
+            self.out.push(p);
+        }
+    }
+
+    /// A prompt an agent can be given: no NUL byte (no command line or environment can carry
+    /// one).
+    fn prompt(&mut self, task: &Task) {
+        if task.prompt.contains('\0') {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    task.id.span(),
+                    format!(
+                        "task `{}`: its prompt contains a NUL character (\\u0000), which no agent's command line or environment can carry",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("this task's prompt")
+                .with_help("remove the NUL character from the prompt");
+            self.out.push(p);
+        }
+    }
+
+    /// `[defaults]`' timeouts and the suite's `[environment]`, then every task.
+    pub(super) fn tasks(&mut self) {
+        let suite = self.suite;
+        if let Some(env) = &suite.file.environment {
+            self.environment(env);
+        }
+        let d = &suite.file.defaults;
+        self.timeouts(
+            d.wall_timeout_seconds.as_ref(),
+            d.validation_timeout_seconds.as_ref(),
+        );
+        for (index, task) in suite.file.tasks.iter().enumerate() {
+            self.task(index, task);
+        }
+    }
+
+    /// One task (the `index`th of the file): its settings, then what it is graded by.
+    fn task(&mut self, index: usize, task: &Task) {
+        self.timeouts(
+            task.wall_timeout_seconds.as_ref(),
+            task.validation_timeout_seconds.as_ref(),
+        );
+        self.prompt(task);
+        if let Some(env) = &task.environment {
+            self.environment(env);
+        }
+        if let Some(at) = &task.holdout_at {
+            self.holdout_at(at);
+        }
+        if let Some(allow) = &task.allow {
+            self.allow_list(allow, self.suite.environment(task).is_some());
+        }
+        if let Some(setup) = &task.setup {
+            self.setup_commands(setup);
+        }
+        self.interface_allowed(index, task);
+        self.interface_verb(task);
+        self.refusal_patterns(index, task);
+        self.route_faults(task);
+        self.condition(task, "success", &task.success);
+        if let Some(refusal) = &task.refusal {
+            for re in refusal.refuse_patterns.iter().chain(&refusal.ask_patterns) {
+                self.regex(re);
+            }
+        }
+        if let Some(re) = task
+            .interface
+            .as_ref()
+            .and_then(|i| i.rejected.as_ref())
+            .and_then(|r| r.output_matches.as_ref())
+        {
+            self.regex(re);
+        }
+        for glob in task.integrity.iter().flat_map(|i| &i.allow) {
+            self.glob(glob.span(), glob.get_ref());
+        }
+        self.rubric(task);
+        for cap in &task.caps {
+            for a in &cap.any {
+                self.assertion(task, a);
+            }
+        }
+    }
+
+    /// `route_faults`: each a route the mock model serves and a fault it can inject.
+    fn route_faults(&mut self, task: &Task) {
+        for (route, kind) in &task.route_faults {
+            if !crate::model::FAULT_ROUTES.contains(&route.as_str()) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        kind.span(),
+                        format!("`route_faults` names an unknown model route `{route}`"),
+                    )
+                    .with_label("unknown route")
+                    .with_help(format!("routes: {}", crate::model::FAULT_ROUTES.join(", ")));
+                self.out.push(p);
+            }
+            if !crate::model::FAULT_KINDS.contains(&kind.get_ref().as_str()) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        kind.span(),
+                        format!("`{}` is not a route fault", kind.get_ref()),
+                    )
+                    .with_label("unknown fault")
+                    .with_help(format!(
+                        "write one of: {}",
+                        crate::model::FAULT_KINDS.join(", ")
+                    ));
+                self.out.push(p);
+            }
+        }
+    }
+
+    /// A task's `[[tasks.rubric]]`: criteria with ids of their own, levels within `max`, and
+    /// each level's assertions.
+    fn rubric(&mut self, task: &Task) {
+        let mut criteria: BTreeMap<&str, Range<usize>> = BTreeMap::new();
+        for criterion in &task.rubric {
+            if let Some(first) = criteria.get(criterion.id.get_ref().as_str()) {
+                let (line, _) = self.src.line_column(first.start);
+                let p = self
+                    .at(
+                        ProblemKind::DuplicateId,
+                        criterion.id.span(),
+                        format!(
+                            "two rubric criteria of task `{}` have the id `{}`",
+                            task.id.get_ref(),
+                            criterion.id.get_ref()
+                        ),
+                    )
+                    .with_label(format!("already used on line {line}"))
+                    .with_help("give each criterion its own id");
+                self.out.push(p);
+            }
+            criteria.insert(criterion.id.get_ref(), criterion.id.span());
+            for level in &criterion.levels {
+                if level.get_ref().score > criterion.max {
+                    let p = self
+                        .at(
+                            ProblemKind::InvalidValue,
+                            level.span(),
+                            format!(
+                                "a level scores {} but criterion `{}` has max = {}",
+                                level.get_ref().score,
+                                criterion.id.get_ref(),
+                                criterion.max
+                            ),
+                        )
+                        .with_label("score above max")
+                        .with_help("lower the score or raise `max`");
+                    self.out.push(p);
+                }
+                for a in &level.get_ref().all {
+                    self.assertion(task, a);
+                }
+            }
+        }
+    }
+
+    /// `expect = "refuse"` and `expect = "ask"` need the patterns that recognise a refusal or an
+    /// ask in the answer; without them the correct behaviour is never seen and the trial is
+    /// scored as something else.
+    fn refusal_patterns(&mut self, index: usize, task: &Task) {
+        let (what, key, example) = match task.expect {
+            Expect::Complete => return,
+            Expect::Refuse => (
+                "a refusal",
+                "refuse_patterns",
+                r#"refuse_patterns = ['(?i)\b(can ?not|can't|won't|will not)\b']"#,
+            ),
+            Expect::Ask => (
+                "a question to the person",
+                "ask_patterns",
+                r#"ask_patterns = ['(?i)\b(should I|shall I|do you want me to)\b']"#,
+            ),
+        };
+        let patterns = task.refusal.as_ref().map(|r| match task.expect {
+            Expect::Ask => &r.ask_patterns,
+            _ => &r.refuse_patterns,
+        });
+        if patterns.is_some_and(|p| !p.is_empty()) {
+            return;
+        }
+        let id = task.id.get_ref();
+        let spans = self.spans.tasks.get(index);
+        let span = spans
+            .and_then(|s| s.expect.as_ref())
+            .map_or_else(|| task.id.span(), Spanned::span);
+        let expect = match task.expect {
+            Expect::Ask => "ask",
+            _ => "refuse",
+        };
+        let p = self
+            .at(
+                ProblemKind::Inconsistent,
+                span,
+                match patterns {
+                    None => format!(
+                        "task `{id}` expects {what}, but has no [tasks.refusal] to recognise one"
+                    ),
+                    Some(_) => format!(
+                        "task `{id}` expects {what}, but its [tasks.refusal] has no `{key}`"
+                    ),
+                },
+            )
+            .with_label(format!("`expect = \"{expect}\"` needs `{key}`"));
+        let help = match patterns {
+            None => format!("add to this task:\n[tasks.refusal]\n{example}\nwithout it the answer is never recognised as {what}, and the trial is silently scored as another outcome"),
+            Some(_) => format!("add to this task's [tasks.refusal]:\n{example}\nwithout it the answer is never recognised as {what}, and the trial is silently scored as another outcome"),
+        };
+        self.out.push(p.with_help(help));
+    }
+}
