@@ -12,8 +12,6 @@
 //! trial whose reason names it. Each adapter's parser reads the CLI's own transcript into
 //! [`AgentOutput`]: the answer, tool calls, permission denials, agent-reported usage and cost.
 
-#![warn(missing_docs)]
-
 pub mod aider;
 pub mod claude_code;
 pub mod cli;

@@ -18,38 +18,53 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Longest message or draft text accepted.
 pub const MAX_TEXT_CHARS: usize = 4000;
 
+/// A person of the fixture world (the account itself is one).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Person {
+    /// The handle people are named by (`@handle`).
     pub handle: String,
+    /// The display name.
     pub name: String,
+    /// What they do, shown beside the name (may be empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub role: String,
 }
 
+/// A channel of the fixture world.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Channel {
+    /// The channel name, without the `#`.
     pub name: String,
+    /// The channel topic (may be empty).
     #[serde(default)]
     pub topic: String,
 }
 
+/// A message of the fixture, there before the mock starts.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureMessage {
     /// `#channel` or `@person` (the direct conversation between the account and that person).
     pub conv: String,
+    /// The handle of the sender.
     pub from: String,
+    /// When it was sent, `YYYY-MM-DDTHH:MM`.
     pub at: String,
+    /// The message text.
     pub text: String,
 }
 
+/// A reply a person sends once the account has written to them.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedReply {
+    /// The handle that replies (in the direct conversation with the account).
     pub from: String,
+    /// The reply text.
     pub text: String,
+    /// How many reads of that conversation after the account writes to it before the reply arrives (default 2).
     #[serde(default = "default_after_reads")]
     pub after_reads: u32,
 }
@@ -62,18 +77,23 @@ fn default_after_reads() -> u32 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fixtures {
+    /// What the world is for, for people reading the fixture.
     #[serde(default)]
     pub description: String,
     /// The account `chat` acts as.
     pub me: Person,
     /// The mock's clock at start, `YYYY-MM-DDTHH:MM`.
     pub now: String,
+    /// The people the account knows.
     #[serde(default)]
     pub people: Vec<Person>,
+    /// The channels.
     #[serde(default)]
     pub channels: Vec<Channel>,
+    /// The messages already there, oldest first.
     #[serde(default)]
     pub messages: Vec<FixtureMessage>,
+    /// Replies people send after the account writes to them.
     #[serde(default)]
     pub replies: Vec<ScriptedReply>,
 }
@@ -166,53 +186,78 @@ impl Fixtures {
 /// One message. `conv` is `#channel` or `@person`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Message {
+    /// The message id (`m-00001`).
     pub id: String,
+    /// The conversation: `#channel` or `@person`.
     pub conv: String,
+    /// The handle of the sender.
     pub from: String,
+    /// The text, as last edited.
     pub text: String,
+    /// When it was sent, `YYYY-MM-DDTHH:MM` on the mock's clock.
     pub at: String,
+    /// Whether it was edited since it was sent.
     pub edited: bool,
+    /// Whether it was taken back.
     pub unsent: bool,
 }
 
 /// A saved, unsent message.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Draft {
+    /// The draft id (`d-0001`).
     pub id: String,
+    /// The conversation it is for: `#channel` or `@person`.
     pub to: String,
+    /// The text.
     pub text: String,
+    /// When it was saved, on the mock's clock.
     pub at: String,
 }
 
 /// One edit of a message.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Edit {
+    /// The message edited.
     pub id: String,
+    /// Its conversation.
     pub conv: String,
+    /// The text before the edit.
     pub before: String,
+    /// The text after it.
     pub after: String,
+    /// When, on the mock's clock.
     pub at: String,
+    /// Who edited it: `agent` or `user`.
     pub actor: String,
 }
 
 /// One line of `events.jsonl`, the format proctor reads for attributed reversals.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Event {
+    /// Seconds since the mock started.
     pub at: f64,
+    /// Who did it: `agent` or `user`.
     pub actor: String,
+    /// What was done (`send`, `draft`, `edit`, `unsend`, `discard`, `undo`, ...).
     pub op: String,
+    /// The event's own id.
     pub id: String,
+    /// The id of the message or draft it concerns (for an undo, the event it reverses).
     pub target: String,
 }
 
 /// Who made a request: the agent (default) or a person using the same account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
+    /// The agent under evaluation.
     Agent,
+    /// A person using the same account (a request with `X-Chat-Actor: user`).
     User,
 }
 
 impl Actor {
+    /// `agent` or `user`, as the event log writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Actor::Agent => "agent",
@@ -233,6 +278,7 @@ impl Actor {
 /// Per-request context.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx {
+    /// Who makes the request.
     pub actor: Actor,
     /// Seconds since the mock started; only the event log records it.
     pub at: f64,
@@ -241,7 +287,9 @@ pub struct Ctx {
 /// A refusal the API reports with an HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: u16,
+    /// What went wrong, for the caller.
     pub message: String,
 }
 
@@ -255,7 +303,9 @@ fn err<T>(status: u16, message: impl Into<String>) -> Result<T, ApiError> {
 /// A message with its position in its conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Listed {
+    /// Its 1-based position in the conversation.
     pub pos: u32,
+    /// The message.
     #[serde(flatten)]
     pub message: Message,
 }
@@ -263,9 +313,13 @@ pub struct Listed {
 /// What a read returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReadOut {
+    /// The conversation read: `#channel` or `@person`.
     pub conversation: String,
+    /// Its title, as shown.
     pub title: String,
+    /// How many messages it holds in all.
     pub total: u32,
+    /// The messages returned, oldest first.
     pub messages: Vec<Listed>,
 }
 
@@ -278,13 +332,21 @@ struct Pending {
 /// The whole mock state.
 #[derive(Debug, Clone)]
 pub struct Store {
+    /// The account the mock acts as.
     pub me: Person,
+    /// The people the account knows.
     pub people: Vec<Person>,
+    /// The channels.
     pub channels: Vec<Channel>,
+    /// Every message, in the order sent.
     pub messages: Vec<Message>,
+    /// The saved drafts.
     pub drafts: Vec<Draft>,
+    /// The drafts thrown away.
     pub discarded: Vec<Draft>,
+    /// Every edit, in order.
     pub edits: Vec<Edit>,
+    /// The event log written to `events.jsonl`.
     pub events: Vec<Event>,
     /// Bumped by every change, reads included (reads advance scripted replies).
     pub version: u64,
@@ -302,6 +364,7 @@ pub struct Store {
 }
 
 impl Store {
+    /// The state at start: the fixture's world, no drafts, edits or events.
     pub fn new(f: Fixtures) -> Store {
         let messages = f
             .messages

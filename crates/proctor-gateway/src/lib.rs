@@ -15,8 +15,6 @@
 //! The real key is only ever written into upstream request headers: it is removed from every
 //! recorded body, line and message, and agents never see it.
 
-#![warn(missing_docs)]
-
 pub mod api;
 pub mod config;
 pub mod evidence;

@@ -38,8 +38,6 @@
 //! Everything is blocking; the registry client runs its own current-thread tokio runtime, so
 //! call it from a plain thread, not from inside an async task.
 
-#![warn(missing_docs)]
-
 mod auth;
 mod build;
 mod builder;

@@ -43,8 +43,6 @@
 //! queries are redacted, and the required key is replaced by `[redacted]` wherever else it would
 //! appear; an SSE response is logged as its list of events.
 
-#![warn(missing_docs)]
-
 pub mod anthropic;
 pub mod auth;
 pub mod chat;

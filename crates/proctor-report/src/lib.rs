@@ -9,8 +9,6 @@
 //! relative change from an exact zero is `null` with `relative_unbounded = true`, and JSON never
 //! holds Infinity or NaN.
 
-#![deny(missing_docs)]
-
 pub mod aggregate;
 pub mod compare;
 pub mod export;

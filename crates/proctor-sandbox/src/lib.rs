@@ -19,7 +19,6 @@
 //! Linux only (user namespaces, overlayfs with `userxattr`, `mount_setattr`, pidfds: 5.12+; the
 //! overlay uses `lowerdir+` on 6.8+ and falls back to classic mount options before). Set
 //! `PROCTOR_SANDBOX_DEBUG=1` to have the sandbox init print its phase timings to stderr.
-#![warn(missing_docs)]
 
 mod builtin;
 pub mod copy;

@@ -29,8 +29,6 @@
 //! score → store → report): it knows nothing about how a trial ran or was scored, only how to keep
 //! it.
 
-#![warn(missing_docs)]
-
 mod atomic;
 mod error;
 mod finite;
