@@ -5,7 +5,9 @@
 //! `echo hi > hello.txt` and then answer "done". It checks the file, the parsed answer, the
 //! agent-reported usage against the script's declared usage, and the wire counts. A second test
 //! per CLI scripts a command outside the allow-list and checks it is parsed as a denied call.
-//! A test whose CLI is not installed prints why and passes without running.
+//! A test whose CLI is not installed prints why and passes without running, except under `CI`
+//! (which installs every CLI with `agents/install.sh`), where it fails: a green CI never hides
+//! a CLI that did not run.
 //!
 //! With `PROCTOR_RECORD=1` the CLI's stdout/stderr go to `tests/recordings/` (the parser tests'
 //! inputs) and, for the hello case, the requests it sent to `../proctor-mock-model/tests/requests/`
@@ -68,6 +70,15 @@ fn record_dir(sub: &str) -> Option<PathBuf> {
         .then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(sub))
 }
 
+/// Skips a test whose CLI this machine lacks, saying why; under `CI` the test fails instead.
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "under CI every agent CLI must run (agents/install.sh installs them): {why}"
+    );
+    println!("skipping: {why}");
+}
+
 /// Strips what changes from run to run or machine to machine out of a recording.
 fn scrub(text: &str, dir: &Path) -> String {
     text.replace(&dir.display().to_string(), "/TMP")
@@ -84,7 +95,7 @@ fn run(
     match adapter.preflight() {
         Ok(info) => eprintln!("{name}: {info:?}"),
         Err(e @ AgentError::NotInstalled { .. }) => {
-            println!("skipping {name}/{case}: {e}");
+            skip(&format!("{name}/{case}: {e}"));
             return None;
         }
         Err(e) => panic!("{name}: preflight failed: {e}"),
@@ -401,15 +412,15 @@ fn aider_hello() {
 #[test]
 fn copilot_uses_the_unpacked_package() {
     let Ok(exe) = proctor_agents::cli::find_executable("copilot") else {
-        println!("skipping: copilot is not installed");
+        skip("copilot is not installed");
         return;
     };
     let from_install = proctor_agents::cli::agents_dir().is_some_and(|d| exe.starts_with(d));
     if !from_install {
-        println!(
-            "skipping: copilot at {} was not installed by agents/install.sh",
+        skip(&format!(
+            "copilot at {} was not installed by agents/install.sh",
             exe.display()
-        );
+        ));
         return;
     }
     let pkg = proctor_agents::copilot::unpacked_package(&exe);
