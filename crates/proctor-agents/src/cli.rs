@@ -270,12 +270,9 @@ impl FlagsChecked {
         let Ok(text) = serde_json::to_vec(self) else {
             return;
         };
-        let tmp = dir.join(format!(".{}.{}", random_hex(8), std::process::id()));
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        // A failed write removes its temporary file; the error itself is of no use here.
+        if std::fs::create_dir_all(dir).is_ok() {
+            let _ = proctor_fs::atomic_write_unsynced(file, &text);
         }
     }
 }
