@@ -246,54 +246,10 @@ fn docker_hub_name(image: &str) -> String {
     }
 }
 
-/// The words of `text`, with double quotes (and their backslash escapes) and single quotes
-/// taken away; `None` when a quote is left open.
+/// The words of `text` as a POSIX shell splits them (`shlex`), quotes and their escapes taken
+/// away; `None` when a quote is left open.
 fn words(text: &str) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => word.push(chars.next()?),
-                        other => word.push(other),
-                    }
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        other => word.push(other),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                word.push(chars.next()?);
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            other => {
-                in_word = true;
-                word.push(other);
-            }
-        }
-    }
-    if in_word {
-        out.push(word);
-    }
-    Some(out)
+    shlex::split(text)
 }
 
 /// One word (a `WORKDIR` path); `None` for more than one.
