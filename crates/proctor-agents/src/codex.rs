@@ -28,13 +28,12 @@
 //! it on stderr as ``exec_command failed: CreateProcess { message: "Rejected(\"`CMD` rejected:
 //! policy forbids commands starting with `X`\")" }``, which is read as a denied call.
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
-use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
-};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
+use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -92,18 +91,18 @@ pub fn rules(allow: &[String]) -> String {
     s
 }
 
-impl Adapter for Codex {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Codex {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let mut args = vec![
             "exec".to_string(),
             "--json".into(),
@@ -143,20 +142,16 @@ impl Adapter for Codex {
                 rules(&session.allow).into_bytes(),
             ),
         ];
-        Ok(cli::wrapped_launch(
-            SPEC.agent, ctx, &exe, args, env, &wrapper, files,
-        ))
+        CliCommand {
+            args,
+            env,
+            wrapper,
+            files,
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 
