@@ -33,7 +33,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
+    MODEL_API_KEY_ENV,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -115,7 +118,7 @@ impl CliAgent for Codex {
             args.extend(["--model".into(), model.clone()]);
         }
         args.extend(["--".into(), ctx.prompt.clone()]);
-        let env = vec![("PROCTOR_MODEL_API_KEY".into(), cli::api_key(session, "sk-"))];
+        let env = vec![(MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-"))];
         let dir = ctx.agent_dir.display().to_string();
         let wrapper = Wrapper {
             setup: vec![

@@ -28,7 +28,10 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
+    MODEL_API_KEY_ENV,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -115,7 +118,7 @@ impl CliAgent for Opencode {
             "OPENCODE_CONFIG_CONTENT".to_string(),
             config(&base, &model, &session.allow).to_string(),
         )];
-        env.push(("PROCTOR_MODEL_API_KEY".into(), cli::api_key(session, "sk-")));
+        env.push((MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-")));
         for k in [
             "OPENCODE_DISABLE_MODELS_FETCH",
             "OPENCODE_DISABLE_AUTOUPDATE",

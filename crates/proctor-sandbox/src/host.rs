@@ -126,7 +126,7 @@ fn start_service(
     cmd.args(&svc.argv[1..])
         .env_clear()
         .envs(svc.env.iter().map(|(k, v)| (k, v)))
-        .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
+        .env(crate::SERVICE_DIR_ENV, &svc.dir_host)
         .current_dir(&svc.cwd)
         .stdin(Stdio::null())
         .stdout(log)

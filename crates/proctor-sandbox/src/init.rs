@@ -34,7 +34,7 @@ pub(crate) fn trace(what: &str) {
     use std::sync::OnceLock;
     static START: OnceLock<Option<Instant>> = OnceLock::new();
     let start =
-        START.get_or_init(|| std::env::var_os("PROCTOR_SANDBOX_DEBUG").map(|_| Instant::now()));
+        START.get_or_init(|| std::env::var_os(crate::SANDBOX_DEBUG_ENV).map(|_| Instant::now()));
     if let Some(s) = start {
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() };
@@ -426,9 +426,9 @@ fn start_service(
         exit: None,
     };
     let mut env = svc.env.clone();
-    env.retain(|(k, _)| k != "PROCTOR_SERVICE_DIR");
+    env.retain(|(k, _)| k != crate::SERVICE_DIR_ENV);
     env.push((
-        "PROCTOR_SERVICE_DIR".to_owned(),
+        crate::SERVICE_DIR_ENV.to_owned(),
         SandboxSpec::service_dir_inside(&svc.name)
             .to_string_lossy()
             .into_owned(),

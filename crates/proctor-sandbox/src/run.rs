@@ -75,7 +75,7 @@ fn run_with(
     let (ours, theirs) =
         sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
     let marks = Marks {
-        debug: std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some(),
+        debug: std::env::var_os(crate::SANDBOX_DEBUG_ENV).is_some(),
         start,
     };
     marks.mark("spawning the init");
@@ -440,9 +440,10 @@ fn spawn_init(
             .try_clone_to_owned()
             .map_err(|e| SandboxError::io("dup the terminal", e))?;
         cmd.arg(TERMINAL_ARG).stderr(Stdio::from(tty));
-    } else if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+    } else if let Some(v) = std::env::var_os(crate::SANDBOX_DEBUG_ENV) {
         // The init prints its phase timings to stderr.
-        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+        cmd.env(crate::SANDBOX_DEBUG_ENV, v)
+            .stderr(Stdio::inherit());
     } else {
         cmd.stderr(Stdio::null());
     }

@@ -118,8 +118,9 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
     if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
         cmd.env(crate::ids::SINGLE_ID_ENV, v);
     }
-    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
-        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+    if let Some(v) = std::env::var_os(crate::SANDBOX_DEBUG_ENV) {
+        cmd.env(crate::SANDBOX_DEBUG_ENV, v)
+            .stderr(Stdio::inherit());
     } else {
         cmd.stderr(Stdio::null());
     }
