@@ -25,13 +25,12 @@
 //! `completion_tokens`, `cost`). aider reports only the prompt total, so `input` includes any
 //! cached tokens and the cache categories are unknown (`None`).
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
-use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
-};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
+use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -78,18 +77,18 @@ impl Aider {
     }
 }
 
-impl Adapter for Aider {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Aider {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let model = ctx.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
         let model = if model.contains('/') {
             model
@@ -144,26 +143,16 @@ impl Adapter for Aider {
                 ),
             ],
         };
-        Ok(cli::wrapped_launch(
-            SPEC.agent,
-            ctx,
-            &exe,
+        CliCommand {
             args,
             env,
-            &wrapper,
-            Vec::new(),
-        ))
+            wrapper,
+            ..CliCommand::default()
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

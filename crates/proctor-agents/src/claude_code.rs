@@ -22,13 +22,12 @@
 //! `cache_creation_input_tokens`), `total_cost_usd`, `num_turns`, `permission_denials`
 //! (`tool_name`, `tool_use_id`, `tool_input`).
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
-use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
-};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
+use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -67,18 +66,18 @@ pub fn allow_rules(allow: &[String]) -> Vec<String> {
     allow.iter().map(|a| format!("Bash({a}:*)")).collect()
 }
 
-impl Adapter for ClaudeCode {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for ClaudeCode {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let mut args = vec![
             "--print".to_string(),
             "--output-format".into(),
@@ -117,26 +116,16 @@ impl Adapter for ClaudeCode {
             ],
             ..Wrapper::default()
         };
-        Ok(cli::wrapped_launch(
-            SPEC.agent,
-            ctx,
-            &exe,
+        CliCommand {
             args,
             env,
-            &wrapper,
-            Vec::new(),
-        ))
+            wrapper,
+            ..CliCommand::default()
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

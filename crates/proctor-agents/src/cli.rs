@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{AgentError, AgentInfo, Launch, LaunchContext, SessionContext};
+use crate::{Adapter, AgentError, AgentInfo, AgentOutput, Launch, LaunchContext, SessionContext};
 
 /// The variable naming the folder `agents/install.sh` installs into.
 pub const AGENTS_DIR_ENV: &str = "PROCTOR_AGENTS_DIR";
@@ -270,12 +270,9 @@ impl FlagsChecked {
         let Ok(text) = serde_json::to_vec(self) else {
             return;
         };
-        let tmp = dir.join(format!(".{}.{}", random_hex(8), std::process::id()));
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        // A failed write removes its temporary file; the error itself is of no use here.
+        if std::fs::create_dir_all(dir).is_ok() {
+            let _ = proctor_fs::atomic_write_unsynced(file, &text);
         }
     }
 }
@@ -406,6 +403,73 @@ pub fn wrapper_script(agent: &str, w: &Wrapper) -> String {
     }
     s.push_str("exit $rc\n");
     s
+}
+
+/// What a real agent CLI's adapter decides for one trial; [`CliAgent`]'s shared part finds the
+/// endpoint and the executable and writes the wrapper around it.
+#[derive(Debug, Default)]
+pub struct CliCommand {
+    /// The CLI's arguments (after the executable).
+    pub args: Vec<String>,
+    /// The environment it is given.
+    pub env: Vec<(String, String)>,
+    /// What the wrapper script does around it.
+    pub wrapper: Wrapper,
+    /// Files written into the agent folder for it (configuration, rules).
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// A real agent CLI (Claude Code, Codex, Copilot, Gemini, opencode, aider): its adapter says
+/// what to check, how to start it and how to read it; launching from the environment or a
+/// session, finding the endpoint and the executable, reading the output as text and the
+/// preflight are the same for all of them ([`crate::Adapter`] is implemented once, here).
+pub trait CliAgent: Send + Sync {
+    /// What the preflight checks; its agent name and executable are used at launch too.
+    fn spec(&self) -> &'static CliSpec;
+
+    /// The command for one trial, given the model endpoint `base` (no trailing `/v1`) and the
+    /// installed executable `exe`.
+    fn command(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        exe: &Path,
+    ) -> CliCommand;
+
+    /// Reads the CLI's stdout and stderr (as text, invalid UTF-8 replaced).
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput;
+}
+
+impl<T: CliAgent> Adapter for T {
+    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+        self.launch_session(ctx, &SessionContext::from_env())
+    }
+
+    fn launch_session(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+    ) -> Result<Launch, AgentError> {
+        let spec = self.spec();
+        let base = base_url(spec.agent, session)?;
+        let exe = executable_for(spec.agent, spec.executable)?;
+        let c = self.command(ctx, session, base, &exe);
+        Ok(wrapped_launch(
+            spec.agent, ctx, &exe, c.args, c.env, &c.wrapper, c.files,
+        ))
+    }
+
+    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
+        self.parse(
+            &String::from_utf8_lossy(stdout),
+            &String::from_utf8_lossy(stderr),
+        )
+    }
+
+    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
+        preflight(self.spec()).map(Some)
+    }
 }
 
 /// A launch through the wrapper: `/bin/sh AGENT_DIR/launch.sh EXE ARGS...`, with the wrapper

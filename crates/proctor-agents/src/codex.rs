@@ -28,12 +28,14 @@
 //! it on stderr as ``exec_command failed: CreateProcess { message: "Rejected(\"`CMD` rejected:
 //! policy forbids commands starting with `X`\")" }``, which is read as a denied call.
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
 use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
+    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
+    MODEL_API_KEY_ENV,
 };
 
 /// What the preflight checks.
@@ -92,18 +94,18 @@ pub fn rules(allow: &[String]) -> String {
     s
 }
 
-impl Adapter for Codex {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Codex {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let mut args = vec![
             "exec".to_string(),
             "--json".into(),
@@ -116,7 +118,7 @@ impl Adapter for Codex {
             args.extend(["--model".into(), model.clone()]);
         }
         args.extend(["--".into(), ctx.prompt.clone()]);
-        let env = vec![("PROCTOR_MODEL_API_KEY".into(), cli::api_key(session, "sk-"))];
+        let env = vec![(MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-"))];
         let dir = ctx.agent_dir.display().to_string();
         let wrapper = Wrapper {
             setup: vec![
@@ -143,20 +145,16 @@ impl Adapter for Codex {
                 rules(&session.allow).into_bytes(),
             ),
         ];
-        Ok(cli::wrapped_launch(
-            SPEC.agent, ctx, &exe, args, env, &wrapper, files,
-        ))
+        CliCommand {
+            args,
+            env,
+            wrapper,
+            files,
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

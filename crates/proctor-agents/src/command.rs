@@ -30,7 +30,7 @@ impl Adapter for CommandAdapter {
     fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
         Ok(Launch {
             argv: self.template.iter().map(|a| fill(a, ctx)).collect(),
-            env: vec![("PROCTOR_PROMPT".into(), ctx.prompt.clone())],
+            env: vec![(crate::PROMPT_ENV.into(), ctx.prompt.clone())],
             files: Vec::new(),
         })
     }

@@ -26,13 +26,12 @@
 
 use std::collections::HashMap;
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
-use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
-};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
+use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -76,18 +75,18 @@ pub fn allow_tools(allow: &[String]) -> Vec<String> {
     v
 }
 
-impl Adapter for Copilot {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Copilot {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        exe: &Path,
+    ) -> CliCommand {
         let model = ctx.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
         let mut args = vec![
             "--prompt".to_string(),
@@ -118,7 +117,7 @@ impl Adapter for Copilot {
             "mkdir -p \"$HOME/.copilot\" \"$HOME/.proctor\"".into(),
             "export COPILOT_HOME=\"$HOME/.copilot\"".into(),
         ];
-        if let Some(pkg) = unpacked_package(&exe) {
+        if let Some(pkg) = unpacked_package(exe) {
             setup.push("mkdir -p \"$HOME/.cache/copilot\"".into());
             setup.push(format!(
                 "ln -s {} \"$HOME/.cache/copilot/pkg\"",
@@ -134,26 +133,16 @@ impl Adapter for Copilot {
             ],
             captures: vec![(USAGE.into(), "\"$HOME/.proctor/copilot-usage.json\"".into())],
         };
-        Ok(cli::wrapped_launch(
-            SPEC.agent,
-            ctx,
-            &exe,
+        CliCommand {
             args,
             env,
-            &wrapper,
-            Vec::new(),
-        ))
+            wrapper,
+            ..CliCommand::default()
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

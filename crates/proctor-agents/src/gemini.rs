@@ -25,13 +25,12 @@
 
 use std::collections::HashMap;
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use crate::cli::{self, CliSpec, Wrapper};
-use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
-};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
+use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -82,18 +81,18 @@ pub fn policy(allow: &[String]) -> String {
     s
 }
 
-impl Adapter for Gemini {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Gemini {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let dir = ctx.agent_dir.display().to_string();
         let mut args = vec![
             "--prompt".to_string(),
@@ -132,20 +131,16 @@ impl Adapter for Gemini {
                 policy(&session.allow).into_bytes(),
             ),
         ];
-        Ok(cli::wrapped_launch(
-            SPEC.agent, ctx, &exe, args, env, &wrapper, files,
-        ))
+        CliCommand {
+            args,
+            env,
+            wrapper,
+            files,
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

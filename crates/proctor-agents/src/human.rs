@@ -25,7 +25,7 @@ impl Adapter for HumanAdapter {
     fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
         Ok(Launch {
             argv: self.shell.clone(),
-            env: vec![("PROCTOR_PROMPT".into(), ctx.prompt.clone())],
+            env: vec![(crate::PROMPT_ENV.into(), ctx.prompt.clone())],
             files: Vec::new(),
         })
     }

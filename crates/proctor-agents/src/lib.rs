@@ -55,6 +55,15 @@ pub struct Launch {
     pub files: Vec<(String, Vec<u8>)>,
 }
 
+/// The variable giving an agent the model endpoint's base URL (no `/v1`).
+pub const MODEL_BASE_URL_ENV: &str = "PROCTOR_MODEL_BASE_URL";
+/// The variable giving an agent the key for the model endpoint.
+pub const MODEL_API_KEY_ENV: &str = "PROCTOR_MODEL_API_KEY";
+/// The variable giving an agent the model to ask for.
+pub const MODEL_ENV: &str = "PROCTOR_MODEL";
+/// The variable giving a command or human agent the task's prompt.
+pub const PROMPT_ENV: &str = "PROCTOR_PROMPT";
+
 /// What a real agent CLI needs beyond [`LaunchContext`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionContext {
@@ -76,9 +85,9 @@ impl SessionContext {
     pub fn from_env() -> SessionContext {
         let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         SessionContext {
-            model_base_url: get("PROCTOR_MODEL_BASE_URL"),
+            model_base_url: get(MODEL_BASE_URL_ENV),
             allow: Vec::new(),
-            api_key: get("PROCTOR_MODEL_API_KEY"),
+            api_key: get(MODEL_API_KEY_ENV),
         }
     }
 }

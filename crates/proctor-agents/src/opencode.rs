@@ -23,12 +23,14 @@
 //! the permission map ends in `status: "error"` with "The user has specified a rule which
 //! prevents you from using this specific tool call".
 
+use std::path::Path;
+
 use serde_json::{json, Value};
 
-use crate::cli::{self, CliSpec};
+use crate::cli::{self, CliAgent, CliCommand, CliSpec};
 use crate::{
-    Adapter, AgentError, AgentInfo, AgentOutput, DeniedCall, Launch, LaunchContext, ReportedUsage,
-    SessionContext, ToolCall,
+    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
+    MODEL_API_KEY_ENV,
 };
 
 /// What the preflight checks.
@@ -90,18 +92,18 @@ pub fn config(base: &str, model: &str, allow: &[String]) -> Value {
     })
 }
 
-impl Adapter for Opencode {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
-        self.launch_session(ctx, &SessionContext::from_env())
+impl CliAgent for Opencode {
+    fn spec(&self) -> &'static CliSpec {
+        &SPEC
     }
 
-    fn launch_session(
+    fn command(
         &self,
         ctx: &LaunchContext,
         session: &SessionContext,
-    ) -> Result<Launch, AgentError> {
-        let base = cli::base_url(SPEC.agent, session)?;
-        let exe = cli::executable_for(SPEC.agent, SPEC.executable)?;
+        base: String,
+        _exe: &Path,
+    ) -> CliCommand {
         let model = ctx.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
         let args = vec![
             "run".to_string(),
@@ -116,7 +118,7 @@ impl Adapter for Opencode {
             "OPENCODE_CONFIG_CONTENT".to_string(),
             config(&base, &model, &session.allow).to_string(),
         )];
-        env.push(("PROCTOR_MODEL_API_KEY".into(), cli::api_key(session, "sk-")));
+        env.push((MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-")));
         for k in [
             "OPENCODE_DISABLE_MODELS_FETCH",
             "OPENCODE_DISABLE_AUTOUPDATE",
@@ -127,26 +129,15 @@ impl Adapter for Opencode {
         ] {
             env.push((k.into(), "1".into()));
         }
-        Ok(cli::wrapped_launch(
-            SPEC.agent,
-            ctx,
-            &exe,
+        CliCommand {
             args,
             env,
-            &cli::Wrapper::default(),
-            Vec::new(),
-        ))
+            ..CliCommand::default()
+        }
     }
 
-    fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
-        parse(
-            &String::from_utf8_lossy(stdout),
-            &String::from_utf8_lossy(stderr),
-        )
-    }
-
-    fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
-        cli::preflight(&SPEC).map(Some)
+    fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
+        parse(stdout, stderr)
     }
 }
 

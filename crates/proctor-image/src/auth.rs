@@ -127,15 +127,12 @@ pub(crate) fn token_url(challenge: &Challenge, default_scope: &str) -> Option<St
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
 fn percent_encode(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(text, KEEP).to_string()
 }
 
 /// The token of a token service's JSON answer (`token`, else `access_token`).

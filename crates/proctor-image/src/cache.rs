@@ -515,7 +515,10 @@ impl ImageCache {
 
     /// Takes the lock file `locks/NAME` (waits for it).
     pub(crate) fn lock(&self, name: &str, exclusive: bool) -> Result<FileLock> {
-        FileLock::acquire(&self.dir.join(LOCKS).join(name), exclusive)
+        Ok(FileLock::acquire(
+            &self.dir.join(LOCKS).join(name),
+            exclusive,
+        )?)
     }
 
     /// The hex digests of the unpacked images.

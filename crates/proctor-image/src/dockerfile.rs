@@ -246,54 +246,18 @@ fn docker_hub_name(image: &str) -> String {
     }
 }
 
-/// The words of `text`, with double quotes (and their backslash escapes) and single quotes
-/// taken away; `None` when a quote is left open.
+/// The words of `text` as a POSIX shell splits them (`shlex`), quotes and their escapes taken
+/// away; `None` when a quote is left open, or when a shell and Docker would read the text
+/// differently: a word starting with `#` (a comment to a shell, a plain word to Docker) or a
+/// separator other than a space or a tab.
 fn words(text: &str) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => word.push(chars.next()?),
-                        other => word.push(other),
-                    }
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        other => word.push(other),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                word.push(chars.next()?);
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            other => {
-                in_word = true;
-                word.push(other);
-            }
-        }
+    if text.contains(|c: char| c.is_whitespace() && c != ' ' && c != '\t') {
+        return None;
     }
-    if in_word {
-        out.push(word);
-    }
-    Some(out)
+    let words = shlex::split(text)?;
+    let hashes = |s: &str| s.matches('#').count();
+    // Every `#` of the text is in a word unless the shell took one as a comment.
+    (words.iter().map(|w| hashes(w)).sum::<usize>() == hashes(text)).then_some(words)
 }
 
 /// One word (a `WORKDIR` path); `None` for more than one.
@@ -324,6 +288,27 @@ fn env_pairs(text: &str) -> Option<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hash_or_an_odd_separator_in_env_needs_a_builder() {
+        // Docker keeps `#x` as a word (and refuses it: no `=`); a shell would drop it as a
+        // comment and make the line look simple.
+        for text in [
+            "FROM ubuntu\nENV A=1 #x\n",
+            "FROM ubuntu\nENV A=1 \"#x\" #y\n",
+            "FROM ubuntu\nWORKDIR /a\u{a0}b\n",
+        ] {
+            assert_eq!(base_only(text), None, "{text:?}");
+        }
+        // A `#` inside a word or in quotes is a plain character to both.
+        let simple = base_only("FROM ubuntu\nENV A=\"x #y\" B=1#2 C='#'\n").expect("simple");
+        let env: Vec<(&str, &str)> = simple
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env, [("A", "x #y"), ("B", "1#2"), ("C", "#")]);
+    }
 
     #[test]
     fn from_workdir_and_env_is_its_base_image() {

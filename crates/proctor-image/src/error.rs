@@ -179,6 +179,23 @@ pub enum ImageError {
     },
 }
 
+impl From<proctor_fs::FsError> for ImageError {
+    /// The shared helpers' error, worded as the cache words its own ("locking", "renaming
+    /// into", ...).
+    fn from(e: proctor_fs::FsError) -> ImageError {
+        let action = match e.op {
+            "open the lock file" => "opening the lock file",
+            "lock" => "locking",
+            "create" => "creating",
+            "write" => "writing",
+            "sync" | "sync directory" => "syncing",
+            "rename into place" => "renaming into",
+            other => other,
+        };
+        ImageError::io(action, e.path, e.source)
+    }
+}
+
 impl ImageError {
     /// An [`ImageError::Io`] for `action` on `path`.
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {

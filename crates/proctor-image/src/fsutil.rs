@@ -1,7 +1,7 @@
-//! File system helpers of the cache: advisory locks, temporary paths removed unless kept, and
-//! atomic writes.
+//! File system helpers of the cache: temporary paths removed unless kept, syncing, sizes; the
+//! advisory locks and atomic writes are `proctor-fs`'s.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,45 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::error::{ImageError, IoContext, Result};
 use crate::unpack::remove_tree;
 
-/// An `flock` held until dropped (closing the file releases it, also when the process dies).
-#[derive(Debug)]
-pub(crate) struct FileLock {
-    _file: File,
-}
-
-impl FileLock {
-    /// Takes an exclusive (or, when `!exclusive`, shared) lock on `path`, making the file if
-    /// needed, and waits for it.
-    pub(crate) fn acquire(path: &Path, exclusive: bool) -> Result<FileLock> {
-        let file = open_lock_file(path)?;
-        if exclusive {
-            file.lock().ctx("locking", path)?;
-        } else {
-            file.lock_shared().ctx("locking", path)?;
-        }
-        Ok(FileLock { _file: file })
-    }
-
-    /// Takes an exclusive lock on `path` if nobody holds any lock on it; `None` otherwise.
-    pub(crate) fn try_exclusive(path: &Path) -> Result<Option<FileLock>> {
-        let file = open_lock_file(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(FileLock { _file: file })),
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(ImageError::io("locking", path, e)),
-        }
-    }
-}
-
-fn open_lock_file(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .ctx("opening the lock file", path)
-}
+pub(crate) use proctor_fs::FileLock;
 
 /// Flushes the file system holding `path` to disk (`syncfs`), so that what was written there
 /// survives a power loss before it is renamed into place.
@@ -112,15 +74,11 @@ impl Drop for TempPath {
 }
 
 /// Writes `bytes` to `target` atomically: a temporary file in `tmp_dir` (on the same file
-/// system), flushed to disk, then renamed over `target`.
+/// system), flushed to disk, then renamed over `target` (`proctor_fs::AtomicFile`).
 pub(crate) fn atomic_write(tmp_dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
-    let temp = TempPath::new(tmp_dir.join(unique_name("write")));
-    let mut file = File::create(temp.path()).ctx("creating", temp.path())?;
-    file.write_all(bytes).ctx("writing", temp.path())?;
-    file.sync_all().ctx("syncing", temp.path())?;
-    drop(file);
-    fs::rename(temp.path(), target).ctx("renaming into", target)?;
-    temp.keep();
+    let mut file = proctor_fs::AtomicFile::create_in(tmp_dir, target)?;
+    file.write_all(bytes).ctx("writing", file.temp_path())?;
+    file.commit()?;
     Ok(())
 }
 

@@ -50,31 +50,15 @@ pub(crate) use proctor_suite::shell::quote as shell_quote;
 
 /// Standard base64 with padding, in lines of 76 characters.
 pub(crate) fn base64_lines(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut encoded = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                encoded.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                encoded.push('=');
-            }
-        }
-    }
-    let mut out = String::with_capacity(encoded.len() + encoded.len() / 76 + 1);
-    for (i, c) in encoded.chars().enumerate() {
-        if i > 0 && i % 76 == 0 {
-            out.push('\n');
-        }
-        out.push(c);
-    }
-    out
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    // Base64 is ASCII: every 76 bytes are 76 characters.
+    encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|line| String::from_utf8_lossy(line))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Replaces the absolute path `from` (a whole path component sequence such as `/solution`, not

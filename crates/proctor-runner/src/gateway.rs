@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use proctor_agents::{MODEL_API_KEY_ENV, MODEL_BASE_URL_ENV, MODEL_ENV};
 use proctor_gateway::{
     Api, Config, FaultKind, Gateway, GatewayError, GatewayHandle, GatewayOptions, InjectedFault,
     KeyError, LimitKind, Limits, ModelRef, ModelRefError, Price, ProviderKeys, TrialGrant,
@@ -470,9 +471,9 @@ pub fn command_env(
     api: Option<Api>,
 ) -> Vec<(String, String)> {
     let mut env = vec![
-        ("PROCTOR_MODEL_BASE_URL".to_string(), base.to_string()),
-        ("PROCTOR_MODEL_API_KEY".to_string(), token.to_string()),
-        ("PROCTOR_MODEL".to_string(), model.to_string()),
+        (MODEL_BASE_URL_ENV.to_string(), base.to_string()),
+        (MODEL_API_KEY_ENV.to_string(), token.to_string()),
+        (MODEL_ENV.to_string(), model.to_string()),
     ];
     match api {
         Some(Api::AnthropicMessages) => {

@@ -2,7 +2,7 @@
 //! and learn whether the `execve` itself failed.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -89,7 +89,7 @@ impl ExecPlan {
             let (step, errno) = self.child(&argv, &envp);
             let word = [step, errno];
             let bytes: Vec<u8> = word.iter().flat_map(|w| w.to_ne_bytes()).collect();
-            let _ = sys::write_all(err_w.as_raw_fd(), &bytes);
+            let _ = sys::write_all(err_w.as_fd(), &bytes);
             sys::exit_now(127);
         }
         drop(err_w);
@@ -246,8 +246,8 @@ impl ExecPlan {
                 return (2, errno());
             }
         }
-        if sys::drop_capabilities_but(sys::AGENT_CAPABILITIES).is_err() {
-            return (3, errno());
+        if let Err(e) = sys::drop_capabilities_but(sys::AGENT_CAPABILITIES) {
+            return (3, e.raw_os_error().unwrap_or(0));
         }
         // Like execvpe: remember the most telling error (EACCES beats ENOENT).
         let mut best = libc::ENOENT;

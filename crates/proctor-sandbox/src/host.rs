@@ -2,7 +2,7 @@
 //! in its own process group; the stop kills the groups. The report says exactly that.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -126,7 +126,7 @@ fn start_service(
     cmd.args(&svc.argv[1..])
         .env_clear()
         .envs(svc.env.iter().map(|(k, v)| (k, v)))
-        .env("PROCTOR_SERVICE_DIR", &svc.dir_host)
+        .env(crate::SERVICE_DIR_ENV, &svc.dir_host)
         .current_dir(&svc.cwd)
         .stdin(Stdio::null())
         .stdout(log)
@@ -241,13 +241,13 @@ fn run_agent(
     };
     let pid = child.id() as libc::pid_t;
     let pidfd = sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
-    let exited = sys::wait_readable(pidfd.as_raw_fd(), Some(spec.wall_timeout))
+    let exited = sys::wait_readable(pidfd.as_fd(), Some(spec.wall_timeout))
         .map_err(|e| SandboxError::io("wait for the agent", e))?;
     let mut timed_out = false;
     if !exited {
         timed_out = true;
         sys::kill(-pid, libc::SIGTERM);
-        if !sys::wait_readable(pidfd.as_raw_fd(), Some(spec.grace)).unwrap_or(false) {
+        if !sys::wait_readable(pidfd.as_fd(), Some(spec.grace)).unwrap_or(false) {
             sys::kill(-pid, libc::SIGKILL);
         }
     }
@@ -277,7 +277,7 @@ fn stop_services(spec: &SandboxSpec, running: &[HostService], reports: &mut [Ser
     for s in running {
         if let Some(fd) = &s.pidfd {
             let left = deadline.saturating_duration_since(Instant::now());
-            let _ = sys::wait_readable(fd.as_raw_fd(), Some(left));
+            let _ = sys::wait_readable(fd.as_fd(), Some(left));
         }
     }
     for (s, r) in running.iter().zip(reports.iter_mut()) {

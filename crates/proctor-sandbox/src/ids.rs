@@ -20,7 +20,7 @@
 //! user namespace can map only its own id.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -307,7 +307,7 @@ fn run_helpers(
             .map_err(|e| format!("cannot run {}: {e}", prog.display()))?;
         drop(cmd);
         if let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) {
-            let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
+            let _ = sys::wait_readable(pidfd.as_fd(), Some(Duration::from_secs(10)));
         }
         drop(child);
         let written = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
@@ -337,7 +337,7 @@ pub(crate) fn send(go: OwnedFd, applied: Result<IdMapping, String>) {
         Err(e) => Told::Error(e),
     };
     if let Ok(bytes) = serde_json::to_vec(&told) {
-        let _ = sys::write_all(go.as_raw_fd(), &bytes);
+        let _ = sys::write_all(go.as_fd(), &bytes);
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ pub(crate) fn trace(what: &str) {
     use std::sync::OnceLock;
     static START: OnceLock<Option<Instant>> = OnceLock::new();
     let start =
-        START.get_or_init(|| std::env::var_os("PROCTOR_SANDBOX_DEBUG").map(|_| Instant::now()));
+        START.get_or_init(|| std::env::var_os(crate::SANDBOX_DEBUG_ENV).map(|_| Instant::now()));
     if let Some(s) = start {
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() };
@@ -428,9 +428,9 @@ fn start_service(
         exit: None,
     };
     let mut env = svc.env.clone();
-    env.retain(|(k, _)| k != "PROCTOR_SERVICE_DIR");
+    env.retain(|(k, _)| k != crate::SERVICE_DIR_ENV);
     env.push((
-        "PROCTOR_SERVICE_DIR".to_owned(),
+        crate::SERVICE_DIR_ENV.to_owned(),
         SandboxSpec::service_dir_inside(&svc.name)
             .to_string_lossy()
             .into_owned(),
@@ -498,7 +498,7 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
     let deadline = Instant::now() + grace;
     for r in &running {
         let left = deadline.saturating_duration_since(Instant::now());
-        let _ = sys::wait_readable(r.pidfd.as_raw_fd(), Some(left));
+        let _ = sys::wait_readable(r.pidfd.as_fd(), Some(left));
     }
     // T is PID 1 of the trial: -1 reaches every other process in it (the agent is already gone).
     sys::kill(-1, libc::SIGKILL);
@@ -565,7 +565,7 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
     })?;
     let mut wait = |timeout: Duration| match pumps.as_mut() {
         Some(p) => p.until_exit(pidfd.as_raw_fd(), Some(Instant::now() + timeout)),
-        None => sys::wait_readable(pidfd.as_raw_fd(), Some(timeout)),
+        None => sys::wait_readable(pidfd.as_fd(), Some(timeout)),
     };
     let mut timed_out = false;
     let exited = wait(spec.wall_timeout).map_err(|e| format!("wait for the agent: {e}"))?;

@@ -43,6 +43,12 @@ mod sys;
 mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
+
+/// The variable that tells a service its own state folder (inside the sandbox, and on the host
+/// for a service run beside it).
+pub const SERVICE_DIR_ENV: &str = "PROCTOR_SERVICE_DIR";
+/// The variable that, when set, makes the sandbox trace its steps and timings on stderr.
+pub const SANDBOX_DEBUG_ENV: &str = "PROCTOR_SANDBOX_DEBUG";
 pub use error::SandboxError;
 pub use handback::{recorded_owner, OWNER_XATTR};
 pub use ids::{IdMapKind, IdMapping, DEFAULT_BASE as DEFAULT_ID_BASE, RANGE as ID_RANGE};

@@ -1,7 +1,7 @@
 //! What isolation this machine really offers, found by trying it in a throw-away child.
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -161,7 +161,7 @@ impl Layout {
         if pid == 0 {
             let (step, errno) = prepared.child();
             let bytes = [step.to_ne_bytes(), errno.to_ne_bytes()].concat();
-            let _ = sys::write_all(w.as_raw_fd(), &bytes);
+            let _ = sys::write_all(w.as_fd(), &bytes);
             sys::exit_now(if step == 0 { 0 } else { 1 });
         }
         drop(w);

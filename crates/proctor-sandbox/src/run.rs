@@ -1,7 +1,7 @@
 //! The parent side of a sandbox run: start the init, follow its control messages, keep a
 //! watchdog, and assemble the report.
 
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ fn run_with(
     let (ours, theirs) =
         sys::socketpair().map_err(|e| SandboxError::io("create the control socket", e))?;
     let marks = Marks {
-        debug: std::env::var_os("PROCTOR_SANDBOX_DEBUG").is_some(),
+        debug: std::env::var_os(crate::SANDBOX_DEBUG_ENV).is_some(),
         start,
     };
     marks.mark("spawning the init");
@@ -83,7 +83,7 @@ fn run_with(
     marks.mark("init spawned");
 
     let mut c = Collector::default();
-    let watchdog = follow_control(&spec, ours.as_raw_fd(), start, child.is_none(), &mut c);
+    let watchdog = follow_control(&spec, ours.as_fd(), start, child.is_none(), &mut c);
 
     marks.mark("control socket closed");
     // From a zygote, T itself reaped every other process of the trial before it said `Done`:
@@ -191,7 +191,7 @@ fn setup_budget(spec: &SandboxSpec) -> Duration {
 /// complaint in the last case.
 fn follow_control(
     spec: &SandboxSpec,
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     start: Instant,
     from_zygote: bool,
     c: &mut Collector,
@@ -218,7 +218,7 @@ fn follow_control(
             }
         }
         let mut fds = Vec::new();
-        let n = match sys::recv_with_fds(fd, &mut buf, &mut fds) {
+        let n = match sys::recv_with_fds(fd.as_raw_fd(), &mut buf, &mut fds) {
             Ok(n) => n,
             Err(e) => {
                 c.error
@@ -310,9 +310,9 @@ fn stop_and_reap(
 /// Waits up to 10 s for a process's pidfd to turn readable; if it does not, kills the process
 /// and waits up to 10 s more.
 fn wait_or_kill(pidfd: &OwnedFd) {
-    if !sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
+    if !sys::wait_readable(pidfd.as_fd(), Some(Duration::from_secs(10))).unwrap_or(false) {
         let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
-        let _ = sys::wait_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(10)));
+        let _ = sys::wait_readable(pidfd.as_fd(), Some(Duration::from_secs(10)));
     }
 }
 
@@ -440,9 +440,10 @@ fn spawn_init(
             .try_clone_to_owned()
             .map_err(|e| SandboxError::io("dup the terminal", e))?;
         cmd.arg(TERMINAL_ARG).stderr(Stdio::from(tty));
-    } else if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
+    } else if let Some(v) = std::env::var_os(crate::SANDBOX_DEBUG_ENV) {
         // The init prints its phase timings to stderr.
-        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+        cmd.env(crate::SANDBOX_DEBUG_ENV, v)
+            .stderr(Stdio::inherit());
     } else {
         cmd.stderr(Stdio::null());
     }

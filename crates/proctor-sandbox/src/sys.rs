@@ -3,13 +3,25 @@
 //! Everything here is a direct system call: the functions are safe to call in a forked child of a
 //! single-threaded process. Functions marked "fork-safe" allocate nothing and may also be called
 //! in the child of a multi-threaded process, between `fork` and `exec`/`_exit`.
+//!
+//! The calls go through the safe wrappers of `nix` and `rustix`; `unsafe` is left only where
+//! neither has one (`fork`, `clone`, `wait4` with its resource usage, `mount_setattr`,
+//! `close_range`, `_exit`, the loopback `ioctl`, resetting every signal's disposition, taking ownership of
+//! descriptors received over a socket), each with its SAFETY comment.
 
 use std::ffi::{CStr, CString, OsStr};
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::fs::File;
+use std::io::{self, IoSlice, IoSliceMut, Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
+};
 
 use crate::report::Exit;
 
@@ -48,29 +60,14 @@ pub(crate) fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> io::Result<()> {
-    let source = source.map(cstring).transpose()?;
-    let target = cstring(target)?;
-    let fstype = fstype.map(cstring).transpose()?;
-    let data = data.map(cstring).transpose()?;
-    // SAFETY: every pointer is either null or a valid NUL-terminated string that outlives the call.
-    check(unsafe {
-        libc::mount(
-            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            target.as_ptr(),
-            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            flags,
-            data.as_ref()
-                .map_or(std::ptr::null(), |s| s.as_ptr().cast::<libc::c_void>()),
-        )
-    })?;
+    let flags = nix::mount::MsFlags::from_bits_retain(flags);
+    nix::mount::mount(source, target, fstype, flags, data)?;
     Ok(())
 }
 
 /// `umount2(target, MNT_DETACH)`.
 pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
-    let target = cstring(target)?;
-    // SAFETY: valid C string.
-    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
+    nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH)?;
     Ok(())
 }
 
@@ -99,7 +96,8 @@ pub(crate) fn mount_setattr_recursive(target: &Path, set: u64) -> io::Result<()>
         propagation: 0,
         userns_fd: 0,
     };
-    // SAFETY: valid C string and a properly sized, initialised struct.
+    // SAFETY: neither nix nor rustix wraps mount_setattr; a valid C string and a properly sized,
+    // initialised struct that outlive the call.
     check_long(unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
@@ -115,19 +113,13 @@ pub(crate) fn mount_setattr_recursive(target: &Path, set: u64) -> io::Result<()>
 
 /// `pivot_root(2)`.
 pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
-    let new_root = cstring(new_root)?;
-    let put_old = cstring(put_old)?;
-    // SAFETY: valid C strings.
-    check_long(unsafe {
-        libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr())
-    })?;
+    nix::unistd::pivot_root(new_root, put_old)?;
     Ok(())
 }
 
 /// `unshare(2)`.
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain system call.
-    check(unsafe { libc::unshare(flags) })?;
+    nix::sched::unshare(nix::sched::CloneFlags::from_bits_retain(flags))?;
     Ok(())
 }
 
@@ -135,8 +127,8 @@ pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
 ///
 /// Only call this from a single-threaded process, or follow the fork-safety rules in the child.
 pub(crate) fn fork() -> io::Result<libc::pid_t> {
-    // SAFETY: the callers are single-threaded (the sandbox init) or only use fork-safe calls in
-    // the child (probe).
+    // SAFETY: no safe fork exists (nix's is unsafe for the same reason): the callers are
+    // single-threaded (the sandbox init) or only use fork-safe calls in the child (probe).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         Err(io::Error::last_os_error())
@@ -147,82 +139,70 @@ pub(crate) fn fork() -> io::Result<libc::pid_t> {
 
 /// Names the calling thread (what `ps`, `top` and profilers show; at most 15 bytes are kept).
 pub(crate) fn set_name(name: &std::ffi::CStr) {
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
-    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    let _ = nix::sys::prctl::set_name(name);
 }
 
 /// `_exit(2)`: leaves the process at once, running no destructors or `atexit` handlers.
 pub(crate) fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit never returns and is async-signal-safe.
+    // SAFETY: neither nix 0.29 nor rustix wraps _exit; it never returns and is
+    // async-signal-safe.
     unsafe { libc::_exit(code) }
 }
 
 /// `prctl(PR_SET_PDEATHSIG, sig)`: fork-safe.
 pub(crate) fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain system call.
-    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) })?;
+    nix::sys::prctl::set_pdeathsig(Signal::try_from(sig)?)?;
     Ok(())
+}
+
+/// A pid as `rustix` takes it; 0 and negative pids are `EINVAL`.
+fn rustix_pid(pid: libc::pid_t) -> io::Result<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// `pidfd_open(2)`.
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
-    // SAFETY: plain system call.
-    let fd = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
-    // SAFETY: the kernel just returned this new descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let flags = rustix::process::PidfdFlags::empty();
+    Ok(rustix::process::pidfd_open(rustix_pid(pid)?, flags)?)
 }
 
 /// `pidfd_send_signal(2)`.
 pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain system call on a descriptor we own.
-    check_long(unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    })?;
+    let sig = rustix::process::Signal::from_named_raw(sig)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    rustix::process::pidfd_send_signal(pidfd, sig)?;
     Ok(())
 }
 
 /// `kill(2)`; a process that is already gone is not an error.
 pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: plain system call; errors (ESRCH) are deliberately ignored.
-    unsafe {
-        libc::kill(pid, sig);
+    // Errors (ESRCH) are deliberately ignored.
+    if let Ok(sig) = Signal::try_from(sig) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
     }
 }
 
 /// Waits until `fd` is readable or `timeout` passes (`None` waits forever). Returns whether it
 /// became readable. For a pidfd, readable means the process has exited.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
+pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        let ms: libc::c_int = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                // Round up so that we never spin on a sub-millisecond remainder.
-                let ms = left.as_micros().div_ceil(1000);
-                ms.min(i32::MAX as u128) as libc::c_int
+        let wait = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            // Round up so that we never spin on a sub-millisecond remainder.
+            let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i64;
+            Timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: (ms % 1000) * 1_000_000,
             }
+        });
+        let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+        let n = match rustix::event::poll(&mut fds, wait.as_ref()) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         };
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
         if n > 0 {
             return Ok(true);
         }
@@ -243,7 +223,8 @@ pub(crate) fn wait4(
         let mut status: libc::c_int = 0;
         // SAFETY: rusage is plain old data; zeroed is a valid value.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid out-pointers.
+        // SAFETY: neither nix nor rustix has a wait4 that gives the resource usage; valid
+        // out-pointers.
         let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
         if r < 0 {
             let err = io::Error::last_os_error();
@@ -289,58 +270,58 @@ pub(crate) fn cpu_time(usage: &libc::rusage) -> Duration {
 
 /// A `pipe2(O_CLOEXEC)`: (read end, write end).
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: valid out-array of two ints.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: the kernel just returned these new descriptors.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+/// A `socketpair(AF_UNIX, ty | SOCK_CLOEXEC)`.
+fn unix_socketpair(ty: SockType) -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::sys::socket::socketpair(
+        AddressFamily::Unix,
+        ty,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?)
 }
 
 /// A `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
 pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: valid out-array of two ints.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: the kernel just returned these new descriptors.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    unix_socketpair(SockType::Stream)
 }
 
 /// A sealed-size anonymous file (`memfd_create`, close-on-exec) holding `data`, positioned at 0.
 pub(crate) fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
-    // SAFETY: valid C string.
-    let fd = check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
-    // SAFETY: the kernel just returned this new descriptor.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    write_all(fd.as_raw_fd(), data)?;
-    // SAFETY: plain system call.
-    if unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
+    let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut file = File::from(fd);
+    file.write_all(data)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
 }
 
 /// Writes all of `data` to `fd`, retrying on `EINTR` and short writes.
-pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> io::Result<()> {
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     while !data.is_empty() {
-        // SAFETY: valid buffer.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match nix::unistd::write(fd, data) {
+            Ok(n) => data = &data[n..],
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        data = &data[n as usize..];
     }
     Ok(())
+}
+
+/// One `sendmsg(MSG_NOSIGNAL)` of `data` with `pass` attached (`SCM_RIGHTS`) when it is not
+/// empty, retried on `EINTR`; gives the number of bytes sent.
+fn sendmsg_with_fds(fd: RawFd, data: &[u8], pass: &[RawFd]) -> io::Result<usize> {
+    let iov = [IoSlice::new(data)];
+    let rights = [ControlMessage::ScmRights(pass)];
+    let cmsgs: &[ControlMessage] = if pass.is_empty() { &[] } else { &rights };
+    loop {
+        match nix::sys::socket::sendmsg::<()>(fd, &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(n) => return Ok(n),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// `send(MSG_NOSIGNAL)` of all of `data` on a socket, optionally passing one descriptor with the
@@ -348,41 +329,10 @@ pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> io::Result<()> {
 pub(crate) fn send_all(fd: RawFd, mut data: &[u8], pass: Option<RawFd>) -> io::Result<()> {
     let mut pass = pass;
     while !data.is_empty() {
-        let mut iov = libc::iovec {
-            iov_base: data.as_ptr() as *mut libc::c_void,
-            iov_len: data.len(),
-        };
-        // Room for one descriptor, aligned for cmsghdr.
-        let mut cbuf = [0u64; 8];
-        // SAFETY: msghdr is plain old data.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        if let Some(pfd) = pass {
-            // SAFETY: CMSG_SPACE is a pure computation.
-            let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-            msg.msg_control = cbuf.as_mut_ptr().cast();
-            msg.msg_controllen = space;
-            // SAFETY: msg_control points at a buffer of at least `space` bytes.
-            unsafe {
-                let cmsg = libc::CMSG_FIRSTHDR(&msg);
-                (*cmsg).cmsg_level = libc::SOL_SOCKET;
-                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), pfd);
-            }
-        }
-        // SAFETY: msg points at valid iovec and control buffers.
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
+        let one = pass.map(|p| [p]);
+        let n = sendmsg_with_fds(fd, data, one.as_ref().map_or(&[], |p| p))?;
         pass = None;
-        data = &data[n as usize..];
+        data = &data[n..];
     }
     Ok(())
 }
@@ -394,56 +344,34 @@ pub(crate) fn recv_with_fds(
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
 ) -> io::Result<usize> {
+    let mut space = nix::cmsg_space!([RawFd; 28]);
     loop {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
+        let mut iov = [IoSliceMut::new(buf)];
+        let flags = MsgFlags::MSG_CMSG_CLOEXEC;
+        let msg = match nix::sys::socket::recvmsg::<()>(fd, &mut iov, Some(&mut space), flags) {
+            Ok(msg) => msg,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         };
-        let mut cbuf = [0u64; 16];
-        // SAFETY: msghdr is plain old data.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&cbuf);
-        // SAFETY: msg points at valid buffers.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        // SAFETY: walking the control messages the kernel filled in, within msg_controllen.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                    let data = libc::CMSG_DATA(cmsg);
-                    let header = libc::CMSG_LEN(0) as usize;
-                    let count = ((*cmsg).cmsg_len as usize).saturating_sub(header)
-                        / std::mem::size_of::<RawFd>();
-                    for i in 0..count {
-                        let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                        fds.push(OwnedFd::from_raw_fd(raw));
-                    }
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(raw) = cmsg {
+                for fd in raw {
+                    // SAFETY: the kernel just installed this descriptor in our table for this
+                    // message; nothing else owns it (nix hands it over as a bare number).
+                    fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
                 }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
         }
-        return Ok(n as usize);
+        return Ok(msg.bytes);
     }
 }
 
 /// Writes a whole small file (used for `/proc/self/uid_map` and friends).
 pub(crate) fn write_file(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let c = cstring(path)?;
-    // SAFETY: valid C string.
-    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
-    // SAFETY: we own the descriptor just opened.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    write_all(fd.as_raw_fd(), contents)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(contents)
 }
 
 /// The capabilities root inside a trial keeps (Docker's default set less `CAP_SETFCAP`): what
@@ -476,73 +404,42 @@ pub(crate) const AGENT_CAPABILITIES: u64 = (1 << 0)
 /// (never `CAP_SYS_ADMIN` for [`AGENT_CAPABILITIES`]), so the program cannot mount, unmount or
 /// remount anything, and the read-only mounts stay read-only.
 pub(crate) fn drop_capabilities_but(keep: u64) -> io::Result<()> {
-    // SAFETY: plain prctl/capset system calls with valid arguments.
-    unsafe {
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) < 0 {
-                break;
-            }
-            if keep & (1u64 << cap) == 0 {
-                check(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0))?;
-            }
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    rustix::thread::set_no_new_privs(true)?;
+    for cap in 0..64 {
+        let one = CapabilitySet::from_bits_retain(1u64 << cap);
+        if rustix::thread::capability_is_in_bounding_set(one).is_err() {
+            break;
         }
-        // Ambient capabilities may not exist on very old kernels; nothing to clear there.
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: libc::c_int,
+        if keep & (1u64 << cap) == 0 {
+            rustix::thread::remove_capability_from_bounding_set(one)?;
         }
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        let header = Header {
-            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-            pid: 0,
-        };
-        let (low, high) = (keep as u32, (keep >> 32) as u32);
-        let data = [
-            Data {
-                effective: low,
-                permitted: low,
-                inheritable: 0,
-            },
-            Data {
-                effective: high,
-                permitted: high,
-                inheritable: 0,
-            },
-        ];
-        check_long(libc::syscall(
-            libc::SYS_capset,
-            &header as *const Header,
-            data.as_ptr(),
-        ))?;
     }
+    // Ambient capabilities may not exist on very old kernels; nothing to clear there.
+    let _ = rustix::thread::clear_ambient_capability_set();
+    let keep = CapabilitySet::from_bits_retain(keep);
+    rustix::thread::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: keep,
+            permitted: keep,
+            inheritable: CapabilitySet::empty(),
+        },
+    )?;
     Ok(())
 }
 
 /// Brings the loopback interface of the current network namespace up.
 pub(crate) fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket/ioctl on a zeroed ifreq with a valid name.
+    let sock = nix::sys::socket::socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: neither nix nor rustix wraps SIOCGIFFLAGS/SIOCSIFFLAGS; ioctls on a socket we own
+    // with a zeroed ifreq (plain old data) that carries a valid NUL-terminated name.
     unsafe {
-        let sock = check(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
-        let sock = OwnedFd::from_raw_fd(sock);
         let mut req: libc::ifreq = std::mem::zeroed();
         for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
@@ -556,75 +453,54 @@ pub(crate) fn loopback_up() -> io::Result<()> {
 
 /// `sethostname(2)`.
 pub(crate) fn set_hostname(name: &str) -> io::Result<()> {
-    // SAFETY: valid buffer and length.
-    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
+    nix::unistd::sethostname(name)?;
     Ok(())
 }
 
 /// `lgetxattr(2)` of a small value; `Ok(None)` when the attribute is absent or unsupported.
 pub(crate) fn lgetxattr(path: &Path, name: &CStr) -> io::Result<Option<Vec<u8>>> {
-    let c = cstring(path)?;
     let mut buf = [0u8; 256];
-    // SAFETY: valid C strings and buffer.
-    let n = unsafe {
-        libc::lgetxattr(
-            c.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        return match err.raw_os_error() {
-            Some(libc::ENODATA) | Some(libc::ENOTSUP) | Some(libc::ERANGE) => Ok(None),
-            _ => Err(err),
-        };
+    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
+        Ok(n) => Ok(Some(buf[..n].to_vec())),
+        Err(e) => {
+            let err = io::Error::from(e);
+            match err.raw_os_error() {
+                Some(libc::ENODATA) | Some(libc::ENOTSUP) | Some(libc::ERANGE) => Ok(None),
+                _ => Err(err),
+            }
+        }
     }
-    Ok(Some(buf[..n as usize].to_vec()))
 }
 
 /// Blocks `signals` in the calling thread and returns the set for [`wait_signal`].
-pub(crate) fn block_signals(signals: &[libc::c_int]) -> io::Result<libc::sigset_t> {
-    // SAFETY: sigset manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for &s in signals {
-            libc::sigaddset(&mut set, s);
-        }
-        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok(set)
+pub(crate) fn block_signals(signals: &[libc::c_int]) -> io::Result<SigSet> {
+    let mut set = SigSet::empty();
+    for &s in signals {
+        set.add(Signal::try_from(s)?);
     }
+    set.thread_block()?;
+    Ok(set)
 }
 
-/// `sigwaitinfo` on a set of blocked signals; returns the signal number.
-pub(crate) fn wait_signal(set: &libc::sigset_t) -> io::Result<libc::c_int> {
+/// `sigwait` on a set of blocked signals; returns the signal number.
+pub(crate) fn wait_signal(set: &SigSet) -> io::Result<libc::c_int> {
     loop {
-        // SAFETY: valid set; a null info pointer is allowed.
-        let r = unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) };
-        if r < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match set.wait() {
+            Ok(sig) => return Ok(sig as libc::c_int),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        return Ok(r);
     }
 }
 
 /// Resets the signal mask and every catchable signal's disposition to the default; used in a
 /// forked child right before `execve`.
 pub(crate) fn reset_signals() {
-    // SAFETY: sigset/sigaction manipulation in the calling thread.
+    let _ =
+        nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    // SAFETY: nix's `signal` is unsafe too and knows no real-time signals; setting SIG_DFL installs
+    // no handler, so nothing can run in a bad state.
     unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         for sig in 1..libc::SIGRTMAX() {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
@@ -641,32 +517,18 @@ pub(crate) fn errno_text(errno: i32) -> String {
 
 /// How child `pid` ended, if it has, without reaping it (`waitid(WEXITED | WNOHANG | WNOWAIT)`).
 pub(crate) fn peek_exit(pid: libc::pid_t) -> Option<Exit> {
-    // SAFETY: siginfo_t is plain old data; zeroed is valid.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid/si_status are valid to read for SIGCHLD-type siginfo filled by waitid.
-    let (got, status) = unsafe { (info.si_pid(), info.si_status()) };
-    if r < 0 || got == 0 {
-        return None;
-    }
-    Some(if info.si_code == libc::CLD_EXITED {
-        Exit {
-            code: Some(status),
+    use rustix::process::{WaitId, WaitIdOptions};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    let status = rustix::process::waitid(WaitId::Pid(rustix_pid(pid).ok()?), options).ok()??;
+    Some(match status.exit_status() {
+        Some(code) => Exit {
+            code: Some(code),
             signal: None,
-        }
-    } else {
-        Exit {
+        },
+        None => Exit {
             code: None,
-            signal: Some(status),
-        }
+            signal: status.terminating_signal(),
+        },
     })
 }
 
@@ -674,24 +536,20 @@ pub(crate) fn peek_exit(pid: libc::pid_t) -> Option<Exit> {
 /// that no descriptor inherited from the caller leaks into the programs started later. Fork-safe.
 pub(crate) fn cloexec_from_3() -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: plain system call.
+    // SAFETY: neither nix nor rustix wraps close_range; a plain system call with no pointers.
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
     if r == 0 {
         return Ok(());
     }
     // Kernels before 5.11: every possible descriptor, without allocating.
-    // SAFETY: rlimit is plain old data; getrlimit/fcntl are plain system calls.
-    let max = unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur.min(1 << 16) as RawFd
-        } else {
-            1024
-        }
+    let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => soft.min(1 << 16) as RawFd,
+        Err(_) => 1024,
     };
     for fd in 3..max {
-        // SAFETY: plain system call; EBADF for unused numbers is fine.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        // EBADF for unused numbers is fine.
+        let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+        let _ = nix::fcntl::fcntl(fd, cloexec);
     }
     Ok(())
 }
@@ -704,82 +562,50 @@ pub(crate) struct InitFds {
     pub spec: Vec<u8>,
 }
 
+/// Points `fds` at `/dev/null`.
+fn to_dev_null(fds: &[RawFd]) -> io::Result<()> {
+    let null = File::options().read(true).write(true).open("/dev/null")?;
+    for &fd in fds {
+        nix::unistd::dup2(null.as_raw_fd(), fd)?;
+    }
+    Ok(())
+}
+
 /// Moves the control socket off stdout, reads the spec from stdin, and points both at
 /// `/dev/null`, so nothing else can write into the control channel by accident.
 pub(crate) fn take_std_fds() -> io::Result<InitFds> {
-    // SAFETY: plain system calls on the standard descriptors.
-    let ctl = check(unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) })?;
+    let ctl = nix::fcntl::fcntl(1, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
     let mut spec = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        // SAFETY: reading into a valid buffer.
-        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match nix::unistd::read(0, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => spec.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        if n == 0 {
-            break;
-        }
-        spec.extend_from_slice(&buf[..n as usize]);
     }
-    // SAFETY: valid C string; dup2 onto the standard descriptors.
-    unsafe {
-        let null = check(libc::open(
-            c"/dev/null".as_ptr(),
-            libc::O_RDWR | libc::O_CLOEXEC,
-        ))?;
-        check(libc::dup2(null, 0))?;
-        check(libc::dup2(null, 1))?;
-        libc::close(null);
-    }
+    to_dev_null(&[0, 1])?;
     Ok(InitFds { ctl, spec })
 }
 
 /// Moves the terminal passed on stderr to a close-on-exec descriptor of its own and points
 /// stderr at `/dev/null`; gives the terminal's descriptor.
 pub(crate) fn take_terminal_from_stderr() -> io::Result<RawFd> {
-    // SAFETY: plain system calls on the standard descriptors and a valid C string.
-    unsafe {
-        let tty = check(libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3))?;
-        let null = check(libc::open(
-            c"/dev/null".as_ptr(),
-            libc::O_RDWR | libc::O_CLOEXEC,
-        ))?;
-        check(libc::dup2(null, 2))?;
-        libc::close(null);
-        Ok(tty)
-    }
+    let tty = nix::fcntl::fcntl(2, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    to_dev_null(&[2])?;
+    Ok(tty)
 }
 
 /// `CLOCK_MONOTONIC` in milliseconds: comparable across processes (for the debug timings).
 pub(crate) fn monotonic_ms() -> f64 {
-    // SAFETY: clock_gettime fills a plain struct.
-    let ts = unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-        ts
-    };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
 /// A `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`: datagrams that keep their bounds.
 pub(crate) fn socketpair_seqpacket() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: valid out-array of two ints.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: the kernel just returned these new descriptors.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    unix_socketpair(SockType::SeqPacket)
 }
 
 /// One `sendmsg(MSG_NOSIGNAL)` of `data` with `pass` attached (`SCM_RIGHTS`, at most 4), for a
@@ -791,72 +617,21 @@ pub(crate) fn send_with_fds(fd: RawFd, data: &[u8], pass: &[RawFd]) -> io::Resul
             "too many descriptors",
         ));
     }
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // Room for four descriptors, aligned for cmsghdr.
-    let mut cbuf = [0u64; 8];
-    // SAFETY: msghdr is plain old data.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !pass.is_empty() {
-        let bytes = std::mem::size_of_val(pass) as u32;
-        // SAFETY: CMSG_SPACE is a pure computation.
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
-        // SAFETY: msg_control points at a buffer of at least CMSG_SPACE(bytes) bytes.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as usize;
-            let dst = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-            for (i, &p) in pass.iter().enumerate() {
-                std::ptr::write_unaligned(dst.add(i), p);
-            }
-        }
-    }
-    loop {
-        // SAFETY: msg points at valid iovec and control buffers.
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        return Ok(());
-    }
+    sendmsg_with_fds(fd, data, pass)?;
+    Ok(())
 }
 
 /// Reads a whole file from offset 0 with `pread` (the descriptor's offset is left alone).
-pub(crate) fn read_all_at(fd: RawFd) -> io::Result<Vec<u8>> {
+pub(crate) fn read_all_at(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        // SAFETY: reading into a valid buffer.
-        let n = unsafe {
-            libc::pread(
-                fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                out.len() as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match nix::sys::uio::pread(fd, &mut buf, out.len() as libc::off_t) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n as usize]);
     }
 }
 
@@ -866,8 +641,9 @@ pub(crate) fn read_all_at(fd: RawFd) -> io::Result<Vec<u8>> {
 /// Only for a single-threaded caller, and the child must not rely on the C library's cached
 /// thread id (pthread mutexes of the error-checking or recursive kind): it is the parent's.
 pub(crate) fn clone_process(flags: libc::c_int) -> io::Result<libc::pid_t> {
-    // SAFETY: a fork-like clone (no CLONE_VM, no new stack) in a single-threaded process; the
-    // child continues on its own copy of the address space.
+    // SAFETY: neither nix nor rustix has a safe clone (nix's takes a new stack and is unsafe); a
+    // fork-like clone (no CLONE_VM, no new stack) in a single-threaded process: the child continues
+    // on its own copy of the address space.
     let r = unsafe {
         libc::syscall(
             libc::SYS_clone,

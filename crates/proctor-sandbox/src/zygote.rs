@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -118,15 +118,16 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
     if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
         cmd.env(crate::ids::SINGLE_ID_ENV, v);
     }
-    if let Some(v) = std::env::var_os("PROCTOR_SANDBOX_DEBUG") {
-        cmd.env("PROCTOR_SANDBOX_DEBUG", v).stderr(Stdio::inherit());
+    if let Some(v) = std::env::var_os(crate::SANDBOX_DEBUG_ENV) {
+        cmd.env(crate::SANDBOX_DEBUG_ENV, v)
+            .stderr(Stdio::inherit());
     } else {
         cmd.stderr(Stdio::null());
     }
     let mut child = cmd.spawn().map_err(StartError::Spawn)?;
     drop(cmd);
     let answer = (|| -> Result<(), String> {
-        if !sys::wait_readable(ours.as_raw_fd(), Some(START_TIMEOUT)).map_err(|e| e.to_string())? {
+        if !sys::wait_readable(ours.as_fd(), Some(START_TIMEOUT)).map_err(|e| e.to_string())? {
             return Err(format!("it did not answer within {START_TIMEOUT:?}"));
         }
         let mut buf = [0u8; 64];
@@ -338,13 +339,13 @@ fn become_trial_init(
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
     if sys::set_parent_death_signal(libc::SIGKILL).is_err()
-        || sys::wait_readable(lifeline_r.as_raw_fd(), Some(Duration::ZERO)).unwrap_or(true)
+        || sys::wait_readable(lifeline_r.as_fd(), Some(Duration::ZERO)).unwrap_or(true)
     {
         sys::exit_now(2);
     }
     // SAFETY: closing our copy of the lifeline's read end.
     unsafe { libc::close(lifeline_r.as_raw_fd()) };
-    let data = match sys::read_all_at(request.spec.as_raw_fd()) {
+    let data = match sys::read_all_at(request.spec.as_fd()) {
         Ok(d) => d,
         Err(_) => sys::exit_now(2),
     };

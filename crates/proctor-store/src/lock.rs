@@ -1,7 +1,7 @@
 //! The lock that lets one process at a time write a run.
 //!
 //! A run's folder holds a lock file, [`LOCK_FILE`], that the process writing the run keeps
-//! locked with `flock(LOCK_EX)` for as long as it has the run open: from
+//! locked (`flock(LOCK_EX)`, through std's `File::try_lock`) for as long as it has the run open: from
 //! [`crate::Store::create_run`] or [`crate::Store::resume_run`] until the [`crate::RunHandle`]
 //! is dropped or the process ends (the kernel releases the lock of a killed process). The file
 //! names its holder (pid and host) so that a refused `--resume` can say who runs the run.
@@ -9,9 +9,8 @@
 //! Readers never take the lock; [`holder`] only asks whether someone has it, which is how a run
 //! whose `run.json` says `running` is told apart from one whose process died.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -105,9 +104,9 @@ impl RunLock {
             .map_err(io_err("open", &path))?;
         let deadline = Instant::now() + SETTLE;
         loop {
-            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+            match file.try_lock() {
                 Ok(()) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                Err(TryLockError::WouldBlock) => {
                     let holder = read_holder(&mut file);
                     // A handle of this very process that was just dropped can still be held for
                     // an instant by a child forked before it was closed (between its fork and
@@ -122,7 +121,7 @@ impl RunLock {
                         holder,
                     });
                 }
-                Err(e) => return Err(io_err("lock", &path)(e)),
+                Err(TryLockError::Error(e)) => return Err(io_err("lock", &path)(e)),
             }
         }
         let text = serde_json::to_vec(&LockHolder::me()).map_err(|source| StoreError::Json {
@@ -151,10 +150,10 @@ pub(crate) fn holder(dir: &Path) -> Result<Option<LockHolder>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("open", &path)(e)),
     };
-    match flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+    match file.try_lock_shared() {
         // Nobody holds it; closing the file releases the probe.
         Ok(()) => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+        Err(TryLockError::WouldBlock) => {
             let deadline = Instant::now() + SETTLE;
             let mut named = read_holder(&mut file);
             // A holder that has just taken the lock writes its name right after.
@@ -164,7 +163,7 @@ pub(crate) fn holder(dir: &Path) -> Result<Option<LockHolder>> {
             }
             Ok(Some(named))
         }
-        Err(e) => Err(io_err("lock", &path)(e)),
+        Err(TryLockError::Error(e)) => Err(io_err("lock", &path)(e)),
     }
 }
 
@@ -177,20 +176,6 @@ fn read_holder(file: &mut File) -> LockHolder {
     match read {
         Ok(_) => serde_json::from_str(text.trim()).unwrap_or_default(),
         Err(_) => LockHolder::default(),
-    }
-}
-
-/// `flock(2)` on `file`, retried when a signal interrupts it.
-fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
-    loop {
-        // SAFETY: flock(2) on a descriptor that `file` owns for the duration of the call.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 

@@ -241,15 +241,13 @@ impl TrialQuery {
 
 /// `s` percent-encoded for a URL's query (everything but unreserved characters).
 pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    /// What stays as it is: RFC 3986's unreserved characters.
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, KEEP).to_string()
 }
 
 /// The run `prefix` names (an id, a unique prefix or `latest`), with the page of its trials

@@ -1,9 +1,10 @@
-//! A run's progress on stderr, rendered from the engine's events: a redrawn bar on a terminal,
-//! else one aligned line per trial as it is committed to the store.
+//! A run's progress on stderr, rendered from the engine's events: a redrawn bar on a terminal
+//! (`indicatif`), else one aligned line per trial as it is committed to the store.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proctor_runner::Event;
 
 /// The longest outcome label, so every progress line's columns align.
@@ -63,18 +64,36 @@ pub struct Progress {
     counts: BTreeMap<String, usize>,
     /// Trials finished and not yet committed, by id.
     waiting: HashMap<String, Finished>,
-    tty: bool,
+    /// The bar, when stderr is a terminal.
+    bar: Option<ProgressBar>,
 }
 
 impl Progress {
     /// Progress of a run of `total` trials, `done` of them finished before.
     pub fn new(total: usize, done: usize) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        Progress::drawn_on(total, done, tty.then(ProgressDrawTarget::stderr))
+    }
+
+    /// Progress drawn as a bar on `target`, or as lines on stderr when there is none.
+    fn drawn_on(total: usize, done: usize, target: Option<ProgressDrawTarget>) -> Progress {
+        let width = total.to_string().len();
+        let bar = target.map(|target| {
+            let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+            let template = format!("[{{bar:{BAR}}}] {{pos:>{width}}}/{{len}}  {{msg}}");
+            // The template is built here from numbers; a bad one only loses the bar's layout.
+            if let Ok(style) = ProgressStyle::with_template(&template) {
+                bar.set_style(style.progress_chars("# "));
+            }
+            bar.set_position(done as u64);
+            bar
+        });
         Progress {
             total,
             done,
             counts: BTreeMap::new(),
             waiting: HashMap::new(),
-            tty: std::io::stderr().is_terminal(),
+            bar,
         }
     }
 
@@ -106,47 +125,36 @@ impl Progress {
     fn committed(&mut self, trial: &str, f: &Finished) {
         self.done += 1;
         *self.counts.entry(f.outcome.clone()).or_default() += 1;
-        let line = if self.tty {
-            self.bar()
-        } else {
-            trial_line(
-                self.done,
-                self.total,
-                trial,
-                (&f.outcome, &f.reason, &f.flags),
-                f.seconds,
-            )
-        };
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.counts_text());
+            bar.set_position(self.done as u64);
+            return;
+        }
+        let line = trial_line(
+            self.done,
+            self.total,
+            trial,
+            (&f.outcome, &f.reason, &f.flags),
+            f.seconds,
+        );
         // Formatted first and written whole: stderr is unbuffered, and a padded format written
         // straight to it costs one write(2) per padding character.
         let _ = std::io::stderr().write_all(line.as_bytes());
     }
 
-    /// The terminal's redrawn line: a bar, the count, and the outcomes so far.
-    fn bar(&self) -> String {
-        let counts = self
-            .counts
+    /// The outcomes so far, for the bar: `wrong 1 · completed 3`.
+    fn counts_text(&self) -> String {
+        self.counts
             .iter()
             .map(|(o, n)| format!("{o} {n}"))
             .collect::<Vec<_>>()
-            .join(" · ");
-        let width = self.total.to_string().len();
-        let filled = (BAR * self.done)
-            .checked_div(self.total)
-            .unwrap_or(0)
-            .min(BAR);
-        format!(
-            "\r\x1b[2K[{}{}] {:>width$}/{}  {counts}",
-            "#".repeat(filled),
-            " ".repeat(BAR - filled),
-            self.done,
-            self.total
-        )
+            .join(" · ")
     }
 
     /// Ends the redrawn line on a terminal.
     pub fn done(&self) {
-        if self.tty {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
             eprintln!();
         }
     }
@@ -207,8 +215,9 @@ mod tests {
 
     #[test]
     fn a_trial_counts_when_it_is_committed_not_when_it_finishes() {
-        let mut p = Progress::new(2, 0);
-        p.tty = false;
+        let term = indicatif::InMemoryTerm::new(4, 80);
+        let target = ProgressDrawTarget::term_like(Box::new(term.clone()));
+        let mut p = Progress::drawn_on(2, 0, Some(target));
         p.event(Event::Started { trial: trial("a") });
         let summary = TrialSummary {
             trial_id: "a".to_string(),
@@ -226,8 +235,11 @@ mod tests {
         });
         assert_eq!((p.done, p.waiting.len()), (1, 0));
         assert_eq!(p.counts.get("wrong"), Some(&1));
+        if let Some(bar) = &p.bar {
+            bar.abandon();
+        }
         assert_eq!(
-            p.bar().trim_start_matches("\r\x1b[2K"),
+            term.contents().trim_end(),
             "[############            ] 1/2  wrong 1"
         );
     }

@@ -55,7 +55,7 @@ pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
         env.push(("TMPDIR".into(), tmp.display().to_string()));
     }
     env.push((
-        "PROCTOR_CALLS_SOCKET".into(),
+        crate::shim::SOCKET_ENV.into(),
         paths.socket.inside.display().to_string(),
     ));
     env.extend(parts.image.iter().filter(|(k, _)| k != "PATH").cloned());
@@ -65,7 +65,10 @@ pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
     env.extend(parts.variant.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(parts.launch.iter().cloned());
     if let Some(agents) = parts.agents_dir {
-        env.push(("PROCTOR_AGENTS_DIR".into(), agents.display().to_string()));
+        env.push((
+            proctor_agents::cli::AGENTS_DIR_ENV.into(),
+            agents.display().to_string(),
+        ));
     }
     env
 }
