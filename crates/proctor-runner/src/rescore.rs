@@ -195,21 +195,7 @@ impl Rescorer<'_> {
         let agent_root =
             settings.check_root == proctor_suite::model::CheckRoot::Agent && image.is_some();
         let checks = task_checks(task, settings.validation_timeout);
-        let mut end = record.end_state.clone();
-        end.checks.clear();
-        if end.changes_omitted > 0 {
-            // The record lists the first changes only: score on the whole list.
-            end.changes = all_changes(&trial_dir.join("changes"))?;
-            end.changes_omitted = 0;
-        }
-        if end.root_changes_omitted > 0 {
-            end.root_changes = all_changes(&trial_dir.join(ROOT_CHANGES))?;
-            end.root_changes_omitted = 0;
-        }
-        for (name, service) in end.services.iter_mut().filter(|(_, s)| s.is_bounded()) {
-            // The record left part of it out: score on the service's whole kept files.
-            *service = kept_service(suite, name, &trial_dir.join("services").join(name))?;
-        }
+        let mut end = whole_end_state(suite, record, &trial_dir)?;
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);
@@ -291,6 +277,30 @@ struct Kept<'a> {
     files: &'a Path,
     changes: &'a [proctor_score::FileChange],
     special: &'a BTreeMap<String, SpecialEntry>,
+}
+
+/// A trial's end state to score again: its record's without the check results, with what the
+/// record left out (changes past its bound, the root's, bounded services) read back from the
+/// trial's own files, so that grading sees all of it again.
+fn whole_end_state(
+    suite: &Suite,
+    record: &TrialRecord,
+    trial_dir: &Path,
+) -> Result<proctor_score::EndState, String> {
+    let mut end = record.end_state.clone();
+    end.checks.clear();
+    if end.changes_omitted > 0 {
+        end.changes = all_changes(&trial_dir.join("changes"))?;
+        end.changes_omitted = 0;
+    }
+    if end.root_changes_omitted > 0 {
+        end.root_changes = all_changes(&trial_dir.join(ROOT_CHANGES))?;
+        end.root_changes_omitted = 0;
+    }
+    for (name, service) in end.services.iter_mut().filter(|(_, s)| s.is_bounded()) {
+        *service = kept_service(suite, name, &trial_dir.join("services").join(name))?;
+    }
+    Ok(end)
 }
 
 /// A service's whole end state from the files its trial kept in `dir` (`services/NAME/`).

@@ -145,25 +145,7 @@ fn stages(
         &end.changes,
         prepared.lowers.clone(),
     );
-    let start_files = EndStateFiles::new(PathBuf::new(), &[], prepared.lowers.clone());
-    let (text_diffs, texts) = if ctx.suite.file.diff.is_empty() || !end.agent.started {
-        (Vec::new(), textdiff::Texts::default())
-    } else {
-        let converting = textdiff::Converting {
-            env: CheckEnv {
-                holdout_at: None,
-                ..CheckEnv::for_task(ctx, trial.task, proctor_suite::model::Network::None)
-            },
-            end: &files,
-            start: &start_files,
-            work: prepared.paths.work.clone(),
-            trial_dir: prepared.paths.trial_dir.clone(),
-            timeout: trial.settings.validation_timeout,
-        };
-        let converted = textdiff::convert_all(ctx.suite, trial.task, &end.changes, &converting);
-        clock.lap("text_diffs");
-        converted
-    };
+    let (text_diffs, texts) = text_diffs(ctx, &trial, &prepared, &end, &files, clock);
     let faults = grade::faults(&captured.model_faults, &captured.notes);
     let verdict = grade::grade(
         trial.task,
@@ -204,6 +186,36 @@ fn stages(
         setup,
         text_diffs,
     })
+}
+
+/// The text diffs of the changed files the suite's `[diff]` converters read (none when it has
+/// none, or the agent never started), and the texts the grading reads them through.
+fn text_diffs(
+    ctx: &RunContext,
+    trial: &Trial,
+    prepared: &prepare::Prepared,
+    end: &proctor_score::EndState,
+    files: &EndStateFiles,
+    clock: &mut Clock,
+) -> (Vec<crate::record::TextDiffRecord>, textdiff::Texts) {
+    if ctx.suite.file.diff.is_empty() || !end.agent.started {
+        return (Vec::new(), textdiff::Texts::default());
+    }
+    let start_files = EndStateFiles::new(PathBuf::new(), &[], prepared.lowers.clone());
+    let converting = textdiff::Converting {
+        env: CheckEnv {
+            holdout_at: None,
+            ..CheckEnv::for_task(ctx, trial.task, proctor_suite::model::Network::None)
+        },
+        end: files,
+        start: &start_files,
+        work: prepared.paths.work.clone(),
+        trial_dir: prepared.paths.trial_dir.clone(),
+        timeout: trial.settings.validation_timeout,
+    };
+    let converted = textdiff::convert_all(ctx.suite, trial.task, &end.changes, &converting);
+    clock.lap("text_diffs");
+    converted
 }
 
 /// A trial's phase timings, in milliseconds: each lap from the end of the previous one.

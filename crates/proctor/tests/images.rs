@@ -1191,6 +1191,8 @@ image = "oci:images/bb"
 [defaults]
 wall_timeout_seconds = 30
 check_root = "agent"
+# What setup changes outside the workspace is not the agent's, and not carried.
+setup = ["mkdir -p /etc/by-setup && echo x > /etc/by-setup/f"]
 
 [[variants]]
 id = "honest"
@@ -1357,6 +1359,13 @@ fn agent_root_as(who: As) {
         ],
         "{:#}",
         honest["end_state"]["root_changes"]
+    );
+    assert!(
+        honest["capture_notes"]
+            .as_array()
+            .is_none_or(|n| n.is_empty()),
+        "{:#}",
+        honest["capture_notes"]
     );
     let all = honest["end_state"]["root_changes"].to_string();
     for point in ["\"app\"", "\"tmp\"", "\"proc\"", "\"run\"", "\"dev\""] {

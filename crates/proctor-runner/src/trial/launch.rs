@@ -49,18 +49,7 @@ pub fn launch(
         ctx.preflight(trial.variant, adapter.as_ref())
             .map_err(TrialError::agent_start)?;
     }
-    if let (Some(img), Some(shell)) = (
-        ctx.image(&trial.planned.task),
-        shell_needed(trial.variant.agent),
-    ) {
-        if !img.finds(shell) {
-            return Err(TrialError::environment(format!(
-                "the task's image {} has no `{shell}` on its PATH, and {}'s shell tool runs every command through it: the agent could not have run one (add {shell} to the image)",
-                img.reference,
-                trial.variant.agent.as_str()
-            )));
-        }
-    }
+    image_has_the_shell(ctx, trial)?;
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
     let mut launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
@@ -69,20 +58,8 @@ pub fn launch(
         .then(proctor_agents::cli::agents_dir)
         .flatten()
         .filter(|d| d.is_dir());
-    let suite_env: Vec<_> = ctx.suite.file.services.iter().map(|s| &s.env).collect();
     let image = ctx.image(&trial.planned.task);
-    let path = image.map_or_else(host_path, |img| img.path());
-    let env = agent_env(
-        paths,
-        AgentEnvParts {
-            host_path: &path,
-            image: image.map_or(&[][..], |img| &img.env[..]),
-            services: &suite_env,
-            variant: &trial.variant.env,
-            launch: &launch.env,
-            agents_dir: agents_dir.as_deref(),
-        },
-    );
+    let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
     let (services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
     if let (Some(img), true) = (image, real_agent && paths.namespaces) {
         carried.extend(carry_cli(
@@ -122,10 +99,7 @@ pub fn launch(
         resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
         limits: Some(limits_record),
     };
-    let record = match model.as_ref().and_then(ModelEndpoint::api_key) {
-        Some(token) => record.without(&token),
-        None => record,
-    };
+    let record = without_token(record, model.as_ref());
     let spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
@@ -159,6 +133,58 @@ pub fn launch(
         cgroup,
         given_answer: None,
     })
+}
+
+/// The agent's environment: the image's `PATH` (or the host's) and variables, the services',
+/// the variant's and the launch's, and where the agents' install folder is.
+fn trial_env(
+    ctx: &RunContext,
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    launch: &Launch,
+    agents_dir: Option<&Path>,
+) -> Vec<(String, String)> {
+    let suite_env: Vec<_> = ctx.suite.file.services.iter().map(|s| &s.env).collect();
+    let image = ctx.image(&trial.planned.task);
+    let path = image.map_or_else(host_path, |img| img.path());
+    agent_env(
+        paths,
+        AgentEnvParts {
+            host_path: &path,
+            image: image.map_or(&[][..], |img| &img.env[..]),
+            services: &suite_env,
+            variant: &trial.variant.env,
+            launch: &launch.env,
+            agents_dir,
+        },
+    )
+}
+
+/// A CLI whose shell tool runs every command through a shell cannot work in an image that has
+/// none: the environment's fault, found before the agent starts.
+fn image_has_the_shell(ctx: &RunContext, trial: &Trial) -> Result<(), TrialError> {
+    let (Some(img), Some(shell)) = (
+        ctx.image(&trial.planned.task),
+        shell_needed(trial.variant.agent),
+    ) else {
+        return Ok(());
+    };
+    if img.finds(shell) {
+        return Ok(());
+    }
+    Err(TrialError::environment(format!(
+        "the task's image {} has no `{shell}` on its PATH, and {}'s shell tool runs every command through it: the agent could not have run one (add {shell} to the image)",
+        img.reference,
+        trial.variant.agent.as_str()
+    )))
+}
+
+/// The launch record without the trial's model token anywhere in it.
+fn without_token(record: LaunchRecord, model: Option<&ModelEndpoint>) -> LaunchRecord {
+    match model.and_then(ModelEndpoint::api_key) {
+        Some(token) => record.without(&token),
+        None => record,
+    }
 }
 
 /// A command agent that reaches a model through the gateway gets the endpoint, its token and

@@ -66,20 +66,7 @@ pub fn setup(
         paths.work.join("setup.stdout"),
         paths.work.join("setup.stderr"),
     );
-    let mut spec = launched.spec.clone();
-    spec.workspace = Workspace::Bind { dir: base.clone() };
-    if !paths.namespaces {
-        spec.workspace_inside = base.clone();
-    }
-    spec.command = driver(&commands);
-    spec.stdout = stdout.clone();
-    spec.stderr = stderr.clone();
-    let shims = paths.shims.inside.display().to_string();
-    for (name, value) in spec.env.iter_mut() {
-        if name == "PATH" {
-            *value = without_dir(value, &shims);
-        }
-    }
+    let spec = setup_spec(launched, paths, &base, &commands, (&stdout, &stderr));
     let started = std::time::Instant::now();
     let report = proctor_sandbox::run(&spec).map_err(|e| {
         TrialError::harness(Stage::Launch, format!("the setup's sandbox failed: {e}"))
@@ -144,6 +131,39 @@ pub fn setup(
     })?;
     launched.spec.workspace = prepared.sandbox_workspace();
     Ok(Some(record))
+}
+
+/// The sandbox of the setup commands: the trial's own, over `base` (bound, not overlaid), with
+/// the driver of `commands` as its command, its output in `out`, and no shims on `PATH` (setup
+/// is not the agent: its commands are not interface calls). What setup changes outside the
+/// workspace goes with its sandbox: the start state is the workspace it leaves.
+fn setup_spec(
+    launched: &Launched,
+    paths: &crate::trial::paths::TrialPaths,
+    base: &Path,
+    commands: &[String],
+    (stdout, stderr): (&Path, &Path),
+) -> proctor_sandbox::SandboxSpec {
+    let mut spec = launched.spec.clone();
+    spec.workspace = Workspace::Bind {
+        dir: base.to_path_buf(),
+    };
+    if !paths.namespaces {
+        spec.workspace_inside = base.to_path_buf();
+    }
+    spec.command = driver(commands);
+    spec.stdout = stdout.to_path_buf();
+    spec.stderr = stderr.to_path_buf();
+    if let Some(root) = spec.root_image.as_mut() {
+        root.keep_upper = false;
+    }
+    let shims = paths.shims.inside.display().to_string();
+    for (name, value) in spec.env.iter_mut() {
+        if name == "PATH" {
+            *value = without_dir(value, &shims);
+        }
+    }
+    spec
 }
 
 /// The agent's workspace over `base` alone: an overlay's lowers, or a fresh copy of it with its
