@@ -2,17 +2,24 @@
 //! store, and scores it. It knows stages, not agents: launching goes through `proctor-agents`,
 //! isolation through `proctor-sandbox`, evidence into `proctor-store`.
 
+pub mod access;
 pub mod allow;
 pub mod calls;
 pub mod cgroup;
+pub mod conclusion;
 pub mod engine;
+pub mod error;
+pub mod evidence;
+pub mod executor;
 pub mod gateway;
 pub mod host_program;
 pub mod image;
 pub mod layers;
 pub mod model;
 pub mod oracle;
+pub mod provision;
 pub mod record;
+pub mod request;
 pub mod rescore;
 pub mod results;
 pub mod scratch;
@@ -25,5 +32,8 @@ pub mod trial;
 pub use engine::{
     decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice, Job,
 };
+pub use error::RunError;
+pub use executor::{Execution, Executor, Observer};
 pub use record::TrialRecord;
+pub use request::{Prepared, RunRequest};
 pub use session::{PlanRecord, Session, SessionError};

@@ -9,6 +9,7 @@ mod commands;
 mod exit;
 mod progress;
 mod render;
+mod summary;
 mod terminal;
 
 use clap::Parser;

@@ -375,18 +375,3 @@ fn print(
     }
     Ok(())
 }
-
-/// The gates of a release run, printed; `Some(false)` when one failed.
-pub fn release_gates(suite: &Suite, rows: &[TrialRow]) -> Result<Option<bool>, Error> {
-    let Some(promotion) = &suite.file.promotion else {
-        return Ok(None);
-    };
-    let report = gate(rows, promotion, &suite.file.report).map_err(|e| {
-        Error::usage(
-            format!("cannot apply the promotion gates: {e}"),
-            "a release run must include the baseline and candidate variants",
-        )
-    })?;
-    out!("\n{}", Terminal.gates(&report));
-    Ok(Some(report.passed))
-}

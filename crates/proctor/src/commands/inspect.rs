@@ -15,8 +15,8 @@ use proctor_runner::TrialRecord;
 use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store, StoreError};
 
 use crate::cli::Format;
-use crate::commands::evidence;
 use crate::exit::{Error, Status};
+use proctor_runner::evidence;
 
 /// Opens the store at `store`, or fails with a usage error when there is none.
 pub(crate) fn open(store: &Path) -> Result<Store, Error> {
@@ -43,7 +43,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     let mut runs = store.list_runs().context("cannot list the runs")?;
     runs.reverse();
     for r in &mut runs {
-        r.meta.status = crate::commands::slurm::observed_status(&store, &r.id, &r.meta);
+        r.meta.status = proctor_runner::executor::slurm::observed_status(&store, &r.id, &r.meta);
     }
     let damaged_runs = store
         .damaged_runs()
@@ -171,7 +171,7 @@ fn show_run(
 ) -> Result<Status, Error> {
     let id = run.id();
     let mut meta = store.run_meta(id).context("cannot read the run")?;
-    meta.status = crate::commands::slurm::observed_status(store, id, &meta);
+    meta.status = proctor_runner::executor::slurm::observed_status(store, id, &meta);
     let mut trials = store.trials(id).context("cannot read the run's trials")?;
     let rescored = rescored_records(run, scoring)?;
     for t in &mut trials {

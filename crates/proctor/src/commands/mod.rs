@@ -1,15 +1,14 @@
 //! One module per command; each returns the exit status or an [`Error`].
 
 mod cite;
+mod collect;
 mod compare;
 mod demo;
-mod evidence;
 mod export;
 mod images;
 mod init;
 mod inspect;
 mod mock_model;
-mod models;
 mod oracle;
 mod rescore;
 mod run;
@@ -17,7 +16,6 @@ mod run_suite;
 mod scoring;
 mod service_file;
 mod sit;
-mod slurm;
 mod suites;
 mod validate;
 mod verify;
@@ -71,14 +69,14 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
         Command::Sit(args) => sit::run(args),
         Command::Demo { store } => demo::run(&store),
         Command::Worker(args) => worker::run(&args),
-        Command::Status { run, store } => slurm::status(&store, &run),
+        Command::Status { run, store } => collect::status(&store, &run),
         Command::Collect {
             run,
             store,
             format,
             on_node,
-        } => slurm::collect(&store, &run, format, on_node),
-        Command::StoreProbe { file } => slurm::store_probe(&file),
+        } => collect::collect(&store, &run, format, on_node),
+        Command::StoreProbe { file } => collect::store_probe(&file),
         Command::Verify { files, format } => verify::run(&files, format),
         Command::Cite {
             run,
@@ -176,8 +174,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 None
             } else {
                 Some(proctor_import::BuildImages {
-                    cache_dir: images::cache_dir(image_cache.as_deref())?,
-                    registries: images::registry_config(config.as_deref())?,
+                    cache_dir: proctor_runner::provision::cache_dir(image_cache.as_deref())?,
+                    registries: proctor_runner::provision::registry_config(config.as_deref())?,
                     progress: Some(proctor_import::Progress(std::sync::Arc::new(
                         |line: &str| eprintln!("{line}"),
                     ))),

@@ -17,7 +17,6 @@ use proctor_runner::EngineOptions;
 use proctor_store::Store;
 use proctor_suite::Suite;
 
-use crate::commands::run::plan_error;
 use crate::exit::{Error, Status};
 
 /// Runs the oracle and the null agent on every task; exits 2 when the rules cannot tell them
@@ -50,14 +49,14 @@ pub(crate) fn run(
         .iter()
         .map(|t| t.id.get_ref().as_str())
         .collect();
-    let images = crate::commands::images::for_tasks(&suite, &tasks, images.config, images.cache)?;
+    let images = proctor_runner::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
     let options = EngineOptions {
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
         grace: Duration::from_secs(2),
         scratch: None,
         gateway: None,
         images,
-        browser: crate::commands::models::browser_for(&suite, None)?,
+        browser: proctor_runner::access::browser_for(&suite, None)?,
     };
     let report =
         proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;
@@ -128,7 +127,7 @@ fn oracle_error(e: OracleError) -> Error {
             e.to_string(),
             "write agents/oracle/TASK_ID.toml for each task (a scripted agent that does the task right), or name a variant with --oracle-variant",
         ),
-        OracleError::Plan(p) => plan_error(p),
+        OracleError::Plan(p) => proctor_runner::RunError::from(p).into(),
         other => Error::Other(anyhow::Error::new(other)),
     }
 }

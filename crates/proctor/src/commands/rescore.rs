@@ -98,8 +98,8 @@ pub fn run(
     }
     let tasks: Vec<&str> = meta.tasks.iter().map(String::as_str).collect();
     let task_images =
-        crate::commands::images::for_tasks(&suite, &tasks, images.config, images.cache)?;
-    crate::commands::images::check_unmoved(
+        proctor_runner::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
+    proctor_runner::provision::check_unmoved(
         &handle,
         &task_images,
         "rescoring would grade its end states in another image",

@@ -69,8 +69,8 @@ pub fn start_state(
     store: &proctor_store::Store,
     id: &proctor_store::RunId,
     r: &proctor_runner::TrialRecord,
-) -> crate::commands::evidence::StartState {
-    use crate::commands::evidence::StartState;
+) -> proctor_runner::evidence::StartState {
+    use proctor_runner::evidence::StartState;
     let run = match store.open_run(id) {
         Ok(run) => run,
         Err(e) => return StartState::unknown(format!("cannot open the run: {e}")),

@@ -16,17 +16,20 @@ use std::time::Duration;
 
 use anyhow::Context;
 use proctor_runner::calls::CallsLog;
+use proctor_runner::conclusion::Tally;
 use proctor_runner::record::{AnswerFrom, SittingRecord};
+use proctor_runner::request::open_suite_and_store;
 use proctor_runner::sit::{self, SitError, Sitting, SittingOptions};
 use proctor_runner::trial::execute::{execute_on, Executed};
 use proctor_runner::trial::launch::Launched;
 use proctor_runner::trial::{Attendance, Stage, TrialError, TrialPaths};
+use proctor_runner::{access, provision};
 use proctor_sandbox::Capped;
 
 use crate::cli::{Format, SitArgs};
-use crate::commands::run::{choice, open_suite_and_store_at, plan_error, print_summary, Tally};
-use crate::commands::{images, models};
+use crate::commands::run::choice;
 use crate::exit::{Error, Status};
+use crate::summary::{print_summary, status_of, Reporter};
 use crate::terminal::{self, RawMode, Relay, Shown};
 
 /// Sits the task.
@@ -52,9 +55,13 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         })?),
         None => None,
     };
-    let (suite, store) =
-        open_suite_and_store_at(&args.suite, std::slice::from_ref(&args.task), &args.store)?;
-    let images = images::for_tasks(
+    let (suite, store) = open_suite_and_store(
+        &args.suite,
+        std::slice::from_ref(&args.task),
+        &args.store,
+        &mut Reporter::default(),
+    )?;
+    let images = provision::for_tasks(
         &suite,
         &[args.task.as_str()],
         args.config.as_deref(),
@@ -81,10 +88,10 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         scratch: args.scratch.clone(),
         grace: Duration::from_secs(2),
         images: images.clone(),
-        browser: models::browser_for(&suite, args.config.as_deref())?,
+        browser: access::browser_for(&suite, args.config.as_deref())?,
     };
     let sitting = Sitting::start(suite, &store, options).map_err(sit_error)?;
-    images::record_in_run(sitting.run(), &images)?;
+    provision::record_in_run(sitting.run(), &images)?;
     for n in sitting.isolation_notes() {
         eprintln!(
             "note: {n}; the sitting is recorded with isolation = \"{}\"",
@@ -136,7 +143,7 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         Some(r) => Tally::of(&r.overall),
         None => Tally::from_records(run)?,
     };
-    Ok(tally.status())
+    Ok(status_of(tally.verdict()))
 }
 
 /// The shell the person gets: `$SHELL` when it names an executable by its absolute path, else
@@ -301,7 +308,7 @@ impl TerminalSeat {
 /// A sitting's error as the user sees it.
 fn sit_error(e: SitError) -> Error {
     match e {
-        SitError::Plan(p) => plan_error(p),
+        SitError::Plan(p) => proctor_runner::RunError::from(p).into(),
         SitError::BadName(_) => Error::usage(e.to_string(), "for example --as dana"),
         SitError::Isolation(_) => Error::usage(
             e.to_string(),

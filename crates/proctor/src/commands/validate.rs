@@ -50,7 +50,8 @@ pub fn run(
                     .map(|t| t.id.get_ref().as_str())
                     .filter(|t| tasks.is_empty() || tasks.iter().any(|x| x == t))
                     .collect();
-                let images = crate::commands::images::for_tasks(&suite, &ids, config, image_cache)?;
+                let images =
+                    proctor_runner::provision::for_tasks(&suite, &ids, config, image_cache)?;
                 for (task, image) in &images {
                     if format == Format::Text {
                         eprintln!(
@@ -129,7 +130,7 @@ fn model_problems(suite: &Suite, config: Option<&Path>) -> Result<Vec<Problem>, 
     if variants.is_empty() {
         return Ok(Vec::new());
     }
-    let config = crate::commands::models::load_config(config)?;
+    let config = proctor_runner::access::load_config(config)?;
     Ok(variants
         .into_iter()
         .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
@@ -143,7 +144,7 @@ fn model_problems(suite: &Suite, config: Option<&Path>) -> Result<Vec<Problem>, 
 /// The key variables of the providers the suite's variants use that are not set here: a run
 /// would stop before any trial, naming them.
 fn key_warnings(suite: &Suite, config: Option<&Path>) -> Vec<String> {
-    let Ok(config) = crate::commands::models::load_config(config) else {
+    let Ok(config) = proctor_runner::access::load_config(config) else {
         return Vec::new();
     };
     let models: std::collections::BTreeMap<String, _> = suite

@@ -10,8 +10,8 @@ use proctor_runner::record::TrialRecord;
 use proctor_store::{RunId, Store};
 use proctor_view::{Sources, Viewer};
 
-use crate::commands::evidence;
 use crate::exit::{Error, Status};
+use proctor_runner::evidence;
 
 /// What the viewer shows beyond the store, exactly as `show` and `compare` print it.
 struct CliSources;

@@ -1,18 +1,17 @@
-//! The models a run reaches through proctor's model gateway, as the command line sees them:
-//! the user's configuration read, every model checked (a provider that serves the agent's API,
-//! a key in the environment) before any trial, and the gateway started. Each problem is a
-//! usage error (exit 2) that names what to fix.
+//! The models a run reaches through proctor's model gateway: the user's configuration read,
+//! every model checked (a provider that serves the agent's API, a key in the environment)
+//! before any trial, and the gateway started. Each problem is a usage error (exit 2) that names
+//! what to fix.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::RunError;
+use crate::gateway::{self, ModelSetupError, RunGateway};
 use proctor_gateway::{Config, ConfigLocation, KeyError, ModelRef, ProviderKeys};
-use proctor_runner::gateway::{self, ModelSetupError, RunGateway};
 use proctor_suite::plan::Plan;
 use proctor_suite::Suite;
-
-use crate::exit::Error;
 
 /// What a run needs to start its gateway.
 pub struct Access {
@@ -23,10 +22,10 @@ pub struct Access {
 
 /// Reads the configuration `--config` names, else `$PROCTOR_CONFIG`, else the default file
 /// (built-in providers only when it does not exist).
-pub fn load_config(explicit: Option<&Path>) -> Result<Config, Error> {
+pub fn load_config(explicit: Option<&Path>) -> Result<Config, RunError> {
     let location = ConfigLocation::from_env(explicit);
     Config::load(&location).map_err(|e| {
-        Error::usage(
+        RunError::usage(
             e.to_string(),
             "see docs/models.md for the configuration file's keys",
         )
@@ -39,7 +38,7 @@ pub fn load_config(explicit: Option<&Path>) -> Result<Config, Error> {
 pub fn browser_for(
     suite: &Suite,
     config: Option<&Path>,
-) -> Result<Option<proctor_browser::BrowserSource>, Error> {
+) -> Result<Option<proctor_browser::BrowserSource>, RunError> {
     let looks = suite.file.tasks.iter().any(|t| !t.visuals().is_empty());
     if !looks {
         return Ok(None);
@@ -55,7 +54,11 @@ pub fn browser_for(
 
 /// Checks every model the planned trials reach through the gateway; `None` when none does
 /// (the configuration is then not read at all).
-pub fn check(suite: &Suite, plan: &Plan, config: Option<&Path>) -> Result<Option<Access>, Error> {
+pub fn check(
+    suite: &Suite,
+    plan: &Plan,
+    config: Option<&Path>,
+) -> Result<Option<Access>, RunError> {
     let planned = gateway::planned_variants(suite, plan);
     if !planned.iter().any(|v| gateway::uses_gateway(v)) {
         return Ok(None);
@@ -74,13 +77,13 @@ pub fn check(suite: &Suite, plan: &Plan, config: Option<&Path>) -> Result<Option
 }
 
 /// Starts the run's gateway.
-pub fn start(access: Access) -> Result<Arc<RunGateway>, Error> {
+pub fn start(access: Access) -> Result<Arc<RunGateway>, RunError> {
     let gw = RunGateway::start(access.config, &access.keys, access.models).map_err(setup_error)?;
     Ok(Arc::new(gw))
 }
 
 /// A setup problem as the user sees it.
-pub fn setup_error(e: ModelSetupError) -> Error {
+pub fn setup_error(e: ModelSetupError) -> RunError {
     let hint = match &e {
         ModelSetupError::Keys(k) => return key_error(k.clone()),
         ModelSetupError::NoModel { .. } | ModelSetupError::BadModel { .. } => {
@@ -89,14 +92,14 @@ pub fn setup_error(e: ModelSetupError) -> Error {
         ModelSetupError::ApiMismatch { .. } => {
             "each agent CLI speaks one wire API; docs/models.md lists which, and which providers serve it"
         }
-        _ => return Error::Other(anyhow::Error::new(e)),
+        _ => return RunError::failed(e),
     };
-    Error::usage(e.to_string(), hint)
+    RunError::usage(e.to_string(), hint)
 }
 
 /// A key problem: the variables to set.
-fn key_error(e: KeyError) -> Error {
-    Error::usage(
+fn key_error(e: KeyError) -> RunError {
+    RunError::usage(
         e.to_string(),
         "export the variable on the host before `proctor run`; the key stays on the host (agents get a per-trial token)",
     )

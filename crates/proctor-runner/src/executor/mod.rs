@@ -1,0 +1,141 @@
+//! Where a run's trials execute: an [`Executor`] takes a started (or resumed) run and runs its
+//! unfinished trials, here ([`local::Local`]), as a Slurm job array ([`slurm::Slurm`]), or by
+//! handing one `proctor worker` command per shard to another scheduler ([`external::External`],
+//! whose other half, [`external::run_shard`], is what each worker runs). The command line picks
+//! one, sets the run up with [`crate::request::RunRequest::open`] and calls
+//! [`Executor::execute`]; it knows no executor's insides.
+//!
+//! # Writing another executor (Kubernetes, say)
+//!
+//! An implementation must:
+//!
+//! - say in [`Executor::available`] and [`Executor::prepare`] everything that would make it
+//!   fail half way (its client commands, its options, whether its nodes see the store), before
+//!   the run is created; nothing may be submitted there;
+//! - say whether the trials run in this process ([`Executor::runs_here`]: when not, images are
+//!   pulled and the model gateway started by each worker, [`external::run_shard`]) and where
+//!   the isolation is probed ([`Executor::probe_dir`]: where the trials' upper layers go);
+//! - on a resume ([`Executor::resumed`]), refuse while an earlier submission of the run is still
+//!   alive, and release the claims of workers that ended without finishing
+//!   ([`crate::shard::release_unfinished`]);
+//! - in [`Executor::execute`], write the unfinished trials as a batch of shards
+//!   ([`crate::shard::Batch`]) and have each shard run by `proctor worker RUN --batch N --shard
+//!   I/K` on a machine that sees the store, record its submission in the run
+//!   ([`record::ExecutorRecord`], so that `status`, `collect` and a resume know it), and either
+//!   follow the run from the store until every worker ended (showing the trials the store shows
+//!   finished as [`Event`]s, cancelling on Ctrl-C) or return at once
+//!   ([`Execution::Detached`]);
+//! - never write the index or `run.json` from the nodes (workers open the store with
+//!   [`proctor_store::Store::open_on_node`]); the submitter brings the index up to date
+//!   ([`proctor_store::Store::reindex_run`]) before the run is concluded.
+
+pub mod batch;
+pub mod collect;
+pub mod external;
+pub mod local;
+pub mod record;
+pub mod slurm;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use proctor_store::Store;
+use proctor_suite::Problem;
+
+use crate::error::RunError;
+use crate::request::{Resources, RunRequest};
+use crate::{Event, ExecutionSummary, Session};
+
+/// Where a run's trials execute (see the module's documentation for what an implementation
+/// must do).
+pub trait Executor {
+    /// The name `run --executor` takes (`local`, `slurm`, `external`); a resume is suggested
+    /// with it.
+    fn name(&self) -> &'static str;
+
+    /// Checks that this machine can use the executor at all (its client commands), before the
+    /// suite is read.
+    fn available(&mut self) -> Result<(), RunError> {
+        Ok(())
+    }
+
+    /// Checks, before the run is created, everything that would make the execution fail half
+    /// way (the options, whether the nodes see the store). Nothing is created or submitted.
+    fn prepare(&mut self, request: &RunRequest, store: &Store) -> Result<(), RunError> {
+        let _ = (request, store);
+        Ok(())
+    }
+
+    /// Whether the trials run in this process: then the run's images are pulled and its model
+    /// gateway started here; else each worker does that on its node.
+    fn runs_here(&self) -> bool;
+
+    /// Where the isolation is probed (where the trials' upper layers will be); `None`: the
+    /// store.
+    fn probe_dir(&self) -> Option<PathBuf> {
+        None
+    }
+
+    /// Called when the run is a resume, before its trials run again: refuses while an earlier
+    /// submission is alive and releases the claims of workers that ended before finishing.
+    fn resumed(&mut self, session: &Session, observer: &mut dyn Observer) -> Result<(), RunError> {
+        let _ = (session, observer);
+        Ok(())
+    }
+
+    /// Runs the session's unfinished trials (or hands them to a scheduler).
+    fn execute(
+        &mut self,
+        session: &Session,
+        resources: Resources,
+        observer: &mut dyn Observer,
+    ) -> Result<Execution, RunError>;
+}
+
+/// How an execution handed back the run.
+#[derive(Debug)]
+pub enum Execution {
+    /// Its trials ran (every one, or until interrupted): the run is to be concluded.
+    Finished(ExecutionSummary),
+    /// The trials were submitted and this process does not wait: the scheduler runs them and a
+    /// dependent job collects the run.
+    Detached(record::Submission),
+    /// The shards are written; each of these commands runs one (`--executor external`).
+    Planned {
+        /// One `proctor worker` command line per shard, shell-quoted.
+        commands: Vec<String>,
+        /// The batch's number.
+        batch: u32,
+        /// Trials in the batch.
+        trials: usize,
+    },
+}
+
+/// What an execution has to say while it runs, for the command line to show.
+pub trait Observer: Send {
+    /// A line for the person running proctor (a note, a scheduler's state).
+    fn note(&mut self, line: &str);
+    /// A warning about the suite.
+    fn warning(&mut self, problem: &Problem);
+    /// The trials start: `header` describes the execution; `total` trials, `done` of them
+    /// finished before.
+    fn begin(&mut self, header: &str, total: usize, done: usize);
+    /// A trial's event.
+    fn event(&mut self, event: Event);
+    /// The execution ended.
+    fn end(&mut self);
+}
+
+/// The summary of an execution that ran elsewhere: `before` trials were finished when it
+/// started and `now` are.
+pub fn summary_of(session: &Session, before: usize, now: usize) -> ExecutionSummary {
+    ExecutionSummary {
+        planned: session.plan().trials.len(),
+        already_finished: before,
+        finished_now: now.saturating_sub(before),
+        outcomes: BTreeMap::new(),
+        interrupted: false,
+        isolation: session.isolation().label().to_string(),
+        stopped: None,
+    }
+}
