@@ -130,3 +130,12 @@ impl From<proctor_runner::RunError> for Error {
         }
     }
 }
+
+impl From<proctor_claims::ClaimsError> for Error {
+    fn from(e: proctor_claims::ClaimsError) -> Error {
+        match e {
+            proctor_claims::ClaimsError::Usage { message, hint } => Error::usage(message, hint),
+            other => Error::Other(anyhow::Error::new(other)),
+        }
+    }
+}

@@ -3,7 +3,6 @@
 
 #[macro_use]
 mod out;
-mod citation;
 mod cli;
 mod commands;
 mod exit;
