@@ -58,6 +58,36 @@ impl RunError {
     }
 }
 
+impl RunError {
+    /// The error as one message (for the viewer, which shows it on a page): an invalid suite's
+    /// every problem, each with its file, line and column.
+    pub fn one_line(&self) -> String {
+        match self {
+            RunError::InvalidSuite { suite, problems } => {
+                let each: Vec<String> = problems
+                    .iter()
+                    .map(|p| match &p.location {
+                        Some(l) => format!(
+                            "{}:{}:{}: {}",
+                            p.file.display(),
+                            l.line,
+                            l.column,
+                            p.message
+                        ),
+                        None => format!("{}: {}", p.file.display(), p.message),
+                    })
+                    .collect();
+                format!("{suite} is not a valid suite: {}", each.join("; "))
+            }
+            RunError::Usage { message, hint } => match hint {
+                Some(h) => format!("{message} ({h})"),
+                None => message.clone(),
+            },
+            other => other.to_string(),
+        }
+    }
+}
+
 /// What proctor was doing when an error happened, and the error: the first link of a
 /// [`RunError::Failed`] chain.
 #[derive(Debug, thiserror::Error)]

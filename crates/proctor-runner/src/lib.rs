@@ -6,11 +6,13 @@ pub mod access;
 pub mod allow;
 pub mod calls;
 pub mod cgroup;
+pub mod comparison;
 pub mod conclusion;
 pub mod engine;
 pub mod error;
 pub mod evidence;
 pub mod executor;
+pub mod export;
 pub mod gateway;
 pub mod host_program;
 pub mod image;
@@ -27,6 +29,7 @@ pub mod session;
 pub mod shard;
 pub mod shim;
 pub mod sit;
+pub mod stored_suite;
 pub mod trial;
 
 pub use engine::{

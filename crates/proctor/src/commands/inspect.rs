@@ -804,7 +804,7 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             "\ndiff (against the start state; whole files in {})",
             trial_dir.join("changes/files").display()
         );
-        let mut start = || crate::commands::run_suite::start_state(store, id, r);
+        let mut start = || proctor_runner::stored_suite::start_state(store, id, r);
         for line in evidence::diffs(
             &r.end_state.changes,
             &trial_dir.join("changes").join("files"),

@@ -12,7 +12,6 @@ mod mock_model;
 mod oracle;
 mod rescore;
 mod run;
-mod run_suite;
 mod scoring;
 mod service_file;
 mod sit;
@@ -278,10 +277,7 @@ fn schema(document: SchemaDoc) -> Result<Status, Error> {
 
 /// Opens a suite, or fails with every problem it has.
 pub fn open_suite(dir: &Path) -> Result<Suite, Error> {
-    Suite::open(dir).map_err(|problems| Error::InvalidSuite {
-        suite: dir.display().to_string(),
-        problems,
-    })
+    Ok(proctor_runner::stored_suite::open_suite(dir)?)
 }
 
 /// `proctor import FORMAT DIR... --out SUITE`: the suite is written whole or not at all; the

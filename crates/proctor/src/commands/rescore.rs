@@ -16,8 +16,8 @@ use proctor_runner::{decide_isolation, IsolationChoice};
 use proctor_store::Store;
 
 use crate::commands::open_suite;
-use crate::commands::run_suite::{self, SuiteFrom};
 use crate::exit::{Error, Status};
+use proctor_runner::stored_suite::{self as run_suite, SuiteFrom};
 
 /// Where a rescore takes its rules from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,7 @@ impl Sources for CliSources {
         let Some((r, dir)) = Self::trial(store, id, trial) else {
             return Vec::new();
         };
-        let mut start = || crate::commands::run_suite::start_state(store, id, &r);
+        let mut start = || proctor_runner::stored_suite::start_state(store, id, &r);
         evidence::diffs(
             &r.end_state.changes,
             &dir.join("changes").join("files"),
@@ -42,7 +42,7 @@ impl Sources for CliSources {
     }
 
     fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
-        crate::commands::compare::arms_json(store, a, b)
+        proctor_runner::comparison::arms_json(store, a, b)
     }
 
     fn rescored(
