@@ -19,6 +19,7 @@ pub mod image;
 pub mod layers;
 pub mod model;
 pub mod oracle;
+pub mod overview;
 pub mod provision;
 pub mod record;
 pub mod request;
