@@ -24,6 +24,7 @@ pub mod provision;
 pub mod record;
 pub mod request;
 pub mod rescore;
+pub mod rescoring;
 pub mod results;
 pub mod scratch;
 pub mod session;

@@ -221,11 +221,11 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             &store,
             &run,
             match (suite, suite_from) {
-                (Some(dir), _) => rescore::RulesFrom::Folder(dir),
-                (None, Some(crate::cli::SuiteFrom::Folder)) => rescore::RulesFrom::RunFolder,
-                (None, _) => rescore::RulesFrom::Run,
+                (Some(dir), _) => proctor_runner::rescoring::RulesFrom::Folder(dir),
+                (None, Some(crate::cli::SuiteFrom::Folder)) => proctor_runner::rescoring::RulesFrom::RunFolder,
+                (None, _) => proctor_runner::rescoring::RulesFrom::Run,
             },
-            rescore::Images {
+            proctor_runner::rescoring::Images {
                 cache: image_cache.as_deref(),
                 config: config.as_deref(),
             },
