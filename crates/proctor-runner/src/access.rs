@@ -104,3 +104,54 @@ fn key_error(e: KeyError) -> RunError {
         "export the variable on the host before `proctor run`; the key stays on the host (agents get a per-trial token)",
     )
 }
+
+/// The variants whose model is reached through the model gateway, checked against the user's
+/// configuration: a model that is not `PROVIDER/MODEL` of a known provider, and a CLI whose wire
+/// API the provider does not serve, are problems at the variant. The configuration (`config`,
+/// else the default) is read only when some variant needs it.
+pub fn model_problems(
+    suite: &Suite,
+    config: Option<&Path>,
+) -> Result<Vec<proctor_suite::Problem>, RunError> {
+    let variants: Vec<_> = suite
+        .file
+        .variants
+        .iter()
+        .filter(|v| gateway::uses_gateway(v))
+        .collect();
+    if variants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let config = load_config(config)?;
+    Ok(variants
+        .into_iter()
+        .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
+        .map(|(v, e)| {
+            proctor_suite::Problem::at(proctor_suite::ProblemKind::Inconsistent, &suite.source, v.id.span(), e.to_string())
+                .with_help("see docs/models.md: models are PROVIDER/MODEL, and each agent CLI needs a provider that serves its wire API")
+        })
+        .collect())
+}
+
+/// The key variables of the providers the suite's variants use that are not set here: a run
+/// would stop before any trial, naming them.
+pub fn key_warnings(suite: &Suite, config: Option<&Path>) -> Vec<String> {
+    let Ok(config) = load_config(config) else {
+        return Vec::new();
+    };
+    let models: std::collections::BTreeMap<String, _> = suite
+        .file
+        .variants
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v.id.get_ref().clone(),
+                gateway::variant_model(v, &config).ok()??,
+            ))
+        })
+        .collect();
+    match gateway::keys_for(&config, &models) {
+        Err(e) => vec![format!("{e}: `proctor run` would stop before any trial")],
+        Ok(_) => Vec::new(),
+    }
+}

@@ -179,6 +179,45 @@ impl From<crate::session::SessionError> for RunError {
     }
 }
 
+impl From<crate::oracle::OracleError> for RunError {
+    /// Why the oracle check could not run, with what to do about it.
+    fn from(e: crate::oracle::OracleError) -> RunError {
+        use crate::oracle::OracleError;
+        match e {
+        OracleError::UnknownVariant { ref known, .. } if known.is_empty() => RunError::usage(
+            format!("--oracle-variant: {e}"),
+            "the suite defines no [[variants]]; drop --oracle-variant to use agents/oracle/",
+        ),
+        OracleError::UnknownVariant { ref known, .. } => {
+            let hint = format!("its variants are: {}", known.join(", "));
+            RunError::usage(format!("--oracle-variant: {e}"), hint)
+        }
+        OracleError::MissingOracle(_) => RunError::usage(
+            e.to_string(),
+            "write agents/oracle/TASK_ID.toml for each task (a scripted agent that does the task right), or name a variant with --oracle-variant",
+        ),
+        OracleError::Plan(p) => RunError::from(p),
+        other => RunError::failed(other),
+    }
+    }
+}
+
+impl From<crate::sit::SitError> for RunError {
+    /// A sitting's error as the user sees it.
+    fn from(e: crate::sit::SitError) -> RunError {
+        use crate::sit::SitError;
+        match e {
+        SitError::Plan(p) => RunError::from(p),
+        SitError::BadName(_) => RunError::usage(e.to_string(), "for example --as dana"),
+        SitError::Isolation(_) => RunError::usage(
+            e.to_string(),
+            "sit with --isolation copy, which copies the fixture and records isolation = \"copy\"",
+        ),
+        other => RunError::failed(other),
+    }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,7 +112,11 @@ pub struct CellView {
 
 impl RunOverview {
     /// Reads `run` in `scoring`.
-    pub fn read(store: &Store, run: &RunHandle, scoring: &Scoring) -> Result<RunOverview, RunError> {
+    pub fn read(
+        store: &Store,
+        run: &RunHandle,
+        scoring: &Scoring,
+    ) -> Result<RunOverview, RunError> {
         let id = run.id();
         let mut meta = store.run_meta(id).context("cannot read the run")?;
         meta.status = crate::executor::slurm::observed_status(store, id, &meta);
@@ -239,7 +243,10 @@ impl TrialView {
         Ok(TrialView::Found {
             record: Box::new(record),
             original,
-            dir: store.run_dir(id).join(proctor_store::TRIALS_DIR).join(trial),
+            dir: store
+                .run_dir(id)
+                .join(proctor_store::TRIALS_DIR)
+                .join(trial),
         })
     }
 }

@@ -204,3 +204,28 @@ pub fn open_checked(
         Err(invalid(checked.problems))
     }
 }
+
+/// Fails with a usage error when `--task` names a task the suite does not have.
+pub fn known_tasks(suite: &Suite, tasks: &[String]) -> Result<(), RunError> {
+    let ids: Vec<&str> = suite
+        .file
+        .tasks
+        .iter()
+        .map(|t| t.id.get_ref().as_str())
+        .collect();
+    for task in tasks {
+        if ids.contains(&task.as_str()) {
+            continue;
+        }
+        let listed = ids.join(", ");
+        let hint = match proctor_suite::problem::nearest(task, ids.iter().copied()) {
+            Some(near) => format!("did you mean `--task {near}`? The tasks are: {listed}"),
+            None => format!("the tasks of this suite are: {listed}"),
+        };
+        return Err(RunError::usage(
+            format!("suite `{}` has no task `{task}`", suite.id()),
+            hint,
+        ));
+    }
+    Ok(())
+}

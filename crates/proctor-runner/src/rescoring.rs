@@ -74,25 +74,12 @@ pub fn rescore_run(
             what: "rescore a run (its results are written beside the run's)",
         }));
     }
-    let id = store
-        .resolve_run(run)
-        .map_err(|e| RunError::usage(e.to_string(), "`proctor list` shows the runs in this store"))?;
+    let id = store.resolve_run(run).map_err(|e| {
+        RunError::usage(e.to_string(), "`proctor list` shows the runs in this store")
+    })?;
     let handle = store.open_run(&id).context("cannot open the run")?;
     let meta = handle.meta();
-    let from = match rules {
-        RulesFrom::Run => {
-            let from = stored_suite::locate(&handle)?;
-            if let SuiteFrom::Folder(p) = &from {
-                note(&format!(
-                    "note: run {id} keeps no copy of its suite (it was made before runs kept one): rescoring with the suite at {}",
-                    p.display()
-                ));
-            }
-            from
-        }
-        RulesFrom::RunFolder => SuiteFrom::Folder(meta.suite_path.clone()),
-        RulesFrom::Folder(dir) => SuiteFrom::Folder(dir),
-    };
+    let from = rules_from(&handle, rules, note)?;
     let suite_path = from.dir().canonicalize().with_context(|| {
         format!(
             "cannot find {} (run {id} was read from {})",
@@ -112,8 +99,7 @@ pub fn rescore_run(
         ));
     }
     let tasks: Vec<&str> = meta.tasks.iter().map(String::as_str).collect();
-    let task_images =
-        crate::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
+    let task_images = crate::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
     crate::provision::check_unmoved(
         &handle,
         &task_images,
@@ -167,5 +153,30 @@ pub fn rescore_run(
         id,
         written,
         seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Where the rules come from: the run's kept suite (the folder, with a note, for a run that
+/// keeps none), the folder it was read from, or the folder given.
+fn rules_from(
+    handle: &proctor_store::RunHandle,
+    rules: RulesFrom,
+    note: &mut dyn FnMut(&str),
+) -> Result<SuiteFrom, RunError> {
+    let id = handle.id();
+    let meta = handle.meta();
+    Ok(match rules {
+        RulesFrom::Run => {
+            let from = stored_suite::locate(&handle)?;
+            if let SuiteFrom::Folder(p) = &from {
+                note(&format!(
+                    "note: run {id} keeps no copy of its suite (it was made before runs kept one): rescoring with the suite at {}",
+                    p.display()
+                ));
+            }
+            from
+        }
+        RulesFrom::RunFolder => SuiteFrom::Folder(meta.suite_path.clone()),
+        RulesFrom::Folder(dir) => SuiteFrom::Folder(dir),
     })
 }

@@ -400,6 +400,11 @@ fn print_head(r: &TrialRecord) {
     for t in &r.text_diffs {
         print_text_diff(t);
     }
+    print_calls(r);
+}
+
+/// The interface calls: each with its exit (or why it was denied) and what it read from stdin.
+fn print_calls(r: &TrialRecord) {
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
         let exit = match (&c.denied, c.exit) {

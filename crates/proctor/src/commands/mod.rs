@@ -76,6 +76,14 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             on_node,
         } => collect::collect(&store, &run, format, on_node),
         Command::StoreProbe { file } => collect::store_probe(&file),
+        other => read_store(other),
+    }
+}
+
+/// The commands that read runs and claims: `verify`, `cite`, `list`, `show`, `reindex`,
+/// `compare`, `export`.
+fn read_store(command: Command) -> Result<Status, Error> {
+    match command {
         Command::Verify { files, format } => verify::run(&files, format),
         Command::Cite {
             run,
@@ -123,23 +131,6 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             (None, _) => inspect::show(&store, &run, trial.as_deref(), format, scoring),
         },
         Command::Reindex { store } => inspect::reindex(&store),
-        Command::MockModel {
-            script,
-            listen,
-            log,
-            faults,
-            require_key_env,
-            tls_cert,
-            tls_key,
-        } => mock_model::run(
-            &script,
-            &listen,
-            log,
-            &faults,
-            require_key_env.as_deref(),
-            tls_cert,
-            tls_key,
-        ),
         Command::Compare {
             runs,
             variants,
@@ -159,6 +150,47 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
             scoring,
         }),
+        Command::Export {
+            run,
+            html,
+            atif,
+            junit,
+            store,
+            scoring,
+        } => export::run(
+            &store,
+            &run,
+            export::Formats {
+                html: html.as_deref(),
+                atif: atif.as_deref(),
+                junit: junit.as_deref(),
+            },
+            scoring,
+        ),
+        other => tools(other),
+    }
+}
+
+/// The other tools: `mock-model`, `import`, `images`, `schema`, `view`, `rescore`.
+fn tools(command: Command) -> Result<Status, Error> {
+    match command {
+        Command::MockModel {
+            script,
+            listen,
+            log,
+            faults,
+            require_key_env,
+            tls_cert,
+            tls_key,
+        } => mock_model::run(
+            &script,
+            &listen,
+            log,
+            &faults,
+            require_key_env.as_deref(),
+            tls_cert,
+            tls_key,
+        ),
         Command::Import {
             format,
             dirs,
@@ -193,23 +225,6 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             listen,
             allow_hosts,
         } => view::view(&store, listen, &allow_hosts),
-        Command::Export {
-            run,
-            html,
-            atif,
-            junit,
-            store,
-            scoring,
-        } => export::run(
-            &store,
-            &run,
-            export::Formats {
-                html: html.as_deref(),
-                atif: atif.as_deref(),
-                junit: junit.as_deref(),
-            },
-            scoring,
-        ),
         Command::Rescore {
             run,
             suite,
@@ -222,7 +237,9 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             &run,
             match (suite, suite_from) {
                 (Some(dir), _) => proctor_runner::rescoring::RulesFrom::Folder(dir),
-                (None, Some(crate::cli::SuiteFrom::Folder)) => proctor_runner::rescoring::RulesFrom::RunFolder,
+                (None, Some(crate::cli::SuiteFrom::Folder)) => {
+                    proctor_runner::rescoring::RulesFrom::RunFolder
+                }
                 (None, _) => proctor_runner::rescoring::RulesFrom::Run,
             },
             proctor_runner::rescoring::Images {
@@ -230,6 +247,10 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 config: config.as_deref(),
             },
         ),
+        // `dispatch` and `read_store` send only the commands above here.
+        other => Err(Error::Other(anyhow::anyhow!(
+            "proctor has no handler for {other:?}"
+        ))),
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use proctor_report::Table;
-use proctor_runner::oracle::{OracleError, OracleReport};
+use proctor_runner::oracle::OracleReport;
 use proctor_runner::EngineOptions;
 use proctor_store::Store;
 use proctor_suite::Suite;
@@ -58,8 +58,8 @@ pub(crate) fn run(
         images,
         browser: proctor_runner::access::browser_for(&suite, None)?,
     };
-    let report =
-        proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;
+    let report = proctor_runner::oracle::run(suite, &store, oracle, &options)
+        .map_err(proctor_runner::RunError::from)?;
     out!("{}", table(&report).text());
     print_unexpected(&report);
     let failures = report.failures();
@@ -109,25 +109,5 @@ fn print_unexpected(report: &OracleReport) {
     for u in &report.unexpected {
         errln!("  {}: {}, expected {}", u.trial, u.outcome, u.expected);
         errln!("    reason: {}", u.reason);
-    }
-}
-
-/// Why the oracle check could not run, with what to do about it.
-fn oracle_error(e: OracleError) -> Error {
-    match e {
-        OracleError::UnknownVariant { ref known, .. } if known.is_empty() => Error::usage(
-            format!("--oracle-variant: {e}"),
-            "the suite defines no [[variants]]; drop --oracle-variant to use agents/oracle/",
-        ),
-        OracleError::UnknownVariant { ref known, .. } => {
-            let hint = format!("its variants are: {}", known.join(", "));
-            Error::usage(format!("--oracle-variant: {e}"), hint)
-        }
-        OracleError::MissingOracle(_) => Error::usage(
-            e.to_string(),
-            "write agents/oracle/TASK_ID.toml for each task (a scripted agent that does the task right), or name a variant with --oracle-variant",
-        ),
-        OracleError::Plan(p) => proctor_runner::RunError::from(p).into(),
-        other => Error::Other(anyhow::Error::new(other)),
     }
 }

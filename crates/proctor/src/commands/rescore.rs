@@ -47,7 +47,10 @@ pub fn run(
         );
     }
     print_changed(&rescored.changed, rescored.unrescored.len());
-    eprintln!("wrote {}", done.dir.join(format!("{}.json", done.stem)).display());
+    eprintln!(
+        "wrote {}",
+        done.dir.join(format!("{}.json", done.stem)).display()
+    );
     if !rescored.unrescored.is_empty() {
         eprintln!(
             "{} trial(s) could not be rescored (listed above)",

@@ -46,15 +46,87 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
             "for example --as dana",
         ));
     }
-    let notes = match &args.notes {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+    let notes = read_notes(&args)?;
+    let (suite, store, options) = prepare(&args)?;
+    let interrupted = interrupt_flag()?;
+    let images = options.images.clone();
+    let shell = options.shell.clone();
+    let sitting = Sitting::start(suite, &store, options).map_err(proctor_runner::RunError::from)?;
+    provision::record_in_run(sitting.run(), &images)?;
+    for n in sitting.isolation_notes() {
+        eprintln!(
+            "note: {n}; the sitting is recorded with isolation = \"{}\"",
+            sitting.isolation().label()
+        );
+    }
+    introduce(&sitting, &args, &shell);
+    let mut seat = TerminalSeat {
+        interrupted: interrupted.clone(),
+        answer: args.answer.clone(),
+        notes,
+        shown: Shown::default(),
+        asked: None,
+    };
+    let record = sitting
+        .sit(&mut seat)
+        .map_err(proctor_runner::RunError::from)?;
+    if interrupted.load(Ordering::SeqCst) {
+        sitting
+            .abandon("interrupted: the sitting was cut short and is not recorded")
+            .map_err(proctor_runner::RunError::from)?;
+        eprintln!(
+            "\ninterrupted: the sitting is not recorded (run {} is left interrupted, with no trial)",
+            sitting.run().id()
+        );
+        return Ok(Status::Unfinished);
+    }
+    let (answer_from, notes) = seat.asked.take().unwrap_or((AnswerFrom::Flag, None));
+    let record_of_sitting = SittingRecord {
+        person: args.person.clone(),
+        answer_from,
+        notes,
+        timeout_seconds: args.timeout,
+        terminal_bytes: seat.shown.bytes,
+        terminal_cut: seat.shown.cut,
+    };
+    let outcome = format!("{}: {}", record.outcome.label(), record.reason);
+    let report = sitting
+        .record(record, record_of_sitting)
+        .map_err(proctor_runner::RunError::from)?;
+    let run = sitting.run();
+    eprintln!("\ngraded: {outcome}");
+    print_summary(
+        report.as_ref(),
+        Format::Text,
+        run.id().as_str(),
+        &run.dir().display().to_string(),
+    )?;
+    eprintln!("stored in {}", run.dir().display());
+    let tally = match &report {
+        Some(r) => Tally::of(&r.overall),
+        None => Tally::from_records(run)?,
+    };
+    Ok(status_of(tally.verdict()))
+}
+
+/// The notes file `--notes` names, read.
+fn read_notes(args: &SitArgs) -> Result<Option<String>, Error> {
+    match &args.notes {
+        Some(path) => Ok(Some(std::fs::read_to_string(path).map_err(|e| {
             Error::usage(
                 format!("cannot read the notes in {}: {e}", path.display()),
                 "--notes takes a text file",
             )
-        })?),
-        None => None,
-    };
+        })?)),
+        None => Ok(None),
+    }
+}
+
+/// The suite (with only the sat task checked), the store, and the sitting's options: its
+/// task's image pulled, the shell to sit in.
+fn prepare(
+    args: &SitArgs,
+) -> Result<(proctor_suite::Suite, proctor_store::Store, SittingOptions), Error> {
     let (suite, store) = open_suite_and_store(
         &args.suite,
         std::slice::from_ref(&args.task),
@@ -67,7 +139,6 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         args.config.as_deref(),
         args.image_cache.as_deref(),
     )?;
-    let interrupted = interrupt_flag()?;
     // Inside an image the host's shells may not exist: its own `sh` is the one sure to.
     let shell = if images.is_empty() {
         shell()
@@ -90,60 +161,7 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         images: images.clone(),
         browser: access::browser_for(&suite, args.config.as_deref())?,
     };
-    let sitting = Sitting::start(suite, &store, options).map_err(sit_error)?;
-    provision::record_in_run(sitting.run(), &images)?;
-    for n in sitting.isolation_notes() {
-        eprintln!(
-            "note: {n}; the sitting is recorded with isolation = \"{}\"",
-            sitting.isolation().label()
-        );
-    }
-    introduce(&sitting, &args, &shell);
-    let mut seat = TerminalSeat {
-        interrupted: interrupted.clone(),
-        answer: args.answer.clone(),
-        notes,
-        shown: Shown::default(),
-        asked: None,
-    };
-    let record = sitting.sit(&mut seat).map_err(sit_error)?;
-    if interrupted.load(Ordering::SeqCst) {
-        sitting
-            .abandon("interrupted: the sitting was cut short and is not recorded")
-            .map_err(sit_error)?;
-        eprintln!(
-            "\ninterrupted: the sitting is not recorded (run {} is left interrupted, with no trial)",
-            sitting.run().id()
-        );
-        return Ok(Status::Unfinished);
-    }
-    let (answer_from, notes) = seat.asked.take().unwrap_or((AnswerFrom::Flag, None));
-    let record_of_sitting = SittingRecord {
-        person: args.person.clone(),
-        answer_from,
-        notes,
-        timeout_seconds: args.timeout,
-        terminal_bytes: seat.shown.bytes,
-        terminal_cut: seat.shown.cut,
-    };
-    let outcome = format!("{}: {}", record.outcome.label(), record.reason);
-    let report = sitting
-        .record(record, record_of_sitting)
-        .map_err(sit_error)?;
-    let run = sitting.run();
-    eprintln!("\ngraded: {outcome}");
-    print_summary(
-        report.as_ref(),
-        Format::Text,
-        run.id().as_str(),
-        &run.dir().display().to_string(),
-    )?;
-    eprintln!("stored in {}", run.dir().display());
-    let tally = match &report {
-        Some(r) => Tally::of(&r.overall),
-        None => Tally::from_records(run)?,
-    };
-    Ok(status_of(tally.verdict()))
+    Ok((suite, store, options))
 }
 
 /// The shell the person gets: `$SHELL` when it names an executable by its absolute path, else
@@ -302,18 +320,5 @@ impl TerminalSeat {
             }
         }
         (!notes.is_empty()).then_some(notes)
-    }
-}
-
-/// A sitting's error as the user sees it.
-fn sit_error(e: SitError) -> Error {
-    match e {
-        SitError::Plan(p) => proctor_runner::RunError::from(p).into(),
-        SitError::BadName(_) => Error::usage(e.to_string(), "for example --as dana"),
-        SitError::Isolation(_) => Error::usage(
-            e.to_string(),
-            "sit with --isolation copy, which copies the fixture and records isolation = \"copy\"",
-        ),
-        other => Error::Other(anyhow::Error::new(other)),
     }
 }
