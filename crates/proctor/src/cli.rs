@@ -588,6 +588,16 @@ pub enum TrialModeArg {
     Release,
 }
 
+impl From<IsolationArg> for proctor_runner::IsolationChoice {
+    fn from(isolation: IsolationArg) -> proctor_runner::IsolationChoice {
+        match isolation {
+            IsolationArg::Auto => proctor_runner::IsolationChoice::Auto,
+            IsolationArg::Overlay => proctor_runner::IsolationChoice::Overlay,
+            IsolationArg::Copy => proctor_runner::IsolationChoice::Copy,
+        }
+    }
+}
+
 impl From<TrialModeArg> for proctor_suite::TrialMode {
     fn from(m: TrialModeArg) -> Self {
         match m {

@@ -10,6 +10,7 @@ mod progress;
 mod render;
 mod summary;
 mod terminal;
+mod viewer;
 
 use clap::Parser;
 

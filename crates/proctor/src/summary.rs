@@ -1,14 +1,17 @@
-//! What the commands that run trials share in showing them: the engine's events as progress
-//! (an [`Observer`] of the runner), a run's conclusion (its gates, its summary table, how to
-//! finish it) and the exit status of its verdict.
+//! What the commands share in showing runs: the engine's events as progress (an [`Observer`]
+//! of the runner), a run's conclusion (its gates, its summary table, how to finish it) and the
+//! exit status of its verdict, the line naming the scoring read, the JUnit files written, and
+//! a trial's services.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use proctor_report::{Exporter, Table, Terminal};
 use proctor_runner::conclusion::{Conclusion, Verdict};
+use proctor_runner::export as exports;
 use proctor_runner::{Event, ExecutionSummary, Observer, Session};
-use proctor_suite::Problem;
+use proctor_store::{RunHandle, RunId, Scoring};
+use proctor_suite::{Problem, Suite};
 
 use crate::cli::Format;
 use crate::exit::{Error, Status};
@@ -182,4 +185,95 @@ pub(crate) fn print_summary(
         }
     }
     Ok(())
+}
+
+/// The line that says which scoring of `run` a command read, with how to read the others:
+/// `run R: scored by rescore 2 of DATE UTC; original: --scoring original (rescores: 1 to 2)`.
+pub fn scoring_line(run: &RunId, scoring: &Scoring) -> String {
+    if scoring.is_rescore() {
+        format!(
+            "run {run}: {scoring}; original: --scoring original (rescores: 1 to {})",
+            scoring.rescores
+        )
+    } else if scoring.rescores > 0 {
+        format!(
+            "run {run}: {scoring}; the latest: --scoring latest (rescores: 1 to {})",
+            scoring.rescores
+        )
+    } else {
+        format!("run {run}: {scoring}")
+    }
+}
+
+/// Writes the JUnit XML report of a run's finished trials to `file`, from the run's latest
+/// scoring.
+pub fn write_junit(run: &RunHandle, suite: &Suite, file: &Path) -> Result<(), Error> {
+    let cases = exports::write_junit(run, suite, file)?;
+    errln!("wrote {} ({cases} test case(s))", file.display());
+    Ok(())
+}
+
+/// Writes the promotion gates as a JUnit XML report to `file`.
+pub fn write_gates_junit(report: &proctor_report::GateReport, file: &Path) -> Result<(), Error> {
+    exports::write_gates_junit(report, file)?;
+    errln!("wrote {} ({} gate(s))", file.display(), report.gates.len());
+    Ok(())
+}
+
+/// `--junit` of `run`: written after the run's results.
+pub fn junit_after_run(
+    run: &RunHandle,
+    suite: &Suite,
+    file: Option<&PathBuf>,
+) -> Result<(), Error> {
+    match file {
+        Some(f) => write_junit(run, suite, f),
+        None => Ok(()),
+    }
+}
+
+/// `show RUN TRIAL`'s services section: each service's state and events, how much of them the
+/// record holds, and the `--service` command that pages what it leaves out.
+pub fn service_lines(
+    run: &str,
+    trial: &str,
+    services: &std::collections::BTreeMap<String, proctor_score::endstate::ServiceEnd>,
+) -> Vec<String> {
+    use proctor_report::escape_line;
+    if services.is_empty() {
+        return Vec::new();
+    }
+    let page = |file: &str| format!("proctor show {run} {trial} --service {file}");
+    let mut out = vec!["services".to_string()];
+    for (name, end) in services {
+        let name_shown = escape_line(name);
+        let state = match (&end.state, end.state_omitted_bytes, &end.state_error) {
+            (Some(v), _, _) => format!(
+                "state {} bytes of JSON, in the record (`--format json` prints it)",
+                proctor_score::endstate::json_len(v)
+            ),
+            (None, Some(bytes), _) => format!(
+                "state {bytes} bytes of JSON: graded whole, too large for the record; page it: {}",
+                page(&format!(
+                    "{name}/{}",
+                    end.state_file.as_deref().unwrap_or("STATE_FILE")
+                ))
+            ),
+            (None, None, Some(why)) => format!("no state: {}", escape_line(why)),
+            (None, None, None) => "no state".to_string(),
+        };
+        out.push(format!("  {name_shown:<10} {}", escape_line(&state)));
+        let listed = end.events.len() as u64;
+        let events = if end.events_omitted > 0 {
+            format!(
+                "events {} ({listed} in the record, every one graded); page them: {}",
+                listed + end.events_omitted,
+                page(&format!("{name}/events.jsonl"))
+            )
+        } else {
+            format!("events {listed}")
+        };
+        out.push(format!("  {:<10} {}", "", escape_line(&events)));
+    }
+    out
 }

@@ -7,7 +7,6 @@ use proctor_claims::citation;
 use proctor_claims::cite::{self, base_description, MdTable, Row, Table};
 
 use crate::cli::{CiteTable, Format};
-use crate::commands::inspect;
 use crate::exit::{Error, Status};
 
 /// What `cite` was asked for.
@@ -88,8 +87,8 @@ fn results_file(store_dir: &Path, run: &str) -> Result<PathBuf, Error> {
         }
         return Ok(file);
     }
-    let store = inspect::open(store_dir)?;
-    let id = inspect::resolve(&store, run)?;
+    let store = proctor_runner::overview::open_store(store_dir)?;
+    let id = proctor_runner::overview::resolve(&store, run)?;
     let file = store.run_dir(&id).join("results.md");
     if !file.is_file() {
         return Err(Error::usage(

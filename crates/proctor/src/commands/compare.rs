@@ -36,7 +36,7 @@ pub struct CompareArgs<'a> {
 
 /// Runs the comparison.
 pub fn run(args: CompareArgs) -> Result<Status, Error> {
-    let store = crate::commands::inspect::open(args.store)?;
+    let store = proctor_runner::overview::open_store(args.store)?;
     let request = ArmsRequest {
         runs: args.runs,
         variants: args.variants,
@@ -51,11 +51,11 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
         None
     };
     for (run, scoring) in &arms.scorings {
-        errln!("{}", crate::commands::scoring::line(run, scoring));
+        errln!("{}", crate::summary::scoring_line(run, scoring));
     }
     print(&comparison, gates.as_ref(), &arms.scorings, args.format)?;
     if let (Some(file), Some(g)) = (args.junit, gates.as_ref()) {
-        crate::commands::export::write_gates_junit(g, file)?;
+        crate::summary::write_gates_junit(g, file)?;
     }
     match gates {
         Some(g) if !g.passed => {

@@ -3,7 +3,7 @@
 //! (docs/export.md). Reading the store into them is [`proctor_runner::export`]'s; this module
 //! says what was written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 use proctor_report::export::atif;
@@ -31,13 +31,13 @@ pub fn run(
     formats: Formats<'_>,
     choice: ScoringChoice,
 ) -> Result<Status, Error> {
-    let store = crate::commands::inspect::open(store_dir)?;
-    let id = crate::commands::inspect::resolve(&store, run)?;
+    let store = proctor_runner::overview::open_store(store_dir)?;
+    let id = proctor_runner::overview::resolve(&store, run)?;
     let handle = store.open_run(&id).context("cannot open the run")?;
-    let scoring = crate::commands::scoring::pick(&handle, choice)?;
-    errln!("{}", crate::commands::scoring::line(&id, &scoring));
+    let scoring = proctor_runner::export::pick_scoring(&handle, choice)?;
+    errln!("{}", crate::summary::scoring_line(&id, &scoring));
     if let Some(html) = formats.html {
-        crate::commands::view::export(store_dir, id.as_str(), html, choice)?;
+        crate::viewer::export_html(store_dir, id.as_str(), html, choice)?;
     }
     if let Some(file) = formats.junit {
         let (suite, _) = proctor_runner::stored_suite::open(&handle)?;
@@ -49,14 +49,6 @@ pub fn run(
     Ok(Status::Success)
 }
 
-/// Writes the JUnit XML report of a run's finished trials to `file`, from the run's latest
-/// scoring.
-fn write_junit(run: &RunHandle, suite: &Suite, file: &Path) -> Result<(), Error> {
-    let cases = exports::write_junit(run, suite, file)?;
-    errln!("wrote {} ({cases} test case(s))", file.display());
-    Ok(())
-}
-
 /// Writes the JUnit XML report of `scoring` of a run to `file`.
 fn write_junit_scored(
     run: &RunHandle,
@@ -66,16 +58,6 @@ fn write_junit_scored(
 ) -> Result<(), Error> {
     let cases = exports::write_junit_scored(run, suite, file, scoring)?;
     errln!("wrote {} ({cases} test case(s))", file.display());
-    Ok(())
-}
-
-/// Writes the promotion gates as a JUnit XML report to `file`.
-pub(crate) fn write_gates_junit(
-    report: &proctor_report::GateReport,
-    file: &Path,
-) -> Result<(), Error> {
-    exports::write_gates_junit(report, file)?;
-    errln!("wrote {} ({} gate(s))", file.display(), report.gates.len());
     Ok(())
 }
 
@@ -107,16 +89,4 @@ fn write_atif(run: &RunHandle, dir: &Path, scoring: &Scoring) -> Result<(), Erro
         dir.display()
     );
     Ok(())
-}
-
-/// `--junit` of `run`: written after the run's results.
-pub(crate) fn junit_after_run(
-    run: &RunHandle,
-    suite: &Suite,
-    file: Option<&PathBuf>,
-) -> Result<(), Error> {
-    match file {
-        Some(f) => write_junit(run, suite, f),
-        None => Ok(()),
-    }
 }

@@ -12,26 +12,16 @@ use std::path::Path;
 use anyhow::Context;
 use proctor_report::Table;
 use proctor_runner::evidence;
-use proctor_runner::overview::{RunList, RunOverview, TrialView};
+use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
 use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store};
 
 use crate::cli::Format;
 use crate::exit::{Error, Status};
 
-/// Opens the store at `store`, or fails with a usage error when there is none.
-pub(crate) fn open(store: &Path) -> Result<Store, Error> {
-    Ok(proctor_runner::overview::open_store(store)?)
-}
-
-/// The run a user named (`latest`, an id or a unique prefix).
-pub(crate) fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
-    Ok(proctor_runner::overview::resolve(store, prefix)?)
-}
-
 /// `proctor list`: runs, newest first.
 pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
-    let store = open(store_dir)?;
+    let store = open_store(store_dir)?;
     let RunList {
         runs,
         rescores,
@@ -115,10 +105,10 @@ pub fn show(
     format: Format,
     choice: ScoringChoice,
 ) -> Result<Status, Error> {
-    let store = open(store_dir)?;
+    let store = open_store(store_dir)?;
     let id = resolve(&store, run)?;
     let handle = store.open_run(&id).context("cannot open the run")?;
-    let scoring = crate::commands::scoring::pick(&handle, choice)?;
+    let scoring = proctor_runner::export::pick_scoring(&handle, choice)?;
     match trial {
         None => show_run(&store, &handle, &scoring, format),
         Some(t) => show_trial(&store, &handle, t, &scoring, format),
@@ -154,7 +144,7 @@ fn show_run(
     if let Some(why) = &meta.stop_reason {
         errln!("stopped: {why}");
     }
-    errln!("{}", crate::commands::scoring::line(id, scoring));
+    errln!("{}", crate::summary::scoring_line(id, scoring));
     for d in &o.damaged {
         errln!(
             "warning: trial {}: {} (not counted as finished; `run --resume` runs it again)",
@@ -246,10 +236,10 @@ fn show_trial(
             "{}",
             serde_json::to_string_pretty(r).map_err(anyhow::Error::new)?
         );
-        errln!("{}", crate::commands::scoring::line(id, scoring));
+        errln!("{}", crate::summary::scoring_line(id, scoring));
         return Ok(Status::Success);
     }
-    errln!("{}", crate::commands::scoring::line(id, scoring));
+    errln!("{}", crate::summary::scoring_line(id, scoring));
     print_head(r);
     if let Some(o) = &original {
         outln!("original   {} — {}", o.outcome, o.reason);
@@ -608,7 +598,7 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, trial_dir: &Path, r: &
             outln!("{line}");
         }
     }
-    let services = super::service_file::summary_lines(id.as_str(), trial, &r.end_state.services);
+    let services = crate::summary::service_lines(id.as_str(), trial, &r.end_state.services);
     if !services.is_empty() {
         outln!();
         for line in services {

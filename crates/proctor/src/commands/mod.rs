@@ -12,7 +12,6 @@ mod mock_model;
 mod oracle;
 mod rescore;
 mod run;
-mod scoring;
 mod service_file;
 mod sit;
 mod suites;

@@ -11,12 +11,12 @@ use proctor_runner::executor::external::External;
 use proctor_runner::executor::local::Local;
 use proctor_runner::executor::record::{BatchOptions, Submission};
 use proctor_runner::executor::slurm::Slurm;
-use proctor_runner::{Execution, Executor, IsolationChoice, RunRequest};
+use proctor_runner::{Execution, Executor, RunRequest};
 use proctor_store::RunId;
 use proctor_suite::plan::Plan;
 use proctor_suite::PlanOptions;
 
-use crate::cli::{ExecutorArg, Format, IsolationArg, RunArgs, SlurmArgs};
+use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
 use crate::exit::{Error, Status};
 use crate::summary::{conclude, Reporter};
 
@@ -66,7 +66,7 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         }
     };
     // The JUnit report of what finished, whatever the run's status (an unfinished run too).
-    crate::commands::export::junit_after_run(session.run(), session.suite(), args.junit.as_ref())?;
+    crate::summary::junit_after_run(session.run(), session.suite(), args.junit.as_ref())?;
     status
 }
 
@@ -82,7 +82,7 @@ pub(crate) fn request_of(args: &RunArgs) -> RunRequest {
             tasks: args.tasks.clone(),
             models: args.models.clone(),
         },
-        isolation: choice(args.isolation),
+        isolation: args.isolation.into(),
         resume: args.resume.clone(),
         config: args.config.clone(),
         image_cache: args.image_cache.clone(),
@@ -113,15 +113,6 @@ fn batch_options(s: &SlurmArgs, jobs: Option<usize>) -> BatchOptions {
         detach: s.detach,
         proctor_bin: s.proctor_bin.clone(),
         jobs,
-    }
-}
-
-/// The isolation `--isolation` asks for.
-pub(crate) fn choice(isolation: IsolationArg) -> IsolationChoice {
-    match isolation {
-        IsolationArg::Auto => IsolationChoice::Auto,
-        IsolationArg::Overlay => IsolationChoice::Overlay,
-        IsolationArg::Copy => IsolationChoice::Copy,
     }
 }
 

@@ -27,7 +27,6 @@ use proctor_runner::{access, provision};
 use proctor_sandbox::Capped;
 
 use crate::cli::{Format, SitArgs};
-use crate::commands::run::choice;
 use crate::exit::{Error, Status};
 use crate::summary::{print_summary, status_of, Reporter};
 use crate::terminal::{self, RawMode, Relay, Shown};
@@ -155,7 +154,7 @@ fn prepare(
             .map(|t| BTreeMap::from([("TERM".to_string(), t)]))
             .unwrap_or_default(),
         timeout: args.timeout.map(Duration::from_secs),
-        isolation: choice(args.isolation),
+        isolation: args.isolation.into(),
         scratch: args.scratch.clone(),
         grace: Duration::from_secs(2),
         images: images.clone(),
