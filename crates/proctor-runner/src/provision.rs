@@ -14,6 +14,15 @@ use crate::error::{Context, RunError};
 use crate::image::TrialImage;
 use crate::record::ImageRecord;
 
+/// Where a command finds the images of tasks that run in one (`--image-cache`, `--config`).
+#[derive(Debug, Clone, Copy)]
+pub struct Images<'a> {
+    /// The image cache (`--image-cache`).
+    pub cache: Option<&'a Path>,
+    /// The configuration file (`--config`), for registries.
+    pub config: Option<&'a Path>,
+}
+
 /// The image cache's folder: `dir` (made absolute: the sandbox takes only absolute layers), or
 /// the default one (not opened).
 pub fn cache_dir(dir: Option<&Path>) -> Result<PathBuf, RunError> {
@@ -240,4 +249,47 @@ pub fn record_in_run(
         meta.extra[IMAGES_KEY] = value;
     })
     .context("cannot record the images in run.json")
+}
+
+/// Builds the image of `spec` (`proctor images build`); `on_start` hears the builder and the
+/// log before a build starts. A missing builder, a failed build and anything else are usage
+/// errors that say what to do.
+pub fn build_image(
+    cache: &ImageCache,
+    registries: &RegistryConfig,
+    spec: &proctor_image::BuildSpec,
+    on_start: &mut dyn FnMut(&proctor_image::Builder, &Path),
+) -> Result<proctor_image::Built, RunError> {
+    let shown = spec.dockerfile_path();
+    cache
+        .build(spec, registries, on_start)
+        .map_err(|e| {
+            match e {
+        proctor_image::ImageError::NoBuilder { .. } => RunError::usage(
+            e.to_string(),
+            "install buildah (or podman, or docker) and build again",
+        ),
+        failed @ proctor_image::ImageError::BuildFailed { .. } => RunError::usage(
+            format!("{}: {failed}", shown.display()),
+            "fix the Dockerfile (the log says where the build stopped) and build again",
+        ),
+        other => RunError::usage(
+            format!("{}: {other}", shown.display()),
+            "see docs/environments.md (registries and mirrors: [registries] in the configuration)",
+        ),
+    }
+        })
+}
+
+/// Every image reference a suite names, with the folder its paths are relative to.
+pub fn suite_images(suite: &Suite) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for task in &suite.file.tasks {
+        if let Some(env) = suite.environment(task) {
+            if !out.iter().any(|(_, r)| r == &env.image) {
+                out.push((suite.root.clone(), env.image));
+            }
+        }
+    }
+    out
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use proctor_store::Store;
 
 use crate::error::{Context, RunError};
+use crate::provision::Images;
 use crate::rescore::{rescore, CheckSetup, Rescored};
 use crate::results;
 use crate::stored_suite::{self, open_suite, SuiteFrom};
@@ -25,15 +26,6 @@ pub enum RulesFrom {
     RunFolder,
     /// This suite folder.
     Folder(PathBuf),
-}
-
-/// Where a rescore finds the images of tasks that run in one.
-#[derive(Debug, Clone, Copy)]
-pub struct Images<'a> {
-    /// The image cache (`--image-cache`).
-    pub cache: Option<&'a Path>,
-    /// The configuration file (`--config`), for registries.
-    pub config: Option<&'a Path>,
 }
 
 /// What a rescore did.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use proctor_image::{BuildSpec, Built, ImageCache, ImageRef, RegistryConfig};
-use proctor_runner::provision::{cache, registry_config};
+use proctor_runner::provision::{build_image, cache, registry_config, suite_images};
 use proctor_suite::Suite;
 
 use crate::cli::ImagesAction;
@@ -106,29 +106,14 @@ fn build(
         dockerfile: file.map(Path::to_path_buf),
     };
     let shown = spec.dockerfile_path();
-    let built = cache
-        .build(&spec, registries, &mut |builder, log| {
-            eprintln!(
-                "building {} with {} (log: {})",
-                shown.display(),
-                builder.program.display(),
-                log.display()
-            );
-        })
-        .map_err(|e| match e {
-            proctor_image::ImageError::NoBuilder { .. } => Error::usage(
-                e.to_string(),
-                "install buildah (or podman, or docker) and build again",
-            ),
-            failed @ proctor_image::ImageError::BuildFailed { .. } => Error::usage(
-                format!("{}: {failed}", shown.display()),
-                "fix the Dockerfile (the log says where the build stopped) and build again",
-            ),
-            other => Error::usage(
-                format!("{}: {other}", shown.display()),
-                "see docs/environments.md (registries and mirrors: [registries] in the configuration)",
-            ),
-        })?;
+    let built = build_image(cache, registries, &spec, &mut |builder, log| {
+        eprintln!(
+            "building {} with {} (log: {})",
+            shown.display(),
+            builder.program.display(),
+            log.display()
+        );
+    })?;
     match built {
         Built::Base { base, image } => {
             eprintln!(
@@ -181,17 +166,4 @@ fn build(
         }
     }
     Ok(Status::Success)
-}
-
-/// Every image reference a suite names, with the folder its paths are relative to.
-fn suite_images(suite: &Suite) -> Vec<(PathBuf, String)> {
-    let mut out: Vec<(PathBuf, String)> = Vec::new();
-    for task in &suite.file.tasks {
-        if let Some(env) = suite.environment(task) {
-            if !out.iter().any(|(_, r)| r == &env.image) {
-                out.push((suite.root.clone(), env.image));
-            }
-        }
-    }
-    out
 }

@@ -22,6 +22,7 @@ mod worker;
 
 use std::path::Path;
 
+use proctor_runner::provision::Images;
 use proctor_suite::Suite;
 
 use crate::cli::{Cli, Command, Format, SchemaDoc};
@@ -241,7 +242,7 @@ fn tools(command: Command) -> Result<Status, Error> {
                 }
                 (None, _) => proctor_runner::rescoring::RulesFrom::Run,
             },
-            proctor_runner::rescoring::Images {
+            Images {
                 cache: image_cache.as_deref(),
                 config: config.as_deref(),
             },
@@ -251,14 +252,6 @@ fn tools(command: Command) -> Result<Status, Error> {
             "proctor has no handler for {other:?}"
         ))),
     }
-}
-
-/// `validate --config` and `--image-cache`, as `run` takes them.
-pub(crate) struct Images<'a> {
-    /// The configuration file (its `[registries]`).
-    pub(crate) config: Option<&'a Path>,
-    /// The image cache (default: ~/.cache/proctor/images).
-    pub(crate) cache: Option<&'a Path>,
 }
 
 /// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,

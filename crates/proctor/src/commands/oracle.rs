@@ -26,7 +26,7 @@ pub(crate) fn run(
     suite: Suite,
     store_dir: Option<&Path>,
     oracle: Option<&str>,
-    images: crate::commands::Images<'_>,
+    images: proctor_runner::provision::Images<'_>,
 ) -> Result<Status, Error> {
     // A temporary store unless one is given; it is kept when a check fails (below).
     let mut temp = None;

@@ -7,8 +7,9 @@
 use std::path::Path;
 
 use proctor_report::Table;
+use proctor_runner::provision::Images;
 use proctor_runner::rescore::Changed;
-use proctor_runner::rescoring::{rescore_run, Images, RulesFrom};
+use proctor_runner::rescoring::{rescore_run, RulesFrom};
 
 use crate::exit::{Error, Status};
 
