@@ -159,7 +159,7 @@ fn rules_from(
     let meta = handle.meta();
     Ok(match rules {
         RulesFrom::Run => {
-            let from = stored_suite::locate(&handle)?;
+            let from = stored_suite::locate(handle)?;
             if let SuiteFrom::Folder(p) = &from {
                 note(&format!(
                     "note: run {id} keeps no copy of its suite (it was made before runs kept one): rescoring with the suite at {}",

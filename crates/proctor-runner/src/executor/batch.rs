@@ -78,13 +78,16 @@ pub fn check_no_live_job(run: &str, record: &ExecutorRecord) -> Result<(), RunEr
     Ok(())
 }
 
+/// Trial ids, one list per shard.
+pub type Shards = Vec<Vec<String>>;
+
 /// The run's unfinished trials cut into at most `max_shards` shards (default: one per 4
 /// trials), trials that share layers together; `None` when every trial is finished. Also the
 /// number finished before.
 pub fn shards(
     session: &Session,
     max_shards: Option<usize>,
-) -> Result<(usize, Option<Vec<Vec<String>>>), RunError> {
+) -> Result<(usize, Option<Shards>), RunError> {
     let finished_before = session
         .run()
         .finished_trials()

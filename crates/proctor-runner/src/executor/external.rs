@@ -338,7 +338,7 @@ fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<
             .join(shard::CLAIMS_DIR)
             .join(trial);
         std::fs::remove_file(&path).context("cannot take over a claim")?;
-        return Ok(shard::claim(run_dir, trial, here).context("cannot claim a trial")?);
+        return shard::claim(run_dir, trial, here).context("cannot claim a trial");
     }
     Ok(false)
 }
