@@ -2,12 +2,14 @@
 //! unfinished trials, here ([`local::Local`]), as a Slurm job array ([`slurm::Slurm`]), or by
 //! handing one `proctor worker` command per shard to another scheduler ([`external::External`],
 //! whose other half, [`external::run_shard`], is what each worker runs). The command line picks
-//! one, sets the run up with [`crate::request::RunRequest::open`] and calls
-//! [`Executor::execute`]; it knows no executor's insides.
+//! one by name ([`by_name`], from the names and help of [`EXECUTORS`]), sets the run up with
+//! [`crate::request::RunRequest::open`] and calls [`Executor::execute`]; it knows no
+//! executor's insides.
 //!
 //! # Writing another executor (Kubernetes, say)
 //!
-//! An implementation must:
+//! Add it to [`EXECUTORS`] and [`by_name`] (the command line's `--executor` then takes it, with
+//! its help; nothing in the command line changes). An implementation must:
 //!
 //! - say in [`Executor::available`] and [`Executor::prepare`] everything that would make it
 //!   fail half way (its client commands, its options, whether its nodes see the store), before
@@ -45,6 +47,49 @@ use proctor_suite::Problem;
 use crate::error::RunError;
 use crate::request::{Resources, RunRequest};
 use crate::{Event, ExecutionSummary, Session};
+
+/// Every executor `run --executor` takes: its name, and what it does (its `--help` line).
+pub const EXECUTORS: &[(&str, &str)] = &[
+    ("local", "In this process, `--jobs` at a time"),
+    (
+        "slurm",
+        "As one Slurm job array whose tasks each run `proctor worker RUN --shard I/K`",
+    ),
+    (
+        "external",
+        "Write the run and its shards (`--shards K`) and print the K `proctor worker` commands, \
+         for another scheduler to run (Kubernetes, xargs or parallel over ssh: docs/scale.md); \
+         `proctor collect RUN` then writes the results",
+    ),
+];
+
+/// What the executors take from `proctor run`'s arguments.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutorOptions {
+    /// Trials at once (here, or in each worker).
+    pub jobs: Option<usize>,
+    /// Where per-trial scratch goes, for trials run here.
+    pub scratch: Option<PathBuf>,
+    /// The options of the executors that submit shards (the `jobs` above included).
+    pub batch: record::BatchOptions,
+}
+
+/// The executor named `name` (one of [`EXECUTORS`]), with `options`; `None` for another name.
+pub fn by_name(name: &str, options: ExecutorOptions) -> Option<Box<dyn Executor>> {
+    let batch = record::BatchOptions {
+        jobs: options.jobs,
+        ..options.batch
+    };
+    match name {
+        "local" => Some(Box::new(local::Local {
+            jobs: options.jobs,
+            scratch: options.scratch,
+        })),
+        "slurm" => Some(Box::new(slurm::Slurm::new(batch))),
+        "external" => Some(Box::new(external::External::new(batch))),
+        _ => None,
+    }
+}
 
 /// Where a run's trials execute (see the module's documentation for what an implementation
 /// must do).

@@ -7,16 +7,14 @@
 //! renders what comes back.
 
 use proctor_report::Table;
-use proctor_runner::executor::external::External;
-use proctor_runner::executor::local::Local;
 use proctor_runner::executor::record::{BatchOptions, Submission};
-use proctor_runner::executor::slurm::Slurm;
+use proctor_runner::executor::{self, ExecutorOptions};
 use proctor_runner::{Execution, Executor, RunRequest};
 use proctor_store::RunId;
 use proctor_suite::plan::Plan;
 use proctor_suite::PlanOptions;
 
-use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
+use crate::cli::{Format, RunArgs};
 use crate::exit::{Error, Status};
 use crate::summary::{conclude, Reporter};
 
@@ -27,13 +25,13 @@ pub fn run(args: RunArgs) -> Result<Status, Error> {
         print_plan(&request.plan()?, args.format)?;
         return Ok(Status::Success);
     }
-    if args.executor != ExecutorArg::Local && args.junit.is_some() {
+    if args.executor != "local" && args.junit.is_some() {
         return Err(Error::usage(
             "--junit is written by a local run only",
             "after the cluster's run is collected, write it with `proctor export RUN --junit FILE`",
         ));
     }
-    let mut executor = executor_of(&args);
+    let mut executor = executor_of(&args)?;
     let mut shown = Reporter::default();
     let prepared = request.open(executor.as_mut(), &mut shown)?;
     let session = &prepared.session;
@@ -89,31 +87,30 @@ pub(crate) fn request_of(args: &RunArgs) -> RunRequest {
     }
 }
 
-/// The executor `--executor` names, with its options.
-fn executor_of(args: &RunArgs) -> Box<dyn Executor> {
-    match args.executor {
-        ExecutorArg::Local => Box::new(Local {
+/// The executor `--executor` names (clap took only the runner's names), with its options.
+fn executor_of(args: &RunArgs) -> Result<Box<dyn Executor>, Error> {
+    let s = &args.slurm;
+    let options = ExecutorOptions {
+        jobs: args.jobs,
+        scratch: args.scratch.clone(),
+        batch: BatchOptions {
+            partition: s.partition.clone(),
+            account: s.account.clone(),
+            time: s.time.clone(),
+            array_throttle: s.array_throttle,
+            shards: s.shards,
+            slurm_args: s.slurm_args.clone(),
+            detach: s.detach,
+            proctor_bin: s.proctor_bin.clone(),
             jobs: args.jobs,
-            scratch: args.scratch.clone(),
-        }),
-        ExecutorArg::Slurm => Box::new(Slurm::new(batch_options(&args.slurm, args.jobs))),
-        ExecutorArg::External => Box::new(External::new(batch_options(&args.slurm, args.jobs))),
-    }
-}
-
-/// The options of a batch executor.
-fn batch_options(s: &SlurmArgs, jobs: Option<usize>) -> BatchOptions {
-    BatchOptions {
-        partition: s.partition.clone(),
-        account: s.account.clone(),
-        time: s.time.clone(),
-        array_throttle: s.array_throttle,
-        shards: s.shards,
-        slurm_args: s.slurm_args.clone(),
-        detach: s.detach,
-        proctor_bin: s.proctor_bin.clone(),
-        jobs,
-    }
+        },
+    };
+    executor::by_name(&args.executor, options).ok_or_else(|| {
+        Error::usage(
+            format!("no executor `{}`", args.executor),
+            "`proctor run --help` lists the executors",
+        )
+    })
 }
 
 /// What a detached run prints: its id and job on stdout, how to follow it on stderr.
