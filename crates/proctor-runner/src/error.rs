@@ -238,4 +238,14 @@ mod tests {
             .and_then(|c| c.downcast_ref::<std::io::Error>())
             .is_some());
     }
+
+    #[test]
+    fn one_line_keeps_the_hint_and_the_context() {
+        let usage = RunError::usage("no task `x`", "the tasks are: a, b");
+        assert_eq!(usage.one_line(), "no task `x` (the tasks are: a, b)");
+        let failed = Err::<(), _>(std::io::Error::other("gone"))
+            .context("cannot read the run")
+            .unwrap_err();
+        assert_eq!(failed.one_line(), "cannot read the run");
+    }
 }

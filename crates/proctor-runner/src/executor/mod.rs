@@ -184,3 +184,32 @@ pub fn summary_of(session: &Session, before: usize, now: usize) -> ExecutionSumm
         stopped: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_executor_is_built_by_its_name_and_no_other_name_is() {
+        for (name, help) in EXECUTORS {
+            let built = by_name(name, ExecutorOptions::default());
+            assert_eq!(built.map(|e| e.name()), Some(*name), "{name}");
+            assert!(!help.is_empty(), "{name} has no help");
+        }
+        assert!(by_name("kubernetes", ExecutorOptions::default()).is_none());
+        assert!(by_name("", ExecutorOptions::default()).is_none());
+    }
+
+    #[test]
+    fn only_the_local_executor_runs_trials_here() {
+        for (name, _) in EXECUTORS {
+            let Some(e) = by_name(name, ExecutorOptions::default()) else {
+                panic!("{name} is listed but not built");
+            };
+            assert_eq!(e.runs_here(), *name == "local", "{name}");
+            // Trials run elsewhere probe the isolation where their upper layers go, never in
+            // the (shared) store.
+            assert_eq!(e.probe_dir().is_none(), *name == "local", "{name}");
+        }
+    }
+}
