@@ -419,17 +419,13 @@ pub struct WorkerArgs {
     pub image_cache: Option<PathBuf>,
 }
 
-/// Where `run` executes the trials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExecutorArg {
-    /// In this process, `--jobs` at a time.
-    Local,
-    /// As one Slurm job array whose tasks each run `proctor worker RUN --shard I/K`.
-    Slurm,
-    /// Write the run and its shards (`--shards K`) and print the K `proctor worker` commands,
-    /// for another scheduler to run (Kubernetes, xargs or parallel over ssh: docs/scale.md);
-    /// `proctor collect RUN` then writes the results.
-    External,
+/// The executors `run --executor` takes, as the runner lists them, each with its help.
+fn executor_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        proctor_runner::executor::EXECUTORS
+            .iter()
+            .map(|(name, help)| clap::builder::PossibleValue::new(*name).help(*help)),
+    )
 }
 
 /// Options of `run --executor slurm` (docs/scale.md).
@@ -518,8 +514,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub image_cache: Option<PathBuf>,
     /// Where the trials run: here, or as a Slurm job array (docs/scale.md).
-    #[arg(long, value_enum, default_value_t = ExecutorArg::Local)]
-    pub executor: ExecutorArg,
+    #[arg(long, value_parser = executor_names(), default_value = "local")]
+    pub executor: String,
     /// Options of `--executor slurm`.
     #[command(flatten, next_help_heading = "Slurm (--executor slurm)")]
     pub slurm: Box<SlurmArgs>,
@@ -586,6 +582,16 @@ pub enum TrialModeArg {
     Dev,
     /// The suite's `release_trials`.
     Release,
+}
+
+impl From<IsolationArg> for proctor_runner::IsolationChoice {
+    fn from(isolation: IsolationArg) -> proctor_runner::IsolationChoice {
+        match isolation {
+            IsolationArg::Auto => proctor_runner::IsolationChoice::Auto,
+            IsolationArg::Overlay => proctor_runner::IsolationChoice::Overlay,
+            IsolationArg::Copy => proctor_runner::IsolationChoice::Copy,
+        }
+    }
 }
 
 impl From<TrialModeArg> for proctor_suite::TrialMode {

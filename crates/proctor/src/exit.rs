@@ -118,3 +118,24 @@ pub fn store_hint(e: &proctor_store::StoreError) -> Option<String> {
         _ => None,
     }
 }
+
+impl From<proctor_runner::RunError> for Error {
+    fn from(e: proctor_runner::RunError) -> Error {
+        use proctor_runner::RunError;
+        match e {
+            RunError::InvalidSuite { suite, problems } => Error::InvalidSuite { suite, problems },
+            RunError::Usage { message, hint } => Error::Usage { message, hint },
+            RunError::Stopped { message, hint } => Error::Stopped { message, hint },
+            RunError::Failed(boxed) => Error::Other(anyhow::Error::from_boxed(boxed)),
+        }
+    }
+}
+
+impl From<proctor_claims::ClaimsError> for Error {
+    fn from(e: proctor_claims::ClaimsError) -> Error {
+        match e {
+            proctor_claims::ClaimsError::Usage { message, hint } => Error::usage(message, hint),
+            other => Error::Other(anyhow::Error::new(other)),
+        }
+    }
+}

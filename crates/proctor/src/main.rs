@@ -3,13 +3,14 @@
 
 #[macro_use]
 mod out;
-mod citation;
 mod cli;
 mod commands;
 mod exit;
 mod progress;
 mod render;
+mod summary;
 mod terminal;
+mod viewer;
 
 use clap::Parser;
 

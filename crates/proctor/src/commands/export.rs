@@ -1,18 +1,15 @@
 //! `proctor export RUN --atif DIR` (one ATIF trajectory per trial) and `--junit FILE` (a JUnit
 //! XML report), and the JUnit files `run --junit` and `compare --gate --junit` write
-//! (docs/export.md). The formats are `proctor_report::export`'s; this module reads the store.
+//! (docs/export.md). Reading the store into them is [`proctor_runner::export`]'s; this module
+//! says what was written.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
-use proctor_report::export::atif::{self, Exchange, TrialEvidence, Usage, WireApi};
-use proctor_report::export::junit;
-use proctor_runner::results::{for_each_scored_record, read_scored_rows, verdict_of};
-use proctor_runner::TrialRecord;
-use proctor_store::{RunHandle, RunMeta, Scoring, ScoringChoice};
+use proctor_report::export::atif;
+use proctor_runner::export as exports;
+use proctor_store::{RunHandle, Scoring, ScoringChoice};
 use proctor_suite::Suite;
-use serde_json::Value;
 
 use crate::exit::{Error, Status};
 
@@ -34,29 +31,22 @@ pub fn run(
     formats: Formats<'_>,
     choice: ScoringChoice,
 ) -> Result<Status, Error> {
-    let store = crate::commands::inspect::open(store_dir)?;
-    let id = crate::commands::inspect::resolve(&store, run)?;
+    let store = proctor_runner::overview::open_store(store_dir)?;
+    let id = proctor_runner::overview::resolve(&store, run)?;
     let handle = store.open_run(&id).context("cannot open the run")?;
-    let scoring = crate::commands::scoring::pick(&handle, choice)?;
-    errln!("{}", crate::commands::scoring::line(&id, &scoring));
+    let scoring = proctor_runner::export::pick_scoring(&handle, choice)?;
+    errln!("{}", crate::summary::scoring_line(&id, &scoring));
     if let Some(html) = formats.html {
-        crate::commands::view::export(store_dir, id.as_str(), html, choice)?;
+        crate::viewer::export_html(store_dir, id.as_str(), html, choice)?;
     }
     if let Some(file) = formats.junit {
-        let (suite, _) = crate::commands::run_suite::open(&handle)?;
+        let (suite, _) = proctor_runner::stored_suite::open(&handle)?;
         write_junit_scored(&handle, &suite, file, &scoring)?;
     }
     if let Some(dir) = formats.atif {
         write_atif(&handle, dir, &scoring)?;
     }
     Ok(Status::Success)
-}
-
-/// Writes the JUnit XML report of a run's finished trials to `file`, from the run's latest
-/// scoring (its own, for a run that was never rescored).
-pub(crate) fn write_junit(run: &RunHandle, suite: &Suite, file: &Path) -> Result<(), Error> {
-    let scoring = crate::commands::scoring::pick(run, ScoringChoice::Latest)?;
-    write_junit_scored(run, suite, file, &scoring)
 }
 
 /// Writes the JUnit XML report of `scoring` of a run to `file`.
@@ -66,77 +56,18 @@ fn write_junit_scored(
     file: &Path,
     scoring: &Scoring,
 ) -> Result<(), Error> {
-    let rows = read_scored_rows(run, suite, scoring).context("cannot read the run's trials")?;
-    let label = scoring.label();
-    let xml = junit::junit_scored(run.id().as_str(), suite.id(), Some(&label), &rows).map_err(
-        |e| match e {
-            proctor_report::export::ExportError::Empty => Error::usage(
-                format!("run {} has no finished trials to report", run.id()),
-                "finish it first (`proctor run SUITE --resume RUN`)",
-            ),
-            other => Error::Other(anyhow::Error::new(other)),
-        },
-    )?;
-    proctor_store::atomic_write(file, xml.as_bytes())
-        .with_context(|| format!("cannot write {}", file.display()))?;
-    errln!("wrote {} ({} test case(s))", file.display(), rows.len());
-    Ok(())
-}
-
-/// Writes the promotion gates as a JUnit XML report to `file`.
-pub(crate) fn write_gates_junit(
-    report: &proctor_report::GateReport,
-    file: &Path,
-) -> Result<(), Error> {
-    let xml = junit::gates(report).map_err(|e| Error::Other(anyhow::Error::new(e)))?;
-    proctor_store::atomic_write(file, xml.as_bytes())
-        .with_context(|| format!("cannot write {}", file.display()))?;
-    errln!("wrote {} ({} gate(s))", file.display(), report.gates.len());
+    let cases = exports::write_junit_scored(run, suite, file, scoring)?;
+    errln!("wrote {} ({cases} test case(s))", file.display());
     Ok(())
 }
 
 /// Writes one ATIF trajectory per finished trial into `dir` (created when missing).
 fn write_atif(run: &RunHandle, dir: &Path, scoring: &Scoring) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let meta = run.meta();
-    let mut written = 0u64;
-    let mut notes: Vec<String> = Vec::new();
-    let mut failed: Vec<String> = Vec::new();
-    let label = scoring.label();
-    let damaged = for_each_scored_record(run, scoring, |record| {
-        let id = record.plan.id.clone();
-        let trial_dir = match run.trial_dir(&id) {
-            Ok(d) => d,
-            Err(e) => {
-                failed.push(format!("trial {id}: {e}"));
-                return Ok(());
-            }
-        };
-        let (mut evidence, trial_notes) = evidence(run.id().as_str(), &meta, &record, &trial_dir);
-        evidence.scoring = Some(label.clone());
-        notes.extend(trial_notes);
-        let t = atif::trajectory(&evidence);
-        let file = dir.join(format!("{id}.json"));
-        match atif::to_json(&t) {
-            Ok(text) => match proctor_store::atomic_write(&file, text.as_bytes()) {
-                Ok(()) => written += 1,
-                Err(e) => failed.push(format!("cannot write {}: {e}", file.display())),
-            },
-            Err(e) => failed.push(format!("trial {id}: {e}")),
-        }
-        Ok(())
-    })
-    .context("cannot read the run's trials")?;
-    if !failed.is_empty() {
-        return Err(Error::Other(anyhow::anyhow!(
-            "cannot export every trajectory: {}",
-            failed.join("; ")
-        )));
-    }
-    for n in &notes {
+    let done = exports::write_atif(run, dir, scoring)?;
+    for n in &done.notes {
         errln!("note: {n}");
     }
-    for d in &damaged {
+    for d in &done.damaged {
         errln!(
             "warning: trial {} was not exported: {} (`proctor show {} {}` says more)",
             d.trial_id,
@@ -145,280 +76,17 @@ fn write_atif(run: &RunHandle, dir: &Path, scoring: &Scoring) -> Result<(), Erro
             d.trial_id
         );
     }
-    if written == 0 {
+    if done.written == 0 {
         return Err(Error::usage(
             format!("run {} has no finished trials to export", run.id()),
             "finish it first (`proctor run SUITE --resume RUN`)",
         ));
     }
     errln!(
-        "wrote {written} ATIF trajectory file(s) ({}) into {}",
+        "wrote {} ATIF trajectory file(s) ({}) into {}",
+        done.written,
         atif::ATIF_VERSION,
         dir.display()
     );
     Ok(())
-}
-
-fn usage_of(u: &proctor_runner::model::Usage) -> Usage {
-    Usage {
-        input: u.input,
-        output: u.output,
-        cache_read: u.cache_read,
-        cache_write: u.cache_write,
-        requests: u.requests,
-    }
-}
-
-/// What the trajectory of `record` is made from, read from its folder; with notes on what could
-/// not be read.
-fn evidence(
-    run_id: &str,
-    meta: &RunMeta,
-    record: &TrialRecord,
-    trial_dir: &Path,
-) -> (TrialEvidence, Vec<String>) {
-    let mut notes = Vec::new();
-    let verdict = verdict_of(record);
-    let transcript = json_lines(&trial_dir.join("transcript.jsonl"));
-    let (wire, wire_faults) = match wire(trial_dir) {
-        Ok(w) => w,
-        Err(e) => {
-            notes.push(format!("trial {}: {e}", record.plan.id));
-            (None, Vec::new())
-        }
-    };
-    let answer = std::fs::read(trial_dir.join("answer.txt"))
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_else(|_| record.end_state.answer.clone());
-    let agent_kind = match &record.sitting {
-        Some(_) => "human".to_string(),
-        None if record.launch.agent.is_empty() => "unknown".to_string(),
-        None => record.launch.agent.clone(),
-    };
-    let e = TrialEvidence {
-        proctor_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.to_string(),
-        suite_id: meta.suite_id.clone(),
-        trial_id: record.plan.id.clone(),
-        task: record.plan.task.clone(),
-        variant: record.plan.variant.clone(),
-        trial_index: record.plan.index,
-        agent_kind,
-        agent_version: meta
-            .agent_versions
-            .get(&record.plan.variant)
-            .map(|v| version_of(v, &record.launch.agent)),
-        model: record.launch.model.clone(),
-        person: record.sitting.as_ref().map(|s| s.person.clone()),
-        prompt: record.launch.prompt.clone(),
-        answer,
-        outcome: verdict.outcome.clone(),
-        reason: verdict.reason.clone(),
-        task_success: verdict.task_success,
-        scoring: None,
-        findings: verdict.integrity.findings.clone(),
-        limit_reached: record.limit_reached.clone(),
-        wall_seconds: record.end_state.agent.wall_seconds,
-        calls: record.end_state.calls.clone(),
-        transcript,
-        wire,
-        wire_faults,
-        wire_usage: record.ledgers.wire.as_ref().map(usage_of),
-        agent_reported_usage: record.ledgers.agent_reported.as_ref().map(usage_of),
-        cost_usd: record.ledgers.cost_usd,
-        agent_reported_cost_usd: record.ledgers.agent_reported_cost_usd,
-    };
-    (e, notes)
-}
-
-/// The version in run.json's `agent_versions` entry (`claude-code 2.1.328 (tested with
-/// 2.1.328)`): the word after the agent's kind, else the entry as written.
-fn version_of(entry: &str, kind: &str) -> String {
-    let mut words = entry.split_whitespace();
-    match (words.next(), words.next()) {
-        (Some(k), Some(v)) if k == kind => v.to_string(),
-        _ => entry.to_string(),
-    }
-}
-
-/// The JSON lines of a file, each line that parses; none when the file is missing.
-fn json_lines(path: &Path) -> Vec<Value> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&bytes)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// The wire ledger's exchanges and faults: the model gateway's `model.jsonl` (with its bodies
-/// in `model/`), else the mock model's `services/__model/wire.jsonl`; `None` when the trial has
-/// neither.
-type Wire = (Option<Vec<Exchange>>, Vec<String>);
-
-fn wire(trial_dir: &Path) -> Result<Wire, String> {
-    let gateway = trial_dir.join("model.jsonl");
-    if gateway.is_file() {
-        return gateway_wire(trial_dir, &gateway);
-    }
-    let mock = proctor_runner::trial::capture::wire_log(trial_dir);
-    if mock.is_file() {
-        return mock_wire(&mock);
-    }
-    Ok((None, Vec::new()))
-}
-
-fn mock_wire(path: &Path) -> Result<Wire, String> {
-    let mut out = Vec::new();
-    let mut faults = Vec::new();
-    for v in json_lines(path) {
-        let kind = v["kind"].as_str().unwrap_or_default();
-        if kind == "fault" {
-            faults.push(format!(
-                "the model route {} answered with an injected {} fault",
-                v["path"].as_str().unwrap_or("?"),
-                v["fault"].as_str().unwrap_or("?")
-            ));
-            continue;
-        }
-        if kind != "main" && kind != "side" {
-            continue;
-        }
-        let response = match &v["response"] {
-            Value::Object(o) if o.contains_key("sse") => o["sse"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|e| e["data"].clone())
-                .collect(),
-            Value::Null => Vec::new(),
-            other => vec![other.clone()],
-        };
-        let u = &v["usage"];
-        let usage = (!u.is_null()).then(|| Usage {
-            input: u["input"].as_u64(),
-            output: u["output"].as_u64(),
-            cache_read: u["cache_read"].as_u64(),
-            cache_write: u["cache_write"].as_u64(),
-            requests: Some(1),
-        });
-        out.push(Exchange {
-            seq: v["seq"].as_u64().unwrap_or(0),
-            time: None,
-            api: WireApi::from_name(
-                v["route"]
-                    .as_str()
-                    .or_else(|| v["api"].as_str())
-                    .unwrap_or_default(),
-            ),
-            side: kind == "side",
-            replay: v["replay"].as_bool().unwrap_or(false),
-            model: v["request"]["model"].as_str().map(str::to_string),
-            status: v["status"].as_u64().and_then(|s| u16::try_from(s).ok()),
-            request: v["request"].clone(),
-            response,
-            usage,
-            cost_usd: None,
-        });
-    }
-    Ok((Some(out), faults))
-}
-
-/// A kept body of the gateway's evidence (`model/NNNN.*.gz`), decompressed.
-fn body(trial_dir: &Path, rel: Option<&str>) -> Option<String> {
-    let rel = rel?;
-    let bytes = std::fs::read(trial_dir.join(rel)).ok()?;
-    let mut text = String::new();
-    if rel.ends_with(".gz") {
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .ok()?;
-    } else {
-        text = String::from_utf8_lossy(&bytes).into_owned();
-    }
-    Some(text)
-}
-
-fn gateway_wire(trial_dir: &Path, path: &Path) -> Result<Wire, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read model.jsonl: {e}"))?;
-    let mut records = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let r: proctor_gateway::RequestRecord =
-            serde_json::from_str(line).map_err(|e| format!("model.jsonl line {}: {e}", i + 1))?;
-        records.push(r);
-    }
-    let mut faults = Vec::new();
-    let mut out = Vec::new();
-    let mut with_tools = Vec::new();
-    for r in &records {
-        if let (Some(f), Some(e)) = (&r.fault, &r.error) {
-            faults.push(format!(
-                "{}: {e}",
-                serde_json::to_string(f)
-                    .unwrap_or_default()
-                    .trim_matches('"')
-            ));
-        }
-        let request = body(trial_dir, r.request_body.as_deref())
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .unwrap_or(Value::Null);
-        let response = match body(trial_dir, r.response_body.as_deref()) {
-            Some(t) if r.stream => atif::sse_data(&t),
-            Some(t) => serde_json::from_str::<Value>(&t)
-                .map(|v| vec![v])
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        let offers_tools = ["tools", "functionDeclarations"].iter().any(|k| {
-            request
-                .get(k)
-                .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()))
-        });
-        with_tools.push(offers_tools);
-        out.push(Exchange {
-            seq: r.seq,
-            time: Some(r.time.clone()),
-            api: WireApi::from_name(r.api.as_str()),
-            side: false,
-            replay: false,
-            model: r.model.clone(),
-            status: Some(r.status),
-            request,
-            response,
-            usage: r.usage.as_ref().map(|u| Usage {
-                input: Some(u.input),
-                output: Some(u.output),
-                cache_read: Some(u.cache_read),
-                cache_write: Some(u.cache_write),
-                requests: Some(1),
-            }),
-            cost_usd: r.cost_usd,
-        });
-    }
-    // A request offering no tools is a side request when others do (a title, a quota probe),
-    // as the mock model counts them.
-    if with_tools.iter().any(|t| *t) {
-        for (x, t) in out.iter_mut().zip(with_tools) {
-            x.side = !t;
-        }
-    }
-    Ok((Some(out), faults))
-}
-
-/// `--junit` of `run`: written after the run's results.
-pub(crate) fn junit_after_run(
-    run: &RunHandle,
-    suite: &Suite,
-    file: Option<&PathBuf>,
-) -> Result<(), Error> {
-    match file {
-        Some(f) => write_junit(run, suite, f),
-        None => Ok(()),
-    }
 }

@@ -1,250 +1,14 @@
-//! OCI images as the command line sees them (docs/environments.md): every image a run's tasks
-//! name, pulled and unpacked before any trial (a failure is a usage error, exit 2, naming the
-//! task and the image), and `proctor images pull | list | prune`.
+//! `proctor images pull | build | list | prune`: the image cache as the command line shows it.
+//! Pulling a run's images is [`proctor_runner::provision`]'s.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use proctor_image::{BuildSpec, Built, ImageCache, ImageRef, RegistryConfig};
-use proctor_runner::image::TrialImage;
-use proctor_runner::record::ImageRecord;
-use proctor_suite::plan::Plan;
-use proctor_suite::{Suite, TaskEnvironment};
+use proctor_runner::provision::{build_image, cache, registry_config, suite_images};
+use proctor_suite::Suite;
 
 use crate::cli::ImagesAction;
 use crate::exit::{Error, Status};
-
-/// The image cache's folder: `dir` (made absolute: the sandbox takes only absolute layers), or
-/// the default one (not opened).
-pub fn cache_dir(dir: Option<&Path>) -> Result<PathBuf, Error> {
-    match dir {
-        Some(d) => std::path::absolute(d).map_err(|e| {
-            Error::usage(
-                format!("cannot use the image cache {}: {e}", d.display()),
-                "pass --image-cache DIR with a folder you can write",
-            )
-        }),
-        None => ImageCache::default_dir().ok_or_else(|| {
-            Error::usage(
-                "no home folder for the image cache",
-                "pass --image-cache DIR",
-            )
-        }),
-    }
-}
-
-/// The image cache at `dir`, or the default one.
-fn cache(dir: Option<&Path>) -> Result<ImageCache, Error> {
-    let dir = cache_dir(dir)?;
-    ImageCache::open(&dir).map_err(|e| {
-        Error::usage(
-            format!("cannot open the image cache {}: {e}", dir.display()),
-            "pass --image-cache DIR with a writable folder",
-        )
-    })
-}
-
-/// How registries are reached: the configuration's `[registries]`.
-pub fn registry_config(config: Option<&Path>) -> Result<RegistryConfig, Error> {
-    let config = crate::commands::models::load_config(config)?;
-    let mut out = RegistryConfig::default();
-    for (host, r) in config.registries {
-        if r.insecure {
-            out.insecure.insert(host.clone());
-        }
-        if !r.mirrors.is_empty() {
-            out.mirrors.insert(host, r.mirrors);
-        }
-    }
-    Ok(out)
-}
-
-/// Pulls one task environment's image and makes it a trial image.
-fn pull(
-    cache: &ImageCache,
-    registries: &RegistryConfig,
-    suite_root: &Path,
-    env: &TaskEnvironment,
-) -> Result<TrialImage, String> {
-    let reference = ImageRef::parse(&env.image)
-        .map_err(|e| e.to_string())?
-        .resolve_against(suite_root);
-    let image = cache
-        .pull_with(&reference, registries, &mut || {
-            eprintln!("image {}: pulling and unpacking", env.image);
-        })
-        .map_err(|e| e.to_string())?;
-    // An image's `WorkingDir` of `/` (Docker's default, written out) cannot be the workspace:
-    // the whole image would be its lowest layer. It is taken as no working folder at all.
-    let image_dir = image
-        .config
-        .working_dir
-        .clone()
-        .filter(|w| w.starts_with('/') && !w.trim_end_matches('/').is_empty());
-    let workdir = env
-        .workdir
-        .clone()
-        .or(image_dir)
-        .unwrap_or_else(|| "/workspace".into());
-    let mut vars = image.config.env.clone();
-    vars.extend(env.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    Ok(TrialImage {
-        reference: env.image.clone(),
-        digest: image.digest,
-        rootfs: image.rootfs,
-        workdir: PathBuf::from(workdir),
-        env: vars,
-    })
-}
-
-/// The image of every planned task that names one, pulled and unpacked; empty when none does
-/// (nothing is read then, not even the configuration).
-pub fn for_run(
-    suite: &Suite,
-    plan: &Plan,
-    config: Option<&Path>,
-    cache_dir: Option<&Path>,
-) -> Result<BTreeMap<String, Arc<TrialImage>>, Error> {
-    let tasks: Vec<&str> = plan.trials.iter().map(|t| t.task.as_str()).collect();
-    for_tasks(suite, &tasks, config, cache_dir)
-}
-
-/// The image of each of `tasks` that names one, pulled and unpacked (see [`for_run`]).
-pub fn for_tasks(
-    suite: &Suite,
-    tasks: &[&str],
-    config: Option<&Path>,
-    cache_dir: Option<&Path>,
-) -> Result<BTreeMap<String, Arc<TrialImage>>, Error> {
-    let mut wanted: BTreeMap<String, TaskEnvironment> = BTreeMap::new();
-    for t in tasks {
-        if let Some(task) = suite.task(t) {
-            if let Some(env) = suite.environment(task) {
-                wanted.insert(t.to_string(), env);
-            }
-        }
-    }
-    if wanted.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let cache = cache(cache_dir)?;
-    let registries = registry_config(config)?;
-    let mut pulled: BTreeMap<TaskEnvironment, Arc<TrialImage>> = BTreeMap::new();
-    let mut out = BTreeMap::new();
-    for (task, env) in wanted {
-        let image = match pulled.get(&env) {
-            Some(i) => Arc::clone(i),
-            None => {
-                let image = pull(&cache, &registries, &suite.root, &env).map_err(|e| {
-                    Error::usage(
-                        format!("task `{task}`: image `{}`: {e}", env.image),
-                        "check the reference (docs/environments.md); `proctor images pull IMAGE` tries it alone",
-                    )
-                })?;
-                let image = Arc::new(image);
-                pulled.insert(env, Arc::clone(&image));
-                image
-            }
-        };
-        out.insert(task, image);
-    }
-    Ok(out)
-}
-
-/// Refuses to resume a run whose finished trials ran in another image than a task's reference
-/// resolves to now (a tag moved): the run would mix two images.
-pub fn check_resume(
-    run: &proctor_store::RunHandle,
-    images: &BTreeMap<String, Arc<TrialImage>>,
-) -> Result<(), Error> {
-    check_unmoved(run, images, "resuming would mix two images")
-}
-
-/// Refuses (exit 2) when a task's image now resolves to another digest than the one `run`
-/// started with or its trials ran in; `doing` says what that would spoil.
-pub fn check_unmoved(
-    run: &proctor_store::RunHandle,
-    images: &BTreeMap<String, Arc<TrialImage>>,
-    doing: &str,
-) -> Result<(), Error> {
-    if images.is_empty() {
-        return Ok(());
-    }
-    let mut moved: Option<String> = None;
-    // The images the run started with (run.json), then those its trials ran in.
-    let started = run
-        .meta()
-        .extra
-        .get(IMAGES_KEY)
-        .cloned()
-        .unwrap_or_default();
-    let started: BTreeMap<String, ImageRecord> =
-        serde_json::from_value(started).unwrap_or_default();
-    for (task, was) in &started {
-        if let Some(now) = images.get(task).filter(|now| now.digest != was.digest) {
-            moved.get_or_insert(format!(
-                "task `{task}`: image `{}` now resolves to {}, but the run started with {}; {doing}",
-                now.reference, now.digest, was.digest
-            ));
-        }
-    }
-    proctor_runner::results::for_each_record(run, |record| {
-        if let (Some(was), Some(now)) = (&record.launch.image, images.get(&record.plan.task)) {
-            if was.digest != now.digest && moved.is_none() {
-                moved = Some(format!(
-                    "task `{}`: image `{}` now resolves to {}, but the run's trials ran in {}; {doing}",
-                    record.plan.task, now.reference, now.digest, was.digest
-                ));
-            }
-        }
-        Ok(())
-    })
-    .map_err(|e| Error::Other(anyhow::Error::new(e).context("cannot read the run's trials")))?;
-    match moved {
-        Some(message) => Err(Error::usage(
-            message,
-            "start a new run, or pin the image by digest (REPO@sha256:...) so it cannot move",
-        )),
-        None => Ok(()),
-    }
-}
-
-/// The key of `run.json`'s `extra` that lists each task's image: reference and digest.
-const IMAGES_KEY: &str = "images";
-
-/// Records in `run.json` the image each task runs in (reference and resolved digest).
-pub fn record_in_run(
-    run: &proctor_store::RunHandle,
-    images: &BTreeMap<String, Arc<TrialImage>>,
-) -> Result<(), Error> {
-    if images.is_empty() {
-        return Ok(());
-    }
-    let listed: BTreeMap<&str, ImageRecord> = images
-        .iter()
-        .map(|(task, img)| {
-            (
-                task.as_str(),
-                ImageRecord {
-                    reference: img.reference.clone(),
-                    digest: img.digest.clone(),
-                },
-            )
-        })
-        .collect();
-    let value = serde_json::to_value(&listed)
-        .map_err(|e| Error::Other(anyhow::Error::new(e).context("cannot list the images")))?;
-    run.update_meta(|meta| {
-        if !meta.extra.is_object() {
-            meta.extra = serde_json::json!({});
-        }
-        meta.extra[IMAGES_KEY] = value;
-    })
-    .map_err(|e| {
-        Error::Other(anyhow::Error::new(e).context("cannot record the images in run.json"))
-    })
-}
 
 /// `proctor images ...`.
 pub fn run(
@@ -342,29 +106,14 @@ fn build(
         dockerfile: file.map(Path::to_path_buf),
     };
     let shown = spec.dockerfile_path();
-    let built = cache
-        .build(&spec, registries, &mut |builder, log| {
-            eprintln!(
-                "building {} with {} (log: {})",
-                shown.display(),
-                builder.program.display(),
-                log.display()
-            );
-        })
-        .map_err(|e| match e {
-            proctor_image::ImageError::NoBuilder { .. } => Error::usage(
-                e.to_string(),
-                "install buildah (or podman, or docker) and build again",
-            ),
-            failed @ proctor_image::ImageError::BuildFailed { .. } => Error::usage(
-                format!("{}: {failed}", shown.display()),
-                "fix the Dockerfile (the log says where the build stopped) and build again",
-            ),
-            other => Error::usage(
-                format!("{}: {other}", shown.display()),
-                "see docs/environments.md (registries and mirrors: [registries] in the configuration)",
-            ),
-        })?;
+    let built = build_image(cache, registries, &spec, &mut |builder, log| {
+        eprintln!(
+            "building {} with {} (log: {})",
+            shown.display(),
+            builder.program.display(),
+            log.display()
+        );
+    })?;
     match built {
         Built::Base { base, image } => {
             eprintln!(
@@ -417,17 +166,4 @@ fn build(
         }
     }
     Ok(Status::Success)
-}
-
-/// Every image reference a suite names, with the folder its paths are relative to.
-fn suite_images(suite: &Suite) -> Vec<(PathBuf, String)> {
-    let mut out: Vec<(PathBuf, String)> = Vec::new();
-    for task in &suite.file.tasks {
-        if let Some(env) = suite.environment(task) {
-            if !out.iter().any(|(_, r)| r == &env.image) {
-                out.push((suite.root.clone(), env.image));
-            }
-        }
-    }
-    out
 }

@@ -1,4 +1,5 @@
-//! `proctor list`, `proctor show RUN [TRIAL]` and `proctor reindex`: reading the store.
+//! `proctor list`, `proctor show RUN [TRIAL]` and `proctor reindex`: reading the store
+//! ([`proctor_runner::overview`] reads it; this module prints).
 //!
 //! `list` and `show RUN` read only the SQLite index (and probe each `running` run's lock: a run
 //! whose `run.json` says `running` but that no live process holds was killed, and is shown as
@@ -6,59 +7,26 @@
 //! behind its outcome. Both report what the last reindex found damaged (a `run.json` or a
 //! `trial.json` that does not parse), and why proctor stopped a run it stopped itself.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
 use proctor_report::Table;
+use proctor_runner::evidence;
+use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
-use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store, StoreError};
+use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store};
 
 use crate::cli::Format;
-use crate::commands::evidence;
 use crate::exit::{Error, Status};
-
-/// Opens the store at `store`, or fails with a usage error when there is none.
-pub(crate) fn open(store: &Path) -> Result<Store, Error> {
-    if !store.join("runs").is_dir() {
-        return Err(Error::usage(
-            format!("no store at {}", store.display()),
-            "run a suite first (`proctor run SUITE`), or pass --store DIR",
-        ));
-    }
-    Ok(Store::open(store)
-        .with_context(|| format!("cannot open the store at {}", store.display()))?)
-}
-
-/// The run a user named (`latest`, an id or a unique prefix).
-pub(crate) fn resolve(store: &Store, prefix: &str) -> Result<RunId, Error> {
-    store
-        .resolve_run(prefix)
-        .map_err(|e| Error::usage(e.to_string(), "`proctor list` shows the runs in this store"))
-}
 
 /// `proctor list`: runs, newest first.
 pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
-    let store = open(store_dir)?;
-    let mut runs = store.list_runs().context("cannot list the runs")?;
-    runs.reverse();
-    for r in &mut runs {
-        r.meta.status = crate::commands::slurm::observed_status(&store, &r.id, &r.meta);
-    }
-    let damaged_runs = store
-        .damaged_runs()
-        .context("cannot list the damaged runs")?;
-    // How many times each run was rescored: its OUTCOMES are the run's own, as the index holds
-    // them, so a rescored run says so.
-    let rescores: Vec<u32> = runs
-        .iter()
-        .map(|r| {
-            proctor_store::pick_scoring(&store.run_dir(&r.id), proctor_store::ScoringChoice::Latest)
-                .ok()
-                .and_then(Result::ok)
-                .map_or(0, |s| s.rescores)
-        })
-        .collect();
+    let store = open_store(store_dir)?;
+    let RunList {
+        runs,
+        rescores,
+        damaged_runs,
+    } = RunList::read(&store)?;
     match format {
         Format::Json => {
             let rows: Vec<_> = runs
@@ -137,30 +105,14 @@ pub fn show(
     format: Format,
     choice: ScoringChoice,
 ) -> Result<Status, Error> {
-    let store = open(store_dir)?;
+    let store = open_store(store_dir)?;
     let id = resolve(&store, run)?;
     let handle = store.open_run(&id).context("cannot open the run")?;
-    let scoring = crate::commands::scoring::pick(&handle, choice)?;
+    let scoring = proctor_runner::export::pick_scoring(&handle, choice)?;
     match trial {
         None => show_run(&store, &handle, &scoring, format),
         Some(t) => show_trial(&store, &handle, t, &scoring, format),
     }
-}
-
-/// The records a rescore wrote, by trial id (none for the run's own scoring).
-fn rescored_records(
-    run: &RunHandle,
-    scoring: &Scoring,
-) -> Result<BTreeMap<String, TrialRecord>, Error> {
-    let mut out = BTreeMap::new();
-    if scoring.is_rescore() {
-        proctor_runner::results::for_each_scored_record(run, scoring, |r| {
-            out.insert(r.plan.id.clone(), r);
-            Ok(())
-        })
-        .with_context(|| format!("cannot read {}", scoring.file))?;
-    }
-    Ok(out)
 }
 
 fn show_run(
@@ -170,113 +122,40 @@ fn show_run(
     format: Format,
 ) -> Result<Status, Error> {
     let id = run.id();
-    let mut meta = store.run_meta(id).context("cannot read the run")?;
-    meta.status = crate::commands::slurm::observed_status(store, id, &meta);
-    let mut trials = store.trials(id).context("cannot read the run's trials")?;
-    let rescored = rescored_records(run, scoring)?;
-    for t in &mut trials {
-        if let Some(r) = rescored.get(&t.trial_id) {
-            let by = proctor_runner::engine::summary_of(r);
-            t.outcome = by.outcome;
-            t.reason = by.reason;
-            t.calls = by.calls;
-            t.wrong_turns = by.wrong_turns;
-            t.flags = by.flags;
-        }
-    }
-    let damaged = store
-        .damaged_trials(id)
-        .context("cannot read the run's damaged trials")?;
+    let o = RunOverview::read(store, run, scoring)?;
     if format == Format::Json {
-        let doc = serde_json::json!({ "run": id.as_str(), "meta": meta, "scoring": scoring, "trials": trials, "damaged": damaged });
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
         );
         return Ok(Status::Success);
     }
+    let meta = &o.meta;
     errln!(
         "run {id} · suite {} ({}…) · {} · isolation {} · {} of {} trial(s) finished",
         meta.suite_id,
         meta.suite_hash.get(..12).unwrap_or_default(),
         meta.status.as_str(),
         meta.isolation,
-        trials.len(),
+        o.trials.len(),
         meta.planned_trials
     );
     if let Some(why) = &meta.stop_reason {
         errln!("stopped: {why}");
     }
-    errln!("{}", crate::commands::scoring::line(id, scoring));
-    for d in &damaged {
+    errln!("{}", crate::summary::scoring_line(id, scoring));
+    for d in &o.damaged {
         errln!(
             "warning: trial {}: {} (not counted as finished; `run --resume` runs it again)",
             d.trial_id,
             d.reason
         );
     }
-    // Variants side by side per task: n, outcome counts and the wrong turns of the graded
-    // trials (median / mean / total, so a tail shows) in every cell.
-    let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
-    let mut wrong_turns: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
-    for t in &trials {
-        let key = (t.task.clone(), t.variant.clone());
-        if t.outcome != "errored" && t.outcome != "ungradeable" {
-            wrong_turns
-                .entry(key.clone())
-                .or_default()
-                .push(t.wrong_turns.map(|w| w as f64));
-        }
-        *cells
-            .entry(key)
-            .or_default()
-            .entry(t.outcome.clone())
-            .or_default() += 1;
-    }
-    let report = report_cells(&store.run_dir(id), scoring);
-    let mut grid = Table::new(&[
-        "TASK",
-        "VARIANT",
-        "n",
-        "SUCCESS",
-        "COMPLETED",
-        "WRONG TURNS (median / mean / total)",
-        "FLAGGED",
-        "OUTCOMES",
-    ]);
-    for (key, counts) in &cells {
-        let (task, variant) = key;
-        let turns =
-            proctor_report::Summary::of(wrong_turns.get(key).into_iter().flatten().copied());
-        let total: usize = counts.values().sum();
-        let graded = total
-            - counts.get("errored").copied().unwrap_or(0)
-            - counts.get("ungradeable").copied().unwrap_or(0);
-        let completed = counts.get("completed").copied().unwrap_or(0);
-        let list = counts
-            .iter()
-            .map(|(o, n)| format!("{o} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let cell = report.as_ref().and_then(|r| r.get(key));
-        grid.row([
-            task.clone(),
-            variant.clone(),
-            graded.to_string(),
-            cell.and_then(|c| c.success)
-                .map_or("-".to_string(), |r| r.to_string()),
-            proctor_report::Rate::new(completed as u64, graded as u64).to_string(),
-            turns.to_string(),
-            report.as_ref().map_or("-".to_string(), |_| {
-                cell.map_or(0, |c| c.flagged_successes).to_string()
-            }),
-            list,
-        ]);
-    }
-    out!("{}", grid.text());
+    print_cells(&o);
     outln!();
     let mut t = Table::new(&["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
-    for tr in &trials {
+    for tr in &o.trials {
         t.row([
             tr.trial_id.clone(),
             tr.outcome.clone(),
@@ -290,95 +169,42 @@ fn show_run(
     Ok(Status::Success)
 }
 
-/// What `show RUN` takes from a cell of the run's report.
-struct ReportCell {
-    /// Task success (a correct refusal or ask counts), as k/n; `None` when the report has none.
-    success: Option<proctor_report::Rate>,
-    /// The successes the integrity audit flagged.
-    flagged_successes: u64,
-}
-
-/// Each (task, variant) cell's task success and flagged successes, from the report of
-/// `scoring` (`results.report.json`, or a rescore's); `None` for a run that has none yet
-/// (unfinished, or made before it). Success needs each task's `expect`, which the index does
-/// not hold: the report does.
-fn report_cells(
-    run_dir: &std::path::Path,
-    scoring: &Scoring,
-) -> Option<BTreeMap<(String, String), ReportCell>> {
-    let text = std::fs::read(run_dir.join(format!("{}.report.json", scoring.stem()))).ok()?;
-    let report: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    let mut out = BTreeMap::new();
-    for v in report.get("variants")?.as_array()? {
-        let variant = v.get("variant")?.as_str()?;
-        for t in v.get("tasks")?.as_array()? {
-            let task = t.get("task")?.as_str()?;
-            let cell = t.get("cell");
-            let flagged_successes = cell
-                .and_then(|c| c.get("flagged_successes"))
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0);
-            let success = cell
-                .and_then(|c| c.pointer("/rates/success"))
-                .and_then(|r| Some((r.get("k")?.as_u64()?, r.get("n")?.as_u64()?)))
-                .map(|(k, n)| proctor_report::Rate::new(k, n));
-            out.insert(
-                (task.to_string(), variant.to_string()),
-                ReportCell {
-                    success,
-                    flagged_successes,
-                },
-            );
-        }
+/// Variants side by side per task: n, outcome counts and the wrong turns of the graded
+/// trials (median / mean / total, so a tail shows) in every cell.
+fn print_cells(o: &RunOverview) {
+    let mut grid = Table::new(&[
+        "TASK",
+        "VARIANT",
+        "n",
+        "SUCCESS",
+        "COMPLETED",
+        "WRONG TURNS (median / mean / total)",
+        "FLAGGED",
+        "OUTCOMES",
+    ]);
+    for c in &o.cells {
+        let list = c
+            .outcomes
+            .iter()
+            .map(|(o, n)| format!("{o} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        grid.row([
+            c.task.clone(),
+            c.variant.clone(),
+            c.graded.to_string(),
+            c.success.map_or("-".to_string(), |r| r.to_string()),
+            c.completed.to_string(),
+            c.wrong_turns.to_string(),
+            if o.has_report {
+                c.flagged_successes.to_string()
+            } else {
+                "-".to_string()
+            },
+            list,
+        ]);
     }
-    Some(out)
-}
-
-/// Trials named in the message for an unknown trial id.
-const TRIALS_NAMED: usize = 10;
-
-/// The error for a trial id that `read_trial` could not find: one the run planned but has not
-/// finished, or one it never had, with the trials it does have.
-fn no_such_trial(store: &Store, id: &RunId, trial: &str) -> Error {
-    let hint = format!("`proctor show {id}` lists every trial of this run with its outcome");
-    let meta = store.run_meta(id).ok();
-    let planned = meta.as_ref().is_some_and(|m| {
-        m.tasks.iter().any(|t| {
-            m.variants
-                .iter()
-                .any(|v| (0..m.trials_per_cell).any(|i| format!("{t}.{v}.{i}") == trial))
-        })
-    });
-    let started = store
-        .run_dir(id)
-        .join(proctor_store::TRIALS_DIR)
-        .join(trial)
-        .is_dir();
-    if planned || started {
-        let status = meta.map_or("unknown", |m| store.observed_status(id, m.status).as_str());
-        return Error::usage(
-            format!("trial {trial} of run {id} has not finished (the run is {status})"),
-            format!("`proctor run SUITE --resume {id}` runs the trials it has not finished"),
-        );
-    }
-    // In the index's order: by task, variant and trial index.
-    let ids: Vec<String> = store
-        .trials(id)
-        .map(|ts| ts.into_iter().map(|t| t.trial_id).collect())
-        .unwrap_or_default();
-    if ids.is_empty() {
-        return Error::usage(
-            format!("no trial {trial} in run {id}; it has no finished trial"),
-            hint,
-        );
-    }
-    Error::usage(
-        format!(
-            "no trial {trial} in run {id}; trials are {}",
-            evidence::some_of(&ids, TRIALS_NAMED)
-        ),
-        hint,
-    )
+    out!("{}", grid.text());
 }
 
 fn show_trial(
@@ -389,10 +215,13 @@ fn show_trial(
     format: Format,
 ) -> Result<Status, Error> {
     let id = run.id();
-    let file = match store.read_trial::<TrialRecord>(id, trial) {
-        Ok(f) => f,
-        Err(StoreError::TrialNotFound { .. }) => return Err(no_such_trial(store, id, trial)),
-        Err(StoreError::TrialDamaged { reason, path, .. }) => {
+    let (r, original, dir) = match TrialView::read(store, run, trial, scoring)? {
+        TrialView::Found {
+            record,
+            original,
+            dir,
+        } => (record, original, dir),
+        TrialView::Damaged { reason, path } => {
             // Unreadable evidence of a trial that counts as unfinished: exit 3, as rescore does.
             eprintln!(
                 "error: trial {trial} of run {id} is damaged: {reason}\n  file: {}\n  help: its outcome cannot be read; its other evidence files are kept beside it. `proctor run SUITE --resume {id}` runs it again; `proctor show {id}` lists the trials that are sound",
@@ -400,35 +229,23 @@ fn show_trial(
             );
             return Ok(Status::Unfinished);
         }
-        Err(e) => {
-            return Err(Error::usage(
-                e.to_string(),
-                format!("`proctor show {id}` lists the trials of this run"),
-            ))
-        }
     };
-    let original = file.record;
-    let mut rescored = rescored_records(run, scoring)?;
-    let (r, original) = match rescored.remove(trial) {
-        Some(r) => (r, Some(original)),
-        None => (original, None),
-    };
-    let r = &r;
+    let r = &*r;
     if format == Format::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(r).map_err(anyhow::Error::new)?
         );
-        errln!("{}", crate::commands::scoring::line(id, scoring));
+        errln!("{}", crate::summary::scoring_line(id, scoring));
         return Ok(Status::Success);
     }
-    errln!("{}", crate::commands::scoring::line(id, scoring));
+    errln!("{}", crate::summary::scoring_line(id, scoring));
     print_head(r);
     if let Some(o) = &original {
         outln!("original   {} — {}", o.outcome, o.reason);
     }
     print_verdict(r);
-    print_evidence(store, id, trial, r);
+    print_evidence(store, id, trial, &dir, r);
     Ok(Status::Success)
 }
 
@@ -591,6 +408,11 @@ fn print_head(r: &TrialRecord) {
     for t in &r.text_diffs {
         print_text_diff(t);
     }
+    print_calls(r);
+}
+
+/// The interface calls: each with its exit (or why it was denied) and what it read from stdin.
+fn print_calls(r: &TrialRecord) {
     outln!("\ninterface calls ({})", r.end_state.calls.len());
     for c in &r.end_state.calls {
         let exit = match (&c.denied, c.exit) {
@@ -778,27 +600,23 @@ fn print_verdict(r: &TrialRecord) {
 
 /// The transcript, the ledgers, the visual looks, the harness notes and the diff of every
 /// changed file.
-fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
-    let trial_dir = store
-        .run_dir(id)
-        .join(proctor_store::TRIALS_DIR)
-        .join(trial);
+fn print_evidence(store: &Store, id: &RunId, trial: &str, trial_dir: &Path, r: &TrialRecord) {
     outln!();
-    for line in evidence::transcript(&r.launch.agent, r.end_state.agent.started, &trial_dir) {
+    for line in evidence::transcript(&r.launch.agent, r.end_state.agent.started, trial_dir) {
         outln!("{line}");
     }
     outln!();
     for line in evidence::ledgers(&r.ledgers) {
         outln!("{line}");
     }
-    let looks = evidence::visuals(&r.end_state.visuals, &trial_dir);
+    let looks = evidence::visuals(&r.end_state.visuals, trial_dir);
     if !looks.is_empty() {
         outln!();
         for line in looks {
             outln!("{line}");
         }
     }
-    let services = super::service_file::summary_lines(id.as_str(), trial, &r.end_state.services);
+    let services = crate::summary::service_lines(id.as_str(), trial, &r.end_state.services);
     if !services.is_empty() {
         outln!();
         for line in services {
@@ -822,7 +640,7 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, r: &TrialRecord) {
             "\ndiff (against the start state; whole files in {})",
             trial_dir.join("changes/files").display()
         );
-        let mut start = || crate::commands::run_suite::start_state(store, id, r);
+        let mut start = || proctor_runner::stored_suite::start_state(store, id, r);
         for line in evidence::diffs(
             &r.end_state.changes,
             &trial_dir.join("changes").join("files"),

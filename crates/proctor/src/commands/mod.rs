@@ -1,23 +1,19 @@
 //! One module per command; each returns the exit status or an [`Error`].
 
 mod cite;
+mod collect;
 mod compare;
 mod demo;
-mod evidence;
 mod export;
 mod images;
 mod init;
 mod inspect;
 mod mock_model;
-mod models;
 mod oracle;
 mod rescore;
 mod run;
-mod run_suite;
-mod scoring;
 mod service_file;
 mod sit;
-mod slurm;
 mod suites;
 mod validate;
 mod verify;
@@ -26,6 +22,7 @@ mod worker;
 
 use std::path::Path;
 
+use proctor_runner::provision::Images;
 use proctor_suite::Suite;
 
 use crate::cli::{Cli, Command, Format, SchemaDoc};
@@ -71,14 +68,22 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
         Command::Sit(args) => sit::run(args),
         Command::Demo { store } => demo::run(&store),
         Command::Worker(args) => worker::run(&args),
-        Command::Status { run, store } => slurm::status(&store, &run),
+        Command::Status { run, store } => collect::status(&store, &run),
         Command::Collect {
             run,
             store,
             format,
             on_node,
-        } => slurm::collect(&store, &run, format, on_node),
-        Command::StoreProbe { file } => slurm::store_probe(&file),
+        } => collect::collect(&store, &run, format, on_node),
+        Command::StoreProbe { file } => collect::store_probe(&file),
+        other => read_store(other),
+    }
+}
+
+/// The commands that read runs and claims: `verify`, `cite`, `list`, `show`, `reindex`,
+/// `compare`, `export`.
+fn read_store(command: Command) -> Result<Status, Error> {
+    match command {
         Command::Verify { files, format } => verify::run(&files, format),
         Command::Cite {
             run,
@@ -126,23 +131,6 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             (None, _) => inspect::show(&store, &run, trial.as_deref(), format, scoring),
         },
         Command::Reindex { store } => inspect::reindex(&store),
-        Command::MockModel {
-            script,
-            listen,
-            log,
-            faults,
-            require_key_env,
-            tls_cert,
-            tls_key,
-        } => mock_model::run(
-            &script,
-            &listen,
-            log,
-            &faults,
-            require_key_env.as_deref(),
-            tls_cert,
-            tls_key,
-        ),
         Command::Compare {
             runs,
             variants,
@@ -162,6 +150,47 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             format,
             scoring,
         }),
+        Command::Export {
+            run,
+            html,
+            atif,
+            junit,
+            store,
+            scoring,
+        } => export::run(
+            &store,
+            &run,
+            export::Formats {
+                html: html.as_deref(),
+                atif: atif.as_deref(),
+                junit: junit.as_deref(),
+            },
+            scoring,
+        ),
+        other => tools(other),
+    }
+}
+
+/// The other tools: `mock-model`, `import`, `images`, `schema`, `view`, `rescore`.
+fn tools(command: Command) -> Result<Status, Error> {
+    match command {
+        Command::MockModel {
+            script,
+            listen,
+            log,
+            faults,
+            require_key_env,
+            tls_cert,
+            tls_key,
+        } => mock_model::run(
+            &script,
+            &listen,
+            log,
+            &faults,
+            require_key_env.as_deref(),
+            tls_cert,
+            tls_key,
+        ),
         Command::Import {
             format,
             dirs,
@@ -176,8 +205,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
                 None
             } else {
                 Some(proctor_import::BuildImages {
-                    cache_dir: images::cache_dir(image_cache.as_deref())?,
-                    registries: images::registry_config(config.as_deref())?,
+                    cache_dir: proctor_runner::provision::cache_dir(image_cache.as_deref())?,
+                    registries: proctor_runner::provision::registry_config(config.as_deref())?,
                     progress: Some(proctor_import::Progress(std::sync::Arc::new(
                         |line: &str| eprintln!("{line}"),
                     ))),
@@ -196,23 +225,6 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             listen,
             allow_hosts,
         } => view::view(&store, listen, &allow_hosts),
-        Command::Export {
-            run,
-            html,
-            atif,
-            junit,
-            store,
-            scoring,
-        } => export::run(
-            &store,
-            &run,
-            export::Formats {
-                html: html.as_deref(),
-                atif: atif.as_deref(),
-                junit: junit.as_deref(),
-            },
-            scoring,
-        ),
         Command::Rescore {
             run,
             suite,
@@ -224,24 +236,22 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             &store,
             &run,
             match (suite, suite_from) {
-                (Some(dir), _) => rescore::RulesFrom::Folder(dir),
-                (None, Some(crate::cli::SuiteFrom::Folder)) => rescore::RulesFrom::RunFolder,
-                (None, _) => rescore::RulesFrom::Run,
+                (Some(dir), _) => proctor_runner::rescoring::RulesFrom::Folder(dir),
+                (None, Some(crate::cli::SuiteFrom::Folder)) => {
+                    proctor_runner::rescoring::RulesFrom::RunFolder
+                }
+                (None, _) => proctor_runner::rescoring::RulesFrom::Run,
             },
-            rescore::Images {
+            Images {
                 cache: image_cache.as_deref(),
                 config: config.as_deref(),
             },
         ),
+        // `dispatch` and `read_store` send only the commands above here.
+        other => Err(Error::Other(anyhow::anyhow!(
+            "proctor has no handler for {other:?}"
+        ))),
     }
-}
-
-/// `validate --config` and `--image-cache`, as `run` takes them.
-pub(crate) struct Images<'a> {
-    /// The configuration file (its `[registries]`).
-    pub(crate) config: Option<&'a Path>,
-    /// The image cache (default: ~/.cache/proctor/images).
-    pub(crate) cache: Option<&'a Path>,
 }
 
 /// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,
@@ -280,10 +290,7 @@ fn schema(document: SchemaDoc) -> Result<Status, Error> {
 
 /// Opens a suite, or fails with every problem it has.
 pub fn open_suite(dir: &Path) -> Result<Suite, Error> {
-    Suite::open(dir).map_err(|problems| Error::InvalidSuite {
-        suite: dir.display().to_string(),
-        problems,
-    })
+    Ok(proctor_runner::stored_suite::open_suite(dir)?)
 }
 
 /// `proctor import FORMAT DIR... --out SUITE`: the suite is written whole or not at all; the

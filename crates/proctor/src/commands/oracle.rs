@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use proctor_report::Table;
-use proctor_runner::oracle::{OracleError, OracleReport};
+use proctor_runner::oracle::OracleReport;
 use proctor_runner::EngineOptions;
 use proctor_store::Store;
 use proctor_suite::Suite;
 
-use crate::commands::run::plan_error;
 use crate::exit::{Error, Status};
 
 /// Runs the oracle and the null agent on every task; exits 2 when the rules cannot tell them
@@ -27,7 +26,7 @@ pub(crate) fn run(
     suite: Suite,
     store_dir: Option<&Path>,
     oracle: Option<&str>,
-    images: crate::commands::Images<'_>,
+    images: proctor_runner::provision::Images<'_>,
 ) -> Result<Status, Error> {
     // A temporary store unless one is given; it is kept when a check fails (below).
     let mut temp = None;
@@ -50,17 +49,17 @@ pub(crate) fn run(
         .iter()
         .map(|t| t.id.get_ref().as_str())
         .collect();
-    let images = crate::commands::images::for_tasks(&suite, &tasks, images.config, images.cache)?;
+    let images = proctor_runner::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
     let options = EngineOptions {
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
         grace: Duration::from_secs(2),
         scratch: None,
         gateway: None,
         images,
-        browser: crate::commands::models::browser_for(&suite, None)?,
+        browser: proctor_runner::access::browser_for(&suite, None)?,
     };
-    let report =
-        proctor_runner::oracle::run(suite, &store, oracle, &options).map_err(oracle_error)?;
+    let report = proctor_runner::oracle::run(suite, &store, oracle, &options)
+        .map_err(proctor_runner::RunError::from)?;
     out!("{}", table(&report).text());
     print_unexpected(&report);
     let failures = report.failures();
@@ -110,25 +109,5 @@ fn print_unexpected(report: &OracleReport) {
     for u in &report.unexpected {
         errln!("  {}: {}, expected {}", u.trial, u.outcome, u.expected);
         errln!("    reason: {}", u.reason);
-    }
-}
-
-/// Why the oracle check could not run, with what to do about it.
-fn oracle_error(e: OracleError) -> Error {
-    match e {
-        OracleError::UnknownVariant { ref known, .. } if known.is_empty() => Error::usage(
-            format!("--oracle-variant: {e}"),
-            "the suite defines no [[variants]]; drop --oracle-variant to use agents/oracle/",
-        ),
-        OracleError::UnknownVariant { ref known, .. } => {
-            let hint = format!("its variants are: {}", known.join(", "));
-            Error::usage(format!("--oracle-variant: {e}"), hint)
-        }
-        OracleError::MissingOracle(_) => Error::usage(
-            e.to_string(),
-            "write agents/oracle/TASK_ID.toml for each task (a scripted agent that does the task right), or name a variant with --oracle-variant",
-        ),
-        OracleError::Plan(p) => plan_error(p),
-        other => Error::Other(anyhow::Error::new(other)),
     }
 }

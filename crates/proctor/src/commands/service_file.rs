@@ -31,8 +31,8 @@ pub struct Request<'a> {
 /// Prints the page on stdout (text escaped for a terminal, or JSON) and, for text, where it is
 /// and the command for the next page on stderr.
 pub fn show(req: &Request) -> Result<Status, Error> {
-    let store = super::inspect::open(req.store)?;
-    let id = super::inspect::resolve(&store, req.run)?;
+    let store = proctor_runner::overview::open_store(req.store)?;
+    let id = proctor_runner::overview::resolve(&store, req.run)?;
     // The trial must be a finished one: its folder is then the store's, not a trial still running.
     if let Err(e) = store.read_trial::<serde_json::Value>(&id, req.trial) {
         return Err(Error::usage(
@@ -81,50 +81,4 @@ pub fn show(req: &Request) -> Result<Status, Error> {
         None => eprintln!("(the end of the file)"),
     }
     Ok(Status::Success)
-}
-
-/// `show RUN TRIAL`'s services section: each service's state and events, how much of them the
-/// record holds, and the `--service` command that pages what it leaves out.
-pub fn summary_lines(
-    run: &str,
-    trial: &str,
-    services: &std::collections::BTreeMap<String, proctor_score::endstate::ServiceEnd>,
-) -> Vec<String> {
-    use proctor_report::escape_line;
-    if services.is_empty() {
-        return Vec::new();
-    }
-    let page = |file: &str| format!("proctor show {run} {trial} --service {file}");
-    let mut out = vec!["services".to_string()];
-    for (name, end) in services {
-        let name_shown = escape_line(name);
-        let state = match (&end.state, end.state_omitted_bytes, &end.state_error) {
-            (Some(v), _, _) => format!(
-                "state {} bytes of JSON, in the record (`--format json` prints it)",
-                proctor_score::endstate::json_len(v)
-            ),
-            (None, Some(bytes), _) => format!(
-                "state {bytes} bytes of JSON: graded whole, too large for the record; page it: {}",
-                page(&format!(
-                    "{name}/{}",
-                    end.state_file.as_deref().unwrap_or("STATE_FILE")
-                ))
-            ),
-            (None, None, Some(why)) => format!("no state: {}", escape_line(why)),
-            (None, None, None) => "no state".to_string(),
-        };
-        out.push(format!("  {name_shown:<10} {}", escape_line(&state)));
-        let listed = end.events.len() as u64;
-        let events = if end.events_omitted > 0 {
-            format!(
-                "events {} ({listed} in the record, every one graded); page them: {}",
-                listed + end.events_omitted,
-                page(&format!("{name}/events.jsonl"))
-            )
-        } else {
-            format!("events {listed}")
-        };
-        out.push(format!("  {:<10} {}", "", escape_line(&events)));
-    }
-    out
 }

@@ -16,17 +16,19 @@ use std::time::Duration;
 
 use anyhow::Context;
 use proctor_runner::calls::CallsLog;
+use proctor_runner::conclusion::Tally;
 use proctor_runner::record::{AnswerFrom, SittingRecord};
+use proctor_runner::request::open_suite_and_store;
 use proctor_runner::sit::{self, SitError, Sitting, SittingOptions};
 use proctor_runner::trial::execute::{execute_on, Executed};
 use proctor_runner::trial::launch::Launched;
 use proctor_runner::trial::{Attendance, Stage, TrialError, TrialPaths};
+use proctor_runner::{access, provision};
 use proctor_sandbox::Capped;
 
 use crate::cli::{Format, SitArgs};
-use crate::commands::run::{choice, open_suite_and_store_at, plan_error, print_summary, Tally};
-use crate::commands::{images, models};
 use crate::exit::{Error, Status};
+use crate::summary::{print_summary, status_of, Reporter};
 use crate::terminal::{self, RawMode, Relay, Shown};
 
 /// Sits the task.
@@ -43,48 +45,13 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
             "for example --as dana",
         ));
     }
-    let notes = match &args.notes {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            Error::usage(
-                format!("cannot read the notes in {}: {e}", path.display()),
-                "--notes takes a text file",
-            )
-        })?),
-        None => None,
-    };
-    let (suite, store) =
-        open_suite_and_store_at(&args.suite, std::slice::from_ref(&args.task), &args.store)?;
-    let images = images::for_tasks(
-        &suite,
-        &[args.task.as_str()],
-        args.config.as_deref(),
-        args.image_cache.as_deref(),
-    )?;
+    let notes = read_notes(&args)?;
+    let (suite, store, options) = prepare(&args)?;
     let interrupted = interrupt_flag()?;
-    // Inside an image the host's shells may not exist: its own `sh` is the one sure to.
-    let shell = if images.is_empty() {
-        shell()
-    } else {
-        vec!["/bin/sh".to_string()]
-    };
-    let options = SittingOptions {
-        person: args.person.clone(),
-        task: args.task.clone(),
-        shell: shell.clone(),
-        env: std::env::var("TERM")
-            .ok()
-            .filter(|t| !t.is_empty())
-            .map(|t| BTreeMap::from([("TERM".to_string(), t)]))
-            .unwrap_or_default(),
-        timeout: args.timeout.map(Duration::from_secs),
-        isolation: choice(args.isolation),
-        scratch: args.scratch.clone(),
-        grace: Duration::from_secs(2),
-        images: images.clone(),
-        browser: models::browser_for(&suite, args.config.as_deref())?,
-    };
-    let sitting = Sitting::start(suite, &store, options).map_err(sit_error)?;
-    images::record_in_run(sitting.run(), &images)?;
+    let images = options.images.clone();
+    let shell = options.shell.clone();
+    let sitting = Sitting::start(suite, &store, options).map_err(proctor_runner::RunError::from)?;
+    provision::record_in_run(sitting.run(), &images)?;
     for n in sitting.isolation_notes() {
         eprintln!(
             "note: {n}; the sitting is recorded with isolation = \"{}\"",
@@ -99,11 +66,13 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         shown: Shown::default(),
         asked: None,
     };
-    let record = sitting.sit(&mut seat).map_err(sit_error)?;
+    let record = sitting
+        .sit(&mut seat)
+        .map_err(proctor_runner::RunError::from)?;
     if interrupted.load(Ordering::SeqCst) {
         sitting
             .abandon("interrupted: the sitting was cut short and is not recorded")
-            .map_err(sit_error)?;
+            .map_err(proctor_runner::RunError::from)?;
         eprintln!(
             "\ninterrupted: the sitting is not recorded (run {} is left interrupted, with no trial)",
             sitting.run().id()
@@ -122,7 +91,7 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
     let outcome = format!("{}: {}", record.outcome.label(), record.reason);
     let report = sitting
         .record(record, record_of_sitting)
-        .map_err(sit_error)?;
+        .map_err(proctor_runner::RunError::from)?;
     let run = sitting.run();
     eprintln!("\ngraded: {outcome}");
     print_summary(
@@ -136,7 +105,62 @@ pub fn run(args: SitArgs) -> Result<Status, Error> {
         Some(r) => Tally::of(&r.overall),
         None => Tally::from_records(run)?,
     };
-    Ok(tally.status())
+    Ok(status_of(tally.verdict()))
+}
+
+/// The notes file `--notes` names, read.
+fn read_notes(args: &SitArgs) -> Result<Option<String>, Error> {
+    match &args.notes {
+        Some(path) => Ok(Some(std::fs::read_to_string(path).map_err(|e| {
+            Error::usage(
+                format!("cannot read the notes in {}: {e}", path.display()),
+                "--notes takes a text file",
+            )
+        })?)),
+        None => Ok(None),
+    }
+}
+
+/// The suite (with only the sat task checked), the store, and the sitting's options: its
+/// task's image pulled, the shell to sit in.
+fn prepare(
+    args: &SitArgs,
+) -> Result<(proctor_suite::Suite, proctor_store::Store, SittingOptions), Error> {
+    let (suite, store) = open_suite_and_store(
+        &args.suite,
+        std::slice::from_ref(&args.task),
+        &args.store,
+        &mut Reporter::default(),
+    )?;
+    let images = provision::for_tasks(
+        &suite,
+        &[args.task.as_str()],
+        args.config.as_deref(),
+        args.image_cache.as_deref(),
+    )?;
+    // Inside an image the host's shells may not exist: its own `sh` is the one sure to.
+    let shell = if images.is_empty() {
+        shell()
+    } else {
+        vec!["/bin/sh".to_string()]
+    };
+    let options = SittingOptions {
+        person: args.person.clone(),
+        task: args.task.clone(),
+        shell: shell.clone(),
+        env: std::env::var("TERM")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .map(|t| BTreeMap::from([("TERM".to_string(), t)]))
+            .unwrap_or_default(),
+        timeout: args.timeout.map(Duration::from_secs),
+        isolation: args.isolation.into(),
+        scratch: args.scratch.clone(),
+        grace: Duration::from_secs(2),
+        images: images.clone(),
+        browser: access::browser_for(&suite, args.config.as_deref())?,
+    };
+    Ok((suite, store, options))
 }
 
 /// The shell the person gets: `$SHELL` when it names an executable by its absolute path, else
@@ -295,18 +319,5 @@ impl TerminalSeat {
             }
         }
         (!notes.is_empty()).then_some(notes)
-    }
-}
-
-/// A sitting's error as the user sees it.
-fn sit_error(e: SitError) -> Error {
-    match e {
-        SitError::Plan(p) => plan_error(p),
-        SitError::BadName(_) => Error::usage(e.to_string(), "for example --as dana"),
-        SitError::Isolation(_) => Error::usage(
-            e.to_string(),
-            "sit with --isolation copy, which copies the fixture and records isolation = \"copy\"",
-        ),
-        other => Error::Other(anyhow::Error::new(other)),
     }
 }

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use proctor_runner::gateway;
+use proctor_runner::access;
 use proctor_suite::validate::{check, Options};
-use proctor_suite::{Problem, ProblemKind, Suite};
+use proctor_suite::{Problem, Suite};
 
 use crate::cli::Format;
 use crate::exit::{Error, Status};
@@ -30,7 +30,7 @@ pub fn run(
     let checked = match Suite::parse(dir) {
         Err(problem) => Err(vec![problem]),
         Ok(suite) => {
-            known_tasks(&suite, tasks)?;
+            proctor_runner::request::known_tasks(&suite, tasks)?;
             let options = Options {
                 search_path: Some(proctor_runner::allow::search_path()),
                 tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
@@ -40,7 +40,7 @@ pub fn run(
             warnings = checked.warnings;
             let mut problems = checked.problems;
             if problems.is_empty() {
-                problems = model_problems(&suite, config)?;
+                problems = access::model_problems(&suite, config)?;
             }
             if problems.is_empty() && image_cache.is_some() {
                 let ids: Vec<&str> = suite
@@ -50,7 +50,8 @@ pub fn run(
                     .map(|t| t.id.get_ref().as_str())
                     .filter(|t| tasks.is_empty() || tasks.iter().any(|x| x == t))
                     .collect();
-                let images = crate::commands::images::for_tasks(&suite, &ids, config, image_cache)?;
+                let images =
+                    proctor_runner::provision::for_tasks(&suite, &ids, config, image_cache)?;
                 for (task, image) in &images {
                     if format == Format::Text {
                         eprintln!(
@@ -75,7 +76,7 @@ pub fn run(
     let warning_lines = warnings.iter().map(|w| w.to_string());
     match (checked, format) {
         (Ok(suite), Format::Text) => {
-            for w in key_warnings(&suite, config) {
+            for w in access::key_warnings(&suite, config) {
                 eprintln!("warning: {w}");
             }
             let mutations: usize = suite
@@ -96,7 +97,9 @@ pub fn run(
             Ok(Status::Success)
         }
         (Ok(suite), Format::Json) => {
-            let warnings: Vec<String> = warning_lines.chain(key_warnings(&suite, config)).collect();
+            let warnings: Vec<String> = warning_lines
+                .chain(access::key_warnings(&suite, config))
+                .collect();
             let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [], "warnings": warnings });
             println!("{doc:#}");
             Ok(Status::Success)
@@ -113,79 +116,6 @@ pub fn run(
             Ok(Status::Invalid)
         }
     }
-}
-
-/// The variants whose model is reached through the model gateway, checked against the user's
-/// configuration: a model that is not `PROVIDER/MODEL` of a known provider, and a CLI whose wire
-/// API the provider does not serve, are problems at the variant. The configuration (`config`,
-/// else the default) is read only when some variant needs it.
-fn model_problems(suite: &Suite, config: Option<&Path>) -> Result<Vec<Problem>, Error> {
-    let variants: Vec<_> = suite
-        .file
-        .variants
-        .iter()
-        .filter(|v| gateway::uses_gateway(v))
-        .collect();
-    if variants.is_empty() {
-        return Ok(Vec::new());
-    }
-    let config = crate::commands::models::load_config(config)?;
-    Ok(variants
-        .into_iter()
-        .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
-        .map(|(v, e)| {
-            Problem::at(ProblemKind::Inconsistent, &suite.source, v.id.span(), e.to_string())
-                .with_help("see docs/models.md: models are PROVIDER/MODEL, and each agent CLI needs a provider that serves its wire API")
-        })
-        .collect())
-}
-
-/// The key variables of the providers the suite's variants use that are not set here: a run
-/// would stop before any trial, naming them.
-fn key_warnings(suite: &Suite, config: Option<&Path>) -> Vec<String> {
-    let Ok(config) = crate::commands::models::load_config(config) else {
-        return Vec::new();
-    };
-    let models: std::collections::BTreeMap<String, _> = suite
-        .file
-        .variants
-        .iter()
-        .filter_map(|v| {
-            Some((
-                v.id.get_ref().clone(),
-                gateway::variant_model(v, &config).ok()??,
-            ))
-        })
-        .collect();
-    match gateway::keys_for(&config, &models) {
-        Err(e) => vec![format!("{e}: `proctor run` would stop before any trial")],
-        Ok(_) => Vec::new(),
-    }
-}
-
-/// Fails with a usage error when `--task` names a task the suite does not have.
-fn known_tasks(suite: &Suite, tasks: &[String]) -> Result<(), Error> {
-    let ids: Vec<&str> = suite
-        .file
-        .tasks
-        .iter()
-        .map(|t| t.id.get_ref().as_str())
-        .collect();
-    for task in tasks {
-        if ids.contains(&task.as_str()) {
-            continue;
-        }
-        let listed = ids.join(", ");
-        let hint = match proctor_suite::problem::nearest(task, ids.iter().copied()) {
-            Some(near) => format!("did you mean `--task {near}`? The tasks are: {listed}"),
-            None => format!("the tasks of this suite are: {listed}"),
-        };
-        return Err(Error::usage(
-            format!("suite `{}` has no task `{task}`", suite.id()),
-            hint,
-        ));
-    }
-    Ok(())
 }
 
 fn problem_json(p: &Problem) -> serde_json::Value {

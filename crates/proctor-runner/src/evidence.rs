@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::model::{Ledgers, Usage};
+use crate::TrialRecord;
 use proctor_report::Table;
-use proctor_runner::model::{Ledgers, Usage};
-use proctor_runner::TrialRecord;
 use proctor_score::endstate::{ChangeKind, FileChange, VisualRun};
 use proctor_suite::tree::{bytes_hash, tree_hash};
 use proctor_suite::Suite;
@@ -183,7 +183,7 @@ fn command_transcript(trial_dir: &Path) -> Vec<String> {
 /// tool call it made (shell commands and others), the calls its permission layer refused, and
 /// the errors it reported.
 fn cli_transcript(agent: &str, trial_dir: &Path) -> Vec<String> {
-    let stdout = proctor_runner::trial::capture::read_agent_stdout(trial_dir);
+    let stdout = crate::trial::capture::read_agent_stdout(trial_dir);
     let stderr = std::fs::read(trial_dir.join("agent.stderr")).unwrap_or_default();
     let variant: Result<proctor_suite::model::Variant, _> =
         toml::from_str(&format!("id = \"shown\"\nagent = {agent:?}\n"));

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use proctor_store::RunHandle;
 use proctor_suite::Suite;
 
-use crate::commands::open_suite;
-use crate::exit::Error;
+use crate::error::{Context, RunError};
 
 /// Where a command took a run's suite from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,26 +37,24 @@ impl SuiteFrom {
 /// Where `run`'s suite is: its kept copy when it has one (every file checked against the
 /// hashes the run recorded; a damaged copy is an error naming the file), else the folder the
 /// run was read from.
-pub fn locate(run: &RunHandle) -> Result<SuiteFrom, Error> {
+pub fn locate(run: &RunHandle) -> Result<SuiteFrom, RunError> {
     match proctor_store::read_kept_suite(run.dir(), run.id().as_str()) {
         Ok(Some(dir)) => Ok(SuiteFrom::Kept(dir)),
         Ok(None) => Ok(SuiteFrom::Folder(run.meta().suite_path)),
-        Err(e @ proctor_store::StoreError::KeptSuiteDamaged { .. }) => Err(Error::usage(
+        Err(e @ proctor_store::StoreError::KeptSuiteDamaged { .. }) => Err(RunError::usage(
             e.to_string(),
             format!(
                 "the copy is what the run graded with and must not be edited; `proctor rescore {} --suite DIR` rescores it against a suite folder instead",
                 run.id()
             ),
         )),
-        Err(e) => Err(anyhow::Error::new(e)
-            .context("cannot read the run's copy of its suite")
-            .into()),
+        Err(e) => Err(e).context("cannot read the run's copy of its suite"),
     }
 }
 
 /// The suite `run` is read with ([`locate`]), opened; for a run that keeps no copy, a suite
 /// folder that is no longer valid fails with each of its problems (file:line:col).
-pub fn open(run: &RunHandle) -> Result<(Suite, SuiteFrom), Error> {
+pub fn open(run: &RunHandle) -> Result<(Suite, SuiteFrom), RunError> {
     let from = locate(run)?;
     let suite = open_suite(from.dir())?;
     Ok((suite, from))
@@ -68,15 +65,23 @@ pub fn open(run: &RunHandle) -> Result<(Suite, SuiteFrom), Error> {
 pub fn start_state(
     store: &proctor_store::Store,
     id: &proctor_store::RunId,
-    r: &proctor_runner::TrialRecord,
-) -> crate::commands::evidence::StartState {
-    use crate::commands::evidence::StartState;
+    r: &crate::TrialRecord,
+) -> crate::evidence::StartState {
+    use crate::evidence::StartState;
     let run = match store.open_run(id) {
         Ok(run) => run,
         Err(e) => return StartState::unknown(format!("cannot open the run: {e}")),
     };
     match locate(&run) {
         Ok(from) => StartState::of(from.dir(), r),
-        Err(e) => StartState::unknown(crate::commands::scoring::message(&e)),
+        Err(e) => StartState::unknown(e.one_line()),
     }
+}
+
+/// Opens a suite, or fails with every problem it has.
+pub fn open_suite(dir: &Path) -> Result<Suite, RunError> {
+    Suite::open(dir).map_err(|problems| RunError::InvalidSuite {
+        suite: dir.display().to_string(),
+        problems,
+    })
 }
