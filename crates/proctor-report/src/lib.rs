@@ -30,7 +30,9 @@ pub use compare::{
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};
-pub use render::{escape_line, escape_text, Exporter, Json, Markdown, Table, Terminal};
+pub use render::{
+    changes_section, escape_line, escape_text, ChangesOf, Exporter, Json, Markdown, Table, Terminal,
+};
 pub use stats::{Median, Rate, Statistic, Summary};
 
 /// The version of the shape of every JSON document this crate writes.

@@ -3,6 +3,7 @@
 //! Markdown and Terminal renderers show agent-controlled text with its control characters escaped
 //! ([`escape_text`]); JSON keeps it exact.
 
+mod changes;
 mod content;
 mod doc;
 mod escape;
@@ -14,6 +15,7 @@ use crate::aggregate::RunReport;
 use crate::compare::Comparison;
 use crate::gate::GateReport;
 
+pub use changes::{changes_section, ChangesOf};
 pub use escape::{escape_line, escape_text};
 pub use table::Table;
 

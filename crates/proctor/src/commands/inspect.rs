@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use proctor_report::Table;
+use proctor_report::{changes_section, ChangesOf, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
@@ -375,36 +375,15 @@ fn print_head(r: &TrialRecord) {
     if let Some(s) = &r.setup {
         print_setup(s);
     }
-    let omitted = r.end_state.changes_omitted;
-    outln!("\nchanges ({})", r.end_state.changes.len() as u64 + omitted);
-    for c in &r.end_state.changes {
-        outln!(
-            "  {:<13} {}",
-            format!("{:?}", c.kind).to_lowercase(),
-            proctor_report::escape_line(&c.path)
-        );
-    }
-    if omitted > 0 {
-        outln!("  … and {omitted} more, listed in the trial's changes/changes.json");
-    }
-    let root = &r.end_state.root_changes;
-    let root_omitted = r.end_state.root_changes_omitted;
-    if !root.is_empty() {
-        outln!(
-            "\nchanges outside the workspace, seen by the checks ({})",
-            root.len() as u64 + root_omitted
-        );
-        for c in root {
-            outln!(
-                "  {:<13} /{}",
-                format!("{:?}", c.kind).to_lowercase(),
-                proctor_report::escape_line(&c.path)
-            );
-        }
-        if root_omitted > 0 {
-            outln!("  … and {root_omitted} more, listed in the trial's root/changes.json");
-        }
-    }
+    let end = &r.end_state;
+    out!(
+        "{}",
+        changes_section(ChangesOf::Workspace, &end.changes, end.changes_omitted)
+    );
+    out!(
+        "{}",
+        changes_section(ChangesOf::Root, &end.root_changes, end.root_changes_omitted)
+    );
     for t in &r.text_diffs {
         print_text_diff(t);
     }
