@@ -181,7 +181,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         task: record.plan.task.clone(),
         variant: record.plan.variant.clone(),
         trial_index: record.plan.index,
-        outcome: record.outcome.label().to_string(),
+        outcome: record.outcome.kind(),
         reason: Some(record.reason.clone()),
         wall_seconds: record.end_state.agent.wall_seconds,
         calls: record
@@ -459,7 +459,7 @@ fn commit(
                     committed.trials += 1;
                     *committed
                         .outcomes
-                        .entry(summary.outcome.clone())
+                        .entry(summary.outcome.label().to_string())
                         .or_default() += 1;
                     on_event(Event::Committed {
                         trial_id: summary.trial_id.clone(),
@@ -478,7 +478,10 @@ fn commit(
         }
         for (summary, _) in batch {
             committed.trials += 1;
-            *committed.outcomes.entry(summary.outcome).or_default() += 1;
+            *committed
+                .outcomes
+                .entry(summary.outcome.label().to_string())
+                .or_default() += 1;
             on_event(Event::Committed {
                 trial_id: summary.trial_id,
             });

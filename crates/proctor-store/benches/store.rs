@@ -50,14 +50,16 @@ fn summary(n: usize) -> TrialSummary {
     let task = format!("task-{:02}", n % 20);
     let variant = if n % 2 == 1 { "method" } else { "control" };
     let index = (n / 40) as u32;
-    let outcome = OUTCOMES[n % OUTCOMES.len()];
+    let outcome: proctor_records::OutcomeKind = OUTCOMES[n % OUTCOMES.len()]
+        .parse()
+        .expect("an outcome label");
     TrialSummary {
         trial_id: format!("{task}.{variant}.{index}.{n}"),
         task,
         variant: variant.into(),
         trial_index: index,
-        outcome: outcome.into(),
-        reason: (outcome == "errored").then(|| "provider returned 529".into()),
+        outcome,
+        reason: outcome.is_errored().then(|| "provider returned 529".into()),
         wall_seconds: 3.5 + (n % 17) as f64,
         calls: Some((n % 13) as u64),
         wrong_turns: Some((n % 3) as u64),

@@ -13,6 +13,7 @@
 use crate::error::{Result, StoreError};
 use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
+use proctor_records::OutcomeKind;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,7 +83,7 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         task: r.get(1)?,
         variant: r.get(2)?,
         trial_index: r.get(3)?,
-        outcome: r.get(4)?,
+        outcome: outcome_at(r, 4)?,
         reason: r.get(5)?,
         wall_seconds: r.get(6)?,
         calls: r.get(7)?,
@@ -93,6 +94,18 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         limit_reached: r.get(12)?,
         flags: Vec::new(),
     })
+}
+
+/// The outcome in column `i` of a row: its label, read back as the outcome it names. A label
+/// that is no outcome (an index written by something else) is a conversion error, never a
+/// guess.
+pub(crate) fn outcome_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<OutcomeKind> {
+    let label: String = r.get(i)?;
+    label
+        .parse()
+        .map_err(|e: proctor_records::ParseOutcomeError| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
 }
 
 /// The `trial_id` of a row of `damaged` that is about the run's own `run.json`.
@@ -580,7 +593,7 @@ fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::R
         t.task,
         t.variant,
         t.trial_index,
-        t.outcome,
+        t.outcome.label(),
         t.reason,
         t.wall_seconds,
         t.calls,

@@ -3,6 +3,7 @@
 
 use crate::error::StoreError;
 use crate::RunId;
+use proctor_records::OutcomeKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -192,7 +193,7 @@ pub struct DamagedRun {
 ///
 /// It is also stored inside `trial.json` (as `summary`), which is how `reindex` rebuilds the
 /// index from the folders alone.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialSummary {
     /// The trial's id, also its folder name (`TASK.VARIANT.INDEX`).
     pub trial_id: String,
@@ -202,8 +203,8 @@ pub struct TrialSummary {
     pub variant: String,
     /// 0-based index within (task, variant).
     pub trial_index: u32,
-    /// One of the eight outcomes (`completed`, `wrong`, `refused-honestly`, ...).
-    pub outcome: String,
+    /// Which of the eight outcomes (written as its label: `completed`, `wrong`, ...).
+    pub outcome: OutcomeKind,
     /// Why (required for `ungradeable`, useful for `errored`).
     pub reason: Option<String>,
     /// Wall-clock seconds from sandbox setup to full stop.

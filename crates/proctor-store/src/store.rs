@@ -825,7 +825,7 @@ impl RunHandle {
     ) -> Result<()> {
         let mut files = Vec::with_capacity(trials.len());
         for (summary, record) in trials {
-            if summary.outcome == "ungradeable"
+            if summary.outcome.is_ungradeable()
                 && summary
                     .reason
                     .as_deref()

@@ -81,7 +81,7 @@ fn a_page_of_trials_is_filtered_and_counted_in_the_index() {
     assert!(counts.contains(&CellCount {
         task: "a".into(),
         variant: "v2".into(),
-        outcome: "wrong".into(),
+        outcome: proctor_records::OutcomeKind::Wrong,
         n: 1
     }));
     assert_eq!(counts.iter().map(|c| c.n).sum::<u64>(), 12);

@@ -114,7 +114,7 @@ fn finish_trial_writes_trial_json_and_the_index_row() {
 
     // Finishing the same trial again replaces it, in the folder and in the index.
     let mut s0b = s0.clone();
-    s0b.outcome = "ungradeable".into();
+    s0b.outcome = proctor_records::OutcomeKind::Ungradeable;
     s0b.reason = Some("check crashed".into());
     run.finish_trial(&s0b, &json!(null)).expect("refinish");
     assert_eq!(store.trials(run.id()).expect("trials"), vec![s0b]);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use proctor_score::OutcomeKind;
 use proctor_store::{
     CellCount, RunId, RunListing, RunMeta, Scoring, ScoringChoice, Store, StoreError, TrialFilter,
     TrialSummary,
@@ -319,9 +320,9 @@ fn run_with(
         let cells = store.cell_counts(&id)?;
         let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
         let mut not_graded = Vec::new();
-        for outcome in proctor_score::outcome::NOT_GRADED {
+        for outcome in OutcomeKind::NOT_GRADED {
             let filter = TrialFilter {
-                outcome: Some(outcome.into()),
+                outcome: Some(outcome.label().into()),
                 ..TrialFilter::default()
             };
             not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
@@ -386,21 +387,23 @@ fn rescored_trials(
     limit: u64,
 ) -> Result<(Vec<CellCount>, proctor_store::TrialsPage, Vec<TrialSummary>), ViewError> {
     let all = with_rescore(store, id, rescored)?;
-    let mut counts: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    let mut outcomes_of: BTreeMap<(String, u32), std::collections::BTreeSet<String>> =
+    // By task, variant and outcome label, the order the index counts them in.
+    let mut counts: BTreeMap<(String, String, &'static str), (OutcomeKind, u64)> = BTreeMap::new();
+    let mut outcomes_of: BTreeMap<(String, u32), std::collections::BTreeSet<OutcomeKind>> =
         BTreeMap::new();
     for t in &all {
-        *counts
-            .entry((t.task.clone(), t.variant.clone(), t.outcome.clone()))
-            .or_default() += 1;
+        counts
+            .entry((t.task.clone(), t.variant.clone(), t.outcome.label()))
+            .or_insert((t.outcome, 0))
+            .1 += 1;
         outcomes_of
             .entry((t.task.clone(), t.trial_index))
             .or_default()
-            .insert(t.outcome.clone());
+            .insert(t.outcome);
     }
     let cells = counts
         .into_iter()
-        .map(|((task, variant, outcome), n)| CellCount {
+        .map(|((task, variant, _), (outcome, n))| CellCount {
             task,
             variant,
             outcome,
@@ -408,7 +411,7 @@ fn rescored_trials(
         })
         .collect();
     let mut not_graded = Vec::new();
-    for outcome in proctor_score::outcome::NOT_GRADED {
+    for outcome in OutcomeKind::NOT_GRADED {
         not_graded.extend(
             all.iter()
                 .filter(|t| t.outcome == outcome)
@@ -418,7 +421,7 @@ fn rescored_trials(
     }
     let f = query.filter();
     let passes = |t: &TrialSummary| {
-        f.outcome.as_ref().is_none_or(|o| &t.outcome == o)
+        f.outcome.as_ref().is_none_or(|o| t.outcome.label() == o)
             && f.task.as_ref().is_none_or(|x| &t.task == x)
             && f.variant.as_ref().is_none_or(|x| &t.variant == x)
             && (!f.differs
@@ -562,7 +565,7 @@ fn screenshots(record: &serde_json::Value, dir: &std::path::Path) -> BTreeMap<St
 #[derive(Debug, Clone, Serialize)]
 pub struct OriginalVerdict {
     /// The outcome.
-    pub outcome: String,
+    pub outcome: OutcomeKind,
     /// Why.
     pub reason: Option<String>,
 }
@@ -642,7 +645,7 @@ pub(crate) fn trial_in(
     let mut original = None;
     if let Some((summary, record)) = rescored {
         original = Some(OriginalVerdict {
-            outcome: file.summary.outcome.clone(),
+            outcome: file.summary.outcome,
             reason: file.summary.reason.clone(),
         });
         rescore_summary(&mut file.summary, &summary);

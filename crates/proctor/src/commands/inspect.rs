@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::Context;
 use proctor_report::Table;
 use proctor_runner::TrialRecord;
+use proctor_score::OutcomeKind;
 use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store, StoreError};
 
 use crate::cli::Format;
@@ -217,21 +218,17 @@ fn show_run(
     }
     // Variants side by side per task: n, outcome counts and the wrong turns of the graded
     // trials (median / mean / total, so a tail shows) in every cell.
-    let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    let mut cells: BTreeMap<(String, String), BTreeMap<OutcomeKind, usize>> = BTreeMap::new();
     let mut wrong_turns: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
     for t in &trials {
         let key = (t.task.clone(), t.variant.clone());
-        if t.outcome != "errored" && t.outcome != "ungradeable" {
+        if t.outcome.is_graded() {
             wrong_turns
                 .entry(key.clone())
                 .or_default()
                 .push(t.wrong_turns.map(|w| w as f64));
         }
-        *cells
-            .entry(key)
-            .or_default()
-            .entry(t.outcome.clone())
-            .or_default() += 1;
+        *cells.entry(key).or_default().entry(t.outcome).or_default() += 1;
     }
     let report = report_cells(&store.run_dir(id), scoring);
     let mut grid = Table::new(&[
@@ -248,12 +245,17 @@ fn show_run(
         let (task, variant) = key;
         let turns =
             proctor_report::Summary::of(wrong_turns.get(key).into_iter().flatten().copied());
-        let total: usize = counts.values().sum();
-        let graded = total
-            - counts.get("errored").copied().unwrap_or(0)
-            - counts.get("ungradeable").copied().unwrap_or(0);
-        let completed = counts.get("completed").copied().unwrap_or(0);
-        let list = counts
+        let graded: usize = counts
+            .iter()
+            .filter(|(o, _)| o.is_graded())
+            .map(|(_, n)| n)
+            .sum();
+        let completed = counts.get(&OutcomeKind::Completed).copied().unwrap_or(0);
+        // In the labels' order, as the index lists them.
+        let mut labelled: Vec<(&str, usize)> =
+            counts.iter().map(|(o, n)| (o.label(), *n)).collect();
+        labelled.sort_unstable();
+        let list = labelled
             .iter()
             .map(|(o, n)| format!("{o} {n}"))
             .collect::<Vec<_>>()
@@ -279,7 +281,7 @@ fn show_run(
     for tr in &trials {
         t.row([
             tr.trial_id.clone(),
-            tr.outcome.clone(),
+            tr.outcome.to_string(),
             format!("{:.2}s", tr.wall_seconds),
             tr.calls.map_or("-".into(), |c| c.to_string()),
             tr.wrong_turns.map_or("-".into(), |c| c.to_string()),

@@ -1044,7 +1044,7 @@ pub fn status(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
     let mut finished = 0;
     run.for_each_trial(|f: TrialFile<serde::de::IgnoredAny>| {
         finished += 1;
-        *outcomes.entry(f.summary.outcome).or_default() += 1;
+        *outcomes.entry(f.summary.outcome.to_string()).or_default() += 1;
         Ok::<(), StoreError>(())
     })
     .context("cannot read the run's trials")?;

@@ -1,0 +1,13 @@
+//! proctor's records: the data every stage shares, with nothing below it.
+//!
+//! A record is typed from its producer to its renderers: the runner makes an [`Outcome`], the
+//! store keeps its [`OutcomeKind`] (the same text in `trial.json` and the index as ever), the
+//! report counts it and the viewer draws it, and none of them compares labels as strings. The
+//! one rule that defines n, "graded = not `errored`, not `ungradeable`", is
+//! [`OutcomeKind::is_graded`]; the list of outcomes, in report order, is [`OutcomeKind::ALL`].
+
+#![warn(missing_docs)]
+
+pub mod outcome;
+
+pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};
