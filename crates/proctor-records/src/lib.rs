@@ -5,9 +5,14 @@
 //! report counts it and the viewer draws it, and none of them compares labels as strings. The
 //! one rule that defines n, "graded = not `errored`, not `ungradeable`", is
 //! [`OutcomeKind::is_graded`]; the list of outcomes, in report order, is [`OutcomeKind::ALL`].
+//!
+//! The on-disk formats (`run.json`, `trial.json`) carry a `major.minor` [`FormatVersion`]; a
+//! reader reads every minor version of its major and refuses another major by name.
 
 #![warn(missing_docs)]
 
+pub mod format;
 pub mod outcome;
 
+pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
 pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};

@@ -18,6 +18,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Version of the trial record's layout.
 pub const RECORD_VERSION: u32 = 1;
 
+/// The JSON Schema of `trial.json`: the store's summary, this record, and where it ran.
+pub fn trial_json_schema() -> serde_json::Value {
+    schemars::schema_for!(proctor_store::TrialFile<TrialRecord>).to_value()
+}
+
 /// Everything recorded about one trial.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "StoredRecord")]

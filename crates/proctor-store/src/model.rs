@@ -3,18 +3,23 @@
 
 use crate::error::StoreError;
 use crate::RunId;
-use proctor_records::OutcomeKind;
+use proctor_records::format::{run_format, trial_format, unversioned};
+use proctor_records::{FormatVersion, OutcomeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// The version of the `run.json` and `trial.json` layouts this crate writes.
+/// The version of the `run.json` and `trial.json` layouts this crate writes, as every proctor
+/// has written it (the major version); the `major.minor` version the files carry beside it is
+/// their `format_version` ([`proctor_records::RUN_FORMAT`], [`proctor_records::TRIAL_FORMAT`]).
 pub const FILE_SCHEMA_VERSION: u32 = 1;
 
 /// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     /// Started and not yet ended (or ended by a crash nobody recorded).
@@ -62,7 +67,7 @@ impl FromStr for RunStatus {
 }
 
 /// The machine a run executed on, recorded so numbers from different hosts are not mixed blindly.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostInfo {
     /// The host name.
     pub hostname: String,
@@ -96,7 +101,7 @@ impl HostInfo {
 /// far it got. The runner fills it; the store adds the id.
 ///
 /// Written at run start and rewritten (atomically) whenever the status changes.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunMeta {
     /// The suite's id.
     pub suite_id: String,
@@ -140,11 +145,16 @@ pub struct RunMeta {
     pub extra: serde_json::Value,
 }
 
-/// `run.json` as it lies on disk: a schema version, the id, and the metadata's fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `run.json` as it lies on disk: its versions, the id, and the metadata's fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
-    /// [`FILE_SCHEMA_VERSION`] when written.
+    /// The layout's major version, 1 (`FILE_SCHEMA_VERSION`), as every proctor has written it.
     pub schema_version: u32,
+    /// The `major.minor` format of this file (`proctor_records::RUN_FORMAT` when written);
+    /// `1.0` when absent, as in files written before it was recorded. A `run.json` of another
+    /// major version is refused by name.
+    #[serde(default = "unversioned", deserialize_with = "run_format")]
+    pub format_version: FormatVersion,
     /// The run's id (the same as its folder name).
     pub id: RunId,
     /// Everything else.
@@ -193,7 +203,7 @@ pub struct DamagedRun {
 ///
 /// It is also stored inside `trial.json` (as `summary`), which is how `reindex` rebuilds the
 /// index from the folders alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialSummary {
     /// The trial's id, also its folder name (`TASK.VARIANT.INDEX`).
     pub trial_id: String,
@@ -231,10 +241,15 @@ pub struct TrialSummary {
 }
 
 /// `trial.json` as it lies on disk: the summary the index keeps, and the runner's full record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialFile<R> {
-    /// [`FILE_SCHEMA_VERSION`] when written.
+    /// The layout's major version, 1 (`FILE_SCHEMA_VERSION`), as every proctor has written it.
     pub schema_version: u32,
+    /// The `major.minor` format of this file (`proctor_records::TRIAL_FORMAT` when written);
+    /// `1.0` when absent, as in files written before it was recorded. A `trial.json` of
+    /// another major version is refused by name.
+    #[serde(default = "unversioned", deserialize_with = "trial_format")]
+    pub format_version: FormatVersion,
     /// What the index holds of this trial.
     pub summary: TrialSummary,
     /// Everything else about the trial, as the runner serialized it.
@@ -249,6 +264,7 @@ pub struct TrialFile<R> {
 #[derive(Serialize)]
 pub(crate) struct TrialFileRef<'a, R: ?Sized> {
     pub schema_version: u32,
+    pub format_version: FormatVersion,
     pub summary: &'a TrialSummary,
     pub record: &'a R,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -259,6 +275,10 @@ pub(crate) struct TrialFileRef<'a, R: ?Sized> {
 /// except for its `limit_reached`.
 #[derive(Deserialize)]
 pub(crate) struct TrialHead {
+    // Read only to refuse a trial.json of another major version.
+    #[serde(default = "unversioned", deserialize_with = "trial_format")]
+    #[allow(dead_code)]
+    format_version: FormatVersion,
     summary: TrialSummary,
     record: RecordHead,
 }
@@ -360,4 +380,9 @@ pub(crate) fn validate_trial_id(id: &str) -> Result<(), StoreError> {
         }),
         None => Ok(()),
     }
+}
+
+/// The JSON Schema of `run.json` ([`RunRecord`]).
+pub fn run_json_schema() -> serde_json::Value {
+    schemars::schema_for!(RunRecord).to_value()
 }

@@ -838,6 +838,7 @@ impl RunHandle {
             let dir = self.trial_dir(&summary.trial_id)?;
             let file = TrialFileRef {
                 schema_version: FILE_SCHEMA_VERSION,
+                format_version: proctor_records::TRIAL_FORMAT,
                 summary,
                 record,
                 executor: self.store.inner.node.as_ref(),
@@ -934,6 +935,7 @@ impl RunHandle {
     fn write_run_file(&self, meta: &RunMeta) -> Result<()> {
         let record = RunRecord {
             schema_version: FILE_SCHEMA_VERSION,
+            format_version: proctor_records::RUN_FORMAT,
             id: self.id.clone(),
             meta: meta.clone(),
         };

@@ -20,6 +20,7 @@ fn lay_run(root: &Path, id: &str, started_at: &str) -> RunId {
     fs::create_dir_all(dir.join(TRIALS_DIR)).expect("mkdir");
     let record = RunRecord {
         schema_version: 1,
+        format_version: proctor_records::RUN_FORMAT,
         id: id.clone(),
         meta: RunMeta {
             started_at: started_at.into(),
