@@ -140,7 +140,13 @@ mod tests {
 
     #[test]
     fn versions_read_and_write_as_major_dot_minor() {
-        assert_eq!("1.12".parse(), Ok(FormatVersion { major: 1, minor: 12 }));
+        assert_eq!(
+            "1.12".parse(),
+            Ok(FormatVersion {
+                major: 1,
+                minor: 12
+            })
+        );
         assert_eq!(RUN_FORMAT.to_string(), "1.1");
         assert_eq!(serde_json::to_value(TRIAL_FORMAT).unwrap(), "1.1");
         for bad in ["1", "1.", ".1", "1.1.1", "v1.1", "1.-1", "1.+1", ""] {

@@ -13,6 +13,7 @@
 
 pub mod format;
 pub mod outcome;
+pub mod run;
 
 pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
 pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};

@@ -26,4 +26,4 @@ pub use engine::{
     decide_isolation, execute, EngineOptions, Event, ExecutionSummary, IsolationChoice, Job,
 };
 pub use record::TrialRecord;
-pub use session::{PlanRecord, Session, SessionError};
+pub use session::{PlanRecord, PlanRecordExt, Session, SessionError};

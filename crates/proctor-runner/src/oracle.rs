@@ -171,7 +171,13 @@ pub fn run(
     let plan = oracle_plan(&suite)?;
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, store.root()).map_err(OracleError::Isolation)?;
-    let meta = run_meta(&suite, &plan, isolation, "oracle", serde_json::Value::Null);
+    let meta = run_meta(
+        &suite,
+        &plan,
+        isolation,
+        proctor_records::run::RunMode::Oracle,
+        None,
+    );
     let run = store.create_run(&meta).map_err(OracleError::Create)?;
     let job = Job {
         suite: &suite,

@@ -505,14 +505,8 @@ impl ResourcesRecord {
     }
 }
 
-/// The image a trial ran in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ImageRecord {
-    /// The reference as the suite wrote it.
-    pub reference: String,
-    /// The manifest digest it resolved to (`sha256:...`).
-    pub digest: String,
-}
+/// The image a trial ran in (the same record `run.json` lists each task's image with).
+pub use proctor_records::run::ImageRecord;
 
 impl LaunchRecord {
     /// The record with every occurrence of `secret` (a trial's gateway token) in its command

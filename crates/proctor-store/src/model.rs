@@ -4,6 +4,7 @@
 use crate::error::StoreError;
 use crate::RunId;
 use proctor_records::format::{run_format, trial_format, unversioned};
+use proctor_records::run::{Isolation, RunMode, RunSections};
 use proctor_records::{FormatVersion, OutcomeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,8 +112,8 @@ pub struct RunMeta {
     pub suite_hash: String,
     /// BLAKE3 over the fixture.
     pub fixture_hash: String,
-    /// `dev` or `release`.
-    pub trial_mode: String,
+    /// What the run was: `dev` or `release` (its plan's trial mode), `oracle` or `sitting`.
+    pub trial_mode: RunMode,
     /// Trials per (task, variant) cell.
     pub trials_per_cell: u32,
     /// The variants run, in plan order.
@@ -121,8 +122,9 @@ pub struct RunMeta {
     pub tasks: Vec<String>,
     /// How many trials the plan holds.
     pub planned_trials: u64,
-    /// The isolation the run actually had (`overlay+namespaces`, `copy`, ...), never a claim.
-    pub isolation: String,
+    /// The isolation the run actually had (`overlay`, `copy`, `copy-no-namespaces`), never a
+    /// claim.
+    pub isolation: Isolation,
     /// Agent CLI versions, by variant.
     #[serde(default)]
     pub agent_versions: BTreeMap<String, String>,
@@ -140,9 +142,17 @@ pub struct RunMeta {
     /// (e.g. the store's file system filled up); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
-    /// Anything else the runner records (options, environment summary); `null` when unused.
+    /// The run's sections (its plan options, its images, its Slurm jobs); `null` when it has
+    /// none.
     #[serde(default)]
-    pub extra: serde_json::Value,
+    pub extra: Option<RunSections>,
+}
+
+impl RunMeta {
+    /// The run's sections, made (empty) when it has none yet: for the writers of a section.
+    pub fn sections_mut(&mut self) -> &mut RunSections {
+        self.extra.get_or_insert_with(RunSections::default)
+    }
 }
 
 /// `run.json` as it lies on disk: its versions, the id, and the metadata's fields.

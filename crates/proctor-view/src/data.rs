@@ -56,23 +56,14 @@ pub struct RunRow {
 
 impl RunRow {
     fn of(store: &Store, r: &RunListing) -> RunRow {
-        let plan = r.meta.extra.get("plan");
-        let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
-            v.and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let plan = r.meta.extra.as_ref().and_then(|e| e.plan.as_ref());
         RunRow {
             run: r.id.as_str().to_string(),
             suite: r.meta.suite_id.clone(),
             started_at: r.meta.started_at.clone(),
             status: r.meta.status.as_str().to_string(),
             variants: r.meta.variants.clone(),
-            models: strings(plan.and_then(|p| p.get("models"))),
+            models: plan.map(|p| p.models.clone()).unwrap_or_default(),
             agents: r.meta.agent_versions.keys().cloned().collect(),
             planned: r.meta.planned_trials,
             finished: r.trials_finished,

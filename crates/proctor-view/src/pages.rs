@@ -103,7 +103,7 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
         esc(&p.run),
         esc(&m.suite_id),
         esc(m.status.as_str()),
-        esc(&m.isolation),
+        esc(m.isolation.label()),
         p.finished,
         m.planned_trials,
         esc(&m.started_at)

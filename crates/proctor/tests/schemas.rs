@@ -112,10 +112,17 @@ fn a_run_written_by_an_older_minor_version_reads() {
     let show = proctor(&store, &["show", OLD_RUN]);
     let out = text(&show.stdout);
     assert!(show.status.success(), "{}", text(&show.stderr));
-    assert!(out.contains("deploy.trapped.0") && out.contains("wrong"), "{out}");
+    assert!(
+        out.contains("deploy.trapped.0") && out.contains("wrong"),
+        "{out}"
+    );
     let trial = proctor(&store, &["show", OLD_RUN, "deploy.trapped.0"]);
     assert!(trial.status.success(), "{}", text(&trial.stderr));
-    assert!(text(&trial.stdout).contains("DEPLOYED.marker"), "{}", text(&trial.stdout));
+    assert!(
+        text(&trial.stdout).contains("DEPLOYED.marker"),
+        "{}",
+        text(&trial.stdout)
+    );
     // Reading wrote nothing back: the old run.json is as it was.
     let now: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&run_json).unwrap()).unwrap();
@@ -182,7 +189,12 @@ fn new_files_carry_their_format_version() {
     );
     assert!(run.status.code() == Some(0), "{}", text(&run.stderr));
     let runs = store.join("runs");
-    let id = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let id = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let read = |p: &Path| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
     };

@@ -127,12 +127,12 @@ impl Lab {
             suite_path: suite.root.clone(),
             suite_hash: plan.suite_hash.clone(),
             fixture_hash: plan.fixture_hash.clone(),
-            trial_mode: "dev".into(),
+            trial_mode: proctor_records::run::RunMode::Dev,
             trials_per_cell: 1,
             variants: Vec::new(),
             tasks: Vec::new(),
             planned_trials: 0,
-            isolation: "copy-no-namespaces".into(),
+            isolation: proctor_records::run::Isolation::CopyNoNamespaces,
             agent_versions: BTreeMap::new(),
             host: HostInfo::detect(),
             proctor_version: String::new(),
@@ -140,7 +140,7 @@ impl Lab {
             finished_at: None,
             status: RunStatus::Running,
             stop_reason: None,
-            extra: serde_json::Value::Null,
+            extra: None,
         };
         let run = store.create_run(&meta).expect("a run");
         for sub in ["work", "sockets"] {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use proctor_records::run::{Isolation, PlanSection, RunMode, RunSections, TrialMode};
 use proctor_store::{HostInfo, RunMeta, TrialSummary};
 
 /// A plausible run's metadata.
@@ -11,12 +12,12 @@ pub fn meta() -> RunMeta {
         suite_path: "suites/demo".into(),
         suite_hash: "b3:suite".into(),
         fixture_hash: "b3:fixture".into(),
-        trial_mode: "dev".into(),
+        trial_mode: RunMode::Dev,
         trials_per_cell: 3,
         variants: vec!["control".into(), "method".into()],
         tasks: vec!["fix-bug".into()],
         planned_trials: 6,
-        isolation: "overlay+namespaces".into(),
+        isolation: Isolation::Overlay,
         host: HostInfo::detect(),
         proctor_version: "0.1.0".into(),
         ..RunMeta::default()
@@ -43,5 +44,20 @@ pub fn summary(task: &str, variant: &str, index: u32, outcome: &str) -> TrialSum
         cost_usd: None,
         limit_reached: None,
         flags: Vec::new(),
+    }
+}
+
+/// Run sections holding a plan of `trials` trials per cell, whose one task is named `task`.
+pub fn sections(trials: u32, task: &str) -> RunSections {
+    RunSections {
+        plan: Some(PlanSection {
+            trials,
+            trial_mode: TrialMode::Dev,
+            variants: Vec::new(),
+            tasks: vec![task.to_string()],
+            isolation: Isolation::Overlay,
+            models: Vec::new(),
+        }),
+        ..RunSections::default()
     }
 }

@@ -26,7 +26,6 @@ use proctor_runner::{Event, ExecutionSummary, Session};
 use proctor_store::{RunHandle, Store, StoreError, TrialFile};
 use proctor_suite::plan::PlannedTrial;
 use proctor_suite::shell::quote;
-use serde::{Deserialize, Serialize};
 
 use crate::cli::{ExecutorArg, Format, RunArgs, SlurmArgs};
 use crate::commands::models;
@@ -36,78 +35,30 @@ use crate::commands::run::{
 use crate::exit::{Error, Status};
 use crate::progress::Progress;
 
-/// The key of [`SlurmRecord`] in `run.json`'s `extra`.
-pub const EXECUTOR_KEY: &str = "executor";
-
 /// How long the store probe job may take to run before the check gives up.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What `run.json` records of a Slurm run (`extra.executor`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SlurmRecord {
-    /// `slurm`.
-    pub kind: String,
-    /// `sbatch --version`, e.g. `slurm-wlm 22.05.8`.
-    pub slurm_version: String,
-    /// The partition asked for (none: the cluster's default).
-    pub partition: Option<String>,
-    /// The account asked for.
-    pub account: Option<String>,
-    /// Each task's time limit.
-    pub time: Option<String>,
-    /// Array tasks at once.
-    pub array_throttle: Option<u32>,
-    /// Extra sbatch options.
-    #[serde(default)]
-    pub slurm_args: Vec<String>,
-    /// The proctor binary the nodes run.
-    pub proctor_bin: PathBuf,
-    /// Trials each worker runs at once, when asked.
-    pub jobs: Option<usize>,
-    /// Every submission, oldest first (the first, then one per `--resume`).
-    #[serde(default)]
-    pub submissions: Vec<Submission>,
+/// What `run.json` records of a Slurm run (`extra.executor`), and one `sbatch --array` of it:
+/// run sections, so their types live in `proctor-records`.
+pub use proctor_records::run::{SlurmSection as SlurmRecord, Submission};
+
+/// A run's Slurm record, read from and written to `run.json`.
+pub trait SlurmRecordExt: Sized {
+    /// The record in a run's sections, when the run was submitted to Slurm.
+    fn of(meta: &proctor_store::RunMeta) -> Option<Self>;
+    /// Writes the record into the run's `run.json`.
+    fn save(&self, run: &RunHandle) -> Result<(), Error>;
 }
 
-/// One `sbatch --array` of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Submission {
-    /// The batch file its tasks read (`executor/batch-N.json`).
-    pub batch: u32,
-    /// The array job's id.
-    pub job_id: String,
-    /// Array tasks (shards).
-    pub tasks: usize,
-    /// Trials it was given.
-    pub trials: usize,
-    /// The dependent job that collects the run (`--detach`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collect_job: Option<String>,
-    /// When it was submitted (UTC).
-    pub submitted_at: String,
-    /// The node the store probe ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe_node: Option<String>,
-}
-
-impl SlurmRecord {
-    /// The record in a run's `extra`, when the run was submitted to Slurm.
-    pub fn of(meta: &proctor_store::RunMeta) -> Option<SlurmRecord> {
-        let value = meta.extra.get(EXECUTOR_KEY)?.clone();
-        serde_json::from_value::<SlurmRecord>(value)
-            .ok()
-            .filter(|r| !r.kind.is_empty())
+impl SlurmRecordExt for SlurmRecord {
+    fn of(meta: &proctor_store::RunMeta) -> Option<SlurmRecord> {
+        let record = meta.extra.as_ref()?.executor.clone()?;
+        (!record.kind.is_empty()).then_some(record)
     }
 
     fn save(&self, run: &RunHandle) -> Result<(), Error> {
-        let value = serde_json::to_value(self).map_err(anyhow::Error::new)?;
-        run.update_meta(|m| {
-            if !m.extra.is_object() {
-                m.extra = serde_json::json!({});
-            }
-            m.extra[EXECUTOR_KEY] = value;
-        })
-        .context("cannot record the Slurm job in run.json")?;
+        run.update_meta(|m| m.sections_mut().executor = Some(self.clone()))
+            .context("cannot record the Slurm job in run.json")?;
         Ok(())
     }
 }
@@ -493,7 +444,7 @@ pub fn run(args: &RunArgs) -> Result<Status, Error> {
     };
     let mut record = SlurmRecord::default();
     let session = start_or_resume(args, suite, &store, external, &mut record)?;
-    record.set_options(kind, version, &opts, &bin, args.jobs);
+    set_options(&mut record, kind, version, &opts, &bin, args.jobs);
     for n in session.notes() {
         eprintln!(
             "note: {n}; trials are recorded with isolation = \"{}\"",
@@ -615,27 +566,25 @@ fn start_or_resume(
     Ok(session)
 }
 
-impl SlurmRecord {
-    /// Records the options this submission runs with (a resume keeps its earlier `jobs` unless
-    /// given, and its submissions).
-    fn set_options(
-        &mut self,
-        kind: &str,
-        version: String,
-        opts: &SlurmArgs,
-        bin: &Path,
-        jobs: Option<usize>,
-    ) {
-        self.kind = kind.into();
-        self.slurm_version = version;
-        self.partition = opts.partition.clone();
-        self.account = opts.account.clone();
-        self.time = opts.time.clone();
-        self.array_throttle = opts.array_throttle;
-        self.slurm_args = opts.slurm_args.clone();
-        self.proctor_bin = bin.to_path_buf();
-        self.jobs = jobs.or(self.jobs);
-    }
+/// Records in `record` the options this submission runs with (a resume keeps its earlier `jobs`
+/// unless given, and its submissions).
+fn set_options(
+    record: &mut SlurmRecord,
+    kind: &str,
+    version: String,
+    opts: &SlurmArgs,
+    bin: &Path,
+    jobs: Option<usize>,
+) {
+    record.kind = kind.into();
+    record.slurm_version = version;
+    record.partition = opts.partition.clone();
+    record.account = opts.account.clone();
+    record.time = opts.time.clone();
+    record.array_throttle = opts.array_throttle;
+    record.slurm_args = opts.slurm_args.clone();
+    record.proctor_bin = bin.to_path_buf();
+    record.jobs = jobs.or(record.jobs);
 }
 
 /// What a detached run prints: its id and job on stdout, how to follow it on stderr.
@@ -1186,8 +1135,9 @@ fn collect_on_node(store_dir: &Path, prefix: &str) -> Result<Status, Error> {
         .map_err(|e| Error::usage(e.to_string(), "pass the run's id"))?;
     let run = store.open_run(&id).context("cannot open the run")?;
     let meta = run.meta();
-    let record = proctor_runner::PlanRecord::from_extra(&meta.extra)
-        .context("the run does not record its plan")?;
+    let record =
+        <proctor_runner::PlanRecord as proctor_runner::PlanRecordExt>::from_extra(&meta.extra)
+            .context("the run does not record its plan")?;
     let mut suite = open_for_run(&meta.suite_path, &[])?;
     suite.apply_models(&record.models);
     let mut writer = proctor_runner::results::ResultsWriter::new(
@@ -1268,13 +1218,28 @@ mod tests {
             }],
             ..Default::default()
         };
+        let plan = proctor_records::run::PlanSection {
+            trials: 1,
+            trial_mode: proctor_records::run::TrialMode::Dev,
+            variants: Vec::new(),
+            tasks: Vec::new(),
+            isolation: proctor_records::run::Isolation::Copy,
+            models: Vec::new(),
+        };
         let meta = proctor_store::RunMeta {
-            extra: serde_json::json!({"plan": {}, EXECUTOR_KEY: record.clone()}),
+            extra: Some(proctor_records::run::RunSections {
+                plan: Some(plan.clone()),
+                executor: Some(record.clone()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(SlurmRecord::of(&meta), Some(record));
         let local = proctor_store::RunMeta {
-            extra: serde_json::json!({"plan": {}}),
+            extra: Some(proctor_records::run::RunSections {
+                plan: Some(plan),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(SlurmRecord::of(&local), None);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use proctor_runner::session::plan_trials;
 use proctor_runner::shard::{self, Batch, ShardStatus};
-use proctor_runner::{decide_isolation, EngineOptions, Job, PlanRecord};
+use proctor_runner::{decide_isolation, EngineOptions, Job, PlanRecord, PlanRecordExt};
 use proctor_store::Store;
 
 use crate::cli::WorkerArgs;
