@@ -14,6 +14,7 @@
 pub mod format;
 pub mod outcome;
 pub mod run;
+pub mod time;
 
 pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
 pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};

@@ -376,7 +376,7 @@ pub(crate) fn run_meta(
         agent_versions: BTreeMap::new(),
         host: HostInfo::detect(),
         proctor_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: String::new(),
+        started_at: None,
         finished_at: None,
         status: RunStatus::Running,
         stop_reason: None,

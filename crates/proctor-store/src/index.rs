@@ -13,6 +13,7 @@
 use crate::error::{Result, StoreError};
 use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
+use proctor_records::time::format_millis;
 use proctor_records::OutcomeKind;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
@@ -575,8 +576,8 @@ fn upsert_run(conn: &Connection, record: &RunRecord) -> rusqlite::Result<()> {
         m.suite_id,
         m.suite_hash,
         m.status.as_str(),
-        m.started_at,
-        m.finished_at,
+        m.started_at.map(format_millis).unwrap_or_default(),
+        m.finished_at.map(format_millis),
         m.planned_trials,
         json,
     ])?;

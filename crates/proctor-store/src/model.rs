@@ -3,6 +3,7 @@
 
 use crate::error::StoreError;
 use crate::RunId;
+use jiff::Timestamp;
 use proctor_records::format::{run_format, trial_format, unversioned};
 use proctor_records::run::{Isolation, RunMode, RunSections};
 use proctor_records::{FormatVersion, OutcomeKind};
@@ -132,10 +133,15 @@ pub struct RunMeta {
     pub host: HostInfo,
     /// The proctor version that ran it.
     pub proctor_version: String,
-    /// RFC 3339 UTC start time; [`crate::Store::create_run`] fills it when empty.
-    pub started_at: String,
-    /// RFC 3339 UTC end time, once the run stopped.
-    pub finished_at: Option<String>,
+    /// When the run started, written as RFC 3339 UTC to the millisecond; [`crate::Store::create_run`]
+    /// sets it to now when it is `None` (it is always set in a `run.json`).
+    #[serde(default, with = "proctor_records::time::millis_opt")]
+    #[schemars(with = "Option<String>")]
+    pub started_at: Option<Timestamp>,
+    /// When the run stopped, once it did (RFC 3339 UTC to the millisecond).
+    #[serde(with = "proctor_records::time::millis_opt")]
+    #[schemars(with = "Option<String>")]
+    pub finished_at: Option<Timestamp>,
     /// Where the run stands.
     pub status: RunStatus,
     /// Why proctor stopped the run before every planned trial ran, when it was not the user

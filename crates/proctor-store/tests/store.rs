@@ -23,7 +23,7 @@ fn lay_run(root: &Path, id: &str, started_at: &str) -> RunId {
         format_version: proctor_records::RUN_FORMAT,
         id: id.clone(),
         meta: RunMeta {
-            started_at: started_at.into(),
+            started_at: Some(started_at.parse().expect("an RFC 3339 instant")),
             ..meta()
         },
     };

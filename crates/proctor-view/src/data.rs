@@ -60,7 +60,11 @@ impl RunRow {
         RunRow {
             run: r.id.as_str().to_string(),
             suite: r.meta.suite_id.clone(),
-            started_at: r.meta.started_at.clone(),
+            started_at: r
+                .meta
+                .started_at
+                .map(proctor_records::time::format_millis)
+                .unwrap_or_default(),
             status: r.meta.status.as_str().to_string(),
             variants: r.meta.variants.clone(),
             models: plan.map(|p| p.models.clone()).unwrap_or_default(),

@@ -106,7 +106,11 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
         esc(m.isolation.label()),
         p.finished,
         m.planned_trials,
-        esc(&m.started_at)
+        esc(
+            &m.started_at
+                .map(proctor_records::time::format_millis)
+                .unwrap_or_default()
+        )
     );
     body.push_str(&scoring_note(&p.scoring, &p.run, base));
     body.push_str(&variant_rates(p.report.as_ref()));

@@ -136,7 +136,7 @@ impl Lab {
             agent_versions: BTreeMap::new(),
             host: HostInfo::detect(),
             proctor_version: String::new(),
-            started_at: String::new(),
+            started_at: None,
             finished_at: None,
             status: RunStatus::Running,
             stop_reason: None,

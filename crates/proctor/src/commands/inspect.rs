@@ -67,7 +67,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                 .zip(&rescores)
                 .map(|(r, rescores)| {
                     serde_json::json!({
-                        "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at,
+                        "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at.map(proctor_records::time::format_millis).unwrap_or_default(),
                         "status": r.meta.status.as_str(), "variants": r.meta.variants, "planned": r.meta.planned_trials,
                         "finished": r.trials_finished, "outcomes": r.outcomes, "isolation": r.meta.isolation,
                         "stop_reason": r.meta.stop_reason, "damaged": r.damaged, "rescores": rescores,
