@@ -12,9 +12,11 @@
 #![warn(missing_docs)]
 
 pub mod format;
+pub mod limit;
 pub mod outcome;
 pub mod run;
 pub mod time;
 
 pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
+pub use limit::Limit;
 pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};

@@ -836,7 +836,8 @@ pub struct TrialSummary {
     pub reason: String,
     /// The gateway limit the trial reached, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<proctor_records::Limit>,
     /// The integrity audit's flags that stand beside the outcome (test tampering, an early
     /// exit), each as `kind: path why`; absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -858,7 +859,7 @@ impl From<&TrialRow> for TrialSummary {
                 Outcome::Ungradeable { reason } if r.verdict.reason.is_empty() => reason.clone(),
                 _ => r.verdict.reason.clone(),
             },
-            limit_reached: r.limit_reached.clone(),
+            limit_reached: r.limit_reached,
             flags: r.verdict.integrity.flags().map(|f| f.describe()).collect(),
         }
     }

@@ -197,7 +197,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         input_tokens: usage.and_then(|u| u.input),
         output_tokens: usage.and_then(|u| u.output),
         cost_usd: record.ledgers.cost_usd,
-        limit_reached: record.limit_reached.clone(),
+        limit_reached: record.limit_reached,
         flags: record
             .verdict
             .as_ref()

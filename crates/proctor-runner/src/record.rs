@@ -6,6 +6,7 @@
 //! sentence. Reading it back ([`StoredRecord`]) is the one place a label becomes an
 //! [`Outcome`] again.
 
+use proctor_records::Limit;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -62,7 +63,8 @@ pub struct TrialRecord {
     /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
     /// `requests`), if one was reached; the trial is graded from its end state as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<Limit>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[serde(serialize_with = "sorted")]
@@ -185,7 +187,8 @@ pub struct StoredRecord {
     /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
     /// `requests`), if one was reached; the trial is graded from its end state as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<Limit>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[schemars(with = "serde_json::Value")]

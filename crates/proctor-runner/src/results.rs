@@ -64,7 +64,7 @@ pub fn verdict_of(record: &TrialRecord) -> TrialVerdict {
 /// The report's row for a record.
 pub fn row_of(record: &TrialRecord, run_id: &str, suite: &Suite) -> TrialRow {
     TrialRow {
-        limit_reached: record.limit_reached.clone(),
+        limit_reached: record.limit_reached,
         run_id: run_id.to_string(),
         trial_id: record.plan.id.clone(),
         task: record.plan.task.clone(),

@@ -179,7 +179,7 @@ fn stages(
     let mut limit_reached = captured.limit_reached;
     let services_cut = end.bound_services();
     if end.bound_changes() | services_cut {
-        limit_reached.get_or_insert_with(|| "entries".to_string());
+        limit_reached.get_or_insert(proctor_records::Limit::Entries);
     }
     clock.total();
     Ok(TrialRecord {

@@ -14,7 +14,7 @@ use crate::error::{Result, StoreError};
 use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
 use proctor_records::time::format_millis;
-use proctor_records::OutcomeKind;
+use proctor_records::{Limit, OutcomeKind};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,7 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         input_tokens: r.get(9)?,
         output_tokens: r.get(10)?,
         cost_usd: r.get(11)?,
-        limit_reached: r.get(12)?,
+        limit_reached: limit_at(r, 12)?,
         flags: Vec::new(),
     })
 }
@@ -105,6 +105,17 @@ pub(crate) fn outcome_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Ou
     label
         .parse()
         .map_err(|e: proctor_records::ParseOutcomeError| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
+}
+
+/// The limit in column `i` of a row (NULL: none), read back as the limit it names; a word that
+/// names no limit is a conversion error.
+fn limit_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Limit>> {
+    let word: Option<String> = r.get(i)?;
+    word.map(|w| w.parse())
+        .transpose()
+        .map_err(|e: proctor_records::limit::ParseLimitError| {
             rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         })
 }
@@ -602,7 +613,7 @@ fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::R
         t.input_tokens,
         t.output_tokens,
         t.cost_usd,
-        t.limit_reached,
+        t.limit_reached.map(Limit::as_str),
     ])?;
     Ok(())
 }

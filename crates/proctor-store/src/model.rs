@@ -6,7 +6,7 @@ use crate::RunId;
 use jiff::Timestamp;
 use proctor_records::format::{run_format, trial_format, unversioned};
 use proctor_records::run::{Isolation, RunMode, RunSections};
-use proctor_records::{FormatVersion, OutcomeKind};
+use proctor_records::{FormatVersion, Limit, OutcomeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -249,7 +249,7 @@ pub struct TrialSummary {
     /// resource such as `memory`), if one was reached. Trials written before the summary held
     /// it have it in their record, where [`crate::Store::reindex`] finds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<Limit>,
     /// The integrity audit's flags beside the outcome (test tampering, an early exit), each as
     /// `kind: path why`, for the run's progress lines; the full findings are in the record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -316,7 +316,7 @@ impl TrialHead {
 /// with a string there; any other JSON value is skipped.
 #[derive(Default)]
 struct RecordHead {
-    limit_reached: Option<String>,
+    limit_reached: Option<Limit>,
 }
 
 impl<'de> Deserialize<'de> for RecordHead {
@@ -338,12 +338,12 @@ impl<'de> serde::de::Visitor<'de> for RecordHeadVisitor {
         let mut head = RecordHead::default();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == "limit_reached" {
-                head.limit_reached = map
-                    .next_value::<Option<serde_json::Value>>()?
-                    .and_then(|v| match v {
-                        serde_json::Value::String(s) => Some(s),
-                        _ => None,
-                    });
+                head.limit_reached = match map.next_value::<Option<serde_json::Value>>()? {
+                    Some(serde_json::Value::String(s)) => {
+                        Some(s.parse().map_err(serde::de::Error::custom)?)
+                    }
+                    _ => None,
+                };
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
             }

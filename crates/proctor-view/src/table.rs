@@ -57,8 +57,7 @@ fn cells(p: &RunPage, base: &str, t: &TrialSummary) -> Vec<String> {
             .map(|c| format!("${c:.4}"))
             .unwrap_or_else(|| "–".into()),
         t.limit_reached
-            .as_deref()
-            .map(|l| format!("<b>{}</b>", esc(l)))
+            .map(|l| format!("<b>{}</b>", esc(l.as_str())))
             .unwrap_or_else(|| "–".into()),
     ]
 }

@@ -339,7 +339,7 @@ pub struct TrajectoryExtra {
     pub wall_seconds: f64,
     /// The per-trial limit reached, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<proctor_records::Limit>,
     /// The money the agent CLI itself reported (its list-price estimate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_reported_cost_usd: Option<f64>,
@@ -468,7 +468,7 @@ pub struct TrialEvidence {
     /// The integrity audit's findings.
     pub findings: Vec<Finding>,
     /// The per-trial limit reached.
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<proctor_records::Limit>,
     /// Wall seconds the agent ran.
     pub wall_seconds: f64,
     /// The calls log.
@@ -592,7 +592,7 @@ fn trajectory_extra(e: &TrialEvidence, unattributed: Vec<InterfaceCall>) -> Traj
         } else {
             0.0
         },
-        limit_reached: e.limit_reached.clone(),
+        limit_reached: e.limit_reached,
         agent_reported_cost_usd: e.agent_reported_cost_usd.filter(|c| c.is_finite()),
         model_faults: e.wire_faults.clone(),
         unattributed_interface_calls: unattributed,

@@ -180,7 +180,7 @@ mod tests {
             trial("b", "w", 0, "errored"),
         ];
         trials[1].flags = vec!["tamper: tests/x".into()];
-        trials[2].limit_reached = Some("memory".into());
+        trials[2].limit_reached = Some(proctor_records::Limit::Memory);
         let svg = svg(
             "grid",
             &["a".into(), "b".into()],

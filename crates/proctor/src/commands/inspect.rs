@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+use proctor_records::Limit;
 use proctor_report::Table;
 use proctor_runner::TrialRecord;
 use proctor_score::OutcomeKind;
@@ -437,13 +438,15 @@ fn show_trial(
 /// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
 /// files and the interface calls.
 /// What reaching a limit did to the trial, for `show`.
-fn limit_meaning(limit: &str) -> &'static str {
+fn limit_meaning(limit: Limit) -> &'static str {
     match limit {
-        "memory" => "the kernel killed a process of the trial at its memory limit",
-        "processes" => "a process past the trial's process limit was refused",
-        "disk" => "the trial's disk was full: writes past it failed with ENOSPC",
-        "output" => "the agent's output was cut to its head and tail",
-        _ => "the model gateway refused later requests",
+        Limit::Memory => "the kernel killed a process of the trial at its memory limit",
+        Limit::Processes => "a process past the trial's process limit was refused",
+        Limit::Disk => "the trial's disk was full: writes past it failed with ENOSPC",
+        Limit::Output => "the agent's output was cut to its head and tail",
+        Limit::Tokens | Limit::CostUsd | Limit::Requests | Limit::Calls | Limit::Entries => {
+            "the model gateway refused later requests"
+        }
     }
 }
 
@@ -502,7 +505,7 @@ fn print_head(r: &TrialRecord) {
     );
     outln!("outcome    {}", r.outcome);
     outln!("reason     {}", r.reason);
-    if let Some(limit) = &r.limit_reached {
+    if let Some(limit) = r.limit_reached {
         outln!(
             "limit      limit reached: {limit} ({})",
             limit_meaning(limit)
