@@ -221,8 +221,10 @@ pub struct Submission {
     /// The dependent job that collects the run (`--detach`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collect_job: Option<String>,
-    /// When it was submitted (UTC).
-    pub submitted_at: String,
+    /// When it was submitted (RFC 3339 UTC to the millisecond).
+    #[serde(with = "crate::time::millis")]
+    #[schemars(with = "String")]
+    pub submitted_at: jiff::Timestamp,
     /// The node the store probe ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_node: Option<String>,

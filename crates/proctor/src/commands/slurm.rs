@@ -649,7 +649,7 @@ fn plan_only(
         batch: number,
         tasks,
         trials,
-        submitted_at: proctor_store::utc_now(),
+        submitted_at: proctor_records::time::now_millis(),
         ..Default::default()
     });
     record.save(run)?;
@@ -779,7 +779,7 @@ fn submit(
         tasks,
         trials,
         collect_job,
-        submitted_at: proctor_store::utc_now(),
+        submitted_at: proctor_records::time::now_millis(),
         probe_node: None,
     })
 }
