@@ -16,6 +16,7 @@ pub mod limit;
 pub mod outcome;
 pub mod run;
 pub mod time;
+pub mod timings;
 
 pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
 pub use limit::Limit;

@@ -434,8 +434,7 @@ fn commit(
                     on_event(Event::Finished {
                         trial: trial.clone(),
                         summary: Box::new(summary.clone()),
-                        seconds: record.timings_ms.get("total").copied().unwrap_or_default()
-                            / 1000.0,
+                        seconds: record.timings_ms.total / 1000.0,
                     });
                     batch.push((summary, record));
                 }

@@ -6,6 +6,7 @@
 //! sentence. Reading it back ([`StoredRecord`]) is the one place a label becomes an
 //! [`Outcome`] again.
 
+use proctor_records::timings::Timings;
 use proctor_records::Limit;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,7 +47,8 @@ pub struct TrialRecord {
     #[schemars(with = "serde_json::Value")]
     pub settings: Option<Settings>,
     /// Timings of each phase, in milliseconds.
-    pub timings_ms: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub timings_ms: Timings,
     /// The captured end state.
     pub end_state: EndState,
     /// The outcome, written as its label.
@@ -171,7 +173,8 @@ pub struct StoredRecord {
     #[schemars(with = "serde_json::Value")]
     pub settings: Option<Settings>,
     /// Timings of each phase, in milliseconds.
-    pub timings_ms: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub timings_ms: Timings,
     /// The captured end state.
     pub end_state: EndState,
     /// The outcome label.
@@ -573,7 +576,7 @@ mod tests {
             isolation: None,
             launch: LaunchRecord::default(),
             settings: None,
-            timings_ms: BTreeMap::new(),
+            timings_ms: Timings::default(),
             end_state: EndState::default(),
             outcome,
             reason: "why".into(),
