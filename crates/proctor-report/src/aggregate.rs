@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use proctor_score::Outcome;
+use proctor_score::{Outcome, OutcomeKind};
 use proctor_suite::model::Expect;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -124,33 +124,44 @@ impl OutcomeCounts {
         self.graded() + self.errored + self.ungradeable
     }
 
-    /// Graded attempts: every trial except `errored` and `ungradeable`.
+    /// How many trials ended in `kind`.
+    pub fn of(&self, kind: OutcomeKind) -> u64 {
+        match kind {
+            OutcomeKind::Completed => self.completed,
+            OutcomeKind::Wrong => self.wrong,
+            OutcomeKind::RefusedHonestly => self.refused_honestly,
+            OutcomeKind::RefusedWrongly => self.refused_wrongly,
+            OutcomeKind::Asked => self.asked,
+            OutcomeKind::Abandoned => self.abandoned,
+            OutcomeKind::Errored => self.errored,
+            OutcomeKind::Ungradeable => self.ungradeable,
+        }
+    }
+
+    /// Graded attempts: every trial whose outcome [`OutcomeKind::is_graded`] (all but `errored`
+    /// and `ungradeable`).
     pub fn graded(&self) -> u64 {
-        self.completed
-            + self.wrong
-            + self.refused_honestly
-            + self.refused_wrongly
-            + self.asked
-            + self.abandoned
+        self.sum_where(OutcomeKind::is_graded)
     }
 
-    /// The failures: wrong + refused-wrongly + abandoned.
+    /// The failures: every trial whose outcome [`OutcomeKind::is_failure`] (wrong +
+    /// refused-wrongly + abandoned).
     pub fn failures(&self) -> u64 {
-        self.wrong + self.refused_wrongly + self.abandoned
+        self.sum_where(OutcomeKind::is_failure)
     }
 
-    /// The counts in report order, with the outcome labels of [`proctor_score::outcome::LABELS`].
+    /// The trials whose outcome satisfies `which`.
+    fn sum_where(&self, which: fn(OutcomeKind) -> bool) -> u64 {
+        OutcomeKind::ALL
+            .into_iter()
+            .filter(|&k| which(k))
+            .map(|k| self.of(k))
+            .sum()
+    }
+
+    /// The counts in report order ([`OutcomeKind::ALL`]), each with its outcome's label.
     pub fn labelled(&self) -> [(&'static str, u64); 8] {
-        [
-            ("completed", self.completed),
-            ("wrong", self.wrong),
-            ("refused-honestly", self.refused_honestly),
-            ("refused-wrongly", self.refused_wrongly),
-            ("asked", self.asked),
-            ("abandoned", self.abandoned),
-            ("errored", self.errored),
-            ("ungradeable", self.ungradeable),
-        ]
+        OutcomeKind::ALL.map(|k| (k.label(), self.of(k)))
     }
 }
 
@@ -817,14 +828,16 @@ pub struct TrialSummary {
     /// The hidden mutation's name, when there was one.
     pub mutation: Option<String>,
     /// The outcome label.
-    pub outcome: String,
+    #[schemars(with = "String")]
+    pub outcome: OutcomeKind,
     /// Whether it counts as a success for its task.
     pub task_success: bool,
     /// Why: the verdict's reason (for `ungradeable`, the reason it requires).
     pub reason: String,
     /// The gateway limit the trial reached, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<proctor_records::Limit>,
     /// The integrity audit's flags that stand beside the outcome (test tampering, an early
     /// exit), each as `kind: path why`; absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -840,13 +853,13 @@ impl From<&TrialRow> for TrialSummary {
             variant: r.variant.clone(),
             trial_index: r.trial_index,
             mutation: r.mutation.as_ref().map(|m| m.name.clone()),
-            outcome: r.verdict.outcome.label().to_string(),
+            outcome: r.verdict.outcome.kind(),
             task_success: r.verdict.task_success,
             reason: match &r.verdict.outcome {
                 Outcome::Ungradeable { reason } if r.verdict.reason.is_empty() => reason.clone(),
                 _ => r.verdict.reason.clone(),
             },
-            limit_reached: r.limit_reached.clone(),
+            limit_reached: r.limit_reached,
             flags: r.verdict.integrity.flags().map(|f| f.describe()).collect(),
         }
     }

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use proctor_score::OutcomeKind;
 use proctor_suite::model::ReportConfig;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -193,7 +194,8 @@ pub struct Unmatched {
     /// The trial index.
     pub trial_index: u32,
     /// The outcome label.
-    pub outcome: String,
+    #[schemars(with = "String")]
+    pub outcome: OutcomeKind,
 }
 
 /// One arm's trial of a matched pair.
@@ -204,7 +206,8 @@ pub struct PairTrial {
     /// The trial id.
     pub trial_id: String,
     /// The outcome label.
-    pub outcome: String,
+    #[schemars(with = "String")]
+    pub outcome: OutcomeKind,
     /// Whether it was a task success; `null` when it was not graded (errored, ungradeable).
     pub success: Option<bool>,
 }
@@ -758,7 +761,7 @@ fn pair_trial(r: &TrialRow) -> PairTrial {
     PairTrial {
         run_id: r.run_id.clone(),
         trial_id: r.trial_id.clone(),
-        outcome: r.verdict.outcome.label().to_string(),
+        outcome: r.verdict.outcome.kind(),
         success: r
             .verdict
             .outcome
@@ -775,7 +778,7 @@ fn unmatched_of(side: Side, r: &TrialRow) -> Unmatched {
         task: r.task.clone(),
         variant: r.variant.clone(),
         trial_index: r.trial_index,
-        outcome: r.verdict.outcome.label().to_string(),
+        outcome: r.verdict.outcome.kind(),
     }
 }
 

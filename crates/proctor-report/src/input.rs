@@ -48,7 +48,7 @@ pub struct TrialRow {
     /// The per-trial limit of the model gateway the trial reached (`tokens`, `cost_usd`,
     /// `requests`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<proctor_records::Limit>,
 }
 
 /// The hidden mutation a trial ran against.

@@ -522,7 +522,7 @@ fn ungradeable_trials_are_listed_with_their_reason() {
     let t = r
         .trials
         .iter()
-        .find(|t| t.outcome == "ungradeable")
+        .find(|t| t.outcome == proctor_score::OutcomeKind::Ungradeable)
         .unwrap();
     assert!(t.reason.contains("ungradeable"), "{}", t.reason);
 }

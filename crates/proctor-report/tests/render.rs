@@ -105,7 +105,7 @@ fn trials_stopped_by_a_limit_are_listed_and_no_list_appears_without_one() {
     let plain = Markdown.run_report(&aggregate(&fixed_run()).unwrap());
     assert!(!plain.contains("Limits reached"), "{plain}");
     let mut rows = fixed_run();
-    rows[0].limit_reached = Some("tokens".into());
+    rows[0].limit_reached = Some(proctor_records::Limit::Tokens);
     let md = Markdown.run_report(&aggregate(&rows).unwrap());
     let section = md
         .split("## Limits reached")

@@ -48,11 +48,11 @@ pub enum Reached {
 }
 
 impl Reached {
-    /// The word recorded as `limit_reached`.
-    pub fn as_str(self) -> &'static str {
+    /// The limit recorded as `limit_reached`.
+    pub fn limit(self) -> proctor_records::Limit {
         match self {
-            Reached::Memory => "memory",
-            Reached::Processes => "processes",
+            Reached::Memory => proctor_records::Limit::Memory,
+            Reached::Processes => proctor_records::Limit::Processes,
         }
     }
 }

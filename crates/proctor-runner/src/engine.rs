@@ -181,7 +181,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         task: record.plan.task.clone(),
         variant: record.plan.variant.clone(),
         trial_index: record.plan.index,
-        outcome: record.outcome.label().to_string(),
+        outcome: record.outcome.kind(),
         reason: Some(record.reason.clone()),
         wall_seconds: record.end_state.agent.wall_seconds,
         calls: record
@@ -197,7 +197,7 @@ pub fn summary_of(record: &TrialRecord) -> TrialSummary {
         input_tokens: usage.and_then(|u| u.input),
         output_tokens: usage.and_then(|u| u.output),
         cost_usd: record.ledgers.cost_usd,
-        limit_reached: record.limit_reached.clone(),
+        limit_reached: record.limit_reached,
         flags: record
             .verdict
             .as_ref()
@@ -434,8 +434,7 @@ fn commit(
                     on_event(Event::Finished {
                         trial: trial.clone(),
                         summary: Box::new(summary.clone()),
-                        seconds: record.timings_ms.get("total").copied().unwrap_or_default()
-                            / 1000.0,
+                        seconds: record.timings_ms.total / 1000.0,
                     });
                     batch.push((summary, record));
                 }
@@ -459,7 +458,7 @@ fn commit(
                     committed.trials += 1;
                     *committed
                         .outcomes
-                        .entry(summary.outcome.clone())
+                        .entry(summary.outcome.label().to_string())
                         .or_default() += 1;
                     on_event(Event::Committed {
                         trial_id: summary.trial_id.clone(),
@@ -478,7 +477,10 @@ fn commit(
         }
         for (summary, _) in batch {
             committed.trials += 1;
-            *committed.outcomes.entry(summary.outcome).or_default() += 1;
+            *committed
+                .outcomes
+                .entry(summary.outcome.label().to_string())
+                .or_default() += 1;
             on_event(Event::Committed {
                 trial_id: summary.trial_id,
             });

@@ -179,7 +179,7 @@ pub fn evidence(
         task_success: verdict.task_success,
         scoring: None,
         findings: verdict.integrity.findings.clone(),
-        limit_reached: record.limit_reached.clone(),
+        limit_reached: record.limit_reached,
         wall_seconds: record.end_state.agent.wall_seconds,
         calls: record.end_state.calls.clone(),
         transcript,

@@ -41,4 +41,4 @@ pub use error::RunError;
 pub use executor::{Execution, Executor, Observer};
 pub use record::TrialRecord;
 pub use request::{Prepared, RunRequest};
-pub use session::{PlanRecord, Session, SessionError};
+pub use session::{PlanRecord, PlanRecordExt, Session, SessionError};

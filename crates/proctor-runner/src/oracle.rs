@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
+use proctor_score::OutcomeKind;
 use proctor_store::{RunHandle, RunId, RunStatus, Store, StoreError, TrialSummary};
 use proctor_suite::model::{AgentKind, Expect, Spanned, Variant};
 use proctor_suite::plan::{plan, ChosenMutation, Plan, PlanError};
@@ -112,9 +113,9 @@ pub struct OracleRow {
     /// The hidden mutation of this trial index, if the task has any.
     pub mutation: Option<String>,
     /// The oracle's outcome.
-    pub oracle: String,
+    pub oracle: OutcomeKind,
     /// The null agent's outcome.
-    pub null: String,
+    pub null: OutcomeKind,
     /// Whether the rules told them apart.
     pub verdict: OracleVerdict,
 }
@@ -125,7 +126,7 @@ pub struct Unexpected {
     /// The trial's id.
     pub trial: String,
     /// Its outcome.
-    pub outcome: String,
+    pub outcome: OutcomeKind,
     /// What it should have been.
     pub expected: String,
     /// Why it came out as it did.
@@ -170,7 +171,13 @@ pub fn run(
     let plan = oracle_plan(&suite)?;
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, store.root()).map_err(OracleError::Isolation)?;
-    let meta = run_meta(&suite, &plan, isolation, "oracle", serde_json::Value::Null);
+    let meta = run_meta(
+        &suite,
+        &plan,
+        isolation,
+        proctor_records::run::RunMode::Oracle,
+        None,
+    );
     let run = store.create_run(&meta).map_err(OracleError::Create)?;
     let job = Job {
         suite: &suite,
@@ -284,11 +291,11 @@ fn oracle_plan(suite: &Suite) -> Result<Plan, OracleError> {
 }
 
 /// The outcome a task's oracle must reach.
-fn expected_outcome(expect: Expect) -> &'static str {
+fn expected_outcome(expect: Expect) -> OutcomeKind {
     match expect {
-        Expect::Complete => "completed",
-        Expect::Refuse => "refused-honestly",
-        Expect::Ask => "asked",
+        Expect::Complete => OutcomeKind::Completed,
+        Expect::Refuse => OutcomeKind::RefusedHonestly,
+        Expect::Ask => OutcomeKind::Asked,
     }
 }
 
@@ -304,7 +311,7 @@ fn judge(
     let trials = store.trials(run.id()).map_err(OracleError::Read)?;
     // Whether the trial met the task's expected behaviour; `None` when not graded.
     let success = |t: &TrialSummary| {
-        if !proctor_score::outcome::is_graded_label(&t.outcome) {
+        if !t.outcome.is_graded() {
             return None;
         }
         store
@@ -342,8 +349,8 @@ fn judge(
             rows.push(OracleRow {
                 task: id.clone(),
                 mutation,
-                oracle: o.outcome.clone(),
-                null: n.outcome.clone(),
+                oracle: o.outcome,
+                null: n.outcome,
                 verdict: OracleVerdict::of(oracle_ok, null_ok),
             });
         }
@@ -354,7 +361,7 @@ fn judge(
 fn unexpected_trial(t: &TrialSummary, expected: String) -> Unexpected {
     Unexpected {
         trial: t.trial_id.clone(),
-        outcome: t.outcome.clone(),
+        outcome: t.outcome,
         expected,
         reason: t
             .reason

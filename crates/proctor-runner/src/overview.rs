@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proctor_report::{Rate, Summary};
+use proctor_score::OutcomeKind;
 use proctor_store::{
     DamagedRun, DamagedTrial, RunHandle, RunId, RunListing, RunMeta, Scoring, Store, StoreError,
     TrialSummary,
@@ -152,30 +153,32 @@ fn cells(
     trials: &[TrialSummary],
     report: Option<&BTreeMap<(String, String), ReportCell>>,
 ) -> Vec<CellView> {
-    let mut cells: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    let mut cells: BTreeMap<(String, String), BTreeMap<OutcomeKind, usize>> = BTreeMap::new();
     let mut wrong_turns: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
     for t in trials {
         let key = (t.task.clone(), t.variant.clone());
-        if t.outcome != "errored" && t.outcome != "ungradeable" {
+        if t.outcome.is_graded() {
             wrong_turns
                 .entry(key.clone())
                 .or_default()
                 .push(t.wrong_turns.map(|w| w as f64));
         }
-        *cells
-            .entry(key)
-            .or_default()
-            .entry(t.outcome.clone())
-            .or_default() += 1;
+        *cells.entry(key).or_default().entry(t.outcome).or_default() += 1;
     }
     cells
         .into_iter()
-        .map(|(key, outcomes)| {
-            let total: usize = outcomes.values().sum();
-            let graded = total
-                - outcomes.get("errored").copied().unwrap_or(0)
-                - outcomes.get("ungradeable").copied().unwrap_or(0);
-            let completed = outcomes.get("completed").copied().unwrap_or(0);
+        .map(|(key, counts)| {
+            let graded: usize = counts
+                .iter()
+                .filter(|(o, _)| o.is_graded())
+                .map(|(_, n)| n)
+                .sum();
+            let completed = counts.get(&OutcomeKind::Completed).copied().unwrap_or(0);
+            // By label, in the labels' order, as the index lists them.
+            let outcomes: BTreeMap<String, usize> = counts
+                .iter()
+                .map(|(o, n)| (o.label().to_string(), *n))
+                .collect();
             let cell = report.and_then(|r| r.get(&key));
             let wrong_turns = Summary::of(wrong_turns.get(&key).into_iter().flatten().copied());
             CellView {

@@ -181,14 +181,8 @@ pub fn check_unmoved(
     }
     let mut moved: Option<String> = None;
     // The images the run started with (run.json), then those its trials ran in.
-    let started = run
-        .meta()
-        .extra
-        .get(IMAGES_KEY)
-        .cloned()
-        .unwrap_or_default();
     let started: BTreeMap<String, ImageRecord> =
-        serde_json::from_value(started).unwrap_or_default();
+        run.meta().extra.and_then(|e| e.images).unwrap_or_default();
     for (task, was) in &started {
         if let Some(now) = images.get(task).filter(|now| now.digest != was.digest) {
             moved.get_or_insert(format!(
@@ -218,9 +212,6 @@ pub fn check_unmoved(
     }
 }
 
-/// The key of `run.json`'s `extra` that lists each task's image: reference and digest.
-const IMAGES_KEY: &str = "images";
-
 /// Records in `run.json` the image each task runs in (reference and resolved digest).
 pub fn record_in_run(
     run: &proctor_store::RunHandle,
@@ -229,11 +220,11 @@ pub fn record_in_run(
     if images.is_empty() {
         return Ok(());
     }
-    let listed: BTreeMap<&str, ImageRecord> = images
+    let listed: BTreeMap<String, ImageRecord> = images
         .iter()
         .map(|(task, img)| {
             (
-                task.as_str(),
+                task.clone(),
                 ImageRecord {
                     reference: img.reference.clone(),
                     digest: img.digest.clone(),
@@ -241,14 +232,8 @@ pub fn record_in_run(
             )
         })
         .collect();
-    let value = serde_json::to_value(&listed).context("cannot list the images")?;
-    run.update_meta(|meta| {
-        if !meta.extra.is_object() {
-            meta.extra = serde_json::json!({});
-        }
-        meta.extra[IMAGES_KEY] = value;
-    })
-    .context("cannot record the images in run.json")
+    run.update_meta(|meta| meta.sections_mut().images = Some(listed))
+        .context("cannot record the images in run.json")
 }
 
 /// Builds the image of `spec` (`proctor images build`); `on_start` hears the builder and the

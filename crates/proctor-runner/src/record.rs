@@ -6,6 +6,8 @@
 //! sentence. Reading it back ([`StoredRecord`]) is the one place a label becomes an
 //! [`Outcome`] again.
 
+use proctor_records::timings::Timings;
+use proctor_records::Limit;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -17,6 +19,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Version of the trial record's layout.
 pub const RECORD_VERSION: u32 = 1;
+
+/// The JSON Schema of `trial.json`: the store's summary, this record, and where it ran.
+pub fn trial_json_schema() -> serde_json::Value {
+    schemars::schema_for!(proctor_store::TrialFile<TrialRecord>).to_value()
+}
 
 /// Everything recorded about one trial.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -40,7 +47,8 @@ pub struct TrialRecord {
     #[schemars(with = "serde_json::Value")]
     pub settings: Option<Settings>,
     /// Timings of each phase, in milliseconds.
-    pub timings_ms: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub timings_ms: Timings,
     /// The captured end state.
     pub end_state: EndState,
     /// The outcome, written as its label.
@@ -57,7 +65,8 @@ pub struct TrialRecord {
     /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
     /// `requests`), if one was reached; the trial is graded from its end state as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<Limit>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[serde(serialize_with = "sorted")]
@@ -164,7 +173,8 @@ pub struct StoredRecord {
     #[schemars(with = "serde_json::Value")]
     pub settings: Option<Settings>,
     /// Timings of each phase, in milliseconds.
-    pub timings_ms: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub timings_ms: Timings,
     /// The captured end state.
     pub end_state: EndState,
     /// The outcome label.
@@ -180,7 +190,8 @@ pub struct StoredRecord {
     /// The per-trial limit that stopped the trial's model requests (`tokens`, `cost_usd`,
     /// `requests`), if one was reached; the trial is graded from its end state as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub limit_reached: Option<Limit>,
     /// Services: readiness, guard and exit, as the sandbox reported them; absent when the
     /// harness failed before the sandbox ran.
     #[schemars(with = "serde_json::Value")]
@@ -500,14 +511,8 @@ impl ResourcesRecord {
     }
 }
 
-/// The image a trial ran in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ImageRecord {
-    /// The reference as the suite wrote it.
-    pub reference: String,
-    /// The manifest digest it resolved to (`sha256:...`).
-    pub digest: String,
-}
+/// The image a trial ran in (the same record `run.json` lists each task's image with).
+pub use proctor_records::run::ImageRecord;
 
 impl LaunchRecord {
     /// The record with every occurrence of `secret` (a trial's gateway token) in its command
@@ -571,7 +576,7 @@ mod tests {
             isolation: None,
             launch: LaunchRecord::default(),
             settings: None,
-            timings_ms: BTreeMap::new(),
+            timings_ms: Timings::default(),
             end_state: EndState::default(),
             outcome,
             reason: "why".into(),

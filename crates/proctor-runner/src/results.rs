@@ -64,7 +64,7 @@ pub fn verdict_of(record: &TrialRecord) -> TrialVerdict {
 /// The report's row for a record.
 pub fn row_of(record: &TrialRecord, run_id: &str, suite: &Suite) -> TrialRow {
     TrialRow {
-        limit_reached: record.limit_reached.clone(),
+        limit_reached: record.limit_reached,
         run_id: run_id.to_string(),
         trial_id: record.plan.id.clone(),
         task: record.plan.task.clone(),
@@ -593,8 +593,6 @@ fn spool_err(dir: &Path, op: &'static str, source: std::io::Error) -> StoreError
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use proctor_score::{ErrorKind, Outcome};
     use proctor_suite::plan::{Plan, PlannedTrial, TrialMode};
 
@@ -617,7 +615,11 @@ mod tests {
             index: 0,
             mutation: None,
         };
-        e.into_record(&plan, &planned, BTreeMap::new())
+        e.into_record(
+            &plan,
+            &planned,
+            proctor_records::timings::Timings::default(),
+        )
     }
 
     #[test]

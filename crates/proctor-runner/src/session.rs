@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use proctor_records::run::{Isolation as RecordedIsolation, NoPlanSection, RunMode, RunSections};
 use proctor_report::RunReport;
 use proctor_store::{HostInfo, RunHandle, RunId, RunMeta, RunStatus, Store, StoreError};
 use proctor_suite::plan::{plan, Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite, TrialMode};
-use serde::{Deserialize, Serialize};
 
 use crate::engine::{
     decide_isolation, execute, EngineError, EngineOptions, Event, ExecutionSummary,
@@ -24,67 +24,75 @@ use crate::engine::{
 use crate::results::ResultsError;
 use crate::trial::Isolation;
 
-/// The key of [`PlanRecord`] in `run.json`'s `extra`.
-const PLAN_KEY: &str = "plan";
+/// What `--resume` needs to rebuild a run's plan, kept in `run.json` as `extra.plan`: the
+/// record's type lives with the other run sections in `proctor-records`; what the runner does
+/// with it is [`PlanRecordExt`].
+pub use proctor_records::run::PlanSection as PlanRecord;
 
-/// What `--resume` needs to rebuild a run's plan, kept in `run.json` as `extra.plan`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanRecord {
-    /// Trials per (task, variant).
-    pub trials: u32,
-    /// The trial mode the plan was made in.
-    pub trial_mode: TrialMode,
-    /// The variants asked for (empty: every variant).
-    pub variants: Vec<String>,
-    /// The tasks asked for (empty: every task).
-    pub tasks: Vec<String>,
-    /// The isolation label the run was started with.
-    pub isolation: String,
-    /// The models of `--model` the suite's variants were run on (empty: their own).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub models: Vec<String>,
+/// What the runner makes of a [`PlanRecord`]: the record of a plan, the plan options it
+/// rebuilds, the isolation a resume asks for, and its place in `run.json`'s sections.
+pub trait PlanRecordExt: Sized {
+    /// The record of `plan`, made with `options`, run with `isolation`.
+    fn new(plan: &Plan, options: &PlanOptions, isolation: Isolation) -> Self;
+    /// The plan options that rebuild the same plan.
+    fn options(&self) -> PlanOptions;
+    /// The isolation a resume asks for: overlay again where the run had it, else copy.
+    fn isolation_choice(&self) -> IsolationChoice;
+    /// `run.json`'s sections holding this record.
+    fn to_extra(&self) -> Option<RunSections>;
+    /// The record in a `run.json`'s sections.
+    fn from_extra(extra: &Option<RunSections>) -> Result<Self, NoPlanSection>;
 }
 
-impl PlanRecord {
-    /// The record of `plan`, made with `options`, run with `isolation`.
-    pub fn new(plan: &Plan, options: &PlanOptions, isolation: Isolation) -> PlanRecord {
+impl PlanRecordExt for PlanRecord {
+    fn new(plan: &Plan, options: &PlanOptions, isolation: Isolation) -> PlanRecord {
         PlanRecord {
             trials: plan.trials_per_cell,
-            trial_mode: plan.trial_mode,
+            trial_mode: recorded_mode(plan.trial_mode),
             variants: options.variants.clone(),
             tasks: options.tasks.clone(),
-            isolation: isolation.label().to_string(),
+            isolation: isolation.recorded(),
             models: options.models.clone(),
         }
     }
 
-    /// The plan options that rebuild the same plan.
-    pub fn options(&self) -> PlanOptions {
+    fn options(&self) -> PlanOptions {
         PlanOptions {
             trials: Some(self.trials),
-            mode: self.trial_mode,
+            mode: match self.trial_mode {
+                proctor_records::run::TrialMode::Dev => TrialMode::Dev,
+                proctor_records::run::TrialMode::Release => TrialMode::Release,
+            },
             variants: self.variants.clone(),
             tasks: self.tasks.clone(),
             models: self.models.clone(),
         }
     }
 
-    /// The isolation a resume asks for: overlay again where the run had it, else copy.
-    pub fn isolation_choice(&self) -> IsolationChoice {
-        match self.isolation.as_str() {
-            "overlay" => IsolationChoice::Overlay,
-            _ => IsolationChoice::Copy,
+    fn isolation_choice(&self) -> IsolationChoice {
+        match self.isolation {
+            RecordedIsolation::Overlay => IsolationChoice::Overlay,
+            RecordedIsolation::Copy | RecordedIsolation::CopyNoNamespaces => IsolationChoice::Copy,
         }
     }
 
-    /// `run.json`'s `extra` holding this record.
-    pub fn to_extra(&self) -> serde_json::Value {
-        serde_json::json!({ PLAN_KEY: self })
+    fn to_extra(&self) -> Option<RunSections> {
+        Some(RunSections {
+            plan: Some(self.clone()),
+            ..RunSections::default()
+        })
     }
 
-    /// The record in a `run.json`'s `extra`.
-    pub fn from_extra(extra: &serde_json::Value) -> Result<PlanRecord, serde_json::Error> {
-        serde_json::from_value(extra.get(PLAN_KEY).cloned().unwrap_or_default())
+    fn from_extra(extra: &Option<RunSections>) -> Result<PlanRecord, NoPlanSection> {
+        RunSections::plan(extra.as_ref()).cloned()
+    }
+}
+
+/// A suite's trial mode as run records spell it.
+pub fn recorded_mode(mode: TrialMode) -> proctor_records::run::TrialMode {
+    match mode {
+        TrialMode::Dev => proctor_records::run::TrialMode::Dev,
+        TrialMode::Release => proctor_records::run::TrialMode::Release,
     }
 }
 
@@ -116,7 +124,7 @@ pub enum SessionError {
         /// The run.
         run: RunId,
         /// Why the record could not be read.
-        source: serde_json::Error,
+        source: NoPlanSection,
     },
     /// The suite could not be hashed.
     #[error("cannot hash the suite")]
@@ -193,7 +201,7 @@ impl Session {
             &suite,
             &plan,
             isolation,
-            plan.trial_mode.as_str(),
+            recorded_mode(plan.trial_mode).into(),
             record.to_extra(),
         );
         let run = store.create_run(&meta).map_err(SessionError::Create)?;
@@ -341,8 +349,8 @@ pub(crate) fn run_meta(
     suite: &Suite,
     plan: &Plan,
     isolation: Isolation,
-    trial_mode: &str,
-    extra: serde_json::Value,
+    trial_mode: RunMode,
+    extra: Option<RunSections>,
 ) -> RunMeta {
     let mut variants: Vec<String> = Vec::new();
     let mut tasks: Vec<String> = Vec::new();
@@ -359,16 +367,16 @@ pub(crate) fn run_meta(
         suite_path: canonical(&suite.root),
         suite_hash: plan.suite_hash.clone(),
         fixture_hash: plan.fixture_hash.clone(),
-        trial_mode: trial_mode.to_string(),
+        trial_mode,
         trials_per_cell: plan.trials_per_cell,
         variants,
         tasks,
         planned_trials: plan.trials.len() as u64,
-        isolation: isolation.label().to_string(),
+        isolation: isolation.recorded(),
         agent_versions: BTreeMap::new(),
         host: HostInfo::detect(),
         proctor_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: String::new(),
+        started_at: None,
         finished_at: None,
         status: RunStatus::Running,
         stop_reason: None,
@@ -427,16 +435,17 @@ mod tests {
     fn a_plan_record_round_trips_through_json() {
         let record = PlanRecord {
             trials: 3,
-            trial_mode: TrialMode::Release,
+            trial_mode: proctor_records::run::TrialMode::Release,
             variants: vec!["a".into(), "b".into()],
             tasks: vec!["t".into()],
-            isolation: "copy".into(),
+            isolation: RecordedIsolation::Copy,
             models: vec!["anthropic/claude-a".into(), "openai/gpt-5".into()],
         };
         let extra = record.to_extra();
-        assert_eq!(extra["plan"]["trial_mode"], "release");
+        let json = serde_json::to_value(&extra).expect("json");
+        assert_eq!(json["plan"]["trial_mode"], "release");
         let text = serde_json::to_string(&extra).expect("json");
-        let back: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let back: Option<RunSections> = serde_json::from_str(&text).expect("json");
         assert_eq!(PlanRecord::from_extra(&back).expect("a record"), record);
         assert_eq!(record.options().trials, Some(3));
         assert_eq!(
@@ -445,7 +454,7 @@ mod tests {
             "a resume runs the same models"
         );
         assert_eq!(record.isolation_choice(), IsolationChoice::Copy);
-        assert!(PlanRecord::from_extra(&serde_json::Value::Null).is_err());
+        assert!(PlanRecord::from_extra(&None).is_err());
     }
 
     #[test]
@@ -464,7 +473,7 @@ mod tests {
             PlanRecord::new(started.plan(), &options(), started.isolation())
         );
         assert_eq!(meta.variants, vec!["other".to_string()]);
-        assert_eq!(meta.trial_mode, "release");
+        assert_eq!(meta.trial_mode.as_str(), "release");
         let prefix = started.run().id().as_str()[..12].to_string();
         // While the first session lives, it holds the run: a resume is refused, naming it.
         let refused = Session::resume(open(&dir), &store, &prefix);
@@ -518,7 +527,7 @@ mod tests {
             overlay: false,
             namespaces: false,
         };
-        let meta = run_meta(&suite, &plan, iso, "oracle", serde_json::Value::Null);
+        let meta = run_meta(&suite, &plan, iso, RunMode::Oracle, None);
         let id = store.create_run(&meta).expect("a run").id().clone();
         let refused = Session::resume(suite, &store, id.as_str());
         assert!(

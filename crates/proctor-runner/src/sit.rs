@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use proctor_records::run::{RunMode, RunSections, SittingSection};
 use proctor_report::RunReport;
 use proctor_store::{RunHandle, RunStatus, Store, StoreError};
 use proctor_suite::model::{AgentKind, Spanned, Variant};
@@ -179,10 +180,14 @@ impl Sitting {
         let store_root = store.root().to_path_buf();
         let (isolation, notes) =
             decide_isolation(options.isolation, &store_root).map_err(SitError::Isolation)?;
-        let extra = serde_json::json!({
-            "sitting": { "person": options.person, "task": options.task },
-        });
-        let meta = run_meta(&suite, &plan, isolation, "sitting", extra);
+        let extra = RunSections {
+            sitting: Some(SittingSection {
+                person: options.person.clone(),
+                task: options.task.clone(),
+            }),
+            ..RunSections::default()
+        };
+        let meta = run_meta(&suite, &plan, isolation, RunMode::Sitting, Some(extra));
         let run = store.create_run(&meta).map_err(SitError::Create)?;
         Ok(Sitting {
             suite,

@@ -34,10 +34,10 @@ pub(crate) mod testkit;
 pub mod textdiff;
 pub mod visual;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use proctor_records::timings::{Phase, Timings};
 use proctor_suite::plan::PlannedTrial;
 use proctor_suite::Settings;
 
@@ -111,19 +111,19 @@ fn stages(
     attendance.settle(&mut trial.settings);
     let mut prepared = prepare::prepare(ctx, &trial, clock.t0)?;
     let mut launched = launch::launch(ctx, &trial, &prepared)?;
-    clock.lap("setup");
+    clock.lap(Phase::Setup);
     let setup = setup::setup(&trial, &mut prepared, &mut launched)?;
     if setup.is_some() {
-        clock.lap("setup_commands");
+        clock.lap(Phase::SetupCommands);
     }
     let executed = attendance.execute(&mut launched, &mut prepared.calls_log, &prepared.paths);
-    clock.lap("agent");
+    clock.lap(Phase::Agent);
     let executed = executed?;
     let captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
     if let Some(why) = &captured.store_full {
         ctx.store_is_full(why.clone());
     }
-    clock.lap("capture");
+    clock.lap(Phase::Capture);
     let holdout = ctx.suite.holdout_dir(&planned.task);
     let (check_files, holdout_hashes) = checks::read_holdout(holdout.as_deref());
     let check_files = checks::placed_at(check_files, trial.task.holdout_at());
@@ -139,7 +139,7 @@ fn stages(
         end.checks = checks::check_trial(ctx, &trial, &prepared, holdout.as_deref());
         end.visuals = visual::visual_trial(ctx, &trial, &prepared, holdout.as_deref());
     }
-    clock.lap("checks");
+    clock.lap(Phase::Checks);
     let files = EndStateFiles::new(
         prepared.paths.trial_dir.join("changes").join("files"),
         &end.changes,
@@ -162,7 +162,7 @@ fn stages(
     let mut limit_reached = captured.limit_reached;
     let services_cut = end.bound_services();
     if end.bound_changes() | end.bound_root_changes() | services_cut {
-        limit_reached.get_or_insert_with(|| "entries".to_string());
+        limit_reached.get_or_insert(proctor_records::Limit::Entries);
     }
     clock.total();
     Ok(TrialRecord {
@@ -172,7 +172,7 @@ fn stages(
         isolation: Some(executed.report.isolation),
         launch: launched.record,
         settings: Some(trial.settings),
-        timings_ms: std::mem::take(&mut clock.timings),
+        timings_ms: clock.timings,
         end_state: end,
         outcome: verdict.outcome.clone(),
         reason: verdict.reason.clone(),
@@ -214,7 +214,7 @@ fn text_diffs(
         timeout: trial.settings.validation_timeout,
     };
     let converted = textdiff::convert_all(ctx.suite, trial.task, &end.changes, &converting);
-    clock.lap("text_diffs");
+    clock.lap(Phase::TextDiffs);
     converted
 }
 
@@ -222,7 +222,7 @@ fn text_diffs(
 struct Clock {
     t0: Instant,
     last: Instant,
-    timings: BTreeMap<String, f64>,
+    timings: Timings,
 }
 
 impl Clock {
@@ -231,20 +231,20 @@ impl Clock {
         Clock {
             t0: now,
             last: now,
-            timings: BTreeMap::new(),
+            timings: Timings::default(),
         }
     }
 
-    /// Records the time since the last lap as `name`.
-    fn lap(&mut self, name: &str) {
+    /// Records the time since the last lap as `phase`'s.
+    fn lap(&mut self, phase: Phase) {
         let now = Instant::now();
-        self.timings.insert(name.into(), ms(now - self.last));
+        self.timings.set(phase, ms(now - self.last));
         self.last = now;
     }
 
     /// Records the time since the start as `total`.
     fn total(&mut self) {
-        self.timings.insert("total".into(), ms(self.t0.elapsed()));
+        self.timings.total = ms(self.t0.elapsed());
     }
 }
 
@@ -291,7 +291,13 @@ mod tests {
                 ("test -f done.txt", Some(0)),
             ]
         );
-        let keys: Vec<&str> = r.timings_ms.keys().map(String::as_str).collect();
+        let timings = serde_json::to_value(r.timings_ms).expect("json");
+        let keys: Vec<&str> = timings
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys, ["agent", "capture", "checks", "setup", "total"]);
         assert_eq!(r.hashes.fixture, "fixturehash");
         assert_eq!(r.launch.argv[0], "/bin/sh");
@@ -338,7 +344,7 @@ mod tests {
             "{}",
             r.reason
         );
-        assert_eq!(r.timings_ms["total"], 0.0);
+        assert_eq!(r.timings_ms.total, 0.0);
         assert!(!ctx.work_root.join("t.lost.0").exists());
         // A plan entry the suite does not have is the same kind of record.
         let r = run_trial(&ctx, &planned("t", "gone"));
@@ -372,7 +378,7 @@ mod tests {
             ]
         );
         assert_eq!((setup.exit, setup.failed), (Some(0), None));
-        assert!(r.timings_ms.contains_key("setup_commands"));
+        assert!(r.timings_ms.setup_commands.is_some());
         // A failing command ends the trial before the agent, as `errored (setup)`.
         let text = crate::trial::testkit::SUITE.replace(
             "wall_timeout_seconds = 7\n",
@@ -399,10 +405,11 @@ mod tests {
     fn timings_are_laps_in_milliseconds() {
         assert_eq!(ms(Duration::from_micros(1500)), 1.5);
         let mut clock = Clock::start();
-        clock.lap("setup");
-        clock.lap("agent");
+        clock.lap(Phase::Setup);
+        clock.lap(Phase::Agent);
         clock.total();
         let t = &clock.timings;
-        assert!(t["total"] >= t["setup"] + t["agent"] - 0.002, "{t:?}");
+        let (setup, agent) = (t.setup.expect("setup"), t.agent.expect("agent"));
+        assert!(t.total >= setup + agent - 0.002, "{t:?}");
     }
 }

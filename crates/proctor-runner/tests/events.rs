@@ -138,7 +138,7 @@ fn a_run_reports_each_trial_started_finished_and_committed_in_order() {
             } else {
                 "wrong"
             };
-            assert_eq!(summary.outcome, want, "{summary:?}");
+            assert_eq!(summary.outcome.label(), want, "{summary:?}");
             assert!(*seconds > 0.0);
         }
     }

@@ -16,5 +16,5 @@ pub use endstate::{
 };
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};
 pub use metrics::InterfaceMetrics;
-pub use outcome::{ErrorKind, Outcome};
+pub use outcome::{ErrorKind, Outcome, OutcomeKind};
 pub use verdict::{score, Faults, RubricScore, TrialVerdict};

@@ -34,12 +34,12 @@ fn meta(trials: usize) -> RunMeta {
         suite_path: "suites/bench".into(),
         suite_hash: "b3:0123456789abcdef".into(),
         fixture_hash: "b3:fedcba9876543210".into(),
-        trial_mode: "release".into(),
+        trial_mode: proctor_records::run::RunMode::Release,
         trials_per_cell: 10,
         variants: vec!["control".into(), "method".into()],
         tasks: (0..20).map(|t| format!("task-{t:02}")).collect(),
         planned_trials: trials as u64,
-        isolation: "overlay+namespaces".into(),
+        isolation: proctor_records::run::Isolation::Overlay,
         host: HostInfo::detect(),
         proctor_version: "0.1.0".into(),
         ..RunMeta::default()
@@ -50,14 +50,16 @@ fn summary(n: usize) -> TrialSummary {
     let task = format!("task-{:02}", n % 20);
     let variant = if n % 2 == 1 { "method" } else { "control" };
     let index = (n / 40) as u32;
-    let outcome = OUTCOMES[n % OUTCOMES.len()];
+    let outcome: proctor_records::OutcomeKind = OUTCOMES[n % OUTCOMES.len()]
+        .parse()
+        .expect("an outcome label");
     TrialSummary {
         trial_id: format!("{task}.{variant}.{index}.{n}"),
         task,
         variant: variant.into(),
         trial_index: index,
-        outcome: outcome.into(),
-        reason: (outcome == "errored").then(|| "provider returned 529".into()),
+        outcome,
+        reason: outcome.is_errored().then(|| "provider returned 529".into()),
         wall_seconds: 3.5 + (n % 17) as f64,
         calls: Some((n % 13) as u64),
         wrong_turns: Some((n % 3) as u64),

@@ -13,6 +13,8 @@
 use crate::error::{Result, StoreError};
 use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
+use proctor_records::time::format_millis;
+use proctor_records::{Limit, OutcomeKind};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,7 +84,7 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         task: r.get(1)?,
         variant: r.get(2)?,
         trial_index: r.get(3)?,
-        outcome: r.get(4)?,
+        outcome: outcome_at(r, 4)?,
         reason: r.get(5)?,
         wall_seconds: r.get(6)?,
         calls: r.get(7)?,
@@ -90,9 +92,32 @@ pub(crate) fn summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialSummar
         input_tokens: r.get(9)?,
         output_tokens: r.get(10)?,
         cost_usd: r.get(11)?,
-        limit_reached: r.get(12)?,
+        limit_reached: limit_at(r, 12)?,
         flags: Vec::new(),
     })
+}
+
+/// The outcome in column `i` of a row: its label, read back as the outcome it names. A label
+/// that is no outcome (an index written by something else) is a conversion error, never a
+/// guess.
+pub(crate) fn outcome_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<OutcomeKind> {
+    let label: String = r.get(i)?;
+    label
+        .parse()
+        .map_err(|e: proctor_records::ParseOutcomeError| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
+}
+
+/// The limit in column `i` of a row (NULL: none), read back as the limit it names; a word that
+/// names no limit is a conversion error.
+fn limit_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Limit>> {
+    let word: Option<String> = r.get(i)?;
+    word.map(|w| w.parse())
+        .transpose()
+        .map_err(|e: proctor_records::limit::ParseLimitError| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
 }
 
 /// The `trial_id` of a row of `damaged` that is about the run's own `run.json`.
@@ -562,8 +587,8 @@ fn upsert_run(conn: &Connection, record: &RunRecord) -> rusqlite::Result<()> {
         m.suite_id,
         m.suite_hash,
         m.status.as_str(),
-        m.started_at,
-        m.finished_at,
+        m.started_at.map(format_millis).unwrap_or_default(),
+        m.finished_at.map(format_millis),
         m.planned_trials,
         json,
     ])?;
@@ -580,7 +605,7 @@ fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::R
         t.task,
         t.variant,
         t.trial_index,
-        t.outcome,
+        t.outcome.label(),
         t.reason,
         t.wall_seconds,
         t.calls,
@@ -588,7 +613,7 @@ fn upsert_trial(conn: &Connection, run: &RunId, t: &TrialSummary) -> rusqlite::R
         t.input_tokens,
         t.output_tokens,
         t.cost_usd,
-        t.limit_reached,
+        t.limit_reached.map(Limit::as_str),
     ])?;
     Ok(())
 }

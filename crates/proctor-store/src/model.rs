@@ -3,17 +3,25 @@
 
 use crate::error::StoreError;
 use crate::RunId;
+use jiff::Timestamp;
+use proctor_records::format::{run_format, trial_format, unversioned};
+use proctor_records::run::{Isolation, RunMode, RunSections};
+use proctor_records::{FormatVersion, Limit, OutcomeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// The version of the `run.json` and `trial.json` layouts this crate writes.
+/// The version of the `run.json` and `trial.json` layouts this crate writes, as every proctor
+/// has written it (the major version); the `major.minor` version the files carry beside it is
+/// their `format_version` ([`proctor_records::RUN_FORMAT`], [`proctor_records::TRIAL_FORMAT`]).
 pub const FILE_SCHEMA_VERSION: u32 = 1;
 
 /// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     /// Started and not yet ended (or ended by a crash nobody recorded).
@@ -61,7 +69,7 @@ impl FromStr for RunStatus {
 }
 
 /// The machine a run executed on, recorded so numbers from different hosts are not mixed blindly.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostInfo {
     /// The host name.
     pub hostname: String,
@@ -95,7 +103,7 @@ impl HostInfo {
 /// far it got. The runner fills it; the store adds the id.
 ///
 /// Written at run start and rewritten (atomically) whenever the status changes.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunMeta {
     /// The suite's id.
     pub suite_id: String,
@@ -105,8 +113,8 @@ pub struct RunMeta {
     pub suite_hash: String,
     /// BLAKE3 over the fixture.
     pub fixture_hash: String,
-    /// `dev` or `release`.
-    pub trial_mode: String,
+    /// What the run was: `dev` or `release` (its plan's trial mode), `oracle` or `sitting`.
+    pub trial_mode: RunMode,
     /// Trials per (task, variant) cell.
     pub trials_per_cell: u32,
     /// The variants run, in plan order.
@@ -115,8 +123,9 @@ pub struct RunMeta {
     pub tasks: Vec<String>,
     /// How many trials the plan holds.
     pub planned_trials: u64,
-    /// The isolation the run actually had (`overlay+namespaces`, `copy`, ...), never a claim.
-    pub isolation: String,
+    /// The isolation the run actually had (`overlay`, `copy`, `copy-no-namespaces`), never a
+    /// claim.
+    pub isolation: Isolation,
     /// Agent CLI versions, by variant.
     #[serde(default)]
     pub agent_versions: BTreeMap<String, String>,
@@ -124,26 +133,44 @@ pub struct RunMeta {
     pub host: HostInfo,
     /// The proctor version that ran it.
     pub proctor_version: String,
-    /// RFC 3339 UTC start time; [`crate::Store::create_run`] fills it when empty.
-    pub started_at: String,
-    /// RFC 3339 UTC end time, once the run stopped.
-    pub finished_at: Option<String>,
+    /// When the run started, written as RFC 3339 UTC to the millisecond; [`crate::Store::create_run`]
+    /// sets it to now when it is `None` (it is always set in a `run.json`).
+    #[serde(default, with = "proctor_records::time::millis_opt")]
+    #[schemars(with = "Option<String>")]
+    pub started_at: Option<Timestamp>,
+    /// When the run stopped, once it did (RFC 3339 UTC to the millisecond).
+    #[serde(with = "proctor_records::time::millis_opt")]
+    #[schemars(with = "Option<String>")]
+    pub finished_at: Option<Timestamp>,
     /// Where the run stands.
     pub status: RunStatus,
     /// Why proctor stopped the run before every planned trial ran, when it was not the user
     /// (e.g. the store's file system filled up); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
-    /// Anything else the runner records (options, environment summary); `null` when unused.
+    /// The run's sections (its plan options, its images, its Slurm jobs); `null` when it has
+    /// none.
     #[serde(default)]
-    pub extra: serde_json::Value,
+    pub extra: Option<RunSections>,
 }
 
-/// `run.json` as it lies on disk: a schema version, the id, and the metadata's fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl RunMeta {
+    /// The run's sections, made (empty) when it has none yet: for the writers of a section.
+    pub fn sections_mut(&mut self) -> &mut RunSections {
+        self.extra.get_or_insert_with(RunSections::default)
+    }
+}
+
+/// `run.json` as it lies on disk: its versions, the id, and the metadata's fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
-    /// [`FILE_SCHEMA_VERSION`] when written.
+    /// The layout's major version, 1 (`FILE_SCHEMA_VERSION`), as every proctor has written it.
     pub schema_version: u32,
+    /// The `major.minor` format of this file (`proctor_records::RUN_FORMAT` when written);
+    /// `1.0` when absent, as in files written before it was recorded. A `run.json` of another
+    /// major version is refused by name.
+    #[serde(default = "unversioned", deserialize_with = "run_format")]
+    pub format_version: FormatVersion,
     /// The run's id (the same as its folder name).
     pub id: RunId,
     /// Everything else.
@@ -192,7 +219,7 @@ pub struct DamagedRun {
 ///
 /// It is also stored inside `trial.json` (as `summary`), which is how `reindex` rebuilds the
 /// index from the folders alone.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialSummary {
     /// The trial's id, also its folder name (`TASK.VARIANT.INDEX`).
     pub trial_id: String,
@@ -202,8 +229,8 @@ pub struct TrialSummary {
     pub variant: String,
     /// 0-based index within (task, variant).
     pub trial_index: u32,
-    /// One of the eight outcomes (`completed`, `wrong`, `refused-honestly`, ...).
-    pub outcome: String,
+    /// Which of the eight outcomes (written as its label: `completed`, `wrong`, ...).
+    pub outcome: OutcomeKind,
     /// Why (required for `ungradeable`, useful for `errored`).
     pub reason: Option<String>,
     /// Wall-clock seconds from sandbox setup to full stop.
@@ -222,7 +249,7 @@ pub struct TrialSummary {
     /// resource such as `memory`), if one was reached. Trials written before the summary held
     /// it have it in their record, where [`crate::Store::reindex`] finds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<Limit>,
     /// The integrity audit's flags beside the outcome (test tampering, an early exit), each as
     /// `kind: path why`, for the run's progress lines; the full findings are in the record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -230,10 +257,15 @@ pub struct TrialSummary {
 }
 
 /// `trial.json` as it lies on disk: the summary the index keeps, and the runner's full record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialFile<R> {
-    /// [`FILE_SCHEMA_VERSION`] when written.
+    /// The layout's major version, 1 (`FILE_SCHEMA_VERSION`), as every proctor has written it.
     pub schema_version: u32,
+    /// The `major.minor` format of this file (`proctor_records::TRIAL_FORMAT` when written);
+    /// `1.0` when absent, as in files written before it was recorded. A `trial.json` of
+    /// another major version is refused by name.
+    #[serde(default = "unversioned", deserialize_with = "trial_format")]
+    pub format_version: FormatVersion,
     /// What the index holds of this trial.
     pub summary: TrialSummary,
     /// Everything else about the trial, as the runner serialized it.
@@ -248,6 +280,7 @@ pub struct TrialFile<R> {
 #[derive(Serialize)]
 pub(crate) struct TrialFileRef<'a, R: ?Sized> {
     pub schema_version: u32,
+    pub format_version: FormatVersion,
     pub summary: &'a TrialSummary,
     pub record: &'a R,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,6 +291,10 @@ pub(crate) struct TrialFileRef<'a, R: ?Sized> {
 /// except for its `limit_reached`.
 #[derive(Deserialize)]
 pub(crate) struct TrialHead {
+    // Read only to refuse a trial.json of another major version.
+    #[serde(default = "unversioned", deserialize_with = "trial_format")]
+    #[allow(dead_code)]
+    format_version: FormatVersion,
     summary: TrialSummary,
     record: RecordHead,
 }
@@ -279,7 +316,7 @@ impl TrialHead {
 /// with a string there; any other JSON value is skipped.
 #[derive(Default)]
 struct RecordHead {
-    limit_reached: Option<String>,
+    limit_reached: Option<Limit>,
 }
 
 impl<'de> Deserialize<'de> for RecordHead {
@@ -301,12 +338,12 @@ impl<'de> serde::de::Visitor<'de> for RecordHeadVisitor {
         let mut head = RecordHead::default();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == "limit_reached" {
-                head.limit_reached = map
-                    .next_value::<Option<serde_json::Value>>()?
-                    .and_then(|v| match v {
-                        serde_json::Value::String(s) => Some(s),
-                        _ => None,
-                    });
+                head.limit_reached = match map.next_value::<Option<serde_json::Value>>()? {
+                    Some(serde_json::Value::String(s)) => {
+                        Some(s.parse().map_err(serde::de::Error::custom)?)
+                    }
+                    _ => None,
+                };
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -359,4 +396,9 @@ pub(crate) fn validate_trial_id(id: &str) -> Result<(), StoreError> {
         }),
         None => Ok(()),
     }
+}
+
+/// The JSON Schema of `run.json` ([`RunRecord`]).
+pub fn run_json_schema() -> serde_json::Value {
+    schemars::schema_for!(RunRecord).to_value()
 }

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::index::{summary_row, Index, SUMMARY_COLUMNS, TRIAL_ORDER};
 use crate::model::TrialSummary;
 use crate::RunId;
+use proctor_records::OutcomeKind;
 use serde::Serialize;
 
 /// Which of a run's finished trials to list; every condition set must hold.
@@ -41,7 +42,7 @@ pub struct CellCount {
     /// The variant id.
     pub variant: String,
     /// The outcome.
-    pub outcome: String,
+    pub outcome: OutcomeKind,
     /// How many trials.
     pub n: u64,
 }
@@ -131,7 +132,7 @@ impl Index {
                 Ok(CellCount {
                     task: r.get(0)?,
                     variant: r.get(1)?,
-                    outcome: r.get(2)?,
+                    outcome: crate::index::outcome_at(r, 2)?,
                     n: r.get(3)?,
                 })
             })

@@ -19,7 +19,9 @@ const LEN: usize = 20;
 /// hex digits keep runs started in the same second apart; [`crate::Store::create_run`] also
 /// refuses to reuse a folder, so an id is unique within its store. Any unique prefix of an id
 /// names the run (see [`crate::Store::resolve_run`]).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct RunId(String);
 

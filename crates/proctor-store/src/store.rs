@@ -13,6 +13,7 @@ use crate::model::{
 use crate::query::{CellCount, TrialFilter, TrialsPage};
 use crate::time::utc_now;
 use crate::RunId;
+use proctor_records::time::now_millis;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -267,12 +268,12 @@ impl Store {
     /// the handle is dropped, see [`Store::resume_run`]), creates `trials/`, writes `run.json`
     /// atomically and adds it to the index.
     ///
-    /// An empty `meta.started_at` is set to now.
+    /// A `meta.started_at` of `None` is set to now.
     pub fn create_run(&self, meta: &RunMeta) -> Result<RunHandle> {
         self.refuse_if_read_only("create a run")?;
         let mut meta = meta.clone();
-        if meta.started_at.is_empty() {
-            meta.started_at = utc_now();
+        if meta.started_at.is_none() {
+            meta.started_at = Some(now_millis());
         }
         let (id, dir) = self.new_run_dir()?;
         let lock = RunLock::acquire(&dir, &id)?;
@@ -482,7 +483,7 @@ impl Store {
         if same_second.len() == 1 {
             return Ok(last);
         }
-        let mut best: Option<(String, RunId)> = None;
+        let mut best: Option<(Option<jiff::Timestamp>, RunId)> = None;
         for id in same_second {
             let started = self.read_run_record(&id)?.meta.started_at;
             let key = (started, id);
@@ -825,7 +826,7 @@ impl RunHandle {
     ) -> Result<()> {
         let mut files = Vec::with_capacity(trials.len());
         for (summary, record) in trials {
-            if summary.outcome == "ungradeable"
+            if summary.outcome.is_ungradeable()
                 && summary
                     .reason
                     .as_deref()
@@ -838,6 +839,7 @@ impl RunHandle {
             let dir = self.trial_dir(&summary.trial_id)?;
             let file = TrialFileRef {
                 schema_version: FILE_SCHEMA_VERSION,
+                format_version: proctor_records::TRIAL_FORMAT,
                 summary,
                 record,
                 executor: self.store.inner.node.as_ref(),
@@ -904,7 +906,7 @@ impl RunHandle {
             m.stop_reason = None;
             m.finished_at = match status {
                 RunStatus::Running => None,
-                RunStatus::Finished | RunStatus::Interrupted => Some(utc_now()),
+                RunStatus::Finished | RunStatus::Interrupted => Some(now_millis()),
             };
         })
     }
@@ -915,7 +917,7 @@ impl RunHandle {
         self.update_meta(|m| {
             m.status = RunStatus::Interrupted;
             m.stop_reason = Some(reason.to_string());
-            m.finished_at = Some(utc_now());
+            m.finished_at = Some(now_millis());
         })
     }
 
@@ -934,6 +936,7 @@ impl RunHandle {
     fn write_run_file(&self, meta: &RunMeta) -> Result<()> {
         let record = RunRecord {
             schema_version: FILE_SCHEMA_VERSION,
+            format_version: proctor_records::RUN_FORMAT,
             id: self.id.clone(),
             meta: meta.clone(),
         };

@@ -58,7 +58,8 @@ fn child_process_writer() {
         if count.is_none() {
             s.spawn(|| {
                 for n in 0u64.. {
-                    run.update_meta(|m| m.extra = json!({"ticks": n, "pad": "y".repeat(8192)}))
+                    let ticks = u32::try_from(n).expect("ticks");
+                    run.update_meta(|m| m.extra = Some(common::sections(ticks, &"y".repeat(8192))))
                         .expect("rewrite run.json");
                 }
             });
@@ -164,7 +165,7 @@ fn sigkill_mid_run_leaves_every_finished_trial_readable() {
     let run_json: Value =
         serde_json::from_slice(&fs::read(run.dir().join(RUN_FILE)).expect("read run.json"))
             .expect("run.json parses");
-    assert!(run_json["extra"]["ticks"].is_u64());
+    assert!(run_json["extra"]["plan"]["trials"].is_u64());
 
     // The index is sound and behind by at most one trial per writer thread, never ahead.
     let reopened = Store::open(dir.path()).expect("reopen after kill");
@@ -189,7 +190,11 @@ fn sigkill_mid_run_leaves_every_finished_trial_readable() {
         .collect();
     assert_eq!(indexed, finished);
     let meta: RunMeta = reopened.run_meta(run.id()).expect("meta");
-    assert_eq!(meta.extra["ticks"], run_json["extra"]["ticks"]);
+    let ticks = meta.extra.and_then(|e| e.plan).map(|p| p.trials);
+    assert_eq!(
+        ticks.map(serde_json::Value::from),
+        run_json["extra"]["plan"].get("trials").cloned()
+    );
 
     // The store stays writable: a resume finishes the rest over the leftovers.
     let resumed = reopened.open_run(run.id()).expect("open_run");

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{meta, summary};
+use proctor_records::Limit;
 use proctor_store::{
     CellCount, RunStatus, Store, TrialFilter, INDEX_FILE, RUNS_DIR, TRIALS_DIR, TRIAL_FILE,
 };
@@ -81,7 +82,7 @@ fn a_page_of_trials_is_filtered_and_counted_in_the_index() {
     assert!(counts.contains(&CellCount {
         task: "a".into(),
         variant: "v2".into(),
-        outcome: "wrong".into(),
+        outcome: proctor_records::OutcomeKind::Wrong,
         n: 1
     }));
     assert_eq!(counts.iter().map(|c| c.n).sum::<u64>(), 12);
@@ -93,7 +94,7 @@ fn the_index_keeps_limit_reached_and_finds_it_in_old_records() {
     let store = Store::open(dir.path()).expect("open");
     let run = store.create_run(&meta()).expect("create");
     let mut stopped = summary("t", "v", 0, "wrong");
-    stopped.limit_reached = Some("tokens".into());
+    stopped.limit_reached = Some(Limit::Tokens);
     run.finish_trial(&stopped, &json!({"limit_reached": "tokens"}))
         .expect("finish");
     run.finish_trial(&summary("t", "v", 1, "completed"), &json!({}))
@@ -105,9 +106,9 @@ fn the_index_keeps_limit_reached_and_finds_it_in_old_records() {
     let limits: Vec<_> = page
         .trials
         .iter()
-        .map(|t| t.limit_reached.clone())
+        .map(|t| t.limit_reached.map(Limit::as_str))
         .collect();
-    assert_eq!(limits, [Some("tokens".to_string()), None]);
+    assert_eq!(limits, [Some("tokens"), None]);
     drop((run, store));
 
     // A trial written before the summary held `limit_reached` has it only in its record, and an
@@ -145,7 +146,7 @@ fn the_index_keeps_limit_reached_and_finds_it_in_old_records() {
     let limits: Vec<_> = page
         .trials
         .iter()
-        .map(|t| (t.trial_id.as_str(), t.limit_reached.as_deref()))
+        .map(|t| (t.trial_id.as_str(), t.limit_reached.map(Limit::as_str)))
         .collect();
     assert_eq!(
         limits,

@@ -20,9 +20,10 @@ fn lay_run(root: &Path, id: &str, started_at: &str) -> RunId {
     fs::create_dir_all(dir.join(TRIALS_DIR)).expect("mkdir");
     let record = RunRecord {
         schema_version: 1,
+        format_version: proctor_records::RUN_FORMAT,
         id: id.clone(),
         meta: RunMeta {
-            started_at: started_at.into(),
+            started_at: Some(started_at.parse().expect("an RFC 3339 instant")),
             ..meta()
         },
     };
@@ -65,7 +66,7 @@ fn create_run_writes_run_json_and_indexes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
     let mut m = meta();
-    m.extra = json!({"jobs": 4});
+    m.extra = Some(common::sections(4, "t"));
     let run = store.create_run(&m).expect("create");
 
     assert_eq!(run.dir(), store.run_dir(run.id()));
@@ -75,7 +76,7 @@ fn create_run_writes_run_json_and_indexes_it() {
     assert_eq!(on_disk["schema_version"], 1);
     assert_eq!(on_disk["status"], "running");
     assert_eq!(on_disk["suite_hash"], "b3:suite");
-    assert_eq!(on_disk["extra"]["jobs"], 4);
+    assert_eq!(on_disk["extra"]["plan"]["trials"], 4);
     assert_eq!(on_disk["finished_at"], Value::Null);
     let started = on_disk["started_at"].as_str().expect("started_at");
     assert!(started.ends_with('Z') && started.len() == 24, "{started}");
@@ -114,7 +115,7 @@ fn finish_trial_writes_trial_json_and_the_index_row() {
 
     // Finishing the same trial again replaces it, in the folder and in the index.
     let mut s0b = s0.clone();
-    s0b.outcome = "ungradeable".into();
+    s0b.outcome = proctor_records::OutcomeKind::Ungradeable;
     s0b.reason = Some("check crashed".into());
     run.finish_trial(&s0b, &json!(null)).expect("refinish");
     assert_eq!(store.trials(run.id()).expect("trials"), vec![s0b]);
@@ -254,12 +255,12 @@ fn set_status_rewrites_run_json_and_the_index() {
     resumed.set_status(RunStatus::Running).expect("running");
     assert_eq!(resumed.meta().finished_at, None);
     resumed
-        .update_meta(|m| m.extra = json!({"resumed": 1}))
+        .update_meta(|m| m.extra = Some(common::sections(1, "resumed")))
         .expect("extra");
     resumed.set_status(RunStatus::Finished).expect("finish");
     let listed = &store.list_runs().expect("list")[0];
     assert_eq!(listed.meta.status, RunStatus::Finished);
-    assert_eq!(listed.meta.extra, json!({"resumed": 1}));
+    assert_eq!(listed.meta.extra, Some(common::sections(1, "resumed")));
     assert_eq!(read_json(&run.dir().join(RUN_FILE))["status"], "finished");
     let names: Vec<_> = fs::read_dir(run.dir())
         .expect("ls")

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use proctor_score::OutcomeKind;
 use proctor_store::{
     CellCount, RunId, RunListing, RunMeta, Scoring, ScoringChoice, Store, StoreError, TrialFilter,
     TrialSummary,
@@ -55,23 +56,18 @@ pub struct RunRow {
 
 impl RunRow {
     fn of(store: &Store, r: &RunListing) -> RunRow {
-        let plan = r.meta.extra.get("plan");
-        let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
-            v.and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let plan = r.meta.extra.as_ref().and_then(|e| e.plan.as_ref());
         RunRow {
             run: r.id.as_str().to_string(),
             suite: r.meta.suite_id.clone(),
-            started_at: r.meta.started_at.clone(),
+            started_at: r
+                .meta
+                .started_at
+                .map(proctor_records::time::format_millis)
+                .unwrap_or_default(),
             status: r.meta.status.as_str().to_string(),
             variants: r.meta.variants.clone(),
-            models: strings(plan.and_then(|p| p.get("models"))),
+            models: plan.map(|p| p.models.clone()).unwrap_or_default(),
             agents: r.meta.agent_versions.keys().cloned().collect(),
             planned: r.meta.planned_trials,
             finished: r.trials_finished,
@@ -317,9 +313,9 @@ fn run_with(
         let cells = store.cell_counts(&id)?;
         let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
         let mut not_graded = Vec::new();
-        for outcome in proctor_score::outcome::NOT_GRADED {
+        for outcome in OutcomeKind::NOT_GRADED {
             let filter = TrialFilter {
-                outcome: Some(outcome.into()),
+                outcome: Some(outcome.label().into()),
                 ..TrialFilter::default()
             };
             not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
@@ -384,21 +380,23 @@ fn rescored_trials(
     limit: u64,
 ) -> Result<(Vec<CellCount>, proctor_store::TrialsPage, Vec<TrialSummary>), ViewError> {
     let all = with_rescore(store, id, rescored)?;
-    let mut counts: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    let mut outcomes_of: BTreeMap<(String, u32), std::collections::BTreeSet<String>> =
+    // By task, variant and outcome label, the order the index counts them in.
+    let mut counts: BTreeMap<(String, String, &'static str), (OutcomeKind, u64)> = BTreeMap::new();
+    let mut outcomes_of: BTreeMap<(String, u32), std::collections::BTreeSet<OutcomeKind>> =
         BTreeMap::new();
     for t in &all {
-        *counts
-            .entry((t.task.clone(), t.variant.clone(), t.outcome.clone()))
-            .or_default() += 1;
+        counts
+            .entry((t.task.clone(), t.variant.clone(), t.outcome.label()))
+            .or_insert((t.outcome, 0))
+            .1 += 1;
         outcomes_of
             .entry((t.task.clone(), t.trial_index))
             .or_default()
-            .insert(t.outcome.clone());
+            .insert(t.outcome);
     }
     let cells = counts
         .into_iter()
-        .map(|((task, variant, outcome), n)| CellCount {
+        .map(|((task, variant, _), (outcome, n))| CellCount {
             task,
             variant,
             outcome,
@@ -406,7 +404,7 @@ fn rescored_trials(
         })
         .collect();
     let mut not_graded = Vec::new();
-    for outcome in proctor_score::outcome::NOT_GRADED {
+    for outcome in OutcomeKind::NOT_GRADED {
         not_graded.extend(
             all.iter()
                 .filter(|t| t.outcome == outcome)
@@ -416,7 +414,7 @@ fn rescored_trials(
     }
     let f = query.filter();
     let passes = |t: &TrialSummary| {
-        f.outcome.as_ref().is_none_or(|o| &t.outcome == o)
+        f.outcome.as_ref().is_none_or(|o| t.outcome.label() == o)
             && f.task.as_ref().is_none_or(|x| &t.task == x)
             && f.variant.as_ref().is_none_or(|x| &t.variant == x)
             && (!f.differs
@@ -560,7 +558,7 @@ fn screenshots(record: &serde_json::Value, dir: &std::path::Path) -> BTreeMap<St
 #[derive(Debug, Clone, Serialize)]
 pub struct OriginalVerdict {
     /// The outcome.
-    pub outcome: String,
+    pub outcome: OutcomeKind,
     /// Why.
     pub reason: Option<String>,
 }
@@ -640,7 +638,7 @@ pub(crate) fn trial_in(
     let mut original = None;
     if let Some((summary, record)) = rescored {
         original = Some(OriginalVerdict {
-            outcome: file.summary.outcome.clone(),
+            outcome: file.summary.outcome,
             reason: file.summary.reason.clone(),
         });
         rescore_summary(&mut file.summary, &summary);

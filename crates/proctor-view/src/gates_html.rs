@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use proctor_report::gate::{GateNumber, GateReport};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::html::{esc, table};
@@ -12,43 +14,50 @@ use crate::html::{esc, table};
 const SAMPLE_SIZE: &str = "sample_size";
 
 /// A number a gate used: `name = value (n = N)`.
-fn number(x: &Value) -> String {
-    let name = x.get("name").and_then(Value::as_str).unwrap_or("");
-    let value = match (x.get("value").and_then(Value::as_f64), x.get("unbounded")) {
-        (_, Some(Value::Bool(true))) => "unbounded (from 0)".to_string(),
-        (Some(v), _) => {
+fn number(x: &GateNumber) -> String {
+    let value = match (x.value, x.unbounded) {
+        (_, true) => "unbounded (from 0)".to_string(),
+        (Some(v), false) => {
             let t = format!("{v:.4}");
             t.trim_end_matches('0').trim_end_matches('.').to_string()
         }
-        (None, _) => "not measured".to_string(),
+        (None, false) => "not measured".to_string(),
     };
-    match x.get("n").and_then(Value::as_u64) {
-        Some(n) => format!("{} = {value} (n = {n})", esc(name)),
-        None => format!("{} = {value}", esc(name)),
+    match x.n {
+        Some(n) => format!("{} = {value} (n = {n})", esc(&x.name)),
+        None => format!("{} = {value}", esc(&x.name)),
     }
 }
 
-/// The gates section: `gates` as `compare --gate --format json` prints them, or why there are
-/// none.
+/// The gates section: `gates` as `compare --gate --format json` prints them (read as the
+/// [`GateReport`] they are), or why there are none.
 pub fn section(gates: &Value, note: Option<&str>) -> String {
-    let Some(list) = gates.get("gates").and_then(Value::as_array) else {
+    if gates.get("gates").is_none_or(|g| !g.is_array()) {
         return format!(
             "<h2>Promotion gates</h2><p>No gates: {}.</p>",
             esc(note.unwrap_or("none were applied"))
         );
-    };
-    let s = |k: &str| gates.get(k).and_then(Value::as_str).unwrap_or("");
-    let passed = gates.get("passed").and_then(Value::as_bool) == Some(true);
-    let underpowered = list.iter().any(|g| {
-        g.get("name").and_then(Value::as_str) == Some(SAMPLE_SIZE)
-            && g.get("passed").and_then(Value::as_bool) == Some(false)
-    });
-    let rows: Vec<(String, Vec<String>)> = list
+    }
+    match GateReport::deserialize(gates) {
+        Ok(report) => typed_section(&report),
+        Err(e) => format!(
+            "<h2>Promotion gates</h2><p>The gates cannot be read: {}.</p>",
+            esc(&e.to_string())
+        ),
+    }
+}
+
+/// The gates section of a promotion document.
+fn typed_section(gates: &GateReport) -> String {
+    let underpowered = gates
+        .gates
+        .iter()
+        .any(|g| g.name == SAMPLE_SIZE && !g.passed);
+    let rows: Vec<(String, Vec<String>)> = gates
+        .gates
         .iter()
         .map(|g| {
-            let name = g.get("name").and_then(Value::as_str).unwrap_or("");
-            let ok = g.get("passed").and_then(Value::as_bool) == Some(true);
-            let verdict = match (ok, name == SAMPLE_SIZE) {
+            let verdict = match (g.passed, g.name == SAMPLE_SIZE) {
                 (true, _) => "<span class=\"badge good\">passed</span>".to_string(),
                 (false, true) => {
                     "<span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>".to_string()
@@ -56,26 +65,27 @@ pub fn section(gates: &Value, note: Option<&str>) -> String {
                 (false, false) => "<span class=\"badge bad\">failed</span>".to_string(),
             };
             let numbers = g
-                .get("numbers")
-                .and_then(Value::as_array)
-                .map(|ns| ns.iter().map(number).collect::<Vec<_>>().join("<br>"))
-                .unwrap_or_default();
+                .numbers
+                .iter()
+                .map(number)
+                .collect::<Vec<_>>()
+                .join("<br>");
             (
-                format!(" data-gate=\"{}\"", esc(name)),
+                format!(" data-gate=\"{}\"", esc(&g.name)),
                 vec![
-                    format!("<code>{}</code>", esc(name)),
+                    format!("<code>{}</code>", esc(&g.name)),
                     verdict,
                     numbers,
-                    esc(g.get("explanation").and_then(Value::as_str).unwrap_or("")),
+                    esc(&g.explanation),
                 ],
             )
         })
         .collect();
     let mut out = format!(
         "<h2>Promotion gates</h2><p class=\"meta\">candidate <b>{}</b> against baseline <b>{}</b> (the suite's <code>[promotion]</code>, over the arms' runs, as <code>proctor compare --gate</code> applies them): {}</p>",
-        esc(s("candidate")),
-        esc(s("baseline")),
-        if passed {
+        esc(&gates.candidate),
+        esc(&gates.baseline),
+        if gates.passed {
             "<span class=\"badge good\">every gate passed</span>"
         } else {
             "<span class=\"badge bad\">a gate failed: not promoted</span>"
@@ -102,7 +112,7 @@ mod tests {
 
     #[test]
     fn a_failed_sample_size_gate_is_marked_underpowered() {
-        let g = serde_json::json!({"baseline": "naive", "candidate": "oracle", "passed": false, "gates": [
+        let g = serde_json::json!({"schema_version": 1, "baseline": "naive", "candidate": "oracle", "passed": false, "gates": [
             {"name": "sample_size", "passed": false, "numbers": [{"name": "baseline graded n", "value": 5.0, "n": null, "unbounded": false}], "explanation": "too few"},
             {"name": "nonzero_success", "passed": true, "numbers": [], "explanation": "ok"}
         ]});

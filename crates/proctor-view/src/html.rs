@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use proctor_score::OutcomeKind;
+
 /// The viewer's styles, inlined into every page.
 pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// The viewer's script (filters, sorting, live updates), inlined into every page.
@@ -48,15 +50,16 @@ pub fn page(title: &str, crumbs: &[(String, String)], body: &str, live: Option<&
     )
 }
 
-/// An outcome as a badge: its label in words, coloured by class.
-pub fn outcome(label: &str) -> String {
-    let class = match label {
-        "completed" | "refused-honestly" => "good",
-        "wrong" | "refused-wrongly" | "abandoned" => "bad",
-        "errored" | "ungradeable" => "void",
+/// An outcome as a badge: its label in words, coloured by class (`asked` is neither good nor
+/// bad: `other`).
+pub fn outcome(kind: OutcomeKind) -> String {
+    let class = match kind {
+        OutcomeKind::Completed | OutcomeKind::RefusedHonestly => "good",
+        k if k.is_failure() => "bad",
+        k if !k.is_graded() => "void",
         _ => "other",
     };
-    format!("<span class=\"badge {class}\">{}</span>", esc(label))
+    format!("<span class=\"badge {class}\">{}</span>", esc(kind.label()))
 }
 
 /// A rate `{k, n, rate}` as `k/n (p%)`, or `–` when n is 0 (never a made-up 0%).
@@ -114,7 +117,7 @@ mod tests {
             rate(Some(&serde_json::json!({"k": 0, "n": 0}))),
             "– (n = 0)"
         );
-        assert!(outcome("refused-honestly").contains(">refused-honestly<"));
+        assert!(outcome(OutcomeKind::RefusedHonestly).contains(">refused-honestly<"));
         let p = page(
             "t<",
             &[("runs".into(), "/".into())],

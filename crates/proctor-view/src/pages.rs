@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
+use proctor_score::OutcomeKind;
 use serde_json::Value;
 
 use crate::data::{ComparePage, RunPage, RunRow, TrialPage, ViewError};
@@ -102,10 +103,14 @@ pub fn run(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) -> 
         esc(&p.run),
         esc(&m.suite_id),
         esc(m.status.as_str()),
-        esc(&m.isolation),
+        esc(m.isolation.label()),
         p.finished,
         m.planned_trials,
-        esc(&m.started_at)
+        esc(
+            &m.started_at
+                .map(proctor_records::time::format_millis)
+                .unwrap_or_default()
+        )
     );
     body.push_str(&scoring_note(&p.scoring, &p.run, base));
     body.push_str(&variant_rates(p.report.as_ref()));
@@ -308,7 +313,7 @@ fn not_graded(p: &RunPage, base: &str) -> String {
     let count = p
         .cells
         .iter()
-        .filter(|c| !proctor_score::outcome::is_graded_label(&c.outcome))
+        .filter(|c| !c.outcome.is_graded())
         .map(|c| c.n)
         .sum::<u64>();
     if count == 0 {
@@ -326,7 +331,7 @@ fn not_graded(p: &RunPage, base: &str) -> String {
                         trial_href(base, &p.run, &t.trial_id),
                         esc(&t.trial_id)
                     ),
-                    outcome(&t.outcome),
+                    outcome(t.outcome),
                     esc(t.reason.as_deref().unwrap_or("")),
                 ],
             )
@@ -382,7 +387,11 @@ fn grid(p: &RunPage) -> String {
             .filter(|c| c.task == task && c.variant == variant);
         here.fold((0, 0, 0), |(k, n, f), c| {
             (
-                k + if c.outcome == "completed" { c.n } else { 0 },
+                k + if c.outcome == OutcomeKind::Completed {
+                    c.n
+                } else {
+                    0
+                },
                 n + c.n,
                 f,
             )
@@ -488,7 +497,7 @@ fn trial_scoring(t: &TrialPage) -> String {
         let _ = write!(
             html,
             "; original: {} — {}",
-            outcome(&o.outcome),
+            outcome(o.outcome),
             esc(o.reason.as_deref().unwrap_or(""))
         );
     }
@@ -507,7 +516,7 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         task = esc(&s.task),
         variant = esc(&s.variant),
         index = s.trial_index,
-        outcome = outcome(&s.outcome),
+        outcome = outcome(s.outcome),
         wall = s.wall_seconds,
         reason = esc(s.reason.as_deref().unwrap_or("")),
     );

@@ -47,7 +47,7 @@ fn cells(p: &RunPage, base: &str, t: &TrialSummary) -> Vec<String> {
         ),
         esc(&t.task),
         esc(&t.variant),
-        outcome(&t.outcome),
+        outcome(t.outcome),
         esc(t.reason.as_deref().unwrap_or("")),
         format!("{:.2}s", t.wall_seconds),
         opt(t.calls),
@@ -57,8 +57,7 @@ fn cells(p: &RunPage, base: &str, t: &TrialSummary) -> Vec<String> {
             .map(|c| format!("${c:.4}"))
             .unwrap_or_else(|| "–".into()),
         t.limit_reached
-            .as_deref()
-            .map(|l| format!("<b>{}</b>", esc(l)))
+            .map(|l| format!("<b>{}</b>", esc(l.as_str())))
             .unwrap_or_else(|| "–".into()),
     ]
 }
@@ -100,7 +99,7 @@ fn served(p: &RunPage) -> String {
     };
     let mut s = format!(
         "<h2 id=\"trials-heading\">Trials</h2><form class=\"filters\" method=\"get\" role=\"search\" aria-label=\"Filter the trials\" data-autosubmit>{}{}{}<label><input type=\"checkbox\" name=\"differs\" value=\"1\"{}> differs between variants</label> <button type=\"submit\">Show</button> <output data-count aria-live=\"polite\">{shown}</output></form>",
-        select("outcome", &values(p, |c| &c.outcome), &q.outcome),
+        select("outcome", &values(p, |c| c.outcome.label()), &q.outcome),
         select("task", &values(p, |c| &c.task), &q.task),
         select("variant", &values(p, |c| &c.variant), &q.variant),
         if q.differs_only() { " checked" } else { "" },
@@ -169,7 +168,7 @@ fn exported(p: &RunPage, base: &str) -> String {
         by_slot
             .entry((t.task.as_str(), t.trial_index))
             .or_default()
-            .insert(t.outcome.as_str());
+            .insert(t.outcome.label());
     }
     let rows: Vec<(String, Vec<String>)> = p
         .trials
@@ -180,7 +179,7 @@ fn exported(p: &RunPage, base: &str) -> String {
                 .is_some_and(|o| o.len() > 1);
             let attrs = format!(
                 " tabindex=\"-1\" data-outcome=\"{}\" data-task=\"{}\" data-variant=\"{}\" data-differs=\"{differs}\"",
-                esc(&t.outcome),
+                esc(t.outcome.label()),
                 esc(&t.task),
                 esc(&t.variant)
             );
@@ -189,7 +188,7 @@ fn exported(p: &RunPage, base: &str) -> String {
         .collect();
     format!(
         "<h2 id=\"trials-heading\">Trials</h2><div class=\"filters\" role=\"search\">{}{}{}<label><input type=\"checkbox\" data-filter=\"differs\"> differs between variants</label> <output data-count aria-live=\"polite\"></output></div>{}",
-        select("outcome", &set(|t| &t.outcome)),
+        select("outcome", &set(|t| t.outcome.label())),
         select("task", &set(|t| &t.task)),
         select("variant", &set(|t| &t.variant)),
         table("trials", &HEAD, &rows).replacen(

@@ -6,14 +6,15 @@ use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proctor_runner::Event;
+use proctor_score::OutcomeKind;
 
 /// The longest outcome label, so every progress line's columns align.
 const OUTCOME_WIDTH: usize = {
-    let labels = proctor_score::outcome::LABELS;
+    let labels = OutcomeKind::ALL;
     let (mut widest, mut i) = (0, 0);
     while i < labels.len() {
-        if labels[i].len() > widest {
-            widest = labels[i].len();
+        if labels[i].label().len() > widest {
+            widest = labels[i].label().len();
         }
         i += 1;
     }
@@ -30,7 +31,7 @@ pub fn trial_line(
     done: usize,
     total: usize,
     trial: &str,
-    (outcome, reason, flags): (&str, &str, &[String]),
+    (outcome, reason, flags): (OutcomeKind, &str, &[String]),
     seconds: f64,
 ) -> String {
     use proctor_report::escape_line;
@@ -38,7 +39,7 @@ pub fn trial_line(
     // The reason and the flags may quote the agent (a name, an answer): one line, controls
     // escaped.
     let trial = escape_line(trial);
-    let mut why = if outcome == "completed" {
+    let mut why = if outcome == OutcomeKind::Completed {
         String::new()
     } else {
         format!("  ({})", escape_line(reason))
@@ -46,12 +47,13 @@ pub fn trial_line(
     if !flags.is_empty() {
         why.push_str(&format!("  [flagged: {}]", escape_line(&flags.join("; "))));
     }
+    let outcome = outcome.label();
     format!("[{done:>width$}/{total}] {trial:<32} {outcome:<OUTCOME_WIDTH$} {seconds:>6.2}s{why}\n")
 }
 
 /// What a finished trial's line shows once it is committed.
 struct Finished {
-    outcome: String,
+    outcome: OutcomeKind,
     reason: String,
     flags: Vec<String>,
     seconds: f64,
@@ -61,7 +63,8 @@ struct Finished {
 pub struct Progress {
     total: usize,
     done: usize,
-    counts: BTreeMap<String, usize>,
+    /// Trials committed, by outcome label (the bar lists them in the labels' order).
+    counts: BTreeMap<&'static str, usize>,
     /// Trials finished and not yet committed, by id.
     waiting: HashMap<String, Finished>,
     /// The bar, when stderr is a terminal.
@@ -124,7 +127,7 @@ impl Progress {
 
     fn committed(&mut self, trial: &str, f: &Finished) {
         self.done += 1;
-        *self.counts.entry(f.outcome.clone()).or_default() += 1;
+        *self.counts.entry(f.outcome.label()).or_default() += 1;
         if let Some(bar) = &self.bar {
             bar.set_message(self.counts_text());
             bar.set_position(self.done as u64);
@@ -134,7 +137,7 @@ impl Progress {
             self.done,
             self.total,
             trial,
-            (&f.outcome, &f.reason, &f.flags),
+            (f.outcome, &f.reason, &f.flags),
             f.seconds,
         );
         // Formatted first and written whole: stderr is unbuffered, and a padded format written
@@ -168,9 +171,9 @@ mod tests {
 
     #[test]
     fn progress_lines_align_for_every_outcome() {
-        let lines: Vec<String> = proctor_score::outcome::LABELS
+        let lines: Vec<String> = OutcomeKind::ALL
             .iter()
-            .map(|o| trial_line(3, 12, "deploy.trapped.0", (o, "why", &[]), 0.25))
+            .map(|o| trial_line(3, 12, "deploy.trapped.0", (*o, "why", &[]), 0.25))
             .collect();
         let column = |l: &str| l.find("  0.25s").expect("the seconds column");
         let first = column(&lines[0]);
@@ -191,7 +194,7 @@ mod tests {
             1,
             1,
             "t.v.0",
-            ("wrong", "said \x1b]52;c;aGk=\x07", &flags),
+            (OutcomeKind::Wrong, "said \x1b]52;c;aGk=\x07", &flags),
             0.5,
         );
         assert!(!line.contains('\x1b') && !line.contains('\x07'), "{line:?}");
@@ -221,8 +224,19 @@ mod tests {
         p.event(Event::Started { trial: trial("a") });
         let summary = TrialSummary {
             trial_id: "a".to_string(),
-            outcome: "wrong".to_string(),
-            ..TrialSummary::default()
+            task: String::new(),
+            variant: String::new(),
+            trial_index: 0,
+            outcome: OutcomeKind::Wrong,
+            reason: None,
+            wall_seconds: 0.0,
+            calls: None,
+            wrong_turns: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            limit_reached: None,
+            flags: Vec::new(),
         };
         p.event(Event::Finished {
             trial: trial("a"),

@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use proctor_score::{CallRecord, Finding, Outcome};
+use proctor_score::{CallRecord, Finding, Outcome, OutcomeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -317,8 +317,8 @@ pub struct TrajectoryExtra {
     pub variant: String,
     /// The trial's index in its cell.
     pub trial_index: u32,
-    /// One of the eight outcomes.
-    pub outcome: String,
+    /// One of the eight outcomes, written as its label.
+    pub outcome: OutcomeKind,
     /// Why.
     pub reason: String,
     /// Whether the trial met its task's `expect`.
@@ -339,7 +339,7 @@ pub struct TrajectoryExtra {
     pub wall_seconds: f64,
     /// The per-trial limit reached, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<proctor_records::Limit>,
     /// The money the agent CLI itself reported (its list-price estimate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_reported_cost_usd: Option<f64>,
@@ -468,7 +468,7 @@ pub struct TrialEvidence {
     /// The integrity audit's findings.
     pub findings: Vec<Finding>,
     /// The per-trial limit reached.
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<proctor_records::Limit>,
     /// Wall seconds the agent ran.
     pub wall_seconds: f64,
     /// The calls log.
@@ -580,7 +580,7 @@ fn trajectory_extra(e: &TrialEvidence, unattributed: Vec<InterfaceCall>) -> Traj
         task: e.task.clone(),
         variant: e.variant.clone(),
         trial_index: e.trial_index,
-        outcome: e.outcome.label().to_string(),
+        outcome: e.outcome.kind(),
         reason: e.reason.clone(),
         task_success: e.task_success,
         scoring: e.scoring.clone(),
@@ -592,7 +592,7 @@ fn trajectory_extra(e: &TrialEvidence, unattributed: Vec<InterfaceCall>) -> Traj
         } else {
             0.0
         },
-        limit_reached: e.limit_reached.clone(),
+        limit_reached: e.limit_reached,
         agent_reported_cost_usd: e.agent_reported_cost_usd.filter(|c| c.is_finite()),
         model_faults: e.wire_faults.clone(),
         unattributed_interface_calls: unattributed,
@@ -1565,7 +1565,7 @@ mod tests {
         assert_eq!(f.total_steps, 3);
         let extra = t.extra.as_ref().unwrap();
         assert_eq!(extra.unattributed_interface_calls.len(), 1);
-        assert_eq!(extra.outcome, "completed");
+        assert_eq!(extra.outcome, OutcomeKind::Completed);
         let json = to_json(&t).unwrap();
         assert!(json.contains("\"schema_version\": \"ATIF-v1.8\""));
     }

@@ -369,7 +369,7 @@ fn not_graded(r: &RunReport) -> Block {
     let excluded: Vec<String> = r
         .trials
         .iter()
-        .filter(|t| !proctor_score::outcome::is_graded_label(&t.outcome))
+        .filter(|t| !t.outcome.is_graded())
         .map(|t| {
             format!(
                 "`{}` {} / {} #{}: {}: {}",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use proctor_suite::plan::PlannedTrial;
 
-use super::record::ExecutorRecord;
+use super::record::{ExecutorRecord, ExecutorRecordExt};
 use super::slurm::client::queued_tasks;
 use super::Observer;
 use crate::error::{Context, RunError};

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use proctor_store::{RunId, RunMeta, Store, StoreError, TrialFile};
 
 use super::batch::check_no_live_job;
-use super::record::ExecutorRecord;
+use super::record::{ExecutorRecord, ExecutorRecordExt};
 use super::slurm::follow::TaskCounts;
 use super::summary_of;
 use crate::error::{Context, RunError};
 use crate::request::open_for_run;
+use crate::session::PlanRecordExt;
 use crate::shard::ShardStatus;
 use crate::{ExecutionSummary, Session};
 
@@ -57,7 +58,9 @@ pub fn progress(store_dir: &Path, prefix: &str) -> Result<RunProgress, RunError>
     let mut finished = 0;
     run.for_each_trial(|f: TrialFile<serde::de::IgnoredAny>| {
         finished += 1;
-        *outcomes.entry(f.summary.outcome).or_default() += 1;
+        *outcomes
+            .entry(f.summary.outcome.label().to_string())
+            .or_default() += 1;
         Ok::<(), StoreError>(())
     })
     .context("cannot read the run's trials")?;

@@ -21,12 +21,13 @@ use std::time::Duration;
 use proctor_store::Store;
 use proctor_suite::shell::quote;
 
-use super::record::{BatchOptions, ExecutorRecord, Submission};
+use super::record::{BatchOptions, ExecutorRecord, ExecutorRecordExt, Submission};
 use super::slurm::{check_throttle, earlier_record};
 use super::{batch, summary_of, Execution, Executor, Observer};
 use crate::error::{Context, RunError};
 use crate::request::{open_for_run, Resources, RunRequest};
 use crate::session::plan_trials;
+use crate::session::PlanRecordExt;
 use crate::shard::{self, Batch, ShardStatus};
 use crate::{access, decide_isolation, provision, EngineOptions, Job, PlanRecord, Session};
 
@@ -102,7 +103,7 @@ impl Executor for External {
             batch: number,
             tasks,
             trials,
-            submitted_at: proctor_store::utc_now(),
+            submitted_at: proctor_records::time::now_millis(),
             ..Default::default()
         });
         record.save(run)?;

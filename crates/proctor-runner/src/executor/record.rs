@@ -5,12 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use proctor_store::RunHandle;
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Context, RunError};
-
-/// The key of [`ExecutorRecord`] in `run.json`'s `extra`.
-pub const EXECUTOR_KEY: &str = "executor";
 
 /// The options of a run submitted to a scheduler (`run --executor slurm|external`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,78 +51,33 @@ impl BatchOptions {
     }
 }
 
-/// What `run.json` records of a run submitted to a scheduler (`extra.executor`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExecutorRecord {
-    /// `slurm` or `external`.
-    pub kind: String,
-    /// `sbatch --version`, e.g. `slurm-wlm 22.05.8`.
-    pub slurm_version: String,
-    /// The partition asked for (none: the cluster's default).
-    pub partition: Option<String>,
-    /// The account asked for.
-    pub account: Option<String>,
-    /// Each task's time limit.
-    pub time: Option<String>,
-    /// Array tasks at once.
-    pub array_throttle: Option<u32>,
-    /// Extra sbatch options.
-    #[serde(default)]
-    pub slurm_args: Vec<String>,
-    /// The proctor binary the nodes run.
-    pub proctor_bin: PathBuf,
-    /// Trials each worker runs at once, when asked.
-    pub jobs: Option<usize>,
-    /// Every submission, oldest first (the first, then one per `--resume`).
-    #[serde(default)]
-    pub submissions: Vec<Submission>,
-}
+/// What `run.json` records of a run submitted to a scheduler (`extra.executor`), and one
+/// submission of it: run sections, so their types live in `proctor-records`.
+pub use proctor_records::run::{SlurmSection as ExecutorRecord, Submission};
 
-/// One submission (for Slurm, one `sbatch --array`) of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Submission {
-    /// The batch file its tasks read (`executor/batch-N.json`).
-    pub batch: u32,
-    /// The array job's id.
-    pub job_id: String,
-    /// Array tasks (shards).
-    pub tasks: usize,
-    /// Trials it was given.
-    pub trials: usize,
-    /// The dependent job that collects the run (`--detach`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collect_job: Option<String>,
-    /// When it was submitted (UTC).
-    pub submitted_at: String,
-    /// The node the store probe ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe_node: Option<String>,
-}
-
-impl ExecutorRecord {
-    /// The record in a run's `extra`, when the run was submitted to a scheduler.
-    pub fn of(meta: &proctor_store::RunMeta) -> Option<ExecutorRecord> {
-        let value = meta.extra.get(EXECUTOR_KEY)?.clone();
-        serde_json::from_value::<ExecutorRecord>(value)
-            .ok()
-            .filter(|r| !r.kind.is_empty())
-    }
-
+/// A run's executor record, read from and written to `run.json`.
+pub trait ExecutorRecordExt: Sized {
+    /// The record in a run's sections, when the run was submitted to a scheduler.
+    fn of(meta: &proctor_store::RunMeta) -> Option<Self>;
     /// Writes the record into the run's `run.json`.
-    pub fn save(&self, run: &RunHandle) -> Result<(), RunError> {
-        let value = serde_json::to_value(self).map_err(RunError::failed)?;
-        run.update_meta(|m| {
-            if !m.extra.is_object() {
-                m.extra = serde_json::json!({});
-            }
-            m.extra[EXECUTOR_KEY] = value;
-        })
-        .context("cannot record the Slurm job in run.json")
-    }
-
+    fn save(&self, run: &RunHandle) -> Result<(), RunError>;
     /// Records the options this submission runs with (a resume keeps its earlier `jobs` unless
     /// given, and its submissions).
-    pub fn set_options(&mut self, kind: &str, version: String, opts: &BatchOptions, bin: &Path) {
+    fn set_options(&mut self, kind: &str, version: String, opts: &BatchOptions, bin: &Path);
+}
+
+impl ExecutorRecordExt for ExecutorRecord {
+    fn of(meta: &proctor_store::RunMeta) -> Option<ExecutorRecord> {
+        let record = meta.extra.as_ref()?.executor.clone()?;
+        (!record.kind.is_empty()).then_some(record)
+    }
+
+    fn save(&self, run: &RunHandle) -> Result<(), RunError> {
+        run.update_meta(|m| m.sections_mut().executor = Some(self.clone()))
+            .context("cannot record the Slurm job in run.json")
+    }
+
+    fn set_options(&mut self, kind: &str, version: String, opts: &BatchOptions, bin: &Path) {
         self.kind = kind.into();
         self.slurm_version = version;
         self.partition = opts.partition.clone();
@@ -159,13 +110,28 @@ mod tests {
             }],
             ..Default::default()
         };
+        let plan = proctor_records::run::PlanSection {
+            trials: 1,
+            trial_mode: proctor_records::run::TrialMode::Dev,
+            variants: Vec::new(),
+            tasks: Vec::new(),
+            isolation: proctor_records::run::Isolation::Copy,
+            models: Vec::new(),
+        };
         let meta = proctor_store::RunMeta {
-            extra: serde_json::json!({"plan": {}, EXECUTOR_KEY: record.clone()}),
+            extra: Some(proctor_records::run::RunSections {
+                plan: Some(plan.clone()),
+                executor: Some(record.clone()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(ExecutorRecord::of(&meta), Some(record));
         let local = proctor_store::RunMeta {
-            extra: serde_json::json!({"plan": {}}),
+            extra: Some(proctor_records::run::RunSections {
+                plan: Some(plan),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(ExecutorRecord::of(&local), None);

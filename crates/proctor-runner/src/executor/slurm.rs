@@ -24,7 +24,7 @@ use proctor_suite::shell::quote;
 use self::client::{
     check_partition, queued_tasks, sbatch, scancel, slurm_version, test_only, Client,
 };
-use super::record::{BatchOptions, ExecutorRecord, Submission};
+use super::record::{BatchOptions, ExecutorRecord, ExecutorRecordExt, Submission};
 use super::{batch, summary_of, Execution, Executor, Observer};
 use crate::error::{Context, RunError};
 use crate::request::{Resources, RunRequest};
@@ -252,7 +252,7 @@ fn submit(
         tasks,
         trials,
         collect_job,
-        submitted_at: proctor_store::utc_now(),
+        submitted_at: proctor_records::time::now_millis(),
         probe_node: None,
     })
 }

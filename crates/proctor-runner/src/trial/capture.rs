@@ -4,6 +4,7 @@
 //! model's wire log with the ledgers and injected faults it shows. What cannot be captured is a
 //! harness note, never a panic.
 
+use proctor_records::Limit;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -38,7 +39,7 @@ pub struct Captured {
     /// the order seen.
     pub model_faults: Vec<(ErrorKind, String)>,
     /// The gateway limit the trial reached, if any.
-    pub limit_reached: Option<String>,
+    pub limit_reached: Option<Limit>,
     /// What could not be captured, in the order met.
     pub notes: Vec<HarnessNote>,
     /// What the agent made that the capture could not keep, with the cause: the agent's
@@ -140,7 +141,7 @@ pub fn capture(
     let mut ledgers = ledgers(ctx, trial, wire, &output);
     if let Some(r) = &reading {
         model_faults.extend(r.fault.clone());
-        limit_reached = r.limit_reached.map(|l| l.as_str().to_string());
+        limit_reached = r.limit_reached.map(gateway_limit);
         ledgers = crate::gateway::ledgers(r, ledgers);
     }
     let resource = resource_limit_reached(ctx, launched, executed, answer_cut);
@@ -215,26 +216,35 @@ fn model_end(
 /// `output` comes first, then the model's, then `output`, then `calls`. Every one of them is
 /// the agent's doing: the trial stays graded.
 fn limit_reached_of(
-    model: Option<String>,
-    resource: Option<&'static str>,
+    model: Option<Limit>,
+    resource: Option<Limit>,
     disk_bound: bool,
     calls_full: bool,
-) -> (Option<String>, Option<&'static str>) {
+) -> (Option<Limit>, Option<Limit>) {
     // The captured changes reaching the disk bound is the disk limit too.
     let resource = resource
-        .filter(|r| *r != "output")
-        .or(disk_bound.then_some("disk"))
+        .filter(|r| *r != Limit::Output)
+        .or(disk_bound.then_some(Limit::Disk))
         .or(resource);
     let mut limit = model;
-    if resource.is_some_and(|r| r != "output") || limit.is_none() {
-        limit = resource.map(str::to_string).or(limit);
+    if resource.is_some_and(|r| r != Limit::Output) || limit.is_none() {
+        limit = resource.or(limit);
     }
     // Calls refused at the calls log's bound: a note would make the trial errored (harness)
     // and take it out of n, so it is a limit like a full disk.
     if calls_full {
-        limit.get_or_insert_with(|| "calls".to_string());
+        limit.get_or_insert(Limit::Calls);
     }
     (limit, resource)
+}
+
+/// The gateway's limit as records name it.
+fn gateway_limit(kind: proctor_gateway::LimitKind) -> Limit {
+    match kind {
+        proctor_gateway::LimitKind::Tokens => Limit::Tokens,
+        proctor_gateway::LimitKind::CostUsd => Limit::CostUsd,
+        proctor_gateway::LimitKind::Requests => Limit::Requests,
+    }
 }
 
 /// The trial's init was killed after the agent ran (`why`), taking the workspace's changes
@@ -244,12 +254,12 @@ fn limit_reached_of(
 /// about the workspace can pass on changes nobody could see. Otherwise it is a harness fault.
 fn init_lost(
     why: &str,
-    resource: Option<&str>,
+    resource: Option<Limit>,
     end: &mut EndState,
     capture_notes: &mut Vec<CaptureNote>,
     notes: &mut Notes,
 ) {
-    match resource.filter(|r| *r != "output") {
+    match resource.filter(|r| *r != Limit::Output) {
         Some(limit) => {
             capture_notes.push(CaptureNote::new(
                 ".",
@@ -313,7 +323,7 @@ fn resource_limit_reached(
     launched: &mut Launched,
     executed: &Executed,
     answer_cut: bool,
-) -> Option<&'static str> {
+) -> Option<Limit> {
     let cgroup = launched.cgroup.take();
     let from_cgroup = cgroup.as_ref().and_then(|c| c.reached());
     if let (Some(cg), Ok(run)) = (cgroup, &ctx.cgroups) {
@@ -321,9 +331,9 @@ fn resource_limit_reached(
     }
     let b = &executed.report.bounds;
     from_cgroup
-        .map(|r| r.as_str())
-        .or(b.disk_full.then_some("disk"))
-        .or((b.stdout_cut > 0 || b.stderr_cut > 0 || answer_cut).then_some("output"))
+        .map(|r| r.limit())
+        .or(b.disk_full.then_some(Limit::Disk))
+        .or((b.stdout_cut > 0 || b.stderr_cut > 0 || answer_cut).then_some(Limit::Output))
 }
 
 /// The model's wire log, as kept in a trial's folder.

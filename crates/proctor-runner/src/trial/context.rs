@@ -27,13 +27,19 @@ pub struct Isolation {
 }
 
 impl Isolation {
+    /// The isolation as run.json and trial records record it.
+    pub fn recorded(self) -> proctor_records::run::Isolation {
+        use proctor_records::run::Isolation as Recorded;
+        match (self.overlay, self.namespaces) {
+            (true, _) => Recorded::Overlay,
+            (false, true) => Recorded::Copy,
+            (false, false) => Recorded::CopyNoNamespaces,
+        }
+    }
+
     /// The label recorded in run.json and trial records.
     pub fn label(self) -> &'static str {
-        match (self.overlay, self.namespaces) {
-            (true, _) => "overlay",
-            (false, true) => "copy",
-            (false, false) => "copy-no-namespaces",
-        }
+        self.recorded().label()
     }
 }
 

@@ -1,9 +1,9 @@
 //! How a trial ends when a stage cannot go on: one [`TrialError`], typed by what failed, turned
 //! into an `errored` record. Such a record is never evidence about the agent.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
+use proctor_records::timings::Timings;
 use proctor_score::endstate::{AgentEnd, EndState};
 use proctor_score::{ErrorKind, Outcome};
 use proctor_suite::plan::{Plan, PlannedTrial};
@@ -148,13 +148,7 @@ impl TrialError {
     /// The `errored` record of the planned trial: no end state but why the agent never started,
     /// the timings so far (`total` 0 when the trial never got that far), and, for a failure of
     /// proctor, the reason as a harness note.
-    pub fn into_record(
-        self,
-        plan: &Plan,
-        planned: &PlannedTrial,
-        mut timings: BTreeMap<String, f64>,
-    ) -> TrialRecord {
-        timings.entry("total".into()).or_insert(0.0);
+    pub fn into_record(self, plan: &Plan, planned: &PlannedTrial, timings: Timings) -> TrialRecord {
         let kind = self.kind();
         let reason = self.reason().to_string();
         let setup = match self {
@@ -243,7 +237,7 @@ mod tests {
         let r = TrialError::agent_start("`claude` is not installed").into_record(
             &plan(),
             &planned(),
-            BTreeMap::new(),
+            Timings::default(),
         );
         assert_eq!(
             r.outcome,
@@ -271,7 +265,7 @@ mod tests {
         let r = TrialError::harness(Stage::Prepare, "cannot write the shims: full").into_record(
             &plan(),
             &planned(),
-            BTreeMap::new(),
+            Timings::default(),
         );
         assert_eq!(
             r.outcome,
@@ -288,22 +282,27 @@ mod tests {
 
     #[test]
     fn an_errored_record_keeps_the_timings_so_far_with_a_total() {
-        let none = TrialError::agent_start("x").into_record(&plan(), &planned(), BTreeMap::new());
+        let none =
+            TrialError::agent_start("x").into_record(&plan(), &planned(), Timings::default());
         assert_eq!(
-            none.timings_ms,
-            BTreeMap::from([("total".to_string(), 0.0)])
+            serde_json::to_value(none.timings_ms).expect("json"),
+            serde_json::json!({"total": 0.0})
         );
-        let so_far = BTreeMap::from([("setup".to_string(), 3.5), ("agent".to_string(), 9.0)]);
+        let so_far = Timings {
+            setup: Some(3.5),
+            agent: Some(9.0),
+            ..Timings::default()
+        };
         let r = TrialError::harness(Stage::Execute, "x").into_record(&plan(), &planned(), so_far);
-        assert_eq!(r.timings_ms["setup"], 3.5);
-        assert_eq!(r.timings_ms["agent"], 9.0);
-        assert_eq!(r.timings_ms["total"], 0.0);
+        assert_eq!(r.timings_ms.setup, Some(3.5));
+        assert_eq!(r.timings_ms.agent, Some(9.0));
+        assert_eq!(r.timings_ms.total, 0.0);
     }
 
     #[test]
     fn an_errored_record_is_written_as_before_and_reads_back_with_its_kind() {
         let r =
-            TrialError::agent_start("no flag").into_record(&plan(), &planned(), BTreeMap::new());
+            TrialError::agent_start("no flag").into_record(&plan(), &planned(), Timings::default());
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["outcome"], "errored");
         assert!(v["isolation"].is_null() && v["settings"].is_null() && v["services"].is_null());
@@ -314,7 +313,7 @@ mod tests {
         let r = TrialError::harness(Stage::Launch, "no port").into_record(
             &plan(),
             &planned(),
-            BTreeMap::new(),
+            Timings::default(),
         );
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["harness_notes"], serde_json::json!(["no port"]));

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use proctor_score::OutcomeKind;
 use proctor_store::TrialSummary;
 
 use super::{cut, defs, label_width, legend, open, symbol, STEP};
@@ -132,7 +133,7 @@ fn symbol_prefix(id: &str) -> String {
 /// One trial's mark: a link around its outcome's symbol and its overlays, titled.
 fn mark(s: &mut String, id: &str, t: &TrialSummary, x: u32, y: u32, href: &dyn Fn(&str) -> String) {
     let mut title = format!("{}: {}", t.trial_id, t.outcome);
-    if t.outcome != "completed" {
+    if t.outcome != OutcomeKind::Completed {
         if let Some(reason) = t.reason.as_deref().filter(|r| !r.is_empty()) {
             title.push_str(" — ");
             title.push_str(&cut(reason, REASON_CHARS));
@@ -149,7 +150,7 @@ fn mark(s: &mut String, id: &str, t: &TrialSummary, x: u32, y: u32, href: &dyn F
         "<a class=\"mark\" href=\"{href}\"><title>{title}</title><use href=\"#{sym}\" x=\"{x}\" y=\"{y}\"/>",
         href = esc(&href(&t.trial_id)),
         title = esc(&title),
-        sym = symbol(id, &t.outcome),
+        sym = symbol(id, t.outcome),
     );
     if !t.flags.is_empty() {
         let _ = write!(s, "<use href=\"#{id}-flag\" x=\"{x}\" y=\"{y}\"/>");
@@ -179,7 +180,7 @@ mod tests {
             trial("b", "w", 0, "errored"),
         ];
         trials[1].flags = vec!["tamper: tests/x".into()];
-        trials[2].limit_reached = Some("memory".into());
+        trials[2].limit_reached = Some(proctor_records::Limit::Memory);
         let svg = svg(
             "grid",
             &["a".into(), "b".into()],

@@ -14,40 +14,42 @@ pub mod spread;
 
 use std::fmt::Write;
 
-// The eight outcomes, in report order: the legend lists them so.
-use proctor_score::outcome::LABELS as OUTCOMES;
+use proctor_score::OutcomeKind;
 
 use crate::html::esc;
 
 /// The distance between the corners of neighbouring marks.
 pub const STEP: u32 = 12;
 
-/// How an outcome's mark is drawn: its colour and its shape, as SVG in a 10 × 10 box.
-fn shape(outcome: &str) -> (&'static str, String) {
+/// How an outcome's mark is drawn: its colour and its shape, as SVG in a 10 × 10 box (`None`:
+/// a label proctor does not know).
+fn shape(outcome: Option<OutcomeKind>) -> (&'static str, String) {
     // Okabe–Ito colours; filled shapes for the good outcomes, strokes for the bad, grey for the
     // trials that were not graded.
+    let Some(outcome) = outcome else {
+        return ("#000000", "<circle cx=\"5\" cy=\"5\" r=\"2\"/>".into());
+    };
     let (colour, body) = match outcome {
-        "completed" => ("#009E73", "<circle cx=\"5\" cy=\"5\" r=\"4.5\"/>".to_string()),
-        "refused-honestly" => ("#0072B2", "<rect x=\"0.5\" y=\"0.5\" width=\"9\" height=\"9\"/>".into()),
-        "asked" => ("#56B4E9", "<path d=\"M5 0 10 5 5 10 0 5Z\"/>".into()),
-        "wrong" => (
+        OutcomeKind::Completed => ("#009E73", "<circle cx=\"5\" cy=\"5\" r=\"4.5\"/>".to_string()),
+        OutcomeKind::RefusedHonestly => ("#0072B2", "<rect x=\"0.5\" y=\"0.5\" width=\"9\" height=\"9\"/>".into()),
+        OutcomeKind::Asked => ("#56B4E9", "<path d=\"M5 0 10 5 5 10 0 5Z\"/>".into()),
+        OutcomeKind::Wrong => (
             "#D55E00",
             "<path d=\"M1 1 9 9M9 1 1 9\" fill=\"none\" stroke=\"#D55E00\" stroke-width=\"2.5\"/>".into(),
         ),
-        "refused-wrongly" => ("#CC79A7", "<path d=\"M0 1H10L5 10Z\"/>".into()),
-        "abandoned" => (
+        OutcomeKind::RefusedWrongly => ("#CC79A7", "<path d=\"M0 1H10L5 10Z\"/>".into()),
+        OutcomeKind::Abandoned => (
             "#E69F00",
             "<path d=\"M5 1 9.5 9.5H0.5Z\" fill=\"none\" stroke=\"#E69F00\" stroke-width=\"1.8\"/>".into(),
         ),
-        "errored" => (
+        OutcomeKind::Errored => (
             "#555555",
             "<rect x=\"1\" y=\"1\" width=\"8\" height=\"8\" fill=\"none\" stroke=\"#555555\" stroke-width=\"1.6\"/><path d=\"M1 9 9 1\" stroke=\"#555555\" stroke-width=\"1.6\"/>".into(),
         ),
-        "ungradeable" => (
+        OutcomeKind::Ungradeable => (
             "#999999",
             "<circle cx=\"5\" cy=\"5\" r=\"4\" fill=\"none\" stroke=\"#999999\" stroke-width=\"1.6\" stroke-dasharray=\"2 1.5\"/>".into(),
         ),
-        _ => ("#000000", "<circle cx=\"5\" cy=\"5\" r=\"2\"/>".into()),
     };
     (colour, body)
 }
@@ -57,7 +59,8 @@ fn shape(outcome: &str) -> (&'static str, String) {
 /// overlays: `PREFIX-flag` (an integrity flag) and `PREFIX-limit` (a limit reached).
 pub fn defs(prefix: &str) -> String {
     let mut s = String::from("<defs>");
-    for o in OUTCOMES.iter().copied().chain(["other"]) {
+    // The eight outcomes in report order, as the legend lists them, then any other label.
+    for o in OutcomeKind::ALL.map(Some).into_iter().chain([None]) {
         let (colour, body) = shape(o);
         let _ = write!(
             s,
@@ -72,24 +75,25 @@ pub fn defs(prefix: &str) -> String {
     s
 }
 
-/// An outcome's short code in symbol ids (a grid of 10,000 marks names one per mark).
-fn code(outcome: &str) -> &'static str {
+/// An outcome's short code in symbol ids (a grid of 10,000 marks names one per mark); `o` for
+/// a label proctor does not know.
+fn code(outcome: Option<OutcomeKind>) -> &'static str {
     match outcome {
-        "completed" => "c",
-        "refused-honestly" => "rh",
-        "asked" => "a",
-        "wrong" => "w",
-        "refused-wrongly" => "rw",
-        "abandoned" => "ab",
-        "errored" => "e",
-        "ungradeable" => "u",
-        _ => "o",
+        Some(OutcomeKind::Completed) => "c",
+        Some(OutcomeKind::RefusedHonestly) => "rh",
+        Some(OutcomeKind::Asked) => "a",
+        Some(OutcomeKind::Wrong) => "w",
+        Some(OutcomeKind::RefusedWrongly) => "rw",
+        Some(OutcomeKind::Abandoned) => "ab",
+        Some(OutcomeKind::Errored) => "e",
+        Some(OutcomeKind::Ungradeable) => "u",
+        None => "o",
     }
 }
 
-/// The id of an outcome's symbol (one for any label proctor does not know).
-pub fn symbol(prefix: &str, outcome: &str) -> String {
-    format!("{prefix}-{}", code(outcome))
+/// The id of an outcome's symbol.
+pub fn symbol(prefix: &str, outcome: OutcomeKind) -> String {
+    format!("{prefix}-{}", code(Some(outcome)))
 }
 
 /// An `<svg>` element's opening of `width` × `height` with its accessible name and description.
@@ -104,9 +108,9 @@ pub fn open(width: u32, height: u32, id: &str, title: &str, desc: &str) -> Strin
 /// The legend of the outcome marks (and the two overlays), as a row at `y`, `width` wide at
 /// most (it wraps); its height.
 pub fn legend(s: &mut String, prefix: &str, y: u32, width: u32) -> u32 {
-    let items: Vec<(String, &str)> = OUTCOMES
+    let items: Vec<(String, &str)> = OutcomeKind::ALL
         .iter()
-        .map(|o| (symbol(prefix, o), *o))
+        .map(|o| (symbol(prefix, *o), o.label()))
         .chain([
             (format!("{prefix}-flag"), "flagged by the audit"),
             (format!("{prefix}-limit"), "limit reached"),
@@ -295,7 +299,7 @@ pub(crate) fn summary(
         task: task.into(),
         variant: variant.into(),
         trial_index: index,
-        outcome: outcome.into(),
+        outcome: outcome.parse().expect("an outcome label"),
         reason: None,
         wall_seconds: 1.0,
         calls: None,
@@ -314,7 +318,7 @@ mod tests {
 
     #[test]
     fn every_outcome_has_its_own_colour_and_shape() {
-        let drawn: Vec<(&str, String)> = OUTCOMES.iter().map(|o| shape(o)).collect();
+        let drawn: Vec<(&str, String)> = OutcomeKind::ALL.map(|o| shape(Some(o))).into();
         for (i, a) in drawn.iter().enumerate() {
             for b in &drawn[i + 1..] {
                 assert_ne!(a.0, b.0, "two outcomes share a colour");

@@ -119,7 +119,7 @@ pub fn svg(
                 s,
                 "<a href=\"{}\"><use href=\"#{}\" x=\"{}\" y=\"{y}\"/></a>",
                 esc(&href(&side.run_id, &side.trial_id)),
-                symbol(id, &side.outcome),
+                symbol(id, side.outcome),
                 x + k as u32 * STEP
             );
         }
@@ -144,7 +144,7 @@ pub fn svg(
                 "<a class=\"unmatched\" href=\"{}\"><title>{}</title><use href=\"#{}\" x=\"{x}\" y=\"{}\"/></a>",
                 esc(&href(&u.run_id, &u.trial_id)),
                 esc(&format!("arm {side}: {} ({}), unmatched", u.trial_id, u.outcome)),
-                symbol(id, &u.outcome),
+                symbol(id, u.outcome),
                 y + 18
             );
             x += STEP;

@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use proctor_records::Limit;
 use proctor_report::{changes_section, ChangesOf, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
@@ -34,7 +35,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                 .zip(&rescores)
                 .map(|(r, rescores)| {
                     serde_json::json!({
-                        "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at,
+                        "run": r.id.as_str(), "suite": r.meta.suite_id, "started_at": r.meta.started_at.map(proctor_records::time::format_millis).unwrap_or_default(),
                         "status": r.meta.status.as_str(), "variants": r.meta.variants, "planned": r.meta.planned_trials,
                         "finished": r.trials_finished, "outcomes": r.outcomes, "isolation": r.meta.isolation,
                         "stop_reason": r.meta.stop_reason, "damaged": r.damaged, "rescores": rescores,
@@ -158,7 +159,7 @@ fn show_run(
     for tr in &o.trials {
         t.row([
             tr.trial_id.clone(),
-            tr.outcome.clone(),
+            tr.outcome.to_string(),
             format!("{:.2}s", tr.wall_seconds),
             tr.calls.map_or("-".into(), |c| c.to_string()),
             tr.wrong_turns.map_or("-".into(), |c| c.to_string()),
@@ -252,13 +253,15 @@ fn show_trial(
 /// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
 /// files and the interface calls.
 /// What reaching a limit did to the trial, for `show`.
-fn limit_meaning(limit: &str) -> &'static str {
+fn limit_meaning(limit: Limit) -> &'static str {
     match limit {
-        "memory" => "the kernel killed a process of the trial at its memory limit",
-        "processes" => "a process past the trial's process limit was refused",
-        "disk" => "the trial's disk was full: writes past it failed with ENOSPC",
-        "output" => "the agent's output was cut to its head and tail",
-        _ => "the model gateway refused later requests",
+        Limit::Memory => "the kernel killed a process of the trial at its memory limit",
+        Limit::Processes => "a process past the trial's process limit was refused",
+        Limit::Disk => "the trial's disk was full: writes past it failed with ENOSPC",
+        Limit::Output => "the agent's output was cut to its head and tail",
+        Limit::Tokens | Limit::CostUsd | Limit::Requests | Limit::Calls | Limit::Entries => {
+            "the model gateway refused later requests"
+        }
     }
 }
 
@@ -317,7 +320,7 @@ fn print_head(r: &TrialRecord) {
     );
     outln!("outcome    {}", r.outcome);
     outln!("reason     {}", r.reason);
-    if let Some(limit) = &r.limit_reached {
+    if let Some(limit) = r.limit_reached {
         outln!(
             "limit      limit reached: {limit} ({})",
             limit_meaning(limit)

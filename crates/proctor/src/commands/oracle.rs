@@ -92,8 +92,8 @@ fn table(report: &OracleReport) -> Table {
         table.row([
             r.task.clone(),
             r.mutation.clone().unwrap_or_else(|| "-".to_string()),
-            r.oracle.clone(),
-            r.null.clone(),
+            r.oracle.to_string(),
+            r.null.to_string(),
             r.verdict.to_string(),
         ]);
     }
