@@ -72,6 +72,25 @@ impl Limit {
     }
 }
 
+impl Limit {
+    /// What reaching the limit did to the trial, in a sentence for `show`.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Limit::Memory => "the kernel killed a process of the trial at its memory limit",
+            Limit::Processes => "a process past the trial's process limit was refused",
+            Limit::Disk => "the trial's disk was full: writes past it failed with ENOSPC",
+            Limit::Output => "the agent's output was cut to its head and tail",
+            Limit::Tokens | Limit::CostUsd | Limit::Requests => {
+                "the model gateway refused later requests"
+            }
+            Limit::Calls => "the calls log refused later interface calls past its bound",
+            Limit::Entries => {
+                "the record lists the first of its changes or service events; all were graded, and the trial's files keep the rest"
+            }
+        }
+    }
+}
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -136,6 +136,19 @@ impl OutcomeKind {
         OutcomeKind::Ungradeable,
     ];
 
+    /// The length of the longest label, so that columns of outcomes align.
+    pub const WIDEST_LABEL: usize = {
+        let (mut widest, mut i) = (0, 0);
+        while i < OutcomeKind::ALL.len() {
+            let len = OutcomeKind::ALL[i].label().len();
+            if len > widest {
+                widest = len;
+            }
+            i += 1;
+        }
+        widest
+    };
+
     /// The outcomes that are not graded (in no n, never a failure), in report order.
     pub const NOT_GRADED: [OutcomeKind; 2] = [OutcomeKind::Errored, OutcomeKind::Ungradeable];
 

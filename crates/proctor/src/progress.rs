@@ -9,17 +9,7 @@ use proctor_runner::Event;
 use proctor_score::OutcomeKind;
 
 /// The longest outcome label, so every progress line's columns align.
-const OUTCOME_WIDTH: usize = {
-    let labels = OutcomeKind::ALL;
-    let (mut widest, mut i) = (0, 0);
-    while i < labels.len() {
-        if labels[i].label().len() > widest {
-            widest = labels[i].label().len();
-        }
-        i += 1;
-    }
-    widest
-};
+const OUTCOME_WIDTH: usize = OutcomeKind::WIDEST_LABEL;
 
 /// Width of the bar drawn on a terminal.
 const BAR: usize = 24;

@@ -10,7 +10,6 @@
 use std::path::Path;
 
 use anyhow::Context;
-use proctor_records::Limit;
 use proctor_report::{changes_section, ChangesOf, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
@@ -250,21 +249,6 @@ fn show_trial(
     Ok(Status::Success)
 }
 
-/// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
-/// files and the interface calls.
-/// What reaching a limit did to the trial, for `show`.
-fn limit_meaning(limit: Limit) -> &'static str {
-    match limit {
-        Limit::Memory => "the kernel killed a process of the trial at its memory limit",
-        Limit::Processes => "a process past the trial's process limit was refused",
-        Limit::Disk => "the trial's disk was full: writes past it failed with ENOSPC",
-        Limit::Output => "the agent's output was cut to its head and tail",
-        Limit::Tokens | Limit::CostUsd | Limit::Requests | Limit::Calls | Limit::Entries => {
-            "the model gateway refused later requests"
-        }
-    }
-}
-
 /// A person's sitting: who, how the answer was given, the timeout, their notes.
 fn print_sitting(s: &proctor_runner::record::SittingRecord) {
     let answered = match s.answer_from {
@@ -310,6 +294,8 @@ fn print_integrity(r: &TrialRecord) {
     }
 }
 
+/// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
+/// files and the interface calls.
 fn print_head(r: &TrialRecord) {
     outln!(
         "trial      {}  (task {}, variant {}, index {})",
@@ -321,10 +307,7 @@ fn print_head(r: &TrialRecord) {
     outln!("outcome    {}", r.outcome);
     outln!("reason     {}", r.reason);
     if let Some(limit) = r.limit_reached {
-        outln!(
-            "limit      limit reached: {limit} ({})",
-            limit_meaning(limit)
-        );
+        outln!("limit      limit reached: {limit} ({})", limit.meaning());
     }
     print_integrity(r);
     if let Some(m) = &r.plan.mutation {
