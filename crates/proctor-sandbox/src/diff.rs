@@ -613,48 +613,70 @@ impl Overlay<'_> {
                     }
                 }
                 Some((lpath, lm)) => {
-                    let lmode = mode_of(lm);
-                    if kind_of(lm) != kind {
-                        out.push(change(ChangeKind::Modified, Some(lmode)));
-                        if lm.is_dir() {
-                            // Everything below the replaced directory is gone.
-                            for (cname, (_, cm)) in self.lower_children(&crel)? {
-                                self.deleted(&crel.join(cname), &cm, out)?;
-                            }
-                        }
-                    } else {
-                        let content_same = match kind {
-                            EntryKind::File => {
-                                is_metacopy(&full)
-                                    || (m.len() == lm.len() && same_content(&full, lpath)?)
-                            }
-                            EntryKind::Symlink => {
-                                fs::read_link(&full).map_err(io_err(&full))?
-                                    == fs::read_link(lpath).map_err(io_err(lpath))?
-                            }
-                            EntryKind::Dir => true,
-                            EntryKind::Other => m.rdev() == lm.rdev(),
-                        };
-                        if !content_same {
-                            out.push(change(ChangeKind::Modified, Some(lmode)));
-                        } else if kind != EntryKind::Symlink && mode != lmode {
-                            out.push(change(ChangeKind::ModeChanged, Some(lmode)));
-                        }
-                        if kind == EntryKind::Dir && is_opaque(&full) {
-                            // The agent removed the directory and made a new one: whatever of the
-                            // lower directory the upper does not hold is deleted.
-                            for (cname, (_, cm)) in self.lower_children(&crel)? {
-                                let c = crel.join(&cname);
-                                if lstat(&self.upper.join(&c))?.is_none() {
-                                    self.deleted(&c, &cm, out)?;
-                                }
-                            }
-                        }
-                    }
+                    self.compare_with_lower(&crel, (&full, &m), (lpath, lm), out)?;
                 }
             }
             if m.is_dir() {
                 self.walk_upper(&crel, laid, out, noted)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The change (if any) of the upper entry `crel` (at `full`, `m`) over the lower one it
+    /// covers (at `lpath`, `lm`): replaced by another kind of entry (and all below a replaced
+    /// folder deleted), new content, a new mode, or an opaque folder's lower entries deleted.
+    fn compare_with_lower(
+        &self,
+        crel: &Path,
+        (full, m): (&Path, &fs::Metadata),
+        (lpath, lm): (&Path, &fs::Metadata),
+        out: &mut Vec<Change>,
+    ) -> Result<(), DiffError> {
+        let kind = kind_of(m);
+        let mode = upper_mode_of(full, m);
+        let change = |k: ChangeKind, before: Option<u32>| Change {
+            path: crel.to_path_buf(),
+            kind: k,
+            entry: kind,
+            mode_before: before,
+            mode_after: Some(mode),
+        };
+        let lmode = mode_of(lm);
+        if kind_of(lm) != kind {
+            out.push(change(ChangeKind::Modified, Some(lmode)));
+            if lm.is_dir() {
+                // Everything below the replaced directory is gone.
+                for (cname, (_, cm)) in self.lower_children(crel)? {
+                    self.deleted(&crel.join(cname), &cm, out)?;
+                }
+            }
+        } else {
+            let content_same = match kind {
+                EntryKind::File => {
+                    is_metacopy(full) || (m.len() == lm.len() && same_content(full, lpath)?)
+                }
+                EntryKind::Symlink => {
+                    fs::read_link(full).map_err(io_err(full))?
+                        == fs::read_link(lpath).map_err(io_err(lpath))?
+                }
+                EntryKind::Dir => true,
+                EntryKind::Other => m.rdev() == lm.rdev(),
+            };
+            if !content_same {
+                out.push(change(ChangeKind::Modified, Some(lmode)));
+            } else if kind != EntryKind::Symlink && mode != lmode {
+                out.push(change(ChangeKind::ModeChanged, Some(lmode)));
+            }
+            if kind == EntryKind::Dir && is_opaque(full) {
+                // The agent removed the directory and made a new one: whatever of the
+                // lower directory the upper does not hold is deleted.
+                for (cname, (_, cm)) in self.lower_children(crel)? {
+                    let c = crel.join(&cname);
+                    if lstat(&self.upper.join(&c))?.is_none() {
+                        self.deleted(&c, &cm, out)?;
+                    }
+                }
             }
         }
         Ok(())

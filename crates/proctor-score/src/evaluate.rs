@@ -192,47 +192,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                 }
             }
         }
-        Assertion::FileContains(fc) => {
-            let rule = format!(
-                "file_contains = {{ path = {:?}, pattern = {:?} }}",
-                fc.path.get_ref(),
-                fc.pattern.get_ref()
-            );
-            let re = match Regex::new(fc.pattern.get_ref()) {
-                Ok(re) => re,
-                Err(e) => {
-                    return result(
-                        kind,
-                        rule,
-                        Verdict::unknown(format!("bad regex: {e}")),
-                        Value::Null,
-                    )
-                }
-            };
-            match ctx.files.read(fc.path.get_ref()) {
-                None => result(
-                    kind,
-                    rule,
-                    Verdict::Fails,
-                    json!({ "path": fc.path.get_ref(), "exists": false }),
-                ),
-                Some(bytes) => {
-                    let text = String::from_utf8_lossy(&bytes);
-                    let hit = text
-                        .lines()
-                        .enumerate()
-                        .find(|(_, l)| re.is_match(l))
-                        .map(|(i, l)| json!({ "line": i + 1, "text": truncate(l, 200) }));
-                    let whole = hit.is_some() || re.is_match(&text);
-                    result(
-                        kind,
-                        rule,
-                        Verdict::from_bool(whole),
-                        json!({ "path": fc.path.get_ref(), "exists": true, "match": hit }),
-                    )
-                }
-            }
-        }
+        Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c),
         Assertion::State(s) => state(ctx, s),
@@ -249,6 +209,53 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                 verdict,
                 evidence: json!({ "inner": r }),
             }
+        }
+    }
+}
+
+/// `file_contains`: whether a line (or the whole text) of the end-state file matches.
+fn file_contains(
+    ctx: &Context,
+    kind: &'static str,
+    fc: &proctor_suite::assertion::FileContains,
+) -> AssertionResult {
+    let rule = format!(
+        "file_contains = {{ path = {:?}, pattern = {:?} }}",
+        fc.path.get_ref(),
+        fc.pattern.get_ref()
+    );
+    let re = match Regex::new(fc.pattern.get_ref()) {
+        Ok(re) => re,
+        Err(e) => {
+            return result(
+                kind,
+                rule,
+                Verdict::unknown(format!("bad regex: {e}")),
+                Value::Null,
+            )
+        }
+    };
+    match ctx.files.read(fc.path.get_ref()) {
+        None => result(
+            kind,
+            rule,
+            Verdict::Fails,
+            json!({ "path": fc.path.get_ref(), "exists": false }),
+        ),
+        Some(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let hit = text
+                .lines()
+                .enumerate()
+                .find(|(_, l)| re.is_match(l))
+                .map(|(i, l)| json!({ "line": i + 1, "text": truncate(l, 200) }));
+            let whole = hit.is_some() || re.is_match(&text);
+            result(
+                kind,
+                rule,
+                Verdict::from_bool(whole),
+                json!({ "path": fc.path.get_ref(), "exists": true, "match": hit }),
+            )
         }
     }
 }

@@ -521,30 +521,7 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         reason = esc(s.reason.as_deref().unwrap_or("")),
     );
     body.push_str(&trial_scoring(t));
-    if let Some(limit) = r.get("limit_reached").and_then(Value::as_str) {
-        let _ = write!(
-            body,
-            "<p class=\"limit\">Limit reached: <b>{}</b></p>",
-            esc(limit)
-        );
-    }
-    if let Some(notes) = r.get("capture_notes").and_then(Value::as_array) {
-        let items: String = notes
-            .iter()
-            .map(|n| {
-                let field = |k: &str| esc(n.get(k).and_then(Value::as_str).unwrap_or(""));
-                format!(
-                    "<li><code>{}</code>: {}</li>",
-                    field("path"),
-                    field("cause")
-                )
-            })
-            .collect();
-        let _ = write!(
-            body,
-            "<div class=\"capture-notes\"><p>What the agent made that could not be kept (graded as added, with no content):</p><ul>{items}</ul></div>"
-        );
-    }
+    body.push_str(&limit_and_capture_notes(r));
     let end = r.get("end_state").unwrap_or(&Value::Null);
     let mut sections = vec![
         (
@@ -584,6 +561,9 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
             ),
         ),
     ];
+    if let Some(html) = root_changes(end) {
+        sections.insert(5, ("root", "Changes outside the workspace", html));
+    }
     if let Some(sitting) = r.get("sitting").filter(|v| v.is_object()) {
         sections.insert(1, ("sitting", "Sitting", sitting_section(sitting)));
     }
@@ -610,6 +590,69 @@ fn trial_body(t: &TrialPage, level: u8) -> String {
         }
     }
     body
+}
+
+/// The limit the trial reached, and what the agent made that the capture could not keep.
+fn limit_and_capture_notes(r: &Value) -> String {
+    let mut html = String::new();
+    if let Some(limit) = r.get("limit_reached").and_then(Value::as_str) {
+        let _ = write!(
+            html,
+            "<p class=\"limit\">Limit reached: <b>{}</b></p>",
+            esc(limit)
+        );
+    }
+    if let Some(notes) = r.get("capture_notes").and_then(Value::as_array) {
+        let items: String = notes
+            .iter()
+            .map(|n| {
+                let field = |k: &str| esc(n.get(k).and_then(Value::as_str).unwrap_or(""));
+                format!(
+                    "<li><code>{}</code>: {}</li>",
+                    field("path"),
+                    field("cause")
+                )
+            })
+            .collect();
+        let _ = write!(
+            html,
+            "<div class=\"capture-notes\"><p>What the agent made that could not be kept (graded as added, with no content):</p><ul>{items}</ul></div>"
+        );
+    }
+    html
+}
+
+/// What the agent changed outside the workspace, where the task's checks saw it
+/// (`check_root = "agent"`): one line a change, and how many more the record leaves out. None
+/// when the record has none.
+fn root_changes(end: &Value) -> Option<String> {
+    let list = end
+        .get("root_changes")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())?;
+    let field = |c: &Value, k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let items: String = list
+        .iter()
+        .map(|c| {
+            format!(
+                "<li><code>{}</code> /{}</li>",
+                esc(&field(c, "kind")),
+                esc(&field(c, "path"))
+            )
+        })
+        .collect();
+    let omitted = end
+        .get("root_changes_omitted")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let more = if omitted > 0 {
+        format!("<p class=\"omitted\">… and {omitted} more, graded but not listed here: the trial's <code>root/changes.json</code> lists them all.</p>")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "<p>The task's checks ran over the image with these changes (kept in the trial's <code>root/</code>).</p><ul class=\"root-changes\">{items}</ul>{more}"
+    ))
 }
 
 /// The workspace diff, and how many changes the record leaves out (graded, but listed only in

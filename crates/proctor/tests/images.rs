@@ -1404,6 +1404,26 @@ fn agent_root_as(who: As) {
         show.stdout,
         show.stderr
     );
+    // The viewer's trial page lists them too (escaped, each with its kind).
+    if who == As::Me {
+        let server = common::viewer::serve(&lab.store());
+        let (code, page) = common::viewer::get(
+            &server,
+            &format!("/runs/{}/trials/t.honest.0", lab.run_id()),
+        );
+        assert_eq!(code, 200, "{page}");
+        assert!(
+            page.contains("Changes outside the workspace</h2>")
+                && page.contains("<li><code>deleted</code> /etc/os-release</li>")
+                && page.contains("<li><code>added</code> /usr/local/bin/greet</li>"),
+            "{page}"
+        );
+        let (_, other) = common::viewer::get(
+            &server,
+            &format!("/runs/{}/trials/image-root.honest.0", lab.run_id()),
+        );
+        assert!(!other.contains("Changes outside the workspace"), "{other}");
+    }
     let out = lab.proctor_env(
         who,
         &[

@@ -380,114 +380,132 @@ pub fn parent(path: &str) -> &str {
 /// The simple commands of a shell text: words after quoting, split at control operators, with
 /// redirections, comments and subshell parentheses dropped.
 pub fn simple_commands(text: &str) -> Vec<Vec<String>> {
-    let mut commands: Vec<Vec<String>> = Vec::new();
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
+    let mut s = Split::default();
     let mut chars = text.chars().peekable();
-    let mut skip_next_word = false;
-    let finish_word =
-        |word: &mut String, in_word: &mut bool, words: &mut Vec<String>, skip: &mut bool| {
-            if *in_word {
-                if *skip {
-                    *skip = false;
-                } else {
-                    words.push(std::mem::take(word));
-                }
-                word.clear();
-                *in_word = false;
-            }
-        };
     while let Some(c) = chars.next() {
         match c {
             '\'' => {
-                in_word = true;
+                s.in_word = true;
                 for q in chars.by_ref() {
                     if q == '\'' {
                         break;
                     }
-                    word.push(q);
+                    s.word.push(q);
                 }
             }
             '"' => {
-                in_word = true;
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => {
-                            if let Some(n) = chars.next() {
-                                word.push(n);
-                            }
-                        }
-                        q => word.push(q),
-                    }
-                }
+                s.in_word = true;
+                double_quoted(&mut chars, &mut s.word);
             }
             '\\' => {
                 if let Some(n) = chars.next() {
                     if n != '\n' {
-                        in_word = true;
-                        word.push(n);
+                        s.in_word = true;
+                        s.word.push(n);
                     }
                 }
             }
-            '#' if !in_word => {
+            '#' if !s.in_word => {
                 for q in chars.by_ref() {
                     if q == '\n' {
                         break;
                     }
                 }
-                finish_word(&mut word, &mut in_word, &mut words, &mut skip_next_word);
-                if !words.is_empty() {
-                    commands.push(std::mem::take(&mut words));
-                }
+                s.end_command();
             }
-            ' ' | '\t' => finish_word(&mut word, &mut in_word, &mut words, &mut skip_next_word),
+            ' ' | '\t' => s.finish_word(),
             ';' | '&' | '|' | '\n' | '(' | ')' | '{' | '}'
-                if !(c == '&' && word.ends_with('>')) =>
+                if !(c == '&' && s.word.ends_with('>')) =>
             {
-                finish_word(&mut word, &mut in_word, &mut words, &mut skip_next_word);
-                if !words.is_empty() {
-                    commands.push(std::mem::take(&mut words));
-                }
+                s.end_command()
             }
-            '>' | '<' => {
-                // A redirection: `>f`, `2>&1`, `> f`; its target is no word of the command.
-                if in_word && word.chars().all(|d| d.is_ascii_digit()) {
-                    word.clear();
-                    in_word = false;
-                } else {
-                    finish_word(&mut word, &mut in_word, &mut words, &mut skip_next_word);
-                }
-                while chars.peek().is_some_and(|n| matches!(n, '>' | '<' | '&')) {
-                    chars.next();
-                }
-                if chars
-                    .peek()
-                    .is_some_and(|n| n.is_ascii_digit() || *n == '-')
-                {
-                    // `>&1`, `>&-`: the descriptor is no word either.
-                    while chars
-                        .peek()
-                        .is_some_and(|n| n.is_ascii_digit() || *n == '-')
-                    {
-                        chars.next();
-                    }
-                } else {
-                    skip_next_word = true;
-                }
-            }
+            '>' | '<' => s.redirection(&mut chars),
             c => {
-                in_word = true;
-                word.push(c);
+                s.in_word = true;
+                s.word.push(c);
             }
         }
     }
-    finish_word(&mut word, &mut in_word, &mut words, &mut skip_next_word);
-    if !words.is_empty() {
-        commands.push(words);
+    s.end_command();
+    s.commands
+}
+
+/// What [`simple_commands`] has read so far: the commands, the current one's words, the word
+/// being read, and whether the next word is a redirection's target (no word of the command).
+#[derive(Default)]
+struct Split {
+    commands: Vec<Vec<String>>,
+    words: Vec<String>,
+    word: String,
+    in_word: bool,
+    skip_next_word: bool,
+}
+
+impl Split {
+    /// Ends the word being read: a word of the command, unless it is a redirection's target.
+    fn finish_word(&mut self) {
+        if self.in_word {
+            if self.skip_next_word {
+                self.skip_next_word = false;
+            } else {
+                self.words.push(std::mem::take(&mut self.word));
+            }
+            self.word.clear();
+            self.in_word = false;
+        }
     }
-    commands
+
+    /// Ends the word and the command being read.
+    fn end_command(&mut self) {
+        self.finish_word();
+        if !self.words.is_empty() {
+            self.commands.push(std::mem::take(&mut self.words));
+        }
+    }
+
+    /// After `>` or `<`: a redirection (`>f`, `2>&1`, `> f`), whose target is no word of the
+    /// command.
+    fn redirection(&mut self, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+        if self.in_word && self.word.chars().all(|d| d.is_ascii_digit()) {
+            self.word.clear();
+            self.in_word = false;
+        } else {
+            self.finish_word();
+        }
+        while chars.peek().is_some_and(|n| matches!(n, '>' | '<' | '&')) {
+            chars.next();
+        }
+        if chars
+            .peek()
+            .is_some_and(|n| n.is_ascii_digit() || *n == '-')
+        {
+            // `>&1`, `>&-`: the descriptor is no word either.
+            while chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_digit() || *n == '-')
+            {
+                chars.next();
+            }
+        } else {
+            self.skip_next_word = true;
+        }
+    }
+}
+
+/// Reads a double-quoted string's content (after its opening quote) into `word`: up to the
+/// closing quote, a backslash taking the next character as it is.
+fn double_quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, word: &mut String) {
+    while let Some(q) = chars.next() {
+        match q {
+            '"' => break,
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    word.push(n);
+                }
+            }
+            q => word.push(q),
+        }
+    }
 }
 
 #[cfg(test)]

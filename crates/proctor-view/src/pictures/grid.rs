@@ -25,27 +25,8 @@ pub fn svg(
     trials: &[TrialSummary],
     href: &dyn Fn(&str) -> String,
 ) -> String {
-    let order = |planned: &[String], seen: &mut dyn Iterator<Item = &str>| -> Vec<String> {
-        let mut out: Vec<String> = planned.to_vec();
-        for s in seen {
-            if !out.iter().any(|x| x == s) {
-                out.push(s.to_string());
-            }
-        }
-        out
-    };
-    let tasks = order(tasks, &mut trials.iter().map(|t| t.task.as_str()));
-    let variants = order(variants, &mut trials.iter().map(|t| t.variant.as_str()));
-    // Only the rows and columns that have a trial are drawn.
-    let has = |f: &dyn Fn(&TrialSummary) -> bool| trials.iter().any(f);
-    let tasks: Vec<String> = tasks
-        .into_iter()
-        .filter(|t| has(&|x| &x.task == t))
-        .collect();
-    let variants: Vec<String> = variants
-        .into_iter()
-        .filter(|v| has(&|x| &x.variant == v))
-        .collect();
+    let tasks = drawn(tasks, trials, |t| &t.task);
+    let variants = drawn(variants, trials, |t| &t.variant);
     let mut cells: BTreeMap<(usize, usize), Vec<&TrialSummary>> = BTreeMap::new();
     for t in trials {
         let (Some(r), Some(c)) = (
@@ -123,6 +104,23 @@ pub fn svg(
     legend(&mut s, &symbol_prefix(id), grid_h + 10, width);
     s.push_str("</svg>");
     s
+}
+
+/// The rows (or columns) drawn: those `planned`, then any other a trial has, in the order met;
+/// only those that have a trial.
+fn drawn(
+    planned: &[String],
+    trials: &[TrialSummary],
+    of: impl Fn(&TrialSummary) -> &String,
+) -> Vec<String> {
+    let mut out: Vec<String> = planned.to_vec();
+    for t in trials {
+        if !out.contains(of(t)) {
+            out.push(of(t).clone());
+        }
+    }
+    out.retain(|x| trials.iter().any(|t| of(t) == x));
+    out
 }
 
 /// The prefix of the grid's symbol ids: short, as every mark names one.

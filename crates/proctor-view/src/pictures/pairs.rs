@@ -82,79 +82,103 @@ pub fn svg(
         };
         let x = label_w + (p.trial_index % PER_ROW) * pair_w;
         let y = top + r as u32 * task_h + 4 + (p.trial_index / PER_ROW) * (STEP + 6);
-        let which = match (p.a.success, p.b.success) {
-            (Some(true), Some(false)) => Some("a_only"),
-            (Some(false), Some(true)) => Some("b_only"),
-            _ => None,
-        };
-        let said = match which {
-            Some("a_only") => " — discordant: only A succeeded",
-            Some(_) => " — discordant: only B succeeded",
-            None => "",
-        };
-        let title = format!(
-            "{} trial {}: A {} ({}), B {} ({}){said}",
-            p.task, p.trial_index, p.a.trial_id, p.a.outcome, p.b.trial_id, p.b.outcome
-        );
-        let _ = write!(
-            s,
-            "<g class=\"pair\"{}><title>{}</title>",
-            which
-                .map(|w| format!(" data-discordant=\"{w}\""))
-                .unwrap_or_default(),
-            esc(&title)
-        );
-        if which.is_some() {
-            let _ = write!(
-                s,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff1a8\" stroke=\"#000\" stroke-width=\"2\"/>",
-                x - 3,
-                y - 3,
-                2 * STEP + 4,
-                STEP + 4
-            );
-        }
-        for (k, side) in [&p.a, &p.b].into_iter().enumerate() {
-            let _ = write!(
-                s,
-                "<a href=\"{}\"><use href=\"#{}\" x=\"{}\" y=\"{y}\"/></a>",
-                esc(&href(&side.run_id, &side.trial_id)),
-                symbol(id, side.outcome),
-                x + k as u32 * STEP
-            );
-        }
-        s.push_str("</g>");
+        pair_cell(&mut s, id, p, (x, y), href);
     }
     let mut y = grid_h + 4;
     if !unmatched.is_empty() {
-        let _ = write!(
-            s,
-            "<text x=\"0\" y=\"{}\">{} trial(s) with no partner, in no number of the comparison:</text>",
-            y + 12,
-            unmatched.len()
-        );
-        let mut x = 0;
-        for u in unmatched {
-            let side = match u.side {
-                Side::A => "A",
-                Side::B => "B",
-            };
-            let _ = write!(
-                s,
-                "<a class=\"unmatched\" href=\"{}\"><title>{}</title><use href=\"#{}\" x=\"{x}\" y=\"{}\"/></a>",
-                esc(&href(&u.run_id, &u.trial_id)),
-                esc(&format!("arm {side}: {} ({}), unmatched", u.trial_id, u.outcome)),
-                symbol(id, u.outcome),
-                y + 18
-            );
-            x += STEP;
-            if x + STEP > width {
-                break;
-            }
-        }
+        unmatched_row(&mut s, id, unmatched, (y, width), href);
         y += unmatched_h;
     }
     legend(&mut s, id, y + 6, width);
     s.push_str("</svg>");
     s
+}
+
+/// One matched pair's cell at `(x, y)`: A's mark then B's, each a link to its trial, outlined
+/// (and marked `data-discordant`) where exactly one arm succeeded.
+fn pair_cell(
+    s: &mut String,
+    id: &str,
+    p: &MatchedPair,
+    (x, y): (u32, u32),
+    href: &dyn Fn(&str, &str) -> String,
+) {
+    let which = match (p.a.success, p.b.success) {
+        (Some(true), Some(false)) => Some("a_only"),
+        (Some(false), Some(true)) => Some("b_only"),
+        _ => None,
+    };
+    let said = match which {
+        Some("a_only") => " — discordant: only A succeeded",
+        Some(_) => " — discordant: only B succeeded",
+        None => "",
+    };
+    let title = format!(
+        "{} trial {}: A {} ({}), B {} ({}){said}",
+        p.task, p.trial_index, p.a.trial_id, p.a.outcome, p.b.trial_id, p.b.outcome
+    );
+    let _ = write!(
+        s,
+        "<g class=\"pair\"{}><title>{}</title>",
+        which
+            .map(|w| format!(" data-discordant=\"{w}\""))
+            .unwrap_or_default(),
+        esc(&title)
+    );
+    if which.is_some() {
+        let _ = write!(
+            s,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff1a8\" stroke=\"#000\" stroke-width=\"2\"/>",
+            x - 3,
+            y - 3,
+            2 * STEP + 4,
+            STEP + 4
+        );
+    }
+    for (k, side) in [&p.a, &p.b].into_iter().enumerate() {
+        let _ = write!(
+            s,
+            "<a href=\"{}\"><use href=\"#{}\" x=\"{}\" y=\"{y}\"/></a>",
+            esc(&href(&side.run_id, &side.trial_id)),
+            symbol(id, side.outcome),
+            x + k as u32 * STEP
+        );
+    }
+    s.push_str("</g>");
+}
+
+/// The trials with no partner, on one row below the grid at `y` (as many as `width` holds),
+/// each a link to its trial.
+fn unmatched_row(
+    s: &mut String,
+    id: &str,
+    unmatched: &[Unmatched],
+    (y, width): (u32, u32),
+    href: &dyn Fn(&str, &str) -> String,
+) {
+    let _ = write!(
+        s,
+        "<text x=\"0\" y=\"{}\">{} trial(s) with no partner, in no number of the comparison:</text>",
+        y + 12,
+        unmatched.len()
+    );
+    let mut x = 0;
+    for u in unmatched {
+        let side = match u.side {
+            Side::A => "A",
+            Side::B => "B",
+        };
+        let _ = write!(
+            s,
+            "<a class=\"unmatched\" href=\"{}\"><title>{}</title><use href=\"#{}\" x=\"{x}\" y=\"{}\"/></a>",
+            esc(&href(&u.run_id, &u.trial_id)),
+            esc(&format!("arm {side}: {} ({}), unmatched", u.trial_id, u.outcome)),
+            symbol(id, u.outcome),
+            y + 18
+        );
+        x += STEP;
+        if x + STEP > width {
+            break;
+        }
+    }
 }
