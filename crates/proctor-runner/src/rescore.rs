@@ -552,16 +552,7 @@ mod tests {
     use super::*;
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange {
-            path: path.into(),
-            path_hex: None,
-            kind,
-            dir: false,
-            mode: None,
-            hash: None,
-            size: None,
-            owner: None,
-        }
+        FileChange::named(path, kind)
     }
 
     /// A start state (`fixture/`: a.txt, b.txt) and captured changes (a.txt changed, b.txt

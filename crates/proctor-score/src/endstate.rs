@@ -63,6 +63,21 @@ pub struct Owner {
 }
 
 impl FileChange {
+    /// A change of `path` with nothing known but its kind (no content, mode, size or owner):
+    /// what a change the capture could not read, or a test, starts from.
+    pub fn named(path: &str, kind: ChangeKind) -> FileChange {
+        FileChange {
+            path: path.into(),
+            path_hex: None,
+            kind,
+            dir: false,
+            mode: None,
+            hash: None,
+            size: None,
+            owner: None,
+        }
+    }
+
     /// The path as its exact bytes: `path_hex` decoded when there is one, else `path`.
     pub fn exact_path(&self) -> std::borrow::Cow<'_, std::path::Path> {
         use std::os::unix::ffi::OsStringExt;

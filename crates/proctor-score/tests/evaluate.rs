@@ -17,14 +17,8 @@ fn cond(toml_text: &str) -> Condition {
 
 fn change(path: &str, kind: ChangeKind) -> FileChange {
     FileChange {
-        path: path.into(),
-        path_hex: None,
-        kind,
-        dir: false,
         mode: Some(0o644),
-        hash: None,
-        size: None,
-        owner: None,
+        ..FileChange::named(path, kind)
     }
 }
 

@@ -49,16 +49,7 @@ mod tests {
     use proctor_score::ChangeKind;
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange {
-            path: path.into(),
-            path_hex: None,
-            kind,
-            dir: false,
-            mode: None,
-            hash: None,
-            size: None,
-            owner: None,
-        }
+        FileChange::named(path, kind)
     }
 
     #[test]

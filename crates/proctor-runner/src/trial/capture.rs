@@ -268,14 +268,8 @@ fn init_lost(
                 ),
             ));
             end.changes.push(FileChange {
-                path: ".".into(),
-                path_hex: None,
-                kind: ChangeKind::Added,
                 dir: true,
-                mode: None,
-                hash: None,
-                size: None,
-                owner: None,
+                ..FileChange::named(".", ChangeKind::Added)
             });
         }
         None => notes.push(format!(

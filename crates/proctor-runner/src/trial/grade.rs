@@ -108,16 +108,7 @@ mod tests {
     use super::*;
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange {
-            path: path.into(),
-            path_hex: None,
-            kind,
-            dir: false,
-            mode: None,
-            hash: None,
-            size: None,
-            owner: None,
-        }
+        FileChange::named(path, kind)
     }
 
     #[test]

@@ -614,14 +614,9 @@ mod tests {
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
         FileChange {
-            path: path.into(),
-            path_hex: None,
-            kind,
-            dir: false,
             mode: Some(0o644),
-            hash: None,
             size: Some(10),
-            owner: None,
+            ..FileChange::named(path, kind)
         }
     }
 

@@ -205,14 +205,8 @@ mod tests {
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
         FileChange {
-            path: path.into(),
-            path_hex: None,
-            kind,
-            dir: false,
             mode: Some(0o755),
-            hash: None,
-            size: None,
-            owner: None,
+            ..FileChange::named(path, kind)
         }
     }
 
