@@ -342,20 +342,6 @@ pub fn make_fifo(path: &Path, mode: u32) -> io::Result<()> {
     }
 }
 
-/// Makes an overlay whiteout at `path` (a character device 0/0): in a lower layer, it hides
-/// what the layers below have there. Unprivileged users may make one (Linux 5.8 and later).
-pub fn make_whiteout(path: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: a valid C string; mknod only makes a node.
-    let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,9 +17,9 @@ use proctor_suite::Suite;
 use crate::image::TrialImage;
 use std::os::unix::fs::PermissionsExt;
 
-use proctor_sandbox::copy::{harmless_mode, Links};
+use proctor_sandbox::copy::{harmless_mode, make_whiteout, Links};
 
-use crate::layers::{copy_file, copy_tree, make_fifo, make_whiteout, LayerCache};
+use crate::layers::{copy_file, copy_tree, make_fifo, LayerCache};
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
 use crate::trial::capture::{

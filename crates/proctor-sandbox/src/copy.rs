@@ -22,6 +22,13 @@ pub const SPECIAL_BITS: u32 = 0o7000;
 /// [`SPECIAL_BITS`] cleared: set by the trial's disk on the host's upper layer, read by the diff.
 pub const MODE_XATTR: &std::ffi::CStr = c"user.proctor.mode";
 
+/// Makes an overlay whiteout at `path` (a character device 0/0): in a lower layer, it hides
+/// what the layers below have there. Unprivileged users may make one (Linux 5.8 and later).
+pub fn make_whiteout(path: &std::path::Path) -> io::Result<()> {
+    use nix::sys::stat::{mknod, Mode, SFlag};
+    mknod(path, SFlag::S_IFCHR, Mode::empty(), 0).map_err(io::Error::from)
+}
+
 /// `mode`'s permission bits without [`SPECIAL_BITS`]: the mode a copy of an agent's entry gets.
 pub fn harmless_mode(mode: u32) -> u32 {
     mode & 0o777

@@ -292,7 +292,7 @@ fn move_entry(
         links.remember(&meta, dst.to_path_buf());
     } else if ft.is_char_device() && meta.rdev() == 0 {
         // A whiteout: the agent deleted what a lower layer has here.
-        return mknod(dst, libc::S_IFCHR, 0);
+        return copy::make_whiteout(dst);
     } else if ft.is_fifo() {
         mknod(dst, libc::S_IFIFO | harmless, 0)?;
     } else if ft.is_socket() {

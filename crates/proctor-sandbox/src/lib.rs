@@ -58,6 +58,7 @@ pub use report::{
     BoundsReport, Exit, FullStop, Isolation, LeftOut, Namespace, ProbeOutcome, SandboxReport,
     ServiceReport, WorkspaceKind, LEFT_OUT_MAX,
 };
+pub use rootfs::mount_points;
 pub use run::{run, run_on_terminal};
 pub use spec::{
     Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,

@@ -727,6 +727,24 @@ fn host_resolver() -> Option<PathBuf> {
 
 /// Hidden paths under the private directories, which are bound read-only for the services (the
 /// agent's view covers them again). Without services nobody needs them: they stay out.
+/// Every place (an inside path) where [`make_mount_points`] may make a mount point in a trial's
+/// root: the private top-level folders, the workspace, HOME, the binds, the services' folders,
+/// the paths hidden from them and the resolver file. In an image these land in the root's upper
+/// layer, where they are the sandbox's, not the agent's.
+pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
+    let mut points: Vec<PathBuf> = PRIVATE_TOP.iter().map(|d| Path::new("/").join(d)).collect();
+    points.extend([spec.workspace_inside.clone(), spec.home_inside.clone()]);
+    points.extend(spec.binds.iter().map(|b| b.inside.clone()));
+    points.extend(
+        spec.services
+            .iter()
+            .map(|s| SandboxSpec::service_dir_inside(&s.name)),
+    );
+    points.extend(hidden_for_services(spec));
+    points.push(PathBuf::from("/etc/resolv.conf"));
+    points
+}
+
 fn hidden_for_services(spec: &SandboxSpec) -> Vec<PathBuf> {
     if spec.services.is_empty() {
         return Vec::new();

@@ -381,26 +381,7 @@ pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str>
 }
 
 fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
-    let mut parts = Vec::new();
-    if let Some(v) = &c.verb {
-        parts.push(format!("verb = {v:?}"));
-    }
-    if let Some(m) = c.min {
-        parts.push(format!("min = {m}"));
-    }
-    if let Some(m) = c.max {
-        parts.push(format!("max = {m}"));
-    }
-    if let Some(r) = &c.args_match {
-        parts.push(format!("args_match = {:?}", r.get_ref()));
-    }
-    if let Some(r) = &c.stdin_matches {
-        parts.push(format!("stdin_matches = {:?}", r.get_ref()));
-    }
-    if let Some(e) = c.exit {
-        parts.push(format!("exit = {e}"));
-    }
-    let rule = format!("calls = {{ {} }}", parts.join(", "));
+    let rule = calls_rule(c);
     let Some(interface) = ctx.interface else {
         return result(
             "calls",
@@ -480,6 +461,30 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
         evidence["stdin_unseen"] = json!(unseen);
     }
     result("calls", rule, verdict, evidence)
+}
+
+/// A `calls` rule as the suite writes it: `calls = { verb = "send", min = 1, ... }`.
+fn calls_rule(c: &Calls) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = &c.verb {
+        parts.push(format!("verb = {v:?}"));
+    }
+    if let Some(m) = c.min {
+        parts.push(format!("min = {m}"));
+    }
+    if let Some(m) = c.max {
+        parts.push(format!("max = {m}"));
+    }
+    if let Some(r) = &c.args_match {
+        parts.push(format!("args_match = {:?}", r.get_ref()));
+    }
+    if let Some(r) = &c.stdin_matches {
+        parts.push(format!("stdin_matches = {:?}", r.get_ref()));
+    }
+    if let Some(e) = c.exit {
+        parts.push(format!("exit = {e}"));
+    }
+    format!("calls = {{ {} }}", parts.join(", "))
 }
 
 fn state(ctx: &Context, s: &StateAssertion) -> AssertionResult {

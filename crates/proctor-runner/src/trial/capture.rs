@@ -478,7 +478,7 @@ fn root_changes(
     }
     let upper = &root_image.upper;
     let diff = diff::overlay_diff(upper, std::slice::from_ref(&image.rootfs), &[]).map(|mut d| {
-        let points = mount_points(&launched.spec);
+        let points = proctor_sandbox::mount_points(&launched.spec);
         d.changes.retain(|c| !is_mount_point(upper, c, &points));
         d
     });
@@ -490,32 +490,6 @@ fn root_changes(
         left_out: (&bounds.root_left_out, bounds.root_left_out_more),
     };
     layer.keep(diff, disk_bound, executed, notes, capture_notes)
-}
-
-/// Where the sandbox mounts something in a trial's root (inside paths): the workspace, HOME,
-/// the private top-level folders, the binds, the services' folders and the resolver.
-fn mount_points(spec: &proctor_sandbox::SandboxSpec) -> Vec<PathBuf> {
-    let mut points = vec![spec.workspace_inside.clone(), spec.home_inside.clone()];
-    points.extend(
-        [
-            "/proc",
-            "/dev",
-            "/tmp",
-            "/run",
-            "/home",
-            "/sys",
-            "/etc/resolv.conf",
-        ]
-        .iter()
-        .map(PathBuf::from),
-    );
-    points.extend(spec.binds.iter().map(|b| b.inside.clone()));
-    points.extend(
-        spec.services
-            .iter()
-            .map(|s| proctor_sandbox::SandboxSpec::service_dir_inside(&s.name)),
-    );
-    points
 }
 
 /// Whether a change of the root's upper layer is only a mount point the sandbox made: an added
