@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use proctor_report::gate::GateReport;
+use proctor_report::{Comparison, RunReport};
 use proctor_score::OutcomeKind;
 use proctor_store::{
     CellCount, RunId, RunListing, RunMeta, Scoring, ScoringChoice, Store, StoreError, TrialFilter,
     TrialSummary,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::transcript;
 
@@ -101,8 +103,9 @@ pub struct RunPage {
     pub meta: RunMeta,
     /// The report of its results in the scoring shown (`results.json`'s `report`, or a
     /// rescore's, without its `trials` list: rates with n per variant and task), once the run
-    /// wrote them; `null` while it runs.
-    pub report: Option<serde_json::Value>,
+    /// wrote them; `null` while it runs. Served without its `trials` list (read as empty).
+    #[serde(serialize_with = "report_without_trials")]
+    pub report: Option<RunReport>,
     /// The scoring shown: the latest rescore unless `?scoring=` asks for another.
     pub scoring: Scoring,
     /// How many trials have finished.
@@ -440,7 +443,7 @@ fn rescored_trials(
 
 /// `results.report.json`: the report alone, written beside `results.json` at the end of a run;
 /// read without its `trials` list (see [`Report`]).
-fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
+fn read_small_report(path: &std::path::Path) -> Option<RunReport> {
     let file = std::fs::File::open(path).ok()?;
     let report: Report = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
     Some(report.0)
@@ -448,7 +451,7 @@ fn read_small_report(path: &std::path::Path) -> Option<serde_json::Value> {
 
 /// The `report` member of a `results.json` (runs made before `results.report.json` existed),
 /// read without keeping its trials in memory.
-fn read_report(path: &std::path::Path) -> Option<serde_json::Value> {
+fn read_report(path: &std::path::Path) -> Option<RunReport> {
     #[derive(serde::Deserialize)]
     struct Head {
         report: Report,
@@ -458,10 +461,11 @@ fn read_report(path: &std::path::Path) -> Option<serde_json::Value> {
     Some(head.report.0)
 }
 
-/// A run's report without its `trials` member (one summary per trial: it grows with the run,
-/// and the run page reads its trials from the index, a page at a time); every other member
-/// (rates and cells per variant and task) is kept as it is.
-struct Report(serde_json::Value);
+/// A run's report without its `trials` (one summary per trial: it grows with the run, and the
+/// run page reads its trials from the index, a page at a time): the members are read as they
+/// come, `trials` skipped unread, and the rest (rates and cells per variant and task) read as
+/// the typed [`RunReport`] with an empty `trials`.
+struct Report(RunReport);
 
 impl<'de> serde::Deserialize<'de> for Report {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
@@ -483,11 +487,30 @@ impl<'de> serde::Deserialize<'de> for Report {
                         out.insert(key, map.next_value()?);
                     }
                 }
-                Ok(Report(serde_json::Value::Object(out)))
+                out.insert("trials".into(), serde_json::Value::Array(Vec::new()));
+                serde_json::from_value(serde_json::Value::Object(out))
+                    .map(Report)
+                    .map_err(serde::de::Error::custom)
             }
         }
         d.deserialize_map(Members)
     }
+}
+
+/// A run page's report as the API serves it: every member but `trials` (which the viewer
+/// never read).
+fn report_without_trials<S: serde::Serializer>(
+    report: &Option<RunReport>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let Some(report) = report else {
+        return s.serialize_none();
+    };
+    let mut v = serde_json::to_value(report).map_err(serde::ser::Error::custom)?;
+    if let Some(m) = v.as_object_mut() {
+        m.remove("trials");
+    }
+    v.serialize(s)
 }
 
 /// What the trial page shows.
@@ -777,14 +800,65 @@ pub struct ComparePage {
     /// Arm B, `RUN/VARIANT`.
     pub b: String,
     /// The comparison, as `proctor compare --format json` prints it.
-    pub comparison: serde_json::Value,
+    pub comparison: Comparison,
     /// The promotion gates, as `proctor compare --gate --format json` prints them under
     /// `gates`; `null` when they cannot be applied.
-    pub gates: serde_json::Value,
+    pub gates: Option<GateReport>,
     /// Why there are no gates, when there are none.
     pub gates_note: Option<String>,
+    /// Why the gates that were given cannot be read, when they cannot (not served: the API
+    /// serves `gates` as `null`).
+    #[serde(skip)]
+    pub gates_unreadable: Option<String>,
     /// The scoring each run was read in (the latest), as `compare --format json` prints them.
-    pub scorings: serde_json::Value,
+    pub scorings: Vec<ArmScoring>,
+}
+
+/// The scoring one run of a comparison was read in: `compare --format json`'s `scorings`
+/// entry, a [`Scoring`] with its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmScoring {
+    /// When the rescore was made (UTC); absent for the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The results file of this scoring.
+    pub file: String,
+    /// `original` or `rescore`.
+    pub kind: String,
+    /// The rescore's number; absent for the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore: Option<u32>,
+    /// How many rescores the run has.
+    pub rescores: u32,
+    /// The run.
+    pub run: String,
+}
+
+impl ArmScoring {
+    /// The scoring, without its run.
+    pub fn scoring(&self) -> Scoring {
+        Scoring {
+            kind: self.kind.clone(),
+            rescore: self.rescore,
+            at: self.at.clone(),
+            file: self.file.clone(),
+            rescores: self.rescores,
+        }
+    }
+}
+
+/// What the comparison document from [`crate::Sources::compare`] holds, typed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareDoc {
+    comparison: Comparison,
+    #[serde(default)]
+    gates: serde_json::Value,
+    #[serde(default)]
+    gates_note: Option<String>,
+    #[serde(default)]
+    scorings: Vec<ArmScoring>,
 }
 
 /// The comparison of arms `a` and `b` (each `RUN/VARIANT`, RUN an id, prefix or `latest`).
@@ -801,21 +875,28 @@ pub fn compare(
         Ok(format!("{}/{variant}", resolve(store, run)?.as_str()))
     };
     let (a, b) = (arm(a)?, arm(b)?);
-    let mut doc = sources
+    let doc = sources
         .compare(store, &a, &b)
         .map_err(ViewError::NotFound)?;
-    let mut take = |k: &str| doc.get_mut(k).map(serde_json::Value::take);
-    let comparison = take("comparison").unwrap_or_default();
-    let gates = take("gates").unwrap_or_default();
-    let gates_note = take("gates_note").and_then(|n| n.as_str().map(str::to_string));
-    let scorings = take("scorings").unwrap_or_default();
+    let doc: CompareDoc = serde_json::from_value(doc)
+        .map_err(|e| ViewError::Failed(format!("the comparison cannot be read: {e}")))?;
+    // `gates` is `null` when the gates cannot be applied (`gates_note` says why).
+    let (gates, gates_unreadable) = if doc.gates.is_null() {
+        (None, None)
+    } else {
+        match GateReport::deserialize(&doc.gates) {
+            Ok(g) => (Some(g), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    };
     Ok(ComparePage {
         a,
         b,
-        comparison,
+        comparison: doc.comparison,
         gates,
-        gates_note,
-        scorings,
+        gates_note: doc.gates_note,
+        gates_unreadable,
+        scorings: doc.scorings,
     })
 }
 
@@ -831,26 +912,47 @@ mod tests {
 
     #[test]
     fn a_report_is_read_without_its_trials() {
+        // A real run's results (the bundled traps example's golden file).
+        // Its run-varying numbers are normalised to placeholders there: put back as numbers.
+        let results = include_str!("../../proctor/tests/golden/traps.results.json")
+            .replace("\"<seconds>\"", "1.5")
+            .replace("\"<ms>\"", "7");
+        let results = results.as_str();
+        let doc: serde_json::Value = serde_json::from_str(results).unwrap();
+        let whole: RunReport = serde_json::from_value(doc["report"].clone()).unwrap();
+        assert!(!whole.trials.is_empty());
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("results.report.json");
-        std::fs::write(
-            &small,
-            r#"{"variants":[{"variant":"v"}],"trials":[{"trial_id":"t.v.0"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            read_small_report(&small),
-            Some(serde_json::json!({"variants": [{"variant": "v"}]}))
-        );
+        std::fs::write(&small, doc["report"].to_string()).unwrap();
         let full = dir.path().join("results.json");
-        std::fs::write(
-            &full,
-            r#"{"report":{"trials":[1,2],"overall":{"n":2}},"trials":[{}]}"#,
-        )
+        std::fs::write(&full, results).unwrap();
+        for read in [read_small_report(&small), read_report(&full)] {
+            let read = read.unwrap();
+            assert!(read.trials.is_empty());
+            assert_eq!(read.variants, whole.variants);
+            assert_eq!(read.overall, whole.overall);
+            assert_eq!(read.tasks, whole.tasks);
+        }
+        // A report whose members are not a report's is no report (never a blank one).
+        std::fs::write(&small, r#"{"variants":[{"variant":"v"}],"trials":[]}"#).unwrap();
+        assert_eq!(read_small_report(&small), None);
+        // The API serves it without `trials`.
+        let mut page = serde_json::to_value(RunReportOnly {
+            report: read_report(&full),
+        })
         .unwrap();
+        assert!(page["report"].get("variants").is_some());
+        assert!(page["report"].get("trials").is_none());
+        page["report"]["trials"] = serde_json::json!([]);
         assert_eq!(
-            read_report(&full),
-            Some(serde_json::json!({"overall": {"n": 2}}))
+            serde_json::from_value::<RunReport>(page["report"].take()).unwrap(),
+            read_report(&full).unwrap()
         );
+    }
+
+    #[derive(Serialize)]
+    struct RunReportOnly {
+        #[serde(serialize_with = "report_without_trials")]
+        report: Option<RunReport>,
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use crate::html::{esc, table};
+use crate::html::{esc, made_table as table};
 use crate::json_html;
 
 /// A definition's text: escaped, its backticked spans as code.

@@ -2,13 +2,10 @@
 //! explanation, as `proctor compare --gate` reports them; a failed `sample_size` gate is marked
 //! underpowered (too few graded trials to conclude anything, so nothing can be promoted).
 
-use std::fmt::Write;
-
+use maud::{html, Markup};
 use proctor_report::gate::{GateNumber, GateReport};
-use serde::Deserialize;
-use serde_json::Value;
 
-use crate::html::{esc, table};
+use crate::html::table;
 
 /// The gate that fails when the comparison is underpowered.
 const SAMPLE_SIZE: &str = "sample_size";
@@ -24,86 +21,73 @@ fn number(x: &GateNumber) -> String {
         (None, false) => "not measured".to_string(),
     };
     match x.n {
-        Some(n) => format!("{} = {value} (n = {n})", esc(&x.name)),
-        None => format!("{} = {value}", esc(&x.name)),
+        Some(n) => format!("{} = {value} (n = {n})", x.name),
+        None => format!("{} = {value}", x.name),
     }
 }
 
-/// The gates section: `gates` as `compare --gate --format json` prints them (read as the
-/// [`GateReport`] they are), or why there are none.
-pub fn section(gates: &Value, note: Option<&str>) -> String {
-    if gates.get("gates").is_none_or(|g| !g.is_array()) {
-        return format!(
-            "<h2>Promotion gates</h2><p>No gates: {}.</p>",
-            esc(note.unwrap_or("none were applied"))
-        );
-    }
-    match GateReport::deserialize(gates) {
-        Ok(report) => typed_section(&report),
-        Err(e) => format!(
-            "<h2>Promotion gates</h2><p>The gates cannot be read: {}.</p>",
-            esc(&e.to_string())
-        ),
+/// The gates section: the gates `compare --gate --format json` printed, or why there are none
+/// (`note`), or why those given cannot be read (`unreadable`).
+pub fn section(gates: Option<&GateReport>, note: Option<&str>, unreadable: Option<&str>) -> Markup {
+    match (gates, unreadable) {
+        (Some(report), _) => typed_section(report),
+        (None, Some(e)) => html! {
+            h2 { "Promotion gates" }
+            p { "The gates cannot be read: " (e) "." }
+        },
+        (None, None) => html! {
+            h2 { "Promotion gates" }
+            p { "No gates: " (note.unwrap_or("none were applied")) "." }
+        },
     }
 }
 
 /// The gates section of a promotion document.
-fn typed_section(gates: &GateReport) -> String {
+fn typed_section(gates: &GateReport) -> Markup {
     let underpowered = gates
         .gates
         .iter()
         .any(|g| g.name == SAMPLE_SIZE && !g.passed);
-    let rows: Vec<(String, Vec<String>)> = gates
-        .gates
-        .iter()
-        .map(|g| {
-            let verdict = match (g.passed, g.name == SAMPLE_SIZE) {
-                (true, _) => "<span class=\"badge good\">passed</span>".to_string(),
-                (false, true) => {
-                    "<span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>".to_string()
+    let rows = html! {
+        @for g in &gates.gates {
+            tr data-gate=(g.name) {
+                td { code { (g.name) } }
+                td {
+                    @if g.passed {
+                        span class="badge good" { "passed" }
+                    } @else {
+                        span class="badge bad" { "failed" }
+                        @if g.name == SAMPLE_SIZE { " " span class="badge void" { "underpowered" } }
+                    }
                 }
-                (false, false) => "<span class=\"badge bad\">failed</span>".to_string(),
-            };
-            let numbers = g
-                .numbers
-                .iter()
-                .map(number)
-                .collect::<Vec<_>>()
-                .join("<br>");
-            (
-                format!(" data-gate=\"{}\"", esc(&g.name)),
-                vec![
-                    format!("<code>{}</code>", esc(&g.name)),
-                    verdict,
-                    numbers,
-                    esc(&g.explanation),
-                ],
-            )
-        })
-        .collect();
-    let mut out = format!(
-        "<h2>Promotion gates</h2><p class=\"meta\">candidate <b>{}</b> against baseline <b>{}</b> (the suite's <code>[promotion]</code>, over the arms' runs, as <code>proctor compare --gate</code> applies them): {}</p>",
-        esc(&gates.candidate),
-        esc(&gates.baseline),
-        if gates.passed {
-            "<span class=\"badge good\">every gate passed</span>"
-        } else {
-            "<span class=\"badge bad\">a gate failed: not promoted</span>"
+                td {
+                    @for (i, x) in g.numbers.iter().enumerate() {
+                        @if i > 0 { br; }
+                        (number(x))
+                    }
+                }
+                td { (g.explanation) }
+            }
         }
-    );
-    if underpowered {
-        out.push_str("<p class=\"note\">The comparison is <b>underpowered</b>: an arm has fewer graded trials than the suite's <code>underpowered_below</code>, so it concludes nothing and cannot promote. Run more trials per cell.</p>");
+    };
+    html! {
+        h2 { "Promotion gates" }
+        p class="meta" {
+            "candidate " b { (gates.candidate) } " against baseline " b { (gates.baseline) }
+            " (the suite's " code { "[promotion]" } ", over the arms' runs, as " code { "proctor compare --gate" } " applies them): "
+            @if gates.passed {
+                span class="badge good" { "every gate passed" }
+            } @else {
+                span class="badge bad" { "a gate failed: not promoted" }
+            }
+        }
+        @if underpowered {
+            p class="note" {
+                "The comparison is " b { "underpowered" } ": an arm has fewer graded trials than the suite's " code { "underpowered_below" } ", so it concludes nothing and cannot promote. Run more trials per cell."
+            }
+        }
+        (table("gates", &["Gate", "Verdict", "Numbers", "Explanation"], rows))
     }
-    let _ = write!(
-        out,
-        "{}",
-        table(
-            "gates",
-            &["Gate", "Verdict", "Numbers", "Explanation"],
-            &rows
-        )
-    );
-    out
 }
 
 #[cfg(test)]
@@ -116,13 +100,32 @@ mod tests {
             {"name": "sample_size", "passed": false, "numbers": [{"name": "baseline graded n", "value": 5.0, "n": null, "unbounded": false}], "explanation": "too few"},
             {"name": "nonzero_success", "passed": true, "numbers": [], "explanation": "ok"}
         ]});
-        let html = section(&g, None);
+        let g: GateReport = serde_json::from_value(g).unwrap();
+        let html = section(Some(&g), None, None).into_string();
         assert!(html.contains("<span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>"), "{html}");
         assert!(html.contains("baseline graded n = 5"), "{html}");
         assert!(html.contains("a gate failed: not promoted"), "{html}");
         assert!(
-            section(&Value::Null, Some("the suite has no [promotion] table"))
+            section(None, Some("the suite has no [promotion] table"), None)
+                .into_string()
                 .contains("No gates: the suite has no [promotion] table.")
+        );
+        // A gate's name and explanation are the suite's words: they arrive escaped.
+        let mut evil = g.clone();
+        evil.gates[1].name = "<script>x</script>".into();
+        evil.gates[1].explanation = "<img src=x onerror=alert(1)>".into();
+        let html = section(Some(&evil), None, None).into_string();
+        assert!(
+            !html.contains("<script>") && !html.contains("<img"),
+            "{html}"
+        );
+        assert!(
+            html.contains("data-gate=\"&lt;script&gt;x&lt;/script&gt;\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{html}"
         );
     }
 }

@@ -1,8 +1,8 @@
 //! HTML building blocks: escaping, the page shell (styles and script inlined), tables, outcome
 //! badges (a word, not only a colour) and rates written as `k/n (p%)`.
 
-use std::fmt::Write;
-
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use proctor_report::stats::Rate;
 use proctor_score::OutcomeKind;
 
 /// The viewer's styles, inlined into every page.
@@ -10,7 +10,9 @@ pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// The viewer's script (filters, sorting, live updates), inlined into every page.
 pub(crate) const SCRIPT: &str = include_str!("assets/app.js");
 
-/// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values.
+/// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values: for the
+/// fragments not yet written with maud (the evidence, transcript, diff and picture modules),
+/// which the pages embed as markup proctor made.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -26,79 +28,104 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// A fragment that a module of this crate built with [`esc`] around every value it holds
+/// (the evidence, transcript, diff and picture modules), embedded as it is: safe because
+/// each of those modules escapes what it did not write itself.
+pub fn made(fragment: String) -> PreEscaped<String> {
+    PreEscaped(fragment)
+}
+
 /// A whole page: `title`, a breadcrumb trail of (label, href), the body; `live` is the JSON API
 /// path the script polls while the page's run is going (none when nothing can change).
-pub fn page(title: &str, crumbs: &[(String, String)], body: &str, live: Option<&str>) -> String {
-    let mut nav = String::new();
-    for (i, (label, href)) in crumbs.iter().enumerate() {
-        if i > 0 {
-            nav.push_str(" <span aria-hidden=\"true\">/</span> ");
-        }
-        if href.is_empty() {
-            let _ = write!(nav, "<span>{}</span>", esc(label));
-        } else {
-            let _ = write!(nav, "<a href=\"{}\">{}</a>", esc(href), esc(label));
+pub fn page(title: &str, crumbs: &[(String, String)], body: Markup, live: Option<&str>) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta http-equiv="Content-Security-Policy" content=(*crate::security::PAGE_POLICY);
+                title { (title) " · proctor" }
+                // The viewer's own stylesheet, compiled in: no value of a record is in it.
+                style { (PreEscaped(STYLE)) }
+            }
+            body data-live=[live] {
+                header {
+                    nav aria-label="breadcrumb" {
+                        @for (i, (label, href)) in crumbs.iter().enumerate() {
+                            @if i > 0 { " " span aria-hidden="true" { "/" } " " }
+                            @if href.is_empty() { span { (label) } } @else { a href=(href) { (label) } }
+                        }
+                    }
+                }
+                main {
+                    (body)
+                }
+                // The viewer's own script, compiled in (its hash is in the page's policy): no
+                // value of a record is in it.
+                script { (PreEscaped(SCRIPT)) }
+            }
         }
     }
-    let live = live
-        .map(|l| format!(" data-live=\"{}\"", esc(l)))
-        .unwrap_or_default();
-    format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n<title>{title} · proctor</title>\n<style>{STYLE}</style>\n</head>\n<body{live}>\n<header><nav aria-label=\"breadcrumb\">{nav}</nav></header>\n<main>\n{body}\n</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
-        title = esc(title),
-        policy = esc(&crate::security::PAGE_POLICY),
-    )
+    .into_string()
 }
 
 /// An outcome as a badge: its label in words, coloured by class (`asked` is neither good nor
 /// bad: `other`).
-pub fn outcome(kind: OutcomeKind) -> String {
+pub fn outcome(kind: OutcomeKind) -> Markup {
     let class = match kind {
         OutcomeKind::Completed | OutcomeKind::RefusedHonestly => "good",
         k if k.is_failure() => "bad",
         k if !k.is_graded() => "void",
         _ => "other",
     };
-    format!("<span class=\"badge {class}\">{}</span>", esc(kind.label()))
+    html! { span class={ "badge " (class) } { (kind.label()) } }
 }
 
-/// A rate `{k, n, rate}` as `k/n (p%)`, or `–` when n is 0 (never a made-up 0%).
-pub fn rate(r: Option<&serde_json::Value>) -> String {
-    let Some(r) = r else {
-        return "–".into();
-    };
-    let k = r.get("k").and_then(|v| v.as_u64()).unwrap_or(0);
-    let n = r.get("n").and_then(|v| v.as_u64()).unwrap_or(0);
-    if n == 0 {
+/// A rate as `k/n (p%)`, or `–` when n is 0 (never a made-up 0%).
+pub fn rate(r: &Rate) -> String {
+    if r.n == 0 {
         return "– (n = 0)".into();
     }
-    format!("{k}/{n} ({:.0}%)", 100.0 * k as f64 / n as f64)
+    format!("{}/{} ({:.0}%)", r.k, r.n, 100.0 * r.k as f64 / r.n as f64)
 }
 
-/// A table with a header row; each row's cells are HTML already; `attrs` go on each `<tr>`.
-pub fn table(id: &str, head: &[&str], rows: &[(String, Vec<String>)]) -> String {
-    let mut s = format!("<table id=\"{}\"><thead><tr>", esc(id));
-    for h in head {
-        let _ = write!(s, "<th scope=\"col\">{}</th>", esc(h));
-    }
-    s.push_str("</tr></thead><tbody>");
-    for (attrs, cells) in rows {
-        let _ = write!(s, "<tr{attrs}>");
-        for c in cells {
-            let _ = write!(s, "<td>{c}</td>");
+/// A table: its id, its header row, and its rows (each a `tr`).
+pub fn table(id: &str, head: &[&str], rows: Markup) -> Markup {
+    html! {
+        table id=(id) {
+            thead { tr { @for h in head { th scope="col" { (h) } } } }
+            tbody { (rows) }
         }
-        s.push_str("</tr>");
     }
-    s.push_str("</tbody></table>");
-    s
 }
 
-/// Pretty JSON in a `<pre>`.
-pub fn json(v: &serde_json::Value) -> String {
-    format!(
-        "<pre class=\"json\">{}</pre>",
-        esc(&serde_json::to_string_pretty(v).unwrap_or_default())
+/// A table whose rows are cells of markup proctor made (see [`made`]): for the fragments not
+/// yet written with maud; `attrs` go on each `<tr>`, as made.
+pub fn made_table(id: &str, head: &[&str], rows: &[(String, Vec<String>)]) -> String {
+    table(
+        id,
+        head,
+        html! {
+            @for (attrs, cells) in rows {
+                // `attrs` and `cells` were built with `esc` around every value (see `made`).
+                (PreEscaped(format!("<tr{attrs}>")))
+                @for c in cells { td { (made(c.clone())) } }
+                (PreEscaped("</tr>"))
+            }
+        },
     )
+    .into_string()
+}
+
+/// Pretty JSON in a `<pre>`: for what is free-form JSON (an assertion's evidence, a rubric, a
+/// trial's ledgers, launch and isolation).
+pub fn json<T: serde::Serialize + ?Sized>(v: &T) -> Markup {
+    // Through a `Value`, so that members are listed by name, as the page always has.
+    let text = serde_json::to_value(v)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_default();
+    html! { pre class="json" { (text) } }
 }
 
 #[cfg(test)]
@@ -111,20 +138,26 @@ mod tests {
             esc("<a href='x'>&\""),
             "&lt;a href=&#39;x&#39;&gt;&amp;&quot;"
         );
-        let r = serde_json::json!({"k": 3, "n": 4, "rate": 0.75});
-        assert_eq!(rate(Some(&r)), "3/4 (75%)");
-        assert_eq!(
-            rate(Some(&serde_json::json!({"k": 0, "n": 0}))),
-            "– (n = 0)"
-        );
-        assert!(outcome(OutcomeKind::RefusedHonestly).contains(">refused-honestly<"));
+        assert_eq!(rate(&Rate::new(3, 4)), "3/4 (75%)");
+        assert_eq!(rate(&Rate::new(0, 0)), "– (n = 0)");
+        assert!(outcome(OutcomeKind::RefusedHonestly)
+            .into_string()
+            .contains(">refused-honestly<"));
         let p = page(
             "t<",
             &[("runs".into(), "/".into())],
-            "<p>x</p>",
+            html! { p { "x" } },
             Some("/api/runs"),
         );
         assert!(p.contains("<title>t&lt; · proctor</title>"));
         assert!(p.contains("data-live=\"/api/runs\""));
+        assert!(p.contains("<main><p>x</p></main>"), "{p}");
+        // The page's own script arrives as it is, so that its hash in the policy holds.
+        assert!(p.contains(&format!("<script>{SCRIPT}</script>")));
+        let t = table("t", &["a<b"], html! { tr { td { "<script>" } } }).into_string();
+        assert_eq!(
+            t,
+            "<table id=\"t\"><thead><tr><th scope=\"col\">a&lt;b</th></tr></thead><tbody><tr><td>&lt;script&gt;</td></tr></tbody></table>"
+        );
     }
 }

@@ -73,9 +73,7 @@ fn a_request_for_another_host_is_refused_and_every_answer_carries_the_security_h
     // The page carries its policy too, so that the exported file keeps it.
     let (_, page) = get(&server, "/");
     assert!(
-        page.contains(
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src &#39;none&#39;"
-        ),
+        page.contains("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'"),
         "{page}"
     );
 }
@@ -901,10 +899,7 @@ fn the_trial_page_shows_each_calls_stdin_and_its_command_line_quoted() {
         page.contains("<th scope=\"col\">Stdin (head)</th>"),
         "{page}"
     );
-    assert!(
-        page.contains("<code>tool exec &#39;shop db&#39;</code>"),
-        "{page}"
-    );
+    assert!(page.contains("<code>tool exec 'shop db'</code>"), "{page}");
     assert!(
         page.contains("26 bytes<pre>INSERT INTO t VALUES (1);\n</pre>"),
         "{page}"
@@ -939,7 +934,7 @@ fn the_compare_page_says_which_tasks_it_left_out_and_why() {
     let (status, page) = get(&server, &format!("/compare?a={run}/control&b={run}/method"));
     assert_eq!(status, 200, "{page}");
     assert!(
-        page.contains("<li>task <code>b</code> is left out: only arm A ran it (1 trial(s)); arm B&#39;s variant `method` runs only task(s) `a`</li>"),
+        page.contains("<li>task <code>b</code> is left out: only arm A ran it (1 trial(s)); arm B's variant `method` runs only task(s) `a`</li>"),
         "{page}"
     );
 }

@@ -253,34 +253,28 @@ impl RunPictures {
 }
 
 /// Each variant's success k/n and money status, from the run's report (none before it has one).
-fn variant_rates(report: Option<&serde_json::Value>) -> Vec<cost::VariantRate> {
-    use serde_json::Value;
-    let Some(variants) = report
-        .and_then(|r| r.get("variants"))
-        .and_then(Value::as_array)
-    else {
+fn variant_rates(report: Option<&proctor_report::RunReport>) -> Vec<cost::VariantRate> {
+    use proctor_report::Money;
+    let Some(report) = report else {
         return Vec::new();
     };
-    variants
+    report
+        .variants
         .iter()
-        .filter_map(|v| {
-            let overall = v.get("overall")?;
-            let success = overall.get("rates")?.get("success")?;
-            let money = overall.get("costs").and_then(|c| c.get("money"));
-            Some(cost::VariantRate {
-                variant: v.get("variant")?.as_str()?.to_string(),
-                k: success.get("k")?.as_u64()?,
-                n: success.get("n")?.as_u64()?,
-                money: money
-                    .and_then(|m| m.get("status"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                unpriced: money
-                    .and_then(|m| m.get("trials_missing"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
-            })
+        .map(|v| {
+            let overall = &v.overall;
+            let (money, unpriced) = match &overall.costs.money {
+                Money::Known { .. } => ("known", 0),
+                Money::Incomplete { trials_missing, .. } => ("incomplete", *trials_missing),
+                Money::NotApplicable => ("not_applicable", 0),
+            };
+            cost::VariantRate {
+                variant: v.variant.clone(),
+                k: overall.rates.success.k,
+                n: overall.rates.success.n,
+                money: money.to_string(),
+                unpriced,
+            }
         })
         .collect()
 }
