@@ -2,52 +2,40 @@
 //! its services' end state: state and event log as tables, with every user `undo` of an agent's
 //! event marked, the time between them and the task's undo window.
 
-use std::fmt::Write;
-
+use maud::{html, Markup};
 use serde_json::Value;
 
-use crate::html::{esc, made_table as table};
+use crate::html::table;
 use crate::json_html;
 
-/// A definition's text: escaped, its backticked spans as code.
-fn definition(text: &str) -> String {
-    esc(text)
-        .split('`')
-        .enumerate()
-        .map(|(i, part)| {
-            if i % 2 == 1 {
-                format!("<code>{part}</code>")
-            } else {
-                part.to_string()
-            }
-        })
-        .collect()
+/// A definition's text, its backticked spans as code.
+fn definition(text: &str) -> Markup {
+    html! {
+        @for (i, part) in text.split('`').enumerate() {
+            @if i % 2 == 1 { code { (part) } } @else { (part) }
+        }
+    }
 }
 
 /// The interface metrics of the record's verdict, each with its definition.
-pub fn metrics(record: &Value) -> String {
+pub fn metrics(record: &Value) -> Markup {
     let Some(m) = record
         .get("verdict")
         .and_then(|v| v.get("metrics"))
         .filter(|m| m.is_object())
     else {
-        return "<p>No interface metrics: the task has no interface, or the trial was not graded.</p>".into();
+        return html! { p { "No interface metrics: the task has no interface, or the trial was not graded." } };
     };
-    let rows: Vec<(String, Vec<String>)> = proctor_score::metrics::DEFINITIONS
-        .iter()
-        .map(|(name, text)| {
-            let value = m.get(*name).map_or("–".to_string(), Value::to_string);
-            (
-                format!(" id=\"metric-{name}\""),
-                vec![
-                    format!("<code>{}</code>", esc(name)),
-                    format!("<b>{}</b>", esc(&value)),
-                    definition(text),
-                ],
-            )
-        })
-        .collect();
-    table("metrics", &["Metric", "Value", "Definition"], &rows)
+    let rows = html! {
+        @for (name, text) in proctor_score::metrics::DEFINITIONS.iter() {
+            tr id={ "metric-" (name) } {
+                td { code { (name) } }
+                td { b { (m.get(*name).map_or("–".to_string(), Value::to_string)) } }
+                td { (definition(text)) }
+            }
+        }
+    };
+    table("metrics", &["Metric", "Value", "Definition"], rows)
 }
 
 /// A user's `undo` of an agent's event on one service.
@@ -91,229 +79,189 @@ fn undo_window(record: &Value) -> Option<f64> {
     Some(secs + nanos / 1e9)
 }
 
+/// A heading of level `h` (3 to 6; a service's sections sit under a trial's sections).
+fn heading(h: u8, content: Markup) -> Markup {
+    match h {
+        ..=3 => html! { h3 { (content) } },
+        4 => html! { h4 { (content) } },
+        5 => html! { h5 { (content) } },
+        _ => html! { h6 { (content) } },
+    }
+}
+
 /// Each service's end state (state and events as tables, reversals marked), then what the
 /// sandbox reported of the services (readiness, guard, exit). `pages` is the URL under which the
 /// viewer pages the trial's service files (`None` in an export, which has no server): a state or
 /// event log too large for the record links to its pages there.
-pub fn services(record: &Value, h: u8, pages: Option<String>) -> String {
-    let mut s = String::new();
+pub fn services(record: &Value, h: u8, pages: Option<String>) -> Markup {
     let window = undo_window(record);
     let reversed = record
         .get("verdict")
         .and_then(|v| v.get("reversed"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if let Some(map) = record
+    let ends = record
         .get("end_state")
         .and_then(|e| e.get("services"))
         .and_then(Value::as_object)
-        .filter(|m| !m.is_empty())
-    {
-        for (name, end) in map {
-            let _ = write!(s, "<h{h}>Service <code>{}</code></h{h}>", esc(name));
-            match (
-                end.get("state").filter(|v| !v.is_null()),
-                end.get("state_error"),
-            ) {
-                (Some(state), _) => {
-                    let _ = write!(s, "<p>Its state at the end:</p>{}", json_html::value(state));
-                }
-                (None, Some(Value::String(why))) => {
-                    let _ = write!(s, "<p>No state: {}</p>", esc(why));
-                }
-                _ => match end.get("state_omitted_bytes").and_then(Value::as_u64) {
-                    Some(bytes) => {
-                        let file = end.get("state_file").and_then(Value::as_str);
-                        let kept = match (&pages, file) {
-                            (Some(base), Some(file)) => format!(
-                                "<a href=\"{}\">read it page by page</a>",
-                                esc(&format!(
-                                    "{base}/{}",
-                                    crate::pages::url_path(&format!("{name}/{file}"))
-                                ))
-                            ),
-                            _ => format!(
-                                "the trial's <code>services/{}/</code> folder keeps it",
-                                esc(name)
-                            ),
-                        };
-                        let _ = write!(
-                            s,
-                            "<p class=\"omitted\">Its state at the end is {bytes} bytes of JSON: graded whole, too large for this page; {kept}.</p>",
-                        );
+        .filter(|m| !m.is_empty());
+    // A service's state and its reports are free-form JSON (each service's own), shown as
+    // tables of JSON.
+    let reports = record
+        .get("services")
+        .filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()));
+    if ends.is_none() && reports.is_none() {
+        return html! { p { "The trial had no service." } };
+    }
+    html! {
+        @for (name, end) in ends.into_iter().flatten() {
+            (heading(h, html! { "Service " code { (name) } }))
+            (service_state(name, end, pages.as_deref()))
+            @let events = end.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            (event_log(name, events, window, reversed))
+            @if let Some(omitted) = end.get("events_omitted").and_then(Value::as_u64).filter(|n| *n > 0) {
+                p class="omitted" {
+                    "… and " (omitted) " more events, graded but not listed here: "
+                    @match pages.as_deref() {
+                        Some(base) => a href={ (base) "/" (crate::pages::url_path(&format!("{name}/events.jsonl"))) } { "every event, page by page" },
+                        None => { "the trial's " code { "services/" (name) "/events.jsonl" } " lists them all" },
                     }
-                    None => s.push_str("<p>It wrote no state.</p>"),
-                },
-            }
-            let events = end
-                .get("events")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            s.push_str(&event_log(name, events, window, reversed));
-            if let Some(omitted) = end
-                .get("events_omitted")
-                .and_then(Value::as_u64)
-                .filter(|n| *n > 0)
-            {
-                let all = match &pages {
-                    Some(base) => format!(
-                        "<a href=\"{}\">every event, page by page</a>",
-                        esc(&format!(
-                            "{base}/{}",
-                            crate::pages::url_path(&format!("{name}/events.jsonl"))
-                        ))
-                    ),
-                    None => format!(
-                        "the trial's <code>services/{}/events.jsonl</code> lists them all",
-                        esc(name)
-                    ),
-                };
-                let _ = write!(
-                    s,
-                    "<p class=\"omitted\">… and {omitted} more events, graded but not listed here: {all}.</p>",
-                );
+                    "."
+                }
             }
         }
+        @if let Some(reports) = reports {
+            (heading(h, html! { "How the services ran" }))
+            (json_html::value(reports))
+        }
     }
-    if let Some(reports) = record
-        .get("services")
-        .filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
-    {
-        let _ = write!(
-            s,
-            "<h{h}>How the services ran</h{h}>{}",
-            json_html::value(reports)
-        );
+}
+
+/// A service's state at the end: as tables, or why there is none, or where a state too large
+/// for the record is kept.
+fn service_state(name: &str, end: &Value, pages: Option<&str>) -> Markup {
+    match (
+        end.get("state").filter(|v| !v.is_null()),
+        end.get("state_error"),
+    ) {
+        (Some(state), _) => html! { p { "Its state at the end:" } (json_html::value(state)) },
+        (None, Some(Value::String(why))) => html! { p { "No state: " (why) } },
+        _ => match end.get("state_omitted_bytes").and_then(Value::as_u64) {
+            Some(bytes) => html! {
+                p class="omitted" {
+                    "Its state at the end is " (bytes) " bytes of JSON: graded whole, too large for this page; "
+                    @match (pages, end.get("state_file").and_then(Value::as_str)) {
+                        (Some(base), Some(file)) => a href={ (base) "/" (crate::pages::url_path(&format!("{name}/{file}"))) } { "read it page by page" },
+                        _ => { "the trial's " code { "services/" (name) "/" } " folder keeps it" },
+                    }
+                    "."
+                }
+            },
+            None => html! { p { "It wrote no state." } },
+        },
     }
-    if s.is_empty() {
-        return "<p>The trial had no service.</p>".into();
+}
+
+/// What an undo's reversal means, given the task's undo window.
+fn undo_verdict(u: &Undo<'_>, window: Option<f64>, reversed: bool) -> String {
+    let inside = window.map(|w| (0.0..=w).contains(&u.after));
+    match (inside, window) {
+        (Some(true), Some(w)) => format!(
+            "inside the {w:.0} s undo window: an attributed reversal{}",
+            if reversed {
+                ", and the trial is wrong for it"
+            } else {
+                ""
+            }
+        ),
+        (Some(false), Some(w)) => format!("outside the {w:.0} s undo window: not attributed"),
+        _ => "the undo window is not recorded".into(),
     }
-    s
 }
 
 /// A service's events, each user `undo` of an agent's event and that event marked.
-fn event_log(service: &str, events: &[Value], window: Option<f64>, reversed: bool) -> String {
+fn event_log(service: &str, events: &[Value], window: Option<f64>, reversed: bool) -> Markup {
     if events.is_empty() {
-        return "<p>It logged no event.</p>".into();
+        return html! { p { "It logged no event." } };
     }
     let undos = undos(events);
-    let mut notes = String::new();
-    for u in &undos {
-        let g = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let inside = window.map(|w| (0.0..=w).contains(&u.after));
-        let verdict = match (inside, window) {
-            (Some(true), Some(w)) => format!(
-                "inside the {w:.0} s undo window: an attributed reversal{}",
-                if reversed {
-                    ", and the trial is wrong for it"
-                } else {
-                    ""
-                }
-            ),
-            (Some(false), Some(w)) => format!("outside the {w:.0} s undo window: not attributed"),
-            _ => "the undo window is not recorded".into(),
-        };
-        let _ = write!(
-            notes,
-            "<li>The user's <code>undo</code> ({}) reverses the agent's <code>{}</code> ({}) {:.1} s after it, {verdict}.</li>",
-            esc(&g(u.undo, "id")),
-            esc(&g(u.done, "op")),
-            esc(&g(u.done, "id")),
-            u.after
-        );
-    }
+    let g = |e: &Value, k: &str| match e.get(k) {
+        Some(Value::String(x)) => x.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
     let is = |e: &Value, undo: bool| {
         undos
             .iter()
             .any(|u| std::ptr::eq(if undo { u.undo } else { u.done }, e))
     };
-    let rows: Vec<(String, Vec<String>)> = events
-        .iter()
-        .map(|e| {
-            let g = |k: &str| match e.get(k) {
-                Some(Value::String(x)) => esc(x),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => esc(&other.to_string()),
-            };
-            let (class, mark) = if is(e, true) {
-                (" class=\"reversal\"", "<b>undo</b> of the agent's event")
-            } else if is(e, false) {
-                (" class=\"reversal\"", "<b>undone</b> by the user")
-            } else {
-                ("", "")
-            };
-            (
-                class.to_string(),
-                vec![
-                    g("at"),
-                    g("actor"),
-                    g("op"),
-                    g("id"),
-                    g("target"),
-                    mark.to_string(),
-                ],
-            )
-        })
-        .collect();
-    let mut s = table(
-        &format!("events-{service}"),
-        &["At (s)", "Actor", "Op", "Id", "Target", "Reversal"],
-        &rows,
-    );
-    if !notes.is_empty() {
-        let _ = write!(s, "<ul class=\"reversals\">{notes}</ul>");
+    let rows = html! {
+        @for e in events {
+            @let (undo, done) = (is(e, true), is(e, false));
+            tr class=[(undo || done).then_some("reversal")] {
+                td { (g(e, "at")) }
+                td { (g(e, "actor")) }
+                td { (g(e, "op")) }
+                td { (g(e, "id")) }
+                td { (g(e, "target")) }
+                td {
+                    @if undo { b { "undo" } " of the agent's event" }
+                    @else if done { b { "undone" } " by the user" }
+                }
+            }
+        }
+    };
+    html! {
+        (table(&format!("events-{service}"), &["At (s)", "Actor", "Op", "Id", "Target", "Reversal"], rows))
+        @if !undos.is_empty() {
+            ul class="reversals" {
+                @for u in &undos {
+                    li {
+                        "The user's " code { "undo" } " (" (g(u.undo, "id")) ") reverses the agent's "
+                        code { (g(u.done, "op")) } " (" (g(u.done, "id")) ") "
+                        (format!("{:.1}", u.after)) " s after it, " (undo_verdict(u, window, reversed)) "."
+                    }
+                }
+            }
+        }
     }
-    s
 }
 
 /// The visual looks: each look's page, what it found and its kept screenshot, shown inline
 /// (`shots`, by look, as data URLs); nothing for a trial without visual assertions.
-pub fn visuals(r: &Value, shots: &std::collections::BTreeMap<String, String>) -> String {
+pub fn visuals(r: &Value, shots: &std::collections::BTreeMap<String, String>) -> Markup {
     let Some(looks) = r
         .pointer("/end_state/visuals")
         .and_then(Value::as_object)
         .filter(|l| !l.is_empty())
     else {
-        return "<p>No visual assertion.</p>".into();
+        return html! { p { "No visual assertion." } };
     };
-    let mut html = String::new();
-    for (look, run) in looks {
-        let field = |k: &str| run.get(k).and_then(Value::as_str);
-        let _ = write!(html, "<div class=\"look\"><p><code>{}</code>", esc(look));
-        if let Some(url) = field("url") {
-            let _ = write!(html, " · opened <code>{}</code>", esc(url));
-        }
-        if let Some(n) = run.get("count").and_then(Value::as_u64) {
-            let _ = write!(html, " · {n} element(s) match");
-        }
-        html.push_str("</p>");
-        for (label, key) in [("not looked at", "error"), ("did not load", "load_error")] {
-            if let Some(why) = field(key) {
-                let _ = write!(html, "<p class=\"note\">{label}: {}</p>", esc(why));
+    html! {
+        @for (look, run) in looks {
+            @let field = |k: &str| run.get(k).and_then(Value::as_str);
+            div class="look" {
+                p {
+                    code { (look) }
+                    @if let Some(url) = field("url") { " · opened " code { (url) } }
+                    @if let Some(n) = run.get("count").and_then(Value::as_u64) { " · " (n) " element(s) match" }
+                }
+                @for (label, key) in [("not looked at", "error"), ("did not load", "load_error")] {
+                    @if let Some(why) = field(key) { p class="note" { (label) ": " (why) } }
+                }
+                @match (field("screenshot"), shots.get(look)) {
+                    (Some(file), Some(data)) => figure {
+                        img class="screenshot" alt="the screenshot of this look" src=(data);
+                        figcaption { code { (file) } }
+                    },
+                    (Some(file), None) => p class="note" {
+                        "screenshot " code { (file) } " (not shown: it cannot be read, or is over 8 MiB)"
+                    },
+                    (None, _) => p class="note" { "no screenshot was kept" },
+                }
             }
         }
-        match (field("screenshot"), shots.get(look)) {
-            (Some(file), Some(data)) => {
-                let _ = write!(
-                    html,
-                    "<figure><img class=\"screenshot\" alt=\"the screenshot of this look\" src=\"{}\"><figcaption><code>{}</code></figcaption></figure>",
-                    esc(data),
-                    esc(file)
-                );
-            }
-            (Some(file), None) => {
-                let _ = write!(
-                    html,
-                    "<p class=\"note\">screenshot <code>{}</code> (not shown: it cannot be read, or is over 8 MiB)</p>",
-                    esc(file)
-                );
-            }
-            (None, _) => html.push_str("<p class=\"note\">no screenshot was kept</p>"),
-        }
-        html.push_str("</div>");
     }
-    html
 }
 
 #[cfg(test)]
@@ -331,10 +279,10 @@ mod tests {
                 {"at": 41.0, "actor": "user", "op": "undo", "id": "e-8", "target": "e-7"}
             ]}}}
         });
-        let html = services(&record, 3, None);
+        let html = services(&record, 3, None).into_string();
         assert_eq!(html.matches("<tr class=\"reversal\">").count(), 2, "{html}");
         assert!(html.contains("reverses the agent's <code>send</code> (e-7) 37.8 s after it, inside the 300 s undo window: an attributed reversal, and the trial is wrong for it."), "{html}");
-        let m = metrics(&record);
+        let m = metrics(&record).into_string();
         assert!(m.contains("<code>errors</code></td><td><b>1</b>"), "{m}");
         assert!(
             m.contains("<code>errors + repeats + undone + denied</code>"),

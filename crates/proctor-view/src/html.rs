@@ -100,24 +100,6 @@ pub fn table(id: &str, head: &[&str], rows: Markup) -> Markup {
     }
 }
 
-/// A table whose rows are cells of markup proctor made (see [`made`]): for the fragments not
-/// yet written with maud; `attrs` go on each `<tr>`, as made.
-pub fn made_table(id: &str, head: &[&str], rows: &[(String, Vec<String>)]) -> String {
-    table(
-        id,
-        head,
-        html! {
-            @for (attrs, cells) in rows {
-                // `attrs` and `cells` were built with `esc` around every value (see `made`).
-                (PreEscaped(format!("<tr{attrs}>")))
-                @for c in cells { td { (made(c.clone())) } }
-                (PreEscaped("</tr>"))
-            }
-        },
-    )
-    .into_string()
-}
-
 /// Pretty JSON in a `<pre>`: for what is free-form JSON (an assertion's evidence, a rubric, a
 /// trial's ledgers, launch and isolation).
 pub fn json<T: serde::Serialize + ?Sized>(v: &T) -> Markup {

@@ -434,33 +434,31 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
         ),
         ("assertions", "Assertions", assertions(r)),
         ("calls", "Interface calls", calls(end)),
-        // The evidence, transcript and service sections: markup those modules build with
-        // `esc` around every value (see `made`).
         (
             "metrics",
             "Interface metrics",
-            made(crate::evidence_html::metrics(r)),
+            crate::evidence_html::metrics(r),
         ),
         ("diff", "Workspace diff", diff_section(t, end)),
         ("checks", "Checks", checks(end)),
         (
             "visuals",
             "Visual checks",
-            made(crate::evidence_html::visuals(r, &t.screenshots)),
+            crate::evidence_html::visuals(r, &t.screenshots),
         ),
         (
             "transcripts",
             "Transcripts",
-            made(crate::transcript_html::section(t, level == 1)),
+            crate::transcript_html::section(t, level == 1),
         ),
         (
             "services",
             "Services",
-            made(crate::evidence_html::services(
+            crate::evidence_html::services(
                 r,
                 h2 + 1,
                 (level == 1).then(|| format!("/runs/{}/trials/{}/services", t.run, s.trial_id)),
-            )),
+            ),
         ),
     ];
     if let Some(html) = root_changes(end) {
