@@ -1190,3 +1190,69 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
         "an export links nowhere outside itself"
     );
 }
+
+/// An agent writes markup wherever the record keeps its words: its answer, a file's name, a
+/// command line and its output, its transcript. Every page that shows them (the trial's page,
+/// the run's page, the export) shows them as text: the markup arrives escaped, never as an
+/// element of the page.
+#[test]
+fn an_agents_markup_arrives_escaped_on_every_page() {
+    let lab = Lab::new("viewer-hostile");
+    lab.write("fixture/README.md", "x\n");
+    lab.write_exec("bin/tool", "#!/bin/sh\necho \"$@\"\n");
+    lab.one_task(
+        "allow = [\"bin/tool\"]\n[tasks.interface]\ncommand = \"tool\"",
+        "{ file_added = \"<script>pwn().txt\" }, { calls = { min = 1 } }",
+        &[
+            "echo hi > '<script>pwn().txt'",
+            "tool '<script>pwn()</script>' '<img src=x onerror=pwn()>'",
+            "echo '<script>pwn()</script>'",
+        ],
+        true,
+    );
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    assert!(
+        record["end_state"]["answer"]
+            .as_str()
+            .unwrap()
+            .contains("<script>pwn()</script>"),
+        "{record:#}"
+    );
+    let run = lab.run_id();
+    let server = serve(&lab.store());
+    let (status, trial) = get(&server, &format!("/runs/{run}/trials/t.agent.0"));
+    assert_eq!(status, 200, "{trial}");
+    let (status, run_page) = get(&server, &format!("/runs/{run}"));
+    assert_eq!(status, 200, "{run_page}");
+    let file = lab.root.join("run.html");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "export",
+            &run,
+            "--html",
+            file.to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let export = std::fs::read_to_string(&file).unwrap();
+    for (name, page) in [("trial", &trial), ("export", &export)] {
+        // The answer, the call's command line and output, the file's name in the diff.
+        for shown in [
+            "<pre class=\"answer\">&lt;script&gt;pwn()&lt;/script&gt;",
+            "&lt;img src=x onerror=pwn()&gt;",
+            "&lt;script&gt;pwn().txt",
+        ] {
+            assert!(page.contains(shown), "{name}: {shown} missing:\n{page}");
+        }
+    }
+    for (name, page) in [("trial", &trial), ("run", &run_page), ("export", &export)] {
+        assert!(!page.contains("<script>pwn"), "{name}:\n{page}");
+        assert!(!page.contains("<img src=x"), "{name}:\n{page}");
+    }
+}
