@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use maud::{html, Markup};
 use proctor_report::{Cell, Change, ComparisonCell, CountLedger, Money, RunReport};
-use proctor_score::OutcomeKind;
+use proctor_score::endstate::{CallRecord, ChangeKind};
+use proctor_score::{EndState, OutcomeKind, TrialVerdict, Verdict};
 use serde_json::Value;
 
 use crate::data::{ArmScoring, ComparePage, RunPage, RunRow, TrialPage, ViewError};
@@ -420,31 +421,46 @@ fn heading(level: u8, id: Option<&str>, content: Markup) -> Markup {
     }
 }
 
+/// The end state and verdict of a record.
+fn typed_parts(r: &Value) -> (EndState, Option<TrialVerdict>) {
+    (
+        r.get("end_state")
+            .and_then(|e| serde_json::from_value(e.clone()).ok())
+            .unwrap_or_default(),
+        r.get("verdict")
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+    )
+}
+
 /// A trial's sections; `level` is the heading level of its title.
 fn trial_body(t: &TrialPage, level: u8) -> Markup {
     let r = &t.record;
     let s = &t.summary;
     let h2 = level + 1;
-    let end = r.get("end_state").unwrap_or(&Value::Null);
+    let (end, verdict) = typed_parts(r);
+    let (end, verdict) = (&end, verdict.as_ref());
+    let window = r
+        .pointer("/settings/undo_window")
+        .and_then(|w| Some(w.get("secs")?.as_f64()? + w.get("nanos")?.as_f64()? / 1e9));
     let mut sections: Vec<(&str, &str, Markup)> = vec![
         (
             "answer",
             "Answer",
-            html! { pre class="answer" { (end.get("answer").and_then(Value::as_str).unwrap_or("")) } },
+            html! { pre class="answer" { (end.answer) } },
         ),
-        ("assertions", "Assertions", assertions(r)),
+        ("assertions", "Assertions", assertions(verdict)),
         ("calls", "Interface calls", calls(end)),
         (
             "metrics",
             "Interface metrics",
-            crate::evidence_html::metrics(r),
+            crate::evidence_html::metrics(verdict),
         ),
         ("diff", "Workspace diff", diff_section(t, end)),
         ("checks", "Checks", checks(end)),
         (
             "visuals",
             "Visual checks",
-            crate::evidence_html::visuals(r, &t.screenshots),
+            crate::evidence_html::visuals(end, &t.screenshots),
         ),
         (
             "transcripts",
@@ -455,7 +471,10 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
             "services",
             "Services",
             crate::evidence_html::services(
-                r,
+                end,
+                r.get("services"),
+                window,
+                verdict.is_some_and(|v| v.reversed),
                 h2 + 1,
                 (level == 1).then(|| format!("/runs/{}/trials/{}/services", t.run, s.trial_id)),
             ),
@@ -511,31 +530,35 @@ fn limit_and_capture_notes(r: &Value) -> Markup {
     }
 }
 
+/// A change's kind as the record writes it (`mode-changed`).
+fn change_kind(k: ChangeKind) -> &'static str {
+    match k {
+        ChangeKind::Added => "added",
+        ChangeKind::Changed => "changed",
+        ChangeKind::ModeChanged => "mode-changed",
+        ChangeKind::Deleted => "deleted",
+    }
+}
+
 /// What the agent changed outside the workspace, where the task's checks saw it
 /// (`check_root = "agent"`): one line a change, and how many more the record leaves out. None
 /// when the record has none.
-fn root_changes(end: &Value) -> Option<Markup> {
-    let list = end
-        .get("root_changes")
-        .and_then(Value::as_array)
-        .filter(|l| !l.is_empty())?;
-    let field = |c: &Value, k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let omitted = end
-        .get("root_changes_omitted")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+fn root_changes(end: &EndState) -> Option<Markup> {
+    if end.root_changes.is_empty() {
+        return None;
+    }
     Some(html! {
         p { "The task's checks ran over the image with these changes (kept in the trial's " code { "root/" } ")." }
-        ul class="root-changes" { @for c in list { li { code { (field(c, "kind")) } " /" (field(c, "path")) } } }
-        @if omitted > 0 {
-            p class="omitted" { "… and " (omitted) " more, graded but not listed here: the trial's " code { "root/changes.json" } " lists them all." }
+        ul class="root-changes" { @for c in &end.root_changes { li { code { (change_kind(c.kind)) } " /" (c.path) } } }
+        @if end.root_changes_omitted > 0 {
+            p class="omitted" { "… and " (end.root_changes_omitted) " more, graded but not listed here: the trial's " code { "root/changes.json" } " lists them all." }
         }
     })
 }
 
 /// The workspace diff, and how many changes the record leaves out (graded, but listed only in
 /// the trial's `changes/changes.json`).
-fn diff_section(t: &TrialPage, end: &Value) -> Markup {
+fn diff_section(t: &TrialPage, end: &EndState) -> Markup {
     // Binary files the suite's `[diff]` converters printed as text, each with its text diff.
     let text_diffs: Vec<&Value> = t
         .record
@@ -545,10 +568,6 @@ fn diff_section(t: &TrialPage, end: &Value) -> Markup {
         .flatten()
         .filter(|d| d.get("diff").is_some() || d.get("error").is_some())
         .collect();
-    let omitted = end
-        .get("changes_omitted")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
     html! {
         // The diff and its highlighting: markup `diff_html` builds with `esc` around every line
         // (see `made`).
@@ -568,42 +587,36 @@ fn diff_section(t: &TrialPage, end: &Value) -> Markup {
                 d.get("error").and_then(Value::as_str),
             )))
         }
-        @if omitted > 0 {
-            p class="omitted" { "… and " (omitted) " more changes, graded but not listed here: the trial's " code { "changes/changes.json" } " lists them all." }
+        @if end.changes_omitted > 0 {
+            p class="omitted" { "… and " (end.changes_omitted) " more changes, graded but not listed here: the trial's " code { "changes/changes.json" } " lists them all." }
         }
     }
 }
 
 /// The success rule's assertions with their verdicts and evidence (and the rubric, if any).
-fn assertions(r: &Value) -> Markup {
-    let verdict = r.get("verdict").unwrap_or(&Value::Null);
-    let Some(list) = verdict
-        .get("success")
-        .and_then(|s| s.get("assertions"))
-        .and_then(Value::as_array)
-    else {
+fn assertions(verdict: Option<&TrialVerdict>) -> Markup {
+    let Some(success) = verdict.and_then(|v| v.success.as_ref()) else {
         return html! { p { "No assertion was evaluated (the trial was not graded)." } };
     };
-    let mode = verdict
-        .get("success")
-        .and_then(|s| s.get("mode"))
-        .and_then(Value::as_str)
-        .unwrap_or("all");
     let rows = html! {
-        @for a in list {
-            @let v = a.get("verdict").and_then(Value::as_str).unwrap_or("");
+        @for a in &success.assertions {
+            @let (v, class) = match a.verdict {
+                Verdict::Holds => ("holds", "good"),
+                Verdict::Fails => ("fails", "bad"),
+                Verdict::Unknown { .. } => ("unknown", "bad"),
+            };
             tr {
-                td { code { (a.get("rule").and_then(Value::as_str).unwrap_or("")) } }
-                td { span class={ "badge " (if v == "holds" { "good" } else { "bad" }) } { (v) } }
+                td { code { (a.rule) } }
+                td { span class={ "badge " (class) } { (v) } }
                 // An assertion's evidence is free-form JSON (each rule's own), shown as JSON.
-                td { (json(a.get("evidence").unwrap_or(&Value::Null))) }
+                td { (json(&a.evidence)) }
             }
         }
     };
     html! {
-        p { "Success needs " b { (mode) } " of:" }
+        p { "Success needs " b { (success.mode) } " of:" }
         (table("assertions", &["Rule", "Verdict", "Evidence"], rows))
-        @if let Some(rubric) = verdict.get("rubric").filter(|v| !v.is_null()) {
+        @if let Some(rubric) = verdict.and_then(|v| v.rubric.as_ref()) {
             h3 { "Rubric" }
             (json(rubric))
         }
@@ -611,35 +624,26 @@ fn assertions(r: &Value) -> Markup {
 }
 
 /// The calls log: each call's command line, exit, and the head of its output.
-fn calls(end: &Value) -> Markup {
-    let Some(list) = end
-        .get("calls")
-        .and_then(Value::as_array)
-        .filter(|l| !l.is_empty())
-    else {
+fn calls(end: &EndState) -> Markup {
+    if end.calls.is_empty() {
         return html! { p { "No interface call." } };
-    };
+    }
     let rows = html! {
-        @for c in list {
-            @let argv: Vec<String> = c
-                .get("argv")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-                .unwrap_or_default();
-            @let denied = c.get("denied").and_then(Value::as_str);
+        @for c in &end.calls {
             // A denied call never ran: its words are the command text the agent CLI reported.
-            @let command = if denied.is_some() { argv.join(" ") } else { proctor_suite::shell::join(&argv) };
-            @let exit = match (denied, c.get("exit")) {
-                (Some(d), _) => format!("denied: {d}"),
-                (None, Some(e)) if !e.is_null() => e.to_string(),
-                _ => "unfinished".into(),
-            };
+            @let command = if c.denied.is_some() { c.argv.join(" ") } else { proctor_suite::shell::join(&c.argv) };
             tr {
-                td { (c.get("seq").map(Value::to_string).unwrap_or_default()) }
+                td { (c.seq) }
                 td { code { (command) } }
-                td { (exit) }
+                td {
+                    @match (&c.denied, c.exit) {
+                        (Some(d), _) => { "denied: " (d) },
+                        (None, Some(e)) => (e),
+                        (None, None) => "unfinished",
+                    }
+                }
                 td { (call_stdin(c)) }
-                td { pre { (c.get("stdout_head").and_then(Value::as_str).unwrap_or("")) } }
+                td { pre { (c.stdout_head) } }
             }
         }
     };
@@ -651,40 +655,34 @@ fn calls(end: &Value) -> Markup {
 }
 
 /// What a call read from stdin: its size and the head its record keeps.
-fn call_stdin(c: &Value) -> Markup {
-    if c.get("stdin_terminal").and_then(Value::as_bool) == Some(true) {
+fn call_stdin(c: &CallRecord) -> Markup {
+    if c.stdin_terminal {
         return html! { "a terminal (not kept)" };
     }
-    let bytes = c.get("stdin_bytes").and_then(Value::as_u64).unwrap_or(0);
-    if bytes == 0 {
+    if c.stdin_bytes == 0 {
         return html! { "–" };
     }
-    let head = c.get("stdin_head").and_then(Value::as_str).unwrap_or("");
     let kept = proctor_score::endstate::HEAD_BYTES as u64;
-    let size = if bytes > kept {
-        format!("{bytes} bytes, the first {kept} kept")
+    let size = if c.stdin_bytes > kept {
+        format!("{} bytes, the first {kept} kept", c.stdin_bytes)
     } else {
-        format!("{bytes} bytes")
+        format!("{} bytes", c.stdin_bytes)
     };
-    html! { (size) pre { (head) } }
+    html! { (size) pre { (c.stdin_head) } }
 }
 
 /// Each check's command, exit and output tails.
-fn checks(end: &Value) -> Markup {
-    let Some(map) = end
-        .get("checks")
-        .and_then(Value::as_object)
-        .filter(|m| !m.is_empty())
-    else {
+fn checks(end: &EndState) -> Markup {
+    if end.checks.is_empty() {
         return html! { p { "No check ran." } };
-    };
-    let text = |c: &Value, k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    }
     let rows = html! {
-        @for (cmd, c) in map {
+        @for (cmd, c) in &end.checks {
             tr {
                 td { code { (cmd) } }
-                td { (c.get("exit").map(Value::to_string).unwrap_or_default()) }
-                td { pre { (text(c, "stdout_tail")) (text(c, "stderr_tail")) } }
+                // A check that never exited shows `null`, as the record writes it.
+                td { (c.exit.map_or_else(|| "null".to_string(), |e| e.to_string())) }
+                td { pre { (c.stdout_tail) (c.stderr_tail) } }
             }
         }
     };
