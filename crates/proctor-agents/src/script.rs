@@ -82,6 +82,54 @@ impl Adapter for ScriptAdapter {
     }
 }
 
+/// Runs one step as `sh -c` would, and collects its output. A simple command (words of plain
+/// characters, nothing the shell would expand, redirect or interpret, not a shell builtin) is
+/// executed directly, as `sh -c` would end up doing, without the shell's own start-up.
+fn run_step(run: &str) -> std::io::Result<std::process::Output> {
+    if let Some(argv) = simple_command(run) {
+        // A program that could not be started at all (not found, not executable, a script
+        // without `#!`) is left to the shell, which reports or runs it in its own way.
+        if let Ok(out) = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .output()
+        {
+            return Ok(out);
+        }
+    }
+    Command::new("sh")
+        .arg("-c")
+        .arg(run)
+        .stdin(Stdio::null())
+        .output()
+}
+
+/// The words of `run` when the shell would execute it as they are: plain characters only
+/// (no quote, expansion, glob, redirection, separator or comment), no variable assignment in
+/// front, and not a builtin of the shell (whose behaviour can differ from the program of the
+/// same name) but `true` and `false` without arguments.
+fn simple_command(run: &str) -> Option<Vec<&str>> {
+    const BUILTINS: &[&str] = &[
+        ".", ":", "alias", "bg", "break", "cd", "command", "continue", "echo", "eval", "exec",
+        "exit", "export", "fc", "fg", "getopts", "hash", "jobs", "kill", "local", "printf", "pwd",
+        "read", "readonly", "return", "set", "shift", "test", "times", "trap", "type", "ulimit",
+        "umask", "unalias", "unset", "wait",
+    ];
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./,:+@%=".contains(c);
+    if !run.chars().all(|c| plain(c) || c == ' ' || c == '\t') {
+        return None;
+    }
+    let words: Vec<&str> = run.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
+    let first = *words.first()?;
+    let no_args_builtin = matches!(first, "true" | "false") && words.len() == 1;
+    if first.contains('=')
+        || (BUILTINS.contains(&first) || matches!(first, "true" | "false")) && !no_args_builtin
+    {
+        return None;
+    }
+    Some(words)
+}
+
 fn clip(bytes: &[u8]) -> String {
     let end = bytes.len().min(STEP_OUTPUT_LIMIT);
     String::from_utf8_lossy(&bytes[..end]).into_owned()
@@ -112,11 +160,7 @@ pub fn run_main(path: &str) -> i32 {
     );
     let mut outputs = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
-        let result = Command::new("sh")
-            .arg("-c")
-            .arg(&step.run)
-            .stdin(Stdio::null())
-            .output();
+        let result = run_step(&step.run);
         let (exit, so, se) = match result {
             Ok(o) => (o.status.code(), o.stdout, o.stderr),
             Err(e) => (None, Vec::new(), e.to_string().into_bytes()),
@@ -143,4 +187,53 @@ pub fn run_main(path: &str) -> i32 {
         serde_json::json!({ "type": "answer", "text": answer }),
     );
     plan.exit_code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_the_shell_would_execute_as_it_is_skips_the_shell() {
+        assert_eq!(simple_command("true"), Some(vec!["true"]));
+        assert_eq!(
+            simple_command("python3  solve.py --out=a.txt"),
+            Some(vec!["python3", "solve.py", "--out=a.txt"])
+        );
+        for shell in [
+            "",
+            "echo hi",
+            "true --help",
+            "cd /tmp",
+            "exit 3",
+            "X=1 env",
+            "ls *.py",
+            "cat a > b",
+            "a; b",
+            "a && b",
+            "echo $HOME",
+            "ls ~",
+            "printf 'x'",
+            "run # comment",
+            "a\nb",
+            "cmd `x`",
+        ] {
+            assert_eq!(simple_command(shell), None, "{shell:?} needs the shell");
+        }
+    }
+
+    #[test]
+    fn a_step_gives_the_same_status_and_output_either_way() {
+        for (direct, shell) in [("true", "exec true"), ("false", "exec false")] {
+            let a = run_step(direct).unwrap();
+            let b = run_step(shell).unwrap();
+            assert_eq!(a.status.code(), b.status.code(), "{direct}");
+        }
+        let listed = run_step("ls -d /").unwrap();
+        assert_eq!(listed.stdout, b"/\n");
+        // Not found: the shell's own message and status, as before.
+        let missing = run_step("no-such-program-here").unwrap();
+        assert_eq!(missing.status.code(), Some(127));
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    }
 }

@@ -10,6 +10,7 @@
 //! reader reads every minor version of its major and refuses another major by name.
 
 pub mod format;
+pub mod isolation;
 pub mod limit;
 pub mod outcome;
 pub mod run;

@@ -6,16 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// One allowed command, resolved.
-#[derive(
-    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-pub struct Allowed {
-    /// The name the agent types (the file name).
-    pub name: String,
-    /// The real program on the host.
-    pub real: PathBuf,
-}
+pub use proctor_trial_record::Allowed;
 
 /// The folders searched for bare names: `PATH`, then proctor's own folder.
 pub fn search_path() -> Vec<PathBuf> {

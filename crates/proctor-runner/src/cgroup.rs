@@ -2,14 +2,15 @@
 //!
 //! A run makes one folder of its own (`proctor-PID`) under proctor's control group, in the
 //! unified (v2) hierarchy when it offers the `memory` and `pids` controllers, else in the v1
-//! `memory` and `pids` hierarchies; each trial gets a child folder there with its limits, and
-//! the trial's first process joins it before anything of the trial runs (see
-//! `proctor_sandbox::SandboxLimits::cgroups`). That needs write access to proctor's control
+//! `memory` and `pids` hierarchies; each trial gets a child folder there with its limits (a slot
+//! an earlier trial of the run left empty, or a new one), and the trial's first process joins it
+//! before anything of the trial runs (see `proctor_sandbox::SandboxLimits::cgroups`). That needs write access to proctor's control
 //! group: root, or a subtree delegated to the user. Where there is none, the run goes on and each
 //! trial records the limits as not enforced, with the reason.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -23,11 +24,20 @@ enum Layout {
 }
 
 /// A run's control groups: where its trials' folders go.
+///
+/// A trial's group is a slot reused by the next trial once every process of it is gone (making
+/// and removing a group costs the kernel a folder of control files each time): the limits are
+/// written again for each trial, and a trial is judged by what the group's counters gained
+/// while it ran, never by what an earlier trial left in them.
 #[derive(Debug)]
 pub struct RunCgroups {
     layout: Layout,
-    /// Trial folders whose last process had not quite gone when the trial ended: removed later.
-    leftover: Mutex<Vec<PathBuf>>,
+    /// Slots whose processes are all gone, ready for the next trial.
+    free: Mutex<Vec<Vec<PathBuf>>>,
+    /// Slots a process of an ended trial was still leaving: free again once empty.
+    draining: Mutex<Vec<Vec<PathBuf>>>,
+    /// The number of the next slot made.
+    made: AtomicU64,
 }
 
 /// One trial's control group(s), with its limits set.
@@ -36,6 +46,17 @@ pub struct TrialCgroup {
     /// The folders the trial joins (one per hierarchy).
     dirs: Vec<PathBuf>,
     v2: bool,
+    /// The counters as they stood when the trial got the group.
+    start: Counters,
+}
+
+/// The counters that say a limit was reached: cumulative over a group's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counters {
+    /// Processes the kernel killed for memory (v2: also the times it ran out).
+    oom: u64,
+    /// Forks and clones refused at the process limit.
+    pids_max: u64,
 }
 
 /// Which of a trial's limits the kernel enforced and stopped it at.
@@ -67,12 +88,7 @@ impl RunCgroups {
         let name = format!("proctor-{}", std::process::id());
         let v2_error = match v2_base(&own, &mounts) {
             Some(base) => match make_v2(&base, &name) {
-                Ok(run) => {
-                    return Ok(RunCgroups {
-                        layout: Layout::V2 { run },
-                        leftover: Mutex::new(Vec::new()),
-                    })
-                }
+                Ok(run) => return Ok(RunCgroups::with(Layout::V2 { run })),
                 Err(e) => Some(e),
             },
             None => None,
@@ -90,74 +106,75 @@ impl RunCgroups {
             mkdir(&dir)?;
             Ok(dir)
         };
-        Ok(RunCgroups {
-            layout: Layout::V1 {
-                memory: make(&memory)?,
-                pids: make(&pids)?,
-            },
-            leftover: Mutex::new(Vec::new()),
-        })
+        Ok(RunCgroups::with(Layout::V1 {
+            memory: make(&memory)?,
+            pids: make(&pids)?,
+        }))
     }
 
-    /// Makes trial `name`'s control group with its limits.
-    pub fn trial(
-        &self,
-        name: &str,
-        memory_bytes: u64,
-        processes: u64,
-    ) -> Result<TrialCgroup, String> {
-        self.remove_leftovers(Duration::ZERO);
-        let mem = memory_bytes.to_string();
-        let pids = processes.to_string();
-        match &self.layout {
-            Layout::V2 { run } => {
-                let dir = run.join(name);
-                mkdir(&dir)?;
-                let cg = TrialCgroup {
-                    dirs: vec![dir.clone()],
-                    v2: true,
-                };
-                write(&dir.join("memory.max"), &mem)?;
-                // Swap would let a trial hold more than its limit; absent without swap support.
-                let _ = fs::write(dir.join("memory.swap.max"), "0");
-                write(&dir.join("pids.max"), &pids)?;
-                Ok(cg)
-            }
-            Layout::V1 { memory, pids: p } => {
-                let (m, pd) = (memory.join(name), p.join(name));
-                mkdir(&m)?;
-                mkdir(&pd)?;
-                let cg = TrialCgroup {
-                    dirs: vec![m.clone(), pd.clone()],
-                    v2: false,
-                };
-                write(&m.join("memory.limit_in_bytes"), &mem)?;
-                // Memory plus swap, where the kernel counts it, held to the same limit.
-                let _ = fs::write(m.join("memory.memsw.limit_in_bytes"), &mem);
-                write(&pd.join("pids.max"), &pids)?;
-                Ok(cg)
-            }
+    fn with(layout: Layout) -> RunCgroups {
+        RunCgroups {
+            layout,
+            free: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
+            made: AtomicU64::new(0),
         }
     }
 
-    /// Removes a trial's control group once its processes are gone (or later, if they are
+    /// A control group for one trial, with its limits: a free slot, or a new one.
+    pub fn trial(&self, memory_bytes: u64, processes: u64) -> Result<TrialCgroup, String> {
+        self.collect_drained();
+        let v2 = matches!(self.layout, Layout::V2 { .. });
+        while let Some(dirs) = lock(&self.free).pop() {
+            // A slot that no longer takes these limits (v1 refuses a memory limit below what
+            // the group still holds) is given up for a new one.
+            if set_limits(&dirs, v2, memory_bytes, processes).is_ok() {
+                let start = counters(&dirs, v2);
+                return Ok(TrialCgroup { dirs, v2, start });
+            }
+            remove_dirs(&dirs);
+        }
+        let dirs = self.make_slot()?;
+        if let Err(e) = set_limits(&dirs, v2, memory_bytes, processes) {
+            remove_dirs(&dirs);
+            return Err(e);
+        }
+        let start = counters(&dirs, v2);
+        Ok(TrialCgroup { dirs, v2, start })
+    }
+
+    /// Gives a trial's control group back once its processes are gone (or later, if they are
     /// still leaving).
     pub fn release(&self, cg: TrialCgroup) {
-        let mut left = self.leftover.lock().unwrap_or_else(|p| p.into_inner());
-        left.extend(cg.dirs);
-        drop(left);
-        self.remove_leftovers(Duration::ZERO);
+        if is_empty(&cg.dirs) {
+            lock(&self.free).push(cg.dirs);
+        } else {
+            lock(&self.draining).push(cg.dirs);
+        }
     }
 
     /// Removes the run's folders (waiting a little for trials still leaving).
     pub fn remove(&self) {
-        self.remove_leftovers(Duration::from_secs(2));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            self.collect_drained();
+            if lock(&self.draining).is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for dirs in lock(&self.free)
+            .drain(..)
+            .chain(lock(&self.draining).drain(..))
+        {
+            remove_dirs(&dirs);
+        }
         let dirs = match &self.layout {
             Layout::V2 { run } => vec![run.clone()],
             Layout::V1 { memory, pids } => vec![memory.clone(), pids.clone()],
         };
         for d in dirs {
-            // A trial whose launch failed after its group was made never released it.
+            // A trial whose launch failed after its group was made never gave it back.
             for child in fs::read_dir(&d).into_iter().flatten().flatten() {
                 if child.file_type().is_ok_and(|t| t.is_dir()) {
                     let _ = fs::remove_dir(child.path());
@@ -175,16 +192,32 @@ impl RunCgroups {
         }
     }
 
-    fn remove_leftovers(&self, wait: Duration) {
-        let deadline = Instant::now() + wait;
-        let mut left = self.leftover.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            left.retain(|d| fs::remove_dir(d).is_err() && d.exists());
-            if left.is_empty() || Instant::now() >= deadline {
-                return;
+    /// Makes a new slot: a folder in each hierarchy.
+    fn make_slot(&self) -> Result<Vec<PathBuf>, String> {
+        let name = format!("slot-{}", self.made.fetch_add(1, Ordering::Relaxed));
+        let dirs = match &self.layout {
+            Layout::V2 { run } => vec![run.join(&name)],
+            Layout::V1 { memory, pids } => vec![memory.join(&name), pids.join(&name)],
+        };
+        for (i, d) in dirs.iter().enumerate() {
+            if let Err(e) = mkdir(d) {
+                remove_dirs(&dirs[..i]);
+                return Err(e);
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
+        Ok(dirs)
+    }
+
+    /// Moves the draining slots whose last process has gone to the free ones.
+    fn collect_drained(&self) {
+        let mut draining = lock(&self.draining);
+        if draining.is_empty() {
+            return;
+        }
+        let (empty, busy): (Vec<_>, Vec<_>) = draining.drain(..).partition(|d| is_empty(d));
+        *draining = busy;
+        drop(draining);
+        lock(&self.free).extend(empty);
     }
 }
 
@@ -194,34 +227,83 @@ impl TrialCgroup {
         self.dirs.clone()
     }
 
-    /// The limit the kernel stopped the trial at, if any (memory first).
+    /// The limit the kernel stopped the trial at, if any (memory first): what the counters
+    /// gained since the trial got the group.
     pub fn reached(&self) -> Option<Reached> {
-        let count = |file: &str, key: &str| -> u64 {
-            self.dirs
-                .iter()
-                .filter_map(|d| fs::read_to_string(d.join(file)).ok())
-                .flat_map(|text| {
-                    text.lines()
-                        .filter_map(|l| l.split_once(' '))
-                        .filter(|(k, _)| *k == key)
-                        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-                        .collect::<Vec<_>>()
-                })
-                .sum()
-        };
-        let oom = if self.v2 {
-            count("memory.events", "oom_kill") + count("memory.events", "oom")
-        } else {
-            count("memory.oom_control", "oom_kill")
-        };
-        if oom > 0 {
+        let now = counters(&self.dirs, self.v2);
+        if now.oom > self.start.oom {
             Some(Reached::Memory)
-        } else if count("pids.events", "max") > 0 {
+        } else if now.pids_max > self.start.pids_max {
             Some(Reached::Processes)
         } else {
             None
         }
     }
+}
+
+/// Writes a trial's limits into a slot's folders.
+fn set_limits(dirs: &[PathBuf], v2: bool, memory_bytes: u64, processes: u64) -> Result<(), String> {
+    let (mem, pids) = (memory_bytes.to_string(), processes.to_string());
+    for d in dirs {
+        if v2 {
+            write(&d.join("memory.max"), &mem)?;
+            // Swap would let a trial hold more than its limit; absent without swap support.
+            let _ = fs::write(d.join("memory.swap.max"), "0");
+            write(&d.join("pids.max"), &pids)?;
+        } else if d.join("memory.limit_in_bytes").exists() {
+            // Memory plus swap, where the kernel counts it, held to the same limit. It may
+            // never be below the memory limit, so it is raised before and lowered after.
+            let memsw = d.join("memory.memsw.limit_in_bytes");
+            let _ = fs::write(&memsw, "-1");
+            write(&d.join("memory.limit_in_bytes"), &mem)?;
+            let _ = fs::write(&memsw, &mem);
+        } else {
+            write(&d.join("pids.max"), &pids)?;
+        }
+    }
+    Ok(())
+}
+
+/// A slot's counters now.
+fn counters(dirs: &[PathBuf], v2: bool) -> Counters {
+    let count = |file: &str, key: &str| -> u64 {
+        dirs.iter()
+            .filter_map(|d| fs::read_to_string(d.join(file)).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .filter(|(k, _)| *k == key)
+                    .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    };
+    let oom = if v2 {
+        count("memory.events", "oom_kill") + count("memory.events", "oom")
+    } else {
+        count("memory.oom_control", "oom_kill")
+    };
+    Counters {
+        oom,
+        pids_max: count("pids.events", "max"),
+    }
+}
+
+/// Whether no process is left in any of a slot's folders.
+fn is_empty(dirs: &[PathBuf]) -> bool {
+    dirs.iter()
+        .all(|d| fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty()))
+}
+
+/// Removes a slot's folders (those that can be: a group with a process left stays).
+fn remove_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        let _ = fs::remove_dir(d);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// proctor's own folder in the unified hierarchy, when it offers both controllers.
@@ -348,6 +430,7 @@ mod tests {
         let cg = TrialCgroup {
             dirs: vec![m.clone(), p.clone()],
             v2: false,
+            start: Counters::default(),
         };
         fs::write(
             m.join("memory.oom_control"),

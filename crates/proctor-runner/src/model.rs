@@ -10,47 +10,13 @@ use proctor_sandbox::{HttpGuard, HttpProbe, ServiceSpec};
 use proctor_score::ErrorKind;
 use proctor_suite::model::{Task, Variant};
 use proctor_suite::Suite;
-use serde::{Deserialize, Serialize};
 
 /// The service name of the model endpoint.
 pub const MODEL_SERVICE: &str = "__model";
 /// The text the mock's guard route answers with.
 const GUARD_TEXT: &str = "proctor-mock-model";
 
-/// Tokens and requests of one trial, by category, from one source.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Usage {
-    /// Where the numbers come from: `wire` (read by proctor from the model traffic) or
-    /// `agent-reported` (what the CLI said).
-    pub source: String,
-    /// Uncached input tokens.
-    pub input: Option<u64>,
-    /// Output tokens.
-    pub output: Option<u64>,
-    /// Input tokens read from the prompt cache.
-    pub cache_read: Option<u64>,
-    /// Input tokens written to the prompt cache.
-    pub cache_write: Option<u64>,
-    /// Model requests.
-    pub requests: Option<u64>,
-}
-
-/// The cost ledgers of a trial: kept apart, never summed into one score.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Ledgers {
-    /// Usage read from the wire.
-    pub wire: Option<Usage>,
-    /// Usage the agent CLI reported.
-    pub agent_reported: Option<Usage>,
-    /// Money, when every price was known: US dollars.
-    pub cost_usd: Option<f64>,
-    /// The models without a price (`` `anthropic/claude-haiku-4-5` ``), when the cost is
-    /// incomplete.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cost_missing: Vec<String>,
-    /// The cost the CLI itself reported (its list-price estimate), for comparison.
-    pub agent_reported_cost_usd: Option<f64>,
-}
+pub use proctor_trial_record::{Ledgers, Usage};
 
 /// The model script a variant serves for a task, when it has one.
 pub fn script_path(suite: &Suite, variant: &Variant, task: &str) -> Option<PathBuf> {

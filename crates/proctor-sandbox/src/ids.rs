@@ -24,6 +24,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use proctor_records::isolation::{IdMapKind, IdMapping};
 use serde::{Deserialize, Serialize};
 
 use crate::sys;
@@ -34,49 +35,6 @@ pub const RANGE: u32 = 65536;
 /// The subordinate range root uses without an entry of its own in `/etc/subuid`: systemd's
 /// "foreign UID range" (0x7FFE0000, 65536 ids), owned by no host user.
 pub const DEFAULT_BASE: u32 = 0x7FFE_0000;
-
-/// How the trial's user namespace mapped ids, as recorded in every trial.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdMapping {
-    /// `range` (0 and a subordinate range), or `single` (only the caller's id, as 0).
-    pub kind: IdMapKind,
-    /// Who wrote the map: `direct` (as root), `newuidmap` (the setuid helpers), `single`.
-    pub written_by: String,
-    /// The uid map: `[inside, outside, count]` extents.
-    pub uid_map: Vec<[u32; 3]>,
-    /// The gid map, likewise.
-    pub gid_map: Vec<[u32; 3]>,
-    /// Why the map is a single id (absent for a range).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why_single: Option<String>,
-}
-
-/// The kind of an [`IdMapping`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdMapKind {
-    /// uid/gid 0 and a subordinate range of [`RANGE`] − 1 ids: chown and setuid work.
-    Range,
-    /// Only uid/gid 0 (the caller's own ids): chown to another id fails.
-    Single,
-}
-
-impl IdMapping {
-    /// The id inside the trial of the host uid `uid`, if the map has it.
-    pub fn uid_inside(&self, uid: u32) -> Option<u32> {
-        inside(&self.uid_map, uid)
-    }
-
-    /// The id inside the trial of the host gid `gid`, if the map has it.
-    pub fn gid_inside(&self, gid: u32) -> Option<u32> {
-        inside(&self.gid_map, gid)
-    }
-}
-
-fn inside(map: &[[u32; 3]], outside: u32) -> Option<u32> {
-    map.iter()
-        .find_map(|&[i, o, n]| (outside >= o && outside - o < n).then(|| i + (outside - o)))
-}
 
 /// Set to `1`, the single mapping even where a range could be had (to compare, or to test the
 /// fallback as root). Read by the zygote (or S), which the caller passes it on to.

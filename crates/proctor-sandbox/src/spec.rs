@@ -141,17 +141,8 @@ pub struct Bind {
     pub read_only: bool,
 }
 
-/// The trial's network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Network {
-    /// A new network namespace with only its own loopback interface, brought up.
-    None,
-    /// Reserved for "own loopback plus proctor's model proxy"; today the same as `None`.
-    Loopback,
-    /// The host's network (no network namespace), recorded as such.
-    Host,
-}
+/// The trial's network (the same kind the trial record keeps).
+pub use proctor_records::isolation::Network;
 
 /// A service (mock backend) started inside the trial's namespaces before the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

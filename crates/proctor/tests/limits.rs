@@ -183,3 +183,74 @@ fn a_limit_out_of_range_is_refused_at_its_value() {
         "a value out of range is not a syntax error: {all}"
     );
 }
+
+/// A run reuses a trial's control group for a later trial once the earlier one's processes are
+/// gone: each trial gets its own limits written again, and is judged by what the group's
+/// counters gained while it ran, so a calm trial after one stopped at its memory or process
+/// limit in the same group reaches none, and a hog after a calm trial with higher limits is
+/// stopped at its own.
+#[test]
+fn a_reused_control_group_judges_each_trial_by_its_own_limits_and_counters() {
+    let lab = Lab::new("limits-reuse");
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n\
+         [[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n\
+         [[tasks]]\nid = \"hog\"\nprompt = \"p\"\nlimits = { memory_mb = 64 }\n\
+         [tasks.success]\nall = [{ file_added = \"cg.txt\" }]\n\n\
+         [[tasks]]\nid = \"forker\"\nprompt = \"p\"\nlimits = { processes = 16 }\n\
+         [tasks.success]\nall = [{ file_added = \"cg.txt\" }]\n\n\
+         [[tasks]]\nid = \"calm\"\nprompt = \"p\"\nlimits = { memory_mb = 256, processes = 64 }\n\
+         [tasks.success]\nall = [{ file_added = \"cg.txt\" }]\n",
+    );
+    let steps = |extra: &str| {
+        format!("answer = \"done\"\n\n[[steps]]\nrun = '''grep -E ':(memory|pids):' /proc/self/cgroup > cg.txt'''\n\n[[steps]]\nrun = '''{extra}'''\n")
+    };
+    lab.write(
+        "agents/agent/hog.toml",
+        &steps("python3 -c 'x = bytearray(400 << 20); x[::4096] = b\"y\" * len(x[::4096])'; true"),
+    );
+    lab.write(
+        "agents/agent/forker.toml",
+        &steps("for i in $(seq 1 40); do sleep 3 & done; true"),
+    );
+    lab.write("agents/agent/calm.toml", &steps("echo calm > calm.txt"));
+    let out = lab.run(As::Me, &["--trials", "3", "--jobs", "1"]);
+    assert!(
+        out.code == 0 || out.code == 1,
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let mut groups = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for task in ["hog", "forker", "calm"] {
+        for i in 0..3 {
+            let id = format!("{task}.agent.{i}");
+            let record = lab.record(&id);
+            for key in ["memory_mb", "processes"] {
+                if !enforced(&record, key) {
+                    return;
+                }
+            }
+            let want = match task {
+                "hog" => Some("memory"),
+                "forker" => Some("processes"),
+                _ => None,
+            };
+            assert_eq!(record["limit_reached"].as_str(), want, "{id}: {record:#}");
+            let cg = std::fs::read_to_string(lab.trial_dir(&id).join("changes/files/cg.txt"))
+                .unwrap_or_else(|e| panic!("{id} wrote no cg.txt: {e}"));
+            groups.entry(cg).or_default().push(id);
+        }
+    }
+    // The groups were reused: fewer groups than trials, and a calm trial shared its group
+    // with a trial that reached a limit.
+    assert!(groups.len() < 9, "no group was reused: {groups:#?}");
+    assert!(
+        groups
+            .values()
+            .any(|ids| ids.iter().any(|i| i.starts_with("calm"))
+                && ids.iter().any(|i| !i.starts_with("calm"))),
+        "no calm trial ran in a group a limited trial used: {groups:#?}"
+    );
+}

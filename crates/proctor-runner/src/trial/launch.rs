@@ -231,7 +231,7 @@ fn trial_limits(
         return (Default::default(), None, record);
     }
     let cgroup = ctx.cgroups.as_ref().map_err(String::clone).and_then(|c| {
-        c.trial(&trial.planned.id, l.memory_mb() * MIB, l.processes())
+        c.trial(l.memory_mb() * MIB, l.processes())
             .map(|cg| (cg, c.kind()))
     });
     let cgroup = match cgroup {
