@@ -10,6 +10,7 @@ use proctor_store::{
     CellCount, RunId, RunListing, RunMeta, Scoring, ScoringChoice, Store, StoreError, TrialFilter,
     TrialSummary,
 };
+use proctor_trial_record::TrialRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::transcript;
@@ -522,7 +523,7 @@ pub struct TrialPage {
     pub summary: TrialSummary,
     /// The runner's whole record (`trial.json`'s `record`; in a rescore, the record the
     /// rescore wrote).
-    pub record: serde_json::Value,
+    pub record: TrialRecord,
     /// The scoring shown.
     pub scoring: Scoring,
     /// In a rescore, the run's own outcome and reason for this trial, as the index holds them.
@@ -543,17 +544,11 @@ const MAX_INLINE_SCREENSHOT: u64 = 8 << 20;
 
 /// Each look's kept screenshot (`visual/N.png` in the trial folder `dir`) as a data URL, by
 /// look; a path outside `visual/`, or a file that cannot be read or is too big, is left out.
-fn screenshots(record: &serde_json::Value, dir: &std::path::Path) -> BTreeMap<String, String> {
+fn screenshots(record: &TrialRecord, dir: &std::path::Path) -> BTreeMap<String, String> {
     use base64::Engine;
     let mut out = BTreeMap::new();
-    let Some(visuals) = record
-        .pointer("/end_state/visuals")
-        .and_then(serde_json::Value::as_object)
-    else {
-        return out;
-    };
-    for (look, run) in visuals {
-        let Some(rel) = run.get("screenshot").and_then(serde_json::Value::as_str) else {
+    for (look, run) in &record.end_state.visuals {
+        let Some(rel) = run.screenshot.as_deref() else {
             continue;
         };
         let inside = rel
@@ -605,8 +600,8 @@ fn trial_file(
     store: &Store,
     id: &RunId,
     trial_id: &str,
-) -> Result<proctor_store::TrialFile<serde_json::Value>, ViewError> {
-    match store.read_trial::<serde_json::Value>(id, trial_id) {
+) -> Result<proctor_store::TrialFile<TrialRecord>, ViewError> {
+    match store.read_trial::<TrialRecord>(id, trial_id) {
         Ok(f) => Ok(f),
         Err(StoreError::TrialNotFound { .. } | StoreError::InvalidTrialId { .. }) => Err(
             ViewError::NotFound(format!("run {id} has no finished trial `{trial_id}`")),
@@ -665,10 +660,14 @@ pub(crate) fn trial_in(
             reason: file.summary.reason.clone(),
         });
         rescore_summary(&mut file.summary, &summary);
-        file.record = record;
+        file.record = serde_json::from_value(record).map_err(|e| {
+            ViewError::Failed(format!(
+                "the rescore's record of `{trial_id}` cannot be read: {e}"
+            ))
+        })?;
     }
     let dir = trial_dir(store, &id, trial_id);
-    let transcripts = transcript::sources(&file.record, &dir)
+    let transcripts = transcript::sources(&file.record.launch.agent, &dir)
         .into_iter()
         .map(|source| {
             let (lines, more) = transcript::head(&dir, &source, TRANSCRIPT_HEAD)
@@ -720,7 +719,7 @@ pub fn transcript_slice(
     let record = trial_file(store, &id, trial_id)?.record;
     let dir = trial_dir(store, &id, trial_id);
     let name = q.source.as_deref().unwrap_or("agent");
-    let source = transcript::sources(&record, &dir)
+    let source = transcript::sources(&record.launch.agent, &dir)
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| {

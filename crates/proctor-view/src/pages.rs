@@ -6,6 +6,7 @@ use maud::{html, Markup};
 use proctor_report::{Cell, Change, ComparisonCell, CountLedger, Money, RunReport};
 use proctor_score::endstate::{CallRecord, ChangeKind};
 use proctor_score::{EndState, OutcomeKind, TrialVerdict, Verdict};
+use proctor_trial_record::{AnswerFrom, SittingRecord, TrialRecord};
 use serde_json::Value;
 
 use crate::data::{ArmScoring, ComparePage, RunPage, RunRow, TrialPage, ViewError};
@@ -363,20 +364,17 @@ pub(crate) fn trial_href(base: &str, run: &str, trial: &str) -> String {
 }
 
 /// A person's sitting (`proctor sit`): who sat, how the answer was given, their notes.
-fn sitting_section(s: &Value) -> Markup {
-    let text = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("");
-    let answered = match text("answer_from") {
-        "asked" => "typed when asked, after the full stop",
-        "flag" => "given with --answer",
-        other => other,
+fn sitting_section(s: &SittingRecord) -> Markup {
+    let answered = match s.answer_from {
+        AnswerFrom::Asked => "typed when asked, after the full stop",
+        AnswerFrom::Flag => "given with --answer",
     };
     let timeout = s
-        .get("timeout_seconds")
-        .and_then(Value::as_u64)
+        .timeout_seconds
         .map_or("no timeout".to_string(), |t| format!("timeout {t}s"));
     html! {
-        p class="meta" { "sat by " b { (text("person")) } " · answer " (answered) " · " (timeout) }
-        @match s.get("notes").and_then(Value::as_str) {
+        p class="meta" { "sat by " b { (s.person) } " · answer " (answered) " · " (timeout) }
+        @match &s.notes {
             Some(n) => pre class="notes" { (n) },
             None => p { "No notes." },
         }
@@ -421,27 +419,18 @@ fn heading(level: u8, id: Option<&str>, content: Markup) -> Markup {
     }
 }
 
-/// The end state and verdict of a record.
-fn typed_parts(r: &Value) -> (EndState, Option<TrialVerdict>) {
-    (
-        r.get("end_state")
-            .and_then(|e| serde_json::from_value(e.clone()).ok())
-            .unwrap_or_default(),
-        r.get("verdict")
-            .and_then(|v| serde_json::from_value(v.clone()).ok()),
-    )
-}
-
 /// A trial's sections; `level` is the heading level of its title.
 fn trial_body(t: &TrialPage, level: u8) -> Markup {
     let r = &t.record;
     let s = &t.summary;
     let h2 = level + 1;
-    let (end, verdict) = typed_parts(r);
-    let (end, verdict) = (&end, verdict.as_ref());
-    let window = r
-        .pointer("/settings/undo_window")
-        .and_then(|w| Some(w.get("secs")?.as_f64()? + w.get("nanos")?.as_f64()? / 1e9));
+    let (end, verdict) = (&r.end_state, r.verdict.as_ref());
+    let window = r.settings.as_ref().map(|s| s.undo_window.as_secs_f64());
+    // What the sandbox reported of the services is shown as the JSON it is.
+    let reports = r
+        .services
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok());
     let mut sections: Vec<(&str, &str, Markup)> = vec![
         (
             "answer",
@@ -472,7 +461,7 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
             "Services",
             crate::evidence_html::services(
                 end,
-                r.get("services"),
+                reports.as_ref(),
                 window,
                 verdict.is_some_and(|v| v.reversed),
                 h2 + 1,
@@ -483,17 +472,14 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
     if let Some(html) = root_changes(end) {
         sections.insert(5, ("root", "Changes outside the workspace", html));
     }
-    if let Some(sitting) = r.get("sitting").filter(|v| v.is_object()) {
+    if let Some(sitting) = &r.sitting {
         sections.insert(1, ("sitting", "Sitting", sitting_section(sitting)));
     }
-    let details: Vec<(&str, &Value)> = [
-        ("Ledgers", r.get("ledgers")),
-        ("Launch", r.get("launch")),
-        ("Isolation", r.get("isolation")),
-    ]
-    .into_iter()
-    .filter_map(|(title, v)| Some((title, v.filter(|v| !v.is_null())?)))
-    .collect();
+    // The ledgers, the launch and the isolation, each as the JSON it is in the record.
+    let mut details = vec![("Ledgers", json(&r.ledgers)), ("Launch", json(&r.launch))];
+    if let Some(isolation) = &r.isolation {
+        details.push(("Isolation", json(isolation)));
+    }
     html! {
         (heading(level, None, html! { "Trial " (s.trial_id) }))
         p class="meta" {
@@ -509,22 +495,21 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
             (html)
         }
         @for (title, v) in details {
-            details { summary { (heading(h2, None, html! { (title) })) } (json(v)) }
+            details { summary { (heading(h2, None, html! { (title) })) } (v) }
         }
     }
 }
 
 /// The limit the trial reached, and what the agent made that the capture could not keep.
-fn limit_and_capture_notes(r: &Value) -> Markup {
-    let field = |n: &Value, k: &str| n.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+fn limit_and_capture_notes(r: &TrialRecord) -> Markup {
     html! {
-        @if let Some(limit) = r.get("limit_reached").and_then(Value::as_str) {
-            p class="limit" { "Limit reached: " b { (limit) } }
+        @if let Some(limit) = r.limit_reached {
+            p class="limit" { "Limit reached: " b { (limit.as_str()) } }
         }
-        @if let Some(notes) = r.get("capture_notes").and_then(Value::as_array) {
+        @if !r.capture_notes.is_empty() {
             div class="capture-notes" {
                 p { "What the agent made that could not be kept (graded as added, with no content):" }
-                ul { @for n in notes { li { code { (field(n, "path")) } ": " (field(n, "cause")) } } }
+                ul { @for n in &r.capture_notes { li { code { (n.path) } ": " (n.cause) } } }
             }
         }
     }
@@ -559,32 +544,17 @@ fn root_changes(end: &EndState) -> Option<Markup> {
 /// The workspace diff, and how many changes the record leaves out (graded, but listed only in
 /// the trial's `changes/changes.json`).
 fn diff_section(t: &TrialPage, end: &EndState) -> Markup {
-    // Binary files the suite's `[diff]` converters printed as text, each with its text diff.
-    let text_diffs: Vec<&Value> = t
-        .record
-        .get("text_diffs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|d| d.get("diff").is_some() || d.get("error").is_some())
-        .collect();
     html! {
         // The diff and its highlighting: markup `diff_html` builds with `esc` around every line
         // (see `made`).
         (made(crate::diff_html::section(&t.diff)))
-        @for d in text_diffs {
-            @let converter: Vec<&str> = d
-                .get("converter")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+        // Binary files the suite's `[diff]` converters printed as text, each with its text diff.
+        @for d in t.record.text_diffs.iter().filter(|d| d.diff.is_some() || d.error.is_some()) {
             (made(crate::diff_html::text_section(
-                d.get("path").and_then(Value::as_str).unwrap_or_default(),
-                &converter.join(" "),
-                d.get("diff").and_then(Value::as_str),
-                d.get("error").and_then(Value::as_str),
+                &d.path,
+                &d.converter.join(" "),
+                d.diff.as_deref(),
+                d.error.as_deref(),
             )))
         }
         @if end.changes_omitted > 0 {

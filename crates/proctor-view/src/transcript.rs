@@ -42,14 +42,9 @@ pub struct Source {
     pub bytes: u64,
 }
 
-/// The transcripts a trial has, by the agent's kind (`launch.agent` of its record): the agent's
-/// side first, then the model's when it was recorded.
-pub fn sources(record: &Value, trial_dir: &Path) -> Vec<Source> {
-    let agent = record
-        .get("launch")
-        .and_then(|l| l.get("agent"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+/// The transcripts a trial has, by the agent's kind (`agent`, its record's `launch.agent`): the
+/// agent's side first, then the model's when it was recorded.
+pub fn sources(agent: &str, trial_dir: &Path) -> Vec<Source> {
     let agent_file = match agent {
         "script" => "transcript.jsonl",
         "command" => "agent.stderr",
