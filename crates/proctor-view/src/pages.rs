@@ -774,8 +774,18 @@ pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Expo
             rescored.remove(&t.trial_id),
         ) {
             Ok(page) => page,
-            // One torn trial.json costs that trial's section, never the page.
-            Err(ViewError::Store(proctor_store::StoreError::TrialDamaged { reason, .. })) => {
+            // One torn trial.json, or a record that does not read as a trial record, costs that
+            // trial's section, never the page.
+            Err(e) => {
+                let reason = match e {
+                    ViewError::Store(proctor_store::StoreError::TrialDamaged {
+                        reason, ..
+                    }) => reason,
+                    ViewError::Store(proctor_store::StoreError::Json { source, .. }) => {
+                        format!("its record does not read as a trial record: {source}")
+                    }
+                    e => return Err(e),
+                };
                 sections.push(html! {
                     section id={ "trial-" (t.trial_id) } class="trial" {
                         h3 { (t.trial_id) }
@@ -788,7 +798,6 @@ pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Expo
                 });
                 continue;
             }
-            Err(e) => return Err(e),
         };
         sections.push(html! {
             section id={ "trial-" (t.trial_id) } class="trial" { (trial_body(&page, 3)) }

@@ -1256,3 +1256,59 @@ fn an_agents_markup_arrives_escaped_on_every_page() {
         assert!(!page.contains("<img src=x"), "{name}:\n{page}");
     }
 }
+
+/// A `trial.json` whose summary reads but whose record is not a trial record (another tool's
+/// file, a hand edit) is an error on its own page, and the export names it in its place and
+/// exports the rest, as it does a torn one.
+#[test]
+fn a_record_that_is_not_a_trial_record_is_named_not_rendered() {
+    let lab = Lab::new("viewer-not-a-record");
+    lab.write("fixture/README.md", "x\n");
+    lab.one_task("", "{ file_added = \"a.txt\" }", &["echo a > a.txt"], false);
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let path = lab.trial_dir("t.agent.0").join("trial.json");
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    file["record"]["end_state"] = serde_json::json!("<b>not an end state</b>");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let run = lab.run_id();
+    let server = serve(&lab.store());
+    let (status, page) = get(&server, &format!("/runs/{run}/trials/t.agent.0"));
+    assert_eq!(status, 500, "{page}");
+    assert!(page.contains("<h1>Cannot show this page</h1>"), "{page}");
+    // Why, with the record's own words as text.
+    assert!(
+        page.contains("&quot;&lt;b&gt;not an end state&lt;/b&gt;&quot;, expected struct EndState"),
+        "{page}"
+    );
+    let html = lab.root.join("run.html");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "export",
+            &run,
+            "--html",
+            html.to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "warning: trial t.agent.0 was not exported: its record does not read as a trial record"
+        ),
+        "{}",
+        out.stderr
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("id=\"trial-t.agent.0\"")
+            && page.contains("damaged: its record does not read as a trial record"),
+        "{page}"
+    );
+    assert!(!page.contains("<b>not an end state"), "{page}");
+}
