@@ -3,10 +3,9 @@
 //! files by their sizes only. It reads the lines `proctor show` prints (a file's header indented
 //! by two spaces, its diff by four).
 
-use std::fmt::Write;
+use maud::{html, Markup, PreEscaped};
 
 use crate::highlight;
-use crate::html::esc;
 
 /// One changed file as the diff's lines give it.
 struct File<'a> {
@@ -49,7 +48,7 @@ pub fn size(n: u64) -> String {
 
 /// The header's parenthesised note with every `N bytes` (and `A -> B bytes`) written for a
 /// person, the exact count kept in a title.
-fn sizes(about: &str) -> String {
+fn sizes(about: &str) -> Markup {
     let words: Vec<&str> = about.split(' ').collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -58,24 +57,27 @@ fn sizes(about: &str) -> String {
         match (n, words.get(i + 1), words.get(i + 2), words.get(i + 3)) {
             (Some(a), Some(&"->"), Some(b), Some(&"bytes")) if b.parse::<u64>().is_ok() => {
                 let b = b.parse::<u64>().unwrap_or(0);
-                out.push(format!(
-                    "<span title=\"{a} bytes → {b} bytes\">{} → {}</span>",
-                    size(a),
-                    size(b)
-                ));
+                out.push(html! {
+                    span title={ (a) " bytes → " (b) " bytes" } { (size(a)) " → " (size(b)) }
+                });
                 i += 4;
             }
             (Some(a), Some(&"bytes"), _, _) => {
-                out.push(format!("<span title=\"{a} bytes\">{}</span>", size(a)));
+                out.push(html! { span title={ (a) " bytes" } { (size(a)) } });
                 i += 2;
             }
             _ => {
-                out.push(esc(words[i]));
+                out.push(html! { (words[i]) });
                 i += 1;
             }
         }
     }
-    out.join(" ")
+    html! {
+        @for (i, w) in out.into_iter().enumerate() {
+            @if i > 0 { " " }
+            (w)
+        }
+    }
 }
 
 /// The diff's lines as files, and the notes that follow them.
@@ -106,37 +108,29 @@ fn files(lines: &[String]) -> (Vec<File<'_>>, Vec<&str>) {
 }
 
 /// The diff section.
-pub fn section(lines: &[String]) -> String {
+pub fn section(lines: &[String]) -> Markup {
     if lines.is_empty() {
-        return "<p>No file changed.</p>".into();
+        return html! { p { "No file changed." } };
     }
     let (files, notes) = files(lines);
-    let mut s = String::new();
-    for f in &files {
-        let _ = write!(
-            s,
-            "<section class=\"diff-file\"><p class=\"file\"><b>{}</b> <code>{}</code> {}</p>",
-            esc(f.kind),
-            esc(f.path),
-            if f.about.is_empty() {
-                String::new()
-            } else {
-                format!("({})", sizes(f.about))
+    html! {
+        @for f in &files {
+            section class="diff-file" {
+                p class="file" {
+                    b { (f.kind) } " " code { (f.path) } " "
+                    @if !f.about.is_empty() { "(" (sizes(f.about)) ")" }
+                }
+                @if f.lines == ["(binary)"] {
+                    p class="note" { "A binary file: its sizes are above; no diff is shown." }
+                } @else if !f.lines.is_empty() {
+                    (body(f))
+                }
             }
-        );
-        if f.lines == ["(binary)"] {
-            s.push_str("<p class=\"note\">A binary file: its sizes are above; no diff is shown.</p></section>");
-            continue;
         }
-        if !f.lines.is_empty() {
-            s.push_str(&body(f));
+        @for n in notes {
+            p class="note" { (n) }
         }
-        s.push_str("</section>");
     }
-    for n in notes {
-        let _ = write!(s, "<p class=\"note\">{}</p>", esc(n));
-    }
-    s
 }
 
 /// A binary file's text diff through the suite's `[diff]` converter (the trial record's
@@ -147,55 +141,59 @@ pub fn text_section(
     converter: &str,
     diff: Option<&str>,
     error: Option<&str>,
-) -> String {
-    let mut s = format!(
-        "<section class=\"diff-file text-diff\"><p class=\"file\"><b>as text</b> <code>{}</code> (<code>{}</code>)</p>",
-        esc(path),
-        esc(converter)
-    );
-    match (error, diff) {
-        (Some(e), _) => {
-            let _ = write!(s, "<p class=\"note\">Not converted: {}</p>", esc(e));
+) -> Markup {
+    html! {
+        section class="diff-file text-diff" {
+            p class="file" { b { "as text" } " " code { (path) } " (" code { (converter) } ")" }
+            @match (error, diff) {
+                (Some(e), _) => p class="note" { "Not converted: " (e) },
+                (None, Some(d)) => (body(&File {
+                    kind: "as text",
+                    path,
+                    about: "",
+                    lines: d
+                        .lines()
+                        .filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ "))
+                        .collect(),
+                })),
+                (None, None) => {},
+            }
         }
-        (None, Some(d)) => {
-            let f = File {
-                kind: "as text",
-                path,
-                about: "",
-                lines: d
-                    .lines()
-                    .filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ "))
-                    .collect(),
-            };
-            s.push_str(&body(&f));
-        }
-        (None, None) => {}
     }
-    s.push_str("</section>");
-    s
 }
 
 /// A file's diff lines, marked and highlighted.
-fn body(f: &File<'_>) -> String {
+fn body(f: &File<'_>) -> Markup {
     let lang = highlight::lang_of(f.path);
     let mut state = highlight::State::default();
-    let mut s = String::from("<pre class=\"diff\">");
-    for l in &f.lines {
-        let (class, mark, code) = match l.chars().next() {
-            Some('+') => ("add", "+", &l[1..]),
-            Some('-') => ("del", "-", &l[1..]),
-            Some(' ') => ("ctx", " ", &l[1..]),
-            Some('@') => ("hunk", "", *l),
-            _ => ("note", "", *l),
-        };
-        let code = match (&lang, class) {
-            (Some(lang), "add" | "del" | "ctx") => highlight::line(lang, code, &mut state),
-            _ => esc(code),
-        };
-        let _ = writeln!(s, "<span class=\"{class}\">{mark}{code}</span>");
+    let lines: Vec<(&str, &str, Markup)> = f
+        .lines
+        .iter()
+        .map(|l| {
+            let (class, mark, code) = match l.chars().next() {
+                Some('+') => ("add", "+", &l[1..]),
+                Some('-') => ("del", "-", &l[1..]),
+                Some(' ') => ("ctx", " ", &l[1..]),
+                Some('@') => ("hunk", "", *l),
+                _ => ("note", "", *l),
+            };
+            let code = match (&lang, class) {
+                // The highlighter's spans: it escapes every token of the line it classes.
+                (Some(lang), "add" | "del" | "ctx") => {
+                    PreEscaped(highlight::line(lang, code, &mut state))
+                }
+                _ => html! { (code) },
+            };
+            (class, mark, code)
+        })
+        .collect();
+    html! {
+        pre class="diff" {
+            @for (class, mark, code) in lines {
+                span class=(class) { (mark) (code) } "\n"
+            }
+        }
     }
-    s.push_str("</pre>");
-    s
 }
 
 #[cfg(test)]
@@ -216,7 +214,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let html = section(&lines);
+        let html = section(&lines).into_string();
         assert!(html.contains("<b>changed</b> <code>src/a.py</code> (<span title=\"10 bytes → 2048 bytes\">10 B → 2.0 KiB</span>)"), "{html}");
         assert!(html.contains("<span class=\"add\">+x = <span class=\"hl-s\">&#39;two&#39;</span>  <span class=\"hl-c\"># now</span></span>"), "{html}");
         assert!(

@@ -545,17 +545,15 @@ fn root_changes(end: &EndState) -> Option<Markup> {
 /// the trial's `changes/changes.json`).
 fn diff_section(t: &TrialPage, end: &EndState) -> Markup {
     html! {
-        // The diff and its highlighting: markup `diff_html` builds with `esc` around every line
-        // (see `made`).
-        (made(crate::diff_html::section(&t.diff)))
+        (crate::diff_html::section(&t.diff))
         // Binary files the suite's `[diff]` converters printed as text, each with its text diff.
         @for d in t.record.text_diffs.iter().filter(|d| d.diff.is_some() || d.error.is_some()) {
-            (made(crate::diff_html::text_section(
+            (crate::diff_html::text_section(
                 &d.path,
                 &d.converter.join(" "),
                 d.diff.as_deref(),
                 d.error.as_deref(),
-            )))
+            ))
         }
         @if end.changes_omitted > 0 {
             p class="omitted" { "… and " (end.changes_omitted) " more changes, graded but not listed here: the trial's " code { "changes/changes.json" } " lists them all." }

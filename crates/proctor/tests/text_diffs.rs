@@ -145,7 +145,7 @@ fn a_changed_database_is_a_text_diff_and_file_contains_reads_it_as_text() {
     let page = viewer_page(&with.store(), "t.agent.0");
     assert!(
         page.contains("<section class=\"diff-file text-diff\"><p class=\"file\"><b>as text</b> <code>shop.db</code> (<code>sqlite3 {} .dump</code>)</p><pre class=\"diff\">")
-            && page.contains("<span class=\"add\">+INSERT INTO orders VALUES(2,&#39;notebook&#39;);</span>"),
+            && page.contains("<span class=\"add\">+INSERT INTO orders VALUES(2,'notebook');</span>"),
         "{page}"
     );
     // A rescore reads the file through the text the trial kept: the same outcome.
