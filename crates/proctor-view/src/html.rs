@@ -10,9 +10,10 @@ pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// The viewer's script (filters, sorting, live updates), inlined into every page.
 pub(crate) const SCRIPT: &str = include_str!("assets/app.js");
 
-/// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values: for the
-/// fragments not yet written with maud (the evidence, transcript, diff and picture modules),
-/// which the pages embed as markup proctor made.
+/// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values: for the markup
+/// written as text rather than with maud, the SVG pictures (`pictures`, also served as `.svg`
+/// files) and the highlighter's spans (`highlight`), which the pages embed as markup proctor
+/// made.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -28,9 +29,9 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A fragment that a module of this crate built with [`esc`] around every value it holds
-/// (the evidence, transcript, diff and picture modules), embedded as it is: safe because
-/// each of those modules escapes what it did not write itself.
+/// A picture this crate drew (an SVG of `pictures`, built with [`esc`] around every value it
+/// holds), embedded in a page as it is: safe because the picture escapes every word it did not
+/// write itself (a trial id, a task, a title), as its own tests check.
 pub fn made(fragment: String) -> PreEscaped<String> {
     PreEscaped(fragment)
 }
