@@ -14,9 +14,11 @@ pub mod isolation;
 pub mod limit;
 pub mod outcome;
 pub mod run;
+pub mod tally;
 pub mod time;
 pub mod timings;
 
 pub use format::{FormatVersion, RUN_FORMAT, TRIAL_FORMAT};
 pub use limit::Limit;
 pub use outcome::{ErrorKind, Outcome, OutcomeKind, ParseOutcomeError};
+pub use tally::OutcomeTally;

@@ -87,7 +87,7 @@ pub fn runs(rows: &[RunRow]) -> String {
 }
 
 /// `completed 3, wrong 1`.
-fn outcome_counts(counts: &BTreeMap<String, u64>) -> String {
+fn outcome_counts(counts: &proctor_records::OutcomeTally) -> String {
     counts
         .iter()
         .map(|(o, n)| format!("{o} {n}"))
