@@ -21,13 +21,17 @@ const LEN: usize = 20;
 /// The id of one run: `20261129-221503-7f3a`.
 ///
 /// Ids sort by the UTC second their run started (text order is time order), and the four random
-/// hex digits keep runs started in the same second apart; [`crate::Store::create_run`] also
+/// hex digits keep runs started in the same second apart; the store's `Store::create_run` also
 /// refuses to reuse a folder, so an id is unique within its store. Any unique prefix of an id
-/// names the run (see [`crate::Store::resolve_run`]).
+/// names the run (see `Store::resolve_run`).
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(try_from = "String", into = "String")]
+// The description `schemas/run.schema.json` has always had (written when the id was the store's).
+#[schemars(
+    description = "The id of one run: `20261129-221503-7f3a`.\n\nIds sort by the UTC second their run started (text order is time order), and the four random\nhex digits keep runs started in the same second apart; [`crate::Store::create_run`] also\nrefuses to reuse a folder, so an id is unique within its store. Any unique prefix of an id\nnames the run (see [`crate::Store::resolve_run`])."
+)]
 pub struct RunId(String);
 
 impl RunId {
