@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use proctor_records::OutcomeTally;
 use proctor_score::{Outcome, OutcomeKind};
 use proctor_suite::model::Expect;
 use schemars::JsonSchema;
@@ -162,6 +163,14 @@ impl OutcomeCounts {
     /// The counts in report order ([`OutcomeKind::ALL`]), each with its outcome's label.
     pub fn labelled(&self) -> [(&'static str, u64); 8] {
         OutcomeKind::ALL.map(|k| (k.label(), self.of(k)))
+    }
+
+    /// The counts as a tally: the outcomes that occurred, listed in the order of their labels.
+    pub fn tally(&self) -> OutcomeTally {
+        OutcomeKind::ALL
+            .map(|k| (k, self.of(k)))
+            .into_iter()
+            .collect()
     }
 }
 

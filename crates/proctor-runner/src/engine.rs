@@ -13,6 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use proctor_records::OutcomeTally;
 use proctor_store::{RunHandle, TrialSummary};
 use proctor_suite::plan::{Plan, PlannedTrial};
 use proctor_suite::Suite;
@@ -120,7 +121,7 @@ pub struct ExecutionSummary {
     /// Trials finished by this execution.
     pub finished_now: usize,
     /// Outcome counts of the trials finished by this execution.
-    pub outcomes: BTreeMap<String, u64>,
+    pub outcomes: OutcomeTally,
     /// Whether the run was interrupted.
     pub interrupted: bool,
     /// Why proctor itself stopped the run before every trial ran, when it did: the store's file
@@ -220,7 +221,7 @@ struct Commits {
     /// Trials committed.
     trials: usize,
     /// Their outcomes.
-    outcomes: BTreeMap<String, u64>,
+    outcomes: OutcomeTally,
     /// Why committing stopped: the store failed (see [`ExecutionSummary::stopped`]).
     stopped: Option<String>,
 }
@@ -456,10 +457,7 @@ fn commit(
             for (summary, _) in &batch {
                 if finished.contains(&summary.trial_id) {
                     committed.trials += 1;
-                    *committed
-                        .outcomes
-                        .entry(summary.outcome.label().to_string())
-                        .or_default() += 1;
+                    committed.outcomes.add(summary.outcome, 1);
                     on_event(Event::Committed {
                         trial_id: summary.trial_id.clone(),
                     });
@@ -477,10 +475,7 @@ fn commit(
         }
         for (summary, _) in batch {
             committed.trials += 1;
-            *committed
-                .outcomes
-                .entry(summary.outcome.label().to_string())
-                .or_default() += 1;
+            committed.outcomes.add(summary.outcome, 1);
             on_event(Event::Committed {
                 trial_id: summary.trial_id,
             });

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use proctor_records::OutcomeTally;
 use proctor_report::{Rate, Summary};
 use proctor_score::OutcomeKind;
 use proctor_store::{
@@ -98,7 +99,7 @@ pub struct CellView {
     /// The variant.
     pub variant: String,
     /// Graded trials (not errored, not ungradeable).
-    pub graded: usize,
+    pub graded: u64,
     /// Task success from the report, when it has the cell.
     pub success: Option<Rate>,
     /// Completed of graded.
@@ -108,7 +109,7 @@ pub struct CellView {
     /// Successes the integrity audit flagged (0 when the report lacks the cell).
     pub flagged_successes: u64,
     /// Trials by outcome.
-    pub outcomes: BTreeMap<String, usize>,
+    pub outcomes: OutcomeTally,
 }
 
 impl RunOverview {
@@ -153,7 +154,7 @@ fn cells(
     trials: &[TrialSummary],
     report: Option<&BTreeMap<(String, String), ReportCell>>,
 ) -> Vec<CellView> {
-    let mut cells: BTreeMap<(String, String), BTreeMap<OutcomeKind, usize>> = BTreeMap::new();
+    let mut cells: BTreeMap<(String, String), OutcomeTally> = BTreeMap::new();
     let mut wrong_turns: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
     for t in trials {
         let key = (t.task.clone(), t.variant.clone());
@@ -163,31 +164,26 @@ fn cells(
                 .or_default()
                 .push(t.wrong_turns.map(|w| w as f64));
         }
-        *cells.entry(key).or_default().entry(t.outcome).or_default() += 1;
+        cells.entry(key).or_default().add(t.outcome, 1);
     }
     cells
         .into_iter()
         .map(|(key, counts)| {
-            let graded: usize = counts
+            let graded: u64 = counts
                 .iter()
                 .filter(|(o, _)| o.is_graded())
                 .map(|(_, n)| n)
                 .sum();
-            let completed = counts.get(&OutcomeKind::Completed).copied().unwrap_or(0);
-            // By label, in the labels' order, as the index lists them.
-            let outcomes: BTreeMap<String, usize> = counts
-                .iter()
-                .map(|(o, n)| (o.label().to_string(), *n))
-                .collect();
+            let completed = counts.get(OutcomeKind::Completed);
             let cell = report.and_then(|r| r.get(&key));
             let wrong_turns = Summary::of(wrong_turns.get(&key).into_iter().flatten().copied());
             CellView {
                 graded,
                 success: cell.and_then(|c| c.success),
-                completed: Rate::new(completed as u64, graded as u64),
+                completed: Rate::new(completed, graded),
                 wrong_turns,
                 flagged_successes: cell.map_or(0, |c| c.flagged_successes),
-                outcomes,
+                outcomes: counts,
                 task: key.0,
                 variant: key.1,
             }

@@ -15,7 +15,7 @@ use proctor_records::run::{Isolation as RecordedIsolation, NoPlanSection, RunMod
 use proctor_report::RunReport;
 use proctor_store::{HostInfo, RunHandle, RunId, RunMeta, RunStatus, Store, StoreError};
 use proctor_suite::plan::{plan, Plan, PlanError};
-use proctor_suite::{PlanOptions, Suite, TrialMode};
+use proctor_suite::{PlanOptions, Suite};
 
 use crate::engine::{
     decide_isolation, execute, EngineError, EngineOptions, Event, ExecutionSummary,
@@ -48,7 +48,7 @@ impl PlanRecordExt for PlanRecord {
     fn new(plan: &Plan, options: &PlanOptions, isolation: Isolation) -> PlanRecord {
         PlanRecord {
             trials: plan.trials_per_cell,
-            trial_mode: recorded_mode(plan.trial_mode),
+            trial_mode: plan.trial_mode,
             variants: options.variants.clone(),
             tasks: options.tasks.clone(),
             isolation: isolation.recorded(),
@@ -59,10 +59,7 @@ impl PlanRecordExt for PlanRecord {
     fn options(&self) -> PlanOptions {
         PlanOptions {
             trials: Some(self.trials),
-            mode: match self.trial_mode {
-                proctor_records::run::TrialMode::Dev => TrialMode::Dev,
-                proctor_records::run::TrialMode::Release => TrialMode::Release,
-            },
+            mode: self.trial_mode,
             variants: self.variants.clone(),
             tasks: self.tasks.clone(),
             models: self.models.clone(),
@@ -85,14 +82,6 @@ impl PlanRecordExt for PlanRecord {
 
     fn from_extra(extra: &Option<RunSections>) -> Result<PlanRecord, NoPlanSection> {
         RunSections::plan(extra.as_ref()).cloned()
-    }
-}
-
-/// A suite's trial mode as run records spell it.
-pub fn recorded_mode(mode: TrialMode) -> proctor_records::run::TrialMode {
-    match mode {
-        TrialMode::Dev => proctor_records::run::TrialMode::Dev,
-        TrialMode::Release => proctor_records::run::TrialMode::Release,
     }
 }
 
@@ -201,7 +190,7 @@ impl Session {
             &suite,
             &plan,
             isolation,
-            recorded_mode(plan.trial_mode).into(),
+            plan.trial_mode.into(),
             record.to_extra(),
         );
         let run = store.create_run(&meta).map_err(SessionError::Create)?;
@@ -391,6 +380,7 @@ fn canonical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proctor_suite::TrialMode;
 
     /// A suite with one task, `t`, and one scripted variant, `agent`, in `dir`.
     fn write_suite(dir: &Path) {

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use proctor_records::OutcomeKind;
 use proctor_runner::{EngineOptions, Event, IsolationChoice, Session};
 use proctor_store::Store;
 use proctor_suite::{PlanOptions, Suite};
@@ -144,8 +145,8 @@ fn a_run_reports_each_trial_started_finished_and_committed_in_order() {
     }
     let finished = session.run().finished_trials().unwrap();
     assert_eq!(finished.len(), 8);
-    assert_eq!(summary.outcomes.get("completed"), Some(&4));
-    assert_eq!(summary.outcomes.get("wrong"), Some(&4));
+    assert_eq!(summary.outcomes.get(OutcomeKind::Completed), 4);
+    assert_eq!(summary.outcomes.get(OutcomeKind::Wrong), 4);
 
     // Resumed, the finished run has nothing to run and nothing to report. The first session
     // holds the run until it is dropped: a resume is refused until then.

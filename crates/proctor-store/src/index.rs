@@ -14,7 +14,7 @@ use crate::error::{Result, StoreError};
 use crate::model::{DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, TrialSummary};
 use crate::RunId;
 use proctor_records::time::format_millis;
-use proctor_records::{Limit, OutcomeKind};
+use proctor_records::{Limit, OutcomeKind, OutcomeTally};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -379,7 +379,7 @@ impl Index {
     pub(crate) fn list_runs(&self) -> Result<Vec<RunListing>> {
         let conn = self.lock();
         let e = self.err();
-        let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut counts: BTreeMap<String, OutcomeTally> = BTreeMap::new();
         {
             let mut stmt = conn
                 .prepare_cached(
@@ -390,14 +390,14 @@ impl Index {
                 .query_map([], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
+                        outcome_at(r, 1)?,
                         r.get::<_, u64>(2)?,
                     ))
                 })
                 .map_err(&e)?;
             for row in rows {
                 let (run, outcome, n) = row.map_err(&e)?;
-                counts.entry(run).or_default().insert(outcome, n);
+                counts.entry(run).or_default().add(outcome, n);
             }
         }
         let mut damaged = Index::damaged_trials(&conn).map_err(&e)?;
@@ -415,7 +415,7 @@ impl Index {
             out.push(RunListing {
                 id: record.id,
                 meta: record.meta,
-                trials_finished: outcomes.values().sum(),
+                trials_finished: outcomes.total(),
                 outcomes,
                 damaged: damaged.remove(&id).unwrap_or_default(),
             });

@@ -58,7 +58,7 @@ pub use model::{
     RunRecord, RunStatus, TrialFile, TrialSummary, FILE_SCHEMA_VERSION,
 };
 pub use query::{CellCount, TrialFilter, TrialsPage};
-pub use run_id::RunId;
+pub use run_id::{ParseRunIdError, RunId};
 pub use scoring::{pick_scoring, ParseScoringError, Scoring, ScoringChoice, RESCORED_STEM};
 pub use store::{
     MismatchedRun, ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR,

@@ -6,7 +6,7 @@ use crate::RunId;
 use jiff::Timestamp;
 use proctor_records::format::{run_format, trial_format, unversioned};
 use proctor_records::run::{Isolation, RunMode, RunSections};
-use proctor_records::{FormatVersion, Limit, OutcomeKind};
+use proctor_records::{FormatVersion, Limit, OutcomeKind, OutcomeTally};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -188,8 +188,8 @@ pub struct RunListing {
     pub meta: RunMeta,
     /// Trials finished (rows in the index).
     pub trials_finished: u64,
-    /// Finished trials by outcome string.
-    pub outcomes: BTreeMap<String, u64>,
+    /// Finished trials by outcome.
+    pub outcomes: OutcomeTally,
     /// Trials whose `trial.json` exists but cannot be read, as the last reindex found them.
     pub damaged: Vec<DamagedTrial>,
 }

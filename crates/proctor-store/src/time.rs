@@ -1,5 +1,5 @@
-//! UTC timestamps in the two forms the store writes: RFC 3339 with milliseconds in `run.json`,
-//! and the compact form at the start of a run id.
+//! UTC timestamps as the store writes them: RFC 3339 with milliseconds in `run.json` (the
+//! compact form at the start of a run id is `proctor_records::RunId`'s).
 
 use std::time::SystemTime;
 
@@ -18,11 +18,6 @@ impl Utc {
     /// `2026-11-29T22:15:03.123Z`.
     pub(crate) fn rfc3339_millis(&self) -> String {
         self.0.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-    }
-
-    /// `20261129-221503`, the time part of a run id.
-    pub(crate) fn compact(&self) -> String {
-        self.0.strftime("%Y%m%d-%H%M%S").to_string()
     }
 }
 
@@ -44,8 +39,6 @@ mod tests {
         assert_eq!(at(0).rfc3339_millis(), "1970-01-01T00:00:00.000Z");
         // 2000-02-29 (leap day of a century leap year) 12:34:56
         assert_eq!(at(951_827_696).rfc3339_millis(), "2000-02-29T12:34:56.000Z");
-        // 2026-11-29 22:15:03
-        assert_eq!(at(1_795_990_503).compact(), "20261129-221503");
         let t = UNIX_EPOCH + Duration::from_millis(1_795_990_503_042);
         assert_eq!(
             Utc::from_system(t).rfc3339_millis(),

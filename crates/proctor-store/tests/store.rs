@@ -129,7 +129,7 @@ fn finish_trial_writes_trial_json_and_the_index_row() {
     let counts: Vec<(&str, u64)> = listed
         .outcomes
         .iter()
-        .map(|(k, v)| (k.as_str(), *v))
+        .map(|(k, v)| (k.label(), v))
         .collect();
     assert_eq!(
         counts,

@@ -19,28 +19,9 @@ pub const MAX_TRIALS_PER_CELL: u32 = 100_000;
 /// `--model` matrices): the plan is held in memory before anything runs.
 pub const MAX_PLANNED_TRIALS: u64 = 1_000_000;
 
-/// How many trials per (task, variant) a run takes, by the suite's own settings.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum TrialMode {
-    /// `development_trials`.
-    #[default]
-    Dev,
-    /// `release_trials`; promotion gates apply at the end.
-    Release,
-}
-
-impl TrialMode {
-    /// The spelling used on the command line and in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TrialMode::Dev => "dev",
-            TrialMode::Release => "release",
-        }
-    }
-}
+/// How many trials per (task, variant) a run takes, by the suite's own settings: the trial
+/// mode `run.json` records.
+pub use proctor_records::run::TrialMode;
 
 /// What the user asked to run.
 #[derive(Debug, Clone, Default)]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use proctor_records::OutcomeTally;
 use proctor_report::gate::GateReport;
 use proctor_report::{Comparison, RunReport};
 use proctor_score::OutcomeKind;
@@ -52,7 +53,7 @@ pub struct RunRow {
     pub finished: u64,
     /// Finished trials by outcome, as the run scored them (the index's; a rescore's outcomes
     /// are on the run's page).
-    pub outcomes: BTreeMap<String, u64>,
+    pub outcomes: OutcomeTally,
     /// How many times the run was rescored (0: never).
     pub rescores: u32,
 }
@@ -74,7 +75,7 @@ impl RunRow {
             agents: r.meta.agent_versions.keys().cloned().collect(),
             planned: r.meta.planned_trials,
             finished: r.trials_finished,
-            outcomes: r.outcomes.clone(),
+            outcomes: r.outcomes,
             rescores: proctor_store::pick_scoring(&store.run_dir(&r.id), ScoringChoice::Latest)
                 .ok()
                 .and_then(Result::ok)

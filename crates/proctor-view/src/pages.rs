@@ -69,7 +69,7 @@ pub fn runs(rows: &[RunRow]) -> String {
 }
 
 /// `completed 3, wrong 1`.
-fn outcome_counts(counts: &BTreeMap<String, u64>) -> String {
+fn outcome_counts(counts: &proctor_records::OutcomeTally) -> String {
     counts
         .iter()
         .map(|(o, n)| format!("{o} {n}"))
@@ -746,7 +746,7 @@ pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Expo
     let id: proctor_store::RunId = run_page
         .run
         .parse()
-        .map_err(|e: proctor_store::StoreError| ViewError::Failed(e.to_string()))?;
+        .map_err(|e: proctor_store::ParseRunIdError| ViewError::Failed(e.to_string()))?;
     // A rescore's records are read once for the whole page.
     let mut rescored: BTreeMap<String, (proctor_store::TrialSummary, Value)> =
         if run_page.scoring.is_rescore() {

@@ -1,10 +1,11 @@
 //! A run's progress on stderr, rendered from the engine's events: a redrawn bar on a terminal
 //! (`indicatif`), else one aligned line per trial as it is committed to the store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use proctor_records::OutcomeTally;
 use proctor_runner::Event;
 use proctor_score::OutcomeKind;
 
@@ -53,8 +54,8 @@ struct Finished {
 pub struct Progress {
     total: usize,
     done: usize,
-    /// Trials committed, by outcome label (the bar lists them in the labels' order).
-    counts: BTreeMap<&'static str, usize>,
+    /// Trials committed, by outcome (the bar lists them in the labels' order).
+    counts: OutcomeTally,
     /// Trials finished and not yet committed, by id.
     waiting: HashMap<String, Finished>,
     /// The bar, when stderr is a terminal.
@@ -84,7 +85,7 @@ impl Progress {
         Progress {
             total,
             done,
-            counts: BTreeMap::new(),
+            counts: OutcomeTally::default(),
             waiting: HashMap::new(),
             bar,
         }
@@ -117,7 +118,7 @@ impl Progress {
 
     fn committed(&mut self, trial: &str, f: &Finished) {
         self.done += 1;
-        *self.counts.entry(f.outcome.label()).or_default() += 1;
+        self.counts.add(f.outcome, 1);
         if let Some(bar) = &self.bar {
             bar.set_message(self.counts_text());
             bar.set_position(self.done as u64);
@@ -238,7 +239,7 @@ mod tests {
             trial_id: "a".to_string(),
         });
         assert_eq!((p.done, p.waiting.len()), (1, 0));
-        assert_eq!(p.counts.get("wrong"), Some(&1));
+        assert_eq!(p.counts.get(OutcomeKind::Wrong), 1);
         if let Some(bar) = &p.bar {
             bar.abandon();
         }

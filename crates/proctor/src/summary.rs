@@ -3,7 +3,6 @@
 //! exit status of its verdict, the line naming the scoring read, the JUnit files written, and
 //! a trial's services.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proctor_report::{Exporter, Table, Terminal};
@@ -147,13 +146,7 @@ pub(crate) fn print_summary(
         })
         .unwrap_or_default();
     cells.sort_by_key(|&(task, variant, _)| (task, variant));
-    let outcomes = |cell: &proctor_report::Cell| -> BTreeMap<&'static str, u64> {
-        cell.outcomes
-            .labelled()
-            .into_iter()
-            .filter(|&(_, n)| n > 0)
-            .collect()
-    };
+    let outcomes = |cell: &proctor_report::Cell| cell.outcomes.tally();
     match format {
         Format::Json => {
             let rows: Vec<_> = cells

@@ -3,9 +3,9 @@
 //! and the run reopened to be concluded, or, on a node (the dependent job of a detached Slurm
 //! run), the results files written from the trial files alone.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use proctor_records::OutcomeTally;
 use proctor_store::{RunId, RunMeta, Store, StoreError, TrialFile};
 
 use super::batch::check_no_live_job;
@@ -30,7 +30,7 @@ pub struct RunProgress {
     /// Trials finished.
     pub finished: usize,
     /// Finished trials by outcome.
-    pub outcomes: BTreeMap<String, usize>,
+    pub outcomes: OutcomeTally,
     /// Its state: `running`, `ended, not collected ...`, or the store's status.
     pub state: String,
     /// Lines about its latest submission.
@@ -54,13 +54,11 @@ pub fn progress(store_dir: &Path, prefix: &str) -> Result<RunProgress, RunError>
     let (store, id) = open(store_dir, prefix)?;
     let run = store.open_run(&id).context("cannot open the run")?;
     let meta = run.meta();
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut outcomes = OutcomeTally::default();
     let mut finished = 0;
     run.for_each_trial(|f: TrialFile<serde::de::IgnoredAny>| {
         finished += 1;
-        *outcomes
-            .entry(f.summary.outcome.label().to_string())
-            .or_default() += 1;
+        outcomes.add(f.summary.outcome, 1);
         Ok::<(), StoreError>(())
     })
     .context("cannot read the run's trials")?;

@@ -38,7 +38,6 @@ pub mod local;
 pub mod record;
 pub mod slurm;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use proctor_store::Store;
@@ -178,7 +177,7 @@ pub fn summary_of(session: &Session, before: usize, now: usize) -> ExecutionSumm
         planned: session.plan().trials.len(),
         already_finished: before,
         finished_now: now.saturating_sub(before),
-        outcomes: BTreeMap::new(),
+        outcomes: Default::default(),
         interrupted: false,
         isolation: session.isolation().label().to_string(),
         stopped: None,
