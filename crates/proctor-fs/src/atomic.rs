@@ -76,7 +76,13 @@ impl AtomicFile {
         self.persist(true)
     }
 
-    /// Renames the temporary file over the target without waiting for the disk.
+    /// Renames the temporary file over the target without waiting for the disk: for a file
+    /// that only counts once a later commit point is written, after one `syncfs` for all.
+    pub fn commit_unsynced(self) -> Result<(), FsError> {
+        self.persist(false)
+    }
+
+    /// Renames the temporary file over the target, waiting for the disk when `durable`.
     fn persist(mut self, durable: bool) -> Result<(), FsError> {
         let temp_path = self.temp.path().to_path_buf();
         self.temp.flush().map_err(fs_err("write", &temp_path))?;

@@ -895,7 +895,40 @@ pub struct RunReport {
     pub trials: Vec<TrialSummary>,
 }
 
+/// A run's report without its list of trials (`results.report.json`): the rates a reader needs,
+/// in a size that does not grow with the run, written straight from the report it borrows.
+#[derive(Debug, Serialize)]
+pub struct ReportWithoutTrials<'a> {
+    /// [`RunReport::schema_version`].
+    pub schema_version: u32,
+    /// [`RunReport::run_ids`].
+    pub run_ids: &'a [String],
+    /// [`RunReport::suite_id`].
+    pub suite_id: &'a str,
+    /// [`RunReport::suite_hashes`].
+    pub suite_hashes: &'a [String],
+    /// [`RunReport::tasks`].
+    pub tasks: &'a [TaskInfo],
+    /// [`RunReport::overall`].
+    pub overall: &'a Cell,
+    /// [`RunReport::variants`].
+    pub variants: &'a [VariantReport],
+}
+
 impl RunReport {
+    /// The report without its list of trials, for `results.report.json`.
+    pub fn without_trials(&self) -> ReportWithoutTrials<'_> {
+        ReportWithoutTrials {
+            schema_version: self.schema_version,
+            run_ids: &self.run_ids,
+            suite_id: &self.suite_id,
+            suite_hashes: &self.suite_hashes,
+            tasks: &self.tasks,
+            overall: &self.overall,
+            variants: &self.variants,
+        }
+    }
+
     /// The variant's report.
     pub fn variant(&self, variant: &str) -> Option<&VariantReport> {
         self.variants.iter().find(|v| v.variant == variant)

@@ -20,8 +20,8 @@ pub mod stats;
 
 pub use aggregate::{
     aggregate, AggregateError, Aggregator, Cell, CostLedgers, CountLedger, ExpectedBehaviour,
-    Medians, Money, OutcomeCounts, Rates, RubricMean, RunReport, SecondsLedger, Summaries,
-    TaskCell, TaskInfo, TokenLedgers, TrialSummary, VariantReport,
+    Medians, Money, OutcomeCounts, Rates, ReportWithoutTrials, RubricMean, RunReport,
+    SecondsLedger, Summaries, TaskCell, TaskInfo, TokenLedgers, TrialSummary, VariantReport,
 };
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,

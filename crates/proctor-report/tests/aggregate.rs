@@ -554,3 +554,17 @@ fn run_report_json_has_rates_with_n_and_no_nan() {
     let back: proctor_report::RunReport = serde_json::from_str(&text).unwrap();
     assert_eq!(back, r);
 }
+
+#[test]
+fn the_report_without_trials_is_the_report_less_its_list() {
+    let rows = [
+        arm("v", "t", &[errored(), ungradeable()]),
+        successes("w", "t", 2, 3),
+    ]
+    .concat();
+    let r = aggregate(&rows).unwrap();
+    let mut whole = serde_json::to_value(&r).unwrap();
+    let list = whole.as_object_mut().unwrap().remove("trials").unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 5);
+    assert_eq!(serde_json::to_value(r.without_trials()).unwrap(), whole);
+}

@@ -480,11 +480,9 @@ impl<'s> ResultsWriter<'s> {
             path: report_path.clone(),
             source,
         };
-        let mut alone = serde_json::to_value(&report).map_err(json_err)?;
-        if let Some(members) = alone.as_object_mut() {
-            members.remove("trials");
-        }
-        let report_json = serde_json::to_vec(&alone).map_err(json_err)?;
+        // Written from the typed report it borrows: no copy of the report (and of its every
+        // trial) as a JSON value.
+        let report_json = serde_json::to_vec(&report.without_trials()).map_err(json_err)?;
         proctor_store::atomic_write(&report_path, &report_json)?;
         Ok(report)
     }

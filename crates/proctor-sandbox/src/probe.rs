@@ -38,6 +38,11 @@ pub fn probe() -> Capabilities {
 
 /// Like [`probe`], uncached, with the overlay's scratch layers under `dir` (use the file system
 /// that will hold the trials' upper layers).
+///
+/// The answer comes as soon as the child has tried every step: the child then unmounts and
+/// removes its scratch folder itself and exits, and a thread reaps it, so the caller does not
+/// wait for the kernel to tear down the namespaces the child made (tens to hundreds of
+/// milliseconds on a busy machine, one RCU grace period after another).
 pub fn probe_in(dir: &Path) -> Capabilities {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let scratch = dir.join(format!(
@@ -45,9 +50,7 @@ pub fn probe_in(dir: &Path) -> Capabilities {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = probe_with_scratch(&scratch);
-    let _ = crate::remove_tree(&scratch);
-    result
+    probe_with_scratch(&scratch)
 }
 
 fn probe_with_scratch(scratch: &Path) -> Capabilities {
@@ -63,6 +66,7 @@ fn probe_with_scratch(scratch: &Path) -> Capabilities {
     let layout = match layout {
         Ok(l) => l,
         Err(e) => {
+            let _ = crate::remove_tree(scratch);
             let why = format!(
                 "cannot create the scratch directory {}: {e}",
                 scratch.display()
@@ -90,6 +94,7 @@ fn probe_with_scratch(scratch: &Path) -> Capabilities {
 }
 
 struct Layout {
+    scratch: PathBuf,
     lower: PathBuf,
     upper: PathBuf,
     work: PathBuf,
@@ -113,6 +118,7 @@ const STEPS: [&str; 9] = [
 impl Layout {
     fn new(scratch: &Path) -> Layout {
         Layout {
+            scratch: scratch.to_path_buf(),
             lower: scratch.join("lower"),
             upper: scratch.join("upper"),
             work: scratch.join("work"),
@@ -155,6 +161,17 @@ impl Layout {
             merged: c(&self.merged)?,
             data: c(&data)?,
             victim: c(&self.merged.join("f"))?,
+            unmount: [c(&self.proc_)?, c(&self.merged)?],
+            files: [c(&self.lower.join("f"))?, c(&self.upper.join("f"))?],
+            dirs: [
+                c(&self.work.join("work"))?,
+                c(&self.lower)?,
+                c(&self.upper)?,
+                c(&self.work)?,
+                c(&self.merged)?,
+                c(&self.proc_)?,
+                c(&self.scratch)?,
+            ],
         };
         let (r, w) = sys::pipe().map_err(|e| (0, format!("pipe: {e}")))?;
         let pid = sys::fork().map_err(|e| (0, format!("fork: {e}")))?;
@@ -162,6 +179,8 @@ impl Layout {
             let (step, errno) = prepared.child();
             let bytes = [step.to_ne_bytes(), errno.to_ne_bytes()].concat();
             let _ = sys::write_all(w.as_fd(), &bytes);
+            drop(w);
+            prepared.clean_up();
             sys::exit_now(if step == 0 { 0 } else { 1 });
         }
         drop(w);
@@ -178,10 +197,12 @@ impl Layout {
             }
             got += n as usize;
         }
-        let _ = sys::wait4(pid, 0);
         if got < 8 {
+            let _ = sys::wait4(pid, 0);
+            let _ = crate::remove_tree(&self.scratch);
             return Err((0, "the probe child died without an answer".to_owned()));
         }
+        reap_later(pid);
         let step = i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
         if step == 0 {
@@ -189,6 +210,16 @@ impl Layout {
         }
         let what = STEPS.get(step as usize).copied().unwrap_or("unknown step");
         Err((step, format!("{what}: {}", sys::errno_text(errno))))
+    }
+}
+
+/// Reaps the probe child from a thread of its own (or here, if no thread can be had).
+fn reap_later(pid: libc::pid_t) {
+    let reaper = std::thread::Builder::new()
+        .name("probe-reaper".into())
+        .spawn(move || sys::wait4(pid, 0));
+    if reaper.is_err() {
+        let _ = sys::wait4(pid, 0);
     }
 }
 
@@ -205,9 +236,67 @@ struct Prepared {
     merged: CString,
     data: CString,
     victim: CString,
+    /// What the child mounted: the new PID namespace's `/proc`, and the overlay.
+    unmount: [CString; 2],
+    /// The scratch folder's files: the lower file, and the whiteout its deletion left.
+    files: [CString; 2],
+    /// The scratch folder's folders, innermost first, and the scratch folder itself.
+    dirs: [CString; 7],
 }
 
 impl Prepared {
+    /// In the forked child, once it has answered: takes down what it mounted and removes the
+    /// scratch folder (all of it is the caller's, which the child is or is root over). Whatever
+    /// a failed step never made is simply not there.
+    fn clean_up(&self) {
+        // SAFETY: system calls with prepared, valid C strings.
+        unsafe {
+            for m in &self.unmount {
+                libc::umount2(m.as_ptr(), libc::MNT_DETACH);
+            }
+            for f in &self.files {
+                libc::unlink(f.as_ptr());
+            }
+            // The overlay's work folder keeps the temporary entry of the deletion's whiteout
+            // under a name of its own: emptied entry by entry, with no allocation (we are a
+            // forked child).
+            let work = libc::open(
+                self.dirs[0].as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if work >= 0 {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = libc::syscall(libc::SYS_getdents64, work, buf.as_mut_ptr(), buf.len());
+                    if n <= 0 {
+                        break;
+                    }
+                    let mut at = 0usize;
+                    while at + 19 < n as usize {
+                        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+                        let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                        if reclen == 0 {
+                            break;
+                        }
+                        let name = buf.as_ptr().add(at + 19).cast::<libc::c_char>();
+                        let dots = *name == b'.' as libc::c_char
+                            && (*name.add(1) == 0
+                                || (*name.add(1) == b'.' as libc::c_char && *name.add(2) == 0));
+                        if !dots {
+                            libc::unlinkat(work, name, 0);
+                            libc::unlinkat(work, name, libc::AT_REMOVEDIR);
+                        }
+                        at += reclen;
+                    }
+                }
+                libc::close(work);
+            }
+            for d in &self.dirs {
+                libc::rmdir(d.as_ptr());
+            }
+        }
+    }
+
     /// In the forked child; fork-safe system calls only. Returns (failed step or 0, errno).
     fn child(&self) -> (i32, i32) {
         let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
@@ -298,5 +387,28 @@ impl Prepared {
             }
         }
         (0, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_probe_answers_and_its_child_removes_its_scratch_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let caps = probe_in(dir.path());
+        assert!(caps.overlay_sandbox(), "{caps:?}");
+        // The child cleans up after answering, on its own time.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "left behind: {left:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }

@@ -48,6 +48,12 @@ impl AtomicFile {
     pub fn commit(self) -> Result<()> {
         Ok(self.0.commit()?)
     }
+
+    /// Renames the temporary file over the target without waiting for the disk: for a file
+    /// that only counts once a later commit point is written, after one `syncfs` for all.
+    pub fn commit_unsynced(self) -> Result<()> {
+        Ok(self.0.commit_unsynced()?)
+    }
 }
 
 impl Write for AtomicFile {

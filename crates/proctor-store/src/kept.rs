@@ -63,6 +63,10 @@ pub struct KeptEntry {
 /// every file (but a `.git` or `.proctor` at the top, and the store itself when it lies in the
 /// suite) stored once by content in the store's `files/`, linked into `run_dir/suite/`, and
 /// listed in `run_dir/suite.json`, written last. Returns the folder of the copy.
+///
+/// The stored files and the links are written without waiting for the disk, then made durable
+/// together (one `syncfs`) before `suite.json`, the commit point, is written: not one `fsync`
+/// per file of the suite.
 pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<PathBuf> {
     let into = run_dir.join(KEPT_SUITE_DIR);
     std::fs::create_dir_all(&into).map_err(io_err("create directory", &into))?;
@@ -140,6 +144,7 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
         }
         // Sockets, fifos and devices are not suite content: not kept.
     }
+    crate::store::sync_filesystem(store_root)?;
     let list = KeptSuite {
         schema_version: 1,
         source: suite.to_path_buf(),
@@ -175,7 +180,8 @@ fn store_file(store_root: &Path, hash: &str, exec: bool, from: &Path) -> Result<
     let mut f = crate::AtomicFile::create(&path)?;
     let mut source = std::fs::File::open(from).map_err(io_err("read", from))?;
     std::io::copy(&mut source, &mut f).map_err(io_err("write", &path))?;
-    f.commit()?;
+    // Made durable with the rest of the kept suite, before its list is written.
+    f.commit_unsynced()?;
     let mode = if exec { 0o555 } else { 0o444 };
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
         .map_err(io_err("set permissions of", &path))?;

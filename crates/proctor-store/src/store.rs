@@ -1063,7 +1063,7 @@ fn each_trial_file<E: From<StoreError>>(
 }
 
 /// Flushes every file of the file system holding `dir` to disk (`syncfs(2)`).
-fn sync_filesystem(dir: &Path) -> Result<()> {
+pub(crate) fn sync_filesystem(dir: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;
     let f = fs::File::open(dir).map_err(io_err("open", dir))?;
     // SAFETY: syncfs(2) on a descriptor owned by `f` for the duration of the call.
