@@ -2,7 +2,7 @@
 //! runs, each in the scoring asked for), and the rows the promotion gates read; and the
 //! comparison of two `RUN/VARIANT` arms as JSON, for the viewer's comparison page.
 
-use proctor_report::{compare, gate, CompareOptions, Exporter, GateReport, Json, TrialRow};
+use proctor_report::{compare, gate, CompareOptions, Comparison, GateReport, TrialRow};
 use proctor_store::{RunId, Scoring, ScoringChoice, Store};
 use proctor_suite::Suite;
 
@@ -263,10 +263,11 @@ pub fn scorings_json(scorings: &[(RunId, Scoring)]) -> serde_json::Value {
 }
 
 /// The comparison of two arms, each `RUN_ID/VARIANT` (the runs may differ), as `--format json
-/// --gate` prints it: `comparison`, and `gates` over the arms' runs (as `compare --gate` applies
-/// them: one run's trials, or the candidate from B's run and every other arm from A's), `null`
-/// with `gates_note` saying why when they cannot be applied; for the viewer's comparison page.
-pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
+/// --gate` prints it: the comparison, the gates over the arms' runs (as `compare --gate` applies
+/// them: one run's trials, or the candidate from B's run and every other arm from A's) or why
+/// they cannot be applied, and the scoring each run was read in; for the viewer's comparison
+/// page.
+pub fn two_arms(store: &Store, a: &str, b: &str) -> Result<ArmsOfTwo, String> {
     let split = |arm: &str| -> Result<(RunId, String), String> {
         let (run, variant) = arm
             .split_once('/')
@@ -296,8 +297,6 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
     let options = CompareOptions::from(&suite.file.report).with_variant_tasks(&suite.file);
     let comparison = compare(&only(&rows_a, &va), &only(&rows_b, &vb), &options)
         .map_err(|e| format!("cannot compare: {e}"))?;
-    let comparison: serde_json::Value =
-        serde_json::from_str(&Json.comparison(&comparison)).map_err(|e| e.to_string())?;
     let gates = match &suite.file.promotion {
         None => Err("the suite has no [promotion] table, so there are no gates".to_string()),
         Some(promotion) => {
@@ -308,17 +307,18 @@ pub fn arms_json(store: &Store, a: &str, b: &str) -> Result<serde_json::Value, S
             };
             gate(&rows, promotion, &suite.file.report)
                 .map_err(|e| format!("the gates cannot be applied: {e}"))
-                .and_then(|g| serde_json::from_str(&Json.gates(&g)).map_err(|e| e.to_string()))
         }
     };
-    let (gates, note) = match gates {
-        Ok(g) => (g, serde_json::Value::Null),
-        Err(why) => (serde_json::Value::Null, serde_json::Value::String(why)),
-    };
-    Ok(
-        serde_json::json!({ "comparison": comparison, "gates": gates, "gates_note": note, "scorings": scorings_json(&scorings) }),
-    )
+    Ok((comparison, gates, scorings))
 }
+
+/// Two arms compared ([`two_arms`]): the comparison, the gates or why there are none, and the
+/// scoring each run was read in.
+pub type ArmsOfTwo = (
+    Comparison,
+    Result<GateReport, String>,
+    Vec<(RunId, Scoring)>,
+);
 
 /// The suite's promotion gates over the arms' rows.
 pub fn gates(arms: &Arms) -> Result<GateReport, RunError> {

@@ -360,7 +360,7 @@ fn rescore_summary(t: &mut TrialSummary, by: &TrialSummary) {
 fn with_rescore(
     store: &Store,
     id: &RunId,
-    rescored: Vec<(TrialSummary, Option<serde_json::Value>)>,
+    rescored: Vec<(TrialSummary, Option<TrialRecord>)>,
 ) -> Result<Vec<TrialSummary>, ViewError> {
     let by_id: BTreeMap<String, TrialSummary> = rescored
         .into_iter()
@@ -380,7 +380,7 @@ fn with_rescore(
 fn rescored_trials(
     store: &Store,
     id: &RunId,
-    rescored: Vec<(TrialSummary, Option<serde_json::Value>)>,
+    rescored: Vec<(TrialSummary, Option<TrialRecord>)>,
     query: &TrialQuery,
     limit: u64,
 ) -> Result<(Vec<CellCount>, proctor_store::TrialsPage, Vec<TrialSummary>), ViewError> {
@@ -650,7 +650,7 @@ pub(crate) fn trial_in(
     trial_id: &str,
     sources: &dyn crate::server::Sources,
     scoring: Scoring,
-    rescored: Option<(TrialSummary, serde_json::Value)>,
+    rescored: Option<(TrialSummary, TrialRecord)>,
 ) -> Result<TrialPage, ViewError> {
     let id = id.clone();
     let mut file = trial_file(store, &id, trial_id)?;
@@ -661,11 +661,7 @@ pub(crate) fn trial_in(
             reason: file.summary.reason.clone(),
         });
         rescore_summary(&mut file.summary, &summary);
-        file.record = serde_json::from_value(record).map_err(|e| {
-            ViewError::Failed(format!(
-                "the rescore's record of `{trial_id}` cannot be read: {e}"
-            ))
-        })?;
+        file.record = record;
     }
     let dir = trial_dir(store, &id, trial_id);
     let transcripts = transcript::sources(&file.record.launch.agent, &dir)
@@ -806,10 +802,6 @@ pub struct ComparePage {
     pub gates: Option<GateReport>,
     /// Why there are no gates, when there are none.
     pub gates_note: Option<String>,
-    /// Why the gates that were given cannot be read, when they cannot (not served: the API
-    /// serves `gates` as `null`).
-    #[serde(skip)]
-    pub gates_unreadable: Option<String>,
     /// The scoring each run was read in (the latest), as `compare --format json` prints them.
     pub scorings: Vec<ArmScoring>,
 }
@@ -836,6 +828,18 @@ pub struct ArmScoring {
 }
 
 impl ArmScoring {
+    /// Run `run`'s scoring `s`.
+    pub fn of(run: &RunId, s: Scoring) -> ArmScoring {
+        ArmScoring {
+            at: s.at,
+            file: s.file,
+            kind: s.kind,
+            rescore: s.rescore,
+            rescores: s.rescores,
+            run: run.as_str().to_string(),
+        }
+    }
+
     /// The scoring, without its run.
     pub fn scoring(&self) -> Scoring {
         Scoring {
@@ -846,19 +850,6 @@ impl ArmScoring {
             rescores: self.rescores,
         }
     }
-}
-
-/// What the comparison document from [`crate::Sources::compare`] holds, typed.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CompareDoc {
-    comparison: Comparison,
-    #[serde(default)]
-    gates: serde_json::Value,
-    #[serde(default)]
-    gates_note: Option<String>,
-    #[serde(default)]
-    scorings: Vec<ArmScoring>,
 }
 
 /// The comparison of arms `a` and `b` (each `RUN/VARIANT`, RUN an id, prefix or `latest`).
@@ -878,25 +869,21 @@ pub fn compare(
     let doc = sources
         .compare(store, &a, &b)
         .map_err(ViewError::NotFound)?;
-    let doc: CompareDoc = serde_json::from_value(doc)
-        .map_err(|e| ViewError::Failed(format!("the comparison cannot be read: {e}")))?;
-    // `gates` is `null` when the gates cannot be applied (`gates_note` says why).
-    let (gates, gates_unreadable) = if doc.gates.is_null() {
-        (None, None)
-    } else {
-        match GateReport::deserialize(&doc.gates) {
-            Ok(g) => (Some(g), None),
-            Err(e) => (None, Some(e.to_string())),
-        }
+    let (gates, gates_note) = match doc.gates {
+        Ok(g) => (Some(g), None),
+        Err(why) => (None, Some(why)),
     };
     Ok(ComparePage {
         a,
         b,
         comparison: doc.comparison,
         gates,
-        gates_note: doc.gates_note,
-        gates_unreadable,
-        scorings: doc.scorings,
+        gates_note,
+        scorings: doc
+            .scorings
+            .into_iter()
+            .map(|(run, s)| ArmScoring::of(&run, s))
+            .collect(),
     })
 }
 

@@ -27,15 +27,11 @@ fn number(x: &GateNumber) -> String {
 }
 
 /// The gates section: the gates `compare --gate --format json` printed, or why there are none
-/// (`note`), or why those given cannot be read (`unreadable`).
-pub fn section(gates: Option<&GateReport>, note: Option<&str>, unreadable: Option<&str>) -> Markup {
-    match (gates, unreadable) {
-        (Some(report), _) => typed_section(report),
-        (None, Some(e)) => html! {
-            h2 { "Promotion gates" }
-            p { "The gates cannot be read: " (e) "." }
-        },
-        (None, None) => html! {
+/// (`note`).
+pub fn section(gates: Option<&GateReport>, note: Option<&str>) -> Markup {
+    match gates {
+        Some(report) => typed_section(report),
+        None => html! {
             h2 { "Promotion gates" }
             p { "No gates: " (note.unwrap_or("none were applied")) "." }
         },
@@ -101,20 +97,18 @@ mod tests {
             {"name": "nonzero_success", "passed": true, "numbers": [], "explanation": "ok"}
         ]});
         let g: GateReport = serde_json::from_value(g).unwrap();
-        let html = section(Some(&g), None, None).into_string();
+        let html = section(Some(&g), None).into_string();
         assert!(html.contains("<span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>"), "{html}");
         assert!(html.contains("baseline graded n = 5"), "{html}");
         assert!(html.contains("a gate failed: not promoted"), "{html}");
-        assert!(
-            section(None, Some("the suite has no [promotion] table"), None)
-                .into_string()
-                .contains("No gates: the suite has no [promotion] table.")
-        );
+        assert!(section(None, Some("the suite has no [promotion] table"))
+            .into_string()
+            .contains("No gates: the suite has no [promotion] table."));
         // A gate's name and explanation are the suite's words: they arrive escaped.
         let mut evil = g.clone();
         evil.gates[1].name = "<script>x</script>".into();
         evil.gates[1].explanation = "<img src=x onerror=alert(1)>".into();
-        let html = section(Some(&evil), None, None).into_string();
+        let html = section(Some(&evil), None).into_string();
         assert!(
             !html.contains("<script>") && !html.contains("<img"),
             "{html}"

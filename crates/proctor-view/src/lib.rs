@@ -25,7 +25,7 @@ pub use data::{
     ComparePage, OriginalVerdict, RunPage, ScoringQuery, TrialPage, TrialQuery, ViewError,
 };
 pub use security::Hosts;
-pub use server::{run_blocking, serve, Sources, Viewer};
+pub use server::{run_blocking, serve, ArmsComparison, Sources, Viewer};
 
 /// One self-contained HTML page of run `run` (prefix, id or `latest`) in the scoring `scoring`
 /// names (`latest`, `original` or a rescore's number; empty is the latest): the run page

@@ -748,18 +748,23 @@ pub fn export(viewer: &Viewer, prefix: &str, choice: &str) -> Result<crate::Expo
         .parse()
         .map_err(|e: proctor_store::ParseRunIdError| ViewError::Failed(e.to_string()))?;
     // A rescore's records are read once for the whole page.
-    let mut rescored: BTreeMap<String, (proctor_store::TrialSummary, Value)> =
-        if run_page.scoring.is_rescore() {
-            viewer
-                .sources()
-                .rescored(store, &id, &run_page.scoring, &|_| true)
-                .map_err(ViewError::Failed)?
-                .into_iter()
-                .filter_map(|(s, r)| Some((s.trial_id.clone(), (s, r?))))
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
+    let mut rescored: BTreeMap<
+        String,
+        (
+            proctor_store::TrialSummary,
+            proctor_trial_record::TrialRecord,
+        ),
+    > = if run_page.scoring.is_rescore() {
+        viewer
+            .sources()
+            .rescored(store, &id, &run_page.scoring, &|_| true)
+            .map_err(ViewError::Failed)?
+            .into_iter()
+            .filter_map(|(s, r)| Some((s.trial_id.clone(), (s, r?))))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let mut sections = Vec::new();
     let mut damaged = Vec::new();
     for t in &run_page.trials {
@@ -874,7 +879,7 @@ pub fn compare(c: &ComparePage) -> String {
         }
         h2 { "Verdicts" }
         (verdicts(&scopes))
-        (crate::gates_html::section(c.gates.as_ref(), c.gates_note.as_deref(), c.gates_unreadable.as_deref()))
+        (crate::gates_html::section(c.gates.as_ref(), c.gates_note.as_deref()))
         h2 { "Matched differences (B − A)" }
         (differences(&scopes))
         @for (arm, label) in [(&cmp.overall.a, "A"), (&cmp.overall.b, "B")] {

@@ -10,6 +10,7 @@ use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
 use axum::Router;
 use proctor_store::{RunId, Store};
+use proctor_trial_record::TrialRecord;
 
 use crate::data::{self, ViewError};
 use crate::pages;
@@ -21,21 +22,32 @@ use crate::pictures::RunPictures;
 pub trait Sources: Send + Sync {
     /// A trial's workspace diff against its start state, as lines.
     fn diff(&self, store: &Store, run: &RunId, trial: &str) -> Vec<String>;
-    /// The matched comparison of arm `a` with arm `b` (each `RUN/VARIANT`), as `proctor compare
-    /// --gate --format json` prints it: `{comparison, gates}`, with `gates` `null` and
-    /// `gates_note` saying why when the gates cannot be applied; `Err` says why the comparison
-    /// cannot be made.
-    fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String>;
+    /// The matched comparison of arm `a` with arm `b` (each `RUN/VARIANT`), with the promotion
+    /// gates over the arms' runs (or why they cannot be applied) and the scoring each run was
+    /// read in; `Err` says why the comparison cannot be made.
+    fn compare(&self, store: &Store, a: &str, b: &str) -> Result<ArmsComparison, String>;
     /// Every trial of a rescore of `run` (`scoring` names its file): each record's index
-    /// summary, with the record as JSON for the trials `keep` accepts (the records are read one
-    /// at a time; only those are held); `Err` says why the rescore cannot be read.
+    /// summary, with the record for the trials `keep` accepts (the records are read one at a
+    /// time; only those are held); `Err` says why the rescore cannot be read.
     fn rescored(
         &self,
         store: &Store,
         run: &RunId,
         scoring: &proctor_store::Scoring,
         keep: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String>;
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<TrialRecord>)>, String>;
+}
+
+/// What [`Sources::compare`] gives: the comparison of two arms, as `proctor compare --gate
+/// --format json` prints it.
+#[derive(Debug, Clone)]
+pub struct ArmsComparison {
+    /// The matched comparison.
+    pub comparison: proctor_report::Comparison,
+    /// The promotion gates over the arms' runs, or why they cannot be applied.
+    pub gates: Result<proctor_report::GateReport, String>,
+    /// The scoring each run was read in (the latest), with its run.
+    pub scorings: Vec<(RunId, proctor_store::Scoring)>,
 }
 
 /// What the viewer reads: a store, and the [`Sources`] of what the store alone cannot show.

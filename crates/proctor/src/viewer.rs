@@ -41,8 +41,18 @@ impl Sources for CliSources {
         )
     }
 
-    fn compare(&self, store: &Store, a: &str, b: &str) -> Result<serde_json::Value, String> {
-        proctor_runner::comparison::arms_json(store, a, b)
+    fn compare(
+        &self,
+        store: &Store,
+        a: &str,
+        b: &str,
+    ) -> Result<proctor_view::ArmsComparison, String> {
+        let (comparison, gates, scorings) = proctor_runner::comparison::two_arms(store, a, b)?;
+        Ok(proctor_view::ArmsComparison {
+            comparison,
+            gates,
+            scorings,
+        })
     }
 
     fn rescored(
@@ -51,21 +61,13 @@ impl Sources for CliSources {
         id: &RunId,
         scoring: &proctor_store::Scoring,
         keep: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<(proctor_store::TrialSummary, Option<serde_json::Value>)>, String> {
+    ) -> Result<Vec<(proctor_store::TrialSummary, Option<TrialRecord>)>, String> {
         let run = store.open_run(id).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         proctor_runner::results::for_each_scored_record(&run, scoring, |record| {
-            let value = if keep(&record.plan.id) {
-                Some(serde_json::to_value(&record).map_err(|source| {
-                    proctor_store::StoreError::Json {
-                        path: run.dir().join(&scoring.file),
-                        source,
-                    }
-                })?)
-            } else {
-                None
-            };
-            out.push((proctor_runner::engine::summary_of(&record), value));
+            let summary = proctor_runner::engine::summary_of(&record);
+            let kept = keep(&record.plan.id).then_some(record);
+            out.push((summary, kept));
             Ok(())
         })
         .map_err(|e| e.to_string())?;
