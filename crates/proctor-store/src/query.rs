@@ -12,8 +12,8 @@ use serde::Serialize;
 /// Which of a run's finished trials to list; every condition set must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrialFilter {
-    /// Only trials with this outcome (`completed`, `wrong`, ...).
-    pub outcome: Option<String>,
+    /// Only trials with this outcome.
+    pub outcome: Option<OutcomeKind>,
     /// Only trials of this task.
     pub task: Option<String>,
     /// Only trials of this variant.
@@ -55,8 +55,9 @@ const DIFFERS: &str = "(task, trial_index) IN (SELECT task, trial_index FROM tri
 fn where_clause(filter: &TrialFilter) -> (String, Vec<String>) {
     let mut sql = String::from("run_id = ?1");
     let mut params = Vec::new();
+    let outcome = filter.outcome.map(|o| o.label().to_string());
     for (column, value) in [
-        ("outcome", &filter.outcome),
+        ("outcome", &outcome),
         ("task", &filter.task),
         ("variant", &filter.variant),
     ] {
@@ -148,7 +149,7 @@ mod tests {
     #[test]
     fn the_where_clause_numbers_its_parameters_after_the_run() {
         let f = TrialFilter {
-            outcome: Some("wrong".into()),
+            outcome: Some(OutcomeKind::Wrong),
             variant: Some("v".into()),
             ..TrialFilter::default()
         };

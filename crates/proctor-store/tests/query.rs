@@ -48,7 +48,7 @@ fn a_page_of_trials_is_filtered_and_counted_in_the_index() {
     assert_eq!(last.offset, 10);
 
     let wrong = TrialFilter {
-        outcome: Some("wrong".into()),
+        outcome: Some(proctor_records::OutcomeKind::Wrong),
         ..TrialFilter::default()
     };
     let page = store.trials_page(&id, &wrong, 0, 100).expect("page");
@@ -67,7 +67,7 @@ fn a_page_of_trials_is_filtered_and_counted_in_the_index() {
         task: Some("b".into()),
         variant: Some("v1".into()),
         differs: false,
-        outcome: Some("completed".into()),
+        outcome: Some(proctor_records::OutcomeKind::Completed),
     };
     assert_eq!(
         store

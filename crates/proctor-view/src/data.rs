@@ -190,15 +190,24 @@ fn pick(store: &Store, id: &RunId, choice: ScoringChoice) -> Result<Scoring, Vie
 }
 
 impl TrialQuery {
-    /// The store's filter of this query.
-    pub fn filter(&self) -> TrialFilter {
+    /// The store's filter of this query; an `outcome` that is none of the eight is refused by
+    /// name.
+    pub fn filter(&self) -> Result<TrialFilter, ViewError> {
         let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
-        TrialFilter {
-            outcome: some(&self.outcome),
+        let outcome = match self.outcome.as_str() {
+            "" => None,
+            label => Some(
+                label
+                    .parse::<OutcomeKind>()
+                    .map_err(|e| ViewError::NotFound(e.to_string()))?,
+            ),
+        };
+        Ok(TrialFilter {
+            outcome,
             task: some(&self.task),
             variant: some(&self.variant),
             differs: self.differs_only(),
-        }
+        })
     }
 
     /// Whether only trials that differ between variants are asked for.
@@ -316,11 +325,11 @@ fn run_with(
         rescored_trials(store, &id, rescored, query, limit)?
     } else {
         let cells = store.cell_counts(&id)?;
-        let page = store.trials_page(&id, &query.filter(), query.offset.unwrap_or(0), limit)?;
+        let page = store.trials_page(&id, &query.filter()?, query.offset.unwrap_or(0), limit)?;
         let mut not_graded = Vec::new();
         for outcome in OutcomeKind::NOT_GRADED {
             let filter = TrialFilter {
-                outcome: Some(outcome.label().into()),
+                outcome: Some(outcome),
                 ..TrialFilter::default()
             };
             not_graded.extend(store.trials_page(&id, &filter, 0, NOT_GRADED_SHOWN)?.trials);
@@ -417,9 +426,9 @@ fn rescored_trials(
                 .cloned(),
         );
     }
-    let f = query.filter();
+    let f = query.filter()?;
     let passes = |t: &TrialSummary| {
-        f.outcome.as_ref().is_none_or(|o| t.outcome.label() == o)
+        f.outcome.is_none_or(|o| t.outcome == o)
             && f.task.as_ref().is_none_or(|x| &t.task == x)
             && f.variant.as_ref().is_none_or(|x| &t.variant == x)
             && (!f.differs

@@ -185,6 +185,10 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     );
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["total"], 5);
+    // An outcome that is none of the eight is refused by name, not shown as an empty page.
+    let (status, page) = get(&server, &format!("/runs/{run}?outcome=passed"));
+    assert_eq!(status, 404, "{page}");
+    assert!(page.contains("is not an outcome"), "{page}");
     let (_, page) = get(
         &server,
         &format!("/runs/{run}?limit=4&outcome=&task=&variant=naive"),
