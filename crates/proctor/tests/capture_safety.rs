@@ -501,18 +501,7 @@ fn twelve_thousand_new_files_are_graded_in_full_and_stored_bounded() {
         "{}",
         shown.stdout
     );
-    let page = lab.root.join("run.html");
-    let exported = lab.proctor(
-        As::Me,
-        &[
-            "export",
-            &lab.run_id(),
-            "--html",
-            page.to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-        ],
-    );
+    let (exported, page) = lab.export_html(&lab.run_id(), "run.html");
     assert_eq!(exported.code, 0, "{}", exported.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("… and 2003 more changes, graded but not listed here"));

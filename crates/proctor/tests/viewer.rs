@@ -834,18 +834,7 @@ fn the_pages_load_in_a_real_browser_without_console_errors() {
 fn the_export_is_one_self_contained_page_that_renders_from_a_file() {
     let lab = Lab::new("viewer-export");
     let run = store(&lab);
-    let file = lab.root.join("run.html");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "export",
-            &run,
-            "--html",
-            file.to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-        ],
-    );
+    let (out, file) = lab.export_html(&run, "run.html");
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(&file).unwrap();
     // Nothing is fetched: no external script, style, image or frame.
@@ -1166,18 +1155,7 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
     assert_eq!(status, 200);
     assert!(svg.starts_with("<svg xmlns="), "{svg}");
     // The export holds the same pictures inline, each mark linking to the trial's anchor.
-    let out = lab.root.join("export.html");
-    let export = lab.proctor(
-        As::Me,
-        &[
-            "export",
-            &run,
-            "--html",
-            out.to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-        ],
-    );
+    let (export, out) = lab.export_html(&run, "export.html");
     assert_eq!(export.code, 0, "{export:?}");
     let html = std::fs::read_to_string(&out).unwrap();
     assert_eq!(html.matches("<a class=\"mark\"").count(), trials.len());
@@ -1231,18 +1209,7 @@ fn an_agents_markup_arrives_escaped_on_every_page() {
     assert_eq!(status, 200, "{trial}");
     let (status, run_page) = get(&server, &format!("/runs/{run}"));
     assert_eq!(status, 200, "{run_page}");
-    let file = lab.root.join("run.html");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "export",
-            &run,
-            "--html",
-            file.to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-        ],
-    );
+    let (out, file) = lab.export_html(&run, "run.html");
     assert_eq!(out.code, 0, "{}", out.stderr);
     let export = std::fs::read_to_string(&file).unwrap();
     for (name, page) in [("trial", &trial), ("export", &export)] {
@@ -1288,18 +1255,7 @@ fn a_record_that_is_not_a_trial_record_is_named_not_rendered() {
         page.contains("&quot;&lt;b&gt;not an end state&lt;/b&gt;&quot;, expected struct EndState"),
         "{page}"
     );
-    let html = lab.root.join("run.html");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "export",
-            &run,
-            "--html",
-            html.to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-        ],
-    );
+    let (out, html) = lab.export_html(&run, "run.html");
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stderr.contains(

@@ -299,6 +299,23 @@ impl Lab {
         runs[0].clone()
     }
 
+    /// `proctor export RUN --html LAB/NAME --store STORE`: its output, and the page's path.
+    pub fn export_html(&self, run: &str, name: &str) -> (RunOut, PathBuf) {
+        let page = self.root.join(name);
+        let out = self.proctor(
+            As::Me,
+            &[
+                "export",
+                run,
+                "--html",
+                page.to_str().unwrap(),
+                "--store",
+                self.store().to_str().unwrap(),
+            ],
+        );
+        (out, page)
+    }
+
     /// The id of the only run.
     pub fn run_id(&self) -> String {
         self.run_dir()
