@@ -282,27 +282,21 @@ fn report_cells(
     run_dir: &Path,
     scoring: &Scoring,
 ) -> Option<BTreeMap<(String, String), ReportCell>> {
+    /// The members of `results.report.json` read here, typed (the others are skipped).
+    #[derive(serde::Deserialize)]
+    struct Variants {
+        variants: Vec<proctor_report::VariantReport>,
+    }
     let text = std::fs::read(run_dir.join(format!("{}.report.json", scoring.stem()))).ok()?;
-    let report: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let report: Variants = serde_json::from_slice(&text).ok()?;
     let mut out = BTreeMap::new();
-    for v in report.get("variants")?.as_array()? {
-        let variant = v.get("variant")?.as_str()?;
-        for t in v.get("tasks")?.as_array()? {
-            let task = t.get("task")?.as_str()?;
-            let cell = t.get("cell");
-            let flagged_successes = cell
-                .and_then(|c| c.get("flagged_successes"))
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0);
-            let success = cell
-                .and_then(|c| c.pointer("/rates/success"))
-                .and_then(|r| Some((r.get("k")?.as_u64()?, r.get("n")?.as_u64()?)))
-                .map(|(k, n)| proctor_report::Rate::new(k, n));
+    for v in report.variants {
+        for t in v.tasks {
             out.insert(
-                (task.to_string(), variant.to_string()),
+                (t.task, v.variant.clone()),
                 ReportCell {
-                    success,
-                    flagged_successes,
+                    success: Some(t.cell.rates.success),
+                    flagged_successes: t.cell.flagged_successes,
                 },
             );
         }
