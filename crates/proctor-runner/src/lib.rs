@@ -26,6 +26,7 @@ pub mod request;
 pub mod rescore;
 pub mod rescoring;
 pub mod results;
+pub mod scored_trials;
 pub mod scratch;
 pub mod session;
 pub mod shard;

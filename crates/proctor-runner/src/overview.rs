@@ -123,10 +123,14 @@ impl RunOverview {
         let mut meta = store.run_meta(id).context("cannot read the run")?;
         meta.status = crate::executor::slurm::observed_status(store, id, &meta);
         let mut trials = store.trials(id).context("cannot read the run's trials")?;
-        let rescored = rescored_records(run, scoring)?;
+        let rescored = if scoring.is_rescore() {
+            crate::scored_trials::rescored_summaries(run, scoring)
+                .with_context(|| format!("cannot read {}", scoring.file))?
+        } else {
+            BTreeMap::new()
+        };
         for t in &mut trials {
-            if let Some(r) = rescored.get(&t.trial_id) {
-                let by = crate::engine::summary_of(r);
+            if let Some(by) = rescored.get(&t.trial_id).cloned() {
                 t.outcome = by.outcome;
                 t.reason = by.reason;
                 t.calls = by.calls;
@@ -234,8 +238,13 @@ impl TrialView {
                 ))
             }
         };
-        let mut rescored = rescored_records(run, scoring)?;
-        let (record, original) = match rescored.remove(trial) {
+        let rescored = if scoring.is_rescore() {
+            crate::scored_trials::rescored_record(run, scoring, trial)
+                .with_context(|| format!("cannot read {}", scoring.file))?
+        } else {
+            None
+        };
+        let (record, original) = match rescored {
             Some(r) => (r, Some(Box::new(file.record))),
             None => (file.record, None),
         };
@@ -248,22 +257,6 @@ impl TrialView {
                 .join(trial),
         })
     }
-}
-
-/// The records a rescore wrote, by trial id (none for the run's own scoring).
-fn rescored_records(
-    run: &RunHandle,
-    scoring: &Scoring,
-) -> Result<BTreeMap<String, TrialRecord>, RunError> {
-    let mut out = BTreeMap::new();
-    if scoring.is_rescore() {
-        crate::results::for_each_scored_record(run, scoring, |r| {
-            out.insert(r.plan.id.clone(), r);
-            Ok(())
-        })
-        .with_context(|| format!("cannot read {}", scoring.file))?;
-    }
-    Ok(out)
 }
 
 /// What `show RUN` takes from a cell of the run's report.

@@ -15,6 +15,7 @@ use proctor_suite::Suite;
 use serde::{Deserialize, Serialize};
 
 use crate::record::TrialRecord;
+use crate::scored_trials::{Counting, Places};
 
 /// Version of the results document's layout.
 pub const RESULTS_VERSION: u32 = 1;
@@ -435,6 +436,7 @@ impl<'s> ResultsWriter<'s> {
         let json_path = dir.join(format!("{stem}.json"));
         proctor_store::ensure_finite(&json_path, &report)?;
         let generated_at = proctor_store::utc_now();
+        let places = rescored.then(Places::default);
         let doc = StreamedDocument {
             schema_version: RESULTS_VERSION,
             run_id: &run_id,
@@ -446,6 +448,7 @@ impl<'s> ResultsWriter<'s> {
             trials: SpooledTrials {
                 spool: RefCell::new(reader),
                 entries: &spooled,
+                places: places.as_ref(),
             },
         };
         let file = AtomicFile::create(&json_path)?;
@@ -454,7 +457,11 @@ impl<'s> ResultsWriter<'s> {
             path: json_path.clone(),
             source,
         };
-        let mut ser = serde_json::Serializer::pretty(&mut out);
+        let written = places
+            .as_ref()
+            .map(|p| p.written.clone())
+            .unwrap_or_default();
+        let mut ser = serde_json::Serializer::pretty(Counting::new(&mut out, written));
         doc.serialize(&mut ser).map_err(json_err)?;
         out.write_all(b"\n")
             .map_err(|e| json_err(serde_json::Error::io(e)))?;
@@ -462,6 +469,17 @@ impl<'s> ResultsWriter<'s> {
             .into_inner()
             .map_err(|e| json_err(serde_json::Error::io(e.into_error())))?;
         file.commit()?;
+        // A rescore's list of its trials, for readers that need its outcomes or one record.
+        if let Some(places) = places {
+            let size = std::fs::metadata(&json_path)
+                .map_err(|source| StoreError::Io {
+                    op: "read",
+                    path: json_path.clone(),
+                    source,
+                })?
+                .len();
+            places.write(&dir, stem, &format!("{stem}.json"), size)?;
+        }
 
         let mut md = Markdown.run_report(&report);
         md.push_str(&format!(
@@ -505,6 +523,8 @@ struct StreamedDocument<'a> {
 struct SpooledTrials<'a> {
     spool: RefCell<File>,
     entries: &'a [SpoolEntry],
+    /// Where each record lands in the file, taken for a rescore's list of its trials.
+    places: Option<&'a Places>,
 }
 
 impl Serialize for SpooledTrials<'_> {
@@ -517,7 +537,11 @@ impl Serialize for SpooledTrials<'_> {
             let record = entry.read(&mut spool, &mut buf).map_err(|e| {
                 S::Error::custom(format!("cannot read the results spool back: {e}"))
             })?;
+            let at = self.places.map(|p| p.written.get());
             seq.serialize_element(&record)?;
+            if let (Some(places), Some(at)) = (self.places, at) {
+                places.push(&record, at);
+            }
         }
         seq.end()
     }

@@ -7,7 +7,8 @@
 //!   runs/RUN_ID/
 //!     run.json                 written at run start, rewritten when the status changes
 //!     suite/ suite.json        the suite as the run read it, every file hashed (see [`keep_suite`])
-//!     results.rescored-*.json  each `proctor rescore` (see [`pick_scoring`])
+//!     results.rescored-*.json  each `proctor rescore` (see [`pick_scoring`]), with its
+//!                              `.md`, `.report.json` and `.trials.jsonl` (its trials' list)
 //!     run.lock                 flock-ed by the process writing the run; names its pid and host
 //!     results.json results.md  written by later stages with [`atomic_write`]
 //!     trials/TRIAL_ID/

@@ -63,15 +63,8 @@ impl Sources for CliSources {
         keep: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<(proctor_store::TrialSummary, Option<TrialRecord>)>, String> {
         let run = store.open_run(id).map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        proctor_runner::results::for_each_scored_record(&run, scoring, |record| {
-            let summary = proctor_runner::engine::summary_of(&record);
-            let kept = keep(&record.plan.id).then_some(record);
-            out.push((summary, kept));
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
-        Ok(out)
+        proctor_runner::scored_trials::rescored_trials(&run, scoring, keep)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -603,3 +603,90 @@ fn a_large_suite_file_is_kept_without_being_held_in_memory() {
         peak_kib / 1024
     );
 }
+
+/// A rescore keeps a list of its trials beside its results (each one's summary, and where its
+/// record is in the results file), which `show` and the viewer read instead of every record. A
+/// list that matches its results file is used; one that does not (another size, or a place that
+/// does not hold the trial's record) or is missing is not, and what is shown stays the same.
+#[test]
+fn a_rescores_list_of_trials_is_used_only_when_it_matches_its_results() {
+    let lab = Lab::new("scored-list");
+    two_variants(&lab);
+    assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 1);
+    let run = lab.run_id();
+    let other = lab.store().join("other-suite");
+    common::lab::copy_dir(&lab.suite(), &other);
+    let toml = std::fs::read_to_string(other.join("suite.toml")).unwrap();
+    std::fs::write(
+        other.join("suite.toml"),
+        toml.replace("answer_matches = \"done\"", "answer_matches = \"finished\""),
+    )
+    .unwrap();
+    let out = cmd(&lab, &["rescore", &run, "--suite", other.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lists: Vec<_> = std::fs::read_dir(lab.run_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".trials.jsonl"))
+        .collect();
+    assert_eq!(lists.len(), 1, "one list, for the rescore: {lists:?}");
+    let list_path = &lists[0];
+    let text = std::fs::read_to_string(list_path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "its file and size, then the 4 trials:\n{text}"
+    );
+    let rewrite = |lines: &[serde_json::Value]| {
+        let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        std::fs::write(list_path, text.join("\n") + "\n").unwrap();
+    };
+    let shown = || {
+        let overview = cmd(&lab, &["show", &run]);
+        let trial = cmd(&lab, &["show", &run, "t.a.0"]);
+        assert_eq!(
+            (overview.code, trial.code),
+            (0, 0),
+            "{}{}",
+            overview.stderr,
+            trial.stderr
+        );
+        (overview.stdout, trial.stdout)
+    };
+    let (overview, trial) = shown();
+    assert_eq!(shown_outcome(&overview, "t.a.0"), "wrong", "{overview}");
+    assert!(trial.contains("outcome    wrong"), "{trial}");
+    // The list is what is read: a summary changed in it shows.
+    let mut tampered = lines.clone();
+    for l in &mut tampered[1..] {
+        if l["summary"]["trial_id"] == "t.a.0" {
+            l["summary"]["outcome"] = serde_json::json!("asked");
+        }
+    }
+    rewrite(&tampered);
+    let (changed, _) = shown();
+    assert_eq!(
+        shown_outcome(&changed, "t.a.0"),
+        "asked",
+        "the list is used:\n{changed}"
+    );
+    // Places that hold no record of the trial: the record is read from the results file.
+    let mut wrong_places = lines.clone();
+    for l in &mut wrong_places[1..] {
+        l["at"] = serde_json::json!(0);
+    }
+    rewrite(&wrong_places);
+    assert_eq!(shown(), (overview.clone(), trial.clone()));
+    // A list of another size of results file, and no list: not used.
+    let mut other_size = tampered.clone();
+    other_size[0]["size"] = serde_json::json!(1);
+    rewrite(&other_size);
+    assert_eq!(shown(), (overview.clone(), trial.clone()));
+    std::fs::remove_file(list_path).unwrap();
+    assert_eq!(shown(), (overview, trial));
+}
