@@ -123,14 +123,14 @@ impl RunOverview {
         let mut meta = store.run_meta(id).context("cannot read the run")?;
         meta.status = crate::executor::slurm::observed_status(store, id, &meta);
         let mut trials = store.trials(id).context("cannot read the run's trials")?;
-        let rescored = if scoring.is_rescore() {
+        let mut rescored = if scoring.is_rescore() {
             crate::scored_trials::rescored_summaries(run, scoring)
                 .with_context(|| format!("cannot read {}", scoring.file))?
         } else {
             BTreeMap::new()
         };
         for t in &mut trials {
-            if let Some(by) = rescored.get(&t.trial_id).cloned() {
+            if let Some(by) = rescored.remove(&t.trial_id) {
                 t.outcome = by.outcome;
                 t.reason = by.reason;
                 t.calls = by.calls;

@@ -43,12 +43,6 @@ struct ListHead {
     size: u64,
 }
 
-/// A rescore's list of trials, read.
-struct ScoredTrials {
-    /// Every trial, in the results file's order.
-    trials: Vec<ScoredTrial>,
-}
-
 /// One trial of a rescore.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,7 +128,7 @@ impl Places {
 
 /// The list of `scoring` in the run folder `run_dir`, when there is one that describes its
 /// results file as it is.
-fn list(run_dir: &Path, scoring: &Scoring) -> Option<ScoredTrials> {
+fn list(run_dir: &Path, scoring: &Scoring) -> Option<Vec<ScoredTrial>> {
     let text =
         std::fs::read_to_string(run_dir.join(format!("{}{TRIALS_SUFFIX}", scoring.stem()))).ok()?;
     let mut lines = text.lines();
@@ -143,33 +137,15 @@ fn list(run_dir: &Path, scoring: &Scoring) -> Option<ScoredTrials> {
     if head.file != scoring.file || head.size != size {
         return None;
     }
-    let trials = lines
+    lines
         .map(serde_json::from_str)
-        .collect::<Result<Vec<ScoredTrial>, _>>()
-        .ok()?;
-    Some(ScoredTrials { trials })
+        .collect::<Result<_, _>>()
+        .ok()
 }
 
-/// The summaries of a rescore's trials, from its list; `None` when it has none to trust.
-pub fn summaries(run_dir: &Path, scoring: &Scoring) -> Option<Vec<TrialSummary>> {
-    Some(
-        list(run_dir, scoring)?
-            .trials
-            .into_iter()
-            .map(|t| t.summary)
-            .collect(),
-    )
-}
-
-/// What the list says of one trial: whether the rescore holds it at all, and its record, read
-/// from its place. `None` when there is no list to trust or the place does not hold the
-/// trial's record.
-pub fn record(run_dir: &Path, scoring: &Scoring, trial: &str) -> Option<Option<TrialRecord>> {
-    let list = list(run_dir, scoring)?;
-    let Some(t) = list.trials.iter().find(|t| t.summary.trial_id == trial) else {
-        return Some(None);
-    };
-    let mut file = File::open(run_dir.join(&scoring.file)).ok()?;
+/// The record at `t`'s place in the results file `file`; `None` when the place does not hold
+/// that trial's record.
+fn record_at(file: &mut File, t: &ScoredTrial) -> Option<TrialRecord> {
     file.seek(SeekFrom::Start(t.at)).ok()?;
     let mut bytes = vec![0; usize::try_from(t.len).ok()?];
     file.read_exact(&mut bytes).ok()?;
@@ -177,7 +153,29 @@ pub fn record(run_dir: &Path, scoring: &Scoring, trial: &str) -> Option<Option<T
         .iter()
         .position(|b| !matches!(b, b',' | b' ' | b'\n' | b'\r' | b'\t'))?;
     let record: TrialRecord = serde_json::from_slice(&bytes[start..]).ok()?;
-    (record.plan.id == trial).then_some(Some(record))
+    (record.plan.id == t.summary.trial_id).then_some(record)
+}
+
+/// Every listed trial with its record read from its place for those `keep` accepts; `None`
+/// when a place does not hold its trial's record.
+fn read_listed(
+    run_dir: &Path,
+    scoring: &Scoring,
+    listed: Vec<ScoredTrial>,
+    keep: &dyn Fn(&str) -> bool,
+) -> Option<Vec<(TrialSummary, Option<TrialRecord>)>> {
+    let mut file = File::open(run_dir.join(&scoring.file)).ok()?;
+    listed
+        .into_iter()
+        .map(|t| {
+            let record = if keep(&t.summary.trial_id) {
+                Some(record_at(&mut file, &t)?)
+            } else {
+                None
+            };
+            Some((t.summary, record))
+        })
+        .collect()
 }
 
 /// Trials asked for one by one at most: more are read in one pass over the results file.
@@ -191,19 +189,10 @@ pub fn rescored_trials(
     scoring: &Scoring,
     keep: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<(TrialSummary, Option<TrialRecord>)>, ResultsError> {
-    if let Some(listed) = summaries(run.dir(), scoring) {
-        if listed.iter().filter(|s| keep(&s.trial_id)).count() <= ONE_BY_ONE {
-            let read = listed
-                .into_iter()
-                .map(|s| {
-                    if !keep(&s.trial_id) {
-                        return Some((s, None));
-                    }
-                    let r = record(run.dir(), scoring, &s.trial_id)??;
-                    Some((s, Some(r)))
-                })
-                .collect::<Option<Vec<_>>>();
-            if let Some(read) = read {
+    if let Some(listed) = list(run.dir(), scoring) {
+        let kept = listed.iter().filter(|t| keep(&t.summary.trial_id)).count();
+        if kept <= ONE_BY_ONE {
+            if let Some(read) = read_listed(run.dir(), scoring, listed, keep) {
                 return Ok(read);
             }
         }

@@ -52,6 +52,19 @@ fn cmd(lab: &Lab, args: &[&str]) -> RunOut {
     lab.proctor(As::Me, &all)
 }
 
+/// Rescores `run` with a copy of the suite whose rule variant a's answer no longer meets.
+fn rescore_with_a_stricter_rule(lab: &Lab, run: &str) -> RunOut {
+    let other = lab.store().join("other-suite");
+    common::lab::copy_dir(&lab.suite(), &other);
+    let toml = std::fs::read_to_string(other.join("suite.toml")).unwrap();
+    std::fs::write(
+        other.join("suite.toml"),
+        toml.replace("answer_matches = \"done\"", "answer_matches = \"finished\""),
+    )
+    .unwrap();
+    cmd(lab, &["rescore", run, "--suite", other.to_str().unwrap()])
+}
+
 /// The outcome of `trial` in `show RUN`'s trial table.
 fn shown_outcome(show: &str, trial: &str) -> String {
     show.lines()
@@ -248,15 +261,7 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
     );
 
     // Rescore with another suite folder whose rule a's answer no longer meets.
-    let other = lab.store().join("other-suite");
-    common::lab::copy_dir(&lab.suite(), &other);
-    let toml = std::fs::read_to_string(other.join("suite.toml")).unwrap();
-    std::fs::write(
-        other.join("suite.toml"),
-        toml.replace("answer_matches = \"done\"", "answer_matches = \"finished\""),
-    )
-    .unwrap();
-    let out = cmd(&lab, &["rescore", &run, "--suite", other.to_str().unwrap()]);
+    let out = rescore_with_a_stricter_rule(&lab, &run);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("t.a.0"), "{}", out.stdout);
 
@@ -614,15 +619,7 @@ fn a_rescores_list_of_trials_is_used_only_when_it_matches_its_results() {
     two_variants(&lab);
     assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 1);
     let run = lab.run_id();
-    let other = lab.store().join("other-suite");
-    common::lab::copy_dir(&lab.suite(), &other);
-    let toml = std::fs::read_to_string(other.join("suite.toml")).unwrap();
-    std::fs::write(
-        other.join("suite.toml"),
-        toml.replace("answer_matches = \"done\"", "answer_matches = \"finished\""),
-    )
-    .unwrap();
-    let out = cmd(&lab, &["rescore", &run, "--suite", other.to_str().unwrap()]);
+    let out = rescore_with_a_stricter_rule(&lab, &run);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lists: Vec<_> = std::fs::read_dir(lab.run_dir())
         .unwrap()
