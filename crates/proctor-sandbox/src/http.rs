@@ -256,6 +256,25 @@ mod tests {
         let e = get(&url, Duration::from_millis(200)).unwrap_err();
         assert!(e.contains("no answer within"), "{e}");
         drop(l);
+        // A port held by a socket bound but not listening: a connection is refused, and no
+        // other test can take the port meanwhile (a freed port could be, and answer).
+        use nix::sys::socket::{bind, getsockname, socket, AddressFamily, SockFlag, SockType};
+        use nix::sys::socket::{SockaddrIn, SockaddrLike};
+        let held = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(
+            std::os::fd::AsRawFd::as_raw_fd(&held),
+            &SockaddrIn::new(127, 0, 0, 1, 0),
+        )
+        .unwrap();
+        let at: SockaddrIn = getsockname(std::os::fd::AsRawFd::as_raw_fd(&held)).unwrap();
+        assert_eq!(at.family(), Some(AddressFamily::Inet));
+        let url = Url::parse(&format!("http://127.0.0.1:{}/", at.port())).unwrap();
         let e = get(&url, Duration::from_secs(1)).unwrap_err();
         assert!(e.starts_with("connect to 127.0.0.1:"), "{e}");
     }
