@@ -33,18 +33,28 @@ enum Layout {
 pub struct RunCgroups {
     layout: Layout,
     /// Slots whose processes are all gone, ready for the next trial.
-    free: Mutex<Vec<Vec<PathBuf>>>,
+    free: Mutex<Vec<Slot>>,
     /// Slots a process of an ended trial was still leaving: free again once empty.
-    draining: Mutex<Vec<Vec<PathBuf>>>,
+    draining: Mutex<Vec<Slot>>,
     /// The number of the next slot made.
     made: AtomicU64,
+}
+
+/// A slot: the folders of one trial's group (one per hierarchy: v1's memory folder first), and
+/// the limits last written into them.
+#[derive(Debug)]
+struct Slot {
+    dirs: Vec<PathBuf>,
+    /// (memory bytes, processes) as last written; nothing inside a trial can change them (the
+    /// trial sees no control-group file system).
+    limits: Option<(u64, u64)>,
 }
 
 /// One trial's control group(s), with its limits set.
 #[derive(Debug)]
 pub struct TrialCgroup {
     /// The folders the trial joins (one per hierarchy).
-    dirs: Vec<PathBuf>,
+    slot: Slot,
     v2: bool,
     /// The counters as they stood when the trial got the group.
     start: Counters,
@@ -125,31 +135,33 @@ impl RunCgroups {
     pub fn trial(&self, memory_bytes: u64, processes: u64) -> Result<TrialCgroup, String> {
         self.collect_drained();
         let v2 = matches!(self.layout, Layout::V2 { .. });
-        while let Some(dirs) = lock(&self.free).pop() {
-            // A slot that no longer takes these limits (v1 refuses a memory limit below what
-            // the group still holds) is given up for a new one.
-            if set_limits(&dirs, v2, memory_bytes, processes).is_ok() {
-                let start = counters(&dirs, v2);
-                return Ok(TrialCgroup { dirs, v2, start });
+        let limits = (memory_bytes, processes);
+        loop {
+            let free = lock(&self.free).pop();
+            let Some(slot) = free else { break };
+            // A slot holding these limits already keeps them; one that no longer takes them
+            // (v1 refuses a memory limit below what the group still holds) is given up for a
+            // new one.
+            if slot.limits == Some(limits) || set_limits(&slot.dirs, v2, limits).is_ok() {
+                return Ok(TrialCgroup::new(slot, v2, limits));
             }
-            remove_dirs(&dirs);
+            remove_dirs(&slot.dirs);
         }
-        let dirs = self.make_slot()?;
-        if let Err(e) = set_limits(&dirs, v2, memory_bytes, processes) {
-            remove_dirs(&dirs);
+        let slot = self.make_slot()?;
+        if let Err(e) = set_limits(&slot.dirs, v2, limits) {
+            remove_dirs(&slot.dirs);
             return Err(e);
         }
-        let start = counters(&dirs, v2);
-        Ok(TrialCgroup { dirs, v2, start })
+        Ok(TrialCgroup::new(slot, v2, limits))
     }
 
     /// Gives a trial's control group back once its processes are gone (or later, if they are
     /// still leaving).
     pub fn release(&self, cg: TrialCgroup) {
-        if is_empty(&cg.dirs) {
-            lock(&self.free).push(cg.dirs);
+        if is_empty(&cg.slot.dirs) {
+            lock(&self.free).push(cg.slot);
         } else {
-            lock(&self.draining).push(cg.dirs);
+            lock(&self.draining).push(cg.slot);
         }
     }
 
@@ -163,11 +175,11 @@ impl RunCgroups {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        for dirs in lock(&self.free)
+        for slot in lock(&self.free)
             .drain(..)
             .chain(lock(&self.draining).drain(..))
         {
-            remove_dirs(&dirs);
+            remove_dirs(&slot.dirs);
         }
         let dirs = match &self.layout {
             Layout::V2 { run } => vec![run.clone()],
@@ -192,8 +204,8 @@ impl RunCgroups {
         }
     }
 
-    /// Makes a new slot: a folder in each hierarchy.
-    fn make_slot(&self) -> Result<Vec<PathBuf>, String> {
+    /// Makes a new slot: a folder in each hierarchy, no limits written yet.
+    fn make_slot(&self) -> Result<Slot, String> {
         let name = format!("slot-{}", self.made.fetch_add(1, Ordering::Relaxed));
         let dirs = match &self.layout {
             Layout::V2 { run } => vec![run.join(&name)],
@@ -205,7 +217,7 @@ impl RunCgroups {
                 return Err(e);
             }
         }
-        Ok(dirs)
+        Ok(Slot { dirs, limits: None })
     }
 
     /// Moves the draining slots whose last process has gone to the free ones.
@@ -214,7 +226,7 @@ impl RunCgroups {
         if draining.is_empty() {
             return;
         }
-        let (empty, busy): (Vec<_>, Vec<_>) = draining.drain(..).partition(|d| is_empty(d));
+        let (empty, busy): (Vec<_>, Vec<_>) = draining.drain(..).partition(|s| is_empty(&s.dirs));
         *draining = busy;
         drop(draining);
         lock(&self.free).extend(empty);
@@ -222,15 +234,22 @@ impl RunCgroups {
 }
 
 impl TrialCgroup {
+    /// Hands `slot`, which holds `limits` now, to a trial, its counters read as they start.
+    fn new(mut slot: Slot, v2: bool, limits: (u64, u64)) -> TrialCgroup {
+        slot.limits = Some(limits);
+        let start = counters(&slot.dirs, v2);
+        TrialCgroup { slot, v2, start }
+    }
+
     /// The folders the trial's first process joins.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        self.dirs.clone()
+        self.slot.dirs.clone()
     }
 
     /// The limit the kernel stopped the trial at, if any (memory first): what the counters
     /// gained since the trial got the group.
     pub fn reached(&self) -> Option<Reached> {
-        let now = counters(&self.dirs, self.v2);
+        let now = counters(&self.slot.dirs, self.v2);
         if now.oom > self.start.oom {
             Some(Reached::Memory)
         } else if now.pids_max > self.start.pids_max {
@@ -241,51 +260,64 @@ impl TrialCgroup {
     }
 }
 
-/// Writes a trial's limits into a slot's folders.
-fn set_limits(dirs: &[PathBuf], v2: bool, memory_bytes: u64, processes: u64) -> Result<(), String> {
-    let (mem, pids) = (memory_bytes.to_string(), processes.to_string());
-    for d in dirs {
-        if v2 {
-            write(&d.join("memory.max"), &mem)?;
-            // Swap would let a trial hold more than its limit; absent without swap support.
-            let _ = fs::write(d.join("memory.swap.max"), "0");
-            write(&d.join("pids.max"), &pids)?;
-        } else if d.join("memory.limit_in_bytes").exists() {
-            // Memory plus swap, where the kernel counts it, held to the same limit. It may
-            // never be below the memory limit, so it is raised before and lowered after.
-            let memsw = d.join("memory.memsw.limit_in_bytes");
-            let _ = fs::write(&memsw, "-1");
-            write(&d.join("memory.limit_in_bytes"), &mem)?;
-            let _ = fs::write(&memsw, &mem);
-        } else {
-            write(&d.join("pids.max"), &pids)?;
-        }
+/// The folder of a slot that holds the memory controller's files, and the one that holds the
+/// pids controller's: v2's one folder for both, v1's memory folder then its pids folder.
+fn controllers(dirs: &[PathBuf]) -> Option<(&Path, &Path)> {
+    match dirs {
+        [both] => Some((both, both)),
+        [memory, pids] => Some((memory, pids)),
+        _ => None,
     }
-    Ok(())
 }
 
-/// A slot's counters now.
+/// Writes a trial's (memory bytes, processes) limits into a slot's folders.
+fn set_limits(
+    dirs: &[PathBuf],
+    v2: bool,
+    (memory_bytes, processes): (u64, u64),
+) -> Result<(), String> {
+    let (mem, pids) = (memory_bytes.to_string(), processes.to_string());
+    let (memory, pid_dir) =
+        controllers(dirs).ok_or_else(|| format!("a slot of {} folders", dirs.len()))?;
+    if v2 {
+        write(&memory.join("memory.max"), &mem)?;
+        // Swap would let a trial hold more than its limit; absent without swap support.
+        let _ = fs::write(memory.join("memory.swap.max"), "0");
+    } else {
+        // Memory plus swap, where the kernel counts it, held to the same limit. It may never
+        // be below the memory limit, so it is raised before and lowered after.
+        let memsw = memory.join("memory.memsw.limit_in_bytes");
+        let _ = fs::write(&memsw, "-1");
+        write(&memory.join("memory.limit_in_bytes"), &mem)?;
+        let _ = fs::write(&memsw, &mem);
+    }
+    write(&pid_dir.join("pids.max"), &pids)
+}
+
+/// A slot's counters now: each read from the one file that holds it.
 fn counters(dirs: &[PathBuf], v2: bool) -> Counters {
-    let count = |file: &str, key: &str| -> u64 {
-        dirs.iter()
-            .filter_map(|d| fs::read_to_string(d.join(file)).ok())
-            .flat_map(|text| {
+    let Some((memory, pids)) = controllers(dirs) else {
+        return Counters::default();
+    };
+    let count = |file: PathBuf, keys: &[&str]| -> u64 {
+        fs::read_to_string(file)
+            .map(|text| {
                 text.lines()
                     .filter_map(|l| l.split_once(' '))
-                    .filter(|(k, _)| *k == key)
+                    .filter(|(k, _)| keys.contains(k))
                     .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-                    .collect::<Vec<_>>()
+                    .sum()
             })
-            .sum()
+            .unwrap_or(0)
     };
     let oom = if v2 {
-        count("memory.events", "oom_kill") + count("memory.events", "oom")
+        count(memory.join("memory.events"), &["oom_kill", "oom"])
     } else {
-        count("memory.oom_control", "oom_kill")
+        count(memory.join("memory.oom_control"), &["oom_kill"])
     };
     Counters {
         oom,
-        pids_max: count("pids.events", "max"),
+        pids_max: count(pids.join("pids.events"), &["max"]),
     }
 }
 
@@ -428,7 +460,10 @@ mod tests {
         fs::create_dir_all(&m).unwrap();
         fs::create_dir_all(&p).unwrap();
         let cg = TrialCgroup {
-            dirs: vec![m.clone(), p.clone()],
+            slot: Slot {
+                dirs: vec![m.clone(), p.clone()],
+                limits: None,
+            },
             v2: false,
             start: Counters::default(),
         };

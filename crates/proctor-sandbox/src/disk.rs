@@ -14,7 +14,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -136,20 +136,20 @@ impl TrialDisk {
         Path::new(MOUNT_POINT).join(part.name())
     }
 
-    /// Once every process of the trial is gone (after the pivot, with the trial's `/proc`
-    /// mounted): whether the disk is full, after which the workspace's changes are moved to the
+    /// Once every process of the trial is gone (after the pivot, in T's own `/proc`: see
+    /// [`sys::OwnProc`]): whether the disk is full, after which the workspace's changes are moved to the
     /// host's upper folder (and the root's to its own, when they are kept). An entry the agent
     /// made that cannot be moved (a path past PATH_MAX, a name the host's file system refuses)
     /// is left out with its cause, and the rest is moved: what the agent made never fails the
     /// trial's end. Returns the workspace's left-outs, then the root's.
     pub(crate) fn finish(&self) -> Result<(bool, LeftOuts, LeftOuts), String> {
-        let root = fd_path(&self.root);
+        let root = sys::fd_path(&self.root);
         let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
         let mut left = LeftOuts::default();
         if let Some(host) = &self.host_upper {
             move_tree(
                 &root.join(Part::WorkspaceUpper.name()),
-                &fd_path(host),
+                &sys::fd_path(host),
                 Path::new(""),
                 &mut left,
                 &mut Links::default(),
@@ -160,7 +160,7 @@ impl TrialDisk {
         if let Some(host) = &self.host_root_upper {
             move_tree(
                 &root.join(Part::RootUpper.name()),
-                &fd_path(host),
+                &sys::fd_path(host),
                 Path::new(""),
                 &mut root_left,
                 &mut Links::default(),
@@ -206,11 +206,6 @@ fn open_path(p: &Path) -> io::Result<OwnedFd> {
     })?;
     // SAFETY: the kernel just returned this new descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A path that reaches what `fd` refers to, wherever that is now.
-fn fd_path(fd: &OwnedFd) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 // statvfs's field types differ between architectures; the casts are no-ops only on some.

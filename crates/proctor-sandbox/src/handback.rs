@@ -13,9 +13,9 @@
 
 use std::ffi::CStr;
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::sys;
 
@@ -55,12 +55,11 @@ impl HandBack {
         self.dirs.is_empty()
     }
 
-    /// Gives every held folder back (with T's `/proc` mounted). An entry that cannot be given
+    /// Gives every held folder back (in T's own `/proc`: see [`sys::OwnProc`]). An entry that cannot be given
     /// back is left as it is: the capture notes what it cannot read.
     pub(crate) fn finish(&self) {
         for (fd, record) in &self.dirs {
-            let root = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-            give_back_tree(&root, *record);
+            give_back_tree(&sys::fd_path(fd), *record);
         }
     }
 }

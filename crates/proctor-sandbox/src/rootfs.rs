@@ -155,12 +155,21 @@ fn under_private(p: &Path) -> bool {
     top(p).is_some_and(|t| PRIVATE_TOP.iter().any(|x| OsStr::new(x) == t))
 }
 
+/// What T holds once its root is built.
+pub(crate) struct TrialRoot {
+    /// The isolation the trial got, for its record.
+    pub(crate) isolation: Isolation,
+    /// The trial's disk, when its writes are bounded.
+    pub(crate) disk: Option<TrialDisk>,
+    /// What goes back to an unprivileged caller at the end.
+    pub(crate) handback: HandBack,
+    /// T's own `/proc`, where the end's moves and give-backs work from.
+    pub(crate) own_proc: sys::OwnProc,
+}
+
 /// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
 /// and maybe network namespaces.
-pub(crate) fn build_trial_root(
-    spec: &SandboxSpec,
-    ids: &IdMapping,
-) -> R<(Isolation, Option<TrialDisk>, HandBack)> {
+pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRoot> {
     enter_base_tmpfs()?;
     let handback = hand_back_of(spec, ids)?;
     let disk = match spec.limits.disk_bytes {
@@ -238,6 +247,8 @@ pub(crate) fn build_trial_root(
     let workspace = mount_workspace(spec, disk)?;
     bind_extra(spec, &extra)?;
     pivot_into_new_root(new)?;
+    // T's own `/proc`, before the agent's may cover it.
+    let own_proc = sys::OwnProc::open().map_err(ctx(|| "open /proc".to_owned()))?;
 
     // The skeleton (/dev, /run, /home included) is read-only since before the binds: the only
     // writable places are the workspace, HOME, /tmp, /dev/shm and the service directories
@@ -249,7 +260,12 @@ pub(crate) fn build_trial_root(
             hide(h)?;
         }
     }
-    Ok((trial_isolation(spec, workspace, ids), owned_disk, handback))
+    Ok(TrialRoot {
+        isolation: trial_isolation(spec, workspace, ids),
+        disk: owned_disk,
+        handback,
+        own_proc,
+    })
 }
 
 /// The host folders the trial writes that must be given back to an unprivileged caller whose
@@ -981,16 +997,6 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
         None,
     )
     .map_err(ctx(|| "mount the agent's /proc".to_owned()))?;
-    Ok(())
-}
-
-/// Once the agent is gone: T's own `/proc` back in T's view. Without services the agent's
-/// view is T's, and the agent's `/proc` (of its PID namespace, now empty) covers T's.
-pub(crate) fn uncover_trial_proc(spec: &SandboxSpec) -> R<()> {
-    if spec.services.is_empty() {
-        sys::umount_detach(Path::new("/proc"))
-            .map_err(ctx(|| "unmount the agent's /proc".to_owned()))?;
-    }
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -63,6 +63,38 @@ pub(crate) fn mount(
     let flags = nix::mount::MsFlags::from_bits_retain(flags);
     nix::mount::mount(source, target, fstype, flags, data)?;
     Ok(())
+}
+
+/// A path that reaches what `fd` refers to, from T's own `/proc` as the working directory (see
+/// [`OwnProc`]).
+pub(crate) fn fd_path(fd: &impl AsRawFd) -> PathBuf {
+    PathBuf::from(format!("self/fd/{}", fd.as_raw_fd()))
+}
+
+/// A handle on the trial init's own `/proc` (of the trial's PID namespace), taken while it is
+/// in view. Without services the agent's `/proc` is mounted over it; T then works from this
+/// handle ([`OwnProc::enter`] and [`fd_path`]) instead of unmounting the agent's, which would
+/// make T wait for an RCU grace period.
+pub(crate) struct OwnProc(OwnedFd);
+
+impl OwnProc {
+    /// Opens `/proc` as it is in view now.
+    pub(crate) fn open() -> io::Result<OwnProc> {
+        use nix::fcntl::OFlag;
+        let fd = nix::fcntl::open(
+            "/proc",
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        // SAFETY: the kernel just returned this new descriptor, owned by nothing else.
+        Ok(OwnProc(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes it the working directory, where [`fd_path`]'s paths start.
+    pub(crate) fn enter(&self) -> io::Result<()> {
+        nix::unistd::fchdir(self.0.as_raw_fd())?;
+        Ok(())
+    }
 }
 
 /// `umount2(target, MNT_DETACH)`.

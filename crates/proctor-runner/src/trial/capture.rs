@@ -366,7 +366,10 @@ fn write_agent_output(
     let tail = answer_tail(&output.answer, stdout);
     let stdout = if tail.is_some() { &[][..] } else { stdout };
     // A file that would be empty is not written: its absence means "nothing" (one inode less
-    // per trial on the store's disk, where inode allocation is the costliest step).
+    // per trial on the store's disk, where inode allocation is the costliest step). A file
+    // with the same bytes as one written before it (a scripted agent's stdout is its
+    // transcript) is a second name for that one: a hard link, no second inode or copy.
+    let mut written: Vec<(&[u8], PathBuf)> = Vec::new();
     for (name, bytes) in [
         ("transcript.jsonl", transcript.as_bytes()),
         ("answer.txt", output.answer.as_bytes()),
@@ -377,8 +380,14 @@ fn write_agent_output(
         if bytes.is_empty() {
             continue;
         }
-        if let Err(e) = proctor_store::atomic_write_unsynced(trial_dir.join(name), bytes) {
-            notes.failed(&format!("cannot write {name}"), &std::io::Error::other(e));
+        let path = trial_dir.join(name);
+        let twin = written.iter().find(|(b, _)| *b == bytes);
+        if twin.is_some_and(|(_, first)| std::fs::hard_link(first, &path).is_ok()) {
+            continue;
+        }
+        match proctor_store::atomic_write_unsynced(&path, bytes) {
+            Ok(()) => written.push((bytes, path)),
+            Err(e) => notes.failed(&format!("cannot write {name}"), &std::io::Error::other(e)),
         }
     }
     notes
@@ -1329,6 +1338,35 @@ mod tests {
         );
         assert!(dir.path().join("agent.stdout").exists());
         assert!(!dir.path().join("agent.stderr").exists());
+    }
+
+    #[test]
+    fn a_stdout_that_is_the_transcript_is_a_second_name_for_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let line = serde_json::json!({ "type": "answer", "text": "done" });
+        let output = AgentOutput {
+            answer: "done".into(),
+            transcript: vec![line.clone()],
+            ..AgentOutput::default()
+        };
+        let stdout = format!("{line}\n");
+        let notes = write_agent_output(dir.path(), &output, stdout.as_bytes(), b"");
+        assert!(notes.is_empty(), "{notes:?}");
+        let meta = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap();
+        assert_eq!(meta("agent.stdout").ino(), meta("transcript.jsonl").ino());
+        assert_eq!(read_agent_stdout(dir.path()), stdout.as_bytes());
+        assert_eq!(
+            std::fs::read(dir.path().join("answer.txt")).unwrap(),
+            b"done"
+        );
+        assert_ne!(meta("answer.txt").ino(), meta("agent.stdout").ino());
+        // Different bytes: two files.
+        let other = tempfile::tempdir().unwrap();
+        write_agent_output(other.path(), &output, b"something else\n", b"");
+        let meta = |name: &str| std::fs::metadata(other.path().join(name)).unwrap();
+        assert_ne!(meta("agent.stdout").ino(), meta("transcript.jsonl").ino());
+        assert_eq!(read_agent_stdout(other.path()), b"something else\n");
     }
 
     #[test]
