@@ -308,6 +308,20 @@ impl Index {
         upsert_trial(&conn, run, t).map_err(self.err())
     }
 
+    /// [`Index::upsert_trial`] of several trials of one run, in one transaction (one write of
+    /// the log for the batch, not one per trial).
+    pub(crate) fn upsert_trials(&self, run: &RunId, trials: &[&TrialSummary]) -> Result<()> {
+        let mut conn = self.lock();
+        let e = self.err();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&e)?;
+        for t in trials {
+            upsert_trial(&tx, run, t).map_err(&e)?;
+        }
+        tx.commit().map_err(&e)
+    }
+
     /// The damaged trials of every run, by run id (from the last reindex).
     fn damaged_trials(conn: &Connection) -> rusqlite::Result<BTreeMap<String, Vec<DamagedTrial>>> {
         let mut out: BTreeMap<String, Vec<DamagedTrial>> = BTreeMap::new();

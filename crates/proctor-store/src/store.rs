@@ -852,12 +852,22 @@ impl RunHandle {
             return Ok(());
         };
         sync_filesystem(first.parent().unwrap_or(&self.dir))?;
+        // Every trial whose trial.json is written is indexed, in one transaction, even when a
+        // later one fails to write.
+        let mut written = Vec::with_capacity(files.len());
+        let mut failed = None;
         for ((path, bytes), (summary, _)) in files.iter().zip(trials) {
-            atomic_write_unsynced(path, bytes)?;
-            self.store
-                .index_write(|ix| ix.upsert_trial(&self.id, summary))?;
+            match atomic_write_unsynced(path, bytes) {
+                Ok(()) => written.push(*summary),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
-        Ok(())
+        self.store
+            .index_write(|ix| ix.upsert_trials(&self.id, &written))?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// The ids of the trials that are finished on disk (`trial.json` present and parsing),
