@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,9 +89,10 @@ const MAX_LINE: u64 = 256 * 1024;
 pub struct CallsLog {
     socket: PathBuf,
     shared: Arc<Shared>,
-    stop: Arc<AtomicBool>,
-    accept: Option<JoinHandle<()>>,
-    workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// The socket and its accept thread, until the trial's calls are finished.
+    listener: Option<Listener>,
+    /// Where the socket goes back for the run's next trial, when it came from there.
+    pool: Option<Arc<Listeners>>,
 }
 
 struct Shared {
@@ -106,22 +108,9 @@ struct Shared {
     t0: Instant,
 }
 
-impl CallsLog {
-    /// Listens on `socket` and appends records to `log`. `t0` is the trial's start.
-    pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
-        Self::start_bounded(socket, log, t0, (MAX_CALLS, MAX_LOG_BYTES))
-    }
-
-    /// [`CallsLog::start`] with other bounds: `(calls, bytes of records)`.
-    pub fn start_bounded(
-        socket: &Path,
-        log: &Path,
-        t0: Instant,
-        bounds: (u64, u64),
-    ) -> std::io::Result<CallsLog> {
-        let _ = std::fs::remove_file(socket);
-        let listener = UnixListener::bind(socket)?;
-        let shared = Arc::new(Shared {
+impl Shared {
+    fn new(log: &Path, t0: Instant, bounds: (u64, u64)) -> Arc<Shared> {
+        Arc::new(Shared {
             out: Mutex::new(LazyLog {
                 path: log.to_path_buf(),
                 file: None,
@@ -131,13 +120,75 @@ impl CallsLog {
             refused: AtomicU64::new(0),
             bounds,
             t0,
-        });
+        })
+    }
+}
+
+/// The run's calls-log sockets, each with its accept thread, kept for one trial after another.
+///
+/// A trial takes one no trial holds (or a new one) and gives it back once every process of it
+/// is gone and its calls are recorded, so a run makes as many as it runs trials at once, not
+/// one socket and thread per trial. Between trials a socket serves no one: a connection is
+/// closed unanswered.
+pub struct Listeners {
+    root: PathBuf,
+    made: AtomicU64,
+    idle: Mutex<Vec<Listener>>,
+}
+
+impl Listeners {
+    /// No socket yet; each is made in `root` when first needed.
+    pub fn new(root: PathBuf) -> Arc<Listeners> {
+        Arc::new(Listeners {
+            root,
+            made: AtomicU64::new(0),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A calls log for one trial, appending to `log` and timing calls from `t0`, on an idle
+    /// socket of the run or a new one ([`CallsLog::socket`] says which).
+    pub fn start(self: &Arc<Self>, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
+        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
+        let listener = match idle {
+            Some(l) => l,
+            None => {
+                let n = self.made.fetch_add(1, Ordering::SeqCst);
+                Listener::bind(&self.root.join(format!("{n}.sock")))?
+            }
+        };
+        Ok(CallsLog::on(
+            listener,
+            Shared::new(log, t0, (MAX_CALLS, MAX_LOG_BYTES)),
+            Some(self.clone()),
+        ))
+    }
+}
+
+/// One socket and the thread that accepts its connections, each served for the trial that
+/// holds the socket then.
+struct Listener {
+    socket: PathBuf,
+    /// The trial served: its log and counters; `None` between trials.
+    current: Arc<Mutex<Option<Arc<Shared>>>>,
+    /// The threads serving the current trial's connections.
+    workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    stop: Arc<AtomicBool>,
+    /// The listening socket, kept to wake the accept thread (`shutdown(2)`) at the end.
+    wake: UnixListener,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    fn bind(socket: &Path) -> std::io::Result<Listener> {
+        let _ = std::fs::remove_file(socket);
+        let listener = UnixListener::bind(socket)?;
+        let wake = listener.try_clone()?;
+        let current: Arc<Mutex<Option<Arc<Shared>>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let workers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let counters = Arc::clone(&shared);
         let accept = {
-            let stop = stop.clone();
-            let workers = workers.clone();
+            let (current, stop, workers) = (current.clone(), stop.clone(), workers.clone());
             std::thread::Builder::new()
                 .name("calls-log".into())
                 .spawn(move || {
@@ -146,7 +197,12 @@ impl CallsLog {
                             break;
                         }
                         let Ok(conn) = conn else { continue };
-                        let shared = shared.clone();
+                        // Held while the connection's thread is started and listed, so that
+                        // ending the trial waits for it.
+                        let current = current.lock().unwrap_or_else(|p| p.into_inner());
+                        let Some(shared) = current.as_ref().cloned() else {
+                            continue;
+                        };
                         if let Ok(h) = std::thread::Builder::new()
                             .name("calls-conn".into())
                             .spawn(move || serve(conn, &shared))
@@ -158,13 +214,75 @@ impl CallsLog {
                     }
                 })?
         };
-        Ok(CallsLog {
+        Ok(Listener {
             socket: socket.to_path_buf(),
-            shared: counters,
-            stop,
-            accept: Some(accept),
+            current,
             workers,
+            stop,
+            wake,
+            accept: Some(accept),
         })
+    }
+
+    /// Serves `shared`'s trial from now on.
+    fn serve_trial(&self, shared: Arc<Shared>) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared);
+    }
+
+    /// Stops serving the trial (a later connection is closed unanswered) and waits for its
+    /// open calls to be recorded.
+    fn end_trial(&self) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let handles: Vec<_> = self
+            .workers
+            .lock()
+            .map(|mut w| w.drain(..).collect())
+            .unwrap_or_default();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop even when the socket's file is gone (the run's scratch removed).
+        let _ = nix::sys::socket::shutdown(self.wake.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+        self.end_trial();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+impl CallsLog {
+    /// Listens on `socket` and appends records to `log`. `t0` is the trial's start. The socket
+    /// is closed and removed at [`CallsLog::finish`] (a run's trials use [`Listeners`]).
+    pub fn start(socket: &Path, log: &Path, t0: Instant) -> std::io::Result<CallsLog> {
+        Self::start_bounded(socket, log, t0, (MAX_CALLS, MAX_LOG_BYTES))
+    }
+
+    /// [`CallsLog::start`] with other bounds: `(calls, bytes of records)`.
+    pub fn start_bounded(
+        socket: &Path,
+        log: &Path,
+        t0: Instant,
+        bounds: (u64, u64),
+    ) -> std::io::Result<CallsLog> {
+        let listener = Listener::bind(socket)?;
+        Ok(CallsLog::on(listener, Shared::new(log, t0, bounds), None))
+    }
+
+    fn on(listener: Listener, shared: Arc<Shared>, pool: Option<Arc<Listeners>>) -> CallsLog {
+        listener.serve_trial(shared.clone());
+        CallsLog {
+            socket: listener.socket.clone(),
+            shared,
+            listener: Some(listener),
+            pool,
+        }
     }
 
     /// The socket shims connect to.
@@ -177,38 +295,27 @@ impl CallsLog {
         self.shared.refused.load(Ordering::SeqCst)
     }
 
-    /// Stops accepting and waits for open calls to be recorded. Call after every process of the
-    /// trial is dead, so every connection has closed.
+    /// Stops serving the trial and waits for open calls to be recorded. Call after every process
+    /// of the trial is dead, so every connection has closed; the socket then goes back to the
+    /// run for its next trial (or, on its own, is closed and removed).
     pub fn finish(&mut self) {
-        if self.accept.is_some() {
-            self.shutdown();
+        let Some(listener) = self.listener.take() else {
+            return;
+        };
+        listener.end_trial();
+        if let Some(pool) = &self.pool {
+            if let Ok(mut idle) = pool.idle.lock() {
+                idle.push(listener);
+            }
         }
-    }
-
-    fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop.
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        let handles: Vec<_> = self
-            .workers
-            .lock()
-            .map(|mut w| w.drain(..).collect())
-            .unwrap_or_default();
-        for h in handles {
-            let _ = h.join();
-        }
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
 impl Drop for CallsLog {
+    /// A trial dropped unfinished (cut short by an error) does not give its socket back: it is
+    /// closed and removed, and waits for its open calls first.
     fn drop(&mut self) {
-        if self.accept.is_some() {
-            self.shutdown();
-        }
+        drop(self.listener.take());
     }
 }
 
@@ -410,6 +517,47 @@ mod tests {
         assert_eq!(server.refused(), 1);
         let (calls, bad) = read_log(&log).unwrap();
         assert_eq!((calls.len(), bad), (3, 0));
+    }
+
+    #[test]
+    fn a_reused_socket_records_each_trials_calls_in_its_own_log_and_no_one_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Listeners::new(dir.path().join("sockets"));
+        std::fs::create_dir_all(dir.path().join("sockets")).unwrap();
+        let start = r#"{"command":"kv","argv":["kv","get","a"],"cwd":"/w"}"#;
+        let (log_a, log_b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+
+        let mut a = pool.start(&log_a, Instant::now()).unwrap();
+        let socket = a.socket().to_path_buf();
+        assert_eq!(call(&socket, start).unwrap().seq, 1);
+        a.finish();
+        // Between trials the socket answers no one: the call is closed unanswered, unrecorded.
+        assert!(call(&socket, start).is_none());
+
+        let mut b = pool.start(&log_b, Instant::now()).unwrap();
+        assert_eq!(b.socket(), socket, "the socket the first trial gave back");
+        // The second trial numbers its calls from 1, in its own log.
+        assert_eq!(call(&socket, start).unwrap().seq, 1);
+        assert_eq!(call(&socket, start).unwrap().seq, 2);
+        // A trial that still holds a socket makes the next one take another.
+        let c = pool
+            .start(&dir.path().join("c.jsonl"), Instant::now())
+            .unwrap();
+        assert_ne!(c.socket(), socket);
+        b.finish();
+        drop(c);
+        assert_eq!(read_log(&log_a).unwrap().0.len(), 1);
+        assert_eq!(read_log(&log_b).unwrap().0.len(), 2);
+
+        // The run's end stops every accept thread (this would hang otherwise), even with the
+        // sockets' files already removed with the run's scratch.
+        let weak = Arc::downgrade(&pool);
+        std::fs::remove_dir_all(dir.path().join("sockets")).unwrap();
+        drop((a, b, pool));
+        assert!(
+            weak.upgrade().is_none(),
+            "the pool is gone with its sockets"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -293,10 +293,9 @@ pub(crate) fn context<'a>(
         proctor_exe,
         search_path: crate::allow::search_path(),
         work_root: scratch.work.clone(),
-        socket_root: scratch.sockets.clone(),
+        calls: crate::calls::Listeners::new(scratch.sockets.clone()),
         grace: options.grace,
         manifests: Mutex::new(BTreeMap::new()),
-        sockets: AtomicU64::new(0),
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),
         cgroups: if job.isolation.namespaces {

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,14 +67,13 @@ pub struct RunContext<'a> {
     pub search_path: Vec<PathBuf>,
     /// Scratch space for trials' overlay layers, removed after capture.
     pub work_root: PathBuf,
-    /// Folder for calls-log sockets (short paths: Unix sockets have a 108-byte limit).
-    pub socket_root: PathBuf,
+    /// The run's calls-log sockets, in a folder of short paths (Unix sockets have a 108-byte
+    /// limit), each reused by one trial after another.
+    pub calls: Arc<crate::calls::Listeners>,
     /// Grace between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// Copy mode: the manifest of each prepared start state, built once.
     pub manifests: Mutex<BTreeMap<String, Arc<Manifest>>>,
-    /// Numbers sockets uniquely.
-    pub sockets: AtomicU64,
     /// Each real agent's preflight (installed version and flags), checked once per variant.
     pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
     /// The run's model gateway, when some trial reaches a real model through it.

@@ -25,6 +25,9 @@ pub struct Place {
     pub inside: PathBuf,
 }
 
+/// The calls log's file in a trial's folder.
+pub const CALLS_LOG: &str = "calls.jsonl";
+
 /// Every path of one trial: its evidence folder, its scratch folder and what lives there, and
 /// how each appears inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +160,7 @@ impl TrialPaths {
 
     /// The calls log, written only by proctor's log server.
     pub fn calls_log(&self) -> PathBuf {
-        self.trial_dir.join("calls.jsonl")
+        self.trial_dir.join(CALLS_LOG)
     }
 
     /// Where the real program behind an allowed command is reached from its shim.

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -113,10 +112,15 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
     let work = ctx.work_root.join(&planned.id);
     let scratch = ScratchDir::create(&work)
         .map_err(|e| fail(format!("cannot create the trial's scratch folder: {e}")))?;
-    let socket = ctx.socket_root.join(format!(
-        "{}.sock",
-        ctx.sockets.fetch_add(1, Ordering::SeqCst)
-    ));
+    // The calls log first: its socket (one the run's last trial gave back, or a new one) is
+    // what the trial binds. It is timed from `t0` and writes nothing until the first call.
+    let calls_path = trial_dir.join(crate::trial::paths::CALLS_LOG);
+    let _ = std::fs::remove_file(&calls_path);
+    let calls_log = ctx
+        .calls
+        .start(&calls_path, t0)
+        .map_err(|e| fail(format!("cannot start the calls log: {e}")))?;
+    let socket = calls_log.socket().to_path_buf();
     let image = ctx.image(&planned.task);
     let mut paths = TrialPaths::new(
         ctx.isolation.namespaces,
@@ -172,13 +176,6 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
     let proctor = ctx.proctor_command(&planned.task, &paths.proctor.inside);
     write_shims(&paths, &proctor, &allowed)
         .map_err(|e| fail(format!("cannot write the shims: {e}")))?;
-    let _ = std::fs::remove_file(paths.calls_log());
-    let calls_log = CallsLog::start(&paths.socket.host, &paths.calls_log(), t0).map_err(|e| {
-        fail(format!(
-            "cannot start the calls log at {}: {e}",
-            paths.socket.host.display()
-        ))
-    })?;
     Ok(Prepared {
         paths,
         lowers: start.dirs,

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -166,10 +165,9 @@ impl Lab {
             proctor_exe: PathBuf::from("/nonexistent/proctor"),
             search_path: crate::allow::search_path(),
             work_root: self.dir.path().join("work"),
-            socket_root: self.dir.path().join("sockets"),
+            calls: crate::calls::Listeners::new(self.dir.path().join("sockets")),
             grace: Duration::from_millis(200),
             manifests: Mutex::new(BTreeMap::new()),
-            sockets: AtomicU64::new(0),
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
             cgroups: Err("not made in unit tests".into()),
