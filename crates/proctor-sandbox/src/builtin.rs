@@ -3,12 +3,14 @@
 //! The sandbox init is a clone of the executable that runs the sandbox (`init_exe`). When the
 //! agent's command is that same executable with a registered builtin's name as its first
 //! argument (`proctor __script-agent FILE`), executing it would load the whole program again only
-//! to run a function this process already has. The init forks instead and calls the function in
-//! the child, after giving it exactly what `execve` would have: a new session, default signals,
-//! the standard descriptors, the working directory and the command's environment, and nothing
-//! else (the init holds no capabilities by then). The result is the same program, started about
-//! half a millisecond sooner. One difference is visible from inside: the child's
-//! `/proc/PID/cmdline` is the init's, not the command's.
+//! to run a function this process already has, and forking a child for it would add a process
+//! to start, run and reap per trial. The agent init A (PID 1 of the agent's PID namespace) runs
+//! the function itself instead, after giving itself exactly what `execve` would have: a new
+//! session, default signals, the standard descriptors, the working directory and the command's
+//! environment, and nothing else (A holds no capabilities by then). The result is the same
+//! program, started sooner. Differences visible from inside: the agent is PID 1 of its
+//! namespace (a signal reaches it from inside the namespace only through a handler; its orphans
+//! are reaped when it ends), and its `/proc/PID/cmdline` is the init's, not the command's.
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -47,56 +49,132 @@ pub(crate) fn as_builtin(argv: &[String]) -> Option<(Builtin, Vec<String>)> {
     (program.dev() == me.dev() && program.ino() == me.ino()).then(|| (f, argv[2..].to_vec()))
 }
 
-/// Forks a child that runs `f(args)` as if executed: own session, default signal handling and
-/// an empty signal mask, `stdin`/`stdout`/`stderr` on 0/1/2, working directory `cwd`, and the
-/// environment `env` only. The caller must be single-threaded and hold no capabilities.
-pub(crate) fn spawn(
-    f: Builtin,
-    args: Vec<String>,
-    env: &[(String, String)],
-    cwd: &std::path::Path,
-    stdio: [RawFd; 3],
-) -> Result<libc::pid_t, String> {
-    if !cwd.is_dir() {
+/// What a builtin gets in place of an `execve`: its arguments, environment, working directory
+/// and standard descriptors.
+pub(crate) struct Start<'a> {
+    /// The arguments after the builtin's name.
+    pub(crate) args: Vec<String>,
+    /// The whole environment.
+    pub(crate) env: &'a [(String, String)],
+    /// The working directory.
+    pub(crate) cwd: &'a std::path::Path,
+    /// stdin, stdout and stderr.
+    pub(crate) stdio: [RawFd; 3],
+}
+
+/// The start, checked and turned into C strings before anything changes.
+struct Prepared {
+    cwd: CString,
+    env: Vec<(CString, CString)>,
+}
+
+fn prepare(start: &Start<'_>) -> Result<Prepared, String> {
+    if !start.cwd.is_dir() {
         return Err(format!(
             "cannot enter its working directory {}",
-            cwd.display()
+            start.cwd.display()
         ));
     }
-    let cwd = sys::cstring(cwd).map_err(|e| e.to_string())?;
-    let env: Vec<(CString, CString)> = env
+    let cwd = sys::cstring(start.cwd).map_err(|e| e.to_string())?;
+    let env = start
+        .env
         .iter()
         .map(|(k, v)| Ok((sys::cstring(k)?, sys::cstring(v)?)))
         .collect::<std::io::Result<_>>()
         .map_err(|e| e.to_string())?;
-    let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
-    if pid != 0 {
-        return Ok(pid);
-    }
-    sys::set_name(c"proctor-builtin");
+    Ok(Prepared { cwd, env })
+}
+
+/// Gives this process what `execve` would have: its own session, default signal handling and
+/// an empty signal mask, the standard descriptors, the working directory and the environment
+/// only. Exits with 127 where a step fails, as a failed `execve` would.
+fn enter(start: &Start<'_>, prepared: &Prepared) {
     sys::reset_signals();
-    // SAFETY: the parent is single-threaded, so the child may call anything; every pointer is to
-    // a C string that outlives the call.
+    // SAFETY: the caller is single-threaded, so it may call anything; every pointer is to a C
+    // string that outlives the call.
     unsafe {
         libc::setsid();
-        for (from, to) in stdio.into_iter().zip(0..) {
+        for (from, to) in start.stdio.into_iter().zip(0..) {
             if libc::dup2(from, to) < 0 {
                 sys::exit_now(127);
             }
         }
-        if libc::chdir(cwd.as_ptr()) < 0 {
+        if libc::chdir(prepared.cwd.as_ptr()) < 0 {
             sys::exit_now(127);
         }
         libc::clearenv();
-        for (k, v) in &env {
+        for (k, v) in &prepared.env {
             libc::setenv(k.as_ptr(), v.as_ptr(), 1);
         }
     }
-    let code = f(&args);
+}
+
+/// Runs `f` and flushes what it printed: its exit status.
+fn call(f: Builtin, args: &[String]) -> i32 {
+    let code = f(args);
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    sys::exit_now(code)
+    code
+}
+
+/// What the agent init sends when a builtin it runs itself ends by its timeout's SIGTERM: the
+/// control socket and the report's bytes, made before the builtin starts (the signal handler
+/// only writes them).
+static ON_TERM: OnceLock<(RawFd, Vec<u8>)> = OnceLock::new();
+
+/// The agent init's SIGTERM while it runs a builtin itself: every other process of its PID
+/// namespace gets SIGTERM, the report made beforehand goes to the control socket, and the
+/// process ends, taking what is left of the namespace with it. Only async-signal-safe calls.
+extern "C" fn on_term(_: libc::c_int) {
+    // SAFETY: kill, send and _exit are async-signal-safe; the report's bytes were written before
+    // the handler was installed and are never changed.
+    unsafe {
+        libc::kill(-1, libc::SIGTERM);
+        if let Some((fd, report)) = ON_TERM.get() {
+            let _ = libc::send(
+                *fd,
+                report.as_ptr().cast(),
+                report.len(),
+                libc::MSG_NOSIGNAL,
+            );
+        }
+        libc::_exit(0);
+    }
+}
+
+/// Runs `f` in this process, the agent init A (PID 1 of the agent's own PID namespace), set up
+/// as if executed (see [`enter`]): the builtin is the agent, one process fewer to fork, run and
+/// reap per trial. The caller must be single-threaded and hold no capabilities.
+///
+/// What differs from an agent A starts: a SIGTERM from outside (the timeout) reaches PID 1 only
+/// through a handler, so that handler passes the signal on to every other process of the
+/// namespace (as A does for an agent it started), sends `on_term_report` (the report of an end
+/// by SIGTERM) on the control socket `ctl`, and ends the process; and the agent's orphans are
+/// reaped only when it ends (when the kernel ends the whole namespace with it).
+///
+/// Returns the builtin's exit status.
+pub(crate) fn run_as_init(
+    f: Builtin,
+    start: Start<'_>,
+    ctl: RawFd,
+    on_term_report: Vec<u8>,
+) -> Result<i32, String> {
+    let prepared = prepare(&start)?;
+    if ON_TERM.set((ctl, on_term_report)).is_err() {
+        return Err("a builtin already ran in this agent init".to_owned());
+    }
+    enter(&start, &prepared);
+    let handler = nix::sys::signal::SigHandler::Handler(on_term);
+    let action = nix::sys::signal::SigAction::new(
+        handler,
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::all(),
+    );
+    // SAFETY: the handler only makes async-signal-safe calls.
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &action) }
+        .map_err(|e| format!("install the SIGTERM handler: {e}"))?;
+    Ok(call(f, &start.args))
 }
 
 #[cfg(test)]

@@ -349,6 +349,13 @@ fn trial_main(
     ids: &crate::ids::IdMapping,
 ) -> Result<(), String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    // T and the agent init A (forked from it) never execute anything and hold what the trial
+    // must never have: the control socket, the host files of its output, folders of the host's
+    // mount tree (from which `..` walks the host's file systems). A is PID 1 of the agent's
+    // namespace with the agent's uid: without this, any agent process could take those with
+    // `pidfd_getfd`, trace A, or read its `/proc/1/fd`. Not dumpable, neither can be reached by
+    // a process without `CAP_SYS_PTRACE` in the host's user namespace.
+    sys::set_not_dumpable().map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
     trace("trial init running");
     // Before anything of the trial runs, so that every process of it is counted.
     for dir in &spec.limits.cgroups {
@@ -437,6 +444,49 @@ fn join_cgroup(dir: &Path) -> std::io::Result<()> {
         }
         other => other,
     }
+}
+
+/// A, running the builtin `f` itself as the agent (see [`crate::builtin::run_as_init`]), and
+/// reporting how it ended as it does for an agent it started.
+fn run_builtin(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    f: crate::builtin::Builtin,
+    args: Vec<String>,
+    stdio: [RawFd; 3],
+) -> Result<(), String> {
+    let start = crate::builtin::Start {
+        args,
+        env: &spec.env,
+        cwd: &spec.workspace_inside,
+        stdio,
+    };
+    // As a forked builtin would end by the timeout's SIGTERM.
+    let killed = Msg::AgentExit {
+        exit: Exit {
+            code: None,
+            signal: Some(libc::SIGTERM),
+        },
+    }
+    .line();
+    trace("agent command executed");
+    match crate::builtin::run_as_init(f, start, ctl.0, killed) {
+        Ok(code) => {
+            trace("agent command exited");
+            // What a parent reads of `exit(code)`.
+            ctl.send(&Msg::AgentExit {
+                exit: Exit {
+                    code: Some(code & 0xff),
+                    signal: None,
+                },
+            });
+        }
+        Err(mut reason) => {
+            truncate(&mut reason, 2000);
+            ctl.send(&Msg::AgentExecFailed { reason });
+        }
+    }
+    Ok(())
 }
 
 /// Starts one service and runs its probes: (report, process if started, refusal reason).
@@ -678,7 +728,24 @@ fn agent_inner(
 ) -> Result<(), String> {
     trace("agent init running");
     rootfs::build_agent_view(spec)?;
+    // What A keeps of T's descriptors: the control socket and the agent's standard ones; the
+    // rest (the trial's disk, the host's folders, T's own `/proc`, the output files) are T's.
+    sys::close_all_but(&[ctl.0, stdio[0], stdio[1], stdio[2]])
+        .map_err(|e| format!("close the trial init's descriptors: {e}"))?;
     trace("agent view built");
+    // Everything privileged is done: from here on this process holds only the capabilities of
+    // a root that owns its ids (chown, setuid, ...), never one to mount or unmount, and neither
+    // does anything it starts.
+    let drop_capabilities = || {
+        sys::drop_capabilities_but(sys::AGENT_CAPABILITIES)
+            .map_err(|e| format!("drop capabilities: {e}"))
+    };
+    // The executable's own builtin (the scripted agent) is neither executed nor forked: this
+    // process runs it, and is the agent.
+    if let Some((f, args)) = crate::builtin::as_builtin(&spec.command) {
+        drop_capabilities()?;
+        return run_builtin(ctl, spec, f, args, stdio);
+    }
     let set = sys::block_signals(&[
         libc::SIGCHLD,
         libc::SIGTERM,
@@ -695,31 +762,15 @@ fn agent_inner(
         stdio[1],
         stdio[2],
     )?;
-    // Everything privileged is done: from here on this process holds only the capabilities of
-    // a root that owns its ids (chown, setuid, ...), never one to mount or unmount, and neither
-    // does anything it starts.
-    let drop_capabilities = || {
-        sys::drop_capabilities_but(sys::AGENT_CAPABILITIES)
-            .map_err(|e| format!("drop capabilities: {e}"))
-    };
-    let started = match crate::builtin::as_builtin(&spec.command) {
-        // The executable's own builtin (the scripted agent) starts in a forked child, not
-        // executed.
-        Some((f, args)) => {
-            drop_capabilities()?;
-            crate::builtin::spawn(f, args, &spec.env, &spec.workspace_inside, stdio)
-        }
+    let started = if files.terminal.is_some() {
         // A program on a terminal takes it as its controlling terminal, which posix_spawn
         // cannot do: it is forked, and drops its capabilities itself before it executes.
-        None if files.terminal.is_some() => {
-            let started = plan.with_controlling_terminal().spawn();
-            drop_capabilities()?;
-            started
-        }
-        None => {
-            drop_capabilities()?;
-            plan.spawn_unprivileged()
-        }
+        let started = plan.with_controlling_terminal().spawn();
+        drop_capabilities()?;
+        started
+    } else {
+        drop_capabilities()?;
+        plan.spawn_unprivileged()
     };
     let child = match started {
         Ok(pid) => {

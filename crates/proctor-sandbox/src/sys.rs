@@ -187,6 +187,36 @@ pub(crate) fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// `prctl(PR_SET_DUMPABLE, 0)`: no process without `CAP_SYS_PTRACE` where this process's
+/// memory was made (the host's user namespace) may trace it, take its descriptors
+/// (`pidfd_getfd`) or read its `/proc/PID/fd`, `mem`, `environ` or `root`, whatever its uid.
+/// Kept across `fork`, reset by `execve`. Fork-safe.
+pub(crate) fn set_not_dumpable() -> io::Result<()> {
+    nix::sys::prctl::set_dumpable(false)?;
+    Ok(())
+}
+
+/// Closes every descriptor from 3 up but those in `keep`. Fork-safe (no allocation).
+pub(crate) fn close_all_but(keep: &[RawFd]) -> io::Result<()> {
+    let mut from: u32 = 3;
+    let mut kept = [RawFd::MAX; 8];
+    let n = keep.len().min(kept.len());
+    kept[..n].copy_from_slice(&keep[..n]);
+    kept[..n].sort_unstable();
+    for &fd in kept[..n].iter().chain(std::iter::once(&RawFd::MAX)) {
+        let Ok(fd) = u32::try_from(fd) else { continue };
+        if fd > from {
+            // SAFETY: neither nix nor rustix wraps close_range; no pointers.
+            let r = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        from = from.max(fd.saturating_add(1));
+    }
+    Ok(())
+}
+
 /// A pid as `rustix` takes it; 0 and negative pids are `EINVAL`.
 fn rustix_pid(pid: libc::pid_t) -> io::Result<rustix::process::Pid> {
     rustix::process::Pid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))

@@ -15,7 +15,7 @@ mod viewer;
 use clap::Parser;
 
 /// Entry points proctor runs inside a trial's sandbox, kept outside clap to start fast. The
-/// sandbox starts `__script-agent` in-process when it is the agent's command; `__model-relay`
+/// sandbox's agent init runs `__script-agent` itself when it is the agent's command; `__model-relay`
 /// is a trial's endpoint for the model gateway; `__visual` looks at pages in headless Chromium
 /// for a trial's `visual` checks.
 static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[

@@ -98,7 +98,12 @@ const AGENT: &str = r#"
 import glob, json, os, sys, urllib.error, urllib.request
 if sys.argv[1:] != [os.environ["PROCTOR_MODEL"]]:
     sys.exit("{model} did not expand to the model id: %r" % sys.argv[1:])
-seen = [open(p, "rb").read().decode("latin-1") for p in glob.glob("/proc/[0-9]*/environ") if os.access(p, os.R_OK)]
+seen = []
+for p in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        seen.append(open(p, "rb").read().decode("latin-1"))
+    except OSError:
+        pass  # the agent init's is closed to it, whatever its mode says
 seen.append(json.dumps(dict(os.environ)))
 open("seen.txt", "w").write("\n".join(seen))
 base, key, model = os.environ["ANTHROPIC_BASE_URL"], os.environ["ANTHROPIC_API_KEY"], os.environ["PROCTOR_MODEL"]
