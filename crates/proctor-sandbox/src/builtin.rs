@@ -87,8 +87,8 @@ fn prepare(start: &Start<'_>) -> Result<Prepared, String> {
 
 /// Gives this process what `execve` would have: its own session, default signal handling and
 /// an empty signal mask, the standard descriptors, the working directory and the environment
-/// only. Exits with 127 where a step fails, as a failed `execve` would.
-fn enter(start: &Start<'_>, prepared: &Prepared) {
+/// only.
+fn enter(start: &Start<'_>, prepared: &Prepared) -> Result<(), String> {
     sys::reset_signals();
     // SAFETY: the caller is single-threaded, so it may call anything; every pointer is to a C
     // string that outlives the call.
@@ -96,17 +96,25 @@ fn enter(start: &Start<'_>, prepared: &Prepared) {
         libc::setsid();
         for (from, to) in start.stdio.into_iter().zip(0..) {
             if libc::dup2(from, to) < 0 {
-                sys::exit_now(127);
+                return Err(format!(
+                    "cannot set up its standard descriptor {to}: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
         }
         if libc::chdir(prepared.cwd.as_ptr()) < 0 {
-            sys::exit_now(127);
+            return Err(format!(
+                "cannot enter its working directory {}: {}",
+                start.cwd.display(),
+                std::io::Error::last_os_error()
+            ));
         }
         libc::clearenv();
         for (k, v) in &prepared.env {
             libc::setenv(k.as_ptr(), v.as_ptr(), 1);
         }
     }
+    Ok(())
 }
 
 /// Runs `f` and flushes what it printed: its exit status.
@@ -164,7 +172,7 @@ pub(crate) fn run_as_init(
     if ON_TERM.set((ctl, on_term_report)).is_err() {
         return Err("a builtin already ran in this agent init".to_owned());
     }
-    enter(&start, &prepared);
+    enter(&start, &prepared)?;
     let handler = nix::sys::signal::SigHandler::Handler(on_term);
     let action = nix::sys::signal::SigAction::new(
         handler,

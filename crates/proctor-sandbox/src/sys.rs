@@ -196,23 +196,49 @@ pub(crate) fn set_not_dumpable() -> io::Result<()> {
     Ok(())
 }
 
-/// Closes every descriptor from 3 up but those in `keep`. Fork-safe (no allocation).
+/// Closes every descriptor from 3 up but those in `keep` (at most 8). Fork-safe (no
+/// allocation).
 pub(crate) fn close_all_but(keep: &[RawFd]) -> io::Result<()> {
-    let mut from: u32 = 3;
     let mut kept = [RawFd::MAX; 8];
-    let n = keep.len().min(kept.len());
-    kept[..n].copy_from_slice(&keep[..n]);
-    kept[..n].sort_unstable();
-    for &fd in kept[..n].iter().chain(std::iter::once(&RawFd::MAX)) {
+    if keep.len() > kept.len() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    kept[..keep.len()].copy_from_slice(keep);
+    kept[..keep.len()].sort_unstable();
+    let mut from: u32 = 3;
+    for &fd in kept[..keep.len()]
+        .iter()
+        .chain(std::iter::once(&RawFd::MAX))
+    {
         let Ok(fd) = u32::try_from(fd) else { continue };
         if fd > from {
-            // SAFETY: neither nix nor rustix wraps close_range; no pointers.
-            let r = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            close_range(from, fd - 1)?;
         }
         from = from.max(fd.saturating_add(1));
+    }
+    Ok(())
+}
+
+/// Closes the descriptors `first..=last`: `close_range`, or one `close` each on kernels before
+/// 5.9 (up to the descriptor limit). Fork-safe.
+fn close_range(first: u32, last: u32) -> io::Result<()> {
+    // SAFETY: neither nix nor rustix wraps close_range; no pointers.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(err);
+    }
+    let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => soft.min(1 << 16) as u32,
+        Err(_) => 1024,
+    };
+    for fd in first..=last.min(max.saturating_sub(1)) {
+        // EBADF for unused numbers is fine.
+        // SAFETY: closing a number this process does not use otherwise.
+        unsafe { libc::close(fd as RawFd) };
     }
     Ok(())
 }
@@ -720,5 +746,35 @@ pub(crate) fn clone_process(flags: libc::c_int) -> io::Result<libc::pid_t> {
         Err(io::Error::last_os_error())
     } else {
         Ok(r as libc::pid_t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_all_but_keeps_exactly_the_descriptors_named() {
+        let null = File::open("/dev/null").unwrap();
+        let fds: Vec<RawFd> = (0..5)
+            .map(|_| std::os::fd::IntoRawFd::into_raw_fd(null.try_clone().unwrap()))
+            .collect();
+        let keep = [fds[1], fds[3]];
+        // In a child: closing descriptors under the test harness's threads would break them.
+        let pid = fork().unwrap();
+        if pid == 0 {
+            let open = |fd: RawFd| nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_ok();
+            let ok = close_all_but(&keep).is_ok()
+                && fds.iter().all(|&fd| open(fd) == keep.contains(&fd))
+                && (0..3).all(open)
+                && close_all_but(&[3; 9]).is_err();
+            exit_now(if ok { 0 } else { 1 });
+        }
+        let (_, status, _) = wait4(pid, 0).unwrap().unwrap();
+        assert_eq!(decode_status(status).code, Some(0));
+        for fd in fds {
+            // SAFETY: closing the test's own duplicates.
+            unsafe { libc::close(fd) };
+        }
     }
 }
