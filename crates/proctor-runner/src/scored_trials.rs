@@ -17,12 +17,11 @@
 //! as it did before lists existed.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::rc::Rc;
-
-use std::collections::BTreeMap;
 
 use proctor_store::{RunHandle, Scoring, TrialSummary};
 use serde::{Deserialize, Serialize};
@@ -99,7 +98,7 @@ impl Places {
     }
 
     /// Writes the list of the results file `file` (in `dir`, of `size` bytes) as
-    /// `STEM.trials.json`.
+    /// `STEM.trials.jsonl`.
     pub(crate) fn write(
         self,
         dir: &Path,

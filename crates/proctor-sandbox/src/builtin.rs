@@ -117,15 +117,6 @@ fn enter(start: &Start<'_>, prepared: &Prepared) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `f` and flushes what it printed: its exit status.
-fn call(f: Builtin, args: &[String]) -> i32 {
-    let code = f(args);
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    code
-}
-
 /// What the agent init sends when a builtin it runs itself ends by its timeout's SIGTERM: the
 /// control socket and the report's bytes, made before the builtin starts (the signal handler
 /// only writes them).
@@ -182,7 +173,11 @@ pub(crate) fn run_as_init(
     // SAFETY: the handler only makes async-signal-safe calls.
     unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &action) }
         .map_err(|e| format!("install the SIGTERM handler: {e}"))?;
-    Ok(call(f, &start.args))
+    let code = f(&start.args);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    Ok(code)
 }
 
 #[cfg(test)]

@@ -212,23 +212,28 @@ pub(crate) fn close_all_but(keep: &[RawFd]) -> io::Result<()> {
     {
         let Ok(fd) = u32::try_from(fd) else { continue };
         if fd > from {
-            close_range(from, fd - 1)?;
+            close_range(from, fd - 1, false)?;
         }
         from = from.max(fd.saturating_add(1));
     }
     Ok(())
 }
 
-/// Closes the descriptors `first..=last`: `close_range`, or one `close` each on kernels before
-/// 5.9 (up to the descriptor limit). Fork-safe.
-fn close_range(first: u32, last: u32) -> io::Result<()> {
-    // SAFETY: neither nix nor rustix wraps close_range; no pointers.
-    let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+/// `close_range(first, last)`: closes the descriptors `first..=last`, or with `cloexec` marks
+/// them close-on-exec. On kernels without it (closing: before 5.9; marking: before 5.11), one
+/// `close` or `fcntl` each, up to the descriptor limit, without allocating. Fork-safe.
+fn close_range(first: u32, last: u32, cloexec: bool) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    let flags = if cloexec { CLOSE_RANGE_CLOEXEC } else { 0 };
+    // SAFETY: neither nix nor rustix wraps close_range; a plain system call with no pointers.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
     if r == 0 {
         return Ok(());
     }
+    // Marking falls back on any refusal (5.9 and 5.10 refuse the flag with EINVAL); closing
+    // only where there is no such call.
     let err = io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::ENOSYS) {
+    if !cloexec && err.raw_os_error() != Some(libc::ENOSYS) {
         return Err(err);
     }
     let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
@@ -237,8 +242,13 @@ fn close_range(first: u32, last: u32) -> io::Result<()> {
     };
     for fd in first..=last.min(max.saturating_sub(1)) {
         // EBADF for unused numbers is fine.
-        // SAFETY: closing a number this process does not use otherwise.
-        unsafe { libc::close(fd as RawFd) };
+        if cloexec {
+            let mark = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+            let _ = nix::fcntl::fcntl(fd as RawFd, mark);
+        } else {
+            // SAFETY: closing a number this process does not use otherwise.
+            unsafe { libc::close(fd as RawFd) };
+        }
     }
     Ok(())
 }
@@ -623,23 +633,7 @@ pub(crate) fn peek_exit(pid: libc::pid_t) -> Option<Exit> {
 /// Marks every descriptor from 3 up close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`), so
 /// that no descriptor inherited from the caller leaks into the programs started later. Fork-safe.
 pub(crate) fn cloexec_from_3() -> io::Result<()> {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: neither nix nor rustix wraps close_range; a plain system call with no pointers.
-    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
-    if r == 0 {
-        return Ok(());
-    }
-    // Kernels before 5.11: every possible descriptor, without allocating.
-    let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
-        Ok((soft, _)) => soft.min(1 << 16) as RawFd,
-        Err(_) => 1024,
-    };
-    for fd in 3..max {
-        // EBADF for unused numbers is fine.
-        let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
-        let _ = nix::fcntl::fcntl(fd, cloexec);
-    }
-    Ok(())
+    close_range(3, u32::MAX, true)
 }
 
 /// What the sandbox init received on its standard descriptors.

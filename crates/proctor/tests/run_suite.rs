@@ -52,6 +52,16 @@ fn cmd(lab: &Lab, args: &[&str]) -> RunOut {
     lab.proctor(As::Me, &all)
 }
 
+/// A lab of [`two_variants`] run with `trials` trials a cell (exit 1: variant b fails), and the
+/// run's id.
+fn two_variants_run(name: &str, trials: &str) -> (Lab, String) {
+    let lab = Lab::new(name);
+    two_variants(&lab);
+    assert_eq!(lab.run(As::Me, &["--trials", trials]).code, 1);
+    let run = lab.run_id();
+    (lab, run)
+}
+
 /// Rescores `run` with a copy of the suite whose rule variant a's answer no longer meets.
 fn rescore_with_a_stricter_rule(lab: &Lab, run: &str) -> RunOut {
     let other = lab.store().join("other-suite");
@@ -182,10 +192,7 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
 
 #[test]
 fn a_changed_kept_copy_is_named_and_a_run_without_one_reads_its_folder() {
-    let lab = Lab::new("keeps-damaged");
-    two_variants(&lab);
-    assert_eq!(lab.run(As::Me, &["--trials", "1"]).code, 1);
-    let run = lab.run_id();
+    let (lab, run) = two_variants_run("keeps-damaged", "1");
     let kept_toml = lab.run_dir().join("suite/suite.toml");
     let before = std::fs::read(&kept_toml).unwrap();
 
@@ -246,10 +253,7 @@ fn a_changed_kept_copy_is_named_and_a_run_without_one_reads_its_folder() {
 
 #[test]
 fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
-    let lab = Lab::new("scorings");
-    two_variants(&lab);
-    assert_eq!(lab.run(As::Me, &["--trials", "1"]).code, 1);
-    let run = lab.run_id();
+    let (lab, run) = two_variants_run("scorings", "1");
 
     // Never rescored: the run's own scoring, said so.
     let show = cmd(&lab, &["show", &run]);
@@ -615,10 +619,7 @@ fn a_large_suite_file_is_kept_without_being_held_in_memory() {
 /// does not hold the trial's record) or is missing is not, and what is shown stays the same.
 #[test]
 fn a_rescores_list_of_trials_is_used_only_when_it_matches_its_results() {
-    let lab = Lab::new("scored-list");
-    two_variants(&lab);
-    assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 1);
-    let run = lab.run_id();
+    let (lab, run) = two_variants_run("scored-list", "2");
     let out = rescore_with_a_stricter_rule(&lab, &run);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lists: Vec<_> = std::fs::read_dir(lab.run_dir())

@@ -113,9 +113,9 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
     let scratch = ScratchDir::create(&work)
         .map_err(|e| fail(format!("cannot create the trial's scratch folder: {e}")))?;
     // The calls log first: its socket (one the run's last trial gave back, or a new one) is
-    // what the trial binds. It is timed from `t0` and writes nothing until the first call.
+    // what the trial binds. It is timed from `t0` and writes nothing until the first call,
+    // into the trial's folder, which `start_trial_dir` has just emptied.
     let calls_path = trial_dir.join(crate::trial::paths::CALLS_LOG);
-    let _ = std::fs::remove_file(&calls_path);
     let calls_log = ctx
         .calls
         .start(&calls_path, t0)
