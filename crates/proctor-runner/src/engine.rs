@@ -293,6 +293,7 @@ pub(crate) fn context<'a>(
         proctor_exe,
         search_path: crate::allow::search_path(),
         work_root: scratch.work.clone(),
+        skeletons: crate::skeletons::Skeletons::new(&scratch.work),
         calls: crate::calls::Listeners::new(scratch.sockets.clone()),
         grace: options.grace,
         manifests: Mutex::new(BTreeMap::new()),

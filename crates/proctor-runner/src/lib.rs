@@ -32,6 +32,7 @@ pub mod session;
 pub mod shard;
 pub mod shim;
 pub mod sit;
+pub mod skeletons;
 pub mod stored_suite;
 pub mod trial;
 

@@ -61,8 +61,8 @@ pub use report::{
 pub use rootfs::mount_points;
 pub use run::{run, run_on_terminal};
 pub use spec::{
-    Bind, HttpGuard, HttpProbe, Network, RootImage, SandboxLimits, SandboxSpec, ServiceSpec,
-    Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT,
+    Bind, HttpGuard, HttpProbe, Network, RootImage, RootSkeleton, SandboxLimits, SandboxSpec,
+    ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

@@ -1,10 +1,12 @@
 //! Building the sandbox's root file system (in the trial init T) and the agent's narrower view of
 //! it (in the agent init A).
 //!
-//! T's root: a fresh tmpfs holding read-only recursive binds of the host's top-level entries, a
-//! fresh `/proc`, a minimal `/dev`, private tmpfs `/tmp`, `/run` and `/home`, the private HOME,
-//! the workspace, the extra binds and the service directories. Paths to hide from the agent that
-//! live below the private directories are bound read-only too, so services can still read them.
+//! T's root: a skeleton (a fresh tmpfs, or a [`RootSkeleton`] laid out once for the run's trials
+//! of one shape and bound read-only) holding read-only recursive binds of the host's top-level
+//! entries, a fresh `/proc`, a minimal `/dev`, private tmpfs `/tmp`, `/run` and `/home`, the
+//! private HOME, the workspace, the extra binds and the service directories. Paths to hide from
+//! the agent that live below the private directories are bound read-only too, so services can
+//! still read them.
 //! A's view, in its own mount namespace: the service directories unmounted and covered, every
 //! hidden path covered by an empty read-only tmpfs, and a `/proc` of the agent's PID namespace.
 
@@ -18,7 +20,7 @@ use crate::disk::{Part, TrialDisk};
 use crate::handback::HandBack;
 use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
-use crate::spec::{Network, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
+use crate::spec::{Network, RootSkeleton, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 
 /// Where the host's root is reachable while the new root is built (inside the base tmpfs).
@@ -52,7 +54,12 @@ fn in_new(p: &Path) -> PathBuf {
 
 /// `OLD` + an absolute host path.
 fn in_old(p: &Path) -> PathBuf {
-    Path::new(OLD).join(p.strip_prefix("/").unwrap_or(p))
+    under(Path::new(OLD), p)
+}
+
+/// `base` + an absolute path.
+fn under(base: &Path, p: &Path) -> PathBuf {
+    base.join(p.strip_prefix("/").unwrap_or(p))
 }
 
 /// `mkdir -p` that costs one system call in the usual cases (created, or already there).
@@ -194,15 +201,28 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
     let owned_disk = disk;
     let disk = owned_disk.as_ref();
     let new = Path::new(NEW);
-    // The host's root: a tmpfs skeleton with its top-level entries bound, all read-only. An
-    // image's: an overlay over it with the trial's own upper layer, writable everywhere (its
-    // mount points are made in the upper layer).
-    let host_top = match &spec.root_image {
-        None => {
-            tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-            bind_host_top(new, Path::new(OLD))?
+    // The host's root: a skeleton (the run's, laid out once, or a fresh tmpfs made here) with
+    // the host's top-level entries bound, all read-only. An image's: an overlay over it with
+    // the trial's own upper layer, writable everywhere (its mount points are made in the upper
+    // layer).
+    let skeleton = spec.skeleton.as_ref().filter(|_| spec.root_image.is_none());
+    let host_top = match (&spec.root_image, skeleton) {
+        (None, Some(skeleton)) => {
+            enter_skeleton(new, skeleton)?;
+            Vec::new()
         }
-        Some(image) => {
+        (None, None) => {
+            tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+            let entries = host_top_entries(Path::new(OLD))?;
+            make_top_points(new, &entries)?;
+            bind_top(
+                new,
+                Path::new(OLD),
+                entries.iter().filter_map(TopEntry::bound),
+            )?;
+            entries.iter().map(|e| e.name().to_owned()).collect()
+        }
+        (Some(image), _) => {
             let (upper, work) = match disk {
                 Some(d) => (d.at(Part::RootUpper), d.at(Part::RootWork)),
                 None => (in_old(&image.upper), in_old(&image.work)),
@@ -217,7 +237,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
             Vec::new()
         }
     };
-    let extra = make_mount_points(spec, new, &host_top)?;
+    let extra = match skeleton {
+        Some(_) => extra_binds(spec, new)?,
+        None => {
+            make_mount_points(spec, new, Path::new(OLD), &host_top)?;
+            extra_binds(spec, new)?
+        }
+    };
     let dev = new.join("dev");
     if spec.root_image.is_some() {
         // The image's own /dev (links and folders a debootstrap or umoci root carries) is
@@ -225,7 +251,10 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
         mkdir_p(&dev)?;
         tmpfs(&dev, libc::MS_NOSUID | libc::MS_NOEXEC, "mode=0755")?;
     }
-    let devices = make_dev_skeleton(&dev)?;
+    let devices = match skeleton {
+        Some(skeleton) => skeleton.devices.clone(),
+        None => make_dev_skeleton(&dev, Path::new(OLD))?,
+    };
     if spec.root_image.is_some() {
         sys::mount_setattr_recursive(&dev, MOUNT_ATTR_RDONLY)
             .map_err(ctx(|| "make /dev read-only".to_owned()))?;
@@ -318,11 +347,38 @@ fn enter_base_tmpfs() -> R<()> {
     Ok(())
 }
 
-/// Binds the top-level entries of `source` (the host's root) but the private ones into the new
-/// root, recursively; they are made read-only all at once later. Symlinks are copied. Returns
-/// the entries' names.
-fn bind_host_top(new: &Path, source: &Path) -> R<Vec<OsString>> {
-    let mut host_top: Vec<OsString> = Vec::new();
+/// One top-level entry of the host's root, as the new root shows it.
+enum TopEntry {
+    /// A directory, bound recursively over an empty directory of the same name.
+    Dir(OsString),
+    /// A file, bound over an empty file of the same name.
+    File(OsString),
+    /// A symbolic link, copied (`None`: unreadable, left out).
+    Link(OsString, Option<PathBuf>),
+    /// Anything else (a socket, a device node): left out.
+    Other(OsString),
+}
+
+impl TopEntry {
+    /// The entry's name when it is bound (a directory or a file).
+    fn bound(&self) -> Option<&OsStr> {
+        match self {
+            TopEntry::Dir(n) | TopEntry::File(n) => Some(n),
+            TopEntry::Link(..) | TopEntry::Other(_) => None,
+        }
+    }
+
+    /// The entry's name.
+    fn name(&self) -> &OsStr {
+        match self {
+            TopEntry::Dir(n) | TopEntry::File(n) | TopEntry::Link(n, _) | TopEntry::Other(n) => n,
+        }
+    }
+}
+
+/// The top-level entries of `source` (the host's root) but the private ones.
+fn host_top_entries(source: &Path) -> R<Vec<TopEntry>> {
+    let mut out = Vec::new();
     let entries =
         fs::read_dir(source).map_err(ctx(|| format!("read the root {}", source.display())))?;
     for entry in entries {
@@ -331,42 +387,145 @@ fn bind_host_top(new: &Path, source: &Path) -> R<Vec<OsString>> {
         if PRIVATE_TOP.iter().any(|x| OsStr::new(x) == name) {
             continue;
         }
-        let src = source.join(&name);
-        let dst = new.join(&name);
-        let ft = match entry.file_type() {
-            Ok(ft) => ft,
-            Err(_) => continue,
+        let Ok(ft) = entry.file_type() else {
+            continue;
         };
-        if ft.is_symlink() {
-            if let Ok(target) = fs::read_link(&src) {
-                std::os::unix::fs::symlink(&target, &dst)
+        out.push(if ft.is_symlink() {
+            let target = fs::read_link(source.join(&name)).ok();
+            TopEntry::Link(name, target)
+        } else if ft.is_dir() {
+            TopEntry::Dir(name)
+        } else if ft.is_file() {
+            TopEntry::File(name)
+        } else {
+            TopEntry::Other(name)
+        });
+    }
+    Ok(out)
+}
+
+/// Makes the mount points of the bound `entries` in `new` and copies their links.
+fn make_top_points(new: &Path, entries: &[TopEntry]) -> R<()> {
+    for entry in entries {
+        match entry {
+            TopEntry::Dir(name) => mkdir_p(&new.join(name))?,
+            TopEntry::File(name) => touch(&new.join(name))?,
+            TopEntry::Link(name, Some(target)) => {
+                let dst = new.join(name);
+                std::os::unix::fs::symlink(target, &dst)
                     .map_err(ctx(|| format!("symlink {}", dst.display())))?;
             }
-        } else if ft.is_dir() || ft.is_file() {
-            if ft.is_dir() {
-                mkdir_p(&dst)?;
-            } else {
-                touch(&dst)?;
-            }
-            sys::mount(
-                Some(src.as_os_str()),
-                &dst,
-                None,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )
-            .map_err(ctx(|| {
-                format!("bind {} on {}", src.display(), dst.display())
-            }))?;
+            TopEntry::Link(_, None) | TopEntry::Other(_) => {}
         }
-        host_top.push(name);
     }
-    Ok(host_top)
+    Ok(())
+}
+
+/// Binds the entries `names` of `source` (the host's root) on their mount points in `new`,
+/// recursively; they are made read-only all at once later. An entry gone from the host since it
+/// was listed leaves its mount point empty.
+fn bind_top<'a>(new: &Path, source: &Path, names: impl Iterator<Item = &'a OsStr>) -> R<()> {
+    for name in names {
+        let (src, dst) = (source.join(name), new.join(name));
+        match sys::mount(
+            Some(src.as_os_str()),
+            &dst,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        ) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !src.exists() => {}
+            other => other.map_err(ctx(|| {
+                format!("bind {} on {}", src.display(), dst.display())
+            }))?,
+        }
+    }
+    Ok(())
+}
+
+/// Binds the run's skeleton (a host folder, laid out by [`RootSkeleton::lay_out`]) on `new`, and
+/// the host's top-level entries on their mount points in it.
+fn enter_skeleton(new: &Path, skeleton: &RootSkeleton) -> R<()> {
+    let dir = in_old(&skeleton.dir);
+    sys::mount(Some(dir.as_os_str()), new, None, libc::MS_BIND, None).map_err(ctx(|| {
+        format!("bind the root's skeleton {}", skeleton.dir.display())
+    }))?;
+    // As the tmpfs it stands for: no set-id programs, no devices (of its own).
+    sys::mount_setattr_recursive(new, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+        .map_err(ctx(|| "seal the root's skeleton".to_owned()))?;
+    bind_top(
+        new,
+        Path::new(OLD),
+        skeleton.bound.iter().map(|n| n.as_os_str()),
+    )
+}
+
+impl RootSkeleton {
+    /// Lays out in `dir` (a new folder on the host, which must not exist yet) the skeleton of the
+    /// root of a trial shaped like `spec`: everything the trial init would otherwise make on a
+    /// fresh tmpfs before the root turns read-only (the mount points of the host's top-level
+    /// entries, copies of its top-level links, the private top-level folders, `/dev`'s mount
+    /// points and links, the mount points of the workspace, `HOME`, the binds, the services'
+    /// folders and the resolver), made once instead of once per trial. Every trial of that shape
+    /// binds it read-only as its root; none can change it. For a host root only: a spec with a
+    /// `root_image` does not use it.
+    pub fn lay_out(dir: &Path, spec: &SandboxSpec) -> Result<RootSkeleton, crate::SandboxError> {
+        let host = Path::new("/");
+        let lay = || -> R<RootSkeleton> {
+            fs::DirBuilder::new()
+                .mode(0o755)
+                .create(dir)
+                .map_err(ctx(|| format!("create {}", dir.display())))?;
+            let entries = host_top_entries(host)?;
+            make_top_points(dir, &entries)?;
+            let names: Vec<OsString> = entries.iter().map(|e| e.name().to_owned()).collect();
+            make_mount_points(spec, dir, host, &names)?;
+            let devices = make_dev_skeleton(&dir.join("dev"), host)?;
+            // The modes the tmpfs would give, whatever this process's umask.
+            set_modes(dir)?;
+            Ok(RootSkeleton {
+                dir: dir.to_path_buf(),
+                bound: entries
+                    .iter()
+                    .filter_map(TopEntry::bound)
+                    .map(PathBuf::from)
+                    .collect(),
+                devices,
+            })
+        };
+        lay().map_err(|e| crate::SandboxError::Setup(format!("lay out the root's skeleton: {e}")))
+    }
+}
+
+/// Gives every folder under `dir` (itself included) mode 0755 and every file 0644, as the trial
+/// init's own skeleton has them.
+fn set_modes(dir: &Path) -> R<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755))
+            .map_err(ctx(|| format!("chmod {}", d.display())))?;
+        for entry in fs::read_dir(&d).map_err(ctx(|| format!("read {}", d.display())))? {
+            let entry = entry.map_err(ctx(|| format!("read {}", d.display())))?;
+            let ft = entry
+                .file_type()
+                .map_err(ctx(|| format!("read {}", d.display())))?;
+            if ft.is_dir() {
+                stack.push(entry.path());
+            } else if ft.is_file() {
+                fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o644))
+                    .map_err(ctx(|| format!("chmod {}", entry.path().display())))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Which inside paths lie on the new root's own tmpfs: under neither a host top-level bind nor a
 /// private top-level directory with a file system of its own.
 struct RootTmpfs<'a> {
+    /// Where the new root is being made.
+    new: &'a Path,
     host_top: &'a [OsString],
 }
 
@@ -382,19 +541,20 @@ impl RootTmpfs<'_> {
     /// Makes the mount point of a directory mount at `inside`, where it lies on the root tmpfs.
     fn dir_point(&self, inside: &Path) -> R<()> {
         if self.holds(inside) {
-            mkdir_p(&in_new(inside))?;
+            mkdir_p(&under(self.new, inside))?;
         }
         Ok(())
     }
 
-    /// Makes the mount point of a bind of `host` (a path under `OLD`) at `inside`, where it lies
-    /// on the root tmpfs: a directory or a file, to match.
+    /// Makes the mount point of a bind of `host` (a host path, as seen where it is made) at
+    /// `inside`, where it lies on the root tmpfs: a directory or a file, to match.
     fn bind_point(&self, inside: &Path, host: &Path) -> R<()> {
         if self.holds(inside) {
+            let point = under(self.new, inside);
             if fs::metadata(host).is_ok_and(|m| m.is_dir()) {
-                mkdir_p(&in_new(inside))
+                mkdir_p(&point)
             } else {
-                touch(&in_new(inside))
+                touch(&point)
             }
         } else {
             Ok(())
@@ -416,53 +576,63 @@ struct ExtraBinds {
 /// Makes the mount points that live directly on the new root's own tmpfs (a new top-level
 /// directory, or below /dev, /run or /home): they must exist before it turns read-only together
 /// with the host binds (one tmpfs for the whole skeleton, rather than one per directory).
-fn make_mount_points(spec: &SandboxSpec, new: &Path, host_top: &[OsString]) -> R<ExtraBinds> {
+fn make_mount_points(spec: &SandboxSpec, new: &Path, host: &Path, host_top: &[OsString]) -> R<()> {
     for d in PRIVATE_TOP {
         mkdir_p(&new.join(d))?;
     }
-    let root = RootTmpfs { host_top };
+    let root = RootTmpfs { new, host_top };
     for p in [&spec.workspace_inside, &spec.home_inside] {
         root.dir_point(p)?;
     }
     for b in &spec.binds {
-        root.bind_point(&b.inside, &in_old(&b.host))?;
+        root.bind_point(&b.inside, &under(host, &b.host))?;
     }
     for s in &spec.services {
         root.dir_point(&SandboxSpec::service_dir_inside(&s.name))?;
     }
-    let hidden = hidden_for_services(spec);
-    for h in &hidden {
-        root.bind_point(h, &in_old(h))?;
+    for h in hidden_for_services(spec, host) {
+        root.bind_point(&h, &under(host, &h))?;
     }
-    let resolver = if spec.network == Network::Host && spec.root_image.is_none() {
-        resolver_target()
-    } else {
-        None
-    };
-    if let Some(r) = &resolver {
-        root.bind_point(r, &in_old(r))?;
+    if let Some(r) = host_resolver_target(spec, host) {
+        root.bind_point(&r, &under(host, &r))?;
     }
+    Ok(())
+}
+
+/// The resolver file to bind into the private `/run` of a host root with the host's network
+/// (see [`resolver_target`]); host paths are seen under `host`.
+fn host_resolver_target(spec: &SandboxSpec, host: &Path) -> Option<PathBuf> {
+    (spec.network == Network::Host && spec.root_image.is_none())
+        .then(|| resolver_target(host))
+        .flatten()
+}
+
+/// The binds [`bind_extra`] makes besides the spec's own, whose mount points
+/// [`make_mount_points`] made (and, in an image with the host's network, the resolver's, made
+/// here in the image's upper layer).
+fn extra_binds(spec: &SandboxSpec, new: &Path) -> R<ExtraBinds> {
+    let old = Path::new(OLD);
     let image_resolver = if spec.network == Network::Host && spec.root_image.is_some() {
         image_resolver(new)?
     } else {
         None
     };
     Ok(ExtraBinds {
-        hidden,
-        resolver,
+        hidden: hidden_for_services(spec, old),
+        resolver: host_resolver_target(spec, old),
         image_resolver,
     })
 }
 
 /// Makes `/dev`'s skeleton on the root tmpfs: mount points for the host's device nodes, the shm
 /// and pts directories, the links. Returns the devices the host has.
-fn make_dev_skeleton(dev: &Path) -> R<Vec<&'static str>> {
+fn make_dev_skeleton(dev: &Path, host: &Path) -> R<Vec<String>> {
     let mut devices = Vec::new();
     for name in DEVICES {
         // A host without this device (tty in some containers): leave it out.
-        if fs::symlink_metadata(Path::new(OLD).join("dev").join(name)).is_ok() {
+        if fs::symlink_metadata(host.join("dev").join(name)).is_ok() {
             touch(&dev.join(name))?;
-            devices.push(*name);
+            devices.push((*name).to_owned());
         }
     }
     for d in ["shm", "pts"] {
@@ -660,8 +830,8 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind, ids: &IdMapping
 /// With the host's network, `/etc/resolv.conf` must keep working; where it is a symlink into
 /// `/run` (systemd-resolved), the file it points to is bound read-only into the private `/run`.
 /// Returns that file's path, if there is one to bind.
-fn resolver_target() -> Option<PathBuf> {
-    let link = Path::new(OLD).join("etc/resolv.conf");
+fn resolver_target(host: &Path) -> Option<PathBuf> {
+    let link = host.join("etc/resolv.conf");
     let target = fs::read_link(&link).ok()?;
     let host_target = if target.is_absolute() {
         target
@@ -679,7 +849,7 @@ fn resolver_target() -> Option<PathBuf> {
             _ => {}
         }
     }
-    (norm.starts_with("/run") && fs::metadata(in_old(&norm)).is_ok()).then_some(norm)
+    (norm.starts_with("/run") && fs::metadata(under(host, &norm)).is_ok()).then_some(norm)
 }
 
 /// With the host's network in an image: the host's resolver file (under `OLD`, its symlinks
@@ -756,19 +926,21 @@ pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
             .iter()
             .map(|s| SandboxSpec::service_dir_inside(&s.name)),
     );
-    points.extend(hidden_for_services(spec));
+    points.extend(hidden_for_services(spec, Path::new(OLD)));
     points.push(PathBuf::from("/etc/resolv.conf"));
     points
 }
 
-fn hidden_for_services(spec: &SandboxSpec) -> Vec<PathBuf> {
+fn hidden_for_services(spec: &SandboxSpec, host: &Path) -> Vec<PathBuf> {
     if spec.services.is_empty() {
         return Vec::new();
     }
     spec.hide
         .iter()
         .filter(|h| {
-            under_private(h) && !h.starts_with("/proc") && fs::symlink_metadata(in_old(h)).is_ok()
+            under_private(h)
+                && !h.starts_with("/proc")
+                && fs::symlink_metadata(under(host, h)).is_ok()
         })
         .cloned()
         .collect()
@@ -776,7 +948,7 @@ fn hidden_for_services(spec: &SandboxSpec) -> Vec<PathBuf> {
 
 /// Fills `/dev` (a directory of the read-only root whose mount points exist already): the host's
 /// device nodes, a private `/dev/shm` and, where the kernel allows one, a private devpts.
-fn build_dev(dev: &Path, devices: &[&str], disk: Option<&TrialDisk>) -> R<()> {
+fn build_dev(dev: &Path, devices: &[String], disk: Option<&TrialDisk>) -> R<()> {
     for name in devices {
         let src = Path::new(OLD).join("dev").join(name);
         sys::mount(

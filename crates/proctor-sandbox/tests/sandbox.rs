@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use proctor_sandbox::diff::{self, ChangeKind, LaidIn, Manifest};
 use proctor_sandbox::{
-    probe, run, FullStop, HttpGuard, HttpProbe, Namespace, Network, RootImage, SandboxReport,
-    SandboxSpec, ServiceSpec, Workspace, WorkspaceKind,
+    probe, run, Bind, FullStop, HttpGuard, HttpProbe, Namespace, Network, RootImage, RootSkeleton,
+    SandboxReport, SandboxSpec, ServiceSpec, Workspace, WorkspaceKind,
 };
 
 fn init_exe() -> PathBuf {
@@ -583,6 +583,163 @@ fn the_agent_can_write_only_its_workspace_home_and_tmp() {
         fs::read_to_string(t.upper().join("ok")).expect("workspace write"),
         "data\n"
     );
+}
+
+/// What a trial's agent sees of the root's skeleton: every entry of `/`, `/dev`, `/run` (two
+/// levels) and `/home` with its type, mode, owner and link target; every mount point with its
+/// options (the root's own options apart: they come from the file system that holds the
+/// skeleton).
+const ROOT_VIEW: &str = "for p in /* /.[!.]* /dev/* /run/* /run/*/* /run/*/*/* /home/*; do \
+       if [ -e \"$p\" ] || [ -L \"$p\" ]; then \
+         echo \"$p $(stat -c '%F %a %u:%g' \"$p\") $(readlink \"$p\")\"; fi; done; \
+     awk '$5 != \"/\" {print \"mount\", $5, $6}' /proc/self/mountinfo | sort; \
+     awk '$5 == \"/\" {print \"root\", $6}' /proc/self/mountinfo";
+
+/// A spec with one of each kind of mount point a skeleton holds: a folder bind and a file bind
+/// at new top-level places, one under `/run`, and the host's network (the resolver's place).
+fn shaped_spec(t: &Trial, script: &str) -> SandboxSpec {
+    let tool = t.root.join("tool");
+    write(&tool.join("bin/run"), "#!/bin/sh\n");
+    write(&t.root.join("token"), "secret\n");
+    let mut spec = t.spec(script);
+    spec.binds = vec![
+        Bind {
+            host: tool,
+            inside: PathBuf::from("/opt-tool/here"),
+            read_only: true,
+        },
+        Bind {
+            host: t.root.join("token"),
+            inside: PathBuf::from("/run/proctor/token"),
+            read_only: true,
+        },
+        Bind {
+            host: t.root.join("token"),
+            inside: PathBuf::from("/token"),
+            read_only: true,
+        },
+    ];
+    spec.network = Network::Host;
+    spec
+}
+
+#[test]
+fn a_laid_out_skeleton_gives_the_trial_the_same_root_as_the_one_its_init_makes() {
+    require_support();
+    let (own, laid) = (Trial::new(), Trial::new());
+    let own_spec = shaped_spec(&own, ROOT_VIEW);
+    let mut laid_spec = shaped_spec(&laid, ROOT_VIEW);
+    let skeleton = RootSkeleton::lay_out(&laid.root.join("skeleton"), &laid_spec)
+        .expect("lay out the skeleton");
+    laid_spec.skeleton = Some(skeleton);
+    let (own_report, laid_report) = (own.run(&own_spec), laid.run(&laid_spec));
+    assert_eq!(own_report.exit_code, Some(0), "{}", own.stderr());
+    assert_eq!(laid_report.exit_code, Some(0), "{}", laid.stderr());
+    let (own_view, laid_view) = (own.stdout(), laid.stdout());
+    // Each view has the mount points of the shape, and the root read-only.
+    for want in [
+        "/opt-tool directory 755 0:0",
+        "/token regular file 644 0:0",
+        "/run/proctor/token regular file 644 0:0",
+        "/dev/null character special file",
+        "/dev/fd symbolic link 777 0:0 /proc/self/fd",
+        "mount /opt-tool/here ro,",
+        "mount /token ro,",
+    ] {
+        assert!(own_view.contains(want), "{want:?} not in:\n{own_view}");
+    }
+    let root_options = |view: &str| -> Vec<String> {
+        let line = view.lines().find(|l| l.starts_with("root ")).unwrap_or("");
+        line[5..].split(',').map(str::to_owned).collect()
+    };
+    for view in [&own_view, &laid_view] {
+        let options = root_options(view);
+        for flag in ["ro", "nosuid", "nodev"] {
+            assert!(options.iter().any(|o| o == flag), "{flag}: {options:?}");
+        }
+    }
+    let without_root = |view: &str| -> String {
+        view.lines()
+            .filter(|l| !l.starts_with("root "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    assert_eq!(without_root(&laid_view), without_root(&own_view));
+}
+
+#[test]
+fn an_agent_cannot_change_the_skeleton_that_other_trials_bind() {
+    require_support();
+    let t = Trial::new();
+    let attack = "for p in /planted /dev/planted /run/planted /home/planted /opt-tool/planted; do \
+                    if (echo x > $p) 2>/dev/null || mkdir $p 2>/dev/null; \
+                    then echo \"$p planted\"; else echo \"$p refused\"; fi; done; \
+                  chmod 777 / 2>/dev/null && echo chmod-done; \
+                  ln -s /workspace /planted-link 2>/dev/null && echo linked; \
+                  rm -f /token 2>/dev/null && echo removed; \
+                  mount -o remount,rw / 2>/dev/null && echo remounted; \
+                  umount /dev/null 2>/dev/null && echo unmounted; \
+                  unshare -rm sh -c 'umount /token && echo unshared-unmount' 2>/dev/null; \
+                  unshare -rm sh -c \
+                    'mount -o remount,rw,bind / && touch /planted && echo unshared-write' 2>/dev/null; \
+                  echo end";
+    let mut spec = shaped_spec(&t, attack);
+    let dir = t.root.join("skeleton");
+    spec.skeleton = Some(RootSkeleton::lay_out(&dir, &spec).expect("lay out the skeleton"));
+    let listing = |dir: &Path| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).expect("read the skeleton") {
+                let e = e.expect("entry");
+                let m = fs::symlink_metadata(e.path()).expect("stat");
+                out.push(format!(
+                    "{} {:o}",
+                    e.path().display(),
+                    m.permissions().mode()
+                ));
+                if m.is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let before = listing(&dir);
+    assert!(before.len() > 20, "{before:?}");
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    let out = t.stdout();
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with(" refused")).count(),
+        5,
+        "every write into the skeleton is refused:\n{out}"
+    );
+    for done in [
+        "planted\n",
+        "chmod-done",
+        "linked",
+        "removed",
+        "remounted",
+        "unmounted",
+    ] {
+        assert!(!out.contains(done), "{done}:\n{out}");
+    }
+    assert!(!out.contains("unshared"), "{out}");
+    assert!(out.ends_with("end\n"), "{out}");
+    assert_eq!(listing(&dir), before, "the skeleton changed");
+    // The honest arm: the same writes where the agent may write succeed.
+    let t2 = Trial::new();
+    let mut spec2 = shaped_spec(
+        &t2,
+        "echo x > /workspace/planted && mkdir /tmp/planted && echo wrote",
+    );
+    spec2.skeleton = spec.skeleton.clone();
+    let r2 = t2.run(&spec2);
+    assert_eq!(r2.exit_code, Some(0), "{}", t2.stderr());
+    assert_eq!(t2.stdout(), "wrote\n");
+    assert_eq!(listing(&dir), before, "the skeleton changed");
 }
 
 #[test]

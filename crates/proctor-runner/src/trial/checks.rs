@@ -347,6 +347,7 @@ pub fn check_spec(
             layers: env.agent_root.iter().cloned().collect(),
             keep_upper: false,
         }),
+        skeleton: None,
         // A check may run what the agent wrote: its output is bounded like the agent's.
         limits: proctor_sandbox::SandboxLimits {
             output_bytes: Some(CHECK_OUTPUT_BYTES),

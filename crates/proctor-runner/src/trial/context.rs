@@ -70,6 +70,8 @@ pub struct RunContext<'a> {
     /// The run's calls-log sockets, in a folder of short paths (Unix sockets have a 108-byte
     /// limit), each reused by one trial after another.
     pub calls: Arc<crate::calls::Listeners>,
+    /// The root skeletons the run's trials bind, one per shape of root, laid out in `work_root`.
+    pub skeletons: crate::skeletons::Skeletons,
     /// Grace between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// Copy mode: the manifest of each prepared start state, built once.

@@ -100,7 +100,7 @@ pub fn launch(
         limits: Some(limits_record),
     };
     let record = without_token(record, model.as_ref());
-    let spec = SandboxSpec {
+    let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
         workspace: prepared.sandbox_workspace(),
@@ -123,8 +123,10 @@ pub fn launch(
             layers: Vec::new(),
             keep_upper: trial.settings.check_root == proctor_suite::model::CheckRoot::Agent,
         }),
+        skeleton: None,
         limits,
     };
+    spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
         adapter,
         model,

@@ -165,6 +165,7 @@ impl Lab {
             proctor_exe: PathBuf::from("/nonexistent/proctor"),
             search_path: crate::allow::search_path(),
             work_root: self.dir.path().join("work"),
+            skeletons: crate::skeletons::Skeletons::new(&self.dir.path().join("work")),
             calls: crate::calls::Listeners::new(self.dir.path().join("sockets")),
             grace: Duration::from_millis(200),
             manifests: Mutex::new(BTreeMap::new()),

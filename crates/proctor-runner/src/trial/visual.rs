@@ -244,6 +244,7 @@ impl Setup<'_, '_> {
             wall_timeout: BROWSER_START + per_look.saturating_mul(looks),
             grace: self.env.grace,
             root_image: None,
+            skeleton: None,
             limits: proctor_sandbox::SandboxLimits {
                 output_bytes: Some(REPORT_BYTES),
                 ..Default::default()
