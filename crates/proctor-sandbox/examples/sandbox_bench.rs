@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use proctor_sandbox::{diff, Bind, SandboxSpec, Workspace};
+use proctor_sandbox::{diff, Bind, RootSkeleton, SandboxSpec, Workspace};
 
 fn main() {
     proctor_sandbox::enter_if_requested();
@@ -162,11 +162,20 @@ fn bench_run(fixture: &Path, scratch: &Path, iters: usize, init_exe: &Path, comm
     let mut agent = Vec::new();
     let mut setups = Vec::new();
     let mut cleanups = Vec::new();
+    // As a run does: the root's skeleton laid out once, bound by every trial.
+    let skeleton_dir = scratch.join("skeleton");
+    let _ = proctor_sandbox::remove_tree(&skeleton_dir);
+    let skeleton = RootSkeleton::lay_out(
+        &skeleton_dir,
+        &trial_spec(init_exe, fixture, &scratch.join("shape"), command.clone()),
+    )
+    .unwrap_or_else(|e| die(&format!("lay out the root's skeleton: {e}")));
     let cpu0 = machine_cpu();
     for i in 0..iters.max(1) + 3 {
         let dir = scratch.join(format!("r{i}"));
         let t = Instant::now();
-        let spec = trial_spec(init_exe, fixture, &dir, command.clone());
+        let mut spec = trial_spec(init_exe, fixture, &dir, command.clone());
+        spec.skeleton = Some(skeleton.clone());
         let setup = t.elapsed();
         let t = Instant::now();
         let report = proctor_sandbox::run(&spec).unwrap_or_else(|e| die(&format!("run: {e}")));

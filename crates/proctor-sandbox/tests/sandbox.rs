@@ -653,6 +653,13 @@ fn a_laid_out_skeleton_gives_the_trial_the_same_root_as_the_one_its_init_makes()
         line[5..].split(',').map(str::to_owned).collect()
     };
     for view in [&own_view, &laid_view] {
+        // The host's tree the root was built from is gone before the agent's first command.
+        assert_eq!(
+            view.lines().filter(|l| l.starts_with("root ")).count(),
+            1,
+            "{view}"
+        );
+        assert!(!view.contains(" /oldroot"), "{view}");
         let options = root_options(view);
         for flag in ["ro", "nosuid", "nodev"] {
             assert!(options.iter().any(|o| o == flag), "{flag}: {options:?}");
