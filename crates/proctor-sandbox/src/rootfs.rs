@@ -911,12 +911,11 @@ fn host_resolver() -> Option<PathBuf> {
     None
 }
 
-/// Hidden paths under the private directories, which are bound read-only for the services (the
-/// agent's view covers them again). Without services nobody needs them: they stay out.
 /// Every place (an inside path) where [`make_mount_points`] may make a mount point in a trial's
 /// root: the private top-level folders, the workspace, HOME, the binds, the services' folders,
 /// the paths hidden from them and the resolver file. In an image these land in the root's upper
-/// layer, where they are the sandbox's, not the agent's.
+/// layer, where they are the sandbox's, not the agent's. Asked on the host: the hidden paths
+/// that exist there are the ones that get a mount point.
 pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
     let mut points: Vec<PathBuf> = PRIVATE_TOP.iter().map(|d| Path::new("/").join(d)).collect();
     points.extend([spec.workspace_inside.clone(), spec.home_inside.clone()]);
@@ -926,11 +925,14 @@ pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
             .iter()
             .map(|s| SandboxSpec::service_dir_inside(&s.name)),
     );
-    points.extend(hidden_for_services(spec, Path::new(OLD)));
+    points.extend(hidden_for_services(spec, Path::new("/")));
     points.push(PathBuf::from("/etc/resolv.conf"));
     points
 }
 
+/// Hidden paths under the private directories, which are bound read-only for the services (the
+/// agent's view covers them again), those that exist as seen under `host`. Without services
+/// nobody needs them: they stay out.
 fn hidden_for_services(spec: &SandboxSpec, host: &Path) -> Vec<PathBuf> {
     if spec.services.is_empty() {
         return Vec::new();
@@ -1199,5 +1201,46 @@ fn hide(h: &Path) -> R<()> {
                 )
             })
             .map_err(ctx(|| format!("hide {}", h.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::ServiceSpec;
+    use std::time::Duration;
+
+    #[test]
+    fn mount_points_name_the_hidden_paths_that_exist_on_the_host_when_services_see_them() {
+        let tmp = tempfile::tempdir_in("/tmp").expect("a folder under /tmp");
+        let (hidden, gone) = (tmp.path().join("suite"), tmp.path().join("gone"));
+        fs::create_dir(&hidden).expect("mkdir");
+        let mut spec = SandboxSpec::new(
+            "/nonexistent/init",
+            Workspace::Bind {
+                dir: tmp.path().to_path_buf(),
+            },
+            vec!["true".into()],
+            tmp.path().join("stdout"),
+            tmp.path().join("stderr"),
+            Duration::from_secs(1),
+        );
+        spec.hide = vec![hidden.clone(), gone.clone()];
+        // Without services the hidden paths get no mount point.
+        assert!(!mount_points(&spec).contains(&hidden));
+        spec.services = vec![ServiceSpec {
+            name: "db".into(),
+            argv: vec!["true".into()],
+            cwd: tmp.path().to_path_buf(),
+            env: Vec::new(),
+            dir_host: tmp.path().to_path_buf(),
+            log: tmp.path().join("log"),
+            ready: None,
+            guard: None,
+        }];
+        let points = mount_points(&spec);
+        assert!(points.contains(&hidden), "{points:?}");
+        assert!(!points.contains(&gone), "{points:?}");
+        assert!(points.contains(&PathBuf::from("/run/proctor/services/db")));
     }
 }
