@@ -179,86 +179,16 @@ pub(crate) struct TrialRoot {
 pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRoot> {
     enter_base_tmpfs()?;
     let handback = hand_back_of(spec, ids)?;
-    let disk = match spec.limits.disk_bytes {
-        Some(bytes) => {
-            let host_upper = match &spec.workspace {
-                Workspace::Overlay { upper, .. } => Some(in_old(upper)),
-                Workspace::Bind { .. } => None,
-            };
-            let root_upper = spec
-                .root_image
-                .as_ref()
-                .filter(|image| image.keep_upper)
-                .map(|image| in_old(&image.upper));
-            Some(TrialDisk::mount(
-                bytes,
-                host_upper.as_deref(),
-                root_upper.as_deref(),
-            )?)
-        }
-        None => None,
-    };
-    let owned_disk = disk;
-    let disk = owned_disk.as_ref();
+    let disk = mount_trial_disk(spec)?;
     let new = Path::new(NEW);
-    // The host's root: a skeleton (the run's, laid out once, or a fresh tmpfs made here) with
-    // the host's top-level entries bound, all read-only. An image's: an overlay over it with
-    // the trial's own upper layer, writable everywhere (its mount points are made in the upper
-    // layer).
     let skeleton = spec.skeleton.as_ref().filter(|_| spec.root_image.is_none());
-    let host_top = match (&spec.root_image, skeleton) {
-        (None, Some(skeleton)) => {
-            enter_skeleton(new, skeleton)?;
-            Vec::new()
-        }
-        (None, None) => {
-            tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-            let entries = host_top_entries(Path::new(OLD))?;
-            make_top_points(new, &entries)?;
-            bind_top(
-                new,
-                Path::new(OLD),
-                entries.iter().filter_map(TopEntry::bound),
-            )?;
-            entries.iter().map(|e| e.name().to_owned()).collect()
-        }
-        (Some(image), _) => {
-            let (upper, work) = match disk {
-                Some(d) => (d.at(Part::RootUpper), d.at(Part::RootWork)),
-                None => (in_old(&image.upper), in_old(&image.work)),
-            };
-            let lowers: Vec<PathBuf> = image
-                .layers
-                .iter()
-                .chain(std::iter::once(&image.rootfs))
-                .map(|l| in_old(l))
-                .collect();
-            mount_overlay(new, &lowers, &upper, &work)?;
-            Vec::new()
-        }
-    };
-    let extra = match skeleton {
-        Some(_) => extra_binds(spec, new)?,
-        None => {
-            make_mount_points(spec, new, Path::new(OLD), &host_top)?;
-            extra_binds(spec, new)?
-        }
-    };
+    let host_top = lay_root(spec, new, skeleton, disk.as_ref())?;
+    if skeleton.is_none() {
+        make_mount_points(spec, new, Path::new(OLD), &host_top)?;
+    }
+    let extra = extra_binds(spec, new)?;
     let dev = new.join("dev");
-    if spec.root_image.is_some() {
-        // The image's own /dev (links and folders a debootstrap or umoci root carries) is
-        // replaced, never merged with: a tmpfs of its own, read-only once its skeleton is made.
-        mkdir_p(&dev)?;
-        tmpfs(&dev, libc::MS_NOSUID | libc::MS_NOEXEC, "mode=0755")?;
-    }
-    let devices = match skeleton {
-        Some(skeleton) => skeleton.devices.clone(),
-        None => make_dev_skeleton(&dev, Path::new(OLD))?,
-    };
-    if spec.root_image.is_some() {
-        sys::mount_setattr_recursive(&dev, MOUNT_ATTR_RDONLY)
-            .map_err(ctx(|| "make /dev read-only".to_owned()))?;
-    }
+    let devices = dev_points(spec, &dev, skeleton)?;
     let attrs = if spec.root_image.is_some() {
         MOUNT_ATTR_NOSUID
     } else {
@@ -268,12 +198,13 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
         .map_err(ctx(|| "make the host's directories read-only".to_owned()))?;
     mount_sys(spec, new)?;
     mount_trial_proc(new)?;
-    build_dev(&dev, &devices, disk)?;
-    writable(&new.join("tmp"), disk.map(|d| d.at(Part::Tmp)), "mode=1777")?;
+    let disk_part = |part| disk.as_ref().map(|d| d.at(part));
+    build_dev(&dev, &devices, disk.as_ref())?;
+    writable(&new.join("tmp"), disk_part(Part::Tmp), "mode=1777")?;
     let home = in_new(&spec.home_inside);
     mkdir_p(&home)?;
-    writable(&home, disk.map(|d| d.at(Part::Home)), "mode=0755")?;
-    let workspace = mount_workspace(spec, disk)?;
+    writable(&home, disk_part(Part::Home), "mode=0755")?;
+    let workspace = mount_workspace(spec, disk.as_ref())?;
     bind_extra(spec, &extra)?;
     pivot_into_new_root(new)?;
     // T's own `/proc`, before the agent's may cover it.
@@ -291,10 +222,90 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
     }
     Ok(TrialRoot {
         isolation: trial_isolation(spec, workspace, ids),
-        disk: owned_disk,
+        disk,
         handback,
         own_proc,
     })
+}
+
+/// The trial's disk, when its writes are bounded: one tmpfs of `disk_bytes` holding the
+/// workspace's upper layer, an image root's kept upper layer, `/tmp`, `HOME` and `/dev/shm`.
+fn mount_trial_disk(spec: &SandboxSpec) -> R<Option<TrialDisk>> {
+    let Some(bytes) = spec.limits.disk_bytes else {
+        return Ok(None);
+    };
+    let host_upper = match &spec.workspace {
+        Workspace::Overlay { upper, .. } => Some(in_old(upper)),
+        Workspace::Bind { .. } => None,
+    };
+    let root_upper = spec
+        .root_image
+        .as_ref()
+        .filter(|image| image.keep_upper)
+        .map(|image| in_old(&image.upper));
+    TrialDisk::mount(bytes, host_upper.as_deref(), root_upper.as_deref()).map(Some)
+}
+
+/// Lays the new root's base on `new`. The host's root: a skeleton (the run's, laid out once, or
+/// a fresh tmpfs made here) with the host's top-level entries bound, all read-only later. An
+/// image's: an overlay over it with the trial's own upper layer, writable everywhere (its mount
+/// points are made in the upper layer). Returns the host's top-level names where the mount
+/// points are still to be made on a fresh tmpfs.
+fn lay_root(
+    spec: &SandboxSpec,
+    new: &Path,
+    skeleton: Option<&RootSkeleton>,
+    disk: Option<&TrialDisk>,
+) -> R<Vec<OsString>> {
+    match (&spec.root_image, skeleton) {
+        (None, Some(skeleton)) => {
+            enter_skeleton(new, skeleton)?;
+            Ok(Vec::new())
+        }
+        (None, None) => {
+            tmpfs(new, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
+            let entries = host_top_entries(Path::new(OLD))?;
+            make_top_points(new, &entries)?;
+            bind_top(
+                new,
+                Path::new(OLD),
+                entries.iter().filter_map(TopEntry::bound),
+            )?;
+            Ok(entries.iter().map(|e| e.name().to_owned()).collect())
+        }
+        (Some(image), _) => {
+            let (upper, work) = match disk {
+                Some(d) => (d.at(Part::RootUpper), d.at(Part::RootWork)),
+                None => (in_old(&image.upper), in_old(&image.work)),
+            };
+            let lowers: Vec<PathBuf> = image
+                .layers
+                .iter()
+                .chain(std::iter::once(&image.rootfs))
+                .map(|l| in_old(l))
+                .collect();
+            mount_overlay(new, &lowers, &upper, &work)?;
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// `/dev`'s mount points and links (the skeleton's, or made here), and the host devices to bind
+/// there. An image's own /dev (links and folders a debootstrap or umoci root carries) is
+/// replaced, never merged with: a tmpfs of its own, read-only once its skeleton is made.
+fn dev_points(spec: &SandboxSpec, dev: &Path, skeleton: Option<&RootSkeleton>) -> R<Vec<String>> {
+    if let Some(skeleton) = skeleton {
+        return Ok(skeleton.devices.clone());
+    }
+    if spec.root_image.is_none() {
+        return make_dev_skeleton(dev, Path::new(OLD));
+    }
+    mkdir_p(dev)?;
+    tmpfs(dev, libc::MS_NOSUID | libc::MS_NOEXEC, "mode=0755")?;
+    let devices = make_dev_skeleton(dev, Path::new(OLD))?;
+    sys::mount_setattr_recursive(dev, MOUNT_ATTR_RDONLY)
+        .map_err(ctx(|| "make /dev read-only".to_owned()))?;
+    Ok(devices)
 }
 
 /// The host folders the trial writes that must be given back to an unprivileged caller whose
