@@ -132,6 +132,22 @@ pub struct Isolation {
     /// recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ids: Option<IdMapping>,
+    /// What of the host's file system the trial's root showed (absent for an image's root,
+    /// without namespaces, and in records made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_view: Option<HostView>,
+}
+
+/// What of the host's file system a trial's root shows, read-only: nothing but these.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostView {
+    /// The host's top-level system folders shown (`/usr`, `/etc`, `/lib`...), or links to them.
+    pub system: Vec<PathBuf>,
+    /// Host folders shown at their own path beyond those: the installation prefixes of the
+    /// folders on the trial's `PATH`.
+    pub reach: Vec<PathBuf>,
+    /// Entries of those that the host's other users may not read, shown empty.
+    pub covered: Vec<PathBuf>,
 }
 
 /// How the trial's user namespace mapped ids, as recorded in every trial.

@@ -19,8 +19,9 @@ pub struct Skeletons {
 
 /// What a trial's root skeleton depends on: the inside places of its mount points (with whether
 /// each bind's source is a folder, which makes its mount point a folder or a file), whether the
-/// paths hidden from the agent get mount points (only with services), and the host's network
-/// (whose resolver file is bound into `/run`).
+/// paths hidden from the agent get mount points (only with services), the host's network
+/// (whose resolver file is bound into `/run`), and the `PATH`, whose installation prefixes the
+/// root shows (see [`proctor_sandbox::view`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Shape {
     workspace: PathBuf,
@@ -29,6 +30,7 @@ struct Shape {
     services: Vec<String>,
     hidden: Vec<PathBuf>,
     host_network: bool,
+    path: String,
 }
 
 impl Shape {
@@ -48,6 +50,7 @@ impl Shape {
                 spec.hide.clone()
             },
             host_network: spec.network == proctor_sandbox::Network::Host,
+            path: proctor_sandbox::view::spec_path(spec).to_owned(),
         }
     }
 }

@@ -304,5 +304,6 @@ fn host_isolation() -> Isolation {
             "hide, binds, home_inside and network were not applied; agent_cpu counts only processes the agent reaped".to_owned(),
         ],
         ids: None,
+        host_view: None,
     }
 }

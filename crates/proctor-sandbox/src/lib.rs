@@ -40,6 +40,7 @@ mod run;
 mod services;
 mod spec;
 mod sys;
+pub mod view;
 mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};

@@ -22,6 +22,7 @@ use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
 use crate::spec::{Network, RootSkeleton, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use crate::view::{self, SYSTEM_TOP};
 
 /// Where the host's root is reachable while the new root is built (inside the base tmpfs).
 const OLD: &str = "/oldroot";
@@ -387,7 +388,8 @@ impl TopEntry {
     }
 }
 
-/// The top-level entries of `source` (the host's root) but the private ones.
+/// The top-level entries of `source` (the host's root) that a trial's root shows: the system's
+/// folders ([`SYSTEM_TOP`]), or links to them.
 fn host_top_entries(source: &Path) -> R<Vec<TopEntry>> {
     let mut out = Vec::new();
     let entries =
@@ -395,7 +397,7 @@ fn host_top_entries(source: &Path) -> R<Vec<TopEntry>> {
     for entry in entries {
         let entry = entry.map_err(ctx(|| format!("read the root {}", source.display())))?;
         let name = entry.file_name();
-        if PRIVATE_TOP.iter().any(|x| OsStr::new(x) == name) {
+        if !SYSTEM_TOP.iter().any(|x| OsStr::new(x) == name) {
             continue;
         }
         let Ok(ft) = entry.file_type() else {
@@ -482,6 +484,7 @@ impl RootSkeleton {
     /// `root_image` does not use it.
     pub fn lay_out(dir: &Path, spec: &SandboxSpec) -> Result<RootSkeleton, crate::SandboxError> {
         let host = Path::new("/");
+        let spec = &view::with_view(spec);
         let lay = || -> R<RootSkeleton> {
             fs::DirBuilder::new()
                 .mode(0o755)
@@ -831,10 +834,17 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind, ids: &IdMapping
         network: spec.network,
         read_only_host: true,
         private_home_and_tmp: true,
-        hidden: spec.hide.clone(),
+        // What the caller hid; what the view covers is recorded with the view.
+        hidden: spec
+            .hide
+            .iter()
+            .filter(|h| !spec.view.as_ref().is_some_and(|v| v.covered.contains(h)))
+            .cloned()
+            .collect(),
         full_stop: FullStop::PidNamespace,
         notes,
         ids: Some(ids.clone()),
+        host_view: spec.view.clone(),
     }
 }
 
@@ -928,6 +938,7 @@ fn host_resolver() -> Option<PathBuf> {
 /// layer, where they are the sandbox's, not the agent's. Asked on the host: the hidden paths
 /// that exist there are the ones that get a mount point.
 pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
+    let spec = &view::with_view(spec);
     let mut points: Vec<PathBuf> = PRIVATE_TOP.iter().map(|d| Path::new("/").join(d)).collect();
     points.extend([spec.workspace_inside.clone(), spec.home_inside.clone()]);
     points.extend(spec.binds.iter().map(|b| b.inside.clone()));
@@ -941,8 +952,9 @@ pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
     points
 }
 
-/// Hidden paths under the private directories, which are bound read-only for the services (the
-/// agent's view covers them again), those that exist as seen under `host`. Without services
+/// Hidden paths that the root does not show already (under the private directories, or outside
+/// what the root shows of the host: a suite's folder), which are bound read-only for the services
+/// (the agent's view covers them again), those that exist as seen under `host`. Without services
 /// nobody needs them: they stay out.
 fn hidden_for_services(spec: &SandboxSpec, host: &Path) -> Vec<PathBuf> {
     if spec.services.is_empty() {
@@ -951,7 +963,7 @@ fn hidden_for_services(spec: &SandboxSpec, host: &Path) -> Vec<PathBuf> {
     spec.hide
         .iter()
         .filter(|h| {
-            under_private(h)
+            (under_private(h) || !view::shown(spec, h))
                 && !h.starts_with("/proc")
                 && fs::symlink_metadata(under(host, h)).is_ok()
         })

@@ -135,10 +135,10 @@ impl Marks {
     }
 }
 
-/// A copy of `spec` with the symlinks of its hidden paths resolved: they are compared with mount
-/// points inside.
+/// A copy of `spec` with its view of the host made explicit ([`crate::view::with_view`]) and the
+/// symlinks of its hidden paths resolved: they are compared with mount points inside.
 fn with_hidden_resolved(spec: &SandboxSpec) -> SandboxSpec {
-    let mut spec = spec.clone();
+    let mut spec = crate::view::with_view(spec);
     for h in &mut spec.hide {
         if let Ok(c) = std::fs::canonicalize(&*h) {
             *h = c;

@@ -66,6 +66,10 @@ pub struct SandboxSpec {
     /// What bounds the trial's resources; the default bounds nothing.
     #[serde(default)]
     pub limits: SandboxLimits,
+    /// What of the host the root shows, once worked out for this spec's `PATH` (see
+    /// [`crate::view`]); set by the sandbox itself, `None` for a caller.
+    #[serde(default)]
+    pub view: Option<crate::view::HostView>,
 }
 
 /// The bounds a trial runs under, enforced inside its namespaces (a process outside sees only
@@ -270,6 +274,7 @@ impl SandboxSpec {
             root_image: None,
             skeleton: None,
             limits: SandboxLimits::default(),
+            view: None,
         }
     }
 

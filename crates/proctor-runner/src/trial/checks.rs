@@ -348,6 +348,7 @@ pub fn check_spec(
             keep_upper: false,
         }),
         skeleton: None,
+        view: None,
         // A check may run what the agent wrote: its output is bounded like the agent's.
         limits: proctor_sandbox::SandboxLimits {
             output_bytes: Some(CHECK_OUTPUT_BYTES),

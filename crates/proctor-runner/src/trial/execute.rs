@@ -226,6 +226,7 @@ mod tests {
                 full_stop: FullStop::ProcessGroup,
                 notes: Vec::new(),
                 ids: None,
+                host_view: None,
             },
             total: Duration::ZERO,
             bounds: Default::default(),

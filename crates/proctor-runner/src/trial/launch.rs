@@ -124,6 +124,7 @@ pub fn launch(
             keep_upper: trial.settings.check_root == proctor_suite::model::CheckRoot::Agent,
         }),
         skeleton: None,
+        view: None,
         limits,
     };
     spec.skeleton = ctx.skeletons.for_spec(&spec);

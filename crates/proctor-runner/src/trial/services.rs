@@ -286,20 +286,26 @@ fn suite_service(
     Ok((spec, carried))
 }
 
-/// Service programs (and proctor itself, which serves the model) that live under a folder the
-/// sandbox makes private (`/tmp`, `/run`, `/home`) would be invisible inside: a read-only bind
-/// of each at its own path, unless `binds` already has one there.
+/// Service programs (and proctor itself, which serves the model) that live outside the host's
+/// system folders (under a folder the sandbox makes private, `/tmp`, `/run`, `/home`, or one the
+/// root does not show, see [`proctor_sandbox::view`]) would be invisible inside: a read-only
+/// bind of each at its own path, unless `binds` already has one there.
 pub fn program_binds(services: &[ServiceSpec], binds: &[Bind]) -> Vec<Bind> {
     let mut out: Vec<Bind> = Vec::new();
     for s in services {
         let Some(prog) = s.argv.first().map(PathBuf::from) else {
             continue;
         };
-        let private = ["/tmp", "/run", "/home"]
+        let system = prog.components().nth(1).is_some_and(|c| {
+            proctor_sandbox::view::SYSTEM_TOP
+                .iter()
+                .any(|t| c.as_os_str() == *t)
+        });
+        let bound = binds
             .iter()
-            .any(|d| prog.starts_with(d));
-        let bound = binds.iter().chain(&out).any(|b| b.inside == prog);
-        if private && prog.is_absolute() && !bound {
+            .chain(&out)
+            .any(|b| b.inside == prog || (b.host == b.inside && prog.starts_with(&b.inside)));
+        if !system && prog.is_absolute() && !bound {
             out.push(Bind {
                 host: prog.clone(),
                 inside: prog,
@@ -337,13 +343,15 @@ mod tests {
     }
 
     #[test]
-    fn only_programs_under_private_folders_are_bound_and_each_once() {
+    fn only_programs_outside_the_system_folders_are_bound_and_each_once() {
         let services = [
             spec("a", "/tmp/build/chat-mock"),
             spec("b", "/usr/bin/python3"),
             spec("c", "/home/me/bin/api"),
             spec("d", "/tmp/build/chat-mock"),
             spec("e", "relative/prog"),
+            spec("f", "/work/target/debug/chat-mock"),
+            spec("g", "/home/me/bin/other"),
         ];
         let existing = [Bind {
             host: PathBuf::from("/home/me/bin/api"),
@@ -352,7 +360,14 @@ mod tests {
         }];
         let binds = program_binds(&services, &existing);
         let inside: Vec<&Path> = binds.iter().map(|b| b.inside.as_path()).collect();
-        assert_eq!(inside, [Path::new("/tmp/build/chat-mock")]);
+        assert_eq!(
+            inside,
+            [
+                Path::new("/tmp/build/chat-mock"),
+                Path::new("/work/target/debug/chat-mock"),
+                Path::new("/home/me/bin/other")
+            ]
+        );
         assert!(binds.iter().all(|b| b.read_only && b.host == b.inside));
     }
 

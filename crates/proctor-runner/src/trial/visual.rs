@@ -245,6 +245,7 @@ impl Setup<'_, '_> {
             grace: self.env.grace,
             root_image: None,
             skeleton: None,
+            view: None,
             limits: proctor_sandbox::SandboxLimits {
                 output_bytes: Some(REPORT_BYTES),
                 ..Default::default()

@@ -1,0 +1,194 @@
+//! A trial sees only what it is given: its root shows the host's system folders, the
+//! installation prefixes of its `PATH`, and nothing else of the host.
+//!
+//! The scripted agent lists every top-level entry of its root and everything that lies under
+//! those that are not system folders, and tries the host's other folders a hostile agent would
+//! read: another suite's holdout beside this one, the git repository around the running suite,
+//! `/root`, `/srv`, `/opt`, `/var`, `/mnt`, and `/etc/shadow` (readable by a trial of a proctor run
+//! as root were it not covered). What it lists is compared with the table in docs/design.md, so
+//! the documented list and the real one cannot drift apart. Its honest arm is the same trial's
+//! own work: Python (from wherever `PATH` finds it) runs the probe, and a check runs Python too.
+//! As root and as uid 65534.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use common::lab::{users, Lab};
+
+/// The probe: prints one JSON object.
+const PROBE: &str = r#"
+import json, os, sys
+system = set(sys.argv[1].split(","))
+tries = sys.argv[2:]
+top = sorted(os.listdir("/"))
+under = {}
+for t in top:
+    if t in system or t in ("proc", "sys", "dev", "workspace"):
+        continue
+    seen = []
+    stack = ["/" + t]
+    while stack and len(seen) < 200:
+        d = stack.pop()
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for n in names:
+            p = os.path.join(d, n)
+            seen.append(p)
+            if os.path.isdir(p) and not os.path.islink(p) and p.count("/") < 4:
+                stack.append(p)
+    under[t] = seen
+got = {}
+for p in tries:
+    try:
+        if os.path.isdir(p):
+            got[p] = "listed " + ",".join(sorted(os.listdir(p))[:5])
+        else:
+            with open(p, "rb") as f:
+                data = f.read(64)
+            got[p] = "read %d bytes" % len(data)
+    except OSError as e:
+        got[p] = "refused %d" % e.errno
+print(json.dumps({"top": top, "under": under, "tries": got}))
+"#;
+
+/// The top-level names docs/design.md's table of a trial's root lists (`/usr`, `/tmp`, ...).
+fn documented_top() -> BTreeSet<String> {
+    let design = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/design.md");
+    let text = std::fs::read_to_string(&design).unwrap();
+    let table = text
+        .split("<!-- trial-root:begin -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- trial-root:end -->").next())
+        .expect("docs/design.md marks the table of a trial's root");
+    let mut names = BTreeSet::new();
+    for line in table.lines().filter(|l| l.starts_with("| `/")) {
+        let first_cell = line.split('|').nth(1).unwrap_or_default();
+        for path in first_cell.split('`').skip(1).step_by(2) {
+            if let Some(top) = path.trim_start_matches('/').split('/').next() {
+                if !top.is_empty() {
+                    names.insert(top.to_owned());
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn a_trial_reads_nothing_of_the_host_but_its_system_folders_and_its_path() {
+    let documented = documented_top();
+    for name in ["usr", "etc", "tmp", "home", "run", "workspace", "proc"] {
+        assert!(documented.contains(name), "{name} in {documented:?}");
+    }
+    for who in users() {
+        let lab = Lab::new(&format!("host-view-{who:?}"));
+        // Another suite's answers, beside this one on the host.
+        let other = lab.root.join("other-suite/holdout/t/secret_test.py");
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        std::fs::write(&other, "assert answer == 42\n").unwrap();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.git");
+        let repo = repo.canonicalize().unwrap_or(repo);
+        lab.write("fixture/probe.py", PROBE);
+        let system = [
+            "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc",
+        ]
+        .join(",");
+        let tries = [
+            other.display().to_string(),
+            lab.suite().display().to_string(),
+            repo.display().to_string(),
+            "/root".into(),
+            "/srv".into(),
+            "/opt".into(),
+            "/var".into(),
+            "/mnt".into(),
+            "/work".into(),
+            "/etc/shadow".into(),
+            "/etc/passwd".into(),
+        ];
+        let step = format!("python3 probe.py {system} {}", tries.join(" "));
+        lab.one_task(
+            "",
+            "{ check = \"python3 -c 'import json; print(1)'\" }",
+            &[&step],
+            true,
+        );
+        let Some(record) = lab.run_graded(who, false, &[]) else {
+            return;
+        };
+        assert_eq!(
+            record["outcome"], "completed",
+            "{who:?}: the honest arm (Python in the trial and in its check) works\n{record:#}"
+        );
+        let answer = record["end_state"]["answer"].as_str().unwrap_or_default();
+        let seen: serde_json::Value = serde_json::from_str(answer.trim())
+            .unwrap_or_else(|e| panic!("{who:?}: the probe's answer is JSON ({e}): {answer}"));
+        let view = &record["isolation"]["host_view"];
+        let reach: Vec<PathBuf> = view["reach"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{who:?}: the record names the reach: {record:#}"))
+            .iter()
+            .map(|p| PathBuf::from(p.as_str().unwrap()))
+            .collect();
+        let reach_tops: BTreeSet<String> = reach
+            .iter()
+            .filter_map(|p| p.components().nth(1))
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+
+        // Every top-level entry is documented, or holds a prefix of the recorded reach.
+        for top in seen["top"].as_array().unwrap() {
+            let top = top.as_str().unwrap();
+            assert!(
+                documented.contains(top) || reach_tops.contains(top),
+                "{who:?}: /{top} is in the trial's root but neither documented nor reached: {seen:#}"
+            );
+        }
+        // Under a reached top-level folder there is only the way to the reached prefixes.
+        for (top, paths) in seen["under"].as_object().unwrap() {
+            if !reach_tops.contains(top) {
+                continue;
+            }
+            for p in paths.as_array().unwrap() {
+                let p = Path::new(p.as_str().unwrap());
+                assert!(
+                    reach.iter().any(|r| r.starts_with(p) || p.starts_with(r)),
+                    "{who:?}: {} is shown but is on no way to {reach:?}",
+                    p.display()
+                );
+            }
+        }
+        // The host's other folders: absent, or nothing of them.
+        let tries = &seen["tries"];
+        for (path, got) in tries.as_object().unwrap() {
+            let got = got.as_str().unwrap();
+            let shown_by_reach = reach.iter().any(|r| r.starts_with(path));
+            match path.as_str() {
+                "/etc/passwd" => assert!(got.starts_with("read "), "{who:?}: {got}"),
+                "/etc/shadow" => assert!(
+                    got == "read 0 bytes" || got.starts_with("refused"),
+                    "{who:?}: the shadow file was readable: {got}"
+                ),
+                "/root" if shown_by_reach => {
+                    let listed = got.trim_start_matches("listed ");
+                    for name in listed.split(',').filter(|n| !n.is_empty()) {
+                        assert!(
+                            reach
+                                .iter()
+                                .any(|r| r.starts_with(Path::new("/root").join(name))),
+                            "{who:?}: /root/{name} is shown: {got}"
+                        );
+                    }
+                }
+                _ => assert!(
+                    got.starts_with("refused"),
+                    "{who:?}: {path} is reachable from the trial: {got}"
+                ),
+            }
+        }
+    }
+}
