@@ -190,6 +190,7 @@ impl Rescorer<'_> {
             image: image.cloned(),
             network: crate::trial::launch::sandbox_network(settings.check_network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
+            binds: suite.binds(task).into_iter().map(PathBuf::from).collect(),
             ..self.env.clone()
         };
         let agent_root =

@@ -110,6 +110,8 @@ pub fn rescore_run(
         holdout_at: None,
         // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
         agent_root: None,
+        // Each trial's checks get its task's `binds` (set per trial).
+        binds: Vec::new(),
     };
     let started = std::time::Instant::now();
     let stem = format!(

@@ -220,6 +220,12 @@ pub struct TaskSettings {
     /// agent's changes; one that exits non-zero makes the trial `errored (setup)`. Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub setup: Option<Vec<Spanned<String>>>,
+    /// Host folders or files the trial needs beyond what its root shows (the host's system
+    /// folders and the installation prefixes of `PATH`; nothing else of the host), each an
+    /// absolute path shown read-only at its own place to the agent, its services and its
+    /// checks, e.g. `["/opt/toolchain"]`. Default: none.
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
+    pub binds: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause (the person who asked cannot answer questions) is
     /// appended to every prompt. Default: `false`.
     #[schemars(extend("default" = false))]
@@ -865,6 +871,11 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub setup: Option<Vec<Spanned<String>>>,
+    /// Host paths shown read-only at their own place (see `[defaults] binds`); replace
+    /// `[defaults]`'s.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub binds: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,

@@ -69,6 +69,9 @@ pub struct Settings {
     /// The commands that build the start state before the agent starts (`setup`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup: Vec<String>,
+    /// Host paths shown read-only at their own place beyond the root's default view (`binds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binds: Vec<String>,
 }
 
 /// The environment of a task's trials, resolved from `[environment]` and `[tasks.environment]`.
@@ -263,7 +266,18 @@ impl Suite {
                 .or(d.setup.as_ref())
                 .map(names)
                 .unwrap_or_default(),
+            binds: self.binds(task),
         }
+    }
+
+    /// The host paths `task`'s trials are shown beyond the root's default view: its `binds`, or
+    /// `[defaults]`'s.
+    pub fn binds(&self, task: &Task) -> Vec<String> {
+        task.binds
+            .as_ref()
+            .or(self.file.defaults.binds.as_ref())
+            .map(|b| b.iter().map(|s| s.get_ref().clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Runs the variants that take a model ([`Variant::takes_a_model`]) on `models`

@@ -345,6 +345,7 @@ mod tests {
             undo_window: Duration::from_secs(60),
             limits: Default::default(),
             setup: Vec::new(),
+            binds: Vec::new(),
         };
         let mut r = record(Outcome::Completed, Some(verdict(Outcome::Completed)));
         r.settings = Some(settings.clone());

@@ -192,3 +192,68 @@ fn a_trial_reads_nothing_of_the_host_but_its_system_folders_and_its_path() {
         }
     }
 }
+
+/// Whether the agent's write through the bind reached the host.
+fn tools_planted(lab: &Lab) -> bool {
+    lab.root.join("tools/planted").exists()
+}
+
+#[test]
+fn a_task_that_needs_more_of_the_host_binds_it_and_gets_only_that() {
+    for who in users() {
+        let lab = Lab::new(&format!("host-binds-{who:?}"));
+        let tools = lab.root.join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::write(tools.join("table.txt"), "forty-two\n").unwrap();
+        let beside = lab.root.join("beside.txt");
+        std::fs::write(&beside, "not bound\n").unwrap();
+        let (tools, beside) = (tools.display(), beside.display());
+        lab.one_task(
+            &format!("binds = [\"{tools}\"]"),
+            &format!(
+                "{{ check = \"grep -q forty-two {tools}/table.txt && ! test -e {beside}\" }}"
+            ),
+            &[&format!(
+                "cat {tools}/table.txt; cat {beside} 2>/dev/null || echo beside-absent; touch {tools}/planted 2>/dev/null || echo touch-refused"
+            )],
+            true,
+        );
+        let Some(record) = lab.run_graded(who, false, &[]) else {
+            return;
+        };
+        let answer = record["end_state"]["answer"].as_str().unwrap_or_default();
+        assert!(
+            answer.contains("forty-two"),
+            "{who:?}: the bound folder is shown: {answer}"
+        );
+        assert!(
+            !answer.contains("not bound") && answer.contains("beside-absent"),
+            "{who:?}: a file beside the bound folder is shown: {answer}"
+        );
+        assert!(
+            answer.contains("touch-refused") && !tools_planted(&lab),
+            "{who:?}: the bound folder is read-only: {answer}"
+        );
+        assert_eq!(
+            record["outcome"], "completed",
+            "{who:?}: the check sees the bound folder too\n{record:#}"
+        );
+
+        // A bind that is not an absolute host path is refused before any trial, where it is.
+        lab.write(
+            "suite.toml",
+            &std::fs::read_to_string(lab.suite().join("suite.toml"))
+                .unwrap()
+                .replace(&format!("binds = [\"{tools}\"]"), "binds = [\"tools\"]"),
+        );
+        let out = lab.proctor(who, &["validate", lab.suite().to_str().unwrap()]);
+        assert_eq!(out.code, 2, "{who:?}: {out:?}");
+        assert!(
+            out.stderr.contains("`binds` entry")
+                && out.stderr.contains("absolute")
+                && out.stderr.contains("suite.toml:15:10"),
+            "{who:?}: {}",
+            out.stderr
+        );
+    }
+}

@@ -67,6 +67,8 @@ pub struct CheckEnv {
     /// what the agent changed outside the workspace, laid over the image under each check's
     /// own root layer. `None`: the image as it was.
     pub agent_root: Option<PathBuf>,
+    /// Host paths the task's trials are shown read-only at their own place (its `binds`).
+    pub binds: Vec<PathBuf>,
 }
 
 impl CheckEnv {
@@ -90,6 +92,7 @@ impl CheckEnv {
             network: proctor_sandbox::Network::None,
             holdout_at: None,
             agent_root: None,
+            binds: Vec::new(),
         }
     }
 
@@ -104,6 +107,12 @@ impl CheckEnv {
             image: ctx.image(task.id.get_ref()).cloned(),
             network: crate::trial::launch::sandbox_network(network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
+            binds: ctx
+                .suite
+                .binds(task)
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
             ..CheckEnv::of(ctx)
         }
     }
@@ -325,14 +334,23 @@ pub fn check_spec(
             }
             None => check_env(&home, &host_path(), &inside),
         },
-        binds: match env.holdout_elsewhere() {
-            Some(at) if dir.join(HOLDOUT_COPY).is_dir() => vec![proctor_sandbox::Bind {
-                host: dir.join(HOLDOUT_COPY),
-                inside: at.to_path_buf(),
-                read_only: false,
-            }],
-            _ => Vec::new(),
-        },
+        binds: env
+            .binds
+            .iter()
+            .map(|b| proctor_sandbox::Bind {
+                host: b.clone(),
+                inside: b.clone(),
+                read_only: true,
+            })
+            .chain(match env.holdout_elsewhere() {
+                Some(at) if dir.join(HOLDOUT_COPY).is_dir() => Some(proctor_sandbox::Bind {
+                    host: dir.join(HOLDOUT_COPY),
+                    inside: at.to_path_buf(),
+                    read_only: false,
+                }),
+                _ => None,
+            })
+            .collect(),
         home_inside: home,
         services: Vec::new(),
         command: vec!["sh".into(), "-c".into(), check.command.clone()],
@@ -456,6 +474,7 @@ mod tests {
             network: proctor_sandbox::Network::None,
             holdout_at: None,
             agent_root: None,
+            binds: Vec::new(),
         }
     }
 

@@ -75,7 +75,7 @@ pub fn launch(
     } else {
         launch.argv.clone()
     };
-    let binds = sandbox_binds(
+    let mut binds = sandbox_binds(
         ctx,
         prepared,
         image.is_some(),
@@ -100,6 +100,12 @@ pub fn launch(
         limits: Some(limits_record),
     };
     let record = without_token(record, model.as_ref());
+    // The host paths the task asks to be shown (`binds`), read-only at their own place.
+    binds.extend(trial.settings.binds.iter().map(|b| proctor_sandbox::Bind {
+        host: PathBuf::from(b),
+        inside: PathBuf::from(b),
+        read_only: true,
+    }));
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,

@@ -48,6 +48,38 @@ impl Validator<'_> {
         }
     }
 
+    /// Checks each entry of `binds` is an absolute host path, without `..`, that exists here.
+    pub(super) fn bind_paths(&mut self, binds: &[Spanned<String>]) {
+        for b in binds {
+            let path = std::path::Path::new(b.get_ref());
+            let why = if !path.is_absolute() {
+                Some("is not absolute")
+            } else if path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                Some("holds `..`")
+            } else if path.parent().is_none() {
+                Some("is the whole root")
+            } else if std::fs::symlink_metadata(path).is_err() {
+                Some("does not exist on this machine")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let p = self
+                    .at(
+                        ProblemKind::BadPath,
+                        b.span(),
+                        format!("`binds` entry `{}` {why}", b.get_ref()),
+                    )
+                    .with_label("not a host path to show")
+                    .with_help("write the absolute path of a host folder or file the trial needs, such as \"/opt/toolchain\"");
+                self.out.push(p);
+            }
+        }
+    }
+
     /// Checks each entry of an allow list resolves as the runner resolves it: a path inside the
     /// suite to an executable file, or a bare name found in the search path.
     /// `in_image`: the list applies to trials that run in an OCI image, where bare names are

@@ -120,6 +120,9 @@ impl Validator<'_> {
         if let Some(setup) = &task.setup {
             self.setup_commands(setup);
         }
+        if let Some(binds) = &task.binds {
+            self.bind_paths(binds);
+        }
         self.interface_allowed(index, task);
         self.interface_verb(task);
         self.refusal_patterns(index, task);

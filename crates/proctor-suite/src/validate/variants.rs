@@ -33,6 +33,9 @@ impl Validator<'_> {
         if let Some(setup) = &suite.file.defaults.setup {
             self.setup_commands(setup);
         }
+        if let Some(binds) = &suite.file.defaults.binds {
+            self.bind_paths(binds);
+        }
         self.diff_converters();
         for variant in &suite.file.variants {
             self.variant_tasks(variant);
