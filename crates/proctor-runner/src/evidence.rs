@@ -345,8 +345,8 @@ pub fn ledgers(l: &Ledgers) -> Vec<String> {
 /// What a changed file was before the agent ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Original {
-    /// Its bytes.
-    Bytes(Vec<u8>),
+    /// Its bytes, as far as a diff reads them.
+    Bytes(Shown),
     /// It did not exist.
     Absent,
     /// Not known (the note of [`StartState`] says why).
@@ -458,20 +458,73 @@ impl StartState {
             return Original::Unknown;
         }
         if let Some(b) = self.laid_in.get(path) {
-            return Original::Bytes(b.clone());
+            return Original::Bytes(Shown::whole(b.clone()));
         }
         let Some(fixture) = &self.fixture else {
             return Original::Unknown;
         };
         match self.patched.get(path) {
-            Some(Some(b)) => return Original::Bytes(b.clone()),
+            Some(Some(b)) => return Original::Bytes(Shown::whole(b.clone())),
             Some(None) => return Original::Absent,
             None => {}
         }
-        match std::fs::read(fixture.join(path)) {
+        match Shown::read(&fixture.join(path)) {
             Ok(b) => Original::Bytes(b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Original::Absent,
             Err(_) => Original::Unknown,
+        }
+    }
+}
+
+/// Bytes of a file (and of its original) a diff reads at most: past it, and for a sparse file,
+/// the file is shown by its size and why it is not diffed, never read whole.
+pub const SHOWN_MAX: usize = 1 << 20;
+
+/// A file as a diff shows it: its data up to [`SHOWN_MAX`], its size, and why what was read is
+/// not all of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// Its data, bounded.
+    pub bytes: Vec<u8>,
+    /// Its size, holes included.
+    pub size: u64,
+    /// Why `bytes` is not the whole file, if it is not.
+    pub partial: Option<String>,
+}
+
+impl Shown {
+    /// Bytes known whole.
+    fn whole(bytes: Vec<u8>) -> Shown {
+        Shown {
+            size: bytes.len() as u64,
+            bytes,
+            partial: None,
+        }
+    }
+
+    /// A file, read bounded.
+    fn read(path: &Path) -> std::io::Result<Shown> {
+        let r = proctor_fs::read_bounded(path, SHOWN_MAX)?;
+        Ok(Shown {
+            partial: r.note(),
+            size: r.size,
+            bytes: r.bytes,
+        })
+    }
+
+    /// Its text, when it is whole and text.
+    fn text(&self) -> Option<&str> {
+        self.partial
+            .is_none()
+            .then(|| as_text(&self.bytes))
+            .flatten()
+    }
+
+    /// What the diff shows instead of a file that is not text.
+    fn not_diffed(&self) -> String {
+        match &self.partial {
+            Some(why) => format!("(not diffed: {why})"),
+            None => "(binary)".to_string(),
         }
     }
 }
@@ -544,22 +597,22 @@ fn one_diff(
     files: &Path,
     original: &mut dyn FnMut() -> Original,
 ) -> (String, Vec<String>) {
-    let now = || std::fs::read(files.join(&c.path)).ok();
+    let now = || Shown::read(&files.join(&c.path)).ok();
     let mut body = Vec::new();
     let header = match c.kind {
         ChangeKind::Added => match now() {
             Some(new) => {
-                match as_text(&new) {
+                match new.text() {
                     Some(t) => body = unified("", t, LINES_PER_FILE),
-                    None => body.push("(binary)".to_string()),
+                    None => body.push(new.not_diffed()),
                 }
-                format!("added    {}  ({} bytes)", c.path, new.len())
+                format!("added    {}  ({} bytes)", c.path, new.size)
             }
             None => format!("added    {}  (its content was not captured)", c.path),
         },
         ChangeKind::Changed => return changed_diff(&c.path, &original(), now()),
         ChangeKind::Deleted => match original() {
-            Original::Bytes(o) => format!("deleted  {}  (was {} bytes)", c.path, o.len()),
+            Original::Bytes(o) => format!("deleted  {}  (was {} bytes)", c.path, o.size),
             _ => format!("deleted  {}", c.path),
         },
         ChangeKind::ModeChanged => format!(
@@ -574,23 +627,24 @@ fn one_diff(
 
 /// A changed file: its sizes, and its diff against the original, or its content when the
 /// original is not available.
-fn changed_diff(path: &str, old: &Original, new: Option<Vec<u8>>) -> (String, Vec<String>) {
+fn changed_diff(path: &str, old: &Original, new: Option<Shown>) -> (String, Vec<String>) {
     let sizes = match (old, &new) {
-        (Original::Bytes(o), Some(n)) => format!("{} -> {} bytes", o.len(), n.len()),
-        (_, Some(n)) => format!("now {} bytes", n.len()),
+        (Original::Bytes(o), Some(n)) => format!("{} -> {} bytes", o.size, n.size),
+        (_, Some(n)) => format!("now {} bytes", n.size),
         (_, None) => "its content was not captured".to_string(),
     };
     let mut body = Vec::new();
     match (old, &new) {
-        (Original::Bytes(o), Some(n)) => match (as_text(o), as_text(n)) {
+        (Original::Bytes(o), Some(n)) => match (o.text(), n.text()) {
             (Some(o), Some(n)) => body = unified(o, n, LINES_PER_FILE),
-            _ => body.push("(binary)".to_string()),
+            _ if n.partial.is_some() => body.push(n.not_diffed()),
+            _ => body.push(o.not_diffed()),
         },
         (_, Some(n)) => {
             body.push("(original not available, see the note below; its content now:)".to_string());
-            match as_text(n) {
+            match n.text() {
                 Some(t) => body.extend(unified("", t, LINES_PER_FILE)),
-                None => body.push("(binary)".to_string()),
+                None => body.push(n.not_diffed()),
             }
         }
         (_, None) => {}

@@ -390,8 +390,15 @@ pub struct AgentEnd {
 
 /// Read access to the end-state workspace, for assertions that look into files.
 pub trait Files {
-    /// The content of a workspace-relative path in the end state, if it is a file there.
+    /// The content of a workspace-relative path in the end state, if it is a file there: the
+    /// whole file, or as much of its data as the reader is bounded to (see [`Files::partial`]).
     fn read(&self, path: &str) -> Option<Vec<u8>>;
+
+    /// Why what [`Files::read`] gives of `path` is not the whole file (a sparse file read by its
+    /// data, a large one cut at the reader's bound), for the evidence; `None`: it is whole.
+    fn partial(&self, _path: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The most changes a stored trial record lists (past it they are counted, and the trial's

@@ -250,12 +250,11 @@ fn file_contains(
                 .find(|(_, l)| re.is_match(l))
                 .map(|(i, l)| json!({ "line": i + 1, "text": truncate(l, 200) }));
             let whole = hit.is_some() || re.is_match(&text);
-            result(
-                kind,
-                rule,
-                Verdict::from_bool(whole),
-                json!({ "path": fc.path.get_ref(), "exists": true, "match": hit }),
-            )
+            let mut evidence = json!({ "path": fc.path.get_ref(), "exists": true, "match": hit });
+            if let Some(note) = ctx.files.partial(fc.path.get_ref()) {
+                evidence["read"] = json!(note);
+            }
+            result(kind, rule, Verdict::from_bool(whole), evidence)
         }
     }
 }

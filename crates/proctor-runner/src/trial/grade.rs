@@ -40,19 +40,54 @@ impl EndStateFiles {
     }
 }
 
-impl Files for EndStateFiles {
-    fn read(&self, path: &str) -> Option<Vec<u8>> {
+/// Bytes of a file's data an assertion or the audit reads at most: past it a file is read by a
+/// window from its start, and the evidence says so.
+pub const READ_MAX: usize = 16 << 20;
+
+impl EndStateFiles {
+    /// What of `path` is read, bounded: its data (holes skipped) up to [`READ_MAX`].
+    fn read_end(&self, path: &str) -> Option<proctor_fs::BoundedRead> {
         if path.split('/').any(|c| c == "..") {
             return None;
         }
+        let read = |p: PathBuf| {
+            proctor_fs::read_bounded(&p, READ_MAX)
+                .ok()
+                .filter(|_| p.is_file())
+        };
         match self.changed.get(path) {
             Some(ChangeKind::Deleted) => None,
-            Some(_) => std::fs::read(self.changes_dir.join(path)).ok(),
+            Some(_) => read(self.changes_dir.join(path)),
+            None => self.lowers.iter().find_map(|l| read(l.join(path))),
+        }
+    }
+}
+
+impl Files for EndStateFiles {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        self.read_end(path).map(|r| r.bytes)
+    }
+
+    fn partial(&self, path: &str) -> Option<String> {
+        // Most files are whole: known from their size and blocks, without reading them again.
+        let whole = |p: PathBuf| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p)
+                .is_ok_and(|m| m.len() <= READ_MAX as u64 && m.blocks() * 512 >= m.len())
+        };
+        let located = match self.changed.get(path) {
+            Some(ChangeKind::Deleted) => return None,
+            Some(_) => Some(self.changes_dir.join(path)),
             None => self
                 .lowers
                 .iter()
-                .find_map(|l| std::fs::read(l.join(path)).ok()),
+                .map(|l| l.join(path))
+                .find(|p| p.is_file()),
+        };
+        if located.is_none_or(whole) {
+            return None;
         }
+        self.read_end(path).and_then(|r| r.note())
     }
 }
 

@@ -63,6 +63,13 @@ impl Files for ThroughConverters<'_> {
             None => self.files.read(path),
         }
     }
+
+    fn partial(&self, path: &str) -> Option<String> {
+        match self.texts.0.get(path) {
+            Some(_) => None,
+            None => self.files.partial(path),
+        }
+    }
 }
 
 /// What converting needs: the sandbox, the end and start files, where to work and keep.

@@ -1,0 +1,158 @@
+//! proctor survives the files a trial leaves: a 3 GB sparse file (4 KB of data) and a file past
+//! the readers' bound are graded, shown, exported, viewed and rescored in bounded memory, read by
+//! their data (holes never materialised) and by a bounded window, with a note saying so.
+//!
+//! Three tasks of one suite: `sparse` (`echo DONE >> notes.txt; truncate -s 3G notes.txt`, under
+//! `file_contains` DONE: the data holds it, so it completes, and the evidence says the holes were
+//! skipped), `large` (20 MB of text then DONE: past the 16 MiB window, so DONE is not seen and
+//! the trial is `wrong`, the evidence saying what was read), and `honest` (a small edit, diffed
+//! as before). As root and as uid 65534.
+
+mod common;
+
+use common::lab::{users, Lab};
+use common::viewer::{get, serve};
+
+const SUITE: &str = r#"schema_version = 1
+id = "sparse"
+
+[defaults]
+wall_timeout_seconds = 60
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "sparse"
+prompt = "Mark the notes done."
+[tasks.success]
+all = [{ file_contains = { path = "notes.txt", pattern = "DONE" } }]
+
+[[tasks]]
+id = "large"
+prompt = "Mark the notes done."
+[tasks.success]
+all = [{ file_contains = { path = "notes.txt", pattern = "DONE" } }]
+
+[[tasks]]
+id = "honest"
+prompt = "Mark the notes done."
+[tasks.success]
+all = [{ file_contains = { path = "notes.txt", pattern = "DONE" } }]
+"#;
+
+/// Peak RSS a proctor command may reach here (the issue's bound is 100 MB).
+const PEAK_KIB: u64 = 100 * 1024;
+
+#[test]
+fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
+    for who in users() {
+        let lab = Lab::new(&format!("sparse-{who:?}"));
+        lab.write(
+            "suite.toml",
+            SUITE,
+        )
+        .write("fixture/notes.txt", "todo\n")
+        .write(
+            "agents/agent/sparse.toml",
+            "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt; truncate -s 3G notes.txt'''\n",
+        )
+        .write(
+            "agents/agent/large.toml",
+            "answer = \"done\"\n[[steps]]\nrun = '''yes 'filler line of text' | head -c 20971520 > notes.txt; echo DONE >> notes.txt'''\n",
+        )
+        .write(
+            "agents/agent/honest.toml",
+            "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt'''\n",
+        );
+        let (suite, store) = (lab.suite(), lab.store());
+        let (suite, store) = (suite.to_str().unwrap(), store.to_str().unwrap());
+        let (run, peak) =
+            lab.proctor_peak_rss(who, &["run", suite, "--store", store, "--trials", "1"], &[]);
+        let sparse = lab.record("sparse.agent.0");
+        if !common::lab::real_isolation(&sparse, false) {
+            return;
+        }
+        assert_eq!(run.code, 1, "{who:?}: one trial is wrong: {run:?}");
+        assert!(peak < PEAK_KIB, "{who:?}: run peaked at {peak} KiB");
+
+        assert_eq!(sparse["outcome"], "completed", "{who:?}: {sparse:#}");
+        let evidence = sparse["verdict"]["success"]["assertions"][0]["evidence"].to_string();
+        assert!(
+            evidence.contains("holes (unwritten zeros) skipped"),
+            "{who:?}: the evidence says how the file was read: {evidence}"
+        );
+        let large = lab.record("large.agent.0");
+        assert_eq!(large["outcome"], "wrong", "{who:?}: {large:#}");
+        let evidence = large["verdict"]["success"]["assertions"][0]["evidence"].to_string();
+        assert!(
+            evidence.contains("only its first 16777216 bytes of data"),
+            "{who:?}: {evidence}"
+        );
+        assert_eq!(lab.record("honest.agent.0")["outcome"], "completed");
+
+        let run_id = lab.run_id();
+        let (show, peak) = lab.proctor_peak_rss(
+            who,
+            &["show", &run_id, "sparse.agent.0", "--store", store],
+            &[],
+        );
+        assert_eq!(show.code, 0, "{who:?}: {show:?}");
+        assert!(peak < PEAK_KIB, "{who:?}: show peaked at {peak} KiB");
+        assert!(
+            show.stdout
+                .contains("changed  notes.txt  (5 -> 3221225472 bytes)")
+                && show.stdout.contains("(not diffed: read "),
+            "{who:?}: {}",
+            show.stdout
+        );
+        let (honest, _) = lab.proctor_peak_rss(
+            who,
+            &["show", &run_id, "honest.agent.0", "--store", store],
+            &[],
+        );
+        assert!(
+            honest.stdout.contains("+DONE"),
+            "{who:?}: {}",
+            honest.stdout
+        );
+
+        let page = lab.root.join("export.html");
+        let (export, peak) = lab.proctor_peak_rss(
+            who,
+            &[
+                "export",
+                &run_id,
+                "--html",
+                page.to_str().unwrap(),
+                "--store",
+                store,
+            ],
+            &[],
+        );
+        assert_eq!(export.code, 0, "{who:?}: {export:?}");
+        assert!(peak < PEAK_KIB, "{who:?}: export peaked at {peak} KiB");
+        assert!(std::fs::read_to_string(&page)
+            .unwrap()
+            .contains("not diffed"));
+
+        let (rescore, peak) =
+            lab.proctor_peak_rss(who, &["rescore", &run_id, "--store", store], &[]);
+        assert_eq!(rescore.code, 0, "{who:?}: {rescore:?}");
+        assert!(
+            rescore.stderr.contains("no outcome changed"),
+            "{who:?}: {rescore:?}"
+        );
+        assert!(peak < PEAK_KIB, "{who:?}: rescore peaked at {peak} KiB");
+
+        let server = serve(&lab.store());
+        let (status, html) = get(&server, &format!("/runs/{run_id}/trials/sparse.agent.0"));
+        assert_eq!(status, 200, "{who:?}");
+        assert!(
+            html.contains("not diffed"),
+            "{who:?}: the viewer's trial page"
+        );
+    }
+}
