@@ -190,6 +190,8 @@ impl Rescorer<'_> {
             image: image.cloned(),
             network: crate::trial::launch::sandbox_network(settings.check_network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
+            limits: settings.limits,
+            start: lowers.clone(),
             ..self.env.clone()
         };
         let agent_root =

@@ -110,6 +110,15 @@ pub fn rescore_run(
         holdout_at: None,
         // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
         agent_root: None,
+        // Each trial's task's limits and start state (set per trial); the checks are held by
+        // control groups of the rescore's own, as a run's are.
+        limits: Default::default(),
+        cgroups: if isolation.namespaces {
+            crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)
+        } else {
+            Err("the checks run without namespaces".into())
+        },
+        start: Vec::new(),
     };
     let started = std::time::Instant::now();
     let stem = format!(
@@ -131,8 +140,11 @@ pub fn rescore_run(
             fixture_hash: &fixture_hash,
         },
         &mut |record| writer.add(record),
-    )
-    .context("cannot rescore the run's trials")?;
+    );
+    if let Ok(groups) = &env.cgroups {
+        groups.remove();
+    }
+    let rescored = rescored.context("cannot rescore the run's trials")?;
     let written = match writer.finish(&stem) {
         Ok(_) => true,
         // Every trial.json was unreadable: nothing to write.
