@@ -111,13 +111,10 @@ pub fn rescore_run(
         // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
         agent_root: None,
         // Each trial's task's limits and start state (set per trial); the checks are held by
-        // control groups of the rescore's own, as a run's are.
+        // control groups of the rescore's own, as a run's are (made below, once nothing can
+        // return before they are removed).
         limits: Default::default(),
-        cgroups: if isolation.namespaces {
-            crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)
-        } else {
-            Err("the checks run without namespaces".into())
-        },
+        cgroups: Err("not made yet".into()),
         start: Vec::new(),
     };
     let started = std::time::Instant::now();
@@ -129,6 +126,14 @@ pub fn rescore_run(
     let mut writer =
         results::ResultsWriter::new(handle.dir(), id.as_str(), &suite, &current_hash, true)
             .context("cannot start the rescored results")?;
+    let env = CheckEnv {
+        cgroups: if isolation.namespaces {
+            crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)
+        } else {
+            Err("the checks run without namespaces".into())
+        },
+        ..env
+    };
     let rescored = rescore(
         &suite,
         &handle,

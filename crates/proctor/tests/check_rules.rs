@@ -95,6 +95,22 @@ fn outcome(record: &Value) -> &str {
     record["outcome"].as_str().unwrap_or("")
 }
 
+/// `proctor rescore` of the lab's run, as `who`, runs the checks again and comes to the same
+/// outcomes (it exits 0: nothing came out `ungradeable`).
+fn rescore_keeps(lab: &Lab, who: As) {
+    let store = lab.store();
+    let out = lab.proctor(
+        who,
+        &["rescore", "latest", "--store", store.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 0, "{who:?}: {}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("no outcome changed"),
+        "{who:?}: {}",
+        out.stderr
+    );
+}
+
 /// Whether real trials can run here (namespaces), or the test `name` is skipped.
 fn can_run(name: &str) -> bool {
     let lab = Lab::new(&format!("checkrules-probe-{name}"));
@@ -120,7 +136,7 @@ fn a_check_the_code_under_test_kills_fails_and_the_trial_is_graded() {
                 ("init", "os.kill(1, signal.SIGTERM)", 15),
             ] {
                 let step = lib_with(&format!("import os, signal\n{kill}"));
-                let (_, record) = trial(
+                let (lab, record) = trial(
                     &format!("kill-{name}"),
                     who,
                     copy,
@@ -136,6 +152,9 @@ fn a_check_the_code_under_test_kills_fails_and_the_trial_is_graded() {
                 assert!(run["exit"].is_null(), "{why}");
                 assert_eq!(run["signal"], signal, "{why}");
                 assert!(run["error"].is_null(), "the code under test's doing: {why}");
+                if name == "shell" {
+                    rescore_keeps(&lab, who);
+                }
             }
         }
     }
@@ -202,7 +221,7 @@ fn a_checks_code_is_held_to_the_tasks_limits_and_the_check_says_which() {
                     continue;
                 }
                 let step = lib_with(prelude);
-                let (_, record) = trial(
+                let (lab, record) = trial(
                     &format!("limits-{limit}"),
                     who,
                     copy,
@@ -221,6 +240,8 @@ fn a_checks_code_is_held_to_the_tasks_limits_and_the_check_says_which() {
                     record["limit_reached"].is_null(),
                     "the agent itself reached nothing: {why}"
                 );
+                // A rescore runs the checks again under the same limits.
+                rescore_keeps(&lab, who);
             }
         }
     }
