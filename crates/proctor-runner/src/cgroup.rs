@@ -63,8 +63,14 @@ pub struct TrialCgroup {
 /// The counters that say a limit was reached: cumulative over a group's life.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Counters {
-    /// Processes the kernel killed for memory (v2: also the times it ran out).
-    oom: u64,
+    /// Processes of the group the kernel killed for memory, by any OOM killer: the group's
+    /// own at its limit, or the machine's when the host ran out.
+    oom_kill: u64,
+    /// Times the group's memory reached its own limit (v2: `memory.events` `oom`); v1 keeps
+    /// no such count (its `failcnt` stays 0 on recent kernels), so there it is 1 when the
+    /// group's peak (`max_usage_in_bytes`, reset when a trial gets the group) reached the
+    /// limit, else 0.
+    at_limit: u64,
     /// Forks and clones refused at the process limit.
     pids_max: u64,
 }
@@ -237,8 +243,24 @@ impl TrialCgroup {
     /// Hands `slot`, which holds `limits` now, to a trial, its counters read as they start.
     fn new(mut slot: Slot, v2: bool, limits: (u64, u64)) -> TrialCgroup {
         slot.limits = Some(limits);
-        let start = counters(&slot.dirs, v2);
+        if let (false, Some((memory, _))) = (v2, controllers(&slot.dirs)) {
+            // v1's peak, which says whether the group met its limit, is the trial's own from
+            // here (writing resets it to the usage now).
+            for file in [
+                "memory.max_usage_in_bytes",
+                "memory.memsw.max_usage_in_bytes",
+            ] {
+                let _ = fs::write(memory.join(file), "0");
+            }
+        }
+        let start = counters(&slot.dirs, v2, limits.0);
         TrialCgroup { slot, v2, start }
+    }
+
+    /// The group's counters now.
+    fn now(&self) -> Counters {
+        let memory = self.slot.limits.map_or(u64::MAX, |l| l.0);
+        counters(&self.slot.dirs, self.v2, memory)
     }
 
     /// The folders the trial's first process joins.
@@ -247,16 +269,35 @@ impl TrialCgroup {
     }
 
     /// The limit the kernel stopped the trial at, if any (memory first): what the counters
-    /// gained since the trial got the group.
+    /// gained since the trial got the group. Memory is reached when the group met its own limit
+    /// (and, on v2, when it ran out there); a process the machine's OOM killer took while the
+    /// group stayed under its limit is [`TrialCgroup::host_oom`], not this.
     pub fn reached(&self) -> Option<Reached> {
-        let now = counters(&self.slot.dirs, self.v2);
-        if now.oom > self.start.oom {
+        let now = self.now();
+        let (gained_kill, gained_limit) = (
+            now.oom_kill > self.start.oom_kill,
+            now.at_limit > self.start.at_limit,
+        );
+        // v2 counts an OOM at the group's limit by itself; v1 only with a kill.
+        let memory = if self.v2 {
+            gained_limit
+        } else {
+            gained_kill && gained_limit
+        };
+        if memory {
             Some(Reached::Memory)
         } else if now.pids_max > self.start.pids_max {
             Some(Reached::Processes)
         } else {
             None
         }
+    }
+
+    /// Whether an OOM killer took a process of the group while it stayed under its own memory
+    /// limit: the machine ran out (a cause outside the trial's limits), not the trial.
+    pub fn host_oom(&self) -> bool {
+        let now = self.now();
+        now.oom_kill > self.start.oom_kill && now.at_limit == self.start.at_limit
     }
 }
 
@@ -294,8 +335,9 @@ fn set_limits(
     write(&pid_dir.join("pids.max"), &pids)
 }
 
-/// A slot's counters now: each read from the one file that holds it.
-fn counters(dirs: &[PathBuf], v2: bool) -> Counters {
+/// A slot's counters now, its memory limit being `memory_limit` bytes: each read from the one
+/// file that holds it.
+fn counters(dirs: &[PathBuf], v2: bool, memory_limit: u64) -> Counters {
     let Some((memory, pids)) = controllers(dirs) else {
         return Counters::default();
     };
@@ -310,16 +352,37 @@ fn counters(dirs: &[PathBuf], v2: bool) -> Counters {
             })
             .unwrap_or(0)
     };
-    let oom = if v2 {
-        count(memory.join("memory.events"), &["oom_kill", "oom"])
+    let number = |file: PathBuf| -> u64 {
+        fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (oom_kill, at_limit) = if v2 {
+        let events = memory.join("memory.events");
+        (
+            count(events.clone(), &["oom_kill"]),
+            count(events, &["oom"]),
+        )
     } else {
-        count(memory.join("memory.oom_control"), &["oom_kill"])
+        // The peak within a page or so of the limit: the group met it.
+        let peak = number(memory.join("memory.max_usage_in_bytes"))
+            .max(number(memory.join("memory.memsw.max_usage_in_bytes")));
+        (
+            count(memory.join("memory.oom_control"), &["oom_kill"]),
+            u64::from(peak.saturating_add(V1_PEAK_SLACK) >= memory_limit),
+        )
     };
     Counters {
-        oom,
+        oom_kill,
+        at_limit,
         pids_max: count(pids.join("pids.events"), &["max"]),
     }
 }
+
+/// How far below its limit a v1 group's peak may stop and still count as having met it: the
+/// kernel charges in pages and may stop a charge a few short of the limit.
+const V1_PEAK_SLACK: u64 = 1 << 20;
 
 /// Whether no process is left in any of a slot's folders.
 fn is_empty(dirs: &[PathBuf]) -> bool {
@@ -462,7 +525,7 @@ mod tests {
         let cg = TrialCgroup {
             slot: Slot {
                 dirs: vec![m.clone(), p.clone()],
-                limits: None,
+                limits: Some((64 << 20, 16)),
             },
             v2: false,
             start: Counters::default(),
@@ -481,6 +544,40 @@ mod tests {
             "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
         )
         .unwrap();
+        assert_eq!(
+            cg.reached(),
+            Some(Reached::Processes),
+            "a kill while the group stayed under its limit is the machine's"
+        );
+        assert!(cg.host_oom());
+        fs::write(m.join("memory.max_usage_in_bytes"), "67108864\n").unwrap();
         assert_eq!(cg.reached(), Some(Reached::Memory), "memory is named first");
+        assert!(!cg.host_oom());
+    }
+
+    #[test]
+    fn on_v2_the_groups_own_oom_is_its_limit_and_a_bare_kill_the_machines() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = TrialCgroup {
+            slot: Slot {
+                dirs: vec![dir.path().to_path_buf()],
+                limits: None,
+            },
+            v2: true,
+            start: Counters::default(),
+        };
+        let events = |oom: u64, kill: u64| {
+            fs::write(
+                dir.path().join("memory.events"),
+                format!("low 0\nhigh 0\nmax 4\noom {oom}\noom_kill {kill}\n"),
+            )
+            .unwrap()
+        };
+        events(0, 1);
+        assert_eq!(cg.reached(), None);
+        assert!(cg.host_oom());
+        events(1, 1);
+        assert_eq!(cg.reached(), Some(Reached::Memory));
+        assert!(!cg.host_oom());
     }
 }

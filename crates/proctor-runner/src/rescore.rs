@@ -191,6 +191,8 @@ impl Rescorer<'_> {
             network: crate::trial::launch::sandbox_network(settings.check_network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
             binds: suite.binds(task).into_iter().map(PathBuf::from).collect(),
+            limits: settings.limits,
+            start: lowers.clone(),
             ..self.env.clone()
         };
         let agent_root =

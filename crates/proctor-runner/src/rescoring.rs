@@ -112,6 +112,12 @@ pub fn rescore_run(
         agent_root: None,
         // Each trial's checks get its task's `binds` (set per trial).
         binds: Vec::new(),
+        // Each trial's task's limits and start state (set per trial); the checks are held by
+        // control groups of the rescore's own, as a run's are (made below, once nothing can
+        // return before they are removed).
+        limits: Default::default(),
+        cgroups: Err("not made yet".into()),
+        start: Vec::new(),
     };
     let started = std::time::Instant::now();
     let stem = format!(
@@ -122,6 +128,14 @@ pub fn rescore_run(
     let mut writer =
         results::ResultsWriter::new(handle.dir(), id.as_str(), &suite, &current_hash, true)
             .context("cannot start the rescored results")?;
+    let env = CheckEnv {
+        cgroups: if isolation.namespaces {
+            crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)
+        } else {
+            Err("the checks run without namespaces".into())
+        },
+        ..env
+    };
     let rescored = rescore(
         &suite,
         &handle,
@@ -133,8 +147,11 @@ pub fn rescore_run(
             fixture_hash: &fixture_hash,
         },
         &mut |record| writer.add(record),
-    )
-    .context("cannot rescore the run's trials")?;
+    );
+    if let Ok(groups) = &env.cgroups {
+        groups.remove();
+    }
+    let rescored = rescored.context("cannot rescore the run's trials")?;
     let written = match writer.finish(&stem) {
         Ok(_) => true,
         // Every trial.json was unreadable: nothing to write.

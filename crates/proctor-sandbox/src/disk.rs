@@ -278,7 +278,8 @@ fn move_entry(
         fs::set_permissions(dst, fs::Permissions::from_mode(harmless))?;
     } else if ft.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
-        return keep_owner(dst, &meta);
+        keep_owner(dst, &meta)?;
+        return keep_times(dst, &meta);
     } else if ft.is_file() {
         if let Some(first) = links.copied(&meta) {
             return fs::hard_link(first, dst);
@@ -309,7 +310,34 @@ fn move_entry(
             other => other?,
         }
     }
-    Ok(())
+    // Last, a folder's after everything moved into it: the end state keeps the times the agent
+    // left (the checks see them; `make` and the like decide by them).
+    keep_times(dst, &meta)
+}
+
+/// Gives the moved entry `dst` its source's access and modification times (a link's own).
+fn keep_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    let c = sys::cstring(dst)?;
+    let times = [
+        libc::timespec {
+            tv_sec: meta.atime(),
+            tv_nsec: meta.atime_nsec(),
+        },
+        libc::timespec {
+            tv_sec: meta.mtime(),
+            tv_nsec: meta.mtime_nsec(),
+        },
+    ];
+    // SAFETY: a valid C string and two timespecs.
+    sys::check(unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(|_| ())
 }
 
 /// Gives the moved entry `dst` the owner of its source (as ids of the trial's user namespace,

@@ -193,7 +193,7 @@ impl CallRecord {
 }
 
 /// The result of one `check` command run over the end state with holdouts laid in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckRun {
     /// The command as written in the suite.
     pub command: String,
@@ -201,16 +201,51 @@ pub struct CheckRun {
     pub exit: Option<i32>,
     /// Whether the timeout stopped it.
     pub timed_out: bool,
+    /// The signal that ended the check's shell, when one did (the code under test killed it,
+    /// its process group, every process of the check, or its init; or the kernel at a limit).
+    /// A check ended so fails: only [`Self::error`] says the cause was proctor's or the
+    /// machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The task's limit the check reached (`memory`, `processes`, `disk`, `output`), as the
+    /// agent's trial records its own: the code under test ran under the agent's limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<proctor_records::Limit>,
+    /// The limits the check ran under and what held each, as a trial's `launch.limits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CheckLimits>,
     /// The last lines of stdout.
     pub stdout_tail: String,
     /// The last lines of stderr.
     pub stderr_tail: String,
-    /// Why the check could not run at all, if it could not.
+    /// Why the check could not run at all, or why what ended it is proctor's or the machine's
+    /// doing (its sandbox failed, the host's OOM killer outside the task's limits): the check
+    /// says nothing about the end state then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Its full stdout, for `stdout_matches`.
     #[serde(default, skip_serializing)]
     pub stdout: String,
+}
+
+/// The limits a check ran under: the task's, as its agent had them (`launch.limits` of a
+/// trial), with what enforced each and why one was not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckLimits {
+    /// Memory of the check's processes together, MiB.
+    pub memory_mb: u64,
+    /// Processes at once.
+    pub processes: u64,
+    /// What the check may write (its workspace's changes, `/tmp`, `HOME`, `/dev/shm`), MiB.
+    pub disk_mb: u64,
+    /// The check's stdout and stderr kept, each, MiB.
+    pub output_mb: u64,
+    /// What enforced each limit, by its key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub enforced_by: BTreeMap<String, String>,
+    /// Why a limit was not enforced, by its key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_enforced: BTreeMap<String, String>,
 }
 
 /// What a `visual` look saw: the page in headless Chromium after the agent stopped.

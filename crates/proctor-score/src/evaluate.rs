@@ -329,13 +329,19 @@ fn check(ctx: &Context, c: &Check) -> AssertionResult {
             Value::Null,
         );
     };
-    let evidence = json!({
+    let mut evidence = json!({
         "exit": run.exit,
         "timed_out": run.timed_out,
         "stdout_tail": run.stdout_tail,
         "stderr_tail": run.stderr_tail,
         "expected_exit": c.exit,
     });
+    if let Some(sig) = run.signal {
+        evidence["signal"] = json!(sig);
+    }
+    if let Some(limit) = run.limit_reached {
+        evidence["limit_reached"] = json!(limit);
+    }
     if let Some(err) = &run.error {
         return result(
             "check",
@@ -349,10 +355,17 @@ fn check(ctx: &Context, c: &Check) -> AssertionResult {
         return result("check", rule, Verdict::Fails, evidence);
     }
     let Some(exit) = run.exit else {
+        // Ended by a signal or at a limit of the task's: the code under test ran in the check's
+        // sandbox, and nothing else there can signal it (proctor's own stop at the timeout is
+        // `timed_out`; a cause of proctor's or the machine's is `error`). The check did not
+        // show the end state passes.
+        if run.signal.is_some() || run.limit_reached.is_some() {
+            return result("check", rule, Verdict::Fails, evidence);
+        }
         return result(
             "check",
             rule,
-            Verdict::unknown("the check was killed by a signal before it exited"),
+            Verdict::unknown("the check ended without an exit status or a signal"),
             evidence,
         );
     };

@@ -229,12 +229,59 @@ fn check_uses_the_recorded_run_and_cannot_decide_without_one() {
             stderr_tail: String::new(),
             error: None,
             stdout: "1 failed".into(),
+            ..Default::default()
         },
     );
     let (v, ev) = verdict(&end, &files, None, r#"all = [{ check = "python3 t.py" }]"#);
     assert_eq!(v, Verdict::Fails);
     assert_eq!(ev[0]["evidence"]["exit"], 1);
     assert_eq!(verdict(&end, &files, None, r#"all = [{ check = { command = "python3 t.py", exit = 1, stdout_matches = "failed" } }]"#).0, Verdict::Holds);
+}
+
+/// A check the code under test killed (its shell, its group, every process, its init) or that
+/// ran into a limit of the task's fails; only a cause shown to be proctor's or the machine's
+/// (`error`) leaves it undecided, with the reason.
+#[test]
+fn a_killed_check_fails_and_only_a_cause_outside_the_trial_leaves_it_undecided() {
+    let files = MemoryFiles::default();
+    let rule = r#"all = [{ check = "python3 t.py" }]"#;
+    let with = |run: CheckRun| {
+        let mut end = EndState::default();
+        end.checks.insert(
+            "python3 t.py".into(),
+            CheckRun {
+                command: "python3 t.py".into(),
+                ..run
+            },
+        );
+        verdict(&end, &files, None, rule)
+    };
+    let (v, ev) = with(CheckRun {
+        signal: Some(9),
+        ..Default::default()
+    });
+    assert_eq!(v, Verdict::Fails, "killed by the code under test");
+    assert_eq!(ev[0]["evidence"]["signal"], 9);
+    let (v, ev) = with(CheckRun {
+        limit_reached: Some(proctor_records::Limit::Memory),
+        ..Default::default()
+    });
+    assert_eq!(v, Verdict::Fails, "stopped at the task's memory limit");
+    assert_eq!(ev[0]["evidence"]["limit_reached"], "memory");
+    let (v, _) = with(CheckRun {
+        signal: Some(9),
+        error: Some("the host's OOM killer".into()),
+        ..Default::default()
+    });
+    assert!(
+        matches!(v, Verdict::Unknown { .. }),
+        "the machine's doing: {v:?}"
+    );
+    let (v, _) = with(CheckRun::default());
+    assert!(
+        matches!(v, Verdict::Unknown { .. }),
+        "no status, no signal: {v:?}"
+    );
 }
 
 #[test]

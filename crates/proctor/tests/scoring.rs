@@ -43,7 +43,10 @@ fn each_of_the_eight_outcomes_comes_from_a_real_trial_with_its_reason() {
     }
     let ungradeable = lab.record("ungradeable.agent.0");
     assert!(
-        ungradeable["reason"].as_str().unwrap().contains("signal"),
+        ungradeable["reason"]
+            .as_str()
+            .unwrap()
+            .contains("wrote no state"),
         "{}",
         ungradeable["reason"]
     );
@@ -510,8 +513,19 @@ fn rescore_with_relative_paths_and_its_exit_status() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
 
-    // A check that is killed cannot grade: the rescore says so and exits 3.
-    lab.write("suite.toml", &toml.replace("sh check.sh", "kill -9 $$"));
+    // A rule whose evidence the trial never captured (a service it did not have) cannot
+    // grade: the rescore says so and exits 3. (A check killed by a signal fails: the code
+    // under test could have killed it.)
+    let ungradeable = toml
+        .replace(
+            "[[variants]]",
+            "[[services]]\nname = \"ledger\"\ncommand = [\"sleep\", \"1\"]\nstate = \"state.json\"\n\n[[variants]]",
+        )
+        .replace(
+            "{ check = \"sh check.sh\" }",
+            "{ state = { service = \"ledger\", pointer = \"/total\", exists = true } }",
+        );
+    lab.write("suite.toml", &ungradeable);
     let out = lab.proctor(
         As::Me,
         &[

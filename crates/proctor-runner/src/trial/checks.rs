@@ -7,9 +7,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use proctor_sandbox::{SandboxSpec, Workspace};
-use proctor_score::endstate::CheckRun;
+use std::sync::Arc;
+
+use proctor_records::Limit;
+use proctor_sandbox::{SandboxLimits, SandboxSpec, Workspace};
+use proctor_score::endstate::{CheckLimits, CheckRun};
 use proctor_suite::model::Task;
+
+use crate::cgroup::{RunCgroups, TrialCgroup};
+
+mod gitguard;
 
 use crate::layers::copy_tree;
 use crate::trial::context::{RunContext, Trial};
@@ -69,6 +76,15 @@ pub struct CheckEnv {
     pub agent_root: Option<PathBuf>,
     /// Host paths the task's trials are shown read-only at their own place (its `binds`).
     pub binds: Vec<PathBuf>,
+    /// The task's limits (its agent's): a check runs the agent's code, under the agent's
+    /// memory, process, disk and output limits.
+    pub limits: proctor_suite::model::Limits,
+    /// The run's control groups, which hold a check to its memory and process limits as they
+    /// hold a trial, or why they cannot.
+    pub cgroups: Result<Arc<RunCgroups>, String>,
+    /// The start state's layers, top first: a check sees the workspace's git configuration as
+    /// they have it (see [`crate::trial::gitguard`]), never as the agent left it.
+    pub start: Vec<PathBuf>,
 }
 
 impl CheckEnv {
@@ -93,11 +109,14 @@ impl CheckEnv {
             holdout_at: None,
             agent_root: None,
             binds: Vec::new(),
+            limits: Default::default(),
+            cgroups: ctx.cgroups.clone(),
+            start: Vec::new(),
         }
     }
 
     /// The check environment of a trial of `task` whose checks get `network`: in its image, if
-    /// it has one, with its holdout where the task puts it.
+    /// it has one, with its holdout where the task puts it, under the task's limits.
     pub fn for_task(
         ctx: &RunContext,
         task: &Task,
@@ -113,6 +132,7 @@ impl CheckEnv {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect(),
+            limits: task_limits(ctx.suite, task),
             ..CheckEnv::of(ctx)
         }
     }
@@ -120,6 +140,22 @@ impl CheckEnv {
     /// Where the holdout goes when it is not laid over the workspace.
     fn holdout_elsewhere(&self) -> Option<&Path> {
         self.holdout_at.as_deref().filter(|_| self.namespaces)
+    }
+}
+
+/// The resource limits of `task`'s trials (its own, key by key over `[defaults]`), which its
+/// checks run under too.
+pub fn task_limits(suite: &proctor_suite::Suite, task: &Task) -> proctor_suite::model::Limits {
+    let (t, d) = (
+        task.limits.unwrap_or_default(),
+        suite.file.defaults.limits.unwrap_or_default(),
+    );
+    proctor_suite::model::Limits {
+        memory_mb: t.memory_mb.or(d.memory_mb),
+        processes: t.processes.or(d.processes),
+        disk_mb: t.disk_mb.or(d.disk_mb),
+        output_mb: t.output_mb.or(d.output_mb),
+        ..Default::default()
     }
 }
 
@@ -173,6 +209,8 @@ pub fn check_trial(
         agent_root: (trial.settings.check_root == proctor_suite::model::CheckRoot::Agent
             && ctx.image(trial.task.id.get_ref()).is_some())
         .then(|| prepared.paths.root_upper()),
+        limits: trial.settings.limits,
+        start: prepared.lowers.clone(),
         ..CheckEnv::for_task(ctx, trial.task, trial.settings.check_network)
     };
     let runs = run_checks(
@@ -223,34 +261,155 @@ pub fn run_check(
 ) -> CheckRun {
     let failed = |e: String| CheckRun {
         command: check.command.clone(),
-        exit: None,
-        timed_out: false,
-        stdout_tail: String::new(),
-        stderr_tail: String::new(),
         error: Some(e),
-        stdout: String::new(),
+        ..Default::default()
     };
     let ws = match check_workspace(env, tree, holdout, dir) {
         Ok(ws) => ws,
         Err(e) => return failed(e.to_string()),
     };
-    let spec = check_spec(env, ws, check, dir);
-    match proctor_sandbox::run(&spec) {
-        Err(e) => failed(format!("the check's sandbox failed: {e}")),
-        Ok(report) => {
-            let so = std::fs::read(&spec.stdout).unwrap_or_default();
-            let se = std::fs::read(&spec.stderr).unwrap_or_default();
-            CheckRun {
-                command: check.command.clone(),
-                exit: report.exit_code,
-                timed_out: report.timed_out,
-                stdout_tail: tail(&so),
-                stderr_tail: tail(&se),
-                error: report.not_started,
-                stdout: String::from_utf8_lossy(&so).into_owned(),
-            }
-        }
+    let mut spec = check_spec(env, ws, check, dir);
+    let copy = matches!(spec.workspace, Workspace::Bind { .. });
+    let (limits, cgroup, record) = check_limits(env, copy);
+    spec.limits = limits;
+    let host_kills = host_oom_kills();
+    let result = proctor_sandbox::run(&spec);
+    let reached = cgroup.as_ref().and_then(TrialCgroup::reached);
+    // The machine's OOM killer took a process of the check while it stayed under its own
+    // limit: by the group's counters where there is one, else by the host's.
+    let host_oom = match &cgroup {
+        Some(cg) => cg.host_oom(),
+        None => host_oom_kills().zip(host_kills).is_some_and(|(n, b)| n > b),
+    };
+    if let (Some(cg), Ok(run)) = (cgroup, &env.cgroups) {
+        run.release(cg);
     }
+    let (report, lost) = match result {
+        Ok(report) => (report, None),
+        Err(proctor_sandbox::SandboxError::InitLost { why, report }) => (*report, Some(why)),
+        Err(e) => return failed(format!("the check's sandbox failed: {e}")),
+    };
+    let so = read_bounded(&spec.stdout);
+    let se = read_bounded(&spec.stderr);
+    let b = &report.bounds;
+    let limit_reached = reached
+        .map(|r| r.limit())
+        .or(b.disk_full.then_some(Limit::Disk))
+        .or((b.stdout_cut > 0 || b.stderr_cut > 0).then_some(Limit::Output));
+    let killed = report.exit_code.is_none() && !report.timed_out;
+    let error = if let Some(why) = report.not_started {
+        Some(why)
+    } else if killed && host_oom && reached.is_none() {
+        Some(format!(
+            "the machine's OOM killer ended the check while it stayed under the task's memory limit{}: the cause is outside the trial",
+            lost.map(|w| format!(" (its sandbox init {w})")).unwrap_or_default()
+        ))
+    } else {
+        // The check's init ended without its report: the code under test cannot reach it
+        // (it runs in a PID namespace of its own below), so that is a limit of the check's
+        // (the kernel's doing for the code under test) or proctor's own failure.
+        lost.filter(|_| reached.is_none())
+            .map(|why| format!("the check's sandbox init ended without a report: {why}"))
+    };
+    CheckRun {
+        command: check.command.clone(),
+        exit: report.exit_code,
+        timed_out: report.timed_out,
+        signal: report.signal.filter(|_| killed),
+        limit_reached,
+        limits: Some(record),
+        stdout_tail: tail(&so),
+        stderr_tail: tail(&se),
+        error,
+        stdout: String::from_utf8_lossy(&so).into_owned(),
+    }
+}
+
+/// A check's output file as kept: at most the check's output bound and a little (the cut's
+/// mark), whatever is there.
+fn read_bounded(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(CHECK_OUTPUT_BYTES + 4096).read_to_end(&mut bytes);
+    }
+    bytes
+}
+
+/// Processes the machine's OOM killers have killed since it started (`/proc/vmstat`
+/// `oom_kill`), where the kernel says.
+fn host_oom_kills() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// What bounds a check: the task's limits, as its agent had them (a control group of the run's
+/// for memory and processes, a tmpfs of `disk_mb` for everything it writes, its output cut at
+/// `output_mb` and at most [`CHECK_OUTPUT_BYTES`]), the group, and the record of what held each.
+/// `copy`: the check's workspace is a copy on the host's disk, which the tmpfs does not hold.
+pub fn check_limits(
+    env: &CheckEnv,
+    copy: bool,
+) -> (SandboxLimits, Option<TrialCgroup>, CheckLimits) {
+    const MIB: u64 = 1 << 20;
+    let l = &env.limits;
+    let output_bytes = (l.output_mb() * MIB).min(CHECK_OUTPUT_BYTES);
+    let mut record = CheckLimits {
+        memory_mb: l.memory_mb(),
+        processes: l.processes(),
+        disk_mb: l.disk_mb(),
+        output_mb: output_bytes.div_ceil(MIB),
+        ..Default::default()
+    };
+    if !env.namespaces {
+        let why = "the check runs without namespaces (a plain process group on the host)";
+        for key in ["memory_mb", "processes", "disk_mb"] {
+            record.not_enforced.insert(key.into(), why.into());
+        }
+        record
+            .enforced_by
+            .insert("output_mb".into(), "proctor's bounded capture".into());
+        let limits = SandboxLimits {
+            output_bytes: Some(output_bytes),
+            ..Default::default()
+        };
+        return (limits, None, record);
+    }
+    let cgroup = env.cgroups.as_ref().map_err(String::clone).and_then(|c| {
+        c.trial(l.memory_mb() * MIB, l.processes())
+            .map(|cg| (cg, c.kind()))
+    });
+    let cgroup = match cgroup {
+        Ok((cg, kind)) => {
+            for key in ["memory_mb", "processes"] {
+                record.enforced_by.insert(key.into(), kind.into());
+            }
+            Some(cg)
+        }
+        Err(why) => {
+            for key in ["memory_mb", "processes"] {
+                record.not_enforced.insert(key.into(), why.clone());
+            }
+            None
+        }
+    };
+    let disk_by = if copy {
+        "the check's own tmpfs, for all but the workspace (a copy on the host's disk)"
+    } else {
+        "the check's own tmpfs"
+    };
+    record.enforced_by.insert("disk_mb".into(), disk_by.into());
+    record
+        .enforced_by
+        .insert("output_mb".into(), "proctor's bounded capture".into());
+    let limits = SandboxLimits {
+        disk_bytes: Some(l.disk_mb() * MIB),
+        output_bytes: Some(output_bytes),
+        cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
+    };
+    (limits, cgroup, record)
 }
 
 /// The check's own workspace in `dir`, and where the check sees it: an overlay of the holdout
@@ -278,6 +437,11 @@ pub fn check_workspace(
     match tree {
         EndTree::Overlay { top, lowers } => {
             let mut layers: Vec<PathBuf> = holdout.map(Path::to_path_buf).into_iter().collect();
+            // The start state's git configuration over the agent's (see [`gitguard`]).
+            let guard = dir.join(GIT_GUARD);
+            if gitguard::lay_guard(top, start_of(env, lowers), &guard)? {
+                layers.push(guard);
+            }
             layers.push(top.clone());
             layers.extend(lowers.iter().cloned());
             let (upper, work) = (dir.join("upper"), dir.join("ovwork"));
@@ -293,9 +457,12 @@ pub fn check_workspace(
         EndTree::Copy { dir: end } => {
             let copy = dir.join("ws");
             copy_tree(end, &copy)?;
+            gitguard::mend_copy(&copy, &env.start)?;
             if let Some(h) = holdout {
                 copy_tree(h, &copy)?;
             }
+            // The copy's files keep the times the agent left them with.
+            copy_times(end, &copy)?;
             let inside = if env.namespaces {
                 env.workspace_inside()
             } else {
@@ -305,6 +472,55 @@ pub fn check_workspace(
         }
     }
 }
+
+/// The start state the guard restores git's configuration from: the environment's, or the
+/// end tree's own lower layers (which are the start state's) when it names none.
+fn start_of<'a>(env: &'a CheckEnv, lowers: &'a [PathBuf]) -> &'a [PathBuf] {
+    if env.start.is_empty() {
+        lowers
+    } else {
+        &env.start
+    }
+}
+
+/// Gives `to` the access and modification times `m` holds (a link's own, never its target's).
+fn set_times(to: &Path, m: &std::fs::Metadata) -> std::io::Result<()> {
+    use rustix::fs::{utimensat, AtFlags, Timespec, Timestamps, CWD};
+    use std::os::unix::fs::MetadataExt;
+    let times = Timestamps {
+        last_access: Timespec {
+            tv_sec: m.atime(),
+            tv_nsec: m.atime_nsec(),
+        },
+        last_modification: Timespec {
+            tv_sec: m.mtime(),
+            tv_nsec: m.mtime_nsec(),
+        },
+    };
+    utimensat(CWD, to, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(std::io::Error::from)
+}
+
+/// Gives every entry of the tree `to` that the tree `from` also has (as the same kind) the
+/// times it has there, folders after what they hold: a copy of the end state keeps the times
+/// the agent left, which `make` and the like decide by.
+fn copy_times(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in walkdir::WalkDir::new(to).contents_first(true) {
+        let entry = entry.map_err(std::io::Error::other)?;
+        let Ok(rel) = entry.path().strip_prefix(to) else {
+            continue;
+        };
+        let Ok(m) = std::fs::symlink_metadata(from.join(rel)) else {
+            continue;
+        };
+        if m.file_type() == entry.file_type() {
+            set_times(entry.path(), &m)?;
+        }
+    }
+    Ok(())
+}
+
+/// The folder of a check's scratch that holds its git guard layer.
+const GIT_GUARD: &str = "gitguard";
 
 /// The sandbox spec of one check: `sh -c COMMAND` in `workspace`, with the checks' network (by
 /// default none), no services, nothing of the agent's environment.
@@ -367,8 +583,9 @@ pub fn check_spec(
         }),
         skeleton: None,
         view: None,
-        // A check may run what the agent wrote: its output is bounded like the agent's.
-        limits: proctor_sandbox::SandboxLimits {
+        // A check runs what the agent wrote: it is bounded like the agent ([`check_limits`]),
+        // its output at least.
+        limits: SandboxLimits {
             output_bytes: Some(CHECK_OUTPUT_BYTES),
             ..Default::default()
         },
@@ -475,6 +692,9 @@ mod tests {
             holdout_at: None,
             agent_root: None,
             binds: Vec::new(),
+            limits: Default::default(),
+            cgroups: Err("not made in unit tests".into()),
+            start: Vec::new(),
         }
     }
 
@@ -635,11 +855,9 @@ mod tests {
         let run = CheckRun {
             command: "echo hi".into(),
             exit: Some(0),
-            timed_out: false,
             stdout_tail: "hi\n".into(),
-            stderr_tail: String::new(),
-            error: None,
             stdout: "hi\n".into(),
+            ..Default::default()
         };
         write_evidence(dir.path(), 2, &run).unwrap();
         let json: serde_json::Value = serde_json::from_str(

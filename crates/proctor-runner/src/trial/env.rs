@@ -87,15 +87,50 @@ pub fn service_env(agent_env: &[(String, String)], own: &BTreeMap<String, String
 /// A check's environment: proctor's `PATH` (no shims: checks are not interface calls) without
 /// any entry the agent could have written to (relative or empty entries, which search the
 /// working folder, and entries inside the `workspace`), its private `HOME`, and nothing of the
-/// agent's: no variable, no preload.
+/// agent's: no variable, no preload. It also keeps the tools a check runs from executing
+/// configuration the agent could have planted ([`CHECK_TOOL_ENV`]).
 pub fn check_env(home: &Path, host_path: &str, workspace: &Path) -> Env {
-    vec![
+    let mut env: Env = vec![
         ("PATH".into(), check_path(host_path, workspace)),
         ("HOME".into(), home.display().to_string()),
         ("LANG".into(), "C.UTF-8".into()),
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-    ]
+    ];
+    env.extend(
+        CHECK_TOOL_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    env
 }
+
+/// What a check's environment sets so that git, npm and Python never run configuration the
+/// agent could have written (with the git guard over the workspace's git folders, see
+/// `docs/suite-format.md`): git reads no system or global configuration, never takes a folder
+/// for a bare repository unless told (`safe.bareRepository = explicit`: a workspace made to look
+/// like one is not), runs no fsmonitor and no hook, and pages and edits with nothing; npm
+/// reads no user or global `.npmrc`, and a project `.npmrc` cannot choose the shell scripts run
+/// in or the options node starts with (the environment outranks it); Python reads no user
+/// site folder.
+pub const CHECK_TOOL_ENV: [(&str, &str); 17] = [
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_COUNT", "3"),
+    ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
+    ("GIT_CONFIG_VALUE_0", "explicit"),
+    ("GIT_CONFIG_KEY_1", "core.fsmonitor"),
+    ("GIT_CONFIG_VALUE_1", "false"),
+    ("GIT_CONFIG_KEY_2", "core.hooksPath"),
+    ("GIT_CONFIG_VALUE_2", "/dev/null"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_EDITOR", "true"),
+    ("PAGER", "cat"),
+    ("npm_config_userconfig", "/dev/null"),
+    ("npm_config_globalconfig", "/dev/null"),
+    ("npm_config_script_shell", "/bin/sh"),
+    ("npm_config_node_options", ""),
+    ("PYTHONNOUSERSITE", "1"),
+];
 
 /// `path` without the entries a check must not search: empty or relative ones (the working
 /// folder, which is the agent's workspace) and those inside `workspace`.
@@ -215,6 +250,14 @@ mod tests {
         assert_eq!(get(&env, "PATH"), ["/usr/bin"]);
         assert_eq!(get(&env, "HOME"), ["/home/agent"]);
         assert!(get(&env, "PROCTOR_CALLS_SOCKET").is_empty());
+        assert_eq!(get(&env, "GIT_CONFIG_NOSYSTEM"), ["1"]);
+        assert_eq!(get(&env, "GIT_CONFIG_GLOBAL"), ["/dev/null"]);
+        let count: usize = get(&env, "GIT_CONFIG_COUNT")[0].parse().unwrap();
+        for n in 0..count {
+            assert_eq!(get(&env, &format!("GIT_CONFIG_KEY_{n}")).len(), 1);
+            assert_eq!(get(&env, &format!("GIT_CONFIG_VALUE_{n}")).len(), 1);
+        }
+        assert_eq!(get(&env, "GIT_CONFIG_KEY_3"), Vec::<&str>::new());
     }
 
     #[test]

@@ -82,13 +82,15 @@ pub fn write_eight_outcomes(lab: &Lab, extra: &[Extra<'_>]) {
             script("never runs", 0, &[]),
         ),
         (
+            // A state the rules need is missing: the service writes none. (A check killed by a
+            // signal no longer is one: the code under test could have killed it, so it fails.)
             "ungradeable",
             "",
-            "{ check = \"kill -9 $$\" }",
+            "{ state = { service = \"ledger\", pointer = \"/total\", exists = true } }",
             script("done", 0, &["echo hi > out.txt"]),
         ),
     ];
-    let mut toml = String::from("schema_version = 1\nid = \"outcomes\"\n\n[defaults]\nwall_timeout_seconds = 20\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n");
+    let mut toml = String::from("schema_version = 1\nid = \"outcomes\"\n\n[defaults]\nwall_timeout_seconds = 20\n\n[[services]]\nname = \"ledger\"\ncommand = [\"sleep\", \"600\"]\nstate = \"state.json\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n");
     let more = extra
         .iter()
         .map(|e| (e.id, e.table, e.success, e.script.clone()));
