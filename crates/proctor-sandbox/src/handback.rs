@@ -64,19 +64,23 @@ impl HandBack {
     }
 }
 
+/// Gives back every entry below `dir`, without recursion (a tree of any depth costs no stack).
 fn give_back_tree(dir: &Path, record: bool) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = fs::symlink_metadata(&path) else {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
-        if meta.is_dir() {
-            give_back_tree(&path, record);
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let _ = give_back(&path, &meta, record);
+            if meta.is_dir() {
+                pending.push(path);
+            }
         }
-        let _ = give_back(&path, &meta, record);
     }
 }
 
