@@ -73,7 +73,11 @@ impl Beneath {
         // One call for a path the kernel takes whole; one component at a time past PATH_MAX.
         if rel.as_os_str().len() < 4000 {
             match rustix::fs::openat2(&self.root, rel, dir_flags(), Mode::empty(), RESOLVE) {
-                Err(rustix::io::Errno::NAMETOOLONG) => {}
+                Err(
+                    rustix::io::Errno::NAMETOOLONG
+                    | rustix::io::Errno::NOSYS
+                    | rustix::io::Errno::PERM,
+                ) => {}
                 other => return other.map_err(Into::into),
             }
         }
@@ -155,9 +159,23 @@ pub fn cstring(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
-/// The folder `name` in `dir`, open, if it is a folder (not a link to one).
+/// The folder `name` in `dir`, open, if it is a folder (not a link to one). Where the kernel has
+/// no `openat2` (before Linux 5.6, or a seccomp filter that refuses it), `openat` with
+/// `O_NOFOLLOW` of the single name is as safe: `name` is one component, never `..`.
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    rustix::fs::openat2(dir, name, dir_flags(), Mode::empty(), RESOLVE).map_err(Into::into)
+    let bytes = name.to_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not one name", name.to_string_lossy()),
+        ));
+    }
+    match rustix::fs::openat2(dir, name, dir_flags(), Mode::empty(), RESOLVE) {
+        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+            rustix::fs::openat(dir, name, dir_flags(), Mode::empty()).map_err(Into::into)
+        }
+        other => other.map_err(Into::into),
+    }
 }
 
 /// The folder `name` in `dir`, open: the one there, or a new one of `mode` in place of

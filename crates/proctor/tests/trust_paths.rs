@@ -249,10 +249,13 @@ fn row2_a_file_or_a_relative_link_where_the_holdout_has_a_folder_is_graded() {
 }
 
 /// An agent step that makes a folder tree `levels` deep (one-letter names) with a file at its
-/// bottom, by one process that goes down with `chdir` (as an agent can, past PATH_MAX).
+/// bottom, by one process that goes down with `chdir` (as an agent can, past PATH_MAX). Each
+/// folder is given to uid 1000 where the trial's root can (a range of ids is mapped): outside,
+/// a subordinate id owns it, and proctor must give the whole tree back to an unprivileged
+/// caller, past PATH_MAX too, or it could not remove the trial's scratch.
 fn deep_tree(levels: usize) -> String {
     format!(
-        "python3 -c \"import os\nfor _ in range({levels}):\n    os.mkdir('d'); os.chdir('d')\nopen('bottom.txt', 'w').write('deep')\""
+        "python3 -c \"import os\nfor _ in range({levels}):\n    os.mkdir('d')\n    try: os.chown('d', 1000, 1000)\n    except OSError: pass\n    os.chdir('d')\nopen('bottom.txt', 'w').write('deep')\""
     )
 }
 
