@@ -11,8 +11,9 @@
 //!   agent left there;
 //! - row 3: a folder tree 1,500 levels deep (under PATH_MAX) is captured whole, and one 10,000
 //!   levels deep (past it) is captured up to where a path can name it, with a note for the
-//!   rest: the run finishes, the trial is graded, `show RUN TRIAL` and `rescore` work, and the
-//!   trial's scratch is removed.
+//!   rest: the run finishes, the trial is graded, `show RUN TRIAL`, `export --html` and
+//!   `rescore` work, and the trial's scratch is removed (given back whole to an unprivileged
+//!   caller whose trial mapped a range of ids).
 //!
 //! Each hostile agent has an honest arm of the same task (a legitimate symlink, a normal
 //! holdout folder, a shallow tree) that completes. A machine without namespaces (or overlayfs)
@@ -366,6 +367,10 @@ fn row3_a_folder_tree_ten_thousand_levels_deep_is_captured_graded_shown_and_resc
             );
             let shown = assert_shown(&t);
             assert!(shown.contains("completed"), "{shown}");
+            // The viewer's pages, written out as the export does.
+            let (out, page) = t.lab.export_html(&t.lab.run_id(), "export.html");
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert!(page.is_file());
             t.assert_rescored();
             assert_scratch_removed(&t);
         }

@@ -730,7 +730,13 @@ pub fn capture_changes(
             let kept_file = files
                 .get_or_insert_with(|| proctor_fs::Beneath::create(&to.join("files")))
                 .as_ref()
-                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+                // (The system's error again, so that a full store is told apart.)
+                .map_err(|e| {
+                    e.raw_os_error().map_or_else(
+                        || std::io::Error::new(e.kind(), e.to_string()),
+                        std::io::Error::from_raw_os_error,
+                    )
+                })
                 .and_then(|files| {
                     keep_file(
                         &root.join(&c.path),
