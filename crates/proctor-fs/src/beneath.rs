@@ -109,6 +109,12 @@ impl Beneath {
                 "an empty path has no parent",
             ));
         };
+        // Most often the folder is there already: one lookup of the whole path (through no
+        // link), else made one component at a time.
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if let Ok(fd) = self.dir(parent) {
+            return Ok((fd, name));
+        }
         let mut cur = rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())?;
         for n in &names {
             cur = make_dir_at(cur.as_fd(), n, mode)?;
