@@ -1,15 +1,18 @@
 //! proctor's file-system helpers, written once for every crate that needs them: atomic writes
-//! ([`AtomicFile`], [`atomic_write`]), advisory locks ([`FileLock`]) and bounded reads of files
-//! an agent made ([`read_bounded`]).
+//! ([`AtomicFile`], [`atomic_write`]), advisory locks ([`FileLock`]), writes into a tree an
+//! agent made that never leave it, with walks of such trees by open folders ([`beneath`]), and
+//! bounded reads of files an agent made ([`read_bounded`]).
 //!
 //! It sits below the store, the image cache and the runner, and depends on nothing of proctor's.
 
 mod atomic;
+pub mod beneath;
 mod bounded;
 mod error;
 mod lock;
 
 pub use atomic::{atomic_write, atomic_write_unsynced, is_temp_name, sync_dir, AtomicFile};
+pub use beneath::Beneath;
 pub use bounded::{read_bounded, BoundedRead};
 pub use error::FsError;
 pub use lock::FileLock;

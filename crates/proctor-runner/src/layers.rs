@@ -273,73 +273,11 @@ fn write_result(
 /// Copies a directory tree: folders, files, symlinks and FIFOs with their permission bits,
 /// faithfully and harmlessly ([`proctor_sandbox::copy`]): no copy has a set-user-ID,
 /// set-group-ID or sticky bit, a sparse file keeps its holes, and a file with several names in
-/// the tree is copied once and linked. Sockets and device nodes are not copied.
+/// the tree is copied once and linked. Sockets and device nodes are not copied. The copy is made
+/// by open folders beneath `to` ([`proctor_sandbox::copy::copy_tree`]): what `to` already holds
+/// (an agent's link or file where `from` has a folder) is replaced, never written through.
 pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
-    use proctor_sandbox::copy::{harmless_mode, Links};
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    std::fs::create_dir_all(to)?;
-    let mut links: Links<PathBuf> = Links::default();
-    for entry in walkdir::WalkDir::new(from).min_depth(1) {
-        let entry = entry.map_err(io::Error::other)?;
-        let rel = entry.path().strip_prefix(from).map_err(io::Error::other)?;
-        let dest = to.join(rel);
-        let ft = entry.file_type();
-        let meta = entry.metadata().map_err(io::Error::other)?;
-        let mode = harmless_mode(std::os::unix::fs::MetadataExt::mode(&meta));
-        if ft.is_dir() {
-            std::fs::create_dir_all(&dest)?;
-            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
-        } else if ft.is_file() {
-            if let Some(first) = links.copied(&meta) {
-                let _ = std::fs::remove_file(&dest);
-                std::fs::hard_link(first, &dest)?;
-                continue;
-            }
-            copy_file(entry.path(), &dest, mode)?;
-            links.remember(&meta, dest);
-        } else if ft.is_symlink() {
-            let _ = std::fs::remove_file(&dest);
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &dest)?;
-        } else if ft.is_fifo() {
-            let _ = std::fs::remove_file(&dest);
-            make_fifo(&dest, mode)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies one file's data (holes stay holes) over whatever is at `dest` (never through a
-/// symlink there), with the harmless `mode`.
-pub fn copy_file(src: &Path, dest: &Path, mode: u32) -> io::Result<()> {
-    use proctor_sandbox::copy::{copy_data, harmless_mode, CopyOptions};
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    match std::fs::symlink_metadata(dest) {
-        Ok(m) if m.is_dir() => proctor_sandbox::remove_tree(dest)?,
-        Ok(_) => std::fs::remove_file(dest)?,
-        Err(_) => {}
-    }
-    let input = std::fs::File::open(src)?;
-    let output = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dest)?;
-    copy_data(&input, &output, CopyOptions::default())?;
-    output.set_permissions(std::fs::Permissions::from_mode(harmless_mode(mode)))
-}
-
-/// Makes a FIFO at `path` with the harmless `mode`.
-pub fn make_fifo(path: &Path, mode: u32) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: a valid C string; mkfifo only makes a node.
-    let r = unsafe { libc::mkfifo(c.as_ptr(), proctor_sandbox::copy::harmless_mode(mode)) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    proctor_sandbox::copy::copy_tree(from, to)
 }
 
 #[cfg(test)]

@@ -15,11 +15,10 @@ use proctor_store::RunHandle;
 use proctor_suite::Suite;
 
 use crate::image::TrialImage;
-use std::os::unix::fs::PermissionsExt;
 
-use proctor_sandbox::copy::{harmless_mode, make_whiteout, Links};
+use proctor_sandbox::copy::{harmless_mode, Links};
 
-use crate::layers::{copy_file, copy_tree, make_fifo, LayerCache};
+use crate::layers::{copy_tree, LayerCache};
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
 use crate::trial::capture::{
@@ -386,36 +385,49 @@ fn end_tree(
     })
 }
 
-/// Makes the missing folders of `to` on the way to `path`: as `over` has each (its mode, and
-/// its owner where this user may give it), else as `create_dir_all` does.
-fn make_parents(to: &Path, path: &Path, over: Option<&Path>) -> std::io::Result<()> {
+/// The folder of `dest` that holds `rel`, open, and the last name of `rel`: the folders on the
+/// way are made where missing (as `over` has each: its mode, and its owner where this user may
+/// give it; else of mode 0755), and whatever else is in the way is replaced by a folder; all
+/// resolved beneath `dest` through no link ([`proctor_fs::Beneath`]).
+fn make_parents(
+    dest: &proctor_fs::Beneath,
+    rel: &Path,
+    over: Option<&Path>,
+) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::CString)> {
+    use proctor_fs::beneath::{cstring, make_dir_at, stat_at};
+    use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
-    let Some(parent) = path.parent() else {
-        return Ok(());
-    };
     let Some(over) = over else {
-        return std::fs::create_dir_all(parent);
+        return dest.parent(rel, 0o755);
     };
-    let rel = parent.strip_prefix(to).map_err(std::io::Error::other)?;
-    let mut at = to.to_path_buf();
+    let mut cur = dest.dir(Path::new(""))?;
     let mut below = over.to_path_buf();
-    for part in rel.components() {
-        at.push(part);
+    let mut parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let Some(last) = parts.pop() else {
+        return Err(std::io::Error::other("an empty path has no parent"));
+    };
+    for part in parts {
         below.push(part);
-        if std::fs::symlink_metadata(&at).is_ok() {
-            continue;
+        let name = cstring(part)?;
+        let made = stat_at(cur.as_fd(), &name)?.is_none();
+        let next = make_dir_at(cur.as_fd(), &name, 0o755)?;
+        if made {
+            if let Some(m) = std::fs::symlink_metadata(&below)
+                .ok()
+                .filter(|m| m.is_dir())
+            {
+                rustix::fs::fchmod(&next, rustix::fs::Mode::from_raw_mode(m.mode() & 0o7777))?;
+                // Only root may give a folder to another owner; otherwise it stays this user's.
+                let _ = rustix::fs::fchown(
+                    &next,
+                    Some(rustix::fs::Uid::from_raw(m.uid())),
+                    Some(rustix::fs::Gid::from_raw(m.gid())),
+                );
+            }
         }
-        std::fs::create_dir(&at)?;
-        if let Some(m) = std::fs::symlink_metadata(&below)
-            .ok()
-            .filter(|m| m.is_dir())
-        {
-            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
-            // Only root may give a folder to another owner; otherwise it stays this user's.
-            let _ = std::os::unix::fs::lchown(&at, Some(m.uid()), Some(m.gid()));
-        }
+        cur = next;
     }
-    Ok(())
+    Ok((cur, cstring(last)?))
 }
 
 /// The layer of what a trial's agent changed outside the workspace, rebuilt in `work` from
@@ -473,61 +485,83 @@ fn rebuild_layer(
     to: &Path,
     over: Option<&Path>,
 ) -> std::io::Result<()> {
+    use proctor_fs::beneath::{clear_at, make_dir_at};
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use std::os::fd::AsFd;
     use std::os::unix::ffi::OsStrExt;
     for layer in lowers.iter().rev() {
         copy_tree(layer, to)?;
     }
+    // Every write below resolves beneath `to` through no link: a symlink the agent left (and
+    // the rebuild made again) is never written through by a later change below its name.
+    let dest = proctor_fs::Beneath::create(to)?;
+    let kept_files = proctor_fs::Beneath::open(kept.files);
     let mut links: Links<PathBuf> = Links::default();
     let mut whiteouts: Vec<PathBuf> = Vec::new();
     for c in kept.changes {
-        let path = to.join(c.exact_path());
-        let clear = |p: &Path| match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => proctor_sandbox::remove_tree(p),
-            Ok(_) => std::fs::remove_file(p),
-            Err(_) => Ok(()),
-        };
+        let rel = c.exact_path().into_owned();
         if c.kind == ChangeKind::Deleted {
-            clear(&path)?;
+            if let Ok((parent, name)) = rel
+                .parent()
+                .map_or(dest.dir(Path::new("")), |p| dest.dir(p))
+                .and_then(|fd| {
+                    Ok((
+                        fd,
+                        proctor_fs::beneath::cstring(rel.file_name().unwrap_or_default())?,
+                    ))
+                })
+            {
+                clear_at(parent.as_fd(), &name)?;
+            }
             // Below a deleted folder's whiteout, nothing more is needed (or possible).
-            if over.is_some() && !whiteouts.iter().any(|w| path.starts_with(w)) {
-                make_parents(to, &path, over)?;
-                make_whiteout(&path)?;
-                whiteouts.push(path);
+            if over.is_some() && !whiteouts.iter().any(|w| rel.starts_with(w)) {
+                let (parent, name) = make_parents(&dest, &rel, over)?;
+                rustix::fs::mknodat(&parent, &name, FileType::CharacterDevice, Mode::empty(), 0)?;
+                whiteouts.push(rel);
             }
             continue;
         }
-        make_parents(to, &path, over)?;
+        let (parent, name) = make_parents(&dest, &rel, over)?;
+        let here = parent.as_fd();
         let mode = c.mode.unwrap_or(0o644);
         if c.dir {
-            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                clear(&path)?;
-                std::fs::create_dir(&path)?;
-            }
-            std::fs::set_permissions(
-                &path,
-                std::fs::Permissions::from_mode(harmless_mode(mode) | 0o700),
-            )?;
+            let dir = make_dir_at(here, &name, 0o700)?;
+            rustix::fs::fchmod(&dir, Mode::from_raw_mode(harmless_mode(mode) | 0o700))?;
             continue;
         }
         if let Some(s) = kept.special.get(&c.path) {
-            clear(&path)?;
+            clear_at(here, &name)?;
             match s.kind {
                 SpecialKind::Symlink => {
                     let target =
                         std::ffi::OsStr::from_bytes(s.target.as_deref().unwrap_or_default());
-                    std::os::unix::fs::symlink(target, &path)?;
+                    rustix::fs::symlinkat(target, here, &name)?;
                 }
-                SpecialKind::Fifo => make_fifo(&path, mode)?,
-                // A socket has no content: an unbound one is made again, as in the trial.
+                SpecialKind::Fifo => rustix::fs::mknodat(
+                    here,
+                    &name,
+                    FileType::Fifo,
+                    Mode::from_raw_mode(harmless_mode(mode)),
+                    0,
+                )?,
+                // A socket has no content: an unbound one is made again, as in the trial
+                // (bound through the open folder, so no link on the way is followed).
                 SpecialKind::Socket => {
-                    std::os::unix::net::UnixListener::bind(&path)?;
+                    use std::os::fd::AsRawFd;
+                    let at = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd()))
+                        .join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+                    std::os::unix::net::UnixListener::bind(&at)?;
                 }
             }
             continue;
         }
-        let src = kept.files.join(c.exact_path());
-        let meta = match std::fs::symlink_metadata(&src) {
-            Ok(m) if m.is_file() => m,
+        // The kept copy, read beneath the capture's folder (its path may be past PATH_MAX).
+        let input = kept_files
+            .as_ref()
+            .ok()
+            .and_then(|files| files.open_file(&rel).ok());
+        let meta = match input.as_ref().map(std::fs::File::metadata) {
+            Some(Ok(m)) if m.is_file() => m,
             _ => {
                 return Err(std::io::Error::other(format!(
                     "{}: the capture kept no content for this {} (a symlink, FIFO or entry it could not read)",
@@ -536,14 +570,29 @@ fn rebuild_layer(
                 )))
             }
         };
+        clear_at(here, &name)?;
         if let Some(first) = links.copied(&meta) {
-            clear(&path)?;
-            std::fs::hard_link(first, &path)?;
+            let (fparent, fname) = dest.parent(first, 0o755)?;
+            rustix::fs::linkat(&fparent, &fname, here, &name, AtFlags::empty())?;
             continue;
         }
+        let Some(input) = input else {
+            continue;
+        };
         // Readable and writable by this user, like the kept copy (the checks copy it again).
-        copy_file(&src, &path, mode | 0o600)?;
-        links.remember(&meta, path);
+        let output = std::fs::File::from(rustix::fs::openat(
+            here,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?);
+        proctor_sandbox::copy::copy_data(
+            &input,
+            &output,
+            proctor_sandbox::copy::CopyOptions::default(),
+        )?;
+        rustix::fs::fchmod(&output, Mode::from_raw_mode(harmless_mode(mode | 0o600)))?;
+        links.remember(&meta, rel);
     }
     Ok(())
 }
@@ -575,6 +624,54 @@ mod tests {
             change("c.txt", ChangeKind::Added),
         ];
         (vec![fixture], files, changes)
+    }
+
+    /// The agent replaced the folder `d` by a link to a folder of the host: the capture records
+    /// `d` as a link and `d/x` as deleted. Rebuilding makes the link again, and the deletion
+    /// below it removes nothing through it.
+    #[test]
+    fn a_rebuild_never_writes_through_a_link_the_agent_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fixture");
+        std::fs::create_dir_all(fixture.join("d")).unwrap();
+        std::fs::write(fixture.join("d/x"), "x0").unwrap();
+        let outside = dir.path().join("host");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("x"), "the host's").unwrap();
+        std::fs::write(outside.join("y"), "the host's").unwrap();
+        let files = dir.path().join("changes/files");
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(files.join("y"), "agent").unwrap();
+        let mut link = change("d", ChangeKind::Changed);
+        link.dir = false;
+        let changes = vec![
+            link,
+            change("d/x", ChangeKind::Deleted),
+            // A (forged) record of a file below the link: laid in a folder of the rebuild's own.
+            change("d/y", ChangeKind::Added),
+        ];
+        std::fs::create_dir_all(files.join("d")).unwrap();
+        std::fs::write(files.join("d/y"), "agent").unwrap();
+        let mut special = BTreeMap::new();
+        special.insert(
+            "d".to_string(),
+            SpecialEntry {
+                path: "d".into(),
+                kind: SpecialKind::Symlink,
+                target: Some(outside.display().to_string().into_bytes()),
+            },
+        );
+        let k = Kept {
+            files: &files,
+            changes: &changes,
+            special: &special,
+        };
+        let to = dir.path().join("rebuilt");
+        rebuild(std::slice::from_ref(&fixture), &k, &to).unwrap();
+        assert_eq!(std::fs::read(outside.join("x")).unwrap(), b"the host's");
+        assert_eq!(std::fs::read(outside.join("y")).unwrap(), b"the host's");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 2);
+        assert_eq!(std::fs::read(to.join("d/y")).unwrap(), b"agent");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! - a file with several names is copied once, and its other names become hard links to that
 //!   copy ([`Links`]);
 //! - no copy carries a set-user-ID, set-group-ID or sticky bit ([`harmless_mode`]): the real
-//!   mode is data, kept by the caller (in the change record, or in [`MODE_XATTR`]).
+//!   mode is data, kept by the caller (in the change record, or in [`MODE_XATTR`]);
+//! - a whole tree is copied by open folders ([`copy_tree`]): nothing is written through a link
+//!   or outside the destination, whatever the source or the destination holds, and no depth
+//!   costs stack or descriptors.
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
@@ -202,12 +205,161 @@ impl<T> Links<T> {
             self.0.insert((meta.dev(), meta.ino()), kept);
         }
     }
+
+    /// [`Links::copied`] for a file of status `st`.
+    pub fn copied_stat(&self, st: &rustix::fs::Stat) -> Option<&T> {
+        if st.st_nlink < 2 {
+            return None;
+        }
+        self.0.get(&(st.st_dev, st.st_ino))
+    }
+
+    /// [`Links::remember`] for a file of status `st`.
+    pub fn remember_stat(&mut self, st: &rustix::fs::Stat, kept: T) {
+        if st.st_nlink >= 2 {
+            self.0.insert((st.st_dev, st.st_ino), kept);
+        }
+    }
+}
+
+/// Copies the tree `from` into the folder `to` (made if missing), over what `to` holds: folders
+/// are merged, and any other entry of `from` replaces what is at its name (a folder over a file
+/// or a link replaces it too). Files keep their holes and are linked again where they had
+/// several names; symlinks are copied as links (never followed), FIFOs made again; sockets and
+/// devices are left out; no copy has a special bit ([`harmless_mode`]).
+///
+/// Both trees are walked by open folders ([`proctor_fs::beneath::walk`]): nothing in `from`
+/// or `to` (a link where a folder is expected, a name of the agent's choosing) makes a write
+/// land outside `to`, and a tree of any depth is copied without recursion.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let dest = proctor_fs::Beneath::create(to)?;
+    let src = rustix::fs::open(
+        from,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut into = CopyInto {
+        dest: &dest,
+        cur: dest.dir(std::path::Path::new(""))?,
+        rel: std::path::PathBuf::new(),
+        up: Vec::new(),
+        links: Links::default(),
+    };
+    proctor_fs::beneath::walk(src, &mut into)
+}
+
+/// The destination side of [`copy_tree`]: the folder being written (open), its path below the
+/// destination, and for each folder entered, its parent's identity and the mode it gets once
+/// it is filled.
+struct CopyInto<'a> {
+    dest: &'a proctor_fs::Beneath,
+    cur: std::os::fd::OwnedFd,
+    rel: std::path::PathBuf,
+    up: Vec<((u64, u64), u32)>,
+    links: Links<std::path::PathBuf>,
+}
+
+impl proctor_fs::beneath::Visit for CopyInto<'_> {
+    fn entry(
+        &mut self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &std::ffi::CStr,
+        st: &rustix::fs::Stat,
+    ) -> io::Result<proctor_fs::beneath::Step> {
+        use proctor_fs::beneath::{clear_at, ident, make_dir_at, Step};
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use std::os::fd::AsFd;
+        use std::os::unix::ffi::OsStrExt;
+        let mode = harmless_mode(st.st_mode);
+        let here = self.cur.as_fd();
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                let child = make_dir_at(here, name, 0o700)?;
+                // Writable while it is filled; its own mode once it is.
+                rustix::fs::fchmod(&child, Mode::from_raw_mode(mode | 0o700))?;
+                let parent = ident(&rustix::fs::fstat(here)?);
+                self.up.push((parent, mode));
+                self.cur = child;
+                self.rel.push(std::ffi::OsStr::from_bytes(name.to_bytes()));
+                return Ok(Step::Descend);
+            }
+            FileType::RegularFile => {
+                let rel = self.rel.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+                if let Some(first) = self.links.copied_stat(st) {
+                    let (pfd, pname) = self.dest.parent(first, 0o700)?;
+                    clear_at(here, name)?;
+                    rustix::fs::linkat(&pfd, &pname, here, name, AtFlags::empty())?;
+                    return Ok(Step::Skip);
+                }
+                clear_at(here, name)?;
+                let input = File::from(rustix::fs::openat(
+                    dir,
+                    name,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?);
+                let output = File::from(rustix::fs::openat(
+                    here,
+                    name,
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )?);
+                copy_data(&input, &output, CopyOptions::default())?;
+                rustix::fs::fchmod(&output, Mode::from_raw_mode(mode))?;
+                self.links.remember_stat(st, rel);
+            }
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+                clear_at(here, name)?;
+                rustix::fs::symlinkat(target.as_c_str(), here, name)?;
+            }
+            FileType::Fifo => {
+                clear_at(here, name)?;
+                rustix::fs::mknodat(here, name, FileType::Fifo, Mode::from_raw_mode(mode), 0)?;
+            }
+            _ => {}
+        }
+        Ok(Step::Skip)
+    }
+
+    fn leave(
+        &mut self,
+        _parent: std::os::fd::BorrowedFd<'_>,
+        _name: &std::ffi::CStr,
+    ) -> io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let Some((parent, mode)) = self.up.pop() else {
+            return Err(io::Error::other("left a folder the copy did not enter"));
+        };
+        rustix::fs::fchmod(&self.cur, Mode::from_raw_mode(mode))?;
+        let up = rustix::fs::openat(
+            &self.cur,
+            c"..",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        if proctor_fs::beneath::ident(&rustix::fs::fstat(&up)?) != parent {
+            return Err(io::Error::other(format!(
+                "the copy's folder {} was moved while it was written",
+                self.rel.display()
+            )));
+        }
+        self.cur = up;
+        self.rel.pop();
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Seek, SeekFrom, Write};
+    use std::path::Path;
 
     fn sparse(dir: &std::path::Path) -> std::path::PathBuf {
         let p = dir.join("sparse");
@@ -269,6 +421,70 @@ mod tests {
             c.hash.as_deref(),
             Some(blake3::hash(&content).to_hex().as_str())
         );
+    }
+
+    #[test]
+    fn a_tree_is_copied_over_links_and_files_without_writing_through_them() {
+        let t = tempfile::tempdir().unwrap();
+        let from = t.path().join("holdout");
+        std::fs::create_dir_all(from.join("tests/unit")).unwrap();
+        std::fs::write(from.join("tests/check.sh"), "check").unwrap();
+        std::fs::write(from.join("tests/unit/a.py"), "a").unwrap();
+        std::fs::write(from.join("notes"), "n").unwrap();
+        std::os::unix::fs::symlink("notes", from.join("alias")).unwrap();
+        let outside = t.path().join("host");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("check.sh"), "the host's").unwrap();
+        let to = t.path().join("ws");
+        std::fs::create_dir_all(&to).unwrap();
+        // What an agent left where the holdout has a folder, and a file.
+        std::os::unix::fs::symlink(&outside, to.join("tests")).unwrap();
+        std::os::unix::fs::symlink(outside.join("check.sh"), to.join("notes")).unwrap();
+        copy_tree(&from, &to).unwrap();
+        assert_eq!(
+            std::fs::read(outside.join("check.sh")).unwrap(),
+            b"the host's"
+        );
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        assert_eq!(std::fs::read(to.join("tests/check.sh")).unwrap(), b"check");
+        assert_eq!(std::fs::read(to.join("tests/unit/a.py")).unwrap(), b"a");
+        assert_eq!(std::fs::read(to.join("notes")).unwrap(), b"n");
+        assert_eq!(
+            std::fs::read_link(to.join("alias")).unwrap(),
+            Path::new("notes")
+        );
+        // A file where the holdout has a folder is replaced too.
+        let to2 = t.path().join("ws2");
+        std::fs::create_dir_all(&to2).unwrap();
+        std::fs::write(to2.join("tests"), "mine").unwrap();
+        copy_tree(&from, &to2).unwrap();
+        assert_eq!(std::fs::read(to2.join("tests/check.sh")).unwrap(), b"check");
+    }
+
+    #[test]
+    fn a_tree_past_path_max_is_copied_without_recursion() {
+        let t = tempfile::tempdir().unwrap();
+        let from = t.path().join("deep");
+        std::fs::create_dir(&from).unwrap();
+        let b = proctor_fs::Beneath::open(&from).unwrap();
+        let mut cur = b.dir(Path::new("")).unwrap();
+        for _ in 0..3000 {
+            cur = proctor_fs::beneath::make_dir_at(std::os::fd::AsFd::as_fd(&cur), c"d", 0o755)
+                .unwrap();
+        }
+        drop(cur);
+        let to = t.path().join("copy");
+        // A small stack: a recursive copy would overflow it.
+        let (f, d) = (from.clone(), to.clone());
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || copy_tree(&f, &d).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        let copy = proctor_fs::Beneath::open(&to).unwrap();
+        let deepest = Path::new("d").join(vec!["d"; 2999].join("/"));
+        assert!(copy.dir(&deepest).is_ok());
     }
 
     #[test]

@@ -506,121 +506,147 @@ impl Overlay<'_> {
         Ok(seen)
     }
 
-    /// Reports `rel` (and, for a directory, everything below it) as deleted.
+    /// Reports `rel` (and, for a directory, everything below it) as deleted. Without
+    /// recursion: a lower tree of any depth costs no stack.
     fn deleted(&self, rel: &Path, m: &Metadata, out: &mut Vec<Change>) -> Result<(), DiffError> {
-        out.push(Change {
-            path: rel.to_owned(),
-            kind: ChangeKind::Deleted,
-            entry: kind_of(m),
-            mode_before: Some(mode_of(m)),
-            mode_after: None,
-        });
-        if m.is_dir() {
-            for (name, (_, cm)) in self.lower_children(rel)? {
-                self.deleted(&rel.join(name), &cm, out)?;
+        let mut pending: Vec<(PathBuf, Metadata)> = vec![(rel.to_path_buf(), m.clone())];
+        while let Some((rel, m)) = pending.pop() {
+            out.push(Change {
+                path: rel.clone(),
+                kind: ChangeKind::Deleted,
+                entry: kind_of(&m),
+                mode_before: Some(mode_of(&m)),
+                mode_after: None,
+            });
+            if m.is_dir() {
+                for (name, (_, cm)) in self.lower_children(&rel)? {
+                    pending.push((rel.join(name), cm));
+                }
             }
         }
         Ok(())
     }
 
-    /// Walks the upper folder `rel`; an entry in it that cannot be read is noted and the walk
-    /// goes on.
+    /// Walks the upper folder `top` and every folder below it, without recursion (a tree of
+    /// any depth costs no stack): an entry that cannot be read (a folder that cannot be listed,
+    /// a path past PATH_MAX) is noted and the walk goes on. Below a folder that has no lower
+    /// counterpart, no lower is looked up (none can have anything there).
     fn walk_upper(
         &self,
-        rel: &Path,
+        top: &Path,
         laid: &Laid,
         out: &mut Vec<Change>,
         noted: &mut Noted,
     ) -> Result<(), DiffError> {
-        let dir = self.upper.join(rel);
-        let mut names: Vec<(OsString, bool)> = fs::read_dir(&dir)
-            .map_err(io_err(&dir))?
-            .map(|e| {
-                e.map(|e| {
-                    let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-                    (e.file_name(), is_dir)
-                })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(io_err(&dir))?;
-        names.sort();
-        for (name, is_dir) in names {
-            let crel = rel.join(&name);
-            if let Err(e) = self.visit(&crel, laid, out, noted) {
-                noted.unread(&crel, is_dir, &e, out);
+        let mut pending: Vec<(PathBuf, bool)> = vec![(top.to_path_buf(), true)];
+        let mut first = true;
+        while let Some((rel, lowers_below)) = pending.pop() {
+            let dir = self.upper.join(&rel);
+            let listed = fs::read_dir(&dir)
+                .map_err(io_err(&dir))
+                .and_then(|entries| {
+                    entries
+                        .map(|e| {
+                            e.map(|e| {
+                                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                                (e.file_name(), is_dir)
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(io_err(&dir))
+                });
+            let mut names = match listed {
+                Ok(names) => names,
+                Err(e) if first => return Err(e),
+                Err(e) => {
+                    noted.unread(&rel, true, &e, out);
+                    continue;
+                }
+            };
+            first = false;
+            names.sort();
+            // Reversed onto the stack, so that folders are walked in name order.
+            for (name, is_dir) in names.into_iter().rev() {
+                let crel = rel.join(&name);
+                match self.visit(&crel, lowers_below, laid, out, noted) {
+                    Ok(Some(below)) => pending.push((crel, below)),
+                    Ok(None) => {}
+                    Err(e) => noted.unread(&crel, is_dir, &e, out),
+                }
             }
         }
         Ok(())
     }
 
-    /// Compares the upper entry `crel` (and what is below it) with the lowers.
+    /// Compares the upper entry `crel` with the lowers (`lowers_here`: whether the lowers may
+    /// have anything at `crel`); for a folder to walk, whether the lowers may have anything
+    /// below it.
     fn visit(
         &self,
         crel: &Path,
+        lowers_here: bool,
         laid: &Laid,
         out: &mut Vec<Change>,
         noted: &mut Noted,
-    ) -> Result<(), DiffError> {
+    ) -> Result<Option<bool>, DiffError> {
         let crel = crel.to_path_buf();
-        {
-            let full = self.upper.join(&crel);
-            let Some(m) = lstat(&full)? else {
-                return Ok(());
-            };
-            if m.is_file() {
-                noted.reopened.open(&full, mode_of(&m), 0o400)?;
-            } else if m.is_dir() {
-                noted.reopened.open(&full, mode_of(&m), 0o700)?;
+        let full = self.upper.join(&crel);
+        let Some(m) = lstat(&full)? else {
+            return Ok(None);
+        };
+        if m.is_file() {
+            noted.reopened.open(&full, mode_of(&m), 0o400)?;
+        } else if m.is_dir() {
+            noted.reopened.open(&full, mode_of(&m), 0o700)?;
+        }
+        if is_whiteout(&m) {
+            if laid.files.contains_key(&crel) {
+                out.push(Change {
+                    path: crel.clone(),
+                    kind: ChangeKind::Deleted,
+                    entry: EntryKind::File,
+                    mode_before: None,
+                    mode_after: None,
+                });
             }
-            if is_whiteout(&m) {
-                if laid.files.contains_key(&crel) {
-                    out.push(Change {
-                        path: crel.clone(),
-                        kind: ChangeKind::Deleted,
-                        entry: EntryKind::File,
-                        mode_before: None,
-                        mode_after: None,
-                    });
-                }
-                if let Some((_, lm)) = self.lower(&crel)? {
-                    self.deleted(&crel, &lm, out)?;
-                }
-                return Ok(());
+            if let Some((_, lm)) = self.lower(&crel)? {
+                self.deleted(&crel, &lm, out)?;
             }
-            if let Some(hash) = laid.files.get(&crel) {
-                if let Some(c) = laid.compare(&crel, hash, &full, Some(&m))? {
-                    out.push(c);
-                }
-                if m.is_dir() {
-                    self.walk_upper(&crel, laid, out, noted)?;
-                }
-                return Ok(());
+            return Ok(None);
+        }
+        if let Some(hash) = laid.files.get(&crel) {
+            if let Some(c) = laid.compare(&crel, hash, &full, Some(&m))? {
+                out.push(c);
             }
-            let lower = self.lower(&crel)?;
-            let kind = kind_of(&m);
-            let mode = upper_mode_of(&full, &m);
-            let change = |k: ChangeKind, before: Option<u32>| Change {
-                path: crel.clone(),
-                kind: k,
-                entry: kind,
-                mode_before: before,
-                mode_after: Some(mode),
-            };
-            match &lower {
-                None => {
-                    if !(kind == EntryKind::Dir && laid.dirs.contains(&crel)) {
-                        out.push(change(ChangeKind::Added, None));
-                    }
-                }
-                Some((lpath, lm)) => {
-                    self.compare_with_lower(&crel, (&full, &m), (lpath, lm), out)?;
+            return Ok(m.is_dir().then_some(true));
+        }
+        let lower = if lowers_here || laid.dirs.contains(&crel) {
+            self.lower(&crel)?
+        } else {
+            None
+        };
+        let kind = kind_of(&m);
+        let mode = upper_mode_of(&full, &m);
+        let change = |k: ChangeKind, before: Option<u32>| Change {
+            path: crel.clone(),
+            kind: k,
+            entry: kind,
+            mode_before: before,
+            mode_after: Some(mode),
+        };
+        match &lower {
+            None => {
+                if !(kind == EntryKind::Dir && laid.dirs.contains(&crel)) {
+                    out.push(change(ChangeKind::Added, None));
                 }
             }
-            if m.is_dir() {
-                self.walk_upper(&crel, laid, out, noted)?;
+            Some((lpath, lm)) => {
+                self.compare_with_lower(&crel, (&full, &m), (lpath, lm), out)?;
             }
         }
-        Ok(())
+        // Laid-in files may lie below a folder no lower has (their folders are the caller's).
+        let below = lower.as_ref().is_some_and(|(_, lm)| lm.is_dir()) || laid.dirs.contains(&crel);
+        Ok(m.is_dir().then_some(below))
     }
 
     /// The change (if any) of the upper entry `crel` (at `full`, `m`) over the lower one it
@@ -1020,6 +1046,34 @@ mod tests {
                 ("mode.txt".into(), ChangeKind::ModeChanged),
             ]
         );
+    }
+
+    /// A tree 1,500 levels deep (a 3 KB path) is diffed whole on a small stack, and one past
+    /// PATH_MAX is diffed to where a path can name it, the rest noted as unread.
+    #[test]
+    fn a_deep_upper_is_walked_without_recursion() {
+        let t = tempfile::tempdir().unwrap();
+        let lower = t.path().join("lower");
+        let upper = t.path().join("upper");
+        write(&lower.join("a.txt"), "a");
+        fs::create_dir_all(&upper).unwrap();
+        let b = proctor_fs::Beneath::open(&upper).unwrap();
+        let mut cur = b.dir(Path::new("")).unwrap();
+        for _ in 0..3000 {
+            cur = proctor_fs::beneath::make_dir_at(std::os::fd::AsFd::as_fd(&cur), c"d", 0o755)
+                .unwrap();
+        }
+        drop(cur);
+        let (u, l) = (upper.clone(), lower.clone());
+        let d = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || overlay_diff(&u, std::slice::from_ref(&l), &[]).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(d.changes.len() > 1500, "{}", d.changes.len());
+        assert!(d.changes.iter().all(|c| c.kind == ChangeKind::Added));
+        assert_eq!(d.unread.len(), 1, "{:?}", d.unread.len());
     }
 
     #[test]

@@ -224,7 +224,9 @@ fn free_bytes(p: &Path) -> io::Result<u64> {
 /// marks), files, symlinks, fifos, sockets and whiteouts, each with its mode. Each file's
 /// memory in `from` is given back as it is copied. `rel` is where `from` is in the layer; an
 /// entry below it that cannot be moved is noted in `left` (with everything below it) and the
-/// rest is moved; only a failure to list `from` itself is an error.
+/// rest is moved; only a failure to list `from` itself is an error. Without recursion: a tree of
+/// any depth costs no stack (each folder gets its mode and owner once all it holds is moved,
+/// deepest first).
 fn move_tree(
     from: &Path,
     to: &Path,
@@ -232,12 +234,44 @@ fn move_tree(
     left: &mut LeftOuts,
     links: &mut Links<PathBuf>,
 ) -> io::Result<()> {
-    for entry in fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let crel = rel.join(entry.file_name());
-        if let Err(e) = move_entry(&src, &dst, &crel, left, links) {
+    let mut pending: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
+    let mut folders: Vec<(PathBuf, fs::Metadata)> = Vec::new();
+    let mut step = |(from, to, rel): (PathBuf, PathBuf, PathBuf),
+                    pending: &mut Vec<(PathBuf, PathBuf, PathBuf)>,
+                    folders: &mut Vec<(PathBuf, fs::Metadata)>,
+                    left: &mut LeftOuts|
+     -> io::Result<()> {
+        for entry in fs::read_dir(&from)? {
+            let entry = entry?;
+            let (src, dst) = (entry.path(), to.join(entry.file_name()));
+            let crel = rel.join(entry.file_name());
+            match move_entry(&src, &dst, links) {
+                Ok(Some(meta)) => {
+                    folders.push((dst.clone(), meta));
+                    pending.push((src, dst, crel));
+                }
+                Ok(None) => {}
+                Err(e) => left.push(crel, &e),
+            }
+        }
+        Ok(())
+    };
+    step(
+        (from.to_path_buf(), to.to_path_buf(), rel.to_path_buf()),
+        &mut pending,
+        &mut folders,
+        left,
+    )?;
+    while let Some(dir) = pending.pop() {
+        let crel = dir.2.clone();
+        if let Err(e) = step(dir, &mut pending, &mut folders, left) {
             left.push(crel, &e);
+        }
+    }
+    for (dst, meta) in folders.iter().rev() {
+        if let Err(e) = finish_entry(dst, meta) {
+            let crel = dst.strip_prefix(to).unwrap_or(dst).to_path_buf();
+            left.push(rel.join(crel), &e);
         }
     }
     Ok(())
@@ -258,15 +292,14 @@ fn move_all(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Moves one entry of an upper layer (a folder with everything in it). A later name of a file
-/// already moved becomes a hard link to its copy.
+/// Moves one entry of an upper layer; a folder is only made (with its opaque mark), and its
+/// metadata returned: the caller moves what it holds, then gives it its mode and owner
+/// ([`finish_entry`]). A later name of a file already moved becomes a hard link to its copy.
 fn move_entry(
     src: &Path,
     dst: &Path,
-    rel: &Path,
-    left: &mut LeftOuts,
     links: &mut Links<PathBuf>,
-) -> io::Result<()> {
+) -> io::Result<Option<fs::Metadata>> {
     let meta = fs::symlink_metadata(src)?;
     let ft = meta.file_type();
     let mode = meta.mode() & 0o7777;
@@ -274,21 +307,20 @@ fn move_entry(
     if ft.is_dir() {
         fs::create_dir(dst)?;
         copy_xattrs(src, dst)?;
-        move_tree(src, dst, rel, left, links)?;
-        fs::set_permissions(dst, fs::Permissions::from_mode(harmless))?;
+        return Ok(Some(meta));
     } else if ft.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
         keep_owner(dst, &meta)?;
-        return keep_times(dst, &meta);
+        return keep_times(dst, &meta).map(|()| None);
     } else if ft.is_file() {
         if let Some(first) = links.copied(&meta) {
-            return fs::hard_link(first, dst);
+            return fs::hard_link(first, dst).map(|()| None);
         }
         move_file(src, dst, harmless)?;
         links.remember(&meta, dst.to_path_buf());
     } else if ft.is_char_device() && meta.rdev() == 0 {
         // A whiteout: the agent deleted what a lower layer has here.
-        return copy::make_whiteout(dst);
+        return copy::make_whiteout(dst).map(|()| None);
     } else if ft.is_fifo() {
         mknod(dst, libc::S_IFIFO | harmless, 0)?;
     } else if ft.is_socket() {
@@ -300,8 +332,20 @@ fn move_entry(
             "a device node is not carried out of the trial",
         ));
     }
+    finish_entry(dst, &meta).map(|()| None)
+}
+
+/// Gives the moved entry `dst` its source's mode (harmless: the real one is kept in
+/// [`copy::MODE_XATTR`] where it differs) and owner.
+fn finish_entry(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    let ft = meta.file_type();
+    let mode = meta.mode() & 0o7777;
+    let harmless = copy::harmless_mode(mode);
+    if ft.is_dir() {
+        fs::set_permissions(dst, fs::Permissions::from_mode(harmless))?;
+    }
     // After the mode: a change of owner would clear set-id bits the mode still had to record.
-    keep_owner(dst, &meta)?;
+    keep_owner(dst, meta)?;
     // (User attributes exist only on files and folders: a FIFO or socket just loses the bits,
     // as does an entry on a host file system without user attributes.)
     if harmless != mode && (ft.is_file() || ft.is_dir()) {
@@ -374,11 +418,7 @@ fn keep_mode(dst: &Path, mode: u32) -> io::Result<()> {
 fn clear(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
-        if fs::symlink_metadata(&path)?.is_dir() {
-            fs::remove_dir_all(&path)?;
-        } else {
-            fs::remove_file(&path)?;
-        }
+        proctor_fs::beneath::remove_tree(&path)?;
     }
     Ok(())
 }

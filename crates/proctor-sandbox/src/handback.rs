@@ -64,20 +64,38 @@ impl HandBack {
     }
 }
 
+/// Gives back every entry below `dir`, walking by open folders
+/// ([`proctor_fs::beneath::walk`]): no recursion, and no path longer than one name below a
+/// folder's descriptor, so a tree of any depth (past PATH_MAX too) is given back whole.
 fn give_back_tree(dir: &Path, record: bool) {
-    let Ok(entries) = fs::read_dir(dir) else {
+    use proctor_fs::beneath::{walk, Step, Visit};
+    use std::os::unix::ffi::OsStrExt;
+    struct GiveBack(bool);
+    impl Visit for GiveBack {
+        fn entry(
+            &mut self,
+            dir: std::os::fd::BorrowedFd<'_>,
+            name: &CStr,
+            _: &rustix::fs::Stat,
+        ) -> std::io::Result<Step> {
+            let path = sys::fd_path(&dir).join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            if let Ok(meta) = fs::symlink_metadata(&path) {
+                let _ = give_back(&path, &meta, self.0);
+            }
+            Ok(Step::Descend)
+        }
+        fn leave(&mut self, _: std::os::fd::BorrowedFd<'_>, _: &CStr) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let Ok(top) = rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
         return;
     };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            give_back_tree(&path, record);
-        }
-        let _ = give_back(&path, &meta, record);
-    }
+    let _ = walk(top, &mut GiveBack(record));
 }
 
 /// Gives one entry back to uid and gid 0 inside, first recording what is lost.

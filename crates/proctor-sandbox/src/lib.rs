@@ -77,73 +77,8 @@ pub fn enter_if_requested() {
 /// directory or a trial's scratch after the run. overlayfs leaves `work/work` with mode 000, and
 /// an agent may leave folders of mode 000 or nested past PATH_MAX, which an unprivileged owner
 /// cannot delete without first giving itself access back: this does that, walking by open
-/// folders (never by long paths), so no tree the agent made can keep its scratch alive.
+/// folders without recursion ([`proctor_fs::beneath::remove_tree`]: never by long paths, at any
+/// depth with two descriptors open), so no tree the agent made can keep its scratch alive.
 pub fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => {
-            // Most trees come down at once; only one with a folder we cannot enter needs opening
-            // up first.
-            match std::fs::remove_dir_all(path) {
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    open_up(path)?;
-                    std::fs::remove_dir_all(path)
-                }
-                other => other,
-            }
-        }
-        Ok(_) => std::fs::remove_file(path),
-    }
-}
-
-/// Gives this user read, write and search access back on every folder of the tree at `dir`.
-/// Each folder is reached from its parent's open descriptor (`/proc/self/fd/N/NAME`) and the
-/// parent again through `..`, so the tree's depth and its paths' length do not matter and one
-/// descriptor is open at a time.
-fn open_up(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let open = |p: &std::path::Path| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(p)
-    };
-    let at = |f: &std::fs::File, name: &std::ffi::OsStr| {
-        std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())).join(name)
-    };
-    let subdirs = |f: &std::fs::File| -> std::io::Result<Vec<std::ffi::OsString>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(at(f, std::ffi::OsStr::new("")))? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                names.push(entry.file_name());
-            }
-        }
-        Ok(names)
-    };
-    let chmod =
-        |p: &std::path::Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
-    chmod(dir)?;
-    let mut cur = open(dir)?;
-    // The folders still to open up, level by level from the top.
-    let mut pending = vec![subdirs(&cur)?];
-    while let Some(level) = pending.last_mut() {
-        match level.pop() {
-            Some(name) => {
-                let child = at(&cur, &name);
-                chmod(&child)?;
-                cur = open(&child)?;
-                pending.push(subdirs(&cur)?);
-            }
-            None => {
-                pending.pop();
-                if !pending.is_empty() {
-                    cur = open(&at(&cur, std::ffi::OsStr::new("..")))?;
-                }
-            }
-        }
-    }
-    Ok(())
+    proctor_fs::beneath::remove_tree(path)
 }

@@ -719,7 +719,7 @@ impl RunHandle {
                 source: io::Error::new(io::ErrorKind::AlreadyExists, "the trial is finished"),
             });
         }
-        match fs::remove_dir_all(&dir) {
+        match proctor_fs::beneath::remove_tree(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("clear", &dir)(e)),
@@ -741,7 +741,7 @@ impl RunHandle {
                 source: io::Error::new(io::ErrorKind::AlreadyExists, "the trial is finished"),
             });
         }
-        match fs::remove_dir_all(&dir) {
+        match proctor_fs::beneath::remove_tree(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err("remove", &dir)(e)),
@@ -771,7 +771,7 @@ impl RunHandle {
                 match entry.file_type() {
                     Ok(t) if t.is_dir() && !temp => dirs.push(path),
                     Ok(t) if t.is_dir() => {
-                        fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+                        proctor_fs::beneath::remove_tree(&path).map_err(io_err("remove", &path))?;
                         removed += 1;
                     }
                     Ok(_) if temp => {

@@ -180,7 +180,7 @@ fn model_end(
     match &mut launched.model {
         Some(ModelEndpoint::Mock { .. }) => {
             let to = paths.trial_dir.join("services").join(MODEL_SERVICE);
-            let _ = std::fs::remove_dir_all(&to);
+            let _ = proctor_sandbox::remove_tree(&to);
             if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
                 notes.failed("cannot copy the model's wire log", &e);
             }
@@ -701,6 +701,8 @@ pub fn capture_changes(
     let mut special = Vec::new();
     let mut links: Links<(PathBuf, String, u64)> = Links::default();
     let mut left = max_bytes;
+    // Where file contents are kept: every write resolved beneath it, through no link.
+    let mut files: Option<std::io::Result<proctor_fs::Beneath>> = None;
     for c in changes {
         let kind = match c.kind {
             diff::ChangeKind::Added => ChangeKind::Added,
@@ -725,14 +727,26 @@ pub fn capture_changes(
             rec.owner = ids.and_then(|ids| owner_inside(&root.join(&c.path), ids));
         }
         if live && c.entry == diff::EntryKind::File {
-            let dest = to.join("files").join(&c.path);
-            match keep_file(
-                &root.join(&c.path),
-                &dest,
-                c.mode_after,
-                &mut left,
-                &mut links,
-            ) {
+            let kept_file = files
+                .get_or_insert_with(|| proctor_fs::Beneath::create(&to.join("files")))
+                .as_ref()
+                // (The system's error again, so that a full store is told apart.)
+                .map_err(|e| {
+                    e.raw_os_error().map_or_else(
+                        || std::io::Error::new(e.kind(), e.to_string()),
+                        std::io::Error::from_raw_os_error,
+                    )
+                })
+                .and_then(|files| {
+                    keep_file(
+                        &root.join(&c.path),
+                        (files, &c.path),
+                        c.mode_after,
+                        &mut left,
+                        &mut links,
+                    )
+                });
+            match kept_file {
                 Ok(k) => {
                     if !k.complete {
                         kept.bound_reached = true;
@@ -826,22 +840,27 @@ struct KeptFile {
 /// it, which it lowers), with its mode cleared of special bits but always readable and
 /// writable by the store's own user (the record keeps the real mode: a mode-000 file must not
 /// lock the store). A later name of a file kept already is a hard link to the first, at no
-/// cost. Returns its BLAKE3 (hex) and size, whole even when cut.
+/// cost. It is kept at `rel` beneath `files`, resolved through no link. Returns its BLAKE3
+/// (hex) and size, whole even when cut.
 fn keep_file(
     src: &Path,
-    dest: &Path,
+    (files, rel): (&proctor_fs::Beneath, &Path),
     mode: Option<u32>,
     left: &mut Option<u64>,
     links: &mut Links<(PathBuf, String, u64)>,
 ) -> std::io::Result<KeptFile> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let input = std::fs::File::open(src)?;
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::os::unix::fs::OpenOptionsExt;
+    let (parent, name) = files.parent(rel, 0o755)?;
+    let input = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(src)?;
     let meta = input.metadata()?;
+    proctor_fs::beneath::clear_at(std::os::fd::AsFd::as_fd(&parent), &name)?;
     if let Some((first, hash, size)) = links.copied(&meta) {
-        std::fs::hard_link(first, dest)?;
+        let (fparent, fname) = files.parent(first, 0o755)?;
+        rustix::fs::linkat(&fparent, &fname, &parent, &name, AtFlags::empty())?;
         return Ok(KeptFile {
             hash: hash.clone(),
             size: *size,
@@ -849,7 +868,12 @@ fn keep_file(
             complete: true,
         });
     }
-    let output = std::fs::File::create(dest)?;
+    let output = std::fs::File::from(rustix::fs::openat(
+        &parent,
+        &name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?);
     let copied = copy::copy_data(
         &input,
         &output,
@@ -863,10 +887,10 @@ fn keep_file(
         *l = l.saturating_sub(copied.data_written);
     }
     let perm = copy::harmless_mode(mode.unwrap_or(0o644)) | 0o600;
-    output.set_permissions(std::fs::Permissions::from_mode(perm))?;
+    rustix::fs::fchmod(&output, Mode::from_raw_mode(perm))?;
     let hash = copied.hash.unwrap_or_default();
     if copied.complete {
-        links.remember(&meta, (dest.to_path_buf(), hash.clone(), copied.size));
+        links.remember(&meta, (rel.to_path_buf(), hash.clone(), copied.size));
     }
     Ok(KeptFile {
         hash,
@@ -906,7 +930,7 @@ fn service_ends(
     for s in services {
         let name = s.name.get_ref();
         let to = trial_dir.join("services").join(name);
-        let _ = std::fs::remove_dir_all(&to);
+        let _ = proctor_sandbox::remove_tree(&to);
         if let Err(e) = copy_tree(&from.join(name), &to) {
             notes.failed(&format!("cannot copy the state of service `{name}`"), &e);
         }

@@ -184,11 +184,27 @@ fn copy_entry(src: &Path, to: &Path) -> io::Result<()> {
     } else if m.file_type().is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, to)
     } else if m.is_file() {
-        crate::layers::copy_file(src, to, proctor_sandbox::copy::harmless_mode(m.mode()))?;
+        copy_file(src, to, proctor_sandbox::copy::harmless_mode(m.mode()))?;
         super::set_times(to, &m)
     } else {
         Ok(())
     }
+}
+
+/// Copies the start state's file `src` to `to` (which must not exist; never through a link)
+/// with the harmless `mode`.
+fn copy_file(src: &Path, to: &Path, mode: u32) -> io::Result<()> {
+    use proctor_sandbox::copy::{copy_data, CopyOptions};
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let input = fs::File::open(src)?;
+    let output = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(to)?;
+    copy_data(&input, &output, CopyOptions::default())?;
+    output.set_permissions(fs::Permissions::from_mode(mode))
 }
 
 /// The folders of the guard layer keep the times the agent's changes (`top`) give them, so the
