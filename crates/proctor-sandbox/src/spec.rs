@@ -66,6 +66,10 @@ pub struct SandboxSpec {
     /// What bounds the trial's resources; the default bounds nothing.
     #[serde(default)]
     pub limits: SandboxLimits,
+    /// The trial's interface calls, run by the trial init outside the agent's reach (see
+    /// [`crate::calls`]); `None`: the trial has no call runner. Ignored without namespaces.
+    #[serde(default)]
+    pub calls: Option<crate::calls::CallsSpec>,
 }
 
 /// The bounds a trial runs under, enforced inside its namespaces (a process outside sees only
@@ -270,6 +274,7 @@ impl SandboxSpec {
             root_image: None,
             skeleton: None,
             limits: SandboxLimits::default(),
+            calls: None,
         }
     }
 

@@ -125,6 +125,7 @@ pub fn launch(
         }),
         skeleton: None,
         limits,
+        calls: call_runner(prepared)?,
     };
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
@@ -230,6 +231,15 @@ fn trial_limits(
         for key in ["memory_mb", "processes", "disk_mb", "output_mb"] {
             record.not_enforced.insert(key.into(), why.into());
         }
+        // Never pretended: without namespaces the shim logs its own calls, through a socket
+        // any process of the agent can reach.
+        record.not_enforced.insert(
+            CALLS_LOG_KEY.into(),
+            "the trial runs without namespaces: the shim logs each call itself, through a \
+             socket any process of the agent can reach, so the calls log holds what the agent's \
+             processes sent, not only calls that ran"
+                .into(),
+        );
         return (Default::default(), None, record);
     }
     let cgroup = ctx.cgroups.as_ref().map_err(String::clone).and_then(|c| {
@@ -265,6 +275,39 @@ fn trial_limits(
         cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
     };
     (limits, cgroup, record)
+}
+
+/// The key of the launch record's `limits.not_enforced` that says the calls log is not
+/// protected (a trial without namespaces).
+pub const CALLS_LOG_KEY: &str = "calls_log";
+
+/// With namespaces, the trial's call runner: the trial init listens where the shims' socket is
+/// bound (a placeholder stands there until it does, for the binds to be laid out), runs each
+/// call of the allow-list itself, and alone reaches the calls log. `None` without namespaces.
+fn call_runner(prepared: &Prepared) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
+    let paths = &prepared.paths;
+    if !paths.namespaces {
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(&paths.socket.host);
+    std::fs::write(&paths.socket.host, b"").map_err(|e| {
+        TrialError::environment(format!(
+            "cannot make the calls socket's place {}: {e}",
+            paths.socket.host.display()
+        ))
+    })?;
+    Ok(Some(proctor_sandbox::CallsSpec {
+        listen: paths.socket.host.clone(),
+        log: paths.log_socket.clone(),
+        allowed: prepared
+            .allowed
+            .iter()
+            .map(|a| proctor_sandbox::AllowedProgram {
+                name: a.name.clone(),
+                program: paths.allowed_inside(a),
+            })
+            .collect(),
+    }))
 }
 
 /// Everything the sandbox binds for a trial: the trial's own places and allowed commands,
