@@ -598,6 +598,72 @@ mod tests {
         );
     }
 
+    /// This process's threads, from /proc.
+    fn threads() -> usize {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_flood_of_connections_gets_at_most_max_open_threads_and_the_log_still_works() {
+        // Where the agent reaches this socket (a trial without namespaces), 3,000 connections
+        // that each send 255 KiB and no newline, all held open.
+        let (soft, hard) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let _ = nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            hard.min(8192).max(soft),
+            hard,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, log) = (
+            dir.path().join("calls.sock"),
+            dir.path().join("calls.jsonl"),
+        );
+        let before = threads();
+        let mut server = CallsLog::start(&socket, &log, Instant::now()).unwrap();
+        let blob = vec![b'x'; 255 * 1024];
+        let mut held = Vec::new();
+        let mut most = 0;
+        for i in 0..3000 {
+            let Ok(conn) = UnixStream::connect(&socket) else {
+                continue;
+            };
+            conn.set_nonblocking(true).unwrap();
+            let _ = (&conn).write(&blob);
+            held.push(conn);
+            if i % 100 == 0 {
+                most = most.max(threads());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        most = most.max(threads());
+        assert!(
+            most <= before + MAX_OPEN + 4,
+            "{most} threads with {before} before"
+        );
+        drop(held);
+        // Once the flood lets go, a call is served and recorded.
+        let start = r#"{"command":"kv","argv":["kv","get","a"],"cwd":"/w"}"#;
+        let mut reply = None;
+        for _ in 0..50 {
+            reply = call(&socket, start);
+            if reply.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(reply.unwrap().seq, 1);
+        server.finish();
+        assert_eq!(read_log(&log).unwrap().0.len(), 1);
+    }
+
     #[test]
     fn the_log_is_also_bounded_by_the_bytes_of_its_records() {
         let dir = tempfile::tempdir().unwrap();

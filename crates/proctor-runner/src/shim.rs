@@ -291,6 +291,7 @@ fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn a_short_command_line_is_kept_whole() {

@@ -472,14 +472,10 @@ fn read_request(conn: &UnixStream) -> Result<Request, String> {
             "a request of {len} bytes is past the bound ({REQUEST_MAX})"
         ));
     }
-    let mut payload = Vec::new();
+    let mut payload = vec![0u8; len];
     (&*conn)
-        .take(len as u64)
-        .read_to_end(&mut payload)
+        .read_exact(&mut payload)
         .map_err(|e| format!("read the call: {e}"))?;
-    if payload.len() != len {
-        return Err("the call's request was cut short".into());
-    }
     let _ = conn.set_read_timeout(None);
     let fds: [OwnedFd; 4] = fds
         .try_into()
