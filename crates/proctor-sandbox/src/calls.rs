@@ -773,8 +773,9 @@ struct ChildPlan<'a> {
 }
 
 /// The program's process: PID 1 of its own PID namespace. Enters the agent's view of the files
-/// with a `/proc` of its own, reports its working folder, waits for the go, and executes the
-/// program with the agent's capabilities. Never returns.
+/// with a `/proc` of its own, reports its working folder, waits for the go, then forks the
+/// program (executed with the agent's capabilities) and stays its init: passes signals on and
+/// exits with its status (128 + the signal when a signal ended it). Never returns.
 fn exec_child(plan: &ChildPlan) -> ! {
     let report = |tag: u8, text: &[u8]| {
         let mut msg = vec![tag];
@@ -826,6 +827,48 @@ fn exec_child(plan: &ChildPlan) -> ! {
     // SAFETY: reading one byte into a valid buffer.
     if unsafe { libc::read(plan.go, go.as_mut_ptr().cast(), 1) } != 1 {
         sys::exit_now(0);
+    }
+    // This process stays PID 1 of the program's namespace, a small init with the program as
+    // its child: a signal from outside reaches a namespace's init only where the init takes
+    // it, so the init takes the usual ones and passes them on.
+    let passed = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGCHLD,
+    ];
+    let set = match sys::block_signals(&passed) {
+        Ok(set) => set,
+        Err(e) => fail("block signals", e),
+    };
+    let program = match sys::fork() {
+        Ok(pid) => pid,
+        Err(e) => fail("fork", e),
+    };
+    if program != 0 {
+        // The program's stdio and the status pipe are the program's alone.
+        let _ = sys::close_all_but(&[]);
+        loop {
+            let Ok(sig) = sys::wait_signal(&set) else {
+                sys::kill(program, libc::SIGKILL);
+                sys::exit_now(125);
+            };
+            if sig != libc::SIGCHLD {
+                sys::kill(program, sig);
+                continue;
+            }
+            while let Ok(Some((pid, status, _))) = sys::wait4(-1, libc::WNOHANG) {
+                if pid == program {
+                    // Its end is the call's: what is left of the namespace goes with this
+                    // process.
+                    let e = sys::decode_status(status);
+                    sys::exit_now(e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0)));
+                }
+            }
+        }
     }
     // Above 2 first, so that moving one onto 0..=2 never overwrites another.
     let mut high = [0; 3];

@@ -11,9 +11,14 @@ mod common;
 use common::lab::{users, As, Lab};
 use serde_json::Value;
 
-/// The interface: `kv put KEY VALUE` appends to settings.txt, `kv import` appends stdin;
+/// The interface: `kv put KEY VALUE` appends to settings.txt, `kv import` appends stdin, `kv
+/// wait` sleeps 20 s;
 /// `timezone` is locked (exit 3, a rejection the task declares).
 const KV: &str = r#"#!/bin/sh
+if [ "$1" = wait ]; then
+  sleep 20
+  exit 0
+fi
 if [ "$1" = import ]; then
   cat >> settings.txt
   exit 0
@@ -83,7 +88,11 @@ fn suite(lab: &Lab) {
     script(
         "honest",
         "Stored it.",
-        &["kv put region EU", "printf 'a=1\\nb=2\\n' | kv import"],
+        &[
+            "kv put region EU",
+            "printf 'a=1\\nb=2\\n' | kv import",
+            "timeout -s TERM 1 kv wait || true",
+        ],
     );
     script(
         "refuses",
@@ -145,7 +154,7 @@ fn forged_call_records_never_reach_the_log_and_honest_calls_are_recorded_as_befo
         };
         assert_eq!(honest, "completed", "{who:?} {run:?}\n{record:#}");
         let honest_calls = calls(&lab, "honest");
-        assert_eq!(honest_calls.len(), 2, "{honest_calls:#?}");
+        assert_eq!(honest_calls.len(), 3, "{honest_calls:#?}");
         assert_eq!(
             honest_calls[0]["argv"],
             serde_json::json!(["kv", "put", "region", "EU"])
@@ -158,6 +167,14 @@ fn forged_call_records_never_reach_the_log_and_honest_calls_are_recorded_as_befo
         assert_eq!(
             honest_calls[1]["stdin_hash"],
             blake3::hash(b"a=1\nb=2\n").to_hex().as_str()
+        );
+        // The shim's SIGTERM (from `timeout`) reached the program: it ended by it, at once.
+        let wait = &honest_calls[2];
+        assert_eq!(wait["exit"], 128 + 15, "{wait:#}");
+        let took = wait["end"].as_f64().unwrap() - wait["start"].as_f64().unwrap();
+        assert!(
+            took < 10.0,
+            "the program outlived its shim's SIGTERM: {took} s"
         );
 
         // A real rejection, then "I can't": honest.
