@@ -849,8 +849,13 @@ fn exec_child(plan: &ChildPlan) -> ! {
         Err(e) => fail("fork", e),
     };
     if program != 0 {
-        // The program's stdio and the status pipe are the program's alone.
+        // The program's stdio and the status pipe are the program's alone, and this init needs
+        // no privilege to pass signals on and wait.
         let _ = sys::close_all_but(&[]);
+        if sys::drop_capabilities_but(sys::AGENT_CAPABILITIES).is_err() {
+            sys::kill(program, libc::SIGKILL);
+            sys::exit_now(125);
+        }
         loop {
             let Ok(sig) = sys::wait_signal(&set) else {
                 sys::kill(program, libc::SIGKILL);

@@ -274,7 +274,13 @@ fn watch(pid: u32, done: &std::sync::atomic::AtomicBool) -> (u64, u64) {
 
 #[test]
 fn a_flood_of_connections_to_the_calls_socket_leaves_proctor_bounded_and_the_trial_graded() {
-    let lab = Lab::new("witness-flood");
+    for who in users() {
+        flood_as(who);
+    }
+}
+
+fn flood_as(who: As) {
+    let lab = Lab::new(&format!("witness-flood-{who:?}"));
     lab.write_exec("bin/kv", KV)
         .write("fixture/flood.py", FLOOD);
     lab.one_task(
@@ -285,14 +291,28 @@ fn a_flood_of_connections_to_the_calls_socket_leaves_proctor_bounded_and_the_tri
     );
     let suite = lab.suite();
     let store = lab.store();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("proctor"))
-        .args([
-            "run",
-            suite.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ])
-        .args(["--trials", "1"])
+    let args = [
+        "run",
+        suite.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--trials",
+        "1",
+    ];
+    // As 65534, `setpriv` executes proctor in its own process: the pid watched is proctor's.
+    let mut command = match who {
+        As::Me => std::process::Command::new(assert_cmd::cargo::cargo_bin("proctor")),
+        As::Nobody => {
+            // Any command as 65534 first hands the lab to that user.
+            let _ = lab.proctor(As::Nobody, &["--version"]);
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+                .arg(assert_cmd::cargo::cargo_bin("proctor"));
+            c
+        }
+    };
+    let mut child = command
+        .args(args)
         .env("NO_COLOR", "1")
         .current_dir(&lab.root)
         .stdout(std::process::Stdio::null())
@@ -308,19 +328,22 @@ fn a_flood_of_connections_to_the_calls_socket_leaves_proctor_bounded_and_the_tri
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let (rss_kib, threads) = watcher.join().unwrap();
     let record = lab.record("t.agent.0");
-    assert_ne!(record["outcome"], "errored", "{record:#}");
+    assert_ne!(record["outcome"], "errored", "{who:?}: {record:#}");
     if !common::lab::real_isolation(&record, true) {
         return;
     }
     let said = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("agent.stdout"))
         .unwrap_or_default();
     eprintln!(
-        "flood: proctor peak RSS {} MiB, at most {threads} threads; the agent: {said}",
+        "flood ({who:?}): proctor peak RSS {} MiB, at most {threads} threads; the agent: {said}",
         rss_kib / 1024
     );
-    assert!(status.code() == Some(0), "{status:?}\n{record:#}");
-    assert_eq!(record["outcome"], "completed", "{record:#}");
-    assert_eq!(record["end_state"]["answer"], "exit 0", "{record:#}");
+    assert!(status.code() == Some(0), "{who:?}: {status:?}\n{record:#}");
+    assert_eq!(record["outcome"], "completed", "{who:?}: {record:#}");
+    assert_eq!(
+        record["end_state"]["answer"], "exit 0",
+        "{who:?}: {record:#}"
+    );
     let calls: Vec<&Value> = record["end_state"]["calls"]
         .as_array()
         .unwrap()
@@ -331,8 +354,8 @@ fn a_flood_of_connections_to_the_calls_socket_leaves_proctor_bounded_and_the_tri
     assert_eq!(calls[0]["exit"], 0);
     assert!(
         rss_kib < 100 * 1024,
-        "proctor reached {} MiB",
+        "{who:?}: proctor reached {} MiB",
         rss_kib / 1024
     );
-    assert!(threads < 64, "proctor reached {threads} threads");
+    assert!(threads < 64, "{who:?}: proctor reached {threads} threads");
 }
