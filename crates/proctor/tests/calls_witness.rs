@@ -359,3 +359,53 @@ fn flood_as(who: As) {
     );
     assert!(threads < 64, "{who:?}: proctor reached {threads} threads");
 }
+
+#[test]
+fn a_call_runs_out_of_the_agents_sight_and_reach() {
+    for who in users() {
+        let lab = Lab::new(&format!("witness-sight-{who:?}"));
+        lab.write_exec("bin/kv", KV);
+        // While `kv wait` runs (its program sleeps), the agent lists the names of every process
+        // it can see, and tries to stop them all.
+        lab.one_task(
+            "allow = [\"bin/kv\"]\n\n[tasks.interface]\ncommand = \"kv\"\n",
+            "{ calls = { verb = \"wait\", min = 1 } }",
+            &[
+                "kv wait > /dev/null 2>&1 &",
+                "sleep 1; cat /proc/[0-9]*/comm | sort | tr '\\n' ' '; kill -STOP -1 2>/dev/null; true",
+            ],
+            true,
+        );
+        lab.run(who, &["--trials", "1"]);
+        let record = lab.record("t.agent.0");
+        assert_ne!(record["outcome"], "errored", "{who:?}: {record:#}");
+        if !common::lab::real_isolation(&record, true) {
+            return;
+        }
+        let seen = record["end_state"]["answer"].as_str().unwrap().to_string();
+        // The shim is the agent's own process (proctor); neither the call's process nor the
+        // program it runs (sh, then sleep) is in sight.
+        assert!(seen.contains("proctor"), "{who:?}: {seen}");
+        assert!(!seen.contains("proctor-call"), "{who:?}: {seen}");
+        assert!(!seen.contains("sleep"), "{who:?}: {seen}");
+        let calls = calls_of(&record);
+        assert_eq!(calls.len(), 1, "{who:?}: {calls:#?}");
+        assert_eq!(calls[0]["argv"], serde_json::json!(["kv", "wait"]));
+        // Stopped with the trial, never by the agent's hand: no status, or the SIGKILL that
+        // went with its shim.
+        assert!(
+            calls[0]["exit"].is_null() || calls[0]["exit"] == 128 + 9,
+            "{who:?}: {calls:#?}"
+        );
+    }
+}
+
+fn calls_of(record: &Value) -> Vec<Value> {
+    record["end_state"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["command"] == "kv")
+        .cloned()
+        .collect()
+}
