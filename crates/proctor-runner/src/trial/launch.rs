@@ -574,6 +574,18 @@ mod tests {
         assert_eq!(launched.record.prompt, "Do the thing.");
         assert_eq!(launched.record.env["PATH"], env("PATH").unwrap());
         assert_eq!(launched.record.allow, prepared.allowed);
+        // Without namespaces the shim logs its own calls through a socket the agent reaches:
+        // no call runner, and the record says the calls log is not protected.
+        assert!(spec.calls.is_none());
+        assert_eq!(
+            env(crate::shim::SOCKET_ENV).as_deref(),
+            Some(paths.socket.host.to_str().unwrap())
+        );
+        let limits = launched.record.limits.as_ref().unwrap();
+        assert!(
+            limits.not_enforced[CALLS_LOG_KEY].contains("not only calls that ran"),
+            "{limits:?}"
+        );
     }
 
     #[test]
