@@ -80,6 +80,10 @@ pub struct CallsSpec {
     pub log: PathBuf,
     /// The allowed commands: the only programs a call may run.
     pub allowed: Vec<AllowedProgram>,
+    /// The `PATH` a call's program gets, whatever the caller's was (the trial's own, as the
+    /// agent was started with it); `None` keeps the caller's.
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 /// One allowed command and the program that runs for it.
@@ -289,6 +293,7 @@ pub(crate) struct CallServer {
     log_dir: OwnedFd,
     log_name: PathBuf,
     allowed: Vec<AllowedProgram>,
+    path: Option<String>,
     view: AgentView,
     running: Vec<libc::pid_t>,
     /// Whether the trial init's children are born in its own PID namespace again (after it
@@ -332,6 +337,7 @@ impl CallServer {
             log_dir,
             log_name: PathBuf::from(name),
             allowed: spec.allowed.clone(),
+            path: spec.path.clone(),
             view: AgentView::Same,
             running: Vec::new(),
             in_trial_ns: false,
@@ -374,7 +380,15 @@ impl CallServer {
                     sys::set_name(c"proctor-call");
                     let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let _ = sys::set_parent_death_signal(libc::SIGKILL);
-                        run_call(conn, &self.log_dir, &self.log_name, &self.allowed, mnt)
+                        let path = self.path.as_deref();
+                        run_call(
+                            conn,
+                            &self.log_dir,
+                            &self.log_name,
+                            &self.allowed,
+                            path,
+                            mnt,
+                        )
                     }))
                     .unwrap_or(101);
                     sys::exit_now(code);
@@ -512,12 +526,14 @@ fn run_call(
     log_dir: &OwnedFd,
     log_name: &Path,
     allowed: &[AllowedProgram],
+    path: Option<&str>,
     mnt: Option<RawFd>,
 ) -> i32 {
-    let req = match read_request(&conn) {
+    let mut req = match read_request(&conn) {
         Ok(r) => r,
         Err(_) => return 1,
     };
+    req.env = program_env(std::mem::take(&mut req.env), path);
     let name = req.name.to_string_lossy().into_owned();
     let stderr = req.fds[2].try_clone().map(std::fs::File::from);
     let say = |text: &str| {
@@ -548,6 +564,33 @@ fn run_call(
         }
     }
     0
+}
+
+/// The environment a call's program gets: the caller's, without what would run the caller's
+/// own code inside the program or pick its commands (the dynamic loader's `LD_*`, bash's
+/// exported functions `BASH_FUNC_*` and start-up files `BASH_ENV` and `ENV`), with `path` as
+/// its `PATH` when given. What the program does is then the program's doing, on the caller's
+/// arguments, stdin, files and other variables.
+fn program_env(env: Vec<OsString>, path: Option<&str>) -> Vec<OsString> {
+    let mut kept: Vec<OsString> = env
+        .into_iter()
+        .filter(|kv| {
+            let key = kv
+                .as_bytes()
+                .split(|b| *b == b'=')
+                .next()
+                .unwrap_or_default();
+            !(key.starts_with(b"LD_")
+                || key.starts_with(b"BASH_FUNC_")
+                || key == b"BASH_ENV"
+                || key == b"ENV"
+                || (path.is_some() && key == b"PATH"))
+        })
+        .collect();
+    if let Some(p) = path {
+        kept.push(OsString::from(format!("PATH={p}")));
+    }
+    kept
 }
 
 /// What the program's process reports before it executes: its working folder, or why it
@@ -1090,6 +1133,35 @@ mod tests {
         let (argv, hex, cut) = bounded_argv("kv", &rest);
         assert_eq!(argv, ["kv", "put", "a", "1"]);
         assert!(hex.is_empty() && cut.is_none());
+    }
+
+    #[test]
+    fn a_programs_environment_loses_what_would_run_the_callers_code() {
+        let env: Vec<OsString> = [
+            "HOME=/home/agent",
+            "PATH=/workspace/fake:/usr/bin",
+            "LD_PRELOAD=/workspace/evil.so",
+            "LD_LIBRARY_PATH=/workspace",
+            "BASH_FUNC_cat%%=() { exit 0; }",
+            "BASH_ENV=/workspace/rc",
+            "ENV=/workspace/rc",
+            "ENVIRONMENT=kept",
+            "KV_TOKEN=kept",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        let kept = program_env(env.clone(), Some("/run/proctor/shims:/usr/bin"));
+        assert_eq!(
+            kept,
+            [
+                "HOME=/home/agent",
+                "ENVIRONMENT=kept",
+                "KV_TOKEN=kept",
+                "PATH=/run/proctor/shims:/usr/bin"
+            ]
+            .map(OsString::from)
+        );
+        assert!(program_env(env, None).contains(&OsString::from("PATH=/workspace/fake:/usr/bin")));
     }
 
     #[test]

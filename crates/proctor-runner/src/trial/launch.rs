@@ -100,6 +100,7 @@ pub fn launch(
         limits: Some(limits_record),
     };
     let record = without_token(record, model.as_ref());
+    let calls = call_runner(prepared, &env)?;
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
@@ -125,7 +126,7 @@ pub fn launch(
         }),
         skeleton: None,
         limits,
-        calls: call_runner(prepared)?,
+        calls,
     };
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
@@ -283,8 +284,12 @@ pub const CALLS_LOG_KEY: &str = "calls_log";
 
 /// With namespaces, the trial's call runner: the trial init listens where the shims' socket is
 /// bound (a placeholder stands there until it does, for the binds to be laid out), runs each
-/// call of the allow-list itself, and alone reaches the calls log. `None` without namespaces.
-fn call_runner(prepared: &Prepared) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
+/// call of the allow-list itself (on the agent's `PATH` of `env`), and alone reaches the calls
+/// log. `None` without namespaces.
+fn call_runner(
+    prepared: &Prepared,
+    env: &[(String, String)],
+) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
     let paths = &prepared.paths;
     if !paths.namespaces {
         return Ok(None);
@@ -307,6 +312,13 @@ fn call_runner(prepared: &Prepared) -> Result<Option<proctor_sandbox::CallsSpec>
                 program: paths.allowed_inside(a),
             })
             .collect(),
+        // The agent's PATH as it started: a call's program finds its own commands where the
+        // trial put them, not where the caller pointed.
+        path: env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone()),
     }))
 }
 
