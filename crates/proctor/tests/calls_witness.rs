@@ -409,3 +409,34 @@ fn calls_of(record: &Value) -> Vec<Value> {
         .cloned()
         .collect()
 }
+
+#[test]
+fn with_services_a_call_runs_in_the_agents_view_not_the_trial_inits() {
+    let lab = Lab::new("witness-view");
+    // `peek` shows what the program sees of the services' folders: the agent sees none.
+    lab.write_exec(
+        "bin/peek",
+        "#!/bin/sh\nls /run/proctor/services\ncat /run/proctor/services/svc/secret.txt\n",
+    );
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[[services]]\nname = \"svc\"\ncommand = [\"sh\", \"-c\", \"echo hush > \\\"$PROCTOR_SERVICE_DIR/secret.txt\\\"; exec sleep 60\"]\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\nallow = [\"bin/peek\"]\n\n[tasks.interface]\ncommand = \"peek\"\n\n[tasks.success]\nall = [{ calls = { min = 1 } }]\n",
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''sleep 1; peek'''\n",
+    );
+    lab.run(As::Me, &["--trials", "1"]);
+    let record = lab.record("t.agent.0");
+    assert_ne!(record["outcome"], "errored", "{record:#}");
+    if !common::lab::real_isolation(&record, true) {
+        return;
+    }
+    assert_eq!(record["outcome"], "completed", "{record:#}");
+    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    // The agent's view: an empty folder where the services' are, so `cat` fails.
+    assert_eq!(calls[0]["stdout_head"], "", "{calls:#?}");
+    assert_ne!(calls[0]["exit"], 0, "{calls:#?}");
+    assert!(!calls[0]["stdout_head"].as_str().unwrap().contains("hush"));
+}
