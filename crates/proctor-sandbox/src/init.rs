@@ -12,6 +12,9 @@
 //! - **A** is PID 1 of the agent's own nested PID namespace, in its own mount namespace with the
 //!   agent's narrower view. It runs the agent command and reports how its main process ended;
 //!   when A exits, the kernel kills every leftover process of the agent.
+//! - **C**, one per interface call while the agent runs: forked by T in T's own PID namespace
+//!   (out of the agent's sight), not dumpable like T. It runs the allowed program the shim asked
+//!   for and alone reports the call to the calls log (see [`crate::calls`]).
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
