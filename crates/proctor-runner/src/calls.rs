@@ -1,13 +1,21 @@
 //! The calls log: every call of an allowed interface command, recorded by proctor outside the
 //! sandbox.
 //!
-//! Each shim connects to a Unix socket that this server owns. The server, not the shim, assigns
-//! sequence numbers and timestamps, and only the server writes `calls.jsonl`, which lives in the
-//! store where the agent cannot see it, so the agent can neither edit nor truncate earlier lines.
+//! The server owns a Unix socket. With namespaces only the trial's call runner reaches it
+//! ([`proctor_sandbox::calls`]: the trial init's process that ran the program, outside the
+//! agent's reach); the socket is neither in the agent's view nor in its environment. Without
+//! namespaces the shim itself connects, and so can any process of the agent: the trial's
+//! record says so. The server, not the client, assigns sequence numbers and timestamps, and
+//! only the server writes `calls.jsonl`, which lives in the store where the agent cannot see
+//! it, so the agent can neither edit nor truncate earlier lines.
 //!
-//! Protocol, one JSON object per line: the shim sends [`CallStart`], the server answers
-//! `{"seq": N}`, the shim runs the command and sends [`CallEnd`]. A connection that closes
-//! without an end (the shim was killed with the trial) is recorded with `exit: null`.
+//! Protocol, one JSON object per line: the client sends [`CallStart`], the server answers
+//! `{"seq": N}`, the client runs the command and sends [`CallEnd`]. A connection that closes
+//! without an end (the call was killed with the trial) is recorded with `exit: null`.
+//!
+//! Bounds, whatever a trial sends: at most [`MAX_OPEN`] connections of a trial are served at
+//! once (one thread each; a further one is closed unanswered, its call not run), each line is
+//! read up to [`MAX_LINE`] bytes, and a thread that ended is joined at the next connection.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -81,9 +89,13 @@ pub const MAX_CALLS: u64 = 20_000;
 /// Bytes of records a trial's calls log holds; past it further calls are refused.
 pub const MAX_LOG_BYTES: u64 = 64 << 20;
 
-/// The longest line the server reads from a shim (a shim's lines are far shorter: its argv is
+/// The longest line the server reads from a client (a shim's lines are far shorter: its argv is
 /// bounded); a longer one ends the connection unanswered, so the call does not run.
-const MAX_LINE: u64 = 256 * 1024;
+pub const MAX_LINE: u64 = 256 * 1024;
+
+/// Connections of one trial served at once (the trial's call runner makes at most
+/// [`proctor_sandbox::calls::CALLS_IN_FLIGHT`]); a further one is closed unanswered.
+pub const MAX_OPEN: usize = 128;
 
 /// A running calls-log server for one trial.
 pub struct CallsLog {
@@ -105,6 +117,8 @@ struct Shared {
     refused: AtomicU64,
     /// Calls recorded at most, and bytes of records.
     bounds: (u64, u64),
+    /// Connections being served.
+    open: std::sync::atomic::AtomicUsize,
     t0: Instant,
 }
 
@@ -119,6 +133,7 @@ impl Shared {
             written: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bounds,
+            open: std::sync::atomic::AtomicUsize::new(0),
             t0,
         })
     }
@@ -203,12 +218,35 @@ impl Listener {
                         let Some(shared) = current.as_ref().cloned() else {
                             continue;
                         };
-                        if let Ok(h) = std::thread::Builder::new()
-                            .name("calls-conn".into())
-                            .spawn(move || serve(conn, &shared))
-                        {
-                            if let Ok(mut w) = workers.lock() {
-                                w.push(h);
+                        // Threads that ended are joined (their stacks freed) as they are found.
+                        if let Ok(mut w) = workers.lock() {
+                            let (done, running): (Vec<_>, Vec<_>) =
+                                w.drain(..).partition(|h| h.is_finished());
+                            *w = running;
+                            for h in done {
+                                let _ = h.join();
+                            }
+                        }
+                        // Past the bound the connection is closed unanswered: no thread, no
+                        // buffer, and the call it would log does not run.
+                        if shared.open.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN {
+                            shared.open.fetch_sub(1, Ordering::SeqCst);
+                            continue;
+                        }
+                        let opened = shared.clone();
+                        match std::thread::Builder::new().name("calls-conn".into()).spawn(
+                            move || {
+                                serve(conn, &shared);
+                                shared.open.fetch_sub(1, Ordering::SeqCst);
+                            },
+                        ) {
+                            Ok(h) => {
+                                if let Ok(mut w) = workers.lock() {
+                                    w.push(h);
+                                }
+                            }
+                            Err(_) => {
+                                opened.open.fetch_sub(1, Ordering::SeqCst);
                             }
                         }
                     }
@@ -558,6 +596,72 @@ mod tests {
             weak.upgrade().is_none(),
             "the pool is gone with its sockets"
         );
+    }
+
+    /// This process's threads, from /proc.
+    fn threads() -> usize {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_flood_of_connections_gets_at_most_max_open_threads_and_the_log_still_works() {
+        // Where the agent reaches this socket (a trial without namespaces), 3,000 connections
+        // that each send 255 KiB and no newline, all held open.
+        let (soft, hard) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let _ = nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            hard.min(8192).max(soft),
+            hard,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, log) = (
+            dir.path().join("calls.sock"),
+            dir.path().join("calls.jsonl"),
+        );
+        let before = threads();
+        let mut server = CallsLog::start(&socket, &log, Instant::now()).unwrap();
+        let blob = vec![b'x'; 255 * 1024];
+        let mut held = Vec::new();
+        let mut most = 0;
+        for i in 0..3000 {
+            let Ok(conn) = UnixStream::connect(&socket) else {
+                continue;
+            };
+            conn.set_nonblocking(true).unwrap();
+            let _ = (&conn).write(&blob);
+            held.push(conn);
+            if i % 100 == 0 {
+                most = most.max(threads());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        most = most.max(threads());
+        assert!(
+            most <= before + MAX_OPEN + 4,
+            "{most} threads with {before} before"
+        );
+        drop(held);
+        // Once the flood lets go, a call is served and recorded.
+        let start = r#"{"command":"kv","argv":["kv","get","a"],"cwd":"/w"}"#;
+        let mut reply = None;
+        for _ in 0..50 {
+            reply = call(&socket, start);
+            if reply.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(reply.unwrap().seq, 1);
+        server.finish();
+        assert_eq!(read_log(&log).unwrap().0.len(), 1);
     }
 
     #[test]

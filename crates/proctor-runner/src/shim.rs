@@ -1,9 +1,20 @@
 //! The shim: what an agent actually runs when it calls an allowed interface command.
 //!
-//! `proctor __shim NAME REAL [ARGS...]` reports the call's start to the calls log, runs the real
-//! command with the same arguments while copying its stdin, stdout and stderr through (counting
-//! bytes, hashing stdin, keeping a bounded head of each of the three), then reports the end and
-//! exits with the command's status.
+//! `proctor __shim NAME REAL [ARGS...]` runs the allowed command NAME with ARGS and exits with
+//! its status. How depends on where the trial runs:
+//!
+//! - **With namespaces** (every sandboxed trial) the shim is a thin client of the trial's own
+//!   call runner ([`proctor_sandbox::calls`]): it hands over the name, the arguments, its
+//!   environment, its stdio and working folder, and waits. The trial init, outside the agent's
+//!   reach, runs the program the trial's allow-list names for NAME (REAL is ignored), copies
+//!   its stdio through, and alone reports the call to the calls log. No agent process can reach
+//!   the calls log's socket, so nothing the agent sends, by the shim or otherwise, becomes a
+//!   record of a call that did not run, or of a status the program did not exit with.
+//! - **Without namespaces** (`$PROCTOR_CALLS_SOCKET` set: the fallback where the agent runs on
+//!   the host) the shim reports the call's start to the calls log, runs REAL itself while
+//!   copying its stdin, stdout and stderr through (counting bytes, hashing stdin, keeping a
+//!   bounded head of each of the three), then reports the end. Any process of the agent can
+//!   reach that socket: the trial's record says the calls log is not protected.
 //!
 //! Arguments are bytes, as the kernel gives them: an argument that is not UTF-8 reaches the
 //! command unchanged and is logged as lossy text plus its exact bytes in hex (`argv_hex`).
@@ -16,7 +27,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -24,22 +34,26 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::calls::{CallEnd, CallStart, SeqReply};
-use proctor_score::endstate::hex;
 use proctor_score::ArgvCut;
 
 /// Bytes of stdin, stdout and stderr kept in each call record.
 pub const HEAD_BYTES: usize = proctor_score::endstate::HEAD_BYTES;
 
+// The trial's call runner keeps the same heads as the records promise.
+const _: () = assert!(HEAD_BYTES == proctor_sandbox::calls::HEAD_BYTES);
+
 /// Bytes of one argument kept in a call record.
-pub const ARG_HEAD_BYTES: usize = 4096;
+pub const ARG_HEAD_BYTES: usize = proctor_sandbox::calls::ARG_HEAD_BYTES;
 
 /// Bytes of all arguments together kept in a call record.
-pub const ARGV_HEAD_BYTES: usize = 16 * 1024;
+pub const ARGV_HEAD_BYTES: usize = proctor_sandbox::calls::ARGV_HEAD_BYTES;
 
 /// Arguments kept in a call record.
-pub const ARGS_KEPT: usize = 256;
+pub const ARGS_KEPT: usize = proctor_sandbox::calls::ARGS_KEPT;
 
-/// The environment variable naming the calls-log socket.
+/// The environment variable naming the calls-log socket, set only for a trial without
+/// namespaces (the shim then logs the call itself); with namespaces the shim reaches the
+/// trial's call runner at [`proctor_sandbox::calls::SOCKET_INSIDE`].
 pub const SOCKET_ENV: &str = "PROCTOR_CALLS_SOCKET";
 
 #[derive(Default)]
@@ -106,7 +120,14 @@ pub fn main_os(args: &[OsString]) -> i32 {
     let name = name.as_str();
     let real = Path::new(real);
     let rest = &args[2..];
-    let mut log = match announce(name, rest) {
+    let Some(socket) = std::env::var_os(SOCKET_ENV) else {
+        return proctor_sandbox::calls::call(
+            Path::new(proctor_sandbox::calls::SOCKET_INSIDE),
+            &args[0],
+            rest,
+        );
+    };
+    let mut log = match announce(Path::new(&socket), name, rest) {
         Ok(log) => log,
         Err(status) => return status,
     };
@@ -142,11 +163,11 @@ pub fn main_os(args: &[OsString]) -> i32 {
 /// Reports the call's start to the calls log and waits for its number; gives the connection
 /// to report its end on, or, when the log cannot be reached, the status to exit with (the
 /// command is then not run: an unlogged call must not happen).
-fn announce(name: &str, rest: &[OsString]) -> Result<UnixStream, i32> {
-    let socket = std::env::var(SOCKET_ENV).unwrap_or_else(|_| "/run/proctor/calls.sock".into());
-    let conn = UnixStream::connect(&socket).map_err(|e| {
+fn announce(socket: &Path, name: &str, rest: &[OsString]) -> Result<UnixStream, i32> {
+    let conn = UnixStream::connect(socket).map_err(|e| {
         eprintln!(
-            "proctor shim: cannot reach the calls log at {socket}: {e}; `{name}` was not run"
+            "proctor shim: cannot reach the calls log at {}: {e}; `{name}` was not run",
+            socket.display()
         );
         125
     })?;
@@ -234,61 +255,22 @@ fn relay(mut child: Child) -> CallEnd {
     }
 }
 
-/// `bytes` in lower-case hex, two digits a byte.
-/// The command line as a call record keeps it: `name` then each argument whole while the
-/// bounds allow ([`ARG_HEAD_BYTES`] each, [`ARGV_HEAD_BYTES`] and [`ARGS_KEPT`] in all), cut
-/// at a byte (UTF-8: a character) boundary past them, the rest left out; an argument that is
-/// not UTF-8 as lossy text with its kept bytes in hex; and, when anything was left out, what
-/// the whole held.
+/// The command line as a call record keeps it (see [`proctor_sandbox::calls::bounded_argv`]):
+/// `name` then each argument whole while the bounds allow ([`ARG_HEAD_BYTES`] each,
+/// [`ARGV_HEAD_BYTES`] and [`ARGS_KEPT`] in all), the rest left out; an argument that is not
+/// UTF-8 as lossy text with its kept bytes in hex; and, when anything was left out, what the
+/// whole held.
 pub fn bounded_argv(
     name: &str,
     rest: &[OsString],
 ) -> (Vec<String>, BTreeMap<usize, String>, Option<ArgvCut>) {
-    let mut argv = vec![name.to_string()];
-    let mut argv_hex = BTreeMap::new();
-    let mut room = ARGV_HEAD_BYTES.saturating_sub(name.len());
-    let mut cut = false;
-    for (i, a) in rest.iter().enumerate() {
-        let bytes = a.as_bytes();
-        if argv.len() >= ARGS_KEPT || (room == 0 && !bytes.is_empty()) {
-            cut = true;
-            break;
-        }
-        let keep = bytes.len().min(ARG_HEAD_BYTES).min(room);
-        let head = match std::str::from_utf8(bytes) {
-            Ok(text) => {
-                let mut end = keep;
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                text[..end].to_string()
-            }
-            Err(_) => {
-                argv_hex.insert(i + 1, hex(&bytes[..keep]));
-                String::from_utf8_lossy(&bytes[..keep]).into_owned()
-            }
-        };
-        cut |= keep < bytes.len();
-        room -= keep;
-        argv.push(head);
-    }
-    let argv_cut = cut.then(|| {
-        let mut hasher = blake3::Hasher::new();
-        let mut total = name.len() as u64;
-        hasher.update(name.as_bytes());
-        hasher.update(&[0]);
-        for a in rest {
-            total += a.len() as u64;
-            hasher.update(a.as_bytes());
-            hasher.update(&[0]);
-        }
-        ArgvCut {
-            argc: rest.len() + 1,
-            bytes: total,
-            blake3: hasher.finalize().to_hex().to_string(),
-        }
+    let (argv, argv_hex, cut) = proctor_sandbox::calls::bounded_argv(name, rest);
+    let cut = cut.map(|c| ArgvCut {
+        argc: c.argc,
+        bytes: c.bytes,
+        blake3: c.blake3,
     });
-    (argv, argv_hex, argv_cut)
+    (argv, argv_hex, cut)
 }
 
 /// A tap's byte count, head and hash (empty when it does not hash).
@@ -309,6 +291,7 @@ fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn a_short_command_line_is_kept_whole() {
@@ -356,6 +339,7 @@ mod tests {
 
     #[test]
     fn hex_is_two_lower_case_digits_a_byte() {
+        let hex = proctor_score::endstate::hex;
         assert_eq!(hex(b"a\xffb\x00"), "61ff6200");
         assert_eq!(hex(b""), "");
     }

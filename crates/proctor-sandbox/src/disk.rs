@@ -356,7 +356,7 @@ fn finish_entry(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
     }
     // Last, a folder's after everything moved into it: the end state keeps the times the agent
     // left (the checks see them; `make` and the like decide by them).
-    keep_times(dst, &meta)
+    keep_times(dst, meta)
 }
 
 /// Gives the moved entry `dst` its source's access and modification times (a link's own).

@@ -12,6 +12,9 @@
 //! - **A** is PID 1 of the agent's own nested PID namespace, in its own mount namespace with the
 //!   agent's narrower view. It runs the agent command and reports how its main process ended;
 //!   when A exits, the kernel kills every leftover process of the agent.
+//! - **C**, one per interface call while the agent runs: forked by T in T's own PID namespace
+//!   (out of the agent's sight), not dumpable like T. It runs the allowed program the shim asked
+//!   for and alone reports the call to the calls log (see [`crate::calls`]).
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
@@ -172,6 +175,8 @@ struct Files {
     stderr: File,
     logs: Vec<File>,
     terminal: Option<File>,
+    /// The trial's interface calls: served by T while the agent runs (see [`crate::calls`]).
+    calls: std::cell::RefCell<Option<crate::calls::CallServer>>,
 }
 
 fn open_out(path: &Path) -> Result<File, String> {
@@ -203,12 +208,19 @@ impl Files {
             .map(|s| open_out(&s.log))
             .collect::<Result<_, _>>()?;
         let devnull = File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
+        // Made while host paths still resolve: the socket the shims reach (bound into the
+        // sandbox by the caller) and the folder of the calls log's own socket.
+        let calls = match (&spec.calls, spec.namespaces) {
+            (Some(c), true) => Some(crate::calls::CallServer::open(c)?),
+            _ => None,
+        };
         Ok(Files {
             devnull,
             stdout,
             stderr,
             logs,
             terminal,
+            calls: std::cell::RefCell::new(calls),
         })
     }
 }
@@ -622,6 +634,16 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         .as_ref()
         .unwrap_or(&files.devnull)
         .as_raw_fd();
+    // With services the agent has a mount namespace of its own: its init sends it here, and
+    // calls run in it.
+    let mut calls = files.calls.borrow_mut();
+    let view = match (calls.as_ref(), spec.services.is_empty()) {
+        (Some(_), false) => Some(
+            sys::socketpair_seqpacket()
+                .map_err(|e| format!("make the agent view's socket: {e}"))?,
+        ),
+        _ => None,
+    };
     ctl.send(&Msg::AgentStarted);
     let t0 = Instant::now();
     let a = sys::fork().map_err(|e| format!("fork the agent init: {e}"))?;
@@ -631,17 +653,31 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
             spec,
             files,
             [stdin, out.0.as_raw_fd(), out.1.as_raw_fd()],
+            view.as_ref().map(|(_, tx)| tx.as_raw_fd()),
         );
     }
     // The agent holds the write ends now; ours would keep the pipes from ever ending.
     drop(out);
+    if let (Some(server), Some((rx, tx))) = (calls.as_mut(), view) {
+        drop(tx);
+        server.in_agent_view(rx);
+    }
     let pidfd = sys::pidfd_open(a).map_err(|e| {
         sys::kill(a, libc::SIGKILL);
         format!("pidfd_open of the agent init: {e}")
     })?;
-    let mut wait = |timeout: Duration| match pumps.as_mut() {
-        Some(p) => p.until_exit(pidfd.as_raw_fd(), Some(Instant::now() + timeout)),
-        None => sys::wait_readable(pidfd.as_fd(), Some(timeout)),
+    let mut wait = |timeout: Duration| {
+        let deadline = Instant::now() + timeout;
+        match (pumps.as_mut(), calls.as_mut()) {
+            (Some(p), Some(server)) => {
+                let fd = server.raw_fd();
+                let mut serve = || server.accept();
+                p.until_exit(pidfd.as_raw_fd(), Some(deadline), Some((fd, &mut serve)))
+            }
+            (Some(p), None) => p.until_exit(pidfd.as_raw_fd(), Some(deadline), None),
+            (None, Some(server)) => serve_until_exit(&pidfd, deadline, server),
+            (None, None) => sys::wait_readable(pidfd.as_fd(), Some(timeout)),
+        }
     };
     let mut timed_out = false;
     let exited = wait(spec.wall_timeout).map_err(|e| format!("wait for the agent: {e}"))?;
@@ -673,6 +709,49 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         cut.first().copied().unwrap_or(0),
         cut.get(1).copied().unwrap_or(0),
     ))
+}
+
+/// Waits until the agent init ends (`true`) or `deadline` passes (`false`), serving the
+/// trial's interface calls meanwhile.
+fn serve_until_exit(
+    pidfd: &OwnedFd,
+    deadline: Instant,
+    server: &mut crate::calls::CallServer,
+) -> std::io::Result<bool> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: server.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: a valid array of pollfds of the given length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if fds[1].revents != 0 {
+            server.accept();
+        }
+        if fds[0].revents != 0 {
+            return Ok(true);
+        }
+    }
 }
 
 /// The descriptors the agent writes its stdout and stderr to: with an output bound, pipes T
@@ -712,9 +791,15 @@ fn output_pipes(
 
 /// A: PID 1 of the agent's PID namespace; `stdio` are the agent's stdin, stdout and stderr.
 /// Never returns.
-fn agent_main(ctl: &Ctl, spec: &SandboxSpec, files: &Files, stdio: [RawFd; 3]) -> ! {
+fn agent_main(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    files: &Files,
+    stdio: [RawFd; 3],
+    view: Option<RawFd>,
+) -> ! {
     sys::set_name(c"proctor-agent-1");
-    if let Err(e) = agent_inner(ctl, spec, files, stdio) {
+    if let Err(e) = agent_inner(ctl, spec, files, stdio, view) {
         ctl.error(e);
     }
     // Everything else in this PID namespace dies with us.
@@ -726,9 +811,15 @@ fn agent_inner(
     spec: &SandboxSpec,
     files: &Files,
     stdio: [RawFd; 3],
+    view: Option<RawFd>,
 ) -> Result<(), String> {
     trace("agent init running");
     rootfs::build_agent_view(spec)?;
+    // The trial init runs interface calls in the agent's view: it gets it from here (closed
+    // with the rest below).
+    if let Some(to) = view {
+        crate::calls::send_agent_view(to)?;
+    }
     // What A keeps of T's descriptors: the control socket and the agent's standard ones; the
     // rest (the trial's disk, the host's folders, T's own `/proc`, the output files) are T's.
     sys::close_all_but(&[ctl.0, stdio[0], stdio[1], stdio[2]])

@@ -21,6 +21,7 @@
 //! `PROCTOR_SANDBOX_DEBUG=1` to have the sandbox init print its phase timings to stderr.
 
 mod builtin;
+pub mod calls;
 pub mod copy;
 pub mod diff;
 mod disk;
@@ -44,6 +45,7 @@ pub mod view;
 mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
+pub use calls::{AllowedProgram, CallsSpec};
 
 /// The variable that tells a service its own state folder (inside the sandbox, and on the host
 /// for a service run beside it).

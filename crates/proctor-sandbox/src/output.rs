@@ -106,18 +106,22 @@ impl Pumps {
     }
 
     /// Pumps until `pidfd` is readable (the process ended: `true`) or `deadline` passes
-    /// (`false`; `None` waits for ever).
+    /// (`false`; `None` waits for ever). Meanwhile, whenever `also`'s descriptor is readable,
+    /// calls its function (the trial init serving interface calls).
     pub(crate) fn until_exit(
         &mut self,
         pidfd: RawFd,
         deadline: Option<Instant>,
+        mut also: Option<(RawFd, &mut dyn FnMut())>,
     ) -> io::Result<bool> {
+        let extra = usize::from(also.is_some());
         loop {
             let ms = timeout_ms(deadline);
             if ms == Some(0) {
                 return Ok(false);
             }
             let mut fds: Vec<libc::pollfd> = std::iter::once(pidfd)
+                .chain(also.as_ref().map(|(fd, _)| *fd))
                 .chain(self.open.iter().map(|(fd, _)| fd.as_raw_fd()))
                 .map(|fd| libc::pollfd {
                     fd,
@@ -140,7 +144,10 @@ impl Pumps {
                 }
                 return Err(err);
             }
-            self.read_ready(&fds[1..])?;
+            self.read_ready(&fds[1 + extra..])?;
+            if let Some((_, serve)) = also.as_mut().filter(|_| fds[1].revents != 0) {
+                serve();
+            }
             if fds[0].revents != 0 {
                 return Ok(true);
             }

@@ -70,6 +70,10 @@ pub struct SandboxSpec {
     /// [`crate::view`]); set by the sandbox itself, `None` for a caller.
     #[serde(default)]
     pub view: Option<crate::view::HostView>,
+    /// The trial's interface calls, run by the trial init outside the agent's reach (see
+    /// [`crate::calls`]); `None`: the trial has no call runner. Ignored without namespaces.
+    #[serde(default)]
+    pub calls: Option<crate::calls::CallsSpec>,
 }
 
 /// The bounds a trial runs under, enforced inside its namespaces (a process outside sees only
@@ -275,6 +279,7 @@ impl SandboxSpec {
             skeleton: None,
             limits: SandboxLimits::default(),
             view: None,
+            calls: None,
         }
     }
 

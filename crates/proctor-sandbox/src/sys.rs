@@ -435,6 +435,18 @@ pub(crate) fn send_all(fd: RawFd, mut data: &[u8], pass: Option<RawFd>) -> io::R
     Ok(())
 }
 
+/// `send(MSG_NOSIGNAL)` of all of `data` on a stream socket, passing the descriptors `pass`
+/// with the first bytes (`SCM_RIGHTS`).
+pub(crate) fn send_all_fds(fd: RawFd, mut data: &[u8], pass: &[RawFd]) -> io::Result<()> {
+    let mut pass = pass;
+    while !data.is_empty() {
+        let n = sendmsg_with_fds(fd, data, pass)?;
+        pass = &[];
+        data = &data[n..];
+    }
+    Ok(())
+}
+
 /// `recvmsg` into `buf`, collecting any descriptors passed with `SCM_RIGHTS` (close-on-exec).
 /// Returns the number of bytes read (0 at end of stream).
 pub(crate) fn recv_with_fds(

@@ -277,6 +277,13 @@ fn three_hundred_calls_of_a_megabyte_of_arguments_keep_bounded_records() {
             &[step],
             false,
         );
+        // 300 calls of a megabyte each take a while on a busy machine: more than the lab's
+        // usual 30 s.
+        let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+        lab.write(
+            "suite.toml",
+            &toml.replace("wall_timeout_seconds = 30", "wall_timeout_seconds = 300"),
+        );
         let store = lab.store();
         let suite = lab.suite();
         let args = [
@@ -343,22 +350,35 @@ fn three_hundred_calls_of_a_megabyte_of_arguments_keep_bounded_records() {
     }
 }
 
-/// An agent that floods the calls log through its socket (bypassing the shim, as any process of
-/// the trial can), hoping a later call goes unrecorded, then makes the call it wants hidden.
+/// An agent that floods the calls log with 20,000 real calls, made straight through the
+/// trial's call socket (its request protocol, 16 at a time: faster than 20,000 shims), hoping a
+/// later call goes unrecorded, then makes the call it wants hidden. (Records it writes itself
+/// never reach the log: tests/calls_witness.rs.)
 const FLOOD_CALLS: &str = r#"
-import json, os, socket
-path = os.environ.get("PROCTOR_CALLS_SOCKET", "/run/proctor/calls.sock")
-start = json.dumps({"command": "tool", "argv": ["tool", "get"], "cwd": os.getcwd()}).encode() + b"\n"
-end = json.dumps({"exit": 0, "stdin_bytes": 0, "stdin_hash": "", "stdout_bytes": 0, "stdout_head": "", "stderr_bytes": 0, "stderr_head": ""}).encode() + b"\n"
-for i in range(20000):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(path)
-    s.sendall(start)
-    f = s.makefile("rb")
-    f.readline()
-    s.sendall(end)
-    f.read()
-    s.close()
+import os, socket, struct, threading
+fields = [b"proctor-call-1", b"-", b"tool", b"1", b"get"]
+payload = b"".join(f + b"\0" for f in fields)
+msg = struct.pack("<I", len(payload)) + payload
+null = os.open("/dev/null", os.O_RDWR)
+cwd = os.open(".", os.O_RDONLY)
+lock = threading.Lock()
+left = [20000]
+def worker():
+    while True:
+        with lock:
+            if left[0] == 0:
+                return
+            left[0] -= 1
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("/run/proctor/calls.sock")
+        socket.send_fds(s, [msg], [null, null, null, cwd])
+        s.recv(4)
+        s.close()
+threads = [threading.Thread(target=worker) for _ in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
 "#;
 
 #[test]
@@ -374,6 +394,12 @@ fn a_flood_of_calls_cannot_hide_a_later_call_it_is_refused_and_the_trial_stays_g
         "{ calls = { verb = \"drop\", max = 0 } }",
         &["python3 flood.py", "tool drop; echo \"exit $?\""],
         true,
+    );
+    // 20,000 real calls take longer than the lab's usual 30 s.
+    let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &toml.replace("wall_timeout_seconds = 30", "wall_timeout_seconds = 300"),
     );
     let run = lab.run(As::Me, &["--trials", "1"]);
     let record = lab.record("t.agent.0");

@@ -589,6 +589,7 @@ pub fn check_spec(
             output_bytes: Some(CHECK_OUTPUT_BYTES),
             ..Default::default()
         },
+        calls: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The environments of a trial's processes, built in one place: the agent's (shims first on
-//! `PATH`, a private `HOME`, the calls socket, then what the suite, the variant and the adapter
-//! add), each suite service's, and each check's. Nothing else is inherited from proctor.
+//! `PATH`, a private `HOME`, without namespaces the calls log's socket, then what the suite, the
+//! variant and the adapter add), each suite service's, and each check's. Nothing else is
+//! inherited from proctor.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -54,10 +55,15 @@ pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".into(), tmp.display().to_string()));
     }
-    env.push((
-        crate::shim::SOCKET_ENV.into(),
-        paths.socket.inside.display().to_string(),
-    ));
+    // With namespaces the shims reach the trial's own call runner at its fixed place, and the
+    // calls log's socket is nowhere in the agent's reach; without, the shim logs the call
+    // itself through that socket.
+    if !paths.namespaces {
+        env.push((
+            crate::shim::SOCKET_ENV.into(),
+            paths.socket.inside.display().to_string(),
+        ));
+    }
     env.extend(parts.image.iter().filter(|(k, _)| k != "PATH").cloned());
     for service in parts.services {
         env.extend(service.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -187,10 +193,9 @@ mod tests {
         assert_eq!(get(&env, "PATH"), ["/run/proctor/shims:/usr/bin:/bin"]);
         assert_eq!(get(&env, "HOME"), ["/home/agent"]);
         assert_eq!(get(&env, "TMPDIR"), ["/tmp"]);
-        assert_eq!(
-            get(&env, "PROCTOR_CALLS_SOCKET"),
-            ["/run/proctor/calls.sock"]
-        );
+        // No socket of the calls log in the agent's environment.
+        assert!(get(&env, "PROCTOR_CALLS_SOCKET").is_empty());
+        assert!(env.iter().all(|(_, v)| !v.contains("/sockets/")), "{env:?}");
         // Every layer is kept, in order: the sandbox lets the last one win.
         assert_eq!(get(&env, "CHAT_API"), ["svc", "variant", "launch"]);
         assert!(get(&env, "PROCTOR_AGENTS_DIR").is_empty());

@@ -106,6 +106,7 @@ pub fn launch(
         inside: PathBuf::from(b),
         read_only: true,
     }));
+    let calls = call_runner(prepared, &env)?;
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
@@ -132,6 +133,7 @@ pub fn launch(
         skeleton: None,
         view: None,
         limits,
+        calls,
     };
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
@@ -237,6 +239,15 @@ fn trial_limits(
         for key in ["memory_mb", "processes", "disk_mb", "output_mb"] {
             record.not_enforced.insert(key.into(), why.into());
         }
+        // Never pretended: without namespaces the shim logs its own calls, through a socket
+        // any process of the agent can reach.
+        record.not_enforced.insert(
+            CALLS_LOG_KEY.into(),
+            "the trial runs without namespaces: the shim logs each call itself, through a \
+             socket any process of the agent can reach, so the calls log holds what the agent's \
+             processes sent, not only calls that ran"
+                .into(),
+        );
         return (Default::default(), None, record);
     }
     let cgroup = ctx.cgroups.as_ref().map_err(String::clone).and_then(|c| {
@@ -272,6 +283,50 @@ fn trial_limits(
         cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
     };
     (limits, cgroup, record)
+}
+
+/// The key of the launch record's `limits.not_enforced` that says the calls log is not
+/// protected (a trial without namespaces).
+pub const CALLS_LOG_KEY: &str = "calls_log";
+
+/// With namespaces, the trial's call runner: the trial init listens where the shims' socket is
+/// bound (a placeholder stands there until it does, for the binds to be laid out), runs each
+/// call of the allow-list itself (on the agent's `PATH` of `env`), and alone reaches the calls
+/// log. `None` without namespaces.
+fn call_runner(
+    prepared: &Prepared,
+    env: &[(String, String)],
+) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
+    let paths = &prepared.paths;
+    if !paths.namespaces {
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(&paths.socket.host);
+    std::fs::write(&paths.socket.host, b"").map_err(|e| {
+        TrialError::environment(format!(
+            "cannot make the calls socket's place {}: {e}",
+            paths.socket.host.display()
+        ))
+    })?;
+    Ok(Some(proctor_sandbox::CallsSpec {
+        listen: paths.socket.host.clone(),
+        log: paths.log_socket.clone(),
+        allowed: prepared
+            .allowed
+            .iter()
+            .map(|a| proctor_sandbox::AllowedProgram {
+                name: a.name.clone(),
+                program: paths.allowed_inside(a),
+            })
+            .collect(),
+        // The agent's PATH as it started: a call's program finds its own commands where the
+        // trial put them, not where the caller pointed.
+        path: env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone()),
+    }))
 }
 
 /// Everything the sandbox binds for a trial: the trial's own places and allowed commands,
@@ -538,6 +593,18 @@ mod tests {
         assert_eq!(launched.record.prompt, "Do the thing.");
         assert_eq!(launched.record.env["PATH"], env("PATH").unwrap());
         assert_eq!(launched.record.allow, prepared.allowed);
+        // Without namespaces the shim logs its own calls through a socket the agent reaches:
+        // no call runner, and the record says the calls log is not protected.
+        assert!(spec.calls.is_none());
+        assert_eq!(
+            env(crate::shim::SOCKET_ENV).as_deref(),
+            Some(paths.socket.host.to_str().unwrap())
+        );
+        let limits = launched.record.limits.as_ref().unwrap();
+        assert!(
+            limits.not_enforced[CALLS_LOG_KEY].contains("not only calls that ran"),
+            "{limits:?}"
+        );
     }
 
     #[test]

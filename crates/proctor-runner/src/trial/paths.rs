@@ -40,8 +40,14 @@ pub struct TrialPaths {
     pub work: PathBuf,
     /// The proctor binary (the sandbox init, the shims' logger, the scripted agent).
     pub proctor: Place,
-    /// The calls-log socket (kept outside `work`: Unix socket paths are short).
+    /// The socket the shims reach (kept outside `work`: Unix socket paths are short). With
+    /// namespaces, the trial's own call runner, made by the trial init at the host path (next
+    /// to the calls log's socket) and bound at `/run/proctor/calls.sock`; without, the calls
+    /// log's socket itself.
     pub socket: Place,
+    /// The calls log's socket (the server that writes `calls.jsonl`): with namespaces only the
+    /// trial's call runner reaches it, never the agent.
+    pub log_socket: PathBuf,
     /// The shims, one per allowed command.
     pub shims: Place,
     /// The adapter's launch files.
@@ -52,7 +58,8 @@ pub struct TrialPaths {
 
 impl TrialPaths {
     /// The paths of a trial whose evidence goes in `trial_dir`, whose scratch is `work` and
-    /// whose calls-log socket is `socket`.
+    /// whose calls-log socket is `socket` (with namespaces the trial's call runner listens
+    /// beside it, at the same name with the extension `call`).
     pub fn new(
         namespaces: bool,
         proctor_exe: &Path,
@@ -71,7 +78,12 @@ impl TrialPaths {
         TrialPaths {
             namespaces,
             proctor: place(proctor_exe.to_path_buf(), "bin/proctor"),
-            socket: place(socket, "calls.sock"),
+            socket: if namespaces {
+                place(socket.with_extension("call"), "calls.sock")
+            } else {
+                place(socket.clone(), "calls.sock")
+            },
+            log_socket: socket,
             shims: place(work.join("shims"), "shims"),
             agent: place(work.join("agent"), "agent"),
             workspace_dir: PathBuf::from(WORKSPACE_INSIDE),
@@ -229,6 +241,9 @@ mod tests {
         assert_eq!(p.proctor.inside, Path::new("/run/proctor/bin/proctor"));
         assert_eq!(p.proctor.host, Path::new("/opt/proctor"));
         assert_eq!(p.socket.inside, Path::new("/run/proctor/calls.sock"));
+        // The shims reach the trial's call runner; the calls log's own socket is not bound.
+        assert_eq!(p.socket.host, Path::new("/sockets/7.call"));
+        assert_eq!(p.log_socket, Path::new("/sockets/7.sock"));
         assert_eq!(p.shims.inside, Path::new("/run/proctor/shims"));
         assert_eq!(p.shims.host, Path::new("/scratch/t.v.0/shims"));
         assert_eq!(p.agent.inside, Path::new("/run/proctor/agent"));
@@ -272,7 +287,7 @@ mod tests {
             [
                 ("/usr/bin/chat", "/run/proctor/allow/chat", true),
                 ("/opt/proctor", "/run/proctor/bin/proctor", true),
-                ("/sockets/7.sock", "/run/proctor/calls.sock", false),
+                ("/sockets/7.call", "/run/proctor/calls.sock", false),
                 ("/scratch/t.v.0/shims", "/run/proctor/shims", true),
                 ("/scratch/t.v.0/agent", "/run/proctor/agent", true),
             ]

@@ -250,6 +250,7 @@ impl Setup<'_, '_> {
                 output_bytes: Some(REPORT_BYTES),
                 ..Default::default()
             },
+            calls: None,
         };
         let report = proctor_sandbox::run(&spec)
             .map_err(|e| format!("the visual check's sandbox failed: {e}"))?;
