@@ -39,6 +39,13 @@ const PRIVATE_TOP: &[&str] = &["proc", "dev", "tmp", "run", "home", "sys"];
 /// read-only).
 const OWN_MOUNT_TOP: &[&str] = &["proc", "tmp", "sys"];
 
+/// An empty file and an empty folder of `/dev`'s read-only skeleton, bound over what is hidden:
+/// a bind of an entry of a read-only mount is read-only from its first system call, so a hidden
+/// path costs one mount (no file system of its own, no remount).
+const EMPTY_FILE: &str = ".proctor-empty";
+/// See [`EMPTY_FILE`].
+const EMPTY_DIR: &str = ".proctor-empty.d";
+
 /// The device nodes bound from the host into `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -649,9 +656,10 @@ fn make_dev_skeleton(dev: &Path, host: &Path) -> R<Vec<String>> {
             devices.push((*name).to_owned());
         }
     }
-    for d in ["shm", "pts"] {
+    for d in ["shm", "pts", EMPTY_DIR] {
         mkdir_p(&dev.join(d))?;
     }
+    touch(&dev.join(EMPTY_FILE))?;
     for (name, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),
@@ -1197,6 +1205,7 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
     Ok(())
 }
 
+/// Hides `h` (a canonical path of the root) behind an empty, read-only file or folder.
 fn hide(h: &Path) -> R<()> {
     let meta = match fs::symlink_metadata(h) {
         Ok(m) => m,
@@ -1205,6 +1214,26 @@ fn hide(h: &Path) -> R<()> {
     if meta.file_type().is_symlink() {
         // A mount would land on the link's target; the caller passes canonical paths.
         return Ok(());
+    }
+    // The root's own empty entry, on a read-only mount: one bind, read-only as its source.
+    let empty = Path::new("/dev").join(if meta.is_dir() { EMPTY_DIR } else { EMPTY_FILE });
+    if fs::symlink_metadata(&empty).is_ok_and(|m| m.is_dir() == meta.is_dir())
+        && sys::mount(Some(empty.as_os_str()), h, None, libc::MS_BIND, None).is_ok()
+    {
+        let read_only = rustix::fs::statvfs(h)
+            .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+        if read_only {
+            return Ok(());
+        }
+        // Not read-only after all (a root whose /dev was left writable): made so, or undone.
+        return sys::mount(
+            None,
+            h,
+            None,
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+            None,
+        )
+        .map_err(ctx(|| format!("hide {}", h.display())));
     }
     if meta.is_dir() {
         tmpfs(

@@ -138,13 +138,15 @@ impl Marks {
 /// A copy of `spec` with its view of the host made explicit ([`crate::view::with_view`]) and the
 /// symlinks of its hidden paths resolved: they are compared with mount points inside.
 fn with_hidden_resolved(spec: &SandboxSpec) -> SandboxSpec {
-    let mut spec = crate::view::with_view(spec);
+    let mut spec = spec.clone();
     for h in &mut spec.hide {
         if let Ok(c) = std::fs::canonicalize(&*h) {
             *h = c;
         }
     }
-    spec
+    // After: what the view covers is canonical already (found by a walk that follows no link),
+    // and resolving its dozen paths again would cost every trial some hundred system calls.
+    crate::view::with_view(&spec)
 }
 
 /// Starts the trial init through the zygote (one execution of `init_exe` per process), or by
