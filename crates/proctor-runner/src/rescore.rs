@@ -485,10 +485,9 @@ fn rebuild_layer(
     to: &Path,
     over: Option<&Path>,
 ) -> std::io::Result<()> {
-    use proctor_fs::beneath::{clear_at, make_dir_at};
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use proctor_fs::beneath::make_dir_at;
+    use rustix::fs::Mode;
     use std::os::fd::AsFd;
-    use std::os::unix::ffi::OsStrExt;
     for layer in lowers.iter().rev() {
         copy_tree(layer, to)?;
     }
@@ -501,99 +500,150 @@ fn rebuild_layer(
     for c in kept.changes {
         let rel = c.exact_path().into_owned();
         if c.kind == ChangeKind::Deleted {
-            if let Ok((parent, name)) = rel
-                .parent()
-                .map_or(dest.dir(Path::new("")), |p| dest.dir(p))
-                .and_then(|fd| {
-                    Ok((
-                        fd,
-                        proctor_fs::beneath::cstring(rel.file_name().unwrap_or_default())?,
-                    ))
-                })
-            {
-                clear_at(parent.as_fd(), &name)?;
-            }
-            // Below a deleted folder's whiteout, nothing more is needed (or possible).
-            if over.is_some() && !whiteouts.iter().any(|w| rel.starts_with(w)) {
-                let (parent, name) = make_parents(&dest, &rel, over)?;
-                rustix::fs::mknodat(&parent, &name, FileType::CharacterDevice, Mode::empty(), 0)?;
-                whiteouts.push(rel);
-            }
+            rebuild_deletion(&dest, &rel, over, &mut whiteouts)?;
             continue;
         }
         let (parent, name) = make_parents(&dest, &rel, over)?;
-        let here = parent.as_fd();
         let mode = c.mode.unwrap_or(0o644);
         if c.dir {
-            let dir = make_dir_at(here, &name, 0o700)?;
+            let dir = make_dir_at(parent.as_fd(), &name, 0o700)?;
             rustix::fs::fchmod(&dir, Mode::from_raw_mode(harmless_mode(mode) | 0o700))?;
-            continue;
+        } else if let Some(special) = kept.special.get(&c.path) {
+            rebuild_special(&parent, &name, special, mode)?;
+        } else {
+            let target = Target {
+                dest: &dest,
+                parent: &parent,
+                name: &name,
+            };
+            rebuild_file(c, &rel, kept_files.as_ref().ok(), target, &mut links)?;
         }
-        if let Some(s) = kept.special.get(&c.path) {
-            clear_at(here, &name)?;
-            match s.kind {
-                SpecialKind::Symlink => {
-                    let target =
-                        std::ffi::OsStr::from_bytes(s.target.as_deref().unwrap_or_default());
-                    rustix::fs::symlinkat(target, here, &name)?;
-                }
-                SpecialKind::Fifo => rustix::fs::mknodat(
-                    here,
-                    &name,
-                    FileType::Fifo,
-                    Mode::from_raw_mode(harmless_mode(mode)),
-                    0,
-                )?,
-                // A socket has no content: an unbound one is made again, as in the trial
-                // (bound through the open folder, so no link on the way is followed).
-                SpecialKind::Socket => {
-                    use std::os::fd::AsRawFd;
-                    let at = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd()))
-                        .join(std::ffi::OsStr::from_bytes(name.as_bytes()));
-                    std::os::unix::net::UnixListener::bind(&at)?;
-                }
-            }
-            continue;
-        }
-        // The kept copy, read beneath the capture's folder (its path may be past PATH_MAX).
-        let input = kept_files
-            .as_ref()
-            .ok()
-            .and_then(|files| files.open_file(&rel).ok());
-        let meta = match input.as_ref().map(std::fs::File::metadata) {
-            Some(Ok(m)) if m.is_file() => m,
-            _ => {
-                return Err(std::io::Error::other(format!(
-                    "{}: the capture kept no content for this {} (a symlink, FIFO or entry it could not read)",
-                    c.path,
-                    if c.kind == ChangeKind::ModeChanged { "re-moded entry" } else { "entry" }
-                )))
-            }
-        };
-        clear_at(here, &name)?;
-        if let Some(first) = links.copied(&meta) {
-            let (fparent, fname) = dest.parent(first, 0o755)?;
-            rustix::fs::linkat(&fparent, &fname, here, &name, AtFlags::empty())?;
-            continue;
-        }
-        let Some(input) = input else {
-            continue;
-        };
-        // Readable and writable by this user, like the kept copy (the checks copy it again).
-        let output = std::fs::File::from(rustix::fs::openat(
-            here,
-            &name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?);
-        proctor_sandbox::copy::copy_data(
-            &input,
-            &output,
-            proctor_sandbox::copy::CopyOptions::default(),
-        )?;
-        rustix::fs::fchmod(&output, Mode::from_raw_mode(harmless_mode(mode | 0o600)))?;
-        links.remember(&meta, rel);
     }
+    Ok(())
+}
+
+/// A deletion in a rebuilt tree: the entry removed, and over `over` a whiteout made in its place
+/// (once below a deleted folder's whiteout: nothing more is needed there, or possible).
+fn rebuild_deletion(
+    dest: &proctor_fs::Beneath,
+    rel: &Path,
+    over: Option<&Path>,
+    whiteouts: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    use rustix::fs::{FileType, Mode};
+    use std::os::fd::AsFd;
+    if let Ok((parent, name)) = rel
+        .parent()
+        .map_or(dest.dir(Path::new("")), |p| dest.dir(p))
+        .and_then(|fd| {
+            Ok((
+                fd,
+                proctor_fs::beneath::cstring(rel.file_name().unwrap_or_default())?,
+            ))
+        })
+    {
+        proctor_fs::beneath::clear_at(parent.as_fd(), &name)?;
+    }
+    if over.is_some() && !whiteouts.iter().any(|w| rel.starts_with(w)) {
+        let (parent, name) = make_parents(dest, rel, over)?;
+        rustix::fs::mknodat(&parent, &name, FileType::CharacterDevice, Mode::empty(), 0)?;
+        whiteouts.push(rel.to_path_buf());
+    }
+    Ok(())
+}
+
+/// A symlink, FIFO or socket made again as `name` in the open folder `parent`, from its kept
+/// [`SpecialEntry`].
+fn rebuild_special(
+    parent: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    s: &SpecialEntry,
+    mode: u32,
+) -> std::io::Result<()> {
+    use rustix::fs::{FileType, Mode};
+    use std::os::fd::AsFd;
+    use std::os::unix::ffi::OsStrExt;
+    let here = parent.as_fd();
+    proctor_fs::beneath::clear_at(here, name)?;
+    match s.kind {
+        SpecialKind::Symlink => {
+            let target = std::ffi::OsStr::from_bytes(s.target.as_deref().unwrap_or_default());
+            rustix::fs::symlinkat(target, here, name)?;
+        }
+        SpecialKind::Fifo => rustix::fs::mknodat(
+            here,
+            name,
+            FileType::Fifo,
+            Mode::from_raw_mode(harmless_mode(mode)),
+            0,
+        )?,
+        // A socket has no content: an unbound one is made again, as in the trial (bound
+        // through the open folder, so no link on the way is followed).
+        SpecialKind::Socket => {
+            use std::os::fd::AsRawFd;
+            let at = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd()))
+                .join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            std::os::unix::net::UnixListener::bind(&at)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where a rebuilt file goes: the rebuilt tree, and the open folder and name in it.
+struct Target<'a> {
+    dest: &'a proctor_fs::Beneath,
+    parent: &'a std::os::fd::OwnedFd,
+    name: &'a std::ffi::CStr,
+}
+
+/// A changed file made again at `at` from its kept copy (read beneath the capture's folder
+/// `kept_files`, its path may be past PATH_MAX); a later name of a file already made is linked
+/// to it again.
+fn rebuild_file(
+    c: &proctor_score::FileChange,
+    rel: &Path,
+    kept_files: Option<&proctor_fs::Beneath>,
+    at: Target<'_>,
+    links: &mut Links<PathBuf>,
+) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::os::fd::AsFd;
+    let input = kept_files.and_then(|files| files.open_file(rel).ok());
+    let meta = match input.as_ref().map(std::fs::File::metadata) {
+        Some(Ok(m)) if m.is_file() => m,
+        _ => {
+            return Err(std::io::Error::other(format!(
+                "{}: the capture kept no content for this {} (a symlink, FIFO or entry it could not read)",
+                c.path,
+                if c.kind == ChangeKind::ModeChanged { "re-moded entry" } else { "entry" }
+            )))
+        }
+    };
+    let here = at.parent.as_fd();
+    proctor_fs::beneath::clear_at(here, at.name)?;
+    if let Some(first) = links.copied(&meta) {
+        let (fparent, fname) = at.dest.parent(first, 0o755)?;
+        rustix::fs::linkat(&fparent, &fname, here, at.name, AtFlags::empty())?;
+        return Ok(());
+    }
+    let Some(input) = input else {
+        return Ok(());
+    };
+    // Readable and writable by this user, like the kept copy (the checks copy it again).
+    let output = std::fs::File::from(rustix::fs::openat(
+        here,
+        at.name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?);
+    proctor_sandbox::copy::copy_data(
+        &input,
+        &output,
+        proctor_sandbox::copy::CopyOptions::default(),
+    )?;
+    let mode = c.mode.unwrap_or(0o644);
+    rustix::fs::fchmod(&output, Mode::from_raw_mode(harmless_mode(mode | 0o600)))?;
+    links.remember(&meta, rel.to_path_buf());
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proctor_store::Store;
+use proctor_suite::Suite;
 
 use crate::error::{Context, RunError};
 use crate::provision::Images;
@@ -82,14 +83,7 @@ pub fn rescore_run(
     let suite = open_suite(&suite_path)?;
     let current_hash =
         proctor_suite::tree::suite_hash(&suite.root).context("cannot hash the suite")?;
-    let fixture_hash =
-        proctor_suite::tree::tree_hash(&suite.fixture_dir()).context("cannot hash the fixture")?;
-    if fixture_hash != meta.fixture_hash {
-        return Err(RunError::usage(
-            format!("the suite's fixture changed since run {id} (hash {}…, now {}…): its saved changes no longer rebuild the end state", meta.fixture_hash.get(..12).unwrap_or_default(), fixture_hash.get(..12).unwrap_or_default()),
-            "restore the fixture as it was; rules may change, the starting workspace may not",
-        ));
-    }
+    let fixture_hash = unchanged_fixture(&suite, &meta.fixture_hash, id.as_str())?;
     let tasks: Vec<&str> = meta.tasks.iter().map(String::as_str).collect();
     let task_images = crate::provision::for_tasks(&suite, &tasks, images.config, images.cache)?;
     crate::provision::check_unmoved(
@@ -99,26 +93,7 @@ pub fn rescore_run(
     )?;
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, &store_root).map_err(RunError::failed)?;
-    let env = CheckEnv {
-        proctor_exe: std::env::current_exe().context("cannot find proctor's own executable")?,
-        namespaces: isolation.namespaces,
-        hide: crate::trial::hidden_paths(&suite.root, &store_root),
-        grace: Duration::from_secs(2),
-        image: None,
-        // Each trial's checks get its task's `check_network` (set per trial).
-        network: proctor_sandbox::Network::None,
-        holdout_at: None,
-        // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
-        agent_root: None,
-        // Each trial's checks get its task's `binds` (set per trial).
-        binds: Vec::new(),
-        // Each trial's task's limits and start state (set per trial); the checks are held by
-        // control groups of the rescore's own, as a run's are (made below, once nothing can
-        // return before they are removed).
-        limits: Default::default(),
-        cgroups: Err("not made yet".into()),
-        start: Vec::new(),
-    };
+    let env = check_env(&suite, &store_root, isolation.namespaces)?;
     let started = std::time::Instant::now();
     let stem = format!(
         "{}{}",
@@ -166,6 +141,41 @@ pub fn rescore_run(
         id,
         written,
         seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The fixture's hash, when it is still the one run `id` recorded (`recorded`): its saved
+/// changes rebuild the end state only over the same starting workspace.
+fn unchanged_fixture(suite: &Suite, recorded: &str, id: &str) -> Result<String, RunError> {
+    let fixture_hash =
+        proctor_suite::tree::tree_hash(&suite.fixture_dir()).context("cannot hash the fixture")?;
+    if fixture_hash != recorded {
+        return Err(RunError::usage(
+            format!("the suite's fixture changed since run {id} (hash {}…, now {}…): its saved changes no longer rebuild the end state", recorded.get(..12).unwrap_or_default(), fixture_hash.get(..12).unwrap_or_default()),
+            "restore the fixture as it was; rules may change, the starting workspace may not",
+        ));
+    }
+    Ok(fixture_hash)
+}
+
+/// What every rescored check shares; what is its task's own (network, image, holdout, binds,
+/// limits, start state) is set per trial, and the control groups once nothing can return
+/// before they are removed.
+fn check_env(suite: &Suite, store_root: &Path, namespaces: bool) -> Result<CheckEnv, RunError> {
+    Ok(CheckEnv {
+        proctor_exe: std::env::current_exe().context("cannot find proctor's own executable")?,
+        namespaces,
+        hide: crate::trial::hidden_paths(&suite.root, store_root),
+        grace: Duration::from_secs(2),
+        image: None,
+        network: proctor_sandbox::Network::None,
+        holdout_at: None,
+        // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
+        agent_root: None,
+        binds: Vec::new(),
+        limits: Default::default(),
+        cgroups: Err("not made yet".into()),
+        start: Vec::new(),
     })
 }
 

@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -34,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::calls::{CallEnd, CallStart, SeqReply};
+use proctor_sandbox::calls::{pump, Tap};
 use proctor_score::ArgvCut;
 
 /// Bytes of stdin, stdout and stderr kept in each call record.
@@ -55,49 +56,6 @@ pub const ARGS_KEPT: usize = proctor_sandbox::calls::ARGS_KEPT;
 /// namespaces (the shim then logs the call itself); with namespaces the shim reaches the
 /// trial's call runner at [`proctor_sandbox::calls::SOCKET_INSIDE`].
 pub const SOCKET_ENV: &str = "PROCTOR_CALLS_SOCKET";
-
-#[derive(Default)]
-struct Tap {
-    bytes: u64,
-    head: Vec<u8>,
-    hasher: Option<blake3::Hasher>,
-}
-
-impl Tap {
-    fn hashing() -> Tap {
-        Tap {
-            hasher: Some(blake3::Hasher::new()),
-            ..Tap::default()
-        }
-    }
-
-    fn take(&mut self, chunk: &[u8]) {
-        self.bytes += chunk.len() as u64;
-        let room = HEAD_BYTES.saturating_sub(self.head.len());
-        self.head.extend_from_slice(&chunk[..room.min(chunk.len())]);
-        if let Some(h) = self.hasher.as_mut() {
-            h.update(chunk);
-        }
-    }
-}
-
-fn pump(mut from: impl Read, mut to: impl Write, tap: Arc<Mutex<Tap>>) {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Ok(mut t) = tap.lock() {
-                    t.take(&buf[..n]);
-                }
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-                let _ = to.flush();
-            }
-        }
-    }
-}
 
 /// Runs the shim with text arguments; returns the exit status to exit with. See [`main_os`],
 /// which `proctor __shim` calls, for arguments that may not be UTF-8.
@@ -239,9 +197,9 @@ fn relay(mut child: Child) -> CallEnd {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 125,
     };
-    let (stdin_bytes, stdin_head, stdin_hash) = snapshot(&stdin_tap);
-    let (stdout_bytes, stdout_head, _) = snapshot(&out_tap);
-    let (stderr_bytes, stderr_head, _) = snapshot(&err_tap);
+    let (stdin_bytes, stdin_head, stdin_hash) = Tap::snapshot(&stdin_tap);
+    let (stdout_bytes, stdout_head, _) = Tap::snapshot(&out_tap);
+    let (stderr_bytes, stderr_head, _) = Tap::snapshot(&err_tap);
     CallEnd {
         exit,
         stdin_bytes,
@@ -271,21 +229,6 @@ pub fn bounded_argv(
         blake3: c.blake3,
     });
     (argv, argv_hex, cut)
-}
-
-/// A tap's byte count, head and hash (empty when it does not hash).
-fn snapshot(tap: &Arc<Mutex<Tap>>) -> (u64, String, String) {
-    match tap.lock() {
-        Ok(t) => (
-            t.bytes,
-            String::from_utf8_lossy(&t.head).into_owned(),
-            t.hasher
-                .as_ref()
-                .map(|h| h.clone().finalize().to_hex().to_string())
-                .unwrap_or_default(),
-        ),
-        Err(_) => (0, String::new(), String::new()),
-    }
 }
 
 #[cfg(test)]

@@ -632,17 +632,7 @@ fn run_program(
     let stdin_pipe = if req.terminal { None } else { Some(pipe()?) };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let cstr = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the request".to_string());
-    let mut argv = vec![cstr(name.as_bytes())?];
-    for a in &req.args {
-        argv.push(cstr(a.as_bytes())?);
-    }
-    let envp = req
-        .env
-        .iter()
-        .map(|e| cstr(e.as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let prog = cstr(program.as_os_str().as_bytes())?;
+    let (prog, argv, envp) = exec_strings(req, name, program)?;
     let stdin_fd = match &stdin_pipe {
         Some((r, _)) => r.as_raw_fd(),
         None => req.fds[0].as_raw_fd(),
@@ -698,46 +688,54 @@ fn run_program(
             return Err(why);
         }
     };
-    if let Err(why) = cwd {
-        kill();
+    // A program that never got to run: its process reaped, the call recorded as exit 127.
+    let mut not_run = |why: String| {
         let _ = sys::wait4(child, 0);
-        return finish(
+        finish(
             &mut log,
             127,
             format!("cannot run: {why}"),
             req,
             name,
             program,
-        );
+        )
+    };
+    if let Err(why) = cwd {
+        kill();
+        return not_run(why);
     }
     let mut go = std::fs::File::from(go_w);
     if go.write_all(b"g").is_err() {
-        let _ = sys::wait4(child, 0);
-        return finish(
-            &mut log,
-            127,
-            "cannot run: its process ended".into(),
-            req,
-            name,
-            program,
-        );
+        return not_run("its process ended".into());
     }
     drop(go);
     if let Some(Status::Failed(why)) = read_status(&mut status_r) {
-        let _ = sys::wait4(child, 0);
-        return finish(
-            &mut log,
-            127,
-            format!("cannot run: {why}"),
-            req,
-            name,
-            program,
-        );
+        return not_run(why);
     }
     let end = relay(child, req, stdin_w, out_r, err_r, conn);
     let text = serde_json::to_string(&end).map_err(|e| e.to_string())?;
     let _ = writeln!(log, "{text}");
     Ok(end.exit)
+}
+
+/// The program, its argv (`name`, then the request's arguments) and its environment as C
+/// strings for `execve`.
+fn exec_strings(
+    req: &Request,
+    name: &str,
+    program: &Path,
+) -> Result<(CString, Vec<CString>, Vec<CString>), String> {
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the request".to_string());
+    let argv = std::iter::once(name.as_bytes())
+        .chain(req.args.iter().map(|a| a.as_bytes()))
+        .map(cstr)
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = req
+        .env
+        .iter()
+        .map(|e| cstr(e.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((cstr(program.as_os_str().as_bytes())?, argv, envp))
 }
 
 /// Records a call that never got to run its program (exit 127), and says why on its stderr.
@@ -950,15 +948,24 @@ fn exec_child(plan: &ChildPlan) -> ! {
     fail("execute it", std::io::Error::last_os_error());
 }
 
-/// Counts, hashes and keeps the head of one stream.
+/// Counts, hashes and keeps the head of one stream of a call (its stdin, stdout or stderr), as
+/// a call record keeps it; shared through an `Arc<Mutex<_>>` with the thread that [`pump`]s it.
 #[derive(Default)]
-struct Tap {
+pub struct Tap {
     bytes: u64,
     head: Vec<u8>,
     hasher: Option<blake3::Hasher>,
 }
 
 impl Tap {
+    /// A tap that also hashes what passes (for stdin).
+    pub fn hashing() -> Tap {
+        Tap {
+            hasher: Some(blake3::Hasher::new()),
+            ..Tap::default()
+        }
+    }
+
     fn take(&mut self, chunk: &[u8]) {
         self.bytes += chunk.len() as u64;
         let room = HEAD_BYTES.saturating_sub(self.head.len());
@@ -967,9 +974,25 @@ impl Tap {
             h.update(chunk);
         }
     }
+
+    /// What passed so far: bytes, the head as text, the hash in hex (empty when not hashing).
+    pub fn snapshot(tap: &Mutex<Tap>) -> (u64, String, String) {
+        match tap.lock() {
+            Ok(t) => (
+                t.bytes,
+                String::from_utf8_lossy(&t.head).into_owned(),
+                t.hasher
+                    .as_ref()
+                    .map(|h| h.clone().finalize().to_hex().to_string())
+                    .unwrap_or_default(),
+            ),
+            Err(_) => (0, String::new(), String::new()),
+        }
+    }
 }
 
-fn pump(mut from: impl Read, mut to: impl Write, tap: Arc<Mutex<Tap>>) {
+/// Copies `from` to `to` until either ends, through `tap`.
+pub fn pump(mut from: impl Read, mut to: impl Write, tap: Arc<Mutex<Tap>>) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
@@ -999,10 +1022,7 @@ fn relay(
     conn: &UnixStream,
 ) -> EndLine {
     let file = |fd: &OwnedFd| fd.try_clone().map(std::fs::File::from);
-    let stdin_tap = Arc::new(Mutex::new(Tap {
-        hasher: Some(blake3::Hasher::new()),
-        ..Tap::default()
-    }));
+    let stdin_tap = Arc::new(Mutex::new(Tap::hashing()));
     let out_tap = Arc::new(Mutex::new(Tap::default()));
     let err_tap = Arc::new(Mutex::new(Tap::default()));
     let (stdin_done, stdin_finished) = std::sync::mpsc::channel::<()>();
@@ -1041,20 +1061,9 @@ fn relay(
         }
         None => 125,
     };
-    let snap = |tap: &Arc<Mutex<Tap>>| match tap.lock() {
-        Ok(t) => (
-            t.bytes,
-            String::from_utf8_lossy(&t.head).into_owned(),
-            t.hasher
-                .as_ref()
-                .map(|h| h.clone().finalize().to_hex().to_string())
-                .unwrap_or_default(),
-        ),
-        Err(_) => (0, String::new(), String::new()),
-    };
-    let (stdin_bytes, stdin_head, stdin_hash) = snap(&stdin_tap);
-    let (stdout_bytes, stdout_head, _) = snap(&out_tap);
-    let (stderr_bytes, stderr_head, _) = snap(&err_tap);
+    let (stdin_bytes, stdin_head, stdin_hash) = Tap::snapshot(&stdin_tap);
+    let (stdout_bytes, stdout_head, _) = Tap::snapshot(&out_tap);
+    let (stderr_bytes, stderr_head, _) = Tap::snapshot(&err_tap);
     EndLine {
         exit,
         stdin_bytes,

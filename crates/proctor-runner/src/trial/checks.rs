@@ -377,38 +377,18 @@ pub fn check_limits(
         };
         return (limits, None, record);
     }
-    let cgroup = env.cgroups.as_ref().map_err(String::clone).and_then(|c| {
-        c.trial(l.memory_mb() * MIB, l.processes())
-            .map(|cg| (cg, c.kind()))
-    });
-    let cgroup = match cgroup {
-        Ok((cg, kind)) => {
-            for key in ["memory_mb", "processes"] {
-                record.enforced_by.insert(key.into(), kind.into());
-            }
-            Some(cg)
-        }
-        Err(why) => {
-            for key in ["memory_mb", "processes"] {
-                record.not_enforced.insert(key.into(), why.clone());
-            }
-            None
-        }
-    };
     let disk_by = if copy {
         "the check's own tmpfs, for all but the workspace (a copy on the host's disk)"
     } else {
         "the check's own tmpfs"
     };
-    record.enforced_by.insert("disk_mb".into(), disk_by.into());
-    record
-        .enforced_by
-        .insert("output_mb".into(), "proctor's bounded capture".into());
-    let limits = SandboxLimits {
-        disk_bytes: Some(l.disk_mb() * MIB),
-        output_bytes: Some(output_bytes),
-        cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
-    };
+    let (limits, cgroup) = crate::trial::launch::held_limits(
+        &env.cgroups,
+        l,
+        disk_by,
+        output_bytes,
+        (&mut record.enforced_by, &mut record.not_enforced),
+    );
     (limits, cgroup, record)
 }
 
@@ -550,14 +530,7 @@ pub fn check_spec(
             }
             None => check_env(&home, &host_path(), &inside),
         },
-        binds: env
-            .binds
-            .iter()
-            .map(|b| proctor_sandbox::Bind {
-                host: b.clone(),
-                inside: b.clone(),
-                read_only: true,
-            })
+        binds: crate::trial::launch::shown_read_only(&env.binds)
             .chain(match env.holdout_elsewhere() {
                 Some(at) if dir.join(HOLDOUT_COPY).is_dir() => Some(proctor_sandbox::Bind {
                     host: dir.join(HOLDOUT_COPY),

@@ -100,12 +100,7 @@ pub fn launch(
         limits: Some(limits_record),
     };
     let record = without_token(record, model.as_ref());
-    // The host paths the task asks to be shown (`binds`), read-only at their own place.
-    binds.extend(trial.settings.binds.iter().map(|b| proctor_sandbox::Bind {
-        host: PathBuf::from(b),
-        inside: PathBuf::from(b),
-        read_only: true,
-    }));
+    binds.extend(shown_read_only(&trial.settings.binds));
     let calls = call_runner(prepared, &env)?;
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
@@ -123,13 +118,7 @@ pub fn launch(
         stderr: paths.stderr(),
         wall_timeout: trial.settings.wall_timeout,
         grace: ctx.grace,
-        root_image: image.map(|img| proctor_sandbox::RootImage {
-            rootfs: img.rootfs.clone(),
-            upper: paths.root_upper(),
-            work: paths.root_work(),
-            layers: Vec::new(),
-            keep_upper: trial.settings.check_root == proctor_suite::model::CheckRoot::Agent,
-        }),
+        root_image: image.map(|img| root_image(img, trial, paths)),
         skeleton: None,
         view: None,
         limits,
@@ -144,6 +133,33 @@ pub fn launch(
         cgroup,
         given_answer: None,
     })
+}
+
+/// The host paths a task asks to be shown (its `binds`), each read-only at its own place.
+pub(crate) fn shown_read_only(
+    paths: &[impl AsRef<Path>],
+) -> impl Iterator<Item = proctor_sandbox::Bind> + '_ {
+    paths.iter().map(|p| proctor_sandbox::Bind {
+        host: p.as_ref().to_path_buf(),
+        inside: p.as_ref().to_path_buf(),
+        read_only: true,
+    })
+}
+
+/// The trial's root when it runs in an image: the image under the trial's own writable layer,
+/// kept for the checks where they see the agent's root.
+fn root_image(
+    img: &crate::image::TrialImage,
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+) -> proctor_sandbox::RootImage {
+    proctor_sandbox::RootImage {
+        rootfs: img.rootfs.clone(),
+        upper: paths.root_upper(),
+        work: paths.root_work(),
+        layers: Vec::new(),
+        keep_upper: trial.settings.check_root == proctor_suite::model::CheckRoot::Agent,
+    }
 }
 
 /// The agent's environment: the image's `PATH` (or the host's) and variables, the services',
@@ -250,39 +266,63 @@ fn trial_limits(
         );
         return (Default::default(), None, record);
     }
-    let cgroup = ctx.cgroups.as_ref().map_err(String::clone).and_then(|c| {
+    let disk_by = if ctx.isolation.overlay {
+        "the trial's own tmpfs"
+    } else {
+        "the trial's own tmpfs, for all but the workspace (a copy on the host's disk)"
+    };
+    let (limits, cgroup) = held_limits(
+        &ctx.cgroups,
+        l,
+        disk_by,
+        l.output_mb() * MIB,
+        (&mut record.enforced_by, &mut record.not_enforced),
+    );
+    (limits, cgroup, record)
+}
+
+/// The bounds of a sandbox in namespaces that runs the agent's code (a trial, or one of its
+/// checks) under the limits `l`: a control group of the run's for memory and processes (or why
+/// none could be had), a tmpfs of `disk_mb` (held as `disk_by` says), its output cut at
+/// `output_bytes`. What held each limit, or why not, goes in the record's
+/// `(enforced_by, not_enforced)`.
+pub(crate) fn held_limits(
+    cgroups: &Result<std::sync::Arc<crate::cgroup::RunCgroups>, String>,
+    l: &proctor_suite::model::Limits,
+    disk_by: &str,
+    output_bytes: u64,
+    (enforced_by, not_enforced): (&mut BTreeMap<String, String>, &mut BTreeMap<String, String>),
+) -> (
+    proctor_sandbox::SandboxLimits,
+    Option<crate::cgroup::TrialCgroup>,
+) {
+    const MIB: u64 = 1 << 20;
+    let cgroup = cgroups.as_ref().map_err(String::clone).and_then(|c| {
         c.trial(l.memory_mb() * MIB, l.processes())
             .map(|cg| (cg, c.kind()))
     });
     let cgroup = match cgroup {
         Ok((cg, kind)) => {
             for key in ["memory_mb", "processes"] {
-                record.enforced_by.insert(key.into(), kind.into());
+                enforced_by.insert(key.into(), kind.into());
             }
             Some(cg)
         }
         Err(why) => {
             for key in ["memory_mb", "processes"] {
-                record.not_enforced.insert(key.into(), why.clone());
+                not_enforced.insert(key.into(), why.clone());
             }
             None
         }
     };
-    let disk_by = if ctx.isolation.overlay {
-        "the trial's own tmpfs"
-    } else {
-        "the trial's own tmpfs, for all but the workspace (a copy on the host's disk)"
-    };
-    record.enforced_by.insert("disk_mb".into(), disk_by.into());
-    record
-        .enforced_by
-        .insert("output_mb".into(), "proctor's bounded capture".into());
+    enforced_by.insert("disk_mb".into(), disk_by.into());
+    enforced_by.insert("output_mb".into(), "proctor's bounded capture".into());
     let limits = proctor_sandbox::SandboxLimits {
         disk_bytes: Some(l.disk_mb() * MIB),
-        output_bytes: Some(l.output_mb() * MIB),
+        output_bytes: Some(output_bytes),
         cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
     };
-    (limits, cgroup, record)
+    (limits, cgroup)
 }
 
 /// The key of the launch record's `limits.not_enforced` that says the calls log is not
