@@ -59,6 +59,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--no-show-model-warnings",
         "--no-detect-urls",
     ],
+    shell_permissions: crate::ShellPermissions::RefusesEvery,
 };
 
 /// The model named when the variant names none.

@@ -48,6 +48,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--strict-mcp-config",
         "--model",
     ],
+    shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
 };
 
 /// The Claude Code adapter.

@@ -84,6 +84,9 @@ pub struct CliSpec {
     pub help: &'static [&'static str],
     /// Every flag (or choice) the adapter passes, each of which must be in the help text.
     pub required: &'static [&'static str],
+    /// What proctor configures the CLI's permission layer to do with a shell command
+    /// ([`crate::Adapter::shell_permissions`]).
+    pub shell_permissions: crate::ShellPermissions,
 }
 
 /// Runs a command with a private throw-away HOME, stdin closed and a time limit; returns its
@@ -467,6 +470,10 @@ impl<T: CliAgent> Adapter for T {
         )
     }
 
+    fn shell_permissions(&self) -> crate::ShellPermissions {
+        self.spec().shell_permissions
+    }
+
     fn preflight(&self) -> Result<Option<AgentInfo>, AgentError> {
         preflight(self.spec()).map(Some)
     }
@@ -651,6 +658,7 @@ mod tests {
             tested_version: "0.169.0",
             help: &["exec", "--help"],
             required: &["--json", "--ephemeral"],
+            shell_permissions: crate::ShellPermissions::RunsEverything,
         };
         let e = check_flags(&spec, "0.1.0", "--json")
             .unwrap_err()

@@ -51,6 +51,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--cd",
         "--model",
     ],
+    shell_permissions: crate::ShellPermissions::RunsEverything,
 };
 
 /// The Codex adapter.

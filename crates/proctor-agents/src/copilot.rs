@@ -50,6 +50,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--usage-output-file",
         "--model",
     ],
+    shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
 };
 
 /// The model named when the variant names none.

@@ -48,6 +48,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--skip-trust",
         "--model",
     ],
+    shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
 };
 
 /// The settings written into the private `GEMINI_CLI_HOME`.

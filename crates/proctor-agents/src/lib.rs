@@ -117,6 +117,18 @@ pub struct ToolCall {
     pub output: Option<String>,
 }
 
+/// What an agent CLI's own permission layer does with a shell command, as proctor configures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellPermissions {
+    /// It runs every command (Codex: its rules cannot say "deny the rest"; agents without a
+    /// permission layer): a `denied` call in its transcript cannot be real.
+    RunsEverything,
+    /// It refuses a command that is not a plain call of an allow-listed program.
+    RefusesOutsideAllowList,
+    /// It refuses every shell command (aider answers no to each it proposes).
+    RefusesEvery,
+}
+
 /// A call the CLI's own permission layer refused; the runner logs it as a `denied` call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeniedCall {
@@ -296,6 +308,11 @@ pub trait Adapter: Send + Sync {
     ) -> Result<Launch, AgentError> {
         let _ = session;
         self.launch(ctx)
+    }
+    /// What proctor configures this CLI's own permission layer to do with a shell command: only
+    /// a CLI that refuses some can have a real `denied` call in its transcript.
+    fn shell_permissions(&self) -> ShellPermissions {
+        ShellPermissions::RunsEverything
     }
     /// Checks, once before any trial, that the agent can run here: its CLI is installed, its
     /// version is readable and every flag this adapter passes is in its help. `Ok(None)` for

@@ -40,6 +40,7 @@ pub const SPEC: CliSpec = CliSpec {
     tested_version: "1.18.33",
     help: &["run", "--help"],
     required: &["--format", "json", "--model"],
+    shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
 };
 
 /// The model named when the variant names none.

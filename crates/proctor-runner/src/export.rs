@@ -217,9 +217,9 @@ fn json_lines(path: &Path) -> Vec<Value> {
 /// The wire ledger's exchanges and faults: the model gateway's `model.jsonl` (with its bodies
 /// in `model/`), else the mock model's `services/__model/wire.jsonl`; `None` when the trial has
 /// neither.
-type Wire = (Option<Vec<Exchange>>, Vec<String>);
+pub(crate) type Wire = (Option<Vec<Exchange>>, Vec<String>);
 
-fn wire(trial_dir: &Path) -> Result<Wire, String> {
+pub(crate) fn wire(trial_dir: &Path) -> Result<Wire, String> {
     let gateway = trial_dir.join("model.jsonl");
     if gateway.is_file() {
         return gateway_wire(trial_dir, &gateway);

@@ -20,6 +20,7 @@
 pub mod capture;
 pub mod checks;
 pub mod context;
+pub mod denials;
 pub mod env;
 pub mod error;
 pub mod execute;

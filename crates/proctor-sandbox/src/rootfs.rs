@@ -1073,11 +1073,34 @@ fn mount_overlay_fsconfig(
         }
         Ok(())
     };
-    for l in lowers {
-        config(FSCONFIG_SET_STRING, Some(c"lowerdir+"), Some(l))?;
+    // Each layer is named from inside it ("."): the kernel resolves the name when it is given
+    // and shows it, as given, in the mount table a trial can read, so the host paths of the
+    // fixture, the store, the image cache and the scratch never appear there.
+    let back =
+        std::fs::File::open(".").map_err(|e| (false, format!("open the working folder: {e}")))?;
+    let layer = |key: &CStr, dir: &Path| {
+        std::env::set_current_dir(dir)
+            .map_err(|e| (false, format!("enter the layer {}: {e}", dir.display())))?;
+        config(FSCONFIG_SET_STRING, Some(key), Some(Path::new(".")))
+            .map_err(|(fallback, e)| (fallback, format!("{e} (the layer {})", dir.display())))
+    };
+    let layered = lowers
+        .iter()
+        .try_for_each(|l| layer(c"lowerdir+", l))
+        .and_then(|()| layer(c"upperdir", upper))
+        .and_then(|()| layer(c"workdir", work));
+    // SAFETY: a valid descriptor of a folder.
+    let returned = unsafe { libc::fchdir(back.as_raw_fd()) };
+    layered?;
+    if returned != 0 {
+        return Err((
+            false,
+            format!(
+                "return to the working folder: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
     }
-    config(FSCONFIG_SET_STRING, Some(c"upperdir"), Some(upper))?;
-    config(FSCONFIG_SET_STRING, Some(c"workdir"), Some(work))?;
     config(FSCONFIG_SET_FLAG, Some(c"userxattr"), None)?;
     config(FSCONFIG_CMD_CREATE, None, None)?;
     // SAFETY: valid descriptor.

@@ -476,6 +476,26 @@ pub struct EndState {
     /// Root changes left out of a stored record past [`MAX_RECORDED_CHANGES`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub root_changes_omitted: u64,
+    /// Calls the agent CLI's transcript says its permission layer denied that proctor could not
+    /// confirm from what the agent cannot write (the CLI's configuration and the model's wire
+    /// log): kept as the CLI's report, never counted as a rejection or a wrong turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unconfirmed_denials: Vec<UnconfirmedDenial>,
+}
+
+/// A `denied` call in an agent CLI's transcript that proctor could not confirm. A process of
+/// the agent can write into the CLI's output, so such a record is at most the agent's own word.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UnconfirmedDenial {
+    /// The tool the transcript names.
+    pub tool: String,
+    /// The command line, for a shell tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The reason the transcript gives.
+    pub reason: String,
+    /// Why proctor could not confirm it.
+    pub unconfirmed: String,
 }
 
 impl EndState {

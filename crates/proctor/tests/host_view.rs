@@ -257,3 +257,42 @@ fn a_task_that_needs_more_of_the_host_binds_it_and_gets_only_that() {
         );
     }
 }
+
+/// The mount table a trial can read (`/proc/self/mountinfo`, the agent's and a check's) names
+/// none of the host's folders that the trial must not know: not the suite's, not the store's.
+/// The overlay layers are named from inside themselves (`lowerdir+=.`), not by their host path.
+#[test]
+fn the_mount_table_names_neither_the_suite_nor_the_store() {
+    for who in users() {
+        let lab = Lab::new(&format!("host-mounts-{who:?}"));
+        lab.write("fixture/data.txt", "x\n");
+        lab.write("holdout/t/expected.txt", "x\n");
+        lab.one_task(
+            "",
+            "{ check = \"cat /proc/self/mountinfo > /proc/self/fd/1; cmp data.txt expected.txt\" }",
+            &["cat /proc/self/mountinfo"],
+            true,
+        );
+        let Some(record) = lab.run_graded(who, false, &[]) else {
+            return;
+        };
+        assert_eq!(record["outcome"], "completed", "{who:?}\n{record:#}");
+        let agent = record["end_state"]["answer"].as_str().unwrap_or_default();
+        let check = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("checks/0.stdout"))
+            .unwrap_or_default();
+        for (whose, table) in [("agent", agent), ("check", &check)] {
+            assert!(
+                table.contains(" /workspace ") && table.contains("lowerdir+=."),
+                "{who:?}: the {whose}'s mount table, with the workspace's overlay: {table}"
+            );
+            for host in [lab.suite(), lab.store(), lab.root.clone()] {
+                let host = host.canonicalize().unwrap_or(host);
+                assert!(
+                    !table.contains(host.to_str().unwrap()),
+                    "{who:?}: the {whose}'s mount table names {}:\n{table}",
+                    host.display()
+                );
+            }
+        }
+    }
+}

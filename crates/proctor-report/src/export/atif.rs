@@ -991,6 +991,36 @@ fn turn_of(x: &Exchange) -> Turn {
     turn
 }
 
+/// A call the model asked its agent to make, as the model's response on the wire says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskedCall {
+    /// The call's id (the model's, or `wire-SEQ-K` when the API gives none).
+    pub id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments.
+    pub input: Map<String, Value>,
+}
+
+/// What the model asked for over a whole wire: every tool call of its main responses, and the
+/// text of those responses (an agent without tool calls, such as aider, proposes commands in
+/// text). The wire is recorded by the gateway or the mock model, outside the agent's reach,
+/// so this is what the model really asked for, whatever the agent's transcript says.
+pub fn asked(wire: &[Exchange]) -> (Vec<AskedCall>, String) {
+    let mut calls = Vec::new();
+    let mut text = String::new();
+    for x in wire.iter().filter(|x| !x.side) {
+        let turn = turn_of(x);
+        push_text(&mut text, &turn.text);
+        calls.extend(
+            turn.calls
+                .into_iter()
+                .map(|(id, tool, input)| AskedCall { id, tool, input }),
+        );
+    }
+    (calls, text)
+}
+
 /// A tool result the agent sent back to the model: its content and whether it said error.
 type ToolResult = (String, bool);
 

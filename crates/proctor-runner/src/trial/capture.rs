@@ -135,8 +135,20 @@ pub fn capture(
         root_changes,
         ..EndState::default()
     };
-    add_denied_calls(&mut end, &output.denied, &prepared.allowed);
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
+    // The model's wire log is read only when the transcript reports a denial.
+    let asked = (!output.denied.is_empty())
+        .then(|| crate::export::wire(&paths.trial_dir).ok())
+        .flatten()
+        .and_then(|(wire, _)| wire)
+        .map(|wire| proctor_report::export::atif::asked(&wire));
+    add_denied_calls(
+        &mut end,
+        &output.denied,
+        launched.adapter.shell_permissions(),
+        &prepared.allowed,
+        asked.as_ref(),
+    );
     let mut limit_reached = None;
     let mut ledgers = ledgers(ctx, trial, wire, &output);
     if let Some(r) = &reading {
@@ -1021,13 +1033,25 @@ pub fn agent_end(executed: &Executed) -> AgentEnd {
 
 /// What the agent CLI's own permission layer refused, logged as `denied` calls after the
 /// calls log's own.
-fn add_denied_calls(end: &mut EndState, denied: &[DeniedCall], allowed: &[Allowed]) {
+/// The CLI's denials as `denied` calls, those proctor can confirm only
+/// ([`crate::trial::denials`], from what the model `asked` for); the rest are kept as the CLI's
+/// unconfirmed report.
+fn add_denied_calls(
+    end: &mut EndState,
+    denied: &[DeniedCall],
+    permissions: proctor_agents::ShellPermissions,
+    allowed: &[Allowed],
+    asked: Option<&crate::trial::denials::Asked>,
+) {
+    let (confirmed, unconfirmed) =
+        crate::trial::denials::confirm(denied, permissions, allowed, asked);
     let mut next_seq = end.calls.iter().map(|c| c.seq).max().unwrap_or(0);
-    for d in denied {
+    for d in confirmed {
         next_seq += 1;
         end.calls
             .push(denied_call(next_seq, d, allowed, end.agent.wall_seconds));
     }
+    end.unconfirmed_denials = unconfirmed;
 }
 
 /// A call the agent CLI's permission layer refused, as a calls-log record.
@@ -1337,7 +1361,24 @@ mod tests {
                 ..DeniedCall::default()
             },
         ];
-        add_denied_calls(&mut end, &denied, &[]);
+        let asked = (
+            ["a", "b"]
+                .iter()
+                .map(|t| proctor_report::export::atif::AskedCall {
+                    id: format!("id-{t}"),
+                    tool: (*t).into(),
+                    input: Default::default(),
+                })
+                .collect(),
+            String::new(),
+        );
+        add_denied_calls(
+            &mut end,
+            &denied,
+            proctor_agents::ShellPermissions::RefusesEvery,
+            &[],
+            Some(&asked),
+        );
         let seqs: Vec<u64> = end.calls.iter().map(|c| c.seq).collect();
         assert_eq!(seqs, [7, 8, 9]);
     }

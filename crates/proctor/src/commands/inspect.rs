@@ -400,6 +400,18 @@ fn print_calls(r: &TrialRecord) {
             outln!("{:19}{line}", "");
         }
     }
+    let unconfirmed = &r.end_state.unconfirmed_denials;
+    if !unconfirmed.is_empty() {
+        outln!(
+            "\ndenials the agent CLI reported that proctor could not confirm ({}; not rejections)",
+            unconfirmed.len()
+        );
+        for d in unconfirmed {
+            let what = d.command.as_deref().unwrap_or(&d.tool);
+            outln!("  {}", proctor_report::escape_line(what));
+            outln!("{:19}{}", "", proctor_report::escape_line(&d.unconfirmed));
+        }
+    }
 }
 
 /// A file's text diff through the suite's `[diff]` converter (or why there is none).
