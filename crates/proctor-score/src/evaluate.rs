@@ -194,11 +194,16 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         }
         Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
         Assertion::Check(c) => check(ctx, c),
-        Assertion::Calls(c) => calls(ctx, c),
+        Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
         Assertion::Not(inner) => {
-            let r = assertion(ctx, inner.get_ref());
+            // Under `not`, a `calls` rule forbids: what the agent made undecidable counts as
+            // the forbidden call.
+            let r = match inner.get_ref() {
+                Assertion::Calls(c) => calls(ctx, c, Polarity::Forbidden),
+                other => assertion(ctx, other),
+            };
             let verdict = match r.verdict.decided() {
                 Some(b) => Verdict::from_bool(!b),
                 None => r.verdict.clone(),
@@ -392,7 +397,22 @@ pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str>
     interface.verb_of(argv)
 }
 
-fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
+/// Which way a `calls` rule points, for the calls whose stdin the agent left undecidable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polarity {
+    /// As written: its `min` requires matching calls (an unseen stdin is no match) and its `max`
+    /// forbids more (an unseen stdin is a match).
+    Required,
+    /// Inside `not`: any count it could have is the forbidden one.
+    Forbidden,
+}
+
+/// `calls`: how many calls of the interface match. A call whose stdin the record keeps only in
+/// part (its head, when the agent padded it past [`crate::endstate::HEAD_BYTES`]; nothing of a
+/// terminal or of a call the agent left running at the stop) might match whole: the agent made
+/// it undecidable, so it is decided against the agent ([`Polarity`]): the trial stays graded,
+/// and the evidence names the calls (`stdin_unseen`) and says so.
+fn calls(ctx: &Context, c: &Calls, polarity: Polarity) -> AssertionResult {
     let rule = calls_rule(c);
     let Some(interface) = ctx.interface else {
         return result(
@@ -452,25 +472,27 @@ fn calls(ctx: &Context, c: &Calls) -> AssertionResult {
     let n = seqs.len() as u32;
     let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
     let most = n.saturating_add(unseen.len() as u32);
-    // The true count is somewhere in n..=most: the rule holds when it holds at both ends,
-    // fails when no count in between could hold, and cannot be told otherwise.
-    let none_could = c.min.is_some_and(|m| most < m) || c.max.is_some_and(|m| n > m);
-    let verdict = match (within(n) && within(most), none_could) {
-        (true, _) => Verdict::Holds,
-        (false, true) => Verdict::Fails,
-        (false, false) => Verdict::unknown(format!(
-            "the stdin of call(s) {} is kept only in part (its first {} bytes; nothing of a terminal or of a call that never finished) and the rule depends on whether it matches",
-            unseen
-                .iter()
-                .map(|s| format!("#{s}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            crate::endstate::HEAD_BYTES
-        )),
+    // The true count is somewhere in n..=most, and the agent made it so.
+    let verdict = match polarity {
+        Polarity::Required => Verdict::from_bool(
+            c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
+        ),
+        Polarity::Forbidden => Verdict::from_bool((n..=most).any(within)),
     };
     let mut evidence = json!({ "count": n, "seqs": seqs });
     if !unseen.is_empty() {
         evidence["stdin_unseen"] = json!(unseen);
+        if (n..=most).any(within) && !(n..=most).all(within) {
+            evidence["decided_against_the_agent"] = json!(format!(
+                "the stdin of call(s) {} is kept only in part (its first {} bytes; nothing of a terminal or of a call left running at the stop), so whether it matches is read the way that counts against the agent",
+                unseen
+                    .iter()
+                    .map(|s| format!("#{s}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::endstate::HEAD_BYTES
+            ));
+        }
     }
     result("calls", rule, verdict, evidence)
 }

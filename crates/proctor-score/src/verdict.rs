@@ -450,7 +450,7 @@ fn effect(a: &Assertion, r: &AssertionResult, end: &EndState) -> Option<String> 
         }
         Assertion::Calls(c) => {
             let max = c.max?;
-            let count = r.evidence["count"].as_u64()?;
+            let count = r.evidence["count"].as_u64()? + unseen(&r.evidence);
             (count > u64::from(max)).then(|| {
                 let what = c
                     .verb
@@ -466,7 +466,7 @@ fn effect(a: &Assertion, r: &AssertionResult, end: &EndState) -> Option<String> 
                     Some(changes(end, &paths_of(&held.evidence["paths"])))
                 }
                 Assertion::Calls(_) => {
-                    let count = held.evidence["count"].as_u64()?;
+                    let count = held.evidence["count"].as_u64()? + unseen(&held.evidence);
                     (count > 0).then(|| format!("making {count} matching call(s)"))
                 }
                 _ => None,
@@ -474,6 +474,17 @@ fn effect(a: &Assertion, r: &AssertionResult, end: &EndState) -> Option<String> 
         }
         _ => None,
     }
+}
+
+/// The calls a `calls` rule counted against the agent because it left their stdin undecidable
+/// (`stdin_unseen`, when the rule was decided that way).
+fn unseen(evidence: &serde_json::Value) -> u64 {
+    if evidence.get("decided_against_the_agent").is_none() {
+        return 0;
+    }
+    evidence["stdin_unseen"]
+        .as_array()
+        .map_or(0, |a| a.len() as u64)
 }
 
 /// The string entries of a JSON list.
