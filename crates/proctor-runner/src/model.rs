@@ -70,6 +70,7 @@ pub fn service(
             timeout: Duration::from_secs(10),
         }),
         guard: Some(HttpGuard::new(format!("{base}/__mock"), GUARD_TEXT)),
+        state: None,
     }
 }
 

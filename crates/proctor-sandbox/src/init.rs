@@ -406,6 +406,7 @@ fn trial_main(
     }
 
     trace("services ready");
+    keep_states_at_start(spec);
     let agent = run_agent(ctl, spec, files);
     trace("agent stopped");
     stop_services(ctl, running, spec.grace);
@@ -572,6 +573,34 @@ fn start_service(
         }
     }
     (report, Some(run), None)
+}
+
+/// Copies each service's state file, as it is once every service is ready, to
+/// [`crate::STATE_AT_START`] in its folder: the state the agent found. A state file that is not
+/// there yet (or not a regular file, never followed through a link) is not copied, and the
+/// capture then cannot say whether the agent changed it.
+fn keep_states_at_start(spec: &SandboxSpec) {
+    for svc in &spec.services {
+        let Some(state) = &svc.state else { continue };
+        let dir = SandboxSpec::service_dir_inside(&svc.name);
+        let from = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(dir.join(state));
+        let Ok(mut from) = from else { continue };
+        if !from.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let to = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(crate::STATE_AT_START));
+        if let Ok(mut to) = to {
+            let _ = std::io::copy(&mut from, &mut to);
+        }
+    }
 }
 
 /// SIGTERM every service (its whole session), wait up to `grace`, SIGKILL everything left in the

@@ -65,7 +65,7 @@ pub use rootfs::mount_points;
 pub use run::{run, run_on_terminal};
 pub use spec::{
     Bind, HttpGuard, HttpProbe, Network, RootImage, RootSkeleton, SandboxLimits, SandboxSpec,
-    ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT,
+    ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT, STATE_AT_START,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

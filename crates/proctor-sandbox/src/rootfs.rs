@@ -1312,6 +1312,7 @@ mod tests {
             log: tmp.path().join("log"),
             ready: None,
             guard: None,
+            state: None,
         }];
         let points = mount_points(&spec);
         assert!(points.contains(&hidden), "{points:?}");

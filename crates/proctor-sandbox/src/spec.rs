@@ -194,7 +194,16 @@ pub struct ServiceSpec {
     pub ready: Option<HttpProbe>,
     /// After `ready`, refuse the service unless this URL's body contains the expected text.
     pub guard: Option<HttpGuard>,
+    /// Its state file, relative to its folder: once every service is ready, and before the
+    /// agent starts, the trial init copies it to [`STATE_AT_START`] beside it, so the end state
+    /// can be compared with the state the agent found.
+    #[serde(default)]
+    pub state: Option<PathBuf>,
 }
+
+/// The name, in a service's folder, of the copy of its state file made just before the agent
+/// started ([`ServiceSpec::state`]).
+pub const STATE_AT_START: &str = ".proctor-state-at-start";
 
 /// A readiness probe: `GET url` until it answers 2xx, for at most `timeout`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

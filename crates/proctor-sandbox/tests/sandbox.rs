@@ -276,6 +276,7 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
         log: t.out("reader.log"),
         ready: None,
         guard: None,
+        state: None,
     }];
     let r = t.run(&spec);
     let out = t.stdout();
@@ -396,6 +397,7 @@ fn http_service(t: &Trial, guard_expect: &str) -> ServiceSpec {
             "http://127.0.0.1:7070/index.html",
             guard_expect,
         )),
+        state: None,
     }
 }
 
@@ -502,6 +504,7 @@ fn stubborn_services_and_their_children_are_killed_at_the_end() {
         log: t.out("stubborn.log"),
         ready: None,
         guard: None,
+        state: None,
     }];
     let started = Instant::now();
     let r = t.run(&spec);

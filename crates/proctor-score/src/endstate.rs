@@ -308,6 +308,11 @@ pub struct ServiceEnd {
     /// Why the state is missing, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_error: Option<String>,
+    /// Whether the state differs from the state the agent found (the copy the trial init made
+    /// once every service was ready, before the agent started); `None` when that cannot be told
+    /// (no state file then, or one that is not JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_changed: Option<bool>,
     /// The service's event log (`events.jsonl`), for attributed reversals. In a stored record
     /// at most its first [`MAX_RECORDED_EVENTS`] (`events_omitted` counts the rest); grading
     /// saw them all.

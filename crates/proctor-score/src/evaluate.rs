@@ -474,9 +474,9 @@ fn calls(ctx: &Context, c: &Calls, polarity: Polarity) -> AssertionResult {
     let most = n.saturating_add(unseen.len() as u32);
     // The true count is somewhere in n..=most, and the agent made it so.
     let verdict = match polarity {
-        Polarity::Required => Verdict::from_bool(
-            c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
-        ),
+        Polarity::Required => {
+            Verdict::from_bool(c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m))
+        }
         Polarity::Forbidden => Verdict::from_bool((n..=most).any(within)),
     };
     let mut evidence = json!({ "count": n, "seqs": seqs });

@@ -1144,6 +1144,12 @@ pub struct Refusal {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub ask_patterns: Vec<Spanned<String>>,
+    /// What an agent that declines or asks may still have changed (a refusal or an ask
+    /// otherwise leaves the world as it found it): globs over workspace paths, and
+    /// `service:NAME` for a service whose state and events may change. Default: nothing.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub allow_changes: Vec<Spanned<String>>,
 }
 
 /// One graded criterion of a rubric, scored 0..max.

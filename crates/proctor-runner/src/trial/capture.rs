@@ -949,6 +949,10 @@ fn service_ends(
         let state = s.state.as_ref().map(|f| to.join(f.get_ref()));
         let mut service = service_end(state.as_deref());
         service.state_file = s.state.as_ref().map(|f| f.get_ref().clone());
+        if let Some(end) = &state {
+            service.state_changed =
+                state_changed(&service, end, &to.join(proctor_sandbox::STATE_AT_START));
+        }
         match read_events(&to.join("events.jsonl")) {
             Ok(events) => service.events = events,
             Err(e) => notes.push(format!("service `{name}`: {e}")),
@@ -956,6 +960,48 @@ fn service_ends(
         out.insert(name.clone(), service);
     }
     out
+}
+
+/// The largest state file compared as JSON when its bytes differ from the copy made at the
+/// start: a larger one (whose end state grading already holds parsed) is not parsed twice.
+const STATE_COMPARED_MAX: u64 = 16 << 20;
+
+/// Whether a service's end state (`end`, its file; `service.state`, parsed) differs from the
+/// copy of it made before the agent started (`at_start`): the same bytes are the same state,
+/// else both are compared as JSON. `None` when that cannot be told: either is missing or not
+/// JSON, or they differ in bytes and one is larger than [`STATE_COMPARED_MAX`].
+fn state_changed(service: &ServiceEnd, end: &Path, at_start: &Path) -> Option<bool> {
+    let end_state = service.state.as_ref()?;
+    let (mut a, mut b) = (open_no_follow(at_start).ok()?, open_no_follow(end).ok()?);
+    if same_bytes(&mut a, &mut b).ok()? {
+        return Some(false);
+    }
+    let sizes = (a.metadata().ok()?.len(), b.metadata().ok()?.len());
+    if sizes.0 > STATE_COMPARED_MAX || sizes.1 > STATE_COMPARED_MAX {
+        return None;
+    }
+    let a = open_no_follow(at_start).ok()?;
+    let start: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(a)).ok()?;
+    Some(&start != end_state)
+}
+
+/// Whether two open files hold the same bytes, read in step.
+fn same_bytes(a: &mut std::fs::File, b: &mut std::fs::File) -> std::io::Result<bool> {
+    use std::io::Read;
+    if a.metadata()?.len() != b.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut x, mut y) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    loop {
+        let n = a.read(&mut x)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        b.read_exact(&mut y[..n])?;
+        if x[..n] != y[..n] {
+            return Ok(false);
+        }
+    }
 }
 
 /// Reads a service's `events.jsonl` line by line (never whole); a missing file is no events, a

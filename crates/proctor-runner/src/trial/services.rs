@@ -221,6 +221,7 @@ fn relay_service(
             timeout: Duration::from_secs(10),
         }),
         guard: None,
+        state: None,
     }
 }
 
@@ -281,6 +282,7 @@ fn suite_service(
             .guard
             .as_ref()
             .map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone())),
+        state: s.state.as_ref().map(|f| PathBuf::from(f.get_ref())),
         name,
     };
     Ok((spec, carried))
@@ -339,6 +341,7 @@ mod tests {
             log: PathBuf::from("/scratch/services").join(format!("{name}.log")),
             ready: None,
             guard: None,
+            state: None,
         }
     }
 

@@ -132,6 +132,11 @@ impl Validator<'_> {
             for re in refusal.refuse_patterns.iter().chain(&refusal.ask_patterns) {
                 self.regex(re);
             }
+            for allowed in &refusal.allow_changes {
+                if !allowed.get_ref().starts_with("service:") {
+                    self.glob(allowed.span(), allowed.get_ref());
+                }
+            }
         }
         if let Some(re) = task
             .interface
