@@ -283,9 +283,10 @@ pub fn run_check(
         .map(Path::to_path_buf)
         .into_iter()
         .collect();
-    let observer = env.watch.as_deref().map(|w| {
-        observe::Observer::start(w, tree, &above, env.agent_root.as_deref(), dir)
-    });
+    let observer = env
+        .watch
+        .as_deref()
+        .map(|w| observe::Observer::start(w, tree, &above, env.agent_root.as_deref(), dir));
     let mut spec = check_spec(env, ws, check, dir);
     let copy = matches!(spec.workspace, Workspace::Bind { .. });
     let (limits, cgroup, record) = check_limits(env, copy);

@@ -133,15 +133,10 @@ pub fn grade(
             ));
     }
     // What the checks were seen to load, judged; a finding the static pass made stays once.
-    for f in observed_audit(task, end, files, holdout, image) {
-        if !integrity
-            .findings
-            .iter()
-            .any(|g| g.kind == f.kind && g.path == f.path)
-        {
-            integrity.findings.push(f);
-        }
-    }
+    proctor_score::audit::observed::merge(
+        &mut integrity.findings,
+        observed_audit(task, end, files, holdout, image),
+    );
     proctor_score::score(task, end, files, faults, undo_window, integrity)
 }
 
@@ -153,14 +148,15 @@ fn observed_audit(
     files: &dyn Files,
     holdout: &CheckFiles,
     image: Option<&crate::image::TrialImage>,
-) -> Vec<proctor_score::Finding> {
+) -> proctor_score::audit::observed::Observed {
     if end.checks.values().all(|c| c.observed.is_none()) {
-        return Vec::new();
+        return Default::default();
     }
     let root = image.map_or_else(|| PathBuf::from("/"), |i| i.rootfs.clone());
     let path = image.map_or_else(crate::trial::env::host_path, |i| i.path());
     let installed = |m: &str| crate::trial::checks::installed_module(&root, &path, m);
-    let image_has = |rel: &str| image.is_some_and(|i| std::fs::symlink_metadata(i.rootfs.join(rel)).is_ok());
+    let image_has =
+        |rel: &str| image.is_some_and(|i| std::fs::symlink_metadata(i.rootfs.join(rel)).is_ok());
     let path_dirs: Vec<String> = path
         .split(':')
         .filter(|d| d.starts_with('/'))

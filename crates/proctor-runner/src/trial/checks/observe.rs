@@ -84,6 +84,7 @@ pub(super) fn hide_bytecode(
             continue;
         }
         let at = guard.join(rel);
+        fs::create_dir_all(guard)?;
         if let Some(parent) = Path::new(rel).parent() {
             mirror_dirs(layers, parent, guard)?;
         }
@@ -174,7 +175,10 @@ impl Observer {
         };
         let copy = matches!(tree, EndTree::Copy { .. });
         for rel in &watch.workspace {
-            if above.iter().any(|l| fs::symlink_metadata(l.join(rel)).is_ok()) {
+            if above
+                .iter()
+                .any(|l| fs::symlink_metadata(l.join(rel)).is_ok())
+            {
                 continue;
             }
             let src = files_at.join(rel);
@@ -557,8 +561,7 @@ fn python_names(root: &Path, path: &str) -> BTreeSet<String> {
                 for e in entries.filter_map(Result::ok) {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let stem = name.split('.').next().unwrap_or_default();
-                    let module = e.file_type().is_ok_and(|t| t.is_dir())
-                        && !name.contains('.')
+                    let module = e.file_type().is_ok_and(|t| t.is_dir()) && !name.contains('.')
                         || [".py", ".pyc", ".so"].iter().any(|x| name.ends_with(x));
                     if module && !stem.is_empty() {
                         names.insert(stem.to_string());
