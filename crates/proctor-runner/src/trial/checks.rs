@@ -19,7 +19,7 @@ use crate::cgroup::{RunCgroups, TrialCgroup};
 mod gitguard;
 mod observe;
 
-pub use observe::{installed_module, Watch};
+pub use observe::{installed_module, Observer, Watch};
 
 use crate::layers::copy_tree;
 use crate::trial::context::{RunContext, Trial};

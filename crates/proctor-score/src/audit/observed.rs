@@ -538,6 +538,42 @@ mod tests {
     }
 
     #[test]
+    fn a_root_program_the_check_ran_that_replaces_or_precedes_the_images_is_shadowing() {
+        let image_has = |p: &str| matches!(p, "usr/bin/pytest" | "usr/bin/curl");
+        let installed = |_: &str| false;
+        let path_dirs: Vec<String> = ["usr/local/bin", "usr/bin", "bin"]
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        let place = CheckPlace {
+            workspace_inside: "/app",
+            holdout_at: Some("/tests"),
+            installed: &installed,
+            image_has: &image_has,
+            path_dirs: &path_dirs,
+        };
+        let judge = |path: &str, kind: ChangeKind, how: &[Access]| {
+            let c = change(path, kind);
+            let f = ObservedFile {
+                path: path.into(),
+                root: true,
+                how: how.to_vec(),
+            };
+            root_program(&c, &f, &place).map(|(k, _)| k)
+        };
+        use Access::Executed;
+        assert_eq!(
+            judge("usr/local/bin/pytest", Added, &[Executed]),
+            Some(Shadowing)
+        );
+        assert_eq!(judge("usr/bin/curl", Changed, &[Executed]), Some(Shadowing));
+        // Read, not run; a program the image does not have; one after the image's on PATH.
+        assert_eq!(judge("usr/local/bin/pytest", Added, &[Read]), None);
+        assert_eq!(judge("usr/local/bin/jq", Added, &[Executed]), None);
+        assert_eq!(judge("bin/pytest", Added, &[Executed]), None);
+    }
+
+    #[test]
     fn start_up_hooks_and_changed_test_data_the_check_read() {
         let pth = run(&[("x.pth", &[Read])], &[]);
         assert_eq!(

@@ -121,7 +121,7 @@ fn mirror_dirs(layers: &[PathBuf], rel: &Path, to: &Path) -> io::Result<()> {
 
 /// The watch over one check run: the `fanotify` group with its marks, and the links put in
 /// the check's view.
-pub(super) struct Observer {
+pub struct Observer {
     /// The group; `None` where it could not be made (the record says why).
     fan: Option<OwnedFd>,
     /// Each marked inode's file handle (with its file system's id), to the path and whether
@@ -142,7 +142,7 @@ impl Observer {
     /// `tree` (the check's workspace already made there), and of the root's changes in
     /// `agent_root`. `above`: the layers the check sees above the agent's (the holdout's
     /// copy is one), whose paths are not the agent's.
-    pub(super) fn start(
+    pub fn start(
         watch: &Watch,
         tree: &EndTree,
         above: &[PathBuf],
@@ -275,7 +275,7 @@ impl Observer {
     }
 
     /// Ends the watch once the check is over: what it loaded, bounded.
-    pub(super) fn finish(self) -> CheckObservation {
+    pub fn finish(self) -> CheckObservation {
         let mut seen: BTreeMap<(String, bool), BTreeSet<Access>> = BTreeMap::new();
         let mut incomplete = self.incomplete;
         if let Some(fan) = &self.fan {
