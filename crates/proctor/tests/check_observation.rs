@@ -180,7 +180,10 @@ fn findings(record: &Value) -> Vec<(String, String)> {
 
 /// What the check of a one-check trial was seen to load: (path, how) of files, (path,
 /// followed) of links.
-fn observed(record: &Value) -> (Vec<(String, Value)>, Vec<(String, bool)>) {
+/// Files seen (path, how) and links seen (path, followed).
+type Seen = (Vec<(String, Value)>, Vec<(String, bool)>);
+
+fn observed(record: &Value) -> Seen {
     let checks = record["end_state"]["checks"].as_object().unwrap();
     let seen = &checks.values().next().unwrap()["observed"];
     let files = seen["files"]
