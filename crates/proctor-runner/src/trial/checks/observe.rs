@@ -319,6 +319,9 @@ impl Observer {
                 self.unwatched
             ));
         }
+        if let Some(fan) = self.fan {
+            close_later(fan);
+        }
         out.incomplete = (!incomplete.is_empty()).then(|| {
             let mut text = incomplete[..incomplete.len().min(4)].join("; ");
             if incomplete.len() > 4 {
@@ -327,6 +330,30 @@ impl Observer {
             text
         });
         out
+    }
+}
+
+/// Closes a `fanotify` group on a thread of its own: the kernel frees a group's marks after a
+/// grace period that closing waits for (milliseconds), which no check run needs to wait on.
+/// Its events are read already.
+fn close_later(fan: OwnedFd) {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Mutex, OnceLock};
+    static CLOSER: OnceLock<Mutex<Option<Sender<OwnedFd>>>> = OnceLock::new();
+    let closer = CLOSER.get_or_init(|| {
+        let (tx, rx) = channel::<OwnedFd>();
+        let spawned = std::thread::Builder::new()
+            .name("fanotify-closer".into())
+            .spawn(move || rx.into_iter().for_each(drop));
+        Mutex::new(spawned.ok().map(|_| tx))
+    });
+    let guard = closer.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(tx) => {
+            // A closed channel gives the descriptor back in the error, dropped here.
+            let _ = tx.send(fan);
+        }
+        None => drop(fan),
     }
 }
 
