@@ -334,27 +334,13 @@ impl Observer {
 }
 
 /// Closes a `fanotify` group on a thread of its own: the kernel frees a group's marks after a
-/// grace period that closing waits for (milliseconds), which no check run needs to wait on.
-/// Its events are read already.
+/// grace period that closing waits for (milliseconds), which no check run needs to wait on,
+/// and closes made apart wait their grace periods together. Its events are read already.
 fn close_later(fan: OwnedFd) {
-    use std::sync::mpsc::{channel, Sender};
-    use std::sync::{Mutex, OnceLock};
-    static CLOSER: OnceLock<Mutex<Option<Sender<OwnedFd>>>> = OnceLock::new();
-    let closer = CLOSER.get_or_init(|| {
-        let (tx, rx) = channel::<OwnedFd>();
-        let spawned = std::thread::Builder::new()
-            .name("fanotify-closer".into())
-            .spawn(move || rx.into_iter().for_each(drop));
-        Mutex::new(spawned.ok().map(|_| tx))
-    });
-    let guard = closer.lock().unwrap_or_else(|e| e.into_inner());
-    match guard.as_ref() {
-        Some(tx) => {
-            // A closed channel gives the descriptor back in the error, dropped here.
-            let _ = tx.send(fan);
-        }
-        None => drop(fan),
-    }
+    // Where no thread can be made, the close waits here.
+    let _ = std::thread::Builder::new()
+        .name("fanotify-close".into())
+        .spawn(move || drop(fan));
 }
 
 /// Gives the link `at` access time 0 and the modification time `m` has, so that a path walk
@@ -376,19 +362,34 @@ fn unread(at: &Path, m: &fs::Metadata) -> io::Result<()> {
 
 /// A `fanotify` group that reports file handles (what an unprivileged user may make), not
 /// blocking.
+///
+/// A user may hold 128 groups at once (`fs.fanotify.max_user_groups`); groups of earlier check
+/// runs still closing ([`close_later`]) count, so a refusal for that is tried again for up to
+/// a second.
 fn fan_init() -> io::Result<OwnedFd> {
-    // SAFETY: plain flags; the kernel returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::fanotify_init(
-            libc::FAN_CLASS_NOTIF | libc::FAN_REPORT_FID | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK,
-            (libc::O_RDONLY | libc::O_LARGEFILE) as u32,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+    let mut tries = 0;
+    loop {
+        // SAFETY: plain flags; the kernel returns a new descriptor or -1.
+        let fd = unsafe {
+            libc::fanotify_init(
+                libc::FAN_CLASS_NOTIF
+                    | libc::FAN_REPORT_FID
+                    | libc::FAN_CLOEXEC
+                    | libc::FAN_NONBLOCK,
+                (libc::O_RDONLY | libc::O_LARGEFILE) as u32,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: the kernel just returned this new descriptor.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EMFILE) || tries >= 200 {
+            return Err(e);
+        }
+        tries += 1;
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    // SAFETY: the kernel just returned this new descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Marks the inode at `path` for opens, reads and executions.
