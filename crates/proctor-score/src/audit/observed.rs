@@ -224,6 +224,16 @@ fn workspace_file(
         return None;
     }
     let name = path.rsplit('/').next().unwrap_or(path);
+    // What a package manager installed (a virtual environment's site packages, which a check
+    // that runs that environment's Python trusts as a whole: `python3 -m venv` itself puts a
+    // `.pth` with an `import` line there) is judged only where it takes a standard-library
+    // name.
+    let installed_by_manager = parent_dir(path)
+        .split('/')
+        .any(|c| c == "site-packages" || c == "dist-packages");
+    if installed_by_manager && (name.ends_with(".pth") || source::python_startup_hook(path)) {
+        return None;
+    }
     if name.ends_with(".pth") {
         // A `.pth` file of a folder Python's start-up reads: its `import` lines run first.
         let text = String::from_utf8_lossy(&files.read(path)?).into_owned();
@@ -260,9 +270,6 @@ fn workspace_file(
         if let Some(f) = fixture {
             return Some((FindingKind::Shadowing, format!("is a Python {} named `{module}` that the check loaded in place of the fixture's `{f}`", form(path))));
         }
-        let installed_by_manager = dir
-            .split('/')
-            .any(|c| c == "site-packages" || c == "dist-packages");
         let stdlib = stdlib::STDLIB_MODULES.binary_search(&module).is_ok();
         if installed_by_manager && !stdlib {
             return None;
@@ -318,6 +325,11 @@ fn tests_code(command: &str, holdout: &CheckFiles, files: &dyn Files) -> bool {
                     .iter()
                     .any(|m| in_workspace(m))
             })
+}
+
+/// The folder of a workspace path (`""` at the root).
+fn parent_dir(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
 /// What a Python module file is, in words.
@@ -618,6 +630,16 @@ mod tests {
             [(Shadowing, "x.pth".to_string())]
         );
         assert_eq!(audit(&[("x.pth", Added, "src\n")], &[], &pth), []);
+        // A virtual environment's own hook (`python3 -m venv` installs one).
+        let venv = ".venv/lib/python3.11/site-packages/distutils-precedence.pth";
+        assert_eq!(
+            audit(
+                &[(venv, Added, "import os; var = 'SETUPTOOLS_USE_DISTUTILS'\n")],
+                &[],
+                &run(&[(venv, &[Read])], &[])
+            ),
+            []
+        );
         let data = run(&[("expected.json", &[Opened, Read])], &[]);
         assert_eq!(
             audit(
