@@ -6,14 +6,22 @@
 //! times, over the same end state read from disk: grading without the audit (`proctor_score::score` with no findings, the
 //! baseline), and grading as a trial does (`grade::grade`: reading the holdout, the audit, then
 //! `score`). Each figure is a median of `PROCTOR_BENCH_REPS` (default 200) runs, with the ratio
-//! to the baseline and the difference in microseconds. It prints figures and asserts nothing:
-//! timing is never a test.
+//! to the baseline and the difference in microseconds.
+//!
+//! Then what watching the checks adds (docs/outcomes.md, "What the audit reads"), per trial and
+//! per check run, for the same end states: grading with the static audit alone against grading
+//! with the observed audit too (each of the task's two checks seen to load every changed file);
+//! and the watch of one check run (the `fanotify` marks on the changed files before it, the
+//! events drained after it; the check's reads of every changed file in between are not timed).
+//! It prints figures and asserts nothing: timing is never a test.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use proctor_runner::trial::checks::check_files;
+use proctor_runner::trial::checks::{check_files, EndTree, Observer, Watch};
 use proctor_runner::trial::grade::{self, EndStateFiles};
+use proctor_score::audit::observed::{Access, CheckObservation, ObservedFile};
+use proctor_score::endstate::CheckRun;
 use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange};
 use proctor_score::{Audit, Faults};
 use proctor_suite::model::Task;
@@ -65,6 +73,7 @@ fn main() {
         "| changed files | grading without the audit | grading with it | ratio | audit adds |"
     );
     println!("|---:|---:|---:|---:|---:|");
+    let mut cases = Vec::new();
     for n in [0usize, 5, 50, 500] {
         let changes_dir = dir.path().join(format!("changes-{n}"));
         let mut changes = Vec::new();
@@ -125,6 +134,82 @@ fn main() {
             b.as_secs_f64() * 1e6,
             b.as_secs_f64() / a.as_secs_f64(),
             (b.as_secs_f64() - a.as_secs_f64()) * 1e6,
+        );
+        cases.push((n, changes, changes_dir, end));
+    }
+
+    println!("\nwatching the checks, same end states, {reps} reps, medians\n");
+    println!("| changed files | grading, static audit | grading, static + observed | observed audit adds per check run | watch of one check run |");
+    println!("|---:|---:|---:|---:|---:|");
+    let held = check_files(Some(&holdout));
+    for (n, changes, changes_dir, end) in cases {
+        let files = EndStateFiles::new(changes_dir.clone(), &changes, vec![fixture.clone()]);
+        let faults = Faults::default();
+        let window = Duration::from_secs(60);
+        let run = |observed: bool| {
+            let seen = CheckObservation {
+                files: changes
+                    .iter()
+                    .map(|c| ObservedFile {
+                        path: c.path.clone(),
+                        root: false,
+                        how: vec![Access::Opened, Access::Read],
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let mut end = end.clone();
+            for command in ["python3 check_fix.py", "python3 -m pytest -q tests"] {
+                end.checks.insert(
+                    command.into(),
+                    CheckRun {
+                        command: command.into(),
+                        exit: Some(0),
+                        observed: observed.then(|| seen.clone()),
+                        ..Default::default()
+                    },
+                );
+            }
+            end
+        };
+        let (plain, seen) = (run(false), run(true));
+        let watch = Watch::of(&changes, &[]);
+        let tree = EndTree::Overlay {
+            top: changes_dir.clone(),
+            lowers: vec![fixture.clone()],
+        };
+        let scratch = dir.path().join(format!("check-{n}"));
+        std::fs::create_dir_all(scratch.join("upper")).unwrap();
+        let (mut stat, mut obs, mut watching) = (Vec::new(), Vec::new(), Vec::new());
+        let mut findings = 0;
+        for _ in 0..reps {
+            let t = Instant::now();
+            let v = grade::grade(&task, window, &plain, &files, &faults, &held, None);
+            stat.push(t.elapsed());
+            std::hint::black_box(v);
+            let t = Instant::now();
+            let v = grade::grade(&task, window, &seen, &files, &faults, &held, None);
+            obs.push(t.elapsed());
+            findings = v.integrity.findings.len();
+            // One check run's watch: marks before, the check's reads, events drained after.
+            let t = Instant::now();
+            let o = Observer::start(&watch, &tree, &[], None, &scratch);
+            let started = t.elapsed();
+            for c in &changes {
+                std::hint::black_box(std::fs::read(changes_dir.join(&c.path)).unwrap());
+            }
+            let t = Instant::now();
+            let record = o.finish();
+            watching.push(started + t.elapsed());
+            assert_eq!(record.files.len(), n, "{record:?}");
+        }
+        let (a, b, w) = (median(stat), median(obs), median(watching));
+        println!(
+            "| {n} | {:.1} µs | {:.1} µs ({findings} finding(s)) | {:.1} µs | {:.1} µs |",
+            a.as_secs_f64() * 1e6,
+            b.as_secs_f64() * 1e6,
+            (b.as_secs_f64() - a.as_secs_f64()) * 1e6 / 2.0,
+            w.as_secs_f64() * 1e6,
         );
     }
 }

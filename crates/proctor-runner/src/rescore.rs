@@ -198,6 +198,11 @@ impl Rescorer<'_> {
             settings.check_root == proctor_suite::model::CheckRoot::Agent && image.is_some();
         let checks = task_checks(task, settings.validation_timeout);
         let mut end = whole_end_state(suite, record, &trial_dir)?;
+        // The checks are watched again, over the same changes as the trial's were.
+        env.watch = Some(std::sync::Arc::new(crate::trial::checks::Watch::of(
+            &end.changes,
+            &end.root_changes,
+        )));
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);

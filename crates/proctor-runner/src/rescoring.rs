@@ -176,6 +176,8 @@ fn check_env(suite: &Suite, store_root: &Path, namespaces: bool) -> Result<Check
         limits: Default::default(),
         cgroups: Err("not made yet".into()),
         start: Vec::new(),
+        // Set per trial from its changes.
+        watch: None,
     })
 }
 

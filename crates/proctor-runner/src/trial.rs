@@ -137,7 +137,8 @@ fn stages(
     };
     let mut end = captured.end;
     if executed.report.not_started.is_none() {
-        end.checks = checks::check_trial(ctx, &trial, &prepared, holdout.as_deref());
+        let watch = checks::Watch::of(&end.changes, &end.root_changes);
+        end.checks = checks::check_trial(ctx, &trial, &prepared, holdout.as_deref(), watch);
         end.visuals = visual::visual_trial(ctx, &trial, &prepared, holdout.as_deref());
     }
     clock.lap(Phase::Checks);

@@ -226,6 +226,10 @@ pub struct CheckRun {
     /// Its full stdout, for `stdout_matches`.
     #[serde(default, skip_serializing)]
     pub stdout: String,
+    /// What of the agent's changes the check's processes were seen to open, read, execute or
+    /// follow, for the audit ([`crate::audit::observed`]); absent where nothing was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<crate::audit::observed::CheckObservation>,
 }
 
 /// The limits a check ran under: the task's, as its agent had them (`launch.limits` of a

@@ -1441,10 +1441,11 @@ fn agent_root_as(who: As) {
 }
 
 /// Where checks see the agent's root, the agent can reach what they run: the image's shell
-/// replaced by `exit 0` passes every check without the work, and is flagged
-/// (`tool-change`, the outcome stands and is counted as flagged); a reward written where the
-/// verifier writes its own is verifier tampering and makes the trial `wrong`. The honest agent
-/// is neither.
+/// replaced by `exit 0` passes every check without the work; the static pass flags it
+/// (`tool-change`), and the checks were seen to run it (docs/outcomes.md, "What the checks were
+/// seen to load"), which is `shadowing` and makes the trial `wrong`; a reward written where
+/// the verifier writes its own is verifier tampering and makes the trial `wrong`. The honest
+/// agent is neither.
 #[test]
 fn an_agent_that_reaches_what_checks_run_through_the_root_is_flagged_or_wrong() {
     let lab = agent_root_lab("agent-root-tricks");
@@ -1463,10 +1464,25 @@ fn an_agent_that_reaches_what_checks_run_through_the_root_is_flagged_or_wrong() 
     assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
     let shadow = lab.record("t.shadow.0");
     assert_eq!(
-        shadow["outcome"], "completed",
-        "the fake shell passes: {shadow:#}"
+        shadow["outcome"], "wrong",
+        "the fake shell passes every check, which ran it: {shadow:#}"
     );
-    assert_eq!(findings(&shadow), ["tool-change /bin/busybox"]);
+    assert!(
+        shadow["end_state"]["checks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|c| c["exit"] == 0),
+        "the checks were fooled: {shadow:#}"
+    );
+    assert_eq!(
+        findings(&shadow),
+        ["tool-change /bin/busybox", "shadowing /bin/busybox"]
+    );
+    let ran = shadow["verdict"]["integrity"]["findings"][1]["why"]
+        .as_str()
+        .unwrap();
+    assert!(ran.contains("the check ran it"), "{ran}");
     let why = shadow["verdict"]["integrity"]["findings"][0]["why"]
         .as_str()
         .unwrap();
@@ -1480,7 +1496,7 @@ fn an_agent_that_reaches_what_checks_run_through_the_root_is_flagged_or_wrong() 
     let honest = lab.record("t.honest.0");
     assert_eq!(honest["outcome"], "completed", "{honest:#}");
     assert!(findings(&honest).is_empty());
-    // The results count the flagged success beside the success rate.
+    // The results count the flagged trial beside the success rate.
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
             .unwrap();
@@ -1491,6 +1507,8 @@ fn an_agent_that_reaches_what_checks_run_through_the_root_is_flagged_or_wrong() 
             .map(|v| v["overall"].clone())
             .unwrap_or_else(|| panic!("{results:#}"))
     };
-    assert_eq!(arm("shadow")["flagged_successes"], 1, "{:#}", arm("shadow"));
+    // Not a success; the tool change still flags it.
+    assert_eq!(arm("shadow")["flagged_successes"], 0, "{:#}", arm("shadow"));
+    assert_eq!(arm("shadow")["flagged"], 1, "{:#}", arm("shadow"));
     assert_eq!(arm("honest")["flagged"], 0, "{:#}", arm("honest"));
 }

@@ -17,6 +17,9 @@ use proctor_suite::model::Task;
 use crate::cgroup::{RunCgroups, TrialCgroup};
 
 mod gitguard;
+mod observe;
+
+pub use observe::{installed_module, Observer, Watch};
 
 use crate::layers::copy_tree;
 use crate::trial::context::{RunContext, Trial};
@@ -85,6 +88,9 @@ pub struct CheckEnv {
     /// The start state's layers, top first: a check sees the workspace's git configuration as
     /// they have it (see [`crate::trial::gitguard`]), never as the agent left it.
     pub start: Vec<PathBuf>,
+    /// What the agent changed, which each check's observation watches (see
+    /// [`observe`]); `None`: nothing is watched (a visual look, a text diff).
+    pub watch: Option<Arc<Watch>>,
 }
 
 impl CheckEnv {
@@ -112,6 +118,7 @@ impl CheckEnv {
             limits: Default::default(),
             cgroups: ctx.cgroups.clone(),
             start: Vec::new(),
+            watch: None,
         }
     }
 
@@ -195,13 +202,14 @@ pub fn task_checks(task: &Task, default_timeout: Duration) -> Vec<CheckCommand> 
 }
 
 /// The checks stage of a trial: every check of its task over its end state, with the holdout
-/// laid in; each result and whole stdout is kept in the trial's folder (`checks/N.json`,
+/// laid in, each watched for what it loads of `watch` (the agent's changes); each result and whole stdout is kept in the trial's folder (`checks/N.json`,
 /// `checks/N.stdout`). Gives the results by command.
 pub fn check_trial(
     ctx: &RunContext,
     trial: &Trial,
     prepared: &Prepared,
     holdout: Option<&Path>,
+    watch: Watch,
 ) -> BTreeMap<String, CheckRun> {
     let commands = task_checks(trial.task, trial.settings.validation_timeout);
     let env = CheckEnv {
@@ -211,6 +219,7 @@ pub fn check_trial(
         .then(|| prepared.paths.root_upper()),
         limits: trial.settings.limits,
         start: prepared.lowers.clone(),
+        watch: Some(Arc::new(watch)),
         ..CheckEnv::for_task(ctx, trial.task, trial.settings.check_network)
     };
     let runs = run_checks(
@@ -268,6 +277,16 @@ pub fn run_check(
         Ok(ws) => ws,
         Err(e) => return failed(e.to_string()),
     };
+    // What the check loads of the agent's changes is watched from here to its end.
+    let above: Vec<PathBuf> = holdout
+        .filter(|_| env.holdout_elsewhere().is_none())
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    let observer = env
+        .watch
+        .as_deref()
+        .map(|w| observe::Observer::start(w, tree, &above, env.agent_root.as_deref(), dir));
     let mut spec = check_spec(env, ws, check, dir);
     let copy = matches!(spec.workspace, Workspace::Bind { .. });
     let (limits, cgroup, record) = check_limits(env, copy);
@@ -289,6 +308,7 @@ pub fn run_check(
         Err(proctor_sandbox::SandboxError::InitLost { why, report }) => (*report, Some(why)),
         Err(e) => return failed(format!("the check's sandbox failed: {e}")),
     };
+    let observed = observer.map(observe::Observer::finish);
     let so = read_bounded(&spec.stdout);
     let se = read_bounded(&spec.stderr);
     let b = &report.bounds;
@@ -322,6 +342,7 @@ pub fn run_check(
         stderr_tail: tail(&se),
         error,
         stdout: String::from_utf8_lossy(&so).into_owned(),
+        observed,
     }
 }
 
@@ -417,6 +438,15 @@ pub fn check_workspace(
     match tree {
         EndTree::Overlay { top, lowers } => {
             let mut layers: Vec<PathBuf> = holdout.map(Path::to_path_buf).into_iter().collect();
+            // The agent's `__pycache__` bytecode hidden (see [`observe`]).
+            let view: Vec<PathBuf> = std::iter::once(top.clone())
+                .chain(lowers.iter().cloned())
+                .collect();
+            if let Some(g) =
+                observe::hide_bytecode(env.watch.as_deref(), &view, &dir.join(PYCACHE_GUARD), None)?
+            {
+                layers.push(g);
+            }
             // The start state's git configuration over the agent's (see [`gitguard`]).
             let guard = dir.join(GIT_GUARD);
             if gitguard::lay_guard(top, start_of(env, lowers), &guard)? {
@@ -438,6 +468,7 @@ pub fn check_workspace(
             let copy = dir.join("ws");
             copy_tree(end, &copy)?;
             gitguard::mend_copy(&copy, &env.start)?;
+            observe::hide_bytecode(env.watch.as_deref(), &[], &copy, Some(&copy))?;
             if let Some(h) = holdout {
                 copy_tree(h, &copy)?;
             }
@@ -498,6 +529,9 @@ fn copy_times(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The folder of a check's scratch that holds the layer hiding the agent's cached bytecode.
+const PYCACHE_GUARD: &str = "pycache";
 
 /// The folder of a check's scratch that holds its git guard layer.
 const GIT_GUARD: &str = "gitguard";
@@ -669,6 +703,7 @@ mod tests {
             limits: Default::default(),
             cgroups: Err("not made in unit tests".into()),
             start: Vec::new(),
+            watch: None,
         }
     }
 

@@ -132,7 +132,56 @@ pub fn grade(
                 &image_has,
             ));
     }
+    // What the checks were seen to load, judged; a finding the static pass made stays once.
+    proctor_score::audit::observed::merge(
+        &mut integrity.findings,
+        observed_audit(task, end, files, holdout, image),
+    );
     proctor_score::score(task, end, files, faults, undo_window, integrity)
+}
+
+/// The audit of what each check was seen to load ([`proctor_score::audit::observed`]), over
+/// the check's root: the task's image, or the host's.
+fn observed_audit(
+    task: &Task,
+    end: &EndState,
+    files: &dyn Files,
+    holdout: &CheckFiles,
+    image: Option<&crate::image::TrialImage>,
+) -> proctor_score::audit::observed::Observed {
+    if end.checks.values().all(|c| c.observed.is_none()) {
+        return Default::default();
+    }
+    let root = image.map_or_else(|| PathBuf::from("/"), |i| i.rootfs.clone());
+    let path = image.map_or_else(crate::trial::env::host_path, |i| i.path());
+    let installed = |m: &str| crate::trial::checks::installed_module(&root, &path, m);
+    let image_has =
+        |rel: &str| image.is_some_and(|i| std::fs::symlink_metadata(i.rootfs.join(rel)).is_ok());
+    let path_dirs: Vec<String> = path
+        .split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| d.trim_start_matches('/').trim_end_matches('/').to_string())
+        .collect();
+    let inside = image.map_or_else(
+        || crate::trial::paths::WORKSPACE_INSIDE.to_string(),
+        |i| i.workdir.to_string_lossy().into_owned(),
+    );
+    let place = proctor_score::audit::observed::CheckPlace {
+        workspace_inside: &inside,
+        holdout_at: task.holdout_at().and_then(|p| p.to_str()),
+        installed: &installed,
+        image_has: &image_has,
+        path_dirs: &path_dirs,
+    };
+    proctor_score::audit::observed::audit_observed(
+        task,
+        &end.changes,
+        &end.root_changes,
+        files,
+        holdout,
+        &end.checks,
+        &place,
+    )
 }
 
 #[cfg(test)]

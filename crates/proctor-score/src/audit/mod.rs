@@ -12,6 +12,7 @@
 //! that merely loads it). A task accepts what it asks for with `[tasks.integrity] allow`.
 
 pub mod command;
+pub mod observed;
 pub mod root;
 pub mod source;
 pub mod stdlib;
@@ -145,7 +146,7 @@ pub struct CheckFiles {
 pub const SOURCE_BYTES: u64 = 1 << 20;
 
 /// Modules of test runners a check may run, shadowable like the standard library's.
-const RUNNER_MODULES: &[&str] = &[
+pub(crate) const RUNNER_MODULES: &[&str] = &[
     "pytest",
     "_pytest",
     "pluggy",

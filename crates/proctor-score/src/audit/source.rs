@@ -7,7 +7,11 @@
 /// `json/__init__.py` are `json`. `None` for a file Python would not import as a module.
 pub fn python_module(path: &str) -> Option<(&str, &str)> {
     let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
-    if file == "__init__.py" || file == "__init__.pyc" {
+    // A package's `__init__` in any form Python imports: source, bytecode, an extension.
+    if file == "__init__.py"
+        || file == "__init__.pyc"
+        || (file.starts_with("__init__.") && (file.ends_with(".so") || file.ends_with(".pyd")))
+    {
         let (above, package) = dir.rsplit_once('/').unwrap_or(("", dir));
         return (!package.is_empty()).then_some((package, above));
     }
