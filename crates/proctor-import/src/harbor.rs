@@ -497,7 +497,27 @@ fn verifier_plan(
         entry: "test.sh".to_string(),
         env: literal_env(verifier.get("env"), "verifier", w),
         metrics: scanned.metrics,
+        separate: separate_verifier(verifier)?,
     })
+}
+
+/// Whether the verifier runs in a fresh container of the task's own image (Harbor's
+/// `environment_mode = "separate"`, explicit or implied by a `[verifier.environment]`). A
+/// verifier environment of its own (another image) has no proctor counterpart: the skip reason.
+fn separate_verifier(verifier: &toml::Table) -> Result<bool, String> {
+    if verifier.get("environment").is_some() {
+        return Err(
+            "[verifier.environment] defines a verifier container of its own, which proctor does not build (its checks run over the task's image)".into(),
+        );
+    }
+    match verifier.get("environment_mode") {
+        None => Ok(false),
+        Some(Value::String(m)) if m == "shared" => Ok(false),
+        Some(Value::String(m)) if m == "separate" => Ok(true),
+        Some(v) => Err(format!(
+            "[verifier] environment_mode = {v} is not one of Harbor's modes (shared, separate)"
+        )),
+    }
 }
 
 /// The oracle: the files of `solution/`, run by `solution/solve.sh`; `solution` is the
@@ -559,6 +579,24 @@ fn about(s: &Sections<'_>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verifiers_environment_mode_decides_what_its_checks_see() {
+        let table = |t: &str| -> toml::Table { toml::from_str(t).unwrap() };
+        assert_eq!(super::separate_verifier(&table("")), Ok(false));
+        assert_eq!(
+            super::separate_verifier(&table("environment_mode = \"shared\"")),
+            Ok(false)
+        );
+        assert_eq!(
+            super::separate_verifier(&table("environment_mode = \"separate\"")),
+            Ok(true)
+        );
+        let other = super::separate_verifier(&table("[environment]\ndocker_image = \"x\""));
+        assert!(other.is_err_and(|e| e.contains("[verifier.environment]")));
+        let bad = super::separate_verifier(&table("environment_mode = \"apart\""));
+        assert!(bad.is_err_and(|e| e.contains("shared, separate")));
+    }
 
     #[test]
     fn resources_are_read_from_numbers_and_sizes() {

@@ -144,6 +144,10 @@ pub(crate) struct VerifierPlan {
     pub env: BTreeMap<String, String>,
     /// `reward.json` metrics that become rubric criteria.
     pub metrics: Vec<String>,
+    /// The verifier runs in a container of its own, made afresh from the task's image with the
+    /// agent's workspace (Harbor's `[verifier] environment_mode = "separate"`): imported as
+    /// `check_root = "image"`; otherwise it runs in the agent's container (`"agent"`).
+    pub separate: bool,
 }
 
 /// The task's reference solution.

@@ -69,8 +69,14 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(s, "# network: {}", t.network.why);
     let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
     let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
-    // The verifier runs in the agent's container, where it sees what the agent installed.
-    s.push_str("check_root = \"agent\"\n");
+    // The verifier runs in the agent's container, where it sees what the agent installed; a
+    // separate verifier, in a fresh container of the image with the agent's workspace.
+    if t.verifier.separate {
+        s.push_str("# the verifier runs apart from the agent's container ([verifier] environment_mode = \"separate\")\n");
+        s.push_str("check_root = \"image\"\n");
+    } else {
+        s.push_str("check_root = \"agent\"\n");
+    }
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
     // The tests are laid where the task expects them, never in the agent's workspace.
     let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
@@ -177,6 +183,7 @@ mod tests {
                 entry: "test.sh".into(),
                 env: BTreeMap::new(),
                 metrics: Vec::new(),
+                separate: false,
             },
             oracle: OraclePlan {
                 files: Vec::new(),
@@ -186,6 +193,19 @@ mod tests {
                 missing: Some("none".into()),
             },
         }
+    }
+
+    #[test]
+    fn a_separate_verifier_checks_over_the_image_and_the_workspace_alone() {
+        let mut p = plan(Resources::default());
+        p.verifier.separate = true;
+        let mut s = String::new();
+        render_task(&mut s, &p);
+        assert!(
+            s.contains("environment_mode = \"separate\")\ncheck_root = \"image\"\n"),
+            "{s}"
+        );
+        assert!(!s.contains("check_root = \"agent\""), "{s}");
     }
 
     #[test]

@@ -446,6 +446,7 @@ fn verifier_plan(
         entry: "run-tests.sh".to_string(),
         env: BTreeMap::new(),
         metrics: Vec::new(),
+        separate: false,
     })
 }
 
