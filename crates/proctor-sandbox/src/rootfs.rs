@@ -1213,8 +1213,17 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             "mode=0555,size=4k",
         )?;
+        // What T bound for the services alone is taken out of this namespace whole, so the
+        // agent's mount table does not name it; the rest of what is hidden is covered.
+        let bound_for_services = hidden_for_services(spec, Path::new("/"));
         for h in &spec.hide {
-            hide(h)?;
+            if bound_for_services.contains(h) {
+                sys::umount_detach(h).map_err(ctx(|| {
+                    format!("unmount {} from the agent's view", h.display())
+                }))?;
+            } else {
+                hide(h)?;
+            }
         }
     }
     sys::mount(

@@ -296,3 +296,46 @@ fn the_mount_table_names_neither_the_suite_nor_the_store() {
         }
     }
 }
+
+/// With services, T binds the suite (and the store) for them at their own paths; the agent's own
+/// mount namespace takes those binds out whole, so its mount table still names neither, while
+/// the service keeps reading the suite.
+#[test]
+fn with_services_the_agents_mount_table_names_neither_the_suite_nor_the_store() {
+    for who in users() {
+        let lab = Lab::new(&format!("host-mounts-svc-{who:?}"));
+        lab.write("fixture/data.txt", "x\n");
+        lab.write("services/word.txt", "from-the-suite\n");
+        lab.write(
+            "services/svc.py",
+            "import os, http.server\nwith open(os.path.join(os.environ['PROCTOR_SERVICE_DIR'], 'state.txt'), 'w') as f:\n    f.write(open('services/word.txt').read())\nhttp.server.HTTPServer(('127.0.0.1', 7072), http.server.SimpleHTTPRequestHandler).serve_forever()\n",
+        );
+        lab.write(
+            "suite.toml",
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[[services]]\nname = \"svc\"\ncommand = [\"python3\", \"services/svc.py\"]\nready = { http = \"http://127.0.0.1:7072/\", timeout_seconds = 30 }\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [{ answer_matches = \"workspace\" }]\n",
+        );
+        lab.write(
+            "agents/agent/t.toml",
+            "answer_from_step = 1\n\n[[steps]]\nrun = '''cat /proc/self/mountinfo'''\n",
+        );
+        let Some(record) = lab.run_graded(who, false, &[]) else {
+            return;
+        };
+        assert_eq!(record["outcome"], "completed", "{who:?}\n{record:#}");
+        let state = lab.trial_dir("t.agent.0").join("services/svc/state.txt");
+        assert_eq!(
+            std::fs::read_to_string(&state).unwrap_or_default(),
+            "from-the-suite\n",
+            "{who:?}: the service read the suite"
+        );
+        let table = record["end_state"]["answer"].as_str().unwrap_or_default();
+        for host in [lab.suite(), lab.store(), lab.root.clone()] {
+            let host = host.canonicalize().unwrap_or(host);
+            assert!(
+                !table.contains(host.to_str().unwrap()),
+                "{who:?}: the agent's mount table names {}:\n{table}",
+                host.display()
+            );
+        }
+    }
+}
