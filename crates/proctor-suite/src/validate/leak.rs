@@ -29,6 +29,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::problem::{Problem, ProblemKind};
+
+pub mod windows;
+
+pub use windows::Quote;
+use windows::{Windows, MIN_LINE_CHARS, MIN_WINDOW_CHARS, WINDOW_LINES};
 use crate::script::read_script;
 use crate::suite::Suite;
 
@@ -116,49 +121,70 @@ fn trim_line_end(out: &mut Vec<u8>, line_start: usize) {
 
 /// One secret of a suite: what it is and where, as a person reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Secret {
+pub struct Secret {
     /// What the file is, e.g. "holdout file `holdout/fix/check_fix.py`".
     pub description: String,
+    /// For a holdout file, the path (relative to the workspace, with `/`) it is laid over: a
+    /// fixture file at that path may share part of it (a hidden test file that extends the
+    /// public one) without leaking it. Exact copies are reported all the same.
+    pub lays_over: Option<String>,
 }
 
-/// The suite's secrets, by the hash of their normalised content.
+/// What a file holds of the secrets.
 #[derive(Debug, Default)]
-pub(crate) struct Secrets {
-    by_hash: HashMap<blake3::Hash, Vec<Secret>>,
+pub struct Found<'a> {
+    /// The secrets whose content the whole file has.
+    pub copy_of: Option<&'a [Secret]>,
+    /// Each secret quoted inside the file (by distinct content), other than those it is a copy
+    /// of.
+    pub quotes: Vec<(Quote, &'a [Secret])>,
+}
+
+/// A set of secrets, ready to compare files with: whole (after [`normalise`]) and by windows
+/// of lines ([`windows`]). `proctor validate` builds one from a suite ([`Secrets::of`]), `proctor
+/// import` from a task's tests and solution.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// The secrets, by distinct normalised content.
+    bodies: Vec<Vec<Secret>>,
+    /// Where each normalised content's hash is in `bodies`.
+    by_hash: HashMap<blake3::Hash, usize>,
     /// Normalised lengths, sorted and without repeats.
     lengths: Vec<u64>,
     /// The first [`MIN_LEAK_BYTES`] normalised bytes of each secret: a file whose own differ
     /// is not normalised whole nor hashed.
     prefixes: HashSet<Vec<u8>>,
+    /// The windows of lines of each content, numbered as `bodies`.
+    windows: Windows,
 }
 
 impl Secrets {
     /// Reads the secrets of `suite` (see the module's documentation). Files that cannot be read
     /// are left out: other checks report them.
     pub(crate) fn of(suite: &Suite) -> Secrets {
-        let mut found: HashMap<blake3::Hash, Vec<Secret>> = HashMap::new();
-        let mut lengths: Vec<u64> = Vec::new();
-        let mut prefixes = HashSet::new();
-        let mut add = |content: &[u8], description: String| {
-            let norm = normalise(content);
-            if norm.len() >= MIN_LEAK_BYTES {
-                lengths.push(norm.len() as u64);
-                prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
-                let list = found.entry(blake3::hash(&norm)).or_default();
-                let secret = Secret { description };
-                if !list.contains(&secret) {
-                    list.push(secret);
-                }
-            }
-        };
+        let mut secrets = Secrets::default();
         let root = &suite.root;
         for (folder, what) in [("holdout", "holdout file"), ("answers", "answer sheet")] {
             for (rel, path) in files_under(root, folder) {
                 if let Ok(bytes) = std::fs::read(&path) {
-                    add(&bytes, format!("{what} `{rel}`"));
+                    // holdout/TASK/REL is laid over REL.
+                    let lays_over = (folder == "holdout")
+                        .then(|| rel.splitn(3, '/').nth(2).map(str::to_string))
+                        .flatten();
+                    secrets.add(
+                        &bytes,
+                        Secret {
+                            description: format!("{what} `{rel}`"),
+                            lays_over,
+                        },
+                    );
                 }
             }
         }
+        let secret = |description: String| Secret {
+            description,
+            lays_over: None,
+        };
         for (rel, path) in files_under(root, "agents/oracle") {
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;
@@ -166,50 +192,83 @@ impl Secrets {
             let is_script = path.extension().is_some_and(|e| e == "toml")
                 && path.parent() == Some(root.join("agents/oracle").as_path());
             if is_script {
-                add(&bytes, format!("oracle script `{rel}`"));
+                secrets.add(&bytes, secret(format!("oracle script `{rel}`")));
                 if let Ok(script) = read_script(&path) {
                     for (n, step) in script.steps.iter().enumerate() {
                         for body in heredoc_bodies(&step.run) {
-                            add(
+                            secrets.add(
                                 body.as_bytes(),
-                                format!(
+                                secret(format!(
                                     "the file written by step {} of oracle script `{rel}` (a here-document)",
                                     n + 1
-                                ),
+                                )),
                             );
                         }
                     }
                 }
             } else {
-                add(&bytes, format!("oracle solution file `{rel}`"));
+                secrets.add(&bytes, secret(format!("oracle solution file `{rel}`")));
             }
         }
-        lengths.sort_unstable();
-        lengths.dedup();
-        Secrets {
-            by_hash: found,
-            lengths,
-            prefixes,
+        secrets
+    }
+
+    /// Adds a secret with content `content`; one shorter than [`MIN_LEAK_BYTES`] after
+    /// [`normalise`] is left out (boilerplate, not an answer).
+    pub fn add(&mut self, content: &[u8], secret: Secret) {
+        let norm = normalise(content);
+        if norm.len() < MIN_LEAK_BYTES {
+            return;
+        }
+        let hash = blake3::hash(&norm);
+        let body = match self.by_hash.get(&hash) {
+            Some(&at) => at,
+            None => {
+                let at = self.bodies.len();
+                self.bodies.push(Vec::new());
+                self.by_hash.insert(hash, at);
+                if let Err(i) = self.lengths.binary_search(&(norm.len() as u64)) {
+                    self.lengths.insert(i, norm.len() as u64);
+                }
+                self.prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
+                self.windows.add(at, &norm);
+                at
+            }
+        };
+        let list = &mut self.bodies[body];
+        if !list.contains(&secret) {
+            list.push(secret);
         }
     }
 
-    /// Whether the suite has no secret long enough to compare.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.by_hash.is_empty()
+    /// Whether the set has no secret long enough to compare.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty()
     }
 
     /// Whether a file of `size` bytes could normalise to a secret's content.
-    pub(crate) fn could_match(&self, size: u64) -> bool {
+    pub fn could_match(&self, size: u64) -> bool {
         let low = size.saturating_sub(SIZE_SLACK).div_ceil(2);
         let at = self.lengths.partition_point(|n| *n < low);
         self.lengths.get(at).is_some_and(|n| *n <= size)
     }
 
-    /// The content of the file at `path` (of `size` bytes) when its first [`HEAD_BYTES`] could
-    /// begin a secret; `None` when they cannot, or it cannot be read. A file is read whole only
-    /// when its head matches.
+    /// Whether a file of `size` bytes is worth searching for quotes.
+    fn could_quote(&self, size: u64) -> bool {
+        !self.windows.is_empty() && size >= MIN_WINDOW_CHARS as u64
+    }
+
+    /// The content of the file at `path` (of `size` bytes) when it could be a copy of a secret
+    /// or hold a quote of one; `None` when it cannot, or it cannot be read. Its first
+    /// [`HEAD_BYTES`] are read first: a file is read whole only when they could begin a secret,
+    /// or are text (no NUL byte) and the file is long enough to hold a quote.
     fn read_candidate(&self, path: &Path, size: u64) -> Option<Vec<u8>> {
         use std::io::Read;
+        let copy = self.could_match(size);
+        let quote = self.could_quote(size);
+        if !copy && !quote {
+            return None;
+        }
         let mut file = std::fs::File::open(path).ok()?;
         let mut head = Vec::with_capacity(HEAD_BYTES.min(size as usize));
         (&mut file)
@@ -217,19 +276,23 @@ impl Secrets {
             .read_to_end(&mut head)
             .ok()?;
         let whole = (head.len() as u64) < HEAD_BYTES as u64;
-        match normalised_prefix(&head, MIN_LEAK_BYTES) {
-            Some(p) if !self.prefixes.contains(&p) => return None,
-            None if whole => return None,
-            _ => {}
+        let copy = copy
+            && match normalised_prefix(&head, MIN_LEAK_BYTES) {
+                Some(p) => self.prefixes.contains(&p),
+                None => !whole,
+            };
+        if !copy && !(quote && !windows::is_binary(&head)) {
+            return None;
         }
         if !whole {
+            head.reserve(size.saturating_sub(head.len() as u64) as usize);
             file.read_to_end(&mut head).ok()?;
         }
         Some(head)
     }
 
     /// The secrets whose normalised content `bytes` has, if any.
-    pub(crate) fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
+    pub fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
         if !normalised_prefix(bytes, MIN_LEAK_BYTES).is_some_and(|p| self.prefixes.contains(&p)) {
             return None;
         }
@@ -237,7 +300,32 @@ impl Secrets {
         if self.lengths.binary_search(&(norm.len() as u64)).is_err() {
             return None;
         }
-        self.by_hash.get(&blake3::hash(&norm)).map(Vec::as_slice)
+        let at = *self.by_hash.get(&blake3::hash(&norm))?;
+        Some(self.bodies[at].as_slice())
+    }
+
+    /// What the file at `path`, of `size` bytes, holds of the secrets: a copy of some, quotes
+    /// of others. Only what could match is read (see [`Secrets::read_candidate`]).
+    pub fn examine(&self, path: &Path, size: u64) -> Found<'_> {
+        let Some(bytes) = self.read_candidate(path, size) else {
+            return Found::default();
+        };
+        self.examine_bytes(&bytes)
+    }
+
+    /// [`Secrets::examine`] of content already read.
+    pub fn examine_bytes(&self, bytes: &[u8]) -> Found<'_> {
+        let copy_of = self.matching(bytes);
+        let quotes = self
+            .windows
+            .quotes(bytes)
+            .into_iter()
+            .filter_map(|q| {
+                let found = self.bodies.get(q.secret)?.as_slice();
+                (copy_of != Some(found)).then_some((q, found))
+            })
+            .collect();
+        Found { copy_of, quotes }
     }
 }
 
@@ -364,18 +452,27 @@ pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
         let Ok(meta) = entry.metadata() else {
             continue;
         };
-        if !secrets.could_match(meta.len()) {
-            continue;
+        let found = secrets.examine(entry.path(), meta.len());
+        if let Some(copy_of) = found.copy_of {
+            audit
+                .problems
+                .push(leak_problem(entry.path(), "this fixture file", copy_of));
         }
-        let Some(bytes) = secrets.read_candidate(entry.path(), meta.len()) else {
-            continue;
-        };
-        let Some(found) = secrets.matching(&bytes) else {
-            continue;
-        };
-        audit
-            .problems
-            .push(leak_problem(entry.path(), "this fixture file", found));
+        let rel = entry
+            .path()
+            .strip_prefix(&fixture)
+            .ok()
+            .and_then(Path::to_str)
+            .unwrap_or_default();
+        for (quote, names) in found.quotes {
+            // A holdout file laid over this very file may share its public part.
+            if names.iter().any(|s| s.lays_over.as_deref() == Some(rel)) {
+                continue;
+            }
+            audit
+                .problems
+                .push(quote_problem(entry.path(), "this fixture file", &quote, names));
+        }
     }
     audit
 }
@@ -393,6 +490,43 @@ pub(super) fn leak_problem(file: &Path, shown: &str, secrets: &[Secret]) -> Prob
     )
     .with_help(format!(
         "remove the copy from what the agent is given (checks get holdout files laid over the end state by themselves; to keep a public file from being edited, assert `{{ files_unchanged = [\"PATH\"] }}` instead of re-laying it from holdout/). Contents are compared after normalising line endings and trailing white space; contents under {MIN_LEAK_BYTES} bytes are not compared"
+    ))
+}
+
+/// `first`-`last` as a person reads a range of lines ("line 4", "lines 4-9").
+fn line_range((first, last): (u32, u32)) -> String {
+    if first == last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
+    }
+}
+
+/// What a quote of a secret in a file says of it: where, and how much of the secret.
+pub fn describe_quote(quote: &Quote, secrets: &[Secret]) -> String {
+    let names: Vec<&str> = secrets.iter().map(|s| s.description.as_str()).collect();
+    format!(
+        "quotes {} at {} ({} of its {} meaningful lines)",
+        names.join(" and "),
+        line_range(quote.lines),
+        quote.quoted,
+        quote.total
+    )
+}
+
+/// The error for something the agent is given (`file`, named `shown`) that quotes `secrets`
+/// inside other text.
+pub(super) fn quote_problem(file: &Path, shown: &str, quote: &Quote, secrets: &[Secret]) -> Problem {
+    Problem::in_file(
+        ProblemKind::Leak,
+        file,
+        format!(
+            "{shown} {}, which the agent must never see",
+            describe_quote(quote, secrets)
+        ),
+    )
+    .with_help(format!(
+        "remove the quoted lines from what the agent is given (describe what the task checks in words, not with its code or answer). A quote is {WINDOW_LINES} consecutive meaningful lines of a secret (all of a shorter one) with at least {MIN_WINDOW_CHARS} characters, compared with indentation, white space and leading quote, comment and diff markers (`>`, `#`, `//`, `*`, `;`, `%`, `+`, `-`) ignored; lines under {MIN_LINE_CHARS} characters or with no letter or digit are skipped, and a quote of only the secret's comments and imports is not reported"
     ))
 }
 
