@@ -18,12 +18,24 @@
 //! after that (an empty `__init__.py`, a lone newline, `pass`) is not compared: such contents are
 //! common boilerplate, not an answer.
 //!
+//! A fixture file that *quotes* a secret inside other text (a README quoting the hidden check,
+//! an answer sheet pasted into a changelog) is a [`ProblemKind::Leak`] error too, naming the
+//! lines that hold the quote and how much of the secret they hold: see [`windows`] for how
+//! lines are normalised and matched, and what is not reported (shared comments and imports). A
+//! holdout file `holdout/TASK/PATH` quoted by the fixture's own `PATH`, which it is laid over,
+//! is not: a hidden test file that extends the public one shares its public part.
+//!
+//! The same [`Secrets`] finds copies and quotes of an imported task's tests and solution in its
+//! image's build context (`proctor import`).
+//!
 //! The audit reads only what could match: the secrets (a small set) are normalised and hashed
-//! first; a fixture file is read only when its size could normalise to a secret's length, that
-//! is when some secret's normalised length `N` has `N <= size <= 2 N + 64` (normalising only
-//! removes bytes; the bound allows CRLF line endings and some trailing white space on every
-//! line, and spares reading the large files of a fixture). `.git` folders are not compared file
-//! by file (their objects are compressed): [`super::history`] audits them.
+//! first, whole and by windows of lines. A fixture file is opened only when it could be a copy
+//! (some secret's normalised length `N` has `N <= size <= 2 N + 64`: normalising only removes
+//! bytes; the bound allows CRLF line endings and some trailing white space on every line) or
+//! could hold a quote (at least [`windows::MIN_WINDOW_CHARS`] bytes); its first [`HEAD_BYTES`]
+//! are read first, and the rest only when they are text (no NUL byte: binary files hold no
+//! quote) or could begin a copy. `.git` folders are not compared file by file (their objects
+//! are compressed): [`super::history`] audits them, for copies only.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -135,8 +147,7 @@ pub struct Secret {
 pub struct Found<'a> {
     /// The secrets whose content the whole file has.
     pub copy_of: Option<&'a [Secret]>,
-    /// Each secret quoted inside the file (by distinct content), other than those it is a copy
-    /// of.
+    /// Each secret quoted inside the file (by distinct content); none when it is a copy.
     pub quotes: Vec<(Quote, &'a [Secret])>,
 }
 
@@ -313,19 +324,29 @@ impl Secrets {
         self.examine_bytes(&bytes)
     }
 
-    /// [`Secrets::examine`] of content already read.
+    /// [`Secrets::examine`] of content already read. A copy of a secret is not searched for
+    /// quotes: it is reported whole (and a secret that holds another, such as an oracle script
+    /// and the file its here-document writes, would be reported twice).
     pub fn examine_bytes(&self, bytes: &[u8]) -> Found<'_> {
-        let copy_of = self.matching(bytes);
+        if let Some(copy_of) = self.matching(bytes) {
+            return Found {
+                copy_of: Some(copy_of),
+                quotes: Vec::new(),
+            };
+        }
         let quotes = self
             .windows
             .quotes(bytes)
             .into_iter()
             .filter_map(|q| {
                 let found = self.bodies.get(q.secret)?.as_slice();
-                (copy_of != Some(found)).then_some((q, found))
+                Some((q, found))
             })
             .collect();
-        Found { copy_of, quotes }
+        Found {
+            copy_of: None,
+            quotes,
+        }
     }
 }
 
@@ -578,6 +599,58 @@ mod tests {
         assert!(secrets.could_match(5000));
         assert!(secrets.could_match(10_064));
         assert!(!secrets.could_match(10_065));
+    }
+
+    fn secret(description: &str) -> Secret {
+        Secret {
+            description: description.to_string(),
+            lays_over: None,
+        }
+    }
+
+    #[test]
+    fn a_copy_is_reported_whole_and_a_quote_with_every_secret_it_holds() {
+        let body = "def greet(name):\n    cleaned = name.strip() or 'world'\n    return f'Hello, {cleaned}!'\n\nprint(greet('you'))\n";
+        let script = format!("answer = \"done\"\n\n[[steps]]\nrun = '''\ncat > greet.py <<'EOF'\n{body}EOF\n'''\n");
+        let mut secrets = Secrets::default();
+        secrets.add(script.as_bytes(), secret("script"));
+        secrets.add(body.as_bytes(), secret("body"));
+        secrets.add(body.as_bytes(), secret("the same body"));
+        assert_eq!(secrets.bodies.len(), 2);
+        // A copy of the body: the body, and not a quote of the script that holds it.
+        let found = secrets.examine_bytes(body.replace('\n', "\r\n").as_bytes());
+        let names: Vec<&str> = found
+            .copy_of
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.description.as_str())
+            .collect();
+        assert_eq!(names, ["body", "the same body"]);
+        assert!(found.quotes.is_empty());
+        // Quoted in a README: both the script and the body, with where and how much.
+        let readme = format!("# Greeting\n\nLike this:\n\n```\n{body}```\n");
+        let found = secrets.examine_bytes(readme.as_bytes());
+        assert!(found.copy_of.is_none());
+        let got: Vec<(String, &str)> = found
+            .quotes
+            .iter()
+            .map(|(q, s)| (describe_quote(q, s), s[0].description.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "quotes script at lines 6-10 (4 of its 8 meaningful lines)".to_string(),
+                    "script"
+                ),
+                (
+                    "quotes body and the same body at lines 6-10 (4 of its 4 meaningful lines)"
+                        .to_string(),
+                    "body"
+                ),
+            ]
+        );
+        assert!(secrets.examine_bytes(b"nothing of it\n").quotes.is_empty());
     }
 
     #[test]

@@ -19,9 +19,13 @@
 //! `#include`s or `package` lines (a shared import block), which a fixture may well share with
 //! a check it did not leak.
 //!
-//! Cost: one pass over each file's bytes (a hash per line, 8 bytes at a time), and one lookup
-//! of each meaningful line's hash in the set of the secrets' line hashes; windows are hashed
-//! only across lines that all belong to some secret.
+//! Lines end at LF; a CR before it, or alone, is white space.
+//!
+//! Cost: the lines of a file are found with `memchr`; of each, only the first 8 characters after
+//! its markers are read (its *signature*) and looked up in a 2^16-bit filter of the secrets'
+//! line signatures; a line that passes is normalised and hashed whole (8 bytes at a time) and
+//! looked up in the set of the secrets' line hashes. Windows are hashed only across lines that
+//! all belong to some secret.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -38,6 +42,9 @@ pub const MIN_WINDOW_CHARS: usize = 32;
 /// Fewest characters of substance (lines of the secret that are not comments or imports) a
 /// quote must cover to be reported.
 pub const MIN_SUBSTANCE_CHARS: usize = 32;
+
+/// The size of [`Windows`]' filter of line signatures, in 64-bit words (2^16 bits).
+const FILTER_WORDS: usize = 1024;
 
 /// How far into a file a NUL byte marks it as binary: binary files are not searched.
 pub(crate) const BINARY_PROBE: usize = 4096;
@@ -79,9 +86,30 @@ pub(crate) struct Line {
     pub chars: u32,
 }
 
-/// Whether `b` is white space inside a line (CR of a CRLF included).
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
+/// The class of a byte for [`line_hash`]: white space (CR of a CRLF, and LF, included).
+const SPACE: u8 = 1;
+/// The class of a letter or digit (any byte of a multi-byte UTF-8 character counts as one).
+const ALNUM: u8 = 2;
+
+/// Each byte's class: [`SPACE`], [`ALNUM`] or 0.
+static CLASS: [u8; 256] = classes();
+
+/// Builds [`CLASS`].
+const fn classes() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if matches!(c, b' ' | b'\t' | b'\r' | b'\n' | 0x0b | 0x0c) {
+            SPACE
+        } else if c.is_ascii_alphanumeric() || c >= 0x80 {
+            ALNUM
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
 }
 
 /// Whether `b` is a one-byte marker dropped at the start of a line.
@@ -89,59 +117,99 @@ fn is_marker(b: u8) -> bool {
     matches!(b, b'>' | b'#' | b'*' | b';' | b'%' | b'+' | b'-')
 }
 
-/// Calls `each` with every meaningful line of `bytes` (see the module's documentation). Lines
-/// end at LF, CRLF or a lone CR.
-pub(crate) fn for_each_line(bytes: &[u8], mut each: impl FnMut(Line)) {
-    let mut number: u32 = 1;
+/// `line` without its leading white space and quote, comment and diff markers.
+fn content(line: &[u8]) -> &[u8] {
     let mut i = 0;
-    let n = bytes.len();
-    while i < n {
-        // The line's leading white space and markers.
-        while i < n {
-            let b = bytes[i];
-            if is_space(b) && !(b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) || is_marker(b)
-            {
-                i += 1;
-            } else if b == b'/' && matches!(bytes.get(i + 1), Some(b'/' | b'*')) {
-                i += 2;
-            } else {
-                break;
-            }
-        }
-        // The rest, white space dropped, 8 bytes to a word.
-        let (mut h, mut word, mut in_word, mut chars, mut alnum) = (0u64, 0u64, 0u32, 0u32, false);
-        while i < n {
-            let b = bytes[i];
-            if b == b'\n' || b == b'\r' && bytes.get(i + 1) != Some(&b'\n') {
-                break;
-            }
+    while i < line.len() {
+        let b = line[i];
+        if CLASS[b as usize] == SPACE || is_marker(b) {
             i += 1;
-            if is_space(b) {
-                continue;
-            }
-            chars += 1;
-            alnum |= b.is_ascii_alphanumeric() || b >= 0x80;
-            word = word << 8 | u64::from(b);
-            in_word += 1;
-            if in_word == 8 {
-                h = mix(h, word);
-                word = 0;
-                in_word = 0;
-            }
+        } else if b == b'/' && matches!(line.get(i + 1), Some(b'/' | b'*')) {
+            i += 2;
+        } else {
+            break;
         }
-        if alnum && chars as usize >= MIN_LINE_CHARS {
+    }
+    line.get(i..).unwrap_or_default()
+}
+
+/// The hash and length of a line's [`content`] with its white space dropped (hashed 8 bytes
+/// to a word); `None` when the line is trivial.
+fn line_hash(content: &[u8]) -> Option<(u64, u32)> {
+    let (mut h, mut word, mut in_word, mut chars, mut class) = (0u64, 0u64, 0u32, 0u32, 0u8);
+    for &b in content {
+        let c = CLASS[b as usize];
+        if c == SPACE {
+            continue;
+        }
+        chars += 1;
+        class |= c;
+        word = word << 8 | u64::from(b);
+        in_word += 1;
+        if in_word == 8 {
+            h = mix(h, word);
+            word = 0;
+            in_word = 0;
+        }
+    }
+    (class & ALNUM != 0 && chars as usize >= MIN_LINE_CHARS)
+        .then(|| (mix(mix(h, word), u64::from(chars)), chars))
+}
+
+/// The first 8 bytes of a line's [`content`] that are not white space, packed in a word; how
+/// many there are (at most 8); and whether one is a letter or digit. Cheaper than
+/// [`line_hash`], it rules most lines of a file out before they are hashed.
+fn signature(content: &[u8]) -> (u64, u32, bool) {
+    let (mut word, mut n, mut class) = (0u64, 0u32, 0u8);
+    for &b in content {
+        let c = CLASS[b as usize];
+        if c == SPACE {
+            continue;
+        }
+        word = word << 8 | u64::from(b);
+        n += 1;
+        class |= c;
+        if n == 8 {
+            break;
+        }
+    }
+    (word, n, class & ALNUM != 0)
+}
+
+/// The bit of a [`signature`] in [`Windows`]' filter of 2^16 bits.
+fn signature_bit(word: u64, n: u32) -> usize {
+    (mix(u64::from(n), word) >> 48) as usize
+}
+
+/// Calls `each` with every line of `bytes` (ending at LF; a CR before it is white space) and
+/// its number, from 1.
+fn for_each_raw_line(bytes: &[u8], mut each: impl FnMut(&[u8], u32)) {
+    use std::io::BufRead;
+    let mut rest = bytes;
+    let mut number: u32 = 0;
+    while !rest.is_empty() {
+        let start = rest;
+        // Reading a slice cannot fail; `skip_until` finds the LF with `memchr`.
+        let len = rest.skip_until(b'\n').unwrap_or(start.len());
+        number = number.saturating_add(1);
+        each(start.get(..len).unwrap_or(start), number);
+        if len == 0 {
+            break;
+        }
+    }
+}
+
+/// Calls `each` with every meaningful line of `bytes` (see the module's documentation).
+pub(crate) fn for_each_line(bytes: &[u8], mut each: impl FnMut(Line)) {
+    for_each_raw_line(bytes, |line, number| {
+        if let Some((hash, chars)) = line_hash(content(line)) {
             each(Line {
-                hash: mix(mix(h, word), u64::from(chars)),
+                hash,
                 number,
                 chars,
             });
         }
-        // The line end.
-        if i < n {
-            i += 1;
-            number = number.saturating_add(1);
-        }
-    }
+    });
 }
 
 /// The meaningful lines of `bytes`, in order.
@@ -223,6 +291,8 @@ pub(crate) struct Windows {
     windows: HashMap<u64, Vec<(usize, usize)>, KeyBuild>,
     /// The window sizes in use, ascending.
     sizes: Vec<usize>,
+    /// The [`signature_bit`] of every meaningful line of a secret, 2^16 bits.
+    filter: Vec<u64>,
 }
 
 impl Windows {
@@ -253,6 +323,17 @@ impl Windows {
             return;
         }
         self.line_set.extend(sl.lines.iter().map(|l| l.hash));
+        if self.filter.is_empty() {
+            self.filter = vec![0; FILTER_WORDS];
+        }
+        for_each_raw_line(bytes, |line, _| {
+            let c = content(line);
+            if line_hash(c).is_some() {
+                let (word, n, _) = signature(c);
+                let bit = signature_bit(word, n);
+                self.filter[bit / 64] |= 1 << (bit % 64);
+            }
+        });
         if let Err(at) = self.sizes.binary_search(&size) {
             self.sizes.insert(at, size);
         }
@@ -273,10 +354,30 @@ impl Windows {
         // The meaningful lines of `bytes` that belong to a secret; `None` where one that does
         // not breaks the run.
         let mut kept: Vec<Option<Line>> = Vec::new();
-        for_each_line(bytes, |l| {
-            if self.line_set.contains(&l.hash) {
-                kept.push(Some(l));
-            } else if kept.last().is_some_and(Option::is_some) {
+        for_each_raw_line(bytes, |line, number| {
+            let c = content(line);
+            let (word, n, alnum) = signature(c);
+            if (n as usize) < MIN_LINE_CHARS {
+                return; // trivial
+            }
+            let bit = signature_bit(word, n);
+            let in_filter = self.filter[bit / 64] & (1 << (bit % 64)) != 0;
+            let meaningful = if in_filter {
+                match line_hash(c) {
+                    Some((hash, chars)) if self.line_set.contains(&hash) => {
+                        kept.push(Some(Line {
+                            hash,
+                            number,
+                            chars,
+                        }));
+                        return;
+                    }
+                    found => found.is_some(),
+                }
+            } else {
+                alnum || line_hash(c).is_some()
+            };
+            if meaningful && kept.last().is_some_and(Option::is_some) {
                 kept.push(None);
             }
         });
@@ -390,8 +491,9 @@ mod tests {
     fn trivial_lines_are_skipped_and_line_numbers_kept() {
         let got = lines(b"}\n\n```\n)\n  fi\n\"\"\"\n----\nreturn x + y\r\nabc\r\x7b\n\nok = 1\n");
         let numbers: Vec<u32> = got.iter().map(|l| l.number).collect();
-        // `return x + y` (line 8), `ok = 1` (line 12); `abc` is too short, a lone CR ends it.
-        assert_eq!(numbers, [8, 12]);
+        // `return x + y` (line 8, CRLF), `abc\r{` (line 9: a lone CR is white space, and `abc`
+        // alone would be too short), `ok = 1` (line 11).
+        assert_eq!(numbers, [8, 9, 11]);
         assert_eq!(got[0].chars, 9);
         assert!(lines(b"").is_empty());
         assert!(lines(b"\n\n\n").is_empty());
@@ -461,6 +563,23 @@ mod tests {
         broken.insert(4, "print('an unrelated line')");
         broken.insert(7, "print('another one')");
         assert!(w.quotes(broken.join("\n").as_bytes()).is_empty());
+    }
+
+    #[test]
+    fn lines_without_a_letter_or_digit_between_quoted_lines_break_nothing() {
+        let w = windows_of(&[CHECK]);
+        let spaced: String = CHECK
+            .lines()
+            .map(|l| format!("{l}\n========\n  ) ) ) )\n"))
+            .collect();
+        let q = w.quotes(spaced.as_bytes());
+        assert_eq!((q.len(), q[0].quoted), (1, 7), "{q:?}");
+        // A line with a letter past its first 8 characters is meaningful: it breaks the run.
+        let broken: String = CHECK
+            .lines()
+            .map(|l| format!("{l}\n======== x\n"))
+            .collect();
+        assert!(w.quotes(broken.as_bytes()).is_empty());
     }
 
     #[test]
