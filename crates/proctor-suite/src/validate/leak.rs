@@ -443,14 +443,15 @@ pub(super) struct FixtureAudit {
     pub git_dirs: Vec<PathBuf>,
 }
 
-/// Walks the fixture once: files that could match a secret by size are read and compared;
-/// `.git` folders are set aside whole.
+/// Walks the fixture once, setting `.git` folders aside whole; then the files are examined
+/// ([`examine_all`]): those that could hold a secret are read and compared.
 pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
     let fixture = suite.fixture_dir();
     let mut audit = FixtureAudit {
         problems: Vec::new(),
         git_dirs: Vec::new(),
     };
+    let mut files = Vec::new();
     let mut walker = walkdir::WalkDir::new(&fixture)
         .min_depth(1)
         .sort_by_file_name()
@@ -467,35 +468,80 @@ pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
             }
             continue;
         }
-        if !ft.is_file() || secrets.is_empty() {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        let found = secrets.examine(entry.path(), meta.len());
-        if let Some(copy_of) = found.copy_of {
-            audit
-                .problems
-                .push(leak_problem(entry.path(), "this fixture file", copy_of));
-        }
-        let rel = entry
-            .path()
-            .strip_prefix(&fixture)
-            .ok()
-            .and_then(Path::to_str)
-            .unwrap_or_default();
-        for (quote, names) in found.quotes {
-            // A holdout file laid over this very file may share its public part.
-            if names.iter().any(|s| s.lays_over.as_deref() == Some(rel)) {
-                continue;
-            }
-            audit
-                .problems
-                .push(quote_problem(entry.path(), "this fixture file", &quote, names));
+        if ft.is_file() && !secrets.is_empty() {
+            files.push(entry.into_path());
         }
     }
+    audit.problems = examine_all(&fixture, secrets, &files);
     audit
+}
+
+/// How many files a worker of [`examine_all`] takes at a time.
+const CHUNK: usize = 64;
+
+/// The leak errors of `files` (of the fixture folder `fixture`), in their order. The files are
+/// examined by up to 4 threads (as many as the machine runs at once) when there are more than
+/// a few chunks of them: each file is read and searched on its own.
+fn examine_all(fixture: &Path, secrets: &Secrets, files: &[PathBuf]) -> Vec<Problem> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(files.len().div_ceil(4 * CHUNK).max(1));
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut out: Vec<(usize, Vec<Problem>)> = Vec::new();
+        loop {
+            let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+            if start >= files.len() {
+                return out;
+            }
+            for (i, path) in files.iter().enumerate().skip(start).take(CHUNK) {
+                let problems = file_problems(fixture, secrets, path);
+                if !problems.is_empty() {
+                    out.push((i, problems));
+                }
+            }
+        }
+    };
+    let mut found: Vec<(usize, Vec<Problem>)> = if threads == 1 {
+        work()
+    } else {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    };
+    found.sort_by_key(|(i, _)| *i);
+    found.into_iter().flat_map(|(_, p)| p).collect()
+}
+
+/// The leak errors of one fixture file: a copy of a secret, or quotes of some.
+fn file_problems(fixture: &Path, secrets: &Secrets, path: &Path) -> Vec<Problem> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Vec::new();
+    };
+    let found = secrets.examine(path, meta.len());
+    let mut out = Vec::new();
+    if let Some(copy_of) = found.copy_of {
+        out.push(leak_problem(path, "this fixture file", copy_of));
+    }
+    let rel = path
+        .strip_prefix(fixture)
+        .ok()
+        .and_then(Path::to_str)
+        .unwrap_or_default();
+    for (quote, names) in found.quotes {
+        // A holdout file laid over this very file may share its public part.
+        if names.iter().any(|s| s.lays_over.as_deref() == Some(rel)) {
+            continue;
+        }
+        out.push(quote_problem(path, "this fixture file", &quote, names));
+    }
+    out
 }
 
 /// The error for something the agent is given (`file`, named `shown`) that holds `secrets`.
