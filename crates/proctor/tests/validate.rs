@@ -1802,7 +1802,10 @@ fn a_hidden_check_quoted_in_a_fixture_readme_is_refused_in_each_shape() {
     assert_eq!(
         got,
         [
-            ("[SUITE]/fixture/README.md".to_string(), quoted("lines 7-16", 6)),
+            (
+                "[SUITE]/fixture/README.md".to_string(),
+                quoted("lines 7-16", 6)
+            ),
             (
                 "[SUITE]/fixture/docs/indented.md".to_string(),
                 quoted("lines 5-26", 14)
@@ -1834,7 +1837,11 @@ fn an_answer_sheet_in_a_changelog_and_a_solution_in_a_readme_are_refused() {
         &format!("# Changelog\n\n## 1.1\n- Faster start-up.\n\n{QUOTED_ANSWER}\n## 1.0\n- First release.\n"),
     );
     // The solution's body (without its import) in the README, indented: lines 7-12.
-    let body: String = QUOTED_SOLUTION.lines().skip(2).collect::<Vec<_>>().join("\n");
+    let body: String = QUOTED_SOLUTION
+        .lines()
+        .skip(2)
+        .collect::<Vec<_>>()
+        .join("\n");
     s.write(
         "fixture/README.md",
         &format!(
@@ -1892,6 +1899,9 @@ fn shared_boilerplate_file_names_and_a_license_header_are_no_quote() {
     // The extended public test is a quote of the holdout file anywhere else.
     s.write("fixture/docs/check.md", "nothing\n");
     s.write("fixture/docs/copy.py", &format!("# old\n{public}"));
-    let p = one_problem(&s, "quotes holdout file `holdout/hello/tests/test_public.py`");
+    let p = one_problem(
+        &s,
+        "quotes holdout file `holdout/hello/tests/test_public.py`",
+    );
     assert_eq!(p["file"], "[SUITE]/fixture/docs/copy.py", "{p:#}");
 }

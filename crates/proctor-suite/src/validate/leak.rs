@@ -44,10 +44,10 @@ use crate::problem::{Problem, ProblemKind};
 
 pub mod windows;
 
-pub use windows::Quote;
-use windows::{Windows, MIN_LINE_CHARS, MIN_WINDOW_CHARS, WINDOW_LINES};
 use crate::script::read_script;
 use crate::suite::Suite;
+pub use windows::Quote;
+use windows::{Windows, MIN_LINE_CHARS, MIN_WINDOW_CHARS, WINDOW_LINES};
 
 /// The shortest normalised content compared: shorter files are boilerplate, not answers.
 pub const MIN_LEAK_BYTES: usize = 32;
@@ -292,7 +292,8 @@ impl Secrets {
                 Some(p) => self.prefixes.contains(&p),
                 None => !whole,
             };
-        if !copy && !(quote && !windows::is_binary(&head)) {
+        let text = quote && !windows::is_binary(&head);
+        if !copy && !text {
             return None;
         }
         if !whole {
@@ -583,7 +584,12 @@ pub fn describe_quote(quote: &Quote, secrets: &[Secret]) -> String {
 
 /// The error for something the agent is given (`file`, named `shown`) that quotes `secrets`
 /// inside other text.
-pub(super) fn quote_problem(file: &Path, shown: &str, quote: &Quote, secrets: &[Secret]) -> Problem {
+pub(super) fn quote_problem(
+    file: &Path,
+    shown: &str,
+    quote: &Quote,
+    secrets: &[Secret],
+) -> Problem {
     Problem::in_file(
         ProblemKind::Leak,
         file,
@@ -657,7 +663,9 @@ mod tests {
     #[test]
     fn a_copy_is_reported_whole_and_a_quote_with_every_secret_it_holds() {
         let body = "def greet(name):\n    cleaned = name.strip() or 'world'\n    return f'Hello, {cleaned}!'\n\nprint(greet('you'))\n";
-        let script = format!("answer = \"done\"\n\n[[steps]]\nrun = '''\ncat > greet.py <<'EOF'\n{body}EOF\n'''\n");
+        let script = format!(
+            "answer = \"done\"\n\n[[steps]]\nrun = '''\ncat > greet.py <<'EOF'\n{body}EOF\n'''\n"
+        );
         let mut secrets = Secrets::default();
         secrets.add(script.as_bytes(), secret("script"));
         secrets.add(body.as_bytes(), secret("body"));

@@ -229,8 +229,20 @@ pub(crate) fn is_binary(bytes: &[u8]) -> bool {
 fn is_substance(raw: &str) -> bool {
     let t = raw.trim_start();
     const BOILERPLATE: [&str; 14] = [
-        "#", "//", "/*", "*", "--", ";", "%", "<!--", "import ", "use ", "using ", "package ",
-        "extern crate ", "require",
+        "#",
+        "//",
+        "/*",
+        "*",
+        "--",
+        ";",
+        "%",
+        "<!--",
+        "import ",
+        "use ",
+        "using ",
+        "package ",
+        "extern crate ",
+        "require",
     ];
     if BOILERPLATE.iter().any(|p| t.starts_with(p)) {
         return false;
@@ -262,9 +274,7 @@ impl SecretLines {
 
 /// The hash of the window made of `lines`.
 fn window_hash(lines: &[Line]) -> u64 {
-    lines
-        .iter()
-        .fold(lines.len() as u64, |h, l| mix(h, l.hash))
+    lines.iter().fold(lines.len() as u64, |h, l| mix(h, l.hash))
 }
 
 /// Part of a secret found in a file.
