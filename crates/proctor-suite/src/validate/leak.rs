@@ -32,7 +32,7 @@
 //! first, whole and by windows of lines. A fixture file is opened only when it could be a copy
 //! (some secret's normalised length `N` has `N <= size <= 2 N + 64`: normalising only removes
 //! bytes; the bound allows CRLF line endings and some trailing white space on every line) or
-//! could hold a quote (at least [`windows::MIN_WINDOW_CHARS`] bytes); its first [`HEAD_BYTES`]
+//! could hold a quote (at least [`windows::MIN_WINDOW_CHARS`] bytes); its first 4 KiB
 //! are read first, and the rest only when they are text (no NUL byte: binary files hold no
 //! quote) or could begin a copy. `.git` folders are not compared file by file (their objects
 //! are compressed): [`super::history`] audits them, for copies only.
@@ -152,7 +152,7 @@ pub struct Found<'a> {
 }
 
 /// A set of secrets, ready to compare files with: whole (after [`normalise`]) and by windows
-/// of lines ([`windows`]). `proctor validate` builds one from a suite ([`Secrets::of`]), `proctor
+/// of lines ([`windows`]). `proctor validate` builds one from a suite (`Secrets::of`), `proctor
 /// import` from a task's tests and solution.
 #[derive(Debug, Default)]
 pub struct Secrets {
@@ -317,7 +317,7 @@ impl Secrets {
     }
 
     /// What the file at `path`, of `size` bytes, holds of the secrets: a copy of some, quotes
-    /// of others. Only what could match is read (see [`Secrets::read_candidate`]).
+    /// of others. Only what could match is read (see `Secrets::read_candidate`).
     pub fn examine(&self, path: &Path, size: u64) -> Found<'_> {
         let Some(bytes) = self.read_candidate(path, size) else {
             return Found::default();

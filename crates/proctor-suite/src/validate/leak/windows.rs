@@ -3,7 +3,7 @@
 //! A quote changes how a text is laid out, not what it says: it is indented (a Markdown code
 //! block), prefixed (`> ` in a Markdown quote or an e-mail, `# ` or `// ` when pasted into a
 //! comment, `+`/`-` in a diff), wrapped in a code fence, or surrounded by other text. So each
-//! line of the secret and of the file is [normalised](line_hash): leading quote, comment and
+//! line of the secret and of the file is normalised: leading quote, comment and
 //! diff markers (`>`, `#`, `//`, `/*`, `*`, `;`, `%`, `+`, `-`) and every white-space character
 //! are dropped, and the rest hashed. Case is kept: quoting never changes it, and folding it would
 //! only make unrelated lines collide. A line with fewer than [`MIN_LINE_CHARS`] characters left,
@@ -280,7 +280,7 @@ fn window_hash(lines: &[Line]) -> u64 {
 /// Part of a secret found in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quote {
-    /// Which secret (the number given to [`Windows::add`]).
+    /// Which secret (the number given to `Windows::add`).
     pub secret: usize,
     /// The first and last line of the file that hold the quote (from 1).
     pub lines: (u32, u32),
