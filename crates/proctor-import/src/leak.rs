@@ -7,17 +7,15 @@
 //!   or solution (`COPY tests/ /app/tests`, `COPY . /app` in a Terminal-Bench task, whose build
 //!   context is the task folder that holds `tests/`, `run-tests.sh` and `solution.sh`);
 //! - a file of the build context (Harbor's `environment/`, Terminal-Bench's task folder, leaving
-//!   out the tests and solution themselves) whose content equals a test or solution file's,
-//!   compared as `proctor validate` compares a fixture with its holdout files
-//!   ([`proctor_suite::validate::leak::normalise`], at least
-//!   [`proctor_suite::validate::leak::MIN_LEAK_BYTES`] bytes): a Dockerfile may copy it in.
+//!   out the tests and solution themselves) whose content equals a test or solution file's, or
+//!   that quotes one inside other text, found by the same code as `proctor validate` finds them
+//!   in a fixture ([`proctor_suite::validate::leak::Secrets`]): a Dockerfile may copy it in.
 //!
 //! What the image's own layers hold (an image pulled by reference, a saved archive) is not read.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use proctor_suite::validate::leak::{normalise, MIN_LEAK_BYTES};
+use proctor_suite::validate::leak::{describe_quote, Secret, Secrets};
 
 use crate::files::FileEntry;
 use crate::model::TaskPlan;
@@ -216,26 +214,30 @@ fn glob_match(pattern: &str, text: &str) -> bool {
     p[i..].iter().all(|c| *c == '*')
 }
 
-/// The files of the build context, other than the secrets themselves and `.git`, whose content
-/// is a secret's.
+/// The files of the build context, other than the secrets themselves and `.git`, that have a
+/// secret's content or quote one inside other text, found as `proctor validate` finds them in a
+/// fixture ([`Secrets::examine`]).
 fn context_copies(
     plan: &TaskPlan,
     context: &Path,
     secrets: &[(String, &FileEntry)],
 ) -> Vec<String> {
-    let mut by_content: HashMap<Vec<u8>, Vec<&str>> = HashMap::new();
+    let mut index = Secrets::default();
     for (name, f) in secrets {
         let Ok(bytes) = std::fs::read(&f.src) else {
             continue;
         };
-        let norm = normalise(&bytes);
-        if norm.len() >= MIN_LEAK_BYTES {
-            by_content.entry(norm).or_default().push(name);
-        }
+        index.add(
+            &bytes,
+            Secret {
+                description: name.clone(),
+                lays_over: None,
+            },
+        );
     }
-    let Some(longest) = by_content.keys().map(Vec::len).max() else {
+    if index.is_empty() {
         return Vec::new();
-    };
+    }
     let own: Vec<&PathBuf> = secrets.iter().map(|(_, f)| &f.src).collect();
     let mut out = Vec::new();
     let walker = walkdir::WalkDir::new(context)
@@ -248,17 +250,19 @@ fn context_copies(
             continue;
         }
         let size = entry.metadata().map_or(0, |m| m.len());
-        if size < MIN_LEAK_BYTES as u64 || size > 2 * longest as u64 + 64 {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
-            continue;
-        };
-        if let Some(names) = by_content.get(&normalise(&bytes)) {
+        let found = index.examine(entry.path(), size);
+        let path = shown(&plan.source, entry.path());
+        if let Some(names) = found.copy_of {
+            let names: Vec<&str> = names.iter().map(|s| s.description.as_str()).collect();
             out.push(format!(
-                "{}, in the image's build context, has the content of {}: if the Dockerfile copies it in, the agent can read it in its environment; remove it from the build context",
-                shown(&plan.source, entry.path()),
-                list(names)
+                "{path}, in the image's build context, has the content of {}: if the Dockerfile copies it in, the agent can read it in its environment; remove it from the build context",
+                list(&names)
+            ));
+        }
+        for (quote, names) in &found.quotes {
+            out.push(format!(
+                "{path}, in the image's build context, {}: if the Dockerfile copies it in, the agent can read it in its environment; remove the quoted lines",
+                describe_quote(quote, names)
             ));
         }
     }

@@ -508,3 +508,36 @@ fn a_copy_of_a_test_in_the_build_context_is_reported() {
         "{lines:#?}"
     );
 }
+
+#[test]
+fn a_test_quoted_in_a_build_context_file_is_reported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let dir = hello_world(&tasks);
+    // A README of the build context quoting the verifier inside other text, as a Markdown quote.
+    let test = std::fs::read_to_string(dir.join("tests/test.sh")).expect("read");
+    let quoted: String = test.lines().map(|l| format!("> {l}\n")).collect();
+    write(
+        &dir,
+        "environment/README.md",
+        &format!("# The image\n\nThe grader does this:\n\n{quoted}\nThat is all.\n"),
+    );
+    // Notes that only name the verifier's files are no quote.
+    write(
+        &dir,
+        "environment/NOTES.md",
+        "The verifier is tests/test.sh; it writes /logs/verifier/reward.txt\nafter comparing hello.txt with tests/expected.txt.\n",
+    );
+    let report = import_harbor(&[tasks], &tmp.path().join("out"), &ImportOptions::default())
+        .expect("import");
+    let lines = warning_lines(&report);
+    let found: Vec<&String> = lines
+        .iter()
+        .filter(|w| w.contains("build context"))
+        .collect();
+    assert_eq!(
+        found,
+        ["hello-world: environment/README.md, in the image's build context, quotes tests/test.sh at lines 5-15 (10 of its 10 meaningful lines): if the Dockerfile copies it in, the agent can read it in its environment; remove the quoted lines"],
+        "{lines:#?}"
+    );
+}

@@ -1722,3 +1722,186 @@ const CASES: &[Case] = &[
         says: &["task `hello` expects a question to", "help: add to this task's [tasks.refusal]:"],
     },
 ];
+
+/// The license header the quoted check and an honest fixture file share.
+const LICENSE: &str = "# Copyright 2026 Example Corp.\n# Licensed under the Apache License, Version 2.0 (the \"License\");\n# you may not use this file except in compliance with the License.\n# See the LICENSE file for the specific terms.\n";
+
+/// The hidden check of [`with_quotable_secrets`], after its license header: 10 meaningful lines.
+const QUOTED_CHECK: &str = "import pathlib\nimport sys\n\n\ndef read_greeting():\n    return pathlib.Path(\"hello.txt\").read_text(encoding=\"utf-8\")\n\n\ndef test_greeting_is_exact():\n    assert read_greeting().strip() == \"hi\"\n\n\ndef test_greeting_is_one_line():\n    assert len(read_greeting().splitlines()) == 1\n\n\nif __name__ == \"__main__\":\n    sys.exit(0 if read_greeting().strip() == \"hi\" else 1)\n";
+
+/// The answer sheet of [`with_quotable_secrets`]: 5 meaningful lines.
+const QUOTED_ANSWER: &str = "# hello\n\nThe agent must write exactly `hi` and a newline into hello.txt.\nThe hidden check reads the file back, strips it and compares it with \"hi\".\nA second check requires the file to hold exactly one line.\nAnything else in the workspace is ignored by the grader.\n";
+
+/// The oracle's solution file of [`with_quotable_secrets`]: 6 meaningful lines.
+const QUOTED_SOLUTION: &str = "import sys\n\ndef greet(name):\n    cleaned = name.strip() or \"world\"\n    return f\"Hello, {cleaned}!\"\n\nif __name__ == \"__main__\":\n    print(greet(\" \".join(sys.argv[1:])))\n";
+
+/// The minimal suite with a hidden check (a license header, then 10 lines), an answer sheet and
+/// an oracle solution file, each long enough to be quoted.
+fn with_quotable_secrets() -> TestSuite {
+    let s = TestSuite::minimal().edit(
+        "{ file_contains",
+        "{ check = \"python3 test_hello.py\" },\n  { file_contains",
+    );
+    s.write(
+        "holdout/hello/test_hello.py",
+        &format!("{LICENSE}{QUOTED_CHECK}"),
+    );
+    s.write("answers/hello.md", QUOTED_ANSWER);
+    s.write("agents/oracle/files/hello/greet.py", QUOTED_SOLUTION);
+    s
+}
+
+/// `text` with every line prefixed by `prefix`.
+fn prefixed(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
+
+#[test]
+fn a_hidden_check_quoted_in_a_fixture_readme_is_refused_in_each_shape() {
+    let s = with_quotable_secrets();
+    let check = format!("{LICENSE}{QUOTED_CHECK}");
+    // Indented as a Markdown code block: the check's 4 header lines and its code are lines 5-26.
+    s.write(
+        "fixture/docs/indented.md",
+        &format!(
+            "# Grading\n\nThe grader runs this:\n\n{}\nand nothing else.\n",
+            prefixed(&check, "    ")
+        ),
+    );
+    // Quoted with `> `, the header left out: lines 3-20.
+    s.write(
+        "fixture/docs/quoted.md",
+        &format!(
+            "Someone wrote on the tracker:\n\n{}\nThanks!\n",
+            prefixed(QUOTED_CHECK, "> ")
+        ),
+    );
+    // In a code fence, only its two tests and the `__main__` guard (6 of its lines): lines 7-16.
+    let tests: String = QUOTED_CHECK.lines().skip(8).collect::<Vec<_>>().join("\n");
+    s.write(
+        "fixture/README.md",
+        &format!(
+            "a tiny fixture\nline two\nline three\n\nThe tests:\n```python\n{tests}\n```\nMore text after it.\n"
+        ),
+    );
+    let problems = json_problems(&s);
+    let got: Vec<(String, String)> = problems
+        .iter()
+        .map(|p| {
+            assert_eq!(p["code"], "suite::leak", "{p:#}");
+            (
+                p["file"].as_str().unwrap().to_string(),
+                p["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let check_name = "holdout file `holdout/hello/test_hello.py`";
+    let quoted = |range: &str, n: usize| {
+        format!("this fixture file quotes {check_name} at {range} ({n} of its 14 meaningful lines), which the agent must never see")
+    };
+    assert_eq!(
+        got,
+        [
+            (
+                "[SUITE]/fixture/README.md".to_string(),
+                quoted("lines 7-16", 6)
+            ),
+            (
+                "[SUITE]/fixture/docs/indented.md".to_string(),
+                quoted("lines 5-26", 14)
+            ),
+            (
+                "[SUITE]/fixture/docs/quoted.md".to_string(),
+                quoted("lines 3-20", 10)
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_quoted_secret_is_shown_like_a_copy() {
+    let s = with_quotable_secrets();
+    s.write(
+        "fixture/CHANGELOG.md",
+        &format!("# Changelog\n\n## 1.1\n- Faster start-up.\n\n{QUOTED_ANSWER}\n## 1.0\n- First release.\n"),
+    );
+    insta::assert_snapshot!(rejected_in_place(&s, &[]));
+}
+
+#[test]
+fn an_answer_sheet_in_a_changelog_and_a_solution_in_a_readme_are_refused() {
+    let s = with_quotable_secrets();
+    // The answer sheet pasted in the middle of a changelog: its lines 6-11.
+    s.write(
+        "fixture/CHANGELOG.md",
+        &format!("# Changelog\n\n## 1.1\n- Faster start-up.\n\n{QUOTED_ANSWER}\n## 1.0\n- First release.\n"),
+    );
+    // The solution's body (without its import) in the README, indented: lines 7-12.
+    let body: String = QUOTED_SOLUTION
+        .lines()
+        .skip(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    s.write(
+        "fixture/README.md",
+        &format!(
+            "a tiny fixture\nline two\nline three\n\nHow to greet:\n\n{}\n",
+            prefixed(&body, "    ")
+        ),
+    );
+    let problems = json_problems(&s);
+    let got: Vec<(&str, &str)> = problems
+        .iter()
+        .map(|p| {
+            assert_eq!(p["code"], "suite::leak", "{p:#}");
+            (p["file"].as_str().unwrap(), p["message"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("[SUITE]/fixture/CHANGELOG.md", "this fixture file quotes answer sheet `answers/hello.md` at lines 6-11 (5 of its 5 meaningful lines), which the agent must never see"),
+            ("[SUITE]/fixture/README.md", "this fixture file quotes oracle solution file `agents/oracle/files/hello/greet.py` at lines 7-12 (5 of its 6 meaningful lines), which the agent must never see"),
+        ]
+    );
+}
+
+#[test]
+fn shared_boilerplate_file_names_and_a_license_header_are_no_quote() {
+    let s = with_quotable_secrets();
+    // A public test sharing only imports, `def test_` lines and the `__main__` guard with the
+    // check: never 4 consecutive lines.
+    let public = "import pathlib\nimport sys\n\n\ndef read_greeting():\n    return pathlib.Path(\"README.md\").read_text()\n\n\ndef test_greeting_is_exact():\n    assert read_greeting().startswith(\"a tiny\")\n\n\nif __name__ == \"__main__\":\n    sys.exit(0)\n";
+    s.write("fixture/tests/test_public.py", public);
+    // A README that names the task's files.
+    s.write(
+        "fixture/README.md",
+        "a tiny fixture\nline two\nline three\n\nThe task: create hello.txt. It is graded by a hidden test_hello.py,\nexplained in answers/hello.md, and solved by the reference greet.py.\nRun `python3 -m pytest tests/` for the public tests.\n",
+    );
+    // A source file with the check's license header and imports, then code of its own.
+    s.write(
+        "fixture/src/lib.py",
+        &format!("{LICENSE}import pathlib\nimport sys\n\n\ndef main():\n    print(pathlib.Path.cwd(), file=sys.stderr)\n"),
+    );
+    // A holdout file laid over the public test, extending it: it shares the public part.
+    s.write(
+        "holdout/hello/tests/test_public.py",
+        &format!("{public}\n\ndef test_hidden_extra():\n    assert \"hi\" in pathlib.Path(\"hello.txt\").read_text()\n"),
+    );
+    let out = s.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("suite::"), "{}", out.stderr);
+    // The same suite with the check quoted is refused: the secrets above are compared.
+    s.write("fixture/docs/check.md", &prefixed(QUOTED_CHECK, "> "));
+    let p = one_problem(&s, "quotes holdout file `holdout/hello/test_hello.py`");
+    assert_eq!(p["file"], "[SUITE]/fixture/docs/check.md", "{p:#}");
+    assert_eq!(json_problems(&s).len(), 1);
+    // The extended public test is a quote of the holdout file anywhere else.
+    s.write("fixture/docs/check.md", "nothing\n");
+    s.write("fixture/docs/copy.py", &format!("# old\n{public}"));
+    let p = one_problem(
+        &s,
+        "quotes holdout file `holdout/hello/tests/test_public.py`",
+    );
+    assert_eq!(p["file"], "[SUITE]/fixture/docs/copy.py", "{p:#}");
+}

@@ -18,19 +18,36 @@
 //! after that (an empty `__init__.py`, a lone newline, `pass`) is not compared: such contents are
 //! common boilerplate, not an answer.
 //!
+//! A fixture file that *quotes* a secret inside other text (a README quoting the hidden check,
+//! an answer sheet pasted into a changelog) is a [`ProblemKind::Leak`] error too, naming the
+//! lines that hold the quote and how much of the secret they hold: see [`windows`] for how
+//! lines are normalised and matched, and what is not reported (shared comments and imports). A
+//! holdout file `holdout/TASK/PATH` quoted by the fixture's own `PATH`, which it is laid over,
+//! is not: a hidden test file that extends the public one shares its public part.
+//!
+//! The same [`Secrets`] finds copies and quotes of an imported task's tests and solution in its
+//! image's build context (`proctor import`).
+//!
 //! The audit reads only what could match: the secrets (a small set) are normalised and hashed
-//! first; a fixture file is read only when its size could normalise to a secret's length, that
-//! is when some secret's normalised length `N` has `N <= size <= 2 N + 64` (normalising only
-//! removes bytes; the bound allows CRLF line endings and some trailing white space on every
-//! line, and spares reading the large files of a fixture). `.git` folders are not compared file
-//! by file (their objects are compressed): [`super::history`] audits them.
+//! first, whole and by windows of lines. A fixture file is opened only when it could be a copy
+//! (some secret's normalised length `N` has `N <= size <= 2 N + 64`: normalising only removes
+//! bytes; the bound allows CRLF line endings and some trailing white space on every line) or
+//! could hold a quote (at least [`windows::MIN_WINDOW_CHARS`] bytes); its first 4 KiB
+//! are read first, and the rest only when they are text (no NUL byte: binary files hold no
+//! quote) or could begin a copy. `.git` folders are not compared file by file (their objects
+//! are compressed): [`super::history`] audits them, for copies only.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::problem::{Problem, ProblemKind};
+
+pub mod windows;
+
 use crate::script::read_script;
 use crate::suite::Suite;
+pub use windows::Quote;
+use windows::{Windows, MIN_LINE_CHARS, MIN_WINDOW_CHARS, WINDOW_LINES};
 
 /// The shortest normalised content compared: shorter files are boilerplate, not answers.
 pub const MIN_LEAK_BYTES: usize = 32;
@@ -116,49 +133,69 @@ fn trim_line_end(out: &mut Vec<u8>, line_start: usize) {
 
 /// One secret of a suite: what it is and where, as a person reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Secret {
+pub struct Secret {
     /// What the file is, e.g. "holdout file `holdout/fix/check_fix.py`".
     pub description: String,
+    /// For a holdout file, the path (relative to the workspace, with `/`) it is laid over: a
+    /// fixture file at that path may share part of it (a hidden test file that extends the
+    /// public one) without leaking it. Exact copies are reported all the same.
+    pub lays_over: Option<String>,
 }
 
-/// The suite's secrets, by the hash of their normalised content.
+/// What a file holds of the secrets.
 #[derive(Debug, Default)]
-pub(crate) struct Secrets {
-    by_hash: HashMap<blake3::Hash, Vec<Secret>>,
+pub struct Found<'a> {
+    /// The secrets whose content the whole file has.
+    pub copy_of: Option<&'a [Secret]>,
+    /// Each secret quoted inside the file (by distinct content); none when it is a copy.
+    pub quotes: Vec<(Quote, &'a [Secret])>,
+}
+
+/// A set of secrets, ready to compare files with: whole (after [`normalise`]) and by windows
+/// of lines ([`windows`]). `proctor validate` builds one from a suite (`Secrets::of`), `proctor
+/// import` from a task's tests and solution.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// The secrets, by distinct normalised content.
+    bodies: Vec<Vec<Secret>>,
+    /// Where each normalised content's hash is in `bodies`.
+    by_hash: HashMap<blake3::Hash, usize>,
     /// Normalised lengths, sorted and without repeats.
     lengths: Vec<u64>,
     /// The first [`MIN_LEAK_BYTES`] normalised bytes of each secret: a file whose own differ
     /// is not normalised whole nor hashed.
     prefixes: HashSet<Vec<u8>>,
+    /// The windows of lines of each content, numbered as `bodies`.
+    windows: Windows,
 }
 
 impl Secrets {
     /// Reads the secrets of `suite` (see the module's documentation). Files that cannot be read
     /// are left out: other checks report them.
     pub(crate) fn of(suite: &Suite) -> Secrets {
-        let mut found: HashMap<blake3::Hash, Vec<Secret>> = HashMap::new();
-        let mut lengths: Vec<u64> = Vec::new();
-        let mut prefixes = HashSet::new();
-        let mut add = |content: &[u8], description: String| {
-            let norm = normalise(content);
-            if norm.len() >= MIN_LEAK_BYTES {
-                lengths.push(norm.len() as u64);
-                prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
-                let list = found.entry(blake3::hash(&norm)).or_default();
-                let secret = Secret { description };
-                if !list.contains(&secret) {
-                    list.push(secret);
-                }
-            }
-        };
+        let mut secrets = Secrets::default();
         let root = &suite.root;
         for (folder, what) in [("holdout", "holdout file"), ("answers", "answer sheet")] {
             for (rel, path) in files_under(root, folder) {
                 if let Ok(bytes) = std::fs::read(&path) {
-                    add(&bytes, format!("{what} `{rel}`"));
+                    // holdout/TASK/REL is laid over REL.
+                    let lays_over = (folder == "holdout")
+                        .then(|| rel.splitn(3, '/').nth(2).map(str::to_string))
+                        .flatten();
+                    secrets.add(
+                        &bytes,
+                        Secret {
+                            description: format!("{what} `{rel}`"),
+                            lays_over,
+                        },
+                    );
                 }
             }
         }
+        let secret = |description: String| Secret {
+            description,
+            lays_over: None,
+        };
         for (rel, path) in files_under(root, "agents/oracle") {
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;
@@ -166,50 +203,83 @@ impl Secrets {
             let is_script = path.extension().is_some_and(|e| e == "toml")
                 && path.parent() == Some(root.join("agents/oracle").as_path());
             if is_script {
-                add(&bytes, format!("oracle script `{rel}`"));
+                secrets.add(&bytes, secret(format!("oracle script `{rel}`")));
                 if let Ok(script) = read_script(&path) {
                     for (n, step) in script.steps.iter().enumerate() {
                         for body in heredoc_bodies(&step.run) {
-                            add(
+                            secrets.add(
                                 body.as_bytes(),
-                                format!(
+                                secret(format!(
                                     "the file written by step {} of oracle script `{rel}` (a here-document)",
                                     n + 1
-                                ),
+                                )),
                             );
                         }
                     }
                 }
             } else {
-                add(&bytes, format!("oracle solution file `{rel}`"));
+                secrets.add(&bytes, secret(format!("oracle solution file `{rel}`")));
             }
         }
-        lengths.sort_unstable();
-        lengths.dedup();
-        Secrets {
-            by_hash: found,
-            lengths,
-            prefixes,
+        secrets
+    }
+
+    /// Adds a secret with content `content`; one shorter than [`MIN_LEAK_BYTES`] after
+    /// [`normalise`] is left out (boilerplate, not an answer).
+    pub fn add(&mut self, content: &[u8], secret: Secret) {
+        let norm = normalise(content);
+        if norm.len() < MIN_LEAK_BYTES {
+            return;
+        }
+        let hash = blake3::hash(&norm);
+        let body = match self.by_hash.get(&hash) {
+            Some(&at) => at,
+            None => {
+                let at = self.bodies.len();
+                self.bodies.push(Vec::new());
+                self.by_hash.insert(hash, at);
+                if let Err(i) = self.lengths.binary_search(&(norm.len() as u64)) {
+                    self.lengths.insert(i, norm.len() as u64);
+                }
+                self.prefixes.insert(norm[..MIN_LEAK_BYTES].to_vec());
+                self.windows.add(at, &norm);
+                at
+            }
+        };
+        let list = &mut self.bodies[body];
+        if !list.contains(&secret) {
+            list.push(secret);
         }
     }
 
-    /// Whether the suite has no secret long enough to compare.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.by_hash.is_empty()
+    /// Whether the set has no secret long enough to compare.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty()
     }
 
     /// Whether a file of `size` bytes could normalise to a secret's content.
-    pub(crate) fn could_match(&self, size: u64) -> bool {
+    pub fn could_match(&self, size: u64) -> bool {
         let low = size.saturating_sub(SIZE_SLACK).div_ceil(2);
         let at = self.lengths.partition_point(|n| *n < low);
         self.lengths.get(at).is_some_and(|n| *n <= size)
     }
 
-    /// The content of the file at `path` (of `size` bytes) when its first [`HEAD_BYTES`] could
-    /// begin a secret; `None` when they cannot, or it cannot be read. A file is read whole only
-    /// when its head matches.
+    /// Whether a file of `size` bytes is worth searching for quotes.
+    fn could_quote(&self, size: u64) -> bool {
+        !self.windows.is_empty() && size >= MIN_WINDOW_CHARS as u64
+    }
+
+    /// The content of the file at `path` (of `size` bytes) when it could be a copy of a secret
+    /// or hold a quote of one; `None` when it cannot, or it cannot be read. Its first
+    /// [`HEAD_BYTES`] are read first: a file is read whole only when they could begin a secret,
+    /// or are text (no NUL byte) and the file is long enough to hold a quote.
     fn read_candidate(&self, path: &Path, size: u64) -> Option<Vec<u8>> {
         use std::io::Read;
+        let copy = self.could_match(size);
+        let quote = self.could_quote(size);
+        if !copy && !quote {
+            return None;
+        }
         let mut file = std::fs::File::open(path).ok()?;
         let mut head = Vec::with_capacity(HEAD_BYTES.min(size as usize));
         (&mut file)
@@ -217,19 +287,24 @@ impl Secrets {
             .read_to_end(&mut head)
             .ok()?;
         let whole = (head.len() as u64) < HEAD_BYTES as u64;
-        match normalised_prefix(&head, MIN_LEAK_BYTES) {
-            Some(p) if !self.prefixes.contains(&p) => return None,
-            None if whole => return None,
-            _ => {}
+        let copy = copy
+            && match normalised_prefix(&head, MIN_LEAK_BYTES) {
+                Some(p) => self.prefixes.contains(&p),
+                None => !whole,
+            };
+        let text = quote && !windows::is_binary(&head);
+        if !copy && !text {
+            return None;
         }
         if !whole {
+            head.reserve(size.saturating_sub(head.len() as u64) as usize);
             file.read_to_end(&mut head).ok()?;
         }
         Some(head)
     }
 
     /// The secrets whose normalised content `bytes` has, if any.
-    pub(crate) fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
+    pub fn matching(&self, bytes: &[u8]) -> Option<&[Secret]> {
         if !normalised_prefix(bytes, MIN_LEAK_BYTES).is_some_and(|p| self.prefixes.contains(&p)) {
             return None;
         }
@@ -237,7 +312,42 @@ impl Secrets {
         if self.lengths.binary_search(&(norm.len() as u64)).is_err() {
             return None;
         }
-        self.by_hash.get(&blake3::hash(&norm)).map(Vec::as_slice)
+        let at = *self.by_hash.get(&blake3::hash(&norm))?;
+        Some(self.bodies[at].as_slice())
+    }
+
+    /// What the file at `path`, of `size` bytes, holds of the secrets: a copy of some, quotes
+    /// of others. Only what could match is read (see `Secrets::read_candidate`).
+    pub fn examine(&self, path: &Path, size: u64) -> Found<'_> {
+        let Some(bytes) = self.read_candidate(path, size) else {
+            return Found::default();
+        };
+        self.examine_bytes(&bytes)
+    }
+
+    /// [`Secrets::examine`] of content already read. A copy of a secret is not searched for
+    /// quotes: it is reported whole (and a secret that holds another, such as an oracle script
+    /// and the file its here-document writes, would be reported twice).
+    pub fn examine_bytes(&self, bytes: &[u8]) -> Found<'_> {
+        if let Some(copy_of) = self.matching(bytes) {
+            return Found {
+                copy_of: Some(copy_of),
+                quotes: Vec::new(),
+            };
+        }
+        let quotes = self
+            .windows
+            .quotes(bytes)
+            .into_iter()
+            .filter_map(|q| {
+                let found = self.bodies.get(q.secret)?.as_slice();
+                Some((q, found))
+            })
+            .collect();
+        Found {
+            copy_of: None,
+            quotes,
+        }
     }
 }
 
@@ -334,14 +444,15 @@ pub(super) struct FixtureAudit {
     pub git_dirs: Vec<PathBuf>,
 }
 
-/// Walks the fixture once: files that could match a secret by size are read and compared;
-/// `.git` folders are set aside whole.
+/// Walks the fixture once, setting `.git` folders aside whole; then the files are examined
+/// ([`examine_all`]): those that could hold a secret are read and compared.
 pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
     let fixture = suite.fixture_dir();
     let mut audit = FixtureAudit {
         problems: Vec::new(),
         git_dirs: Vec::new(),
     };
+    let mut files = Vec::new();
     let mut walker = walkdir::WalkDir::new(&fixture)
         .min_depth(1)
         .sort_by_file_name()
@@ -358,26 +469,80 @@ pub(super) fn audit_fixture(suite: &Suite, secrets: &Secrets) -> FixtureAudit {
             }
             continue;
         }
-        if !ft.is_file() || secrets.is_empty() {
-            continue;
+        if ft.is_file() && !secrets.is_empty() {
+            files.push(entry.into_path());
         }
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        if !secrets.could_match(meta.len()) {
-            continue;
-        }
-        let Some(bytes) = secrets.read_candidate(entry.path(), meta.len()) else {
-            continue;
-        };
-        let Some(found) = secrets.matching(&bytes) else {
-            continue;
-        };
-        audit
-            .problems
-            .push(leak_problem(entry.path(), "this fixture file", found));
     }
+    audit.problems = examine_all(&fixture, secrets, &files);
     audit
+}
+
+/// How many files a worker of [`examine_all`] takes at a time.
+const CHUNK: usize = 64;
+
+/// The leak errors of `files` (of the fixture folder `fixture`), in their order. The files are
+/// examined by up to 4 threads (as many as the machine runs at once) when there are more than
+/// a few chunks of them: each file is read and searched on its own.
+fn examine_all(fixture: &Path, secrets: &Secrets, files: &[PathBuf]) -> Vec<Problem> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(files.len().div_ceil(4 * CHUNK).max(1));
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut out: Vec<(usize, Vec<Problem>)> = Vec::new();
+        loop {
+            let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+            if start >= files.len() {
+                return out;
+            }
+            for (i, path) in files.iter().enumerate().skip(start).take(CHUNK) {
+                let problems = file_problems(fixture, secrets, path);
+                if !problems.is_empty() {
+                    out.push((i, problems));
+                }
+            }
+        }
+    };
+    let mut found: Vec<(usize, Vec<Problem>)> = if threads == 1 {
+        work()
+    } else {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    };
+    found.sort_by_key(|(i, _)| *i);
+    found.into_iter().flat_map(|(_, p)| p).collect()
+}
+
+/// The leak errors of one fixture file: a copy of a secret, or quotes of some.
+fn file_problems(fixture: &Path, secrets: &Secrets, path: &Path) -> Vec<Problem> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Vec::new();
+    };
+    let found = secrets.examine(path, meta.len());
+    let mut out = Vec::new();
+    if let Some(copy_of) = found.copy_of {
+        out.push(leak_problem(path, "this fixture file", copy_of));
+    }
+    let rel = path
+        .strip_prefix(fixture)
+        .ok()
+        .and_then(Path::to_str)
+        .unwrap_or_default();
+    for (quote, names) in found.quotes {
+        // A holdout file laid over this very file may share its public part.
+        if names.iter().any(|s| s.lays_over.as_deref() == Some(rel)) {
+            continue;
+        }
+        out.push(quote_problem(path, "this fixture file", &quote, names));
+    }
+    out
 }
 
 /// The error for something the agent is given (`file`, named `shown`) that holds `secrets`.
@@ -393,6 +558,48 @@ pub(super) fn leak_problem(file: &Path, shown: &str, secrets: &[Secret]) -> Prob
     )
     .with_help(format!(
         "remove the copy from what the agent is given (checks get holdout files laid over the end state by themselves; to keep a public file from being edited, assert `{{ files_unchanged = [\"PATH\"] }}` instead of re-laying it from holdout/). Contents are compared after normalising line endings and trailing white space; contents under {MIN_LEAK_BYTES} bytes are not compared"
+    ))
+}
+
+/// `first`-`last` as a person reads a range of lines ("line 4", "lines 4-9").
+fn line_range((first, last): (u32, u32)) -> String {
+    if first == last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
+    }
+}
+
+/// What a quote of a secret in a file says of it: where, and how much of the secret.
+pub fn describe_quote(quote: &Quote, secrets: &[Secret]) -> String {
+    let names: Vec<&str> = secrets.iter().map(|s| s.description.as_str()).collect();
+    format!(
+        "quotes {} at {} ({} of its {} meaningful lines)",
+        names.join(" and "),
+        line_range(quote.lines),
+        quote.quoted,
+        quote.total
+    )
+}
+
+/// The error for something the agent is given (`file`, named `shown`) that quotes `secrets`
+/// inside other text.
+pub(super) fn quote_problem(
+    file: &Path,
+    shown: &str,
+    quote: &Quote,
+    secrets: &[Secret],
+) -> Problem {
+    Problem::in_file(
+        ProblemKind::Leak,
+        file,
+        format!(
+            "{shown} {}, which the agent must never see",
+            describe_quote(quote, secrets)
+        ),
+    )
+    .with_help(format!(
+        "remove the quoted lines from what the agent is given (describe what the task checks in words, not with its code or answer). A quote is {WINDOW_LINES} consecutive meaningful lines of a secret (all of a shorter one) with at least {MIN_WINDOW_CHARS} characters, compared with indentation, white space and leading quote, comment and diff markers (`>`, `#`, `//`, `*`, `;`, `%`, `+`, `-`) ignored; lines under {MIN_LINE_CHARS} characters or with no letter or digit are skipped, and a quote of only the secret's comments and imports is not reported"
     ))
 }
 
@@ -444,6 +651,60 @@ mod tests {
         assert!(secrets.could_match(5000));
         assert!(secrets.could_match(10_064));
         assert!(!secrets.could_match(10_065));
+    }
+
+    fn secret(description: &str) -> Secret {
+        Secret {
+            description: description.to_string(),
+            lays_over: None,
+        }
+    }
+
+    #[test]
+    fn a_copy_is_reported_whole_and_a_quote_with_every_secret_it_holds() {
+        let body = "def greet(name):\n    cleaned = name.strip() or 'world'\n    return f'Hello, {cleaned}!'\n\nprint(greet('you'))\n";
+        let script = format!(
+            "answer = \"done\"\n\n[[steps]]\nrun = '''\ncat > greet.py <<'EOF'\n{body}EOF\n'''\n"
+        );
+        let mut secrets = Secrets::default();
+        secrets.add(script.as_bytes(), secret("script"));
+        secrets.add(body.as_bytes(), secret("body"));
+        secrets.add(body.as_bytes(), secret("the same body"));
+        assert_eq!(secrets.bodies.len(), 2);
+        // A copy of the body: the body, and not a quote of the script that holds it.
+        let found = secrets.examine_bytes(body.replace('\n', "\r\n").as_bytes());
+        let names: Vec<&str> = found
+            .copy_of
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.description.as_str())
+            .collect();
+        assert_eq!(names, ["body", "the same body"]);
+        assert!(found.quotes.is_empty());
+        // Quoted in a README: both the script and the body, with where and how much.
+        let readme = format!("# Greeting\n\nLike this:\n\n```\n{body}```\n");
+        let found = secrets.examine_bytes(readme.as_bytes());
+        assert!(found.copy_of.is_none());
+        let got: Vec<(String, &str)> = found
+            .quotes
+            .iter()
+            .map(|(q, s)| (describe_quote(q, s), s[0].description.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "quotes script at lines 6-10 (4 of its 8 meaningful lines)".to_string(),
+                    "script"
+                ),
+                (
+                    "quotes body and the same body at lines 6-10 (4 of its 4 meaningful lines)"
+                        .to_string(),
+                    "body"
+                ),
+            ]
+        );
+        assert!(secrets.examine_bytes(b"nothing of it\n").quotes.is_empty());
     }
 
     #[test]
