@@ -1,7 +1,8 @@
 //! proctor's file-system helpers, written once for every crate that needs them: atomic writes
 //! ([`AtomicFile`], [`atomic_write`]), advisory locks ([`FileLock`]), writes into a tree an
 //! agent made that never leave it, with walks of such trees by open folders ([`beneath`]), and
-//! bounded reads of files an agent made ([`read_bounded`]).
+//! bounded reads of files an agent made ([`read_bounded`]), and modification times given back
+//! to copies of an agent's end state ([`times`]).
 //!
 //! It sits below the store, the image cache and the runner, and depends on nothing of proctor's.
 
@@ -10,6 +11,7 @@ pub mod beneath;
 mod bounded;
 mod error;
 mod lock;
+pub mod times;
 
 pub use atomic::{atomic_write, atomic_write_unsynced, is_temp_name, sync_dir, AtomicFile};
 pub use beneath::Beneath;

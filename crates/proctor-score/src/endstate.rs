@@ -51,6 +51,21 @@ pub struct FileChange {
     /// deleted, owned by root, or in a trial without a user namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// The entry's modification time as the agent left it (absent when deleted, and in records
+    /// older than this field): every copy of the end state (the kept files, the checks' view,
+    /// a rescore's rebuild) gets it back, so that a check deciding by times (`make`) sees the
+    /// agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime: Option<Mtime>,
+}
+
+/// A modification time: seconds since the epoch (negative before it) and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Mtime {
+    /// Whole seconds since 1970-01-01T00:00:00Z.
+    pub sec: i64,
+    /// Nanoseconds past `sec` (below 1,000,000,000).
+    pub nsec: u32,
 }
 
 /// The owner of an entry, as ids inside the trial.
@@ -75,6 +90,7 @@ impl FileChange {
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         }
     }
 

@@ -12,7 +12,9 @@ use proctor_agents::{AgentOutput, DeniedCall};
 use proctor_sandbox::copy::{self, CopyOptions, Links};
 use proctor_sandbox::diff;
 use proctor_sandbox::IdMapping;
-use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, Owner, ServiceEnd};
+use proctor_score::endstate::{
+    AgentEnd, ChangeKind, EndState, FileChange, Mtime, Owner, ServiceEnd,
+};
 use proctor_score::{CallRecord, ErrorKind, ServiceEvent};
 use proctor_suite::model::Service;
 
@@ -703,6 +705,8 @@ pub fn capture_changes(
     let mut left = max_bytes;
     // Where file contents are kept: every write resolved beneath it, through no link.
     let mut files: Option<std::io::Result<proctor_fs::Beneath>> = None;
+    // The folders' times, given back once all they hold is kept.
+    let mut dir_times: Vec<(PathBuf, Mtime)> = Vec::new();
     for c in changes {
         let kind = match c.kind {
             diff::ChangeKind::Added => ChangeKind::Added,
@@ -721,10 +725,15 @@ pub fn capture_changes(
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         };
         let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
         if live {
             rec.owner = ids.and_then(|ids| owner_inside(&root.join(&c.path), ids));
+            rec.mtime = mtime_of(&root.join(&c.path));
+            if let (true, Some(t)) = (c.entry == diff::EntryKind::Dir, rec.mtime) {
+                dir_times.push((c.path.clone(), t));
+            }
         }
         if live && c.entry == diff::EntryKind::File {
             let kept_file = files
@@ -741,7 +750,7 @@ pub fn capture_changes(
                     keep_file(
                         &root.join(&c.path),
                         (files, &c.path),
-                        c.mode_after,
+                        (c.mode_after, rec.mtime),
                         &mut left,
                         &mut links,
                     )
@@ -774,6 +783,9 @@ pub fn capture_changes(
         }
         kept.changes.push(rec);
     }
+    if let Some(Ok(files)) = &files {
+        keep_dir_times(files, &dir_times);
+    }
     if !special.is_empty() {
         proctor_store::atomic_write_json_unsynced(to.join(SPECIAL_ENTRIES), &special)
             .map_err(std::io::Error::other)?;
@@ -781,6 +793,27 @@ pub fn capture_changes(
     proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &kept.changes)
         .map_err(std::io::Error::other)?;
     Ok(kept)
+}
+
+/// The modification time of the end-state entry at `src` (not followed); `None` when it
+/// cannot be read.
+fn mtime_of(src: &Path) -> Option<Mtime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(src).ok()?;
+    Some(Mtime {
+        sec: m.mtime(),
+        nsec: u32::try_from(m.mtime_nsec()).unwrap_or(0),
+    })
+}
+
+/// Gives each kept folder (of `files`) the time its folder in the end state had, deepest
+/// first (a folder kept only to hold a change is left as it is).
+fn keep_dir_times(files: &proctor_fs::Beneath, dir_times: &[(PathBuf, Mtime)]) {
+    for (rel, t) in dir_times.iter().rev() {
+        if let Ok(fd) = files.dir(rel) {
+            let _ = proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&fd), (t.sec, t.nsec));
+        }
+    }
 }
 
 /// The owner of the end-state entry at `src` (not followed), as ids inside the trial whose
@@ -845,7 +878,7 @@ struct KeptFile {
 fn keep_file(
     src: &Path,
     (files, rel): (&proctor_fs::Beneath, &Path),
-    mode: Option<u32>,
+    (mode, mtime): (Option<u32>, Option<Mtime>),
     left: &mut Option<u64>,
     links: &mut Links<(PathBuf, String, u64)>,
 ) -> std::io::Result<KeptFile> {
@@ -888,6 +921,9 @@ fn keep_file(
     }
     let perm = copy::harmless_mode(mode.unwrap_or(0o644)) | 0o600;
     rustix::fs::fchmod(&output, Mode::from_raw_mode(perm))?;
+    if let Some(t) = mtime {
+        proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&output), (t.sec, t.nsec))?;
+    }
     let hash = copied.hash.unwrap_or_default();
     if copied.complete {
         links.remember(&meta, (rel.to_path_buf(), hash.clone(), copied.size));
