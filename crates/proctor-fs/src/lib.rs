@@ -9,6 +9,7 @@
 mod atomic;
 pub mod beneath;
 mod bounded;
+pub mod deep;
 mod error;
 mod lock;
 pub mod times;
@@ -16,5 +17,6 @@ pub mod times;
 pub use atomic::{atomic_write, atomic_write_unsynced, is_temp_name, sync_dir, AtomicFile};
 pub use beneath::Beneath;
 pub use bounded::{read_bounded, BoundedRead};
+pub use deep::{Deep, Reached};
 pub use error::FsError;
 pub use lock::FileLock;

@@ -251,6 +251,81 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> io::Result<()>
     proctor_fs::beneath::walk(src, &mut into)
 }
 
+/// Gives every entry of the tree `to` that the tree `from` also has (as the same kind) the
+/// access and modification times it has there (a link's own, never its target's), `to` itself
+/// included: a copy of the end state with something laid over it (a check's holdout) keeps the
+/// times the agent left, which `make` and the like decide by. Both trees by open folders: any
+/// depth, any length of path.
+pub fn copy_times(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+    use proctor_fs::beneath::{walk, Step, Visit};
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    fn stamps(m: &std::fs::Metadata) -> Timestamps {
+        Timestamps {
+            last_access: Timespec {
+                tv_sec: m.atime(),
+                tv_nsec: m.atime_nsec(),
+            },
+            last_modification: Timespec {
+                tv_sec: m.mtime(),
+                tv_nsec: m.mtime_nsec(),
+            },
+        }
+    }
+    struct Times {
+        from: proctor_fs::Deep,
+        rel: std::path::PathBuf,
+    }
+    impl Visit for Times {
+        fn entry(
+            &mut self,
+            dir: std::os::fd::BorrowedFd<'_>,
+            name: &std::ffi::CStr,
+            st: &rustix::fs::Stat,
+        ) -> io::Result<Step> {
+            let rel = self.rel.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let kind = FileType::from_raw_mode(st.st_mode);
+            let there = self
+                .from
+                .reach(&rel)
+                .and_then(|p| std::fs::symlink_metadata(&*p));
+            if let Ok(m) = there {
+                if FileType::from_raw_mode(m.mode()) == kind {
+                    rustix::fs::utimensat(dir, name, &stamps(&m), AtFlags::SYMLINK_NOFOLLOW)?;
+                }
+            }
+            if kind == FileType::Directory {
+                self.rel = rel;
+            }
+            Ok(Step::Descend)
+        }
+        fn leave(
+            &mut self,
+            _parent: std::os::fd::BorrowedFd<'_>,
+            _name: &std::ffi::CStr,
+        ) -> io::Result<()> {
+            self.rel.pop();
+            Ok(())
+        }
+    }
+    let top = rustix::fs::open(
+        to,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut times = Times {
+        from: proctor_fs::Deep::open(from)?,
+        rel: std::path::PathBuf::new(),
+    };
+    walk(top.try_clone()?, &mut times)?;
+    // The folder itself last: nothing below it changes it any more.
+    if let Ok(m) = std::fs::symlink_metadata(from) {
+        rustix::fs::futimens(&top, &stamps(&m))?;
+    }
+    Ok(())
+}
+
 /// The destination side of [`copy_tree`]: the folder being written (open), its path below the
 /// destination, and for each folder entered, its parent's identity and the mode and
 /// modification time it gets once it is filled.

@@ -456,6 +456,41 @@ pub trait Files {
 /// `changes/changes.json` has them all).
 pub const MAX_RECORDED_CHANGES: usize = 10_000;
 
+/// The most bytes of paths a stored trial record lists (a tree 10,000 levels deep has 100 MB
+/// of them): past it, as past [`MAX_RECORDED_CHANGES`], changes are counted, not listed.
+pub const MAX_RECORDED_PATH_BYTES: usize = 16 << 20;
+
+/// Cuts `list` (in path order) to [`MAX_RECORDED_CHANGES`] entries and
+/// [`MAX_RECORDED_PATH_BYTES`] of paths, keeping its order: entries that are not folders are
+/// kept first (a file's content is what a reader wants; a folder is implied by what it holds),
+/// then folders, each in path order while both bounds allow. Returns how many were left out.
+fn bound_list(list: &mut Vec<FileChange>) -> u64 {
+    let bytes = |c: &FileChange| c.path.len() + c.path_hex.as_ref().map_or(0, String::len);
+    let total: usize = list.iter().map(bytes).sum();
+    if list.len() <= MAX_RECORDED_CHANGES && total <= MAX_RECORDED_PATH_BYTES {
+        return 0;
+    }
+    let mut keep = vec![false; list.len()];
+    let (mut n, mut used) = (0usize, 0usize);
+    for folders in [false, true] {
+        for (i, c) in list.iter().enumerate() {
+            if c.dir != folders || n >= MAX_RECORDED_CHANGES {
+                continue;
+            }
+            if used + bytes(c) <= MAX_RECORDED_PATH_BYTES {
+                keep[i] = true;
+                n += 1;
+                used += bytes(c);
+            }
+        }
+    }
+    let before = list.len();
+    let mut k = keep.into_iter();
+    list.retain(|_| k.next().unwrap_or(false));
+    list.shrink_to_fit();
+    (before - list.len()) as u64
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -465,8 +500,9 @@ fn is_zero(n: &u64) -> bool {
 pub struct EndState {
     /// The agent's final answer.
     pub answer: String,
-    /// The workspace changes the agent made. In a stored record at most its first
-    /// [`MAX_RECORDED_CHANGES`] (`changes_omitted` counts the rest); grading saw them all.
+    /// The workspace changes the agent made. In a stored record at most
+    /// [`MAX_RECORDED_CHANGES`] of them and [`MAX_RECORDED_PATH_BYTES`] of their paths, files
+    /// before folders (`changes_omitted` counts the rest); grading saw them all.
     pub changes: Vec<FileChange>,
     /// Changes left out of a stored record past [`MAX_RECORDED_CHANGES`]; the whole list is
     /// in the trial's `changes/changes.json`.
@@ -498,26 +534,16 @@ impl EndState {
     /// Cuts the change list to [`MAX_RECORDED_CHANGES`] for storing, counting the rest in
     /// `changes_omitted`; whether anything was cut.
     pub fn bound_changes(&mut self) -> bool {
-        let over = self.changes.len().saturating_sub(MAX_RECORDED_CHANGES);
-        if over == 0 {
-            return false;
-        }
-        self.changes.truncate(MAX_RECORDED_CHANGES);
-        self.changes.shrink_to_fit();
-        self.changes_omitted += over as u64;
-        true
+        let over = bound_list(&mut self.changes);
+        self.changes_omitted += over;
+        over > 0
     }
 
     /// As [`EndState::bound_changes`], for the root's changes.
     pub fn bound_root_changes(&mut self) -> bool {
-        let over = self.root_changes.len().saturating_sub(MAX_RECORDED_CHANGES);
-        if over == 0 {
-            return false;
-        }
-        self.root_changes.truncate(MAX_RECORDED_CHANGES);
-        self.root_changes.shrink_to_fit();
-        self.root_changes_omitted += over as u64;
-        true
+        let over = bound_list(&mut self.root_changes);
+        self.root_changes_omitted += over;
+        over > 0
     }
 
     /// Bounds every service's state and events for storing (see [`ServiceEnd::bound`]);

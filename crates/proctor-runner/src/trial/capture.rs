@@ -707,6 +707,8 @@ pub fn capture_changes(
     let mut files: Option<std::io::Result<proctor_fs::Beneath>> = None;
     // The folders' times, given back once all they hold is kept.
     let mut dir_times: Vec<(PathBuf, Mtime)> = Vec::new();
+    // The end state read by open folders: a path past PATH_MAX is read like any other.
+    let mut deep = proctor_fs::Deep::open(root)?;
     for c in changes {
         let kind = match c.kind {
             diff::ChangeKind::Added => ChangeKind::Added,
@@ -728,14 +730,25 @@ pub fn capture_changes(
             mtime: None,
         };
         let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
-        if live {
-            rec.owner = ids.and_then(|ids| owner_inside(&root.join(&c.path), ids));
-            rec.mtime = mtime_of(&root.join(&c.path));
+        // The entry, by a path the system takes whatever its length.
+        let src = if live {
+            deep.reach(&c.path).map_err(|e| e.to_string())
+        } else {
+            Err(String::new())
+        };
+        if let Ok(src) = &src {
+            rec.owner = ids.and_then(|ids| owner_inside(src, ids));
+            rec.mtime = mtime_of(src);
             if let (true, Some(t)) = (c.entry == diff::EntryKind::Dir, rec.mtime) {
                 dir_times.push((c.path.clone(), t));
             }
         }
-        if live && c.entry == diff::EntryKind::File {
+        if let (true, Err(e)) = (live, &src) {
+            capture_notes.push(CaptureNote::new(
+                &rec.path,
+                format!("it could not be reached: {e}"),
+            ));
+        } else if let (diff::EntryKind::File, Ok(src)) = (c.entry, &src) {
             let kept_file = files
                 .get_or_insert_with(|| proctor_fs::Beneath::create(&to.join("files")))
                 .as_ref()
@@ -748,7 +761,7 @@ pub fn capture_changes(
                 })
                 .and_then(|files| {
                     keep_file(
-                        &root.join(&c.path),
+                        src,
                         (files, &c.path),
                         (c.mode_after, rec.mtime),
                         &mut left,
@@ -776,8 +789,9 @@ pub fn capture_changes(
                     format!("its content could not be kept: {e}"),
                 )),
             }
-        } else if live && matches!(c.entry, diff::EntryKind::Symlink | diff::EntryKind::Other) {
-            if let Some(entry) = special_entry(&root.join(&c.path), &rec.path) {
+        } else if let (diff::EntryKind::Symlink | diff::EntryKind::Other, Ok(src)) = (c.entry, &src)
+        {
+            if let Some(entry) = special_entry(src, &rec.path) {
                 special.push(entry);
             }
         }

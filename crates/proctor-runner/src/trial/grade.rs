@@ -17,6 +17,8 @@ pub struct EndStateFiles {
     changes_dir: PathBuf,
     changed: BTreeMap<String, ChangeKind>,
     lowers: Vec<PathBuf>,
+    /// The kept files, then each lower, read by open folders (a path of any length).
+    trees: Vec<std::sync::Mutex<Option<proctor_fs::Deep>>>,
 }
 
 impl EndStateFiles {
@@ -27,7 +29,6 @@ impl EndStateFiles {
         lowers: Vec<PathBuf>,
     ) -> EndStateFiles {
         EndStateFiles {
-            changes_dir,
             // A suite names paths in UTF-8: a name that is not UTF-8 is never read through its
             // lossy text (which another, real name may spell).
             changed: changes
@@ -35,8 +36,27 @@ impl EndStateFiles {
                 .filter(|c| c.path_hex.is_none())
                 .map(|c| (c.path.clone(), c.kind))
                 .collect(),
+            trees: (0..=lowers.len())
+                .map(|_| std::sync::Mutex::new(None))
+                .collect(),
+            changes_dir,
             lowers,
         }
+    }
+
+    /// A path the system takes for `rel` in tree `i` (0: the kept files; then the lowers),
+    /// whatever its length; `None` where it cannot be reached.
+    fn at(&self, i: usize, rel: &str) -> Option<proctor_fs::Reached> {
+        let root = if i == 0 {
+            &self.changes_dir
+        } else {
+            self.lowers.get(i - 1)?
+        };
+        let mut tree = self.trees.get(i)?.lock().ok()?;
+        if tree.is_none() {
+            *tree = proctor_fs::Deep::open(root).ok();
+        }
+        tree.as_mut()?.reach(std::path::Path::new(rel)).ok()
     }
 }
 
@@ -50,15 +70,16 @@ impl EndStateFiles {
         if path.split('/').any(|c| c == "..") {
             return None;
         }
-        let read = |p: PathBuf| {
+        let read = |i: usize| {
+            let p = self.at(i, path)?;
             proctor_fs::read_bounded(&p, READ_MAX)
                 .ok()
                 .filter(|_| p.is_file())
         };
         match self.changed.get(path) {
             Some(ChangeKind::Deleted) => None,
-            Some(_) => read(self.changes_dir.join(path)),
-            None => self.lowers.iter().find_map(|l| read(l.join(path))),
+            Some(_) => read(0),
+            None => (1..=self.lowers.len()).find_map(read),
         }
     }
 }
@@ -70,18 +91,16 @@ impl Files for EndStateFiles {
 
     fn partial(&self, path: &str) -> Option<String> {
         // Most files are whole: known from their size and blocks, without reading them again.
-        let whole = |p: PathBuf| {
+        let whole = |p: proctor_fs::Reached| {
             use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(p)
+            std::fs::metadata(&*p)
                 .is_ok_and(|m| m.len() <= READ_MAX as u64 && m.blocks() * 512 >= m.len())
         };
         let located = match self.changed.get(path) {
             Some(ChangeKind::Deleted) => return None,
-            Some(_) => Some(self.changes_dir.join(path)),
-            None => self
-                .lowers
-                .iter()
-                .map(|l| l.join(path))
+            Some(_) => self.at(0, path),
+            None => (1..=self.lowers.len())
+                .filter_map(|i| self.at(i, path))
                 .find(|p| p.is_file()),
         };
         if located.is_none_or(whole) {
