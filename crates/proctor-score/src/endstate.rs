@@ -566,3 +566,61 @@ impl Files for MemoryFiles {
         self.0.get(path).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(path: String) -> FileChange {
+        FileChange {
+            dir: true,
+            ..FileChange::named(&path, ChangeKind::Added)
+        }
+    }
+
+    /// A chain of folders 10,000 deep (100 MB of paths) with a file at its bottom: the record
+    /// keeps the file, then folders in path order within 16 MiB of paths, in path order.
+    #[test]
+    fn a_deep_chain_keeps_its_file_and_folders_up_to_the_bytes_bound() {
+        let mut end = EndState::default();
+        let mut path = String::new();
+        for _ in 0..10_000 {
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push('d');
+            end.changes.push(folder(path.clone()));
+        }
+        let bottom = format!("{path}/bottom.txt");
+        end.changes
+            .push(FileChange::named(&bottom, ChangeKind::Added));
+        assert!(end.bound_changes());
+        let kept: usize = end.changes.iter().map(|c| c.path.len()).sum();
+        assert!(kept <= MAX_RECORDED_PATH_BYTES, "{kept}");
+        assert!(end.changes.iter().any(|c| c.path == bottom));
+        assert_eq!(
+            end.changes.len() as u64 + end.changes_omitted,
+            10_001,
+            "every change is listed or counted"
+        );
+        // In path order, the shallowest folders first.
+        assert_eq!(end.changes[0].path, "d");
+        assert!(end.changes.windows(2).all(|w| w[0].path < w[1].path));
+        assert_eq!(end.changes.last().map(|c| c.path.as_str()), Some(&*bottom));
+    }
+
+    /// Past 10,000 entries of short paths, the first 10,000 files in path order are kept, as
+    /// before the bytes bound.
+    #[test]
+    fn many_short_changes_keep_the_first_ten_thousand() {
+        let mut end = EndState::default();
+        for i in 0..12_000 {
+            end.changes
+                .push(FileChange::named(&format!("f{i:05}"), ChangeKind::Added));
+        }
+        assert!(end.bound_changes());
+        assert_eq!(end.changes.len(), MAX_RECORDED_CHANGES);
+        assert_eq!(end.changes_omitted, 2_000);
+        assert_eq!(end.changes.last().map(|c| c.path.as_str()), Some("f09999"));
+    }
+}
