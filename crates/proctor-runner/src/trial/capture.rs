@@ -608,7 +608,7 @@ impl Layer<'_> {
         diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
         let kept = capture_changes(
             self.root,
-            &diff.changes,
+            std::mem::take(&mut diff.changes),
             &self.to,
             &unread,
             Some(disk_bound),
@@ -687,7 +687,7 @@ pub enum SpecialKind {
 /// record and a capture note.
 pub fn capture_changes(
     root: &Path,
-    changes: &[diff::Change],
+    changes: Vec<diff::Change>,
     to: &Path,
     unread: &std::collections::HashSet<PathBuf>,
     max_bytes: Option<u64>,
@@ -705,8 +705,8 @@ pub fn capture_changes(
     let mut left = max_bytes;
     // Where file contents are kept: every write resolved beneath it, through no link.
     let mut files: Option<std::io::Result<proctor_fs::Beneath>> = None;
-    // The folders' times, given back once all they hold is kept.
-    let mut dir_times: Vec<(PathBuf, Mtime)> = Vec::new();
+    // The folders' times (by their place in the list), given back once all they hold is kept.
+    let mut dir_times: Vec<(usize, Mtime)> = Vec::new();
     // The end state read by open folders: a path past PATH_MAX is read like any other.
     let mut deep = proctor_fs::Deep::open(root)?;
     for c in changes {
@@ -740,7 +740,7 @@ pub fn capture_changes(
             rec.owner = ids.and_then(|ids| owner_inside(src, ids));
             rec.mtime = mtime_of(src);
             if let (true, Some(t)) = (c.entry == diff::EntryKind::Dir, rec.mtime) {
-                dir_times.push((c.path.clone(), t));
+                dir_times.push((kept.changes.len(), t));
             }
         }
         if let (true, Err(e)) = (live, &src) {
@@ -798,15 +798,33 @@ pub fn capture_changes(
         kept.changes.push(rec);
     }
     if let Some(Ok(files)) = &files {
-        keep_dir_times(files, &dir_times);
+        keep_dir_times(files, &kept.changes, &dir_times);
     }
     if !special.is_empty() {
         proctor_store::atomic_write_json_unsynced(to.join(SPECIAL_ENTRIES), &special)
             .map_err(std::io::Error::other)?;
     }
-    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &kept.changes)
-        .map_err(std::io::Error::other)?;
+    write_json_streamed(&to.join("changes.json"), &kept.changes)?;
     Ok(kept)
+}
+
+/// Writes `value` as the store's pretty JSON (with a final newline) to `path`, atomically,
+/// serialized straight into the file: a change list of 100 MB of paths (a tree 10,000 levels
+/// deep) is not held a second time as text. (A change list holds no floating-point number,
+/// the one thing the store's own writer checks beyond this.)
+fn write_json_streamed<T: serde::Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let file = proctor_fs::AtomicFile::create(path).map_err(std::io::Error::other)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.write_all(b"\n")?;
+    out.into_inner()
+        .map_err(|e| e.into_error())?
+        .commit_unsynced()
+        .map_err(std::io::Error::other)
 }
 
 /// The modification time of the end-state entry at `src` (not followed); `None` when it
@@ -820,11 +838,17 @@ fn mtime_of(src: &Path) -> Option<Mtime> {
     })
 }
 
-/// Gives each kept folder (of `files`) the time its folder in the end state had, deepest
-/// first (a folder kept only to hold a change is left as it is).
-fn keep_dir_times(files: &proctor_fs::Beneath, dir_times: &[(PathBuf, Mtime)]) {
-    for (rel, t) in dir_times.iter().rev() {
-        if let Ok(fd) = files.dir(rel) {
+/// Gives each kept folder (of `files`; `dir_times` names them by their place in `changes`)
+/// the time its folder in the end state had, deepest first (a folder kept only to hold a
+/// change is left as it is).
+fn keep_dir_times(
+    files: &proctor_fs::Beneath,
+    changes: &[FileChange],
+    dir_times: &[(usize, Mtime)],
+) {
+    for (i, t) in dir_times.iter().rev() {
+        let Some(c) = changes.get(*i) else { continue };
+        if let Ok(fd) = files.dir(&c.exact_path()) {
             let _ = proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&fd), (t.sec, t.nsec));
         }
     }
@@ -1174,7 +1198,7 @@ mod tests {
         let to = dir.path().join("trial/changes");
         let list = capture_changes(
             &root,
-            &[
+            vec![
                 change("bin/run.sh", diff::ChangeKind::Added, Some(0o100755)),
                 change("notes.txt", diff::ChangeKind::Modified, Some(0o100644)),
                 change("old.txt", diff::ChangeKind::Deleted, None),
@@ -1226,7 +1250,7 @@ mod tests {
         let mut notes = Vec::new();
         let kept = capture_changes(
             &root,
-            &[
+            vec![
                 change("a.bin", diff::ChangeKind::Added, Some(0o644)),
                 change("b.bin", diff::ChangeKind::Added, Some(0o644)),
                 change("c.bin", diff::ChangeKind::Added, Some(0o644)),
@@ -1273,7 +1297,7 @@ mod tests {
         std::fs::create_dir_all(to.join("files")).unwrap();
         assert!(capture_changes(
             dir.path(),
-            &[],
+            Vec::new(),
             &to,
             &Default::default(),
             None,
