@@ -2,7 +2,7 @@
 //! Operational faults come first: those the model endpoint injected, then proctor's own notes
 //! from the trial's run. A trial's grading and a rescore's are the same code.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,7 +15,9 @@ use crate::record::{HarnessNote, NoteStage};
 /// The end-state workspace's files: changed files from the capture, the rest from the lowers.
 pub struct EndStateFiles {
     changes_dir: PathBuf,
-    changed: BTreeMap<String, ChangeKind>,
+    /// What happened to each changed path, by the BLAKE3 of the path (not a copy of it: a tree
+    /// 10,000 levels deep has 100 MB of paths).
+    changed: HashMap<[u8; 32], ChangeKind>,
     lowers: Vec<PathBuf>,
     /// The kept files, then each lower, read by open folders (a path of any length).
     trees: Vec<std::sync::Mutex<Option<proctor_fs::Deep>>>,
@@ -34,7 +36,7 @@ impl EndStateFiles {
             changed: changes
                 .iter()
                 .filter(|c| c.path_hex.is_none())
-                .map(|c| (c.path.clone(), c.kind))
+                .map(|c| (path_key(&c.path), c.kind))
                 .collect(),
             trees: (0..=lowers.len())
                 .map(|_| std::sync::Mutex::new(None))
@@ -76,12 +78,17 @@ impl EndStateFiles {
                 .ok()
                 .filter(|_| p.is_file())
         };
-        match self.changed.get(path) {
+        match self.changed.get(&path_key(path)) {
             Some(ChangeKind::Deleted) => None,
             Some(_) => read(0),
             None => (1..=self.lowers.len()).find_map(read),
         }
     }
+}
+
+/// The key of a path in [`EndStateFiles`]'s changes.
+fn path_key(path: &str) -> [u8; 32] {
+    *blake3::hash(path.as_bytes()).as_bytes()
 }
 
 impl Files for EndStateFiles {
@@ -96,7 +103,7 @@ impl Files for EndStateFiles {
             std::fs::metadata(&*p)
                 .is_ok_and(|m| m.len() <= READ_MAX as u64 && m.blocks() * 512 >= m.len())
         };
-        let located = match self.changed.get(path) {
+        let located = match self.changed.get(&path_key(path)) {
             Some(ChangeKind::Deleted) => return None,
             Some(_) => self.at(0, path),
             None => (1..=self.lowers.len())
