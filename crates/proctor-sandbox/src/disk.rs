@@ -22,6 +22,9 @@ use crate::copy::{self, CopyOptions, Links};
 use crate::report::{LeftOut, LEFT_OUT_MAX};
 use crate::sys;
 
+/// How often T says it is still at work while it moves a layer off the disk.
+const BEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where the disk is mounted in T's temporary root while the new root is built.
 const MOUNT_POINT: &str = "/disk";
 
@@ -142,7 +145,12 @@ impl TrialDisk {
     /// made that cannot be moved (a name the host's file system refuses; a path of any length
     /// is moved, by open folders) is left out with its cause, and the rest is moved: what the agent made never fails the
     /// trial's end. Returns the workspace's left-outs, then the root's.
-    pub(crate) fn finish(&self) -> Result<(bool, LeftOuts, LeftOuts), String> {
+    /// `beat` is called every few seconds while the moves go on (T tells the watchdog it is
+    /// still at work).
+    pub(crate) fn finish(
+        &self,
+        beat: &mut dyn FnMut(),
+    ) -> Result<(bool, LeftOuts, LeftOuts), String> {
         let root = sys::fd_path(&self.root);
         let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
         let mut left = LeftOuts::default();
@@ -155,7 +163,7 @@ impl TrialDisk {
                 ),
                 Path::new(""),
                 &mut left,
-                &mut Links::default(),
+                (&mut Links::default(), &mut *beat),
             )
             .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
@@ -169,7 +177,7 @@ impl TrialDisk {
                 ),
                 Path::new(""),
                 &mut root_left,
-                &mut Links::default(),
+                (&mut Links::default(), &mut *beat),
             )
             .map_err(|e| format!("move the root's changes out of the trial's disk: {e}"))?;
         }
@@ -237,8 +245,9 @@ fn move_tree(
     (from, to, fds): (&Path, &Path, &Path),
     rel: &Path,
     left: &mut LeftOuts,
-    links: &mut Links<PathBuf>,
+    (links, beat): (&mut Links<PathBuf>, &mut dyn FnMut()),
 ) -> io::Result<()> {
+    let mut last_beat = std::time::Instant::now();
     // Both trees by open folders: a path past PATH_MAX is moved like any other.
     let mut src = proctor_fs::Deep::open(from)?.with_fds(fds);
     let mut dst = proctor_fs::Deep::open(to)?.with_fds(fds);
@@ -275,11 +284,19 @@ fn move_tree(
         if let Err(e) = step(&dir, &mut pending, &mut folders, left) {
             left.push(rel.join(&dir), &e);
         }
+        if last_beat.elapsed() >= BEAT {
+            beat();
+            last_beat = std::time::Instant::now();
+        }
     }
     // Each folder's mode, owner and times once all it holds is moved, deepest first.
     for (inner, meta) in folders.iter().rev() {
         if let Err(e) = dst.reach(inner).and_then(|d| finish_entry(&d, meta)) {
             left.push(rel.join(inner), &e);
+        }
+        if last_beat.elapsed() >= BEAT {
+            beat();
+            last_beat = std::time::Instant::now();
         }
     }
     Ok(())
@@ -294,7 +311,7 @@ fn move_all(from: &Path, to: &Path) -> io::Result<()> {
         (from, to, fds),
         Path::new(""),
         &mut left,
-        &mut Links::default(),
+        (&mut Links::default(), &mut || {}),
     )?;
     match left.listed.into_iter().next() {
         Some(l) => Err(io::Error::other(format!(
@@ -557,7 +574,7 @@ mod tests {
             (&from, &to, fds),
             Path::new(""),
             &mut left,
-            &mut Links::default(),
+            (&mut Links::default(), &mut || {}),
         )
         .unwrap();
         assert!(left.listed.is_empty(), "{:?}", left.listed.first());
