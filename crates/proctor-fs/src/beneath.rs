@@ -33,6 +33,9 @@ fn dir_flags() -> OFlags {
 pub struct Beneath {
     root: OwnedFd,
     path: PathBuf,
+    /// The folders along the last long path resolved ([`crate::deep::Cursor`]): a tree past
+    /// `PATH_MAX` written or read in path order costs a lookup or two per path.
+    cursor: std::sync::Mutex<crate::deep::Cursor>,
 }
 
 impl Beneath {
@@ -43,6 +46,7 @@ impl Beneath {
         Ok(Beneath {
             root: fd,
             path: root.to_path_buf(),
+            cursor: std::sync::Mutex::default(),
         })
     }
 
@@ -70,7 +74,8 @@ impl Beneath {
             return rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())
                 .map_err(Into::into);
         }
-        // One call for a path the kernel takes whole; one component at a time past PATH_MAX.
+        // One call for a path the kernel takes whole; past PATH_MAX, in pieces from the folders
+        // along the last long path resolved.
         if rel.as_os_str().len() < 4000 {
             match rustix::fs::openat2(&self.root, rel, dir_flags(), Mode::empty(), RESOLVE) {
                 Err(
@@ -81,11 +86,16 @@ impl Beneath {
                 other => return other.map_err(Into::into),
             }
         }
-        let mut cur = open_dir_at(self.fd(), &names[0])?;
-        for name in &names[1..] {
-            cur = open_dir_at(cur.as_fd(), name)?;
+        match self.cursor.lock() {
+            Ok(mut cursor) => cursor.dir(self.fd(), rel),
+            Err(_) => {
+                let mut cur = open_dir_at(self.fd(), &names[0])?;
+                for name in &names[1..] {
+                    cur = open_dir_at(cur.as_fd(), name)?;
+                }
+                Ok(cur)
+            }
         }
-        Ok(cur)
     }
 
     /// The folder `rel` beneath this one, open, each missing folder on the way made with

@@ -98,6 +98,7 @@ fn main() {
                 hash: None,
                 size: Some(text.len() as u64),
                 owner: None,
+                mtime: None,
             });
         }
         let end = EndState {

@@ -565,13 +565,15 @@ pub fn diffs(
     let mut out = Vec::new();
     let mut used = 0usize;
     let mut skipped = Vec::new();
+    // The kept files by open folders: a path past PATH_MAX is shown like any other.
+    let mut kept = proctor_fs::Deep::open(files).ok();
     for c in changes.iter().filter(|c| !c.dir) {
         if used >= LINES_TOTAL {
             skipped.push(c.path.clone());
             continue;
         }
         let mut original = || state.get_or_insert_with(&mut *start).original(&c.path);
-        let (header, body) = one_diff(c, files, &mut original);
+        let (header, body) = one_diff(c, kept.as_mut(), &mut original);
         used += body.len() + 1;
         out.push(format!("  {header}"));
         out.extend(body.into_iter().map(|l| format!("    {l}")));
@@ -594,10 +596,13 @@ pub fn diffs(
 /// One changed file's header line and the lines of its diff (or of its content).
 fn one_diff(
     c: &FileChange,
-    files: &Path,
+    mut files: Option<&mut proctor_fs::Deep>,
     original: &mut dyn FnMut() -> Original,
 ) -> (String, Vec<String>) {
-    let now = || Shown::read(&files.join(&c.path)).ok();
+    let mut now = || {
+        let at = files.as_mut()?.reach(Path::new(&c.path)).ok()?;
+        Shown::read(&at).ok()
+    };
     let mut body = Vec::new();
     let header = match c.kind {
         ChangeKind::Added => match now() {

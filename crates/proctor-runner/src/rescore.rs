@@ -336,8 +336,12 @@ fn kept_service(
 /// The whole change list of a trial's `changes/changes.json`.
 fn all_changes(changes: &Path) -> Result<Vec<proctor_score::FileChange>, String> {
     let path = changes.join("changes.json");
-    let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    // Parsed as it is read: a list of 100 MB of paths (a tree 10,000 levels deep) is not also
+    // held as text.
+    let file =
+        std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_reader(std::io::BufReader::with_capacity(1 << 16, file))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// The entries of a trial's `changes/special.json` by path (none when it has none).
@@ -502,6 +506,7 @@ fn rebuild_layer(
     let kept_files = proctor_fs::Beneath::open(kept.files);
     let mut links: Links<PathBuf> = Links::default();
     let mut whiteouts: Vec<PathBuf> = Vec::new();
+    let mut dir_times: Vec<(PathBuf, proctor_score::Mtime)> = Vec::new();
     for c in kept.changes {
         let rel = c.exact_path().into_owned();
         if c.kind == ChangeKind::Deleted {
@@ -513,8 +518,14 @@ fn rebuild_layer(
         if c.dir {
             let dir = make_dir_at(parent.as_fd(), &name, 0o700)?;
             rustix::fs::fchmod(&dir, Mode::from_raw_mode(harmless_mode(mode) | 0o700))?;
+            if let Some(t) = c.mtime {
+                dir_times.push((rel, t));
+            }
         } else if let Some(special) = kept.special.get(&c.path) {
             rebuild_special(&parent, &name, special, mode)?;
+            if let Some(t) = c.mtime {
+                proctor_fs::times::set_mtime_at(parent.as_fd(), &name, (t.sec, t.nsec))?;
+            }
         } else {
             let target = Target {
                 dest: &dest,
@@ -523,6 +534,11 @@ fn rebuild_layer(
             };
             rebuild_file(c, &rel, kept_files.as_ref().ok(), target, &mut links)?;
         }
+    }
+    // The folders' times last, deepest first: making what they hold changed them.
+    for (rel, t) in dir_times.iter().rev() {
+        let dir = dest.dir(rel)?;
+        proctor_fs::times::set_mtime(dir.as_fd(), (t.sec, t.nsec))?;
     }
     Ok(())
 }
@@ -648,6 +664,12 @@ fn rebuild_file(
     )?;
     let mode = c.mode.unwrap_or(0o644);
     rustix::fs::fchmod(&output, Mode::from_raw_mode(harmless_mode(mode | 0o600)))?;
+    // The agent's time, else the kept copy's (which has it, in a capture that kept it).
+    let mtime = match c.mtime {
+        Some(t) => (t.sec, t.nsec),
+        None => proctor_fs::times::mtime_of(&rustix::fs::fstat(&input)?),
+    };
+    proctor_fs::times::set_mtime(output.as_fd(), mtime)?;
     links.remember(&meta, rel.to_path_buf());
     Ok(())
 }

@@ -226,7 +226,9 @@ impl<T> Links<T> {
 /// are merged, and any other entry of `from` replaces what is at its name (a folder over a file
 /// or a link replaces it too). Files keep their holes and are linked again where they had
 /// several names; symlinks are copied as links (never followed), FIFOs made again; sockets and
-/// devices are left out; no copy has a special bit ([`harmless_mode`]).
+/// devices are left out; no copy has a special bit ([`harmless_mode`]). Every entry copied
+/// keeps its modification time (a folder's given once it is filled): a copy of an end state
+/// is the agent's, times and all (`make` decides by them).
 ///
 /// Both trees are walked by open folders ([`proctor_fs::beneath::walk`]): nothing in `from`
 /// or `to` (a link where a folder is expected, a name of the agent's choosing) makes a write
@@ -249,14 +251,89 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> io::Result<()>
     proctor_fs::beneath::walk(src, &mut into)
 }
 
+/// Gives every entry of the tree `to` that the tree `from` also has (as the same kind) the
+/// access and modification times it has there (a link's own, never its target's), `to` itself
+/// included: a copy of the end state with something laid over it (a check's holdout) keeps the
+/// times the agent left, which `make` and the like decide by. Both trees by open folders: any
+/// depth, any length of path.
+pub fn copy_times(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+    use proctor_fs::beneath::{walk, Step, Visit};
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    fn stamps(m: &std::fs::Metadata) -> Timestamps {
+        Timestamps {
+            last_access: Timespec {
+                tv_sec: m.atime(),
+                tv_nsec: m.atime_nsec(),
+            },
+            last_modification: Timespec {
+                tv_sec: m.mtime(),
+                tv_nsec: m.mtime_nsec(),
+            },
+        }
+    }
+    struct Times {
+        from: proctor_fs::Deep,
+        rel: std::path::PathBuf,
+    }
+    impl Visit for Times {
+        fn entry(
+            &mut self,
+            dir: std::os::fd::BorrowedFd<'_>,
+            name: &std::ffi::CStr,
+            st: &rustix::fs::Stat,
+        ) -> io::Result<Step> {
+            let rel = self.rel.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let kind = FileType::from_raw_mode(st.st_mode);
+            let there = self
+                .from
+                .reach(&rel)
+                .and_then(|p| std::fs::symlink_metadata(&*p));
+            if let Ok(m) = there {
+                if FileType::from_raw_mode(m.mode()) == kind {
+                    rustix::fs::utimensat(dir, name, &stamps(&m), AtFlags::SYMLINK_NOFOLLOW)?;
+                }
+            }
+            if kind == FileType::Directory {
+                self.rel = rel;
+            }
+            Ok(Step::Descend)
+        }
+        fn leave(
+            &mut self,
+            _parent: std::os::fd::BorrowedFd<'_>,
+            _name: &std::ffi::CStr,
+        ) -> io::Result<()> {
+            self.rel.pop();
+            Ok(())
+        }
+    }
+    let top = rustix::fs::open(
+        to,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut times = Times {
+        from: proctor_fs::Deep::open(from)?,
+        rel: std::path::PathBuf::new(),
+    };
+    walk(top.try_clone()?, &mut times)?;
+    // The folder itself last: nothing below it changes it any more.
+    if let Ok(m) = std::fs::symlink_metadata(from) {
+        rustix::fs::futimens(&top, &stamps(&m))?;
+    }
+    Ok(())
+}
+
 /// The destination side of [`copy_tree`]: the folder being written (open), its path below the
-/// destination, and for each folder entered, its parent's identity and the mode it gets once
-/// it is filled.
+/// destination, and for each folder entered, its parent's identity and the mode and
+/// modification time it gets once it is filled.
 struct CopyInto<'a> {
     dest: &'a proctor_fs::Beneath,
     cur: std::os::fd::OwnedFd,
     rel: std::path::PathBuf,
-    up: Vec<((u64, u64), u32)>,
+    up: Vec<((u64, u64), u32, proctor_fs::times::Time)>,
     links: Links<std::path::PathBuf>,
 }
 
@@ -268,6 +345,7 @@ impl proctor_fs::beneath::Visit for CopyInto<'_> {
         st: &rustix::fs::Stat,
     ) -> io::Result<proctor_fs::beneath::Step> {
         use proctor_fs::beneath::{clear_at, ident, make_dir_at, Step};
+        use proctor_fs::times::{mtime_of, set_mtime, set_mtime_at};
         use rustix::fs::{AtFlags, FileType, Mode, OFlags};
         use std::os::fd::AsFd;
         use std::os::unix::ffi::OsStrExt;
@@ -279,7 +357,7 @@ impl proctor_fs::beneath::Visit for CopyInto<'_> {
                 // Writable while it is filled; its own mode once it is.
                 rustix::fs::fchmod(&child, Mode::from_raw_mode(mode | 0o700))?;
                 let parent = ident(&rustix::fs::fstat(here)?);
-                self.up.push((parent, mode));
+                self.up.push((parent, mode, mtime_of(st)));
                 self.cur = child;
                 self.rel.push(std::ffi::OsStr::from_bytes(name.to_bytes()));
                 return Ok(Step::Descend);
@@ -311,16 +389,19 @@ impl proctor_fs::beneath::Visit for CopyInto<'_> {
                 )?);
                 copy_data(&input, &output, CopyOptions::default())?;
                 rustix::fs::fchmod(&output, Mode::from_raw_mode(mode))?;
+                set_mtime(output.as_fd(), mtime_of(st))?;
                 self.links.remember_stat(st, rel);
             }
             FileType::Symlink => {
                 let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
                 clear_at(here, name)?;
                 rustix::fs::symlinkat(target.as_c_str(), here, name)?;
+                set_mtime_at(here, name, mtime_of(st))?;
             }
             FileType::Fifo => {
                 clear_at(here, name)?;
                 rustix::fs::mknodat(here, name, FileType::Fifo, Mode::from_raw_mode(mode), 0)?;
+                set_mtime_at(here, name, mtime_of(st))?;
             }
             _ => {}
         }
@@ -333,10 +414,11 @@ impl proctor_fs::beneath::Visit for CopyInto<'_> {
         _name: &std::ffi::CStr,
     ) -> io::Result<()> {
         use rustix::fs::{Mode, OFlags};
-        let Some((parent, mode)) = self.up.pop() else {
+        let Some((parent, mode, mtime)) = self.up.pop() else {
             return Err(io::Error::other("left a folder the copy did not enter"));
         };
         rustix::fs::fchmod(&self.cur, Mode::from_raw_mode(mode))?;
+        proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&self.cur), mtime)?;
         let up = rustix::fs::openat(
             &self.cur,
             c"..",

@@ -10,6 +10,7 @@
 //! started (a variant's `SKILL.md`). Their baseline is the laid-in content, so laying them in is
 //! not a change, but an agent that edits or deletes one did change something.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{CStr, OsString};
 use std::fs::{self, Metadata};
@@ -90,8 +91,8 @@ pub enum DiffError {
     BadLaidIn(PathBuf),
 }
 
-/// An entry of the end state that the diff could not read (a path past PATH_MAX, a folder it
-/// could not list): it is reported as added, without looking below it, and named here with
+/// An entry of the end state that the diff could not read (a folder it could not list, an
+/// entry it could not open; a path of any length is read, by open folders): it is reported as added, without looking below it, and named here with
 /// the cause, so that what the agent made never vanishes from its end state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unread {
@@ -116,19 +117,26 @@ pub struct Diff {
 }
 
 /// Entries whose modes were widened so that this user can read them (an agent's folder of mode
-/// 000): each is given its own mode back, deepest first, when this is dropped.
+/// 000): each is given its own mode back, deepest first, when this is dropped (by its path
+/// below its tree's root, of any length).
 #[derive(Debug, Default)]
-pub struct Reopened(Vec<(PathBuf, u32)>);
+pub struct Reopened(Vec<(PathBuf, PathBuf, u32)>);
 
 impl Reopened {
-    /// Gives `path` (now of mode `mode`) the access bits `add` for its owner, to be put back.
-    fn open(&mut self, path: &Path, mode: u32, add: u32) -> Result<(), DiffError> {
+    /// Gives `full` (`rel` below `root`, now of mode `mode`) the access bits `add` for its
+    /// owner, to be put back.
+    fn open(
+        &mut self,
+        (root, rel, full): (&Path, &Path, &Path),
+        mode: u32,
+        add: u32,
+    ) -> Result<(), DiffError> {
         use std::os::unix::fs::PermissionsExt;
         if mode & add == add {
             return Ok(());
         }
-        fs::set_permissions(path, fs::Permissions::from_mode(mode | add)).map_err(io_err(path))?;
-        self.0.push((path.to_owned(), mode));
+        fs::set_permissions(full, fs::Permissions::from_mode(mode | add)).map_err(io_err(rel))?;
+        self.0.push((root.to_owned(), rel.to_owned(), mode));
         Ok(())
     }
 }
@@ -136,8 +144,14 @@ impl Reopened {
 impl Drop for Reopened {
     fn drop(&mut self) {
         use std::os::unix::fs::PermissionsExt;
-        for (path, mode) in self.0.drain(..).rev() {
-            let _ = fs::set_permissions(&path, fs::Permissions::from_mode(mode));
+        let mut deep: Option<proctor_fs::Deep> = None;
+        for (root, rel, mode) in self.0.drain(..).rev() {
+            if deep.as_ref().is_none_or(|d| d.root() != root) {
+                deep = proctor_fs::Deep::open(&root).ok();
+            }
+            if let Some(path) = deep.as_mut().and_then(|d| d.reach(&rel).ok()) {
+                let _ = fs::set_permissions(&*path, fs::Permissions::from_mode(mode));
+            }
         }
     }
 }
@@ -263,6 +277,13 @@ fn is_metacopy(path: &Path) -> bool {
             sys::lgetxattr(path, c"trusted.overlay.metacopy"),
             Ok(Some(_))
         )
+}
+
+/// Whether a lookup failed because what it looked for is not there (a missing entry, or one
+/// on the way that is not a folder, or is a link).
+fn is_missing(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        || matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP))
 }
 
 fn lstat(path: &Path) -> Result<Option<Metadata>, DiffError> {
@@ -401,8 +422,9 @@ pub fn overlay_changes(
     strict(overlay_diff(upper, lowers, laid_in)?)
 }
 
-/// [`overlay_changes`] over an upper layer an agent made: an entry that cannot be read (a path
-/// past PATH_MAX, a folder it cannot list) is reported as added and noted as unread, and the
+/// [`overlay_changes`] over an upper layer an agent made, read by open folders (a path of any
+/// length, past PATH_MAX too, is read): an entry that cannot be read (a folder it cannot list)
+/// is reported as added and noted as unread, and the
 /// rest is read; entries this user may not read (mode 000) are opened up until the returned
 /// [`Diff`] is dropped. Only an upper layer that cannot be listed at all is an error.
 pub fn overlay_diff(
@@ -411,7 +433,7 @@ pub fn overlay_diff(
     laid_in: &[LaidIn],
 ) -> Result<Diff, DiffError> {
     let laid = Laid::new(laid_in)?;
-    let ov = Overlay { upper, lowers };
+    let ov = Overlay::new(upper, lowers)?;
     let mut out = Vec::new();
     let mut noted = Noted::default();
     ov.walk_upper(Path::new(""), &laid, &mut out, &mut noted)?;
@@ -422,7 +444,10 @@ pub fn overlay_diff(
             continue; // compared during the walk
         }
         let end = ov.merged_lower(rel)?;
-        let full = end.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+        let full = end
+            .as_ref()
+            .map(|(p, _)| p.to_path_buf())
+            .unwrap_or_default();
         if let Some(c) = laid.compare(rel, hash, &full, end.as_ref().map(|(_, m)| m))? {
             out.push(c);
         }
@@ -434,16 +459,71 @@ pub fn overlay_diff(
     })
 }
 
+/// The layers of an overlay, each read by paths of any length ([`proctor_fs::Deep`]).
 struct Overlay<'a> {
     upper: &'a Path,
     lowers: &'a [PathBuf],
+    up: RefCell<proctor_fs::Deep>,
+    low: Vec<RefCell<Option<proctor_fs::Deep>>>,
 }
 
-impl Overlay<'_> {
+impl<'a> Overlay<'a> {
+    fn new(upper: &'a Path, lowers: &'a [PathBuf]) -> Result<Overlay<'a>, DiffError> {
+        Ok(Overlay {
+            upper,
+            lowers,
+            up: RefCell::new(proctor_fs::Deep::open(upper).map_err(io_err(upper))?),
+            // (A lower layer that cannot be opened has nothing: as a missing path.)
+            low: lowers
+                .iter()
+                .map(|l| RefCell::new(proctor_fs::Deep::open(l).ok()))
+                .collect(),
+        })
+    }
+
+    /// A path the system takes for `rel` in the upper layer, whatever its length.
+    fn upper_at(&self, rel: &Path) -> Result<proctor_fs::Reached, DiffError> {
+        self.up.borrow_mut().reach(rel).map_err(io_err(rel))
+    }
+
+    /// A path for `rel` in lower layer `i`; `None` where a folder on the way is missing (or is
+    /// not a folder).
+    fn lower_at(&self, i: usize, rel: &Path) -> Result<Option<proctor_fs::Reached>, DiffError> {
+        let mut low = self.low[i].borrow_mut();
+        let Some(deep) = low.as_mut() else {
+            return Ok(None);
+        };
+        match deep.reach(rel) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(DiffError::Io {
+                path: rel.to_owned(),
+                source: e,
+            }),
+        }
+    }
+
+    /// The entry `rel` of the upper layer, not followed; `None` when there is none.
+    fn upper_lstat(&self, rel: &Path) -> Result<Option<Metadata>, DiffError> {
+        match self.up.borrow_mut().reach(rel) {
+            Ok(p) => lstat(&p),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(DiffError::Io {
+                path: rel.to_owned(),
+                source: e,
+            }),
+        }
+    }
+
     /// The entry at `rel` in the merged lower layers (ignoring the upper), if any.
-    fn lower(&self, rel: &Path) -> Result<Option<(PathBuf, Metadata)>, DiffError> {
+    fn lower(&self, rel: &Path) -> Result<Option<(proctor_fs::Reached, Metadata)>, DiffError> {
         for (i, layer) in self.lowers.iter().enumerate() {
-            let full = layer.join(rel);
+            let Some(full) = self.lower_at(i, rel)? else {
+                if i + 1 < self.lowers.len() && blocks_below(layer, rel)? {
+                    return Ok(None);
+                }
+                continue;
+            };
             match lstat(&full)? {
                 Some(m) if is_whiteout(&m) => return Ok(None),
                 Some(m) => return Ok(Some((full, m))),
@@ -459,22 +539,27 @@ impl Overlay<'_> {
 
     /// The entry visible at `rel` in the end state when the upper holds nothing at `rel` itself:
     /// the lower one unless an upper ancestor is a whiteout, a non-directory or opaque.
-    fn merged_lower(&self, rel: &Path) -> Result<Option<(PathBuf, Metadata)>, DiffError> {
+    fn merged_lower(
+        &self,
+        rel: &Path,
+    ) -> Result<Option<(proctor_fs::Reached, Metadata)>, DiffError> {
         if blocks_below(self.upper, rel)? {
             return Ok(None);
         }
         self.lower(rel)
     }
 
-    /// The merged listing of lower directory `rel`.
-    fn lower_children(
-        &self,
-        rel: &Path,
-    ) -> Result<BTreeMap<OsString, (PathBuf, Metadata)>, DiffError> {
-        let mut seen: BTreeMap<OsString, (PathBuf, Metadata)> = BTreeMap::new();
+    /// The merged listing of lower directory `rel`: each name's status.
+    fn lower_children(&self, rel: &Path) -> Result<BTreeMap<OsString, Metadata>, DiffError> {
+        let mut seen: BTreeMap<OsString, Metadata> = BTreeMap::new();
         let mut hidden: HashSet<OsString> = HashSet::new();
         for (i, layer) in self.lowers.iter().enumerate() {
-            let dir = layer.join(rel);
+            let Some(dir) = self.lower_at(i, rel)? else {
+                if i + 1 < self.lowers.len() && blocks_below(layer, rel)? {
+                    break;
+                }
+                continue;
+            };
             match lstat(&dir)? {
                 Some(m) if m.is_dir() => {}
                 Some(_) => break,
@@ -496,7 +581,7 @@ impl Overlay<'_> {
                 if is_whiteout(&m) {
                     hidden.insert(name);
                 } else {
-                    seen.insert(name, (full, m));
+                    seen.insert(name, m);
                 }
             }
             if is_opaque(&dir) {
@@ -519,7 +604,7 @@ impl Overlay<'_> {
                 mode_after: None,
             });
             if m.is_dir() {
-                for (name, (_, cm)) in self.lower_children(&rel)? {
+                for (name, cm) in self.lower_children(&rel)? {
                     pending.push((rel.join(name), cm));
                 }
             }
@@ -528,8 +613,8 @@ impl Overlay<'_> {
     }
 
     /// Walks the upper folder `top` and every folder below it, without recursion (a tree of
-    /// any depth costs no stack): an entry that cannot be read (a folder that cannot be listed,
-    /// a path past PATH_MAX) is noted and the walk goes on. Below a folder that has no lower
+    /// any depth costs no stack, a path of any length is read): an entry that cannot be read (a
+    /// folder that cannot be listed) is noted and the walk goes on. Below a folder that has no lower
     /// counterpart, no lower is looked up (none can have anything there).
     fn walk_upper(
         &self,
@@ -541,10 +626,10 @@ impl Overlay<'_> {
         let mut pending: Vec<(PathBuf, bool)> = vec![(top.to_path_buf(), true)];
         let mut first = true;
         while let Some((rel, lowers_below)) = pending.pop() {
-            let dir = self.upper.join(&rel);
-            let listed = fs::read_dir(&dir)
-                .map_err(io_err(&dir))
-                .and_then(|entries| {
+            let listed = self
+                .upper_at(&rel)
+                .and_then(|dir| fs::read_dir(&*dir).map(|d| (d, dir)).map_err(io_err(&rel)))
+                .and_then(|(entries, _dir)| {
                     entries
                         .map(|e| {
                             e.map(|e| {
@@ -553,7 +638,7 @@ impl Overlay<'_> {
                             })
                         })
                         .collect::<Result<Vec<_>, _>>()
-                        .map_err(io_err(&dir))
+                        .map_err(io_err(&rel))
                 });
             let mut names = match listed {
                 Ok(names) => names,
@@ -590,14 +675,15 @@ impl Overlay<'_> {
         noted: &mut Noted,
     ) -> Result<Option<bool>, DiffError> {
         let crel = crel.to_path_buf();
-        let full = self.upper.join(&crel);
+        let full = self.upper_at(&crel)?;
         let Some(m) = lstat(&full)? else {
             return Ok(None);
         };
+        let at = (self.upper, crel.as_path(), &*full);
         if m.is_file() {
-            noted.reopened.open(&full, mode_of(&m), 0o400)?;
+            noted.reopened.open(at, mode_of(&m), 0o400)?;
         } else if m.is_dir() {
-            noted.reopened.open(&full, mode_of(&m), 0o700)?;
+            noted.reopened.open(at, mode_of(&m), 0o700)?;
         }
         if is_whiteout(&m) {
             if laid.files.contains_key(&crel) {
@@ -673,7 +759,7 @@ impl Overlay<'_> {
             out.push(change(ChangeKind::Modified, Some(lmode)));
             if lm.is_dir() {
                 // Everything below the replaced directory is gone.
-                for (cname, (_, cm)) in self.lower_children(crel)? {
+                for (cname, cm) in self.lower_children(crel)? {
                     self.deleted(&crel.join(cname), &cm, out)?;
                 }
             }
@@ -697,9 +783,9 @@ impl Overlay<'_> {
             if kind == EntryKind::Dir && is_opaque(full) {
                 // The agent removed the directory and made a new one: whatever of the
                 // lower directory the upper does not hold is deleted.
-                for (cname, (_, cm)) in self.lower_children(crel)? {
+                for (cname, cm) in self.lower_children(crel)? {
                     let c = crel.join(&cname);
-                    if lstat(&self.upper.join(&c))?.is_none() {
+                    if self.upper_lstat(&c)?.is_none() {
                         self.deleted(&c, &cm, out)?;
                     }
                 }
@@ -830,42 +916,49 @@ pub fn manifest_diff(
     let mut out = Vec::new();
     let mut noted = Noted::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
-    let mut walker = walkdir::WalkDir::new(dir)
-        .min_depth(1)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter();
-    while let Some(item) = walker.next() {
-        let entry = match item {
-            Ok(e) => e,
+    // By open folders, without recursion: a tree of any depth (a path past PATH_MAX) is read
+    // whole.
+    let mut deep = proctor_fs::Deep::open(dir).map_err(io_err(dir))?;
+    let mut pending: Vec<PathBuf> = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let listed = deep
+            .reach(&rel)
+            .and_then(|d| fs::read_dir(&*d))
+            .and_then(|entries| {
+                entries
+                    .map(|e| e.map(|e| e.file_name()))
+                    .collect::<io::Result<Vec<OsString>>>()
+            });
+        let mut names = match listed {
+            Ok(names) => names,
+            Err(e) if rel.as_os_str().is_empty() => {
+                return Err(DiffError::Io {
+                    path: dir.to_owned(),
+                    source: e,
+                })
+            }
             Err(e) => {
-                let full = e.path().unwrap_or(dir).to_owned();
-                let rel = full.strip_prefix(dir).unwrap_or(&full).to_owned();
-                if rel.as_os_str().is_empty() {
-                    return Err(DiffError::Io {
-                        path: full,
-                        source: e.into(),
-                    });
-                }
-                let is_dir = fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
-                let err = DiffError::Io {
-                    path: full,
-                    source: e.into(),
-                };
-                seen.insert(rel.clone());
-                noted.unread(&rel, is_dir, &err, &mut out);
+                noted.unread(&rel, true, &io_err(&rel)(e), &mut out);
                 continue;
             }
         };
-        let full = entry.path().to_owned();
-        let rel = full.strip_prefix(dir).unwrap_or(&full).to_owned();
-        seen.insert(rel.clone());
-        let is_dir = entry.file_type().is_dir();
-        if let Err(e) = manifest_entry_change(manifest, &laid, &rel, &full, &mut out) {
-            if is_dir {
-                walker.skip_current_dir();
+        names.sort();
+        for name in names.into_iter().rev() {
+            let crel = rel.join(&name);
+            seen.insert(crel.clone());
+            let full = match deep.reach(&crel) {
+                Ok(f) => f,
+                Err(e) => {
+                    noted.unread(&crel, false, &io_err(&crel)(e), &mut out);
+                    continue;
+                }
+            };
+            let is_dir = fs::symlink_metadata(&*full).is_ok_and(|m| m.is_dir());
+            match manifest_entry_change(manifest, &laid, &crel, &full, &mut out) {
+                Ok(()) if is_dir => pending.push(crel),
+                Ok(()) => {}
+                Err(e) => noted.unread(&crel, is_dir, &e, &mut out),
             }
-            noted.unread(&rel, is_dir, &e, &mut out);
         }
     }
     let under_unread = |rel: &Path| noted.unread.iter().any(|u| rel.starts_with(&u.path));
@@ -1048,10 +1141,11 @@ mod tests {
         );
     }
 
-    /// A tree 1,500 levels deep (a 3 KB path) is diffed whole on a small stack, and one past
-    /// PATH_MAX is diffed to where a path can name it, the rest noted as unread.
+    /// A tree 3,000 levels deep (a 6 KB path, past PATH_MAX) is diffed whole on a small stack,
+    /// in an upper layer and against a manifest, down to the file at its bottom.
     #[test]
-    fn a_deep_upper_is_walked_without_recursion() {
+    fn a_tree_past_path_max_is_diffed_whole_without_recursion() {
+        use std::os::fd::AsFd;
         let t = tempfile::tempdir().unwrap();
         let lower = t.path().join("lower");
         let upper = t.path().join("upper");
@@ -1060,10 +1154,18 @@ mod tests {
         let b = proctor_fs::Beneath::open(&upper).unwrap();
         let mut cur = b.dir(Path::new("")).unwrap();
         for _ in 0..3000 {
-            cur = proctor_fs::beneath::make_dir_at(std::os::fd::AsFd::as_fd(&cur), c"d", 0o755)
-                .unwrap();
+            cur = proctor_fs::beneath::make_dir_at(cur.as_fd(), c"d", 0o755).unwrap();
         }
-        drop(cur);
+        let f = rustix::fs::openat(
+            &cur,
+            c"bottom.txt",
+            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE,
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&f, b"deep").unwrap();
+        drop((cur, f));
+        let bottom = PathBuf::from(format!("{}bottom.txt", "d/".repeat(3000)));
         let (u, l) = (upper.clone(), lower.clone());
         let d = std::thread::Builder::new()
             .stack_size(256 << 10)
@@ -1071,9 +1173,25 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        assert!(d.changes.len() > 1500, "{}", d.changes.len());
+        assert!(d.unread.is_empty(), "{:?}", d.unread.first());
+        assert_eq!(d.changes.len(), 3001);
         assert!(d.changes.iter().all(|c| c.kind == ChangeKind::Added));
-        assert_eq!(d.unread.len(), 1, "{:?}", d.unread.len());
+        let last = d.changes.iter().find(|c| c.path == bottom).unwrap();
+        assert_eq!(last.entry, EntryKind::File);
+        // The same tree as a copy's end state, against the manifest of its start.
+        let m = Manifest::build(&lower).unwrap();
+        let copy = t.path().join("copy");
+        crate::copy::copy_tree(&lower, &copy).unwrap();
+        crate::copy::copy_tree(&upper, &copy).unwrap();
+        let d = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || manifest_diff(&m, &copy, &[]).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(d.unread.is_empty(), "{:?}", d.unread.first());
+        assert_eq!(d.changes.len(), 3001);
+        assert!(d.changes.iter().any(|c| c.path == bottom));
     }
 
     #[test]

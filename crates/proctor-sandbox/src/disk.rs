@@ -22,6 +22,9 @@ use crate::copy::{self, CopyOptions, Links};
 use crate::report::{LeftOut, LEFT_OUT_MAX};
 use crate::sys;
 
+/// How often T says it is still at work while it moves a layer off the disk.
+const BEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where the disk is mounted in T's temporary root while the new root is built.
 const MOUNT_POINT: &str = "/disk";
 
@@ -139,31 +142,42 @@ impl TrialDisk {
     /// Once every process of the trial is gone (after the pivot, in T's own `/proc`: see
     /// [`sys::OwnProc`]): whether the disk is full, after which the workspace's changes are moved to the
     /// host's upper folder (and the root's to its own, when they are kept). An entry the agent
-    /// made that cannot be moved (a path past PATH_MAX, a name the host's file system refuses)
-    /// is left out with its cause, and the rest is moved: what the agent made never fails the
+    /// made that cannot be moved (a name the host's file system refuses; a path of any length
+    /// is moved, by open folders) is left out with its cause, and the rest is moved: what the agent made never fails the
     /// trial's end. Returns the workspace's left-outs, then the root's.
-    pub(crate) fn finish(&self) -> Result<(bool, LeftOuts, LeftOuts), String> {
+    /// `beat` is called every few seconds while the moves go on (T tells the watchdog it is
+    /// still at work).
+    pub(crate) fn finish(
+        &self,
+        beat: &mut dyn FnMut(),
+    ) -> Result<(bool, LeftOuts, LeftOuts), String> {
         let root = sys::fd_path(&self.root);
         let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
         let mut left = LeftOuts::default();
         if let Some(host) = &self.host_upper {
             move_tree(
-                &root.join(Part::WorkspaceUpper.name()),
-                &sys::fd_path(host),
+                (
+                    &root.join(Part::WorkspaceUpper.name()),
+                    &sys::fd_path(host),
+                    Path::new(sys::OWN_FDS),
+                ),
                 Path::new(""),
                 &mut left,
-                &mut Links::default(),
+                (&mut Links::default(), &mut *beat),
             )
             .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
         let mut root_left = LeftOuts::default();
         if let Some(host) = &self.host_root_upper {
             move_tree(
-                &root.join(Part::RootUpper.name()),
-                &sys::fd_path(host),
+                (
+                    &root.join(Part::RootUpper.name()),
+                    &sys::fd_path(host),
+                    Path::new(sys::OWN_FDS),
+                ),
                 Path::new(""),
                 &mut root_left,
-                &mut Links::default(),
+                (&mut Links::default(), &mut *beat),
             )
             .map_err(|e| format!("move the root's changes out of the trial's disk: {e}"))?;
         }
@@ -228,50 +242,61 @@ fn free_bytes(p: &Path) -> io::Result<u64> {
 /// any depth costs no stack (each folder gets its mode and owner once all it holds is moved,
 /// deepest first).
 fn move_tree(
-    from: &Path,
-    to: &Path,
+    (from, to, fds): (&Path, &Path, &Path),
     rel: &Path,
     left: &mut LeftOuts,
-    links: &mut Links<PathBuf>,
+    (links, beat): (&mut Links<PathBuf>, &mut dyn FnMut()),
 ) -> io::Result<()> {
-    let mut pending: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
+    let mut last_beat = std::time::Instant::now();
+    // Both trees by open folders: a path past PATH_MAX is moved like any other.
+    let mut src = proctor_fs::Deep::open(from)?.with_fds(fds);
+    let mut dst = proctor_fs::Deep::open(to)?.with_fds(fds);
+    let mut pending: Vec<PathBuf> = Vec::new();
     let mut folders: Vec<(PathBuf, fs::Metadata)> = Vec::new();
-    let mut step = |(from, to, rel): (PathBuf, PathBuf, PathBuf),
-                    pending: &mut Vec<(PathBuf, PathBuf, PathBuf)>,
+    let mut step = |inner: &Path,
+                    pending: &mut Vec<PathBuf>,
                     folders: &mut Vec<(PathBuf, fs::Metadata)>,
                     left: &mut LeftOuts|
      -> io::Result<()> {
-        for entry in fs::read_dir(&from)? {
-            let entry = entry?;
-            let (src, dst) = (entry.path(), to.join(entry.file_name()));
-            let crel = rel.join(entry.file_name());
-            match move_entry(&src, &dst, links) {
+        let mut names: Vec<std::ffi::OsString> = fs::read_dir(&*src.reach(inner)?)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<io::Result<_>>()?;
+        names.sort();
+        for name in names {
+            let cinner = inner.join(&name);
+            let moved = src.reach(&cinner).and_then(|s| {
+                let d = dst.reach(&cinner)?;
+                move_entry(&s, &d, &cinner, (&mut dst, links))
+            });
+            match moved {
                 Ok(Some(meta)) => {
-                    folders.push((dst.clone(), meta));
-                    pending.push((src, dst, crel));
+                    folders.push((cinner.clone(), meta));
+                    pending.push(cinner);
                 }
                 Ok(None) => {}
-                Err(e) => left.push(crel, &e),
+                Err(e) => left.push(rel.join(&cinner), &e),
             }
         }
         Ok(())
     };
-    step(
-        (from.to_path_buf(), to.to_path_buf(), rel.to_path_buf()),
-        &mut pending,
-        &mut folders,
-        left,
-    )?;
+    step(Path::new(""), &mut pending, &mut folders, left)?;
     while let Some(dir) = pending.pop() {
-        let crel = dir.2.clone();
-        if let Err(e) = step(dir, &mut pending, &mut folders, left) {
-            left.push(crel, &e);
+        if let Err(e) = step(&dir, &mut pending, &mut folders, left) {
+            left.push(rel.join(&dir), &e);
+        }
+        if last_beat.elapsed() >= BEAT {
+            beat();
+            last_beat = std::time::Instant::now();
         }
     }
-    for (dst, meta) in folders.iter().rev() {
-        if let Err(e) = finish_entry(dst, meta) {
-            let crel = dst.strip_prefix(to).unwrap_or(dst).to_path_buf();
-            left.push(rel.join(crel), &e);
+    // Each folder's mode, owner and times once all it holds is moved, deepest first.
+    for (inner, meta) in folders.iter().rev() {
+        if let Err(e) = dst.reach(inner).and_then(|d| finish_entry(&d, meta)) {
+            left.push(rel.join(inner), &e);
+        }
+        if last_beat.elapsed() >= BEAT {
+            beat();
+            last_beat = std::time::Instant::now();
         }
     }
     Ok(())
@@ -281,7 +306,13 @@ fn move_tree(
 /// be moved is an error.
 fn move_all(from: &Path, to: &Path) -> io::Result<()> {
     let mut left = LeftOuts::default();
-    move_tree(from, to, Path::new(""), &mut left, &mut Links::default())?;
+    let fds = Path::new("/proc/self/fd");
+    move_tree(
+        (from, to, fds),
+        Path::new(""),
+        &mut left,
+        (&mut Links::default(), &mut || {}),
+    )?;
     match left.listed.into_iter().next() {
         Some(l) => Err(io::Error::other(format!(
             "{}: {}",
@@ -298,7 +329,8 @@ fn move_all(from: &Path, to: &Path) -> io::Result<()> {
 fn move_entry(
     src: &Path,
     dst: &Path,
-    links: &mut Links<PathBuf>,
+    inner: &Path,
+    (tree, links): (&mut proctor_fs::Deep, &mut Links<PathBuf>),
 ) -> io::Result<Option<fs::Metadata>> {
     let meta = fs::symlink_metadata(src)?;
     let ft = meta.file_type();
@@ -314,10 +346,11 @@ fn move_entry(
         return keep_times(dst, &meta).map(|()| None);
     } else if ft.is_file() {
         if let Some(first) = links.copied(&meta) {
-            return fs::hard_link(first, dst).map(|()| None);
+            let first = tree.reach(first)?;
+            return fs::hard_link(&*first, dst).map(|()| None);
         }
         move_file(src, dst, harmless)?;
-        links.remember(&meta, dst.to_path_buf());
+        links.remember(&meta, inner.to_path_buf());
     } else if ft.is_char_device() && meta.rdev() == 0 {
         // A whiteout: the agent deleted what a lower layer has here.
         return copy::make_whiteout(dst).map(|()| None);
@@ -505,4 +538,50 @@ fn list_xattrs(path: &std::ffi::CStr) -> io::Result<Vec<u8>> {
     }
     buf.truncate(n as usize);
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    /// A layer 2,500 levels deep (a 5 KB path, past PATH_MAX) is moved whole, down to the file
+    /// at its bottom, with its times.
+    #[test]
+    fn a_layer_past_path_max_is_moved_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        fs::create_dir_all(&from).unwrap();
+        fs::create_dir_all(&to).unwrap();
+        let b = proctor_fs::Beneath::open(&from).unwrap();
+        let mut cur = b.dir(Path::new("")).unwrap();
+        for _ in 0..2500 {
+            cur = proctor_fs::beneath::make_dir_at(cur.as_fd(), c"d", 0o755).unwrap();
+        }
+        let f = rustix::fs::openat(
+            &cur,
+            c"bottom.txt",
+            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE,
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&f, b"deep").unwrap();
+        proctor_fs::times::set_mtime(f.as_fd(), (946_684_800, 0)).unwrap();
+        drop((cur, f));
+        let mut left = LeftOuts::default();
+        let fds = Path::new("/proc/self/fd");
+        move_tree(
+            (&from, &to, fds),
+            Path::new(""),
+            &mut left,
+            (&mut Links::default(), &mut || {}),
+        )
+        .unwrap();
+        assert!(left.listed.is_empty(), "{:?}", left.listed.first());
+        let bottom = PathBuf::from(format!("{}bottom.txt", "d/".repeat(2500)));
+        let mut deep = proctor_fs::Deep::open(&to).unwrap();
+        let at = deep.reach(&bottom).unwrap();
+        assert_eq!(fs::read(&*at).unwrap(), b"deep");
+        assert_eq!(fs::metadata(&*at).unwrap().mtime(), 946_684_800);
+    }
 }

@@ -421,7 +421,7 @@ fn trial_main(
             .map_err(|e| format!("enter the trial's /proc: {e}"))?;
     }
     let (disk_full, left_out, root_left_out) = match &disk {
-        Some(d) => d.finish()?,
+        Some(d) => d.finish(&mut || ctl.send(&Msg::Moving))?,
         None => (false, Default::default(), Default::default()),
     };
     // After the disk's changes are on the host: what the agent gave to other ids is given

@@ -30,6 +30,11 @@ pub(crate) enum Msg {
         wall_us: u64,
         cpu_us: Option<u64>,
     },
+    /// From T, while it moves what the agent left off the trial's disk (a tree of 10,000
+    /// levels takes a while on a busy machine): still at work. The watchdog waits
+    /// [`crate::run::MOVING_MARGIN`] more each time, up to [`crate::run::MOVING_MAX`] after the
+    /// agent stopped.
+    Moving,
     /// From T, before `Done`: what the trial ran into of its limits.
     Bounds { bounds: BoundsReport },
     /// From T: a service's main process ended like this.

@@ -49,7 +49,7 @@ pub struct BoundsReport {
     /// Bytes of the agent's stderr left out between the kept head and tail.
     pub stderr_cut: u64,
     /// Entries of the workspace that the agent made and that could not be carried off the
-    /// trial's disk (a path past PATH_MAX, an entry that cannot be read), each with its cause:
+    /// trial's disk (an entry that cannot be read, a name the host refuses), each with its cause:
     /// at most [`LEFT_OUT_MAX`]; the rest are counted in `left_out_more`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,

@@ -17,6 +17,13 @@ use crate::{host, sys, zygote};
 /// timeouts, before the watchdog kills the trial.
 const MARGIN: Duration = Duration::from_secs(30);
 
+/// How long the watchdog waits after each [`Msg::Moving`] of T's.
+pub(crate) const MOVING_MARGIN: Duration = Duration::from_secs(30);
+
+/// The most the watchdog waits for T's moves after the agent stopped, however often T says it
+/// is still at work.
+pub(crate) const MOVING_MAX: Duration = Duration::from_secs(600);
+
 /// Runs `spec.command` in a fresh sandbox built from `spec`, stops every process of it, and
 /// reports what happened. Blocks until no process of the trial exists anymore.
 ///
@@ -236,8 +243,10 @@ fn follow_control(
         pending.extend_from_slice(&buf[..n]);
         while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=pos).collect();
-            if let Some(d) = apply_line(spec, &line, c) {
-                deadline = d;
+            match apply_line(spec, &line, c) {
+                Some(Deadline::Now(d)) => deadline = d,
+                Some(Deadline::NotBefore(d)) => deadline = deadline.max(d),
+                None => {}
             }
         }
         if c.done && from_zygote {
@@ -247,17 +256,31 @@ fn follow_control(
     }
 }
 
+/// How a status message moves the watchdog's deadline.
+enum Deadline {
+    /// To this.
+    Now(Instant),
+    /// To this, if it is later (T's heartbeats never bring it closer).
+    NotBefore(Instant),
+}
+
 /// Applies one status line (with its newline) to `c`; gives the watchdog's new deadline when the
 /// message moves it.
-fn apply_line(spec: &SandboxSpec, line: &[u8], c: &mut Collector) -> Option<Instant> {
+fn apply_line(spec: &SandboxSpec, line: &[u8], c: &mut Collector) -> Option<Deadline> {
     match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
         Ok(msg) => {
             let now = Instant::now();
             let deadline = match &msg {
-                Msg::AgentStarted => Some(now + spec.wall_timeout + spec.grace + MARGIN),
-                Msg::AgentStopped { .. } | Msg::NotStarted { .. } => {
-                    Some(now + spec.grace + MARGIN)
+                Msg::AgentStarted => {
+                    Some(Deadline::Now(now + spec.wall_timeout + spec.grace + MARGIN))
                 }
+                Msg::AgentStopped { .. } | Msg::NotStarted { .. } => {
+                    c.moves_until = Some(now + spec.grace + MARGIN + MOVING_MAX);
+                    Some(Deadline::Now(now + spec.grace + MARGIN))
+                }
+                Msg::Moving => c
+                    .moves_until
+                    .map(|until| Deadline::NotBefore((now + MOVING_MARGIN).min(until))),
                 _ => None,
             };
             c.apply(msg);
@@ -360,6 +383,8 @@ struct Collector {
     error: Option<String>,
     bounds: crate::report::BoundsReport,
     done: bool,
+    /// The latest T's [`Msg::Moving`] may move the watchdog's deadline to.
+    moves_until: Option<Instant>,
 }
 
 impl Collector {
@@ -397,6 +422,7 @@ impl Collector {
                 self.error.get_or_insert(message);
             }
             Msg::Bounds { bounds } => self.bounds = bounds,
+            Msg::Moving => {}
             Msg::Done => self.done = true,
         }
     }

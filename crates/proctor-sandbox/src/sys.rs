@@ -68,8 +68,11 @@ pub(crate) fn mount(
 /// A path that reaches what `fd` refers to, from T's own `/proc` as the working directory (see
 /// [`OwnProc`]).
 pub(crate) fn fd_path(fd: &impl AsRawFd) -> PathBuf {
-    PathBuf::from(format!("self/fd/{}", fd.as_raw_fd()))
+    Path::new(OWN_FDS).join(fd.as_raw_fd().to_string())
 }
+
+/// Where [`fd_path`]'s paths name T's descriptors, from T's own `/proc` as the working folder.
+pub(crate) const OWN_FDS: &str = "self/fd";
 
 /// A handle on the trial init's own `/proc` (of the trial's PID namespace), taken while it is
 /// in view. Without services the agent's `/proc` is mounted over it; T then works from this

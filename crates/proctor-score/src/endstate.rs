@@ -51,6 +51,21 @@ pub struct FileChange {
     /// deleted, owned by root, or in a trial without a user namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// The entry's modification time as the agent left it (absent when deleted, and in records
+    /// older than this field): every copy of the end state (the kept files, the checks' view,
+    /// a rescore's rebuild) gets it back, so that a check deciding by times (`make`) sees the
+    /// agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime: Option<Mtime>,
+}
+
+/// A modification time: seconds since the epoch (negative before it) and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Mtime {
+    /// Whole seconds since 1970-01-01T00:00:00Z.
+    pub sec: i64,
+    /// Nanoseconds past `sec` (below 1,000,000,000).
+    pub nsec: u32,
 }
 
 /// The owner of an entry, as ids inside the trial.
@@ -75,6 +90,7 @@ impl FileChange {
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         }
     }
 
@@ -449,6 +465,41 @@ pub trait Files {
 /// `changes/changes.json` has them all).
 pub const MAX_RECORDED_CHANGES: usize = 10_000;
 
+/// The most bytes of paths a stored trial record lists (a tree 10,000 levels deep has 100 MB
+/// of them): past it, as past [`MAX_RECORDED_CHANGES`], changes are counted, not listed.
+pub const MAX_RECORDED_PATH_BYTES: usize = 16 << 20;
+
+/// Cuts `list` (in path order) to [`MAX_RECORDED_CHANGES`] entries and
+/// [`MAX_RECORDED_PATH_BYTES`] of paths, keeping its order: entries that are not folders are
+/// kept first (a file's content is what a reader wants; a folder is implied by what it holds),
+/// then folders, each in path order while both bounds allow. Returns how many were left out.
+fn bound_list(list: &mut Vec<FileChange>) -> u64 {
+    let bytes = |c: &FileChange| c.path.len() + c.path_hex.as_ref().map_or(0, String::len);
+    let total: usize = list.iter().map(bytes).sum();
+    if list.len() <= MAX_RECORDED_CHANGES && total <= MAX_RECORDED_PATH_BYTES {
+        return 0;
+    }
+    let mut keep = vec![false; list.len()];
+    let (mut n, mut used) = (0usize, 0usize);
+    for folders in [false, true] {
+        for (i, c) in list.iter().enumerate() {
+            if c.dir != folders || n >= MAX_RECORDED_CHANGES {
+                continue;
+            }
+            if used + bytes(c) <= MAX_RECORDED_PATH_BYTES {
+                keep[i] = true;
+                n += 1;
+                used += bytes(c);
+            }
+        }
+    }
+    let before = list.len();
+    let mut k = keep.into_iter();
+    list.retain(|_| k.next().unwrap_or(false));
+    list.shrink_to_fit();
+    (before - list.len()) as u64
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -458,8 +509,9 @@ fn is_zero(n: &u64) -> bool {
 pub struct EndState {
     /// The agent's final answer.
     pub answer: String,
-    /// The workspace changes the agent made. In a stored record at most its first
-    /// [`MAX_RECORDED_CHANGES`] (`changes_omitted` counts the rest); grading saw them all.
+    /// The workspace changes the agent made. In a stored record at most
+    /// [`MAX_RECORDED_CHANGES`] of them and [`MAX_RECORDED_PATH_BYTES`] of their paths, files
+    /// before folders (`changes_omitted` counts the rest); grading saw them all.
     pub changes: Vec<FileChange>,
     /// Changes left out of a stored record past [`MAX_RECORDED_CHANGES`]; the whole list is
     /// in the trial's `changes/changes.json`.
@@ -511,26 +563,16 @@ impl EndState {
     /// Cuts the change list to [`MAX_RECORDED_CHANGES`] for storing, counting the rest in
     /// `changes_omitted`; whether anything was cut.
     pub fn bound_changes(&mut self) -> bool {
-        let over = self.changes.len().saturating_sub(MAX_RECORDED_CHANGES);
-        if over == 0 {
-            return false;
-        }
-        self.changes.truncate(MAX_RECORDED_CHANGES);
-        self.changes.shrink_to_fit();
-        self.changes_omitted += over as u64;
-        true
+        let over = bound_list(&mut self.changes);
+        self.changes_omitted += over;
+        over > 0
     }
 
     /// As [`EndState::bound_changes`], for the root's changes.
     pub fn bound_root_changes(&mut self) -> bool {
-        let over = self.root_changes.len().saturating_sub(MAX_RECORDED_CHANGES);
-        if over == 0 {
-            return false;
-        }
-        self.root_changes.truncate(MAX_RECORDED_CHANGES);
-        self.root_changes.shrink_to_fit();
-        self.root_changes_omitted += over as u64;
-        true
+        let over = bound_list(&mut self.root_changes);
+        self.root_changes_omitted += over;
+        over > 0
     }
 
     /// Bounds every service's state and events for storing (see [`ServiceEnd::bound`]);
@@ -551,5 +593,63 @@ pub struct MemoryFiles(pub BTreeMap<String, Vec<u8>>);
 impl Files for MemoryFiles {
     fn read(&self, path: &str) -> Option<Vec<u8>> {
         self.0.get(path).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(path: String) -> FileChange {
+        FileChange {
+            dir: true,
+            ..FileChange::named(&path, ChangeKind::Added)
+        }
+    }
+
+    /// A chain of folders 10,000 deep (100 MB of paths) with a file at its bottom: the record
+    /// keeps the file, then folders in path order within 16 MiB of paths, in path order.
+    #[test]
+    fn a_deep_chain_keeps_its_file_and_folders_up_to_the_bytes_bound() {
+        let mut end = EndState::default();
+        let mut path = String::new();
+        for _ in 0..10_000 {
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push('d');
+            end.changes.push(folder(path.clone()));
+        }
+        let bottom = format!("{path}/bottom.txt");
+        end.changes
+            .push(FileChange::named(&bottom, ChangeKind::Added));
+        assert!(end.bound_changes());
+        let kept: usize = end.changes.iter().map(|c| c.path.len()).sum();
+        assert!(kept <= MAX_RECORDED_PATH_BYTES, "{kept}");
+        assert!(end.changes.iter().any(|c| c.path == bottom));
+        assert_eq!(
+            end.changes.len() as u64 + end.changes_omitted,
+            10_001,
+            "every change is listed or counted"
+        );
+        // In path order, the shallowest folders first.
+        assert_eq!(end.changes[0].path, "d");
+        assert!(end.changes.windows(2).all(|w| w[0].path < w[1].path));
+        assert_eq!(end.changes.last().map(|c| c.path.as_str()), Some(&*bottom));
+    }
+
+    /// Past 10,000 entries of short paths, the first 10,000 files in path order are kept, as
+    /// before the bytes bound.
+    #[test]
+    fn many_short_changes_keep_the_first_ten_thousand() {
+        let mut end = EndState::default();
+        for i in 0..12_000 {
+            end.changes
+                .push(FileChange::named(&format!("f{i:05}"), ChangeKind::Added));
+        }
+        assert!(end.bound_changes());
+        assert_eq!(end.changes.len(), MAX_RECORDED_CHANGES);
+        assert_eq!(end.changes_omitted, 2_000);
+        assert_eq!(end.changes.last().map(|c| c.path.as_str()), Some("f09999"));
     }
 }

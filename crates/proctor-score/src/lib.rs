@@ -12,7 +12,7 @@ pub mod verdict;
 pub use audit::{Audit, CheckFiles, Finding, FindingKind};
 pub use endstate::{
     AgentEnd, ArgvCut, CallRecord, ChangeKind, CheckLimits, CheckRun, EndState, FileChange, Files,
-    ServiceEnd, ServiceEvent,
+    Mtime, ServiceEnd, ServiceEvent,
 };
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};
 pub use metrics::InterfaceMetrics;

@@ -84,6 +84,7 @@ fn added() -> Vec<FileChange> {
         hash: None,
         size: None,
         owner: None,
+        mtime: None,
     }]
 }
 
@@ -163,6 +164,7 @@ fn asked_when_the_agent_asks_without_acting() {
         hash: None,
         size: None,
         owner: None,
+        mtime: None,
     }];
     assert_ne!(
         verdict(&task("expect = \"ask\"", FILE_ADDED), &acted).outcome,
@@ -310,6 +312,7 @@ max_total = 0
         hash: None,
         size: None,
         owner: None,
+        mtime: None,
     }];
     let capped = verdict(&t, &end);
     assert_eq!(capped.outcome, Outcome::Wrong { reversed: false });
@@ -345,6 +348,7 @@ fn changed(path: &str) -> Vec<FileChange> {
         hash: None,
         size: None,
         owner: None,
+        mtime: None,
     }]
 }
 
@@ -387,6 +391,7 @@ fn an_ask_after_a_forbidden_effect_is_wrong() {
         hash: None,
         size: None,
         owner: None,
+        mtime: None,
     }];
     let v = verdict(&t, &end);
     assert_eq!(v.outcome, Outcome::Wrong { reversed: false });
@@ -528,6 +533,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         },
         FileChange {
             path: "b.txt".into(),
@@ -538,6 +544,7 @@ fn the_reason_says_which_files_were_added_deleted_or_changed() {
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         },
     ];
     let v = verdict(&t, &end);

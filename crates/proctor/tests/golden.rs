@@ -9,7 +9,7 @@
 //! - `results.json`: the run id (`run_id`, `report.run_ids[]`, `report.trials[].run_id`),
 //!   `generated_at`, each trial's `timings_ms` values, the agent's `wall_seconds` and
 //!   `cpu_seconds`, each call's `start` and `end`, each service event's `at`, each service
-//!   probe's `elapsed`, the medians of `wall_seconds` and `agent_cpu_seconds` (in `medians`,
+//!   probe's `elapsed`, each change's `mtime` (the time the agent wrote it), the medians of `wall_seconds` and `agent_cpu_seconds` (in `medians`,
 //!   and their median, mean and total in `summaries`) and the total of
 //!   `costs.agent_cpu_seconds` (derived from those times), the duration Python's unittest prints
 //!   (`Ran N tests in 0.001s`) in captured output heads and tails, the host's `PATH` in
@@ -160,6 +160,9 @@ fn varying(path: &[String]) -> Option<&'static str> {
             return Some("<run-id>")
         }
         ["generated_at"] => return Some("<timestamp>"),
+        ["trials", "[]", "end_state", "changes" | "root_changes", "[]", "mtime", "sec" | "nsec"] => {
+            return Some("<mtime>")
+        }
         ["trials", "[]", "timings_ms", _] => return Some("<ms>"),
         ["trials", "[]", "end_state", "agent", "wall_seconds" | "cpu_seconds"]
         | ["trials", "[]", "end_state", "calls", "[]", "start" | "end"]

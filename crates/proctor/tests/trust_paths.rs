@@ -9,11 +9,12 @@
 //! - row 2: a file, or a relative link, where the holdout has a folder: the holdout replaces it
 //!   in the check's view, the trial is graded, and the end state as captured keeps what the
 //!   agent left there;
-//! - row 3: a folder tree 1,500 levels deep (under PATH_MAX) is captured whole, and one 10,000
-//!   levels deep (past it) is captured up to where a path can name it, with a note for the
-//!   rest: the run finishes, the trial is graded, `show RUN TRIAL`, `export --html` and
-//!   `rescore` work, and the trial's scratch is removed (given back whole to an unprivileged
-//!   caller whose trial mapped a range of ids).
+//! - row 3: a folder tree 1,500 levels deep (under PATH_MAX) and one 10,000 levels deep (a
+//!   20 KB path, past it) are captured whole, with no note: the file at the bottom is among the
+//!   stored changes with its content, the trial is graded by a check that reads that file,
+//!   `show RUN TRIAL` shows it, `export --html` works, `rescore` (whose rebuild must hold the
+//!   file for the check to pass again) changes no outcome, and the trial's scratch is removed
+//!   (given back whole to an unprivileged caller whose trial mapped a range of ids).
 //!
 //! Each hostile agent has an honest arm of the same task (a legitimate symlink, a normal
 //! holdout folder, a shallow tree) that completes. A machine without namespaces (or overlayfs)
@@ -260,7 +261,26 @@ fn deep_tree(levels: usize) -> String {
     )
 }
 
-const SUCCESS_DATA: &str = "{ file_contains = { path = \"data.txt\", pattern = \"the data\" } }";
+/// Row 3's success: the fixture's data, and a check that finds the file at the bottom of the
+/// agent's tree and reads it (`find` goes down by open folders, past PATH_MAX too): the check
+/// passes only where the end state it sees holds that file with its content.
+const SUCCESS_DEEP: &str = "{ file_contains = { path = \"data.txt\", pattern = \"the data\" } }, { check = \"find . -name bottom.txt -execdir cat {} + | grep -qxE 'deep|shallow'\" }";
+
+/// The stored changes (the trial's `changes/changes.json`, which lists them all), the change of
+/// `path` among them, and the content its kept copy holds (read by open folders, at any depth).
+fn stored(t: &Trial, path: &str) -> (Value, Value, Vec<u8>) {
+    let changes = t.lab.trial_dir("t.agent.0").join("changes");
+    let list: Value =
+        serde_json::from_slice(&std::fs::read(changes.join("changes.json")).unwrap()).unwrap();
+    let change = list
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["path"] == path))
+        .unwrap_or_else(|| panic!("{:?}: {path:.40}... is not among the stored changes", t.who))
+        .clone();
+    let mut files = proctor_fs::Deep::open(&changes.join("files")).unwrap();
+    let content = std::fs::read(&*files.reach(Path::new(path)).unwrap()).unwrap();
+    (list, change, content)
+}
 
 /// `proctor show RUN t.agent.0` of the trial's run: it exits 0.
 fn assert_shown(t: &Trial) -> String {
@@ -307,7 +327,7 @@ fn row3_a_folder_tree_ten_thousand_levels_deep_is_captured_graded_shown_and_resc
                 who,
                 copy,
                 false,
-                SUCCESS_DATA,
+                SUCCESS_DEEP,
                 &["mkdir -p d/e/f && echo shallow > d/e/f/bottom.txt"],
             ) else {
                 return;
@@ -325,7 +345,7 @@ fn row3_a_folder_tree_ten_thousand_levels_deep_is_captured_graded_shown_and_resc
                 who,
                 copy,
                 false,
-                SUCCESS_DATA,
+                SUCCESS_DEEP,
                 &[&deep_tree(1500)],
             ) else {
                 return;
@@ -342,31 +362,50 @@ fn row3_a_folder_tree_ten_thousand_levels_deep_is_captured_graded_shown_and_resc
             t.assert_rescored();
             assert_scratch_removed(&t);
 
-            // 10,000 levels (20 KB, past PATH_MAX): captured to where a path can name it, the
-            // rest noted; the run finishes and the trial is graded.
+            // 10,000 levels (20 KB, past PATH_MAX): captured whole too.
             let Some(t) = trial(
                 "row3-10000",
                 who,
                 copy,
                 false,
-                SUCCESS_DATA,
+                SUCCESS_DEEP,
                 &[&deep_tree(10_000)],
             ) else {
                 return;
             };
             t.assert_graded("completed");
-            assert_eq!(t.change("d")["kind"], "added");
-            let notes = t.record["capture_notes"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{who:?} copy={copy}: no capture note"));
             assert!(
-                notes
-                    .iter()
-                    .any(|n| n["path"].as_str().is_some_and(|p| p.starts_with("d/d/d/"))),
-                "{notes:?}"
+                t.record["capture_notes"].is_null(),
+                "{who:?} copy={copy}: {}",
+                t.record["capture_notes"]
             );
+            let bottom = format!("{}bottom.txt", "d/".repeat(10_000));
+            assert!(bottom.len() > 20_000);
+            let (list, change, content) = stored(&t, &bottom);
+            assert_eq!(change["kind"], "added", "{who:?} copy={copy}");
+            assert_eq!(change["size"], 4);
+            assert_eq!(
+                change["hash"].as_str(),
+                Some(blake3::hash(b"deep").to_hex().as_str())
+            );
+            assert_eq!(content, b"deep", "{who:?} copy={copy}");
+            // Every folder on the way is stored, the deepest too.
+            let deepest = format!("{}d", "d/".repeat(9_999));
+            assert_eq!(list.as_array().map(Vec::len), Some(10_001));
+            assert!(list
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["path"] == deepest.as_str() && c["dir"] == true));
+            drop(list);
+            // The record lists the file (files before folders, within its bounds).
+            assert_eq!(t.change(&bottom)["kind"], "added");
             let shown = assert_shown(&t);
-            assert!(shown.contains("completed"), "{shown}");
+            assert!(shown.contains("completed"), "{shown:.2000}");
+            assert!(
+                shown.contains("bottom.txt  (4 bytes)"),
+                "{who:?} copy={copy}: the deepest file is not shown"
+            );
             // The viewer's pages, written out as the export does.
             let (out, page) = t.lab.export_html(&t.lab.run_id(), "export.html");
             assert_eq!(out.code, 0, "{}", out.stderr);

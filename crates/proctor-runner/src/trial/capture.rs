@@ -12,7 +12,9 @@ use proctor_agents::{AgentOutput, DeniedCall};
 use proctor_sandbox::copy::{self, CopyOptions, Links};
 use proctor_sandbox::diff;
 use proctor_sandbox::IdMapping;
-use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange, Owner, ServiceEnd};
+use proctor_score::endstate::{
+    AgentEnd, ChangeKind, EndState, FileChange, Mtime, Owner, ServiceEnd,
+};
 use proctor_score::{CallRecord, ErrorKind, ServiceEvent};
 use proctor_suite::model::Service;
 
@@ -618,7 +620,7 @@ impl Layer<'_> {
         diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
         let kept = capture_changes(
             self.root,
-            &diff.changes,
+            std::mem::take(&mut diff.changes),
             &self.to,
             &unread,
             Some(disk_bound),
@@ -697,7 +699,7 @@ pub enum SpecialKind {
 /// record and a capture note.
 pub fn capture_changes(
     root: &Path,
-    changes: &[diff::Change],
+    changes: Vec<diff::Change>,
     to: &Path,
     unread: &std::collections::HashSet<PathBuf>,
     max_bytes: Option<u64>,
@@ -715,6 +717,10 @@ pub fn capture_changes(
     let mut left = max_bytes;
     // Where file contents are kept: every write resolved beneath it, through no link.
     let mut files: Option<std::io::Result<proctor_fs::Beneath>> = None;
+    // The folders' times (by their place in the list), given back once all they hold is kept.
+    let mut dir_times: Vec<(usize, Mtime)> = Vec::new();
+    // The end state read by open folders: a path past PATH_MAX is read like any other.
+    let mut deep = proctor_fs::Deep::open(root)?;
     for c in changes {
         let kind = match c.kind {
             diff::ChangeKind::Added => ChangeKind::Added,
@@ -733,12 +739,28 @@ pub fn capture_changes(
             hash: None,
             size: None,
             owner: None,
+            mtime: None,
         };
         let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
-        if live {
-            rec.owner = ids.and_then(|ids| owner_inside(&root.join(&c.path), ids));
+        // The entry, by a path the system takes whatever its length.
+        let src = if live {
+            deep.reach(&c.path).map_err(|e| e.to_string())
+        } else {
+            Err(String::new())
+        };
+        if let Ok(src) = &src {
+            rec.owner = ids.and_then(|ids| owner_inside(src, ids));
+            rec.mtime = mtime_of(src);
+            if let (true, Some(t)) = (c.entry == diff::EntryKind::Dir, rec.mtime) {
+                dir_times.push((kept.changes.len(), t));
+            }
         }
-        if live && c.entry == diff::EntryKind::File {
+        if let (true, Err(e)) = (live, &src) {
+            capture_notes.push(CaptureNote::new(
+                &rec.path,
+                format!("it could not be reached: {e}"),
+            ));
+        } else if let (diff::EntryKind::File, Ok(src)) = (c.entry, &src) {
             let kept_file = files
                 .get_or_insert_with(|| proctor_fs::Beneath::create(&to.join("files")))
                 .as_ref()
@@ -751,9 +773,9 @@ pub fn capture_changes(
                 })
                 .and_then(|files| {
                     keep_file(
-                        &root.join(&c.path),
+                        src,
                         (files, &c.path),
-                        c.mode_after,
+                        (c.mode_after, rec.mtime),
                         &mut left,
                         &mut links,
                     )
@@ -779,20 +801,69 @@ pub fn capture_changes(
                     format!("its content could not be kept: {e}"),
                 )),
             }
-        } else if live && matches!(c.entry, diff::EntryKind::Symlink | diff::EntryKind::Other) {
-            if let Some(entry) = special_entry(&root.join(&c.path), &rec.path) {
+        } else if let (diff::EntryKind::Symlink | diff::EntryKind::Other, Ok(src)) = (c.entry, &src)
+        {
+            if let Some(entry) = special_entry(src, &rec.path) {
                 special.push(entry);
             }
         }
         kept.changes.push(rec);
     }
+    if let Some(Ok(files)) = &files {
+        keep_dir_times(files, &kept.changes, &dir_times);
+    }
     if !special.is_empty() {
         proctor_store::atomic_write_json_unsynced(to.join(SPECIAL_ENTRIES), &special)
             .map_err(std::io::Error::other)?;
     }
-    proctor_store::atomic_write_json_unsynced(to.join("changes.json"), &kept.changes)
-        .map_err(std::io::Error::other)?;
+    write_json_streamed(&to.join("changes.json"), &kept.changes)?;
     Ok(kept)
+}
+
+/// Writes `value` as the store's pretty JSON (with a final newline) to `path`, atomically,
+/// serialized straight into the file: a change list of 100 MB of paths (a tree 10,000 levels
+/// deep) is not held a second time as text. (A change list holds no floating-point number,
+/// the one thing the store's own writer checks beyond this.)
+fn write_json_streamed<T: serde::Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let file = proctor_fs::AtomicFile::create(path).map_err(std::io::Error::other)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.write_all(b"\n")?;
+    out.into_inner()
+        .map_err(|e| e.into_error())?
+        .commit_unsynced()
+        .map_err(std::io::Error::other)
+}
+
+/// The modification time of the end-state entry at `src` (not followed); `None` when it
+/// cannot be read.
+fn mtime_of(src: &Path) -> Option<Mtime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(src).ok()?;
+    Some(Mtime {
+        sec: m.mtime(),
+        nsec: u32::try_from(m.mtime_nsec()).unwrap_or(0),
+    })
+}
+
+/// Gives each kept folder (of `files`; `dir_times` names them by their place in `changes`)
+/// the time its folder in the end state had, deepest first (a folder kept only to hold a
+/// change is left as it is).
+fn keep_dir_times(
+    files: &proctor_fs::Beneath,
+    changes: &[FileChange],
+    dir_times: &[(usize, Mtime)],
+) {
+    for (i, t) in dir_times.iter().rev() {
+        let Some(c) = changes.get(*i) else { continue };
+        if let Ok(fd) = files.dir(&c.exact_path()) {
+            let _ = proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&fd), (t.sec, t.nsec));
+        }
+    }
 }
 
 /// The owner of the end-state entry at `src` (not followed), as ids inside the trial whose
@@ -857,7 +928,7 @@ struct KeptFile {
 fn keep_file(
     src: &Path,
     (files, rel): (&proctor_fs::Beneath, &Path),
-    mode: Option<u32>,
+    (mode, mtime): (Option<u32>, Option<Mtime>),
     left: &mut Option<u64>,
     links: &mut Links<(PathBuf, String, u64)>,
 ) -> std::io::Result<KeptFile> {
@@ -900,6 +971,9 @@ fn keep_file(
     }
     let perm = copy::harmless_mode(mode.unwrap_or(0o644)) | 0o600;
     rustix::fs::fchmod(&output, Mode::from_raw_mode(perm))?;
+    if let Some(t) = mtime {
+        proctor_fs::times::set_mtime(std::os::fd::AsFd::as_fd(&output), (t.sec, t.nsec))?;
+    }
     let hash = copied.hash.unwrap_or_default();
     if copied.complete {
         links.remember(&meta, (rel.to_path_buf(), hash.clone(), copied.size));
@@ -1194,7 +1268,7 @@ mod tests {
         let to = dir.path().join("trial/changes");
         let list = capture_changes(
             &root,
-            &[
+            vec![
                 change("bin/run.sh", diff::ChangeKind::Added, Some(0o100755)),
                 change("notes.txt", diff::ChangeKind::Modified, Some(0o100644)),
                 change("old.txt", diff::ChangeKind::Deleted, None),
@@ -1246,7 +1320,7 @@ mod tests {
         let mut notes = Vec::new();
         let kept = capture_changes(
             &root,
-            &[
+            vec![
                 change("a.bin", diff::ChangeKind::Added, Some(0o644)),
                 change("b.bin", diff::ChangeKind::Added, Some(0o644)),
                 change("c.bin", diff::ChangeKind::Added, Some(0o644)),
@@ -1293,7 +1367,7 @@ mod tests {
         std::fs::create_dir_all(to.join("files")).unwrap();
         assert!(capture_changes(
             dir.path(),
-            &[],
+            Vec::new(),
             &to,
             &Default::default(),
             None,

@@ -511,23 +511,10 @@ fn set_times(to: &Path, m: &std::fs::Metadata) -> std::io::Result<()> {
     utimensat(CWD, to, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(std::io::Error::from)
 }
 
-/// Gives every entry of the tree `to` that the tree `from` also has (as the same kind) the
-/// times it has there, folders after what they hold: a copy of the end state keeps the times
-/// the agent left, which `make` and the like decide by.
+/// Gives every entry of the check's copy `to` that the end state `from` also has the times it
+/// has there ([`proctor_sandbox::copy::copy_times`]: by open folders, a tree of any depth).
 fn copy_times(from: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in walkdir::WalkDir::new(to).contents_first(true) {
-        let entry = entry.map_err(std::io::Error::other)?;
-        let Ok(rel) = entry.path().strip_prefix(to) else {
-            continue;
-        };
-        let Ok(m) = std::fs::symlink_metadata(from.join(rel)) else {
-            continue;
-        };
-        if m.file_type() == entry.file_type() {
-            set_times(entry.path(), &m)?;
-        }
-    }
-    Ok(())
+    proctor_sandbox::copy::copy_times(from, to)
 }
 
 /// The folder of a check's scratch that holds the layer hiding the agent's cached bytecode.

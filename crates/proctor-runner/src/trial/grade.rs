@@ -2,7 +2,7 @@
 //! Operational faults come first: those the model endpoint injected, then proctor's own notes
 //! from the trial's run. A trial's grading and a rescore's are the same code.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,8 +15,12 @@ use crate::record::{HarnessNote, NoteStage};
 /// The end-state workspace's files: changed files from the capture, the rest from the lowers.
 pub struct EndStateFiles {
     changes_dir: PathBuf,
-    changed: BTreeMap<String, ChangeKind>,
+    /// What happened to each changed path, by the BLAKE3 of the path (not a copy of it: a tree
+    /// 10,000 levels deep has 100 MB of paths).
+    changed: HashMap<[u8; 32], ChangeKind>,
     lowers: Vec<PathBuf>,
+    /// The kept files, then each lower, read by open folders (a path of any length).
+    trees: Vec<std::sync::Mutex<Option<proctor_fs::Deep>>>,
 }
 
 impl EndStateFiles {
@@ -27,16 +31,34 @@ impl EndStateFiles {
         lowers: Vec<PathBuf>,
     ) -> EndStateFiles {
         EndStateFiles {
-            changes_dir,
             // A suite names paths in UTF-8: a name that is not UTF-8 is never read through its
             // lossy text (which another, real name may spell).
             changed: changes
                 .iter()
                 .filter(|c| c.path_hex.is_none())
-                .map(|c| (c.path.clone(), c.kind))
+                .map(|c| (path_key(&c.path), c.kind))
                 .collect(),
+            trees: (0..=lowers.len())
+                .map(|_| std::sync::Mutex::new(None))
+                .collect(),
+            changes_dir,
             lowers,
         }
+    }
+
+    /// A path the system takes for `rel` in tree `i` (0: the kept files; then the lowers),
+    /// whatever its length; `None` where it cannot be reached.
+    fn at(&self, i: usize, rel: &str) -> Option<proctor_fs::Reached> {
+        let root = if i == 0 {
+            &self.changes_dir
+        } else {
+            self.lowers.get(i - 1)?
+        };
+        let mut tree = self.trees.get(i)?.lock().ok()?;
+        if tree.is_none() {
+            *tree = proctor_fs::Deep::open(root).ok();
+        }
+        tree.as_mut()?.reach(std::path::Path::new(rel)).ok()
     }
 }
 
@@ -50,17 +72,23 @@ impl EndStateFiles {
         if path.split('/').any(|c| c == "..") {
             return None;
         }
-        let read = |p: PathBuf| {
+        let read = |i: usize| {
+            let p = self.at(i, path)?;
             proctor_fs::read_bounded(&p, READ_MAX)
                 .ok()
                 .filter(|_| p.is_file())
         };
-        match self.changed.get(path) {
+        match self.changed.get(&path_key(path)) {
             Some(ChangeKind::Deleted) => None,
-            Some(_) => read(self.changes_dir.join(path)),
-            None => self.lowers.iter().find_map(|l| read(l.join(path))),
+            Some(_) => read(0),
+            None => (1..=self.lowers.len()).find_map(read),
         }
     }
+}
+
+/// The key of a path in [`EndStateFiles`]'s changes.
+fn path_key(path: &str) -> [u8; 32] {
+    *blake3::hash(path.as_bytes()).as_bytes()
 }
 
 impl Files for EndStateFiles {
@@ -70,18 +98,16 @@ impl Files for EndStateFiles {
 
     fn partial(&self, path: &str) -> Option<String> {
         // Most files are whole: known from their size and blocks, without reading them again.
-        let whole = |p: PathBuf| {
+        let whole = |p: proctor_fs::Reached| {
             use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(p)
+            std::fs::metadata(&*p)
                 .is_ok_and(|m| m.len() <= READ_MAX as u64 && m.blocks() * 512 >= m.len())
         };
-        let located = match self.changed.get(path) {
+        let located = match self.changed.get(&path_key(path)) {
             Some(ChangeKind::Deleted) => return None,
-            Some(_) => Some(self.changes_dir.join(path)),
-            None => self
-                .lowers
-                .iter()
-                .map(|l| l.join(path))
+            Some(_) => self.at(0, path),
+            None => (1..=self.lowers.len())
+                .filter_map(|i| self.at(i, path))
                 .find(|p| p.is_file()),
         };
         if located.is_none_or(whole) {

@@ -109,7 +109,7 @@ pub fn setup(
     let mut notes = Vec::new();
     record.changes = crate::trial::capture::capture_changes(
         &base,
-        &changes,
+        changes,
         &kept.join("changes"),
         &HashSet::new(),
         None,

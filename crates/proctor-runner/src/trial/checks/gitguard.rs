@@ -81,18 +81,47 @@ pub fn guarded_entries(top: &Path) -> io::Result<Vec<PathBuf>> {
         // No tree, nothing of the agent's to guard (the sandbox says so when it mounts it).
         return Ok(out);
     }
-    let mut walk = walkdir::WalkDir::new(top).min_depth(1).into_iter();
-    while let Some(entry) = walk.next() {
-        let entry = entry.map_err(io::Error::other)?;
-        let rel = entry.path().strip_prefix(top).map_err(io::Error::other)?;
-        let dir = entry.file_type().is_dir();
-        if (is_git(rel) && !dir) || guarded(rel) {
-            out.push(rel.to_path_buf());
-            if dir {
-                walk.skip_current_dir();
+    // By open folders ([`proctor_fs::beneath::walk`]): a tree of any depth, past PATH_MAX too.
+    struct Guarded<'a> {
+        rel: PathBuf,
+        out: &'a mut Vec<PathBuf>,
+    }
+    impl proctor_fs::beneath::Visit for Guarded<'_> {
+        fn entry(
+            &mut self,
+            _: std::os::fd::BorrowedFd<'_>,
+            name: &std::ffi::CStr,
+            st: &rustix::fs::Stat,
+        ) -> io::Result<proctor_fs::beneath::Step> {
+            use std::os::unix::ffi::OsStrExt;
+            let rel = self.rel.join(OsStr::from_bytes(name.to_bytes()));
+            let dir = rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir();
+            if (is_git(&rel) && !dir) || guarded(&rel) {
+                self.out.push(rel);
+                return Ok(proctor_fs::beneath::Step::Skip);
             }
+            if dir {
+                self.rel = rel;
+            }
+            Ok(proctor_fs::beneath::Step::Descend)
+        }
+        fn leave(&mut self, _: std::os::fd::BorrowedFd<'_>, _: &std::ffi::CStr) -> io::Result<()> {
+            self.rel.pop();
+            Ok(())
         }
     }
+    let top = rustix::fs::open(
+        top,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    proctor_fs::beneath::walk(
+        top,
+        &mut Guarded {
+            rel: PathBuf::new(),
+            out: &mut out,
+        },
+    )?;
     Ok(out)
 }
 
