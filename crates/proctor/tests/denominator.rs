@@ -145,7 +145,10 @@ fn folders_nested_past_path_max_are_graded_and_kept_whole() {
             .map(str::len)
             .max()
             .unwrap_or(0);
-        assert!(longest > 4096, "{who:?}: the longest kept path is {longest} bytes");
+        assert!(
+            longest > 4096,
+            "{who:?}: the longest kept path is {longest} bytes"
+        );
         let f = changes
             .iter()
             .find(|c| c["path"].as_str().is_some_and(|p| p.ends_with("/f")))
