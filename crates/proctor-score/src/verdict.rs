@@ -360,9 +360,8 @@ const READ_OPS: [&str; 9] = [
 
 /// What the agent changed of the world, described; `None` when nothing (or only what the
 /// task's `[tasks.refusal] allow_changes` allows): the workspace, the root (where the image's
-/// root is the agent's), each service's state
-/// (against the state it had when the agent started) and its event log (an `agent` event that
-/// is not a read).
+/// root is the agent's), each service's state (against the state it had when the agent
+/// started) and its event log (an `agent` event that is not a read).
 pub fn world_changes(task: &Task, end: &EndState) -> Option<String> {
     let allowed: Vec<&str> = task
         .refusal
