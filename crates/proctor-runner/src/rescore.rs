@@ -224,17 +224,44 @@ impl Rescorer<'_> {
                 end.checks.insert(run.command.clone(), run);
             }
         }
-        let files = EndStateFiles::new(changes_dir, &end.changes, lowers);
+        self.regrade(
+            record,
+            task,
+            settings.undo_window,
+            end,
+            (changes_dir, lowers),
+            image,
+        );
+        Ok(())
+    }
+
+    /// Grades the rebuilt end state (`kept`: the kept files and the start state's layers) and
+    /// puts the verdict and the bounded end state into the record.
+    fn regrade(
+        &self,
+        record: &mut TrialRecord,
+        task: &proctor_suite::model::Task,
+        undo_window: std::time::Duration,
+        mut end: proctor_score::endstate::EndState,
+        kept: (PathBuf, Vec<PathBuf>),
+        image: Option<&Arc<TrialImage>>,
+    ) {
+        let trial_dir = self
+            .run
+            .dir()
+            .join(proctor_store::TRIALS_DIR)
+            .join(&record.plan.id);
+        let files = EndStateFiles::new(kept.0, &end.changes, kept.1);
         let faults = grade::faults(&model_faults(&trial_dir), &record.harness_notes);
         let holdout = crate::trial::checks::placed_at(
-            crate::trial::checks::check_files(suite.holdout_dir(&record.plan.task).as_deref()),
+            crate::trial::checks::check_files(self.suite.holdout_dir(&record.plan.task).as_deref()),
             task.holdout_at(),
         );
         // A file the trial read through a `[diff]` converter is read through the text it kept.
         let texts = crate::trial::textdiff::Texts::kept(&trial_dir, &record.text_diffs);
         let verdict = grade::grade(
             task,
-            settings.undo_window,
+            undo_window,
             &end,
             &texts.over(&files),
             &faults,
@@ -248,7 +275,6 @@ impl Rescorer<'_> {
         end.bound_root_changes();
         end.bound_services();
         record.end_state = end;
-        Ok(())
     }
 }
 

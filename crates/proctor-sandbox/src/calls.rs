@@ -818,52 +818,16 @@ struct ChildPlan<'a> {
 /// program (executed with the agent's capabilities) and stays its init: passes signals on and
 /// exits with its status (128 + the signal when a signal ended it). Never returns.
 fn exec_child(plan: &ChildPlan) -> ! {
-    let report = |tag: u8, text: &[u8]| {
-        let mut msg = vec![tag];
-        msg.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        msg.extend_from_slice(text);
-        // SAFETY: the status descriptor is ours; a plain write of a valid buffer.
-        let _ = sys::write_all(
-            unsafe { std::os::fd::BorrowedFd::borrow_raw(plan.status) },
-            &msg,
-        );
-    };
-    let fail = |what: &str, e: std::io::Error| -> ! {
-        report(b'E', format!("{what}: {e}").as_bytes());
-        sys::exit_now(127);
-    };
-    if let Some(mnt) = plan.mnt {
-        // SAFETY: a descriptor of a mount namespace this process holds.
-        if unsafe { libc::setns(mnt, libc::CLONE_NEWNS) } != 0 {
-            fail("enter the agent's view", std::io::Error::last_os_error());
-        }
-    }
-    // A /proc of the program's own PID namespace, so that /proc/self is itself; where that
-    // cannot be, the agent's /proc stays.
-    if sys::unshare(libc::CLONE_NEWNS).is_ok() {
-        let _ = sys::mount(
-            None,
-            Path::new("/"),
-            None,
-            libc::MS_REC | libc::MS_PRIVATE,
-            None,
-        );
-        let _ = sys::mount(
-            Some(OsStr::new("proc")),
-            Path::new("/proc"),
-            Some("proc"),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            None,
-        );
-    }
+    let status = StatusPipe(plan.status);
+    enter_view(plan, status);
     // SAFETY: a directory descriptor this process holds.
     if unsafe { libc::fchdir(plan.cwd) } != 0 {
-        fail("enter its working folder", std::io::Error::last_os_error());
+        status.fail("enter its working folder", std::io::Error::last_os_error());
     }
     let cwd = std::env::current_dir()
         .map(|p| p.into_os_string().into_vec())
         .unwrap_or_default();
-    report(b'C', &cwd);
+    status.report(b'C', &cwd);
     let mut go = [0u8; 1];
     // SAFETY: reading one byte into a valid buffer.
     if unsafe { libc::read(plan.go, go.as_mut_ptr().cast(), 1) } != 1 {
@@ -883,61 +847,117 @@ fn exec_child(plan: &ChildPlan) -> ! {
     ];
     let set = match sys::block_signals(&passed) {
         Ok(set) => set,
-        Err(e) => fail("block signals", e),
+        Err(e) => status.fail("block signals", e),
     };
-    let program = match sys::fork() {
-        Ok(pid) => pid,
-        Err(e) => fail("fork", e),
-    };
-    if program != 0 {
-        // The program's stdio and the status pipe are the program's alone, and this init needs
-        // no privilege to pass signals on and wait.
-        let _ = sys::close_all_but(&[]);
-        if sys::drop_capabilities_but(sys::AGENT_CAPABILITIES).is_err() {
+    match sys::fork() {
+        Ok(0) => exec_program(plan, status),
+        Ok(program) => pass_signals_until_it_ends(program, &set),
+        Err(e) => status.fail("fork", e),
+    }
+}
+
+/// The status pipe of a call's process: what it reports to the call runner.
+#[derive(Clone, Copy)]
+struct StatusPipe(RawFd);
+
+impl StatusPipe {
+    /// Writes one message: its tag, its length and its text.
+    fn report(self, tag: u8, text: &[u8]) {
+        let mut msg = vec![tag];
+        msg.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        msg.extend_from_slice(text);
+        // SAFETY: the status descriptor is ours; a plain write of a valid buffer.
+        let _ = sys::write_all(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) }, &msg);
+    }
+
+    /// Reports what failed, and ends the process with 127.
+    fn fail(self, what: &str, e: std::io::Error) -> ! {
+        self.report(b'E', format!("{what}: {e}").as_bytes());
+        sys::exit_now(127);
+    }
+}
+
+/// Enters the agent's view of the files, with a `/proc` of the program's own PID namespace so
+/// that `/proc/self` is itself (where that cannot be, the agent's `/proc` stays).
+fn enter_view(plan: &ChildPlan, status: StatusPipe) {
+    if let Some(mnt) = plan.mnt {
+        // SAFETY: a descriptor of a mount namespace this process holds.
+        if unsafe { libc::setns(mnt, libc::CLONE_NEWNS) } != 0 {
+            status.fail("enter the agent's view", std::io::Error::last_os_error());
+        }
+    }
+    if sys::unshare(libc::CLONE_NEWNS).is_ok() {
+        let _ = sys::mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_PRIVATE,
+            None,
+        );
+        let _ = sys::mount(
+            Some(OsStr::new("proc")),
+            Path::new("/proc"),
+            Some("proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        );
+    }
+}
+
+/// The init's part once the program runs: passes the signals in `set` on to it and exits with
+/// its status (128 + the signal when a signal ended it).
+fn pass_signals_until_it_ends(program: libc::pid_t, set: &nix::sys::signal::SigSet) -> ! {
+    // The program's stdio and the status pipe are the program's alone, and this init needs no
+    // privilege to pass signals on and wait.
+    let _ = sys::close_all_but(&[]);
+    if sys::drop_capabilities_but(sys::AGENT_CAPABILITIES).is_err() {
+        sys::kill(program, libc::SIGKILL);
+        sys::exit_now(125);
+    }
+    loop {
+        let Ok(sig) = sys::wait_signal(set) else {
             sys::kill(program, libc::SIGKILL);
             sys::exit_now(125);
+        };
+        if sig != libc::SIGCHLD {
+            sys::kill(program, sig);
+            continue;
         }
-        loop {
-            let Ok(sig) = sys::wait_signal(&set) else {
-                sys::kill(program, libc::SIGKILL);
-                sys::exit_now(125);
-            };
-            if sig != libc::SIGCHLD {
-                sys::kill(program, sig);
-                continue;
-            }
-            while let Ok(Some((pid, status, _))) = sys::wait4(-1, libc::WNOHANG) {
-                if pid == program {
-                    // Its end is the call's: what is left of the namespace goes with this
-                    // process.
-                    let e = sys::decode_status(status);
-                    sys::exit_now(e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0)));
-                }
+        while let Ok(Some((pid, status, _))) = sys::wait4(-1, libc::WNOHANG) {
+            if pid == program {
+                // Its end is the call's: what is left of the namespace goes with this process.
+                let e = sys::decode_status(status);
+                sys::exit_now(e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0)));
             }
         }
     }
+}
+
+/// The program's own process: its stdio in place, every other descriptor closed but the status
+/// pipe (close-on-exec), default signals, the agent's capabilities; then the program.
+fn exec_program(plan: &ChildPlan, status: StatusPipe) -> ! {
     // Above 2 first, so that moving one onto 0..=2 never overwrites another.
     let mut high = [0; 3];
     for (i, fd) in plan.stdio.iter().enumerate() {
         // SAFETY: duplicating a descriptor this process holds.
         high[i] = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 10) };
         if high[i] < 0 {
-            fail("set up its stdio", std::io::Error::last_os_error());
+            status.fail("set up its stdio", std::io::Error::last_os_error());
         }
     }
     for (i, fd) in high.iter().enumerate() {
         // SAFETY: moving a descriptor this process holds onto 0, 1 or 2.
         if unsafe { libc::dup2(*fd, i as RawFd) } < 0 {
-            fail("set up its stdio", std::io::Error::last_os_error());
+            status.fail("set up its stdio", std::io::Error::last_os_error());
         }
     }
     if let Err(e) = sys::close_all_but(&[plan.status]) {
-        fail("close descriptors", e);
+        status.fail("close descriptors", e);
     }
     sys::reset_signals();
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
     if let Err(e) = sys::drop_capabilities_but(sys::AGENT_CAPABILITIES) {
-        fail("drop capabilities", e);
+        status.fail("drop capabilities", e);
     }
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
@@ -945,7 +965,7 @@ fn exec_child(plan: &ChildPlan) -> ! {
     envp.push(std::ptr::null());
     // SAFETY: NUL-terminated arrays of valid C strings that outlive the call.
     unsafe { libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-    fail("execute it", std::io::Error::last_os_error());
+    status.fail("execute it", std::io::Error::last_os_error());
 }
 
 /// Counts, hashes and keeps the head of one stream of a call (its stdin, stdout or stderr), as

@@ -1016,6 +1016,13 @@ fn mount_overlay(target: &Path, lowers: &[PathBuf], upper: &Path, work: &Path) -
     }
 }
 
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
 /// Err((fallback_possible, message)).
 fn mount_overlay_fsconfig(
     target: &Path,
@@ -1023,13 +1030,6 @@ fn mount_overlay_fsconfig(
     upper: &Path,
     work: &Path,
 ) -> Result<(), (bool, String)> {
-    const FSOPEN_CLOEXEC: libc::c_uint = 1;
-    const FSCONFIG_SET_FLAG: libc::c_uint = 0;
-    const FSCONFIG_SET_STRING: libc::c_uint = 1;
-    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
-
     // SAFETY: plain system call with a valid C string.
     let fd = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
     if fd < 0 {
@@ -1040,48 +1040,64 @@ fn mount_overlay_fsconfig(
     }
     // SAFETY: the kernel just returned this descriptor.
     let fs_fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let config = |cmd: libc::c_uint,
-                  key: Option<&CStr>,
-                  value: Option<&Path>|
-     -> Result<(), (bool, String)> {
-        let v = value
-            .map(sys::cstring)
-            .transpose()
-            .map_err(|e| (false, e.to_string()))?;
-        // SAFETY: valid descriptor and C strings (or nulls).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs_fd.as_raw_fd(),
-                cmd,
-                key.map_or(std::ptr::null(), |k| k.as_ptr()),
-                v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()),
-                0,
-            )
-        };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            let log = read_fs_log(&fs_fd);
-            let what = match (key, value) {
-                (Some(k), Some(v)) => format!("overlay {}={}", k.to_string_lossy(), v.display()),
-                (Some(k), None) => format!("overlay {}", k.to_string_lossy()),
-                _ => "overlay mount".to_owned(),
-            };
-            // An unknown "lowerdir+" key (kernel < 6.8) means: use the legacy mount instead.
-            let fallback = key == Some(c"lowerdir+") && err.raw_os_error() == Some(libc::EINVAL);
-            return Err((fallback, format!("{what}: {err}{log}")));
-        }
-        Ok(())
+    config_layers(&fs_fd, lowers, upper, work)?;
+    fs_config(&fs_fd, FSCONFIG_SET_FLAG, Some(c"userxattr"), None)?;
+    fs_config(&fs_fd, FSCONFIG_CMD_CREATE, None, None)?;
+    attach(&fs_fd, target)
+}
+
+/// One `fsconfig` call on the overlay being made; Err((fallback_possible, message)).
+fn fs_config(
+    fs_fd: &OwnedFd,
+    cmd: libc::c_uint,
+    key: Option<&CStr>,
+    value: Option<&Path>,
+) -> Result<(), (bool, String)> {
+    let v = value
+        .map(sys::cstring)
+        .transpose()
+        .map_err(|e| (false, e.to_string()))?;
+    // SAFETY: valid descriptor and C strings (or nulls).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs_fd.as_raw_fd(),
+            cmd,
+            key.map_or(std::ptr::null(), |k| k.as_ptr()),
+            v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()),
+            0,
+        )
     };
-    // Each layer is named from inside it ("."): the kernel resolves the name when it is given
-    // and shows it, as given, in the mount table a trial can read, so the host paths of the
-    // fixture, the store, the image cache and the scratch never appear there.
+    if r < 0 {
+        let err = std::io::Error::last_os_error();
+        let log = read_fs_log(fs_fd);
+        let what = match (key, value) {
+            (Some(k), Some(v)) => format!("overlay {}={}", k.to_string_lossy(), v.display()),
+            (Some(k), None) => format!("overlay {}", k.to_string_lossy()),
+            _ => "overlay mount".to_owned(),
+        };
+        // An unknown "lowerdir+" key (kernel < 6.8) means: use the legacy mount instead.
+        let fallback = key == Some(c"lowerdir+") && err.raw_os_error() == Some(libc::EINVAL);
+        return Err((fallback, format!("{what}: {err}{log}")));
+    }
+    Ok(())
+}
+
+/// Gives the overlay its layers. Each is named from inside it ("."): the kernel resolves the
+/// name when it is given and shows it, as given, in the mount table a trial can read, so the
+/// host paths of the fixture, the store, the image cache and the scratch never appear there.
+fn config_layers(
+    fs_fd: &OwnedFd,
+    lowers: &[PathBuf],
+    upper: &Path,
+    work: &Path,
+) -> Result<(), (bool, String)> {
     let back =
         std::fs::File::open(".").map_err(|e| (false, format!("open the working folder: {e}")))?;
     let layer = |key: &CStr, dir: &Path| {
         std::env::set_current_dir(dir)
             .map_err(|e| (false, format!("enter the layer {}: {e}", dir.display())))?;
-        config(FSCONFIG_SET_STRING, Some(key), Some(Path::new(".")))
+        fs_config(fs_fd, FSCONFIG_SET_STRING, Some(key), Some(Path::new(".")))
             .map_err(|(fallback, e)| (fallback, format!("{e} (the layer {})", dir.display())))
     };
     let layered = lowers
@@ -1101,10 +1117,13 @@ fn mount_overlay_fsconfig(
             ),
         ));
     }
-    config(FSCONFIG_SET_FLAG, Some(c"userxattr"), None)?;
-    config(FSCONFIG_CMD_CREATE, None, None)?;
-    // SAFETY: valid descriptor.
+    Ok(())
+}
+
+/// Makes the configured overlay a mount and attaches it at `target`.
+fn attach(fs_fd: &OwnedFd, target: &Path) -> Result<(), (bool, String)> {
     let attrs = (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) as libc::c_uint;
+    // SAFETY: valid descriptor.
     let m = unsafe { libc::syscall(libc::SYS_fsmount, fs_fd.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
     if m < 0 {
         return Err((

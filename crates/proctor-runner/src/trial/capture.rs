@@ -722,26 +722,8 @@ pub fn capture_changes(
     // The end state read by open folders: a path past PATH_MAX is read like any other.
     let mut deep = proctor_fs::Deep::open(root)?;
     for c in changes {
-        let kind = match c.kind {
-            diff::ChangeKind::Added => ChangeKind::Added,
-            diff::ChangeKind::Modified => ChangeKind::Changed,
-            diff::ChangeKind::ModeChanged => ChangeKind::ModeChanged,
-            diff::ChangeKind::Deleted => ChangeKind::Deleted,
-        };
-        let mut rec = FileChange {
-            // On Linux `/` is the only separator: a backslash is a byte of the name, kept.
-            path: c.path.to_string_lossy().into_owned(),
-            // A name that is not UTF-8 keeps its exact bytes too.
-            path_hex: FileChange::hex_of(&c.path),
-            kind,
-            dir: c.entry == diff::EntryKind::Dir,
-            mode: c.mode_after,
-            hash: None,
-            size: None,
-            owner: None,
-            mtime: None,
-        };
-        let live = kind != ChangeKind::Deleted && !unread.contains(&c.path);
+        let mut rec = change_record(&c);
+        let live = rec.kind != ChangeKind::Deleted && !unread.contains(&c.path);
         // The entry, by a path the system takes whatever its length.
         let src = if live {
             deep.reach(&c.path).map_err(|e| e.to_string())
@@ -780,27 +762,7 @@ pub fn capture_changes(
                         &mut links,
                     )
                 });
-            match kept_file {
-                Ok(k) => {
-                    if !k.complete {
-                        kept.bound_reached = true;
-                        capture_notes.push(CaptureNote::new(
-                            &rec.path,
-                            format!(
-                                "kept as its first {} bytes of {}: the captured changes reached the trial's disk bound (disk_mb)",
-                                k.kept_bytes, k.size
-                            ),
-                        ));
-                    }
-                    rec.hash = Some(k.hash);
-                    rec.size = Some(k.size);
-                }
-                Err(e) if proctor_store::is_out_of_space(&e) => return Err(e),
-                Err(e) => capture_notes.push(CaptureNote::new(
-                    &rec.path,
-                    format!("its content could not be kept: {e}"),
-                )),
-            }
+            record_kept_file(kept_file, &mut rec, &mut kept.bound_reached, capture_notes)?;
         } else if let (diff::EntryKind::Symlink | diff::EntryKind::Other, Ok(src)) = (c.entry, &src)
         {
             if let Some(entry) = special_entry(src, &rec.path) {
@@ -818,6 +780,62 @@ pub fn capture_changes(
     }
     write_json_streamed(&to.join("changes.json"), &kept.changes)?;
     Ok(kept)
+}
+
+/// The record of one change of the diff, before anything of its content is read.
+fn change_record(c: &diff::Change) -> FileChange {
+    let kind = match c.kind {
+        diff::ChangeKind::Added => ChangeKind::Added,
+        diff::ChangeKind::Modified => ChangeKind::Changed,
+        diff::ChangeKind::ModeChanged => ChangeKind::ModeChanged,
+        diff::ChangeKind::Deleted => ChangeKind::Deleted,
+    };
+    FileChange {
+        // On Linux `/` is the only separator: a backslash is a byte of the name, kept.
+        path: c.path.to_string_lossy().into_owned(),
+        // A name that is not UTF-8 keeps its exact bytes too.
+        path_hex: FileChange::hex_of(&c.path),
+        kind,
+        dir: c.entry == diff::EntryKind::Dir,
+        mode: c.mode_after,
+        hash: None,
+        size: None,
+        owner: None,
+        mtime: None,
+    }
+}
+
+/// Puts what keeping a file's content gave into its record: its hash and size, and a capture
+/// note where the disk bound cut it (`bound_reached` set) or it could not be kept. A full store
+/// is the one error given back: the trial's evidence would be incomplete.
+fn record_kept_file(
+    kept_file: std::io::Result<KeptFile>,
+    rec: &mut FileChange,
+    bound_reached: &mut bool,
+    capture_notes: &mut Vec<CaptureNote>,
+) -> std::io::Result<()> {
+    match kept_file {
+        Ok(k) => {
+            if !k.complete {
+                *bound_reached = true;
+                capture_notes.push(CaptureNote::new(
+                    &rec.path,
+                    format!(
+                        "kept as its first {} bytes of {}: the captured changes reached the trial's disk bound (disk_mb)",
+                        k.kept_bytes, k.size
+                    ),
+                ));
+            }
+            rec.hash = Some(k.hash);
+            rec.size = Some(k.size);
+        }
+        Err(e) if proctor_store::is_out_of_space(&e) => return Err(e),
+        Err(e) => capture_notes.push(CaptureNote::new(
+            &rec.path,
+            format!("its content could not be kept: {e}"),
+        )),
+    }
+    Ok(())
 }
 
 /// Writes `value` as the store's pretty JSON (with a final newline) to `path`, atomically,
