@@ -856,7 +856,10 @@ pub fn compare(c: &ComparePage) -> String {
             " unmatched trial(s) · a verdict needs graded n ≥ " (cmp.underpowered_below)
             " in both arms, else it is " b { "underpowered" }
         }
-        p class="note" { "Differences are B − A over matched pairs graded in both arms. No p-values, no confidence intervals." }
+        p class="note" {
+            "Differences are B − A over matched pairs graded in both arms. A direction (better, worse) needs the pairs that differ lopsided beyond what fair coin flips give: at least K of N on one side (the exact two-sided sign test at 5%); anything less is "
+            b { "no clear difference" } ", and 5 or fewer differing pairs is " b { "underpowered" } ". No p-values, no confidence intervals."
+        }
         // The tasks only one arm ran: in no number of the page, and why.
         @if !cmp.left_out.is_empty() {
             ul class="note" id="left-out" {
@@ -933,6 +936,7 @@ fn verdicts(scopes: &[(&str, &ComparisonCell)]) -> Markup {
                 proctor_report::ComparisonVerdict::Better => "good",
                 proctor_report::ComparisonVerdict::Worse => "bad",
                 proctor_report::ComparisonVerdict::Same => "other",
+                proctor_report::ComparisonVerdict::NoClearDifference => "other",
             };
             tr {
                 td { (task) }
@@ -988,6 +992,7 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
             "B − A",
             "Relative",
             "Pairs",
+            "B above vs below A",
             "Assessment",
         ],
         rows,
@@ -996,7 +1001,7 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
 
 /// One matched difference's row.
 fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
-    let assessment = assessment_label(c.assessment);
+    let assessment = c.assessment.as_str();
     let is_rate = matches!(quantity, "success" | "failure");
     let relative = if c.relative_unbounded {
         "unbounded (from 0)".to_string()
@@ -1004,7 +1009,7 @@ fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
         quantity_value(c.relative, true, true).replace(" points", "%")
     };
     html! {
-        tr data-assessment=(assessment) {
+        tr data-assessment=(assessment_value(c.assessment)) {
             td { (task) }
             td { (quantity) }
             td { (quantity_value(c.a, is_rate, false)) }
@@ -1012,17 +1017,22 @@ fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
             td { (quantity_value(c.difference, is_rate, true)) }
             td { (relative) }
             td { (c.n) }
+            td {
+                (c.b_higher) " vs " (c.b_lower)
+                @if let Some(k) = c.needs { " (needs " (k) ")" }
+            }
             td { (assessment) }
         }
     }
 }
 
-/// An assessment as the comparison's JSON spells it (`not_measured`).
-fn assessment_label(a: proctor_report::Assessment) -> &'static str {
-    match a {
-        proctor_report::Assessment::NotMeasured => "not_measured",
-        a => a.as_str(),
-    }
+/// An assessment as the comparison's JSON spells it (`not_measured`, `no_clear_difference`),
+/// for the row's `data-assessment`; the cell shows it in words, as the CLI's text does.
+fn assessment_value(a: proctor_report::Assessment) -> String {
+    serde_json::to_value(a)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// A compared quantity: `–` when not measured; a rate as a percentage (a difference of rates in

@@ -419,6 +419,10 @@ fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
         (None, true) => "unbounded (from 0)".to_string(),
         (None, false) => "-".to_string(),
     };
+    let signs = match c.needs {
+        Some(k) => format!("{} vs {} (needs {k})", c.b_higher, c.b_lower),
+        None => format!("{} vs {}", c.b_higher, c.b_lower),
+    };
     vec![
         name.to_string(),
         change_value(c.a, rate),
@@ -426,6 +430,7 @@ fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
         diff,
         rel,
         c.n.to_string(),
+        signs,
         c.assessment.as_str().to_string(),
     ]
 }
@@ -449,9 +454,10 @@ pub(crate) fn comparison(c: &Comparison) -> Vec<Block> {
         ),
         comparison_summary(c),
         Block::Para(
-            "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns. \
-Below the power threshold a difference of one or two calls, or under 30% in tokens, is noise. \
-No p-values, no confidence intervals."
+            "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns (when success is the same). \
+A direction (better, worse) needs the pairs that differ lopsided beyond what fair coin flips give: at least K of N on one side, \
+K from the exact two-sided sign test at 5% (docs/metrics.md has the table); anything less is `no clear difference`, \
+and 5 or fewer differing pairs is `underpowered`. No p-values, no confidence intervals."
                 .into(),
         ),
     ];
@@ -588,6 +594,7 @@ fn differences_table(rows: &CellRows) -> Table {
         "B - A",
         "relative",
         "pairs",
+        "B above vs below A",
         "assessment",
     ]);
     for (name, cell) in rows {
