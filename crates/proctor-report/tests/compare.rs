@@ -783,6 +783,7 @@ fn equal_arms_over_many_seeds_are_rarely_called_different() {
         }
     }
     let rate = f64::from(called) / total as f64;
+    eprintln!("equal arms called different: {called} of {total}; no clear difference: {no_clear}");
     assert!(
         rate <= 0.06,
         "{called} of {total} equal comparisons called different"
@@ -899,4 +900,39 @@ fn a_difference_within_noise_is_no_clear_difference_with_the_counts() {
             "{a_only} vs {b_only}"
         );
     }
+}
+
+#[test]
+fn the_sign_test_table_in_docs_is_the_codes() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md"),
+    )
+    .unwrap();
+    let start = doc.find("<!-- sign-test-table").expect("the table's marker");
+    let end = doc.find("<!-- /sign-test-table -->").expect("the table's end marker");
+    let rows: Vec<(u64, u64, u64)> = doc[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit()))
+        .map(|l| {
+            let cells: Vec<u64> = l
+                .split('|')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| c.parse().unwrap())
+                .collect();
+            (cells[0], cells[1], cells[2])
+        })
+        .collect();
+    let expected: Vec<(u64, u64, u64)> = (6..=30)
+        .map(|n| {
+            let k = proctor_report::stats::sign_test_critical(n).unwrap();
+            (n, k, n - k)
+        })
+        .collect();
+    assert_eq!(rows, expected);
+    // And the figures the text gives beyond the table.
+    assert!(doc.contains("N = 50 needs 33, N = 100 needs 61"));
+    assert_eq!(proctor_report::stats::sign_test_critical(50), Some(33));
+    assert_eq!(proctor_report::stats::sign_test_critical(100), Some(61));
+    assert_eq!(proctor_report::stats::sign_test_critical(5), None);
 }
