@@ -585,6 +585,10 @@ pub struct Comparison {
     pub underpowered_below: u32,
     /// The largest k of pass@k and pass^k: the smallest graded trials per task of either arm.
     pub pass_k_max: u32,
+    /// How many of the largest k values are left out of every `pass_at_k` and `pass_pow_k`
+    /// (`compare --pass-k-max`): they list k = 1..=`pass_k_max` − this. Absent when none is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pass_k_left_out: u32,
     /// Matched pairs.
     pub matched: u64,
     /// Trials with no partner in the other arm; in no number of the comparison.
@@ -603,6 +607,31 @@ pub struct Comparison {
     pub pairs: Vec<MatchedPair>,
     /// Per task, in the order first seen in arm A.
     pub tasks: Vec<TaskComparison>,
+}
+
+/// How many values of k `compare` lists by default (`--pass-k-max`): pass@1..pass@5 and
+/// pass^1..pass^5 per task and overall.
+pub const DEFAULT_PASS_K_SHOWN: u32 = 5;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Comparison {
+    /// Lists pass@k and pass^k only for k ≤ `k`, and records how many values of k are left
+    /// out (`pass_k_left_out`). The other numbers are untouched.
+    pub fn cap_pass_k(&mut self, k: u32) {
+        let shown = k.min(self.pass_k_max);
+        self.pass_k_left_out = self.pass_k_max - shown;
+        let cells = std::iter::once(&mut self.overall)
+            .chain(self.tasks.iter_mut().map(|t| &mut t.comparison));
+        for cell in cells {
+            for arm in [&mut cell.a, &mut cell.b] {
+                arm.pass_at_k.retain(|p| p.k <= shown);
+                arm.pass_pow_k.retain(|p| p.k <= shown);
+            }
+        }
+    }
 }
 
 type Key<'a> = (&'a str, u32);
@@ -707,6 +736,7 @@ pub fn compare(
         b: info_b,
         underpowered_below: opts.underpowered_below,
         pass_k_max,
+        pass_k_left_out: 0,
         matched: pairs.len() as u64,
         unmatched,
         left_out,

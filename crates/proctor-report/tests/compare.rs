@@ -908,8 +908,12 @@ fn the_sign_test_table_in_docs_is_the_codes() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md"),
     )
     .unwrap();
-    let start = doc.find("<!-- sign-test-table").expect("the table's marker");
-    let end = doc.find("<!-- /sign-test-table -->").expect("the table's end marker");
+    let start = doc
+        .find("<!-- sign-test-table")
+        .expect("the table's marker");
+    let end = doc
+        .find("<!-- /sign-test-table -->")
+        .expect("the table's end marker");
     let rows: Vec<(u64, u64, u64)> = doc[start..end]
         .lines()
         .filter(|l| l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit()))

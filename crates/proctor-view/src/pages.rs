@@ -487,6 +487,7 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
             " · " (outcome(s.outcome)) " · " (format!("{:.2}", s.wall_seconds)) "s wall"
         }
         p class="reason" { (s.reason.as_deref().unwrap_or("")) }
+        (mutation_and_findings(r))
         (trial_scoring(t))
         (limit_and_capture_notes(r))
         @for (id, title, html) in sections {
@@ -496,6 +497,34 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
         }
         @for (title, v) in details {
             details { summary { (heading(h2, None, html! { (title) })) } (v) }
+        }
+    }
+}
+
+/// The hidden mutation the trial ran against, and the integrity audit's findings (what made it
+/// `wrong`, the flags beside its outcome, what the task accepted): what `show RUN TRIAL` prints
+/// under the reason, with the same labels and words.
+fn mutation_and_findings(r: &TrialRecord) -> Markup {
+    let findings = r
+        .verdict
+        .as_ref()
+        .map_or(&[][..], |v| v.integrity.findings.as_slice());
+    html! {
+        @if let Some(m) = &r.plan.mutation {
+            p class="mutation" data-field="mutation" {
+                "Hidden mutation: " code { (m.name) } " (" (m.hash.get(..12).unwrap_or_default()) "…)"
+            }
+        }
+        @if !findings.is_empty() {
+            ul class="findings" data-field="integrity" {
+                @for f in findings {
+                    @let class = match f.label() { "flagged" | "integrity" => "bad", _ => "void" };
+                    li data-label=(f.label()) {
+                        span class={ "badge " (class) } { (f.label()) } " " (f.describe())
+                        @if let Some(c) = &f.check { " (check " code { (c) } ")" }
+                    }
+                }
+            }
         }
     }
 }

@@ -75,7 +75,11 @@ fn compare(lab: &Lab, variants: &str, json: bool) -> (i32, String) {
         args.extend(["--format", "json"]);
     }
     let out = lab.proctor(As::Me, &args);
-    assert!(out.stderr.contains("scored by the run itself"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("scored by the run itself"),
+        "{}",
+        out.stderr
+    );
     (out.code, out.stdout)
 }
 

@@ -484,7 +484,7 @@ and 5 or fewer differing pairs is `underpowered`. No p-values, no confidence int
     out.push(Block::Heading(2, "Matched differences (B - A)".into()));
     out.push(Block::Table(differences_table(&rows)));
     out.push(Block::Heading(2, "pass@k and pass^k".into()));
-    out.extend(pass_k_blocks(c.pass_k_max, &rows));
+    out.extend(pass_k_blocks(c.pass_k_max, c.pass_k_left_out, &rows));
     out.push(Block::Heading(
         2,
         "Every rate per arm (matched trials)".into(),
@@ -615,15 +615,23 @@ fn differences_table(rows: &CellRows) -> Table {
 
 /// pass@k and pass^k per cell for k = 1..`k_max`, with how they are estimated; or why they are
 /// not.
-fn pass_k_blocks(k_max: u32, rows: &CellRows) -> Vec<Block> {
+fn pass_k_blocks(k_max: u32, left_out: u32, rows: &CellRows) -> Vec<Block> {
     if k_max == 0 {
         return vec![Block::Para(
             "No task was graded in both arms: pass@k is not estimated.".into(),
         )];
     }
+    let shown = k_max - left_out.min(k_max);
+    let cut = match left_out {
+        0 => String::new(),
+        n => format!(
+            " Shown for k = 1..{shown}: {n} value(s) of k (k = {}..{k_max}) left out; `--pass-k-max {k_max}` lists them all.",
+            shown + 1
+        ),
+    };
     let explanation = Block::Para(format!(
         "k = 1..{} (the fewest graded trials of a task in either arm). pass@k = 1 - C(n-c,k)/C(n,k) (unbiased); \
-pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.",
+pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.{cut}",
         k_max
     ));
     let mut t = Table::new(&[
