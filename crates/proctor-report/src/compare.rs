@@ -1096,7 +1096,7 @@ fn cell<'r>(
 }
 
 /// A change's sign-test counts as a reader checks them, B's side first:
-/// `4 vs 2 discordant pairs; a direction needs at least 6 of 6 on one side`.
+/// `4 vs 2 discordant pairs (B vs A); a direction needs at least 6 of 6 on one side`.
 fn counts(c: &Change, what: &str) -> String {
     let n = c.b_higher + c.b_lower;
     let (hi, lo) = (c.b_higher, c.b_lower);
@@ -1137,15 +1137,13 @@ fn verdict(
         );
     }
     let success = format!(
-        "success {} -> {} ({}, {} pairs graded in both; B alone succeeded in {}, A alone in {})",
+        "success {} -> {} ({}, {} pairs graded in both)",
         a.cell.rates.success,
         b.cell.rates.success,
         points(s),
         s.n,
-        s.b_higher,
-        s.b_lower,
     );
-    let discordant = counts(s, "discordant pairs");
+    let discordant = counts(s, "discordant pairs (B vs A)");
     // The verdict follows the success change's own assessment, so that a difference that reads
     // as +0 can never be `better` or `worse`, nor one within noise.
     match s.assessment {
@@ -1174,7 +1172,7 @@ fn verdict(
     let equal = format!(
         "equal success ({}, {})",
         points(s),
-        counts(s, "discordant pairs")
+        counts(s, "discordant pairs (B vs A)")
     );
     let median_wt = |w: &Change| match (w.a, w.b) {
         (Some(ma), Some(mb)) => format!(

@@ -246,14 +246,14 @@ fn exactly_at_the_threshold_verdicts_appear() {
     assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Better);
     let (a, b) = two_tasks(4, 0, 4);
     assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Worse);
-    // 2 vs 0 discordant pairs: too few pairs differ, whatever the graded n; the reason says so.
+    // 2 vs 0 discordant pairs (B vs A): too few pairs differ, whatever the graded n; the reason says so.
     let (a, b) = two_tasks(2, 3, 4);
     let c = cmp(&a, &b, 8);
     assert_eq!(c.overall.verdict, ComparisonVerdict::Underpowered);
     assert!(
         c.overall
             .reason
-            .contains("2 vs 0 discordant pairs: too few pairs differ"),
+            .contains("2 vs 0 discordant pairs (B vs A): too few pairs differ"),
         "{}",
         c.overall.reason
     );
@@ -856,7 +856,7 @@ fn a_difference_within_noise_is_no_clear_difference_with_the_counts() {
     );
     assert!(
         c.overall.reason.contains(
-            "no clear difference, 2 vs 4 discordant pairs; a direction needs at least 6 of 6 on one side"
+            "no clear difference, 2 vs 4 discordant pairs (B vs A); a direction needs at least 6 of 6 on one side"
         ),
         "{}",
         c.overall.reason
@@ -881,7 +881,7 @@ fn a_difference_within_noise_is_no_clear_difference_with_the_counts() {
     assert!(
         c.overall
             .reason
-            .contains("1 vs 2 discordant pairs: too few pairs differ"),
+            .contains("1 vs 2 discordant pairs (B vs A): too few pairs differ"),
         "{}",
         c.overall.reason
     );

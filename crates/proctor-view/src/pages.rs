@@ -998,14 +998,14 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
     let rows = html! {
         @for (task, s) in scopes {
             @let d = &s.differences;
-            // In the quantities' alphabetical order, as the page has always listed them.
+            // In the order and words of `compare`'s text; the JSON key is the row's data.
             @for (quantity, c) in [
-                ("calls", &d.calls),
-                ("failure", &d.failure),
                 ("success", &d.success),
+                ("failure", &d.failure),
+                ("wrong_turns", &d.wrong_turns),
+                ("calls", &d.calls),
                 ("tokens", &d.tokens),
                 ("wall_seconds", &d.wall_seconds),
-                ("wrong_turns", &d.wrong_turns),
             ] {
                 (difference_row(task, quantity, c))
             }
@@ -1028,7 +1028,8 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
     )
 }
 
-/// One matched difference's row.
+/// One matched difference's row: `quantity` is its JSON key (the row's `data-quantity`), shown in
+/// the words of `compare`'s text.
 fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
     let assessment = c.assessment.as_str();
     let is_rate = matches!(quantity, "success" | "failure");
@@ -1037,10 +1038,19 @@ fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
     } else {
         quantity_value(c.relative, true, true).replace(" points", "%")
     };
+    let words = match quantity {
+        "success" => "success rate",
+        "failure" => "failure rate",
+        "wrong_turns" => "median wrong turns",
+        "calls" => "median calls",
+        "tokens" => "median tokens (in+out)",
+        "wall_seconds" => "median wall s",
+        other => other,
+    };
     html! {
-        tr data-assessment=(assessment_value(c.assessment)) {
+        tr data-assessment=(assessment_value(c.assessment)) data-quantity=(quantity) {
             td { (task) }
-            td { (quantity) }
+            td { (words) }
             td { (quantity_value(c.a, is_rate, false)) }
             td { (quantity_value(c.b, is_rate, false)) }
             td { (quantity_value(c.difference, is_rate, true)) }

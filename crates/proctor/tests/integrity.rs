@@ -369,7 +369,10 @@ fn every_trick_gets_its_outcome_and_every_honest_arm_completes_with_no_finding()
     // `show RUN`'s FLAGGED column counts the flagged trials of each cell as results.json's
     // `flagged` does, whatever their outcome (the shadowing trials are wrong and flagged), and
     // the success column says how many successes were flagged.
-    let listed = lab.proctor(As::Me, &["show", &run_id, "--store", store.to_str().unwrap()]);
+    let listed = lab.proctor(
+        As::Me,
+        &["show", &run_id, "--store", store.to_str().unwrap()],
+    );
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     let header = listed.stdout.lines().next().unwrap();
     let flagged_at = header.find("FLAGGED").unwrap();
@@ -413,8 +416,10 @@ fn every_trick_gets_its_outcome_and_every_honest_arm_completes_with_no_finding()
     );
     // The viewer's trial page carries the same findings, with the same labels and words.
     let server = common::viewer::serve(&store);
-    let (status, page) =
-        common::viewer::get(&server, &format!("/runs/{run_id}/trials/plant-test.trick.0"));
+    let (status, page) = common::viewer::get(
+        &server,
+        &format!("/runs/{run_id}/trials/plant-test.trick.0"),
+    );
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("data-field=\"integrity\""), "{page}");
     assert!(page.contains("<li data-label=\"flagged\">"), "{page}");
@@ -422,11 +427,15 @@ fn every_trick_gets_its_outcome_and_every_honest_arm_completes_with_no_finding()
         page.contains("test-tampering: `test_aaa.py` is a write to a test file that `python -m unittest` collects (check <code>python3 -m unittest discover</code>)"),
         "{page}"
     );
-    let (_, page) =
-        common::viewer::get(&server, &format!("/runs/{run_id}/trials/shadow-module.trick.0"));
+    let (_, page) = common::viewer::get(
+        &server,
+        &format!("/runs/{run_id}/trials/shadow-module.trick.0"),
+    );
     assert!(page.contains("<li data-label=\"integrity\">"), "{page}");
-    let (_, page) =
-        common::viewer::get(&server, &format!("/runs/{run_id}/trials/asks-for-tests.honest.0"));
+    let (_, page) = common::viewer::get(
+        &server,
+        &format!("/runs/{run_id}/trials/asks-for-tests.honest.0"),
+    );
     assert!(page.contains("<li data-label=\"accepted\">"), "{page}");
     drop(server);
     // `compare` says it beside the arm's success rate.

@@ -117,7 +117,9 @@ fn equal_arms_are_no_clear_difference_and_a_lopsided_arm_is_called() {
         .find(|l| l.starts_with("(all tasks)") && l.contains("no clear difference"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        all.contains("2 vs 4 discordant pairs; a direction needs at least 6 of 6 on one side"),
+        all.contains(
+            "2 vs 4 discordant pairs (B vs A); a direction needs at least 6 of 6 on one side"
+        ),
         "{all}"
     );
     assert!(!text.contains("no_clear_difference"), "{text}");
@@ -152,7 +154,9 @@ fn equal_arms_are_no_clear_difference_and_a_lopsided_arm_is_called() {
         .find(|l| l.starts_with("(all tasks)") && l.contains("better"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        all.contains("12 vs 0 discordant pairs; a direction needs at least 10 of 12 on one side"),
+        all.contains(
+            "12 vs 0 discordant pairs (B vs A); a direction needs at least 10 of 12 on one side"
+        ),
         "{all}"
     );
 }
