@@ -813,7 +813,7 @@ fn a_lopsided_arm_is_always_called() {
         assert!(c
             .overall
             .reason
-            .contains("discordant pairs; a direction needs at least"));
+            .contains("discordant pairs (B vs A); a direction needs at least"));
         assert_eq!(cmp(&b, &a, 8).overall.verdict, ComparisonVerdict::Worse);
     }
 }
