@@ -1,7 +1,8 @@
 //! No verdict from noise, end to end through the real binary: two scripted variants equally
 //! good on a suite (each wins some tasks the other loses) are `no clear difference` with the
-//! counts, never better or worse, and `compare` exits 0; a lopsided variant is `better` (and
-//! the other way round `worse`). docs/metrics.md has the rule and its table.
+//! counts, never better or worse, and `compare` exits 0, and the viewer shows it in the neutral
+//! colour of `same`; a lopsided variant is `better` (and the other way round `worse`).
+//! docs/metrics.md has the rule and its table.
 
 mod common;
 
@@ -132,6 +133,27 @@ fn equal_arms_are_no_clear_difference_and_a_lopsided_arm_is_called() {
     for word in [" better ", " worse "] {
         assert!(!verdicts.contains(word), "{verdicts}");
     }
+
+    // The viewer's compare page: the same verdict in words, in the neutral colour of `same`
+    // (never red), with the counts.
+    let run = lab.run_id();
+    let server = common::viewer::serve(&lab.store());
+    let (status, page) =
+        common::viewer::get(&server, &format!("/compare?a={run}/control&b={run}/peer"));
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("<span class=\"badge other\">no clear difference</span>"),
+        "{page}"
+    );
+    assert!(!page.contains("badge bad"), "{page}");
+    assert!(page.contains("2 vs 4 (needs 6)"), "{page}");
+    let (_, page) =
+        common::viewer::get(&server, &format!("/compare?a={run}/strong&b={run}/control"));
+    assert!(
+        page.contains("<span class=\"badge bad\">worse</span>"),
+        "{page}"
+    );
+    drop(server);
 
     // Control against strong: 6 vs 0 discordant pairs, 6 of 6: better; and the other way round
     // worse.
