@@ -26,7 +26,7 @@ pub use aggregate::{
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
     ComparisonCell, ComparisonVerdict, Differences, Discordance, LeftOutTask, MatchedPair,
-    PairTrial, PassK, Side, TaskComparison, Unmatched,
+    PairTrial, PassK, Side, TaskComparison, Unmatched, DEFAULT_PASS_K_SHOWN,
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};

@@ -108,6 +108,10 @@ pub struct CellView {
     pub wrong_turns: Summary,
     /// Successes the integrity audit flagged (0 when the report lacks the cell).
     pub flagged_successes: u64,
+    /// Graded trials the integrity audit flagged (test tampering, an early exit), whatever
+    /// their outcome: the report cell's `flagged`, as results.json counts it (0 when the
+    /// report lacks the cell).
+    pub flagged: u64,
     /// Trials by outcome.
     pub outcomes: OutcomeTally,
 }
@@ -187,6 +191,7 @@ fn cells(
                 completed: Rate::new(completed, graded),
                 wrong_turns,
                 flagged_successes: cell.map_or(0, |c| c.flagged_successes),
+                flagged: cell.map_or(0, |c| c.flagged),
                 outcomes: counts,
                 task: key.0,
                 variant: key.1,
@@ -265,6 +270,8 @@ struct ReportCell {
     success: Option<proctor_report::Rate>,
     /// The successes the integrity audit flagged.
     flagged_successes: u64,
+    /// The graded trials the integrity audit flagged, whatever their outcome.
+    flagged: u64,
 }
 
 /// Each (task, variant) cell's task success and flagged successes, from the report of
@@ -290,6 +297,7 @@ fn report_cells(
                 ReportCell {
                     success: Some(t.cell.rates.success),
                     flagged_successes: t.cell.flagged_successes,
+                    flagged: t.cell.flagged,
                 },
             );
         }

@@ -26,6 +26,8 @@ pub struct CompareArgs<'a> {
     pub variant: Option<&'a str>,
     /// Apply the promotion gates.
     pub gate: bool,
+    /// List pass@k and pass^k for k up to this.
+    pub pass_k_max: u32,
     /// Write the gates as a JUnit XML report here.
     pub junit: Option<&'a Path>,
     /// Output format.
@@ -44,7 +46,8 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
         scoring: args.scoring,
     };
     let arms = comparison::arms(&store, &request)?;
-    let comparison = comparison::comparison(&arms)?;
+    let mut comparison = comparison::comparison(&arms)?;
+    comparison.cap_pass_k(args.pass_k_max);
     let gates = if args.gate {
         Some(comparison::gates(&arms)?)
     } else {
