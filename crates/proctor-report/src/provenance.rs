@@ -49,9 +49,7 @@ impl WarningKind {
     pub fn mixes_runs(self) -> bool {
         matches!(
             self,
-            WarningKind::RunsLeftOut
-                | WarningKind::DifferentRules
-                | WarningKind::DifferentSuiteRun
+            WarningKind::RunsLeftOut | WarningKind::DifferentRules | WarningKind::DifferentSuiteRun
         )
     }
 }
@@ -125,7 +123,9 @@ impl SuiteDifference {
     fn phrase(&self) -> String {
         match (&self.unknown, self.parts.is_empty()) {
             (Some(why), _) => format!("which parts differ is not known: {why}"),
-            (None, true) => "no kept file differs (the suites differ outside what runs keep)".into(),
+            (None, true) => {
+                "no kept file differs (the suites differ outside what runs keep)".into()
+            }
             (None, false) => format!("they differ in {}", self.parts.join(", ")),
         }
     }
@@ -349,7 +349,8 @@ mod tests {
         );
         assert_eq!(w[1].kind, WarningKind::DifferentRules);
         assert!(
-            w[1].message.contains("rescore 1 (2026-12-05 00:00:00 UTC) of run r3")
+            w[1].message
+                .contains("rescore 1 (2026-12-05 00:00:00 UTC) of run r3")
                 && w[1].message.contains("they differ in checks of task `t`"),
             "{}",
             w[1].message

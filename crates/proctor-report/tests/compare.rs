@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use proctor_report::{
     compare, Assessment, CompareError, CompareOptions, Comparison, ComparisonVerdict, Exporter,
-    Json, Markdown, Rate, Side, WarningKind, Terminal, TrialRow,
+    Json, Markdown, Rate, Side, Terminal, TrialRow, WarningKind,
 };
 use proctor_score::Outcome;
 

@@ -2,9 +2,7 @@
 //! runs, each in the scoring asked for), and the rows the promotion gates read; and the
 //! comparison of two `RUN/VARIANT` arms as JSON, for the viewer's comparison page.
 
-use proctor_report::{
-    compare, gate, CompareOptions, Comparison, GateReport, Provenance, TrialRow,
-};
+use proctor_report::{compare, gate, CompareOptions, Comparison, GateReport, Provenance, TrialRow};
 use proctor_store::{RunId, Scoring, ScoringChoice, Store};
 use proctor_suite::Suite;
 
@@ -327,8 +325,7 @@ pub fn two_arms(store: &Store, a: &str, b: &str) -> Result<ArmsOfTwo, String> {
     }
     let options = CompareOptions::from(&suite.file.report).with_variant_tasks(&suite.file);
     let (arm_a, arm_b) = (only(&rows_a, &va), only(&rows_b, &vb));
-    let provenance =
-        provenance_of(store, &suite, &arm_a, &arm_b, &scorings).map_err(message)?;
+    let provenance = provenance_of(store, &suite, &arm_a, &arm_b, &scorings).map_err(message)?;
     let comparison = compare(&arm_a, &arm_b, &options)
         .map_err(|e| format!("cannot compare: {e}"))?
         .with_provenance(provenance);

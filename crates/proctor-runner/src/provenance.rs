@@ -67,8 +67,16 @@ pub(crate) fn provenance(
     let (sa, sb) = (source(a)?, source(b)?);
     let rules_differ = (sa.scored_suite_hash != sb.scored_suite_hash).then(|| {
         difference(
-            (&sa.scored_suite_hash, &rules_dir(store, a.run, Some(a.scoring)), a),
-            (&sb.scored_suite_hash, &rules_dir(store, b.run, Some(b.scoring)), b),
+            (
+                &sa.scored_suite_hash,
+                &rules_dir(store, a.run, Some(a.scoring)),
+                a,
+            ),
+            (
+                &sb.scored_suite_hash,
+                &rules_dir(store, b.run, Some(b.scoring)),
+                b,
+            ),
         )
     });
     // What the agents ran against, when it differs otherwise than the rules do (the rules'
@@ -109,12 +117,20 @@ fn runs_left_out(
     a: &ArmRead<'_>,
     b: &ArmRead<'_>,
 ) -> Result<Vec<RunsLeftOut>, RunError> {
-    let runs = store
+    let mut runs = store
         .list_runs()
         .context("cannot list the store's runs to find the ones left out")?;
+    // Oldest first: ids made within one second do not sort by time.
+    runs.sort_by(|x, y| {
+        (x.meta.started_at, x.id.as_str()).cmp(&(y.meta.started_at, y.id.as_str()))
+    });
     let mut wanted: Vec<(String, Vec<Side>, Vec<&RunId>)> = Vec::new();
     if a.variant() == b.variant() {
-        wanted.push((a.variant().into(), vec![Side::A, Side::B], vec![a.run, b.run]));
+        wanted.push((
+            a.variant().into(),
+            vec![Side::A, Side::B],
+            vec![a.run, b.run],
+        ));
     } else {
         wanted.push((a.variant().into(), vec![Side::A], vec![a.run]));
         wanted.push((b.variant().into(), vec![Side::B], vec![b.run]));
@@ -148,10 +164,7 @@ fn runs_left_out(
 }
 
 /// How the suites of hashes `a.0` and `b.0`, kept in the folders `a.1` and `b.1`, differ.
-fn difference(
-    a: (&str, &Path, &ArmRead<'_>),
-    b: (&str, &Path, &ArmRead<'_>),
-) -> SuiteDifference {
+fn difference(a: (&str, &Path, &ArmRead<'_>), b: (&str, &Path, &ArmRead<'_>)) -> SuiteDifference {
     let read = |dir: &Path, arm: &ArmRead<'_>| -> Result<KeptSuite, String> {
         match proctor_store::kept_suite_list(dir) {
             Ok(Some(list)) => Ok(list),
@@ -164,7 +177,12 @@ fn difference(
     };
     let (parts, unknown) = match (read(a.1, a.2), read(b.1, b.2)) {
         (Ok(la), Ok(lb)) => (
-            parts_that_differ(&la, &lb, &a.1.join(proctor_store::KEPT_SUITE_DIR), &b.1.join(proctor_store::KEPT_SUITE_DIR)),
+            parts_that_differ(
+                &la,
+                &lb,
+                &a.1.join(proctor_store::KEPT_SUITE_DIR),
+                &b.1.join(proctor_store::KEPT_SUITE_DIR),
+            ),
             None,
         ),
         (Err(why), _) | (_, Err(why)) => (Vec::new(), Some(why)),
@@ -184,10 +202,7 @@ fn entries(list: &KeptSuite) -> BTreeMap<&str, (&str, Option<&str>)> {
         .map(|e| {
             (
                 e.path.as_str(),
-                (
-                    e.kind.as_str(),
-                    e.blake3.as_deref().or(e.target.as_deref()),
-                ),
+                (e.kind.as_str(), e.blake3.as_deref().or(e.target.as_deref())),
             )
         })
         .collect()

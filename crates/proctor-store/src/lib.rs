@@ -51,7 +51,8 @@ pub use atomic::{
 pub use error::{is_out_of_space, Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;
 pub use kept::{
-    keep_suite, kept_suite_list, read_kept_suite, KeptEntry, KeptSuite, FILES_DIR, KEPT_SUITE_DIR, KEPT_SUITE_FILE,
+    keep_suite, kept_suite_list, read_kept_suite, KeptEntry, KeptSuite, FILES_DIR, KEPT_SUITE_DIR,
+    KEPT_SUITE_FILE,
 };
 pub use lock::{LockHolder, LOCK_FILE};
 pub use model::{

@@ -512,11 +512,25 @@ No p-values, no confidence intervals."
 fn comparison_summary(c: &Comparison) -> Block {
     let mut lines = vec![
         format!("suite: `{}`", c.suite_id),
-        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
-        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
+        format!(
+            "A: {} trial(s) from run(s) {}, variant(s) {}",
+            c.a.trials,
+            c.a.run_ids.join(", "),
+            c.a.variants.join(", ")
+        ),
+        format!(
+            "B: {} trial(s) from run(s) {}, variant(s) {}",
+            c.b.trials,
+            c.b.run_ids.join(", "),
+            c.b.variants.join(", ")
+        ),
     ];
     if let Some(p) = &c.provenance {
-        lines.push(format!("provenance: A is {}; B is {}", p.a.describe(), p.b.describe()));
+        lines.push(format!(
+            "provenance: A is {}; B is {}",
+            p.a.describe(),
+            p.b.describe()
+        ));
     }
     lines.extend([
         format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),

@@ -51,11 +51,7 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     let comparison = comparison::comparison(&arms)?;
     let gates = if args.gate {
         let mut report = comparison::gates(&arms)?;
-        proctor_report::provenance_gate(
-            &mut report,
-            &comparison.warnings,
-            args.allow_mixed_runs,
-        );
+        proctor_report::provenance_gate(&mut report, &comparison.warnings, args.allow_mixed_runs);
         Some(report)
     } else {
         None
