@@ -274,7 +274,7 @@ pub fn provenance_gate(report: &mut GateReport, warnings: &[Warning], allowed: b
         )
     } else {
         format!(
-            "the comparison mixes runs ({}): the arms may be picked or scored apart; compare one run's variants, or give --allow-mixed-runs if this is what you meant",
+            "the comparison mixes runs ({}): its arms may be picked among runs or scored apart (see the warnings); give --allow-mixed-runs if this is what you meant",
             kinds.join(", ")
         )
     };
