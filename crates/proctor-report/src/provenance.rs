@@ -358,4 +358,35 @@ mod tests {
         assert_eq!(mixed(&w).len(), 2);
         assert!(mixed(&[Warning::new(WarningKind::Unmatched, "x")]).is_empty());
     }
+
+    fn report() -> GateReport {
+        GateReport {
+            schema_version: crate::SCHEMA_VERSION,
+            baseline: "a".into(),
+            candidate: "b".into(),
+            passed: true,
+            gates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_provenance_gate_fails_a_mixed_comparison_unless_allowed() {
+        let left_out = [Warning::new(WarningKind::RunsLeftOut, "r1 left out")];
+        let mut r = report();
+        provenance_gate(&mut r, &left_out, false);
+        assert!(!r.passed);
+        assert_eq!(r.gates.len(), 1);
+        assert_eq!(r.gates[0].name, PROVENANCE_GATE);
+        assert!(r.gates[0].explanation.contains("(runs_left_out)"));
+        let mut r = report();
+        provenance_gate(&mut r, &left_out, true);
+        assert!(r.passed && r.gates[0].passed);
+        assert!(r.gates[0]
+            .explanation
+            .contains("allowed by --allow-mixed-runs"));
+        // A comparison that is not mixed keeps its gates as they are.
+        let mut r = report();
+        provenance_gate(&mut r, &[Warning::new(WarningKind::Unmatched, "x")], false);
+        assert!(r.passed && r.gates.is_empty());
+    }
 }

@@ -177,9 +177,20 @@ fn best_of_four_picking_warns_and_fails_the_gate_unless_allowed() {
         out.stderr
     );
 
-    // The text names the runs left out, the arms' provenance, and the failed gate.
-    let text = compare(&lab, &[&arm_a, &arm_b, "--gate"]);
+    // The text names the runs left out, the arms' provenance, and the failed gate; the JUnit
+    // report has the gate as a failed test case.
+    let junit = lab.root.join("gates.xml");
+    let text = compare(
+        &lab,
+        &[&arm_a, &arm_b, "--gate", "--junit", junit.to_str().unwrap()],
+    );
     assert_eq!(text.code, 4, "{}", text.stderr);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let case = xml
+        .split("<testcase")
+        .find(|c| c.contains("name=\"provenance\""))
+        .unwrap_or_else(|| panic!("no provenance test case in {xml}"));
+    assert!(case.contains("<failure"), "{case}");
     let flat = common::unwrapped(&text.stdout);
     assert!(
         flat.contains(&format!(
