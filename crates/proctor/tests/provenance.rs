@@ -3,7 +3,9 @@
 //! fails on it unless `--allow-mixed-runs` says the author meant it (then it still warns);
 //! rescoring only B's run with a laxer suite warns, naming the part of the suite that differs
 //! (the checks of the task), and `--gate` fails; a rescore's results name the suite that scored
-//! them while each trial keeps the suite its agent ran against. The honest arms: two variants of
+//! them while each trial keeps the suite its agent ran against; runs of two suite versions name
+//! the part that changed (a task's prompt), also when both are rescored with one suite. The
+//! honest arms: two variants of
 //! the only run, and two runs that are the only runs of the suite, compare with no warning and
 //! gate as before.
 
@@ -486,4 +488,68 @@ fn two_variants_of_the_only_run_compare_with_no_warning_and_gate_as_before() {
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(!text.stdout.contains("Warnings"), "{}", text.stdout);
     assert!(!text.stderr.contains("warning:"), "{}", text.stderr);
+}
+
+#[test]
+fn runs_of_two_suite_versions_name_the_part_that_changed_even_rescored_alike() {
+    let lab = Lab::new("provenance-versions");
+    knob_suite(&lab);
+    knobs(&lab, true, true);
+    let ra = new_run(&lab, &["--trials", "2", "--variant", "a"]);
+    // The suite's prompt is reworded before B's run.
+    let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &toml.replace("Make out.txt.", "Make the file out.txt."),
+    );
+    let rb = new_run(&lab, &["--trials", "2", "--variant", "b"]);
+
+    let out = compare(&lab, &[&ra, &rb, "--gate", "--format", "json"]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    let doc = json(&out);
+    assert_eq!(kinds(&doc), vec!["different_rules"], "{doc:#}");
+    let p = &doc["comparison"]["provenance"];
+    assert_eq!(
+        p["rules_differ"]["parts"],
+        serde_json::json!(["prompt of task `t`"]),
+        "{p:#}"
+    );
+    assert!(p.get("ran_differ").is_none(), "{p:#}");
+
+    // Both runs rescored with the same suite: the rules agree, what the agents ran against
+    // does not, and the comparison still says so, and still fails the gate.
+    let store = lab.store();
+    for run in [&ra, &rb] {
+        let out = lab.proctor(
+            As::Me,
+            &[
+                "rescore",
+                run,
+                "--suite",
+                lab.suite().to_str().unwrap(),
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let out = compare(&lab, &[&ra, &rb, "--gate", "--format", "json"]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    let doc = json(&out);
+    assert_eq!(kinds(&doc), vec!["different_suite_run"], "{doc:#}");
+    let p = &doc["comparison"]["provenance"];
+    assert!(p.get("rules_differ").is_none(), "{p:#}");
+    assert_eq!(
+        p["ran_differ"]["parts"],
+        serde_json::json!(["prompt of task `t`"]),
+        "{p:#}"
+    );
+    assert!(
+        doc["comparison"]["warnings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("they differ in prompt of task `t`"),
+        "{doc:#}"
+    );
+    assert_eq!(gate(&doc, "provenance").unwrap()["passed"], false);
 }
