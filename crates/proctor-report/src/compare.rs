@@ -36,6 +36,7 @@ use thiserror::Error;
 
 use crate::aggregate::{first_seen, Cell, ExpectedBehaviour};
 use crate::input::{Mutation, TrialRow};
+use crate::provenance::{Provenance, Warning, WarningKind};
 use crate::stats::{pass_at_k, pass_pow_k, relative, Median, SignTest};
 use crate::SCHEMA_VERSION;
 
@@ -597,8 +598,13 @@ pub struct Comparison {
     /// Absent when both arms ran the same tasks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOutTask>,
-    /// Things a reader should know (a suite hash that differs between the arms).
-    pub warnings: Vec<String>,
+    /// Things a reader should know, each by kind with its sentence: runs left out, arms scored
+    /// or run under different suite versions, unmatched trials, tasks only one arm ran.
+    pub warnings: Vec<Warning>,
+    /// Where each arm comes from (run, variant, scoring, suite hashes) and the runs of the
+    /// suite it leaves out; absent when the caller did not read the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
     /// Over every matched pair.
     pub overall: ComparisonCell,
     /// Every matched pair, in arm A's order, with both trials' outcomes: which pairs differ.
@@ -697,9 +703,12 @@ pub fn compare(
     let left_out = left_out(a, b, opts);
     let mut warnings = warnings(&info_a, &info_b, &unmatched);
     warnings.extend(left_out.iter().map(|l| {
-        format!(
-            "task `{}` is left out: only arm {:?} ran it ({} trial(s)); {}",
-            l.task, l.ran_in, l.trials, l.why
+        Warning::new(
+            WarningKind::TaskLeftOut,
+            format!(
+                "task `{}` is left out: only arm {:?} ran it ({} trial(s)); {}",
+                l.task, l.ran_in, l.trials, l.why
+            ),
         )
     }));
 
@@ -741,6 +750,7 @@ pub fn compare(
         unmatched,
         left_out,
         warnings,
+        provenance: None,
         overall: cell(&by_task, pass_k_max, threshold),
         tasks: task_cells,
         pairs: pairs
@@ -906,23 +916,49 @@ fn left_out(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Vec<LeftOu
     out
 }
 
-/// What a reader should know: the suite changed between the arms, or trials are unmatched.
-fn warnings(info_a: &ArmInfo, info_b: &ArmInfo, unmatched: &[Unmatched]) -> Vec<String> {
+/// What a reader should know: the suite that scored the arms changed between them, or trials
+/// are unmatched. (Where the arms come from is [`Provenance`]'s, which the caller adds.)
+fn warnings(info_a: &ArmInfo, info_b: &ArmInfo, unmatched: &[Unmatched]) -> Vec<Warning> {
     let mut warnings = Vec::new();
     if info_a.suite_hashes != info_b.suite_hashes {
-        warnings.push(format!(
-            "the suite's content changed between the arms (A: {}; B: {}): check that the rules are the same",
-            info_a.suite_hashes.join(", "),
-            info_b.suite_hashes.join(", ")
+        warnings.push(Warning::new(
+            WarningKind::DifferentRules,
+            format!(
+                "the arms were scored by different suite versions (A: {}; B: {}): check that the rules are the same",
+                info_a.suite_hashes.join(", "),
+                info_b.suite_hashes.join(", ")
+            ),
         ));
     }
     if !unmatched.is_empty() {
-        warnings.push(format!(
-            "{} trial(s) have no partner in the other arm and are in no number below",
-            unmatched.len()
+        warnings.push(Warning::new(
+            WarningKind::Unmatched,
+            format!(
+                "{} trial(s) have no partner in the other arm and are in no number below",
+                unmatched.len()
+            ),
         ));
     }
     warnings
+}
+
+impl Comparison {
+    /// Sets where the arms come from, its warnings first (a provenance warning about different
+    /// rules replaces the comparison's own, which names hashes only).
+    pub fn with_provenance(mut self, provenance: Provenance) -> Comparison {
+        let mut warnings = provenance.warnings();
+        let named = warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::DifferentRules);
+        warnings.extend(
+            self.warnings
+                .into_iter()
+                .filter(|w| !(named && w.kind == WarningKind::DifferentRules)),
+        );
+        self.warnings = warnings;
+        self.provenance = Some(provenance);
+        self
+    }
 }
 
 /// The largest k: the smallest number of graded trials per task in either arm, over the tasks

@@ -7,7 +7,6 @@ use proctor_report::{Cell, Change, ComparisonCell, CountLedger, Money, RunReport
 use proctor_score::endstate::{CallRecord, ChangeKind};
 use proctor_score::{EndState, OutcomeKind, TrialVerdict, Verdict};
 use proctor_trial_record::{AnswerFrom, SittingRecord, TrialRecord};
-use serde_json::Value;
 
 use crate::data::{ArmScoring, ComparePage, RunPage, RunRow, TrialPage, ViewError};
 use crate::html::{json, made, outcome, page, rate, table};
@@ -889,6 +888,16 @@ pub fn compare(c: &ComparePage) -> String {
             "Differences are B − A over matched pairs graded in both arms. A direction (better, worse) needs the pairs that differ lopsided beyond what fair coin flips give: at least K of N on one side (the exact two-sided sign test at 5%); anything less is "
             b { "no clear difference" } ", and 5 or fewer differing pairs is " b { "underpowered" } ". No p-values, no confidence intervals."
         }
+        // Where the arms come from, and, first, what makes the comparison mixed.
+        @if let Some(p) = &cmp.provenance {
+            p class="meta" id="provenance" { "A is " (p.a.describe()) "; B is " (p.b.describe()) }
+        }
+        @let mixed = proctor_report::mixed(&cmp.warnings);
+        @if !mixed.is_empty() {
+            ul class="flag" id="mixed-runs" {
+                @for w in mixed { li data-kind=(w.kind.as_str()) { b { (w.kind.as_str()) } ": " (w.message) } }
+            }
+        }
         // The tasks only one arm ran: in no number of the page, and why.
         @if !cmp.left_out.is_empty() {
             ul class="note" id="left-out" {
@@ -922,9 +931,8 @@ pub fn compare(c: &ComparePage) -> String {
             }
         }
         @if !cmp.warnings.is_empty() {
-            h2 { "Warnings" }
-            // Each warning as the JSON string it is in the comparison (quoted), as before.
-            ul { @for w in &cmp.warnings { li { (Value::from(w.as_str()).to_string()) } } }
+            h2 id="warnings" { "Warnings" }
+            ul { @for w in &cmp.warnings { li data-kind=(w.kind.as_str()) { b { (w.kind.as_str()) } ": " (w.message) } } }
         }
     };
     page(

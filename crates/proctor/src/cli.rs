@@ -165,6 +165,10 @@ pub enum Command {
         /// Also write the promotion gates as a JUnit XML report, one test case per gate.
         #[arg(long, value_name = "FILE", requires = "gate")]
         junit: Option<PathBuf>,
+        /// Let the gates pass a mixed comparison (arms from runs picked among others of the
+        /// suite in the store, or scored by different suite versions): it still warns.
+        #[arg(long, requires = "gate")]
+        allow_mixed_runs: bool,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,

@@ -463,7 +463,12 @@ and 5 or fewer differing pairs is `underpowered`. No p-values, no confidence int
     ];
     if !c.warnings.is_empty() {
         out.push(Block::Heading(2, "Warnings".into()));
-        out.push(Block::List(c.warnings.clone()));
+        out.push(Block::List(
+            c.warnings
+                .iter()
+                .map(|w| format!("{}: {}", w.kind.as_str(), w.message))
+                .collect(),
+        ));
     }
 
     let rows: Vec<(&str, &ComparisonCell)> = c
@@ -511,13 +516,33 @@ and 5 or fewer differing pairs is `underpowered`. No p-values, no confidence int
 
 /// The suite, the arms, the matching and the power threshold of a comparison.
 fn comparison_summary(c: &Comparison) -> Block {
-    Block::List(vec![
+    let mut lines = vec![
         format!("suite: `{}`", c.suite_id),
-        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
-        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
+        format!(
+            "A: {} trial(s) from run(s) {}, variant(s) {}",
+            c.a.trials,
+            c.a.run_ids.join(", "),
+            c.a.variants.join(", ")
+        ),
+        format!(
+            "B: {} trial(s) from run(s) {}, variant(s) {}",
+            c.b.trials,
+            c.b.run_ids.join(", "),
+            c.b.variants.join(", ")
+        ),
+    ];
+    if let Some(p) = &c.provenance {
+        lines.push(format!(
+            "provenance: A is {}; B is {}",
+            p.a.describe(),
+            p.b.describe()
+        ));
+    }
+    lines.extend([
         format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),
         format!("power threshold: a verdict needs graded n >= {} in both arms, else it is `underpowered`", c.underpowered_below),
-    ])
+    ]);
+    Block::List(lines)
 }
 
 /// Each cell's verdict with the numbers behind it.
