@@ -179,9 +179,9 @@ impl Patch {
             }
             // `diff -N` names an absent file by its real path dated at the epoch, with an empty
             // range on that side.
+            let (old, new) = strip_folder(old, new);
             let old = old.filter(|_| !(is_epoch(old_stamp) && hunks.iter().all(Hunk::old_empty)));
             let new = new.filter(|_| !(is_epoch(new_stamp) && hunks.iter().all(Hunk::new_empty)));
-            let (old, new) = strip_folder(old, new);
             files.push(FilePatch {
                 old_path: old,
                 new_path: new,
@@ -208,13 +208,25 @@ impl Patch {
         let mut out: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
         for file in &self.files {
             let path = file.path().to_string();
-            if path.starts_with('/') || path.split('/').any(|c| c == "..") {
-                return Err(ApplyError::Escapes(path));
+            // A rename (git's `rename from`/`rename to`) reads one path and writes another.
+            let from = file.old_path.clone().unwrap_or_else(|| path.clone());
+            for p in [&path, &from] {
+                if p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(ApplyError::Escapes(p.clone()));
+                }
             }
-            let current: Option<Vec<u8>> = match out.get(&path) {
+            let now = |p: &str, out: &BTreeMap<String, Option<Vec<u8>>>| match out.get(p) {
                 Some(c) => c.clone(),
-                None => read(&path),
+                None => read(p),
             };
+            let current = now(&from, &out);
+            let renamed = from != path;
+            if renamed && now(&path, &out).is_some() {
+                return Err(ApplyError::AlreadyExists(path));
+            }
+            if renamed {
+                out.insert(from.clone(), None);
+            }
             if let Some(binary) = &file.binary {
                 let content = apply_binary(&path, file, binary, current)?;
                 out.insert(path, content);
@@ -223,9 +235,9 @@ impl Patch {
             let old_text = match (&file.old_path, current) {
                 (None, Some(_)) => return Err(ApplyError::AlreadyExists(path)),
                 (None, None) => String::new(),
-                (Some(_), None) => return Err(ApplyError::Missing(path)),
+                (Some(_), None) => return Err(ApplyError::Missing(from)),
                 (Some(_), Some(bytes)) => {
-                    String::from_utf8(bytes).map_err(|_| ApplyError::NotText(path.clone()))?
+                    String::from_utf8(bytes).map_err(|_| ApplyError::NotText(from.clone()))?
                 }
             };
             if file.new_path.is_none() && file.hunks.is_empty() && !old_text.is_empty() {
@@ -391,10 +403,11 @@ fn parse_git_binary(
 }
 
 /// A `diff --git` section at `at` that has no `---`/`+++` lines and no binary patch: creating
-/// (`new file mode`) or deleting (`deleted file mode`) an empty file, which is the file's patch,
-/// or a change of mode only, which is no change of content (`None` in the result); `None` when
-/// the section has `---`/`+++` lines (read as usual). A rename or copy is an error: a mutation
-/// names each file it changes (`git diff --no-renames`).
+/// (`new file mode`) or deleting (`deleted file mode`) an empty file, or renaming a file as it
+/// is (`rename from`/`rename to`), which is the file's patch, or a change of mode only, which
+/// is no change of content (`None` in the result); `None` when the section has `---`/`+++`
+/// lines (read as usual: a renamed file's `--- a/OLD` / `+++ b/NEW`). A copy is an error: make
+/// the patch with `git diff --no-renames`, which writes a new file instead.
 #[allow(clippy::type_complexity)]
 fn parse_git_empty(
     lines: &[&str],
@@ -402,6 +415,7 @@ fn parse_git_empty(
 ) -> Result<Option<(Option<FilePatch>, usize)>, PatchParseError> {
     let mut i = at + 1;
     let (mut created, mut deleted) = (false, false);
+    let (mut renamed_from, mut renamed_to) = (None, None);
     while let Some(line) = lines.get(i) {
         let line = line.trim_end_matches(['\n', '\r']);
         if line.starts_with("--- ") {
@@ -410,17 +424,19 @@ fn parse_git_empty(
         if line.starts_with("diff --git ") {
             break;
         }
-        for kind in ["rename from ", "rename to ", "copy from ", "copy to "] {
-            if line.starts_with(kind) {
-                return Err(PatchParseError {
-                    line: i + 1,
-                    message: format!(
-                        "a {} (`{}`): make the patch with `git diff --no-renames`, which writes it as a deletion and a creation",
-                        kind.split(' ').next().unwrap_or_default(),
-                        line
-                    ),
-                });
-            }
+        if line.starts_with("copy from ") || line.starts_with("copy to ") {
+            return Err(PatchParseError {
+                line: i + 1,
+                message: format!(
+                    "a copy (`{line}`): make the patch with `git diff --no-renames`, which writes the copy as a new file"
+                ),
+            });
+        }
+        if let Some(p) = line.strip_prefix("rename from ") {
+            renamed_from = Some(p.to_string());
+        }
+        if let Some(p) = line.strip_prefix("rename to ") {
+            renamed_to = Some(p.to_string());
         }
         let extended = [
             "old mode ",
@@ -430,6 +446,8 @@ fn parse_git_empty(
             "index ",
             "similarity index ",
             "dissimilarity index ",
+            "rename from ",
+            "rename to ",
         ];
         if !extended.iter().any(|e| line.starts_with(e)) {
             break;
@@ -437,6 +455,15 @@ fn parse_git_empty(
         created |= line.starts_with("new file mode ");
         deleted |= line.starts_with("deleted file mode ");
         i += 1;
+    }
+    if let (Some(from), Some(to)) = (renamed_from, renamed_to) {
+        let file = FilePatch {
+            old_path: Some(from),
+            new_path: Some(to),
+            hunks: Vec::new(),
+            binary: None,
+        };
+        return Ok(Some((Some(file), i)));
     }
     let header = lines[at].trim_end_matches(['\n', '\r']);
     let path = || {
@@ -530,26 +557,32 @@ fn git_header_path(header: &str) -> Option<String> {
     (b.strip_prefix(" b/")? == a).then(|| a.to_string())
 }
 
-/// The path of a `---`/`+++` line (`None` for `/dev/null`), without its `a/` or `b/` prefix,
-/// and the timestamp after its tab (empty when there is none).
+/// The path of a `---`/`+++` line as written (`None` for `/dev/null`), and the timestamp after
+/// its tab (empty when there is none).
 fn header_path(raw: &str) -> (Option<String>, &str) {
-    // "a/src/x.py\t2026-01-01 ..." -> "src/x.py"
+    // "a/src/x.py\t2026-01-01 ..." -> "a/src/x.py"
     let raw = raw.trim_end_matches(['\n', '\r']);
     let (path, stamp) = raw.split_once('\t').unwrap_or((raw, ""));
     let path = path.trim();
-    if path == "/dev/null" {
-        return (None, stamp);
-    }
-    let stripped = path
-        .strip_prefix("a/")
-        .or_else(|| path.strip_prefix("b/"))
-        .unwrap_or(path);
-    (Some(stripped.to_string()), stamp)
+    ((path != "/dev/null").then(|| path.to_string()), stamp)
 }
 
-/// Both paths of a file header without their first folder when that folder is all they differ
-/// in (`--- fixture/x` / `+++ mutated/x` from `diff -ruN fixture mutated`).
+/// Both paths of a file header without their `a/` and `b/` prefixes (each side its own), or,
+/// when neither has one and both name a path that only their first folder differs in
+/// (`--- fixture/x` / `+++ mutated/x` from `diff -ruN fixture mutated`), without that folder.
 fn strip_folder(old: Option<String>, new: Option<String>) -> (Option<String>, Option<String>) {
+    let prefixed = |p: &Option<String>, pre: &str| p.as_deref().is_some_and(|p| p.starts_with(pre));
+    if prefixed(&old, "a/") || prefixed(&new, "b/") {
+        let strip = |p: Option<String>| {
+            p.map(
+                |p| match p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")) {
+                    Some(rest) => rest.to_string(),
+                    None => p,
+                },
+            )
+        };
+        return (strip(old), strip(new));
+    }
     let rest = |p: &str| p.split_once('/').map(|(_, r)| r.to_string());
     match (&old, &new) {
         (Some(o), Some(n)) if o != n => match (rest(o), rest(n)) {

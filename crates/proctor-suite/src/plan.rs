@@ -42,7 +42,7 @@ pub struct PlanOptions {
 /// The hidden mutation chosen for a trial.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChosenMutation {
-    /// The patch's file name under `mutations/TASK_ID/`, or [`AS_SHIPPED`] for the fixture as
+    /// The patch's file name under `mutations/TASK_ID/`, or `as shipped` for the fixture as
     /// shipped (`[tasks.mutations] include_fixture = true`).
     pub name: String,
     /// BLAKE3 (hex) of the patch; empty for the fixture as shipped.
@@ -105,9 +105,9 @@ pub struct PlannedTrial {
     pub index: u32,
     /// The hidden mutation, when the task has any.
     pub mutation: Option<ChosenMutation>,
-    /// The trial's seed ([`trial_seed`] of suite id, task, variant and index), given to the
-    /// agent as `PROCTOR_TRIAL_SEED` and to a `model_script`'s mock model. `None` in records
-    /// made before trials had seeds.
+    /// The trial's seed, from 0 to 2^53 - 1, derived from (suite id, task, variant, trial
+    /// index) (see `docs/agents.md`), given to the agent as `PROCTOR_TRIAL_SEED` and to a
+    /// `model_script`'s mock model. Absent in records made before trials had seeds.
     #[serde(default)]
     pub seed: Option<u64>,
 }
