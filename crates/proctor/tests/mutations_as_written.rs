@@ -109,6 +109,25 @@ fn diff_run_and_git_diff_patches_and_the_fixture_as_shipped_run_and_grade_as_exp
         "{}{}",
         validated.stdout, validated.stderr
     );
+    // The oracle passes and the null agent fails on each of the three, the fixture as shipped
+    // included.
+    lab.write(
+        "agents/oracle/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = 'echo shipped > out.txt'\n",
+    );
+    let oracle = lab.proctor(
+        As::Me,
+        &["validate", suite_dir.to_str().unwrap(), "--oracle"],
+    );
+    let said = format!("{}{}", oracle.stdout, oracle.stderr);
+    assert_eq!(oracle.code, 0, "{said}");
+    for mutation in ["add.patch", "del.patch", "as shipped"] {
+        let row = said
+            .lines()
+            .find(|l| l.starts_with("t ") && l.contains(mutation))
+            .unwrap_or_else(|| panic!("no oracle row for {mutation}: {said}"));
+        assert!(row.contains("completed") && row.ends_with("ok"), "{row}");
+    }
     let dry = lab.run(As::Me, &["--trials", "9", "--dry-run"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(dry.stdout.contains("as shipped"), "{}", dry.stdout);

@@ -155,3 +155,38 @@ fn a_model_script_with_weights_9_to_1_chooses_both_and_the_same_ones_on_a_rerun(
         "both alternatives must be chosen over 40 trials: {chosen:?}"
     );
 }
+
+#[test]
+fn a_model_script_alternative_without_a_usable_weight_is_located_by_validate() {
+    let lab = Lab::new("seeded-bad-weight");
+    lab.write("fixture/README.md", "x\n");
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"weights\"\n\n[[variants]]\nid = \"claude\"\nagent = \"claude-code\"\nmodel_script = \"agents/model.toml\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n\n[tasks.success]\nall = [{ files_unchanged = true }]\n",
+    );
+    lab.write(
+        "agents/model.toml",
+        "[[alternatives]]\nweight = 1\n[[alternatives.turns]]\ntext = \"a\"\n\n[[alternatives]]\nweight = 0\n[[alternatives.turns]]\ntext = \"b\"\n",
+    );
+    let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert_ne!(out.code, 0, "{said}");
+    assert!(
+        said.contains("alternative 2 of the model script: `weight = 0`"),
+        "{said}"
+    );
+    // Pointed at the second `[[alternatives]]` header, line 6.
+    assert!(said.contains("model.toml:6:"), "{said}");
+    // An unknown key in an alternative is an error with its line.
+    lab.write(
+        "agents/model.toml",
+        "[[alternatives]]\nweight = 1\nwieght = 2\n[[alternatives.turns]]\ntext = \"a\"\n",
+    );
+    let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert_ne!(out.code, 0, "{said}");
+    assert!(
+        said.contains("wieght") && said.contains("model.toml:3:"),
+        "{said}"
+    );
+}
