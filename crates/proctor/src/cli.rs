@@ -167,7 +167,8 @@ pub enum Command {
     },
     /// Serve scripted model turns over the Anthropic, OpenAI and Gemini wire APIs.
     MockModel {
-        /// The script: [[turns]] of tool calls or a final text, each with its usage.
+        /// The script: [[turns]] of tool calls or a final text, each with its usage, or weighted
+        /// [[alternatives]] of such turns.
         #[arg(long, value_name = "FILE")]
         script: PathBuf,
         /// The seed that chooses among the script's weighted [[alternatives]] (required when it
