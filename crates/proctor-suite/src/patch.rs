@@ -5,7 +5,8 @@
 //! and deleting one are supported as each tool writes them: `git diff`'s `--- /dev/null` /
 //! `+++ /dev/null` (and its `new file mode` / `deleted file mode` sections without hunks, for an
 //! empty file), and `diff -ruN`'s side dated at the Unix epoch (`1970-01-01 00:00:00.000000000
-//! +0000`, in any time zone) with an empty range (`-0,0` or `+0,0`). Git binary patches
+//! +0000`, in any time zone) with an empty range (`-0,0` or `+0,0`). `git diff`'s renames
+//! (`rename from`/`rename to`) move a file; its copies are refused. Git binary patches
 //! (`git diff --binary`) apply only to the exact content they were made from
 //! ([`crate::binpatch`]). Paths lose their `a/` and `b/` prefixes, or, when both sides name a
 //! path and only their first folder differs (`diff -ruN fixture mutated`), that folder.
