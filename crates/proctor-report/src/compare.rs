@@ -645,7 +645,11 @@ type Key<'a> = (&'a str, u32);
 fn mutation_label(m: Option<&Mutation>) -> String {
     m.map_or_else(
         || "none".to_string(),
-        |m| format!("`{}`@{}", m.name, m.hash),
+        // The fixture as shipped, one of a task's choices, has no patch and no hash.
+        |m| match m.hash.as_str() {
+            "" => format!("`{}`", m.name),
+            hash => format!("`{}`@{hash}", m.name),
+        },
     )
 }
 

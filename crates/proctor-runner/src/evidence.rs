@@ -405,7 +405,8 @@ impl StartState {
                 ))
             }
         }
-        if let (Some(m), Some(dir)) = (&r.plan.mutation, s.fixture.clone()) {
+        let patch = r.plan.mutation.as_ref().filter(|m| !m.as_shipped);
+        if let (Some(m), Some(dir)) = (patch, s.fixture.clone()) {
             let path = suite
                 .root
                 .join("mutations")

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use proctor_suite::patch::Patch;
+use proctor_suite::plan::ChosenMutation;
 use proctor_suite::tree::bytes_hash;
 
 use manifest::Manifest;
@@ -131,7 +132,8 @@ impl LayerCache {
         let mutation = trial
             .mutation
             .as_ref()
-            .map(|m| suite.root.join("mutations").join(&trial.task).join(&m.name));
+            .and_then(ChosenMutation::patch_name)
+            .map(|name| suite.root.join("mutations").join(&trial.task).join(name));
         let base = self
             .base(&suite.fixture_dir(), fixture_hash, mutation.as_deref())
             .map_err(|e| io::Error::other(format!("the fixture layer: {e}")))?;

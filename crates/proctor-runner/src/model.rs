@@ -35,11 +35,14 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// The mock-model service of a trial.
+/// The mock-model service of a trial; `seed` (the trial's, on the command line proctor builds,
+/// out of the agent's reach) chooses among a script's weighted `[[alternatives]]`.
+#[allow(clippy::too_many_arguments)]
 pub fn service(
     proctor: &Path,
     script: &Path,
     port: u16,
+    seed: Option<u64>,
     task: &Task,
     suite_root: &Path,
     dir_host: PathBuf,
@@ -53,6 +56,10 @@ pub fn service(
         "--listen".into(),
         format!("127.0.0.1:{port}"),
     ];
+    if let Some(seed) = seed {
+        argv.push("--seed".into());
+        argv.push(seed.to_string());
+    }
     for (route, kind) in &task.route_faults {
         argv.push("--fault".into());
         argv.push(format!("{route}={}", kind.get_ref()));

@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 use proctor_score::OutcomeKind;
 use proctor_store::{RunHandle, RunId, RunStatus, Store, StoreError, TrialSummary};
 use proctor_suite::model::{AgentKind, Expect, Spanned, Variant};
-use proctor_suite::plan::{plan, ChosenMutation, Plan, PlanError};
+use proctor_suite::plan::{mutation_choices, plan, Plan, PlanError};
 use proctor_suite::{PlanOptions, Suite};
 
 use crate::engine::{decide_isolation, execute, EngineError, EngineOptions, IsolationChoice, Job};
@@ -255,18 +255,17 @@ fn oracle_variant(suite: &Suite, name: Option<&str>) -> Result<Variant, OracleEr
     Ok(script_variant(ORACLE, Some(ORACLE_SCRIPTS)))
 }
 
-/// Every task and variant once per hidden mutation of the task (once when it has none), trial
+/// Every task and variant once per hidden mutation of the task (the fixture as shipped being one
+/// with `include_fixture`; once when it has none), trial
 /// `i` of a task running its `i`-th mutation, so that every mutation gets its trial and none
 /// twice.
 fn oracle_plan(suite: &Suite) -> Result<Plan, OracleError> {
-    let most_mutations = suite
-        .file
-        .tasks
-        .iter()
-        .map(|t| suite.mutations(t.id.get_ref()).map_or(0, |m| m.len()))
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let mut choices = std::collections::BTreeMap::new();
+    for task in &suite.file.tasks {
+        let of_task = mutation_choices(suite, task).map_err(OracleError::Mutations)?;
+        choices.insert(task.id.get_ref().clone(), of_task);
+    }
+    let most_mutations = choices.values().map(Vec::len).max().unwrap_or(0).max(1);
     let options = PlanOptions {
         trials: Some(most_mutations as u32),
         ..PlanOptions::default()
@@ -274,15 +273,12 @@ fn oracle_plan(suite: &Suite) -> Result<Plan, OracleError> {
     let mut plan = plan(suite, &options)?;
     let mut kept = Vec::with_capacity(plan.trials.len());
     for mut t in std::mem::take(&mut plan.trials) {
-        let patches = suite.mutations(&t.task).map_err(OracleError::Mutations)?;
-        if t.index as usize >= patches.len().max(1) {
+        let of_task = choices.get(&t.task).map_or(&[][..], Vec::as_slice);
+        if t.index as usize >= of_task.len().max(1) {
             continue;
         }
-        if let Some(p) = patches.get(t.index as usize) {
-            t.mutation = Some(ChosenMutation {
-                name: p.name.clone(),
-                hash: p.hash.clone(),
-            });
+        if let Some(m) = of_task.get(t.index as usize) {
+            t.mutation = Some(m.clone());
         }
         kept.push(t);
     }

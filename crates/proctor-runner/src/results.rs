@@ -669,6 +669,7 @@ mod tests {
             variant: "v".into(),
             index: 0,
             mutation: None,
+            seed: None,
         };
         e.into_record(
             &plan,

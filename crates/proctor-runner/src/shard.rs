@@ -305,7 +305,9 @@ mod tests {
             mutation: mutation.map(|m| proctor_suite::plan::ChosenMutation {
                 name: m.into(),
                 hash: format!("b3:{m}"),
+                as_shipped: false,
             }),
+            seed: None,
         }
     }
 

@@ -824,6 +824,17 @@ pub enum Expect {
     Ask,
 }
 
+/// `[tasks.mutations]`: how a task's hidden mutations (the patches under `mutations/TASK_ID/`)
+/// are chosen.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mutations {
+    /// Whether the fixture as shipped (no patch) is one of the choices trials rotate over, next
+    /// to each patch, labelled `as shipped`. Needs at least one patch. Default: `false`.
+    #[serde(default)]
+    pub include_fixture: bool,
+}
+
 /// A request a person would make, with the rules over the end state. A task may also set any
 /// `[defaults]` key for itself.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -899,6 +910,9 @@ pub struct Task {
     /// `[tasks.interface]`: how calls of the interface under test are read.
     #[serde(default)]
     pub interface: Option<Interface>,
+    /// `[tasks.mutations]`: how the hidden mutations under `mutations/TASK_ID/` are chosen.
+    #[serde(default)]
+    pub mutations: Option<Mutations>,
     /// `[tasks.success]`: the assertions that decide `completed`. Required.
     #[schemars(with = "Condition")]
     pub success: Spanned<Condition>,

@@ -30,6 +30,24 @@
 //! are side requests. With `"all"` every request does, for agents that never send tools (aider).
 //! In both modes a request asking for at most one output token (a quota probe) or for a
 //! JSON-schema answer (a classifier, a next-speaker check) is a side request.
+//!
+//! Instead of `turns`, a script may hold weighted `[[alternatives]]`, each a whole list of turns,
+//! one of which the trial's seed chooses (see [`Script::choose`]):
+//!
+//! ```toml
+//! [[alternatives]]                # chosen for 9 seeds in 10: avoids the trap
+//! name = "careful"                # optional, for the reader and the mock's log
+//! weight = 9
+//! [[alternatives.turns]]
+//! calls = [{ role = "shell", command = "make test" }]
+//! [[alternatives.turns]]
+//! text = "done"
+//!
+//! [[alternatives]]                # chosen for 1 seed in 10: falls into it
+//! weight = 1
+//! [[alternatives.turns]]
+//! text = "done"
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -43,10 +61,31 @@ pub struct Script {
     /// Which requests advance the script.
     #[serde(default)]
     pub main_requests: MainRequests,
+    /// The turns, in order (none when the script holds `alternatives`).
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+    /// Weighted alternatives, each a whole list of turns, one chosen by the trial's seed.
+    #[serde(default)]
+    pub alternatives: Vec<Alternative>,
+}
+
+/// One `[[alternatives]]` entry: a list of turns and how often the seed chooses it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Alternative {
+    /// A label for the reader and the mock model's log.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The alternative's share: it is chosen for `weight` of every `sum of weights` seeds (1 to
+    /// 1,000,000). Required.
+    pub weight: u64,
     /// The turns, in order.
     #[serde(default)]
     pub turns: Vec<Turn>,
 }
+
+/// The largest `weight` an alternative may have.
+pub const MAX_WEIGHT: u64 = 1_000_000;
 
 fn default_model() -> String {
     "mock-model".into()
@@ -170,6 +209,30 @@ pub enum ScriptError {
         /// What is wrong.
         message: String,
     },
+    /// An alternative, or a turn of one, is inconsistent.
+    #[error("script {origin}: alternative {alternative}{}: {message}", turn.map(|t| format!(", turn {t}")).unwrap_or_default())]
+    InvalidAlternative {
+        /// The file, or `<string>`.
+        origin: String,
+        /// The 1-based alternative number.
+        alternative: usize,
+        /// The 1-based turn number within it, when a turn is at fault.
+        turn: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// The script holds both top-level `turns` and `alternatives`.
+    #[error("script {origin}: it has both `[[turns]]` and `[[alternatives]]`: put every turn inside an alternative")]
+    TurnsAndAlternatives {
+        /// The file, or `<string>`.
+        origin: String,
+    },
+    /// The script holds `alternatives` and no seed was given to choose one.
+    #[error("script {origin}: it holds [[alternatives]], which a seed chooses among, and no seed was given (pass --seed N)")]
+    NoSeed {
+        /// The file, or `<string>`.
+        origin: String,
+    },
 }
 
 impl Script {
@@ -196,15 +259,79 @@ impl Script {
         Ok(script)
     }
 
-    /// Checks every turn: each needs a text or calls, each call exactly one of `role` and
-    /// `name`, and a `role = "shell"` call its `command`.
+    /// Checks every turn (see [`Script::validate_turns`]), and the alternatives: not next to
+    /// top-level `turns`, each with a `weight` from 1 to [`MAX_WEIGHT`] and valid turns.
     pub fn validate(&self, origin: &str) -> Result<(), ScriptError> {
+        if self.alternatives.is_empty() {
+            return Script::validate_turns(&self.turns, origin);
+        }
+        if !self.turns.is_empty() {
+            return Err(ScriptError::TurnsAndAlternatives {
+                origin: origin.into(),
+            });
+        }
+        for (i, alt) in self.alternatives.iter().enumerate() {
+            let invalid = |turn: Option<usize>, message: String| ScriptError::InvalidAlternative {
+                origin: origin.into(),
+                alternative: i + 1,
+                turn,
+                message,
+            };
+            if !(1..=MAX_WEIGHT).contains(&alt.weight) {
+                return Err(invalid(
+                    None,
+                    format!(
+                        "`weight = {}`: a weight is a whole number from 1 to {MAX_WEIGHT}",
+                        alt.weight
+                    ),
+                ));
+            }
+            if let Err(ScriptError::Invalid { turn, message, .. }) =
+                Script::validate_turns(&alt.turns, origin)
+            {
+                return Err(invalid(Some(turn), message));
+            }
+        }
+        Ok(())
+    }
+
+    /// The script to serve for a trial whose seed is `seed`: this one when it has no
+    /// alternatives; otherwise the alternative the seed chooses (with its 1-based number), its
+    /// turns as the script's. Alternative `k` is chosen when `seed % W` (W the sum of weights)
+    /// falls in its share: the first `weight_1` values choose the first, the next `weight_2` the
+    /// second, and so on.
+    pub fn choose(
+        mut self,
+        seed: Option<u64>,
+        origin: &str,
+    ) -> Result<(Script, Option<usize>), ScriptError> {
+        if self.alternatives.is_empty() {
+            return Ok((self, None));
+        }
+        let Some(seed) = seed else {
+            return Err(ScriptError::NoSeed {
+                origin: origin.into(),
+            });
+        };
+        let k = choose_weighted(&self.alternatives, seed);
+        let alternatives = std::mem::take(&mut self.alternatives);
+        self.turns = alternatives
+            .into_iter()
+            .nth(k)
+            .map(|a| a.turns)
+            .unwrap_or_default();
+        Ok((self, Some(k + 1)))
+    }
+
+    /// Checks turns: each needs a text or calls, each call exactly one of `role` and `name`,
+    /// and a `role = "shell"` call its `command`.
+    fn validate_turns(turns: &[Turn], origin: &str) -> Result<(), ScriptError> {
         let invalid = |turn: usize, message: String| ScriptError::Invalid {
             origin: origin.into(),
             turn,
             message,
         };
-        for (i, turn) in self.turns.iter().enumerate() {
+        for (i, turn) in turns.iter().enumerate() {
             let n = i + 1;
             if turn.text.is_none() && turn.calls.is_empty() {
                 return Err(invalid(n, "a turn needs `text` or `calls`".into()));
@@ -237,14 +364,31 @@ impl Script {
         Ok(())
     }
 
-    /// The sum of every turn's declared usage.
+    /// The sum of every turn's declared usage (of every alternative's too).
     pub fn total_usage(&self) -> Usage {
         let mut u = Usage::default();
-        for t in &self.turns {
+        for t in self
+            .turns
+            .iter()
+            .chain(self.alternatives.iter().flat_map(|a| &a.turns))
+        {
             u.add(&t.usage);
         }
         u
     }
+}
+
+/// The 0-based index of the alternative `seed` chooses (see [`Script::choose`]).
+fn choose_weighted(alternatives: &[Alternative], seed: u64) -> usize {
+    let total: u64 = alternatives.iter().map(|a| a.weight).sum();
+    let mut at = seed % total.max(1);
+    for (i, alt) in alternatives.iter().enumerate() {
+        if at < alt.weight {
+            return i;
+        }
+        at -= alt.weight;
+    }
+    alternatives.len().saturating_sub(1)
 }
 
 #[cfg(test)]
@@ -278,6 +422,69 @@ mod tests {
         let m = e.to_string();
         assert!(m.contains("inptu"), "{m}");
         assert!(m.contains("line 3"), "{m}");
+    }
+
+    const WEIGHTED: &str = r#"
+        [[alternatives]]
+        name = "careful"
+        weight = 9
+        [[alternatives.turns]]
+        calls = [{ role = "shell", command = "make test" }]
+        [[alternatives.turns]]
+        text = "careful"
+
+        [[alternatives]]
+        weight = 1
+        [[alternatives.turns]]
+        text = "careless"
+    "#;
+
+    #[test]
+    fn alternatives_are_chosen_by_the_seed_in_proportion_to_their_weights() {
+        let s = Script::parse(WEIGHTED).unwrap();
+        assert_eq!(s.alternatives.len(), 2);
+        assert_eq!(s.alternatives[0].name.as_deref(), Some("careful"));
+        // seed % 10: 0..=8 choose the first, 9 the second.
+        for (seed, want) in [(0, 1), (8, 1), (9, 2), (19, 2), (20, 1)] {
+            let (chosen, k) = s.clone().choose(Some(seed), "w").unwrap();
+            assert_eq!(k, Some(want), "seed {seed}");
+            assert!(chosen.alternatives.is_empty());
+            let last = chosen.turns.last().and_then(|t| t.text.clone());
+            let want_text = if want == 1 { "careful" } else { "careless" };
+            assert_eq!(last.as_deref(), Some(want_text), "seed {seed}");
+        }
+        let firsts = (0..1000u64)
+            .filter(|&seed| s.clone().choose(Some(seed), "w").unwrap().1 == Some(1))
+            .count();
+        assert_eq!(firsts, 900);
+        // A script without alternatives is served as it is, seed or not.
+        let plain = Script::parse("[[turns]]\ntext = \"a\"\n").unwrap();
+        assert_eq!(plain.clone().choose(None, "p").unwrap(), (plain, None));
+    }
+
+    #[test]
+    fn alternatives_need_a_seed_a_weight_and_no_top_level_turns() {
+        let s = Script::parse(WEIGHTED).unwrap();
+        let e = s.choose(None, "w.toml").unwrap_err();
+        assert!(e.to_string().contains("no seed was given"), "{e}");
+        let e =
+            Script::parse("[[alternatives]]\n[[alternatives.turns]]\ntext = \"a\"\n").unwrap_err();
+        assert!(e.to_string().contains("missing field `weight`"), "{e}");
+        let e = Script::parse("[[alternatives]]\nweight = 0\n").unwrap_err();
+        assert!(e.to_string().contains("alternative 1: `weight = 0`"), "{e}");
+        let e = Script::parse("[[alternatives]]\nweight = 1\nwieght = 2\n").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("wieght") && m.contains("line 3"), "{m}");
+        let e = Script::parse(
+            "[[turns]]\ntext = \"a\"\n[[alternatives]]\nweight = 1\n[[alternatives.turns]]\ntext = \"b\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("both"), "{e}");
+        let e = Script::parse(
+            "[[alternatives]]\nweight = 1\n[[alternatives]]\nweight = 2\n[[alternatives.turns]]\nusage = { input = 1 }\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("alternative 2, turn 1"), "{e}");
     }
 
     #[test]

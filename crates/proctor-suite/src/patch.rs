@@ -2,9 +2,14 @@
 //!
 //! A mutation must apply *cleanly*: every hunk's context and removed lines must be found exactly
 //! (at the stated line or shifted, as `patch` allows, but never with fuzz). Creating a file
-//! (`--- /dev/null`) and deleting one (`+++ /dev/null`) are supported, and so are git binary
-//! patches (`git diff --binary`), which apply only to the exact content they were made from
-//! ([`crate::binpatch`]).
+//! and deleting one are supported as each tool writes them: `git diff`'s `--- /dev/null` /
+//! `+++ /dev/null` (and its `new file mode` / `deleted file mode` sections without hunks, for an
+//! empty file), and `diff -ruN`'s side dated at the Unix epoch (`1970-01-01 00:00:00.000000000
+//! +0000`, in any time zone) with an empty range (`-0,0` or `+0,0`). `git diff`'s renames
+//! (`rename from`/`rename to`) move a file; its copies are refused. Git binary patches
+//! (`git diff --binary`) apply only to the exact content they were made from
+//! ([`crate::binpatch`]). Paths lose their `a/` and `b/` prefixes, or, when both sides name a
+//! path and only their first folder differs (`diff -ruN fixture mutated`), that folder.
 
 use std::collections::BTreeMap;
 
@@ -45,10 +50,24 @@ impl FilePatch {
 pub struct Hunk {
     /// 1-based first line in the old file (0 for an empty old side).
     pub old_start: usize,
+    /// 1-based first line in the new file (0 for an empty new side).
+    pub new_start: usize,
     /// Lines the hunk expects to find (context and removed), each with its line ending.
     pub old_lines: Vec<String>,
     /// Lines the hunk leaves (context and added), each with its line ending.
     pub new_lines: Vec<String>,
+}
+
+impl Hunk {
+    /// `-0,0`: nothing before, as when the file is created.
+    fn old_empty(&self) -> bool {
+        self.old_start == 0 && self.old_lines.is_empty()
+    }
+
+    /// `+0,0`: nothing after, as when the file is deleted.
+    fn new_empty(&self) -> bool {
+        self.new_start == 0 && self.new_lines.is_empty()
+    }
 }
 
 /// Why a text is not a usable unified diff.
@@ -70,6 +89,10 @@ pub enum ApplyError {
     /// The patch creates a file the tree already has.
     #[error("`{0}` already exists in the fixture, but the patch creates it")]
     AlreadyExists(String),
+    /// A `deleted file mode` section without hunks (an empty file's deletion) names a file
+    /// that has content.
+    #[error("`{0}` is not empty in the fixture, but the patch deletes it as an empty file")]
+    NotEmpty(String),
     /// A hunk's lines were not found.
     #[error("hunk {hunk} of `{path}` (at line {line}) does not match the fixture")]
     HunkMismatch {
@@ -111,6 +134,11 @@ impl Patch {
                     i = next;
                     continue;
                 }
+                if let Some((file, next)) = parse_git_empty(&lines, i)? {
+                    files.extend(file);
+                    i = next;
+                    continue;
+                }
             }
             if line.starts_with("Binary files ") {
                 return Err(PatchParseError {
@@ -122,7 +150,7 @@ impl Patch {
                 i += 1;
                 continue;
             }
-            let old = header_path(&line[4..]);
+            let (old, old_stamp) = header_path(&line[4..]);
             let header_line = i + 1;
             let plus = lines.get(i + 1).copied().unwrap_or_default();
             if !plus.starts_with("+++ ") {
@@ -136,7 +164,7 @@ impl Patch {
                     message: "expected a `+++ b/PATH` line after the `--- a/PATH` line".into(),
                 });
             }
-            let new = header_path(&plus[4..]);
+            let (new, new_stamp) = header_path(&plus[4..]);
             i += 2;
             let mut hunks = Vec::new();
             while i < lines.len() && lines[i].starts_with("@@") {
@@ -150,6 +178,11 @@ impl Patch {
                     message: "a file header with no `@@ ... @@` hunk after it".into(),
                 });
             }
+            // `diff -N` names an absent file by its real path dated at the epoch, with an empty
+            // range on that side.
+            let (old, new) = strip_folder(old, new);
+            let old = old.filter(|_| !(is_epoch(old_stamp) && hunks.iter().all(Hunk::old_empty)));
+            let new = new.filter(|_| !(is_epoch(new_stamp) && hunks.iter().all(Hunk::new_empty)));
             files.push(FilePatch {
                 old_path: old,
                 new_path: new,
@@ -176,13 +209,25 @@ impl Patch {
         let mut out: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
         for file in &self.files {
             let path = file.path().to_string();
-            if path.starts_with('/') || path.split('/').any(|c| c == "..") {
-                return Err(ApplyError::Escapes(path));
+            // A rename (git's `rename from`/`rename to`) reads one path and writes another.
+            let from = file.old_path.clone().unwrap_or_else(|| path.clone());
+            for p in [&path, &from] {
+                if p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(ApplyError::Escapes(p.clone()));
+                }
             }
-            let current: Option<Vec<u8>> = match out.get(&path) {
+            let now = |p: &str, out: &BTreeMap<String, Option<Vec<u8>>>| match out.get(p) {
                 Some(c) => c.clone(),
-                None => read(&path),
+                None => read(p),
             };
+            let current = now(&from, &out);
+            let renamed = from != path;
+            if renamed && now(&path, &out).is_some() {
+                return Err(ApplyError::AlreadyExists(path));
+            }
+            if renamed {
+                out.insert(from.clone(), None);
+            }
             if let Some(binary) = &file.binary {
                 let content = apply_binary(&path, file, binary, current)?;
                 out.insert(path, content);
@@ -191,11 +236,15 @@ impl Patch {
             let old_text = match (&file.old_path, current) {
                 (None, Some(_)) => return Err(ApplyError::AlreadyExists(path)),
                 (None, None) => String::new(),
-                (Some(_), None) => return Err(ApplyError::Missing(path)),
+                (Some(_), None) => return Err(ApplyError::Missing(from)),
                 (Some(_), Some(bytes)) => {
-                    String::from_utf8(bytes).map_err(|_| ApplyError::NotText(path.clone()))?
+                    String::from_utf8(bytes).map_err(|_| ApplyError::NotText(from.clone()))?
                 }
             };
+            if file.new_path.is_none() && file.hunks.is_empty() && !old_text.is_empty() {
+                // A `deleted file mode` section without hunks deletes an empty file only.
+                return Err(ApplyError::NotEmpty(path));
+            }
             let mut lines: Vec<String> = old_text.split_inclusive('\n').map(String::from).collect();
             let mut shift: isize = 0;
             for (n, hunk) in file.hunks.iter().enumerate() {
@@ -354,6 +403,94 @@ fn parse_git_binary(
     )))
 }
 
+/// A `diff --git` section at `at` that has no `---`/`+++` lines and no binary patch: creating
+/// (`new file mode`) or deleting (`deleted file mode`) an empty file, or renaming a file as it
+/// is (`rename from`/`rename to`), which is the file's patch, or a change of mode only, which
+/// is no change of content (`None` in the result); `None` when the section has `---`/`+++`
+/// lines (read as usual: a renamed file's `--- a/OLD` / `+++ b/NEW`). A copy is an error: make
+/// the patch with `git diff --no-renames`, which writes a new file instead.
+#[allow(clippy::type_complexity)]
+fn parse_git_empty(
+    lines: &[&str],
+    at: usize,
+) -> Result<Option<(Option<FilePatch>, usize)>, PatchParseError> {
+    let mut i = at + 1;
+    let (mut created, mut deleted) = (false, false);
+    let (mut renamed_from, mut renamed_to) = (None, None);
+    while let Some(line) = lines.get(i) {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.starts_with("--- ") {
+            return Ok(None);
+        }
+        if line.starts_with("diff --git ") {
+            break;
+        }
+        if line.starts_with("copy from ") || line.starts_with("copy to ") {
+            return Err(PatchParseError {
+                line: i + 1,
+                message: format!(
+                    "a copy (`{line}`): make the patch with `git diff --no-renames`, which writes the copy as a new file"
+                ),
+            });
+        }
+        if let Some(p) = line.strip_prefix("rename from ") {
+            renamed_from = Some(p.to_string());
+        }
+        if let Some(p) = line.strip_prefix("rename to ") {
+            renamed_to = Some(p.to_string());
+        }
+        let extended = [
+            "old mode ",
+            "new mode ",
+            "new file mode ",
+            "deleted file mode ",
+            "index ",
+            "similarity index ",
+            "dissimilarity index ",
+            "rename from ",
+            "rename to ",
+        ];
+        if !extended.iter().any(|e| line.starts_with(e)) {
+            break;
+        }
+        created |= line.starts_with("new file mode ");
+        deleted |= line.starts_with("deleted file mode ");
+        i += 1;
+    }
+    if let (Some(from), Some(to)) = (renamed_from, renamed_to) {
+        let file = FilePatch {
+            old_path: Some(from),
+            new_path: Some(to),
+            hunks: Vec::new(),
+            binary: None,
+        };
+        return Ok(Some((Some(file), i)));
+    }
+    let header = lines[at].trim_end_matches(['\n', '\r']);
+    let path = || {
+        git_header_path(header).ok_or_else(|| PatchParseError {
+            line: at + 1,
+            message: "a `diff --git a/PATH b/PATH` line whose paths cannot be read".into(),
+        })
+    };
+    let file = match (created, deleted) {
+        (true, false) => Some(FilePatch {
+            old_path: None,
+            new_path: Some(path()?),
+            hunks: Vec::new(),
+            binary: None,
+        }),
+        (false, true) => Some(FilePatch {
+            old_path: Some(path()?),
+            new_path: None,
+            hunks: Vec::new(),
+            binary: None,
+        }),
+        _ => None,
+    };
+    Ok(Some((file, i)))
+}
+
 /// The forward hunk of a binary patch starting at line `i` (`literal SIZE` or `delta SIZE`,
 /// base85 lines, up to a blank line): its inflated data and the index of the blank line.
 fn binary_hunk(lines: &[&str], mut i: usize) -> Result<(BinaryData, usize), PatchParseError> {
@@ -421,18 +558,85 @@ fn git_header_path(header: &str) -> Option<String> {
     (b.strip_prefix(" b/")? == a).then(|| a.to_string())
 }
 
-fn header_path(raw: &str) -> Option<String> {
-    // "a/src/x.py\t2026-01-01 ..." -> "src/x.py"
+/// The path of a `---`/`+++` line as written (`None` for `/dev/null`), and the timestamp after
+/// its tab (empty when there is none).
+fn header_path(raw: &str) -> (Option<String>, &str) {
+    // "a/src/x.py\t2026-01-01 ..." -> "a/src/x.py"
     let raw = raw.trim_end_matches(['\n', '\r']);
-    let raw = raw.split('\t').next().unwrap_or_default().trim();
-    if raw == "/dev/null" {
-        return None;
+    let (path, stamp) = raw.split_once('\t').unwrap_or((raw, ""));
+    let path = path.trim();
+    ((path != "/dev/null").then(|| path.to_string()), stamp)
+}
+
+/// Both paths of a file header without their `a/` and `b/` prefixes (each side its own), or,
+/// when neither has one and both name a path that only their first folder differs in
+/// (`--- fixture/x` / `+++ mutated/x` from `diff -ruN fixture mutated`), without that folder.
+fn strip_folder(old: Option<String>, new: Option<String>) -> (Option<String>, Option<String>) {
+    let prefixed = |p: &Option<String>, pre: &str| p.as_deref().is_some_and(|p| p.starts_with(pre));
+    if prefixed(&old, "a/") || prefixed(&new, "b/") {
+        let strip = |p: Option<String>| {
+            p.map(
+                |p| match p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")) {
+                    Some(rest) => rest.to_string(),
+                    None => p,
+                },
+            )
+        };
+        return (strip(old), strip(new));
     }
-    let stripped = raw
-        .strip_prefix("a/")
-        .or_else(|| raw.strip_prefix("b/"))
-        .unwrap_or(raw);
-    Some(stripped.to_string())
+    let rest = |p: &str| p.split_once('/').map(|(_, r)| r.to_string());
+    match (&old, &new) {
+        (Some(o), Some(n)) if o != n => match (rest(o), rest(n)) {
+            (Some(a), Some(b)) if a == b && !a.is_empty() => (Some(a), Some(b)),
+            _ => (old, new),
+        },
+        _ => (old, new),
+    }
+}
+
+/// Whether a header's timestamp is the Unix epoch, which `diff -N` gives a file that is absent
+/// on that side: `1970-01-01 00:00:00.000000000 +0000`, or the same instant in another zone
+/// (`1969-12-31 19:00:00.000000000 -0500`); the fraction, when written, is all zeros.
+fn is_epoch(stamp: &str) -> bool {
+    let mut parts = stamp.split_whitespace();
+    let (Some(date), Some(time), Some(zone), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let day: i64 = match date {
+        "1970-01-01" => 0,
+        "1969-12-31" => -1,
+        _ => return false,
+    };
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    if !fraction.bytes().all(|b| b == b'0') {
+        return false;
+    }
+    let num = |s: &str| -> Option<i64> {
+        (s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let mut hms = hms.split(':');
+    let (Some(h), Some(m), Some(s), None) = (
+        hms.next().and_then(num),
+        hms.next().and_then(num),
+        hms.next().and_then(num),
+        hms.next(),
+    ) else {
+        return false;
+    };
+    let (sign, digits) = match zone.split_at_checked(1) {
+        Some(("+", d)) => (1, d),
+        Some(("-", d)) => (-1, d),
+        _ => return false,
+    };
+    let (Some(zh), Some(zm)) = (digits.get(..2).and_then(num), digits.get(2..).and_then(num))
+    else {
+        return false;
+    };
+    day * 86_400 + h * 3600 + m * 60 + s - sign * (zh * 3600 + zm * 60) == 0
 }
 
 fn parse_range(s: &str) -> Option<(usize, usize)> {
@@ -467,6 +671,7 @@ fn parse_hunk(lines: &[&str], at: usize) -> Result<(Hunk, usize), PatchParseErro
     let (mut need_old, mut need_new) = (old.1, new.1);
     let mut hunk = Hunk {
         old_start: old.0,
+        new_start: new.0,
         old_lines: Vec::new(),
         new_lines: Vec::new(),
     };

@@ -42,10 +42,54 @@ pub struct PlanOptions {
 /// The hidden mutation chosen for a trial.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChosenMutation {
-    /// The patch's file name under `mutations/TASK_ID/`.
+    /// The patch's file name under `mutations/TASK_ID/`, or `as shipped` for the fixture as
+    /// shipped (`[tasks.mutations] include_fixture = true`).
     pub name: String,
-    /// BLAKE3 (hex) of the patch.
+    /// BLAKE3 (hex) of the patch; empty for the fixture as shipped.
     pub hash: String,
+    /// The fixture as shipped: no patch is applied. Written only when `true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_shipped: bool,
+}
+
+/// The label of the fixture as shipped among a task's mutations.
+pub const AS_SHIPPED: &str = "as shipped";
+
+impl ChosenMutation {
+    /// A patch under `mutations/TASK_ID/`.
+    pub fn patch(file: &MutationFile) -> ChosenMutation {
+        ChosenMutation {
+            name: file.name.clone(),
+            hash: file.hash.clone(),
+            as_shipped: false,
+        }
+    }
+
+    /// The fixture as shipped, with no patch.
+    pub fn as_shipped() -> ChosenMutation {
+        ChosenMutation {
+            name: AS_SHIPPED.into(),
+            hash: String::new(),
+            as_shipped: true,
+        }
+    }
+
+    /// The patch file's name, `None` for the fixture as shipped.
+    pub fn patch_name(&self) -> Option<&str> {
+        (!self.as_shipped).then_some(self.name.as_str())
+    }
+}
+
+/// What the trials of `task` rotate over: each patch under `mutations/TASK_ID/` in name order,
+/// then, with `[tasks.mutations] include_fixture = true`, the fixture as shipped. Empty when
+/// the task has no patch.
+pub fn mutation_choices(suite: &Suite, task: &Task) -> std::io::Result<Vec<ChosenMutation>> {
+    let patches = suite.mutations(task.id.get_ref())?;
+    let mut out: Vec<ChosenMutation> = patches.iter().map(ChosenMutation::patch).collect();
+    if !out.is_empty() && task.mutations.as_ref().is_some_and(|m| m.include_fixture) {
+        out.push(ChosenMutation::as_shipped());
+    }
+    Ok(out)
 }
 
 /// One trial of the plan.
@@ -61,6 +105,11 @@ pub struct PlannedTrial {
     pub index: u32,
     /// The hidden mutation, when the task has any.
     pub mutation: Option<ChosenMutation>,
+    /// The trial's seed, from 0 to 2^53 - 1, derived from (suite id, task, variant, trial
+    /// index) (see `docs/agents.md`), given to the agent as `PROCTOR_TRIAL_SEED` and to a
+    /// `model_script`'s mock model. Absent in records made before trials had seeds.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// Every trial a run executes, with the hashes that identify what they ran against.
@@ -152,6 +201,28 @@ pub fn choose_mutation(suite_id: &str, task_id: &str, index: u32, count: usize) 
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest.as_bytes()[..8]);
     Some((u64::from_le_bytes(first) % count as u64) as usize)
+}
+
+/// The largest seed [`trial_seed`] gives: 2^53 - 1, so that the seed survives every JSON
+/// reader (JavaScript and `jq` hold numbers as doubles) exactly.
+pub const MAX_TRIAL_SEED: u64 = (1 << 53) - 1;
+
+/// The seed of trial `index` of (`task_id`, `variant_id`) in suite `suite_id`: the first 8
+/// bytes of a BLAKE3 hash of the four (a stable hash: the same on every machine and release),
+/// kept to 53 bits ([`MAX_TRIAL_SEED`]). Different trial indices, tasks and variants get
+/// different seeds; a rerun of the same trial gets the same one.
+pub fn trial_seed(suite_id: &str, task_id: &str, variant_id: &str, index: u32) -> u64 {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"proctor trial seed v1\0");
+    for part in [suite_id, task_id, variant_id] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.update(&index.to_le_bytes());
+    let digest = hasher.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.as_bytes()[..8]);
+    u64::from_le_bytes(first) & MAX_TRIAL_SEED
 }
 
 /// Builds the plan for `suite` under `options`.
@@ -285,20 +356,15 @@ fn planned_trials(
     trials: u32,
     total: u64,
 ) -> Result<Vec<PlannedTrial>, PlanError> {
-    let mut mutations: Vec<Vec<MutationFile>> = Vec::new();
+    let mut mutations: Vec<Vec<ChosenMutation>> = Vec::new();
     for task in tasks {
-        mutations.push(suite.mutations(task.id.get_ref())?);
+        mutations.push(mutation_choices(suite, task)?);
     }
     let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     for index in 0..trials {
-        for (task, patches) in tasks.iter().zip(&mutations) {
-            let chosen =
-                choose_mutation(suite.id(), task.id.get_ref(), index, patches.len()).map(|i| {
-                    ChosenMutation {
-                        name: patches[i].name.clone(),
-                        hash: patches[i].hash.clone(),
-                    }
-                });
+        for (task, choices) in tasks.iter().zip(&mutations) {
+            let chosen = choose_mutation(suite.id(), task.id.get_ref(), index, choices.len())
+                .map(|i| choices[i].clone());
             for variant in variants.iter().filter(|v| v.runs_task(task.id.get_ref())) {
                 out.push(PlannedTrial {
                     id: format!("{}.{}.{}", task.id.get_ref(), variant.id.get_ref(), index),
@@ -306,6 +372,12 @@ fn planned_trials(
                     variant: variant.id.get_ref().clone(),
                     index,
                     mutation: chosen.clone(),
+                    seed: Some(trial_seed(
+                        suite.id(),
+                        task.id.get_ref(),
+                        variant.id.get_ref(),
+                        index,
+                    )),
                 });
             }
         }
@@ -323,6 +395,25 @@ mod tests {
         let a = choose_mutation("s", "t", 3, 4);
         assert_eq!(a, choose_mutation("s", "t", 3, 4));
         assert_eq!(choose_mutation("s", "t", 3, 0), None);
+    }
+
+    #[test]
+    fn seeds_are_stable_and_differ_by_index_task_and_variant() {
+        let s = trial_seed("suite", "task", "a", 0);
+        assert_eq!(s, trial_seed("suite", "task", "a", 0));
+        // A fixed value: the derivation is part of the record format and must never drift.
+        assert_eq!(s, 6_091_343_045_694_801);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..1000 {
+            let seed = trial_seed("suite", "task", "a", i);
+            assert!(seed <= MAX_TRIAL_SEED);
+            assert!(seen.insert(seed), "trial {i} repeats a seed");
+        }
+        assert_ne!(s, trial_seed("suite", "task", "b", 0));
+        assert_ne!(s, trial_seed("suite", "other", "a", 0));
+        assert_ne!(s, trial_seed("other", "task", "a", 0));
+        // The parts are length-prefixed: moving a character between them changes the seed.
+        assert_ne!(trial_seed("ab", "c", "a", 0), trial_seed("a", "bc", "a", 0));
     }
 
     proptest! {

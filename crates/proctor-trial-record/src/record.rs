@@ -244,6 +244,7 @@ mod tests {
                 variant: "v".into(),
                 index: 0,
                 mutation: None,
+                seed: None,
             },
             hashes: Hashes::default(),
             isolation: None,

@@ -511,7 +511,11 @@ fn mutation_and_findings(r: &TrialRecord) -> Markup {
     html! {
         @if let Some(m) = &r.plan.mutation {
             p class="mutation" data-field="mutation" {
-                "Hidden mutation: " code { (m.name) } " (" (m.hash.get(..12).unwrap_or_default()) "…)"
+                @if m.as_shipped {
+                    "Hidden mutation: none, the fixture " b { "as shipped" } " (one of the task's choices)"
+                } @else {
+                    "Hidden mutation: " code { (m.name) } " (" (m.hash.get(..12).unwrap_or_default()) "…)"
+                }
             }
         }
         @if !findings.is_empty() {

@@ -182,9 +182,14 @@ pub enum Command {
     },
     /// Serve scripted model turns over the Anthropic, OpenAI and Gemini wire APIs.
     MockModel {
-        /// The script: [[turns]] of tool calls or a final text, each with its usage.
+        /// The script: [[turns]] of tool calls or a final text, each with its usage, or weighted
+        /// [[alternatives]] of such turns.
         #[arg(long, value_name = "FILE")]
         script: PathBuf,
+        /// The seed that chooses among the script's weighted [[alternatives]] (required when it
+        /// has any): alternative k is served when SEED % (sum of weights) falls in its share.
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
         /// Address to listen on.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
         listen: String,

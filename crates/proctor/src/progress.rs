@@ -204,6 +204,7 @@ mod tests {
             variant: "v".to_string(),
             index: 0,
             mutation: None,
+            seed: None,
         }
     }
 

@@ -204,6 +204,9 @@ fn the_scripted_agent_gets_exactly_the_trials_environment_and_none_of_proctors()
             "NO_COLOR",
             "USER",
             "PYTHONDONTWRITEBYTECODE",
+            // The trial's own index and seed (issue 47, item 5).
+            "PROCTOR_TRIAL_INDEX",
+            "PROCTOR_TRIAL_SEED",
             // Not PROCTOR_CALLS_SOCKET: with namespaces no socket of the calls log is in the
             // agent's reach (issue 41, row 4).
             // set by sh itself
@@ -224,6 +227,12 @@ fn the_scripted_agent_gets_exactly_the_trials_environment_and_none_of_proctors()
         assert!(env.contains("HOME=/home/agent\n"), "{who:?}: {env}");
         assert!(env.contains("PWD=/workspace\n"), "{who:?}: {env}");
         assert!(env.contains("PATH=/run/proctor/shims:"), "{who:?}: {env}");
+        assert!(env.contains("PROCTOR_TRIAL_INDEX=0\n"), "{who:?}: {env}");
+        let seed = lab.record("t.agent.0")["plan"]["seed"].as_u64().unwrap();
+        assert!(
+            env.contains(&format!("PROCTOR_TRIAL_SEED={seed}\n")),
+            "{who:?}: {env}"
+        );
     }
 }
 

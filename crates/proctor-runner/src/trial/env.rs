@@ -34,7 +34,16 @@ pub struct AgentEnvParts<'a> {
     pub launch: &'a [(String, String)],
     /// Real agent CLIs: where they are installed.
     pub agents_dir: Option<&'a Path>,
+    /// The trial's index within its (task, variant) and its seed, given last as
+    /// [`TRIAL_INDEX_ENV`] and [`TRIAL_SEED_ENV`] so nothing else can set them.
+    pub trial: (u32, Option<u64>),
 }
+
+/// The variable holding the trial's 0-based index within its (task, variant).
+pub const TRIAL_INDEX_ENV: &str = "PROCTOR_TRIAL_INDEX";
+/// The variable holding the trial's seed (`proctor_suite::plan::trial_seed`), a decimal
+/// number below 2^53.
+pub const TRIAL_SEED_ENV: &str = "PROCTOR_TRIAL_SEED";
 
 /// The agent's complete environment.
 pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
@@ -75,6 +84,12 @@ pub fn agent_env(paths: &TrialPaths, parts: AgentEnvParts) -> Env {
             proctor_agents::cli::AGENTS_DIR_ENV.into(),
             agents.display().to_string(),
         ));
+    }
+    let (index, seed) = parts.trial;
+    env.retain(|(k, _)| k != TRIAL_INDEX_ENV && k != TRIAL_SEED_ENV);
+    env.push((TRIAL_INDEX_ENV.into(), index.to_string()));
+    if let Some(seed) = seed {
+        env.push((TRIAL_SEED_ENV.into(), seed.to_string()));
     }
     env
 }
@@ -188,6 +203,7 @@ mod tests {
                 variant: &variant,
                 launch: &launch,
                 agents_dir: None,
+                trial: (0, Some(7)),
             },
         );
         assert_eq!(get(&env, "PATH"), ["/run/proctor/shims:/usr/bin:/bin"]);
@@ -200,6 +216,30 @@ mod tests {
         assert_eq!(get(&env, "CHAT_API"), ["svc", "variant", "launch"]);
         assert!(get(&env, "PROCTOR_AGENTS_DIR").is_empty());
         assert_eq!(env[0].0, "PATH");
+        assert_eq!(get(&env, TRIAL_INDEX_ENV), ["0"]);
+        assert_eq!(get(&env, TRIAL_SEED_ENV), ["7"]);
+    }
+
+    #[test]
+    fn the_trial_index_and_seed_cannot_be_set_by_the_variant_or_the_launch() {
+        let variant: BTreeMap<String, String> = [(TRIAL_SEED_ENV.to_string(), "1".to_string())]
+            .into_iter()
+            .collect();
+        let launch = vec![(TRIAL_INDEX_ENV.to_string(), "9".to_string())];
+        let env = agent_env(
+            &paths(true),
+            AgentEnvParts {
+                host_path: "/bin",
+                image: &[(TRIAL_SEED_ENV.to_string(), "2".to_string())],
+                services: &[],
+                variant: &variant,
+                launch: &launch,
+                agents_dir: None,
+                trial: (4, Some(12345)),
+            },
+        );
+        assert_eq!(get(&env, TRIAL_INDEX_ENV), ["4"]);
+        assert_eq!(get(&env, TRIAL_SEED_ENV), ["12345"]);
     }
 
     #[test]
@@ -214,6 +254,7 @@ mod tests {
                 variant: &empty,
                 launch: &[],
                 agents_dir: Some(Path::new("/agents")),
+                trial: (3, None),
             },
         );
         assert_eq!(get(&env, "PATH"), ["/scratch/t/shims:/bin"]);
@@ -221,6 +262,8 @@ mod tests {
         assert_eq!(get(&env, "TMPDIR"), ["/scratch/t/tmp"]);
         assert_eq!(get(&env, "PROCTOR_CALLS_SOCKET"), ["/sockets/1.sock"]);
         assert_eq!(get(&env, "PROCTOR_AGENTS_DIR"), ["/agents"]);
+        assert_eq!(get(&env, TRIAL_INDEX_ENV), ["3"]);
+        assert!(get(&env, TRIAL_SEED_ENV).is_empty());
     }
 
     #[test]

@@ -183,6 +183,7 @@ fn trial_env(
             variant: &trial.variant.env,
             launch: &launch.env,
             agents_dir,
+            trial: (trial.planned.index, trial.planned.seed),
         },
     )
 }

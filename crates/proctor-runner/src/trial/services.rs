@@ -145,6 +145,7 @@ pub fn services(
                 &ctx.proctor_exe,
                 &script.canonicalize().unwrap_or_else(|_| script.clone()),
                 *port,
+                trial.planned.seed,
                 trial.task,
                 &suite_root,
                 dir,

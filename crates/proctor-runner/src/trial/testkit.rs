@@ -95,6 +95,7 @@ pub fn planned(task: &str, variant: &str) -> PlannedTrial {
         variant: variant.into(),
         index: 0,
         mutation: None,
+        seed: Some(0),
     }
 }
 

@@ -17,6 +17,15 @@ use crate::script::read_script;
 struct TurnSpans {
     #[serde(default)]
     turns: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    alternatives: Vec<Spanned<TurnSpans>>,
+}
+
+/// The first line of `span` in `text`: a `[[turns]]` header, or an inline table.
+fn first_line(text: &str, span: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    text.get(span.clone())
+        .and_then(|s| s.find('\n'))
+        .map_or(span.clone(), |n| span.start..span.start + n)
 }
 
 impl Validator<'_> {
@@ -165,6 +174,38 @@ impl Validator<'_> {
                 )
                 .with_label(format!("turn {turn}"))
                 .with_help("a turn is a final `text`, or `calls` each with `role = \"shell\"` and `command`, or with a tool's exact `name`");
+                self.out.push(p);
+            }
+            Err(crate::model_script::ScriptError::InvalidAlternative {
+                alternative,
+                turn,
+                message,
+                ..
+            }) => {
+                let spans: TurnSpans = toml::from_str(source.text()).unwrap_or_default();
+                let alt = spans.alternatives.get(alternative.saturating_sub(1));
+                let span = match (alt, turn) {
+                    (Some(a), Some(t)) => a
+                        .get_ref()
+                        .turns
+                        .get(t.saturating_sub(1))
+                        .map_or(a.span(), |t| t.span()),
+                    (Some(a), None) => a.span(),
+                    (None, _) => 0..0,
+                };
+                let span = first_line(source.text(), span);
+                let what = match turn {
+                    Some(t) => format!("alternative {alternative}, turn {t}"),
+                    None => format!("alternative {alternative}"),
+                };
+                let p = Problem::at(
+                    ProblemKind::Inconsistent,
+                    &source,
+                    span,
+                    format!("{what} of the model script: {message}"),
+                )
+                .with_label(what)
+                .with_help("an [[alternatives]] entry has a `weight` (1 to 1000000), an optional `name` and its own [[alternatives.turns]]");
                 self.out.push(p);
             }
             Err(e) => {

@@ -101,6 +101,25 @@ impl Validator<'_> {
         }
     }
 
+    /// `[tasks.mutations] include_fixture = true` needs a patch to rotate with: without one
+    /// every trial runs the fixture as shipped anyway, and the setting says something false.
+    fn as_shipped(&mut self, task: &Task) {
+        let include = task.mutations.as_ref().is_some_and(|m| m.include_fixture);
+        let id = task.id.get_ref();
+        if !include || !self.suite.mutations(id).unwrap_or_default().is_empty() {
+            return;
+        }
+        let p = self
+            .at(
+                ProblemKind::Inconsistent,
+                task.id.span(),
+                format!("task `{id}` sets `[tasks.mutations] include_fixture = true` and has no patch under mutations/{id}/"),
+            )
+            .with_label("this task")
+            .with_help(format!("add patches under mutations/{id}/ for the fixture as shipped to rotate with, or remove `include_fixture`"));
+        self.out.push(p);
+    }
+
     /// One task (the `index`th of the file): its settings, then what it is graded by.
     fn task(&mut self, index: usize, task: &Task) {
         self.timeouts(
@@ -127,6 +146,7 @@ impl Validator<'_> {
         self.interface_verb(task);
         self.refusal_patterns(index, task);
         self.route_faults(task);
+        self.as_shipped(task);
         self.condition(task, "success", &task.success);
         if let Some(refusal) = &task.refusal {
             for re in refusal.refuse_patterns.iter().chain(&refusal.ask_patterns) {

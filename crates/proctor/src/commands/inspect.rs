@@ -374,12 +374,14 @@ fn print_head(r: &TrialRecord) {
         outln!("limit      limit reached: {limit} ({})", limit.meaning());
     }
     print_integrity(r);
-    if let Some(m) = &r.plan.mutation {
-        outln!(
+    match &r.plan.mutation {
+        Some(m) if m.as_shipped => outln!("mutation   {} (the fixture, no patch)", m.name),
+        Some(m) => outln!(
             "mutation   {} ({}…)",
             m.name,
             m.hash.get(..12).unwrap_or_default()
-        );
+        ),
+        None => {}
     }
     outln!(
         "agent      {} {}",

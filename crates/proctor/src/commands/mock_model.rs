@@ -8,6 +8,9 @@
 //! without it is answered 401 and logged as `auth_rejected`), `--fault ROUTE=server_error` makes
 //! a route fail with HTTP 500, and `--tls-cert PEM --tls-key PEM` serves HTTPS (the printed
 //! base URL then starts with `https://`).
+//!
+//! A script with weighted `[[alternatives]]` needs `--seed N`, which chooses one; inside a trial
+//! proctor passes the trial's seed.
 
 use std::path::{Path, PathBuf};
 
@@ -18,23 +21,30 @@ use proctor_mock_model::{
 
 use crate::exit::{Error, Status};
 
-/// Serves `script` on `listen` until killed; requires the key held by `require_key_env` when
-/// given, and serves HTTPS when `tls_cert` and `tls_key` are given.
+/// Serves `script` (the alternative `seed` chooses, when it has alternatives) on `listen` until
+/// killed; requires the key held by `require_key_env` when given, and serves HTTPS when both of
+/// `tls` (certificate, key) are given.
 pub fn run(
     script: &Path,
+    seed: Option<u64>,
     listen: &str,
     log: Option<PathBuf>,
     faults: &[String],
     require_key_env: Option<&str>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
+    tls: (Option<PathBuf>, Option<PathBuf>),
 ) -> Result<Status, Error> {
-    let parsed = Script::load(script).map_err(|e| {
-        Error::usage(
-            e.to_string(),
-            "a model script is a TOML list of [[turns]]; see `proctor mock-model --help`",
-        )
-    })?;
+    let (parsed, alternative) = Script::load(script)
+        .and_then(|s| s.choose(seed, &script.display().to_string()))
+        .map_err(|e| {
+            Error::usage(
+                e.to_string(),
+                "a model script is a TOML list of [[turns]], or of weighted [[alternatives]] chosen by --seed; see `proctor mock-model --help`",
+            )
+        })?;
+    if let (Some(k), Some(seed)) = (alternative, seed) {
+        eprintln!("proctor mock-model: seed {seed} chose alternative {k}");
+    }
+    let (tls_cert, tls_key) = tls;
     let route_faults = parse_faults(faults)?;
     let require_key = match require_key_env {
         Some(var) => Some(auth::key_from_env(var).map_err(|e| {

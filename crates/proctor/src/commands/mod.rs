@@ -193,6 +193,7 @@ fn tools(command: Command) -> Result<Status, Error> {
     match command {
         Command::MockModel {
             script,
+            seed,
             listen,
             log,
             faults,
@@ -201,12 +202,12 @@ fn tools(command: Command) -> Result<Status, Error> {
             tls_key,
         } => mock_model::run(
             &script,
+            seed,
             &listen,
             log,
             &faults,
             require_key_env.as_deref(),
-            tls_cert,
-            tls_key,
+            (tls_cert, tls_key),
         ),
         Command::Import {
             format,

@@ -146,13 +146,14 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
             );
             errln!("  suite hash   {}", plan.suite_hash);
             errln!("  fixture hash {}", plan.fixture_hash);
-            let mut table = Table::new(&["TRIAL", "TASK", "VARIANT", "INDEX", "MUTATION"]);
+            let mut table = Table::new(&["TRIAL", "TASK", "VARIANT", "INDEX", "SEED", "MUTATION"]);
             for t in &plan.trials {
                 table.row([
                     t.id.clone(),
                     t.task.clone(),
                     t.variant.clone(),
                     t.index.to_string(),
+                    t.seed.map_or("-".to_string(), |s| s.to_string()),
                     t.mutation
                         .as_ref()
                         .map_or("-".to_string(), |m| m.name.clone()),
