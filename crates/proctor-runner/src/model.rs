@@ -35,19 +35,35 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// The mock-model service of a trial; `seed` (the trial's, on the command line proctor builds,
-/// out of the agent's reach) chooses among a script's weighted `[[alternatives]]`.
-#[allow(clippy::too_many_arguments)]
+/// The mock model a trial is served by: the proctor binary that runs it, its script, its port
+/// on the trial's loopback, and the trial's seed, which chooses among a script's weighted
+/// `[[alternatives]]` (on the command line proctor builds, out of the agent's reach).
+#[derive(Debug, Clone, Copy)]
+pub struct MockModel<'a> {
+    /// The proctor binary (`proctor mock-model`).
+    pub proctor: &'a Path,
+    /// The model script.
+    pub script: &'a Path,
+    /// The port it listens on.
+    pub port: u16,
+    /// The trial's seed.
+    pub seed: Option<u64>,
+}
+
+/// The mock-model service of a trial.
 pub fn service(
-    proctor: &Path,
-    script: &Path,
-    port: u16,
-    seed: Option<u64>,
+    mock: MockModel,
     task: &Task,
     suite_root: &Path,
     dir_host: PathBuf,
     log: PathBuf,
 ) -> ServiceSpec {
+    let MockModel {
+        proctor,
+        script,
+        port,
+        seed,
+    } = mock;
     let mut argv = vec![
         proctor.display().to_string(),
         "mock-model".into(),

@@ -142,10 +142,12 @@ pub fn services(
         let log = paths.service_log(name);
         let mut spec = match model {
             ModelEndpoint::Mock { script, port } => crate::model::service(
-                &ctx.proctor_exe,
-                &script.canonicalize().unwrap_or_else(|_| script.clone()),
-                *port,
-                trial.planned.seed,
+                crate::model::MockModel {
+                    proctor: &ctx.proctor_exe,
+                    script: &script.canonicalize().unwrap_or_else(|_| script.clone()),
+                    port: *port,
+                    seed: trial.planned.seed,
+                },
                 trial.task,
                 &suite_root,
                 dir,
