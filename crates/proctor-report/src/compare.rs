@@ -1156,10 +1156,6 @@ fn verdict(
     powered: bool,
     threshold: u64,
 ) -> (ComparisonVerdict, String) {
-    let points = |c: &Change| {
-        c.difference
-            .map_or_else(|| "-".to_string(), crate::stats::points)
-    };
     if !powered {
         return (
             ComparisonVerdict::Underpowered,
@@ -1180,7 +1176,7 @@ fn verdict(
         "success {} -> {} ({}, {} pairs graded in both)",
         a.cell.rates.success,
         b.cell.rates.success,
-        points(s),
+        points_of(s),
         s.n,
     );
     let discordant = counts(s, "discordant pairs (B vs A)");
@@ -1208,10 +1204,14 @@ fn verdict(
         }
         Assessment::Same | Assessment::NotMeasured => {}
     }
-    let w = &d.wrong_turns;
+    by_wrong_turns(s, &d.wrong_turns)
+}
+
+/// The verdict between arms of equal success: by wrong turns, beyond noise only.
+fn by_wrong_turns(s: &Change, w: &Change) -> (ComparisonVerdict, String) {
     let equal = format!(
         "equal success ({}, {})",
-        points(s),
+        points_of(s),
         counts(s, "discordant pairs (B vs A)")
     );
     let median_wt = |w: &Change| match (w.a, w.b) {
@@ -1253,4 +1253,10 @@ fn verdict(
             format!("{equal} and equal median wrong turns (n={})", w.n),
         ),
     }
+}
+
+/// A change's difference in points, or `-`.
+fn points_of(c: &Change) -> String {
+    c.difference
+        .map_or_else(|| "-".to_string(), crate::stats::points)
 }
