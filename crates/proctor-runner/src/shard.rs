@@ -21,6 +21,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use proctor_store::Placement;
 use proctor_suite::plan::PlannedTrial;
 use proctor_suite::Suite;
 use serde::{Deserialize, Serialize};
@@ -145,7 +146,7 @@ impl Batch {
 /// holding `who`, atomically (a complete temporary file hard-linked to the name, which is
 /// atomic on local file systems and on NFS alike). `Ok(true)` when this call made the claim,
 /// `Ok(false)` when another worker holds it.
-pub fn claim(run_dir: &Path, trial_id: &str, who: &serde_json::Value) -> io::Result<bool> {
+pub fn claim(run_dir: &Path, trial_id: &str, who: &Placement) -> io::Result<bool> {
     let dir = run_dir.join(EXECUTOR_DIR).join(CLAIMS_DIR);
     fs::create_dir_all(&dir)?;
     let name = dir.join(trial_id);
@@ -181,8 +182,8 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Every claim of the run: trial id → who claimed it (`null` for an unreadable claim).
-pub fn claims(run_dir: &Path) -> io::Result<BTreeMap<String, serde_json::Value>> {
+/// Every claim of the run: trial id → who claimed it (`None` for an unreadable claim).
+pub fn claims(run_dir: &Path) -> io::Result<BTreeMap<String, Option<Placement>>> {
     let dir = run_dir.join(EXECUTOR_DIR).join(CLAIMS_DIR);
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
@@ -200,8 +201,7 @@ pub fn claims(run_dir: &Path) -> io::Result<BTreeMap<String, serde_json::Value>>
         }
         let who = fs::read(entry.path())
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(serde_json::Value::Null);
+            .and_then(|b| serde_json::from_slice(&b).ok());
         out.insert(name, who);
     }
     Ok(out)
@@ -238,7 +238,7 @@ pub struct ShardStatus {
     /// `running` or `done`.
     pub state: String,
     /// Where it runs: job, array task, node.
-    pub placement: serde_json::Value,
+    pub placement: Placement,
     /// When it started (UTC, RFC 3339).
     pub started_at: String,
     /// When it ended, once it has.
@@ -360,9 +360,19 @@ mod tests {
     #[test]
     fn a_trial_is_claimed_once_and_unfinished_claims_are_released() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let who = serde_json::json!({"job": "1", "array_task": 0});
+        let worker = |shard| Placement::Worker {
+            shard,
+            node: "n".into(),
+        };
+        let who = Placement::Slurm {
+            job: "1".into(),
+            array_task: Some(0),
+            task_job_id: None,
+            node: "n".into(),
+            restart: 0,
+        };
         assert!(claim(dir.path(), "t.v.0", &who).expect("claim"));
-        assert!(!claim(dir.path(), "t.v.0", &serde_json::json!({"job": "2"})).expect("claim"));
+        assert!(!claim(dir.path(), "t.v.0", &worker(2)).expect("claim"));
         assert!(claim(dir.path(), "t.v.1", &who).expect("claim"));
         // Racing threads: exactly one wins each trial.
         let wins = std::sync::atomic::AtomicUsize::new(0);
@@ -371,7 +381,7 @@ mod tests {
                 let wins = &wins;
                 let dir = dir.path();
                 s.spawn(move || {
-                    if claim(dir, "race.v.0", &serde_json::json!({ "n": n })).expect("claim") {
+                    if claim(dir, "race.v.0", &worker(n)).expect("claim") {
                         wins.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }
                 });
@@ -380,7 +390,11 @@ mod tests {
         assert_eq!(wins.into_inner(), 1);
         let held = claims(dir.path()).expect("claims");
         assert_eq!(held.len(), 3, "{held:?}");
-        assert_eq!(held["t.v.0"], who, "the first claim is kept whole");
+        assert_eq!(
+            held["t.v.0"],
+            Some(who.clone()),
+            "the first claim is kept whole"
+        );
         let finished: BTreeSet<String> = ["t.v.0".to_string()].into();
         let released = release_unfinished(dir.path(), &finished).expect("release");
         assert_eq!(released, vec!["race.v.0".to_string(), "t.v.1".to_string()]);

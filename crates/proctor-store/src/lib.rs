@@ -56,8 +56,8 @@ pub use kept::{
 };
 pub use lock::{LockHolder, LOCK_FILE};
 pub use model::{
-    run_json_schema, DamagedRun, DamagedTrial, HostInfo, ParseRunStatusError, RunListing, RunMeta,
-    RunRecord, RunStatus, TrialFile, TrialSummary, FILE_SCHEMA_VERSION,
+    run_json_schema, DamagedRun, DamagedTrial, HostInfo, ParseRunStatusError, Placement,
+    RunListing, RunMeta, RunRecord, RunStatus, TrialFile, TrialSummary, FILE_SCHEMA_VERSION,
 };
 pub use query::{CellCount, TrialFilter, TrialsPage};
 pub use run_id::{ParseRunIdError, RunId};

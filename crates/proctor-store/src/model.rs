@@ -270,10 +270,78 @@ pub struct TrialFile<R> {
     pub summary: TrialSummary,
     /// Everything else about the trial, as the runner serialized it.
     pub record: R,
-    /// Where the trial ran when an executor other than the local one ran it (for Slurm: the
-    /// job, the array task and the node), as [`crate::Store::open_on_node`] was given it.
+    /// Where the trial ran when an executor other than the local one ran it, as
+    /// [`crate::Store::open_on_node`] was given it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executor: Option<serde_json::Value>,
+    pub executor: Option<Placement>,
+}
+
+/// Where a worker of an executor other than the local one runs: stamped into every trial it
+/// writes and into its claims.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Placement {
+    /// A task of a Slurm job array.
+    Slurm {
+        /// The array job's id (`SLURM_ARRAY_JOB_ID`).
+        job: String,
+        /// The array task's index (`SLURM_ARRAY_TASK_ID`).
+        array_task: Option<u64>,
+        /// The array task's own job id (`SLURM_JOB_ID`).
+        #[serde(default)]
+        task_job_id: Option<String>,
+        /// The node it runs on.
+        node: String,
+        /// How many times Slurm requeued it (`SLURM_RESTART_COUNT`).
+        #[serde(default)]
+        restart: u64,
+    },
+    /// A worker started by hand (`proctor worker --shard I/K`).
+    Worker {
+        /// Its shard.
+        shard: usize,
+        /// The machine it runs on.
+        node: String,
+    },
+    /// The job that writes a run's results on a node once its workers are done (`collect
+    /// --on-node`): it runs no trial.
+    Collect {
+        /// The node it runs on.
+        node: String,
+    },
+}
+
+impl Placement {
+    /// The node or machine it runs on.
+    pub fn node(&self) -> &str {
+        match self {
+            Placement::Slurm { node, .. }
+            | Placement::Worker { node, .. }
+            | Placement::Collect { node } => node,
+        }
+    }
+
+    /// Whether `earlier` is an attempt of this very Slurm array task that Slurm since
+    /// requeued (same job and array task, another restart count): its claims are this one's.
+    pub fn requeued_from(&self, earlier: &Placement) -> bool {
+        match (self, earlier) {
+            (
+                Placement::Slurm {
+                    job,
+                    array_task,
+                    restart,
+                    ..
+                },
+                Placement::Slurm {
+                    job: j,
+                    array_task: a,
+                    restart: r,
+                    ..
+                },
+            ) => job == j && array_task == a && restart != r,
+            _ => false,
+        }
+    }
 }
 
 /// The borrowed form of [`TrialFile`] used for writing.
@@ -284,7 +352,7 @@ pub(crate) struct TrialFileRef<'a, R: ?Sized> {
     pub summary: &'a TrialSummary,
     pub record: &'a R,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executor: Option<&'a serde_json::Value>,
+    pub executor: Option<&'a Placement>,
 }
 
 /// The head of `trial.json`: the summary, with the record skipped (but still checked to be JSON)

@@ -7,8 +7,8 @@ use crate::error::{io_err, Result, StoreError};
 use crate::index::{Index, Opened, ScannedRun};
 use crate::lock::{self, LockHolder, RunLock};
 use crate::model::{
-    validate_trial_id, DamagedRun, DamagedTrial, RunListing, RunMeta, RunRecord, RunStatus,
-    TrialFile, TrialFileRef, TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
+    validate_trial_id, DamagedRun, DamagedTrial, Placement, RunListing, RunMeta, RunRecord,
+    RunStatus, TrialFile, TrialFileRef, TrialHead, TrialSummary, FILE_SCHEMA_VERSION,
 };
 use crate::query::{CellCount, TrialFilter, TrialsPage};
 use crate::time::utc_now;
@@ -56,7 +56,7 @@ struct Inner {
     /// The store cannot be written: the index is read-only (or in memory), nothing is written.
     read_only: bool,
     /// On a compute node: where its trials run, stamped into each `trial.json`.
-    node: Option<serde_json::Value>,
+    node: Option<Placement>,
 }
 
 /// What [`Store::reindex`] found in the folders.
@@ -210,7 +210,7 @@ impl Store {
     /// and never rewrites `run.json` (its submitter owns it: [`RunHandle::update_meta`] changes
     /// the handle's copy only). Trial folders are written as usual, each `trial.json` stamped
     /// with `executor` (where it ran).
-    pub fn open_on_node(dir: impl AsRef<Path>, executor: serde_json::Value) -> Result<Store> {
+    pub fn open_on_node(dir: impl AsRef<Path>, executor: Placement) -> Result<Store> {
         let given = dir.as_ref();
         let root = fs::canonicalize(given).map_err(io_err("resolve", given))?;
         let runs = root.join(RUNS_DIR);

@@ -690,7 +690,12 @@ fn a_store_opened_on_a_node_writes_trial_files_only_stamped_with_where_they_ran(
     for f in ["index.sqlite-wal", "index.sqlite-shm"] {
         let _ = fs::remove_file(dir.path().join(f));
     }
-    let placement = json!({"kind": "slurm", "job": "17", "array_task": 2, "node": "n1"});
+    // As trial.json has held it: the record reads it back typed.
+    let placement: proctor_store::Placement = serde_json::from_value(json!({
+        "kind": "slurm", "job": "17", "array_task": 2, "node": "n1"
+    }))
+    .expect("a placement");
+    assert_eq!(placement.node(), "n1");
     let node = Store::open_on_node(dir.path(), placement.clone()).expect("open on node");
     assert!(node.is_on_node());
     let run = node.open_run(&id).expect("the run");

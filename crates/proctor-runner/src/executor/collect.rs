@@ -188,11 +188,8 @@ pub enum NodeResults {
 /// trial files alone (no index, no `run.json`).
 pub fn collect_on_node(store_dir: &Path, prefix: &str) -> Result<NodeResults, RunError> {
     let node = proctor_store::HostInfo::detect().hostname;
-    let store = Store::open_on_node(
-        store_dir,
-        serde_json::json!({"kind": "collect", "node": node}),
-    )
-    .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
+    let store = Store::open_on_node(store_dir, proctor_store::Placement::Collect { node })
+        .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
     let id = store
         .resolve_run(prefix)
         .map_err(|e| RunError::usage(e.to_string(), "pass the run's id"))?;

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use proctor_store::Store;
+use proctor_store::{Placement, Store};
 use proctor_suite::shell::quote;
 
 use super::record::{BatchOptions, ExecutorRecord, ExecutorRecordExt, Submission};
@@ -184,7 +184,7 @@ pub fn run_shard(request: &WorkerRequest, observer: &mut dyn Observer) -> Result
         "worker: run {id} · batch {number} · shard {index}/{count} · {} trial(s) to run, {} skipped · node {}",
         shard_plan.trials.len(),
         status.skipped,
-        here["node"].as_str().unwrap_or("?")
+        here.node()
     ));
     let (options, isolation) = engine_options(request, &suite, &shard_plan, &record, observer)?;
     let interrupted = crate::engine::install_interrupt_handler(|| {
@@ -221,7 +221,7 @@ pub fn run_shard(request: &WorkerRequest, observer: &mut dyn Observer) -> Result
 fn claim_trials(
     run: &proctor_store::RunHandle,
     trials: &[String],
-    here: &serde_json::Value,
+    here: &Placement,
     status: &mut ShardStatus,
 ) -> Result<Vec<String>, RunError> {
     let finished = run.finished_trials().context("cannot read the run")?;
@@ -283,23 +283,20 @@ fn engine_options(
 
 /// Where this worker runs, from the scheduler's environment: stamped into every trial it
 /// writes and into its claims.
-pub fn placement(shard: usize) -> serde_json::Value {
+pub fn placement(shard: usize) -> Placement {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let node = env("SLURMD_NODENAME").unwrap_or_else(|| proctor_store::HostInfo::detect().hostname);
     match (env("SLURM_ARRAY_JOB_ID"), env("SLURM_ARRAY_TASK_ID")) {
-        (Some(job), Some(task)) => serde_json::json!({
-            "kind": "slurm",
-            "job": job,
-            "array_task": task.parse::<u64>().ok(),
-            "task_job_id": env("SLURM_JOB_ID"),
-            "node": node,
-            "restart": env("SLURM_RESTART_COUNT").and_then(|c| c.parse::<u64>().ok()).unwrap_or(0),
-        }),
-        _ => serde_json::json!({
-            "kind": "worker",
-            "shard": shard,
-            "node": node,
-        }),
+        (Some(job), Some(task)) => Placement::Slurm {
+            job,
+            array_task: task.parse::<u64>().ok(),
+            task_job_id: env("SLURM_JOB_ID"),
+            node,
+            restart: env("SLURM_RESTART_COUNT")
+                .and_then(|c| c.parse::<u64>().ok())
+                .unwrap_or(0),
+        },
+        _ => Placement::Worker { shard, node },
     }
 }
 
@@ -322,18 +319,15 @@ fn parse_shard(text: &str) -> Result<(usize, usize), RunError> {
 
 /// A claim this very array task made before it was requeued (same job and array task) is its
 /// own: the earlier attempt was killed with the node, and its trial is unfinished.
-fn reclaim_own(run_dir: &Path, trial: &str, here: &serde_json::Value) -> Result<bool, RunError> {
-    if here["kind"] != "slurm" {
+fn reclaim_own(run_dir: &Path, trial: &str, here: &Placement) -> Result<bool, RunError> {
+    if !matches!(here, Placement::Slurm { .. }) {
         return Ok(false);
     }
     let claims = shard::claims(run_dir).context("cannot read the claims")?;
-    let Some(who) = claims.get(trial) else {
+    let Some(Some(who)) = claims.get(trial) else {
         return Ok(false);
     };
-    let same = who["job"] == here["job"]
-        && who["array_task"] == here["array_task"]
-        && who["restart"] != here["restart"];
-    if same {
+    if here.requeued_from(who) {
         let path = run_dir
             .join(shard::EXECUTOR_DIR)
             .join(shard::CLAIMS_DIR)
