@@ -25,6 +25,7 @@ mod environment;
 mod folders;
 mod hidden;
 mod interface;
+mod power;
 mod promotion;
 mod scripts;
 mod services;
@@ -89,6 +90,7 @@ pub fn check(suite: &Suite, options: &Options) -> Checked {
     v.services();
     v.tasks();
     v.promotion();
+    v.power();
     v.suite_folders();
     v.leaks();
     let (warnings, problems) = v

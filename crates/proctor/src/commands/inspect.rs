@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use proctor_report::{changes_section, ChangesOf, Table};
+use proctor_report::{changes_section, ChangesOf, Exporter, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
@@ -124,7 +124,7 @@ fn show_run(
     let id = run.id();
     let o = RunOverview::read(store, run, scoring)?;
     if format == Format::Json {
-        let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged });
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged, "gates": o.gates });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
@@ -166,6 +166,10 @@ fn show_run(
         ]);
     }
     out!("{}", t.text());
+    if let Some(g) = &o.gates {
+        outln!();
+        out!("{}", proctor_report::Terminal.gates(g));
+    }
     Ok(Status::Success)
 }
 
