@@ -1724,7 +1724,7 @@ const CASES: &[Case] = &[
         in_place: Some(&[]),
         at: Some("./suite.toml:3:18"),
         says: &[
-            "`release_trials = 3` is below `underpowered_below = 8`: every task of a release run",
+            "`release_trials = 3` is below `underpowered_below = 8`: every task of a",
             "help: write `release_trials = 8` or more",
         ],
     },
