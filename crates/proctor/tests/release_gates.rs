@@ -309,6 +309,30 @@ fn keystone_a_regression_on_one_task_fails_the_release_run() {
         xml.contains("<failure message=\"`success_rate` (higher is better) regressed on 1 of 3 task(s): `a` by 100.0 points"),
         "{xml}"
     );
+
+    // A rescore of the release run applies the gates again, in the rescore's results, and
+    // `show` (which reads the latest scoring) still shows them.
+    let s = store.to_str().unwrap();
+    let rescored = lab.proctor(As::Me, &["rescore", &run, "--store", s]);
+    assert_eq!(rescored.code, 0, "{}\n{}", rescored.stdout, rescored.stderr);
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("results.rescored-") && name.ends_with(".report.json")
+        })
+        .unwrap_or_else(|| panic!("no rescore report in {}", dir.display()));
+    let again = read_json(&file);
+    assert_eq!(failed(&again["gates"]), ["no_regression_per_task:success_rate"]);
+    let shown = lab.proctor(As::Me, &["show", "--store", s, &run]);
+    assert!(shown.stderr.contains("rescore 1"), "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("Promotion of method over control: FAILED"),
+        "{}",
+        shown.stdout
+    );
 }
 
 /// A run without gates exits as before: a dev run of the same suite, with failed trials, exits
