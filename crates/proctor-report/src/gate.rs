@@ -320,7 +320,11 @@ fn sample_size_gate(cmp: &Comparison, base_m: &Cell, cand_m: &Cell, threshold: u
             fewest.map(|(_, n)| *n as f64),
             Some(per_task.len() as u64),
         ),
-        GateNumber::of("tasks_below", Some(below.len() as f64), Some(per_task.len() as u64)),
+        GateNumber::of(
+            "tasks_below",
+            Some(below.len() as f64),
+            Some(per_task.len() as u64),
+        ),
     ];
     numbers.extend(
         per_task
@@ -444,7 +448,11 @@ enum Regression {
 
 /// The metric `name` of both cells, and how the candidate stands; `None` for a metric proctor
 /// does not report.
-fn regression(name: &str, base: &Cell, cand: &Cell) -> Option<(MetricValue, MetricValue, Regression)> {
+fn regression(
+    name: &str,
+    base: &Cell,
+    cand: &Cell,
+) -> Option<(MetricValue, MetricValue, Regression)> {
     let (a, b) = (metric(base, name)?, metric(cand, name)?);
     let dir = better_when(name).unwrap_or(Direction::Lower);
     let r = match (a.value, b.value) {
@@ -532,8 +540,16 @@ fn no_regression_per_task_gate(name: &str, cmp: &Comparison) -> Result<Gate, Gat
         statistic = a.statistic;
         what = subject(name, &a);
         let task = &tc.task;
-        numbers.push(GateNumber::of(&format!("{task}:baseline"), a.value, Some(a.n)));
-        numbers.push(GateNumber::of(&format!("{task}:candidate"), b.value, Some(b.n)));
+        numbers.push(GateNumber::of(
+            &format!("{task}:baseline"),
+            a.value,
+            Some(a.n),
+        ));
+        numbers.push(GateNumber::of(
+            &format!("{task}:candidate"),
+            b.value,
+            Some(b.n),
+        ));
         match r {
             Regression::Measured(worse_by) if worse_by <= EPS => {}
             Regression::Measured(worse_by) => failed.push(format!(

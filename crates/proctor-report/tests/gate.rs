@@ -413,7 +413,11 @@ fn per_task(name: &str, k: [usize; 3], n: usize) -> Vec<TrialRow> {
 fn keystone_sample_size_counts_pairs_per_task_never_pooled() {
     // Three tasks of 3 pairs each: 9 pooled pairs ≥ 8, but every task's own comparison is
     // below the threshold, so nothing may be promoted.
-    let rows = [per_task("control", [1, 1, 1], 3), per_task("method", [3, 3, 3], 3)].concat();
+    let rows = [
+        per_task("control", [1, 1, 1], 3),
+        per_task("method", [3, 3, 3], 3),
+    ]
+    .concat();
     let r = run(&rows, &promotion(&[]), 8);
     assert_eq!(failing(&r), ["sample_size"], "{r:#?}");
     let g = &r.gates[0];
@@ -427,8 +431,16 @@ fn keystone_sample_size_counts_pairs_per_task_never_pooled() {
     assert_eq!(number("pairs:t2"), Some(3.0));
     // One task short is enough to fail, and only that task is named.
     let rows = [
-        [per_task("control", [1, 1, 1], 8), successes("control", "t4", 1, 7)].concat(),
-        [per_task("method", [8, 8, 8], 8), successes("method", "t4", 7, 7)].concat(),
+        [
+            per_task("control", [1, 1, 1], 8),
+            successes("control", "t4", 1, 7),
+        ]
+        .concat(),
+        [
+            per_task("method", [8, 8, 8], 8),
+            successes("method", "t4", 7, 7),
+        ]
+        .concat(),
     ]
     .concat();
     let rows: Vec<TrialRow> = rows
@@ -438,12 +450,18 @@ fn keystone_sample_size_counts_pairs_per_task_never_pooled() {
     let r = run(&rows, &promotion(&[]), 8);
     assert_eq!(failing(&r), ["sample_size"], "{r:#?}");
     assert!(
-        r.gates[0].explanation.contains("1 of 4 task(s) below 8 graded matched pairs: `t4` 7"),
+        r.gates[0]
+            .explanation
+            .contains("1 of 4 task(s) below 8 graded matched pairs: `t4` 7"),
         "{}",
         r.gates[0].explanation
     );
     // At the threshold on every task, it passes and says the fewest.
-    let rows = [per_task("control", [1, 1, 1], 8), per_task("method", [8, 8, 8], 8)].concat();
+    let rows = [
+        per_task("control", [1, 1, 1], 8),
+        per_task("method", [8, 8, 8], 8),
+    ]
+    .concat();
     let r = run(&rows, &promotion(&[]), 8);
     assert!(r.passed, "{r:#?}");
     assert_eq!(
@@ -463,7 +481,10 @@ fn keystone_a_regression_on_one_task_does_not_average_away_per_task() {
     .concat();
     let p = promotion(&[
         ("no_regression", "[\"success_rate\"]"),
-        ("no_regression_per_task", "[\"success_rate\", \"wrong_turns\"]"),
+        (
+            "no_regression_per_task",
+            "[\"success_rate\", \"wrong_turns\"]",
+        ),
         ("minimum_relative_improvement", "0.0"),
     ]);
     let r = run(&rows, &p, 8);
@@ -506,7 +527,11 @@ fn keystone_a_regression_on_one_task_does_not_average_away_per_task() {
 
 #[test]
 fn the_verdict_line_shows_the_thresholds_it_used() {
-    let rows = [per_task("control", [1, 1, 1], 8), per_task("method", [8, 8, 8], 8)].concat();
+    let rows = [
+        per_task("control", [1, 1, 1], 8),
+        per_task("method", [8, 8, 8], 8),
+    ]
+    .concat();
     let r = run(&rows, &promotion(&[]), 8);
     assert_eq!(
         r.thresholds,

@@ -110,15 +110,13 @@ pub fn write_junit_scored(
         &rows,
         gates.as_ref(),
     )
-    .map_err(
-        |e| match e {
-            proctor_report::export::ExportError::Empty => RunError::usage(
-                format!("run {} has no finished trials to report", run.id()),
-                "finish it first (`proctor run SUITE --resume RUN`)",
-            ),
-            other => RunError::failed(other),
-        },
-    )?;
+    .map_err(|e| match e {
+        proctor_report::export::ExportError::Empty => RunError::usage(
+            format!("run {} has no finished trials to report", run.id()),
+            "finish it first (`proctor run SUITE --resume RUN`)",
+        ),
+        other => RunError::failed(other),
+    })?;
     proctor_store::atomic_write(file, xml.as_bytes())
         .with_context(|| format!("cannot write {}", file.display()))?;
     Ok(rows.len())

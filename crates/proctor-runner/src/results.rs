@@ -157,8 +157,8 @@ pub fn write_run_results(
     suite: &Suite,
     suite_hash: &str,
 ) -> Result<Option<RunReport>, ResultsError> {
-    let mut writer = ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?
-        .for_run(run);
+    let mut writer =
+        ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?.for_run(run);
     for_each_record(run, |record| writer.add(&record))?;
     match writer.finish("results") {
         Ok(report) => Ok(Some(report)),

@@ -85,8 +85,15 @@ fn keystone_pooled_pairs_do_not_pass_the_sample_size_gate() {
         lab.proctor(
             As::Me,
             &[
-                "compare", "latest", "--variants", "control,method", "--store", s, "--gate",
-                "--format", "json",
+                "compare",
+                "latest",
+                "--variants",
+                "control,method",
+                "--store",
+                s,
+                "--gate",
+                "--format",
+                "json",
             ],
         )
     };
@@ -104,7 +111,13 @@ fn keystone_pooled_pairs_do_not_pass_the_sample_size_gate() {
     let text = lab.proctor(
         As::Me,
         &[
-            "compare", "latest", "--variants", "control,method", "--store", s, "--gate",
+            "compare",
+            "latest",
+            "--variants",
+            "control,method",
+            "--store",
+            s,
+            "--gate",
         ],
     );
     assert_eq!(text.code, 4, "{}", text.stderr);
@@ -135,7 +148,12 @@ fn keystone_pooled_pairs_do_not_pass_the_sample_size_gate() {
     );
     assert_eq!(gated.code, 0, "{}\n{}", gated.stdout, gated.stderr);
     let doc: Value = serde_json::from_str(&gated.stdout).unwrap();
-    assert_eq!(failed(&doc["gates"]), Vec::<&str>::new(), "{:#}", doc["gates"]);
+    assert_eq!(
+        failed(&doc["gates"]),
+        Vec::<&str>::new(),
+        "{:#}",
+        doc["gates"]
+    );
 }
 
 /// A release run whose gates pass exits 0 although the control's trials on `b` and `c` fail;
@@ -146,7 +164,12 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     let junit = lab.root.join("run.xml");
     let out = lab.run(
         As::Me,
-        &["--trial-mode", "release", "--junit", junit.to_str().unwrap()],
+        &[
+            "--trial-mode",
+            "release",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
     );
     // 36 trials, 12 of them failed (the control on b and c): the gates decide, and they pass.
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -157,7 +180,9 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         out.stderr
     );
     assert!(
-        out.stdout.contains("Promotion of method over control: PASSED (thresholds: underpowered_below = 6 per task"),
+        out.stdout.contains(
+            "Promotion of method over control: PASSED (thresholds: underpowered_below = 6 per task"
+        ),
         "{}",
         out.stdout
     );
@@ -174,7 +199,10 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         gate(gates, "sample_size")["explanation"],
         "every task has at least 6 graded matched pairs (3 task(s); fewest: `a` with 6)"
     );
-    assert_eq!(gate(gates, "no_regression_per_task:success_rate")["passed"], true);
+    assert_eq!(
+        gate(gates, "no_regression_per_task:success_rate")["passed"],
+        true
+    );
     assert_eq!(gates["thresholds"][0], "underpowered_below = 6 per task");
     let small = read_json(&dir.join("results.report.json"));
     assert_eq!(&small["gates"], gates);
@@ -185,7 +213,10 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         md.contains("## Release gates: Promotion of `method` over `control`: PASSED (thresholds: underpowered_below = 6 per task"),
         "{md}"
     );
-    assert!(md.contains("| no_regression_per_task:success_rate | pass |"), "{md}");
+    assert!(
+        md.contains("| no_regression_per_task:success_rate | pass |"),
+        "{md}"
+    );
 
     // show RUN: the gates after the trials; in JSON, under `gates`.
     let store = lab.store();
@@ -193,12 +224,17 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     let shown = lab.proctor(As::Me, &["show", "--store", s, &run]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(
-        shown.stdout.contains("Promotion of method over control: PASSED"),
+        shown
+            .stdout
+            .contains("Promotion of method over control: PASSED"),
         "{}",
         shown.stdout
     );
     assert!(
-        shown.stdout.lines().any(|l| l.starts_with("sample_size") && l.contains("pass")),
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("sample_size") && l.contains("pass")),
         "{}",
         shown.stdout
     );
@@ -212,13 +248,19 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("<h2>Promotion gates</h2>"), "{html}");
-    assert!(html.contains("applied at the end of this release run"), "{html}");
+    assert!(
+        html.contains("applied at the end of this release run"),
+        "{html}"
+    );
     assert!(html.contains("every gate passed"), "{html}");
     assert!(
         html.contains("<tr data-gate=\"no_regression_per_task:success_rate\"><td><code>no_regression_per_task:success_rate</code></td><td><span class=\"badge good\">passed</span>"),
         "{html}"
     );
-    assert!(html.contains("thresholds: underpowered_below = 6 per task"), "{html}");
+    assert!(
+        html.contains("thresholds: underpowered_below = 6 per task"),
+        "{html}"
+    );
 
     // The viewer: the run page and its API.
     let server = serve(&store);
@@ -238,10 +280,15 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         "{xml}"
     );
     assert!(
-        xml.contains("<testcase name=\"no_regression_per_task:success_rate\" classname=\"promotion\""),
+        xml.contains(
+            "<testcase name=\"no_regression_per_task:success_rate\" classname=\"promotion\""
+        ),
         "{xml}"
     );
-    assert!(xml.contains("<property name=\"threshold\" value=\"underpowered_below = 6 per task\"/>"), "{xml}");
+    assert!(
+        xml.contains("<property name=\"threshold\" value=\"underpowered_below = 6 per task\"/>"),
+        "{xml}"
+    );
     // 36 trial cases (12 failures: the control on b and c) and the gates, none failed.
     let gate_cases = gates["gates"].as_array().unwrap().len();
     assert!(
@@ -251,7 +298,14 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     let exported = lab.root.join("export.xml");
     let out = lab.proctor(
         As::Me,
-        &["export", &run, "--junit", exported.to_str().unwrap(), "--store", s],
+        &[
+            "export",
+            &run,
+            "--junit",
+            exported.to_str().unwrap(),
+            "--store",
+            s,
+        ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(std::fs::read_to_string(&exported).unwrap(), xml);
@@ -266,7 +320,12 @@ fn keystone_a_regression_on_one_task_fails_the_release_run() {
     let junit = lab.root.join("run.xml");
     let out = lab.run(
         As::Me,
-        &["--trial-mode", "release", "--junit", junit.to_str().unwrap()],
+        &[
+            "--trial-mode",
+            "release",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
     );
     assert_eq!(out.code, 4, "{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -278,7 +337,11 @@ fn keystone_a_regression_on_one_task_fails_the_release_run() {
     let results = read_json(&dir.join("results.json"));
     let gates = &results["report"]["gates"];
     assert_eq!(gates["passed"], false);
-    assert_eq!(failed(gates), ["no_regression_per_task:success_rate"], "{gates:#}");
+    assert_eq!(
+        failed(gates),
+        ["no_regression_per_task:success_rate"],
+        "{gates:#}"
+    );
     assert_eq!(gate(gates, "no_regression:success_rate")["passed"], true);
     assert_eq!(
         gate(gates, "no_regression_per_task:success_rate")["explanation"],
@@ -325,11 +388,16 @@ fn keystone_a_regression_on_one_task_fails_the_release_run() {
         })
         .unwrap_or_else(|| panic!("no rescore report in {}", dir.display()));
     let again = read_json(&file);
-    assert_eq!(failed(&again["gates"]), ["no_regression_per_task:success_rate"]);
+    assert_eq!(
+        failed(&again["gates"]),
+        ["no_regression_per_task:success_rate"]
+    );
     let shown = lab.proctor(As::Me, &["show", "--store", s, &run]);
     assert!(shown.stderr.contains("rescore 1"), "{}", shown.stderr);
     assert!(
-        shown.stdout.contains("Promotion of method over control: FAILED"),
+        shown
+            .stdout
+            .contains("Promotion of method over control: FAILED"),
         "{}",
         shown.stdout
     );
@@ -343,7 +411,11 @@ fn a_run_without_gates_exits_by_its_trials() {
     let out = lab.run(As::Me, &["--trials", "1"]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     let results = read_json(&lab.run_dir().join("results.json"));
-    assert!(results["report"].get("gates").is_none(), "{:#}", results["report"]);
+    assert!(
+        results["report"].get("gates").is_none(),
+        "{:#}",
+        results["report"]
+    );
     let md = std::fs::read_to_string(lab.run_dir().join("results.md")).unwrap();
     assert!(!md.contains("Release gates"), "{md}");
 }

@@ -174,7 +174,11 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         .collect();
     assert_eq!(
         failed,
-        ["sample_size", "no_regression:wrong_turns", "no_regression:calls:total"],
+        [
+            "sample_size",
+            "no_regression:wrong_turns",
+            "no_regression:calls:total"
+        ],
         "{gates:#}"
     );
 

@@ -156,7 +156,9 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
     if let Some(g) = &r.gates {
         // The release run's promotion, one level down from the results' heading.
         blocks.extend(gates(g).into_iter().map(|b| match b {
-            Block::Heading(level, text) => Block::Heading(level + 1, format!("Release gates: {text}")),
+            Block::Heading(level, text) => {
+                Block::Heading(level + 1, format!("Release gates: {text}"))
+            }
             other => other,
         }));
     }
