@@ -8,7 +8,8 @@
 //! task, while the pooled `no_regression` passes; a release run whose gates pass exits 0 though
 //! some of its trials failed, and one whose gates fail exits 4; either way the gates are in its
 //! `results.json`, `results.md`, `show RUN` (text and JSON), the viewer's run page and API,
-//! `export --html` and the JUnit reports. The honest arm of each: the same suite where the
+//! `export --html` and the JUnit reports, and a rescore applies them again; one whose gates pass
+//! with errored trials exits 3; a run without gates exits by its trials. The honest arm of each: the same suite where the
 //! method regresses nowhere passes every gate. (The floor on `underpowered_below` and
 //! `release_trials` is checked by `validate`'s located diagnostics, tests/validate.rs.)
 
@@ -418,4 +419,29 @@ fn a_run_without_gates_exits_by_its_trials() {
     );
     let md = std::fs::read_to_string(lab.run_dir().join("results.md")).unwrap();
     assert!(!md.contains("Release gates"), "{md}");
+}
+
+/// A release run whose gates pass but which has errored trials (a third arm whose program does
+/// not exist: its trials error at the start, and it is no arm of the gates) exits 3: the
+/// harness lost evidence, and passing gates do not hide that.
+#[test]
+fn a_release_run_whose_gates_pass_with_errored_trials_is_unfinished() {
+    let lab = lab("gates-errored", 6, 6, &[]);
+    let toml = std::fs::read_to_string(lab.suite().join("suite.toml")).unwrap();
+    lab.write(
+        "suite.toml",
+        &format!("{toml}[[variants]]\nid = \"broken\"\nagent = \"command\"\ncommand = [\"/nonexistent/agent\", \"{{prompt}}\"]\n"),
+    );
+    let out = lab.run(As::Me, &["--trial-mode", "release"]);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "release run: every promotion gate passed, but some trial is errored or ungradeable"
+        ),
+        "{}",
+        out.stderr
+    );
+    let results = read_json(&lab.run_dir().join("results.json"));
+    assert_eq!(results["report"]["gates"]["passed"], true);
+    assert_eq!(results["report"]["overall"]["errored"], 18);
 }
