@@ -9,9 +9,10 @@
 //! some of its trials failed, and one whose gates fail exits 4; either way the gates are in its
 //! `results.json`, `results.md`, `show RUN` (text and JSON), the viewer's run page and API,
 //! `export --html` and the JUnit reports, and a rescore applies them again; one whose gates pass
-//! with errored trials exits 3; a run without gates exits by its trials. The honest arm of each: the same suite where the
-//! method regresses nowhere passes every gate. (The floor on `underpowered_below` and
-//! `release_trials` is checked by `validate`'s located diagnostics, tests/validate.rs.)
+//! with errored trials exits 3; a run without gates exits by its trials. The honest arm of each:
+//! the same suite where the method regresses nowhere passes every gate. (The floor on
+//! `underpowered_below` and `release_trials` is checked by `validate`'s located diagnostics,
+//! tests/validate.rs.)
 
 mod common;
 
