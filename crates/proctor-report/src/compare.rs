@@ -12,14 +12,17 @@
 //! reported it): the difference of the two arms' rates, or of the two arms' medians, over those
 //! same pairs.
 //!
-//! The verdict is `better`, `worse` or `same` only when both arms have graded n ≥
-//! `underpowered_below`; otherwise it is `underpowered`, by name, never "no effect". Success is
-//! compared first, then wrong turns (fewer is better). Below the threshold a difference of one or
-//! two calls (calls, wrong turns) or of under 30% in tokens is labelled `noise`. A difference that
-//! reads as zero (floating-point noise, or under [`SAME_WALL_SECONDS`] of median wall time) is
-//! `same` at or above the threshold and `underpowered` below it, never a direction or `noise`.
-//! Each cell also counts its pairs graded in both arms by which arm succeeded
-//! ([`Discordance`]): A only, B only (the discordant pairs), both and neither.
+//! A direction (`better` or `worse`) needs both arms at graded n ≥ `underpowered_below` AND the
+//! matched pairs lopsided beyond what fair coin flips give: the exact two-sided sign test at 5%
+//! ([`crate::stats::sign_test_critical`]). For success and failure the pairs counted are the
+//! discordant ones ([`Discordance`]: one arm succeeded, the other did not); for a metric, the
+//! pairs where both reported it and the values differ (ties dropped). With N such pairs a
+//! direction needs at least K of the N on one side; fewer is `no clear difference`, with the
+//! counts. Below the threshold, or with N ≤ 5 (where even N of N is within what fair coins give),
+//! it is `underpowered`, by name, never "no effect". A difference that reads as zero (equal
+//! rates or medians, or under [`SAME_WALL_SECONDS`] of median wall time) is `same` at or above
+//! the threshold unless the pairs are lopsided. Success is compared first; wrong turns (fewer is
+//! better) decide only when success is `same`.
 //!
 //! There are no p-values and no confidence intervals, deliberately.
 
@@ -33,13 +36,10 @@ use thiserror::Error;
 
 use crate::aggregate::{first_seen, Cell, ExpectedBehaviour};
 use crate::input::{Mutation, TrialRow};
-use crate::stats::{pass_at_k, pass_pow_k, relative, Median};
+use crate::provenance::{Provenance, Warning, WarningKind};
+use crate::stats::{pass_at_k, pass_pow_k, relative, Median, SignTest};
 use crate::SCHEMA_VERSION;
 
-/// A difference of at most this many calls is `noise` below the power threshold.
-pub const NOISE_CALLS: f64 = 2.0;
-/// A relative difference in tokens under this is `noise` below the power threshold.
-pub const NOISE_TOKENS_RELATIVE: f64 = 0.30;
 /// A difference in median wall seconds smaller than this is no difference: reports show
 /// seconds to 0.01, so anything smaller would read `+0` beside `better` or `worse`.
 pub const SAME_WALL_SECONDS: f64 = 0.005;
@@ -273,28 +273,33 @@ pub struct ArmStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Assessment {
-    /// B is better (both arms at or above the power threshold).
+    /// B is better: both arms at or above the power threshold, and the pairs lopsided beyond
+    /// the sign test's critical count.
     Better,
-    /// B is worse (both arms at or above the power threshold).
+    /// B is worse: both arms at or above the power threshold, and the pairs lopsided beyond
+    /// the sign test's critical count.
     Worse,
-    /// No difference (both arms at or above the power threshold).
+    /// No difference: equal rates or medians, and the pairs not lopsided (both arms at or above
+    /// the power threshold).
     Same,
-    /// Below the power threshold, a difference of one or two calls or under 30% in tokens.
-    Noise,
-    /// Below the power threshold: nothing can be said, which is not "no effect".
+    /// A difference, but the pairs are not lopsided beyond what fair coin flips give (fewer
+    /// than the critical count on either side): not a direction.
+    NoClearDifference,
+    /// Below the power threshold, or so few differing pairs (N ≤ 5) that even all of them on
+    /// one side would say nothing: which is not "no effect".
     Underpowered,
     /// Not measured in both arms of any matched pair.
     NotMeasured,
 }
 
 impl Assessment {
-    /// The label used in reports.
+    /// The label used in human-readable reports (words; JSON has the snake_case value).
     pub fn as_str(self) -> &'static str {
         match self {
             Assessment::Better => "better",
             Assessment::Worse => "worse",
             Assessment::Same => "same",
-            Assessment::Noise => "noise",
+            Assessment::NoClearDifference => "no clear difference",
             Assessment::Underpowered => "underpowered",
             Assessment::NotMeasured => "not measured",
         }
@@ -316,31 +321,66 @@ pub struct Change {
     pub relative: Option<f64>,
     /// True when a is exactly 0 and b is not: the relative change has no finite value.
     pub relative_unbounded: bool,
-    /// What the difference says, given the power threshold.
+    /// Pairs where B's value is above A's (for success: B succeeded and A did not; for
+    /// failure: B failed and A did not). The sign test counts these against `b_lower`.
+    #[serde(default)]
+    pub b_higher: u64,
+    /// Pairs where B's value is below A's. Pairs with equal values (ties) are in neither count.
+    #[serde(default)]
+    pub b_lower: u64,
+    /// The sign test's critical count for `b_higher + b_lower` pairs: a direction needs at
+    /// least this many on one side. `null` when there are 5 or fewer such pairs (even all of
+    /// them on one side is within what fair coin flips give at 5%).
+    #[serde(default)]
+    pub needs: Option<u64>,
+    /// What the difference says, given the power threshold and the sign test.
     pub assessment: Assessment,
 }
 
-/// What kind of quantity a change is about, for its noise rule and direction.
+/// What kind of quantity a change is about, for its direction and what counts as zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Quantity {
-    /// Higher is better, no noise rule (success).
+    /// Higher is better (success).
     HigherRate,
-    /// Lower is better, no noise rule (failure).
+    /// Lower is better (failure, wrong turns, calls, tokens).
     Lower,
-    /// Lower is better, no noise rule; under [`SAME_WALL_SECONDS`] is no difference (wall time).
+    /// Lower is better; under [`SAME_WALL_SECONDS`] is no difference (wall time).
     Seconds,
-    /// Lower is better; one or two is noise below the threshold (calls, wrong turns).
-    Calls,
-    /// Lower is better; under 30% is noise below the threshold (tokens).
-    Tokens,
+}
+
+impl Quantity {
+    /// Whether a difference `d` (b − a, of two pairs' values or of two summaries) reads as 0.
+    fn is_zero(self, d: f64) -> bool {
+        d.abs()
+            < if self == Quantity::Seconds {
+                SAME_WALL_SECONDS
+            } else {
+                SAME_EXACT
+            }
+    }
+
+    /// Pairs where B is above A and where B is below A, of `pairs` (a, b); ties dropped.
+    fn signs(self, pairs: impl IntoIterator<Item = (f64, f64)>) -> (u64, u64) {
+        pairs.into_iter().fold((0, 0), |(up, down), (a, b)| {
+            let d = b - a;
+            if self.is_zero(d) {
+                (up, down)
+            } else if d > 0.0 {
+                (up + 1, down)
+            } else {
+                (up, down + 1)
+            }
+        })
+    }
 }
 
 impl Change {
-    /// The change from `a` to `b` over `n` pairs.
+    /// The change from `a` to `b` over `n` pairs, of which `b_higher` had B's value above A's
+    /// and `b_lower` below (ties in neither).
     pub(crate) fn new(
-        a: Option<f64>,
-        b: Option<f64>,
+        (a, b): (Option<f64>, Option<f64>),
         n: u64,
+        (b_higher, b_lower): (u64, u64),
         q: Quantity,
         powered: bool,
     ) -> Change {
@@ -352,40 +392,15 @@ impl Change {
                 difference: None,
                 relative: None,
                 relative_unbounded: false,
+                b_higher,
+                b_lower,
+                needs: None,
                 assessment: Assessment::NotMeasured,
             };
         };
         let d = vb - va;
         let (rel, unbounded) = relative(va, vb);
-        // What reads as no difference is no difference, whatever the power: at or above the
-        // threshold it is `same`, below it `underpowered` (never `noise`, never a direction).
-        let zero = d.abs()
-            < if q == Quantity::Seconds {
-                SAME_WALL_SECONDS
-            } else {
-                SAME_EXACT
-            };
-        let assessment = if powered {
-            let higher_better = q == Quantity::HigherRate;
-            if zero {
-                Assessment::Same
-            } else if (d > 0.0) == higher_better {
-                Assessment::Better
-            } else {
-                Assessment::Worse
-            }
-        } else {
-            let noise = match q {
-                Quantity::Calls => !zero && d.abs() <= NOISE_CALLS,
-                Quantity::Tokens => !zero && rel.is_some_and(|r| r.abs() < NOISE_TOKENS_RELATIVE),
-                Quantity::HigherRate | Quantity::Lower | Quantity::Seconds => false,
-            };
-            if noise {
-                Assessment::Noise
-            } else {
-                Assessment::Underpowered
-            }
-        };
+        let test = SignTest::of(b_higher, b_lower);
         Change {
             a,
             b,
@@ -393,8 +408,36 @@ impl Change {
             difference: Some(d),
             relative: rel,
             relative_unbounded: unbounded,
-            assessment,
+            b_higher,
+            b_lower,
+            needs: test.needs(),
+            assessment: assess(d, test, q, powered),
         }
+    }
+}
+
+/// The assessment of a difference `d` (b − a) whose pairs gave `test`.
+fn assess(d: f64, test: SignTest, q: Quantity, powered: bool) -> Assessment {
+    if !powered {
+        // Below the threshold nothing is said, whatever the difference.
+        return Assessment::Underpowered;
+    }
+    let zero = q.is_zero(d);
+    match test {
+        SignTest::Clear { higher, .. } => {
+            // The summary must read the way the pairs lean: a lopsided sign test under a zero
+            // (or opposite) difference of medians is no direction a reader could see.
+            if zero || (d > 0.0) != higher {
+                Assessment::NoClearDifference
+            } else if higher == (q == Quantity::HigherRate) {
+                Assessment::Better
+            } else {
+                Assessment::Worse
+            }
+        }
+        _ if zero => Assessment::Same,
+        SignTest::NotClear { .. } => Assessment::NoClearDifference,
+        SignTest::NoPairs | SignTest::TooFew => Assessment::Underpowered,
     }
 }
 
@@ -464,23 +507,31 @@ impl Discordance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ComparisonVerdict {
-    /// B is better: higher success, or equal success and fewer wrong turns.
+    /// B is better: success better beyond noise (the sign test on the discordant pairs), or
+    /// the same success and fewer wrong turns beyond noise.
     Better,
-    /// B is worse: lower success, or equal success and more wrong turns.
+    /// B is worse: success worse beyond noise, or the same success and more wrong turns beyond
+    /// noise.
     Worse,
-    /// Equal success and equal wrong turns, with both arms at or above the power threshold.
+    /// The same success and the same wrong turns, with both arms at or above the power
+    /// threshold.
     Same,
-    /// An arm has fewer graded trials than the power threshold: nothing is concluded.
+    /// The arms differ, but by no more than fair coin flips give: the discordant pairs (or the
+    /// wrong-turn pairs) are short of the sign test's critical count on either side.
+    NoClearDifference,
+    /// An arm has fewer graded trials than the power threshold, or too few pairs differ (5 or
+    /// fewer) for any count to be beyond noise: nothing is concluded.
     Underpowered,
 }
 
 impl ComparisonVerdict {
-    /// The label used in reports.
+    /// The label used in human-readable reports (words; JSON has the snake_case value).
     pub fn as_str(self) -> &'static str {
         match self {
             ComparisonVerdict::Better => "better",
             ComparisonVerdict::Worse => "worse",
             ComparisonVerdict::Same => "same",
+            ComparisonVerdict::NoClearDifference => "no clear difference",
             ComparisonVerdict::Underpowered => "underpowered",
         }
     }
@@ -535,6 +586,10 @@ pub struct Comparison {
     pub underpowered_below: u32,
     /// The largest k of pass@k and pass^k: the smallest graded trials per task of either arm.
     pub pass_k_max: u32,
+    /// How many of the largest k values are left out of every `pass_at_k` and `pass_pow_k`
+    /// (`compare --pass-k-max`): they list k = 1..=`pass_k_max` − this. Absent when none is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pass_k_left_out: u32,
     /// Matched pairs.
     pub matched: u64,
     /// Trials with no partner in the other arm; in no number of the comparison.
@@ -543,8 +598,13 @@ pub struct Comparison {
     /// Absent when both arms ran the same tasks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOutTask>,
-    /// Things a reader should know (a suite hash that differs between the arms).
-    pub warnings: Vec<String>,
+    /// Things a reader should know, each by kind with its sentence: runs left out, arms scored
+    /// or run under different suite versions, unmatched trials, tasks only one arm ran.
+    pub warnings: Vec<Warning>,
+    /// Where each arm comes from (run, variant, scoring, suite hashes) and the runs of the
+    /// suite it leaves out; absent when the caller did not read the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
     /// Over every matched pair.
     pub overall: ComparisonCell,
     /// Every matched pair, in arm A's order, with both trials' outcomes: which pairs differ.
@@ -553,6 +613,31 @@ pub struct Comparison {
     pub pairs: Vec<MatchedPair>,
     /// Per task, in the order first seen in arm A.
     pub tasks: Vec<TaskComparison>,
+}
+
+/// How many values of k `compare` lists by default (`--pass-k-max`): pass@1..pass@5 and
+/// pass^1..pass^5 per task and overall.
+pub const DEFAULT_PASS_K_SHOWN: u32 = 5;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Comparison {
+    /// Lists pass@k and pass^k only for k ≤ `k`, and records how many values of k are left
+    /// out (`pass_k_left_out`). The other numbers are untouched.
+    pub fn cap_pass_k(&mut self, k: u32) {
+        let shown = k.min(self.pass_k_max);
+        self.pass_k_left_out = self.pass_k_max - shown;
+        let cells = std::iter::once(&mut self.overall)
+            .chain(self.tasks.iter_mut().map(|t| &mut t.comparison));
+        for cell in cells {
+            for arm in [&mut cell.a, &mut cell.b] {
+                arm.pass_at_k.retain(|p| p.k <= shown);
+                arm.pass_pow_k.retain(|p| p.k <= shown);
+            }
+        }
+    }
 }
 
 type Key<'a> = (&'a str, u32);
@@ -618,9 +703,12 @@ pub fn compare(
     let left_out = left_out(a, b, opts);
     let mut warnings = warnings(&info_a, &info_b, &unmatched);
     warnings.extend(left_out.iter().map(|l| {
-        format!(
-            "task `{}` is left out: only arm {:?} ran it ({} trial(s)); {}",
-            l.task, l.ran_in, l.trials, l.why
+        Warning::new(
+            WarningKind::TaskLeftOut,
+            format!(
+                "task `{}` is left out: only arm {:?} ran it ({} trial(s)); {}",
+                l.task, l.ran_in, l.trials, l.why
+            ),
         )
     }));
 
@@ -657,10 +745,12 @@ pub fn compare(
         b: info_b,
         underpowered_below: opts.underpowered_below,
         pass_k_max,
+        pass_k_left_out: 0,
         matched: pairs.len() as u64,
         unmatched,
         left_out,
         warnings,
+        provenance: None,
         overall: cell(&by_task, pass_k_max, threshold),
         tasks: task_cells,
         pairs: pairs
@@ -826,23 +916,49 @@ fn left_out(a: &[TrialRow], b: &[TrialRow], opts: &CompareOptions) -> Vec<LeftOu
     out
 }
 
-/// What a reader should know: the suite changed between the arms, or trials are unmatched.
-fn warnings(info_a: &ArmInfo, info_b: &ArmInfo, unmatched: &[Unmatched]) -> Vec<String> {
+/// What a reader should know: the suite that scored the arms changed between them, or trials
+/// are unmatched. (Where the arms come from is [`Provenance`]'s, which the caller adds.)
+fn warnings(info_a: &ArmInfo, info_b: &ArmInfo, unmatched: &[Unmatched]) -> Vec<Warning> {
     let mut warnings = Vec::new();
     if info_a.suite_hashes != info_b.suite_hashes {
-        warnings.push(format!(
-            "the suite's content changed between the arms (A: {}; B: {}): check that the rules are the same",
-            info_a.suite_hashes.join(", "),
-            info_b.suite_hashes.join(", ")
+        warnings.push(Warning::new(
+            WarningKind::DifferentRules,
+            format!(
+                "the arms were scored by different suite versions (A: {}; B: {}): check that the rules are the same",
+                info_a.suite_hashes.join(", "),
+                info_b.suite_hashes.join(", ")
+            ),
         ));
     }
     if !unmatched.is_empty() {
-        warnings.push(format!(
-            "{} trial(s) have no partner in the other arm and are in no number below",
-            unmatched.len()
+        warnings.push(Warning::new(
+            WarningKind::Unmatched,
+            format!(
+                "{} trial(s) have no partner in the other arm and are in no number below",
+                unmatched.len()
+            ),
         ));
     }
     warnings
+}
+
+impl Comparison {
+    /// Sets where the arms come from, its warnings first (a provenance warning about different
+    /// rules replaces the comparison's own, which names hashes only).
+    pub fn with_provenance(mut self, provenance: Provenance) -> Comparison {
+        let mut warnings = provenance.warnings();
+        let named = warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::DifferentRules);
+        warnings.extend(
+            self.warnings
+                .into_iter()
+                .filter(|w| !(named && w.kind == WarningKind::DifferentRules)),
+        );
+        self.warnings = warnings;
+        self.provenance = Some(provenance);
+        self
+    }
 }
 
 /// The largest k: the smallest number of graded trials per task in either arm, over the tasks
@@ -955,22 +1071,46 @@ fn cell<'r>(
             .collect();
         let ma = Median::of(ps.iter().map(|p| Some(p.0)));
         let mb = Median::of(ps.iter().map(|p| Some(p.1)));
-        Change::new(ma.median, mb.median, ps.len() as u64, q, powered)
+        Change::new(
+            (ma.median, mb.median),
+            ps.len() as u64,
+            q.signs(ps.iter().copied()),
+            q,
+            powered,
+        )
+    };
+    let outcome_signs = |f: &dyn Fn(&TrialRow) -> bool| {
+        Quantity::Lower.signs(
+            both.iter()
+                .map(|(ra, rb)| (f64::from(u8::from(f(ra))), f64::from(u8::from(f(rb))))),
+        )
     };
     let differences = Differences {
-        success: Change::new(sa, sb, n, Quantity::HigherRate, powered),
-        failure: Change::new(fa, fb, n, Quantity::Lower, powered),
+        success: Change::new(
+            (sa, sb),
+            n,
+            outcome_signs(&|r| r.verdict.task_success),
+            Quantity::HigherRate,
+            powered,
+        ),
+        failure: Change::new(
+            (fa, fb),
+            n,
+            outcome_signs(&|r| r.verdict.outcome.is_failure()),
+            Quantity::Lower,
+            powered,
+        ),
         wrong_turns: medians(
             &|r| r.verdict.metrics.map(|m| m.wrong_turns as f64),
-            Quantity::Calls,
+            Quantity::Lower,
         ),
         calls: medians(
             &|r| r.verdict.metrics.map(|m| m.calls as f64),
-            Quantity::Calls,
+            Quantity::Lower,
         ),
         tokens: medians(
             &|r| r.tokens.and_then(|t| t.input_output()).map(|t| t as f64),
-            Quantity::Tokens,
+            Quantity::Lower,
         ),
         wall_seconds: medians(&|r| Some(r.wall_seconds), Quantity::Seconds),
     };
@@ -988,6 +1128,20 @@ fn cell<'r>(
         discordance,
         verdict,
         reason,
+    }
+}
+
+/// A change's sign-test counts as a reader checks them, B's side first:
+/// `4 vs 2 discordant pairs (B vs A); a direction needs at least 6 of 6 on one side`.
+fn counts(c: &Change, what: &str) -> String {
+    let n = c.b_higher + c.b_lower;
+    let (hi, lo) = (c.b_higher, c.b_lower);
+    match c.needs {
+        Some(k) => format!("{hi} vs {lo} {what}; a direction needs at least {k} of {n} on one side"),
+        None if n == 0 => format!("0 {what}"),
+        None => format!(
+            "{hi} vs {lo} {what}: too few pairs differ (even {n} of {n} on one side is within what fair coin flips give at 5%; a direction needs 6 or more)"
+        ),
     }
 }
 
@@ -1023,45 +1177,76 @@ fn verdict(
         a.cell.rates.success,
         b.cell.rates.success,
         points(s),
-        s.n
+        s.n,
     );
+    let discordant = counts(s, "discordant pairs (B vs A)");
     // The verdict follows the success change's own assessment, so that a difference that reads
-    // as +0 can never be `better` or `worse`.
+    // as +0 can never be `better` or `worse`, nor one within noise.
     match s.assessment {
-        Assessment::Better => return (ComparisonVerdict::Better, success),
-        Assessment::Worse => return (ComparisonVerdict::Worse, success),
-        _ => {}
-    }
-    let w = &d.wrong_turns;
-    match (w.assessment, w.a, w.b) {
-        (Assessment::Better | Assessment::Worse, Some(ma), Some(mb)) => {
-            let why = format!(
-                "equal success ({}); median wrong turns {} -> {} (n={})",
-                points(s),
-                crate::stats::number(ma),
-                crate::stats::number(mb),
-                w.n
-            );
-            (
-                if w.assessment == Assessment::Better {
-                    ComparisonVerdict::Better
-                } else {
-                    ComparisonVerdict::Worse
-                },
-                why,
+        Assessment::Better => {
+            return (
+                ComparisonVerdict::Better,
+                format!("{success}: {discordant}"),
             )
         }
-        (Assessment::NotMeasured, _, _) => (
-            ComparisonVerdict::Same,
-            format!("equal success ({}); wrong turns not measured", points(s)),
+        Assessment::Worse => return (ComparisonVerdict::Worse, format!("{success}: {discordant}")),
+        Assessment::NoClearDifference => {
+            return (
+                ComparisonVerdict::NoClearDifference,
+                format!("{success}: no clear difference, {discordant}"),
+            )
+        }
+        Assessment::Underpowered => {
+            return (
+                ComparisonVerdict::Underpowered,
+                format!("{success}: {discordant}"),
+            )
+        }
+        Assessment::Same | Assessment::NotMeasured => {}
+    }
+    let w = &d.wrong_turns;
+    let equal = format!(
+        "equal success ({}, {})",
+        points(s),
+        counts(s, "discordant pairs (B vs A)")
+    );
+    let median_wt = |w: &Change| match (w.a, w.b) {
+        (Some(ma), Some(mb)) => format!(
+            "median wrong turns {} -> {} (n={}; {})",
+            crate::stats::number(ma),
+            crate::stats::number(mb),
+            w.n,
+            counts(w, "pairs (more wrong turns in B vs in A)")
         ),
-        _ => (
-            ComparisonVerdict::Same,
+        _ => "wrong turns not measured".to_string(),
+    };
+    match w.assessment {
+        Assessment::Better => (
+            ComparisonVerdict::Better,
+            format!("{equal}; {}", median_wt(w)),
+        ),
+        Assessment::Worse => (
+            ComparisonVerdict::Worse,
+            format!("{equal}; {}", median_wt(w)),
+        ),
+        Assessment::NoClearDifference => (
+            ComparisonVerdict::NoClearDifference,
             format!(
-                "equal success ({}) and equal median wrong turns (n={})",
-                points(s),
-                w.n
+                "{equal}; wrong turns: no clear difference, {}",
+                median_wt(w)
             ),
+        ),
+        Assessment::Underpowered => (
+            ComparisonVerdict::Underpowered,
+            format!("{equal}; {}", median_wt(w)),
+        ),
+        Assessment::NotMeasured => (
+            ComparisonVerdict::Same,
+            format!("{equal}; wrong turns not measured"),
+        ),
+        Assessment::Same => (
+            ComparisonVerdict::Same,
+            format!("{equal} and equal median wrong turns (n={})", w.n),
         ),
     }
 }

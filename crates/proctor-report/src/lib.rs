@@ -15,6 +15,7 @@ pub mod export;
 pub mod gate;
 pub mod input;
 pub mod metric;
+pub mod provenance;
 pub mod render;
 pub mod stats;
 
@@ -26,10 +27,14 @@ pub use aggregate::{
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
     ComparisonCell, ComparisonVerdict, Differences, Discordance, LeftOutTask, MatchedPair,
-    PairTrial, PassK, Side, TaskComparison, Unmatched,
+    PairTrial, PassK, Side, TaskComparison, Unmatched, DEFAULT_PASS_K_SHOWN,
 };
 pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};
+pub use provenance::{
+    mixed, provenance_gate, ArmSource, Provenance, RunsLeftOut, SuiteDifference, Warning,
+    WarningKind, PROVENANCE_GATE,
+};
 pub use render::{
     changes_section, escape_line, escape_text, ChangesOf, Exporter, Json, Markdown, Table, Terminal,
 };

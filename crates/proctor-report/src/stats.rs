@@ -297,6 +297,125 @@ pub fn pass_pow_k(n: u64, c: u64, k: u64) -> Option<f64> {
     Some((0..k).map(|i| (c - i) as f64 / (n - i) as f64).product())
 }
 
+/// The level of the sign test a comparison's direction needs: two-sided, 5%.
+pub const SIGN_TEST_LEVEL_PERCENT: u64 = 5;
+
+/// What the exact two-sided sign test at [`SIGN_TEST_LEVEL_PERCENT`] says of `higher` pairs
+/// that went one way and `lower` that went the other (ties left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignTest {
+    /// No pair went either way.
+    NoPairs,
+    /// So few pairs went either way (N ≤ 5) that even N of N on one side is within what fair
+    /// coin flips give: nothing can be said.
+    TooFew,
+    /// One side has at least `needs` of the N pairs: beyond what fair coin flips give.
+    Clear {
+        /// True when the `higher` side is the lopsided one.
+        higher: bool,
+        /// The critical count K for N.
+        needs: u64,
+    },
+    /// Neither side has `needs` of the N pairs: no clear difference.
+    NotClear {
+        /// The critical count K for N.
+        needs: u64,
+    },
+}
+
+impl SignTest {
+    /// The test of `higher` pairs one way against `lower` the other.
+    pub fn of(higher: u64, lower: u64) -> SignTest {
+        let n = higher + lower;
+        if n == 0 {
+            return SignTest::NoPairs;
+        }
+        match sign_test_critical(n) {
+            None => SignTest::TooFew,
+            Some(needs) if higher >= needs => SignTest::Clear {
+                higher: true,
+                needs,
+            },
+            Some(needs) if lower >= needs => SignTest::Clear {
+                higher: false,
+                needs,
+            },
+            Some(needs) => SignTest::NotClear { needs },
+        }
+    }
+
+    /// The critical count, when there is one.
+    pub fn needs(self) -> Option<u64> {
+        match self {
+            SignTest::Clear { needs, .. } | SignTest::NotClear { needs } => Some(needs),
+            SignTest::NoPairs | SignTest::TooFew => None,
+        }
+    }
+}
+
+/// The critical count K of the exact two-sided sign test at 5% for `n` pairs that went one way
+/// or the other: the smallest K such that K or more of the `n` on one side happens with
+/// probability at most 5% when each pair is a fair coin flip, i.e. 2 · P(X ≥ K) ≤ 0.05 for
+/// X ~ Binomial(n, 1/2). `None` when even n of n is not that rare (n ≤ 5).
+pub fn sign_test_critical(n: u64) -> Option<u64> {
+    if n <= EXACT_UP_TO {
+        critical_exact(n)
+    } else {
+        critical_float(n)
+    }
+}
+
+/// Up to this many pairs the critical count is found in integers, exactly.
+const EXACT_UP_TO: u64 = 120;
+
+/// 2 · P(X ≥ K) ≤ level  ⇔  P(X ≥ K) ≤ 1 / `TAIL_DENOMINATOR` (1/40 at 5%).
+const TAIL_DENOMINATOR: u64 = 200 / SIGN_TEST_LEVEL_PERCENT;
+
+/// [`sign_test_critical`] in integers: 40 · Σ_{i ≥ K} C(n, i) ≤ 2^n. Exact for n ≤ 120
+/// (C(120, 60) · 120 and 40 · 2^120 fit in a u128).
+fn critical_exact(n: u64) -> Option<u64> {
+    let total = 1u128 << n;
+    let mut tail: u128 = 0;
+    let mut c: u128 = 1; // C(n, i) for i = n, n − 1, ...
+    let mut needs = None;
+    for i in (0..=n).rev() {
+        tail += c;
+        if tail * u128::from(TAIL_DENOMINATOR) > total {
+            break;
+        }
+        needs = Some(i);
+        // C(n, i − 1) = C(n, i) · i / (n − i + 1), exact at every step.
+        if i > 0 {
+            c = c * u128::from(i) / u128::from(n - i + 1);
+        }
+    }
+    // A critical count is on the larger side of n / 2.
+    needs.filter(|&k| 2 * k > n)
+}
+
+/// [`sign_test_critical`] in logarithms, for any n: each term exp(ln C(n, i) − n ln 2), summed
+/// from i = n down. The tail is a multiple of 2^−n and never exactly 1/40, so the rounding of
+/// f64 cannot move the boundary (checked against [`critical_exact`] in tests).
+fn critical_float(n: u64) -> Option<u64> {
+    let ln2 = std::f64::consts::LN_2;
+    let nf = n as f64;
+    let limit = 1.0 / TAIL_DENOMINATOR as f64;
+    let mut ln_c = 0.0f64; // ln C(n, n)
+    let mut tail = 0.0f64;
+    let mut needs = None;
+    for i in (0..=n).rev() {
+        tail += (ln_c - nf * ln2).exp();
+        if tail > limit {
+            break;
+        }
+        needs = Some(i);
+        if i > 0 {
+            ln_c += (i as f64).ln() - ((n - i + 1) as f64).ln();
+        }
+    }
+    needs.filter(|&k| 2 * k > n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,5 +573,90 @@ mod tests {
         for st in [Statistic::Median, Statistic::Mean, Statistic::Total] {
             assert!(high.get(st) > low.get(st), "{st:?}");
         }
+    }
+
+    #[test]
+    fn sign_test_critical_counts_are_the_textbook_ones() {
+        // Two-sided 5%: N of N from N = 6; the table's N = 10 -> 9, 20 -> 15, 25 -> 18.
+        for n in 0..=5 {
+            assert_eq!(sign_test_critical(n), None, "{n}");
+        }
+        for (n, k) in [
+            (6, 6),
+            (7, 7),
+            (8, 8),
+            (9, 8),
+            (10, 9),
+            (12, 10),
+            (15, 12),
+            (20, 15),
+            (25, 18),
+            (30, 21),
+            (50, 33),
+            (100, 61),
+        ] {
+            assert_eq!(sign_test_critical(n), Some(k), "{n}");
+        }
+    }
+
+    #[test]
+    fn sign_test_critical_counts_are_the_smallest_beyond_five_percent() {
+        // Directly from the binomial tail in f64: 2 P(X >= K) <= 0.05 < 2 P(X >= K - 1).
+        let tail = |n: u64, k: u64| -> f64 {
+            (k..=n)
+                .map(|i| {
+                    (0..i).fold(1.0, |c: f64, j| c * (n - j) as f64 / (j + 1) as f64)
+                        / 2f64.powi(n as i32)
+                })
+                .sum()
+        };
+        for n in 6..=60 {
+            let k = sign_test_critical(n).unwrap();
+            assert!(2.0 * tail(n, k) <= 0.05, "{n}: {k}");
+            assert!(2.0 * tail(n, k - 1) > 0.05, "{n}: {k}");
+        }
+    }
+
+    #[test]
+    fn the_float_critical_count_agrees_with_the_exact_one_and_grows() {
+        for n in 1..=EXACT_UP_TO {
+            assert_eq!(critical_float(n), critical_exact(n), "{n}");
+        }
+        let mut last = 0;
+        for n in [121, 200, 500, 1000, 5000] {
+            let k = sign_test_critical(n).unwrap();
+            assert!(k > n / 2 && k > last, "{n}: {k}");
+            last = k;
+        }
+    }
+
+    #[test]
+    fn a_sign_test_is_clear_only_at_the_critical_count() {
+        assert_eq!(SignTest::of(0, 0), SignTest::NoPairs);
+        assert_eq!(SignTest::of(5, 0), SignTest::TooFew);
+        assert_eq!(SignTest::of(2, 1), SignTest::TooFew);
+        assert_eq!(SignTest::of(4, 2), SignTest::NotClear { needs: 6 });
+        assert_eq!(
+            SignTest::of(6, 0),
+            SignTest::Clear {
+                higher: true,
+                needs: 6
+            }
+        );
+        assert_eq!(
+            SignTest::of(0, 6),
+            SignTest::Clear {
+                higher: false,
+                needs: 6
+            }
+        );
+        assert_eq!(
+            SignTest::of(1, 8),
+            SignTest::Clear {
+                higher: false,
+                needs: 8
+            }
+        );
+        assert_eq!(SignTest::of(2, 7), SignTest::NotClear { needs: 8 });
     }
 }

@@ -1,12 +1,13 @@
 //! Comparison: matching and its refusals, the keystone at comparison level, direction tests for
-//! every compared quantity, the power threshold, noise, and zero baselines.
+//! every compared quantity, the power threshold, the sign test a direction needs (no verdict from
+//! noise), and zero baselines.
 
 mod common;
 
 use common::*;
 use proctor_report::{
     compare, Assessment, CompareError, CompareOptions, Comparison, ComparisonVerdict, Exporter,
-    Json, Markdown, Rate, Side, Terminal, TrialRow,
+    Json, Markdown, Rate, Side, Terminal, TrialRow, WarningKind,
 };
 use proctor_score::Outcome;
 
@@ -40,13 +41,21 @@ fn two_tasks(ka: usize, kb: usize, n: usize) -> (Vec<TrialRow>, Vec<TrialRow>) {
 
 #[test]
 fn keystone_an_arm_of_only_honest_refusals_has_zero_failure() {
-    let a = arm("control", "t", &vec![Outcome::RefusedHonestly; 8]);
-    let b = successes("method", "t", 4, 8);
+    // 12 of 16 pairs where only B failed: beyond noise (the sign test needs 10 of 12).
+    let a = arm("control", "t", &vec![Outcome::RefusedHonestly; 16]);
+    let b = successes("method", "t", 4, 16);
     let c = cmp(&a, &b, 8);
-    assert_eq!(c.overall.a.cell.rates.failure, Rate::new(0, 8));
-    assert_eq!(c.tasks[0].comparison.a.cell.rates.failure, Rate::new(0, 8));
+    assert_eq!(c.overall.a.cell.rates.failure, Rate::new(0, 16));
+    assert_eq!(c.tasks[0].comparison.a.cell.rates.failure, Rate::new(0, 16));
     assert_eq!(c.overall.differences.failure.a, Some(0.0));
-    assert_eq!(c.overall.differences.failure.b, Some(0.5));
+    assert_eq!(c.overall.differences.failure.b, Some(0.75));
+    assert_eq!(
+        (
+            c.overall.differences.failure.b_higher,
+            c.overall.differences.failure.b_lower
+        ),
+        (12, 0)
+    );
     assert_eq!(c.overall.differences.failure.assessment, Assessment::Worse);
 }
 
@@ -113,8 +122,9 @@ fn direction_every_rate_of_an_arm_rises_with_its_outcome() {
 
 #[test]
 fn direction_matched_median_differences_rise() {
+    // Six pairs: when every one of them differs, six of six is beyond noise.
     let mk = |variant: &str, wt: u64, calls: u64, tokens: u64, wall: f64| {
-        (0..3u32)
+        (0..6u32)
             .map(|i| {
                 let mut r = with_tokens(
                     with_metrics(row(variant, "t", i, Outcome::Completed), wt, calls),
@@ -231,10 +241,22 @@ fn below_the_threshold_the_verdict_is_underpowered_never_same() {
 fn exactly_at_the_threshold_verdicts_appear() {
     let (a, b) = two_tasks(2, 2, 4); // n = 8 per arm
     assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Same);
-    let (a, b) = two_tasks(2, 3, 4);
+    // Every one of the 8 pairs discordant, all one way: 8 of 8 is beyond noise.
+    let (a, b) = two_tasks(0, 4, 4);
     assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Better);
-    let (a, b) = two_tasks(3, 2, 4);
+    let (a, b) = two_tasks(4, 0, 4);
     assert_eq!(cmp(&a, &b, 8).overall.verdict, ComparisonVerdict::Worse);
+    // 2 vs 0 discordant pairs (B vs A): too few pairs differ, whatever the graded n; the reason says so.
+    let (a, b) = two_tasks(2, 3, 4);
+    let c = cmp(&a, &b, 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Underpowered);
+    assert!(
+        c.overall
+            .reason
+            .contains("2 vs 0 discordant pairs (B vs A): too few pairs differ"),
+        "{}",
+        c.overall.reason
+    );
     // One arm under the threshold (an errored trial is not graded) is enough to withhold it.
     let (a, mut b) = two_tasks(2, 2, 4);
     b[7].verdict.outcome = errored();
@@ -248,7 +270,7 @@ fn exactly_at_the_threshold_verdicts_appear() {
 #[test]
 fn success_is_compared_first_then_wrong_turns() {
     let mk = |variant: &str, k: usize, wt: u64| {
-        successes(variant, "t", k, 8)
+        successes(variant, "t", k, 16)
             .into_iter()
             .map(|r| with_metrics(r, wt, 5))
             .collect::<Vec<_>>()
@@ -256,8 +278,8 @@ fn success_is_compared_first_then_wrong_turns() {
     // Equal success, fewer wrong turns: better.
     let c = cmp(&mk("control", 4, 3), &mk("method", 4, 1), 8);
     assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
-    // More success despite more wrong turns: better.
-    let c = cmp(&mk("control", 4, 1), &mk("method", 5, 3), 8);
+    // More success (8 of 8 discordant pairs B's) despite more wrong turns: better.
+    let c = cmp(&mk("control", 4, 1), &mk("method", 12, 3), 8);
     assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
     // Equal success, more wrong turns: worse.
     let c = cmp(&mk("control", 4, 1), &mk("method", 4, 3), 8);
@@ -265,46 +287,53 @@ fn success_is_compared_first_then_wrong_turns() {
 }
 
 #[test]
-fn small_call_and_token_differences_are_noise_below_the_threshold() {
-    let mk = |variant: &str, calls: u64, tokens: u64| {
-        successes(variant, "t", 2, 4)
+fn a_metric_difference_needs_its_pairs_lopsided_and_is_underpowered_below_the_threshold() {
+    // Calls and tokens per pair: `b_more` of the `n` pairs have B higher, the rest equal.
+    let mk = |n: usize, b_more: usize| {
+        let a: Vec<TrialRow> = successes("control", "t", n / 2, n)
             .into_iter()
-            .map(|r| with_tokens(with_metrics(r, calls, calls), tokens, 0))
-            .collect::<Vec<_>>()
+            .map(|r| with_tokens(with_metrics(r, 10, 10), 1000, 0))
+            .collect();
+        let b: Vec<TrialRow> = successes("method", "t", n / 2, n)
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let up = u64::from(i < b_more) * 2;
+                with_tokens(with_metrics(r, 10 + up, 10 + up), 1000 + up * 100, 0)
+            })
+            .collect();
+        (a, b)
     };
-    let a = mk("control", 10, 1000);
-    let small = cmp(&a, &mk("method", 12, 1200), 8);
+    // Below the threshold every difference is underpowered, small or large (no `noise`).
+    let (a, b) = mk(4, 4);
+    let below = cmp(&a, &b, 8);
+    for (name, c) in changes(&below.overall.differences) {
+        assert_eq!(c.assessment, Assessment::Underpowered, "{name}");
+    }
+    // At the threshold, 4 of 4 pairs higher is still too few pairs to say anything.
+    let few = cmp(&a, &b, 4).overall.differences;
+    assert_eq!(few.calls.assessment, Assessment::Underpowered);
     assert_eq!(
-        small.overall.differences.calls.assessment,
-        Assessment::Noise
+        (few.calls.b_higher, few.calls.b_lower, few.calls.needs),
+        (4, 0, None)
     );
-    assert_eq!(
-        small.overall.differences.wrong_turns.assessment,
-        Assessment::Noise
-    );
-    assert_eq!(
-        small.overall.differences.tokens.assessment,
-        Assessment::Noise
-    );
-    let large = cmp(&a, &mk("method", 15, 1500), 8);
-    assert_eq!(
-        large.overall.differences.calls.assessment,
-        Assessment::Underpowered
-    );
-    assert_eq!(
-        large.overall.differences.tokens.assessment,
-        Assessment::Underpowered
-    );
-    // At the threshold the same small difference holds and is named.
-    let powered = cmp(&a, &mk("method", 12, 1200), 4);
-    assert_eq!(
-        powered.overall.differences.calls.assessment,
-        Assessment::Worse
-    );
-    assert_eq!(
-        powered.overall.differences.tokens.assessment,
-        Assessment::Worse
-    );
+    // 8 of 8: worse, by the calls' own pairs.
+    let (a, b) = mk(8, 8);
+    let all = cmp(&a, &b, 8).overall.differences;
+    for c in [all.calls, all.tokens, all.wrong_turns] {
+        assert_eq!(c.assessment, Assessment::Worse);
+        assert_eq!((c.b_higher, c.b_lower, c.needs), (8, 0, Some(8)));
+    }
+    // 5 of 9 pairs higher, 4 equal: the median moved (10 -> 12), but 5 differing pairs are too
+    // few. 9 of 16 higher, 7 equal: 9 of 9 differing pairs is beyond the 8 that 9 need.
+    let (a, b) = mk(9, 5);
+    let c = cmp(&a, &b, 8).overall.differences.calls;
+    assert_eq!(c.difference, Some(2.0));
+    assert_eq!(c.assessment, Assessment::Underpowered);
+    let (a, b) = mk(16, 9);
+    let c = cmp(&a, &b, 8).overall.differences.calls;
+    assert_eq!((c.b_higher, c.b_lower, c.needs), (9, 0, Some(8)));
+    assert_eq!(c.assessment, Assessment::Worse);
 }
 
 #[test]
@@ -445,7 +474,8 @@ fn unmatched_trials_are_listed_not_dropped() {
     assert!(c
         .warnings
         .iter()
-        .any(|w| w.contains("2 trial(s) have no partner")));
+        .any(|w| w.kind == WarningKind::Unmatched
+            && w.message.contains("2 trial(s) have no partner")));
     assert_eq!(
         c.overall.a.cell.trials, 3,
         "numbers are over matched trials"
@@ -484,7 +514,8 @@ fn a_changed_suite_hash_is_a_warning() {
     assert!(c
         .warnings
         .iter()
-        .any(|w| w.contains("suite's content changed")));
+        .any(|w| w.kind == WarningKind::DifferentRules
+            && w.message.contains("scored by different suite versions")));
     assert_eq!(c.a.label, "R1/control");
     assert_eq!(c.b.label, "R2/control");
 }
@@ -541,8 +572,9 @@ fn a_zero_difference_is_same_at_the_threshold_and_underpowered_below_it() {
             assert_eq!(c.assessment, Assessment::Underpowered, "{name} at {wall_b}");
         }
     }
-    // A wall-time difference a report shows (0.01 s and up) keeps its direction.
-    let slower = cmp(&mk("control", 4, 10.0), &mk("method", 4, 10.02), 4);
+    // A wall-time difference a report shows (0.01 s and up), in each of 6 pairs, keeps its
+    // direction.
+    let slower = cmp(&mk("control", 6, 10.0), &mk("method", 6, 10.02), 4);
     assert_eq!(
         slower.overall.differences.wall_seconds.assessment,
         Assessment::Worse
@@ -570,8 +602,12 @@ fn no_rendered_difference_reads_plus_zero_beside_better_or_worse() {
         c.overall.differences.wall_seconds.assessment,
         Assessment::Same
     );
-    assert_eq!(c.overall.differences.success.assessment, Assessment::Better);
-    assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
+    // One discordant pair is no direction: far too few pairs differ.
+    assert_eq!(
+        c.overall.differences.success.assessment,
+        Assessment::Underpowered
+    );
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Underpowered);
     assert!(
         c.overall.reason.contains("+0.3 points"),
         "{}",
@@ -696,4 +732,213 @@ fn each_arm_of_a_comparison_reports_median_mean_and_total() {
     assert_eq!((sb.mean, sb.total, sb.n), (Some(3.0), Some(12.0), 4));
     let text = Terminal.comparison(&c);
     assert!(text.contains("0 / 3 / 12 (n=4)"), "{text}");
+}
+
+/// A small deterministic random number generator (SplitMix64), so the simulations below give
+/// the same comparisons on every run.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+/// `n` trials of task `t` for `variant`, each a success with probability `p`.
+fn simulated(rng: &mut SplitMix, variant: &str, p: f64, n: usize) -> Vec<TrialRow> {
+    let outcomes: Vec<Outcome> = (0..n)
+        .map(|_| if rng.chance(p) { completed() } else { wrong() })
+        .collect();
+    arm(variant, "t", &outcomes)
+}
+
+#[test]
+fn equal_arms_over_many_seeds_are_rarely_called_different() {
+    // 2,000 comparisons of two arms with the same success probability (0.2, 0.5 or 0.8), 30
+    // pairs each: a fair coin decides every discordant pair, so the two-sided sign test at 5%
+    // calls at most ~5% of them better or worse (fewer: the test is discrete).
+    let mut rng = SplitMix(47);
+    let (mut called, mut no_clear, total) = (0, 0, 2000);
+    for i in 0..total {
+        let p = [0.2, 0.5, 0.8][i % 3];
+        let a = simulated(&mut rng, "A", p, 30);
+        let b = simulated(&mut rng, "B", p, 30);
+        let c = cmp(&a, &b, 8);
+        match c.overall.verdict {
+            ComparisonVerdict::Better | ComparisonVerdict::Worse => {
+                called += 1;
+                // A direction always has its critical count on one side.
+                let s = c.overall.differences.success;
+                assert!(s.b_higher.max(s.b_lower) >= s.needs.unwrap(), "{s:?}");
+            }
+            ComparisonVerdict::NoClearDifference => no_clear += 1,
+            _ => {}
+        }
+    }
+    let rate = f64::from(called) / total as f64;
+    eprintln!("equal arms called different: {called} of {total}; no clear difference: {no_clear}");
+    assert!(
+        rate <= 0.06,
+        "{called} of {total} equal comparisons called different"
+    );
+    // The rule is not vacuous: many comparisons differ without being called.
+    assert!(
+        no_clear > total / 4,
+        "{no_clear} no clear difference of {total}"
+    );
+}
+
+#[test]
+fn a_lopsided_arm_is_always_called() {
+    // B succeeds with 0.9, A with 0.2, over 30 pairs: called better every time (and worse the
+    // other way round), with the counts in the reason.
+    let mut rng = SplitMix(2026);
+    for _ in 0..500 {
+        let a = simulated(&mut rng, "A", 0.2, 30);
+        let b = simulated(&mut rng, "B", 0.9, 30);
+        let c = cmp(&a, &b, 8);
+        assert_eq!(
+            c.overall.verdict,
+            ComparisonVerdict::Better,
+            "{}",
+            c.overall.reason
+        );
+        assert!(c
+            .overall
+            .reason
+            .contains("discordant pairs (B vs A); a direction needs at least"));
+        assert_eq!(cmp(&b, &a, 8).overall.verdict, ComparisonVerdict::Worse);
+    }
+}
+
+/// Two arms of one task whose pairs are, in order: `a_only` where only A succeeded, `b_only`
+/// where only B did, `both` where both did and `neither` where neither did.
+fn by_pairs(
+    a_only: usize,
+    b_only: usize,
+    both: usize,
+    neither: usize,
+) -> (Vec<TrialRow>, Vec<TrialRow>) {
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for (n, (sa, sb)) in [
+        (a_only, (true, false)),
+        (b_only, (false, true)),
+        (both, (true, true)),
+        (neither, (false, false)),
+    ] {
+        for _ in 0..n {
+            a.push(if sa { completed() } else { wrong() });
+            b.push(if sb { completed() } else { wrong() });
+        }
+    }
+    (arm("A", "t", &a), arm("B", "t", &b))
+}
+
+#[test]
+fn a_difference_within_noise_is_no_clear_difference_with_the_counts() {
+    // The case: 2 vs 4 discordant pairs (a fair coin does that 69% of the time).
+    let (a, b) = by_pairs(4, 2, 3, 3);
+    let c = cmp(&a, &b, 8);
+    let d = c.overall.discordance;
+    assert_eq!((d.a_only, d.b_only), (4, 2));
+    assert_eq!(c.overall.verdict, ComparisonVerdict::NoClearDifference);
+    assert_eq!(
+        c.overall.differences.success.assessment,
+        Assessment::NoClearDifference
+    );
+    assert!(
+        c.overall.reason.contains(
+            "no clear difference, 2 vs 4 discordant pairs (B vs A); a direction needs at least 6 of 6 on one side"
+        ),
+        "{}",
+        c.overall.reason
+    );
+    let json: serde_json::Value = serde_json::from_str(&Json.comparison(&c)).unwrap();
+    assert_eq!(json["overall"]["verdict"], "no_clear_difference");
+    let success = &json["overall"]["differences"]["success"];
+    assert_eq!(success["assessment"], "no_clear_difference");
+    assert_eq!(
+        (&success["b_higher"], &success["b_lower"], &success["needs"]),
+        (&2.into(), &4.into(), &6.into())
+    );
+    for text in [Terminal.comparison(&c), Markdown.comparison(&c)] {
+        assert!(text.contains("no clear difference"), "{text}");
+        assert!(!text.contains("no_clear_difference"), "{text}");
+        assert!(text.contains("2 vs 4 (needs 6)"), "{text}");
+    }
+    // The other case, 1 vs 2: too few pairs differ, and the reason says which rule.
+    let (a, b) = by_pairs(2, 1, 10, 10);
+    let c = cmp(&a, &b, 8);
+    assert_eq!(c.overall.verdict, ComparisonVerdict::Underpowered);
+    assert!(
+        c.overall
+            .reason
+            .contains("1 vs 2 discordant pairs (B vs A): too few pairs differ"),
+        "{}",
+        c.overall.reason
+    );
+    // At the boundary: 8 discordant pairs need 8; 9 need 8.
+    for (a_only, b_only, expect) in [
+        (1, 7, ComparisonVerdict::NoClearDifference),
+        (0, 8, ComparisonVerdict::Better),
+        (1, 8, ComparisonVerdict::Better),
+        (8, 1, ComparisonVerdict::Worse),
+        (2, 7, ComparisonVerdict::NoClearDifference),
+    ] {
+        let (a, b) = by_pairs(a_only, b_only, 4, 4);
+        assert_eq!(
+            cmp(&a, &b, 8).overall.verdict,
+            expect,
+            "{a_only} vs {b_only}"
+        );
+    }
+}
+
+#[test]
+fn the_sign_test_table_in_docs_is_the_codes() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md"),
+    )
+    .unwrap();
+    let start = doc
+        .find("<!-- sign-test-table")
+        .expect("the table's marker");
+    let end = doc
+        .find("<!-- /sign-test-table -->")
+        .expect("the table's end marker");
+    let rows: Vec<(u64, u64, u64)> = doc[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit()))
+        .map(|l| {
+            let cells: Vec<u64> = l
+                .split('|')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| c.parse().unwrap())
+                .collect();
+            (cells[0], cells[1], cells[2])
+        })
+        .collect();
+    let expected: Vec<(u64, u64, u64)> = (6..=30)
+        .map(|n| {
+            let k = proctor_report::stats::sign_test_critical(n).unwrap();
+            (n, k, n - k)
+        })
+        .collect();
+    assert_eq!(rows, expected);
+    // And the figures the text gives beyond the table.
+    assert!(doc.contains("N = 50 needs 33, N = 100 needs 61"));
+    assert_eq!(proctor_report::stats::sign_test_critical(50), Some(33));
+    assert_eq!(proctor_report::stats::sign_test_critical(100), Some(61));
+    assert_eq!(proctor_report::stats::sign_test_critical(5), None);
 }

@@ -213,4 +213,49 @@ fn main() {
             w.as_secs_f64() * 1e6,
         );
     }
+    watch_by_folders(dir.path(), reps);
+}
+
+/// The watch of one check run over 500 changed files as the folders holding them grow: one
+/// mark per folder, so its cost follows the folders, not the files.
+fn watch_by_folders(dir: &Path, reps: usize) {
+    println!("\nthe watch of one check run, 500 changed files, by the folders holding them, {reps} reps, medians\n");
+    println!("| folders | watch of one check run |");
+    println!("|---:|---:|");
+    for folders in [1usize, 10, 100, 500] {
+        let top = dir.join(format!("spread-{folders}"));
+        let rels: Vec<String> = (0..500)
+            .map(|i| format!("d{:03}/f{i:03}.py", i % folders))
+            .collect();
+        for rel in &rels {
+            write(&top.join(rel), "x = 1\n");
+        }
+        let watch = Watch {
+            workspace: rels.clone(),
+            root: vec![],
+        };
+        let tree = EndTree::Overlay {
+            top: top.clone(),
+            lowers: vec![],
+        };
+        let scratch = dir.join(format!("spread-check-{folders}"));
+        std::fs::create_dir_all(scratch.join("upper")).unwrap();
+        let mut watching = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            let o = Observer::start(&watch, &tree, &[], None, &scratch);
+            let started = t.elapsed();
+            for rel in &rels {
+                std::hint::black_box(std::fs::read(top.join(rel)).unwrap());
+            }
+            let t = Instant::now();
+            let record = o.finish();
+            watching.push(started + t.elapsed());
+            assert_eq!(record.files.len(), 500, "{record:?}");
+        }
+        println!(
+            "| {folders} | {:.1} µs |",
+            median(watching).as_secs_f64() * 1e6
+        );
+    }
 }

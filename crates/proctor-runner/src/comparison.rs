@@ -2,7 +2,7 @@
 //! runs, each in the scoring asked for), and the rows the promotion gates read; and the
 //! comparison of two `RUN/VARIANT` arms as JSON, for the viewer's comparison page.
 
-use proctor_report::{compare, gate, CompareOptions, Comparison, GateReport, TrialRow};
+use proctor_report::{compare, gate, CompareOptions, Comparison, GateReport, Provenance, TrialRow};
 use proctor_store::{RunId, Scoring, ScoringChoice, Store};
 use proctor_suite::Suite;
 
@@ -66,6 +66,27 @@ pub struct Arms {
     pub gate_rows: Vec<TrialRow>,
     /// Each run read and the scoring it was read in.
     pub scorings: Vec<(RunId, Scoring)>,
+    /// Where the arms come from, and the runs of the suite they leave out.
+    pub provenance: Provenance,
+}
+
+/// Where arms `a` and `b` (read in `scorings`) of suite `suite` come from.
+fn provenance_of(
+    store: &Store,
+    suite: &Suite,
+    a: &[TrialRow],
+    b: &[TrialRow],
+    scorings: &[(RunId, Scoring)],
+) -> Result<Provenance, RunError> {
+    let read = |rows| {
+        crate::provenance::arm_read(rows, scorings).ok_or_else(|| {
+            RunError::usage(
+                "cannot compare: an arm has no trials",
+                "each arm must hold finished trials",
+            )
+        })
+    };
+    crate::provenance::provenance(store, suite.id(), &read(a)?, &read(b)?)
 }
 
 /// A run's rows when it holds one variant; refused, naming them, when it holds several.
@@ -135,12 +156,16 @@ fn two_variants(
             ));
         }
     }
+    let (a, b) = (only(&rows, va), only(&rows, vb));
+    let scorings = vec![(id, scoring)];
+    let provenance = provenance_of(store, &suite, &a, &b, &scorings)?;
     Ok(Arms {
-        a: only(&rows, va),
-        b: only(&rows, vb),
+        a,
+        b,
         suite,
         gate_rows: rows,
-        scorings: vec![(id, scoring)],
+        scorings,
+        provenance,
     })
 }
 
@@ -206,12 +231,14 @@ fn two_runs(
         }
     };
     let gate_rows = gate_rows_of_two(rows_a, rows_b, &suite);
+    let provenance = provenance_of(store, &suite, &a, &b, &scorings)?;
     Ok(Arms {
         a,
         b,
         suite,
         gate_rows,
         scorings,
+        provenance,
     })
 }
 
@@ -239,12 +266,14 @@ fn gate_rows_of_two(rows_a: Vec<TrialRow>, rows_b: Vec<TrialRow>, suite: &Suite)
 pub fn comparison(arms: &Arms) -> Result<proctor_report::Comparison, RunError> {
     let options =
         CompareOptions::from(&arms.suite.file.report).with_variant_tasks(&arms.suite.file);
-    compare(&arms.a, &arms.b, &options).map_err(|e| {
-        RunError::usage(
-            format!("cannot compare: {e}"),
-            "compare runs of the same suite, fixture and mutations",
-        )
-    })
+    compare(&arms.a, &arms.b, &options)
+        .map(|c| c.with_provenance(arms.provenance.clone()))
+        .map_err(|e| {
+            RunError::usage(
+                format!("cannot compare: {e}"),
+                "compare runs of the same suite, fixture and mutations",
+            )
+        })
 }
 
 /// The scorings read, as JSON: `[{"run": ID, "kind": ..., "rescore": N, "at": ..., "file": ...,
@@ -295,8 +324,11 @@ pub fn two_arms(store: &Store, a: &str, b: &str) -> Result<ArmsOfTwo, String> {
         }
     }
     let options = CompareOptions::from(&suite.file.report).with_variant_tasks(&suite.file);
-    let comparison = compare(&only(&rows_a, &va), &only(&rows_b, &vb), &options)
-        .map_err(|e| format!("cannot compare: {e}"))?;
+    let (arm_a, arm_b) = (only(&rows_a, &va), only(&rows_b, &vb));
+    let provenance = provenance_of(store, &suite, &arm_a, &arm_b, &scorings).map_err(message)?;
+    let comparison = compare(&arm_a, &arm_b, &options)
+        .map_err(|e| format!("cannot compare: {e}"))?
+        .with_provenance(provenance);
     let gates = match &suite.file.promotion {
         None => Err("the suite has no [promotion] table, so there are no gates".to_string()),
         Some(promotion) => {
@@ -306,6 +338,11 @@ pub fn two_arms(store: &Store, a: &str, b: &str) -> Result<ArmsOfTwo, String> {
                 gate_rows_of_two(rows_a, rows_b, &suite)
             };
             gate(&rows, promotion, &suite.file.report)
+                .map(|mut report| {
+                    // As `compare --gate` without --allow-mixed-runs.
+                    proctor_report::provenance_gate(&mut report, &comparison.warnings, false);
+                    report
+                })
                 .map_err(|e| format!("the gates cannot be applied: {e}"))
         }
     };

@@ -20,6 +20,7 @@ pub mod layers;
 pub mod model;
 pub mod oracle;
 pub mod overview;
+mod provenance;
 pub mod provision;
 pub mod record;
 pub mod request;

@@ -111,6 +111,10 @@ pub struct CellView {
     pub wrong_turns: Summary,
     /// Successes the integrity audit flagged (0 when the report lacks the cell).
     pub flagged_successes: u64,
+    /// Graded trials the integrity audit flagged (test tampering, an early exit), whatever
+    /// their outcome: the report cell's `flagged`, as results.json counts it (0 when the
+    /// report lacks the cell).
+    pub flagged: u64,
     /// Trials by outcome.
     pub outcomes: OutcomeTally,
 }
@@ -191,6 +195,7 @@ fn cells(
                 completed: Rate::new(completed, graded),
                 wrong_turns,
                 flagged_successes: cell.map_or(0, |c| c.flagged_successes),
+                flagged: cell.map_or(0, |c| c.flagged),
                 outcomes: counts,
                 task: key.0,
                 variant: key.1,
@@ -269,6 +274,8 @@ struct ReportCell {
     success: Option<proctor_report::Rate>,
     /// The successes the integrity audit flagged.
     flagged_successes: u64,
+    /// The graded trials the integrity audit flagged, whatever their outcome.
+    flagged: u64,
 }
 
 /// What `show RUN` reads of a scoring's report: each (task, variant) cell, and the gates.
@@ -299,6 +306,7 @@ fn report_cells(run_dir: &Path, scoring: &Scoring) -> Option<ReportParts> {
                 ReportCell {
                     success: Some(t.cell.rates.success),
                     flagged_successes: t.cell.flagged_successes,
+                    flagged: t.cell.flagged,
                 },
             );
         }

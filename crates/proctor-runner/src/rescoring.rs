@@ -128,12 +128,22 @@ pub fn rescore_run(
         groups.remove();
     }
     let rescored = rescored.context("cannot rescore the run's trials")?;
+    // The rules this rescore scored by, kept beside its results as the run keeps its own suite:
+    // what a comparison sets against another arm's rules, part by part.
+    let rules_dir = handle
+        .dir()
+        .join(format!("{stem}{}", proctor_store::RESCORED_SUITE_SUFFIX));
+    proctor_store::keep_suite(&store_root, &rules_dir, &suite.root)
+        .context("cannot keep the suite the run is rescored with")?;
     let written = match writer.finish(&stem) {
         Ok(_) => true,
         // Every trial.json was unreadable: nothing to write.
         Err(results::ResultsError::Empty) if !rescored.damaged.is_empty() => false,
         Err(e) => return Err(e).context("cannot write the rescored results"),
     };
+    if !written {
+        let _ = proctor_sandbox::remove_tree(&rules_dir);
+    }
     Ok(Rescoring {
         rescored,
         from,

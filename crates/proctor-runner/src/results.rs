@@ -187,10 +187,20 @@ pub fn read_rows(run: &RunHandle, suite: &Suite) -> Result<Vec<TrialRow>, Result
 pub fn for_each_scored_record(
     run: &RunHandle,
     scoring: &proctor_store::Scoring,
-    mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
+    f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
 ) -> Result<Vec<proctor_store::DamagedTrial>, ResultsError> {
+    for_each_scored_record_by(run, scoring, f).map(|(damaged, _)| damaged)
+}
+
+/// [`for_each_scored_record`], and for a rescore the hash of the suite it scored by (its
+/// results' `suite_hash`).
+fn for_each_scored_record_by(
+    run: &RunHandle,
+    scoring: &proctor_store::Scoring,
+    mut f: impl FnMut(TrialRecord) -> Result<(), ResultsError>,
+) -> Result<(Vec<proctor_store::DamagedTrial>, Option<String>), ResultsError> {
     if !scoring.is_rescore() {
-        return for_each_record(run, f);
+        return for_each_record(run, f).map(|damaged| (damaged, None));
     }
     let path = run.dir().join(&scoring.file);
     let file = File::open(&path).map_err(|source| StoreError::Io {
@@ -199,11 +209,13 @@ pub fn for_each_scored_record(
         source,
     })?;
     let mut failed = None;
+    let mut suite_hash = None;
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
     let read = serde::de::DeserializeSeed::deserialize(
         stream::Document {
             f: &mut f,
             failed: &mut failed,
+            suite_hash: &mut suite_hash,
         },
         &mut de,
     );
@@ -211,7 +223,7 @@ pub fn for_each_scored_record(
         return Err(e);
     }
     read.map_err(|source| StoreError::Json { path, source })?;
-    Ok(Vec::new())
+    Ok((Vec::new(), suite_hash))
 }
 
 /// A results document read with each of its `trials` handed on as it is parsed.
@@ -222,12 +234,14 @@ mod stream {
 
     use super::{ResultsError, TrialRecord};
 
-    /// The document: every member skipped but `trials`.
+    /// The document: every member skipped but `trials` and `suite_hash`.
     pub(super) struct Document<'a, F> {
         /// Called with each record.
         pub(super) f: &'a mut F,
         /// Where `f`'s error is put when it stops the reading.
         pub(super) failed: &'a mut Option<ResultsError>,
+        /// Where the document's `suite_hash` is put.
+        pub(super) suite_hash: &'a mut Option<String>,
     }
 
     impl<'de, F: FnMut(TrialRecord) -> Result<(), ResultsError>> DeserializeSeed<'de>
@@ -248,9 +262,15 @@ mod stream {
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let Document { f, failed } = self;
+            let Document {
+                f,
+                failed,
+                suite_hash,
+            } = self;
             while let Some(key) = map.next_key::<String>()? {
-                if key == "trials" {
+                if key == "suite_hash" {
+                    *suite_hash = Some(map.next_value::<String>()?);
+                } else if key == "trials" {
                     map.next_value_seed(Trials {
                         f: &mut *f,
                         failed: &mut *failed,
@@ -298,17 +318,25 @@ mod stream {
     }
 }
 
-/// [`read_rows`] of `scoring` of a run ([`for_each_scored_record`]).
+/// [`read_rows`] of `scoring` of a run ([`for_each_scored_record`]); for a rescore, each row's
+/// `suite_hash` is the suite the rescore scored by.
 pub fn read_scored_rows(
     run: &RunHandle,
     suite: &Suite,
     scoring: &proctor_store::Scoring,
 ) -> Result<Vec<TrialRow>, ResultsError> {
     let mut rows = Vec::new();
-    for_each_scored_record(run, scoring, |record| {
+    let (_, scored_by) = for_each_scored_record_by(run, scoring, |record| {
         rows.push(row_of(&record, run.id().as_str(), suite));
         Ok(())
     })?;
+    // A rescore's rows name the suite that scored them, not the one the agent ran against
+    // (which each record's `hashes.suite` keeps).
+    if let Some(hash) = scored_by {
+        for row in &mut rows {
+            row.suite_hash.clone_from(&hash);
+        }
+    }
     rows.sort_by(|a, b| plan_order(a).cmp(&plan_order(b)));
     Ok(rows)
 }
@@ -483,7 +511,11 @@ impl<'s> ResultsWriter<'s> {
             let record = entry
                 .read(&mut reader, &mut buf)
                 .map_err(|e| spool_err(&dir, "read back", e))?;
-            let row = row_of(&record, &run_id, suite);
+            let mut row = row_of(&record, &run_id, suite);
+            if rescored {
+                // The report's `suite_hashes` name the rules that scored the trials.
+                row.suite_hash.clone_from(&suite_hash);
+            }
             aggregator.add(&row)?;
             if gating.is_some() {
                 rows.push(row);

@@ -188,6 +188,24 @@ fn store_file(store_root: &Path, hash: &str, exec: bool, from: &Path) -> Result<
     Ok(path)
 }
 
+/// The list (`suite.json`) of the suite kept in the folder `dir` (a run folder, or a rescore's
+/// `STEM.suite`), unchecked: what each path of the suite held, to set two suites side by side.
+/// `None` when `dir` keeps no suite.
+pub fn kept_suite_list(dir: &Path) -> Result<Option<KeptSuite>> {
+    let list_path = dir.join(KEPT_SUITE_FILE);
+    let text = match std::fs::read(&list_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("read", &list_path)(e)),
+    };
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|source| StoreError::Json {
+            path: list_path,
+            source,
+        })
+}
+
 /// The kept suite of the run folder `run_dir` (of run `run`), checked against its list: its
 /// folder, or `None` for a run that kept none (made before runs kept their suite). Fails with
 /// [`StoreError::KeptSuiteDamaged`] when a file's content, kind or link target differs from the

@@ -51,7 +51,8 @@ pub use atomic::{
 pub use error::{is_out_of_space, Result, StoreError};
 pub use index::INDEX_SCHEMA_VERSION;
 pub use kept::{
-    keep_suite, read_kept_suite, KeptEntry, KeptSuite, FILES_DIR, KEPT_SUITE_DIR, KEPT_SUITE_FILE,
+    keep_suite, kept_suite_list, read_kept_suite, KeptEntry, KeptSuite, FILES_DIR, KEPT_SUITE_DIR,
+    KEPT_SUITE_FILE,
 };
 pub use lock::{LockHolder, LOCK_FILE};
 pub use model::{
@@ -60,7 +61,9 @@ pub use model::{
 };
 pub use query::{CellCount, TrialFilter, TrialsPage};
 pub use run_id::{ParseRunIdError, RunId};
-pub use scoring::{pick_scoring, ParseScoringError, Scoring, ScoringChoice, RESCORED_STEM};
+pub use scoring::{
+    pick_scoring, ParseScoringError, Scoring, ScoringChoice, RESCORED_STEM, RESCORED_SUITE_SUFFIX,
+};
 pub use store::{
     MismatchedRun, ReindexReport, RunHandle, Store, DEFAULT_STORE_DIR, INDEX_FILE, RUNS_DIR,
     RUN_FILE, TRIALS_DIR, TRIAL_FILE,

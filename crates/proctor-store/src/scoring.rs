@@ -12,6 +12,10 @@ use crate::error::{io_err, Result};
 
 /// The stem of a rescore's results files, before its timestamp.
 pub const RESCORED_STEM: &str = "results.rescored-";
+/// What follows a rescore's stem in the name of the folder that keeps the suite it was scored
+/// with (`results.rescored-TIMESTAMP.suite/`, laid out as a run keeps its own suite:
+/// `suite/` and `suite.json`).
+pub const RESCORED_SUITE_SUFFIX: &str = ".suite";
 
 /// Which scoring of a run to read: `latest` (the default), `original`, or a rescore by number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,6 +85,17 @@ impl Scoring {
     /// The stem of its results files (`results` or `results.rescored-TIMESTAMP`).
     pub fn stem(&self) -> &str {
         self.file.strip_suffix(".json").unwrap_or(&self.file)
+    }
+
+    /// The folder, in the run folder `run_dir`, that keeps the suite whose rules made this
+    /// scoring ([`crate::read_kept_suite`] reads it): the run folder itself for the original
+    /// (its own kept suite), `STEM.suite` for a rescore.
+    pub fn rules_dir(&self, run_dir: &Path) -> std::path::PathBuf {
+        if self.is_rescore() {
+            run_dir.join(format!("{}{RESCORED_SUITE_SUFFIX}", self.stem()))
+        } else {
+            run_dir.to_path_buf()
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use proctor_report::{Cell, Change, ComparisonCell, CountLedger, Money, RunReport
 use proctor_score::endstate::{CallRecord, ChangeKind};
 use proctor_score::{EndState, OutcomeKind, TrialVerdict, Verdict};
 use proctor_trial_record::{AnswerFrom, SittingRecord, TrialRecord};
-use serde_json::Value;
 
 use crate::data::{ArmScoring, ComparePage, RunPage, RunRow, TrialPage, ViewError};
 use crate::html::{json, made, outcome, page, rate, table};
@@ -490,6 +489,7 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
             " · " (outcome(s.outcome)) " · " (format!("{:.2}", s.wall_seconds)) "s wall"
         }
         p class="reason" { (s.reason.as_deref().unwrap_or("")) }
+        (mutation_and_findings(r))
         (trial_scoring(t))
         (limit_and_capture_notes(r))
         @for (id, title, html) in sections {
@@ -499,6 +499,34 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
         }
         @for (title, v) in details {
             details { summary { (heading(h2, None, html! { (title) })) } (v) }
+        }
+    }
+}
+
+/// The hidden mutation the trial ran against, and the integrity audit's findings (what made it
+/// `wrong`, the flags beside its outcome, what the task accepted): what `show RUN TRIAL` prints
+/// under the reason, with the same labels and words.
+fn mutation_and_findings(r: &TrialRecord) -> Markup {
+    let findings = r
+        .verdict
+        .as_ref()
+        .map_or(&[][..], |v| v.integrity.findings.as_slice());
+    html! {
+        @if let Some(m) = &r.plan.mutation {
+            p class="mutation" data-field="mutation" {
+                "Hidden mutation: " code { (m.name) } " (" (m.hash.get(..12).unwrap_or_default()) "…)"
+            }
+        }
+        @if !findings.is_empty() {
+            ul class="findings" data-field="integrity" {
+                @for f in findings {
+                    @let class = match f.label() { "flagged" | "integrity" => "bad", _ => "void" };
+                    li data-label=(f.label()) {
+                        span class={ "badge " (class) } { (f.label()) } " " (f.describe())
+                        @if let Some(c) = &f.check { " (check " code { (c) } ")" }
+                    }
+                }
+            }
         }
     }
 }
@@ -859,7 +887,20 @@ pub fn compare(c: &ComparePage) -> String {
             " unmatched trial(s) · a verdict needs graded n ≥ " (cmp.underpowered_below)
             " in both arms, else it is " b { "underpowered" }
         }
-        p class="note" { "Differences are B − A over matched pairs graded in both arms. No p-values, no confidence intervals." }
+        p class="note" {
+            "Differences are B − A over matched pairs graded in both arms. A direction (better, worse) needs the pairs that differ lopsided beyond what fair coin flips give: at least K of N on one side (the exact two-sided sign test at 5%); anything less is "
+            b { "no clear difference" } ", and 5 or fewer differing pairs is " b { "underpowered" } ". No p-values, no confidence intervals."
+        }
+        // Where the arms come from, and, first, what makes the comparison mixed.
+        @if let Some(p) = &cmp.provenance {
+            p class="meta" id="provenance" { "A is " (p.a.describe()) "; B is " (p.b.describe()) }
+        }
+        @let mixed = proctor_report::mixed(&cmp.warnings);
+        @if !mixed.is_empty() {
+            ul class="flag" id="mixed-runs" {
+                @for w in mixed { li data-kind=(w.kind.as_str()) { b { (w.kind.as_str()) } ": " (w.message) } }
+            }
+        }
         // The tasks only one arm ran: in no number of the page, and why.
         @if !cmp.left_out.is_empty() {
             ul class="note" id="left-out" {
@@ -893,9 +934,8 @@ pub fn compare(c: &ComparePage) -> String {
             }
         }
         @if !cmp.warnings.is_empty() {
-            h2 { "Warnings" }
-            // Each warning as the JSON string it is in the comparison (quoted), as before.
-            ul { @for w in &cmp.warnings { li { (Value::from(w.as_str()).to_string()) } } }
+            h2 id="warnings" { "Warnings" }
+            ul { @for w in &cmp.warnings { li data-kind=(w.kind.as_str()) { b { (w.kind.as_str()) } ": " (w.message) } } }
         }
     };
     page(
@@ -936,6 +976,7 @@ fn verdicts(scopes: &[(&str, &ComparisonCell)]) -> Markup {
                 proctor_report::ComparisonVerdict::Better => "good",
                 proctor_report::ComparisonVerdict::Worse => "bad",
                 proctor_report::ComparisonVerdict::Same => "other",
+                proctor_report::ComparisonVerdict::NoClearDifference => "other",
             };
             tr {
                 td { (task) }
@@ -968,14 +1009,14 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
     let rows = html! {
         @for (task, s) in scopes {
             @let d = &s.differences;
-            // In the quantities' alphabetical order, as the page has always listed them.
+            // In the order and words of `compare`'s text; the JSON key is the row's data.
             @for (quantity, c) in [
-                ("calls", &d.calls),
-                ("failure", &d.failure),
                 ("success", &d.success),
+                ("failure", &d.failure),
+                ("wrong_turns", &d.wrong_turns),
+                ("calls", &d.calls),
                 ("tokens", &d.tokens),
                 ("wall_seconds", &d.wall_seconds),
-                ("wrong_turns", &d.wrong_turns),
             ] {
                 (difference_row(task, quantity, c))
             }
@@ -991,41 +1032,57 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
             "B − A",
             "Relative",
             "Pairs",
+            "B above vs below A",
             "Assessment",
         ],
         rows,
     )
 }
 
-/// One matched difference's row.
+/// One matched difference's row: `quantity` is its JSON key (the row's `data-quantity`), shown in
+/// the words of `compare`'s text.
 fn difference_row(task: &str, quantity: &str, c: &Change) -> Markup {
-    let assessment = assessment_label(c.assessment);
+    let assessment = c.assessment.as_str();
     let is_rate = matches!(quantity, "success" | "failure");
     let relative = if c.relative_unbounded {
         "unbounded (from 0)".to_string()
     } else {
         quantity_value(c.relative, true, true).replace(" points", "%")
     };
+    let words = match quantity {
+        "success" => "success rate",
+        "failure" => "failure rate",
+        "wrong_turns" => "median wrong turns",
+        "calls" => "median calls",
+        "tokens" => "median tokens (in+out)",
+        "wall_seconds" => "median wall s",
+        other => other,
+    };
     html! {
-        tr data-assessment=(assessment) {
+        tr data-assessment=(assessment_value(c.assessment)) data-quantity=(quantity) {
             td { (task) }
-            td { (quantity) }
+            td { (words) }
             td { (quantity_value(c.a, is_rate, false)) }
             td { (quantity_value(c.b, is_rate, false)) }
             td { (quantity_value(c.difference, is_rate, true)) }
             td { (relative) }
             td { (c.n) }
+            td {
+                (c.b_higher) " vs " (c.b_lower)
+                @if let Some(k) = c.needs { " (needs " (k) ")" }
+            }
             td { (assessment) }
         }
     }
 }
 
-/// An assessment as the comparison's JSON spells it (`not_measured`).
-fn assessment_label(a: proctor_report::Assessment) -> &'static str {
-    match a {
-        proctor_report::Assessment::NotMeasured => "not_measured",
-        a => a.as_str(),
-    }
+/// An assessment as the comparison's JSON spells it (`not_measured`, `no_clear_difference`),
+/// for the row's `data-assessment`; the cell shows it in words, as the CLI's text does.
+fn assessment_value(a: proctor_report::Assessment) -> String {
+    serde_json::to_value(a)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// A compared quantity: `–` when not measured; a rate as a percentage (a difference of rates in

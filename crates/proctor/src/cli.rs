@@ -84,6 +84,13 @@ pub enum Command {
         run: String,
         /// A trial id (`TASK.VARIANT.INDEX`).
         trial: Option<String>,
+        /// List only this task's trials (and cells).
+        #[arg(long, value_name = "NAME", conflicts_with = "trial")]
+        task: Option<String>,
+        /// List only the trials with this outcome (`completed`, `wrong`, `refused-wrongly`,
+        /// ...).
+        #[arg(long, value_name = "OUTCOME", conflicts_with = "trial")]
+        outcome: Option<proctor_records::OutcomeKind>,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,
@@ -151,9 +158,17 @@ pub enum Command {
         /// Apply the suite's [promotion] gates; exit 4 when one fails.
         #[arg(long)]
         gate: bool,
+        /// List pass@k and pass^k for k = 1..K at most (the output says how many values of k
+        /// it leaves out).
+        #[arg(long, value_name = "K", default_value_t = proctor_report::DEFAULT_PASS_K_SHOWN, value_parser = clap::value_parser!(u32).range(1..))]
+        pass_k_max: u32,
         /// Also write the promotion gates as a JUnit XML report, one test case per gate.
         #[arg(long, value_name = "FILE", requires = "gate")]
         junit: Option<PathBuf>,
+        /// Let the gates pass a mixed comparison (arms from runs picked among others of the
+        /// suite in the store, or scored by different suite versions): it still warns.
+        #[arg(long, requires = "gate")]
+        allow_mixed_runs: bool,
         /// The store folder.
         #[arg(long, value_name = "DIR", default_value = ".proctor")]
         store: PathBuf,

@@ -30,7 +30,7 @@ fn is_text_source(path: &Path) -> bool {
     matches!(
         ext,
         "rs" | "md" | "toml" | "sh" | "py" | "json" | "snap" | "txt" | "patch"
-    ) || matches!(name, "run" | "ab" | "install.sh")
+    ) || matches!(name, "run" | "ab" | "install.sh" | "setup")
 }
 
 #[test]
@@ -123,4 +123,57 @@ fn every_docs_page_the_readme_links_exists_and_every_page_is_linked() {
             );
         }
     }
+}
+
+/// The README's test command, the one fenced `sh` block that runs `cargo test`.
+fn readme_test_command(readme: &str) -> String {
+    let mut commands = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .map(str::trim)
+        .filter(|c| c.contains("cargo test"));
+    let command = commands.next().expect("README.md gives a test command");
+    assert!(
+        commands.next().is_none(),
+        "README.md gives two test commands"
+    );
+    command.to_string()
+}
+
+#[test]
+fn ci_runs_the_readmes_test_command_after_the_setup_it_names() {
+    let root = common::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let command = readme_test_command(&readme);
+    assert!(
+        command.starts_with("ci/setup && "),
+        "the test command sets up what the tests drive first: {command}"
+    );
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert_eq!(
+        last.trim(),
+        command,
+        ".ci/run ends with the README's test command"
+    );
+}
+
+/// Where the setup ran (CI runs it first), it finds everything the tests drive: no test of
+/// this run can be missing its real part.
+#[test]
+fn the_setup_finds_everything_the_tests_drive() {
+    let root = common::repo_root();
+    let out = std::process::Command::new(root.join("ci/setup"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return common::skip(&format!("ci/setup has not run here; it says:\n{said}"));
+    }
+    assert!(
+        said.contains("everything the tests drive is here"),
+        "{said}"
+    );
 }

@@ -1935,3 +1935,60 @@ fn shared_boilerplate_file_names_and_a_license_header_are_no_quote() {
     );
     assert_eq!(p["file"], "[SUITE]/fixture/docs/copy.py", "{p:#}");
 }
+
+/// A suite whose `command` agent writes how many bytes of prompt it was handed, with one task
+/// whose prompt is `bytes` long.
+fn prompt_of(bytes: usize) -> TestSuite {
+    let prompt = "y".repeat(bytes);
+    TestSuite::with_toml(&format!(
+        r#"schema_version = 1
+id = "long-prompt"
+
+[defaults]
+wall_timeout_seconds = 30
+
+[[variants]]
+id = "cmd"
+agent = "command"
+command = ["sh", "-c", "printf %s \"$PROCTOR_PROMPT\" | wc -c > got.txt; printf %s \"$1\" | wc -c >> got.txt", "sh", "{{prompt}}"]
+
+[[tasks]]
+id = "long"
+prompt = "{prompt}"
+
+[tasks.success]
+all = [{{ file_contains = {{ path = "got.txt", pattern = "^{bytes}\n{bytes}\n$" }} }}]
+"#
+    ))
+}
+
+#[test]
+fn a_prompt_no_command_line_can_carry_is_refused_and_one_that_fits_is_handed_whole() {
+    // 200 KB: over the 128 KiB Linux takes in one argument or environment string.
+    let out = prompt_of(200_000).validate();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let text = unwrapped(&out.stderr);
+    assert!(
+        text.contains("the prompt variant `cmd` gives task `long` cannot be handed to its agent"),
+        "{}",
+        out.stderr
+    );
+    assert!(text.contains("of 200016 bytes"), "{}", out.stderr);
+    assert!(text.contains("at most 131072 in one"), "{}", out.stderr);
+    // 120 KB fits, validates, and the agent gets every byte in both places.
+    let fits = prompt_of(120_000);
+    let out = fits.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let store = tempfile::tempdir().unwrap();
+    let out = proctor(
+        &[
+            "run",
+            fits.path().to_str().unwrap(),
+            "--store",
+            store.path().to_str().unwrap(),
+        ],
+        fits.path(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("completed"), "{}", out.stderr);
+}

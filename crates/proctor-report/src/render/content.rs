@@ -428,6 +428,10 @@ fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
         (None, true) => "unbounded (from 0)".to_string(),
         (None, false) => "-".to_string(),
     };
+    let signs = match c.needs {
+        Some(k) => format!("{} vs {} (needs {k})", c.b_higher, c.b_lower),
+        None => format!("{} vs {}", c.b_higher, c.b_lower),
+    };
     vec![
         name.to_string(),
         change_value(c.a, rate),
@@ -435,6 +439,7 @@ fn change_cells(name: &str, c: &Change, rate: bool) -> Vec<String> {
         diff,
         rel,
         c.n.to_string(),
+        signs,
         c.assessment.as_str().to_string(),
     ]
 }
@@ -458,15 +463,21 @@ pub(crate) fn comparison(c: &Comparison) -> Vec<Block> {
         ),
         comparison_summary(c),
         Block::Para(
-            "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns. \
-Below the power threshold a difference of one or two calls, or under 30% in tokens, is noise. \
-No p-values, no confidence intervals."
+            "Differences are B - A over matched pairs graded in both arms. Success is compared first, then wrong turns (when success is the same). \
+A direction (better, worse) needs the pairs that differ lopsided beyond what fair coin flips give: at least K of N on one side, \
+K from the exact two-sided sign test at 5% (docs/metrics.md has the table); anything less is `no clear difference`, \
+and 5 or fewer differing pairs is `underpowered`. No p-values, no confidence intervals."
                 .into(),
         ),
     ];
     if !c.warnings.is_empty() {
         out.push(Block::Heading(2, "Warnings".into()));
-        out.push(Block::List(c.warnings.clone()));
+        out.push(Block::List(
+            c.warnings
+                .iter()
+                .map(|w| format!("{}: {}", w.kind.as_str(), w.message))
+                .collect(),
+        ));
     }
 
     let rows: Vec<(&str, &ComparisonCell)> = c
@@ -487,7 +498,7 @@ No p-values, no confidence intervals."
     out.push(Block::Heading(2, "Matched differences (B - A)".into()));
     out.push(Block::Table(differences_table(&rows)));
     out.push(Block::Heading(2, "pass@k and pass^k".into()));
-    out.extend(pass_k_blocks(c.pass_k_max, &rows));
+    out.extend(pass_k_blocks(c.pass_k_max, c.pass_k_left_out, &rows));
     out.push(Block::Heading(
         2,
         "Every rate per arm (matched trials)".into(),
@@ -514,13 +525,33 @@ No p-values, no confidence intervals."
 
 /// The suite, the arms, the matching and the power threshold of a comparison.
 fn comparison_summary(c: &Comparison) -> Block {
-    Block::List(vec![
+    let mut lines = vec![
         format!("suite: `{}`", c.suite_id),
-        format!("A: {} trial(s) from run(s) {}, variant(s) {}", c.a.trials, c.a.run_ids.join(", "), c.a.variants.join(", ")),
-        format!("B: {} trial(s) from run(s) {}, variant(s) {}", c.b.trials, c.b.run_ids.join(", "), c.b.variants.join(", ")),
+        format!(
+            "A: {} trial(s) from run(s) {}, variant(s) {}",
+            c.a.trials,
+            c.a.run_ids.join(", "),
+            c.a.variants.join(", ")
+        ),
+        format!(
+            "B: {} trial(s) from run(s) {}, variant(s) {}",
+            c.b.trials,
+            c.b.run_ids.join(", "),
+            c.b.variants.join(", ")
+        ),
+    ];
+    if let Some(p) = &c.provenance {
+        lines.push(format!(
+            "provenance: A is {}; B is {}",
+            p.a.describe(),
+            p.b.describe()
+        ));
+    }
+    lines.extend([
         format!("matched pairs: {} (by task, trial index, mutation and fixture); unmatched trials: {}", c.matched, c.unmatched.len()),
         format!("power threshold: a verdict needs graded n >= {} in both arms, else it is `underpowered`", c.underpowered_below),
-    ])
+    ]);
+    Block::List(lines)
 }
 
 /// Each cell's verdict with the numbers behind it.
@@ -597,6 +628,7 @@ fn differences_table(rows: &CellRows) -> Table {
         "B - A",
         "relative",
         "pairs",
+        "B above vs below A",
         "assessment",
     ]);
     for (name, cell) in rows {
@@ -617,15 +649,23 @@ fn differences_table(rows: &CellRows) -> Table {
 
 /// pass@k and pass^k per cell for k = 1..`k_max`, with how they are estimated; or why they are
 /// not.
-fn pass_k_blocks(k_max: u32, rows: &CellRows) -> Vec<Block> {
+fn pass_k_blocks(k_max: u32, left_out: u32, rows: &CellRows) -> Vec<Block> {
     if k_max == 0 {
         return vec![Block::Para(
             "No task was graded in both arms: pass@k is not estimated.".into(),
         )];
     }
+    let shown = k_max - left_out.min(k_max);
+    let cut = match left_out {
+        0 => String::new(),
+        n => format!(
+            " Shown for k = 1..{shown}: {n} value(s) of k (k = {}..{k_max}) left out; `--pass-k-max {k_max}` lists them all.",
+            shown + 1
+        ),
+    };
     let explanation = Block::Para(format!(
         "k = 1..{} (the fewest graded trials of a task in either arm). pass@k = 1 - C(n-c,k)/C(n,k) (unbiased); \
-pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.",
+pass^k = C(c,k)/C(n,k) (all k drawn trials succeed); overall values are means over tasks.{cut}",
         k_max
     ));
     let mut t = Table::new(&[

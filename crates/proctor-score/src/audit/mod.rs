@@ -94,6 +94,19 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// What the finding did to the trial, as `show` and the viewer label it: `accepted` (the
+    /// task allows it), `integrity` (it made the trial `wrong`) or `flagged` (the outcome
+    /// stands, flagged).
+    pub fn label(&self) -> &'static str {
+        if self.accepted {
+            "accepted"
+        } else if self.kind.decides() {
+            "integrity"
+        } else {
+            "flagged"
+        }
+    }
+
     /// The finding in one line: `kind: path: why`.
     pub fn describe(&self) -> String {
         let at = self.line.map_or(String::new(), |l| format!(":{l}"));

@@ -18,6 +18,7 @@ use spans::Spans;
 pub mod history;
 pub mod leak;
 
+mod argv;
 mod assertions;
 mod checks;
 mod commands;
@@ -87,6 +88,7 @@ pub fn check(suite: &Suite, options: &Options) -> Checked {
     v.hidden_parts();
     v.forbidden_files();
     v.variants();
+    v.prompts_fit();
     v.services();
     v.tasks();
     v.promotion();

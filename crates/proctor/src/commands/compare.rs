@@ -1,7 +1,9 @@
 //! `proctor compare A B` (two runs, each arm a run or `RUN/VARIANT`) or
 //! `proctor compare RUN --variants a,b` (two variants of one run): matched trial-by-trial
 //! comparison with n everywhere and `underpowered` below the power threshold; with `--gate`, the
-//! suite's promotion gates, exiting 4 when one fails. A person's sitting is a run of its own
+//! suite's promotion gates, exiting 4 when one fails; a mixed comparison (arms picked among
+//! other runs of the suite in the store, or scored by different suite versions) fails the
+//! `provenance` gate unless `--allow-mixed-runs` is given, and warns either way. A person's sitting is a run of its own
 //! with one variant, `human:NAME`: `compare RUN/VARIANT SITTING_RUN` sets it beside an agent.
 //! Reading the arms is [`proctor_runner::comparison`]'s.
 
@@ -26,6 +28,10 @@ pub struct CompareArgs<'a> {
     pub variant: Option<&'a str>,
     /// Apply the promotion gates.
     pub gate: bool,
+    /// List pass@k and pass^k for k up to this.
+    pub pass_k_max: u32,
+    /// Let the gates pass a mixed comparison (it still warns).
+    pub allow_mixed_runs: bool,
     /// Write the gates as a JUnit XML report here.
     pub junit: Option<&'a Path>,
     /// Output format.
@@ -44,14 +50,20 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
         scoring: args.scoring,
     };
     let arms = comparison::arms(&store, &request)?;
-    let comparison = comparison::comparison(&arms)?;
+    let mut comparison = comparison::comparison(&arms)?;
+    comparison.cap_pass_k(args.pass_k_max);
     let gates = if args.gate {
-        Some(comparison::gates(&arms)?)
+        let mut report = comparison::gates(&arms)?;
+        proctor_report::provenance_gate(&mut report, &comparison.warnings, args.allow_mixed_runs);
+        Some(report)
     } else {
         None
     };
     for (run, scoring) in &arms.scorings {
         errln!("{}", crate::summary::scoring_line(run, scoring));
+    }
+    for w in proctor_report::mixed(&comparison.warnings) {
+        errln!("warning: {}: {}", w.kind.as_str(), w.message);
     }
     print(&comparison, gates.as_ref(), &arms.scorings, args.format)?;
     if let (Some(file), Some(g)) = (args.junit, gates.as_ref()) {
@@ -59,7 +71,8 @@ pub fn run(args: CompareArgs) -> Result<Status, Error> {
     }
     match gates {
         Some(g) if !g.passed => {
-            errln!("a promotion gate failed");
+            let names: Vec<&str> = g.failed().map(|f| f.name.as_str()).collect();
+            errln!("a promotion gate failed: {}", names.join(", "));
             Ok(Status::GateFailed)
         }
         _ => Ok(Status::Success),

@@ -10,12 +10,14 @@
 use std::path::Path;
 
 use anyhow::Context;
+use proctor_records::OutcomeKind;
 use proctor_report::{changes_section, ChangesOf, Exporter, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
 use proctor_store::{RunHandle, RunId, Scoring, ScoringChoice, Store};
 
+use super::reason_lists;
 use crate::cli::Format;
 use crate::exit::{Error, Status};
 
@@ -97,11 +99,29 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
     Ok(Status::Success)
 }
 
-/// `proctor show RUN`: the run's trials; `proctor show RUN TRIAL`: one trial's evidence.
+/// Which of a run's trials `show RUN` lists: `--task` and `--outcome`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Only<'a> {
+    /// Only this task's trials and cells.
+    pub task: Option<&'a str>,
+    /// Only the trials with this outcome.
+    pub outcome: Option<OutcomeKind>,
+}
+
+impl Only<'_> {
+    /// Whether a trial of `task` that ended in `outcome` is listed.
+    fn lists(&self, task: &str, outcome: OutcomeKind) -> bool {
+        self.task.is_none_or(|t| t == task) && self.outcome.is_none_or(|o| o == outcome)
+    }
+}
+
+/// `proctor show RUN`: the run's trials (those `only` lets through); `proctor show RUN TRIAL`:
+/// one trial's evidence.
 pub fn show(
     store_dir: &Path,
     run: &str,
     trial: Option<&str>,
+    only: &Only<'_>,
     format: Format,
     choice: ScoringChoice,
 ) -> Result<Status, Error> {
@@ -110,7 +130,7 @@ pub fn show(
     let handle = store.open_run(&id).context("cannot open the run")?;
     let scoring = proctor_runner::export::pick_scoring(&handle, choice)?;
     match trial {
-        None => show_run(&store, &handle, &scoring, format),
+        None => show_run(&store, &handle, &scoring, only, format),
         Some(t) => show_trial(&store, &handle, t, &scoring, format),
     }
 }
@@ -119,10 +139,23 @@ fn show_run(
     store: &Store,
     run: &RunHandle,
     scoring: &Scoring,
+    only: &Only<'_>,
     format: Format,
 ) -> Result<Status, Error> {
     let id = run.id();
-    let o = RunOverview::read(store, run, scoring)?;
+    let mut o = RunOverview::read(store, run, scoring)?;
+    if let Some(task) = only.task {
+        if !o.cells.iter().any(|c| c.task == task) {
+            let mut tasks: Vec<&str> = o.cells.iter().map(|c| c.task.as_str()).collect();
+            tasks.dedup();
+            return Err(Error::usage(
+                format!("run {id} has no trial of task `{task}`"),
+                format!("its tasks: {}", tasks.join(", ")),
+            ));
+        }
+        o.cells.retain(|c| c.task == task);
+    }
+    o.trials.retain(|t| only.lists(&t.task, t.outcome));
     if format == Format::Json {
         let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged, "gates": o.gates });
         println!(
@@ -154,23 +187,54 @@ fn show_run(
     }
     print_cells(&o);
     outln!();
+    if o.trials.is_empty() {
+        outln!("No trial matches{}.", only_words(only));
+        return Ok(Status::Success);
+    }
+    // A rule's long list (a glob list) is printed once, under the table, not in every reason.
+    let named = reason_lists::name_lists(
+        o.trials
+            .iter()
+            .map(|t| t.reason.as_deref().unwrap_or_default()),
+    );
     let mut t = Table::new(&["TRIAL", "OUTCOME", "WALL", "CALLS", "WRONG TURNS", "REASON"]);
-    for tr in &o.trials {
+    for (tr, reason) in o.trials.iter().zip(named.reasons) {
         t.row([
             tr.trial_id.clone(),
             tr.outcome.to_string(),
             format!("{:.2}s", tr.wall_seconds),
             tr.calls.map_or("-".into(), |c| c.to_string()),
             tr.wrong_turns.map_or("-".into(), |c| c.to_string()),
-            tr.reason.clone().unwrap_or_default(),
+            reason,
         ]);
     }
     out!("{}", t.text());
+    if !named.lists.is_empty() {
+        outln!();
+        for (name, list) in &named.lists {
+            outln!("{name} = {list}");
+        }
+    }
     if let Some(g) = &o.gates {
         outln!();
         out!("{}", proctor_report::Terminal.gates(g));
     }
+    if only.task.is_some() || only.outcome.is_some() {
+        errln!("{} trial(s) listed{}", o.trials.len(), only_words(only));
+    }
     Ok(Status::Success)
+}
+
+/// ` of task `T` with outcome O`: what `--task` and `--outcome` asked for, in words.
+fn only_words(only: &Only<'_>) -> String {
+    let mut s = String::new();
+    if let Some(t) = only.task {
+        s.push_str(&format!(" of task `{t}`"));
+    }
+    if let Some(o) = only.outcome {
+        s.push_str(&format!(" with outcome {o}"));
+    }
+    s
 }
 
 /// Variants side by side per task: n, outcome counts and the wrong turns of the graded
@@ -197,11 +261,17 @@ fn print_cells(o: &RunOverview) {
             c.task.clone(),
             c.variant.clone(),
             c.graded.to_string(),
-            c.success.map_or("-".to_string(), |r| r.to_string()),
+            // The success rate says how many of its successes were flagged, as results.md does;
+            // FLAGGED counts every flagged graded trial, as results.json's `flagged` does.
+            c.success
+                .map_or("-".to_string(), |r| match c.flagged_successes {
+                    0 => r.to_string(),
+                    f => format!("{r}, {f} flagged"),
+                }),
             c.completed.to_string(),
             c.wrong_turns.to_string(),
             if o.has_report {
-                c.flagged_successes.to_string()
+                c.flagged.to_string()
             } else {
                 "-".to_string()
             },
@@ -283,13 +353,7 @@ fn print_sitting(s: &proctor_runner::record::SittingRecord) {
 fn print_integrity(r: &TrialRecord) {
     let Some(v) = &r.verdict else { return };
     for f in &v.integrity.findings {
-        let label = if f.accepted {
-            "accepted"
-        } else if f.kind.decides() {
-            "integrity"
-        } else {
-            "flagged"
-        };
+        let label = f.label();
         let check = f
             .check
             .as_deref()

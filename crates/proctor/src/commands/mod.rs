@@ -10,6 +10,7 @@ mod init;
 mod inspect;
 mod mock_model;
 mod oracle;
+mod reason_lists;
 mod rescore;
 mod run;
 mod service_file;
@@ -108,6 +109,8 @@ fn read_store(command: Command) -> Result<Status, Error> {
         Command::Show {
             run,
             trial,
+            task,
+            outcome,
             store,
             format,
             scoring,
@@ -128,7 +131,17 @@ fn read_store(command: Command) -> Result<Status, Error> {
                 "--service pages a file of one trial's service, so it needs a trial",
                 format!("write `proctor show {run} TRIAL --service NAME/FILE`"),
             )),
-            (None, _) => inspect::show(&store, &run, trial.as_deref(), format, scoring),
+            (None, _) => inspect::show(
+                &store,
+                &run,
+                trial.as_deref(),
+                &inspect::Only {
+                    task: task.as_deref(),
+                    outcome,
+                },
+                format,
+                scoring,
+            ),
         },
         Command::Reindex { store } => inspect::reindex(&store),
         Command::Compare {
@@ -136,7 +149,9 @@ fn read_store(command: Command) -> Result<Status, Error> {
             variants,
             variant,
             gate,
+            pass_k_max,
             junit,
+            allow_mixed_runs,
             store,
             format,
             scoring,
@@ -146,6 +161,8 @@ fn read_store(command: Command) -> Result<Status, Error> {
             variants: variants.as_deref(),
             variant: variant.as_deref(),
             gate,
+            pass_k_max,
+            allow_mixed_runs,
             junit: junit.as_deref(),
             format,
             scoring,

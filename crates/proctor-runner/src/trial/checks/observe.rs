@@ -1,21 +1,27 @@
 //! What a check loads of the agent's changes, seen rather than predicted.
 //!
-//! For every check run, each regular file the agent added or changed (in the workspace, and in
-//! the trial's root where the checks see it) gets a `fanotify` inode mark held by the runner,
-//! outside the check's sandbox: the kernel queues an event on the runner's descriptor whenever
-//! any process opens, reads or executes that inode, through the check's overlay or not (the
-//! agent's layer is a lower layer the overlay reads the real inode of). The code under test
-//! cannot undo a queued event, and inode marks need no privilege (`FAN_REPORT_FID`: each event
-//! names a file handle, matched here to the path it was taken for). A followed link makes no
-//! `fanotify` event, so each link the agent made is also put in the check's own upper layer
-//! (the same link, its modification time kept, its access time 0): a path walk that follows it
-//! (or a `readlink`) moves its access time, read once the check is over. Python bytecode the
+//! For every check run, the regular files the agent added or changed (in the workspace, and in
+//! the trial's root where the checks see it) are watched by a `fanotify` group held by the
+//! runner, outside the check's sandbox: the kernel queues an event on the runner's descriptor
+//! whenever any process opens, reads or executes one, through the check's overlay or not (the
+//! agent's layer is a lower layer the overlay reads the real file of). Where the check sees the
+//! agent's layer read-only (an overlay, and the root), its names are fixed, so one mark on each
+//! folder holding a changed file watches every entry in it, and its events name the folder (by
+//! its file handle) and the entry, counted for the agent's names only: no system call per
+//! changed file, the folder's entries read once. Where the check works in a copy it may
+//! rename, each file is marked itself and its events name the file, wherever it is moved.
+//! The code under test cannot undo a queued event, and such marks need no privilege
+//! (`FAN_REPORT_DFID_NAME`, `FAN_REPORT_FID`). A followed link makes no `fanotify` event, so
+//! each link the agent made is also put in the check's own upper layer (the same link, its
+//! modification time kept, its access time 0): a path walk that follows it (or a `readlink`)
+//! moves its access time, read once the check is over. Python bytecode the
 //! agent left in `__pycache__` is hidden from the check outright ([`hide_bytecode`]): a cache
 //! Python rebuilds from the source the agent wrote, so hiding it is honest, and no bytecode of
 //! the agent's stands in for its source (`-I` and `-E` checks included, which ignore
 //! `PYTHONPYCACHEPREFIX`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::CStr;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -124,17 +130,35 @@ fn mirror_dirs(layers: &[PathBuf], rel: &Path, to: &Path) -> io::Result<()> {
 pub struct Observer {
     /// The group; `None` where it could not be made (the record says why).
     fan: Option<OwnedFd>,
-    /// Each marked inode's file handle (with its file system's id), to the path and whether
-    /// it is the root's.
-    handles: HashMap<Vec<u8>, (String, bool)>,
-    /// File systems' ids by device, found once.
-    fsids: HashMap<u64, [u8; 8]>,
+    /// Each watched file, keyed as its events name it (its folder's file system id and file
+    /// handle, then its name): its path, and whether it is the root's.
+    files: HashMap<Vec<u8>, (String, bool)>,
+    /// Folders marked.
+    marked: usize,
+    /// File systems' ids by mount id, found once.
+    fsids: HashMap<i32, [u8; 8]>,
     /// Each link: its path, its target, and where its watched copy is.
     links: Vec<(String, String, PathBuf)>,
     /// What could not be watched.
     incomplete: Vec<String>,
-    /// Entries past [`WATCH_MAX`].
+    /// Entries in folders past the first [`WATCH_MAX`].
     unwatched: u64,
+}
+
+/// Where one tree's changes are watched.
+struct TreeAt<'a> {
+    /// The folder holding the agent's files as the check reads them.
+    files: PathBuf,
+    /// Whether the check can change names in `files` (a copy), so that a name is no proof of
+    /// which file it is: each file is then marked itself, not its folder.
+    writable: bool,
+    /// The folder the agent's links are laid in, with the layers that make up the check's
+    /// view of it (none for a copy, where the links are already in place).
+    links: Option<(PathBuf, Vec<PathBuf>)>,
+    /// The layers above the agent's, whose paths are not the agent's.
+    above: &'a [PathBuf],
+    /// Whether this is the trial's root.
+    root: bool,
 }
 
 impl Observer {
@@ -151,7 +175,8 @@ impl Observer {
     ) -> Observer {
         let mut o = Observer {
             fan: None,
-            handles: HashMap::new(),
+            files: HashMap::new(),
+            marked: 0,
             fsids: HashMap::new(),
             links: Vec::new(),
             incomplete: Vec::new(),
@@ -163,115 +188,162 @@ impl Observer {
                 .incomplete
                 .push(format!("no fanotify group ({e}): files are not watched")),
         }
-        let (files_at, links_at, layers): (PathBuf, PathBuf, Vec<PathBuf>) = match tree {
-            EndTree::Overlay { top, lowers } => (
-                top.clone(),
-                dir.join("upper"),
-                std::iter::once(top.clone())
-                    .chain(lowers.iter().cloned())
-                    .collect(),
-            ),
-            EndTree::Copy { .. } => (dir.join("ws"), dir.join("ws"), Vec::new()),
+        let workspace = match tree {
+            EndTree::Overlay { top, lowers } => TreeAt {
+                files: top.clone(),
+                writable: false,
+                links: Some((
+                    dir.join("upper"),
+                    std::iter::once(top.clone())
+                        .chain(lowers.iter().cloned())
+                        .collect(),
+                )),
+                above,
+                root: false,
+            },
+            EndTree::Copy { .. } => TreeAt {
+                files: dir.join("ws"),
+                writable: true,
+                links: Some((dir.join("ws"), Vec::new())),
+                above,
+                root: false,
+            },
         };
-        let copy = matches!(tree, EndTree::Copy { .. });
-        for rel in &watch.workspace {
-            if above
-                .iter()
-                .any(|l| fs::symlink_metadata(l.join(rel)).is_ok())
-            {
-                continue;
-            }
-            let src = files_at.join(rel);
-            let Ok(m) = fs::symlink_metadata(&src) else {
-                continue;
-            };
-            if o.handles.len() + o.links.len() >= WATCH_MAX {
-                o.unwatched += 1;
-                continue;
-            }
-            if m.is_file() {
-                o.mark(&src, rel, false, &m);
-            } else if m.file_type().is_symlink() {
-                let at = links_at.join(rel);
-                match o.lay_link(&src, &at, rel, &layers, &links_at, copy, &m) {
-                    Ok(target) => o.links.push((rel.clone(), target, at)),
-                    Err(e) => o
-                        .incomplete
-                        .push(format!("the link `{rel}` is not watched: {e}")),
-                }
-            }
-        }
+        o.watch_tree(&workspace, &watch.workspace);
         if let Some(root) = agent_root {
-            for rel in &watch.root {
-                let src = root.join(rel);
-                let Ok(m) = fs::symlink_metadata(&src) else {
-                    continue;
-                };
-                if m.is_file() {
-                    if o.handles.len() >= WATCH_MAX {
-                        o.unwatched += 1;
-                        continue;
-                    }
-                    o.mark(&src, rel, true, &m);
-                }
-            }
+            let at = TreeAt {
+                files: root.to_path_buf(),
+                writable: false,
+                links: None,
+                above: &[],
+                root: true,
+            };
+            o.watch_tree(&at, &watch.root);
         }
         o
     }
 
-    /// Marks the file `src`, the agent's `rel`.
-    fn mark(&mut self, src: &Path, rel: &str, root: bool, m: &fs::Metadata) {
-        let Some(fan) = &self.fan else { return };
-        let fsid = match self.fsids.get(&m.dev()) {
-            Some(f) => *f,
-            None => match fsid(src) {
-                Ok(f) => *self.fsids.entry(m.dev()).or_insert(f),
-                Err(e) => {
-                    self.incomplete
-                        .push(format!("`{rel}` is not watched: statfs: {e}"));
-                    return;
-                }
-            },
-        };
-        let key = match handle(src) {
-            Ok(h) => [&fsid[..], &h[..]].concat(),
-            Err(e) => {
-                self.incomplete.push(format!(
-                    "`{rel}` is not watched: its file system gives no file handle ({e})"
-                ));
-                return;
-            }
-        };
-        if let Err(e) = fan_mark(fan, src) {
-            self.incomplete.push(format!("`{rel}` is not watched: {e}"));
-            return;
+    /// Watches the entries `rels` of one tree, a mark on each folder that holds any.
+    fn watch_tree(&mut self, at: &TreeAt, rels: &[String]) {
+        let mut by_folder: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for rel in rels {
+            let (folder, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            by_folder.entry(folder).or_default().push(name);
         }
-        self.handles.insert(key, (rel.to_string(), root));
+        for (folder, names) in by_folder {
+            if self.marked >= WATCH_MAX {
+                self.unwatched += names.len() as u64;
+                continue;
+            }
+            if let Err(e) = self.watch_folder(at, folder, &names) {
+                let shown = if folder.is_empty() { "." } else { folder };
+                self.incomplete
+                    .push(format!("the folder `{shown}` is not watched: {e}"));
+            }
+        }
     }
 
-    /// Puts the agent's link `src` at `at` in the check's view (in its own upper layer, or in
-    /// its copy), its access time 0; gives its target.
-    #[allow(clippy::too_many_arguments)]
-    fn lay_link(
-        &self,
-        src: &Path,
-        at: &Path,
-        rel: &str,
-        layers: &[PathBuf],
-        base: &Path,
-        copy: bool,
-        m: &fs::Metadata,
-    ) -> io::Result<String> {
-        let target = fs::read_link(src)?;
-        if !copy {
-            if let Some(parent) = Path::new(rel).parent() {
-                mirror_dirs(layers, parent, base)?;
+    /// Marks the folder `folder` of a tree for its entries `names`: the files among them are
+    /// watched by name, the links laid in the check's view.
+    fn watch_folder(&mut self, at: &TreeAt, folder: &str, names: &[&str]) -> io::Result<()> {
+        use rustix::fs::FileType;
+        let path = at.files.join(folder);
+        let Some(fd) = open_folder(&path)? else {
+            // A folder gone is no entry to watch (a deleted tree's parts).
+            return Ok(());
+        };
+        // Names the check sees from a layer above the agent's are not the agent's.
+        let mut shadowed: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for layer in at.above {
+            if let Some(d) = open_folder(&layer.join(folder))? {
+                each_entry(&d, |name, _| {
+                    shadowed.insert(name.to_bytes().to_vec());
+                    Ok(())
+                })?;
             }
-            std::os::unix::fs::symlink(&target, at)?;
-            let _ = std::os::unix::fs::lchown(at, Some(m.uid()), Some(m.gid()));
         }
-        unread(at, m)?;
-        Ok(target.to_string_lossy().into_owned())
+        let wanted: HashMap<&[u8], &str> = names
+            .iter()
+            .filter(|n| !shadowed.contains(n.as_bytes()))
+            .map(|n| (n.as_bytes(), *n))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        // Where names are fixed, one mark on the folder watches every entry in it by name.
+        let by_name = if self.fan.is_some() && !at.writable {
+            let (h, mount) = handle_at(&fd, c"").map_err(no_handle)?;
+            let fsid = self.fsid(mount, &fd)?;
+            if let Some(fan) = &self.fan {
+                fan_mark_at(fan, &fd, None)?;
+            }
+            self.marked += 1;
+            Some(Key::Name.of(&fsid, &h, &[]))
+        } else {
+            None
+        };
+        each_entry(&fd, |c, kind| {
+            let name = c.to_bytes();
+            let Some(&name_str) = wanted.get(name) else {
+                return Ok(());
+            };
+            let rel = if folder.is_empty() {
+                name_str.to_string()
+            } else {
+                format!("{folder}/{name_str}")
+            };
+            let kind = match kind {
+                FileType::Unknown => {
+                    FileType::from_raw_mode(fs::symlink_metadata(path.join(name_str))?.mode())
+                }
+                k => k,
+            };
+            match kind {
+                FileType::RegularFile => {
+                    if let Some(folder_key) = &by_name {
+                        self.files
+                            .insert([&folder_key[..], name].concat(), (rel, at.root));
+                    } else if self.fan.is_some() {
+                        let (h, mount) = handle_at(&fd, c).map_err(no_handle)?;
+                        let fsid = self.fsid(mount, &fd)?;
+                        if let Some(fan) = &self.fan {
+                            fan_mark_at(fan, &fd, Some(c))?;
+                        }
+                        self.files
+                            .insert(Key::File.of(&fsid, &h, &[]), (rel, at.root));
+                    }
+                }
+                FileType::Symlink => {
+                    let Some((links_at, layers)) = &at.links else {
+                        return Ok(());
+                    };
+                    let src = path.join(name_str);
+                    let m = fs::symlink_metadata(&src)?;
+                    let to = links_at.join(&rel);
+                    match lay_link(&src, &to, &rel, layers, links_at, at.writable, &m) {
+                        Ok(target) => self.links.push((rel, target, to)),
+                        Err(e) => self
+                            .incomplete
+                            .push(format!("the link `{rel}` is not watched: {e}")),
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// The id of the file system of mount `mount`, as `fanotify` reports it (`statfs`'s
+    /// `f_fsid`), found once per mount from `fd`, a folder on it.
+    fn fsid(&mut self, mount: i32, fd: &OwnedFd) -> io::Result<[u8; 8]> {
+        if let Some(f) = self.fsids.get(&mount) {
+            return Ok(*f);
+        }
+        let st = rustix::fs::fstatfs(fd)?;
+        // SAFETY: `fsid_t` is two plain C ints, eight bytes with no padding.
+        let bytes: [u8; 8] = unsafe { std::mem::transmute(st.f_fsid) };
+        self.fsids.insert(mount, bytes);
+        Ok(bytes)
     }
 
     /// Ends the watch once the check is over: what it loaded, bounded.
@@ -279,9 +351,15 @@ impl Observer {
         let mut seen: BTreeMap<(String, bool), BTreeSet<Access>> = BTreeMap::new();
         let mut incomplete = self.incomplete;
         if let Some(fan) = &self.fan {
-            if let Err(e) = drain(fan, |key, access| {
-                if let Some((rel, root)) = self.handles.get(key) {
-                    seen.entry((rel.clone(), *root)).or_default().insert(access);
+            if let Err(e) = drain(fan, |key, mask| {
+                if let Some((rel, root)) = self.files.get(key) {
+                    let how = seen.entry((rel.clone(), *root)).or_default();
+                    how.extend(
+                        ACCESSES
+                            .iter()
+                            .filter(|(bit, _)| mask & bit != 0)
+                            .map(|(_, a)| *a),
+                    );
                 }
             }) {
                 incomplete.push(e);
@@ -315,7 +393,7 @@ impl Observer {
         }
         if self.unwatched > 0 {
             incomplete.push(format!(
-                "{} changed entries past the first {WATCH_MAX} are not watched",
+                "{} changed entries in folders past the first {WATCH_MAX} are not watched",
                 self.unwatched
             ));
         }
@@ -331,6 +409,89 @@ impl Observer {
         });
         out
     }
+}
+
+/// The events that load a file, and what each says was done.
+const ACCESSES: [(u64, Access); 3] = [
+    (libc::FAN_OPEN, Access::Opened),
+    (libc::FAN_ACCESS, Access::Read),
+    (libc::FAN_OPEN_EXEC, Access::Executed),
+];
+
+/// What an event names, as the keys of [`Observer::files`] begin.
+#[derive(Clone, Copy)]
+enum Key {
+    /// A file itself: its file system's id and file handle.
+    File = 1,
+    /// An entry of a folder: the folder's file system id and file handle, then its name.
+    Name = 2,
+}
+
+impl Key {
+    /// The key of the object with file system id `fsid`, file handle `handle` (its type,
+    /// then its bytes) and, for an entry, `name`.
+    fn of(self, fsid: &[u8], handle: &[u8], name: &[u8]) -> Vec<u8> {
+        [&[self as u8][..], fsid, handle, name].concat()
+    }
+}
+
+/// Puts the agent's link `src` (its path `rel`) at `at` in the check's view (in its own upper
+/// layer `base` over `layers`, or in its copy), its access time 0; gives its target.
+fn lay_link(
+    src: &Path,
+    at: &Path,
+    rel: &str,
+    layers: &[PathBuf],
+    base: &Path,
+    copy: bool,
+    m: &fs::Metadata,
+) -> io::Result<String> {
+    let target = fs::read_link(src)?;
+    if !copy {
+        if let Some(parent) = Path::new(rel).parent() {
+            mirror_dirs(layers, parent, base)?;
+        }
+        std::os::unix::fs::symlink(&target, at)?;
+        let _ = std::os::unix::fs::lchown(at, Some(m.uid()), Some(m.gid()));
+    }
+    unread(at, m)?;
+    Ok(target.to_string_lossy().into_owned())
+}
+
+/// The folder at `path` opened for reading its entries, not followed if a link; `None` if
+/// there is none.
+fn open_folder(path: &Path) -> io::Result<Option<OwnedFd>> {
+    use rustix::fs::{openat, Mode, OFlags, CWD};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match openat(CWD, path, flags, Mode::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Gives `each` the name and type of every entry of the open folder `dir`, read from its
+/// start.
+fn each_entry(
+    dir: &OwnedFd,
+    mut each: impl FnMut(&CStr, rustix::fs::FileType) -> io::Result<()>,
+) -> io::Result<()> {
+    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut entries = rustix::fs::RawDir::new(dir, &mut buf);
+    while let Some(e) = entries.next() {
+        let e = e?;
+        let name = e.file_name();
+        if name != c"." && name != c".." {
+            each(name, e.file_type())?;
+        }
+    }
+    Ok(())
+}
+
+/// Says a file system gives no file handles.
+fn no_handle(e: io::Error) -> io::Error {
+    io::Error::other(format!("its file system gives no file handle ({e})"))
 }
 
 /// Closes a `fanotify` group on a thread of its own: the kernel frees a group's marks after a
@@ -360,8 +521,8 @@ fn unread(at: &Path, m: &fs::Metadata) -> io::Result<()> {
     utimensat(CWD, at, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io::Error::from)
 }
 
-/// A `fanotify` group that reports file handles (what an unprivileged user may make), not
-/// blocking.
+/// A `fanotify` group that reports folders' file handles and entries' names (what an
+/// unprivileged user may make), not blocking.
 ///
 /// A user may hold 128 groups at once (`fs.fanotify.max_user_groups`); groups of earlier check
 /// runs still closing ([`close_later`]) count, so a refusal for that is tried again for up to
@@ -373,6 +534,7 @@ fn fan_init() -> io::Result<OwnedFd> {
         let fd = unsafe {
             libc::fanotify_init(
                 libc::FAN_CLASS_NOTIF
+                    | libc::FAN_REPORT_DFID_NAME
                     | libc::FAN_REPORT_FID
                     | libc::FAN_CLOEXEC
                     | libc::FAN_NONBLOCK,
@@ -392,18 +554,26 @@ fn fan_init() -> io::Result<OwnedFd> {
     }
 }
 
-/// Marks the inode at `path` for opens, reads and executions.
-fn fan_mark(fan: &OwnedFd, path: &Path) -> io::Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
-    // SAFETY: a valid descriptor and C string.
+/// Marks the entry `name` of the open folder `dir` (or, with no name, every entry in it) for
+/// opens, reads and executions.
+fn fan_mark_at(fan: &OwnedFd, dir: &OwnedFd, name: Option<&CStr>) -> io::Result<()> {
+    let loads = libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_OPEN_EXEC;
+    let (flags, mask, path) = match name {
+        Some(n) => (libc::FAN_MARK_DONT_FOLLOW, loads, n.as_ptr()),
+        None => (
+            libc::FAN_MARK_ONLYDIR,
+            loads | libc::FAN_EVENT_ON_CHILD,
+            std::ptr::null(),
+        ),
+    };
+    // SAFETY: two valid descriptors and a C string or null (which marks `dir` itself).
     let r = unsafe {
         libc::fanotify_mark(
             fan.as_raw_fd(),
-            libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
-            libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_OPEN_EXEC,
-            libc::AT_FDCWD,
-            c.as_ptr(),
+            libc::FAN_MARK_ADD | flags,
+            mask,
+            dir.as_raw_fd(),
+            path,
         )
     };
     if r < 0 {
@@ -412,17 +582,10 @@ fn fan_mark(fan: &OwnedFd, path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The id of the file system holding `path`, as `fanotify` reports it (`statfs`'s `f_fsid`).
-fn fsid(path: &Path) -> io::Result<[u8; 8]> {
-    let st = rustix::fs::statfs(path).map_err(io::Error::from)?;
-    // SAFETY: `fsid_t` is two plain C ints, eight bytes with no padding.
-    let bytes: [u8; 8] = unsafe { std::mem::transmute(st.f_fsid) };
-    Ok(bytes)
-}
-
-/// The bytes of the file handle of `path` (its type, then its handle), as `fanotify` reports
-/// it.
-fn handle(path: &Path) -> io::Result<Vec<u8>> {
+/// The bytes of the file handle (its type, then its handle) of the entry `name` of the open
+/// folder `dir`, or of `dir` itself for an empty name, as `fanotify` reports it; and the id
+/// of the mount it is on.
+fn handle_at(dir: &OwnedFd, name: &CStr) -> io::Result<(Vec<u8>, i32)> {
     const MAX: usize = 128;
     #[repr(C)]
     struct FileHandle {
@@ -430,40 +593,45 @@ fn handle(path: &Path) -> io::Result<Vec<u8>> {
         kind: i32,
         data: [u8; MAX],
     }
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
     let mut h = FileHandle {
         bytes: MAX as u32,
         kind: 0,
         data: [0; MAX],
     };
     let mut mount_id: libc::c_int = 0;
-    // SAFETY: a valid C string, a handle buffer of the size it says, and an int.
+    // Links are not followed unless `AT_SYMLINK_FOLLOW` says.
+    let flags = if name.is_empty() {
+        libc::AT_EMPTY_PATH
+    } else {
+        0
+    };
+    // SAFETY: a valid descriptor and C string, a handle buffer of the size it says, and an
+    // int.
     let r = unsafe {
         libc::syscall(
             libc::SYS_name_to_handle_at,
-            libc::AT_FDCWD,
-            c.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
             &mut h as *mut FileHandle,
             &mut mount_id as *mut libc::c_int,
-            // Links are not followed unless `AT_SYMLINK_FOLLOW` says.
-            0,
+            flags,
         )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
     let n = (h.bytes as usize).min(MAX);
-    Ok([&h.kind.to_ne_bytes()[..], &h.data[..n]].concat())
+    Ok(([&h.kind.to_ne_bytes()[..], &h.data[..n]].concat(), mount_id))
 }
 
-/// Reads every queued event of `fan`, giving each its key (file system id, handle type and
-/// handle, as [`Observer::handles`] holds them) and what was done; an error says what may be
-/// missing.
-fn drain(fan: &OwnedFd, mut each: impl FnMut(&[u8], Access)) -> Result<(), String> {
+/// Reads every queued event of `fan`, giving each object it names by its key (as
+/// [`Observer::files`] holds them: the file, and the folder and name it was reached by) with
+/// the event's mask; an error says what may be missing.
+fn drain(fan: &OwnedFd, mut each: impl FnMut(&[u8], u64)) -> Result<(), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let meta = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut overflow = false;
+    let mut key = Vec::new();
     loop {
         // SAFETY: a valid descriptor and a writable buffer of its length.
         let n = unsafe { libc::read(fan.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -493,50 +661,59 @@ fn drain(fan: &OwnedFd, mut each: impl FnMut(&[u8], Access)) -> Result<(), Strin
             if m.mask & libc::FAN_Q_OVERFLOW != 0 {
                 overflow = true;
             }
-            // Merged events carry every bit that happened.
-            let accesses: Vec<Access> = [
-                (libc::FAN_OPEN, Access::Opened),
-                (libc::FAN_ACCESS, Access::Read),
-                (libc::FAN_OPEN_EXEC, Access::Executed),
-            ]
-            .into_iter()
-            .filter(|(bit, _)| m.mask & bit != 0)
-            .map(|(_, a)| a)
-            .collect();
-            // Info records: a header (type u8, pad u8, len u16), then for a file id the file
-            // system's id (8 bytes) and a `file_handle` (bytes u32, type i32, handle).
+            let end = at + len;
             let mut info = at + m.metadata_len as usize;
-            while info + 4 <= at + len {
-                let kind = buf[info];
+            while info + 4 <= end {
                 let ilen = u16::from_ne_bytes([buf[info + 2], buf[info + 3]]) as usize;
-                if ilen < 4 || info + ilen > at + len {
+                if ilen < 4 || info + ilen > end {
                     break;
                 }
-                if kind == libc::FAN_EVENT_INFO_TYPE_FID && ilen >= 4 + 8 + 8 {
-                    let fsid = &buf[info + 4..info + 12];
-                    let hb = u32::from_ne_bytes([
-                        buf[info + 12],
-                        buf[info + 13],
-                        buf[info + 14],
-                        buf[info + 15],
-                    ]) as usize;
-                    // The handle's type (4 bytes) and its `hb` bytes, as [`handle`] keys it.
-                    let start = info + 16;
-                    let end = (start + 4 + hb).min(info + ilen);
-                    let key = [fsid, &buf[start..end]].concat();
-                    for a in &accesses {
-                        each(&key, *a);
-                    }
+                if info_key(&buf[info..info + ilen], &mut key) {
+                    each(&key, m.mask);
                 }
                 info += ilen;
             }
-            at += len;
+            at = end;
         }
     }
     if overflow {
         return Err("the kernel's event queue overflowed: some loads may be missing".into());
     }
     Ok(())
+}
+
+/// The key of an info record: after its header (type u8, pad u8, len u16), the file system's
+/// id (8 bytes) and a `file_handle` (bytes u32, type i32, handle): the file's own, or for a
+/// folder-and-name record the folder's, followed by the entry's name ended by a NUL.
+/// Puts the key in `key` and says whether the record gave one.
+fn info_key(info: &[u8], key: &mut Vec<u8>) -> bool {
+    let parts = || {
+        let kind = match *info.first()? {
+            libc::FAN_EVENT_INFO_TYPE_FID => Key::File,
+            libc::FAN_EVENT_INFO_TYPE_DFID_NAME => Key::Name,
+            _ => return None,
+        };
+        let fsid = info.get(4..12)?;
+        let hb = u32::from_ne_bytes(info.get(12..16)?.try_into().ok()?) as usize;
+        let handle = info.get(16..20 + hb)?;
+        let name = match kind {
+            Key::File => &[][..],
+            Key::Name => {
+                let rest = info.get(20 + hb..)?;
+                &rest[..rest.iter().position(|&b| b == 0)?]
+            }
+        };
+        Some((kind, fsid, handle, name))
+    };
+    let Some((kind, fsid, handle, name)) = parts() else {
+        return false;
+    };
+    key.clear();
+    key.push(kind as u8);
+    key.extend_from_slice(fsid);
+    key.extend_from_slice(handle);
+    key.extend_from_slice(name);
+    true
 }
 
 /// Whether a Python module named `module` is installed in the check's root `root` (`/`, or
@@ -645,5 +822,76 @@ mod tests {
         assert_eq!(seen.links.len(), 1);
         assert!(seen.links[0].followed, "{seen:?}");
         assert_eq!(seen.links[0].target, "a.txt");
+    }
+
+    #[test]
+    fn in_a_copy_the_agents_file_is_followed_not_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("top");
+        fs::create_dir_all(top.join("sub")).unwrap();
+        for f in ["sub/replaced.txt", "sub/moved.txt"] {
+            fs::write(top.join(f), "agent").unwrap();
+        }
+        let watch = Watch {
+            workspace: vec!["sub/replaced.txt".into(), "sub/moved.txt".into()],
+            root: vec![],
+        };
+        let tree = EndTree::Copy { dir: top.clone() };
+        let scratch = dir.path().join("c");
+        super::super::copy_tree(&top, &scratch.join("ws")).unwrap();
+        let o = Observer::start(&watch, &tree, &[], None, &scratch);
+        assert_eq!(o.marked, 0, "a copy's folders are not marked");
+        let ws = scratch.join("ws/sub");
+        // The check's own file under the agent's name is not the agent's ...
+        fs::remove_file(ws.join("replaced.txt")).unwrap();
+        fs::write(ws.join("replaced.txt"), "the check's own").unwrap();
+        fs::read(ws.join("replaced.txt")).unwrap();
+        // ... and the agent's file under another name still is.
+        fs::rename(ws.join("moved.txt"), scratch.join("elsewhere.txt")).unwrap();
+        fs::read(scratch.join("elsewhere.txt")).unwrap();
+        let seen = o.finish();
+        let paths: Vec<&str> = seen.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["sub/moved.txt"], "{seen:?}");
+        assert_eq!(seen.incomplete, None);
+    }
+
+    #[test]
+    fn one_mark_per_folder_watches_every_file_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("top");
+        fs::create_dir_all(top.join("a/b")).unwrap();
+        let mut rels = Vec::new();
+        for i in 0..40 {
+            let rel = if i % 2 == 0 {
+                format!("a/f{i}")
+            } else {
+                format!("a/b/f{i}")
+            };
+            fs::write(top.join(&rel), "x").unwrap();
+            rels.push(rel);
+        }
+        fs::write(top.join("a/unchanged"), "x").unwrap();
+        let watch = Watch {
+            workspace: rels.clone(),
+            root: vec![],
+        };
+        // The agent's layer, read-only to the check: its folders are marked.
+        let tree = EndTree::Overlay {
+            top: top.clone(),
+            lowers: vec![],
+        };
+        let scratch = dir.path().join("c");
+        fs::create_dir_all(scratch.join("upper")).unwrap();
+        let o = Observer::start(&watch, &tree, &[], None, &scratch);
+        assert_eq!(o.marked, 2);
+        assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
+        for rel in rels.iter().chain(["a/unchanged".to_string()].iter()) {
+            fs::read(top.join(rel)).unwrap();
+        }
+        let seen = o.finish();
+        let mut paths: Vec<String> = seen.files.iter().map(|f| f.path.clone()).collect();
+        paths.sort();
+        rels.sort();
+        assert_eq!(paths, rels);
     }
 }
