@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::gate::GateReport;
 use crate::input::{Cost, TrialRow};
 use crate::stats::{Median, Rate, Summary};
 use crate::SCHEMA_VERSION;
@@ -893,6 +894,10 @@ pub struct RunReport {
     pub variants: Vec<VariantReport>,
     /// Every trial, in input order.
     pub trials: Vec<TrialSummary>,
+    /// The promotion gates of a finished release run of a suite with `[promotion]`, as
+    /// `compare --gate` reports them; absent for every other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<GateReport>,
 }
 
 /// A run's report without its list of trials (`results.report.json`): the rates a reader needs,
@@ -913,6 +918,9 @@ pub struct ReportWithoutTrials<'a> {
     pub overall: &'a Cell,
     /// [`RunReport::variants`].
     pub variants: &'a [VariantReport],
+    /// [`RunReport::gates`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gates: Option<&'a GateReport>,
 }
 
 impl RunReport {
@@ -926,6 +934,7 @@ impl RunReport {
             tasks: &self.tasks,
             overall: &self.overall,
             variants: &self.variants,
+            gates: self.gates.as_ref(),
         }
     }
 
@@ -1059,6 +1068,7 @@ impl Aggregator {
             tasks: self.tasks,
             variants,
             trials: self.trials,
+            gates: None,
         })
     }
 }

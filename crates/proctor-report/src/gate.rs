@@ -5,9 +5,10 @@
 //! controls from one run and the candidate from the other; matching still applies.)
 //!
 //! The gates, in order, each reported with the numbers it used and a one-line explanation:
-//! 1. `sample_size`: both the baseline and the candidate have graded n ≥ `underpowered_below`
-//!    over their matched trials. A comparison
-//!    below the power threshold concludes nothing, so it cannot promote.
+//! 1. `sample_size`: every task has at least `underpowered_below` matched pairs graded in both
+//!    the baseline and the candidate (a task only one arm ran has none). Pairs are counted per
+//!    task, never pooled: three tasks of 3 pairs each are three comparisons that conclude
+//!    nothing, not one of 9. A comparison below the power threshold cannot promote.
 //! 2. `nonzero_success`: the candidate has at least one task success.
 //! 3. `strongest_control`: the candidate's success rate is at least the strongest control's
 //!    minus `strongest_success_tolerance` (0 when not set). The strongest control is the arm
@@ -25,7 +26,11 @@
 //!    tail of wrong turns fails the gate even where both medians are 0, unless the suite names
 //!    another statistic (`calls:median`, `tokens:total`). A metric not measured in both arms
 //!    fails: no regression cannot be shown.
-//! 6. `complete_costs`: when `require_complete_costs`, every arm's money ledger is complete
+//! 6. `no_regression_per_task:METRIC`, one per metric of `no_regression_per_task`: as
+//!    `no_regression`, on every task's own matched trials; it fails naming each task where the
+//!    candidate is worse (or where the metric is not measured in both arms), so a regression on
+//!    one task cannot average away over the others.
+//! 7. `complete_costs`: when `require_complete_costs`, every arm's money ledger is complete
 //!    (known or not applicable); otherwise it passes as "not required".
 //!
 //! Rates are fractions (0.05 = 5 points). Comparisons allow 1e-9 for floating-point rounding.
@@ -36,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::aggregate::{first_seen, Cell, Money};
-use crate::compare::{compare, CompareError, CompareOptions};
+use crate::compare::{compare, CompareError, CompareOptions, Comparison};
 use crate::input::TrialRow;
 use crate::metric::{better_when, is_rate, metric, MetricValue};
 use crate::stats::{number, Rate};
@@ -121,6 +126,11 @@ pub struct GateReport {
     pub candidate: String,
     /// Whether every gate passed.
     pub passed: bool,
+    /// The thresholds the gates used, as `name = value` in the order the gates use them
+    /// (`underpowered_below = 8`, `minimum_absolute_improvement = 0.05`, ...): what the
+    /// PASSED or FAILED line shows. Absent in reports made before it was recorded.
+    #[serde(default)]
+    pub thresholds: Vec<String>,
     /// The gates, in order.
     pub gates: Vec<Gate>,
 }
@@ -198,18 +208,16 @@ pub fn gate(
 
     let cs = cand_cell.rates.success;
     let mut gates = vec![
-        sample_size_gate(
-            cmp.overall.powered,
-            base_m,
-            cand_m,
-            config.underpowered_below,
-        ),
+        sample_size_gate(&cmp, base_m, cand_m, config.underpowered_below),
         nonzero_success_gate(cs),
         strongest_control_gate(promotion, &arms, &candidate, cs),
         primary_gate(promotion, primary, base_m, cand_m),
     ];
     for m in &promotion.no_regression {
         gates.push(no_regression_gate(m.get_ref().as_str(), base_m, cand_m)?);
+    }
+    for m in &promotion.no_regression_per_task {
+        gates.push(no_regression_per_task_gate(m.get_ref().as_str(), &cmp)?);
     }
     gates.push(complete_costs_gate(promotion, &arms));
 
@@ -218,8 +226,41 @@ pub fn gate(
         baseline,
         candidate,
         passed: gates.iter().all(|g| g.passed),
+        thresholds: thresholds(promotion, config),
         gates,
     })
+}
+
+/// The thresholds the gates use, as `name = value`: the power threshold, the primary metric's
+/// minimums, the strongest-control tolerance, and whether complete costs are required.
+fn thresholds(promotion: &Promotion, config: &ReportConfig) -> Vec<String> {
+    let mut out = vec![format!(
+        "underpowered_below = {} per task",
+        config.underpowered_below
+    )];
+    let primary = promotion.primary_metric.get_ref();
+    match (
+        promotion.minimum_relative_improvement,
+        promotion.minimum_absolute_improvement,
+    ) {
+        (None, None) => out.push(format!("{primary}: any improvement")),
+        (rel, abs) => {
+            if let Some(r) = rel {
+                out.push(format!("minimum_relative_improvement = {}", number(r)));
+            }
+            if let Some(a) = abs {
+                out.push(format!("minimum_absolute_improvement = {}", number(a)));
+            }
+        }
+    }
+    out.push(format!(
+        "strongest_success_tolerance = {}",
+        number(promotion.strongest_success_tolerance.unwrap_or(0.0))
+    ));
+    if promotion.require_complete_costs {
+        out.push("require_complete_costs = true".to_string());
+    }
+    out
 }
 
 /// Checks that the baseline and the candidate are two different variants among `variants`,
@@ -243,9 +284,13 @@ fn check_promotion(
         return Err(GateError::SameArm(baseline));
     }
     let primary = promotion.primary_metric.get_ref().as_str();
-    for m in
-        std::iter::once(primary).chain(promotion.no_regression.iter().map(|m| m.get_ref().as_str()))
-    {
+    for m in std::iter::once(primary).chain(
+        promotion
+            .no_regression
+            .iter()
+            .chain(&promotion.no_regression_per_task)
+            .map(|m| m.get_ref().as_str()),
+    ) {
         if better_when(m).is_none() || metric(&Cell::of([]), m).is_none() {
             return Err(GateError::UnknownMetric(m.to_string()));
         }
@@ -253,23 +298,63 @@ fn check_promotion(
     Ok((baseline, candidate))
 }
 
-/// Gate 1, `sample_size`: both arms have graded n at or above the threshold over matched
-/// trials.
-fn sample_size_gate(powered: bool, base_m: &Cell, cand_m: &Cell, threshold: u32) -> Gate {
+/// Gate 1, `sample_size`: every task has at least `threshold` matched pairs graded in both
+/// arms; a task only one arm ran has none. Fails naming the tasks below.
+fn sample_size_gate(cmp: &Comparison, base_m: &Cell, cand_m: &Cell, threshold: u32) -> Gate {
+    let t = u64::from(threshold);
+    let mut per_task: Vec<(String, u64)> = cmp
+        .tasks
+        .iter()
+        .map(|tc| (tc.task.clone(), tc.comparison.discordance.n))
+        .collect();
+    per_task.extend(cmp.left_out.iter().map(|l| (l.task.clone(), 0)));
+    let below: Vec<&(String, u64)> = per_task.iter().filter(|(_, n)| *n < t).collect();
+    let pooled = cmp.overall.discordance.n;
+    let fewest = per_task.iter().min_by_key(|(_, n)| *n);
+    let mut numbers = vec![
+        GateNumber::of("baseline_n", Some(base_m.n as f64), None),
+        GateNumber::of("candidate_n", Some(cand_m.n as f64), None),
+        GateNumber::of("underpowered_below", Some(f64::from(threshold)), None),
+        GateNumber::of(
+            "fewest_task_pairs",
+            fewest.map(|(_, n)| *n as f64),
+            Some(per_task.len() as u64),
+        ),
+        GateNumber::of(
+            "tasks_below",
+            Some(below.len() as f64),
+            Some(per_task.len() as u64),
+        ),
+    ];
+    numbers.extend(
+        per_task
+            .iter()
+            .map(|(task, n)| GateNumber::of(&format!("pairs:{task}"), Some(*n as f64), None)),
+    );
+    let passed = below.is_empty() && !per_task.is_empty();
+    let explanation = match fewest {
+        None => format!("underpowered: no task has a matched pair; every task needs at least {threshold}"),
+        Some((task, n)) if passed => format!(
+            "every task has at least {threshold} graded matched pairs ({} task(s); fewest: `{task}` with {n})",
+            per_task.len()
+        ),
+        Some(_) => format!(
+            "underpowered: {} of {} task(s) below {threshold} graded matched pairs: {} (pooled over tasks: {pooled} pairs, which does not count)",
+            below.len(),
+            per_task.len(),
+            below
+                .iter()
+                .map(|(task, n)| format!("`{task}` {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     Gate {
         statistic: None,
         name: "sample_size".into(),
-        passed: powered,
-        numbers: vec![
-            GateNumber::of("baseline_n", Some(base_m.n as f64), None),
-            GateNumber::of("candidate_n", Some(cand_m.n as f64), None),
-            GateNumber::of("underpowered_below", Some(f64::from(threshold)), None),
-        ],
-        explanation: if powered {
-            format!("graded n {} (baseline) and {} (candidate) over matched trials, both at least {threshold}", base_m.n, cand_m.n)
-        } else {
-            format!("underpowered: graded n {} (baseline) and {} (candidate) over matched trials; both must be at least {threshold}", base_m.n, cand_m.n)
-        },
+        passed,
+        numbers,
+        explanation,
     }
 }
 
@@ -353,68 +438,157 @@ fn strongest_control_gate(
     }
 }
 
+/// How the candidate stands against the baseline on one metric, in its better direction.
+enum Regression {
+    /// Measured in both arms: worse by this much (0 or less is no regression).
+    Measured(f64),
+    /// Not measured in both arms: no regression cannot be shown.
+    NotMeasured,
+}
+
+/// The metric `name` of both cells, and how the candidate stands; `None` for a metric proctor
+/// does not report.
+fn regression(
+    name: &str,
+    base: &Cell,
+    cand: &Cell,
+) -> Option<(MetricValue, MetricValue, Regression)> {
+    let (a, b) = (metric(base, name)?, metric(cand, name)?);
+    let dir = better_when(name).unwrap_or(Direction::Lower);
+    let r = match (a.value, b.value) {
+        (Some(va), Some(vb)) => Regression::Measured(if dir == Direction::Higher {
+            va - vb
+        } else {
+            vb - va
+        }),
+        _ => Regression::NotMeasured,
+    };
+    Some((a, b, r))
+}
+
+/// `higher` or `lower`: which way metric `name` is better.
+fn better_way(name: &str) -> &'static str {
+    if better_when(name) == Some(Direction::Higher) {
+        "higher"
+    } else {
+        "lower"
+    }
+}
+
 /// Gate 5, `no_regression:NAME`: the candidate is not worse than the baseline in the metric's
 /// own better direction, on the matched trials; a per-trial metric by its mean, or by the
 /// statistic named (`NAME:STATISTIC`).
 fn no_regression_gate(name: &str, base_m: &Cell, cand_m: &Cell) -> Result<Gate, GateError> {
-    let (Some(a), Some(b)) = (metric(base_m, name), metric(cand_m, name)) else {
+    let Some((a, b, r)) = regression(name, base_m, cand_m) else {
         return Err(GateError::UnknownMetric(name.to_string()));
     };
-    let dir = better_when(name).unwrap_or(Direction::Lower);
     let what = subject(name, &a);
+    let way = better_way(name);
     let numbers = vec![
         GateNumber::of("baseline", a.value, Some(a.n)),
         GateNumber::of("candidate", b.value, Some(b.n)),
     ];
-    Ok(match (a.value, b.value) {
-        (Some(va), Some(vb)) => {
-            let worse_by = if dir == Direction::Higher {
-                va - vb
-            } else {
-                vb - va
-            };
-            let passed = worse_by <= EPS;
-            let way = if dir == Direction::Higher {
-                "higher"
-            } else {
-                "lower"
-            };
-            Gate {
-                statistic: a.statistic,
-                name: format!("no_regression:{name}"),
-                passed,
-                numbers,
-                explanation: if passed {
-                    format!(
-                        "{what} ({way} is better) {} -> {}: no regression",
-                        show(&a, name),
-                        show(&b, name)
-                    )
-                } else {
-                    format!(
-                        "{what} ({way} is better) regressed by {}: {} -> {}",
-                        amount(worse_by, name),
-                        show(&a, name),
-                        show(&b, name)
-                    )
-                },
-            }
-        }
-        _ => Gate {
-            statistic: a.statistic,
-            name: format!("no_regression:{name}"),
-            passed: false,
-            numbers,
-            explanation: format!(
+    let (passed, explanation) = match r {
+        Regression::Measured(worse_by) if worse_by <= EPS => (
+            true,
+            format!(
+                "{what} ({way} is better) {} -> {}: no regression",
+                show(&a, name),
+                show(&b, name)
+            ),
+        ),
+        Regression::Measured(worse_by) => (
+            false,
+            format!(
+                "{what} ({way} is better) regressed by {}: {} -> {}",
+                amount(worse_by, name),
+                show(&a, name),
+                show(&b, name)
+            ),
+        ),
+        Regression::NotMeasured => (
+            false,
+            format!(
                 "{what} is not measured in both arms ({} -> {}), so no regression cannot be shown",
                 show(&a, name),
                 show(&b, name)
             ),
-        },
+        ),
+    };
+    Ok(Gate {
+        statistic: a.statistic,
+        name: format!("no_regression:{name}"),
+        passed,
+        numbers,
+        explanation,
     })
 }
 
-/// Gate 6, `complete_costs`: when required, every arm's money ledger is complete.
+/// Gate 6, `no_regression_per_task:NAME`: on every task's own matched trials, the candidate is
+/// not worse than the baseline; fails naming each task where it is (or where the metric is not
+/// measured in both arms).
+fn no_regression_per_task_gate(name: &str, cmp: &Comparison) -> Result<Gate, GateError> {
+    let mut numbers = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
+    let mut statistic = None;
+    let mut what = format!("`{name}`");
+    for tc in &cmp.tasks {
+        let (base, cand) = (&tc.comparison.a.cell, &tc.comparison.b.cell);
+        let Some((a, b, r)) = regression(name, base, cand) else {
+            return Err(GateError::UnknownMetric(name.to_string()));
+        };
+        statistic = a.statistic;
+        what = subject(name, &a);
+        let task = &tc.task;
+        numbers.push(GateNumber::of(
+            &format!("{task}:baseline"),
+            a.value,
+            Some(a.n),
+        ));
+        numbers.push(GateNumber::of(
+            &format!("{task}:candidate"),
+            b.value,
+            Some(b.n),
+        ));
+        match r {
+            Regression::Measured(worse_by) if worse_by <= EPS => {}
+            Regression::Measured(worse_by) => failed.push(format!(
+                "`{task}` by {} ({} -> {})",
+                amount(worse_by, name),
+                show(&a, name),
+                show(&b, name)
+            )),
+            Regression::NotMeasured => failed.push(format!(
+                "`{task}` not measured in both arms ({} -> {})",
+                show(&a, name),
+                show(&b, name)
+            )),
+        }
+    }
+    let way = better_way(name);
+    let tasks = cmp.tasks.len();
+    let passed = failed.is_empty() && tasks > 0;
+    let explanation = if tasks == 0 {
+        format!("{what}: no task has matched trials, so no regression cannot be shown")
+    } else if passed {
+        format!("{what} ({way} is better) is not worse on any of {tasks} task(s), each on its own matched trials")
+    } else {
+        format!(
+            "{what} ({way} is better) regressed on {} of {tasks} task(s): {}",
+            failed.len(),
+            failed.join("; ")
+        )
+    };
+    Ok(Gate {
+        statistic,
+        name: format!("no_regression_per_task:{name}"),
+        passed,
+        numbers,
+        explanation,
+    })
+}
+
+/// Gate 7, `complete_costs`: when required, every arm's money ledger is complete.
 fn complete_costs_gate(promotion: &Promotion, arms: &[(String, Cell)]) -> Gate {
     if !promotion.require_complete_costs {
         return Gate {

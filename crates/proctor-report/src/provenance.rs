@@ -365,6 +365,7 @@ mod tests {
             baseline: "a".into(),
             candidate: "b".into(),
             passed: true,
+            thresholds: Vec::new(),
             gates: Vec::new(),
         }
     }

@@ -64,7 +64,7 @@ fn failing(r: &GateReport) -> Vec<&str> {
 
 #[test]
 fn a_good_candidate_passes_every_gate() {
-    let r = run(&passing(), &promotion(&[]), 8);
+    let r = run(&passing(), &promotion(&[]), 5);
     assert!(r.passed, "{r:#?}");
     let names: Vec<&str> = r.gates.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(
@@ -97,7 +97,7 @@ fn a_good_candidate_passes_every_gate() {
 
 #[test]
 fn sample_size_failing_alone() {
-    let r = run(&passing(), &promotion(&[]), 11);
+    let r = run(&passing(), &promotion(&[]), 6);
     assert_eq!(failing(&r), ["sample_size"]);
     assert!(!r.passed);
     assert!(r.gates[0].explanation.contains("underpowered"));
@@ -112,7 +112,7 @@ fn nonzero_success_failing_alone() {
         ("direction", "\"lower\""),
         ("no_regression", "[\"failure_rate\"]"),
     ]);
-    let r = run(&rows, &p, 8);
+    let r = run(&rows, &p, 5);
     assert_eq!(failing(&r), ["nonzero_success"], "{r:#?}");
     assert!(r.gates[1].explanation.contains("0/10"));
 }
@@ -125,14 +125,14 @@ fn strongest_control_failing_alone() {
         variant("other", 5, 1),
     ]
     .concat();
-    let r = run(&rows, &promotion(&[]), 8);
+    let r = run(&rows, &promotion(&[]), 5);
     assert_eq!(failing(&r), ["strongest_control"], "{r:#?}");
     assert!(r.gates[2].explanation.contains("`other`"));
     // Within a 20-point tolerance, 80% against 100% passes.
     let r = run(
         &rows,
         &promotion(&[("strongest_success_tolerance", "0.2")]),
-        8,
+        5,
     );
     assert!(r.passed, "{r:#?}");
 }
@@ -144,19 +144,19 @@ fn primary_metric_failing_alone() {
         ("minimum_relative_improvement", "1.5"),
         ("minimum_absolute_improvement", "0.5"),
     ]);
-    let r = run(&passing(), &p, 8);
+    let r = run(&passing(), &p, 5);
     assert_eq!(failing(&r), ["primary_metric"], "{r:#?}");
     // Either minimum is enough, met exactly: the absolute one alone, then the relative one alone.
     let p = promotion(&[
         ("minimum_relative_improvement", "1.5"),
         ("minimum_absolute_improvement", "0.4"),
     ]);
-    assert!(run(&passing(), &p, 8).passed);
+    assert!(run(&passing(), &p, 5).passed);
     let p = promotion(&[
         ("minimum_relative_improvement", "1.0"),
         ("minimum_absolute_improvement", "0.5"),
     ]);
-    assert!(run(&passing(), &p, 8).passed);
+    assert!(run(&passing(), &p, 5).passed);
 }
 
 #[test]
@@ -167,7 +167,7 @@ fn no_regression_failing_alone() {
         variant("other", 4, 1),
     ]
     .concat();
-    let r = run(&rows, &promotion(&[]), 8);
+    let r = run(&rows, &promotion(&[]), 5);
     assert_eq!(failing(&r), ["no_regression:wrong_turns"], "{r:#?}");
     assert!(r.gates[4].explanation.contains("regressed"));
 }
@@ -178,11 +178,11 @@ fn complete_costs_failing_alone() {
     rows[0].cost = Cost::Incomplete {
         missing: vec!["cache_write".into()],
     };
-    let r = run(&rows, &promotion(&[]), 8);
+    let r = run(&rows, &promotion(&[]), 5);
     assert_eq!(failing(&r), ["complete_costs"], "{r:#?}");
     assert!(r.gates[5].explanation.contains("cache_write"));
     // Not required: it passes and says so.
-    let r = run(&rows, &promotion(&[("require_complete_costs", "false")]), 8);
+    let r = run(&rows, &promotion(&[("require_complete_costs", "false")]), 5);
     assert!(r.passed);
     assert!(r.gates[5].explanation.contains("not required"));
 }
@@ -193,7 +193,7 @@ fn an_improvement_from_an_exact_zero_baseline_is_unbounded_and_passes_the_relati
     let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
     table.remove("minimum_absolute_improvement");
     let p: Promotion = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
-    let r = run(&rows, &p, 8);
+    let r = run(&rows, &p, 5);
     let primary = r.gates.iter().find(|g| g.name == "primary_metric").unwrap();
     assert!(primary.passed, "{primary:#?}");
     let rel = primary
@@ -209,7 +209,7 @@ fn an_improvement_from_an_exact_zero_baseline_is_unbounded_and_passes_the_relati
 
     // No improvement from zero is not unbounded and does not pass.
     let rows = [variant("control", 0, 2), variant("method", 0, 1)].concat();
-    let r = run(&rows, &p, 8);
+    let r = run(&rows, &p, 5);
     let primary = r.gates.iter().find(|g| g.name == "primary_metric").unwrap();
     assert!(!primary.passed);
     let rel = primary
@@ -227,20 +227,20 @@ fn a_lower_is_better_primary_metric_improves_downwards() {
         ("direction", "\"lower\""),
         ("no_regression", "[]"),
     ]);
-    let r = run(&passing(), &p, 8);
+    let r = run(&passing(), &p, 5);
     assert!(r.passed, "{r:#?}");
     let p = promotion(&[
         ("primary_metric", "\"wrong_turns\""),
         ("direction", "\"higher\""),
         ("no_regression", "[]"),
     ]);
-    assert_eq!(failing(&run(&passing(), &p, 8)), ["primary_metric"]);
+    assert_eq!(failing(&run(&passing(), &p, 5)), ["primary_metric"]);
 }
 
 #[test]
 fn a_metric_measured_in_neither_arm_cannot_show_no_regression() {
     let p = promotion(&[("no_regression", "[\"tokens\"]")]);
-    let r = run(&passing(), &p, 8);
+    let r = run(&passing(), &p, 5);
     assert_eq!(failing(&r), ["no_regression:tokens"]);
     assert!(r.gates[4].explanation.contains("not measured"));
 }
@@ -311,7 +311,7 @@ fn keystone_wrong_turns_in_one_task_fail_no_regression_though_both_medians_are_0
             "[\"wrong_turns\", \"wrong_turns:median\", \"wrong_turns:total\"]",
         ),
     ]);
-    let r = run(&rows, &p, 8);
+    let r = run(&rows, &p, 5);
     let by_name = |n: &str| r.gates.iter().find(|g| g.name == n).unwrap();
     // The default statistic is the mean: 0 -> 2.4 over 10 trials fails.
     let mean = by_name("no_regression:wrong_turns");
@@ -363,7 +363,7 @@ fn direction_no_regression_by_mean_fails_exactly_when_the_candidates_mean_rises(
     };
     let p = promotion(&[("no_regression", "[\"wrong_turns\"]")]);
     let gate_of = |tail| {
-        let r = run(&rows(tail), &p, 8);
+        let r = run(&rows(tail), &p, 5);
         r.gates
             .into_iter()
             .find(|g| g.name == "no_regression:wrong_turns")
@@ -381,7 +381,7 @@ fn direction_no_regression_by_mean_fails_exactly_when_the_candidates_mean_rises(
             m.recoveries = 1;
         }
     }
-    let g = run(&rr, &p, 8)
+    let g = run(&rr, &p, 5)
         .gates
         .into_iter()
         .find(|g| g.name == "no_regression:recoveries:total")
@@ -397,4 +397,155 @@ fn a_bad_statistic_is_an_unknown_metric() {
         let err = gate(&passing(), &p, &ReportConfig::default()).unwrap_err();
         assert_eq!(err, GateError::UnknownMetric(bad.into()));
     }
+}
+
+/// Every arm's trials on tasks `t1`, `t2`, `t3`: `k[i]` successes of `n` on task i.
+fn per_task(name: &str, k: [usize; 3], n: usize) -> Vec<TrialRow> {
+    ["t1", "t2", "t3"]
+        .iter()
+        .zip(k)
+        .flat_map(|(t, k)| successes(name, t, k, n))
+        .map(|r| with_cost(with_metrics(r, 0, 5), Cost::Known { usd: 0.01 }))
+        .collect()
+}
+
+#[test]
+fn keystone_sample_size_counts_pairs_per_task_never_pooled() {
+    // Three tasks of 3 pairs each: 9 pooled pairs ≥ 8, but every task's own comparison is
+    // below the threshold, so nothing may be promoted.
+    let rows = [
+        per_task("control", [1, 1, 1], 3),
+        per_task("method", [3, 3, 3], 3),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(failing(&r), ["sample_size"], "{r:#?}");
+    let g = &r.gates[0];
+    assert_eq!(
+        g.explanation,
+        "underpowered: 3 of 3 task(s) below 8 graded matched pairs: `t1` 3, `t2` 3, `t3` 3 (pooled over tasks: 9 pairs, which does not count)"
+    );
+    let number = |name: &str| g.numbers.iter().find(|n| n.name == name).unwrap().value;
+    assert_eq!(number("fewest_task_pairs"), Some(3.0));
+    assert_eq!(number("tasks_below"), Some(3.0));
+    assert_eq!(number("pairs:t2"), Some(3.0));
+    // One task short is enough to fail, and only that task is named.
+    let rows = [
+        [
+            per_task("control", [1, 1, 1], 8),
+            successes("control", "t4", 1, 7),
+        ]
+        .concat(),
+        [
+            per_task("method", [8, 8, 8], 8),
+            successes("method", "t4", 7, 7),
+        ]
+        .concat(),
+    ]
+    .concat();
+    let rows: Vec<TrialRow> = rows
+        .into_iter()
+        .map(|r| with_cost(with_metrics(r, 0, 5), Cost::Known { usd: 0.01 }))
+        .collect();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(failing(&r), ["sample_size"], "{r:#?}");
+    assert!(
+        r.gates[0]
+            .explanation
+            .contains("1 of 4 task(s) below 8 graded matched pairs: `t4` 7"),
+        "{}",
+        r.gates[0].explanation
+    );
+    // At the threshold on every task, it passes and says the fewest.
+    let rows = [
+        per_task("control", [1, 1, 1], 8),
+        per_task("method", [8, 8, 8], 8),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert!(r.passed, "{r:#?}");
+    assert_eq!(
+        r.gates[0].explanation,
+        "every task has at least 8 graded matched pairs (3 task(s); fewest: `t1` with 8)"
+    );
+}
+
+#[test]
+fn keystone_a_regression_on_one_task_does_not_average_away_per_task() {
+    // The candidate gains 6 successes on t1 and loses 4 on t3: pooled it is better (12/24 ->
+    // 14/24), so `no_regression:success_rate` passes; per task it fails, naming t3 alone.
+    let rows = [
+        per_task("control", [2, 4, 6], 8),
+        per_task("method", [8, 4, 2], 8),
+    ]
+    .concat();
+    let p = promotion(&[
+        ("no_regression", "[\"success_rate\"]"),
+        (
+            "no_regression_per_task",
+            "[\"success_rate\", \"wrong_turns\"]",
+        ),
+        ("minimum_relative_improvement", "0.0"),
+    ]);
+    let r = run(&rows, &p, 8);
+    assert_eq!(
+        failing(&r),
+        ["no_regression_per_task:success_rate"],
+        "{r:#?}"
+    );
+    let g = r
+        .gates
+        .iter()
+        .find(|g| g.name == "no_regression_per_task:success_rate")
+        .unwrap();
+    assert_eq!(
+        g.explanation,
+        "`success_rate` (higher is better) regressed on 1 of 3 task(s): `t3` by 50.0 points (6/8 (75%) -> 2/8 (25%))"
+    );
+    let number = |name: &str| g.numbers.iter().find(|n| n.name == name).unwrap().value;
+    assert_eq!(number("t3:baseline"), Some(0.75));
+    assert_eq!(number("t3:candidate"), Some(0.25));
+    let wt = r
+        .gates
+        .iter()
+        .find(|g| g.name == "no_regression_per_task:wrong_turns")
+        .unwrap();
+    assert!(wt.passed, "{wt:#?}");
+    assert_eq!(
+        wt.explanation,
+        "`wrong_turns` mean (lower is better) is not worse on any of 3 task(s), each on its own matched trials"
+    );
+    // Without the regression on t3 the per-task gate passes.
+    let rows = [
+        per_task("control", [2, 4, 6], 8),
+        per_task("method", [8, 4, 6], 8),
+    ]
+    .concat();
+    let r = run(&rows, &p, 8);
+    assert!(r.passed, "{r:#?}");
+}
+
+#[test]
+fn the_verdict_line_shows_the_thresholds_it_used() {
+    let rows = [
+        per_task("control", [1, 1, 1], 8),
+        per_task("method", [8, 8, 8], 8),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 8);
+    assert_eq!(
+        r.thresholds,
+        [
+            "underpowered_below = 8 per task",
+            "minimum_relative_improvement = 0.1",
+            "minimum_absolute_improvement = 0.05",
+            "strongest_success_tolerance = 0.02",
+            "require_complete_costs = true"
+        ]
+    );
+    let text = proctor_report::Terminal.gates(&r);
+    assert!(
+        text.starts_with("Promotion of method over control: PASSED (thresholds: underpowered_below = 8 per task, minimum_relative_improvement = 0.1, minimum_absolute_improvement = 0.05, strongest_success_tolerance = 0.02, require_complete_costs = true)\n"),
+        "{text}"
+    );
 }

@@ -36,11 +36,15 @@ impl Conclusion {
         })
     }
 
-    /// A finished release run's promotion gates (they pair trials across variants, so they need
-    /// every row); `None` for other runs and suites without gates.
+    /// A finished release run's promotion gates: those its results keep, else (the results
+    /// could not be written, or the gates could not be applied) applied to the trials here, so
+    /// that an error says why; `None` for other runs and suites without gates.
     pub fn release_gates(&self, session: &Session) -> Result<Option<GateReport>, RunError> {
         if !self.all_done || session.plan().trial_mode != TrialMode::Release {
             return Ok(None);
+        }
+        if let Some(g) = self.report.as_ref().and_then(|r| r.gates.as_ref()) {
+            return Ok(Some(g.clone()));
         }
         let rows = crate::results::read_rows(session.run(), session.suite())
             .context("cannot read the run's trials")?;

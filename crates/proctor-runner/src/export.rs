@@ -91,7 +91,9 @@ pub fn write_junit(run: &RunHandle, suite: &Suite, file: &Path) -> Result<usize,
     write_junit_scored(run, suite, file, &scoring)
 }
 
-/// Writes the JUnit XML report of `scoring` of a run to `file`; returns the test cases written.
+/// Writes the JUnit XML report of `scoring` of a run to `file`, with the promotion gates its
+/// report keeps (a finished release run's) as a last test suite; returns the trial test cases
+/// written.
 pub fn write_junit_scored(
     run: &RunHandle,
     suite: &Suite,
@@ -100,15 +102,21 @@ pub fn write_junit_scored(
 ) -> Result<usize, RunError> {
     let rows = read_scored_rows(run, suite, scoring).context("cannot read the run's trials")?;
     let label = scoring.label();
-    let xml = junit::junit_scored(run.id().as_str(), suite.id(), Some(&label), &rows).map_err(
-        |e| match e {
-            proctor_report::export::ExportError::Empty => RunError::usage(
-                format!("run {} has no finished trials to report", run.id()),
-                "finish it first (`proctor run SUITE --resume RUN`)",
-            ),
-            other => RunError::failed(other),
-        },
-    )?;
+    let gates = crate::results::read_gates(run, scoring);
+    let xml = junit::junit_scored(
+        run.id().as_str(),
+        suite.id(),
+        Some(&label),
+        &rows,
+        gates.as_ref(),
+    )
+    .map_err(|e| match e {
+        proctor_report::export::ExportError::Empty => RunError::usage(
+            format!("run {} has no finished trials to report", run.id()),
+            "finish it first (`proctor run SUITE --resume RUN`)",
+        ),
+        other => RunError::failed(other),
+    })?;
     proctor_store::atomic_write(file, xml.as_bytes())
         .with_context(|| format!("cannot write {}", file.display()))?;
     Ok(rows.len())

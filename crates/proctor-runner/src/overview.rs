@@ -90,6 +90,9 @@ pub struct RunOverview {
     pub cells: Vec<CellView>,
     /// Whether the scoring has a report (else success and flagged are unknown).
     pub has_report: bool,
+    /// The promotion gates the scoring's report keeps (a finished release run of a suite with
+    /// `[promotion]`).
+    pub gates: Option<proctor_report::GateReport>,
 }
 
 /// A (task, variant) cell of `show RUN`.
@@ -147,8 +150,9 @@ impl RunOverview {
             .context("cannot read the run's damaged trials")?;
         let report = report_cells(&store.run_dir(id), scoring);
         Ok(RunOverview {
-            cells: cells(&trials, report.as_ref()),
+            cells: cells(&trials, report.as_ref().map(|r| &r.0)),
             has_report: report.is_some(),
+            gates: report.and_then(|r| r.1),
             meta,
             trials,
             damaged,
@@ -274,18 +278,23 @@ struct ReportCell {
     flagged: u64,
 }
 
-/// Each (task, variant) cell's task success and flagged successes, from the report of
-/// `scoring` (`results.report.json`, or a rescore's); `None` for a run that has none yet
-/// (unfinished, or made before it). Success needs each task's `expect`, which the index does
-/// not hold: the report does.
-fn report_cells(
-    run_dir: &Path,
-    scoring: &Scoring,
-) -> Option<BTreeMap<(String, String), ReportCell>> {
+/// What `show RUN` reads of a scoring's report: each (task, variant) cell, and the gates.
+type ReportParts = (
+    BTreeMap<(String, String), ReportCell>,
+    Option<proctor_report::GateReport>,
+);
+
+/// Each (task, variant) cell's task success and flagged successes, and the promotion gates,
+/// from the report of `scoring` (`results.report.json`, or a rescore's); `None` for a run that
+/// has none yet (unfinished, or made before it). Success needs each task's `expect`, which the
+/// index does not hold: the report does.
+fn report_cells(run_dir: &Path, scoring: &Scoring) -> Option<ReportParts> {
     /// The members of `results.report.json` read here, typed (the others are skipped).
     #[derive(serde::Deserialize)]
     struct Variants {
         variants: Vec<proctor_report::VariantReport>,
+        #[serde(default)]
+        gates: Option<proctor_report::GateReport>,
     }
     let text = std::fs::read(run_dir.join(format!("{}.report.json", scoring.stem()))).ok()?;
     let report: Variants = serde_json::from_slice(&text).ok()?;
@@ -302,7 +311,7 @@ fn report_cells(
             );
         }
     }
-    Some(out)
+    Some((out, report.gates))
 }
 
 /// Trials named in the message for an unknown trial id.

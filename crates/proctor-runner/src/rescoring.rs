@@ -102,7 +102,8 @@ pub fn rescore_run(
     );
     let mut writer =
         results::ResultsWriter::new(handle.dir(), id.as_str(), &suite, &current_hash, true)
-            .context("cannot start the rescored results")?;
+            .context("cannot start the rescored results")?
+            .for_run(&handle);
     let env = CheckEnv {
         cgroups: if isolation.namespaces {
             crate::cgroup::RunCgroups::create().map(std::sync::Arc::new)

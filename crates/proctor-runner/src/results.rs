@@ -157,7 +157,8 @@ pub fn write_run_results(
     suite: &Suite,
     suite_hash: &str,
 ) -> Result<Option<RunReport>, ResultsError> {
-    let mut writer = ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?;
+    let mut writer =
+        ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?.for_run(run);
     for_each_record(run, |record| writer.add(&record))?;
     match writer.finish("results") {
         Ok(report) => Ok(Some(report)),
@@ -340,6 +341,25 @@ pub fn read_scored_rows(
     Ok(rows)
 }
 
+/// The promotion gates the report of `scoring` of a run keeps (`gates` of its
+/// `results.report.json`, or a rescore's): a finished release run's; `None` for every other run
+/// and for a report that cannot be read.
+pub fn read_gates(
+    run: &RunHandle,
+    scoring: &proctor_store::Scoring,
+) -> Option<proctor_report::GateReport> {
+    /// The one member read.
+    #[derive(Deserialize)]
+    struct Gates {
+        #[serde(default)]
+        gates: Option<proctor_report::GateReport>,
+    }
+    let path = run.dir().join(format!("{}.report.json", scoring.stem()));
+    let file = File::open(path).ok()?;
+    let doc: Gates = serde_json::from_reader(std::io::BufReader::new(file)).ok()?;
+    doc.gates
+}
+
 /// The key trials are reported in: task, variant, index.
 fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
     (&row.task, &row.variant, row.trial_index)
@@ -363,6 +383,9 @@ pub struct ResultsWriter<'s> {
     tasks: Vec<String>,
     variants: Vec<String>,
     entries: Vec<(PlanKey, SpoolEntry)>,
+    /// The planned trials of a release run: with every one of them added, the suite's
+    /// promotion gates are applied and kept in the report ([`ResultsWriter::release_gates`]).
+    release_planned: Option<u64>,
 }
 
 /// Where a trial sits in plan order: positions in `tasks` and `variants`, and its index.
@@ -408,7 +431,29 @@ impl<'s> ResultsWriter<'s> {
             tasks: Vec::new(),
             variants: Vec::new(),
             entries: Vec::new(),
+            release_planned: None,
         })
+    }
+
+    /// [`ResultsWriter::release_gates`] when `run` is a release run (its `run.json` says so),
+    /// with its planned trials; unchanged for every other run.
+    pub fn for_run(self, run: &RunHandle) -> Self {
+        let meta = run.meta();
+        if meta.trial_mode == proctor_records::run::RunMode::Release {
+            self.release_gates(meta.planned_trials)
+        } else {
+            self
+        }
+    }
+
+    /// Makes these the results of a release run of `planned` trials: when every one of them is
+    /// added and the suite has `[promotion]`, [`ResultsWriter::finish`] applies the gates to
+    /// the trials and keeps them in the report (`gates`), for `results.json`, `results.md`,
+    /// `show`, the viewer and the JUnit report. Gates that cannot be applied (the baseline or
+    /// candidate did not run) are left out; the run's conclusion reports why.
+    pub fn release_gates(mut self, planned: u64) -> Self {
+        self.release_planned = Some(planned);
+        self
     }
 
     /// Adds one trial's record. A record holding NaN or ±Infinity is refused and nothing of it is
@@ -443,7 +488,13 @@ impl<'s> ResultsWriter<'s> {
             tasks,
             variants,
             mut entries,
+            release_planned,
         } = self;
+        let gating = suite
+            .file
+            .promotion
+            .as_ref()
+            .filter(|_| release_planned.is_some_and(|p| entries.len() as u64 >= p));
         if entries.is_empty() {
             return Err(ResultsError::Empty);
         }
@@ -454,6 +505,8 @@ impl<'s> ResultsWriter<'s> {
         let mut reader = spool.into_reader()?;
         let mut aggregator = Aggregator::default();
         let mut buf = Vec::new();
+        // The gates pair trials across variants, so they need every row (a release run's only).
+        let mut rows = Vec::new();
         for entry in &spooled {
             let record = entry
                 .read(&mut reader, &mut buf)
@@ -464,8 +517,15 @@ impl<'s> ResultsWriter<'s> {
                 row.suite_hash.clone_from(&suite_hash);
             }
             aggregator.add(&row)?;
+            if gating.is_some() {
+                rows.push(row);
+            }
         }
-        let report = aggregator.finish()?;
+        let mut report = aggregator.finish()?;
+        if let Some(promotion) = gating {
+            report.gates = proctor_report::gate(&rows, promotion, &suite.file.report).ok();
+        }
+        drop(rows);
         let json_path = dir.join(format!("{stem}.json"));
         proctor_store::ensure_finite(&json_path, &report)?;
         let generated_at = proctor_store::utc_now();

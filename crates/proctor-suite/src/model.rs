@@ -52,7 +52,9 @@ pub struct SuiteFile {
     /// Default: 3.
     #[serde(default = "default_development_trials")]
     pub development_trials: u32,
-    /// Trials per (task, variant) in release mode (`--trial-mode release`). Default: 5.
+    /// Trials per (task, variant) in release mode (`--trial-mode release`). With
+    /// `[promotion]`, at least `[report] underpowered_below`, so that every task of a release
+    /// run can reach the gates' sample size. Default: 10.
     #[serde(default = "default_release_trials")]
     pub release_trials: u32,
     /// `[defaults]`: settings every task inherits unless it sets its own.
@@ -181,7 +183,7 @@ fn default_development_trials() -> u32 {
     3
 }
 fn default_release_trials() -> u32 {
-    5
+    10
 }
 
 /// Keys a task inherits from `[defaults]` and may override for itself. The defaults given here
@@ -411,10 +413,18 @@ impl CheckRoot {
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {
     /// An arm with fewer graded trials than this makes a comparison `underpowered` instead of
-    /// `better` or `worse`. Default: 8.
+    /// `better` or `worse`; the `sample_size` gate wants at least this many graded matched
+    /// pairs on every task. At least [`MIN_UNDERPOWERED_BELOW`]. Default: 8.
     #[serde(default = "default_underpowered_below")]
     pub underpowered_below: u32,
 }
+
+/// The lowest `underpowered_below` a suite may set: the fewest matched pairs on which the sign
+/// test can call any difference at the 5% level (two-sided). With n discordant pairs all on one
+/// side, the chance of that from fair coin flips is 2 × 0.5^n: 0.0625 for n = 5, 0.031 for
+/// n = 6. Below 6 pairs no count is evidence of a difference, so a threshold below it would let
+/// a comparison, and a promotion gate, conclude from noise.
+pub const MIN_UNDERPOWERED_BELOW: u32 = 6;
 
 impl Default for ReportConfig {
     fn default() -> Self {
@@ -467,6 +477,12 @@ pub struct Promotion {
     #[serde(default)]
     #[schemars(with = "Vec<Metric>")]
     pub no_regression: Vec<Spanned<String>>,
+    /// Metrics on which the candidate must not be worse than the baseline on any task, each task
+    /// compared on its own matched trials (so a regression on one task cannot average away
+    /// over the others); written as in `no_regression`. Default: none.
+    #[serde(default)]
+    #[schemars(with = "Vec<Metric>")]
+    pub no_regression_per_task: Vec<Spanned<String>>,
     /// Whether every arm needs a complete cost ledger (a price for every model it used).
     /// Default: `false`.
     #[serde(default)]

@@ -1,6 +1,8 @@
-//! The promotion gates on the comparison page: each gate's verdict, the numbers it used and its
-//! explanation, as `proctor compare --gate` reports them; a failed `sample_size` gate is marked
-//! underpowered (too few graded trials to conclude anything, so nothing can be promoted).
+//! The promotion gates on the comparison page (as `proctor compare --gate` reports them) and on
+//! a release run's page (as the run applied them at its end): each gate's verdict, the numbers
+//! it used and its explanation, and the thresholds; a failed `sample_size` gate is marked
+//! underpowered (too few graded pairs on some task to conclude anything, so nothing can be
+//! promoted).
 
 use maud::{html, Markup};
 use proctor_report::gate::{GateNumber, GateReport};
@@ -30,7 +32,10 @@ fn number(x: &GateNumber) -> String {
 /// (`note`).
 pub fn section(gates: Option<&GateReport>, note: Option<&str>) -> Markup {
     match gates {
-        Some(report) => typed_section(report),
+        Some(report) => typed_section(
+            report,
+            html! { "(the suite's " code { "[promotion]" } ", over the arms' runs, as " code { "proctor compare --gate" } " applies them)" },
+        ),
         None => html! {
             h2 { "Promotion gates" }
             p { "No gates: " (note.unwrap_or("none were applied")) "." }
@@ -38,8 +43,17 @@ pub fn section(gates: Option<&GateReport>, note: Option<&str>) -> Markup {
     }
 }
 
-/// The gates section of a promotion document.
-fn typed_section(gates: &GateReport) -> Markup {
+/// The gates section of a release run's page: the gates the run applied at its end, kept in
+/// its results.
+pub fn release_section(gates: &GateReport) -> Markup {
+    typed_section(
+        gates,
+        html! { "(the suite's " code { "[promotion]" } ", applied at the end of this release run; its exit status follows them)" },
+    )
+}
+
+/// The gates section of a promotion document; `source` says where the gates come from.
+fn typed_section(gates: &GateReport, source: Markup) -> Markup {
     let underpowered = gates
         .gates
         .iter()
@@ -70,16 +84,19 @@ fn typed_section(gates: &GateReport) -> Markup {
         h2 { "Promotion gates" }
         p class="meta" {
             "candidate " b { (gates.candidate) } " against baseline " b { (gates.baseline) }
-            " (the suite's " code { "[promotion]" } ", over the arms' runs, as " code { "proctor compare --gate" } " applies them): "
+            " " (source) ": "
             @if gates.passed {
                 span class="badge good" { "every gate passed" }
             } @else {
                 span class="badge bad" { "a gate failed: not promoted" }
             }
         }
+        @if !gates.thresholds.is_empty() {
+            p class="meta" data-field="thresholds" { "thresholds: " (gates.thresholds.join(", ")) }
+        }
         @if underpowered {
             p class="note" {
-                "The comparison is " b { "underpowered" } ": an arm has fewer graded trials than the suite's " code { "underpowered_below" } ", so it concludes nothing and cannot promote. Run more trials per cell."
+                "The comparison is " b { "underpowered" } ": some task has fewer graded matched pairs than the suite's " code { "underpowered_below" } " (counted per task, never pooled), so it concludes nothing and cannot promote. Run more trials per cell."
             }
         }
         (table("gates", &["Gate", "Verdict", "Numbers", "Explanation"], rows))

@@ -103,6 +103,9 @@ fn run_body(p: &RunPage, base: &str, pictures: &crate::pictures::RunPictures) ->
             " of " (m.planned_trials) " trial(s) finished · started " (started)
         }
         (scoring_note(&p.scoring, &p.run, base))
+        @if let Some(g) = p.report.as_ref().and_then(|r| r.gates.as_ref()) {
+            (crate::gates_html::release_section(g))
+        }
         (variant_rates(p.report.as_ref()))
         @if base.is_empty() && m.variants.len() > 1 {
             (compare_form(&p.run, &m.variants))

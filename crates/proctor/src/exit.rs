@@ -7,8 +7,8 @@ use proctor_suite::Problem;
 /// The exit statuses every command shares (documented in `docs/outcomes.md`, "Exit status").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Every graded trial met its task's `expect` (a correct refusal or ask counts), or a
-    /// command that is not a run succeeded.
+    /// Every graded trial met its task's `expect` (a correct refusal or ask counts), a finished
+    /// release run's promotion gates all passed, or a command that is not a run succeeded.
     Success = 0,
     /// Some graded trial did not meet its task's `expect`; for `verify`, some citation does not
     /// hold.
@@ -17,7 +17,8 @@ pub enum Status {
     Invalid = 2,
     /// A run is unfinished: interrupted, errored or ungradeable trials.
     Unfinished = 3,
-    /// A promotion gate failed.
+    /// A promotion gate failed (`compare --gate`, or a finished release run of a suite with
+    /// `[promotion]`).
     GateFailed = 4,
     /// proctor itself could not do its work: a store that cannot be opened, an I/O failure, a
     /// harness fault outside any trial. Nothing about the agents or the suite.

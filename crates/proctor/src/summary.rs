@@ -63,7 +63,9 @@ pub fn status_of(verdict: Verdict) -> Status {
 }
 
 /// Closes the run after its trials ran (here or on a cluster), writes its results, shows the
-/// gates of a release run and the summary, and returns the run's exit status. `resume_flags`
+/// gates of a release run and the summary, and returns the run's exit status: a finished
+/// release run with gates exits by them (0 passed, 4 failed; 3 when they passed but some trial
+/// is errored or ungradeable), every other run by its trials. `resume_flags`
 /// is added to the printed resume command (e.g. ` --executor slurm`).
 pub fn conclude(
     session: &Session,
@@ -101,11 +103,25 @@ pub fn conclude(
         );
         return Ok(Status::Unfinished);
     }
-    if gates.is_some_and(|g| !g.passed) {
-        errln!("release run: a promotion gate failed");
-        return Ok(Status::GateFailed);
+    // A release run with gates exits by them: its purpose is the promotion, and a trial that
+    // did not succeed is already in the gates' numbers. An errored or ungradeable trial still
+    // makes a run whose gates passed unfinished: the harness, not the agent, lost evidence.
+    let verdict = conclusion.tally(session)?.verdict();
+    match gates {
+        Some(g) if !g.passed => {
+            errln!("release run: a promotion gate failed");
+            Ok(Status::GateFailed)
+        }
+        Some(_) if verdict == Verdict::Unfinished => {
+            errln!("release run: every promotion gate passed, but some trial is errored or ungradeable");
+            Ok(Status::Unfinished)
+        }
+        Some(_) => {
+            errln!("release run: every promotion gate passed");
+            Ok(Status::Success)
+        }
+        None => Ok(status_of(verdict)),
     }
-    Ok(status_of(conclusion.tally(session)?.verdict()))
 }
 
 /// The error of a run proctor stopped itself (its `run.json` already says `interrupted` and

@@ -463,14 +463,14 @@ fn compare_gate_writes_the_gates_as_test_cases() {
     lab.write("fixture/README.md", "x\n");
     lab.write(
         "suite.toml",
-        "schema_version = 1\nid = \"gates\"\n\n[defaults]\nwall_timeout_seconds = 20\n\n[report]\nunderpowered_below = 2\n\n[promotion]\nbaseline = \"control\"\ncandidate = \"method\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\n\n[[variants]]\nid = \"control\"\nagent = \"script\"\nscript = \"agents/control\"\n\n[[variants]]\nid = \"method\"\nagent = \"script\"\nscript = \"agents/method\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Make out.txt.\"\n\n[tasks.success]\nall = [{ file_added = \"out.txt\" }]\n",
+        "schema_version = 1\nid = \"gates\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[report]\nunderpowered_below = 6\n\n[promotion]\nbaseline = \"control\"\ncandidate = \"method\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\n\n[[variants]]\nid = \"control\"\nagent = \"script\"\nscript = \"agents/control\"\n\n[[variants]]\nid = \"method\"\nagent = \"script\"\nscript = \"agents/method\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Make out.txt.\"\n\n[tasks.success]\nall = [{ file_added = \"out.txt\" }]\n",
     );
     lab.write("agents/control/t.toml", &script("no", 0, &[]));
     lab.write(
         "agents/method/t.toml",
         &script("made", 0, &["echo > out.txt"]),
     );
-    let out = lab.run(As::Me, &["--trials", "2"]);
+    let out = lab.run(As::Me, &["--trials", "6"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let store = lab.store();
     let file = lab.root.join("gates.xml");

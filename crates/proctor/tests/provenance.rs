@@ -28,7 +28,7 @@ fn knob_suite(lab: &Lab) {
     std::fs::create_dir_all(&knobs).unwrap();
     lab.write(
         "suite.toml",
-        &format!("schema_version = 1\nid = \"picks\"\n\n[defaults]\nwall_timeout_seconds = 20\nbinds = [\"{}\"]\n\n[report]\nunderpowered_below = 2\n\n[promotion]\nbaseline = \"a\"\ncandidate = \"b\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\n\n[[variants]]\nid = \"a\"\nagent = \"script\"\nscript = \"agents/a\"\n\n[[variants]]\nid = \"b\"\nagent = \"script\"\nscript = \"agents/b\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Make out.txt.\"\n\n[tasks.success]\nall = [{{ file_added = \"out.txt\" }}]\n", knobs.display()),
+        &format!("schema_version = 1\nid = \"picks\"\n\n[defaults]\nwall_timeout_seconds = 20\nbinds = [\"{}\"]\n\n[report]\nunderpowered_below = 6\n\n[promotion]\nbaseline = \"a\"\ncandidate = \"b\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\n\n[[variants]]\nid = \"a\"\nagent = \"script\"\nscript = \"agents/a\"\n\n[[variants]]\nid = \"b\"\nagent = \"script\"\nscript = \"agents/b\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Make out.txt.\"\n\n[tasks.success]\nall = [{{ file_added = \"out.txt\" }}]\n", knobs.display()),
     );
     for v in ["a", "b"] {
         let knob = knobs.join(v);
@@ -467,7 +467,7 @@ fn two_variants_of_the_only_run_compare_with_no_warning_and_gate_as_before() {
     let lab = Lab::new("provenance-honest");
     knob_suite(&lab);
     knobs(&lab, false, true);
-    let run = new_run(&lab, &["--trials", "2"]);
+    let run = new_run(&lab, &["--trials", "6"]);
     let out = compare(
         &lab,
         &[&run, "--variants", "a,b", "--gate", "--format", "json"],

@@ -28,13 +28,14 @@ fn script(steps: &[&str]) -> String {
 
 /// Control and method on tasks a, b, c, d, 3 trials each. Both succeed on a, b and c; on c the
 /// method first makes 8 distinct failing calls (8 wrong turns a trial, 24 in all). On d only
-/// the method succeeds. Every gate but `no_regression:wrong_turns` passes.
+/// the method succeeds. Every gate but `no_regression:wrong_turns` (and `sample_size`: 3 pairs
+/// per task are below the floor of 6) passes.
 fn lab() -> Lab {
     let lab = Lab::new("tails");
     lab.write("fixture/README.md", "x\n");
     lab.write_exec("bin/tool", TOOL);
     let mut toml = String::from(
-        "schema_version = 1\nid = \"tails\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[report]\nunderpowered_below = 2\n\n[promotion]\nbaseline = \"control\"\ncandidate = \"method\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\nno_regression = [\"wrong_turns\", \"wrong_turns:median\", \"calls:total\"]\n\n[[variants]]\nid = \"control\"\nagent = \"script\"\nscript = \"agents/control\"\n\n[[variants]]\nid = \"method\"\nagent = \"script\"\nscript = \"agents/method\"\n\n",
+        "schema_version = 1\nid = \"tails\"\n\n[defaults]\nwall_timeout_seconds = 30\n\n[report]\nunderpowered_below = 6\n\n[promotion]\nbaseline = \"control\"\ncandidate = \"method\"\nprimary_metric = \"completion_rate\"\nminimum_absolute_improvement = 0.05\nno_regression = [\"wrong_turns\", \"wrong_turns:median\", \"calls:total\"]\n\n[[variants]]\nid = \"control\"\nagent = \"script\"\nscript = \"agents/control\"\n\n[[variants]]\nid = \"method\"\nagent = \"script\"\nscript = \"agents/method\"\n\n",
     );
     for t in ["a", "b", "c", "d"] {
         toml.push_str(&task(t));
@@ -136,7 +137,8 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
     );
 
     // compare --gate: exit 4; the mean fails, the median (named) passes, and it is the only
-    // failing gate besides the total of calls (which the 24 failing calls raise too).
+    // failing gate besides the total of calls (which the 24 failing calls raise too) and the
+    // sample size (3 pairs per task, below 6).
     let gated = lab.proctor(
         As::Me,
         &[
@@ -172,7 +174,11 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         .collect();
     assert_eq!(
         failed,
-        ["no_regression:wrong_turns", "no_regression:calls:total"],
+        [
+            "sample_size",
+            "no_regression:wrong_turns",
+            "no_regression:calls:total"
+        ],
         "{gates:#}"
     );
 

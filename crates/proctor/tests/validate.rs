@@ -1699,6 +1699,36 @@ const CASES: &[Case] = &[
         says: &["`mediam` in `wrong_turns:mediam` is not a", "help: did you mean `wrong_turns:median`? Write"],
     },
     Case {
+        // A power threshold below 6 pairs: no count of fair coin flips is evidence below it.
+        name: "underpowered_below_under_the_power_floor",
+        base: NONE,
+        changes: &[Edit("[defaults]", "[report]\nunderpowered_below = 1\n\n[defaults]")],
+        in_place: Some(&[]),
+        at: Some("./suite.toml:5:22"),
+        says: &[
+            "`underpowered_below = 1` is below 6, the fewest matched pairs",
+            "help: write `underpowered_below = 6` or more",
+        ],
+    },
+    Case {
+        // With gates, a release run too short for them: it would fail `sample_size` every time.
+        name: "release_trials_below_the_gates_sample_size",
+        base: NONE,
+        changes: &[
+            Edit("id = \"mini\"", "id = \"mini\"\nrelease_trials = 3"),
+            Edit(
+                "[[variants]]",
+                "[promotion]\nbaseline = \"oracle\"\ncandidate = \"oracle\"\n\n[[variants]]",
+            ),
+        ],
+        in_place: Some(&[]),
+        at: Some("./suite.toml:3:18"),
+        says: &[
+            "`release_trials = 3` is below `underpowered_below = 8`: every task of a",
+            "help: write `release_trials = 8` or more",
+        ],
+    },
+    Case {
         name: "expect_refuse_without_a_refusal_section",
         base: NONE,
         changes: &[Edit("prompt = ", "expect = \"refuse\"\nprompt = ")],

@@ -12,7 +12,10 @@
 //!   task expected another behaviour. Its `type` is the outcome, its `message` and text the
 //!   reason;
 //! - an `errored` trial has an `<error>` whose `type` is `errored:KIND`;
-//! - an `ungradeable` trial is `<skipped>`, with the reason as its `message`.
+//! - an `ungradeable` trial is `<skipped>`, with the reason as its `message`;
+//! - a release run's promotion gates, when its results keep them, are one more `<testsuite>`
+//!   named `promotion BASELINE -> CANDIDATE` (as [`gates`] writes it): one `<testcase>` per
+//!   gate, a failed gate a `<failure>`.
 //!
 //! Text from the trial (reasons quote the agent's answer and file names) is escaped, and the
 //! characters XML 1.0 cannot carry are written as visible escapes ([`super::xml_safe`]).
@@ -80,6 +83,14 @@ impl Counts {
         self.time += finite(time);
     }
 
+    fn merge(&mut self, other: &Counts) {
+        self.tests += other.tests;
+        self.failures += other.failures;
+        self.errors += other.errors;
+        self.skipped += other.skipped;
+        self.time += other.time;
+    }
+
     fn attributes(&self) -> [(&'static str, String); 5] {
         [
             ("tests", self.tests.to_string()),
@@ -123,16 +134,18 @@ struct CellN {
 /// The JUnit XML document of a run's trials (`rows`, any order; written in plan order: task,
 /// variant, index). `run_id` and `suite_id` name the document.
 pub fn junit(run_id: &str, suite_id: &str, rows: &[TrialRow]) -> Result<String, ExportError> {
-    junit_scored(run_id, suite_id, None, rows)
+    junit_scored(run_id, suite_id, None, rows, None)
 }
 
 /// [`junit`], with each task's `<properties>` also naming the scoring the outcomes come from
-/// (`scoring`: `original` or `rescore N (DATE UTC)`).
+/// (`scoring`: `original` or `rescore N (DATE UTC)`), and the release run's promotion gates
+/// (`gates`) as a last `<testsuite>`.
 pub fn junit_scored(
     run_id: &str,
     suite_id: &str,
     scoring: Option<&str>,
     rows: &[TrialRow],
+    gates: Option<&GateReport>,
 ) -> Result<String, ExportError> {
     if rows.is_empty() {
         return Err(ExportError::Empty);
@@ -157,6 +170,9 @@ pub fn junit_scored(
             );
         }
     }
+    if let Some(g) = gates {
+        total.merge(&gate_counts(g));
+    }
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     let name = format!("proctor {suite_id} {run_id}");
@@ -166,6 +182,9 @@ pub fn junit_scored(
         .write_inner_content(|w| {
             for (task, list) in &tasks {
                 task_suite(w, run_id, suite_id, scoring, task, list)?;
+            }
+            if let Some(g) = gates {
+                gates_suite(w, g)?;
             }
             Ok(())
         })?;
@@ -291,11 +310,8 @@ fn case(w: &mut Writer<Vec<u8>>, r: &TrialRow) -> io::Result<()> {
     Ok(())
 }
 
-/// The promotion gates of `compare --gate` as a JUnit XML document: one `<testsuite>` named
-/// `promotion BASELINE -> CANDIDATE`, one `<testcase>` per gate (named by the gate), a failed
-/// gate with a `<failure>` whose message is its explanation; each case's text lists the
-/// numbers the gate used.
-pub fn gates(report: &GateReport) -> Result<String, ExportError> {
+/// The counts of the gates' test cases: a failed gate a failure.
+fn gate_counts(report: &GateReport) -> Counts {
     let mut counts = Counts::default();
     for g in &report.gates {
         counts.add(
@@ -307,55 +323,85 @@ pub fn gates(report: &GateReport) -> Result<String, ExportError> {
             0.0,
         );
     }
-    let name = format!("promotion {} -> {}", report.baseline, report.candidate);
+    counts
+}
+
+/// The name of the gates' `<testsuite>`: `promotion BASELINE -> CANDIDATE`.
+fn gates_name(report: &GateReport) -> String {
+    format!("promotion {} -> {}", report.baseline, report.candidate)
+}
+
+/// The promotion gates of `compare --gate` as a JUnit XML document: one `<testsuite>` named
+/// `promotion BASELINE -> CANDIDATE`, one `<testcase>` per gate (named by the gate), a failed
+/// gate with a `<failure>` whose message is its explanation; each case's text lists the
+/// numbers the gate used, and the suite's `<properties>` the thresholds.
+pub fn gates(report: &GateReport) -> Result<String, ExportError> {
+    let counts = gate_counts(report);
+    let name = gates_name(report);
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     w.create_element("testsuites")
         .with_attribute(("name", xml_safe(&name).as_ref()))
         .with_attributes(counts.attributes().iter().map(|(k, v)| (*k, v.as_str())))
+        .write_inner_content(|w| gates_suite(w, report))?;
+    finish(w)
+}
+
+/// The gates' `<testsuite>`.
+fn gates_suite(w: &mut Writer<Vec<u8>>, report: &GateReport) -> io::Result<()> {
+    let counts = gate_counts(report);
+    let name = gates_name(report);
+    w.create_element("testsuite")
+        .with_attribute(("name", xml_safe(&name).as_ref()))
+        .with_attributes(counts.attributes().iter().map(|(k, v)| (*k, v.as_str())))
         .write_inner_content(|w| {
-            w.create_element("testsuite")
-                .with_attribute(("name", xml_safe(&name).as_ref()))
-                .with_attributes(counts.attributes().iter().map(|(k, v)| (*k, v.as_str())))
-                .write_inner_content(|w| {
-                    for g in &report.gates {
-                        let numbers: Vec<String> = g
-                            .numbers
-                            .iter()
-                            .map(|n| {
-                                let value = n.value.map_or("-".to_string(), crate::stats::number);
-                                match n.n {
-                                    Some(count) => format!("{} = {value} (n={count})", n.name),
-                                    None => format!("{} = {value}", n.name),
-                                }
-                            })
-                            .collect();
-                        let text = format!("{}\n{}", g.explanation, numbers.join("\n"));
-                        let text = xml_safe(&text);
-                        let explanation = xml_safe(&g.explanation);
-                        let case = w
-                            .create_element("testcase")
-                            .with_attribute(("name", xml_safe(&g.name).as_ref()))
-                            .with_attribute(("classname", "promotion"))
-                            .with_attribute(("time", "0.000"));
-                        case.write_inner_content(|w| {
-                            if !g.passed {
-                                w.create_element("failure")
-                                    .with_attribute(("message", explanation.as_ref()))
-                                    .with_attribute(("type", "gate"))
-                                    .write_text_content(BytesText::new(&text))?;
-                            } else {
-                                w.create_element("system-out")
-                                    .write_text_content(BytesText::new(&text))?;
-                            }
-                            Ok(())
-                        })?;
+            if !report.thresholds.is_empty() {
+                w.create_element("properties").write_inner_content(|w| {
+                    for t in &report.thresholds {
+                        w.create_element("property")
+                            .with_attribute(("name", "threshold"))
+                            .with_attribute(("value", xml_safe(t).as_ref()))
+                            .write_empty()?;
                     }
                     Ok(())
                 })?;
+            }
+            for g in &report.gates {
+                let numbers: Vec<String> = g
+                    .numbers
+                    .iter()
+                    .map(|n| {
+                        let value = n.value.map_or("-".to_string(), crate::stats::number);
+                        match n.n {
+                            Some(count) => format!("{} = {value} (n={count})", n.name),
+                            None => format!("{} = {value}", n.name),
+                        }
+                    })
+                    .collect();
+                let text = format!("{}\n{}", g.explanation, numbers.join("\n"));
+                let text = xml_safe(&text);
+                let explanation = xml_safe(&g.explanation);
+                let case = w
+                    .create_element("testcase")
+                    .with_attribute(("name", xml_safe(&g.name).as_ref()))
+                    .with_attribute(("classname", "promotion"))
+                    .with_attribute(("time", "0.000"));
+                case.write_inner_content(|w| {
+                    if !g.passed {
+                        w.create_element("failure")
+                            .with_attribute(("message", explanation.as_ref()))
+                            .with_attribute(("type", "gate"))
+                            .write_text_content(BytesText::new(&text))?;
+                    } else {
+                        w.create_element("system-out")
+                            .write_text_content(BytesText::new(&text))?;
+                    }
+                    Ok(())
+                })?;
+            }
             Ok(())
         })?;
-    finish(w)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -153,6 +153,15 @@ pub(crate) fn run_report(r: &RunReport) -> Vec<Block> {
     }
     blocks.push(Block::Heading(2, "Not graded".into()));
     blocks.push(not_graded(r));
+    if let Some(g) = &r.gates {
+        // The release run's promotion, one level down from the results' heading.
+        blocks.extend(gates(g).into_iter().map(|b| match b {
+            Block::Heading(level, text) => {
+                Block::Heading(level + 1, format!("Release gates: {text}"))
+            }
+            other => other,
+        }));
+    }
     blocks
 }
 
@@ -731,10 +740,15 @@ fn unmatched_block(c: &Comparison) -> Block {
 /// The blocks of a promotion's gates.
 pub(crate) fn gates(g: &GateReport) -> Vec<Block> {
     let verdict = if g.passed { "PASSED" } else { "FAILED" };
+    let with = if g.thresholds.is_empty() {
+        String::new()
+    } else {
+        format!(" (thresholds: {})", g.thresholds.join(", "))
+    };
     let mut out = vec![Block::Heading(
         1,
         format!(
-            "Promotion of `{}` over `{}`: {verdict}",
+            "Promotion of `{}` over `{}`: {verdict}{with}",
             g.candidate, g.baseline
         ),
     )];

@@ -201,7 +201,8 @@ pub fn collect_on_node(store_dir: &Path, prefix: &str) -> Result<NodeResults, Ru
     suite.apply_models(&record.models);
     let mut writer =
         crate::results::ResultsWriter::new(run.dir(), id.as_str(), &suite, &meta.suite_hash, false)
-            .context("cannot write the results")?;
+            .context("cannot write the results")?
+            .for_run(&run);
     crate::results::for_each_record(&run, |r| writer.add(&r))
         .context("cannot read the run's trials")?;
     match writer.finish("results") {

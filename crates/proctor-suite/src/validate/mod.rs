@@ -26,6 +26,7 @@ mod environment;
 mod folders;
 mod hidden;
 mod interface;
+mod power;
 mod promotion;
 mod scripts;
 mod services;
@@ -91,6 +92,7 @@ pub fn check(suite: &Suite, options: &Options) -> Checked {
     v.services();
     v.tasks();
     v.promotion();
+    v.power();
     v.suite_folders();
     v.leaks();
     let (warnings, problems) = v

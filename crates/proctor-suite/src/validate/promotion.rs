@@ -41,7 +41,10 @@ impl Validator<'_> {
                 self.out.push(p);
             }
         }
-        for metric in std::iter::once(&promotion.primary_metric).chain(&promotion.no_regression) {
+        for metric in std::iter::once(&promotion.primary_metric)
+            .chain(&promotion.no_regression)
+            .chain(&promotion.no_regression_per_task)
+        {
             if let Some(p) = self.metric_problem(metric) {
                 self.out.push(p);
             }

@@ -14,11 +14,19 @@ pub(super) struct Spans {
     #[serde(default)]
     pub(super) release_trials: Option<Spanned<toml::Value>>,
     #[serde(default)]
+    pub(super) report: ReportSpans,
+    #[serde(default)]
     pub(super) defaults: AllowSpan,
     #[serde(default)]
     pub(super) variants: Vec<AllowSpan>,
     #[serde(default)]
     pub(super) tasks: Vec<TaskSpans>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ReportSpans {
+    #[serde(default)]
+    pub(super) underpowered_below: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use proctor_records::OutcomeKind;
-use proctor_report::{changes_section, ChangesOf, Table};
+use proctor_report::{changes_section, ChangesOf, Exporter, Table};
 use proctor_runner::evidence;
 use proctor_runner::overview::{open_store, resolve, RunList, RunOverview, TrialView};
 use proctor_runner::TrialRecord;
@@ -157,7 +157,7 @@ fn show_run(
     }
     o.trials.retain(|t| only.lists(&t.task, t.outcome));
     if format == Format::Json {
-        let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged });
+        let doc = serde_json::json!({ "run": id.as_str(), "meta": o.meta, "scoring": scoring, "trials": o.trials, "damaged": o.damaged, "gates": o.gates });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
@@ -214,6 +214,10 @@ fn show_run(
         for (name, list) in &named.lists {
             outln!("{name} = {list}");
         }
+    }
+    if let Some(g) = &o.gates {
+        outln!();
+        out!("{}", proctor_report::Terminal.gates(g));
     }
     if only.task.is_some() || only.outcome.is_some() {
         errln!("{} trial(s) listed{}", o.trials.len(), only_words(only));
