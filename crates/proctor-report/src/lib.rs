@@ -46,7 +46,13 @@ pub use stats::{Median, Rate, Statistic, Summary};
 /// each comparison cell's `discordance` (the matched pairs by which arm succeeded) and a gate's
 /// `statistic`. Documents of version 1 lack them and still read: a missing `summaries` reads
 /// with every n = 0, a missing `discordance` with every count 0, a missing `statistic` as none.
-pub const SCHEMA_VERSION: u32 = 2;
+///
+/// 3: a comparison's `warnings` are typed (`kind` and `message`) and it has a `provenance`;
+/// each change counts its pairs (`b_higher`, `b_lower`, `needs`), and the `noise` assessment
+/// is gone (`no_clear_difference` or `underpowered` say it); a gate report lists its
+/// `thresholds`, and a run report holds a release run's `gates`. Version 2 documents still
+/// read (the new members are optional), except a comparison's warnings, which were plain text.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The JSON Schema of the results document (`results.json`, a [`RunReport`]), for the CLI to
 /// check into the repository and to test the written files against.

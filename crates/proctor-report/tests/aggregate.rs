@@ -539,7 +539,7 @@ fn run_report_json_has_rates_with_n_and_no_nan() {
     let text = Json.run_report(&r);
     assert_finite_json(&text);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     // The n = 0 cell's median, mean and total are null, never NaN or 0.
     assert_eq!(
         v["variants"][0]["overall"]["summaries"]["wall_seconds"],

@@ -77,7 +77,7 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
             .unwrap();
-    assert_eq!(results["report"]["schema_version"], 2);
+    assert_eq!(results["report"]["schema_version"], 3);
     let variant = |v: &str| {
         results["report"]["variants"]
             .as_array()
