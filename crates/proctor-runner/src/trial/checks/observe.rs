@@ -135,6 +135,8 @@ pub struct Observer {
     files: HashMap<Vec<u8>, (String, bool)>,
     /// Folders marked.
     marked: usize,
+    /// Whether any file is marked itself (its events are then looked up by the file).
+    file_marks: bool,
     /// File systems' ids by mount id, found once.
     fsids: HashMap<i32, [u8; 8]>,
     /// Each link: its path, its target, and where its watched copy is.
@@ -177,6 +179,7 @@ impl Observer {
             fan: None,
             files: HashMap::new(),
             marked: 0,
+            file_marks: false,
             fsids: HashMap::new(),
             links: Vec::new(),
             incomplete: Vec::new(),
@@ -311,6 +314,7 @@ impl Observer {
                         }
                         self.files
                             .insert(Key::File.of(&fsid, &h, &[]), (rel, at.root));
+                        self.file_marks = true;
                     }
                 }
                 FileType::Symlink => {
@@ -348,23 +352,30 @@ impl Observer {
 
     /// Ends the watch once the check is over: what it loaded, bounded.
     pub fn finish(self) -> CheckObservation {
-        let mut seen: BTreeMap<(String, bool), BTreeSet<Access>> = BTreeMap::new();
         let mut incomplete = self.incomplete;
+        // Each watched file's events, their masks merged.
+        let mut masks: HashMap<&[u8], u64> = HashMap::new();
         if let Some(fan) = &self.fan {
-            if let Err(e) = drain(fan, |key, mask| {
-                if let Some((rel, root)) = self.files.get(key) {
-                    let how = seen.entry((rel.clone(), *root)).or_default();
-                    how.extend(
-                        ACCESSES
-                            .iter()
-                            .filter(|(bit, _)| mask & bit != 0)
-                            .map(|(_, a)| *a),
-                    );
+            if let Err(e) = drain(fan, self.file_marks, |key, mask| {
+                if let Some((k, _)) = self.files.get_key_value(key) {
+                    *masks.entry(k).or_default() |= mask;
                 }
             }) {
                 incomplete.push(e);
             }
         }
+        let seen: BTreeMap<(&String, bool), Vec<Access>> = masks
+            .into_iter()
+            .filter_map(|(key, mask)| {
+                let (rel, root) = self.files.get(key)?;
+                let how: Vec<Access> = ACCESSES
+                    .iter()
+                    .filter(|(bit, _)| mask & bit != 0)
+                    .map(|(_, a)| *a)
+                    .collect();
+                (!how.is_empty()).then_some(((rel, *root), how))
+            })
+            .collect();
         let mut out = CheckObservation::default();
         for ((path, root), how) in seen {
             if out.files.len() >= OBSERVED_LISTED {
@@ -372,9 +383,9 @@ impl Observer {
                 continue;
             }
             out.files.push(ObservedFile {
-                path,
+                path: path.clone(),
                 root,
-                how: how.into_iter().collect(),
+                how,
             });
         }
         for (path, target, at) in self.links {
@@ -470,13 +481,11 @@ fn open_folder(path: &Path) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-/// Gives `each` the name and type of every entry of the open folder `dir`, read from its
-/// start.
+/// Gives `each` the name and type of every entry of `dir`, a folder just opened.
 fn each_entry(
     dir: &OwnedFd,
     mut each: impl FnMut(&CStr, rustix::fs::FileType) -> io::Result<()>,
 ) -> io::Result<()> {
-    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
     let mut entries = rustix::fs::RawDir::new(dir, &mut buf);
     while let Some(e) = entries.next() {
@@ -625,9 +634,9 @@ fn handle_at(dir: &OwnedFd, name: &CStr) -> io::Result<(Vec<u8>, i32)> {
 }
 
 /// Reads every queued event of `fan`, giving each object it names by its key (as
-/// [`Observer::files`] holds them: the file, and the folder and name it was reached by) with
-/// the event's mask; an error says what may be missing.
-fn drain(fan: &OwnedFd, mut each: impl FnMut(&[u8], u64)) -> Result<(), String> {
+/// [`Observer::files`] holds them: the folder and name it was reached by, and with
+/// `file_keys` the file itself) with the event's mask; an error says what may be missing.
+fn drain(fan: &OwnedFd, file_keys: bool, mut each: impl FnMut(&[u8], u64)) -> Result<(), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let meta = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut overflow = false;
@@ -668,7 +677,9 @@ fn drain(fan: &OwnedFd, mut each: impl FnMut(&[u8], u64)) -> Result<(), String> 
                 if ilen < 4 || info + ilen > end {
                     break;
                 }
-                if info_key(&buf[info..info + ilen], &mut key) {
+                // A file's own record names it only where files are marked themselves.
+                let wanted = file_keys || buf[info] != libc::FAN_EVENT_INFO_TYPE_FID;
+                if wanted && info_key(&buf[info..info + ilen], &mut key) {
                     each(&key, m.mask);
                 }
                 info += ilen;
