@@ -57,16 +57,8 @@ pub fn rescore_run(
     images: Images<'_>,
     note: &mut dyn FnMut(&str),
 ) -> Result<Rescoring, RunError> {
-    let store = Store::open(store_dir)
-        .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
+    let store = writable_store(store_dir)?;
     let store_root = store.root().to_path_buf();
-    if store.is_read_only() {
-        // Rescoring writes its results beside the run's: refuse before any work.
-        return Err(RunError::failed(proctor_store::StoreError::ReadOnly {
-            root: store_root,
-            what: "rescore a run (its results are written beside the run's)",
-        }));
-    }
     let id = store.resolve_run(run).map_err(|e| {
         RunError::usage(e.to_string(), "`proctor list` shows the runs in this store")
     })?;
@@ -153,6 +145,20 @@ pub fn rescore_run(
         written,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The store at `store_dir`, to write a rescore's results beside a run's: a read-only store is
+/// refused before any work.
+fn writable_store(store_dir: &Path) -> Result<Store, RunError> {
+    let store = Store::open(store_dir)
+        .with_context(|| format!("cannot open the store at {}", store_dir.display()))?;
+    if store.is_read_only() {
+        return Err(RunError::failed(proctor_store::StoreError::ReadOnly {
+            root: store.root().to_path_buf(),
+            what: "rescore a run (its results are written beside the run's)",
+        }));
+    }
+    Ok(store)
 }
 
 /// The fixture's hash, when it is still the one run `id` recorded (`recorded`): its saved

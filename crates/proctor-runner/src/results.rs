@@ -544,24 +544,7 @@ impl<'s> ResultsWriter<'s> {
                 places: places.as_ref(),
             },
         };
-        let file = AtomicFile::create(&json_path)?;
-        let mut out = BufWriter::with_capacity(1 << 16, file);
-        let json_err = |source| StoreError::Json {
-            path: json_path.clone(),
-            source,
-        };
-        let written = places
-            .as_ref()
-            .map(|p| p.written.clone())
-            .unwrap_or_default();
-        let mut ser = serde_json::Serializer::pretty(Counting::new(&mut out, written));
-        doc.serialize(&mut ser).map_err(json_err)?;
-        out.write_all(b"\n")
-            .map_err(|e| json_err(serde_json::Error::io(e)))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| json_err(serde_json::Error::io(e.into_error())))?;
-        file.commit()?;
+        stream_document(&json_path, &doc, places.as_ref())?;
         // A rescore's list of its trials, for readers that need its outcomes or one record.
         if let Some(places) = places {
             let size = std::fs::metadata(&json_path)
@@ -584,19 +567,46 @@ impl<'s> ResultsWriter<'s> {
             generated_at
         ));
         proctor_store::atomic_write(dir.join(format!("{stem}.md")), md.as_bytes())?;
-        // The report alone, for readers that want the rates without every trial (the viewer):
-        // without the report's own per-trial list, so its size does not grow with the run.
-        let report_path = dir.join(format!("{stem}.report.json"));
-        let json_err = |source| StoreError::Json {
-            path: report_path.clone(),
-            source,
-        };
-        // Written from the typed report it borrows: no copy of the report (and of its every
-        // trial) as a JSON value.
-        let report_json = serde_json::to_vec(&report.without_trials()).map_err(json_err)?;
-        proctor_store::atomic_write(&report_path, &report_json)?;
+        write_report_alone(&dir.join(format!("{stem}.report.json")), &report)?;
         Ok(report)
     }
+}
+
+/// Writes the report alone at `path`, for readers that want the rates without every trial
+/// (the viewer): without the report's own per-trial list, so its size does not grow with the
+/// run; from the typed report it borrows, with no copy of it (and of its every trial) as a JSON
+/// value.
+fn write_report_alone(path: &Path, report: &RunReport) -> Result<(), ResultsError> {
+    let json = serde_json::to_vec(&report.without_trials()).map_err(|source| StoreError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    proctor_store::atomic_write(path, &json)?;
+    Ok(())
+}
+
+/// Streams `doc` into `path`, atomically; with `places`, noting where each trial lands in it.
+fn stream_document(
+    path: &Path,
+    doc: &StreamedDocument,
+    places: Option<&Places>,
+) -> Result<(), ResultsError> {
+    let file = AtomicFile::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 16, file);
+    let json_err = |source| StoreError::Json {
+        path: path.to_path_buf(),
+        source,
+    };
+    let written = places.map(|p| p.written.clone()).unwrap_or_default();
+    let mut ser = serde_json::Serializer::pretty(Counting::new(&mut out, written));
+    doc.serialize(&mut ser).map_err(json_err)?;
+    out.write_all(b"\n")
+        .map_err(|e| json_err(serde_json::Error::io(e)))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| json_err(serde_json::Error::io(e.into_error())))?;
+    file.commit()?;
+    Ok(())
 }
 
 /// [`ResultsDocument`]'s layout, with the trials streamed from the spool.

@@ -81,8 +81,8 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
     }
 }
 
-/// The commands that read runs and claims: `verify`, `cite`, `list`, `show`, `reindex`,
-/// `compare`, `export`.
+/// The commands that read runs and claims: `verify`, `cite`, `list`, `show`, `reindex`; the
+/// rest go on to [`compare_or_export`].
 fn read_store(command: Command) -> Result<Status, Error> {
     match command {
         Command::Verify { files, format } => verify::run(&files, format),
@@ -144,6 +144,14 @@ fn read_store(command: Command) -> Result<Status, Error> {
             ),
         },
         Command::Reindex { store } => inspect::reindex(&store),
+        other => compare_or_export(other),
+    }
+}
+
+/// The commands that read runs to set them side by side or carry them out: `compare`,
+/// `export`; the rest go on to [`tools`].
+fn compare_or_export(command: Command) -> Result<Status, Error> {
+    match command {
         Command::Compare {
             runs,
             variants,
