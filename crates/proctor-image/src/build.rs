@@ -218,15 +218,12 @@ impl ImageCache {
             return Ok(built);
         }
         let builder = Builder::find()?;
-        let ran = self.run_builder(
-            &builder,
-            spec,
-            &dockerfile,
-            &hex,
-            &dir,
-            registries,
-            building,
-        )?;
+        let at = BuildAt {
+            dockerfile: &dockerfile,
+            hex: &hex,
+            dir: &dir,
+        };
+        let ran = self.run_builder(&builder, spec, at, registries, building)?;
         let final_archive = ran.archive;
         let image = self.pull(&ImageRef::OciArchive(final_archive.clone()), registries)?;
         let record = BuildRecord {
@@ -269,20 +266,22 @@ impl ImageCache {
         }))
     }
 
-    /// Runs `builder` on `spec` in a staging folder of the cache's `tmp/`; the log is kept in
-    /// `dir` whether it built or not, the archive moved there when it built. Gives what the
-    /// record needs.
-    #[allow(clippy::too_many_arguments)]
+    /// Runs `builder` on `spec` (as `at` says) in a staging folder of the cache's `tmp/`; the
+    /// log is kept in `at.dir` whether it built or not, the archive moved there when it built.
+    /// Gives what the record needs.
     fn run_builder(
         &self,
         builder: &Builder,
         spec: &BuildSpec,
-        dockerfile: &Path,
-        hex: &str,
-        dir: &Path,
+        at: BuildAt,
         registries: &RegistryConfig,
         building: &mut dyn FnMut(&Builder, &Path),
     ) -> Result<BuilderRun> {
+        let BuildAt {
+            dockerfile,
+            hex,
+            dir,
+        } = at;
         // The builder is given absolute paths only (a relative TMPDIR breaks buildah's RUN).
         let absolute = |p: &Path| fs::canonicalize(p).ctx("finding", p);
         let root = absolute(self.dir())?;
@@ -392,6 +391,14 @@ pub(crate) fn prune_builds(
         crate::unpack::remove_tree(&store)?;
     }
     Ok(removed)
+}
+
+/// Where one build is made: its Dockerfile, its key in hex, and its folder in the cache.
+#[derive(Clone, Copy)]
+struct BuildAt<'a> {
+    dockerfile: &'a Path,
+    hex: &'a str,
+    dir: &'a Path,
 }
 
 /// What a builder's run left: the archive (`image.tar` in the build's folder), the log, and the absolute
