@@ -26,79 +26,114 @@ pub fn run(
     config: Option<&Path>,
     image_cache: Option<&Path>,
 ) -> Result<Status, Error> {
-    let mut warnings = Vec::new();
-    let checked = match Suite::parse(dir) {
-        Err(problem) => Err(vec![problem]),
-        Ok(suite) => {
-            proctor_runner::request::known_tasks(&suite, tasks)?;
-            let options = Options {
-                search_path: Some(proctor_runner::allow::search_path()),
-                tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
-                history: true,
-            };
-            let checked = check(&suite, &options);
-            warnings = checked.warnings;
-            let mut problems = checked.problems;
-            if problems.is_empty() {
-                problems = access::model_problems(&suite, config)?;
-            }
-            if problems.is_empty() && image_cache.is_some() {
-                let ids: Vec<&str> = suite
-                    .file
-                    .tasks
-                    .iter()
-                    .map(|t| t.id.get_ref().as_str())
-                    .filter(|t| tasks.is_empty() || tasks.iter().any(|x| x == t))
-                    .collect();
-                let images =
-                    proctor_runner::provision::for_tasks(&suite, &ids, config, image_cache)?;
-                for (task, image) in &images {
-                    if format == Format::Text {
-                        eprintln!(
-                            "task `{task}`: image {} unpacked ({})",
-                            image.reference, image.digest
-                        );
-                    }
-                }
-            }
-            if problems.is_empty() {
-                Ok(suite)
-            } else {
-                Err(problems)
-            }
-        }
+    let asked = Checks {
+        format,
+        tasks,
+        config,
+        image_cache,
+    };
+    let Found { suite, warnings } = match Suite::parse(dir) {
+        Err(problem) => Found {
+            suite: Err(vec![problem]),
+            warnings: Vec::new(),
+        },
+        Ok(suite) => check_parsed(suite, &asked)?,
     };
     if format == Format::Text {
         for w in &warnings {
             eprint!("{}", crate::render::problem(w));
         }
     }
+    report(dir, &asked, suite, &warnings)
+}
+
+/// What the checks found: the suite when it is valid, else its problems; and the warnings.
+struct Found {
+    suite: Result<Suite, Vec<Problem>>,
+    warnings: Vec<Problem>,
+}
+
+/// What `validate` was asked: its output format, the tasks to check, the user's model
+/// configuration and the image cache to pull into.
+struct Checks<'a> {
+    format: Format,
+    tasks: &'a [String],
+    config: Option<&'a Path>,
+    image_cache: Option<&'a Path>,
+}
+
+/// Every check of a parsed suite, in order, each only when the ones before found nothing: the
+/// suite's own, its variants' models, then (with an image cache) its images. Gives the suite or
+/// its problems, and the warnings.
+fn check_parsed(suite: Suite, asked: &Checks) -> Result<Found, Error> {
+    let tasks = asked.tasks;
+    proctor_runner::request::known_tasks(&suite, tasks)?;
+    let options = Options {
+        search_path: Some(proctor_runner::allow::search_path()),
+        tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
+        history: true,
+    };
+    let checked = check(&suite, &options);
+    let mut problems = checked.problems;
+    if problems.is_empty() {
+        problems = access::model_problems(&suite, asked.config)?;
+    }
+    if problems.is_empty() && asked.image_cache.is_some() {
+        pull_images(&suite, asked)?;
+    }
+    Ok(Found {
+        suite: if problems.is_empty() {
+            Ok(suite)
+        } else {
+            Err(problems)
+        },
+        warnings: checked.warnings,
+    })
+}
+
+/// Pulls and unpacks the image of every task that will run into the image cache, as `run`
+/// does before any trial; an image that cannot be had is a usage error.
+fn pull_images(suite: &Suite, asked: &Checks) -> Result<(), Error> {
+    let ids: Vec<&str> = suite
+        .file
+        .tasks
+        .iter()
+        .map(|t| t.id.get_ref().as_str())
+        .filter(|t| asked.tasks.is_empty() || asked.tasks.iter().any(|x| x == t))
+        .collect();
+    let images =
+        proctor_runner::provision::for_tasks(suite, &ids, asked.config, asked.image_cache)?;
+    if asked.format == Format::Text {
+        for (task, image) in &images {
+            eprintln!(
+                "task `{task}`: image {} unpacked ({})",
+                image.reference, image.digest
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Says what was found: a valid suite's summary (with the warnings of missing provider keys),
+/// or every problem; the exit status follows.
+fn report(
+    dir: &Path,
+    asked: &Checks,
+    checked: Result<Suite, Vec<Problem>>,
+    warnings: &[Problem],
+) -> Result<Status, Error> {
     let warning_lines = warnings.iter().map(|w| w.to_string());
-    match (checked, format) {
+    match (checked, asked.format) {
         (Ok(suite), Format::Text) => {
-            for w in access::key_warnings(&suite, config) {
+            for w in access::key_warnings(&suite, asked.config) {
                 eprintln!("warning: {w}");
             }
-            let mutations: usize = suite
-                .file
-                .tasks
-                .iter()
-                .map(|t| suite.mutations(t.id.get_ref()).map_or(0, |m| m.len()))
-                .sum();
-            println!(
-                "{}: valid suite `{}`: {} task(s), {} variant(s), {} service(s), {} mutation(s)",
-                dir.display(),
-                suite.id(),
-                suite.file.tasks.len(),
-                suite.file.variants.len(),
-                suite.file.services.len(),
-                mutations
-            );
+            println!("{}", valid_line(dir, &suite));
             Ok(Status::Success)
         }
         (Ok(suite), Format::Json) => {
             let warnings: Vec<String> = warning_lines
-                .chain(access::key_warnings(&suite, config))
+                .chain(access::key_warnings(&suite, asked.config))
                 .collect();
             let doc = serde_json::json!({ "suite": suite.id(), "valid": true, "problems": [], "warnings": warnings });
             println!("{doc:#}");
@@ -118,6 +153,27 @@ pub fn run(
     }
 }
 
+/// The one line a valid suite gets: its id and how many tasks, variants, services and hidden
+/// mutations it has.
+fn valid_line(dir: &Path, suite: &Suite) -> String {
+    let mutations: usize = suite
+        .file
+        .tasks
+        .iter()
+        .map(|t| suite.mutations(t.id.get_ref()).map_or(0, |m| m.len()))
+        .sum();
+    format!(
+        "{}: valid suite `{}`: {} task(s), {} variant(s), {} service(s), {} mutation(s)",
+        dir.display(),
+        suite.id(),
+        suite.file.tasks.len(),
+        suite.file.variants.len(),
+        suite.file.services.len(),
+        mutations
+    )
+}
+
+/// A problem as `validate --format json` lists it.
 fn problem_json(p: &Problem) -> serde_json::Value {
     serde_json::json!({
         "kind": p.kind,
