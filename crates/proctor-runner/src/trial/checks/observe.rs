@@ -61,8 +61,8 @@ impl Watch {
     }
 }
 
-/// The most inode marks one check run holds; past it files are not watched, and the record
-/// says so.
+/// The most marks one check run holds (a folder's, or in a copy a file's); past it entries are
+/// not watched, and the record says so.
 const WATCH_MAX: usize = 8192;
 
 /// Whether a workspace path is bytecode Python caches in `__pycache__`.
@@ -133,7 +133,7 @@ pub struct Observer {
     /// Each watched file, keyed as its events name it (its folder's file system id and file
     /// handle, then its name): its path, and whether it is the root's.
     files: HashMap<Vec<u8>, (String, bool)>,
-    /// Folders marked.
+    /// Marks held: folders, and the files of a copy.
     marked: usize,
     /// Whether any file is marked itself (its events are then looked up by the file).
     file_marks: bool,
@@ -143,7 +143,7 @@ pub struct Observer {
     links: Vec<(String, String, PathBuf)>,
     /// What could not be watched.
     incomplete: Vec<String>,
-    /// Entries in folders past the first [`WATCH_MAX`].
+    /// Entries past the first [`WATCH_MAX`] marks.
     unwatched: u64,
 }
 
@@ -306,6 +306,8 @@ impl Observer {
                     if let Some(folder_key) = &by_name {
                         self.files
                             .insert([&folder_key[..], name].concat(), (rel, at.root));
+                    } else if self.marked >= WATCH_MAX {
+                        self.unwatched += 1;
                     } else if self.fan.is_some() {
                         let (h, mount) = handle_at(&fd, c).map_err(no_handle)?;
                         let fsid = self.fsid(mount, &fd)?;
@@ -315,6 +317,7 @@ impl Observer {
                         self.files
                             .insert(Key::File.of(&fsid, &h, &[]), (rel, at.root));
                         self.file_marks = true;
+                        self.marked += 1;
                     }
                 }
                 FileType::Symlink => {
@@ -404,7 +407,7 @@ impl Observer {
         }
         if self.unwatched > 0 {
             incomplete.push(format!(
-                "{} changed entries in folders past the first {WATCH_MAX} are not watched",
+                "{} changed entries past the first {WATCH_MAX} marks are not watched",
                 self.unwatched
             ));
         }
@@ -851,7 +854,9 @@ mod tests {
         let scratch = dir.path().join("c");
         super::super::copy_tree(&top, &scratch.join("ws")).unwrap();
         let o = Observer::start(&watch, &tree, &[], None, &scratch);
-        assert_eq!(o.marked, 0, "a copy's folders are not marked");
+        // A copy's files are marked themselves, not its folders.
+        assert_eq!(o.marked, 2);
+        assert!(o.file_marks);
         let ws = scratch.join("ws/sub");
         // The check's own file under the agent's name is not the agent's ...
         fs::remove_file(ws.join("replaced.txt")).unwrap();
