@@ -62,7 +62,7 @@ pub const MODEL_API_KEY_ENV: &str = "PROCTOR_MODEL_API_KEY";
 /// The variable giving an agent the model to ask for.
 pub const MODEL_ENV: &str = "PROCTOR_MODEL";
 /// The variable giving a command or human agent the task's prompt.
-pub const PROMPT_ENV: &str = "PROCTOR_PROMPT";
+pub use proctor_suite::model::PROMPT_ENV;
 
 /// What a real agent CLI needs beyond [`LaunchContext`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -25,6 +25,10 @@ use crate::timeouts;
 /// The only schema version this reader understands.
 pub const SCHEMA_VERSION: i64 = 1;
 
+/// The variable giving a command or human agent the task's prompt (what `validate` measures
+/// against the command line's limits).
+pub const PROMPT_ENV: &str = "PROCTOR_PROMPT";
+
 /// A proctor suite: the tasks an agent is given, the workspace it starts from, the variants
 /// (arms) compared, and the rules each trial's end state is graded by. Unknown keys are errors.
 /// Check a suite with `proctor validate DIR`; see its trials with `proctor run DIR --dry-run`.

@@ -4,7 +4,7 @@
 //! A prompt past it would validate and then leave every trial `errored` with "Argument list too
 //! long", so it is refused here, naming the task, the variant and by how much it is over.
 
-use crate::model::{AgentKind, Task, Variant};
+use crate::model::{AgentKind, Task, Variant, PROMPT_ENV};
 use crate::problem::ProblemKind;
 
 use super::Validator;
@@ -12,9 +12,6 @@ use super::Validator;
 /// The most bytes one argument or `NAME=value` environment string may hold, its ending NUL
 /// included: the kernel's `MAX_ARG_STRLEN`, 32 pages of 4 KiB.
 pub const ONE_STRING_MAX: usize = 32 * 4096;
-
-/// The environment variable a `command` or `human` agent reads its prompt from.
-const PROMPT_ENV: &str = "PROCTOR_PROMPT";
 
 /// The longest string a variant's agent is handed that holds `prompt`, in bytes with its NUL:
 /// the prompt as one argument, the `PROCTOR_PROMPT` string, or a `command` template argument
