@@ -1,60 +1,384 @@
-//! Compose files, read before they are judged: how many services a `docker-compose` file
-//! really defines.
+//! Compose files, read before they are judged: whether a `docker-compose` file is one at all
+//! (a `services` mapping of containers), and the sidecar containers of a task's several
+//! services (every service but the main one).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-/// The names of the services the compose file at `path` defines (its `services` mapping), in
-/// order; empty when it defines none (a YAML file that is not a compose file). An error when it
-/// cannot be read or does not parse as YAML.
-pub(crate) fn services(path: &Path) -> Result<Vec<String>, String> {
+use crate::tbench::{compose_env, get, scalar};
+
+/// A compose file's services, in order: name and definition.
+pub(crate) struct Compose {
+    /// Each service's name and mapping.
+    pub services: Vec<(String, Yaml)>,
+}
+
+/// A sidecar container of an imported task: `[[tasks.services]]` with an `image`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SidecarPlan {
+    /// The service's name, which the main container resolves.
+    pub name: String,
+    /// Its image, a registry reference.
+    pub image: String,
+    /// Its `command` (over the image's `Cmd`), if it sets one.
+    pub command: Option<Vec<String>>,
+    /// Its working folder, if it sets one.
+    pub workdir: Option<String>,
+    /// Its literal environment.
+    pub env: BTreeMap<String, String>,
+    /// Its healthcheck, if it has one.
+    pub healthcheck: Option<HealthPlan>,
+    /// The other sidecars it starts after.
+    pub depends_on: Vec<String>,
+}
+
+/// A compose `healthcheck`, as proctor runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HealthPlan {
+    /// The argv (`CMD-SHELL` and a plain string through `sh -c`).
+    pub argv: Vec<String>,
+    /// How long until Docker would call it unhealthy: `start_period` + `retries` ×
+    /// (`interval` + `timeout`), with Docker's defaults (0 s, 3, 30 s, 30 s).
+    pub timeout_seconds: u64,
+    /// The longest pause between tries: 1 s (proctor tries more often than Docker's
+    /// `interval`, so a service is seen healthy sooner, never later).
+    pub interval_seconds: u64,
+}
+
+/// The compose file at `path`: `None` when it is not one (no `services` mapping whose every
+/// entry is a mapping: task data that happens to have the name). An error when it cannot be
+/// read or does not parse as YAML.
+pub(crate) fn read(path: &Path) -> Result<Option<Compose>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let docs = YamlLoader::load_from_str(&text).map_err(|e| e.to_string())?;
-    let Some(doc) = docs.first() else {
-        return Ok(Vec::new());
+    let Some(services) = docs
+        .first()
+        .and_then(|d| get(d, "services"))
+        .and_then(Yaml::as_hash)
+    else {
+        return Ok(None);
     };
-    let services = doc
-        .as_hash()
-        .and_then(|h| h.get(&Yaml::String("services".into())))
-        .and_then(Yaml::as_hash);
-    Ok(services
-        .map(|h| {
-            h.keys()
-                .map(|k| match k {
-                    Yaml::String(s) => s.clone(),
-                    other => format!("{other:?}"),
-                })
-                .collect()
+    let mut out = Vec::new();
+    for (k, v) in services {
+        match (k.as_str(), v) {
+            (Some(name), Yaml::Hash(_)) => out.push((name.to_string(), v.clone())),
+            _ => return Ok(None),
+        }
+    }
+    Ok((!out.is_empty()).then_some(Compose { services: out }))
+}
+
+/// Service keys a sidecar carries; the others are reported, one warning each.
+const CARRIED: &[&str] = &[
+    "image",
+    "command",
+    "working_dir",
+    "environment",
+    "healthcheck",
+    "depends_on",
+];
+
+/// Service keys that need nothing in a trial: every sidecar shares the trial's network
+/// namespace, so its ports are reached as they are.
+const NEEDLESS: &[&str] = &[
+    "ports",
+    "expose",
+    "networks",
+    "container_name",
+    "hostname",
+    "restart",
+];
+
+/// The sidecars of `compose`: every service but `main`, in the order written. Skips the task
+/// (an error, the reason) for one proctor cannot run as the task says: built from a
+/// Dockerfile, with an `entrypoint` of its own, or waited for until it completes.
+pub(crate) fn sidecars(
+    compose: &Compose,
+    main: &str,
+    w: &mut Vec<String>,
+) -> Result<Vec<SidecarPlan>, String> {
+    let mut out = Vec::new();
+    for (name, service) in compose.services.iter().filter(|(n, _)| n != main) {
+        out.push(sidecar(name, service, main, w)?);
+    }
+    Ok(out)
+}
+
+/// One sidecar.
+fn sidecar(
+    name: &str,
+    service: &Yaml,
+    main: &str,
+    w: &mut Vec<String>,
+) -> Result<SidecarPlan, String> {
+    let at = format!("docker-compose service `{name}`");
+    if get(service, "build").is_some() {
+        return Err(format!(
+            "{at} is built from a Dockerfile (`build:`); proctor imports sidecar containers from an `image:` only"
+        ));
+    }
+    if get(service, "entrypoint").is_some() {
+        return Err(format!(
+            "{at} sets an `entrypoint`; a proctor service keeps its image's Entrypoint"
+        ));
+    }
+    let image = get(service, "image")
+        .and_then(Yaml::as_str)
+        .ok_or_else(|| format!("{at} names no `image`"))?
+        .to_string();
+    if image.contains('$') {
+        return Err(format!(
+            "{at}: its image `{image}` is resolved from the host's environment"
+        ));
+    }
+    report_keys(service, &at, w);
+    let mut env_warnings = Vec::new();
+    let env = compose_env(service, &mut env_warnings);
+    w.extend(env_warnings.into_iter().map(|m| format!("{at}: {m}")));
+    Ok(SidecarPlan {
+        name: name.to_string(),
+        image,
+        command: get(service, "command")
+            .map(|c| words(c, &at))
+            .transpose()?,
+        workdir: get(service, "working_dir").and_then(scalar),
+        env,
+        healthcheck: healthcheck(service, &at)?,
+        depends_on: depends_on(service, main, &at, w)?,
+    })
+}
+
+/// Reports the service keys a sidecar does not carry.
+fn report_keys(service: &Yaml, at: &str, w: &mut Vec<String>) {
+    let Some(h) = service.as_hash() else { return };
+    for key in h.keys().filter_map(Yaml::as_str) {
+        if CARRIED.contains(&key) {
+            continue;
+        }
+        if NEEDLESS.contains(&key) {
+            w.push(format!(
+                "{at}: `{key}` is not needed: every container of the trial shares its network, where the sidecar is reached by its name"
+            ));
+        } else {
+            w.push(format!(
+                "{at}: `{key}` has no proctor counterpart, not imported"
+            ));
+        }
+    }
+}
+
+/// A compose `command` (or healthcheck `test`) as an argv: a list as it is, a string split as
+/// a POSIX shell splits words (as Compose does).
+fn words(y: &Yaml, at: &str) -> Result<Vec<String>, String> {
+    match y {
+        Yaml::Array(items) => items
+            .iter()
+            .map(|i| scalar(i).ok_or_else(|| format!("{at}: a `command` entry is not text")))
+            .collect(),
+        _ => {
+            let text = scalar(y).ok_or_else(|| format!("{at}: `command` is not text or a list"))?;
+            shlex::split(&text).ok_or_else(|| format!("{at}: `command` {text:?} has an unclosed quote"))
+        }
+    }
+}
+
+/// The service's `healthcheck`, unless it has none or `disable`s it / tests `NONE`.
+fn healthcheck(service: &Yaml, at: &str) -> Result<Option<HealthPlan>, String> {
+    let Some(h) = get(service, "healthcheck") else {
+        return Ok(None);
+    };
+    if get(h, "disable").and_then(Yaml::as_bool) == Some(true) {
+        return Ok(None);
+    }
+    let Some(test) = get(h, "test") else {
+        return Ok(None);
+    };
+    let argv = match test {
+        Yaml::Array(items) => {
+            let all: Vec<String> = items.iter().filter_map(scalar).collect();
+            match all.split_first() {
+                Some((kind, rest)) if kind == "CMD" => rest.to_vec(),
+                Some((kind, rest)) if kind == "CMD-SHELL" => {
+                    vec!["sh".into(), "-c".into(), rest.join(" ")]
+                }
+                Some((kind, _)) if kind == "NONE" => return Ok(None),
+                _ => return Err(format!("{at}: healthcheck `test` {all:?} starts with neither CMD nor CMD-SHELL")),
+            }
+        }
+        other => {
+            let line = scalar(other).ok_or_else(|| format!("{at}: healthcheck `test` is not text or a list"))?;
+            vec!["sh".into(), "-c".into(), line]
+        }
+    };
+    if argv.is_empty() {
+        return Err(format!("{at}: its healthcheck runs nothing"));
+    }
+    let secs = |key: &str, default: u64| -> Result<u64, String> {
+        match get(h, key).and_then(scalar) {
+            Some(text) => duration_seconds(&text)
+                .ok_or_else(|| format!("{at}: healthcheck `{key}` {text:?} is not a duration such as 30s or 1m30s")),
+            None => Ok(default),
+        }
+    };
+    let interval = secs("interval", 30)?;
+    let timeout = secs("timeout", 30)?;
+    let start = secs("start_period", 0)?;
+    let retries = match get(h, "retries") {
+        Some(Yaml::Integer(n)) if *n > 0 => *n as u64,
+        Some(_) => return Err(format!("{at}: healthcheck `retries` is not a positive number")),
+        None => 3,
+    };
+    Ok(Some(HealthPlan {
+        argv,
+        timeout_seconds: start + retries * (interval + timeout),
+        interval_seconds: 1,
+    }))
+}
+
+/// A compose duration (`30s`, `1m30s`, `1h`, `500ms`, `2.5s`) in whole seconds, rounded up.
+fn duration_seconds(text: &str) -> Option<u64> {
+    let mut total_ms = 0f64;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3_600_000.0,
+            "m" => 60_000.0,
+            "s" => 1000.0,
+            "ms" => 1.0,
+            "us" => 0.001,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total_ms += value * scale;
+    }
+    Some((total_ms / 1000.0).ceil() as u64)
+}
+
+/// The sidecars the service starts after (`depends_on`, a list or a mapping). The main
+/// container is left out (it starts after every sidecar); waiting for a service to complete is
+/// refused (a proctor service runs for the whole trial).
+fn depends_on(service: &Yaml, main: &str, at: &str, w: &mut Vec<String>) -> Result<Vec<String>, String> {
+    let names: Vec<String> = match get(service, "depends_on") {
+        None => Vec::new(),
+        Some(Yaml::Array(items)) => items.iter().filter_map(scalar).collect(),
+        Some(Yaml::Hash(h)) => {
+            let mut out = Vec::new();
+            for (k, v) in h {
+                let Some(name) = k.as_str() else { continue };
+                let condition = get(v, "condition").and_then(scalar);
+                if condition.as_deref() == Some("service_completed_successfully") {
+                    return Err(format!("{at} waits for `{name}` to complete (service_completed_successfully); proctor's services run for the whole trial"));
+                }
+                out.push(name.to_string());
+            }
+            out
+        }
+        Some(_) => return Err(format!("{at}: `depends_on` is neither a list nor a mapping")),
+    };
+    Ok(names
+        .into_iter()
+        .filter(|n| {
+            let own = n == main;
+            if own {
+                w.push(format!("{at} depends on the main container `{main}`, which proctor starts after every sidecar; the dependency is dropped"));
+            }
+            !own
         })
-        .unwrap_or_default())
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn of(text: &str) -> Result<Vec<String>, String> {
+    fn of(text: &str) -> Result<Option<Compose>, String> {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("docker-compose.yml");
         std::fs::write(&p, text).expect("write");
-        services(&p)
+        read(&p)
+    }
+
+    fn names(text: &str) -> Option<Vec<String>> {
+        of(text)
+            .expect("parses")
+            .map(|c| c.services.into_iter().map(|(n, _)| n).collect())
     }
 
     #[test]
-    fn services_are_counted_from_the_file_itself() {
+    fn a_compose_file_is_a_services_mapping_of_containers_else_data() {
         assert_eq!(
-            of("services:\n  main:\n    build: .\n  db:\n    image: postgres\n"),
-            Ok(vec!["main".to_string(), "db".to_string()])
+            names("services:\n  main:\n    build: .\n  db:\n    image: postgres\n"),
+            Some(vec!["main".to_string(), "db".to_string()])
         );
-        assert_eq!(
-            of("services:\n  main:\n    build: .\n"),
-            Ok(vec!["main".into()])
-        );
+        assert_eq!(names("services:\n  main:\n    build: .\n"), Some(vec!["main".into()]));
         // Task data that happens to be called docker-compose.yml.
-        assert_eq!(of("- a\n- b\n"), Ok(Vec::new()));
-        assert_eq!(of("name: x\n"), Ok(Vec::new()));
-        assert_eq!(of(""), Ok(Vec::new()));
+        assert_eq!(names("- a\n- b\n"), None);
+        assert_eq!(names("name: x\n"), None);
+        assert_eq!(names(""), None);
+        assert_eq!(names("services:\n  - web\n  - db\n"), None);
+        assert_eq!(names("services:\n  web: nginx\n  db: postgres\n"), None);
         assert!(of("services: [\n").is_err());
+    }
+
+    #[test]
+    fn sidecars_carry_image_command_env_health_and_order() {
+        let c = of("services:\n  main:\n    build: .\n    depends_on:\n      web:\n        condition: service_healthy\n  web:\n    image: busybox\n    command: httpd -f -p 8080 -h '/srv/my site'\n    working_dir: /srv\n    ports: ['8080:8080']\n    environment:\n      - MODE=test\n    healthcheck:\n      test: [\"CMD-SHELL\", \"wget -q -O- http://127.0.0.1:8080/\"]\n      interval: 2s\n      timeout: 1s\n      retries: 5\n      start_period: 1m\n    depends_on: [db, main]\n  db:\n    image: redis:7\n")
+            .unwrap()
+            .unwrap();
+        let mut w = Vec::new();
+        let s = sidecars(&c, "main", &mut w).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "web");
+        assert_eq!(s[0].image, "busybox");
+        assert_eq!(
+            s[0].command,
+            Some(vec!["httpd".into(), "-f".into(), "-p".into(), "8080".into(), "-h".into(), "/srv/my site".into()])
+        );
+        assert_eq!(s[0].workdir.as_deref(), Some("/srv"));
+        assert_eq!(s[0].env.get("MODE").map(String::as_str), Some("test"));
+        let h = s[0].healthcheck.as_ref().unwrap();
+        assert_eq!(h.argv, ["sh", "-c", "wget -q -O- http://127.0.0.1:8080/"]);
+        assert_eq!(h.timeout_seconds, 60 + 5 * 3);
+        assert_eq!(s[0].depends_on, ["db"]);
+        assert_eq!(s[1].name, "db");
+        assert_eq!(s[1].command, None);
+        assert!(w.iter().any(|m| m.contains("`ports` is not needed")), "{w:?}");
+        assert!(w.iter().any(|m| m.contains("depends on the main container")), "{w:?}");
+    }
+
+    #[test]
+    fn what_a_sidecar_cannot_be_skips_the_task_with_the_reason() {
+        let skip = |text: &str| {
+            let c = of(text).unwrap().unwrap();
+            sidecars(&c, "main", &mut Vec::new()).unwrap_err()
+        };
+        assert!(skip("services:\n  main: {build: .}\n  api: {build: ./api}\n").contains("built from a Dockerfile"));
+        assert!(skip("services:\n  main: {build: .}\n  api: {image: x, entrypoint: [a]}\n").contains("entrypoint"));
+        assert!(skip("services:\n  main: {build: .}\n  api: {image: \"${IMG}\"}\n").contains("host's environment"));
+        assert!(skip("services:\n  main: {build: .}\n  init: {image: x}\n  api:\n    image: y\n    depends_on:\n      init: {condition: service_completed_successfully}\n").contains("complete"));
+    }
+
+    #[test]
+    fn durations_are_read_as_compose_writes_them() {
+        assert_eq!(duration_seconds("30s"), Some(30));
+        assert_eq!(duration_seconds("1m30s"), Some(90));
+        assert_eq!(duration_seconds("500ms"), Some(1));
+        assert_eq!(duration_seconds("2.5s"), Some(3));
+        assert_eq!(duration_seconds("1h"), Some(3600));
+        assert_eq!(duration_seconds("soon"), None);
+        assert_eq!(duration_seconds(""), None);
     }
 }

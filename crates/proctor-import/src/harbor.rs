@@ -8,6 +8,7 @@ use toml::Value;
 
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
+use crate::compose::SidecarPlan;
 use crate::image::{self, Build, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
@@ -79,7 +80,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let s = Sections::of(&table, &empty);
     let unsupported = refuse_unsupported(&table, s.environment);
     let prompt = read_prompt(dir);
-    let image = task_image(dir, s.environment, w);
+    let image = task_image(dir, s.environment);
+    let sidecars = task_sidecars(dir, w);
     let workdir = s
         .environment
         .get("workdir")
@@ -95,15 +97,16 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
     let oracle = oracle_plan(dir, s.solution, agent_offline, w);
     let comments = about(&s);
-    let (prompt, image, network, verifier) = match (unsupported, prompt, image, network, verifier) {
-        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v)) => (p, i, n, v),
-        (u, p, i, n, v) => {
-            return Err(crate::model::skip_reason(
-                [u.err(), p.err(), i.err(), n.err(), v.err()],
-                w,
-            ))
-        }
-    };
+    let (prompt, image, network, verifier, sidecars) =
+        match (unsupported, prompt, image, network, verifier, sidecars) {
+            (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v), Ok(c)) => (p, i, n, v, c),
+            (u, p, i, n, v, c) => {
+                return Err(crate::model::skip_reason(
+                    [u.err(), p.err(), i.err(), n.err(), v.err(), c.err()],
+                    w,
+                ))
+            }
+        };
     Ok(TaskPlan {
         source: dir.to_path_buf(),
         id: id.to_string(),
@@ -123,6 +126,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         comments,
         verifier,
         oracle,
+        sidecars,
     })
 }
 
@@ -189,39 +193,63 @@ fn read_prompt(dir: &Path) -> Result<String, String> {
     Ok(prompt)
 }
 
-/// The one image the task runs in, from its `[environment]` table `env`. Compose files are
-/// read before they are judged: Harbor runs a task in Docker Compose mode only for
-/// `environment/docker-compose.yaml`, and one that starts several services skips the task; a
-/// `docker-compose.yml` is the task's data to Harbor, unless it too defines several services.
-fn task_image(dir: &Path, env: &toml::Table, w: &mut Vec<String>) -> Result<ImageSource, String> {
-    let env_dir = dir.join("environment");
-    for (compose, harbor_reads) in [("docker-compose.yaml", true), ("docker-compose.yml", false)] {
-        let path = env_dir.join(compose);
-        if !path.is_file() {
-            continue;
+/// The sidecar containers of the task in `dir`. Harbor runs a task in Docker Compose mode only
+/// for `environment/docker-compose.yaml`: the agent's container is its `main` service, and every
+/// other service is a sidecar. A `docker-compose.yml`, or a file that is not a compose file (no
+/// `services` mapping of containers), is the task's data.
+fn task_sidecars(dir: &Path, w: &mut Vec<String>) -> Result<Vec<SidecarPlan>, String> {
+    const FILE: &str = "environment/docker-compose.yaml";
+    let path = dir.join(FILE);
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let compose = match crate::compose::read(&path) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            w.push(format!("{FILE} defines no service (no `services` mapping of containers): it is the task's data"));
+            return Ok(Vec::new());
         }
-        match crate::compose::services(&path) {
-            Ok(names) if names.len() > 1 => {
+        Err(e) => return Err(format!("{FILE} does not parse: {e}")),
+    };
+    let names: Vec<&str> = compose.services.iter().map(|(n, _)| n.as_str()).collect();
+    if let [only] = names[..] {
+        w.push(format!("{FILE} defines one service (`{only}`): the task runs in its one image, and the compose file's other settings are not read"));
+        return Ok(Vec::new());
+    }
+    if !names.contains(&MAIN_SERVICE) {
+        return Err(format!(
+            "its {FILE} starts {} containers ({}) and none is `{MAIN_SERVICE}`, the agent's container as Harbor names it",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    let sidecars = crate::compose::sidecars(&compose, MAIN_SERVICE, w)?;
+    for s in &sidecars {
+        match image::resolve(dir, Some(&s.image)) {
+            Some(Ok(ImageSource::Reference(_))) => {}
+            Some(Err(e)) => return Err(format!("sidecar `{}`: {e}", s.name)),
+            _ => {
                 return Err(format!(
-                    "its environment/{compose} starts {} containers ({}); proctor runs one image per trial",
-                    names.len(),
-                    names.join(", ")
-                ));
+                    "sidecar `{}`'s image `{}` is a local image; proctor imports sidecars from registry references only",
+                    s.name, s.image
+                ))
             }
-            Ok(names) if harbor_reads => w.push(format!(
-                "environment/{compose} defines {}: the task runs in its one image, and the compose file's other settings are not read",
-                match names.first() {
-                    Some(n) => format!("one service (`{n}`)"),
-                    None => "no service".to_string(),
-                }
-            )),
-            Err(e) if harbor_reads => {
-                return Err(format!("environment/{compose} does not parse: {e}"));
-            }
-            // Harbor does not read it: it is the task's data.
-            _ => {}
         }
     }
+    w.push(format!(
+        "{FILE}: {} sidecar container(s) ({}) run beside the agent's, reached by name; the `{MAIN_SERVICE}` service's own compose settings are not read, and the tests run after the sidecars have stopped",
+        sidecars.len(),
+        sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    ));
+    Ok(sidecars)
+}
+
+/// The compose service Harbor runs the agent in.
+const MAIN_SERVICE: &str = "main";
+
+/// The one image the task's main container runs, from its `[environment]` table `env`.
+fn task_image(dir: &Path, env: &toml::Table) -> Result<ImageSource, String> {
+    let env_dir = dir.join("environment");
     let build = env_dir.join("Dockerfile").is_file().then_some(Build {
         what: "environment/Dockerfile, and task.toml names no [environment] docker_image",
         context: "environment",

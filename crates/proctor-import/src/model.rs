@@ -72,6 +72,8 @@ pub(crate) struct TaskPlan {
     pub verifier: VerifierPlan,
     /// The reference solution, for the oracle.
     pub oracle: OraclePlan,
+    /// The sidecar containers of the task (its compose file's services beside the main one).
+    pub sidecars: Vec<crate::compose::SidecarPlan>,
 }
 
 /// A phase's network in the suite: `none`, or `host` (the task's format gives the phase the

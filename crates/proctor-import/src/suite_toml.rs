@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::compose::SidecarPlan;
 use crate::model::{Format, TaskPlan};
 use crate::text::{basic_string, toml_key, toml_string};
 use crate::verify::{CHECK, CHECK_METRICS};
@@ -108,6 +109,9 @@ fn render_task(s: &mut String, t: &TaskPlan) {
             .collect();
         let _ = writeln!(s, "env = {{ {} }}", pairs.join(", "));
     }
+    for sidecar in &t.sidecars {
+        render_sidecar(s, sidecar);
+    }
 
     s.push_str("\n[tasks.success]\n");
     if t.verifier.metrics.is_empty() {
@@ -124,6 +128,43 @@ fn render_task(s: &mut String, t: &TaskPlan) {
             let id = ids.unique(&crate::ident::sanitize(metric, "metric"));
             render_metric(s, metric, &id);
         }
+    }
+}
+
+/// A sidecar container: `[[tasks.services]]` with its `image`.
+fn render_sidecar(s: &mut String, c: &SidecarPlan) {
+    let list = |items: &[String]| {
+        let quoted: Vec<String> = items.iter().map(|i| basic_string(i)).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    s.push_str("\n[[tasks.services]]\n");
+    let _ = writeln!(s, "name = {}", basic_string(&c.name));
+    let _ = writeln!(s, "image = {}", basic_string(&c.image));
+    if let Some(command) = &c.command {
+        let _ = writeln!(s, "command = {}", list(command));
+    }
+    if let Some(wd) = &c.workdir {
+        let _ = writeln!(s, "workdir = {}", basic_string(wd));
+    }
+    if !c.env.is_empty() {
+        let pairs: Vec<String> = c
+            .env
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml_key(k), basic_string(v)))
+            .collect();
+        let _ = writeln!(s, "env = {{ {} }}", pairs.join(", "));
+    }
+    if !c.depends_on.is_empty() {
+        let _ = writeln!(s, "depends_on = {}", list(&c.depends_on));
+    }
+    if let Some(h) = &c.healthcheck {
+        let _ = writeln!(
+            s,
+            "healthcheck = {{ command = {}, timeout_seconds = {}, interval_seconds = {} }}",
+            list(&h.argv),
+            h.timeout_seconds,
+            h.interval_seconds
+        );
     }
 }
 
@@ -192,6 +233,7 @@ mod tests {
                 env: BTreeMap::new(),
                 missing: Some("none".into()),
             },
+            sidecars: Vec::new(),
         }
     }
 

@@ -33,7 +33,7 @@ fn load(path: &Path, name: &str) -> Result<Yaml, String> {
 }
 
 /// The value at `key` of a mapping.
-fn get<'a>(y: &'a Yaml, key: &str) -> Option<&'a Yaml> {
+pub(crate) fn get<'a>(y: &'a Yaml, key: &str) -> Option<&'a Yaml> {
     y.as_hash()?.get(&Yaml::String(key.to_string()))
 }
 
@@ -47,7 +47,7 @@ fn seconds(y: &Yaml) -> Option<u64> {
 }
 
 /// A scalar as text.
-fn scalar(y: &Yaml) -> Option<String> {
+pub(crate) fn scalar(y: &Yaml) -> Option<String> {
     match y {
         Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
         Yaml::Integer(i) => Some(i.to_string()),
@@ -106,6 +106,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         comments: about(&task),
         verifier,
         oracle,
+        sidecars: Vec::new(),
     })
 }
 
@@ -543,7 +544,7 @@ fn description(task: &Yaml) -> Option<String> {
 
 /// The literal environment of a compose service; the harness's own variables
 /// (`${T_BENCH_...}`) are left out, other `${...}` values are reported.
-fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> {
+pub(crate) fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let pairs: Vec<(String, String)> = match get(service, "environment") {
         Some(Yaml::Array(items)) => items

@@ -3,7 +3,7 @@
 //! shims, the model relay and mock) run inside any image: the dynamic loader and the libraries
 //! this very process has loaded, bound read-only under `/run/proctor/lib`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use proctor_sandbox::Bind;
@@ -24,6 +24,28 @@ pub struct TrialImage {
     pub workdir: PathBuf,
     /// The image's environment, then the suite's `env` over it.
     pub env: Vec<(String, String)>,
+    /// The images of the task's sidecar services (services with an `image`), by service name.
+    pub sidecars: BTreeMap<String, SidecarImage>,
+}
+
+/// The image a sidecar service runs in, unpacked, with what its configuration says about how
+/// it is started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarImage {
+    /// The reference as the suite wrote it.
+    pub reference: String,
+    /// The manifest digest it resolved to (`sha256:...`).
+    pub digest: String,
+    /// The unpacked root file system (read-only, shared by every trial).
+    pub rootfs: PathBuf,
+    /// The image's `WorkingDir`, if it names one.
+    pub working_dir: Option<String>,
+    /// The image's environment.
+    pub env: Vec<(String, String)>,
+    /// The image's `Entrypoint`.
+    pub entrypoint: Vec<String>,
+    /// The image's `Cmd`.
+    pub cmd: Vec<String>,
 }
 
 impl TrialImage {
@@ -208,6 +230,7 @@ mod tests {
             rootfs: dir.path().to_path_buf(),
             workdir: PathBuf::from("/app"),
             env: vec![("PATH".into(), "/opt/bin:/bin".into())],
+            sidecars: BTreeMap::new(),
         };
         assert_eq!(img.path(), "/opt/bin:/bin");
         std::fs::create_dir_all(dir.path().join("bin")).unwrap();

@@ -94,6 +94,8 @@ pub fn service(
         }),
         guard: Some(HttpGuard::new(format!("{base}/__mock"), GUARD_TEXT)),
         state: None,
+        root: None,
+        health: None,
     }
 }
 

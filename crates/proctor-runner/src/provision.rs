@@ -11,7 +11,7 @@ use proctor_suite::plan::Plan;
 use proctor_suite::{Suite, TaskEnvironment};
 
 use crate::error::{Context, RunError};
-use crate::image::TrialImage;
+use crate::image::{SidecarImage, TrialImage};
 use crate::record::ImageRecord;
 
 /// Where a command finds the images of tasks that run in one (`--image-cache`, `--config`).
@@ -103,6 +103,66 @@ fn pull(
         rootfs: image.rootfs,
         workdir: PathBuf::from(workdir),
         env: vars,
+        sidecars: BTreeMap::new(),
+    })
+}
+
+/// Pulls (or takes from `pulled`, by reference) the image of each sidecar service of `task`.
+fn sidecars(
+    cache: &ImageCache,
+    registries: &RegistryConfig,
+    suite: &Suite,
+    task: &proctor_suite::model::Task,
+    pulled: &mut BTreeMap<String, SidecarImage>,
+) -> Result<BTreeMap<String, SidecarImage>, RunError> {
+    let mut out = BTreeMap::new();
+    for service in suite.services(task) {
+        let Some(reference) = service.image.as_ref().map(|i| i.get_ref()) else {
+            continue;
+        };
+        if !pulled.contains_key(reference) {
+            let image = pull_sidecar(cache, registries, &suite.root, reference).map_err(|e| {
+                RunError::usage(
+                    format!(
+                        "task `{}`: service `{}`: image `{reference}`: {e}",
+                        task.id.get_ref(),
+                        service.name.get_ref()
+                    ),
+                    "check the reference (docs/environments.md); `proctor images pull IMAGE` tries it alone",
+                )
+            })?;
+            pulled.insert(reference.clone(), image);
+        }
+        if let Some(image) = pulled.get(reference) {
+            out.insert(service.name.get_ref().clone(), image.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Pulls one sidecar's image.
+fn pull_sidecar(
+    cache: &ImageCache,
+    registries: &RegistryConfig,
+    suite_root: &Path,
+    reference: &str,
+) -> Result<SidecarImage, String> {
+    let parsed = ImageRef::parse(reference)
+        .map_err(|e| e.to_string())?
+        .resolve_against(suite_root);
+    let image = cache
+        .pull_with(&parsed, registries, &mut || {
+            eprintln!("image {reference}: pulling and unpacking");
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(SidecarImage {
+        reference: reference.to_string(),
+        digest: image.digest,
+        rootfs: image.rootfs,
+        working_dir: image.config.working_dir.clone(),
+        env: image.config.env.clone(),
+        entrypoint: image.config.entrypoint.clone(),
+        cmd: image.config.cmd.clone(),
     })
 }
 
@@ -139,6 +199,7 @@ pub fn for_tasks(
     let cache = cache(cache_dir)?;
     let registries = registry_config(config)?;
     let mut pulled: BTreeMap<TaskEnvironment, Arc<TrialImage>> = BTreeMap::new();
+    let mut sidecar_images: BTreeMap<String, SidecarImage> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for (task, env) in wanted {
         let image = match pulled.get(&env) {
@@ -154,6 +215,17 @@ pub fn for_tasks(
                 pulled.insert(env, Arc::clone(&image));
                 image
             }
+        };
+        let own = match suite.task(&task) {
+            Some(t) => sidecars(&cache, &registries, suite, t, &mut sidecar_images)?,
+            None => BTreeMap::new(),
+        };
+        let image = if own.is_empty() {
+            image
+        } else {
+            let mut with = (*image).clone();
+            with.sidecars = own;
+            Arc::new(with)
         };
         out.insert(task, image);
     }
@@ -273,6 +345,11 @@ pub fn suite_images(suite: &Suite) -> Vec<(PathBuf, String)> {
         if let Some(env) = suite.environment(task) {
             if !out.iter().any(|(_, r)| r == &env.image) {
                 out.push((suite.root.clone(), env.image));
+            }
+        }
+        for image in suite.services(task).iter().filter_map(|s| s.image.as_ref()) {
+            if !out.iter().any(|(_, r)| r == image.get_ref()) {
+                out.push((suite.root.clone(), image.get_ref().clone()));
             }
         }
     }

@@ -22,6 +22,18 @@ pub(crate) struct ExecPlan {
     controlling_terminal: bool,
     /// Human name of the program, for messages.
     display: String,
+    /// Where the child goes before it executes.
+    enter: Enter,
+}
+
+/// Where a child goes before it executes (see [`crate::sidecar`]).
+pub(crate) enum Enter {
+    /// Nowhere: the caller's mount namespace and root.
+    Stay,
+    /// A mount namespace of its own whose root is sidecar NAME's image.
+    OwnRoot(String),
+    /// The mount namespace (and root) of the process whose pidfd this is.
+    MountsOf(RawFd),
 }
 
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -65,6 +77,7 @@ impl ExecPlan {
             stderr,
             controlling_terminal: false,
             display: program.clone(),
+            enter: Enter::Stay,
         })
     }
 
@@ -73,6 +86,13 @@ impl ExecPlan {
     /// discipline signals the program's foreground job. Only [`ExecPlan::spawn`] does this.
     pub(crate) fn with_controlling_terminal(mut self) -> ExecPlan {
         self.controlling_terminal = true;
+        self
+    }
+
+    /// The plan with the child going to `enter` before it executes. Only [`ExecPlan::spawn`]
+    /// does this.
+    pub(crate) fn entering(mut self, enter: Enter) -> ExecPlan {
+        self.enter = enter;
         self
     }
 
@@ -123,6 +143,8 @@ impl ExecPlan {
             2 => format!("cannot enter its working directory {:?}", self.cwd),
             3 => "cannot drop capabilities".to_owned(),
             5 => "cannot take its terminal as its controlling terminal".to_owned(),
+            6 => return Err("cannot enter its own root (its log says why)".to_owned()),
+            7 => "cannot enter the service's mount namespace".to_owned(),
             _ => format!("cannot execute {:?}", self.display),
         };
         Err(format!("{what}: {}", sys::errno_text(errno)))
@@ -227,6 +249,22 @@ impl ExecPlan {
         }
     }
 
+    /// In the forked child, before the working folder is entered: goes where [`Self::enter`]
+    /// says. `Some((step, errno))` on failure; a sidecar's root says why on its log (stderr).
+    fn enter_before_exec(&self) -> Option<(i32, i32)> {
+        match &self.enter {
+            Enter::Stay => None,
+            Enter::OwnRoot(name) => crate::sidecar::enter_own_root(name).err().map(|why| {
+                let line = format!("proctor: the sidecar's root could not be made: {why}\n");
+                let _ = sys::write_all(std::io::stderr().as_fd(), line.as_bytes());
+                (6, 0)
+            }),
+            // SAFETY: setns on a pidfd the caller holds open for the call.
+            Enter::MountsOf(fd) => (unsafe { libc::setns(*fd, libc::CLONE_NEWNS) } != 0)
+                .then(|| (7, std::io::Error::last_os_error().raw_os_error().unwrap_or(0))),
+        }
+    }
+
     /// In the forked child: returns only on failure, with (step, errno).
     fn child(&self, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> (i32, i32) {
         let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
@@ -242,6 +280,12 @@ impl ExecPlan {
             if self.controlling_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return (5, errno());
             }
+        }
+        if let Some(failed) = self.enter_before_exec() {
+            return failed;
+        }
+        // SAFETY: a plain system call on a string that outlives it.
+        unsafe {
             if libc::chdir(self.cwd.as_ptr()) < 0 {
                 return (2, errno());
             }

@@ -23,12 +23,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::exec::ExecPlan;
+use crate::exec::{Enter, ExecPlan};
 use crate::msg::Msg;
 use crate::output::{Capped, Pumps};
-use crate::report::{BoundsReport, Exit, ServiceReport};
+use crate::report::{BoundsReport, Exit, ProbeOutcome, ServiceReport};
 use crate::rootfs;
 use crate::services;
+use crate::sidecar::{self, HealthRun};
 use crate::spec::{Network, SandboxSpec, ServiceSpec};
 use crate::sys;
 
@@ -518,12 +519,19 @@ fn start_service(
     };
     let mut env = svc.env.clone();
     env.retain(|(k, _)| k != crate::SERVICE_DIR_ENV);
-    env.push((
-        crate::SERVICE_DIR_ENV.to_owned(),
-        SandboxSpec::service_dir_inside(&svc.name)
-            .to_string_lossy()
-            .into_owned(),
-    ));
+    // A sidecar's root does not show the services' folders.
+    if svc.root.is_none() {
+        env.push((
+            crate::SERVICE_DIR_ENV.to_owned(),
+            SandboxSpec::service_dir_inside(&svc.name)
+                .to_string_lossy()
+                .into_owned(),
+        ));
+    }
+    let enter = match &svc.root {
+        Some(_) => Enter::OwnRoot(svc.name.clone()),
+        None => Enter::Stay,
+    };
     let started_at = Instant::now();
     let pid = ExecPlan::new(
         &svc.argv,
@@ -533,7 +541,7 @@ fn start_service(
         log.as_raw_fd(),
         log.as_raw_fd(),
     )
-    .and_then(|plan| plan.spawn());
+    .and_then(|plan| plan.entering(enter).spawn());
     let pid = match pid {
         Ok(pid) => pid,
         Err(e) => {
@@ -559,6 +567,25 @@ fn start_service(
     if let Some(probe) = &svc.ready {
         let outcome = services::wait_ready(run.pid, &probe.url, probe.timeout, started_at);
         let failed = services::ready_refusal(&svc.name, &outcome);
+        report.ready = Some(outcome);
+        if failed.is_some() {
+            return (report, Some(run), failed);
+        }
+    }
+    if let Some(probe) = &svc.health {
+        let run_with = HealthRun {
+            env: &env,
+            cwd: &svc.cwd,
+            devnull,
+            log: log.as_raw_fd(),
+        };
+        let outcome = sidecar::wait_healthy(probe, &run_with, run.pid, &run.pidfd, started_at);
+        let failed = match &outcome {
+            ProbeOutcome::Failed { reason } => {
+                Some(format!("service {} was not healthy: {reason}", svc.name))
+            }
+            ProbeOutcome::Passed { .. } => None,
+        };
         report.ready = Some(outcome);
         if failed.is_some() {
             return (report, Some(run), failed);

@@ -66,12 +66,12 @@ fn in_old(p: &Path) -> PathBuf {
 }
 
 /// `base` + an absolute path.
-fn under(base: &Path, p: &Path) -> PathBuf {
+pub(crate) fn under(base: &Path, p: &Path) -> PathBuf {
     base.join(p.strip_prefix("/").unwrap_or(p))
 }
 
 /// `mkdir -p` that costs one system call in the usual cases (created, or already there).
-fn mkdir_p(p: &Path) -> R<()> {
+pub(crate) fn mkdir_p(p: &Path) -> R<()> {
     match fs::DirBuilder::new().mode(0o755).create(p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
@@ -86,7 +86,7 @@ fn mkdir_p(p: &Path) -> R<()> {
 }
 
 /// Creates an empty regular file as a mount point (one `mknod`), and its parents if needed.
-fn touch(p: &Path) -> R<()> {
+pub(crate) fn touch(p: &Path) -> R<()> {
     let c = sys::cstring(p).map_err(|e| e.to_string())?;
     let mknod = || {
         // SAFETY: valid C string.
@@ -119,7 +119,7 @@ fn touch(p: &Path) -> R<()> {
     }
 }
 
-fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> R<()> {
+pub(crate) fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> R<()> {
     sys::mount(
         Some(OsStr::new("tmpfs")),
         target,
@@ -131,7 +131,7 @@ fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> R<()> {
 }
 
 /// Binds `src` on `dst` (creating `dst` as a directory or a file to match), recursively.
-fn bind(src: &Path, dst: &Path, read_only: bool, extra: u64) -> R<()> {
+pub(crate) fn bind(src: &Path, dst: &Path, read_only: bool, extra: u64) -> R<()> {
     let meta = fs::metadata(src).map_err(ctx(|| format!("cannot bind {}", src.display())))?;
     if meta.is_dir() {
         mkdir_p(dst)?;
@@ -611,6 +611,10 @@ fn make_mount_points(spec: &SandboxSpec, new: &Path, host: &Path, host_top: &[Os
     for s in &spec.services {
         root.dir_point(&SandboxSpec::service_dir_inside(&s.name))?;
     }
+    for s in spec.services.iter().filter(|s| s.root.is_some()) {
+        root.dir_point(&SandboxSpec::sidecar_image_inside(&s.name))?;
+        root.dir_point(&SandboxSpec::sidecar_stage_inside(&s.name))?;
+    }
     for h in hidden_for_services(spec, host) {
         root.bind_point(&h, &under(host, &h))?;
     }
@@ -786,6 +790,7 @@ fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
             MOUNT_ATTR_NOSUID,
         )?;
     }
+    crate::sidecar::bind_images(spec, Path::new(OLD), Path::new(NEW))?;
     for h in &extra.hidden {
         bind(
             &in_old(h),
@@ -798,7 +803,7 @@ fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
 }
 
 /// Into the new root; the base tmpfs and the whole host tree go away with it.
-fn pivot_into_new_root(new: &Path) -> R<()> {
+pub(crate) fn pivot_into_new_root(new: &Path) -> R<()> {
     std::env::set_current_dir(new).map_err(ctx(|| "chdir into the new root".to_owned()))?;
     sys::pivot_root(Path::new("."), Path::new("."))
         .map_err(ctx(|| "pivot_root into the new root".to_owned()))?;
@@ -955,6 +960,10 @@ pub fn mount_points(spec: &SandboxSpec) -> Vec<PathBuf> {
             .iter()
             .map(|s| SandboxSpec::service_dir_inside(&s.name)),
     );
+    for s in spec.services.iter().filter(|s| s.root.is_some()) {
+        points.push(SandboxSpec::sidecar_image_inside(&s.name));
+        points.push(SandboxSpec::sidecar_stage_inside(&s.name));
+    }
     points.extend(hidden_for_services(spec, Path::new("/")));
     points.push(PathBuf::from("/etc/resolv.conf"));
     points
@@ -1008,7 +1017,7 @@ fn build_dev(dev: &Path, devices: &[String], disk: Option<&TrialDisk>) -> R<()> 
 /// Mounts an overlay with `userxattr` on `target`. Uses the new mount API with `lowerdir+`
 /// (any characters in paths, no length limit); falls back to `mount(2)` with escaped options on
 /// kernels without it.
-fn mount_overlay(target: &Path, lowers: &[PathBuf], upper: &Path, work: &Path) -> R<()> {
+pub(crate) fn mount_overlay(target: &Path, lowers: &[PathBuf], upper: &Path, work: &Path) -> R<()> {
     match mount_overlay_fsconfig(target, lowers, upper, work) {
         Ok(()) => Ok(()),
         Err((true, _)) => mount_overlay_legacy(target, lowers, upper, work),
@@ -1232,6 +1241,7 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             "mode=0555,size=4k",
         )?;
+        crate::sidecar::hide_from_agent(spec)?;
         // What T bound for the services alone is taken out of this namespace whole, so the
         // agent's mount table does not name it; the rest of what is hidden is covered.
         let bound_for_services = hidden_for_services(spec, Path::new("/"));
@@ -1341,6 +1351,8 @@ mod tests {
             ready: None,
             guard: None,
             state: None,
+            root: None,
+            health: None,
         }];
         let points = mount_points(&spec);
         assert!(points.contains(&hidden), "{points:?}");

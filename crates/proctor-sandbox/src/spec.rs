@@ -199,7 +199,44 @@ pub struct ServiceSpec {
     /// can be compared with the state the agent found.
     #[serde(default)]
     pub state: Option<PathBuf>,
+    /// A root of its own (a sidecar container): the service runs in its own mount namespace
+    /// over this image, in the trial's network (and PID) namespace, never seeing the trial's
+    /// root or the agent's workspace. `None`: it runs in the trial's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<ServiceRoot>,
+    /// A command run inside the service's own root (or the trial's) until it exits 0, before
+    /// the next service or the agent starts: a compose `healthcheck`. Its output goes to the
+    /// service's log. One that never passes refuses the trial, as a failed `ready` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<CommandProbe>,
 }
+
+/// The root of a sidecar service: an unpacked image, under a writable layer of its own (in
+/// memory, gone with the trial).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceRoot {
+    /// The unpacked image (a host folder), never written.
+    pub rootfs: PathBuf,
+}
+
+/// A health probe by command: `argv` run (in the service's root, with its environment and
+/// working folder) until it exits 0, for at most `timeout` in all, pausing up to `interval`
+/// between tries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandProbe {
+    /// The command; a bare program name is looked up on the service's `PATH`.
+    pub argv: Vec<String>,
+    /// How long to keep trying, counted from the service's start.
+    pub timeout: Duration,
+    /// The longest pause between two tries (the first pauses are shorter).
+    pub interval: Duration,
+}
+
+/// Where the trial init shows each sidecar's image and stages its root (never to the agent):
+/// `SIDECAR_ROOT/NAME/image` and `SIDECAR_ROOT/NAME/root`.
+pub const SIDECAR_ROOT: &str = "/run/proctor/sidecars";
 
 /// The name, in a service's folder, of the copy of its state file made just before the agent
 /// started ([`ServiceSpec::state`]).
@@ -297,6 +334,16 @@ impl SandboxSpec {
         Path::new(SERVICE_DIR_ROOT).join(name)
     }
 
+    /// Where sidecar `name`'s image is shown to the trial init (read-only, never to the agent).
+    pub fn sidecar_image_inside(name: &str) -> PathBuf {
+        Path::new(SIDECAR_ROOT).join(name).join("image")
+    }
+
+    /// Where sidecar `name`'s root is staged, in its own mount namespace.
+    pub fn sidecar_stage_inside(name: &str) -> PathBuf {
+        Path::new(SIDECAR_ROOT).join(name).join("root")
+    }
+
     /// Checks the spec for mistakes that would otherwise surface as confusing mount errors.
     pub fn validate(&self) -> Result<(), SandboxError> {
         let bad = |m: String| Err(SandboxError::InvalidSpec(m));
@@ -312,6 +359,10 @@ impl SandboxSpec {
             || self.services.iter().any(|s| {
                 s.ready.as_ref().is_some_and(|r| too_long(&r.timeout))
                     || s.guard.as_ref().is_some_and(|g| too_long(&g.timeout))
+                    || s
+                        .health
+                        .as_ref()
+                        .is_some_and(|h| too_long(&h.timeout) || too_long(&h.interval))
             })
         {
             return bad(format!(
@@ -381,6 +432,18 @@ impl SandboxSpec {
                 return bad(format!("service {:?} has an empty command", s.name));
             }
             check_absolute("service dir", &s.dir_host)?;
+            if let Some(root) = &s.root {
+                check_absolute("service root", &root.rootfs)?;
+                if !self.namespaces {
+                    return bad(format!(
+                        "service {:?} has a root of its own, which needs namespaces",
+                        s.name
+                    ));
+                }
+            }
+            if s.health.as_ref().is_some_and(|h| h.argv.is_empty()) {
+                return bad(format!("service {:?} has an empty healthcheck", s.name));
+            }
             for (k, v) in &s.env {
                 check_env(k, v)?;
             }

@@ -277,6 +277,8 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
         ready: None,
         guard: None,
         state: None,
+        root: None,
+        health: None,
     }];
     let r = t.run(&spec);
     let out = t.stdout();
@@ -398,6 +400,8 @@ fn http_service(t: &Trial, guard_expect: &str) -> ServiceSpec {
             guard_expect,
         )),
         state: None,
+        root: None,
+        health: None,
     }
 }
 
@@ -505,6 +509,8 @@ fn stubborn_services_and_their_children_are_killed_at_the_end() {
         ready: None,
         guard: None,
         state: None,
+        root: None,
+        health: None,
     }];
     let started = Instant::now();
     let r = t.run(&spec);

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod problem;
 pub mod script;
 pub mod shell;
+pub mod start_order;
 pub mod suite;
 pub mod timeouts;
 pub mod tree;

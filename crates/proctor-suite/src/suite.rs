@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::model::{
-    AgentKind, CheckRoot, Environment, Expect, Limits, Network, SuiteFile, Task, Variant,
+    AgentKind, CheckRoot, Environment, Expect, Limits, Network, Service, SuiteFile, Task,
+    Variant,
 };
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};
@@ -311,6 +312,14 @@ impl Suite {
                 self.file.variants = out;
             }
         }
+    }
+
+    /// The services a task's trials start, in start order: the suite's `[[services]]`, then
+    /// the task's own, each after the services its `depends_on` names (otherwise in the order
+    /// written). A name it depends on that is not there, or a cycle, is left to `validate`:
+    /// such a service keeps its written place.
+    pub fn services<'a>(&'a self, task: &'a Task) -> Vec<&'a Service> {
+        crate::start_order::start_order(self.file.services.iter().chain(&task.services))
     }
 
     /// The environment a task's trials run in: its `[tasks.environment]` over the suite's

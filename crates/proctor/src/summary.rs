@@ -241,6 +241,36 @@ pub fn junit_after_run(
     }
 }
 
+/// The services' logs kept in the trial's folder (`services/NAME.log`: every sidecar's, and
+/// that of a service that kept the agent from starting), each with the command that pages it.
+pub fn service_log_lines(run: &str, trial: &str, trial_dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(trial_dir.join("services")) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<(String, u64)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            name.ends_with(".log")
+                .then(|| (name, e.metadata().map_or(0, |m| m.len())))
+        })
+        .collect();
+    if logs.is_empty() {
+        return Vec::new();
+    }
+    logs.sort();
+    let mut out = vec!["service logs".to_string()];
+    for (name, len) in logs {
+        out.push(format!(
+            "  {} {len} bytes: proctor show {run} {trial} --service {}",
+            proctor_report::escape_line(&name),
+            proctor_report::escape_line(&name)
+        ));
+    }
+    out
+}
+
 /// `show RUN TRIAL`'s services section: each service's state and events, how much of them the
 /// record holds, and the `--service` command that pages what it leaves out.
 pub fn service_lines(

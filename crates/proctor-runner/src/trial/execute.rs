@@ -74,11 +74,27 @@ pub fn execute_on(
             };
         report.not_started = Some(format!("{why}{evidence}"));
     }
+    keep_sidecar_logs(spec, paths);
     Ok(Executed {
         report,
         not_started_kind,
         init_lost,
     })
+}
+
+/// Every sidecar's output (a service with a root of its own: a container of the task's) is
+/// evidence, kept in the trial's folder as `services/NAME.log` whatever came of the trial. A
+/// log that cannot be copied is said on stderr; the trial goes on.
+fn keep_sidecar_logs(spec: &SandboxSpec, paths: &TrialPaths) {
+    for s in spec.services.iter().filter(|s| s.root.is_some()) {
+        let to = paths.trial_dir.join(format!("services/{}.log", s.name));
+        if to.exists() {
+            continue;
+        }
+        if let Err(e) = keep_service_log(&s.log, &to) {
+            eprintln!("warning: the log of sidecar `{}` could not be kept: {e}", s.name);
+        }
+    }
 }
 
 /// Why the agent of `report` never started: a service that could not start, was not ready or

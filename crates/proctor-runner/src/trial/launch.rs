@@ -171,7 +171,16 @@ fn trial_env(
     launch: &Launch,
     agents_dir: Option<&Path>,
 ) -> Vec<(String, String)> {
-    let suite_env: Vec<_> = ctx.suite.file.services.iter().map(|s| &s.env).collect();
+    // A sidecar's variables are its own; the other services' are the agent's too.
+    let suite_env: Vec<_> = ctx
+        .suite
+        .file
+        .services
+        .iter()
+        .chain(&trial.task.services)
+        .filter(|s| !s.is_sidecar())
+        .map(|s| &s.env)
+        .collect();
     let image = ctx.image(&trial.planned.task);
     let path = image.map_or_else(host_path, |img| img.path());
     agent_env(

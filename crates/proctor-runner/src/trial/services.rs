@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use proctor_sandbox::{Bind, HttpGuard, HttpProbe, ServiceSpec};
+use proctor_sandbox::{Bind, CommandProbe, HttpGuard, HttpProbe, ServiceRoot, ServiceSpec};
 use proctor_suite::model::Service;
 
 use crate::gateway::Seat;
@@ -169,11 +169,21 @@ pub fn services(
         }
         services.push(spec);
     }
-    for s in &ctx.suite.file.services {
-        let (spec, carried) = suite_service(ctx, s, image, paths, agent_env)
-            .map_err(|e| TrialError::harness(Stage::Launch, e))?;
+    let mut sidecars = Vec::new();
+    for s in ctx.suite.services(trial.task) {
+        let (spec, carried) = match s.is_sidecar() {
+            true => sidecar_service(s, image, paths).map(|spec| (spec, Vec::new())),
+            false => suite_service(ctx, s, image, paths, agent_env),
+        }
+        .map_err(|e| TrialError::harness(Stage::Launch, e))?;
+        if spec.root.is_some() {
+            sidecars.push(spec.name.clone());
+        }
         services.push(spec);
         binds.extend(carried);
+    }
+    if !sidecars.is_empty() {
+        binds.push(hosts_bind(paths, &sidecars)?);
     }
     if image.is_some() && paths.namespaces && !services.is_empty() {
         binds.push(Bind {
@@ -225,6 +235,8 @@ fn relay_service(
         }),
         guard: None,
         state: None,
+        root: None,
+        health: None,
     }
 }
 
@@ -271,25 +283,121 @@ fn suite_service(
     }
     let dir_host = paths.services().join(&name);
     std::fs::create_dir_all(&dir_host).map_err(|e| format!("service `{name}`: {e}"))?;
+    let (ready, guard, health) = probes(s);
     let spec = ServiceSpec {
         argv,
         cwd: root,
         env: service_env(agent_env, &s.env),
         dir_host,
         log: paths.service_log(&name),
-        ready: s.ready.as_ref().map(|r| HttpProbe {
-            url: r.http.get_ref().clone(),
-            timeout: Duration::from_secs(r.timeout_seconds),
-        }),
-        guard: s
-            .guard
-            .as_ref()
-            .map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone())),
+        ready,
+        guard,
         state: s.state.as_ref().map(|f| PathBuf::from(f.get_ref())),
+        root: None,
+        health,
         name,
     };
     Ok((spec, carried))
 }
+
+/// A service's probes: its `ready` URL, its `guard` and its `healthcheck` command.
+fn probes(s: &Service) -> (Option<HttpProbe>, Option<HttpGuard>, Option<CommandProbe>) {
+    let ready = s.ready.as_ref().map(|r| HttpProbe {
+        url: r.http.get_ref().clone(),
+        timeout: Duration::from_secs(r.timeout_seconds),
+    });
+    let guard = s
+        .guard
+        .as_ref()
+        .map(|g| HttpGuard::new(g.http.get_ref().clone(), g.expect.clone()));
+    let health = s.healthcheck.as_ref().map(|h| CommandProbe {
+        argv: h.command.get_ref().clone(),
+        timeout: Duration::from_secs(h.timeout_seconds),
+        interval: Duration::from_secs(h.interval_seconds),
+    });
+    (ready, guard, health)
+}
+
+/// A sidecar service (one with an `image`): its image's root of its own, its argv (the
+/// image's `Entrypoint`, then the service's `command` or else the image's `Cmd`), the image's
+/// environment with the service's `env` over it, its working folder; nothing of the agent's.
+fn sidecar_service(
+    s: &Service,
+    image: Option<&crate::image::TrialImage>,
+    paths: &TrialPaths,
+) -> Result<ServiceSpec, String> {
+    let name = s.name.get_ref().clone();
+    if !paths.namespaces {
+        return Err(format!(
+            "service `{name}` runs in an image of its own (a sidecar), which needs namespaces"
+        ));
+    }
+    let own = image.and_then(|img| img.sidecars.get(&name)).ok_or_else(|| {
+        format!("service `{name}`: its image was not pulled (the task runs in no image?)")
+    })?;
+    let command = s.command.get_ref();
+    let mut argv = own.entrypoint.clone();
+    let rest = if command.is_empty() { &own.cmd } else { command };
+    argv.extend(rest.iter().cloned());
+    if argv.is_empty() {
+        return Err(format!(
+            "service `{name}`: its image `{}` has no Entrypoint or Cmd, and the service gives no `command`",
+            own.reference
+        ));
+    }
+    let mut env = own.env.clone();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), crate::trial::env::DEFAULT_PATH.into()));
+    }
+    env.extend(s.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let cwd = s
+        .workdir
+        .as_ref()
+        .map(|w| w.get_ref().clone())
+        .or_else(|| own.working_dir.clone().filter(|w| w.starts_with('/')))
+        .unwrap_or_else(|| "/".into());
+    let dir_host = paths.services().join(&name);
+    std::fs::create_dir_all(&dir_host).map_err(|e| format!("service `{name}`: {e}"))?;
+    let (ready, guard, health) = probes(s);
+    Ok(ServiceSpec {
+        argv,
+        cwd: PathBuf::from(cwd),
+        env,
+        dir_host,
+        log: paths.service_log(&name),
+        ready,
+        guard,
+        state: None,
+        root: Some(ServiceRoot {
+            rootfs: own.rootfs.clone(),
+        }),
+        health,
+        name,
+    })
+}
+
+/// The trial's `/etc/hosts`, shown read-only to the main container and every sidecar: each
+/// sidecar's name is `127.0.0.1`, since they all share the trial's network namespace (as a
+/// pod's containers do).
+fn hosts_bind(paths: &TrialPaths, sidecars: &[String]) -> Result<Bind, TrialError> {
+    let file = paths.work.join("hosts");
+    let text = format!(
+        "127.0.0.1\tlocalhost {}\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+        sidecars.join(" ")
+    );
+    std::fs::write(&file, text).map_err(|e| {
+        TrialError::harness(
+            Stage::Launch,
+            format!("cannot write the trial's hosts file: {e}"),
+        )
+    })?;
+    Ok(Bind {
+        host: file,
+        inside: PathBuf::from("/etc/hosts"),
+        read_only: true,
+    })
+}
+
 
 /// Service programs (and proctor itself, which serves the model) that live outside the host's
 /// system folders (under a folder the sandbox makes private, `/tmp`, `/run`, `/home`, or one the
@@ -345,6 +453,8 @@ mod tests {
             ready: None,
             guard: None,
             state: None,
+            root: None,
+            health: None,
         }
     }
 

@@ -255,7 +255,7 @@ impl Validator<'_> {
                 }
             }
         }
-        for service in &f.services {
+        for service in f.services.iter().filter(|s| !s.is_sidecar()) {
             let Some(prog) = service
                 .command
                 .get_ref()

@@ -124,7 +124,7 @@ impl Validator<'_> {
     }
 
     /// An id (of the suite, a task, a variant or a service) of the characters ids may use.
-    fn id(&mut self, what: &str, id: &Spanned<String>) {
+    pub(super) fn id(&mut self, what: &str, id: &Spanned<String>) {
         if valid_id(id.get_ref()) {
             return;
         }

@@ -670,6 +670,13 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, trial_dir: &Path, r: &
             outln!("{line}");
         }
     }
+    let logs = crate::summary::service_log_lines(id.as_str(), trial, trial_dir);
+    if !logs.is_empty() {
+        outln!();
+        for line in logs {
+            outln!("{line}");
+        }
+    }
     if !r.capture_notes.is_empty() {
         outln!("\ncapture notes (what the agent made that could not be kept; graded as added, with no content)");
         for n in &r.capture_notes {

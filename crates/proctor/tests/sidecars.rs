@@ -1,0 +1,330 @@
+//! Sidecar containers, through the real binary: a service with an `image` runs beside the
+//! agent's container in the trial's network, in a root of its own (the test-built busybox
+//! image), reached by its name; its healthcheck gates the agent; its log is kept and `show`
+//! lists it; a healthcheck that never passes errors the trial (never counted against the
+//! agent). A Harbor task of two containers imports with its sidecar and passes its oracle
+//! while the null agent fails; a compose file that is only data imports.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::lab::{real_isolation, As, Lab};
+use common::registry::{Registry, MAKE_IMAGE};
+
+/// Builds the test image (busybox, `/srv/index.html`, `WorkingDir` `/app` holding
+/// `from-image.txt`) into `dir` as an OCI layout.
+fn make_layout(dir: &Path) {
+    assert!(
+        Path::new("/bin/busybox").is_file(),
+        "these tests need a static busybox at /bin/busybox: apt-get install busybox-static"
+    );
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_IMAGE)
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The sidecar's command: it says it is up, lists what it sees at `/app` and of a file only
+/// the agent's workspace has, writes the secret, then serves `/srv` (logging each request).
+const WEB: &str = "echo sidecar up; ls /app > /srv/app-listing.txt; ls /app/fixture.txt >> /srv/app-listing.txt 2>&1; echo from-the-sidecar > /srv/secret.txt; exec httpd -f -v -p 8080 -h /srv";
+
+/// A suite whose task runs in the image with a sidecar `web` (the same image), whose
+/// healthcheck is `health`; the agent fetches from it by name.
+fn sidecar_suite(lab: &Lab, health: &str) {
+    make_layout(&lab.suite().join("images/bb"));
+    lab.write("fixture/fixture.txt", "the agent's own\n");
+    lab.write(
+        "suite.toml",
+        &format!(
+            r#"schema_version = 1
+id = "pod"
+
+[environment]
+image = "oci:images/bb"
+
+[defaults]
+wall_timeout_seconds = 30
+
+[[variants]]
+id = "agent"
+agent = "script"
+script = "agents/agent"
+
+[[tasks]]
+id = "t"
+prompt = "Fetch the secret."
+
+[[tasks.services]]
+name = "web"
+image = "oci:images/bb"
+command = ["sh", "-c", "{WEB}"]
+env = {{ ONLY_THE_SIDECAR = "1" }}
+healthcheck = {{ command = {health}, timeout_seconds = 3 }}
+
+[tasks.success]
+all = [{{ file_contains = {{ path = "answer.txt", pattern = "^from-the-sidecar$" }} }}]
+"#
+        ),
+    );
+    lab.write(
+        "agents/agent/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = '''wget -q -O answer.txt http://web:8080/secret.txt; wget -q -O listing.txt http://web:8080/app-listing.txt; env > env.txt; ls -R /run/proctor/sidecars > sidecars.txt 2>&1'''\n",
+    );
+}
+
+#[test]
+fn a_sidecar_runs_in_its_own_root_is_reached_by_name_and_its_log_is_kept() {
+    let lab = Lab::new("sidecar-ok");
+    sidecar_suite(
+        &lab,
+        r#"["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/secret.txt"]"#,
+    );
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    let record = lab.record("t.agent.0");
+    if !real_isolation(&record, false) {
+        return;
+    }
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{record:#}");
+    let ws = lab.trial_dir("t.agent.0").join("changes/files");
+    // The sidecar's root is its image: /app holds the image's file, not the agent's workspace.
+    let listing = std::fs::read_to_string(ws.join("listing.txt")).unwrap();
+    assert!(listing.contains("from-image.txt"), "{listing}");
+    assert!(listing.contains("No such file"), "{listing}");
+    // Its variables are its own; the agent sees no sidecar image.
+    let env = std::fs::read_to_string(ws.join("env.txt")).unwrap();
+    assert!(!env.contains("ONLY_THE_SIDECAR"), "{env}");
+    let seen = std::fs::read_to_string(ws.join("sidecars.txt")).unwrap_or_default();
+    assert!(
+        !seen.contains("web") && !seen.contains("image") && !seen.contains("bin"),
+        "{seen}"
+    );
+    // The sidecar's log is evidence: what it printed and the requests it served.
+    let log =
+        std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
+    assert!(log.contains("sidecar up"), "{log}");
+    assert!(log.contains("secret.txt"), "{log}");
+    let run_id = lab.run_id();
+    let show = lab.proctor(
+        As::Me,
+        &[
+            "show",
+            &run_id,
+            "t.agent.0",
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        show.stdout.contains("service logs")
+            && show.stdout.contains(&format!(
+                "proctor show {run_id} t.agent.0 --service web.log"
+            )),
+        "{}",
+        show.stdout
+    );
+    let page = lab.proctor(
+        As::Me,
+        &[
+            "show",
+            &run_id,
+            "t.agent.0",
+            "--service",
+            "web.log",
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert!(page.stdout.contains("sidecar up"), "{}", page.stdout);
+}
+
+#[test]
+fn a_healthcheck_that_never_passes_errors_the_trial_not_the_agent() {
+    let lab = Lab::new("sidecar-unhealthy");
+    sidecar_suite(
+        &lab,
+        r#"["sh", "-c", "echo probing; test -e /never-there"]"#,
+    );
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    let record = lab.record("t.agent.0");
+    if !real_isolation(&record, false) {
+        return;
+    }
+    assert_eq!(out.code, 3, "{}\n{record:#}", out.stderr);
+    assert_eq!(record["outcome"], "errored", "{record:#}");
+    let error = record["reason"].as_str().unwrap();
+    assert!(error.starts_with("service-guard: "), "{error}");
+    assert!(
+        error.contains("service web was not healthy")
+            && error.contains("did not pass within 3.0s")
+            && error.contains("test -e /never-there"),
+        "{error}"
+    );
+    // The agent never started, and the sidecar's log (the healthcheck's output too) is kept.
+    assert_eq!(record["end_state"]["agent"]["started"], false, "{record:#}");
+    let log =
+        std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
+    assert!(log.contains("sidecar up") && log.contains("probing"), "{log}");
+}
+
+/// A registry holding the test's busybox image as `library/busybox:latest`, made the mirror
+/// of `docker.io` by the config file it gives.
+fn mirror(lab: &Lab) -> (Registry, std::path::PathBuf) {
+    let registry = Registry::start();
+    let layout = lab.root.join("busybox-layout");
+    make_layout(&layout);
+    registry.push(&layout, ("library/busybox", "latest"));
+    let config = lab.root.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[registries.\"{0}\"]\ninsecure = true\n\n[registries.\"docker.io\"]\nmirrors = [\"{0}\"]\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    (registry, config)
+}
+
+/// Writes `files` (path, text) under `dir`.
+fn write_all(dir: &Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+/// A Harbor task in busybox whose reward is 1 when `check` holds, solved by `solve`, with
+/// `env` files laid in its `environment/`.
+fn harbor_task(dir: &Path, env: &[(&str, &str)], check: &str, solve: &str) {
+    write_all(
+        dir,
+        &[
+            (
+                "task.toml",
+                "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"busybox\"\n",
+            ),
+            ("instruction.md", "Put the secret the web service holds in answer.txt.\n"),
+            (
+                "tests/test.sh",
+                &format!(
+                    "#!/bin/sh\nmkdir -p /logs/verifier\nif {check}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+                ),
+            ),
+            ("solution/solve.sh", &format!("#!/bin/sh\n{solve}\n")),
+        ],
+    );
+    write_all(&dir.join("environment"), env);
+}
+
+#[test]
+fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() {
+    let lab = Lab::new("sidecar-harbor");
+    let (_registry, config) = mirror(&lab);
+    let tasks = lab.root.join("tasks");
+    let compose = "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}\n    depends_on:\n      web:\n        condition: service_healthy\n  web:\n    image: busybox\n    command: [\"sh\", \"-c\", \"echo from-the-sidecar > /srv/secret.txt && exec httpd -f -v -p 8080 -h /srv\"]\n    ports:\n      - \"8080\"\n    healthcheck:\n      test: [\"CMD-SHELL\", \"wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\"]\n      interval: 1s\n      retries: 10\n";
+    harbor_task(
+        &tasks.join("fetch-secret"),
+        &[("docker-compose.yaml", compose)],
+        "grep -qx from-the-sidecar /app/answer.txt",
+        "mkdir -p /app && cd /app && wget -q -O answer.txt http://web:8080/secret.txt",
+    );
+    // A docker-compose.yml of several services that is only the task's data, and a
+    // docker-compose.yaml that is no compose file at all.
+    harbor_task(
+        &tasks.join("data-yml"),
+        &[(
+            "docker-compose.yml",
+            "services:\n  api:\n    image: example/api\n  db:\n    image: postgres\n",
+        )],
+        "test -s /app/answer.txt",
+        "mkdir -p /app && echo x > /app/answer.txt",
+    );
+    harbor_task(
+        &tasks.join("data-yaml"),
+        &[("docker-compose.yaml", "- just\n- a list\n")],
+        "test -s /app/answer.txt",
+        "mkdir -p /app && echo x > /app/answer.txt",
+    );
+    let suite = lab.root.join("imported");
+    let cache = lab.root.join("image-cache");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("imported 3 task(s): data-yaml, data-yml, fetch-secret"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("1 sidecar container(s) (web) run beside the agent's"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("defines no service (no `services` mapping of containers): it is the task's data"),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(toml.contains("[[tasks.services]]\nname = \"web\"\nimage = \"busybox\""), "{toml}");
+    assert_eq!(toml.matches("[[tasks.services]]").count(), 1, "{toml}");
+    assert!(
+        toml.contains("healthcheck = { command = [\"sh\", \"-c\", \"wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\"], timeout_seconds = 310, interval_seconds = 1 }"),
+        "{toml}"
+    );
+
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let said = format!("{}{}", v.stdout, v.stderr);
+    assert_eq!(v.code, 0, "{said}\n{toml}");
+    for task in ["fetch-secret", "data-yml", "data-yaml"] {
+        let row: Vec<&str> = said
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(task))
+            .unwrap_or_else(|| panic!("no row for {task}: {said}"))
+            .split_whitespace()
+            .collect();
+        // TASK, MUTATION, ORACLE, NULL AGENT, VERDICT.
+        assert_eq!(row[..3], [task, "-", "completed"], "{said}");
+        assert_ne!(row[3], "completed", "{said}");
+        assert_eq!(row[4], "ok", "{said}");
+    }
+}
