@@ -140,9 +140,7 @@ fn sidecar(
     Ok(SidecarPlan {
         name: name.to_string(),
         image,
-        command: get(service, "command")
-            .map(|c| words(c, &at))
-            .transpose()?,
+        command: get(service, "command").map(|c| words(c, &at)).transpose()?,
         workdir: get(service, "working_dir").and_then(scalar),
         env,
         healthcheck: healthcheck(service, &at)?,
@@ -179,7 +177,8 @@ fn words(y: &Yaml, at: &str) -> Result<Vec<String>, String> {
             .collect(),
         _ => {
             let text = scalar(y).ok_or_else(|| format!("{at}: `command` is not text or a list"))?;
-            shlex::split(&text).ok_or_else(|| format!("{at}: `command` {text:?} has an unclosed quote"))
+            shlex::split(&text)
+                .ok_or_else(|| format!("{at}: `command` {text:?} has an unclosed quote"))
         }
     }
 }
@@ -195,30 +194,35 @@ fn healthcheck(service: &Yaml, at: &str) -> Result<Option<HealthPlan>, String> {
     let Some(test) = get(h, "test") else {
         return Ok(None);
     };
-    let argv = match test {
-        Yaml::Array(items) => {
-            let all: Vec<String> = items.iter().filter_map(scalar).collect();
-            match all.split_first() {
-                Some((kind, rest)) if kind == "CMD" => rest.to_vec(),
-                Some((kind, rest)) if kind == "CMD-SHELL" => {
-                    vec!["sh".into(), "-c".into(), rest.join(" ")]
+    let argv =
+        match test {
+            Yaml::Array(items) => {
+                let all: Vec<String> = items.iter().filter_map(scalar).collect();
+                match all.split_first() {
+                    Some((kind, rest)) if kind == "CMD" => rest.to_vec(),
+                    Some((kind, rest)) if kind == "CMD-SHELL" => {
+                        vec!["sh".into(), "-c".into(), rest.join(" ")]
+                    }
+                    Some((kind, _)) if kind == "NONE" => return Ok(None),
+                    _ => return Err(format!(
+                        "{at}: healthcheck `test` {all:?} starts with neither CMD nor CMD-SHELL"
+                    )),
                 }
-                Some((kind, _)) if kind == "NONE" => return Ok(None),
-                _ => return Err(format!("{at}: healthcheck `test` {all:?} starts with neither CMD nor CMD-SHELL")),
             }
-        }
-        other => {
-            let line = scalar(other).ok_or_else(|| format!("{at}: healthcheck `test` is not text or a list"))?;
-            vec!["sh".into(), "-c".into(), line]
-        }
-    };
+            other => {
+                let line = scalar(other)
+                    .ok_or_else(|| format!("{at}: healthcheck `test` is not text or a list"))?;
+                vec!["sh".into(), "-c".into(), line]
+            }
+        };
     if argv.is_empty() {
         return Err(format!("{at}: its healthcheck runs nothing"));
     }
     let secs = |key: &str, default: u64| -> Result<u64, String> {
         match get(h, key).and_then(scalar) {
-            Some(text) => duration_seconds(&text)
-                .ok_or_else(|| format!("{at}: healthcheck `{key}` {text:?} is not a duration such as 30s or 1m30s")),
+            Some(text) => duration_seconds(&text).ok_or_else(|| {
+                format!("{at}: healthcheck `{key}` {text:?} is not a duration such as 30s or 1m30s")
+            }),
             None => Ok(default),
         }
     };
@@ -227,7 +231,11 @@ fn healthcheck(service: &Yaml, at: &str) -> Result<Option<HealthPlan>, String> {
     let start = secs("start_period", 0)?;
     let retries = match get(h, "retries") {
         Some(Yaml::Integer(n)) if *n > 0 => *n as u64,
-        Some(_) => return Err(format!("{at}: healthcheck `retries` is not a positive number")),
+        Some(_) => {
+            return Err(format!(
+                "{at}: healthcheck `retries` is not a positive number"
+            ))
+        }
         None => 3,
     };
     Ok(Some(HealthPlan {
@@ -270,7 +278,12 @@ fn duration_seconds(text: &str) -> Option<u64> {
 /// The sidecars the service starts after (`depends_on`, a list or a mapping). The main
 /// container is left out (it starts after every sidecar); waiting for a service to complete is
 /// refused (a proctor service runs for the whole trial).
-fn depends_on(service: &Yaml, main: &str, at: &str, w: &mut Vec<String>) -> Result<Vec<String>, String> {
+fn depends_on(
+    service: &Yaml,
+    main: &str,
+    at: &str,
+    w: &mut Vec<String>,
+) -> Result<Vec<String>, String> {
     let names: Vec<String> = match get(service, "depends_on") {
         None => Vec::new(),
         Some(Yaml::Array(items)) => items.iter().filter_map(scalar).collect(),
@@ -286,7 +299,11 @@ fn depends_on(service: &Yaml, main: &str, at: &str, w: &mut Vec<String>) -> Resu
             }
             out
         }
-        Some(_) => return Err(format!("{at}: `depends_on` is neither a list nor a mapping")),
+        Some(_) => {
+            return Err(format!(
+                "{at}: `depends_on` is neither a list nor a mapping"
+            ))
+        }
     };
     Ok(names
         .into_iter()
@@ -323,7 +340,10 @@ mod tests {
             names("services:\n  main:\n    build: .\n  db:\n    image: postgres\n"),
             Some(vec!["main".to_string(), "db".to_string()])
         );
-        assert_eq!(names("services:\n  main:\n    build: .\n"), Some(vec!["main".into()]));
+        assert_eq!(
+            names("services:\n  main:\n    build: .\n"),
+            Some(vec!["main".into()])
+        );
         // Task data that happens to be called docker-compose.yml.
         assert_eq!(names("- a\n- b\n"), None);
         assert_eq!(names("name: x\n"), None);
@@ -345,7 +365,14 @@ mod tests {
         assert_eq!(s[0].image, "busybox");
         assert_eq!(
             s[0].command,
-            Some(vec!["httpd".into(), "-f".into(), "-p".into(), "8080".into(), "-h".into(), "/srv/my site".into()])
+            Some(vec![
+                "httpd".into(),
+                "-f".into(),
+                "-p".into(),
+                "8080".into(),
+                "-h".into(),
+                "/srv/my site".into()
+            ])
         );
         assert_eq!(s[0].workdir.as_deref(), Some("/srv"));
         assert_eq!(s[0].env.get("MODE").map(String::as_str), Some("test"));
@@ -355,8 +382,15 @@ mod tests {
         assert_eq!(s[0].depends_on, ["db"]);
         assert_eq!(s[1].name, "db");
         assert_eq!(s[1].command, None);
-        assert!(w.iter().any(|m| m.contains("`ports` is not needed")), "{w:?}");
-        assert!(w.iter().any(|m| m.contains("depends on the main container")), "{w:?}");
+        assert!(
+            w.iter().any(|m| m.contains("`ports` is not needed")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|m| m.contains("depends on the main container")),
+            "{w:?}"
+        );
     }
 
     #[test]
@@ -365,9 +399,18 @@ mod tests {
             let c = of(text).unwrap().unwrap();
             sidecars(&c, "main", &mut Vec::new()).unwrap_err()
         };
-        assert!(skip("services:\n  main: {build: .}\n  api: {build: ./api}\n").contains("built from a Dockerfile"));
-        assert!(skip("services:\n  main: {build: .}\n  api: {image: x, entrypoint: [a]}\n").contains("entrypoint"));
-        assert!(skip("services:\n  main: {build: .}\n  api: {image: \"${IMG}\"}\n").contains("host's environment"));
+        assert!(
+            skip("services:\n  main: {build: .}\n  api: {build: ./api}\n")
+                .contains("built from a Dockerfile")
+        );
+        assert!(
+            skip("services:\n  main: {build: .}\n  api: {image: x, entrypoint: [a]}\n")
+                .contains("entrypoint")
+        );
+        assert!(
+            skip("services:\n  main: {build: .}\n  api: {image: \"${IMG}\"}\n")
+                .contains("host's environment")
+        );
         assert!(skip("services:\n  main: {build: .}\n  init: {image: x}\n  api:\n    image: y\n    depends_on:\n      init: {condition: service_completed_successfully}\n").contains("complete"));
     }
 

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use toml::Value;
 
+use crate::compose::SidecarPlan;
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
-use crate::compose::SidecarPlan;
 use crate::image::{self, Build, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;

@@ -260,8 +260,14 @@ impl ExecPlan {
                 (6, 0)
             }),
             // SAFETY: setns on a pidfd the caller holds open for the call.
-            Enter::MountsOf(fd) => (unsafe { libc::setns(*fd, libc::CLONE_NEWNS) } != 0)
-                .then(|| (7, std::io::Error::last_os_error().raw_os_error().unwrap_or(0))),
+            Enter::MountsOf(fd) => {
+                (unsafe { libc::setns(*fd, libc::CLONE_NEWNS) } != 0).then(|| {
+                    (
+                        7,
+                        std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+                    )
+                })
+            }
         }
     }
 

@@ -65,8 +65,9 @@ pub use report::{
 pub use rootfs::mount_points;
 pub use run::{run, run_on_terminal};
 pub use spec::{
-    Bind, CommandProbe, HttpGuard, HttpProbe, Network, RootImage, RootSkeleton, SandboxLimits, SandboxSpec,
-    ServiceRoot, ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT, SIDECAR_ROOT, STATE_AT_START,
+    Bind, CommandProbe, HttpGuard, HttpProbe, Network, RootImage, RootSkeleton, SandboxLimits,
+    SandboxSpec, ServiceRoot, ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT, SIDECAR_ROOT,
+    STATE_AT_START,
 };
 
 /// Call first thing in `main()` of any binary used as [`SandboxSpec::init_exe`]: if `argv[1]` is

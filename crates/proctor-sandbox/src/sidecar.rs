@@ -71,7 +71,11 @@ pub(crate) fn enter_own_root(name: &str) -> R<()> {
     let image = SandboxSpec::sidecar_image_inside(name);
     let stage = SandboxSpec::sidecar_stage_inside(name);
     rootfs::tmpfs(&stage, libc::MS_NOSUID | libc::MS_NODEV, "mode=0755")?;
-    let (upper, work, merged) = (stage.join("upper"), stage.join("work"), stage.join("merged"));
+    let (upper, work, merged) = (
+        stage.join("upper"),
+        stage.join("work"),
+        stage.join("merged"),
+    );
     for d in [&upper, &work, &merged] {
         rootfs::mkdir_p(d)?;
     }

@@ -359,8 +359,7 @@ impl SandboxSpec {
             || self.services.iter().any(|s| {
                 s.ready.as_ref().is_some_and(|r| too_long(&r.timeout))
                     || s.guard.as_ref().is_some_and(|g| too_long(&g.timeout))
-                    || s
-                        .health
+                    || s.health
                         .as_ref()
                         .is_some_and(|h| too_long(&h.timeout) || too_long(&h.interval))
             })

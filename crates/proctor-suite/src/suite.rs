@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::model::{
-    AgentKind, CheckRoot, Environment, Expect, Limits, Network, Service, SuiteFile, Task,
-    Variant,
+    AgentKind, CheckRoot, Environment, Expect, Limits, Network, Service, SuiteFile, Task, Variant,
 };
 use crate::parse::{check_schema_version, parse_toml};
 use crate::problem::{Problem, ProblemKind, SourceFile};

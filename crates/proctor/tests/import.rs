@@ -26,7 +26,7 @@ const KINDS: [(&str, usize); 8] = [
     ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
     ("dockerfile", 80), // skipped: only a Dockerfile
     ("no-tests", 30),   // skipped: no tests/test.sh
-    ("compose", 10),    // skipped: docker-compose.yaml with two services
+    ("compose", 10),    // skipped: docker-compose.yaml whose sidecar is built
 ];
 
 /// Writes task `n` of `kind` into `root`.
@@ -39,7 +39,7 @@ fn task(root: &Path, kind: &str, n: usize) {
     match kind {
         "fetching" => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\nallow_internet = false\n"),
         "phased" => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\nnetwork_mode = \"no-network\"\n\n[verifier]\nnetwork_mode = \"public\"\n"),
-        "dockerfile" | "compose" => toml.push_str("\n[environment]\ncpus = 1\n"),
+        "dockerfile" => toml.push_str("\n[environment]\ncpus = 1\n"),
         _ => toml.push_str("\n[environment]\ndocker_image = \"ghcr.io/example/t:1\"\n"),
     }
     write(&dir, "task.toml", &toml);
@@ -66,7 +66,7 @@ fn task(root: &Path, kind: &str, n: usize) {
             write(
                 &dir,
                 "environment/docker-compose.yaml",
-                "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n",
+                "services:\n  main:\n    build: .\n  db:\n    build: ./db\n",
             );
         }
         "yml-data" => write(
@@ -119,7 +119,7 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"
     );
-    assert!(has("  10 task(s): its environment/docker-compose.yaml starts 2 containers (main, db); proctor runs one image per trial"), "{e}");
+    assert!(has("  10 task(s): docker-compose service `db` is built from a Dockerfile (`build:`); proctor imports sidecar containers from an `image:` only"), "{e}");
     // One line per skipped task, with its folder.
     let task_lines = e
         .lines()

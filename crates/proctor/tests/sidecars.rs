@@ -109,10 +109,9 @@ fn a_sidecar_runs_in_its_own_root_is_reached_by_name_and_its_log_is_kept() {
         "{seen}"
     );
     // The sidecar's log is evidence: what it printed and the requests it served.
-    let log =
-        std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
+    let log = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
     assert!(log.contains("sidecar up"), "{log}");
-    assert!(log.contains("secret.txt"), "{log}");
+    assert!(log.contains("response:200"), "{log}");
     let run_id = lab.run_id();
     let show = lab.proctor(
         As::Me,
@@ -175,9 +174,11 @@ fn a_healthcheck_that_never_passes_errors_the_trial_not_the_agent() {
     );
     // The agent never started, and the sidecar's log (the healthcheck's output too) is kept.
     assert_eq!(record["end_state"]["agent"]["started"], false, "{record:#}");
-    let log =
-        std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
-    assert!(log.contains("sidecar up") && log.contains("probing"), "{log}");
+    let log = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
+    assert!(
+        log.contains("sidecar up") && log.contains("probing"),
+        "{log}"
+    );
 }
 
 /// A registry holding the test's busybox image as `library/busybox:latest`, made the mirror
@@ -209,14 +210,16 @@ fn write_all(dir: &Path, files: &[(&str, &str)]) {
 }
 
 /// A Harbor task in busybox whose reward is 1 when `check` holds, solved by `solve`, with
-/// `env` files laid in its `environment/`.
+/// `env` files laid in its `environment/`. Offline (`allow_internet = false`): the trial's own
+/// network, where its sidecars listen (on the host's network, two trials' sidecars would
+/// take the same port).
 fn harbor_task(dir: &Path, env: &[(&str, &str)], check: &str, solve: &str) {
     write_all(
         dir,
         &[
             (
                 "task.toml",
-                "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"busybox\"\n",
+                "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"busybox\"\nallow_internet = false\n",
             ),
             ("instruction.md", "Put the secret the web service holds in answer.txt.\n"),
             (
@@ -284,17 +287,23 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
         out.stderr
     );
     assert!(
-        out.stderr.contains("1 sidecar container(s) (web) run beside the agent's"),
+        out.stderr
+            .contains("1 sidecar container(s) (web) run beside the agent's"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("defines no service (no `services` mapping of containers): it is the task's data"),
+        out.stderr.contains(
+            "defines no service (no `services` mapping of containers): it is the task's data"
+        ),
         "{}",
         out.stderr
     );
     let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
-    assert!(toml.contains("[[tasks.services]]\nname = \"web\"\nimage = \"busybox\""), "{toml}");
+    assert!(
+        toml.contains("[[tasks.services]]\nname = \"web\"\nimage = \"busybox\""),
+        "{toml}"
+    );
     assert_eq!(toml.matches("[[tasks.services]]").count(), 1, "{toml}");
     assert!(
         toml.contains("healthcheck = { command = [\"sh\", \"-c\", \"wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\"], timeout_seconds = 310, interval_seconds = 1 }"),

@@ -1995,29 +1995,30 @@ fn a_prompt_no_command_line_can_carry_is_refused_and_one_that_fits_is_handed_who
 
 #[test]
 fn sidecar_services_are_checked_for_an_image_task_names_and_their_order() {
-    // A sidecar beside a task that runs on the host's root; an unknown dependency.
+    // A sidecar beside a task that runs on the host's root; an unknown dependency; a name
+    // taken twice; a relative workdir.
     let s = TestSuite::minimal().edit(
         "\n[tasks.success]",
-        "\n[[tasks.services]]\nname = \"web\"\nimage = \"busybox\"\ndepends_on = [\"db\"]\nworkdir = \"srv\"\n\n[tasks.success]",
+        "\n[[tasks.services]]\nname = \"web\"\nimage = \"busybox\"\ndepends_on = [\"db\"]\nworkdir = \"srv\"\n\n[[tasks.services]]\nname = \"web\"\nimage = \"busybox\"\n\n[tasks.success]",
     );
     let err = rejected(&s);
     for said in [
         "task `hello` does not run in an image, so service `web` cannot run beside it as a sidecar container",
         "no service `db` in task `hello`'s trials",
         "`srv` is not an absolute path",
+        "two services of task `hello` have the name `web`",
     ] {
         assert!(unwrapped(&err).contains(said), "{said}: {err}");
     }
-    // In an image: two services that wait for each other, a name taken twice, a service
-    // without a command or an image, an empty healthcheck.
+    // In an image: two services that wait for each other, a service without a command or an
+    // image, an empty healthcheck.
     let s = TestSuite::minimal().edit(
         "\n[tasks.success]",
-        "\n[tasks.environment]\nimage = \"busybox\"\n\n[[tasks.services]]\nname = \"a\"\nimage = \"busybox\"\ndepends_on = [\"b\"]\n\n[[tasks.services]]\nname = \"b\"\nimage = \"busybox\"\ndepends_on = [\"a\"]\nhealthcheck = { command = [] }\n\n[[tasks.services]]\nname = \"a\"\nimage = \"busybox\"\n\n[[tasks.services]]\nname = \"c\"\n\n[tasks.success]",
+        "\n[tasks.environment]\nimage = \"busybox\"\n\n[[tasks.services]]\nname = \"a\"\nimage = \"busybox\"\ndepends_on = [\"b\"]\n\n[[tasks.services]]\nname = \"b\"\nimage = \"busybox\"\ndepends_on = [\"a\"]\nhealthcheck = { command = [] }\n\n[[tasks.services]]\nname = \"c\"\n\n[tasks.success]",
     );
     let err = rejected(&s);
     for said in [
         "the services of task `hello` depend on each other in a cycle: a -> b -> a",
-        "two services of task `hello` have the name `a`",
         "this service has no `command`",
         "a healthcheck `command` is empty",
     ] {

@@ -92,7 +92,10 @@ fn keep_sidecar_logs(spec: &SandboxSpec, paths: &TrialPaths) {
             continue;
         }
         if let Err(e) = keep_service_log(&s.log, &to) {
-            eprintln!("warning: the log of sidecar `{}` could not be kept: {e}", s.name);
+            eprintln!(
+                "warning: the log of sidecar `{}` could not be kept: {e}",
+                s.name
+            );
         }
     }
 }

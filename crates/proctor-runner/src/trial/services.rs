@@ -332,12 +332,18 @@ fn sidecar_service(
             "service `{name}` runs in an image of its own (a sidecar), which needs namespaces"
         ));
     }
-    let own = image.and_then(|img| img.sidecars.get(&name)).ok_or_else(|| {
-        format!("service `{name}`: its image was not pulled (the task runs in no image?)")
-    })?;
+    let own = image
+        .and_then(|img| img.sidecars.get(&name))
+        .ok_or_else(|| {
+            format!("service `{name}`: its image was not pulled (the task runs in no image?)")
+        })?;
     let command = s.command.get_ref();
     let mut argv = own.entrypoint.clone();
-    let rest = if command.is_empty() { &own.cmd } else { command };
+    let rest = if command.is_empty() {
+        &own.cmd
+    } else {
+        command
+    };
     argv.extend(rest.iter().cloned());
     if argv.is_empty() {
         return Err(format!(
@@ -397,7 +403,6 @@ fn hosts_bind(paths: &TrialPaths, sidecars: &[String]) -> Result<Bind, TrialErro
         read_only: true,
     })
 }
-
 
 /// Service programs (and proctor itself, which serves the model) that live outside the host's
 /// system folders (under a folder the sandbox makes private, `/tmp`, `/run`, `/home`, or one the

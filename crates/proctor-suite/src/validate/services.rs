@@ -69,17 +69,42 @@ impl Validator<'_> {
     fn sidecar(&mut self, service: &Service, task: Option<&Task>) {
         let Some(image) = &service.image else {
             if let Some(w) = &service.workdir {
-                let p = self.at(ProblemKind::InvalidValue, w.span(), "`workdir` is for a service with an `image`").with_label("no image").with_help("remove it, or give the service an `image`");
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        w.span(),
+                        "`workdir` is for a service with an `image`",
+                    )
+                    .with_label("no image")
+                    .with_help("remove it, or give the service an `image`");
                 self.out.push(p);
             }
             return;
         };
         if image.get_ref().trim().is_empty() {
-            let p = self.at(ProblemKind::InvalidValue, image.span(), "a service's `image` is empty").with_label("empty").with_help("name an image, e.g. \"redis:7\" or \"oci-archive:images/db.tar\"");
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    image.span(),
+                    "a service's `image` is empty",
+                )
+                .with_label("empty")
+                .with_help("name an image, e.g. \"redis:7\" or \"oci-archive:images/db.tar\"");
             self.out.push(p);
         }
-        if let Some(w) = service.workdir.as_ref().filter(|w| !w.get_ref().starts_with('/')) {
-            let p = self.at(ProblemKind::InvalidValue, w.span(), format!("`{}` is not an absolute path", w.get_ref())).with_label("expected /PATH").with_help("give the folder inside the image, e.g. \"/srv\"");
+        if let Some(w) = service
+            .workdir
+            .as_ref()
+            .filter(|w| !w.get_ref().starts_with('/'))
+        {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    w.span(),
+                    format!("`{}` is not an absolute path", w.get_ref()),
+                )
+                .with_label("expected /PATH")
+                .with_help("give the folder inside the image, e.g. \"/srv\"");
             self.out.push(p);
         }
         let suite = self.suite;
@@ -97,12 +122,33 @@ impl Validator<'_> {
     /// have.
     fn task_service_name(&mut self, task: &Task, service: &Service) {
         let name = service.name.get_ref();
-        let suite_has = self.suite.file.services.iter().any(|s| s.name.get_ref() == name);
+        let suite_has = self
+            .suite
+            .file
+            .services
+            .iter()
+            .any(|s| s.name.get_ref() == name);
         let first = task.services.iter().find(|s| s.name.get_ref() == name);
         let twice = first.is_some_and(|f| f.name.span() != service.name.span());
         self.id("service", &service.name);
         if suite_has || twice {
-            let p = self.at(ProblemKind::DuplicateId, service.name.span(), format!("two services of task `{}` have the name `{name}`", task.id.get_ref())).with_label(if suite_has { "the suite's [[services]] has it too" } else { "already used in this task" }).with_help("give each service its own name (the main container reaches it by that name)");
+            let p = self
+                .at(
+                    ProblemKind::DuplicateId,
+                    service.name.span(),
+                    format!(
+                        "two services of task `{}` have the name `{name}`",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label(if suite_has {
+                    "the suite's [[services]] has it too"
+                } else {
+                    "already used in this task"
+                })
+                .with_help(
+                    "give each service its own name (the main container reaches it by that name)",
+                );
             self.out.push(p);
         }
     }
@@ -115,14 +161,40 @@ impl Validator<'_> {
             for dep in &service.depends_on {
                 if !all.iter().any(|s| s.name.get_ref() == dep.get_ref()) {
                     let known: Vec<&str> = all.iter().map(|s| s.name.get_ref().as_str()).collect();
-                    let p = self.at(ProblemKind::UnknownReference, dep.span(), format!("no service `{}` in task `{}`'s trials", dep.get_ref(), task.id.get_ref())).with_label("unknown service").with_help(format!("name one of: {}", known.join(", ")));
+                    let p = self
+                        .at(
+                            ProblemKind::UnknownReference,
+                            dep.span(),
+                            format!(
+                                "no service `{}` in task `{}`'s trials",
+                                dep.get_ref(),
+                                task.id.get_ref()
+                            ),
+                        )
+                        .with_label("unknown service")
+                        .with_help(format!("name one of: {}", known.join(", ")));
                     self.out.push(p);
                 }
             }
         }
         if let Some(c) = crate::start_order::cycle(&all) {
-            let first = all.iter().find(|s| s.name.get_ref() == c[0]).map(|s| s.name.span()).unwrap_or(0..0);
-            let p = self.at(ProblemKind::InvalidValue, first, format!("the services of task `{}` depend on each other in a cycle: {}", task.id.get_ref(), c.join(" -> "))).with_label("cycle").with_help("remove one `depends_on` of the cycle");
+            let first = all
+                .iter()
+                .find(|s| s.name.get_ref() == c[0])
+                .map(|s| s.name.span())
+                .unwrap_or(0..0);
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    first,
+                    format!(
+                        "the services of task `{}` depend on each other in a cycle: {}",
+                        task.id.get_ref(),
+                        c.join(" -> ")
+                    ),
+                )
+                .with_label("cycle")
+                .with_help("remove one `depends_on` of the cycle");
             self.out.push(p);
         }
     }
