@@ -194,27 +194,28 @@ fn healthcheck(service: &Yaml, at: &str) -> Result<Option<HealthPlan>, String> {
     let Some(test) = get(h, "test") else {
         return Ok(None);
     };
-    let argv =
-        match test {
-            Yaml::Array(items) => {
-                let all: Vec<String> = items.iter().filter_map(scalar).collect();
-                match all.split_first() {
-                    Some((kind, rest)) if kind == "CMD" => rest.to_vec(),
-                    Some((kind, rest)) if kind == "CMD-SHELL" => {
-                        vec!["sh".into(), "-c".into(), rest.join(" ")]
-                    }
-                    Some((kind, _)) if kind == "NONE" => return Ok(None),
-                    _ => return Err(format!(
+    let argv = match test {
+        Yaml::Array(items) => {
+            let all: Vec<String> = items.iter().filter_map(scalar).collect();
+            match all.split_first() {
+                Some((kind, rest)) if kind == "CMD" => rest.to_vec(),
+                Some((kind, rest)) if kind == "CMD-SHELL" => {
+                    vec!["sh".into(), "-c".into(), rest.join(" ")]
+                }
+                Some((kind, _)) if kind == "NONE" => return Ok(None),
+                _ => {
+                    return Err(format!(
                         "{at}: healthcheck `test` {all:?} starts with neither CMD nor CMD-SHELL"
-                    )),
+                    ))
                 }
             }
-            other => {
-                let line = scalar(other)
-                    .ok_or_else(|| format!("{at}: healthcheck `test` is not text or a list"))?;
-                vec!["sh".into(), "-c".into(), line]
-            }
-        };
+        }
+        other => {
+            let line = scalar(other)
+                .ok_or_else(|| format!("{at}: healthcheck `test` is not text or a list"))?;
+            vec!["sh".into(), "-c".into(), line]
+        }
+    };
     if argv.is_empty() {
         return Err(format!("{at}: its healthcheck runs nothing"));
     }

@@ -255,8 +255,9 @@ pub fn check_unmoved(
     // The images the run started with (run.json), then those its trials ran in.
     let started: BTreeMap<String, ImageRecord> =
         run.meta().extra.and_then(|e| e.images).unwrap_or_default();
+    let now_listed = listed(images);
     for (task, was) in &started {
-        if let Some(now) = images.get(task).filter(|now| now.digest != was.digest) {
+        if let Some(now) = now_listed.get(task).filter(|now| now.digest != was.digest) {
             moved.get_or_insert(format!(
                 "task `{task}`: image `{}` now resolves to {}, but the run started with {}; {doing}",
                 now.reference, now.digest, was.digest
@@ -284,7 +285,33 @@ pub fn check_unmoved(
     }
 }
 
-/// Records in `run.json` the image each task runs in (reference and resolved digest).
+/// The images of `images` as `run.json` lists them: each task's under its id, and each of
+/// its sidecars' under `TASK/SERVICE`.
+fn listed(images: &BTreeMap<String, Arc<TrialImage>>) -> BTreeMap<String, ImageRecord> {
+    let mut out = BTreeMap::new();
+    for (task, img) in images {
+        out.insert(
+            task.clone(),
+            ImageRecord {
+                reference: img.reference.clone(),
+                digest: img.digest.clone(),
+            },
+        );
+        for (name, sidecar) in &img.sidecars {
+            out.insert(
+                format!("{task}/{name}"),
+                ImageRecord {
+                    reference: sidecar.reference.clone(),
+                    digest: sidecar.digest.clone(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Records in `run.json` the image each task runs in (reference and resolved digest), and
+/// each of its sidecars'.
 pub fn record_in_run(
     run: &proctor_store::RunHandle,
     images: &BTreeMap<String, Arc<TrialImage>>,
@@ -292,18 +319,7 @@ pub fn record_in_run(
     if images.is_empty() {
         return Ok(());
     }
-    let listed: BTreeMap<String, ImageRecord> = images
-        .iter()
-        .map(|(task, img)| {
-            (
-                task.clone(),
-                ImageRecord {
-                    reference: img.reference.clone(),
-                    digest: img.digest.clone(),
-                },
-            )
-        })
-        .collect();
+    let listed = listed(images);
     run.update_meta(|meta| meta.sections_mut().images = Some(listed))
         .context("cannot record the images in run.json")
 }

@@ -112,6 +112,18 @@ fn a_sidecar_runs_in_its_own_root_is_reached_by_name_and_its_log_is_kept() {
     let log = std::fs::read_to_string(lab.trial_dir("t.agent.0").join("services/web.log")).unwrap();
     assert!(log.contains("sidecar up"), "{log}");
     assert!(log.contains("response:200"), "{log}");
+    // run.json names the sidecar's image beside the task's.
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("run.json")).unwrap())
+            .unwrap();
+    let sidecar_image = &meta["extra"]["images"]["t/web"];
+    assert_eq!(sidecar_image["reference"], "oci:images/bb", "{meta:#}");
+    assert!(
+        sidecar_image["digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{meta:#}"
+    );
     let run_id = lab.run_id();
     let show = lab.proctor(
         As::Me,
