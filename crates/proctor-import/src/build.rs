@@ -184,6 +184,86 @@ fn build_image(
     Ok(built)
 }
 
+/// Makes each of `plan`'s sidecars whose image is a Dockerfile one the suite can name, as
+/// [`resolve_plan`] does the task's own image: built with `options` (a Dockerfile that is only
+/// `FROM` with `WORKDIR`/`ENV` runs its base image), or, with no `options`, the skip reason.
+pub(crate) fn resolve_sidecars(
+    plan: &mut TaskPlan,
+    options: Option<&BuildImages>,
+    stats: &mut BuildStats,
+) -> Result<(), String> {
+    for i in 0..plan.sidecars.len() {
+        let ImageSource::Dockerfile(build) = &plan.sidecars[i].image else {
+            continue;
+        };
+        let build = build.clone();
+        let label = format!("{}/{}", plan.id, plan.sidecars[i].name);
+        let Some(options) = options else {
+            return Err(format!(
+                "the image of its sidecar is built from {}, and the import was told not to build images (--no-build); it never guesses one",
+                build.what
+            ));
+        };
+        let text = std::fs::read_to_string(&build.dockerfile)
+            .map_err(|e| format!("cannot read {}: {e}", build.shown_dockerfile))?;
+        if let Some(base) = proctor_image::base_only(&text) {
+            let image = match resolve(&plan.source, Some(&base.from)) {
+                Some(Ok(image @ ImageSource::Reference(_))) => image,
+                Some(Err(e)) => return Err(e),
+                _ => {
+                    return Err(format!(
+                        "{} is FROM `{}`, which is not a registry image",
+                        build.shown_dockerfile, base.from
+                    ))
+                }
+            };
+            let sidecar = &mut plan.sidecars[i];
+            sidecar.image = image;
+            if sidecar.workdir.is_none() {
+                sidecar.workdir = base.workdir;
+            }
+            for (k, v) in base.env {
+                sidecar.env.entry(k).or_insert(v);
+            }
+            stats.base_only += 1;
+            continue;
+        }
+        match build_image(&label, &build, options)? {
+            Ok(Built::Image {
+                record, cache_hit, ..
+            }) => {
+                count_build(stats, &record, cache_hit);
+                plan.comments.push(format!(
+                    "sidecar `{}`: image built from {} by {} (build key {})",
+                    plan.sidecars[i].name, build.shown_dockerfile, record.builder, record.key
+                ));
+                plan.sidecars[i].image = ImageSource::Archive(record.archive);
+            }
+            Ok(Built::Base { .. }) => {
+                return Err(format!(
+                    "{} changed while it was imported; import the task again",
+                    build.shown_dockerfile
+                ))
+            }
+            Err(e) => {
+                stats.failed += 1;
+                return Err(failure(&build, &e));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts a build (or a cache hit) in `stats`.
+fn count_build(stats: &mut BuildStats, record: &proctor_image::BuildRecord, cache_hit: bool) {
+    if cache_hit {
+        stats.cache_hits += 1;
+    } else {
+        stats.built += 1;
+        stats.build_millis += (record.seconds * 1000.0).round() as u64;
+    }
+}
+
 /// Makes the built image the plan's and counts it; a failed build is the skip reason.
 fn record_build(
     plan: &mut TaskPlan,
@@ -195,12 +275,7 @@ fn record_build(
         Ok(Built::Image {
             record, cache_hit, ..
         }) => {
-            if cache_hit {
-                stats.cache_hits += 1;
-            } else {
-                stats.built += 1;
-                stats.build_millis += (record.seconds * 1000.0).round() as u64;
-            }
+            count_build(stats, &record, cache_hit);
             plan.comments.push(format!(
                 "image built from {} by {} (build key {}{})",
                 build.shown_dockerfile,

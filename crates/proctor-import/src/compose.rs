@@ -7,7 +7,8 @@ use std::path::Path;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::tbench::{compose_env, get, scalar};
+use crate::image::{self, DockerBuild, ImageSource};
+use crate::tbench::{build_paths, compose_env, get, scalar};
 
 /// A compose file's services, in order: name and definition.
 pub(crate) struct Compose {
@@ -20,8 +21,9 @@ pub(crate) struct Compose {
 pub(crate) struct SidecarPlan {
     /// The service's name, which the main container resolves.
     pub name: String,
-    /// Its image, a registry reference.
-    pub image: String,
+    /// Its image: a registry reference, a local image of the task folder, or a Dockerfile
+    /// (`build:`) that the import builds before anything is written.
+    pub image: ImageSource,
     /// Its `command` (over the image's `Cmd`), if it sets one.
     pub command: Option<Vec<String>>,
     /// Its working folder, if it sets one.
@@ -32,6 +34,14 @@ pub(crate) struct SidecarPlan {
     pub healthcheck: Option<HealthPlan>,
     /// The other sidecars it starts after.
     pub depends_on: Vec<String>,
+}
+
+impl SidecarPlan {
+    /// The name its local image takes in the suite (`images/TASK--NAME.tar`): task `id`'s
+    /// and its own.
+    pub(crate) fn image_key(&self, id: &str) -> String {
+        format!("{id}--{}", self.name)
+    }
 }
 
 /// A compose `healthcheck`, as proctor runs it.
@@ -73,6 +83,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Compose>, String> {
 /// Service keys a sidecar carries; the others are reported, one warning each.
 const CARRIED: &[&str] = &[
     "image",
+    "build",
     "command",
     "working_dir",
     "environment",
@@ -91,19 +102,66 @@ const NEEDLESS: &[&str] = &[
     "restart",
 ];
 
+/// Where a compose file is: the task folder, and the compose file's own folder (relative to
+/// the task folder), where its `build:` paths start.
+pub(crate) struct ComposeAt<'a> {
+    /// The task folder.
+    pub task: &'a Path,
+    /// The compose file's folder, relative to the task folder (`environment`).
+    pub folder: &'a str,
+}
+
 /// The sidecars of `compose`: every service but `main`, in the order written. Skips the task
-/// (an error, the reason) for one proctor cannot run as the task says: built from a
-/// Dockerfile, with an `entrypoint` of its own, or waited for until it completes.
+/// (an error, the reason) for one proctor cannot run as the task says: with an `entrypoint`
+/// of its own, no image, or waited for until it completes.
 pub(crate) fn sidecars(
     compose: &Compose,
     main: &str,
+    at: &ComposeAt<'_>,
     w: &mut Vec<String>,
 ) -> Result<Vec<SidecarPlan>, String> {
     let mut out = Vec::new();
     for (name, service) in compose.services.iter().filter(|(n, _)| n != main) {
-        out.push(sidecar(name, service, main, w)?);
+        out.push(sidecar(name, service, main, at, w)?);
     }
     Ok(out)
+}
+
+/// A sidecar's image: built from its `build:` (which wins over an `image:` that only names
+/// the result, as Compose builds it), else its `image:`, resolved as a task's image is.
+fn sidecar_image(service: &Yaml, at: &str, place: &ComposeAt<'_>) -> Result<ImageSource, String> {
+    if let Some(build) = get(service, "build") {
+        let (context, dockerfile) = build_paths(Some(build));
+        let in_folder = |p: &str| match p {
+            "." => place.folder.to_string(),
+            p => format!("{}/{}", place.folder, p.trim_start_matches("./")),
+        };
+        let (context, dockerfile) = (in_folder(&context), in_folder(&dockerfile));
+        if context.contains('$') || dockerfile.contains('$') {
+            return Err(format!(
+                "{at}: its build context `{context}` is resolved from the host's environment"
+            ));
+        }
+        return Ok(ImageSource::Dockerfile(DockerBuild {
+            context: place.task.join(&context),
+            dockerfile: place.task.join(&dockerfile),
+            what: format!("{dockerfile} (the `build:` of {at})"),
+            shown_context: context,
+            shown_dockerfile: dockerfile,
+        }));
+    }
+    let image = get(service, "image")
+        .and_then(Yaml::as_str)
+        .ok_or_else(|| format!("{at} names neither an `image` nor a `build`"))?;
+    if image.contains('$') {
+        return Err(format!(
+            "{at}: its image `{image}` is resolved from the host's environment"
+        ));
+    }
+    match image::resolve(place.task, Some(image)) {
+        Some(resolved) => resolved.map_err(|e| format!("{at}: {e}")),
+        None => Err(format!("{at} names no `image`")),
+    }
 }
 
 /// One sidecar.
@@ -111,28 +169,16 @@ fn sidecar(
     name: &str,
     service: &Yaml,
     main: &str,
+    place: &ComposeAt<'_>,
     w: &mut Vec<String>,
 ) -> Result<SidecarPlan, String> {
     let at = format!("docker-compose service `{name}`");
-    if get(service, "build").is_some() {
-        return Err(format!(
-            "{at} is built from a Dockerfile (`build:`); proctor imports sidecar containers from an `image:` only"
-        ));
-    }
     if get(service, "entrypoint").is_some() {
         return Err(format!(
             "{at} sets an `entrypoint`; a proctor service keeps its image's Entrypoint"
         ));
     }
-    let image = get(service, "image")
-        .and_then(Yaml::as_str)
-        .ok_or_else(|| format!("{at} names no `image`"))?
-        .to_string();
-    if image.contains('$') {
-        return Err(format!(
-            "{at}: its image `{image}` is resolved from the host's environment"
-        ));
-    }
+    let image = sidecar_image(service, &at, place)?;
     report_keys(service, &at, w);
     let mut env_warnings = Vec::new();
     let env = compose_env(service, &mut env_warnings);
@@ -360,10 +406,11 @@ mod tests {
             .unwrap()
             .unwrap();
         let mut w = Vec::new();
-        let s = sidecars(&c, "main", &mut w).unwrap();
+        let task = Path::new("/tasks/t");
+        let s = sidecars(&c, "main", &at(task), &mut w).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].name, "web");
-        assert_eq!(s[0].image, "busybox");
+        assert_eq!(s[0].image, ImageSource::Reference("busybox".into()));
         assert_eq!(
             s[0].command,
             Some(vec![
@@ -394,15 +441,42 @@ mod tests {
         );
     }
 
+    fn at(task: &Path) -> ComposeAt<'_> {
+        ComposeAt {
+            task,
+            folder: "environment",
+        }
+    }
+
+    #[test]
+    fn a_sidecar_built_from_a_dockerfile_is_built_from_the_compose_files_folder() {
+        let c = of("services:\n  main: {build: .}\n  api: {build: ./api, image: api:dev}\n  db:\n    build:\n      context: db\n      dockerfile: Dockerfile.db\n")
+            .unwrap()
+            .unwrap();
+        let task = Path::new("/tasks/t");
+        let s = sidecars(&c, "main", &at(task), &mut Vec::new()).unwrap();
+        let ImageSource::Dockerfile(api) = &s[0].image else {
+            panic!("{:?}", s[0].image)
+        };
+        assert_eq!(api.context, task.join("environment/api"));
+        assert_eq!(api.dockerfile, task.join("environment/api/Dockerfile"));
+        let ImageSource::Dockerfile(db) = &s[1].image else {
+            panic!("{:?}", s[1].image)
+        };
+        assert_eq!(db.shown_dockerfile, "environment/db/Dockerfile.db");
+    }
+
     #[test]
     fn what_a_sidecar_cannot_be_skips_the_task_with_the_reason() {
         let skip = |text: &str| {
             let c = of(text).unwrap().unwrap();
-            sidecars(&c, "main", &mut Vec::new()).unwrap_err()
+            sidecars(&c, "main", &at(Path::new("/tasks/t")), &mut Vec::new()).unwrap_err()
         };
+        assert!(skip("services:\n  main: {build: .}\n  api: {command: x}\n")
+            .contains("names neither an `image` nor a `build`"));
         assert!(
-            skip("services:\n  main: {build: .}\n  api: {build: ./api}\n")
-                .contains("built from a Dockerfile")
+            skip("services:\n  main: {build: .}\n  api: {image: \"Not Valid\"}\n")
+                .contains("not a valid image reference")
         );
         assert!(
             skip("services:\n  main: {build: .}\n  api: {image: x, entrypoint: [a]}\n")

@@ -223,19 +223,11 @@ fn task_sidecars(dir: &Path, w: &mut Vec<String>) -> Result<Vec<SidecarPlan>, St
             names.join(", ")
         ));
     }
-    let sidecars = crate::compose::sidecars(&compose, MAIN_SERVICE, w)?;
-    for s in &sidecars {
-        match image::resolve(dir, Some(&s.image)) {
-            Some(Ok(ImageSource::Reference(_))) => {}
-            Some(Err(e)) => return Err(format!("sidecar `{}`: {e}", s.name)),
-            _ => {
-                return Err(format!(
-                    "sidecar `{}`'s image `{}` is a local image; proctor imports sidecars from registry references only",
-                    s.name, s.image
-                ))
-            }
-        }
-    }
+    let at = crate::compose::ComposeAt {
+        task: dir,
+        folder: "environment",
+    };
+    let sidecars = crate::compose::sidecars(&compose, MAIN_SERVICE, &at, w)?;
     w.push(format!(
         "{FILE}: {} sidecar container(s) ({}) run beside the agent's, reached by name; the `{MAIN_SERVICE}` service's own compose settings are not read, and the tests run after the sidecars have stopped",
         sidecars.len(),

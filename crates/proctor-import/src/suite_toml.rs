@@ -110,7 +110,11 @@ fn render_task(s: &mut String, t: &TaskPlan) {
         let _ = writeln!(s, "env = {{ {} }}", pairs.join(", "));
     }
     for sidecar in &t.sidecars {
-        render_sidecar(s, sidecar);
+        render_sidecar(
+            s,
+            sidecar,
+            &sidecar.image.reference(&sidecar.image_key(&t.id)),
+        );
     }
 
     s.push_str("\n[tasks.success]\n");
@@ -131,15 +135,15 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     }
 }
 
-/// A sidecar container: `[[tasks.services]]` with its `image`.
-fn render_sidecar(s: &mut String, c: &SidecarPlan) {
+/// A sidecar container: `[[tasks.services]]` with its `image` (the suite's reference to it).
+fn render_sidecar(s: &mut String, c: &SidecarPlan, image: &str) {
     let list = |items: &[String]| {
         let quoted: Vec<String> = items.iter().map(|i| basic_string(i)).collect();
         format!("[{}]", quoted.join(", "))
     };
     s.push_str("\n[[tasks.services]]\n");
     let _ = writeln!(s, "name = {}", basic_string(&c.name));
-    let _ = writeln!(s, "image = {}", basic_string(&c.image));
+    let _ = writeln!(s, "image = {}", basic_string(image));
     if let Some(command) = &c.command {
         let _ = writeln!(s, "command = {}", list(command));
     }

@@ -200,7 +200,7 @@ fn environment(dir: &Path, w: &mut Vec<String>) -> Result<Environment, String> {
 /// The build context and Dockerfile (relative to the task folder) of a compose service's
 /// `build:`: a context folder, or a mapping with `context` and `dockerfile` (relative to the
 /// context); `.` and `Dockerfile` where it says nothing.
-fn build_paths(build: Option<&Yaml>) -> (String, String) {
+pub(crate) fn build_paths(build: Option<&Yaml>) -> (String, String) {
     let (context, dockerfile) = match build {
         Some(Yaml::String(context)) => (context.clone(), None),
         Some(Yaml::Hash(h)) => (

@@ -52,7 +52,9 @@ pub(crate) fn import(
             report.warn(&id, w);
         }
         let outcome = read.outcome.and_then(|mut plan| {
-            crate::build::resolve_plan(&mut plan, options.build.as_ref(), &mut report.builds)
+            let build = options.build.as_ref();
+            crate::build::resolve_plan(&mut plan, build, &mut report.builds)
+                .and_then(|()| crate::build::resolve_sidecars(&mut plan, build, &mut report.builds))
                 .map(|()| plan)
         });
         match outcome {
@@ -150,13 +152,13 @@ fn write_suite(
     })
 }
 
-/// The task's holdout, oracle and local image.
-fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), ImportError> {
-    match &plan.image {
+/// A local image (`image`) laid in the suite under the name `key`.
+fn write_image(root: &Path, image: &ImageSource, key: &str) -> Result<(), ImportError> {
+    match image {
         // A Dockerfile was built (or the task skipped) before any task is written.
         ImageSource::Reference(_) | ImageSource::Dockerfile(_) => {}
         ImageSource::Archive(src) => {
-            let dest = root.join(plan.image.suite_path(&plan.id));
+            let dest = root.join(image.suite_path(key));
             if let Some(parent) = dest.parent() {
                 mkdir(parent)?;
             }
@@ -165,8 +167,17 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
         ImageSource::Layout(src) => {
             let mut warnings = Vec::new();
             let files = crate::files::collect(src, "image", &mut warnings);
-            copy_all(&files, &root.join(plan.image.suite_path(&plan.id)))?;
+            copy_all(&files, &root.join(image.suite_path(key)))?;
         }
+    }
+    Ok(())
+}
+
+/// The task's holdout, oracle and local images (its own and its sidecars').
+fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), ImportError> {
+    write_image(root, &plan.image, &plan.id)?;
+    for sidecar in &plan.sidecars {
+        write_image(root, &sidecar.image, &sidecar.image_key(&plan.id))?;
     }
     let holdout = root.join("holdout").join(&plan.id);
     copy_all(&plan.verifier.files, &holdout)?;

@@ -349,3 +349,87 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
         assert_eq!(row[4], "ok", "{said}");
     }
 }
+
+/// Whether Debian's buildah is installed; if not, the test is skipped (a failure under CI).
+fn have_buildah() -> bool {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("buildah").is_file());
+    if !found {
+        common::skip("buildah is not installed (apt-get install buildah)");
+    }
+    found
+}
+
+#[test]
+fn a_harbor_sidecar_built_from_its_dockerfile_starts_from_its_cmd() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("sidecar-built");
+    let (_registry, config) = mirror(&lab);
+    let tasks = lab.root.join("tasks");
+    let compose = "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}\n  web:\n    build: ./web\n    healthcheck:\n      test: wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\n";
+    harbor_task(
+        &tasks.join("built-web"),
+        &[
+            ("docker-compose.yaml", compose),
+            (
+                "web/Dockerfile",
+                "FROM busybox\nRUN mkdir -p /www && echo built-into-the-sidecar > /www/secret.txt\nCMD [\"httpd\", \"-f\", \"-v\", \"-p\", \"8080\", \"-h\", \"/www\"]\n",
+            ),
+        ],
+        "grep -qx built-into-the-sidecar /app/answer.txt",
+        "mkdir -p /app && cd /app && wget -q -O answer.txt http://web:8080/secret.txt",
+    );
+    let suite = lab.root.join("imported");
+    let cache = lab.root.join("image-cache");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("built-web/web: building environment/web/Dockerfile with buildah"),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("name = \"web\"\nimage = \"oci-archive:images/built-web--web.tar\""),
+        "{toml}"
+    );
+    assert!(suite.join("images/built-web--web.tar").is_file());
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let said = format!("{}{}", v.stdout, v.stderr);
+    assert_eq!(v.code, 0, "{said}\n{toml}");
+    let row: Vec<&str> = said
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("built-web"))
+        .unwrap_or_else(|| panic!("no row: {said}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..3], ["built-web", "-", "completed"], "{said}");
+    assert_ne!(row[3], "completed", "{said}");
+}
