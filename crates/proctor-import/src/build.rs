@@ -197,7 +197,6 @@ pub(crate) fn resolve_sidecars(
             continue;
         };
         let build = build.clone();
-        let label = format!("{}/{}", plan.id, plan.sidecars[i].name);
         let Some(options) = options else {
             return Err(format!(
                 "the image of its sidecar is built from {}, and the import was told not to build images (--no-build); it never guesses one",
@@ -207,51 +206,75 @@ pub(crate) fn resolve_sidecars(
         let text = std::fs::read_to_string(&build.dockerfile)
             .map_err(|e| format!("cannot read {}: {e}", build.shown_dockerfile))?;
         if let Some(base) = proctor_image::base_only(&text) {
-            let image = match resolve(&plan.source, Some(&base.from)) {
-                Some(Ok(image @ ImageSource::Reference(_))) => image,
-                Some(Err(e)) => return Err(e),
-                _ => {
-                    return Err(format!(
-                        "{} is FROM `{}`, which is not a registry image",
-                        build.shown_dockerfile, base.from
-                    ))
-                }
-            };
-            let sidecar = &mut plan.sidecars[i];
-            sidecar.image = image;
-            if sidecar.workdir.is_none() {
-                sidecar.workdir = base.workdir;
-            }
-            for (k, v) in base.env {
-                sidecar.env.entry(k).or_insert(v);
-            }
+            sidecar_base(plan, i, &build, base)?;
             stats.base_only += 1;
             continue;
         }
-        match build_image(&label, &build, options)? {
-            Ok(Built::Image {
-                record, cache_hit, ..
-            }) => {
-                count_build(stats, &record, cache_hit);
-                plan.comments.push(format!(
-                    "sidecar `{}`: image built from {} by {} (build key {})",
-                    plan.sidecars[i].name, build.shown_dockerfile, record.builder, record.key
-                ));
-                plan.sidecars[i].image = ImageSource::Archive(record.archive);
-            }
-            Ok(Built::Base { .. }) => {
-                return Err(format!(
-                    "{} changed while it was imported; import the task again",
-                    build.shown_dockerfile
-                ))
-            }
-            Err(e) => {
-                stats.failed += 1;
-                return Err(failure(&build, &e));
-            }
-        }
+        let label = format!("{}/{}", plan.id, plan.sidecars[i].name);
+        let (archive, said) = sidecar_built(build_image(&label, &build, options)?, &build, stats)?;
+        plan.comments
+            .push(format!("sidecar `{}`: {said}", plan.sidecars[i].name));
+        plan.sidecars[i].image = ImageSource::Archive(archive);
     }
     Ok(())
+}
+
+/// Sidecar `i` of `plan` runs the base image of its Dockerfile (only `FROM` with
+/// `WORKDIR`/`ENV`), with that folder and those variables under its own.
+fn sidecar_base(
+    plan: &mut TaskPlan,
+    i: usize,
+    build: &DockerBuild,
+    base: proctor_image::BaseImage,
+) -> Result<(), String> {
+    let image = match resolve(&plan.source, Some(&base.from)) {
+        Some(Ok(image @ ImageSource::Reference(_))) => image,
+        Some(Err(e)) => return Err(e),
+        _ => {
+            return Err(format!(
+                "{} is FROM `{}`, which is not a registry image",
+                build.shown_dockerfile, base.from
+            ))
+        }
+    };
+    let sidecar = &mut plan.sidecars[i];
+    sidecar.image = image;
+    if sidecar.workdir.is_none() {
+        sidecar.workdir = base.workdir;
+    }
+    for (k, v) in base.env {
+        sidecar.env.entry(k).or_insert(v);
+    }
+    Ok(())
+}
+
+/// A sidecar's build, counted: its archive and what to say of it; a failed build is the skip
+/// reason.
+fn sidecar_built(
+    built: proctor_image::Result<Built>,
+    build: &DockerBuild,
+    stats: &mut BuildStats,
+) -> Result<(PathBuf, String), String> {
+    match built {
+        Ok(Built::Image {
+            record, cache_hit, ..
+        }) => {
+            count_build(stats, &record, cache_hit);
+            let said = format!(
+                "image built from {} by {} (build key {})",
+                build.shown_dockerfile, record.builder, record.key
+            );
+            Ok((record.archive, said))
+        }
+        Ok(Built::Base { .. }) => Err(format!(
+            "{} changed while it was imported; import the task again",
+            build.shown_dockerfile
+        )),
+        Err(e) => {
+            stats.failed += 1;
+            Err(failure(build, &e))
+        }
+    }
 }
 
 /// Counts a build (or a cache hit) in `stats`.
