@@ -336,6 +336,10 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
     );
     let said = format!("{}{}", v.stdout, v.stderr);
     assert_eq!(v.code, 0, "{said}\n{toml}");
+    assert!(
+        said.contains("3 task(s), 1 variant(s), 1 service(s)"),
+        "{said}"
+    );
     for task in ["fetch-secret", "data-yml", "data-yaml"] {
         let row: Vec<&str> = said
             .lines()

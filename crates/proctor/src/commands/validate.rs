@@ -168,7 +168,14 @@ fn valid_line(dir: &Path, suite: &Suite) -> String {
         suite.id(),
         suite.file.tasks.len(),
         suite.file.variants.len(),
-        suite.file.services.len(),
+        // The suite's services and every task's own (its sidecars, most often).
+        suite.file.services.len()
+            + suite
+                .file
+                .tasks
+                .iter()
+                .map(|t| t.services.len())
+                .sum::<usize>(),
         mutations
     )
 }
