@@ -492,6 +492,83 @@ mod tests {
         assert!(binds.iter().all(|b| b.read_only && b.host == b.inside));
     }
 
+    /// A trial image whose sidecar `web` runs an image with `entrypoint` and `cmd`.
+    fn with_sidecar(entrypoint: &[&str], cmd: &[&str]) -> crate::image::TrialImage {
+        let own = crate::image::SidecarImage {
+            reference: "busybox".into(),
+            digest: "sha256:0f".into(),
+            rootfs: PathBuf::from("/cache/images/0f/rootfs"),
+            working_dir: Some("/srv".into()),
+            env: vec![
+                ("PATH".into(), "/bin".into()),
+                ("MODE".into(), "image".into()),
+            ],
+            entrypoint: entrypoint.iter().map(|a| a.to_string()).collect(),
+            cmd: cmd.iter().map(|a| a.to_string()).collect(),
+        };
+        crate::image::TrialImage {
+            reference: "busybox".into(),
+            digest: "sha256:0e".into(),
+            rootfs: PathBuf::from("/cache/images/0e/rootfs"),
+            workdir: PathBuf::from("/app"),
+            env: Vec::new(),
+            sidecars: [("web".to_string(), own)].into(),
+        }
+    }
+
+    fn service(toml_text: &str) -> Service {
+        toml::from_str(toml_text).expect("a service")
+    }
+
+    #[test]
+    fn a_sidecar_starts_as_compose_starts_it_in_its_own_root_with_its_own_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = TrialPaths::new(
+            true,
+            Path::new("/usr/bin/proctor"),
+            dir.path().join("trial"),
+            dir.path().join("work"),
+            dir.path().join("calls.sock"),
+        );
+        // No command: the image's Entrypoint, then its Cmd.
+        let img = with_sidecar(&["/entry.sh"], &["httpd", "-f"]);
+        let s = service("name = \"web\"\nimage = \"busybox\"\nenv = { MODE = \"mine\" }\n");
+        let spec = sidecar_service(&s, Some(&img), &paths).unwrap();
+        assert_eq!(spec.argv, ["/entry.sh", "httpd", "-f"]);
+        assert_eq!(spec.cwd, Path::new("/srv"));
+        assert_eq!(
+            spec.root.as_ref().map(|r| r.rootfs.as_path()),
+            Some(Path::new("/cache/images/0f/rootfs"))
+        );
+        // The service's variables over the image's, and nothing of the agent's.
+        let mode: Vec<&str> = spec
+            .env
+            .iter()
+            .filter(|(k, _)| k == "MODE")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(mode.last(), Some(&"mine"));
+        // A command replaces the Cmd, the Entrypoint stays; a workdir wins.
+        let s = service("name = \"web\"\nimage = \"busybox\"\ncommand = [\"sh\", \"-c\", \"x\"]\nworkdir = \"/data\"\nhealthcheck = { command = [\"true\"], timeout_seconds = 7 }\n");
+        let spec = sidecar_service(&s, Some(&img), &paths).unwrap();
+        assert_eq!(spec.argv, ["/entry.sh", "sh", "-c", "x"]);
+        assert_eq!(spec.cwd, Path::new("/data"));
+        let health = spec.health.unwrap();
+        assert_eq!(health.argv, ["true"]);
+        assert_eq!(health.timeout, Duration::from_secs(7));
+        // Nothing to start, no image pulled, no namespaces: each refused with the reason.
+        let bare = with_sidecar(&[], &[]);
+        let s = service("name = \"web\"\nimage = \"busybox\"\n");
+        let e = sidecar_service(&s, Some(&bare), &paths).unwrap_err();
+        assert!(e.contains("has no Entrypoint or Cmd"), "{e}");
+        let e = sidecar_service(&s, None, &paths).unwrap_err();
+        assert!(e.contains("its image was not pulled"), "{e}");
+        let mut host = paths.clone();
+        host.namespaces = false;
+        let e = sidecar_service(&s, Some(&img), &host).unwrap_err();
+        assert!(e.contains("needs namespaces"), "{e}");
+    }
+
     #[test]
     fn the_model_endpoint_is_on_the_trials_loopback() {
         let m = ModelEndpoint::Mock {
