@@ -26,7 +26,7 @@ const KINDS: [(&str, usize); 8] = [
     ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
     ("dockerfile", 80), // skipped: only a Dockerfile
     ("no-tests", 30),   // skipped: no tests/test.sh
-    ("compose", 10),    // skipped: docker-compose.yaml whose sidecar is built
+    ("compose", 10),    // skipped: a sidecar on the host's network
 ];
 
 /// Writes task `n` of `kind` into `root`.
@@ -66,7 +66,7 @@ fn task(root: &Path, kind: &str, n: usize) {
             write(
                 &dir,
                 "environment/docker-compose.yaml",
-                "services:\n  main:\n    build: .\n  db:\n    build: ./db\n",
+                "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n",
             );
         }
         "yml-data" => write(
@@ -119,7 +119,7 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"
     );
-    assert!(has("  10 task(s): docker-compose service `db` is built from a Dockerfile (`build:`); proctor imports sidecar containers from an `image:` only"), "{e}");
+    assert!(has("  10 task(s): its sidecar containers (db) need the trial's own network, and the task runs on the host's ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier); proctor would have them listen on the host's ports beside every other trial's"), "{e}");
     // One line per skipped task, with its folder.
     let task_lines = e
         .lines()

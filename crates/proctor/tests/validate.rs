@@ -2024,6 +2024,16 @@ fn sidecar_services_are_checked_for_an_image_task_names_and_their_order() {
     ] {
         assert!(unwrapped(&err).contains(said), "{said}: {err}");
     }
+    // On the host's network, sidecars would share the host's ports.
+    let s = TestSuite::minimal().edit(
+        "\n[tasks.success]",
+        "network = \"host\"\n\n[tasks.environment]\nimage = \"busybox\"\n\n[[tasks.services]]\nname = \"db\"\nimage = \"redis:7\"\n\n[tasks.success]",
+    );
+    let err = rejected(&s);
+    assert!(
+        unwrapped(&err).contains("task `hello` runs on the host's network (network = \"host\"), where service `db` would listen on the host's ports"),
+        "{err}"
+    );
     // Well formed: it validates.
     let s = TestSuite::minimal().edit(
         "\n[tasks.success]",

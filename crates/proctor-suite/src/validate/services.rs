@@ -4,7 +4,7 @@
 use toml::Spanned;
 
 use super::Validator;
-use crate::model::{Service, Task};
+use crate::model::{Network, Service, Task};
 use crate::problem::ProblemKind;
 
 impl Validator<'_> {
@@ -112,6 +112,14 @@ impl Validator<'_> {
             Some(t) => vec![t],
             None => suite.file.tasks.iter().collect(),
         };
+        let d = &suite.file.defaults;
+        if let Some(t) = tasks
+            .iter()
+            .find(|t| t.network.or(d.network) == Some(Network::Host))
+        {
+            let p = self.at(ProblemKind::InvalidValue, image.span(), format!("task `{}` runs on the host's network (network = \"host\"), where service `{}` would listen on the host's ports beside every other trial's", t.id.get_ref(), service.name.get_ref())).with_label("needs the trial's own network").with_help("give the task network = \"none\" or \"loopback\": its sidecars then share the trial's own network, reached by name");
+            self.out.push(p);
+        }
         if let Some(t) = tasks.iter().find(|t| suite.environment(t).is_none()) {
             let p = self.at(ProblemKind::InvalidValue, image.span(), format!("task `{}` does not run in an image, so service `{}` cannot run beside it as a sidecar container", t.id.get_ref(), service.name.get_ref())).with_label("needs an image for the task").with_help("give the task an image ([environment] image or [tasks.environment] image), or run the service in the trial's root (no `image`)");
             self.out.push(p);
