@@ -8,6 +8,7 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::image::{self, DockerBuild, ImageSource};
+use crate::model::{Net, Networks};
 use crate::tbench::{build_paths, compose_env, get, scalar};
 
 /// A compose file's services, in order: name and definition.
@@ -132,9 +133,10 @@ pub(crate) fn sidecars(
 fn sidecar_image(service: &Yaml, at: &str, place: &ComposeAt<'_>) -> Result<ImageSource, String> {
     if let Some(build) = get(service, "build") {
         let (context, dockerfile) = build_paths(Some(build));
-        let in_folder = |p: &str| match p {
-            "." => place.folder.to_string(),
-            p => format!("{}/{}", place.folder, p.trim_start_matches("./")),
+        let in_folder = |p: &str| match (place.folder, p) {
+            (folder, ".") => folder.to_string(),
+            (".", p) => p.trim_start_matches("./").to_string(),
+            (folder, p) => format!("{folder}/{}", p.trim_start_matches("./")),
         };
         let (context, dockerfile) = (in_folder(&context), in_folder(&dockerfile));
         if context.contains('$') || dockerfile.contains('$') {
@@ -192,6 +194,23 @@ fn sidecar(
         healthcheck: healthcheck(service, &at)?,
         depends_on: depends_on(service, main, &at, w)?,
     })
+}
+
+/// Sidecars need the trial's own network: on the host's they would listen on the host's ports
+/// beside every other trial's (`validate` refuses that), so a task whose agent gets the host's
+/// network is skipped with the reason.
+pub(crate) fn own_network(
+    sidecars: Vec<SidecarPlan>,
+    network: Option<&Networks>,
+) -> Result<Vec<SidecarPlan>, String> {
+    match network {
+        Some(n) if n.agent == Net::Host && !sidecars.is_empty() => Err(format!(
+            "its sidecar containers ({}) need the trial's own network, and the task runs on the host's ({}); proctor would have them listen on the host's ports beside every other trial's",
+            sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+            n.why
+        )),
+        _ => Ok(sidecars),
+    }
 }
 
 /// Reports the service keys a sidecar does not carry.

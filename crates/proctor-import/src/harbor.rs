@@ -91,7 +91,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let resources = resources(s.environment, w);
     report_unsupported(&table, &s, w);
     let network = networks(&s, w);
-    let sidecars = sidecars.and_then(|c| own_network(c, network.as_ref().ok()));
+    let sidecars = sidecars.and_then(|c| crate::compose::own_network(c, network.as_ref().ok()));
     let (wall_timeout, validation_timeout) = timeouts(&s, w);
     let checks_offline = network.as_ref().map_or(true, |n| n.checks == Net::None);
     let verifier = verifier_plan(dir, s.verifier, checks_offline, w);
@@ -235,23 +235,6 @@ fn task_sidecars(dir: &Path, w: &mut Vec<String>) -> Result<Vec<SidecarPlan>, St
         sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     ));
     Ok(sidecars)
-}
-
-/// Sidecars need the trial's own network: on the host's they would listen on the host's ports
-/// beside every other trial's (`validate` refuses that), so a task whose agent gets the host's
-/// network is skipped with the reason.
-fn own_network(
-    sidecars: Vec<SidecarPlan>,
-    network: Option<&Networks>,
-) -> Result<Vec<SidecarPlan>, String> {
-    match network {
-        Some(n) if n.agent == Net::Host && !sidecars.is_empty() => Err(format!(
-            "its sidecar containers ({}) need the trial's own network, and the task runs on the host's ({}); proctor would have them listen on the host's ports beside every other trial's",
-            sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-            n.why
-        )),
-        _ => Ok(sidecars),
-    }
 }
 
 /// The compose service Harbor runs the agent in.

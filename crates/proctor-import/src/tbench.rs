@@ -106,7 +106,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         comments: about(&task),
         verifier,
         oracle,
-        sidecars: Vec::new(),
+        sidecars: environment.sidecars,
     })
 }
 
@@ -166,6 +166,8 @@ struct Environment {
     resources: Resources,
     /// The network the agent and the tests get.
     network: Networks,
+    /// The compose file's services beside `client`, the agent's container: its sidecars.
+    sidecars: Vec<crate::compose::SidecarPlan>,
 }
 
 /// The task's environment: its compose file's one service when it has a compose file, else
@@ -194,6 +196,7 @@ fn environment(dir: &Path, w: &mut Vec<String>) -> Result<Environment, String> {
         env: BTreeMap::new(),
         resources: Resources::default(),
         network: default_network(),
+        sidecars: Vec::new(),
     })
 }
 
@@ -232,7 +235,7 @@ pub(crate) fn build_paths(build: Option<&Yaml>) -> (String, String) {
 /// The environment of the one service of the task's compose file `name`.
 fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<Environment, String> {
     let compose = load(&dir.join(name), name)?;
-    let service = single_service(&compose, name)?;
+    let (service, several) = main_service(&compose, name)?;
     report_compose_keys(&compose, service, name, w);
     let resources = compose_resources(service, name, w);
     let env = compose_env(service, w);
@@ -265,12 +268,17 @@ fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<En
         },
         _ => default_network(),
     };
+    let sidecars = match several {
+        true => compose_sidecars(dir, name, &network, w)?,
+        false => Vec::new(),
+    };
     Ok(Environment {
         image,
         workdir,
         env,
         resources,
         network,
+        sidecars,
     })
 }
 
@@ -390,20 +398,51 @@ fn compose_resources(service: &Yaml, name: &str, w: &mut Vec<String>) -> Resourc
     resources
 }
 
-/// The one service of the compose file `compose` (named `name`); several are refused, since
-/// proctor runs one image per trial.
-fn single_service<'a>(compose: &'a Yaml, name: &str) -> Result<&'a Yaml, String> {
+/// The compose service Terminal-Bench runs the agent in, beside a task's other services.
+const CLIENT: &str = "client";
+
+/// The sidecars of the compose file `name` in `dir` (when it has several services, every one
+/// but `client`), unless the agent's phase gets the host's network (then the task is skipped).
+fn compose_sidecars(
+    dir: &Path,
+    name: &str,
+    network: &Networks,
+    w: &mut Vec<String>,
+) -> Result<Vec<crate::compose::SidecarPlan>, String> {
+    let Some(compose) = crate::compose::read(&dir.join(name))? else {
+        return Ok(Vec::new());
+    };
+    let at = crate::compose::ComposeAt {
+        task: dir,
+        folder: ".",
+    };
+    let sidecars = crate::compose::sidecars(&compose, CLIENT, &at, w)?;
+    w.push(format!(
+        "{name}: {} sidecar container(s) ({}) run beside `{CLIENT}`, reached by name; the tests run after they have stopped",
+        sidecars.len(),
+        sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    ));
+    crate::compose::own_network(sidecars, Some(network))
+}
+
+/// The agent's service of the compose file `compose` (named `name`): its one service, or,
+/// of several, `client` (`true`: the others are its sidecars). Several without a `client`
+/// are refused.
+fn main_service<'a>(compose: &'a Yaml, name: &str) -> Result<(&'a Yaml, bool), String> {
     let services = get(compose, "services")
         .and_then(Yaml::as_hash)
         .ok_or(format!("{name} has no services"))?;
     if services.len() > 1 {
-        return Err(format!(
-            "{name} starts {} containers; proctor runs one image per trial",
-            services.len()
-        ));
+        return match services.get(&Yaml::String(CLIENT.into())) {
+            Some(client) => Ok((client, true)),
+            None => Err(format!(
+                "{name} starts {} containers and none is `{CLIENT}`, the agent's container as Terminal-Bench names it",
+                services.len()
+            )),
+        };
     }
     match services.iter().next() {
-        Some((_, service)) => Ok(service),
+        Some((_, service)) => Ok((service, false)),
         None => Err(format!("{name} has no services")),
     }
 }
@@ -618,13 +657,50 @@ mod tests {
     fn compose(text: &str) -> (Yaml, Vec<String>, Resources) {
         let docs = YamlLoader::load_from_str(text).expect("yaml");
         let doc = docs.into_iter().next().expect("doc");
-        let service = single_service(&doc, "docker-compose.yaml")
+        let service = main_service(&doc, "docker-compose.yaml")
             .expect("service")
+            .0
             .clone();
         let mut w = Vec::new();
         report_compose_keys(&doc, &service, "docker-compose.yaml", &mut w);
         let r = compose_resources(&service, "docker-compose.yaml", &mut w);
         (service, w, r)
+    }
+
+    #[test]
+    fn several_services_run_beside_client_as_sidecars_on_the_trials_own_network() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |text: &str| {
+            std::fs::write(dir.path().join("docker-compose.yaml"), text).expect("write");
+        };
+        let services = "services:\n  client:\n    image: ghcr.io/example/t:1\n    network_mode: none\n  api:\n    build: ./api\n    command: serve --port 8000\n";
+        write(services);
+        let mut w = Vec::new();
+        let env =
+            compose_environment(dir.path(), "docker-compose.yaml", &mut w).expect("environment");
+        assert_eq!(env.sidecars.len(), 1);
+        assert_eq!(env.sidecars[0].name, "api");
+        let ImageSource::Dockerfile(build) = &env.sidecars[0].image else {
+            panic!("{:?}", env.sidecars[0].image)
+        };
+        assert_eq!(build.shown_dockerfile, "api/Dockerfile");
+        assert!(
+            w.iter()
+                .any(|m| m.contains("1 sidecar container(s) (api) run beside `client`")),
+            "{w:?}"
+        );
+        // On Docker's network (the host's, in this version) the task is skipped; without a
+        // `client`, several services are refused.
+        write(&services.replace("    network_mode: none\n", ""));
+        let e = compose_environment(dir.path(), "docker-compose.yaml", &mut Vec::new())
+            .err()
+            .expect("skipped");
+        assert!(e.contains("need the trial's own network"), "{e}");
+        write(&services.replace("client:", "main:"));
+        let e = compose_environment(dir.path(), "docker-compose.yaml", &mut Vec::new())
+            .err()
+            .expect("skipped");
+        assert!(e.contains("none is `client`"), "{e}");
     }
 
     /// The shape of rese1f/terminal-bench-datasets' compose files.
