@@ -10,6 +10,7 @@
 //!   agents/oracle/TASK_ID.toml        the scripted oracle running the reference solution
 //!   agents/oracle/files/TASK_ID/...   the solution's original files, for the reader
 //!   images/TASK_ID.tar                a task's local OCI archive (or images/TASK_ID/, a layout)
+//!   descriptions/TASK_ID/KEY.md       each entry of a Terminal-Bench task's `descriptions`
 //! ```
 
 use std::os::unix::fs::PermissionsExt;
@@ -46,7 +47,7 @@ pub(crate) fn import(
         }
         let read = match format {
             Format::Harbor => harbor::read(&dir, &id),
-            Format::TerminalBench => tbench::read(&dir, &id),
+            Format::TerminalBench => tbench::read(&dir, &id, options.description.as_deref()),
         };
         for w in read.warnings {
             report.warn(&id, w);
@@ -62,6 +63,9 @@ pub(crate) fn import(
                     Format::TerminalBench => (dir.clone(), "."),
                 };
                 for w in crate::leak::warnings(&plan, &context, shown) {
+                    report.warn(&id, w);
+                }
+                if let Some(w) = crate::start::entrypoint_warning(&context, shown) {
                     report.warn(&id, w);
                 }
                 report.imported.push(id);
@@ -189,6 +193,11 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
     )?;
     if !plan.oracle.files.is_empty() {
         copy_all(&plan.oracle.files, &agents.join("files").join(&plan.id))?;
+    }
+    for (key, text) in &plan.descriptions {
+        let name = format!("{}.md", sanitize(key, "description"));
+        let path = root.join("descriptions").join(&plan.id).join(name);
+        write(&path, text.as_bytes(), false)?;
     }
     Ok(())
 }
