@@ -111,7 +111,7 @@ fn plan(
         difficulty: get(&task, "difficulty")
             .and_then(Yaml::as_str)
             .map(str::to_string),
-        comments: about(&task, &prompt_from(&task, &descriptions, description)),
+        comments: about(&task, id, &prompt_from(&task, &descriptions, description)),
         descriptions,
         verifier,
         oracle,
@@ -577,11 +577,11 @@ fn oracle_plan(dir: &Path, offline: bool, w: &mut Vec<String>) -> OraclePlan {
 /// The lines kept for the reader above the task: where its prompt comes from (a `descriptions`
 /// entry, `prompt_from`), then its metadata: authors (`author_name`, `author_email`, and the
 /// `author` some datasets write), category, tags and the time estimates.
-fn about(task: &Yaml, prompt_from: &Option<String>) -> Vec<String> {
+fn about(task: &Yaml, id: &str, prompt_from: &Option<String>) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(key) = prompt_from {
         lines.push(format!(
-            "prompt: the `descriptions` entry `{key}`; every entry is in descriptions/TASK_ID/KEY.md"
+            "prompt: the `descriptions` entry `{key}`; every entry is in descriptions/{id}/KEY.md"
         ));
     }
     let mut about = Vec::new();
