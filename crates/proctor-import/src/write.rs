@@ -52,20 +52,20 @@ pub(crate) fn import(
         for w in read.warnings {
             report.warn(&id, w);
         }
+        let (context, shown) = match format {
+            Format::Harbor => (dir.join("environment"), "environment"),
+            Format::TerminalBench => (dir.clone(), "."),
+        };
+        if let Some(w) = crate::start::entrypoint_warning(&context, shown) {
+            report.warn(&id, w);
+        }
         let outcome = read.outcome.and_then(|mut plan| {
             crate::build::resolve_plan(&mut plan, options.build.as_ref(), &mut report.builds)
                 .map(|()| plan)
         });
         match outcome {
             Ok(plan) => {
-                let (context, shown) = match format {
-                    Format::Harbor => (dir.join("environment"), "environment"),
-                    Format::TerminalBench => (dir.clone(), "."),
-                };
                 for w in crate::leak::warnings(&plan, &context, shown) {
-                    report.warn(&id, w);
-                }
-                if let Some(w) = crate::start::entrypoint_warning(&context, shown) {
                     report.warn(&id, w);
                 }
                 report.imported.push(id);

@@ -505,8 +505,12 @@ fn a_livecodebenchpro_task_is_prompted_with_its_base_description_and_keeps_the_o
     let tasks = tmp.path().join("tasks");
     livecodebenchpro(&tasks);
     let out = tmp.path().join("suite");
-    let report =
-        import_terminal_bench(&[tasks.clone()], &out, &ImportOptions::default()).expect("import");
+    let report = import_terminal_bench(
+        std::slice::from_ref(&tasks),
+        &out,
+        &ImportOptions::default(),
+    )
+    .expect("import");
     let text = std::fs::read_to_string(out.join("suite.toml")).expect("read");
     let suite: toml::Table = toml::from_str(&text).expect("parse");
     let prompt = suite["tasks"][0]["prompt"].as_str().expect("prompt");
@@ -547,7 +551,7 @@ fn a_livecodebenchpro_task_is_prompted_with_its_base_description_and_keeps_the_o
         description: Some("problem".into()),
         ..ImportOptions::default()
     };
-    import_terminal_bench(&[tasks.clone()], &chosen, &options).expect("import");
+    import_terminal_bench(std::slice::from_ref(&tasks), &chosen, &options).expect("import");
     let suite: toml::Table =
         toml::from_str(&std::fs::read_to_string(chosen.join("suite.toml")).expect("read"))
             .expect("parse");
@@ -568,4 +572,39 @@ fn a_livecodebenchpro_task_is_prompted_with_its_base_description_and_keeps_the_o
         report.skipped[0].reason,
         "task.yaml has no `descriptions` entry `hard` (--description hard); its entries: base, problem"
     );
+}
+
+/// An image whose Dockerfile sets an ENTRYPOINT: Harbor and Terminal-Bench run it when the
+/// container starts, proctor does not, and the report counts the tasks (skipped ones too).
+#[test]
+fn a_dockerfile_entrypoint_is_reported_for_imported_and_skipped_tasks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let dir = prebuilt(&tasks);
+    write(
+        &dir,
+        "Dockerfile",
+        "FROM python:3.13-slim\nCOPY entrypoint.sh /entrypoint.sh\nENTRYPOINT [\"/entrypoint.sh\"]\nWORKDIR /app\n",
+    );
+    let skipped = built(&tasks);
+    write(
+        &skipped,
+        "Dockerfile",
+        "FROM ubuntu:24.04 AS build\nENTRYPOINT [\"/not-this-stage\"]\nFROM ubuntu:24.04\nENTRYPOINT /start.sh\n",
+    );
+    let plain = keystrokes(&tasks);
+    write(&plain, "Dockerfile", "FROM ubuntu:24.04\nCMD [\"bash\"]\n");
+    let report = import_terminal_bench(
+        &[tasks],
+        &tmp.path().join("suite"),
+        &ImportOptions::default(),
+    )
+    .expect("import");
+    let kinds = report.warnings_by_kind();
+    let (_, with) = kinds
+        .iter()
+        .find(|(kind, _)| kind.starts_with("Dockerfile sets an ENTRYPOINT"))
+        .expect("reported");
+    let ids: Vec<&str> = with.iter().map(|w| w.task.as_str()).collect();
+    assert_eq!(ids, ["answer-42", "build-it"]);
 }
