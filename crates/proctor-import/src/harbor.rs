@@ -121,6 +121,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             .map(str::to_string),
         resources,
         comments,
+        metadata: crate::metadata::harbor(s.task, s.metadata),
         descriptions: Vec::new(),
         verifier,
         oracle,

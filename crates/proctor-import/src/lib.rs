@@ -33,6 +33,7 @@ mod harbor;
 mod ident;
 mod image;
 mod leak;
+mod metadata;
 mod model;
 mod oracle;
 mod parsers;

@@ -68,6 +68,9 @@ pub(crate) struct TaskPlan {
     pub resources: Resources,
     /// Lines written as comments above the task (author, category, tags).
     pub comments: Vec<String>,
+    /// What the task says about itself that `suite.toml` has no key for, written to
+    /// `import.toml` under `[tasks.TASK_ID]`.
+    pub metadata: toml::Table,
     /// Every entry of a Terminal-Bench task's `descriptions`, `(key, text)`, written to
     /// `descriptions/TASK_ID/KEY.md` (the prompt is one of them, or `instruction`).
     pub descriptions: Vec<(String, String)>,

@@ -71,6 +71,7 @@ fn plan(
     check_fields(&task, w)?;
     let descriptions = descriptions(&task, w);
     let prompt = prompt(&task, &descriptions, description, w);
+    let from = prompt_from(&task, &descriptions, description);
     let environment = environment(dir, w);
     let network = environment
         .as_ref()
@@ -111,7 +112,8 @@ fn plan(
         difficulty: get(&task, "difficulty")
             .and_then(Yaml::as_str)
             .map(str::to_string),
-        comments: about(&task, id, &prompt_from(&task, &descriptions, description)),
+        comments: about(&task, id, &from),
+        metadata: crate::metadata::terminal_bench(&task, &descriptions, from.as_deref()),
         descriptions,
         verifier,
         oracle,

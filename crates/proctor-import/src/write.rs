@@ -3,6 +3,7 @@
 //! ```text
 //! OUT/
 //!   suite.toml
+//!   import.toml                       what each task says of itself that suite.toml has no key for
 //!   fixture/                          empty: the workspace comes from each task's image
 //!   holdout/TASK_ID/...               the task's tests (Terminal-Bench: and run-tests.sh),
 //!                                     laid at /tests for the checks (`holdout_at`)
@@ -140,6 +141,8 @@ fn write_suite(
     }
     let text = suite_toml::render(format, suite_id, name, plans);
     write(&root.join("suite.toml"), text.as_bytes(), false)?;
+    let about = crate::metadata::render(format, plans);
+    write(&root.join("import.toml"), about.as_bytes(), false)?;
     std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| ImportError::io(root, e))?;
 

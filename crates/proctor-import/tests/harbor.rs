@@ -300,6 +300,21 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         text.contains("# name: terminal-bench/hello-world; authors: Ada Lovelace <ada@example.com>, Charles Babbage; keywords: trivial; author name: Ada Lovelace"),
         "{text}"
     );
+    let about: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("import.toml")).expect("import.toml"))
+            .expect("parse");
+    let hello = &about["tasks"]["hello-world"];
+    assert_eq!(about["format"].as_str(), Some("harbor"));
+    assert_eq!(
+        hello["authors"][1]["name"].as_str(),
+        Some("Charles Babbage")
+    );
+    assert_eq!(hello["keywords"][0].as_str(), Some("trivial"));
+    assert_eq!(
+        hello["metadata"]["category"].as_str(),
+        Some("file-operations")
+    );
+    assert_eq!(hello["metadata"]["difficulty"].as_str(), Some("easy"));
     assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
 
     for rel in [

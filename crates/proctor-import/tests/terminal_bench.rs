@@ -534,6 +534,17 @@ fn a_livecodebenchpro_task_is_prompted_with_its_base_description_and_keeps_the_o
         "{kept}"
     );
     assert!(out.join("descriptions/lcbpro-1983a/base.md").is_file());
+    let about: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("import.toml")).expect("import.toml"))
+            .expect("parse");
+    let task = &about["tasks"]["lcbpro-1983a"];
+    assert_eq!(task["prompt"].as_str(), Some("descriptions.base"));
+    assert_eq!(task["author"].as_str(), Some("LiveCodeBench Pro Team"));
+    assert_eq!(task["author_email"].as_str(), Some("shz060@ucsd.edu"));
+    assert!(
+        task.get("max_agent_timeout_sec").is_none(),
+        "suite.toml has a key for it"
+    );
     let lines = warning_lines(&report).join("\n");
     assert!(
         lines.contains("instruction = \"base\" names the `descriptions` entry `base`"),
