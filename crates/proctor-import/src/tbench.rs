@@ -228,10 +228,18 @@ fn prompt(
             }
             text.clone()
         }
-        None => get(task, "instruction")
-            .and_then(Yaml::as_str)
-            .map(str::to_string)
-            .ok_or("task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt")?,
+        None => {
+            if !entries.is_empty() {
+                w.push(format!(
+                    "task.yaml: the prompt is `instruction`; the `descriptions` entries ({}) are kept in descriptions/TASK_ID/ and chosen with `--description KEY`",
+                    keys()
+                ));
+            }
+            get(task, "instruction")
+                .and_then(Yaml::as_str)
+                .map(str::to_string)
+                .ok_or("task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt")?
+        }
     };
     if prompt.trim().is_empty() {
         return Err("the instruction in task.yaml is empty".into());
@@ -720,6 +728,13 @@ mod tests {
         );
         assert!(
             w.iter().any(|w| w.contains("other entries (hard)")),
+            "{w:?}"
+        );
+        let (_, w) = of(&format!("{two}instruction: Do it.\n"), None);
+        assert!(
+            w.iter().any(|w| w.contains(
+                "the prompt is `instruction`; the `descriptions` entries (hard, base) are kept"
+            )),
             "{w:?}"
         );
     }
