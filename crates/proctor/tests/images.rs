@@ -548,8 +548,8 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
     }
 }
 
-/// Terminal-Bench tasks as terminal-bench-datasets writes them, graded by its `pytest` and
-/// `swebench` parsers: each run-tests.sh exits 0 whatever the tests say, so only the parser can
+/// Terminal-Bench tasks as terminal-bench-datasets writes them, graded by its `pytest`,
+/// `swebench` and `mlebench` parsers: each run-tests.sh exits 0 whatever the tests say, so only the parser can
 /// tell. Imported and run through the binary: the oracle is `completed`; an agent that writes
 /// the wrong file and stops without an answer is `wrong` (the task grades only its end state);
 /// `validate --oracle`'s null agent, which does nothing, is `abandoned`.
@@ -564,7 +564,17 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     let pytest = "echo '=========================== short test summary info ============================'\n\
         if grep -qx 42 answer.txt 2>/dev/null; then echo 'PASSED tests/test_outputs.py::test_answer'; else echo 'FAILED tests/test_outputs.py::test_answer - AssertionError'; fi\n\
         echo '============================== 1 test in 0.01s ==============================='\n";
+    let mlebench = "echo 'MLEBench results starts here'\n\
+        if grep -qx fixed state.txt 2>/dev/null; then echo 'ALL TESTS PASSED'; else echo 'SOME TESTS FAILED'; fi\n\
+        echo 'MLEBench results ends here'\n";
     let tasks = [
+        (
+            "mle-fix",
+            "mlebench",
+            mlebench,
+            "echo fixed > state.txt",
+            "echo half > state.txt",
+        ),
         (
             "swe-fix",
             "swebench",
