@@ -125,6 +125,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             .map(str::to_string),
         resources,
         comments,
+        metadata: crate::metadata::harbor(s.task, s.metadata),
+        descriptions: Vec::new(),
         verifier,
         oracle,
         sidecars,
@@ -575,6 +577,28 @@ fn about(s: &Sections<'_>) -> Vec<String> {
     if let Some(name) = s.task.get("name").and_then(Value::as_str) {
         about.push(format!("name: {name}"));
     }
+    let authors: Vec<String> = s
+        .task
+        .get("authors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(author)
+        .collect();
+    if !authors.is_empty() {
+        about.push(format!("authors: {}", authors.join(", ")));
+    }
+    let keywords: Vec<&str> = s
+        .task
+        .get("keywords")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !keywords.is_empty() {
+        about.push(format!("keywords: {}", keywords.join(", ")));
+    }
     for key in ["author_name", "author_email", "category"] {
         if let Some(v) = s.metadata.get(key).and_then(Value::as_str) {
             about.push(format!("{}: {v}", key.replace('_', " ")));
@@ -595,6 +619,23 @@ fn about(s: &Sections<'_>) -> Vec<String> {
         lines.push(about.join("; "));
     }
     lines
+}
+
+/// One of `[task] authors`, for the comment: `NAME <EMAIL>` from a table `{ name, email }` (either
+/// may be missing), or a plain string.
+fn author(v: &Value) -> Option<String> {
+    if let Some(s) = v.as_str() {
+        return Some(s.to_string());
+    }
+    let t = v.as_table()?;
+    let name = t.get("name").and_then(Value::as_str);
+    let email = t.get("email").and_then(Value::as_str);
+    match (name, email) {
+        (Some(n), Some(e)) => Some(format!("{n} <{e}>")),
+        (Some(n), None) => Some(n.to_string()),
+        (None, Some(e)) => Some(format!("<{e}>")),
+        (None, None) => None,
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,12 @@ pub(crate) struct TaskPlan {
     pub resources: Resources,
     /// Lines written as comments above the task (author, category, tags).
     pub comments: Vec<String>,
+    /// What the task says about itself that `suite.toml` has no key for, written to
+    /// `import.toml` under `[tasks.TASK_ID]`.
+    pub metadata: toml::Table,
+    /// Every entry of a Terminal-Bench task's `descriptions`, `(key, text)`, written to
+    /// `descriptions/TASK_ID/KEY.md` (the prompt is one of them, or `instruction`).
+    pub descriptions: Vec<(String, String)>,
     /// How the end state is checked.
     pub verifier: VerifierPlan,
     /// The reference solution, for the oracle.
@@ -125,11 +131,9 @@ pub(crate) enum Verdict {
     /// Harbor: the reward the verifier writes to `/logs/verifier/reward.txt` or `reward.json`
     /// must be 1.
     Reward,
-    /// Terminal-Bench's `pytest` parser: pytest's `short test summary info` must list at least
-    /// one `PASSED` test and no `FAILED` or `ERROR` one.
-    PytestSummary,
-    /// Any other Terminal-Bench parser: the test script's exit status must be 0.
-    ExitStatus,
+    /// Terminal-Bench's result parser named by the task (`parser_name`, default `pytest`)
+    /// reads `run-tests.sh`'s output and must say the task is resolved.
+    Parser(crate::parsers::Parser),
 }
 
 /// The verifier: files laid into `holdout/TASK_ID/` (seen by the checks at `/tests`) and the

@@ -222,6 +222,8 @@ mod tests {
             difficulty: None,
             resources,
             comments: vec!["name: terminal-bench/hello-world".into()],
+            metadata: toml::Table::new(),
+            descriptions: Vec::new(),
             verifier: VerifierPlan {
                 verdict: Verdict::Reward,
                 files: Vec::new(),

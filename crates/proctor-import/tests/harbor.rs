@@ -24,6 +24,7 @@ artifacts = []
 name = "terminal-bench/hello-world"
 description = "Write a greeting to a file."
 keywords = ["trivial"]
+authors = [{ name = "Ada Lovelace", email = "ada@example.com" }, { name = "Charles Babbage" }]
 
 [metadata]
 author_name = "Ada Lovelace"
@@ -295,7 +296,25 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(rubric[0]["levels"].as_array().map(Vec::len), Some(10));
 
     let text = std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml");
-    assert!(text.contains("# name: terminal-bench/hello-world; author name: Ada Lovelace"));
+    assert!(
+        text.contains("# name: terminal-bench/hello-world; authors: Ada Lovelace <ada@example.com>, Charles Babbage; keywords: trivial; author name: Ada Lovelace"),
+        "{text}"
+    );
+    let about: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("import.toml")).expect("import.toml"))
+            .expect("parse");
+    let hello = &about["tasks"]["hello-world"];
+    assert_eq!(about["format"].as_str(), Some("harbor"));
+    assert_eq!(
+        hello["authors"][1]["name"].as_str(),
+        Some("Charles Babbage")
+    );
+    assert_eq!(hello["keywords"][0].as_str(), Some("trivial"));
+    assert_eq!(
+        hello["metadata"]["category"].as_str(),
+        Some("file-operations")
+    );
+    assert_eq!(hello["metadata"]["difficulty"].as_str(), Some("easy"));
     assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
 
     for rel in [
@@ -466,6 +485,7 @@ fn the_output_must_be_new_or_empty_and_inputs_must_be_tasks() {
         suite_id: Some("my suite".into()),
         name: Some("Imported".into()),
         build: None,
+        description: None,
     };
     import_harbor(&[task], &empty, &options).expect("an empty folder is fine");
     let suite: toml::Table =

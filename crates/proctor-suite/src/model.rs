@@ -201,12 +201,13 @@ pub struct TaskSettings {
     /// Seconds each `check` command may run: 1 to 86400. Default: 120.
     #[schemars(extend("default" = timeouts::DEFAULT_VALIDATION_SECONDS), with = "Option<u64>")]
     pub validation_timeout_seconds: Option<Spanned<u64>>,
-    /// What the trial's network namespace can reach: `none`, `loopback` or `host`.
-    /// Default: `"none"`.
+    /// What the trial's network namespace can reach: `none` (its own loopback), `loopback`,
+    /// `internet` (public addresses through proctor's filter, see `allowed_hosts`) or `host`
+    /// (the host's network, unisolated). Default: `"none"`.
     #[schemars(extend("default" = "none"))]
     pub network: Option<Network>,
     /// What the `check` commands' network namespace can reach, after the agent has stopped:
-    /// `none`, `loopback` or `host`, as for `network`. Default: `"none"` (checks run offline
+    /// `none`, `loopback`, `internet` or `host`, as for `network`. Default: `"none"` (checks run offline
     /// whatever the agent had).
     #[schemars(extend("default" = "none"))]
     pub check_network: Option<Network>,
@@ -232,6 +233,12 @@ pub struct TaskSettings {
     /// checks, e.g. `["/opt/toolchain"]`. Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub binds: Option<Vec<Spanned<String>>>,
+    /// With `network = "internet"` (or `check_network`): the only names the trial can reach,
+    /// each `HOST` (that name) or `*.HOST` (the names below it), e.g. `["pypi.org",
+    /// "*.pythonhosted.org"]`; connections anywhere else are refused and recorded. Default:
+    /// none (any public address).
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
+    pub allowed_hosts: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause (the person who asked cannot answer questions) is
     /// appended to every prompt. Default: `false`.
     #[schemars(extend("default" = false))]
@@ -376,6 +383,8 @@ pub enum Network {
     Loopback,
     /// The host network, recorded as such.
     Host,
+    /// A network of the trial's own, out to public addresses only (see `allowed_hosts`).
+    Internet,
 }
 
 impl Network {
@@ -385,6 +394,7 @@ impl Network {
             Network::None => "none",
             Network::Loopback => "loopback",
             Network::Host => "host",
+            Network::Internet => "internet",
         }
     }
 }
@@ -948,10 +958,10 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<u64>")]
     pub validation_timeout_seconds: Option<Spanned<u64>>,
-    /// The trial's network (`none`, `loopback`, `host`); overrides `[defaults]`.
+    /// The trial's network (`none`, `loopback`, `internet`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub network: Option<Network>,
-    /// The checks' network (`none`, `loopback`, `host`); overrides `[defaults]`.
+    /// The checks' network (`none`, `loopback`, `internet`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub check_network: Option<Network>,
     /// The checks' root in an image (`image`, `agent`); overrides `[defaults]`.
@@ -971,6 +981,11 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub binds: Option<Vec<Spanned<String>>>,
+    /// The names the internet network reaches (see `[defaults] allowed_hosts`); replace
+    /// `[defaults]`'s.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub allowed_hosts: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,

@@ -72,6 +72,9 @@ pub struct Settings {
     /// Host paths shown read-only at their own place beyond the root's default view (`binds`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub binds: Vec<String>,
+    /// The names the internet network reaches (`allowed_hosts`); empty: any public address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The environment of a task's trials, resolved from `[environment]` and `[tasks.environment]`.
@@ -267,7 +270,18 @@ impl Suite {
                 .map(names)
                 .unwrap_or_default(),
             binds: self.binds(task),
+            allowed_hosts: self.allowed_hosts(task),
         }
+    }
+
+    /// The names `task`'s internet network reaches: its `allowed_hosts`, or `[defaults]`'s;
+    /// empty: any public address.
+    pub fn allowed_hosts(&self, task: &Task) -> Vec<String> {
+        task.allowed_hosts
+            .as_ref()
+            .or(self.file.defaults.allowed_hosts.as_ref())
+            .map(|b| b.iter().map(|s| s.get_ref().clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The host paths `task`'s trials are shown beyond the root's default view: its `binds`, or

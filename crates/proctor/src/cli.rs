@@ -252,6 +252,11 @@ pub enum Command {
         /// default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Terminal-Bench: prompt each task with its `descriptions` entry KEY (a task without
+        /// one is skipped); default: the entry its `instruction` names, else its
+        /// `instruction`, else its `base` entry.
+        #[arg(long, value_name = "KEY")]
+        description: Option<String>,
     },
     /// Pull, build, list and prune the OCI images trials run in (docs/environments.md).
     Images {

@@ -220,3 +220,93 @@ fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
     assert_eq!(nets.iter().filter(|n| **n == ("host", "host")).count(), 8);
     assert_eq!(nets.iter().filter(|n| **n == ("none", "none")).count(), 4);
 }
+
+/// `--description KEY` through the binary: Terminal-Bench tasks shaped like livecodebenchpro's
+/// (`instruction: base` beside `descriptions`) are prompted with the `base` text, or with the
+/// entry the flag names; a task without that entry is skipped with its keys, counted; Harbor
+/// refuses the flag.
+#[test]
+fn description_chooses_the_terminal_bench_prompt_and_harbor_refuses_it() {
+    let lab = Lab::new("import-description");
+    for n in 0..3 {
+        let dir = lab.root.join("tasks").join(format!("lcb-{n}"));
+        let problem = if n < 2 {
+            format!("  - key: problem\n    description: Solve problem {n}.\n")
+        } else {
+            String::new()
+        };
+        write(
+            &dir,
+            "task.yaml",
+            &format!("descriptions:\n  - key: base\n    description: Write /app/main.cpp.\n{problem}instruction: base\nauthor: LCB Team\n"),
+        );
+        write(
+            &dir,
+            "docker-compose.yaml",
+            "services:\n  client:\n    image: ghcr.io/example/t:1\n    network_mode: none\n",
+        );
+        write(&dir, "run-tests.sh", "#!/bin/bash\npytest -rA\n");
+        write(&dir, "solution.sh", "#!/bin/bash\ntouch main.cpp\n");
+    }
+    let prompts = |suite: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(lab.root.join(suite).join("suite.toml")).unwrap();
+        let suite: toml::Table = toml::from_str(&text).unwrap();
+        suite["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["prompt"].as_str().unwrap().trim().to_string())
+            .collect()
+    };
+    let base = lab.proctor(
+        As::Me,
+        &["import", "terminal-bench", "tasks", "--out", "base"],
+    );
+    assert_eq!(base.code, 0, "{}", base.stderr);
+    assert_eq!(prompts("base"), ["Write /app/main.cpp."; 3]);
+    assert!(
+        base.stderr.lines().any(|l| l == "  3 task(s): task.yaml: instruction = \"base\" names the `descriptions` entry `base`: its text is the prompt (Terminal-Bench itself would send the word `base`)"),
+        "{}",
+        base.stderr
+    );
+    let chosen = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "terminal-bench",
+            "tasks",
+            "--out",
+            "problem",
+            "--description",
+            "problem",
+        ],
+    );
+    assert_eq!(chosen.code, 0, "{}", chosen.stderr);
+    assert_eq!(prompts("problem"), ["Solve problem 0.", "Solve problem 1."]);
+    assert!(
+        chosen.stderr.contains("  1 task(s): task.yaml has no `descriptions` entry `problem` (--description problem); its entries: base\n    lcb-2  tasks/lcb-2\n"),
+        "{}",
+        chosen.stderr
+    );
+    let harbor = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            "tasks",
+            "--out",
+            "h",
+            "--description",
+            "base",
+        ],
+    );
+    assert_eq!(harbor.code, 2, "{}", harbor.stderr);
+    assert!(
+        harbor
+            .stderr
+            .contains("--description chooses among a Terminal-Bench task's `descriptions`"),
+        "{}",
+        harbor.stderr
+    );
+    assert!(!lab.root.join("h").exists());
+}

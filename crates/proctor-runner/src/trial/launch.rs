@@ -110,6 +110,7 @@ pub fn launch(
         hide: ctx.hide.clone(),
         binds,
         network: sandbox_network(trial.settings.network),
+        allowed_hosts: internet_only(trial.settings.network, &trial.settings.allowed_hosts),
         env,
         home_inside: paths.home(),
         services,
@@ -546,6 +547,17 @@ pub fn sandbox_network(n: Network) -> proctor_sandbox::Network {
         Network::None => proctor_sandbox::Network::None,
         Network::Loopback => proctor_sandbox::Network::Loopback,
         Network::Host => proctor_sandbox::Network::Host,
+        Network::Internet => proctor_sandbox::Network::Internet,
+    }
+}
+
+/// The allowed hosts of a phase whose network is `n`: the task's on the internet network,
+/// none on another (which reaches no host to allow).
+pub fn internet_only(n: Network, allowed_hosts: &[String]) -> Vec<String> {
+    if n == Network::Internet {
+        allowed_hosts.to_vec()
+    } else {
+        Vec::new()
     }
 }
 

@@ -117,7 +117,7 @@ impl Validator<'_> {
             .iter()
             .find(|t| t.network.or(d.network) == Some(Network::Host))
         {
-            let p = self.at(ProblemKind::InvalidValue, image.span(), format!("task `{}` runs on the host's network (network = \"host\"), where service `{}` would listen on the host's ports beside every other trial's", t.id.get_ref(), service.name.get_ref())).with_label("needs the trial's own network").with_help("give the task network = \"none\" or \"loopback\": its sidecars then share the trial's own network, reached by name");
+            let p = self.at(ProblemKind::InvalidValue, image.span(), format!("task `{}` runs on the host's network (network = \"host\"), where service `{}` would listen on the host's ports beside every other trial's", t.id.get_ref(), service.name.get_ref())).with_label("needs the trial's own network").with_help("give the task network = \"none\", \"loopback\" or \"internet\": its sidecars then share the trial's own network, reached by name");
             self.out.push(p);
         }
         if let Some(t) = tasks.iter().find(|t| suite.environment(t).is_none()) {

@@ -226,7 +226,14 @@ fn tools(command: Command) -> Result<Status, Error> {
             no_build,
             image_cache,
             config,
+            description,
         } => {
+            if description.is_some() && format == crate::cli::ImportFormat::Harbor {
+                return Err(Error::usage(
+                    "--description chooses among a Terminal-Bench task's `descriptions`; Harbor tasks have one instruction.md",
+                    "drop --description, or import with `proctor import terminal-bench`",
+                ));
+            }
             let build = if no_build {
                 None
             } else {
@@ -238,7 +245,13 @@ fn tools(command: Command) -> Result<Status, Error> {
                     ))),
                 })
             };
-            import(format, &dirs, &out, id, name, build)
+            let options = proctor_import::ImportOptions {
+                suite_id: id,
+                name,
+                build,
+                description,
+            };
+            import(format, &dirs, &out, &options)
         }
         Command::Images {
             action,
@@ -325,19 +338,12 @@ fn import(
     format: crate::cli::ImportFormat,
     dirs: &[std::path::PathBuf],
     out: &Path,
-    id: Option<String>,
-    name: Option<String>,
-    build: Option<proctor_import::BuildImages>,
+    options: &proctor_import::ImportOptions,
 ) -> Result<Status, Error> {
-    let options = proctor_import::ImportOptions {
-        suite_id: id,
-        name,
-        build,
-    };
     let result = match format {
-        crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
+        crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, options),
         crate::cli::ImportFormat::TerminalBench => {
-            proctor_import::import_terminal_bench(dirs, out, &options)
+            proctor_import::import_terminal_bench(dirs, out, options)
         }
     };
     match result {
