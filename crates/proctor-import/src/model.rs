@@ -86,8 +86,8 @@ pub(crate) struct TaskPlan {
 pub(crate) enum Net {
     /// `"none"`: only the sandbox's own loopback.
     None,
-    /// `"host"`: the host's network.
-    Host,
+    /// `"internet"`: the trial's own network, out to public addresses only.
+    Internet,
 }
 
 impl Net {
@@ -95,7 +95,7 @@ impl Net {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Net::None => "none",
-            Net::Host => "host",
+            Net::Internet => "internet",
         }
     }
 }
@@ -110,6 +110,8 @@ pub(crate) struct Networks {
     pub checks: Net,
     /// Why: the task's settings (or its format's default) they come from.
     pub why: String,
+    /// The names an internet phase reaches (Harbor's `allowed_hosts`); empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The resources a task asks for, written to its `[tasks.environment]`.

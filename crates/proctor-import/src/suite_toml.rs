@@ -69,6 +69,15 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(s, "# network: {}", t.network.why);
     let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
     let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
+    if !t.network.allowed_hosts.is_empty() {
+        let hosts: Vec<String> = t
+            .network
+            .allowed_hosts
+            .iter()
+            .map(|h| basic_string(h))
+            .collect();
+        let _ = writeln!(s, "allowed_hosts = [{}]", hosts.join(", "));
+    }
     // The verifier runs in the agent's container, where it sees what the agent installed; a
     // separate verifier, in a fresh container of the image with the agent's workspace.
     if t.verifier.separate {
@@ -171,8 +180,9 @@ mod tests {
             validation_timeout: Some(120),
             network: crate::model::Networks {
                 agent: crate::model::Net::None,
-                checks: crate::model::Net::Host,
+                checks: crate::model::Net::Internet,
                 why: "[verifier] network_mode = \"public\"".into(),
+                allowed_hosts: Vec::new(),
             },
             difficulty: None,
             resources,
@@ -232,7 +242,7 @@ wall_timeout_seconds = 300
 validation_timeout_seconds = 120
 # network: [verifier] network_mode = "public"
 network = "none"
-check_network = "host"
+check_network = "internet"
 check_root = "agent"
 prompt = '''
 Say hello.

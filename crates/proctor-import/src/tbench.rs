@@ -76,12 +76,6 @@ fn plan(
     let network = environment
         .as_ref()
         .map_or_else(|_| default_network(), |e| e.network.clone());
-    if network.agent == Net::Host {
-        w.push(format!(
-            "network = \"host\", check_network = \"host\": {}, for the agent and the tests alike",
-            network.why
-        ));
-    }
     let wall_timeout = timeout(&task, "max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
     let validation_timeout = timeout(&task, "max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
     if get(&task, "run_tests_in_same_shell").and_then(Yaml::as_bool) == Some(true) {
@@ -124,10 +118,11 @@ fn plan(
 /// agent and to the tests alike.
 fn default_network() -> Networks {
     Networks {
-        agent: Net::Host,
-        checks: Net::Host,
+        agent: Net::Internet,
+        checks: Net::Internet,
         why: "Terminal-Bench runs the task's container on Docker's default network (the internet)"
             .to_string(),
+        allowed_hosts: Vec::new(),
     }
 }
 
@@ -355,6 +350,7 @@ fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<En
             agent: Net::None,
             checks: Net::None,
             why: format!("{name}: network_mode: none"),
+            allowed_hosts: Vec::new(),
         },
         _ => default_network(),
     };
