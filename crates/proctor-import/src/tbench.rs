@@ -94,6 +94,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         id: id.to_string(),
         prompt,
         image: environment.image,
+        fallback_build: None,
+        build_timeout: None,
         workdir: environment.workdir,
         env: environment.env,
         wall_timeout,

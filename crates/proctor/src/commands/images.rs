@@ -104,6 +104,7 @@ fn build(
     let spec = BuildSpec {
         context: context.to_path_buf(),
         dockerfile: file.map(Path::to_path_buf),
+        timeout: None,
     };
     let shown = spec.dockerfile_path();
     let built = build_image(cache, registries, &spec, &mut |builder, log| {
