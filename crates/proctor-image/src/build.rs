@@ -220,7 +220,15 @@ impl ImageCache {
             let image = self.pull(&reference, registries)?;
             return Ok(Built::Base { base, image });
         }
-        let bases = self.from_digests(&text, registries)?;
+        let bases = match self.base_digests(&text, registries) {
+            Ok(bases) => bases,
+            // Without the bases no build can be found or made: with no builder either, that is
+            // the error to fix first.
+            Err(e) => {
+                Builder::find()?;
+                return Err(e);
+            }
+        };
         let key = build_key(spec, &bases)?;
         let hex = key.trim_start_matches("sha256:").to_string();
         let dir = fs::canonicalize(self.dir())
@@ -269,7 +277,7 @@ impl ImageCache {
     /// Each image the `FROM` lines of `text` name, with the manifest digest it resolves to now
     /// (through `registries`' mirrors); a name with a variable (`$BASE`) cannot be resolved
     /// before the build and is left out. A base that cannot be resolved is the build's error.
-    fn from_digests(&self, text: &str, registries: &RegistryConfig) -> Result<Vec<BaseRef>> {
+    fn base_digests(&self, text: &str, registries: &RegistryConfig) -> Result<Vec<BaseRef>> {
         let mut out = Vec::new();
         for name in from_images(text) {
             if name.contains('$') {

@@ -61,7 +61,7 @@ fn task(root: &Path, kind: &str, n: usize) {
         write(&dir, "solution/solve.sh", "#!/bin/bash\ntouch done\n");
     }
     match kind {
-        "dockerfile" if n % 10 == 0 => write(
+        "dockerfile" if n.is_multiple_of(10) => write(
             &dir,
             "environment/Dockerfile",
             "FROM ubuntu:24.04\nWORKDIR /srv/app\nENV MODE=test\n",
