@@ -175,16 +175,23 @@ fn obtain(how: Having<'_>, env: &TaskEnvironment) -> Result<(TrialImage, bool), 
     Ok((image, true))
 }
 
-/// The image of every planned task that names one, pulled and unpacked; empty when none does
-/// (nothing is read then, not even the configuration).
+/// The image of every planned task that names one, pulled and unpacked (built from its
+/// `build` folder when it cannot be pulled, or always with `force_build`); empty when none does
+/// (nothing is read then, not even the configuration). The first task whose image cannot be
+/// had is a usage error naming the task and the image.
 pub fn for_run(
     suite: &Suite,
     plan: &Plan,
     config: Option<&Path>,
     cache_dir: Option<&Path>,
+    force_build: bool,
 ) -> Result<BTreeMap<String, Arc<TrialImage>>, RunError> {
     let tasks: Vec<&str> = plan.trials.iter().map(|t| t.task.as_str()).collect();
-    for_tasks(suite, &tasks, config, cache_dir)
+    let images = Images {
+        cache: cache_dir,
+        config,
+    };
+    every_one(each_task(suite, &tasks, images, force_build)?)
 }
 
 /// The image of each of `tasks` that names one, pulled and unpacked (see [`for_run`]); the
@@ -199,7 +206,12 @@ pub fn for_tasks(
         cache: cache_dir,
         config,
     };
-    let provisioned = each_task(suite, tasks, images, false)?;
+    every_one(each_task(suite, tasks, images, false)?)
+}
+
+/// The images `provisioned` had, when it had every task's; else a usage error naming the first
+/// task whose image could not be had.
+fn every_one(provisioned: Provisioned) -> Result<BTreeMap<String, Arc<TrialImage>>, RunError> {
     match provisioned.failed.into_iter().next() {
         Some((task, failure)) => Err(RunError::usage(
             format!("task `{task}`: image `{}`: {}", failure.image, failure.reason),

@@ -550,6 +550,10 @@ pub struct RunArgs {
     /// The image cache for tasks that run in an OCI image (default: ~/.cache/proctor/images).
     #[arg(long, value_name = "DIR")]
     pub image_cache: Option<PathBuf>,
+    /// Build the image of every task that has a `build` folder from its Dockerfile, even when
+    /// the image could be pulled (Harbor's --force-build; docs/environments.md).
+    #[arg(long)]
+    pub build: bool,
     /// Where the trials run: here, or as a Slurm job array (docs/scale.md).
     #[arg(long, value_parser = executor_names(), default_value = "local")]
     pub executor: String,

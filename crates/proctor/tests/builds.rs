@@ -981,6 +981,38 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
         "{}",
         v.stderr
     );
+
+    // `run --build` too: the task's oracle variant passes in the built image, recorded so.
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--task",
+            "forced",
+            "--trials",
+            "1",
+            "--build",
+            "--store",
+            "run-store",
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let record: serde_json::Value = walkdir::WalkDir::new(lab.root.join("run-store"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "trial.json")
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .unwrap();
+    assert_eq!(record["record"]["outcome"], "completed", "{record:#}");
+    assert_eq!(
+        record["record"]["launch"]["image"]["note"],
+        "built from environments/forced/Dockerfile (--build asked for it)"
+    );
 }
 
 #[test]
