@@ -219,6 +219,44 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
     assert_eq!(summary["resumed"], false);
     let run = summary["run"].as_str().unwrap();
     assert!(e.contains(run), "{e}");
+
+    // `validate --image-cache` without --oracle has every image too, and names each task
+    // whose image cannot be had (exit 2).
+    let cache = lab.root.join("image-cache");
+    let plain = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            lab.suite().to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(plain.code, 2, "{}", plain.stderr);
+    assert!(
+        plain
+            .stderr
+            .contains(&format!("task `sum`: image {image} unpacked (sha256:")),
+        "{}",
+        plain.stderr
+    );
+    assert!(
+        plain
+            .stderr
+            .contains("1 task(s) whose image cannot be had:"),
+        "{}",
+        plain.stderr
+    );
+    assert!(
+        plain.stderr.contains(&format!(
+            "task `gone`: image `{}/proctor/missing:v1`: ",
+            registry.addr
+        )),
+        "{}",
+        plain.stderr
+    );
 }
 
 /// The `trial.json` files of the store's runs, by trial id.
