@@ -65,12 +65,15 @@ pub struct BuildStats {
     pub base_only: usize,
     /// Builds that failed (their tasks are skipped).
     pub failed: usize,
+    /// Tasks whose prebuilt registry image has its Dockerfile kept in the suite, to build the
+    /// image from when it cannot be pulled (or with `--build`).
+    pub fallbacks: usize,
 }
 
 impl BuildStats {
     /// Whether any task's image was a Dockerfile.
     pub fn any(&self) -> bool {
-        self.built + self.cache_hits + self.base_only + self.failed > 0
+        self.built + self.cache_hits + self.base_only + self.failed + self.fallbacks > 0
     }
 }
 
@@ -83,6 +86,9 @@ pub(crate) fn resolve_plan(
     options: Option<&BuildImages>,
     stats: &mut BuildStats,
 ) -> Result<(), String> {
+    if plan.fallback_build.is_some() {
+        stats.fallbacks += 1;
+    }
     let ImageSource::Dockerfile(build) = &plan.image else {
         return Ok(());
     };

@@ -887,6 +887,11 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("2 prebuilt image(s) with their Dockerfile kept (built from it when the image cannot be pulled)"),
+        "{}",
+        out.stderr
+    );
     let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
     assert!(
         toml.contains(&format!("# image {missing} is prebuilt; environment/Dockerfile is kept as environments/fallback/, and the image is built from it when {missing} cannot be pulled (or with --build)")),
