@@ -58,6 +58,16 @@ pub enum OracleError {
     /// The run could not be created in the store.
     #[error("cannot create the oracle run")]
     Create(#[source] StoreError),
+    /// The earlier oracle run could not be taken up (`--resume`): another process holds it,
+    /// or it cannot be read.
+    #[error("cannot resume the oracle run {run}: {source}")]
+    Resume {
+        /// The run.
+        run: RunId,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
     /// The engine failed.
     #[error("the oracle run failed")]
     Engine(#[source] EngineError),
@@ -205,7 +215,9 @@ pub fn run(
     };
     let resumed = earlier.is_some();
     let run = match earlier {
-        Some(id) => store.resume_run(&id).map_err(OracleError::Create)?,
+        Some(run) => store
+            .resume_run(&run)
+            .map_err(|source| OracleError::Resume { run, source })?,
         None => {
             let meta = run_meta(
                 &suite,

@@ -349,6 +349,16 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
         assert!(std::time::Instant::now() < deadline, "no trial finished");
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    // While it runs, its run cannot be taken up by another process.
+    let mut racing = args.to_vec();
+    racing.push("--resume");
+    let refused = lab.proctor(As::Me, &racing);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cannot resume the oracle run "),
+        "{}",
+        refused.stderr
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
