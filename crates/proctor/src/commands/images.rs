@@ -142,7 +142,7 @@ fn build(
         } => {
             if cache_hit {
                 eprintln!(
-                    "cache hit: built before from the same Dockerfile and context (key {}), no build; log: {}",
+                    "cache hit: built before from the same Dockerfile, context and FROM images (key {}), no build; log: {}",
                     record.key,
                     record.log.display()
                 );
