@@ -296,15 +296,19 @@ pub fn each_task(
         force_build,
     };
     let mut had: BTreeMap<TaskEnvironment, Result<Arc<TrialImage>, String>> = BTreeMap::new();
+    // Images counted, by reference and build folder (tasks may share one under other settings).
+    let mut counted: std::collections::BTreeSet<(String, Option<PathBuf>)> = Default::default();
     for (task, env) in wanted {
         let image = match had.get(&env) {
             Some(i) => i.clone(),
             None => {
                 let image = obtain(how, &env);
-                match &image {
-                    Ok((_, true)) => out.counts.built += 1,
-                    Ok((_, false)) => out.counts.pulled += 1,
-                    Err(_) => out.counts.failed += 1,
+                if counted.insert((env.image.clone(), env.build.clone())) {
+                    match &image {
+                        Ok((_, true)) => out.counts.built += 1,
+                        Ok((_, false)) => out.counts.pulled += 1,
+                        Err(_) => out.counts.failed += 1,
+                    }
                 }
                 let image = image.map(|(i, _)| Arc::new(i));
                 had.insert(env.clone(), image.clone());

@@ -39,11 +39,11 @@ fn pushed_image(lab: &Lab, registry: &Registry) -> PathBuf {
     config
 }
 
-/// A task of the suite: its id, its own image (else the suite's), its success condition and
-/// its oracle's shell line.
+/// A task of the suite: its id, its own `[tasks.environment]` lines (else the suite's), its
+/// success condition and its oracle's shell line.
 struct Task<'a> {
     id: &'a str,
-    image: Option<String>,
+    environment: Option<String>,
     success: &'a str,
     solve: &'a str,
 }
@@ -59,8 +59,8 @@ fn write_suite(lab: &Lab, image: &str, tasks: &[Task<'_>]) {
             "\n[[tasks]]\nid = \"{}\"\nprompt = \"Do {}.\"\n",
             t.id, t.id
         ));
-        if let Some(own) = &t.image {
-            toml.push_str(&format!("[tasks.environment]\nimage = \"{own}\"\n"));
+        if let Some(own) = &t.environment {
+            toml.push_str(&format!("[tasks.environment]\n{own}\n"));
         }
         toml.push_str(&format!("[tasks.success]\nall = [{}]\n", t.success));
         lab.write(
@@ -111,27 +111,28 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
         &[
             Task {
                 id: "sum",
-                image: None,
+                environment: None,
                 success: answer,
                 solve: "echo 42 > answer.txt",
             },
+            // The same image under its own settings: still one image.
             Task {
                 id: "again",
-                image: None,
+                environment: Some(format!("image = \"{image}\"\nenv = {{ MODE = \"again\" }}")),
                 success: answer,
                 solve: "echo 42 > answer.txt",
             },
             // A check that cannot fail: the null agent passes it too.
             Task {
                 id: "weak",
-                image: None,
+                environment: None,
                 success: "{ check = \"true\" }",
                 solve: "true",
             },
             // An image the registry does not have.
             Task {
                 id: "gone",
-                image: Some(format!("{}/proctor/missing:v1", registry.addr)),
+                environment: Some(format!("image = \"{}/proctor/missing:v1\"", registry.addr)),
                 success: answer,
                 solve: "echo 42 > answer.txt",
             },
@@ -182,7 +183,8 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
         e.contains("  null agent passes (a check that cannot fail): weak\n"),
         "{e}"
     );
-    // sum, again and weak share one image: pulled once; gone's failed.
+    // sum, again and weak share one image (again under other settings): counted once; gone's
+    // failed.
     assert!(
         e.contains("  images                 1 pulled, 0 built, 1 failed\n"),
         "{e}"
@@ -294,14 +296,14 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
         &[
             Task {
                 id: "quick",
-                image: None,
+                environment: None,
                 success: answer,
                 solve: "echo 42 > answer.txt",
             },
             // Slow enough to be killed in.
             Task {
                 id: "slow",
-                image: None,
+                environment: None,
                 success: answer,
                 solve: "sleep 20; echo 42 > answer.txt",
             },
