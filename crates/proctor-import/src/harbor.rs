@@ -641,6 +641,38 @@ mod tests {
     }
 
     #[test]
+    fn build_timeout_sec_is_whole_seconds_else_harbors_default() {
+        let read = |t: &str| {
+            let table: toml::Table = toml::from_str(t).expect("toml");
+            let mut w = Vec::new();
+            (build_timeout(&table, &mut w), w)
+        };
+        assert_eq!(read(""), (600, vec![]));
+        assert_eq!(read("build_timeout_sec = 120"), (120, vec![]));
+        assert_eq!(read("build_timeout_sec = 90.5"), (91, vec![]));
+        let (secs, w) = read("build_timeout_sec = -3");
+        assert_eq!(secs, 600);
+        assert!(
+            w[0].contains("build_timeout_sec = -3 is not a positive number"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn only_a_prebuilt_registry_image_keeps_its_dockerfile_to_build_from() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = ImageSource::Reference("ghcr.io/org/t:1".into());
+        assert_eq!(fallback_build(dir.path(), &image), None);
+        std::fs::create_dir(dir.path().join("environment")).expect("mkdir");
+        std::fs::write(dir.path().join("environment/Dockerfile"), "FROM busybox\n").expect("write");
+        let kept = fallback_build(dir.path(), &image).expect("kept");
+        assert_eq!(kept.context, dir.path().join("environment"));
+        assert_eq!(kept.shown_dockerfile, "environment/Dockerfile");
+        let archive = ImageSource::Archive(dir.path().join("img.tar"));
+        assert_eq!(fallback_build(dir.path(), &archive), None);
+    }
+
+    #[test]
     fn resources_are_read_from_numbers_and_sizes() {
         let table: toml::Table =
             toml::from_str("cpus = 2\nmemory = \"2G\"\nstorage = \"10G\"\n").expect("toml");
