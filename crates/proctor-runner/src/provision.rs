@@ -1,6 +1,9 @@
 //! The OCI images a run's tasks name (docs/environments.md), pulled and unpacked before any
-//! trial (a failure is a usage error, exit 2, naming the task and the image), recorded in the
-//! run, and checked unmoved when the run resumes or is rescored.
+//! trial, or built from a task's `build` folder when the image cannot be pulled (or always when
+//! asked: `--build`), recorded in the run, and checked unmoved when the run resumes or is
+//! rescored. For a run a task whose image cannot be had is a usage error (exit 2, naming the
+//! task and the image); [`each_task`] gives every task's image or reason, so that `validate
+//! --oracle` fails only those tasks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
