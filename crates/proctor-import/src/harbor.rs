@@ -8,7 +8,7 @@ use toml::Value;
 
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
-use crate::image::{self, Build, ImageSource};
+use crate::image::{self, Build, DockerBuild, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
 use crate::settings::{self, is_var_name, whole_seconds};
@@ -94,7 +94,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let verifier = verifier_plan(dir, s.verifier, checks_offline, w);
     let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
     let oracle = oracle_plan(dir, s.solution, agent_offline, w);
-    let comments = about(&s);
+    let mut comments = about(&s);
     let (prompt, image, network, verifier) = match (unsupported, prompt, image, network, verifier) {
         (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v)) => (p, i, n, v),
         (u, p, i, n, v) => {
@@ -104,11 +104,20 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             ))
         }
     };
+    let fallback_build = fallback_build(dir, &image);
+    if let (Some(b), ImageSource::Reference(r)) = (&fallback_build, &image) {
+        comments.push(format!(
+            "image {r} is prebuilt; {} is kept as environments/{id}/, and the image is built from it when {r} cannot be pulled (or with --build)",
+            b.shown_dockerfile
+        ));
+    }
     Ok(TaskPlan {
         source: dir.to_path_buf(),
         id: id.to_string(),
         prompt,
         image,
+        fallback_build,
+        build_timeout: Some(build_timeout(s.environment, w)),
         workdir,
         env,
         wall_timeout,
@@ -235,6 +244,39 @@ fn task_image(dir: &Path, env: &toml::Table, w: &mut Vec<String>) -> Result<Imag
         build,
         "it has no image: task.toml names no [environment] docker_image and there is no environment/Dockerfile",
     )
+}
+
+/// Harbor's default `build_timeout_sec`: ten minutes.
+const HARBOR_BUILD_TIMEOUT: u64 = 600;
+
+/// The task's `[environment] build_timeout_sec` in whole seconds (at least 1), else Harbor's
+/// default; a value that is not a positive number is reported and the default used.
+fn build_timeout(env: &toml::Table, w: &mut Vec<String>) -> u64 {
+    let Some(v) = env.get("build_timeout_sec") else {
+        return HARBOR_BUILD_TIMEOUT;
+    };
+    match seconds(v) {
+        Some(s) => s,
+        None => {
+            w.push(format!(
+                "[environment] build_timeout_sec = {v} is not a positive number of seconds; Harbor's default ({HARBOR_BUILD_TIMEOUT}) was used"
+            ));
+            HARBOR_BUILD_TIMEOUT
+        }
+    }
+}
+
+/// The task's `environment/Dockerfile` when its image is a prebuilt registry reference: what
+/// the image is built from when it cannot be pulled, as Harbor builds it with `--force-build`.
+fn fallback_build(dir: &Path, image: &ImageSource) -> Option<DockerBuild> {
+    let dockerfile = dir.join("environment/Dockerfile");
+    (matches!(image, ImageSource::Reference(_)) && dockerfile.is_file()).then(|| DockerBuild {
+        context: dir.join("environment"),
+        dockerfile,
+        what: "environment/Dockerfile".into(),
+        shown_context: "environment".into(),
+        shown_dockerfile: "environment/Dockerfile".into(),
+    })
 }
 
 /// The resources the `[environment]` table `env` asks for: `cpus`, and memory and storage in
@@ -687,6 +729,38 @@ mod tests {
         assert!(other.is_err_and(|e| e.contains("[verifier.environment]")));
         let bad = super::separate_verifier(&table("environment_mode = \"apart\""));
         assert!(bad.is_err_and(|e| e.contains("shared, separate")));
+    }
+
+    #[test]
+    fn build_timeout_sec_is_whole_seconds_else_harbors_default() {
+        let read = |t: &str| {
+            let table: toml::Table = toml::from_str(t).expect("toml");
+            let mut w = Vec::new();
+            (build_timeout(&table, &mut w), w)
+        };
+        assert_eq!(read(""), (600, vec![]));
+        assert_eq!(read("build_timeout_sec = 120"), (120, vec![]));
+        assert_eq!(read("build_timeout_sec = 90.5"), (91, vec![]));
+        let (secs, w) = read("build_timeout_sec = -3");
+        assert_eq!(secs, 600);
+        assert!(
+            w[0].contains("build_timeout_sec = -3 is not a positive number"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn only_a_prebuilt_registry_image_keeps_its_dockerfile_to_build_from() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = ImageSource::Reference("ghcr.io/org/t:1".into());
+        assert_eq!(fallback_build(dir.path(), &image), None);
+        std::fs::create_dir(dir.path().join("environment")).expect("mkdir");
+        std::fs::write(dir.path().join("environment/Dockerfile"), "FROM busybox\n").expect("write");
+        let kept = fallback_build(dir.path(), &image).expect("kept");
+        assert_eq!(kept.context, dir.path().join("environment"));
+        assert_eq!(kept.shown_dockerfile, "environment/Dockerfile");
+        let archive = ImageSource::Archive(dir.path().join("img.tar"));
+        assert_eq!(fallback_build(dir.path(), &archive), None);
     }
 
     #[test]

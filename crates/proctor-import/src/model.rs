@@ -52,6 +52,13 @@ pub(crate) struct TaskPlan {
     pub prompt: String,
     /// The image (`[tasks.environment] image`).
     pub image: ImageSource,
+    /// The Dockerfile a registry `image` is built from when it cannot be pulled (or with
+    /// `--build`): its context is copied to `environments/TASK_ID/` (`[tasks.environment]
+    /// build`).
+    pub fallback_build: Option<crate::image::DockerBuild>,
+    /// The longest a build of the task's image may take, in seconds (Harbor's
+    /// `build_timeout_sec`).
+    pub build_timeout: Option<u64>,
     /// The working directory inside the image, when the task states it (else the image's own).
     pub workdir: Option<String>,
     /// Environment variables of the environment (literal values only).

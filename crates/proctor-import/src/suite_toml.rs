@@ -43,6 +43,12 @@ pub(crate) fn render(
     s
 }
 
+/// Where in the suite the Dockerfile a task's prebuilt image is built from (when it cannot be
+/// pulled) is kept.
+pub(crate) fn fallback_folder(id: &str) -> String {
+    format!("environments/{id}")
+}
+
 fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(
         s,
@@ -109,6 +115,12 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     if let Some(mb) = t.resources.storage_mb {
         let _ = writeln!(s, "storage_mb = {mb}");
     }
+    if t.fallback_build.is_some() {
+        let _ = writeln!(s, "build = {}", basic_string(&fallback_folder(&t.id)));
+        if let Some(secs) = t.build_timeout {
+            let _ = writeln!(s, "build_timeout_sec = {secs}");
+        }
+    }
     if !t.env.is_empty() {
         let pairs: Vec<String> = t
             .env
@@ -174,6 +186,8 @@ mod tests {
             id: "hello-world".into(),
             prompt: "Say hello.\n".into(),
             image: ImageSource::Reference("alexgshaw/hello-world:20251031".into()),
+            fallback_build: None,
+            build_timeout: None,
             workdir: Some("/app".into()),
             env: BTreeMap::from([("GREETING_STYLE".to_string(), "plain".to_string())]),
             wall_timeout: Some(300),

@@ -97,6 +97,8 @@ fn plan(
         id: id.to_string(),
         prompt,
         image: environment.image,
+        fallback_build: None,
+        build_timeout: None,
         workdir: environment.workdir,
         env: environment.env,
         wall_timeout,

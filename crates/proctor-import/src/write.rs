@@ -175,6 +175,12 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
             copy_all(&files, &root.join(plan.image.suite_path(&plan.id)))?;
         }
     }
+    if let Some(build) = &plan.fallback_build {
+        let mut warnings = Vec::new();
+        let files = crate::files::collect(&build.context, &build.shown_context, &mut warnings);
+        let dest = root.join(crate::suite_toml::fallback_folder(&plan.id));
+        copy_all(&files, &dest)?;
+    }
     let holdout = root.join("holdout").join(&plan.id);
     copy_all(&plan.verifier.files, &holdout)?;
     let script = verify::script(

@@ -24,9 +24,10 @@ const KINDS: [(&str, usize); 8] = [
     ("fetching", 20),   // imported, offline verifier that runs apt-get
     ("phased", 10),     // imported, offline agent, verifier with the network
     ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
-    ("dockerfile", 80), // skipped: only a Dockerfile
-    ("no-tests", 30),   // skipped: no tests/test.sh
-    ("compose", 10),    // skipped: docker-compose.yaml with two services
+    ("dockerfile", 80), // skipped: only a Dockerfile that RUNs (every tenth only FROM + WORKDIR:
+    //                     imported under --no-build, no builder needed)
+    ("no-tests", 30), // skipped: no tests/test.sh
+    ("compose", 10),  // skipped: docker-compose.yaml with two services
 ];
 
 /// Writes task `n` of `kind` into `root`.
@@ -60,7 +61,16 @@ fn task(root: &Path, kind: &str, n: usize) {
         write(&dir, "solution/solve.sh", "#!/bin/bash\ntouch done\n");
     }
     match kind {
-        "dockerfile" => write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n"),
+        "dockerfile" if n.is_multiple_of(10) => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nWORKDIR /srv/app\nENV MODE=test\n",
+        ),
+        "dockerfile" => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nRUN apt-get update\n",
+        ),
         "compose" => {
             write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n");
             write(
@@ -112,9 +122,9 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = &out.stderr;
     let has = |line: &str| e.lines().any(|l| l == line);
-    assert!(e.starts_with("imported 180 task(s): "), "{e}");
-    assert!(has("skipped 120 task(s), by reason:"), "{e}");
-    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
+    assert!(e.starts_with("imported 188 task(s): "), "{e}");
+    assert!(has("skipped 112 task(s), by reason:"), "{e}");
+    assert!(has("  72 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
     assert!(
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"
@@ -125,8 +135,8 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         .lines()
         .filter(|l| l.starts_with("    ") && l.contains("  part-"))
         .count();
-    assert_eq!(task_lines, 120, "{e}");
-    assert!(has("    dockerfile-000  part-a/dockerfile-000"), "{e}");
+    assert_eq!(task_lines, 112, "{e}");
+    assert!(has("    dockerfile-001  part-b/dockerfile-001"), "{e}");
     assert!(has("    no-tests-001  part-b/no-tests-001"), "{e}");
     // The build commands are shown once for the group, not once per task.
     assert_eq!(e.matches("docker build -t").count(), 1, "{e}");
@@ -159,7 +169,7 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     let suite: toml::Table = toml::from_str(&text).unwrap();
     assert_eq!(suite["name"].as_str(), Some("Generated dataset"));
     let tasks = suite["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 180);
+    assert_eq!(tasks.len(), 188);
     let of = |id: &str| tasks.iter().find(|t| t["id"].as_str() == Some(id)).unwrap();
     let phased = of("phased-000");
     assert_eq!(phased["network"].as_str(), Some("none"));
@@ -167,6 +177,11 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     let fetching = of("fetching-000");
     assert_eq!(fetching["network"].as_str(), Some("none"));
     assert_eq!(fetching["check_network"].as_str(), Some("none"));
+    // Only FROM + WORKDIR/ENV: imported under --no-build as its base image, set up as it says.
+    let based = of("dockerfile-010");
+    assert_eq!(based["environment"]["image"].as_str(), Some("ubuntu:24.04"));
+    assert_eq!(based["environment"]["workdir"].as_str(), Some("/srv/app"));
+    assert_eq!(based["environment"]["env"]["MODE"].as_str(), Some("test"));
     let plain = of("plain-000");
     assert_eq!(plain["network"].as_str(), Some("internet"));
     assert_eq!(plain["check_network"].as_str(), Some("internet"));
