@@ -8,7 +8,6 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::image::{self, DockerBuild, ImageSource};
-use crate::model::{Net, Networks};
 use crate::tbench::{build_paths, compose_env, get, scalar};
 
 /// A compose file's services, in order: name and definition.
@@ -194,23 +193,6 @@ fn sidecar(
         healthcheck: healthcheck(service, &at)?,
         depends_on: depends_on(service, main, &at, w)?,
     })
-}
-
-/// Sidecars need the trial's own network: on the host's they would listen on the host's ports
-/// beside every other trial's (`validate` refuses that), so a task whose agent gets the host's
-/// network is skipped with the reason.
-pub(crate) fn own_network(
-    sidecars: Vec<SidecarPlan>,
-    network: Option<&Networks>,
-) -> Result<Vec<SidecarPlan>, String> {
-    match network {
-        Some(n) if n.agent == Net::Host && !sidecars.is_empty() => Err(format!(
-            "its sidecar containers ({}) need the trial's own network, and the task runs on the host's ({}); proctor would have them listen on the host's ports beside every other trial's",
-            sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-            n.why
-        )),
-        _ => Ok(sidecars),
-    }
 }
 
 /// Reports the service keys a sidecar does not carry.

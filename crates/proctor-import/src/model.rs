@@ -52,6 +52,13 @@ pub(crate) struct TaskPlan {
     pub prompt: String,
     /// The image (`[tasks.environment] image`).
     pub image: ImageSource,
+    /// The Dockerfile a registry `image` is built from when it cannot be pulled (or with
+    /// `--build`): its context is copied to `environments/TASK_ID/` (`[tasks.environment]
+    /// build`).
+    pub fallback_build: Option<crate::image::DockerBuild>,
+    /// The longest a build of the task's image may take, in seconds (Harbor's
+    /// `build_timeout_sec`).
+    pub build_timeout: Option<u64>,
     /// The working directory inside the image, when the task states it (else the image's own).
     pub workdir: Option<String>,
     /// Environment variables of the environment (literal values only).
@@ -88,8 +95,8 @@ pub(crate) struct TaskPlan {
 pub(crate) enum Net {
     /// `"none"`: only the sandbox's own loopback.
     None,
-    /// `"host"`: the host's network.
-    Host,
+    /// `"internet"`: the trial's own network, out to public addresses only.
+    Internet,
 }
 
 impl Net {
@@ -97,7 +104,7 @@ impl Net {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Net::None => "none",
-            Net::Host => "host",
+            Net::Internet => "internet",
         }
     }
 }
@@ -112,6 +119,8 @@ pub(crate) struct Networks {
     pub checks: Net,
     /// Why: the task's settings (or its format's default) they come from.
     pub why: String,
+    /// The names an internet phase reaches (Harbor's `allowed_hosts`); empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The resources a task asks for, written to its `[tasks.environment]`.

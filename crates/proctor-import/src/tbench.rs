@@ -76,12 +76,6 @@ fn plan(
     let network = environment
         .as_ref()
         .map_or_else(|_| default_network(), |e| e.network.clone());
-    if network.agent == Net::Host {
-        w.push(format!(
-            "network = \"host\", check_network = \"host\": {}, for the agent and the tests alike",
-            network.why
-        ));
-    }
     let wall_timeout = timeout(&task, "max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
     let validation_timeout = timeout(&task, "max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
     if get(&task, "run_tests_in_same_shell").and_then(Yaml::as_bool) == Some(true) {
@@ -103,6 +97,8 @@ fn plan(
         id: id.to_string(),
         prompt,
         image: environment.image,
+        fallback_build: None,
+        build_timeout: None,
         workdir: environment.workdir,
         env: environment.env,
         wall_timeout,
@@ -125,10 +121,11 @@ fn plan(
 /// agent and to the tests alike.
 fn default_network() -> Networks {
     Networks {
-        agent: Net::Host,
-        checks: Net::Host,
+        agent: Net::Internet,
+        checks: Net::Internet,
         why: "Terminal-Bench runs the task's container on Docker's default network (the internet)"
             .to_string(),
+        allowed_hosts: Vec::new(),
     }
 }
 
@@ -359,11 +356,12 @@ fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<En
             agent: Net::None,
             checks: Net::None,
             why: format!("{name}: network_mode: none"),
+            allowed_hosts: Vec::new(),
         },
         _ => default_network(),
     };
     let sidecars = match several {
-        true => compose_sidecars(dir, name, &network, w)?,
+        true => compose_sidecars(dir, name, w)?,
         false => Vec::new(),
     };
     Ok(Environment {
@@ -496,11 +494,10 @@ fn compose_resources(service: &Yaml, name: &str, w: &mut Vec<String>) -> Resourc
 const CLIENT: &str = "client";
 
 /// The sidecars of the compose file `name` in `dir` (when it has several services, every one
-/// but `client`), unless the agent's phase gets the host's network (then the task is skipped).
+/// but `client`).
 fn compose_sidecars(
     dir: &Path,
     name: &str,
-    network: &Networks,
     w: &mut Vec<String>,
 ) -> Result<Vec<crate::compose::SidecarPlan>, String> {
     let Some(compose) = crate::compose::read(&dir.join(name))? else {
@@ -516,7 +513,7 @@ fn compose_sidecars(
         sidecars.len(),
         sidecars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     ));
-    crate::compose::own_network(sidecars, Some(network))
+    Ok(sidecars)
 }
 
 /// The agent's service of the compose file `compose` (named `name`): its one service, or,
@@ -793,7 +790,7 @@ mod tests {
     }
 
     #[test]
-    fn several_services_run_beside_client_as_sidecars_on_the_trials_own_network() {
+    fn several_services_run_beside_client_as_sidecars() {
         let dir = tempfile::tempdir().expect("tempdir");
         let write = |text: &str| {
             std::fs::write(dir.path().join("docker-compose.yaml"), text).expect("write");
@@ -814,13 +811,7 @@ mod tests {
                 .any(|m| m.contains("1 sidecar container(s) (api) run beside `client`")),
             "{w:?}"
         );
-        // On Docker's network (the host's, in this version) the task is skipped; without a
-        // `client`, several services are refused.
-        write(&services.replace("    network_mode: none\n", ""));
-        let e = compose_environment(dir.path(), "docker-compose.yaml", &mut Vec::new())
-            .err()
-            .expect("skipped");
-        assert!(e.contains("need the trial's own network"), "{e}");
+        // Without a `client`, several services are refused.
         write(&services.replace("client:", "main:"));
         let e = compose_environment(dir.path(), "docker-compose.yaml", &mut Vec::new())
             .err()

@@ -180,11 +180,18 @@ fn write_image(root: &Path, image: &ImageSource, key: &str) -> Result<(), Import
     Ok(())
 }
 
-/// The task's holdout, oracle and local images (its own and its sidecars').
+/// The task's holdout, oracle and local images (its own and its sidecars'), and the folder its
+/// image is built from when it cannot be pulled.
 fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), ImportError> {
     write_image(root, &plan.image, &plan.id)?;
     for sidecar in &plan.sidecars {
         write_image(root, &sidecar.image, &sidecar.image_key(&plan.id))?;
+    }
+    if let Some(build) = &plan.fallback_build {
+        let mut warnings = Vec::new();
+        let files = crate::files::collect(&build.context, &build.shown_context, &mut warnings);
+        let dest = root.join(crate::suite_toml::fallback_folder(&plan.id));
+        copy_all(&files, &dest)?;
     }
     let holdout = root.join("holdout").join(&plan.id);
     copy_all(&plan.verifier.files, &holdout)?;

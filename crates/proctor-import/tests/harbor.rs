@@ -201,7 +201,6 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     let warnings = warning_lines(&report).join("\n");
     for expected in [
         "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
-        "hello-world: network = \"host\", check_network = \"host\" ([environment] allow_internet = true, for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one",
         "metrics: tests/ download while verifying (curl), but the verifier phase has no network (check_network = \"none\")",
         "metrics: no solution/solve.sh: its oracle does nothing",
         // A skipped task's other warnings are reported too.
@@ -209,6 +208,8 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     ] {
         assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
     }
+    // The internet Harbor gives is the trial's own, isolated from the host: nothing to warn of.
+    assert!(!warnings.contains("host's network"), "{warnings}");
     assert_eq!(report.not_tasks.len(), 1, "{:?}", report.not_tasks);
     assert!(report.not_tasks[0].folder.ends_with("not-a-task"));
     assert_eq!(
@@ -246,7 +247,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(hello["difficulty"].as_str(), Some("easy"));
     assert_eq!(hello["wall_timeout_seconds"].as_integer(), Some(300));
     assert_eq!(hello["validation_timeout_seconds"].as_integer(), Some(120));
-    assert_eq!(hello["network"].as_str(), Some("host"));
+    assert_eq!(hello["network"].as_str(), Some("internet"));
     assert_eq!(
         hello["environment"]["image"].as_str(),
         Some("alexgshaw/hello-world:20251031")
@@ -276,7 +277,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         "allow_internet = false"
     );
     assert_eq!(m["check_network"].as_str(), Some("none"));
-    assert_eq!(hello["check_network"].as_str(), Some("host"));
+    assert_eq!(hello["check_network"].as_str(), Some("internet"));
     assert!(
         m.get("wall_timeout_seconds").is_none(),
         "no [agent] timeout_sec"

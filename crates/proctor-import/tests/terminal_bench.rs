@@ -154,8 +154,6 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
         "vim-edit: solution.yaml holds keystrokes",
         // The compose file takes the network away, and the tests fetch.
         "vim-edit: run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network (check_network = \"none\")",
-        // Terminal-Bench's own default: Docker's network, to the agent and the tests, said.
-        "answer-42: network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike",
     ] {
         assert!(
             warnings.contains(expected),
@@ -175,8 +173,12 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
     assert_eq!(t["difficulty"].as_str(), Some("easy"));
     assert_eq!(t["wall_timeout_seconds"].as_integer(), Some(180));
     assert_eq!(t["validation_timeout_seconds"].as_integer(), Some(30));
-    assert_eq!(t["network"].as_str(), Some("host"));
-    assert_eq!(t["check_network"].as_str(), Some("host"));
+    assert_eq!(
+        t["network"].as_str(),
+        Some("internet"),
+        "Terminal-Bench's default network: the internet"
+    );
+    assert_eq!(t["check_network"].as_str(), Some("internet"));
     assert_eq!(
         t["environment"]["image"].as_str(),
         Some("ghcr.io/example/answer-42:20250620")

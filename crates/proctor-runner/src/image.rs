@@ -26,6 +26,9 @@ pub struct TrialImage {
     pub env: Vec<(String, String)>,
     /// The images of the task's sidecar services (services with an `image`), by service name.
     pub sidecars: BTreeMap<String, SidecarImage>,
+    /// How it was had when it was not pulled (built from the task's `build` folder, and why);
+    /// recorded with each trial.
+    pub note: Option<String>,
 }
 
 /// The image a sidecar service runs in, unpacked, with what its configuration says about how
@@ -231,6 +234,7 @@ mod tests {
             workdir: PathBuf::from("/app"),
             env: vec![("PATH".into(), "/opt/bin:/bin".into())],
             sidecars: BTreeMap::new(),
+            note: None,
         };
         assert_eq!(img.path(), "/opt/bin:/bin");
         std::fs::create_dir_all(dir.path().join("bin")).unwrap();

@@ -19,6 +19,7 @@ pub mod image;
 pub mod layers;
 pub mod model;
 pub mod oracle;
+pub mod oracle_summary;
 pub mod overview;
 mod provenance;
 pub mod provision;

@@ -38,6 +38,8 @@ pub struct RunRequest {
     pub config: Option<PathBuf>,
     /// The image cache (`--image-cache`).
     pub image_cache: Option<PathBuf>,
+    /// Build every image that has a `build` folder, even one that can be pulled (`--build`).
+    pub build_images: bool,
 }
 
 /// What a run's trials share beyond the session when they run in this process: the model
@@ -146,6 +148,7 @@ impl RunRequest {
             plan,
             self.config.as_deref(),
             self.image_cache.as_deref(),
+            self.build_images,
         )
     }
 }

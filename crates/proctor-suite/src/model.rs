@@ -142,6 +142,18 @@ pub struct Environment {
     /// Environment variables for the agent, services and checks, added to the image's own.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A folder of the suite holding a `Dockerfile` and the files it copies, e.g.
+    /// `"environments/my-task"`: the image is built from it when the registry `image` cannot be
+    /// pulled, and always with `--build` (Harbor's `--force-build`). Default: none (an image
+    /// that cannot be pulled is an error of its task).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub build: Option<Spanned<String>>,
+    /// The longest building `build` may take, in seconds (Harbor's `build_timeout_sec`); a
+    /// build still running then is stopped and is the task's error. Default: no limit.
+    #[serde(default)]
+    #[schemars(with = "Option<u64>")]
+    pub build_timeout_sec: Option<Spanned<u64>>,
     /// CPUs the task is meant to have, e.g. `2` or `0.5`: a hint, recorded with each trial (not
     /// enforced yet).
     #[serde(default)]

@@ -86,6 +86,11 @@ pub struct TaskEnvironment {
     pub workdir: Option<String>,
     /// Variables added to the image's own.
     pub env: std::collections::BTreeMap<String, String>,
+    /// The folder (absolute) the image is built from when it cannot be pulled, or always when
+    /// asked (`build`).
+    pub build: Option<std::path::PathBuf>,
+    /// The longest that build may take, in seconds (`build_timeout_sec`).
+    pub build_timeout_sec: Option<u64>,
 }
 
 /// The resources a task is meant to have (`cpus`, `memory_mb`, `storage_mb` of its
@@ -348,10 +353,16 @@ impl Suite {
         let image = pick(|e| e.image.as_ref())?;
         let mut env = suite.map(|e| e.env.clone()).unwrap_or_default();
         env.extend(own.map(|e| e.env.clone()).unwrap_or_default());
+        let timeout = [own, suite]
+            .into_iter()
+            .flatten()
+            .find_map(|e| e.build_timeout_sec.as_ref().map(|t| *t.get_ref()));
         Some(TaskEnvironment {
             image,
             workdir: pick(|e| e.workdir.as_ref()),
             env,
+            build: pick(|e| e.build.as_ref()).map(|b| self.root.join(b)),
+            build_timeout_sec: timeout,
         })
     }
 

@@ -24,9 +24,10 @@ const KINDS: [(&str, usize); 8] = [
     ("fetching", 20),   // imported, offline verifier that runs apt-get
     ("phased", 10),     // imported, offline agent, verifier with the network
     ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
-    ("dockerfile", 80), // skipped: only a Dockerfile
-    ("no-tests", 30),   // skipped: no tests/test.sh
-    ("compose", 10),    // skipped: a sidecar on the host's network
+    ("dockerfile", 80), // skipped: only a Dockerfile that RUNs (every tenth only FROM + WORKDIR:
+    //                     imported under --no-build, no builder needed)
+    ("no-tests", 30), // skipped: no tests/test.sh
+    ("compose", 10),  // imported: docker-compose.yaml's db runs as a sidecar
 ];
 
 /// Writes task `n` of `kind` into `root`.
@@ -60,7 +61,16 @@ fn task(root: &Path, kind: &str, n: usize) {
         write(&dir, "solution/solve.sh", "#!/bin/bash\ntouch done\n");
     }
     match kind {
-        "dockerfile" => write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n"),
+        "dockerfile" if n.is_multiple_of(10) => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nWORKDIR /srv/app\nENV MODE=test\n",
+        ),
+        "dockerfile" => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nRUN apt-get update\n",
+        ),
         "compose" => {
             write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n");
             write(
@@ -112,21 +122,20 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = &out.stderr;
     let has = |line: &str| e.lines().any(|l| l == line);
-    assert!(e.starts_with("imported 180 task(s): "), "{e}");
-    assert!(has("skipped 120 task(s), by reason:"), "{e}");
-    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
+    assert!(e.starts_with("imported 198 task(s): "), "{e}");
+    assert!(has("skipped 102 task(s), by reason:"), "{e}");
+    assert!(has("  72 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
     assert!(
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"
     );
-    assert!(has("  10 task(s): its sidecar containers (db) need the trial's own network, and the task runs on the host's ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier); proctor would have them listen on the host's ports beside every other trial's"), "{e}");
     // One line per skipped task, with its folder.
     let task_lines = e
         .lines()
         .filter(|l| l.starts_with("    ") && l.contains("  part-"))
         .count();
-    assert_eq!(task_lines, 120, "{e}");
-    assert!(has("    dockerfile-000  part-a/dockerfile-000"), "{e}");
+    assert_eq!(task_lines, 102, "{e}");
+    assert!(has("    dockerfile-001  part-b/dockerfile-001"), "{e}");
     assert!(has("    no-tests-001  part-b/no-tests-001"), "{e}");
     // The build commands are shown once for the group, not once per task.
     assert_eq!(e.matches("docker build -t").count(), 1, "{e}");
@@ -147,7 +156,10 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         "{e}"
     );
     assert!(has("  20 task(s): tests/ download while verifying (apt-get install), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch"), "{e}");
-    assert!(has("  270 task(s): network = \"host\", check_network = \"host\" ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one"), "{e}");
+    assert!(
+        !e.contains("host's network"),
+        "the internet is the trial's own: {e}"
+    );
     // A summary a person can read: about one line per skipped task, not pages of each.
     assert!(e.lines().count() < 180, "{} lines:\n{e}", e.lines().count());
 
@@ -156,17 +168,30 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     let suite: toml::Table = toml::from_str(&text).unwrap();
     assert_eq!(suite["name"].as_str(), Some("Generated dataset"));
     let tasks = suite["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 180);
+    assert_eq!(tasks.len(), 198);
     let of = |id: &str| tasks.iter().find(|t| t["id"].as_str() == Some(id)).unwrap();
     let phased = of("phased-000");
     assert_eq!(phased["network"].as_str(), Some("none"));
-    assert_eq!(phased["check_network"].as_str(), Some("host"));
+    assert_eq!(phased["check_network"].as_str(), Some("internet"));
     let fetching = of("fetching-000");
     assert_eq!(fetching["network"].as_str(), Some("none"));
     assert_eq!(fetching["check_network"].as_str(), Some("none"));
+    // Only FROM + WORKDIR/ENV: imported under --no-build as its base image, set up as it says.
+    let based = of("dockerfile-010");
+    assert_eq!(based["environment"]["image"].as_str(), Some("ubuntu:24.04"));
+    assert_eq!(based["environment"]["workdir"].as_str(), Some("/srv/app"));
+    assert_eq!(based["environment"]["env"]["MODE"].as_str(), Some("test"));
+    // Several compose services: the one beside `main` is the task's sidecar.
+    let compose = of("compose-000");
+    assert_eq!(compose["services"][0]["name"].as_str(), Some("db"));
+    assert_eq!(
+        compose["services"][0]["image"].as_str(),
+        Some("postgres:16")
+    );
+    assert_eq!(compose["network"].as_str(), Some("internet"));
     let plain = of("plain-000");
-    assert_eq!(plain["network"].as_str(), Some("host"));
-    assert_eq!(plain["check_network"].as_str(), Some("host"));
+    assert_eq!(plain["network"].as_str(), Some("internet"));
+    assert_eq!(plain["check_network"].as_str(), Some("internet"));
     assert!(tasks
         .iter()
         .any(|t| t["id"].as_str() == Some("yml-data-019")));
@@ -203,7 +228,7 @@ fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = &out.stderr;
-    assert!(e.lines().any(|l| l == "  8 task(s): network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike"), "{e}");
+    assert!(!e.contains("network = \"host\""), "{e}");
     assert!(e.lines().any(|l| l.starts_with("  4 task(s): run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network")), "{e}");
     let suite: toml::Table =
         toml::from_str(&std::fs::read_to_string(lab.root.join("tb/suite.toml")).unwrap()).unwrap();
@@ -217,7 +242,12 @@ fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
             )
         })
         .collect();
-    assert_eq!(nets.iter().filter(|n| **n == ("host", "host")).count(), 8);
+    assert_eq!(
+        nets.iter()
+            .filter(|n| **n == ("internet", "internet"))
+            .count(),
+        8
+    );
     assert_eq!(nets.iter().filter(|n| **n == ("none", "none")).count(), 4);
 }
 

@@ -95,6 +95,7 @@ pub fn launch(
         image: image.map(|img| crate::record::ImageRecord {
             reference: img.reference.clone(),
             digest: img.digest.clone(),
+            note: img.note.clone(),
         }),
         resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
         limits: Some(limits_record),

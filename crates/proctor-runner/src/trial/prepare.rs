@@ -316,6 +316,7 @@ mod tests {
                 workdir: PathBuf::from("/app"),
                 env: Vec::new(),
                 sidecars: Default::default(),
+                note: None,
             }),
         );
         let planned = crate::trial::testkit::planned("t", "agent");
