@@ -142,7 +142,8 @@ printf '{"reward": %s, "accuracy": %s, "speed": %s}\n' "$acc" "$acc" "$speed" > 
     dir
 }
 
-/// A task whose environment is only a Dockerfile.
+/// A task whose environment is only a Dockerfile, one that needs a build (a `RUN` step: a
+/// Dockerfile of `FROM` and `WORKDIR` alone is imported as its base image).
 fn dockerfile_only(root: &Path) -> PathBuf {
     let dir = root.join("build-me");
     write(
@@ -154,7 +155,7 @@ fn dockerfile_only(root: &Path) -> PathBuf {
     write(
         &dir,
         "environment/Dockerfile",
-        "FROM ubuntu:24.04\nWORKDIR /app\n",
+        "FROM ubuntu:24.04\nWORKDIR /app\nRUN apt-get update\n",
     );
     write_exec(
         &dir,
