@@ -513,6 +513,7 @@ mod tests {
             workdir: PathBuf::from("/app"),
             env: Vec::new(),
             sidecars: [("web".to_string(), own)].into(),
+            note: None,
         }
     }
 
