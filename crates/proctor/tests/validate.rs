@@ -1315,12 +1315,12 @@ const CASES: &[Case] = &[
         changes: &[
             Edit(
                 "prompt = \"Create",
-                "check_network = \"internet\"\nprompt = \"Create",
+                "check_network = \"public\"\nprompt = \"Create",
             ),
         ],
         in_place: None,
         at: Some("[SUITE]/suite.toml:14:17"),
-        says: &["unknown variant `internet`, expected one of", "help: write one of: `none`, `loopback`,"],
+        says: &["unknown variant `public`, expected one of", "help: write one of: `none`, `loopback`, `host`, `internet`"],
     },
     Case {
         name: "bad_expect_value",
