@@ -96,36 +96,13 @@ impl FileChange {
 
     /// The path as its exact bytes: `path_hex` decoded when there is one, else `path`.
     pub fn exact_path(&self) -> std::borrow::Cow<'_, std::path::Path> {
-        use std::os::unix::ffi::OsStringExt;
-        match self.path_hex.as_deref().and_then(from_hex) {
-            Some(bytes) => std::borrow::Cow::Owned(std::ffi::OsString::from_vec(bytes).into()),
-            None => std::borrow::Cow::Borrowed(std::path::Path::new(&self.path)),
-        }
+        proctor_records::exact_name::exact_path(&self.path, self.path_hex.as_deref())
     }
 
     /// The record of a path that is not UTF-8 gets its exact bytes in hex.
     pub fn hex_of(path: &std::path::Path) -> Option<String> {
-        use std::os::unix::ffi::OsStrExt;
-        path.to_str()
-            .is_none()
-            .then(|| hex(path.as_os_str().as_bytes()))
+        proctor_records::exact_name::hex_of(path)
     }
-}
-
-/// `bytes` in lower-case hex, two digits a byte: how records keep bytes that are not UTF-8
-/// (`path_hex`, a call's `argv_hex`).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The whole of a command line whose record keeps only its head.
