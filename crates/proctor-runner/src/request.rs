@@ -196,7 +196,7 @@ pub fn open_checked(
         suite: dir.display().to_string(),
         problems,
     };
-    let suite = Suite::parse(dir).map_err(|p| invalid(vec![p]))?;
+    let suite = Suite::parse_all(dir).map_err(invalid)?;
     let checked = proctor_suite::validate::check(&suite, &options);
     if checked.problems.is_empty() {
         Ok((suite, checked.warnings))

@@ -32,9 +32,9 @@ pub fn run(
         config,
         image_cache,
     };
-    let Found { suite, warnings } = match Suite::parse(dir) {
-        Err(problem) => Found {
-            suite: Err(vec![problem]),
+    let Found { suite, warnings } = match Suite::parse_all(dir) {
+        Err(problems) => Found {
+            suite: Err(problems),
             warnings: Vec::new(),
         },
         Ok(suite) => check_parsed(suite, &asked)?,
