@@ -26,6 +26,7 @@ mod environment;
 mod folders;
 mod hidden;
 mod interface;
+mod paths;
 mod power;
 mod promotion;
 mod scripts;
