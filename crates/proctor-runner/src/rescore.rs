@@ -186,7 +186,7 @@ impl Rescorer<'_> {
         let settings = suite.settings(task, variant);
         let mut env = CheckEnv {
             image: image.cloned(),
-            network: crate::trial::launch::sandbox_network(settings.check_network),
+            network: crate::trial::sandboxing::sandbox_network(settings.check_network),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
             binds: suite.binds(task).into_iter().map(PathBuf::from).collect(),
             limits: settings.limits,
