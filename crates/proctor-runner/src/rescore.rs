@@ -428,7 +428,8 @@ fn make_parents(
     rel: &Path,
     over: Option<&Path>,
 ) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::CString)> {
-    use proctor_fs::beneath::{cstring, make_dir_at, stat_at};
+    use proctor_fs::at::cstring;
+    use proctor_fs::beneath::{make_dir_at, stat_at};
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
     let Some(over) = over else {
@@ -584,7 +585,7 @@ fn rebuild_deletion(
         .and_then(|fd| {
             Ok((
                 fd,
-                proctor_fs::beneath::cstring(rel.file_name().unwrap_or_default())?,
+                proctor_fs::at::cstring(rel.file_name().unwrap_or_default())?,
             ))
         })
     {
