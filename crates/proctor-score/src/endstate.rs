@@ -515,8 +515,8 @@ pub struct ObservedLink {
     pub followed: bool,
 }
 
-/// What one check run was seen to load of what the agent changed (judged by
-/// [`crate::audit::observed`]).
+/// What one check run was seen to load of what the agent changed: the agent's files its
+/// processes opened, read or executed, and the agent's links they followed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckObservation {
     /// The agent's files the check's processes opened, read or executed, by path; at most
