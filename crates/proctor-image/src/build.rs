@@ -1,6 +1,8 @@
 //! Images built from a Dockerfile into the cache, keyed by what they are built from: the
-//! Dockerfile and every file of the build context. A second build of the same inputs is a cache
-//! hit and runs no builder.
+//! Dockerfile, every file of the build context, and the manifest digest each `FROM` image
+//! resolves to now (so a base tag moved to another image builds again). A second build of the
+//! same inputs is a cache hit and runs no builder. A build may be given a time limit (Harbor's
+//! `build_timeout_sec`): a builder still running then is killed and the build fails saying so.
 //!
 //! ```text
 //! DIR/builds/<key hex>/image.tar    the built image, as an OCI archive (unpacked into images/)
@@ -12,7 +14,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +39,8 @@ pub struct BuildSpec {
     pub context: PathBuf,
     /// The Dockerfile; `None` is `CONTEXT/Dockerfile`.
     pub dockerfile: Option<PathBuf>,
+    /// The longest the builder may take (Harbor's `build_timeout_sec`); `None`: no limit.
+    pub timeout: Option<Duration>,
 }
 
 impl BuildSpec {
@@ -63,6 +67,10 @@ pub struct BuildRecord {
     pub context: PathBuf,
     /// The images its `FROM` lines name, as written.
     pub from: Vec<String>,
+    /// Each `FROM` image as it resolved when the build was keyed (name as written, manifest
+    /// digest): part of the key, so a moved tag builds again. Empty in records written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_digests: Vec<BaseRef>,
     /// The base image as the builder resolved it, under its own name and digest (from the
     /// built manifest's `org.opencontainers.image.base.*` annotations, when the builder writes
     /// them; buildah does), also when it was fetched through a mirror.
@@ -110,13 +118,18 @@ pub enum Built {
 }
 
 /// The key of a build: `sha256:` of the Dockerfile's path (relative to the context when inside
-/// it) and bytes, and of every entry of the context in path order: its path, kind, permission
-/// bits, and a file's bytes or a link's target. Owners and times are left out, so a copy of
-/// the same files has the same key.
-pub fn build_key(spec: &BuildSpec) -> Result<String> {
+/// it) and bytes, of every entry of the context in path order (its path, kind, permission
+/// bits, and a file's bytes or a link's target), and of `bases`: each `FROM` image with the
+/// manifest digest it resolves to. Owners and times are left out, so a copy of the same files
+/// has the same key.
+pub fn build_key(spec: &BuildSpec, bases: &[BaseRef]) -> Result<String> {
     let dockerfile = spec.dockerfile_path();
     let mut hasher = Hasher::new();
-    hasher.update(b"proctor-build-1\0");
+    hasher.update(b"proctor-build-2\0");
+    for base in bases {
+        field(&mut hasher, base.name.as_bytes());
+        field(&mut hasher, base.digest.as_bytes());
+    }
     let shown = dockerfile
         .strip_prefix(&spec.context)
         .unwrap_or(&dockerfile)
@@ -207,7 +220,16 @@ impl ImageCache {
             let image = self.pull(&reference, registries)?;
             return Ok(Built::Base { base, image });
         }
-        let key = build_key(spec)?;
+        let bases = match self.base_digests(&text, registries) {
+            Ok(bases) => bases,
+            // Without the bases no build can be found or made: with no builder either, that is
+            // the error to fix first.
+            Err(e) => {
+                Builder::find()?;
+                return Err(e);
+            }
+        };
+        let key = build_key(spec, &bases)?;
         let hex = key.trim_start_matches("sha256:").to_string();
         let dir = fs::canonicalize(self.dir())
             .ctx("finding", self.dir())?
@@ -233,6 +255,7 @@ impl ImageCache {
             dockerfile: ran.dockerfile,
             context: ran.context,
             from: from_images(&text),
+            from_digests: bases,
             base: self.base_of(&image.digest),
             built_at: jiff::Timestamp::now()
                 .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -249,6 +272,23 @@ impl ImageCache {
             image,
             cache_hit: false,
         })
+    }
+
+    /// Each image the `FROM` lines of `text` name, with the manifest digest it resolves to now
+    /// (through `registries`' mirrors); a name with a variable (`$BASE`) cannot be resolved
+    /// before the build and is left out. A base that cannot be resolved is the build's error.
+    fn base_digests(&self, text: &str, registries: &RegistryConfig) -> Result<Vec<BaseRef>> {
+        let mut out = Vec::new();
+        for name in from_images(text) {
+            if name.contains('$') {
+                continue;
+            }
+            let full = crate::dockerfile::docker_hub_name(&name);
+            let reference: ImageRef = full.parse()?;
+            let digest = self.resolve_digest(&reference, registries)?;
+            out.push(BaseRef { name, digest });
+        }
+        Ok(out)
     }
 
     /// The image built before into `dir`, when its record is there and its archive still
@@ -312,6 +352,7 @@ impl ImageCache {
                 tag: &tag,
                 archive: &archive,
                 log: &log,
+                deadline: spec.timeout.map(|t| (started + t, t)),
             },
             &ws,
             registries,
@@ -323,12 +364,24 @@ impl ImageCache {
         fs::rename(&log, &final_log).ctx("keeping the build log at", &final_log)?;
         // The registries.conf the builder read, kept with the log (it names the mirrors tried).
         let _ = fs::copy(ws.tmp.join("registries.conf"), dir.join("registries.conf"));
-        if let Err(ImageError::BuildFailed { builder, tail, .. }) = built {
-            return Err(ImageError::BuildFailed {
-                builder,
-                log: final_log,
-                tail,
-            });
+        match built {
+            Err(ImageError::BuildFailed { builder, tail, .. }) => {
+                return Err(ImageError::BuildFailed {
+                    builder,
+                    log: final_log,
+                    tail,
+                })
+            }
+            Err(ImageError::BuildTimedOut {
+                builder, seconds, ..
+            }) => {
+                return Err(ImageError::BuildTimedOut {
+                    builder,
+                    seconds,
+                    log: final_log,
+                })
+            }
+            _ => {}
         }
         built?;
         // Moved out of the staging folder before that goes.
@@ -444,18 +497,29 @@ mod tests {
         let spec = BuildSpec {
             context: ctx.to_path_buf(),
             dockerfile: None,
+            timeout: None,
         };
-        let first = build_key(&spec).expect("key");
+        let key = |bases: &[BaseRef]| build_key(&spec, bases).expect("key");
+        let first = key(&[]);
         assert!(first.starts_with("sha256:"), "{first}");
-        assert_eq!(build_key(&spec).expect("key"), first);
+        assert_eq!(key(&[]), first);
+        // The same files on a base whose tag moved to another image: another key.
+        let base = |digest: &str| BaseRef {
+            name: "busybox".into(),
+            digest: digest.into(),
+        };
+        let on_one = key(&[base("sha256:01")]);
+        assert_ne!(on_one, first);
+        assert_eq!(key(&[base("sha256:01")]), on_one);
+        assert_ne!(key(&[base("sha256:02")]), on_one);
         fs::write(ctx.join("sub/a.txt"), "b").expect("write");
-        let changed = build_key(&spec).expect("key");
+        let changed = key(&[]);
         assert_ne!(changed, first);
         fs::rename(ctx.join("sub/a.txt"), ctx.join("sub/c.txt")).expect("rename");
-        assert_ne!(build_key(&spec).expect("key"), changed);
+        assert_ne!(key(&[]), changed);
         std::os::unix::fs::symlink("c.txt", ctx.join("sub/l")).expect("symlink");
-        let linked = build_key(&spec).expect("key");
+        let linked = key(&[]);
         fs::write(ctx.join("Dockerfile"), "FROM busybox\nCOPY . /srv\n").expect("write");
-        assert_ne!(build_key(&spec).expect("key"), linked);
+        assert_ne!(key(&[]), linked);
     }
 }

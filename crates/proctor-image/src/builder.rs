@@ -7,7 +7,8 @@ use std::ffi::{CString, OsString};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::config::RegistryConfig;
 use crate::error::{ImageError, IoContext, Result};
@@ -108,6 +109,8 @@ pub(crate) struct Job<'a> {
     pub archive: &'a Path,
     /// The build log (every command and its output).
     pub log: &'a Path,
+    /// When the build must have finished, and the limit that says so; `None`: no limit.
+    pub deadline: Option<(Instant, Duration)>,
 }
 
 impl Builder {
@@ -128,10 +131,16 @@ impl Builder {
         }
         let mut log = File::create(job.log).ctx("creating", job.log)?;
         let files = BuildFiles::write(job, ws, registries)?;
-        let result = self
-            .steps(job, ws, &files)
-            .iter()
-            .try_for_each(|args| self.step(args, ws, registries, &files.conf, &mut log, job.log));
+        let result = self.steps(job, ws, &files).iter().try_for_each(|args| {
+            let at = StepAt {
+                ws,
+                registries,
+                conf: &files.conf,
+                log_path: job.log,
+                deadline: job.deadline,
+            };
+            self.step(args, at, &mut log)
+        });
         // The tagged image is not needed once archived (base images stay, for the next build).
         let remove = match self.kind {
             BuilderKind::Docker => vec![os("rmi"), os(job.tag)],
@@ -140,7 +149,14 @@ impl Builder {
                 .chain([os("rmi"), os(job.tag)])
                 .collect(),
         };
-        let _ = self.step(&remove, ws, registries, &files.conf, &mut log, job.log);
+        let at = StepAt {
+            ws,
+            registries,
+            conf: &files.conf,
+            log_path: job.log,
+            deadline: None,
+        };
+        let _ = self.step(&remove, at, &mut log);
         result
     }
 
@@ -198,16 +214,16 @@ impl Builder {
         }
     }
 
-    /// Runs the builder with `args`, its output appended to `log`.
-    fn step(
-        &self,
-        args: &[OsString],
-        ws: &Workspace,
-        registries: &RegistryConfig,
-        conf: &Path,
-        log: &mut File,
-        log_path: &Path,
-    ) -> Result<()> {
+    /// Runs the builder with `args`, its output appended to `log`; past `at.deadline` it is
+    /// killed (its whole process group) and the step fails with [`ImageError::BuildTimedOut`].
+    fn step(&self, args: &[OsString], at: StepAt<'_>, log: &mut File) -> Result<()> {
+        let StepAt {
+            ws,
+            registries,
+            conf,
+            log_path,
+            deadline,
+        } = at;
         let shown: Vec<String> = args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -232,11 +248,28 @@ impl Builder {
         if self.kind != BuilderKind::Docker {
             hide_var_lib(&mut command, &ws.var_lib);
         }
-        let status = command.status().map_err(|e| ImageError::BuildFailed {
+        // Its own process group, so that a build past its time limit is stopped whole.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let cannot_run = |e: std::io::Error| ImageError::BuildFailed {
             builder: self.kind.name().to_string(),
             log: log_path.to_path_buf(),
             tail: format!("cannot run {}: {e}", self.program.display()),
-        })?;
+        };
+        let child = command.spawn().map_err(cannot_run)?;
+        let Some(status) = wait_until(child, deadline.map(|d| d.0)).map_err(cannot_run)? else {
+            let seconds = deadline.map_or(0, |d| d.1.as_secs());
+            writeln!(
+                log,
+                "({} stopped: the build's time limit of {seconds} s ran out)",
+                self.kind.name()
+            )
+            .ctx("writing", log_path)?;
+            return Err(ImageError::BuildTimedOut {
+                builder: self.kind.name().to_string(),
+                seconds,
+                log: log_path.to_path_buf(),
+            });
+        };
         if status.success() {
             return Ok(());
         }
@@ -246,6 +279,43 @@ impl Builder {
             log: log_path.to_path_buf(),
             tail: log_tail(log_path),
         })
+    }
+}
+
+/// What every step of one build shares: where it works, the registries, the configuration
+/// file the builder reads, the log's path and the build's deadline.
+#[derive(Clone, Copy)]
+struct StepAt<'a> {
+    ws: &'a Workspace,
+    registries: &'a RegistryConfig,
+    conf: &'a Path,
+    log_path: &'a Path,
+    deadline: Option<(Instant, Duration)>,
+}
+
+/// Waits for `child` to exit; `Ok(None)` when `deadline` came first, after killing the child's
+/// whole process group (it leads one) and reaping it.
+fn wait_until(
+    mut child: std::process::Child,
+    deadline: Option<Instant>,
+) -> std::io::Result<Option<ExitStatus>> {
+    let Some(deadline) = deadline else {
+        return child.wait().map(Some);
+    };
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            let group = child.id() as libc::pid_t;
+            // SAFETY: kill has no memory preconditions; the group is the child's own.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+            child.wait()?;
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -233,7 +233,7 @@ fn qualify_line(line: &str, body: &str, stages: &mut Vec<String>) -> String {
 
 /// `image` as Docker names it in full: a first component without `.` or `:` (and not
 /// `localhost`) is a Docker Hub repository, `library/` for a single component.
-fn docker_hub_name(image: &str) -> String {
+pub(crate) fn docker_hub_name(image: &str) -> String {
     let first = image.split('/').next().unwrap_or(image);
     let has_registry =
         image.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");

@@ -157,6 +157,18 @@ pub enum ImageError {
         tail: String,
     },
 
+    /// The builder was still running when the build's time limit (Harbor's
+    /// `build_timeout_sec`) ran out; it was killed, and its log is kept.
+    #[error("{builder} did not finish the build within its time limit of {seconds} s (build_timeout_sec), so it was stopped (its log: {})", log.display())]
+    BuildTimedOut {
+        /// The builder's name.
+        builder: String,
+        /// The limit, in seconds.
+        seconds: u64,
+        /// The build log.
+        log: PathBuf,
+    },
+
     /// What to build cannot be read: no Dockerfile, or a context that is not a folder.
     #[error("cannot build {path}: {problem}")]
     BadBuild {

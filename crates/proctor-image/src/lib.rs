@@ -28,9 +28,10 @@
 //!   bits are kept, without setuid and setgid; no entry can be written outside the root.
 //! - **Builds** ([`ImageCache::build`]): a Dockerfile and its context, built by the first of
 //!   buildah, podman and docker on `PATH` with the same registry settings (mirrors included) as
-//!   a pull, kept as an OCI archive under `builds/<key>/` (key: the Dockerfile and the
-//!   context's files) with its log, and unpacked like a pulled image; a second build of the
-//!   same inputs runs no builder. A Dockerfile that is only `FROM` + `WORKDIR`/`ENV` is its
+//!   a pull, kept as an OCI archive under `builds/<key>/` (key: the Dockerfile, the context's
+//!   files and the digest each `FROM` image resolves to) with its log, and unpacked like a
+//!   pulled image; a second build of the same inputs runs no builder, a moved base tag builds
+//!   again, and a build past its time limit ([`BuildSpec::timeout`]) is stopped. A Dockerfile that is only `FROM` + `WORKDIR`/`ENV` is its
 //!   base image ([`base_only`]).
 //! - **The cache** ([`ImageCache`]): `blobs/`, `images/<manifest hex>/rootfs`, `refs/`; safe for
 //!   concurrent pulls from several processes (flock + atomic rename).

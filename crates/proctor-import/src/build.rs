@@ -65,27 +65,40 @@ pub struct BuildStats {
     pub base_only: usize,
     /// Builds that failed (their tasks are skipped).
     pub failed: usize,
+    /// Tasks whose prebuilt registry image has its Dockerfile kept in the suite, to build the
+    /// image from when it cannot be pulled (or with `--build`).
+    pub fallbacks: usize,
 }
 
 impl BuildStats {
     /// Whether any task's image was a Dockerfile.
     pub fn any(&self) -> bool {
-        self.built + self.cache_hits + self.base_only + self.failed > 0
+        self.built + self.cache_hits + self.base_only + self.failed + self.fallbacks > 0
     }
 }
 
-/// Makes `plan`'s Dockerfile image one the suite can name, building it with `options` (or,
-/// with no `options`, gives the commands that build it as the skip reason); the error is the
-/// skip reason. A plan whose image is no Dockerfile is left as it is.
+/// Makes `plan`'s Dockerfile image one the suite can name: a Dockerfile that is only `FROM`
+/// with `WORKDIR`/`ENV` is its base image (with or without `options`); any other is built with
+/// `options` (with no `options`, the commands that build it are the skip reason). The error is
+/// the skip reason. A plan whose image is no Dockerfile is left as it is.
 pub(crate) fn resolve_plan(
     plan: &mut TaskPlan,
     options: Option<&BuildImages>,
     stats: &mut BuildStats,
 ) -> Result<(), String> {
+    if plan.fallback_build.is_some() {
+        stats.fallbacks += 1;
+    }
     let ImageSource::Dockerfile(build) = &plan.image else {
         return Ok(());
     };
     let build = build.clone();
+    let text = std::fs::read_to_string(&build.dockerfile)
+        .map_err(|e| format!("cannot read {}: {e}", build.shown_dockerfile))?;
+    // A Dockerfile that needs no builder is honoured without one, also under `--no-build`.
+    if let Some(base) = proctor_image::base_only(&text) {
+        return use_base(plan, &build, base, stats);
+    }
     let Some(options) = options else {
         return Err(build_instructions(
             &plan.id,
@@ -93,12 +106,7 @@ pub(crate) fn resolve_plan(
             &build.shown_context,
         ));
     };
-    let text = std::fs::read_to_string(&build.dockerfile)
-        .map_err(|e| format!("cannot read {}: {e}", build.shown_dockerfile))?;
-    if let Some(base) = proctor_image::base_only(&text) {
-        return use_base(plan, &build, base, stats);
-    }
-    let built = build_image(&plan.id, &build, options)?;
+    let built = build_image(&plan.id, &build, plan.build_timeout, options)?;
     record_build(plan, &build, built, stats)
 }
 
@@ -135,11 +143,13 @@ fn use_base(
     Ok(())
 }
 
-/// Builds task `id`'s image in the cache `options` names (or finds it built), saying each step
-/// on the progress; `Err` is a skip reason when the cache cannot be opened.
+/// Builds task `id`'s image in the cache `options` names (or finds it built) within `timeout`
+/// seconds (Harbor's `build_timeout_sec`), saying each step on the progress; `Err` is a skip
+/// reason when the cache cannot be opened.
 fn build_image(
     id: &str,
     build: &DockerBuild,
+    timeout: Option<u64>,
     options: &BuildImages,
 ) -> Result<proctor_image::Result<Built>, String> {
     let cache = ImageCache::open(&options.cache_dir).map_err(|e| {
@@ -151,6 +161,7 @@ fn build_image(
     let spec = BuildSpec {
         context: build.context.clone(),
         dockerfile: Some(build.dockerfile.clone()),
+        timeout: timeout.map(std::time::Duration::from_secs),
     };
     let say = |line: String| {
         if let Some(p) = &options.progress {

@@ -90,6 +90,7 @@ pub(crate) const HARBOR_TASK_TOML: Shape = Shape::Table(&[
 pub(crate) const TERMINAL_BENCH_TASK_YAML: &[&str] = &[
     "instruction",
     "descriptions",
+    "author",
     "author_name",
     "author_email",
     "difficulty",

@@ -8,7 +8,7 @@ use toml::Value;
 
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
-use crate::image::{self, Build, ImageSource};
+use crate::image::{self, Build, DockerBuild, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
 use crate::settings::{self, is_var_name, whole_seconds};
@@ -94,7 +94,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let verifier = verifier_plan(dir, s.verifier, checks_offline, w);
     let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
     let oracle = oracle_plan(dir, s.solution, agent_offline, w);
-    let comments = about(&s);
+    let mut comments = about(&s);
     let (prompt, image, network, verifier) = match (unsupported, prompt, image, network, verifier) {
         (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v)) => (p, i, n, v),
         (u, p, i, n, v) => {
@@ -104,11 +104,20 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             ))
         }
     };
+    let fallback_build = fallback_build(dir, &image);
+    if let (Some(b), ImageSource::Reference(r)) = (&fallback_build, &image) {
+        comments.push(format!(
+            "image {r} is prebuilt; {} is kept as environments/{id}/, and the image is built from it when {r} cannot be pulled (or with --build)",
+            b.shown_dockerfile
+        ));
+    }
     Ok(TaskPlan {
         source: dir.to_path_buf(),
         id: id.to_string(),
         prompt,
         image,
+        fallback_build,
+        build_timeout: Some(build_timeout(s.environment, w)),
         workdir,
         env,
         wall_timeout,
@@ -121,6 +130,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
             .map(str::to_string),
         resources,
         comments,
+        metadata: crate::metadata::harbor(s.task, s.metadata),
+        descriptions: Vec::new(),
         verifier,
         oracle,
     })
@@ -233,6 +244,39 @@ fn task_image(dir: &Path, env: &toml::Table, w: &mut Vec<String>) -> Result<Imag
         build,
         "it has no image: task.toml names no [environment] docker_image and there is no environment/Dockerfile",
     )
+}
+
+/// Harbor's default `build_timeout_sec`: ten minutes.
+const HARBOR_BUILD_TIMEOUT: u64 = 600;
+
+/// The task's `[environment] build_timeout_sec` in whole seconds (at least 1), else Harbor's
+/// default; a value that is not a positive number is reported and the default used.
+fn build_timeout(env: &toml::Table, w: &mut Vec<String>) -> u64 {
+    let Some(v) = env.get("build_timeout_sec") else {
+        return HARBOR_BUILD_TIMEOUT;
+    };
+    match seconds(v) {
+        Some(s) => s,
+        None => {
+            w.push(format!(
+                "[environment] build_timeout_sec = {v} is not a positive number of seconds; Harbor's default ({HARBOR_BUILD_TIMEOUT}) was used"
+            ));
+            HARBOR_BUILD_TIMEOUT
+        }
+    }
+}
+
+/// The task's `environment/Dockerfile` when its image is a prebuilt registry reference: what
+/// the image is built from when it cannot be pulled, as Harbor builds it with `--force-build`.
+fn fallback_build(dir: &Path, image: &ImageSource) -> Option<DockerBuild> {
+    let dockerfile = dir.join("environment/Dockerfile");
+    (matches!(image, ImageSource::Reference(_)) && dockerfile.is_file()).then(|| DockerBuild {
+        context: dir.join("environment"),
+        dockerfile,
+        what: "environment/Dockerfile".into(),
+        shown_context: "environment".into(),
+        shown_dockerfile: "environment/Dockerfile".into(),
+    })
 }
 
 /// The resources the `[environment]` table `env` asks for: `cpus`, and memory and storage in
@@ -375,14 +419,9 @@ fn stated_mode(t: &toml::Table, section: &str) -> Result<Option<Mode>, String> {
 /// The networks of the agent phase and the verifier phase, as Harbor resolves them: the
 /// `[environment]` baseline (its `network_mode`, else `allow_internet`, whose default is `true`),
 /// overridden for a phase by `[agent]` / `[verifier]` `network_mode` (or `allowed_hosts`).
-/// `public` and `allowlist` become `host` (proctor cannot limit the hosts reached, which is
-/// reported), `no-network` becomes `none`.
+/// `public` and `allowlist` become `internet` (an allowlist's hosts its `allowed_hosts`),
+/// `no-network` becomes `none`.
 fn networks(s: &Sections<'_>, w: &mut Vec<String>) -> Result<Networks, String> {
-    let said = |m: Mode| match m {
-        Mode::Public => "public",
-        Mode::NoNetwork => "no-network",
-        Mode::Allowlist => "allowlist",
-    };
     let baseline = match stated_mode(s.environment, "environment")? {
         Some(m) => (m, format!("[environment] network_mode = \"{}\"", said(m))),
         None => match s.environment.get("allow_internet") {
@@ -404,53 +443,108 @@ fn networks(s: &Sections<'_>, w: &mut Vec<String>) -> Result<Networks, String> {
             }
         },
     };
-    let phase = |t: &toml::Table, section: &str| -> Result<(Mode, String), String> {
-        Ok(match stated_mode(t, section)? {
+    let phase = |t: &toml::Table, section: &str| -> Result<(Mode, String, Vec<String>), String> {
+        let (m, why, hosts_from) = match stated_mode(t, section)? {
             Some(m) if t.contains_key("network_mode") => {
-                (m, format!("[{section}] network_mode = \"{}\"", said(m)))
+                (m, format!("[{section}] network_mode = \"{}\"", said(m)), t)
             }
-            Some(m) => (m, format!("[{section}] allowed_hosts")),
-            None => baseline.clone(),
-        })
+            Some(m) => (m, format!("[{section}] allowed_hosts"), t),
+            None => (baseline.0, baseline.1.clone(), s.environment),
+        };
+        let hosts = if m == Mode::Allowlist {
+            host_list(hosts_from, s.environment)
+        } else {
+            Vec::new()
+        };
+        Ok((m, why, hosts))
     };
-    let (agent, agent_why) = phase(s.agent, "agent")?;
-    let (verifier, verifier_why) = phase(s.verifier, "verifier")?;
+    let (agent, agent_why, agent_hosts) = phase(s.agent, "agent")?;
+    let (verifier, verifier_why, verifier_hosts) = phase(s.verifier, "verifier")?;
     let net = |m: Mode| {
         if m == Mode::NoNetwork {
             Net::None
         } else {
-            Net::Host
+            Net::Internet
         }
     };
-    for (m, why) in [(agent, &agent_why), (verifier, &verifier_why)] {
-        if m == Mode::Allowlist {
-            let msg = format!(
-                "{why}: allowlist: proctor cannot limit the hosts a phase reaches, so it gets the whole host network"
-            );
-            if !w.contains(&msg) {
-                w.push(msg);
-            }
-        }
-    }
     let why = if agent_why == verifier_why {
         format!("{agent_why}, for the agent and the verifier")
     } else {
         format!("agent: {agent_why}; verifier: {verifier_why}")
     };
-    let networks = Networks {
+    // proctor's allowed_hosts are the task's, for both phases: an allowlist of one phase limits
+    // the other's internet too (said), and two lists are joined.
+    let mut allowed_hosts = agent_hosts.clone();
+    for h in &verifier_hosts {
+        if !allowed_hosts.contains(h) {
+            allowed_hosts.push(h.clone());
+        }
+    }
+    let limited_public = [(agent, "agent"), (verifier, "verifier")]
+        .into_iter()
+        .filter(|(m, _)| *m == Mode::Public)
+        .map(|(_, p)| p)
+        .collect::<Vec<_>>();
+    if !allowed_hosts.is_empty() && !limited_public.is_empty() {
+        w.push(format!(
+            "allowed_hosts {:?} ({why}): proctor's allowed_hosts hold for both phases, so the {} phase, public in Harbor, reaches only those hosts too",
+            allowed_hosts,
+            limited_public.join(" and ")
+        ));
+    }
+    if agent == Mode::Allowlist && verifier == Mode::Allowlist && agent_hosts != verifier_hosts {
+        w.push(format!(
+            "allowed_hosts ({why}): the agent's and the verifier's lists differ; both phases reach the hosts of either"
+        ));
+    }
+    if (agent == Mode::Allowlist || verifier == Mode::Allowlist) && allowed_hosts.is_empty() {
+        w.push(format!(
+            "{why}: allowlist with no host proctor can name: the phase reaches no host"
+        ));
+    }
+    Ok(Networks {
         agent: net(agent),
         checks: net(verifier),
         why,
-    };
-    if networks.agent == Net::Host || networks.checks == Net::Host {
-        w.push(format!(
-            "network = \"{}\", check_network = \"{}\" ({}): a phase Harbor gives the internet gets the host's network, not an isolated one",
-            networks.agent.as_str(),
-            networks.checks.as_str(),
-            networks.why
-        ));
+        allowed_hosts,
+    })
+}
+
+/// How Harbor spells a network mode.
+fn said(m: Mode) -> &'static str {
+    match m {
+        Mode::Public => "public",
+        Mode::NoNetwork => "no-network",
+        Mode::Allowlist => "allowlist",
     }
-    Ok(networks)
+}
+
+/// The hosts of an allowlist: `table`'s `allowed_hosts`, else `[environment]`'s; entries
+/// proctor cannot hold as `HOST` or `*.HOST` (an address, a URL) are left out.
+fn host_list(table: &toml::Table, environment: &toml::Table) -> Vec<String> {
+    let list = table
+        .get("allowed_hosts")
+        .or_else(|| environment.get("allowed_hosts"))
+        .and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| is_host_rule(h))
+        .collect()
+}
+
+/// Whether `h` is `HOST` or `*.HOST`, as a suite's `allowed_hosts` takes it.
+fn is_host_rule(h: &str) -> bool {
+    let host = h.strip_prefix("*.").unwrap_or(h);
+    !host.is_empty()
+        && host.parse::<std::net::IpAddr>().is_err()
+        && host.split('.').all(|l| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 /// The agent's wall timeout and the verifier's timeout, in seconds.
@@ -554,6 +648,28 @@ fn about(s: &Sections<'_>) -> Vec<String> {
     if let Some(name) = s.task.get("name").and_then(Value::as_str) {
         about.push(format!("name: {name}"));
     }
+    let authors: Vec<String> = s
+        .task
+        .get("authors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(author)
+        .collect();
+    if !authors.is_empty() {
+        about.push(format!("authors: {}", authors.join(", ")));
+    }
+    let keywords: Vec<&str> = s
+        .task
+        .get("keywords")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !keywords.is_empty() {
+        about.push(format!("keywords: {}", keywords.join(", ")));
+    }
     for key in ["author_name", "author_email", "category"] {
         if let Some(v) = s.metadata.get(key).and_then(Value::as_str) {
             about.push(format!("{}: {v}", key.replace('_', " ")));
@@ -576,6 +692,23 @@ fn about(s: &Sections<'_>) -> Vec<String> {
     lines
 }
 
+/// One of `[task] authors`, for the comment: `NAME <EMAIL>` from a table `{ name, email }` (either
+/// may be missing), or a plain string.
+fn author(v: &Value) -> Option<String> {
+    if let Some(s) = v.as_str() {
+        return Some(s.to_string());
+    }
+    let t = v.as_table()?;
+    let name = t.get("name").and_then(Value::as_str);
+    let email = t.get("email").and_then(Value::as_str);
+    match (name, email) {
+        (Some(n), Some(e)) => Some(format!("{n} <{e}>")),
+        (Some(n), None) => Some(n.to_string()),
+        (None, Some(e)) => Some(format!("<{e}>")),
+        (None, None) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -596,6 +729,38 @@ mod tests {
         assert!(other.is_err_and(|e| e.contains("[verifier.environment]")));
         let bad = super::separate_verifier(&table("environment_mode = \"apart\""));
         assert!(bad.is_err_and(|e| e.contains("shared, separate")));
+    }
+
+    #[test]
+    fn build_timeout_sec_is_whole_seconds_else_harbors_default() {
+        let read = |t: &str| {
+            let table: toml::Table = toml::from_str(t).expect("toml");
+            let mut w = Vec::new();
+            (build_timeout(&table, &mut w), w)
+        };
+        assert_eq!(read(""), (600, vec![]));
+        assert_eq!(read("build_timeout_sec = 120"), (120, vec![]));
+        assert_eq!(read("build_timeout_sec = 90.5"), (91, vec![]));
+        let (secs, w) = read("build_timeout_sec = -3");
+        assert_eq!(secs, 600);
+        assert!(
+            w[0].contains("build_timeout_sec = -3 is not a positive number"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn only_a_prebuilt_registry_image_keeps_its_dockerfile_to_build_from() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = ImageSource::Reference("ghcr.io/org/t:1".into());
+        assert_eq!(fallback_build(dir.path(), &image), None);
+        std::fs::create_dir(dir.path().join("environment")).expect("mkdir");
+        std::fs::write(dir.path().join("environment/Dockerfile"), "FROM busybox\n").expect("write");
+        let kept = fallback_build(dir.path(), &image).expect("kept");
+        assert_eq!(kept.context, dir.path().join("environment"));
+        assert_eq!(kept.shown_dockerfile, "environment/Dockerfile");
+        let archive = ImageSource::Archive(dir.path().join("img.tar"));
+        assert_eq!(fallback_build(dir.path(), &archive), None);
     }
 
     #[test]
@@ -633,6 +798,15 @@ mod tests {
         );
     }
 
+    /// The allowed hosts of a task.toml, as imported.
+    fn hosts(toml_text: &str) -> Vec<String> {
+        let table: toml::Table = toml_text.parse().unwrap();
+        let empty = toml::Table::new();
+        networks(&Sections::of(&table, &empty), &mut Vec::new())
+            .unwrap()
+            .allowed_hosts
+    }
+
     /// The agent's and the verifier's network of a task.toml, as Harbor resolves them.
     fn phases(text: &str) -> (Result<(Net, Net), String>, Vec<String>) {
         let table: toml::Table = toml::from_str(text).expect("toml");
@@ -644,7 +818,7 @@ mod tests {
 
     #[test]
     fn each_phase_gets_its_network_as_harbor_resolves_it() {
-        use Net::{Host, None};
+        use Net::{Internet as Host, None};
         // Harbor's allow_internet defaults to true: both phases get the network.
         assert_eq!(phases("").0, Ok((Host, Host)));
         assert_eq!(
@@ -664,14 +838,23 @@ mod tests {
             phases("[environment]\nallow_internet = false\n[agent]\nnetwork_mode = \"public\"\n").0,
             Ok((Host, None))
         );
-        // allowed_hosts alone is an allowlist: the whole host network, said.
+        // allowed_hosts alone is an allowlist: the internet, limited to those hosts.
         let (n, w) = phases(
-            "[environment]\nallow_internet = false\n[agent]\nallowed_hosts = [\"pypi.org\"]\n",
+            "[environment]\nallow_internet = false\n[agent]\nallowed_hosts = [\"pypi.org\", \"*.pythonhosted.org\", \"10.0.0.1\"]\n",
         );
         assert_eq!(n, Ok((Host, None)));
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            hosts("[environment]\nallow_internet = false\n[agent]\nallowed_hosts = [\"pypi.org\", \"*.pythonhosted.org\", \"10.0.0.1\"]\n"),
+            vec!["pypi.org", "*.pythonhosted.org"],
+            "an address is not a host proctor can name"
+        );
+        // An allowlist of one phase limits the other's internet too, said.
+        let (_, w) =
+            phases("[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n");
         assert!(
-            w.iter()
-                .any(|w| w.starts_with("[agent] allowed_hosts: allowlist: proctor cannot limit")),
+            w.iter().any(|w| w
+                .contains("so the verifier phase, public in Harbor, reaches only those hosts too")),
             "{w:?}"
         );
         // What Harbor refuses skips the task.

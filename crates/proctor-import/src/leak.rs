@@ -101,7 +101,7 @@ fn list(names: &[&str]) -> String {
 
 /// The instructions of a Dockerfile with the line each starts on, continuation lines (ending
 /// in `\`) joined, comments and blank lines left out.
-fn instructions(text: &str) -> Vec<(usize, String)> {
+pub(crate) fn instructions(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut current: Option<(usize, String)> = None;
     for (n, line) in text.lines().enumerate() {

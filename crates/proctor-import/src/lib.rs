@@ -33,11 +33,14 @@ mod harbor;
 mod ident;
 mod image;
 mod leak;
+mod metadata;
 mod model;
 mod oracle;
+mod parsers;
 mod report;
 mod scan;
 mod settings;
+mod start;
 mod suite_toml;
 mod tbench;
 mod text;
@@ -65,6 +68,11 @@ pub struct ImportOptions {
     /// `environment/Dockerfile`, Terminal-Bench's `Dockerfile` or compose `build:`). Default:
     /// none, and such a task is skipped with the commands that build its image.
     pub build: Option<BuildImages>,
+    /// Terminal-Bench: the key of the `descriptions` entry each task is prompted with
+    /// (`--description KEY`); a task without that entry is skipped. Default: the entry the
+    /// task's `instruction` names, else its `instruction`, else its `base` entry, else its
+    /// first.
+    pub description: Option<String>,
 }
 
 /// Imports Harbor tasks into a new suite folder `out`.

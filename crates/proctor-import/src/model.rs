@@ -52,6 +52,13 @@ pub(crate) struct TaskPlan {
     pub prompt: String,
     /// The image (`[tasks.environment] image`).
     pub image: ImageSource,
+    /// The Dockerfile a registry `image` is built from when it cannot be pulled (or with
+    /// `--build`): its context is copied to `environments/TASK_ID/` (`[tasks.environment]
+    /// build`).
+    pub fallback_build: Option<crate::image::DockerBuild>,
+    /// The longest a build of the task's image may take, in seconds (Harbor's
+    /// `build_timeout_sec`).
+    pub build_timeout: Option<u64>,
     /// The working directory inside the image, when the task states it (else the image's own).
     pub workdir: Option<String>,
     /// Environment variables of the environment (literal values only).
@@ -68,6 +75,12 @@ pub(crate) struct TaskPlan {
     pub resources: Resources,
     /// Lines written as comments above the task (author, category, tags).
     pub comments: Vec<String>,
+    /// What the task says about itself that `suite.toml` has no key for, written to
+    /// `import.toml` under `[tasks.TASK_ID]`.
+    pub metadata: toml::Table,
+    /// Every entry of a Terminal-Bench task's `descriptions`, `(key, text)`, written to
+    /// `descriptions/TASK_ID/KEY.md` (the prompt is one of them, or `instruction`).
+    pub descriptions: Vec<(String, String)>,
     /// How the end state is checked.
     pub verifier: VerifierPlan,
     /// The reference solution, for the oracle.
@@ -80,8 +93,8 @@ pub(crate) struct TaskPlan {
 pub(crate) enum Net {
     /// `"none"`: only the sandbox's own loopback.
     None,
-    /// `"host"`: the host's network.
-    Host,
+    /// `"internet"`: the trial's own network, out to public addresses only.
+    Internet,
 }
 
 impl Net {
@@ -89,7 +102,7 @@ impl Net {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Net::None => "none",
-            Net::Host => "host",
+            Net::Internet => "internet",
         }
     }
 }
@@ -104,6 +117,8 @@ pub(crate) struct Networks {
     pub checks: Net,
     /// Why: the task's settings (or its format's default) they come from.
     pub why: String,
+    /// The names an internet phase reaches (Harbor's `allowed_hosts`); empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The resources a task asks for, written to its `[tasks.environment]`.
@@ -123,11 +138,9 @@ pub(crate) enum Verdict {
     /// Harbor: the reward the verifier writes to `/logs/verifier/reward.txt` or `reward.json`
     /// must be 1.
     Reward,
-    /// Terminal-Bench's `pytest` parser: pytest's `short test summary info` must list at least
-    /// one `PASSED` test and no `FAILED` or `ERROR` one.
-    PytestSummary,
-    /// Any other Terminal-Bench parser: the test script's exit status must be 0.
-    ExitStatus,
+    /// Terminal-Bench's result parser named by the task (`parser_name`, default `pytest`)
+    /// reads `run-tests.sh`'s output and must say the task is resolved.
+    Parser(crate::parsers::Parser),
 }
 
 /// The verifier: files laid into `holdout/TASK_ID/` (seen by the checks at `/tests`) and the

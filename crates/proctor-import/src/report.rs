@@ -248,6 +248,13 @@ impl fmt::Display for crate::build::BuildStats {
         if self.failed > 0 {
             write!(f, ", {} failed (those tasks are skipped)", self.failed)?;
         }
+        if self.fallbacks > 0 {
+            write!(
+                f,
+                ", {} prebuilt image(s) with their Dockerfile kept (built from it when the image cannot be pulled)",
+                self.fallbacks
+            )?;
+        }
         Ok(())
     }
 }
@@ -296,6 +303,7 @@ mod tests {
                 cache_hits: 3,
                 base_only: 0,
                 failed: 1,
+                fallbacks: 0,
             },
         };
         assert_eq!(

@@ -456,22 +456,21 @@ pub(crate) fn download_warning(scanned: &TestScan, shown_as: &str) -> Option<Str
     })
 }
 
-/// The warning for a solution that fetches or installs while it runs, if it does; `offline`:
-/// the agent phase it runs in has no network.
+/// The warning for a solution that fetches or installs while it runs in an agent phase with no
+/// network (`offline`), if it does. With the network there is nothing to say: the trial's root in
+/// the task's image is writable, so what it installs lands as in Harbor's container.
 pub(crate) fn solution_warning(
     files: &[FileEntry],
     shown_as: &str,
     offline: bool,
 ) -> Option<String> {
+    if !offline {
+        return None;
+    }
     let downloads = scan(files).downloads;
-    let network = if offline {
-        ", and it has no network (network = \"none\")"
-    } else {
-        ""
-    };
     (!downloads.is_empty()).then(|| {
         format!(
-            "{shown_as} fetches or installs while it runs ({}): a trial's root is read-only outside the workspace, HOME and /tmp{network}, so the oracle may fail",
+            "{shown_as} fetches or installs while it runs ({}), but the agent phase has no network (network = \"none\"), so the oracle fails unless the image already holds what it fetches",
             downloads.join(", ")
         )
     })
@@ -494,6 +493,22 @@ mod tests {
     fn scan_one(name: &str, text: &str) -> TestScan {
         let dir = tempfile::tempdir().expect("tempdir");
         scan(&[entry(dir.path(), name, text)])
+    }
+
+    #[test]
+    fn a_solution_that_fetches_is_reported_only_where_its_phase_is_offline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = [entry(
+            dir.path(),
+            "solve.sh",
+            "#!/bin/bash\napt-get install -y jq\n",
+        )];
+        assert_eq!(solution_warning(&files, "solution/", false), None);
+        let offline = solution_warning(&files, "solution/", true).expect("reported");
+        assert!(
+            offline.starts_with("solution/ fetches or installs while it runs (apt-get install), but the agent phase has no network"),
+            "{offline}"
+        );
     }
 
     #[test]

@@ -43,6 +43,12 @@ pub(crate) fn render(
     s
 }
 
+/// Where in the suite the Dockerfile a task's prebuilt image is built from (when it cannot be
+/// pulled) is kept.
+pub(crate) fn fallback_folder(id: &str) -> String {
+    format!("environments/{id}")
+}
+
 fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(
         s,
@@ -69,6 +75,15 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     let _ = writeln!(s, "# network: {}", t.network.why);
     let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
     let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
+    if !t.network.allowed_hosts.is_empty() {
+        let hosts: Vec<String> = t
+            .network
+            .allowed_hosts
+            .iter()
+            .map(|h| basic_string(h))
+            .collect();
+        let _ = writeln!(s, "allowed_hosts = [{}]", hosts.join(", "));
+    }
     // The verifier runs in the agent's container, where it sees what the agent installed; a
     // separate verifier, in a fresh container of the image with the agent's workspace.
     if t.verifier.separate {
@@ -99,6 +114,12 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     }
     if let Some(mb) = t.resources.storage_mb {
         let _ = writeln!(s, "storage_mb = {mb}");
+    }
+    if t.fallback_build.is_some() {
+        let _ = writeln!(s, "build = {}", basic_string(&fallback_folder(&t.id)));
+        if let Some(secs) = t.build_timeout {
+            let _ = writeln!(s, "build_timeout_sec = {secs}");
+        }
     }
     if !t.env.is_empty() {
         let pairs: Vec<String> = t
@@ -165,18 +186,23 @@ mod tests {
             id: "hello-world".into(),
             prompt: "Say hello.\n".into(),
             image: ImageSource::Reference("alexgshaw/hello-world:20251031".into()),
+            fallback_build: None,
+            build_timeout: None,
             workdir: Some("/app".into()),
             env: BTreeMap::from([("GREETING_STYLE".to_string(), "plain".to_string())]),
             wall_timeout: Some(300),
             validation_timeout: Some(120),
             network: crate::model::Networks {
                 agent: crate::model::Net::None,
-                checks: crate::model::Net::Host,
+                checks: crate::model::Net::Internet,
                 why: "[verifier] network_mode = \"public\"".into(),
+                allowed_hosts: Vec::new(),
             },
             difficulty: None,
             resources,
             comments: vec!["name: terminal-bench/hello-world".into()],
+            metadata: toml::Table::new(),
+            descriptions: Vec::new(),
             verifier: VerifierPlan {
                 verdict: Verdict::Reward,
                 files: Vec::new(),
@@ -230,7 +256,7 @@ wall_timeout_seconds = 300
 validation_timeout_seconds = 120
 # network: [verifier] network_mode = "public"
 network = "none"
-check_network = "host"
+check_network = "internet"
 check_root = "agent"
 prompt = '''
 Say hello.

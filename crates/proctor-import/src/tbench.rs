@@ -10,6 +10,7 @@ use crate::fields::{unknown_field, TERMINAL_BENCH_TASK_YAML};
 use crate::files::{self, FileEntry};
 use crate::image::{self, Build, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
+use crate::parsers::Parser;
 use crate::scan;
 use crate::settings::{self, is_var_name, whole_seconds};
 
@@ -17,10 +18,11 @@ use crate::settings::{self, is_var_name, whole_seconds};
 const DEFAULT_AGENT_TIMEOUT: u64 = 360;
 const DEFAULT_TEST_TIMEOUT: u64 = 60;
 
-/// Reads the Terminal-Bench task in `dir` as task `id`.
-pub(crate) fn read(dir: &Path, id: &str) -> Read {
+/// Reads the Terminal-Bench task in `dir` as task `id`; `description`: the key of the
+/// `descriptions` entry to prompt with (`--description`), instead of the one the task names.
+pub(crate) fn read(dir: &Path, id: &str, description: Option<&str>) -> Read {
     let mut warnings = Vec::new();
-    let outcome = plan(dir, id, &mut warnings).map(Box::new);
+    let outcome = plan(dir, id, description, &mut warnings).map(Box::new);
     Read { outcome, warnings }
 }
 
@@ -59,20 +61,21 @@ fn scalar(y: &Yaml) -> Option<String> {
 /// The plan for the Terminal-Bench task in `dir`, or why it is skipped; what is not carried
 /// over exactly is reported in `w`. As for Harbor, every part is read even when an earlier one
 /// skips the task, so a skipped task's other warnings are reported too.
-fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
+fn plan(
+    dir: &Path,
+    id: &str,
+    description: Option<&str>,
+    w: &mut Vec<String>,
+) -> Result<TaskPlan, String> {
     let task = load(&dir.join("task.yaml"), "task.yaml")?;
     check_fields(&task, w)?;
-    let prompt = prompt(&task);
+    let descriptions = descriptions(&task, w);
+    let prompt = prompt(&task, &descriptions, description, w);
+    let from = prompt_from(&task, &descriptions, description);
     let environment = environment(dir, w);
     let network = environment
         .as_ref()
         .map_or_else(|_| default_network(), |e| e.network.clone());
-    if network.agent == Net::Host {
-        w.push(format!(
-            "network = \"host\", check_network = \"host\": {}, for the agent and the tests alike",
-            network.why
-        ));
-    }
     let wall_timeout = timeout(&task, "max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT, w);
     let validation_timeout = timeout(&task, "max_test_timeout_sec", DEFAULT_TEST_TIMEOUT, w);
     if get(&task, "run_tests_in_same_shell").and_then(Yaml::as_bool) == Some(true) {
@@ -94,6 +97,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         id: id.to_string(),
         prompt,
         image: environment.image,
+        fallback_build: None,
+        build_timeout: None,
         workdir: environment.workdir,
         env: environment.env,
         wall_timeout,
@@ -103,7 +108,9 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         difficulty: get(&task, "difficulty")
             .and_then(Yaml::as_str)
             .map(str::to_string),
-        comments: about(&task),
+        comments: about(&task, id, &from),
+        metadata: crate::metadata::terminal_bench(&task, &descriptions, from.as_deref()),
+        descriptions,
         verifier,
         oracle,
     })
@@ -113,10 +120,11 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
 /// agent and to the tests alike.
 fn default_network() -> Networks {
     Networks {
-        agent: Net::Host,
-        checks: Net::Host,
+        agent: Net::Internet,
+        checks: Net::Internet,
         why: "Terminal-Bench runs the task's container on Docker's default network (the internet)"
             .to_string(),
+        allowed_hosts: Vec::new(),
     }
 }
 
@@ -138,14 +146,97 @@ fn check_fields(task: &Yaml, w: &mut Vec<String>) -> Result<(), String> {
     Ok(())
 }
 
-/// The task's prompt: its `instruction`, or in an older task.yaml its description; it must not
-/// be empty.
-fn prompt(task: &Yaml) -> Result<String, String> {
-    let prompt = match get(task, "instruction").and_then(Yaml::as_str) {
-        Some(p) => p.to_string(),
-        None => description(task).ok_or(
-            "task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt",
-        )?,
+/// The entries of task.yaml's `descriptions` list, `(key, text)` in order; an entry without a
+/// `key` or a `description` text is reported and left out.
+fn descriptions(task: &Yaml, w: &mut Vec<String>) -> Vec<(String, String)> {
+    let Some(list) = get(task, "descriptions") else {
+        return Vec::new();
+    };
+    let Some(items) = list.as_vec() else {
+        w.push(
+            "task.yaml: `descriptions` is not a list of { key, description }, not imported".into(),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, d) in items.iter().enumerate() {
+        let key = get(d, "key").and_then(scalar);
+        let text = get(d, "description").and_then(Yaml::as_str);
+        match (key, text) {
+            (Some(k), Some(t)) => out.push((k, t.to_string())),
+            _ => w.push(format!(
+                "task.yaml: descriptions entry {} has no `key` or no `description` text, not imported",
+                i + 1
+            )),
+        }
+    }
+    out
+}
+
+/// The key of the `descriptions` entry the prompt comes from: the one `--description` chose;
+/// else the one `instruction` names (livecodebenchpro's `instruction: base`); else, without an
+/// `instruction`, the `base` entry (Terminal-Bench's default key), else the first. `None`: the
+/// prompt is `instruction` itself.
+fn prompt_from(task: &Yaml, entries: &[(String, String)], chosen: Option<&str>) -> Option<String> {
+    if let Some(key) = chosen {
+        return Some(key.to_string());
+    }
+    let has = |k: &str| entries.iter().any(|(key, _)| key == k);
+    match get(task, "instruction").and_then(Yaml::as_str) {
+        Some(i) => has(i.trim()).then(|| i.trim().to_string()),
+        None if has("base") => Some("base".to_string()),
+        None => entries.first().map(|(k, _)| k.clone()),
+    }
+}
+
+/// The task's prompt (see [`prompt_from`]); it must not be empty. The other `descriptions`
+/// entries are reported: they are kept in the suite and selectable with `--description`.
+fn prompt(
+    task: &Yaml,
+    entries: &[(String, String)],
+    chosen: Option<&str>,
+    w: &mut Vec<String>,
+) -> Result<String, String> {
+    let keys = || {
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        keys.join(", ")
+    };
+    let prompt = match prompt_from(task, entries, chosen) {
+        Some(key) => {
+            let Some((_, text)) = entries.iter().find(|(k, _)| *k == key) else {
+                return Err(format!(
+                    "task.yaml has no `descriptions` entry `{key}` (--description {key}); its entries: {}",
+                    if entries.is_empty() { "none".to_string() } else { keys() }
+                ));
+            };
+            if chosen.is_none() && get(task, "instruction").is_some() {
+                w.push(format!("task.yaml: instruction = \"{key}\" names the `descriptions` entry `{key}`: its text is the prompt (Terminal-Bench itself would send the word `{key}`)"));
+            }
+            let others: Vec<&str> = entries
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| *k != key)
+                .collect();
+            if !others.is_empty() {
+                w.push(format!(
+                    "task.yaml: the prompt is the `descriptions` entry `{key}`; the other entries ({}) are kept in descriptions/TASK_ID/ and chosen with `--description KEY`",
+                    others.join(", ")
+                ));
+            }
+            text.clone()
+        }
+        None => {
+            if !entries.is_empty() {
+                w.push(format!(
+                    "task.yaml: the prompt is `instruction`; the `descriptions` entries ({}) are kept in descriptions/TASK_ID/ and chosen with `--description KEY`",
+                    keys()
+                ));
+            }
+            get(task, "instruction")
+                .and_then(Yaml::as_str)
+                .map(str::to_string)
+                .ok_or("task.yaml has no `instruction` (nor a `descriptions` entry), so there is no prompt")?
+        }
     };
     if prompt.trim().is_empty() {
         return Err("the instruction in task.yaml is empty".into());
@@ -261,6 +352,7 @@ fn compose_environment(dir: &Path, name: &str, w: &mut Vec<String>) -> Result<En
             agent: Net::None,
             checks: Net::None,
             why: format!("{name}: network_mode: none"),
+            allowed_hosts: Vec::new(),
         },
         _ => default_network(),
     };
@@ -428,14 +520,7 @@ fn verifier_plan(
     w: &mut Vec<String>,
 ) -> Result<VerifierPlan, String> {
     let test_files = test_files(dir, w)?;
-    let verdict = if parser == "pytest" {
-        Verdict::PytestSummary
-    } else {
-        w.push(format!(
-            "task.yaml: parser_name = \"{parser}\": proctor has no such result parser; the check passes when run-tests.sh exits 0"
-        ));
-        Verdict::ExitStatus
-    };
+    let verdict = Verdict::Parser(Parser::named(parser)?);
     let scanned = scan::scan(&test_files);
     if offline {
         w.extend(scan::download_warning(&scanned, "run-tests.sh or tests/"));
@@ -497,10 +582,18 @@ fn oracle_plan(dir: &Path, offline: bool, w: &mut Vec<String>) -> OraclePlan {
     }
 }
 
-/// The metadata line kept for the reader above the task, if the task has metadata.
-fn about(task: &Yaml) -> Vec<String> {
+/// The lines kept for the reader above the task: where its prompt comes from (a `descriptions`
+/// entry, `prompt_from`), then its metadata: authors (`author_name`, `author_email`, and the
+/// `author` some datasets write), category, tags and the time estimates.
+fn about(task: &Yaml, id: &str, prompt_from: &Option<String>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(key) = prompt_from {
+        lines.push(format!(
+            "prompt: the `descriptions` entry `{key}`; every entry is in descriptions/{id}/KEY.md"
+        ));
+    }
     let mut about = Vec::new();
-    for key in ["author_name", "author_email", "category"] {
+    for key in ["author", "author_name", "author_email", "category"] {
         if let Some(v) = get(task, key).and_then(scalar) {
             about.push(format!("{}: {v}", key.replace('_', " ")));
         }
@@ -520,25 +613,10 @@ fn about(task: &Yaml) -> Vec<String> {
             about.push(format!("{key}: {v}"));
         }
     }
-    if about.is_empty() {
-        Vec::new()
-    } else {
-        vec![about.join("; ")]
+    if !about.is_empty() {
+        lines.push(about.join("; "));
     }
-}
-
-/// The prompt of an older task.yaml: its `descriptions` entry with `key: base`, else the first.
-fn description(task: &Yaml) -> Option<String> {
-    let list = get(task, "descriptions")?.as_vec()?;
-    let text = |d: &Yaml| {
-        get(d, "description")
-            .and_then(Yaml::as_str)
-            .map(str::to_string)
-    };
-    list.iter()
-        .find(|d| get(d, "key").and_then(Yaml::as_str) == Some("base"))
-        .and_then(text)
-        .or_else(|| list.iter().find_map(text))
+    lines
 }
 
 /// The literal environment of a compose service; the harness's own variables
@@ -605,13 +683,58 @@ mod tests {
         assert_eq!(of("image: x\n"), (".".into(), "Dockerfile".into()));
     }
 
+    /// The prompt of each shape of task.yaml: `instruction` text; `instruction` naming an
+    /// entry (livecodebenchpro); no `instruction` (the `base` entry, else the first); the entry
+    /// `--description` chose, or the task skipped when it has none by that key.
     #[test]
-    fn older_descriptions_give_the_base_prompt() {
-        let docs = YamlLoader::load_from_str(
-            "descriptions:\n  - key: hard\n    description: Hard one.\n  - key: base\n    description: Base one.\n",
-        )
-        .expect("yaml");
-        assert_eq!(description(&docs[0]).as_deref(), Some("Base one."));
+    fn descriptions_give_the_prompt_the_task_names() {
+        let of = |text: &str, chosen: Option<&str>| {
+            let doc = YamlLoader::load_from_str(text).expect("yaml").remove(0);
+            let mut w = Vec::new();
+            let entries = descriptions(&doc, &mut w);
+            (prompt(&doc, &entries, chosen, &mut w), w)
+        };
+        let two = "descriptions:\n  - key: hard\n    description: Hard one.\n  - key: base\n    description: Base one.\n";
+        assert_eq!(of(two, None).0.as_deref(), Ok("Base one."));
+        assert_eq!(
+            of(&format!("{two}instruction: hard\n"), None).0.as_deref(),
+            Ok("Hard one.")
+        );
+        assert_eq!(
+            of(&format!("{two}instruction: base\n"), Some("hard"))
+                .0
+                .as_deref(),
+            Ok("Hard one.")
+        );
+        assert_eq!(
+            of(&format!("{two}instruction: Do it.\n"), None)
+                .0
+                .as_deref(),
+            Ok("Do it.")
+        );
+        let first = "descriptions:\n  - key: a\n    description: First.\n  - key: b\n    description: Second.\n";
+        assert_eq!(of(first, None).0.as_deref(), Ok("First."));
+        let (missing, _) = of(two, Some("problem"));
+        assert!(missing.is_err_and(
+            |e| e.contains("no `descriptions` entry `problem`") && e.contains("hard, base")
+        ));
+        let (_, w) = of(&format!("{two}instruction: base\n"), None);
+        assert!(
+            w.iter()
+                .any(|w| w.contains("names the `descriptions` entry `base`")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter().any(|w| w.contains("other entries (hard)")),
+            "{w:?}"
+        );
+        let (_, w) = of(&format!("{two}instruction: Do it.\n"), None);
+        assert!(
+            w.iter().any(|w| w.contains(
+                "the prompt is `instruction`; the `descriptions` entries (hard, base) are kept"
+            )),
+            "{w:?}"
+        );
     }
 
     fn compose(text: &str) -> (Yaml, Vec<String>, Resources) {

@@ -36,11 +36,13 @@ pub(crate) fn script(
         "# Written by `proctor import {}` for the task `{task_id}`; see docs/import.md.\n#\n",
         format.command()
     ));
-    s.push_str(match verdict {
-        Verdict::Reward => HARBOR_USAGE,
-        Verdict::PytestSummary => PYTEST_USAGE,
-        Verdict::ExitStatus => EXIT_USAGE,
-    });
+    match verdict {
+        Verdict::Reward => s.push_str(HARBOR_USAGE),
+        Verdict::Parser(parser) => {
+            s.push_str(TERMINAL_BENCH_USAGE);
+            s.push_str(parser.rule());
+        }
+    }
     s.push_str(PREAMBLE);
     s.push_str("export TEST_DIR=\"$tests\"\n");
     for (k, v) in env {
@@ -54,15 +56,12 @@ pub(crate) fn script(
             ));
             s.push_str(HARBOR_VERDICT);
         }
-        Verdict::PytestSummary | Verdict::ExitStatus => {
+        Verdict::Parser(parser) => {
             s.push_str(&format!(
-                "out=\"$work/run-tests.out\"\nbash \"$tests\"/{entry} >\"$out\" 2>&1 </dev/null\nstatus=$?\ncat \"$out\" >&2\necho \"proctor-verify: tests/{entry} exited with $status\" >&2\n"
+                "out=\"$work/run-tests.out\"\nbash \"$tests\"/{entry} >\"$out\" 2>&1 </dev/null\nstatus=$?\ncat \"$out\" >&2\necho \"proctor-verify: tests/{entry} exited with $status; Terminal-Bench's {} parser reads its output\" >&2\n",
+                parser.name()
             ));
-            s.push_str(if verdict == Verdict::PytestSummary {
-                PYTEST_VERDICT
-            } else {
-                EXIT_VERDICT
-            });
+            s.push_str(&parser.shell());
         }
     }
     s
@@ -83,16 +82,9 @@ const HARBOR_USAGE: &str = r#"# Runs the task's own verifier, tests/test.sh, ove
 # The verifier's own output goes to stderr: stdout holds only the lines above.
 "#;
 
-const PYTEST_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end state, as Terminal-Bench does, and exits 0
-# if and only if pytest's `short test summary info` (pytest -rA) lists at least one PASSED
-# test and no FAILED or ERROR one (Terminal-Bench's pytest parser), else 1.
-# The test output goes to stderr.
-"#;
-
-const EXIT_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end state, as Terminal-Bench does, and exits 0
-# if and only if it exits 0. (The task names a Terminal-Bench result parser other than
-# pytest, which proctor does not have: the exit status stands in for it.)
-# The test output goes to stderr.
+const TERMINAL_BENCH_USAGE: &str = r#"# Runs the task's own run-tests.sh over the end state, as Terminal-Bench does, and exits 0
+# if and only if the task's result parser says the task is resolved, else 1. Its exit status
+# decides nothing, as in Terminal-Bench. The test output goes to stderr.
 "#;
 
 const PREAMBLE: &str = r#"#
@@ -172,19 +164,3 @@ if [ "$mode" = "--metrics" ]; then
 fi
 [ "$verdict" = pass ]
 "#;
-
-const PYTEST_VERDICT: &str = r#"awk '
-  /short test summary info/ { summary = 1; next }
-  summary && /^PASSED / { passed++ }
-  summary && /^(FAILED|ERROR) / { failed++ }
-  END {
-    if (!summary) {
-      print "proctor-verify: no pytest `short test summary info` in the output (run pytest with -rA)" > "/dev/stderr"
-      exit 1
-    }
-    printf "proctor-verify: %d passed, %d failed or errored\n", passed, failed > "/dev/stderr"
-    exit !(passed > 0 && failed == 0)
-  }' "$out"
-"#;
-
-const EXIT_VERDICT: &str = "[ \"$status\" -eq 0 ]\n";

@@ -3,6 +3,7 @@
 //! ```text
 //! OUT/
 //!   suite.toml
+//!   import.toml                       what each task says of itself that suite.toml has no key for
 //!   fixture/                          empty: the workspace comes from each task's image
 //!   holdout/TASK_ID/...               the task's tests (Terminal-Bench: and run-tests.sh),
 //!                                     laid at /tests for the checks (`holdout_at`)
@@ -10,6 +11,7 @@
 //!   agents/oracle/TASK_ID.toml        the scripted oracle running the reference solution
 //!   agents/oracle/files/TASK_ID/...   the solution's original files, for the reader
 //!   images/TASK_ID.tar                a task's local OCI archive (or images/TASK_ID/, a layout)
+//!   descriptions/TASK_ID/KEY.md       each entry of a Terminal-Bench task's `descriptions`
 //! ```
 
 use std::os::unix::fs::PermissionsExt;
@@ -46,9 +48,16 @@ pub(crate) fn import(
         }
         let read = match format {
             Format::Harbor => harbor::read(&dir, &id),
-            Format::TerminalBench => tbench::read(&dir, &id),
+            Format::TerminalBench => tbench::read(&dir, &id, options.description.as_deref()),
         };
         for w in read.warnings {
+            report.warn(&id, w);
+        }
+        let (context, shown) = match format {
+            Format::Harbor => (dir.join("environment"), "environment"),
+            Format::TerminalBench => (dir.clone(), "."),
+        };
+        if let Some(w) = crate::start::entrypoint_warning(&context, shown) {
             report.warn(&id, w);
         }
         let outcome = read.outcome.and_then(|mut plan| {
@@ -57,10 +66,6 @@ pub(crate) fn import(
         });
         match outcome {
             Ok(plan) => {
-                let (context, shown) = match format {
-                    Format::Harbor => (dir.join("environment"), "environment"),
-                    Format::TerminalBench => (dir.clone(), "."),
-                };
                 for w in crate::leak::warnings(&plan, &context, shown) {
                     report.warn(&id, w);
                 }
@@ -136,6 +141,8 @@ fn write_suite(
     }
     let text = suite_toml::render(format, suite_id, name, plans);
     write(&root.join("suite.toml"), text.as_bytes(), false)?;
+    let about = crate::metadata::render(format, plans);
+    write(&root.join("import.toml"), about.as_bytes(), false)?;
     std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| ImportError::io(root, e))?;
 
@@ -168,6 +175,12 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
             copy_all(&files, &root.join(plan.image.suite_path(&plan.id)))?;
         }
     }
+    if let Some(build) = &plan.fallback_build {
+        let mut warnings = Vec::new();
+        let files = crate::files::collect(&build.context, &build.shown_context, &mut warnings);
+        let dest = root.join(crate::suite_toml::fallback_folder(&plan.id));
+        copy_all(&files, &dest)?;
+    }
     let holdout = root.join("holdout").join(&plan.id);
     copy_all(&plan.verifier.files, &holdout)?;
     let script = verify::script(
@@ -189,6 +202,11 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
     )?;
     if !plan.oracle.files.is_empty() {
         copy_all(&plan.oracle.files, &agents.join("files").join(&plan.id))?;
+    }
+    for (key, text) in &plan.descriptions {
+        let name = format!("{}.md", sanitize(key, "description"));
+        let path = root.join("descriptions").join(&plan.id).join(name);
+        write(&path, text.as_bytes(), false)?;
     }
     Ok(())
 }

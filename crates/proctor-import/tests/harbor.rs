@@ -24,6 +24,7 @@ artifacts = []
 name = "terminal-bench/hello-world"
 description = "Write a greeting to a file."
 keywords = ["trivial"]
+authors = [{ name = "Ada Lovelace", email = "ada@example.com" }, { name = "Charles Babbage" }]
 
 [metadata]
 author_name = "Ada Lovelace"
@@ -200,7 +201,6 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     let warnings = warning_lines(&report).join("\n");
     for expected in [
         "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
-        "hello-world: network = \"host\", check_network = \"host\" ([environment] allow_internet = true, for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one",
         "metrics: tests/ download while verifying (curl), but the verifier phase has no network (check_network = \"none\")",
         "metrics: no solution/solve.sh: its oracle does nothing",
         // A skipped task's other warnings are reported too.
@@ -208,6 +208,8 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     ] {
         assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
     }
+    // The internet Harbor gives is the trial's own, isolated from the host: nothing to warn of.
+    assert!(!warnings.contains("host's network"), "{warnings}");
     assert_eq!(report.not_tasks.len(), 1, "{:?}", report.not_tasks);
     assert!(report.not_tasks[0].folder.ends_with("not-a-task"));
     assert_eq!(
@@ -245,7 +247,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(hello["difficulty"].as_str(), Some("easy"));
     assert_eq!(hello["wall_timeout_seconds"].as_integer(), Some(300));
     assert_eq!(hello["validation_timeout_seconds"].as_integer(), Some(120));
-    assert_eq!(hello["network"].as_str(), Some("host"));
+    assert_eq!(hello["network"].as_str(), Some("internet"));
     assert_eq!(
         hello["environment"]["image"].as_str(),
         Some("alexgshaw/hello-world:20251031")
@@ -275,7 +277,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         "allow_internet = false"
     );
     assert_eq!(m["check_network"].as_str(), Some("none"));
-    assert_eq!(hello["check_network"].as_str(), Some("host"));
+    assert_eq!(hello["check_network"].as_str(), Some("internet"));
     assert!(
         m.get("wall_timeout_seconds").is_none(),
         "no [agent] timeout_sec"
@@ -295,7 +297,25 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(rubric[0]["levels"].as_array().map(Vec::len), Some(10));
 
     let text = std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml");
-    assert!(text.contains("# name: terminal-bench/hello-world; author name: Ada Lovelace"));
+    assert!(
+        text.contains("# name: terminal-bench/hello-world; authors: Ada Lovelace <ada@example.com>, Charles Babbage; keywords: trivial; author name: Ada Lovelace"),
+        "{text}"
+    );
+    let about: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("import.toml")).expect("import.toml"))
+            .expect("parse");
+    let hello = &about["tasks"]["hello-world"];
+    assert_eq!(about["format"].as_str(), Some("harbor"));
+    assert_eq!(
+        hello["authors"][1]["name"].as_str(),
+        Some("Charles Babbage")
+    );
+    assert_eq!(hello["keywords"][0].as_str(), Some("trivial"));
+    assert_eq!(
+        hello["metadata"]["category"].as_str(),
+        Some("file-operations")
+    );
+    assert_eq!(hello["metadata"]["difficulty"].as_str(), Some("easy"));
     assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
 
     for rel in [
@@ -466,6 +486,7 @@ fn the_output_must_be_new_or_empty_and_inputs_must_be_tasks() {
         suite_id: Some("my suite".into()),
         name: Some("Imported".into()),
         build: None,
+        description: None,
     };
     import_harbor(&[task], &empty, &options).expect("an empty folder is fine");
     let suite: toml::Table =

@@ -103,7 +103,7 @@ fn built(root: &Path) -> PathBuf {
     dir
 }
 
-/// A task with an interactive-terminal solution and a parser proctor does not have.
+/// A task with an interactive-terminal solution, graded by Terminal-Bench's swebench parser.
 fn keystrokes(root: &Path) -> PathBuf {
     let dir = root.join("vim-edit");
     write(
@@ -151,12 +151,9 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
     let warnings = warning_lines(&report).join("\n");
     for expected in [
         "answer-42: task.yaml: unknown field `reviewer`, not imported",
-        "vim-edit: task.yaml: parser_name = \"swebench\"",
         "vim-edit: solution.yaml holds keystrokes",
         // The compose file takes the network away, and the tests fetch.
         "vim-edit: run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network (check_network = \"none\")",
-        // Terminal-Bench's own default: Docker's network, to the agent and the tests, said.
-        "answer-42: network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike",
     ] {
         assert!(
             warnings.contains(expected),
@@ -176,8 +173,12 @@ fn imports_terminal_bench_tasks_into_a_suite_that_proctor_validates() {
     assert_eq!(t["difficulty"].as_str(), Some("easy"));
     assert_eq!(t["wall_timeout_seconds"].as_integer(), Some(180));
     assert_eq!(t["validation_timeout_seconds"].as_integer(), Some(30));
-    assert_eq!(t["network"].as_str(), Some("host"));
-    assert_eq!(t["check_network"].as_str(), Some("host"));
+    assert_eq!(
+        t["network"].as_str(),
+        Some("internet"),
+        "Terminal-Bench's default network: the internet"
+    );
+    assert_eq!(t["check_network"].as_str(), Some("internet"));
     assert_eq!(
         t["environment"]["image"].as_str(),
         Some("ghcr.io/example/answer-42:20250620")
@@ -277,4 +278,346 @@ fn a_task_whose_dockerfile_copies_nothing_of_its_tests_raises_no_leak_warning() 
     let warnings = warning_lines(&report).join("\n");
     assert!(!warnings.contains("into the image"), "{warnings}");
     assert!(!warnings.contains("build context"), "{warnings}");
+}
+
+/// A Terminal-Bench task graded by `parser`, whose run-tests.sh prints `output` (a shell
+/// snippet that may look at the workspace) and exits 0 either way, as the public datasets'
+/// run-tests.sh do.
+fn graded_by(root: &Path, id: &str, parser: &str, output: &str) -> PathBuf {
+    let dir = root.join(id);
+    write(
+        &dir,
+        "task.yaml",
+        &format!("instruction: Fix it.\ndifficulty: hard\nparser_name: {parser}\n"),
+    );
+    write(
+        &dir,
+        "docker-compose.yaml",
+        "services:\n  client:\n    image: ghcr.io/example/fix:1\n",
+    );
+    write_exec(
+        &dir,
+        "run-tests.sh",
+        &format!("#!/bin/bash\n{output}\nexit 0\n"),
+    );
+    write_exec(&dir, "solution.sh", "#!/bin/bash\necho fixed > state.txt\n");
+    dir
+}
+
+/// The check's exit status over a workspace whose `state.txt` holds `state`.
+fn verdict_with(out: &Path, id: &str, state: &str) -> Option<i32> {
+    let ws = check_workspace(out, id, &[("state.txt", state)]);
+    let run = sh(ws.path(), "bash proctor-verify.sh");
+    run.status.code()
+}
+
+/// Terminal-Bench's swebench parser: the block between its markers must read PASSED; the task's
+/// run-tests.sh exits 0 either way, so its exit status decides nothing.
+#[test]
+fn the_swebench_parser_decides_and_the_exit_status_does_not() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    graded_by(
+        &tasks,
+        "swe",
+        "swebench",
+        r#"echo "+ pytest -rA tests/test_x.py"
+echo "SWEBench results starts here"
+if grep -q fixed state.txt; then echo PASSED; else echo FAILED; fi
+echo "SWEBench results ends here""#,
+    );
+    // The grader could not run (its markers are missing): nothing is resolved.
+    graded_by(
+        &tasks,
+        "swe-broken",
+        "swebench",
+        "echo 'uv: command not found'",
+    );
+    // Markers echoed earlier in the output: the block runs from the first start to the last end.
+    graded_by(
+        &tasks,
+        "swe-twice",
+        "swebench",
+        r#"echo "SWEBench results starts here"
+echo "  PASSED  "
+echo "SWEBench results ends here"
+echo "SWEBench results starts here"
+echo "SWEBench results ends here""#,
+    );
+    let out = tmp.path().join("suite");
+    let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported, vec!["swe", "swe-broken", "swe-twice"]);
+    let lines = warning_lines(&report).join("\n");
+    assert!(!lines.contains("parser"), "{lines}");
+    assert_eq!(verdict_with(&out, "swe", "fixed\n"), Some(0));
+    assert_eq!(verdict_with(&out, "swe", "broken\n"), Some(1));
+    assert_eq!(verdict_with(&out, "swe-broken", "fixed\n"), Some(1));
+    assert_eq!(
+        verdict_with(&out, "swe-twice", "fixed\n"),
+        Some(1),
+        "the block spans both pairs of markers, so it is not exactly PASSED"
+    );
+    let script = std::fs::read_to_string(out.join("holdout/swe/proctor-verify.sh")).expect("read");
+    assert!(script.contains("swebench parser decides"), "{script}");
+}
+
+/// Terminal-Bench's pytest parser, line for line: SKIPPED and XFAIL pass, XPASS and ERROR fail,
+/// lines it cannot read are ignored, a summary with no result resolves, no summary does not.
+#[test]
+fn the_pytest_parser_reads_the_summary_as_terminal_bench_does() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let summary = |lines: &str| {
+        format!(
+            "echo '============================= test session starts =============================='\necho 'PASSED but this is not the summary'\necho '=========================== short test summary info ============================'\nprintf '%s\\n' {lines}\necho '========================= 2 passed in 0.02s ========================='"
+        )
+    };
+    for (id, lines) in [
+        ("passes", "'PASSED tests/test_a.py::test_one' 'SKIPPED [1] tests/test_a.py:9: no gpu' 'XFAIL tests/test_a.py::test_two - reason'"),
+        ("fails", "'PASSED tests/test_a.py::test_one' 'FAILED tests/test_a.py::test_two - AssertionError: 1 - 2'"),
+        ("xpass", "'PASSED tests/test_a.py::test_one' 'XPASS tests/test_a.py::test_two'"),
+        ("collection-error", "'ERROR tests/test_a.py'"),
+        ("empty-summary", "'nothing a parser reads here'"),
+    ] {
+        graded_by(&tasks, id, "pytest", &summary(lines));
+    }
+    graded_by(&tasks, "no-summary", "pytest", "echo '1 passed'");
+    let out = tmp.path().join("suite");
+    import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    for (id, resolved) in [
+        ("passes", true),
+        ("fails", false),
+        ("xpass", false),
+        ("collection-error", false),
+        ("empty-summary", true),
+        ("no-summary", false),
+    ] {
+        let code = verdict_with(&out, id, "");
+        assert_eq!(code, Some(if resolved { 0 } else { 1 }), "{id}");
+    }
+}
+
+/// Terminal-Bench's mlebench parser: the block must read `ALL TESTS PASSED`.
+#[test]
+fn the_mlebench_parser_decides() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    graded_by(
+        &tasks,
+        "mle",
+        "mlebench",
+        r#"echo "MLEBench results starts here"
+if grep -q fixed state.txt; then echo "ALL TESTS PASSED"; else echo "SOME TESTS FAILED"; fi
+echo "MLEBench results ends here""#,
+    );
+    let out = tmp.path().join("suite");
+    import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(verdict_with(&out, "mle", "fixed\n"), Some(0));
+    assert_eq!(verdict_with(&out, "mle", "no\n"), Some(1));
+}
+
+/// A parser Terminal-Bench has that proctor does not carry, or a name that is no parser: the
+/// task is skipped with the reason, never given a check that a stand-in decides.
+#[test]
+fn a_parser_proctor_does_not_carry_skips_the_task() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    graded_by(&tasks, "perf", "sweperf", "true");
+    graded_by(&tasks, "odd", "junit", "true");
+    graded_by(&tasks, "fine", "pytest", "true");
+    let out = tmp.path().join("suite");
+    let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported, vec!["fine"]);
+    let reasons: Vec<(&str, &str)> = report
+        .skipped
+        .iter()
+        .map(|s| (s.id.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[0].0 == "odd"
+            && reasons[0]
+                .1
+                .contains("\"junit\" is not a Terminal-Bench result parser"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].0 == "perf"
+            && reasons[1]
+                .1
+                .contains("\"sweperf\" is a Terminal-Bench result parser proctor does not carry"),
+        "{reasons:?}"
+    );
+}
+
+/// A task shaped like terminal-bench-datasets' livecodebenchpro: `instruction: base` names the
+/// `descriptions` entry whose text is the prompt; the other entry is kept, and `--description`
+/// chooses it.
+fn livecodebenchpro(root: &Path) -> PathBuf {
+    let dir = root.join("lcbpro-1983a");
+    write(
+        &dir,
+        "task.yaml",
+        r#"descriptions:
+  - key: base
+    description: |
+      LiveCodeBench Pro (Mini) - external judge.
+
+      The agent must create a C++17 solution file at /app/main.cpp.
+  - key: problem
+    description: |
+      An array of integers is beautiful subject to an integer $k$ if ...
+
+      ### Input
+instruction: base
+author_email: shz060@ucsd.edu
+author: LiveCodeBench Pro Team
+difficulty: easy
+tags: []
+max_agent_timeout_sec: 300
+max_test_timeout_sec: 180
+"#,
+    );
+    write(
+        &dir,
+        "docker-compose.yaml",
+        "services:\n  client:\n    image: ghcr.io/example/lcb:1\n    working_dir: /app\n    command: [\"sleep\", \"infinity\"]\n",
+    );
+    write_exec(
+        &dir,
+        "run-tests.sh",
+        "#!/bin/bash\nset -euo pipefail\npython -m pytest /app/tests/test_outputs.py --tb=short -rA --color=no --disable-warnings -v",
+    );
+    write(
+        &dir,
+        "tests/test_outputs.py",
+        "def test_judge():\n    pass\n",
+    );
+    write_exec(
+        &dir,
+        "solution.sh",
+        "#!/bin/bash\necho \"Oracle solution script\"\n",
+    );
+    dir
+}
+
+#[test]
+fn a_livecodebenchpro_task_is_prompted_with_its_base_description_and_keeps_the_others() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    livecodebenchpro(&tasks);
+    let out = tmp.path().join("suite");
+    let report = import_terminal_bench(
+        std::slice::from_ref(&tasks),
+        &out,
+        &ImportOptions::default(),
+    )
+    .expect("import");
+    let text = std::fs::read_to_string(out.join("suite.toml")).expect("read");
+    let suite: toml::Table = toml::from_str(&text).expect("parse");
+    let prompt = suite["tasks"][0]["prompt"].as_str().expect("prompt");
+    assert!(
+        prompt.starts_with("LiveCodeBench Pro (Mini) - external judge.\n"),
+        "{prompt}"
+    );
+    assert_eq!(suite["tasks"][0]["difficulty"].as_str(), Some("easy"));
+    assert!(
+        text.contains("# author: LiveCodeBench Pro Team; author email: shz060@ucsd.edu\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# prompt: the `descriptions` entry `base`"),
+        "{text}"
+    );
+    let kept =
+        std::fs::read_to_string(out.join("descriptions/lcbpro-1983a/problem.md")).expect("kept");
+    assert!(
+        kept.starts_with("An array of integers is beautiful"),
+        "{kept}"
+    );
+    assert!(out.join("descriptions/lcbpro-1983a/base.md").is_file());
+    let about: toml::Table =
+        toml::from_str(&std::fs::read_to_string(out.join("import.toml")).expect("import.toml"))
+            .expect("parse");
+    let task = &about["tasks"]["lcbpro-1983a"];
+    assert_eq!(task["prompt"].as_str(), Some("descriptions.base"));
+    assert_eq!(task["author"].as_str(), Some("LiveCodeBench Pro Team"));
+    assert_eq!(task["author_email"].as_str(), Some("shz060@ucsd.edu"));
+    assert!(
+        task.get("max_agent_timeout_sec").is_none(),
+        "suite.toml has a key for it"
+    );
+    let lines = warning_lines(&report).join("\n");
+    assert!(
+        lines.contains("instruction = \"base\" names the `descriptions` entry `base`"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("the other entries (problem) are kept"),
+        "{lines}"
+    );
+    assert!(!lines.contains("unknown field `author`"), "{lines}");
+    assert_valid(&out);
+
+    let chosen = tmp.path().join("problem");
+    let options = ImportOptions {
+        description: Some("problem".into()),
+        ..ImportOptions::default()
+    };
+    import_terminal_bench(std::slice::from_ref(&tasks), &chosen, &options).expect("import");
+    let suite: toml::Table =
+        toml::from_str(&std::fs::read_to_string(chosen.join("suite.toml")).expect("read"))
+            .expect("parse");
+    assert!(suite["tasks"][0]["prompt"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("An array of integers")));
+
+    let missing = ImportOptions {
+        description: Some("hard".into()),
+        ..ImportOptions::default()
+    };
+    let err = import_terminal_bench(&[tasks], &tmp.path().join("none"), &missing)
+        .expect_err("no task has it");
+    let proctor_import::ImportError::NothingImported { report } = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        report.skipped[0].reason,
+        "task.yaml has no `descriptions` entry `hard` (--description hard); its entries: base, problem"
+    );
+}
+
+/// An image whose Dockerfile sets an ENTRYPOINT: Harbor and Terminal-Bench run it when the
+/// container starts, proctor does not, and the report counts the tasks (skipped ones too).
+#[test]
+fn a_dockerfile_entrypoint_is_reported_for_imported_and_skipped_tasks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    let dir = prebuilt(&tasks);
+    write(
+        &dir,
+        "Dockerfile",
+        "FROM python:3.13-slim\nCOPY entrypoint.sh /entrypoint.sh\nENTRYPOINT [\"/entrypoint.sh\"]\nWORKDIR /app\n",
+    );
+    let skipped = built(&tasks);
+    write(
+        &skipped,
+        "Dockerfile",
+        "FROM ubuntu:24.04 AS build\nENTRYPOINT [\"/not-this-stage\"]\nFROM ubuntu:24.04\nENTRYPOINT /start.sh\n",
+    );
+    let plain = keystrokes(&tasks);
+    write(&plain, "Dockerfile", "FROM ubuntu:24.04\nCMD [\"bash\"]\n");
+    let report = import_terminal_bench(
+        &[tasks],
+        &tmp.path().join("suite"),
+        &ImportOptions::default(),
+    )
+    .expect("import");
+    let kinds = report.warnings_by_kind();
+    let (_, with) = kinds
+        .iter()
+        .find(|(kind, _)| kind.starts_with("Dockerfile sets an ENTRYPOINT"))
+        .expect("reported");
+    let ids: Vec<&str> = with.iter().map(|w| w.task.as_str()).collect();
+    assert_eq!(ids, ["answer-42", "build-it"]);
 }

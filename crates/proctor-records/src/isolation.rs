@@ -19,6 +19,10 @@ pub enum Network {
     Loopback,
     /// The host's network (no network namespace), recorded as such.
     Host,
+    /// A network namespace of the trial's own whose only way out is a user-mode network stack
+    /// on the host whose every connection proctor decides: the internet (or the allowed hosts
+    /// of it), never the host's loopback, the host's own addresses or other trials.
+    Internet,
 }
 
 /// How a process ended.
@@ -136,6 +140,63 @@ pub struct Isolation {
     /// without namespaces, and in records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_view: Option<HostView>,
+    /// What the trial's way out to the internet did (with [`Network::Internet`] only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+}
+
+/// What a trial's way out to the internet was and did: written by proctor on the host, from what
+/// it decided, never by anything inside the trial.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Egress {
+    /// The user-mode network stack that carried the trial's traffic (`slirp4netns`).
+    pub stack: String,
+    /// The names the trial could reach (`HOST` or `*.HOST`); empty: any public address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
+    /// Names the trial's resolver answered.
+    pub lookups: u64,
+    /// Connections and datagrams let out.
+    pub allowed: u64,
+    /// What was refused, first [`EGRESS_REFUSED_MAX`] of it, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<EgressRefusal>,
+    /// How many more refusals there were than `refused` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_more: u64,
+}
+
+/// The most refusals an [`Egress`] lists.
+pub const EGRESS_REFUSED_MAX: usize = 64;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One thing the trial's way out refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressRefusal {
+    /// `lookup` (a name the resolver would not answer) or `connect` (a connection or datagram
+    /// to an address the trial may not reach).
+    pub kind: EgressKind,
+    /// The name looked up, or the name the address was given for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The address and port, for a connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// What an [`EgressRefusal`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EgressKind {
+    /// A name looked up through the trial's resolver.
+    Lookup,
+    /// A connection (TCP) or datagram (UDP, ICMP) to an address.
+    Connect,
 }
 
 /// What of the host's file system a trial's root shows, read-only: nothing but these.

@@ -178,6 +178,10 @@ pub struct ImageRecord {
     pub reference: String,
     /// The manifest digest it resolved to (`sha256:...`).
     pub digest: String,
+    /// How it was had when it was not pulled: `built from environments/t/Dockerfile (the image
+    /// could not be pulled: ...)`; absent for a pulled image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What `run.json` records of a Slurm run (`extra.executor`).

@@ -197,6 +197,10 @@ impl From<crate::oracle::OracleError> for RunError {
             "write agents/oracle/TASK_ID.toml for each task (a scripted agent that does the task right), or name a variant with --oracle-variant",
         ),
         OracleError::Plan(p) => RunError::from(p),
+        OracleError::Resume { .. } => RunError::usage(
+            e.to_string(),
+            "wait for the process that runs it to end, or drop --resume to start a new run",
+        ),
         other => RunError::failed(other),
     }
     }

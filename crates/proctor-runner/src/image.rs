@@ -24,6 +24,9 @@ pub struct TrialImage {
     pub workdir: PathBuf,
     /// The image's environment, then the suite's `env` over it.
     pub env: Vec<(String, String)>,
+    /// How it was had when it was not pulled (built from the task's `build` folder, and why);
+    /// recorded with each trial.
+    pub note: Option<String>,
 }
 
 impl TrialImage {
@@ -208,6 +211,7 @@ mod tests {
             rootfs: dir.path().to_path_buf(),
             workdir: PathBuf::from("/app"),
             env: vec![("PATH".into(), "/opt/bin:/bin".into())],
+            note: None,
         };
         assert_eq!(img.path(), "/opt/bin:/bin");
         std::fs::create_dir_all(dir.path().join("bin")).unwrap();

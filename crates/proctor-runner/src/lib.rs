@@ -20,6 +20,7 @@ pub mod layers;
 pub mod model;
 pub mod opening;
 pub mod oracle;
+pub mod oracle_summary;
 pub mod overview;
 mod provenance;
 pub mod provision;

@@ -8,6 +8,7 @@
 //! [`OracleReport`] with a row per task and mutation and every trial that errored or did not do
 //! what was expected; the run stays in the store so its evidence can be read.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -57,6 +58,16 @@ pub enum OracleError {
     /// The run could not be created in the store.
     #[error("cannot create the oracle run")]
     Create(#[source] StoreError),
+    /// The earlier oracle run could not be taken up (`--resume`): another process holds it,
+    /// or it cannot be read.
+    #[error("cannot resume the oracle run {run}: {source}")]
+    Resume {
+        /// The run.
+        run: RunId,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
     /// The engine failed.
     #[error("the oracle run failed")]
     Engine(#[source] EngineError),
@@ -79,6 +90,8 @@ pub enum OracleVerdict {
     NullPasses,
     /// A trial was not graded (errored or ungradeable).
     NotGraded,
+    /// The task's image could not be had: no trial ran.
+    NoImage,
 }
 
 impl OracleVerdict {
@@ -101,6 +114,7 @@ impl fmt::Display for OracleVerdict {
             OracleVerdict::OracleFails => "FAIL: the oracle does not pass",
             OracleVerdict::NullPasses => "FAIL: the null agent passes, so the rules test nothing",
             OracleVerdict::NotGraded => "FAIL: not graded",
+            OracleVerdict::NoImage => "FAIL: its image could not be had",
         })
     }
 }
@@ -112,12 +126,19 @@ pub struct OracleRow {
     pub task: String,
     /// The hidden mutation of this trial index, if the task has any.
     pub mutation: Option<String>,
-    /// The oracle's outcome.
+    /// The oracle's outcome (`errored` when its image could not be had and no trial ran).
     pub oracle: OutcomeKind,
-    /// The null agent's outcome.
+    /// The null agent's outcome (as the oracle's).
     pub null: OutcomeKind,
     /// Whether the rules told them apart.
     pub verdict: OracleVerdict,
+    /// Whether the oracle was graded and met the task's expected behaviour.
+    pub oracle_passed: bool,
+    /// Whether the null agent was graded and did not meet it.
+    pub null_failed: bool,
+    /// The kinds of error of the pair's errored trials (`environment` for an image that could
+    /// not be had), each once.
+    pub errors: Vec<String>,
 }
 
 /// A trial that errored or did not do what it had to.
@@ -144,6 +165,8 @@ pub struct OracleReport {
     pub rows: Vec<OracleRow>,
     /// Every trial that errored or did not do what it had to.
     pub unexpected: Vec<Unexpected>,
+    /// Whether the run was an earlier one, resumed.
+    pub resumed: bool,
 }
 
 impl OracleReport {
@@ -156,29 +179,56 @@ impl OracleReport {
     }
 }
 
+/// What an oracle check is asked to do beyond its suite and store.
+#[derive(Debug, Clone, Copy)]
+pub struct OracleRequest<'a> {
+    /// The suite's variant to use as the oracle (default: the scripts in `agents/oracle/`).
+    pub oracle: Option<&'a str>,
+    /// Resume the newest oracle run of the same suite (same content hash and oracle) in the
+    /// store, running only the trials it has not finished; a new run when there is none.
+    pub resume: bool,
+    /// The tasks whose image could not be had, with why: they get no trial, only a row.
+    pub unavailable: &'a BTreeMap<String, String>,
+}
+
 /// Runs the oracle and the null agent on every task of `suite` (opened from an absolute path)
-/// into a new run of `store`. `oracle` names the suite's variant to use as the oracle (default:
-/// the scripts in `agents/oracle/`).
+/// into a run of `store` (a new one, or with [`OracleRequest::resume`] the one resumed), except
+/// the tasks whose image could not be had, which get a row saying so.
 pub fn run(
     mut suite: Suite,
     store: &Store,
-    oracle: Option<&str>,
+    request: OracleRequest<'_>,
     options: &EngineOptions,
 ) -> Result<OracleReport, OracleError> {
-    let oracle = oracle_variant(&suite, oracle)?;
+    let oracle = oracle_variant(&suite, request.oracle)?;
     let oracle_id = oracle.id.get_ref().clone();
     suite.file.variants = vec![oracle, script_variant(NULL, None)];
-    let plan = oracle_plan(&suite)?;
+    let mut plan = oracle_plan(&suite)?;
+    plan.trials
+        .retain(|t| !request.unavailable.contains_key(&t.task));
     let (isolation, _) =
         decide_isolation(IsolationChoice::Auto, store.root()).map_err(OracleError::Isolation)?;
-    let meta = run_meta(
-        &suite,
-        &plan,
-        isolation,
-        proctor_records::run::RunMode::Oracle,
-        None,
-    );
-    let run = store.create_run(&meta).map_err(OracleError::Create)?;
+    let earlier = if request.resume {
+        resumable(store, &plan.suite_hash, &oracle_id)?
+    } else {
+        None
+    };
+    let resumed = earlier.is_some();
+    let run = match earlier {
+        Some(run) => store
+            .resume_run(&run)
+            .map_err(|source| OracleError::Resume { run, source })?,
+        None => {
+            let meta = run_meta(
+                &suite,
+                &plan,
+                isolation,
+                proctor_records::run::RunMode::Oracle,
+                None,
+            );
+            store.create_run(&meta).map_err(OracleError::Create)?
+        }
+    };
     let job = Job {
         suite: &suite,
         plan: &plan,
@@ -189,13 +239,33 @@ pub fn run(
     execute(job, options, &AtomicBool::new(false), &mut |_| {}).map_err(OracleError::Engine)?;
     run.set_status(RunStatus::Finished)
         .map_err(OracleError::Status)?;
-    let (rows, unexpected) = judge(&suite, &plan, &run, &oracle_id)?;
+    let (rows, unexpected) = judge(&suite, &plan, &run, &oracle_id, request.unavailable)?;
     Ok(OracleReport {
         run: run.id().clone(),
         run_dir: run.dir().to_path_buf(),
         rows,
         unexpected,
+        resumed,
     })
+}
+
+/// The newest oracle run in `store` of the suite whose content hash is `suite_hash`, run with
+/// the oracle `oracle_id`: the one `--resume` takes up.
+fn resumable(
+    store: &Store,
+    suite_hash: &str,
+    oracle_id: &str,
+) -> Result<Option<RunId>, OracleError> {
+    let runs = store.list_runs().map_err(OracleError::Read)?;
+    Ok(runs
+        .into_iter()
+        .rev()
+        .find(|r| {
+            r.meta.trial_mode == proctor_records::run::RunMode::Oracle
+                && r.meta.suite_hash == suite_hash
+                && r.meta.variants.iter().all(|v| v == oracle_id || v == NULL)
+        })
+        .map(|r| r.id))
 }
 
 /// A script variant: with a script folder an oracle, without one the null agent (which does
@@ -302,9 +372,24 @@ fn judge(
     plan: &Plan,
     run: &RunHandle,
     oracle_id: &str,
+    unavailable: &BTreeMap<String, String>,
 ) -> Result<(Vec<OracleRow>, Vec<Unexpected>), OracleError> {
     let store = run.store();
     let trials = store.trials(run.id()).map_err(OracleError::Read)?;
+    // The kind of error of an errored trial, from its record.
+    let error_kind = |t: &TrialSummary| {
+        if t.outcome != OutcomeKind::Errored {
+            return None;
+        }
+        let kind = store
+            .read_trial::<TrialRecord>(run.id(), &t.trial_id)
+            .ok()
+            .and_then(|f| match f.record.outcome {
+                proctor_score::Outcome::Errored { kind } => Some(kind.as_str().to_string()),
+                _ => None,
+            });
+        Some(kind.unwrap_or_else(|| "unknown".into()))
+    };
     // Whether the trial met the task's expected behaviour; `None` when not graded.
     let success = |t: &TrialSummary| {
         if !t.outcome.is_graded() {
@@ -320,6 +405,19 @@ fn judge(
     for task in &suite.file.tasks {
         let id = task.id.get_ref();
         let expected = expected_outcome(task.expect);
+        if unavailable.contains_key(id) {
+            rows.push(OracleRow {
+                task: id.clone(),
+                mutation: None,
+                oracle: OutcomeKind::Errored,
+                null: OutcomeKind::Errored,
+                verdict: OracleVerdict::NoImage,
+                oracle_passed: false,
+                null_failed: false,
+                errors: vec![proctor_score::ErrorKind::Environment.as_str().to_string()],
+            });
+            continue;
+        }
         for index in 0..plan.trials_per_cell {
             let find = |v: &str| {
                 trials
@@ -342,12 +440,17 @@ fn judge(
                 .find(|t| &t.task == id && t.index == index)
                 .and_then(|t| t.mutation.as_ref())
                 .map(|m| m.name.clone());
+            let mut errors: Vec<String> = [o, n].into_iter().filter_map(error_kind).collect();
+            errors.dedup();
             rows.push(OracleRow {
                 task: id.clone(),
                 mutation,
                 oracle: o.outcome,
                 null: n.outcome,
                 verdict: OracleVerdict::of(oracle_ok, null_ok),
+                oracle_passed: oracle_ok == Some(true),
+                null_failed: null_ok == Some(false),
+                errors,
             });
         }
     }

@@ -1,6 +1,9 @@
 //! The OCI images a run's tasks name (docs/environments.md), pulled and unpacked before any
-//! trial (a failure is a usage error, exit 2, naming the task and the image), recorded in the
-//! run, and checked unmoved when the run resumes or is rescored.
+//! trial, or built from a task's `build` folder when the image cannot be pulled (or always when
+//! asked: `--build`), recorded in the run, and checked unmoved when the run resumes or is
+//! rescored. For a run a task whose image cannot be had is a usage error (exit 2, naming the
+//! task and the image); [`each_task`] gives every task's image or reason, so that `validate
+//! --oracle` fails only those tasks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,6 +86,17 @@ fn pull(
             eprintln!("image {}: pulling and unpacking", env.image);
         })
         .map_err(|e| e.to_string())?;
+    Ok(trial_image(env, image, None))
+}
+
+/// `image`, had for `env`, as a trial image: in `env`'s working folder, else the one a
+/// Dockerfile that built nothing set (`base`), else the image's own, else `/workspace`; with
+/// the image's variables, then `base`'s, then `env`'s.
+fn trial_image(
+    env: &TaskEnvironment,
+    image: proctor_image::Image,
+    base: Option<proctor_image::BaseImage>,
+) -> TrialImage {
     // An image's `WorkingDir` of `/` (Docker's default, written out) cannot be the workspace:
     // the whole image would be its lowest layer. It is taken as no working folder at all.
     let image_dir = image
@@ -90,41 +104,180 @@ fn pull(
         .working_dir
         .clone()
         .filter(|w| w.starts_with('/') && !w.trim_end_matches('/').is_empty());
+    let (base_dir, base_env) = base.map_or((None, Vec::new()), |b| (b.workdir, b.env));
     let workdir = env
         .workdir
         .clone()
+        .or(base_dir)
         .or(image_dir)
         .unwrap_or_else(|| "/workspace".into());
     let mut vars = image.config.env.clone();
+    vars.extend(base_env);
     vars.extend(env.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    Ok(TrialImage {
+    TrialImage {
         reference: env.image.clone(),
         digest: image.digest,
         rootfs: image.rootfs,
         workdir: PathBuf::from(workdir),
         env: vars,
-    })
+        note: None,
+    }
 }
 
-/// The image of every planned task that names one, pulled and unpacked; empty when none does
-/// (nothing is read then, not even the configuration).
+/// How a task environment's image is had.
+#[derive(Debug, Clone, Copy)]
+struct Having<'a> {
+    cache: &'a ImageCache,
+    registries: &'a RegistryConfig,
+    suite_root: &'a Path,
+    /// Build from `build` even when the image could be pulled (`--build`).
+    force_build: bool,
+}
+
+/// One task environment's image: pulled; or, when it has a `build` folder, built from it when
+/// the pull fails or a build is forced, the trial image's note saying so. Gives the image and
+/// whether it was built; the error says every way that was tried.
+fn obtain(how: Having<'_>, env: &TaskEnvironment) -> Result<(TrialImage, bool), String> {
+    let Some(dir) = &env.build else {
+        return pull(how.cache, how.registries, how.suite_root, env).map(|i| (i, false));
+    };
+    let why = if how.force_build {
+        "--build asked for it".to_string()
+    } else {
+        match pull(how.cache, how.registries, how.suite_root, env) {
+            Ok(image) => return Ok((image, false)),
+            Err(e) => format!("the image could not be pulled: {e}"),
+        }
+    };
+    let shown = dir
+        .strip_prefix(how.suite_root)
+        .unwrap_or(dir)
+        .join("Dockerfile");
+    let spec = proctor_image::BuildSpec {
+        context: dir.clone(),
+        dockerfile: None,
+        timeout: env.build_timeout_sec.map(std::time::Duration::from_secs),
+    };
+    let built = how
+        .cache
+        .build(&spec, how.registries, &mut |builder, log| {
+            eprintln!(
+                "image {}: building {} with {} ({why}; log: {})",
+                env.image,
+                shown.display(),
+                builder.kind.name(),
+                log.display()
+            )
+        })
+        .map_err(|e| format!("{why}; building it from {} failed: {e}", shown.display()))?;
+    let mut image = match built {
+        proctor_image::Built::Base { base, image } => trial_image(env, image, Some(base)),
+        proctor_image::Built::Image { image, .. } => trial_image(env, image, None),
+    };
+    image.note = Some(format!("built from {} ({why})", shown.display()));
+    Ok((image, true))
+}
+
+/// The image of every planned task that names one, pulled and unpacked (built from its
+/// `build` folder when it cannot be pulled, or always with `force_build`); empty when none does
+/// (nothing is read then, not even the configuration). The first task whose image cannot be
+/// had is a usage error naming the task and the image.
 pub fn for_run(
     suite: &Suite,
     plan: &Plan,
     config: Option<&Path>,
     cache_dir: Option<&Path>,
+    force_build: bool,
 ) -> Result<BTreeMap<String, Arc<TrialImage>>, RunError> {
     let tasks: Vec<&str> = plan.trials.iter().map(|t| t.task.as_str()).collect();
-    for_tasks(suite, &tasks, config, cache_dir)
+    let images = Images {
+        cache: cache_dir,
+        config,
+    };
+    every_one(each_task(suite, &tasks, images, force_build)?)
 }
 
-/// The image of each of `tasks` that names one, pulled and unpacked (see [`for_run`]).
+/// The image of each of `tasks` that names one, pulled and unpacked (see [`for_run`]); the
+/// first task whose image cannot be had is a usage error naming the task and the image.
 pub fn for_tasks(
     suite: &Suite,
     tasks: &[&str],
     config: Option<&Path>,
     cache_dir: Option<&Path>,
 ) -> Result<BTreeMap<String, Arc<TrialImage>>, RunError> {
+    let images = Images {
+        cache: cache_dir,
+        config,
+    };
+    every_one(each_task(suite, tasks, images, false)?)
+}
+
+/// The images `provisioned` had, when it had every task's; else a usage error naming the first
+/// task whose image could not be had.
+fn every_one(provisioned: Provisioned) -> Result<BTreeMap<String, Arc<TrialImage>>, RunError> {
+    match provisioned.failed.into_iter().next() {
+        Some((task, failure)) => Err(RunError::usage(
+            format!("task `{task}`: image `{}`: {}", failure.image, failure.reason),
+            "check the reference (docs/environments.md); `proctor images pull IMAGE` tries it alone",
+        )),
+        None => Ok(provisioned.images),
+    }
+}
+
+/// What [`each_task`] had: the image of every task that could have one, why each other task
+/// could not, and how many images were had each way.
+#[derive(Debug, Clone, Default)]
+pub struct Provisioned {
+    /// Each task's image, by task id.
+    pub images: BTreeMap<String, Arc<TrialImage>>,
+    /// Each task whose image could not be had, by task id.
+    pub failed: BTreeMap<String, ImageFailure>,
+    /// How many distinct images were pulled and how many failed.
+    pub counts: ImageCounts,
+}
+
+/// A task's image that could not be had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFailure {
+    /// The image reference as the suite wrote it.
+    pub image: String,
+    /// Why: the registry's, the cache's or the reference's own error.
+    pub reason: String,
+}
+
+/// How a command's distinct images were had.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ImageCounts {
+    /// Images pulled from a registry or read from an archive or layout (found in the cache
+    /// included).
+    pub pulled: u64,
+    /// Images built from a Dockerfile.
+    pub built: u64,
+    /// Images that could not be had (their tasks do not run).
+    pub failed: u64,
+}
+
+/// The image of each of `tasks` that names one, pulled and unpacked, each distinct image once
+/// (built from the task's `build` folder when it cannot be pulled, or always with
+/// `force_build`); a task whose image cannot be had is named in [`Provisioned::failed`] with the reason, and
+/// the others still get theirs. Only the cache and the configuration failing is an error.
+pub fn each_task(
+    suite: &Suite,
+    tasks: &[&str],
+    images: Images<'_>,
+    force_build: bool,
+) -> Result<Provisioned, RunError> {
     let mut wanted: BTreeMap<String, TaskEnvironment> = BTreeMap::new();
     for t in tasks {
         if let Some(task) = suite.task(t) {
@@ -133,29 +286,52 @@ pub fn for_tasks(
             }
         }
     }
+    let mut out = Provisioned::default();
     if wanted.is_empty() {
-        return Ok(BTreeMap::new());
+        return Ok(out);
     }
-    let cache = cache(cache_dir)?;
-    let registries = registry_config(config)?;
-    let mut pulled: BTreeMap<TaskEnvironment, Arc<TrialImage>> = BTreeMap::new();
-    let mut out = BTreeMap::new();
+    let cache = cache(images.cache)?;
+    let registries = registry_config(images.config)?;
+    let how = Having {
+        cache: &cache,
+        registries: &registries,
+        suite_root: &suite.root,
+        force_build,
+    };
+    let mut had: BTreeMap<TaskEnvironment, Result<Arc<TrialImage>, String>> = BTreeMap::new();
+    // Images counted, by reference and build folder (tasks may share one under other settings).
+    let mut counted: std::collections::BTreeSet<(String, Option<PathBuf>)> = Default::default();
     for (task, env) in wanted {
-        let image = match pulled.get(&env) {
-            Some(i) => Arc::clone(i),
+        let image = match had.get(&env) {
+            Some(i) => i.clone(),
             None => {
-                let image = pull(&cache, &registries, &suite.root, &env).map_err(|e| {
-                    RunError::usage(
-                        format!("task `{task}`: image `{}`: {e}", env.image),
-                        "check the reference (docs/environments.md); `proctor images pull IMAGE` tries it alone",
-                    )
-                })?;
-                let image = Arc::new(image);
-                pulled.insert(env, Arc::clone(&image));
+                let image = obtain(how, &env);
+                if counted.insert((env.image.clone(), env.build.clone())) {
+                    match &image {
+                        Ok((_, true)) => out.counts.built += 1,
+                        Ok((_, false)) => out.counts.pulled += 1,
+                        Err(_) => out.counts.failed += 1,
+                    }
+                }
+                let image = image.map(|(i, _)| Arc::new(i));
+                had.insert(env.clone(), image.clone());
                 image
             }
         };
-        out.insert(task, image);
+        match image {
+            Ok(image) => {
+                out.images.insert(task, image);
+            }
+            Err(reason) => {
+                out.failed.insert(
+                    task,
+                    ImageFailure {
+                        image: env.image.clone(),
+                        reason,
+                    },
+                );
+            }
+        }
     }
     Ok(out)
 }
@@ -228,6 +404,7 @@ pub fn record_in_run(
                 ImageRecord {
                     reference: img.reference.clone(),
                     digest: img.digest.clone(),
+                    note: img.note.clone(),
                 },
             )
         })

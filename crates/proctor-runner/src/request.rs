@@ -38,6 +38,8 @@ pub struct RunRequest {
     pub config: Option<PathBuf>,
     /// The image cache (`--image-cache`).
     pub image_cache: Option<PathBuf>,
+    /// Build every image that has a `build` folder, even one that can be pulled (`--build`).
+    pub build_images: bool,
 }
 
 /// A run ready to execute: its session and what its trials share.
@@ -134,6 +136,7 @@ impl RunRequest {
             plan,
             self.config.as_deref(),
             self.image_cache.as_deref(),
+            self.build_images,
         )
     }
 }

@@ -187,6 +187,10 @@ impl Rescorer<'_> {
         let mut env = CheckEnv {
             image: image.cloned(),
             network: crate::trial::sandboxing::sandbox_network(settings.check_network),
+            allowed_hosts: crate::trial::sandboxing::internet_only(
+                settings.check_network,
+                &settings.allowed_hosts,
+            ),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
             binds: suite.binds(task).into_iter().map(PathBuf::from).collect(),
             limits: settings.limits,

@@ -186,6 +186,7 @@ fn check_env(suite: &Suite, store_root: &Path, namespaces: bool) -> Result<Check
         grace: Duration::from_secs(2),
         image: None,
         network: proctor_sandbox::Network::None,
+        allowed_hosts: Vec::new(),
         holdout_at: None,
         // Rebuilt per trial from what it kept, where its task's checks see the agent's root.
         agent_root: None,

@@ -19,8 +19,8 @@ pub struct Skeletons {
 
 /// What a trial's root skeleton depends on: the inside places of its mount points (with whether
 /// each bind's source is a folder, which makes its mount point a folder or a file), whether the
-/// paths hidden from the agent get mount points (only with services), the host's network
-/// (whose resolver file is bound into `/run`), and the `PATH`, whose installation prefixes the
+/// paths hidden from the agent get mount points (only with services), a network that binds a
+/// resolver file (the host's or the internet's, which may be bound into `/run`), and the `PATH`, whose installation prefixes the
 /// root shows (see [`proctor_sandbox::view`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Shape {
@@ -29,7 +29,7 @@ struct Shape {
     binds: Vec<(PathBuf, bool)>,
     services: Vec<String>,
     hidden: Vec<PathBuf>,
-    host_network: bool,
+    resolver: bool,
     path: String,
 }
 
@@ -49,7 +49,10 @@ impl Shape {
             } else {
                 spec.hide.clone()
             },
-            host_network: spec.network == proctor_sandbox::Network::Host,
+            resolver: matches!(
+                spec.network,
+                proctor_sandbox::Network::Host | proctor_sandbox::Network::Internet
+            ),
             path: proctor_sandbox::view::spec_path(spec).to_owned(),
         }
     }

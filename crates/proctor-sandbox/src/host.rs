@@ -305,5 +305,6 @@ fn host_isolation() -> Isolation {
         ],
         ids: None,
         host_view: None,
+        egress: None,
     }
 }

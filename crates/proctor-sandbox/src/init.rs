@@ -316,6 +316,35 @@ pub(crate) fn zygote_trial_entry(
     sys::exit_now(code);
 }
 
+/// On the internet network: sends the parent the trial's network and user namespaces and the
+/// resolver's socket, bound at [`crate::egress::RESOLVER_ADDR`]:53 in the trial's namespace, for
+/// it to attach the way out ([`Msg::Network`]).
+fn hand_over_network(ctl: &Ctl) -> Result<(), String> {
+    let open = |p: &str| std::fs::File::open(p).map_err(|e| format!("open {p}: {e}"));
+    let net = open("/proc/self/ns/net")?;
+    let user = open("/proc/self/ns/user")?;
+    let resolver = std::net::UdpSocket::bind((crate::egress::RESOLVER_ADDR, 53))
+        .map_err(|e| format!("bind the trial's resolver socket: {e}"))?;
+    sys::send_all_fds(
+        ctl.0,
+        &Msg::Network.line(),
+        &[net.as_raw_fd(), user.as_raw_fd(), resolver.as_raw_fd()],
+    )
+    .map_err(|e| format!("hand the network to proctor: {e}"))
+}
+
+/// Waits for the parent's word that the way out is up (one byte, `1`).
+fn await_network(ctl: &Ctl) -> Result<(), String> {
+    let mut b = [0u8; 1];
+    loop {
+        match nix::unistd::read(ctl.0, &mut b) {
+            Ok(1) if b[0] == b'1' => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return Err("the way out to the internet did not start".to_owned()),
+        }
+    }
+}
+
 /// Kills every process left in the trial (T is PID 1: `kill(-1)` reaches all of them) and reaps
 /// them all, so that when T says `Done` no other process of the trial exists.
 fn reap_all() {
@@ -351,6 +380,13 @@ fn trial_main(
         join_cgroup(dir)
             .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
     }
+    if spec.network != Network::Host {
+        sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
+    }
+    // The way out starts on the host while the root is built.
+    if spec.network == Network::Internet {
+        hand_over_network(ctl)?;
+    }
     let rootfs::TrialRoot {
         isolation,
         disk,
@@ -359,10 +395,12 @@ fn trial_main(
     } = rootfs::build_trial_root(spec, ids)?;
     trace("root built");
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
-    if spec.network != Network::Host {
-        sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
+    if spec.network == Network::Internet {
+        await_network(ctl)?;
     }
-    ctl.send(&Msg::Isolation { isolation });
+    ctl.send(&Msg::Isolation {
+        isolation: Box::new(isolation),
+    });
     trace("network up");
 
     let mut running = Vec::new();

@@ -25,6 +25,7 @@ pub mod calls;
 pub mod copy;
 pub mod diff;
 mod disk;
+mod egress;
 mod error;
 mod exec;
 mod handback;
@@ -47,6 +48,7 @@ mod zygote;
 
 pub use builtin::{builtin, register_builtins, Builtin};
 pub use calls::{AllowedProgram, CallsSpec};
+pub use egress::available as internet_available;
 
 /// The variable that tells a service its own state folder (inside the sandbox, and on the host
 /// for a service run beside it).

@@ -13,7 +13,11 @@ pub(crate) enum Msg {
     /// From S: the trial init T was forked; its pidfd travels with this message.
     Started { trial_pid: i32 },
     /// From T: the root is built; this is what is in effect.
-    Isolation { isolation: Isolation },
+    Isolation { isolation: Box<Isolation> },
+    /// From T, on the internet network: its network namespace, its user namespace and the
+    /// resolver's socket travel with this message, in that order. T waits for one byte back on
+    /// the control socket (`1`: the way out is up) before anything of the trial starts.
+    Network,
     /// From T: a service was started and probed (one per service attempted).
     Service { report: ServiceReport },
     /// From T: the agent will not start, and why.

@@ -592,6 +592,9 @@ struct ExtraBinds {
     /// The host's resolver file (as seen under `OLD`) to bind on an image's empty or missing
     /// `/etc/resolv.conf`, with the host's network.
     image_resolver: Option<PathBuf>,
+    /// With the internet network: the trial's own resolver file (on the base tmpfs), bound over
+    /// the root's `/etc/resolv.conf` (or, on a host root, the file it links to in `/run`).
+    internet_resolver: Option<(PathBuf, PathBuf)>,
 }
 
 /// Makes the mount points that live directly on the new root's own tmpfs (a new top-level
@@ -623,7 +626,7 @@ fn make_mount_points(spec: &SandboxSpec, new: &Path, host: &Path, host_top: &[Os
 /// The resolver file to bind into the private `/run` of a host root with the host's network
 /// (see [`resolver_target`]); host paths are seen under `host`.
 fn host_resolver_target(spec: &SandboxSpec, host: &Path) -> Option<PathBuf> {
-    (spec.network == Network::Host && spec.root_image.is_none())
+    (matches!(spec.network, Network::Host | Network::Internet) && spec.root_image.is_none())
         .then(|| resolver_target(host))
         .flatten()
 }
@@ -638,11 +641,49 @@ fn extra_binds(spec: &SandboxSpec, new: &Path) -> R<ExtraBinds> {
     } else {
         None
     };
+    let resolver = host_resolver_target(spec, old);
+    let internet_resolver = if spec.network == Network::Internet {
+        internet_resolver(new, spec.root_image.is_some(), resolver.as_deref())?
+    } else {
+        None
+    };
     Ok(ExtraBinds {
         hidden: hidden_for_services(spec, old),
-        resolver: host_resolver_target(spec, old),
+        resolver: resolver.filter(|_| spec.network == Network::Host),
         image_resolver,
+        internet_resolver,
     })
+}
+
+/// With the internet network: writes the trial's resolver file on the base tmpfs and gives it
+/// with where it goes in the new root: over the root's `/etc/resolv.conf`, or over the file in
+/// `/run` a host's `/etc/resolv.conf` links to (`link_target`, its mount point made already). An
+/// image without the file gets one in its upper layer (a mount point: the sandbox's, not the
+/// agent's); an image whose file is a link keeps its choice (`None`).
+fn internet_resolver(
+    new: &Path,
+    image: bool,
+    link_target: Option<&Path>,
+) -> R<Option<(PathBuf, PathBuf)>> {
+    let target = match link_target {
+        Some(t) => in_new(t),
+        None => new.join("etc/resolv.conf"),
+    };
+    match fs::symlink_metadata(&target) {
+        Ok(m) if m.file_type().is_symlink() => return Ok(None),
+        Ok(_) => {}
+        Err(_) if image => {
+            if fs::symlink_metadata(new.join("etc")).is_err() {
+                mkdir_p(&new.join("etc"))?;
+            }
+            touch(&target)?;
+        }
+        Err(_) => return Ok(None),
+    }
+    let file = PathBuf::from("/proctor-resolv.conf");
+    fs::write(&file, crate::egress::RESOLV_CONF)
+        .map_err(ctx(|| "write the trial's resolver file".to_owned()))?;
+    Ok(Some((file, target)))
 }
 
 /// Makes `/dev`'s skeleton on the root tmpfs: mount points for the host's device nodes, the shm
@@ -769,6 +810,9 @@ fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
+    if let Some((file, target)) = &extra.internet_resolver {
+        bind(file, target, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+    }
     for b in &spec.binds {
         bind(
             &in_old(&b.host),
@@ -829,6 +873,13 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind, ids: &IdMapping
         Network::Host => {
             notes.push("network \"host\": the agent shares the host's network".to_owned())
         }
+        Network::Internet => {
+            namespaces.push(Namespace::Net);
+            notes.push(
+                "network \"internet\": the trial's own network namespace, out through slirp4netns with every connection decided by proctor (public addresses only; the trial's resolver at 127.0.0.53)"
+                    .to_owned(),
+            );
+        }
     }
     if let Some(image) = &spec.root_image {
         notes.push(format!(
@@ -853,6 +904,7 @@ fn trial_isolation(spec: &SandboxSpec, workspace: WorkspaceKind, ids: &IdMapping
         notes,
         ids: Some(ids.clone()),
         host_view: spec.view.clone(),
+        egress: None,
     }
 }
 

@@ -249,11 +249,30 @@ fn follow_control(
                 None => {}
             }
         }
+        if let Some(req) = c.network.take() {
+            if let Err(e) = start_egress(spec, req, fd, c) {
+                c.error.get_or_insert(e);
+                return None;
+            }
+        }
         if c.done && from_zygote {
             // T has said its last word, with every other process of the trial reaped.
             return None;
         }
     }
+}
+
+/// Starts the trial's way out to the internet for what T handed over, and tells T it is up.
+fn start_egress(
+    spec: &SandboxSpec,
+    req: crate::egress::Request,
+    ctl: BorrowedFd<'_>,
+    c: &mut Collector,
+) -> Result<(), String> {
+    let egress = crate::egress::start(req, &spec.allowed_hosts)?;
+    c.egress = Some(egress);
+    sys::send_all(ctl.as_raw_fd(), b"1", None)
+        .map_err(|e| format!("tell the trial its network is up: {e}"))
 }
 
 /// How a status message moves the watchdog's deadline.
@@ -343,9 +362,10 @@ fn wait_or_kill(pidfd: &OwnedFd) {
 
 /// The report of a run that ended cleanly.
 fn finish(c: Collector, start: Instant) -> Result<SandboxReport, SandboxError> {
-    let isolation = c
+    let mut isolation = c
         .isolation
         .ok_or_else(|| SandboxError::Init("no isolation record".to_owned()))?;
+    isolation.egress = c.egress.map(crate::egress::Egress::finish);
     let (timed_out, wall, agent_cpu) = c.stopped.unwrap_or((false, Duration::ZERO, None));
     let (exit_code, signal) = match (c.agent_exit, c.stopped.is_some()) {
         (Some(e), _) => (e.code, e.signal),
@@ -385,6 +405,10 @@ struct Collector {
     done: bool,
     /// The latest T's [`Msg::Moving`] may move the watchdog's deadline to.
     moves_until: Option<Instant>,
+    /// What T handed over for its way out, until it is started.
+    network: Option<crate::egress::Request>,
+    /// The trial's way out to the internet, while it runs.
+    egress: Option<crate::egress::Egress>,
 }
 
 impl Collector {
@@ -392,7 +416,7 @@ impl Collector {
         match msg {
             Msg::Init => self.init_pidfd = self.fds.pop_front(),
             Msg::Started { .. } => self.trial_pidfd = self.fds.pop_front(),
-            Msg::Isolation { isolation } => self.isolation = Some(isolation),
+            Msg::Isolation { isolation } => self.isolation = Some(*isolation),
             Msg::Service { report } => self.services.push(report),
             Msg::NotStarted { reason } => {
                 self.not_started.get_or_insert(reason);
@@ -423,6 +447,23 @@ impl Collector {
             }
             Msg::Bounds { bounds } => self.bounds = bounds,
             Msg::Moving => {}
+            Msg::Network => {
+                let mut take = || self.fds.pop_front();
+                match (take(), take(), take()) {
+                    (Some(netns), Some(userns), Some(resolver)) => {
+                        self.network = Some(crate::egress::Request {
+                            netns,
+                            userns,
+                            resolver,
+                        })
+                    }
+                    _ => {
+                        self.error.get_or_insert(
+                            "the trial handed over its network without its namespaces".to_owned(),
+                        );
+                    }
+                }
+            }
             Msg::Done => self.done = true,
         }
     }

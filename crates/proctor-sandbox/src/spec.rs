@@ -36,6 +36,10 @@ pub struct SandboxSpec {
     pub binds: Vec<Bind>,
     /// The trial's network.
     pub network: Network,
+    /// With [`Network::Internet`]: the names the trial may reach (`HOST`, or `*.HOST` for the
+    /// names below it); empty: any public address.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     /// The complete environment of the agent; nothing else is inherited.
     pub env: Vec<(String, String)>,
     /// The agent's private `HOME` inside the sandbox, on a fresh tmpfs, e.g. `/home/agent`.
@@ -269,6 +273,7 @@ impl SandboxSpec {
             hide: Vec::new(),
             binds: Vec::new(),
             network: Network::None,
+            allowed_hosts: Vec::new(),
             env: vec![
                 (
                     "PATH".to_owned(),
@@ -321,6 +326,9 @@ impl SandboxSpec {
         }
         if let Some(skeleton) = &self.skeleton {
             check_absolute("root skeleton", &skeleton.dir)?;
+        }
+        if !self.allowed_hosts.is_empty() && self.network != Network::Internet {
+            return bad("allowed_hosts needs the internet network".into());
         }
         for (what, p) in [
             ("workspace_inside", &self.workspace_inside),

@@ -255,7 +255,7 @@ type Rule = fn(&Facts) -> Option<(Outcome, String)>;
 
 /// The decision procedure's rules, in order: the first that applies decides; when none does,
 /// the trial is [`rule_otherwise_wrong`].
-const RULES: [Rule; 11] = [
+const RULES: [Rule; 12] = [
     rule_ungradeable,
     rule_reversed,
     rule_capped,
@@ -266,6 +266,7 @@ const RULES: [Rule; 11] = [
     rule_refused,
     rule_completed,
     rule_timed_out,
+    rule_acted_on_end_state_only,
     rule_stopped,
 ];
 
@@ -478,6 +479,89 @@ fn rule_timed_out(f: &Facts) -> Option<(Outcome, String)> {
             ),
         )
     })
+}
+
+/// The agent stopped on its own (exit 0, no signal) with no answer after changing the end
+/// state, in a task that grades only the end state: its result is the end state, and the rules
+/// fail on it, so the trial is `wrong`, not abandoned (an empty answer there is no abandonment).
+fn rule_acted_on_end_state_only(f: &Facts) -> Option<(Outcome, String)> {
+    let agent = &f.end.agent;
+    let crashed = agent.exit_code.is_some_and(|c| c != 0) || agent.signal.is_some();
+    if crashed || !f.end.answer.trim().is_empty() || !grades_only_end_state(f.task) {
+        return None;
+    }
+    let changed = end_state_changes(f)?;
+    Some((
+        Outcome::Wrong { reversed: false },
+        format!(
+            "the agent stopped after {changed} with no answer, and the task grades only the end state; failing: {}",
+            f.failed_rules()
+        ),
+    ))
+}
+
+/// Whether a task grades only the end state: it expects completion, and no assertion of its
+/// success condition, rubric or caps reads the answer (`answer_matches`, `answer_forbids`,
+/// also under `not`). Imported Harbor and Terminal-Bench tasks are such tasks: their one
+/// assertion is the task's own tests.
+fn grades_only_end_state(task: &Task) -> bool {
+    let levels = task
+        .rubric
+        .iter()
+        .flat_map(|c| c.levels.iter())
+        .flat_map(|l| l.get_ref().all.iter());
+    let caps = task.caps.iter().flat_map(|c| c.any.iter());
+    task.expect == Expect::Complete
+        && !task
+            .success
+            .get_ref()
+            .assertions()
+            .iter()
+            .chain(levels)
+            .chain(caps)
+            .any(|a| reads_answer(a.get_ref()))
+}
+
+/// Whether an assertion reads the agent's answer.
+fn reads_answer(a: &Assertion) -> bool {
+    match a {
+        Assertion::AnswerMatches(_) | Assertion::AnswerForbids(_) => true,
+        Assertion::Not(inner) => reads_answer(inner.get_ref()),
+        _ => false,
+    }
+}
+
+/// What the agent changed of the end state, described; `None` when nothing: the workspace, the
+/// root (where the image's root is the agent's), a service's state, or a state-changing call
+/// of the interface (see [`acted`]).
+fn end_state_changes(f: &Facts) -> Option<String> {
+    let end = f.end;
+    let mut said = Vec::new();
+    if !end.changes.is_empty() {
+        let paths: Vec<&str> = end.changes.iter().map(|c| c.path.as_str()).collect();
+        said.push(changes(end, &paths));
+    }
+    if let Some(first) = end.root_changes.first() {
+        said.push(format!(
+            "changing the root ({}{})",
+            first.path,
+            match end.root_changes.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            }
+        ));
+    }
+    for (name, _) in end
+        .services
+        .iter()
+        .filter(|(_, s)| s.state_changed == Some(true))
+    {
+        said.push(format!("changing the state of the service `{name}`"));
+    }
+    if said.is_empty() && f.acted {
+        said.push("a state-changing call of the interface".to_string());
+    }
+    (!said.is_empty()).then(|| said.join("; and "))
 }
 
 /// The agent stopped with no answer, a non-zero exit or a signal, with the rules failing.

@@ -142,6 +142,18 @@ pub struct Environment {
     /// Environment variables for the agent, services and checks, added to the image's own.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A folder of the suite holding a `Dockerfile` and the files it copies, e.g.
+    /// `"environments/my-task"`: the image is built from it when the registry `image` cannot be
+    /// pulled, and always with `--build` (Harbor's `--force-build`). Default: none (an image
+    /// that cannot be pulled is an error of its task).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub build: Option<Spanned<String>>,
+    /// The longest building `build` may take, in seconds (Harbor's `build_timeout_sec`); a
+    /// build still running then is stopped and is the task's error. Default: no limit.
+    #[serde(default)]
+    #[schemars(with = "Option<u64>")]
+    pub build_timeout_sec: Option<Spanned<u64>>,
     /// CPUs the task is meant to have, e.g. `2` or `0.5`: a hint, recorded with each trial (not
     /// enforced yet).
     #[serde(default)]
@@ -201,12 +213,13 @@ pub struct TaskSettings {
     /// Seconds each `check` command may run: 1 to 86400. Default: 120.
     #[schemars(extend("default" = timeouts::DEFAULT_VALIDATION_SECONDS), with = "Option<u64>")]
     pub validation_timeout_seconds: Option<Spanned<u64>>,
-    /// What the trial's network namespace can reach: `none`, `loopback` or `host`.
-    /// Default: `"none"`.
+    /// What the trial's network namespace can reach: `none` (its own loopback), `loopback`,
+    /// `internet` (public addresses through proctor's filter, see `allowed_hosts`) or `host`
+    /// (the host's network, unisolated). Default: `"none"`.
     #[schemars(extend("default" = "none"))]
     pub network: Option<Network>,
     /// What the `check` commands' network namespace can reach, after the agent has stopped:
-    /// `none`, `loopback` or `host`, as for `network`. Default: `"none"` (checks run offline
+    /// `none`, `loopback`, `internet` or `host`, as for `network`. Default: `"none"` (checks run offline
     /// whatever the agent had).
     #[schemars(extend("default" = "none"))]
     pub check_network: Option<Network>,
@@ -232,6 +245,12 @@ pub struct TaskSettings {
     /// checks, e.g. `["/opt/toolchain"]`. Default: none.
     #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
     pub binds: Option<Vec<Spanned<String>>>,
+    /// With `network = "internet"` (or `check_network`): the only names the trial can reach,
+    /// each `HOST` (that name) or `*.HOST` (the names below it), e.g. `["pypi.org",
+    /// "*.pythonhosted.org"]`; connections anywhere else are refused and recorded. Default:
+    /// none (any public address).
+    #[schemars(with = "Option<Vec<String>>", extend("default" = []))]
+    pub allowed_hosts: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause (the person who asked cannot answer questions) is
     /// appended to every prompt. Default: `false`.
     #[schemars(extend("default" = false))]
@@ -376,6 +395,8 @@ pub enum Network {
     Loopback,
     /// The host network, recorded as such.
     Host,
+    /// A network of the trial's own, out to public addresses only (see `allowed_hosts`).
+    Internet,
 }
 
 impl Network {
@@ -385,6 +406,7 @@ impl Network {
             Network::None => "none",
             Network::Loopback => "loopback",
             Network::Host => "host",
+            Network::Internet => "internet",
         }
     }
 }
@@ -884,10 +906,10 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<u64>")]
     pub validation_timeout_seconds: Option<Spanned<u64>>,
-    /// The trial's network (`none`, `loopback`, `host`); overrides `[defaults]`.
+    /// The trial's network (`none`, `loopback`, `internet`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub network: Option<Network>,
-    /// The checks' network (`none`, `loopback`, `host`); overrides `[defaults]`.
+    /// The checks' network (`none`, `loopback`, `internet`, `host`); overrides `[defaults]`.
     #[serde(default)]
     pub check_network: Option<Network>,
     /// The checks' root in an image (`image`, `agent`); overrides `[defaults]`.
@@ -907,6 +929,11 @@ pub struct Task {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub binds: Option<Vec<Spanned<String>>>,
+    /// The names the internet network reaches (see `[defaults] allowed_hosts`); replace
+    /// `[defaults]`'s.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub allowed_hosts: Option<Vec<Spanned<String>>>,
     /// Whether the offline-user clause is appended to the prompt; overrides `[defaults]`.
     #[serde(default)]
     pub offline_user: Option<bool>,

@@ -72,6 +72,9 @@ pub struct Settings {
     /// Host paths shown read-only at their own place beyond the root's default view (`binds`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub binds: Vec<String>,
+    /// The names the internet network reaches (`allowed_hosts`); empty: any public address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The environment of a task's trials, resolved from `[environment]` and `[tasks.environment]`.
@@ -83,6 +86,11 @@ pub struct TaskEnvironment {
     pub workdir: Option<String>,
     /// Variables added to the image's own.
     pub env: std::collections::BTreeMap<String, String>,
+    /// The folder (absolute) the image is built from when it cannot be pulled, or always when
+    /// asked (`build`).
+    pub build: Option<std::path::PathBuf>,
+    /// The longest that build may take, in seconds (`build_timeout_sec`).
+    pub build_timeout_sec: Option<u64>,
 }
 
 /// The resources a task is meant to have (`cpus`, `memory_mb`, `storage_mb` of its
@@ -289,7 +297,18 @@ impl Suite {
                 .map(names)
                 .unwrap_or_default(),
             binds: self.binds(task),
+            allowed_hosts: self.allowed_hosts(task),
         }
+    }
+
+    /// The names `task`'s internet network reaches: its `allowed_hosts`, or `[defaults]`'s;
+    /// empty: any public address.
+    pub fn allowed_hosts(&self, task: &Task) -> Vec<String> {
+        task.allowed_hosts
+            .as_ref()
+            .or(self.file.defaults.allowed_hosts.as_ref())
+            .map(|b| b.iter().map(|s| s.get_ref().clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The host paths `task`'s trials are shown beyond the root's default view: its `binds`, or
@@ -348,10 +367,16 @@ impl Suite {
         let image = pick(|e| e.image.as_ref())?;
         let mut env = suite.map(|e| e.env.clone()).unwrap_or_default();
         env.extend(own.map(|e| e.env.clone()).unwrap_or_default());
+        let timeout = [own, suite]
+            .into_iter()
+            .flatten()
+            .find_map(|e| e.build_timeout_sec.as_ref().map(|t| *t.get_ref()));
         Some(TaskEnvironment {
             image,
             workdir: pick(|e| e.workdir.as_ref()),
             env,
+            build: pick(|e| e.build.as_ref()).map(|b| self.root.join(b)),
+            build_timeout_sec: timeout,
         })
     }
 

@@ -347,6 +347,7 @@ mod tests {
             limits: Default::default(),
             setup: Vec::new(),
             binds: Vec::new(),
+            allowed_hosts: Vec::new(),
         };
         let mut r = record(Outcome::Completed, Some(verdict(Outcome::Completed)));
         r.settings = Some(settings.clone());

@@ -42,6 +42,22 @@ pub enum Command {
         /// fails).
         #[arg(long, value_name = "DIR", requires = "oracle")]
         store: Option<PathBuf>,
+        /// With --oracle: how many trials run at once (default: one per CPU).
+        #[arg(long, value_name = "N", requires = "oracle", value_parser = clap::value_parser!(u32).range(1..))]
+        jobs: Option<u32>,
+        /// With --oracle: take up the newest oracle run of this very suite (same content and
+        /// oracle) in --store, running only the trials it has not finished (after a crash or
+        /// an interruption); a new run when the store has none.
+        #[arg(long, requires = "store")]
+        resume: bool,
+        /// With --oracle: build the image of every task that has a `build` folder from its
+        /// Dockerfile, even when the image could be pulled (Harbor's --force-build).
+        #[arg(long, requires = "oracle")]
+        build: bool,
+        /// With --oracle: also write the per-suite summary as JSON to FILE (schema:
+        /// schemas/oracle-summary.schema.json).
+        #[arg(long, value_name = "FILE", requires = "oracle")]
+        json: Option<PathBuf>,
         /// Only these tasks will run (repeatable): the scripted-agent files and model scripts of
         /// other tasks may be missing.
         #[arg(long = "task", value_name = "T", conflicts_with = "oracle")]
@@ -242,7 +258,8 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
         /// Do not build images: a task whose image is only a Dockerfile is skipped, with the
-        /// commands that build it (default: it is built, as `proctor images build` does).
+        /// commands that build it (default: it is built, as `proctor images build` does); a
+        /// Dockerfile that is only `FROM` with `WORKDIR`/`ENV` needs no build and is imported.
         #[arg(long)]
         no_build: bool,
         /// The image cache builds go into (default: ~/.cache/proctor/images).
@@ -252,6 +269,11 @@ pub enum Command {
         /// default: $PROCTOR_CONFIG, else ~/.config/proctor/config.toml.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Terminal-Bench: prompt each task with its `descriptions` entry KEY (a task without
+        /// one is skipped); default: the entry its `instruction` names, else its
+        /// `instruction`, else its `base` entry.
+        #[arg(long, value_name = "KEY")]
+        description: Option<String>,
     },
     /// Pull, build, list and prune the OCI images trials run in (docs/environments.md).
     Images {
@@ -533,6 +555,10 @@ pub struct RunArgs {
     /// The image cache for tasks that run in an OCI image (default: ~/.cache/proctor/images).
     #[arg(long, value_name = "DIR")]
     pub image_cache: Option<PathBuf>,
+    /// Build the image of every task that has a `build` folder from its Dockerfile, even when
+    /// the image could be pulled (Harbor's --force-build; docs/environments.md).
+    #[arg(long)]
+    pub build: bool,
     /// Where the trials run: here, or as a Slurm job array (docs/scale.md).
     #[arg(long, value_parser = executor_names(), default_value = "local")]
     pub executor: String,

@@ -819,3 +819,325 @@ fn a_solution_that_runs_apt_get_against_a_local_mirror_passes_its_test() {
         "{said}"
     );
 }
+
+/// A Harbor task whose `task.toml` names the prebuilt image `docker_image`, beside its
+/// `environment/Dockerfile` (as every Terminal-Bench 2 task does).
+fn prebuilt_task(dir: &Path, docker_image: &str, dockerfile: &str, check: &str, solve: &str) {
+    harbor_task(
+        dir,
+        "Write the number in /srv/seed.txt, doubled, to answer.txt.\n",
+        &[("Dockerfile", dockerfile)],
+        check,
+        solve,
+    );
+    write_all(
+        dir,
+        &[(
+            "task.toml",
+            &format!(
+                "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 60.0\n\n[environment]\ndocker_image = \"{docker_image}\"\nbuild_timeout_sec = 300\n"
+            ),
+        )],
+    );
+}
+
+/// The oracle table's row of `task`, as words.
+fn oracle_row<'a>(stdout: &'a str, task: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(task))
+        .unwrap_or_else(|| panic!("no row for {task}: {stdout}"))
+        .split_whitespace()
+        .collect()
+}
+
+#[test]
+fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build_always_builds() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-fallback");
+    let (registry, config, _) = mirror(&lab);
+    // The Dockerfile's RUN makes the seed: only an image built from it has /srv/seed.txt.
+    let dockerfile = "FROM busybox\nRUN mkdir -p /srv && echo 21 > /srv/seed.txt\nWORKDIR /app\n";
+    let check = "[ \"$(cat answer.txt)\" = 42 ]";
+    let solve = "echo $(( $(cat /srv/seed.txt) * 2 )) > answer.txt";
+    let tasks = lab.root.join("tasks");
+    // Its prebuilt image was never pushed: it is built from environment/Dockerfile.
+    let missing = format!("{}/proctor/never-pushed:v1", registry.addr);
+    prebuilt_task(&tasks.join("fallback"), &missing, dockerfile, check, solve);
+    // Its prebuilt image is plain busybox (no seed): pulled, the oracle fails; built with
+    // --build, it passes.
+    let stale = format!("{}/library/busybox:latest", registry.addr);
+    prebuilt_task(&tasks.join("forced"), &stale, dockerfile, check, solve);
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("2 prebuilt image(s) with their Dockerfile kept (built from it when the image cannot be pulled)"),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains(&format!("# image {missing} is prebuilt; environment/Dockerfile is kept as environments/fallback/, and the image is built from it when {missing} cannot be pulled (or with --build)")),
+        "{toml}"
+    );
+    assert!(toml.contains("build = \"environments/fallback\""), "{toml}");
+    assert!(toml.contains("build_timeout_sec = 300"), "{toml}");
+    assert_eq!(
+        std::fs::read_to_string(suite.join("environments/fallback/Dockerfile")).unwrap(),
+        dockerfile
+    );
+
+    let validate = |extra: &[&str]| {
+        let mut args = vec![
+            "validate",
+            suite.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--store",
+            "oracle-store",
+        ];
+        args.extend_from_slice(extra);
+        lab.proctor(As::Me, &args)
+    };
+    let v = validate(&[]);
+    let e = &v.stderr;
+    assert_eq!(v.code, 2, "{}\n{e}", v.stdout);
+    assert!(
+        e.contains(&format!("image {missing}: building environments/fallback/Dockerfile with buildah (the image could not be pulled: ")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("task `fallback`: image `{missing}` built from environments/fallback/Dockerfile (the image could not be pulled: ")),
+        "{e}"
+    );
+    assert_eq!(
+        oracle_row(&v.stdout, "fallback"),
+        ["fallback", "-", "completed", "abandoned", "ok"]
+    );
+    // Pulled, the prebuilt image has no seed: the oracle does not pass.
+    let forced_row = oracle_row(&v.stdout, "forced");
+    assert_ne!(forced_row[2], "completed", "{}", v.stdout);
+    assert_eq!(forced_row[4], "FAIL:", "{}", v.stdout);
+    assert!(
+        e.contains("  images                 1 pulled, 1 built, 0 failed\n"),
+        "{e}"
+    );
+    // The trial records how its image was had.
+    let records: Vec<serde_json::Value> = walkdir::WalkDir::new(lab.root.join("oracle-store"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == "trial.json")
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    let fallback = records
+        .iter()
+        .find(|r| r["record"]["plan"]["task"] == "fallback")
+        .unwrap();
+    let note = fallback["record"]["launch"]["image"]["note"]
+        .as_str()
+        .unwrap();
+    assert!(
+        note.starts_with(
+            "built from environments/fallback/Dockerfile (the image could not be pulled: "
+        ),
+        "{note}"
+    );
+    let forced = records
+        .iter()
+        .find(|r| r["record"]["plan"]["task"] == "forced")
+        .unwrap();
+    assert!(forced["record"]["launch"]["image"].get("note").is_none());
+
+    // --build builds both (the same Dockerfile and context: one build, one image).
+    let v = validate(&["--build"]);
+    assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);
+    assert_eq!(
+        oracle_row(&v.stdout, "forced"),
+        ["forced", "-", "completed", "abandoned", "ok"]
+    );
+    assert!(
+        v.stderr.contains(&format!("task `forced`: image `{stale}` built from environments/forced/Dockerfile (--build asked for it)")),
+        "{}",
+        v.stderr
+    );
+    assert!(
+        v.stderr
+            .contains("  images                 0 pulled, 2 built, 0 failed\n"),
+        "{}",
+        v.stderr
+    );
+
+    // `run --build` too: the task's oracle variant passes in the built image, recorded so.
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--task",
+            "forced",
+            "--trials",
+            "1",
+            "--build",
+            "--store",
+            "run-store",
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let record: serde_json::Value = walkdir::WalkDir::new(lab.root.join("run-store"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "trial.json")
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .unwrap();
+    assert_eq!(record["record"]["outcome"], "completed", "{record:#}");
+    assert_eq!(
+        record["record"]["launch"]["image"]["note"],
+        "built from environments/forced/Dockerfile (--build asked for it)"
+    );
+}
+
+#[test]
+fn a_base_tag_moved_to_another_image_builds_again() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-moved-base");
+    let (registry, config, first_digest) = mirror(&lab);
+    let ctx = lab.root.join("ctx");
+    write_all(
+        &ctx,
+        &[(
+            "Dockerfile",
+            "FROM busybox\nRUN cat /etc/os-release > /base.txt\n",
+        )],
+    );
+    let args = [
+        "images",
+        "build",
+        "ctx",
+        "--image-cache",
+        "image-cache",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let built = |lab: &Lab| {
+        let out = lab.proctor(As::Me, &args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let fields: Vec<String> = out
+            .stdout
+            .lines()
+            .next()
+            .unwrap()
+            .split('\t')
+            .map(str::to_string)
+            .collect();
+        let base = std::fs::read_to_string(lab.root.join(&fields[2]).join("base.txt")).unwrap();
+        (out.stderr, fields[1].clone(), base)
+    };
+    let (said, digest, base) = built(&lab);
+    assert!(said.contains("built with buildah in"), "{said}");
+    assert_eq!(base, "ID=proctor-busybox\n");
+    let (said, again, _) = built(&lab);
+    assert!(said.contains("cache hit"), "{said}");
+    assert_eq!(again, digest);
+
+    // busybox:latest now names another image: the same Dockerfile and context build again,
+    // on the new base.
+    let other = lab.root.join("busybox-2");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(MAKE_IMAGE.replace("ID=proctor-busybox", "ID=proctor-busybox-2"))
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    registry.push(&other, ("library/busybox", "latest"));
+    let (said, moved, base) = built(&lab);
+    assert!(
+        said.contains("built with buildah in"),
+        "a stale build was reused: {said}"
+    );
+    assert!(!said.contains(&first_digest), "{said}");
+    assert_ne!(moved, digest);
+    assert_eq!(base, "ID=proctor-busybox-2\n");
+}
+
+#[test]
+fn a_build_past_its_build_timeout_is_stopped_and_skips_its_task_with_the_reason() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("build-timeout");
+    let (_registry, config, _) = mirror(&lab);
+    let tasks = lab.root.join("tasks");
+    harbor_task(
+        &tasks.join("slow-build"),
+        "Anything.\n",
+        &[("Dockerfile", "FROM busybox\nRUN sleep 120\n")],
+        "true",
+        "true",
+    );
+    write_all(
+        &tasks.join("slow-build"),
+        &[(
+            "task.toml",
+            "version = \"1.0\"\n\n[verifier]\ntimeout_sec = 60.0\n\n[environment]\nbuild_timeout_sec = 4\n",
+        )],
+    );
+    harbor_task(
+        &tasks.join("quick"),
+        "Write done to done.txt.\n",
+        &[("Dockerfile", "FROM busybox\nRUN echo quick > /quick.txt\n")],
+        "grep -q done done.txt",
+        "echo done > done.txt",
+    );
+    let started = std::time::Instant::now();
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            lab.root.join("suite-out").to_str().unwrap(),
+            "--image-cache",
+            lab.root.join("image-cache").to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = &out.stderr;
+    assert!(e.contains("imported 1 task(s): quick"), "{e}");
+    assert!(
+        e.contains("its image could not be built from environment/Dockerfile: buildah did not finish the build within its time limit of 4 s (build_timeout_sec), so it was stopped (its log: "),
+        "{e}"
+    );
+    // Stopped at its limit, not after the RUN's two minutes.
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+}

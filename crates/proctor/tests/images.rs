@@ -433,23 +433,13 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
     assert_eq!(again.code, 2, "{}", again.stderr);
 }
 
-/// Per-phase network, end to end: two Harbor tasks whose verifier fetches from a server on the
-/// host's loopback (started by the test), imported and run with their oracle in the test image.
-/// The one whose `[verifier] network_mode = "public"` gets `check_network = "host"` and is
-/// completed; the other, offline in both phases (`allow_internet = false`), is reported by the
-/// import and fails: its verifier cannot connect.
+/// Per-phase network, end to end: two Harbor tasks whose verifier fetches a file from Debian's
+/// archive (over plain HTTP, which busybox's wget speaks; this machine reaches it), imported and
+/// run with their oracle in the test image. The one whose `[verifier] network_mode = "public"`
+/// gets `check_network = "internet"` and is completed; the other, offline in both phases
+/// (`allow_internet = false`), is reported by the import and fails: its verifier cannot connect.
 #[test]
 fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network() {
-    use std::io::{Read, Write};
-    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = server.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut conn in server.incoming().filter_map(Result::ok) {
-            let mut buf = [0u8; 1024];
-            let _ = conn.read(&mut buf);
-            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nfetched\n");
-        }
-    });
     let lab = Lab::new("import-phase-network");
     make_image(&lab);
     for (id, verifier) in [
@@ -472,7 +462,7 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
         write("instruction.md", "Nothing to do.\n");
         write(
             "tests/test.sh",
-            &format!("#!/bin/bash\nmkdir -p /logs/verifier\nif wget -q -O - http://127.0.0.1:{port}/ | grep -q fetched; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"),
+            "#!/bin/bash\nmkdir -p /logs/verifier\nif wget -q -O - http://deb.debian.org/debian/dists/bookworm/Release | grep -q 'Origin: Debian'; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
         );
         write("solution/solve.sh", "#!/bin/bash\ntrue\n");
         std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
@@ -521,7 +511,7 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
         serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
     };
     for (trial, check_network, outcome) in [
-        ("online-verifier.oracle.0", "host", "completed"),
+        ("online-verifier.oracle.0", "internet", "completed"),
         // The oracle changes nothing and answers nothing: a failed check makes that
         // `abandoned`, a failure like `wrong`.
         ("offline-verifier.oracle.0", "none", "abandoned"),
@@ -541,9 +531,162 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
             .as_str()
             .unwrap();
         assert_eq!(
-            stderr.contains("can't connect to remote host (127.0.0.1)"),
+            stderr.contains("bad address 'deb.debian.org'"),
             check_network == "none",
             "{trial}: {stderr}"
+        );
+    }
+}
+
+/// Terminal-Bench tasks as terminal-bench-datasets writes them, graded by its `pytest`,
+/// `swebench` and `mlebench` parsers: each run-tests.sh exits 0 whatever the tests say, so only the parser can
+/// tell. Imported and run through the binary: the oracle is `completed`; an agent that writes
+/// the wrong file and stops without an answer is `wrong` (the task grades only its end state);
+/// `validate --oracle`'s null agent, which does nothing, is `abandoned`.
+#[test]
+fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong() {
+    let lab = Lab::new("import-tb-parsers");
+    make_image(&lab);
+    let swebench = "echo '+ pytest -rA tests/test_fix.py'\n\
+        echo 'SWEBench results starts here'\n\
+        if grep -qx fixed state.txt 2>/dev/null; then echo PASSED; else echo FAILED; fi\n\
+        echo 'SWEBench results ends here'\n";
+    let pytest = "echo '=========================== short test summary info ============================'\n\
+        if grep -qx 42 answer.txt 2>/dev/null; then echo 'PASSED tests/test_outputs.py::test_answer'; else echo 'FAILED tests/test_outputs.py::test_answer - AssertionError'; fi\n\
+        echo '============================== 1 test in 0.01s ==============================='\n";
+    let mlebench = "echo 'MLEBench results starts here'\n\
+        if grep -qx fixed state.txt 2>/dev/null; then echo 'ALL TESTS PASSED'; else echo 'SOME TESTS FAILED'; fi\n\
+        echo 'MLEBench results ends here'\n";
+    let tasks = [
+        (
+            "mle-fix",
+            "mlebench",
+            mlebench,
+            "echo fixed > state.txt",
+            "echo half > state.txt",
+        ),
+        (
+            "swe-fix",
+            "swebench",
+            swebench,
+            "echo fixed > state.txt",
+            "echo half > state.txt",
+        ),
+        (
+            "answer-42",
+            "pytest",
+            pytest,
+            "echo 42 > answer.txt",
+            "echo 41 > answer.txt",
+        ),
+    ];
+    for (id, parser, tests, solution, _) in tasks {
+        let task = lab.root.join("tasks").join(id);
+        let write = |rel: &str, text: &str| {
+            let p = task.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "task.yaml",
+            &format!("instruction: Make the tests pass.\ndifficulty: hard\nparser_name: {parser}\nmax_agent_timeout_sec: 60\nmax_test_timeout_sec: 60\n"),
+        );
+        write(
+            "docker-compose.yaml",
+            "services:\n  client:\n    image: oci-archive:image.tar\n    network_mode: none\n    command: [ \"sh\", \"-c\", \"sleep infinity\" ]\n",
+        );
+        write("run-tests.sh", &format!("#!/bin/bash\n{tests}exit 0\n"));
+        write("tests/test_outputs.py", "def test_answer():\n    pass\n");
+        write("solution.sh", &format!("#!/bin/bash\n{solution}\n"));
+        std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    }
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "terminal-bench",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("parser_name"), "{}", out.stderr);
+    // A variant that writes the wrong file and stops, with no answer.
+    let mut toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
+    toml.push_str(
+        "\n[[variants]]\nid = \"wrong\"\nagent = \"script\"\nscript = \"agents/wrong\"\n",
+    );
+    std::fs::write(out_dir.join("suite.toml"), &toml).unwrap();
+    for (id, _, _, _, wrong) in tasks {
+        let p = out_dir.join("agents/wrong").join(format!("{id}.toml"));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("[[steps]]\nrun = '{wrong}'\n")).unwrap();
+    }
+    let cache = lab.root.join("image-cache");
+    let v = lab.proctor(
+        As::Me,
+        &[
+            "validate",
+            out_dir.to_str().unwrap(),
+            "--oracle",
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    let said = format!("{}{}", v.stdout, v.stderr);
+    assert_eq!(v.code, 0, "{said}\n{toml}");
+    for (id, ..) in tasks {
+        assert!(
+            said.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                    == [id, "-", "completed", "abandoned", "ok"]),
+            "{said}"
+        );
+    }
+    let store = lab.root.join("store-run");
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 1, "the wrong variant fails: {}", r.stderr);
+    let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .collect();
+    let record = |trial: &str| -> serde_json::Value {
+        let path = runs[0].path().join("trials").join(trial).join("trial.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
+    };
+    for (id, parser, ..) in tasks {
+        let oracle = record(&format!("{id}.oracle.0"));
+        if !common::lab::real_isolation(&oracle, false) {
+            return;
+        }
+        assert_eq!(oracle["outcome"], "completed", "{id}: {}", oracle["reason"]);
+        let wrong = record(&format!("{id}.wrong.0"));
+        assert_eq!(wrong["outcome"], "wrong", "{id}: {}", wrong["reason"]);
+        let reason = wrong["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("with no answer, and the task grades only the end state"),
+            "{id}: {reason}"
+        );
+        let check = &wrong["end_state"]["checks"]["bash /tests/proctor-verify.sh"];
+        let stderr = check["stderr_tail"].as_str().unwrap();
+        assert!(
+            stderr.contains("exited with 0") && stderr.contains(&format!("{parser} parser")),
+            "{id}: run-tests.sh exits 0 and the parser decides: {stderr}"
         );
     }
 }

@@ -24,9 +24,10 @@ const KINDS: [(&str, usize); 8] = [
     ("fetching", 20),   // imported, offline verifier that runs apt-get
     ("phased", 10),     // imported, offline agent, verifier with the network
     ("yml-data", 20),   // imported: its docker-compose.yml is data, not services
-    ("dockerfile", 80), // skipped: only a Dockerfile
-    ("no-tests", 30),   // skipped: no tests/test.sh
-    ("compose", 10),    // skipped: docker-compose.yaml with two services
+    ("dockerfile", 80), // skipped: only a Dockerfile that RUNs (every tenth only FROM + WORKDIR:
+    //                     imported under --no-build, no builder needed)
+    ("no-tests", 30), // skipped: no tests/test.sh
+    ("compose", 10),  // skipped: docker-compose.yaml with two services
 ];
 
 /// Writes task `n` of `kind` into `root`.
@@ -60,7 +61,16 @@ fn task(root: &Path, kind: &str, n: usize) {
         write(&dir, "solution/solve.sh", "#!/bin/bash\ntouch done\n");
     }
     match kind {
-        "dockerfile" => write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n"),
+        "dockerfile" if n.is_multiple_of(10) => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nWORKDIR /srv/app\nENV MODE=test\n",
+        ),
+        "dockerfile" => write(
+            &dir,
+            "environment/Dockerfile",
+            "FROM ubuntu:24.04\nRUN apt-get update\n",
+        ),
         "compose" => {
             write(&dir, "environment/Dockerfile", "FROM ubuntu:24.04\n");
             write(
@@ -112,9 +122,9 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = &out.stderr;
     let has = |line: &str| e.lines().any(|l| l == line);
-    assert!(e.starts_with("imported 180 task(s): "), "{e}");
-    assert!(has("skipped 120 task(s), by reason:"), "{e}");
-    assert!(has("  80 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
+    assert!(e.starts_with("imported 188 task(s): "), "{e}");
+    assert!(has("skipped 112 task(s), by reason:"), "{e}");
+    assert!(has("  72 task(s): its image is built from environment/Dockerfile, and task.toml names no [environment] docker_image, and the import was told not to build images (--no-build); it never guesses one."), "{e}");
     assert!(
         has("  30 task(s): it has no tests/test.sh, so nothing could check its end state"),
         "{e}"
@@ -125,8 +135,8 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         .lines()
         .filter(|l| l.starts_with("    ") && l.contains("  part-"))
         .count();
-    assert_eq!(task_lines, 120, "{e}");
-    assert!(has("    dockerfile-000  part-a/dockerfile-000"), "{e}");
+    assert_eq!(task_lines, 112, "{e}");
+    assert!(has("    dockerfile-001  part-b/dockerfile-001"), "{e}");
     assert!(has("    no-tests-001  part-b/no-tests-001"), "{e}");
     // The build commands are shown once for the group, not once per task.
     assert_eq!(e.matches("docker build -t").count(), 1, "{e}");
@@ -147,7 +157,10 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         "{e}"
     );
     assert!(has("  20 task(s): tests/ download while verifying (apt-get install), but the verifier phase has no network (check_network = \"none\"), so the check fails unless the image already holds what they fetch"), "{e}");
-    assert!(has("  270 task(s): network = \"host\", check_network = \"host\" ([environment] allow_internet is not set (Harbor's default: true), for the agent and the verifier): a phase Harbor gives the internet gets the host's network, not an isolated one"), "{e}");
+    assert!(
+        !e.contains("host's network"),
+        "the internet is the trial's own: {e}"
+    );
     // A summary a person can read: about one line per skipped task, not pages of each.
     assert!(e.lines().count() < 180, "{} lines:\n{e}", e.lines().count());
 
@@ -156,17 +169,22 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     let suite: toml::Table = toml::from_str(&text).unwrap();
     assert_eq!(suite["name"].as_str(), Some("Generated dataset"));
     let tasks = suite["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 180);
+    assert_eq!(tasks.len(), 188);
     let of = |id: &str| tasks.iter().find(|t| t["id"].as_str() == Some(id)).unwrap();
     let phased = of("phased-000");
     assert_eq!(phased["network"].as_str(), Some("none"));
-    assert_eq!(phased["check_network"].as_str(), Some("host"));
+    assert_eq!(phased["check_network"].as_str(), Some("internet"));
     let fetching = of("fetching-000");
     assert_eq!(fetching["network"].as_str(), Some("none"));
     assert_eq!(fetching["check_network"].as_str(), Some("none"));
+    // Only FROM + WORKDIR/ENV: imported under --no-build as its base image, set up as it says.
+    let based = of("dockerfile-010");
+    assert_eq!(based["environment"]["image"].as_str(), Some("ubuntu:24.04"));
+    assert_eq!(based["environment"]["workdir"].as_str(), Some("/srv/app"));
+    assert_eq!(based["environment"]["env"]["MODE"].as_str(), Some("test"));
     let plain = of("plain-000");
-    assert_eq!(plain["network"].as_str(), Some("host"));
-    assert_eq!(plain["check_network"].as_str(), Some("host"));
+    assert_eq!(plain["network"].as_str(), Some("internet"));
+    assert_eq!(plain["check_network"].as_str(), Some("internet"));
     assert!(tasks
         .iter()
         .any(|t| t["id"].as_str() == Some("yml-data-019")));
@@ -203,7 +221,7 @@ fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = &out.stderr;
-    assert!(e.lines().any(|l| l == "  8 task(s): network = \"host\", check_network = \"host\": Terminal-Bench runs the task's container on Docker's default network (the internet), for the agent and the tests alike"), "{e}");
+    assert!(!e.contains("network = \"host\""), "{e}");
     assert!(e.lines().any(|l| l.starts_with("  4 task(s): run-tests.sh or tests/ download while verifying (pip install), but the verifier phase has no network")), "{e}");
     let suite: toml::Table =
         toml::from_str(&std::fs::read_to_string(lab.root.join("tb/suite.toml")).unwrap()).unwrap();
@@ -217,6 +235,101 @@ fn terminal_bench_tasks_get_the_network_terminal_bench_gives_with_a_word() {
             )
         })
         .collect();
-    assert_eq!(nets.iter().filter(|n| **n == ("host", "host")).count(), 8);
+    assert_eq!(
+        nets.iter()
+            .filter(|n| **n == ("internet", "internet"))
+            .count(),
+        8
+    );
     assert_eq!(nets.iter().filter(|n| **n == ("none", "none")).count(), 4);
+}
+
+/// `--description KEY` through the binary: Terminal-Bench tasks shaped like livecodebenchpro's
+/// (`instruction: base` beside `descriptions`) are prompted with the `base` text, or with the
+/// entry the flag names; a task without that entry is skipped with its keys, counted; Harbor
+/// refuses the flag.
+#[test]
+fn description_chooses_the_terminal_bench_prompt_and_harbor_refuses_it() {
+    let lab = Lab::new("import-description");
+    for n in 0..3 {
+        let dir = lab.root.join("tasks").join(format!("lcb-{n}"));
+        let problem = if n < 2 {
+            format!("  - key: problem\n    description: Solve problem {n}.\n")
+        } else {
+            String::new()
+        };
+        write(
+            &dir,
+            "task.yaml",
+            &format!("descriptions:\n  - key: base\n    description: Write /app/main.cpp.\n{problem}instruction: base\nauthor: LCB Team\n"),
+        );
+        write(
+            &dir,
+            "docker-compose.yaml",
+            "services:\n  client:\n    image: ghcr.io/example/t:1\n    network_mode: none\n",
+        );
+        write(&dir, "run-tests.sh", "#!/bin/bash\npytest -rA\n");
+        write(&dir, "solution.sh", "#!/bin/bash\ntouch main.cpp\n");
+    }
+    let prompts = |suite: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(lab.root.join(suite).join("suite.toml")).unwrap();
+        let suite: toml::Table = toml::from_str(&text).unwrap();
+        suite["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["prompt"].as_str().unwrap().trim().to_string())
+            .collect()
+    };
+    let base = lab.proctor(
+        As::Me,
+        &["import", "terminal-bench", "tasks", "--out", "base"],
+    );
+    assert_eq!(base.code, 0, "{}", base.stderr);
+    assert_eq!(prompts("base"), ["Write /app/main.cpp."; 3]);
+    assert!(
+        base.stderr.lines().any(|l| l == "  3 task(s): task.yaml: instruction = \"base\" names the `descriptions` entry `base`: its text is the prompt (Terminal-Bench itself would send the word `base`)"),
+        "{}",
+        base.stderr
+    );
+    let chosen = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "terminal-bench",
+            "tasks",
+            "--out",
+            "problem",
+            "--description",
+            "problem",
+        ],
+    );
+    assert_eq!(chosen.code, 0, "{}", chosen.stderr);
+    assert_eq!(prompts("problem"), ["Solve problem 0.", "Solve problem 1."]);
+    assert!(
+        chosen.stderr.contains("  1 task(s): task.yaml has no `descriptions` entry `problem` (--description problem); its entries: base\n    lcb-2  tasks/lcb-2\n"),
+        "{}",
+        chosen.stderr
+    );
+    let harbor = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            "tasks",
+            "--out",
+            "h",
+            "--description",
+            "base",
+        ],
+    );
+    assert_eq!(harbor.code, 2, "{}", harbor.stderr);
+    assert!(
+        harbor
+            .stderr
+            .contains("--description chooses among a Terminal-Bench task's `descriptions`"),
+        "{}",
+        harbor.stderr
+    );
+    assert!(!lab.root.join("h").exists());
 }

@@ -24,8 +24,9 @@ fn the_checked_in_suite_schema_is_current() {
     );
 }
 
-/// `schemas/run.schema.json` and `schemas/trial.schema.json` describe `run.json` and
-/// `trial.json` exactly as this proctor writes them.
+/// `schemas/run.schema.json`, `schemas/trial.schema.json` and
+/// `schemas/oracle-summary.schema.json` describe `run.json`, `trial.json` and `validate
+/// --oracle --json`'s summary exactly as this proctor writes them.
 #[test]
 fn the_checked_in_run_and_trial_schemas_are_current() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -34,6 +35,10 @@ fn the_checked_in_run_and_trial_schemas_are_current() {
         (
             "schemas/trial.schema.json",
             proctor_runner::record::trial_json_schema(),
+        ),
+        (
+            "schemas/oracle-summary.schema.json",
+            proctor_runner::oracle_summary::json_schema(),
         ),
     ] {
         let path = root.join(file);

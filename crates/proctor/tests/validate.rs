@@ -2071,3 +2071,53 @@ fn a_prompt_no_command_line_can_carry_is_refused_and_one_that_fits_is_handed_who
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("completed"), "{}", out.stderr);
 }
+
+#[test]
+fn an_environments_build_folder_must_hold_a_dockerfile_and_its_timeout_be_positive() {
+    let with = |build: &str, timeout: u64| {
+        TestSuite::minimal().edit(
+            "prompt = \"Create hello.txt containing hi.\"\n",
+            &format!("prompt = \"Create hello.txt containing hi.\"\n[tasks.environment]\nimage = \"ghcr.io/org/hello:1\"\nbuild = \"{build}\"\nbuild_timeout_sec = {timeout}\n"),
+        )
+    };
+    let missing = with("environments/hello", 600);
+    let out = missing.validate();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr)
+            .contains("`build` path `environments/hello` does not exist in the suite"),
+        "{}",
+        out.stderr
+    );
+    let no_dockerfile = with("environments/hello", 600);
+    no_dockerfile.write("environments/hello/data.txt", "x\n");
+    let out = no_dockerfile.validate();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr)
+            .contains("`build` path `environments/hello/Dockerfile` does not exist in the suite"),
+        "{}",
+        out.stderr
+    );
+    let escaping = with("../elsewhere", 600);
+    let out = escaping.validate();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr).contains("`build` path `../elsewhere`"),
+        "{}",
+        out.stderr
+    );
+    let zero = with("environments/hello", 0);
+    zero.write("environments/hello/Dockerfile", "FROM busybox\n");
+    let out = zero.validate();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        unwrapped(&out.stderr).contains("`build_timeout_sec` must be at least 1, not 0"),
+        "{}",
+        out.stderr
+    );
+    let good = with("environments/hello", 600);
+    good.write("environments/hello/Dockerfile", "FROM busybox\n");
+    let out = good.validate();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

@@ -269,7 +269,8 @@ fn engine_options(
     }
     let config = request.config.as_deref();
     let access = access::check(suite, plan, config)?;
-    let images = provision::for_run(suite, plan, config, request.image_cache.as_deref())?;
+    // A worker builds only an image that cannot be pulled: `run --build` is for trials run here.
+    let images = provision::for_run(suite, plan, config, request.image_cache.as_deref(), false)?;
     let gateway = access.map(access::start).transpose()?;
     let options = EngineOptions {
         jobs,

@@ -83,6 +83,8 @@ pub struct CheckEnv {
     pub image: Option<std::sync::Arc<crate::image::TrialImage>>,
     /// What the checks' network namespace reaches: the task's `check_network`.
     pub network: proctor_sandbox::Network,
+    /// On the internet network, the names it reaches (the task's `allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
     /// Where the checks see the holdout (the task's `holdout_at`, e.g. `/tests`): a writable
     /// copy of it is bound there, and nothing of it is laid in the workspace. `None` (or no
     /// namespaces, where nothing can be bound): laid over the workspace.
@@ -126,6 +128,7 @@ impl CheckEnv {
             grace: ctx.grace,
             image: None,
             network: proctor_sandbox::Network::None,
+            allowed_hosts: Vec::new(),
             holdout_at: None,
             agent_root: None,
             binds: Vec::new(),
@@ -146,6 +149,10 @@ impl CheckEnv {
         CheckEnv {
             image: ctx.image(task.id.get_ref()).cloned(),
             network: crate::trial::sandboxing::sandbox_network(network),
+            allowed_hosts: crate::trial::sandboxing::internet_only(
+                network,
+                &ctx.suite.allowed_hosts(task),
+            ),
             holdout_at: task.holdout_at().map(Path::to_path_buf),
             binds: ctx
                 .suite
@@ -557,6 +564,7 @@ pub fn check_spec(
         workspace_inside: inside.clone(),
         hide: env.hide.clone(),
         network: env.network,
+        allowed_hosts: env.allowed_hosts.clone(),
         env: match &env.image {
             Some(img) => {
                 let mut e = check_env(&home, &img.path(), &inside);
@@ -698,6 +706,7 @@ mod tests {
             grace: Duration::from_millis(200),
             image: None,
             network: proctor_sandbox::Network::None,
+            allowed_hosts: Vec::new(),
             holdout_at: None,
             agent_root: None,
             binds: Vec::new(),

@@ -227,6 +227,7 @@ mod tests {
                 notes: Vec::new(),
                 ids: None,
                 host_view: None,
+                egress: None,
             },
             total: Duration::ZERO,
             bounds: Default::default(),

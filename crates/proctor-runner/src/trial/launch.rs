@@ -96,6 +96,7 @@ pub fn launch(
         image: image.map(|img| crate::record::ImageRecord {
             reference: img.reference.clone(),
             digest: img.digest.clone(),
+            note: img.note.clone(),
         }),
         resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
         limits: Some(limits_record),
@@ -111,6 +112,10 @@ pub fn launch(
         hide: ctx.hide.clone(),
         binds,
         network: sandboxing::sandbox_network(trial.settings.network),
+        allowed_hosts: sandboxing::internet_only(
+            trial.settings.network,
+            &trial.settings.allowed_hosts,
+        ),
         env,
         home_inside: paths.home(),
         services,

@@ -303,6 +303,7 @@ mod tests {
                 rootfs: gone.clone(),
                 workdir: PathBuf::from("/app"),
                 env: Vec::new(),
+                note: None,
             }),
         );
         let planned = crate::trial::testkit::planned("t", "agent");

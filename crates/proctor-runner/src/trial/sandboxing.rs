@@ -12,6 +12,17 @@ pub fn sandbox_network(n: Network) -> proctor_sandbox::Network {
         Network::None => proctor_sandbox::Network::None,
         Network::Loopback => proctor_sandbox::Network::Loopback,
         Network::Host => proctor_sandbox::Network::Host,
+        Network::Internet => proctor_sandbox::Network::Internet,
+    }
+}
+
+/// The allowed hosts of a phase whose network is `n`: the task's on the internet network,
+/// none on another (which reaches no host to allow).
+pub fn internet_only(n: Network, allowed_hosts: &[String]) -> Vec<String> {
+    if n == Network::Internet {
+        allowed_hosts.to_vec()
+    } else {
+        Vec::new()
     }
 }
 
@@ -88,5 +99,17 @@ mod tests {
             sandbox_network(Network::Host),
             proctor_sandbox::Network::Host
         );
+        assert_eq!(
+            sandbox_network(Network::Internet),
+            proctor_sandbox::Network::Internet
+        );
+    }
+
+    #[test]
+    fn allowed_hosts_are_kept_on_the_internet_network_only() {
+        let hosts = vec!["deb.debian.org".to_string()];
+        assert_eq!(internet_only(Network::Internet, &hosts), hosts);
+        assert!(internet_only(Network::Host, &hosts).is_empty());
+        assert!(internet_only(Network::None, &hosts).is_empty());
     }
 }

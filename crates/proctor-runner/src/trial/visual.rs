@@ -241,6 +241,7 @@ impl Setup<'_, '_> {
             hide: self.env.hide.clone(),
             binds,
             network: proctor_sandbox::Network::None,
+            allowed_hosts: Vec::new(),
             env,
             home_inside: home,
             services,

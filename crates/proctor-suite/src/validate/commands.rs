@@ -80,6 +80,35 @@ impl Validator<'_> {
         }
     }
 
+    /// Checks each entry of `allowed_hosts` is `HOST` or `*.HOST` and that a network of the
+    /// task's is `internet` (`internet`: whether one is).
+    pub(super) fn allowed_hosts(&mut self, hosts: &[Spanned<String>], internet: bool) {
+        for h in hosts {
+            if let Some(why) = host_rule_problem(h.get_ref()) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        h.span(),
+                        format!("`allowed_hosts` entry `{}` {why}", h.get_ref()),
+                    )
+                    .with_label("not a host name")
+                    .with_help("write a host name such as \"pypi.org\", or \"*.pythonhosted.org\" for the names below one");
+                self.out.push(p);
+            }
+        }
+        if let (Some(first), false) = (hosts.first(), internet) {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    first.span(),
+                    "`allowed_hosts` without the internet network".to_owned(),
+                )
+                .with_label("no network of this task reaches a host")
+                .with_help("set `network = \"internet\"` (or `check_network`) beside it, or remove `allowed_hosts`");
+            self.out.push(p);
+        }
+    }
+
     /// Checks each entry of an allow list resolves as the runner resolves it: a path inside the
     /// suite to an executable file, or a bare name found in the search path.
     /// `in_image`: the list applies to trials that run in an OCI image, where bare names are
@@ -132,6 +161,28 @@ impl Validator<'_> {
     }
 }
 
+/// Why `rule` is not `HOST` or `*.HOST`, if it is not.
+fn host_rule_problem(rule: &str) -> Option<&'static str> {
+    let host = rule.strip_prefix("*.").unwrap_or(rule);
+    if host.is_empty() {
+        return Some("names no host");
+    }
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Some("is an address: name the host instead");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if host.len() > 253 || !host.split('.').all(label_ok) {
+        return Some("is not a host name (letters, digits and `-` between dots; `*.` only first)");
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +195,24 @@ mod tests {
         assert!(allows(&list, "tool"));
         assert!(allows(&list, "bin/tool"));
         assert!(!allows(&list, "chat"));
+    }
+
+    #[test]
+    fn host_rules_are_names_or_wildcards_below_one() {
+        for ok in ["pypi.org", "*.pythonhosted.org", "localhost", "a-b.example"] {
+            assert_eq!(super::host_rule_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "*.",
+            "1.1.1.1",
+            "https://pypi.org/",
+            "a..b",
+            "-a.org",
+            "*.*.org",
+            "a_b.org",
+        ] {
+            assert!(super::host_rule_problem(bad).is_some(), "{bad}");
+        }
     }
 }

@@ -60,6 +60,7 @@ impl Validator<'_> {
                 None => {}
             }
         }
+        self.build_folder(env);
         if let Some(cpus) = env
             .cpus
             .as_ref()
@@ -119,6 +120,27 @@ impl Validator<'_> {
                     .with_help("write a folder such as \"/app\"");
                 self.out.push(p);
             }
+        }
+    }
+
+    /// `build`: a folder inside the suite holding a `Dockerfile`; `build_timeout_sec` at least 1.
+    fn build_folder(&mut self, env: &Environment) {
+        if let Some(build) = &env.build {
+            let dockerfile = Spanned::new(build.span(), format!("{}/Dockerfile", build.get_ref()));
+            if self.suite_path("build", build, true) {
+                self.suite_path("build", &dockerfile, true);
+            }
+        }
+        if let Some(t) = env.build_timeout_sec.as_ref().filter(|t| *t.get_ref() == 0) {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    t.span(),
+                    "`build_timeout_sec` must be at least 1, not 0",
+                )
+                .with_label("zero")
+                .with_help("write a number of seconds such as 600, or leave the key out");
+            self.out.push(p);
         }
     }
 }

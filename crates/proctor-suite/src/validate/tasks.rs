@@ -142,6 +142,16 @@ impl Validator<'_> {
         if let Some(binds) = &task.binds {
             self.bind_paths(binds);
         }
+        self.host_network(task);
+        if let Some(hosts) = &task.allowed_hosts {
+            let d = &self.suite.file.defaults;
+            let internet = [
+                task.network.or(d.network),
+                task.check_network.or(d.check_network),
+            ]
+            .contains(&Some(crate::model::Network::Internet));
+            self.allowed_hosts(hosts, internet);
+        }
         self.interface_allowed(index, task);
         self.interface_verb(task);
         self.refusal_patterns(index, task);
@@ -306,5 +316,35 @@ impl Validator<'_> {
             Some(_) => format!("add to this task's [tasks.refusal]:\n{example}\nwithout it the answer is never recognised as {what}, and the trial is silently scored as another outcome"),
         };
         self.out.push(p.with_help(help));
+    }
+}
+
+impl Validator<'_> {
+    /// Warns of a phase on the host's network: the trial then reaches what the host reaches,
+    /// its loopback services and other trials included.
+    fn host_network(&mut self, task: &Task) {
+        use crate::model::Network;
+        let d = &self.suite.file.defaults;
+        let phases = [
+            ("network", task.network.or(d.network)),
+            ("check_network", task.check_network.or(d.check_network)),
+        ];
+        for (key, n) in phases {
+            if n == Some(Network::Host) {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        task.id.span(),
+                        format!(
+                            "task `{}` has {key} = \"host\": it shares the host's network, the host's loopback services and other trials included",
+                            task.id.get_ref()
+                        ),
+                    )
+                    .with_label("not isolated from the host's network")
+                    .with_help("use \"internet\" for the internet alone (with `allowed_hosts` to name the hosts), or keep \"host\" if the task needs the host itself")
+                    .as_warning();
+                self.out.push(p);
+            }
+        }
     }
 }

@@ -36,6 +36,19 @@ impl Validator<'_> {
         if let Some(binds) = &suite.file.defaults.binds {
             self.bind_paths(binds);
         }
+        if let Some(hosts) = &suite.file.defaults.allowed_hosts {
+            let internet =
+                |n: Option<crate::model::Network>| n == Some(crate::model::Network::Internet);
+            let d = &suite.file.defaults;
+            let any = internet(d.network)
+                || internet(d.check_network)
+                || suite
+                    .file
+                    .tasks
+                    .iter()
+                    .any(|t| internet(t.network) || internet(t.check_network));
+            self.allowed_hosts(hosts, any);
+        }
         self.diff_converters();
         for variant in &suite.file.variants {
             self.variant_tasks(variant);

@@ -61,6 +61,7 @@ pub fn run(store: &Path) -> Result<Status, Error> {
             models: Vec::new(),
             config: None,
             image_cache: None,
+            build: false,
             executor: "local".to_string(),
             slurm: Box::default(),
             junit: None,

@@ -104,6 +104,7 @@ fn build(
     let spec = BuildSpec {
         context: context.to_path_buf(),
         dockerfile: file.map(Path::to_path_buf),
+        timeout: None,
     };
     let shown = spec.dockerfile_path();
     let built = build_image(cache, registries, &spec, &mut |builder, log| {
@@ -141,7 +142,7 @@ fn build(
         } => {
             if cache_hit {
                 eprintln!(
-                    "cache hit: built before from the same Dockerfile and context (key {}), no build; log: {}",
+                    "cache hit: built before from the same Dockerfile, context and FROM images (key {}), no build; log: {}",
                     record.key,
                     record.log.display()
                 );

@@ -647,6 +647,36 @@ fn print_verdict(r: &TrialRecord) {
 
 /// The transcript, the ledgers, the visual looks, the harness notes and the diff of every
 /// changed file.
+/// The internet network's way out, as proctor decided it: what it let out and what it refused.
+fn egress_lines(e: &proctor_records::isolation::Egress) -> Vec<String> {
+    let hosts = if e.allowed_hosts.is_empty() {
+        "any public address".to_owned()
+    } else {
+        e.allowed_hosts.join(", ")
+    };
+    let refused = e.refused.len() as u64 + e.refused_more;
+    let mut lines = vec![format!(
+        "network    internet through {} (reaches: {hosts}): {} names answered, {} connections and datagrams let out, {refused} refused",
+        e.stack, e.lookups, e.allowed
+    )];
+    for r in &e.refused {
+        let what = match r.kind {
+            proctor_records::isolation::EgressKind::Lookup => "lookup",
+            proctor_records::isolation::EgressKind::Connect => "connect",
+        };
+        let to = [r.host.as_deref(), r.address.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ");
+        lines.push(format!("  refused {what} {to}: {}", r.reason));
+    }
+    if e.refused_more > 0 {
+        lines.push(format!("  and {} more refused", e.refused_more));
+    }
+    lines
+}
+
 fn print_evidence(store: &Store, id: &RunId, trial: &str, trial_dir: &Path, r: &TrialRecord) {
     outln!();
     for line in evidence::transcript(&r.launch.agent, r.end_state.agent.started, trial_dir) {
@@ -667,6 +697,12 @@ fn print_evidence(store: &Store, id: &RunId, trial: &str, trial_dir: &Path, r: &
     if !services.is_empty() {
         outln!();
         for line in services {
+            outln!("{line}");
+        }
+    }
+    if let Some(egress) = r.isolation.as_ref().and_then(|i| i.egress.as_ref()) {
+        outln!();
+        for line in egress_lines(egress) {
             outln!("{line}");
         }
     }

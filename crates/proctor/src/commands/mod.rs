@@ -54,11 +54,21 @@ pub fn dispatch(cli: Cli) -> Result<Status, Error> {
             oracle_variant,
             config,
             image_cache,
+            jobs,
+            resume,
+            json,
+            build,
             ..
         } => validate_oracle(
             &suite,
-            store.as_deref(),
-            oracle_variant.as_deref(),
+            oracle::Asked {
+                store: store.as_deref(),
+                oracle: oracle_variant.as_deref(),
+                jobs,
+                resume,
+                json: json.as_deref(),
+                build,
+            },
             Images {
                 config: config.as_deref(),
                 cache: image_cache.as_deref(),
@@ -226,7 +236,14 @@ fn tools(command: Command) -> Result<Status, Error> {
             no_build,
             image_cache,
             config,
+            description,
         } => {
+            if description.is_some() && format == crate::cli::ImportFormat::Harbor {
+                return Err(Error::usage(
+                    "--description chooses among a Terminal-Bench task's `descriptions`; Harbor tasks have one instruction.md",
+                    "drop --description, or import with `proctor import terminal-bench`",
+                ));
+            }
             let build = if no_build {
                 None
             } else {
@@ -238,7 +255,13 @@ fn tools(command: Command) -> Result<Status, Error> {
                     ))),
                 })
             };
-            import(format, &dirs, &out, id, name, build)
+            let options = proctor_import::ImportOptions {
+                suite_id: id,
+                name,
+                build,
+                description,
+            };
+            import(format, &dirs, &out, &options)
         }
         Command::Images {
             action,
@@ -280,15 +303,16 @@ fn tools(command: Command) -> Result<Status, Error> {
     }
 }
 
-/// `validate SUITE --oracle`: the static checks (with `--config` and `--image-cache`), then,
-/// when they pass, the oracle run.
+/// `validate SUITE --oracle`: the static checks (with `--config`), then, when they pass, the
+/// oracle run, which has each task's image (`--image-cache`) itself.
 fn validate_oracle(
     suite: &Path,
-    store: Option<&Path>,
-    oracle_variant: Option<&str>,
+    asked: oracle::Asked<'_>,
     images: Images<'_>,
 ) -> Result<Status, Error> {
-    let status = validate::run(suite, Format::Text, &[], images.config, images.cache)?;
+    // The images are had task by task by the oracle check: one that cannot be had is that
+    // task's failure, not the suite's.
+    let status = validate::run(suite, Format::Text, &[], images.config, None)?;
     if status != Status::Success {
         return Ok(status);
     }
@@ -298,7 +322,7 @@ fn validate_oracle(
             "pass a suite folder",
         )
     })?;
-    oracle::run(open_suite(&dir)?, store, oracle_variant, images)
+    oracle::run(open_suite(&dir)?, asked, images)
 }
 
 /// `proctor schema DOCUMENT`: the JSON Schema, on stdout.
@@ -325,19 +349,12 @@ fn import(
     format: crate::cli::ImportFormat,
     dirs: &[std::path::PathBuf],
     out: &Path,
-    id: Option<String>,
-    name: Option<String>,
-    build: Option<proctor_import::BuildImages>,
+    options: &proctor_import::ImportOptions,
 ) -> Result<Status, Error> {
-    let options = proctor_import::ImportOptions {
-        suite_id: id,
-        name,
-        build,
-    };
     let result = match format {
-        crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, &options),
+        crate::cli::ImportFormat::Harbor => proctor_import::import_harbor(dirs, out, options),
         crate::cli::ImportFormat::TerminalBench => {
-            proctor_import::import_terminal_bench(dirs, out, &options)
+            proctor_import::import_terminal_bench(dirs, out, options)
         }
     };
     match result {

@@ -84,6 +84,7 @@ pub(crate) fn request_of(args: &RunArgs) -> RunRequest {
         resume: args.resume.clone(),
         config: args.config.clone(),
         image_cache: args.image_cache.clone(),
+        build_images: args.build,
     }
 }
 

@@ -92,7 +92,8 @@ fn check_parsed(suite: Suite, asked: &Checks) -> Result<Found, Error> {
 }
 
 /// Pulls and unpacks the image of every task that will run into the image cache, as `run`
-/// does before any trial; an image that cannot be had is a usage error.
+/// does before any trial (built from a task's `build` folder when it cannot be pulled); the
+/// tasks whose image cannot be had are a usage error that names every one with its reason.
 fn pull_images(suite: &Suite, asked: &Checks) -> Result<(), Error> {
     let ids: Vec<&str> = suite
         .file
@@ -101,17 +102,36 @@ fn pull_images(suite: &Suite, asked: &Checks) -> Result<(), Error> {
         .map(|t| t.id.get_ref().as_str())
         .filter(|t| asked.tasks.is_empty() || asked.tasks.iter().any(|x| x == t))
         .collect();
-    let images =
-        proctor_runner::provision::for_tasks(suite, &ids, asked.config, asked.image_cache)?;
+    let images = proctor_runner::provision::Images {
+        cache: asked.image_cache,
+        config: asked.config,
+    };
+    let provisioned = proctor_runner::provision::each_task(suite, &ids, images, false)?;
     if asked.format == Format::Text {
-        for (task, image) in &images {
+        for (task, image) in &provisioned.images {
+            let how = image.note.as_deref().unwrap_or("unpacked");
             eprintln!(
-                "task `{task}`: image {} unpacked ({})",
+                "task `{task}`: image {} {how} ({})",
                 image.reference, image.digest
             );
         }
     }
-    Ok(())
+    if provisioned.failed.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = provisioned
+        .failed
+        .iter()
+        .map(|(task, f)| format!("task `{task}`: image `{}`: {}", f.image, f.reason))
+        .collect();
+    Err(Error::usage(
+        format!(
+            "{} task(s) whose image cannot be had:\n{}",
+            lines.len(),
+            lines.join("\n")
+        ),
+        "check the references (docs/environments.md); `proctor images pull IMAGE` tries one alone, and `validate --oracle` runs the other tasks",
+    ))
 }
 
 /// Says what was found: a valid suite's summary (with the warnings of missing provider keys),
