@@ -1394,12 +1394,12 @@ const CASES: &[Case] = &[
         changes: &[
             Edit(
                 "prompt = \"Create",
-                "check_network = \"internet\"\nprompt = \"Create",
+                "check_network = \"wifi\"\nprompt = \"Create",
             ),
         ],
         in_place: None,
         at: Some("[SUITE]/suite.toml:14:17"),
-        says: &["unknown variant `internet`, expected one of", "help: write one of: `none`, `loopback`,"],
+        says: &["unknown variant `wifi`, expected one of", "help: write one of: `none`, `loopback`,"],
     },
     Case {
         name: "bad_expect_value",
