@@ -42,6 +42,7 @@ mod run;
 mod services;
 mod spec;
 mod sys;
+mod trace;
 pub mod view;
 mod zygote;
 
