@@ -9,23 +9,14 @@
 //! costs no stack), with two descriptors open whatever the depth (a folder's parent is reached
 //! again through `..`, and checked to be the folder it came from).
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
-/// How every lookup beneath a folder resolves: never above it, never through a link.
-const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
-    .union(ResolveFlags::NO_SYMLINKS)
-    .union(ResolveFlags::NO_MAGICLINKS);
-
-/// How a folder is opened to be read or written into.
-fn dir_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
+use crate::at::{cstring, dir_flags, open_dir_at, RESOLVE};
 
 /// A folder of proctor's own (a trial's scratch, a check's copy, a rescore's rebuild), held
 /// open: every path given to it is resolved beneath it, through no link.
@@ -168,30 +159,6 @@ fn components(rel: &Path) -> io::Result<Vec<CString>> {
             )),
         })
         .collect()
-}
-
-/// A name as a C string.
-pub fn cstring(name: &OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
-}
-
-/// The folder `name` in `dir`, open, if it is a folder (not a link to one). Where the kernel has
-/// no `openat2` (before Linux 5.6, or a seccomp filter that refuses it), `openat` with
-/// `O_NOFOLLOW` of the single name is as safe: `name` is one component, never `..`.
-pub fn open_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    let bytes = name.to_bytes();
-    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not one name", name.to_string_lossy()),
-        ));
-    }
-    match rustix::fs::openat2(dir, name, dir_flags(), Mode::empty(), RESOLVE) {
-        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
-            rustix::fs::openat(dir, name, dir_flags(), Mode::empty()).map_err(Into::into)
-        }
-        other => other.map_err(Into::into),
-    }
 }
 
 /// The folder `name` in `dir`, open: the one there, or a new one of `mode` in place of

@@ -21,17 +21,15 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::fs::{Mode, OFlags};
+
+use crate::at::{dir_flags, RESOLVE};
 
 /// The longest piece of a path resolved in one call (under `PATH_MAX`, with room to spare).
 const PIECE: usize = 3000;
 
 /// A path longer than this is reached through an open folder ([`Deep::reach`]).
 pub const SHORT: usize = 3500;
-
-fn dir_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
 
 /// The folders a [`Cursor`] holds open along the last path it resolved.
 #[derive(Debug, Default)]
@@ -168,14 +166,11 @@ impl Cursor {
 /// `piece` (several components, under `PATH_MAX`) beneath `from`, open as a folder, through no
 /// link and never above `from`; one component at a time where the kernel has no `openat2`.
 fn open_beneath(from: BorrowedFd<'_>, piece: &Path) -> io::Result<OwnedFd> {
-    let how = ResolveFlags::BENEATH
-        .union(ResolveFlags::NO_SYMLINKS)
-        .union(ResolveFlags::NO_MAGICLINKS);
-    match rustix::fs::openat2(from, piece, dir_flags(), Mode::empty(), how) {
+    match rustix::fs::openat2(from, piece, dir_flags(), Mode::empty(), RESOLVE) {
         Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
             let mut cur = dup(from)?;
             for name in piece.iter() {
-                cur = crate::beneath::open_dir_at(cur.as_fd(), &crate::beneath::cstring(name)?)?;
+                cur = crate::at::open_dir_at(cur.as_fd(), &crate::at::cstring(name)?)?;
             }
             Ok(cur)
         }

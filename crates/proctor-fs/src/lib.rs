@@ -6,6 +6,7 @@
 //!
 //! It sits below the store, the image cache and the runner, and depends on nothing of proctor's.
 
+pub mod at;
 mod atomic;
 pub mod beneath;
 mod bounded;

@@ -162,7 +162,7 @@ pub struct RequestRecord {
     /// Tries after the first.
     pub retries: u32,
     /// Every try, in order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
     /// Why the request finally failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -197,7 +197,7 @@ pub struct CostLedger {
     /// Some request with usage had no price.
     pub incomplete: bool,
     /// The models that had no price.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unpriced_models: Vec<String>,
 }
 
@@ -228,7 +228,7 @@ pub struct TrialLedger {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultKind>,
     /// Every fault kind seen, in the order first seen.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultKind>,
     /// Requests still under way when the trial was finished (their lines are missing).
     pub unfinished_requests: u64,
@@ -236,7 +236,7 @@ pub struct TrialLedger {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence_dir: Option<PathBuf>,
     /// Evidence that could not be written (I/O errors), in words.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence_errors: Vec<String>,
 }
 

@@ -28,7 +28,7 @@ use crate::fsutil::{atomic_write, unique_name, TempPath};
 use crate::reference::ImageRef;
 
 /// Folder of build results, by key.
-const BUILDS: &str = "builds";
+pub(crate) const BUILDS: &str = "builds";
 /// Folder of the builder's store and run root.
 const BUILD_STORE: &str = "build";
 

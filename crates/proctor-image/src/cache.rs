@@ -1,7 +1,6 @@
 //! The local content-addressed image cache: verified blobs, unpacked images, and what each
 //! reference resolved to.
 
-use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -22,15 +21,15 @@ use crate::source::{is_over_limit, resolve, too_long, BlobSink, Resolved, Source
 use crate::unpack::{check_layer_media_type, remove_tree, UnpackStats, Unpacker};
 
 /// Folder of verified blobs, by digest.
-const BLOBS: &str = "blobs/sha256";
+pub(crate) const BLOBS: &str = "blobs/sha256";
 /// Folder of unpacked images, by manifest digest.
-const IMAGES: &str = "images";
+pub(crate) const IMAGES: &str = "images";
 /// Folder of reference records.
 const REFS: &str = "refs";
 /// Folder of lock files.
-const LOCKS: &str = "locks";
+pub(crate) const LOCKS: &str = "locks";
 /// Folder of work in progress (and of what a crash left behind).
-const TMP: &str = "tmp";
+pub(crate) const TMP: &str = "tmp";
 /// The lock every pull holds shared and prune holds exclusive.
 pub(crate) const CACHE_LOCK: &str = "cache.lock";
 
@@ -63,26 +62,12 @@ pub struct CachedImage {
     pub unpacked_at: String,
 }
 
-/// What [`ImageCache::prune`] removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct PruneReport {
-    /// Digests of the unpacked images removed.
-    pub removed_images: Vec<String>,
-    /// How many blobs were removed (those no remaining image uses).
-    pub removed_blobs: u64,
-    /// Bytes freed (image file content and blob sizes).
-    pub freed_bytes: u64,
-    /// How many builds were removed (`builds/<key>/`: those of removed images, and failed ones
-    /// with only a log), with the builder's store of base images (`build/`).
-    pub removed_builds: u64,
-}
-
 /// `images/<hex>/image.json`: what the unpacked image is made of.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct ImageRecord {
-    digest: String,
-    config_digest: String,
-    layers: Vec<String>,
+pub(crate) struct ImageRecord {
+    pub(crate) digest: String,
+    pub(crate) config_digest: String,
+    pub(crate) layers: Vec<String>,
     unpacked_at: String,
     size_bytes: u64,
     #[serde(default)]
@@ -91,9 +76,9 @@ struct ImageRecord {
 
 /// `refs/<escaped reference>.json`: what a reference resolved to, and when.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct RefRecord {
-    reference: String,
-    digest: String,
+pub(crate) struct RefRecord {
+    pub(crate) reference: String,
+    pub(crate) digest: String,
     resolved_at: String,
 }
 
@@ -246,101 +231,6 @@ impl ImageCache {
         Ok(images)
     }
 
-    /// Removes every unpacked image `keep` refuses (with its reference records), then every
-    /// blob no remaining image uses, and what interrupted pulls left in `tmp/`. Waits for
-    /// running pulls to finish first, and holds new ones back while it works. Read-only folders
-    /// in an image are made writable to be removed.
-    pub fn prune(&self, keep: impl Fn(&CachedImage) -> bool) -> Result<PruneReport> {
-        let _exclusive = self.lock(CACHE_LOCK, true)?;
-        let mut report = PruneReport::default();
-        for image in self.list()? {
-            if keep(&image) {
-                continue;
-            }
-            let hex = image.digest.trim_start_matches("sha256:").to_string();
-            let from = self.dir.join(IMAGES).join(&hex);
-            let trash = self
-                .dir
-                .join(TMP)
-                .join(unique_name(&format!("trash-{hex}")));
-            fs::rename(&from, &trash).ctx("moving out of the cache", &from)?;
-            remove_tree(&trash)?;
-            for record in self.read_refs() {
-                if record.digest == image.digest {
-                    let path = self.ref_path(&record.reference);
-                    fs::remove_file(&path)
-                        .or_else(ignore_missing)
-                        .ctx("removing", path)?;
-                }
-            }
-            report.freed_bytes += image.size_bytes;
-            report.removed_images.push(image.digest);
-        }
-
-        // Blobs that a remaining image uses; if one's record is unreadable, keep every blob.
-        let mut used = BTreeSet::new();
-        let mut all_known = true;
-        for hex in self.image_hexes()? {
-            match self.read_record(&hex) {
-                Some(record) => {
-                    used.insert(format!("sha256:{hex}"));
-                    used.insert(record.config_digest);
-                    used.extend(record.layers);
-                }
-                None => all_known = false,
-            }
-        }
-        if all_known {
-            let blobs = self.dir.join(BLOBS);
-            for entry in fs::read_dir(&blobs).ctx("reading", &blobs)? {
-                let entry = entry.ctx("reading", &blobs)?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if used.contains(&format!("sha256:{name}")) {
-                    continue;
-                }
-                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                fs::remove_file(entry.path())
-                    .or_else(ignore_missing)
-                    .ctx("removing", entry.path())?;
-                report.removed_blobs += 1;
-                report.freed_bytes += size;
-            }
-        }
-
-        // Builds of images no longer here (and failed ones), and the builder's store: base
-        // images it pulled, fetched again by the next build that needs them.
-        let remaining: BTreeSet<String> = self
-            .image_hexes()?
-            .into_iter()
-            .map(|hex| format!("sha256:{hex}"))
-            .collect();
-        report.removed_builds = crate::build::prune_builds(self, &remaining)?;
-
-        // Left-overs of interrupted work, and lock files of what is gone (no pull runs now).
-        self.clean_tmp()?;
-        let locks = self.dir.join(LOCKS);
-        for entry in fs::read_dir(&locks).ctx("reading", &locks)? {
-            let entry = entry.ctx("reading", &locks)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let stale = match name.strip_suffix(".lock") {
-                Some(rest) => match (rest.strip_prefix("blob-"), rest.strip_prefix("image-")) {
-                    (Some(hex), _) => !self.dir.join(BLOBS).join(hex).exists(),
-                    (_, Some(hex)) => !self.dir.join(IMAGES).join(hex).exists(),
-                    _ => rest
-                        .strip_prefix("build-")
-                        .is_some_and(|hex| !self.dir.join("builds").join(hex).exists()),
-                },
-                None => false,
-            };
-            if stale {
-                fs::remove_file(entry.path())
-                    .or_else(ignore_missing)
-                    .ctx("removing", entry.path())?;
-            }
-        }
-        Ok(report)
-    }
-
     /// Empties `tmp/` of what interrupted pulls left, if no pull or prune is running.
     fn clean_tmp_if_idle(&self) -> Result<()> {
         let lock = self.dir.join(LOCKS).join(CACHE_LOCK);
@@ -351,7 +241,7 @@ impl ImageCache {
     }
 
     /// Empties `tmp/` (the caller holds the cache lock exclusively).
-    fn clean_tmp(&self) -> Result<()> {
+    pub(crate) fn clean_tmp(&self) -> Result<()> {
         let tmp = self.dir.join(TMP);
         for entry in fs::read_dir(&tmp).ctx("reading", &tmp)? {
             remove_tree(&entry.ctx("reading", &tmp)?.path())?;
@@ -522,7 +412,7 @@ impl ImageCache {
     }
 
     /// The hex digests of the unpacked images.
-    fn image_hexes(&self) -> Result<Vec<String>> {
+    pub(crate) fn image_hexes(&self) -> Result<Vec<String>> {
         let images = self.dir.join(IMAGES);
         let mut hexes = Vec::new();
         for entry in fs::read_dir(&images).ctx("reading", &images)? {
@@ -535,12 +425,12 @@ impl ImageCache {
         Ok(hexes)
     }
 
-    fn read_record(&self, hex: &str) -> Option<ImageRecord> {
+    pub(crate) fn read_record(&self, hex: &str) -> Option<ImageRecord> {
         let bytes = fs::read(self.dir.join(IMAGES).join(hex).join("image.json")).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
-    fn ref_path(&self, reference: &str) -> PathBuf {
+    pub(crate) fn ref_path(&self, reference: &str) -> PathBuf {
         self.dir.join(REFS).join(ref_file_name(reference))
     }
 
@@ -551,7 +441,7 @@ impl ImageCache {
             .filter(|r| r.reference == reference)
     }
 
-    fn read_refs(&self) -> Vec<RefRecord> {
+    pub(crate) fn read_refs(&self) -> Vec<RefRecord> {
         let Ok(entries) = fs::read_dir(self.dir.join(REFS)) else {
             return Vec::new();
         };
@@ -618,7 +508,7 @@ fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 /// Treats a missing file as already removed.
-fn ignore_missing(e: io::Error) -> io::Result<()> {
+pub(crate) fn ignore_missing(e: io::Error) -> io::Result<()> {
     if e.kind() == io::ErrorKind::NotFound {
         Ok(())
     } else {

@@ -33,7 +33,8 @@ pub enum KeyPlace {
 }
 
 /// The verdict on a request's key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum KeyCheck {
     /// It carries the key, and no other credential in its API's places.
     Ok,

@@ -54,6 +54,7 @@ pub mod sse;
 pub mod tls;
 pub mod tools;
 pub mod wire;
+pub mod wire_log;
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
@@ -76,6 +77,7 @@ use auth::{KeyCheck, KeyPlace};
 use http::{Request, Response};
 use tools::ToolSpec;
 use wire::{Reply, ReplyCall, Side};
+use wire_log::{WireKind, WireLine};
 
 /// The text of a main request once the script has no turn left.
 pub const EXHAUSTED_TEXT: &str = "mock-model: the script has no turn left";
@@ -440,14 +442,14 @@ impl Api {
 #[derive(Default)]
 struct Note {
     api: Option<&'static str>,
-    kind: &'static str,
+    kind: WireKind,
     turn: Option<usize>,
     replay: bool,
     side_reason: Option<String>,
     stream: bool,
     usage: Option<Usage>,
     error: Option<String>,
-    fault: Option<&'static str>,
+    fault: Option<FaultKind>,
     route: Option<&'static str>,
     key: Option<KeyCheck>,
 }
@@ -455,10 +457,7 @@ struct Note {
 fn handle(state: &State, req: Request) -> Response {
     let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
     state.inner().stats.requests += 1;
-    let mut note = Note {
-        kind: "meta",
-        ..Note::default()
-    };
+    let mut note = Note::default();
     let resp = route(state, &req, seq, &mut note);
     log_exchange(state, seq, &req, &resp, &note);
     resp
@@ -562,7 +561,7 @@ fn route(state: &State, req: &Request, seq: u64, note: &mut Note) -> Response {
             }
         }
     }
-    note.kind = "unknown";
+    note.kind = WireKind::Unknown;
     note.error = Some(format!("no route for {method} {}", req.path));
     Response::json(
         404,
@@ -605,7 +604,7 @@ fn authorize(state: &State, req: &Request, api: Api, note: &mut Note) -> Result<
         KeyCheck::Missing => "the request carries no API key",
         KeyCheck::Wrong => "the request's API key is not the one required",
     };
-    note.kind = "auth_rejected";
+    note.kind = WireKind::AuthRejected;
     note.error = Some(format!("{why} (key {})", verdict.as_str()));
     state.inner().stats.auth_rejected += 1;
     Err(unauthorized(api, why))
@@ -693,7 +692,7 @@ fn model_request(state: &State, req: &Request, api: Api, seq: u64, note: &mut No
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
-            note.kind = "unknown";
+            note.kind = WireKind::Unknown;
             note.error = Some(format!("the body is not JSON: {e}"));
             let enc = req.header("content-encoding").unwrap_or("identity");
             return api_error(
@@ -732,8 +731,8 @@ fn fault_response(
     note: &mut Note,
     kind: FaultKind,
 ) -> Response {
-    note.kind = "fault";
-    note.fault = Some(kind.as_str());
+    note.kind = WireKind::Fault;
+    note.fault = Some(kind);
     match kind {
         FaultKind::CredentialLoss => unauthorized(api, "injected credential_loss"),
         FaultKind::RateLimit => {
@@ -819,7 +818,7 @@ fn reply_model(state: &State, req: &Request, api: Api, body: &Value) -> String {
 
 /// Answers a side request: a short text, or an instance of the schema it asked for.
 fn side_reply(state: &State, side: &Side, reply: &mut Reply, note: &mut Note) {
-    note.kind = "side";
+    note.kind = WireKind::Side;
     note.side_reason = Some(side.reason.clone());
     reply.text = Some(match &side.schema {
         Some(schema) => tools::instance(schema, 0).to_string(),
@@ -837,7 +836,7 @@ fn main_reply(
     reply: &mut Reply,
     note: &mut Note,
 ) {
-    note.kind = "main";
+    note.kind = WireKind::Main;
     let index = main_turn_index(state, body_hash(&req.body), note);
     match state.script.turns.get(index) {
         None => {
@@ -1009,7 +1008,20 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
     let Some(file) = guard.as_mut() else {
         return;
     };
-    let headers: serde_json::Map<String, Value> = req
+    let line = wire_line(state, seq, req, resp, note);
+    let Ok(mut record) = serde_json::to_value(&line) else {
+        return;
+    };
+    if let Some(key) = &state.require_key {
+        scrub(&mut record, key);
+    }
+    let _ = writeln!(file, "{record}");
+    let _ = file.flush();
+}
+
+/// The wire log's line for one exchange: secret headers and a `key=` query redacted.
+fn wire_line(state: &State, seq: u64, req: &Request, resp: &Response, note: &Note) -> WireLine {
+    let headers = req
         .headers
         .iter()
         .map(|(k, v)| {
@@ -1018,7 +1030,7 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
             } else {
                 v.clone()
             };
-            (k.clone(), Value::String(v))
+            (k.clone(), v)
         })
         .collect();
     let response = if resp.content_type.starts_with("text/event-stream") {
@@ -1030,37 +1042,30 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
     } else {
         body_value(&resp.body)
     };
-    let mut record = json!({
-        "seq": seq,
-        "at_ms": state.started.elapsed().as_millis() as u64,
-        "method": req.method,
-        "path": req.path,
-        "query": redact_query(&req.query),
-        "headers": headers,
-        "api": note.api,
-        "kind": note.kind,
-        "turn": note.turn,
-        "replay": note.replay,
-        "side_reason": note.side_reason,
-        "stream": note.stream,
-        "request": if req.body.is_empty() { Value::Null } else { body_value(&req.body) },
-        "status": resp.status,
-        "response": response,
-        "usage": note.usage,
-        "error": note.error,
-        "fault": note.fault,
-    });
-    if let Some(map) = record.as_object_mut() {
-        if let Some(route) = note.route {
-            map.insert("route".into(), Value::from(route));
-        }
-        if let Some(key) = note.key {
-            map.insert("key".into(), Value::from(key.as_str()));
-        }
+    WireLine {
+        seq,
+        at_ms: state.started.elapsed().as_millis() as u64,
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: redact_query(&req.query),
+        headers,
+        api: note.api.map(str::to_string),
+        kind: note.kind,
+        turn: note.turn,
+        replay: note.replay,
+        side_reason: note.side_reason.clone(),
+        stream: note.stream,
+        request: if req.body.is_empty() {
+            Value::Null
+        } else {
+            body_value(&req.body)
+        },
+        status: resp.status,
+        response,
+        usage: note.usage,
+        error: note.error.clone(),
+        fault: note.fault,
+        route: note.route.map(str::to_string),
+        key: note.key,
     }
-    if let Some(key) = &state.require_key {
-        scrub(&mut record, key);
-    }
-    let _ = writeln!(file, "{record}");
-    let _ = file.flush();
 }

@@ -14,6 +14,7 @@
 //! The on-disk formats (`run.json`, `trial.json`) carry a `major.minor` [`FormatVersion`]; a
 //! reader reads every minor version of its major and refuses another major by name.
 
+pub mod exact_name;
 pub mod format;
 pub mod isolation;
 pub mod limit;

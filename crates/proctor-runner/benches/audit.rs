@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use proctor_runner::trial::checks::{check_files, EndTree, Observer, Watch};
 use proctor_runner::trial::grade::{self, EndStateFiles};
-use proctor_score::audit::observed::{Access, CheckObservation, ObservedFile};
 use proctor_score::endstate::CheckRun;
+use proctor_score::endstate::{Access, CheckObservation, ObservedFile};
 use proctor_score::endstate::{AgentEnd, ChangeKind, EndState, FileChange};
 use proctor_score::{Audit, Faults};
 use proctor_suite::model::Task;

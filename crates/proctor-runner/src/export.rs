@@ -7,6 +7,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use proctor_mock_model::wire_log::{WireKind, WireLine};
 use proctor_report::export::atif::{self, Exchange, TrialEvidence, Usage, WireApi};
 use proctor_report::export::junit;
 use proctor_store::{RunHandle, RunMeta, Scoring, ScoringChoice};
@@ -232,7 +233,7 @@ pub(crate) fn wire(trial_dir: &Path) -> Result<Wire, String> {
     if gateway.is_file() {
         return gateway_wire(trial_dir, &gateway);
     }
-    let mock = crate::trial::capture::wire_log(trial_dir);
+    let mock = crate::model::wire_log(trial_dir);
     if mock.is_file() {
         return mock_wire(&mock);
     }
@@ -242,57 +243,53 @@ pub(crate) fn wire(trial_dir: &Path) -> Result<Wire, String> {
 fn mock_wire(path: &Path) -> Result<Wire, String> {
     let mut out = Vec::new();
     let mut faults = Vec::new();
-    for v in json_lines(path) {
-        let kind = v["kind"].as_str().unwrap_or_default();
-        if kind == "fault" {
-            faults.push(format!(
-                "the model route {} answered with an injected {} fault",
-                v["path"].as_str().unwrap_or("?"),
-                v["fault"].as_str().unwrap_or("?")
-            ));
+    for line in wire_lines(path) {
+        if let Some(sentence) = line.fault_sentence() {
+            faults.push(sentence);
             continue;
         }
-        if kind != "main" && kind != "side" {
+        if !line.kind.is_generation() {
             continue;
         }
-        let response = match &v["response"] {
-            Value::Object(o) if o.contains_key("sse") => o["sse"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|e| e["data"].clone())
-                .collect(),
-            Value::Null => Vec::new(),
-            other => vec![other.clone()],
-        };
-        let u = &v["usage"];
-        let usage = (!u.is_null()).then(|| Usage {
-            input: u["input"].as_u64(),
-            output: u["output"].as_u64(),
-            cache_read: u["cache_read"].as_u64(),
-            cache_write: u["cache_write"].as_u64(),
-            requests: Some(1),
-        });
+        let model = line.request["model"].as_str().map(str::to_string);
         out.push(Exchange {
-            seq: v["seq"].as_u64().unwrap_or(0),
+            seq: line.seq,
             time: None,
             api: WireApi::from_name(
-                v["route"]
-                    .as_str()
-                    .or_else(|| v["api"].as_str())
+                line.route
+                    .as_deref()
+                    .or(line.api.as_deref())
                     .unwrap_or_default(),
             ),
-            side: kind == "side",
-            replay: v["replay"].as_bool().unwrap_or(false),
-            model: v["request"]["model"].as_str().map(str::to_string),
-            status: v["status"].as_u64().and_then(|s| u16::try_from(s).ok()),
-            request: v["request"].clone(),
-            response,
-            usage,
+            side: line.kind == WireKind::Side,
+            replay: line.replay,
+            model,
+            status: Some(line.status),
+            response: line.response_bodies(),
+            usage: line.usage.map(|u| Usage {
+                input: Some(u.input),
+                output: Some(u.output),
+                cache_read: Some(u.cache_read),
+                cache_write: Some(u.cache_write),
+                requests: Some(1),
+            }),
+            request: line.request,
             cost_usd: None,
         });
     }
     Ok((Some(out), faults))
+}
+
+/// The lines of the mock model's wire log, each line that reads as one; none when the file is
+/// missing.
+fn wire_lines(path: &Path) -> Vec<WireLine> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 /// A kept body of the gateway's evidence (`model/NNNN.*.gz`), decompressed.

@@ -18,6 +18,7 @@ pub mod host_program;
 pub mod image;
 pub mod layers;
 pub mod model;
+pub mod opening;
 pub mod oracle;
 pub mod oracle_summary;
 pub mod overview;

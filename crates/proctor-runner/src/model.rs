@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use proctor_mock_model::FaultKind;
 use proctor_sandbox::{HttpGuard, HttpProbe, ServiceSpec};
 use proctor_score::ErrorKind;
 use proctor_suite::model::{Task, Variant};
@@ -13,8 +14,6 @@ use proctor_suite::Suite;
 
 /// The service name of the model endpoint.
 pub const MODEL_SERVICE: &str = "__model";
-/// The text the mock's guard route answers with.
-const GUARD_TEXT: &str = "proctor-mock-model";
 
 pub use proctor_trial_record::{Ledgers, Usage};
 
@@ -92,7 +91,10 @@ pub fn service(
             url: format!("{base}/health"),
             timeout: Duration::from_secs(10),
         }),
-        guard: Some(HttpGuard::new(format!("{base}/__mock"), GUARD_TEXT)),
+        guard: Some(HttpGuard::new(
+            format!("{base}/__mock"),
+            proctor_mock_model::GUARD_TEXT,
+        )),
         state: None,
         root: None,
         health: None,
@@ -106,6 +108,14 @@ pub struct Wire {
     pub usage: Usage,
     /// Faults the mock injected, typed.
     pub faults: Vec<(ErrorKind, String)>,
+}
+
+/// The model's wire log, as kept in a trial's folder.
+pub fn wire_log(trial_dir: &Path) -> PathBuf {
+    trial_dir
+        .join("services")
+        .join(MODEL_SERVICE)
+        .join("wire.jsonl")
 }
 
 /// Reads the mock's exchange log (`wire.jsonl`).
@@ -123,44 +133,25 @@ pub fn read_wire(path: &Path) -> Result<Wire, String> {
         },
         faults: Vec::new(),
     };
-    let add = |slot: &mut Option<u64>, v: &serde_json::Value| {
-        *slot = Some(slot.unwrap_or(0) + v.as_u64().unwrap_or(0));
-    };
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("wire log line {}: {e}", i + 1))?;
-        match v["kind"].as_str() {
-            Some("main") | Some("side") => {
-                add(&mut wire.usage.requests, &serde_json::json!(1));
-                let u = &v["usage"];
-                add(&mut wire.usage.input, &u["input"]);
-                add(&mut wire.usage.output, &u["output"]);
-                add(&mut wire.usage.cache_read, &u["cache_read"]);
-                add(&mut wire.usage.cache_write, &u["cache_write"]);
+    let add = |slot: &mut Option<u64>, n: u64| *slot = Some(slot.unwrap_or(0) + n);
+    for line in proctor_mock_model::wire_log::parse_lines(&text)? {
+        if line.kind.is_generation() {
+            add(&mut wire.usage.requests, 1);
+            let u = line.usage.unwrap_or_default();
+            add(&mut wire.usage.input, u.input);
+            add(&mut wire.usage.output, u.output);
+            add(&mut wire.usage.cache_read, u.cache_read);
+            add(&mut wire.usage.cache_write, u.cache_write);
+        } else if let (Some(fault), Some(sentence)) = (line.fault, line.fault_sentence()) {
+            add(&mut wire.usage.requests, 1);
+            let kind = match fault {
+                FaultKind::CredentialLoss => ErrorKind::CredentialLoss,
+                FaultKind::RateLimit => ErrorKind::RateLimit,
+                FaultKind::Timeout | FaultKind::ServerError => ErrorKind::Timeout,
+            };
+            if !wire.faults.iter().any(|(k, _)| *k == kind) {
+                wire.faults.push((kind, sentence));
             }
-            Some("fault") => {
-                add(&mut wire.usage.requests, &serde_json::json!(1));
-                let kind = match v["fault"].as_str() {
-                    Some("credential_loss") => ErrorKind::CredentialLoss,
-                    Some("rate_limit") => ErrorKind::RateLimit,
-                    _ => ErrorKind::Timeout,
-                };
-                if !wire.faults.iter().any(|(k, _)| *k == kind) {
-                    wire.faults.push((
-                        kind,
-                        format!(
-                            "the model route {} answered with an injected {} fault",
-                            v["path"].as_str().unwrap_or("?"),
-                            v["fault"].as_str().unwrap_or("?")
-                        ),
-                    ));
-                }
-            }
-            _ => {}
         }
     }
     Ok(wire)
@@ -180,4 +171,17 @@ pub fn cost(suite: &Suite, model: Option<&str>, usage: &Usage) -> Result<f64, Ve
         + per(usage.output, price.output)
         + per(usage.cache_read, price.cache_read.unwrap_or(price.input))
         + per(usage.cache_write, price.cache_write.unwrap_or(price.input)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_wire_log_lives_in_the_trials_services_folder() {
+        assert_eq!(
+            wire_log(Path::new("/runs/r/trials/t.v.0")),
+            Path::new("/runs/r/trials/t.v.0/services/__model/wire.jsonl")
+        );
+    }
 }

@@ -131,7 +131,7 @@ impl RunOverview {
         meta.status = crate::executor::slurm::observed_status(store, id, &meta);
         let mut trials = store.trials(id).context("cannot read the run's trials")?;
         let mut rescored = if scoring.is_rescore() {
-            crate::scored_trials::rescored_summaries(run, scoring)
+            crate::results::rescored_summaries(run, scoring)
                 .with_context(|| format!("cannot read {}", scoring.file))?
         } else {
             BTreeMap::new()
@@ -248,7 +248,7 @@ impl TrialView {
             }
         };
         let rescored = if scoring.is_rescore() {
-            crate::scored_trials::rescored_record(run, scoring, trial)
+            crate::results::rescored_record(run, scoring, trial)
                 .with_context(|| format!("cannot read {}", scoring.file))?
         } else {
             None

@@ -195,14 +195,21 @@ fn difference(a: (&str, &Path, &ArmRead<'_>), b: (&str, &Path, &ArmRead<'_>)) ->
     }
 }
 
-/// Each entry of a kept suite: its kind and its content hash or link target.
-fn entries(list: &KeptSuite) -> BTreeMap<&str, (&str, Option<&str>)> {
+/// An entry's name: its text, and its exact bytes in hex when it is not UTF-8.
+type EntryName<'a> = (&'a str, Option<&'a str>);
+
+/// Each entry of a kept suite, by its exact name: its kind and its content hash or link target.
+fn entries(list: &KeptSuite) -> BTreeMap<EntryName<'_>, (&str, Option<&str>, Option<&str>)> {
     list.entries
         .iter()
         .map(|e| {
             (
-                e.path.as_str(),
-                (e.kind.as_str(), e.blake3.as_deref().or(e.target.as_deref())),
+                (e.path.as_str(), e.path_hex.as_deref()),
+                (
+                    e.kind.as_str(),
+                    e.blake3.as_deref().or(e.target.as_deref()),
+                    e.target_hex.as_deref(),
+                ),
             )
         })
         .collect()
@@ -218,8 +225,8 @@ fn parts_that_differ(la: &KeptSuite, lb: &KeptSuite, da: &Path, db: &Path) -> Ve
     let mut paths: Vec<&str> = ea
         .iter()
         .filter(|(p, v)| eb.get(*p) != Some(*v))
-        .map(|(p, _)| *p)
-        .chain(eb.keys().copied().filter(|p| !ea.contains_key(p)))
+        .map(|(p, _)| p.0)
+        .chain(eb.keys().filter(|p| !ea.contains_key(*p)).map(|p| p.0))
         .collect();
     paths.sort_unstable();
     let mut parts: Vec<String> = Vec::new();
@@ -376,9 +383,11 @@ mod tests {
                 .iter()
                 .map(|(p, h)| proctor_store::KeptEntry {
                     path: (*p).into(),
+                    path_hex: None,
                     kind: "file".into(),
                     blake3: Some((*h).into()),
                     target: None,
+                    target_hex: None,
                 })
                 .collect(),
         };

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use proctor_store::Store;
 use proctor_suite::plan::Plan;
-use proctor_suite::{PlanOptions, Problem, Suite};
+use proctor_suite::{PlanOptions, Suite};
 
 use crate::error::{Context, RunError};
-use crate::executor::{Executor, Observer};
-use crate::gateway::RunGateway;
+use crate::executor::{Executor, Observer, Resources};
 use crate::image::TrialImage;
+use crate::opening::{open_checked, open_for_run};
 use crate::session::plan_trials;
 use crate::{access, provision, IsolationChoice, Session};
 
@@ -40,18 +40,6 @@ pub struct RunRequest {
     pub image_cache: Option<PathBuf>,
     /// Build every image that has a `build` folder, even one that can be pulled (`--build`).
     pub build_images: bool,
-}
-
-/// What a run's trials share beyond the session when they run in this process: the model
-/// gateway, the unpacked images and the browser.
-#[derive(Default)]
-pub struct Resources {
-    /// The run's model gateway, when some trial reaches a real model.
-    pub gateway: Option<Arc<RunGateway>>,
-    /// Each task's image, by task id.
-    pub images: BTreeMap<String, Arc<TrialImage>>,
-    /// Where `visual` checks find their browser.
-    pub browser: Option<proctor_browser::BrowserSource>,
 }
 
 /// A run ready to execute: its session and what its trials share.
@@ -81,7 +69,7 @@ impl RunRequest {
         executor.available()?;
         let (suite, store) =
             open_suite_and_store(&self.suite, &self.options.tasks, &self.store, observer)?;
-        executor.prepare(self, &store)?;
+        executor.prepare(self.resume.as_deref(), &store)?;
         let here = executor.runs_here();
         let (session, access, images) = match &self.resume {
             None => self.start(suite, &store, &*executor)?,
@@ -175,60 +163,4 @@ pub fn open_suite_and_store(
     let store = Store::open(store)
         .with_context(|| format!("cannot open the store at {}", store.display()))?;
     Ok((suite, store))
-}
-
-/// Opens and validates the suite; with `tasks`, only those tasks need their scripted-agent and
-/// model-script files.
-pub fn open_for_run(dir: &Path, tasks: &[String]) -> Result<Suite, RunError> {
-    open_checked(dir, tasks, false).map(|(suite, _)| suite)
-}
-
-/// [`open_for_run`], with the warnings found. With `history`, the fixture's `.git` folders are
-/// audited too (a leak in them refuses the run; the rest are warnings).
-pub fn open_checked(
-    dir: &Path,
-    tasks: &[String],
-    history: bool,
-) -> Result<(Suite, Vec<Problem>), RunError> {
-    let options = proctor_suite::validate::Options {
-        tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),
-        history,
-        ..Default::default()
-    };
-    let invalid = |problems| RunError::InvalidSuite {
-        suite: dir.display().to_string(),
-        problems,
-    };
-    let suite = Suite::parse(dir).map_err(|p| invalid(vec![p]))?;
-    let checked = proctor_suite::validate::check(&suite, &options);
-    if checked.problems.is_empty() {
-        Ok((suite, checked.warnings))
-    } else {
-        Err(invalid(checked.problems))
-    }
-}
-
-/// Fails with a usage error when `--task` names a task the suite does not have.
-pub fn known_tasks(suite: &Suite, tasks: &[String]) -> Result<(), RunError> {
-    let ids: Vec<&str> = suite
-        .file
-        .tasks
-        .iter()
-        .map(|t| t.id.get_ref().as_str())
-        .collect();
-    for task in tasks {
-        if ids.contains(&task.as_str()) {
-            continue;
-        }
-        let listed = ids.join(", ");
-        let hint = match proctor_suite::problem::nearest(task, ids.iter().copied()) {
-            Some(near) => format!("did you mean `--task {near}`? The tasks are: {listed}"),
-            None => format!("the tasks of this suite are: {listed}"),
-        };
-        return Err(RunError::usage(
-            format!("suite `{}` has no task `{task}`", suite.id()),
-            hint,
-        ));
-    }
-    Ok(())
 }

@@ -19,11 +19,10 @@ use crate::image::TrialImage;
 use proctor_sandbox::copy::{harmless_mode, Links};
 
 use crate::layers::{copy_tree, LayerCache};
+use crate::model::wire_log;
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::capture::{
-    self, wire_log, SpecialEntry, SpecialKind, ROOT_CHANGES, SPECIAL_ENTRIES,
-};
+use crate::trial::capture::{self, SpecialEntry, SpecialKind, ROOT_CHANGES, SPECIAL_ENTRIES};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
 use crate::trial::prepare::ScratchDir;
@@ -187,8 +186,8 @@ impl Rescorer<'_> {
         let settings = suite.settings(task, variant);
         let mut env = CheckEnv {
             image: image.cloned(),
-            network: crate::trial::launch::sandbox_network(settings.check_network),
-            allowed_hosts: crate::trial::launch::internet_only(
+            network: crate::trial::sandboxing::sandbox_network(settings.check_network),
+            allowed_hosts: crate::trial::sandboxing::internet_only(
                 settings.check_network,
                 &settings.allowed_hosts,
             ),
@@ -433,7 +432,8 @@ fn make_parents(
     rel: &Path,
     over: Option<&Path>,
 ) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::CString)> {
-    use proctor_fs::beneath::{cstring, make_dir_at, stat_at};
+    use proctor_fs::at::cstring;
+    use proctor_fs::beneath::{make_dir_at, stat_at};
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
     let Some(over) = over else {
@@ -589,7 +589,7 @@ fn rebuild_deletion(
         .and_then(|fd| {
             Ok((
                 fd,
-                proctor_fs::beneath::cstring(rel.file_name().unwrap_or_default())?,
+                proctor_fs::at::cstring(rel.file_name().unwrap_or_default())?,
             ))
         })
     {
@@ -930,14 +930,35 @@ mod tests {
         assert!(model_faults(dir.path()).is_empty(), "no model, no faults");
         let log = wire_log(dir.path());
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        std::fs::write(
-            &log,
-            concat!(
-                "{\"kind\":\"main\",\"usage\":{\"input\":3,\"output\":1}}\n",
-                "{\"kind\":\"fault\",\"fault\":\"rate_limit\",\"path\":\"/v1/messages\"}\n",
-            ),
-        )
-        .unwrap();
+        let line = |kind, fault| proctor_mock_model::wire_log::WireLine {
+            seq: 1,
+            at_ms: 0,
+            method: "POST".into(),
+            path: "/v1/messages".into(),
+            query: String::new(),
+            headers: Default::default(),
+            api: Some("anthropic-messages".into()),
+            kind,
+            turn: None,
+            replay: false,
+            side_reason: None,
+            stream: false,
+            request: serde_json::Value::Null,
+            status: 429,
+            response: serde_json::Value::Null,
+            usage: None,
+            error: None,
+            fault,
+            route: None,
+            key: None,
+        };
+        use proctor_mock_model::{wire_log::WireKind, FaultKind};
+        let lines = [
+            line(WireKind::Main, None),
+            line(WireKind::Fault, Some(FaultKind::RateLimit)),
+        ]
+        .map(|l| serde_json::to_string(&l).unwrap() + "\n");
+        std::fs::write(&log, lines.concat()).unwrap();
         let faults = model_faults(dir.path());
         assert_eq!(faults.len(), 1);
         assert_eq!(faults[0].0, ErrorKind::RateLimit);

@@ -4,18 +4,19 @@
 //! reads, every rate with its n.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use proctor_report::{Aggregator, Cost, Exporter, Markdown, RunReport, TrialRow};
 use proctor_score::TrialVerdict;
-use proctor_store::{AtomicFile, RunHandle, StoreError};
+use proctor_store::{AtomicFile, RunHandle, Scoring, StoreError, TrialSummary};
 use proctor_suite::Suite;
 use serde::{Deserialize, Serialize};
 
 use crate::record::TrialRecord;
-use crate::scored_trials::{Counting, Places};
+use crate::scored_trials::{list, read_listed, Counting, Places};
 
 /// Version of the results document's layout.
 pub const RESULTS_VERSION: u32 = 1;
@@ -192,6 +193,56 @@ pub fn for_each_scored_record(
     for_each_scored_record_by(run, scoring, f).map(|(damaged, _)| damaged)
 }
 
+/// Trials asked for one by one at most: more are read in one pass over the results file.
+const ONE_BY_ONE: usize = 16;
+
+/// Every trial of `scoring` (a rescore) of `run`: its summary, and its record for the trials
+/// `keep` accepts. From the rescore's list when it has one to trust (each kept record read from
+/// its place, when few are kept), else from its results file in one pass.
+pub fn rescored_trials(
+    run: &RunHandle,
+    scoring: &Scoring,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(TrialSummary, Option<TrialRecord>)>, ResultsError> {
+    if let Some(listed) = list(run.dir(), scoring) {
+        let kept = listed.iter().filter(|t| keep(&t.summary.trial_id)).count();
+        if kept <= ONE_BY_ONE {
+            if let Some(read) = read_listed(run.dir(), scoring, listed, keep) {
+                return Ok(read);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for_each_scored_record(run, scoring, |r| {
+        let summary = crate::engine::summary_of(&r);
+        let kept = keep(&r.plan.id).then_some(r);
+        out.push((summary, kept));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The summaries of a rescore's trials by trial id, from its list or its records.
+pub fn rescored_summaries(
+    run: &RunHandle,
+    scoring: &Scoring,
+) -> Result<BTreeMap<String, TrialSummary>, ResultsError> {
+    Ok(rescored_trials(run, scoring, &|_| false)?
+        .into_iter()
+        .map(|(s, _)| (s.trial_id.clone(), s))
+        .collect())
+}
+
+/// The record a rescore holds for `trial`, if it holds one.
+pub fn rescored_record(
+    run: &RunHandle,
+    scoring: &Scoring,
+    trial: &str,
+) -> Result<Option<TrialRecord>, ResultsError> {
+    Ok(rescored_trials(run, scoring, &|t| t == trial)?
+        .into_iter()
+        .find_map(|(_, r)| r))
+}
 /// [`for_each_scored_record`], and for a rescore the hash of the suite it scored by (its
 /// results' `suite_hash`).
 fn for_each_scored_record_by(

@@ -9,7 +9,8 @@
 //!                                          rescore, leaves it alone)
 //! ```
 //!
-//! A reader that needs a rescore's outcomes (`show`, the viewer's run page and pictures) reads
+//! A reader that needs a rescore's outcomes (`show`, the viewer's run page and pictures:
+//! [`crate::results::rescored_trials`]) reads
 //! the list instead of every record, and one trial's record is read from its place in the
 //! results file. The list is derived data, written after the results file it describes: a list
 //! that is missing, unreadable, names another file or another size, or points at a place that
@@ -17,17 +18,15 @@
 //! as it did before lists existed.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::rc::Rc;
 
-use proctor_store::{RunHandle, Scoring, TrialSummary};
+use proctor_store::{Scoring, TrialSummary};
 use serde::{Deserialize, Serialize};
 
 use crate::record::TrialRecord;
-use crate::results::ResultsError;
 
 /// The suffix of a rescore's list of trials, after the results file's stem.
 pub const TRIALS_SUFFIX: &str = ".trials.jsonl";
@@ -47,7 +46,7 @@ struct ListHead {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScoredTrial {
     /// Its summary in the rescore.
-    summary: TrialSummary,
+    pub(crate) summary: TrialSummary,
     /// Where its record begins in the results file (possibly at the separator before it).
     at: u64,
     /// How many bytes from there hold it.
@@ -127,7 +126,7 @@ impl Places {
 
 /// The list of `scoring` in the run folder `run_dir`, when there is one that describes its
 /// results file as it is.
-fn list(run_dir: &Path, scoring: &Scoring) -> Option<Vec<ScoredTrial>> {
+pub(crate) fn list(run_dir: &Path, scoring: &Scoring) -> Option<Vec<ScoredTrial>> {
     let text =
         std::fs::read_to_string(run_dir.join(format!("{}{TRIALS_SUFFIX}", scoring.stem()))).ok()?;
     let mut lines = text.lines();
@@ -157,7 +156,7 @@ fn record_at(file: &mut File, t: &ScoredTrial) -> Option<TrialRecord> {
 
 /// Every listed trial with its record read from its place for those `keep` accepts; `None`
 /// when a place does not hold its trial's record.
-fn read_listed(
+pub(crate) fn read_listed(
     run_dir: &Path,
     scoring: &Scoring,
     listed: Vec<ScoredTrial>,
@@ -175,55 +174,4 @@ fn read_listed(
             Some((t.summary, record))
         })
         .collect()
-}
-
-/// Trials asked for one by one at most: more are read in one pass over the results file.
-const ONE_BY_ONE: usize = 16;
-
-/// Every trial of `scoring` (a rescore) of `run`: its summary, and its record for the trials
-/// `keep` accepts. From the rescore's list when it has one to trust (each kept record read from
-/// its place, when few are kept), else from its results file in one pass.
-pub fn rescored_trials(
-    run: &RunHandle,
-    scoring: &Scoring,
-    keep: &dyn Fn(&str) -> bool,
-) -> Result<Vec<(TrialSummary, Option<TrialRecord>)>, ResultsError> {
-    if let Some(listed) = list(run.dir(), scoring) {
-        let kept = listed.iter().filter(|t| keep(&t.summary.trial_id)).count();
-        if kept <= ONE_BY_ONE {
-            if let Some(read) = read_listed(run.dir(), scoring, listed, keep) {
-                return Ok(read);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    crate::results::for_each_scored_record(run, scoring, |r| {
-        let summary = crate::engine::summary_of(&r);
-        let kept = keep(&r.plan.id).then_some(r);
-        out.push((summary, kept));
-        Ok(())
-    })?;
-    Ok(out)
-}
-
-/// The summaries of a rescore's trials by trial id, from its list or its records.
-pub fn rescored_summaries(
-    run: &RunHandle,
-    scoring: &Scoring,
-) -> Result<BTreeMap<String, TrialSummary>, ResultsError> {
-    Ok(rescored_trials(run, scoring, &|_| false)?
-        .into_iter()
-        .map(|(s, _)| (s.trial_id.clone(), s))
-        .collect())
-}
-
-/// The record a rescore holds for `trial`, if it holds one.
-pub fn rescored_record(
-    run: &RunHandle,
-    scoring: &Scoring,
-    trial: &str,
-) -> Result<Option<TrialRecord>, ResultsError> {
-    Ok(rescored_trials(run, scoring, &|t| t == trial)?
-        .into_iter()
-        .find_map(|(_, r)| r))
 }

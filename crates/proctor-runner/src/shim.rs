@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn hex_is_two_lower_case_digits_a_byte() {
-        let hex = proctor_score::endstate::hex;
+        let hex = proctor_records::exact_name::hex;
         assert_eq!(hex(b"a\xffb\x00"), "61ff6200");
         assert_eq!(hex(b""), "");
     }

@@ -28,6 +28,7 @@ pub mod grade;
 pub mod launch;
 pub mod paths;
 pub mod prepare;
+pub mod sandboxing;
 pub mod services;
 pub mod setup;
 #[cfg(test)]

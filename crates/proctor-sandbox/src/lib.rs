@@ -43,6 +43,7 @@ mod services;
 mod sidecar;
 mod spec;
 mod sys;
+mod trace;
 pub mod view;
 mod zygote;
 

@@ -229,7 +229,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
     if sys::send_with_fds(sock, READY, &[]).is_err() {
         sys::exit_now(2);
     }
-    crate::init::trace("zygote ready");
+    crate::trace::trace("zygote ready");
     let mut buf = [0u8; 64];
     loop {
         let mut fds = Vec::new();

@@ -96,36 +96,13 @@ impl FileChange {
 
     /// The path as its exact bytes: `path_hex` decoded when there is one, else `path`.
     pub fn exact_path(&self) -> std::borrow::Cow<'_, std::path::Path> {
-        use std::os::unix::ffi::OsStringExt;
-        match self.path_hex.as_deref().and_then(from_hex) {
-            Some(bytes) => std::borrow::Cow::Owned(std::ffi::OsString::from_vec(bytes).into()),
-            None => std::borrow::Cow::Borrowed(std::path::Path::new(&self.path)),
-        }
+        proctor_records::exact_name::exact_path(&self.path, self.path_hex.as_deref())
     }
 
     /// The record of a path that is not UTF-8 gets its exact bytes in hex.
     pub fn hex_of(path: &std::path::Path) -> Option<String> {
-        use std::os::unix::ffi::OsStrExt;
-        path.to_str()
-            .is_none()
-            .then(|| hex(path.as_os_str().as_bytes()))
+        proctor_records::exact_name::hex_of(path)
     }
-}
-
-/// `bytes` in lower-case hex, two digits a byte: how records keep bytes that are not UTF-8
-/// (`path_hex`, a call's `argv_hex`).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The whole of a command line whose record keeps only its head.
@@ -245,7 +222,7 @@ pub struct CheckRun {
     /// What of the agent's changes the check's processes were seen to open, read, execute or
     /// follow, for the audit ([`crate::audit::observed`]); absent where nothing was watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed: Option<crate::audit::observed::CheckObservation>,
+    pub observed: Option<CheckObservation>,
 }
 
 /// The limits a check ran under: the task's, as its agent had them (`launch.limits` of a
@@ -499,6 +476,68 @@ fn bound_list(list: &mut Vec<FileChange>) -> u64 {
     list.shrink_to_fit();
     (before - list.len()) as u64
 }
+
+/// How a check's processes touched a file of the agent's.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Opened it (for any purpose: `dlopen` of an extension is an open and a mapping).
+    Opened,
+    /// Read bytes of it.
+    Read,
+    /// Executed it (`execve`, or the dynamic linker's open of it for execution).
+    Executed,
+}
+
+/// One file of the agent's a check's processes opened, read or executed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ObservedFile {
+    /// Workspace-relative path; relative to `/` for a file of the trial's root.
+    pub path: String,
+    /// A file the agent changed in the trial's root (`check_root = "agent"`), not in the
+    /// workspace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root: bool,
+    /// What the check's processes did with it.
+    pub how: Vec<Access>,
+}
+
+/// A symbolic link the agent made in the workspace, and whether a check followed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ObservedLink {
+    /// Workspace-relative path of the link.
+    pub path: String,
+    /// Where it points, as written.
+    pub target: String,
+    /// Whether a check's path walk followed it (or read it with `readlink`).
+    pub followed: bool,
+}
+
+/// What one check run was seen to load of what the agent changed: the agent's files its
+/// processes opened, read or executed, and the agent's links they followed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckObservation {
+    /// The agent's files the check's processes opened, read or executed, by path; at most
+    /// [`OBSERVED_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ObservedFile>,
+    /// Every link the agent made in the workspace, followed or not; at most
+    /// [`OBSERVED_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<ObservedLink>,
+    /// Files and links past the lists' bound, counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+    /// Why the record may hold less than the check loaded (a file that could not be watched,
+    /// the kernel's queue overflowed), when it may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+}
+
+/// The most files, and the most links, one check's observation lists.
+pub const OBSERVED_LISTED: usize = 512;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0

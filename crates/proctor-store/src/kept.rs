@@ -14,8 +14,11 @@
 //! the read fails with [`StoreError::KeptSuiteDamaged`] naming the file. A run made before runs
 //! kept their suite has no `suite.json`: reading it gives `None`.
 
+use std::borrow::Cow;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use proctor_records::exact_name::{exact_path, hex_of};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,16 +50,49 @@ pub struct KeptSuite {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeptEntry {
-    /// The path relative to the suite's top, `/`-separated.
+    /// The path relative to the suite's top, `/`-separated; a name that is not UTF-8 is here
+    /// lossily decoded (U+FFFD for each bad byte), its exact bytes in `path_hex`.
     pub path: String,
+    /// The exact bytes, in lower-case hex, of a path that is not UTF-8 (absent when it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     /// `dir`, `file`, `exec` (an executable file) or `symlink`.
     pub kind: String,
     /// BLAKE3 (hex) of a file's content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blake3: Option<String>,
-    /// Where a symbolic link points.
+    /// Where a symbolic link points (lossily decoded when it is not UTF-8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The exact bytes, in lower-case hex, of a link target that is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_hex: Option<String>,
+}
+
+impl KeptEntry {
+    /// An entry of kind `kind` at `rel` (relative to the suite's top), its name recorded
+    /// exactly.
+    fn at(rel: &Path, kind: &str) -> KeptEntry {
+        KeptEntry {
+            path: rel.to_string_lossy().into_owned(),
+            path_hex: hex_of(rel),
+            kind: kind.into(),
+            blake3: None,
+            target: None,
+            target_hex: None,
+        }
+    }
+
+    /// The entry's path relative to the suite's top, as its exact bytes.
+    pub fn exact_path(&self) -> Cow<'_, Path> {
+        exact_path(&self.path, self.path_hex.as_deref())
+    }
+
+    /// A symbolic link's target, as its exact bytes.
+    pub fn exact_target(&self) -> Option<Cow<'_, Path>> {
+        let target = self.target.as_deref()?;
+        Some(exact_path(target, self.target_hex.as_deref()))
+    }
 }
 
 /// Keeps the suite folder `suite` in the run folder `run_dir` of the store at `store_root`:
@@ -100,10 +136,9 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
                 op: "read",
                 path: entry.path().to_path_buf(),
                 source: std::io::Error::other(e),
-            })?
-            .to_string_lossy()
-            .into_owned();
-        let to = into.join(&rel);
+            })?;
+        // The exact name, not its lossy text: two names that decode alike are two files.
+        let to = into.join(rel);
         let meta = entry
             .path()
             .symlink_metadata()
@@ -111,20 +146,14 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
         let ft = meta.file_type();
         if ft.is_dir() {
             std::fs::create_dir_all(&to).map_err(io_err("create directory", &to))?;
-            entries.push(KeptEntry {
-                path: rel,
-                kind: "dir".into(),
-                blake3: None,
-                target: None,
-            });
+            entries.push(KeptEntry::at(rel, "dir"));
         } else if ft.is_symlink() {
             let target = std::fs::read_link(entry.path()).map_err(io_err("read", entry.path()))?;
             std::os::unix::fs::symlink(&target, &to).map_err(io_err("create", &to))?;
             entries.push(KeptEntry {
-                path: rel,
-                kind: "symlink".into(),
-                blake3: None,
                 target: Some(target.to_string_lossy().into_owned()),
+                target_hex: hex_of(&target),
+                ..KeptEntry::at(rel, "symlink")
             });
         } else if ft.is_file() {
             let exec = meta.permissions().mode() & 0o111 != 0;
@@ -136,10 +165,8 @@ pub fn keep_suite(store_root: &Path, run_dir: &Path, suite: &Path) -> Result<Pat
                 std::fs::copy(&stored, &to).map_err(io_err("copy", &to))?;
             }
             entries.push(KeptEntry {
-                path: rel,
-                kind: if exec { "exec" } else { "file" }.into(),
                 blake3: Some(hash),
-                target: None,
+                ..KeptEntry::at(rel, if exec { "exec" } else { "file" })
             });
         }
         // Sockets, fifos and devices are not suite content: not kept.
@@ -225,17 +252,17 @@ pub fn read_kept_suite(run_dir: &Path, run: &str) -> Result<Option<PathBuf>> {
     let list: KeptSuite = serde_json::from_slice(&text)
         .map_err(|e| damaged(KEPT_SUITE_FILE, format!("does not parse: {e}")))?;
     let root = run_dir.join(KEPT_SUITE_DIR);
-    let mut listed: std::collections::BTreeMap<&str, &KeptEntry> =
-        list.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+    // Keyed by exact names: two names that decode alike are two entries.
+    let mut listed: std::collections::BTreeMap<Cow<'_, Path>, &KeptEntry> =
+        list.entries.iter().map(|e| (e.exact_path(), e)).collect();
     for entry in walkdir::WalkDir::new(&root).min_depth(1) {
         let entry = entry.map_err(|e| damaged(".", format!("cannot be read: {e}")))?;
-        let rel = entry
+        let exact = entry
             .path()
             .strip_prefix(&root)
-            .map_err(|e| damaged(".", e.to_string()))?
-            .to_string_lossy()
-            .into_owned();
-        let Some(want) = listed.remove(rel.as_str()) else {
+            .map_err(|e| damaged(".", e.to_string()))?;
+        let rel = exact.to_string_lossy().into_owned();
+        let Some(want) = listed.remove(exact) else {
             return Err(damaged(
                 &rel,
                 format!(
@@ -268,7 +295,7 @@ pub fn read_kept_suite(run_dir: &Path, run: &str) -> Result<Option<PathBuf>> {
         if ft.is_symlink() {
             let target = std::fs::read_link(entry.path())
                 .map_err(|e| damaged(&rel, format!("cannot be read: {e}")))?;
-            if Some(target.to_string_lossy().as_ref()) != want.target.as_deref() {
+            if Some(target.as_path()) != want.exact_target().as_deref() {
                 return Err(damaged(
                     &rel,
                     "points elsewhere than when it was kept".into(),
@@ -294,7 +321,7 @@ pub fn read_kept_suite(run_dir: &Path, run: &str) -> Result<Option<PathBuf>> {
     }
     if let Some(missing) = listed.keys().next() {
         return Err(damaged(
-            missing,
+            &missing.to_string_lossy(),
             "was removed after the run kept its suite".into(),
         ));
     }
@@ -362,6 +389,54 @@ mod tests {
         std::fs::write(kept.join("extra.sh"), "x").unwrap();
         let e = read_kept_suite(&run, "r").unwrap_err().to_string();
         assert!(e.contains("extra.sh: was added"), "{e}");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_kept_under_their_exact_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+        let s = suite();
+        let fixture = s.path().join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
+        // Two names that decode alike (each bad byte is U+FFFD), and a link to one of them.
+        std::fs::write(fixture.join(name(b"a\xff.txt")), "one\n").unwrap();
+        std::fs::write(fixture.join(name(b"a\xfe.txt")), "two\n").unwrap();
+        std::os::unix::fs::symlink(name(b"a\xfe.txt"), fixture.join("link")).unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let run = store.path().join("runs/r");
+        std::fs::create_dir_all(&run).unwrap();
+        let kept = keep_suite(store.path(), &run, s.path()).unwrap();
+        let read = |b: &[u8]| std::fs::read_to_string(kept.join("fixture").join(name(b))).unwrap();
+        assert_eq!(read(b"a\xff.txt"), "one\n");
+        assert_eq!(read(b"a\xfe.txt"), "two\n");
+        assert_eq!(
+            std::fs::read_link(kept.join("fixture/link")).unwrap(),
+            Path::new(&name(b"a\xfe.txt"))
+        );
+        let list = kept_suite_list(&run).unwrap().unwrap();
+        let hexes: Vec<_> = list
+            .entries
+            .iter()
+            .filter_map(|e| e.path_hex.clone())
+            .collect();
+        assert_eq!(
+            hexes,
+            [
+                "666978747572652f61fe2e747874",
+                "666978747572652f61ff2e747874"
+            ]
+        );
+        let link = list
+            .entries
+            .iter()
+            .find(|e| e.path == "fixture/link")
+            .unwrap();
+        assert_eq!(link.target_hex.as_deref(), Some("61fe2e747874"));
+        assert_eq!(read_kept_suite(&run, "r").unwrap(), Some(kept.clone()));
+        // Either file changed is named: they are checked one by one.
+        std::fs::remove_file(kept.join("fixture").join(name(b"a\xfe.txt"))).unwrap();
+        let e = read_kept_suite(&run, "r").unwrap_err().to_string();
+        assert!(e.contains("fixture/a\u{FFFD}.txt: was removed"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,9 @@ use crate::timeouts;
 
 /// One rule over a trial's end state: a one-key inline table whose key names the kind, e.g.
 /// `{ check = "pytest -q" }` or `{ not = { file_added = "*.bak" } }`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+// Read by hand (`AssertionVisitor`), so that a second key is named as an unknown key at its
+// place, at any depth under `not`; the `serde` attributes are for the schema.
+#[derive(Debug, Clone, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[schemars(transform = describe_keys)]
 pub enum Assertion {
@@ -114,6 +116,84 @@ impl Assertion {
             Assertion::Not(inner) => inner.get_ref().checks(),
             _ => Vec::new(),
         }
+    }
+}
+
+/// The key of an assertion table: which kind it is. Read from the key itself, so an unknown
+/// kind is named at its place with the kinds to choose from.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    AnswerMatches,
+    AnswerForbids,
+    FilesUnchanged,
+    FileAdded,
+    FileDeleted,
+    FileChanged,
+    FileContains,
+    Check,
+    Calls,
+    State,
+    Visual,
+    Not,
+}
+
+impl<'de> Deserialize<'de> for Assertion {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(AssertionVisitor)
+    }
+}
+
+/// Reads one assertion table: its one key, its value as that kind's, and no other key.
+struct AssertionVisitor;
+
+impl<'de> Visitor<'de> for AssertionVisitor {
+    type Value = Assertion;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an assertion: a one-key table such as `{ check = \"make test\" }`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Assertion, A::Error> {
+        let Some(kind) = map.next_key::<Kind>()? else {
+            return Err(de::Error::custom(
+                "an empty assertion: an assertion is a one-key table such as `{ check = \"make test\" }`",
+            ));
+        };
+        let assertion = match kind {
+            Kind::AnswerMatches => Assertion::AnswerMatches(map.next_value()?),
+            Kind::AnswerForbids => Assertion::AnswerForbids(map.next_value()?),
+            Kind::FilesUnchanged => Assertion::FilesUnchanged(map.next_value()?),
+            Kind::FileAdded => Assertion::FileAdded(map.next_value()?),
+            Kind::FileDeleted => Assertion::FileDeleted(map.next_value()?),
+            Kind::FileChanged => Assertion::FileChanged(map.next_value()?),
+            Kind::FileContains => Assertion::FileContains(map.next_value()?),
+            Kind::Check => Assertion::Check(map.next_value()?),
+            Kind::Calls => Assertion::Calls(map.next_value()?),
+            Kind::State => Assertion::State(map.next_value()?),
+            Kind::Visual => Assertion::Visual(map.next_value()?),
+            Kind::Not => Assertion::Not(map.next_value()?),
+        };
+        // A second key is refused as it is read, so the problem points at it.
+        map.next_key_seed(NoSecondKey(assertion.kind()))?;
+        Ok(assertion)
+    }
+}
+
+/// Refuses any key after an assertion's first: an unknown key of that assertion, whose one valid
+/// key is its kind.
+struct NoSecondKey(&'static str);
+
+impl<'de> de::DeserializeSeed<'de> for NoSecondKey {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        let key = String::deserialize(deserializer)?;
+        let kind = ASSERTION_KINDS
+            .iter()
+            .position(|k| *k == self.0)
+            .map_or(&ASSERTION_KINDS[..0], |i| &ASSERTION_KINDS[i..=i]);
+        Err(de::Error::unknown_field(&key, kind))
     }
 }
 

@@ -17,6 +17,7 @@ pub mod patch;
 pub mod plan;
 pub mod problem;
 pub mod script;
+mod sections;
 pub mod shell;
 pub mod start_order;
 pub mod suite;

@@ -4,6 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use crate::assertion::ASSERTION_KINDS;
 use crate::model::SCHEMA_VERSION;
 use crate::problem::{nearest, Problem, ProblemKind, SourceFile};
 
@@ -15,6 +16,51 @@ pub fn parse_toml<T: DeserializeOwned>(source: &SourceFile) -> Result<T, Problem
         let well_formed = toml::from_str::<toml::Table>(source.text()).is_ok();
         toml_problem(source, &e, well_formed)
     })
+}
+
+/// Parses `source` as `T`, like [`parse_toml`], but when the text is good TOML refused by the
+/// typed reading, finds every problem of it rather than the first: the top-level table or
+/// array element (with its subtables) that holds a problem is set aside, its bytes blanked so
+/// that every other keeps its line and column, and the rest is read again, until it reads or a
+/// problem lies outside any table section (a top-level key).
+pub fn parse_toml_all<T: DeserializeOwned>(source: &SourceFile) -> Result<T, Vec<Problem>> {
+    let first = match toml::from_str::<T>(source.text()) {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
+    let well_formed = toml::from_str::<toml::Table>(source.text()).is_ok();
+    let mut problems = vec![toml_problem(source, &first, well_formed)];
+    if !well_formed {
+        // A syntax error: what follows it cannot be read soundly.
+        return Err(problems);
+    }
+    let units = crate::sections::units(source.text());
+    let mut set_aside = vec![false; units.len()];
+    let mut text = source.text().to_string();
+    let mut at = first.span();
+    while let Some(i) = at.and_then(|span| unit_at(&units, span.start)) {
+        if std::mem::replace(&mut set_aside[i], true) {
+            break;
+        }
+        crate::sections::blank(&mut text, &units[i]);
+        let Err(e) = toml::from_str::<T>(&text) else {
+            break;
+        };
+        if toml::from_str::<toml::Table>(&text).is_err() {
+            // Setting the unit aside broke the TOML: what is refused now is not the author's.
+            break;
+        }
+        problems.push(toml_problem(source, &e, true));
+        at = e.span();
+    }
+    Err(problems)
+}
+
+/// The unit (of [`crate::sections::units`]) one of whose sections holds the byte `offset`.
+fn unit_at(units: &[Vec<std::ops::Range<usize>>], offset: usize) -> Option<usize> {
+    units
+        .iter()
+        .position(|u| u.iter().any(|r| r.contains(&offset)))
 }
 
 /// Reads a suite file (`what` names it in messages) as text: a file that cannot be read, that
@@ -227,6 +273,17 @@ fn first_sentence(message: &str) -> String {
 fn classify(message: &str, well_formed: bool) -> (ProblemKind, String, Option<String>) {
     if let Some(found) = backticked_after(message, "unknown field ") {
         let expected = expected_list(message);
+        if let [kind] = &expected[..] {
+            if ASSERTION_KINDS.contains(&kind.as_str()) {
+                return (
+                    ProblemKind::UnknownKey,
+                    format!("a second key beside `{kind}`"),
+                    Some(format!(
+                        "an assertion is a one-key table: keep `{{ {kind} = ... }}` alone, write another rule as its own table in the list (`{{ {found} = ... }}`), or a setting of `{kind}` inside its value"
+                    )),
+                );
+            }
+        }
         let help = match nearest(&found, expected.iter().map(String::as_str)) {
             Some(near) => Some(format!("did you mean `{near}`?")),
             None if !expected.is_empty() => Some(format!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::model::{
     AgentKind, CheckRoot, Environment, Expect, Limits, Network, Service, SuiteFile, Task, Variant,
 };
-use crate::parse::{check_schema_version, parse_toml};
+use crate::parse::{check_schema_version, parse_toml, parse_toml_all};
 use crate::problem::{Problem, ProblemKind, SourceFile};
 use crate::script::{read_script, Script};
 use crate::timeouts;
@@ -149,8 +149,35 @@ fn id_safe(text: &str) -> String {
 }
 
 impl Suite {
-    /// Reads `suite.toml` without the checks beyond parsing.
+    /// Reads `suite.toml` without the checks beyond parsing: its first problem, when it has any
+    /// (see [`Suite::parse_all`] for all of them).
     pub fn parse(dir: &Path) -> Result<Suite, Problem> {
+        let source = Suite::source(dir)?;
+        let file: SuiteFile = parse_toml(&source)?;
+        Ok(Suite {
+            root: dir.to_path_buf(),
+            file,
+            source,
+        })
+    }
+
+    /// Reads `suite.toml` without the checks beyond parsing: every problem the typed reading
+    /// finds (each table and each `[[tasks]]`, `[[variants]]` or `[[services]]` entry read on its
+    /// own), or the suite. A problem with the file itself, its syntax or its `schema_version`
+    /// is the only one reported.
+    pub fn parse_all(dir: &Path) -> Result<Suite, Vec<Problem>> {
+        let source = Suite::source(dir).map_err(|p| vec![p])?;
+        let file: SuiteFile = parse_toml_all(&source)?;
+        Ok(Suite {
+            root: dir.to_path_buf(),
+            file,
+            source,
+        })
+    }
+
+    /// The text of `dir`'s `suite.toml`, once it is known to be written for this
+    /// `schema_version`.
+    fn source(dir: &Path) -> Result<SourceFile, Problem> {
         let path = dir.join("suite.toml");
         if !dir.is_dir() {
             return Err(Problem::in_file(
@@ -171,12 +198,7 @@ impl Suite {
         })?;
         let source = SourceFile::new(&path, text);
         check_schema_version(&source)?;
-        let file: SuiteFile = parse_toml(&source)?;
-        Ok(Suite {
-            root: dir.to_path_buf(),
-            file,
-            source,
-        })
+        Ok(source)
     }
 
     /// The suite's id.

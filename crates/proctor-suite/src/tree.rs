@@ -4,6 +4,7 @@
 //! executable bit and content, so the same tree hashes the same on any machine.
 
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -41,22 +42,18 @@ fn hash_walk(root: &Path, skipped_at_root: &[&str]) -> io::Result<String> {
         });
     for entry in walker {
         let entry = entry.map_err(io::Error::other)?;
-        let rel = entry
-            .path()
-            .strip_prefix(root)
-            .map_err(io::Error::other)?
-            .to_string_lossy()
-            .into_owned();
+        // Exact bytes, not lossy text: names that decode alike are different trees.
+        let rel = entry.path().strip_prefix(root).map_err(io::Error::other)?;
         let meta = entry.path().symlink_metadata()?;
         let ft = meta.file_type();
-        hasher.update(rel.as_bytes());
+        hasher.update(rel.as_os_str().as_bytes());
         hasher.update(b"\0");
         if ft.is_dir() {
             hasher.update(b"d\0");
         } else if ft.is_symlink() {
             hasher.update(b"l\0");
             let target = std::fs::read_link(entry.path())?;
-            hasher.update(target.to_string_lossy().as_bytes());
+            hasher.update(target.as_os_str().as_bytes());
             hasher.update(b"\0");
         } else if ft.is_file() {
             let exec = meta.permissions().mode() & 0o111 != 0;
@@ -94,6 +91,20 @@ mod tests {
         perm.set_mode(0o755);
         std::fs::set_permissions(dir.path().join("sub/a.txt"), perm).unwrap();
         assert_ne!(changed, tree_hash(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn names_that_decode_alike_hash_apart() {
+        let name = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(a.path().join(name(b"x\xff")), "same").unwrap();
+        std::fs::write(b.path().join(name(b"x\xfe")), "same").unwrap();
+        assert_ne!(tree_hash(a.path()).unwrap(), tree_hash(b.path()).unwrap());
+        // Two trees with the same UTF-8 name hash alike.
+        let (c, d) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(c.path().join("é.txt"), "same").unwrap();
+        std::fs::write(d.path().join("é.txt"), "same").unwrap();
+        assert_eq!(tree_hash(c.path()).unwrap(), tree_hash(d.path()).unwrap());
     }
 
     #[test]

@@ -1,6 +1,10 @@
-//! HTML building blocks: escaping, the page shell (styles and script inlined), tables, outcome
+//! HTML building blocks: escaping, the page shell (styles and script inlined, with the
+//! Content-Security-Policy that allows exactly them), tables, outcome
 //! badges (a word, not only a colour) and rates written as `k/n (p%)`.
 
+use std::sync::LazyLock;
+
+use base64::Engine as _;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use proctor_report::stats::Rate;
 use proctor_score::OutcomeKind;
@@ -9,6 +13,26 @@ use proctor_score::OutcomeKind;
 pub(crate) const STYLE: &str = include_str!("assets/style.css");
 /// The viewer's script (filters, sorting, live updates), inlined into every page.
 pub(crate) const SCRIPT: &str = include_str!("assets/app.js");
+
+/// `'sha256-…'` of `text`, as a CSP source expression.
+pub(crate) fn hash_source(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    format!(
+        "'sha256-{}'",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}
+
+/// The policy of a page, as a `<meta>` element carries it: the page's one inline style and one
+/// inline script by their hashes, fetches to its own origin only (the live updates and the
+/// transcript slices), no image, font, frame or object from anywhere.
+pub static PAGE_POLICY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'",
+        hash_source(SCRIPT),
+        hash_source(STYLE)
+    )
+});
 
 /// `s` with `&`, `<`, `>`, `"` and `'` escaped, for text and attribute values: for the markup
 /// written as text rather than with maud, the SVG pictures (`pictures`, also served as `.svg`
@@ -45,7 +69,7 @@ pub fn page(title: &str, crumbs: &[(String, String)], body: Markup, live: Option
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta http-equiv="Content-Security-Policy" content=(*crate::security::PAGE_POLICY);
+                meta http-equiv="Content-Security-Policy" content=(*PAGE_POLICY);
                 title { (title) " · proctor" }
                 // The viewer's own stylesheet, compiled in: no value of a record is in it.
                 style { (PreEscaped(STYLE)) }

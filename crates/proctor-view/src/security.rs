@@ -10,29 +10,8 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 
-use crate::html::{SCRIPT, STYLE};
-
-/// `'sha256-…'` of `text`, as a CSP source expression.
-fn hash_source(text: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    format!(
-        "'sha256-{}'",
-        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
-    )
-}
-
-/// The policy of a page, as a `<meta>` element carries it: the page's one inline style and one
-/// inline script by their hashes, fetches to its own origin only (the live updates and the
-/// transcript slices), no image, font, frame or object from anywhere.
-pub static PAGE_POLICY: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'",
-        hash_source(SCRIPT),
-        hash_source(STYLE)
-    )
-});
+use crate::html::PAGE_POLICY;
 
 /// The policy the server sends with every answer: the page's, and no framing by any site
 /// (`frame-ancestors` is only honoured in a header).
@@ -118,6 +97,7 @@ pub async fn guard(State(hosts): State<Arc<Hosts>>, req: Request, next: Next) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::html::hash_source;
 
     #[test]
     fn on_loopback_only_its_own_names_and_the_allowed_ones_are_served() {

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use serde::Serialize;
+use proctor_gateway::RequestRecord;
+use proctor_mock_model::wire_log::WireLine;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Lines between two checkpoints of a file's line index.
@@ -273,9 +275,11 @@ fn render(n: u64, bytes: &[u8], len: u64) -> Line {
     let parsed = (len as usize == bytes.len())
         .then(|| serde_json::from_slice::<Value>(bytes).ok())
         .flatten();
-    let (kind, text) = match parsed {
-        Some(v @ Value::Object(_)) => (kind_of(&v), summary_of(&v)),
-        _ => (String::new(), clip(text.trim_end(), SUMMARY_CHARS, len)),
+    let (kind, text) = match parsed.and_then(Entry::of) {
+        Some(Entry::Request(r)) => ("request".into(), one_line(request_summary(&r))),
+        Some(Entry::Exchange(w)) => (wire_kind(&w), wire_summary(&w)),
+        Some(Entry::Other(v)) => (kind_of(&v), summary_of(&v)),
+        None => (String::new(), clip(text.trim_end(), SUMMARY_CHARS, len)),
     };
     Line {
         n,
@@ -283,6 +287,32 @@ fn render(n: u64, bytes: &[u8], len: u64) -> Line {
         text,
         raw,
         bytes: len,
+    }
+}
+
+/// A JSON line of a transcript, read as the record its writer wrote when it is one.
+enum Entry {
+    /// A request of the model gateway's `model.jsonl`.
+    Request(Box<RequestRecord>),
+    /// An exchange of the mock model's `wire.jsonl`.
+    Exchange(Box<WireLine>),
+    /// Another JSON object: an agent's own event.
+    Other(Value),
+}
+
+impl Entry {
+    /// The record `v` is, by its writers' own types.
+    fn of(v: Value) -> Option<Entry> {
+        if !v.is_object() {
+            return None;
+        }
+        if let Ok(r) = RequestRecord::deserialize(&v) {
+            return Some(Entry::Request(Box::new(r)));
+        }
+        if let Ok(w) = WireLine::deserialize(&v) {
+            return Some(Entry::Exchange(Box::new(w)));
+        }
+        Some(Entry::Other(v))
     }
 }
 
@@ -295,20 +325,10 @@ fn clip(s: &str, max: usize, len: u64) -> String {
     format!("{cut}… ({len} bytes in all)")
 }
 
-/// The kind of a JSON entry: its `type` (with a `subtype`, or the `type` of its `item` or
-/// `part`), its `role`, or `request` for a model request line.
+/// The kind of an agent's JSON entry: its `type` (with a `subtype`, or the `type` of its
+/// `item` or `part`), or its `role`.
 fn kind_of(v: &Value) -> String {
     let s = |k: &str| v.get(k).and_then(Value::as_str);
-    if v.get("seq").is_some() && v.get("endpoint").is_some() {
-        return "request".into();
-    }
-    if is_wire(v) {
-        return [s("kind"), s("method"), s("path")]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
     let inner = ["item", "part", "event"].iter().find_map(|k| {
         v.get(*k)
             .and_then(|i| i.get("type"))
@@ -322,27 +342,21 @@ fn kind_of(v: &Value) -> String {
     }
 }
 
-/// What a JSON entry says, on one line: a model request's figures, else the text it holds
-/// (messages, commands, outputs), else the entry itself.
+/// What an agent's JSON entry says, on one line: the text it holds (messages, commands,
+/// outputs), else the entry itself.
 fn summary_of(v: &Value) -> String {
-    if v.get("seq").is_some() && v.get("endpoint").is_some() {
-        return request_summary(v);
-    }
     let mut parts = Vec::new();
-    if is_wire(v) {
-        // The mock model's exchange: its figures, then what the model answered (the request
-        // repeats the whole conversation so far).
-        parts.push(wire_summary(v));
-        texts(v.get("response").unwrap_or(&Value::Null), &mut parts, 0);
+    texts(v, &mut parts, 0);
+    if parts.is_empty() {
+        one_line(v.to_string())
     } else {
-        texts(v, &mut parts, 0);
+        one_line(parts.join(" · "))
     }
-    let joined = if parts.is_empty() {
-        v.to_string()
-    } else {
-        parts.join(" · ")
-    };
-    let one_line = joined.split_whitespace().collect::<Vec<_>>().join(" ");
+}
+
+/// `text` on one line (runs of white space as one space), clipped.
+fn one_line(text: String) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     clip(&one_line, SUMMARY_CHARS, one_line.len() as u64)
 }
 
@@ -374,59 +388,57 @@ fn texts(v: &Value, out: &mut Vec<String>, depth: usize) {
     }
 }
 
-/// Whether a JSON line is one exchange of the mock model's `wire.jsonl`.
-fn is_wire(v: &Value) -> bool {
-    v.get("method").is_some() && v.get("path").is_some() && v.get("status").is_some()
+/// The kind of a mock model's exchange: what the mock made of it, its method and path.
+fn wire_kind(w: &WireLine) -> String {
+    format!("{} {} {}", w.kind.as_str(), w.method, w.path)
 }
 
-/// An exchange of the mock model: its number, status and tokens.
-fn wire_summary(v: &Value) -> String {
-    let mut out = format!(
-        "#{} → {}",
-        v.get("seq").map(Value::to_string).unwrap_or_default(),
-        v.get("status").map(Value::to_string).unwrap_or_default()
-    );
-    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        out.push_str(&format!(", {} in / {} out tokens", n("input"), n("output")));
+/// A mock model's exchange: its number, status and tokens, then what the model answered (the
+/// request repeats the whole conversation so far).
+fn wire_summary(w: &WireLine) -> String {
+    let mut head = format!("#{} → {}", w.seq, w.status);
+    if let Some(u) = &w.usage {
+        head.push_str(&format!(", {} in / {} out tokens", u.input, u.output));
     }
-    out
+    let mut parts = vec![head];
+    texts(&w.response, &mut parts, 0);
+    one_line(parts.join(" · "))
 }
 
-/// A model request line of `model.jsonl`: its number, model, status, time, tokens and cost.
-fn request_summary(v: &Value) -> String {
-    let s = |k: &str| {
-        v.get(k).map(|x| match x {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
+/// How a record's value is spelled in its file (`rate-limit`, `cost_usd`, `complete`).
+fn spelling(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// A model request of `model.jsonl`: its number, model, status, time, tokens and cost.
+fn request_summary(r: &RequestRecord) -> String {
     let mut out = format!(
-        "#{} {} {} → {}",
-        s("seq").unwrap_or_default(),
-        s("api").unwrap_or_default(),
-        s("model").unwrap_or_default(),
-        s("status").unwrap_or_else(|| "no status".into())
+        "#{} {} {} → {}, {:.0} ms",
+        r.seq,
+        r.api.as_str(),
+        r.model.as_deref().unwrap_or_default(),
+        r.status,
+        r.latency_ms
     );
-    if let Some(ms) = v.get("latency_ms").and_then(Value::as_f64) {
-        out.push_str(&format!(", {ms:.0} ms"));
+    if let Some(u) = &r.usage {
+        out.push_str(&format!(", {} in / {} out tokens", u.input, u.output));
     }
-    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        out.push_str(&format!(", {} in / {} out tokens", n("input"), n("output")));
-    }
-    if let Some(c) = v.get("cost_usd").and_then(Value::as_f64) {
+    if let Some(c) = r.cost_usd {
         out.push_str(&format!(", ${c:.4}"));
     }
-    for k in ["fault", "limit", "ending"] {
-        if let Some(x) = s(k).filter(|x| x != "null") {
-            out.push_str(&format!(", {k} {x}"));
-        }
+    if let Some(f) = &r.fault {
+        out.push_str(&format!(", fault {}", spelling(f)));
     }
-    for k in ["request_body", "response_body"] {
-        if let Some(x) = s(k).filter(|x| x != "null") {
-            out.push_str(&format!(", {x}"));
-        }
+    if let Some(l) = &r.limit {
+        out.push_str(&format!(", limit {}", spelling(l)));
+    }
+    out.push_str(&format!(", ending {}", spelling(&r.ending)));
+    for body in [&r.request_body, &r.response_body].into_iter().flatten() {
+        out.push_str(&format!(", {body}"));
     }
     out
 }
@@ -496,6 +508,12 @@ mod tests {
         );
     }
 
+    /// The line `json` as the transcript shows it: its kind and its summary.
+    fn shown(json: &str) -> (String, String) {
+        let l = render(1, json.as_bytes(), json.len() as u64);
+        (l.kind, l.text)
+    }
+
     #[test]
     fn entries_say_what_they_hold() {
         let v: Value = serde_json::json!({"type": "assistant", "message": {"content": [
@@ -503,25 +521,61 @@ mod tests {
             {"type": "tool_use", "name": "Bash", "input": {"command": "ls  -la\n/tmp"}}]}});
         assert_eq!(kind_of(&v), "assistant");
         assert_eq!(summary_of(&v), "Let me look. · ls -la /tmp · Bash");
-        let r: Value = serde_json::json!({"seq": 2, "endpoint": "/v1/messages", "api": "anthropic",
-            "model": "m", "status": 200, "latency_ms": 812.4,
-            "usage": {"input": 10, "output": 3}, "cost_usd": 0.00123});
-        assert_eq!(kind_of(&r), "request");
-        assert_eq!(
-            summary_of(&r),
-            "#2 anthropic m → 200, 812 ms, 10 in / 3 out tokens, $0.0012"
-        );
-        let w: Value = serde_json::json!({"kind": "main", "method": "POST", "path": "/v1/messages",
-            "seq": 3, "status": 200, "usage": {"input": 100, "output": 20},
-            "request": {"messages": [{"content": "the whole conversation"}]},
-            "response": {"sse": [{"data": {"delta": {"text": "Posting it now."}}}]}});
-        assert_eq!(kind_of(&w), "main POST /v1/messages");
-        assert_eq!(
-            summary_of(&w),
-            "#3 → 200, 100 in / 20 out tokens · Posting it now."
-        );
         let e: Value =
             serde_json::json!({"type": "item.completed", "item": {"type": "command_execution"}});
         assert_eq!(kind_of(&e), "item.completed/command_execution");
+    }
+
+    #[test]
+    fn a_gateway_request_is_read_as_the_gateways_record() {
+        let r = serde_json::json!({"seq": 2, "time": "2026-01-01T00:00:00Z", "provider": "p",
+            "api": "anthropic-messages", "endpoint": "/v1/messages", "model": "m",
+            "stream": false, "status": 429, "latency_ms": 812.4, "queued_ms": 0.0,
+            "usage": {"input": 10, "output": 3, "cache_read": 0, "cache_write": 0,
+            "reasoning": 0}, "cost_usd": 0.00123, "retries": 0, "fault": "rate-limit",
+            "ending": "complete", "request_body": "model/0002.req.json.gz"});
+        let (kind, text) = shown(&r.to_string());
+        assert_eq!(kind, "request");
+        assert_eq!(
+            text,
+            "#2 anthropic-messages m → 429, 812 ms, 10 in / 3 out tokens, $0.0012, fault rate-limit, ending complete, model/0002.req.json.gz"
+        );
+        // A line of another shape with the same keys is an agent's entry, not a request.
+        let (kind, _) = shown(r#"{"seq": 2, "endpoint": "/v1/messages", "type": "note"}"#);
+        assert_eq!(kind, "note");
+    }
+
+    #[test]
+    fn a_mock_exchange_is_read_as_the_mocks_record() {
+        use proctor_mock_model::wire_log::WireKind;
+        let w = WireLine {
+            seq: 3,
+            at_ms: 5,
+            method: "POST".into(),
+            path: "/v1/messages".into(),
+            query: String::new(),
+            headers: Default::default(),
+            api: Some("anthropic-messages".into()),
+            kind: WireKind::Main,
+            turn: Some(0),
+            replay: false,
+            side_reason: None,
+            stream: true,
+            request: serde_json::json!({"messages": [{"content": "the whole conversation"}]}),
+            status: 200,
+            response: serde_json::json!({"sse": [{"data": {"delta": {"text": "Posting it now."}}}]}),
+            usage: Some(proctor_mock_model::Usage {
+                input: 100,
+                output: 20,
+                ..Default::default()
+            }),
+            error: None,
+            fault: None,
+            route: Some("anthropic".into()),
+            key: None,
+        };
+        let (kind, text) = shown(&serde_json::to_string(&w).unwrap());
+        assert_eq!(kind, "main POST /v1/messages");
+        assert_eq!(text, "#3 → 200, 100 in / 20 out tokens · Posting it now.");
     }
 }

@@ -63,8 +63,7 @@ impl Sources for CliSources {
         keep: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<(proctor_store::TrialSummary, Option<TrialRecord>)>, String> {
         let run = store.open_run(id).map_err(|e| e.to_string())?;
-        proctor_runner::scored_trials::rescored_trials(&run, scoring, keep)
-            .map_err(|e| e.to_string())
+        proctor_runner::results::rescored_trials(&run, scoring, keep).map_err(|e| e.to_string())
     }
 }
 

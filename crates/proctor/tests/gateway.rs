@@ -230,6 +230,25 @@ fn a_command_agent_reaches_its_model_with_network_none_and_never_sees_the_key() 
     );
     assert_eq!(line["status"], 200);
     assert!(dir.join("model/0001.request.json.gz").is_file());
+    // The viewer reads the line as the gateway's own record: a request, with its figures.
+    let server = common::viewer::serve(&lab.store());
+    let (status, body) = common::viewer::get(
+        &server,
+        &format!("/api/runs/latest/trials/{id}/transcript?source=model&count=10"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["source"]["file"], "model.jsonl", "{body}");
+    let first = &shown["lines"][0];
+    assert_eq!(first["kind"], "request", "{body}");
+    let text = first["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("#1 anthropic-messages ")
+            && text.contains(" → 200, ")
+            && text.contains(", 11 in / 7 out tokens")
+            && text.contains(", ending complete"),
+        "{text}"
+    );
     // The agent ran, and read every environment it could: the real key is in none of them.
     let seen = dir.join("changes/files/seen.txt");
     let seen = std::fs::read_to_string(&seen).unwrap();

@@ -5,7 +5,8 @@
 //! wrong with an invalid one; an agent that writes to the suite folder during its trial does not
 //! change what it is graded with; a rescore is what `show`, `compare`, `export` and the viewer
 //! read by default, each saying so, with the run's own scoring one option away; the keystone
-//! (only honest refusals score 0% failure) holds in a rescore.
+//! (only honest refusals score 0% failure) holds in a rescore; file names that are not UTF-8
+//! are kept under their real names, so their run rescores.
 
 mod common;
 
@@ -188,6 +189,68 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
     let (status, body) = get(&server, &format!("/runs/{run}/trials/t.a.0"));
     assert_eq!(status, 200, "{body}");
     assert!(!body.contains("cannot be read now"), "{body}");
+}
+
+#[test]
+fn names_that_are_not_utf8_are_kept_under_their_real_names_and_the_run_rescores() {
+    use std::os::unix::ffi::OsStrExt;
+    let name = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+    let lab = Lab::new("keeps-bytes");
+    lab.one_task(
+        "",
+        "{ check = \"sh check.sh\" }",
+        &["cat \"$(printf 'a\\377.txt')\" \"$(printf 'a\\376.txt')\" > out.txt"],
+        false,
+    );
+    // Two fixture files and two holdout files whose names differ in one byte that is not
+    // UTF-8: each decodes to the same text (U+FFFD), and each is its own file.
+    let fixture = lab.suite().join("fixture");
+    std::fs::write(fixture.join(name(b"a\xff.txt")), "one\n").unwrap();
+    std::fs::write(fixture.join(name(b"a\xfe.txt")), "two\n").unwrap();
+    let holdout = lab.suite().join("holdout/t");
+    std::fs::create_dir_all(&holdout).unwrap();
+    std::fs::write(holdout.join(name(b"w\xff")), "one\ntwo\n").unwrap();
+    std::fs::write(holdout.join(name(b"w\xfe")), "unused\n").unwrap();
+    lab.write(
+        "holdout/t/check.sh",
+        "cmp out.txt \"$(printf 'w\\377')\" && test -s \"$(printf 'w\\376')\"\n",
+    );
+    let Some(record) = lab.run_graded(As::Me, false, &[]) else {
+        return;
+    };
+    assert_eq!(record["outcome"], "completed", "{record:#}");
+
+    // The run's copy holds every file under its own name, with its own content.
+    let kept = lab.run_dir().join("suite");
+    for (rel, content) in [
+        (&b"fixture/a\xff.txt"[..], "one\n"),
+        (b"fixture/a\xfe.txt", "two\n"),
+        (b"holdout/t/w\xff", "one\ntwo\n"),
+        (b"holdout/t/w\xfe", "unused\n"),
+    ] {
+        let got = std::fs::read_to_string(kept.join(name(rel)));
+        assert_eq!(got.ok().as_deref(), Some(content), "{}", rel.escape_ascii());
+    }
+
+    // The fixture's hash, recorded by the run, is the kept copy's: a rescore rebuilds the end
+    // state over it and keeps the outcome.
+    let rescore = cmd(&lab, &["rescore", &lab.run_id()]);
+    assert_eq!(rescore.code, 0, "{}", rescore.stderr);
+    assert!(
+        rescore.stderr.contains("no outcome changed"),
+        "{}",
+        rescore.stderr
+    );
+    let list: Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("suite.json")).unwrap())
+            .unwrap();
+    let hexes: Vec<&str> = list["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["path_hex"].as_str())
+        .collect();
+    assert_eq!(hexes.len(), 4, "{list:#}");
 }
 
 #[test]

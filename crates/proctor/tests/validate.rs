@@ -137,6 +137,61 @@ fn json_format_lists_problems_with_line_and_column() {
     assert_eq!(doc["problems"][0]["column"], 1);
 }
 
+#[test]
+fn every_refused_table_of_a_file_is_reported_each_at_its_place() {
+    // Mistakes in [defaults], the variant, the task's own keys and a second task's assertion:
+    // each table is read on its own, so all four are reported, not the first alone.
+    let s = TestSuite::minimal()
+        .edit("wall_timeout_seconds", "wall_timeout_secs")
+        .edit(
+            "agent = \"script\"",
+            "agent = \"script\"\nprompt_prefx = \"x\"",
+        )
+        .edit("prompt = ", "expected = \"complete\"\nprompt = ");
+    let toml = std::fs::read_to_string(s.path().join("suite.toml")).unwrap();
+    s.write(
+        "suite.toml",
+        &(toml + "\n[[tasks]]\nid = \"two\"\nprompt = \"x\"\n\n[tasks.success]\nall = [{ not = { file_added = \"x\", bogus = 1 } }]\n"),
+    );
+    let out = proctor(
+        &["validate", s.path().to_str().unwrap(), "--format", "json"],
+        s.path(),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let found: Vec<(String, u64, u64)> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let message = p["message"].as_str().unwrap();
+            let key = message.split('`').nth(1).unwrap_or(message).to_string();
+            (
+                key,
+                p["line"].as_u64().unwrap(),
+                p["column"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("wall_timeout_secs".to_string(), 5, 1),
+            ("prompt_prefx".to_string(), 10, 1),
+            ("expected".to_string(), 15, 1),
+            ("bogus".to_string(), 28, 36),
+        ],
+        "{doc:#}"
+    );
+    // A syntax error stops the reading there: what follows is not read soundly.
+    let broken = TestSuite::minimal()
+        .edit("wall_timeout_seconds", "wall_timeout_secs")
+        .edit("id = \"oracle\"", "id = \"oracle");
+    let out = broken.validate();
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("1 problem found"), "{}", out.stderr);
+}
+
 /// Runs `proctor validate . ARGS` inside the suite's folder and returns stderr.
 ///
 /// Paths in the output are then relative (`./suite.toml`), so neither they nor where a long
@@ -1276,6 +1331,30 @@ const CASES: &[Case] = &[
         says: &["unknown field `line`, expected `path` or", "help: valid keys here: `path`, `pattern`"],
     },
     Case {
+        name: "second_key_in_an_assertion",
+        base: NONE,
+        changes: &[Edit("{ file_contains", "{ answer_matches = \"hi\", timeout = 5 },\n  { file_contains")],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:18:28"),
+        says: &["unknown field `timeout`, expected `answer_matches`", "help: an assertion is a one-key table: keep `{ answer_matches = ... }` alone"],
+    },
+    Case {
+        name: "unknown_key_inside_not",
+        base: NONE,
+        changes: &[Edit("{ file_contains", "{ not = { file_added = \"*.bak\", bogus = 1 } },\n  { file_contains")],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:18:35"),
+        says: &["unknown field `bogus`, expected `file_added`", "help: an assertion is a one-key table: keep `{ file_added = ... }` alone"],
+    },
+    Case {
+        name: "unknown_key_deep_under_not",
+        base: NONE,
+        changes: &[Edit("{ file_contains", "{ not = { not = { file_contains = { path = \"x\", patern = \"y\" } } } },\n  { file_contains")],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:18:51"),
+        says: &["unknown field `patern`, expected `path` or", "help: did you mean `pattern`?"],
+    },
+    Case {
         name: "unknown_key_in_check_table",
         base: NONE,
         changes: &[
@@ -1315,12 +1394,12 @@ const CASES: &[Case] = &[
         changes: &[
             Edit(
                 "prompt = \"Create",
-                "check_network = \"public\"\nprompt = \"Create",
+                "check_network = \"wifi\"\nprompt = \"Create",
             ),
         ],
         in_place: None,
         at: Some("[SUITE]/suite.toml:14:17"),
-        says: &["unknown variant `public`, expected one of", "help: write one of: `none`, `loopback`, `host`, `internet`"],
+        says: &["unknown variant `wifi`, expected one of", "help: write one of: `none`, `loopback`,"],
     },
     Case {
         name: "bad_expect_value",

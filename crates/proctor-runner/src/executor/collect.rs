@@ -13,7 +13,7 @@ use super::record::{ExecutorRecord, ExecutorRecordExt};
 use super::slurm::follow::TaskCounts;
 use super::summary_of;
 use crate::error::{Context, RunError};
-use crate::request::open_for_run;
+use crate::opening::open_for_run;
 use crate::session::PlanRecordExt;
 use crate::shard::ShardStatus;
 use crate::{ExecutionSummary, Session};

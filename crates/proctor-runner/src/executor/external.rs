@@ -25,7 +25,8 @@ use super::record::{BatchOptions, ExecutorRecord, ExecutorRecordExt, Submission}
 use super::slurm::{check_throttle, earlier_record};
 use super::{batch, summary_of, Execution, Executor, Observer};
 use crate::error::{Context, RunError};
-use crate::request::{open_for_run, Resources, RunRequest};
+use crate::executor::Resources;
+use crate::opening::open_for_run;
 use crate::session::plan_trials;
 use crate::session::PlanRecordExt;
 use crate::shard::{self, Batch, ShardStatus};
@@ -55,8 +56,8 @@ impl Executor for External {
         "external"
     }
 
-    fn prepare(&mut self, request: &RunRequest, store: &Store) -> Result<(), RunError> {
-        let earlier = earlier_record(request, store);
+    fn prepare(&mut self, resume: Option<&str>, store: &Store) -> Result<(), RunError> {
+        let earlier = earlier_record(resume, store);
         self.opts = self.given.effective(earlier.as_ref());
         self.bin = batch::proctor_bin(self.opts.proctor_bin.as_deref())?;
         check_throttle(&self.opts)

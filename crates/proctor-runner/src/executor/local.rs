@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{Execution, Executor, Observer};
 use crate::error::{Context, RunError};
-use crate::request::Resources;
+use crate::executor::Resources;
 use crate::{EngineOptions, Session};
 
 /// Runs the trials here.

@@ -38,14 +38,29 @@ pub mod local;
 pub mod record;
 pub mod slurm;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use proctor_store::Store;
 use proctor_suite::Problem;
 
 use crate::error::RunError;
-use crate::request::{Resources, RunRequest};
+use crate::gateway::RunGateway;
+use crate::image::TrialImage;
 use crate::{Event, ExecutionSummary, Session};
+
+/// What a run's trials share beyond the session when they run in this process: the model
+/// gateway, the unpacked images and the browser.
+#[derive(Default)]
+pub struct Resources {
+    /// The run's model gateway, when some trial reaches a real model.
+    pub gateway: Option<Arc<RunGateway>>,
+    /// Each task's image, by task id.
+    pub images: BTreeMap<String, Arc<TrialImage>>,
+    /// Where `visual` checks find their browser.
+    pub browser: Option<proctor_browser::BrowserSource>,
+}
 
 /// Every executor `run --executor` takes: its name, and what it does (its `--help` line).
 pub const EXECUTORS: &[(&str, &str)] = &[
@@ -105,8 +120,9 @@ pub trait Executor {
 
     /// Checks, before the run is created, everything that would make the execution fail half
     /// way (the options, whether the nodes see the store). Nothing is created or submitted.
-    fn prepare(&mut self, request: &RunRequest, store: &Store) -> Result<(), RunError> {
-        let _ = (request, store);
+    /// `resume` is the run `proctor run --resume` names, if any.
+    fn prepare(&mut self, resume: Option<&str>, store: &Store) -> Result<(), RunError> {
+        let _ = (resume, store);
         Ok(())
     }
 

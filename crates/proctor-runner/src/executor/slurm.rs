@@ -27,7 +27,7 @@ use self::client::{
 use super::record::{BatchOptions, ExecutorRecord, ExecutorRecordExt, Submission};
 use super::{batch, summary_of, Execution, Executor, Observer};
 use crate::error::{Context, RunError};
-use crate::request::{Resources, RunRequest};
+use crate::executor::Resources;
 use crate::shard::{self, Batch};
 use crate::Session;
 
@@ -65,8 +65,8 @@ impl Executor for Slurm {
 
     /// The options in force (a resume's own where not given), the partition, the binary, and
     /// (nothing created yet) whether Slurm would take the jobs and the nodes see the store.
-    fn prepare(&mut self, request: &RunRequest, store: &Store) -> Result<(), RunError> {
-        let earlier = earlier_record(request, store);
+    fn prepare(&mut self, resume: Option<&str>, store: &Store) -> Result<(), RunError> {
+        let earlier = earlier_record(resume, store);
         self.opts = self.given.effective(earlier.as_ref());
         check_partition(self.opts.partition.as_deref())?;
         self.bin = batch::proctor_bin(self.opts.proctor_bin.as_deref())?;
@@ -144,8 +144,8 @@ impl Executor for Slurm {
 }
 
 /// A resume submits as the run did, unless told otherwise: the run's record.
-pub(super) fn earlier_record(request: &RunRequest, store: &Store) -> Option<ExecutorRecord> {
-    let prefix = request.resume.as_ref()?;
+pub(super) fn earlier_record(resume: Option<&str>, store: &Store) -> Option<ExecutorRecord> {
+    let prefix = resume?;
     store
         .resolve_run(prefix)
         .ok()

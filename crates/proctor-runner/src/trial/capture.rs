@@ -198,7 +198,7 @@ fn model_end(
             if let Err(e) = copy_tree(&paths.services().join(MODEL_SERVICE), &to) {
                 notes.failed("cannot copy the model's wire log", &e);
             }
-            match crate::model::read_wire(&wire_log(&paths.trial_dir)) {
+            match crate::model::read_wire(&crate::model::wire_log(&paths.trial_dir)) {
                 Ok(w) => (Some(w.usage), w.faults, None),
                 Err(e) => {
                     if executed.report.not_started.is_none() {
@@ -342,14 +342,6 @@ fn resource_limit_reached(
         .map(|r| r.limit())
         .or(b.disk_full.then_some(Limit::Disk))
         .or((b.stdout_cut > 0 || b.stderr_cut > 0 || answer_cut).then_some(Limit::Output))
-}
-
-/// The model's wire log, as kept in a trial's folder.
-pub fn wire_log(trial_dir: &Path) -> PathBuf {
-    trial_dir
-        .join("services")
-        .join(MODEL_SERVICE)
-        .join("wire.jsonl")
 }
 
 /// Writes the agent's transcript, answer and raw output into the trial's folder; a file that
@@ -1663,13 +1655,5 @@ mod tests {
         assert_eq!(end.not_started_kind, Some(ErrorKind::ServiceGuard));
         assert_eq!(end.wall_seconds, 1.5);
         assert_eq!(end.cpu_seconds, Some(0.25));
-    }
-
-    #[test]
-    fn the_model_wire_log_lives_in_the_trials_services_folder() {
-        assert_eq!(
-            wire_log(Path::new("/runs/r/trials/t.v.0")),
-            Path::new("/runs/r/trials/t.v.0/services/__model/wire.jsonl")
-        );
     }
 }

@@ -25,7 +25,7 @@ use crate::layers::copy_tree;
 use crate::trial::context::{RunContext, Trial};
 use crate::trial::env::{check_env, host_path};
 use crate::trial::paths::{HOME_INSIDE, WORKSPACE_INSIDE};
-use crate::trial::prepare::Prepared;
+use crate::trial::prepare::{Prepared, TrialWorkspace};
 
 /// The end state a check reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,20 @@ pub enum EndTree {
         /// The copy.
         dir: PathBuf,
     },
+}
+
+impl EndTree {
+    /// The end state of the trial `prepared` made, once its agent has stopped: its overlay's
+    /// upper layer over the start state's layers, or its copy.
+    pub fn of(prepared: &Prepared) -> EndTree {
+        match &prepared.workspace {
+            TrialWorkspace::Overlay { upper, .. } => EndTree::Overlay {
+                top: upper.clone(),
+                lowers: prepared.lowers.clone(),
+            },
+            TrialWorkspace::Copy { dir, .. } => EndTree::Copy { dir: dir.clone() },
+        }
+    }
 }
 
 /// One check command of a task, with its timeout resolved.
@@ -134,8 +148,8 @@ impl CheckEnv {
     ) -> CheckEnv {
         CheckEnv {
             image: ctx.image(task.id.get_ref()).cloned(),
-            network: crate::trial::launch::sandbox_network(network),
-            allowed_hosts: crate::trial::launch::internet_only(
+            network: crate::trial::sandboxing::sandbox_network(network),
+            allowed_hosts: crate::trial::sandboxing::internet_only(
                 network,
                 &ctx.suite.allowed_hosts(task),
             ),
@@ -232,7 +246,7 @@ pub fn check_trial(
     let runs = run_checks(
         &env,
         &commands,
-        &prepared.end_tree(),
+        &EndTree::of(prepared),
         holdout,
         &prepared.paths.work,
     );
@@ -410,7 +424,7 @@ pub fn check_limits(
     } else {
         "the check's own tmpfs"
     };
-    let (limits, cgroup) = crate::trial::launch::held_limits(
+    let (limits, cgroup) = crate::trial::sandboxing::held_limits(
         &env.cgroups,
         l,
         disk_by,
@@ -559,7 +573,7 @@ pub fn check_spec(
             }
             None => check_env(&home, &host_path(), &inside),
         },
-        binds: crate::trial::launch::shown_read_only(&env.binds)
+        binds: crate::trial::sandboxing::shown_read_only(&env.binds)
             .chain(match env.holdout_elsewhere() {
                 Some(at) if dir.join(HOLDOUT_COPY).is_dir() => Some(proctor_sandbox::Bind {
                     host: dir.join(HOLDOUT_COPY),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use proctor_agents::{adapter_for, Adapter, Launch, LaunchContext, SessionContext};
 use proctor_sandbox::SandboxSpec;
-use proctor_suite::model::{AgentKind, Network};
+use proctor_suite::model::AgentKind;
 use proctor_suite::script::Script;
 
 use crate::record::{redact_env, LaunchRecord};
@@ -15,6 +15,7 @@ use crate::trial::context::{RunContext, Trial};
 use crate::trial::env::{agent_env, host_path, AgentEnvParts};
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::prepare::Prepared;
+use crate::trial::sandboxing;
 use crate::trial::services::{agents_dir_bind, program_binds, services, ModelEndpoint};
 
 /// What the launch stage made.
@@ -101,7 +102,7 @@ pub fn launch(
         limits: Some(limits_record),
     };
     let record = without_token(record, model.as_ref());
-    binds.extend(shown_read_only(&trial.settings.binds));
+    binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
     let calls = call_runner(prepared, &env)?;
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
@@ -110,8 +111,11 @@ pub fn launch(
         workspace_inside: paths.workspace_inside(),
         hide: ctx.hide.clone(),
         binds,
-        network: sandbox_network(trial.settings.network),
-        allowed_hosts: internet_only(trial.settings.network, &trial.settings.allowed_hosts),
+        network: sandboxing::sandbox_network(trial.settings.network),
+        allowed_hosts: sandboxing::internet_only(
+            trial.settings.network,
+            &trial.settings.allowed_hosts,
+        ),
         env,
         home_inside: paths.home(),
         services,
@@ -134,17 +138,6 @@ pub fn launch(
         record,
         cgroup,
         given_answer: None,
-    })
-}
-
-/// The host paths a task asks to be shown (its `binds`), each read-only at its own place.
-pub(crate) fn shown_read_only(
-    paths: &[impl AsRef<Path>],
-) -> impl Iterator<Item = proctor_sandbox::Bind> + '_ {
-    paths.iter().map(|p| proctor_sandbox::Bind {
-        host: p.as_ref().to_path_buf(),
-        inside: p.as_ref().to_path_buf(),
-        read_only: true,
     })
 }
 
@@ -283,7 +276,7 @@ fn trial_limits(
     } else {
         "the trial's own tmpfs, for all but the workspace (a copy on the host's disk)"
     };
-    let (limits, cgroup) = held_limits(
+    let (limits, cgroup) = sandboxing::held_limits(
         &ctx.cgroups,
         l,
         disk_by,
@@ -291,50 +284,6 @@ fn trial_limits(
         (&mut record.enforced_by, &mut record.not_enforced),
     );
     (limits, cgroup, record)
-}
-
-/// The bounds of a sandbox in namespaces that runs the agent's code (a trial, or one of its
-/// checks) under the limits `l`: a control group of the run's for memory and processes (or why
-/// none could be had), a tmpfs of `disk_mb` (held as `disk_by` says), its output cut at
-/// `output_bytes`. What held each limit, or why not, goes in the record's
-/// `(enforced_by, not_enforced)`.
-pub(crate) fn held_limits(
-    cgroups: &Result<std::sync::Arc<crate::cgroup::RunCgroups>, String>,
-    l: &proctor_suite::model::Limits,
-    disk_by: &str,
-    output_bytes: u64,
-    (enforced_by, not_enforced): (&mut BTreeMap<String, String>, &mut BTreeMap<String, String>),
-) -> (
-    proctor_sandbox::SandboxLimits,
-    Option<crate::cgroup::TrialCgroup>,
-) {
-    const MIB: u64 = 1 << 20;
-    let cgroup = cgroups.as_ref().map_err(String::clone).and_then(|c| {
-        c.trial(l.memory_mb() * MIB, l.processes())
-            .map(|cg| (cg, c.kind()))
-    });
-    let cgroup = match cgroup {
-        Ok((cg, kind)) => {
-            for key in ["memory_mb", "processes"] {
-                enforced_by.insert(key.into(), kind.into());
-            }
-            Some(cg)
-        }
-        Err(why) => {
-            for key in ["memory_mb", "processes"] {
-                not_enforced.insert(key.into(), why.clone());
-            }
-            None
-        }
-    };
-    enforced_by.insert("disk_mb".into(), disk_by.into());
-    enforced_by.insert("output_mb".into(), "proctor's bounded capture".into());
-    let limits = proctor_sandbox::SandboxLimits {
-        disk_bytes: Some(l.disk_mb() * MIB),
-        output_bytes: Some(output_bytes),
-        cgroups: cgroup.as_ref().map(|c| c.dirs()).unwrap_or_default(),
-    };
-    (limits, cgroup)
 }
 
 /// The key of the launch record's `limits.not_enforced` that says the calls log is not
@@ -542,26 +491,6 @@ fn write_agent_files(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result
         .try_for_each(|(name, bytes)| std::fs::write(dir.join(name), bytes))
 }
 
-/// The sandbox's network for the suite's.
-pub fn sandbox_network(n: Network) -> proctor_sandbox::Network {
-    match n {
-        Network::None => proctor_sandbox::Network::None,
-        Network::Loopback => proctor_sandbox::Network::Loopback,
-        Network::Host => proctor_sandbox::Network::Host,
-        Network::Internet => proctor_sandbox::Network::Internet,
-    }
-}
-
-/// The allowed hosts of a phase whose network is `n`: the task's on the internet network,
-/// none on another (which reaches no host to allow).
-pub fn internet_only(n: Network, allowed_hosts: &[String]) -> Vec<String> {
-    if n == Network::Internet {
-        allowed_hosts.to_vec()
-    } else {
-        Vec::new()
-    }
-}
-
 /// Wraps a real agent's command so that login shells keep the shims first on PATH.
 ///
 /// Some CLIs run their shell tool as a login shell (Codex: `bash -lc`), and a login shell's
@@ -667,22 +596,6 @@ mod tests {
         assert!(
             limits.not_enforced[CALLS_LOG_KEY].contains("not only calls that ran"),
             "{limits:?}"
-        );
-    }
-
-    #[test]
-    fn networks_map_one_to_one() {
-        assert_eq!(
-            sandbox_network(Network::None),
-            proctor_sandbox::Network::None
-        );
-        assert_eq!(
-            sandbox_network(Network::Loopback),
-            proctor_sandbox::Network::Loopback
-        );
-        assert_eq!(
-            sandbox_network(Network::Host),
-            proctor_sandbox::Network::Host
         );
     }
 }

@@ -14,7 +14,6 @@ use proctor_sandbox::Workspace;
 use crate::allow::{resolve, Allowed};
 use crate::calls::CallsLog;
 use crate::layers::copy_tree;
-use crate::trial::checks::EndTree;
 use crate::trial::context::{RunContext, Trial};
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::paths::TrialPaths;
@@ -85,17 +84,6 @@ impl Prepared {
                 work: work.clone(),
             },
             TrialWorkspace::Copy { dir, .. } => Workspace::Bind { dir: dir.clone() },
-        }
-    }
-
-    /// The end state, once the agent has stopped, as the checks read it.
-    pub fn end_tree(&self) -> EndTree {
-        match &self.workspace {
-            TrialWorkspace::Overlay { upper, .. } => EndTree::Overlay {
-                top: upper.clone(),
-                lowers: self.lowers.clone(),
-            },
-            TrialWorkspace::Copy { dir, .. } => EndTree::Copy { dir: dir.clone() },
         }
     }
 }
@@ -348,7 +336,10 @@ mod tests {
             std::fs::read_to_string(dir.join("README.md")).unwrap(),
             "a fixture\n"
         );
-        assert_eq!(prepared.end_tree(), EndTree::Copy { dir: dir.clone() });
+        assert_eq!(
+            crate::trial::checks::EndTree::of(&prepared),
+            crate::trial::checks::EndTree::Copy { dir: dir.clone() }
+        );
         assert_eq!(
             prepared.sandbox_workspace(),
             Workspace::Bind { dir: dir.clone() }

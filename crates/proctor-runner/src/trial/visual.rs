@@ -89,7 +89,13 @@ pub fn visual_trial(
                 env: CheckEnv::of(ctx),
                 browser,
             };
-            setup.run(&visuals, &prepared.end_tree(), holdout, prepared, &dir)
+            setup.run(
+                &visuals,
+                &crate::trial::checks::EndTree::of(prepared),
+                holdout,
+                prepared,
+                &dir,
+            )
         }
     };
     let trial_dir = &prepared.paths.trial_dir;

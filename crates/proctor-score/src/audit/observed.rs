@@ -1,7 +1,7 @@
 //! The audit from what the checks were seen to load: for every check run, the runner records
 //! which files of the agent's layer (what it added or changed) the check's processes opened,
-//! read or executed, and which links the agent made they followed ([`CheckObservation`], kept
-//! in each check's result). This module judges that record, so it decides from what a check
+//! read or executed, and which links the agent made they followed
+//! ([`crate::endstate::CheckObservation`], kept in each check's result). This module judges that record, so it decides from what a check
 //! *did* load, not from a prediction of what it would: a module, package, bytecode, extension
 //! or start-up hook the agent added that a check loaded in place of the fixture's source or of
 //! an installed module is *shadowing* (at any depth of imports: the kernel saw the open, not a
@@ -14,75 +14,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use proctor_suite::model::Task;
-use serde::{Deserialize, Serialize};
 
 use super::{accept, source, stdlib, CheckFiles, Finding, FindingKind, RUNNER_MODULES};
-use crate::endstate::{ChangeKind, CheckRun, FileChange, Files};
-
-/// How a check's processes touched a file of the agent's.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    /// Opened it (for any purpose: `dlopen` of an extension is an open and a mapping).
-    Opened,
-    /// Read bytes of it.
-    Read,
-    /// Executed it (`execve`, or the dynamic linker's open of it for execution).
-    Executed,
-}
-
-/// One file of the agent's a check's processes opened, read or executed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ObservedFile {
-    /// Workspace-relative path; relative to `/` for a file of the trial's root.
-    pub path: String,
-    /// A file the agent changed in the trial's root (`check_root = "agent"`), not in the
-    /// workspace.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub root: bool,
-    /// What the check's processes did with it.
-    pub how: Vec<Access>,
-}
-
-/// A symbolic link the agent made in the workspace, and whether a check followed it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ObservedLink {
-    /// Workspace-relative path of the link.
-    pub path: String,
-    /// Where it points, as written.
-    pub target: String,
-    /// Whether a check's path walk followed it (or read it with `readlink`).
-    pub followed: bool,
-}
-
-/// What one check run was seen to load of what the agent changed (see the module's doc).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CheckObservation {
-    /// The agent's files the check's processes opened, read or executed, by path; at most
-    /// [`OBSERVED_LISTED`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<ObservedFile>,
-    /// Every link the agent made in the workspace, followed or not; at most
-    /// [`OBSERVED_LISTED`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub links: Vec<ObservedLink>,
-    /// Files and links past the lists' bound, counted.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub omitted: u64,
-    /// Why the record may hold less than the check loaded (a file that could not be watched,
-    /// the kernel's queue overflowed), when it may.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incomplete: Option<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// The most files, and the most links, one check's observation lists.
-pub const OBSERVED_LISTED: usize = 512;
+use crate::endstate::{Access, ChangeKind, CheckRun, FileChange, Files, ObservedFile};
 
 /// Where the checks ran, as the observed audit needs it.
 pub struct CheckPlace<'a> {
@@ -439,7 +373,7 @@ fn normalize(p: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endstate::MemoryFiles;
+    use crate::endstate::{CheckObservation, MemoryFiles, ObservedLink};
 
     fn task() -> Task {
         toml::from_str("id = \"t\"\nprompt = \"p\"\n[success]\nall = [{ check = \"c\" }]\n")

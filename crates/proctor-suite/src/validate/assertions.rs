@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::{folders::path_escape, Validator};
+use super::{paths::path_escape, Validator};
 use crate::assertion::{Assertion, Calls, FileContains, FilesUnchanged, StateAssertion};
 use crate::model::{Condition, Task};
 use crate::problem::ProblemKind;

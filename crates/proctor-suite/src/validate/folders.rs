@@ -3,31 +3,14 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use toml::Spanned;
 
-use super::{
-    hidden::{suite_parts, Overlap},
-    Validator,
-};
+use super::paths::{path_escape, suite_parts, Overlap};
+use super::Validator;
 use crate::patch::Patch;
 use crate::problem::{Problem, ProblemKind, SourceFile};
-
-/// Why a path written in the suite may not be used, if it may not.
-pub(super) fn path_escape(p: &str) -> Option<&'static str> {
-    let path = Path::new(p);
-    if p.is_empty() {
-        return Some("is empty");
-    }
-    if path.is_absolute() {
-        return Some("is absolute");
-    }
-    if path.components().any(|c| c == Component::ParentDir) {
-        return Some("climbs out with `..`");
-    }
-    None
-}
 
 fn line_offset(text: &str, line: usize) -> usize {
     if line <= 1 {

@@ -1,11 +1,10 @@
 //! The hidden parts of a suite (`holdout/`, `answers/`, `mutations/`, `suite.toml`, the scripted
 //! agents' files): no path the suite writes may hand one to the agent.
 
-use std::ops::Range;
-use std::path::{Component, Path};
-
-use super::{commands::allowed_name, folders::path_escape, Validator};
+use super::paths::{suite_parts, Overlap};
+use super::{commands::allowed_name, Validator};
 use crate::problem::{Problem, ProblemKind};
+use std::ops::Range;
 
 /// The folders at the top of a suite that the agent must never see: `holdout/` (for checks
 /// only), `answers/` (for people), `mutations/` (applied, never shown as patches).
@@ -14,57 +13,6 @@ const HIDDEN_FOLDERS: &[(&str, &str)] = &[
     ("answers", "the answer sheets"),
     ("mutations", "the hidden mutations"),
 ];
-
-/// A suite path as its normal components (`.` and empty parts dropped); `[]` is the suite root.
-/// `None` for a path [`path_escape`] refuses.
-pub(super) fn suite_parts(p: &str) -> Option<Vec<&str>> {
-    if path_escape(p).is_some() {
-        return None;
-    }
-    Path::new(p)
-        .components()
-        .filter(|c| !matches!(c, Component::CurDir))
-        .map(|c| match c {
-            Component::Normal(n) => n.to_str(),
-            _ => None,
-        })
-        .collect()
-}
-
-/// How a path written in the suite meets a hidden part of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Overlap {
-    /// The path is the hidden part.
-    Is,
-    /// The hidden part lies inside the path.
-    Contains,
-    /// The path lies inside the hidden part.
-    Inside,
-}
-
-impl Overlap {
-    /// How `path` meets `hidden` (both as components), if it does.
-    pub(super) fn of(path: &[&str], hidden: &[&str]) -> Option<Overlap> {
-        if path == hidden {
-            Some(Overlap::Is)
-        } else if hidden.starts_with(path) {
-            Some(Overlap::Contains)
-        } else if path.starts_with(hidden) {
-            Some(Overlap::Inside)
-        } else {
-            None
-        }
-    }
-
-    /// The verb the problem's message uses for this overlap.
-    fn verb(self) -> &'static str {
-        match self {
-            Overlap::Is => "is",
-            Overlap::Contains => "contains",
-            Overlap::Inside => "lies inside",
-        }
-    }
-}
 
 /// A hidden part of the suite that a path meets: how, which part (as written in messages) and
 /// what it holds. `overlap: None` is the suite folder itself, which holds every hidden part.

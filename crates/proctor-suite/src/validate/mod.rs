@@ -26,6 +26,7 @@ mod environment;
 mod folders;
 mod hidden;
 mod interface;
+mod paths;
 mod power;
 mod promotion;
 mod scripts;
@@ -110,7 +111,7 @@ impl Suite {
 
     /// [`Suite::open`] with the checks `options` asks for (see [`Options`]).
     pub fn open_with(dir: &Path, options: &Options) -> Result<Suite, Vec<Problem>> {
-        let suite = Suite::parse(dir).map_err(|p| vec![p])?;
+        let suite = Suite::parse_all(dir)?;
         let problems = problems_with(&suite, options);
         if problems.is_empty() {
             Ok(suite)

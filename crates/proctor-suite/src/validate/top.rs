@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::{folders::path_escape, spans::span_of, Validator};
+use super::{paths::path_escape, spans::span_of, Validator};
 use crate::problem::ProblemKind;
 
 /// Characters allowed in ids: they become folder names and trial ids.

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use toml::Spanned;
 
-use super::{folders::path_escape, Validator};
+use super::{paths::path_escape, Validator};
 use crate::model::{AgentKind, Variant};
 use crate::problem::ProblemKind;
 

@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::folders::path_escape;
-use super::hidden::suite_parts;
+use super::paths::path_escape;
+use super::paths::suite_parts;
 use super::Validator;
 use crate::assertion::Visual;
 use crate::problem::ProblemKind;

@@ -32,9 +32,9 @@ pub fn run(
         config,
         image_cache,
     };
-    let Found { suite, warnings } = match Suite::parse(dir) {
-        Err(problem) => Found {
-            suite: Err(vec![problem]),
+    let Found { suite, warnings } = match Suite::parse_all(dir) {
+        Err(problems) => Found {
+            suite: Err(problems),
             warnings: Vec::new(),
         },
         Ok(suite) => check_parsed(suite, &asked)?,
@@ -67,7 +67,7 @@ struct Checks<'a> {
 /// its problems, and the warnings.
 fn check_parsed(suite: Suite, asked: &Checks) -> Result<Found, Error> {
     let tasks = asked.tasks;
-    proctor_runner::request::known_tasks(&suite, tasks)?;
+    proctor_runner::opening::known_tasks(&suite, tasks)?;
     let options = Options {
         search_path: Some(proctor_runner::allow::search_path()),
         tasks: (!tasks.is_empty()).then(|| tasks.to_vec()),

@@ -28,10 +28,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use proctor_score::audit::observed::{
-    Access, CheckObservation, ObservedFile, ObservedLink, OBSERVED_LISTED,
+use proctor_score::endstate::{
+    Access, ChangeKind, CheckObservation, FileChange, ObservedFile, ObservedLink, OBSERVED_LISTED,
 };
-use proctor_score::endstate::{ChangeKind, FileChange};
 
 use super::EndTree;
 
