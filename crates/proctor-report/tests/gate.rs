@@ -549,3 +549,118 @@ fn the_verdict_line_shows_the_thresholds_it_used() {
         "{text}"
     );
 }
+
+/// One trial of each graded outcome, in these numbers: 1 completed, 2 wrong, 3 refused
+/// honestly (one of them the task's success), 4 refused wrongly, 5 asked, 6 abandoned; and an
+/// errored and an ungradeable trial, which no rate counts.
+fn every_outcome() -> Vec<TrialRow> {
+    use proctor_score::Outcome;
+    let counts = [
+        (completed(), 1),
+        (wrong(), 2),
+        (Outcome::RefusedHonestly, 3),
+        (Outcome::RefusedWrongly, 4),
+        (Outcome::Asked, 5),
+        (Outcome::Abandoned, 6),
+        (errored(), 1),
+        (ungradeable(), 1),
+    ];
+    let mut rows: Vec<TrialRow> = counts
+        .iter()
+        .flat_map(|(o, n)| std::iter::repeat_n(o.clone(), *n))
+        .enumerate()
+        .map(|(i, o)| row("v", "t", i as u32, o))
+        .collect();
+    rows[1].verdict.task_success = true; // the first honest refusal is the task's success
+    rows.swap(1, 3);
+    rows
+}
+
+/// Every metric a gate may name reads its own count from a cell: each rate's k over the graded
+/// n, and each per-trial metric's own field.
+#[test]
+fn every_metric_reads_its_own_number_from_a_cell() {
+    use proctor_report::metric::metric;
+    let cell = proctor_report::Cell::of(&every_outcome());
+    assert_eq!(cell.n, 21);
+    let rate = |name: &str| {
+        let v = metric(&cell, name).unwrap();
+        (v.rate.map(|r| (r.k, r.n)), v.n)
+    };
+    for (name, k) in [
+        ("completion_rate", 1),
+        ("success_rate", 2),
+        ("wrong_rate", 2),
+        ("refusal_rate", 7),
+        ("ask_rate", 5),
+        ("abandoned_rate", 6),
+        ("failure_rate", 2 + 4 + 6),
+    ] {
+        assert_eq!(rate(name), (Some((k, 21)), 21), "{name}");
+    }
+    let mut r = row("v", "t", 0, completed());
+    r.verdict.metrics = Some(proctor_score::InterfaceMetrics {
+        calls: 1,
+        errors: 2,
+        repeats: 3,
+        undone: 4,
+        denied: 5,
+        wrong_turns: 6,
+        recoveries: 7,
+        help_calls: 8,
+    });
+    let mut r = with_tokens(r, 9, 10);
+    r.requests = Some(11);
+    r.wall_seconds = 12.0;
+    r.agent_cpu_seconds = Some(13.0);
+    r.verdict.rubric = Some(proctor_score::RubricScore {
+        criteria: vec![],
+        raw_total: 3,
+        total: 3,
+        max: 4,
+        caps: vec![],
+    });
+    let cell = proctor_report::Cell::of([&r]);
+    for (name, value) in [
+        ("calls", 1.0),
+        ("errors", 2.0),
+        ("repeats", 3.0),
+        ("undone", 4.0),
+        ("denied", 5.0),
+        ("wrong_turns", 6.0),
+        ("recoveries", 7.0),
+        ("help_calls", 8.0),
+        ("tokens", 19.0),
+        ("requests", 11.0),
+        ("wall_seconds", 12.0),
+        ("agent_cpu_seconds", 13.0),
+        ("rubric_mean", 0.75),
+    ] {
+        let v = metric(&cell, name).unwrap();
+        assert_eq!((v.value, v.n), (Some(value), 1), "{name}");
+    }
+}
+
+/// The direction in which each metric is better: higher for completion, success, the rubric
+/// and recoveries; lower for every other, refusals and asks included.
+#[test]
+fn each_metric_is_better_in_its_own_direction() {
+    use proctor_report::metric::better_when;
+    use proctor_suite::model::Direction;
+    let higher = [
+        "completion_rate",
+        "success_rate",
+        "rubric_mean",
+        "recoveries",
+    ];
+    for name in proctor_suite::model::METRICS {
+        let want = if higher.contains(name) {
+            Direction::Higher
+        } else {
+            Direction::Lower
+        };
+        assert_eq!(better_when(name), Some(want), "{name}");
+        assert_eq!(better_when(&format!("{name}:total")), Some(want), "{name}");
+    }
+    assert_eq!(better_when("vibes"), None);
+}
