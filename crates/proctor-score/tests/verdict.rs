@@ -694,6 +694,29 @@ fn a_flag_stands_beside_the_outcome_and_a_decisive_finding_decides_it() {
         let accepted = audited(&t, &end, vec![finding(kind, true)]);
         assert_eq!(accepted.outcome, Outcome::Completed, "accepted {kind:?}");
     }
+    // The reason names the first decisive finding and counts the others.
+    let one = audited(&t, &end, vec![finding(FindingKind::Shadowing, false)]);
+    assert!(!one.reason.contains("more finding"), "{}", one.reason);
+    let three = audited(
+        &t,
+        &end,
+        vec![
+            finding(FindingKind::TestTampering, false),
+            finding(FindingKind::Shadowing, false),
+            finding(FindingKind::VerifierTampering, false),
+            finding(FindingKind::Shadowing, true),
+        ],
+    );
+    assert!(
+        three.reason.starts_with("integrity: shadowing: "),
+        "{}",
+        three.reason
+    );
+    assert!(
+        three.reason.ends_with(" (and 1 more finding(s))"),
+        "{}",
+        three.reason
+    );
 }
 
 /// An agent that never started is `errored`, typed by the stage that saw it; a record made
