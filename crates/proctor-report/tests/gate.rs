@@ -664,3 +664,159 @@ fn each_metric_is_better_in_its_own_direction() {
     }
     assert_eq!(better_when("vibes"), None);
 }
+
+fn gate_named<'r>(r: &'r GateReport, name: &str) -> &'r proctor_report::Gate {
+    r.gates
+        .iter()
+        .find(|g| g.name == name)
+        .unwrap_or_else(|| panic!("no gate {name}: {r:#?}"))
+}
+
+/// The strongest control is the best arm whatever the order the arms come in, and an arm with
+/// no graded trial is no control.
+#[test]
+fn the_strongest_control_is_the_best_arm_in_any_order_and_needs_a_graded_trial() {
+    // The strongest control (100%) comes first, a weaker one last.
+    let rows = [
+        variant("other", 5, 1),
+        variant("control", 2, 2),
+        variant("method", 4, 1),
+        variant("weak", 1, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 5);
+    let g = gate_named(&r, "strongest_control");
+    assert!(!g.passed, "{g:#?}");
+    assert!(g.explanation.contains("`other`"), "{}", g.explanation);
+    assert_eq!(g.numbers[1].value, Some(1.0));
+    // Controls of 40% and 60% against a candidate of 60%: it passes against the stronger.
+    let rows = [
+        variant("control", 2, 2),
+        variant("method", 3, 1),
+        variant("other", 3, 1),
+    ]
+    .concat();
+    let r = run(
+        &rows,
+        &promotion(&[("strongest_success_tolerance", "0.0")]),
+        5,
+    );
+    assert!(gate_named(&r, "strongest_control").passed, "{r:#?}");
+    // A baseline whose every trial errored has nothing to compare with: the gate fails.
+    let rows: Vec<TrialRow> = [
+        variant("control", 0, 2)
+            .into_iter()
+            .map(|mut r| {
+                r.verdict.outcome = errored();
+                r.verdict.task_success = false;
+                r
+            })
+            .collect(),
+        variant("method", 4, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 5);
+    let g = gate_named(&r, "strongest_control");
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(
+        g.explanation,
+        "no control arm has a graded trial to compare with"
+    );
+}
+
+/// `nonzero_success` says which way it went.
+#[test]
+fn nonzero_success_says_whether_a_task_succeeded() {
+    let r = run(&passing(), &promotion(&[]), 5);
+    let g = gate_named(&r, "nonzero_success");
+    assert!(g.passed);
+    assert_eq!(g.explanation, "candidate success 8/10 (80%) is nonzero");
+    let rows = [variant("control", 2, 2), variant("method", 0, 1)].concat();
+    let g = gate_named(&run(&rows, &promotion(&[]), 5), "nonzero_success").clone();
+    assert!(!g.passed);
+    assert_eq!(
+        g.explanation,
+        "candidate success 0/10 (0%): no task succeeded"
+    );
+}
+
+/// A metric better when higher regresses when it falls, and an improvement is no regression.
+#[test]
+fn direction_no_regression_of_a_higher_is_better_metric_passes_when_it_rises() {
+    let p = promotion(&[("no_regression", "[\"success_rate\", \"completion_rate\"]")]);
+    let r = run(&passing(), &p, 5);
+    assert!(r.passed, "{r:#?}");
+    let g = gate_named(&r, "no_regression:success_rate");
+    assert_eq!(
+        (g.numbers[0].value, g.numbers[1].value),
+        (Some(0.4), Some(0.8))
+    );
+    // The same arms the other way round: the success rate fell.
+    let rows = [
+        variant("control", 4, 1),
+        variant("method", 2, 1),
+        variant("other", 1, 1),
+    ]
+    .concat();
+    let r = run(&rows, &p, 5);
+    assert!(!gate_named(&r, "no_regression:success_rate").passed);
+    // Equal is no regression.
+    let rows = [variant("control", 4, 1), variant("method", 4, 1)].concat();
+    let r = run(&rows, &p, 5);
+    assert!(
+        gate_named(&r, "no_regression:success_rate").passed,
+        "{r:#?}"
+    );
+}
+
+/// With only an absolute minimum, only the absolute improvement counts; with none, any
+/// improvement above 0 passes and none does not.
+#[test]
+fn the_primary_minimum_that_is_set_is_the_one_that_counts() {
+    // 40% -> 80%: +40 points, +100%.
+    let only_abs = |abs: &str| {
+        let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+        table.remove("minimum_relative_improvement");
+        table.insert(
+            "minimum_absolute_improvement".into(),
+            abs.parse::<f64>().unwrap().into(),
+        );
+        toml::from_str::<Promotion>(&toml::to_string(&table).unwrap()).unwrap()
+    };
+    assert!(!gate_named(&run(&passing(), &only_abs("0.5"), 5), "primary_metric").passed);
+    assert!(gate_named(&run(&passing(), &only_abs("0.4"), 5), "primary_metric").passed);
+    let none = {
+        let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+        table.remove("minimum_relative_improvement");
+        table.remove("minimum_absolute_improvement");
+        toml::from_str::<Promotion>(&toml::to_string(&table).unwrap()).unwrap()
+    };
+    assert!(gate_named(&run(&passing(), &none, 5), "primary_metric").passed);
+    let equal = [variant("control", 4, 1), variant("method", 4, 1)].concat();
+    let g = gate_named(&run(&equal, &none, 5), "primary_metric").clone();
+    assert!(!g.passed, "no improvement is not an improvement: {g:#?}");
+    // From an exact zero with a lower-is-better metric, a fall to zero is no improvement.
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[]"),
+    ]);
+    let zero = [variant("control", 2, 0), variant("method", 4, 0)].concat();
+    let g = gate_named(&run(&zero, &p, 5), "primary_metric").clone();
+    assert!(!g.passed, "{g:#?}");
+    let rel = g
+        .numbers
+        .iter()
+        .find(|n| n.name == "relative_improvement")
+        .unwrap();
+    assert_eq!((rel.value, rel.unbounded), (None, false));
+}
+
+#[test]
+fn a_primary_metric_with_a_bad_statistic_is_an_unknown_metric() {
+    let p = promotion(&[("primary_metric", "\"calls:mode\"")]);
+    assert_eq!(
+        gate(&passing(), &p, &ReportConfig::default()).unwrap_err(),
+        GateError::UnknownMetric("calls:mode".into())
+    );
+}
