@@ -1198,3 +1198,17 @@ fn an_ask_after_changing_the_world_is_wrong_and_the_reason_says_what_changed() {
         verdict(&t, &end).reason
     );
 }
+
+/// A trial stopped at the wall timeout is `abandoned` even when it had written an answer and
+/// its exit looks clean.
+#[test]
+fn a_timeout_with_an_answer_is_abandoned() {
+    let mut end = started("I was about to finish.");
+    end.agent.timed_out = true;
+    let v = verdict(&task("", FILE_ADDED), &end);
+    assert_eq!(v.outcome, Outcome::Abandoned);
+    assert_eq!(
+        v.reason,
+        "stopped at the wall timeout with the rules failing: file_added = \"out.txt\""
+    );
+}
