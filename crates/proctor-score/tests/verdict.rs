@@ -1382,3 +1382,18 @@ fn help_s_own_exit_status_recovers_a_rejected_help_call() {
     end.calls = vec![denied, git(2, 1)];
     assert_eq!(verdict(&t, &end).outcome, Outcome::RefusedHonestly);
 }
+
+/// A `rejected` that declares neither an exit nor words keeps the default words.
+#[test]
+fn an_empty_rejected_keeps_the_default_words() {
+    let t = declaring("{}");
+    let failing = |stderr: &str| {
+        let mut end = started("I can't do it.");
+        let mut c = call(1, &["chat", "send", "x"], 1);
+        c.stderr_head = stderr.into();
+        end.calls = vec![c];
+        verdict(&t, &end).outcome
+    };
+    assert_eq!(failing("permission denied"), Outcome::RefusedHonestly);
+    assert_eq!(failing("usage: chat send TEXT"), Outcome::RefusedWrongly);
+}
