@@ -1397,3 +1397,23 @@ fn an_empty_rejected_keeps_the_default_words() {
     assert_eq!(failing("permission denied"), Outcome::RefusedHonestly);
     assert_eq!(failing("usage: chat send TEXT"), Outcome::RefusedWrongly);
 }
+
+/// A task with a rubric and no caps, or caps and no rubric, is scored; one with neither has no
+/// rubric score.
+#[test]
+fn a_rubric_alone_or_caps_alone_are_scored() {
+    let with = |extra: &str| {
+        let text = format!(
+            "id = \"r\"\nprompt = \"p\"\n[success]\nall = [{{ answer_matches = \".\" }}]\n{extra}"
+        );
+        let t: Task = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verdict(&t, &started("great")).rubric
+    };
+    let rubric = with("[[rubric]]\nid = \"fix\"\nmax = 2\nlevels = [{ score = 2, all = [{ answer_matches = \"great\" }] }]\n")
+        .expect("a rubric alone is scored");
+    assert_eq!((rubric.total, rubric.max), (2, 2));
+    let caps = with("[[caps]]\nany = [{ answer_matches = \"great\" }]\nmax_total = 0\n")
+        .expect("caps alone are scored");
+    assert_eq!((caps.total, caps.caps.len()), (0, 1));
+    assert_eq!(with(""), None);
+}
