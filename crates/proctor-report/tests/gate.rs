@@ -820,3 +820,48 @@ fn a_primary_metric_with_a_bad_statistic_is_an_unknown_metric() {
         GateError::UnknownMetric("calls:mode".into())
     );
 }
+
+/// Arms that share no task have no matched trials: no regression per task cannot be shown.
+#[test]
+fn arms_with_no_task_in_common_cannot_show_no_regression_per_task() {
+    let rows = [
+        successes("control", "t1", 2, 5),
+        successes("method", "t2", 4, 5),
+    ]
+    .concat();
+    let p = promotion(&[
+        ("no_regression", "[]"),
+        ("no_regression_per_task", "[\"success_rate\"]"),
+        ("require_complete_costs", "false"),
+    ]);
+    let r = run(&rows, &p, 5);
+    let g = gate_named(&r, "no_regression_per_task:success_rate");
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(
+        g.explanation,
+        "`success_rate`: no task has matched trials, so no regression cannot be shown"
+    );
+    let s = gate_named(&r, "sample_size");
+    assert!(!s.passed, "{s:#?}");
+}
+
+#[test]
+fn the_primary_gate_says_which_way_is_better_and_what_it_wanted() {
+    let r = run(&passing(), &promotion(&[]), 5);
+    assert_eq!(
+        gate_named(&r, "primary_metric").explanation,
+        "`completion_rate` (higher is better) 4/10 (40%) -> 8/10 (80%): improvement 40.0 points (+100.0%); wanted at least 10.0% relative or 5.0 points absolute"
+    );
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[]"),
+    ]);
+    let g = gate_named(&run(&passing(), &p, 5), "primary_metric").clone();
+    assert!(
+        g.explanation
+            .starts_with("`wrong_turns` mean (lower is better) 2 (n=10) -> 1 (n=10)"),
+        "{}",
+        g.explanation
+    );
+}
