@@ -864,4 +864,16 @@ fn the_primary_gate_says_which_way_is_better_and_what_it_wanted() {
         "{}",
         g.explanation
     );
+    let improvement = |g: &proctor_report::Gate| {
+        g.numbers
+            .iter()
+            .find(|n| n.name == "improvement")
+            .and_then(|n| n.value)
+    };
+    assert_eq!(improvement(&g), Some(1.0));
+    // Direction: more wrong turns in the candidate is no improvement where lower is better.
+    let worse = [variant("control", 2, 1), variant("method", 4, 2)].concat();
+    let g = gate_named(&run(&worse, &p, 5), "primary_metric").clone();
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(improvement(&g), Some(-1.0));
 }
