@@ -877,3 +877,38 @@ fn the_primary_gate_says_which_way_is_better_and_what_it_wanted() {
     assert!(!g.passed, "{g:#?}");
     assert_eq!(improvement(&g), Some(-1.0));
 }
+
+/// Without a minimum, an improvement must be beyond the float slack (1e-9): exactly that much
+/// is no improvement.
+#[test]
+fn an_improvement_of_only_the_float_slack_is_no_improvement() {
+    let cpu = |v: &str, secs: f64| -> Vec<TrialRow> {
+        variant(v, 4, 1)
+            .into_iter()
+            .map(|mut r| {
+                r.agent_cpu_seconds = Some(secs);
+                r
+            })
+            .collect()
+    };
+    let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+    table.remove("minimum_relative_improvement");
+    table.remove("minimum_absolute_improvement");
+    table.insert("primary_metric".into(), "agent_cpu_seconds:median".into());
+    let p: Promotion = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
+    let primary = |b: f64| {
+        let rows = [cpu("control", 0.0), cpu("method", b)].concat();
+        gate_named(&run(&rows, &p, 5), "primary_metric").clone()
+    };
+    let slack = primary(1e-9);
+    assert_eq!(
+        slack
+            .numbers
+            .iter()
+            .find(|n| n.name == "improvement")
+            .and_then(|n| n.value),
+        Some(1e-9)
+    );
+    assert!(!slack.passed, "{slack:#?}");
+    assert!(primary(2e-9).passed);
+}
