@@ -1260,3 +1260,111 @@ fn points_of(c: &Change) -> String {
     c.difference
         .map_or_else(|| "-".to_string(), crate::stats::points)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAR_UP: SignTest = SignTest::Clear {
+        higher: true,
+        needs: 6,
+    };
+    const CLEAR_DOWN: SignTest = SignTest::Clear {
+        higher: false,
+        needs: 6,
+    };
+
+    #[test]
+    fn below_the_power_threshold_nothing_is_said() {
+        for test in [CLEAR_UP, CLEAR_DOWN, SignTest::NotClear { needs: 8 }] {
+            assert_eq!(
+                assess(0.5, test, Quantity::HigherRate, false),
+                Assessment::Underpowered
+            );
+        }
+    }
+
+    /// Direction: a lopsided sign test that agrees with the difference is better where the
+    /// quantity is better that way, worse otherwise.
+    #[test]
+    fn a_clear_sign_test_that_agrees_with_the_difference_gives_the_direction() {
+        use Assessment::*;
+        assert_eq!(assess(0.3, CLEAR_UP, Quantity::HigherRate, true), Better);
+        assert_eq!(assess(-0.3, CLEAR_DOWN, Quantity::HigherRate, true), Worse);
+        assert_eq!(assess(2.0, CLEAR_UP, Quantity::Lower, true), Worse);
+        assert_eq!(assess(-2.0, CLEAR_DOWN, Quantity::Lower, true), Better);
+        assert_eq!(assess(-2.0, CLEAR_DOWN, Quantity::Seconds, true), Better);
+        // Against the difference, or under a zero one, it is no direction a reader could see.
+        assert_eq!(
+            assess(-0.3, CLEAR_UP, Quantity::HigherRate, true),
+            NoClearDifference
+        );
+        assert_eq!(
+            assess(0.3, CLEAR_DOWN, Quantity::HigherRate, true),
+            NoClearDifference
+        );
+        assert_eq!(
+            assess(0.0, CLEAR_UP, Quantity::HigherRate, true),
+            NoClearDifference
+        );
+        assert_eq!(
+            assess(0.001, CLEAR_UP, Quantity::Seconds, true),
+            NoClearDifference
+        );
+    }
+
+    #[test]
+    fn without_a_clear_sign_test_a_zero_difference_is_same_and_another_is_not_clear() {
+        use Assessment::*;
+        let not_clear = SignTest::NotClear { needs: 8 };
+        assert_eq!(assess(0.0, not_clear, Quantity::HigherRate, true), Same);
+        assert_eq!(
+            assess(0.1, not_clear, Quantity::HigherRate, true),
+            NoClearDifference
+        );
+        assert_eq!(assess(0.004, not_clear, Quantity::Seconds, true), Same);
+        assert_eq!(
+            assess(0.006, not_clear, Quantity::Seconds, true),
+            NoClearDifference
+        );
+        assert_eq!(
+            assess(0.004, not_clear, Quantity::Lower, true),
+            NoClearDifference
+        );
+        for few in [SignTest::NoPairs, SignTest::TooFew] {
+            assert_eq!(assess(0.0, few, Quantity::Lower, true), Same);
+            assert_eq!(assess(1.0, few, Quantity::Lower, true), Underpowered);
+        }
+    }
+
+    #[test]
+    fn signs_count_pairs_up_and_down_and_drop_ties() {
+        let pairs = [(0.0, 1.0), (1.0, 0.0), (2.0, 5.0), (1.0, 1.0), (3.0, 3.001)];
+        assert_eq!(Quantity::Lower.signs(pairs), (3, 1));
+        assert_eq!(Quantity::HigherRate.signs(pairs), (3, 1));
+        assert_eq!(
+            Quantity::Seconds.signs(pairs),
+            (2, 1),
+            "1 ms is no difference"
+        );
+        assert_eq!(Quantity::Lower.signs([]), (0, 0));
+    }
+
+    #[test]
+    fn discordance_counts_each_kind_of_pair() {
+        let d = Discordance::of([
+            (true, false),
+            (false, true),
+            (false, true),
+            (true, true),
+            (true, true),
+            (true, true),
+            (false, false),
+        ]);
+        assert_eq!(
+            (d.a_only, d.b_only, d.both, d.neither, d.n),
+            (1, 2, 3, 1, 7)
+        );
+        assert_eq!((d.discordant(), d.concordant()), (3, 4));
+    }
+}

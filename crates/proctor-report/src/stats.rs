@@ -466,6 +466,32 @@ mod tests {
     }
 
     #[test]
+    fn median_is_the_middle_value_or_the_mean_of_the_two_middle_ones() {
+        let m = |v: &[f64]| Median::of(v.iter().map(|x| Some(*x))).median;
+        assert_eq!(m(&[7.0]), Some(7.0));
+        assert_eq!(m(&[9.0, 1.0, 5.0]), Some(5.0));
+        assert_eq!(m(&[1.0, 2.0, 4.0, 10.0]), Some(3.0));
+        assert_eq!(m(&[5.0, 1.0, 3.0, 100.0, 2.0]), Some(3.0));
+        assert_eq!(m(&[1.0, 3.0, 6.0, 8.0, 20.0, 40.0]), Some(7.0));
+        assert_eq!(m(&[]), None);
+    }
+
+    #[test]
+    fn each_statistic_of_a_summary_is_its_own() {
+        let s = Summary::of([Some(1.0), Some(2.0), Some(9.0)]);
+        assert_eq!(s.get(Statistic::Median), Some(2.0));
+        assert_eq!(s.get(Statistic::Mean), Some(4.0));
+        assert_eq!(s.get(Statistic::Total), Some(12.0));
+        assert_eq!(
+            s.as_median(),
+            Median {
+                median: Some(2.0),
+                n: 3
+            }
+        );
+    }
+
+    #[test]
     fn median_rises_when_values_rise() {
         let low = Median::of([Some(1.0), Some(2.0), Some(3.0)]);
         let high = Median::of([Some(1.0), Some(5.0), Some(6.0)]);
@@ -658,5 +684,9 @@ mod tests {
             }
         );
         assert_eq!(SignTest::of(2, 7), SignTest::NotClear { needs: 8 });
+        assert_eq!(SignTest::of(4, 2).needs(), Some(6));
+        assert_eq!(SignTest::of(0, 9).needs(), Some(8));
+        assert_eq!(SignTest::of(3, 2).needs(), None);
+        assert_eq!(SignTest::of(0, 0).needs(), None);
     }
 }

@@ -568,3 +568,33 @@ fn the_report_without_trials_is_the_report_less_its_list() {
     assert_eq!(list.as_array().unwrap().len(), 5);
     assert_eq!(serde_json::to_value(r.without_trials()).unwrap(), whole);
 }
+
+/// A flagged trial's outcome stands: it counts in every rate as its outcome says, and the cell
+/// counts how many of its trials, and of its successes, were flagged.
+#[test]
+fn flagged_trials_keep_their_outcome_and_are_counted_apart() {
+    let flag = proctor_score::Audit {
+        findings: vec![proctor_score::Finding {
+            kind: proctor_score::FindingKind::TestTampering,
+            path: "tests/test_x.py".into(),
+            why: "a test the check runs changed".into(),
+            check: None,
+            line: None,
+            accepted: false,
+        }],
+    };
+    let mut rows = successes("v", "t", 3, 5);
+    rows[0].verdict.integrity = flag.clone();
+    rows[4].verdict.integrity = flag.clone();
+    let mut errored_flagged = row("v", "t", 5, errored());
+    errored_flagged.verdict.integrity = flag;
+    rows.push(errored_flagged);
+    let c = cell(&rows);
+    assert_eq!((c.rates.success.k, c.rates.success.n), (3, 5));
+    assert_eq!((c.flagged, c.flagged_successes), (2, 1));
+    assert_eq!(c.success_text(), "3/5 (60%), 1 flagged");
+    assert_eq!(c.errored_by_kind.get("rate-limit"), Some(&1));
+    let clean = cell(&successes("v", "t", 3, 5));
+    assert_eq!((clean.flagged, clean.flagged_successes), (0, 0));
+    assert_eq!(clean.success_text(), "3/5 (60%)");
+}

@@ -549,3 +549,366 @@ fn the_verdict_line_shows_the_thresholds_it_used() {
         "{text}"
     );
 }
+
+/// One trial of each graded outcome, in these numbers: 1 completed, 2 wrong, 3 refused
+/// honestly (one of them the task's success), 4 refused wrongly, 5 asked, 6 abandoned; and an
+/// errored and an ungradeable trial, which no rate counts.
+fn every_outcome() -> Vec<TrialRow> {
+    use proctor_score::Outcome;
+    let counts = [
+        (completed(), 1),
+        (wrong(), 2),
+        (Outcome::RefusedHonestly, 3),
+        (Outcome::RefusedWrongly, 4),
+        (Outcome::Asked, 5),
+        (Outcome::Abandoned, 6),
+        (errored(), 1),
+        (ungradeable(), 1),
+    ];
+    let mut rows: Vec<TrialRow> = counts
+        .iter()
+        .flat_map(|(o, n)| std::iter::repeat_n(o.clone(), *n))
+        .enumerate()
+        .map(|(i, o)| row("v", "t", i as u32, o))
+        .collect();
+    rows[1].verdict.task_success = true; // the first honest refusal is the task's success
+    rows.swap(1, 3);
+    rows
+}
+
+/// Every metric a gate may name reads its own count from a cell: each rate's k over the graded
+/// n, and each per-trial metric's own field.
+#[test]
+fn every_metric_reads_its_own_number_from_a_cell() {
+    use proctor_report::metric::metric;
+    let cell = proctor_report::Cell::of(&every_outcome());
+    assert_eq!(cell.n, 21);
+    let rate = |name: &str| {
+        let v = metric(&cell, name).unwrap();
+        (v.rate.map(|r| (r.k, r.n)), v.n)
+    };
+    for (name, k) in [
+        ("completion_rate", 1),
+        ("success_rate", 2),
+        ("wrong_rate", 2),
+        ("refusal_rate", 7),
+        ("ask_rate", 5),
+        ("abandoned_rate", 6),
+        ("failure_rate", 2 + 4 + 6),
+    ] {
+        assert_eq!(rate(name), (Some((k, 21)), 21), "{name}");
+    }
+    let mut r = row("v", "t", 0, completed());
+    r.verdict.metrics = Some(proctor_score::InterfaceMetrics {
+        calls: 1,
+        errors: 2,
+        repeats: 3,
+        undone: 4,
+        denied: 5,
+        wrong_turns: 6,
+        recoveries: 7,
+        help_calls: 8,
+    });
+    let mut r = with_tokens(r, 9, 10);
+    r.requests = Some(11);
+    r.wall_seconds = 12.0;
+    r.agent_cpu_seconds = Some(13.0);
+    r.verdict.rubric = Some(proctor_score::RubricScore {
+        criteria: vec![],
+        raw_total: 3,
+        total: 3,
+        max: 4,
+        caps: vec![],
+    });
+    let cell = proctor_report::Cell::of([&r]);
+    for (name, value) in [
+        ("calls", 1.0),
+        ("errors", 2.0),
+        ("repeats", 3.0),
+        ("undone", 4.0),
+        ("denied", 5.0),
+        ("wrong_turns", 6.0),
+        ("recoveries", 7.0),
+        ("help_calls", 8.0),
+        ("tokens", 19.0),
+        ("requests", 11.0),
+        ("wall_seconds", 12.0),
+        ("agent_cpu_seconds", 13.0),
+        ("rubric_mean", 0.75),
+    ] {
+        let v = metric(&cell, name).unwrap();
+        assert_eq!((v.value, v.n), (Some(value), 1), "{name}");
+    }
+}
+
+/// The direction in which each metric is better: higher for completion, success, the rubric
+/// and recoveries; lower for every other, refusals and asks included.
+#[test]
+fn each_metric_is_better_in_its_own_direction() {
+    use proctor_report::metric::better_when;
+    use proctor_suite::model::Direction;
+    let higher = [
+        "completion_rate",
+        "success_rate",
+        "rubric_mean",
+        "recoveries",
+    ];
+    for name in proctor_suite::model::METRICS {
+        let want = if higher.contains(name) {
+            Direction::Higher
+        } else {
+            Direction::Lower
+        };
+        assert_eq!(better_when(name), Some(want), "{name}");
+        assert_eq!(better_when(&format!("{name}:total")), Some(want), "{name}");
+    }
+    assert_eq!(better_when("vibes"), None);
+}
+
+fn gate_named<'r>(r: &'r GateReport, name: &str) -> &'r proctor_report::Gate {
+    r.gates
+        .iter()
+        .find(|g| g.name == name)
+        .unwrap_or_else(|| panic!("no gate {name}: {r:#?}"))
+}
+
+/// The strongest control is the best arm whatever the order the arms come in, and an arm with
+/// no graded trial is no control.
+#[test]
+fn the_strongest_control_is_the_best_arm_in_any_order_and_needs_a_graded_trial() {
+    // The strongest control (100%) comes first, a weaker one last.
+    let rows = [
+        variant("other", 5, 1),
+        variant("control", 2, 2),
+        variant("method", 4, 1),
+        variant("weak", 1, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 5);
+    let g = gate_named(&r, "strongest_control");
+    assert!(!g.passed, "{g:#?}");
+    assert!(g.explanation.contains("`other`"), "{}", g.explanation);
+    assert_eq!(g.numbers[1].value, Some(1.0));
+    // Controls of 40% and 60% against a candidate of 60%: it passes against the stronger.
+    let rows = [
+        variant("control", 2, 2),
+        variant("method", 3, 1),
+        variant("other", 3, 1),
+    ]
+    .concat();
+    let r = run(
+        &rows,
+        &promotion(&[("strongest_success_tolerance", "0.0")]),
+        5,
+    );
+    assert!(gate_named(&r, "strongest_control").passed, "{r:#?}");
+    // A baseline whose every trial errored has nothing to compare with: the gate fails.
+    let rows: Vec<TrialRow> = [
+        variant("control", 0, 2)
+            .into_iter()
+            .map(|mut r| {
+                r.verdict.outcome = errored();
+                r.verdict.task_success = false;
+                r
+            })
+            .collect(),
+        variant("method", 4, 1),
+    ]
+    .concat();
+    let r = run(&rows, &promotion(&[]), 5);
+    let g = gate_named(&r, "strongest_control");
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(
+        g.explanation,
+        "no control arm has a graded trial to compare with"
+    );
+}
+
+/// `nonzero_success` says which way it went.
+#[test]
+fn nonzero_success_says_whether_a_task_succeeded() {
+    let r = run(&passing(), &promotion(&[]), 5);
+    let g = gate_named(&r, "nonzero_success");
+    assert!(g.passed);
+    assert_eq!(g.explanation, "candidate success 8/10 (80%) is nonzero");
+    let rows = [variant("control", 2, 2), variant("method", 0, 1)].concat();
+    let g = gate_named(&run(&rows, &promotion(&[]), 5), "nonzero_success").clone();
+    assert!(!g.passed);
+    assert_eq!(
+        g.explanation,
+        "candidate success 0/10 (0%): no task succeeded"
+    );
+}
+
+/// A metric better when higher regresses when it falls, and an improvement is no regression.
+#[test]
+fn direction_no_regression_of_a_higher_is_better_metric_passes_when_it_rises() {
+    let p = promotion(&[("no_regression", "[\"success_rate\", \"completion_rate\"]")]);
+    let r = run(&passing(), &p, 5);
+    assert!(r.passed, "{r:#?}");
+    let g = gate_named(&r, "no_regression:success_rate");
+    assert_eq!(
+        (g.numbers[0].value, g.numbers[1].value),
+        (Some(0.4), Some(0.8))
+    );
+    // The same arms the other way round: the success rate fell.
+    let rows = [
+        variant("control", 4, 1),
+        variant("method", 2, 1),
+        variant("other", 1, 1),
+    ]
+    .concat();
+    let r = run(&rows, &p, 5);
+    assert!(!gate_named(&r, "no_regression:success_rate").passed);
+    // Equal is no regression.
+    let rows = [variant("control", 4, 1), variant("method", 4, 1)].concat();
+    let r = run(&rows, &p, 5);
+    assert!(
+        gate_named(&r, "no_regression:success_rate").passed,
+        "{r:#?}"
+    );
+}
+
+/// With only an absolute minimum, only the absolute improvement counts; with none, any
+/// improvement above 0 passes and none does not.
+#[test]
+fn the_primary_minimum_that_is_set_is_the_one_that_counts() {
+    // 40% -> 80%: +40 points, +100%.
+    let only_abs = |abs: &str| {
+        let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+        table.remove("minimum_relative_improvement");
+        table.insert(
+            "minimum_absolute_improvement".into(),
+            abs.parse::<f64>().unwrap().into(),
+        );
+        toml::from_str::<Promotion>(&toml::to_string(&table).unwrap()).unwrap()
+    };
+    assert!(!gate_named(&run(&passing(), &only_abs("0.5"), 5), "primary_metric").passed);
+    assert!(gate_named(&run(&passing(), &only_abs("0.4"), 5), "primary_metric").passed);
+    let none = {
+        let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+        table.remove("minimum_relative_improvement");
+        table.remove("minimum_absolute_improvement");
+        toml::from_str::<Promotion>(&toml::to_string(&table).unwrap()).unwrap()
+    };
+    assert!(gate_named(&run(&passing(), &none, 5), "primary_metric").passed);
+    let equal = [variant("control", 4, 1), variant("method", 4, 1)].concat();
+    let g = gate_named(&run(&equal, &none, 5), "primary_metric").clone();
+    assert!(!g.passed, "no improvement is not an improvement: {g:#?}");
+    // From an exact zero with a lower-is-better metric, a fall to zero is no improvement.
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[]"),
+    ]);
+    let zero = [variant("control", 2, 0), variant("method", 4, 0)].concat();
+    let g = gate_named(&run(&zero, &p, 5), "primary_metric").clone();
+    assert!(!g.passed, "{g:#?}");
+    let rel = g
+        .numbers
+        .iter()
+        .find(|n| n.name == "relative_improvement")
+        .unwrap();
+    assert_eq!((rel.value, rel.unbounded), (None, false));
+}
+
+#[test]
+fn a_primary_metric_with_a_bad_statistic_is_an_unknown_metric() {
+    let p = promotion(&[("primary_metric", "\"calls:mode\"")]);
+    assert_eq!(
+        gate(&passing(), &p, &ReportConfig::default()).unwrap_err(),
+        GateError::UnknownMetric("calls:mode".into())
+    );
+}
+
+/// Arms that share no task have no matched trials: no regression per task cannot be shown.
+#[test]
+fn arms_with_no_task_in_common_cannot_show_no_regression_per_task() {
+    let rows = [
+        successes("control", "t1", 2, 5),
+        successes("method", "t2", 4, 5),
+    ]
+    .concat();
+    let p = promotion(&[
+        ("no_regression", "[]"),
+        ("no_regression_per_task", "[\"success_rate\"]"),
+        ("require_complete_costs", "false"),
+    ]);
+    let r = run(&rows, &p, 5);
+    let g = gate_named(&r, "no_regression_per_task:success_rate");
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(
+        g.explanation,
+        "`success_rate`: no task has matched trials, so no regression cannot be shown"
+    );
+    let s = gate_named(&r, "sample_size");
+    assert!(!s.passed, "{s:#?}");
+}
+
+#[test]
+fn the_primary_gate_says_which_way_is_better_and_what_it_wanted() {
+    let r = run(&passing(), &promotion(&[]), 5);
+    assert_eq!(
+        gate_named(&r, "primary_metric").explanation,
+        "`completion_rate` (higher is better) 4/10 (40%) -> 8/10 (80%): improvement 40.0 points (+100.0%); wanted at least 10.0% relative or 5.0 points absolute"
+    );
+    let p = promotion(&[
+        ("primary_metric", "\"wrong_turns\""),
+        ("direction", "\"lower\""),
+        ("no_regression", "[]"),
+    ]);
+    let g = gate_named(&run(&passing(), &p, 5), "primary_metric").clone();
+    assert!(
+        g.explanation
+            .starts_with("`wrong_turns` mean (lower is better) 2 (n=10) -> 1 (n=10)"),
+        "{}",
+        g.explanation
+    );
+    let improvement = |g: &proctor_report::Gate| {
+        g.numbers
+            .iter()
+            .find(|n| n.name == "improvement")
+            .and_then(|n| n.value)
+    };
+    assert_eq!(improvement(&g), Some(1.0));
+    // Direction: more wrong turns in the candidate is no improvement where lower is better.
+    let worse = [variant("control", 2, 1), variant("method", 4, 2)].concat();
+    let g = gate_named(&run(&worse, &p, 5), "primary_metric").clone();
+    assert!(!g.passed, "{g:#?}");
+    assert_eq!(improvement(&g), Some(-1.0));
+}
+
+/// Without a minimum, an improvement must be beyond the float slack (1e-9): exactly that much
+/// is no improvement.
+#[test]
+fn an_improvement_of_only_the_float_slack_is_no_improvement() {
+    let cpu = |v: &str, secs: f64| -> Vec<TrialRow> {
+        variant(v, 4, 1)
+            .into_iter()
+            .map(|mut r| {
+                r.agent_cpu_seconds = Some(secs);
+                r
+            })
+            .collect()
+    };
+    let mut table: toml::Table = toml::from_str(PROMOTION).unwrap();
+    table.remove("minimum_relative_improvement");
+    table.remove("minimum_absolute_improvement");
+    table.insert("primary_metric".into(), "agent_cpu_seconds:median".into());
+    let p: Promotion = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
+    let primary = |b: f64| {
+        let rows = [cpu("control", 0.0), cpu("method", b)].concat();
+        gate_named(&run(&rows, &p, 5), "primary_metric").clone()
+    };
+    let slack = primary(1e-9);
+    assert_eq!(
+        slack
+            .numbers
+            .iter()
+            .find(|n| n.name == "improvement")
+            .and_then(|n| n.value),
+        Some(1e-9)
+    );
+    assert!(!slack.passed, "{slack:#?}");
+    assert!(primary(2e-9).passed);
+}

@@ -223,6 +223,47 @@ mod tests {
     }
 
     #[test]
+    fn each_successful_call_is_undone_at_most_once() {
+        let m = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "send", "a"], 0),
+                call(&["chat", "unsend", "1"], 0),
+                call(&["chat", "unsend", "1"], 0),
+                call(&["chat", "unsend", "2"], 0),
+            ],
+        );
+        assert_eq!((m.undone, m.repeats, m.wrong_turns), (1, 1, 2));
+        let two = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "send", "a"], 0),
+                call(&["chat", "send", "b"], 0),
+                call(&["chat", "unsend", "1"], 0),
+                call(&["chat", "unsend", "2"], 0),
+            ],
+        );
+        assert_eq!(two.undone, 2);
+        // A failed undo reverses nothing.
+        let failed = interface_metrics(
+            &interface(),
+            &[
+                call(&["chat", "send", "a"], 0),
+                call(&["chat", "unsend", "1"], 1),
+            ],
+        );
+        assert_eq!((failed.undone, failed.errors), (0, 1));
+    }
+
+    #[test]
+    fn a_call_with_other_stdin_is_no_repeat() {
+        let mut other = call(&["chat", "send", "x"], 0);
+        other.stdin_hash = "other".into();
+        let m = interface_metrics(&interface(), &[call(&["chat", "send", "x"], 0), other]);
+        assert_eq!((m.repeats, m.wrong_turns), (0, 0));
+    }
+
+    #[test]
     fn denied_calls_are_wrong_turns_but_not_errors() {
         let m = interface_metrics(&interface(), &[denied(&["chat", "send"])]);
         assert_eq!((m.denied, m.errors, m.wrong_turns), (1, 0, 1));
