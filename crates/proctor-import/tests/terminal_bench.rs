@@ -98,7 +98,12 @@ fn built(root: &Path) -> PathBuf {
     command: [ "sh", "-c", "sleep infinity" ]
 "#,
     );
-    write(&dir, "Dockerfile", "FROM ubuntu:24.04\n");
+    // A RUN step: a Dockerfile of FROM alone imports as its base image without a build.
+    write(
+        &dir,
+        "Dockerfile",
+        "FROM ubuntu:24.04\nRUN apt-get update\n",
+    );
     write_exec(&dir, "run-tests.sh", "#!/bin/bash\nexit 0\n");
     dir
 }
