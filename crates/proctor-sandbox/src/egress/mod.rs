@@ -74,12 +74,30 @@ impl Shared {
 
 /// Whether this machine can give a trial the internet network; why not, if it cannot.
 pub fn available() -> Result<(), String> {
-    slirp::find().map(|_| ()).ok_or_else(|| {
+    slirp::find().ok_or_else(|| {
         format!(
             "network \"internet\" needs {} (Debian package slirp4netns), and it is not on PATH",
             slirp::PROGRAM
         )
-    })
+    })?;
+    tun_usable()
+}
+
+/// The tun device the stack opens: any user may, where it is mode 0666 (as Debian's udev makes
+/// it); root may always (its trials map it to their own root).
+fn tun_usable() -> Result<(), String> {
+    const TUN: &std::ffi::CStr = c"/dev/net/tun";
+    // SAFETY: access(2) and geteuid(2) only read their arguments.
+    let ok =
+        unsafe { libc::geteuid() == 0 || libc::access(TUN.as_ptr(), libc::R_OK | libc::W_OK) == 0 };
+    if ok {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    let uid = unsafe { libc::geteuid() };
+    Err(format!(
+        "network \"internet\" needs /dev/net/tun readable and writable by uid {uid}, and it is not here (Debian's udev makes it mode 0666; as root: chmod 0666 /dev/net/tun)"
+    ))
 }
 
 /// Starts the way out for `req`, under `allowed_hosts`; returns once the trial's interface is up.
@@ -92,6 +110,7 @@ pub(crate) fn start(req: Request, allowed_hosts: &[String]) -> Result<Egress, St
             ..EgressRecord::default()
         },
     }));
+    available()?;
     let stack = slirp::start(&req.netns, &req.userns)?;
     let listener = stack
         .listener
