@@ -946,24 +946,37 @@ fn agent_inner(
             return Ok(());
         }
     };
+    // A signal a process of the trial sent to this init (a check's code under test that ends
+    // PID 1): the main process counts as ended by it, whichever the race between its own exit
+    // and the SIGTERM passed on to it.
+    let mut struck: Option<libc::c_int> = None;
     loop {
         // Reap everything that ended: the agent's main process, or orphans re-parented to us.
         loop {
             match sys::wait4(-1, libc::WNOHANG) {
                 Ok(Some((pid, status, _))) if pid == child => {
                     trace("agent command exited");
-                    ctl.send(&Msg::AgentExit {
-                        exit: sys::decode_status(status),
-                    });
+                    let mut exit = sys::decode_status(status);
+                    if let (Some(sig), None) = (struck, exit.signal) {
+                        exit = Exit {
+                            code: None,
+                            signal: Some(sig),
+                        };
+                    }
+                    ctl.send(&Msg::AgentExit { exit });
                     return Ok(());
                 }
                 Ok(Some(_)) => continue,
                 _ => break,
             }
         }
-        let sig = sys::wait_signal(&set).map_err(|e| format!("sigwaitinfo: {e}"))?;
+        let (sig, from) = sys::wait_signal_from(&set).map_err(|e| format!("sigwaitinfo: {e}"))?;
         if sig != libc::SIGCHLD {
-            // From T at the timeout: pass it on to every process of the agent.
+            // From T at the timeout (sender 0: outside this namespace), or from a process of
+            // the trial: pass it on to every process of the agent.
+            if from != 0 {
+                struck.get_or_insert(sig);
+            }
             sys::kill(-1, libc::SIGTERM);
         }
     }

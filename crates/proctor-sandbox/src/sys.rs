@@ -606,6 +606,24 @@ pub(crate) fn wait_signal(set: &SigSet) -> io::Result<libc::c_int> {
     }
 }
 
+/// [`wait_signal`], also giving the sender's pid as the waiting process's namespace sees it: 0
+/// for a signal from the kernel or from a process outside that PID namespace.
+pub(crate) fn wait_signal_from(set: &SigSet) -> io::Result<(libc::c_int, libc::pid_t)> {
+    loop {
+        // SAFETY: a zeroed siginfo_t is valid output space; the set is a valid sigset_t.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
+        if sig >= 0 {
+            // SAFETY: si_pid is valid for the signals waited for here (sent by kill or the kernel).
+            return Ok((sig, unsafe { info.si_pid() }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
 /// Resets the signal mask and every catchable signal's disposition to the default; used in a
 /// forked child right before `execve`.
 pub(crate) fn reset_signals() {

@@ -795,6 +795,17 @@ fn a_solution_that_runs_apt_get_against_a_local_mirror_passes_its_test() {
         "{}",
         out.stderr
     );
+    // Harbor's default network is imported as the trial's own internet, which never reaches the
+    // host's loopback, where the stand-in mirror listens: the test's suite chooses the host's
+    // network, explicitly, as a suite that needs a host service must.
+    let toml = suite.join("suite.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(text.contains("network = \"internet\"\n"), "{text}");
+    std::fs::write(
+        &toml,
+        text.replace("network = \"internet\"\n", "network = \"host\"\n"),
+    )
+    .unwrap();
     let v = lab.proctor(
         As::Me,
         &[
