@@ -550,21 +550,8 @@ fn host_list(table: &toml::Table, environment: &toml::Table) -> Vec<String> {
         .flatten()
         .filter_map(Value::as_str)
         .map(|h| h.trim().to_ascii_lowercase())
-        .filter(|h| is_host_rule(h))
+        .filter(|h| proctor_suite::model::host_rule_problem(h).is_none())
         .collect()
-}
-
-/// Whether `h` is `HOST` or `*.HOST`, as a suite's `allowed_hosts` takes it.
-fn is_host_rule(h: &str) -> bool {
-    let host = h.strip_prefix("*.").unwrap_or(h);
-    !host.is_empty()
-        && host.parse::<std::net::IpAddr>().is_err()
-        && host.split('.').all(|l| {
-            !l.is_empty()
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
 }
 
 /// The agent's wall timeout and the verifier's timeout, in seconds.

@@ -411,6 +411,29 @@ impl Network {
     }
 }
 
+/// Why `rule` is not an `allowed_hosts` entry (`HOST`, or `*.HOST` for the names below it), if
+/// it is not.
+pub fn host_rule_problem(rule: &str) -> Option<&'static str> {
+    let host = rule.strip_prefix("*.").unwrap_or(rule);
+    if host.is_empty() {
+        return Some("names no host");
+    }
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Some("is an address: name the host instead");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if host.len() > 253 || !host.split('.').all(label_ok) {
+        return Some("is not a host name (letters, digits and `-` between dots; `*.` only first)");
+    }
+    None
+}
+
 /// What the `check` commands of a task in an image see outside the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -84,7 +84,7 @@ impl Validator<'_> {
     /// task's is `internet` (`internet`: whether one is).
     pub(super) fn allowed_hosts(&mut self, hosts: &[Spanned<String>], internet: bool) {
         for h in hosts {
-            if let Some(why) = host_rule_problem(h.get_ref()) {
+            if let Some(why) = crate::model::host_rule_problem(h.get_ref()) {
                 let p = self
                     .at(
                         ProblemKind::InvalidValue,
@@ -161,28 +161,6 @@ impl Validator<'_> {
     }
 }
 
-/// Why `rule` is not `HOST` or `*.HOST`, if it is not.
-fn host_rule_problem(rule: &str) -> Option<&'static str> {
-    let host = rule.strip_prefix("*.").unwrap_or(rule);
-    if host.is_empty() {
-        return Some("names no host");
-    }
-    if host.parse::<std::net::IpAddr>().is_ok() {
-        return Some("is an address: name the host instead");
-    }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    };
-    if host.len() > 253 || !host.split('.').all(label_ok) {
-        return Some("is not a host name (letters, digits and `-` between dots; `*.` only first)");
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +178,7 @@ mod tests {
     #[test]
     fn host_rules_are_names_or_wildcards_below_one() {
         for ok in ["pypi.org", "*.pythonhosted.org", "localhost", "a-b.example"] {
-            assert_eq!(super::host_rule_problem(ok), None, "{ok}");
+            assert_eq!(crate::model::host_rule_problem(ok), None, "{ok}");
         }
         for bad in [
             "",
@@ -212,7 +190,7 @@ mod tests {
             "*.*.org",
             "a_b.org",
         ] {
-            assert!(super::host_rule_problem(bad).is_some(), "{bad}");
+            assert!(crate::model::host_rule_problem(bad).is_some(), "{bad}");
         }
     }
 }
