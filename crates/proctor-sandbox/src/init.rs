@@ -946,6 +946,12 @@ fn agent_inner(
             return Ok(());
         }
     };
+    await_main(ctl, child, &set)
+}
+
+/// A's wait for the agent's main process `child`, passing a signal it is sent on to every
+/// process of the agent; reports how the main process ended.
+fn await_main(ctl: &Ctl, child: libc::pid_t, set: &nix::sys::signal::SigSet) -> Result<(), String> {
     // A signal a process of the trial sent to this init (a check's code under test that ends
     // PID 1): the main process counts as ended by it, whichever the race between its own exit
     // and the SIGTERM passed on to it.
@@ -970,7 +976,7 @@ fn agent_inner(
                 _ => break,
             }
         }
-        let (sig, from) = sys::wait_signal_from(&set).map_err(|e| format!("sigwaitinfo: {e}"))?;
+        let (sig, from) = sys::wait_signal_from(set).map_err(|e| format!("sigwaitinfo: {e}"))?;
         if sig != libc::SIGCHLD {
             // From T at the timeout (sender 0: outside this namespace), or from a process of
             // the trial: pass it on to every process of the agent.

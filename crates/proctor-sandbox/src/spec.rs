@@ -349,6 +349,58 @@ impl SandboxSpec {
         Path::new(SIDECAR_ROOT).join(name).join("root")
     }
 
+    /// [`SandboxSpec::validate`]'s checks of the services: names, commands, roots, probes.
+    fn validate_services(&self) -> Result<(), SandboxError> {
+        let bad = |m: String| Err(SandboxError::InvalidSpec(m));
+        let mut names = HashSet::new();
+        for s in &self.services {
+            if s.name.is_empty()
+                || s.name == "."
+                || s.name == ".."
+                || !s
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return bad(format!(
+                    "service name {:?} must be letters, digits, '.', '_' or '-'",
+                    s.name
+                ));
+            }
+            if !names.insert(s.name.as_str()) {
+                return bad(format!("service {:?} is defined twice", s.name));
+            }
+            if s.argv.is_empty() {
+                return bad(format!("service {:?} has an empty command", s.name));
+            }
+            check_absolute("service dir", &s.dir_host)?;
+            if let Some(root) = &s.root {
+                check_absolute("service root", &root.rootfs)?;
+                if !self.namespaces {
+                    return bad(format!(
+                        "service {:?} has a root of its own, which needs namespaces",
+                        s.name
+                    ));
+                }
+            }
+            if s.health.as_ref().is_some_and(|h| h.argv.is_empty()) {
+                return bad(format!("service {:?} has an empty healthcheck", s.name));
+            }
+            for (k, v) in &s.env {
+                check_env(k, v)?;
+            }
+            if let Some(r) = &s.ready {
+                crate::http::Url::parse(&r.url)
+                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
+            }
+            if let Some(g) = &s.guard {
+                crate::http::Url::parse(&g.url)
+                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the spec for mistakes that would otherwise surface as confusing mount errors.
     pub fn validate(&self) -> Result<(), SandboxError> {
         let bad = |m: String| Err(SandboxError::InvalidSpec(m));
@@ -417,52 +469,7 @@ impl SandboxSpec {
         for (k, v) in &self.env {
             check_env(k, v)?;
         }
-        let mut names = HashSet::new();
-        for s in &self.services {
-            if s.name.is_empty()
-                || s.name == "."
-                || s.name == ".."
-                || !s
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            {
-                return bad(format!(
-                    "service name {:?} must be letters, digits, '.', '_' or '-'",
-                    s.name
-                ));
-            }
-            if !names.insert(s.name.as_str()) {
-                return bad(format!("service {:?} is defined twice", s.name));
-            }
-            if s.argv.is_empty() {
-                return bad(format!("service {:?} has an empty command", s.name));
-            }
-            check_absolute("service dir", &s.dir_host)?;
-            if let Some(root) = &s.root {
-                check_absolute("service root", &root.rootfs)?;
-                if !self.namespaces {
-                    return bad(format!(
-                        "service {:?} has a root of its own, which needs namespaces",
-                        s.name
-                    ));
-                }
-            }
-            if s.health.as_ref().is_some_and(|h| h.argv.is_empty()) {
-                return bad(format!("service {:?} has an empty healthcheck", s.name));
-            }
-            for (k, v) in &s.env {
-                check_env(k, v)?;
-            }
-            if let Some(r) = &s.ready {
-                crate::http::Url::parse(&r.url)
-                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
-            }
-            if let Some(g) = &s.guard {
-                crate::http::Url::parse(&g.url)
-                    .map_err(|e| SandboxError::InvalidSpec(format!("service {:?}: {e}", s.name)))?;
-            }
-        }
+        self.validate_services()?;
         Ok(())
     }
 }
