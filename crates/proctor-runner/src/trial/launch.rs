@@ -86,21 +86,13 @@ pub fn launch(
         carried,
     );
     let (limits, cgroup, limits_record) = trial_limits(ctx, trial);
-    let record = LaunchRecord {
-        agent: trial.variant.agent.as_str().into(),
-        model: trial.variant.model.clone(),
+    let given = Given {
         prompt,
-        argv: command.clone(),
-        env: redact_env(&env),
-        allow: prepared.allowed.clone(),
-        image: image.map(|img| crate::record::ImageRecord {
-            reference: img.reference.clone(),
-            digest: img.digest.clone(),
-            note: img.note.clone(),
-        }),
-        resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
-        limits: Some(limits_record),
+        command: &command,
+        env: &env,
+        image,
     };
+    let record = launch_record(ctx, trial, prepared, given, limits_record);
     let record = without_token(record, model.as_ref());
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
     let calls = call_runner(prepared, &env)?;
@@ -139,6 +131,46 @@ pub fn launch(
         cgroup,
         given_answer: None,
     })
+}
+
+/// What the agent is given, as [`launch`] made it: kept in its launch record.
+struct Given<'a> {
+    prompt: String,
+    command: &'a [String],
+    env: &'a [(String, String)],
+    image: Option<&'a std::sync::Arc<crate::image::TrialImage>>,
+}
+
+/// What the trial record keeps of how the agent was launched (before the model token is taken
+/// out of it).
+fn launch_record(
+    ctx: &RunContext,
+    trial: &Trial,
+    prepared: &Prepared,
+    given: Given<'_>,
+    limits_record: crate::record::LimitsRecord,
+) -> LaunchRecord {
+    let Given {
+        prompt,
+        command,
+        env,
+        image,
+    } = given;
+    LaunchRecord {
+        agent: trial.variant.agent.as_str().into(),
+        model: trial.variant.model.clone(),
+        prompt,
+        argv: command.to_vec(),
+        env: redact_env(env),
+        allow: prepared.allowed.clone(),
+        image: image.map(|img| crate::record::ImageRecord {
+            reference: img.reference.clone(),
+            digest: img.digest.clone(),
+            note: img.note.clone(),
+        }),
+        resources: crate::record::ResourcesRecord::of(ctx.suite.resources(trial.task)),
+        limits: Some(limits_record),
+    }
 }
 
 /// The trial's root when it runs in an image: the image under the trial's own writable layer,
