@@ -73,18 +73,7 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     if let Some(secs) = t.validation_timeout {
         let _ = writeln!(s, "validation_timeout_seconds = {secs}");
     }
-    let _ = writeln!(s, "# network: {}", t.network.why);
-    let _ = writeln!(s, "network = \"{}\"", t.network.agent.as_str());
-    let _ = writeln!(s, "check_network = \"{}\"", t.network.checks.as_str());
-    if !t.network.allowed_hosts.is_empty() {
-        let hosts: Vec<String> = t
-            .network
-            .allowed_hosts
-            .iter()
-            .map(|h| basic_string(h))
-            .collect();
-        let _ = writeln!(s, "allowed_hosts = [{}]", hosts.join(", "));
-    }
+    render_network(s, &t.network);
     // The verifier runs in the agent's container, where it sees what the agent installed; a
     // separate verifier, in a fresh container of the image with the agent's workspace.
     if t.verifier.separate {
@@ -97,8 +86,48 @@ fn render_task(s: &mut String, t: &TaskPlan) {
     // The tests are laid where the task expects them, never in the agent's workspace.
     let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
 
+    render_environment(s, t, &image);
+    for sidecar in &t.sidecars {
+        render_sidecar(
+            s,
+            sidecar,
+            &sidecar.image.reference(&sidecar.image_key(&t.id)),
+        );
+    }
+
+    s.push_str("\n[tasks.success]\n");
+    if t.verifier.metrics.is_empty() {
+        let _ = writeln!(s, "all = [{{ check = {} }}]", basic_string(CHECK));
+    } else {
+        let _ = writeln!(
+            s,
+            "all = [{{ check = {{ command = {}, stdout_matches = {} }} }}]",
+            basic_string(CHECK_METRICS),
+            basic_string("(?m)^proctor-verdict: pass$")
+        );
+        let mut ids = crate::ident::Ids::default();
+        for metric in &t.verifier.metrics {
+            let id = ids.unique(&crate::ident::sanitize(metric, "metric"));
+            render_metric(s, metric, &id);
+        }
+    }
+}
+
+/// A task's two networks, where they come from, and its allowed hosts.
+fn render_network(s: &mut String, n: &crate::model::Networks) {
+    let _ = writeln!(s, "# network: {}", n.why);
+    let _ = writeln!(s, "network = \"{}\"", n.agent.as_str());
+    let _ = writeln!(s, "check_network = \"{}\"", n.checks.as_str());
+    if !n.allowed_hosts.is_empty() {
+        let hosts: Vec<String> = n.allowed_hosts.iter().map(|h| basic_string(h)).collect();
+        let _ = writeln!(s, "allowed_hosts = [{}]", hosts.join(", "));
+    }
+}
+
+/// A task's `[tasks.environment]`: its image and what the task says of its container.
+fn render_environment(s: &mut String, t: &TaskPlan, image: &str) {
     s.push_str("\n[tasks.environment]\n");
-    let _ = writeln!(s, "image = {}", basic_string(&image));
+    let _ = writeln!(s, "image = {}", basic_string(image));
     if let Some(wd) = &t.workdir {
         let _ = writeln!(s, "workdir = {}", basic_string(wd));
     }
@@ -129,30 +158,6 @@ fn render_task(s: &mut String, t: &TaskPlan) {
             .map(|(k, v)| format!("{} = {}", toml_key(k), basic_string(v)))
             .collect();
         let _ = writeln!(s, "env = {{ {} }}", pairs.join(", "));
-    }
-    for sidecar in &t.sidecars {
-        render_sidecar(
-            s,
-            sidecar,
-            &sidecar.image.reference(&sidecar.image_key(&t.id)),
-        );
-    }
-
-    s.push_str("\n[tasks.success]\n");
-    if t.verifier.metrics.is_empty() {
-        let _ = writeln!(s, "all = [{{ check = {} }}]", basic_string(CHECK));
-    } else {
-        let _ = writeln!(
-            s,
-            "all = [{{ check = {{ command = {}, stdout_matches = {} }} }}]",
-            basic_string(CHECK_METRICS),
-            basic_string("(?m)^proctor-verdict: pass$")
-        );
-        let mut ids = crate::ident::Ids::default();
-        for metric in &t.verifier.metrics {
-            let id = ids.unique(&crate::ident::sanitize(metric, "metric"));
-            render_metric(s, metric, &id);
-        }
     }
 }
 
