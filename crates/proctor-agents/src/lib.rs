@@ -237,6 +237,16 @@ impl AgentOutput {
     }
 }
 
+/// What an adapter is told when the agent goes on with a conversation
+/// ([`Adapter::continue_session`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NextTurn {
+    /// The turn about to start, counted from 1 (so at least 2 here).
+    pub turn: usize,
+    /// The session id the agent's previous turn reported ([`AgentOutput::session_id`]), if any.
+    pub session_id: Option<String>,
+}
+
 /// The installed agent CLI, as found by [`Adapter::preflight`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentInfo {
@@ -285,6 +295,9 @@ pub enum AgentError {
         /// What is wrong, naming the flag or command.
         message: String,
     },
+    /// The user answered, and this agent kind has no way to go on with its session.
+    #[error("this agent kind cannot go on with a conversation (it has no way to resume its session)")]
+    NoConversation,
     /// A real agent needs a model endpoint and none was given.
     #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]
     NoModelEndpoint {
@@ -308,6 +321,19 @@ pub trait Adapter: Send + Sync {
     ) -> Result<Launch, AgentError> {
         let _ = session;
         self.launch(ctx)
+    }
+    /// How to start the agent again, in the same sandbox, to go on with its conversation:
+    /// `ctx.prompt` is the user's reply and `next` says which turn this is and what the last
+    /// turn's output named (the CLI's session id). Each adapter continues its own session by its
+    /// CLI's own mechanism; the default says this agent kind cannot hold a conversation.
+    fn continue_session(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        next: &NextTurn,
+    ) -> Result<Launch, AgentError> {
+        let _ = (ctx, session, next);
+        Err(AgentError::NoConversation)
     }
     /// What proctor configures this CLI's own permission layer to do with a shell command: only
     /// a CLI that refuses some can have a real `denied` call in its transcript.
