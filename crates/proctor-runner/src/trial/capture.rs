@@ -1645,6 +1645,7 @@ mod tests {
                 },
                 total: Duration::ZERO,
                 bounds: Default::default(),
+                turns: Vec::new(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
             init_lost: None,

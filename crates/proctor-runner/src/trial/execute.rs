@@ -250,6 +250,7 @@ mod tests {
             },
             total: Duration::ZERO,
             bounds: Default::default(),
+            turns: Vec::new(),
         }
     }
 

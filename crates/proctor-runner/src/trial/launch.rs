@@ -97,6 +97,7 @@ pub fn launch(
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
     let calls = call_runner(prepared, &env)?;
     let mut spec = SandboxSpec {
+        max_turns: 1,
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
         workspace: prepared.sandbox_workspace(),
