@@ -121,13 +121,13 @@ fn run_turns(
             Err(why) => (AgentRun::default(), Some(why)),
         };
         total.add(&run);
-        let exit = exec_failed.is_none().then(|| crate::report::Exit {
+        let exit = exec_failed.is_none().then_some(crate::report::Exit {
             code: run.exit_code,
             signal: run.signal,
         });
         let end = crate::turns::TurnEnd {
             turn,
-            exit: exit.clone(),
+            exit,
             exec_failed: exec_failed.clone(),
             stdout_end: end_of(stdout),
             stderr_end: end_of(stderr),

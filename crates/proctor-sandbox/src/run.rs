@@ -480,7 +480,7 @@ impl Collector {
             }
             Msg::AgentExit { exit } => {
                 if let Some(t) = self.turns.last_mut() {
-                    t.exit = Some(exit.clone());
+                    t.exit = Some(exit);
                 }
                 self.agent_exit = Some(exit);
             }
@@ -553,7 +553,7 @@ impl Collector {
         if can_go_on {
             self.awaiting_reply = Some(crate::turns::TurnEnd {
                 turn,
-                exit: t.exit.clone(),
+                exit: t.exit,
                 exec_failed: t.exec_failed.clone(),
                 stdout_end,
                 stderr_end,
