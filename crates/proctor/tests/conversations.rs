@@ -200,3 +200,94 @@ fn a_user_who_answers_needs_a_second_turn_and_validate_says_so() {
     );
     assert!(out.stderr.contains("max_turns = 3"), "{}", out.stderr);
 }
+
+#[test]
+fn the_conversation_is_evidence_in_show_results_the_page_and_the_trajectory() {
+    let lab = lab("conversation-evidence");
+    let out = lab.run(common::lab::As::Me, &["--trials", "1"]);
+    if !real_isolation(&record(&lab, "asker"), false) {
+        return;
+    }
+    assert!(out.code <= 1, "{}", out.stderr);
+    let store = lab.store();
+    let store = store.to_str().unwrap();
+    let run = lab.run_id();
+
+    let show = lab.proctor(
+        common::lab::As::Me,
+        &["show", &run, "t.fussy.0", "--store", store],
+    );
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    for line in [
+        "conversation (3 turn(s))",
+        "user (task prompt): Deploy the app.",
+        "agent: Are you sure you want to deploy?",
+        "user (otherwise): Yes, go ahead.",
+        "user (replies[0]): production",
+        "agent: Deployed to production.",
+        "· asks 2",
+    ] {
+        assert!(
+            show.stdout.contains(line),
+            "no `{line}` in:\n{}",
+            show.stdout
+        );
+    }
+
+    let results = std::fs::read_to_string(lab.run_dir().join("results.md")).unwrap();
+    assert!(
+        results.contains("| asks |"),
+        "results.md has an asks column:\n{results}"
+    );
+
+    let (out, page) = lab.export_html(&run, "page.html");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains("class=\"chat\""),
+        "the page shows the conversation as a chat"
+    );
+    assert!(html.contains("replies[0]") && html.contains("Which environment should I deploy to?"));
+
+    let atif = lab.root.join("atif");
+    let out = lab.proctor(
+        common::lab::As::Me,
+        &[
+            "export",
+            &run,
+            "--store",
+            store,
+            "--atif",
+            atif.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(atif.join("t.fussy.0.json")).unwrap())
+            .unwrap();
+    let said: Vec<(String, String)> = t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["source"].as_str().unwrap_or_default().to_string(),
+                s["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+    let want = [
+        ("user", "Deploy the app."),
+        ("agent", "Are you sure you want to deploy?"),
+        ("user", "Yes, go ahead."),
+        ("agent", "Which environment should I deploy to?"),
+        ("user", "production"),
+        ("agent", "Deployed to production."),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(said, want, "each user turn is a `user` step, in order");
+}
