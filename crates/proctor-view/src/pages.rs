@@ -1023,6 +1023,7 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
                 ("failure", &d.failure),
                 ("wrong_turns", &d.wrong_turns),
                 ("calls", &d.calls),
+                ("asks", &d.asks),
                 ("tokens", &d.tokens),
                 ("wall_seconds", &d.wall_seconds),
             ] {

@@ -640,6 +640,7 @@ fn differences_table(rows: &CellRows) -> Table {
             ("failure rate", &d.failure, true),
             ("median wrong turns", &d.wrong_turns, false),
             ("median calls", &d.calls, false),
+            ("median asks", &d.asks, false),
             ("median tokens (in+out)", &d.tokens, false),
             ("median wall s", &d.wall_seconds, false),
         ] {
