@@ -148,13 +148,9 @@ fn run_turns(
         let Some(cmd) = can_go_on.then(|| next(&end)).flatten() else {
             break;
         };
-        turn_deadline = cmd
-            .timeout
-            .map_or(deadline, |t| deadline.min(Instant::now() + t));
-        let mut s = spec.clone();
-        s.command = cmd.command;
-        s.env = cmd.env;
+        let (s, d) = crate::turns::next_turn(spec, cmd, deadline);
         turn_spec = std::borrow::Cow::Owned(s);
+        turn_deadline = d;
     }
     Ok(Ok(total))
 }

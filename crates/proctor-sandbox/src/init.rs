@@ -718,13 +718,9 @@ fn run_turns(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         match crate::turns::read_reply(ctl.0)? {
             crate::turns::Reply::End => break,
             crate::turns::Reply::Next { next } => {
-                turn_deadline = next
-                    .timeout
-                    .map_or(deadline, |t| deadline.min(Instant::now() + t));
-                let mut s = spec.clone();
-                s.command = next.command;
-                s.env = next.env;
+                let (s, d) = crate::turns::next_turn(spec, next, deadline);
                 turn_spec = std::borrow::Cow::Owned(s);
+                turn_deadline = d;
             }
         }
     }

@@ -82,6 +82,22 @@ pub(crate) fn read_reply(fd: std::os::fd::RawFd) -> Result<Reply, String> {
     serde_json::from_slice(&line).map_err(|e| format!("an unreadable word on the next turn: {e}"))
 }
 
+/// The spec of the turn `next` starts, and its deadline: `spec` with the turn's command and
+/// environment; the conversation's `deadline`, or sooner by the turn's own timeout.
+pub(crate) fn next_turn(
+    spec: &crate::SandboxSpec,
+    next: NextCommand,
+    deadline: std::time::Instant,
+) -> (crate::SandboxSpec, std::time::Instant) {
+    let turn_deadline = next
+        .timeout
+        .map_or(deadline, |t| deadline.min(std::time::Instant::now() + t));
+    let mut s = spec.clone();
+    s.command = next.command;
+    s.env = next.env;
+    (s, turn_deadline)
+}
+
 /// What the caller decides after each turn: `Some` runs another turn.
 pub type NextTurnFn<'a> = dyn FnMut(&TurnEnd) -> Option<NextCommand> + 'a;
 

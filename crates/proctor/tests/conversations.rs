@@ -17,13 +17,7 @@ fn lab(name: &str) -> Lab {
         "fixture/README.md",
         "Deploying writes the environment to env.txt.\n",
     );
-    let arms = ["asker", "guesser", "stopper", "fussy"];
-    let mut variants: String = arms
-        .iter()
-        .map(|v| {
-            format!("[[variants]]\nid = \"{v}\"\nagent = \"script\"\nscript = \"agents/{v}\"\n\n")
-        })
-        .collect();
+    let mut variants = common::lab::script_variants(&["asker", "guesser", "stopper", "fussy"]);
     // A command agent: asks on the first turn, acts on the reply it is given as its prompt.
     let shell = "if [ -z \\\"$PROCTOR_TURN\\\" ]; then echo 'Which environment should I deploy to?'; elif [ -e env.txt ]; then echo 'Already deployed.'; else echo \\\"$PROCTOR_PROMPT\\\" > env.txt; echo \\\"Deployed to $PROCTOR_PROMPT (turn $PROCTOR_TURN).\\\"; fi";
     variants.push_str(&format!(

@@ -14,6 +14,42 @@ use common::lab::{As, Lab};
 use common::registry::{Registry, MAKE_IMAGE};
 use common::unwrapped;
 
+/// `proctor import harbor LAB/tasks --out LAB/imported`, which must succeed: the suite's
+/// folder and what the import printed.
+fn import_harbor_tasks(lab: &Lab) -> (std::path::PathBuf, common::lab::RunOut) {
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    (out_dir, out)
+}
+
+/// One trial of each imported task and variant, into `store`, images cached in the lab.
+fn run_imported(lab: &Lab, suite: &Path, store: &Path) -> common::lab::RunOut {
+    let cache = lab.root.join("image-cache");
+    lab.proctor(
+        As::Me,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    )
+}
+
 /// Builds the test image into the lab's suite: `images/bb` (layout) and `images/bb.tar`.
 fn make_image(lab: &Lab) {
     make_image_with(lab, true);
@@ -396,18 +432,7 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
     // The image the task names, as an archive beside it.
     make_image(&lab);
     std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
-    let out_dir = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            lab.root.join("tasks").to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out_dir, out) = import_harbor_tasks(&lab);
     assert!(out.stderr.contains("hello-world"), "{}", out.stderr);
     assert!(
         out.stderr.contains("surprise"),
@@ -733,18 +758,7 @@ fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() 
     );
     make_image(&lab);
     std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
-    let out_dir = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            lab.root.join("tasks").to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out_dir, _) = import_harbor_tasks(&lab);
     let toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
     assert!(toml.contains("holdout_at = \"/tests\""), "{toml}");
     let cache = lab.root.join("image-cache");
@@ -880,18 +894,7 @@ retries = 3
         "first-fails",
         "#!/bin/bash\nprintf '#!/bin/sh\\necho bye\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",
     );
-    let out_dir = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            lab.root.join("tasks").to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out_dir, _) = import_harbor_tasks(&lab);
     let suite = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
     assert!(suite.contains("[[tasks.steps]]"), "{suite}");
     assert!(out_dir
@@ -899,21 +902,8 @@ retries = 3
         .is_file());
     let v = lab.proctor(As::Me, &["validate", out_dir.to_str().unwrap()]);
     assert_eq!(v.code, 0, "{}\n{suite}", v.stderr);
-    let cache = lab.root.join("image-cache");
     let store = lab.root.join("store-run");
-    let r = lab.proctor(
-        As::Me,
-        &[
-            "run",
-            out_dir.to_str().unwrap(),
-            "--trials",
-            "1",
-            "--store",
-            store.to_str().unwrap(),
-            "--image-cache",
-            cache.to_str().unwrap(),
-        ],
-    );
+    let r = run_imported(&lab, &out_dir, &store);
     assert!(r.code <= 1, "{}\n{suite}", r.stderr);
     let record = |id: &str| -> serde_json::Value {
         let runs = std::fs::read_dir(store.join("runs")).unwrap();

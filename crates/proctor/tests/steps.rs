@@ -14,12 +14,7 @@ use serde_json::Value;
 fn lab(name: &str) -> Lab {
     let lab = Lab::new(name);
     lab.write("fixture/README.md", "A greeter.\n");
-    let variants: String = ["oracle", "broken", "forger"]
-        .iter()
-        .map(|v| {
-            format!("[[variants]]\nid = \"{v}\"\nagent = \"script\"\nscript = \"agents/{v}\"\n\n")
-        })
-        .collect();
+    let variants = common::lab::script_variants(&["oracle", "broken", "forger"]);
     lab.write(
         "suite.toml",
         &format!(
