@@ -296,8 +296,16 @@ pub enum AgentError {
         message: String,
     },
     /// The user answered, and this agent kind has no way to go on with its session.
-    #[error("this agent kind cannot go on with a conversation (it has no way to resume its session)")]
+    #[error(
+        "this agent kind cannot go on with a conversation (it has no way to resume its session)"
+    )]
     NoConversation,
+    /// The user answered, and the agent's previous turn reported no session id to resume.
+    #[error("{agent}: the previous turn reported no session id, so its session cannot be resumed")]
+    NoSessionId {
+        /// The agent kind.
+        agent: &'static str,
+    },
     /// A real agent needs a model endpoint and none was given.
     #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]
     NoModelEndpoint {
