@@ -12,6 +12,7 @@
 //! trial whose reason names it. Each adapter's parser reads the CLI's own transcript into
 //! [`AgentOutput`]: the answer, tool calls, permission denials, agent-reported usage and cost.
 
+pub mod acp;
 pub mod aider;
 pub mod claude_code;
 pub mod cli;
@@ -379,6 +380,18 @@ pub fn adapter_for(
                     message: "`agent = \"command\"` needs `command`".into(),
                 })?;
             Ok(Box::new(command::CommandAdapter::new(template)))
+        }
+        AgentKind::Acp => {
+            let command = variant
+                .command
+                .as_ref()
+                .map(|c| c.get_ref().clone())
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| AgentError::Misconfigured {
+                    variant: variant.id.get_ref().clone(),
+                    message: "`agent = \"acp\"` needs `command`".into(),
+                })?;
+            Ok(Box::new(acp::AcpAdapter::new(command)))
         }
         AgentKind::ClaudeCode => Ok(Box::new(claude_code::ClaudeCode::new())),
         AgentKind::Codex => Ok(Box::new(codex::Codex::new())),

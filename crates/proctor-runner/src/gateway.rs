@@ -83,7 +83,7 @@ pub fn agent_api(agent: AgentKind, model: &str) -> Option<Api> {
         } else {
             Api::AnthropicMessages
         }),
-        AgentKind::Command | AgentKind::Script | AgentKind::Human => None,
+        AgentKind::Command | AgentKind::Acp | AgentKind::Script | AgentKind::Human => None,
     }
 }
 
