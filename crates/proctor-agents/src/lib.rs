@@ -391,7 +391,7 @@ pub fn adapter_for(
                     variant: variant.id.get_ref().clone(),
                     message: "`agent = \"acp\"` needs `command`".into(),
                 })?;
-            Ok(Box::new(acp::AcpAdapter::new(command)))
+            Ok(Box::new(acp::AcpAdapter::new(command, variant.env.clone())))
         }
         AgentKind::ClaudeCode => Ok(Box::new(claude_code::ClaudeCode::new())),
         AgentKind::Codex => Ok(Box::new(codex::Codex::new())),

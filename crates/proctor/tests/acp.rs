@@ -110,3 +110,132 @@ fn an_acp_variant_without_a_command_is_refused_by_validate() {
         "the error names where: {text}"
     );
 }
+
+fn agents_bin(exe: &str) -> PathBuf {
+    let dir = std::env::var_os("PROCTOR_AGENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/proctor/agents")
+        });
+    let exe = dir.join("bin").join(exe);
+    assert!(
+        exe.exists(),
+        "{} is not installed: run agents/install.sh (these tests drive the real ACP adapters)",
+        exe.display()
+    );
+    exe
+}
+
+/// The model's turns for the real adapters: the allowed call, one that is no plain call of it
+/// (so it must be refused), then the answer.
+const ALLOWED_THEN_REFUSED: &str = "[[turns]]\ncalls = [{ role = \"shell\", command = \"tool ok\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ncalls = [{ role = \"shell\", command = \"tool ok && python3 -c \\\"open('x.txt','w').write('x')\\\"\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ntext = \"done\"\nusage = { input = 10, output = 2 }\n";
+
+/// A one-task lab suite whose variant `id` is the given `[[variants]]` body, on the model
+/// script `turns`.
+fn real_acp_lab(id: &str, variant: &str, turns: &str) -> Lab {
+    let lab = Lab::new(&format!("acp-{id}"));
+    lab.write("fixture/README.md", "x\n");
+    lab.write_exec("bin/tool", "#!/bin/sh\necho \"tool $*\"\n");
+    lab.write("agents/model.toml", turns);
+    lab.write(
+        "suite.toml",
+        &format!(
+            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 120\nallow = [\"bin/tool\"]\n\n[[variants]]\nid = \"{id}\"\nagent = \"acp\"\nmodel_script = \"agents/model.toml\"\n{variant}\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tool.\"\n\n[tasks.interface]\ncommand = \"tool\"\n\n[tasks.success]\nall = [{{ calls = {{ verb = \"ok\", min = 1 }} }}]\n"
+        ),
+    );
+    lab
+}
+
+/// Runs the lab's one trial and checks it: completed with the scripted answer, the allowed
+/// call made through the shim, and `refused` denied calls, each a wrong turn that never ran.
+fn completes(lab: &Lab, id: &str, refused: u64) -> Value {
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    let trial = format!("t.{id}.0");
+    let record = lab.record(&trial);
+    let stdout =
+        std::fs::read_to_string(lab.trial_dir(&trial).join("agent.stdout")).unwrap_or_default();
+    assert_eq!(out.code, 0, "{}\n{record:#}\n{stdout}", out.stderr);
+    assert_eq!(
+        record["outcome"], "completed",
+        "{}\n{stdout}",
+        record["reason"]
+    );
+    let answer = std::fs::read_to_string(lab.trial_dir(&trial).join("answer.txt")).unwrap();
+    assert_eq!(answer.trim(), "done", "{stdout}");
+    let calls = record["end_state"]["calls"].as_array().unwrap();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["argv"] == serde_json::json!(["tool", "ok"]) && c["denied"].is_null()),
+        "{calls:#?}\n{stdout}"
+    );
+    let metrics = &record["verdict"]["metrics"];
+    assert_eq!(
+        metrics["denied"], refused,
+        "{metrics}\n{calls:#?}\n{stdout}"
+    );
+    assert_eq!(metrics["wrong_turns"], refused, "{metrics}");
+    assert!(
+        !lab.trial_dir(&trial).join("changes/files/x.txt").exists(),
+        "the denied command ran"
+    );
+    record
+}
+
+#[test]
+fn claude_codes_acp_adapter_completes_a_task_and_a_refused_permission_is_counted() {
+    agents_bin("claude-agent-acp");
+    // Claude Code refuses to start as root unless told it is in a sandbox (it is); its default
+    // mode ("auto") decides permissions itself, so the variant sets `acceptEdits`, in which
+    // every shell command that is no file edit asks the client.
+    let lab = real_acp_lab(
+        "claude-acp",
+        "command = [\"claude-agent-acp\"]\nenv = { IS_SANDBOX = \"1\", PROCTOR_ACP_MODE = \"acceptEdits\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }",
+        ALLOWED_THEN_REFUSED,
+    );
+    completes(&lab, "claude-acp", 1);
+    // Both calls were asked of proctor's client: the plain call granted, the other refused.
+    let stdout =
+        std::fs::read_to_string(lab.trial_dir("t.claude-acp.0").join("agent.stdout")).unwrap();
+    let asked: Vec<(bool, String)> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "permission")
+        .map(|v| {
+            (
+                v["granted"] == true,
+                v["command"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{stdout}");
+    assert_eq!(asked[0], (true, "tool ok".to_string()), "{stdout}");
+    assert!(
+        !asked[1].0 && asked[1].1.starts_with("tool ok && python3"),
+        "{stdout}"
+    );
+}
+
+/// codex-acp has no mode that both runs a command inside proctor's sandbox and asks the client
+/// first: its asking modes run commands in Codex's own sandbox (bubblewrap), which cannot start
+/// inside proctor's ("bwrap: setting up uid map: Operation not permitted"), so every command
+/// fails. The variant uses `agent-full-access`, where it runs every command without asking (as
+/// `agent = "codex"` does): the task completes, and no call can be refused.
+#[test]
+fn codexs_acp_adapter_completes_a_task() {
+    agents_bin("codex-acp");
+    // codex-acp reads its provider from CODEX_CONFIG; the endpoint is known only when the trial
+    // starts, so it is `{model_base_url}`, filled in at launch.
+    let lab = real_acp_lab(
+        "codex-acp",
+        "command = [\"codex-acp\"]\nenv = { NO_BROWSER = \"1\", MODEL_PROVIDER = \"proctor\", INITIAL_AGENT_MODE = \"agent-full-access\", CODEX_CONFIG = '{\"model\":\"mock-model\",\"model_provider\":\"proctor\",\"model_providers\":{\"proctor\":{\"name\":\"proctor\",\"base_url\":\"{model_base_url}/v1\",\"wire_api\":\"responses\",\"env_key\":\"OPENAI_API_KEY\"}}}' }",
+        "[[turns]]\ncalls = [{ role = \"shell\", command = \"tool ok\" }]\nusage = { input = 10, output = 2 }\n\n[[turns]]\ntext = \"done\"\nusage = { input = 10, output = 2 }\n",
+    );
+    let record = completes(&lab, "codex-acp", 0);
+    assert!(
+        record["end_state"]["unconfirmed_denials"].is_null()
+            || record["end_state"]["unconfirmed_denials"]
+                .as_array()
+                .is_some_and(|a| a.is_empty())
+    );
+}

@@ -9,7 +9,8 @@
 //! `PROCTOR_MODEL_BASE_URL`, `PROCTOR_MODEL_API_KEY`, `PROCTOR_MODEL`, `ANTHROPIC_BASE_URL` /
 //! `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL` (with `/v1`) / `OPENAI_API_KEY` and
 //! `GOOGLE_GEMINI_BASE_URL` / `GEMINI_API_KEY`; anything agent-specific goes in the variant's
-//! `env`.
+//! `env`, whose values (like `command`'s words) may use `{model_base_url}` (the endpoint's
+//! origin, known only when the trial starts), `{workspace}` and `{model}`.
 //!
 //! **Permissions.** Every `session/request_permission` is answered from the allow-list
 //! ([`permission`]): a plain call of an allow-listed command is granted once; anything else is
@@ -27,6 +28,7 @@ pub mod permission;
 pub mod rpc;
 pub mod transcript;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -61,24 +63,36 @@ pub struct AcpPlan {
 #[derive(Debug, Clone)]
 pub struct AcpAdapter {
     command: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+/// Fills `{model_base_url}`, `{workspace}` and `{model}` in one word of the command or value of
+/// the environment (an unknown endpoint or model fills in as nothing).
+pub fn fill(text: &str, ctx: &LaunchContext, session: &SessionContext) -> String {
+    let base = session
+        .model_base_url
+        .as_deref()
+        .map(|u| u.trim_end_matches('/'))
+        .unwrap_or("");
+    text.replace("{model_base_url}", base)
+        .replace("{workspace}", &ctx.workspace.display().to_string())
+        .replace("{model}", ctx.model.as_deref().unwrap_or(""))
 }
 
 impl AcpAdapter {
-    /// An adapter for the agent `command` starts.
-    pub fn new(command: Vec<String>) -> AcpAdapter {
-        AcpAdapter { command }
+    /// An adapter for the agent `command` starts, with the variant's `env` (whose placeholders
+    /// it fills in at launch).
+    pub fn new(command: Vec<String>, env: BTreeMap<String, String>) -> AcpAdapter {
+        AcpAdapter { command, env }
     }
 
-    /// The agent's argv with `{workspace}` and `{model}` filled in and its program found.
-    fn argv(&self, ctx: &LaunchContext) -> Result<Vec<String>, AgentError> {
-        let mut argv: Vec<String> = self
-            .command
-            .iter()
-            .map(|a| {
-                a.replace("{workspace}", &ctx.workspace.display().to_string())
-                    .replace("{model}", ctx.model.as_deref().unwrap_or(""))
-            })
-            .collect();
+    /// The agent's argv with its placeholders filled in and its program found.
+    fn argv(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+    ) -> Result<Vec<String>, AgentError> {
+        let mut argv: Vec<String> = self.command.iter().map(|a| fill(a, ctx, session)).collect();
         let Some(program) = argv.first_mut() else {
             return Err(AgentError::Misconfigured {
                 variant: String::new(),
@@ -99,7 +113,7 @@ impl AcpAdapter {
         resume: Option<String>,
     ) -> Result<Launch, AgentError> {
         let plan = AcpPlan {
-            command: self.argv(ctx)?,
+            command: self.argv(ctx, session)?,
             cwd: ctx.workspace.clone(),
             prompt: ctx.prompt.clone(),
             allow: session.allow.clone(),
@@ -109,13 +123,22 @@ impl AcpAdapter {
             variant: String::new(),
             message: e.to_string(),
         })?;
+        let mut env = model_env(ctx, session);
+        // The variant's own values that name a placeholder, filled in (the launch's
+        // environment goes over the variant's).
+        env.extend(
+            self.env
+                .iter()
+                .filter(|(_, v)| fill(v, ctx, session) != **v)
+                .map(|(k, v)| (k.clone(), fill(v, ctx, session))),
+        );
         Ok(Launch {
             argv: vec![
                 ctx.proctor.display().to_string(),
                 "__acp-client".into(),
                 ctx.agent_dir.join(PLAN_FILE).display().to_string(),
             ],
-            env: model_env(ctx, session),
+            env,
             files: vec![(PLAN_FILE.into(), bytes)],
         })
     }
@@ -226,11 +249,21 @@ mod tests {
             allow: vec!["echo".into()],
             api_key: Some("k".into()),
         };
-        let a = AcpAdapter::new(vec![
-            "/bin/agent".into(),
-            "--cwd={workspace}".into(),
-            "{model}".into(),
+        let env = BTreeMap::from([
+            (
+                "CONFIG".to_string(),
+                "{\"url\":\"{model_base_url}/v1\"}".to_string(),
+            ),
+            ("PLAIN".to_string(), "x".to_string()),
         ]);
+        let a = AcpAdapter::new(
+            vec![
+                "/bin/agent".into(),
+                "--cwd={workspace}".into(),
+                "{model}".into(),
+            ],
+            env,
+        );
         let l = a.launch_session(&ctx, &session).unwrap();
         assert_eq!(
             l.argv,
@@ -250,6 +283,22 @@ mod tests {
             .env
             .contains(&("OPENAI_BASE_URL".into(), "http://127.0.0.1:9/v1".into())));
         assert!(l.env.contains(&("ANTHROPIC_API_KEY".into(), "k".into())));
+        assert!(l.env.contains(&(
+            "CONFIG".into(),
+            "{\"url\":\"http://127.0.0.1:9/v1\"}".into()
+        )));
+        assert!(
+            !l.env.iter().any(|(k, _)| k == "PLAIN"),
+            "the runner gives it as it is"
+        );
+        assert!(l.env.contains(&(
+            "CONFIG".into(),
+            "{\"url\":\"http://127.0.0.1:9/v1\"}".into()
+        )));
+        assert!(
+            !l.env.iter().any(|(k, _)| k == "PLAIN"),
+            "the runner gives it as it is"
+        );
         let next = NextTurn {
             turn: 2,
             session_id: Some("s1".into()),
