@@ -239,3 +239,158 @@ fn codexs_acp_adapter_completes_a_task() {
                 .is_some_and(|a| a.is_empty())
     );
 }
+
+/// A conversation: the first turn asks, the user answers, the second turn acts and answers.
+const ASKS_THEN_ACTS: &str = "[[turns]]\ntext = \"Which file should I create?\"\n\n[[turns]]\ncalls = [{ role = \"shell\", command = \"echo hi > hello.txt\" }]\n\n[[turns]]\ntext = \"done\"\n";
+/// The user's reply in [`ASKS_THEN_ACTS`].
+const REPLY: &str = "Call it hello.txt, please.";
+
+/// Runs one turn's launch (`proctor __acp-client PLAN`) in the conversation's HOME and
+/// workspace, with `env` over the launch's; gives what the adapter reads of it.
+fn acp_turn(
+    adapter: &dyn proctor_agents::Adapter,
+    launch: &proctor_agents::Launch,
+    dirs: &(PathBuf, PathBuf, PathBuf),
+    env: &[(&str, &str)],
+) -> proctor_agents::AgentOutput {
+    let (home, ws, agent) = dirs;
+    for (file, bytes) in &launch.files {
+        std::fs::write(agent.join(file), bytes).unwrap();
+    }
+    let out = std::process::Command::new(&launch.argv[0])
+        .args(&launch.argv[1..])
+        .current_dir(ws)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        // The variant's environment first, the launch's over it, as a trial's.
+        .envs(env.iter().copied())
+        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let read = adapter.read(&out.stdout, &out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read
+}
+
+/// Two turns of an ACP agent on the mock model in one HOME and workspace, the second a new
+/// client that loads the session: the first request of the second turn must carry the first
+/// prompt, the agent's question and the user's reply, and the second turn acts.
+fn acp_asks_then_acts(command: &[&str], env: &[(&str, &str)]) {
+    use proctor_agents::{acp::AcpAdapter, Adapter, LaunchContext, NextTurn, SessionContext};
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = (
+        tmp.path().join("home"),
+        tmp.path().join("workspace"),
+        tmp.path().join("agent"),
+    );
+    for d in [&dirs.0, &dirs.1, &dirs.2] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let log = tmp.path().join("mock.jsonl");
+    let server = proctor_mock_model::MockModel::start_with(
+        proctor_mock_model::Script::parse(ASKS_THEN_ACTS).unwrap(),
+        "127.0.0.1:0",
+        proctor_mock_model::MockOptions {
+            log: Some(log.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let variant_env: std::collections::BTreeMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let adapter = AcpAdapter::new(command.iter().map(|s| s.to_string()).collect(), variant_env);
+    let first_prompt = "Create the file the user wants with the text hi, then say done.";
+    let mut ctx = LaunchContext {
+        prompt: first_prompt.into(),
+        workspace: dirs.1.clone(),
+        model: None,
+        proctor: assert_cmd::cargo::cargo_bin("proctor"),
+        agent_dir: dirs.2.clone(),
+    };
+    let session = SessionContext {
+        model_base_url: Some(server.base_url()),
+        allow: vec!["echo".into()],
+        api_key: None,
+    };
+    let launch = adapter.launch_session(&ctx, &session).unwrap();
+    let one = acp_turn(&adapter, &launch, &dirs, env);
+    assert_eq!(one.answer, "Which file should I create?", "{one:#?}");
+    assert!(one.session_id.is_some());
+    ctx.prompt = REPLY.into();
+    let next = NextTurn {
+        turn: 2,
+        session_id: one.session_id.clone(),
+    };
+    let launch = adapter.continue_session(&ctx, &session, &next).unwrap();
+    let two = acp_turn(&adapter, &launch, &dirs, env);
+    drop(server);
+    assert_eq!(two.answer, "done", "{two:#?}");
+    assert_eq!(two.session_id, one.session_id);
+    assert_eq!(
+        std::fs::read_to_string(dirs.1.join("hello.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n")
+    );
+    let second = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "main" && v["turn"] == 2)
+        .map(|v| v["request"].to_string())
+        .expect("the mock served no second turn");
+    for text in [first_prompt, "Which file should I create?", REPLY] {
+        assert!(
+            second.contains(text),
+            "the second turn's request lacks {text:?}"
+        );
+    }
+}
+
+#[test]
+fn the_test_agent_goes_on_with_its_session_over_acp() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("agent-plan.json");
+    std::fs::write(&plan, r#"{"model": true, "load_session": true}"#).unwrap();
+    let agent = test_agent().display().to_string();
+    let plan = plan.display().to_string();
+    acp_asks_then_acts(&["python3", &agent, &plan], &[]);
+}
+
+#[test]
+fn claude_codes_acp_adapter_goes_on_with_its_session() {
+    agents_bin("claude-agent-acp");
+    acp_asks_then_acts(
+        &["claude-agent-acp"],
+        &[
+            ("IS_SANDBOX", "1"),
+            ("PROCTOR_ACP_MODE", "acceptEdits"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ],
+    );
+}
+
+#[test]
+fn codexs_acp_adapter_goes_on_with_its_session() {
+    agents_bin("codex-acp");
+    acp_asks_then_acts(
+        &["codex-acp"],
+        &[
+            ("NO_BROWSER", "1"),
+            ("MODEL_PROVIDER", "proctor"),
+            ("INITIAL_AGENT_MODE", "agent-full-access"),
+            ("CODEX_CONFIG", "{\"model\":\"mock-model\",\"model_provider\":\"proctor\",\"model_providers\":{\"proctor\":{\"name\":\"proctor\",\"base_url\":\"{model_base_url}/v1\",\"wire_api\":\"responses\",\"env_key\":\"OPENAI_API_KEY\"}}}"),
+        ],
+    );
+}

@@ -8,10 +8,12 @@
 //! when the agent advertises `loadSession`), sets the mode named by `PROCTOR_ACP_MODE` if the
 //! variant's `env` gives one (`session/set_mode`), and sends the prompt (`session/prompt`).
 //! Until the prompt's answer it prints every `session/update` as a transcript line on stdout
-//! (message chunks joined into one `agent_message` or `agent_thought` line), and answers every
+//! (message chunks joined into one `agent_message` or `agent_thought` line, a new one at each
+//! new `messageId`), and answers every
 //! `session/request_permission` from the allow-list ([`super::permission`]), printing a
 //! `permission` line. It ends with a `stop` line (the stop reason) and an `answer` line: the
-//! text of the agent's last message, and the session id. Updates the agent replays while a
+//! text of the agent's last message (after its last tool call and, where the agent numbers its
+//! messages, of the last `messageId`), and the session id. Updates the agent replays while a
 //! session loads belong to earlier turns: they are counted in the `acp.session` line, not
 //! printed.
 
@@ -270,6 +272,9 @@ struct Recorder<'a> {
     thought: String,
     /// The text of the agent's last message (after its last tool call).
     answer: String,
+    /// The `messageId` of the message being streamed, when the agent gives one (a chunk with
+    /// another id starts another message).
+    message_id: Option<String>,
     /// A tool call came after the answer's text: the next text starts a new answer.
     answer_done: bool,
     /// A session is loading: updates are replays of earlier turns.
@@ -286,6 +291,7 @@ impl<'a> Recorder<'a> {
             message: String::new(),
             thought: String::new(),
             answer: String::new(),
+            message_id: None,
             answer_done: false,
             replaying: false,
             replayed: 0,
@@ -358,13 +364,19 @@ impl<'a> Recorder<'a> {
             .unwrap_or_default();
         match kind.as_str() {
             "agent_message_chunk" => {
-                if !self.thought.is_empty() {
+                let id = update
+                    .get("messageId")
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                let another = id != self.message_id;
+                if !self.thought.is_empty() || another {
                     self.flush();
                 }
-                if self.answer_done {
+                if self.answer_done || another {
                     self.answer.clear();
                     self.answer_done = false;
                 }
+                self.message_id = id;
                 self.message.push_str(text);
                 self.answer.push_str(text);
             }
@@ -394,5 +406,53 @@ impl<'a> Recorder<'a> {
         self.flush();
         let answer = self.answer.trim().to_string();
         self.event(&json!({ "type": "answer", "text": answer, "session_id": session_id }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(text: &str, id: Option<&str>) -> Value {
+        let mut v = json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": text } });
+        if let Some(id) = id {
+            v["messageId"] = json!(id);
+        }
+        v
+    }
+
+    #[test]
+    fn the_answer_is_the_last_message_after_the_last_tool_call() {
+        let mut out = Vec::new();
+        let allow: Vec<String> = Vec::new();
+        let mut rec = Recorder::new(&mut out, &allow);
+        rec.update(chunk("Warning: no metadata. ", None));
+        rec.update(chunk("Let me ", Some("m1")));
+        rec.update(chunk("look.", Some("m1")));
+        rec.update(json!({ "sessionUpdate": "tool_call", "toolCallId": "t", "title": "ls" }));
+        rec.update(chunk("Note. ", Some("m2")));
+        rec.update(chunk("Done", Some("m3")));
+        rec.update(chunk(".", Some("m3")));
+        rec.finish("s");
+        let lines: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let messages: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["type"] == "agent_message")
+            .map(|l| l["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            messages,
+            ["Warning: no metadata. ", "Let me look.", "Note. ", "Done."]
+        );
+        assert_eq!(lines[2]["type"], "tool_call");
+        let answer = lines.last().unwrap();
+        assert_eq!(
+            (answer["text"].as_str(), answer["session_id"].as_str()),
+            (Some("Done."), Some("s"))
+        );
     }
 }
