@@ -24,6 +24,10 @@
 //! usage is summed from the analytics log's `message_send` events (`prompt_tokens`,
 //! `completion_tokens`, `cost`). aider reports only the prompt total, so `input` includes any
 //! cached tokens and the cache categories are unknown (`None`).
+//!
+//! **Next turn** of a conversation: the same command with `--restore-chat-history` (aider has
+//! no session id: the chat-history file in the private HOME is the session), and an analytics
+//! log of the turn's own.
 
 use std::path::Path;
 

@@ -21,6 +21,9 @@
 //! `usage` (`input_tokens` uncached, `output_tokens`, `cache_read_input_tokens`,
 //! `cache_creation_input_tokens`), `total_cost_usd`, `num_turns`, `permission_denials`
 //! (`tool_name`, `tool_use_id`, `tool_input`).
+//!
+//! **Next turn** of a conversation: the same command with `--resume ID` (the session id of
+//! `system/init`) in place of `--session-id UUID`.
 
 use std::path::Path;
 

@@ -1,7 +1,11 @@
 //! Codex CLI (`codex`, npm `@openai/codex`), tested with 0.169.0.
 //!
-//! **Launch.** `codex exec --json --skip-git-repo-check -C WORKSPACE [-m MODEL] -- PROMPT` with `CODEX_HOME=$HOME/.codex` (set by the wrapper, which copies `config.toml` and
+//! **Launch.** `codex exec --json --skip-git-repo-check -C WORKSPACE [-m MODEL] -- PROMPT`
+//! with `CODEX_HOME=$HOME/.codex` (set by the wrapper, which copies `config.toml` and
 //! `rules/default.rules` there from the agent folder) and the key in `PROCTOR_MODEL_API_KEY`.
+//! Without `--ephemeral`, so Codex keeps its session file (in the private HOME) for a
+//! conversation's next turn: `codex exec resume --json --skip-git-repo-check [-m MODEL] -- ID
+//! REPLY`, in the workspace (`exec resume` has no `--cd`).
 //! `config.toml` declares a custom provider: `base_url = ENDPOINT/v1`, `wire_api = "responses"`,
 //! `env_key = "PROCTOR_MODEL_API_KEY"`; Codex then sends `POST /v1/responses` (streaming) and
 //! offers its shell as `exec_command` with `{"cmd"}` — for models it has no metadata for, such as

@@ -23,6 +23,9 @@
 //! Token usage is not in stdout; it comes from `--usage-output-file`, which the wrapper prints
 //! after the run: `modelMetrics.MODEL.usage` (`inputTokens` including cache, `outputTokens`,
 //! `cacheReadTokens`, `cacheWriteTokens`) and `requests.count`.
+//!
+//! **Next turn** of a conversation: the same command with `--resume=ID` (the `sessionId` it
+//! reported).
 
 use std::collections::HashMap;
 

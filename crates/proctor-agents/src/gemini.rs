@@ -22,6 +22,9 @@
 //! `tool_result` (`tool_id`, `status`, `output`, `error.message`), `error`, and `result`
 //! (`status`, `stats`: `input_tokens` including cached, `input` uncached, `cached`,
 //! `output_tokens`, `models`).
+//!
+//! **Next turn** of a conversation: the same command with `--resume ID` (the `init` event's
+//! `session_id`; Gemini takes an id as well as `latest` or an index).
 
 use std::collections::HashMap;
 

@@ -22,6 +22,9 @@
 //! `output`, `reasoning`, `cache.read`, `cache.write`; `part.cost`), `error`. A call refused by
 //! the permission map ends in `status: "error"` with "The user has specified a rule which
 //! prevents you from using this specific tool call".
+//!
+//! **Next turn** of a conversation: `opencode run --session ID ...` (the `sessionID` it
+//! reported).
 
 use std::path::Path;
 
