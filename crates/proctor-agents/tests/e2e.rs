@@ -565,6 +565,11 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
         one.answer, "Which file should I create?",
         "{name}: turn 1 answer"
     );
+    assert_eq!(
+        one.session_id.is_some(),
+        name != "aider",
+        "{name}: the session id a next turn resumes"
+    );
     assert!(
         !dirs.ws.join("hello.txt").exists(),
         "{name}: acted before the reply"
