@@ -202,7 +202,13 @@ fn converse(plan: &AcpPlan, conn: &mut Conn, rec: &mut Recorder) -> Result<Strin
         &mut |c, m| rec.handle(c, m),
     )?;
     rec.flush();
-    rec.event(&json!({ "type": "stop", "stop_reason": result.get("stopReason") }));
+    // The usage some agents report with the answer is kept as they said it (ACP does not yet
+    // say whether its input count includes cached tokens, so it is not read as a ledger).
+    rec.event(&json!({
+        "type": "stop",
+        "stop_reason": result.get("stopReason"),
+        "usage": result.get("usage"),
+    }));
     Ok(session_id)
 }
 
