@@ -20,6 +20,7 @@
 pub mod capture;
 pub mod checks;
 pub mod context;
+pub mod conversation;
 pub mod denials;
 pub mod env;
 pub mod error;
@@ -79,7 +80,7 @@ impl Attendance for Unattended {
         calls_log: &mut crate::calls::CallsLog,
         paths: &TrialPaths,
     ) -> Result<execute::Executed, TrialError> {
-        execute::execute(&launched.spec, calls_log, paths)
+        execute::execute_launched(launched, calls_log, paths)
     }
 }
 

@@ -574,6 +574,7 @@ pub const METRICS: &[&str] = &[
     "denied",
     "recoveries",
     "help_calls",
+    "asks",
     "tokens",
     "requests",
     "wall_seconds",
@@ -592,6 +593,7 @@ pub const PER_TRIAL_METRICS: &[&str] = &[
     "denied",
     "recoveries",
     "help_calls",
+    "asks",
     "tokens",
     "requests",
     "wall_seconds",
@@ -1064,6 +1066,10 @@ pub struct Task {
     /// `[tasks.refusal]`: how a refusal or a question is recognised in the final answer.
     #[serde(default)]
     pub refusal: Option<Refusal>,
+    /// `[tasks.user]`: the person who answers the agent, turn after turn. Default: nobody
+    /// answers; the trial is one turn.
+    #[serde(default)]
+    pub user: Option<User>,
     /// `[[tasks.rubric]]`: graded criteria, each scored 0..max.
     #[serde(default)]
     #[schemars(extend("default" = []))]
@@ -1311,6 +1317,60 @@ pub struct Refusal {
     pub allow_changes: Vec<Spanned<String>>,
 }
 
+/// `[tasks.user]`: a simulated user, model-free: after each turn of the agent the first reply
+/// whose `when` matches the agent's answer is said as the next prompt (else `otherwise`, if
+/// given); with no reply, or at `max_turns`, the conversation ends.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// The replies, tried in order over the agent's last answer; the first that matches is said.
+    /// Default: none.
+    #[serde(default)]
+    pub replies: Vec<UserReply>,
+    /// What the user says when no reply matches; without it the conversation ends there.
+    #[serde(default)]
+    pub otherwise: Option<String>,
+    /// The most turns the agent takes, its first included (1 to 100). Default: 1, so a table
+    /// with replies must raise it.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub max_turns: Option<Spanned<u32>>,
+}
+
+impl User {
+    /// The most turns of the agent this user allows: `max_turns`, else 1.
+    pub fn turns(&self) -> u32 {
+        self.max_turns.as_ref().map_or(1, |t| *t.get_ref())
+    }
+
+    /// What the user says to `answer`, and which rule said it (`replies[N]`, 0-based, or
+    /// `None` for `otherwise`); `None` when the user says nothing.
+    pub fn reply_to(&self, answer: &str) -> Option<(Option<usize>, &str)> {
+        let matched =
+            self.replies.iter().enumerate().find(|(_, r)| {
+                regex::Regex::new(r.when.get_ref()).is_ok_and(|re| re.is_match(answer))
+            });
+        match matched {
+            Some((i, r)) => Some((Some(i), r.say.as_str())),
+            None => self.otherwise.as_deref().map(|s| (None, s)),
+        }
+    }
+}
+
+/// One rule of a simulated user: when the agent's answer matches `when`, the user says `say`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserReply {
+    /// A regex over the agent's last answer, e.g. `"(?i)which environment"`. Required.
+    #[schemars(with = "String")]
+    pub when: Spanned<String>,
+    /// What the user says, as the agent's next prompt. Required.
+    pub say: String,
+}
+
+/// The most turns a conversation may have.
+pub const MAX_TURNS: u32 = 100;
+
 /// One graded criterion of a rubric, scored 0..max.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1502,6 +1562,7 @@ fn metric_doc(metric: &str) -> Option<&'static str> {
         "denied" => "Calls the allow-list refused, per trial. Lower is better.",
         "recoveries" => "Successful calls of a verb after failed calls of it, per trial. Higher is better.",
         "help_calls" => "Calls with one of the interface's `help` arguments (default `--help`, `-h` or the verb `help`), per trial. Lower is better.",
+        "asks" => "Answers that ask the person (one per turn of a conversation), per trial. Lower is better.",
         "tokens" => "Input + output tokens per trial. Lower is better.",
         "requests" => "Model requests per trial. Lower is better.",
         "wall_seconds" => "Wall-clock seconds of the agent per trial. Lower is better.",

@@ -474,6 +474,10 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
     if let Some(html) = root_changes(end) {
         sections.insert(5, ("root", "Changes outside the workspace", html));
     }
+    if let Some(c) = &end.conversation {
+        let chat = crate::evidence_html::conversation(c);
+        sections.insert(1, ("conversation", "Conversation", chat));
+    }
     if let Some(sitting) = &r.sitting {
         sections.insert(1, ("sitting", "Sitting", sitting_section(sitting)));
     }

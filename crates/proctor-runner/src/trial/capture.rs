@@ -25,6 +25,7 @@ use crate::layers::copy_tree;
 use crate::model::{Ledgers, Usage, MODEL_SERVICE};
 use crate::record::{CaptureNote, HarnessNote};
 use crate::trial::context::{RunContext, Trial};
+use crate::trial::conversation;
 use crate::trial::execute::Executed;
 use crate::trial::launch::Launched;
 use crate::trial::prepare::{Prepared, TrialWorkspace};
@@ -93,10 +94,23 @@ pub fn capture(
     let paths = &prepared.paths;
     // The raw output (bounded by `output_mb`) and the parsed transcript are written out and let
     // go at once: they are the largest things a trial makes proctor hold.
+    let mut conversation_answers = Vec::new();
     let (mut output, mut notes) = {
         let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
         let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
-        let mut output = launched.adapter.read(&stdout, &stderr);
+        let mut output = match &executed.spoken {
+            Some(spoken) if !executed.report.turns.is_empty() => {
+                let turns = conversation::read_turns(
+                    launched.adapter.as_ref(),
+                    &stdout,
+                    &stderr,
+                    &executed.report.turns,
+                );
+                conversation_answers = turns.iter().map(|t| t.answer.clone()).collect();
+                conversation::merge(turns, &spoken.said)
+            }
+            _ => launched.adapter.read(&stdout, &stderr),
+        };
         if let Some(answer) = launched.given_answer.take() {
             output.answer = answer;
         }
@@ -135,6 +149,7 @@ pub fn capture(
         ),
         agent: agent_end(executed),
         root_changes,
+        conversation: conversation::record(executed, conversation_answers),
         ..EndState::default()
     };
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
@@ -298,7 +313,7 @@ fn init_lost(
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// `answer`, cut to [`MAX_ANSWER_BYTES`] when it is longer; and whether it was.
-fn bounded_answer(answer: String) -> (String, bool) {
+pub(crate) fn bounded_answer(answer: String) -> (String, bool) {
     if answer.len() <= MAX_ANSWER_BYTES {
         return (answer, false);
     }
@@ -1645,9 +1660,11 @@ mod tests {
                 },
                 total: Duration::ZERO,
                 bounds: Default::default(),
+                turns: Vec::new(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
             init_lost: None,
+            spoken: None,
         };
         let end = agent_end(&executed);
         assert!(!end.started);

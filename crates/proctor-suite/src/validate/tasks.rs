@@ -179,6 +179,9 @@ impl Validator<'_> {
         for glob in task.integrity.iter().flat_map(|i| &i.allow) {
             self.glob(glob.span(), glob.get_ref());
         }
+        if let Some(user) = &task.user {
+            self.user(task, user);
+        }
         self.rubric(task);
         for cap in &task.caps {
             for a in &cap.any {
@@ -345,6 +348,70 @@ impl Validator<'_> {
                     .as_warning();
                 self.out.push(p);
             }
+        }
+    }
+
+    /// `[tasks.user]`: its regexes compile, `max_turns` is in range, and a user with something
+    /// to say is given a turn to say it in.
+    fn user(&mut self, task: &Task, user: &crate::model::User) {
+        for reply in &user.replies {
+            self.regex(&reply.when);
+        }
+        let max = crate::model::MAX_TURNS;
+        if let Some(turns) = &user.max_turns {
+            if !(1..=max).contains(turns.get_ref()) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        turns.span(),
+                        format!("`max_turns = {}` is out of range", turns.get_ref()),
+                    )
+                    .with_label(format!("must be 1 to {max}"))
+                    .with_help("max_turns counts the agent's turns, its first included");
+                self.out.push(p);
+                return;
+            }
+        }
+        let says_something = !user.replies.is_empty() || user.otherwise.is_some();
+        let offline = task
+            .offline_user
+            .or(self.suite.file.defaults.offline_user)
+            .unwrap_or(false);
+        if says_something && offline {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    task.id.span(),
+                    format!(
+                        "task `{}` has a [tasks.user] who answers, but `offline_user = true` tells \
+                         the agent nobody will",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("the user answers here")
+                .with_help("set `offline_user = false` on this task, or drop its [tasks.user]");
+            self.out.push(p);
+        }
+        if says_something && user.turns() <= 1 {
+            let span = user
+                .max_turns
+                .as_ref()
+                .map_or_else(|| task.id.span(), Spanned::span);
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span,
+                    format!(
+                        "task `{}` has a [tasks.user] who answers, but only one turn: the \
+                         agent never hears a reply",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("one turn")
+                .with_help(
+                    "add to [tasks.user]: max_turns = 3 (the agent's turns, its first included)",
+                );
+            self.out.push(p);
         }
     }
 }
