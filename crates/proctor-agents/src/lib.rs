@@ -307,6 +307,14 @@ pub enum AgentError {
         /// The agent kind.
         agent: &'static str,
     },
+    /// The user answered, and this agent cannot go on with its session, for the reason given.
+    #[error("{agent}: cannot go on with the conversation: {why}")]
+    CannotGoOn {
+        /// The agent kind.
+        agent: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
     /// A real agent needs a model endpoint and none was given.
     #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]
     NoModelEndpoint {

@@ -74,7 +74,10 @@ fn an_acp_agent_completes_a_task_and_a_call_outside_the_allow_list_is_denied() {
     );
     assert!(!p.cwd.join("denied.txt").exists(), "the denied command ran");
     assert_eq!(out.answer, "done");
-    assert!(out.session_id.is_some());
+    assert_eq!(
+        out.session_id, None,
+        "an agent that cannot load sessions gives none to go on with"
+    );
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert_eq!(out.tool_calls.len(), 1, "{:?}", out.tool_calls);
     let call = &out.tool_calls[0];
@@ -141,8 +144,15 @@ fn an_agent_that_cannot_load_a_session_cannot_go_on() {
     let Some(first) = plan(dir.path(), &agent, "Create the file.", None) else {
         return;
     };
-    let (_, one) = turn(&first).unwrap();
-    let second = plan(dir.path(), &agent, "hello.txt", one.session_id).unwrap();
+    let (lines, one) = turn(&first).unwrap();
+    // The adapter reports no session to go on with (so no next turn is started)...
+    assert_eq!(one.session_id, None);
+    // ...and a client asked to load the session all the same says why it cannot.
+    let id = lines.last().unwrap()["session_id"]
+        .as_str()
+        .map(String::from);
+    assert!(id.is_some());
+    let second = plan(dir.path(), &agent, "hello.txt", id).unwrap();
     let e = turn(&second).unwrap_err();
     assert!(matches!(e, ClientError::NoLoadSession), "{e}");
     assert!(e.to_string().contains("loadSession"));

@@ -394,3 +394,42 @@ fn codexs_acp_adapter_goes_on_with_its_session() {
         ],
     );
 }
+
+/// An ACP agent that cannot load a session cannot go on: when the user answers, the adapter
+/// says so, and the conversation ends there, on the agent's question.
+#[test]
+fn an_acp_agent_without_load_session_cannot_go_on() {
+    let lab = Lab::new("acp-no-load");
+    lab.write("fixture/README.md", "x\n");
+    lab.write(
+        "agents/acp_agent.py",
+        &std::fs::read_to_string(test_agent()).unwrap(),
+    );
+    lab.write(
+        "agents/agent-plan.json",
+        r#"{"turns": [{"say": "Which environment should I deploy to?"}, {"commands": ["echo production > env.txt"], "say": "Deployed."}]}"#,
+    );
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[[variants]]\nid = \"acp\"\nagent = \"acp\"\ncommand = [\"python3\", \"acp_agent.py\", \"agent-plan.json\"]\nfiles = { \"acp_agent.py\" = \"agents/acp_agent.py\", \"agent-plan.json\" = \"agents/agent-plan.json\" }\n\n[[tasks]]\nid = \"t\"\nprompt = \"Deploy the app.\"\n\n[tasks.refusal]\nask_patterns = [\"\\\\?\\\\s*$\"]\n\n[tasks.user]\nmax_turns = 3\nreplies = [{ when = \"(?i)which environment\", say = \"production\" }]\n\n[tasks.success]\nall = [{ file_contains = { path = \"env.txt\", pattern = \"^production$\" } }]\n",
+    );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    let r = lab.record("t.acp.0");
+    assert!(out.code <= 1, "{}\n{r:#}", out.stderr);
+    assert_eq!(r["outcome"], "asked", "{r:#}");
+    let conversation = &r["end_state"]["conversation"];
+    assert_eq!(
+        conversation["turns"].as_array().map(Vec::len),
+        Some(1),
+        "{r:#}"
+    );
+    let ended = conversation["ended"].as_str().unwrap_or_default();
+    assert!(
+        ended.contains("does not advertise `loadSession`"),
+        "{ended}"
+    );
+    assert!(!lab
+        .trial_dir("t.acp.0")
+        .join("changes/files/env.txt")
+        .exists());
+}

@@ -17,7 +17,8 @@
 //! denied and read as a denied call.
 //!
 //! **Conversations.** A next turn is a new client process that loads the session the last turn
-//! reported (`session/load`), which needs an agent advertising `loadSession`.
+//! reported (`session/load`), which needs an agent advertising `loadSession`: for one that does
+//! not, the parser reports no session, and [`Adapter::continue_session`] says it cannot go on.
 //!
 //! **Why not the `agent-client-protocol` crate.** It is an async framework (futures, its own
 //! connection and role machinery) for building agents and clients alike; this client needs five
@@ -202,7 +203,15 @@ impl Adapter for AcpAdapter {
         session: &SessionContext,
         next: &NextTurn,
     ) -> Result<Launch, AgentError> {
-        let id = cli::resumed_id(AGENT, next)?;
+        // The parser reports a session only when the agent can load it.
+        let id = next
+            .session_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .ok_or(AgentError::CannotGoOn {
+                agent: AGENT,
+                why: "the ACP agent reported no session it can load (it does not advertise `loadSession`, or its turn ended before a session opened)",
+            })?;
         self.turn(ctx, session, Some(id))
     }
 
@@ -310,9 +319,8 @@ mod tests {
             turn: 2,
             session_id: None,
         };
-        assert!(matches!(
-            a.continue_session(&ctx, &session, &none),
-            Err(AgentError::NoSessionId { .. })
-        ));
+        let e = a.continue_session(&ctx, &session, &none).unwrap_err();
+        assert!(matches!(e, AgentError::CannotGoOn { .. }), "{e}");
+        assert!(e.to_string().contains("loadSession"), "{e}");
     }
 }

@@ -1,6 +1,8 @@
 //! Reads what `proctor __acp-client` printed into an [`AgentOutput`]: the answer and session id,
 //! the tool calls (each `tool_call` completed by its `tool_call_update`s), the permission
-//! requests refused (denied calls, taken out of the tool calls) and the client's errors.
+//! requests refused (denied calls, taken out of the tool calls) and the client's errors. The
+//! session id is the one a next turn goes on with, so it is given only when the agent can load
+//! a session (`acp.agent`'s `load_session`); the transcript keeps it either way.
 
 use serde_json::Value;
 
@@ -12,8 +14,12 @@ use super::permission::shell_command;
 /// Reads the client's stdout (and, when it printed nothing, the agent's stderr as the error).
 pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
     let mut out = AgentOutput::default();
+    let mut can_load = true;
     for (v, len) in cli::json_lines(stdout) {
         match cli::str_of(&v, "type") {
+            Some("acp.agent") => {
+                can_load = v.get("load_session").and_then(Value::as_bool) == Some(true);
+            }
             Some("tool_call") => on_tool_call(&mut out, &v),
             Some("tool_call_update") => on_tool_call_update(&mut out, &v),
             Some("permission") if v.get("granted").and_then(Value::as_bool) == Some(false) => {
@@ -33,6 +39,9 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             _ => {}
         }
         out.keep_event(v, len);
+    }
+    if !can_load {
+        out.session_id = None;
     }
     if out.transcript.is_empty() && !stderr.trim().is_empty() {
         out.errors
@@ -169,6 +178,15 @@ mod tests {
         assert_eq!(out.denied[0].command.as_deref(), Some("python3 x.py"));
         assert!(out.denied[0].reason.contains("not a plain call"));
         assert!(out.errors.is_empty());
+    }
+
+    #[test]
+    fn an_agent_that_cannot_load_a_session_reports_none_to_go_on_with() {
+        let stdout = "{\"type\":\"acp.agent\",\"load_session\":false}\n{\"type\":\"answer\",\"text\":\"Which?\",\"session_id\":\"s1\"}\n";
+        let out = parse(stdout, "");
+        assert_eq!(out.answer, "Which?");
+        assert_eq!(out.session_id, None);
+        assert_eq!(out.transcript.len(), 2, "the transcript keeps it");
     }
 
     #[test]
