@@ -26,6 +26,7 @@
 
 pub mod client;
 pub mod permission;
+mod recorder;
 pub mod rpc;
 pub mod transcript;
 
