@@ -32,6 +32,8 @@ pub mod prepare;
 pub mod sandboxing;
 pub mod services;
 pub mod setup;
+pub mod steps;
+pub mod steps_plan;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod textdiff;

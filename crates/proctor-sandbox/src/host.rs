@@ -108,6 +108,7 @@ fn run_turns(
         f.stream_position().unwrap_or(0)
     };
     let mut turn_spec = std::borrow::Cow::Borrowed(spec);
+    let mut turn_deadline = deadline;
     let mut total = AgentRun::default();
     for turn in 1..=spec.max_turns.max(1) as usize {
         let stdio = AgentStdio::Files {
@@ -115,7 +116,7 @@ fn run_turns(
             stderr: clone(stderr)?,
         };
         let started = t0.elapsed();
-        let (run, exec_failed) = match run_agent(&turn_spec, dir, stdio, deadline)? {
+        let (run, exec_failed) = match run_agent(&turn_spec, dir, stdio, turn_deadline)? {
             Ok(run) => (run, None),
             Err(why) if turn == 1 => return Ok(Err(why)),
             Err(why) => (AgentRun::default(), Some(why)),
@@ -129,6 +130,7 @@ fn run_turns(
             turn,
             exit,
             exec_failed: exec_failed.clone(),
+            timed_out: run.timed_out,
             stdout_end: end_of(stdout),
             stderr_end: end_of(stderr),
         };
@@ -141,11 +143,14 @@ fn run_turns(
             stdout_end: end.stdout_end,
             stderr_end: end.stderr_end,
         });
-        let can_go_on =
-            !run.timed_out && turn < spec.max_turns as usize && Instant::now() < deadline;
+        let out_of_time = run.timed_out && turn_deadline >= deadline;
+        let can_go_on = !out_of_time && turn < spec.max_turns as usize && Instant::now() < deadline;
         let Some(cmd) = can_go_on.then(|| next(&end)).flatten() else {
             break;
         };
+        turn_deadline = cmd
+            .timeout
+            .map_or(deadline, |t| deadline.min(Instant::now() + t));
         let mut s = spec.clone();
         s.command = cmd.command;
         s.env = cmd.env;

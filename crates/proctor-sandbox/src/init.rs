@@ -689,15 +689,19 @@ fn run_turns(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
     // T's own PID namespace: each turn's namespace is made from it, not nested in the last.
     let own = sys::pidfd_open(1).map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
     let mut turn_spec = std::borrow::Cow::Borrowed(spec);
+    let mut turn_deadline = deadline;
     let mut cut = (0, 0);
     for turn in 1..=spec.max_turns {
         if turn > 1 {
             nix::sched::setns(&own, nix::sched::CloneFlags::CLONE_NEWPID)
                 .map_err(|e| format!("return to the trial's PID namespace: {e}"))?;
         }
-        let ended = run_agent(ctl, &turn_spec, files, deadline)?;
+        let ended = run_agent(ctl, &turn_spec, files, turn_deadline)?;
         cut = (cut.0 + ended.cut.0, cut.1 + ended.cut.1);
-        let can_go_on = !ended.timed_out && turn < spec.max_turns && Instant::now() < deadline;
+        // A turn stopped at its own timeout ends the conversation only when the conversation's
+        // time ran out with it.
+        let out_of_time = ended.timed_out && turn_deadline >= deadline;
+        let can_go_on = !out_of_time && turn < spec.max_turns && Instant::now() < deadline;
         let end_of = |f: &File| {
             use std::io::Seek;
             let mut f = f;
@@ -714,6 +718,9 @@ fn run_turns(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         match crate::turns::read_reply(ctl.0)? {
             crate::turns::Reply::End => break,
             crate::turns::Reply::Next { next } => {
+                turn_deadline = next
+                    .timeout
+                    .map_or(deadline, |t| deadline.min(Instant::now() + t));
                 let mut s = spec.clone();
                 s.command = next.command;
                 s.env = next.env;

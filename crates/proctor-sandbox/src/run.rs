@@ -555,6 +555,7 @@ impl Collector {
                 turn,
                 exit: t.exit,
                 exec_failed: t.exec_failed.clone(),
+                timed_out: t.timed_out,
                 stdout_end,
                 stderr_end,
             });

@@ -20,6 +20,8 @@ pub struct TurnEnd {
     pub exit: Option<Exit>,
     /// The turn's command could not be executed, and why.
     pub exec_failed: Option<String>,
+    /// The turn was stopped at its timeout (its own, or the conversation's).
+    pub timed_out: bool,
     /// Bytes of [`crate::SandboxSpec::stdout`] written when the turn ended: this turn's output
     /// is what lies between the previous turn's end and this.
     pub stdout_end: u64,
@@ -34,6 +36,10 @@ pub struct NextCommand {
     pub command: Vec<String>,
     /// The complete environment of the turn; nothing else is inherited.
     pub env: Vec<(String, String)>,
+    /// The most this turn may run, within what is left of the conversation's wall timeout;
+    /// `None`: what is left.
+    #[serde(default)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// The caller's word after a turn, one JSON line from the parent to T.
@@ -89,6 +95,7 @@ mod tests {
             next: NextCommand {
                 command: vec!["a".into(), "b\nc".into()],
                 env: vec![("K".into(), "v".into())],
+                timeout: None,
             },
         };
         let line = r.line();

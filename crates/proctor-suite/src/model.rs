@@ -1070,6 +1070,14 @@ pub struct Task {
     /// answers; the trial is one turn.
     #[serde(default)]
     pub user: Option<User>,
+    /// `[[tasks.steps]]`: the task in ordered steps in one sandbox, each with its instruction
+    /// and its check run in the trial after the agent's turn. Default: none (one prompt).
+    #[serde(default)]
+    #[schemars(extend("default" = []))]
+    pub steps: Vec<TaskStep>,
+    /// How the steps' rewards make the trial's: `mean` (default) or `final`.
+    #[serde(default)]
+    pub step_reward: Option<StepReward>,
     /// `[[tasks.rubric]]`: graded criteria, each scored 0..max.
     #[serde(default)]
     #[schemars(extend("default" = []))]
@@ -1370,6 +1378,78 @@ pub struct UserReply {
 
 /// The most turns a conversation may have.
 pub const MAX_TURNS: u32 = 100;
+
+/// One step of a task in steps (`[[tasks.steps]]`). Its files are in the suite's
+/// `steps/TASK_ID/NAME/`: `workdir/` is copied into the workspace before the agent's turn (a
+/// `workdir/setup.sh` there is run, then deleted), and `tests/` is laid at `/tests` (over
+/// `steps/TASK_ID/tests/`, shared by every step) for the step's check only.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStep {
+    /// The step's name, unique in the task: letters, digits, `.`, `_` and `-`. Required.
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    /// What the agent is asked in this step. Required.
+    pub prompt: String,
+    /// The step's check, run with `sh -c` in the workspace inside the trial after the agent's
+    /// turn, with the step's tests at `/tests`. Its reward is what it writes to
+    /// `/logs/verifier/reward.txt` (a number) or `reward.json` (`{"reward": N}`), else 1 when it
+    /// exits 0 and 0 otherwise. Default: `bash /tests/test.sh`.
+    #[serde(default)]
+    pub check: Option<String>,
+    /// The least reward that lets the next step run; below it the steps stop. Default: none
+    /// (every step runs).
+    #[serde(default)]
+    pub min_reward: Option<f64>,
+    /// Seconds the agent has for this step. Default: the task's wall timeout.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Seconds the check has. Default: the task's validation timeout.
+    #[serde(default)]
+    pub check_timeout_seconds: Option<u64>,
+    /// Variables of the check's environment.
+    #[serde(default)]
+    pub check_env: BTreeMap<String, String>,
+    /// A command that must succeed before the agent's turn (after the step's files are laid
+    /// in), tried `retries` times `interval_seconds` apart; when it never does, the steps stop.
+    #[serde(default)]
+    pub healthcheck: Option<StepHealthcheck>,
+}
+
+/// A step's healthcheck.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepHealthcheck {
+    /// Run with `sh -c` in the workspace. Required.
+    pub command: String,
+    /// Seconds between tries. Default: 1.
+    #[serde(default)]
+    pub interval_seconds: Option<u64>,
+    /// Tries before the step fails. Default: 3.
+    #[serde(default)]
+    pub retries: Option<u32>,
+}
+
+/// How a task's steps' rewards make the trial's reward.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepReward {
+    /// The mean over every step (a step not reached counts 0).
+    #[default]
+    Mean,
+    /// The last step's reward (0 when the steps stopped early).
+    Final,
+}
+
+impl StepReward {
+    /// The strategy's name as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepReward::Mean => "mean",
+            StepReward::Final => "final",
+        }
+    }
+}
 
 /// One graded criterion of a rubric, scored 0..max.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

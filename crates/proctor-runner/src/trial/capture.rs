@@ -100,12 +100,13 @@ pub fn capture(
         let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
         let mut output = match &executed.spoken {
             Some(spoken) if !executed.report.turns.is_empty() => {
-                let turns = conversation::read_turns(
+                let all = conversation::read_turns(
                     launched.adapter.as_ref(),
                     &stdout,
                     &stderr,
                     &executed.report.turns,
                 );
+                let turns = conversation::agent_outputs(all, &spoken.said);
                 conversation_answers = turns.iter().map(|t| t.answer.clone()).collect();
                 conversation::merge(turns, &spoken.said)
             }
@@ -150,6 +151,7 @@ pub fn capture(
         agent: agent_end(executed),
         root_changes,
         conversation: conversation::record(executed, conversation_answers),
+        steps: executed.steps.clone(),
         ..EndState::default()
     };
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
@@ -1164,12 +1166,27 @@ pub fn service_end(state: Option<&Path>) -> ServiceEnd {
 /// How the agent ended, from the sandbox's report.
 pub fn agent_end(executed: &Executed) -> AgentEnd {
     let report = &executed.report;
+    // In a task in steps the last turn may be a check's: the agent ended as its last turn did.
+    let last_agent_turn = executed
+        .steps
+        .as_ref()
+        .and(executed.spoken.as_ref())
+        .and_then(|s| s.said.last())
+        .and_then(|s| report.turns.get(s.turn.checked_sub(1)?));
+    let (exit_code, signal, timed_out) = match last_agent_turn {
+        Some(t) => (
+            t.exit.and_then(|e| e.code),
+            t.exit.and_then(|e| e.signal),
+            t.timed_out,
+        ),
+        None => (report.exit_code, report.signal, report.timed_out),
+    };
     AgentEnd {
         started: report.not_started.is_none(),
         not_started: report.not_started.clone(),
-        exit_code: report.exit_code,
-        signal: report.signal,
-        timed_out: report.timed_out,
+        exit_code,
+        signal,
+        timed_out,
         wall_seconds: report.wall.as_secs_f64(),
         cpu_seconds: report.agent_cpu.map(|d| d.as_secs_f64()),
         not_started_kind: executed.not_started_kind,
@@ -1665,6 +1682,7 @@ mod tests {
             not_started_kind: Some(ErrorKind::ServiceGuard),
             init_lost: None,
             spoken: None,
+            steps: None,
         };
         let end = agent_end(&executed);
         assert!(!end.started);

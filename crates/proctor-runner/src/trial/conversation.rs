@@ -14,12 +14,11 @@ use proctor_suite::model::User;
 
 use crate::trial::execute::Executed;
 
-/// What the runner needs to start the agent's later turns, made at launch.
+/// How the agent is started again in a trial's sandbox after its first turn: what the first
+/// launch was made from, so each later command line and environment is made the same way.
 #[derive(Debug, Clone)]
-pub struct TurnPlan {
-    /// The task's simulated user.
-    pub user: User,
-    /// The first turn's launch context; each later turn gets the user's reply as its prompt.
+pub struct Relaunch {
+    /// The first turn's launch context; a later turn gets its own prompt.
     pub launch: LaunchContext,
     /// The model endpoint, allow-list and key the session was started with.
     pub session: SessionContext,
@@ -34,6 +33,15 @@ pub struct TurnPlan {
     /// For a real CLI run from a launcher inside an image: the launcher, in place of the
     /// executable the adapter names.
     pub launcher: Option<String>,
+}
+
+/// What the runner needs to start the agent's later turns in a conversation, made at launch.
+#[derive(Debug, Clone)]
+pub struct TurnPlan {
+    /// The task's simulated user.
+    pub user: User,
+    /// How the agent is started again.
+    pub relaunch: Relaunch,
     /// The agent's stdout and stderr files, on the host.
     pub output: [PathBuf; 2],
 }
@@ -86,33 +94,65 @@ impl TurnPlan {
             turn: end.turn + 1,
             session_id: out.session_id.clone(),
         };
-        let ctx = LaunchContext {
-            prompt: say.to_string(),
-            ..self.launch.clone()
-        };
-        let launch = match adapter.continue_session(&ctx, &self.session, &next) {
-            Ok(l) => l,
-            Err(AgentError::NoConversation) => {
-                spoken.ended = "the agent has no further turn (it cannot go on)".to_string();
-                return None;
-            }
-            Err(e) => {
-                spoken.ended = format!("the agent could not go on: {e}");
+        let command = match self.relaunch.go_on(adapter, say, &next) {
+            Ok(c) => c,
+            Err(why) => {
+                spoken.ended = why;
                 return None;
             }
         };
-        if let Err(e) = write_files(&self.agent_dir, &launch.files) {
-            spoken.ended = format!("the next turn's files could not be written: {e}");
-            return None;
-        }
         spoken.said.push(Said {
             turn: next.turn,
             prompt: say.to_string(),
             by: Some(rule.map_or("otherwise".to_string(), |i| format!("replies[{i}]"))),
         });
-        Some(NextCommand {
+        Some(command)
+    }
+}
+
+impl Relaunch {
+    /// The agent's next turn in the same session, with `prompt`: the adapter's continuation
+    /// (see [`Adapter::continue_session`]); `Err` says why the agent cannot go on.
+    pub fn go_on(
+        &self,
+        adapter: &dyn Adapter,
+        prompt: &str,
+        next: &NextTurn,
+    ) -> Result<NextCommand, String> {
+        let ctx = LaunchContext {
+            prompt: prompt.to_string(),
+            ..self.launch.clone()
+        };
+        match adapter.continue_session(&ctx, &self.session, next) {
+            Ok(launch) => self.command_of(launch),
+            Err(AgentError::NoConversation) => {
+                Err("the agent has no further turn (it cannot go on)".to_string())
+            }
+            Err(e) => Err(format!("the agent could not go on: {e}")),
+        }
+    }
+
+    /// A fresh session of the agent with `prompt`, as its first turn was started.
+    pub fn fresh(&self, adapter: &dyn Adapter, prompt: &str) -> Result<NextCommand, String> {
+        let ctx = LaunchContext {
+            prompt: prompt.to_string(),
+            ..self.launch.clone()
+        };
+        match adapter.launch_session(&ctx, &self.session) {
+            Ok(launch) => self.command_of(launch),
+            Err(e) => Err(format!("the agent could not start: {e}")),
+        }
+    }
+
+    /// The sandbox's command for an adapter's launch: its files written, its command line and
+    /// environment made as the first turn's were.
+    fn command_of(&self, launch: proctor_agents::Launch) -> Result<NextCommand, String> {
+        write_files(&self.agent_dir, &launch.files)
+            .map_err(|e| format!("the next turn's files could not be written: {e}"))?;
+        Ok(NextCommand {
             command: self.command(launch.argv),
             env: self.env(&launch.env),
+            timeout: None,
         })
     }
 
@@ -132,7 +172,7 @@ impl TurnPlan {
 
     /// The next turn's environment: the first turn's, with what the adapter set for the first
     /// turn replaced by what it sets for this one.
-    fn env(&self, turn: &[(String, String)]) -> Vec<(String, String)> {
+    pub fn env(&self, turn: &[(String, String)]) -> Vec<(String, String)> {
         let own = |k: &str| {
             self.first_env.iter().any(|(f, _)| f == k) || turn.iter().any(|(t, _)| t == k)
         };
@@ -193,14 +233,14 @@ pub fn read_turns(
         .collect()
 }
 
-/// The turns' outputs as one: the last turn's answer and session, everything else of every
-/// turn in order (usage and cost summed), with a `user` event opening each turn's transcript
-/// after the first.
+/// The agent turns' outputs as one: the last turn's answer and session, everything else of
+/// every turn in order (usage and cost summed), with a `user` event opening each turn's
+/// transcript after the first (`said[i]` opened `turns[i]`).
 pub fn merge(turns: Vec<AgentOutput>, said: &[Said]) -> AgentOutput {
     let mut all = AgentOutput::default();
     for (i, out) in turns.into_iter().enumerate() {
-        if let Some(s) = said.iter().find(|s| s.turn == i + 1 && i > 0) {
-            let event = serde_json::json!({"type": "user", "turn": s.turn, "text": s.prompt});
+        if let Some(s) = said.get(i).filter(|_| i > 0) {
+            let event = serde_json::json!({"type": "user", "turn": i + 1, "text": s.prompt});
             let len = event.to_string().len();
             all.keep_event(event, len);
         }
@@ -230,19 +270,18 @@ pub fn merge(turns: Vec<AgentOutput>, said: &[Said]) -> AgentOutput {
 /// no conversation. `answers` are the turns' answers as their outputs gave them.
 pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation> {
     let spoken = executed.spoken.as_ref()?;
-    let turns = executed
-        .report
-        .turns
+    let mut answers = answers.into_iter();
+    let turns = spoken
+        .said
         .iter()
-        .zip(answers.into_iter().chain(std::iter::repeat(String::new())))
         .enumerate()
-        .map(|(i, (t, answer))| {
-            let said = spoken.said.iter().find(|s| s.turn == i + 1);
-            ConversationTurn {
+        .filter_map(|(i, said)| {
+            let t = executed.report.turns.get(said.turn.checked_sub(1)?)?;
+            Some(ConversationTurn {
                 turn: i + 1,
-                prompt: said.map(|s| s.prompt.clone()).unwrap_or_default(),
-                said_by: said.and_then(|s| s.by.clone()),
-                answer: crate::trial::capture::bounded_answer(answer).0,
+                prompt: said.prompt.clone(),
+                said_by: said.by.clone(),
+                answer: crate::trial::capture::bounded_answer(answers.next().unwrap_or_default()).0,
                 exit_code: t.exit.as_ref().and_then(|e| e.code),
                 signal: t.exit.as_ref().and_then(|e| e.signal),
                 timed_out: t.timed_out,
@@ -251,7 +290,7 @@ pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation>
                 wall_seconds: t.wall.as_secs_f64(),
                 stdout_end: t.stdout_end,
                 stderr_end: t.stderr_end,
-            }
+            })
         })
         .collect();
     Some(Conversation {
@@ -260,13 +299,34 @@ pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation>
     })
 }
 
+/// The outputs of the agent's turns among all of a trial's turns (in a task in steps, the
+/// others are its steps' preparations and checks): `said[i]` opened the turn whose output is
+/// the i-th given.
+pub fn agent_outputs(all: Vec<AgentOutput>, said: &[Said]) -> Vec<AgentOutput> {
+    let mut all: Vec<Option<AgentOutput>> = all.into_iter().map(Some).collect();
+    said.iter()
+        .map(|s| {
+            s.turn
+                .checked_sub(1)
+                .and_then(|i| all.get_mut(i))
+                .and_then(Option::take)
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// A relaunch for unit tests of what is built on it.
+#[cfg(test)]
+pub(crate) fn tests_relaunch() -> Relaunch {
+    tests::relaunch()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plan(user: User) -> TurnPlan {
-        TurnPlan {
-            user,
+    pub(crate) fn relaunch() -> Relaunch {
+        Relaunch {
             launch: LaunchContext {
                 prompt: "first".into(),
                 workspace: "/workspace".into(),
@@ -283,14 +343,12 @@ mod tests {
             agent_dir: "/nonexistent".into(),
             login_wrap: None,
             launcher: None,
-            output: ["/nonexistent/out".into(), "/nonexistent/err".into()],
         }
     }
 
     #[test]
     fn a_later_turn_keeps_the_trial_s_environment_and_takes_the_adapter_s_new_one() {
-        let p = plan(User::default());
-        let env = p.env(&[("RESUME".into(), "abc".into())]);
+        let env = relaunch().env(&[("RESUME".into(), "abc".into())]);
         assert_eq!(
             env,
             vec![

@@ -28,6 +28,8 @@ pub struct Executed {
     pub init_lost: Option<String>,
     /// In a conversation: what opened each turn and why the conversation ended.
     pub spoken: Option<crate::trial::conversation::Spoken>,
+    /// In a task in steps: what each step's check gave.
+    pub steps: Option<proctor_score::StepsRecord>,
 }
 
 /// Runs the sandbox to the full stop, then closes the calls log.
@@ -61,13 +63,16 @@ pub fn execute_launched(
     calls_log: &mut CallsLog,
     paths: &TrialPaths,
 ) -> Result<Executed, TrialError> {
+    if let Some(plan) = &launched.steps {
+        return execute_steps(launched, plan, calls_log, paths);
+    }
     let Some(plan) = &launched.turns else {
         return execute(&launched.spec, calls_log, paths);
     };
     let mut spoken = Spoken {
         said: vec![Said {
             turn: 1,
-            prompt: plan.launch.prompt.clone(),
+            prompt: plan.relaunch.launch.prompt.clone(),
             by: None,
         }],
         ended: String::new(),
@@ -82,6 +87,31 @@ pub fn execute_launched(
     if spoken.ended.is_empty() {
         spoken.ended = why_it_ended(&executed.report, launched.spec.max_turns);
     }
+    executed.spoken = Some(spoken);
+    Ok(executed)
+}
+
+/// [`execute_launched`] for a task in steps (see [`crate::trial::steps`]): after each turn the
+/// plan decides the next (a step's agent turn, its check, the next step's preparation).
+fn execute_steps(
+    launched: &Launched,
+    plan: &crate::trial::steps::StepsPlan,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+) -> Result<Executed, TrialError> {
+    let mut spoken = Spoken::default();
+    let mut run = crate::trial::steps::StepsRun::default();
+    let report = proctor_sandbox::run_conversation(&launched.spec, &mut |end| {
+        plan.next(launched.adapter.as_ref(), end, &mut run, &mut spoken)
+    });
+    let mut executed = after_run(report, &launched.spec, calls_log, paths)?;
+    let why = why_it_ended(&executed.report, launched.spec.max_turns);
+    let record = plan.record(run, Some(&why));
+    spoken.ended = record
+        .stopped_early
+        .clone()
+        .unwrap_or_else(|| "every step ran".to_string());
+    executed.steps = Some(record);
     executed.spoken = Some(spoken);
     Ok(executed)
 }
@@ -142,6 +172,7 @@ fn after_run(
         not_started_kind,
         init_lost,
         spoken: None,
+        steps: None,
     })
 }
 

@@ -35,6 +35,8 @@ pub struct Launched {
     pub given_answer: Option<String>,
     /// For a task with a simulated user who may answer: how the agent's later turns start.
     pub turns: Option<crate::trial::conversation::TurnPlan>,
+    /// For a task in steps: its steps, and how the agent is started for each.
+    pub steps: Option<crate::trial::steps::StepsPlan>,
 }
 
 /// Launches nothing yet: builds the adapter, the environment, the services and the sandbox
@@ -79,7 +81,13 @@ pub fn launch(
     } else {
         launch.argv.clone()
     };
-    let turns = turn_plan(trial, paths, first, &launch, &env);
+    let turns = turn_plan(trial, paths, first.clone(), &launch, &env);
+    let steps = crate::trial::steps_plan::plan(
+        ctx,
+        trial,
+        paths,
+        relaunch(trial, paths, first, &launch, &env),
+    )?;
     let mut binds = sandbox_binds(
         ctx,
         prepared,
@@ -128,6 +136,9 @@ pub fn launch(
         calls,
     };
     spec.max_turns = turns.as_ref().map_or(1, |t| t.user.turns());
+    if let Some(plan) = &steps {
+        crate::trial::steps_plan::apply(plan, &mut spec)?;
+    }
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
         adapter,
@@ -137,6 +148,7 @@ pub fn launch(
         cgroup,
         given_answer: None,
         turns,
+        steps,
     })
 }
 
@@ -151,11 +163,27 @@ fn turn_plan(
     env: &[(String, String)],
 ) -> Option<crate::trial::conversation::TurnPlan> {
     let user = trial.task.user.as_ref().filter(|u| u.turns() > 1)?;
+    Some(crate::trial::conversation::TurnPlan {
+        user: user.clone(),
+        relaunch: relaunch(trial, paths, first, launch, env),
+        output: [paths.stdout(), paths.stderr()],
+    })
+}
+
+/// How the agent is started again after its first turn (see
+/// [`crate::trial::conversation::Relaunch`]), made from the first turn's launch before the
+/// image's launcher or the login wrapper changed its command line.
+fn relaunch(
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    first: (LaunchContext, SessionContext),
+    launch: &Launch,
+    env: &[(String, String)],
+) -> crate::trial::conversation::Relaunch {
     let launcher = proctor_agents::cli::wrapped_executable(&launch.argv)
         .map(|slot| launch.argv[slot].clone())
         .filter(|exe| exe.ends_with(&format!("/{CLI_LAUNCHER}")));
-    Some(crate::trial::conversation::TurnPlan {
-        user: user.clone(),
+    crate::trial::conversation::Relaunch {
         launch: first.0,
         session: first.1,
         first_env: launch.env.clone(),
@@ -163,8 +191,7 @@ fn turn_plan(
         agent_dir: paths.agent.host.clone(),
         login_wrap: trial.real_agent().then(|| paths.shims.inside.clone()),
         launcher,
-        output: [paths.stdout(), paths.stderr()],
-    })
+    }
 }
 
 /// What the agent is given, as [`launch`] made it: kept in its launch record.

@@ -182,6 +182,7 @@ impl Validator<'_> {
         if let Some(user) = &task.user {
             self.user(task, user);
         }
+        self.steps(task);
         self.rubric(task);
         for cap in &task.caps {
             for a in &cap.any {
@@ -410,6 +411,58 @@ impl Validator<'_> {
                 .with_label("one turn")
                 .with_help(
                     "add to [tasks.user]: max_turns = 3 (the agent's turns, its first included)",
+                );
+            self.out.push(p);
+        }
+    }
+
+    /// `[[tasks.steps]]`: names unique and plain, and no simulated user beside them (a task in
+    /// steps gives each step's prompt itself).
+    fn steps(&mut self, task: &Task) {
+        let mut seen = std::collections::BTreeSet::new();
+        for step in &task.steps {
+            let name = step.name.get_ref();
+            let plain = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                && name != "tests";
+            if !plain {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        step.name.span(),
+                        format!("the step name `{name}` is not a plain name"),
+                    )
+                    .with_label("letters, digits, `.`, `_` and `-` only (and not `tests`)")
+                    .with_help("it names the step's folder, steps/TASK_ID/NAME/");
+                self.out.push(p);
+            }
+            if !seen.insert(name.clone()) {
+                let p = self
+                    .at(
+                        ProblemKind::DuplicateId,
+                        step.name.span(),
+                        format!("task `{}` has two steps named `{name}`", task.id.get_ref()),
+                    )
+                    .with_label("second step of this name")
+                    .with_help("give each step a name of its own");
+                self.out.push(p);
+            }
+        }
+        if !task.steps.is_empty() && task.user.is_some() {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    task.id.span(),
+                    format!(
+                        "task `{}` has both [[tasks.steps]] and a [tasks.user]",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("steps and a user")
+                .with_help(
+                    "a task in steps gives each step's prompt itself: drop its [tasks.user]",
                 );
             self.out.push(p);
         }
