@@ -713,6 +713,10 @@ pub enum AgentKind {
     Command,
     /// proctor's own scripted agent: shell steps from the variant's `script`.
     Script,
+    /// Any agent that speaks the Agent Client Protocol over stdio: the variant's `command`
+    /// starts it, and proctor is its client (a session per trial, a prompt per user turn, each
+    /// permission request answered from the allow-list).
+    Acp,
     /// A person at a terminal, in the agent's seat: the variant `proctor sit` makes (`human:NAME`).
     /// A suite cannot declare it (`suite.toml` knows no `agent = "human"`); it runs the shell of
     /// the variant's `command`.
@@ -733,6 +737,7 @@ impl AgentKind {
             AgentKind::Aider => "aider",
             AgentKind::Command => "command",
             AgentKind::Script => "script",
+            AgentKind::Acp => "acp",
             AgentKind::Human => "human",
         }
     }
@@ -773,7 +778,8 @@ pub struct Variant {
     #[schemars(with = "Option<String>")]
     pub script: Option<Spanned<String>>,
     /// For `agent = "command"`: the argv template, with `{prompt}`, `{workspace}` and `{model}`
-    /// filled in.
+    /// filled in. For `agent = "acp"`: the argv that starts the ACP agent (`{workspace}` and
+    /// `{model}` filled in; the prompt goes over the protocol).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub command: Option<Spanned<Vec<String>>>,
