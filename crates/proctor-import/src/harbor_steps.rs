@@ -6,7 +6,8 @@
 //! `workdir/` (uploaded into the working directory before the agent's turn; a `setup.sh` there
 //! runs first), and `solution/solve.sh` (one `[[turns]]` entry of the oracle). `[steps.agent]
 //! timeout_sec`, `[steps.verifier] timeout_sec` and `env`, `[steps.healthcheck]`, `min_reward`
-//! and the task's `multi_step_reward_strategy` are carried; `artifacts` are not.
+//! the task's `multi_step_reward_strategy` and the `artifacts` (the task's, then the step's)
+//! are carried.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -52,6 +53,8 @@ pub(crate) struct StepImport {
     pub workdir: Vec<FileEntry>,
     /// Its `solution/`, for the oracle's turn.
     pub oracle: OraclePlan,
+    /// The task's `artifacts`, then the step's own.
+    pub artifacts: Vec<String>,
 }
 
 /// Reads the steps of the Harbor task in `dir` whose `task.toml` is `table`; `Err` says why
@@ -77,13 +80,16 @@ pub(crate) fn read(
             ))
         }
     };
-    if table.get("artifacts").is_some() || steps.iter().any(|s| s.get("artifacts").is_some()) {
-        w.push("artifacts are not collected: a step's files stay in the end state and its check's output in the trial's steps/NAME/".into());
-    }
     let shared_tests = collect(&dir.join("tests"), "tests", w);
+    let task_artifacts = paths(table.get("artifacts"));
     let steps = steps
         .iter()
-        .map(|s| step(dir, s, w))
+        .map(|s| {
+            step(dir, s, w).map(|mut st| {
+                st.artifacts = [task_artifacts.clone(), paths(s.get("artifacts"))].concat();
+                st
+            })
+        })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(StepsImport {
         shared_tests,
@@ -152,7 +158,23 @@ fn step(dir: &Path, s: &Value, w: &mut Vec<String>) -> Result<StepImport, String
         oracle,
         name,
         prompt,
+        artifacts: Vec::new(),
     })
+}
+
+/// The paths of an `artifacts` list (strings, or tables with a `source`).
+fn paths(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| match x {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Table(t) => t.get("source").and_then(Value::as_str).map(String::from),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The files under `dir`, if it exists.
@@ -187,6 +209,10 @@ pub(crate) fn render(s: &mut String, steps: &StepsImport) {
                 .map(|(k, v)| format!("{} = {}", basic_string(k), basic_string(v)))
                 .collect();
             let _ = writeln!(s, "check_env = {{ {} }}", pairs.join(", "));
+        }
+        if !st.artifacts.is_empty() {
+            let list: Vec<String> = st.artifacts.iter().map(|a| basic_string(a)).collect();
+            let _ = writeln!(s, "artifacts = [{}]", list.join(", "));
         }
         if let Some((cmd, interval, retries)) = &st.healthcheck {
             let mut parts = vec![format!("command = {}", basic_string(cmd))];

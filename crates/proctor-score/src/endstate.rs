@@ -630,6 +630,10 @@ pub struct StepResult {
     /// What went wrong before or in the step (its healthcheck failed, its upload failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The step's `artifacts` that were there to collect, kept in the trial's
+    /// `steps/NAME/artifacts/` by their last path component.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
 }
 
 /// A trial held as a conversation: the agent's turns, each begun by the task's prompt or the

@@ -1414,6 +1414,10 @@ pub struct TaskStep {
     /// in), tried `retries` times `interval_seconds` apart; when it never does, the steps stop.
     #[serde(default)]
     pub healthcheck: Option<StepHealthcheck>,
+    /// Paths (absolute, or relative to the workspace) copied out of the trial after the
+    /// step's check, into the trial's `steps/NAME/artifacts/`. Default: none.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
 }
 
 /// A step's healthcheck.

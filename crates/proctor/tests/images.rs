@@ -816,6 +816,7 @@ fn a_harbor_multi_step_task_imports_and_its_oracle_passes_every_step() {
     make_image(&lab);
     let toml = r#"schema_version = "1.1"
 multi_step_reward_strategy = "mean"
+artifacts = ["/app/greet.sh"]
 
 [task]
 name = "harbor/hello-multi-step"
@@ -917,6 +918,35 @@ retries = 3
     let steps = &good["end_state"]["steps"];
     assert_eq!(steps["reward"], 1.0, "{steps:#}");
     assert_eq!(steps["steps"].as_array().unwrap().len(), 2);
+    // `artifacts` collected at the end of each step: greet.sh as each step left it.
+    assert_eq!(
+        steps["steps"][0]["artifacts"],
+        serde_json::json!(["greet.sh"])
+    );
+    let run = std::fs::read_dir(store.join("runs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .next()
+        .unwrap()
+        .path();
+    let kept = |step: &str| {
+        std::fs::read_to_string(
+            run.join("trials/good.oracle.0/steps")
+                .join(step)
+                .join("artifacts/greet.sh"),
+        )
+        .unwrap()
+    };
+    assert!(
+        kept("scaffold").contains("echo hello"),
+        "{}",
+        kept("scaffold")
+    );
+    assert!(
+        kept("implement").contains("Hello, "),
+        "{}",
+        kept("implement")
+    );
     let failing = record("first-fails.oracle.0");
     let steps = &failing["end_state"]["steps"];
     assert_eq!(steps["steps"].as_array().unwrap().len(), 1, "{steps:#}");

@@ -60,6 +60,8 @@ pub struct StepPlan {
     pub tests: Vec<PathBuf>,
     /// The host folder of the step's `workdir/` files, if it has one.
     pub workdir: Option<PathBuf>,
+    /// Paths copied out of the trial after the check.
+    pub artifacts: Vec<String>,
 }
 
 /// The host folders bound into the trial for its steps.
@@ -242,8 +244,18 @@ impl StepsPlan {
                     .try_for_each(|d| crate::layers::copy_tree(d, &self.dirs.tests))
             })
             .map_err(|e| format!("step `{}`: its tests could not be laid in: {e}", step.name))?;
+        let collect: String = step
+            .artifacts
+            .iter()
+            .map(|a| {
+                format!(
+                    "cp -a -- {q} {LOGS_INSIDE}/artifacts/ 2>/dev/null; ",
+                    q = shell_quote(a)
+                )
+            })
+            .collect();
         let script = format!(
-            "( {} ) > {LOGS_INSIDE}/verifier/output.txt 2>&1",
+            "( {} ) > {LOGS_INSIDE}/verifier/output.txt 2>&1; rc=$?; mkdir -p {LOGS_INSIDE}/artifacts; {collect}exit $rc",
             step.check
         );
         let mut env = self.own_env();
@@ -273,6 +285,7 @@ impl StepsPlan {
         keep(&self.dirs.evidence, &step.name, "check.txt", &output);
         let exit = end.exit.and_then(|e| e.code);
         let (reward, from) = reward(&self.dirs.logs, exit);
+        let artifacts = collect_artifacts(&self.dirs, &step.name);
         run.results.push(StepResult {
             name: step.name.clone(),
             reward: Some(reward),
@@ -281,6 +294,7 @@ impl StepsPlan {
             check_timed_out: end.timed_out,
             check_output: String::from_utf8_lossy(&output).into_owned(),
             error: end.exec_failed.clone(),
+            artifacts,
         });
         if let Some(min) = step.min_reward.filter(|m| reward < *m) {
             return Err(format!(
@@ -416,6 +430,29 @@ fn read_head(dir: &Path, rel: &str) -> Vec<u8> {
     out
 }
 
+/// Copies what the step's check turn collected (`/logs/artifacts/`) into the trial's
+/// `steps/NAME/artifacts/` (links copied as links, never followed); gives the names kept.
+fn collect_artifacts(dirs: &StepDirs, step: &str) -> Vec<String> {
+    let from = dirs.logs.join("artifacts");
+    let is_dir = std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        return Vec::new();
+    }
+    let to = dirs.evidence.join(step).join("artifacts");
+    if crate::layers::copy_tree(&from, &to).is_err() {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&to)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// Keeps a step's output in the trial's evidence as `steps/NAME/FILE`.
 fn keep(evidence: &Path, step: &str, file: &str, bytes: &[u8]) {
     let dir = evidence.join(step);
@@ -542,6 +579,7 @@ mod tests {
             healthcheck: None,
             tests: Vec::new(),
             workdir: None,
+            artifacts: Vec::new(),
         }
     }
 }

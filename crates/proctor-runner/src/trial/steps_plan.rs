@@ -66,6 +66,7 @@ pub fn plan(
                 }),
                 tests: vec![files.join("tests"), own.join("tests")],
                 workdir: Some(own.join("workdir")),
+                artifacts: s.artifacts.clone(),
             }
         })
         .collect();
