@@ -9,10 +9,11 @@ use toml::Value;
 use crate::compose::SidecarPlan;
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
+use crate::harbor_values::{literal_env, seconds};
 use crate::image::{self, Build, DockerBuild, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
-use crate::settings::{self, is_var_name, whole_seconds};
+use crate::settings;
 
 /// Harbor's verifier timeout when `[verifier] timeout_sec` is absent.
 const HARBOR_VERIFIER_TIMEOUT: u64 = 600;
@@ -22,52 +23,6 @@ pub(crate) fn read(dir: &Path, id: &str) -> Read {
     let mut warnings = Vec::new();
     let outcome = plan(dir, id, &mut warnings).map(Box::new);
     Read { outcome, warnings }
-}
-
-/// Seconds as a whole number, rounded up; `None` for a value that is not a positive number.
-pub(crate) fn seconds(v: &Value) -> Option<u64> {
-    match v {
-        Value::Integer(i) => whole_seconds(*i as f64),
-        Value::Float(f) => whole_seconds(*f),
-        _ => None,
-    }
-}
-
-/// The literal string values of an `env` table; values Harbor would resolve from the host
-/// (`${VAR}`) and values that are not strings are reported instead.
-pub(crate) fn literal_env(
-    table: Option<&Value>,
-    section: &str,
-    warnings: &mut Vec<String>,
-) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let Some(table) = table.and_then(Value::as_table) else {
-        return out;
-    };
-    for (k, v) in table {
-        let value = match v {
-            Value::String(s) => s.clone(),
-            Value::Integer(_) | Value::Float(_) | Value::Boolean(_) => v.to_string(),
-            _ => {
-                warnings.push(format!(
-                    "task.toml: [{section}.env] {k} is not a string, not imported"
-                ));
-                continue;
-            }
-        };
-        if !is_var_name(k) {
-            warnings.push(format!(
-                "task.toml: [{section}.env] `{k}` is not a valid variable name, not imported"
-            ));
-        } else if value.contains("${") {
-            warnings.push(format!(
-                "task.toml: [{section}.env] {k} = {value:?} is resolved from the host by Harbor; a suite holds no secrets, so it was not imported (set it in a variant's `env`)"
-            ));
-        } else {
-            out.insert(k.clone(), value);
-        }
-    }
-    out
 }
 
 /// The plan for the Harbor task in `dir`, or why it is skipped; what is not carried over

@@ -16,46 +16,8 @@ use std::path::Path;
 use toml::Value;
 
 use crate::files::FileEntry;
-use crate::model::OraclePlan;
+use crate::model::{OraclePlan, StepImport, StepsImport};
 use crate::text::{basic_string, toml_string};
-
-/// A Harbor task's steps, read.
-#[derive(Debug, Clone)]
-pub(crate) struct StepsImport {
-    /// The task's `tests/` files, shared by every step.
-    pub shared_tests: Vec<FileEntry>,
-    /// The steps, in order.
-    pub steps: Vec<StepImport>,
-    /// `multi_step_reward_strategy`: `mean` or `final`.
-    pub strategy: String,
-}
-
-/// One Harbor step, read.
-#[derive(Debug, Clone)]
-pub(crate) struct StepImport {
-    /// Its name.
-    pub name: String,
-    /// Its `instruction.md`.
-    pub prompt: String,
-    /// `min_reward`.
-    pub min_reward: Option<f64>,
-    /// `[steps.agent] timeout_sec`, in whole seconds.
-    pub timeout: Option<u64>,
-    /// `[steps.verifier] timeout_sec`, in whole seconds.
-    pub check_timeout: Option<u64>,
-    /// `[steps.verifier.env]`, literal values.
-    pub check_env: BTreeMap<String, String>,
-    /// `[steps.healthcheck]`: command, interval, retries.
-    pub healthcheck: Option<(String, Option<u64>, Option<u32>)>,
-    /// Its `tests/` files.
-    pub tests: Vec<FileEntry>,
-    /// Its `workdir/` files.
-    pub workdir: Vec<FileEntry>,
-    /// Its `solution/`, for the oracle's turn.
-    pub oracle: OraclePlan,
-    /// The task's `artifacts`, then the step's own.
-    pub artifacts: Vec<String>,
-}
 
 /// Reads the steps of the Harbor task in `dir` whose `task.toml` is `table`; `Err` says why
 /// the task cannot be imported.
@@ -115,11 +77,13 @@ fn step(dir: &Path, s: &Value, w: &mut Vec<String>) -> Result<StepImport, String
     let secs = |key: &str| {
         sub(key)
             .and_then(|t| t.get("timeout_sec"))
-            .and_then(crate::harbor::seconds)
+            .and_then(crate::harbor_values::seconds)
     };
     let healthcheck = sub("healthcheck").and_then(|h| {
         let command = h.get("command").and_then(Value::as_str)?.to_string();
-        let interval = h.get("interval_sec").and_then(crate::harbor::seconds);
+        let interval = h
+            .get("interval_sec")
+            .and_then(crate::harbor_values::seconds);
         let retries = h
             .get("retries")
             .and_then(Value::as_integer)
@@ -147,7 +111,7 @@ fn step(dir: &Path, s: &Value, w: &mut Vec<String>) -> Result<StepImport, String
         }),
         timeout: secs("agent"),
         check_timeout: secs("verifier"),
-        check_env: crate::harbor::literal_env(
+        check_env: crate::harbor_values::literal_env(
             sub("verifier").and_then(|v| v.get("env")),
             "steps.verifier",
             w,

@@ -31,6 +31,7 @@ mod fields;
 mod files;
 mod harbor;
 mod harbor_steps;
+mod harbor_values;
 mod ident;
 mod image;
 mod leak;

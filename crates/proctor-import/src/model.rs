@@ -89,7 +89,45 @@ pub(crate) struct TaskPlan {
     pub sidecars: Vec<crate::compose::SidecarPlan>,
     /// A Harbor multi-step task's steps: the task is imported in steps, each with its own
     /// check, and has no verifier of its own.
-    pub steps: Option<crate::harbor_steps::StepsImport>,
+    pub steps: Option<StepsImport>,
+}
+
+/// A Harbor task's steps, read.
+#[derive(Debug, Clone)]
+pub(crate) struct StepsImport {
+    /// The task's `tests/` files, shared by every step.
+    pub shared_tests: Vec<FileEntry>,
+    /// The steps, in order.
+    pub steps: Vec<StepImport>,
+    /// `multi_step_reward_strategy`: `mean` or `final`.
+    pub strategy: String,
+}
+
+/// One Harbor step, read.
+#[derive(Debug, Clone)]
+pub(crate) struct StepImport {
+    /// Its name.
+    pub name: String,
+    /// Its `instruction.md`.
+    pub prompt: String,
+    /// `min_reward`.
+    pub min_reward: Option<f64>,
+    /// `[steps.agent] timeout_sec`, in whole seconds.
+    pub timeout: Option<u64>,
+    /// `[steps.verifier] timeout_sec`, in whole seconds.
+    pub check_timeout: Option<u64>,
+    /// `[steps.verifier.env]`, literal values.
+    pub check_env: BTreeMap<String, String>,
+    /// `[steps.healthcheck]`: command, interval, retries.
+    pub healthcheck: Option<(String, Option<u64>, Option<u32>)>,
+    /// Its `tests/` files.
+    pub tests: Vec<FileEntry>,
+    /// Its `workdir/` files.
+    pub workdir: Vec<FileEntry>,
+    /// Its `solution/`, for the oracle's turn.
+    pub oracle: OraclePlan,
+    /// The task's `artifacts`, then the step's own.
+    pub artifacts: Vec<String>,
 }
 
 /// A phase's network in the suite: `none`, or `host` (the task's format gives the phase the

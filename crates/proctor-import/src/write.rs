@@ -231,7 +231,7 @@ fn write_steps(
     format: Format,
     root: &Path,
     plan: &TaskPlan,
-    steps: &crate::harbor_steps::StepsImport,
+    steps: &crate::model::StepsImport,
 ) -> Result<(), ImportError> {
     crate::harbor_steps::write_files(root, &plan.id, steps, copy_all)?;
     let plans: Vec<(&str, &crate::model::OraclePlan)> = steps

@@ -73,7 +73,7 @@ pub struct SandboxSpec {
     /// What of the host the root shows, once worked out for this spec's `PATH` (see
     /// [`crate::view`]); set by the sandbox itself, `None` for a caller.
     #[serde(default)]
-    pub view: Option<crate::view::HostView>,
+    pub view: Option<proctor_records::isolation::HostView>,
     /// The trial's interface calls, run by the trial init outside the agent's reach (see
     /// [`crate::calls`]); `None`: the trial has no call runner. Ignored without namespaces.
     #[serde(default)]

@@ -153,7 +153,13 @@ pub fn capture(
         steps: executed.steps.clone(),
         ..EndState::default()
     };
-    end.conversation = conversation::record(executed, conversation_answers, &end.calls);
+    end.conversation = executed.spoken.as_ref().map(|spoken| {
+        let answers = conversation_answers
+            .into_iter()
+            .map(|a| bounded_answer(a).0)
+            .collect();
+        conversation::record(spoken, &executed.report.turns, answers, &end.calls)
+    });
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
     // The model's wire log is read only when the transcript reports a denial.
     let asked = (!output.denied.is_empty())
@@ -315,7 +321,7 @@ fn init_lost(
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// `answer`, cut to [`MAX_ANSWER_BYTES`] when it is longer; and whether it was.
-pub(crate) fn bounded_answer(answer: String) -> (String, bool) {
+fn bounded_answer(answer: String) -> (String, bool) {
     if answer.len() <= MAX_ANSWER_BYTES {
         return (answer, false);
     }

@@ -12,8 +12,6 @@ use proctor_sandbox::TurnReport;
 use proctor_score::{Conversation, ConversationTurn};
 use proctor_suite::model::User;
 
-use crate::trial::execute::Executed;
-
 /// How the agent is started again in a trial's sandbox after its first turn: what the first
 /// launch was made from, so each later command line and environment is made the same way.
 #[derive(Debug, Clone)]
@@ -181,7 +179,7 @@ impl Relaunch {
             argv[slot] = launcher.clone();
         }
         match &self.login_wrap {
-            Some(shims) => crate::trial::launch::login_path_wrapper(shims, &argv),
+            Some(shims) => crate::trial::env::login_path_wrapper(shims, &argv),
             None => argv,
         }
     }
@@ -282,21 +280,21 @@ pub fn merge(turns: Vec<AgentOutput>, said: &[Said]) -> AgentOutput {
 }
 
 /// The conversation as the trial record keeps it: each turn's prompt, the rule that said it,
-/// its answer (bounded), how it ended and where its output ends; `None` for a trial that was
-/// no conversation. `answers` are the turns' answers as their outputs gave them.
+/// its answer (as given, already bounded by the caller), how it ended, where its output ends and
+/// the calls made in it (by their time on the calls log's clock); `turns` are the sandbox's.
 pub fn record(
-    executed: &Executed,
+    spoken: &Spoken,
+    turns: &[TurnReport],
     answers: Vec<String>,
     calls: &[proctor_score::CallRecord],
-) -> Option<Conversation> {
-    let spoken = executed.spoken.as_ref()?;
+) -> Conversation {
     let mut answers = answers.into_iter();
     let turns = spoken
         .said
         .iter()
         .enumerate()
         .filter_map(|(i, said)| {
-            let t = executed.report.turns.get(said.turn.checked_sub(1)?)?;
+            let t = turns.get(said.turn.checked_sub(1)?)?;
             let (began, ended) = spoken.window(said.turn);
             let calls = calls
                 .iter()
@@ -307,7 +305,7 @@ pub fn record(
                 turn: i + 1,
                 prompt: said.prompt.clone(),
                 said_by: said.by.clone(),
-                answer: crate::trial::capture::bounded_answer(answers.next().unwrap_or_default()).0,
+                answer: answers.next().unwrap_or_default(),
                 exit_code: t.exit.as_ref().and_then(|e| e.code),
                 signal: t.exit.as_ref().and_then(|e| e.signal),
                 timed_out: t.timed_out,
@@ -320,10 +318,10 @@ pub fn record(
             })
         })
         .collect();
-    Some(Conversation {
+    Conversation {
         turns,
         ended: spoken.ended.clone(),
-    })
+    }
 }
 
 /// The outputs of the agent's turns among all of a trial's turns (in a task in steps, the
@@ -403,11 +401,18 @@ mod tests {
         let outs = read_turns(&adapter, b"ask?done.", b"e!", &turns);
         assert_eq!(outs[0].answer, "ask?");
         assert_eq!(outs[1].answer, "done.");
-        let said = [Said {
-            turn: 2,
-            prompt: "production".into(),
-            by: Some("replies[0]".into()),
-        }];
+        let said = [
+            Said {
+                turn: 1,
+                prompt: "Deploy the app.".into(),
+                by: None,
+            },
+            Said {
+                turn: 2,
+                prompt: "production".into(),
+                by: Some("replies[0]".into()),
+            },
+        ];
         let merged = merge(outs, &said);
         assert_eq!(merged.answer, "done.");
         assert!(merged

@@ -162,11 +162,65 @@ pub fn check_path(path: &str, workspace: &Path) -> String {
         .join(":")
 }
 
+/// Wraps a real agent's command so that login shells keep the shims first on PATH.
+///
+/// Some CLIs run their shell tool as a login shell (Codex: `bash -lc`), and a login shell's
+/// /etc/profile resets PATH, which would bypass the shims and make interface calls invisible.
+/// The agent's HOME is private, so its `.profile` and `.bash_profile` put the shims back first.
+pub fn login_path_wrapper(shims: &Path, argv: &[String]) -> Vec<String> {
+    let script = format!(
+        "line='export PATH=\"{shims}:$PATH\"'; printf '%s\\n' \"$line\" >> \"$HOME/.profile\"; printf '%s\\n' \"$line\" >> \"$HOME/.bash_profile\"; exec \"$@\"",
+        shims = shims.display()
+    );
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        script,
+        "proctor-agent".to_string(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
 
     use super::*;
+
+    #[test]
+    fn the_login_path_wrapper_runs_the_agent_with_its_own_argv() {
+        let argv = vec![
+            "claude".to_string(),
+            "-p".to_string(),
+            "hi there".to_string(),
+        ];
+        let v = login_path_wrapper(Path::new("/run/proctor/shims"), &argv);
+        assert_eq!(&v[..2], ["/bin/sh", "-c"]);
+        assert!(
+            v[2].contains("export PATH=\"/run/proctor/shims:$PATH\""),
+            "{}",
+            v[2]
+        );
+        assert!(v[2].ends_with("exec \"$@\""), "{}", v[2]);
+        assert_eq!(v[3], "proctor-agent");
+        assert_eq!(&v[4..], argv.as_slice());
+    }
+
+    #[test]
+    fn the_login_path_wrapper_really_puts_the_shims_first_in_a_login_shell() {
+        let home = tempfile::tempdir().unwrap();
+        let v = login_path_wrapper(Path::new("/shims"), &["true".to_string()]);
+        let status = std::process::Command::new(&v[0])
+            .args(&v[1..])
+            .env("HOME", home.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let profile = std::fs::read_to_string(home.path().join(".profile")).unwrap();
+        assert_eq!(profile, "export PATH=\"/shims:$PATH\"\n");
+        assert!(home.path().join(".bash_profile").is_file());
+    }
 
     fn paths(namespaces: bool) -> TrialPaths {
         TrialPaths::new(

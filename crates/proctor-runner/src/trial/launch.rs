@@ -77,7 +77,7 @@ pub fn launch(
         )?);
     }
     let command = if real_agent {
-        login_path_wrapper(&paths.shims.inside, &launch.argv)
+        crate::trial::env::login_path_wrapper(&paths.shims.inside, &launch.argv)
     } else {
         launch.argv.clone()
     };
@@ -584,63 +584,9 @@ fn write_agent_files(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result
         .try_for_each(|(name, bytes)| std::fs::write(dir.join(name), bytes))
 }
 
-/// Wraps a real agent's command so that login shells keep the shims first on PATH.
-///
-/// Some CLIs run their shell tool as a login shell (Codex: `bash -lc`), and a login shell's
-/// /etc/profile resets PATH, which would bypass the shims and make interface calls invisible.
-/// The agent's HOME is private, so its `.profile` and `.bash_profile` put the shims back first.
-pub fn login_path_wrapper(shims: &Path, argv: &[String]) -> Vec<String> {
-    let script = format!(
-        "line='export PATH=\"{shims}:$PATH\"'; printf '%s\\n' \"$line\" >> \"$HOME/.profile\"; printf '%s\\n' \"$line\" >> \"$HOME/.bash_profile\"; exec \"$@\"",
-        shims = shims.display()
-    );
-    let mut v = vec![
-        "/bin/sh".to_string(),
-        "-c".to_string(),
-        script,
-        "proctor-agent".to_string(),
-    ];
-    v.extend(argv.iter().cloned());
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_login_path_wrapper_runs_the_agent_with_its_own_argv() {
-        let argv = vec![
-            "claude".to_string(),
-            "-p".to_string(),
-            "hi there".to_string(),
-        ];
-        let v = login_path_wrapper(Path::new("/run/proctor/shims"), &argv);
-        assert_eq!(&v[..2], ["/bin/sh", "-c"]);
-        assert!(
-            v[2].contains("export PATH=\"/run/proctor/shims:$PATH\""),
-            "{}",
-            v[2]
-        );
-        assert!(v[2].ends_with("exec \"$@\""), "{}", v[2]);
-        assert_eq!(v[3], "proctor-agent");
-        assert_eq!(&v[4..], argv.as_slice());
-    }
-
-    #[test]
-    fn the_login_path_wrapper_really_puts_the_shims_first_in_a_login_shell() {
-        let home = tempfile::tempdir().unwrap();
-        let v = login_path_wrapper(Path::new("/shims"), &["true".to_string()]);
-        let status = std::process::Command::new(&v[0])
-            .args(&v[1..])
-            .env("HOME", home.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let profile = std::fs::read_to_string(home.path().join(".profile")).unwrap();
-        assert_eq!(profile, "export PATH=\"/shims:$PATH\"\n");
-        assert!(home.path().join(".bash_profile").is_file());
-    }
 
     #[test]
     fn without_namespaces_the_spec_runs_the_agent_on_the_host_paths() {
