@@ -20,6 +20,7 @@ pub mod command;
 pub mod copilot;
 pub mod gemini;
 pub mod human;
+pub mod mcp_client;
 pub mod opencode;
 pub mod script;
 
@@ -296,7 +297,9 @@ pub enum AgentError {
         message: String,
     },
     /// The user answered, and this agent kind has no way to go on with its session.
-    #[error("this agent kind cannot go on with a conversation (it has no way to resume its session)")]
+    #[error(
+        "this agent kind cannot go on with a conversation (it has no way to resume its session)"
+    )]
     NoConversation,
     /// A real agent needs a model endpoint and none was given.
     #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]

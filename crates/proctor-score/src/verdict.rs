@@ -112,10 +112,10 @@ pub fn score(
         files,
         interface: task.interface.as_ref(),
     };
-    let metrics = task
-        .interface
-        .as_ref()
-        .map(|i| interface_metrics(i, &end.calls));
+    let metrics = task.interface.as_ref().map(|i| match &i.mcp {
+        Some(server) => crate::mcp::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
+        None => interface_metrics(i, &end.calls),
+    });
 
     // 1. Operational faults are never evidence about the agent.
     if let Some((outcome, reason)) = operational_error(faults, end) {
@@ -640,6 +640,15 @@ fn effect(a: &Assertion, r: &AssertionResult, end: &EndState) -> Option<String> 
                     let count = held.evidence["count"].as_u64()? + unseen(&held.evidence);
                     (count > 0).then(|| format!("making {count} matching call(s)"))
                 }
+                Assertion::McpCalls(c) => {
+                    let count = held.evidence["count"].as_u64()?;
+                    (count > 0).then(|| {
+                        format!(
+                            "making {count} matching call(s) of MCP server `{}`",
+                            c.server.get_ref()
+                        )
+                    })
+                }
                 _ => None,
             }
         }
@@ -729,6 +738,18 @@ fn acted(task: &Task, end: &EndState) -> bool {
     let Some(interface) = &task.interface else {
         return false;
     };
+    if let Some(server) = &interface.mcp {
+        return end.mcp_calls.iter().any(|r| {
+            r.server == *server.get_ref()
+                && r.is_tool_call()
+                && r.denied.is_none()
+                && !r.failed()
+                && interface
+                    .undo
+                    .iter()
+                    .any(|[done, _]| r.tool.as_deref() == Some(done.as_str()))
+        });
+    }
     end.calls.iter().any(|c| {
         c.command == *interface.command.get_ref()
             && c.denied.is_none()

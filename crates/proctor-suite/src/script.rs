@@ -6,6 +6,9 @@
 //!
 //! [[steps]]
 //! run = "chat send --to dana --text 'The report is ready.'"
+//!
+//! [[steps]]
+//! mcp = { server = "notes", tool = "add_note", arguments = { title = "Report" } }
 //! ```
 
 use std::path::Path;
@@ -34,12 +37,35 @@ pub struct Script {
     pub steps: Vec<Step>,
 }
 
-/// One shell command of a scripted agent.
+/// One step of a scripted agent: a shell command (`run`) or a tool call of an MCP server
+/// (`mcp`), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// The command line, run with `sh -c`.
+    #[serde(default)]
     pub run: String,
+    /// A tool call, made as an MCP client through the server's shim: `mcp = { server =
+    /// "notes", tool = "add_note", arguments = { title = "Milk" } }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpStep>,
+}
+
+/// A scripted agent's tool call of an MCP server of the suite.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    /// The server, by its name in `[[mcp_servers]]`.
+    pub server: String,
+    /// The tool called.
+    pub tool: String,
+    /// The call's arguments. Default: none (`{}`).
+    #[serde(default = "no_arguments")]
+    pub arguments: serde_json::Value,
+}
+
+fn no_arguments() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
 }
 
 /// Reads and checks one scripted-agent file.
@@ -47,6 +73,28 @@ pub fn read_script(path: &Path) -> Result<Script, Problem> {
     let text = crate::parse::read_text(path, "the script")?;
     let source = SourceFile::new(path, text);
     let script: Script = parse_toml(&source)?;
+    if let Some(n) = script
+        .steps
+        .iter()
+        .position(|s| s.run.is_empty() == s.mcp.is_none())
+    {
+        /// Where each step is, for the problem's place.
+        #[derive(Deserialize, Default)]
+        struct StepSpans {
+            #[serde(default)]
+            steps: Vec<Spanned<toml::Table>>,
+        }
+        let spans: StepSpans = toml::from_str(source.text()).unwrap_or_default();
+        let span = spans.steps.get(n).map_or(0..0, Spanned::span);
+        return Err(Problem::at(
+            ProblemKind::Inconsistent,
+            &source,
+            span,
+            format!("step {} must have exactly one of `run` and `mcp`", n + 1),
+        )
+        .with_label("a step")
+        .with_help("write `run = \"COMMAND\"` for a shell step, or `mcp = { server = \"NAME\", tool = \"TOOL\", arguments = { ... } }` for a tool call"));
+    }
     if let Some(step) = &script.answer_from_step {
         let n = *step.get_ref();
         if n == 0 || n > script.steps.len() {

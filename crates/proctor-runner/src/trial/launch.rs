@@ -61,7 +61,10 @@ pub fn launch(
         .filter(|d| d.is_dir());
     let image = ctx.image(&trial.planned.task);
     let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
-    let (services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
+    let (mut services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
+    let mcp = crate::trial::mcp::servers(ctx, trial, paths, &env)?;
+    services.extend(mcp.folders);
+    carried.extend(mcp.binds);
     if let (Some(img), true) = (image, real_agent && paths.namespaces) {
         carried.extend(carry_cli(
             ctx,
@@ -95,7 +98,7 @@ pub fn launch(
     let record = launch_record(ctx, trial, prepared, given, limits_record);
     let record = without_token(record, model.as_ref());
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
-    let calls = call_runner(prepared, &env)?;
+    let calls = call_runner(prepared, &env, mcp.programs)?;
     let mut spec = SandboxSpec {
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
@@ -329,6 +332,7 @@ pub const CALLS_LOG_KEY: &str = "calls_log";
 fn call_runner(
     prepared: &Prepared,
     env: &[(String, String)],
+    mcp: Vec<proctor_sandbox::AllowedProgram>,
 ) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
     let paths = &prepared.paths;
     if !paths.namespaces {
@@ -350,7 +354,9 @@ fn call_runner(
             .map(|a| proctor_sandbox::AllowedProgram {
                 name: a.name.clone(),
                 program: paths.allowed_inside(a),
+                mcp: None,
             })
+            .chain(mcp)
             .collect(),
         // The agent's PATH as it started: a call's program finds its own commands where the
         // trial put them, not where the caller pointed.

@@ -5,7 +5,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{paths::path_escape, Validator};
-use crate::assertion::{Assertion, Calls, FileContains, FilesUnchanged, StateAssertion};
+use crate::assertion::{Assertion, Calls, FileContains, FilesUnchanged, McpCalls, StateAssertion};
 use crate::model::{Condition, Task};
 use crate::problem::ProblemKind;
 
@@ -103,9 +103,32 @@ impl Validator<'_> {
             Assertion::FileContains(fc) => self.file_contains(fc),
             Assertion::Check(c) => self.check(task, span, c),
             Assertion::Calls(c) => self.calls(task, span, c),
+            Assertion::McpCalls(c) => self.mcp_calls(span, c),
             Assertion::State(s) => self.state(span, s),
             Assertion::Visual(v) => self.visual(span, v),
             Assertion::Not(inner) => self.assertion(task, inner),
+        }
+    }
+
+    /// An `mcp_calls` assertion: a server of the suite, bounds that can hold, a regex that
+    /// compiles.
+    fn mcp_calls(&mut self, span: Range<usize>, c: &McpCalls) {
+        self.mcp_server_ref(&c.server);
+        if let Some(re) = &c.args_match {
+            self.regex(re);
+        }
+        if let (Some(min), Some(max)) = (c.min, c.max) {
+            if min > max {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        span,
+                        format!("`min = {min}` is above `max = {max}`: no count of calls holds"),
+                    )
+                    .with_label("bounds that cannot hold")
+                    .with_help("swap them, or drop one");
+                self.out.push(p);
+            }
         }
     }
 
@@ -204,6 +227,13 @@ impl Validator<'_> {
             .services
             .iter()
             .map(|s| s.name.get_ref().as_str())
+            .chain(
+                self.suite
+                    .file
+                    .mcp_servers
+                    .iter()
+                    .map(|s| s.name.get_ref().as_str()),
+            )
             .collect();
         if known.contains(&s.service.get_ref().as_str()) {
             return;
