@@ -71,7 +71,6 @@ fn session(step: &McpStep) -> Result<Value, String> {
         .map_err(|e| format!("cannot write to the server: {e}"))?;
         answer_to(&mut from, 2)
     })();
-    drop(send);
     drop(to);
     let _ = child.wait();
     result
