@@ -5,7 +5,8 @@
 //! `role = "shell"` takes the first tool found in [`SHELL_TOOL_NAMES`] order (`Bash` for Claude
 //! Code, `exec_command` for Codex, `bash` for Copilot, `run_shell_command` for Gemini CLI, ...),
 //! then any tool whose name holds "shell", "bash", "exec_" or "execute", then any tool whose
-//! schema has a `command` or `cmd` property.
+//! schema has a `command` or `cmd` property. A call by `role = "mcp"` takes the tool an agent
+//! CLI offers for the MCP server's tool ([`mcp_tool`]).
 //!
 //! Codex 0.169.0's default model runs in "code mode": its tools come in an `additional_tools`
 //! input item and the shell is reached only through a freeform JavaScript `exec` tool, which needs
@@ -74,6 +75,15 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
         (Some(Role::Shell), None) => {
             shell_tool(tools).ok_or_else(|| format!("no shell-like tool: {}", offered()))?
         }
+        (Some(Role::Mcp), None) => {
+            let (server, tool) = (
+                call.server.as_deref().unwrap_or_default(),
+                call.tool.as_deref().unwrap_or_default(),
+            );
+            mcp_tool(tools, server, tool).ok_or_else(|| {
+                format!("no tool `{tool}` of MCP server `{server}`: {}", offered())
+            })?
+        }
         (None, None) => return Err("a call needs `role` or `name`".into()),
     };
     let mut args = Map::new();
@@ -89,6 +99,23 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
         name: tool.name,
         arguments: Value::Object(args),
     })
+}
+
+/// The offered tool that is MCP server `server`'s `tool`, under the names agent CLIs give
+/// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code, Codex), `SERVER__TOOL`,
+/// `SERVER_TOOL`, `SERVER.TOOL`, then `TOOL` itself (Gemini CLI, when no other tool has it).
+pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec> {
+    let names = [
+        format!("mcp__{server}__{tool}"),
+        format!("{server}__{tool}"),
+        format!("{server}_{tool}"),
+        format!("{server}.{tool}"),
+        tool.to_string(),
+    ];
+    names
+        .iter()
+        .find_map(|n| tools.iter().find(|t| &t.name == n))
+        .cloned()
 }
 
 /// The shell-like tool among those offered, if any.
@@ -256,6 +283,34 @@ mod tests {
             name: name.into(),
             schema,
         }
+    }
+
+    #[test]
+    fn an_mcp_call_takes_the_name_the_cli_gives_the_servers_tool() {
+        let call = Call {
+            role: Some(Role::Mcp),
+            server: Some("notes".into()),
+            tool: Some("add_note".into()),
+            arguments: json!({"title": "Milk"}).as_object().cloned(),
+            ..Call::default()
+        };
+        let claude = [
+            spec("Bash", Value::Null),
+            spec("mcp__notes__add_note", Value::Null),
+        ];
+        let r = resolve(&call, &claude).unwrap();
+        assert_eq!(r.name, "mcp__notes__add_note");
+        assert_eq!(r.arguments, json!({"title": "Milk"}));
+        let gemini = [
+            spec("run_shell_command", Value::Null),
+            spec("add_note", Value::Null),
+        ];
+        assert_eq!(resolve(&call, &gemini).unwrap().name, "add_note");
+        let none = resolve(&call, &[spec("Bash", Value::Null)]).unwrap_err();
+        assert!(
+            none.contains("no tool `add_note` of MCP server `notes`"),
+            "{none}"
+        );
     }
 
     fn shell(cmd: &str) -> Call {
