@@ -133,6 +133,7 @@ fn run(
         model_base_url: Some(server.base_url()),
         allow: allow.iter().map(|s| s.to_string()).collect(),
         api_key: None,
+        mcp: Vec::new(),
     };
     let launch = adapter.launch_session(&ctx, &session).unwrap();
     for (file, bytes) in &launch.files {

@@ -74,7 +74,17 @@ fn a_scripted_agents_tool_call_completes_the_task_and_is_kept_with_its_result() 
         let lab = Lab::new(&format!("mcp-example-{who:?}"));
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes");
         copy_dir(&example, &lab.suite());
-        let out = lab.run(who, &["--trials", "1"]);
+        let out = lab.run(
+            who,
+            &[
+                "--trials",
+                "1",
+                "--variant",
+                "oracle",
+                "--variant",
+                "careless",
+            ],
+        );
         let record = lab.record("add-note.oracle.0");
         if !real_isolation(&record, false) {
             return;
@@ -311,4 +321,76 @@ fn forged_mcp_records_never_reach_the_log_and_the_servers_state_is_out_of_reach(
         assert!(!stdout.contains("answered b'{"), "{stdout}");
         assert!(!stdout.contains("wrote /run/proctor/services"), "{stdout}");
     }
+}
+
+/// Whether the real Claude Code CLI is installed (by `agents/install.sh`); when not, the test is
+/// skipped (a failure under CI).
+fn have_claude() -> bool {
+    let dir = std::env::var_os("PROCTOR_AGENTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/proctor/agents")
+        });
+    let found = dir.join("bin/claude").exists();
+    if !found {
+        common::skip("Claude Code is not installed: run agents/install.sh");
+    }
+    found
+}
+
+#[test]
+fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    if !have_python3() || !have_claude() {
+        return;
+    }
+    let lab = Lab::new("mcp-claude");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes");
+    copy_dir(&example, &lab.suite());
+    let out = lab.run(
+        As::Me,
+        &[
+            "--trials",
+            "1",
+            "--variant",
+            "claude-code",
+            "--task",
+            "add-note",
+        ],
+    );
+    let record = lab.record("add-note.claude-code.0");
+    if !real_isolation(&record, false) {
+        return;
+    }
+    assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{record:#}");
+    // Claude Code was given exactly the suite's server, its tools permitted by name.
+    let argv = record["launch"]["argv"].to_string();
+    assert!(argv.contains("--mcp-config"), "{argv}");
+    assert!(argv.contains("--strict-mcp-config"), "{argv}");
+    assert!(argv.contains("mcp__notes__add_note"), "{argv}");
+    assert!(!argv.contains("mcp__notes__wipe_notes"), "{argv}");
+    // Its own MCP client listed the tools and called the one the model asked for, through
+    // proctor: the call is logged with the server's answer, and reached the server.
+    let log = mcp_log(&lab, "add-note.claude-code.0");
+    assert!(log.iter().any(|r| r["method"] == "initialize"), "{log:#?}");
+    assert!(log.iter().any(|r| r["method"] == "tools/list"), "{log:#?}");
+    let calls: Vec<&Value> = log.iter().filter(|r| r["method"] == "tools/call").collect();
+    assert_eq!(calls.len(), 1, "{log:#?}");
+    assert_eq!(calls[0]["tool"], "add_note");
+    assert_eq!(
+        calls[0]["arguments"],
+        json!({"title": "Milk", "body": "2 litres, semi-skimmed"})
+    );
+    assert_eq!(calls[0]["content"][0]["text"], "added note #1");
+    assert_eq!(
+        received(&lab, "add-note.claude-code.0"),
+        vec![
+            json!({"tool": "add_note", "arguments": {"title": "Milk", "body": "2 litres, semi-skimmed"}})
+        ]
+    );
+    // Graded from the server's state.
+    let state = &record["verdict"]["success"]["assertions"][1];
+    assert_eq!(state["kind"], "state");
+    assert_eq!(state["verdict"], "holds", "{state:#}");
+    assert_eq!(record["verdict"]["metrics"]["wrong_turns"], 0);
 }

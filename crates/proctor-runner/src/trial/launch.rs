@@ -53,7 +53,13 @@ pub fn launch(
     image_has_the_shell(ctx, trial)?;
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
-    let mut launch = start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
+    let mut launch = start_session(
+        adapter.as_ref(),
+        (trial, &ctx.suite.file.mcp_servers),
+        prepared,
+        model.as_ref(),
+        &prompt,
+    )?;
     add_command_gateway_env(trial, model.as_ref(), &mut launch);
     let agents_dir: Option<PathBuf> = real_agent
         .then(proctor_agents::cli::agents_dir)
@@ -467,7 +473,7 @@ const CLI_LAUNCHER: &str = "cli";
 /// folders made.
 fn start_session(
     adapter: &dyn Adapter,
-    trial: &Trial,
+    (trial, mcp_servers): (&Trial, &[proctor_suite::mcp::McpServer]),
     prepared: &Prepared,
     model: Option<&ModelEndpoint>,
     prompt: &str,
@@ -487,6 +493,7 @@ fn start_session(
         model_base_url: model.map(ModelEndpoint::base_url),
         allow: prepared.allowed.iter().map(|a| a.name.clone()).collect(),
         api_key: model.and_then(ModelEndpoint::api_key),
+        mcp: crate::trial::mcp::client_access(mcp_servers, &paths.shims.inside),
     };
     let launch = adapter
         .launch_session(&launch_ctx, &session)

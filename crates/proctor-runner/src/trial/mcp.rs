@@ -65,6 +65,22 @@ pub fn servers(
     Ok(setup)
 }
 
+/// The suite's MCP servers as an agent CLI is configured with them: each one's shim in the
+/// shims folder (`shims`, as seen inside) and its `allow_tools`.
+pub fn client_access(
+    servers: &[proctor_suite::mcp::McpServer],
+    shims: &Path,
+) -> Vec<proctor_agents::McpServerAccess> {
+    servers
+        .iter()
+        .map(|s| proctor_agents::McpServerAccess {
+            name: s.name.get_ref().clone(),
+            command: shims.join(format!("{SHIM_PREFIX}{}", s.name.get_ref())),
+            allow_tools: s.allowed_tools(),
+        })
+        .collect()
+}
+
 /// The stdio shim of MCP server `name`: the command an agent's MCP client runs.
 pub fn shim_script(name: &str, proctor: &[String]) -> String {
     let proctor: Vec<String> = proctor.iter().map(|a| format!("'{a}'")).collect();
