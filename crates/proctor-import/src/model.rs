@@ -87,6 +87,17 @@ pub(crate) struct TaskPlan {
     pub oracle: OraclePlan,
     /// The sidecar containers of the task (its compose file's services beside the main one).
     pub sidecars: Vec<crate::compose::SidecarPlan>,
+    /// The task's stdio MCP servers (Harbor's `[[environment.mcp_servers]]`).
+    pub mcp_servers: Vec<McpPlan>,
+}
+
+/// An MCP server a task gives its agent, with the stdio transport: `[[mcp_servers]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpPlan {
+    /// Its name.
+    pub name: String,
+    /// The argv that starts it (Harbor's `command`, then its `args`), run in the task's image.
+    pub command: Vec<String>,
 }
 
 /// A phase's network in the suite: `none`, or `host` (the task's format gives the phase the

@@ -114,6 +114,7 @@ fn plan(
         verifier,
         oracle,
         sidecars: environment.sidecars,
+        mcp_servers: Vec::new(),
     })
 }
 

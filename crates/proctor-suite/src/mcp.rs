@@ -26,8 +26,9 @@ pub struct McpServer {
     #[schemars(with = "String")]
     pub name: Spanned<String>,
     /// The argv that starts the server with the stdio transport (newline-delimited JSON-RPC on
-    /// its stdin and stdout); the program is a path inside the suite (`"servers/notes.py"`) or
-    /// a name on PATH (`"python3"`). Started afresh for each MCP session of a trial, inside the
+    /// its stdin and stdout); the program is a path inside the suite (`"servers/notes.py"`), an
+    /// absolute path in the trial's root (inside an image, the image's), or a name on PATH
+    /// (`"python3"`). Started afresh for each MCP session of a trial, inside the
     /// trial, where no agent process reaches it. Required (proctor relays the stdio transport).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

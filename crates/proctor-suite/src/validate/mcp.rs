@@ -107,7 +107,8 @@ impl Validator<'_> {
                     .with_help("e.g. command = [\"python3\", \"servers/notes.py\"]");
                 self.out.push(p);
             }
-            Some(prog) if prog.contains('/') => {
+            // An absolute program is one of the trial's root (the image's, or the host's).
+            Some(prog) if prog.contains('/') && !prog.starts_with('/') => {
                 let spanned = Spanned::new(command.span(), prog.clone());
                 self.suite_path("command", &spanned, true);
             }
