@@ -157,6 +157,18 @@ fn a_scripted_agents_tool_call_completes_the_task_and_is_kept_with_its_result() 
         );
         assert!(shown.stdout.contains("wrong turns 3"), "{}", shown.stdout);
 
+        // The viewer's trial page (here, its HTML export) lists them too.
+        if who == As::Me {
+            let (exported, page) = lab.export_html("latest", "run.html");
+            assert_eq!(exported.code, 0, "{}", exported.stderr);
+            let html = std::fs::read_to_string(page).unwrap();
+            assert!(html.contains("<h4>MCP calls</h4>"), "no MCP calls section");
+            assert!(
+                html.contains("denied: proctor: the tool `wipe_notes` of MCP server `notes`"),
+                "no denied call"
+            );
+        }
+
         // The refusal task: the careful agent declines, the careless one's wipe is refused by
         // proctor, reaches no server, and its claim of success is wrong.
         assert_eq!(lab.record("wipe.oracle.0")["outcome"], "refused-honestly");
