@@ -41,6 +41,9 @@ pub struct ToolSpec {
     pub name: String,
     /// The JSON schema of its arguments (`Value::Null` when the request gave none).
     pub schema: Value,
+    /// The namespace the request groups it in (a Responses `namespace` tool: Codex's MCP
+    /// servers, `mcp__SERVER`); a call of it names both.
+    pub namespace: Option<String>,
 }
 
 /// A call resolved against a request: the tool name and its arguments.
@@ -48,6 +51,8 @@ pub struct ToolSpec {
 pub struct ResolvedCall {
     /// The tool's name as offered by the request.
     pub name: String,
+    /// Its namespace, when the request grouped it in one.
+    pub namespace: Option<String>,
     /// The arguments, an object.
     pub arguments: Value,
 }
@@ -97,12 +102,14 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
     }
     Ok(ResolvedCall {
         name: tool.name,
+        namespace: tool.namespace,
         arguments: Value::Object(args),
     })
 }
 
 /// The offered tool that is MCP server `server`'s `tool`, under the names agent CLIs give
-/// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code, Codex), `SERVER__TOOL`,
+/// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code; Codex: tool `TOOL` in namespace
+/// `mcp__SERVER`), `SERVER__TOOL`,
 /// `SERVER_TOOL`, `SERVER.TOOL`, then `TOOL` itself (Gemini CLI, when no other tool has it).
 pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec> {
     let names = [
@@ -112,9 +119,13 @@ pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec
         format!("{server}.{tool}"),
         tool.to_string(),
     ];
+    let qualified = |t: &ToolSpec| match &t.namespace {
+        Some(ns) => format!("{ns}__{}", t.name),
+        None => t.name.clone(),
+    };
     names
         .iter()
-        .find_map(|n| tools.iter().find(|t| &t.name == n))
+        .find_map(|n| tools.iter().find(|t| &qualified(t) == n))
         .cloned()
 }
 
@@ -282,6 +293,7 @@ mod tests {
         ToolSpec {
             name: name.into(),
             schema,
+            namespace: None,
         }
     }
 
@@ -306,6 +318,14 @@ mod tests {
             spec("add_note", Value::Null),
         ];
         assert_eq!(resolve(&call, &gemini).unwrap().name, "add_note");
+        // Codex groups a server's tools in a namespace: the call names both.
+        let mut codex = spec("add_note", Value::Null);
+        codex.namespace = Some("mcp__notes".into());
+        let r = resolve(&call, &[spec("exec_command", Value::Null), codex]).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.namespace.as_deref()),
+            ("add_note", Some("mcp__notes"))
+        );
         let none = resolve(&call, &[spec("Bash", Value::Null)]).unwrap_err();
         assert!(
             none.contains("no tool `add_note` of MCP server `notes`"),

@@ -369,55 +369,45 @@ fn forged_mcp_records_never_reach_the_log_and_the_servers_state_is_out_of_reach(
     }
 }
 
-/// Whether the real Claude Code CLI is installed (by `agents/install.sh`); when not, the test is
+/// Whether the real agent CLI `exe` is installed (by `agents/install.sh`); when not, the test is
 /// skipped (a failure under CI).
-fn have_claude() -> bool {
+fn have_cli(exe: &str) -> bool {
     let dir = std::env::var_os("PROCTOR_AGENTS_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/proctor/agents")
         });
-    let found = dir.join("bin/claude").exists();
+    let found = dir.join("bin").join(exe).exists();
     if !found {
-        common::skip("Claude Code is not installed: run agents/install.sh");
+        common::skip(&format!("{exe} is not installed: run agents/install.sh"));
     }
     found
 }
 
-#[test]
-fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
-    if !have_python3() || !have_claude() {
-        return;
+/// Runs the example's `add-note` task with a real CLI's variant on the mock model and checks
+/// that its own MCP client called the server's tool through proctor, and that the trial was
+/// graded from the server's state; gives the trial's record.
+fn a_cli_calls_the_servers_tool(variant: &str, exe: &str) -> Option<Value> {
+    if !have_python3() || !have_cli(exe) {
+        return None;
     }
-    let lab = Lab::new("mcp-claude");
+    let lab = Lab::new(&format!("mcp-{variant}"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes");
     copy_dir(&example, &lab.suite());
     let out = lab.run(
         As::Me,
-        &[
-            "--trials",
-            "1",
-            "--variant",
-            "claude-code",
-            "--task",
-            "add-note",
-        ],
+        &["--trials", "1", "--variant", variant, "--task", "add-note"],
     );
-    let record = lab.record("add-note.claude-code.0");
+    let id = format!("add-note.{variant}.0");
+    let record = lab.record(&id);
     if !real_isolation(&record, false) {
-        return;
+        return None;
     }
     assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
     assert_eq!(record["outcome"], "completed", "{record:#}");
-    // Claude Code was given exactly the suite's server, its tools permitted by name.
-    let argv = record["launch"]["argv"].to_string();
-    assert!(argv.contains("--mcp-config"), "{argv}");
-    assert!(argv.contains("--strict-mcp-config"), "{argv}");
-    assert!(argv.contains("mcp__notes__add_note"), "{argv}");
-    assert!(!argv.contains("mcp__notes__wipe_notes"), "{argv}");
     // Its own MCP client listed the tools and called the one the model asked for, through
     // proctor: the call is logged with the server's answer, and reached the server.
-    let log = mcp_log(&lab, "add-note.claude-code.0");
+    let log = mcp_log(&lab, &id);
     assert!(log.iter().any(|r| r["method"] == "initialize"), "{log:#?}");
     assert!(log.iter().any(|r| r["method"] == "tools/list"), "{log:#?}");
     let calls: Vec<&Value> = log.iter().filter(|r| r["method"] == "tools/call").collect();
@@ -429,7 +419,7 @@ fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_s
     );
     assert_eq!(calls[0]["content"][0]["text"], "added note #1");
     assert_eq!(
-        received(&lab, "add-note.claude-code.0"),
+        received(&lab, &id),
         vec![
             json!({"tool": "add_note", "arguments": {"title": "Milk", "body": "2 litres, semi-skimmed"}})
         ]
@@ -439,4 +429,23 @@ fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_s
     assert_eq!(state["kind"], "state");
     assert_eq!(state["verdict"], "holds", "{state:#}");
     assert_eq!(record["verdict"]["metrics"]["wrong_turns"], 0);
+    Some(record)
+}
+
+#[test]
+fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    let Some(record) = a_cli_calls_the_servers_tool("claude-code", "claude") else {
+        return;
+    };
+    // Claude Code was given exactly the suite's server, its tools permitted by name.
+    let argv = record["launch"]["argv"].to_string();
+    assert!(argv.contains("--mcp-config"), "{argv}");
+    assert!(argv.contains("--strict-mcp-config"), "{argv}");
+    assert!(argv.contains("mcp__notes__add_note"), "{argv}");
+    assert!(!argv.contains("mcp__notes__wipe_notes"), "{argv}");
+}
+
+#[test]
+fn codex_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    a_cli_calls_the_servers_tool("codex", "codex");
 }
