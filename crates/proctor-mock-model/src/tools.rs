@@ -109,11 +109,12 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
 
 /// The offered tool that is MCP server `server`'s `tool`, under the names agent CLIs give
 /// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code; Codex: tool `TOOL` in namespace
-/// `mcp__SERVER`), `SERVER__TOOL`,
-/// `SERVER_TOOL`, `SERVER.TOOL`, then `TOOL` itself (Gemini CLI, when no other tool has it).
+/// `mcp__SERVER`), `mcp_SERVER_TOOL` (Gemini CLI), `SERVER__TOOL`,
+/// `SERVER_TOOL`, `SERVER.TOOL`, then `TOOL` itself.
 pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec> {
     let names = [
         format!("mcp__{server}__{tool}"),
+        format!("mcp_{server}_{tool}"),
         format!("{server}__{tool}"),
         format!("{server}_{tool}"),
         format!("{server}.{tool}"),
@@ -315,9 +316,11 @@ mod tests {
         assert_eq!(r.arguments, json!({"title": "Milk"}));
         let gemini = [
             spec("run_shell_command", Value::Null),
-            spec("add_note", Value::Null),
+            spec("mcp_notes_add_note", Value::Null),
         ];
-        assert_eq!(resolve(&call, &gemini).unwrap().name, "add_note");
+        assert_eq!(resolve(&call, &gemini).unwrap().name, "mcp_notes_add_note");
+        let bare = [spec("add_note", Value::Null)];
+        assert_eq!(resolve(&call, &bare).unwrap().name, "add_note");
         // Codex groups a server's tools in a namespace: the call names both.
         let mut codex = spec("add_note", Value::Null);
         codex.namespace = Some("mcp__notes".into());

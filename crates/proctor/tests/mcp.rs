@@ -449,3 +449,8 @@ fn claude_code_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_s
 fn codex_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
     a_cli_calls_the_servers_tool("codex", "codex");
 }
+
+#[test]
+fn gemini_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    a_cli_calls_the_servers_tool("gemini", "gemini");
+}
