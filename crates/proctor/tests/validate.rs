@@ -1849,6 +1849,17 @@ const CASES: &[Case] = &[
         says: &["no MCP server is named `notez`", "help: did you mean `notes`?"],
     },
     Case {
+        name: "mcp_interface_with_a_command_key",
+        base: NONE,
+        changes: &[
+            Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncommand = [\"python3\"]\n\n[[variants]]"),
+            Edit("[tasks.success]", "[tasks.interface]\nmcp = \"notes\"\nverb_arg = 2\n\n[tasks.success]"),
+        ],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:22:12"),
+        says: &["`verb_arg` reads a command's calls", "help: remove it: an MCP interface's verb"],
+    },
+    Case {
         name: "mcp_server_over_http",
         base: NONE,
         changes: &[Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\nurl = \"http://127.0.0.1:7070/mcp\"\n\n[[variants]]")],

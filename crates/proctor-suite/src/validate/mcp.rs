@@ -148,7 +148,43 @@ impl Validator<'_> {
             self.out.push(p);
         }
         self.mcp_server_ref(mcp);
+        self.command_only_keys(interface);
         true
+    }
+
+    /// An MCP interface has none of the keys that read a command's argv and exit status.
+    fn command_only_keys(&mut self, interface: &Interface) {
+        let given = [
+            ("verb_arg", interface.verb_arg.as_ref().map(|v| v.span())),
+            ("verb", interface.verb.as_ref().map(|v| v.span())),
+            ("help", interface.help.as_ref().map(|v| v.span())),
+            (
+                "help_exit",
+                (!interface.help_exit.is_empty())
+                    .then(|| interface.mcp.as_ref().map(|m| m.span()))
+                    .flatten(),
+            ),
+            (
+                "rejected",
+                interface
+                    .rejected
+                    .is_some()
+                    .then(|| interface.mcp.as_ref().map(|m| m.span()))
+                    .flatten(),
+            ),
+        ];
+        for (key, span) in given {
+            let Some(span) = span else { continue };
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span,
+                    format!("`{key}` reads a command's calls; this interface is an MCP server"),
+                )
+                .with_label(format!("`{key}` with `mcp`"))
+                .with_help("remove it: an MCP interface's verb is the tool called, a help call is a `tools/list` after the first, and a failure is a JSON-RPC error or an `isError` result");
+            self.out.push(p);
+        }
     }
 
     /// `name` is one of `[[mcp_servers]]`.
