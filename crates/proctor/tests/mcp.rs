@@ -454,3 +454,8 @@ fn codex_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state()
 fn gemini_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
     a_cli_calls_the_servers_tool("gemini", "gemini");
 }
+
+#[test]
+fn opencode_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    a_cli_calls_the_servers_tool("opencode", "opencode");
+}
