@@ -110,13 +110,14 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
 /// The offered tool that is MCP server `server`'s `tool`, under the names agent CLIs give
 /// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code; Codex: tool `TOOL` in namespace
 /// `mcp__SERVER`), `mcp_SERVER_TOOL` (Gemini CLI), `SERVER__TOOL`,
-/// `SERVER_TOOL`, `SERVER.TOOL`, then `TOOL` itself.
+/// `SERVER_TOOL` (opencode), `SERVER-TOOL` (Copilot), `SERVER.TOOL`, then `TOOL` itself.
 pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec> {
     let names = [
         format!("mcp__{server}__{tool}"),
         format!("mcp_{server}_{tool}"),
         format!("{server}__{tool}"),
         format!("{server}_{tool}"),
+        format!("{server}-{tool}"),
         format!("{server}.{tool}"),
         tool.to_string(),
     ];

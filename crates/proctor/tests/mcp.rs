@@ -459,3 +459,14 @@ fn gemini_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state(
 fn opencode_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
     a_cli_calls_the_servers_tool("opencode", "opencode");
 }
+
+#[test]
+fn copilot_on_the_mock_model_calls_the_servers_tool_and_is_graded_from_its_state() {
+    let Some(record) = a_cli_calls_the_servers_tool("copilot", "copilot") else {
+        return;
+    };
+    let argv = record["launch"]["argv"].to_string();
+    assert!(argv.contains("--additional-mcp-config"), "{argv}");
+    assert!(argv.contains("--allow-tool=notes(add_note)"), "{argv}");
+    assert!(!argv.contains("notes(wipe_notes)"), "{argv}");
+}
