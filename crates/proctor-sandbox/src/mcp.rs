@@ -9,7 +9,10 @@
 //! to the calls log on the connection that recorded the session's start (a socket no agent
 //! process can reach), with the request's latency. A `tools/call` of a tool outside the
 //! server's `allow_tools` is answered by C itself with a JSON-RPC error; it never reaches the
-//! server and is recorded as denied. A line that is not JSON-RPC passes through unread.
+//! server and is recorded as denied. Each message of the agent's is passed on as proctor parsed
+//! it (written again from the parse), so the server cannot read a line otherwise than the
+//! record does; a line that is not a JSON-RPC object (not JSON, a batch, past the bound) is
+//! answered with a JSON-RPC error and goes no further.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -223,29 +226,68 @@ fn agent_to_server(session: &Session, from: std::fs::File, mut to: std::fs::File
     let mut total = 0u64;
     while let Some(whole) = read_line(&mut reader, &mut line) {
         total += line.len() as u64;
-        if whole {
-            if let Ok(msg) = serde_json::from_slice::<Value>(&line) {
-                if let Some(answer) = request(session, &msg) {
-                    session.to_agent(answer.as_bytes());
-                    continue;
-                }
-            }
-        }
-        if to.write_all(&line).and_then(|_| to.flush()).is_err() {
-            break;
-        }
         if !whole {
-            // The rest of an over-long line passes through as it comes.
+            // Past the bound: the rest of the line is read and dropped, never passed on.
             let mut rest = Vec::new();
             while read_line(&mut reader, &mut rest) == Some(false) {
                 total += rest.len() as u64;
-                let _ = to.write_all(&rest);
             }
             total += rest.len() as u64;
-            let _ = to.write_all(&rest);
+            session.to_agent(
+                refusal(&Value::Null, -32700, "a message past proctor's bound").as_bytes(),
+            );
+            continue;
+        }
+        let message = match checked(&line) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(answer) => {
+                session.to_agent(answer.as_bytes());
+                continue;
+            }
+        };
+        if let Some(answer) = request(session, &message) {
+            session.to_agent(answer.as_bytes());
+            continue;
+        }
+        // What the server reads is what proctor read: the message as parsed, written again, so
+        // that no reading of the raw line can differ from the record's.
+        let text = format!("{message}\n");
+        if to
+            .write_all(text.as_bytes())
+            .and_then(|_| to.flush())
+            .is_err()
+        {
+            break;
         }
     }
     total
+}
+
+/// A line of the agent's as a message to pass on: `Ok(None)` for a blank line; `Err` with the
+/// answer for one that is not a JSON-RPC object (not JSON, or a batch, which MCP no longer has
+/// and proctor does not relay), which goes no further.
+fn checked(line: &[u8]) -> Result<Option<Value>, String> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    match serde_json::from_slice::<Value>(line) {
+        Ok(m @ Value::Object(_)) => Ok(Some(m)),
+        Ok(Value::Array(_)) => Err(refusal(
+            &Value::Null,
+            -32600,
+            "proctor does not relay batched JSON-RPC messages; send each message on its own line",
+        )),
+        Ok(_) => Err(refusal(&Value::Null, -32600, "not a JSON-RPC message")),
+        Err(e) => Err(refusal(&Value::Null, -32700, &format!("parse error: {e}"))),
+    }
+}
+
+/// A JSON-RPC error answer to request `id`, as a line.
+fn refusal(id: &Value, code: i64, message: &str) -> String {
+    let answer =
+        json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+    format!("{answer}\n")
 }
 
 /// Notes a request of the agent's; for a `tools/call` of a tool outside `allow_tools`, reports
@@ -293,13 +335,8 @@ fn request(session: &Session, msg: &Value) -> Option<String> {
             exchange.latency_ms = Some(0.0);
             exchange.unknown_tool = false;
             exchange.error = Some(json!({ "code": DENIED_CODE, "message": why }));
-            let answer = json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": { "code": DENIED_CODE, "message": why },
-            });
             session.report(exchange);
-            return Some(format!("{answer}\n"));
+            return Some(refusal(id, DENIED_CODE, &why));
         }
     }
     if let Ok(mut pending) = session.pending.lock() {
@@ -322,12 +359,19 @@ fn server_to_agent(session: &Session, from: std::fs::File) -> u64 {
     let mut total = 0u64;
     while let Some(whole) = read_line(&mut reader, &mut line) {
         total += line.len() as u64;
-        if whole {
-            if let Ok(msg) = serde_json::from_slice::<Value>(&line) {
+        let parsed = whole
+            .then(|| serde_json::from_slice::<Value>(&line).ok())
+            .flatten();
+        // The agent reads what was recorded: the message as parsed, written again.
+        let passed = match parsed {
+            Some(msg) => {
+                let text = format!("{msg}\n").into_bytes();
                 answer(session, msg);
+                text
             }
-        }
-        if !session.to_agent(&line) {
+            None => line.clone(),
+        };
+        if !session.to_agent(&passed) {
             // The agent is gone; the server's output is still read to its end, so that the
             // server is never blocked writing.
             continue;
@@ -392,6 +436,26 @@ fn answer(session: &Session, msg: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_json_rpc_object_is_passed_on_and_a_batch_or_garbage_is_answered_here() {
+        let ok = checked(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
+        assert_eq!(ok.unwrap()["method"], "tools/list");
+        assert_eq!(checked(b"  \n").unwrap(), None);
+        let batch = checked(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wipe"}}]"#,
+        )
+        .unwrap_err();
+        assert!(
+            batch.contains("batched") && batch.contains("-32600"),
+            "{batch}"
+        );
+        let garbage = checked(b"{'id': 1, method: tools/call}").unwrap_err();
+        assert!(garbage.contains("-32700"), "{garbage}");
+        assert!(checked(b"42")
+            .unwrap_err()
+            .contains("not a JSON-RPC message"));
+    }
 
     #[test]
     fn a_large_value_keeps_its_head_and_says_it_was_cut() {
