@@ -193,7 +193,8 @@ fn rule(c: &McpCalls) -> String {
 /// definitions of [`crate::metrics::DEFINITIONS`] read for tool calls: a call is a
 /// `tools/call` (denied ones included), its verb is its tool, an error is a failed call
 /// ([`McpRecord::failed`]), a repeat has the same tool and arguments as the call before it, and
-/// a help call is a `tools/list` after the session's first (counted apart from calls).
+/// a help call is a `tools/list` after the session's first (not a call), or a call of one of the
+/// interface's `help` tools.
 pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -> InterfaceMetrics {
     let ours: Vec<&McpRecord> = records.iter().filter(|r| r.server == server).collect();
     let mut m = InterfaceMetrics::default();
@@ -207,6 +208,11 @@ pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -
     }
     let calls: Vec<&&McpRecord> = ours.iter().filter(|r| r.is_tool_call()).collect();
     m.calls = calls.len() as u64;
+    let help_tools: &[String] = interface.help.as_ref().map_or(&[], |h| h.get_ref());
+    m.help_calls += calls
+        .iter()
+        .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
+        .count() as u64;
     let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
     let mut failing: BTreeMap<String, u64> = BTreeMap::new();
     let mut previous: Option<&McpRecord> = None;
@@ -269,6 +275,15 @@ mod tests {
 
     fn interface() -> Interface {
         toml::from_str("mcp = \"notes\"\nundo = [[\"add_note\", \"delete_note\"]]").unwrap()
+    }
+
+    #[test]
+    fn a_call_of_a_declared_help_tool_is_a_help_call() {
+        let with_help: Interface = toml::from_str("mcp = \"notes\"\nhelp = [\"how_to\"]").unwrap();
+        let records = [call(1, "how_to", json!({})), call(2, "add_note", json!({}))];
+        let m = mcp_metrics(&with_help, "notes", &records);
+        assert_eq!((m.calls, m.help_calls), (2, 1));
+        assert_eq!(mcp_metrics(&interface(), "notes", &records).help_calls, 0);
     }
 
     #[test]

@@ -1124,7 +1124,7 @@ pub struct Interface {
     pub verb: Option<Spanned<VerbRule>>,
     /// The arguments that make a call a help call, each matched against every argument after
     /// the command, e.g. `["-help", ".help"]` for sqlite3. Default: `--help`, `-h`, or the
-    /// verb `help`.
+    /// verb `help`. With `mcp`: the server's help tools, each call of which is a help call.
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub help: Option<Spanned<Vec<String>>>,

@@ -152,12 +152,12 @@ impl Validator<'_> {
         true
     }
 
-    /// An MCP interface has none of the keys that read a command's argv and exit status.
+    /// An MCP interface has none of the keys that read a command's argv and exit status (`help`
+    /// names help tools there).
     fn command_only_keys(&mut self, interface: &Interface) {
         let given = [
             ("verb_arg", interface.verb_arg.as_ref().map(|v| v.span())),
             ("verb", interface.verb.as_ref().map(|v| v.span())),
-            ("help", interface.help.as_ref().map(|v| v.span())),
             (
                 "help_exit",
                 (!interface.help_exit.is_empty())
@@ -182,7 +182,7 @@ impl Validator<'_> {
                     format!("`{key}` reads a command's calls; this interface is an MCP server"),
                 )
                 .with_label(format!("`{key}` with `mcp`"))
-                .with_help("remove it: an MCP interface's verb is the tool called, a help call is a `tools/list` after the first, and a failure is a JSON-RPC error or an `isError` result");
+                .with_help("remove it: an MCP interface's verb is the tool called, a help call is a `tools/list` after the first (or a call of a tool its `help` names), and a failure is a JSON-RPC error or an `isError` result");
             self.out.push(p);
         }
     }
