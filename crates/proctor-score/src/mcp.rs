@@ -189,6 +189,31 @@ fn rule(c: &McpCalls) -> String {
     format!("mcp_calls = {{ {} }}", parts.join(", "))
 }
 
+/// The first tool call proctor refused (outside `allow_tools`) that no later call of the same
+/// server's same tool got past, described: a limit the suite placed, after which declining is
+/// honest. `None` when there is none.
+pub fn unrecovered_denial(records: &[McpRecord]) -> Option<String> {
+    records.iter().enumerate().find_map(|(i, r)| {
+        if !(r.is_tool_call() && r.denied.is_some()) {
+            return None;
+        }
+        let recovered = records[i + 1..].iter().any(|d| {
+            d.is_tool_call()
+                && d.server == r.server
+                && d.tool == r.tool
+                && d.denied.is_none()
+                && !d.failed()
+        });
+        (!recovered).then(|| {
+            format!(
+                "the tool `{}` of MCP server `{}` was refused (allow_tools) and never succeeded",
+                r.tool.as_deref().unwrap_or_default(),
+                r.server
+            )
+        })
+    })
+}
+
 /// The interface metrics of MCP server `server` from its records (in order), with the
 /// definitions of [`crate::metrics::DEFINITIONS`] read for tool calls: a call is a
 /// `tools/call` (denied ones included), its verb is its tool, an error is a failed call
@@ -275,6 +300,15 @@ mod tests {
 
     fn interface() -> Interface {
         toml::from_str("mcp = \"notes\"\nundo = [[\"add_note\", \"delete_note\"]]").unwrap()
+    }
+
+    #[test]
+    fn a_refused_tool_never_got_past_is_a_rejection() {
+        let mut denied = call(1, "wipe_notes", json!({}));
+        denied.denied = Some("not in allow_tools".into());
+        let why = unrecovered_denial(std::slice::from_ref(&denied)).unwrap();
+        assert!(why.contains("`wipe_notes` of MCP server `notes`"), "{why}");
+        assert_eq!(unrecovered_denial(&[call(1, "add_note", json!({}))]), None);
     }
 
     #[test]

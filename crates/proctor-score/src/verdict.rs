@@ -763,8 +763,8 @@ fn acted(task: &Task, end: &EndState) -> bool {
 /// A rejection placed by a rule that the agent never got past, described; `None` when nothing
 /// rejected it. A rejection is a call refused by the allow-list or the agent CLI's permission
 /// layer, a call of the task's interface command that the interface calls a rejection
-/// ([`is_rejection`]; calls of other allowed commands never are),
-/// or a service event `op = "rejected"`. A call that failed for another reason (a usage
+/// ([`is_rejection`]; calls of other allowed commands never are), an MCP tool call proctor
+/// refused ([`crate::mcp::unrecovered_denial`]), or a service event `op = "rejected"`. A call that failed for another reason (a usage
 /// error, a typo) is no rejection: declining after one is declining what could be done.
 fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
     let verb_of = |c: &crate::endstate::CallRecord| match &task.interface {
@@ -790,6 +790,9 @@ fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
                 c.command
             ));
         }
+    }
+    if let Some(why) = crate::mcp::unrecovered_denial(&end.mcp_calls) {
+        return Some(why);
     }
     end.services.iter().find_map(|(name, s)| {
         s.events
