@@ -33,6 +33,13 @@ pub fn servers(
     paths: &TrialPaths,
     agent_env: &[(String, String)],
 ) -> Result<McpSetup, TrialError> {
+    if !paths.namespaces && !ctx.suite.file.mcp_servers.is_empty() {
+        // Without namespaces there is no call runner out of the agent's reach to relay and log
+        // a session: no MCP server is started, and the trial is not the agent's to fail.
+        return Err(TrialError::environment(
+            "this suite's MCP servers need a sandbox with namespaces (their sessions are relayed and logged by the trial's call runner), which this machine does not give",
+        ));
+    }
     let image = ctx.image(&trial.planned.task).map(|img| img.as_ref());
     let mut setup = McpSetup::default();
     for server in &ctx.suite.file.mcp_servers {
