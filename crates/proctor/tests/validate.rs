@@ -1860,6 +1860,18 @@ const CASES: &[Case] = &[
         says: &["`verb_arg` reads a command's calls", "help: remove it: an MCP interface's verb"],
     },
     Case {
+        name: "command_calls_of_an_mcp_interface",
+        base: NONE,
+        changes: &[
+            Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncommand = [\"python3\"]\n\n[[variants]]"),
+            Edit("[tasks.success]", "[tasks.interface]\nmcp = \"notes\"\n\n[tasks.success]"),
+            Edit("{ file_contains", "{ calls = { verb = \"add\", min = 1 } },\n  { file_contains"),
+        ],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:25:3"),
+        says: &["counts command `calls`, but its interface", "help: count its tool calls"],
+    },
+    Case {
         name: "mcp_server_over_http",
         base: NONE,
         changes: &[Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\nurl = \"http://127.0.0.1:7070/mcp\"\n\n[[variants]]")],

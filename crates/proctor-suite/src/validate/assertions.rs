@@ -165,6 +165,24 @@ impl Validator<'_> {
                 .with_help("add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`");
             self.out.push(p);
         }
+        if let Some(server) = task.interface.as_ref().and_then(|i| i.mcp.as_ref()) {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span.clone(),
+                    format!(
+                        "task `{}` counts command `calls`, but its interface is the MCP server `{}`",
+                        task.id.get_ref(),
+                        server.get_ref()
+                    ),
+                )
+                .with_label("no command is counted")
+                .with_help(format!(
+                    "count its tool calls: `{{ mcp_calls = {{ server = \"{}\", tool = \"TOOL\", min = 1 }} }}`",
+                    server.get_ref()
+                ));
+            self.out.push(p);
+        }
         if let (Some(min), Some(max)) = (c.min, c.max) {
             if min > max {
                 let p = self
