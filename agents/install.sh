@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the agent CLIs proctor's adapters drive, at pinned versions, into a cache folder.
 #
-#   agents/install.sh [NAME...]      NAME: claude-code codex copilot gemini opencode aider (default: all)
+#   agents/install.sh [NAME...]      NAME: claude-code codex copilot gemini opencode aider
+#                                          claude-agent-acp codex-acp (default: all)
 #
 # Folder: $PROCTOR_AGENTS_DIR, default ~/.cache/proctor/agents. Each CLI goes into its own
 # versioned folder (npm packages with `npm install --prefix`, aider in a Python venv), and
 # $PROCTOR_AGENTS_DIR/bin/ gets one symlink per executable: claude, codex, copilot, gemini,
-# opencode, aider. proctor looks there first, then on PATH.
+# opencode, aider, and the ACP adapters of Claude Code and Codex (claude-agent-acp, codex-acp:
+# agents speaking the Agent Client Protocol, for `agent = "acp"`). proctor looks there first,
+# then on PATH.
 #
 # Idempotent: a CLI whose versioned folder holds a completed stamp is not touched again, so a
 # second run costs nothing. Copilot's self-unpacking package is unpacked once, into
@@ -25,6 +28,8 @@ PINS=(
   "gemini|npm|@google/gemini-cli|0.61.0|gemini"
   "opencode|npm|opencode-ai|1.18.33|opencode"
   "aider|pypi|aider-chat|0.86.2|aider"
+  "claude-agent-acp|npm|@agentclientprotocol/claude-agent-acp|0.101.0|claude-agent-acp"
+  "codex-acp|npm|@agentclientprotocol/codex-acp|2.6.0|codex-acp"
 )
 
 log() { printf 'agents/install.sh: %s\n' "$*" >&2; }
@@ -57,7 +62,7 @@ SELECTED=("$@")
 for s in "${SELECTED[@]}"; do
   found=0
   for p in "${PINS[@]}"; do [ "${p%%|*}" = "$s" ] && found=1; done
-  [ "$found" = 1 ] || { log "unknown agent '$s' (known: claude-code codex copilot gemini opencode aider)"; exit 2; }
+  [ "$found" = 1 ] || { log "unknown agent '$s' (known: claude-code codex copilot gemini opencode aider claude-agent-acp codex-acp)"; exit 2; }
 done
 
 mkdir -p "$BIN"

@@ -24,13 +24,20 @@
 //! usage is summed from the analytics log's `message_send` events (`prompt_tokens`,
 //! `completion_tokens`, `cost`). aider reports only the prompt total, so `input` includes any
 //! cached tokens and the cache categories are unknown (`None`).
+//!
+//! **Next turn** of a conversation: the same command with `--restore-chat-history` (aider has
+//! no session id: the chat-history file in the private HOME is the session), and an analytics
+//! log of the turn's own.
 
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -60,6 +67,10 @@ pub const SPEC: CliSpec = CliSpec {
         "--no-detect-urls",
     ],
     shell_permissions: crate::ShellPermissions::RefusesEvery,
+    resume: Some(cli::ResumeSpec {
+        help: &[],
+        required: &["--restore-chat-history"],
+    }),
 };
 
 /// The model named when the variant names none.
@@ -90,70 +101,98 @@ impl CliAgent for Aider {
         base: String,
         _exe: &Path,
     ) -> CliCommand {
-        let model = ctx.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
-        let model = if model.contains('/') {
-            model
-        } else {
-            format!("openai/{model}")
-        };
-        let mut args = vec![
-            "--model".to_string(),
-            model,
-            "--message".into(),
-            ctx.prompt.clone(),
-            "--edit-format".into(),
-            "diff".into(),
-        ];
-        for flag in [
-            "--no-git",
-            "--no-auto-commits",
-            "--no-dirty-commits",
-            "--no-gitignore",
-            "--no-stream",
-            "--no-pretty",
-            "--no-fancy-input",
-            "--no-analytics",
-            "--no-check-update",
-            "--no-show-release-notes",
-            "--no-show-model-warnings",
-            "--no-detect-urls",
-        ] {
-            args.push(flag.into());
-        }
-        args.extend(["--map-tokens".into(), "0".into()]);
-        let env = vec![
-            ("OPENAI_API_BASE".into(), format!("{base}/v1")),
-            ("OPENAI_API_KEY".into(), cli::api_key(session, "sk-")),
-            ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
-        ];
-        let wrapper = Wrapper {
-            setup: vec!["mkdir -p \"$HOME/.proctor\"".into()],
-            extra_args: vec![
-                "--chat-history-file".into(),
-                "\"$HOME/.proctor/aider.chat.md\"".into(),
-                "--input-history-file".into(),
-                "\"$HOME/.proctor/aider.input.history\"".into(),
-                "--analytics-log".into(),
-                "\"$HOME/.proctor/aider.analytics.jsonl\"".into(),
-            ],
-            captures: vec![
-                (HISTORY.into(), "\"$HOME/.proctor/aider.chat.md\"".into()),
-                (
-                    ANALYTICS.into(),
-                    "\"$HOME/.proctor/aider.analytics.jsonl\"".into(),
-                ),
-            ],
-        };
-        CliCommand {
-            args,
-            env,
-            wrapper,
-            ..CliCommand::default()
-        }
+        command_for_turn(ctx, session, &base, 1)
+    }
+
+    /// aider has no session id: its chat history file (in the private HOME) is the session,
+    /// and `--restore-chat-history` reads it back.
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        _exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let mut c = command_for_turn(ctx, session, &base, next.turn);
+        c.args.push("--restore-chat-history".into());
+        Ok(c)
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
         parse(stdout, stderr)
+    }
+}
+
+/// The command for turn `turn` of a conversation: each turn has its own analytics log (so its
+/// usage is its own); the chat history file is the conversation's.
+fn command_for_turn(
+    ctx: &LaunchContext,
+    session: &SessionContext,
+    base: &str,
+    turn: usize,
+) -> CliCommand {
+    let analytics = if turn <= 1 {
+        "\"$HOME/.proctor/aider.analytics.jsonl\"".to_string()
+    } else {
+        format!("\"$HOME/.proctor/aider.analytics.turn{turn}.jsonl\"")
+    };
+    let model = ctx.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
+    let model = if model.contains('/') {
+        model
+    } else {
+        format!("openai/{model}")
+    };
+    let mut args = vec![
+        "--model".to_string(),
+        model,
+        "--message".into(),
+        ctx.prompt.clone(),
+        "--edit-format".into(),
+        "diff".into(),
+    ];
+    for flag in [
+        "--no-git",
+        "--no-auto-commits",
+        "--no-dirty-commits",
+        "--no-gitignore",
+        "--no-stream",
+        "--no-pretty",
+        "--no-fancy-input",
+        "--no-analytics",
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--no-show-model-warnings",
+        "--no-detect-urls",
+    ] {
+        args.push(flag.into());
+    }
+    args.extend(["--map-tokens".into(), "0".into()]);
+    let env = vec![
+        ("OPENAI_API_BASE".into(), format!("{base}/v1")),
+        ("OPENAI_API_KEY".into(), cli::api_key(session, "sk-")),
+        ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
+    ];
+    let wrapper = Wrapper {
+        setup: vec!["mkdir -p \"$HOME/.proctor\"".into()],
+        extra_args: vec![
+            "--chat-history-file".into(),
+            "\"$HOME/.proctor/aider.chat.md\"".into(),
+            "--input-history-file".into(),
+            "\"$HOME/.proctor/aider.input.history\"".into(),
+            "--analytics-log".into(),
+            analytics.clone(),
+        ],
+        captures: vec![
+            (HISTORY.into(), "\"$HOME/.proctor/aider.chat.md\"".into()),
+            (ANALYTICS.into(), analytics),
+        ],
+    };
+    CliCommand {
+        args,
+        env,
+        wrapper,
+        ..CliCommand::default()
     }
 }
 

@@ -27,13 +27,19 @@
 //! `usage` (`input_tokens` uncached, `output_tokens`, `cache_read_input_tokens`,
 //! `cache_creation_input_tokens`), `total_cost_usd`, `num_turns`, `permission_denials`
 //! (`tool_name`, `tool_use_id`, `tool_input`).
+//!
+//! **Next turn** of a conversation: the same command with `--resume ID` (the session id of
+//! `system/init`) in place of `--session-id UUID`.
 
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -56,6 +62,10 @@ pub const SPEC: CliSpec = CliSpec {
         "--model",
     ],
     shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
+    resume: Some(cli::ResumeSpec {
+        help: &[],
+        required: &["--resume"],
+    }),
 };
 
 /// The Claude Code adapter.
@@ -120,66 +130,90 @@ impl CliAgent for ClaudeCode {
         base: String,
         _exe: &Path,
     ) -> CliCommand {
-        let mut args = vec![
-            "--print".to_string(),
-            "--output-format".into(),
-            "stream-json".into(),
-            "--verbose".into(),
-            "--session-id".into(),
-            cli::uuid_v4(),
-            "--permission-mode".into(),
-            "acceptEdits".into(),
-            "--permission-prompts".into(),
-            "none".into(),
-            "--strict-mcp-config".into(),
-        ];
-        if let Some(model) = &ctx.model {
-            args.extend(["--model".into(), model.clone()]);
-        }
-        let mut files = Vec::new();
-        if !session.mcp.is_empty() {
-            let config = ctx.agent_dir.join(MCP_CONFIG);
-            args.extend(["--mcp-config".into(), config.display().to_string()]);
-            files.push((MCP_CONFIG.to_string(), mcp_config(&session.mcp)));
-        }
-        let mut rules = allow_rules(&session.allow);
-        rules.extend(mcp_rules(&session.mcp));
-        if !rules.is_empty() {
-            args.extend(["--allowedTools".into(), rules.join(",")]);
-        }
-        // The prompt last, after `--`, so a prompt starting with `-` is not read as a flag.
-        args.extend(["--".into(), ctx.prompt.clone()]);
-        let mut env = vec![
-            ("ANTHROPIC_BASE_URL".into(), base),
-            ("ANTHROPIC_API_KEY".into(), cli::api_key(session, "sk-ant-")),
-            (
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                "1".into(),
-            ),
-            ("DISABLE_AUTOUPDATER".into(), "1".into()),
-        ];
-        // With tool search, MCP tools reach the model only after it searches for them; the
-        // suite's servers are what is evaluated, so their tools are offered from the start.
-        if !session.mcp.is_empty() {
-            env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
-        }
-        let wrapper = Wrapper {
-            setup: vec![
-                "mkdir -p \"$HOME/.claude\"".into(),
-                "export CLAUDE_CONFIG_DIR=\"$HOME/.claude\"".into(),
-            ],
-            ..Wrapper::default()
-        };
-        CliCommand {
-            args,
-            env,
-            wrapper,
-            files,
-        }
+        command_with(ctx, session, base, ["--session-id".into(), cli::uuid_v4()])
+    }
+
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        _exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let id = cli::resumed_id(SPEC.agent, next)?;
+        Ok(command_with(ctx, session, base, ["--resume".into(), id]))
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
         parse(stdout, stderr)
+    }
+}
+
+/// The command line and environment, with `session_flag` naming the session: a new one
+/// (`--session-id UUID`) or the one resumed (`--resume ID`).
+fn command_with(
+    ctx: &LaunchContext,
+    session: &SessionContext,
+    base: String,
+    session_flag: [String; 2],
+) -> CliCommand {
+    let mut args = vec![
+        "--print".to_string(),
+        "--output-format".into(),
+        "stream-json".into(),
+        "--verbose".into(),
+    ];
+    args.extend(session_flag);
+    args.extend([
+        "--permission-mode".into(),
+        "acceptEdits".into(),
+        "--permission-prompts".into(),
+        "none".into(),
+        "--strict-mcp-config".into(),
+    ]);
+    if let Some(model) = &ctx.model {
+        args.extend(["--model".into(), model.clone()]);
+    }
+    let mut files = Vec::new();
+    if !session.mcp.is_empty() {
+        let config = ctx.agent_dir.join(MCP_CONFIG);
+        args.extend(["--mcp-config".into(), config.display().to_string()]);
+        files.push((MCP_CONFIG.to_string(), mcp_config(&session.mcp)));
+    }
+    let mut rules = allow_rules(&session.allow);
+    rules.extend(mcp_rules(&session.mcp));
+    if !rules.is_empty() {
+        args.extend(["--allowedTools".into(), rules.join(",")]);
+    }
+    // The prompt last, after `--`, so a prompt starting with `-` is not read as a flag.
+    args.extend(["--".into(), ctx.prompt.clone()]);
+    let mut env = vec![
+        ("ANTHROPIC_BASE_URL".into(), base),
+        ("ANTHROPIC_API_KEY".into(), cli::api_key(session, "sk-ant-")),
+        (
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into(),
+        ),
+        ("DISABLE_AUTOUPDATER".into(), "1".into()),
+    ];
+    // With tool search, MCP tools reach the model only after it searches for them; the
+    // suite's servers are what is evaluated, so their tools are offered from the start.
+    if !session.mcp.is_empty() {
+        env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
+    }
+    let wrapper = Wrapper {
+        setup: vec![
+            "mkdir -p \"$HOME/.claude\"".into(),
+            "export CLAUDE_CONFIG_DIR=\"$HOME/.claude\"".into(),
+        ],
+        ..Wrapper::default()
+    };
+    CliCommand {
+        args,
+        env,
+        wrapper,
+        files,
     }
 }
 

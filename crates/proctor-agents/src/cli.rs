@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{Adapter, AgentError, AgentInfo, AgentOutput, Launch, LaunchContext, SessionContext};
+use crate::{
+    Adapter, AgentError, AgentInfo, AgentOutput, Launch, LaunchContext, NextTurn, SessionContext,
+};
 
 /// The variable naming the folder `agents/install.sh` installs into.
 pub const AGENTS_DIR_ENV: &str = "PROCTOR_AGENTS_DIR";
@@ -87,6 +89,19 @@ pub struct CliSpec {
     /// What proctor configures the CLI's permission layer to do with a shell command
     /// ([`crate::Adapter::shell_permissions`]).
     pub shell_permissions: crate::ShellPermissions,
+    /// How the CLI goes on with a session for a conversation's next turn
+    /// ([`CliAgent::resume`]); `None` when it has no headless way to.
+    pub resume: Option<ResumeSpec>,
+}
+
+/// What the preflight checks of a CLI's resume mechanism: the flags its next-turn launch passes.
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeSpec {
+    /// The arguments that print the help listing them (`["exec", "resume", "--help"]`); empty:
+    /// the same help as [`CliSpec::help`].
+    pub help: &'static [&'static str],
+    /// Every flag (or subcommand) the next-turn launch passes beyond [`CliSpec::required`].
+    pub required: &'static [&'static str],
 }
 
 /// Runs a command with a private throw-away HOME, stdin closed and a time limit; returns its
@@ -206,6 +221,7 @@ pub fn preflight(spec: &CliSpec) -> Result<AgentInfo, AgentError> {
             message,
         })?;
         check_flags(spec, &version, &help)?;
+        check_resume_flags(spec, &exe, &version, &help)?;
         if let (Some(c), Some(f)) = (&checked, &cache) {
             c.record_in(f);
         }
@@ -253,6 +269,11 @@ impl FlagsChecked {
                 .help
                 .iter()
                 .chain(spec.required)
+                .chain(
+                    spec.resume
+                        .iter()
+                        .flat_map(|r| r.help.iter().chain(r.required)),
+                )
                 .map(|f| f.to_string())
                 .collect(),
         })
@@ -282,7 +303,18 @@ impl FlagsChecked {
 
 /// Checks that every required flag appears in `help`; the error names the first one missing.
 pub fn check_flags(spec: &CliSpec, version: &str, help: &str) -> Result<(), AgentError> {
-    for flag in spec.required {
+    check_listed(spec, version, spec.help, help, spec.required)
+}
+
+/// Checks that every flag in `flags` appears in `help`, the text `help_args` printed.
+fn check_listed(
+    spec: &CliSpec,
+    version: &str,
+    help_args: &[&str],
+    help: &str,
+    flags: &[&str],
+) -> Result<(), AgentError> {
+    for flag in flags {
         if !contains_flag(help, flag) {
             return Err(AgentError::Preflight {
                 agent: spec.agent,
@@ -290,13 +322,33 @@ pub fn check_flags(spec: &CliSpec, version: &str, help: &str) -> Result<(), Agen
                     "{} {version} lacks `{flag}` in `{} {}` (this adapter needs it; tested with {}, which agents/install.sh installs)",
                     spec.executable,
                     spec.executable,
-                    spec.help.join(" "),
+                    help_args.join(" "),
                     spec.tested_version
                 ),
             });
         }
     }
     Ok(())
+}
+
+/// Checks the flags of the CLI's resume mechanism, reading its own help when it has one.
+fn check_resume_flags(
+    spec: &CliSpec,
+    exe: &Path,
+    version: &str,
+    help: &str,
+) -> Result<(), AgentError> {
+    let Some(resume) = &spec.resume else {
+        return Ok(());
+    };
+    if resume.help.is_empty() {
+        return check_listed(spec, version, spec.help, help, resume.required);
+    }
+    let own = run_capture(exe, resume.help).map_err(|message| AgentError::Preflight {
+        agent: spec.agent,
+        message,
+    })?;
+    check_listed(spec, version, resume.help, &own, resume.required)
 }
 
 /// Whether `flag` appears in `help` as a whole word (`--json` does not match `--json-schema`).
@@ -442,6 +494,29 @@ pub trait CliAgent: Send + Sync {
 
     /// Reads the CLI's stdout and stderr (as text, invalid UTF-8 replaced).
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput;
+
+    /// The command for a conversation's next turn (see [`crate::Adapter::continue_session`]):
+    /// the CLI's own resume mechanism, in the same HOME and workspace, with `ctx.prompt` the
+    /// user's reply. The default: the CLI cannot go on headless.
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let _ = (ctx, session, base, exe, next);
+        Err(AgentError::NoConversation)
+    }
+}
+
+/// The session id a next turn resumes, or the error saying the last turn reported none.
+pub fn resumed_id(agent: &'static str, next: &NextTurn) -> Result<String, AgentError> {
+    next.session_id
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or(AgentError::NoSessionId { agent })
 }
 
 impl<T: CliAgent> Adapter for T {
@@ -458,6 +533,24 @@ impl<T: CliAgent> Adapter for T {
         let base = base_url(spec.agent, session)?;
         let exe = executable_for(spec.agent, spec.executable)?;
         let c = self.command(ctx, session, base, &exe);
+        Ok(wrapped_launch(
+            spec.agent, ctx, &exe, c.args, c.env, &c.wrapper, c.files,
+        ))
+    }
+
+    fn continue_session(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        next: &NextTurn,
+    ) -> Result<Launch, AgentError> {
+        let spec = self.spec();
+        if spec.resume.is_none() {
+            return Err(AgentError::NoConversation);
+        }
+        let base = base_url(spec.agent, session)?;
+        let exe = executable_for(spec.agent, spec.executable)?;
+        let c = self.resume(ctx, session, base, &exe, next)?;
         Ok(wrapped_launch(
             spec.agent, ctx, &exe, c.args, c.env, &c.wrapper, c.files,
         ))
@@ -659,6 +752,7 @@ mod tests {
             help: &["exec", "--help"],
             required: &["--json", "--ephemeral"],
             shell_permissions: crate::ShellPermissions::RunsEverything,
+            resume: None,
         };
         let e = check_flags(&spec, "0.1.0", "--json")
             .unwrap_err()

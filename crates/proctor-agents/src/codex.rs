@@ -1,8 +1,11 @@
 //! Codex CLI (`codex`, npm `@openai/codex`), tested with 0.169.0.
 //!
-//! **Launch.** `codex exec --json --skip-git-repo-check --ephemeral -C WORKSPACE [-m MODEL] --
-//! PROMPT` with `CODEX_HOME=$HOME/.codex` (set by the wrapper, which copies `config.toml` and
+//! **Launch.** `codex exec --json --skip-git-repo-check -C WORKSPACE [-m MODEL] -- PROMPT`
+//! with `CODEX_HOME=$HOME/.codex` (set by the wrapper, which copies `config.toml` and
 //! `rules/default.rules` there from the agent folder) and the key in `PROCTOR_MODEL_API_KEY`.
+//! Without `--ephemeral`, so Codex keeps its session file (in the private HOME) for a
+//! conversation's next turn: `codex exec resume --json --skip-git-repo-check [-m MODEL] -- ID
+//! REPLY`, in the workspace (`exec resume` has no `--cd`).
 //! `config.toml` declares a custom provider: `base_url = ENDPOINT/v1`, `wire_api = "responses"`,
 //! `env_key = "PROCTOR_MODEL_API_KEY"`; Codex then sends `POST /v1/responses` (streaming) and
 //! offers its shell as `exec_command` with `{"cmd"}` — for models it has no metadata for, such as
@@ -38,8 +41,8 @@ use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
 use crate::{
-    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
-    MODEL_API_KEY_ENV,
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall, MODEL_API_KEY_ENV,
 };
 
 /// What the preflight checks.
@@ -48,14 +51,12 @@ pub const SPEC: CliSpec = CliSpec {
     executable: "codex",
     tested_version: "0.169.0",
     help: &["exec", "--help"],
-    required: &[
-        "--json",
-        "--skip-git-repo-check",
-        "--ephemeral",
-        "--cd",
-        "--model",
-    ],
+    required: &["--json", "--skip-git-repo-check", "--cd", "--model"],
     shell_permissions: crate::ShellPermissions::RunsEverything,
+    resume: Some(cli::ResumeSpec {
+        help: &["exec", "resume", "--help"],
+        required: &["--json", "--skip-git-repo-check", "--model"],
+    }),
 };
 
 /// The Codex adapter.
@@ -134,7 +135,6 @@ impl CliAgent for Codex {
             "exec".to_string(),
             "--json".into(),
             "--skip-git-repo-check".into(),
-            "--ephemeral".into(),
             "--cd".into(),
             ctx.workspace.display().to_string(),
         ];
@@ -142,44 +142,77 @@ impl CliAgent for Codex {
             args.extend(["--model".into(), model.clone()]);
         }
         args.extend(["--".into(), ctx.prompt.clone()]);
-        let env = vec![(MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-"))];
-        let dir = ctx.agent_dir.display().to_string();
-        let wrapper = Wrapper {
-            setup: vec![
-                "mkdir -p \"$HOME/.codex/rules\"".into(),
-                format!(
-                    "cp {} \"$HOME/.codex/config.toml\"",
-                    cli::sh_quote(&format!("{dir}/config.toml"))
-                ),
-                format!(
-                    "cp {} \"$HOME/.codex/rules/default.rules\"",
-                    cli::sh_quote(&format!("{dir}/default.rules"))
-                ),
-                "export CODEX_HOME=\"$HOME/.codex\"".into(),
-            ],
-            ..Wrapper::default()
-        };
-        let files = vec![
-            (
-                "config.toml".to_string(),
-                (config_toml(&base, ctx.model.as_deref()) + &mcp_config_toml(&session.mcp))
-                    .into_bytes(),
-            ),
-            (
-                "default.rules".to_string(),
-                rules(&session.allow).into_bytes(),
-            ),
+        with_config(ctx, session, &base, args)
+    }
+
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        _exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let id = cli::resumed_id(SPEC.agent, next)?;
+        // `exec resume` has no `--cd`: the agent starts in the workspace, where the session is.
+        let mut args = vec![
+            "exec".to_string(),
+            "resume".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
         ];
-        CliCommand {
-            args,
-            env,
-            wrapper,
-            files,
+        if let Some(model) = &ctx.model {
+            args.extend(["--model".into(), model.clone()]);
         }
+        args.extend(["--".into(), id, ctx.prompt.clone()]);
+        Ok(with_config(ctx, session, &base, args))
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
         parse(stdout, stderr)
+    }
+}
+
+/// The command with its environment, the wrapper that puts `config.toml` and the rules in
+/// `CODEX_HOME`, and those files.
+fn with_config(
+    ctx: &LaunchContext,
+    session: &SessionContext,
+    base: &str,
+    args: Vec<String>,
+) -> CliCommand {
+    let env = vec![(MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-"))];
+    let dir = ctx.agent_dir.display().to_string();
+    let wrapper = Wrapper {
+        setup: vec![
+            "mkdir -p \"$HOME/.codex/rules\"".into(),
+            format!(
+                "cp {} \"$HOME/.codex/config.toml\"",
+                cli::sh_quote(&format!("{dir}/config.toml"))
+            ),
+            format!(
+                "cp {} \"$HOME/.codex/rules/default.rules\"",
+                cli::sh_quote(&format!("{dir}/default.rules"))
+            ),
+            "export CODEX_HOME=\"$HOME/.codex\"".into(),
+        ],
+        ..Wrapper::default()
+    };
+    let files = vec![
+        (
+            "config.toml".to_string(),
+            (config_toml(base, ctx.model.as_deref()) + &mcp_config_toml(&session.mcp)).into_bytes(),
+        ),
+        (
+            "default.rules".to_string(),
+            rules(&session.allow).into_bytes(),
+        ),
+    ];
+    CliCommand {
+        args,
+        env,
+        wrapper,
+        files,
     }
 }
 

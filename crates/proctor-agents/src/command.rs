@@ -35,6 +35,20 @@ impl Adapter for CommandAdapter {
         })
     }
 
+    /// A new invocation of the same command line, with the user's reply as `{prompt}` and
+    /// `PROCTOR_PROMPT`, and the turn in `PROCTOR_TURN`: what the agent keeps between turns it
+    /// keeps in its workspace or `HOME`, which carry over.
+    fn continue_session(
+        &self,
+        ctx: &LaunchContext,
+        _session: &crate::SessionContext,
+        next: &crate::NextTurn,
+    ) -> Result<Launch, AgentError> {
+        let mut launch = self.launch(ctx)?;
+        launch.env.push((TURN_ENV.into(), next.turn.to_string()));
+        Ok(launch)
+    }
+
     fn read(&self, stdout: &[u8], stderr: &[u8]) -> AgentOutput {
         let answer = String::from_utf8_lossy(stdout).trim_end().to_string();
         // The transcript shows the output up to a bound; the whole of it is the answer and the
@@ -51,6 +65,10 @@ impl Adapter for CommandAdapter {
         }
     }
 }
+
+/// The variable telling a command agent which turn of a conversation it is in (from 2; absent
+/// in the first).
+pub const TURN_ENV: &str = "PROCTOR_TURN";
 
 #[cfg(test)]
 mod tests {

@@ -28,6 +28,9 @@
 //! Token usage is not in stdout; it comes from `--usage-output-file`, which the wrapper prints
 //! after the run: `modelMetrics.MODEL.usage` (`inputTokens` including cache, `outputTokens`,
 //! `cacheReadTokens`, `cacheWriteTokens`) and `requests.count`.
+//!
+//! **Next turn** of a conversation: the same command with `--resume=ID` (the `sessionId` it
+//! reported).
 
 use std::collections::HashMap;
 
@@ -36,7 +39,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -57,6 +63,10 @@ pub const SPEC: CliSpec = CliSpec {
         "--model",
     ],
     shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
+    resume: Some(cli::ResumeSpec {
+        help: &[],
+        required: &["--resume"],
+    }),
 };
 
 /// The model named when the variant names none.
@@ -155,6 +165,21 @@ impl CliAgent for Copilot {
             wrapper,
             files,
         }
+    }
+
+    /// `--resume=ID`, in prompt mode.
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let id = cli::resumed_id(SPEC.agent, next)?;
+        let mut c = self.command(ctx, session, base, exe);
+        c.args.splice(0..0, [format!("--resume={id}")]);
+        Ok(c)
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {

@@ -26,6 +26,9 @@
 //! `tool_result` (`tool_id`, `status`, `output`, `error.message`), `error`, and `result`
 //! (`status`, `stats`: `input_tokens` including cached, `input` uncached, `cached`,
 //! `output_tokens`, `models`).
+//!
+//! **Next turn** of a conversation: the same command with `--resume ID` (the `init` event's
+//! `session_id`; Gemini takes an id as well as `latest` or an index).
 
 use std::collections::HashMap;
 
@@ -34,7 +37,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec, Wrapper};
-use crate::{AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall};
+use crate::{
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall,
+};
 
 /// What the preflight checks.
 pub const SPEC: CliSpec = CliSpec {
@@ -53,6 +59,10 @@ pub const SPEC: CliSpec = CliSpec {
         "--model",
     ],
     shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
+    resume: Some(cli::ResumeSpec {
+        help: &[],
+        required: &["--resume"],
+    }),
 };
 
 /// The settings written into the private `GEMINI_CLI_HOME`.
@@ -170,6 +180,21 @@ impl CliAgent for Gemini {
             wrapper,
             files,
         }
+    }
+
+    /// `--resume ID` (a session id is accepted as well as `latest` or an index).
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let id = cli::resumed_id(SPEC.agent, next)?;
+        let mut c = self.command(ctx, session, base, exe);
+        c.args.splice(0..0, ["--resume".to_string(), id]);
+        Ok(c)
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {

@@ -12,6 +12,7 @@
 //! trial whose reason names it. Each adapter's parser reads the CLI's own transcript into
 //! [`AgentOutput`]: the answer, tool calls, permission denials, agent-reported usage and cost.
 
+pub mod acp;
 pub mod aider;
 pub mod claude_code;
 pub mod cli;
@@ -316,6 +317,20 @@ pub enum AgentError {
         "this agent kind cannot go on with a conversation (it has no way to resume its session)"
     )]
     NoConversation,
+    /// The user answered, and the agent's previous turn reported no session id to resume.
+    #[error("{agent}: the previous turn reported no session id, so its session cannot be resumed")]
+    NoSessionId {
+        /// The agent kind.
+        agent: &'static str,
+    },
+    /// The user answered, and this agent cannot go on with its session, for the reason given.
+    #[error("{agent}: cannot go on with the conversation: {why}")]
+    CannotGoOn {
+        /// The agent kind.
+        agent: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
     /// A real agent needs a model endpoint and none was given.
     #[error("{agent}: no model endpoint: give the variant a model (`PROVIDER/MODEL`) or a `model_script`, or pass an endpoint in PROCTOR_MODEL_BASE_URL")]
     NoModelEndpoint {
@@ -389,6 +404,18 @@ pub fn adapter_for(
                     message: "`agent = \"command\"` needs `command`".into(),
                 })?;
             Ok(Box::new(command::CommandAdapter::new(template)))
+        }
+        AgentKind::Acp => {
+            let command = variant
+                .command
+                .as_ref()
+                .map(|c| c.get_ref().clone())
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| AgentError::Misconfigured {
+                    variant: variant.id.get_ref().clone(),
+                    message: "`agent = \"acp\"` needs `command`".into(),
+                })?;
+            Ok(Box::new(acp::AcpAdapter::new(command, variant.env.clone())))
         }
         AgentKind::ClaudeCode => Ok(Box::new(claude_code::ClaudeCode::new())),
         AgentKind::Codex => Ok(Box::new(codex::Codex::new())),

@@ -26,6 +26,9 @@
 //! `output`, `reasoning`, `cache.read`, `cache.write`; `part.cost`), `error`. A call refused by
 //! the permission map ends in `status: "error"` with "The user has specified a rule which
 //! prevents you from using this specific tool call".
+//!
+//! **Next turn** of a conversation: `opencode run --session ID ...` (the `sessionID` it
+//! reported).
 
 use std::path::Path;
 
@@ -33,8 +36,8 @@ use serde_json::{json, Value};
 
 use crate::cli::{self, CliAgent, CliCommand, CliSpec};
 use crate::{
-    AgentOutput, DeniedCall, LaunchContext, ReportedUsage, SessionContext, ToolCall,
-    MODEL_API_KEY_ENV,
+    AgentError, AgentOutput, DeniedCall, LaunchContext, NextTurn, ReportedUsage, SessionContext,
+    ToolCall, MODEL_API_KEY_ENV,
 };
 
 /// What the preflight checks.
@@ -45,6 +48,10 @@ pub const SPEC: CliSpec = CliSpec {
     help: &["run", "--help"],
     required: &["--format", "json", "--model"],
     shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
+    resume: Some(cli::ResumeSpec {
+        help: &[],
+        required: &["--session"],
+    }),
 };
 
 /// The model named when the variant names none.
@@ -158,6 +165,21 @@ impl CliAgent for Opencode {
             env,
             ..CliCommand::default()
         }
+    }
+
+    /// `run --session ID`.
+    fn resume(
+        &self,
+        ctx: &LaunchContext,
+        session: &SessionContext,
+        base: String,
+        exe: &Path,
+        next: &NextTurn,
+    ) -> Result<CliCommand, AgentError> {
+        let id = cli::resumed_id(SPEC.agent, next)?;
+        let mut c = self.command(ctx, session, base, exe);
+        c.args.splice(1..1, ["--session".to_string(), id]);
+        Ok(c)
     }
 
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {

@@ -44,28 +44,54 @@ impl ScriptAdapter {
     }
 }
 
-impl Adapter for ScriptAdapter {
-    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+impl ScriptAdapter {
+    /// The launch of the script's turn `n` (from 1), in a file of its own; `None` past its last.
+    fn launch_turn(&self, ctx: &LaunchContext, n: usize) -> Result<Option<Launch>, AgentError> {
+        let Some(turn) = self.script.turn(n) else {
+            return Ok(None);
+        };
         let plan = ScriptPlan {
-            steps: self.script.steps.clone(),
-            answer: self.script.answer.clone(),
-            answer_from_step: self.script.answer_from_step.as_ref().map(|s| *s.get_ref()),
-            exit_code: self.script.exit_code,
+            steps: turn.steps,
+            answer: turn.answer,
+            answer_from_step: turn.answer_from_step.as_ref().map(|s| *s.get_ref()),
+            exit_code: turn.exit_code,
             prompt: ctx.prompt.clone(),
         };
         let bytes = serde_json::to_vec(&plan).map_err(|e| AgentError::Misconfigured {
             variant: String::new(),
             message: e.to_string(),
         })?;
-        Ok(Launch {
+        let file = if n == 1 {
+            "script.json".to_string()
+        } else {
+            format!("script-turn-{n}.json")
+        };
+        Ok(Some(Launch {
             argv: vec![
                 ctx.proctor.display().to_string(),
                 "__script-agent".into(),
-                ctx.agent_dir.join("script.json").display().to_string(),
+                ctx.agent_dir.join(&file).display().to_string(),
             ],
             env: Vec::new(),
-            files: vec![("script.json".into(), bytes)],
-        })
+            files: vec![(file, bytes)],
+        }))
+    }
+}
+
+impl Adapter for ScriptAdapter {
+    fn launch(&self, ctx: &LaunchContext) -> Result<Launch, AgentError> {
+        Ok(self.launch_turn(ctx, 1)?.unwrap_or_default())
+    }
+
+    /// The script's next `[[turns]]` entry; a script with no more turns cannot go on.
+    fn continue_session(
+        &self,
+        ctx: &LaunchContext,
+        _session: &crate::SessionContext,
+        next: &crate::NextTurn,
+    ) -> Result<Launch, AgentError> {
+        self.launch_turn(ctx, next.turn)?
+            .ok_or(AgentError::NoConversation)
     }
 
     fn read(&self, stdout: &[u8], _stderr: &[u8]) -> AgentOutput {

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use proctor_agents::{
     aider::Aider, claude_code::ClaudeCode, codex::Codex, copilot::Copilot, gemini::Gemini,
-    opencode::Opencode, Adapter, AgentError, AgentOutput, Launch, LaunchContext, ReportedUsage,
-    SessionContext,
+    opencode::Opencode, Adapter, AgentError, AgentOutput, Launch, LaunchContext, NextTurn,
+    ReportedUsage, SessionContext,
 };
 use proctor_mock_model::{MockModel, MockOptions, Script, Stats};
 
@@ -54,6 +54,33 @@ usage = { input = 10, output = 3 }
 text = "I could not run it."
 usage = { input = 20, output = 2 }
 "#;
+
+/// A conversation: the first turn asks, the user answers, the second turn acts and answers.
+const ASKS_THEN_ACTS: &str = r#"
+[[turns]]
+text = "Which file should I create?"
+
+[[turns]]
+calls = [{ role = "shell", command = "echo hi > hello.txt" }]
+
+[[turns]]
+text = "done"
+"#;
+
+/// The same for aider (no tools: the command comes as a fenced block in the reply).
+const ASKS_THEN_ACTS_AIDER: &str = r#"
+main_requests = "all"
+
+[[turns]]
+text = "Which file should I create?"
+
+[[turns]]
+text = "done"
+calls = [{ role = "shell", command = "echo hi > hello.txt" }]
+"#;
+
+/// The user's reply in [`ASKS_THEN_ACTS`].
+const REPLY: &str = "Call it hello.txt, please.";
 
 const TIMEOUT: Duration = Duration::from_secs(240);
 
@@ -443,4 +470,200 @@ fn copilot_uses_the_unpacked_package() {
     let launch = Copilot::new().launch_session(&ctx, &session).unwrap();
     let script = String::from_utf8(launch.files[0].1.clone()).unwrap();
     assert!(script.contains("$HOME/.cache/copilot/pkg"), "{script}");
+}
+
+/// Runs `launch` in the conversation's folders and reads it with `adapter`.
+fn turn(
+    adapter: &dyn Adapter,
+    launch: &Launch,
+    dirs: &Dirs,
+    name: &str,
+    case: &str,
+) -> AgentOutput {
+    for (file, bytes) in &launch.files {
+        std::fs::write(dirs.agent.join(file), bytes).unwrap();
+    }
+    let (status, stdout, stderr) =
+        run_to_exit(launch, &dirs.ws, &dirs.home, &dirs.root, name, case);
+    let out = adapter.read(&stdout, &stderr);
+    eprintln!(
+        "{name}/{case}: exit {:?}\n--- stderr (head)\n{}\n--- answer {:?}, session {:?}, calls {:?}, errors {:?}",
+        status.code(),
+        String::from_utf8_lossy(&stderr).chars().take(3000).collect::<String>(),
+        out.answer,
+        out.session_id,
+        out.tool_calls.iter().map(|c| c.command.clone()).collect::<Vec<_>>(),
+        out.errors,
+    );
+    assert_eq!(status.code(), Some(0), "{name}/{case}: exit status");
+    out
+}
+
+/// The folders of one conversation: one HOME, one workspace, one agent folder for every turn.
+struct Dirs {
+    root: PathBuf,
+    home: PathBuf,
+    ws: PathBuf,
+    agent: PathBuf,
+}
+
+/// Two invocations of the CLI in the same HOME and workspace: the first asks, the second is
+/// launched by `continue_session` with the user's reply. The first request of the second turn
+/// must carry the first prompt, the agent's question and the reply; the second turn acts.
+fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
+    match adapter.preflight() {
+        Ok(info) => eprintln!("{name}: {info:?}"),
+        Err(e @ AgentError::NotInstalled { .. }) => {
+            skip(&format!("{name}/resume: {e}"));
+            return;
+        }
+        Err(e) => panic!("{name}: preflight failed: {e}"),
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("proctor-e2e-{name}-resume-"))
+        .tempdir()
+        .unwrap();
+    let dirs = Dirs {
+        root: tmp.path().to_path_buf(),
+        home: tmp.path().join("home"),
+        ws: tmp.path().join("workspace"),
+        agent: tmp.path().join("agent"),
+    };
+    for d in [&dirs.home, &dirs.ws, &dirs.agent] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let script = if name == "aider" {
+        ASKS_THEN_ACTS_AIDER
+    } else {
+        ASKS_THEN_ACTS
+    };
+    let log = tmp.path().join("mock.jsonl");
+    let server = MockModel::start_with(
+        Script::parse(script).unwrap(),
+        "127.0.0.1:0",
+        MockOptions {
+            log: Some(log.clone()),
+            ..MockOptions::default()
+        },
+    )
+    .unwrap();
+    let first_prompt = "Create the file the user wants with the text hi, then say done.";
+    let mut ctx = LaunchContext {
+        prompt: first_prompt.into(),
+        workspace: dirs.ws.clone(),
+        model: model.map(String::from),
+        proctor: PathBuf::from("/nonexistent/proctor"),
+        agent_dir: dirs.agent.clone(),
+    };
+    let session = SessionContext {
+        model_base_url: Some(server.base_url()),
+        allow: vec!["echo".into()],
+        api_key: None,
+        mcp: Vec::new(),
+    };
+    let launch = adapter.launch_session(&ctx, &session).unwrap();
+    let one = turn(adapter, &launch, &dirs, name, "resume-1");
+    assert_eq!(
+        one.answer, "Which file should I create?",
+        "{name}: turn 1 answer"
+    );
+    assert_eq!(
+        one.session_id.is_some(),
+        name != "aider",
+        "{name}: the session id a next turn resumes"
+    );
+    assert!(
+        !dirs.ws.join("hello.txt").exists(),
+        "{name}: acted before the reply"
+    );
+    ctx.prompt = REPLY.into();
+    let next = NextTurn {
+        turn: 2,
+        session_id: one.session_id.clone(),
+    };
+    let launch = adapter.continue_session(&ctx, &session, &next).unwrap();
+    let two = turn(adapter, &launch, &dirs, name, "resume-2");
+    let stats = server.stats();
+    drop(server);
+    assert_eq!(
+        std::fs::read_to_string(dirs.ws.join("hello.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n"),
+        "{name}: the second turn did not make hello.txt"
+    );
+    assert_eq!(two.answer, "done", "{name}: turn 2 answer");
+    assert!(two.errors.is_empty(), "{name}: errors {:?}", two.errors);
+    if one.session_id.is_some() {
+        assert_eq!(
+            two.session_id, one.session_id,
+            "{name}: the same session goes on"
+        );
+    }
+    assert!(
+        two.tool_calls.iter().any(|c| c
+            .command
+            .as_deref()
+            .is_some_and(|c| c.contains("echo hi > hello.txt"))),
+        "{name}: turn 2's calls {:?}",
+        two.tool_calls
+    );
+    assert_eq!(stats.exhausted, 0, "{name}: asked past the script");
+    let second = second_turn_request(&log);
+    for (what, text) in [
+        ("the first prompt", first_prompt),
+        ("the agent's question", "Which file should I create?"),
+        ("the user's reply", REPLY),
+    ] {
+        assert!(
+            second.contains(text),
+            "{name}: the second turn's first request lacks {what}: {}",
+            cli_head(&second)
+        );
+    }
+}
+
+/// The body of the request the mock answered with the script's second turn, as JSON text.
+fn second_turn_request(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["kind"] == "main" && v["turn"] == 2)
+        .map(|v| v["request"].to_string())
+        .expect("the mock served no second turn")
+}
+
+fn cli_head(s: &str) -> &str {
+    proctor_agents::cli::head_of(s, 4000)
+}
+
+#[test]
+fn claude_code_resumes_its_session() {
+    asks_then_acts(&ClaudeCode::new(), "claude-code", None);
+}
+
+#[test]
+fn codex_resumes_its_session() {
+    asks_then_acts(&Codex::new(), "codex", Some("mock-model"));
+}
+
+#[test]
+fn copilot_resumes_its_session() {
+    asks_then_acts(&Copilot::new(), "copilot", None);
+}
+
+#[test]
+fn gemini_resumes_its_session() {
+    asks_then_acts(&Gemini::new(), "gemini", None);
+}
+
+#[test]
+fn opencode_resumes_its_session() {
+    asks_then_acts(&Opencode::new(), "opencode", None);
+}
+
+#[test]
+fn aider_resumes_its_chat_history() {
+    asks_then_acts(&Aider::new(), "aider", None);
 }

@@ -172,3 +172,21 @@ fn empty_output_reports_stderr_as_an_error() {
     let out = ClaudeCode::new().read(b"", b"boom\n");
     assert_eq!(out.errors, ["claude-code: boom"]);
 }
+
+/// A conversation's next turn resumes the session the last turn reported: every parser but
+/// aider's (aider has none: its chat history is the session) reads it.
+#[test]
+fn each_parser_reads_the_session_id_a_next_turn_resumes() {
+    let adapters: Vec<(Box<dyn Adapter>, &str)> = vec![
+        (Box::new(ClaudeCode::new()), "claude-code-hello"),
+        (Box::new(Codex::new()), "codex-hello"),
+        (Box::new(Copilot::new()), "copilot-hello"),
+        (Box::new(Gemini::new()), "gemini-hello"),
+        (Box::new(Opencode::new()), "opencode-hello"),
+    ];
+    for (adapter, name) in &adapters {
+        let id = read(adapter.as_ref(), name).session_id;
+        assert!(id.is_some_and(|s| s.len() >= 8), "{name}");
+    }
+    assert_eq!(read(&Aider::new(), "aider-hello").session_id, None);
+}

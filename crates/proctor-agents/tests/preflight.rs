@@ -8,6 +8,16 @@ use proctor_agents::{
     opencode::Opencode, Adapter, AgentError,
 };
 
+/// Every flag the Claude Code adapter passes: its launch's and its resume's.
+fn claude_flags() -> Vec<&'static str> {
+    let spec = &proctor_agents::claude_code::SPEC;
+    spec.required
+        .iter()
+        .chain(spec.resume.iter().flat_map(|r| r.required))
+        .copied()
+        .collect()
+}
+
 fn fake_cli(dir: &std::path::Path, name: &str, version: &str, help: &str) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -48,8 +58,7 @@ fn preflight_names_what_is_missing() {
     }
 
     // A CLI whose help lacks one flag the adapter passes: the error names the flag.
-    let help = proctor_agents::claude_code::SPEC
-        .required
+    let help = claude_flags()
         .iter()
         .filter(|f| **f != "--permission-prompts")
         .copied()
@@ -62,8 +71,19 @@ fn preflight_names_what_is_missing() {
     assert!(m.contains("`--permission-prompts`"), "{m}");
     assert!(m.contains("2.0.1"), "{m}");
 
+    // The flag of its resume mechanism (a conversation's next turn) is checked too.
+    let help = claude_flags()
+        .iter()
+        .filter(|f| **f != "--resume")
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n  ");
+    fake_cli(dir.path(), "claude", "2.1.328 (Claude Code)", &help);
+    let m = ClaudeCode::new().preflight().unwrap_err().to_string();
+    assert!(m.contains("`--resume`"), "{m}");
+
     // With every flag present it passes and reports the version.
-    let help = proctor_agents::claude_code::SPEC.required.join("\n  ");
+    let help = claude_flags().join("\n  ");
     fake_cli(dir.path(), "claude", "2.1.328 (Claude Code)", &help);
     let info = ClaudeCode::new().preflight().unwrap().unwrap();
     assert_eq!(info.version, "2.1.328");
@@ -87,7 +107,7 @@ fn preflight_names_what_is_missing() {
             .map(|t| t.lines().count())
             .unwrap_or(0)
     };
-    let full = proctor_agents::claude_code::SPEC.required.join("\n  ");
+    let full = claude_flags().join("\n  ");
     counting(&full);
     assert!(ClaudeCode::new().preflight().is_ok());
     assert_eq!(help_calls(), 1);
@@ -99,8 +119,7 @@ fn preflight_names_what_is_missing() {
         1,
         "the same file's flags are not checked again"
     );
-    let lacking = proctor_agents::claude_code::SPEC
-        .required
+    let lacking = claude_flags()
         .iter()
         .filter(|f| **f != "--strict-mcp-config")
         .copied()

@@ -25,7 +25,7 @@ pub(crate) fn read(dir: &Path, id: &str) -> Read {
 }
 
 /// Seconds as a whole number, rounded up; `None` for a value that is not a positive number.
-fn seconds(v: &Value) -> Option<u64> {
+pub(crate) fn seconds(v: &Value) -> Option<u64> {
     match v {
         Value::Integer(i) => whole_seconds(*i as f64),
         Value::Float(f) => whole_seconds(*f),
@@ -35,7 +35,7 @@ fn seconds(v: &Value) -> Option<u64> {
 
 /// The literal string values of an `env` table; values Harbor would resolve from the host
 /// (`${VAR}`) and values that are not strings are reported instead.
-fn literal_env(
+pub(crate) fn literal_env(
     table: Option<&Value>,
     section: &str,
     warnings: &mut Vec<String>,
@@ -78,8 +78,15 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let table = load_task_toml(dir, w)?;
     let empty = toml::Table::new();
     let s = Sections::of(&table, &empty);
-    let unsupported = refuse_unsupported(&table, s.environment);
-    let prompt = read_prompt(dir);
+    let unsupported = refuse_unsupported(s.environment);
+    let steps = table
+        .contains_key("steps")
+        .then(|| crate::harbor_steps::read(dir, &table, w))
+        .transpose();
+    let prompt = match &steps {
+        Ok(Some(st)) => Ok(st.steps[0].prompt.clone()),
+        _ => read_prompt(dir),
+    };
     let image = task_image(dir, s.environment);
     let sidecars = task_sidecars(dir, w);
     let mcp_servers = mcp_servers(s.environment);
@@ -94,33 +101,30 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let network = networks(&s, w);
     let (wall_timeout, validation_timeout) = timeouts(&s, w);
     let checks_offline = network.as_ref().map_or(true, |n| n.checks == Net::None);
-    let verifier = verifier_plan(dir, s.verifier, checks_offline, w);
+    let verifier = match &steps {
+        Ok(Some(_)) => Ok(steps_verifier()),
+        _ => verifier_plan(dir, s.verifier, checks_offline, w),
+    };
     let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
     let oracle = oracle_plan(dir, s.solution, agent_offline, w);
     let mut comments = about(&s);
-    let (prompt, image, network, verifier, sidecars, mcp_servers) = match (
+    let (prompt, image, network, verifier, sidecars, steps, mcp_servers) = match (
         unsupported,
         prompt,
         image,
         network,
         verifier,
         sidecars,
+        steps,
         mcp_servers,
     ) {
-        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v), Ok(c), Ok(m)) => (p, i, n, v, c, m),
-        (u, p, i, n, v, c, m) => {
+        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v), Ok(c), Ok(st), Ok(m)) => (p, i, n, v, c, st, m),
+        (u, p, i, n, v, c, st, m) => {
+            let u = u.err().or(st.err());
             return Err(crate::model::skip_reason(
-                [
-                    u.err(),
-                    p.err(),
-                    i.err(),
-                    n.err(),
-                    v.err(),
-                    c.err(),
-                    m.err(),
-                ],
+                [u, p.err(), i.err(), n.err(), v.err(), c.err(), m.err()],
                 w,
-            ))
+            ));
         }
     };
     let fallback_build = fallback_build(dir, &image);
@@ -154,6 +158,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         verifier,
         oracle,
         sidecars,
+        steps,
         mcp_servers,
     })
 }
@@ -217,6 +222,19 @@ fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> 
     Ok(out)
 }
 
+/// The verifier of a task in steps: each step's check is its own (see
+/// [`crate::harbor_steps`]); the task has no verifier of its own.
+fn steps_verifier() -> VerifierPlan {
+    VerifierPlan {
+        verdict: Verdict::Reward,
+        files: Vec::new(),
+        entry: "test.sh".to_string(),
+        env: BTreeMap::new(),
+        metrics: Vec::new(),
+        separate: false,
+    }
+}
+
 /// The tables of `task.toml` the import reads.
 struct Sections<'a> {
     metadata: &'a toml::Table,
@@ -254,13 +272,8 @@ fn load_task_toml(dir: &Path, w: &mut Vec<String>) -> Result<toml::Table, String
     Ok(table)
 }
 
-/// Refuses the kinds of task proctor cannot run: several steps, or a Windows image.
-fn refuse_unsupported(table: &toml::Table, env: &toml::Table) -> Result<(), String> {
-    if table.contains_key("steps") {
-        return Err(
-            "it is a multi-step task ([[steps]] in task.toml); a proctor task has one prompt and one success condition".into(),
-        );
-    }
+/// Refuses the kinds of task proctor cannot run: a Windows image.
+fn refuse_unsupported(env: &toml::Table) -> Result<(), String> {
     if env.get("os").and_then(Value::as_str) == Some("windows") {
         return Err(
             "it is a Windows task ([environment] os = \"windows\"); proctor runs Linux images"

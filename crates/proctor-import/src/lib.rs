@@ -30,6 +30,7 @@ mod error;
 mod fields;
 mod files;
 mod harbor;
+mod harbor_steps;
 mod ident;
 mod image;
 mod leak;

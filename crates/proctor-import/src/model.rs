@@ -87,6 +87,9 @@ pub(crate) struct TaskPlan {
     pub oracle: OraclePlan,
     /// The sidecar containers of the task (its compose file's services beside the main one).
     pub sidecars: Vec<crate::compose::SidecarPlan>,
+    /// A Harbor multi-step task's steps: the task is imported in steps, each with its own
+    /// check, and has no verifier of its own.
+    pub steps: Option<crate::harbor_steps::StepsImport>,
     /// The task's stdio MCP servers (Harbor's `[[environment.mcp_servers]]`).
     pub mcp_servers: Vec<McpPlan>,
 }

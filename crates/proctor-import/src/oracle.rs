@@ -42,26 +42,58 @@ pub(crate) fn script(
         ));
     }
     s.push('\n');
+    steps(&mut s, plan, entry, "steps")?;
+    Ok(s)
+}
+
+/// The oracle of a task in steps: one `[[turns]]` entry per step, each writing that step's
+/// solution files and running its entry script (a step without one does nothing).
+pub(crate) fn turns_script(
+    format: Format,
+    task_id: &str,
+    plans: &[(&str, &OraclePlan)],
+) -> Result<String, (std::path::PathBuf, std::io::Error)> {
+    let mut s = format!(
+        "# Oracle for the task in steps `{task_id}`, written by `proctor import {}`; see docs/import.md.\n# Each turn writes its step's solution files into {SOLUTION_DIR} and runs its entry script.\n\n",
+        format.command()
+    );
+    for (name, plan) in plans {
+        s.push_str(&format!("# step `{name}`\n[[turns]]\n\n"));
+        if let Some(entry) = &plan.entry {
+            steps(&mut s, plan, entry, "turns.steps")?;
+        }
+    }
+    Ok(s)
+}
+
+/// The `[[TABLE]]` entries that lay `plan`'s files and run its `entry`.
+fn steps(
+    s: &mut String,
+    plan: &OraclePlan,
+    entry: &str,
+    table: &str,
+) -> Result<(), (std::path::PathBuf, std::io::Error)> {
     step(
-        &mut s,
+        s,
+        table,
         &format!("rm -rf {SOLUTION_DIR} && mkdir -p {SOLUTION_DIR}"),
     );
     for file in &plan.files {
         let bytes = std::fs::read(&file.src).map_err(|e| (file.src.clone(), e))?;
-        step(&mut s, &write_file(file, &bytes, plan.expected_dir));
+        step(s, table, &write_file(file, &bytes, plan.expected_dir));
     }
     let mut run = String::new();
     for (k, v) in &plan.env {
         run.push_str(&format!("{k}={} ", shell_quote(v)));
     }
     run.push_str(&format!("bash {SOLUTION_DIR}/{}", shell_quote(entry)));
-    step(&mut s, &run);
-    Ok(s)
+    step(s, table, &run);
+    Ok(())
 }
 
-/// A `[[steps]]` table running `run`.
-fn step(out: &mut String, run: &str) {
-    out.push_str("[[steps]]\nrun = ");
+/// A `[[TABLE]]` entry running `run`.
+fn step(out: &mut String, table: &str, run: &str) {
+    out.push_str(&format!("[[{table}]]\nrun = "));
     out.push_str(&toml_string(run));
     out.push_str("\n\n");
 }

@@ -109,8 +109,15 @@ fn render_task(s: &mut String, t: &TaskPlan) {
         s.push_str("check_root = \"agent\"\n");
     }
     let _ = writeln!(s, "prompt = {}", toml_string(&t.prompt));
-    // The tests are laid where the task expects them, never in the agent's workspace.
-    let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
+    match &t.steps {
+        Some(steps) => {
+            let _ = writeln!(s, "step_reward = {}", basic_string(&steps.strategy));
+        }
+        // The tests are laid where the task expects them, never in the agent's workspace.
+        None => {
+            let _ = writeln!(s, "holdout_at = {}", basic_string(crate::verify::TESTS_AT));
+        }
+    }
 
     render_environment(s, t, &image);
     for sidecar in &t.sidecars {
@@ -119,6 +126,10 @@ fn render_task(s: &mut String, t: &TaskPlan) {
             sidecar,
             &sidecar.image.reference(&sidecar.image_key(&t.id)),
         );
+    }
+    if let Some(steps) = &t.steps {
+        crate::harbor_steps::render(s, steps);
+        return;
     }
 
     s.push_str("\n[tasks.success]\n");
@@ -295,6 +306,7 @@ mod tests {
                 missing: Some("none".into()),
             },
             sidecars: Vec::new(),
+            steps: None,
             mcp_servers: Vec::new(),
         }
     }

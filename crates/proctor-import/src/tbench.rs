@@ -114,6 +114,7 @@ fn plan(
         verifier,
         oracle,
         sidecars: environment.sidecars,
+        steps: None,
         mcp_servers: Vec::new(),
     })
 }

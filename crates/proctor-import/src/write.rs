@@ -193,6 +193,9 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
         let dest = root.join(crate::suite_toml::fallback_folder(&plan.id));
         copy_all(&files, &dest)?;
     }
+    if let Some(steps) = &plan.steps {
+        return write_steps(format, root, plan, steps);
+    }
     let holdout = root.join("holdout").join(&plan.id);
     copy_all(&plan.verifier.files, &holdout)?;
     let script = verify::script(
@@ -221,6 +224,29 @@ fn write_task(format: Format, root: &Path, plan: &TaskPlan) -> Result<(), Import
         write(&path, text.as_bytes(), false)?;
     }
     Ok(())
+}
+
+/// A task in steps' files (see [`crate::harbor_steps`]) and its oracle, a turn per step.
+fn write_steps(
+    format: Format,
+    root: &Path,
+    plan: &TaskPlan,
+    steps: &crate::harbor_steps::StepsImport,
+) -> Result<(), ImportError> {
+    crate::harbor_steps::write_files(root, &plan.id, steps, copy_all)?;
+    let plans: Vec<(&str, &crate::model::OraclePlan)> = steps
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), &s.oracle))
+        .collect();
+    let text = oracle::turns_script(format, &plan.id, &plans)
+        .map_err(|(path, e)| ImportError::io(path, e))?;
+    let agents = root.join("agents").join("oracle");
+    write(
+        &agents.join(format!("{}.toml", plan.id)),
+        text.as_bytes(),
+        false,
+    )
 }
 
 /// A hard link to `src` at `dest` (an image archive can be large), else a copy.

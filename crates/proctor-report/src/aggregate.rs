@@ -247,6 +247,9 @@ pub struct Medians {
     pub recoveries: Median,
     /// Calls asking for help.
     pub help_calls: Median,
+    /// Answers that ask the person.
+    #[serde(default)]
+    pub asks: Median,
     /// Wall-clock seconds.
     pub wall_seconds: Median,
     /// Agent CPU seconds.
@@ -276,7 +279,7 @@ impl Medians {
     }
 
     /// The medians in report order, with their names.
-    pub fn named(&self) -> [(&'static str, Median); 16] {
+    pub fn named(&self) -> [(&'static str, Median); 17] {
         [
             ("calls", self.calls),
             ("wrong_turns", self.wrong_turns),
@@ -286,6 +289,7 @@ impl Medians {
             ("denied", self.denied),
             ("recoveries", self.recoveries),
             ("help_calls", self.help_calls),
+            ("asks", self.asks),
             ("wall_seconds", self.wall_seconds),
             ("agent_cpu_seconds", self.agent_cpu_seconds),
             ("tokens", self.tokens),
@@ -320,6 +324,9 @@ pub struct Summaries {
     pub recoveries: Summary,
     /// Calls asking for help.
     pub help_calls: Summary,
+    /// Answers that ask the person.
+    #[serde(default)]
+    pub asks: Summary,
     /// Wall-clock seconds.
     pub wall_seconds: Summary,
     /// Agent CPU seconds.
@@ -349,7 +356,7 @@ impl Summaries {
     }
 
     /// The summaries in report order, with their names (the names of [`Medians::named`]).
-    pub fn named(&self) -> [(&'static str, Summary); 16] {
+    pub fn named(&self) -> [(&'static str, Summary); 17] {
         [
             ("calls", self.calls),
             ("wrong_turns", self.wrong_turns),
@@ -359,6 +366,7 @@ impl Summaries {
             ("denied", self.denied),
             ("recoveries", self.recoveries),
             ("help_calls", self.help_calls),
+            ("asks", self.asks),
             ("wall_seconds", self.wall_seconds),
             ("agent_cpu_seconds", self.agent_cpu_seconds),
             ("tokens", self.tokens),
@@ -390,6 +398,7 @@ impl Summaries {
             denied: m(self.denied),
             recoveries: m(self.recoveries),
             help_calls: m(self.help_calls),
+            asks: m(self.asks),
             wall_seconds: m(self.wall_seconds),
             agent_cpu_seconds: m(self.agent_cpu_seconds),
             tokens: m(self.tokens),
@@ -505,7 +514,7 @@ impl CostLedgers {
 /// The metric values of graded trials, kept (only the reported, finite ones) until their
 /// medians, means and totals are taken; one list per metric of [`Medians`], in its field order.
 #[derive(Debug, Clone, Default)]
-struct Samples([Vec<f64>; 16]);
+struct Samples([Vec<f64>; 17]);
 
 impl Samples {
     /// Adds one graded trial's values.
@@ -532,6 +541,7 @@ impl Samples {
             tok(|t| t.cache_read),
             tok(|t| t.cache_write),
             r.requests.map(|x| x as f64),
+            im(|x| x.asks),
         ];
         for (list, v) in self.0.iter_mut().zip(values) {
             if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -566,6 +576,7 @@ impl Samples {
             tokens_cache_read: m(13),
             tokens_cache_write: m(14),
             requests: m(15),
+            asks: m(16),
         }
     }
 }

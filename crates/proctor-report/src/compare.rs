@@ -375,6 +375,11 @@ impl Quantity {
 }
 
 impl Change {
+    /// A change that was not measured (no pair reported the quantity).
+    pub(crate) fn not_measured() -> Change {
+        Change::new((None, None), 0, (0, 0), Quantity::Lower, false)
+    }
+
     /// The change from `a` to `b` over `n` pairs, of which `b_higher` had B's value above A's
     /// and `b_lower` below (ties in neither).
     pub(crate) fn new(
@@ -452,6 +457,10 @@ pub struct Differences {
     pub wrong_turns: Change,
     /// Median calls over pairs where both reported interface metrics.
     pub calls: Change,
+    /// Median asks (the agent's questions to the person) over pairs where both reported
+    /// interface metrics; not measured in comparisons written before asks were counted.
+    #[serde(default = "Change::not_measured")]
+    pub asks: Change,
     /// Median input + output tokens over pairs where both reported them.
     pub tokens: Change,
     /// Median wall seconds over pairs graded in both arms.
@@ -1110,6 +1119,10 @@ fn cell<'r>(
         ),
         calls: medians(
             &|r| r.verdict.metrics.map(|m| m.calls as f64),
+            Quantity::Lower,
+        ),
+        asks: medians(
+            &|r| r.verdict.metrics.map(|m| m.asks as f64),
             Quantity::Lower,
         ),
         tokens: medians(

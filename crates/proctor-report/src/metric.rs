@@ -62,6 +62,7 @@ pub fn metric(cell: &Cell, written: &str) -> Option<MetricValue> {
             "denied" => m.denied,
             "recoveries" => m.recoveries,
             "help_calls" => m.help_calls,
+            "asks" => m.asks,
             "tokens" => m.tokens,
             "requests" => m.requests,
             "wall_seconds" => m.wall_seconds,
@@ -106,7 +107,9 @@ pub fn better_when(name: &str) -> Option<Direction> {
         }
         "failure_rate" | "wrong_rate" | "refusal_rate" | "ask_rate" | "abandoned_rate"
         | "wrong_turns" | "calls" | "errors" | "repeats" | "undone" | "denied" | "help_calls"
-        | "tokens" | "requests" | "wall_seconds" | "agent_cpu_seconds" => Some(Direction::Lower),
+        | "asks" | "tokens" | "requests" | "wall_seconds" | "agent_cpu_seconds" => {
+            Some(Direction::Lower)
+        }
         _ => None,
     }
 }

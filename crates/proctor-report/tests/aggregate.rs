@@ -243,6 +243,7 @@ fn full_row(i: u32, v: u64) -> TrialRow {
         wrong_turns: v,
         recoveries: v,
         help_calls: v,
+        asks: v,
     });
     r.wall_seconds = v as f64;
     r.agent_cpu_seconds = Some(v as f64);
@@ -273,7 +274,7 @@ fn direction_every_mean_and_total_rises_when_one_value_rises_and_the_median_does
     let low = cell(&[full_row(0, 1), full_row(1, 2), full_row(2, 3)]);
     let high = cell(&[full_row(0, 1), full_row(1, 2), full_row(2, 30)]);
     let (l, h) = (low.summaries.named(), high.summaries.named());
-    assert_eq!(l.len(), 16);
+    assert_eq!(l.len(), 17);
     for ((name, l), (_, h)) in l.iter().zip(h) {
         assert_eq!(h.median, l.median, "{name}: the median ignores the tail");
         assert!(h.mean > l.mean, "{name}: {l:?} -> {h:?}");

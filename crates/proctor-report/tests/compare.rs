@@ -156,6 +156,36 @@ fn direction_matched_median_differences_rise() {
 }
 
 #[test]
+fn direction_an_arm_that_asks_more_shows_more_asks_and_no_more_failures() {
+    // The same outcomes in both arms (every trial completed); arm B asks twice where A asks
+    // once: the asks difference rises and is worse, the failure difference does not move.
+    let mk = |variant: &str, asks: u64| {
+        (0..6u32)
+            .map(|i| {
+                let mut r = with_metrics(row(variant, "t", i, Outcome::Completed), 0, 3);
+                if let Some(m) = r.verdict.metrics.as_mut() {
+                    m.asks = asks;
+                }
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = mk("control", 1);
+    let same = cmp(&a, &mk("method", 1), 1).overall.differences;
+    let more = cmp(&a, &mk("method", 2), 1).overall.differences;
+    assert!(more.asks.difference > same.asks.difference);
+    assert_eq!(more.asks.assessment, Assessment::Worse);
+    assert_eq!(same.asks.assessment, Assessment::Same);
+    assert_eq!(more.failure.difference, same.failure.difference);
+    assert_eq!(more.failure.difference, Some(0.0));
+    assert_eq!(
+        more.wrong_turns.difference,
+        Some(0.0),
+        "an ask is no wrong turn"
+    );
+}
+
+#[test]
 fn direction_pass_at_k_and_pass_pow_k_rise_with_successes() {
     let (a, b1) = two_tasks(2, 2, 5);
     let (_, b2) = two_tasks(2, 4, 5);

@@ -608,6 +608,7 @@ fn every_metric_reads_its_own_number_from_a_cell() {
         wrong_turns: 6,
         recoveries: 7,
         help_calls: 8,
+        asks: 14,
     });
     let mut r = with_tokens(r, 9, 10);
     r.requests = Some(11);
@@ -630,6 +631,7 @@ fn every_metric_reads_its_own_number_from_a_cell() {
         ("wrong_turns", 6.0),
         ("recoveries", 7.0),
         ("help_calls", 8.0),
+        ("asks", 14.0),
         ("tokens", 19.0),
         ("requests", 11.0),
         ("wall_seconds", 12.0),

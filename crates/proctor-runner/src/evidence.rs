@@ -186,7 +186,10 @@ fn cli_transcript(agent: &str, trial_dir: &Path) -> Vec<String> {
     let stdout = crate::trial::capture::read_agent_stdout(trial_dir);
     let stderr = std::fs::read(trial_dir.join("agent.stderr")).unwrap_or_default();
     let variant: Result<proctor_suite::model::Variant, _> =
-        toml::from_str(&format!("id = \"shown\"\nagent = {agent:?}\n"));
+        // (an `acp` variant needs a `command` to be read, though reading never runs it)
+        toml::from_str(&format!(
+            "id = \"shown\"\nagent = {agent:?}\ncommand = [\"shown\"]\n"
+        ));
     let adapter = variant
         .ok()
         .and_then(|v| proctor_agents::adapter_for(&v, None).ok());

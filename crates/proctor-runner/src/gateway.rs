@@ -83,19 +83,20 @@ pub fn agent_api(agent: AgentKind, model: &str) -> Option<Api> {
         } else {
             Api::AnthropicMessages
         }),
-        AgentKind::Command | AgentKind::Script | AgentKind::Human => None,
+        AgentKind::Command | AgentKind::Acp | AgentKind::Script | AgentKind::Human => None,
     }
 }
 
 /// Whether a variant reaches its model through the gateway (see [`variant_model`]).
 pub fn uses_gateway(variant: &Variant) -> bool {
     let named_ref = variant.model.as_deref().is_some_and(|m| m.contains('/'));
-    variant.takes_a_model() && (variant.agent != AgentKind::Command || named_ref)
+    let any_program = matches!(variant.agent, AgentKind::Command | AgentKind::Acp);
+    variant.takes_a_model() && (!any_program || named_ref)
 }
 
 /// The model a variant reaches through the gateway, if it does: every real agent CLI without a
-/// `model_script` (which must then name `PROVIDER/MODEL`), and a `command` whose model has a
-/// `/` (a model without one is only a name for its `{model}`).
+/// `model_script` (which must then name `PROVIDER/MODEL`), and a `command` or `acp` agent whose
+/// model has a `/` (a model without one is only a name for its `{model}`).
 pub fn variant_model(
     variant: &Variant,
     config: &Config,

@@ -20,6 +20,7 @@
 pub mod capture;
 pub mod checks;
 pub mod context;
+pub mod conversation;
 pub mod denials;
 pub mod env;
 pub mod error;
@@ -32,6 +33,8 @@ pub mod prepare;
 pub mod sandboxing;
 pub mod services;
 pub mod setup;
+pub mod steps;
+pub mod steps_plan;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod textdiff;
@@ -80,7 +83,7 @@ impl Attendance for Unattended {
         calls_log: &mut crate::calls::CallsLog,
         paths: &TrialPaths,
     ) -> Result<execute::Executed, TrialError> {
-        execute::execute(&launched.spec, calls_log, paths)
+        execute::execute_launched(launched, calls_log, paths)
     }
 }
 

@@ -30,6 +30,7 @@ struct HostService {
 pub(crate) fn run(
     spec: &SandboxSpec,
     terminal: Option<BorrowedFd<'_>>,
+    next: &mut crate::turns::NextTurnFn<'_>,
 ) -> Result<SandboxReport, SandboxError> {
     let start = Instant::now();
     let Workspace::Bind { dir } = &spec.workspace else {
@@ -48,12 +49,18 @@ pub(crate) fn run(
 
     let mut services = start_services(spec)?;
     let mut agent = AgentRun::default();
+    let mut turns = Vec::new();
     if services.not_started.is_none() {
-        let stdio = match terminal {
-            Some(tty) => AgentStdio::terminal(tty)?,
-            None => AgentStdio::Files { stdout, stderr },
+        let run = match terminal {
+            Some(tty) => run_agent(
+                spec,
+                dir,
+                AgentStdio::terminal(tty)?,
+                start + spec.wall_timeout,
+            )?,
+            None => run_turns(spec, dir, [&stdout, &stderr], next, &mut turns)?,
         };
-        match run_agent(spec, dir, stdio)? {
+        match run {
             Ok(run) => agent = run,
             Err(why) => services.not_started = Some(why),
         }
@@ -71,7 +78,81 @@ pub(crate) fn run(
         isolation: host_isolation(),
         total: start.elapsed(),
         bounds: Default::default(),
+        turns: if spec.max_turns > 1 {
+            turns
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// The agent's turns on the host: one, or a conversation's (see [`crate::turns`]), all within
+/// the spec's wall timeout; gives the last turn's end with every turn's time and CPU summed,
+/// and fills `turns`. `Err` with the reason when the first turn's command cannot be executed.
+fn run_turns(
+    spec: &SandboxSpec,
+    dir: &Path,
+    [stdout, stderr]: [&File; 2],
+    next: &mut crate::turns::NextTurnFn<'_>,
+    turns: &mut Vec<crate::report::TurnReport>,
+) -> Result<Result<AgentRun, String>, SandboxError> {
+    let t0 = Instant::now();
+    let deadline = t0 + spec.wall_timeout;
+    let clone = |f: &File| {
+        f.try_clone()
+            .map_err(|e| SandboxError::io("dup the output", e))
+    };
+    let end_of = |f: &File| {
+        use std::io::Seek;
+        let mut f = f;
+        f.stream_position().unwrap_or(0)
+    };
+    let mut turn_spec = std::borrow::Cow::Borrowed(spec);
+    let mut turn_deadline = deadline;
+    let mut total = AgentRun::default();
+    for turn in 1..=spec.max_turns.max(1) as usize {
+        let stdio = AgentStdio::Files {
+            stdout: clone(stdout)?,
+            stderr: clone(stderr)?,
+        };
+        let started = t0.elapsed();
+        let (run, exec_failed) = match run_agent(&turn_spec, dir, stdio, turn_deadline)? {
+            Ok(run) => (run, None),
+            Err(why) if turn == 1 => return Ok(Err(why)),
+            Err(why) => (AgentRun::default(), Some(why)),
+        };
+        total.add(&run);
+        let exit = exec_failed.is_none().then_some(crate::report::Exit {
+            code: run.exit_code,
+            signal: run.signal,
+        });
+        let end = crate::turns::TurnEnd {
+            turn,
+            exit,
+            exec_failed: exec_failed.clone(),
+            timed_out: run.timed_out,
+            stdout_end: end_of(stdout),
+            stderr_end: end_of(stderr),
+        };
+        turns.push(crate::report::TurnReport {
+            exit,
+            exec_failed,
+            timed_out: run.timed_out,
+            started,
+            wall: run.wall,
+            stdout_end: end.stdout_end,
+            stderr_end: end.stderr_end,
+        });
+        let out_of_time = run.timed_out && turn_deadline >= deadline;
+        let can_go_on = !out_of_time && turn < spec.max_turns as usize && Instant::now() < deadline;
+        let Some(cmd) = can_go_on.then(|| next(&end)).flatten() else {
+            break;
+        };
+        let (s, d) = crate::turns::next_turn(spec, cmd, deadline);
+        turn_spec = std::borrow::Cow::Owned(s);
+        turn_deadline = d;
+    }
+    Ok(Ok(total))
 }
 
 /// The services started on the host, in order, up to the first that failed.
@@ -171,6 +252,20 @@ struct AgentRun {
     agent_cpu: Option<Duration>,
 }
 
+impl AgentRun {
+    /// Takes in the next turn: its end is the whole's, its time and CPU are added.
+    fn add(&mut self, turn: &AgentRun) {
+        self.exit_code = turn.exit_code;
+        self.signal = turn.signal;
+        self.timed_out |= turn.timed_out;
+        self.wall += turn.wall;
+        self.agent_cpu = match (self.agent_cpu, turn.agent_cpu) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
 /// Where the agent's standard descriptors go.
 enum AgentStdio {
     /// No input; output into the spec's files.
@@ -195,13 +290,13 @@ impl AgentStdio {
     }
 }
 
-/// Runs the agent's command in its own process group in `dir`, stopping the group at the wall
-/// timeout (SIGTERM, then SIGKILL after the grace). Gives `Err` with the reason when the command
+/// Runs the agent's command in its own process group in `dir`, stopping the group at `deadline` (SIGTERM, then SIGKILL after the grace). Gives `Err` with the reason when the command
 /// cannot be executed.
 fn run_agent(
     spec: &SandboxSpec,
     dir: &Path,
     stdio: AgentStdio,
+    deadline: Instant,
 ) -> Result<Result<AgentRun, String>, SandboxError> {
     let t0 = Instant::now();
     let mut cmd = Command::new(&spec.command[0]);
@@ -241,7 +336,8 @@ fn run_agent(
     };
     let pid = child.id() as libc::pid_t;
     let pidfd = sys::pidfd_open(pid).map_err(|e| SandboxError::io("pidfd_open", e))?;
-    let exited = sys::wait_readable(pidfd.as_fd(), Some(spec.wall_timeout))
+    let left = deadline.saturating_duration_since(Instant::now());
+    let exited = sys::wait_readable(pidfd.as_fd(), Some(left))
         .map_err(|e| SandboxError::io("wait for the agent", e))?;
     let mut timed_out = false;
     if !exited {

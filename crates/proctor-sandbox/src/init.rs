@@ -426,7 +426,7 @@ fn trial_main(
 
     trace("services ready");
     keep_states_at_start(spec);
-    let agent = run_agent(ctl, spec, files);
+    let agent = run_turns(ctl, spec, files);
     trace("agent stopped");
     stop_services(ctl, running, spec.grace);
     let (stdout_cut, stderr_cut) = agent?;
@@ -681,14 +681,76 @@ fn stop_services(ctl: &Ctl, running: Vec<Running>, grace: Duration) {
     }
 }
 
-/// Runs the agent under A in a nested PID namespace; enforces the timeout; reports.
+/// Runs the agent's turns: one, or in a conversation as many as the caller asks for (see
+/// [`crate::turns`]), each in a PID namespace of its own, all within the spec's wall timeout.
+/// Returns the bytes cut from the agent's stdout and stderr by the output bound.
+fn run_turns(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64), String> {
+    let deadline = Instant::now() + spec.wall_timeout;
+    if spec.max_turns <= 1 {
+        return run_agent(ctl, spec, files, deadline).map(|t| t.cut);
+    }
+    // T's own PID namespace: each turn's namespace is made from it, not nested in the last.
+    let own = sys::pidfd_open(1).map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
+    let mut turn_spec = std::borrow::Cow::Borrowed(spec);
+    let mut turn_deadline = deadline;
+    let mut cut = (0, 0);
+    for turn in 1..=spec.max_turns {
+        if turn > 1 {
+            nix::sched::setns(&own, nix::sched::CloneFlags::CLONE_NEWPID)
+                .map_err(|e| format!("return to the trial's PID namespace: {e}"))?;
+        }
+        let ended = run_agent(ctl, &turn_spec, files, turn_deadline)?;
+        cut = (cut.0 + ended.cut.0, cut.1 + ended.cut.1);
+        // A turn stopped at its own timeout ends the conversation only when the conversation's
+        // time ran out with it.
+        let out_of_time = ended.timed_out && turn_deadline >= deadline;
+        let can_go_on = !out_of_time && turn < spec.max_turns && Instant::now() < deadline;
+        let end_of = |f: &File| {
+            use std::io::Seek;
+            let mut f = f;
+            f.stream_position().unwrap_or(0)
+        };
+        ctl.send(&Msg::TurnEnded {
+            stdout_end: end_of(&files.stdout),
+            stderr_end: end_of(&files.stderr),
+            can_go_on,
+        });
+        if !can_go_on {
+            break;
+        }
+        match crate::turns::read_reply(ctl.0)? {
+            crate::turns::Reply::End => break,
+            crate::turns::Reply::Next { next } => {
+                let (s, d) = crate::turns::next_turn(spec, next, deadline);
+                turn_spec = std::borrow::Cow::Owned(s);
+                turn_deadline = d;
+            }
+        }
+    }
+    Ok(cut)
+}
+
+/// How one turn of the agent ended, for [`run_turns`].
+struct AgentRun {
+    /// Bytes cut from the agent's stdout and stderr by the output bound.
+    cut: (u64, u64),
+    /// The turn was stopped at the deadline.
+    timed_out: bool,
+}
+
+/// Runs the agent under A in a nested PID namespace until it exits or `deadline` passes;
+/// reports.
 ///
 /// The nested namespace is not only for the services: it keeps T (PID 1 of the trial, same uid
 /// as the agent) out of the agent's sight, so the agent cannot `prlimit` or renice the process
 /// that enforces its timeout and reports its end, and so turn its own failure into a harness
 /// error.
-/// Returns the bytes cut from the agent's stdout and stderr by the output bound.
-fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64), String> {
+fn run_agent(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    files: &Files,
+    deadline: Instant,
+) -> Result<AgentRun, String> {
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
     let (mut pumps, out) = match &files.terminal {
@@ -754,7 +816,8 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         }
     };
     let mut timed_out = false;
-    let exited = wait(spec.wall_timeout).map_err(|e| format!("wait for the agent: {e}"))?;
+    let exited = wait(deadline.saturating_duration_since(Instant::now()))
+        .map_err(|e| format!("wait for the agent: {e}"))?;
     if !exited {
         timed_out = true;
         // A forwards SIGTERM to every process of the agent.
@@ -779,10 +842,13 @@ fn run_agent(ctl: &Ctl, spec: &SandboxSpec, files: &Files) -> Result<(u64, u64),
         wall_us: wall.as_micros() as u64,
         cpu_us: Some(sys::cpu_time(&usage).as_micros() as u64),
     });
-    Ok((
-        cut.first().copied().unwrap_or(0),
-        cut.get(1).copied().unwrap_or(0),
-    ))
+    Ok(AgentRun {
+        cut: (
+            cut.first().copied().unwrap_or(0),
+            cut.get(1).copied().unwrap_or(0),
+        ),
+        timed_out,
+    })
 }
 
 /// Waits until the agent init ends (`true`) or `deadline` passes (`false`), serving the

@@ -45,6 +45,7 @@ mod sidecar;
 mod spec;
 mod sys;
 mod trace;
+pub mod turns;
 pub mod view;
 mod zygote;
 
@@ -64,10 +65,10 @@ pub use output::Capped;
 pub use probe::{probe, probe_in, Capabilities};
 pub use report::{
     BoundsReport, Exit, FullStop, Isolation, LeftOut, Namespace, ProbeOutcome, SandboxReport,
-    ServiceReport, WorkspaceKind, LEFT_OUT_MAX,
+    ServiceReport, TurnReport, WorkspaceKind, LEFT_OUT_MAX,
 };
 pub use rootfs::mount_points;
-pub use run::{run, run_on_terminal};
+pub use run::{run, run_conversation, run_on_terminal};
 pub use spec::{
     Bind, CommandProbe, HttpGuard, HttpProbe, Network, RootImage, RootSkeleton, SandboxLimits,
     SandboxSpec, ServiceRoot, ServiceSpec, Workspace, MAX_TIMEOUT, SERVICE_DIR_ROOT, SIDECAR_ROOT,

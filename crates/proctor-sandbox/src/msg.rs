@@ -34,6 +34,14 @@ pub(crate) enum Msg {
         wall_us: u64,
         cpu_us: Option<u64>,
     },
+    /// From T, in a conversation: the turn whose `AgentStopped` came last is over; its output
+    /// ends at these offsets of the agent's stdout and stderr files. With `can_go_on`, T waits
+    /// for the caller's [`crate::turns::Reply`] on the control socket.
+    TurnEnded {
+        stdout_end: u64,
+        stderr_end: u64,
+        can_go_on: bool,
+    },
     /// From T, while it moves what the agent left off the trial's disk (a tree of 10,000
     /// levels takes a while on a busy machine): still at work. The watchdog waits
     /// [`crate::run::MOVING_MARGIN`] more each time, up to [`crate::run::MOVING_MAX`] after the

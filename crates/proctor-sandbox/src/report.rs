@@ -37,6 +37,32 @@ pub struct SandboxReport {
     /// What the trial ran into of its [`crate::SandboxLimits`].
     #[serde(default)]
     pub bounds: BoundsReport,
+    /// In a conversation ([`crate::SandboxSpec::max_turns`] above 1), each turn of the agent in
+    /// order; the fields above then say how the last turn ended (`exit_code`, `signal`), whether
+    /// any turn reached the conversation's wall timeout, and the agent's whole time and CPU.
+    /// Empty for a run of one turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnReport>,
+}
+
+/// One turn of the agent in a conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnReport {
+    /// How the turn's main process ended; `None` when its command could not be executed.
+    pub exit: Option<Exit>,
+    /// Why the turn's command could not be executed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_failed: Option<String>,
+    /// The turn was still running at the conversation's wall timeout and was stopped.
+    pub timed_out: bool,
+    /// From the agent's first start to this turn's start.
+    pub started: Duration,
+    /// From the turn's start until its whole process tree was gone.
+    pub wall: Duration,
+    /// Bytes of the agent's stdout file written when the turn ended.
+    pub stdout_end: u64,
+    /// Bytes of the agent's stderr file written when the turn ended.
+    pub stderr_end: u64,
 }
 
 /// What a trial ran into of its limits, as the sandbox saw it.

@@ -37,7 +37,18 @@ pub(crate) const MOVING_MAX: Duration = Duration::from_secs(600);
 /// A failed service probe or guard, or an agent command that cannot be executed, is not an
 /// error: the report says so in `not_started`.
 pub fn run(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
-    run_with(spec, None)
+    run_with(spec, None, &mut |_| None)
+}
+
+/// [`run`], for a conversation (see [`crate::turns`]): after each turn of the agent but the
+/// last that [`SandboxSpec::max_turns`] allows, `next` is told how it ended and gives the next
+/// turn's command, or `None` to end the conversation. The report lists every turn in
+/// [`SandboxReport::turns`].
+pub fn run_conversation(
+    spec: &SandboxSpec,
+    next: &mut crate::turns::NextTurnFn<'_>,
+) -> Result<SandboxReport, SandboxError> {
+    run_with(spec, None, next)
 }
 
 /// [`run`], with the agent on a terminal instead of pipes: `terminal` (the slave side of a
@@ -61,17 +72,18 @@ pub fn run_on_terminal(
             "run_on_terminal needs a terminal (the slave side of a pseudo-terminal)".to_owned(),
         ));
     }
-    run_with(spec, Some(terminal))
+    run_with(spec, Some(terminal), &mut |_| None)
 }
 
 /// [`run`] or [`run_on_terminal`].
 fn run_with(
     spec: &SandboxSpec,
     terminal: Option<BorrowedFd<'_>>,
+    next: &mut crate::turns::NextTurnFn<'_>,
 ) -> Result<SandboxReport, SandboxError> {
     spec.validate()?;
     if !spec.namespaces {
-        return host::run(spec, terminal);
+        return host::run(spec, terminal, next);
     }
     let start = Instant::now();
     let spec = with_hidden_resolved(spec);
@@ -89,8 +101,11 @@ fn run_with(
     let mut child = start_init(&spec, memfd, theirs, terminal)?;
     marks.mark("init spawned");
 
-    let mut c = Collector::default();
-    let watchdog = follow_control(&spec, ours.as_fd(), start, child.is_none(), &mut c);
+    let mut c = Collector {
+        conversation: spec.max_turns > 1,
+        ..Default::default()
+    };
+    let watchdog = follow_control(&spec, ours.as_fd(), start, child.is_none(), &mut c, next);
 
     marks.mark("control socket closed");
     // From a zygote, T itself reaped every other process of the trial before it said `Done`:
@@ -204,6 +219,7 @@ fn follow_control(
     start: Instant,
     from_zygote: bool,
     c: &mut Collector,
+    next: &mut crate::turns::NextTurnFn<'_>,
 ) -> Option<String> {
     let mut deadline = start + setup_budget(spec);
     let mut pending: Vec<u8> = Vec::new();
@@ -247,6 +263,19 @@ fn follow_control(
                 Some(Deadline::Now(d)) => deadline = d,
                 Some(Deadline::NotBefore(d)) => deadline = deadline.max(d),
                 None => {}
+            }
+        }
+        if let Some(end) = c.awaiting_reply.take() {
+            let reply = match next(&end) {
+                Some(next) => crate::turns::Reply::Next { next },
+                None => crate::turns::Reply::End,
+            };
+            // The caller's time deciding is not the trial's: the next turn's start resets it.
+            deadline = Instant::now() + MARGIN;
+            if let Err(e) = sys::send_all(fd.as_raw_fd(), &reply.line(), None) {
+                c.error
+                    .get_or_insert(format!("tell the trial its next turn: {e}"));
+                return None;
             }
         }
         if let Some(req) = c.network.take() {
@@ -384,6 +413,7 @@ fn finish(c: Collector, start: Instant) -> Result<SandboxReport, SandboxError> {
         isolation,
         total: start.elapsed(),
         bounds: c.bounds,
+        turns: if c.conversation { c.turns } else { Vec::new() },
     })
 }
 
@@ -409,6 +439,14 @@ struct Collector {
     network: Option<crate::egress::Request>,
     /// The trial's way out to the internet, while it runs.
     egress: Option<crate::egress::Egress>,
+    /// The run may hold several turns ([`SandboxSpec::max_turns`] above 1).
+    conversation: bool,
+    /// In a conversation, every turn so far (the last one is running or just ended).
+    turns: Vec<crate::report::TurnReport>,
+    /// When the agent first started, for the turns' start offsets.
+    first_start: Option<Instant>,
+    /// A turn that ended and whose next the caller must decide, until it is asked.
+    awaiting_reply: Option<crate::turns::TurnEnd>,
 }
 
 impl Collector {
@@ -421,21 +459,54 @@ impl Collector {
             Msg::NotStarted { reason } => {
                 self.not_started.get_or_insert(reason);
             }
-            Msg::AgentStarted => self.agent_started = true,
+            Msg::AgentStarted => {
+                self.agent_started = true;
+                let first = *self.first_start.get_or_insert_with(Instant::now);
+                self.agent_exit = None;
+                self.turns.push(crate::report::TurnReport {
+                    started: first.elapsed(),
+                    ..Default::default()
+                });
+            }
+            // A later turn of a conversation that cannot start is that turn's failure: the
+            // agent did start.
+            Msg::AgentExecFailed { reason } if self.turns.len() > 1 => {
+                if let Some(t) = self.turns.last_mut() {
+                    t.exec_failed = Some(reason);
+                }
+            }
             Msg::AgentExecFailed { reason } => {
                 self.not_started.get_or_insert(reason);
             }
-            Msg::AgentExit { exit } => self.agent_exit = Some(exit),
+            Msg::AgentExit { exit } => {
+                if let Some(t) = self.turns.last_mut() {
+                    t.exit = Some(exit);
+                }
+                self.agent_exit = Some(exit);
+            }
+            Msg::TurnEnded {
+                stdout_end,
+                stderr_end,
+                can_go_on,
+            } => self.turn_ended(stdout_end, stderr_end, can_go_on),
             Msg::AgentStopped {
                 timed_out,
                 wall_us,
                 cpu_us,
             } => {
-                self.stopped = Some((
-                    timed_out,
-                    Duration::from_micros(wall_us),
-                    cpu_us.map(Duration::from_micros),
-                ))
+                let wall = Duration::from_micros(wall_us);
+                let cpu = cpu_us.map(Duration::from_micros);
+                if let Some(t) = self.turns.last_mut() {
+                    t.timed_out = timed_out;
+                    t.wall = wall;
+                }
+                // Over a conversation: any turn's timeout, the turns' time and CPU summed.
+                self.stopped = Some(match self.stopped {
+                    Some((was, w, c)) if self.turns.len() > 1 => {
+                        (was || timed_out, w + wall, c.zip(cpu).map(|(a, b)| a + b))
+                    }
+                    _ => (timed_out, wall, cpu),
+                });
             }
             Msg::ServiceExit { name, exit } => {
                 if let Some(s) = self.services.iter_mut().find(|s| s.name == name) {
@@ -465,6 +536,29 @@ impl Collector {
                 }
             }
             Msg::Done => self.done = true,
+        }
+    }
+
+    /// Records where the last turn's output ends and, when T waits for it, that the caller is
+    /// to decide the next turn.
+    fn turn_ended(&mut self, stdout_end: u64, stderr_end: u64, can_go_on: bool) {
+        let turn = self.turns.len();
+        let Some(t) = self.turns.last_mut() else {
+            self.error
+                .get_or_insert("a turn ended before any started".to_owned());
+            return;
+        };
+        t.stdout_end = stdout_end;
+        t.stderr_end = stderr_end;
+        if can_go_on {
+            self.awaiting_reply = Some(crate::turns::TurnEnd {
+                turn,
+                exit: t.exit,
+                exec_failed: t.exec_failed.clone(),
+                timed_out: t.timed_out,
+                stdout_end,
+                stderr_end,
+            });
         }
     }
 

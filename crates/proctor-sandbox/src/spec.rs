@@ -78,6 +78,10 @@ pub struct SandboxSpec {
     /// [`crate::calls`]); `None`: the trial has no call runner. Ignored without namespaces.
     #[serde(default)]
     pub calls: Option<crate::calls::CallsSpec>,
+    /// The most turns the agent may take (see [`crate::turns`]): above 1, the sandbox asks the
+    /// caller after each turn whether another follows. 0 and 1 both mean one turn.
+    #[serde(default)]
+    pub max_turns: u32,
 }
 
 /// The bounds a trial runs under, enforced inside its namespaces (a process outside sees only
@@ -321,6 +325,7 @@ impl SandboxSpec {
             binds: Vec::new(),
             network: Network::None,
             allowed_hosts: Vec::new(),
+            max_turns: 1,
             env: vec![
                 (
                     "PATH".to_owned(),

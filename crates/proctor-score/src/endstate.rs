@@ -585,6 +585,102 @@ pub struct EndState {
     /// log): kept as the CLI's report, never counted as a rejection or a wrong turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unconfirmed_denials: Vec<UnconfirmedDenial>,
+    /// The conversation, for a task with a `[tasks.user]`: every turn of the agent, what it
+    /// was told and what it answered (`answer` above is the last turn's). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Conversation>,
+    /// For a task in steps (`[[tasks.steps]]`): each step's check and reward, and the trial's
+    /// reward over them. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepsRecord>,
+}
+
+/// A trial of a task in steps: what each step's check gave, and the trial's reward.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepsRecord {
+    /// The steps that ran, in order (a step after an early stop is not listed).
+    pub steps: Vec<StepResult>,
+    /// How the steps' rewards make the trial's: `mean` or `final`.
+    pub strategy: String,
+    /// The trial's reward: the mean of every step's reward (a step not reached counts 0), or
+    /// the last step's.
+    pub reward: f64,
+    /// Why the steps stopped before the last, when they did (a reward under `min_reward`, a
+    /// failed healthcheck, the agent's time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
+}
+
+/// One step of a trial in steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepResult {
+    /// The step's name.
+    pub name: String,
+    /// The reward its check gave (0 to 1); absent when the check did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<f64>,
+    /// Where the reward came from: `reward.txt`, `reward.json`, or `exit` (0 is 1, else 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_from: Option<String>,
+    /// The check's exit status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_exit: Option<i32>,
+    /// Whether the check was stopped at its timeout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_timed_out: bool,
+    /// The first bytes of the check's output (`/logs/verifier/output.txt`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub check_output: String,
+    /// What went wrong before or in the step (its healthcheck failed, its upload failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A trial held as a conversation: the agent's turns, each begun by the task's prompt or the
+/// simulated user's reply, and why it ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Conversation {
+    /// The turns, in order.
+    pub turns: Vec<ConversationTurn>,
+    /// Why there was no further turn, in words (`the user had no reply`, `max_turns (3)
+    /// reached`, `the agent timed out`, ...).
+    pub ended: String,
+}
+
+/// One turn of the agent in a conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConversationTurn {
+    /// The turn, counted from 1.
+    pub turn: usize,
+    /// What the agent was told: the task's prompt in turn 1, else the user's reply.
+    pub prompt: String,
+    /// Which rule of `[tasks.user]` said the prompt: `replies[N]` (counted from 0) or
+    /// `otherwise`; absent for turn 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub said_by: Option<String>,
+    /// The turn's answer (bounded as the final answer is).
+    pub answer: String,
+    /// The turn's exit status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the turn's main process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Whether the conversation's wall timeout stopped this turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Why the turn's command could not run, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
+    /// Seconds from the agent's first start to this turn's start.
+    pub started_seconds: f64,
+    /// Wall seconds of the turn.
+    pub wall_seconds: f64,
+    /// Where this turn's output ends in the kept `agent.stdout` and `agent.stderr` (bytes):
+    /// the turn's output is what lies after the previous turn's end.
+    pub stdout_end: u64,
+    /// As `stdout_end`, for `agent.stderr`.
+    pub stderr_end: u64,
 }
 
 /// A `denied` call in an agent CLI's transcript that proctor could not confirm. A process of

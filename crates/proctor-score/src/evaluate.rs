@@ -198,6 +198,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::McpCalls(c) => crate::mcp::mcp_calls(&ctx.end.mcp_calls, c, false),
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
+        Assertion::Steps(s) => steps(ctx, s),
         Assertion::Not(inner) => {
             // Under `not`, a `calls` rule forbids: what the agent made undecidable counts as
             // the forbidden call.
@@ -625,6 +626,32 @@ fn json_head(value: &Value) -> String {
 
 /// A `visual` assertion over what its look saw: a browser that could not look leaves it
 /// undecided; a page that did not load fails it.
+/// `steps = { min_reward }`: the trial's reward over its steps, as recorded after each step's
+/// check, is at least `min_reward`; unknown for a trial that ran no step.
+fn steps(ctx: &Context, s: &proctor_suite::assertion::StepsRule) -> AssertionResult {
+    let rule = format!("steps = {{ min_reward = {} }}", s.min_reward);
+    let Some(steps) = &ctx.end.steps else {
+        return result(
+            "steps",
+            rule,
+            Verdict::unknown("the trial ran no step"),
+            Value::Null,
+        );
+    };
+    let evidence = json!({
+        "reward": steps.reward,
+        "strategy": steps.strategy,
+        "rewards": steps.steps.iter().map(|s| json!({"step": s.name, "reward": s.reward})).collect::<Vec<_>>(),
+        "stopped_early": steps.stopped_early,
+    });
+    result(
+        "steps",
+        rule,
+        Verdict::from_bool(steps.reward >= s.min_reward),
+        evidence,
+    )
+}
+
 fn visual(ctx: &Context, v: &Visual) -> AssertionResult {
     let rule = v.rule();
     let Some(run) = ctx.end.visuals.get(&v.look_key()) else {

@@ -12,8 +12,9 @@ pub mod verdict;
 
 pub use audit::{Audit, CheckFiles, Finding, FindingKind};
 pub use endstate::{
-    AgentEnd, ArgvCut, CallRecord, ChangeKind, CheckLimits, CheckRun, EndState, FileChange, Files,
-    Mtime, ServiceEnd, ServiceEvent,
+    AgentEnd, ArgvCut, CallRecord, ChangeKind, CheckLimits, CheckRun, Conversation,
+    ConversationTurn, EndState, FileChange, Files, Mtime, ServiceEnd, ServiceEvent, StepResult,
+    StepsRecord,
 };
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};
 pub use metrics::InterfaceMetrics;

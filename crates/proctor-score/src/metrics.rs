@@ -11,7 +11,7 @@ use crate::endstate::CallRecord;
 
 /// Each interface metric's name and definition, as docs/metrics.md states them (a test keeps the
 /// two the same): what the viewer shows beside a trial's figures. Code spans are in backticks.
-pub const DEFINITIONS: [(&str, &str); 8] = [
+pub const DEFINITIONS: [(&str, &str); 9] = [
     ("calls", "Interface calls made, denied ones included."),
     (
         "errors",
@@ -38,6 +38,10 @@ pub const DEFINITIONS: [(&str, &str); 8] = [
         "help_calls",
         "Calls whose arguments contain one of the interface's `help` arguments; by default `--help` or `-h`, or the verb `help`.",
     ),
+    (
+        "asks",
+        "The agent's questions to the person: its answers, one per turn of a conversation (the final answer alone otherwise), that match the task's `ask_patterns`. Not wrong turns: an ask is its own result.",
+    ),
 ];
 
 /// The interface metrics of one trial.
@@ -61,6 +65,9 @@ pub struct InterfaceMetrics {
     pub recoveries: u64,
     /// Calls asking for help.
     pub help_calls: u64,
+    /// Answers that ask the person (one per turn of a conversation).
+    #[serde(default)]
+    pub asks: u64,
 }
 
 /// Computes the metrics of the calls of `interface.command` in `calls` (in start order).

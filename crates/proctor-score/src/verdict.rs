@@ -112,10 +112,7 @@ pub fn score(
         files,
         interface: task.interface.as_ref(),
     };
-    let metrics = task.interface.as_ref().map(|i| match &i.mcp {
-        Some(server) => crate::mcp::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
-        None => interface_metrics(i, &end.calls),
-    });
+    let metrics = metrics(task, end);
 
     // 1. Operational faults are never evidence about the agent.
     if let Some((outcome, reason)) = operational_error(faults, end) {
@@ -179,6 +176,29 @@ pub fn score(
         answer_reads_as: reads_as.map(str::to_string),
         integrity,
     }
+}
+
+/// The trial's interface metrics, for a task with an interface or a simulated user: the calls'
+/// (none without an interface) and the agent's asks, one per answer that reads as a question
+/// (each turn's in a conversation, else the final answer).
+fn metrics(task: &Task, end: &EndState) -> Option<InterfaceMetrics> {
+    if task.interface.is_none() && task.user.is_none() {
+        return None;
+    }
+    let mut m = task
+        .interface
+        .as_ref()
+        .map(|i| match &i.mcp {
+            Some(server) => crate::mcp::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
+            None => interface_metrics(i, &end.calls),
+        })
+        .unwrap_or_default();
+    let asks = |answer: &str| u64::from(read_answer(task, answer) == Some("ask"));
+    m.asks = match &end.conversation {
+        Some(c) => c.turns.iter().map(|t| asks(&t.answer)).sum(),
+        None => asks(&end.answer),
+    };
+    Some(m)
 }
 
 /// Whether an outcome counts as a success for a task that expects `expect`: `completed`, or

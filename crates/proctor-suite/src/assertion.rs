@@ -60,6 +60,9 @@ pub enum Assertion {
     /// "holdout/TASK/ref.png"` within `max_diff`): what a page shows in headless Chromium after
     /// the agent stopped.
     Visual(Visual),
+    /// `steps = { min_reward = R }`: in a task in steps (`[[tasks.steps]]`), the trial's reward
+    /// (its steps' rewards combined as `step_reward` says) is at least R.
+    Steps(StepsRule),
     /// `not = { ... }`: the inner assertion does not hold.
     Not(#[schemars(with = "Assertion")] Box<Spanned<Assertion>>),
 }
@@ -101,6 +104,7 @@ impl Assertion {
             Assertion::McpCalls(_) => "mcp_calls",
             Assertion::State(_) => "state",
             Assertion::Visual(_) => "visual",
+            Assertion::Steps(_) => "steps",
             Assertion::Not(_) => "not",
         }
     }
@@ -141,6 +145,7 @@ enum Kind {
     McpCalls,
     State,
     Visual,
+    Steps,
     Not,
 }
 
@@ -179,6 +184,7 @@ impl<'de> Visitor<'de> for AssertionVisitor {
             Kind::McpCalls => Assertion::McpCalls(map.next_value()?),
             Kind::State => Assertion::State(map.next_value()?),
             Kind::Visual => Assertion::Visual(map.next_value()?),
+            Kind::Steps => Assertion::Steps(map.next_value()?),
             Kind::Not => Assertion::Not(map.next_value()?),
         };
         // A second key is refused as it is read, so the problem points at it.
@@ -218,8 +224,17 @@ pub const ASSERTION_KINDS: &[&str] = &[
     "mcp_calls",
     "state",
     "visual",
+    "steps",
     "not",
 ];
+
+/// `steps = { min_reward = R }`: the trial's reward over its steps is at least R.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepsRule {
+    /// The least reward that holds (a step's reward is 0 to 1 as its check says). Required.
+    pub min_reward: f64,
+}
 
 /// `files_unchanged = true` or `files_unchanged = ["GLOB", ...]`.
 ///

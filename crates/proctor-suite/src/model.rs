@@ -579,6 +579,7 @@ pub const METRICS: &[&str] = &[
     "denied",
     "recoveries",
     "help_calls",
+    "asks",
     "tokens",
     "requests",
     "wall_seconds",
@@ -597,6 +598,7 @@ pub const PER_TRIAL_METRICS: &[&str] = &[
     "denied",
     "recoveries",
     "help_calls",
+    "asks",
     "tokens",
     "requests",
     "wall_seconds",
@@ -716,6 +718,10 @@ pub enum AgentKind {
     Command,
     /// proctor's own scripted agent: shell steps from the variant's `script`.
     Script,
+    /// Any agent that speaks the Agent Client Protocol over stdio: the variant's `command`
+    /// starts it, and proctor is its client (a session per trial, a prompt per user turn, each
+    /// permission request answered from the allow-list).
+    Acp,
     /// A person at a terminal, in the agent's seat: the variant `proctor sit` makes (`human:NAME`).
     /// A suite cannot declare it (`suite.toml` knows no `agent = "human"`); it runs the shell of
     /// the variant's `command`.
@@ -736,6 +742,7 @@ impl AgentKind {
             AgentKind::Aider => "aider",
             AgentKind::Command => "command",
             AgentKind::Script => "script",
+            AgentKind::Acp => "acp",
             AgentKind::Human => "human",
         }
     }
@@ -776,7 +783,8 @@ pub struct Variant {
     #[schemars(with = "Option<String>")]
     pub script: Option<Spanned<String>>,
     /// For `agent = "command"`: the argv template, with `{prompt}`, `{workspace}` and `{model}`
-    /// filled in.
+    /// filled in. For `agent = "acp"`: the argv that starts the ACP agent (`{workspace}` and
+    /// `{model}` filled in; the prompt goes over the protocol).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub command: Option<Spanned<Vec<String>>>,
@@ -1063,6 +1071,18 @@ pub struct Task {
     /// `[tasks.refusal]`: how a refusal or a question is recognised in the final answer.
     #[serde(default)]
     pub refusal: Option<Refusal>,
+    /// `[tasks.user]`: the person who answers the agent, turn after turn. Default: nobody
+    /// answers; the trial is one turn.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// `[[tasks.steps]]`: the task in ordered steps in one sandbox, each with its instruction
+    /// and its check run in the trial after the agent's turn. Default: none (one prompt).
+    #[serde(default)]
+    #[schemars(extend("default" = []))]
+    pub steps: Vec<TaskStep>,
+    /// How the steps' rewards make the trial's: `mean` (default) or `final`.
+    #[serde(default)]
+    pub step_reward: Option<StepReward>,
     /// `[[tasks.rubric]]`: graded criteria, each scored 0..max.
     #[serde(default)]
     #[schemars(extend("default" = []))]
@@ -1321,6 +1341,132 @@ pub struct Refusal {
     pub allow_changes: Vec<Spanned<String>>,
 }
 
+/// `[tasks.user]`: a simulated user, model-free: after each turn of the agent the first reply
+/// whose `when` matches the agent's answer is said as the next prompt (else `otherwise`, if
+/// given); with no reply, or at `max_turns`, the conversation ends.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// The replies, tried in order over the agent's last answer; the first that matches is said.
+    /// Default: none.
+    #[serde(default)]
+    pub replies: Vec<UserReply>,
+    /// What the user says when no reply matches; without it the conversation ends there.
+    #[serde(default)]
+    pub otherwise: Option<String>,
+    /// The most turns the agent takes, its first included (1 to 100). Default: 1, so a table
+    /// with replies must raise it.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub max_turns: Option<Spanned<u32>>,
+}
+
+impl User {
+    /// The most turns of the agent this user allows: `max_turns`, else 1.
+    pub fn turns(&self) -> u32 {
+        self.max_turns.as_ref().map_or(1, |t| *t.get_ref())
+    }
+
+    /// What the user says to `answer`, and which rule said it (`replies[N]`, 0-based, or
+    /// `None` for `otherwise`); `None` when the user says nothing.
+    pub fn reply_to(&self, answer: &str) -> Option<(Option<usize>, &str)> {
+        let matched =
+            self.replies.iter().enumerate().find(|(_, r)| {
+                regex::Regex::new(r.when.get_ref()).is_ok_and(|re| re.is_match(answer))
+            });
+        match matched {
+            Some((i, r)) => Some((Some(i), r.say.as_str())),
+            None => self.otherwise.as_deref().map(|s| (None, s)),
+        }
+    }
+}
+
+/// One rule of a simulated user: when the agent's answer matches `when`, the user says `say`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserReply {
+    /// A regex over the agent's last answer, e.g. `"(?i)which environment"`. Required.
+    #[schemars(with = "String")]
+    pub when: Spanned<String>,
+    /// What the user says, as the agent's next prompt. Required.
+    pub say: String,
+}
+
+/// The most turns a conversation may have.
+pub const MAX_TURNS: u32 = 100;
+
+/// One step of a task in steps (`[[tasks.steps]]`). Its files are in the suite's
+/// `steps/TASK_ID/NAME/`: `workdir/` is copied into the workspace before the agent's turn (a
+/// `workdir/setup.sh` there is run, then deleted), and `tests/` is laid at `/tests` (over
+/// `steps/TASK_ID/tests/`, shared by every step) for the step's check only.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStep {
+    /// The step's name, unique in the task: letters, digits, `.`, `_` and `-`. Required.
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    /// What the agent is asked in this step. Required.
+    pub prompt: String,
+    /// The step's check, run with `sh -c` in the workspace inside the trial after the agent's
+    /// turn, with the step's tests at `/tests`. Its reward is what it writes to
+    /// `/logs/verifier/reward.txt` (a number) or `reward.json` (`{"reward": N}`), else 1 when it
+    /// exits 0 and 0 otherwise. Default: `bash /tests/test.sh`.
+    #[serde(default)]
+    pub check: Option<String>,
+    /// The least reward that lets the next step run; below it the steps stop. Default: none
+    /// (every step runs).
+    #[serde(default)]
+    pub min_reward: Option<f64>,
+    /// Seconds the agent has for this step. Default: the task's wall timeout.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Seconds the check has. Default: the task's validation timeout.
+    #[serde(default)]
+    pub check_timeout_seconds: Option<u64>,
+    /// Variables of the check's environment.
+    #[serde(default)]
+    pub check_env: BTreeMap<String, String>,
+    /// A command that must succeed before the agent's turn (after the step's files are laid
+    /// in), tried `retries` times `interval_seconds` apart; when it never does, the steps stop.
+    #[serde(default)]
+    pub healthcheck: Option<StepHealthcheck>,
+}
+
+/// A step's healthcheck.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepHealthcheck {
+    /// Run with `sh -c` in the workspace. Required.
+    pub command: String,
+    /// Seconds between tries. Default: 1.
+    #[serde(default)]
+    pub interval_seconds: Option<u64>,
+    /// Tries before the step fails. Default: 3.
+    #[serde(default)]
+    pub retries: Option<u32>,
+}
+
+/// How a task's steps' rewards make the trial's reward.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepReward {
+    /// The mean over every step (a step not reached counts 0).
+    #[default]
+    Mean,
+    /// The last step's reward (0 when the steps stopped early).
+    Final,
+}
+
+impl StepReward {
+    /// The strategy's name as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepReward::Mean => "mean",
+            StepReward::Final => "final",
+        }
+    }
+}
+
 /// One graded criterion of a rubric, scored 0..max.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1512,6 +1658,7 @@ fn metric_doc(metric: &str) -> Option<&'static str> {
         "denied" => "Calls the allow-list refused, per trial. Lower is better.",
         "recoveries" => "Successful calls of a verb after failed calls of it, per trial. Higher is better.",
         "help_calls" => "Calls with one of the interface's `help` arguments (default `--help`, `-h` or the verb `help`), per trial. Lower is better.",
+        "asks" => "Answers that ask the person (one per turn of a conversation), per trial. Lower is better.",
         "tokens" => "Input + output tokens per trial. Lower is better.",
         "requests" => "Model requests per trial. Lower is better.",
         "wall_seconds" => "Wall-clock seconds of the agent per trial. Lower is better.",

@@ -310,7 +310,7 @@ fn every_enum_value_of_the_schema_parses() {
         );
         assert!(parses(&text), "direction = {direction}");
     }
-    assert_eq!(agents.len(), 8);
+    assert_eq!(agents.len(), 9);
     assert_eq!(networks, ["none", "loopback", "host", "internet"]);
     assert_eq!(expects, ["complete", "refuse", "ask"]);
     assert_eq!(directions, ["higher", "lower"]);

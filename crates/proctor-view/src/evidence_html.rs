@@ -32,8 +32,35 @@ fn metric(m: &InterfaceMetrics, name: &str) -> Option<u64> {
         "wrong_turns" => m.wrong_turns,
         "recoveries" => m.recoveries,
         "help_calls" => m.help_calls,
+        "asks" => m.asks,
         _ => return None,
     })
+}
+
+/// A conversation as a chat: each turn's prompt (the task's, or the simulated user's reply and
+/// the rule that said it) and the agent's answer, with how the turn ended; then why it ended.
+pub fn conversation(c: &proctor_score::Conversation) -> Markup {
+    html! {
+        ol class="chat" {
+            @for t in &c.turns {
+                li class="chat-user" {
+                    p class="meta" { "user · turn " (t.turn) " · " (t.said_by.as_deref().unwrap_or("task prompt")) }
+                    pre { (t.prompt) }
+                }
+                li class="chat-agent" {
+                    p class="meta" {
+                        "agent · " (format!("{:.2}", t.wall_seconds)) " s"
+                        @if t.timed_out { " · timed out" }
+                        @if let Some(code) = t.exit_code { " · exit " (code) }
+                        @if let Some(sig) = t.signal { " · signal " (sig) }
+                        @if let Some(why) = &t.not_run { " · not run: " (why) }
+                    }
+                    pre { (t.answer) }
+                }
+            }
+        }
+        p class="note" { "ended: " (c.ended) }
+    }
 }
 
 /// The interface metrics of the trial's verdict, each with its definition.

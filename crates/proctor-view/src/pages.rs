@@ -477,6 +477,10 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
     if let Some(html) = crate::mcp_html::mcp_calls(&end.mcp_calls) {
         sections.insert(3, ("mcp-calls", "MCP calls", html));
     }
+    if let Some(c) = &end.conversation {
+        let chat = crate::evidence_html::conversation(c);
+        sections.insert(1, ("conversation", "Conversation", chat));
+    }
     if let Some(sitting) = &r.sitting {
         sections.insert(1, ("sitting", "Sitting", sitting_section(sitting)));
     }
@@ -1022,6 +1026,7 @@ fn differences(scopes: &[(&str, &ComparisonCell)]) -> Markup {
                 ("failure", &d.failure),
                 ("wrong_turns", &d.wrong_turns),
                 ("calls", &d.calls),
+                ("asks", &d.asks),
                 ("tokens", &d.tokens),
                 ("wall_seconds", &d.wall_seconds),
             ] {

@@ -18,7 +18,8 @@ use clap::Parser;
 /// sandbox's agent init runs `__script-agent` itself when it is the agent's command; `__mcp` is an
 /// agent's MCP client's end of a session with a suite's MCP server; `__model-relay`
 /// is a trial's endpoint for the model gateway; `__visual` looks at pages in headless Chromium
-/// for a trial's `visual` checks.
+/// for a trial's `visual` checks; `__acp-client` is an `acp` agent's main process, proctor's
+/// client of the agent's protocol.
 static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
     ("__shim", |args| proctor_runner::shim::main(args)),
     ("__mcp", |args| proctor_runner::shim::mcp_main(args)),
@@ -30,6 +31,9 @@ static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
     }),
     ("__script-agent", |args| {
         proctor_agents::script::run_main(args.first().map(String::as_str).unwrap_or_default())
+    }),
+    ("__acp-client", |args| {
+        proctor_agents::acp::client::run_main(args.first().map(String::as_str).unwrap_or_default())
     }),
 ];
 

@@ -14,6 +14,42 @@ use common::lab::{As, Lab};
 use common::registry::{Registry, MAKE_IMAGE};
 use common::unwrapped;
 
+/// `proctor import harbor LAB/tasks --out LAB/imported`, which must succeed: the suite's
+/// folder and what the import printed.
+fn import_harbor_tasks(lab: &Lab) -> (std::path::PathBuf, common::lab::RunOut) {
+    let out_dir = lab.root.join("imported");
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            lab.root.join("tasks").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    (out_dir, out)
+}
+
+/// One trial of each imported task and variant, into `store`, images cached in the lab.
+fn run_imported(lab: &Lab, suite: &Path, store: &Path) -> common::lab::RunOut {
+    let cache = lab.root.join("image-cache");
+    lab.proctor(
+        As::Me,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    )
+}
+
 /// Builds the test image into the lab's suite: `images/bb` (layout) and `images/bb.tar`.
 fn make_image(lab: &Lab) {
     make_image_with(lab, true);
@@ -396,18 +432,7 @@ fn import_harbor_writes_a_suite_that_validates_and_reports_unknown_fields() {
     // The image the task names, as an archive beside it.
     make_image(&lab);
     std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
-    let out_dir = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            lab.root.join("tasks").to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out_dir, out) = import_harbor_tasks(&lab);
     assert!(out.stderr.contains("hello-world"), "{}", out.stderr);
     assert!(
         out.stderr.contains("surprise"),
@@ -733,18 +758,7 @@ fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() 
     );
     make_image(&lab);
     std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
-    let out_dir = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            lab.root.join("tasks").to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out_dir, _) = import_harbor_tasks(&lab);
     let toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
     assert!(toml.contains("holdout_at = \"/tests\""), "{toml}");
     let cache = lab.root.join("image-cache");
@@ -790,6 +804,128 @@ fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() 
             .any(|c| c.contains("collected: workdir 0, /tests 1")),
         "{checks:#?}"
     );
+}
+
+/// A Harbor multi-step task shaped like the cookbook's (`[[steps]]`, shared `tests/helpers.sh`,
+/// a step's `workdir/` with a `setup.sh` that deletes itself, `[steps.verifier.env]`, a
+/// healthcheck, `min_reward`) imports as a task in steps; its oracle passes every step; and
+/// the same task whose first step's solution is wrong stops there, as `min_reward` says.
+#[test]
+fn a_harbor_multi_step_task_imports_and_its_oracle_passes_every_step() {
+    let lab = Lab::new("import-steps");
+    make_image(&lab);
+    let toml = r#"schema_version = "1.1"
+multi_step_reward_strategy = "mean"
+
+[task]
+name = "harbor/hello-multi-step"
+
+[environment]
+docker_image = "oci-archive:image.tar"
+workdir = "/app"
+
+[[steps]]
+name = "scaffold"
+min_reward = 1.0
+
+[steps.agent]
+timeout_sec = 60.0
+
+[steps.verifier]
+timeout_sec = 30.0
+
+[[steps]]
+name = "implement"
+min_reward = 0.5
+
+[steps.verifier.env]
+EXPECTED_GREETING = "Hello, Harbor!"
+
+[steps.healthcheck]
+command = "test -x /app/greet.sh"
+interval_sec = 1
+retries = 3
+"#;
+    let write_task = |name: &str, scaffold: &str| {
+        let task = lab.root.join("tasks").join(name);
+        let write = |rel: &str, text: &str| {
+            let p = task.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("task.toml", toml);
+        write(
+            "tests/helpers.sh",
+            "pass() { echo 1 > /logs/verifier/reward.txt; exit 0; }\nfail() { echo 0 > /logs/verifier/reward.txt; exit 0; }\n",
+        );
+        write(
+            "steps/scaffold/instruction.md",
+            "Create /app/greet.sh printing hello.\n",
+        );
+        write(
+            "steps/scaffold/tests/test.sh",
+            "#!/bin/bash\nsource /tests/helpers.sh\n[ -x /app/greet.sh ] || fail\n[ \"$(/app/greet.sh)\" = hello ] && pass\nfail\n",
+        );
+        write("steps/scaffold/solution/solve.sh", scaffold);
+        write(
+            "steps/implement/instruction.md",
+            "Make /app/greet.sh greet the name in /app/config.txt.\n",
+        );
+        write("steps/implement/workdir/config.txt", "Harbor  \n");
+        write(
+            "steps/implement/workdir/setup.sh",
+            "#!/bin/bash\nprintf '%s\\n' \"$(tr -d '[:space:]' < /app/config.txt)\" > /app/config.txt\nrm -- \"$0\"\n",
+        );
+        write(
+            "steps/implement/tests/test.sh",
+            "#!/bin/bash\nsource /tests/helpers.sh\n[ \"$(/app/greet.sh)\" = \"$EXPECTED_GREETING\" ] && [ ! -e /app/setup.sh ] && pass\nfail\n",
+        );
+        write(
+            "steps/implement/solution/solve.sh",
+            "#!/bin/bash\nprintf '#!/bin/sh\\necho \"Hello, $(cat /app/config.txt)!\"\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",
+        );
+        std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
+    };
+    write_task(
+        "good",
+        "#!/bin/bash\nprintf '#!/bin/sh\\necho hello\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",
+    );
+    write_task(
+        "first-fails",
+        "#!/bin/bash\nprintf '#!/bin/sh\\necho bye\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",
+    );
+    let (out_dir, _) = import_harbor_tasks(&lab);
+    let suite = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
+    assert!(suite.contains("[[tasks.steps]]"), "{suite}");
+    assert!(out_dir
+        .join("steps/good/implement/workdir/setup.sh")
+        .is_file());
+    let v = lab.proctor(As::Me, &["validate", out_dir.to_str().unwrap()]);
+    assert_eq!(v.code, 0, "{}\n{suite}", v.stderr);
+    let store = lab.root.join("store-run");
+    let r = run_imported(&lab, &out_dir, &store);
+    assert!(r.code <= 1, "{}\n{suite}", r.stderr);
+    let record = |id: &str| -> serde_json::Value {
+        let runs = std::fs::read_dir(store.join("runs")).unwrap();
+        let run = runs.filter_map(Result::ok).next().unwrap().path();
+        let text = std::fs::read_to_string(run.join("trials").join(id).join("trial.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v.get("record").cloned().unwrap_or(v)
+    };
+    let good = record("good.oracle.0");
+    assert_eq!(good["outcome"], "completed", "{good:#}");
+    let steps = &good["end_state"]["steps"];
+    assert_eq!(steps["reward"], 1.0, "{steps:#}");
+    assert_eq!(steps["steps"].as_array().unwrap().len(), 2);
+    let failing = record("first-fails.oracle.0");
+    let steps = &failing["end_state"]["steps"];
+    assert_eq!(steps["steps"].as_array().unwrap().len(), 1, "{steps:#}");
+    assert_eq!(steps["reward"], 0.0);
+    assert_ne!(failing["outcome"], "completed");
+    assert!(steps["stopped_early"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("min_reward"));
 }
 
 #[test]

@@ -44,12 +44,7 @@ fn lab(name: &str, allow_changes: &str) -> Lab {
     let lab = Lab::new(name);
     lab.write("fixture/README.md", "My notes live in the notes service.\n");
     lab.write("services/notes.py", NOTES);
-    let variants: String = ["wiper", "honest", "asker", "scribbler"]
-        .iter()
-        .map(|v| {
-            format!("[[variants]]\nid = \"{v}\"\nagent = \"script\"\nscript = \"agents/{v}\"\n\n")
-        })
-        .collect();
+    let variants = common::lab::script_variants(&["wiper", "honest", "asker", "scribbler"]);
     lab.write(
         "suite.toml",
         &format!(

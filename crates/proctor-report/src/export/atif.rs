@@ -501,7 +501,10 @@ pub fn trajectory(e: &TrialEvidence) -> Trajectory {
     let mut steps = vec![prompt];
     let wire = e.wire.as_ref().filter(|w| !w.is_empty());
     let script = e.agent_kind == "script";
-    let (made, how) = agent_steps(e, wire);
+    let (mut made, how) = agent_steps(e, wire);
+    if !script {
+        place_user_turns(&mut made, wire, &e.transcript);
+    }
     steps.extend(made);
     let unattributed = if wire.is_some() || script {
         attach_calls(&mut steps, &e.calls)
@@ -1245,9 +1248,25 @@ fn tool_calls(
 
 fn script_steps(transcript: &[Value], answer: &str) -> Vec<Step> {
     let mut steps = Vec::new();
+    // In a conversation each turn's answer is a step, and each reply of the user one of its own.
+    let conversation = transcript
+        .iter()
+        .any(|ev| str_at(ev, "type") == Some("user"));
     for ev in transcript {
-        if str_at(ev, "type") != Some("step") {
-            continue;
+        match str_at(ev, "type") {
+            Some("user") => {
+                steps.push(user_step(ev));
+                continue;
+            }
+            Some("answer") if conversation => {
+                let text = str_at(ev, "text").unwrap_or_default().to_string();
+                let mut said = agent_step(text, "answer");
+                said.llm_call_count = Some(0);
+                steps.push(said);
+                continue;
+            }
+            Some("step") => {}
+            _ => continue,
         }
         let n = ev
             .get("step")
@@ -1277,10 +1296,56 @@ fn script_steps(transcript: &[Value], answer: &str) -> Vec<Step> {
         });
         steps.push(step);
     }
-    let mut last = agent_step(answer.to_string(), "answer");
-    last.llm_call_count = Some(0);
-    steps.push(last);
+    if !conversation {
+        let mut last = agent_step(answer.to_string(), "answer");
+        last.llm_call_count = Some(0);
+        steps.push(last);
+    }
     steps
+}
+
+/// A reply of the simulated user in a conversation (a `user` event of the transcript, which
+/// proctor writes between the agent's turns) as a `user` step.
+fn user_step(ev: &Value) -> Step {
+    let mut step = agent_step(str_at(ev, "text").unwrap_or_default().to_string(), "user");
+    step.source = Source::User;
+    step.llm_call_count = Some(0);
+    step
+}
+
+/// Puts the simulated user's replies (the transcript's `user` events) among an agent's steps:
+/// each before the first model request that carries its text (a turn's first request holds
+/// the reply), after the steps already placed; without a wire ledger, or with no such request,
+/// before the final answer.
+fn place_user_turns(steps: &mut Vec<Step>, wire: Option<&Vec<Exchange>>, transcript: &[Value]) {
+    let replies: Vec<&Value> = transcript
+        .iter()
+        .filter(|ev| str_at(ev, "type") == Some("user"))
+        .collect();
+    let main: Vec<&Exchange> = wire
+        .map(|w| w.iter().filter(|x| !x.side).collect())
+        .unwrap_or_default();
+    let mut from = 0;
+    for (inserted, ev) in replies.into_iter().enumerate() {
+        let text = str_at(ev, "text").unwrap_or_default();
+        let quoted = Value::String(text.to_string()).to_string();
+        let quoted = &quoted[1..quoted.len() - 1];
+        let found = (!text.is_empty() && main.len() + inserted == steps.len())
+            .then(|| {
+                main[from..]
+                    .iter()
+                    .position(|x| x.request.to_string().contains(quoted))
+            })
+            .flatten();
+        let at = match found {
+            Some(i) => {
+                from += i + 1;
+                from - 1 + inserted
+            }
+            None => steps.len().saturating_sub(1),
+        };
+        steps.insert(at.min(steps.len()), user_step(ev));
+    }
 }
 
 // ----- The calls log alone -------------------------------------------------------------------

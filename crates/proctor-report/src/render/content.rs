@@ -249,7 +249,7 @@ fn side_by_side_table(r: &RunReport) -> Table {
 }
 
 /// The headers of [`metric_cells`].
-const METRIC_HEADERS: [&str; 10] = [
+const METRIC_HEADERS: [&str; 11] = [
     "calls",
     "wrong turns",
     "errors",
@@ -258,6 +258,7 @@ const METRIC_HEADERS: [&str; 10] = [
     "denied",
     "recoveries",
     "help calls",
+    "asks",
     "wall s",
     "agent cpu s",
 ];
@@ -284,6 +285,7 @@ fn metric_cells(c: &Cell) -> Vec<String> {
         m.denied,
         m.recoveries,
         m.help_calls,
+        m.asks,
         m.wall_seconds,
         m.agent_cpu_seconds,
     ]
@@ -638,6 +640,7 @@ fn differences_table(rows: &CellRows) -> Table {
             ("failure rate", &d.failure, true),
             ("median wrong turns", &d.wrong_turns, false),
             ("median calls", &d.calls, false),
+            ("median asks", &d.asks, false),
             ("median tokens (in+out)", &d.tokens, false),
             ("median wall s", &d.wall_seconds, false),
         ] {

@@ -25,6 +25,7 @@ use crate::layers::copy_tree;
 use crate::model::{Ledgers, Usage, MODEL_SERVICE};
 use crate::record::{CaptureNote, HarnessNote};
 use crate::trial::context::{RunContext, Trial};
+use crate::trial::conversation;
 use crate::trial::execute::Executed;
 use crate::trial::launch::Launched;
 use crate::trial::prepare::{Prepared, TrialWorkspace};
@@ -93,10 +94,24 @@ pub fn capture(
     let paths = &prepared.paths;
     // The raw output (bounded by `output_mb`) and the parsed transcript are written out and let
     // go at once: they are the largest things a trial makes proctor hold.
+    let mut conversation_answers = Vec::new();
     let (mut output, mut notes) = {
         let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
         let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
-        let mut output = launched.adapter.read(&stdout, &stderr);
+        let mut output = match &executed.spoken {
+            Some(spoken) if !executed.report.turns.is_empty() => {
+                let all = conversation::read_turns(
+                    launched.adapter.as_ref(),
+                    &stdout,
+                    &stderr,
+                    &executed.report.turns,
+                );
+                let turns = conversation::agent_outputs(all, &spoken.said);
+                conversation_answers = turns.iter().map(|t| t.answer.clone()).collect();
+                conversation::merge(turns, &spoken.said)
+            }
+            _ => launched.adapter.read(&stdout, &stderr),
+        };
         if let Some(answer) = launched.given_answer.take() {
             output.answer = answer;
         }
@@ -142,6 +157,8 @@ pub fn capture(
         ),
         agent: agent_end(executed),
         root_changes,
+        conversation: conversation::record(executed, conversation_answers),
+        steps: executed.steps.clone(),
         ..EndState::default()
     };
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
@@ -305,7 +322,7 @@ fn init_lost(
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// `answer`, cut to [`MAX_ANSWER_BYTES`] when it is longer; and whether it was.
-fn bounded_answer(answer: String) -> (String, bool) {
+pub(crate) fn bounded_answer(answer: String) -> (String, bool) {
     if answer.len() <= MAX_ANSWER_BYTES {
         return (answer, false);
     }
@@ -1172,12 +1189,27 @@ pub fn service_end(state: Option<&Path>) -> ServiceEnd {
 /// How the agent ended, from the sandbox's report.
 pub fn agent_end(executed: &Executed) -> AgentEnd {
     let report = &executed.report;
+    // In a task in steps the last turn may be a check's: the agent ended as its last turn did.
+    let last_agent_turn = executed
+        .steps
+        .as_ref()
+        .and(executed.spoken.as_ref())
+        .and_then(|s| s.said.last())
+        .and_then(|s| report.turns.get(s.turn.checked_sub(1)?));
+    let (exit_code, signal, timed_out) = match last_agent_turn {
+        Some(t) => (
+            t.exit.and_then(|e| e.code),
+            t.exit.and_then(|e| e.signal),
+            t.timed_out,
+        ),
+        None => (report.exit_code, report.signal, report.timed_out),
+    };
     AgentEnd {
         started: report.not_started.is_none(),
         not_started: report.not_started.clone(),
-        exit_code: report.exit_code,
-        signal: report.signal,
-        timed_out: report.timed_out,
+        exit_code,
+        signal,
+        timed_out,
         wall_seconds: report.wall.as_secs_f64(),
         cpu_seconds: report.agent_cpu.map(|d| d.as_secs_f64()),
         not_started_kind: executed.not_started_kind,
@@ -1668,9 +1700,12 @@ mod tests {
                 },
                 total: Duration::ZERO,
                 bounds: Default::default(),
+                turns: Vec::new(),
             },
             not_started_kind: Some(ErrorKind::ServiceGuard),
             init_lost: None,
+            spoken: None,
+            steps: None,
         };
         let end = agent_end(&executed);
         assert!(!end.started);

@@ -558,6 +558,7 @@ pub fn check_spec(
         dir.to_path_buf()
     };
     SandboxSpec {
+        max_turns: 1,
         init_exe: env.proctor_exe.clone(),
         namespaces: env.namespaces,
         workspace,

@@ -10,7 +10,9 @@ use proctor_sandbox::{ProbeOutcome, SandboxReport, SandboxSpec};
 use proctor_score::ErrorKind;
 
 use crate::calls::CallsLog;
+use crate::trial::conversation::{Said, Spoken};
 use crate::trial::error::{Stage, TrialError};
+use crate::trial::launch::Launched;
 use crate::trial::paths::TrialPaths;
 
 /// What the execute stage saw.
@@ -24,6 +26,10 @@ pub struct Executed {
     /// changes went with it. The capture tells from the trial's control group whether a limit
     /// of the trial's own killed it (the agent's doing, graded) or not (a harness fault).
     pub init_lost: Option<String>,
+    /// In a conversation: what opened each turn and why the conversation ended.
+    pub spoken: Option<crate::trial::conversation::Spoken>,
+    /// In a task in steps: what each step's check gave.
+    pub steps: Option<proctor_score::StepsRecord>,
 }
 
 /// Runs the sandbox to the full stop, then closes the calls log.
@@ -47,6 +53,92 @@ pub fn execute_on(
         Some(tty) => proctor_sandbox::run_on_terminal(spec, tty),
         None => proctor_sandbox::run(spec),
     };
+    after_run(report, spec, calls_log, paths)
+}
+
+/// [`execute`] for a launch that may hold a conversation ([`Launched::turns`]): after each turn
+/// the task's simulated user decides what follows (see [`crate::trial::conversation`]).
+pub fn execute_launched(
+    launched: &Launched,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+) -> Result<Executed, TrialError> {
+    if let Some(plan) = &launched.steps {
+        return execute_steps(launched, plan, calls_log, paths);
+    }
+    let Some(plan) = &launched.turns else {
+        return execute(&launched.spec, calls_log, paths);
+    };
+    let mut spoken = Spoken {
+        said: vec![Said {
+            turn: 1,
+            prompt: plan.relaunch.launch.prompt.clone(),
+            by: None,
+        }],
+        ended: String::new(),
+    };
+    let mut previous = (0, 0);
+    let report = proctor_sandbox::run_conversation(&launched.spec, &mut |end| {
+        let next = plan.next(launched.adapter.as_ref(), end, previous, &mut spoken);
+        previous = (end.stdout_end, end.stderr_end);
+        next
+    });
+    let mut executed = after_run(report, &launched.spec, calls_log, paths)?;
+    if spoken.ended.is_empty() {
+        spoken.ended = why_it_ended(&executed.report, launched.spec.max_turns);
+    }
+    executed.spoken = Some(spoken);
+    Ok(executed)
+}
+
+/// [`execute_launched`] for a task in steps (see [`crate::trial::steps`]): after each turn the
+/// plan decides the next (a step's agent turn, its check, the next step's preparation).
+fn execute_steps(
+    launched: &Launched,
+    plan: &crate::trial::steps::StepsPlan,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+) -> Result<Executed, TrialError> {
+    let mut spoken = Spoken::default();
+    let mut run = crate::trial::steps::StepsRun::default();
+    let report = proctor_sandbox::run_conversation(&launched.spec, &mut |end| {
+        plan.next(launched.adapter.as_ref(), end, &mut run, &mut spoken)
+    });
+    let mut executed = after_run(report, &launched.spec, calls_log, paths)?;
+    let why = why_it_ended(&executed.report, launched.spec.max_turns);
+    let record = plan.record(run, Some(&why));
+    spoken.ended = record
+        .stopped_early
+        .clone()
+        .unwrap_or_else(|| "every step ran".to_string());
+    executed.steps = Some(record);
+    executed.spoken = Some(spoken);
+    Ok(executed)
+}
+
+/// Why a conversation the user did not end ended: the agent's time, `max_turns`, or an agent
+/// that never started.
+fn why_it_ended(report: &SandboxReport, max_turns: u32) -> String {
+    if report.not_started.is_some() {
+        "the agent never started".to_string()
+    } else if report.timed_out {
+        "the agent's time ran out".to_string()
+    } else if report.turns.len() >= max_turns as usize {
+        format!("max_turns ({max_turns}) reached")
+    } else {
+        "the conversation's time ran out".to_string()
+    }
+}
+
+/// What follows the sandbox run of [`execute_on`] and [`execute_launched`]: the calls log is
+/// closed, a run that failed is a harness error, and the evidence of a service that did not
+/// come up is kept.
+fn after_run(
+    report: Result<SandboxReport, proctor_sandbox::SandboxError>,
+    spec: &SandboxSpec,
+    calls_log: &mut CallsLog,
+    paths: &TrialPaths,
+) -> Result<Executed, TrialError> {
     calls_log.finish();
     let (mut report, init_lost) = match report {
         Ok(r) => (r, None),
@@ -79,6 +171,8 @@ pub fn execute_on(
         report,
         not_started_kind,
         init_lost,
+        spoken: None,
+        steps: None,
     })
 }
 
@@ -250,6 +344,7 @@ mod tests {
             },
             total: Duration::ZERO,
             bounds: Default::default(),
+            turns: Vec::new(),
         }
     }
 

@@ -33,6 +33,10 @@ pub struct Launched {
     /// The final answer when it was given after the full stop rather than printed (a person's,
     /// asked for when they left the shell): the capture takes it instead of the adapter's.
     pub given_answer: Option<String>,
+    /// For a task with a simulated user who may answer: how the agent's later turns start.
+    pub turns: Option<crate::trial::conversation::TurnPlan>,
+    /// For a task in steps: its steps, and how the agent is started for each.
+    pub steps: Option<crate::trial::steps::StepsPlan>,
 }
 
 /// Launches nothing yet: builds the adapter, the environment, the services and the sandbox
@@ -53,7 +57,7 @@ pub fn launch(
     image_has_the_shell(ctx, trial)?;
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
-    let mut launch = start_session(
+    let (mut launch, first) = start_session(
         adapter.as_ref(),
         (trial, &ctx.suite.file.mcp_servers),
         prepared,
@@ -85,6 +89,13 @@ pub fn launch(
     } else {
         launch.argv.clone()
     };
+    let turns = turn_plan(trial, paths, first.clone(), &launch, &env);
+    let steps = crate::trial::steps_plan::plan(
+        ctx,
+        trial,
+        paths,
+        relaunch(trial, paths, first, &launch, &env),
+    )?;
     let mut binds = sandbox_binds(
         ctx,
         prepared,
@@ -106,6 +117,7 @@ pub fn launch(
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
     let calls = call_runner(prepared, &env, mcp.programs)?;
     let mut spec = SandboxSpec {
+        max_turns: 1,
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
         workspace: prepared.sandbox_workspace(),
@@ -131,6 +143,10 @@ pub fn launch(
         limits,
         calls,
     };
+    spec.max_turns = turns.as_ref().map_or(1, |t| t.user.turns());
+    if let Some(plan) = &steps {
+        crate::trial::steps_plan::apply(plan, &mut spec)?;
+    }
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
         adapter,
@@ -139,7 +155,51 @@ pub fn launch(
         record,
         cgroup,
         given_answer: None,
+        turns,
+        steps,
     })
+}
+
+/// How the agent's later turns start, for a task whose simulated user may answer (more than
+/// one turn): made from the first turn's launch, before the image's launcher or the login
+/// wrapper changed its command line.
+fn turn_plan(
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    first: (LaunchContext, SessionContext),
+    launch: &Launch,
+    env: &[(String, String)],
+) -> Option<crate::trial::conversation::TurnPlan> {
+    let user = trial.task.user.as_ref().filter(|u| u.turns() > 1)?;
+    Some(crate::trial::conversation::TurnPlan {
+        user: user.clone(),
+        relaunch: relaunch(trial, paths, first, launch, env),
+        output: [paths.stdout(), paths.stderr()],
+    })
+}
+
+/// How the agent is started again after its first turn (see
+/// [`crate::trial::conversation::Relaunch`]), made from the first turn's launch before the
+/// image's launcher or the login wrapper changed its command line.
+fn relaunch(
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    first: (LaunchContext, SessionContext),
+    launch: &Launch,
+    env: &[(String, String)],
+) -> crate::trial::conversation::Relaunch {
+    let launcher = proctor_agents::cli::wrapped_executable(&launch.argv)
+        .map(|slot| launch.argv[slot].clone())
+        .filter(|exe| exe.ends_with(&format!("/{CLI_LAUNCHER}")));
+    crate::trial::conversation::Relaunch {
+        launch: first.0,
+        session: first.1,
+        first_env: launch.env.clone(),
+        base_env: env.to_vec(),
+        agent_dir: paths.agent.host.clone(),
+        login_wrap: trial.real_agent().then(|| paths.shims.inside.clone()),
+        launcher,
+    }
 }
 
 /// What the agent is given, as [`launch`] made it: kept in its launch record.
@@ -477,7 +537,7 @@ fn start_session(
     prepared: &Prepared,
     model: Option<&ModelEndpoint>,
     prompt: &str,
-) -> Result<Launch, TrialError> {
+) -> Result<(Launch, (LaunchContext, SessionContext)), TrialError> {
     let paths = &prepared.paths;
     let launch_ctx = LaunchContext {
         prompt: prompt.to_string(),
@@ -508,7 +568,7 @@ fn start_session(
         let _ = std::fs::create_dir_all(paths.home());
         let _ = std::fs::create_dir_all(tmp);
     }
-    Ok(launch)
+    Ok((launch, (launch_ctx, session)))
 }
 
 /// The variant's adapter; a script variant gets its task's script.

@@ -234,6 +234,7 @@ impl Setup<'_, '_> {
         let looks = u32::try_from(job.looks.len()).unwrap_or(u32::MAX);
         let env = check_env(&home, &host_path(), &ws.1);
         let spec = SandboxSpec {
+            max_turns: 1,
             init_exe: self.env.proctor_exe.clone(),
             namespaces,
             workspace: ws.0,

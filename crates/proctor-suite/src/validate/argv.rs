@@ -19,7 +19,8 @@ pub const ONE_STRING_MAX: usize = 32 * 4096;
 pub fn longest_string(variant: &Variant, prompt: &str) -> Option<usize> {
     let env = PROMPT_ENV.len() + 1 + prompt.len() + 1;
     match variant.agent {
-        AgentKind::Script => None,
+        // An ACP agent is handed its prompt over the protocol, not on its command line.
+        AgentKind::Script | AgentKind::Acp => None,
         AgentKind::Command => {
             let template = variant.command.as_ref().map(|c| c.get_ref());
             let args = template.into_iter().flatten().map(|arg| {

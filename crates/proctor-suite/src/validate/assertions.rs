@@ -106,6 +106,21 @@ impl Validator<'_> {
             Assertion::McpCalls(c) => self.mcp_calls(span, c),
             Assertion::State(s) => self.state(span, s),
             Assertion::Visual(v) => self.visual(span, v),
+            Assertion::Steps(_) if task.steps.is_empty() => {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        span,
+                        format!(
+                            "a `steps` assertion in task `{}`, which has no [[tasks.steps]]",
+                            task.id.get_ref()
+                        ),
+                    )
+                    .with_label("no steps to reward")
+                    .with_help("give the task its [[tasks.steps]], or use another assertion");
+                self.out.push(p);
+            }
+            Assertion::Steps(_) => {}
             Assertion::Not(inner) => self.assertion(task, inner),
         }
     }

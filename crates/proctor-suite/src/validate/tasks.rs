@@ -179,6 +179,10 @@ impl Validator<'_> {
         for glob in task.integrity.iter().flat_map(|i| &i.allow) {
             self.glob(glob.span(), glob.get_ref());
         }
+        if let Some(user) = &task.user {
+            self.user(task, user);
+        }
+        self.steps(task);
         self.rubric(task);
         for cap in &task.caps {
             for a in &cap.any {
@@ -345,6 +349,122 @@ impl Validator<'_> {
                     .as_warning();
                 self.out.push(p);
             }
+        }
+    }
+
+    /// `[tasks.user]`: its regexes compile, `max_turns` is in range, and a user with something
+    /// to say is given a turn to say it in.
+    fn user(&mut self, task: &Task, user: &crate::model::User) {
+        for reply in &user.replies {
+            self.regex(&reply.when);
+        }
+        let max = crate::model::MAX_TURNS;
+        if let Some(turns) = &user.max_turns {
+            if !(1..=max).contains(turns.get_ref()) {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        turns.span(),
+                        format!("`max_turns = {}` is out of range", turns.get_ref()),
+                    )
+                    .with_label(format!("must be 1 to {max}"))
+                    .with_help("max_turns counts the agent's turns, its first included");
+                self.out.push(p);
+                return;
+            }
+        }
+        let says_something = !user.replies.is_empty() || user.otherwise.is_some();
+        let offline = task
+            .offline_user
+            .or(self.suite.file.defaults.offline_user)
+            .unwrap_or(false);
+        if says_something && offline {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    task.id.span(),
+                    format!(
+                        "task `{}` has a [tasks.user] who answers, but `offline_user = true` tells \
+                         the agent nobody will",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("the user answers here")
+                .with_help("set `offline_user = false` on this task, or drop its [tasks.user]");
+            self.out.push(p);
+        }
+        if says_something && user.turns() <= 1 {
+            let span = user
+                .max_turns
+                .as_ref()
+                .map_or_else(|| task.id.span(), Spanned::span);
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span,
+                    format!(
+                        "task `{}` has a [tasks.user] who answers, but only one turn: the \
+                         agent never hears a reply",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("one turn")
+                .with_help(
+                    "add to [tasks.user]: max_turns = 3 (the agent's turns, its first included)",
+                );
+            self.out.push(p);
+        }
+    }
+
+    /// `[[tasks.steps]]`: names unique and plain, and no simulated user beside them (a task in
+    /// steps gives each step's prompt itself).
+    fn steps(&mut self, task: &Task) {
+        let mut seen = std::collections::BTreeSet::new();
+        for step in &task.steps {
+            let name = step.name.get_ref();
+            let plain = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                && name != "tests";
+            if !plain {
+                let p = self
+                    .at(
+                        ProblemKind::InvalidValue,
+                        step.name.span(),
+                        format!("the step name `{name}` is not a plain name"),
+                    )
+                    .with_label("letters, digits, `.`, `_` and `-` only (and not `tests`)")
+                    .with_help("it names the step's folder, steps/TASK_ID/NAME/");
+                self.out.push(p);
+            }
+            if !seen.insert(name.clone()) {
+                let p = self
+                    .at(
+                        ProblemKind::DuplicateId,
+                        step.name.span(),
+                        format!("task `{}` has two steps named `{name}`", task.id.get_ref()),
+                    )
+                    .with_label("second step of this name")
+                    .with_help("give each step a name of its own");
+                self.out.push(p);
+            }
+        }
+        if !task.steps.is_empty() && task.user.is_some() {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    task.id.span(),
+                    format!(
+                        "task `{}` has both [[tasks.steps]] and a [tasks.user]",
+                        task.id.get_ref()
+                    ),
+                )
+                .with_label("steps and a user")
+                .with_help(
+                    "a task in steps gives each step's prompt itself: drop its [tasks.user]",
+                );
+            self.out.push(p);
         }
     }
 }

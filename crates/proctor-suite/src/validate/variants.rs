@@ -97,6 +97,7 @@ impl Validator<'_> {
                     }
                     Some(_) => {}
                 },
+                AgentKind::Acp => self.acp_variant(variant),
                 _ => {}
             }
             if variant.agent != AgentKind::Script {
@@ -109,6 +110,36 @@ impl Validator<'_> {
                     self.out.push(p);
                 }
             }
+        }
+    }
+
+    /// An `agent = "acp"` variant: its `command` starts the ACP agent, so it must give one.
+    fn acp_variant(&mut self, variant: &Variant) {
+        match &variant.command {
+            None => {
+                let p = self
+                    .at(
+                        ProblemKind::MissingKey,
+                        variant.id.span(),
+                        format!(
+                            "variant `{}` uses `agent = \"acp\"` but has no `command`",
+                            variant.id.get_ref()
+                        ),
+                    )
+                    .with_label("this variant")
+                    .with_help(
+                        "add the command that starts the ACP agent on stdio, e.g. `command = [\"claude-agent-acp\"]`",
+                    );
+                self.out.push(p);
+            }
+            Some(cmd) if cmd.get_ref().is_empty() => {
+                let p = self
+                    .at(ProblemKind::InvalidValue, cmd.span(), "`command` is empty")
+                    .with_label("empty argv")
+                    .with_help("give the ACP agent's program and its arguments");
+                self.out.push(p);
+            }
+            Some(_) => {}
         }
     }
 

@@ -323,6 +323,32 @@ fn show_trial(
     Ok(Status::Success)
 }
 
+/// A conversation, turn by turn: who said what to open it (the task, or a rule of the user),
+/// how the agent answered and how the turn ended; then why the conversation ended.
+fn conversation_lines(c: &proctor_score::Conversation) -> String {
+    let indent = |s: &str| s.trim().replace('\n', "\n      ");
+    let mut out = format!("\nconversation ({} turn(s))\n", c.turns.len());
+    for t in &c.turns {
+        let by = t.said_by.as_deref().unwrap_or("task prompt");
+        let end = match (&t.not_run, t.timed_out, t.exit_code, t.signal) {
+            (Some(why), ..) => format!("not run: {why}"),
+            (None, true, ..) => "timed out".to_string(),
+            (None, false, Some(code), _) => format!("exit {code}"),
+            (None, false, None, Some(sig)) => format!("signal {sig}"),
+            (None, false, None, None) => "-".to_string(),
+        };
+        out.push_str(&format!(
+            "  turn {} · {end} · {:.2}s\n    user ({by}): {}\n    agent: {}\n",
+            t.turn,
+            t.wall_seconds,
+            indent(&t.prompt),
+            indent(&t.answer)
+        ));
+    }
+    out.push_str(&format!("  ended: {}\n", c.ended));
+    out
+}
+
 /// A person's sitting: who, how the answer was given, the timeout, their notes.
 fn print_sitting(s: &proctor_runner::record::SittingRecord) {
     let answered = match s.answer_from {
@@ -425,6 +451,9 @@ fn print_head(r: &TrialRecord) {
         "\nanswer\n  {}",
         r.end_state.answer.trim().replace('\n', "\n  ")
     );
+    if let Some(c) = &r.end_state.conversation {
+        out!("{}", conversation_lines(c));
+    }
     if let Some(s) = &r.sitting {
         print_sitting(s);
     }
@@ -696,8 +725,8 @@ fn print_verdict(r: &TrialRecord) {
     }
     if let Some(m) = &v.metrics {
         outln!(
-            "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {}",
-            m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls
+            "\nmetrics    calls {} · errors {} · repeats {} · undone {} · denied {} · wrong turns {} · recoveries {} · help {} · asks {}",
+            m.calls, m.errors, m.repeats, m.undone, m.denied, m.wrong_turns, m.recoveries, m.help_calls, m.asks
         );
     }
     if let Some(rb) = &v.rubric {

@@ -116,6 +116,16 @@ fn read_all(from: &mut impl std::io::Read) -> Vec<u8> {
     bytes
 }
 
+/// `[[variants]]` tables, one scripted agent per id, each with its script folder
+/// `agents/ID`.
+pub fn script_variants(ids: &[&str]) -> String {
+    ids.iter()
+        .map(|v| {
+            format!("[[variants]]\nid = \"{v}\"\nagent = \"script\"\nscript = \"agents/{v}\"\n\n")
+        })
+        .collect()
+}
+
 impl Lab {
     /// A fresh lab named after the test.
     pub fn new(name: &str) -> Lab {
