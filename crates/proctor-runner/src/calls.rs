@@ -112,6 +112,13 @@ pub struct CallsLog {
     pool: Option<Arc<Listeners>>,
 }
 
+impl CallsLog {
+    /// The instant calls are timed from (a call's `start` is seconds after it).
+    pub fn t0(&self) -> Instant {
+        self.shared.t0
+    }
+}
+
 struct Shared {
     /// The log, opened at the first call: a trial without calls writes no file.
     out: Mutex<LazyLog>,

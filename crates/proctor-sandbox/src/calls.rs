@@ -358,6 +358,14 @@ impl CallServer {
         self.view = AgentView::Pending(from);
     }
 
+    /// A new agent init is about to start (a conversation's next turn): the trial init has
+    /// made a new PID namespace for it, so its next call's process must be put back in the
+    /// trial's own again, and the agent's view is the new agent init's (or the trial init's).
+    pub(crate) fn new_agent(&mut self) {
+        self.in_trial_ns = false;
+        self.view = AgentView::Same;
+    }
+
     /// Takes every waiting connection: each gets its own process, C, which runs the call;
     /// past [`CALLS_IN_FLIGHT`] running calls a connection is closed unanswered. Calls that
     /// ended are reaped first.

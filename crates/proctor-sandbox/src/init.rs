@@ -773,6 +773,9 @@ fn run_agent(
     // With services the agent has a mount namespace of its own: its init sends it here, and
     // calls run in it.
     let mut calls = files.calls.borrow_mut();
+    if let Some(server) = calls.as_mut() {
+        server.new_agent();
+    }
     let view = match (calls.as_ref(), spec.services.is_empty()) {
         (Some(_), false) => Some(
             sys::socketpair_seqpacket()

@@ -681,6 +681,9 @@ pub struct ConversationTurn {
     pub stdout_end: u64,
     /// As `stdout_end`, for `agent.stderr`.
     pub stderr_end: u64,
+    /// The interface calls made during the turn, by their `seq` in `calls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<u64>,
 }
 
 /// A `denied` call in an agent CLI's transcript that proctor could not confirm. A process of

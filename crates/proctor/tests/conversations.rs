@@ -31,6 +31,7 @@ id = "lab"
 
 [defaults]
 wall_timeout_seconds = 60
+allow = ["tee"]
 
 {variants}[[tasks]]
 id = "t"
@@ -51,7 +52,7 @@ all = [{{ file_contains = {{ path = "env.txt", pattern = "^production$" }} }}]
     );
     lab.write(
         "agents/asker/t.toml",
-        "[[turns]]\nanswer = \"Which environment should I deploy to?\"\n\n[[turns]]\nanswer = \"Deployed to production.\"\n[[turns.steps]]\nrun = \"echo production > env.txt\"\n",
+        "[[turns]]\nanswer = \"Which environment should I deploy to?\"\n\n[[turns]]\nanswer = \"Deployed to production.\"\n[[turns.steps]]\nrun = \"echo production | tee env.txt\"\n",
     );
     lab.write(
         "agents/guesser/t.toml",
@@ -63,7 +64,7 @@ all = [{{ file_contains = {{ path = "env.txt", pattern = "^production$" }} }}]
     );
     lab.write(
         "agents/fussy/t.toml",
-        "[[turns]]\nanswer = \"Are you sure you want to deploy?\"\n\n[[turns]]\nanswer = \"Which environment should I deploy to?\"\n\n[[turns]]\nanswer = \"Deployed to production.\"\n[[turns.steps]]\nrun = \"echo production > env.txt\"\n",
+        "[[turns]]\nanswer = \"Are you sure you want to deploy?\"\n[[turns.steps]]\nrun = \"echo checking | tee notes.txt\"\n\n[[turns]]\nanswer = \"Which environment should I deploy to?\"\n\n[[turns]]\nanswer = \"Deployed to production.\"\n[[turns.steps]]\nrun = \"echo production > env.txt\"\n",
     );
     lab
 }
@@ -111,6 +112,10 @@ fn an_agent_that_asks_is_answered_and_is_graded_on_what_it_did_after() {
         );
         let turns = &r["end_state"]["conversation"]["turns"];
         assert_eq!(turns[1]["said_by"], "replies[0]", "{who:?}");
+        assert!(
+            turns[0].get("calls").is_none() && turns[1]["calls"] == serde_json::json!([1]),
+            "{who:?}: the interface call is the second turn's: {turns:#}"
+        );
         assert_eq!(
             turns[0]["answer"], "Which environment should I deploy to?",
             "{who:?}"
@@ -160,6 +165,11 @@ fn an_agent_that_asks_is_answered_and_is_graded_on_what_it_did_after() {
         assert_eq!(
             r["end_state"]["conversation"]["turns"][1]["said_by"], "otherwise",
             "{who:?}"
+        );
+        assert_eq!(
+            r["end_state"]["conversation"]["turns"][0]["calls"],
+            serde_json::json!([1]),
+            "{who:?}: an interface call in a turn that others follow: {r:#}"
         );
 
         let r = record(&lab, "shell");

@@ -23,6 +23,7 @@ id = "lab"
 
 [defaults]
 wall_timeout_seconds = 60
+allow = ["cat"]
 
 {variants}[[tasks]]
 id = "t"
@@ -99,6 +100,11 @@ fn each_step_is_checked_in_the_trial_and_min_reward_stops_the_rest() {
         assert!(out.code <= 1, "{who:?}: {}", out.stderr);
 
         assert_eq!(r["outcome"], "completed", "{who:?}: {r:#}");
+        assert_eq!(
+            r["end_state"]["calls"],
+            serde_json::json!([]),
+            "{who:?}: the checks' own `cat` calls are never the agent's interface calls"
+        );
         let s = steps(&r);
         assert_eq!(s["reward"], 1.0, "{who:?}: {s:#}");
         assert_eq!(s["strategy"], "mean");

@@ -157,10 +157,10 @@ pub fn capture(
         ),
         agent: agent_end(executed),
         root_changes,
-        conversation: conversation::record(executed, conversation_answers),
         steps: executed.steps.clone(),
         ..EndState::default()
     };
+    end.conversation = conversation::record(executed, conversation_answers, &end.calls);
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
     // The model's wire log is read only when the transcript reports a denial.
     let asked = (!output.denied.is_empty())

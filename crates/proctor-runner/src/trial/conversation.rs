@@ -64,6 +64,22 @@ pub struct Spoken {
     pub said: Vec<Said>,
     /// Why no further turn followed (empty until the conversation ended).
     pub ended: String,
+    /// When each turn (of the sandbox, counted from 1) ended, in seconds on the calls log's
+    /// clock; the last turn's end is not told (it ended with the trial).
+    pub ends: Vec<(usize, f64)>,
+}
+
+impl Spoken {
+    /// The calls log's seconds at which sandbox turn `turn` began and ended (`None`: with the
+    /// trial), from the ends recorded.
+    fn window(&self, turn: usize) -> (f64, Option<f64>) {
+        let end_of = |t: usize| self.ends.iter().find(|(n, _)| *n == t).map(|(_, s)| *s);
+        let began = turn
+            .checked_sub(1)
+            .and_then(end_of)
+            .unwrap_or(f64::NEG_INFINITY);
+        (began, end_of(turn))
+    }
 }
 
 impl TurnPlan {
@@ -268,7 +284,11 @@ pub fn merge(turns: Vec<AgentOutput>, said: &[Said]) -> AgentOutput {
 /// The conversation as the trial record keeps it: each turn's prompt, the rule that said it,
 /// its answer (bounded), how it ended and where its output ends; `None` for a trial that was
 /// no conversation. `answers` are the turns' answers as their outputs gave them.
-pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation> {
+pub fn record(
+    executed: &Executed,
+    answers: Vec<String>,
+    calls: &[proctor_score::CallRecord],
+) -> Option<Conversation> {
     let spoken = executed.spoken.as_ref()?;
     let mut answers = answers.into_iter();
     let turns = spoken
@@ -277,6 +297,12 @@ pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation>
         .enumerate()
         .filter_map(|(i, said)| {
             let t = executed.report.turns.get(said.turn.checked_sub(1)?)?;
+            let (began, ended) = spoken.window(said.turn);
+            let calls = calls
+                .iter()
+                .filter(|c| c.start > began && ended.is_none_or(|e| c.start <= e))
+                .map(|c| c.seq)
+                .collect();
             Some(ConversationTurn {
                 turn: i + 1,
                 prompt: said.prompt.clone(),
@@ -290,6 +316,7 @@ pub fn record(executed: &Executed, answers: Vec<String>) -> Option<Conversation>
                 wall_seconds: t.wall.as_secs_f64(),
                 stdout_end: t.stdout_end,
                 stderr_end: t.stderr_end,
+                calls,
             })
         })
         .collect();

@@ -76,9 +76,12 @@ pub fn execute_launched(
             by: None,
         }],
         ended: String::new(),
+        ends: Vec::new(),
     };
     let mut previous = (0, 0);
+    let t0 = calls_log.t0();
     let report = proctor_sandbox::run_conversation(&launched.spec, &mut |end| {
+        spoken.ends.push((end.turn, t0.elapsed().as_secs_f64()));
         let next = plan.next(launched.adapter.as_ref(), end, previous, &mut spoken);
         previous = (end.stdout_end, end.stderr_end);
         next
@@ -101,7 +104,9 @@ fn execute_steps(
 ) -> Result<Executed, TrialError> {
     let mut spoken = Spoken::default();
     let mut run = crate::trial::steps::StepsRun::default();
+    let t0 = calls_log.t0();
     let report = proctor_sandbox::run_conversation(&launched.spec, &mut |end| {
+        spoken.ends.push((end.turn, t0.elapsed().as_secs_f64()));
         plan.next(launched.adapter.as_ref(), end, &mut run, &mut spoken)
     });
     let mut executed = after_run(report, &launched.spec, calls_log, paths)?;

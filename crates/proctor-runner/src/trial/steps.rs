@@ -104,6 +104,9 @@ pub struct StepsPlan {
     pub scripted: bool,
     /// The folders bound for the steps.
     pub dirs: StepDirs,
+    /// The shims' folder inside the trial: a step's preparation and check run without it on
+    /// `PATH`, so that what they call is never logged as the agent's interface call.
+    pub shims: PathBuf,
 }
 
 /// Which turn of which step ran last.
@@ -243,7 +246,7 @@ impl StepsPlan {
             "( {} ) > {LOGS_INSIDE}/verifier/output.txt 2>&1",
             step.check
         );
-        let mut env = self.relaunch.base_env.clone();
+        let mut env = self.own_env();
         env.retain(|(k, _)| !step.check_env.iter().any(|(c, _)| c == k));
         env.extend(step.check_env.iter().cloned());
         Ok(Some((
@@ -322,9 +325,26 @@ impl StepsPlan {
         );
         Ok(NextCommand {
             command: vec!["sh".into(), "-c".into(), script],
-            env: self.relaunch.base_env.clone(),
+            env: self.own_env(),
             timeout: Some(Duration::from_secs(60)),
         })
+    }
+
+    /// The environment of a step's own turns (its preparation and check): the agent's, with
+    /// the shims' folder taken off `PATH`.
+    fn own_env(&self) -> Vec<(String, String)> {
+        let shims = self.shims.to_string_lossy();
+        self.relaunch
+            .base_env
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "PATH" => {
+                    let kept: Vec<&str> = v.split(':').filter(|p| *p != shims).collect();
+                    (k.clone(), kept.join(":"))
+                }
+                _ => (k.clone(), v.clone()),
+            })
+            .collect()
     }
 
     /// The steps' record: every step that ran, the trial's reward by the strategy, and why the
@@ -478,6 +498,7 @@ mod tests {
                 upload: "/x".into(),
                 evidence: "/x".into(),
             },
+            shims: "/run/proctor/shims".into(),
         };
         let run = |rewards: &[f64]| StepsRun {
             phase: Phase::Check(1),

@@ -89,6 +89,7 @@ pub fn plan(
         relaunch,
         scripted: trial.variant.agent == AgentKind::Script,
         dirs,
+        shims: paths.shims.inside.clone(),
     }))
 }
 
