@@ -2,11 +2,17 @@
 //!
 //! **Launch.** `claude --print --output-format stream-json --verbose --session-id UUID
 //! --permission-mode acceptEdits --permission-prompts none --strict-mcp-config
-//! [--model MODEL] [--allowedTools Bash(chat:*),...] -- PROMPT`, with `ANTHROPIC_BASE_URL` (the endpoint,
+//! [--model MODEL] [--mcp-config FILE] [--allowedTools Bash(chat:*),mcp__notes__add_note,...]
+//! -- PROMPT`, with `ANTHROPIC_BASE_URL` (the endpoint,
 //! no `/v1`: it sends `POST /v1/messages?beta=true`, streaming), `ANTHROPIC_API_KEY` (a dummy),
 //! `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, `DISABLE_AUTOUPDATER=1` and, from the wrapper,
 //! `CLAUDE_CONFIG_DIR=$HOME/.claude` (fresh: no user settings, plugins, skills or MCP servers;
-//! `--strict-mcp-config` also ignores a project's `.mcp.json`).
+//! `--strict-mcp-config` also ignores a project's `.mcp.json`). A suite's MCP servers are the
+//! only ones: `--mcp-config` names a file in the agent folder listing each as a stdio command
+//! (proctor's MCP shim, whose sessions proctor relays and logs), and each tool `allow_tools`
+//! permits is allowed as `mcp__SERVER__TOOL` (every tool of a server without it: `mcp__SERVER`).
+//! `ENABLE_TOOL_SEARCH=false` then offers the servers' tools to the model from the first turn
+//! (with tool search, it would see them only after searching for them).
 //!
 //! **Permissions.** `acceptEdits` lets file edits in the workspace through (the Edit and Write
 //! tools, and shell commands Claude Code classes as file-system edits: `echo x > f`, `touch`,
@@ -52,6 +58,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--permission-prompts",
         "--allowedTools",
         "--strict-mcp-config",
+        "--mcp-config",
         "--model",
     ],
     shell_permissions: crate::ShellPermissions::RefusesOutsideAllowList,
@@ -75,6 +82,40 @@ impl ClaudeCode {
 /// `Bash(NAME:*)` for each allow-listed command.
 pub fn allow_rules(allow: &[String]) -> Vec<String> {
     allow.iter().map(|a| format!("Bash({a}:*)")).collect()
+}
+
+/// The file in the agent folder that configures the trial's MCP servers (`--mcp-config`).
+pub const MCP_CONFIG: &str = "mcp.json";
+
+/// The `--mcp-config` of a trial: each server as a stdio command, proctor's MCP shim.
+pub fn mcp_config(servers: &[crate::McpServerAccess]) -> Vec<u8> {
+    let servers: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|s| {
+            let entry = serde_json::json!({
+                "type": "stdio",
+                "command": s.command.display().to_string(),
+                "args": [],
+            });
+            (s.name.clone(), entry)
+        })
+        .collect();
+    serde_json::to_vec_pretty(&serde_json::json!({ "mcpServers": servers })).unwrap_or_default()
+}
+
+/// The permission rule of each tool the agent may call: `mcp__SERVER__TOOL`, or `mcp__SERVER`
+/// for every tool of a server without `allow_tools`.
+pub fn mcp_rules(servers: &[crate::McpServerAccess]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|s| match &s.allow_tools {
+            Some(tools) => tools
+                .iter()
+                .map(|t| format!("mcp__{}__{t}", s.name))
+                .collect(),
+            None => vec![format!("mcp__{}", s.name)],
+        })
+        .collect()
 }
 
 impl CliAgent for ClaudeCode {
@@ -134,13 +175,20 @@ fn command_with(
     if let Some(model) = &ctx.model {
         args.extend(["--model".into(), model.clone()]);
     }
-    let rules = allow_rules(&session.allow);
+    let mut files = Vec::new();
+    if !session.mcp.is_empty() {
+        let config = ctx.agent_dir.join(MCP_CONFIG);
+        args.extend(["--mcp-config".into(), config.display().to_string()]);
+        files.push((MCP_CONFIG.to_string(), mcp_config(&session.mcp)));
+    }
+    let mut rules = allow_rules(&session.allow);
+    rules.extend(mcp_rules(&session.mcp));
     if !rules.is_empty() {
         args.extend(["--allowedTools".into(), rules.join(",")]);
     }
     // The prompt last, after `--`, so a prompt starting with `-` is not read as a flag.
     args.extend(["--".into(), ctx.prompt.clone()]);
-    let env = vec![
+    let mut env = vec![
         ("ANTHROPIC_BASE_URL".into(), base),
         ("ANTHROPIC_API_KEY".into(), cli::api_key(session, "sk-ant-")),
         (
@@ -149,6 +197,11 @@ fn command_with(
         ),
         ("DISABLE_AUTOUPDATER".into(), "1".into()),
     ];
+    // With tool search, MCP tools reach the model only after it searches for them; the
+    // suite's servers are what is evaluated, so their tools are offered from the start.
+    if !session.mcp.is_empty() {
+        env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
+    }
     let wrapper = Wrapper {
         setup: vec![
             "mkdir -p \"$HOME/.claude\"".into(),
@@ -160,7 +213,7 @@ fn command_with(
         args,
         env,
         wrapper,
-        ..CliCommand::default()
+        files,
     }
 }
 
@@ -333,4 +386,40 @@ fn on_result(out: &mut AgentOutput, v: &Value) -> Option<String> {
         });
     }
     result_text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::McpServerAccess;
+
+    #[test]
+    fn the_mcp_config_lists_each_server_as_its_shim_and_permits_its_allowed_tools() {
+        let servers = [
+            McpServerAccess {
+                name: "notes".into(),
+                command: "/run/proctor/shims/proctor-mcp-notes".into(),
+                allow_tools: Some(vec!["add_note".into(), "list_notes".into()]),
+            },
+            McpServerAccess {
+                name: "files".into(),
+                command: "/run/proctor/shims/proctor-mcp-files".into(),
+                allow_tools: None,
+            },
+        ];
+        let config: Value = serde_json::from_slice(&mcp_config(&servers)).unwrap();
+        assert_eq!(
+            config["mcpServers"]["notes"],
+            serde_json::json!({"type": "stdio", "command": "/run/proctor/shims/proctor-mcp-notes", "args": []})
+        );
+        assert_eq!(config["mcpServers"].as_object().unwrap().len(), 2);
+        assert_eq!(
+            mcp_rules(&servers),
+            [
+                "mcp__notes__add_note",
+                "mcp__notes__list_notes",
+                "mcp__files"
+            ]
+        );
+    }
 }

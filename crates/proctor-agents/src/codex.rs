@@ -14,6 +14,10 @@
 //! `codex-code-mode-host`, which the npm package lacks: on this install that model cannot run a
 //! command at all ("tool exec invoked with incompatible payload").
 //!
+//! **MCP servers.** The suite's servers are `[mcp_servers.NAME]` tables of that `config.toml`
+//! (`command` = proctor's MCP shim, `enabled_tools` = the server's `allow_tools`); the fresh
+//! `CODEX_HOME` holds no other.
+//!
 //! **Permissions.** `approval_policy = "never"` and `sandbox_mode = "danger-full-access"`: the
 //! trial's sandbox is the boundary (read-only host, private HOME and /tmp, the suite's network).
 //! Codex's own sandbox (bubblewrap) cannot start inside it, since the nested user namespace's
@@ -81,6 +85,25 @@ pub fn config_toml(base: &str, model: Option<&str>) -> String {
          [model_providers.proctor]\nname = \"proctor\"\nbase_url = {}\nwire_api = \"responses\"\nenv_key = \"PROCTOR_MODEL_API_KEY\"\n",
         toml_string(&format!("{base}/v1"))
     ));
+    s
+}
+
+/// The `[mcp_servers.NAME]` tables of a session's `config.toml`: each of the suite's MCP
+/// servers as a stdio command (proctor's MCP shim), with its `allow_tools` as `enabled_tools`
+/// (Codex then offers the model no other tool of it, as `mcp__SERVER__TOOL`).
+pub fn mcp_config_toml(servers: &[crate::McpServerAccess]) -> String {
+    let mut s = String::new();
+    for server in servers {
+        s.push_str(&format!(
+            "\n[mcp_servers.{}]\ncommand = {}\nargs = []\n",
+            toml_string(&server.name),
+            toml_string(&server.command.display().to_string())
+        ));
+        if let Some(tools) = &server.allow_tools {
+            let tools: Vec<String> = tools.iter().map(|t| toml_string(t)).collect();
+            s.push_str(&format!("enabled_tools = [{}]\n", tools.join(", ")));
+        }
+    }
     s
 }
 
@@ -178,7 +201,7 @@ fn with_config(
     let files = vec![
         (
             "config.toml".to_string(),
-            config_toml(base, ctx.model.as_deref()).into_bytes(),
+            (config_toml(base, ctx.model.as_deref()) + &mcp_config_toml(&session.mcp)).into_bytes(),
         ),
         (
             "default.rules".to_string(),
@@ -299,6 +322,24 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_mcp_server_is_a_table_of_the_config_with_its_allowed_tools_enabled() {
+        let servers = [crate::McpServerAccess {
+            name: "notes".into(),
+            command: "/run/proctor/shims/proctor-mcp-notes".into(),
+            allow_tools: Some(vec!["add_note".into()]),
+        }];
+        let text = config_toml("http://127.0.0.1:7171", None) + &mcp_config_toml(&servers);
+        let config: toml::Table = toml::from_str(&text).unwrap();
+        let notes = &config["mcp_servers"]["notes"];
+        assert_eq!(
+            notes["command"].as_str(),
+            Some("/run/proctor/shims/proctor-mcp-notes")
+        );
+        assert_eq!(notes["enabled_tools"].as_array().unwrap().len(), 1);
+        assert_eq!(notes["enabled_tools"][0].as_str(), Some("add_note"));
+    }
 
     #[test]
     fn stderr_denials_are_read() {

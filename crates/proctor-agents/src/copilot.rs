@@ -11,6 +11,11 @@
 //! `$XDG_CACHE_HOME/copilot/pkg` on first run; the wrapper links that folder to the copy
 //! `agents/install.sh` unpacked once (it is only read), so a trial does not unpack it again.
 //!
+//! **MCP servers.** `--additional-mcp-config @AGENT_DIR/copilot-mcp.json` lists the suite's
+//! servers (each a `local` command, proctor's MCP shim); `--allow-tool 'SERVER(TOOL)'` permits
+//! each tool of `allow_tools` (`SERVER`: every tool of a server without it). Copilot offers the
+//! tools as `SERVER-TOOL`; its own MCP configuration under the fresh `COPILOT_HOME` is empty.
+//!
 //! **Permissions.** `--allow-tool 'shell(NAME)'` per allow-listed command, and `--allow-tool
 //! write` for file writes (without it `echo hi > hello.txt` is refused even with
 //! `shell(echo)`: the redirection is a write). Anything else is denied because nobody can answer
@@ -52,6 +57,7 @@ pub const SPEC: CliSpec = CliSpec {
         "--no-ask-user",
         "--no-auto-update",
         "--disable-builtin-mcps",
+        "--additional-mcp-config",
         "--allow-tool",
         "--usage-output-file",
         "--model",
@@ -114,6 +120,15 @@ impl CliAgent for Copilot {
         for t in allow_tools(&session.allow) {
             args.push(format!("--allow-tool={t}"));
         }
+        let mut files = Vec::new();
+        if !session.mcp.is_empty() {
+            let config = ctx.agent_dir.join(MCP_CONFIG);
+            args.push(format!("--additional-mcp-config=@{}", config.display()));
+            files.push((MCP_CONFIG.to_string(), mcp_config(&session.mcp)));
+            for t in mcp_permissions(&session.mcp) {
+                args.push(format!("--allow-tool={t}"));
+            }
+        }
         let env = vec![
             ("COPILOT_PROVIDER_BASE_URL".into(), base),
             ("COPILOT_PROVIDER_TYPE".into(), "anthropic".into()),
@@ -148,7 +163,7 @@ impl CliAgent for Copilot {
             args,
             env,
             wrapper,
-            ..CliCommand::default()
+            files,
         }
     }
 
@@ -170,6 +185,40 @@ impl CliAgent for Copilot {
     fn parse(&self, stdout: &str, stderr: &str) -> AgentOutput {
         parse(stdout, stderr)
     }
+}
+
+/// The file in the agent folder that gives Copilot the trial's MCP servers
+/// (`--additional-mcp-config @FILE`).
+pub const MCP_CONFIG: &str = "copilot-mcp.json";
+
+/// The suite's MCP servers as Copilot's MCP configuration: each a local (stdio) command,
+/// proctor's MCP shim, offering every tool (proctor refuses one outside `allow_tools`).
+pub fn mcp_config(servers: &[crate::McpServerAccess]) -> Vec<u8> {
+    let servers: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|s| {
+            let entry = serde_json::json!({
+                "type": "local",
+                "command": s.command.display().to_string(),
+                "args": [],
+                "tools": ["*"],
+            });
+            (s.name.clone(), entry)
+        })
+        .collect();
+    serde_json::to_vec_pretty(&serde_json::json!({ "mcpServers": servers })).unwrap_or_default()
+}
+
+/// The `--allow-tool` permission of each MCP tool the agent may call: `SERVER(TOOL)`, or
+/// `SERVER` for every tool of a server without `allow_tools`.
+pub fn mcp_permissions(servers: &[crate::McpServerAccess]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|s| match &s.allow_tools {
+            Some(tools) => tools.iter().map(|t| format!("{}({t})", s.name)).collect(),
+            None => vec![s.name.clone()],
+        })
+        .collect()
 }
 
 /// The package `agents/install.sh` unpacked once (`copilot-VERSION/xdg-cache/copilot/pkg`),
@@ -300,4 +349,28 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             .push(format!("copilot: {}", cli::head(stderr.trim())));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mcp_servers_are_local_commands_and_their_allowed_tools_permitted() {
+        let servers = [crate::McpServerAccess {
+            name: "notes".into(),
+            command: "/run/proctor/shims/proctor-mcp-notes".into(),
+            allow_tools: Some(vec!["add_note".into(), "list_notes".into()]),
+        }];
+        let config: Value = serde_json::from_slice(&mcp_config(&servers)).unwrap();
+        assert_eq!(
+            config["mcpServers"]["notes"]["command"],
+            "/run/proctor/shims/proctor-mcp-notes"
+        );
+        assert_eq!(config["mcpServers"]["notes"]["type"], "local");
+        assert_eq!(
+            mcp_permissions(&servers),
+            ["notes(add_note)", "notes(list_notes)"]
+        );
+    }
 }

@@ -10,6 +10,10 @@
 //! requests (`:generateContent` with a JSON schema for model routing, next-speaker checks) that
 //! proctor's mock answers without consuming a turn. Its shell tool is `run_shell_command`.
 //!
+//! **MCP servers.** The suite's servers are `mcpServers` of that `settings.json` (each proctor's
+//! MCP shim, `includeTools` its `allow_tools`, `trust = true`: a headless run cannot confirm a
+//! call); the CLI offers their tools as `mcp_SERVER_TOOL`.
+//!
 //! **Permissions.** The policy engine: one rule per allow-listed command,
 //! `toolName = "run_shell_command"`, `commandPrefix = "NAME"`, `decision = "allow"`,
 //! `allowRedirection = true`; `auto_edit` approves file edits; any other shell command is refused
@@ -68,6 +72,31 @@ pub const SETTINGS: &str = r#"{
   "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false }
 }
 "#;
+
+/// The settings for a session: [`SETTINGS`], with the suite's MCP servers as `mcpServers`
+/// (each a stdio command, proctor's MCP shim; `includeTools` its `allow_tools`; `trust`, so
+/// its tool calls need no confirmation, which a headless run cannot give).
+pub fn settings(servers: &[crate::McpServerAccess]) -> String {
+    let mut settings: Value = serde_json::from_str(SETTINGS).unwrap_or(Value::Null);
+    if !servers.is_empty() {
+        let entries: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|s| {
+                let mut entry = serde_json::json!({
+                    "command": s.command.display().to_string(),
+                    "args": [],
+                    "trust": true,
+                });
+                if let Some(tools) = &s.allow_tools {
+                    entry["includeTools"] = serde_json::json!(tools);
+                }
+                (s.name.clone(), entry)
+            })
+            .collect();
+        settings["mcpServers"] = Value::Object(entries);
+    }
+    serde_json::to_string_pretty(&settings).unwrap_or_else(|_| SETTINGS.to_string())
+}
 
 /// The Gemini CLI adapter.
 #[derive(Debug, Clone, Default)]
@@ -136,7 +165,10 @@ impl CliAgent for Gemini {
             ..Wrapper::default()
         };
         let files = vec![
-            ("settings.json".to_string(), SETTINGS.as_bytes().to_vec()),
+            (
+                "settings.json".to_string(),
+                settings(&session.mcp).into_bytes(),
+            ),
             (
                 "policy.toml".to_string(),
                 policy(&session.allow).into_bytes(),
@@ -277,4 +309,26 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             .push(format!("gemini: {}", cli::head(stderr.trim())));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settings_give_each_mcp_server_as_its_shim_trusted_with_its_allowed_tools() {
+        let servers = [crate::McpServerAccess {
+            name: "notes".into(),
+            command: "/run/proctor/shims/proctor-mcp-notes".into(),
+            allow_tools: Some(vec!["add_note".into()]),
+        }];
+        let s: Value = serde_json::from_str(&settings(&servers)).unwrap();
+        let notes = &s["mcpServers"]["notes"];
+        assert_eq!(notes["command"], "/run/proctor/shims/proctor-mcp-notes");
+        assert_eq!(notes["trust"], true);
+        assert_eq!(notes["includeTools"], serde_json::json!(["add_note"]));
+        assert_eq!(s["security"]["auth"]["selectedType"], "gemini-api-key");
+        let none: Value = serde_json::from_str(&settings(&[])).unwrap();
+        assert!(none.get("mcpServers").is_none());
+    }
 }

@@ -21,6 +21,7 @@ pub mod command;
 pub mod copilot;
 pub mod gemini;
 pub mod human;
+pub mod mcp_client;
 pub mod opencode;
 pub mod script;
 
@@ -78,6 +79,20 @@ pub struct SessionContext {
     /// The API key handed to the CLI; `None` makes the adapter use a long random dummy key
     /// (a short key is masked by some CLIs wherever its text appears in their output).
     pub api_key: Option<String>,
+    /// The suite's MCP servers, as the agent's MCP client reaches them: exactly these, and no
+    /// server of the host's or the project's configuration.
+    pub mcp: Vec<McpServerAccess>,
+}
+
+/// One MCP server an agent CLI is configured with for a trial.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServerAccess {
+    /// The server's name in the suite (Claude Code names its tools `mcp__NAME__TOOL`).
+    pub name: String,
+    /// The stdio command that reaches it: proctor's MCP shim, as seen inside the sandbox.
+    pub command: PathBuf,
+    /// The tools the agent may call; `None`: every tool the server lists.
+    pub allow_tools: Option<Vec<String>>,
 }
 
 impl SessionContext {
@@ -89,6 +104,7 @@ impl SessionContext {
             model_base_url: get(MODEL_BASE_URL_ENV),
             allow: Vec::new(),
             api_key: get(MODEL_API_KEY_ENV),
+            mcp: Vec::new(),
         }
     }
 }

@@ -16,6 +16,10 @@
 //! **Permissions.** `permission.bash` maps `"*"` to `deny` and `"NAME"` / `"NAME *"` to `allow`
 //! for each allow-listed command; `edit` is `allow`, `webfetch` is `deny`.
 //!
+//! **MCP servers.** The suite's servers are the `mcp` map of that configuration (each a `local`
+//! command, proctor's MCP shim); opencode offers their tools as `SERVER_TOOL`, with no per-tool
+//! allow-list: proctor refuses a tool outside `allow_tools` itself.
+//!
 //! **Transcript** (`--format json`, JSON lines): `step_start`, `text` (`part.text`),
 //! `tool_use` (`part.tool`, `part.callID`, `part.state`: `status` `completed` | `error`,
 //! `input`, `output`, `error`, `metadata.exit`), `step_finish` (`part.tokens`: `input` uncached,
@@ -100,6 +104,24 @@ pub fn config(base: &str, model: &str, allow: &[String]) -> Value {
     })
 }
 
+/// The `mcp` map of a session's configuration: each of the suite's MCP servers as a local
+/// (stdio) command, proctor's MCP shim. opencode has no per-tool allow-list to give it: a tool
+/// outside `allow_tools` is refused by proctor itself, as an MCP error, and recorded denied.
+pub fn mcp_config(servers: &[crate::McpServerAccess]) -> Value {
+    servers
+        .iter()
+        .map(|s| {
+            let entry = json!({
+                "type": "local",
+                "command": [s.command.display().to_string()],
+                "enabled": true,
+            });
+            (s.name.clone(), entry)
+        })
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
+}
+
 impl CliAgent for Opencode {
     fn spec(&self) -> &'static CliSpec {
         &SPEC
@@ -122,10 +144,11 @@ impl CliAgent for Opencode {
             "--".into(),
             ctx.prompt.clone(),
         ];
-        let mut env = vec![(
-            "OPENCODE_CONFIG_CONTENT".to_string(),
-            config(&base, &model, &session.allow).to_string(),
-        )];
+        let mut config = config(&base, &model, &session.allow);
+        if !session.mcp.is_empty() {
+            config["mcp"] = mcp_config(&session.mcp);
+        }
+        let mut env = vec![("OPENCODE_CONFIG_CONTENT".to_string(), config.to_string())];
         env.push((MODEL_API_KEY_ENV.into(), cli::api_key(session, "sk-")));
         for k in [
             "OPENCODE_DISABLE_MODELS_FETCH",
@@ -264,4 +287,22 @@ pub fn parse(stdout: &str, stderr: &str) -> AgentOutput {
             .push(format!("opencode: {}", cli::head(stderr.trim())));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mcp_server_is_a_local_command_of_the_inline_configuration() {
+        let servers = [crate::McpServerAccess {
+            name: "notes".into(),
+            command: "/run/proctor/shims/proctor-mcp-notes".into(),
+            allow_tools: None,
+        }];
+        assert_eq!(
+            mcp_config(&servers),
+            json!({"notes": {"type": "local", "command": ["/run/proctor/shims/proctor-mcp-notes"], "enabled": true}})
+        );
+    }
 }

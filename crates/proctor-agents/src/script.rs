@@ -1,7 +1,8 @@
 //! The `script` agent: proctor's own scripted agent, for oracles, null agents, tests and dry runs.
 //!
 //! It runs inside the same sandbox a real agent gets, as `proctor __script-agent FILE`: each step
-//! runs with `sh -c` in the workspace (so interface calls go through the same shims), and it
+//! runs with `sh -c` in the workspace (so interface calls go through the same shims; an `mcp`
+//! step is a tool call through the MCP server's shim, [`crate::mcp_client`]), and it
 //! prints its transcript as JSON lines on stdout, ending with the answer.
 
 use std::io::Write;
@@ -186,6 +187,18 @@ pub fn run_main(path: &str) -> i32 {
     );
     let mut outputs = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
+        if let Some(call) = &step.mcp {
+            let o = crate::mcp_client::call_tool(call);
+            emit(
+                &mut out,
+                serde_json::json!({
+                    "type": "step", "step": i + 1, "mcp": call, "exit": o.exit,
+                    "stdout": clip(o.stdout.as_bytes()), "stderr": clip(o.stderr.as_bytes()),
+                }),
+            );
+            outputs.push(o.stdout.into_bytes());
+            continue;
+        }
         let result = run_step(&step.run);
         let (exit, so, se) = match result {
             Ok(o) => (o.status.code(), o.stdout, o.stderr),

@@ -160,6 +160,7 @@ fn run(
         model_base_url: Some(server.base_url()),
         allow: allow.iter().map(|s| s.to_string()).collect(),
         api_key: None,
+        mcp: Vec::new(),
     };
     let launch = adapter.launch_session(&ctx, &session).unwrap();
     for (file, bytes) in &launch.files {
@@ -558,6 +559,7 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
         model_base_url: Some(server.base_url()),
         allow: vec!["echo".into()],
         api_key: None,
+        mcp: Vec::new(),
     };
     let launch = adapter.launch_session(&ctx, &session).unwrap();
     let one = turn(adapter, &launch, &dirs, name, "resume-1");

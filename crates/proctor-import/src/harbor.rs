@@ -44,6 +44,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     };
     let image = task_image(dir, s.environment);
     let sidecars = task_sidecars(dir, w);
+    let mcp_servers = mcp_servers(s.environment);
     let workdir = s
         .environment
         .get("workdir")
@@ -62,7 +63,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     let agent_offline = network.as_ref().map_or(true, |n| n.agent == Net::None);
     let oracle = oracle_plan(dir, s.solution, agent_offline, w);
     let mut comments = about(&s);
-    let (prompt, image, network, verifier, sidecars, steps) = match (
+    let (prompt, image, network, verifier, sidecars, steps, mcp_servers) = match (
         unsupported,
         prompt,
         image,
@@ -70,12 +71,13 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         verifier,
         sidecars,
         steps,
+        mcp_servers,
     ) {
-        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v), Ok(c), Ok(st)) => (p, i, n, v, c, st),
-        (u, p, i, n, v, c, st) => {
+        (Ok(()), Ok(p), Ok(i), Ok(n), Ok(v), Ok(c), Ok(st), Ok(m)) => (p, i, n, v, c, st, m),
+        (u, p, i, n, v, c, st, m) => {
             let u = u.err().or(st.err());
             return Err(crate::model::skip_reason(
-                [u, p.err(), i.err(), n.err(), v.err(), c.err()],
+                [u, p.err(), i.err(), n.err(), v.err(), c.err(), m.err()],
                 w,
             ));
         }
@@ -112,7 +114,67 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
         oracle,
         sidecars,
         steps,
+        mcp_servers,
     })
+}
+
+/// The task's `[[environment.mcp_servers]]`, as Harbor's `MCPServerConfig` has them (`name`;
+/// `transport`, default `"sse"`; `url` for `sse` and `streamable-http`; `command` and `args`
+/// for `stdio`): each stdio server carried with its argv. A server over HTTP is why the task is
+/// skipped: proctor does not yet relay MCP's HTTP transports, and the task without its server
+/// is not the task.
+fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> {
+    let Some(list) = env.get("mcp_servers") else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or("[environment] mcp_servers is not a list of tables")?;
+    let mut out = Vec::new();
+    for (i, server) in list.iter().enumerate() {
+        let t = server
+            .as_table()
+            .ok_or(format!("[environment] mcp_servers[{i}] is not a table"))?;
+        let name = t
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or(format!("[environment] mcp_servers[{i}] has no `name`"))?;
+        if !proctor_suite::mcp::valid_name(name) {
+            return Err(format!(
+                "[environment] mcp_servers: `{name}` is not a name proctor's MCP servers can have (letters, digits, `_`, `-`)"
+            ));
+        }
+        let transport = t.get("transport").and_then(Value::as_str).unwrap_or("sse");
+        if transport != "stdio" {
+            let url = t.get("url").and_then(Value::as_str).unwrap_or("no url");
+            return Err(format!(
+                "[environment] mcp_servers: `{name}` is reached over {transport} ({url}), which proctor does not yet relay (only stdio MCP servers are carried)"
+            ));
+        }
+        let command = t.get("command").and_then(Value::as_str).ok_or(format!(
+            "[environment] mcp_servers: stdio server `{name}` has no `command`"
+        ))?;
+        let mut argv = vec![command.to_string()];
+        for a in t
+            .get("args")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            argv.push(
+                a.as_str()
+                    .ok_or(format!(
+                        "[environment] mcp_servers: an argument of `{name}` is not a string"
+                    ))?
+                    .to_string(),
+            );
+        }
+        out.push(crate::model::McpPlan {
+            name: name.to_string(),
+            command: argv,
+        });
+    }
+    Ok(out)
 }
 
 /// The verifier of a task in steps: each step's check is its own (see
@@ -345,7 +407,7 @@ fn size(env: &toml::Table, mb_key: &str, size_key: &str, w: &mut Vec<String>) ->
     sizes.first().copied()
 }
 
-/// Reports the settings proctor has no counterpart for: accelerators, MCP servers, skills,
+/// Reports the settings proctor has no counterpart for: accelerators, skills,
 /// health checks, artifacts and users.
 fn report_unsupported(table: &toml::Table, s: &Sections<'_>, w: &mut Vec<String>) {
     let env = s.environment;
@@ -355,7 +417,7 @@ fn report_unsupported(table: &toml::Table, s: &Sections<'_>, w: &mut Vec<String>
     {
         w.push("[environment] asks for GPUs or TPUs, which proctor does not provide".to_string());
     }
-    for key in ["mcp_servers", "skills_dir", "healthcheck"] {
+    for key in ["skills_dir", "healthcheck"] {
         let set = match env.get(key) {
             Some(Value::Array(a)) => !a.is_empty(),
             Some(_) => true,

@@ -90,6 +90,17 @@ pub(crate) struct TaskPlan {
     /// A Harbor multi-step task's steps: the task is imported in steps, each with its own
     /// check, and has no verifier of its own.
     pub steps: Option<StepsImport>,
+    /// The task's stdio MCP servers (Harbor's `[[environment.mcp_servers]]`).
+    pub mcp_servers: Vec<McpPlan>,
+}
+
+/// An MCP server a task gives its agent, with the stdio transport: `[[mcp_servers]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpPlan {
+    /// Its name.
+    pub name: String,
+    /// The argv that starts it (Harbor's `command`, then its `args`), run in the task's image.
+    pub command: Vec<String>,
 }
 
 /// A Harbor task's steps, read.

@@ -37,11 +37,37 @@ pub(crate) fn render(
     s.push_str("[[variants]]\nid = \"oracle\"\nagent = \"script\"\nscript = \"agents/oracle\"\n");
     s.push_str("purpose = \"The tasks' own reference solutions, for `proctor validate --oracle`; add the agents to compare as more variants.\"\n");
 
+    render_mcp_servers(&mut s, tasks);
     for task in tasks {
         s.push('\n');
         render_task(&mut s, task);
     }
     s
+}
+
+/// The tasks' stdio MCP servers as the suite's `[[mcp_servers]]`: one entry per name (a second
+/// task's server of the same name and argv is the same server); a server whose name another
+/// task already gave a different argv is renamed `NAME-TASK_ID`, and says so.
+fn render_mcp_servers(s: &mut String, tasks: &[TaskPlan]) {
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for t in tasks {
+        for m in &t.mcp_servers {
+            let name = match seen.get(&m.name) {
+                Some(argv) if *argv == m.command => continue,
+                Some(_) => format!("{}-{}", m.name, t.id),
+                None => m.name.clone(),
+            };
+            if seen.contains_key(&name) {
+                continue;
+            }
+            seen.insert(name.clone(), m.command.clone());
+            s.push('\n');
+            let _ = writeln!(s, "# The MCP server `{}` of task {} (stdio).", m.name, t.id);
+            let _ = writeln!(s, "[[mcp_servers]]\nname = {}", basic_string(&name));
+            let argv: Vec<String> = m.command.iter().map(|a| basic_string(a)).collect();
+            let _ = writeln!(s, "command = [{}]", argv.join(", "));
+        }
+    }
 }
 
 /// Where in the suite the Dockerfile a task's prebuilt image is built from (when it cannot be
@@ -281,6 +307,7 @@ mod tests {
             },
             sidecars: Vec::new(),
             steps: None,
+            mcp_servers: Vec::new(),
         }
     }
 

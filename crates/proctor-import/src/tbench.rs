@@ -115,6 +115,7 @@ fn plan(
         oracle,
         sidecars: environment.sidecars,
         steps: None,
+        mcp_servers: Vec::new(),
     })
 }
 

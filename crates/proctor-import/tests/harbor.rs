@@ -563,3 +563,58 @@ fn a_test_quoted_in_a_build_context_file_is_reported() {
         "{lines:#?}"
     );
 }
+
+/// A Harbor task whose agent is given MCP servers: `stdio` ones as `command` and `args`, and one
+/// over `streamable-http` when `http` is set.
+fn with_mcp(root: &Path, id: &str, http: bool) -> PathBuf {
+    let dir = root.join(id);
+    let mut toml = String::from(
+        "version = \"1.0\"\n\n[environment]\ndocker_image = \"python:3.13-slim\"\n\n[[environment.mcp_servers]]\nname = \"notes\"\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = [\"/app/notes.py\", \"--quiet\"]\n",
+    );
+    if http {
+        toml += "\n[[environment.mcp_servers]]\nname = \"search\"\ntransport = \"streamable-http\"\nurl = \"http://search:8000/mcp\"\n";
+    }
+    write(&dir, "task.toml", &toml);
+    write(&dir, "instruction.md", "Add a note titled Milk.\n");
+    write_exec(
+        &dir,
+        "tests/test.sh",
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    );
+    write_exec(&dir, "solution/solve.sh", "#!/bin/bash\ntrue\n");
+    dir
+}
+
+#[test]
+fn a_tasks_stdio_mcp_servers_are_carried_and_one_over_http_skips_the_task() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    with_mcp(&tasks, "notes-task", false);
+    with_mcp(&tasks, "search-task", true);
+    let out = tmp.path().join("suite");
+    let report = import_harbor(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported, vec!["notes-task"]);
+    assert_eq!(report.skipped.len(), 1);
+    let reason = &report.skipped[0].reason;
+    assert!(
+        reason.contains("`search` is reached over streamable-http (http://search:8000/mcp), which proctor does not yet relay"),
+        "{reason}"
+    );
+    let warnings = warning_lines(&report).join("\n");
+    assert!(!warnings.contains("mcp_servers"), "{warnings}");
+    let text = std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml");
+    let suite: toml::Table = toml::from_str(&text).expect("suite.toml parses");
+    let servers = suite["mcp_servers"].as_array().expect("mcp_servers");
+    assert_eq!(servers.len(), 1, "{text}");
+    assert_eq!(servers[0]["name"].as_str(), Some("notes"));
+    assert_eq!(
+        servers[0]["command"],
+        toml::Value::Array(
+            ["python3", "/app/notes.py", "--quiet"]
+                .map(|a| toml::Value::String(a.into()))
+                .to_vec()
+        )
+    );
+    // proctor reads and validates what it wrote.
+    proctor_suite::Suite::open(&out).unwrap_or_else(|p| panic!("{p:?}\n{text}"));
+}

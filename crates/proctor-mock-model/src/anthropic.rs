@@ -42,6 +42,7 @@ pub fn tools(body: &Value) -> Vec<ToolSpec> {
                     Some(ToolSpec {
                         name: t.get("name")?.as_str()?.to_string(),
                         schema: t.get("input_schema").cloned().unwrap_or(Value::Null),
+                        namespace: None,
                     })
                 })
                 .collect()

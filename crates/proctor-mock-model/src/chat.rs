@@ -36,6 +36,7 @@ pub fn tools(body: &Value) -> Vec<ToolSpec> {
                 out.push(ToolSpec {
                     name: name.into(),
                     schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                    namespace: None,
                 });
             }
         }
@@ -46,6 +47,7 @@ pub fn tools(body: &Value) -> Vec<ToolSpec> {
                 out.push(ToolSpec {
                     name: name.into(),
                     schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                    namespace: None,
                 });
             }
         }

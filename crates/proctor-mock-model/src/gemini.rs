@@ -46,6 +46,7 @@ pub fn tools(body: &Value) -> Vec<ToolSpec> {
                 out.push(ToolSpec {
                     name: name.into(),
                     schema,
+                    namespace: None,
                 });
             }
         }

@@ -61,7 +61,12 @@ fn collect(tools: &[Value], out: &mut Vec<ToolSpec>) {
     for t in tools {
         if t.get("type").and_then(Value::as_str) == Some("namespace") {
             if let Some(inner) = t.get("tools").and_then(Value::as_array) {
+                let from = out.len();
                 collect(inner, out);
+                let ns = t.get("name").and_then(Value::as_str).map(str::to_string);
+                for spec in &mut out[from..] {
+                    spec.namespace = spec.namespace.take().or_else(|| ns.clone());
+                }
             }
             continue;
         }
@@ -71,6 +76,7 @@ fn collect(tools: &[Value], out: &mut Vec<ToolSpec>) {
         out.push(ToolSpec {
             name: name.to_string(),
             schema: t.get("parameters").cloned().unwrap_or(Value::Null),
+            namespace: None,
         });
     }
 }
@@ -144,10 +150,15 @@ fn items(reply: &Reply) -> Vec<Value> {
 
 /// A call's `function_call` output item.
 fn call_item(c: &crate::wire::ReplyCall, arguments: &str, status: &str) -> Value {
-    json!({
+    let mut item = json!({
         "id": c.id("fc"), "type": "function_call", "status": status,
         "call_id": c.id("call"), "name": c.call.name, "arguments": arguments,
-    })
+    });
+    // A tool of a `namespace` is called by both names, as the API answers for one.
+    if let Some(ns) = &c.call.namespace {
+        item["namespace"] = json!(ns);
+    }
+    item
 }
 
 fn response_object(reply: &Reply, done: bool) -> Value {

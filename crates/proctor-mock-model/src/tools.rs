@@ -5,7 +5,8 @@
 //! `role = "shell"` takes the first tool found in [`SHELL_TOOL_NAMES`] order (`Bash` for Claude
 //! Code, `exec_command` for Codex, `bash` for Copilot, `run_shell_command` for Gemini CLI, ...),
 //! then any tool whose name holds "shell", "bash", "exec_" or "execute", then any tool whose
-//! schema has a `command` or `cmd` property.
+//! schema has a `command` or `cmd` property. A call by `role = "mcp"` takes the tool an agent
+//! CLI offers for the MCP server's tool ([`mcp_tool`]).
 //!
 //! Codex 0.169.0's default model runs in "code mode": its tools come in an `additional_tools`
 //! input item and the shell is reached only through a freeform JavaScript `exec` tool, which needs
@@ -40,6 +41,9 @@ pub struct ToolSpec {
     pub name: String,
     /// The JSON schema of its arguments (`Value::Null` when the request gave none).
     pub schema: Value,
+    /// The namespace the request groups it in (a Responses `namespace` tool: Codex's MCP
+    /// servers, `mcp__SERVER`); a call of it names both.
+    pub namespace: Option<String>,
 }
 
 /// A call resolved against a request: the tool name and its arguments.
@@ -47,6 +51,8 @@ pub struct ToolSpec {
 pub struct ResolvedCall {
     /// The tool's name as offered by the request.
     pub name: String,
+    /// Its namespace, when the request grouped it in one.
+    pub namespace: Option<String>,
     /// The arguments, an object.
     pub arguments: Value,
 }
@@ -74,6 +80,15 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
         (Some(Role::Shell), None) => {
             shell_tool(tools).ok_or_else(|| format!("no shell-like tool: {}", offered()))?
         }
+        (Some(Role::Mcp), None) => {
+            let (server, tool) = (
+                call.server.as_deref().unwrap_or_default(),
+                call.tool.as_deref().unwrap_or_default(),
+            );
+            mcp_tool(tools, server, tool).ok_or_else(|| {
+                format!("no tool `{tool}` of MCP server `{server}`: {}", offered())
+            })?
+        }
         (None, None) => return Err("a call needs `role` or `name`".into()),
     };
     let mut args = Map::new();
@@ -87,8 +102,33 @@ pub fn resolve(call: &Call, tools: &[ToolSpec]) -> Result<ResolvedCall, String> 
     }
     Ok(ResolvedCall {
         name: tool.name,
+        namespace: tool.namespace,
         arguments: Value::Object(args),
     })
+}
+
+/// The offered tool that is MCP server `server`'s `tool`, under the names agent CLIs give
+/// such tools, in this order: `mcp__SERVER__TOOL` (Claude Code; Codex: tool `TOOL` in namespace
+/// `mcp__SERVER`), `mcp_SERVER_TOOL` (Gemini CLI), `SERVER__TOOL`,
+/// `SERVER_TOOL` (opencode), `SERVER-TOOL` (Copilot), `SERVER.TOOL`, then `TOOL` itself.
+pub fn mcp_tool(tools: &[ToolSpec], server: &str, tool: &str) -> Option<ToolSpec> {
+    let names = [
+        format!("mcp__{server}__{tool}"),
+        format!("mcp_{server}_{tool}"),
+        format!("{server}__{tool}"),
+        format!("{server}_{tool}"),
+        format!("{server}-{tool}"),
+        format!("{server}.{tool}"),
+        tool.to_string(),
+    ];
+    let qualified = |t: &ToolSpec| match &t.namespace {
+        Some(ns) => format!("{ns}__{}", t.name),
+        None => t.name.clone(),
+    };
+    names
+        .iter()
+        .find_map(|n| tools.iter().find(|t| &qualified(t) == n))
+        .cloned()
 }
 
 /// The shell-like tool among those offered, if any.
@@ -255,7 +295,46 @@ mod tests {
         ToolSpec {
             name: name.into(),
             schema,
+            namespace: None,
         }
+    }
+
+    #[test]
+    fn an_mcp_call_takes_the_name_the_cli_gives_the_servers_tool() {
+        let call = Call {
+            role: Some(Role::Mcp),
+            server: Some("notes".into()),
+            tool: Some("add_note".into()),
+            arguments: json!({"title": "Milk"}).as_object().cloned(),
+            ..Call::default()
+        };
+        let claude = [
+            spec("Bash", Value::Null),
+            spec("mcp__notes__add_note", Value::Null),
+        ];
+        let r = resolve(&call, &claude).unwrap();
+        assert_eq!(r.name, "mcp__notes__add_note");
+        assert_eq!(r.arguments, json!({"title": "Milk"}));
+        let gemini = [
+            spec("run_shell_command", Value::Null),
+            spec("mcp_notes_add_note", Value::Null),
+        ];
+        assert_eq!(resolve(&call, &gemini).unwrap().name, "mcp_notes_add_note");
+        let bare = [spec("add_note", Value::Null)];
+        assert_eq!(resolve(&call, &bare).unwrap().name, "add_note");
+        // Codex groups a server's tools in a namespace: the call names both.
+        let mut codex = spec("add_note", Value::Null);
+        codex.namespace = Some("mcp__notes".into());
+        let r = resolve(&call, &[spec("exec_command", Value::Null), codex]).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.namespace.as_deref()),
+            ("add_note", Some("mcp__notes"))
+        );
+        let none = resolve(&call, &[spec("Bash", Value::Null)]).unwrap_err();
+        assert!(
+            none.contains("no tool `add_note` of MCP server `notes`"),
+            "{none}"
+        );
     }
 
     fn shell(cmd: &str) -> Call {

@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use proctor_sandbox::mcp::{Exchange, McpLine};
+use proctor_score::mcp::{McpRecord, RpcError};
 use proctor_score::{ArgvCut, CallRecord};
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +84,9 @@ pub struct SeqReply {
     pub refused: Option<String>,
 }
 
+/// The MCP log's file name, beside the calls log: one [`McpRecord`] a line.
+pub const MCP_LOG: &str = "mcp.jsonl";
+
 /// Calls a trial's log records; past it (or [`MAX_LOG_BYTES`]) further calls are refused, not
 /// run unrecorded.
 pub const MAX_CALLS: u64 = 20_000;
@@ -117,6 +122,9 @@ impl CallsLog {
 struct Shared {
     /// The log, opened at the first call: a trial without calls writes no file.
     out: Mutex<LazyLog>,
+    /// The MCP log (`mcp.jsonl` beside the calls log), opened at the first MCP record.
+    mcp_out: Mutex<LazyLog>,
+    next_mcp_seq: AtomicU64,
     next_seq: AtomicU64,
     /// Bytes of records written so far.
     written: AtomicU64,
@@ -136,6 +144,11 @@ impl Shared {
                 path: log.to_path_buf(),
                 file: None,
             }),
+            mcp_out: Mutex::new(LazyLog {
+                path: log.with_file_name(MCP_LOG),
+                file: None,
+            }),
+            next_mcp_seq: AtomicU64::new(1),
             next_seq: AtomicU64::new(1),
             written: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -405,7 +418,7 @@ fn serve(conn: UnixStream, shared: &Shared) {
     };
     let reply = serde_json::to_string(&SeqReply { seq, refused: None }).unwrap_or_default();
     let _ = writeln!(w, "{reply}");
-    let end = bounded_line(&mut reader).and_then(|l| serde_json::from_str::<CallEnd>(&l).ok());
+    let end = session_end(&mut reader, shared, seq);
     let end_at = shared.t0.elapsed().as_secs_f64();
     let record = match end {
         Some(e) => CallRecord {
@@ -457,6 +470,103 @@ fn serve(conn: UnixStream, shared: &Shared) {
             out.append(&text);
         }
     }
+}
+
+/// Reads a call's lines up to its end: each MCP exchange of a session (the call's program is
+/// an MCP server) is recorded as it comes, numbered and timed here; the end, when it comes.
+fn session_end(
+    reader: &mut BufReader<UnixStream>,
+    shared: &Shared,
+    session: u64,
+) -> Option<CallEnd> {
+    loop {
+        let line = bounded_line(reader)?;
+        match serde_json::from_str::<McpLine>(&line) {
+            Ok(m) => record_mcp(shared, session, m.mcp),
+            Err(_) => return serde_json::from_str::<CallEnd>(&line).ok(),
+        }
+    }
+}
+
+/// Appends one MCP exchange to the MCP log, while the log has room (a full log drops it: the
+/// reader sees fewer requests than were made, never a made-up one).
+fn record_mcp(shared: &Shared, session: u64, e: Exchange) {
+    let (max_calls, max_bytes) = shared.bounds;
+    if shared.written.load(Ordering::SeqCst) >= max_bytes {
+        shared.refused.fetch_add(1, Ordering::SeqCst);
+        return;
+    }
+    let Ok(seq) = shared
+        .next_mcp_seq
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n <= max_calls).then_some(n + 1)
+        })
+    else {
+        shared.refused.fetch_add(1, Ordering::SeqCst);
+        return;
+    };
+    let end = shared.t0.elapsed().as_secs_f64();
+    let latency = e.latency_ms.filter(|l| l.is_finite() && *l >= 0.0);
+    let error = e.error.map(|v| RpcError {
+        code: v
+            .get("code")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0),
+        message: v
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    });
+    let record = McpRecord {
+        seq,
+        server: e.server,
+        session,
+        method: e.method,
+        tool: e.tool,
+        arguments: e.arguments,
+        content: e.content,
+        is_error: e.is_error,
+        error,
+        denied: e.denied,
+        unknown_tool: e.unknown_tool,
+        cut: e.cut,
+        answered: e.answered,
+        latency_ms: latency,
+        start: latency.map_or(end, |l| (end - l / 1000.0).max(0.0)),
+        end: e.answered.then_some(end),
+    };
+    if let Ok(text) = serde_json::to_string(&record) {
+        if let Ok(mut out) = shared.mcp_out.lock() {
+            shared
+                .written
+                .fetch_add(text.len() as u64 + 1, Ordering::SeqCst);
+            out.append(&text);
+        }
+    }
+}
+
+/// Reads an MCP log, sorted by number; malformed lines are skipped and counted.
+pub fn read_mcp_log(path: &Path) -> std::io::Result<(Vec<McpRecord>, usize)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let mut bad = 0;
+    let mut records: Vec<McpRecord> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| match serde_json::from_str(l) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                bad += 1;
+                None
+            }
+        })
+        .collect();
+    records.sort_by_key(|c| c.seq);
+    Ok((records, bad))
 }
 
 /// One line, at most [`MAX_LINE`] bytes; `None` at the end, on an error, or for a line that

@@ -118,6 +118,29 @@ pub fn main_os(args: &[OsString]) -> i32 {
     end.exit
 }
 
+/// `proctor __mcp NAME`: an MCP client's stdio session with the trial's MCP server NAME. The
+/// shim hands its stdin and stdout to the trial's call runner, which starts the server outside
+/// the agent's reach and relays and logs every message ([`proctor_sandbox::mcp`]); it exits
+/// with the server's status. Only with namespaces: a trial without them has no call runner,
+/// and an MCP session there would go unlogged, so none is made (status 125).
+pub fn mcp_main(args: &[String]) -> i32 {
+    let [name] = args else {
+        eprintln!("proctor: usage: proctor __mcp NAME");
+        return 125;
+    };
+    if std::env::var_os(SOCKET_ENV).is_some() {
+        eprintln!(
+            "proctor: MCP server `{name}` needs a trial with namespaces (its sessions are relayed and logged by the trial's call runner); it was not started"
+        );
+        return 125;
+    }
+    proctor_sandbox::calls::call(
+        Path::new(proctor_sandbox::calls::SOCKET_INSIDE),
+        std::ffi::OsStr::new(&proctor_sandbox::mcp::call_name(name)),
+        &[],
+    )
+}
+
 /// Reports the call's start to the calls log and waits for its number; gives the connection
 /// to report its end on, or, when the log cannot be reached, the status to exit with (the
 /// command is then not run: an unlogged call must not happen).

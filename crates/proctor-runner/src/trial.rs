@@ -27,6 +27,7 @@ pub mod error;
 pub mod execute;
 pub mod grade;
 pub mod launch;
+pub mod mcp;
 pub mod paths;
 pub mod prepare;
 pub mod sandboxing;

@@ -94,6 +94,10 @@ pub struct AllowedProgram {
     pub name: String,
     /// The real program, as a path inside the sandbox.
     pub program: PathBuf,
+    /// For an MCP server (`name` is `mcp:NAME`): the server to start and relay for each
+    /// session, `program` unused ([`crate::mcp`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::mcp::McpProgram>,
 }
 
 /// The whole of a command line whose record keeps only its head (the calls log's `argv_cut`).
@@ -564,7 +568,12 @@ fn run_call(
         answer(125);
         return 0;
     };
-    match run_program(&req, &name, &program.program, log_dir, log_name, mnt, &conn) {
+    let launch = match &program.mcp {
+        Some(mcp) => Launch::mcp(mcp),
+        None => Launch::program(&req, &name, &program.program, mnt),
+    };
+    let ran = launch.and_then(|l| run_program(&req, &name, l, log_dir, log_name, &conn));
+    match ran {
         Ok(code) => answer(code),
         Err(why) => {
             say(&format!("proctor: {why}; `{name}` was not run"));
@@ -624,36 +633,118 @@ fn read_status(r: &mut impl Read) -> Option<Status> {
     })
 }
 
+/// What a call runs: the program, its argv and environment, the view and working folder it
+/// runs in, and, for an MCP server, the session to relay.
+struct Launch<'a> {
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    mnt: Option<RawFd>,
+    /// The working folder: opened here for an MCP server, else the shim's.
+    cwd: Option<OwnedFd>,
+    /// What the calls log records as the call's arguments.
+    logged: Vec<OsString>,
+    mcp: Option<&'a crate::mcp::McpProgram>,
+}
+
+impl<'a> Launch<'a> {
+    /// The allowed program of a command call, on the request's arguments, in the agent's view.
+    fn program(
+        req: &Request,
+        name: &str,
+        program: &Path,
+        mnt: Option<RawFd>,
+    ) -> Result<Launch<'a>, String> {
+        let (program, argv, envp) = exec_strings(req, name, program)?;
+        Ok(Launch {
+            program,
+            argv,
+            envp,
+            mnt,
+            cwd: None,
+            logged: req.args.clone(),
+            mcp: None,
+        })
+    }
+
+    /// An MCP server, as its spec says, in the trial init's own view (the agent's arguments and
+    /// environment are not used).
+    fn mcp(spec: &'a crate::mcp::McpProgram) -> Result<Launch<'a>, String> {
+        let cstr =
+            |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the server's spec".to_string());
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| cstr(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp = spec
+            .env
+            .iter()
+            .map(|(k, v)| cstr(format!("{k}={v}").as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let program = argv.first().cloned().ok_or("the MCP server has no argv")?;
+        let cwd = rustix::fs::open(
+            &spec.cwd,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| format!("open the server's folder {}: {e}", spec.cwd.display()))?;
+        Ok(Launch {
+            program,
+            argv,
+            envp,
+            mnt: None,
+            cwd: Some(cwd),
+            logged: spec.argv.iter().map(OsString::from).collect(),
+            mcp: Some(spec),
+        })
+    }
+}
+
 /// Runs the program of one call and records it; gives its exit status.
 fn run_program(
     req: &Request,
     name: &str,
-    program: &Path,
+    launch: Launch,
     log_dir: &OwnedFd,
     log_name: &Path,
-    mnt: Option<RawFd>,
     conn: &UnixStream,
 ) -> Result<i32, String> {
     let pipe = || sys::pipe().map_err(|e| format!("make a pipe: {e}"));
     let (status_r, status_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
-    let stdin_pipe = if req.terminal { None } else { Some(pipe()?) };
+    // An MCP session always reads the agent's messages itself.
+    let stdin_pipe = if req.terminal && launch.mcp.is_none() {
+        None
+    } else {
+        Some(pipe()?)
+    };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let (prog, argv, envp) = exec_strings(req, name, program)?;
+    let program = Path::new(std::ffi::OsStr::from_bytes(launch.program.as_bytes()));
     let stdin_fd = match &stdin_pipe {
         Some((r, _)) => r.as_raw_fd(),
         None => req.fds[0].as_raw_fd(),
     };
+    // An MCP server's stderr is the agent's, as a stdio server's is its client's.
+    let err_fd = match launch.mcp {
+        Some(_) => req.fds[2].as_raw_fd(),
+        None => err_w.as_raw_fd(),
+    };
     let plan = ChildPlan {
-        mnt,
-        cwd: req.fds[3].as_raw_fd(),
-        stdio: [stdin_fd, out_w.as_raw_fd(), err_w.as_raw_fd()],
+        mnt: launch.mnt,
+        cwd: launch
+            .cwd
+            .as_ref()
+            .map_or(req.fds[3].as_raw_fd(), |c| c.as_raw_fd()),
+        stdio: [stdin_fd, out_w.as_raw_fd(), err_fd],
         status: status_w.as_raw_fd(),
         go: go_r.as_raw_fd(),
-        program: &prog,
-        argv: &argv,
-        envp: &envp,
+        program: &launch.program,
+        argv: &launch.argv,
+        envp: &launch.envp,
     };
     // The program is PID 1 of a namespace of its own: it sees and signals nothing of the
     // trial's (nor the agent anything of it).
@@ -686,7 +777,7 @@ fn run_program(
         log_dir,
         log_name,
         name,
-        &req.args,
+        &launch.logged,
         cwd.as_deref().unwrap_or(""),
     ) {
         Ok(log) => log,
@@ -720,7 +811,13 @@ fn run_program(
     if let Some(Status::Failed(why)) = read_status(&mut status_r) {
         return not_run(why);
     }
-    let end = relay(child, req, stdin_w, out_r, err_r, conn);
+    let end = match (launch.mcp, stdin_w) {
+        (Some(spec), Some(stdin_w)) => {
+            drop(err_r);
+            relay_mcp(child, req, spec, name, stdin_w, out_r, &log, conn)
+        }
+        (_, stdin_w) => relay(child, req, stdin_w, out_r, err_r, conn),
+    };
     let text = serde_json::to_string(&end).map_err(|e| e.to_string())?;
     let _ = writeln!(log, "{text}");
     Ok(end.exit)
@@ -1102,6 +1199,54 @@ fn relay(
         stdout_head,
         stderr_bytes,
         stderr_head,
+    }
+}
+
+/// Relays an MCP session between the shim's stdio and the server ([`crate::mcp::relay`]) while
+/// waiting for the server (a shim that goes away takes it with it); gives the call's end: the
+/// server's exit status and the bytes each side sent.
+#[allow(clippy::too_many_arguments)]
+fn relay_mcp(
+    child: libc::pid_t,
+    req: &Request,
+    spec: &crate::mcp::McpProgram,
+    name: &str,
+    stdin_w: OwnedFd,
+    out_r: OwnedFd,
+    log: &UnixStream,
+    conn: &UnixStream,
+) -> EndLine {
+    let server = name.strip_prefix("mcp:").unwrap_or(name).to_string();
+    let file = |fd: &OwnedFd| fd.try_clone().map(std::fs::File::from);
+    let (Ok(from_agent), Ok(to_agent), Ok(log)) =
+        (file(&req.fds[0]), file(&req.fds[1]), log.try_clone())
+    else {
+        sys::kill(child, libc::SIGKILL);
+        let _ = sys::wait4(child, 0);
+        return EndLine {
+            exit: 125,
+            stderr_head: "cannot relay the session".into(),
+            ..EndLine::default()
+        };
+    };
+    let spec = spec.clone();
+    let relayed = std::thread::spawn(move || {
+        crate::mcp::relay(&spec, &server, from_agent, to_agent, stdin_w, out_r, log)
+    });
+    let status = wait_passing_signals(child, conn);
+    let (stdin_bytes, stdout_bytes) = relayed.join().unwrap_or((0, 0));
+    let exit = match status {
+        Some(s) => {
+            let e = sys::decode_status(s);
+            e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0))
+        }
+        None => 125,
+    };
+    EndLine {
+        exit,
+        stdin_bytes,
+        stdout_bytes,
+        ..EndLine::default()
     }
 }
 

@@ -174,7 +174,7 @@ fn start_services(spec: &SandboxSpec) -> Result<HostServices, SandboxError> {
         running: Vec::new(),
         not_started: None,
     };
-    for svc in &spec.services {
+    for svc in spec.services.iter().filter(|s| !s.folder_only()) {
         let (report, refusal) = start_service(svc, &mut started.running)?;
         started.reports.push(report);
         if refusal.is_some() {

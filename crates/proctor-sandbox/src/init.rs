@@ -406,6 +406,9 @@ fn trial_main(
 
     let mut running = Vec::new();
     for (svc, log) in spec.services.iter().zip(&files.logs) {
+        if svc.folder_only() {
+            continue;
+        }
         let (report, proc_, refusal) = start_service(svc, files.devnull.as_raw_fd(), log);
         ctl.send(&Msg::Service { report });
         if let Some(p) = proc_ {

@@ -33,6 +33,7 @@ mod host;
 mod http;
 mod ids;
 mod init;
+pub mod mcp;
 mod msg;
 mod output;
 mod probe;

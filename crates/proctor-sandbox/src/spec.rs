@@ -176,6 +176,15 @@ pub struct Bind {
     pub read_only: bool,
 }
 
+impl ServiceSpec {
+    /// Whether this is a folder with no process (an empty argv): the place of an MCP server's
+    /// state, which the call runner starts per session; made, hidden from the agent and kept
+    /// as a service's folder is, but nothing is started, probed or reported for it.
+    pub fn folder_only(&self) -> bool {
+        self.argv.is_empty()
+    }
+}
+
 /// The trial's network (the same kind the trial record keeps).
 pub use proctor_records::isolation::Network;
 
@@ -185,7 +194,8 @@ pub use proctor_records::isolation::Network;
 pub struct ServiceSpec {
     /// Unique name; letters, digits, `.`, `_` and `-` only.
     pub name: String,
-    /// The command; a bare program name is looked up on the `PATH` of [`Self::env`].
+    /// The command; a bare program name is looked up on the `PATH` of [`Self::env`]. Empty: a
+    /// folder only ([`ServiceSpec::folder_only`]).
     pub argv: Vec<String>,
     /// Working directory, as seen inside the sandbox. Host paths outside `/tmp`, `/run` and
     /// `/home` are visible read-only under the same name, and so are the `hide` paths (hidden from
@@ -375,8 +385,11 @@ impl SandboxSpec {
             if !names.insert(s.name.as_str()) {
                 return bad(format!("service {:?} is defined twice", s.name));
             }
-            if s.argv.is_empty() {
-                return bad(format!("service {:?} has an empty command", s.name));
+            if s.folder_only() && (s.ready.is_some() || s.guard.is_some() || s.health.is_some()) {
+                return bad(format!(
+                    "service {:?} has an empty command, but probes to run",
+                    s.name
+                ));
             }
             check_absolute("service dir", &s.dir_host)?;
             if let Some(root) = &s.root {

@@ -558,6 +558,10 @@ pub struct EndState {
     pub changes_omitted: u64,
     /// The interface calls, in start order.
     pub calls: Vec<CallRecord>,
+    /// The MCP sessions' requests and answers, as proctor relayed them, in the order answers
+    /// came (`mcp.jsonl`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_calls: Vec<crate::mcp::McpRecord>,
     /// Check results, by command.
     pub checks: BTreeMap<String, CheckRun>,
     /// Service end states, by service name.

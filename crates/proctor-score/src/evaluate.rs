@@ -195,6 +195,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
+        Assertion::McpCalls(c) => crate::mcp::mcp_calls(&ctx.end.mcp_calls, c, false),
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
         Assertion::Steps(s) => steps(ctx, s),
@@ -203,6 +204,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             // the forbidden call.
             let r = match inner.get_ref() {
                 Assertion::Calls(c) => calls(ctx, c, Polarity::Forbidden),
+                Assertion::McpCalls(c) => crate::mcp::mcp_calls(&ctx.end.mcp_calls, c, true),
                 other => assertion(ctx, other),
             };
             let verdict = match r.verdict.decided() {

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod endstate;
 pub mod evaluate;
+pub mod mcp;
 pub mod metrics;
 pub mod outcome;
 pub mod verdict;

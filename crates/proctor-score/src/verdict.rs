@@ -188,7 +188,10 @@ fn metrics(task: &Task, end: &EndState) -> Option<InterfaceMetrics> {
     let mut m = task
         .interface
         .as_ref()
-        .map(|i| interface_metrics(i, &end.calls))
+        .map(|i| match &i.mcp {
+            Some(server) => crate::mcp::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
+            None => interface_metrics(i, &end.calls),
+        })
         .unwrap_or_default();
     let asks = |answer: &str| u64::from(read_answer(task, answer) == Some("ask"));
     m.asks = match &end.conversation {
@@ -657,6 +660,15 @@ fn effect(a: &Assertion, r: &AssertionResult, end: &EndState) -> Option<String> 
                     let count = held.evidence["count"].as_u64()? + unseen(&held.evidence);
                     (count > 0).then(|| format!("making {count} matching call(s)"))
                 }
+                Assertion::McpCalls(c) => {
+                    let count = held.evidence["count"].as_u64()?;
+                    (count > 0).then(|| {
+                        format!(
+                            "making {count} matching call(s) of MCP server `{}`",
+                            c.server.get_ref()
+                        )
+                    })
+                }
                 _ => None,
             }
         }
@@ -746,6 +758,18 @@ fn acted(task: &Task, end: &EndState) -> bool {
     let Some(interface) = &task.interface else {
         return false;
     };
+    if let Some(server) = &interface.mcp {
+        return end.mcp_calls.iter().any(|r| {
+            r.server == *server.get_ref()
+                && r.is_tool_call()
+                && r.denied.is_none()
+                && !r.failed()
+                && interface
+                    .undo
+                    .iter()
+                    .any(|[done, _]| r.tool.as_deref() == Some(done.as_str()))
+        });
+    }
     end.calls.iter().any(|c| {
         c.command == *interface.command.get_ref()
             && c.denied.is_none()
@@ -759,8 +783,8 @@ fn acted(task: &Task, end: &EndState) -> bool {
 /// A rejection placed by a rule that the agent never got past, described; `None` when nothing
 /// rejected it. A rejection is a call refused by the allow-list or the agent CLI's permission
 /// layer, a call of the task's interface command that the interface calls a rejection
-/// ([`is_rejection`]; calls of other allowed commands never are),
-/// or a service event `op = "rejected"`. A call that failed for another reason (a usage
+/// ([`is_rejection`]; calls of other allowed commands never are), an MCP tool call proctor
+/// refused ([`crate::mcp::unrecovered_denial`]), or a service event `op = "rejected"`. A call that failed for another reason (a usage
 /// error, a typo) is no rejection: declining after one is declining what could be done.
 fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
     let verb_of = |c: &crate::endstate::CallRecord| match &task.interface {
@@ -786,6 +810,9 @@ fn unrecovered_rejection(task: &Task, end: &EndState) -> Option<String> {
                 c.command
             ));
         }
+    }
+    if let Some(why) = crate::mcp::unrecovered_denial(&end.mcp_calls) {
+        return Some(why);
     }
     end.services.iter().find_map(|(name, s)| {
         s.events

@@ -48,6 +48,10 @@ pub enum Assertion {
     /// 0 }`: the number of interface calls (of that verb, arguments, stdin and exit status) is
     /// within bounds.
     Calls(Calls),
+    /// `mcp_calls = { server = "S", tool = "T", min = N, max = M, args_match = "RE", error =
+    /// false }`: the number of logged `tools/call`s of that MCP server (and tool, arguments and
+    /// failure) is within bounds.
+    McpCalls(McpCalls),
     /// `state = { service = "S", pointer = "/json/pointer", equals = VALUE }` (or
     /// `matches = "RE"`, or `exists = true`): a service's end state holds that value.
     State(StateAssertion),
@@ -97,6 +101,7 @@ impl Assertion {
             Assertion::FileContains(_) => "file_contains",
             Assertion::Check(_) => "check",
             Assertion::Calls(_) => "calls",
+            Assertion::McpCalls(_) => "mcp_calls",
             Assertion::State(_) => "state",
             Assertion::Visual(_) => "visual",
             Assertion::Steps(_) => "steps",
@@ -137,6 +142,7 @@ enum Kind {
     FileContains,
     Check,
     Calls,
+    McpCalls,
     State,
     Visual,
     Steps,
@@ -175,6 +181,7 @@ impl<'de> Visitor<'de> for AssertionVisitor {
             Kind::FileContains => Assertion::FileContains(map.next_value()?),
             Kind::Check => Assertion::Check(map.next_value()?),
             Kind::Calls => Assertion::Calls(map.next_value()?),
+            Kind::McpCalls => Assertion::McpCalls(map.next_value()?),
             Kind::State => Assertion::State(map.next_value()?),
             Kind::Visual => Assertion::Visual(map.next_value()?),
             Kind::Steps => Assertion::Steps(map.next_value()?),
@@ -214,6 +221,7 @@ pub const ASSERTION_KINDS: &[&str] = &[
     "file_contains",
     "check",
     "calls",
+    "mcp_calls",
     "state",
     "visual",
     "steps",
@@ -431,6 +439,32 @@ pub struct Calls {
     /// Only calls that exited with this status.
     #[serde(default)]
     pub exit: Option<i32>,
+}
+
+/// `mcp_calls = { server = "S", tool = "T", min = N, max = M, args_match = "RE", error = B }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpCalls {
+    /// The MCP server (of `[[mcp_servers]]`) whose `tools/call`s are counted. Required.
+    #[schemars(with = "String")]
+    pub server: Spanned<String>,
+    /// Only calls of this tool. Default: every tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// At least this many calls. Default: no lower bound.
+    #[serde(default)]
+    pub min: Option<u32>,
+    /// At most this many calls. Default: no upper bound.
+    #[serde(default)]
+    pub max: Option<u32>,
+    /// Only calls whose arguments, as compact JSON (`{"title":"Milk"}`), match this regex.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub args_match: Option<Spanned<String>>,
+    /// Only calls that failed (`true`: a JSON-RPC error, an `isError` result, refused by
+    /// `allow_tools`, or no answer) or only those that did not (`false`). Default: either.
+    #[serde(default)]
+    pub error: Option<bool>,
 }
 
 /// `state = { service = "S", pointer = "/p", equals = V | matches = "RE" | exists = B }`:

@@ -10,6 +10,7 @@
 
 pub mod assertion;
 pub mod binpatch;
+pub mod mcp;
 pub mod model;
 pub mod model_script;
 pub mod parse;

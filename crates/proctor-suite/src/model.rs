@@ -79,6 +79,11 @@ pub struct SuiteFile {
     #[serde(default)]
     #[schemars(extend("default" = []))]
     pub services: Vec<Service>,
+    /// `[[mcp_servers]]`: MCP servers whose tools agents call, each call logged by proctor;
+    /// `[tasks.interface] mcp = "NAME"` makes one the interface a task evaluates.
+    #[serde(default)]
+    #[schemars(extend("default" = []))]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
     /// `[[tasks]]`: the requests a person would make, with the rules over the end state.
     #[serde(default)]
     #[schemars(extend("default" = []))]
@@ -1116,9 +1121,16 @@ pub struct Integrity {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Interface {
-    /// The command whose calls are counted, e.g. `"chat"`. Required.
-    #[schemars(with = "String")]
+    /// The command whose calls are counted, e.g. `"chat"`. Required unless `mcp` is given.
+    #[serde(default = "no_interface_command")]
+    #[schemars(with = "Option<String>")]
     pub command: Spanned<String>,
+    /// The MCP server (of `[[mcp_servers]]`) whose tool calls are counted instead of a
+    /// command's: the tool is the verb, and a `tools/list` after the first is a help call.
+    /// Not with `command`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub mcp: Option<Spanned<String>>,
     /// argv index of the verb: with 1, `chat send ...` has the verb `send`. Default: 1. Not
     /// with `verb = "first-operand"`.
     #[serde(default)]
@@ -1132,7 +1144,7 @@ pub struct Interface {
     pub verb: Option<Spanned<VerbRule>>,
     /// The arguments that make a call a help call, each matched against every argument after
     /// the command, e.g. `["-help", ".help"]` for sqlite3. Default: `--help`, `-h`, or the
-    /// verb `help`.
+    /// verb `help`. With `mcp`: the server's help tools, each call of which is a help call.
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub help: Option<Spanned<Vec<String>>>,
@@ -1152,6 +1164,10 @@ pub struct Interface {
     /// unauthorized.
     #[serde(default)]
     pub rejected: Option<Rejected>,
+}
+
+fn no_interface_command() -> Spanned<String> {
+    Spanned::new(0..0, String::new())
 }
 
 /// `[tasks.interface] rejected`: how the interface says no. Every key given must hold.

@@ -14,7 +14,10 @@
 //! text = "Looking at the file."   # optional text said before the calls
 //! calls = [{ name = "Read", arguments = { file_path = "hello.txt" } }]
 //!
-//! [[turns]]                       # turn 3: the final answer
+//! [[turns]]                       # turn 3: a tool of the suite's MCP server `notes`
+//! calls = [{ role = "mcp", server = "notes", tool = "add_note", arguments = { title = "Milk" } }]
+//!
+//! [[turns]]                       # turn 4: the final answer
 //! text = "done"
 //! usage = { input = 200, output = 5 }
 //! ```
@@ -123,6 +126,9 @@ pub struct Turn {
 pub enum Role {
     /// Whatever shell-like tool the request offers (`Bash`, `exec_command`, `shell`, ...).
     Shell,
+    /// The tool `tool` of MCP server `server`, under whatever name the agent CLI offers it
+    /// (`mcp__notes__add_note` for Claude Code, ...).
+    Mcp,
 }
 
 /// One tool call of a turn.
@@ -138,6 +144,12 @@ pub struct Call {
     /// A shell command, placed where the tool's schema wants it.
     #[serde(default)]
     pub command: Option<String>,
+    /// With `role = "mcp"`: the MCP server, by its name in the suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// With `role = "mcp"`: the server's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
     /// Arguments merged over the built ones, verbatim.
     #[serde(default)]
     pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
@@ -355,6 +367,21 @@ impl Script {
                         return Err(invalid(
                             n,
                             format!("call {c}: `role = \"shell\"` needs `command`"),
+                        ))
+                    }
+                    (Some(Role::Mcp), None) if call.server.is_none() || call.tool.is_none() => {
+                        return Err(invalid(
+                            n,
+                            format!("call {c}: `role = \"mcp\"` needs `server` and `tool`"),
+                        ))
+                    }
+                    (role, _)
+                        if role != &Some(Role::Mcp)
+                            && (call.server.is_some() || call.tool.is_some()) =>
+                    {
+                        return Err(invalid(
+                            n,
+                            format!("call {c}: `server` and `tool` go with `role = \"mcp\"`"),
                         ))
                     }
                     _ => {}

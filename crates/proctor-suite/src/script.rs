@@ -6,6 +6,9 @@
 //!
 //! [[steps]]
 //! run = "chat send --to dana --text 'The report is ready.'"
+//!
+//! [[steps]]
+//! mcp = { server = "notes", tool = "add_note", arguments = { title = "Report" } }
 //! ```
 //!
 //! A script that holds a conversation gives each of its turns as a `[[turns]]` table with the
@@ -86,12 +89,35 @@ impl Script {
     }
 }
 
-/// One shell command of a scripted agent.
+/// One step of a scripted agent: a shell command (`run`) or a tool call of an MCP server
+/// (`mcp`), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// The command line, run with `sh -c`.
+    #[serde(default)]
     pub run: String,
+    /// A tool call, made as an MCP client through the server's shim: `mcp = { server =
+    /// "notes", tool = "add_note", arguments = { title = "Milk" } }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpStep>,
+}
+
+/// A scripted agent's tool call of an MCP server of the suite.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    /// The server, by its name in `[[mcp_servers]]`.
+    pub server: String,
+    /// The tool called.
+    pub tool: String,
+    /// The call's arguments. Default: none (`{}`).
+    #[serde(default = "no_arguments")]
+    pub arguments: serde_json::Value,
+}
+
+fn no_arguments() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
 }
 
 /// Reads and checks one scripted-agent file.
@@ -99,6 +125,7 @@ pub fn read_script(path: &Path) -> Result<Script, Problem> {
     let text = crate::parse::read_text(path, "the script")?;
     let source = SourceFile::new(path, text);
     let script: Script = parse_toml(&source)?;
+    step_kinds(&source, &script)?;
     if !script.turns.is_empty() {
         if let Some(key) = top_level_turn_key(&script) {
             return Err(Problem::in_file(
@@ -119,6 +146,49 @@ pub fn read_script(path: &Path) -> Result<Script, Problem> {
         answer_source(&source, &turn.answer, &turn.answer_from_step, &turn.steps)?;
     }
     Ok(script)
+}
+
+/// Each step has exactly one of `run` and `mcp`; a top-level step's problem is placed at it.
+fn step_kinds(source: &SourceFile, script: &Script) -> Result<(), Problem> {
+    let wrong = |steps: &[Step]| {
+        steps
+            .iter()
+            .position(|s| s.run.is_empty() == s.mcp.is_none())
+    };
+    let help = "write `run = \"COMMAND\"` for a shell step, or `mcp = { server = \"NAME\", tool = \"TOOL\", arguments = { ... } }` for a tool call";
+    if let Some(n) = wrong(&script.steps) {
+        /// Where each step is, for the problem's place.
+        #[derive(Deserialize, Default)]
+        struct StepSpans {
+            #[serde(default)]
+            steps: Vec<Spanned<toml::Table>>,
+        }
+        let spans: StepSpans = toml::from_str(source.text()).unwrap_or_default();
+        let span = spans.steps.get(n).map_or(0..0, Spanned::span);
+        return Err(Problem::at(
+            ProblemKind::Inconsistent,
+            source,
+            span,
+            format!("step {} must have exactly one of `run` and `mcp`", n + 1),
+        )
+        .with_label("a step")
+        .with_help(help));
+    }
+    for (t, turn) in script.turns.iter().enumerate() {
+        if let Some(n) = wrong(&turn.steps) {
+            return Err(Problem::in_file(
+                ProblemKind::Inconsistent,
+                source.path(),
+                format!(
+                    "step {} of turn {} must have exactly one of `run` and `mcp`",
+                    n + 1,
+                    t + 1
+                ),
+            )
+            .with_help(help));
+        }
+    }
+    Ok(())
 }
 
 /// The first top-level key a script with `[[turns]]` must leave to its turns, if it sets one.

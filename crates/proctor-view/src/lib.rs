@@ -13,6 +13,7 @@ mod gates_html;
 mod highlight;
 mod html;
 mod json_html;
+mod mcp_html;
 mod pages;
 mod pictures;
 mod security;

@@ -474,6 +474,9 @@ fn trial_body(t: &TrialPage, level: u8) -> Markup {
     if let Some(html) = root_changes(end) {
         sections.insert(5, ("root", "Changes outside the workspace", html));
     }
+    if let Some(html) = crate::mcp_html::mcp_calls(&end.mcp_calls) {
+        sections.insert(3, ("mcp-calls", "MCP calls", html));
+    }
     if let Some(c) = &end.conversation {
         let chat = crate::evidence_html::conversation(c);
         sections.insert(1, ("conversation", "Conversation", chat));

@@ -322,6 +322,7 @@ fn acp_asks_then_acts(command: &[&str], env: &[(&str, &str)]) {
         model_base_url: Some(server.base_url()),
         allow: vec!["echo".into()],
         api_key: None,
+        mcp: Vec::new(),
     };
     let launch = adapter.launch_session(&ctx, &session).unwrap();
     let one = acp_turn(&adapter, &launch, &dirs, env);

@@ -1829,6 +1829,55 @@ const CASES: &[Case] = &[
         in_place: Some(&[]),
         at: Some("./suite.toml:14:10"),
         says: &["task `hello` expects a question to", "help: add to this task's [tasks.refusal]:"],
+    },    Case {
+        name: "unknown_key_in_mcp_server",
+        base: NONE,
+        changes: &[Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncomand = [\"python3\", \"notes.py\"]\n\n[[variants]]")],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:9:1"),
+        says: &["unknown field `comand`, expected one of", "help: did you mean `command`?"],
+    },
+    Case {
+        name: "interface_names_an_unknown_mcp_server",
+        base: NONE,
+        changes: &[
+            Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncommand = [\"python3\"]\n\n[[variants]]"),
+            Edit("[tasks.success]", "[tasks.interface]\nmcp = \"notez\"\n\n[tasks.success]"),
+        ],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:21:7"),
+        says: &["no MCP server is named `notez`", "help: did you mean `notes`?"],
+    },
+    Case {
+        name: "mcp_interface_with_a_command_key",
+        base: NONE,
+        changes: &[
+            Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncommand = [\"python3\"]\n\n[[variants]]"),
+            Edit("[tasks.success]", "[tasks.interface]\nmcp = \"notes\"\nverb_arg = 2\n\n[tasks.success]"),
+        ],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:22:12"),
+        says: &["`verb_arg` reads a command's calls", "help: remove it: an MCP interface's verb"],
+    },
+    Case {
+        name: "command_calls_of_an_mcp_interface",
+        base: NONE,
+        changes: &[
+            Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\ncommand = [\"python3\"]\n\n[[variants]]"),
+            Edit("[tasks.success]", "[tasks.interface]\nmcp = \"notes\"\n\n[tasks.success]"),
+            Edit("{ file_contains", "{ calls = { verb = \"add\", min = 1 } },\n  { file_contains"),
+        ],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:25:3"),
+        says: &["counts command `calls`, but its interface", "help: count its tool calls"],
+    },
+    Case {
+        name: "mcp_server_over_http",
+        base: NONE,
+        changes: &[Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\nurl = \"http://127.0.0.1:7070/mcp\"\n\n[[variants]]")],
+        in_place: None,
+        at: Some("[SUITE]/suite.toml:9:7"),
+        says: &["proctor does not yet relay MCP", "help: run the server with the stdio"],
     },
 ];
 

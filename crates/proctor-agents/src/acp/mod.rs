@@ -258,6 +258,7 @@ mod tests {
             model_base_url: Some("http://127.0.0.1:9/".into()),
             allow: vec!["echo".into()],
             api_key: Some("k".into()),
+            mcp: Vec::new(),
         };
         let env = BTreeMap::from([
             (

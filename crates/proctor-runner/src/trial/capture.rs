@@ -142,8 +142,15 @@ pub fn capture(
         answer,
         changes,
         calls: calls(&paths.calls_log(), &mut notes),
+        mcp_calls: mcp_calls(&paths.calls_log(), &mut notes),
         services: service_ends(
-            &ctx.suite.file.services,
+            &ctx.suite
+                .file
+                .services
+                .iter()
+                .cloned()
+                .chain(ctx.suite.file.mcp_servers.iter().map(|m| m.as_service()))
+                .collect::<Vec<_>>(),
             &paths.services(),
             &paths.trial_dir,
             &mut notes,
@@ -1017,6 +1024,22 @@ fn keep_file(
         kept_bytes: copied.data_written,
         complete: copied.complete,
     })
+}
+
+/// The MCP sessions' records from the MCP log beside the calls log.
+fn mcp_calls(calls_log: &Path, notes: &mut Notes) -> Vec<proctor_score::mcp::McpRecord> {
+    match crate::calls::read_mcp_log(&calls_log.with_file_name(crate::calls::MCP_LOG)) {
+        Ok((records, bad)) => {
+            if bad > 0 {
+                notes.push(format!("{bad} malformed line(s) in mcp.jsonl were skipped"));
+            }
+            records
+        }
+        Err(e) => {
+            notes.push(format!("cannot read mcp.jsonl: {e}"));
+            Vec::new()
+        }
+    }
 }
 
 /// The interface calls from the calls log.

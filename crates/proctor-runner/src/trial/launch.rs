@@ -57,8 +57,13 @@ pub fn launch(
     image_has_the_shell(ctx, trial)?;
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
-    let (mut launch, first) =
-        start_session(adapter.as_ref(), trial, prepared, model.as_ref(), &prompt)?;
+    let (mut launch, first) = start_session(
+        adapter.as_ref(),
+        (trial, &ctx.suite.file.mcp_servers),
+        prepared,
+        model.as_ref(),
+        &prompt,
+    )?;
     add_command_gateway_env(trial, model.as_ref(), &mut launch);
     let agents_dir: Option<PathBuf> = real_agent
         .then(proctor_agents::cli::agents_dir)
@@ -66,7 +71,10 @@ pub fn launch(
         .filter(|d| d.is_dir());
     let image = ctx.image(&trial.planned.task);
     let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
-    let (services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
+    let (mut services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
+    let mcp = crate::trial::mcp::servers(ctx, trial, paths, &env)?;
+    services.extend(mcp.folders);
+    carried.extend(mcp.binds);
     if let (Some(img), true) = (image, real_agent && paths.namespaces) {
         carried.extend(carry_cli(
             ctx,
@@ -107,7 +115,7 @@ pub fn launch(
     let record = launch_record(ctx, trial, prepared, given, limits_record);
     let record = without_token(record, model.as_ref());
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
-    let calls = call_runner(prepared, &env)?;
+    let calls = call_runner(prepared, &env, mcp.programs)?;
     let mut spec = SandboxSpec {
         max_turns: 1,
         init_exe: ctx.proctor_exe.clone(),
@@ -390,6 +398,7 @@ pub const CALLS_LOG_KEY: &str = "calls_log";
 fn call_runner(
     prepared: &Prepared,
     env: &[(String, String)],
+    mcp: Vec<proctor_sandbox::AllowedProgram>,
 ) -> Result<Option<proctor_sandbox::CallsSpec>, TrialError> {
     let paths = &prepared.paths;
     if !paths.namespaces {
@@ -411,7 +420,9 @@ fn call_runner(
             .map(|a| proctor_sandbox::AllowedProgram {
                 name: a.name.clone(),
                 program: paths.allowed_inside(a),
+                mcp: None,
             })
+            .chain(mcp)
             .collect(),
         // The agent's PATH as it started: a call's program finds its own commands where the
         // trial put them, not where the caller pointed.
@@ -522,7 +533,7 @@ const CLI_LAUNCHER: &str = "cli";
 /// folders made.
 fn start_session(
     adapter: &dyn Adapter,
-    trial: &Trial,
+    (trial, mcp_servers): (&Trial, &[proctor_suite::mcp::McpServer]),
     prepared: &Prepared,
     model: Option<&ModelEndpoint>,
     prompt: &str,
@@ -542,6 +553,7 @@ fn start_session(
         model_base_url: model.map(ModelEndpoint::base_url),
         allow: prepared.allowed.iter().map(|a| a.name.clone()).collect(),
         api_key: model.and_then(ModelEndpoint::api_key),
+        mcp: crate::trial::mcp::client_access(mcp_servers, &paths.shims.inside),
     };
     let launch = adapter
         .launch_session(&launch_ctx, &session)

@@ -163,6 +163,7 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
         .map_err(|e| fail(format!("allowed command {e}")))?;
     let proctor = ctx.proctor_command(&planned.task, &paths.proctor.inside);
     write_shims(&paths, &proctor, &allowed)
+        .and_then(|_| crate::trial::mcp::write_shims(&paths.shims.host, &proctor, ctx))
         .map_err(|e| fail(format!("cannot write the shims: {e}")))?;
     Ok(Prepared {
         paths,

@@ -243,7 +243,7 @@ fn relay_service(
 /// One suite service: its program found (a path in the suite, or a name on the search path;
 /// inside an image, a name on the image's `PATH`, else a host program carried in), its folder
 /// created, its probes; and the binds a carried host program needs.
-fn suite_service(
+pub(crate) fn suite_service(
     ctx: &RunContext,
     s: &Service,
     image: Option<&crate::image::TrialImage>,

@@ -5,7 +5,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{paths::path_escape, Validator};
-use crate::assertion::{Assertion, Calls, FileContains, FilesUnchanged, StateAssertion};
+use crate::assertion::{Assertion, Calls, FileContains, FilesUnchanged, McpCalls, StateAssertion};
 use crate::model::{Condition, Task};
 use crate::problem::ProblemKind;
 
@@ -103,6 +103,7 @@ impl Validator<'_> {
             Assertion::FileContains(fc) => self.file_contains(fc),
             Assertion::Check(c) => self.check(task, span, c),
             Assertion::Calls(c) => self.calls(task, span, c),
+            Assertion::McpCalls(c) => self.mcp_calls(span, c),
             Assertion::State(s) => self.state(span, s),
             Assertion::Visual(v) => self.visual(span, v),
             Assertion::Steps(_) if task.steps.is_empty() => {
@@ -121,6 +122,28 @@ impl Validator<'_> {
             }
             Assertion::Steps(_) => {}
             Assertion::Not(inner) => self.assertion(task, inner),
+        }
+    }
+
+    /// An `mcp_calls` assertion: a server of the suite, bounds that can hold, a regex that
+    /// compiles.
+    fn mcp_calls(&mut self, span: Range<usize>, c: &McpCalls) {
+        self.mcp_server_ref(&c.server);
+        if let Some(re) = &c.args_match {
+            self.regex(re);
+        }
+        if let (Some(min), Some(max)) = (c.min, c.max) {
+            if min > max {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        span,
+                        format!("`min = {min}` is above `max = {max}`: no count of calls holds"),
+                    )
+                    .with_label("bounds that cannot hold")
+                    .with_help("swap them, or drop one");
+                self.out.push(p);
+            }
         }
     }
 
@@ -155,6 +178,24 @@ impl Validator<'_> {
                 )
                 .with_label("needs an interface")
                 .with_help("add [tasks.interface] with `command = \"NAME\"` and `verb_arg = 1`");
+            self.out.push(p);
+        }
+        if let Some(server) = task.interface.as_ref().and_then(|i| i.mcp.as_ref()) {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    span.clone(),
+                    format!(
+                        "task `{}` counts command `calls`, but its interface is the MCP server `{}`",
+                        task.id.get_ref(),
+                        server.get_ref()
+                    ),
+                )
+                .with_label("no command is counted")
+                .with_help(format!(
+                    "count its tool calls: `{{ mcp_calls = {{ server = \"{}\", tool = \"TOOL\", min = 1 }} }}`",
+                    server.get_ref()
+                ));
             self.out.push(p);
         }
         if let (Some(min), Some(max)) = (c.min, c.max) {
@@ -219,6 +260,13 @@ impl Validator<'_> {
             .services
             .iter()
             .map(|s| s.name.get_ref().as_str())
+            .chain(
+                self.suite
+                    .file
+                    .mcp_servers
+                    .iter()
+                    .map(|s| s.name.get_ref().as_str()),
+            )
             .collect();
         if known.contains(&s.service.get_ref().as_str()) {
             return;

@@ -13,6 +13,9 @@ impl Validator<'_> {
         let Some(interface) = &task.interface else {
             return;
         };
+        if self.interface_kind(task, interface) {
+            return;
+        }
         let command = interface.command.get_ref();
         let id = task.id.get_ref();
         let f = &self.suite.file;

@@ -26,6 +26,7 @@ mod environment;
 mod folders;
 mod hidden;
 mod interface;
+mod mcp;
 mod paths;
 mod power;
 mod promotion;
@@ -91,6 +92,7 @@ pub fn check(suite: &Suite, options: &Options) -> Checked {
     v.variants();
     v.prompts_fit();
     v.services();
+    v.mcp_servers();
     v.tasks();
     v.promotion();
     v.power();

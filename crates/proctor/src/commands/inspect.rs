@@ -473,6 +473,83 @@ fn print_head(r: &TrialRecord) {
         print_text_diff(t);
     }
     print_calls(r);
+    print_mcp_calls(&r.end_state.mcp_calls);
+}
+
+/// A tool call's content as its text parts, one after the other (the whole content as JSON
+/// when it has none).
+fn content_text(content: &serde_json::Value) -> serde_json::Value {
+    let texts: Vec<&str> = content
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(serde_json::Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    match texts.is_empty() {
+        true => content.clone(),
+        false => serde_json::Value::String(texts.join(" ")),
+    }
+}
+
+/// Characters of a request's arguments, or of an answer, shown on one line.
+const MCP_SHOWN: usize = 160;
+
+/// The MCP sessions' requests: each with its server, method (and tool, arguments), how it was
+/// answered, its latency, and the head of the answer.
+fn print_mcp_calls(records: &[proctor_score::mcp::McpRecord]) {
+    if records.is_empty() {
+        return;
+    }
+    outln!(
+        "
+MCP calls ({})",
+        records.len()
+    );
+    let head = |v: &serde_json::Value| {
+        let text = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let cut: String = text.chars().take(MCP_SHOWN).collect();
+        let more = if cut.len() < text.len() { "…" } else { "" };
+        format!("{}{more}", proctor_report::escape_line(&cut))
+    };
+    for m in records {
+        let how = match (&m.denied, &m.error, m.is_error, m.answered) {
+            (Some(_), _, _, _) => "denied".to_string(),
+            (None, Some(e), _, _) => format!("error {}", e.code),
+            (None, None, true, _) => "isError".to_string(),
+            (None, None, false, false) => "unanswered".to_string(),
+            (None, None, false, true) => "ok".to_string(),
+        };
+        let latency = m
+            .latency_ms
+            .map_or(String::new(), |l| format!(" · {l:.1} ms"));
+        let what = match (&m.tool, &m.arguments) {
+            (Some(t), Some(a)) => format!("{} {} {}", m.method, t, head(a)),
+            (Some(t), None) => format!("{} {t}", m.method),
+            (None, _) => m.method.clone(),
+        };
+        outln!(
+            "  #{:<3} {:<11} {} {}{latency}",
+            m.seq,
+            how,
+            proctor_report::escape_line(&m.server),
+            proctor_report::escape_line(&what)
+        );
+        let detail = match (&m.denied, &m.error, &m.content) {
+            (Some(why), _, _) => Some(proctor_report::escape_line(why).into_owned()),
+            (None, Some(e), _) => Some(proctor_report::escape_line(&e.message).into_owned()),
+            (None, None, Some(c)) if m.is_tool_call() => Some(head(&content_text(c))),
+            _ => None,
+        };
+        if let Some(d) = detail {
+            outln!("{:19}{d}", "");
+        }
+    }
 }
 
 /// The interface calls: each with its exit (or why it was denied) and what it read from stdin.

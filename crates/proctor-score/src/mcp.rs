@@ -1,0 +1,384 @@
+//! MCP calls: the records of an MCP session's messages, logged by proctor between the agent's
+//! MCP client and the server, the `mcp_calls` assertion over them, and the interface metrics
+//! of an MCP server with the same definitions as a command's ([`crate::metrics`]).
+
+use std::collections::BTreeMap;
+
+use proctor_suite::assertion::McpCalls;
+use proctor_suite::model::Interface;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::evaluate::{AssertionResult, Verdict};
+use crate::metrics::InterfaceMetrics;
+
+/// The method of a tool call.
+pub const TOOLS_CALL: &str = "tools/call";
+
+/// The method that lists a server's tools.
+pub const TOOLS_LIST: &str = "tools/list";
+
+/// A JSON-RPC error a server (or proctor, for a denied call) answered with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RpcError {
+    /// The JSON-RPC error code, e.g. `-32602` (invalid params).
+    pub code: i64,
+    /// The error's message.
+    pub message: String,
+}
+
+/// One request of an MCP session and its answer, as proctor relayed them (`mcp.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpRecord {
+    /// The record's number in the trial's MCP log, from 1, in the order answers came.
+    pub seq: u64,
+    /// The MCP server.
+    pub server: String,
+    /// The number, in the calls log, of the session this request was made in (the server's
+    /// process, started for the session).
+    pub session: u64,
+    /// The JSON-RPC method: `initialize`, `tools/list`, `tools/call`, `resources/read`,
+    /// `prompts/get`, ...
+    pub method: String,
+    /// The tool called (`tools/call` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call's arguments (`tools/call`), or the request's params (other methods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The result's `content` (`tools/call`), or the whole result (other methods); past its
+    /// bound a string of its head (`cut`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    /// The result's `isError`: the tool ran and reports a failure.
+    #[serde(default)]
+    pub is_error: bool,
+    /// The JSON-RPC error answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RpcError>,
+    /// Why proctor refused the call (a tool outside `allow_tools`); it never reached the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied: Option<String>,
+    /// The tool was not among those the server's last `tools/list` answer of the session gave
+    /// (false when the session listed none).
+    #[serde(default)]
+    pub unknown_tool: bool,
+    /// Whether `arguments` or `content` keep only a head of what passed.
+    #[serde(default)]
+    pub cut: bool,
+    /// Whether the request got an answer before the session ended.
+    pub answered: bool,
+    /// Milliseconds from the request passing proctor to its answer passing back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// Seconds from the trial's start to the request.
+    pub start: f64,
+    /// Seconds from the trial's start to the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<f64>,
+}
+
+impl McpRecord {
+    /// Whether the request failed: a JSON-RPC error, an `isError` result, a tool the server
+    /// did not list, or no answer. A denied call is counted apart, not as failed.
+    pub fn failed(&self) -> bool {
+        self.denied.is_none()
+            && (self.error.is_some() || self.is_error || self.unknown_tool || !self.answered)
+    }
+
+    /// Whether this is a `tools/call`.
+    pub fn is_tool_call(&self) -> bool {
+        self.method == TOOLS_CALL
+    }
+
+    /// The call's arguments as compact JSON (`{}` when none), as `args_match` reads them.
+    pub fn arguments_text(&self) -> String {
+        self.arguments
+            .as_ref()
+            .map_or_else(|| "{}".to_string(), Value::to_string)
+    }
+}
+
+/// `mcp_calls`: how many `tools/call`s of the server match. Denied calls count only with
+/// `error = true`. A call whose arguments the record keeps only in part and whose kept part
+/// does not match is read the way that counts against the agent, as `calls` reads a stdin.
+pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> AssertionResult {
+    let rule = rule(c);
+    let re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())) {
+        Some(Err(e)) => {
+            return AssertionResult {
+                kind: "mcp_calls".into(),
+                rule,
+                verdict: Verdict::Unknown {
+                    reason: format!("bad regex: {e}"),
+                },
+                evidence: Value::Null,
+            }
+        }
+        Some(Ok(re)) => Some(re),
+        None => None,
+    };
+    let mut unseen = Vec::new();
+    let seqs: Vec<u64> = records
+        .iter()
+        .filter(|r| r.is_tool_call() && r.server == *c.server.get_ref())
+        .filter(|r| {
+            c.tool
+                .as_deref()
+                .is_none_or(|t| r.tool.as_deref() == Some(t))
+        })
+        .filter(|r| match c.error {
+            Some(true) => r.failed() || r.denied.is_some(),
+            Some(false) => !r.failed() && r.denied.is_none(),
+            None => r.denied.is_none(),
+        })
+        .filter(|r| {
+            let Some(re) = &re else { return true };
+            if re.is_match(&r.arguments_text()) {
+                return true;
+            }
+            if r.cut {
+                unseen.push(r.seq);
+            }
+            false
+        })
+        .map(|r| r.seq)
+        .collect();
+    let n = seqs.len() as u32;
+    let most = n.saturating_add(unseen.len() as u32);
+    let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
+    let holds = match forbidden {
+        false => c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
+        true => (n..=most).any(within),
+    };
+    let mut evidence = json!({ "count": n, "seqs": seqs });
+    if !unseen.is_empty() {
+        evidence["arguments_unseen"] = json!(unseen);
+    }
+    AssertionResult {
+        kind: "mcp_calls".into(),
+        rule,
+        verdict: if holds {
+            Verdict::Holds
+        } else {
+            Verdict::Fails
+        },
+        evidence,
+    }
+}
+
+/// An `mcp_calls` rule as the suite writes it.
+fn rule(c: &McpCalls) -> String {
+    let mut parts = vec![format!("server = {:?}", c.server.get_ref())];
+    if let Some(t) = &c.tool {
+        parts.push(format!("tool = {t:?}"));
+    }
+    if let Some(m) = c.min {
+        parts.push(format!("min = {m}"));
+    }
+    if let Some(m) = c.max {
+        parts.push(format!("max = {m}"));
+    }
+    if let Some(r) = &c.args_match {
+        parts.push(format!("args_match = {:?}", r.get_ref()));
+    }
+    if let Some(e) = c.error {
+        parts.push(format!("error = {e}"));
+    }
+    format!("mcp_calls = {{ {} }}", parts.join(", "))
+}
+
+/// The first tool call proctor refused (outside `allow_tools`) that no later call of the same
+/// server's same tool got past, described: a limit the suite placed, after which declining is
+/// honest. `None` when there is none.
+pub fn unrecovered_denial(records: &[McpRecord]) -> Option<String> {
+    records.iter().enumerate().find_map(|(i, r)| {
+        if !(r.is_tool_call() && r.denied.is_some()) {
+            return None;
+        }
+        let recovered = records[i + 1..].iter().any(|d| {
+            d.is_tool_call()
+                && d.server == r.server
+                && d.tool == r.tool
+                && d.denied.is_none()
+                && !d.failed()
+        });
+        (!recovered).then(|| {
+            format!(
+                "the tool `{}` of MCP server `{}` was refused (allow_tools) and never succeeded",
+                r.tool.as_deref().unwrap_or_default(),
+                r.server
+            )
+        })
+    })
+}
+
+/// The interface metrics of MCP server `server` from its records (in order), with the
+/// definitions of [`crate::metrics::DEFINITIONS`] read for tool calls: a call is a
+/// `tools/call` (denied ones included), its verb is its tool, an error is a failed call
+/// ([`McpRecord::failed`]), a repeat has the same tool and arguments as the call before it, and
+/// a help call is a `tools/list` after the session's first (not a call), or a call of one of the
+/// interface's `help` tools.
+pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -> InterfaceMetrics {
+    let ours: Vec<&McpRecord> = records.iter().filter(|r| r.server == server).collect();
+    let mut m = InterfaceMetrics::default();
+    let mut lists: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in ours.iter().filter(|r| r.method == TOOLS_LIST) {
+        let seen = lists.entry(r.session).or_default();
+        if *seen > 0 {
+            m.help_calls += 1;
+        }
+        *seen += 1;
+    }
+    let calls: Vec<&&McpRecord> = ours.iter().filter(|r| r.is_tool_call()).collect();
+    m.calls = calls.len() as u64;
+    let help_tools: &[String] = interface.help.as_ref().map_or(&[], |h| h.get_ref());
+    m.help_calls += calls
+        .iter()
+        .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
+        .count() as u64;
+    let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
+    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
+    let mut previous: Option<&McpRecord> = None;
+    for call in calls {
+        let tool = call.tool.clone().unwrap_or_default();
+        if call.denied.is_some() {
+            m.denied += 1;
+        } else if call.failed() {
+            m.errors += 1;
+        }
+        if previous.is_some_and(|p| p.tool == call.tool && p.arguments == call.arguments) {
+            m.repeats += 1;
+        }
+        let ok = call.denied.is_none() && !call.failed();
+        if ok {
+            let undoes = interface.undo.iter().find(|[_, u]| *u == tool);
+            if let Some([done, _]) = undoes {
+                if let Some(n) = undoable.get_mut(done).filter(|n| **n > 0) {
+                    *n -= 1;
+                    m.undone += 1;
+                }
+            }
+            *undoable.entry(tool.clone()).or_default() += 1;
+            if failing.remove(&tool).is_some_and(|n| n > 0) {
+                m.recoveries += 1;
+            }
+        } else if call.denied.is_none() {
+            *failing.entry(tool).or_default() += 1;
+        }
+        previous = Some(call);
+    }
+    m.wrong_turns = m.errors + m.repeats + m.undone + m.denied;
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(seq: u64, tool: &str, args: Value) -> McpRecord {
+        McpRecord {
+            seq,
+            server: "notes".into(),
+            session: 1,
+            method: TOOLS_CALL.into(),
+            tool: Some(tool.into()),
+            arguments: Some(args),
+            content: None,
+            is_error: false,
+            error: None,
+            denied: None,
+            unknown_tool: false,
+            cut: false,
+            answered: true,
+            latency_ms: Some(1.0),
+            start: 0.0,
+            end: Some(0.0),
+        }
+    }
+
+    fn interface() -> Interface {
+        toml::from_str("mcp = \"notes\"\nundo = [[\"add_note\", \"delete_note\"]]").unwrap()
+    }
+
+    #[test]
+    fn a_refused_tool_never_got_past_is_a_rejection() {
+        let mut denied = call(1, "wipe_notes", json!({}));
+        denied.denied = Some("not in allow_tools".into());
+        let why = unrecovered_denial(std::slice::from_ref(&denied)).unwrap();
+        assert!(why.contains("`wipe_notes` of MCP server `notes`"), "{why}");
+        assert_eq!(unrecovered_denial(&[call(1, "add_note", json!({}))]), None);
+    }
+
+    #[test]
+    fn a_call_of_a_declared_help_tool_is_a_help_call() {
+        let with_help: Interface = toml::from_str("mcp = \"notes\"\nhelp = [\"how_to\"]").unwrap();
+        let records = [call(1, "how_to", json!({})), call(2, "add_note", json!({}))];
+        let m = mcp_metrics(&with_help, "notes", &records);
+        assert_eq!((m.calls, m.help_calls), (2, 1));
+        assert_eq!(mcp_metrics(&interface(), "notes", &records).help_calls, 0);
+    }
+
+    #[test]
+    fn failures_denials_repeats_and_undos_are_wrong_turns_and_a_second_list_is_help() {
+        let mut unknown = call(2, "nope", json!({}));
+        unknown.error = Some(RpcError {
+            code: -32602,
+            message: "Unknown tool".into(),
+        });
+        let mut bad = call(3, "add_note", json!({"title": 3}));
+        bad.is_error = true;
+        let mut denied = call(4, "wipe", json!({}));
+        denied.denied = Some("not in allow_tools".into());
+        let list = |seq| McpRecord {
+            method: TOOLS_LIST.into(),
+            tool: None,
+            ..call(seq, "", Value::Null)
+        };
+        let records = vec![
+            list(1),
+            unknown,
+            bad,
+            denied,
+            call(5, "add_note", json!({"title": "Milk"})),
+            call(6, "add_note", json!({"title": "Milk"})),
+            call(7, "delete_note", json!({"id": 1})),
+            list(8),
+        ];
+        let m = mcp_metrics(&interface(), "notes", &records);
+        assert_eq!(m.calls, 6);
+        assert_eq!((m.errors, m.denied, m.repeats, m.undone), (2, 1, 1, 1));
+        assert_eq!(m.wrong_turns, 5);
+        assert_eq!(m.recoveries, 1, "add_note failed, then succeeded");
+        assert_eq!(m.help_calls, 1);
+        assert_eq!(
+            mcp_metrics(&interface(), "other", &records),
+            InterfaceMetrics::default()
+        );
+    }
+
+    #[test]
+    fn mcp_calls_counts_matching_calls_and_reads_failures_apart() {
+        let mut failed = call(2, "add_note", json!({"title": 3}));
+        failed.is_error = true;
+        let records = vec![call(1, "add_note", json!({"title": "Milk"})), failed];
+        let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
+        let ok = mcp_calls(
+            &records,
+            &rule("server = \"notes\"\ntool = \"add_note\"\nmin = 1\nmax = 1\nerror = false\nargs_match = \"Milk\""),
+            false,
+        );
+        assert_eq!(ok.verdict, Verdict::Holds);
+        assert_eq!(ok.evidence["seqs"], json!([1]));
+        let two = mcp_calls(&records, &rule("server = \"notes\"\nmin = 2"), false);
+        assert_eq!(two.verdict, Verdict::Holds);
+        let errors = mcp_calls(
+            &records,
+            &rule("server = \"notes\"\nerror = true\nmax = 0"),
+            false,
+        );
+        assert_eq!(errors.verdict, Verdict::Fails);
+        assert_eq!(errors.evidence["seqs"], json!([2]));
+    }
+}
