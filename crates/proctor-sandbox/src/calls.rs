@@ -703,15 +703,25 @@ impl<'a> Launch<'a> {
     }
 }
 
-/// Runs the program of one call and records it; gives its exit status.
-fn run_program(
-    req: &Request,
-    name: &str,
-    launch: Launch,
-    log_dir: &OwnedFd,
-    log_name: &Path,
-    conn: &UnixStream,
-) -> Result<i32, String> {
+/// A call's program started and held before it runs: it has reported (or will report) its
+/// working folder on `status_r` and waits for a byte on `go_w`.
+struct Started {
+    /// The program's process (PID 1 of a PID namespace of its own).
+    child: libc::pid_t,
+    /// Its status pipe.
+    status_r: OwnedFd,
+    /// Its go pipe.
+    go_w: OwnedFd,
+    /// Its stdin, when proctor feeds it (not a terminal handed over, and always for MCP).
+    stdin_w: Option<OwnedFd>,
+    /// Its stdout.
+    out_r: OwnedFd,
+    /// Its stderr (unused for an MCP server, whose stderr is the agent's).
+    err_r: OwnedFd,
+}
+
+/// Forks the process of `launch`'s program, in a PID namespace of its own, with its pipes.
+fn start_program(req: &Request, launch: &Launch) -> Result<Started, String> {
     let pipe = || sys::pipe().map_err(|e| format!("make a pipe: {e}"));
     let (status_r, status_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
@@ -723,7 +733,6 @@ fn run_program(
     };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let program = Path::new(std::ffi::OsStr::from_bytes(launch.program.as_bytes()));
     let stdin_fd = match &stdin_pipe {
         Some((r, _)) => r.as_raw_fd(),
         None => req.fds[0].as_raw_fd(),
@@ -764,6 +773,34 @@ fn run_program(
         drop(r);
         w
     });
+    Ok(Started {
+        child,
+        status_r,
+        go_w,
+        stdin_w,
+        out_r,
+        err_r,
+    })
+}
+
+/// Runs the program of one call and records it; gives its exit status.
+fn run_program(
+    req: &Request,
+    name: &str,
+    launch: Launch,
+    log_dir: &OwnedFd,
+    log_name: &Path,
+    conn: &UnixStream,
+) -> Result<i32, String> {
+    let program = Path::new(std::ffi::OsStr::from_bytes(launch.program.as_bytes()));
+    let Started {
+        child,
+        status_r,
+        go_w,
+        stdin_w,
+        out_r,
+        err_r,
+    } = start_program(req, &launch)?;
     let mut status_r = std::fs::File::from(status_r);
     let kill = || sys::kill(child, libc::SIGKILL);
     let cwd = match read_status(&mut status_r) {

@@ -753,23 +753,7 @@ fn run_agent(
 ) -> Result<AgentRun, String> {
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
-    let (mut pumps, out) = match &files.terminal {
-        // On a terminal, what the agent prints is read on its other side, by the caller.
-        Some(tty) => {
-            let dup = || {
-                tty.try_clone()
-                    .map(OwnedFd::from)
-                    .map_err(|e| format!("dup the agent's terminal: {e}"))
-            };
-            (None, (dup()?, dup()?))
-        }
-        None => output_pipes(spec, files)?,
-    };
-    let stdin = files
-        .terminal
-        .as_ref()
-        .unwrap_or(&files.devnull)
-        .as_raw_fd();
+    let (mut pumps, out, stdin) = agent_stdio(spec, files)?;
     // With services the agent has a mount namespace of its own: its init sends it here, and
     // calls run in it.
     let mut calls = files.calls.borrow_mut();
@@ -852,6 +836,25 @@ fn run_agent(
         ),
         timed_out,
     })
+}
+
+/// The agent's standard descriptors: on a terminal, the terminal (what the agent prints is read
+/// on its other side, by the caller); otherwise `/dev/null` for input and the output files or
+/// the pipes to their bounded sinks (given, to be pumped).
+fn agent_stdio(
+    spec: &SandboxSpec,
+    files: &Files,
+) -> Result<(Option<Pumps>, (OwnedFd, OwnedFd), RawFd), String> {
+    let Some(tty) = &files.terminal else {
+        let (pumps, out) = output_pipes(spec, files)?;
+        return Ok((pumps, out, files.devnull.as_raw_fd()));
+    };
+    let dup = || {
+        tty.try_clone()
+            .map(OwnedFd::from)
+            .map_err(|e| format!("dup the agent's terminal: {e}"))
+    };
+    Ok((None, (dup()?, dup()?), tty.as_raw_fd()))
 }
 
 /// Waits until the agent init ends (`true`) or `deadline` passes (`false`), serving the

@@ -806,14 +806,9 @@ fn an_imported_harbor_tasks_tests_are_at_slash_tests_and_never_in_the_workdir() 
     );
 }
 
-/// A Harbor multi-step task shaped like the cookbook's (`[[steps]]`, shared `tests/helpers.sh`,
-/// a step's `workdir/` with a `setup.sh` that deletes itself, `[steps.verifier.env]`, a
-/// healthcheck, `min_reward`) imports as a task in steps; its oracle passes every step; and
-/// the same task whose first step's solution is wrong stops there, as `min_reward` says.
-#[test]
-fn a_harbor_multi_step_task_imports_and_its_oracle_passes_every_step() {
-    let lab = Lab::new("import-steps");
-    make_image(&lab);
+/// A Harbor task in two steps (scaffold, implement), shaped like the cookbook's, in
+/// `LAB/tasks/NAME`, whose first step's solution is `scaffold`.
+fn write_multi_step_task(lab: &Lab, name: &str, scaffold: &str) {
     let toml = r#"schema_version = "1.1"
 multi_step_reward_strategy = "mean"
 artifacts = ["/app/greet.sh"]
@@ -847,7 +842,7 @@ command = "test -x /app/greet.sh"
 interval_sec = 1
 retries = 3
 "#;
-    let write_task = |name: &str, scaffold: &str| {
+    {
         let task = lab.root.join("tasks").join(name);
         let write = |rel: &str, text: &str| {
             let p = task.join(rel);
@@ -886,7 +881,18 @@ retries = 3
             "#!/bin/bash\nprintf '#!/bin/sh\\necho \"Hello, $(cat /app/config.txt)!\"\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",
         );
         std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
-    };
+    }
+}
+
+/// A Harbor multi-step task shaped like the cookbook's (`[[steps]]`, shared `tests/helpers.sh`,
+/// a step's `workdir/` with a `setup.sh` that deletes itself, `[steps.verifier.env]`, a
+/// healthcheck, `min_reward`) imports as a task in steps; its oracle passes every step; and
+/// the same task whose first step's solution is wrong stops there, as `min_reward` says.
+#[test]
+fn a_harbor_multi_step_task_imports_and_its_oracle_passes_every_step() {
+    let lab = Lab::new("import-steps");
+    make_image(&lab);
+    let write_task = |name: &str, scaffold: &str| write_multi_step_task(&lab, name, scaffold);
     write_task(
         "good",
         "#!/bin/bash\nprintf '#!/bin/sh\\necho hello\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n",

@@ -92,32 +92,7 @@ pub fn capture(
     executed: &Executed,
 ) -> Captured {
     let paths = &prepared.paths;
-    // The raw output (bounded by `output_mb`) and the parsed transcript are written out and let
-    // go at once: they are the largest things a trial makes proctor hold.
-    let mut conversation_answers = Vec::new();
-    let (mut output, mut notes) = {
-        let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
-        let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
-        let mut output = match &executed.spoken {
-            Some(spoken) if !executed.report.turns.is_empty() => {
-                let all = conversation::read_turns(
-                    launched.adapter.as_ref(),
-                    &stdout,
-                    &stderr,
-                    &executed.report.turns,
-                );
-                let turns = conversation::agent_outputs(all, &spoken.said);
-                conversation_answers = turns.iter().map(|t| t.answer.clone()).collect();
-                conversation::merge(turns, &spoken.said)
-            }
-            _ => launched.adapter.read(&stdout, &stderr),
-        };
-        if let Some(answer) = launched.given_answer.take() {
-            output.answer = answer;
-        }
-        let notes = write_agent_output(&paths.trial_dir, &output, &stdout, &stderr);
-        (output, notes)
-    };
+    let (mut output, mut notes, conversation_answers) = agent_output(launched, executed, paths);
     output.transcript = Vec::new();
     let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
     let mut capture_notes = Vec::new();
@@ -207,6 +182,40 @@ pub fn capture(
         capture_notes,
         store_full: notes.full,
     }
+}
+
+/// What the agent said and did, read from its raw output with its adapter (a conversation's
+/// turns each from its own part, then merged), with the notes of writing the output and the
+/// transcript into the trial's folder, and each agent turn's answer in a conversation. The raw
+/// output (bounded by `output_mb`) and the parsed transcript are written out and let go at
+/// once: they are the largest things a trial makes proctor hold.
+fn agent_output(
+    launched: &mut Launched,
+    executed: &Executed,
+    paths: &crate::trial::paths::TrialPaths,
+) -> (AgentOutput, Notes, Vec<String>) {
+    let stdout = std::fs::read(paths.stdout()).unwrap_or_default();
+    let stderr = std::fs::read(paths.stderr()).unwrap_or_default();
+    let mut answers = Vec::new();
+    let mut output = match &executed.spoken {
+        Some(spoken) if !executed.report.turns.is_empty() => {
+            let all = conversation::read_turns(
+                launched.adapter.as_ref(),
+                &stdout,
+                &stderr,
+                &executed.report.turns,
+            );
+            let turns = conversation::agent_outputs(all, &spoken.said);
+            answers = turns.iter().map(|t| t.answer.clone()).collect();
+            conversation::merge(turns, &spoken.said)
+        }
+        _ => launched.adapter.read(&stdout, &stderr),
+    };
+    if let Some(answer) = launched.given_answer.take() {
+        output.answer = answer;
+    }
+    let notes = write_agent_output(&paths.trial_dir, &output, &stdout, &stderr);
+    (output, notes, answers)
 }
 
 /// What the trial's model endpoint kept: the mock's wire usage and injected faults (its wire

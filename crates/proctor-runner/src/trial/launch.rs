@@ -71,31 +71,21 @@ pub fn launch(
         .filter(|d| d.is_dir());
     let image = ctx.image(&trial.planned.task);
     let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
-    let (mut services, mut carried) = services(ctx, trial, paths, model.as_ref(), &env)?;
-    let mcp = crate::trial::mcp::servers(ctx, trial, paths, &env)?;
-    services.extend(mcp.folders);
-    carried.extend(mcp.binds);
-    if let (Some(img), true) = (image, real_agent && paths.namespaces) {
-        carried.extend(carry_cli(
-            ctx,
-            paths,
-            img,
-            agents_dir.as_deref(),
-            &mut launch.argv,
-        )?);
-    }
+    let (services, carried, mcp_programs) = trial_services(
+        ctx,
+        trial,
+        paths,
+        (model.as_ref(), &env, agents_dir.as_deref()),
+        &mut launch.argv,
+    )?;
     let command = if real_agent {
         crate::trial::env::login_path_wrapper(&paths.shims.inside, &launch.argv)
     } else {
         launch.argv.clone()
     };
     let turns = turn_plan(trial, paths, first.clone(), &launch, &env);
-    let steps = crate::trial::steps_plan::plan(
-        ctx,
-        trial,
-        paths,
-        relaunch(trial, paths, first, &launch, &env),
-    )?;
+    let relaunch = relaunch(trial, paths, first, &launch, &env);
+    let steps = crate::trial::steps_plan::plan(ctx, trial, paths, relaunch)?;
     let mut binds = sandbox_binds(
         ctx,
         prepared,
@@ -115,7 +105,7 @@ pub fn launch(
     let record = launch_record(ctx, trial, prepared, given, limits_record);
     let record = without_token(record, model.as_ref());
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
-    let calls = call_runner(prepared, &env, mcp.programs)?;
+    let calls = call_runner(prepared, &env, mcp_programs)?;
     let mut spec = SandboxSpec {
         max_turns: 1,
         init_exe: ctx.proctor_exe.clone(),
@@ -144,9 +134,9 @@ pub fn launch(
         calls,
     };
     spec.max_turns = turns.as_ref().map_or(1, |t| t.user.turns());
-    if let Some(plan) = &steps {
-        crate::trial::steps_plan::apply(plan, &mut spec)?;
-    }
+    steps.as_ref().map_or(Ok(()), |plan| {
+        crate::trial::steps_plan::apply(plan, &mut spec)
+    })?;
     spec.skeleton = ctx.skeletons.for_spec(&spec);
     Ok(Launched {
         adapter,
@@ -200,6 +190,35 @@ fn relaunch(
         login_wrap: trial.real_agent().then(|| paths.shims.inside.clone()),
         launcher,
     }
+}
+
+/// The trial's services (the suite's and the task's, the model endpoint, each MCP server's
+/// folder), what must be bound for them and for a real CLI carried into the task's image
+/// (whose launcher then takes the executable's place in `argv`), and the MCP servers' programs
+/// for the call runner.
+fn trial_services(
+    ctx: &RunContext,
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    (model, env, agents_dir): (Option<&ModelEndpoint>, &[(String, String)], Option<&Path>),
+    argv: &mut [String],
+) -> Result<
+    (
+        Vec<proctor_sandbox::ServiceSpec>,
+        Vec<proctor_sandbox::Bind>,
+        Vec<proctor_sandbox::AllowedProgram>,
+    ),
+    TrialError,
+> {
+    let (mut services, mut carried) = services(ctx, trial, paths, model, env)?;
+    let mcp = crate::trial::mcp::servers(ctx, trial, paths, env)?;
+    services.extend(mcp.folders);
+    carried.extend(mcp.binds);
+    let image = ctx.image(&trial.planned.task);
+    if let (Some(img), true) = (image, trial.real_agent() && paths.namespaces) {
+        carried.extend(carry_cli(ctx, paths, img, agents_dir, argv)?);
+    }
+    Ok((services, carried, mcp.programs))
 }
 
 /// What the agent is given, as [`launch`] made it: kept in its launch record.
