@@ -753,7 +753,11 @@ fn run_agent(
 ) -> Result<AgentRun, String> {
     sys::unshare(libc::CLONE_NEWPID)
         .map_err(|e| format!("unshare the agent's PID namespace: {e}"))?;
-    let (mut pumps, out, stdin) = agent_stdio(spec, files)?;
+    let AgentStdio {
+        mut pumps,
+        out,
+        stdin,
+    } = agent_stdio(spec, files)?;
     // With services the agent has a mount namespace of its own: its init sends it here, and
     // calls run in it.
     let mut calls = files.calls.borrow_mut();
@@ -841,20 +845,35 @@ fn run_agent(
 /// The agent's standard descriptors: on a terminal, the terminal (what the agent prints is read
 /// on its other side, by the caller); otherwise `/dev/null` for input and the output files or
 /// the pipes to their bounded sinks (given, to be pumped).
-fn agent_stdio(
-    spec: &SandboxSpec,
-    files: &Files,
-) -> Result<(Option<Pumps>, (OwnedFd, OwnedFd), RawFd), String> {
+fn agent_stdio(spec: &SandboxSpec, files: &Files) -> Result<AgentStdio, String> {
     let Some(tty) = &files.terminal else {
         let (pumps, out) = output_pipes(spec, files)?;
-        return Ok((pumps, out, files.devnull.as_raw_fd()));
+        return Ok(AgentStdio {
+            pumps,
+            out,
+            stdin: files.devnull.as_raw_fd(),
+        });
     };
     let dup = || {
         tty.try_clone()
             .map(OwnedFd::from)
             .map_err(|e| format!("dup the agent's terminal: {e}"))
     };
-    Ok((None, (dup()?, dup()?), tty.as_raw_fd()))
+    Ok(AgentStdio {
+        pumps: None,
+        out: (dup()?, dup()?),
+        stdin: tty.as_raw_fd(),
+    })
+}
+
+/// The agent's standard descriptors, as [`agent_stdio`] makes them.
+struct AgentStdio {
+    /// What pumps the agent's output into its bounded sinks, when it is bounded.
+    pumps: Option<Pumps>,
+    /// Where the agent writes its stdout and stderr.
+    out: (OwnedFd, OwnedFd),
+    /// The agent's stdin.
+    stdin: RawFd,
 }
 
 /// Waits until the agent init ends (`true`) or `deadline` passes (`false`), serving the

@@ -71,7 +71,11 @@ pub fn launch(
         .filter(|d| d.is_dir());
     let image = ctx.image(&trial.planned.task);
     let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
-    let (services, carried, mcp_programs) = trial_services(
+    let TrialServices {
+        services,
+        carried,
+        mcp_programs,
+    } = trial_services(
         ctx,
         trial,
         paths,
@@ -202,14 +206,7 @@ fn trial_services(
     paths: &crate::trial::paths::TrialPaths,
     (model, env, agents_dir): (Option<&ModelEndpoint>, &[(String, String)], Option<&Path>),
     argv: &mut [String],
-) -> Result<
-    (
-        Vec<proctor_sandbox::ServiceSpec>,
-        Vec<proctor_sandbox::Bind>,
-        Vec<proctor_sandbox::AllowedProgram>,
-    ),
-    TrialError,
-> {
+) -> Result<TrialServices, TrialError> {
     let (mut services, mut carried) = services(ctx, trial, paths, model, env)?;
     let mcp = crate::trial::mcp::servers(ctx, trial, paths, env)?;
     services.extend(mcp.folders);
@@ -218,7 +215,21 @@ fn trial_services(
     if let (Some(img), true) = (image, trial.real_agent() && paths.namespaces) {
         carried.extend(carry_cli(ctx, paths, img, agents_dir, argv)?);
     }
-    Ok((services, carried, mcp.programs))
+    Ok(TrialServices {
+        services,
+        carried,
+        mcp_programs: mcp.programs,
+    })
+}
+
+/// What [`trial_services`] makes.
+struct TrialServices {
+    /// The services the trial init starts, in order.
+    services: Vec<proctor_sandbox::ServiceSpec>,
+    /// What must be bound for them and for a real CLI carried into an image.
+    carried: Vec<proctor_sandbox::Bind>,
+    /// The MCP servers' programs, for the call runner.
+    mcp_programs: Vec<proctor_sandbox::AllowedProgram>,
 }
 
 /// What the agent is given, as [`launch`] made it: kept in its launch record.
