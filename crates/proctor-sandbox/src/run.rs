@@ -461,12 +461,15 @@ impl Collector {
             }
             Msg::AgentStarted => {
                 self.agent_started = true;
-                let first = *self.first_start.get_or_insert_with(Instant::now);
                 self.agent_exit = None;
-                self.turns.push(crate::report::TurnReport {
-                    started: first.elapsed(),
-                    ..Default::default()
-                });
+                // Turns are kept in a conversation only: a one-turn run keeps none.
+                if self.conversation {
+                    let first = *self.first_start.get_or_insert_with(Instant::now);
+                    self.turns.push(crate::report::TurnReport {
+                        started: first.elapsed(),
+                        ..Default::default()
+                    });
+                }
             }
             // A later turn of a conversation that cannot start is that turn's failure: the
             // agent did start.

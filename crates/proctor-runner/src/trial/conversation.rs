@@ -215,10 +215,16 @@ fn read_range(
     from: (u64, u64),
     to: (u64, u64),
 ) -> AgentOutput {
+    // Only the turn's part is read: a long conversation's output is not read again per turn.
     let slice = |path: &Path, a: u64, b: u64| -> Vec<u8> {
-        let bytes = std::fs::read(path).unwrap_or_default();
-        let end = (b as usize).min(bytes.len());
-        bytes[(a as usize).min(end)..end].to_vec()
+        use std::io::{Read, Seek, SeekFrom};
+        let mut bytes = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(path) {
+            if f.seek(SeekFrom::Start(a)).is_ok() {
+                let _ = f.take(b.saturating_sub(a)).read_to_end(&mut bytes);
+            }
+        }
+        bytes
     };
     adapter.read(&slice(stdout, from.0, to.0), &slice(stderr, from.1, to.1))
 }

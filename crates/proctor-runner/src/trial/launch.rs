@@ -48,13 +48,8 @@ pub fn launch(
     prepared: &Prepared,
 ) -> Result<Launched, TrialError> {
     let paths = &prepared.paths;
-    let adapter = adapter(ctx, trial)?;
+    let adapter = checked_adapter(ctx, trial)?;
     let real_agent = trial.real_agent();
-    if real_agent {
-        ctx.preflight(trial.variant, adapter.as_ref())
-            .map_err(TrialError::agent_start)?;
-    }
-    image_has_the_shell(ctx, trial)?;
     let model = ModelEndpoint::pick(ctx, trial, paths)?;
     let prompt = ctx.suite.prompt(trial.task, trial.variant);
     let (mut launch, first) = start_session(
@@ -65,39 +60,26 @@ pub fn launch(
         &prompt,
     )?;
     add_command_gateway_env(trial, model.as_ref(), &mut launch);
-    let agents_dir: Option<PathBuf> = real_agent
-        .then(proctor_agents::cli::agents_dir)
-        .flatten()
-        .filter(|d| d.is_dir());
+    let agents_dir = real_agent.then(installed_agents).flatten();
     let image = ctx.image(&trial.planned.task);
     let env = trial_env(ctx, trial, paths, &launch, agents_dir.as_deref());
-    let TrialServices {
-        services,
-        carried,
-        mcp_programs,
-    } = trial_services(
+    let served = trial_services(
         ctx,
         trial,
         paths,
         (model.as_ref(), &env, agents_dir.as_deref()),
         &mut launch.argv,
     )?;
-    let command = if real_agent {
-        crate::trial::env::login_path_wrapper(&paths.shims.inside, &launch.argv)
-    } else {
-        launch.argv.clone()
-    };
-    let turns = turn_plan(trial, paths, first.clone(), &launch, &env);
-    let relaunch = relaunch(trial, paths, first, &launch, &env);
-    let steps = crate::trial::steps_plan::plan(ctx, trial, paths, relaunch)?;
+    let command = agent_command(real_agent, paths, &launch.argv);
+    let (turns, steps) = later_turns(ctx, trial, paths, first, (&launch, &env))?;
     let mut binds = sandbox_binds(
         ctx,
         prepared,
         image.is_some(),
         agents_dir.as_deref(),
         model.as_ref(),
-        &services,
-        carried,
+        &served.services,
+        served.carried,
     );
     let (limits, cgroup, limits_record) = trial_limits(ctx, trial);
     let given = Given {
@@ -106,12 +88,14 @@ pub fn launch(
         env: &env,
         image,
     };
-    let record = launch_record(ctx, trial, prepared, given, limits_record);
-    let record = without_token(record, model.as_ref());
+    let record = without_token(
+        launch_record(ctx, trial, prepared, given, limits_record),
+        model.as_ref(),
+    );
     binds.extend(sandboxing::shown_read_only(&trial.settings.binds));
-    let calls = call_runner(prepared, &env, mcp_programs)?;
+    let calls = call_runner(prepared, &env, served.mcp_programs)?;
     let mut spec = SandboxSpec {
-        max_turns: 1,
+        max_turns: turns.as_ref().map_or(1, |t| t.user.turns()),
         init_exe: ctx.proctor_exe.clone(),
         namespaces: paths.namespaces,
         workspace: prepared.sandbox_workspace(),
@@ -125,7 +109,7 @@ pub fn launch(
         ),
         env,
         home_inside: paths.home(),
-        services,
+        services: served.services,
         command,
         stdout: paths.stdout(),
         stderr: paths.stderr(),
@@ -137,7 +121,6 @@ pub fn launch(
         limits,
         calls,
     };
-    spec.max_turns = turns.as_ref().map_or(1, |t| t.user.turns());
     steps.as_ref().map_or(Ok(()), |plan| {
         crate::trial::steps_plan::apply(plan, &mut spec)
     })?;
@@ -170,6 +153,58 @@ fn turn_plan(
         relaunch: relaunch(trial, paths, first, launch, env),
         output: [paths.stdout(), paths.stderr()],
     })
+}
+
+/// The agent's command line: a real CLI's wrapped so that login shells keep the shims first on
+/// `PATH`.
+fn agent_command(
+    real_agent: bool,
+    paths: &crate::trial::paths::TrialPaths,
+    argv: &[String],
+) -> Vec<String> {
+    if real_agent {
+        crate::trial::env::login_path_wrapper(&paths.shims.inside, argv)
+    } else {
+        argv.to_vec()
+    }
+}
+
+/// The folder the agent CLIs are installed in, when there is one.
+fn installed_agents() -> Option<PathBuf> {
+    proctor_agents::cli::agents_dir().filter(|d| d.is_dir())
+}
+
+/// The variant's adapter, checked before anything is started: a real CLI's preflight, and a
+/// shell in the task's image where the CLI's shell tool needs one.
+fn checked_adapter(ctx: &RunContext, trial: &Trial) -> Result<Box<dyn Adapter>, TrialError> {
+    let adapter = adapter(ctx, trial)?;
+    if trial.real_agent() {
+        ctx.preflight(trial.variant, adapter.as_ref())
+            .map_err(TrialError::agent_start)?;
+    }
+    image_has_the_shell(ctx, trial)?;
+    Ok(adapter)
+}
+
+/// What follows the agent's first turn, when anything does: a conversation with the task's
+/// simulated user, or the task's steps.
+fn later_turns(
+    ctx: &RunContext,
+    trial: &Trial,
+    paths: &crate::trial::paths::TrialPaths,
+    first: (LaunchContext, SessionContext),
+    (launch, env): (&Launch, &[(String, String)]),
+) -> Result<
+    (
+        Option<crate::trial::conversation::TurnPlan>,
+        Option<crate::trial::steps::StepsPlan>,
+    ),
+    TrialError,
+> {
+    let turns = turn_plan(trial, paths, first.clone(), launch, env);
+    let relaunch = relaunch(trial, paths, first, launch, env);
+    let steps = crate::trial::steps_plan::plan(ctx, trial, paths, relaunch)?;
+    Ok((turns, steps))
 }
 
 /// How the agent is started again after its first turn (see
