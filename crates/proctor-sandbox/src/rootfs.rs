@@ -1405,6 +1405,7 @@ mod tests {
             state: None,
             root: None,
             health: None,
+            own_network: false,
         }];
         let points = mount_points(&spec);
         assert!(points.contains(&hidden), "{points:?}");

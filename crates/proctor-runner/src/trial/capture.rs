@@ -124,7 +124,15 @@ pub fn capture(
                 .services
                 .iter()
                 .cloned()
-                .chain(ctx.suite.file.mcp_servers.iter().map(|m| m.as_service()))
+                // A streamable-HTTP server's state is its service's.
+                .chain(
+                    ctx.suite
+                        .file
+                        .mcp_servers
+                        .iter()
+                        .filter(|m| m.url.is_none())
+                        .map(|m| m.as_service()),
+                )
                 .collect::<Vec<_>>(),
             &paths.services(),
             &paths.trial_dir,

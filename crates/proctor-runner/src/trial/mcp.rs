@@ -43,6 +43,12 @@ pub fn servers(
     let image = ctx.image(&trial.planned.task).map(|img| img.as_ref());
     let mut setup = McpSetup::default();
     for server in &ctx.suite.file.mcp_servers {
+        if let Some(url) = &server.url {
+            setup
+                .programs
+                .push(bridge(server, url.get_ref(), paths, agent_env));
+            continue;
+        }
         let (mut spec, carried) = suite_service(ctx, &server.as_service(), image, paths, agent_env)
             .map_err(|e| TrialError::harness(Stage::Launch, format!("MCP server {e}")))?;
         setup.binds.extend(carried);
@@ -65,11 +71,40 @@ pub fn servers(
                 env,
                 cwd: spec.cwd.clone(),
                 allow_tools: server.allowed_tools(),
+                network: None,
             }),
         });
         setup.folders.push(spec);
     }
     Ok(setup)
+}
+
+/// A streamable-HTTP server as the call runner runs it: proctor's bridge to `url`
+/// (`proctor __mcp-http URL`), started per session in the network of the service that serves
+/// it, which nothing else of the trial can reach.
+fn bridge(
+    server: &proctor_suite::mcp::McpServer,
+    url: &str,
+    paths: &TrialPaths,
+    agent_env: &[(String, String)],
+) -> AllowedProgram {
+    let proctor = paths.proctor.inside.display().to_string();
+    let env = agent_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "LANG")
+        .cloned()
+        .collect();
+    AllowedProgram {
+        name: call_name(server.name.get_ref()),
+        program: proctor.clone().into(),
+        mcp: Some(McpProgram {
+            argv: vec![proctor, "__mcp-http".into(), url.to_string()],
+            env,
+            cwd: "/".into(),
+            allow_tools: server.allowed_tools(),
+            network: server.service.as_ref().map(|s| s.get_ref().clone()),
+        }),
+    }
 }
 
 /// The suite's MCP servers as an agent CLI is configured with them: each one's shim in the

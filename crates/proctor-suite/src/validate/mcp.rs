@@ -69,29 +69,32 @@ impl Validator<'_> {
         }
     }
 
-    /// A server has a stdio `command`, not empty; `url` (streamable HTTP) is not relayed yet.
+    /// A server has a stdio `command`, not empty, or a `url` with the `service` that serves it.
     fn mcp_server_transport(&mut self, server: &McpServer) {
         if let Some(url) = &server.url {
+            self.mcp_server_url(server, url);
+            return;
+        }
+        if let Some(service) = &server.service {
             let p = self
                 .at(
-                    ProblemKind::InvalidValue,
-                    url.span(),
-                    "proctor does not yet relay MCP's streamable HTTP transport",
+                    ProblemKind::Inconsistent,
+                    service.span(),
+                    "`service` is given without a `url`",
                 )
-                .with_label("`url` not supported")
-                .with_help("run the server with the stdio transport: `command = [\"python3\", \"servers/notes.py\"]`; proctor logs every message of a stdio session");
+                .with_label("serves nothing here")
+                .with_help("add the URL where that service serves MCP: url = \"http://127.0.0.1:PORT/mcp\"");
             self.out.push(p);
-            return;
         }
         let Some(command) = &server.command else {
             let p = self
                 .at(
                     ProblemKind::MissingKey,
                     server.name.span(),
-                    format!("MCP server `{}` has no `command`", server.name.get_ref()),
+                    format!("MCP server `{}` has no `command` and no `url`", server.name.get_ref()),
                 )
-                .with_label("no way to start it")
-                .with_help("give the argv that starts it with the stdio transport, e.g. command = [\"python3\", \"servers/notes.py\"]");
+                .with_label("no way to reach it")
+                .with_help("give the argv that starts it with the stdio transport, e.g. command = [\"python3\", \"servers/notes.py\"], or a `url` and the `service` that serves it");
             self.out.push(p);
             return;
         };
@@ -113,6 +116,70 @@ impl Validator<'_> {
                 self.suite_path("command", &spanned, true);
             }
             Some(_) => {}
+        }
+    }
+
+    /// A streamable-HTTP server: a loopback `http://` URL, no `command` and no `state` of its
+    /// own, and a `service` naming one of the suite's `[[services]]` without an image.
+    fn mcp_server_url(&mut self, server: &McpServer, url: &Spanned<String>) {
+        let loopback = ["http://127.0.0.1:", "http://localhost:"]
+            .iter()
+            .find_map(|p| url.get_ref().strip_prefix(p))
+            .and_then(|rest| rest.split('/').next())
+            .is_some_and(|port| port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !loopback {
+            let p = self
+                .at(ProblemKind::InvalidValue, url.span(), format!("`{}` is not a URL on the service's loopback", url.get_ref()))
+                .with_label("expected http://127.0.0.1:PORT/PATH")
+                .with_help("the service runs in a network of its own, reached on its loopback, e.g. url = \"http://127.0.0.1:8765/mcp\"");
+            self.out.push(p);
+        }
+        for (key, span) in [
+            ("command", server.command.as_ref().map(Spanned::span)),
+            ("state", server.state.as_ref().map(Spanned::span)),
+        ] {
+            let Some(span) = span else { continue };
+            let p = self
+                .at(ProblemKind::Inconsistent, span, format!("`{key}` beside `url`"))
+                .with_label("the service's, not the server's")
+                .with_help(match key {
+                    "command" => "a server is either started per session (`command`) or served by a service (`url`): keep one",
+                    _ => "give the service its `state`, and assert `state = { service = \"SERVICE\", ... }`",
+                });
+            self.out.push(p);
+        }
+        let Some(service) = &server.service else {
+            let p = self
+                .at(
+                    ProblemKind::MissingKey,
+                    url.span(),
+                    format!(
+                        "MCP server `{}` has a `url` but no `service`",
+                        server.name.get_ref()
+                    ),
+                )
+                .with_label("served by which service?")
+                .with_help("name the [[services]] entry that serves it: service = \"notes-api\"");
+            self.out.push(p);
+            return;
+        };
+        let found = self
+            .suite
+            .file
+            .services
+            .iter()
+            .find(|s| s.name.get_ref() == service.get_ref());
+        let why = match found {
+            None => Some("names none of the suite's [[services]]"),
+            Some(s) if s.image.is_some() => Some("names a service with an `image` (a sidecar), which cannot have a network of its own"),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            let p = self
+                .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` {why}", service.get_ref()))
+                .with_label("no such service")
+                .with_help("declare the server's program as a [[services]] entry with `command` (and `ready`), and name it here");
+            self.out.push(p);
         }
     }
 
