@@ -44,9 +44,16 @@ pub fn servers(
     let mut setup = McpSetup::default();
     for server in &ctx.suite.file.mcp_servers {
         if let Some(url) = &server.url {
+            let network = server
+                .service
+                .as_ref()
+                .filter(|s| has_own_network(ctx, trial, s.get_ref()))
+                .map(|s| s.get_ref().clone());
+            // Inside an image, proctor runs through the host's loader and libraries.
+            let proctor = ctx.proctor_command(&trial.planned.task, &paths.proctor.inside);
             setup
                 .programs
-                .push(bridge(server, url.get_ref(), paths, agent_env));
+                .push(bridge(server, url.get_ref(), network, proctor, agent_env));
             continue;
         }
         let (mut spec, carried) = suite_service(ctx, &server.as_service(), image, paths, agent_env)
@@ -79,16 +86,19 @@ pub fn servers(
     Ok(setup)
 }
 
-/// A streamable-HTTP server as the call runner runs it: proctor's bridge to `url`
-/// (`proctor __mcp-http URL`), started per session in the network of the service that serves
-/// it, which nothing else of the trial can reach.
+/// A streamable-HTTP server as the call runner runs it: proctor's bridge to `url` (`argv`,
+/// the command that runs proctor, then `__mcp-http URL`), started per session in `network`, the own network of the
+/// service that serves it, which nothing else of the trial can reach (`None`: a sidecar's,
+/// in the trial's network).
 fn bridge(
     server: &proctor_suite::mcp::McpServer,
     url: &str,
-    paths: &TrialPaths,
+    network: Option<String>,
+    mut argv: Vec<String>,
     agent_env: &[(String, String)],
 ) -> AllowedProgram {
-    let proctor = paths.proctor.inside.display().to_string();
+    let program = argv.first().cloned().unwrap_or_default();
+    argv.extend(["__mcp-http".to_string(), url.to_string()]);
     let env = agent_env
         .iter()
         .filter(|(k, _)| k == "PATH" || k == "LANG")
@@ -96,15 +106,26 @@ fn bridge(
         .collect();
     AllowedProgram {
         name: call_name(server.name.get_ref()),
-        program: proctor.clone().into(),
+        program: program.into(),
         mcp: Some(McpProgram {
-            argv: vec![proctor, "__mcp-http".into(), url.to_string()],
+            argv,
             env,
             cwd: "/".into(),
             allow_tools: server.allowed_tools(),
-            network: server.service.as_ref().map(|s| s.get_ref().clone()),
+            network,
         }),
     }
+}
+
+/// Whether the trial's service `name` runs in a network of its own (one without an image;
+/// a sidecar shares the trial's, where the bridge reaches it as the agent's container would).
+fn has_own_network(ctx: &RunContext, trial: &Trial, name: &str) -> bool {
+    ctx.suite
+        .file
+        .services
+        .iter()
+        .chain(&trial.task.services)
+        .any(|s| s.name.get_ref() == name && s.image.is_none())
 }
 
 /// The suite's MCP servers as an agent CLI is configured with them: each one's shim in the

@@ -53,6 +53,9 @@ impl Validator<'_> {
             .iter()
             .chain(self.suite.file.tasks.iter().flat_map(|t| &t.services))
             .map(|s| &s.name)
+            // A streamable-HTTP server may bear the name of the service that serves it: its
+            // state is that service's, so a `state` assertion names one thing either way.
+            .filter(|n| !server.served_by(n.get_ref()))
             .chain(before.iter().map(|s| &s.name))
             .find(|n| n.get_ref() == name);
         if let Some(first) = service {
@@ -168,18 +171,25 @@ impl Validator<'_> {
             .file
             .services
             .iter()
+            .chain(self.suite.file.tasks.iter().flat_map(|t| &t.services))
             .find(|s| s.name.get_ref() == service.get_ref());
-        let why = match found {
-            None => Some("names none of the suite's [[services]]"),
-            Some(s) if s.image.is_some() => Some("names a service with an `image` (a sidecar), which cannot have a network of its own"),
-            Some(_) => None,
-        };
-        if let Some(why) = why {
-            let p = self
-                .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` {why}", service.get_ref()))
-                .with_label("no such service")
-                .with_help("declare the server's program as a [[services]] entry with `command` (and `ready`), and name it here");
-            self.out.push(p);
+        match found {
+            None => {
+                let p = self
+                    .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` names none of the suite's [[services]]", service.get_ref()))
+                    .with_label("no such service")
+                    .with_help("declare the server's program as a [[services]] entry with `command` (and `ready`), and name it here");
+                self.out.push(p);
+            }
+            Some(s) if s.image.is_some() => {
+                let p = self
+                    .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` is a sidecar: it shares the trial's network, so an agent process can also reach `{}` directly, and such calls are neither logged nor held to `allow_tools`", service.get_ref(), url.get_ref()))
+                    .with_label("reachable without proctor")
+                    .with_help("for a server the agent can reach only through proctor, run it as a [[services]] entry without an `image`")
+                    .as_warning();
+                self.out.push(p);
+            }
+            Some(_) => {}
         }
     }
 
