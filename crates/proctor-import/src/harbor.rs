@@ -124,8 +124,7 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
 /// The task's `[[environment.mcp_servers]]`, as Harbor's `MCPServerConfig` has them (`name`;
 /// `transport`, default `"sse"`; `url` for `sse` and `streamable-http`; `command` and `args`
 /// for `stdio`): each stdio server carried with its argv, each streamable-HTTP server with its
-/// URL and the container that serves it. A server over `sse` is why the task is skipped:
-/// proctor does not relay that transport, and the task without its server is not the task.
+/// URL, its transport and the container that serves it.
 fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> {
     let Some(list) = env.get("mcp_servers") else {
         return Ok(Vec::new());
@@ -150,14 +149,14 @@ fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> 
         let transport = t.get("transport").and_then(Value::as_str).unwrap_or("sse");
         if transport != "stdio" {
             let url = t.get("url").and_then(Value::as_str).unwrap_or("no url");
-            if transport != "streamable-http" {
+            if !matches!(transport, "streamable-http" | "sse") {
                 return Err(format!(
-                    "[environment] mcp_servers: `{name}` is reached over {transport} ({url}), which proctor does not relay (stdio and streamable-http are carried)"
+                    "[environment] mcp_servers: `{name}` is reached over {transport} ({url}), which proctor does not relay (stdio, sse and streamable-http are carried)"
                 ));
             }
             out.push(crate::model::McpPlan {
                 name: name.to_string(),
-                transport: http_transport(name, url)?,
+                transport: http_transport(name, url, transport == "sse")?,
             });
             continue;
         }
@@ -189,7 +188,11 @@ fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> 
 
 /// A streamable-HTTP server at `url` (`http://HOST:PORT/PATH`): served by the task's
 /// container `HOST`, reached on the trial's loopback, where the task's containers all listen.
-fn http_transport(name: &str, url: &str) -> Result<crate::model::McpTransport, String> {
+fn http_transport(
+    name: &str,
+    url: &str,
+    legacy_sse: bool,
+) -> Result<crate::model::McpTransport, String> {
     let bad = || {
         format!("[environment] mcp_servers: `{name}` has url {url:?}, not http://HOST:PORT/PATH")
     };
@@ -200,6 +203,7 @@ fn http_transport(name: &str, url: &str) -> Result<crate::model::McpTransport, S
     Ok(crate::model::McpTransport::Http {
         url: format!("http://127.0.0.1:{port}/{path}"),
         service: host.to_string(),
+        legacy_sse,
     })
 }
 
@@ -970,5 +974,26 @@ mod tests {
         assert_eq!(seconds(&Value::Integer(90)), Some(90));
         assert_eq!(seconds(&Value::Integer(0)), None);
         assert_eq!(seconds(&Value::String("60".into())), None);
+    }
+
+    #[test]
+    fn an_http_mcp_server_is_reached_on_the_trials_loopback_at_its_containers_port() {
+        use crate::model::McpTransport;
+        let t = http_transport("tools", "http://mcp-server:8000/mcp", false).unwrap();
+        assert_eq!(
+            t,
+            McpTransport::Http {
+                url: "http://127.0.0.1:8000/mcp".into(),
+                service: "mcp-server".into(),
+                legacy_sse: false
+            }
+        );
+        let t = http_transport("tools", "http://search:9/sse", true).unwrap();
+        assert!(
+            matches!(t, McpTransport::Http { legacy_sse: true, ref url, .. } if url == "http://127.0.0.1:9/sse")
+        );
+        for bad in ["https://x:1/mcp", "http://x/mcp", "http://x:port/mcp"] {
+            assert!(http_transport("tools", bad, false).is_err(), "{bad}");
+        }
     }
 }

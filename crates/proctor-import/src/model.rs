@@ -116,6 +116,8 @@ pub(crate) enum McpTransport {
         url: String,
         /// The container (sidecar) that serves it.
         service: String,
+        /// Whether it speaks the older HTTP+SSE transport (Harbor's `sse`).
+        legacy_sse: bool,
     },
 }
 

@@ -70,11 +70,17 @@ fn render_mcp_servers(s: &mut String, tasks: &[TaskPlan]) {
                     let argv: Vec<String> = argv.iter().map(|a| basic_string(a)).collect();
                     let _ = writeln!(s, "command = [{}]", argv.join(", "));
                 }
-                McpTransport::Http { url, service } => {
+                McpTransport::Http {
+                    url,
+                    service,
+                    legacy_sse,
+                } => {
                     let _ = writeln!(
                         s,
-                        "# The MCP server `{}` of task {} (streamable HTTP, served by its container `{service}`).",
-                        m.name, t.id
+                        "# The MCP server `{}` of task {} ({}, served by its container `{service}`).",
+                        m.name,
+                        t.id,
+                        if *legacy_sse { "HTTP+SSE" } else { "streamable HTTP" }
                     );
                     let _ = writeln!(s, "[[mcp_servers]]\nname = {}", basic_string(&name));
                     let _ = writeln!(
@@ -83,6 +89,9 @@ fn render_mcp_servers(s: &mut String, tasks: &[TaskPlan]) {
                         basic_string(url),
                         basic_string(service)
                     );
+                    if *legacy_sse {
+                        let _ = writeln!(s, "transport = \"sse\"");
+                    }
                 }
             }
         }

@@ -42,6 +42,11 @@ pub struct McpServer {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub url: Option<Spanned<String>>,
+    /// The HTTP transport `url` speaks: `"streamable-http"` (the current one) or `"sse"` (the
+    /// older HTTP+SSE one, whose `url` is its event stream's). Default: `"streamable-http"`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub transport: Option<Spanned<String>>,
     /// The `[[services]]` entry that serves `url`. Required with `url`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
@@ -82,6 +87,13 @@ impl McpServer {
             state: self.state.clone(),
             env: self.env.clone(),
         }
+    }
+
+    /// Whether `url` speaks the older HTTP+SSE transport.
+    pub fn legacy_sse(&self) -> bool {
+        self.transport
+            .as_ref()
+            .is_some_and(|t| t.get_ref() == "sse")
     }
 
     /// Whether this server's `url` is served by the suite service `name`.

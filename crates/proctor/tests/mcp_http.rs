@@ -73,18 +73,81 @@ class Handler(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", 8765), Handler).serve_forever()
 "#;
 
+/// The notes server over MCP's older HTTP+SSE transport on port 8765: `GET /sse` opens the
+/// session's event stream, whose first event names `/messages?session_id=N`; each message
+/// posted there is answered 202, its answer sent as a `message` event on the stream.
+const SSE_SERVER: &str = r#"
+import json, os, queue, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import notes
+
+STREAMS, LOCK = {}, threading.Lock()
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
+            return self.wfile.write(b"ok")
+        if self.path != "/sse":
+            self.send_response(404); self.end_headers(); return
+        with LOCK:
+            sid = str(len(STREAMS) + 1)
+            STREAMS[sid] = queue.Queue()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(("event: endpoint\ndata: /messages?session_id=%s\n\n" % sid).encode())
+        self.wfile.flush()
+        try:
+            while True:
+                reply = STREAMS[sid].get()
+                self.wfile.write(("event: message\ndata: %s\n\n" % json.dumps(reply)).encode())
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_POST(self):
+        sid = self.path.partition("session_id=")[2]
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if sid not in STREAMS:
+            self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        self.send_response(202); self.send_header("Content-Length", "0"); self.end_headers()
+        if "id" not in msg:
+            return
+        reply = {"jsonrpc": "2.0", "id": msg["id"]}
+        try:
+            reply["result"] = notes.answer(msg)
+        except LookupError as e:
+            reply["error"] = {"code": -32602, "message": str(e)}
+        except NotImplementedError as e:
+            reply["error"] = {"code": -32601, "message": "Method not found: %s" % e}
+        STREAMS[sid].put(reply)
+
+ThreadingHTTPServer(("127.0.0.1", 8765), Handler).serve_forever()
+"#;
+
 /// A suite over the HTTP notes server: the careful agent lists, adds a note and tries the tool
 /// outside `allow_tools`; the bypasser connects to the service's port itself and tries to wipe
 /// the notes there.
 fn lab(name: &str) -> Lab {
+    lab_over(name, HTTP_SERVER, "url = \"http://127.0.0.1:8765/mcp\"")
+}
+
+/// [`lab`] with `server` as the service's program and `url` (and its transport) as the MCP
+/// server's lines.
+fn lab_over(name: &str, server: &str, url: &str) -> Lab {
     let lab = Lab::new(name);
     let notes =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes/servers/notes.py");
     lab.write("servers/notes.py", &std::fs::read_to_string(notes).unwrap());
-    lab.write("servers/notes_http.py", HTTP_SERVER);
+    lab.write("servers/notes_http.py", server);
     lab.write(
         "suite.toml",
-        r#"schema_version = 1
+        &r#"schema_version = 1
 id = "lab"
 
 [defaults]
@@ -124,7 +187,8 @@ all = [
   { mcp_calls = { server = "notes", tool = "add_note", error = false, min = 1 } },
   { state = { service = "notes-api", pointer = "/notes/0/title", equals = "Milk" } },
 ]
-"#,
+"#
+        .replace("url = \"http://127.0.0.1:8765/mcp\"", url),
     );
     lab.write(
         "agents/careful/t.toml",
@@ -247,6 +311,11 @@ fn validate_refuses_a_url_without_its_service_or_off_loopback() {
             "state = \"state.json\"\nallow_tools = [",
             "`state` beside `url`",
         ),
+        (
+            "service = \"notes-api\"\n",
+            "service = \"notes-api\"\ntransport = \"websocket\"\n",
+            "`transport = \"websocket\"` is no MCP transport proctor relays",
+        ),
     ];
     for (from, to, expected) in cases {
         lab.write("suite.toml", &suite.replacen(from, to, 1));
@@ -264,4 +333,42 @@ fn validate_refuses_a_url_without_its_service_or_off_loopback() {
         &["validate", lab.suite().to_str().unwrap()],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_server_of_the_older_http_sse_transport_is_bridged_and_logged_alike() {
+    for who in users() {
+        let lab = lab_over(
+            &format!("mcp-sse-{who:?}"),
+            SSE_SERVER,
+            "url = \"http://127.0.0.1:8765/sse\"\ntransport = \"sse\"",
+        );
+        let out = lab.run(who, &["--trials", "1", "--variant", "careful"]);
+        let record = lab.record("t.careful.0");
+        if !real_isolation(&record, false) {
+            return;
+        }
+        assert!(out.code <= 1, "{who:?}: {}", out.stderr);
+        assert_eq!(record["outcome"], "completed", "{who:?}: {record:#}");
+        let log: Vec<Value> = lines(&lab.trial_dir("t.careful.0").join("mcp.jsonl"))
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let add = log
+            .iter()
+            .find(|r| r["tool"] == "add_note")
+            .expect("the tool call is logged");
+        assert_eq!(
+            add["content"][0]["text"], "added note #1",
+            "{who:?}: {add:#}"
+        );
+        assert!(log
+            .iter()
+            .any(|r| r["tool"] == "wipe_notes" && r["denied"].is_string()));
+        let received = lines(
+            &lab.trial_dir("t.careful.0")
+                .join("services/notes-api/received.jsonl"),
+        );
+        assert_eq!(received.len(), 2, "{who:?}: {received:?}");
+    }
 }

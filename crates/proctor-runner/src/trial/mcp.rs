@@ -98,7 +98,11 @@ fn bridge(
     agent_env: &[(String, String)],
 ) -> AllowedProgram {
     let program = argv.first().cloned().unwrap_or_default();
-    argv.extend(["__mcp-http".to_string(), url.to_string()]);
+    argv.push("__mcp-http".to_string());
+    if server.legacy_sse() {
+        argv.push("--sse".to_string());
+    }
+    argv.push(url.to_string());
     let env = agent_env
         .iter()
         .filter(|(k, _)| k == "PATH" || k == "LANG")

@@ -78,6 +78,17 @@ impl Validator<'_> {
             self.mcp_server_url(server, url);
             return;
         }
+        if let Some(transport) = &server.transport {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    transport.span(),
+                    "`transport` is given without a `url`",
+                )
+                .with_label("a stdio server has no HTTP transport")
+                .with_help("drop `transport`, or give the server's `url` and `service`");
+            self.out.push(p);
+        }
         if let Some(service) = &server.service {
             let p = self
                 .at(
@@ -125,6 +136,17 @@ impl Validator<'_> {
     /// A streamable-HTTP server: a loopback `http://` URL, no `command` and no `state` of its
     /// own, and a `service` naming one of the suite's `[[services]]` without an image.
     fn mcp_server_url(&mut self, server: &McpServer, url: &Spanned<String>) {
+        if let Some(t) = server
+            .transport
+            .as_ref()
+            .filter(|t| !matches!(t.get_ref().as_str(), "streamable-http" | "sse"))
+        {
+            let p = self
+                .at(ProblemKind::InvalidValue, t.span(), format!("`transport = \"{}\"` is no MCP transport proctor relays", t.get_ref()))
+                .with_label("expected \"streamable-http\" or \"sse\"")
+                .with_help("\"streamable-http\" (the default) for a server of one endpoint; \"sse\" for the older HTTP+SSE transport, whose url is its event stream");
+            self.out.push(p);
+        }
         let loopback = ["http://127.0.0.1:", "http://localhost:"]
             .iter()
             .find_map(|p| url.get_ref().strip_prefix(p))

@@ -5,6 +5,8 @@
 //! to stdout as one line. The server's `Mcp-Session-Id` and the protocol version it agreed to
 //! are carried on every later request; when stdin ends the session is closed with `DELETE`.
 //!
+//! With `--sse` it speaks MCP's older HTTP+SSE transport instead ([`legacy_sse`]).
+//!
 //! The bridge runs as the relay's server program ([`crate::mcp`]), in the network of the
 //! service that serves the URL, which no process of the agent's can reach: every message the
 //! agent exchanges with the server passes the relay, and is logged, on its way.
@@ -18,6 +20,11 @@ use hyper::body::Bytes;
 use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
+
+mod events;
+mod legacy_sse;
+
+use events::SseLines;
 
 /// The JSON-RPC error code the bridge answers a request with when the server gave no answer
 /// (an HTTP error, a broken connection).
@@ -38,12 +45,17 @@ struct Bridge {
     out: Mutex<std::io::Stdout>,
 }
 
-/// `proctor __mcp-http URL`: bridges stdin and stdout to the server at `URL` until stdin ends.
-/// Returns the exit status (2 for a bad URL, 1 when it cannot start).
+/// `proctor __mcp-http [--sse] URL`: bridges stdin and stdout to the server at `URL` (of the
+/// streamable HTTP transport, or with `--sse` of the older HTTP+SSE one) until stdin ends.
+/// Returns the exit status (2 for bad arguments, 1 when it cannot start).
 pub fn bridge_main(args: &[String]) -> i32 {
-    let Some(url) = args.first() else {
-        eprintln!("usage: proctor __mcp-http http://127.0.0.1:PORT/PATH");
-        return 2;
+    let (legacy, url) = match args {
+        [flag, url] if flag == "--sse" => (true, url),
+        [url] => (false, url),
+        _ => {
+            eprintln!("usage: proctor __mcp-http [--sse] http://127.0.0.1:PORT/PATH");
+            return 2;
+        }
     };
     let parsed = match crate::http::Url::parse(url) {
         Ok(u) => u,
@@ -82,27 +94,37 @@ pub fn bridge_main(args: &[String]) -> i32 {
         session: Mutex::new(Session::default()),
         out: Mutex::new(std::io::stdout()),
     });
-    tokio::task::LocalSet::new().block_on(&runtime, run(bridge));
+    let local = tokio::task::LocalSet::new();
+    match legacy {
+        true => local.block_on(&runtime, legacy_sse::run(bridge)),
+        false => local.block_on(&runtime, run(bridge)),
+    }
     0
 }
 
-/// Reads stdin on a thread of its own and sends each message on its way as it comes; when
-/// stdin ends, waits for the answers still coming, then closes the session.
-async fn run(bridge: Arc<Bridge>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+/// The messages of stdin, one per line, read on a thread of its own.
+fn stdin_lines() -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if tx.send(message).is_err() {
                 break;
             }
         }
     });
+    rx
+}
+
+/// Sends each message of stdin on its way as it comes; when stdin ends, waits for the answers
+/// still coming, then closes the session.
+async fn run(bridge: Arc<Bridge>) {
+    let mut rx = stdin_lines();
     let mut in_flight = tokio::task::JoinSet::new();
-    while let Some(line) = rx.recv().await {
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
+    while let Some(message) = rx.recv().await {
         if message["method"] == "initialize" {
             // The session starts with its answer: nothing else goes before it.
             send(&bridge, message).await;
@@ -118,38 +140,24 @@ async fn run(bridge: Arc<Bridge>) {
 /// POSTs one message and writes every message of the answer to stdout; a request that gets no
 /// answer is answered by the bridge with a JSON-RPC error.
 async fn send(bridge: &Bridge, message: Value) {
-    let id = message
-        .get("id")
-        .filter(|_| message.get("method").is_some())
-        .cloned();
     let body = message.to_string();
     let is_init = message["method"] == "initialize";
-    let answered = match post(bridge, body, is_init).await {
-        Ok(n) => n > 0,
-        Err(why) => {
-            if let Some(id) = &id {
-                write_line(bridge, &error_reply(id, &why));
-            }
-            return;
-        }
-    };
-    if let (false, Some(id)) = (answered, &id) {
-        let why = "the server answered the request with no message";
-        write_line(bridge, &error_reply(id, why));
+    match post(bridge, body, is_init).await {
+        Ok(0) => refuse(
+            bridge,
+            &message,
+            "the server answered the request with no message",
+        ),
+        Ok(_) => {}
+        Err(why) => refuse(bridge, &message, &why),
     }
 }
 
 /// The request, its answer's messages written out as they come; how many were written.
 async fn post(bridge: &Bridge, body: String, is_init: bool) -> Result<usize, String> {
-    let stream = tokio::net::TcpStream::connect(bridge.addr)
-        .await
-        .map_err(|e| format!("cannot connect to the MCP server at {}: {e}", bridge.addr))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::task::spawn_local(connection);
+    let mut sender = connect(bridge).await?;
     let mut request = hyper::Request::post(bridge.url.path.as_str())
-        .header(HOST, format!("{}:{}", bridge.url.host, bridge.url.port))
+        .header(HOST, bridge.host())
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "application/json, text/event-stream");
     request = with_session(bridge, request);
@@ -188,7 +196,7 @@ async fn post(bridge: &Bridge, body: String, is_init: bool) -> Result<usize, Str
             continue;
         };
         if sse {
-            for message in events.feed(data) {
+            for (_, message) in events.feed(data) {
                 written += usize::from(write_message(bridge, &message, is_init));
             }
         } else {
@@ -265,6 +273,36 @@ fn error_reply(id: &Value, why: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": BRIDGE_ERROR, "message": why}})
 }
 
+/// Answers `message`, when it is a request, with the bridge's error saying `why` the server
+/// gave no answer (a notification gets none).
+fn refuse(bridge: &Bridge, message: &Value, why: &str) {
+    if let (Some(id), Some(_)) = (message.get("id"), message.get("method")) {
+        write_line(bridge, &error_reply(id, why));
+    }
+}
+
+/// A fresh HTTP/1.1 connection to the server, its driver running on this thread's tasks.
+async fn connect(bridge: &Bridge) -> Result<Sender, String> {
+    let stream = tokio::net::TcpStream::connect(bridge.addr)
+        .await
+        .map_err(|e| format!("cannot connect to the MCP server at {}: {e}", bridge.addr))?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::task::spawn_local(connection);
+    Ok(sender)
+}
+
+/// The sending half of a connection to the server.
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+impl Bridge {
+    /// The `Host` header of every request.
+    fn host(&self) -> String {
+        format!("{}:{}", self.url.host, self.url.port)
+    }
+}
+
 /// Ends the session with the server (`DELETE`), when it has one; a server that refuses is
 /// left to end it itself.
 async fn close(bridge: &Bridge) {
@@ -277,17 +315,11 @@ async fn close(bridge: &Bridge) {
     else {
         return;
     };
-    let Ok(stream) = tokio::net::TcpStream::connect(bridge.addr).await else {
+    let Ok(mut sender) = connect(bridge).await else {
         return;
     };
-    let Ok((mut sender, connection)) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-    else {
-        return;
-    };
-    tokio::task::spawn_local(connection);
     if let Ok(request) = hyper::Request::delete(bridge.url.path.as_str())
-        .header(HOST, format!("{}:{}", bridge.url.host, bridge.url.port))
+        .header(HOST, bridge.host())
         .header("mcp-session-id", id)
         .body(Full::new(Bytes::new()))
     {
@@ -299,54 +331,9 @@ async fn close(bridge: &Bridge) {
     }
 }
 
-/// The `data` of each event of a `text/event-stream`, fed in pieces: events end at a blank
-/// line; several `data:` lines of one event are joined with newlines; other fields (`event`,
-/// `id`, `retry`) and comments are skipped.
-#[derive(Debug, Default)]
-struct SseLines {
-    partial: Vec<u8>,
-    data: Vec<String>,
-}
-
-impl SseLines {
-    /// The events completed by `chunk`.
-    fn feed(&mut self, chunk: &[u8]) -> Vec<String> {
-        self.partial.extend_from_slice(chunk);
-        let mut done = Vec::new();
-        while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                if !self.data.is_empty() {
-                    done.push(std::mem::take(&mut self.data).join("\n"));
-                }
-            } else if let Some(rest) = line.strip_prefix("data:") {
-                self.data
-                    .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
-            }
-        }
-        done
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_are_read_across_chunks_and_only_their_data_is_kept() {
-        let mut sse = SseLines::default();
-        assert!(sse.feed(b"event: message\nid: 1\ndata: {\"a\"").is_empty());
-        assert_eq!(
-            sse.feed(b":1}\n\n: a comment\n\ndata: [1,\r\ndata: 2]\r\n\r\n"),
-            ["{\"a\":1}", "[1,\n2]"]
-        );
-        assert!(
-            sse.feed(b"retry: 5\n\n").is_empty(),
-            "an event with no data is none"
-        );
-    }
 
     #[test]
     fn a_request_with_no_answer_gets_the_bridge_s_error_with_its_id() {
