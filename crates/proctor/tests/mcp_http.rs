@@ -13,65 +13,16 @@ use std::path::Path;
 use common::lab::{real_isolation, users, Lab};
 use serde_json::{json, Value};
 
-/// The notes server of the worked example, served over streamable HTTP on port 8765 of its own
-/// loopback: `initialize` gives a session id every later request must carry; `tools/call` is
-/// answered as a `text/event-stream`, the rest as JSON; notifications get 202. Each request's
-/// session header is appended to `$PROCTOR_SERVICE_DIR/sessions.txt`.
-const HTTP_SERVER: &str = r#"
-import json, os, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import notes
-
-SESSION = "sess-42"
-LOG = os.path.join(os.environ.get("PROCTOR_SERVICE_DIR", "."), "sessions.txt")
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def reply(self, code, body=b"", ctype="application/json", headers=()):
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        self.reply(200, b"ok", "text/plain") if self.path == "/health" else self.reply(404)
-
-    def do_DELETE(self):
-        with open(LOG, "a") as f:
-            f.write("DELETE %s\n" % self.headers.get("Mcp-Session-Id"))
-        self.reply(200)
-
-    def do_POST(self):
-        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        session = self.headers.get("Mcp-Session-Id")
-        with open(LOG, "a") as f:
-            f.write("%s %s\n" % (msg.get("method"), session))
-        if msg.get("method") != "initialize" and session != SESSION:
-            return self.reply(400, b'{"error": "no session"}')
-        if "id" not in msg:
-            return self.reply(202)
-        reply = {"jsonrpc": "2.0", "id": msg["id"]}
-        try:
-            reply["result"] = notes.answer(msg)
-        except LookupError as e:
-            reply["error"] = {"code": -32602, "message": str(e)}
-        except NotImplementedError as e:
-            reply["error"] = {"code": -32601, "message": "Method not found: %s" % e}
-        body = json.dumps(reply).encode()
-        if msg["method"] == "initialize":
-            return self.reply(200, body, headers=[("Mcp-Session-Id", SESSION)])
-        if msg["method"] == "tools/call":
-            return self.reply(200, b"event: message\ndata: " + body + b"\n\n", "text/event-stream")
-        self.reply(200, body)
-
-ThreadingHTTPServer(("127.0.0.1", 8765), Handler).serve_forever()
-"#;
+/// The notes server of the worked example over streamable HTTP on port 8765 of its own
+/// loopback (`examples/mcp-notes/servers/notes_http.py`): `initialize` gives a session id every
+/// later request must carry; `tools/call` is answered as a `text/event-stream`, the rest as
+/// JSON; notifications get 202. Each request's method and session are appended to
+/// `$PROCTOR_SERVICE_DIR/sessions.txt`.
+fn http_server() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mcp-notes/servers/notes_http.py");
+    std::fs::read_to_string(p).unwrap()
+}
 
 /// The notes server over MCP's older HTTP+SSE transport on port 8765: `GET /sse` opens the
 /// session's event stream, whose first event names `/messages?session_id=N`; each message
@@ -134,7 +85,7 @@ ThreadingHTTPServer(("127.0.0.1", 8765), Handler).serve_forever()
 /// outside `allow_tools`; the bypasser connects to the service's port itself and tries to wipe
 /// the notes there.
 fn lab(name: &str) -> Lab {
-    lab_over(name, HTTP_SERVER, "url = \"http://127.0.0.1:8765/mcp\"")
+    lab_over(name, &http_server(), "url = \"http://127.0.0.1:8765/mcp\"")
 }
 
 /// [`lab`] with `server` as the service's program and `url` (and its transport) as the MCP
@@ -196,7 +147,7 @@ all = [
     );
     lab.write(
         "fixture/direct.py",
-        "import json, urllib.request\ntry:\n    req = urllib.request.Request('http://127.0.0.1:8765/mcp', data=json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'tools/call', 'params': {'name': 'add_note', 'arguments': {'title': 'Milk'}}}).encode(), headers={'Content-Type': 'application/json', 'Mcp-Session-Id': 'sess-42'})\n    print('reached', urllib.request.urlopen(req, timeout=5).read())\nexcept Exception as e:\n    print('unreachable', type(e).__name__, e)\n",
+        "import json, urllib.request\ntry:\n    req = urllib.request.Request('http://127.0.0.1:8765/mcp', data=json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'tools/call', 'params': {'name': 'add_note', 'arguments': {'title': 'Milk'}}}).encode(), headers={'Content-Type': 'application/json', 'Mcp-Session-Id': 's1'})\n    print('reached', urllib.request.urlopen(req, timeout=5).read())\nexcept Exception as e:\n    print('unreachable', type(e).__name__, e)\n",
     );
     lab.write(
         "agents/bypass/t.toml",
@@ -256,10 +207,12 @@ fn an_http_mcp_server_is_reached_only_through_proctor_and_every_call_is_logged()
             Some("initialize None"),
             "{sessions:?}"
         );
-        assert!(
-            sessions.iter().any(|s| s == "tools/call sess-42"),
-            "{who:?}: the bridge carries the session id: {sessions:?}"
-        );
+        for line in ["tools/call s1", "tools/call s2", "DELETE s1"] {
+            assert!(
+                sessions.iter().any(|s| s == line),
+                "{who:?}: the bridge carries each session's id, and ends it: {sessions:?}"
+            );
+        }
         assert_eq!(record["verdict"]["metrics"]["denied"], 1, "{who:?}");
 
         let bypass = lab.record("t.bypass.0");
