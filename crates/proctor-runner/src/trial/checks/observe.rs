@@ -20,6 +20,7 @@
 //! the agent's stands in for its source (`-I` and `-E` checks included, which ignore
 //! `PYTHONPYCACHEPREFIX`).
 
+use proctor_fs::beneath::Beneath;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::CStr;
 use std::fs;
@@ -232,12 +233,31 @@ impl Observer {
             let (folder, name) = rel.rsplit_once('/').unwrap_or(("", rel));
             by_folder.entry(folder).or_default().push(name);
         }
+        // Each folder is opened beneath the tree's top (and each layer's above it), never
+        // through a link: one open of the top, then one short lookup per folder.
+        let tops = Beneath::open(&at.files).map(|top| {
+            let above: Vec<Beneath> = at
+                .above
+                .iter()
+                .filter_map(|l| Beneath::open(l).ok())
+                .collect();
+            (top, above)
+        });
+        let (top, above) = match tops {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.incomplete
+                    .push(format!("the tree is not watched: {e}"));
+                return;
+            }
+        };
         for (folder, names) in by_folder {
             if self.marked >= WATCH_MAX {
                 self.unwatched += names.len() as u64;
                 continue;
             }
-            if let Err(e) = self.watch_folder(at, folder, &names) {
+            if let Err(e) = self.watch_folder(at, (&top, &above), folder, &names) {
                 let shown = if folder.is_empty() { "." } else { folder };
                 self.incomplete
                     .push(format!("the folder `{shown}` is not watched: {e}"));
@@ -247,17 +267,23 @@ impl Observer {
 
     /// Marks the folder `folder` of a tree for its entries `names`: the files among them are
     /// watched by name, the links laid in the check's view.
-    fn watch_folder(&mut self, at: &TreeAt, folder: &str, names: &[&str]) -> io::Result<()> {
+    fn watch_folder(
+        &mut self,
+        at: &TreeAt,
+        (top, above): (&Beneath, &[Beneath]),
+        folder: &str,
+        names: &[&str],
+    ) -> io::Result<()> {
         use rustix::fs::FileType;
         let path = at.files.join(folder);
-        let Some(fd) = open_folder(&path)? else {
+        let Some(fd) = open_folder(top, folder)? else {
             // A folder gone is no entry to watch (a deleted tree's parts).
             return Ok(());
         };
         // Names the check sees from a layer above the agent's are not the agent's.
         let mut shadowed: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for layer in at.above {
-            if let Some(d) = open_folder(&layer.join(folder))? {
+        for layer in above {
+            if let Some(d) = open_folder(layer, folder)? {
                 each_entry(&d, |name, _| {
                     shadowed.insert(name.to_bytes().to_vec());
                     Ok(())
@@ -471,15 +497,20 @@ fn lay_link(
     Ok(target.to_string_lossy().into_owned())
 }
 
-/// The folder at `path` opened for reading its entries, not followed if a link; `None` if
-/// there is none.
-fn open_folder(path: &Path) -> io::Result<Option<OwnedFd>> {
-    use rustix::fs::{openat, Mode, OFlags, CWD};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match openat(CWD, path, flags, Mode::empty()) {
+/// The folder `folder` beneath `top` opened for reading its entries, no link followed on the
+/// way; `None` if there is none (or a link or a file is in its place).
+fn open_folder(top: &Beneath, folder: &str) -> io::Result<Option<OwnedFd>> {
+    match top.dir(Path::new(folder)) {
         Ok(fd) => Ok(Some(fd)),
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Ok(None),
-        Err(e) => Err(e.into()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
