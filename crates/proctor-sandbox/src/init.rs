@@ -28,8 +28,7 @@ use crate::msg::Msg;
 use crate::output::{Capped, Pumps};
 use crate::report::{BoundsReport, Exit, ProbeOutcome, ServiceReport};
 use crate::rootfs;
-use crate::services;
-use crate::sidecar::{self, HealthRun};
+use crate::services::{self, HealthRun};
 use crate::spec::{Network, SandboxSpec, ServiceSpec};
 use crate::sys;
 use crate::trace::trace;
@@ -597,7 +596,7 @@ fn start_service(
             devnull,
             log: log.as_raw_fd(),
         };
-        let outcome = sidecar::wait_healthy(probe, &run_with, run.pid, &run.pidfd, started_at);
+        let outcome = services::wait_healthy(probe, &run_with, run.pid, &run.pidfd, started_at);
         let failed = match &outcome {
             ProbeOutcome::Failed { reason } => {
                 Some(format!("service {} was not healthy: {reason}", svc.name))
