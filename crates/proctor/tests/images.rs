@@ -572,6 +572,42 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
 fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong() {
     let lab = Lab::new("import-tb-parsers");
     make_image(&lab);
+    let tasks = parser_tasks();
+    write_parser_tasks(&lab, &tasks);
+    let out_dir = import_terminal_bench_tasks(&lab);
+    let toml = add_wrong_variant(&out_dir, &tasks);
+    let cache = lab.root.join("image-cache");
+    assert_oracle_completes_and_null_agent_abandons(&lab, &out_dir, &cache, &tasks, &toml);
+    let store = lab.root.join("store-run");
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 1, "the wrong variant fails: {}", r.stderr);
+    assert_parsers_decide(&store, &tasks);
+}
+
+/// A Terminal-Bench task graded by a parser: its id, its `parser_name`, the lines its
+/// run-tests.sh prints (exiting 0 whatever they say), its solution, and a wrong end state.
+type ParserTask = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// One task for each of the `mlebench`, `swebench` and `pytest` parsers.
+fn parser_tasks() -> [ParserTask; 3] {
     let swebench = "echo '+ pytest -rA tests/test_fix.py'\n\
         echo 'SWEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo PASSED; else echo FAILED; fi\n\
@@ -582,7 +618,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     let mlebench = "echo 'MLEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo 'ALL TESTS PASSED'; else echo 'SOME TESTS FAILED'; fi\n\
         echo 'MLEBench results ends here'\n";
-    let tasks = [
+    [
         (
             "mle-fix",
             "mlebench",
@@ -604,8 +640,13 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
             "echo 42 > answer.txt",
             "echo 41 > answer.txt",
         ),
-    ];
-    for (id, parser, tests, solution, _) in tasks {
+    ]
+}
+
+/// The `tasks` as terminal-bench-datasets writes them, under `LAB/tasks`, each with the test
+/// image as its compose service's archive.
+fn write_parser_tasks(lab: &Lab, tasks: &[ParserTask]) {
+    for &(id, parser, tests, solution, _) in tasks {
         let task = lab.root.join("tasks").join(id);
         let write = |rel: &str, text: &str| {
             let p = task.join(rel);
@@ -625,6 +666,11 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
         write("solution.sh", &format!("#!/bin/bash\n{solution}\n"));
         std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
     }
+}
+
+/// `proctor import terminal-bench LAB/tasks --out LAB/imported`, which must succeed without a
+/// word on `parser_name`: the suite's folder.
+fn import_terminal_bench_tasks(lab: &Lab) -> std::path::PathBuf {
     let out_dir = lab.root.join("imported");
     let out = lab.proctor(
         As::Me,
@@ -638,18 +684,33 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains("parser_name"), "{}", out.stderr);
-    // A variant that writes the wrong file and stops, with no answer.
+    out_dir
+}
+
+/// Adds to the imported suite a variant that writes the wrong file and stops, with no answer;
+/// gives the suite's new text.
+fn add_wrong_variant(out_dir: &Path, tasks: &[ParserTask]) -> String {
     let mut toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
     toml.push_str(
         "\n[[variants]]\nid = \"wrong\"\nagent = \"script\"\nscript = \"agents/wrong\"\n",
     );
     std::fs::write(out_dir.join("suite.toml"), &toml).unwrap();
-    for (id, _, _, _, wrong) in tasks {
+    for &(id, _, _, _, wrong) in tasks {
         let p = out_dir.join("agents/wrong").join(format!("{id}.toml"));
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, format!("[[steps]]\nrun = '{wrong}'\n")).unwrap();
     }
-    let cache = lab.root.join("image-cache");
+    toml
+}
+
+/// `validate --oracle`: every task's oracle is `completed` and the null agent `abandoned`.
+fn assert_oracle_completes_and_null_agent_abandons(
+    lab: &Lab,
+    out_dir: &Path,
+    cache: &Path,
+    tasks: &[ParserTask],
+    toml: &str,
+) {
     let v = lab.proctor(
         As::Me,
         &[
@@ -662,7 +723,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     );
     let said = format!("{}{}", v.stdout, v.stderr);
     assert_eq!(v.code, 0, "{said}\n{toml}");
-    for (id, ..) in tasks {
+    for &(id, ..) in tasks {
         assert!(
             said.lines()
                 .any(|l| l.split_whitespace().collect::<Vec<_>>()
@@ -670,21 +731,12 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
             "{said}"
         );
     }
-    let store = lab.root.join("store-run");
-    let r = lab.proctor(
-        As::Me,
-        &[
-            "run",
-            out_dir.to_str().unwrap(),
-            "--trials",
-            "1",
-            "--store",
-            store.to_str().unwrap(),
-            "--image-cache",
-            cache.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 1, "the wrong variant fails: {}", r.stderr);
+}
+
+/// In the one run of `store`: each task's oracle is `completed`; the wrong variant is `wrong`
+/// (no answer, the end state alone graded) and its check says run-tests.sh exited 0 and the
+/// task's parser decided.
+fn assert_parsers_decide(store: &Path, tasks: &[ParserTask]) {
     let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
         .unwrap()
         .filter_map(Result::ok)
@@ -694,7 +746,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
     };
-    for (id, parser, ..) in tasks {
+    for &(id, parser, ..) in tasks {
         let oracle = record(&format!("{id}.oracle.0"));
         if !common::lab::real_isolation(&oracle, false) {
             return;
@@ -1339,6 +1391,40 @@ with tarfile.open(sys.argv[1], "w") as t:
 #[test]
 fn root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners() {
     let lab = Lab::new("img-root");
+    root_in_an_image_suite(&lab);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let record = lab.record("t.agent.0");
+    let files = lab.trial_dir("t.agent.0").join("changes/files");
+    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
+    assert_eq!(
+        record["outcome"],
+        "completed",
+        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
+        record["reason"],
+        out.stderr,
+        read("owners.txt"),
+        read("ids.txt"),
+        read("su.txt")
+    );
+    // The map is recorded: a range, written as root.
+    let ids = &record["isolation"]["ids"];
+    assert_eq!(ids["kind"], "range", "{ids}");
+    assert_eq!(ids["written_by"], "direct", "{ids}");
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    assert_owners_inside_the_trial(changes);
+    assert_set_id_file_kept_without_its_bits(changes, &files);
+    assert_own_dev_and_host_resolver(&read("dev.txt"), &read("resolv.txt"));
+}
+
+/// The suite of [`root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners`]:
+/// a payload owned by uid 1000 in the fixture, and an agent that unpacks it, gives files to
+/// other users, drops to them with `su` and writes down what it saw; the test image built.
+fn root_in_an_image_suite(lab: &Lab) {
     lab.write("fixture/fixture.txt", "laid by the suite\n");
     let fixture = lab.suite().join("fixture");
     let status = Command::new("python3")
@@ -1403,32 +1489,11 @@ run = '''su -s /bin/sh -c 'id -u' nobody > su.txt'''
 run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
 "#,
     );
-    make_image(&lab);
-    let cache = lab.root.join("image-cache");
-    let out = lab.run(
-        As::Me,
-        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
-    );
-    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
-    let record = lab.record("t.agent.0");
-    let files = lab.trial_dir("t.agent.0").join("changes/files");
-    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
-    assert_eq!(
-        record["outcome"],
-        "completed",
-        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
-        record["reason"],
-        out.stderr,
-        read("owners.txt"),
-        read("ids.txt"),
-        read("su.txt")
-    );
-    // The map is recorded: a range, written as root.
-    let ids = &record["isolation"]["ids"];
-    assert_eq!(ids["kind"], "range", "{ids}");
-    assert_eq!(ids["written_by"], "direct", "{ids}");
-    // The end state records the owners inside the trial.
-    let changes = record["end_state"]["changes"].as_array().unwrap();
+    make_image(lab);
+}
+
+/// The end state records the owners inside the trial (none for root's own files).
+fn assert_owners_inside_the_trial(changes: &[serde_json::Value]) {
     let owner = |path: &str| {
         changes
             .iter()
@@ -1449,8 +1514,11 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
         owner("owners.txt").is_null(),
         "root's file records no owner"
     );
-    // The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
-    // holds no special bit and belongs to proctor's own user.
+}
+
+/// The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
+/// (in `files`) holds no special bit and belongs to proctor's own user.
+fn assert_set_id_file_kept_without_its_bits(changes: &[serde_json::Value], files: &Path) {
     let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
     assert_eq!(
         suid["mode"].as_u64().map(|m| m & 0o7777),
@@ -1463,8 +1531,12 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc_getuid() };
     assert_eq!(kept.uid(), me, "the store's copy is not proctor's own");
+}
+
+/// What the agent listed of `/dev` (`dev`) is the sandbox's own, not the image's links merged
+/// with it; its `/etc/resolv.conf` (`resolv`) is the host's, bound over the image's empty file.
+fn assert_own_dev_and_host_resolver(dev: &str, resolv: &str) {
     // /dev is the sandbox's own, not the image's links merged with it.
-    let dev = read("dev.txt");
     assert!(dev.contains("null"), "{dev}");
     assert!(!dev.contains("core"), "the image's /dev was kept: {dev}");
     // The host's resolver, bound over the image's empty file.
@@ -1473,7 +1545,7 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
         !host.trim().is_empty(),
         "the host has no resolver to test with"
     );
-    assert_eq!(read("resolv.txt"), host);
+    assert_eq!(resolv, host);
 }
 
 extern "C" {
