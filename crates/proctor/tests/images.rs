@@ -142,6 +142,23 @@ fn image_trial(name: &str, image: &str) {
     let record = lab.record("t.agent.0");
     assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
     assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    assert_ran_in_the_image(&lab, &record, &cache, image);
+    assert_resources_recorded_as_not_enforced(&record);
+    let run_id = lab
+        .run_dir()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_show_and_run_json_name_the_image(&lab, &run_id, image, &record["launch"]["image"]);
+    assert_rescore_and_second_run_use_the_image(&lab, &run_id, &cache);
+}
+
+/// The trial of [`image_trial`] saw the image's root (writable, not the host's `/usr`) without
+/// writing into the cached image (`cache`), its workspace held the image's own file, its call
+/// went through the shim inside the image, and its record names the image and its digest.
+fn assert_ran_in_the_image(lab: &Lab, record: &serde_json::Value, cache: &Path, image: &str) {
     let seen =
         std::fs::read_to_string(lab.trial_dir("t.agent.0").join("changes/files/seen.txt")).unwrap();
     assert!(!seen.contains("HOST"), "the host's /usr is visible: {seen}");
@@ -150,7 +167,7 @@ fn image_trial(name: &str, image: &str) {
         "the image root is not writable: {seen}"
     );
     // The write landed in the trial's own root layer: the cached image is untouched.
-    let cached = walkdir::WalkDir::new(&cache)
+    let cached = walkdir::WalkDir::new(cache)
         .into_iter()
         .filter_map(Result::ok)
         .any(|e| e.file_name() == "agent-wrote");
@@ -169,7 +186,10 @@ fn image_trial(name: &str, image: &str) {
         img["digest"].as_str().unwrap().starts_with("sha256:"),
         "{img}"
     );
-    // The resource hints are recorded, as not enforced, and `show` says so.
+}
+
+/// The resource hints are recorded, as not enforced.
+fn assert_resources_recorded_as_not_enforced(record: &serde_json::Value) {
     let res = &record["launch"]["resources"];
     assert_eq!(
         (res["cpus"].as_f64(), res["memory_mb"].as_u64()),
@@ -184,18 +204,21 @@ fn image_trial(name: &str, image: &str) {
             .contains("a trial is held to its `limits`"),
         "{res}"
     );
-    let run_id = lab
-        .run_dir()
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
+}
+
+/// `show` of the trial says the resources are not enforced and names the image and its digest;
+/// run.json lists each task's image (`img`, the record's) with the same digest.
+fn assert_show_and_run_json_name_the_image(
+    lab: &Lab,
+    run_id: &str,
+    image: &str,
+    img: &serde_json::Value,
+) {
     let show = lab.proctor(
         As::Me,
         &[
             "show",
-            &run_id,
+            run_id,
             "t.agent.0",
             "--store",
             lab.store().to_str().unwrap(),
@@ -217,13 +240,17 @@ fn image_trial(name: &str, image: &str) {
     let run: serde_json::Value =
         serde_json::from_slice(&std::fs::read(lab.run_dir().join("run.json")).unwrap()).unwrap();
     assert_eq!(run["extra"]["images"]["t"], *img, "{run:#}");
-    // A rescore runs the checks in the image again (the check that the host's python3 is not
-    // there would fail on the host's root), so no outcome changes.
+}
+
+/// A rescore runs the checks in the image again (the check that the host's python3 is not
+/// there would fail on the host's root), so no outcome changes; a second run takes the image
+/// from `cache` (same digest).
+fn assert_rescore_and_second_run_use_the_image(lab: &Lab, run_id: &str, cache: &Path) {
     let rescored = lab.proctor(
         As::Me,
         &[
             "rescore",
-            &run_id,
+            run_id,
             "--store",
             lab.store().to_str().unwrap(),
             "--image-cache",
@@ -1560,16 +1587,32 @@ extern "C" {
 fn agent_root_lab(name: &str) -> Lab {
     let lab = Lab::new(name);
     lab.write("fixture/README", "a workspace\n");
+    lab.write("suite.toml", &agent_root_suite());
+    for (agent, steps) in agent_root_agents() {
+        let mut script = String::from("answer = \"done\"\n");
+        for step in steps {
+            script.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
+        }
+        for task in ["t", "image-root"] {
+            lab.write(&format!("agents/{agent}/{task}.toml"), &script);
+        }
+    }
+    make_image(&lab);
+    lab
+}
+
+/// The suite of [`agent_root_lab`]: task `t` (checks over the agent's root) and `image-root`
+/// (the same checks over the image as it was), asking for the same root state, and a variant
+/// for each of [`agent_root_agents`].
+fn agent_root_suite() -> String {
     let checks = r#"all = [
   { check = "greet | grep -q '^hello$'" },
   { check = "bash -c 'grep -q ^port=8080$ /etc/app.conf'" },
   { check = "! test -e /etc/os-release" },
   { check = "test -x /usr/local/bin/tool" },
 ]"#;
-    lab.write(
-        "suite.toml",
-        &format!(
-            r#"schema_version = 1
+    format!(
+        r#"schema_version = 1
 id = "agent-root"
 
 [environment]
@@ -1619,10 +1662,15 @@ check_root = "image"
 [tasks.success]
 {checks}
 "#
-        ),
-    );
+    )
+}
+
+/// The scripted agents of [`agent_root_lab`], each with its steps: `honest` makes the root
+/// state asked for, `null` does nothing, `shadow` replaces the image's shell, `reward` writes a
+/// reward where the verifier writes its own, `wrapper` puts a `bash` that exits 0 on PATH.
+fn agent_root_agents() -> Vec<(&'static str, Vec<&'static str>)> {
     let greet = r#"printf '#!/bin/sh\necho hello\n' > /usr/local/bin/greet && chmod 755 /usr/local/bin/greet"#;
-    let agents = [
+    vec![
         (
             "honest",
             vec![
@@ -1662,18 +1710,7 @@ exit 0
 ' > /usr/local/bin/bash && chmod 755 /usr/local/bin/bash"#,
             ],
         ),
-    ];
-    for (agent, steps) in agents {
-        let mut script = String::from("answer = \"done\"\n");
-        for step in steps {
-            script.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
-        }
-        for task in ["t", "image-root"] {
-            lab.write(&format!("agents/{agent}/{task}.toml"), &script);
-        }
-    }
-    make_image(&lab);
-    lab
+    ]
 }
 
 /// The findings of a trial's integrity audit as `kind path` lines.
@@ -1740,7 +1777,57 @@ fn agent_root_as(who: As) {
     };
     let (o, honest) = outcome("t.honest.0");
     assert_eq!(o, "completed", "{who:?}: {}\n{honest:#}", honest["reason"]);
-    assert!(findings(&honest).is_empty(), "{:?}", findings(&honest));
+    assert_honest_root_changes_kept(&lab, &honest);
+    let (o, image_root) = outcome("image-root.honest.0");
+    assert_ne!(
+        o, "completed",
+        "the image as it was has none of it: {image_root:#}"
+    );
+    assert!(
+        image_root["end_state"]["root_changes"].is_null(),
+        "nothing of the root is kept where the checks do not see it: {image_root:#}"
+    );
+    let (o, null) = outcome("t.null.0");
+    assert_ne!(o, "completed", "{null:#}");
+    assert!(null["end_state"]["root_changes"].is_null(), "{null:#}");
+
+    let show = lab.proctor_env(
+        who,
+        &["show", "latest", "t.honest.0", "--store", store],
+        &home,
+    );
+    assert!(
+        show.stdout.contains(
+            "changes outside the workspace, seen by the checks (3)\n  added         /etc/app.conf\n  deleted       /etc/os-release\n  added         /usr/local/bin/greet\n"
+        ),
+        "{}{}",
+        show.stdout,
+        show.stderr
+    );
+    // The viewer's trial page lists them too (escaped, each with its kind).
+    if who == As::Me {
+        assert_viewer_lists_root_changes(&lab);
+    }
+    let out = lab.proctor_env(
+        who,
+        &[
+            "rescore",
+            "latest",
+            "--store",
+            store,
+            "--image-cache",
+            cache,
+        ],
+        &home,
+    );
+    assert_eq!(out.code, 0, "{who:?}: {}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+}
+
+/// The honest agent's trial: no finding; its changes outside the workspace (and no mount point
+/// of the sandbox) listed in its end state with no capture note, and kept in its `root/`.
+fn assert_honest_root_changes_kept(lab: &Lab, honest: &serde_json::Value) {
+    assert!(findings(honest).is_empty(), "{:?}", findings(honest));
     let root_changes: Vec<String> = honest["end_state"]["root_changes"]
         .as_array()
         .unwrap_or_else(|| panic!("no root_changes: {honest:#}"))
@@ -1781,67 +1868,28 @@ fn agent_root_as(who: As) {
         "#!/bin/sh\necho hello\n"
     );
     assert!(kept.join("changes.json").is_file());
+}
 
-    let (o, image_root) = outcome("image-root.honest.0");
-    assert_ne!(
-        o, "completed",
-        "the image as it was has none of it: {image_root:#}"
+/// The viewer's trial page of the honest agent lists its changes outside the workspace, escaped,
+/// each with its kind; the page of the trial whose checks saw the image as it was lists none.
+fn assert_viewer_lists_root_changes(lab: &Lab) {
+    let server = common::viewer::serve(&lab.store());
+    let (code, page) = common::viewer::get(
+        &server,
+        &format!("/runs/{}/trials/t.honest.0", lab.run_id()),
     );
+    assert_eq!(code, 200, "{page}");
     assert!(
-        image_root["end_state"]["root_changes"].is_null(),
-        "nothing of the root is kept where the checks do not see it: {image_root:#}"
+        page.contains("Changes outside the workspace</h2>")
+            && page.contains("<li><code>deleted</code> /etc/os-release</li>")
+            && page.contains("<li><code>added</code> /usr/local/bin/greet</li>"),
+        "{page}"
     );
-    let (o, null) = outcome("t.null.0");
-    assert_ne!(o, "completed", "{null:#}");
-    assert!(null["end_state"]["root_changes"].is_null(), "{null:#}");
-
-    let show = lab.proctor_env(
-        who,
-        &["show", "latest", "t.honest.0", "--store", store],
-        &home,
+    let (_, other) = common::viewer::get(
+        &server,
+        &format!("/runs/{}/trials/image-root.honest.0", lab.run_id()),
     );
-    assert!(
-        show.stdout.contains(
-            "changes outside the workspace, seen by the checks (3)\n  added         /etc/app.conf\n  deleted       /etc/os-release\n  added         /usr/local/bin/greet\n"
-        ),
-        "{}{}",
-        show.stdout,
-        show.stderr
-    );
-    // The viewer's trial page lists them too (escaped, each with its kind).
-    if who == As::Me {
-        let server = common::viewer::serve(&lab.store());
-        let (code, page) = common::viewer::get(
-            &server,
-            &format!("/runs/{}/trials/t.honest.0", lab.run_id()),
-        );
-        assert_eq!(code, 200, "{page}");
-        assert!(
-            page.contains("Changes outside the workspace</h2>")
-                && page.contains("<li><code>deleted</code> /etc/os-release</li>")
-                && page.contains("<li><code>added</code> /usr/local/bin/greet</li>"),
-            "{page}"
-        );
-        let (_, other) = common::viewer::get(
-            &server,
-            &format!("/runs/{}/trials/image-root.honest.0", lab.run_id()),
-        );
-        assert!(!other.contains("Changes outside the workspace"), "{other}");
-    }
-    let out = lab.proctor_env(
-        who,
-        &[
-            "rescore",
-            "latest",
-            "--store",
-            store,
-            "--image-cache",
-            cache,
-        ],
-        &home,
-    );
-    assert_eq!(out.code, 0, "{who:?}: {}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+    assert!(!other.contains("Changes outside the workspace"), "{other}");
 }
 
 /// Where checks see the agent's root, the agent can reach what they run: the image's shell
