@@ -118,21 +118,39 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     let lab = Lab::new("viewer-routes");
     let run = store(&lab);
     let server = serve(&lab.store());
-    let (status, runs) = get(&server, "/");
+    assert_runs_list(&server, &run);
+    assert_run_page_and_its_json(&server, &run, &lab);
+    assert_trial_table_paged_and_filtered(&server, &run);
+    assert_trial_page_and_its_json(&server, &run);
+    assert_changed_files_diff_and_checks(&server, &lab);
+    assert_trial_page_carries_transcript_head(&server, &run);
+    assert_comparison_and_gates(&server, &run);
+    assert_unlike_or_unknown_arms_refused(&server, &run);
+    assert_unknown_pages_are_404(&server, &run);
+}
+
+/// The runs list, as a page and as JSON: the run with its counts.
+fn assert_runs_list(server: &Server, run: &str) {
+    let (status, runs) = get(server, "/");
     assert_eq!(status, 200);
-    assert!(runs.contains(&run) && runs.contains("chat-ax"), "{runs}");
-    let (status, api) = get(&server, "/api/runs");
+    assert!(runs.contains(run) && runs.contains("chat-ax"), "{runs}");
+    let (status, api) = get(server, "/api/runs");
     assert_eq!(status, 200);
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
-    assert_eq!(api[0]["run"], run.as_str());
+    assert_eq!(api[0]["run"], run);
     assert_eq!(
         (api[0]["finished"].as_u64(), api[0]["planned"].as_u64()),
         (Some(10), Some(10))
     );
     assert_eq!(api[0]["outcomes"]["completed"], 5);
+}
+
+/// The run page (by id and as `latest`): rates with n from the results, the grid, the trials;
+/// its JSON, whose report (like `results.report.json`) lists no trials.
+fn assert_run_page_and_its_json(server: &Server, run: &str, lab: &Lab) {
     // The run page: rates with n from the results, the grid, the trials.
     for path in [format!("/runs/{run}"), "/runs/latest".to_string()] {
-        let (status, page) = get(&server, &path);
+        let (status, page) = get(server, &path);
         assert_eq!(status, 200, "{path}");
         assert!(page.contains("Rates by variant"), "{page}");
         assert!(page.contains("<h2>Cost ledgers</h2>"), "{page}");
@@ -151,7 +169,7 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
             "{page}"
         );
     }
-    let (_, api) = get(&server, &format!("/api/runs/{run}"));
+    let (_, api) = get(server, &format!("/api/runs/{run}"));
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["trials"].as_array().unwrap().len(), 10);
     assert_eq!(
@@ -165,8 +183,12 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
             .unwrap();
     assert!(alone.get("trials").is_none() && alone.get("variants").is_some());
     assert!(api["report"].get("trials").is_none());
+}
+
+/// The trial table is paged and filtered by the server; a bad filter is refused.
+fn assert_trial_table_paged_and_filtered(server: &Server, run: &str) {
     // The trial table is paged and filtered by the server.
-    let (_, api) = get(&server, &format!("/api/runs/{run}?limit=3&offset=3"));
+    let (_, api) = get(server, &format!("/api/runs/{run}?limit=3&offset=3"));
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     let ids: Vec<&str> = api["trials"]
         .as_array()
@@ -180,17 +202,17 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         (Some(10), Some(3))
     );
     let (_, api) = get(
-        &server,
+        server,
         &format!("/api/runs/{run}?outcome=completed&variant=oracle"),
     );
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["total"], 5);
     // An outcome that is none of the eight is refused by name, not shown as an empty page.
-    let (status, page) = get(&server, &format!("/runs/{run}?outcome=passed"));
+    let (status, page) = get(server, &format!("/runs/{run}?outcome=passed"));
     assert_eq!(status, 404, "{page}");
     assert!(page.contains("is not an outcome"), "{page}");
     let (_, page) = get(
-        &server,
+        server,
         &format!("/runs/{run}?limit=4&outcome=&task=&variant=naive"),
     );
     assert!(page.contains("showing 1–4 of 5"), "{page}");
@@ -208,19 +230,23 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     );
     assert!(page.contains("<tr tabindex=\"-1\">"), "{page}");
     let (_, page) = get(
-        &server,
+        server,
         &format!("/runs/{run}?variant=naive&limit=4&offset=4"),
     );
     assert!(page.contains("showing 5–5 of 5"), "{page}");
     assert!(page.contains("rel=\"prev\""), "{page}");
     // Naive fails every task that oracle passes: every trial differs between the variants.
-    let (_, api) = get(&server, &format!("/api/runs/{run}?differs=1&task=wait"));
+    let (_, api) = get(server, &format!("/api/runs/{run}?differs=1&task=wait"));
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["total"], 2);
-    assert_eq!(get(&server, &format!("/api/runs/{run}?offset=x")).0, 400);
-    assert_eq!(get(&server, &format!("/api/runs/{run}?nonsense=1")).0, 400);
-    // A trial page: outcome and reason, each assertion with its verdict and evidence, the calls.
-    let (status, page) = get(&server, &format!("/runs/{run}/trials/draft.naive.0"));
+    assert_eq!(get(server, &format!("/api/runs/{run}?offset=x")).0, 400);
+    assert_eq!(get(server, &format!("/api/runs/{run}?nonsense=1")).0, 400);
+}
+
+/// A trial page: outcome and reason, each assertion with its verdict and evidence, the calls;
+/// and its JSON.
+fn assert_trial_page_and_its_json(server: &Server, run: &str) {
+    let (status, page) = get(server, &format!("/runs/{run}/trials/draft.naive.0"));
     assert_eq!(status, 200);
     assert!(page.contains("a forbidden effect happened"), "{page}");
     assert!(
@@ -232,18 +258,22 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         "{page}"
     );
     assert!(page.contains("<code>chat send"), "the calls log: {page}");
-    let (status, api) = get(&server, &format!("/api/runs/{run}/trials/draft.naive.0"));
+    let (status, api) = get(server, &format!("/api/runs/{run}/trials/draft.naive.0"));
     assert_eq!(status, 200);
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["record"]["outcome"], "wrong");
-    // A trial that changed files shows its diff against the start state, and its checks.
+}
+
+/// A trial that changed files (a traps run, now `latest`) shows its diff against the start
+/// state, highlighted, and its checks.
+fn assert_changed_files_diff_and_checks(server: &Server, lab: &Lab) {
     let code = run_example(
-        &lab,
+        lab,
         "traps",
         &["--variant", "oracle", "--task", "spec-test"],
     );
     assert_eq!(code, 0);
-    let (_, page) = get(&server, "/runs/latest/trials/spec-test.oracle.0");
+    let (_, page) = get(server, "/runs/latest/trials/spec-test.oracle.0");
     assert!(page.contains("<pre class=\"diff\">"), "{page}");
     assert!(
         page.contains("<span class=\"add\">"),
@@ -256,9 +286,12 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         "{page}"
     );
     assert!(page.contains("check_spec.py"), "the checks: {page}");
-    // The trial page carries the head of the transcript (the scripted agent's steps), and the
-    // script's hook to ask for the rest.
-    let (_, page) = get(&server, &format!("/runs/{run}/trials/draft.naive.0"));
+}
+
+/// The trial page carries the head of the transcript (the scripted agent's steps), and the
+/// script's hook to ask for the rest.
+fn assert_trial_page_carries_transcript_head(server: &Server, run: &str) {
+    let (_, page) = get(server, &format!("/runs/{run}/trials/draft.naive.0"));
     assert!(page.contains("<code>transcript.jsonl</code>"), "{page}");
     assert!(
         page.contains(&format!(
@@ -267,8 +300,13 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         "{page}"
     );
     assert!(page.contains("chat send --to @mei"), "{page}");
+}
+
+/// The comparison of two variants, trial by trial, with the underpowered verdicts marked, and
+/// the suite's promotion gates as `compare --gate` applies them.
+fn assert_comparison_and_gates(server: &Server, run: &str) {
     // The comparison of two variants, trial by trial, with the underpowered verdicts marked.
-    let (status, page) = get(&server, &format!("/compare?a={run}/naive&b={run}/oracle"));
+    let (status, page) = get(server, &format!("/compare?a={run}/naive&b={run}/oracle"));
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains("Verdicts") && page.contains("Matched differences"),
@@ -283,7 +321,7 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         "success A then B: {page}"
     );
     let (status, api) = get(
-        &server,
+        server,
         &format!("/api/compare?a={run}/naive&b={run}/oracle"),
     );
     assert_eq!(status, 200, "{api}");
@@ -296,22 +334,27 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
     assert_eq!(api["gates"]["passed"], false);
     assert_eq!(api["gates"]["gates"][0]["name"], "sample_size");
     assert_eq!(api["gates"]["gates"][0]["passed"], false);
-    let (_, page) = get(&server, &format!("/compare?a={run}/naive&b={run}/oracle"));
+    let (_, page) = get(server, &format!("/compare?a={run}/naive&b={run}/oracle"));
     assert!(page.contains("<h2>Promotion gates</h2>"), "{page}");
     assert!(
         page.contains("<tr data-gate=\"sample_size\"><td><code>sample_size</code></td><td><span class=\"badge bad\">failed</span> <span class=\"badge void\">underpowered</span>"),
         "{page}"
     );
     assert!(page.contains("a gate failed: not promoted"), "{page}");
+}
+
+/// Arms of two different suites, or of a variant with no trial, cannot be compared; the run
+/// page offers the comparison of its variants.
+fn assert_unlike_or_unknown_arms_refused(server: &Server, run: &str) {
     // Arms of two different suites (`latest` is the traps run) cannot be compared.
     let (status, body) = get(
-        &server,
+        server,
         &format!("/api/compare?a={run}/oracle&b=latest/oracle"),
     );
     assert_eq!(status, 404);
     assert!(body.contains("unlike suites"), "{body}");
     let (status, body) = get(
-        &server,
+        server,
         &format!("/api/compare?a={run}/naive&b={run}/nobody"),
     );
     assert_eq!(status, 404);
@@ -319,20 +362,23 @@ fn every_route_and_its_json_shows_what_the_store_holds() {
         body.contains("no finished trial of variant `nobody`"),
         "{body}"
     );
-    assert_eq!(get(&server, "/compare?a=x").0, 404);
+    assert_eq!(get(server, "/compare?a=x").0, 404);
     // The run page offers the comparison of its variants.
-    let (_, page) = get(&server, &format!("/runs/{run}"));
+    let (_, page) = get(server, &format!("/runs/{run}"));
     assert!(page.contains("<form action=\"/compare\""), "{page}");
-    // Unknown runs, trials and paths are 404s, as pages and as JSON.
-    assert_eq!(get(&server, "/runs/19990101-000000-0000").0, 404);
+}
+
+/// Unknown runs, trials and paths are 404s, as pages and as JSON.
+fn assert_unknown_pages_are_404(server: &Server, run: &str) {
+    assert_eq!(get(server, "/runs/19990101-000000-0000").0, 404);
     assert_eq!(
-        get(&server, &format!("/runs/{run}/trials/nope.naive.0")).0,
+        get(server, &format!("/runs/{run}/trials/nope.naive.0")).0,
         404
     );
-    let (status, body) = get(&server, &format!("/api/runs/{run}/trials/nope.naive.0"));
+    let (status, body) = get(server, &format!("/api/runs/{run}/trials/nope.naive.0"));
     assert_eq!(status, 404);
     assert!(body.contains("\"error\""), "{body}");
-    assert_eq!(get(&server, "/no/such/page").0, 404);
+    assert_eq!(get(server, "/no/such/page").0, 404);
 }
 
 #[test]
