@@ -332,8 +332,16 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("t.a.0"), "{}", out.stdout);
 
-    // show: the rescore by default, said so; the original on request; no rescore 2.
-    let show = cmd(&lab, &["show", &run]);
+    assert_show_reads_the_rescore(&lab, &run);
+    assert_compare_reads_the_rescore(&lab, &run);
+    assert_exports_record_their_scoring(&lab, &run);
+    assert_list_counts_as_the_run_scored(&lab, &run);
+    assert_viewer_reads_the_rescore(&lab, &run);
+}
+
+/// show: the rescore by default, said so; the original on request; no rescore 2.
+fn assert_show_reads_the_rescore(lab: &Lab, run: &str) {
+    let show = cmd(lab, &["show", run]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
         show.stderr.contains("scored by rescore 1 of 20"),
@@ -351,7 +359,7 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         show.stdout
     );
-    let original = cmd(&lab, &["show", &run, "--scoring", "original"]);
+    let original = cmd(lab, &["show", run, "--scoring", "original"]);
     assert_eq!(
         shown_outcome(&original.stdout, "t.a.0"),
         "completed",
@@ -365,16 +373,16 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         original.stderr
     );
-    let first = cmd(&lab, &["show", &run, "--scoring", "1"]);
+    let first = cmd(lab, &["show", run, "--scoring", "1"]);
     assert_eq!(shown_outcome(&first.stdout, "t.a.0"), "wrong");
-    let none = cmd(&lab, &["show", &run, "--scoring", "2"]);
+    let none = cmd(lab, &["show", run, "--scoring", "2"]);
     assert_eq!(none.code, 2);
     assert!(
         none.stderr.contains("its rescores are 1 to 1"),
         "{}",
         none.stderr
     );
-    let trial = cmd(&lab, &["show", &run, "t.a.0"]);
+    let trial = cmd(lab, &["show", run, "t.a.0"]);
     assert!(
         trial.stdout.contains("outcome    wrong"),
         "{}",
@@ -385,26 +393,28 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         trial.stdout
     );
-    let json = cmd(&lab, &["show", &run, "--format", "json"]);
+    let json = cmd(lab, &["show", run, "--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(doc["scoring"]["kind"], "rescore");
     assert_eq!(doc["scoring"]["rescore"], 1);
+}
 
-    // compare: the rescore, recorded in its JSON.
+/// compare: the rescore, recorded in its JSON; the original on request.
+fn assert_compare_reads_the_rescore(lab: &Lab, run: &str) {
     let cmp = cmd(
-        &lab,
-        &["compare", &run, "--variants", "a,b", "--format", "json"],
+        lab,
+        &["compare", run, "--variants", "a,b", "--format", "json"],
     );
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     let doc: Value = serde_json::from_str(&cmp.stdout).unwrap();
     assert_eq!(doc["scorings"][0]["kind"], "rescore", "{doc:#}");
-    assert_eq!(doc["scorings"][0]["run"], run.as_str());
+    assert_eq!(doc["scorings"][0]["run"], run);
     assert!(cmp.stderr.contains("scored by rescore 1"), "{}", cmp.stderr);
     let cmp_original = cmd(
-        &lab,
+        lab,
         &[
             "compare",
-            &run,
+            run,
             "--variants",
             "a,b",
             "--format",
@@ -419,16 +429,18 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         doc["comparison"], doc_original["comparison"],
         "a's success differs between the scorings"
     );
+}
 
-    // export: each format records the scoring it was made from.
+/// export: each format records the scoring it was made from.
+fn assert_exports_record_their_scoring(lab: &Lab, run: &str) {
     let junit = lab.store().join("r.xml");
     let atif = lab.store().join("atif");
     let html = lab.store().join("r.html");
     let out = cmd(
-        &lab,
+        lab,
         &[
             "export",
-            &run,
+            run,
             "--junit",
             junit.to_str().unwrap(),
             "--atif",
@@ -465,10 +477,10 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "the export says its scoring"
     );
     let out = cmd(
-        &lab,
+        lab,
         &[
             "export",
-            &run,
+            run,
             "--junit",
             junit.to_str().unwrap(),
             "--scoring",
@@ -486,9 +498,11 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         1,
         "only b fails originally\n{xml}"
     );
+}
 
-    // `list` counts the outcomes as the run scored them, and says the run was rescored.
-    let list = cmd(&lab, &["list"]);
+/// `list` counts the outcomes as the run scored them, and says the run was rescored.
+fn assert_list_counts_as_the_run_scored(lab: &Lab, run: &str) {
+    let list = cmd(lab, &["list"]);
     assert!(
         list.stderr.contains(&format!(
             "note: run {run} was rescored 1 time(s): its OUTCOMES are as the run scored them; `proctor show {run}` reads the latest"
@@ -496,11 +510,14 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         list.stderr
     );
-    let list = cmd(&lab, &["list", "--format", "json"]);
+    let list = cmd(lab, &["list", "--format", "json"]);
     let rows: Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(rows[0]["rescores"], 1, "{rows:#}");
+}
 
-    // The viewer: the rescore by default, the original one link away.
+/// The viewer: the rescore by default, the original one link away; the pictures drawn in the
+/// scoring shown.
+fn assert_viewer_reads_the_rescore(lab: &Lab, run: &str) {
     let server = serve(&lab.store());
     // The runs list counts the outcomes as the run scored them, and says the run was rescored,
     // with a link to the latest.
