@@ -982,9 +982,19 @@ fn the_compare_page_says_which_tasks_it_left_out_and_why() {
 fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached() {
     let lab = Lab::new("viewer-service-pages");
     let run = store(&lab);
+    let (state, events) = leave_service_files_past_the_bounds(&lab);
+    let server = serve(&lab.store());
+    assert_trial_page_links_the_pages(&server, &run);
+    assert_api_pages_are_the_files(&server, &run, &state, &events);
+    assert_nothing_else_is_reached(&server, &run);
+}
+
+/// The service's files of trial `send.naive.0` as a trial that hit the bounds leaves them: a
+/// state of 3 MB and an event log of 40,000 lines, both left out of the record (as capture does
+/// past its bounds); beside them, what the agent could leave to reach past the folder: a link
+/// and a FIFO. Gives the state's and the events' text.
+fn leave_service_files_past_the_bounds(lab: &Lab) -> (String, String) {
     let trial = lab.run_dir().join("trials").join("send.naive.0");
-    // The service's files as a trial that hit the bounds leaves them: a state of 3 MB and an event
-    // log of 40,000 lines, both left out of the record (as capture does past its bounds).
     let folder = trial.join("services/chat-api");
     let state: String = format!(
         "{{\"sent\": [{}]}}\n",
@@ -1018,9 +1028,14 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
     end["events_omitted"] = serde_json::json!(39_990);
     std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
 
-    let server = serve(&lab.store());
+    (state, events)
+}
+
+/// The trial page links the state's and the events' pages; the state's first page is its
+/// first 64 KiB, escaped, with a link to the next.
+fn assert_trial_page_links_the_pages(server: &Server, run: &str) {
     let page_url = format!("/runs/{run}/trials/send.naive.0/services/chat-api/state.json");
-    let (status, page) = get(&server, &format!("/runs/{run}/trials/send.naive.0"));
+    let (status, page) = get(server, &format!("/runs/{run}/trials/send.naive.0"));
     assert_eq!(status, 200);
     assert!(
         page.contains(&format!("<a href=\"{page_url}\">read it page by page</a>")),
@@ -1033,7 +1048,7 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
         "{page}"
     );
     // The page of the state: its first 64 KiB, escaped, with a link to the next.
-    let (status, first) = get(&server, &page_url);
+    let (status, first) = get(server, &page_url);
     assert_eq!(status, 200, "{first}");
     assert!(
         first.contains("<pre class=\"service-file\">{&quot;sent&quot;: ["),
@@ -1041,15 +1056,18 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
     );
     assert!(first.contains("rel=\"next\""), "{first}");
     assert!(first.len() < 200 * 1024, "{} bytes", first.len());
-    // Through the API, the pages put back together are the file, byte for byte, every page
-    // ending on a line.
-    for (name, whole) in [("state.json", &state), ("events.jsonl", &events)] {
+}
+
+/// Through the API, the pages put back together are the files (`state`, `events`), byte for
+/// byte, every page ending on a line.
+fn assert_api_pages_are_the_files(server: &Server, run: &str, state: &str, events: &str) {
+    for (name, whole) in [("state.json", state), ("events.jsonl", events)] {
         let mut offset = 0u64;
         let mut joined = String::new();
         let mut pages = 0;
         loop {
             let (status, body) = get(
-                &server,
+                server,
                 &format!("/api/runs/{run}/trials/send.naive.0/services/chat-api/{name}?offset={offset}&bytes=100000"),
             );
             assert_eq!(status, 200, "{body}");
@@ -1067,10 +1085,14 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
                 None => break,
             }
         }
-        assert_eq!(&joined, whole, "{name}");
+        assert_eq!(joined, whole, "{name}");
         assert!(pages > 10, "{name}: {pages} pages");
     }
-    // Nothing but the trial's own regular files: links, FIFOs and paths out are refused.
+}
+
+/// Nothing but the trial's own regular files: links, FIFOs and paths out are refused; an
+/// unfinished or unknown trial has no pages.
+fn assert_nothing_else_is_reached(server: &Server, run: &str) {
     for path in [
         "chat-api/passwd",
         "chat-api/etc/passwd",
@@ -1080,7 +1102,7 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
         "chat-api/nothing.json",
     ] {
         let (status, body) = get(
-            &server,
+            server,
             &format!("/api/runs/{run}/trials/send.naive.0/services/{path}"),
         );
         assert_eq!(status, 404, "{path}: {body}");
@@ -1088,14 +1110,14 @@ fn a_service_state_too_large_for_the_record_is_paged_and_nothing_else_is_reached
         assert!(!body.contains("\"record\""), "{path}: {body}");
     }
     let (status, body) = get(
-        &server,
+        server,
         &format!("/api/runs/{run}/trials/send.naive.0/services/chat-api/passwd"),
     );
     assert_eq!(status, 404);
     assert!(body.contains("not a regular file"), "{body}");
     // An unfinished or unknown trial has no pages.
     let (status, _) = get(
-        &server,
+        server,
         &format!("/api/runs/{run}/trials/nope.naive.0/services/chat-api/state.json"),
     );
     assert_eq!(status, 404);
@@ -1106,7 +1128,15 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
     let lab = Lab::new("viewer-pictures");
     let run = store(&lab);
     let server = serve(&lab.store());
-    let (status, body) = get(&server, &format!("/api/runs/{run}?limit=1000"));
+    let trials = trials_and_outcomes(&server, &run);
+    assert_run_page_draws_one_mark_per_trial(&server, &run, &trials);
+    assert_compare_page_draws_the_discordant_pairs(&server, &run);
+    assert_export_holds_the_pictures_inline(&lab, &run, &trials);
+}
+
+/// Every trial of `run` with its outcome, as the API lists them (10).
+fn trials_and_outcomes(server: &Server, run: &str) -> Vec<(String, String)> {
+    let (status, body) = get(server, &format!("/api/runs/{run}?limit=1000"));
     assert_eq!(status, 200, "{body}");
     let api: serde_json::Value = serde_json::from_str(&body).unwrap();
     let trials: Vec<(String, String)> = api["trials"]
@@ -1121,8 +1151,17 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
         })
         .collect();
     assert_eq!(trials.len(), 10);
-    // The run page, rendered by a real browser: one mark per trial, each with its id and
-    // outcome as its title and a link to its page.
+    trials
+}
+
+/// The run page, rendered by a real browser: one mark per trial, each with its id and outcome
+/// as its title and a link to its page; the same grid alone, at its stable URL, an SVG
+/// document.
+fn assert_run_page_draws_one_mark_per_trial(
+    server: &Server,
+    run: &str,
+    trials: &[(String, String)],
+) {
     let (dom, errors) = chromium(
         &format!("{}runs/{run}", server.url),
         Some(&shots().join("run-pictures.png")),
@@ -1133,7 +1172,7 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
         trials.len(),
         "{dom}"
     );
-    for (id, outcome) in &trials {
+    for (id, outcome) in trials {
         let mark =
             format!("<a class=\"mark\" href=\"/runs/{run}/trials/{id}\"><title>{id}: {outcome}");
         assert_eq!(dom.matches(&mark).count(), 1, "{mark}\n{dom}");
@@ -1143,19 +1182,22 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
     assert!(!dom.contains("id=\"cost-picture\""), "{dom}");
     assert!(dom.contains("no trial reported tokens or money"), "{dom}");
     // The same grid alone, at its stable URL, an SVG document.
-    let (status, grid) = get(&server, &format!("/runs/{run}/grid.svg"));
+    let (status, grid) = get(server, &format!("/runs/{run}/grid.svg"));
     assert_eq!(status, 200);
     assert!(
         grid.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
         "{grid}"
     );
     assert_eq!(grid.matches("<a class=\"mark\"").count(), trials.len());
-    let (status, _) = get(&server, &format!("/runs/{run}/nothing.svg"));
+    let (status, _) = get(server, &format!("/runs/{run}/nothing.svg"));
     assert_eq!(status, 404);
-    // The comparison page counts the discordant pairs the comparison counts, and outlines as
-    // many cells.
+}
+
+/// The comparison page counts the discordant pairs the comparison counts, and outlines as many
+/// cells.
+fn assert_compare_page_draws_the_discordant_pairs(server: &Server, run: &str) {
     let (status, body) = get(
-        &server,
+        server,
         &format!("/api/compare?a={run}/naive&b={run}/oracle"),
     );
     assert_eq!(status, 200, "{body}");
@@ -1195,17 +1237,20 @@ fn the_pictures_draw_one_mark_per_trial_and_the_comparisons_own_discordant_pairs
     );
     assert_eq!(dom.matches("<g class=\"pair\"").count(), pairs.len());
     let (status, svg) = get(
-        &server,
+        server,
         &format!("/compare/pairs.svg?a={run}/naive&b={run}/oracle"),
     );
     assert_eq!(status, 200);
     assert!(svg.starts_with("<svg xmlns="), "{svg}");
-    // The export holds the same pictures inline, each mark linking to the trial's anchor.
-    let (export, out) = lab.export_html(&run, "export.html");
+}
+
+/// The export holds the same pictures inline, each mark linking to the trial's anchor.
+fn assert_export_holds_the_pictures_inline(lab: &Lab, run: &str, trials: &[(String, String)]) {
+    let (export, out) = lab.export_html(run, "export.html");
     assert_eq!(export.code, 0, "{export:?}");
     let html = std::fs::read_to_string(&out).unwrap();
     assert_eq!(html.matches("<a class=\"mark\"").count(), trials.len());
-    for (id, _) in &trials {
+    for (id, _) in trials {
         assert!(
             html.contains(&format!(
                 "<a class=\"mark\" href=\"#trial-{id}\"><title>{id}: "
