@@ -78,6 +78,13 @@ fn suite(lab: &Lab) {
         .write("holdout/ext-deep/check_ext.py", CHECK_EXT)
         .write("holdout/dep-shadow/check_dep.py", CHECK_DEP)
         .write("holdout/bytecode/check_fix.py", CHECK_FIX);
+    lab.write("suite.toml", &observation_suite_toml());
+    write_honest_and_trick_scripts(lab);
+}
+
+/// The suite: one task per row of what the checks load (links, test data, extensions, a
+/// dependency, bytecode); the `honest` and `trick` variants.
+fn observation_suite_toml() -> String {
     let task = |id: &str, prompt: &str, check: &str| {
         format!("[[tasks]]\nid = \"{id}\"\nprompt = \"{prompt}\"\n\n[tasks.success]\nall = [{{ check = \"{check}\" }}]\n\n")
     };
@@ -103,8 +110,11 @@ fn suite(lab: &Lab) {
     toml += &task("ext-deep", ext, "python3 check_ext.py");
     toml += &task("dep-shadow", fix, "/usr/bin/python3 check_dep.py");
     toml += &task("bytecode", fix, "python3 check_fix.py");
-    lab.write("suite.toml", &toml);
+    toml
+}
 
+/// Each task's script for the honest agent and for the trick.
+fn write_honest_and_trick_scripts(lab: &Lab) {
     let script = |variant: &str, task: &str, steps: &[&str]| {
         let mut s = String::from("answer = \"Done.\"\n");
         for step in steps {
