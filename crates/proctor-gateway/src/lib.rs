@@ -10,12 +10,14 @@
 //!   [`GatewayHandle::register_trial`] gives a per-trial [`TrialToken`] the agent uses as its
 //!   key; [`GatewayHandle::finish_trial`] gives the trial's [`TrialLedger`].
 //!
+//! - [`client`]: proctor's own requests to a model from the host (a model-played user's).
 //! - [`relay`]: a trial's endpoint, inside its namespaces, joined to the gateway's socket.
 //!
 //! The real key is only ever written into upstream request headers: it is removed from every
 //! recorded body, line and message, and agents never see it.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod evidence;
 pub mod gateway;

@@ -44,7 +44,10 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
     };
     let image = task_image(dir, s.environment);
     let sidecars = task_sidecars(dir, w);
-    let mcp_servers = mcp_servers(s.environment);
+    let mcp_servers = mcp_servers(s.environment).and_then(|m| match &sidecars {
+        Ok(c) => served_by_sidecars(&m, c).map(|()| m),
+        Err(_) => Ok(m),
+    });
     let workdir = s
         .environment
         .get("workdir")
@@ -120,9 +123,8 @@ fn plan(dir: &Path, id: &str, w: &mut Vec<String>) -> Result<TaskPlan, String> {
 
 /// The task's `[[environment.mcp_servers]]`, as Harbor's `MCPServerConfig` has them (`name`;
 /// `transport`, default `"sse"`; `url` for `sse` and `streamable-http`; `command` and `args`
-/// for `stdio`): each stdio server carried with its argv. A server over HTTP is why the task is
-/// skipped: proctor does not yet relay MCP's HTTP transports, and the task without its server
-/// is not the task.
+/// for `stdio`): each stdio server carried with its argv, each streamable-HTTP server with its
+/// URL, its transport and the container that serves it.
 fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> {
     let Some(list) = env.get("mcp_servers") else {
         return Ok(Vec::new());
@@ -147,9 +149,16 @@ fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> 
         let transport = t.get("transport").and_then(Value::as_str).unwrap_or("sse");
         if transport != "stdio" {
             let url = t.get("url").and_then(Value::as_str).unwrap_or("no url");
-            return Err(format!(
-                "[environment] mcp_servers: `{name}` is reached over {transport} ({url}), which proctor does not yet relay (only stdio MCP servers are carried)"
-            ));
+            if !matches!(transport, "streamable-http" | "sse") {
+                return Err(format!(
+                    "[environment] mcp_servers: `{name}` is reached over {transport} ({url}), which proctor does not relay (stdio, sse and streamable-http are carried)"
+                ));
+            }
+            out.push(crate::model::McpPlan {
+                name: name.to_string(),
+                transport: http_transport(name, url, transport == "sse")?,
+            });
+            continue;
         }
         let command = t.get("command").and_then(Value::as_str).ok_or(format!(
             "[environment] mcp_servers: stdio server `{name}` has no `command`"
@@ -171,10 +180,50 @@ fn mcp_servers(env: &toml::Table) -> Result<Vec<crate::model::McpPlan>, String> 
         }
         out.push(crate::model::McpPlan {
             name: name.to_string(),
-            command: argv,
+            transport: crate::model::McpTransport::Stdio(argv),
         });
     }
     Ok(out)
+}
+
+/// A streamable-HTTP server at `url` (`http://HOST:PORT/PATH`): served by the task's
+/// container `HOST`, reached on the trial's loopback, where the task's containers all listen.
+fn http_transport(
+    name: &str,
+    url: &str,
+    legacy_sse: bool,
+) -> Result<crate::model::McpTransport, String> {
+    let bad = || {
+        format!("[environment] mcp_servers: `{name}` has url {url:?}, not http://HOST:PORT/PATH")
+    };
+    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
+    port.parse::<u16>().map_err(|_| bad())?;
+    Ok(crate::model::McpTransport::Http {
+        url: format!("http://127.0.0.1:{port}/{path}"),
+        service: host.to_string(),
+        legacy_sse,
+    })
+}
+
+/// Each streamable-HTTP server's container is one of the task's sidecars (a server elsewhere
+/// is not in the task, and the task without it is not the task).
+fn served_by_sidecars(
+    servers: &[crate::model::McpPlan],
+    sidecars: &[crate::compose::SidecarPlan],
+) -> Result<(), String> {
+    for s in servers {
+        if let crate::model::McpTransport::Http { service, .. } = &s.transport {
+            if !sidecars.iter().any(|c| &c.name == service) {
+                return Err(format!(
+                    "[environment] mcp_servers: `{}` is served by `{service}`, which is none of the task's containers (proctor relays only servers the task runs)",
+                    s.name
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The verifier of a task in steps: each step's check is its own (see
@@ -925,5 +974,26 @@ mod tests {
         assert_eq!(seconds(&Value::Integer(90)), Some(90));
         assert_eq!(seconds(&Value::Integer(0)), None);
         assert_eq!(seconds(&Value::String("60".into())), None);
+    }
+
+    #[test]
+    fn an_http_mcp_server_is_reached_on_the_trials_loopback_at_its_containers_port() {
+        use crate::model::McpTransport;
+        let t = http_transport("tools", "http://mcp-server:8000/mcp", false).unwrap();
+        assert_eq!(
+            t,
+            McpTransport::Http {
+                url: "http://127.0.0.1:8000/mcp".into(),
+                service: "mcp-server".into(),
+                legacy_sse: false
+            }
+        );
+        let t = http_transport("tools", "http://search:9/sse", true).unwrap();
+        assert!(
+            matches!(t, McpTransport::Http { legacy_sse: true, ref url, .. } if url == "http://127.0.0.1:9/sse")
+        );
+        for bad in ["https://x:1/mcp", "http://x/mcp", "http://x:port/mcp"] {
+            assert!(http_transport("tools", bad, false).is_err(), "{bad}");
+        }
     }
 }

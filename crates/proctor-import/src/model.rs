@@ -90,17 +90,35 @@ pub(crate) struct TaskPlan {
     /// A Harbor multi-step task's steps: the task is imported in steps, each with its own
     /// check, and has no verifier of its own.
     pub steps: Option<StepsImport>,
-    /// The task's stdio MCP servers (Harbor's `[[environment.mcp_servers]]`).
+    /// The task's MCP servers (Harbor's `[[environment.mcp_servers]]`).
     pub mcp_servers: Vec<McpPlan>,
 }
 
-/// An MCP server a task gives its agent, with the stdio transport: `[[mcp_servers]]`.
+/// An MCP server a task gives its agent: `[[mcp_servers]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct McpPlan {
     /// Its name.
     pub name: String,
-    /// The argv that starts it (Harbor's `command`, then its `args`), run in the task's image.
-    pub command: Vec<String>,
+    /// How it is reached.
+    pub transport: McpTransport,
+}
+
+/// How an imported MCP server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum McpTransport {
+    /// Started per session with this argv (Harbor's `command`, then its `args`), in the task's
+    /// image.
+    Stdio(Vec<String>),
+    /// Streamable HTTP, served by the task's container `service` at `url` (its host made
+    /// `127.0.0.1`: the task's containers share one loopback).
+    Http {
+        /// The URL on the trial's loopback.
+        url: String,
+        /// The container (sidecar) that serves it.
+        service: String,
+        /// Whether it speaks the older HTTP+SSE transport (Harbor's `sse`).
+        legacy_sse: bool,
+    },
 }
 
 /// A Harbor task's steps, read.

@@ -49,23 +49,51 @@ pub(crate) fn render(
 /// task's server of the same name and argv is the same server); a server whose name another
 /// task already gave a different argv is renamed `NAME-TASK_ID`, and says so.
 fn render_mcp_servers(s: &mut String, tasks: &[TaskPlan]) {
-    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    use crate::model::McpTransport;
+    let mut seen: std::collections::BTreeMap<String, &McpTransport> = Default::default();
     for t in tasks {
         for m in &t.mcp_servers {
             let name = match seen.get(&m.name) {
-                Some(argv) if *argv == m.command => continue,
+                Some(how) if **how == m.transport => continue,
                 Some(_) => format!("{}-{}", m.name, t.id),
                 None => m.name.clone(),
             };
             if seen.contains_key(&name) {
                 continue;
             }
-            seen.insert(name.clone(), m.command.clone());
+            seen.insert(name.clone(), &m.transport);
             s.push('\n');
-            let _ = writeln!(s, "# The MCP server `{}` of task {} (stdio).", m.name, t.id);
-            let _ = writeln!(s, "[[mcp_servers]]\nname = {}", basic_string(&name));
-            let argv: Vec<String> = m.command.iter().map(|a| basic_string(a)).collect();
-            let _ = writeln!(s, "command = [{}]", argv.join(", "));
+            match &m.transport {
+                McpTransport::Stdio(argv) => {
+                    let _ = writeln!(s, "# The MCP server `{}` of task {} (stdio).", m.name, t.id);
+                    let _ = writeln!(s, "[[mcp_servers]]\nname = {}", basic_string(&name));
+                    let argv: Vec<String> = argv.iter().map(|a| basic_string(a)).collect();
+                    let _ = writeln!(s, "command = [{}]", argv.join(", "));
+                }
+                McpTransport::Http {
+                    url,
+                    service,
+                    legacy_sse,
+                } => {
+                    let _ = writeln!(
+                        s,
+                        "# The MCP server `{}` of task {} ({}, served by its container `{service}`).",
+                        m.name,
+                        t.id,
+                        if *legacy_sse { "HTTP+SSE" } else { "streamable HTTP" }
+                    );
+                    let _ = writeln!(s, "[[mcp_servers]]\nname = {}", basic_string(&name));
+                    let _ = writeln!(
+                        s,
+                        "url = {}\nservice = {}",
+                        basic_string(url),
+                        basic_string(service)
+                    );
+                    if *legacy_sse {
+                        let _ = writeln!(s, "transport = \"sse\"");
+                    }
+                }
+            }
         }
     }
 }

@@ -624,7 +624,7 @@ fn a_tasks_stdio_mcp_servers_are_carried_and_one_over_http_skips_the_task() {
     assert_eq!(report.skipped.len(), 1);
     let reason = &report.skipped[0].reason;
     assert!(
-        reason.contains("`search` is reached over streamable-http (http://search:8000/mcp), which proctor does not yet relay"),
+        reason.contains("`search` is served by `search`, which is none of the task's containers"),
         "{reason}"
     );
     let warnings = warning_lines(&report).join("\n");

@@ -18,6 +18,7 @@ pub struct Access {
     config: Config,
     keys: ProviderKeys,
     models: BTreeMap<String, ModelRef>,
+    user_models: BTreeMap<String, ModelRef>,
 }
 
 /// Reads the configuration `--config` names, else `$PROCTOR_CONFIG`, else the default file
@@ -60,25 +61,39 @@ pub fn check(
     config: Option<&Path>,
 ) -> Result<Option<Access>, RunError> {
     let planned = gateway::planned_variants(suite, plan);
-    if !planned.iter().any(|v| gateway::uses_gateway(v)) {
+    let played_users = suite.file.tasks.iter().any(|t| {
+        t.user
+            .as_ref()
+            .is_some_and(|u| u.model_played() && u.model_script.is_none())
+    });
+    if !played_users && !planned.iter().any(|v| gateway::uses_gateway(v)) {
         return Ok(None);
     }
     let config = load_config(config)?;
     let models = gateway::planned_models(suite, plan, &config).map_err(setup_error)?;
-    if models.is_empty() {
+    let user_models = gateway::planned_user_models(suite, plan, &config).map_err(setup_error)?;
+    if models.is_empty() && user_models.is_empty() {
         return Ok(None);
     }
-    let keys = gateway::keys_for(&config, &models).map_err(key_error)?;
+    let keys = gateway::keys_for(&config, models.values().chain(user_models.values()))
+        .map_err(key_error)?;
     Ok(Some(Access {
         config,
         keys,
         models,
+        user_models,
     }))
 }
 
 /// Starts the run's gateway.
 pub fn start(access: Access) -> Result<Arc<RunGateway>, RunError> {
-    let gw = RunGateway::start(access.config, &access.keys, access.models).map_err(setup_error)?;
+    let gw = RunGateway::start(
+        access.config,
+        &access.keys,
+        access.models,
+        access.user_models,
+    )
+    .map_err(setup_error)?;
     Ok(Arc::new(gw))
 }
 
@@ -86,7 +101,9 @@ pub fn start(access: Access) -> Result<Arc<RunGateway>, RunError> {
 pub fn setup_error(e: ModelSetupError) -> RunError {
     let hint = match &e {
         ModelSetupError::Keys(k) => return key_error(k.clone()),
-        ModelSetupError::NoModel { .. } | ModelSetupError::BadModel { .. } => {
+        ModelSetupError::NoModel { .. }
+        | ModelSetupError::BadModel { .. }
+        | ModelSetupError::BadUserModel { .. } => {
             "models are written PROVIDER/MODEL; providers are anthropic, openai, google, openrouter and those of [providers] in the configuration (docs/models.md)"
         }
         ModelSetupError::ApiMismatch { .. } => {
@@ -119,18 +136,36 @@ pub fn model_problems(
         .iter()
         .filter(|v| gateway::uses_gateway(v))
         .collect();
-    if variants.is_empty() {
+    let users: Vec<&proctor_suite::model::User> = suite
+        .file
+        .tasks
+        .iter()
+        .filter_map(|t| t.user.as_ref())
+        .filter(|u| {
+            u.model_script.is_none() && u.model.as_ref().is_some_and(|m| m.get_ref().contains('/'))
+        })
+        .collect();
+    if variants.is_empty() && users.is_empty() {
         return Ok(Vec::new());
     }
     let config = load_config(config)?;
-    Ok(variants
+    let mut problems: Vec<proctor_suite::Problem> = variants
         .into_iter()
         .filter_map(|v| gateway::variant_model(v, &config).err().map(|e| (v, e)))
         .map(|(v, e)| {
             proctor_suite::Problem::at(proctor_suite::ProblemKind::Inconsistent, &suite.source, v.id.span(), e.to_string())
                 .with_help("see docs/models.md: models are PROVIDER/MODEL, and each agent CLI needs a provider that serves its wire API")
         })
-        .collect())
+        .collect();
+    for model in users.iter().filter_map(|u| u.model.as_ref()) {
+        if let Err(e) = config.model(model.get_ref()) {
+            problems.push(
+                proctor_suite::Problem::at(proctor_suite::ProblemKind::Inconsistent, &suite.source, model.span(), format!("the user's {e}"))
+                    .with_help("see docs/models.md: models are PROVIDER/MODEL of a provider the configuration knows"),
+            );
+        }
+    }
+    Ok(problems)
 }
 
 /// The key variables of the providers the suite's variants use that are not set here: a run
@@ -150,7 +185,7 @@ pub fn key_warnings(suite: &Suite, config: Option<&Path>) -> Vec<String> {
             ))
         })
         .collect();
-    match gateway::keys_for(&config, &models) {
+    match gateway::keys_for(&config, models.values()) {
         Err(e) => vec![format!("{e}: `proctor run` would stop before any trial")],
         Ok(_) => Vec::new(),
     }

@@ -59,6 +59,15 @@ pub enum ModelSetupError {
         /// The API the provider serves.
         provider_api: Api,
     },
+    /// A model-played user's model is not a usable `PROVIDER/MODEL` reference.
+    #[error("task `{task}`: its user's {source}")]
+    BadUserModel {
+        /// The task.
+        task: String,
+        /// What is wrong with the reference.
+        #[source]
+        source: ModelRefError,
+    },
     /// A provider's key is not in the environment.
     #[error(transparent)]
     Keys(#[from] KeyError),
@@ -164,13 +173,47 @@ pub fn planned_models(
     Ok(out)
 }
 
+/// The models that play the users of the planned tasks through the gateway, by task id: a
+/// `[tasks.user] model` without a `model_script` (which serves it offline).
+pub fn planned_user_models(
+    suite: &Suite,
+    plan: &Plan,
+    config: &Config,
+) -> Result<BTreeMap<String, ModelRef>, ModelSetupError> {
+    let planned: BTreeSet<&str> = plan.trials.iter().map(|t| t.task.as_str()).collect();
+    let mut out = BTreeMap::new();
+    for task in &suite.file.tasks {
+        let id = task.id.get_ref();
+        let Some(model) = task
+            .user
+            .as_ref()
+            .filter(|u| u.model_script.is_none())
+            .and_then(|u| u.model.as_ref())
+        else {
+            continue;
+        };
+        if !planned.contains(id.as_str()) {
+            continue;
+        }
+        let model =
+            config
+                .model(model.get_ref())
+                .map_err(|source| ModelSetupError::BadUserModel {
+                    task: id.clone(),
+                    source,
+                })?;
+        out.insert(id.clone(), model);
+    }
+    Ok(out)
+}
+
 /// The keys of the providers `models` use, from the environment: an unset variable is an error
 /// that names it.
-pub fn keys_for(
+pub fn keys_for<'m>(
     config: &Config,
-    models: &BTreeMap<String, ModelRef>,
+    models: impl IntoIterator<Item = &'m ModelRef>,
 ) -> Result<ProviderKeys, KeyError> {
-    let providers: BTreeSet<&str> = models.values().map(|m| m.provider.as_str()).collect();
+    let providers: BTreeSet<&str> = models.into_iter().map(|m| m.provider.as_str()).collect();
     ProviderKeys::from_env(config, providers)
 }
 
@@ -180,6 +223,8 @@ pub struct RunGateway {
     handle: GatewayHandle,
     config: Config,
     models: BTreeMap<String, ModelRef>,
+    /// The models that play the tasks' users, by task id.
+    user_models: BTreeMap<String, ModelRef>,
     socket: PathBuf,
     /// The number of the next trial's own socket in the socket folder.
     next_seat: std::sync::atomic::AtomicU64,
@@ -187,13 +232,14 @@ pub struct RunGateway {
 }
 
 impl RunGateway {
-    /// Starts the gateway for `models` (by variant id) with `keys`, listening on a Unix socket
-    /// in a fresh private folder under the system's temporary folder (a short path: Unix
-    /// socket paths are limited to 108 bytes).
+    /// Starts the gateway for `models` (by variant id) and `user_models` (by task id) with
+    /// `keys`, listening on a Unix socket in a fresh private folder under the system's temporary
+    /// folder (a short path: Unix socket paths are limited to 108 bytes).
     pub fn start(
         config: Config,
         keys: &ProviderKeys,
         models: BTreeMap<String, ModelRef>,
+        user_models: BTreeMap<String, ModelRef>,
     ) -> Result<RunGateway, ModelSetupError> {
         let dir = tempfile::Builder::new()
             .prefix("proctor-gw-")
@@ -209,6 +255,7 @@ impl RunGateway {
             handle,
             config,
             models,
+            user_models,
             socket,
             next_seat: std::sync::atomic::AtomicU64::new(0),
             _socket_dir: dir,
@@ -223,6 +270,11 @@ impl RunGateway {
     /// The model a variant reaches through this gateway, if any.
     pub fn model_of(&self, variant: &str) -> Option<&ModelRef> {
         self.models.get(variant)
+    }
+
+    /// The model that plays task `task`'s user through this gateway, if any.
+    pub fn user_model_of(&self, task: &str) -> Option<&ModelRef> {
+        self.user_models.get(task)
     }
 
     /// The API the provider of `model` speaks.
@@ -277,6 +329,27 @@ impl RunGateway {
             evidence_dir: Some(evidence_dir.to_path_buf()),
             faults: injected_faults(task),
         };
+        self.seat_for(grant, model)
+    }
+
+    /// A seat for a model-played user of `model`: no limits and no faults of the agent's, its
+    /// model evidence written into `evidence_dir`, its ledger its own.
+    pub fn user_seat(
+        self: &Arc<Self>,
+        suite: &Suite,
+        model: &ModelRef,
+        evidence_dir: &Path,
+    ) -> Result<Seat, String> {
+        let grant = TrialGrant {
+            prices: self.prices(suite, model),
+            evidence_dir: Some(evidence_dir.to_path_buf()),
+            ..TrialGrant::new(model)
+        };
+        self.seat_for(grant, model)
+    }
+
+    /// Registers `grant` on a socket of its own and gives the seat.
+    fn seat_for(self: &Arc<Self>, grant: TrialGrant, model: &ModelRef) -> Result<Seat, String> {
         let n = self
             .next_seat
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -626,7 +699,13 @@ mod tests {
             Path::new("config.toml"),
         )
         .unwrap();
-        let gw = RunGateway::start(config, &ProviderKeys::default(), BTreeMap::new()).unwrap();
+        let gw = RunGateway::start(
+            config,
+            &ProviderKeys::default(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
+        .unwrap();
         let p = gw.prices(&suite, &"anthropic/a".parse().unwrap());
         assert_eq!(p["a"].input, 1.0, "the suite's price wins");
         assert_eq!(p["b"].output, 4.0);

@@ -98,6 +98,7 @@ pub fn service(
         state: None,
         root: None,
         health: None,
+        own_network: false,
     }
 }
 

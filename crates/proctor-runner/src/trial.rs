@@ -38,6 +38,8 @@ pub mod steps_plan;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod textdiff;
+pub mod user_model;
+pub mod user_wire;
 pub mod visual;
 
 use std::path::PathBuf;

@@ -303,6 +303,9 @@ pub(crate) struct CallServer {
     /// Whether the trial init's children are born in its own PID namespace again (after it
     /// made the agent's, its children's namespace was the agent's).
     in_trial_ns: bool,
+    /// The services of a network of their own, by name, each with a pidfd the trial init
+    /// holds: an MCP server's session joins its service's network by it.
+    networks: Vec<(String, RawFd)>,
 }
 
 /// Which mount namespace a call's program runs in.
@@ -345,12 +348,19 @@ impl CallServer {
             view: AgentView::Same,
             running: Vec::new(),
             in_trial_ns: false,
+            networks: Vec::new(),
         })
     }
 
     /// The listening socket, to poll.
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.listener.as_raw_fd()
+    }
+
+    /// The services of a network of their own (name, a pidfd the trial init keeps open for
+    /// the trial's life), which MCP sessions may join.
+    pub(crate) fn service_networks(&mut self, networks: Vec<(String, RawFd)>) {
+        self.networks = networks;
     }
 
     /// Calls run in the agent's own mount namespace, which the agent init sends on `from`.
@@ -395,11 +405,10 @@ impl CallServer {
                         let path = self.path.as_deref();
                         run_call(
                             conn,
-                            &self.log_dir,
-                            &self.log_name,
+                            (&self.log_dir, &self.log_name),
                             &self.allowed,
                             path,
-                            mnt,
+                            (mnt, &self.networks),
                         )
                     }))
                     .unwrap_or(101);
@@ -535,11 +544,10 @@ fn read_request(conn: &UnixStream) -> Result<Request, String> {
 /// C: runs one call (see the module doc); gives C's exit status.
 fn run_call(
     conn: UnixStream,
-    log_dir: &OwnedFd,
-    log_name: &Path,
+    (log_dir, log_name): (&OwnedFd, &Path),
     allowed: &[AllowedProgram],
     path: Option<&str>,
-    mnt: Option<RawFd>,
+    (mnt, networks): (Option<RawFd>, &[(String, RawFd)]),
 ) -> i32 {
     let mut req = match read_request(&conn) {
         Ok(r) => r,
@@ -569,7 +577,7 @@ fn run_call(
         return 0;
     };
     let launch = match &program.mcp {
-        Some(mcp) => Launch::mcp(mcp),
+        Some(mcp) => join_service_network(mcp, networks).and_then(|()| Launch::mcp(mcp)),
         None => Launch::program(&req, &name, &program.program, mnt),
     };
     let ran = launch.and_then(|l| run_program(&req, &name, l, log_dir, log_name, &conn));
@@ -581,6 +589,25 @@ fn run_call(
         }
     }
     0
+}
+
+/// Puts this call's process (and so the MCP server it starts) in the network of the service
+/// the server's spec names, if it names one: the only way into that network.
+fn join_service_network(
+    mcp: &crate::mcp::McpProgram,
+    networks: &[(String, RawFd)],
+) -> Result<(), String> {
+    let Some(service) = &mcp.network else {
+        return Ok(());
+    };
+    let (_, fd) = networks
+        .iter()
+        .find(|(name, _)| name == service)
+        .ok_or_else(|| format!("service {service} is not running in a network of its own"))?;
+    // SAFETY: the trial init holds the pidfd open for the trial's life; this process is its
+    // fork and has not closed it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) };
+    sys::join_network(fd).map_err(|e| format!("join service {service}'s network: {e}"))
 }
 
 /// The environment a call's program gets: the caller's, without what would run the caller's

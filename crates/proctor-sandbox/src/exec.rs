@@ -24,6 +24,8 @@ pub(crate) struct ExecPlan {
     display: String,
     /// Where the child goes before it executes.
     enter: Enter,
+    /// Whether the child gets a network namespace of its own.
+    own_network: bool,
 }
 
 /// Where a child goes before it executes (see [`crate::sidecar`]).
@@ -78,7 +80,15 @@ impl ExecPlan {
             controlling_terminal: false,
             display: program.clone(),
             enter: Enter::Stay,
+            own_network: false,
         })
+    }
+
+    /// The plan with the child in a network namespace of its own, its loopback up, before it
+    /// executes. Only [`ExecPlan::spawn`] does this.
+    pub(crate) fn with_own_network(mut self) -> ExecPlan {
+        self.own_network = true;
+        self
     }
 
     /// The plan with its standard input, a terminal, made the program's controlling terminal
@@ -145,6 +155,7 @@ impl ExecPlan {
             5 => "cannot take its terminal as its controlling terminal".to_owned(),
             6 => return Err("cannot enter its own root (its log says why)".to_owned()),
             7 => "cannot enter the service's mount namespace".to_owned(),
+            8 => "cannot make its own network namespace".to_owned(),
             _ => format!("cannot execute {:?}", self.display),
         };
         Err(format!("{what}: {}", sys::errno_text(errno)))
@@ -289,6 +300,15 @@ impl ExecPlan {
         }
         if let Some(failed) = self.enter_before_exec() {
             return failed;
+        }
+        if self.own_network {
+            // SAFETY: a plain system call; the child is single-threaded.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return (8, errno());
+            }
+            if let Err(e) = sys::loopback_up() {
+                return (8, e.raw_os_error().unwrap_or(0));
+            }
         }
         // SAFETY: a plain system call on a string that outlives it.
         unsafe {

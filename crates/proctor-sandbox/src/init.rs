@@ -403,12 +403,18 @@ fn trial_main(
     });
     trace("network up");
 
+    // Services of a network of their own are probed from inside it: T goes there and back.
+    let home_network = match spec.services.iter().any(|s| s.own_network) {
+        true => Some(sys::own_network().map_err(|e| format!("open the trial's network: {e}"))?),
+        false => None,
+    };
     let mut running = Vec::new();
     for (svc, log) in spec.services.iter().zip(&files.logs) {
         if svc.folder_only() {
             continue;
         }
-        let (report, proc_, refusal) = start_service(svc, files.devnull.as_raw_fd(), log);
+        let (report, proc_, refusal) =
+            start_service(svc, files.devnull.as_raw_fd(), log, home_network.as_ref());
         ctl.send(&Msg::Service { report });
         if let Some(p) = proc_ {
             running.push(p);
@@ -424,6 +430,19 @@ fn trial_main(
     }
 
     trace("services ready");
+    if let Some(calls) = files.calls.borrow_mut().as_mut() {
+        calls.service_networks(
+            running
+                .iter()
+                .filter(|r| {
+                    spec.services
+                        .iter()
+                        .any(|s| s.name == r.name && s.own_network)
+                })
+                .map(|r| (r.name.clone(), r.pidfd.as_raw_fd()))
+                .collect(),
+        );
+    }
     keep_states_at_start(spec);
     let agent = run_turns(ctl, spec, files);
     trace("agent stopped");
@@ -526,6 +545,7 @@ fn start_service(
     svc: &ServiceSpec,
     devnull: RawFd,
     log: &File,
+    home_network: Option<&std::os::fd::OwnedFd>,
 ) -> (ServiceReport, Option<Running>, Option<String>) {
     let mut report = ServiceReport {
         name: svc.name.clone(),
@@ -558,6 +578,10 @@ fn start_service(
         log.as_raw_fd(),
         log.as_raw_fd(),
     )
+    .map(|plan| match svc.own_network {
+        true => plan.with_own_network(),
+        false => plan,
+    })
     .and_then(|plan| plan.entering(enter).spawn());
     let pid = match pid {
         Ok(pid) => pid,
@@ -580,18 +604,50 @@ fn start_service(
         pid,
         pidfd,
     };
+    let inside = match (svc.own_network, home_network) {
+        (true, Some(home)) => match sys::join_network(run.pidfd.as_fd()) {
+            Ok(()) => Some(home),
+            Err(e) => {
+                let reason = format!("service {}: cannot reach its network: {e}", svc.name);
+                return (report, Some(run), Some(reason));
+            }
+        },
+        _ => None,
+    };
+    let (report, refusal) = probe_service(svc, &run, report, (&env, devnull, log), started_at);
+    if let Some(home) = inside {
+        if let Err(e) = sys::join_network(home.as_fd()) {
+            let reason = format!(
+                "service {}: cannot come back from its network: {e}",
+                svc.name
+            );
+            return (report, Some(run), Some(reason));
+        }
+    }
+    (report, Some(run), refusal)
+}
 
+/// The probes of a started service (`ready`, `healthcheck`, `guard`, in that order, each only
+/// after the one before passed), made from the caller's network; the refusal of the first
+/// that failed.
+fn probe_service(
+    svc: &ServiceSpec,
+    run: &Running,
+    mut report: ServiceReport,
+    (env, devnull, log): (&[(String, String)], RawFd, &File),
+    started_at: Instant,
+) -> (ServiceReport, Option<String>) {
     if let Some(probe) = &svc.ready {
         let outcome = services::wait_ready(run.pid, &probe.url, probe.timeout, started_at);
         let failed = services::ready_refusal(&svc.name, &outcome);
         report.ready = Some(outcome);
         if failed.is_some() {
-            return (report, Some(run), failed);
+            return (report, failed);
         }
     }
     if let Some(probe) = &svc.health {
         let run_with = HealthRun {
-            env: &env,
+            env,
             cwd: &svc.cwd,
             devnull,
             log: log.as_raw_fd(),
@@ -605,7 +661,7 @@ fn start_service(
         };
         report.ready = Some(outcome);
         if failed.is_some() {
-            return (report, Some(run), failed);
+            return (report, failed);
         }
     }
     if let Some(guard) = &svc.guard {
@@ -613,10 +669,10 @@ fn start_service(
         let failed = services::guard_refusal(&svc.name, &outcome);
         report.guard = Some(outcome);
         if failed.is_some() {
-            return (report, Some(run), failed);
+            return (report, failed);
         }
     }
-    (report, Some(run), None)
+    (report, None)
 }
 
 /// Copies each service's state file, as it is once every service is ready, to

@@ -34,6 +34,7 @@ mod http;
 mod ids;
 mod init;
 pub mod mcp;
+pub mod mcp_http;
 mod msg;
 mod output;
 mod probe;

@@ -54,6 +54,11 @@ pub struct McpProgram {
     /// The tools the agent may call; `None`: every tool.
     #[serde(default)]
     pub allow_tools: Option<Vec<String>>,
+    /// The service whose own network each session joins before the server starts (a
+    /// streamable-HTTP server's, reached by proctor's bridge: [`crate::mcp_http`]); `None`:
+    /// the trial's network.
+    #[serde(default)]
+    pub network: Option<String>,
 }
 
 /// One request and its answer, as reported to the calls log (its `McpLine`); the log adds the

@@ -1441,6 +1441,7 @@ mod tests {
             state: None,
             root: None,
             health: None,
+            own_network: false,
         }];
         let points = mount_points(&spec);
         assert!(points.contains(&hidden), "{points:?}");

@@ -227,6 +227,12 @@ pub struct ServiceSpec {
     /// service's log. One that never passes refuses the trial, as a failed `ready` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<CommandProbe>,
+    /// A network namespace of its own, with only its loopback: no other process of the trial
+    /// (the agent's least of all) can connect to it. Its `ready` and `guard` probes are made
+    /// from inside it, and the sessions of an MCP server whose `url` it serves join it
+    /// ([`crate::mcp::McpProgram::network`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_network: bool,
 }
 
 /// The root of a sidecar service: an unpacked image, under a writable layer of its own (in

@@ -267,6 +267,25 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(rustix::process::pidfd_open(rustix_pid(pid)?, flags)?)
 }
 
+/// Joins the network namespace of `fd`: a pidfd (that process's) or a namespace file.
+pub(crate) fn join_network(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns on a descriptor the caller holds open for the call.
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A descriptor of the calling thread's network namespace, to come back to after
+/// [`join_network`].
+pub(crate) fn own_network() -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        "/proc/thread-self/ns/net",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// `pidfd_send_signal(2)`.
 pub(crate) fn pidfd_send_signal(pidfd: &OwnedFd, sig: libc::c_int) -> io::Result<()> {
     let sig = rustix::process::Signal::from_named_raw(sig)

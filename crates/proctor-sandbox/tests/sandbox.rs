@@ -279,6 +279,7 @@ fn hidden_paths_are_invisible_to_the_agent_but_readable_by_services() {
         state: None,
         root: None,
         health: None,
+        own_network: false,
     }];
     let r = t.run(&spec);
     let out = t.stdout();
@@ -402,6 +403,7 @@ fn http_service(t: &Trial, guard_expect: &str) -> ServiceSpec {
         state: None,
         root: None,
         health: None,
+        own_network: false,
     }
 }
 
@@ -511,6 +513,7 @@ fn stubborn_services_and_their_children_are_killed_at_the_end() {
         state: None,
         root: None,
         health: None,
+        own_network: false,
     }];
     let started = Instant::now();
     let r = t.run(&spec);

@@ -649,6 +649,35 @@ pub struct Conversation {
     /// Why there was no further turn, in words (`the user had no reply`, `max_turns (3)
     /// reached`, `the agent timed out`, ...).
     pub ended: String,
+    /// The model that played the user, when one did (`[tasks.user] model`): its own ledger,
+    /// kept apart from the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_model: Option<UserModelLedger>,
+}
+
+/// What a model-played user cost and did: proctor's requests to it, made from the host, never
+/// counted in the agent's tokens or cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UserModelLedger {
+    /// The model, as `[tasks.user] model` names it.
+    pub model: String,
+    /// How it was reached: `gateway` (the run's model gateway) or `model_script` (a scripted
+    /// mock model, offline).
+    pub via: String,
+    /// The requests made to it.
+    pub requests: u64,
+    /// Input tokens, as its responses reported them (cache reads and writes included).
+    pub input_tokens: u64,
+    /// Output tokens, as its responses reported them.
+    pub output_tokens: u64,
+    /// What it cost in US dollars, when the gateway priced every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Its wire log, relative to the trial's folder.
+    pub evidence: String,
+    /// Why it failed, when a request got no usable answer (the trial is then `errored`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One turn of the agent in a conversation.
@@ -658,8 +687,8 @@ pub struct ConversationTurn {
     pub turn: usize,
     /// What the agent was told: the task's prompt in turn 1, else the user's reply.
     pub prompt: String,
-    /// Which rule of `[tasks.user]` said the prompt: `replies[N]` (counted from 0) or
-    /// `otherwise`; absent for turn 1.
+    /// Which rule of `[tasks.user]` said the prompt: `replies[N]` (counted from 0),
+    /// `otherwise`, or `model` (the user's model); absent for turn 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub said_by: Option<String>,
     /// The turn's answer (bounded as the final answer is).

@@ -14,7 +14,7 @@ pub use audit::{Audit, CheckFiles, Finding, FindingKind};
 pub use endstate::{
     AgentEnd, ArgvCut, CallRecord, ChangeKind, CheckLimits, CheckRun, Conversation,
     ConversationTurn, EndState, FileChange, Files, Mtime, ServiceEnd, ServiceEvent, StepResult,
-    StepsRecord,
+    StepsRecord, UserModelLedger,
 };
 pub use evaluate::{AssertionResult, ConditionResult, Context, Verdict};
 pub use metrics::InterfaceMetrics;

@@ -1,8 +1,10 @@
 //! `[[mcp_servers]]`: MCP servers as the interface a task evaluates.
 //!
-//! A server is started per MCP session inside the trial, outside the agent's reach, by the
-//! trial's call runner; the agent's MCP client reaches it through proctor's stdio shim, and
-//! every JSON-RPC message between the two is logged by proctor (see docs/mcp.md).
+//! A stdio server is started per MCP session inside the trial, outside the agent's reach, by
+//! the trial's call runner; a streamable-HTTP server is a suite service in a network of its
+//! own, which the call runner's bridge joins per session. Either way the agent's MCP client
+//! reaches it through proctor's stdio shim, and every JSON-RPC message between the two is
+//! logged by proctor (see docs/mcp.md).
 
 use std::collections::BTreeMap;
 
@@ -33,11 +35,22 @@ pub struct McpServer {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub command: Option<Spanned<Vec<String>>>,
-    /// The URL of a suite service speaking MCP's streamable HTTP transport on the trial's
-    /// loopback. Not yet relayed by proctor: `validate` refuses it (use `command`).
+    /// The URL where a suite service (`service`) serves MCP's streamable HTTP transport, on
+    /// its own loopback: `http://127.0.0.1:PORT/PATH`. That service then runs in a network of
+    /// its own, which only proctor's relay joins: the agent reaches it only through its MCP
+    /// client's stdio shim, every message logged. Instead of `command`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub url: Option<Spanned<String>>,
+    /// The HTTP transport `url` speaks: `"streamable-http"` (the current one) or `"sse"` (the
+    /// older HTTP+SSE one, whose `url` is its event stream's). Default: `"streamable-http"`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub transport: Option<Spanned<String>>,
+    /// The `[[services]]` entry that serves `url`. Required with `url`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub service: Option<Spanned<String>>,
     /// The file the server writes in `$PROCTOR_SERVICE_DIR` (its own folder, which the agent
     /// never sees), read after the full stop and asserted like a service's:
     /// `state = { service = "NAME", pointer = "/notes/0/title", equals = "Groceries" }`.
@@ -74,6 +87,18 @@ impl McpServer {
             state: self.state.clone(),
             env: self.env.clone(),
         }
+    }
+
+    /// Whether `url` speaks the older HTTP+SSE transport.
+    pub fn legacy_sse(&self) -> bool {
+        self.transport
+            .as_ref()
+            .is_some_and(|t| t.get_ref() == "sse")
+    }
+
+    /// Whether this server's `url` is served by the suite service `name`.
+    pub fn served_by(&self, name: &str) -> bool {
+        self.url.is_some() && self.service.as_ref().is_some_and(|s| s.get_ref() == name)
     }
 
     /// Whether the agent may call `tool` (every tool when there is no `allow_tools`).

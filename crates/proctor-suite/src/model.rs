@@ -1359,12 +1359,33 @@ pub struct User {
     #[serde(default)]
     #[schemars(with = "Option<u32>")]
     pub max_turns: Option<Spanned<u32>>,
+    /// A model that plays the user when no reply matches (`PROVIDER/MODEL`, reached through
+    /// proctor's model gateway, never from inside the trial); instead of `otherwise`. Needs
+    /// `persona`. Default: none (the user is model-free).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub model: Option<Spanned<String>>,
+    /// The file in the suite that tells the user's model who it is and what it wants (its
+    /// instructions; never shown to the agent). Required with `model`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub persona: Option<Spanned<String>>,
+    /// A mock-model script (the format of a variant's `model_script`) that serves the user's
+    /// model instead of a provider: for offline runs and tests. Needs `model` (any name).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub model_script: Option<Spanned<String>>,
 }
 
 impl User {
     /// The most turns of the agent this user allows: `max_turns`, else 1.
     pub fn turns(&self) -> u32 {
         self.max_turns.as_ref().map_or(1, |t| *t.get_ref())
+    }
+
+    /// Whether a model plays this user when no reply matches.
+    pub fn model_played(&self) -> bool {
+        self.model.is_some()
     }
 
     /// What the user says to `answer`, and which rule said it (`replies[N]`, 0-based, or

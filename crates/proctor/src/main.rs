@@ -16,13 +16,17 @@ use clap::Parser;
 
 /// Entry points proctor runs inside a trial's sandbox, kept outside clap to start fast. The
 /// sandbox's agent init runs `__script-agent` itself when it is the agent's command; `__mcp` is an
-/// agent's MCP client's end of a session with a suite's MCP server; `__model-relay`
+/// agent's MCP client's end of a session with a suite's MCP server, and `__mcp-http` the call
+/// runner's bridge from such a session to a streamable-HTTP server; `__model-relay`
 /// is a trial's endpoint for the model gateway; `__visual` looks at pages in headless Chromium
 /// for a trial's `visual` checks; `__acp-client` is an `acp` agent's main process, proctor's
 /// client of the agent's protocol.
 static BUILTINS: &[(&str, proctor_sandbox::Builtin)] = &[
     ("__shim", |args| proctor_runner::shim::main(args)),
     ("__mcp", |args| proctor_runner::shim::mcp_main(args)),
+    ("__mcp-http", |args| {
+        proctor_sandbox::mcp_http::bridge_main(args)
+    }),
     ("__model-relay", |args| {
         proctor_runner::gateway::relay_main(args)
     }),

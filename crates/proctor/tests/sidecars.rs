@@ -455,3 +455,137 @@ fn a_harbor_sidecar_built_from_its_dockerfile_starts_from_its_cmd() {
     assert_eq!(row[..3], ["built-web", "-", "completed"], "{said}");
     assert_ne!(row[3], "completed", "{said}");
 }
+
+/// An MCP server over streamable HTTP as a busybox CGI script: it answers `initialize`,
+/// `tools/list` and a call of `get_secret` (with the secret); any other message (a
+/// notification) gets an empty answer.
+const MCP_CGI: &str = r#"#!/bin/sh
+body=$(head -c "$CONTENT_LENGTH")
+id=$(echo "$body" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+case "$body" in
+*'"method":"initialize"'*) r='{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"bb","version":"1"}}' ;;
+*'"method":"tools/list"'*) r='{"tools":[{"name":"get_secret","description":"Returns a secret value.","inputSchema":{"type":"object","properties":{}}}]}' ;;
+*'"method":"tools/call"'*) r='{"content":[{"type":"text","text":"cookbook-mcp-secret-42"}],"isError":false}' ;;
+*) printf 'Content-Type: application/json\r\n\r\n'; exit 0 ;;
+esac
+printf 'Content-Type: application/json\r\n\r\n{"jsonrpc":"2.0","id":%s,"result":%s}' "$id" "$r"
+"#;
+
+#[test]
+fn a_harbor_task_whose_mcp_server_is_its_sidecar_imports_and_its_calls_are_logged() {
+    if !have_buildah() {
+        return;
+    }
+    let lab = Lab::new("sidecar-mcp");
+    let (_registry, config) = mirror(&lab);
+    let tasks = lab.root.join("tasks");
+    let task = tasks.join("mcp-tools");
+    let compose = "services:\n  main:\n    depends_on:\n      mcp-server:\n        condition: service_healthy\n  mcp-server:\n    build:\n      context: ./mcp-server\n    expose:\n      - \"8000\"\n    healthcheck:\n      test: [\"CMD\", \"wget\", \"-q\", \"-O\", \"/dev/null\", \"http://127.0.0.1:8000/index.html\"]\n      interval: 1s\n      retries: 15\n";
+    let post = "wget -q -O - --header 'Content-Type: application/json' --post-data '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"get_secret\",\"arguments\":{}}}' http://mcp-server:8000/cgi-bin/mcp";
+    harbor_task(
+        &task,
+        &[
+            ("docker-compose.yaml", compose),
+            (
+                "mcp-server/Dockerfile",
+                "FROM busybox\nCOPY mcp /srv/cgi-bin/mcp\nRUN chmod 755 /srv/cgi-bin/mcp && echo up > /srv/index.html\nCMD [\"httpd\", \"-f\", \"-p\", \"8000\", \"-h\", \"/srv\"]\n",
+            ),
+            ("mcp-server/mcp", MCP_CGI),
+        ],
+        "grep -q cookbook-mcp-secret-42 /app/secret.txt",
+        // As Harbor's oracle does: straight to the server, not through an MCP client.
+        &format!("mkdir -p /app && {post} > /app/secret.txt"),
+    );
+    let toml_path = task.join("task.toml");
+    let text = std::fs::read_to_string(&toml_path).unwrap();
+    std::fs::write(
+        &toml_path,
+        format!("{text}\n[[environment.mcp_servers]]\nname = \"mcp-server\"\ntransport = \"streamable-http\"\nurl = \"http://mcp-server:8000/cgi-bin/mcp\"\n"),
+    )
+    .unwrap();
+    let suite = lab.root.join("imported");
+    let cache = lab.root.join("image-cache");
+    let common_args = [
+        "--image-cache",
+        cache.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let mut args = vec![
+        "import",
+        "harbor",
+        tasks.to_str().unwrap(),
+        "--out",
+        suite.to_str().unwrap(),
+    ];
+    args.extend(common_args);
+    let out = lab.proctor(As::Me, &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("[[mcp_servers]]\nname = \"mcp-server\"\nurl = \"http://127.0.0.1:8000/cgi-bin/mcp\"\nservice = \"mcp-server\""),
+        "{toml}"
+    );
+
+    let mut args = vec!["validate", suite.to_str().unwrap(), "--oracle"];
+    args.extend(common_args);
+    let v = lab.proctor(As::Me, &args);
+    let said = format!("{}{}", v.stdout, v.stderr);
+    assert_eq!(v.code, 0, "{said}\n{toml}");
+    assert!(
+        said.contains("is a sidecar: it shares the trial's network"),
+        "{said}"
+    );
+    let row: Vec<&str> = said
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("mcp-tools"))
+        .unwrap_or_else(|| panic!("no row: {said}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..3], ["mcp-tools", "-", "completed"], "{said}");
+    assert_ne!(row[3], "completed", "{said}");
+
+    // An agent's MCP client reaches the same server through proctor's shim: the call is logged
+    // with the server's answer.
+    std::fs::write(
+        suite.join("suite.toml"),
+        format!("{toml}\n[[variants]]\nid = \"client\"\nagent = \"script\"\nscript = \"agents/client\"\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(suite.join("agents/client")).unwrap();
+    std::fs::write(
+        suite.join("agents/client/mcp-tools.toml"),
+        "answer = \"done\"\n\n[[steps]]\nmcp = { server = \"mcp-server\", tool = \"get_secret\" }\n",
+    )
+    .unwrap();
+    let store = lab.root.join("store");
+    let mut args = vec![
+        "run",
+        suite.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--variant",
+        "client",
+        "--trials",
+        "1",
+    ];
+    args.extend(common_args);
+    let run = lab.proctor(As::Me, &args);
+    assert!(run.code <= 1, "{}", run.stderr);
+    let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let log = std::fs::read_to_string(runs[0].join("trials/mcp-tools.client.0/mcp.jsonl"))
+        .unwrap_or_default();
+    let call = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["tool"] == "get_secret")
+        .unwrap_or_else(|| panic!("no logged call: {log}\n{}", run.stderr));
+    assert_eq!(
+        call["content"][0]["text"], "cookbook-mcp-secret-42",
+        "{call:#}"
+    );
+    assert_eq!(call["answered"], true);
+}

@@ -124,7 +124,15 @@ pub fn capture(
                 .services
                 .iter()
                 .cloned()
-                .chain(ctx.suite.file.mcp_servers.iter().map(|m| m.as_service()))
+                // A streamable-HTTP server's state is its service's.
+                .chain(
+                    ctx.suite
+                        .file
+                        .mcp_servers
+                        .iter()
+                        .filter(|m| m.url.is_none())
+                        .map(|m| m.as_service()),
+                )
                 .collect::<Vec<_>>(),
             &paths.services(),
             &paths.trial_dir,
@@ -135,14 +143,11 @@ pub fn capture(
         steps: executed.steps.clone(),
         ..EndState::default()
     };
-    end.conversation = executed.spoken.as_ref().map(|spoken| {
-        let answers = conversation_answers
-            .into_iter()
-            .map(|a| bounded_answer(a).0)
-            .collect();
-        conversation::record(spoken, &executed.report.turns, answers, &end.calls)
-    });
+    let (conversation, user_fault) =
+        conversation_end(launched, executed, conversation_answers, &end.calls);
+    end.conversation = conversation;
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
+    model_faults.extend(user_fault);
     // The model's wire log is read only when the transcript reports a denial.
     let asked = (!output.denied.is_empty())
         .then(|| crate::export::wire(&paths.trial_dir).ok())
@@ -216,6 +221,39 @@ fn agent_output(
     }
     let notes = write_agent_output(&paths.trial_dir, &output, &stdout, &stderr);
     (output, notes, answers)
+}
+
+/// The conversation's record (each turn's answer bounded as the final answer is), with the
+/// model-played user's ledger in it; and that model's failure as the fault that makes the trial
+/// `errored` (the user could not be played: not the agent's doing).
+fn conversation_end(
+    launched: &mut Launched,
+    executed: &Executed,
+    answers: Vec<String>,
+    calls: &[proctor_score::CallRecord],
+) -> (
+    Option<proctor_score::Conversation>,
+    Option<(ErrorKind, String)>,
+) {
+    let mut conversation = executed.spoken.as_ref().map(|spoken| {
+        let answers = answers.into_iter().map(|a| bounded_answer(a).0).collect();
+        conversation::record(spoken, &executed.report.turns, answers, calls)
+    });
+    let Some(model) = launched.turns.as_mut().and_then(|t| t.model_user.take()) else {
+        return (conversation, None);
+    };
+    let ledger = model
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .finish();
+    let fault = ledger
+        .error
+        .clone()
+        .map(|why| (ErrorKind::ProviderError, why));
+    if let Some(c) = conversation.as_mut() {
+        c.user_model = Some(ledger);
+    }
+    (conversation, fault)
 }
 
 /// What the trial's model endpoint kept: the mock's wire usage and injected faults (its wire

@@ -12,6 +12,8 @@ use proctor_sandbox::TurnReport;
 use proctor_score::{Conversation, ConversationTurn};
 use proctor_suite::model::User;
 
+use crate::trial::user_model::UserModel;
+
 /// How the agent is started again in a trial's sandbox after its first turn: what the first
 /// launch was made from, so each later command line and environment is made the same way.
 #[derive(Debug, Clone)]
@@ -34,10 +36,13 @@ pub struct Relaunch {
 }
 
 /// What the runner needs to start the agent's later turns in a conversation, made at launch.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TurnPlan {
     /// The task's simulated user.
     pub user: User,
+    /// The model that plays the user when no reply rule matches, started, if the user is
+    /// model-played.
+    pub model_user: Option<std::sync::Mutex<UserModel>>,
     /// How the agent is started again.
     pub relaunch: Relaunch,
     /// The agent's stdout and stderr files, on the host.
@@ -100,15 +105,18 @@ impl TurnPlan {
             previous,
             (end.stdout_end, end.stderr_end),
         );
-        let Some((rule, say)) = self.user.reply_to(&out.answer) else {
-            spoken.ended = "the user had no reply to the agent's answer".to_string();
-            return None;
+        let (by, say) = match self.reply(&out.answer) {
+            Ok(reply) => reply,
+            Err(why) => {
+                spoken.ended = why;
+                return None;
+            }
         };
         let next = NextTurn {
             turn: end.turn + 1,
             session_id: out.session_id.clone(),
         };
-        let command = match self.relaunch.go_on(adapter, say, &next) {
+        let command = match self.relaunch.go_on(adapter, &say, &next) {
             Ok(c) => c,
             Err(why) => {
                 spoken.ended = why;
@@ -117,10 +125,34 @@ impl TurnPlan {
         };
         spoken.said.push(Said {
             turn: next.turn,
-            prompt: say.to_string(),
-            by: Some(rule.map_or("otherwise".to_string(), |i| format!("replies[{i}]"))),
+            prompt: say,
+            by: Some(by),
         });
         Some(command)
+    }
+
+    /// What the user says to `answer` and who said it (`replies[N]`, `otherwise` or `model`);
+    /// `Err` says why the conversation ends instead.
+    fn reply(&self, answer: &str) -> Result<(String, String), String> {
+        let mut model = self
+            .model_user
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if let Some((rule, say)) = self.user.reply_to(answer) {
+            if let Some(model) = model.as_mut() {
+                model.heard(answer, say);
+            }
+            let by = rule.map_or("otherwise".to_string(), |i| format!("replies[{i}]"));
+            return Ok((by, say.to_string()));
+        }
+        let Some(model) = model.as_mut() else {
+            return Err("the user had no reply to the agent's answer".to_string());
+        };
+        match model.reply(answer) {
+            Ok(Some(say)) => Ok(("model".to_string(), say)),
+            Ok(None) => Err("the user (played by its model) ended the conversation".to_string()),
+            Err(why) => Err(format!("the user's model failed: {why}")),
+        }
     }
 }
 
@@ -327,6 +359,7 @@ pub fn record(
     Conversation {
         turns,
         ended: spoken.ended.clone(),
+        user_model: None,
     }
 }
 

@@ -141,18 +141,23 @@ pub fn launch(
 /// one turn): made from the first turn's launch, before the image's launcher or the login
 /// wrapper changed its command line.
 fn turn_plan(
+    ctx: &RunContext,
     trial: &Trial,
     paths: &crate::trial::paths::TrialPaths,
     first: (LaunchContext, SessionContext),
-    launch: &Launch,
-    env: &[(String, String)],
-) -> Option<crate::trial::conversation::TurnPlan> {
-    let user = trial.task.user.as_ref().filter(|u| u.turns() > 1)?;
-    Some(crate::trial::conversation::TurnPlan {
+    (launch, env): (&Launch, &[(String, String)]),
+) -> Result<Option<crate::trial::conversation::TurnPlan>, TrialError> {
+    let Some(user) = trial.task.user.as_ref().filter(|u| u.turns() > 1) else {
+        return Ok(None);
+    };
+    let model_user = crate::trial::user_model::UserModel::start(ctx, trial, user, &paths.trial_dir)
+        .map_err(|e| TrialError::harness(Stage::Launch, format!("the user's model: {e}")))?;
+    Ok(Some(crate::trial::conversation::TurnPlan {
         user: user.clone(),
+        model_user: model_user.map(std::sync::Mutex::new),
         relaunch: relaunch(trial, paths, first, launch, env),
         output: [paths.stdout(), paths.stderr()],
-    })
+    }))
 }
 
 /// The agent's command line: a real CLI's wrapped so that login shells keep the shims first on
@@ -201,7 +206,7 @@ fn later_turns(
     ),
     TrialError,
 > {
-    let turns = turn_plan(trial, paths, first.clone(), launch, env);
+    let turns = turn_plan(ctx, trial, paths, first.clone(), (launch, env))?;
     let relaunch = relaunch(trial, paths, first, launch, env);
     let steps = crate::trial::steps_plan::plan(ctx, trial, paths, relaunch)?;
     Ok((turns, steps))

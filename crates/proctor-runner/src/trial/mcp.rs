@@ -43,6 +43,19 @@ pub fn servers(
     let image = ctx.image(&trial.planned.task).map(|img| img.as_ref());
     let mut setup = McpSetup::default();
     for server in &ctx.suite.file.mcp_servers {
+        if let Some(url) = &server.url {
+            let network = server
+                .service
+                .as_ref()
+                .filter(|s| has_own_network(ctx, trial, s.get_ref()))
+                .map(|s| s.get_ref().clone());
+            // Inside an image, proctor runs through the host's loader and libraries.
+            let proctor = ctx.proctor_command(&trial.planned.task, &paths.proctor.inside);
+            setup
+                .programs
+                .push(bridge(server, url.get_ref(), network, proctor, agent_env));
+            continue;
+        }
         let (mut spec, carried) = suite_service(ctx, &server.as_service(), image, paths, agent_env)
             .map_err(|e| TrialError::harness(Stage::Launch, format!("MCP server {e}")))?;
         setup.binds.extend(carried);
@@ -65,11 +78,58 @@ pub fn servers(
                 env,
                 cwd: spec.cwd.clone(),
                 allow_tools: server.allowed_tools(),
+                network: None,
             }),
         });
         setup.folders.push(spec);
     }
     Ok(setup)
+}
+
+/// A streamable-HTTP server as the call runner runs it: proctor's bridge to `url` (`argv`,
+/// the command that runs proctor, then `__mcp-http URL`), started per session in `network`, the own network of the
+/// service that serves it, which nothing else of the trial can reach (`None`: a sidecar's,
+/// in the trial's network).
+fn bridge(
+    server: &proctor_suite::mcp::McpServer,
+    url: &str,
+    network: Option<String>,
+    mut argv: Vec<String>,
+    agent_env: &[(String, String)],
+) -> AllowedProgram {
+    let program = argv.first().cloned().unwrap_or_default();
+    argv.push("__mcp-http".to_string());
+    if server.legacy_sse() {
+        argv.push("--sse".to_string());
+    }
+    argv.push(url.to_string());
+    let env = agent_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "LANG")
+        .cloned()
+        .collect();
+    AllowedProgram {
+        name: call_name(server.name.get_ref()),
+        program: program.into(),
+        mcp: Some(McpProgram {
+            argv,
+            env,
+            cwd: "/".into(),
+            allow_tools: server.allowed_tools(),
+            network,
+        }),
+    }
+}
+
+/// Whether the trial's service `name` runs in a network of its own (one without an image;
+/// a sidecar shares the trial's, where the bridge reaches it as the agent's container would).
+fn has_own_network(ctx: &RunContext, trial: &Trial, name: &str) -> bool {
+    ctx.suite
+        .file
+        .services
+        .iter()
+        .chain(&trial.task.services)
+        .any(|s| s.name.get_ref() == name && s.image.is_none())
 }
 
 /// The suite's MCP servers as an agent CLI is configured with them: each one's shim in the

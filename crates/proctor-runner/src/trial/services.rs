@@ -237,6 +237,7 @@ fn relay_service(
         state: None,
         root: None,
         health: None,
+        own_network: false,
     }
 }
 
@@ -295,6 +296,12 @@ pub(crate) fn suite_service(
         state: s.state.as_ref().map(|f| PathBuf::from(f.get_ref())),
         root: None,
         health,
+        own_network: ctx
+            .suite
+            .file
+            .mcp_servers
+            .iter()
+            .any(|m| m.served_by(&name)),
         name,
     };
     Ok((spec, carried))
@@ -378,6 +385,7 @@ fn sidecar_service(
             rootfs: own.rootfs.clone(),
         }),
         health,
+        own_network: false,
         name,
     })
 }
@@ -460,6 +468,7 @@ mod tests {
             state: None,
             root: None,
             health: None,
+            own_network: false,
         }
     }
 

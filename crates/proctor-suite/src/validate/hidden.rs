@@ -57,9 +57,10 @@ impl Validator<'_> {
 
     /// The hidden part of the suite `path` meets, if any. Hidden from everything: `holdout/`,
     /// `answers/`, `mutations/` and `suite.toml`. Hidden from what the agent is given (`laid`):
-    /// also `agents/` as a whole and every variant's `script` and `model_script` (the steps of
+    /// also `agents/` as a whole, every variant's `script` and `model_script` (the steps of
     /// scripted agents and the turns of scripted models, read by proctor and never laid into a
-    /// workspace); a variant's own files elsewhere under `agents/` may be laid.
+    /// workspace) and the simulated users' `persona` and `model_script`; a variant's own files
+    /// elsewhere under `agents/` may be laid.
     fn hidden_hit(&self, path: &str, laid: bool) -> Option<HiddenHit> {
         let parts = suite_parts(path)?;
         if parts.is_empty() {
@@ -110,6 +111,34 @@ impl Validator<'_> {
                         overlap: Some(overlap),
                         part: hidden.join("/"),
                         what: format!("the `{key}` of variant `{}`", v.id.get_ref()),
+                    });
+                }
+            }
+        }
+        self.user_hit(&parts)
+    }
+
+    /// The simulated users' files `parts` meets, if any: a model-played user's `persona` and
+    /// `model_script` are read by proctor and never laid into a workspace.
+    fn user_hit(&self, parts: &[&str]) -> Option<HiddenHit> {
+        for task in &self.suite.file.tasks {
+            let Some(user) = &task.user else { continue };
+            for (key, value) in [
+                ("persona", &user.persona),
+                ("model_script", &user.model_script),
+            ] {
+                let Some(hidden) = value
+                    .as_ref()
+                    .and_then(|v| suite_parts(v.get_ref()))
+                    .filter(|h| !h.is_empty())
+                else {
+                    continue;
+                };
+                if let Some(overlap) = Overlap::of(parts, &hidden) {
+                    return Some(HiddenHit {
+                        overlap: Some(overlap),
+                        part: hidden.join("/"),
+                        what: format!("the user's `{key}` of task `{}`", task.id.get_ref()),
                     });
                 }
             }

@@ -53,6 +53,9 @@ impl Validator<'_> {
             .iter()
             .chain(self.suite.file.tasks.iter().flat_map(|t| &t.services))
             .map(|s| &s.name)
+            // A streamable-HTTP server may bear the name of the service that serves it: its
+            // state is that service's, so a `state` assertion names one thing either way.
+            .filter(|n| !server.served_by(n.get_ref()))
             .chain(before.iter().map(|s| &s.name))
             .find(|n| n.get_ref() == name);
         if let Some(first) = service {
@@ -69,29 +72,43 @@ impl Validator<'_> {
         }
     }
 
-    /// A server has a stdio `command`, not empty; `url` (streamable HTTP) is not relayed yet.
+    /// A server has a stdio `command`, not empty, or a `url` with the `service` that serves it.
     fn mcp_server_transport(&mut self, server: &McpServer) {
         if let Some(url) = &server.url {
+            self.mcp_server_url(server, url);
+            return;
+        }
+        if let Some(transport) = &server.transport {
             let p = self
                 .at(
-                    ProblemKind::InvalidValue,
-                    url.span(),
-                    "proctor does not yet relay MCP's streamable HTTP transport",
+                    ProblemKind::Inconsistent,
+                    transport.span(),
+                    "`transport` is given without a `url`",
                 )
-                .with_label("`url` not supported")
-                .with_help("run the server with the stdio transport: `command = [\"python3\", \"servers/notes.py\"]`; proctor logs every message of a stdio session");
+                .with_label("a stdio server has no HTTP transport")
+                .with_help("drop `transport`, or give the server's `url` and `service`");
             self.out.push(p);
-            return;
+        }
+        if let Some(service) = &server.service {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    service.span(),
+                    "`service` is given without a `url`",
+                )
+                .with_label("serves nothing here")
+                .with_help("add the URL where that service serves MCP: url = \"http://127.0.0.1:PORT/mcp\"");
+            self.out.push(p);
         }
         let Some(command) = &server.command else {
             let p = self
                 .at(
                     ProblemKind::MissingKey,
                     server.name.span(),
-                    format!("MCP server `{}` has no `command`", server.name.get_ref()),
+                    format!("MCP server `{}` has no `command` and no `url`", server.name.get_ref()),
                 )
-                .with_label("no way to start it")
-                .with_help("give the argv that starts it with the stdio transport, e.g. command = [\"python3\", \"servers/notes.py\"]");
+                .with_label("no way to reach it")
+                .with_help("give the argv that starts it with the stdio transport, e.g. command = [\"python3\", \"servers/notes.py\"], or a `url` and the `service` that serves it");
             self.out.push(p);
             return;
         };
@@ -111,6 +128,88 @@ impl Validator<'_> {
             Some(prog) if prog.contains('/') && !prog.starts_with('/') => {
                 let spanned = Spanned::new(command.span(), prog.clone());
                 self.suite_path("command", &spanned, true);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A streamable-HTTP server: a loopback `http://` URL, no `command` and no `state` of its
+    /// own, and a `service` naming one of the suite's `[[services]]` without an image.
+    fn mcp_server_url(&mut self, server: &McpServer, url: &Spanned<String>) {
+        if let Some(t) = server
+            .transport
+            .as_ref()
+            .filter(|t| !matches!(t.get_ref().as_str(), "streamable-http" | "sse"))
+        {
+            let p = self
+                .at(ProblemKind::InvalidValue, t.span(), format!("`transport = \"{}\"` is no MCP transport proctor relays", t.get_ref()))
+                .with_label("expected \"streamable-http\" or \"sse\"")
+                .with_help("\"streamable-http\" (the default) for a server of one endpoint; \"sse\" for the older HTTP+SSE transport, whose url is its event stream");
+            self.out.push(p);
+        }
+        let loopback = ["http://127.0.0.1:", "http://localhost:"]
+            .iter()
+            .find_map(|p| url.get_ref().strip_prefix(p))
+            .and_then(|rest| rest.split('/').next())
+            .is_some_and(|port| port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !loopback {
+            let p = self
+                .at(ProblemKind::InvalidValue, url.span(), format!("`{}` is not a URL on the service's loopback", url.get_ref()))
+                .with_label("expected http://127.0.0.1:PORT/PATH")
+                .with_help("the service runs in a network of its own, reached on its loopback, e.g. url = \"http://127.0.0.1:8765/mcp\"");
+            self.out.push(p);
+        }
+        for (key, span) in [
+            ("command", server.command.as_ref().map(Spanned::span)),
+            ("state", server.state.as_ref().map(Spanned::span)),
+        ] {
+            let Some(span) = span else { continue };
+            let p = self
+                .at(ProblemKind::Inconsistent, span, format!("`{key}` beside `url`"))
+                .with_label("the service's, not the server's")
+                .with_help(match key {
+                    "command" => "a server is either started per session (`command`) or served by a service (`url`): keep one",
+                    _ => "give the service its `state`, and assert `state = { service = \"SERVICE\", ... }`",
+                });
+            self.out.push(p);
+        }
+        let Some(service) = &server.service else {
+            let p = self
+                .at(
+                    ProblemKind::MissingKey,
+                    url.span(),
+                    format!(
+                        "MCP server `{}` has a `url` but no `service`",
+                        server.name.get_ref()
+                    ),
+                )
+                .with_label("served by which service?")
+                .with_help("name the [[services]] entry that serves it: service = \"notes-api\"");
+            self.out.push(p);
+            return;
+        };
+        let found = self
+            .suite
+            .file
+            .services
+            .iter()
+            .chain(self.suite.file.tasks.iter().flat_map(|t| &t.services))
+            .find(|s| s.name.get_ref() == service.get_ref());
+        match found {
+            None => {
+                let p = self
+                    .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` names none of the suite's [[services]]", service.get_ref()))
+                    .with_label("no such service")
+                    .with_help("declare the server's program as a [[services]] entry with `command` (and `ready`), and name it here");
+                self.out.push(p);
+            }
+            Some(s) if s.image.is_some() => {
+                let p = self
+                    .at(ProblemKind::Inconsistent, service.span(), format!("`service = \"{}\"` is a sidecar: it shares the trial's network, so an agent process can also reach `{}` directly, and such calls are neither logged nor held to `allow_tools`", service.get_ref(), url.get_ref()))
+                    .with_label("reachable without proctor")
+                    .with_help("for a server the agent can reach only through proctor, run it as a [[services]] entry without an `image`")
+                    .as_warning();
+                self.out.push(p);
             }
             Some(_) => {}
         }

@@ -130,7 +130,7 @@ impl Validator<'_> {
     }
 
     /// Parses one model script as `proctor mock-model` will, once per file.
-    fn model_script_file(&mut self, path: &Path) {
+    pub(super) fn model_script_file(&mut self, path: &Path) {
         if !self.read.insert(path.to_path_buf()) {
             return;
         }

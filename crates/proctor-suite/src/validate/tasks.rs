@@ -373,7 +373,9 @@ impl Validator<'_> {
                 return;
             }
         }
-        let says_something = !user.replies.is_empty() || user.otherwise.is_some();
+        self.user_model(user);
+        let says_something =
+            !user.replies.is_empty() || user.otherwise.is_some() || user.model_played();
         let offline = task
             .offline_user
             .or(self.suite.file.defaults.offline_user)
@@ -411,6 +413,85 @@ impl Validator<'_> {
                 .with_label("one turn")
                 .with_help(
                     "add to [tasks.user]: max_turns = 3 (the agent's turns, its first included)",
+                );
+            self.out.push(p);
+        }
+    }
+
+    /// A model-played user: `model` with a `persona` file and without `otherwise` (both say
+    /// what the user answers when no reply matches), a `PROVIDER/MODEL` unless a `model_script`
+    /// serves it, and `persona` and `model_script` only beside a `model`.
+    fn user_model(&mut self, user: &crate::model::User) {
+        let Some(model) = &user.model else {
+            for (key, value) in [
+                ("persona", &user.persona),
+                ("model_script", &user.model_script),
+            ] {
+                if let Some(value) = value {
+                    let p = self
+                        .at(
+                            ProblemKind::Inconsistent,
+                            value.span(),
+                            format!("`{key}` is given but the user has no `model` to play it"),
+                        )
+                        .with_label("used only by a model-played user")
+                        .with_help(
+                            "add `model = \"PROVIDER/MODEL\"` to [tasks.user], or drop this key",
+                        );
+                    self.out.push(p);
+                }
+            }
+            return;
+        };
+        if let Some(otherwise) = user.otherwise.as_ref() {
+            let p = self
+                .at(
+                    ProblemKind::Inconsistent,
+                    model.span(),
+                    format!(
+                        "the user has both `otherwise = {otherwise:?}` and a `model`: both say what \
+                         the user answers when no reply matches"
+                    ),
+                )
+                .with_label("the model answers when no reply matches")
+                .with_help("drop `otherwise`, or drop `model` for a model-free user");
+            self.out.push(p);
+        }
+        match &user.persona {
+            Some(persona) => {
+                self.suite_path("persona", persona, true);
+            }
+            None => {
+                let p = self
+                    .at(
+                        ProblemKind::Inconsistent,
+                        model.span(),
+                        "a model-played user needs a `persona`".to_string(),
+                    )
+                    .with_label("played with no instructions")
+                    .with_help(
+                        "add `persona = \"users/NAME.md\"`: a file of the suite telling the model who \
+                         the user is and what they want",
+                    );
+                self.out.push(p);
+            }
+        }
+        if let Some(script) = &user.model_script {
+            if self.suite_path("model_script", script, true) {
+                let path = self.suite.root.join(script.get_ref());
+                self.model_script_file(&path);
+            }
+        } else if !model.get_ref().contains('/') {
+            let p = self
+                .at(
+                    ProblemKind::InvalidValue,
+                    model.span(),
+                    format!("`model = {:?}` names no provider", model.get_ref()),
+                )
+                .with_label("expected PROVIDER/MODEL")
+                .with_help(
+                    "write e.g. `model = \"anthropic/claude-sonnet-4-5\"`, or give a `model_script` that \
+                     serves the user offline",
                 );
             self.out.push(p);
         }

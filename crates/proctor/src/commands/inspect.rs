@@ -346,7 +346,23 @@ fn conversation_lines(c: &proctor_score::Conversation) -> String {
         ));
     }
     out.push_str(&format!("  ended: {}\n", c.ended));
+    if let Some(m) = &c.user_model {
+        out.push_str(&user_model_line(m));
+    }
     out
+}
+
+/// The model-played user's own ledger: its requests, tokens and cost, and its failure.
+fn user_model_line(m: &proctor_score::UserModelLedger) -> String {
+    let cost = m.cost_usd.map_or(String::new(), |c| format!(", ${c:.4}"));
+    let mut line = format!(
+        "  user played by {} ({}): {} requests, {} in / {} out tokens{cost} ({})\n",
+        m.model, m.via, m.requests, m.input_tokens, m.output_tokens, m.evidence
+    );
+    if let Some(why) = &m.error {
+        line.push_str(&format!("  user's model failed: {why}\n"));
+    }
+    line
 }
 
 /// A person's sitting: who, how the answer was given, the timeout, their notes.

@@ -6,6 +6,7 @@
 pub mod lab;
 pub mod outcomes;
 pub mod registry;
+pub mod upstream;
 pub mod viewer;
 
 use std::path::{Path, PathBuf};
