@@ -211,7 +211,7 @@ fn http_transport(
 /// is not in the task, and the task without it is not the task).
 fn served_by_sidecars(
     servers: &[crate::model::McpPlan],
-    sidecars: &[crate::compose::SidecarPlan],
+    sidecars: &[SidecarPlan],
 ) -> Result<(), String> {
     for s in servers {
         if let crate::model::McpTransport::Http { service, .. } = &s.transport {
