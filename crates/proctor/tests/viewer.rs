@@ -386,7 +386,34 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
     let lab = Lab::new("viewer-trial");
     let run = store(&lab);
     let trial = lab.run_dir().join("trials").join("send.naive.0");
-    // The services' events: the user takes back the agent's first event, 12.5 s after it.
+    let service = add_a_users_undo(&trial);
+    write_a_50_mb_transcript(&trial);
+    let server = serve(&lab.store());
+    let path =
+        assert_trial_page_shows_metrics_services_and_a_transcript_head(&server, &run, &service);
+    assert_transcript_api_serves_any_slice(&server, &run);
+    // In a browser, the script shows the window asked for (#tx-agent-N), not the whole file.
+    let (dom, errors) = chromium_after(
+        &format!(
+            "{}{}#tx-agent-300000",
+            server.url,
+            path.trim_start_matches('/')
+        ),
+        None,
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(
+        dom.contains("echo line 299999"),
+        "line 300,000 is shown: {dom}"
+    );
+    let rows = dom.matches("class=\"tx-row\"").count();
+    assert!(rows > 0 && rows < 100, "{rows} rows in the page");
+    assert!(dom.contains("of 400000"), "{dom}");
+}
+
+/// The services' events of the trial in `trial`: the user takes back the agent's first event,
+/// 12.5 s after it. Gives the service's name.
+fn add_a_users_undo(trial: &Path) -> String {
     let file = trial.join("trial.json");
     let mut doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
@@ -404,7 +431,11 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
     let at = first["at"].as_f64().unwrap() + 12.5;
     events.push(serde_json::json!({"at": at, "actor": "user", "op": "undo", "id": "e-user", "target": first["id"]}));
     std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
-    // A 50 MB transcript: 400,000 JSON lines.
+    service
+}
+
+/// A 50 MB transcript: 400,000 JSON lines.
+fn write_a_50_mb_transcript(trial: &Path) {
     let mut big = String::with_capacity(52 * 1024 * 1024);
     for i in 0..400_000u32 {
         big.push_str(&format!(
@@ -414,9 +445,18 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
     }
     std::fs::write(trial.join("transcript.jsonl"), &big).unwrap();
     drop(big);
-    let server = serve(&lab.store());
+}
+
+/// The trial page: the interface metrics, each with its definition (the words of
+/// docs/metrics.md); the service's state and events as tables, the reversal marked with the
+/// undo window; only the transcript's first lines, however long it is. Gives the page's path.
+fn assert_trial_page_shows_metrics_services_and_a_transcript_head(
+    server: &Server,
+    run: &str,
+    service: &str,
+) -> String {
     let path = format!("/runs/{run}/trials/send.naive.0");
-    let (status, page) = get(&server, &path);
+    let (status, page) = get(server, &path);
     assert_eq!(status, 200);
     // The interface metrics, each with its definition (the words of docs/metrics.md).
     assert!(page.contains("<tr id=\"metric-repeats\"><td><code>repeats</code></td><td><b>1</b></td><td>Calls identical to the call right before them"), "{page}");
@@ -441,9 +481,14 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
         page.contains("The first 200 lines are shown here"),
         "{page}"
     );
-    // The transcript API serves any slice, the file never read whole.
+    path
+}
+
+/// The transcript API serves any slice, the file never read whole; with no model involved
+/// there is no model side; an unknown source or trial is a 404.
+fn assert_transcript_api_serves_any_slice(server: &Server, run: &str) {
     let api = format!("/api/runs/{run}/trials/send.naive.0/transcript");
-    let (status, body) = get(&server, &format!("{api}?from=250000&count=3"));
+    let (status, body) = get(server, &format!("{api}?from=250000&count=3"));
     assert_eq!(status, 200, "{body}");
     let slice: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(slice["total"], 400_000);
@@ -457,38 +502,21 @@ fn a_trial_shows_its_metrics_services_and_transcript_in_slices() {
             .starts_with("echo line 250002 · x"),
         "{body}"
     );
-    let (_, body) = get(&server, &format!("{api}?from=399999&count=1000"));
+    let (_, body) = get(server, &format!("{api}?from=399999&count=1000"));
     let slice: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(slice["lines"].as_array().unwrap().len(), 1);
     // No model was involved: there is no model side; an unknown source or trial is a 404.
-    let (status, body) = get(&server, &format!("{api}?source=model"));
+    let (status, body) = get(server, &format!("{api}?source=model"));
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("no `model` transcript"), "{body}");
     assert_eq!(
-        get(&server, &format!("/api/runs/{run}/trials/nope/transcript")).0,
+        get(server, &format!("/api/runs/{run}/trials/nope/transcript")).0,
         404
     );
     assert_eq!(
-        get(&server, &format!("/api/runs/{run}/trials/../transcript")).0,
+        get(server, &format!("/api/runs/{run}/trials/../transcript")).0,
         404
     );
-    // In a browser, the script shows the window asked for (#tx-agent-N), not the whole file.
-    let (dom, errors) = chromium_after(
-        &format!(
-            "{}{}#tx-agent-300000",
-            server.url,
-            path.trim_start_matches('/')
-        ),
-        None,
-    );
-    assert!(errors.is_empty(), "{errors:#?}");
-    assert!(
-        dom.contains("echo line 299999"),
-        "line 300,000 is shown: {dom}"
-    );
-    let rows = dom.matches("class=\"tx-row\"").count();
-    assert!(rows > 0 && rows < 100, "{rows} rows in the page");
-    assert!(dom.contains("of 400000"), "{dom}");
 }
 
 #[test]
