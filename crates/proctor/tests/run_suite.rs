@@ -94,10 +94,15 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
     let out = lab.run(As::Me, &["--trials", "1"]);
     assert_eq!(out.code, 1, "b fails its task\n{}", out.stderr);
     let run = lab.run_id();
+    assert_the_suite_kept_as_the_run_read_it(&lab, &check_before, &toml_before);
+    assert_an_invalid_folder_does_not_stop_the_readers(&lab, &run, &toml_before);
+    assert_a_deleted_folder_does_not_stop_the_readers(&lab, &run);
+}
 
-    // The attacker: b wrote to the suite folder by its absolute path during its trial. The
-    // folder is out of its reach, its grading used the real check, and the kept copy is the
-    // suite as the run read it.
+/// The attacker: b wrote to the suite folder by its absolute path during its trial. The folder
+/// is out of its reach, its grading used the real check, and the kept copy (and its list) is
+/// the suite as the run read it (`check_before`, `toml_before`).
+fn assert_the_suite_kept_as_the_run_read_it(lab: &Lab, check_before: &[u8], toml_before: &[u8]) {
     assert_eq!(
         lab.record("t.b.0")["outcome"],
         "wrong",
@@ -130,26 +135,30 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
         .unwrap();
     assert_eq!(
         entry["blake3"].as_str().unwrap(),
-        blake3::hash(&check_before).to_hex().as_str()
+        blake3::hash(check_before).to_hex().as_str()
     );
+}
 
-    // The suite folder becomes invalid (an unknown key at line 2).
+/// The suite folder becomes invalid (an unknown key at line 2): show, compare, export and
+/// rescore read the run's copy; asked to rescore with the broken folder, rescore says what is
+/// wrong and where.
+fn assert_an_invalid_folder_does_not_stop_the_readers(lab: &Lab, run: &str, toml_before: &[u8]) {
     std::fs::write(
         lab.suite().join("suite.toml"),
         format!(
             "schema_version = 1\nsurprise = true\n{}",
-            String::from_utf8_lossy(&toml_before).trim_start_matches("schema_version = 1\n")
+            String::from_utf8_lossy(toml_before).trim_start_matches("schema_version = 1\n")
         ),
     )
     .unwrap();
-    let show = cmd(&lab, &["show", &run]);
+    let show = cmd(lab, &["show", run]);
     assert_eq!(show.code, 0, "{}", show.stderr);
-    let compare = cmd(&lab, &["compare", &run, "--variants", "a,b"]);
+    let compare = cmd(lab, &["compare", run, "--variants", "a,b"]);
     assert_eq!(compare.code, 0, "{}", compare.stderr);
     let junit = lab.store().join("r.xml");
-    let export = cmd(&lab, &["export", &run, "--junit", junit.to_str().unwrap()]);
+    let export = cmd(lab, &["export", run, "--junit", junit.to_str().unwrap()]);
     assert_eq!(export.code, 0, "{}", export.stderr);
-    let rescore = cmd(&lab, &["rescore", &run]);
+    let rescore = cmd(lab, &["rescore", run]);
     assert_eq!(rescore.code, 0, "{}", rescore.stderr);
     assert!(
         rescore
@@ -160,27 +169,30 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
         rescore.stderr
     );
     // Asked to rescore with the broken folder, rescore says what is wrong and where.
-    let folder = cmd(&lab, &["rescore", &run, "--suite-from", "folder"]);
+    let folder = cmd(lab, &["rescore", run, "--suite-from", "folder"]);
     assert_eq!(folder.code, 2, "{}", folder.stderr);
     assert!(
         folder.stderr.contains("suite.toml:2:1") && folder.stderr.contains("surprise"),
         "{}",
         folder.stderr
     );
+}
 
-    // The suite folder is deleted: everything still reads from the run.
+/// The suite folder is deleted: everything still reads from the run, the viewer's diff rebuilt
+/// from the kept fixture.
+fn assert_a_deleted_folder_does_not_stop_the_readers(lab: &Lab, run: &str) {
     std::fs::remove_dir_all(lab.suite()).unwrap();
     for args in [
-        vec!["show", run.as_str()],
-        vec!["show", run.as_str(), "t.b.0"],
-        vec!["compare", run.as_str(), "--variants", "a,b"],
-        vec!["rescore", run.as_str(), "--suite-from", "run"],
+        vec!["show", run],
+        vec!["show", run, "t.b.0"],
+        vec!["compare", run, "--variants", "a,b"],
+        vec!["rescore", run, "--suite-from", "run"],
     ] {
-        let out = cmd(&lab, &args);
+        let out = cmd(lab, &args);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
     }
     let html = lab.store().join("r.html");
-    let out = cmd(&lab, &["export", &run, "--html", html.to_str().unwrap()]);
+    let out = cmd(lab, &["export", run, "--html", html.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let server = serve(&lab.store());
     let (status, body) = get(&server, &format!("/compare?a={run}/a&b={run}/b"));
