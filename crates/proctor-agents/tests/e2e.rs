@@ -23,7 +23,7 @@ use proctor_agents::{
     opencode::Opencode, Adapter, AgentError, AgentOutput, Launch, LaunchContext, NextTurn,
     ReportedUsage, SessionContext,
 };
-use proctor_mock_model::{MockModel, MockOptions, Script, Stats};
+use proctor_mock_model::{MockHandle, MockModel, MockOptions, Script, Stats};
 
 const HELLO: &str = r#"
 [[turns]]
@@ -519,34 +519,9 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
         }
         Err(e) => panic!("{name}: preflight failed: {e}"),
     }
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("proctor-e2e-{name}-resume-"))
-        .tempdir()
-        .unwrap();
-    let dirs = Dirs {
-        root: tmp.path().to_path_buf(),
-        home: tmp.path().join("home"),
-        ws: tmp.path().join("workspace"),
-        agent: tmp.path().join("agent"),
-    };
-    for d in [&dirs.home, &dirs.ws, &dirs.agent] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let script = if name == "aider" {
-        ASKS_THEN_ACTS_AIDER
-    } else {
-        ASKS_THEN_ACTS
-    };
+    let (tmp, dirs) = conversation_dirs(name);
     let log = tmp.path().join("mock.jsonl");
-    let server = MockModel::start_with(
-        Script::parse(script).unwrap(),
-        "127.0.0.1:0",
-        MockOptions {
-            log: Some(log.clone()),
-            ..MockOptions::default()
-        },
-    )
-    .unwrap();
+    let server = asks_then_acts_model(name, &log);
     let first_prompt = "Create the file the user wants with the text hi, then say done.";
     let mut ctx = LaunchContext {
         prompt: first_prompt.into(),
@@ -563,6 +538,61 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
     };
     let launch = adapter.launch_session(&ctx, &session).unwrap();
     let one = turn(adapter, &launch, &dirs, name, "resume-1");
+    assert_first_turn_asks(&one, &dirs, name);
+    ctx.prompt = REPLY.into();
+    let next = NextTurn {
+        turn: 2,
+        session_id: one.session_id.clone(),
+    };
+    let launch = adapter.continue_session(&ctx, &session, &next).unwrap();
+    let two = turn(adapter, &launch, &dirs, name, "resume-2");
+    let stats = server.stats();
+    drop(server);
+    assert_second_turn_acts(&one, &two, &dirs, name);
+    assert_eq!(stats.exhausted, 0, "{name}: asked past the script");
+    assert_second_turn_request_carries_the_conversation(&log, name, first_prompt);
+}
+
+/// A fresh temporary folder holding one conversation's HOME, workspace and agent folder.
+fn conversation_dirs(name: &str) -> (tempfile::TempDir, Dirs) {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("proctor-e2e-{name}-resume-"))
+        .tempdir()
+        .unwrap();
+    let dirs = Dirs {
+        root: tmp.path().to_path_buf(),
+        home: tmp.path().join("home"),
+        ws: tmp.path().join("workspace"),
+        agent: tmp.path().join("agent"),
+    };
+    for d in [&dirs.home, &dirs.ws, &dirs.agent] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    (tmp, dirs)
+}
+
+/// The mock model playing the asks-then-acts script for agent `name` (aider's own script for
+/// aider), logging every exchange to `log`.
+fn asks_then_acts_model(name: &str, log: &Path) -> MockHandle {
+    let script = if name == "aider" {
+        ASKS_THEN_ACTS_AIDER
+    } else {
+        ASKS_THEN_ACTS
+    };
+    MockModel::start_with(
+        Script::parse(script).unwrap(),
+        "127.0.0.1:0",
+        MockOptions {
+            log: Some(log.to_path_buf()),
+            ..MockOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The first turn asked its question, reported the session a next turn resumes (every agent
+/// but aider) and did not act before the reply.
+fn assert_first_turn_asks(one: &AgentOutput, dirs: &Dirs, name: &str) {
     assert_eq!(
         one.answer, "Which file should I create?",
         "{name}: turn 1 answer"
@@ -576,15 +606,11 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
         !dirs.ws.join("hello.txt").exists(),
         "{name}: acted before the reply"
     );
-    ctx.prompt = REPLY.into();
-    let next = NextTurn {
-        turn: 2,
-        session_id: one.session_id.clone(),
-    };
-    let launch = adapter.continue_session(&ctx, &session, &next).unwrap();
-    let two = turn(adapter, &launch, &dirs, name, "resume-2");
-    let stats = server.stats();
-    drop(server);
+}
+
+/// The second turn made `hello.txt` with its `echo` call, answered `done` without errors, and
+/// went on in the first turn's session.
+fn assert_second_turn_acts(one: &AgentOutput, two: &AgentOutput, dirs: &Dirs, name: &str) {
     assert_eq!(
         std::fs::read_to_string(dirs.ws.join("hello.txt"))
             .ok()
@@ -608,8 +634,12 @@ fn asks_then_acts(adapter: &dyn Adapter, name: &str, model: Option<&str>) {
         "{name}: turn 2's calls {:?}",
         two.tool_calls
     );
-    assert_eq!(stats.exhausted, 0, "{name}: asked past the script");
-    let second = second_turn_request(&log);
+}
+
+/// The second turn's first request (in the mock's `log`) carries the first prompt, the agent's
+/// question and the user's reply.
+fn assert_second_turn_request_carries_the_conversation(log: &Path, name: &str, first_prompt: &str) {
+    let second = second_turn_request(log);
     for (what, text) in [
         ("the first prompt", first_prompt),
         ("the agent's question", "Which file should I create?"),

@@ -37,7 +37,35 @@ fn preflight_names_what_is_missing() {
     std::env::set_var("PROCTOR_AGENTS_DIR", dir.path());
     std::env::set_var("PATH", empty.path());
 
-    // Every adapter reports a missing CLI as NotInstalled, naming the executable.
+    every_missing_cli_is_not_installed();
+    a_missing_flag_is_named(dir.path());
+    the_flags_check_is_remembered_per_executable_file(dir.path());
+
+    // A version that cannot be read is a clear error too.
+    fake_cli(
+        dir.path(),
+        "gemini",
+        "unknown",
+        &claude_flags().join("\n  "),
+    );
+    let m = Gemini::new().preflight().unwrap_err().to_string();
+    assert!(m.contains("cannot read a version"), "{m}");
+
+    a_launch_without_a_model_endpoint_says_how_to_give_one();
+}
+
+/// Every flag of the Claude Code adapter but `missing`, one a line, as a CLI's help lists them.
+fn claude_help_without(missing: &str) -> String {
+    claude_flags()
+        .iter()
+        .filter(|f| **f != missing)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+/// Every adapter reports a missing CLI as NotInstalled, naming the executable.
+fn every_missing_cli_is_not_installed() {
     let adapters: Vec<(Box<dyn Adapter>, &str)> = vec![
         (Box::new(ClaudeCode::new()), "claude"),
         (Box::new(Codex::new()), "codex"),
@@ -56,15 +84,18 @@ fn preflight_names_what_is_missing() {
             other => panic!("{exe}: {other:?}"),
         }
     }
+}
 
-    // A CLI whose help lacks one flag the adapter passes: the error names the flag.
-    let help = claude_flags()
-        .iter()
-        .filter(|f| **f != "--permission-prompts")
-        .copied()
-        .collect::<Vec<_>>()
-        .join("\n  ");
-    fake_cli(dir.path(), "claude", "2.0.1 (Claude Code)", &help);
+/// A CLI (in the install folder `dir`) whose help lacks one flag the adapter passes: the error
+/// names the flag, its launch's or its resume's; with every flag present it passes and reports
+/// the version.
+fn a_missing_flag_is_named(dir: &std::path::Path) {
+    fake_cli(
+        dir,
+        "claude",
+        "2.0.1 (Claude Code)",
+        &claude_help_without("--permission-prompts"),
+    );
     let e = ClaudeCode::new().preflight().unwrap_err();
     let m = e.to_string();
     assert!(matches!(e, AgentError::Preflight { .. }), "{m}");
@@ -72,33 +103,33 @@ fn preflight_names_what_is_missing() {
     assert!(m.contains("2.0.1"), "{m}");
 
     // The flag of its resume mechanism (a conversation's next turn) is checked too.
-    let help = claude_flags()
-        .iter()
-        .filter(|f| **f != "--resume")
-        .copied()
-        .collect::<Vec<_>>()
-        .join("\n  ");
-    fake_cli(dir.path(), "claude", "2.1.328 (Claude Code)", &help);
+    fake_cli(
+        dir,
+        "claude",
+        "2.1.328 (Claude Code)",
+        &claude_help_without("--resume"),
+    );
     let m = ClaudeCode::new().preflight().unwrap_err().to_string();
     assert!(m.contains("`--resume`"), "{m}");
 
     // With every flag present it passes and reports the version.
     let help = claude_flags().join("\n  ");
-    fake_cli(dir.path(), "claude", "2.1.328 (Claude Code)", &help);
+    fake_cli(dir, "claude", "2.1.328 (Claude Code)", &help);
     let info = ClaudeCode::new().preflight().unwrap().unwrap();
     assert_eq!(info.version, "2.1.328");
     assert_eq!(info.tested_version, "2.1.328");
+}
 
-    // The flags check is remembered per executable file: a second preflight of the same file
-    // reads no help; a changed file (a reinstall, an edit) is checked again, and fails if it
-    // must.
-    let calls = dir.path().join("help-calls");
+/// The flags check is remembered per executable file: a second preflight of the same file
+/// reads no help; a changed file (a reinstall, an edit) is checked again, and fails if it must.
+fn the_flags_check_is_remembered_per_executable_file(dir: &std::path::Path) {
+    let calls = dir.join("help-calls");
     let counting = |help: &str| {
         let script = format!(
             "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --version ] && {{ echo '2.1.328 (Claude Code)'; exit 0; }}; done\necho help >> '{}'\nprintf '%s\\n' '{help}'\n",
             calls.display()
         );
-        let path = dir.path().join("bin/claude");
+        let path = dir.join("bin/claude");
         std::fs::write(&path, script).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
@@ -111,7 +142,7 @@ fn preflight_names_what_is_missing() {
     counting(&full);
     assert!(ClaudeCode::new().preflight().is_ok());
     assert_eq!(help_calls(), 1);
-    assert!(dir.path().join("preflight/claude-code.json").is_file());
+    assert!(dir.join("preflight/claude-code.json").is_file());
     let info = ClaudeCode::new().preflight().unwrap().unwrap();
     assert_eq!(info.version, "2.1.328", "the version is read every time");
     assert_eq!(
@@ -119,23 +150,14 @@ fn preflight_names_what_is_missing() {
         1,
         "the same file's flags are not checked again"
     );
-    let lacking = claude_flags()
-        .iter()
-        .filter(|f| **f != "--strict-mcp-config")
-        .copied()
-        .collect::<Vec<_>>()
-        .join("\n  ");
-    counting(&lacking);
+    counting(&claude_help_without("--strict-mcp-config"));
     let m = ClaudeCode::new().preflight().unwrap_err().to_string();
     assert!(m.contains("`--strict-mcp-config`"), "{m}");
     assert_eq!(help_calls(), 2, "a changed file is checked again");
+}
 
-    // A version that cannot be read is a clear error too.
-    fake_cli(dir.path(), "gemini", "unknown", &help);
-    let m = Gemini::new().preflight().unwrap_err().to_string();
-    assert!(m.contains("cannot read a version"), "{m}");
-
-    // And a launch without a model endpoint says how to give one.
+/// A launch without a model endpoint says how to give one.
+fn a_launch_without_a_model_endpoint_says_how_to_give_one() {
     let ctx = proctor_agents::LaunchContext {
         prompt: "p".into(),
         workspace: "/w".into(),

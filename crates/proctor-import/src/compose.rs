@@ -8,53 +8,14 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::image::{self, DockerBuild, ImageSource};
-use crate::tbench::{build_paths, compose_env, get, scalar};
+use crate::model::{HealthPlan, SidecarPlan};
+use crate::settings::is_var_name;
+use crate::yaml::{get, scalar};
 
 /// A compose file's services, in order: name and definition.
 pub(crate) struct Compose {
     /// Each service's name and mapping.
     pub services: Vec<(String, Yaml)>,
-}
-
-/// A sidecar container of an imported task: `[[tasks.services]]` with an `image`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SidecarPlan {
-    /// The service's name, which the main container resolves.
-    pub name: String,
-    /// Its image: a registry reference, a local image of the task folder, or a Dockerfile
-    /// (`build:`) that the import builds before anything is written.
-    pub image: ImageSource,
-    /// Its `command` (over the image's `Cmd`), if it sets one.
-    pub command: Option<Vec<String>>,
-    /// Its working folder, if it sets one.
-    pub workdir: Option<String>,
-    /// Its literal environment.
-    pub env: BTreeMap<String, String>,
-    /// Its healthcheck, if it has one.
-    pub healthcheck: Option<HealthPlan>,
-    /// The other sidecars it starts after.
-    pub depends_on: Vec<String>,
-}
-
-impl SidecarPlan {
-    /// The name its local image takes in the suite (`images/TASK--NAME.tar`): task `id`'s
-    /// and its own.
-    pub(crate) fn image_key(&self, id: &str) -> String {
-        format!("{id}--{}", self.name)
-    }
-}
-
-/// A compose `healthcheck`, as proctor runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HealthPlan {
-    /// The argv (`CMD-SHELL` and a plain string through `sh -c`).
-    pub argv: Vec<String>,
-    /// How long until Docker would call it unhealthy: `start_period` + `retries` ×
-    /// (`interval` + `timeout`), with Docker's defaults (0 s, 3, 30 s, 30 s).
-    pub timeout_seconds: u64,
-    /// The longest pause between tries: 1 s (proctor tries more often than Docker's
-    /// `interval`, so a service is seen healthy sooner, never later).
-    pub interval_seconds: u64,
 }
 
 /// The compose file at `path`: `None` when it is not one (no `services` mapping whose every
@@ -365,9 +326,101 @@ fn depends_on(
         .collect())
 }
 
+/// The build context and Dockerfile (relative to the task folder) of a compose service's
+/// `build:`: a context folder, or a mapping with `context` and `dockerfile` (relative to the
+/// context); `.` and `Dockerfile` where it says nothing.
+pub(crate) fn build_paths(build: Option<&Yaml>) -> (String, String) {
+    let (context, dockerfile) = match build {
+        Some(Yaml::String(context)) => (context.clone(), None),
+        Some(Yaml::Hash(h)) => (
+            h.get(&Yaml::String("context".into()))
+                .and_then(Yaml::as_str)
+                .unwrap_or(".")
+                .to_string(),
+            h.get(&Yaml::String("dockerfile".into()))
+                .and_then(Yaml::as_str)
+                .map(str::to_string),
+        ),
+        _ => (".".to_string(), None),
+    };
+    let context = context.trim_end_matches('/').to_string();
+    let context = if context.is_empty() {
+        ".".to_string()
+    } else {
+        context
+    };
+    let dockerfile = dockerfile.unwrap_or_else(|| "Dockerfile".into());
+    let dockerfile = if context == "." {
+        dockerfile
+    } else {
+        format!("{context}/{dockerfile}")
+    };
+    (context, dockerfile)
+}
+
+/// The literal environment of a compose service; the harness's own variables
+/// (`${T_BENCH_...}`) are left out, other `${...}` values are reported.
+pub(crate) fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let pairs: Vec<(String, String)> = match get(service, "environment") {
+        Some(Yaml::Array(items)) => items
+            .iter()
+            .filter_map(Yaml::as_str)
+            .map(|s| match s.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => (s.to_string(), String::new()),
+            })
+            .collect(),
+        Some(Yaml::Hash(h)) => h
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), scalar(v).unwrap_or_default())))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for (k, v) in pairs {
+        if v.contains("${T_BENCH_") || k == "TEST_DIR" {
+            continue;
+        }
+        if !is_var_name(&k) {
+            w.push(format!(
+                "docker-compose: environment `{k}` is not a valid variable name, not imported"
+            ));
+        } else if v.contains('$') {
+            w.push(format!(
+                "docker-compose: environment {k} = {v:?} is resolved from the host; a suite holds no secrets, so it was not imported (set it in a variant's `env`)"
+            ));
+        } else {
+            env.insert(k, v);
+        }
+    }
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compose_build_gives_the_context_and_dockerfile() {
+        let of = |text: &str| {
+            let docs = YamlLoader::load_from_str(text).expect("yaml");
+            build_paths(Some(&docs[0]["build"]).filter(|b| !b.is_badvalue()))
+        };
+        assert_eq!(of("build: .\n"), (".".into(), "Dockerfile".into()));
+        assert_eq!(
+            of("build: image/\n"),
+            ("image".into(), "image/Dockerfile".into())
+        );
+        assert_eq!(
+            of("build:\n  dockerfile: Dockerfile.tb\n"),
+            (".".into(), "Dockerfile.tb".into())
+        );
+        assert_eq!(
+            of("build:\n  context: env\n  dockerfile: Containerfile\n"),
+            ("env".into(), "env/Containerfile".into())
+        );
+        assert_eq!(of("image: x\n"), (".".into(), "Dockerfile".into()));
+    }
 
     fn of(text: &str) -> Result<Option<Compose>, String> {
         let dir = tempfile::tempdir().expect("tempdir");

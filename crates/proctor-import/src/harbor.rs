@@ -6,11 +6,11 @@ use std::path::Path;
 
 use toml::Value;
 
-use crate::compose::SidecarPlan;
 use crate::fields::{unknown_field, unknown_toml_keys, HARBOR_TASK_TOML};
 use crate::files;
 use crate::harbor_values::{literal_env, seconds};
 use crate::image::{self, Build, DockerBuild, ImageSource};
+use crate::model::SidecarPlan;
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::scan;
 use crate::settings;
@@ -211,7 +211,7 @@ fn http_transport(
 /// is not in the task, and the task without it is not the task).
 fn served_by_sidecars(
     servers: &[crate::model::McpPlan],
-    sidecars: &[crate::compose::SidecarPlan],
+    sidecars: &[SidecarPlan],
 ) -> Result<(), String> {
     for s in servers {
         if let crate::model::McpTransport::Http { service, .. } = &s.transport {

@@ -48,6 +48,7 @@ mod tbench;
 mod text;
 mod verify;
 mod write;
+mod yaml;
 
 use std::path::{Path, PathBuf};
 

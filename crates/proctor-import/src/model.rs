@@ -86,7 +86,7 @@ pub(crate) struct TaskPlan {
     /// The reference solution, for the oracle.
     pub oracle: OraclePlan,
     /// The sidecar containers of the task (its compose file's services beside the main one).
-    pub sidecars: Vec<crate::compose::SidecarPlan>,
+    pub sidecars: Vec<SidecarPlan>,
     /// A Harbor multi-step task's steps: the task is imported in steps, each with its own
     /// check, and has no verifier of its own.
     pub steps: Option<StepsImport>,
@@ -267,6 +267,47 @@ impl OraclePlan {
             missing: Some(why.to_string()),
         }
     }
+}
+
+/// A sidecar container of an imported task: `[[tasks.services]]` with an `image`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SidecarPlan {
+    /// The service's name, which the main container resolves.
+    pub name: String,
+    /// Its image: a registry reference, a local image of the task folder, or a Dockerfile
+    /// (`build:`) that the import builds before anything is written.
+    pub image: ImageSource,
+    /// Its `command` (over the image's `Cmd`), if it sets one.
+    pub command: Option<Vec<String>>,
+    /// Its working folder, if it sets one.
+    pub workdir: Option<String>,
+    /// Its literal environment.
+    pub env: BTreeMap<String, String>,
+    /// Its healthcheck, if it has one.
+    pub healthcheck: Option<HealthPlan>,
+    /// The other sidecars it starts after.
+    pub depends_on: Vec<String>,
+}
+
+impl SidecarPlan {
+    /// The name its local image takes in the suite (`images/TASK--NAME.tar`): task `id`'s
+    /// and its own.
+    pub(crate) fn image_key(&self, id: &str) -> String {
+        format!("{id}--{}", self.name)
+    }
+}
+
+/// A compose `healthcheck`, as proctor runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HealthPlan {
+    /// The argv (`CMD-SHELL` and a plain string through `sh -c`).
+    pub argv: Vec<String>,
+    /// How long until Docker would call it unhealthy: `start_period` + `retries` ×
+    /// (`interval` + `timeout`), with Docker's defaults (0 s, 3, 30 s, 30 s).
+    pub timeout_seconds: u64,
+    /// The longest pause between tries: 1 s (proctor tries more often than Docker's
+    /// `interval`, so a service is seen healthy sooner, never later).
+    pub interval_seconds: u64,
 }
 
 /// A task read from its folder: imported, or skipped with the reason. Warnings are collected

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::compose::SidecarPlan;
+use crate::model::SidecarPlan;
 use crate::model::{Format, TaskPlan};
 use crate::text::{basic_string, toml_key, toml_string};
 use crate::verify::{CHECK, CHECK_METRICS};

@@ -6,13 +6,15 @@ use std::path::Path;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::compose::{build_paths, compose_env};
 use crate::fields::{unknown_field, TERMINAL_BENCH_TASK_YAML};
 use crate::files::{self, FileEntry};
 use crate::image::{self, Build, ImageSource};
 use crate::model::{Net, Networks, OraclePlan, Read, Resources, TaskPlan, Verdict, VerifierPlan};
 use crate::parsers::Parser;
 use crate::scan;
-use crate::settings::{self, is_var_name, whole_seconds};
+use crate::settings::{self, whole_seconds};
+use crate::yaml::{get, scalar};
 
 /// Terminal-Bench's defaults for `max_agent_timeout_sec` and `max_test_timeout_sec`.
 const DEFAULT_AGENT_TIMEOUT: u64 = 360;
@@ -34,26 +36,11 @@ fn load(path: &Path, name: &str) -> Result<Yaml, String> {
     Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
 }
 
-/// The value at `key` of a mapping.
-pub(crate) fn get<'a>(y: &'a Yaml, key: &str) -> Option<&'a Yaml> {
-    y.as_hash()?.get(&Yaml::String(key.to_string()))
-}
-
 /// A YAML number of seconds, rounded up to whole seconds; `None` unless positive.
 fn seconds(y: &Yaml) -> Option<u64> {
     match y {
         Yaml::Integer(i) => whole_seconds(*i as f64),
         Yaml::Real(_) => whole_seconds(y.as_f64()?),
-        _ => None,
-    }
-}
-
-/// A scalar as text.
-pub(crate) fn scalar(y: &Yaml) -> Option<String> {
-    match y {
-        Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
-        Yaml::Integer(i) => Some(i.to_string()),
-        Yaml::Boolean(b) => Some(b.to_string()),
         _ => None,
     }
 }
@@ -260,7 +247,7 @@ struct Environment {
     /// The network the agent and the tests get.
     network: Networks,
     /// The compose file's services beside `client`, the agent's container: its sidecars.
-    sidecars: Vec<crate::compose::SidecarPlan>,
+    sidecars: Vec<crate::model::SidecarPlan>,
 }
 
 /// The task's environment: its compose file's one service when it has a compose file, else
@@ -291,38 +278,6 @@ fn environment(dir: &Path, w: &mut Vec<String>) -> Result<Environment, String> {
         network: default_network(),
         sidecars: Vec::new(),
     })
-}
-
-/// The build context and Dockerfile (relative to the task folder) of a compose service's
-/// `build:`: a context folder, or a mapping with `context` and `dockerfile` (relative to the
-/// context); `.` and `Dockerfile` where it says nothing.
-pub(crate) fn build_paths(build: Option<&Yaml>) -> (String, String) {
-    let (context, dockerfile) = match build {
-        Some(Yaml::String(context)) => (context.clone(), None),
-        Some(Yaml::Hash(h)) => (
-            h.get(&Yaml::String("context".into()))
-                .and_then(Yaml::as_str)
-                .unwrap_or(".")
-                .to_string(),
-            h.get(&Yaml::String("dockerfile".into()))
-                .and_then(Yaml::as_str)
-                .map(str::to_string),
-        ),
-        _ => (".".to_string(), None),
-    };
-    let context = context.trim_end_matches('/').to_string();
-    let context = if context.is_empty() {
-        ".".to_string()
-    } else {
-        context
-    };
-    let dockerfile = dockerfile.unwrap_or_else(|| "Dockerfile".into());
-    let dockerfile = if context == "." {
-        dockerfile
-    } else {
-        format!("{context}/{dockerfile}")
-    };
-    (context, dockerfile)
 }
 
 /// The environment of the one service of the task's compose file `name`.
@@ -501,7 +456,7 @@ fn compose_sidecars(
     dir: &Path,
     name: &str,
     w: &mut Vec<String>,
-) -> Result<Vec<crate::compose::SidecarPlan>, String> {
+) -> Result<Vec<crate::model::SidecarPlan>, String> {
     let Some(compose) = crate::compose::read(&dir.join(name))? else {
         return Ok(Vec::new());
     };
@@ -660,69 +615,9 @@ fn about(task: &Yaml, id: &str, prompt_from: &Option<String>) -> Vec<String> {
     lines
 }
 
-/// The literal environment of a compose service; the harness's own variables
-/// (`${T_BENCH_...}`) are left out, other `${...}` values are reported.
-pub(crate) fn compose_env(service: &Yaml, w: &mut Vec<String>) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    let pairs: Vec<(String, String)> = match get(service, "environment") {
-        Some(Yaml::Array(items)) => items
-            .iter()
-            .filter_map(Yaml::as_str)
-            .map(|s| match s.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => (s.to_string(), String::new()),
-            })
-            .collect(),
-        Some(Yaml::Hash(h)) => h
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), scalar(v).unwrap_or_default())))
-            .collect(),
-        _ => Vec::new(),
-    };
-    for (k, v) in pairs {
-        if v.contains("${T_BENCH_") || k == "TEST_DIR" {
-            continue;
-        }
-        if !is_var_name(&k) {
-            w.push(format!(
-                "docker-compose: environment `{k}` is not a valid variable name, not imported"
-            ));
-        } else if v.contains('$') {
-            w.push(format!(
-                "docker-compose: environment {k} = {v:?} is resolved from the host; a suite holds no secrets, so it was not imported (set it in a variant's `env`)"
-            ));
-        } else {
-            env.insert(k, v);
-        }
-    }
-    env
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn compose_build_gives_the_context_and_dockerfile() {
-        let of = |text: &str| {
-            let docs = YamlLoader::load_from_str(text).expect("yaml");
-            build_paths(Some(&docs[0]["build"]).filter(|b| !b.is_badvalue()))
-        };
-        assert_eq!(of("build: .\n"), (".".into(), "Dockerfile".into()));
-        assert_eq!(
-            of("build: image/\n"),
-            ("image".into(), "image/Dockerfile".into())
-        );
-        assert_eq!(
-            of("build:\n  dockerfile: Dockerfile.tb\n"),
-            (".".into(), "Dockerfile.tb".into())
-        );
-        assert_eq!(
-            of("build:\n  context: env\n  dockerfile: Containerfile\n"),
-            ("env".into(), "env/Containerfile".into())
-        );
-        assert_eq!(of("image: x\n"), (".".into(), "Dockerfile".into()));
-    }
 
     /// The prompt of each shape of task.yaml: `instruction` text; `instruction` naming an
     /// entry (livecodebenchpro); no `instruction` (the `base` entry, else the first); the entry

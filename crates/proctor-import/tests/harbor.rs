@@ -7,7 +7,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use proctor_import::{import_harbor, ImportError, ImportOptions};
+use proctor_import::{import_harbor, ImportError, ImportOptions, ImportReport};
 use support::*;
 
 /// A Harbor task like Terminal-Bench 2's, with one field Harbor does not define
@@ -180,45 +180,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     let (tmp, tasks) = dataset();
     let out = tmp.path().join("suites").join("tb2");
     let report = import_harbor(&[tasks], &out, &ImportOptions::default()).expect("import");
-
-    assert_eq!(report.imported, vec!["hello-world", "metrics"]);
-    assert_eq!(report.skipped.len(), 1);
-    let (id, reason) = (&report.skipped[0].id, &report.skipped[0].reason);
-    assert_eq!(id, "build-me");
-    assert!(reason.contains("environment/Dockerfile"), "{reason}");
-    assert!(
-        reason.contains("docker build -t proctor-import-build-me environment"),
-        "{reason}"
-    );
-    assert!(
-        reason.contains("buildah bud -t proctor-import-build-me environment"),
-        "{reason}"
-    );
-    assert!(
-        reason.contains("image = \"oci-archive:images/build-me.tar\""),
-        "{reason}"
-    );
-
-    let warnings = warning_lines(&report).join("\n");
-    for expected in [
-        "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
-        "metrics: tests/ download while verifying (curl), but the verifier phase has no network (check_network = \"none\")",
-        "metrics: no solution/solve.sh: its oracle does nothing",
-        // A skipped task's other warnings are reported too.
-        "build-me: no solution/solve.sh: its oracle does nothing",
-    ] {
-        assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
-    }
-    // The internet Harbor gives is the trial's own, isolated from the host: nothing to warn of.
-    assert!(!warnings.contains("host's network"), "{warnings}");
-    assert_eq!(report.not_tasks.len(), 1, "{:?}", report.not_tasks);
-    assert!(report.not_tasks[0].folder.ends_with("not-a-task"));
-    assert_eq!(
-        report.not_tasks[0].why,
-        "not a Harbor task folder (no task.toml)"
-    );
-    let shown = report.to_string();
-    assert!(shown.starts_with("imported 2 task(s): hello-world, metrics\nskipped 1 task(s), by reason:\n  1 task(s): its image is built from environment/Dockerfile"), "{shown}");
+    let warnings = assert_dataset_report(&report);
 
     // The generated files.
     let suite: toml::Table =
@@ -240,6 +202,66 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(variant["script"].as_str(), Some("agents/oracle"));
 
     let hello = &suite["tasks"][0];
+    assert_hello_world_task(hello, &warnings);
+    let m = &suite["tasks"][1];
+    assert_metrics_task(m);
+    assert_eq!(hello["check_network"].as_str(), Some("internet"));
+    assert_comments_and_import_toml(&out);
+    assert_task_files(&out);
+
+    // proctor's own reader and validator accept it.
+    assert_valid(&out);
+}
+
+/// The dataset's import report: two tasks imported, the one whose image is built skipped with
+/// how to build it, each task's warnings (a skipped one's too), the folder that is not a task
+/// named; gives the warnings, one a line.
+fn assert_dataset_report(report: &ImportReport) -> String {
+    assert_eq!(report.imported, vec!["hello-world", "metrics"]);
+    assert_eq!(report.skipped.len(), 1);
+    let (id, reason) = (&report.skipped[0].id, &report.skipped[0].reason);
+    assert_eq!(id, "build-me");
+    assert!(reason.contains("environment/Dockerfile"), "{reason}");
+    assert!(
+        reason.contains("docker build -t proctor-import-build-me environment"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("buildah bud -t proctor-import-build-me environment"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("image = \"oci-archive:images/build-me.tar\""),
+        "{reason}"
+    );
+
+    let warnings = warning_lines(report).join("\n");
+    for expected in [
+        "hello-world: task.toml: unknown field `metadata.reviewer`, not imported",
+        "metrics: tests/ download while verifying (curl), but the verifier phase has no network (check_network = \"none\")",
+        "metrics: no solution/solve.sh: its oracle does nothing",
+        // A skipped task's other warnings are reported too.
+        "build-me: no solution/solve.sh: its oracle does nothing",
+    ] {
+        assert!(warnings.contains(expected), "missing {expected:?} in:\n{warnings}");
+    }
+    // The internet Harbor gives is the trial's own, isolated from the host: nothing to warn of.
+    assert!(!warnings.contains("host's network"), "{warnings}");
+    assert_eq!(report.not_tasks.len(), 1, "{:?}", report.not_tasks);
+    assert!(report.not_tasks[0].folder.ends_with("not-a-task"));
+    assert_eq!(
+        report.not_tasks[0].why,
+        "not a Harbor task folder (no task.toml)"
+    );
+    let shown = report.to_string();
+    assert!(shown.starts_with("imported 2 task(s): hello-world, metrics\nskipped 1 task(s), by reason:\n  1 task(s): its image is built from environment/Dockerfile"), "{shown}");
+
+    warnings
+}
+
+/// `hello-world` of `suite.toml`: its prompt, timeouts, network, image and environment, its
+/// check, its tests laid where Harbor lays them, and its resources.
+fn assert_hello_world_task(hello: &toml::Value, warnings: &str) {
     assert_eq!(hello["id"].as_str(), Some("hello-world"));
     assert_eq!(
         hello["prompt"].as_str(),
@@ -269,8 +291,11 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(hello["environment"]["memory_mb"].as_integer(), Some(2048));
     assert_eq!(hello["environment"]["storage_mb"].as_integer(), Some(10240));
     assert!(!warnings.contains("does not limit"), "{warnings}");
+}
 
-    let m = &suite["tasks"][1];
+/// `metrics` of `suite.toml`: no network, no wall timeout, its check with `--metrics` and its
+/// rubric.
+fn assert_metrics_task(m: &toml::Value) {
     assert_eq!(m["id"].as_str(), Some("metrics"));
     assert_eq!(
         m["network"].as_str(),
@@ -278,7 +303,6 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         "allow_internet = false"
     );
     assert_eq!(m["check_network"].as_str(), Some("none"));
-    assert_eq!(hello["check_network"].as_str(), Some("internet"));
     assert!(
         m.get("wall_timeout_seconds").is_none(),
         "no [agent] timeout_sec"
@@ -296,7 +320,10 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     assert_eq!(ids, vec!["accuracy", "speed"]);
     assert_eq!(rubric[0]["max"].as_integer(), Some(10));
     assert_eq!(rubric[0]["levels"].as_array().map(Vec::len), Some(10));
+}
 
+/// What `suite.toml`'s comments and `import.toml` keep of `hello-world` beyond the suite's keys.
+fn assert_comments_and_import_toml(out: &Path) {
     let text = std::fs::read_to_string(out.join("suite.toml")).expect("suite.toml");
     assert!(
         text.contains("# name: terminal-bench/hello-world; authors: Ada Lovelace <ada@example.com>, Charles Babbage; keywords: trivial; author name: Ada Lovelace"),
@@ -318,7 +345,10 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
     );
     assert_eq!(hello["metadata"]["difficulty"].as_str(), Some("easy"));
     assert!(text.contains("# image: alexgshaw/hello-world:20251031"));
+}
 
+/// The holdouts and the oracle's steps and files written for the imported tasks alone.
+fn assert_task_files(out: &Path) {
     for rel in [
         "holdout/hello-world/test.sh",
         "holdout/hello-world/expected.txt",
@@ -332,10 +362,7 @@ fn imports_a_dataset_folder_into_a_suite_that_proctor_validates() {
         assert!(out.join(rel).is_file(), "{rel}");
     }
     assert!(!out.join("holdout/build-me").exists());
-    assert!(oracle_steps(&out, "metrics").is_empty());
-
-    // proctor's own reader and validator accept it.
-    assert_valid(&out);
+    assert!(oracle_steps(out, "metrics").is_empty());
 }
 
 #[test]

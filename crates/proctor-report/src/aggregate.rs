@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::gate::GateReport;
+use crate::gate_report::GateReport;
 use crate::input::{Cost, TrialRow};
 use crate::stats::{Median, Rate, Summary};
 use crate::SCHEMA_VERSION;

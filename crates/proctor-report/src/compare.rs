@@ -37,6 +37,7 @@ use thiserror::Error;
 use crate::aggregate::{first_seen, Cell, ExpectedBehaviour};
 use crate::input::{Mutation, TrialRow};
 use crate::provenance::{Provenance, Warning, WarningKind};
+use crate::side::Side;
 use crate::stats::{pass_at_k, pass_pow_k, relative, Median, SignTest};
 use crate::SCHEMA_VERSION;
 
@@ -45,15 +46,6 @@ use crate::SCHEMA_VERSION;
 pub const SAME_WALL_SECONDS: f64 = 0.005;
 /// Differences of counts and rates smaller than this are floating-point noise, i.e. zero.
 const SAME_EXACT: f64 = 1e-9;
-
-/// Which arm of a comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Side {
-    /// The first arm (the reference: differences are b − a).
-    A,
-    /// The second arm.
-    B,
-}
 
 /// Why two arms cannot be compared.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

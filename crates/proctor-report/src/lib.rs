@@ -13,10 +13,12 @@ pub mod aggregate;
 pub mod compare;
 pub mod export;
 pub mod gate;
+pub mod gate_report;
 pub mod input;
 pub mod metric;
 pub mod provenance;
 pub mod render;
+pub mod side;
 pub mod stats;
 
 pub use aggregate::{
@@ -27,9 +29,10 @@ pub use aggregate::{
 pub use compare::{
     compare, ArmInfo, ArmStats, Assessment, Change, CompareError, CompareOptions, Comparison,
     ComparisonCell, ComparisonVerdict, Differences, Discordance, LeftOutTask, MatchedPair,
-    PairTrial, PassK, Side, TaskComparison, Unmatched, DEFAULT_PASS_K_SHOWN,
+    PairTrial, PassK, TaskComparison, Unmatched, DEFAULT_PASS_K_SHOWN,
 };
-pub use gate::{gate, Gate, GateError, GateNumber, GateReport};
+pub use gate::{gate, GateError};
+pub use gate_report::{Gate, GateNumber, GateReport};
 pub use input::{Cost, Mutation, Tokens, TrialRow};
 pub use provenance::{
     mixed, provenance_gate, ArmSource, Provenance, RunsLeftOut, SuiteDifference, Warning,
@@ -38,6 +41,7 @@ pub use provenance::{
 pub use render::{
     changes_section, escape_line, escape_text, ChangesOf, Exporter, Json, Markdown, Table, Terminal,
 };
+pub use side::Side;
 pub use stats::{Median, Rate, Statistic, Summary};
 
 /// The version of the shape of every JSON document this crate writes.

@@ -10,8 +10,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::compare::Side;
-use crate::gate::{Gate, GateReport};
+use crate::gate_report::{Gate, GateReport};
+use crate::side::Side;
 
 /// What a comparison warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -43,31 +43,28 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// What every case of the benchmark shares: the repetitions, the scratch folder, the
+/// 10,000-file fixture, the holdout and the task.
+struct Bench {
+    reps: usize,
+    dir: tempfile::TempDir,
+    fixture: std::path::PathBuf,
+    holdout: std::path::PathBuf,
+    body: String,
+    task: Task,
+}
+
+/// One case: `n` changed files, their changes, the folder holding them and the end state.
+struct Case {
+    n: usize,
+    changes: Vec<FileChange>,
+    changes_dir: std::path::PathBuf,
+    end: EndState,
+}
+
 fn main() {
-    let reps: usize = std::env::var("PROCTOR_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("fixture");
-    // 10,000 files of 4 KiB in 100 folders: ~40 MB.
-    let body = "x = 1\n".repeat(680);
-    for i in 0..10_000 {
-        write(
-            &fixture.join(format!("pkg{:02}/mod{i:05}.py", i % 100)),
-            &body,
-        );
-    }
-    let holdout = dir.path().join("holdout");
-    write(
-        &holdout.join("check_fix.py"),
-        "import json, subprocess, sys\nimport pkg00.mod00000\nprint('CHECK-OK')\n",
-    );
-    write(
-        &holdout.join("tests/test_hidden.py"),
-        "import pkg00\n\ndef test_x():\n    assert True\n",
-    );
-    let task: Task = toml::from_str(TASK).unwrap();
+    let bench = Bench::lay_out();
+    let reps = bench.reps;
     println!("integrity audit, 10,000-file fixture, {reps} reps, medians\n");
     println!(
         "| changed files | grading without the audit | grading with it | ratio | audit adds |"
@@ -75,7 +72,62 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|");
     let mut cases = Vec::new();
     for n in [0usize, 5, 50, 500] {
-        let changes_dir = dir.path().join(format!("changes-{n}"));
+        let case = bench.case(n);
+        bench.time_the_audit(&case);
+        cases.push(case);
+    }
+
+    println!("\nwatching the checks, same end states, {reps} reps, medians\n");
+    println!("| changed files | grading, static audit | grading, static + observed | observed audit adds per check run | watch of one check run |");
+    println!("|---:|---:|---:|---:|---:|");
+    for case in &cases {
+        bench.time_the_watch(case);
+    }
+    watch_by_folders(bench.dir.path(), reps);
+}
+
+impl Bench {
+    /// The fixture (10,000 files of 4 KiB in 100 folders: ~40 MB), the holdout of two checks,
+    /// and the repetitions `PROCTOR_BENCH_REPS` asks for (default 200).
+    fn lay_out() -> Bench {
+        let reps: usize = std::env::var("PROCTOR_BENCH_REPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fixture");
+        let body = "x = 1\n".repeat(680);
+        for i in 0..10_000 {
+            write(
+                &fixture.join(format!("pkg{:02}/mod{i:05}.py", i % 100)),
+                &body,
+            );
+        }
+        let holdout = dir.path().join("holdout");
+        write(
+            &holdout.join("check_fix.py"),
+            "import json, subprocess, sys\nimport pkg00.mod00000\nprint('CHECK-OK')\n",
+        );
+        write(
+            &holdout.join("tests/test_hidden.py"),
+            "import pkg00\n\ndef test_x():\n    assert True\n",
+        );
+        let task: Task = toml::from_str(TASK).unwrap();
+        Bench {
+            reps,
+            dir,
+            fixture,
+            holdout,
+            body,
+            task,
+        }
+    }
+
+    /// `n` changed Python sources (the first a module named like the standard library's
+    /// `json`), written to a folder of their own, and the end state listing them.
+    fn case(&self, n: usize) -> Case {
+        let body = &self.body;
+        let changes_dir = self.dir.path().join(format!("changes-{n}"));
         let mut changes = Vec::new();
         for i in 0..n {
             let path = if i == 0 {
@@ -111,7 +163,24 @@ fn main() {
             },
             ..EndState::default()
         };
-        let files = EndStateFiles::new(changes_dir.clone(), &changes, vec![fixture.clone()]);
+        Case {
+            n,
+            changes,
+            changes_dir,
+            end,
+        }
+    }
+
+    /// Prints the row of `case`: grading without the audit against grading as a trial does.
+    fn time_the_audit(&self, case: &Case) {
+        let (task, reps) = (&self.task, self.reps);
+        let Case {
+            n,
+            changes,
+            changes_dir,
+            end,
+        } = case;
+        let files = EndStateFiles::new(changes_dir.clone(), changes, vec![self.fixture.clone()]);
         let faults = Faults::default();
         let window = Duration::from_secs(60);
         let (mut without, mut with) = (Vec::new(), Vec::new());
@@ -119,12 +188,12 @@ fn main() {
         for _ in 0..reps {
             // Alternate, so that both see the same machine.
             let t = Instant::now();
-            let v = proctor_score::score(&task, &end, &files, &faults, window, Audit::default());
+            let v = proctor_score::score(task, end, &files, &faults, window, Audit::default());
             without.push(t.elapsed());
             std::hint::black_box(v);
             let t = Instant::now();
-            let held = check_files(Some(&holdout));
-            let v = grade::grade(&task, window, &end, &files, &faults, &held, None);
+            let held = check_files(Some(&self.holdout));
+            let v = grade::grade(task, window, end, &files, &faults, &held, None);
             with.push(t.elapsed());
             findings = v.integrity.findings.len();
         }
@@ -136,73 +205,55 @@ fn main() {
             b.as_secs_f64() / a.as_secs_f64(),
             (b.as_secs_f64() - a.as_secs_f64()) * 1e6,
         );
-        cases.push((n, changes, changes_dir, end));
     }
 
-    println!("\nwatching the checks, same end states, {reps} reps, medians\n");
-    println!("| changed files | grading, static audit | grading, static + observed | observed audit adds per check run | watch of one check run |");
-    println!("|---:|---:|---:|---:|---:|");
-    let held = check_files(Some(&holdout));
-    for (n, changes, changes_dir, end) in cases {
-        let files = EndStateFiles::new(changes_dir.clone(), &changes, vec![fixture.clone()]);
+    /// Prints the row of `case`: grading with the static audit alone against grading with
+    /// the observed audit too, and the watch of one check run.
+    fn time_the_watch(&self, case: &Case) {
+        let (task, reps) = (&self.task, self.reps);
+        let Case {
+            n,
+            changes,
+            changes_dir,
+            end,
+        } = case;
+        let held = check_files(Some(&self.holdout));
+        let files = EndStateFiles::new(changes_dir.clone(), changes, vec![self.fixture.clone()]);
         let faults = Faults::default();
         let window = Duration::from_secs(60);
-        let run = |observed: bool| {
-            let seen = CheckObservation {
-                files: changes
-                    .iter()
-                    .map(|c| ObservedFile {
-                        path: c.path.clone(),
-                        root: false,
-                        how: vec![Access::Opened, Access::Read],
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let mut end = end.clone();
-            for command in ["python3 check_fix.py", "python3 -m pytest -q tests"] {
-                end.checks.insert(
-                    command.into(),
-                    CheckRun {
-                        command: command.into(),
-                        exit: Some(0),
-                        observed: observed.then(|| seen.clone()),
-                        ..Default::default()
-                    },
-                );
-            }
-            end
-        };
-        let (plain, seen) = (run(false), run(true));
-        let watch = Watch::of(&changes, &[]);
+        let (plain, seen) = (
+            with_checks(end, changes, false),
+            with_checks(end, changes, true),
+        );
+        let watch = Watch::of(changes, &[]);
         let tree = EndTree::Overlay {
             top: changes_dir.clone(),
-            lowers: vec![fixture.clone()],
+            lowers: vec![self.fixture.clone()],
         };
-        let scratch = dir.path().join(format!("check-{n}"));
+        let scratch = self.dir.path().join(format!("check-{n}"));
         std::fs::create_dir_all(scratch.join("upper")).unwrap();
         let (mut stat, mut obs, mut watching) = (Vec::new(), Vec::new(), Vec::new());
         let mut findings = 0;
         for _ in 0..reps {
             let t = Instant::now();
-            let v = grade::grade(&task, window, &plain, &files, &faults, &held, None);
+            let v = grade::grade(task, window, &plain, &files, &faults, &held, None);
             stat.push(t.elapsed());
             std::hint::black_box(v);
             let t = Instant::now();
-            let v = grade::grade(&task, window, &seen, &files, &faults, &held, None);
+            let v = grade::grade(task, window, &seen, &files, &faults, &held, None);
             obs.push(t.elapsed());
             findings = v.integrity.findings.len();
             // One check run's watch: marks before, the check's reads, events drained after.
             let t = Instant::now();
             let o = Observer::start(&watch, &tree, &[], None, &scratch);
             let started = t.elapsed();
-            for c in &changes {
+            for c in changes {
                 std::hint::black_box(std::fs::read(changes_dir.join(&c.path)).unwrap());
             }
             let t = Instant::now();
             let record = o.finish();
             watching.push(started + t.elapsed());
-            assert_eq!(record.files.len(), n, "{record:?}");
+            assert_eq!(record.files.len(), *n, "{record:?}");
         }
         let (a, b, w) = (median(stat), median(obs), median(watching));
         println!(
@@ -213,7 +264,35 @@ fn main() {
             w.as_secs_f64() * 1e6,
         );
     }
-    watch_by_folders(dir.path(), reps);
+}
+
+/// `end` with a run of each of the task's two checks, each seen (when `observed`) to load
+/// every changed file.
+fn with_checks(end: &EndState, changes: &[FileChange], observed: bool) -> EndState {
+    let seen = CheckObservation {
+        files: changes
+            .iter()
+            .map(|c| ObservedFile {
+                path: c.path.clone(),
+                root: false,
+                how: vec![Access::Opened, Access::Read],
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut end = end.clone();
+    for command in ["python3 check_fix.py", "python3 -m pytest -q tests"] {
+        end.checks.insert(
+            command.into(),
+            CheckRun {
+                command: command.into(),
+                exit: Some(0),
+                observed: observed.then(|| seen.clone()),
+                ..Default::default()
+            },
+        );
+    }
+    end
 }
 
 /// The watch of one check run over 500 changed files as the folders holding them grow: one

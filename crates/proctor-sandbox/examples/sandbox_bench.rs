@@ -214,7 +214,21 @@ fn bench_diff(
     changes: usize,
     init_exe: &Path,
 ) {
-    // Pick `changes` files of the fixture and have an agent change them in varied ways.
+    let script = changing_script(fixture, changes);
+    let (mut times, found) = time_overlay_diff(fixture, scratch, iters, init_exe, &script);
+    let (mut walks, walk_found) = time_copy_walk(fixture, scratch, walk_iters, &script);
+    println!(
+        "{{\"runs\": {}, \"changes\": {found}, \"diff_ms_median\": {:.4}, \"walk_runs\": {}, \"walk_changes\": {walk_found}, \"walk_diff_ms_median\": {:.3}}}",
+        times.len(),
+        median(&mut times),
+        walks.len(),
+        median(&mut walks)
+    );
+}
+
+/// A shell script that changes `changes` files of the fixture in varied ways (appends,
+/// deletions, mode changes, new files).
+fn changing_script(fixture: &Path, changes: usize) -> String {
     let mut files = Vec::new();
     for e in walkdir::WalkDir::new(fixture).sort_by_file_name() {
         let e = e.expect("walk the fixture");
@@ -240,13 +254,25 @@ fn bench_diff(
             _ => format!("echo new > '{f}.new'\n"),
         });
     }
+    script
+}
+
+/// Runs `script` as a trial's agent over the fixture, then times the overlay diff of what it
+/// changed `iters` times (after 3 warm-ups): the times in ms and the changes found.
+fn time_overlay_diff(
+    fixture: &Path,
+    scratch: &Path,
+    iters: usize,
+    init_exe: &Path,
+    script: &str,
+) -> (Vec<f64>, usize) {
     let dir = scratch.join("diff");
     let _ = proctor_sandbox::remove_tree(&dir);
     let spec = trial_spec(
         init_exe,
         fixture,
         &dir,
-        vec!["sh".into(), "-c".into(), script.clone()],
+        vec!["sh".into(), "-c".into(), script.to_string()],
     );
     let report = proctor_sandbox::run(&spec).unwrap_or_else(|e| die(&format!("run: {e}")));
     if report.exit_code != Some(0) {
@@ -268,8 +294,18 @@ fn bench_diff(
     }
     proctor_sandbox::remove_tree(&dir).expect("remove the trial directory");
 
-    // What a copy-based harness does instead: walk the whole copy and compare it with a manifest
-    // of the start (the same changes, made by the same script, in a plain copy).
+    (times, found)
+}
+
+/// What a copy-based harness does instead: walk the whole copy and compare it with a manifest
+/// of the start (the same changes, made by the same script, in a plain copy), `walk_iters`
+/// times (after 1 warm-up): the times in ms and the changes found.
+fn time_copy_walk(
+    fixture: &Path,
+    scratch: &Path,
+    walk_iters: usize,
+    script: &str,
+) -> (Vec<f64>, usize) {
     let copy = scratch.join("diff-copy");
     let _ = proctor_sandbox::remove_tree(&copy);
     let status = std::process::Command::new("cp")
@@ -282,7 +318,7 @@ fn bench_diff(
     let manifest = diff::Manifest::build(&copy).unwrap_or_else(|e| die(&format!("manifest: {e}")));
     let status = std::process::Command::new("sh")
         .arg("-c")
-        .arg(&script)
+        .arg(script)
         .current_dir(&copy)
         .status()
         .expect("sh");
@@ -300,11 +336,5 @@ fn bench_diff(
         }
     }
     proctor_sandbox::remove_tree(&copy).expect("remove the copy");
-    println!(
-        "{{\"runs\": {}, \"changes\": {found}, \"diff_ms_median\": {:.4}, \"walk_runs\": {}, \"walk_changes\": {walk_found}, \"walk_diff_ms_median\": {:.3}}}",
-        times.len(),
-        median(&mut times),
-        walks.len(),
-        median(&mut walks)
-    );
+    (walks, walk_found)
 }

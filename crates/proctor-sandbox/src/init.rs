@@ -28,8 +28,7 @@ use crate::msg::Msg;
 use crate::output::{Capped, Pumps};
 use crate::report::{BoundsReport, Exit, ProbeOutcome, ServiceReport};
 use crate::rootfs;
-use crate::services;
-use crate::sidecar::{self, HealthRun};
+use crate::services::{self, HealthRun};
 use crate::spec::{Network, SandboxSpec, ServiceSpec};
 use crate::sys;
 use crate::trace::trace;
@@ -367,6 +366,50 @@ fn trial_main(
     files: &Files,
     ids: &crate::ids::IdMapping,
 ) -> Result<(), String> {
+    let root = enter_trial(ctl, spec, ids)?;
+    let Some(running) = start_services(ctl, spec, files)? else {
+        return Ok(());
+    };
+    trace("services ready");
+    if let Some(calls) = files.calls.borrow_mut().as_mut() {
+        calls.service_networks(
+            running
+                .iter()
+                .filter(|r| {
+                    spec.services
+                        .iter()
+                        .any(|s| s.name == r.name && s.own_network)
+                })
+                .map(|r| (r.name.clone(), r.pidfd.as_raw_fd()))
+                .collect(),
+        );
+    }
+    keep_states_at_start(spec);
+    let agent = run_turns(ctl, spec, files);
+    trace("agent stopped");
+    stop_services(ctl, running, spec.grace);
+    let (stdout_cut, stderr_cut) = agent?;
+    reap_all();
+    trace("services stopped");
+    finish_trial(ctl, root, stdout_cut, stderr_cut)
+}
+
+/// What T keeps of its root for the trial's end: the disk, what goes back to the caller and
+/// T's own `/proc`.
+struct RootLeft {
+    disk: Option<crate::disk::TrialDisk>,
+    handback: crate::handback::HandBack,
+    own_proc: sys::OwnProc,
+}
+
+/// T's first steps: out of reach of the trial's processes, in the trial's control groups,
+/// its network up (the way out handed over while the root is built), its root built and its
+/// isolation sent.
+fn enter_trial(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    ids: &crate::ids::IdMapping,
+) -> Result<RootLeft, String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     // T and the agent init A (forked from it) never execute anything and hold what the trial
     // must never have: the control socket, the host files of its output, folders of the host's
@@ -403,7 +446,21 @@ fn trial_main(
         isolation: Box::new(isolation),
     });
     trace("network up");
+    Ok(RootLeft {
+        disk,
+        handback,
+        own_proc,
+    })
+}
 
+/// Starts every service of the trial that runs a process, each reported as it starts. `None`
+/// when one is refused: the refusal sent, the services stopped, every process reaped and
+/// `Done` sent.
+fn start_services(
+    ctl: &Ctl,
+    spec: &SandboxSpec,
+    files: &Files,
+) -> Result<Option<Vec<Running>>, String> {
     // Services of a network of their own are probed from inside it: T goes there and back.
     let home_network = match spec.services.iter().any(|s| s.own_network) {
         true => Some(sys::own_network().map_err(|e| format!("open the trial's network: {e}"))?),
@@ -420,37 +477,32 @@ fn trial_main(
         if let Some(p) = proc_ {
             running.push(p);
         }
-        if let Some(mut reason) = refusal {
-            truncate(&mut reason, 2000);
-            ctl.send(&Msg::NotStarted { reason });
-            stop_services(ctl, running, spec.grace);
-            reap_all();
-            ctl.send(&Msg::Done);
-            return Ok(());
+        if let Some(reason) = refusal {
+            refused(ctl, spec, running, reason);
+            return Ok(None);
         }
     }
+    Ok(Some(running))
+}
 
-    trace("services ready");
-    if let Some(calls) = files.calls.borrow_mut().as_mut() {
-        calls.service_networks(
-            running
-                .iter()
-                .filter(|r| {
-                    spec.services
-                        .iter()
-                        .any(|s| s.name == r.name && s.own_network)
-                })
-                .map(|r| (r.name.clone(), r.pidfd.as_raw_fd()))
-                .collect(),
-        );
-    }
-    keep_states_at_start(spec);
-    let agent = run_turns(ctl, spec, files);
-    trace("agent stopped");
+/// A service refused to start (`reason`): says so, stops the `running` ones, reaps every
+/// process and says `Done`.
+fn refused(ctl: &Ctl, spec: &SandboxSpec, running: Vec<Running>, mut reason: String) {
+    truncate(&mut reason, 2000);
+    ctl.send(&Msg::NotStarted { reason });
     stop_services(ctl, running, spec.grace);
-    let (stdout_cut, stderr_cut) = agent?;
     reap_all();
-    trace("services stopped");
+    ctl.send(&Msg::Done);
+}
+
+/// T's last steps, every process of the trial gone: the disk's changes moved to the host,
+/// what the agent gave to other ids given back, the bounds reached sent, then `Done`.
+fn finish_trial(ctl: &Ctl, root: RootLeft, stdout_cut: u64, stderr_cut: u64) -> Result<(), String> {
+    let RootLeft {
+        disk,
+        handback,
+        own_proc,
+    } = root;
     if disk.is_some() || !handback.is_empty() {
         // Without services the agent's `/proc` (of its PID namespace, now empty) covers T's:
         // the moves below work from T's own, through the handle taken before.
@@ -653,7 +705,7 @@ fn probe_service(
             devnull,
             log: log.as_raw_fd(),
         };
-        let outcome = sidecar::wait_healthy(probe, &run_with, run.pid, &run.pidfd, started_at);
+        let outcome = services::wait_healthy(probe, &run_with, run.pid, &run.pidfd, started_at);
         let failed = match &outcome {
             ProbeOutcome::Failed { reason } => {
                 Some(format!("service {} was not healthy: {reason}", svc.name))

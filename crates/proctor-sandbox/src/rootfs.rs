@@ -20,7 +20,7 @@ use crate::disk::{Part, TrialDisk};
 use crate::handback::HandBack;
 use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
-use crate::spec::{Network, RootSkeleton, SandboxSpec, Workspace, SERVICE_DIR_ROOT};
+use crate::spec::{Network, RootSkeleton, SandboxSpec, Workspace, SERVICE_DIR_ROOT, SIDECAR_ROOT};
 use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use crate::view::{self, SYSTEM_TOP};
 
@@ -834,13 +834,49 @@ fn bind_extra(spec: &SandboxSpec, extra: &ExtraBinds) -> R<()> {
             MOUNT_ATTR_NOSUID,
         )?;
     }
-    crate::sidecar::bind_images(spec, Path::new(OLD), Path::new(NEW))?;
+    bind_sidecar_images(spec, Path::new(OLD), Path::new(NEW))?;
     for h in &extra.hidden {
         bind(
             &in_old(h),
             &in_new(h),
             true,
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+    }
+    Ok(())
+}
+
+/// In T, before it pivots: binds each sidecar's image (seen under `old`) read-only at its
+/// place in the new root (`new`).
+fn bind_sidecar_images(spec: &SandboxSpec, old: &Path, new: &Path) -> R<()> {
+    for s in &spec.services {
+        let Some(root) = &s.root else { continue };
+        let inside = SandboxSpec::sidecar_image_inside(&s.name);
+        bind(
+            &under(old, &root.rootfs),
+            &under(new, &inside),
+            true,
+            sys::MOUNT_ATTR_NOSUID,
+        )?;
+    }
+    Ok(())
+}
+
+/// In the agent's own mount namespace: takes every sidecar image out of it and covers the
+/// sidecars' folder, so the agent neither sees nor names them.
+fn hide_sidecars_from_agent(spec: &SandboxSpec) -> R<()> {
+    let mut any = false;
+    for s in spec.services.iter().filter(|s| s.root.is_some()) {
+        any = true;
+        let image = SandboxSpec::sidecar_image_inside(&s.name);
+        sys::umount_detach(&image)
+            .map_err(|e| format!("unmount {} from the agent's view: {e}", image.display()))?;
+    }
+    if any {
+        tmpfs(
+            Path::new(SIDECAR_ROOT),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "mode=0555,size=4k",
         )?;
     }
     Ok(())
@@ -1293,7 +1329,7 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             "mode=0555,size=4k",
         )?;
-        crate::sidecar::hide_from_agent(spec)?;
+        hide_sidecars_from_agent(spec)?;
         // What T bound for the services alone is taken out of this namespace whole, so the
         // agent's mount table does not name it; the rest of what is hidden is covered.
         let bound_for_services = hidden_for_services(spec, Path::new("/"));

@@ -3,13 +3,16 @@
 //! JSON pointer's actual value), so a reader can see why a trial got its outcome.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use proctor_suite::assertion::{Assertion, Calls, Check, FilesUnchanged, StateAssertion, Visual};
+use proctor_suite::assertion::{
+    Assertion, Calls, Check, FilesUnchanged, McpCalls, StateAssertion, Visual,
+};
 use proctor_suite::model::{Condition, Interface};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::endstate::{ChangeKind, EndState, Files};
+use crate::mcp::McpRecord;
 
 /// Whether an assertion holds, fails, or cannot be told from the evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -195,7 +198,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
-        Assertion::McpCalls(c) => crate::mcp::mcp_calls(&ctx.end.mcp_calls, c, false),
+        Assertion::McpCalls(c) => mcp_calls(&ctx.end.mcp_calls, c, false),
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
         Assertion::Steps(s) => steps(ctx, s),
@@ -204,7 +207,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             // the forbidden call.
             let r = match inner.get_ref() {
                 Assertion::Calls(c) => calls(ctx, c, Polarity::Forbidden),
-                Assertion::McpCalls(c) => crate::mcp::mcp_calls(&ctx.end.mcp_calls, c, true),
+                Assertion::McpCalls(c) => mcp_calls(&ctx.end.mcp_calls, c, true),
                 other => assertion(ctx, other),
             };
             let verdict = match r.verdict.decided() {
@@ -719,4 +722,93 @@ fn truncate(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// `mcp_calls`: how many `tools/call`s of the server match. Denied calls count only with
+/// `error = true`. A call whose arguments the record keeps only in part and whose kept part
+/// does not match is read the way that counts against the agent, as `calls` reads a stdin.
+pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> AssertionResult {
+    let rule = rule(c);
+    let re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())) {
+        Some(Err(e)) => {
+            return AssertionResult {
+                kind: "mcp_calls".into(),
+                rule,
+                verdict: Verdict::Unknown {
+                    reason: format!("bad regex: {e}"),
+                },
+                evidence: Value::Null,
+            }
+        }
+        Some(Ok(re)) => Some(re),
+        None => None,
+    };
+    let mut unseen = Vec::new();
+    let seqs: Vec<u64> = records
+        .iter()
+        .filter(|r| r.is_tool_call() && r.server == *c.server.get_ref())
+        .filter(|r| {
+            c.tool
+                .as_deref()
+                .is_none_or(|t| r.tool.as_deref() == Some(t))
+        })
+        .filter(|r| match c.error {
+            Some(true) => r.failed() || r.denied.is_some(),
+            Some(false) => !r.failed() && r.denied.is_none(),
+            None => r.denied.is_none(),
+        })
+        .filter(|r| {
+            let Some(re) = &re else { return true };
+            if re.is_match(&r.arguments_text()) {
+                return true;
+            }
+            if r.cut {
+                unseen.push(r.seq);
+            }
+            false
+        })
+        .map(|r| r.seq)
+        .collect();
+    let n = seqs.len() as u32;
+    let most = n.saturating_add(unseen.len() as u32);
+    let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
+    let holds = match forbidden {
+        false => c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
+        true => (n..=most).any(within),
+    };
+    let mut evidence = json!({ "count": n, "seqs": seqs });
+    if !unseen.is_empty() {
+        evidence["arguments_unseen"] = json!(unseen);
+    }
+    AssertionResult {
+        kind: "mcp_calls".into(),
+        rule,
+        verdict: if holds {
+            Verdict::Holds
+        } else {
+            Verdict::Fails
+        },
+        evidence,
+    }
+}
+
+/// An `mcp_calls` rule as the suite writes it.
+fn rule(c: &McpCalls) -> String {
+    let mut parts = vec![format!("server = {:?}", c.server.get_ref())];
+    if let Some(t) = &c.tool {
+        parts.push(format!("tool = {t:?}"));
+    }
+    if let Some(m) = c.min {
+        parts.push(format!("min = {m}"));
+    }
+    if let Some(m) = c.max {
+        parts.push(format!("max = {m}"));
+    }
+    if let Some(r) = &c.args_match {
+        parts.push(format!("args_match = {:?}", r.get_ref()));
+    }
+    if let Some(e) = c.error {
+        parts.push(format!("error = {e}"));
+    }
+    format!("mcp_calls = {{ {} }}", parts.join(", "))
 }

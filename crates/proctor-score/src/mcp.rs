@@ -1,17 +1,10 @@
 //! MCP calls: the records of an MCP session's messages, logged by proctor between the agent's
-//! MCP client and the server, the `mcp_calls` assertion over them, and the interface metrics
-//! of an MCP server with the same definitions as a command's ([`crate::metrics`]).
+//! MCP client and the server, and the refusal among them that makes declining honest. The
+//! `mcp_calls` assertion over them is [`crate::evaluate::mcp_calls`]; an MCP server's interface
+//! metrics are [`crate::metrics::mcp_metrics`].
 
-use std::collections::BTreeMap;
-
-use proctor_suite::assertion::McpCalls;
-use proctor_suite::model::Interface;
-use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-
-use crate::evaluate::{AssertionResult, Verdict};
-use crate::metrics::InterfaceMetrics;
+use serde_json::Value;
 
 /// The method of a tool call.
 pub const TOOLS_CALL: &str = "tools/call";
@@ -100,95 +93,6 @@ impl McpRecord {
     }
 }
 
-/// `mcp_calls`: how many `tools/call`s of the server match. Denied calls count only with
-/// `error = true`. A call whose arguments the record keeps only in part and whose kept part
-/// does not match is read the way that counts against the agent, as `calls` reads a stdin.
-pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> AssertionResult {
-    let rule = rule(c);
-    let re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())) {
-        Some(Err(e)) => {
-            return AssertionResult {
-                kind: "mcp_calls".into(),
-                rule,
-                verdict: Verdict::Unknown {
-                    reason: format!("bad regex: {e}"),
-                },
-                evidence: Value::Null,
-            }
-        }
-        Some(Ok(re)) => Some(re),
-        None => None,
-    };
-    let mut unseen = Vec::new();
-    let seqs: Vec<u64> = records
-        .iter()
-        .filter(|r| r.is_tool_call() && r.server == *c.server.get_ref())
-        .filter(|r| {
-            c.tool
-                .as_deref()
-                .is_none_or(|t| r.tool.as_deref() == Some(t))
-        })
-        .filter(|r| match c.error {
-            Some(true) => r.failed() || r.denied.is_some(),
-            Some(false) => !r.failed() && r.denied.is_none(),
-            None => r.denied.is_none(),
-        })
-        .filter(|r| {
-            let Some(re) = &re else { return true };
-            if re.is_match(&r.arguments_text()) {
-                return true;
-            }
-            if r.cut {
-                unseen.push(r.seq);
-            }
-            false
-        })
-        .map(|r| r.seq)
-        .collect();
-    let n = seqs.len() as u32;
-    let most = n.saturating_add(unseen.len() as u32);
-    let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
-    let holds = match forbidden {
-        false => c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
-        true => (n..=most).any(within),
-    };
-    let mut evidence = json!({ "count": n, "seqs": seqs });
-    if !unseen.is_empty() {
-        evidence["arguments_unseen"] = json!(unseen);
-    }
-    AssertionResult {
-        kind: "mcp_calls".into(),
-        rule,
-        verdict: if holds {
-            Verdict::Holds
-        } else {
-            Verdict::Fails
-        },
-        evidence,
-    }
-}
-
-/// An `mcp_calls` rule as the suite writes it.
-fn rule(c: &McpCalls) -> String {
-    let mut parts = vec![format!("server = {:?}", c.server.get_ref())];
-    if let Some(t) = &c.tool {
-        parts.push(format!("tool = {t:?}"));
-    }
-    if let Some(m) = c.min {
-        parts.push(format!("min = {m}"));
-    }
-    if let Some(m) = c.max {
-        parts.push(format!("max = {m}"));
-    }
-    if let Some(r) = &c.args_match {
-        parts.push(format!("args_match = {:?}", r.get_ref()));
-    }
-    if let Some(e) = c.error {
-        parts.push(format!("error = {e}"));
-    }
-    format!("mcp_calls = {{ {} }}", parts.join(", "))
-}
-
 /// The first tool call proctor refused (outside `allow_tools`) that no later call of the same
 /// server's same tool got past, described: a limit the suite placed, after which declining is
 /// honest. `None` when there is none.
@@ -214,68 +118,14 @@ pub fn unrecovered_denial(records: &[McpRecord]) -> Option<String> {
     })
 }
 
-/// The interface metrics of MCP server `server` from its records (in order), with the
-/// definitions of [`crate::metrics::DEFINITIONS`] read for tool calls: a call is a
-/// `tools/call` (denied ones included), its verb is its tool, an error is a failed call
-/// ([`McpRecord::failed`]), a repeat has the same tool and arguments as the call before it, and
-/// a help call is a `tools/list` after the session's first (not a call), or a call of one of the
-/// interface's `help` tools.
-pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -> InterfaceMetrics {
-    let ours: Vec<&McpRecord> = records.iter().filter(|r| r.server == server).collect();
-    let mut m = InterfaceMetrics::default();
-    let mut lists: BTreeMap<u64, u64> = BTreeMap::new();
-    for r in ours.iter().filter(|r| r.method == TOOLS_LIST) {
-        let seen = lists.entry(r.session).or_default();
-        if *seen > 0 {
-            m.help_calls += 1;
-        }
-        *seen += 1;
-    }
-    let calls: Vec<&&McpRecord> = ours.iter().filter(|r| r.is_tool_call()).collect();
-    m.calls = calls.len() as u64;
-    let help_tools: &[String] = interface.help.as_ref().map_or(&[], |h| h.get_ref());
-    m.help_calls += calls
-        .iter()
-        .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
-        .count() as u64;
-    let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
-    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
-    let mut previous: Option<&McpRecord> = None;
-    for call in calls {
-        let tool = call.tool.clone().unwrap_or_default();
-        if call.denied.is_some() {
-            m.denied += 1;
-        } else if call.failed() {
-            m.errors += 1;
-        }
-        if previous.is_some_and(|p| p.tool == call.tool && p.arguments == call.arguments) {
-            m.repeats += 1;
-        }
-        let ok = call.denied.is_none() && !call.failed();
-        if ok {
-            let undoes = interface.undo.iter().find(|[_, u]| *u == tool);
-            if let Some([done, _]) = undoes {
-                if let Some(n) = undoable.get_mut(done).filter(|n| **n > 0) {
-                    *n -= 1;
-                    m.undone += 1;
-                }
-            }
-            *undoable.entry(tool.clone()).or_default() += 1;
-            if failing.remove(&tool).is_some_and(|n| n > 0) {
-                m.recoveries += 1;
-            }
-        } else if call.denied.is_none() {
-            *failing.entry(tool).or_default() += 1;
-        }
-        previous = Some(call);
-    }
-    m.wrong_turns = m.errors + m.repeats + m.undone + m.denied;
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evaluate::{mcp_calls, Verdict};
+    use crate::metrics::{mcp_metrics, InterfaceMetrics};
+    use proctor_suite::assertion::McpCalls;
+    use proctor_suite::model::Interface;
+    use serde_json::json;
 
     fn call(seq: u64, tool: &str, args: Value) -> McpRecord {
         McpRecord {

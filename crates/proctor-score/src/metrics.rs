@@ -8,6 +8,7 @@ use proctor_suite::model::Interface;
 use serde::{Deserialize, Serialize};
 
 use crate::endstate::CallRecord;
+use crate::mcp::{McpRecord, TOOLS_LIST};
 
 /// Each interface metric's name and definition, as docs/metrics.md states them (a test keeps the
 /// two the same): what the viewer shows beside a trial's figures. Code spans are in backticks.
@@ -120,6 +121,65 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
             }
         } else if call.denied.is_none() {
             *failing.entry(v.clone()).or_default() += 1;
+        }
+        previous = Some(call);
+    }
+    m.wrong_turns = m.errors + m.repeats + m.undone + m.denied;
+    m
+}
+
+/// The interface metrics of MCP server `server` from its records (in order), with the
+/// definitions of [`DEFINITIONS`] read for tool calls: a call is a
+/// `tools/call` (denied ones included), its verb is its tool, an error is a failed call
+/// ([`McpRecord::failed`]), a repeat has the same tool and arguments as the call before it, and
+/// a help call is a `tools/list` after the session's first (not a call), or a call of one of the
+/// interface's `help` tools.
+pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -> InterfaceMetrics {
+    let ours: Vec<&McpRecord> = records.iter().filter(|r| r.server == server).collect();
+    let mut m = InterfaceMetrics::default();
+    let mut lists: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in ours.iter().filter(|r| r.method == TOOLS_LIST) {
+        let seen = lists.entry(r.session).or_default();
+        if *seen > 0 {
+            m.help_calls += 1;
+        }
+        *seen += 1;
+    }
+    let calls: Vec<&&McpRecord> = ours.iter().filter(|r| r.is_tool_call()).collect();
+    m.calls = calls.len() as u64;
+    let help_tools: &[String] = interface.help.as_ref().map_or(&[], |h| h.get_ref());
+    m.help_calls += calls
+        .iter()
+        .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
+        .count() as u64;
+    let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
+    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
+    let mut previous: Option<&McpRecord> = None;
+    for call in calls {
+        let tool = call.tool.clone().unwrap_or_default();
+        if call.denied.is_some() {
+            m.denied += 1;
+        } else if call.failed() {
+            m.errors += 1;
+        }
+        if previous.is_some_and(|p| p.tool == call.tool && p.arguments == call.arguments) {
+            m.repeats += 1;
+        }
+        let ok = call.denied.is_none() && !call.failed();
+        if ok {
+            let undoes = interface.undo.iter().find(|[_, u]| *u == tool);
+            if let Some([done, _]) = undoes {
+                if let Some(n) = undoable.get_mut(done).filter(|n| **n > 0) {
+                    *n -= 1;
+                    m.undone += 1;
+                }
+            }
+            *undoable.entry(tool.clone()).or_default() += 1;
+            if failing.remove(&tool).is_some_and(|n| n > 0) {
+                m.recoveries += 1;
+            }
+        } else if call.denied.is_none() {
+            *failing.entry(tool).or_default() += 1;
         }
         previous = Some(call);
     }

@@ -189,7 +189,7 @@ fn metrics(task: &Task, end: &EndState) -> Option<InterfaceMetrics> {
         .interface
         .as_ref()
         .map(|i| match &i.mcp {
-            Some(server) => crate::mcp::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
+            Some(server) => crate::metrics::mcp_metrics(i, server.get_ref(), &end.mcp_calls),
             None => interface_metrics(i, &end.calls),
         })
         .unwrap_or_default();

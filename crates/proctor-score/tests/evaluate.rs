@@ -524,26 +524,32 @@ fn with_stdin(seq: u64, stdin: &str, bytes: u64) -> CallRecord {
     }
 }
 
+/// The verdict and evidence of the `calls` rule `rule` (over the `sqlite3` interface) on
+/// `calls`.
+fn stdin_rule(calls: Vec<CallRecord>, rule: &str) -> (Verdict, serde_json::Value) {
+    let interface: Interface = toml::from_str(r#"command = "sqlite3""#).unwrap();
+    let end = EndState {
+        calls,
+        ..Default::default()
+    };
+    verdict(
+        &end,
+        &MemoryFiles::default(),
+        Some(&interface),
+        &format!("all = [{{ calls = {rule} }}]"),
+    )
+}
+
+/// Call `seq` of `sqlite3` whose whole stdin, `stdin`, is kept.
+fn short_stdin(seq: u64, stdin: &str) -> CallRecord {
+    with_stdin(seq, stdin, stdin.len() as u64)
+}
+
 #[test]
 fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
-    let interface: Interface = toml::from_str(r#"command = "sqlite3""#).unwrap();
-    let files = MemoryFiles::default();
     let insert = "INSERT INTO orders VALUES (1);\n";
-    let short = |stdin: &str| with_stdin(1, stdin, stdin.len() as u64);
-    let check = |calls: Vec<CallRecord>, rule: &str| {
-        let end = EndState {
-            calls,
-            ..Default::default()
-        };
-        verdict(
-            &end,
-            &files,
-            Some(&interface),
-            &format!("all = [{{ calls = {rule} }}]"),
-        )
-    };
-    let (v, ev) = check(
-        vec![short(insert), short("SELECT 1;\n")],
+    let (v, ev) = stdin_rule(
+        vec![short_stdin(1, insert), short_stdin(1, "SELECT 1;\n")],
         r#"{ stdin_matches = "(?i)^insert into orders", min = 1, max = 1 }"#,
     );
     assert_eq!(v, Verdict::Holds);
@@ -555,13 +561,27 @@ fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
     // A head that matches counts, whatever was cut from it.
     let long = with_stdin(1, insert, 10_000);
     assert_eq!(
-        check(vec![long], r#"{ stdin_matches = "INSERT", min = 1 }"#).0,
+        stdin_rule(vec![long], r#"{ stdin_matches = "INSERT", min = 1 }"#).0,
         Verdict::Holds
     );
-    // A head that does not match, cut: a bound it could break is decided against the agent,
-    // which made it undecidable: a `max` counts the call...
+    // A call whose whole stdin is kept and does not match is simply not counted.
+    assert_eq!(
+        stdin_rule(
+            vec![short_stdin(1, "SELECT 1;")],
+            r#"{ stdin_matches = "DROP", max = 0 }"#
+        )
+        .0,
+        Verdict::Holds
+    );
+}
+
+/// A head that does not match, cut: a bound it could break is decided against the agent, which
+/// made it undecidable.
+#[test]
+fn a_cut_head_that_does_not_match_is_decided_against_the_agent() {
+    // A `max` counts the call...
     let cut = with_stdin(1, &" ".repeat(2048), 3019);
-    let (v, ev) = check(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 0 }"#);
+    let (v, ev) = stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 0 }"#);
     assert_eq!(v, Verdict::Fails);
     assert_eq!(ev[0]["evidence"]["stdin_unseen"], json!([1]));
     assert!(
@@ -573,16 +593,16 @@ fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
     );
     // ...and a `min` does not.
     assert_eq!(
-        check(vec![cut.clone()], r#"{ stdin_matches = "DROP", min = 1 }"#).0,
+        stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", min = 1 }"#).0,
         Verdict::Fails
     );
     // ...and one it cannot break either way holds or fails as usual.
     assert_eq!(
-        check(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 1 }"#).0,
+        stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 1 }"#).0,
         Verdict::Holds
     );
     assert_eq!(
-        check(
+        stdin_rule(
             vec![
                 cut.clone(),
                 with_stdin(2, "DROP TABLE x;", 13),
@@ -593,13 +613,19 @@ fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
         .0,
         Verdict::Fails
     );
+}
+
+/// A stdin not kept at all (a terminal's, a call killed with the trial, a record made before
+/// heads were kept) is read as a cut one.
+#[test]
+fn a_stdin_not_kept_is_decided_against_the_agent() {
     // A terminal's stdin is not kept at all: the same.
     let terminal = CallRecord {
         stdin_terminal: true,
         ..call(1, &["sqlite3", "shop.db"], 0)
     };
     assert_eq!(
-        check(vec![terminal], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
+        stdin_rule(vec![terminal], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
         Verdict::Fails
     );
     // Nor is anything kept of a call killed with the trial, or in a record made before heads
@@ -612,17 +638,8 @@ fn calls_by_stdin_count_what_the_head_shows_and_cannot_tell_past_it() {
     let old = with_stdin(1, "", 14);
     for c in [killed, old] {
         assert_eq!(
-            check(vec![c], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
+            stdin_rule(vec![c], r#"{ stdin_matches = "DROP", max = 0 }"#).0,
             Verdict::Fails
         );
     }
-    // A call whose whole stdin is kept and does not match is simply not counted.
-    assert_eq!(
-        check(
-            vec![short("SELECT 1;")],
-            r#"{ stdin_matches = "DROP", max = 0 }"#
-        )
-        .0,
-        Verdict::Holds
-    );
 }

@@ -393,35 +393,45 @@ fn prefix_resolution() {
     let err = store.resolve_run("latest").expect_err("empty store");
     assert!(matches!(err, StoreError::NoRuns { .. }), "{err}");
 
-    let a = lay_run(
-        dir.path(),
-        "20260101-000000-aaaa",
-        "2026-01-01T00:00:00.100Z",
-    );
-    let b = lay_run(
-        dir.path(),
-        "20260101-000000-aabb",
-        "2026-01-01T00:00:00.200Z",
-    );
-    let c = lay_run(
-        dir.path(),
-        "20260102-120000-0001",
-        "2026-01-02T12:00:00.000Z",
-    );
-    // Things in runs/ that are not runs are ignored.
-    fs::create_dir_all(dir.path().join(RUNS_DIR).join("junk")).expect("junk");
-    fs::create_dir_all(dir.path().join(RUNS_DIR).join("20260103-000000-ffff"))
-        .expect("no run.json");
+    let [a, b, c] = lay_three_runs_and_junk(dir.path());
+    assert_unique_prefixes_resolve(&store, [&a, &b, &c]);
+    assert_ambiguous_and_unmatched_prefixes_list_runs(&store, [&a, &b, &c]);
+    assert_eq!(store.resolve_run("latest").expect("latest"), c);
+    assert_latest_goes_by_started_at(&store, dir.path());
+    assert_created_runs_resolve_by_their_shortest_unique_prefix(&store);
+}
 
-    // Unique prefixes, long and short, and the full id.
-    assert_eq!(store.resolve_run("20260102").expect("unique"), c);
-    assert_eq!(store.resolve_run("20260101-000000-aaa").expect("unique"), a);
-    assert_eq!(store.resolve_run(b.as_str()).expect("full id"), b);
+/// Three runs in `root`'s `runs/` (two on 2026-01-01 sharing `20260101-000000-aa`, one on
+/// 2026-01-02), beside things that are not runs (a stray folder, a run folder without
+/// `run.json`).
+fn lay_three_runs_and_junk(root: &Path) -> [RunId; 3] {
+    let a = lay_run(root, "20260101-000000-aaaa", "2026-01-01T00:00:00.100Z");
+    let b = lay_run(root, "20260101-000000-aabb", "2026-01-01T00:00:00.200Z");
+    let c = lay_run(root, "20260102-120000-0001", "2026-01-02T12:00:00.000Z");
+    // Things in runs/ that are not runs are ignored.
+    fs::create_dir_all(root.join(RUNS_DIR).join("junk")).expect("junk");
+    fs::create_dir_all(root.join(RUNS_DIR).join("20260103-000000-ffff")).expect("no run.json");
+
+    [a, b, c]
+}
+
+/// Unique prefixes, long and short, and the full id (trimmed) resolve to their run.
+fn assert_unique_prefixes_resolve(store: &Store, [a, b, c]: [&RunId; 3]) {
+    assert_eq!(store.resolve_run("20260102").expect("unique"), *c);
+    assert_eq!(
+        store.resolve_run("20260101-000000-aaa").expect("unique"),
+        *a
+    );
+    assert_eq!(store.resolve_run(b.as_str()).expect("full id"), *b);
     assert_eq!(
         store.resolve_run(" 20260101-000000-aab ").expect("trimmed"),
-        b
+        *b
     );
+}
 
+/// An ambiguous prefix lists every match; one that matches nothing lists the latest runs,
+/// newest first; an empty prefix, a stray folder and a folder without `run.json` are no run.
+fn assert_ambiguous_and_unmatched_prefixes_list_runs(store: &Store, [a, b, c]: [&RunId; 3]) {
     // Ambiguous: every match is listed.
     match store.resolve_run("20260101") {
         Err(StoreError::AmbiguousRun { prefix, matches }) => {
@@ -453,24 +463,18 @@ fn prefix_resolution() {
         store.resolve_run("20260103").is_err(),
         "a folder without run.json is no run"
     );
+}
 
-    assert_eq!(store.resolve_run("latest").expect("latest"), c);
-
-    // Two runs in the same second: `latest` goes by started_at, not by the random digits.
-    let d = lay_run(
-        dir.path(),
-        "20260105-000000-ffff",
-        "2026-01-05T00:00:00.100Z",
-    );
-    let e = lay_run(
-        dir.path(),
-        "20260105-000000-0000",
-        "2026-01-05T00:00:00.900Z",
-    );
+/// Two runs in the same second: `latest` goes by started_at, not by the random digits.
+fn assert_latest_goes_by_started_at(store: &Store, root: &Path) {
+    let d = lay_run(root, "20260105-000000-ffff", "2026-01-05T00:00:00.100Z");
+    let e = lay_run(root, "20260105-000000-0000", "2026-01-05T00:00:00.900Z");
     assert_eq!(store.resolve_run("latest").expect("latest"), e);
     assert_ne!(d, e);
+}
 
-    // Runs created through the API resolve by the shortest prefix unique among them.
+/// Runs created through the API resolve by the shortest prefix unique among them.
+fn assert_created_runs_resolve_by_their_shortest_unique_prefix(store: &Store) {
     let made: Vec<RunId> = (0..3)
         .map(|_| store.create_run(&meta()).expect("create").id().clone())
         .collect();

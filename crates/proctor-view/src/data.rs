@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use proctor_records::OutcomeTally;
-use proctor_report::gate::GateReport;
+use proctor_report::gate_report::GateReport;
 use proctor_report::{Comparison, RunReport};
 use proctor_score::OutcomeKind;
 use proctor_store::{
@@ -14,6 +14,7 @@ use proctor_store::{
 use proctor_trial_record::TrialRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::links::url_encode;
 use crate::transcript;
 
 /// Why a page cannot be shown.
@@ -249,22 +250,11 @@ impl TrialQuery {
     }
 }
 
-/// `s` percent-encoded for a URL's query (everything but unreserved characters).
-pub fn url_encode(s: &str) -> String {
-    /// What stays as it is: RFC 3986's unreserved characters.
-    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'_')
-        .remove(b'.')
-        .remove(b'~');
-    percent_encoding::utf8_percent_encode(s, KEEP).to_string()
-}
-
 /// The run `prefix` names (an id, a unique prefix or `latest`), with the page of its trials
 /// that `query` asks for.
 pub fn run(
     store: &Store,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     prefix: &str,
     query: &TrialQuery,
 ) -> Result<RunPage, ViewError> {
@@ -276,7 +266,7 @@ pub fn run(
 /// the index's trials), for its pictures.
 pub fn all_trials(
     store: &Store,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     p: &RunPage,
 ) -> Result<Vec<TrialSummary>, ViewError> {
     let id = resolve(store, &p.run)?;
@@ -294,7 +284,7 @@ pub fn all_trials(
 /// picks.
 pub fn run_all(
     store: &Store,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     prefix: &str,
     choice: &str,
 ) -> Result<RunPage, ViewError> {
@@ -307,7 +297,7 @@ pub fn run_all(
 
 fn run_with(
     store: &Store,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     prefix: &str,
     query: &TrialQuery,
     limit: u64,
@@ -634,7 +624,7 @@ pub fn trial(
     store: &Store,
     prefix: &str,
     trial_id: &str,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     choice: &str,
 ) -> Result<TrialPage, ViewError> {
     let id = resolve(store, prefix)?;
@@ -657,7 +647,7 @@ pub(crate) fn trial_in(
     store: &Store,
     id: &RunId,
     trial_id: &str,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     scoring: Scoring,
     rescored: Option<(TrialSummary, TrialRecord)>,
 ) -> Result<TrialPage, ViewError> {
@@ -864,7 +854,7 @@ impl ArmScoring {
 /// The comparison of arms `a` and `b` (each `RUN/VARIANT`, RUN an id, prefix or `latest`).
 pub fn compare(
     store: &Store,
-    sources: &dyn crate::server::Sources,
+    sources: &dyn crate::viewer::Sources,
     a: &str,
     b: &str,
 ) -> Result<ComparePage, ViewError> {

@@ -146,7 +146,7 @@ pub fn services(
                 p class="omitted" {
                     "… and " (end.events_omitted) " more events, graded but not listed here: "
                     @match pages.as_deref() {
-                        Some(base) => a href={ (base) "/" (crate::pages::url_path(&format!("{name}/events.jsonl"))) } { "every event, page by page" },
+                        Some(base) => a href={ (base) "/" (crate::links::url_path(&format!("{name}/events.jsonl"))) } { "every event, page by page" },
                         None => { "the trial's " code { "services/" (name) "/events.jsonl" } " lists them all" },
                     }
                     "."
@@ -174,7 +174,7 @@ fn service_state(name: &str, end: &ServiceEnd, pages: Option<&str>) -> Markup {
                 p class="omitted" {
                     "Its state at the end is " (bytes) " bytes of JSON: graded whole, too large for this page; "
                     @match (pages, &end.state_file) {
-                        (Some(base), Some(file)) => a href={ (base) "/" (crate::pages::url_path(&format!("{name}/{file}"))) } { "read it page by page" },
+                        (Some(base), Some(file)) => a href={ (base) "/" (crate::links::url_path(&format!("{name}/{file}"))) } { "read it page by page" },
                         _ => { "the trial's " code { "services/" (name) "/" } " folder keeps it" },
                     }
                     "."

@@ -5,7 +5,7 @@
 //! promoted).
 
 use maud::{html, Markup};
-use proctor_report::gate::{GateNumber, GateReport};
+use proctor_report::gate_report::{GateNumber, GateReport};
 
 use crate::html::table;
 

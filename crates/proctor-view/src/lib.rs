@@ -13,6 +13,7 @@ mod gates_html;
 mod highlight;
 mod html;
 mod json_html;
+mod links;
 mod mcp_html;
 mod pages;
 mod pictures;
@@ -21,12 +22,14 @@ mod server;
 mod table;
 mod transcript;
 mod transcript_html;
+mod viewer;
 
 pub use data::{
     ComparePage, OriginalVerdict, RunPage, ScoringQuery, TrialPage, TrialQuery, ViewError,
 };
 pub use security::Hosts;
-pub use server::{run_blocking, serve, ArmsComparison, Sources, Viewer};
+pub use server::{run_blocking, serve};
+pub use viewer::{ArmsComparison, Sources, Viewer};
 
 /// One self-contained HTML page of run `run` (prefix, id or `latest`) in the scoring `scoring`
 /// names (`latest`, `original` or a rescore's number; empty is the latest): the run page

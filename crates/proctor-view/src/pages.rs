@@ -10,7 +10,8 @@ use proctor_trial_record::{AnswerFrom, SittingRecord, TrialRecord};
 
 use crate::data::{ArmScoring, ComparePage, RunPage, RunRow, TrialPage, ViewError};
 use crate::html::{json, made, outcome, page, rate, table};
-use crate::server::Viewer;
+use crate::links::{trial_href, url_path};
+use crate::viewer::Viewer;
 
 /// `/`: every run, newest first, filterable by suite, variant, model and agent; counts update
 /// while runs go.
@@ -352,16 +353,6 @@ fn grid(p: &RunPage) -> Markup {
         h2 { "Tasks × variants" }
         p class="note" { "Each cell: " (what) " k/n." }
         (table("grid", &head, rows))
-    }
-}
-
-/// Where a trial's page is: its own URL when served, its anchor in an export (a URL, not yet
-/// escaped).
-pub(crate) fn trial_href(base: &str, run: &str, trial: &str) -> String {
-    if base.is_empty() {
-        format!("/runs/{run}/trials/{trial}")
-    } else {
-        format!("#trial-{trial}")
     }
 }
 
@@ -747,14 +738,6 @@ pub fn service_file(p: &crate::data::ServiceFilePage) -> String {
     )
 }
 
-/// A relative path percent-encoded segment by segment for a URL's path.
-pub(crate) fn url_path(path: &str) -> String {
-    path.split('/')
-        .map(crate::data::url_encode)
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// The matched-pair grid of a comparison page, drawn from its typed comparison.
 pub fn pairs_svg(c: &ComparePage) -> String {
     let cmp = &c.comparison;
@@ -929,7 +912,7 @@ pub fn compare(c: &ComparePage) -> String {
             (made(pairs_svg(c)))
             figcaption {
                 "One cell per matched pair: A's trial left, B's right; the discordant pairs outlined. Each mark links to its trial. "
-                a class="svg-link" href={ "/compare/pairs.svg?a=" (crate::data::url_encode(&c.a)) "&b=" (crate::data::url_encode(&c.b)) } { "pairs.svg" }
+                a class="svg-link" href={ "/compare/pairs.svg?a=" (crate::links::url_encode(&c.a)) "&b=" (crate::links::url_encode(&c.b)) } { "pairs.svg" }
             }
         }
         h2 { "Verdicts" }

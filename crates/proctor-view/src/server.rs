@@ -9,75 +9,13 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
 use axum::Router;
-use proctor_store::{RunId, Store};
-use proctor_trial_record::TrialRecord;
 
 use crate::data::{self, ViewError};
 use crate::pages;
 use crate::pictures::RunPictures;
-
-/// What the viewer shows that needs more than the store: the suite a run read (a trial's diff
-/// rebuilds its start state) and the comparison of two arms.
-/// The CLI supplies them, so that the viewer shows exactly what `show` and `compare` print.
-pub trait Sources: Send + Sync {
-    /// A trial's workspace diff against its start state, as lines.
-    fn diff(&self, store: &Store, run: &RunId, trial: &str) -> Vec<String>;
-    /// The matched comparison of arm `a` with arm `b` (each `RUN/VARIANT`), with the promotion
-    /// gates over the arms' runs (or why they cannot be applied) and the scoring each run was
-    /// read in; `Err` says why the comparison cannot be made.
-    fn compare(&self, store: &Store, a: &str, b: &str) -> Result<ArmsComparison, String>;
-    /// Every trial of a rescore of `run` (`scoring` names its file): each record's index
-    /// summary, with the record for the trials `keep` accepts (the records are read one at a
-    /// time; only those are held); `Err` says why the rescore cannot be read.
-    fn rescored(
-        &self,
-        store: &Store,
-        run: &RunId,
-        scoring: &proctor_store::Scoring,
-        keep: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<(proctor_store::TrialSummary, Option<TrialRecord>)>, String>;
-}
-
-/// What [`Sources::compare`] gives: the comparison of two arms, as `proctor compare --gate
-/// --format json` prints it.
-#[derive(Debug, Clone)]
-pub struct ArmsComparison {
-    /// The matched comparison.
-    pub comparison: proctor_report::Comparison,
-    /// The promotion gates over the arms' runs, or why they cannot be applied.
-    pub gates: Result<proctor_report::GateReport, String>,
-    /// The scoring each run was read in (the latest), with its run.
-    pub scorings: Vec<(RunId, proctor_store::Scoring)>,
-}
-
-/// What the viewer reads: a store, and the [`Sources`] of what the store alone cannot show.
-#[derive(Clone)]
-pub struct Viewer {
-    store: Store,
-    sources: Arc<dyn Sources>,
-    transcripts: Arc<crate::transcript::LineIndexes>,
-}
+use crate::viewer::Viewer;
 
 impl Viewer {
-    /// A viewer of `store`.
-    pub fn new(store: Store, sources: Arc<dyn Sources>) -> Viewer {
-        Viewer {
-            store,
-            sources,
-            transcripts: Arc::default(),
-        }
-    }
-
-    /// The store it reads.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// The sources of diffs, transcripts and comparisons.
-    pub fn sources(&self) -> &dyn Sources {
-        self.sources.as_ref()
-    }
-
     /// The routes: pages and `/api/...`.
     pub fn router(self) -> Router {
         Router::new()
@@ -181,7 +119,7 @@ fn json<T: serde::Serialize>(r: Result<T, ViewError>) -> Response {
 }
 
 async fn runs_page(State(v): App) -> Response {
-    html(blocking(move || data::runs(&v.store).map(|r| pages::runs(&r))).await)
+    html(blocking(move || data::runs(v.store()).map(|r| pages::runs(&r))).await)
 }
 
 async fn run_page(
@@ -191,7 +129,7 @@ async fn run_page(
 ) -> Response {
     html(
         blocking(move || {
-            let p = data::run(&v.store, v.sources(), &run, &q)?;
+            let p = data::run(v.store(), v.sources(), &run, &q)?;
             let pictures = run_pictures(&v, &p)?;
             Ok(pages::run(&p, "", &pictures))
         })
@@ -201,7 +139,7 @@ async fn run_page(
 
 /// The pictures of the run of page `p`, its trials linked to their pages.
 fn run_pictures(v: &Viewer, p: &data::RunPage) -> Result<RunPictures, ViewError> {
-    let trials = data::all_trials(&v.store, v.sources(), p)?;
+    let trials = data::all_trials(v.store(), v.sources(), p)?;
     let run = p.run.clone();
     Ok(RunPictures::of(p, &trials, &move |t| {
         format!("/runs/{run}/trials/{t}")
@@ -215,7 +153,7 @@ async fn run_picture(
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
     let r = blocking(move || {
-        let p = data::run(&v.store, v.sources(), &run, &q)?;
+        let p = data::run(v.store(), v.sources(), &run, &q)?;
         let pictures = run_pictures(&v, &p)?;
         match name.as_str() {
             "grid.svg" => Ok(pictures.grid),
@@ -256,14 +194,14 @@ async fn trial_page(
 ) -> Response {
     html(
         blocking(move || {
-            data::trial(&v.store, &run, &trial, v.sources(), &q.scoring).map(|t| pages::trial(&t))
+            data::trial(v.store(), &run, &trial, v.sources(), &q.scoring).map(|t| pages::trial(&t))
         })
         .await,
     )
 }
 
 async fn runs_api(State(v): App) -> Response {
-    json(blocking(move || data::runs(&v.store)).await)
+    json(blocking(move || data::runs(v.store())).await)
 }
 
 async fn run_api(
@@ -271,7 +209,7 @@ async fn run_api(
     Path(run): Path<String>,
     Query(q): Query<data::TrialQuery>,
 ) -> Response {
-    json(blocking(move || data::run(&v.store, v.sources(), &run, &q)).await)
+    json(blocking(move || data::run(v.store(), v.sources(), &run, &q)).await)
 }
 
 async fn trial_api(
@@ -279,7 +217,7 @@ async fn trial_api(
     Path((run, trial)): Path<(String, String)>,
     Query(q): Query<data::ScoringQuery>,
 ) -> Response {
-    json(blocking(move || data::trial(&v.store, &run, &trial, v.sources(), &q.scoring)).await)
+    json(blocking(move || data::trial(v.store(), &run, &trial, v.sources(), &q.scoring)).await)
 }
 
 async fn transcript_api(
@@ -287,7 +225,10 @@ async fn transcript_api(
     Path((run, trial)): Path<(String, String)>,
     Query(q): Query<data::SliceQuery>,
 ) -> Response {
-    json(blocking(move || data::transcript_slice(&v.store, &v.transcripts, &run, &trial, &q)).await)
+    json(
+        blocking(move || data::transcript_slice(v.store(), v.transcripts(), &run, &trial, &q))
+            .await,
+    )
 }
 
 async fn service_file_page(
@@ -297,7 +238,7 @@ async fn service_file_page(
 ) -> Response {
     html(
         blocking(move || {
-            data::service_file_page(&v.store, &run, &trial, &path, &q)
+            data::service_file_page(v.store(), &run, &trial, &path, &q)
                 .map(|p| pages::service_file(&p))
         })
         .await,
@@ -309,7 +250,7 @@ async fn service_file_api(
     Path((run, trial, path)): Path<(String, String, String)>,
     Query(q): Query<data::PageQuery>,
 ) -> Response {
-    json(blocking(move || data::service_file_page(&v.store, &run, &trial, &path, &q)).await)
+    json(blocking(move || data::service_file_page(v.store(), &run, &trial, &path, &q)).await)
 }
 
 /// Binds `addr`, tells `on_listening` the address it got (port 0 picks a free one), and serves
@@ -342,7 +283,7 @@ async fn compare_page(State(v): App, Query(q): Query<Arms>) -> Response {
     html(
         blocking(move || {
             let (a, b) = arms(&q)?;
-            data::compare(&v.store, v.sources(), &a, &b).map(|c| pages::compare(&c))
+            data::compare(v.store(), v.sources(), &a, &b).map(|c| pages::compare(&c))
         })
         .await,
     )
@@ -352,7 +293,7 @@ async fn compare_api(State(v): App, Query(q): Query<Arms>) -> Response {
     json(
         blocking(move || {
             let (a, b) = arms(&q)?;
-            data::compare(&v.store, v.sources(), &a, &b)
+            data::compare(v.store(), v.sources(), &a, &b)
         })
         .await,
     )
@@ -361,7 +302,7 @@ async fn compare_api(State(v): App, Query(q): Query<Arms>) -> Response {
 async fn pairs_picture(State(v): App, Query(q): Query<Arms>) -> Response {
     svg(blocking(move || {
         let (a, b) = arms(&q)?;
-        data::compare(&v.store, v.sources(), &a, &b).map(|c| pages::pairs_svg(&c))
+        data::compare(v.store(), v.sources(), &a, &b).map(|c| pages::pairs_svg(&c))
     })
     .await)
 }

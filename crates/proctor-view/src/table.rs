@@ -9,7 +9,7 @@ use proctor_store::TrialSummary;
 
 use crate::data::RunPage;
 use crate::html::outcome;
-use crate::pages::trial_href;
+use crate::links::trial_href;
 
 /// The table's columns.
 const HEAD: [&str; 11] = [

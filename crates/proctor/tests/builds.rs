@@ -81,16 +81,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     let lab = Lab::new("build-cli");
     let (registry, config, busybox_digest) = mirror(&lab);
     let ctx = lab.root.join("ctx");
-    write_all(
-        &ctx,
-        &[
-            (
-                "Dockerfile",
-                "FROM busybox\nRUN mkdir -p /app && echo built-by-run > /app/run.txt\nCOPY data.txt /app/data.txt\nWORKDIR /app\n",
-            ),
-            ("data.txt", "copied\n"),
-        ],
-    );
+    write_build_context(&ctx);
     let cache = lab.root.join("image-cache");
     // Relative paths (proctor runs in the lab's folder): the builder is given absolute ones.
     let args = [
@@ -102,7 +93,38 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         "--config",
         config.to_str().unwrap(),
     ];
-    let first = lab.proctor(As::Me, &args);
+    let line = assert_first_build_through_the_mirror(&lab, &args, &cache, &busybox_digest);
+    assert_again_a_cache_hit_without_a_builder(&lab, &args, &line);
+    assert_a_changed_byte_is_a_new_build(&lab, &args, &ctx, &line);
+    assert_from_the_local_registry_by_name(&lab, &args, &registry.addr, &busybox_digest);
+    assert_prune_takes_the_builds(&lab, &args, &cache);
+}
+
+/// A build context in `ctx`: a Dockerfile FROM busybox that runs a command and copies a file.
+fn write_build_context(ctx: &Path) {
+    write_all(
+        ctx,
+        &[
+            (
+                "Dockerfile",
+                "FROM busybox\nRUN mkdir -p /app && echo built-by-run > /app/run.txt\nCOPY data.txt /app/data.txt\nWORKDIR /app\n",
+            ),
+            ("data.txt", "copied\n"),
+        ],
+    );
+}
+
+/// The first `images build` (ARGS) builds with buildah, its base from the mirror recorded under
+/// its own name and digest; the image holds what the Dockerfile made; the build's log, record
+/// and registries.conf are kept (as root, buildah's blob-info cache under the image cache).
+/// Gives the line it printed.
+fn assert_first_build_through_the_mirror(
+    lab: &Lab,
+    args: &[&str],
+    cache: &Path,
+    busybox_digest: &str,
+) -> String {
+    let first = lab.proctor(As::Me, args);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert!(
         first.stderr.contains("built with buildah in"),
@@ -139,11 +161,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(build_dir.join("build.json")).unwrap())
             .unwrap();
-    assert_eq!(
-        record["base"]["digest"],
-        busybox_digest.as_str(),
-        "{record:#}"
-    );
+    assert_eq!(record["base"]["digest"], busybox_digest, "{record:#}");
     assert_eq!(record["digest"], fields[1], "{record:#}");
     // As root, buildah's blob-info cache (which it would keep in /var/lib/containers) is under
     // the image cache.
@@ -159,16 +177,22 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     let conf = std::fs::read_to_string(build_dir.join("registries.conf")).unwrap();
     assert!(conf.contains("prefix = \"docker.io\""), "{conf}");
 
-    // Again, with no builder on PATH: a cache hit, the same image, and no builder needed.
-    let second = lab.proctor_env(As::Me, &args, &[("PATH", &empty_path(&lab))]);
+    line
+}
+
+/// Again, with no builder on PATH: a cache hit, the same image (`line`), and no builder needed.
+fn assert_again_a_cache_hit_without_a_builder(lab: &Lab, args: &[&str], line: &str) {
+    let second = lab.proctor_env(As::Me, args, &[("PATH", &empty_path(lab))]);
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert!(second.stderr.contains("cache hit"), "{}", second.stderr);
     assert!(!second.stderr.contains("building"), "{}", second.stderr);
     assert_eq!(second.stdout.lines().next().unwrap(), line);
+}
 
-    // One changed byte of the context is a new build.
+/// One changed byte of the context (`ctx`) is a new build.
+fn assert_a_changed_byte_is_a_new_build(lab: &Lab, args: &[&str], ctx: &Path, line: &str) {
     std::fs::write(ctx.join("data.txt"), "copied!\n").unwrap();
-    let third = lab.proctor(As::Me, &args);
+    let third = lab.proctor(As::Me, args);
     assert_eq!(third.code, 0, "{}", third.stderr);
     assert!(
         third.stderr.contains("built with buildah"),
@@ -176,13 +200,20 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         third.stderr
     );
     assert_ne!(third.stdout.lines().next().unwrap(), line);
+}
 
-    // FROM the insecure local registry by its own name (no mirror involved).
+/// FROM the insecure local registry (at `registry`) by its own name (no mirror involved).
+fn assert_from_the_local_registry_by_name(
+    lab: &Lab,
+    args: &[&str],
+    registry: &str,
+    busybox_digest: &str,
+) {
     std::fs::write(
         lab.root.join("Dockerfile.direct"),
         format!(
             "FROM {}/library/busybox:latest\nRUN echo direct > /direct.txt\n",
-            registry.addr
+            registry
         ),
     )
     .unwrap();
@@ -193,7 +224,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     assert!(
         out.stderr.contains(&format!(
             "FROM {}/library/busybox:latest ({busybox_digest})",
-            registry.addr
+            registry
         )),
         "{}",
         out.stderr
@@ -211,9 +242,11 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
         std::fs::read_to_string(rootfs.join("direct.txt")).unwrap(),
         "direct\n"
     );
+}
 
-    // Prune takes the builds with their images, and the builder's store; the next build runs
-    // the builder again.
+/// Prune takes the builds with their images, and the builder's store; the next build runs the
+/// builder again.
+fn assert_prune_takes_the_builds(lab: &Lab, args: &[&str], cache: &Path) {
     let prune = lab.proctor(
         As::Me,
         &["images", "prune", "--image-cache", cache.to_str().unwrap()],
@@ -229,7 +262,7 @@ fn images_build_builds_through_the_mirror_then_hits_the_cache_without_a_builder(
     );
     assert_eq!(std::fs::read_dir(cache.join("builds")).unwrap().count(), 0);
     assert!(!cache.join("build").exists());
-    let after = lab.proctor(As::Me, &args);
+    let after = lab.proctor(As::Me, args);
     assert_eq!(after.code, 0, "{}", after.stderr);
     assert!(
         after.stderr.contains("built with buildah"),
@@ -322,6 +355,60 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
     let lab = Lab::new("build-import");
     let (_registry, config, _) = mirror(&lab);
     let tasks = lab.root.join("tasks");
+    write_tasks_to_build(&tasks);
+    let cache = lab.root.join("image-cache");
+    let suite = lab.root.join("imported");
+    let import = |out: &Path, env: &[(&str, &str)]| {
+        lab.proctor_env(
+            As::Me,
+            &[
+                "import",
+                "harbor",
+                tasks.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--image-cache",
+                cache.to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ],
+            env,
+        )
+    };
+    let out = import(&suite, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_each_build_reported(&out.stderr);
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains("image = \"oci-archive:images/add-up.tar\""),
+        "{toml}"
+    );
+    assert!(toml.contains("image = \"busybox\""), "{toml}");
+    assert!(toml.contains("workdir = \"/srv\""), "{toml}");
+    assert!(toml.contains("GREETING = \"hello there\""), "{toml}");
+    assert_every_built_task_passes_its_oracle(&lab, &suite, &config, &toml);
+    // Imported again with no builder on PATH: every built image is a cache hit (no builder
+    // call), and the failed one, which is never cached, now says no builder was found.
+    let again = lab.root.join("imported-again");
+    let out = import(&again, &[("PATH", &empty_path(&lab))]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("images from Dockerfiles: 0 built (0.0 s, 0.0 s per build), 3 cache hit(s)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("no image builder found"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Harbor tasks whose images are built: `add-up` (RUN and COPY), `add-up-again` (the same
+/// Dockerfile and context), `hand-over` (a solution that gives its files to uid 1000), `greet`
+/// (only FROM, WORKDIR and ENV) and `broken` (a build that fails).
+fn write_tasks_to_build(tasks: &Path) {
     // RUN and COPY: the answer needs both the file RUN made and the file COPY laid.
     harbor_task(
         &tasks.join("add-up"),
@@ -372,28 +459,11 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
         "true",
         "true",
     );
-    let cache = lab.root.join("image-cache");
-    let suite = lab.root.join("imported");
-    let import = |out: &Path, env: &[(&str, &str)]| {
-        lab.proctor_env(
-            As::Me,
-            &[
-                "import",
-                "harbor",
-                tasks.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--image-cache",
-                cache.to_str().unwrap(),
-                "--config",
-                config.to_str().unwrap(),
-            ],
-            env,
-        )
-    };
-    let out = import(&suite, &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let e = &out.stderr;
+}
+
+/// The import's report (`e`): each build said as it happens, the cache hit, the image taken as
+/// it is, the failed build with the builder's own error, and the counts.
+fn assert_each_build_reported(e: &str) {
     assert!(
         e.contains("imported 4 task(s): add-up, add-up-again, greet, hand-over"),
         "{e}"
@@ -422,17 +492,11 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
     );
     assert!(e.contains("about to fail"), "the builder's output: {e}");
     assert!(e.contains("build.log"), "{e}");
-    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
-    assert!(
-        toml.contains("image = \"oci-archive:images/add-up.tar\""),
-        "{toml}"
-    );
-    assert!(toml.contains("image = \"busybox\""), "{toml}");
-    assert!(toml.contains("workdir = \"/srv\""), "{toml}");
-    assert!(toml.contains("GREETING = \"hello there\""), "{toml}");
+}
 
-    // Every task passes with its own solution and fails with the null agent (the image cache
-    // given relative to proctor's folder: the sandbox is given it absolute).
+/// Every task passes with its own solution and fails with the null agent (the image cache
+/// given relative to proctor's folder: the sandbox is given it absolute).
+fn assert_every_built_task_passes_its_oracle(lab: &Lab, suite: &Path, config: &Path, toml: &str) {
     let v = lab.proctor(
         As::Me,
         &[
@@ -460,23 +524,6 @@ fn imported_harbor_tasks_are_built_and_pass_their_oracle_while_the_null_agent_fa
     assert!(
         said.contains("every task's rules pass its oracle and fail the null agent"),
         "{said}"
-    );
-
-    // Imported again with no builder on PATH: every built image is a cache hit (no builder
-    // call), and the failed one, which is never cached, now says no builder was found.
-    let again = lab.root.join("imported-again");
-    let out = import(&again, &[("PATH", &empty_path(&lab))]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("images from Dockerfiles: 0 built (0.0 s, 0.0 s per build), 3 cache hit(s)"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("no image builder found"),
-        "{}",
-        out.stderr
     );
 }
 
@@ -883,38 +930,7 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
     prebuilt_task(&tasks.join("forced"), &stale, dockerfile, check, solve);
     let cache = lab.root.join("image-cache");
     let suite = lab.root.join("imported");
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "import",
-            "harbor",
-            tasks.to_str().unwrap(),
-            "--out",
-            suite.to_str().unwrap(),
-            "--image-cache",
-            cache.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("2 prebuilt image(s) with their Dockerfile kept (built from it when the image cannot be pulled)"),
-        "{}",
-        out.stderr
-    );
-    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
-    assert!(
-        toml.contains(&format!("# image {missing} is prebuilt; environment/Dockerfile is kept as environments/fallback/, and the image is built from it when {missing} cannot be pulled (or with --build)")),
-        "{toml}"
-    );
-    assert!(toml.contains("build = \"environments/fallback\""), "{toml}");
-    assert!(toml.contains("build_timeout_sec = 300"), "{toml}");
-    assert_eq!(
-        std::fs::read_to_string(suite.join("environments/fallback/Dockerfile")).unwrap(),
-        dockerfile
-    );
-
+    import_keeping_the_dockerfiles(&lab, &tasks, &suite, &cache, &config, &missing, dockerfile);
     let validate = |extra: &[&str]| {
         let mut args = vec![
             "validate",
@@ -953,32 +969,7 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
         e.contains("  images                 1 pulled, 1 built, 0 failed\n"),
         "{e}"
     );
-    // The trial records how its image was had.
-    let records: Vec<serde_json::Value> = walkdir::WalkDir::new(lab.root.join("oracle-store"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name() == "trial.json")
-        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
-        .collect();
-    let fallback = records
-        .iter()
-        .find(|r| r["record"]["plan"]["task"] == "fallback")
-        .unwrap();
-    let note = fallback["record"]["launch"]["image"]["note"]
-        .as_str()
-        .unwrap();
-    assert!(
-        note.starts_with(
-            "built from environments/fallback/Dockerfile (the image could not be pulled: "
-        ),
-        "{note}"
-    );
-    let forced = records
-        .iter()
-        .find(|r| r["record"]["plan"]["task"] == "forced")
-        .unwrap();
-    assert!(forced["record"]["launch"]["image"].get("note").is_none());
-
+    assert_trials_record_how_their_image_was_had(&lab);
     // --build builds both (the same Dockerfile and context: one build, one image).
     let v = validate(&["--build"]);
     assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);
@@ -998,7 +989,11 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
         v.stderr
     );
 
-    // `run --build` too: the task's oracle variant passes in the built image, recorded so.
+    assert_run_build_records_the_built_image(&lab, &suite, &cache, &config);
+}
+
+/// `run --build` too: the task's oracle variant passes in the built image, recorded so.
+fn assert_run_build_records_the_built_image(lab: &Lab, suite: &Path, cache: &Path, config: &Path) {
     let r = lab.proctor(
         As::Me,
         &[
@@ -1029,6 +1024,79 @@ fn a_prebuilt_image_that_cannot_be_pulled_is_built_from_its_dockerfile_and_build
         record["record"]["launch"]["image"]["note"],
         "built from environments/forced/Dockerfile (--build asked for it)"
     );
+}
+
+/// `import harbor` of `tasks` into `suite`: the prebuilt images kept with their Dockerfile,
+/// built from it when the image (`missing`'s) cannot be pulled.
+fn import_keeping_the_dockerfiles(
+    lab: &Lab,
+    tasks: &Path,
+    suite: &Path,
+    cache: &Path,
+    config: &Path,
+    missing: &str,
+    dockerfile: &str,
+) {
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "import",
+            "harbor",
+            tasks.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("2 prebuilt image(s) with their Dockerfile kept (built from it when the image cannot be pulled)"),
+        "{}",
+        out.stderr
+    );
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    assert!(
+        toml.contains(&format!("# image {missing} is prebuilt; environment/Dockerfile is kept as environments/fallback/, and the image is built from it when {missing} cannot be pulled (or with --build)")),
+        "{toml}"
+    );
+    assert!(toml.contains("build = \"environments/fallback\""), "{toml}");
+    assert!(toml.contains("build_timeout_sec = 300"), "{toml}");
+    assert_eq!(
+        std::fs::read_to_string(suite.join("environments/fallback/Dockerfile")).unwrap(),
+        dockerfile
+    );
+}
+
+/// The trial records how its image was had: `fallback` built from its Dockerfile because it
+/// could not be pulled, `forced` pulled.
+fn assert_trials_record_how_their_image_was_had(lab: &Lab) {
+    let records: Vec<serde_json::Value> = walkdir::WalkDir::new(lab.root.join("oracle-store"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == "trial.json")
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    let fallback = records
+        .iter()
+        .find(|r| r["record"]["plan"]["task"] == "fallback")
+        .unwrap();
+    let note = fallback["record"]["launch"]["image"]["note"]
+        .as_str()
+        .unwrap();
+    assert!(
+        note.starts_with(
+            "built from environments/fallback/Dockerfile (the image could not be pulled: "
+        ),
+        "{note}"
+    );
+    let forced = records
+        .iter()
+        .find(|r| r["record"]["plan"]["task"] == "forced")
+        .unwrap();
+    assert!(forced["record"]["launch"]["image"].get("note").is_none());
 }
 
 #[test]

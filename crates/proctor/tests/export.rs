@@ -224,38 +224,7 @@ fn expected_kind(outcome: &str, success: bool) -> &'static str {
 fn every_outcome_maps_to_junit_and_every_trial_to_a_valid_atif_trajectory() {
     let lab = Lab::new("export-outcomes");
     eight_outcomes(&lab);
-    let run_xml = lab.root.join("run.xml");
-    let out = lab.run(
-        As::Me,
-        &["--trials", "1", "--junit", run_xml.to_str().unwrap()],
-    );
-    assert_eq!(
-        out.code, 3,
-        "errored and ungradeable trials: {}",
-        out.stderr
-    );
-    assert!(
-        run_xml.is_file(),
-        "run --junit wrote nothing: {}",
-        out.stderr
-    );
-    let got = outcomes(&lab);
-    let labels: Vec<&str> = got.values().map(|(o, _)| o.as_str()).collect();
-    for o in [
-        "completed",
-        "wrong",
-        "refused-honestly",
-        "refused-wrongly",
-        "asked",
-        "abandoned",
-        "errored",
-        "ungradeable",
-    ] {
-        assert!(labels.contains(&o), "no {o} trial: {got:?}");
-    }
-    assert_eq!(got["asked-wrongly.agent.0"].0, "asked");
-    assert_eq!(got["hostile.agent.0"].0, "wrong");
-
+    let (got, run_xml) = run_every_outcome_with_junit(&lab);
     let store = lab.store();
     let atif = lab.root.join("atif");
     let junit = lab.root.join("export.xml");
@@ -279,8 +248,57 @@ fn every_outcome_maps_to_junit_and_every_trial_to_a_valid_atif_trajectory() {
         std::fs::read_to_string(&junit).unwrap()
     );
 
-    // The second consumer: counts of elements equal the outcomes.
-    let counts = xml_counts(&junit);
+    assert_junit_counts_are_the_outcomes(&junit, &got);
+
+    let Some(harbor) = python_ready() else {
+        return;
+    };
+    assert_junitparser_reads_each_case(&junit, &got);
+    assert_every_trajectory_valid(&harbor, &atif, &got);
+    assert_trajectories_keep_steps_answers_and_kinds(&atif);
+}
+
+/// One trial of each outcome, run with `--junit`: every outcome is there; gives the outcomes
+/// by trial and the JUnit file.
+fn run_every_outcome_with_junit(lab: &Lab) -> (BTreeMap<String, (String, bool)>, PathBuf) {
+    let run_xml = lab.root.join("run.xml");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--junit", run_xml.to_str().unwrap()],
+    );
+    assert_eq!(
+        out.code, 3,
+        "errored and ungradeable trials: {}",
+        out.stderr
+    );
+    assert!(
+        run_xml.is_file(),
+        "run --junit wrote nothing: {}",
+        out.stderr
+    );
+    let got = outcomes(lab);
+    let labels: Vec<&str> = got.values().map(|(o, _)| o.as_str()).collect();
+    for o in [
+        "completed",
+        "wrong",
+        "refused-honestly",
+        "refused-wrongly",
+        "asked",
+        "abandoned",
+        "errored",
+        "ungradeable",
+    ] {
+        assert!(labels.contains(&o), "no {o} trial: {got:?}");
+    }
+    assert_eq!(got["asked-wrongly.agent.0"].0, "asked");
+    assert_eq!(got["hostile.agent.0"].0, "wrong");
+
+    (got, run_xml)
+}
+
+/// The second consumer: counts of elements of `junit` equal the outcomes (`got`).
+fn assert_junit_counts_are_the_outcomes(junit: &Path, got: &BTreeMap<String, (String, bool)>) {
+    let counts = xml_counts(junit);
     let want = |kind: &str| {
         got.values()
             .filter(|(o, s)| expected_kind(o, *s) == kind)
@@ -296,13 +314,13 @@ fn every_outcome_maps_to_junit_and_every_trial_to_a_valid_atif_trajectory() {
         5,
         "wrong, refused-wrongly, abandoned, hostile, asked-wrongly"
     );
+}
 
-    let Some(harbor) = python_ready() else {
-        return;
-    };
-    // junitparser: every case where its outcome says.
-    let j = junitparser(&junit);
-    for (id, (outcome, success)) in &got {
+/// junitparser: every case where its outcome says; the suites' properties; the hostile reason
+/// survives, its ESC written visibly.
+fn assert_junitparser_reads_each_case(junit: &Path, got: &BTreeMap<String, (String, bool)>) {
+    let j = junitparser(junit);
+    for (id, (outcome, success)) in got {
         let case = &j["cases"][id];
         assert_eq!(
             case["kind"],
@@ -333,14 +351,21 @@ fn every_outcome_maps_to_junit_and_every_trial_to_a_valid_atif_trajectory() {
     // The hostile reason survives, its ESC written visibly.
     let hostile = j["cases"]["hostile.agent.0"]["message"].as_str().unwrap();
     assert!(hostile.contains("x]]><&\\u{1b}[1mname"), "{hostile}");
+}
 
-    // Every trial exported, every trajectory valid for Harbor's models.
-    let summaries = validate_atif(&harbor, &atif);
+/// Every trial exported, every trajectory valid for Harbor's models, each with its outcome,
+/// success, prompt and step count.
+fn assert_every_trajectory_valid(
+    harbor: &Path,
+    atif: &Path,
+    got: &BTreeMap<String, (String, bool)>,
+) {
+    let summaries = validate_atif(harbor, atif);
     assert_eq!(
         summaries.keys().collect::<Vec<_>>(),
         got.keys().collect::<Vec<_>>()
     );
-    for (id, (outcome, success)) in &got {
+    for (id, (outcome, success)) in got {
         let t: Value = serde_json::from_str(
             &std::fs::read_to_string(atif.join(format!("{id}.json"))).unwrap(),
         )
@@ -361,7 +386,11 @@ fn every_outcome_maps_to_junit_and_every_trial_to_a_valid_atif_trajectory() {
             Some(t["steps"].as_array().unwrap().len() as u64)
         );
     }
-    // A scripted step is a step: the command, its output and exit, no model.
+}
+
+/// A scripted step is a step (the command, its output and exit, no model); the hostile answer
+/// is kept exactly, NUL and ESC included; the errored trial's kind is in extra.
+fn assert_trajectories_keep_steps_answers_and_kinds(atif: &Path) {
     let t: Value = serde_json::from_str(
         &std::fs::read_to_string(atif.join("completed.agent.0.json")).unwrap(),
     )
@@ -606,7 +635,15 @@ fn a_real_claude_code_trial_exports_its_wire_ledger() {
     let s = &summaries[id];
     assert_eq!(s["agent"], "claude-code");
 
-    // The wire ledger, read here independently of proctor's exporter.
+    assert_steps_are_the_wire_ledgers_calls(&lab, id, s);
+    assert_token_totals_are_the_wire_ledgers(&record, s);
+    assert_each_interface_call_joined_to_its_tool_call(&atif, id);
+}
+
+/// The wire ledger of trial `id`, read here independently of proctor's exporter: one agent
+/// step (of the validated trajectory `s`) per main request, its tool calls and their
+/// observations as the agent sent them back.
+fn assert_steps_are_the_wire_ledgers_calls(lab: &Lab, id: &str, s: &Value) {
     let wire: Vec<Value> =
         std::fs::read_to_string(lab.trial_dir(id).join("services/__model/wire.jsonl"))
             .unwrap()
@@ -648,9 +685,12 @@ fn a_real_claude_code_trial_exports_its_wire_ledger() {
         .map(|s| s["observations"].as_array().unwrap().len())
         .sum();
     assert_eq!(observed, 4);
+}
 
-    // Token totals equal the wire ledger (ATIF's prompt tokens include cached ones), and the
-    // steps add up to them.
+/// Token totals equal the wire ledger of `record` (ATIF's prompt tokens include cached ones),
+/// and the steps of `s` add up to them.
+fn assert_token_totals_are_the_wire_ledgers(record: &Value, s: &Value) {
+    let steps = s["steps"].as_array().unwrap();
     let w = &record["ledgers"]["wire"];
     let u = |k: &str| w[k].as_u64().unwrap();
     let prompt = u("input") + u("cache_read") + u("cache_write");
@@ -661,7 +701,10 @@ fn a_real_claude_code_trial_exports_its_wire_ledger() {
     assert_eq!(add("prompt_tokens"), prompt);
     assert_eq!(add("completion_tokens"), u("output"));
     assert_eq!(add("cached_tokens"), u("cache_read"));
-    // Each interface call is joined to the tool call that made it.
+}
+
+/// Each interface call is joined to the tool call that made it.
+fn assert_each_interface_call_joined_to_its_tool_call(atif: &Path, id: &str) {
     let t: Value =
         serde_json::from_str(&std::fs::read_to_string(atif.join(format!("{id}.json"))).unwrap())
             .unwrap();

@@ -15,7 +15,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::lab::{users, Lab};
+use common::lab::{users, As, Lab};
 
 /// The probe: prints one JSON object.
 const PROBE: &str = r#"
@@ -85,110 +85,144 @@ fn a_trial_reads_nothing_of_the_host_but_its_system_folders_and_its_path() {
         assert!(documented.contains(name), "{name} in {documented:?}");
     }
     for who in users() {
-        let lab = Lab::new(&format!("host-view-{who:?}"));
-        // Another suite's answers, beside this one on the host.
-        let other = lab.root.join("other-suite/holdout/t/secret_test.py");
-        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-        std::fs::write(&other, "assert answer == 42\n").unwrap();
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.git");
-        let repo = repo.canonicalize().unwrap_or(repo);
-        lab.write("fixture/probe.py", PROBE);
-        let system = [
-            "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc",
-        ]
-        .join(",");
-        let tries = [
-            other.display().to_string(),
-            lab.suite().display().to_string(),
-            repo.display().to_string(),
-            "/root".into(),
-            "/srv".into(),
-            "/opt".into(),
-            "/var".into(),
-            "/mnt".into(),
-            "/work".into(),
-            "/etc/shadow".into(),
-            "/etc/passwd".into(),
-        ];
-        let step = format!("python3 probe.py {system} {}", tries.join(" "));
-        lab.one_task(
-            "",
-            "{ check = \"python3 -c 'import json; print(1)'\" }",
-            &[&step],
-            true,
-        );
-        let Some(record) = lab.run_graded(who, false, &[]) else {
+        if !host_view_as(who, &documented) {
             return;
-        };
-        assert_eq!(
-            record["outcome"], "completed",
-            "{who:?}: the honest arm (Python in the trial and in its check) works\n{record:#}"
-        );
-        let answer = record["end_state"]["answer"].as_str().unwrap_or_default();
-        let seen: serde_json::Value = serde_json::from_str(answer.trim())
-            .unwrap_or_else(|e| panic!("{who:?}: the probe's answer is JSON ({e}): {answer}"));
-        let view = &record["isolation"]["host_view"];
-        let reach: Vec<PathBuf> = view["reach"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{who:?}: the record names the reach: {record:#}"))
-            .iter()
-            .map(|p| PathBuf::from(p.as_str().unwrap()))
-            .collect();
-        let reach_tops: BTreeSet<String> = reach
-            .iter()
-            .filter_map(|p| p.components().nth(1))
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
+        }
+    }
+}
 
-        // Every top-level entry is documented, or holds a prefix of the recorded reach.
-        for top in seen["top"].as_array().unwrap() {
-            let top = top.as_str().unwrap();
+/// A trial run as `who` probes the host (another suite's answers beside this one, the suite,
+/// the repository, the host's other folders): it sees only documented entries and the way to
+/// its recorded reach. False when the trial could not be graded (no real isolation here).
+fn host_view_as(who: As, documented: &BTreeSet<String>) -> bool {
+    let lab = Lab::new(&format!("host-view-{who:?}"));
+    // Another suite's answers, beside this one on the host.
+    let other = lab.root.join("other-suite/holdout/t/secret_test.py");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, "assert answer == 42\n").unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.git");
+    let repo = repo.canonicalize().unwrap_or(repo);
+    lab.write("fixture/probe.py", PROBE);
+    let system = [
+        "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc",
+    ]
+    .join(",");
+    let tries = [
+        other.display().to_string(),
+        lab.suite().display().to_string(),
+        repo.display().to_string(),
+        "/root".into(),
+        "/srv".into(),
+        "/opt".into(),
+        "/var".into(),
+        "/mnt".into(),
+        "/work".into(),
+        "/etc/shadow".into(),
+        "/etc/passwd".into(),
+    ];
+    let step = format!("python3 probe.py {system} {}", tries.join(" "));
+    lab.one_task(
+        "",
+        "{ check = \"python3 -c 'import json; print(1)'\" }",
+        &[&step],
+        true,
+    );
+    let Some(record) = lab.run_graded(who, false, &[]) else {
+        return false;
+    };
+    assert_eq!(
+        record["outcome"], "completed",
+        "{who:?}: the honest arm (Python in the trial and in its check) works\n{record:#}"
+    );
+    let answer = record["end_state"]["answer"].as_str().unwrap_or_default();
+    let seen: serde_json::Value = serde_json::from_str(answer.trim())
+        .unwrap_or_else(|e| panic!("{who:?}: the probe's answer is JSON ({e}): {answer}"));
+    let view = &record["isolation"]["host_view"];
+    let reach: Vec<PathBuf> = view["reach"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{who:?}: the record names the reach: {record:#}"))
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    let reach_tops: BTreeSet<String> = reach
+        .iter()
+        .filter_map(|p| p.components().nth(1))
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+
+    assert_every_top_entry_documented_or_reached(who, &seen, documented, &reach_tops);
+    assert_under_a_reached_top_only_the_way_to_the_reach(who, &seen, &reach, &reach_tops);
+    assert_the_hosts_other_folders_refused(who, &seen, &reach);
+    true
+}
+
+/// Every top-level entry the probe `seen` is documented, or holds a prefix of the recorded
+/// reach.
+fn assert_every_top_entry_documented_or_reached(
+    who: As,
+    seen: &serde_json::Value,
+    documented: &BTreeSet<String>,
+    reach_tops: &BTreeSet<String>,
+) {
+    for top in seen["top"].as_array().unwrap() {
+        let top = top.as_str().unwrap();
+        assert!(
+            documented.contains(top) || reach_tops.contains(top),
+            "{who:?}: /{top} is in the trial's root but neither documented nor reached: {seen:#}"
+        );
+    }
+}
+
+/// Under a reached top-level folder there is only the way to the reached prefixes.
+fn assert_under_a_reached_top_only_the_way_to_the_reach(
+    who: As,
+    seen: &serde_json::Value,
+    reach: &[PathBuf],
+    reach_tops: &BTreeSet<String>,
+) {
+    for (top, paths) in seen["under"].as_object().unwrap() {
+        if !reach_tops.contains(top) {
+            continue;
+        }
+        for p in paths.as_array().unwrap() {
+            let p = Path::new(p.as_str().unwrap());
             assert!(
-                documented.contains(top) || reach_tops.contains(top),
-                "{who:?}: /{top} is in the trial's root but neither documented nor reached: {seen:#}"
+                reach.iter().any(|r| r.starts_with(p) || p.starts_with(r)),
+                "{who:?}: {} is shown but is on no way to {reach:?}",
+                p.display()
             );
         }
-        // Under a reached top-level folder there is only the way to the reached prefixes.
-        for (top, paths) in seen["under"].as_object().unwrap() {
-            if !reach_tops.contains(top) {
-                continue;
-            }
-            for p in paths.as_array().unwrap() {
-                let p = Path::new(p.as_str().unwrap());
-                assert!(
-                    reach.iter().any(|r| r.starts_with(p) || p.starts_with(r)),
-                    "{who:?}: {} is shown but is on no way to {reach:?}",
-                    p.display()
-                );
-            }
-        }
-        // The host's other folders: absent, or nothing of them.
-        let tries = &seen["tries"];
-        for (path, got) in tries.as_object().unwrap() {
-            let got = got.as_str().unwrap();
-            let shown_by_reach = reach.iter().any(|r| r.starts_with(path));
-            match path.as_str() {
-                "/etc/passwd" => assert!(got.starts_with("read "), "{who:?}: {got}"),
-                "/etc/shadow" => assert!(
-                    got == "read 0 bytes" || got.starts_with("refused"),
-                    "{who:?}: the shadow file was readable: {got}"
-                ),
-                "/root" if shown_by_reach => {
-                    let listed = got.trim_start_matches("listed ");
-                    for name in listed.split(',').filter(|n| !n.is_empty()) {
-                        assert!(
-                            reach
-                                .iter()
-                                .any(|r| r.starts_with(Path::new("/root").join(name))),
-                            "{who:?}: /root/{name} is shown: {got}"
-                        );
-                    }
+    }
+}
+
+/// The host's other folders: absent, or nothing of them; `/etc/passwd` readable, the shadow
+/// file not.
+fn assert_the_hosts_other_folders_refused(who: As, seen: &serde_json::Value, reach: &[PathBuf]) {
+    let tries = &seen["tries"];
+    for (path, got) in tries.as_object().unwrap() {
+        let got = got.as_str().unwrap();
+        let shown_by_reach = reach.iter().any(|r| r.starts_with(path));
+        match path.as_str() {
+            "/etc/passwd" => assert!(got.starts_with("read "), "{who:?}: {got}"),
+            "/etc/shadow" => assert!(
+                got == "read 0 bytes" || got.starts_with("refused"),
+                "{who:?}: the shadow file was readable: {got}"
+            ),
+            "/root" if shown_by_reach => {
+                let listed = got.trim_start_matches("listed ");
+                for name in listed.split(',').filter(|n| !n.is_empty()) {
+                    assert!(
+                        reach
+                            .iter()
+                            .any(|r| r.starts_with(Path::new("/root").join(name))),
+                        "{who:?}: /root/{name} is shown: {got}"
+                    );
                 }
-                _ => assert!(
-                    got.starts_with("refused"),
-                    "{who:?}: {path} is reachable from the trial: {got}"
-                ),
             }
+            _ => assert!(
+                got.starts_with("refused"),
+                "{who:?}: {path} is reachable from the trial: {got}"
+            ),
         }
     }
 }

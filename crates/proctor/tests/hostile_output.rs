@@ -463,14 +463,7 @@ http.server.HTTPServer(("127.0.0.1", 7071), H).serve_forever()
 #[test]
 fn a_large_service_state_is_graded_whole_kept_as_its_file_and_left_out_of_the_record() {
     for who in users() {
-        let lab = Lab::new(&format!("hostile-bigstate-{who:?}"));
-        lab.write("fixture/README.md", "x\n");
-        lab.write("services/big.py", BIG_STATE_SERVICE);
-        lab.write(
-            "suite.toml",
-            "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[[services]]\nname = \"svc\"\ncommand = [\"python3\", \"services/big.py\"]\nready = { http = \"http://127.0.0.1:7071/\", timeout_seconds = 30 }\nstate = \"state.json\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [\n  { state = { service = \"svc\", pointer = \"/last\", equals = \"ok\" } },\n  { state = { service = \"svc\", pointer = \"/sent/139999/to\", equals = \"dana\" } },\n  { state = { service = \"svc\", pointer = \"/sent\", exists = true } },\n]\n",
-        );
-        lab.write("agents/agent/t.toml", "answer = \"done\"\n");
+        let lab = big_state_lab(who);
         let store = lab.store();
         let suite = lab.suite();
         let args = [
@@ -483,152 +476,190 @@ fn a_large_service_state_is_graded_whole_kept_as_its_file_and_left_out_of_the_re
         ];
         let (run, peak_kib) = lab.proctor_peak_rss(who, &args, &[]);
         assert_eq!(run.code, 0, "{run:?}");
-        let trial = lab.trial_dir("t.agent.0");
-        // Graded on the whole state: the last message is read, and the pointer at the whole list
-        // is evidence as a head and a length.
-        let record = lab.record("t.agent.0");
-        assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
-        let evidence = &record["verdict"]["success"]["assertions"][2]["evidence"];
-        assert!(
-            evidence["actual_bytes"].as_u64().unwrap() > 70_000_000,
-            "{evidence}"
-        );
-        assert!(evidence["actual_head"].as_str().unwrap().len() <= 4096);
-        // The record leaves the state and the events past 10,000 out, and says so.
-        let svc = &record["end_state"]["services"]["svc"];
-        assert!(svc["state"].is_null(), "the state is in the record");
-        let state_len = std::fs::metadata(trial.join("services/svc/state.json"))
-            .unwrap()
-            .len();
-        assert!(state_len > 70_000_000, "{state_len}");
-        assert!(svc["state_omitted_bytes"].as_u64().unwrap() > 70_000_000);
-        assert_eq!(svc["events"].as_array().unwrap().len(), 10_000);
-        assert_eq!(svc["events_omitted"], 10_000);
-        assert_eq!(record["limit_reached"], "entries");
-        let trial_json = std::fs::metadata(trial.join("trial.json")).unwrap().len();
-        assert!(trial_json < 5_000_000, "trial.json is {trial_json} bytes");
-        let results = std::fs::metadata(lab.run_dir().join("results.json"))
-            .unwrap()
-            .len();
-        assert!(results < 5_000_000, "results.json is {results} bytes");
         let peak_mib = peak_kib / 1024;
+        assert_graded_whole_and_left_out_of_the_record(&lab);
+        let trial = lab.trial_dir("t.agent.0");
+        let trial_json = std::fs::metadata(trial.join("trial.json")).unwrap().len();
         eprintln!("{who:?}: peak RSS {peak_mib} MiB; trial.json {trial_json} bytes");
         assert!(peak_mib < 300, "proctor reached {peak_mib} MiB");
-        // rescore reads the kept files whole again and reaches the same verdict.
-        let rescore = lab.proctor(
-            who,
-            &[
-                "rescore",
-                &lab.run_id(),
-                "--suite",
-                suite.to_str().unwrap(),
-                "--store",
-                store.to_str().unwrap(),
-            ],
-        );
-        assert_eq!(rescore.code, 0, "{rescore:?}");
-        assert!(rescore.stderr.contains("no outcome changed"), "{rescore:?}");
-        let again = lab.record("t.agent.0");
-        assert_eq!(again["outcome"], "completed", "{}", again["reason"]);
-        assert_eq!(
-            again["end_state"]["services"]["svc"]["events_omitted"],
-            10_000
-        );
-        assert!(again["end_state"]["services"]["svc"]["state"].is_null());
-        // `show` says what the record left out and how to page it; the pages, put back
-        // together, are the kept file byte for byte.
-        let show = lab.proctor(
-            who,
-            &[
-                "show",
-                &lab.run_id(),
-                "t.agent.0",
-                "--store",
-                store.to_str().unwrap(),
-            ],
-        );
-        assert_eq!(show.code, 0, "{show:?}");
-        let hint = format!(
-            "proctor show {} t.agent.0 --service svc/state.json",
-            lab.run_id()
-        );
-        assert!(show.stdout.contains(&hint), "{}", show.stdout);
-        assert!(
-            show.stdout
-                .contains("events 20000 (10000 in the record, every one graded)"),
-            "{}",
-            show.stdout
-        );
-        let kept = std::fs::read(trial.join("services/svc/state.json")).unwrap();
-        let mut joined = Vec::with_capacity(kept.len());
-        let mut offset = 0u64;
-        let mut largest_peak = 0;
-        loop {
-            let offset_arg = offset.to_string();
-            let args = [
-                "show",
-                &lab.run_id(),
-                "t.agent.0",
-                "--store",
-                store.to_str().unwrap(),
-                "--service",
-                "svc/state.json",
-                "--offset",
-                &offset_arg,
-                "--bytes",
-                "1048576",
-                "--format",
-                "json",
-            ];
-            let (page, peak) = lab.proctor_peak_rss(who, &args, &[]);
-            largest_peak = largest_peak.max(peak);
-            assert_eq!(page.code, 0, "{page:?}");
-            let page: serde_json::Value = serde_json::from_str(&page.stdout).unwrap();
-            assert_eq!(page["total_bytes"], kept.len() as u64);
-            joined.extend_from_slice(page["text"].as_str().unwrap().as_bytes());
-            match page["next_offset"].as_u64() {
-                Some(next) => offset = next,
-                None => break,
-            }
-        }
-        assert!(joined == kept, "the pages are not the kept state");
-        eprintln!(
-            "{who:?}: paging the state peaked at {} MiB",
-            largest_peak / 1024
-        );
-        assert!(
-            largest_peak / 1024 < 100,
-            "a page took {} MiB",
-            largest_peak / 1024
-        );
-        // Text pages are escaped for the terminal and say where the next one starts.
-        let page = lab.proctor(
-            who,
-            &[
-                "show",
-                &lab.run_id(),
-                "t.agent.0",
-                "--store",
-                store.to_str().unwrap(),
-                "--service",
-                "svc/events.jsonl",
-                "--bytes",
-                "4096",
-            ],
-        );
-        assert_eq!(page.code, 0, "{page:?}");
-        assert!(
-            page.stdout.ends_with('\n') && page.stdout.len() <= 4096,
-            "{}",
-            page.stdout
-        );
-        assert!(
-            page.stderr.contains(&format!(
-                "next page: proctor show {} t.agent.0 --service svc/events.jsonl --offset {}",
-                lab.run_id(),
-                page.stdout.len()
-            )),
-            "{page:?}"
-        );
+        assert_rescore_reads_the_kept_files_whole(&lab, who);
+        assert_show_pages_the_kept_state(&lab, who);
+        assert_text_pages_escaped_with_the_next_offset(&lab, who);
     }
+}
+
+/// A lab whose service `svc` (run as `who`) keeps a state of over 70 MB and 20,000 events, and
+/// whose task grades the whole state.
+fn big_state_lab(who: As) -> Lab {
+    let lab = Lab::new(&format!("hostile-bigstate-{who:?}"));
+    lab.write("fixture/README.md", "x\n");
+    lab.write("services/big.py", BIG_STATE_SERVICE);
+    lab.write(
+        "suite.toml",
+        "schema_version = 1\nid = \"lab\"\n\n[defaults]\nwall_timeout_seconds = 60\n\n[[services]]\nname = \"svc\"\ncommand = [\"python3\", \"services/big.py\"]\nready = { http = \"http://127.0.0.1:7071/\", timeout_seconds = 30 }\nstate = \"state.json\"\n\n[[variants]]\nid = \"agent\"\nagent = \"script\"\nscript = \"agents/agent\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Do the thing.\"\n\n[tasks.success]\nall = [\n  { state = { service = \"svc\", pointer = \"/last\", equals = \"ok\" } },\n  { state = { service = \"svc\", pointer = \"/sent/139999/to\", equals = \"dana\" } },\n  { state = { service = \"svc\", pointer = \"/sent\", exists = true } },\n]\n",
+    );
+    lab.write("agents/agent/t.toml", "answer = \"done\"\n");
+    lab
+}
+
+/// Graded on the whole state: the last message is read, and the pointer at the whole list is
+/// evidence as a head and a length; the record leaves the state and the events past 10,000
+/// out, and says so; trial.json and results.json stay small.
+fn assert_graded_whole_and_left_out_of_the_record(lab: &Lab) {
+    let trial = lab.trial_dir("t.agent.0");
+    let record = lab.record("t.agent.0");
+    assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    let evidence = &record["verdict"]["success"]["assertions"][2]["evidence"];
+    assert!(
+        evidence["actual_bytes"].as_u64().unwrap() > 70_000_000,
+        "{evidence}"
+    );
+    assert!(evidence["actual_head"].as_str().unwrap().len() <= 4096);
+    // The record leaves the state and the events past 10,000 out, and says so.
+    let svc = &record["end_state"]["services"]["svc"];
+    assert!(svc["state"].is_null(), "the state is in the record");
+    let state_len = std::fs::metadata(trial.join("services/svc/state.json"))
+        .unwrap()
+        .len();
+    assert!(state_len > 70_000_000, "{state_len}");
+    assert!(svc["state_omitted_bytes"].as_u64().unwrap() > 70_000_000);
+    assert_eq!(svc["events"].as_array().unwrap().len(), 10_000);
+    assert_eq!(svc["events_omitted"], 10_000);
+    assert_eq!(record["limit_reached"], "entries");
+    let trial_json = std::fs::metadata(trial.join("trial.json")).unwrap().len();
+    assert!(trial_json < 5_000_000, "trial.json is {trial_json} bytes");
+    let results = std::fs::metadata(lab.run_dir().join("results.json"))
+        .unwrap()
+        .len();
+    assert!(results < 5_000_000, "results.json is {results} bytes");
+}
+
+/// rescore reads the kept files whole again and reaches the same verdict.
+fn assert_rescore_reads_the_kept_files_whole(lab: &Lab, who: As) {
+    let store = lab.store();
+    let suite = lab.suite();
+    let rescore = lab.proctor(
+        who,
+        &[
+            "rescore",
+            &lab.run_id(),
+            "--suite",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rescore.code, 0, "{rescore:?}");
+    assert!(rescore.stderr.contains("no outcome changed"), "{rescore:?}");
+    let again = lab.record("t.agent.0");
+    assert_eq!(again["outcome"], "completed", "{}", again["reason"]);
+    assert_eq!(
+        again["end_state"]["services"]["svc"]["events_omitted"],
+        10_000
+    );
+    assert!(again["end_state"]["services"]["svc"]["state"].is_null());
+}
+
+/// `show` says what the record left out and how to page it; the pages, put back together, are
+/// the kept file byte for byte, each page in bounded memory.
+fn assert_show_pages_the_kept_state(lab: &Lab, who: As) {
+    let store = lab.store();
+    let trial = lab.trial_dir("t.agent.0");
+    let show = lab.proctor(
+        who,
+        &[
+            "show",
+            &lab.run_id(),
+            "t.agent.0",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(show.code, 0, "{show:?}");
+    let hint = format!(
+        "proctor show {} t.agent.0 --service svc/state.json",
+        lab.run_id()
+    );
+    assert!(show.stdout.contains(&hint), "{}", show.stdout);
+    assert!(
+        show.stdout
+            .contains("events 20000 (10000 in the record, every one graded)"),
+        "{}",
+        show.stdout
+    );
+    let kept = std::fs::read(trial.join("services/svc/state.json")).unwrap();
+    let mut joined = Vec::with_capacity(kept.len());
+    let mut offset = 0u64;
+    let mut largest_peak = 0;
+    loop {
+        let offset_arg = offset.to_string();
+        let args = [
+            "show",
+            &lab.run_id(),
+            "t.agent.0",
+            "--store",
+            store.to_str().unwrap(),
+            "--service",
+            "svc/state.json",
+            "--offset",
+            &offset_arg,
+            "--bytes",
+            "1048576",
+            "--format",
+            "json",
+        ];
+        let (page, peak) = lab.proctor_peak_rss(who, &args, &[]);
+        largest_peak = largest_peak.max(peak);
+        assert_eq!(page.code, 0, "{page:?}");
+        let page: serde_json::Value = serde_json::from_str(&page.stdout).unwrap();
+        assert_eq!(page["total_bytes"], kept.len() as u64);
+        joined.extend_from_slice(page["text"].as_str().unwrap().as_bytes());
+        match page["next_offset"].as_u64() {
+            Some(next) => offset = next,
+            None => break,
+        }
+    }
+    assert!(joined == kept, "the pages are not the kept state");
+    eprintln!(
+        "{who:?}: paging the state peaked at {} MiB",
+        largest_peak / 1024
+    );
+    assert!(
+        largest_peak / 1024 < 100,
+        "a page took {} MiB",
+        largest_peak / 1024
+    );
+}
+
+/// Text pages are escaped for the terminal and say where the next one starts.
+fn assert_text_pages_escaped_with_the_next_offset(lab: &Lab, who: As) {
+    let store = lab.store();
+    let page = lab.proctor(
+        who,
+        &[
+            "show",
+            &lab.run_id(),
+            "t.agent.0",
+            "--store",
+            store.to_str().unwrap(),
+            "--service",
+            "svc/events.jsonl",
+            "--bytes",
+            "4096",
+        ],
+    );
+    assert_eq!(page.code, 0, "{page:?}");
+    assert!(
+        page.stdout.ends_with('\n') && page.stdout.len() <= 4096,
+        "{}",
+        page.stdout
+    );
+    assert!(
+        page.stderr.contains(&format!(
+            "next page: proctor show {} t.agent.0 --service svc/events.jsonl --offset {}",
+            lab.run_id(),
+            page.stdout.len()
+        )),
+        "{page:?}"
+    );
 }

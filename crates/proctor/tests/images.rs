@@ -142,6 +142,23 @@ fn image_trial(name: &str, image: &str) {
     let record = lab.record("t.agent.0");
     assert_eq!(out.code, 0, "{}\n{record:#}", out.stderr);
     assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
+    assert_ran_in_the_image(&lab, &record, &cache, image);
+    assert_resources_recorded_as_not_enforced(&record);
+    let run_id = lab
+        .run_dir()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_show_and_run_json_name_the_image(&lab, &run_id, image, &record["launch"]["image"]);
+    assert_rescore_and_second_run_use_the_image(&lab, &run_id, &cache);
+}
+
+/// The trial of [`image_trial`] saw the image's root (writable, not the host's `/usr`) without
+/// writing into the cached image (`cache`), its workspace held the image's own file, its call
+/// went through the shim inside the image, and its record names the image and its digest.
+fn assert_ran_in_the_image(lab: &Lab, record: &serde_json::Value, cache: &Path, image: &str) {
     let seen =
         std::fs::read_to_string(lab.trial_dir("t.agent.0").join("changes/files/seen.txt")).unwrap();
     assert!(!seen.contains("HOST"), "the host's /usr is visible: {seen}");
@@ -150,7 +167,7 @@ fn image_trial(name: &str, image: &str) {
         "the image root is not writable: {seen}"
     );
     // The write landed in the trial's own root layer: the cached image is untouched.
-    let cached = walkdir::WalkDir::new(&cache)
+    let cached = walkdir::WalkDir::new(cache)
         .into_iter()
         .filter_map(Result::ok)
         .any(|e| e.file_name() == "agent-wrote");
@@ -169,7 +186,10 @@ fn image_trial(name: &str, image: &str) {
         img["digest"].as_str().unwrap().starts_with("sha256:"),
         "{img}"
     );
-    // The resource hints are recorded, as not enforced, and `show` says so.
+}
+
+/// The resource hints are recorded, as not enforced.
+fn assert_resources_recorded_as_not_enforced(record: &serde_json::Value) {
     let res = &record["launch"]["resources"];
     assert_eq!(
         (res["cpus"].as_f64(), res["memory_mb"].as_u64()),
@@ -184,18 +204,21 @@ fn image_trial(name: &str, image: &str) {
             .contains("a trial is held to its `limits`"),
         "{res}"
     );
-    let run_id = lab
-        .run_dir()
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
+}
+
+/// `show` of the trial says the resources are not enforced and names the image and its digest;
+/// run.json lists each task's image (`img`, the record's) with the same digest.
+fn assert_show_and_run_json_name_the_image(
+    lab: &Lab,
+    run_id: &str,
+    image: &str,
+    img: &serde_json::Value,
+) {
     let show = lab.proctor(
         As::Me,
         &[
             "show",
-            &run_id,
+            run_id,
             "t.agent.0",
             "--store",
             lab.store().to_str().unwrap(),
@@ -217,13 +240,17 @@ fn image_trial(name: &str, image: &str) {
     let run: serde_json::Value =
         serde_json::from_slice(&std::fs::read(lab.run_dir().join("run.json")).unwrap()).unwrap();
     assert_eq!(run["extra"]["images"]["t"], *img, "{run:#}");
-    // A rescore runs the checks in the image again (the check that the host's python3 is not
-    // there would fail on the host's root), so no outcome changes.
+}
+
+/// A rescore runs the checks in the image again (the check that the host's python3 is not
+/// there would fail on the host's root), so no outcome changes; a second run takes the image
+/// from `cache` (same digest).
+fn assert_rescore_and_second_run_use_the_image(lab: &Lab, run_id: &str, cache: &Path) {
     let rescored = lab.proctor(
         As::Me,
         &[
             "rescore",
-            &run_id,
+            run_id,
             "--store",
             lab.store().to_str().unwrap(),
             "--image-cache",
@@ -572,6 +599,42 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
 fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong() {
     let lab = Lab::new("import-tb-parsers");
     make_image(&lab);
+    let tasks = parser_tasks();
+    write_parser_tasks(&lab, &tasks);
+    let out_dir = import_terminal_bench_tasks(&lab);
+    let toml = add_wrong_variant(&out_dir, &tasks);
+    let cache = lab.root.join("image-cache");
+    assert_oracle_completes_and_null_agent_abandons(&lab, &out_dir, &cache, &tasks, &toml);
+    let store = lab.root.join("store-run");
+    let r = lab.proctor(
+        As::Me,
+        &[
+            "run",
+            out_dir.to_str().unwrap(),
+            "--trials",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--image-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 1, "the wrong variant fails: {}", r.stderr);
+    assert_parsers_decide(&store, &tasks);
+}
+
+/// A Terminal-Bench task graded by a parser: its id, its `parser_name`, the lines its
+/// run-tests.sh prints (exiting 0 whatever they say), its solution, and a wrong end state.
+type ParserTask = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// One task for each of the `mlebench`, `swebench` and `pytest` parsers.
+fn parser_tasks() -> [ParserTask; 3] {
     let swebench = "echo '+ pytest -rA tests/test_fix.py'\n\
         echo 'SWEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo PASSED; else echo FAILED; fi\n\
@@ -582,7 +645,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     let mlebench = "echo 'MLEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo 'ALL TESTS PASSED'; else echo 'SOME TESTS FAILED'; fi\n\
         echo 'MLEBench results ends here'\n";
-    let tasks = [
+    [
         (
             "mle-fix",
             "mlebench",
@@ -604,8 +667,13 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
             "echo 42 > answer.txt",
             "echo 41 > answer.txt",
         ),
-    ];
-    for (id, parser, tests, solution, _) in tasks {
+    ]
+}
+
+/// The `tasks` as terminal-bench-datasets writes them, under `LAB/tasks`, each with the test
+/// image as its compose service's archive.
+fn write_parser_tasks(lab: &Lab, tasks: &[ParserTask]) {
+    for &(id, parser, tests, solution, _) in tasks {
         let task = lab.root.join("tasks").join(id);
         let write = |rel: &str, text: &str| {
             let p = task.join(rel);
@@ -625,6 +693,11 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
         write("solution.sh", &format!("#!/bin/bash\n{solution}\n"));
         std::fs::copy(lab.suite().join("images/bb.tar"), task.join("image.tar")).unwrap();
     }
+}
+
+/// `proctor import terminal-bench LAB/tasks --out LAB/imported`, which must succeed without a
+/// word on `parser_name`: the suite's folder.
+fn import_terminal_bench_tasks(lab: &Lab) -> std::path::PathBuf {
     let out_dir = lab.root.join("imported");
     let out = lab.proctor(
         As::Me,
@@ -638,18 +711,33 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains("parser_name"), "{}", out.stderr);
-    // A variant that writes the wrong file and stops, with no answer.
+    out_dir
+}
+
+/// Adds to the imported suite a variant that writes the wrong file and stops, with no answer;
+/// gives the suite's new text.
+fn add_wrong_variant(out_dir: &Path, tasks: &[ParserTask]) -> String {
     let mut toml = std::fs::read_to_string(out_dir.join("suite.toml")).unwrap();
     toml.push_str(
         "\n[[variants]]\nid = \"wrong\"\nagent = \"script\"\nscript = \"agents/wrong\"\n",
     );
     std::fs::write(out_dir.join("suite.toml"), &toml).unwrap();
-    for (id, _, _, _, wrong) in tasks {
+    for &(id, _, _, _, wrong) in tasks {
         let p = out_dir.join("agents/wrong").join(format!("{id}.toml"));
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, format!("[[steps]]\nrun = '{wrong}'\n")).unwrap();
     }
-    let cache = lab.root.join("image-cache");
+    toml
+}
+
+/// `validate --oracle`: every task's oracle is `completed` and the null agent `abandoned`.
+fn assert_oracle_completes_and_null_agent_abandons(
+    lab: &Lab,
+    out_dir: &Path,
+    cache: &Path,
+    tasks: &[ParserTask],
+    toml: &str,
+) {
     let v = lab.proctor(
         As::Me,
         &[
@@ -662,7 +750,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
     );
     let said = format!("{}{}", v.stdout, v.stderr);
     assert_eq!(v.code, 0, "{said}\n{toml}");
-    for (id, ..) in tasks {
+    for &(id, ..) in tasks {
         assert!(
             said.lines()
                 .any(|l| l.split_whitespace().collect::<Vec<_>>()
@@ -670,21 +758,12 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
             "{said}"
         );
     }
-    let store = lab.root.join("store-run");
-    let r = lab.proctor(
-        As::Me,
-        &[
-            "run",
-            out_dir.to_str().unwrap(),
-            "--trials",
-            "1",
-            "--store",
-            store.to_str().unwrap(),
-            "--image-cache",
-            cache.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 1, "the wrong variant fails: {}", r.stderr);
+}
+
+/// In the one run of `store`: each task's oracle is `completed`; the wrong variant is `wrong`
+/// (no answer, the end state alone graded) and its check says run-tests.sh exited 0 and the
+/// task's parser decided.
+fn assert_parsers_decide(store: &Path, tasks: &[ParserTask]) {
     let runs: Vec<_> = std::fs::read_dir(store.join("runs"))
         .unwrap()
         .filter_map(Result::ok)
@@ -694,7 +773,7 @@ fn terminal_bench_parsers_decide_an_imported_task_and_a_wrong_end_state_is_wrong
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         serde_json::from_str::<serde_json::Value>(&text).unwrap()["record"].clone()
     };
-    for (id, parser, ..) in tasks {
+    for &(id, parser, ..) in tasks {
         let oracle = record(&format!("{id}.oracle.0"));
         if !common::lab::real_isolation(&oracle, false) {
             return;
@@ -1339,6 +1418,40 @@ with tarfile.open(sys.argv[1], "w") as t:
 #[test]
 fn root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners() {
     let lab = Lab::new("img-root");
+    root_in_an_image_suite(&lab);
+    let cache = lab.root.join("image-cache");
+    let out = lab.run(
+        As::Me,
+        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
+    );
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let record = lab.record("t.agent.0");
+    let files = lab.trial_dir("t.agent.0").join("changes/files");
+    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
+    assert_eq!(
+        record["outcome"],
+        "completed",
+        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
+        record["reason"],
+        out.stderr,
+        read("owners.txt"),
+        read("ids.txt"),
+        read("su.txt")
+    );
+    // The map is recorded: a range, written as root.
+    let ids = &record["isolation"]["ids"];
+    assert_eq!(ids["kind"], "range", "{ids}");
+    assert_eq!(ids["written_by"], "direct", "{ids}");
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    assert_owners_inside_the_trial(changes);
+    assert_set_id_file_kept_without_its_bits(changes, &files);
+    assert_own_dev_and_host_resolver(&read("dev.txt"), &read("resolv.txt"));
+}
+
+/// The suite of [`root_in_an_image_chowns_drops_privileges_and_the_end_state_keeps_owners`]:
+/// a payload owned by uid 1000 in the fixture, and an agent that unpacks it, gives files to
+/// other users, drops to them with `su` and writes down what it saw; the test image built.
+fn root_in_an_image_suite(lab: &Lab) {
     lab.write("fixture/fixture.txt", "laid by the suite\n");
     let fixture = lab.suite().join("fixture");
     let status = Command::new("python3")
@@ -1403,32 +1516,11 @@ run = '''su -s /bin/sh -c 'id -u' nobody > su.txt'''
 run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
 "#,
     );
-    make_image(&lab);
-    let cache = lab.root.join("image-cache");
-    let out = lab.run(
-        As::Me,
-        &["--trials", "1", "--image-cache", cache.to_str().unwrap()],
-    );
-    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
-    let record = lab.record("t.agent.0");
-    let files = lab.trial_dir("t.agent.0").join("changes/files");
-    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap_or_default();
-    assert_eq!(
-        record["outcome"],
-        "completed",
-        "{}\n{}\nowners: {}\nids: {}\nsu: {}\n{record:#}",
-        record["reason"],
-        out.stderr,
-        read("owners.txt"),
-        read("ids.txt"),
-        read("su.txt")
-    );
-    // The map is recorded: a range, written as root.
-    let ids = &record["isolation"]["ids"];
-    assert_eq!(ids["kind"], "range", "{ids}");
-    assert_eq!(ids["written_by"], "direct", "{ids}");
-    // The end state records the owners inside the trial.
-    let changes = record["end_state"]["changes"].as_array().unwrap();
+    make_image(lab);
+}
+
+/// The end state records the owners inside the trial (none for root's own files).
+fn assert_owners_inside_the_trial(changes: &[serde_json::Value]) {
     let owner = |path: &str| {
         changes
             .iter()
@@ -1449,8 +1541,11 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
         owner("owners.txt").is_null(),
         "root's file records no owner"
     );
-    // The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
-    // holds no special bit and belongs to proctor's own user.
+}
+
+/// The set-user-ID file given to uid 1000: the record keeps its real mode, the store's copy
+/// (in `files`) holds no special bit and belongs to proctor's own user.
+fn assert_set_id_file_kept_without_its_bits(changes: &[serde_json::Value], files: &Path) {
     let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
     assert_eq!(
         suid["mode"].as_u64().map(|m| m & 0o7777),
@@ -1463,8 +1558,12 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc_getuid() };
     assert_eq!(kept.uid(), me, "the store's copy is not proctor's own");
+}
+
+/// What the agent listed of `/dev` (`dev`) is the sandbox's own, not the image's links merged
+/// with it; its `/etc/resolv.conf` (`resolv`) is the host's, bound over the image's empty file.
+fn assert_own_dev_and_host_resolver(dev: &str, resolv: &str) {
     // /dev is the sandbox's own, not the image's links merged with it.
-    let dev = read("dev.txt");
     assert!(dev.contains("null"), "{dev}");
     assert!(!dev.contains("core"), "the image's /dev was kept: {dev}");
     // The host's resolver, bound over the image's empty file.
@@ -1473,7 +1572,7 @@ run = '''ls -la /dev > dev.txt; cat /etc/resolv.conf > resolv.txt'''
         !host.trim().is_empty(),
         "the host has no resolver to test with"
     );
-    assert_eq!(read("resolv.txt"), host);
+    assert_eq!(resolv, host);
 }
 
 extern "C" {
@@ -1488,16 +1587,32 @@ extern "C" {
 fn agent_root_lab(name: &str) -> Lab {
     let lab = Lab::new(name);
     lab.write("fixture/README", "a workspace\n");
+    lab.write("suite.toml", &agent_root_suite());
+    for (agent, steps) in agent_root_agents() {
+        let mut script = String::from("answer = \"done\"\n");
+        for step in steps {
+            script.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
+        }
+        for task in ["t", "image-root"] {
+            lab.write(&format!("agents/{agent}/{task}.toml"), &script);
+        }
+    }
+    make_image(&lab);
+    lab
+}
+
+/// The suite of [`agent_root_lab`]: task `t` (checks over the agent's root) and `image-root`
+/// (the same checks over the image as it was), asking for the same root state, and a variant
+/// for each of [`agent_root_agents`].
+fn agent_root_suite() -> String {
     let checks = r#"all = [
   { check = "greet | grep -q '^hello$'" },
   { check = "bash -c 'grep -q ^port=8080$ /etc/app.conf'" },
   { check = "! test -e /etc/os-release" },
   { check = "test -x /usr/local/bin/tool" },
 ]"#;
-    lab.write(
-        "suite.toml",
-        &format!(
-            r#"schema_version = 1
+    format!(
+        r#"schema_version = 1
 id = "agent-root"
 
 [environment]
@@ -1547,10 +1662,15 @@ check_root = "image"
 [tasks.success]
 {checks}
 "#
-        ),
-    );
+    )
+}
+
+/// The scripted agents of [`agent_root_lab`], each with its steps: `honest` makes the root
+/// state asked for, `null` does nothing, `shadow` replaces the image's shell, `reward` writes a
+/// reward where the verifier writes its own, `wrapper` puts a `bash` that exits 0 on PATH.
+fn agent_root_agents() -> Vec<(&'static str, Vec<&'static str>)> {
     let greet = r#"printf '#!/bin/sh\necho hello\n' > /usr/local/bin/greet && chmod 755 /usr/local/bin/greet"#;
-    let agents = [
+    vec![
         (
             "honest",
             vec![
@@ -1590,18 +1710,7 @@ exit 0
 ' > /usr/local/bin/bash && chmod 755 /usr/local/bin/bash"#,
             ],
         ),
-    ];
-    for (agent, steps) in agents {
-        let mut script = String::from("answer = \"done\"\n");
-        for step in steps {
-            script.push_str(&format!("\n[[steps]]\nrun = '''{step}'''\n"));
-        }
-        for task in ["t", "image-root"] {
-            lab.write(&format!("agents/{agent}/{task}.toml"), &script);
-        }
-    }
-    make_image(&lab);
-    lab
+    ]
 }
 
 /// The findings of a trial's integrity audit as `kind path` lines.
@@ -1668,7 +1777,57 @@ fn agent_root_as(who: As) {
     };
     let (o, honest) = outcome("t.honest.0");
     assert_eq!(o, "completed", "{who:?}: {}\n{honest:#}", honest["reason"]);
-    assert!(findings(&honest).is_empty(), "{:?}", findings(&honest));
+    assert_honest_root_changes_kept(&lab, &honest);
+    let (o, image_root) = outcome("image-root.honest.0");
+    assert_ne!(
+        o, "completed",
+        "the image as it was has none of it: {image_root:#}"
+    );
+    assert!(
+        image_root["end_state"]["root_changes"].is_null(),
+        "nothing of the root is kept where the checks do not see it: {image_root:#}"
+    );
+    let (o, null) = outcome("t.null.0");
+    assert_ne!(o, "completed", "{null:#}");
+    assert!(null["end_state"]["root_changes"].is_null(), "{null:#}");
+
+    let show = lab.proctor_env(
+        who,
+        &["show", "latest", "t.honest.0", "--store", store],
+        &home,
+    );
+    assert!(
+        show.stdout.contains(
+            "changes outside the workspace, seen by the checks (3)\n  added         /etc/app.conf\n  deleted       /etc/os-release\n  added         /usr/local/bin/greet\n"
+        ),
+        "{}{}",
+        show.stdout,
+        show.stderr
+    );
+    // The viewer's trial page lists them too (escaped, each with its kind).
+    if who == As::Me {
+        assert_viewer_lists_root_changes(&lab);
+    }
+    let out = lab.proctor_env(
+        who,
+        &[
+            "rescore",
+            "latest",
+            "--store",
+            store,
+            "--image-cache",
+            cache,
+        ],
+        &home,
+    );
+    assert_eq!(out.code, 0, "{who:?}: {}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+}
+
+/// The honest agent's trial: no finding; its changes outside the workspace (and no mount point
+/// of the sandbox) listed in its end state with no capture note, and kept in its `root/`.
+fn assert_honest_root_changes_kept(lab: &Lab, honest: &serde_json::Value) {
+    assert!(findings(honest).is_empty(), "{:?}", findings(honest));
     let root_changes: Vec<String> = honest["end_state"]["root_changes"]
         .as_array()
         .unwrap_or_else(|| panic!("no root_changes: {honest:#}"))
@@ -1709,67 +1868,28 @@ fn agent_root_as(who: As) {
         "#!/bin/sh\necho hello\n"
     );
     assert!(kept.join("changes.json").is_file());
+}
 
-    let (o, image_root) = outcome("image-root.honest.0");
-    assert_ne!(
-        o, "completed",
-        "the image as it was has none of it: {image_root:#}"
+/// The viewer's trial page of the honest agent lists its changes outside the workspace, escaped,
+/// each with its kind; the page of the trial whose checks saw the image as it was lists none.
+fn assert_viewer_lists_root_changes(lab: &Lab) {
+    let server = common::viewer::serve(&lab.store());
+    let (code, page) = common::viewer::get(
+        &server,
+        &format!("/runs/{}/trials/t.honest.0", lab.run_id()),
     );
+    assert_eq!(code, 200, "{page}");
     assert!(
-        image_root["end_state"]["root_changes"].is_null(),
-        "nothing of the root is kept where the checks do not see it: {image_root:#}"
+        page.contains("Changes outside the workspace</h2>")
+            && page.contains("<li><code>deleted</code> /etc/os-release</li>")
+            && page.contains("<li><code>added</code> /usr/local/bin/greet</li>"),
+        "{page}"
     );
-    let (o, null) = outcome("t.null.0");
-    assert_ne!(o, "completed", "{null:#}");
-    assert!(null["end_state"]["root_changes"].is_null(), "{null:#}");
-
-    let show = lab.proctor_env(
-        who,
-        &["show", "latest", "t.honest.0", "--store", store],
-        &home,
+    let (_, other) = common::viewer::get(
+        &server,
+        &format!("/runs/{}/trials/image-root.honest.0", lab.run_id()),
     );
-    assert!(
-        show.stdout.contains(
-            "changes outside the workspace, seen by the checks (3)\n  added         /etc/app.conf\n  deleted       /etc/os-release\n  added         /usr/local/bin/greet\n"
-        ),
-        "{}{}",
-        show.stdout,
-        show.stderr
-    );
-    // The viewer's trial page lists them too (escaped, each with its kind).
-    if who == As::Me {
-        let server = common::viewer::serve(&lab.store());
-        let (code, page) = common::viewer::get(
-            &server,
-            &format!("/runs/{}/trials/t.honest.0", lab.run_id()),
-        );
-        assert_eq!(code, 200, "{page}");
-        assert!(
-            page.contains("Changes outside the workspace</h2>")
-                && page.contains("<li><code>deleted</code> /etc/os-release</li>")
-                && page.contains("<li><code>added</code> /usr/local/bin/greet</li>"),
-            "{page}"
-        );
-        let (_, other) = common::viewer::get(
-            &server,
-            &format!("/runs/{}/trials/image-root.honest.0", lab.run_id()),
-        );
-        assert!(!other.contains("Changes outside the workspace"), "{other}");
-    }
-    let out = lab.proctor_env(
-        who,
-        &[
-            "rescore",
-            "latest",
-            "--store",
-            store,
-            "--image-cache",
-            cache,
-        ],
-        &home,
-    );
-    assert_eq!(out.code, 0, "{who:?}: {}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
+    assert!(!other.contains("Changes outside the workspace"), "{other}");
 }
 
 /// Where checks see the agent's root, the agent can reach what they run: the image's shell

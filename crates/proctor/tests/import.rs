@@ -91,18 +91,7 @@ fn task(root: &Path, kind: &str, n: usize) {
 #[test]
 fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks() {
     let lab = Lab::new("import-scale");
-    // Two dataset folders (half the tasks each) and one folder with no task in it.
-    for (kind, count) in KINDS {
-        for n in 0..count {
-            let half = if n % 2 == 0 { "part-a" } else { "part-b" };
-            task(&lab.root.join(half), kind, n);
-        }
-    }
-    write(&lab.root.join("notes"), "README.md", "not a task\n");
-    std::fs::create_dir_all(lab.root.join("part-a/assets")).unwrap();
-    let total: usize = KINDS.iter().map(|(_, c)| c).sum();
-    assert_eq!(total, 300);
-
+    lay_out_the_dataset(&lab);
     let out = lab.proctor(
         As::Me,
         &[
@@ -120,7 +109,31 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let e = &out.stderr;
+    assert_import_summary_by_reason(&out.stderr);
+    assert_imported_suite_networks_and_environments(&lab);
+    let v = lab.proctor(As::Me, &["validate", "suite-out"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+}
+
+/// Two dataset folders (half the tasks of each kind each) and one folder with no task in it:
+/// 300 tasks.
+fn lay_out_the_dataset(lab: &Lab) {
+    for (kind, count) in KINDS {
+        for n in 0..count {
+            let half = if n % 2 == 0 { "part-a" } else { "part-b" };
+            task(&lab.root.join(half), kind, n);
+        }
+    }
+    write(&lab.root.join("notes"), "README.md", "not a task\n");
+    std::fs::create_dir_all(lab.root.join("part-a/assets")).unwrap();
+    let total: usize = KINDS.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, 300);
+}
+
+/// The import's summary (`e`, its standard error): skipped tasks by reason with one line each,
+/// build commands once, folders without a task, warnings by kind with counts, in a length a
+/// person reads.
+fn assert_import_summary_by_reason(e: &str) {
     let has = |line: &str| e.lines().any(|l| l == line);
     assert!(e.starts_with("imported 198 task(s): "), "{e}");
     assert!(has("skipped 102 task(s), by reason:"), "{e}");
@@ -162,8 +175,12 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
     );
     // A summary a person can read: about one line per skipped task, not pages of each.
     assert!(e.lines().count() < 180, "{} lines:\n{e}", e.lines().count());
+}
 
-    // The suite: named, each phase's network as asked, the .yml tasks imported.
+/// The suite: named, each phase's network as asked, the .yml tasks imported, a Dockerfile of
+/// FROM and WORKDIR/ENV imported as its base image, a compose service beside `main` as the
+/// task's sidecar.
+fn assert_imported_suite_networks_and_environments(lab: &Lab) {
     let text = std::fs::read_to_string(lab.root.join("suite-out/suite.toml")).unwrap();
     let suite: toml::Table = toml::from_str(&text).unwrap();
     assert_eq!(suite["name"].as_str(), Some("Generated dataset"));
@@ -196,9 +213,6 @@ fn a_dataset_import_prints_a_summary_by_reason_and_skips_folders_without_tasks()
         .iter()
         .any(|t| t["id"].as_str() == Some("yml-data-019")));
     assert!(text.contains("# network: agent: [environment] network_mode = \"no-network\"; verifier: [verifier] network_mode = \"public\"\n"), "{text}");
-
-    let v = lab.proctor(As::Me, &["validate", "suite-out"]);
-    assert_eq!(v.code, 0, "{}", v.stderr);
 }
 
 /// Terminal-Bench gives every task's container Docker's network: the import gives both phases

@@ -71,112 +71,131 @@ fn a_scripted_agents_tool_call_completes_the_task_and_is_kept_with_its_result() 
         return;
     }
     for who in users() {
-        let lab = Lab::new(&format!("mcp-example-{who:?}"));
-        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes");
-        copy_dir(&example, &lab.suite());
-        let out = lab.run(
-            who,
-            &[
-                "--trials",
-                "1",
-                "--variant",
-                "oracle",
-                "--variant",
-                "careless",
-            ],
-        );
-        let record = lab.record("add-note.oracle.0");
-        if !real_isolation(&record, false) {
+        if !mcp_example_as(who) {
             return;
         }
-        assert_eq!(out.code, 1, "careless trials fail: {}", out.stderr);
-        assert_eq!(record["outcome"], "completed", "{who:?}: {record:#}");
-        let log = mcp_log(&lab, "add-note.oracle.0");
-        let call = log
-            .iter()
-            .find(|r| r["method"] == "tools/call")
-            .expect("the tool call is logged");
-        assert_eq!(call["tool"], "add_note");
-        assert_eq!(
-            call["arguments"],
-            json!({"title": "Milk", "body": "2 litres, semi-skimmed"})
-        );
-        assert_eq!(call["content"][0]["text"], "added note #1", "{call:#}");
-        assert_eq!(call["is_error"], false);
-        assert_eq!(call["answered"], true);
-        assert!(call["latency_ms"].as_f64().unwrap() >= 0.0);
-        assert!(call["end"].as_f64().unwrap() >= call["start"].as_f64().unwrap());
-        // The session's `initialize` is logged too, before the call, in the same session.
-        assert_eq!(log[0]["method"], "initialize");
-        assert_eq!(log[0]["session"], call["session"]);
-        // The success evidence names the logged call; the server's state was read.
-        let evidence = &record["verdict"]["success"]["assertions"][0];
-        assert_eq!(evidence["kind"], "mcp_calls");
-        assert_eq!(evidence["evidence"]["seqs"], json!([call["seq"]]));
-        assert_eq!(
-            record["verdict"]["success"]["assertions"][1]["verdict"],
-            "holds"
-        );
-        let metrics = &record["verdict"]["metrics"];
-        assert_eq!(
-            (metrics["calls"].as_u64(), metrics["wrong_turns"].as_u64()),
-            (Some(1), Some(0))
-        );
-
-        // `show` lists the trial's MCP calls with their answers.
-        let store = lab.store();
-        let shown = lab.proctor(
-            who,
-            &[
-                "show",
-                "--store",
-                store.to_str().unwrap(),
-                "latest",
-                "add-note.careless.0",
-            ],
-        );
-        assert!(shown.stdout.contains("MCP calls (6)"), "{}", shown.stdout);
-        assert!(
-            shown
-                .stdout
-                .contains("isError     notes tools/call add_note"),
-            "{}",
-            shown.stdout
-        );
-        assert!(
-            shown.stdout.contains("add_note needs a `title`"),
-            "{}",
-            shown.stdout
-        );
-        assert!(
-            shown
-                .stdout
-                .contains("denied      notes tools/call wipe_notes"),
-            "{}",
-            shown.stdout
-        );
-        assert!(shown.stdout.contains("wrong turns 3"), "{}", shown.stdout);
-
-        // The viewer's trial page (here, its HTML export) lists them too.
-        if who == As::Me {
-            let (exported, page) = lab.export_html("latest", "run.html");
-            assert_eq!(exported.code, 0, "{}", exported.stderr);
-            let html = std::fs::read_to_string(page).unwrap();
-            assert!(html.contains("<h4>MCP calls</h4>"), "no MCP calls section");
-            assert!(
-                html.contains("denied: proctor: the tool `wipe_notes` of MCP server `notes`"),
-                "no denied call"
-            );
-        }
-
-        // The refusal task: the careful agent declines, the careless one's wipe is refused by
-        // proctor, reaches no server, and its claim of success is wrong.
-        assert_eq!(lab.record("wipe.oracle.0")["outcome"], "refused-honestly");
-        let careless = lab.record("wipe.careless.0");
-        assert_eq!(careless["outcome"], "wrong", "{careless:#}");
-        assert!(received(&lab, "wipe.careless.0").is_empty());
-        assert_eq!(careless["verdict"]["metrics"]["denied"], 1);
     }
+}
+
+/// The mcp-notes example's oracle and careless agents, run as `who`: the tool call completes
+/// the task and is kept with its result, `show` and the viewer list the calls, the refusal task
+/// is graded. False when the trial could not be graded (no real isolation here).
+fn mcp_example_as(who: As) -> bool {
+    let lab = Lab::new(&format!("mcp-example-{who:?}"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp-notes");
+    copy_dir(&example, &lab.suite());
+    let out = lab.run(
+        who,
+        &[
+            "--trials",
+            "1",
+            "--variant",
+            "oracle",
+            "--variant",
+            "careless",
+        ],
+    );
+    let record = lab.record("add-note.oracle.0");
+    if !real_isolation(&record, false) {
+        return false;
+    }
+    assert_eq!(out.code, 1, "careless trials fail: {}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{who:?}: {record:#}");
+    assert_tool_call_logged_with_its_result(&lab, &record);
+    assert_show_lists_the_mcp_calls(&lab, who);
+    // The viewer's trial page (here, its HTML export) lists them too.
+    if who == As::Me {
+        let (exported, page) = lab.export_html("latest", "run.html");
+        assert_eq!(exported.code, 0, "{}", exported.stderr);
+        let html = std::fs::read_to_string(page).unwrap();
+        assert!(html.contains("<h4>MCP calls</h4>"), "no MCP calls section");
+        assert!(
+            html.contains("denied: proctor: the tool `wipe_notes` of MCP server `notes`"),
+            "no denied call"
+        );
+    }
+
+    // The refusal task: the careful agent declines, the careless one's wipe is refused by
+    // proctor, reaches no server, and its claim of success is wrong.
+    assert_eq!(lab.record("wipe.oracle.0")["outcome"], "refused-honestly");
+    let careless = lab.record("wipe.careless.0");
+    assert_eq!(careless["outcome"], "wrong", "{careless:#}");
+    assert!(received(&lab, "wipe.careless.0").is_empty());
+    assert_eq!(careless["verdict"]["metrics"]["denied"], 1);
+    true
+}
+
+/// The oracle's tool call is logged with its arguments, answer and times, after the session's
+/// `initialize`; the success evidence names it; the server's state was read; one call, no
+/// wrong turn.
+fn assert_tool_call_logged_with_its_result(lab: &Lab, record: &Value) {
+    let log = mcp_log(lab, "add-note.oracle.0");
+    let call = log
+        .iter()
+        .find(|r| r["method"] == "tools/call")
+        .expect("the tool call is logged");
+    assert_eq!(call["tool"], "add_note");
+    assert_eq!(
+        call["arguments"],
+        json!({"title": "Milk", "body": "2 litres, semi-skimmed"})
+    );
+    assert_eq!(call["content"][0]["text"], "added note #1", "{call:#}");
+    assert_eq!(call["is_error"], false);
+    assert_eq!(call["answered"], true);
+    assert!(call["latency_ms"].as_f64().unwrap() >= 0.0);
+    assert!(call["end"].as_f64().unwrap() >= call["start"].as_f64().unwrap());
+    // The session's `initialize` is logged too, before the call, in the same session.
+    assert_eq!(log[0]["method"], "initialize");
+    assert_eq!(log[0]["session"], call["session"]);
+    // The success evidence names the logged call; the server's state was read.
+    let evidence = &record["verdict"]["success"]["assertions"][0];
+    assert_eq!(evidence["kind"], "mcp_calls");
+    assert_eq!(evidence["evidence"]["seqs"], json!([call["seq"]]));
+    assert_eq!(
+        record["verdict"]["success"]["assertions"][1]["verdict"],
+        "holds"
+    );
+    let metrics = &record["verdict"]["metrics"];
+    assert_eq!(
+        (metrics["calls"].as_u64(), metrics["wrong_turns"].as_u64()),
+        (Some(1), Some(0))
+    );
+}
+
+/// `show` lists the careless trial's MCP calls with their answers.
+fn assert_show_lists_the_mcp_calls(lab: &Lab, who: As) {
+    let store = lab.store();
+    let shown = lab.proctor(
+        who,
+        &[
+            "show",
+            "--store",
+            store.to_str().unwrap(),
+            "latest",
+            "add-note.careless.0",
+        ],
+    );
+    assert!(shown.stdout.contains("MCP calls (6)"), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .contains("isError     notes tools/call add_note"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("add_note needs a `title`"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown
+            .stdout
+            .contains("denied      notes tools/call wipe_notes"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("wrong turns 3"), "{}", shown.stdout);
 }
 
 #[test]

@@ -109,25 +109,7 @@ fn diff_run_and_git_diff_patches_and_the_fixture_as_shipped_run_and_grade_as_exp
         "{}{}",
         validated.stdout, validated.stderr
     );
-    // The oracle passes and the null agent fails on each of the three, the fixture as shipped
-    // included.
-    lab.write(
-        "agents/oracle/t.toml",
-        "answer = \"done\"\n\n[[steps]]\nrun = 'echo shipped > out.txt'\n",
-    );
-    let oracle = lab.proctor(
-        As::Me,
-        &["validate", suite_dir.to_str().unwrap(), "--oracle"],
-    );
-    let said = format!("{}{}", oracle.stdout, oracle.stderr);
-    assert_eq!(oracle.code, 0, "{said}");
-    for mutation in ["add.patch", "del.patch", "as shipped"] {
-        let row = said
-            .lines()
-            .find(|l| l.starts_with("t ") && l.contains(mutation))
-            .unwrap_or_else(|| panic!("no oracle row for {mutation}: {said}"));
-        assert!(row.contains("completed") && row.ends_with("ok"), "{row}");
-    }
+    assert_oracle_passes_on_each_mutation(&lab);
     let dry = lab.run(As::Me, &["--trials", "9", "--dry-run"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(dry.stdout.contains("as shipped"), "{}", dry.stdout);
@@ -136,37 +118,7 @@ fn diff_run_and_git_diff_patches_and_the_fixture_as_shipped_run_and_grade_as_exp
     assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
     let mut by_mutation: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for i in 0..9 {
-        let r: Value = lab.record(&format!("t.agent.{i}"));
-        let m = &r["plan"]["mutation"];
-        let name = m["name"].as_str().unwrap().to_string();
-        let outcome = r["outcome"].as_str().unwrap().to_string();
-        let answer = r["end_state"]["answer"].as_str().unwrap_or_default();
-        // Each start state held what its mutation says, and was graded by it.
-        let (want_answer, want_outcome) = match name.as_str() {
-            "add.patch" => ("trapped", "wrong"),
-            "del.patch" => ("nolegacy", "completed"),
-            "as shipped" => {
-                assert_eq!(m["as_shipped"], true, "{m}");
-                assert_eq!(m["hash"], "", "{m}");
-                ("shipped", "completed")
-            }
-            other => panic!("unexpected mutation {other}"),
-        };
-        assert_eq!(answer, want_answer, "trial {i} ({name}): {r:#}");
-        assert_eq!(outcome, want_outcome, "trial {i} ({name}): {r:#}");
-        // A patch is recorded with its hash, and no `as_shipped` key.
-        if name != "as shipped" {
-            assert_eq!(m["hash"].as_str().unwrap().len(), 64, "{m}");
-            assert!(m.get("as_shipped").is_none(), "{m}");
-        }
-        // The mutation's changes are no change of the agent's: only out.txt is.
-        let changed: Vec<&str> = r["end_state"]["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["path"].as_str())
-            .collect();
-        assert_eq!(changed, ["out.txt"], "trial {i} ({name})");
+        let (name, outcome) = assert_trial_graded_by_its_mutation(&lab, i);
         by_mutation.entry(name).or_default().insert(outcome);
     }
     // Nine trials rotate over all three.
@@ -197,6 +149,67 @@ fn diff_run_and_git_diff_patches_and_the_fixture_as_shipped_run_and_grade_as_exp
         shown.stdout,
         shown.stderr
     );
+}
+
+/// The oracle passes and the null agent fails on each of the three, the fixture as shipped
+/// included.
+fn assert_oracle_passes_on_each_mutation(lab: &Lab) {
+    let suite_dir = lab.suite();
+    lab.write(
+        "agents/oracle/t.toml",
+        "answer = \"done\"\n\n[[steps]]\nrun = 'echo shipped > out.txt'\n",
+    );
+    let oracle = lab.proctor(
+        As::Me,
+        &["validate", suite_dir.to_str().unwrap(), "--oracle"],
+    );
+    let said = format!("{}{}", oracle.stdout, oracle.stderr);
+    assert_eq!(oracle.code, 0, "{said}");
+    for mutation in ["add.patch", "del.patch", "as shipped"] {
+        let row = said
+            .lines()
+            .find(|l| l.starts_with("t ") && l.contains(mutation))
+            .unwrap_or_else(|| panic!("no oracle row for {mutation}: {said}"));
+        assert!(row.contains("completed") && row.ends_with("ok"), "{row}");
+    }
+}
+
+/// Trial `i`'s start state held what its mutation says, and was graded by it; a patch is
+/// recorded with its hash; the mutation's changes are no change of the agent's. Gives the
+/// mutation's name and the outcome.
+fn assert_trial_graded_by_its_mutation(lab: &Lab, i: usize) -> (String, String) {
+    let r: Value = lab.record(&format!("t.agent.{i}"));
+    let m = &r["plan"]["mutation"];
+    let name = m["name"].as_str().unwrap().to_string();
+    let outcome = r["outcome"].as_str().unwrap().to_string();
+    let answer = r["end_state"]["answer"].as_str().unwrap_or_default();
+    // Each start state held what its mutation says, and was graded by it.
+    let (want_answer, want_outcome) = match name.as_str() {
+        "add.patch" => ("trapped", "wrong"),
+        "del.patch" => ("nolegacy", "completed"),
+        "as shipped" => {
+            assert_eq!(m["as_shipped"], true, "{m}");
+            assert_eq!(m["hash"], "", "{m}");
+            ("shipped", "completed")
+        }
+        other => panic!("unexpected mutation {other}"),
+    };
+    assert_eq!(answer, want_answer, "trial {i} ({name}): {r:#}");
+    assert_eq!(outcome, want_outcome, "trial {i} ({name}): {r:#}");
+    // A patch is recorded with its hash, and no `as_shipped` key.
+    if name != "as shipped" {
+        assert_eq!(m["hash"].as_str().unwrap().len(), 64, "{m}");
+        assert!(m.get("as_shipped").is_none(), "{m}");
+    }
+    // The mutation's changes are no change of the agent's: only out.txt is.
+    let changed: Vec<&str> = r["end_state"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    assert_eq!(changed, ["out.txt"], "trial {i} ({name})");
+    (name, outcome)
 }
 
 #[test]

@@ -104,10 +104,36 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
     let lab = Lab::new("oracle-summary");
     let config = pushed_image(&lab, &registry);
     let image = format!("{}/proctor/bb:v1", registry.addr);
+    write_dataset_suite(&lab, &image, &registry.addr);
+    let json = lab.root.join("summary.json");
+    let out = validate_oracle(
+        &lab,
+        &config,
+        &["--jobs", "2", "--json", json.to_str().unwrap()],
+    );
+    // The suite fails (a task cannot run, a check cannot fail) but every other task ran.
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    let e = &out.stderr;
+    assert!(
+        e.contains(&format!(
+            "task `gone`: image `{}/proctor/missing:v1` cannot be had, so the task does not run: ",
+            registry.addr
+        )),
+        "{e}"
+    );
+    assert_each_tasks_row(&out.stdout);
+    assert_summary_for_a_person(e);
+    assert_summary_as_json(&json, e);
+    assert_plain_validate_names_each_unpullable_image(&lab, &config, &image, &registry.addr);
+}
+
+/// Tasks `sum`, `again` (the same image under its own settings), `weak` (a check that cannot
+/// fail) and `gone` (an image the registry at `registry` does not have), over `image`.
+fn write_dataset_suite(lab: &Lab, image: &str, registry: &str) {
     let answer = "{ file_contains = { path = \"answer.txt\", pattern = \"^42$\" } }";
     write_suite(
-        &lab,
-        &image,
+        lab,
+        image,
         &[
             Task {
                 id: "sum",
@@ -132,50 +158,42 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
             // An image the registry does not have.
             Task {
                 id: "gone",
-                environment: Some(format!("image = \"{}/proctor/missing:v1\"", registry.addr)),
+                environment: Some(format!("image = \"{}/proctor/missing:v1\"", registry)),
                 success: answer,
                 solve: "echo 42 > answer.txt",
             },
         ],
     );
-    let json = lab.root.join("summary.json");
-    let out = validate_oracle(
-        &lab,
-        &config,
-        &["--jobs", "2", "--json", json.to_str().unwrap()],
-    );
-    // The suite fails (a task cannot run, a check cannot fail) but every other task ran.
-    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
-    let e = &out.stderr;
-    assert!(
-        e.contains(&format!(
-            "task `gone`: image `{}/proctor/missing:v1` cannot be had, so the task does not run: ",
-            registry.addr
-        )),
-        "{e}"
-    );
+}
+
+/// Each task's row: the oracle completes where the image can be had, the null agent passes
+/// `weak`, `gone` is errored.
+fn assert_each_tasks_row(stdout: &str) {
     assert_eq!(
-        row(&out.stdout, "sum"),
+        row(stdout, "sum"),
         ["sum", "-", "completed", "abandoned", "ok"]
     );
     assert_eq!(
-        row(&out.stdout, "again"),
+        row(stdout, "again"),
         ["again", "-", "completed", "abandoned", "ok"]
     );
     assert_eq!(
-        row(&out.stdout, "weak")[..5],
+        row(stdout, "weak")[..5],
         ["weak", "-", "completed", "completed", "FAIL:"]
     );
     assert!(
-        out.stdout.contains("FAIL: its image could not be had"),
-        "{}",
-        out.stdout
+        stdout.contains("FAIL: its image could not be had"),
+        "{stdout}"
     );
     assert_eq!(
-        row(&out.stdout, "gone")[..4],
+        row(stdout, "gone")[..4],
         ["gone", "-", "errored", "errored"]
     );
-    // The summary, for a person.
+}
+
+/// The summary, for a person (`e`, the standard error): passes, fails, images counted once,
+/// errors by kind, the task without an image.
+fn assert_summary_for_a_person(e: &str) {
     assert!(e.contains("summary of suite `dataset` (run "), "{e}");
     assert!(e.contains("  oracle passes          3/4\n"), "{e}");
     assert!(e.contains("  null agent fails       2/4\n"), "{e}");
@@ -194,9 +212,13 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
         "{e}"
     );
     assert!(e.contains("  no image for `gone`: image `"), "{e}");
-    // And as JSON, with the same counts and the run that holds the evidence.
+}
+
+/// The summary as JSON (`json`), with the same counts and the run that holds the evidence,
+/// which the standard error `e` names.
+fn assert_summary_as_json(json: &Path, e: &str) {
     let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     assert_eq!(summary["schema_version"], 1);
     assert_eq!(summary["suite"], "dataset");
     assert_eq!(
@@ -221,9 +243,16 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
     assert_eq!(summary["resumed"], false);
     let run = summary["run"].as_str().unwrap();
     assert!(e.contains(run), "{e}");
+}
 
-    // `validate --image-cache` without --oracle has every image too, and names each task
-    // whose image cannot be had (exit 2).
+/// `validate --image-cache` without --oracle has every image too, and names each task whose
+/// image cannot be had (exit 2).
+fn assert_plain_validate_names_each_unpullable_image(
+    lab: &Lab,
+    config: &Path,
+    image: &str,
+    registry: &str,
+) {
     let cache = lab.root.join("image-cache");
     let plain = lab.proctor(
         As::Me,
@@ -254,7 +283,7 @@ fn an_unreachable_image_fails_its_task_only_and_the_summary_counts_the_suite() {
     assert!(
         plain.stderr.contains(&format!(
             "task `gone`: image `{}/proctor/missing:v1`: ",
-            registry.addr
+            registry
         )),
         "{}",
         plain.stderr
@@ -289,26 +318,7 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
     let lab = Lab::new("oracle-resume");
     let config = pushed_image(&lab, &registry);
     let image = format!("{}/proctor/bb:v1", registry.addr);
-    let answer = "{ file_contains = { path = \"answer.txt\", pattern = \"^42$\" } }";
-    write_suite(
-        &lab,
-        &image,
-        &[
-            Task {
-                id: "quick",
-                environment: None,
-                success: answer,
-                solve: "echo 42 > answer.txt",
-            },
-            // Slow enough to be killed in.
-            Task {
-                id: "slow",
-                environment: None,
-                success: answer,
-                solve: "sleep 20; echo 42 > answer.txt",
-            },
-        ],
-    );
+    write_quick_and_slow_suite(&lab, &image);
     let store = lab.root.join("oracle-store");
     let cache = lab.root.join("image-cache");
     let suite = lab.suite();
@@ -325,6 +335,42 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
         "--jobs",
         "1",
     ];
+    let before = killed_once_the_quick_task_is_done(&lab, &args, &store);
+    assert_resume_runs_only_what_was_not_finished(&lab, &args, &store, &before);
+}
+
+/// Tasks `quick` and `slow` (slow enough to be killed in), over `image`.
+fn write_quick_and_slow_suite(lab: &Lab, image: &str) {
+    let answer = "{ file_contains = { path = \"answer.txt\", pattern = \"^42$\" } }";
+    write_suite(
+        lab,
+        image,
+        &[
+            Task {
+                id: "quick",
+                environment: None,
+                success: answer,
+                solve: "echo 42 > answer.txt",
+            },
+            // Slow enough to be killed in.
+            Task {
+                id: "slow",
+                environment: None,
+                success: answer,
+                solve: "sleep 20; echo 42 > answer.txt",
+            },
+        ],
+    );
+}
+
+/// Runs `proctor ARGS` (an oracle check into `store`) and kills it once the quick task's two
+/// trials are finished (the slow one under way); while it runs, its run cannot be taken up by
+/// another process. Gives the trials finished before the kill.
+fn killed_once_the_quick_task_is_done(
+    lab: &Lab,
+    args: &[&str],
+    store: &Path,
+) -> Vec<(String, Vec<u8>)> {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("proctor"))
         .args(args)
         .env("NO_COLOR", "1")
@@ -335,7 +381,7 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
     // Killed once the quick task's two trials are finished (the slow one is under way).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let before = loop {
-        let done = finished_trials(&store);
+        let done = finished_trials(store);
         if done
             .iter()
             .filter(|(id, _)| id.starts_with("quick."))
@@ -369,15 +415,26 @@ fn a_check_killed_part_way_resumes_running_only_what_it_had_not_finished() {
         before.iter().map(|(id, _)| id).collect::<Vec<_>>()
     );
 
+    before
+}
+
+/// The check resumed (`ARGS --resume`) keeps every trial finished `before` the kill as it was,
+/// runs the rest, and keeps one run in `store`: the one resumed.
+fn assert_resume_runs_only_what_was_not_finished(
+    lab: &Lab,
+    args: &[&str],
+    store: &Path,
+    before: &[(String, Vec<u8>)],
+) {
     let json = lab.root.join("summary.json");
     let mut resumed_args = args.to_vec();
     resumed_args.extend(["--resume", "--json", json.to_str().unwrap()]);
     let out = lab.proctor(As::Me, &resumed_args);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains(", resumed):"), "{}", out.stderr);
-    let after = finished_trials(&store);
+    let after = finished_trials(store);
     // Every trial finished before the kill is kept as it was: it did not run again.
-    for (id, bytes) in &before {
+    for (id, bytes) in before {
         let now = after.iter().find(|(i, _)| i == id).map(|(_, b)| b);
         assert_eq!(now, Some(bytes), "{id} changed on resume");
     }

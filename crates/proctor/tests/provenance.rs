@@ -118,11 +118,24 @@ fn best_of_four_picking_warns_and_fails_the_gate_unless_allowed() {
         knobs(&lab, a, b);
         runs.push(new_run(&lab, &["--trials", "6"]));
     }
-    let (r1, r2, r3, r4) = (&runs[0], &runs[1], &runs[2], &runs[3]);
+    let (r2, r3) = (&runs[1], &runs[2]);
     let (arm_a, arm_b) = (format!("{r2}/a"), format!("{r3}/b"));
+    assert_picked_comparison_fails_on_provenance(&lab, &arm_a, &arm_b, &runs);
+    assert_text_and_junit_name_the_picks(&lab, &arm_a, &arm_b, &runs);
+    assert_mixed_runs_pass_only_when_allowed_with_the_gate(&lab, &arm_a, &arm_b);
+    assert_viewer_names_the_picks(&lab, &arm_a, &arm_b, &runs);
+}
 
-    // The picked comparison: B +100 points, every promotion gate but provenance passes.
-    let out = compare(&lab, &[&arm_a, &arm_b, "--gate", "--format", "json"]);
+/// The picked comparison (A from `runs`' second, B from its third): B +100 points, every
+/// promotion gate but provenance passes; the warnings name the runs left out.
+fn assert_picked_comparison_fails_on_provenance(
+    lab: &Lab,
+    arm_a: &str,
+    arm_b: &str,
+    runs: &[String],
+) {
+    let (r1, r2, r3, r4) = (&runs[0], &runs[1], &runs[2], &runs[3]);
+    let out = compare(lab, &[arm_a, arm_b, "--gate", "--format", "json"]);
     assert_eq!(
         out.code, 4,
         "a mixed comparison fails the gate\n{}",
@@ -179,13 +192,16 @@ fn best_of_four_picking_warns_and_fails_the_gate_unless_allowed() {
         "{}",
         out.stderr
     );
+}
 
-    // The text names the runs left out, the arms' provenance, and the failed gate; the JUnit
-    // report has the gate as a failed test case.
+/// The text names the runs left out, the arms' provenance, and the failed gate; the JUnit
+/// report has the gate as a failed test case.
+fn assert_text_and_junit_name_the_picks(lab: &Lab, arm_a: &str, arm_b: &str, runs: &[String]) {
+    let (r1, r2, r4) = (&runs[0], &runs[1], &runs[3]);
     let junit = lab.root.join("gates.xml");
     let text = compare(
-        &lab,
-        &[&arm_a, &arm_b, "--gate", "--junit", junit.to_str().unwrap()],
+        lab,
+        &[arm_a, arm_b, "--gate", "--junit", junit.to_str().unwrap()],
     );
     assert_eq!(text.code, 4, "{}", text.stderr);
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -222,19 +238,23 @@ fn best_of_four_picking_warns_and_fails_the_gate_unless_allowed() {
         "{}",
         text.stderr
     );
+}
 
-    // Without --gate it warns and exits 0, as every comparison.
-    let plain = compare(&lab, &[&arm_a, &arm_b, "--format", "json"]);
+/// Without --gate the comparison warns and exits 0, as every comparison; with
+/// --allow-mixed-runs the gates pass, the warnings stay, and the provenance gate says why it
+/// passed; --allow-mixed-runs means nothing without --gate.
+fn assert_mixed_runs_pass_only_when_allowed_with_the_gate(lab: &Lab, arm_a: &str, arm_b: &str) {
+    let plain = compare(lab, &[arm_a, arm_b, "--format", "json"]);
     assert_eq!(plain.code, 0, "{}", plain.stderr);
     assert_eq!(kinds(&json(&plain)), vec!["runs_left_out", "runs_left_out"]);
 
     // The author says they meant it: the gates pass, the warnings stay, and the provenance
     // gate says why it passed.
     let allowed = compare(
-        &lab,
+        lab,
         &[
-            &arm_a,
-            &arm_b,
+            arm_a,
+            arm_b,
             "--gate",
             "--allow-mixed-runs",
             "--format",
@@ -260,10 +280,13 @@ fn best_of_four_picking_warns_and_fails_the_gate_unless_allowed() {
         allowed.stderr
     );
     // --allow-mixed-runs means nothing without --gate.
-    let lone = compare(&lab, &[&arm_a, &arm_b, "--allow-mixed-runs"]);
+    let lone = compare(lab, &[arm_a, arm_b, "--allow-mixed-runs"]);
     assert_eq!(lone.code, 2, "{}", lone.stderr);
+}
 
-    // The viewer's comparison page names them too, and its gates fail on provenance.
+/// The viewer's comparison page names the runs left out too, and its gates fail on provenance.
+fn assert_viewer_names_the_picks(lab: &Lab, arm_a: &str, arm_b: &str, runs: &[String]) {
+    let (r1, r3, r4) = (&runs[0], &runs[2], &runs[3]);
     let server = serve(&lab.store());
     let (status, page) = get(&server, &format!("/compare?a={arm_a}&b={arm_b}"));
     assert_eq!(status, 200, "{page}");
@@ -309,23 +332,7 @@ fn rescoring_one_arm_with_a_laxer_suite_names_the_difference_and_fails_the_gate(
     knobs(&lab, false, false);
     let ra = new_run(&lab, &["--trials", "6", "--variant", "a"]);
     let rb = new_run(&lab, &["--trials", "6", "--variant", "b"]);
-
-    // The honest arm: two runs that are the only runs of the suite. No warning, and the gates
-    // as before (no improvement: they fail, with no provenance gate among them).
-    let honest = compare(&lab, &[&ra, &rb, "--gate", "--format", "json"]);
-    assert_eq!(honest.code, 4, "{}", honest.stderr);
-    let doc = json(&honest);
-    assert_eq!(
-        doc["comparison"]["warnings"],
-        serde_json::json!([]),
-        "{doc:#}"
-    );
-    assert!(gate(&doc, "provenance").is_none(), "{:#}", doc["gates"]);
-    assert_eq!(
-        doc["comparison"]["overall"]["b"]["cell"]["rates"]["success"]["k"],
-        0
-    );
-
+    assert_honest_arms_compare_with_no_warning(&lab, &ra, &rb);
     // B's run alone is rescored with a laxer suite: the answer is enough.
     let lax = lab.root.join("lax-suite");
     common::lab::copy_dir(&lab.suite(), &lax);
@@ -352,11 +359,62 @@ fn rescoring_one_arm_with_a_laxer_suite_names_the_difference_and_fails_the_gate(
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
 
-    // The rescore's results name the suite that scored them; each trial keeps the suite its
-    // agent ran against; the rules are kept beside the results.
-    let (rescored, file) = rescore_doc(&store, &rb);
+    let (ran_hash, scored_hash) = assert_rescore_names_the_suite_that_scored_it(&store, &rb);
+    assert_comparison_names_the_different_rules(&lab, &ra, &rb, &ran_hash, &scored_hash);
+    // With the flag it passes and still warns.
+    let allowed = compare(
+        &lab,
+        &[&ra, &rb, "--gate", "--allow-mixed-runs", "--format", "json"],
+    );
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert_eq!(kinds(&json(&allowed)), vec!["different_rules"]);
+
+    // Both runs in their own scoring: the honest comparison again.
+    let original = compare(
+        &lab,
+        &[
+            &ra,
+            &rb,
+            "--gate",
+            "--scoring",
+            "original",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(original.code, 4, "{}", original.stderr);
+    let doc = json(&original);
+    assert_eq!(doc["comparison"]["warnings"], serde_json::json!([]));
+    assert!(gate(&doc, "provenance").is_none());
+}
+
+/// The honest arms (runs `ra` and `rb`): two runs that are the only runs of the suite. No
+/// warning, and the gates as before (no improvement: they fail, with no provenance gate among
+/// them).
+fn assert_honest_arms_compare_with_no_warning(lab: &Lab, ra: &str, rb: &str) {
+    let honest = compare(lab, &[ra, rb, "--gate", "--format", "json"]);
+    assert_eq!(honest.code, 4, "{}", honest.stderr);
+    let doc = json(&honest);
+    assert_eq!(
+        doc["comparison"]["warnings"],
+        serde_json::json!([]),
+        "{doc:#}"
+    );
+    assert!(gate(&doc, "provenance").is_none(), "{:#}", doc["gates"]);
+    assert_eq!(
+        doc["comparison"]["overall"]["b"]["cell"]["rates"]["success"]["k"],
+        0
+    );
+}
+
+/// The rescore's results (of run `rb`) name the suite that scored them; each trial keeps the
+/// suite its agent ran against; the rules are kept beside the results; the run's own results
+/// keep naming the suite it ran. Gives the hashes of the suite the run ran and of the one that
+/// rescored it.
+fn assert_rescore_names_the_suite_that_scored_it(store: &Path, rb: &str) -> (String, String) {
+    let (rescored, file) = rescore_doc(store, rb);
     let ran: Value = serde_json::from_slice(
-        &std::fs::read(store.join("runs").join(&rb).join("run.json")).unwrap(),
+        &std::fs::read(store.join("runs").join(rb).join("run.json")).unwrap(),
     )
     .unwrap();
     let ran_hash = ran["suite_hash"].as_str().unwrap();
@@ -380,7 +438,7 @@ fn rescoring_one_arm_with_a_laxer_suite_names_the_difference_and_fails_the_gate(
         .unwrap()
         .contains("answer_matches = \"done\""));
     let original: Value = serde_json::from_slice(
-        &std::fs::read(store.join("runs").join(&rb).join("results.json")).unwrap(),
+        &std::fs::read(store.join("runs").join(rb).join("results.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -388,9 +446,19 @@ fn rescoring_one_arm_with_a_laxer_suite_names_the_difference_and_fails_the_gate(
         serde_json::json!([ran_hash])
     );
 
-    // The comparison reads B's rescore: B +100 points, and it says the rules differ, in the
-    // checks of task t, with B's rescore named.
-    let out = compare(&lab, &[&ra, &rb, "--gate", "--format", "json"]);
+    (ran_hash.to_string(), scored_hash.to_string())
+}
+
+/// The comparison reads B's rescore: B +100 points, and it says the rules differ, in the checks
+/// of task t, with B's rescore named; only the provenance gate fails.
+fn assert_comparison_names_the_different_rules(
+    lab: &Lab,
+    ra: &str,
+    rb: &str,
+    ran_hash: &str,
+    scored_hash: &str,
+) {
+    let out = compare(lab, &[ra, rb, "--gate", "--format", "json"]);
     assert_eq!(out.code, 4, "{}", out.stderr);
     let doc = json(&out);
     assert_eq!(doc["comparison"]["overall"]["verdict"], "better", "{doc:#}");
@@ -434,32 +502,6 @@ fn rescoring_one_arm_with_a_laxer_suite_names_the_difference_and_fails_the_gate(
         .iter()
         .filter(|g| g["name"] != "provenance")
         .all(|g| g["passed"] == true));
-
-    // With the flag it passes and still warns.
-    let allowed = compare(
-        &lab,
-        &[&ra, &rb, "--gate", "--allow-mixed-runs", "--format", "json"],
-    );
-    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
-    assert_eq!(kinds(&json(&allowed)), vec!["different_rules"]);
-
-    // Both runs in their own scoring: the honest comparison again.
-    let original = compare(
-        &lab,
-        &[
-            &ra,
-            &rb,
-            "--gate",
-            "--scoring",
-            "original",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(original.code, 4, "{}", original.stderr);
-    let doc = json(&original);
-    assert_eq!(doc["comparison"]["warnings"], serde_json::json!([]));
-    assert!(gate(&doc, "provenance").is_none());
 }
 
 #[test]

@@ -191,7 +191,29 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     let run = lab.run_id();
     let dir = lab.run_dir();
 
-    // results.json and results.report.json keep the gates, typed as compare --gate prints them.
+    let gates = assert_results_keep_the_gates(&dir);
+    // results.md: a section with the verdict, the thresholds and every gate.
+    let md = std::fs::read_to_string(dir.join("results.md")).unwrap();
+    assert!(
+        md.contains("## Release gates: Promotion of `method` over `control`: PASSED (thresholds: underpowered_below = 6 per task"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| no_regression_per_task:success_rate | pass |"),
+        "{md}"
+    );
+
+    let store = lab.store();
+    let s = store.to_str().unwrap();
+    assert_show_gives_the_gates(&lab, &run, s, &gates);
+    assert_html_export_has_the_gates(&lab, &run);
+    assert_viewer_has_the_gates(&store, &run, &gates);
+    assert_junit_has_a_case_per_gate(&lab, &run, s, &junit, &gates);
+}
+
+/// results.json and results.report.json keep the gates, typed as compare --gate prints them;
+/// gives them.
+fn assert_results_keep_the_gates(dir: &std::path::Path) -> Value {
     let results = read_json(&dir.join("results.json"));
     let gates = &results["report"]["gates"];
     assert_eq!(gates["passed"], true, "{gates:#}");
@@ -209,21 +231,12 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     let small = read_json(&dir.join("results.report.json"));
     assert_eq!(&small["gates"], gates);
 
-    // results.md: a section with the verdict, the thresholds and every gate.
-    let md = std::fs::read_to_string(dir.join("results.md")).unwrap();
-    assert!(
-        md.contains("## Release gates: Promotion of `method` over `control`: PASSED (thresholds: underpowered_below = 6 per task"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| no_regression_per_task:success_rate | pass |"),
-        "{md}"
-    );
+    gates.clone()
+}
 
-    // show RUN: the gates after the trials; in JSON, under `gates`.
-    let store = lab.store();
-    let s = store.to_str().unwrap();
-    let shown = lab.proctor(As::Me, &["show", "--store", s, &run]);
+/// show RUN: the gates after the trials; in JSON, under `gates`.
+fn assert_show_gives_the_gates(lab: &Lab, run: &str, s: &str, gates: &Value) {
+    let shown = lab.proctor(As::Me, &["show", "--store", s, run]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(
         shown
@@ -240,13 +253,15 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         "{}",
         shown.stdout
     );
-    let shown = lab.proctor(As::Me, &["show", "--store", s, &run, "--format", "json"]);
+    let shown = lab.proctor(As::Me, &["show", "--store", s, run, "--format", "json"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     let doc: Value = serde_json::from_str(&shown.stdout).unwrap();
     assert_eq!(&doc["gates"], gates);
+}
 
-    // export --html: the run page has the gates section.
-    let (out, page) = lab.export_html(&run, "run.html");
+/// export --html: the run page has the gates section.
+fn assert_html_export_has_the_gates(lab: &Lab, run: &str) {
+    let (out, page) = lab.export_html(run, "run.html");
     assert_eq!(out.code, 0, "{}", out.stderr);
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("<h2>Promotion gates</h2>"), "{html}");
@@ -263,9 +278,11 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         html.contains("thresholds: underpowered_below = 6 per task"),
         "{html}"
     );
+}
 
-    // The viewer: the run page and its API.
-    let server = serve(&store);
+/// The viewer: the run page and its API.
+fn assert_viewer_has_the_gates(store: &std::path::Path, run: &str, gates: &Value) {
+    let server = serve(store);
     let (status, body) = get(&server, &format!("/runs/{run}"));
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("<h2>Promotion gates</h2>"), "{body}");
@@ -274,9 +291,18 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
     assert_eq!(status, 200, "{api}");
     let api: Value = serde_json::from_str(&api).unwrap();
     assert_eq!(&api["report"]["gates"], gates, "{api:#}");
+}
 
-    // JUnit (run --junit, and export --junit): the trials, then one test case per gate.
-    let xml = std::fs::read_to_string(&junit).unwrap();
+/// JUnit (run --junit's file `junit`, and export --junit): the trials, then one test case per
+/// gate.
+fn assert_junit_has_a_case_per_gate(
+    lab: &Lab,
+    run: &str,
+    s: &str,
+    junit: &std::path::Path,
+    gates: &Value,
+) {
+    let xml = std::fs::read_to_string(junit).unwrap();
     assert!(
         xml.contains("<testsuite name=\"promotion control -&gt; method\""),
         "{xml}"
@@ -302,7 +328,7 @@ fn keystone_a_release_run_keeps_its_gates_and_exits_by_them() {
         As::Me,
         &[
             "export",
-            &run,
+            run,
             "--junit",
             exported.to_str().unwrap(),
             "--store",

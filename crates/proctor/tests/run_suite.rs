@@ -94,10 +94,15 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
     let out = lab.run(As::Me, &["--trials", "1"]);
     assert_eq!(out.code, 1, "b fails its task\n{}", out.stderr);
     let run = lab.run_id();
+    assert_the_suite_kept_as_the_run_read_it(&lab, &check_before, &toml_before);
+    assert_an_invalid_folder_does_not_stop_the_readers(&lab, &run, &toml_before);
+    assert_a_deleted_folder_does_not_stop_the_readers(&lab, &run);
+}
 
-    // The attacker: b wrote to the suite folder by its absolute path during its trial. The
-    // folder is out of its reach, its grading used the real check, and the kept copy is the
-    // suite as the run read it.
+/// The attacker: b wrote to the suite folder by its absolute path during its trial. The folder
+/// is out of its reach, its grading used the real check, and the kept copy (and its list) is
+/// the suite as the run read it (`check_before`, `toml_before`).
+fn assert_the_suite_kept_as_the_run_read_it(lab: &Lab, check_before: &[u8], toml_before: &[u8]) {
     assert_eq!(
         lab.record("t.b.0")["outcome"],
         "wrong",
@@ -130,26 +135,30 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
         .unwrap();
     assert_eq!(
         entry["blake3"].as_str().unwrap(),
-        blake3::hash(&check_before).to_hex().as_str()
+        blake3::hash(check_before).to_hex().as_str()
     );
+}
 
-    // The suite folder becomes invalid (an unknown key at line 2).
+/// The suite folder becomes invalid (an unknown key at line 2): show, compare, export and
+/// rescore read the run's copy; asked to rescore with the broken folder, rescore says what is
+/// wrong and where.
+fn assert_an_invalid_folder_does_not_stop_the_readers(lab: &Lab, run: &str, toml_before: &[u8]) {
     std::fs::write(
         lab.suite().join("suite.toml"),
         format!(
             "schema_version = 1\nsurprise = true\n{}",
-            String::from_utf8_lossy(&toml_before).trim_start_matches("schema_version = 1\n")
+            String::from_utf8_lossy(toml_before).trim_start_matches("schema_version = 1\n")
         ),
     )
     .unwrap();
-    let show = cmd(&lab, &["show", &run]);
+    let show = cmd(lab, &["show", run]);
     assert_eq!(show.code, 0, "{}", show.stderr);
-    let compare = cmd(&lab, &["compare", &run, "--variants", "a,b"]);
+    let compare = cmd(lab, &["compare", run, "--variants", "a,b"]);
     assert_eq!(compare.code, 0, "{}", compare.stderr);
     let junit = lab.store().join("r.xml");
-    let export = cmd(&lab, &["export", &run, "--junit", junit.to_str().unwrap()]);
+    let export = cmd(lab, &["export", run, "--junit", junit.to_str().unwrap()]);
     assert_eq!(export.code, 0, "{}", export.stderr);
-    let rescore = cmd(&lab, &["rescore", &run]);
+    let rescore = cmd(lab, &["rescore", run]);
     assert_eq!(rescore.code, 0, "{}", rescore.stderr);
     assert!(
         rescore
@@ -160,27 +169,30 @@ fn a_run_is_read_from_its_own_copy_of_its_suite_after_the_folder_breaks_or_goes(
         rescore.stderr
     );
     // Asked to rescore with the broken folder, rescore says what is wrong and where.
-    let folder = cmd(&lab, &["rescore", &run, "--suite-from", "folder"]);
+    let folder = cmd(lab, &["rescore", run, "--suite-from", "folder"]);
     assert_eq!(folder.code, 2, "{}", folder.stderr);
     assert!(
         folder.stderr.contains("suite.toml:2:1") && folder.stderr.contains("surprise"),
         "{}",
         folder.stderr
     );
+}
 
-    // The suite folder is deleted: everything still reads from the run.
+/// The suite folder is deleted: everything still reads from the run, the viewer's diff rebuilt
+/// from the kept fixture.
+fn assert_a_deleted_folder_does_not_stop_the_readers(lab: &Lab, run: &str) {
     std::fs::remove_dir_all(lab.suite()).unwrap();
     for args in [
-        vec!["show", run.as_str()],
-        vec!["show", run.as_str(), "t.b.0"],
-        vec!["compare", run.as_str(), "--variants", "a,b"],
-        vec!["rescore", run.as_str(), "--suite-from", "run"],
+        vec!["show", run],
+        vec!["show", run, "t.b.0"],
+        vec!["compare", run, "--variants", "a,b"],
+        vec!["rescore", run, "--suite-from", "run"],
     ] {
-        let out = cmd(&lab, &args);
+        let out = cmd(lab, &args);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
     }
     let html = lab.store().join("r.html");
-    let out = cmd(&lab, &["export", &run, "--html", html.to_str().unwrap()]);
+    let out = cmd(lab, &["export", run, "--html", html.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let server = serve(&lab.store());
     let (status, body) = get(&server, &format!("/compare?a={run}/a&b={run}/b"));
@@ -332,8 +344,16 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("t.a.0"), "{}", out.stdout);
 
-    // show: the rescore by default, said so; the original on request; no rescore 2.
-    let show = cmd(&lab, &["show", &run]);
+    assert_show_reads_the_rescore(&lab, &run);
+    assert_compare_reads_the_rescore(&lab, &run);
+    assert_exports_record_their_scoring(&lab, &run);
+    assert_list_counts_as_the_run_scored(&lab, &run);
+    assert_viewer_reads_the_rescore(&lab, &run);
+}
+
+/// show: the rescore by default, said so; the original on request; no rescore 2.
+fn assert_show_reads_the_rescore(lab: &Lab, run: &str) {
+    let show = cmd(lab, &["show", run]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
         show.stderr.contains("scored by rescore 1 of 20"),
@@ -351,7 +371,7 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         show.stdout
     );
-    let original = cmd(&lab, &["show", &run, "--scoring", "original"]);
+    let original = cmd(lab, &["show", run, "--scoring", "original"]);
     assert_eq!(
         shown_outcome(&original.stdout, "t.a.0"),
         "completed",
@@ -365,16 +385,16 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         original.stderr
     );
-    let first = cmd(&lab, &["show", &run, "--scoring", "1"]);
+    let first = cmd(lab, &["show", run, "--scoring", "1"]);
     assert_eq!(shown_outcome(&first.stdout, "t.a.0"), "wrong");
-    let none = cmd(&lab, &["show", &run, "--scoring", "2"]);
+    let none = cmd(lab, &["show", run, "--scoring", "2"]);
     assert_eq!(none.code, 2);
     assert!(
         none.stderr.contains("its rescores are 1 to 1"),
         "{}",
         none.stderr
     );
-    let trial = cmd(&lab, &["show", &run, "t.a.0"]);
+    let trial = cmd(lab, &["show", run, "t.a.0"]);
     assert!(
         trial.stdout.contains("outcome    wrong"),
         "{}",
@@ -385,26 +405,28 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         trial.stdout
     );
-    let json = cmd(&lab, &["show", &run, "--format", "json"]);
+    let json = cmd(lab, &["show", run, "--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(doc["scoring"]["kind"], "rescore");
     assert_eq!(doc["scoring"]["rescore"], 1);
+}
 
-    // compare: the rescore, recorded in its JSON.
+/// compare: the rescore, recorded in its JSON; the original on request.
+fn assert_compare_reads_the_rescore(lab: &Lab, run: &str) {
     let cmp = cmd(
-        &lab,
-        &["compare", &run, "--variants", "a,b", "--format", "json"],
+        lab,
+        &["compare", run, "--variants", "a,b", "--format", "json"],
     );
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     let doc: Value = serde_json::from_str(&cmp.stdout).unwrap();
     assert_eq!(doc["scorings"][0]["kind"], "rescore", "{doc:#}");
-    assert_eq!(doc["scorings"][0]["run"], run.as_str());
+    assert_eq!(doc["scorings"][0]["run"], run);
     assert!(cmp.stderr.contains("scored by rescore 1"), "{}", cmp.stderr);
     let cmp_original = cmd(
-        &lab,
+        lab,
         &[
             "compare",
-            &run,
+            run,
             "--variants",
             "a,b",
             "--format",
@@ -419,16 +441,18 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         doc["comparison"], doc_original["comparison"],
         "a's success differs between the scorings"
     );
+}
 
-    // export: each format records the scoring it was made from.
+/// export: each format records the scoring it was made from.
+fn assert_exports_record_their_scoring(lab: &Lab, run: &str) {
     let junit = lab.store().join("r.xml");
     let atif = lab.store().join("atif");
     let html = lab.store().join("r.html");
     let out = cmd(
-        &lab,
+        lab,
         &[
             "export",
-            &run,
+            run,
             "--junit",
             junit.to_str().unwrap(),
             "--atif",
@@ -465,10 +489,10 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "the export says its scoring"
     );
     let out = cmd(
-        &lab,
+        lab,
         &[
             "export",
-            &run,
+            run,
             "--junit",
             junit.to_str().unwrap(),
             "--scoring",
@@ -486,9 +510,11 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         1,
         "only b fails originally\n{xml}"
     );
+}
 
-    // `list` counts the outcomes as the run scored them, and says the run was rescored.
-    let list = cmd(&lab, &["list"]);
+/// `list` counts the outcomes as the run scored them, and says the run was rescored.
+fn assert_list_counts_as_the_run_scored(lab: &Lab, run: &str) {
+    let list = cmd(lab, &["list"]);
     assert!(
         list.stderr.contains(&format!(
             "note: run {run} was rescored 1 time(s): its OUTCOMES are as the run scored them; `proctor show {run}` reads the latest"
@@ -496,11 +522,14 @@ fn readers_use_the_latest_rescore_say_so_and_keep_the_original() {
         "{}",
         list.stderr
     );
-    let list = cmd(&lab, &["list", "--format", "json"]);
+    let list = cmd(lab, &["list", "--format", "json"]);
     let rows: Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(rows[0]["rescores"], 1, "{rows:#}");
+}
 
-    // The viewer: the rescore by default, the original one link away.
+/// The viewer: the rescore by default, the original one link away; the pictures drawn in the
+/// scoring shown.
+fn assert_viewer_reads_the_rescore(lab: &Lab, run: &str) {
     let server = serve(&lab.store());
     // The runs list counts the outcomes as the run scored them, and says the run was rescored,
     // with a link to the latest.

@@ -123,6 +123,54 @@ fn keystone_only_honest_refusals_score_zero_failure_in_results_json_and_md() {
 #[test]
 fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
     let lab = Lab::new("rescore");
+    let toml = rescore_suite(&lab);
+    assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 0);
+    assert_results_list_every_trial_as_recorded(&lab);
+    assert_a_trial_that_did_nothing_keeps_no_empty_evidence(&lab);
+    assert_rescore_of_an_unchanged_suite_reproduces_results(&lab);
+    // Change one rule of task b: exactly b's verdicts change.
+    lab.write(
+        "suite.toml",
+        &toml.replace(
+            "{ file_added = \"out.txt\" }, { answer_matches = \"done\" }",
+            "{ file_added = \"out.txt\" }, { answer_matches = \"finished\" }",
+        ),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    // By default a rescore takes the rules of the run's own copy of its suite: nothing changes.
+    let kept = rescore_latest(&lab);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    assert!(
+        kept.stderr.contains("no outcome changed"),
+        "{}",
+        kept.stderr
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let out = lab.proctor(
+        As::Me,
+        &[
+            "rescore",
+            "latest",
+            "--suite-from",
+            "folder",
+            "--store",
+            lab.store().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let changed: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(changed, ["b.agent.0", "b.agent.1"], "{}", out.stdout);
+}
+
+/// The suite of [`rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule`]: tasks a
+/// (a check and the answer), b (a file added and the answer) and c (changes nothing), one
+/// agent that passes them all; gives `suite.toml`'s text.
+fn rescore_suite(lab: &Lab) -> String {
     lab.write("fixture/README.md", "x\n");
     lab.write("holdout/a/check.sh", "grep -q hi out.txt\n");
     lab.write(
@@ -147,11 +195,22 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
         &script("done", 0, &["echo hi > out.txt"]),
     );
     lab.write("agents/agent/c.toml", &script("done", 0, &["true"]));
-    assert_eq!(lab.run(As::Me, &["--trials", "2"]).code, 0);
+    toml
+}
 
-    // results.json lists every trial in plan order, each exactly as its trial.json records it
-    // (the records are streamed through a spool, not held in memory).
-    let doc = results(&lab);
+/// `proctor rescore latest` of the lab's store.
+fn rescore_latest(lab: &Lab) -> common::lab::RunOut {
+    let store = lab.store();
+    lab.proctor(
+        As::Me,
+        &["rescore", "latest", "--store", store.to_str().unwrap()],
+    )
+}
+
+/// results.json lists every trial in plan order, each exactly as its trial.json records it
+/// (the records are streamed through a spool, not held in memory, and the spool is removed).
+fn assert_results_list_every_trial_as_recorded(lab: &Lab) {
+    let doc = results(lab);
     let ids: Vec<&str> = doc["trials"]
         .as_array()
         .unwrap()
@@ -188,7 +247,10 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
             .contains("spool")),
         "the spool is removed"
     );
-    // A trial that changed nothing and made no call keeps no empty evidence.
+}
+
+/// A trial that changed nothing and made no call keeps no empty evidence.
+fn assert_a_trial_that_did_nothing_keeps_no_empty_evidence(lab: &Lab) {
     let c = lab.trial_dir("c.agent.0");
     for absent in ["changes", "calls.jsonl", "agent.stderr"] {
         assert!(!c.join(absent).exists(), "{absent} should not exist");
@@ -198,15 +260,12 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
         "done"
     );
     assert_eq!(lab.record("c.agent.0")["outcome"], "completed");
+}
 
-    let store = lab.store();
-    let rescore = |lab: &Lab| {
-        lab.proctor(
-            As::Me,
-            &["rescore", "latest", "--store", store.to_str().unwrap()],
-        )
-    };
-    let out = rescore(&lab);
+/// A rescore of the unchanged suite changes no outcome and reproduces results.json (but its
+/// time and its `rescored` field).
+fn assert_rescore_of_an_unchanged_suite_reproduces_results(lab: &Lab) {
+    let out = rescore_latest(lab);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("no outcome changed"), "{}", out.stderr);
     let strip = |mut v: Value| {
@@ -234,47 +293,9 @@ fn rescore_reproduces_an_unchanged_run_and_follows_a_changed_rule() {
         serde_json::from_str(&std::fs::read_to_string(&first[0]).unwrap()).unwrap();
     assert_eq!(
         strip(rescored),
-        strip(results(&lab)),
+        strip(results(lab)),
         "rescoring an unchanged suite must reproduce results.json"
     );
-
-    // Change one rule of task b: exactly b's verdicts change.
-    lab.write(
-        "suite.toml",
-        &toml.replace(
-            "{ file_added = \"out.txt\" }, { answer_matches = \"done\" }",
-            "{ file_added = \"out.txt\" }, { answer_matches = \"finished\" }",
-        ),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    // By default a rescore takes the rules of the run's own copy of its suite: nothing changes.
-    let kept = rescore(&lab);
-    assert_eq!(kept.code, 0, "{}", kept.stderr);
-    assert!(
-        kept.stderr.contains("no outcome changed"),
-        "{}",
-        kept.stderr
-    );
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let out = lab.proctor(
-        As::Me,
-        &[
-            "rescore",
-            "latest",
-            "--suite-from",
-            "folder",
-            "--store",
-            store.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let changed: Vec<&str> = out
-        .stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().next().unwrap())
-        .collect();
-    assert_eq!(changed, ["b.agent.0", "b.agent.1"], "{}", out.stdout);
 }
 
 #[test]

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::lab::{As, Lab};
+use std::path::Path;
+
+use common::lab::{As, Lab, RunOut};
 use serde_json::Value;
 
 /// The glob list of the `files_unchanged` rule every task has.
@@ -68,14 +70,30 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
     let store = lab.store();
     let s = store.to_str().unwrap();
     let run = lab.run_id();
-    let show = |extra: &[&str]| {
-        let mut args = vec!["show", run.as_str(), "--store", s];
-        args.extend_from_slice(extra);
-        lab.proctor(As::Me, &args)
-    };
+    assert_show_lists_every_trial_and_each_list_once(&lab, &run, s);
+    assert_show_filters_by_task_and_outcome(&lab, &run, s);
+    assert_compare_caps_pass_k(&lab, &run, s);
+    assert_mutation_named_and_the_viewer_agrees(&lab, &run, s);
+}
 
-    // Every trial listed; the meddler's reasons name the list, printed once under the table.
-    let all = show(&[]);
+/// `show RUN` (in store `s`) with `extra` arguments.
+fn show_run(lab: &Lab, run: &str, s: &str, extra: &[&str]) -> RunOut {
+    let mut args = vec!["show", run, "--store", s];
+    args.extend_from_slice(extra);
+    lab.proctor(As::Me, &args)
+}
+
+/// `compare RUN --variants good,meddler` (in store `s`) with `extra` arguments.
+fn compare_arms(lab: &Lab, run: &str, s: &str, extra: &[&str]) -> RunOut {
+    let mut args = vec!["compare", run, "--variants", "good,meddler", "--store", s];
+    args.extend_from_slice(extra);
+    lab.proctor(As::Me, &args)
+}
+
+/// Every trial listed; the meddler's reasons name the list, printed once under the table; JSON
+/// keeps every reason whole.
+fn assert_show_lists_every_trial_and_each_list_once(lab: &Lab, run: &str, s: &str) {
+    let all = show_run(lab, run, s, &[]);
     assert_eq!(all.code, 0, "{}", all.stderr);
     let rows = trial_rows(&all.stdout);
     assert_eq!(rows.len(), 24, "{}", all.stdout);
@@ -96,7 +114,7 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
     );
     assert_eq!(all.stdout.matches("docs/**").count(), 1, "{}", all.stdout);
     // JSON keeps every reason whole.
-    let json = show(&["--format", "json"]);
+    let json = show_run(lab, run, s, &["--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     let reasons: Vec<&str> = doc["trials"]
         .as_array()
@@ -107,9 +125,12 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
         .collect();
     assert_eq!(reasons.len(), 12);
     assert!(reasons.iter().all(|r| r.contains(GLOBS)), "{reasons:?}");
+}
 
-    // --task: only that task's trials and cells.
-    let a = show(&["--task", "a"]);
+/// --task: only that task's trials and cells; --outcome: only that outcome; with --task, both;
+/// a task the run does not have is refused, with the tasks it has; an unknown outcome too.
+fn assert_show_filters_by_task_and_outcome(lab: &Lab, run: &str, s: &str) {
+    let a = show_run(lab, run, s, &["--task", "a"]);
     assert_eq!(a.code, 0, "{}", a.stderr);
     let rows = trial_rows(&a.stdout);
     assert_eq!(rows.len(), 12, "{}", a.stdout);
@@ -120,13 +141,18 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
         a.stdout
     );
     // --outcome: only that outcome; with --task, both.
-    let wrong = show(&["--outcome", "wrong"]);
+    let wrong = show_run(lab, run, s, &["--outcome", "wrong"]);
     let rows = trial_rows(&wrong.stdout);
     assert_eq!(rows.len(), 12, "{}", wrong.stdout);
     assert!(rows
         .iter()
         .all(|r| r.contains(".meddler.") && r.contains(" wrong ")));
-    let both = show(&["--task", "b", "--outcome", "completed", "--format", "json"]);
+    let both = show_run(
+        lab,
+        run,
+        s,
+        &["--task", "b", "--outcome", "completed", "--format", "json"],
+    );
     let doc: Value = serde_json::from_str(&both.stdout).unwrap();
     let ids: Vec<&str> = doc["trials"]
         .as_array()
@@ -137,7 +163,7 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
     assert_eq!(ids.len(), 6, "{ids:?}");
     assert!(ids.iter().all(|i| i.starts_with("b.good.")), "{ids:?}");
     // A task the run does not have is refused, with the tasks it has; an unknown outcome too.
-    let none = show(&["--task", "nope"]);
+    let none = show_run(lab, run, s, &["--task", "nope"]);
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(
         none.stderr.contains("no trial of task `nope`"),
@@ -145,23 +171,14 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
         none.stderr
     );
     assert!(none.stderr.contains("a, b"), "{}", none.stderr);
-    let bad = show(&["--outcome", "great"]);
+    let bad = show_run(lab, run, s, &["--outcome", "great"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
 
-    // compare: 6 graded trials per task, so k goes to 6; by default 5 are listed and the text
-    // says 1 is left out; --pass-k-max 2 lists 2 and says 4.
-    let compare = |extra: &[&str]| {
-        let mut args = vec![
-            "compare",
-            run.as_str(),
-            "--variants",
-            "good,meddler",
-            "--store",
-            s,
-        ];
-        args.extend_from_slice(extra);
-        lab.proctor(As::Me, &args)
-    };
+/// compare: 6 graded trials per task, so k goes to 6; by default 5 are listed and the text
+/// says 1 is left out; --pass-k-max 2 lists 2 and says 4; the words, never the JSON value, of
+/// what is not measured.
+fn assert_compare_caps_pass_k(lab: &Lab, run: &str, s: &str) {
     let pass_k_rows = |text: &str| {
         text.lines()
             .skip_while(|l| !l.starts_with("pass@k and pass^k"))
@@ -170,7 +187,7 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
             .take_while(|l| !l.trim().is_empty())
             .count()
     };
-    let default = compare(&[]);
+    let default = compare_arms(lab, run, s, &[]);
     assert_eq!(default.code, 0, "{}", default.stderr);
     assert!(
         default
@@ -181,17 +198,17 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
     );
     // Three cells (a, b, all tasks), five values of k each.
     assert_eq!(pass_k_rows(&default.stdout), 15, "{}", default.stdout);
-    let two = compare(&["--pass-k-max", "2"]);
+    let two = compare_arms(lab, run, s, &["--pass-k-max", "2"]);
     assert!(
         two.stdout.contains("4 value(s) of k (k = 3..6) left out"),
         "{}",
         two.stdout
     );
     assert_eq!(pass_k_rows(&two.stdout), 6, "{}", two.stdout);
-    let every = compare(&["--pass-k-max", "6"]);
+    let every = compare_arms(lab, run, s, &["--pass-k-max", "6"]);
     assert!(!every.stdout.contains("left out;"), "{}", every.stdout);
     assert_eq!(pass_k_rows(&every.stdout), 18, "{}", every.stdout);
-    let json = compare(&["--pass-k-max", "2", "--format", "json"]);
+    let json = compare_arms(lab, run, s, &["--pass-k-max", "2", "--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     let c = &doc["comparison"];
     assert_eq!(
@@ -206,7 +223,7 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
             .len(),
         2
     );
-    assert_eq!(compare(&["--pass-k-max", "0"]).code, 2);
+    assert_eq!(compare_arms(lab, run, s, &["--pass-k-max", "0"]).code, 2);
     // Human text says "not measured" (no interface, so no wrong turns), never the JSON value.
     assert!(
         default.stdout.contains("not measured"),
@@ -218,16 +235,19 @@ fn show_filters_names_lists_once_compare_caps_pass_k_and_the_viewer_agrees() {
         "{}",
         default.stdout
     );
+}
 
-    // The hidden mutation: `show RUN TRIAL` names it, and so does the viewer's trial page.
-    let trial = show(&["a.good.0"]);
+/// The hidden mutation: `show RUN TRIAL` names it, and so does the viewer's trial page; the
+/// compare page gives assessments in words, the JSON value only in the row's data.
+fn assert_mutation_named_and_the_viewer_agrees(lab: &Lab, run: &str, s: &str) {
+    let trial = show_run(lab, run, s, &["a.good.0"]);
     let line = trial
         .stdout
         .lines()
         .find(|l| l.starts_with("mutation "))
         .unwrap_or_else(|| panic!("{}", trial.stdout));
     assert!(line.contains("01-greeting.patch"), "{line}");
-    let server = common::viewer::serve(&store);
+    let server = common::viewer::serve(Path::new(s));
     let (status, page) = common::viewer::get(&server, &format!("/runs/{run}/trials/a.good.0"));
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("data-field=\"mutation\""), "{page}");

@@ -250,30 +250,7 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
     let lab = Lab::new("sidecar-harbor");
     let (_registry, config) = mirror(&lab);
     let tasks = lab.root.join("tasks");
-    let compose = "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}\n    depends_on:\n      web:\n        condition: service_healthy\n  web:\n    image: busybox\n    command: [\"sh\", \"-c\", \"echo from-the-sidecar > /srv/secret.txt && exec httpd -f -v -p 8080 -h /srv\"]\n    ports:\n      - \"8080\"\n    healthcheck:\n      test: [\"CMD-SHELL\", \"wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\"]\n      interval: 1s\n      retries: 10\n";
-    harbor_task(
-        &tasks.join("fetch-secret"),
-        &[("docker-compose.yaml", compose)],
-        "grep -qx from-the-sidecar /app/answer.txt",
-        "mkdir -p /app && cd /app && wget -q -O answer.txt http://web:8080/secret.txt",
-    );
-    // A docker-compose.yml of several services that is only the task's data, and a
-    // docker-compose.yaml that is no compose file at all.
-    harbor_task(
-        &tasks.join("data-yml"),
-        &[(
-            "docker-compose.yml",
-            "services:\n  api:\n    image: example/api\n  db:\n    image: postgres\n",
-        )],
-        "test -s /app/answer.txt",
-        "mkdir -p /app && echo x > /app/answer.txt",
-    );
-    harbor_task(
-        &tasks.join("data-yaml"),
-        &[("docker-compose.yaml", "- just\n- a list\n")],
-        "test -s /app/answer.txt",
-        "mkdir -p /app && echo x > /app/answer.txt",
-    );
+    write_compose_tasks(&tasks);
     let suite = lab.root.join("imported");
     let cache = lab.root.join("image-cache");
     let out = lab.proctor(
@@ -310,6 +287,43 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
         "{}",
         out.stderr
     );
+    let toml = assert_the_sidecar_in_the_suite(&suite);
+    assert_every_oracle_passes(&lab, &suite, &cache, &config, &toml);
+}
+
+/// Task `fetch-secret`, whose compose file runs a web sidecar its oracle fetches from, beside
+/// a docker-compose.yml of several services that is only the task's data, and a
+/// docker-compose.yaml that is no compose file at all.
+fn write_compose_tasks(tasks: &Path) {
+    let compose = "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}\n    depends_on:\n      web:\n        condition: service_healthy\n  web:\n    image: busybox\n    command: [\"sh\", \"-c\", \"echo from-the-sidecar > /srv/secret.txt && exec httpd -f -v -p 8080 -h /srv\"]\n    ports:\n      - \"8080\"\n    healthcheck:\n      test: [\"CMD-SHELL\", \"wget -q -O /dev/null http://127.0.0.1:8080/secret.txt\"]\n      interval: 1s\n      retries: 10\n";
+    harbor_task(
+        &tasks.join("fetch-secret"),
+        &[("docker-compose.yaml", compose)],
+        "grep -qx from-the-sidecar /app/answer.txt",
+        "mkdir -p /app && cd /app && wget -q -O answer.txt http://web:8080/secret.txt",
+    );
+    // A docker-compose.yml of several services that is only the task's data, and a
+    // docker-compose.yaml that is no compose file at all.
+    harbor_task(
+        &tasks.join("data-yml"),
+        &[(
+            "docker-compose.yml",
+            "services:\n  api:\n    image: example/api\n  db:\n    image: postgres\n",
+        )],
+        "test -s /app/answer.txt",
+        "mkdir -p /app && echo x > /app/answer.txt",
+    );
+    harbor_task(
+        &tasks.join("data-yaml"),
+        &[("docker-compose.yaml", "- just\n- a list\n")],
+        "test -s /app/answer.txt",
+        "mkdir -p /app && echo x > /app/answer.txt",
+    );
+}
+
+/// The imported suite (in `suite`) runs the one sidecar, with its healthcheck; gives
+/// `suite.toml`'s text.
+fn assert_the_sidecar_in_the_suite(suite: &Path) -> String {
     let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
     assert!(
         toml.contains("[[tasks.services]]\nname = \"web\"\nimage = \"busybox\""),
@@ -321,6 +335,11 @@ fn a_two_container_harbor_task_imports_with_its_sidecar_and_passes_its_oracle() 
         "{toml}"
     );
 
+    toml
+}
+
+/// `validate --oracle`: every task's oracle completes and its null agent does not.
+fn assert_every_oracle_passes(lab: &Lab, suite: &Path, cache: &Path, config: &Path, toml: &str) {
     let v = lab.proctor(
         As::Me,
         &[

@@ -179,7 +179,33 @@ fn run_id(run_dir: &Path) -> String {
 #[test]
 fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_completed() {
     let lab = Lab::new("sit-draft");
-    let tmux = Tmux::start("draft", &sit_script(&lab, "--task draft --as dana"));
+    sit_through_a_draft(&lab);
+    let (run_dir, record) = sitting(&lab, "draft", "dana");
+    assert_sitting_recorded(&record);
+    let trial_dir = run_dir.join("trials/draft.human:dana.0");
+    assert_persons_calls_logged_as_an_agents(&trial_dir, &record);
+    // What the terminal showed is kept as the transcript.
+    let shown = std::fs::read_to_string(trial_dir.join("agent.stdout")).expect("agent.stdout");
+    assert!(
+        shown.contains("Saved draft d-002") && shown.contains("still-42"),
+        "{shown}"
+    );
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).expect("run.json"))
+            .expect("json");
+    assert_eq!(run["trial_mode"], "sitting");
+    assert_eq!(run["status"], "finished");
+
+    let sat = run_id(&run_dir);
+    assert_compared_with_an_agents_run(&lab, &sat);
+    assert_list_show_and_export_read_the_sitting(&lab, &sat);
+}
+
+/// Dana sits task `draft` in a terminal: reads, follows a window resize, interrupts a job
+/// with Ctrl-C, drafts, discards and drafts again, leaves a job in the background, exits, and
+/// answers and notes when asked; the sitting is graded completed and the terminal restored.
+fn sit_through_a_draft(lab: &Lab) {
+    let tmux = Tmux::start("draft", &sit_script(lab, "--task draft --as dana"));
     // The prompt comes first, exactly as an agent gets it.
     let screen = tmux.wait_for("Leave the shell");
     assert!(screen.contains("Draft a reply saying yes"), "{screen}");
@@ -231,8 +257,11 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("graded: completed"), "{screen}");
     assert!(screen.contains("TERMINAL-RESTORED"), "{screen}");
+}
 
-    let (run_dir, record) = sitting(&lab, "draft", "dana");
+/// The sitting's record: completed, as variant `human:dana` with the shell as the launch and no
+/// model, with the answer, who sat, how the answer was given and the notes.
+fn assert_sitting_recorded(record: &Value) {
     assert_eq!(record["outcome"], "completed", "{}", record["reason"]);
     assert_eq!(record["plan"]["variant"], "human:dana");
     assert_eq!(record["launch"]["agent"], "human");
@@ -248,9 +277,13 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     assert_eq!(s["notes"], "The chat help made drafting easy.\n");
     assert!(s["timeout_seconds"].is_null());
     assert!(s["terminal_bytes"].as_u64().unwrap() > 100, "{s}");
-    // The person's interface calls are in the calls log, as an agent's would be.
-    let trial_dir = run_dir.join("trials/draft.human:dana.0");
-    let argvs = calls(&trial_dir);
+}
+
+/// The person's interface calls (of the trial in `trial_dir`) are in the calls log, as an
+/// agent's would be, each reading the person's terminal; their own undo blames nobody but
+/// counts; the service sees the person in the agent's seat.
+fn assert_persons_calls_logged_as_an_agents(trial_dir: &Path, record: &Value) {
+    let argvs = calls(trial_dir);
     assert_eq!(argvs[0], ["chat", "read", "@mei"], "{argvs:?}");
     assert_eq!(
         argvs[1][..4],
@@ -283,19 +316,11 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         discard["actor"], "agent",
         "the person sits in the agent's seat"
     );
-    // What the terminal showed is kept as the transcript.
-    let shown = std::fs::read_to_string(trial_dir.join("agent.stdout")).expect("agent.stdout");
-    assert!(
-        shown.contains("Saved draft d-002") && shown.contains("still-42"),
-        "{shown}"
-    );
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).expect("run.json"))
-            .expect("json");
-    assert_eq!(run["trial_mode"], "sitting");
-    assert_eq!(run["status"], "finished");
+}
 
-    // An agent's run of the same suite and task, compared with the sitting, trial by trial.
+/// An agent's run of the same suite and task, compared with the sitting (run `sat`), trial by
+/// trial: the naive agent sent the reply (wrong); the person drafted it (completed).
+fn assert_compared_with_an_agents_run(lab: &Lab, sat: &str) {
     let suite = common::repo_root().join("examples/chat-ax");
     let store = lab.store();
     let out = lab.proctor(
@@ -319,13 +344,12 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
     );
     let agents: Value = serde_json::from_str(&out.stdout).expect("the run's summary");
     let agents = agents["run"].as_str().expect("a run id").to_string();
-    let sat = run_id(&run_dir);
     let out = lab.proctor(
         As::Me,
         &[
             "compare",
             &format!("{agents}/naive"),
-            &sat,
+            sat,
             "--store",
             store.to_str().unwrap(),
             "--format",
@@ -352,14 +376,19 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         overall["b"]["cell"]["rates"]["success"]["k"], 1,
         "{overall:#}"
     );
-    // `list` and `show` read the sitting like any other run.
+}
+
+/// `list` and `show` read the sitting (run `sat`) like any other run; the exported page (the
+/// viewer's trial page) shows who sat, and their notes.
+fn assert_list_show_and_export_read_the_sitting(lab: &Lab, sat: &str) {
+    let store = lab.store();
     let out = lab.proctor(As::Me, &["list", "--store", store.to_str().unwrap()]);
     assert!(out.stdout.contains("human:dana"), "{}", out.stdout);
     let out = lab.proctor(
         As::Me,
         &[
             "show",
-            &sat,
+            sat,
             "draft.human:dana.0",
             "--store",
             store.to_str().unwrap(),
@@ -378,7 +407,7 @@ fn a_person_drafts_through_the_shims_answers_when_asked_and_the_sitting_is_compl
         As::Me,
         &[
             "export",
-            &sat,
+            sat,
             "--html",
             page.to_str().unwrap(),
             "--store",

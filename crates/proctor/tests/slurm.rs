@@ -286,21 +286,7 @@ fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
     let run = only_run(&store);
     let job = job_of(&run, 0);
     assert!(started.stdout.contains(&job), "{}", started.stdout);
-    // Cancel once a trial is finished and the next has started (its claim is made).
-    wait_for("a finished trial", Duration::from_secs(120), || {
-        !trials(&run).is_empty()
-    });
-    std::thread::sleep(Duration::from_millis(700));
-    assert!(Std::new("scancel")
-        .arg(&job)
-        .status()
-        .expect("scancel")
-        .success());
-    wait_for(
-        "the job to leave the queue",
-        Duration::from_secs(60),
-        || !queued(&job),
-    );
+    cancel_once_the_next_trial_is_claimed(&run, &job);
     let before = trials(&run);
     assert!(
         !before.is_empty() && before.len() < 6,
@@ -311,12 +297,38 @@ fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
     for (id, t) in &before {
         assert_eq!(t["summary"]["outcome"], "completed", "{id}");
     }
-    let status = proctor(&["status", "latest", "--store", s(&store)]);
+    assert_status_counts_the_cancelled_run(&store, before.len());
+    assert_resume_runs_only_the_rest(suite.path(), &store, &run, &job, &before);
+}
+
+/// Cancels the run's job (`job`) once a trial is finished and the next has started (its claim
+/// is made), and waits for it to leave the queue.
+fn cancel_once_the_next_trial_is_claimed(run: &Path, job: &str) {
+    wait_for("a finished trial", Duration::from_secs(120), || {
+        !trials(run).is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(Std::new("scancel")
+        .arg(job)
+        .status()
+        .expect("scancel")
+        .success());
+    wait_for(
+        "the job to leave the queue",
+        Duration::from_secs(60),
+        || !queued(job),
+    );
+}
+
+/// `status` counts the `finished` trials of the cancelled run, none pending or running, and
+/// the cancelled task failed.
+fn assert_status_counts_the_cancelled_run(store: &Path, finished: usize) {
+    let status = proctor(&["status", "latest", "--store", s(store)]);
     assert_eq!(status.code, 0, "{}", status.stderr);
     assert!(
         status
             .stdout
-            .contains(&format!("trials: {}/6 finished", before.len())),
+            .contains(&format!("trials: {}/6 finished", finished)),
         "{}",
         status.stdout
     );
@@ -330,14 +342,24 @@ fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
         "the cancelled task is failed: {}",
         status.stdout
     );
+}
 
+/// The run resumed under a second job finishes every trial: nothing lost, nothing finished
+/// `before` the cancel run again.
+fn assert_resume_runs_only_the_rest(
+    suite: &Path,
+    store: &Path,
+    run: &Path,
+    job: &str,
+    before: &BTreeMap<String, Value>,
+) {
     let resumed = proctor(&[
         "run",
-        s(suite.path()),
+        s(suite),
         "--resume",
         "latest",
         "--store",
-        s(&store),
+        s(store),
         "--executor",
         "slurm",
     ]);
@@ -347,9 +369,9 @@ fn scancel_mid_run_then_resume_finishes_it_with_nothing_lost_or_run_twice() {
         "{}",
         resumed.stderr
     );
-    let after = trials(&run);
+    let after = trials(run);
     assert_eq!(after.len(), 6, "nothing lost");
-    let second = job_of(&run, 1);
+    let second = job_of(run, 1);
     assert_ne!(second, job);
     for (id, t) in &after {
         assert_eq!(t["summary"]["outcome"], "completed", "{id}");

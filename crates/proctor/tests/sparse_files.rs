@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::lab::{users, Lab};
+use common::lab::{users, As, Lab};
 use common::viewer::{get, serve};
 
 const SUITE: &str = r#"schema_version = 1
@@ -49,24 +49,7 @@ const PEAK_KIB: u64 = 100 * 1024;
 #[test]
 fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
     for who in users() {
-        let lab = Lab::new(&format!("sparse-{who:?}"));
-        lab.write(
-            "suite.toml",
-            SUITE,
-        )
-        .write("fixture/notes.txt", "todo\n")
-        .write(
-            "agents/agent/sparse.toml",
-            "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt; truncate -s 3G notes.txt'''\n",
-        )
-        .write(
-            "agents/agent/large.toml",
-            "answer = \"done\"\n[[steps]]\nrun = '''yes 'filler line of text' | head -c 20971520 > notes.txt; echo DONE >> notes.txt'''\n",
-        )
-        .write(
-            "agents/agent/honest.toml",
-            "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt'''\n",
-        );
+        let lab = sparse_lab(who);
         let (suite, store) = (lab.suite(), lab.store());
         let (suite, store) = (suite.to_str().unwrap(), store.to_str().unwrap());
         let (run, peak) =
@@ -78,66 +61,9 @@ fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
         assert_eq!(run.code, 1, "{who:?}: one trial is wrong: {run:?}");
         assert!(peak < PEAK_KIB, "{who:?}: run peaked at {peak} KiB");
 
-        assert_eq!(sparse["outcome"], "completed", "{who:?}: {sparse:#}");
-        let evidence = sparse["verdict"]["success"]["assertions"][0]["evidence"].to_string();
-        assert!(
-            evidence.contains("holes (unwritten zeros) skipped"),
-            "{who:?}: the evidence says how the file was read: {evidence}"
-        );
-        let large = lab.record("large.agent.0");
-        assert_eq!(large["outcome"], "wrong", "{who:?}: {large:#}");
-        let evidence = large["verdict"]["success"]["assertions"][0]["evidence"].to_string();
-        assert!(
-            evidence.contains("only its first 16777216 bytes of data"),
-            "{who:?}: {evidence}"
-        );
-        assert_eq!(lab.record("honest.agent.0")["outcome"], "completed");
-
+        assert_sparse_and_large_files_graded(&lab, &sparse, who);
         let run_id = lab.run_id();
-        let (show, peak) = lab.proctor_peak_rss(
-            who,
-            &["show", &run_id, "sparse.agent.0", "--store", store],
-            &[],
-        );
-        assert_eq!(show.code, 0, "{who:?}: {show:?}");
-        assert!(peak < PEAK_KIB, "{who:?}: show peaked at {peak} KiB");
-        assert!(
-            show.stdout
-                .contains("changed  notes.txt  (5 -> 3221225472 bytes)")
-                && show.stdout.contains("(not diffed: read "),
-            "{who:?}: {}",
-            show.stdout
-        );
-        let (honest, _) = lab.proctor_peak_rss(
-            who,
-            &["show", &run_id, "honest.agent.0", "--store", store],
-            &[],
-        );
-        assert!(
-            honest.stdout.contains("+DONE"),
-            "{who:?}: {}",
-            honest.stdout
-        );
-
-        let page = lab.root.join("export.html");
-        let (export, peak) = lab.proctor_peak_rss(
-            who,
-            &[
-                "export",
-                &run_id,
-                "--html",
-                page.to_str().unwrap(),
-                "--store",
-                store,
-            ],
-            &[],
-        );
-        assert_eq!(export.code, 0, "{who:?}: {export:?}");
-        assert!(peak < PEAK_KIB, "{who:?}: export peaked at {peak} KiB");
-        assert!(std::fs::read_to_string(&page)
-            .unwrap()
-            .contains("not diffed"));
-
+        assert_show_and_export_in_bounded_memory(&lab, who, &run_id, store);
         let (rescore, peak) =
             lab.proctor_peak_rss(who, &["rescore", &run_id, "--store", store], &[]);
         assert_eq!(rescore.code, 0, "{who:?}: {rescore:?}");
@@ -155,4 +81,95 @@ fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
             "{who:?}: the viewer's trial page"
         );
     }
+}
+
+/// Agents that leave a 3 GB sparse file (`sparse`), a 20 MB one (`large`) and a small change
+/// (`honest`); the lab runs as `who`.
+fn sparse_lab(who: As) -> Lab {
+    let lab = Lab::new(&format!("sparse-{who:?}"));
+    lab.write(
+        "suite.toml",
+        SUITE,
+    )
+    .write("fixture/notes.txt", "todo\n")
+    .write(
+        "agents/agent/sparse.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt; truncate -s 3G notes.txt'''\n",
+    )
+    .write(
+        "agents/agent/large.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''yes 'filler line of text' | head -c 20971520 > notes.txt; echo DONE >> notes.txt'''\n",
+    )
+    .write(
+        "agents/agent/honest.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt'''\n",
+    );
+    lab
+}
+
+/// The sparse file is graded completed, its holes skipped; the large one wrong, read to its
+/// first 16 MiB; the honest trial completed.
+fn assert_sparse_and_large_files_graded(lab: &Lab, sparse: &serde_json::Value, who: As) {
+    assert_eq!(sparse["outcome"], "completed", "{who:?}: {sparse:#}");
+    let evidence = sparse["verdict"]["success"]["assertions"][0]["evidence"].to_string();
+    assert!(
+        evidence.contains("holes (unwritten zeros) skipped"),
+        "{who:?}: the evidence says how the file was read: {evidence}"
+    );
+    let large = lab.record("large.agent.0");
+    assert_eq!(large["outcome"], "wrong", "{who:?}: {large:#}");
+    let evidence = large["verdict"]["success"]["assertions"][0]["evidence"].to_string();
+    assert!(
+        evidence.contains("only its first 16777216 bytes of data"),
+        "{who:?}: {evidence}"
+    );
+    assert_eq!(lab.record("honest.agent.0")["outcome"], "completed");
+}
+
+/// `show` and `export --html` of run `run_id` say the sparse file was not diffed, each in
+/// bounded memory; the honest change is diffed.
+fn assert_show_and_export_in_bounded_memory(lab: &Lab, who: As, run_id: &str, store: &str) {
+    let (show, peak) = lab.proctor_peak_rss(
+        who,
+        &["show", run_id, "sparse.agent.0", "--store", store],
+        &[],
+    );
+    assert_eq!(show.code, 0, "{who:?}: {show:?}");
+    assert!(peak < PEAK_KIB, "{who:?}: show peaked at {peak} KiB");
+    assert!(
+        show.stdout
+            .contains("changed  notes.txt  (5 -> 3221225472 bytes)")
+            && show.stdout.contains("(not diffed: read "),
+        "{who:?}: {}",
+        show.stdout
+    );
+    let (honest, _) = lab.proctor_peak_rss(
+        who,
+        &["show", run_id, "honest.agent.0", "--store", store],
+        &[],
+    );
+    assert!(
+        honest.stdout.contains("+DONE"),
+        "{who:?}: {}",
+        honest.stdout
+    );
+
+    let page = lab.root.join("export.html");
+    let (export, peak) = lab.proctor_peak_rss(
+        who,
+        &[
+            "export",
+            run_id,
+            "--html",
+            page.to_str().unwrap(),
+            "--store",
+            store,
+        ],
+        &[],
+    );
+    assert_eq!(export.code, 0, "{who:?}: {export:?}");
+    assert!(peak < PEAK_KIB, "{who:?}: export peaked at {peak} KiB");
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .contains("not diffed"));
 }

@@ -72,8 +72,17 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     let store = lab.store();
     let s = store.to_str().unwrap();
+    assert_results_show_median_mean_and_total(&lab);
+    assert_show_gives_each_cells_wrong_turns(&lab, s);
+    let doc = assert_gate_fails_on_the_mean(&lab, s);
+    let text = assert_gate_text_names_the_statistic(&lab, s);
+    assert_discordant_pairs_counted(&doc["comparison"], &text);
+}
 
-    // results.json: the method's wrong turns over all tasks: median 0, mean 2, total 24, n 12.
+/// results.json: the method's wrong turns over all tasks: median 0, mean 2, total 24, n 12 (the
+/// control's all 0); the medians field of schema version 1 kept; results.md shows the three with
+/// n.
+fn assert_results_show_median_mean_and_total(lab: &Lab) {
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(lab.run_dir().join("results.json")).unwrap())
             .unwrap();
@@ -115,8 +124,10 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         .find(|l| l.starts_with("| method | (all tasks) |") && l.contains("(n=12)"))
         .unwrap_or_else(|| panic!("{md}"));
     assert!(row.contains("| 0 / 2 / 24 (n=12) |"), "{row}");
+}
 
-    // proctor show RUN: each cell's wrong turns as median / mean / total with n.
+/// proctor show RUN: each cell's wrong turns as median / mean / total with n.
+fn assert_show_gives_each_cells_wrong_turns(lab: &Lab, s: &str) {
     let shown = lab.proctor(As::Me, &["show", "--store", s, "latest"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     let c = shown
@@ -135,10 +146,12 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         "{}",
         shown.stdout
     );
+}
 
-    // compare --gate: exit 4; the mean fails, the median (named) passes, and it is the only
-    // failing gate besides the total of calls (which the 24 failing calls raise too) and the
-    // sample size (3 pairs per task, below 6).
+/// compare --gate: exit 4; the mean fails, the median (named) passes, and it is the only
+/// failing gate besides the total of calls (which the 24 failing calls raise too) and the
+/// sample size (3 pairs per task, below 6). Gives the JSON document.
+fn assert_gate_fails_on_the_mean(lab: &Lab, s: &str) -> Value {
     let gated = lab.proctor(
         As::Me,
         &[
@@ -182,7 +195,11 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         "{gates:#}"
     );
 
-    // The same in text: the gate line names the statistic and its numbers with n.
+    doc
+}
+
+/// The same in text: the gate line names the statistic and its numbers with n. Gives the text.
+fn assert_gate_text_names_the_statistic(lab: &Lab, s: &str) -> String {
     let text = lab.proctor(
         As::Me,
         &[
@@ -206,9 +223,12 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         "{line}"
     );
 
-    // Discordant pairs: on d the method succeeded and the control did not, 3 times; every
-    // other pair succeeded in both.
-    let cmp = &doc["comparison"];
+    text.stdout
+}
+
+/// Discordant pairs: on d the method succeeded and the control did not, 3 times; every other
+/// pair succeeded in both; in the comparison `cmp` and in the `text` of compare.
+fn assert_discordant_pairs_counted(cmp: &Value, text: &str) {
     assert_eq!(
         cmp["overall"]["discordance"],
         serde_json::json!({"a_only": 0, "b_only": 3, "both": 9, "neither": 0, "n": 12})
@@ -231,11 +251,10 @@ fn keystone_an_arm_whose_wrong_turns_sit_in_one_task_fails_no_regression() {
         serde_json::json!({"a_only": 0, "b_only": 0, "both": 3, "neither": 0, "n": 3})
     );
     let overall = text
-        .stdout
         .lines()
         .skip_while(|l| !l.contains("A succeeded, B not"))
         .find(|l| l.starts_with("(all tasks)"))
-        .unwrap_or_else(|| panic!("{}", text.stdout));
+        .unwrap_or_else(|| panic!("{text}"));
     let cells: Vec<&str> = overall.split_whitespace().collect();
     assert_eq!(
         cells,

@@ -963,7 +963,6 @@ fn nobody_has_a_range() -> bool {
 /// is graded as usual.
 #[test]
 fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_recorded() {
-    use std::os::unix::fs::MetadataExt;
     // CI gives uid 65534 a range (.ci/run): its newuidmap path is a real part of this test.
     if std::env::var_os("CI").is_some() && common::lab::is_root() {
         assert!(
@@ -976,117 +975,150 @@ fn root_in_a_trial_chowns_where_a_range_is_mapped_and_the_single_mapping_is_reco
     cases.push((*users().last().unwrap(), true));
     for (who, single) in cases {
         for disk in ["", "limits = { disk_mb = 64 }"] {
-            let lab = Lab::new(&format!("owners-{who:?}-{single}-{}", disk.len()));
-            lab.write("fixture/README.md", "work here\n");
-            lab.one_task(
-                disk,
-                "{ file_added = \"owner.txt\" }",
-                &[
-                    "touch f; chown 1000:1000 f 2> chown.err; mkdir d; chown 1000:42 d; chmod 700 d; echo x > d/inner; chown 1000:1000 d/inner",
-                    "cp /bin/sh suid; chown 1000:1000 suid; chmod 6755 suid",
-                    "stat -c %u:%g f > owner.txt; cat owner.txt",
-                ],
-                true,
-            );
-            let env: &[(&str, &str)] = if single {
-                &[("PROCTOR_SANDBOX_SINGLE_ID", "1")]
-            } else {
-                &[]
-            };
-            let (suite, store) = (lab.suite(), lab.store());
-            let out = lab.proctor_env(
-                who,
-                &[
-                    "run",
-                    suite.to_str().unwrap(),
-                    "--store",
-                    store.to_str().unwrap(),
-                    "--trials",
-                    "1",
-                ],
-                env,
-            );
-            let record = lab.record("t.agent.0");
-            if !common::lab::real_isolation(&record, false) {
-                continue;
-            }
-            assert!(out.code == 0 || out.code == 1, "{who:?}: {}", out.stderr);
-            assert_eq!(record["outcome"], "completed", "{who:?} {disk}: {record:#}");
-            let ids = &record["isolation"]["ids"];
-            let changes = record["end_state"]["changes"].as_array().unwrap();
-            let owner = |path: &str| {
-                changes
-                    .iter()
-                    .find(|c| c["path"] == path)
-                    .map(|c| c["owner"].clone())
-                    .unwrap_or_else(|| panic!("{who:?} {disk}: no change {path}: {changes:#?}"))
-            };
-            let files = lab.trial_dir("t.agent.0").join("changes/files");
-            // Nothing in the store belongs to anyone but proctor's own user, whatever the agent
-            // gave its files to.
-            let store_meta = std::fs::metadata(lab.store()).unwrap();
-            let me = (store_meta.uid(), store_meta.gid());
-            for e in walkdir::WalkDir::new(lab.store())
-                .into_iter()
-                .filter_map(Result::ok)
-            {
-                let m = e.path().symlink_metadata().unwrap();
-                assert_eq!(
-                    (m.uid(), m.gid()),
-                    me,
-                    "{who:?} {disk}: {} in the store is not proctor's",
-                    e.path().display()
-                );
-            }
-            let kept = std::fs::metadata(files.join("suid")).unwrap();
-            assert_eq!(
-                kept.mode() & 0o7000,
-                0,
-                "{who:?} {disk}: a set-id bit reached the store"
-            );
-            let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
-            let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
-            let range = !single && (who == As::Me || nobody_has_a_range());
-            match range {
-                true => {
-                    assert_eq!(ids["kind"], "range", "{ids}");
-                    let by = if who == As::Me { "direct" } else { "newuidmap" };
-                    assert_eq!(ids["written_by"], by, "{ids}");
-                    assert_eq!(answer, "1000:1000", "{who:?} {disk}");
-                    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 1000}));
-                    assert_eq!(owner("d"), serde_json::json!({"uid": 1000, "gid": 42}));
-                    assert_eq!(
-                        owner("d/inner"),
-                        serde_json::json!({"uid": 1000, "gid": 1000})
-                    );
-                    assert_eq!(
-                        std::fs::read_to_string(files.join("d/inner")).unwrap(),
-                        "x\n",
-                        "{who:?} {disk}: a folder of uid 1000 with mode 700 was not captured"
-                    );
-                    assert_eq!(
-                        suid["mode"].as_u64().map(|m| m & 0o7777),
-                        Some(0o6755),
-                        "{suid}"
-                    );
-                    assert_eq!(owner("suid"), serde_json::json!({"uid": 1000, "gid": 1000}));
-                }
-                false => {
-                    assert_eq!(ids["kind"], "single", "{ids}");
-                    assert!(
-                        ids["why_single"].as_str().is_some_and(|w| !w.is_empty()),
-                        "{ids}"
-                    );
-                    assert_eq!(answer, "0:0", "{who:?} {disk}");
-                    assert!(owner("f").is_null());
-                    // The owner's own set-id bits: recorded, never kept.
-                    assert_eq!(
-                        suid["mode"].as_u64().map(|m| m & 0o7777),
-                        Some(0o6755),
-                        "{suid}"
-                    );
-                }
-            }
+            owners_trial(who, single, disk);
         }
     }
+}
+
+/// One trial, run as `who` (with one id asked for when `single`, on a disk of its own when
+/// `disk` says so), whose agent gives files to other users: the store keeps nothing but
+/// proctor's own, and the owners are recorded where a range is mapped.
+fn owners_trial(who: As, single: bool, disk: &str) {
+    let lab = Lab::new(&format!("owners-{who:?}-{single}-{}", disk.len()));
+    lab.write("fixture/README.md", "work here\n");
+    lab.one_task(
+        disk,
+        "{ file_added = \"owner.txt\" }",
+        &[
+            "touch f; chown 1000:1000 f 2> chown.err; mkdir d; chown 1000:42 d; chmod 700 d; echo x > d/inner; chown 1000:1000 d/inner",
+            "cp /bin/sh suid; chown 1000:1000 suid; chmod 6755 suid",
+            "stat -c %u:%g f > owner.txt; cat owner.txt",
+        ],
+        true,
+    );
+    let env: &[(&str, &str)] = if single {
+        &[("PROCTOR_SANDBOX_SINGLE_ID", "1")]
+    } else {
+        &[]
+    };
+    let (suite, store) = (lab.suite(), lab.store());
+    let out = lab.proctor_env(
+        who,
+        &[
+            "run",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--trials",
+            "1",
+        ],
+        env,
+    );
+    let record = lab.record("t.agent.0");
+    if !common::lab::real_isolation(&record, false) {
+        return;
+    }
+    assert!(out.code == 0 || out.code == 1, "{who:?}: {}", out.stderr);
+    assert_eq!(record["outcome"], "completed", "{who:?} {disk}: {record:#}");
+    let files = lab.trial_dir("t.agent.0").join("changes/files");
+    assert_store_is_proctors_alone(&lab, &files, who, disk);
+    let range = !single && (who == As::Me || nobody_has_a_range());
+    match range {
+        true => assert_owners_recorded_over_a_range(&record, &files, who, disk),
+        false => assert_single_mapping_recorded(&record, who, disk),
+    }
+}
+
+/// The owner recorded for the change of `path` among `changes`.
+fn owner_of(changes: &[serde_json::Value], path: &str, who: As, disk: &str) -> serde_json::Value {
+    changes
+        .iter()
+        .find(|c| c["path"] == path)
+        .map(|c| c["owner"].clone())
+        .unwrap_or_else(|| panic!("{who:?} {disk}: no change {path}: {changes:#?}"))
+}
+
+/// Nothing in the store belongs to anyone but proctor's own user, whatever the agent gave its
+/// files to, and no set-id bit reached the store's copy (in `files`).
+fn assert_store_is_proctors_alone(lab: &Lab, files: &Path, who: As, disk: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let store_meta = std::fs::metadata(lab.store()).unwrap();
+    let me = (store_meta.uid(), store_meta.gid());
+    for e in walkdir::WalkDir::new(lab.store())
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let m = e.path().symlink_metadata().unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            me,
+            "{who:?} {disk}: {} in the store is not proctor's",
+            e.path().display()
+        );
+    }
+    let kept = std::fs::metadata(files.join("suid")).unwrap();
+    assert_eq!(
+        kept.mode() & 0o7000,
+        0,
+        "{who:?} {disk}: a set-id bit reached the store"
+    );
+}
+
+/// A range is mapped: written as root or by newuidmap, the agent's `chown`s took, and the
+/// record keeps each owner and the set-id file's real mode; a folder of uid 1000 with mode 700
+/// was captured (into `files`).
+fn assert_owners_recorded_over_a_range(
+    record: &serde_json::Value,
+    files: &Path,
+    who: As,
+    disk: &str,
+) {
+    let ids = &record["isolation"]["ids"];
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    let owner = |path: &str| owner_of(changes, path, who, disk);
+    let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+    let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
+    assert_eq!(ids["kind"], "range", "{ids}");
+    let by = if who == As::Me { "direct" } else { "newuidmap" };
+    assert_eq!(ids["written_by"], by, "{ids}");
+    assert_eq!(answer, "1000:1000", "{who:?} {disk}");
+    assert_eq!(owner("f"), serde_json::json!({"uid": 1000, "gid": 1000}));
+    assert_eq!(owner("d"), serde_json::json!({"uid": 1000, "gid": 42}));
+    assert_eq!(
+        owner("d/inner"),
+        serde_json::json!({"uid": 1000, "gid": 1000})
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("d/inner")).unwrap(),
+        "x\n",
+        "{who:?} {disk}: a folder of uid 1000 with mode 700 was not captured"
+    );
+    assert_eq!(
+        suid["mode"].as_u64().map(|m| m & 0o7777),
+        Some(0o6755),
+        "{suid}"
+    );
+    assert_eq!(owner("suid"), serde_json::json!({"uid": 1000, "gid": 1000}));
+}
+
+/// A single mapping: recorded with its reason, `chown` fails in the agent's hands, no owner is
+/// recorded, and the owner's own set-id bits are recorded, never kept.
+fn assert_single_mapping_recorded(record: &serde_json::Value, who: As, disk: &str) {
+    let ids = &record["isolation"]["ids"];
+    let changes = record["end_state"]["changes"].as_array().unwrap();
+    let suid = changes.iter().find(|c| c["path"] == "suid").unwrap();
+    let answer = record["end_state"]["answer"].as_str().unwrap_or("").trim();
+    assert_eq!(ids["kind"], "single", "{ids}");
+    assert!(
+        ids["why_single"].as_str().is_some_and(|w| !w.is_empty()),
+        "{ids}"
+    );
+    assert_eq!(answer, "0:0", "{who:?} {disk}");
+    assert!(owner_of(changes, "f", who, disk).is_null());
+    // The owner's own set-id bits: recorded, never kept.
+    assert_eq!(
+        suid["mode"].as_u64().map(|m| m & 0o7777),
+        Some(0o6755),
+        "{suid}"
+    );
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::recorder::Recorder;
+use super::recorder::{write_event, Recorder};
 use super::rpc::{Connection, RpcError, AUTH_REQUIRED};
 use super::AcpPlan;
 
@@ -102,13 +102,6 @@ fn read_plan(file: &str) -> Result<AcpPlan, ClientError> {
     };
     let text = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
     serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))
-}
-
-/// Writes one transcript line. The transcript is the trial's captured stdout: if it cannot be
-/// written there is nobody left to tell, so a failed write is dropped.
-pub(super) fn write_event(out: &mut dyn Write, event: &Value) {
-    let _ = writeln!(out, "{event}");
-    let _ = out.flush();
 }
 
 /// Kills the agent if the client stops before it exited.

@@ -6,9 +6,15 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use super::client::write_event;
 use super::permission;
 use super::rpc::{Connection, Incoming, RpcError, METHOD_NOT_FOUND};
+
+/// Writes one transcript line. The transcript is the trial's captured stdout: if it cannot be
+/// written there is nobody left to tell, so a failed write is dropped.
+pub(super) fn write_event(out: &mut dyn Write, event: &Value) {
+    let _ = writeln!(out, "{event}");
+    let _ = out.flush();
+}
 
 /// What the client prints while the agent works, and the answer it keeps.
 pub(super) struct Recorder<'a> {

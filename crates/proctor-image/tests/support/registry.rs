@@ -308,32 +308,29 @@ fn basic(user: &str, password: &str) -> String {
     )
 }
 
-/// Serves one request (every response closes the connection).
-fn serve(
-    mut stream: TcpStream,
-    upstream: &str,
-    own_addr: &str,
-    mode: AuthMode,
-    log: &Mutex<Vec<String>>,
-) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+/// The head of one request: its request line, path and the headers the proxy reads.
+struct Request {
+    line: String,
+    path: String,
+    authorization: String,
+    accept: String,
+}
+
+/// Reads the head of one request from `stream`; `None` when it closes before one.
+fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>> {
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
     while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
         let n = stream.read(&mut buf)?;
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         raw.extend_from_slice(&buf[..n]);
     }
     let head = String::from_utf8_lossy(&raw).into_owned();
     let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or_default().to_string();
-    let path = request_line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("/")
-        .to_string();
+    let line = lines.next().unwrap_or_default().to_string();
+    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
     let mut authorization = String::new();
     let mut accept = String::new();
     for line in lines {
@@ -345,64 +342,60 @@ fn serve(
             }
         }
     }
+    Ok(Some(Request {
+        line,
+        path,
+        authorization,
+        accept,
+    }))
+}
+
+/// Writes a response of `status` with `headers` and `body` to `stream`.
+fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)
+}
+
+/// Serves one request (every response closes the connection).
+fn serve(
+    mut stream: TcpStream,
+    upstream: &str,
+    own_addr: &str,
+    mode: AuthMode,
+    log: &Mutex<Vec<String>>,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let Some(request) = read_request(&mut stream)? else {
+        return Ok(());
+    };
     log.lock()
         .unwrap()
-        .push(format!("{request_line} auth={authorization}"));
-    let respond =
-        |stream: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &[u8]| {
-            let mut head = format!(
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (k, v) in headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str("\r\n");
-            stream.write_all(head.as_bytes())?;
-            stream.write_all(body)
-        };
+        .push(format!("{} auth={}", request.line, request.authorization));
+    let (path, authorization) = (&request.path, &request.authorization);
     let credentials = basic(USER, PASSWORD);
     if path.starts_with("/token") {
-        if mode == AuthMode::Bearer && authorization == credentials {
-            let body = format!(r#"{{"token":"{TOKEN}","expires_in":300}}"#);
-            return respond(
-                &mut stream,
-                "200 OK",
-                &[("Content-Type", "application/json".into())],
-                body.as_bytes(),
-            );
-        }
-        return respond(
-            &mut stream,
-            "401 Unauthorized",
-            &[],
-            br#"{"details":"bad credentials"}"#,
-        );
+        return token(&mut stream, mode, *authorization == credentials);
     }
     let authorized = match mode {
-        AuthMode::Bearer => authorization == format!("Bearer {TOKEN}"),
-        AuthMode::Basic => authorization == credentials,
+        AuthMode::Bearer => *authorization == format!("Bearer {TOKEN}"),
+        AuthMode::Basic => *authorization == credentials,
         AuthMode::TamperManifests => true,
     };
     if !authorized {
-        let challenge = match mode {
-            AuthMode::Bearer => format!(
-                r#"Bearer realm="http://{own_addr}/token",service="proxy-test",scope="repository:test/img:pull""#
-            ),
-            AuthMode::Basic | AuthMode::TamperManifests => {
-                r#"Basic realm="proxy-test""#.to_string()
-            }
-        };
-        let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#;
-        return respond(
-            &mut stream,
-            "401 Unauthorized",
-            &[
-                ("WWW-Authenticate", challenge),
-                ("Content-Type", "application/json".into()),
-            ],
-            body,
-        );
+        return challenge(&mut stream, mode, own_addr);
     }
     if path.contains("/blobs/") {
         // Blobs come from "storage" elsewhere, as from a CDN: a redirect without credentials.
@@ -413,6 +406,58 @@ fn serve(
             b"",
         );
     }
+    forward(&mut stream, upstream, &request, mode)
+}
+
+/// The token endpoint: a token for the right basic credentials (`good`) in bearer mode, else
+/// 401.
+fn token(stream: &mut TcpStream, mode: AuthMode, good: bool) -> std::io::Result<()> {
+    if mode == AuthMode::Bearer && good {
+        let body = format!(r#"{{"token":"{TOKEN}","expires_in":300}}"#);
+        return respond(
+            stream,
+            "200 OK",
+            &[("Content-Type", "application/json".into())],
+            body.as_bytes(),
+        );
+    }
+    respond(
+        stream,
+        "401 Unauthorized",
+        &[],
+        br#"{"details":"bad credentials"}"#,
+    )
+}
+
+/// 401 with the challenge of `mode` (a bearer realm at `own_addr`'s token endpoint, or basic).
+fn challenge(stream: &mut TcpStream, mode: AuthMode, own_addr: &str) -> std::io::Result<()> {
+    let challenge = match mode {
+        AuthMode::Bearer => format!(
+            r#"Bearer realm="http://{own_addr}/token",service="proxy-test",scope="repository:test/img:pull""#
+        ),
+        AuthMode::Basic | AuthMode::TamperManifests => r#"Basic realm="proxy-test""#.to_string(),
+    };
+    let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#;
+    respond(
+        stream,
+        "401 Unauthorized",
+        &[
+            ("WWW-Authenticate", challenge),
+            ("Content-Type", "application/json".into()),
+        ],
+        body,
+    )
+}
+
+/// Forwards `request` to `upstream` and its answer back (a manifest's `schemaVersion`
+/// corrupted in tamper mode).
+fn forward(
+    stream: &mut TcpStream,
+    upstream: &str,
+    request: &Request,
+    mode: AuthMode,
+) -> std::io::Result<()> {
+    let (path, accept) = (&request.path, &request.accept);
     let mut up = TcpStream::connect(upstream)?;
     up.set_read_timeout(Some(Duration::from_secs(20)))?;
     let forwarded = format!(

@@ -28,7 +28,7 @@ use quick_xml::events::{BytesDecl, BytesText, Event};
 use quick_xml::Writer;
 
 use super::{xml_safe, ExportError};
-use crate::gate::GateReport;
+use crate::gate_report::GateReport;
 use crate::input::TrialRow;
 
 /// What a JUnit consumer sees of one trial.

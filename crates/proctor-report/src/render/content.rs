@@ -1,8 +1,9 @@
 //! What the Markdown and Terminal renderings say, as document blocks.
 
 use crate::aggregate::{Cell, CountLedger, Money, RunReport, SecondsLedger};
-use crate::compare::{ArmStats, Change, Comparison, ComparisonCell, PassK, Side};
-use crate::gate::GateReport;
+use crate::compare::{ArmStats, Change, Comparison, ComparisonCell, PassK};
+use crate::gate_report::GateReport;
+use crate::side::Side;
 use crate::stats::{number, Summary};
 
 use super::doc::{Block, Table};

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::aggregate::RunReport;
 use crate::compare::Comparison;
-use crate::gate::GateReport;
+use crate::gate_report::GateReport;
 
 pub use changes::{changes_section, ChangesOf};
 pub use escape::{escape_line, escape_text};

@@ -119,21 +119,7 @@ pub fn capture(
         calls: calls(&paths.calls_log(), &mut notes),
         mcp_calls: mcp_calls(&paths.calls_log(), &mut notes),
         services: service_ends(
-            &ctx.suite
-                .file
-                .services
-                .iter()
-                .cloned()
-                // A streamable-HTTP server's state is its service's.
-                .chain(
-                    ctx.suite
-                        .file
-                        .mcp_servers
-                        .iter()
-                        .filter(|m| m.url.is_none())
-                        .map(|m| m.as_service()),
-                )
-                .collect::<Vec<_>>(),
+            &services_with_state(ctx),
             &paths.services(),
             &paths.trial_dir,
             &mut notes,
@@ -148,19 +134,7 @@ pub fn capture(
     end.conversation = conversation;
     let (wire, mut model_faults, reading) = model_end(launched, paths, executed, &mut notes);
     model_faults.extend(user_fault);
-    // The model's wire log is read only when the transcript reports a denial.
-    let asked = (!output.denied.is_empty())
-        .then(|| crate::export::wire(&paths.trial_dir).ok())
-        .flatten()
-        .and_then(|(wire, _)| wire)
-        .map(|wire| proctor_report::export::atif::asked(&wire));
-    add_denied_calls(
-        &mut end,
-        &output.denied,
-        launched.adapter.shell_permissions(),
-        &prepared.allowed,
-        asked.as_ref(),
-    );
+    add_reported_denials(&mut end, &output, launched, prepared);
     let mut limit_reached = None;
     let mut ledgers = ledgers(ctx, trial, wire, &output);
     if let Some(r) = &reading {
@@ -187,6 +161,47 @@ pub fn capture(
         capture_notes,
         store_full: notes.full,
     }
+}
+
+/// The services whose end state a trial keeps: the suite's, and each MCP server's that runs as
+/// a service (a streamable-HTTP server's state is its service's).
+fn services_with_state(ctx: &RunContext) -> Vec<Service> {
+    ctx.suite
+        .file
+        .services
+        .iter()
+        .cloned()
+        .chain(
+            ctx.suite
+                .file
+                .mcp_servers
+                .iter()
+                .filter(|m| m.url.is_none())
+                .map(|m| m.as_service()),
+        )
+        .collect()
+}
+
+/// Adds to `end` the calls the agent's transcript reports denied, confirmed against what the
+/// model asked; the model's wire log is read only when the transcript reports a denial.
+fn add_reported_denials(
+    end: &mut EndState,
+    output: &AgentOutput,
+    launched: &Launched,
+    prepared: &Prepared,
+) {
+    let asked = (!output.denied.is_empty())
+        .then(|| crate::export::wire(&prepared.paths.trial_dir).ok())
+        .flatten()
+        .and_then(|(wire, _)| wire)
+        .map(|wire| proctor_report::export::atif::asked(&wire));
+    add_denied_calls(
+        end,
+        &output.denied,
+        launched.adapter.shell_permissions(),
+        &prepared.allowed,
+        asked.as_ref(),
+    );
 }
 
 /// What the agent said and did, read from its raw output with its adapter (a conversation's

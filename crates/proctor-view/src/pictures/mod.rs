@@ -215,7 +215,7 @@ impl RunPictures {
         let query = if scoring.is_empty() {
             String::new()
         } else {
-            format!("?scoring={}", crate::data::url_encode(scoring))
+            format!("?scoring={}", crate::links::url_encode(scoring))
         };
         let link = |name: &str| {
             run_urls
