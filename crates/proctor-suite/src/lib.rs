@@ -19,6 +19,7 @@ pub mod plan;
 pub mod problem;
 pub mod script;
 mod sections;
+pub mod service;
 pub mod shell;
 pub mod start_order;
 pub mod suite;

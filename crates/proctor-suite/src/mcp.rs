@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::model::Service;
+use crate::service::Service;
 
 /// The command an agent's MCP client runs to reach server `NAME`, as a file in the trial's
 /// shims folder: `proctor-mcp-NAME`.
