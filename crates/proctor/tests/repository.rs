@@ -142,7 +142,7 @@ fn readme_test_command(readme: &str) -> String {
 }
 
 #[test]
-fn ci_runs_the_readmes_test_command_after_the_setup_it_names() {
+fn ci_runs_the_readmes_test_command_after_the_setup_it_names_then_its_demo() {
     let root = common::repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let command = readme_test_command(&readme);
@@ -150,12 +150,28 @@ fn ci_runs_the_readmes_test_command_after_the_setup_it_names() {
         command.starts_with("ci/setup && "),
         "the test command sets up what the tests drive first: {command}"
     );
+    let demo = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .map(str::trim)
+        .find(|c| c.contains("proctor demo"))
+        .expect("README.md gives the demo command");
     let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
-    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    let lines: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("echo "))
+        .collect();
+    let tests_at = lines.iter().position(|l| *l == command);
+    assert!(
+        tests_at.is_some(),
+        ".ci/run runs the README's test command verbatim ({command}):\n{ci}"
+    );
     assert_eq!(
-        last.trim(),
-        command,
-        ".ci/run ends with the README's test command"
+        lines.last().copied(),
+        Some(demo),
+        ".ci/run ends with the README's demo command, after the tests"
     );
 }
 

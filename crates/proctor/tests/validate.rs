@@ -1872,12 +1872,12 @@ const CASES: &[Case] = &[
         says: &["counts command `calls`, but its interface", "help: count its tool calls"],
     },
     Case {
-        name: "mcp_server_over_http",
+        name: "mcp_server_over_http_without_its_service",
         base: NONE,
         changes: &[Edit("[[variants]]", "[[mcp_servers]]\nname = \"notes\"\nurl = \"http://127.0.0.1:7070/mcp\"\n\n[[variants]]")],
         in_place: None,
         at: Some("[SUITE]/suite.toml:9:7"),
-        says: &["proctor does not yet relay MCP", "help: run the server with the stdio"],
+        says: &["has a `url` but no `service`", "help: name the [[services]] entry that serves it"],
     },
 ];
 
