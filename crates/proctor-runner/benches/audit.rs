@@ -13,6 +13,9 @@
 //! with the observed audit too (each of the task's two checks seen to load every changed file);
 //! and the watch of one check run (the `fanotify` marks on the changed files before it, the
 //! events drained after it; the check's reads of every changed file in between are not timed).
+//! Last, the watch of one check run over 500 changed files spread over 1, 10, 100 and 500
+//! folders. `PROCTOR_BENCH_ONLY=watch` runs that table alone (no 40 MB fixture laid out), for
+//! comparing two builds of the watch side by side.
 //! It prints figures and asserts nothing: timing is never a test.
 
 use std::path::Path;
@@ -63,6 +66,11 @@ struct Case {
 }
 
 fn main() {
+    if std::env::var("PROCTOR_BENCH_ONLY").as_deref() == Ok("watch") {
+        let dir = tempfile::tempdir().unwrap();
+        watch_by_folders(dir.path(), reps());
+        return;
+    }
     let bench = Bench::lay_out();
     let reps = bench.reps;
     println!("integrity audit, 10,000-file fixture, {reps} reps, medians\n");
@@ -90,10 +98,7 @@ impl Bench {
     /// The fixture (10,000 files of 4 KiB in 100 folders: ~40 MB), the holdout of two checks,
     /// and the repetitions `PROCTOR_BENCH_REPS` asks for (default 200).
     fn lay_out() -> Bench {
-        let reps: usize = std::env::var("PROCTOR_BENCH_REPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(200);
+        let reps = reps();
         let dir = tempfile::tempdir().unwrap();
         let fixture = dir.path().join("fixture");
         let body = "x = 1\n".repeat(680);
@@ -293,6 +298,14 @@ fn with_checks(end: &EndState, changes: &[FileChange], observed: bool) -> EndSta
         );
     }
     end
+}
+
+/// The repetitions `PROCTOR_BENCH_REPS` asks for (default 200).
+fn reps() -> usize {
+    std::env::var("PROCTOR_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
 }
 
 /// The watch of one check run over 500 changed files as the folders holding them grow: one

@@ -29,6 +29,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+/// The maps an event is looked up in, once per event: hashed fast (`foldhash`, seeded at random
+/// per process) rather than with SipHash; their keys are file handles and the names of the
+/// agent's changed files, bounded by the changes a check run watches.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use proctor_score::endstate::{
     Access, ChangeKind, CheckObservation, FileChange, ObservedFile, ObservedLink, OBSERVED_LISTED,
 };
@@ -130,9 +135,12 @@ fn mirror_dirs(layers: &[PathBuf], rel: &Path, to: &Path) -> io::Result<()> {
 pub struct Observer {
     /// The group; `None` where it could not be made (the record says why).
     fan: Option<OwnedFd>,
-    /// Each watched file, keyed as its events name it (its folder's file system id and file
-    /// handle, then its name): its path, and whether it is the root's.
-    files: HashMap<Vec<u8>, (String, bool)>,
+    /// Each marked folder, keyed as its events name it ([`Handle`]): its index in `folders`.
+    folder_keys: Map<Vec<u8>, usize>,
+    /// The marked folders, each with the agent's files in it that are watched by name.
+    folders: Vec<WatchedFolder>,
+    /// Each file marked itself (a copy's), keyed as its events name it ([`Handle`]).
+    files: Map<Vec<u8>, WatchedFile>,
     /// Marks held: folders, and the files of a copy.
     marked: usize,
     /// Whether any file is marked itself (its events are then looked up by the file).
@@ -145,6 +153,25 @@ pub struct Observer {
     incomplete: Vec<String>,
     /// Entries past the first [`WATCH_MAX`] marks.
     unwatched: u64,
+}
+
+/// A folder marked for its entries: the agent's files in it, watched by their names.
+struct WatchedFolder {
+    /// Its path in its tree (empty for the tree's top).
+    path: String,
+    /// Whether the tree is the trial's root.
+    root: bool,
+    /// Each watched name: its index in `entries`.
+    names: Map<Box<[u8]>, usize>,
+    /// Each watched entry's name, and the events seen for it.
+    entries: Vec<(String, u64)>,
+}
+
+/// A file marked itself: its path, whether it is the root's, and the events seen for it.
+struct WatchedFile {
+    path: String,
+    root: bool,
+    mask: u64,
 }
 
 /// Where one tree's changes are watched.
@@ -177,7 +204,9 @@ impl Observer {
     ) -> Observer {
         let mut o = Observer {
             fan: None,
-            files: HashMap::new(),
+            folder_keys: Map::default(),
+            folders: Vec::new(),
+            files: Map::default(),
             marked: 0,
             file_marks: false,
             fsids: HashMap::new(),
@@ -286,11 +315,11 @@ impl Observer {
             if let Some(d) = open_folder(layer, folder)? {
                 each_entry(&d, |name, _| {
                     shadowed.insert(name.to_bytes().to_vec());
-                    Ok(())
+                    Ok(true)
                 })?;
             }
         }
-        let wanted: HashMap<&[u8], &str> = names
+        let wanted: Map<&[u8], &str> = names
             .iter()
             .filter(|n| !shadowed.contains(n.as_bytes()))
             .map(|n| (n.as_bytes(), *n))
@@ -301,24 +330,38 @@ impl Observer {
         // Where names are fixed, one mark on the folder watches every entry in it by name.
         let by_name = if self.fan.is_some() && !at.writable {
             let (h, mount) = handle_at(&fd, c"").map_err(no_handle)?;
-            let fsid = self.fsid(mount, &fd)?;
+            let key = Handle::key(&self.fsid(mount, &fd)?, &h);
             if let Some(fan) = &self.fan {
                 fan_mark_at(fan, &fd, None)?;
             }
             self.marked += 1;
-            Some(Key::Name.of(&fsid, &h, &[]))
+            let at_folder = *self.folder_keys.entry(key).or_insert_with(|| {
+                self.folders.push(WatchedFolder {
+                    path: folder.to_string(),
+                    root: at.root,
+                    names: Map::default(),
+                    entries: Vec::new(),
+                });
+                self.folders.len() - 1
+            });
+            Some(at_folder)
         } else {
             None
         };
+        // The folder's entries are read until every wanted name is found.
+        let mut left = wanted.len();
         each_entry(&fd, |c, kind| {
             let name = c.to_bytes();
             let Some(&name_str) = wanted.get(name) else {
-                return Ok(());
+                return Ok(true);
             };
-            let rel = if folder.is_empty() {
-                name_str.to_string()
-            } else {
-                format!("{folder}/{name_str}")
+            left -= 1;
+            let rel = || {
+                if folder.is_empty() {
+                    name_str.to_string()
+                } else {
+                    format!("{folder}/{name_str}")
+                }
             };
             let kind = match kind {
                 FileType::Unknown => {
@@ -328,27 +371,33 @@ impl Observer {
             };
             match kind {
                 FileType::RegularFile => {
-                    if let Some(folder_key) = &by_name {
-                        self.files
-                            .insert([&folder_key[..], name].concat(), (rel, at.root));
+                    if let Some(i) = by_name {
+                        let folder = &mut self.folders[i];
+                        folder.names.insert(name.into(), folder.entries.len());
+                        folder.entries.push((name_str.to_string(), 0));
                     } else if self.marked >= WATCH_MAX {
                         self.unwatched += 1;
                     } else if self.fan.is_some() {
                         let (h, mount) = handle_at(&fd, c).map_err(no_handle)?;
-                        let fsid = self.fsid(mount, &fd)?;
+                        let key = Handle::key(&self.fsid(mount, &fd)?, &h);
                         if let Some(fan) = &self.fan {
                             fan_mark_at(fan, &fd, Some(c))?;
                         }
-                        self.files
-                            .insert(Key::File.of(&fsid, &h, &[]), (rel, at.root));
+                        let file = WatchedFile {
+                            path: rel(),
+                            root: at.root,
+                            mask: 0,
+                        };
+                        self.files.insert(key, file);
                         self.file_marks = true;
                         self.marked += 1;
                     }
                 }
                 FileType::Symlink => {
                     let Some((links_at, layers)) = &at.links else {
-                        return Ok(());
+                        return Ok(left > 0);
                     };
+                    let rel = rel();
                     let src = path.join(name_str);
                     let m = fs::symlink_metadata(&src)?;
                     let to = links_at.join(&rel);
@@ -361,7 +410,7 @@ impl Observer {
                 }
                 _ => {}
             }
-            Ok(())
+            Ok(left > 0)
         })
     }
 
@@ -382,39 +431,58 @@ impl Observer {
     pub fn finish(self) -> CheckObservation {
         let mut incomplete = self.incomplete;
         // Each watched file's events, their masks merged.
-        let mut masks: HashMap<&[u8], u64> = HashMap::new();
+        let (mut folders, mut files) = (self.folders, self.files);
         if let Some(fan) = &self.fan {
-            if let Err(e) = drain(fan, self.file_marks, |key, mask| {
-                if let Some((k, _)) = self.files.get_key_value(key) {
-                    *masks.entry(k).or_default() |= mask;
+            let drained = drain(fan, self.file_marks, |object, name, mask| match name {
+                Some(name) => {
+                    if let Some(f) = self.folder_keys.get(object).map(|&i| &mut folders[i]) {
+                        if let Some(&e) = f.names.get(name) {
+                            f.entries[e].1 |= mask;
+                        }
+                    }
                 }
-            }) {
+                None => {
+                    if let Some(f) = files.get_mut(object) {
+                        f.mask |= mask;
+                    }
+                }
+            });
+            if let Err(e) = drained {
                 incomplete.push(e);
             }
         }
-        let seen: BTreeMap<(&String, bool), Vec<Access>> = masks
-            .into_iter()
-            .filter_map(|(key, mask)| {
-                let (rel, root) = self.files.get(key)?;
-                let how: Vec<Access> = ACCESSES
+        let by_folder = folders.into_iter().flat_map(|f| {
+            let (folder, root) = (f.path, f.root);
+            f.entries.into_iter().map(move |(name, mask)| {
+                let path = if folder.is_empty() {
+                    name
+                } else {
+                    format!("{folder}/{name}")
+                };
+                (path, root, mask)
+            })
+        });
+        let by_file = files.into_values().map(|f| (f.path, f.root, f.mask));
+        let mut seen: Vec<(String, bool, Vec<Access>)> = by_folder
+            .chain(by_file)
+            .filter(|(_, _, mask)| ACCESSES.iter().any(|(bit, _)| mask & bit != 0))
+            .map(|(path, root, mask)| {
+                let how = ACCESSES
                     .iter()
                     .filter(|(bit, _)| mask & bit != 0)
                     .map(|(_, a)| *a)
                     .collect();
-                (!how.is_empty()).then_some(((rel, *root), how))
+                (path, root, how)
             })
             .collect();
+        seen.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         let mut out = CheckObservation::default();
-        for ((path, root), how) in seen {
+        for (path, root, how) in seen {
             if out.files.len() >= OBSERVED_LISTED {
                 out.omitted += 1;
                 continue;
             }
-            out.files.push(ObservedFile {
-                path: path.clone(),
-                root,
-                how,
-            });
+            out.files.push(ObservedFile { path, root, how });
         }
         for (path, target, at) in self.links {
             if out.links.len() >= OBSERVED_LISTED {
@@ -457,20 +525,17 @@ const ACCESSES: [(u64, Access); 3] = [
     (libc::FAN_OPEN_EXEC, Access::Executed),
 ];
 
-/// What an event names, as the keys of [`Observer::files`] begin.
-#[derive(Clone, Copy)]
-enum Key {
-    /// A file itself: its file system's id and file handle.
-    File = 1,
-    /// An entry of a folder: the folder's file system id and file handle, then its name.
-    Name = 2,
-}
+/// How `fanotify` names an object in an event: its file system's id (8 bytes), then its
+/// `file_handle` (the handle's length as a `u32`, its type as an `i32`, its bytes), as one
+/// run of bytes in the event's info record, so that an event is looked up without a copy.
+struct Handle;
 
-impl Key {
-    /// The key of the object with file system id `fsid`, file handle `handle` (its type,
-    /// then its bytes) and, for an entry, `name`.
-    fn of(self, fsid: &[u8], handle: &[u8], name: &[u8]) -> Vec<u8> {
-        [&[self as u8][..], fsid, handle, name].concat()
+impl Handle {
+    /// The key of the object with file system id `fsid` and file handle `handle` (its type,
+    /// then its bytes, as [`handle_at`] gives it).
+    fn key(fsid: &[u8], handle: &[u8]) -> Vec<u8> {
+        let bytes = (handle.len().saturating_sub(4) as u32).to_ne_bytes();
+        [fsid, &bytes[..], handle].concat()
     }
 }
 
@@ -514,18 +579,19 @@ fn open_folder(top: &Beneath, folder: &str) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-/// Gives `each` the name and type of every entry of `dir`, a folder just opened.
+/// Gives `each` the name and type of every entry of `dir`, a folder just opened, until it
+/// says to stop (`false`).
 fn each_entry(
     dir: &OwnedFd,
-    mut each: impl FnMut(&CStr, rustix::fs::FileType) -> io::Result<()>,
+    mut each: impl FnMut(&CStr, rustix::fs::FileType) -> io::Result<bool>,
 ) -> io::Result<()> {
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
     let mut entries = rustix::fs::RawDir::new(dir, &mut buf);
     while let Some(e) = entries.next() {
         let e = e?;
         let name = e.file_name();
-        if name != c"." && name != c".." {
-            each(name, e.file_type())?;
+        if name != c"." && name != c".." && !each(name, e.file_type())? {
+            break;
         }
     }
     Ok(())
@@ -666,14 +732,17 @@ fn handle_at(dir: &OwnedFd, name: &CStr) -> io::Result<(Vec<u8>, i32)> {
     Ok(([&h.kind.to_ne_bytes()[..], &h.data[..n]].concat(), mount_id))
 }
 
-/// Reads every queued event of `fan`, giving each object it names by its key (as
-/// [`Observer::files`] holds them: the folder and name it was reached by, and with
-/// `file_keys` the file itself) with the event's mask; an error says what may be missing.
-fn drain(fan: &OwnedFd, file_keys: bool, mut each: impl FnMut(&[u8], u64)) -> Result<(), String> {
+/// Reads every queued event of `fan`, giving each object it names with the event's mask: the
+/// folder it was reached by ([`Handle`]) with the entry's name, and with `file_keys` the file
+/// itself with no name; an error says what may be missing.
+fn drain(
+    fan: &OwnedFd,
+    file_keys: bool,
+    mut each: impl FnMut(&[u8], Option<&[u8]>, u64),
+) -> Result<(), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let meta = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut overflow = false;
-    let mut key = Vec::new();
     loop {
         // SAFETY: a valid descriptor and a writable buffer of its length.
         let n = unsafe { libc::read(fan.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -712,8 +781,11 @@ fn drain(fan: &OwnedFd, file_keys: bool, mut each: impl FnMut(&[u8], u64)) -> Re
                 }
                 // A file's own record names it only where files are marked themselves.
                 let wanted = file_keys || buf[info] != libc::FAN_EVENT_INFO_TYPE_FID;
-                if wanted && info_key(&buf[info..info + ilen], &mut key) {
-                    each(&key, m.mask);
+                if let Some((object, name)) = wanted
+                    .then(|| info_object(&buf[info..info + ilen]))
+                    .flatten()
+                {
+                    each(object, name, m.mask);
                 }
                 info += ilen;
             }
@@ -726,38 +798,25 @@ fn drain(fan: &OwnedFd, file_keys: bool, mut each: impl FnMut(&[u8], u64)) -> Re
     Ok(())
 }
 
-/// The key of an info record: after its header (type u8, pad u8, len u16), the file system's
-/// id (8 bytes) and a `file_handle` (bytes u32, type i32, handle): the file's own, or for a
-/// folder-and-name record the folder's, followed by the entry's name ended by a NUL.
-/// Puts the key in `key` and says whether the record gave one.
-fn info_key(info: &[u8], key: &mut Vec<u8>) -> bool {
-    let parts = || {
-        let kind = match *info.first()? {
-            libc::FAN_EVENT_INFO_TYPE_FID => Key::File,
-            libc::FAN_EVENT_INFO_TYPE_DFID_NAME => Key::Name,
-            _ => return None,
-        };
-        let fsid = info.get(4..12)?;
-        let hb = u32::from_ne_bytes(info.get(12..16)?.try_into().ok()?) as usize;
-        let handle = info.get(16..20 + hb)?;
-        let name = match kind {
-            Key::File => &[][..],
-            Key::Name => {
-                let rest = info.get(20 + hb..)?;
-                &rest[..rest.iter().position(|&b| b == 0)?]
-            }
-        };
-        Some((kind, fsid, handle, name))
+/// The object an info record names: after its header (type u8, pad u8, len u16), the file
+/// system's id and the `file_handle` ([`Handle`]); for a folder-and-name record, also the
+/// entry's name, which follows ended by a NUL.
+fn info_object(info: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let named = match *info.first()? {
+        libc::FAN_EVENT_INFO_TYPE_FID => false,
+        libc::FAN_EVENT_INFO_TYPE_DFID_NAME => true,
+        _ => return None,
     };
-    let Some((kind, fsid, handle, name)) = parts() else {
-        return false;
+    let hb = u32::from_ne_bytes(info.get(12..16)?.try_into().ok()?) as usize;
+    let object = info.get(4..20 + hb)?;
+    let name = match named {
+        false => None,
+        true => {
+            let rest = info.get(20 + hb..)?;
+            Some(&rest[..rest.iter().position(|&b| b == 0)?])
+        }
     };
-    key.clear();
-    key.push(kind as u8);
-    key.extend_from_slice(fsid);
-    key.extend_from_slice(handle);
-    key.extend_from_slice(name);
-    true
+    Some((object, name))
 }
 
 /// Whether a Python module named `module` is installed in the check's root `root` (`/`, or
