@@ -479,11 +479,27 @@ fn a_harbor_task_whose_mcp_server_is_its_sidecar_imports_and_its_calls_are_logge
     let lab = Lab::new("sidecar-mcp");
     let (_registry, config) = mirror(&lab);
     let tasks = lab.root.join("tasks");
-    let task = tasks.join("mcp-tools");
+    write_mcp_task(&tasks.join("mcp-tools"));
+    let suite = lab.root.join("imported");
+    let cache = lab.root.join("image-cache");
+    let common_args = [
+        "--image-cache",
+        cache.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let toml = import_mcp_task(&lab, &tasks, &suite, &common_args);
+    oracle_reaches_the_sidecar(&lab, &suite, &toml, &common_args);
+    a_clients_call_is_logged(&lab, &suite, &toml, &common_args);
+}
+
+/// A cookbook-shaped task whose sidecar serves MCP over streamable HTTP (busybox `httpd` with
+/// [`MCP_CGI`]); its oracle posts to the server straight, as Harbor's does.
+fn write_mcp_task(task: &Path) {
     let compose = "services:\n  main:\n    depends_on:\n      mcp-server:\n        condition: service_healthy\n  mcp-server:\n    build:\n      context: ./mcp-server\n    expose:\n      - \"8000\"\n    healthcheck:\n      test: [\"CMD\", \"wget\", \"-q\", \"-O\", \"/dev/null\", \"http://127.0.0.1:8000/index.html\"]\n      interval: 1s\n      retries: 15\n";
     let post = "wget -q -O - --header 'Content-Type: application/json' --post-data '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"get_secret\",\"arguments\":{}}}' http://mcp-server:8000/cgi-bin/mcp";
     harbor_task(
-        &task,
+        task,
         &[
             ("docker-compose.yaml", compose),
             (
@@ -503,14 +519,11 @@ fn a_harbor_task_whose_mcp_server_is_its_sidecar_imports_and_its_calls_are_logge
         format!("{text}\n[[environment.mcp_servers]]\nname = \"mcp-server\"\ntransport = \"streamable-http\"\nurl = \"http://mcp-server:8000/cgi-bin/mcp\"\n"),
     )
     .unwrap();
-    let suite = lab.root.join("imported");
-    let cache = lab.root.join("image-cache");
-    let common_args = [
-        "--image-cache",
-        cache.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-    ];
+}
+
+/// Imports the task into `suite`: its server is an `[[mcp_servers]]` entry on the sidecar's
+/// loopback, served by the sidecar. Gives the suite's `suite.toml`.
+fn import_mcp_task(lab: &Lab, tasks: &Path, suite: &Path, common_args: &[&str]) -> String {
     let mut args = vec![
         "import",
         "harbor",
@@ -526,7 +539,12 @@ fn a_harbor_task_whose_mcp_server_is_its_sidecar_imports_and_its_calls_are_logge
         toml.contains("[[mcp_servers]]\nname = \"mcp-server\"\nurl = \"http://127.0.0.1:8000/cgi-bin/mcp\"\nservice = \"mcp-server\""),
         "{toml}"
     );
+    toml
+}
 
+/// `validate --oracle` warns that a sidecar-served server is reachable directly, and the
+/// oracle completes while the null agent does not.
+fn oracle_reaches_the_sidecar(lab: &Lab, suite: &Path, toml: &str, common_args: &[&str]) {
     let mut args = vec!["validate", suite.to_str().unwrap(), "--oracle"];
     args.extend(common_args);
     let v = lab.proctor(As::Me, &args);
@@ -544,9 +562,11 @@ fn a_harbor_task_whose_mcp_server_is_its_sidecar_imports_and_its_calls_are_logge
         .collect();
     assert_eq!(row[..3], ["mcp-tools", "-", "completed"], "{said}");
     assert_ne!(row[3], "completed", "{said}");
+}
 
-    // An agent's MCP client reaches the same server through proctor's shim: the call is logged
-    // with the server's answer.
+/// An agent's MCP client reaches the same server through proctor's shim: the call is logged
+/// with the server's answer.
+fn a_clients_call_is_logged(lab: &Lab, suite: &Path, toml: &str, common_args: &[&str]) {
     std::fs::write(
         suite.join("suite.toml"),
         format!("{toml}\n[[variants]]\nid = \"client\"\nagent = \"script\"\nscript = \"agents/client\"\n"),

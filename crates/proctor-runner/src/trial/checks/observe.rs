@@ -310,15 +310,7 @@ impl Observer {
             return Ok(());
         };
         // Names the check sees from a layer above the agent's are not the agent's.
-        let mut shadowed: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for layer in above {
-            if let Some(d) = open_folder(layer, folder)? {
-                each_entry(&d, |name, _| {
-                    shadowed.insert(name.to_bytes().to_vec());
-                    Ok(true)
-                })?;
-            }
-        }
+        let shadowed = names_above(above, folder)?;
         let wanted: Map<&[u8], &str> = names
             .iter()
             .filter(|n| !shadowed.contains(n.as_bytes()))
@@ -328,25 +320,9 @@ impl Observer {
             return Ok(());
         }
         // Where names are fixed, one mark on the folder watches every entry in it by name.
-        let by_name = if self.fan.is_some() && !at.writable {
-            let (h, mount) = handle_at(&fd, c"").map_err(no_handle)?;
-            let key = Handle::key(&self.fsid(mount, &fd)?, &h);
-            if let Some(fan) = &self.fan {
-                fan_mark_at(fan, &fd, None)?;
-            }
-            self.marked += 1;
-            let at_folder = *self.folder_keys.entry(key).or_insert_with(|| {
-                self.folders.push(WatchedFolder {
-                    path: folder.to_string(),
-                    root: at.root,
-                    names: Map::default(),
-                    entries: Vec::new(),
-                });
-                self.folders.len() - 1
-            });
-            Some(at_folder)
-        } else {
-            None
+        let by_name = match self.fan.is_some() && !at.writable {
+            true => Some(self.mark_folder(&fd, folder, at.root)?),
+            false => None,
         };
         // The folder's entries are read until every wanted name is found.
         let mut left = wanted.len();
@@ -378,40 +354,70 @@ impl Observer {
                     } else if self.marked >= WATCH_MAX {
                         self.unwatched += 1;
                     } else if self.fan.is_some() {
-                        let (h, mount) = handle_at(&fd, c).map_err(no_handle)?;
-                        let key = Handle::key(&self.fsid(mount, &fd)?, &h);
-                        if let Some(fan) = &self.fan {
-                            fan_mark_at(fan, &fd, Some(c))?;
-                        }
-                        let file = WatchedFile {
-                            path: rel(),
-                            root: at.root,
-                            mask: 0,
-                        };
-                        self.files.insert(key, file);
-                        self.file_marks = true;
-                        self.marked += 1;
+                        self.mark_file(&fd, c, rel(), at.root)?;
                     }
                 }
-                FileType::Symlink => {
-                    let Some((links_at, layers)) = &at.links else {
-                        return Ok(left > 0);
-                    };
-                    let rel = rel();
-                    let src = path.join(name_str);
-                    let m = fs::symlink_metadata(&src)?;
-                    let to = links_at.join(&rel);
-                    match lay_link(&src, &to, &rel, layers, links_at, at.writable, &m) {
-                        Ok(target) => self.links.push((rel, target, to)),
-                        Err(e) => self
-                            .incomplete
-                            .push(format!("the link `{rel}` is not watched: {e}")),
-                    }
-                }
+                FileType::Symlink => self.watch_link(at, &path.join(name_str), rel())?,
                 _ => {}
             }
             Ok(left > 0)
         })
+    }
+
+    /// Marks the open folder `fd` (at `folder` of its tree) for every entry in it; gives its
+    /// index in `folders`.
+    fn mark_folder(&mut self, fd: &OwnedFd, folder: &str, root: bool) -> io::Result<usize> {
+        let (h, mount) = handle_at(fd, c"").map_err(no_handle)?;
+        let key = Handle::key(&self.fsid(mount, fd)?, &h);
+        if let Some(fan) = &self.fan {
+            fan_mark_at(fan, fd, None)?;
+        }
+        self.marked += 1;
+        Ok(*self.folder_keys.entry(key).or_insert_with(|| {
+            self.folders.push(WatchedFolder {
+                path: folder.to_string(),
+                root,
+                names: Map::default(),
+                entries: Vec::new(),
+            });
+            self.folders.len() - 1
+        }))
+    }
+
+    /// Marks the file `name` of the open folder `fd` itself (a copy's file, followed wherever
+    /// it is moved), its path being `path`.
+    fn mark_file(&mut self, fd: &OwnedFd, name: &CStr, path: String, root: bool) -> io::Result<()> {
+        let (h, mount) = handle_at(fd, name).map_err(no_handle)?;
+        let key = Handle::key(&self.fsid(mount, fd)?, &h);
+        if let Some(fan) = &self.fan {
+            fan_mark_at(fan, fd, Some(name))?;
+        }
+        let file = WatchedFile {
+            path,
+            root,
+            mask: 0,
+        };
+        self.files.insert(key, file);
+        self.file_marks = true;
+        self.marked += 1;
+        Ok(())
+    }
+
+    /// Lays the agent's link `src` (its path `rel`) in the check's view, to be read after the
+    /// check; a link that cannot be laid is recorded as not watched.
+    fn watch_link(&mut self, at: &TreeAt, src: &Path, rel: String) -> io::Result<()> {
+        let Some((links_at, layers)) = &at.links else {
+            return Ok(());
+        };
+        let m = fs::symlink_metadata(src)?;
+        let to = links_at.join(&rel);
+        match lay_link(src, &to, &rel, layers, links_at, at.writable, &m) {
+            Ok(target) => self.links.push((rel, target, to)),
+            Err(e) => self
+                .incomplete
+                .push(format!("the link `{rel}` is not watched: {e}")),
+        }
+        Ok(())
     }
 
     /// The id of the file system of mount `mount`, as `fanotify` reports it (`statfs`'s
@@ -560,6 +566,21 @@ fn lay_link(
     }
     unread(at, m)?;
     Ok(target.to_string_lossy().into_owned())
+}
+
+/// The names in the folder `folder` of each layer of `above` (a layer the check sees above the
+/// agent's), whose entries the check sees in place of the agent's.
+fn names_above(above: &[Beneath], folder: &str) -> io::Result<BTreeSet<Vec<u8>>> {
+    let mut names = BTreeSet::new();
+    for layer in above {
+        if let Some(d) = open_folder(layer, folder)? {
+            each_entry(&d, |name, _| {
+                names.insert(name.to_bytes().to_vec());
+                Ok(true)
+            })?;
+        }
+    }
+    Ok(names)
 }
 
 /// The folder `folder` beneath `top` opened for reading its entries, no link followed on the
