@@ -98,6 +98,16 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
         assert!(!resp.text().contains(REAL_KEY));
     }
 
+    upstream_saw_the_real_key_only(&up, token.as_str());
+    let ledger = gw.finish_trial(&token).unwrap();
+    two_streams_are_ledgered(&ledger);
+    the_evidence_keeps_the_stream_redacted(&dir.path().join("trial"), &expected);
+    no_secret_in_evidence(&ledger, &[REAL_KEY, token.as_str()]);
+}
+
+/// Each request reached the upstream with the real key and the agent's other headers, and no
+/// trace of the trial's token.
+fn upstream_saw_the_real_key_only(up: &Upstream, token: &str) {
     let seen = up.seen();
     assert_eq!(seen.len(), 2);
     for s in &seen {
@@ -114,13 +124,16 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
         );
         assert_eq!(s.header("authorization"), None);
         assert!(
-            !s.headers.iter().any(|(_, v)| v.contains(token.as_str())),
+            !s.headers.iter().any(|(_, v)| v.contains(token)),
             "no token in headers"
         );
         assert!(s.query.is_none());
     }
+}
 
-    let ledger = gw.finish_trial(&token).unwrap();
+/// The ledger of the two streamed requests: their usage summed, no price so an incomplete
+/// cost, and the first request's record.
+fn two_streams_are_ledgered(ledger: &TrialLedger) {
     let mut twice = ANTHROPIC_USAGE;
     twice.add(&ANTHROPIC_USAGE);
     assert_eq!(ledger.usage, twice);
@@ -149,8 +162,12 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
         r.response_body.as_deref(),
         Some("model/0001.response.sse.gz")
     );
+}
 
-    let files = evidence_files(&dir.path().join("trial"));
+/// The trial's evidence: the log's two lines and each request and response kept as sent, the
+/// key redacted (so the response differs from what the agent got, `expected`).
+fn the_evidence_keeps_the_stream_redacted(trial: &std::path::Path, expected: &str) {
+    let files = evidence_files(trial);
     let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
         names,
@@ -178,7 +195,6 @@ fn a_streamed_anthropic_request_carries_the_real_key_and_its_usage_is_ledgered()
     );
     let request = String::from_utf8(files[1].2.clone()).unwrap();
     assert!(request.contains("my key is [REDACTED]"), "{request}");
-    no_secret_in_evidence(&ledger, &[REAL_KEY, token.as_str()]);
 }
 
 /// An upstream that reflects what it was sent (some proxies and self-hosted servers do) would

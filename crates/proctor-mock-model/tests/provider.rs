@@ -234,15 +234,22 @@ fn a_required_key_admits_the_right_key_in_each_apis_header() {
 fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     let dir = tempfile::tempdir().unwrap();
     let (server, log) = start(dir.path(), with_key());
-    let wrong_bearer = format!("Bearer {WRONG}");
+    send_refused_requests(&server);
+    refused_requests_consume_no_turn(&server);
+    refusals_are_logged_without_the_keys(&log);
+}
 
+/// Eleven requests the keyed server refuses 401, each in its API's error shape: a missing or
+/// wrong key on every API, a key where the API does not read it, and a body quoting the key.
+fn send_refused_requests(server: &MockHandle) {
+    let wrong_bearer = format!("Bearer {WRONG}");
     // Anthropic: missing, wrong, and the right key next to a stray second credential.
-    let r = send(&server, "POST", "/v1/messages", &[], &anthropic_body("hi"));
+    let r = send(server, "POST", "/v1/messages", &[], &anthropic_body("hi"));
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["type"], "error");
     assert_eq!(r.json()["error"]["type"], "authentication_error");
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/messages",
         &[("x-api-key", WRONG)],
@@ -251,7 +258,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["type"], "authentication_error");
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/messages",
         &[("x-api-key", KEY), ("authorization", &wrong_bearer)],
@@ -260,7 +267,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.status, 401);
     // OpenAI reads only authorization: Bearer.
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/responses",
         &[("x-api-key", KEY)],
@@ -269,7 +276,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["code"], "invalid_api_key");
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/chat/completions",
         &[("authorization", &wrong_bearer)],
@@ -279,7 +286,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.json()["error"]["type"], "invalid_api_key");
     // Gemini: a wrong query key, and a Bearer token it does not read.
     let r = send(
-        &server,
+        server,
         "POST",
         &format!("{GEMINI}?key={WRONG}"),
         &[],
@@ -289,7 +296,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.json()["error"]["status"], "UNAUTHENTICATED");
     assert_eq!(r.json()["error"]["code"], 401);
     let r = send(
-        &server,
+        server,
         "POST",
         GEMINI,
         &[("authorization", &format!("Bearer {KEY}"))],
@@ -298,7 +305,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(r.status, 401);
     // Token counts and listings are API requests too.
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/messages/count_tokens",
         &[("x-api-key", WRONG)],
@@ -306,7 +313,7 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     );
     assert_eq!(r.status, 401);
     let r = send(
-        &server,
+        server,
         "GET",
         "/v1/models",
         &[("anthropic-version", "2023-06-01")],
@@ -314,22 +321,25 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     );
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["type"], "authentication_error");
-    let r = send(&server, "GET", "/v1beta/models", &[], "");
+    let r = send(server, "GET", "/v1beta/models", &[], "");
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["status"], "UNAUTHENTICATED");
     // A body quoting the key is scrubbed from the log as well.
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/messages",
         &[],
         &anthropic_body(&format!("my key is {KEY}")),
     );
     assert_eq!(r.status, 401);
+}
 
+/// The right key after the refusals gets the script's first turn: a refusal consumes none.
+fn refused_requests_consume_no_turn(server: &MockHandle) {
     // Refused requests consume no turn.
     let r = send(
-        &server,
+        server,
         "POST",
         "/v1/messages",
         &[("x-api-key", KEY)],
@@ -341,7 +351,11 @@ fn a_missing_or_wrong_key_is_refused_401_in_the_apis_shape_and_logged() {
     assert_eq!(stats.auth_rejected, 11);
     assert_eq!(stats.main_requests, 1);
     assert_eq!(stats.turns_served, 1);
+}
 
+/// Each refusal is a line of the log (route, path, `missing` or `wrong`, no turn, no usage),
+/// no key is in it, and a quoted key is redacted.
+fn refusals_are_logged_without_the_keys(log: &Path) {
     let (text, lines) = log_lines(&log);
     assert!(!text.contains(KEY), "the key is in the log:\n{text}");
     assert!(
