@@ -356,7 +356,7 @@ fn refused_requests_consume_no_turn(server: &MockHandle) {
 /// Each refusal is a line of the log (route, path, `missing` or `wrong`, no turn, no usage),
 /// no key is in it, and a quoted key is redacted.
 fn refusals_are_logged_without_the_keys(log: &Path) {
-    let (text, lines) = log_lines(&log);
+    let (text, lines) = log_lines(log);
     assert!(!text.contains(KEY), "the key is in the log:\n{text}");
     assert!(
         !text.contains(WRONG),
