@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use proctor_gateway::ledger::Ending;
 use proctor_gateway::{
-    Api, FaultKind, GatewayOptions, LimitKind, Limits, Price, TrialGrant, TrialLedger, Usage,
+    Api, FaultKind, GatewayHandle, GatewayOptions, LimitKind, Limits, Price, TrialGrant,
+    TrialLedger, Usage,
 };
 use support::*;
 
@@ -298,6 +299,14 @@ fn whole_json_responses_of_every_api_are_ledgered() {
     let gw = gateway(&config, &["openai", "openrouter", "google"]);
     let c = client(&gw);
 
+    openai_responses_and_chat_are_ledgered(&gw, &c);
+    openrouter_chat_is_ledgered_under_the_granted_model(&gw, &c);
+    gemini_is_ledgered(&gw, &c);
+    upstream_saw_each_api_with_the_real_key(&up);
+}
+
+/// An OpenAI grant: a Responses and a Chat Completions request, both complete, usage summed.
+fn openai_responses_and_chat_are_ledgered(gw: &GatewayHandle, c: &Client) {
     let t = gw.register_trial(grant("openai", "gpt-5")).unwrap();
     let bearer = format!("Bearer {t}");
     let r = c.post(
@@ -331,7 +340,10 @@ fn whole_json_responses_of_every_api_are_ledgered() {
             reasoning: 4
         }
     );
+}
 
+/// An OpenRouter grant: the request names another model, the granted one is sent and ledgered.
+fn openrouter_chat_is_ledgered_under_the_granted_model(gw: &GatewayHandle, c: &Client) {
     let t = gw
         .register_trial(grant("openrouter", "anthropic/claude-sonnet-4.5"))
         .unwrap();
@@ -357,7 +369,10 @@ fn whole_json_responses_of_every_api_are_ledgered() {
         Some("anthropic/claude-sonnet-4.5")
     );
     assert_eq!(l.requests[0].requested_model.as_deref(), Some("x"));
+}
 
+/// A Gemini grant, the token given as `key=`.
+fn gemini_is_ledgered(gw: &GatewayHandle, c: &Client) {
     let t = gw
         .register_trial(grant("google", "gemini-2.5-pro"))
         .unwrap();
@@ -375,7 +390,11 @@ fn whole_json_responses_of_every_api_are_ledgered() {
             reasoning: 3
         }
     );
+}
 
+/// What the upstream saw: each API's path, the real key where each API reads it, the granted
+/// model, and no `key=` parameter left.
+fn upstream_saw_each_api_with_the_real_key(up: &Upstream) {
     let seen = up.seen();
     assert_eq!(seen.len(), 4);
     assert_eq!(seen[0].path, "/v1/responses");
