@@ -209,6 +209,56 @@ mod tests {
     }
 
     #[test]
+    fn only_a_list_after_its_sessions_first_is_a_help_call() {
+        let list = |seq, session| McpRecord {
+            method: TOOLS_LIST.into(),
+            tool: None,
+            session,
+            ..call(seq, "", Value::Null)
+        };
+        let help = |records: &[McpRecord]| mcp_metrics(&interface(), "notes", records).help_calls;
+        assert_eq!(help(&[list(1, 1)]), 0, "a session's first list is no help");
+        assert_eq!(help(&[list(1, 1), list(2, 2)]), 0, "each session lists once");
+        assert_eq!(help(&[list(1, 1), list(2, 1), list(3, 1)]), 2);
+        assert_eq!(help(&[list(1, 1), list(2, 2), list(3, 1)]), 1);
+    }
+
+    #[test]
+    fn a_repeat_is_the_same_tool_with_the_same_arguments() {
+        let repeats = |records: &[McpRecord]| mcp_metrics(&interface(), "notes", records).repeats;
+        let milk = json!({"title": "Milk"});
+        let same = [call(1, "add_note", milk.clone()), call(2, "add_note", milk.clone())];
+        assert_eq!(repeats(&same), 1);
+        let other_args = [
+            call(1, "add_note", milk.clone()),
+            call(2, "add_note", json!({"title": "Eggs"})),
+        ];
+        assert_eq!(repeats(&other_args), 0);
+        let other_tool = [call(1, "add_note", milk.clone()), call(2, "find_note", milk)];
+        assert_eq!(repeats(&other_tool), 0);
+    }
+
+    #[test]
+    fn only_the_declared_undo_of_a_done_call_undoes_it_and_only_once() {
+        let undone = |records: &[McpRecord]| mcp_metrics(&interface(), "notes", records).undone;
+        let add = |seq| call(seq, "add_note", json!({"title": seq}));
+        let delete = |seq| call(seq, "delete_note", json!({"id": seq}));
+        assert_eq!(undone(&[add(1), delete(2)]), 1);
+        assert_eq!(
+            undone(&[add(1), call(2, "find_note", json!({}))]),
+            0,
+            "another tool undoes nothing"
+        );
+        assert_eq!(undone(&[delete(1)]), 0, "nothing done to undo");
+        assert_eq!(
+            undone(&[add(1), delete(2), delete(3)]),
+            1,
+            "one add is undone once"
+        );
+        assert_eq!(undone(&[add(1), add(2), delete(3), delete(4)]), 2);
+    }
+
+    #[test]
     fn mcp_calls_counts_matching_calls_and_reads_failures_apart() {
         let mut failed = call(2, "add_note", json!({"title": 3}));
         failed.is_error = true;

@@ -116,7 +116,8 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
                 }
             }
             *undoable.entry(v.clone()).or_default() += 1;
-            if failing.remove(&v).is_some_and(|n| n > 0) {
+            // A verb is in `failing` only after a failed call of it.
+            if failing.remove(&v).is_some() {
                 m.recoveries += 1;
             }
         } else if call.denied.is_none() {
@@ -175,7 +176,8 @@ pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -
                 }
             }
             *undoable.entry(tool.clone()).or_default() += 1;
-            if failing.remove(&tool).is_some_and(|n| n > 0) {
+            // A tool is in `failing` only after a failed call of it.
+            if failing.remove(&tool).is_some() {
                 m.recoveries += 1;
             }
         } else if call.denied.is_none() {
