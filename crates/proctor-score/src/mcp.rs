@@ -218,7 +218,11 @@ mod tests {
         };
         let help = |records: &[McpRecord]| mcp_metrics(&interface(), "notes", records).help_calls;
         assert_eq!(help(&[list(1, 1)]), 0, "a session's first list is no help");
-        assert_eq!(help(&[list(1, 1), list(2, 2)]), 0, "each session lists once");
+        assert_eq!(
+            help(&[list(1, 1), list(2, 2)]),
+            0,
+            "each session lists once"
+        );
         assert_eq!(help(&[list(1, 1), list(2, 1), list(3, 1)]), 2);
         assert_eq!(help(&[list(1, 1), list(2, 2), list(3, 1)]), 1);
     }
@@ -227,14 +231,20 @@ mod tests {
     fn a_repeat_is_the_same_tool_with_the_same_arguments() {
         let repeats = |records: &[McpRecord]| mcp_metrics(&interface(), "notes", records).repeats;
         let milk = json!({"title": "Milk"});
-        let same = [call(1, "add_note", milk.clone()), call(2, "add_note", milk.clone())];
+        let same = [
+            call(1, "add_note", milk.clone()),
+            call(2, "add_note", milk.clone()),
+        ];
         assert_eq!(repeats(&same), 1);
         let other_args = [
             call(1, "add_note", milk.clone()),
             call(2, "add_note", json!({"title": "Eggs"})),
         ];
         assert_eq!(repeats(&other_args), 0);
-        let other_tool = [call(1, "add_note", milk.clone()), call(2, "find_note", milk)];
+        let other_tool = [
+            call(1, "add_note", milk.clone()),
+            call(2, "find_note", milk),
+        ];
         assert_eq!(repeats(&other_tool), 0);
     }
 
@@ -280,5 +290,44 @@ mod tests {
         );
         assert_eq!(errors.verdict, Verdict::Fails);
         assert_eq!(errors.evidence["seqs"], json!([2]));
+    }
+
+    #[test]
+    fn mcp_calls_counts_only_this_servers_tool_calls_that_got_through() {
+        let mut other = call(2, "add_note", json!({}));
+        other.server = "other".into();
+        let mut denied = call(3, "add_note", json!({}));
+        denied.denied = Some("not in allow_tools".into());
+        let list = McpRecord {
+            method: TOOLS_LIST.into(),
+            tool: None,
+            ..call(4, "", Value::Null)
+        };
+        let records = vec![call(1, "add_note", json!({})), other, denied, list];
+        let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
+        let ok = mcp_calls(&records, &rule("server = \"notes\"\nerror = false"), false);
+        assert_eq!(ok.evidence["seqs"], json!([1]), "{}", ok.evidence);
+        let any = mcp_calls(&records, &rule("server = \"notes\""), false);
+        assert_eq!(any.evidence["seqs"], json!([1]), "{}", any.evidence);
+        // Under `not`, the forbidden count is the one inside both bounds.
+        let forbidden = |text: &str| mcp_calls(&records, &rule(text), true).verdict;
+        assert_eq!(forbidden("server = \"notes\"\nmin = 2"), Verdict::Fails);
+        assert_eq!(
+            forbidden("server = \"notes\"\nmin = 1\nmax = 3"),
+            Verdict::Holds
+        );
+        assert_eq!(forbidden("server = \"notes\"\nmax = 0"), Verdict::Fails);
+        // A call whose arguments were kept only in part, and do not match, is named.
+        let mut cut = call(5, "add_note", json!({"title": "Mi"}));
+        cut.cut = true;
+        let matching = rule("server = \"notes\"\nargs_match = \"Milk\"");
+        let unseen = mcp_calls(&[cut], &matching, false);
+        assert_eq!(unseen.evidence["arguments_unseen"], json!([5]));
+        let seen = mcp_calls(&records, &matching, false);
+        assert!(
+            seen.evidence.get("arguments_unseen").is_none(),
+            "{}",
+            seen.evidence
+        );
     }
 }

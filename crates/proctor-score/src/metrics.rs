@@ -2,7 +2,7 @@
 //!
 //! The definitions are [`DEFINITIONS`], in the words of docs/metrics.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proctor_suite::model::Interface;
 use serde::{Deserialize, Serialize};
@@ -84,7 +84,8 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
     // Successful calls by verb, waiting to be undone.
     let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
     // Failures of each verb since its last success.
-    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
+    // The verbs (tools) whose last call failed, awaiting one that succeeds.
+    let mut failing: BTreeSet<String> = BTreeSet::new();
     let mut previous: Option<&CallRecord> = None;
     for call in &ours {
         let v = verb(call);
@@ -116,12 +117,11 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
                 }
             }
             *undoable.entry(v.clone()).or_default() += 1;
-            // A verb is in `failing` only after a failed call of it.
-            if failing.remove(&v).is_some() {
+            if failing.remove(&v) {
                 m.recoveries += 1;
             }
         } else if call.denied.is_none() {
-            *failing.entry(v.clone()).or_default() += 1;
+            failing.insert(v.clone());
         }
         previous = Some(call);
     }
@@ -154,7 +154,8 @@ pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -
         .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
         .count() as u64;
     let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
-    let mut failing: BTreeMap<String, u64> = BTreeMap::new();
+    // The verbs (tools) whose last call failed, awaiting one that succeeds.
+    let mut failing: BTreeSet<String> = BTreeSet::new();
     let mut previous: Option<&McpRecord> = None;
     for call in calls {
         let tool = call.tool.clone().unwrap_or_default();
@@ -176,12 +177,11 @@ pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -
                 }
             }
             *undoable.entry(tool.clone()).or_default() += 1;
-            // A tool is in `failing` only after a failed call of it.
-            if failing.remove(&tool).is_some() {
+            if failing.remove(&tool) {
                 m.recoveries += 1;
             }
         } else if call.denied.is_none() {
-            *failing.entry(tool).or_default() += 1;
+            failing.insert(tool);
         }
         previous = Some(call);
     }

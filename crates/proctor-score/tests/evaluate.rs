@@ -596,10 +596,13 @@ fn a_cut_head_that_does_not_match_is_decided_against_the_agent() {
         stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", min = 1 }"#).0,
         Verdict::Fails
     );
-    // ...and one it cannot break either way holds or fails as usual.
-    assert_eq!(
-        stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 1 }"#).0,
-        Verdict::Holds
+    // ...and one it cannot break either way holds or fails as usual, and says nothing was
+    // decided against the agent.
+    let (v, ev) = stdin_rule(vec![cut.clone()], r#"{ stdin_matches = "DROP", max = 1 }"#);
+    assert_eq!(v, Verdict::Holds);
+    assert!(
+        ev[0]["evidence"].get("decided_against_the_agent").is_none(),
+        "{ev:?}"
     );
     assert_eq!(
         stdin_rule(
@@ -642,4 +645,187 @@ fn a_stdin_not_kept_is_decided_against_the_agent() {
             Verdict::Fails
         );
     }
+}
+
+/// Under `not`, a `calls` rule counts with both of its bounds: the forbidden count is the one
+/// inside them.
+#[test]
+fn a_forbidden_count_is_the_one_inside_both_bounds() {
+    let interface: Interface = toml::from_str(r#"command = "chat""#).unwrap();
+    let end = EndState {
+        calls: vec![
+            call(1, &["chat", "edit", "1"], 0),
+            call(2, &["chat", "edit", "2"], 0),
+        ],
+        ..Default::default()
+    };
+    let files = MemoryFiles::default();
+    let forbid = |rule: &str| {
+        verdict(
+            &end,
+            &files,
+            Some(&interface),
+            &format!("all = [{{ not = {{ calls = {rule} }} }}]"),
+        )
+        .0
+    };
+    assert_eq!(forbid(r#"{ verb = "edit", min = 2 }"#), Verdict::Fails);
+    assert_eq!(forbid(r#"{ verb = "edit", min = 3 }"#), Verdict::Holds);
+    assert_eq!(forbid(r#"{ verb = "edit", max = 5 }"#), Verdict::Fails);
+    assert_eq!(forbid(r#"{ verb = "edit", max = 1 }"#), Verdict::Holds);
+    assert_eq!(
+        forbid(r#"{ verb = "edit", min = 1, max = 2 }"#),
+        Verdict::Fails
+    );
+}
+
+/// A check's `stdout_matches` is one more thing that must hold: it never makes up for a wrong
+/// exit status.
+#[test]
+fn a_matching_output_does_not_make_up_for_a_wrong_exit() {
+    let mut end = EndState::default();
+    end.checks.insert(
+        "python3 t.py".into(),
+        CheckRun {
+            command: "python3 t.py".into(),
+            exit: Some(1),
+            stdout: "all passed".into(),
+            ..Default::default()
+        },
+    );
+    let files = MemoryFiles::default();
+    let check =
+        |rule: &str| verdict(&end, &files, None, &format!("all = [{{ check = {rule} }}]")).0;
+    assert_eq!(
+        check(r#"{ command = "python3 t.py", exit = 0, stdout_matches = "passed" }"#),
+        Verdict::Fails
+    );
+    assert_eq!(
+        check(r#"{ command = "python3 t.py", exit = 1, stdout_matches = "failed" }"#),
+        Verdict::Fails
+    );
+    assert_eq!(
+        check(r#"{ command = "python3 t.py", exit = 1, stdout_matches = "passed" }"#),
+        Verdict::Holds
+    );
+}
+
+/// A pattern that spans lines matches the whole file, though no single line holds it.
+#[test]
+fn file_contains_matches_across_lines() {
+    let end = EndState::default();
+    let mut map = BTreeMap::new();
+    map.insert("notes.txt".to_string(), b"alpha\nbeta\n".to_vec());
+    let files = MemoryFiles(map);
+    let contains = |pattern: &str| {
+        verdict(
+            &end,
+            &files,
+            None,
+            &format!(
+                r#"all = [{{ file_contains = {{ path = "notes.txt", pattern = '{pattern}' }} }}]"#
+            ),
+        )
+    };
+    let (v, ev) = contains(r"alpha\nbeta");
+    assert_eq!(v, Verdict::Holds);
+    assert_eq!(
+        ev[0]["evidence"]["match"],
+        Value::Null,
+        "no one line matches"
+    );
+    assert_eq!(contains(r"alpha\ngamma").0, Verdict::Fails);
+}
+
+/// A `steps` rule holds when the trial's reward reaches its `min_reward`.
+#[test]
+fn steps_hold_from_the_min_reward_up() {
+    let files = MemoryFiles::default();
+    let with_reward = |reward: f64| EndState {
+        steps: Some(proctor_score::endstate::StepsRecord {
+            reward,
+            strategy: "mean".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let rule = "all = [{ steps = { min_reward = 0.5 } }]";
+    for (reward, want) in [
+        (1.0, Verdict::Holds),
+        (0.5, Verdict::Holds),
+        (0.2, Verdict::Fails),
+    ] {
+        assert_eq!(
+            verdict(&with_reward(reward), &files, None, rule).0,
+            want,
+            "{reward}"
+        );
+    }
+}
+
+/// A `visual` rule against what its look saw: the first element's text (white space squeezed),
+/// visibility (`false`: no element shown), the count, and a screenshot's share of differing
+/// pixels against `max_diff`.
+#[test]
+fn visual_rules_read_what_the_look_saw() {
+    use proctor_score::endstate::{ScreenshotDiff, VisualElement, VisualRun};
+    let files = MemoryFiles::default();
+    let judge = |look: &str, run: VisualRun| {
+        let visual: proctor_suite::assertion::Visual = toml::from_str(look).unwrap();
+        let mut end = EndState::default();
+        end.visuals.insert(visual.look_key(), run);
+        let look = look.replace('\n', ", ");
+        verdict(
+            &end,
+            &files,
+            None,
+            &format!("all = [{{ visual = {{ {look} }} }}]"),
+        )
+    };
+    let element = |text: &str, visible: bool| VisualElement {
+        text: text.into(),
+        visible,
+    };
+    let seen = |elements: Vec<VisualElement>| VisualRun {
+        count: Some(elements.len() as u64),
+        elements,
+        ..Default::default()
+    };
+    let hello = || seen(vec![element("Hello   world", true)]);
+    let text =
+        |want: &str| format!("page = \"index.html\"\nselector = \"#msg\"\ntext = \"{want}\"");
+    let (v, ev) = judge(&text("Hello world"), hello());
+    assert_eq!(v, Verdict::Holds);
+    assert!(
+        ev[0]["evidence"].get("screenshot").is_none(),
+        "no screenshot, none in the evidence: {ev}"
+    );
+    assert_eq!(judge(&text("Bye"), hello()).0, Verdict::Fails);
+
+    let hidden = "page = \"index.html\"\nselector = \"#msg\"\nvisible = false";
+    let shown_and_not = || seen(vec![element("a", false), element("b", true)]);
+    assert_eq!(
+        judge(hidden, seen(vec![element("a", false)])).0,
+        Verdict::Holds
+    );
+    assert_eq!(judge(hidden, shown_and_not()).0, Verdict::Fails);
+
+    let count = |n: u64| format!("page = \"index.html\"\nselector = \"li\"\ncount = {n}");
+    assert_eq!(judge(&count(2), shown_and_not()).0, Verdict::Holds);
+    assert_eq!(judge(&count(3), shown_and_not()).0, Verdict::Fails);
+
+    let shot = "page = \"index.html\"\nscreenshot = \"golden.png\"\nmax_diff = 0.02";
+    let differing = |share: f64| VisualRun {
+        screenshot: Some("visual/0.png".into()),
+        diff: Some(ScreenshotDiff {
+            reference: "golden.png".into(),
+            differing: 1,
+            share,
+            size: (10, 10),
+            reference_size: (10, 10),
+        }),
+        ..Default::default()
+    };
+    assert_eq!(judge(shot, differing(0.01)).0, Verdict::Holds);
+    assert_eq!(judge(shot, differing(0.05)).0, Verdict::Fails);
 }
