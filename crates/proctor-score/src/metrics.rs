@@ -83,8 +83,7 @@ pub fn interface_metrics(interface: &Interface, calls: &[CallRecord]) -> Interfa
     };
     // Successful calls by verb, waiting to be undone.
     let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
-    // Failures of each verb since its last success.
-    // The verbs (tools) whose last call failed, awaiting one that succeeds.
+    // The verbs whose last call failed, awaiting one that succeeds.
     let mut failing: BTreeSet<String> = BTreeSet::new();
     let mut previous: Option<&CallRecord> = None;
     for call in &ours {
@@ -154,7 +153,7 @@ pub fn mcp_metrics(interface: &Interface, server: &str, records: &[McpRecord]) -
         .filter(|c| c.tool.as_ref().is_some_and(|t| help_tools.contains(t)))
         .count() as u64;
     let mut undoable: BTreeMap<String, u64> = BTreeMap::new();
-    // The verbs (tools) whose last call failed, awaiting one that succeeds.
+    // The tools whose last call failed, awaiting one that succeeds.
     let mut failing: BTreeSet<String> = BTreeSet::new();
     let mut previous: Option<&McpRecord> = None;
     for call in calls {
