@@ -75,6 +75,27 @@ all = [{{ file_contains = {{ path = "env.txt", pattern = "^production$" }} }}]
     lab
 }
 
+/// One trial of the `shell` arm with the gateway's config `config`, the upstream's key given
+/// as `UPSTREAM_KEY`.
+fn run_shell_arm(lab: &Lab, config: &std::path::Path) -> common::lab::RunOut {
+    lab.proctor_env(
+        As::Me,
+        &[
+            "run",
+            lab.suite().to_str().unwrap(),
+            "--store",
+            lab.store().to_str().unwrap(),
+            "--trials",
+            "1",
+            "--variant",
+            "shell",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[("UPSTREAM_KEY", REAL_KEY)],
+    )
+}
+
 fn conversation(r: &Value) -> &Value {
     &r["end_state"]["conversation"]
 }
@@ -228,22 +249,7 @@ fn a_model_played_user_is_reached_through_the_gateway_on_its_own_ledger() {
         ),
     )
     .unwrap();
-    let out = lab.proctor_env(
-        As::Me,
-        &[
-            "run",
-            lab.suite().to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-            "--trials",
-            "1",
-            "--variant",
-            "shell",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[("UPSTREAM_KEY", REAL_KEY)],
-    );
+    let out = run_shell_arm(&lab, &config);
     assert!(out.code <= 1, "{}", out.stderr);
     let r = lab.record("t.shell.0");
     assert_eq!(r["outcome"], "completed", "{r:#}");
@@ -301,22 +307,7 @@ fn a_user_model_that_cannot_answer_makes_the_trial_errored() {
         "[providers.anthropic]\nbase_url = \"http://127.0.0.1:9\"\nkey_env = \"UPSTREAM_KEY\"\n\n[retries]\nattempts = 2\nbase_delay_ms = 5\nmax_delay_ms = 10\n",
     )
     .unwrap();
-    let out = lab.proctor_env(
-        As::Me,
-        &[
-            "run",
-            lab.suite().to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
-            "--trials",
-            "1",
-            "--variant",
-            "shell",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[("UPSTREAM_KEY", REAL_KEY)],
-    );
+    let out = run_shell_arm(&lab, &config);
     assert_eq!(
         out.code, 3,
         "an errored trial leaves the run unfinished: {}",
