@@ -104,7 +104,7 @@ fn an_acp_variant_without_a_command_is_refused_by_validate() {
     assert_ne!(out.code, 0, "{}", out.stdout);
     let text = format!("{}{}", out.stdout, out.stderr);
     // The diagnostic wraps where the lab's path (with its pid) makes it: read it unwrapped.
-    let flat = text.replace("\n  │ ", " ");
+    let flat = common::unwrapped(&text);
     assert!(
         flat.contains("variant `acp` uses `agent = \"acp\"` but has no `command`"),
         "{text}"

@@ -276,9 +276,13 @@ fn validate_refuses_a_url_without_its_service_or_off_loopback() {
             common::lab::As::Me,
             &["validate", lab.suite().to_str().unwrap()],
         );
-        let text = out.stderr.replace("\n  │ ", " ");
-        assert_ne!(out.code, 0, "{expected}: {text}");
-        assert!(text.contains(expected), "expected {expected:?} in:\n{text}");
+        let text = common::unwrapped(&out.stderr);
+        assert_ne!(out.code, 0, "{expected}: {}", out.stderr);
+        assert!(
+            text.contains(expected),
+            "expected {expected:?} in:\n{}",
+            out.stderr
+        );
     }
     lab.write("suite.toml", &suite);
     let out = lab.proctor(

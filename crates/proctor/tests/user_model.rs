@@ -353,11 +353,12 @@ fn validate_names_what_a_model_played_user_lacks() {
             );
         }
         let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
-        let text = out.stderr.replace("\n  │ ", " ");
-        assert_ne!(out.code, 0, "case {i}: {text}");
+        let text = common::unwrapped(&out.stderr);
+        assert_ne!(out.code, 0, "case {i}: {}", out.stderr);
         assert!(
             text.contains(expected),
-            "case {i}: expected {expected:?} in:\n{text}"
+            "case {i}: expected {expected:?} in:\n{}",
+            out.stderr
         );
     }
     let lab = lab(
