@@ -1279,6 +1279,16 @@ mod tests {
         needs: 6,
     };
 
+    /// A difference reads as none only under its threshold: at it, it is a difference.
+    #[test]
+    fn a_difference_at_the_threshold_is_a_difference() {
+        assert!(Quantity::Seconds.is_zero(SAME_WALL_SECONDS / 2.0));
+        assert!(!Quantity::Seconds.is_zero(SAME_WALL_SECONDS));
+        assert!(Quantity::Lower.is_zero(SAME_EXACT / 2.0));
+        assert!(!Quantity::Lower.is_zero(SAME_EXACT));
+        assert!(!Quantity::HigherRate.is_zero(-SAME_EXACT));
+    }
+
     #[test]
     fn below_the_power_threshold_nothing_is_said() {
         for test in [CLEAR_UP, CLEAR_DOWN, SignTest::NotClear { needs: 8 }] {

@@ -599,3 +599,119 @@ fn flagged_trials_keep_their_outcome_and_are_counted_apart() {
     assert_eq!((clean.flagged, clean.flagged_successes), (0, 0));
     assert_eq!(clean.success_text(), "3/5 (60%)");
 }
+
+#[test]
+fn the_tally_of_a_cell_counts_each_outcome_where_it_occurred() {
+    let rows = vec![
+        row("v", "t", 0, Outcome::Completed),
+        row("v", "t", 1, Outcome::Completed),
+        row("v", "t", 2, Outcome::RefusedHonestly),
+        row("v", "t", 3, errored()),
+    ];
+    let tally = cell(&rows).outcomes.tally();
+    assert_eq!(tally.get(proctor_score::OutcomeKind::Completed), 2);
+    assert_eq!(tally.get(proctor_score::OutcomeKind::RefusedHonestly), 1);
+    assert_eq!(tally.get(proctor_score::OutcomeKind::Errored), 1);
+    assert_eq!(tally.get(proctor_score::OutcomeKind::Wrong), 0);
+}
+
+#[test]
+fn medians_and_summaries_of_graded_rows_are_the_cells_and_each_is_found_by_its_name() {
+    let rows = [full_row(0, 1), full_row(1, 2), full_row(2, 30)];
+    let graded: Vec<&TrialRow> = rows.iter().collect();
+    let c = cell(&rows);
+    let summaries = proctor_report::Summaries::of(&graded);
+    assert_eq!(summaries, c.summaries);
+    assert_eq!(proctor_report::Medians::of(&graded), c.medians);
+    let calls = summaries.get("calls").expect("calls is a metric");
+    assert_eq!(
+        (calls.median, calls.mean, calls.total, calls.n),
+        (Some(2.0), Some(11.0), Some(33.0), 3)
+    );
+    let tokens = summaries.get("tokens").expect("tokens is a metric");
+    assert_eq!(tokens.total, Some(66.0), "input + output");
+    assert_eq!(summaries.get("no_such_metric"), None);
+}
+
+#[test]
+fn money_is_complete_when_known_or_not_applicable_and_never_when_a_price_is_missing() {
+    assert!(Money::Known {
+        usd: 0.5,
+        trials: 1
+    }
+    .is_complete());
+    assert!(Money::NotApplicable.is_complete());
+    assert!(!Money::Incomplete {
+        missing: vec!["cache_write".into()],
+        trials_missing: 1
+    }
+    .is_complete());
+}
+
+#[test]
+fn a_cost_or_cpu_time_that_is_not_a_finite_number_is_missing_never_summed() {
+    let mut a = with_cost(
+        row("v", "t", 0, Outcome::Completed),
+        Cost::Known { usd: f64::NAN },
+    );
+    a.agent_cpu_seconds = Some(f64::INFINITY);
+    let mut b = with_cost(
+        row("v", "t", 1, Outcome::Completed),
+        Cost::Known { usd: f64::INFINITY },
+    );
+    b.agent_cpu_seconds = None;
+    let mut c = with_cost(
+        row("v", "t", 2, Outcome::Completed),
+        Cost::Known { usd: 0.5 },
+    );
+    c.agent_cpu_seconds = Some(2.0);
+    let costs = cell(&[a, b, c]).costs;
+    assert_eq!(
+        costs.money,
+        Money::Incomplete {
+            missing: vec!["usd (not a finite number)".into()],
+            trials_missing: 2
+        }
+    );
+    let cpu = costs.agent_cpu_seconds;
+    assert_eq!((cpu.total, cpu.reported, cpu.missing), (2.0, 1, 2));
+}
+
+#[test]
+fn a_rubric_with_nothing_to_score_is_not_in_the_rubrics_n() {
+    let mut scored = row("v", "t", 0, Outcome::Completed);
+    scored.verdict.rubric = Some(RubricScore {
+        criteria: vec![],
+        raw_total: 2,
+        total: 2,
+        max: 4,
+        caps: vec![],
+    });
+    let mut empty = row("v", "t", 1, Outcome::Completed);
+    empty.verdict.rubric = Some(RubricScore {
+        criteria: vec![],
+        raw_total: 0,
+        total: 0,
+        max: 0,
+        caps: vec![],
+    });
+    let c = cell(&[scored, empty]);
+    assert_eq!(c.rubric.n, 1);
+    assert_eq!(c.rubric.mean_fraction, Some(0.5), "never 0/0");
+}
+
+#[test]
+fn an_ungradeable_trial_lists_the_verdicts_reason_or_else_the_outcomes() {
+    let mut said = row("v", "t", 0, ungradeable());
+    said.verdict.reason = "the check was killed".into();
+    let mut silent = row("v", "t", 1, ungradeable());
+    silent.verdict.reason.clear();
+    let Outcome::Ungradeable { reason } = &silent.verdict.outcome else {
+        panic!("an ungradeable row");
+    };
+    let outcome_reason = reason.clone();
+    assert!(!outcome_reason.is_empty());
+    let r = aggregate(&[said, silent]).unwrap();
+    assert_eq!(r.trials[0].reason, "the check was killed");
+    assert_eq!(r.trials[1].reason, outcome_reason);
+}

@@ -972,3 +972,64 @@ fn the_sign_test_table_in_docs_is_the_codes() {
     assert_eq!(proctor_report::stats::sign_test_critical(100), Some(61));
     assert_eq!(proctor_report::stats::sign_test_critical(5), None);
 }
+
+#[test]
+fn a_pair_is_discordant_only_when_both_were_graded_and_exactly_one_succeeded() {
+    // Task t1: A succeeds in 3 of 4, B in 1 of 4 (pairs 0 and 2 on each side: 2 discordant
+    // pairs); task t2: one errored trial in B, not graded, never discordant.
+    let a = [successes("a", "t1", 3, 4), successes("a", "t2", 1, 1)].concat();
+    let mut b = [successes("b", "t1", 1, 4), successes("b", "t2", 0, 1)].concat();
+    b[4] = row("b", "t2", 0, errored());
+    let c = cmp(&a, &b, 1);
+    let discordant: Vec<(&str, u32)> = c
+        .pairs
+        .iter()
+        .filter(|p| p.is_discordant())
+        .map(|p| (p.task.as_str(), p.trial_index))
+        .collect();
+    assert_eq!(discordant, [("t1", 1), ("t1", 2)]);
+    assert_eq!(c.overall.discordance.discordant(), 2);
+    let errored_pair = c.pairs.iter().find(|p| p.task == "t2").unwrap();
+    assert_eq!(errored_pair.b.success, None);
+    assert!(!errored_pair.is_discordant());
+}
+
+#[test]
+fn compare_options_take_the_tasks_of_the_variants_that_name_some() {
+    let suite: proctor_suite::model::SuiteFile = toml::from_str(
+        r#"
+schema_version = 1
+id = "s"
+
+[[variants]]
+id = "all"
+agent = "script"
+script = "agents/a"
+
+[[variants]]
+id = "narrow"
+agent = "script"
+script = "agents/a"
+tasks = ["t2"]
+
+[[tasks]]
+id = "t1"
+prompt = "p"
+[tasks.success]
+all = [{ files_unchanged = true }]
+
+[[tasks]]
+id = "t2"
+prompt = "p"
+[tasks.success]
+all = [{ files_unchanged = true }]
+"#,
+    )
+    .unwrap();
+    let options = opts(5).with_variant_tasks(&suite);
+    assert_eq!(
+        options.variant_tasks,
+        [("narrow".to_string(), vec!["t2".to_string()])].into()
+    );
+    assert_eq!(options.underpowered_below, 5, "the rest is kept");
+}
