@@ -404,14 +404,15 @@ fn critical_float(n: u64) -> Option<u64> {
     let mut tail = 0.0f64;
     let mut needs = None;
     for i in (0..=n).rev() {
+        if i < n {
+            // C(n, i) = C(n, i + 1) · (i + 1) / (n − i).
+            ln_c += ((i + 1) as f64).ln() - ((n - i) as f64).ln();
+        }
         tail += (ln_c - nf * ln2).exp();
         if tail > limit {
             break;
         }
         needs = Some(i);
-        if i > 0 {
-            ln_c += (i as f64).ln() - ((n - i + 1) as f64).ln();
-        }
     }
     needs.filter(|&k| 2 * k > n)
 }

@@ -308,6 +308,13 @@ fn success_is_compared_first_then_wrong_turns() {
     // Equal success, fewer wrong turns: better.
     let c = cmp(&mk("control", 4, 3), &mk("method", 4, 1), 8);
     assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
+    assert!(
+        c.overall
+            .reason
+            .contains("median wrong turns 3 -> 1 (n=16;"),
+        "the reason gives the medians it rests on: {}",
+        c.overall.reason
+    );
     // More success (8 of 8 discordant pairs B's) despite more wrong turns: better.
     let c = cmp(&mk("control", 4, 1), &mk("method", 12, 3), 8);
     assert_eq!(c.overall.verdict, ComparisonVerdict::Better);
@@ -1032,4 +1039,204 @@ all = [{ files_unchanged = true }]
         [("narrow".to_string(), vec!["t2".to_string()])].into()
     );
     assert_eq!(options.underpowered_below, 5, "the rest is kept");
+}
+
+#[test]
+fn capping_pass_k_lists_k_up_to_the_cap_everywhere_and_says_how_many_are_left_out() {
+    let (a, b) = two_tasks(2, 3, 4);
+    let full = cmp(&a, &b, 1);
+    assert_eq!(full.pass_k_max, 4);
+    assert_eq!(full.pass_k_left_out, 0);
+    let json = serde_json::to_value(&full).unwrap();
+    assert!(
+        json.get("pass_k_left_out").is_none(),
+        "absent when nothing is left out"
+    );
+
+    let mut capped = full.clone();
+    capped.cap_pass_k(2);
+    assert_eq!(capped.pass_k_left_out, 2);
+    let cells = std::iter::once(&capped.overall).chain(capped.tasks.iter().map(|t| &t.comparison));
+    for cell in cells {
+        for arm in [&cell.a, &cell.b] {
+            let ks: Vec<u32> = arm.pass_at_k.iter().map(|p| p.k).collect();
+            assert_eq!(ks, [1, 2]);
+            let ks: Vec<u32> = arm.pass_pow_k.iter().map(|p| p.k).collect();
+            assert_eq!(ks, [1, 2]);
+        }
+    }
+    assert_eq!(capped.overall.a.pass_at_k, full.overall.a.pass_at_k[..2]);
+    assert_eq!(
+        capped.overall.differences, full.overall.differences,
+        "the rest is untouched"
+    );
+    let json = serde_json::to_value(&capped).unwrap();
+    assert_eq!(json["pass_k_left_out"], 2);
+
+    let mut wide = full.clone();
+    wide.cap_pass_k(10);
+    assert_eq!(wide, full, "a cap above pass_k_max leaves everything");
+}
+
+#[test]
+fn a_task_only_one_arm_ran_is_left_out_with_why() {
+    let a = [
+        successes("control", "t1", 1, 2),
+        successes("control", "t2", 1, 2),
+        successes("control", "t3", 1, 3),
+    ]
+    .concat();
+    let b = [
+        successes("narrow", "t1", 1, 2),
+        successes("narrow", "t4", 1, 1),
+    ]
+    .concat();
+    let mut options = opts(1);
+    options.variant_tasks = [(
+        "narrow".to_string(),
+        vec!["t1".to_string(), "t4".to_string()],
+    )]
+    .into();
+    let c = compare(&a, &b, &options).unwrap();
+    let left: Vec<(&str, Side, u64, &str)> = c
+        .left_out
+        .iter()
+        .map(|l| (l.task.as_str(), l.ran_in, l.trials, l.why.as_str()))
+        .collect();
+    let narrow = "arm B's variant `narrow` runs only task(s) `t1`, `t4`";
+    assert_eq!(
+        left,
+        [
+            ("t2", Side::A, 2, narrow),
+            ("t3", Side::A, 3, narrow),
+            ("t4", Side::B, 1, "arm A has no finished trial of it"),
+        ]
+    );
+    assert_eq!(c.matched, 2, "only t1 is matched");
+
+    // Where only some of the other arm's variants leave the task out, it is not their `tasks`
+    // that explain it.
+    let mut b2 = b.clone();
+    b2.extend(successes("wide", "t1", 1, 2).into_iter().map(|mut r| {
+        r.trial_index += 10;
+        r
+    }));
+    let c = compare(&a, &b2, &options).unwrap();
+    let t2 = c.left_out.iter().find(|l| l.task == "t2").unwrap();
+    assert_eq!(t2.why, "arm B has no finished trial of it");
+}
+
+#[test]
+fn a_task_one_arm_never_graded_bounds_no_k_and_has_no_rates_to_compare() {
+    // t1: both arms graded 4 times; t2: arm A's two trials errored, arm B's graded.
+    let a = [
+        successes("control", "t1", 2, 4),
+        arm("control", "t2", &[errored(), errored()]),
+    ]
+    .concat();
+    let b = [
+        successes("method", "t1", 3, 4),
+        successes("method", "t2", 1, 2),
+    ]
+    .concat();
+    let c = cmp(&a, &b, 1);
+    assert_eq!(c.pass_k_max, 4, "t2, graded 0 times in A, bounds no k");
+    let t2 = &c.tasks.iter().find(|t| t.task == "t2").unwrap().comparison;
+    for p in t2.a.pass_at_k.iter().chain(&t2.a.pass_pow_k) {
+        assert_eq!((p.value, p.tasks), (None, 0), "k = {}: never 0/0", p.k);
+    }
+    // Arm B has 2 graded trials of t2: k = 1, 2 are estimated, k = 3, 4 are not.
+    let b_tasks: Vec<u64> = t2.b.pass_at_k.iter().map(|p| p.tasks).collect();
+    assert_eq!(b_tasks, [1, 1, 0, 0]);
+    assert_eq!(t2.b.pass_at_k[3].value, None);
+    let (success, failure) = (t2.differences.success, t2.differences.failure);
+    assert_eq!(
+        (success.a, success.b),
+        (None, None),
+        "no pair graded in both"
+    );
+    assert_eq!((failure.a, failure.b), (None, None));
+}
+
+fn source(run: &str, hash: &str) -> proctor_report::ArmSource {
+    proctor_report::ArmSource {
+        run_id: run.into(),
+        variant: "v".into(),
+        scoring: "original".into(),
+        rescored: false,
+        ran_suite_hash: hash.into(),
+        scored_suite_hash: hash.into(),
+    }
+}
+
+#[test]
+fn provenance_warnings_come_first_and_its_different_rules_replace_the_comparisons() {
+    let (a, mut b) = two_tasks(2, 2, 4);
+    for r in &mut b {
+        r.suite_hash = "other".into();
+    }
+    let c = cmp(&a, &b, 1);
+    let kinds = |c: &Comparison| c.warnings.iter().map(|w| w.kind).collect::<Vec<_>>();
+    assert_eq!(kinds(&c), [WarningKind::DifferentRules]);
+    let own = c.warnings[0].message.clone();
+
+    // A provenance that names how the rules differ: its warning alone.
+    let named = proctor_report::Provenance {
+        a: source("r1", "h1"),
+        b: source("r2", "other"),
+        suite_id: "s".into(),
+        runs_left_out: vec![proctor_report::RunsLeftOut {
+            variant: "v".into(),
+            arms: vec![Side::A],
+            runs: vec!["r0".into()],
+        }],
+        rules_differ: Some(proctor_report::SuiteDifference {
+            a: "h1".into(),
+            b: "other".into(),
+            parts: vec!["checks of task t1".into()],
+            unknown: None,
+        }),
+        ran_differ: None,
+    };
+    let with = c.clone().with_provenance(named.clone());
+    assert_eq!(
+        kinds(&with),
+        [WarningKind::RunsLeftOut, WarningKind::DifferentRules]
+    );
+    assert_ne!(
+        with.warnings[1].message, own,
+        "the provenance's, naming parts"
+    );
+    assert_eq!(with.provenance, Some(named.clone()));
+
+    // A provenance that does not: the comparison's own stays, after the provenance's.
+    let unnamed = proctor_report::Provenance {
+        rules_differ: None,
+        ..named
+    };
+    let with = c.with_provenance(unnamed);
+    assert_eq!(
+        kinds(&with),
+        [WarningKind::RunsLeftOut, WarningKind::DifferentRules]
+    );
+    assert_eq!(with.warnings[1].message, own);
+}
+
+#[test]
+fn a_pair_whose_value_is_not_a_finite_number_is_left_out_of_the_metrics_difference() {
+    let a = successes("control", "t", 2, 4);
+    let mut b = successes("method", "t", 2, 4);
+    for (i, r) in b.iter_mut().enumerate() {
+        r.wall_seconds = if i == 0 { f64::INFINITY } else { 2.0 };
+    }
+    let a: Vec<TrialRow> = a
+        .into_iter()
+        .map(|mut r| {
+            r.wall_seconds = 1.0;
+            r
+        })
+        .collect();
+    let d = cmp(&a, &b, 1).overall.differences.wall_seconds;
+    assert_eq!(d.n, 3, "the pair with B's infinite wall time is left out");
+    assert_eq!((d.a, d.b), (Some(1.0), Some(2.0)));
 }
