@@ -354,22 +354,26 @@ fn a_report_of_schema_version_1_without_summaries_still_reads() {
     assert_eq!(back.overall.summaries.wall_seconds.mean, None);
 }
 
-#[test]
-fn direction_rubric_mean_rises_and_has_its_own_n() {
-    let rubric = |total| RubricScore {
+/// A rubric score of `total` out of `max`, without criteria or caps.
+fn rubric(total: u32, max: u32) -> RubricScore {
+    RubricScore {
         criteria: vec![],
         raw_total: total,
         total,
-        max: 4,
+        max,
         caps: vec![],
-    };
+    }
+}
+
+#[test]
+fn direction_rubric_mean_rises_and_has_its_own_n() {
     let mk = |totals: &[u32]| {
         let mut rows: Vec<TrialRow> = totals
             .iter()
             .enumerate()
             .map(|(i, t)| {
                 let mut r = row("v", "t", i as u32, Outcome::Completed);
-                r.verdict.rubric = Some(rubric(*t));
+                r.verdict.rubric = Some(rubric(*t, 4));
                 r
             })
             .collect();
@@ -680,21 +684,9 @@ fn a_cost_or_cpu_time_that_is_not_a_finite_number_is_missing_never_summed() {
 #[test]
 fn a_rubric_with_nothing_to_score_is_not_in_the_rubrics_n() {
     let mut scored = row("v", "t", 0, Outcome::Completed);
-    scored.verdict.rubric = Some(RubricScore {
-        criteria: vec![],
-        raw_total: 2,
-        total: 2,
-        max: 4,
-        caps: vec![],
-    });
+    scored.verdict.rubric = Some(rubric(2, 4));
     let mut empty = row("v", "t", 1, Outcome::Completed);
-    empty.verdict.rubric = Some(RubricScore {
-        criteria: vec![],
-        raw_total: 0,
-        total: 0,
-        max: 0,
-        caps: vec![],
-    });
+    empty.verdict.rubric = Some(rubric(0, 0));
     let c = cell(&[scored, empty]);
     assert_eq!(c.rubric.n, 1);
     assert_eq!(c.rubric.mean_fraction, Some(0.5), "never 0/0");

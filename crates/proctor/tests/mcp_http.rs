@@ -272,17 +272,7 @@ fn validate_refuses_a_url_without_its_service_or_off_loopback() {
     ];
     for (from, to, expected) in cases {
         lab.write("suite.toml", &suite.replacen(from, to, 1));
-        let out = lab.proctor(
-            common::lab::As::Me,
-            &["validate", lab.suite().to_str().unwrap()],
-        );
-        let text = common::unwrapped(&out.stderr);
-        assert_ne!(out.code, 0, "{expected}: {}", out.stderr);
-        assert!(
-            text.contains(expected),
-            "expected {expected:?} in:\n{}",
-            out.stderr
-        );
+        lab.assert_validate_refuses(expected, from);
     }
     lab.write("suite.toml", &suite);
     let out = lab.proctor(

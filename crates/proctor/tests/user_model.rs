@@ -352,14 +352,7 @@ fn validate_names_what_a_model_played_user_lacks() {
                 ),
             );
         }
-        let out = lab.proctor(As::Me, &["validate", lab.suite().to_str().unwrap()]);
-        let text = common::unwrapped(&out.stderr);
-        assert_ne!(out.code, 0, "case {i}: {}", out.stderr);
-        assert!(
-            text.contains(expected),
-            "case {i}: expected {expected:?} in:\n{}",
-            out.stderr
-        );
+        lab.assert_validate_refuses(expected, &format!("case {i}"));
     }
     let lab = lab(
         "user-model-validate-ok",

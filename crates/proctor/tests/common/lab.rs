@@ -199,6 +199,19 @@ impl Lab {
         self.proctor_env(who, args, &[])
     }
 
+    /// Asserts that `proctor validate` refuses the lab's suite with a diagnostic saying
+    /// `expected`, wherever the report wrapped it (see [`super::unwrapped`]); `case` names the
+    /// case in a failure.
+    pub fn assert_validate_refuses(&self, expected: &str, case: &str) {
+        let out = self.proctor(As::Me, &["validate", self.suite().to_str().unwrap()]);
+        assert_ne!(out.code, 0, "{case}: validate accepted it:\n{}", out.stderr);
+        assert!(
+            super::unwrapped(&out.stderr).contains(expected),
+            "{case}: expected {expected:?} in:\n{}",
+            out.stderr
+        );
+    }
+
     /// `proctor ARGS` as `who`, with `env` added to proctor's own environment.
     pub fn proctor_env(&self, who: As, args: &[&str], env: &[(&str, &str)]) -> RunOut {
         let out = self.command(who, args, env).output().unwrap();
