@@ -78,13 +78,9 @@ all = [{{ file_contains = {{ path = "env.txt", pattern = "^production$" }} }}]
 /// One trial of the `shell` arm with the gateway's config `config`, the upstream's key given
 /// as `UPSTREAM_KEY`.
 fn run_shell_arm(lab: &Lab, config: &std::path::Path) -> common::lab::RunOut {
-    lab.proctor_env(
+    lab.run_env(
         As::Me,
         &[
-            "run",
-            lab.suite().to_str().unwrap(),
-            "--store",
-            lab.store().to_str().unwrap(),
             "--trials",
             "1",
             "--variant",

@@ -299,6 +299,11 @@ impl Lab {
 
     /// `proctor run SUITE --store STORE EXTRA...`.
     pub fn run(&self, who: As, extra: &[&str]) -> RunOut {
+        self.run_env(who, extra, &[])
+    }
+
+    /// [`Lab::run`], with `env` added to proctor's own environment.
+    pub fn run_env(&self, who: As, extra: &[&str], env: &[(&str, &str)]) -> RunOut {
         let suite = self.suite();
         let store = self.store();
         let mut args = vec![
@@ -308,7 +313,7 @@ impl Lab {
             store.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        self.proctor(who, &args)
+        self.proctor_env(who, &args, env)
     }
 
     /// The only run in the store.
