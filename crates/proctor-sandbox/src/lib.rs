@@ -31,6 +31,7 @@ mod exec;
 mod handback;
 mod host;
 mod http;
+mod huge_text;
 mod ids;
 mod init;
 pub mod mcp;

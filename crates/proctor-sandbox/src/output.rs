@@ -90,10 +90,16 @@ impl Capped {
     }
 }
 
+/// The most one read from an agent's pipe takes: a pipe's default buffer.
+const PIPE_READ: usize = 65536;
+
 /// The pipes T reads while the agent runs, each with its sink.
 pub(crate) struct Pumps {
     open: Vec<(OwnedFd, Capped)>,
     done: Vec<Capped>,
+    /// Where each read lands: as large as a pipe's buffer, and never zeroed, so that only the
+    /// pages a read fills are touched (a quiet agent's trial faults in one, not sixteen).
+    buf: Vec<u8>,
 }
 
 impl Pumps {
@@ -102,6 +108,7 @@ impl Pumps {
         Pumps {
             open: streams,
             done: Vec::new(),
+            buf: Vec::with_capacity(PIPE_READ),
         }
     }
 
@@ -190,18 +197,23 @@ impl Pumps {
     /// Reads once from each pipe `polled` says is ready (in `open`'s order); an ended pipe moves
     /// its sink to `done`.
     fn read_ready(&mut self, polled: &[libc::pollfd]) -> io::Result<()> {
-        let mut buf = [0u8; 65536];
         let mut ended = Vec::new();
         for (i, p) in polled.iter().enumerate() {
             if p.revents == 0 {
                 continue;
             }
             let (fd, sink) = &mut self.open[i];
-            // SAFETY: a valid descriptor and buffer.
-            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            self.buf.clear();
+            let spare = self.buf.spare_capacity_mut();
+            // SAFETY: a valid descriptor, and `spare.len()` writable bytes at `spare`.
+            let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
             match n {
                 0 => ended.push(i),
-                n if n > 0 => sink.push(&buf[..n as usize])?,
+                n if n > 0 => {
+                    // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
+                    unsafe { self.buf.set_len(n as usize) };
+                    sink.push(&self.buf)?;
+                }
                 _ => {
                     let err = io::Error::last_os_error();
                     if err.kind() != io::ErrorKind::Interrupted {

@@ -118,6 +118,9 @@ fn start(exe: &Path) -> Result<(Zygote, Child), StartError> {
     if let Some(v) = std::env::var_os(crate::ids::SINGLE_ID_ENV) {
         cmd.env(crate::ids::SINGLE_ID_ENV, v);
     }
+    if let Some(v) = std::env::var_os(crate::huge_text::DISABLE_ENV) {
+        cmd.env(crate::huge_text::DISABLE_ENV, v);
+    }
     if let Some(v) = std::env::var_os(crate::SANDBOX_DEBUG_ENV) {
         cmd.env(crate::SANDBOX_DEBUG_ENV, v)
             .stderr(Stdio::inherit());
@@ -224,6 +227,19 @@ pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, OwnedFd, Option<RawFd>) -> !;
 /// never returns. Each request clones a trial init into new namespaces, which runs `trial`.
 pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
     let (sock, lifeline) = start_up(parent);
+    // Before the first fork: every trial init forked after it finds the code mapped.
+    if crate::huge_text::enabled() {
+        let remapped = crate::huge_text::remap();
+        crate::trace::trace(&format!(
+            "zygote code on huge pages: {} MiB{}",
+            remapped.bytes >> 20,
+            remapped
+                .skipped
+                .iter()
+                .map(|s| format!("; {s}"))
+                .collect::<String>()
+        ));
+    }
     // How each trial's ids are mapped: decided once.
     let ids = crate::ids::Plan::for_this_process();
     if sys::send_with_fds(sock, READY, &[]).is_err() {
