@@ -21,6 +21,7 @@ use proctor_suite::Suite;
 use crate::layers::LayerCache;
 use crate::record::TrialRecord;
 use crate::scratch::Scratch;
+use crate::spool::SpooledRecords;
 use crate::trial::{run_trial, Isolation, RunContext};
 
 /// Which isolation the user asked for.
@@ -81,6 +82,9 @@ pub struct Job<'a> {
     pub store_root: &'a Path,
     /// The isolation in effect.
     pub isolation: Isolation,
+    /// Where each trial's record goes as it is stored, for the run's results at the end (which
+    /// then need not read it back); `None` to read every trial back then.
+    pub results: Option<&'a Mutex<Option<SpooledRecords>>>,
 }
 
 /// What happens to a trial during an execution: for each trial, `Started`, then (unless the run
@@ -251,7 +255,13 @@ pub fn execute(
         crate::scratch::may_write(job.suite, options.jobs.max(1)),
     )?;
     let ctx = context(&job, options, &scratch, proctor_exe);
-    let outcome = run_workers(&ctx, pending, options.jobs.max(1), interrupted, on_event);
+    let outcome = run_workers(
+        &ctx,
+        pending,
+        (options.jobs.max(1), job.results),
+        interrupted,
+        on_event,
+    );
     record_agent_versions(&ctx);
     if let Ok(c) = &ctx.cgroups {
         c.remove();
@@ -328,7 +338,7 @@ pub(crate) fn context<'a>(
 fn run_workers(
     ctx: &RunContext<'_>,
     pending: VecDeque<usize>,
-    jobs: usize,
+    (jobs, results): (usize, Option<&Mutex<Option<SpooledRecords>>>),
     interrupted: &AtomicBool,
     on_event: &mut (dyn FnMut(Event) + Send),
 ) -> Result<Commits, EngineError> {
@@ -348,7 +358,9 @@ fn run_workers(
         }
         drop(tx);
         let committer = std::thread::Builder::new().name("trial-commit".into());
-        match committer.spawn_scoped(scope, || commit(ctx.run, rx, interrupted, on_event)) {
+        match committer.spawn_scoped(scope, || {
+            commit((ctx.run, results), rx, interrupted, on_event)
+        }) {
             Ok(handle) => handle.join().ok(),
             Err(e) => {
                 // Nothing can be committed: stop the workers; their trials stay unfinished.
@@ -428,7 +440,7 @@ const GROUP_COMMIT_MAX: usize = 64;
 /// leaves the trials of the failed batch unfinished (their folders emptied: they are run again
 /// on resume) and says why in [`Commits::stopped`].
 fn commit(
-    run: &RunHandle,
+    (run, results): (&RunHandle, Option<&Mutex<Option<SpooledRecords>>>),
     rx: Receiver<Report<'_>>,
     interrupted: &AtomicBool,
     on_event: &mut (dyn FnMut(Event) + Send),
@@ -497,6 +509,19 @@ fn commit(
             });
             // Later reports are trials cut short by the stop: not evidence.
             return Ok(committed);
+        }
+        if let Some(spooled) = results
+            .and_then(|r| r.lock().ok())
+            .as_mut()
+            .and_then(|s| s.as_mut())
+        {
+            for (_, record) in &batch {
+                // A record that cannot be spooled leaves the results to read every trial back
+                // at the end, which reports why.
+                if spooled.add(record).is_err() {
+                    break;
+                }
+            }
         }
         for (summary, _) in batch {
             committed.trials += 1;

@@ -36,6 +36,7 @@ pub mod shard;
 pub mod shim;
 pub mod sit;
 pub mod skeletons;
+pub mod spool;
 pub mod stored_suite;
 pub mod trial;
 

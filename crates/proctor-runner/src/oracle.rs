@@ -235,6 +235,7 @@ pub fn run(
         run: &run,
         store_root: store.root(),
         isolation,
+        results: None,
     };
     execute(job, options, &AtomicBool::new(false), &mut |_| {}).map_err(OracleError::Engine)?;
     run.set_status(RunStatus::Finished)

@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufWriter, Write};
+use std::path::Path;
 
 use proctor_report::{Aggregator, Cost, Exporter, Markdown, RunReport, TrialRow};
 use proctor_score::TrialVerdict;
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::TrialRecord;
 use crate::scored_trials::{list, read_listed, Counting, Places};
+use crate::spool::{spool_err, SpoolEntry, SpooledRecords};
 
 /// Version of the results document's layout.
 pub const RESULTS_VERSION: u32 = 1;
@@ -158,9 +159,29 @@ pub fn write_run_results(
     suite: &Suite,
     suite_hash: &str,
 ) -> Result<Option<RunReport>, ResultsError> {
+    write_run_results_with(run, suite, suite_hash, None)
+}
+
+/// [`write_run_results`], with the `records` this process already spooled as it stored them
+/// (used when [`SpooledRecords::usable`]): only the other finished trials are read back.
+pub fn write_run_results_with(
+    run: &RunHandle,
+    suite: &Suite,
+    suite_hash: &str,
+    records: Option<SpooledRecords>,
+) -> Result<Option<RunReport>, ResultsError> {
+    let mut records = match records.filter(SpooledRecords::usable) {
+        Some(r) => r,
+        None => SpooledRecords::new(run.dir())?,
+    };
+    let spooled = std::mem::take(&mut records.added);
     let mut writer =
-        ResultsWriter::new(run.dir(), run.id().as_str(), suite, suite_hash, false)?.for_run(run);
-    for_each_record(run, |record| writer.add(&record))?;
+        ResultsWriter::with_records(records, run.id().as_str(), suite, suite_hash, false)
+            .for_run(run);
+    run.for_each_trial_but(
+        |id| spooled.contains(id),
+        |file: proctor_store::TrialFile<TrialRecord>| writer.add(&file.record),
+    )?;
     match writer.finish("results") {
         Ok(report) => Ok(Some(report)),
         Err(ResultsError::Empty) => Ok(None),
@@ -424,31 +445,14 @@ fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
 /// summary line and the values medians are taken over) and once streamed into `results.json`,
 /// which has exactly the layout of [`ResultsDocument`].
 pub struct ResultsWriter<'s> {
-    dir: PathBuf,
     run_id: String,
     suite: &'s Suite,
     suite_hash: String,
     rescored: bool,
-    spool: Spool,
-    /// Task and variant ids, each kept once; entries refer to them by position.
-    tasks: Vec<String>,
-    variants: Vec<String>,
-    entries: Vec<(PlanKey, SpoolEntry)>,
+    records: SpooledRecords,
     /// The planned trials of a release run: with every one of them added, the suite's
     /// promotion gates are applied and kept in the report ([`ResultsWriter::release_gates`]).
     release_planned: Option<u64>,
-}
-
-/// Where a trial sits in plan order: positions in `tasks` and `variants`, and its index.
-type PlanKey = (u32, u32, u32);
-
-/// The position of `id` in `ids`, added at the end when new.
-fn intern(ids: &mut Vec<String>, id: &str) -> u32 {
-    let at = ids.iter().position(|x| x == id).unwrap_or_else(|| {
-        ids.push(id.to_string());
-        ids.len() - 1
-    });
-    u32::try_from(at).unwrap_or(u32::MAX)
 }
 
 /// For each id of `ids`, its rank in sorted order.
@@ -472,18 +476,31 @@ impl<'s> ResultsWriter<'s> {
         suite_hash: &str,
         rescored: bool,
     ) -> Result<Self, ResultsError> {
-        Ok(ResultsWriter {
-            dir: dir.to_path_buf(),
+        Ok(Self::with_records(
+            SpooledRecords::new(dir)?,
+            run_id,
+            suite,
+            suite_hash,
+            rescored,
+        ))
+    }
+
+    /// [`ResultsWriter::new`], holding the `records` already spooled (in their run folder).
+    pub fn with_records(
+        records: SpooledRecords,
+        run_id: &str,
+        suite: &'s Suite,
+        suite_hash: &str,
+        rescored: bool,
+    ) -> Self {
+        ResultsWriter {
             run_id: run_id.to_string(),
             suite,
             suite_hash: suite_hash.to_string(),
             rescored,
-            spool: Spool::create(dir)?,
-            tasks: Vec::new(),
-            variants: Vec::new(),
-            entries: Vec::new(),
+            records,
             release_planned: None,
-        })
+        }
     }
 
     /// [`ResultsWriter::release_gates`] when `run` is a release run (its `run.json` says so),
@@ -510,37 +527,28 @@ impl<'s> ResultsWriter<'s> {
     /// Adds one trial's record. A record holding NaN or ±Infinity is refused and nothing of it is
     /// kept.
     pub fn add(&mut self, record: &TrialRecord) -> Result<(), ResultsError> {
-        let bytes = serde_json::to_vec(record).map_err(|source| StoreError::Json {
-            path: self.dir.join("(results spool)"),
-            source,
-        })?;
-        proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
-        let entry = self.spool.append(&bytes)?;
-        let plan = &record.plan;
-        let key = (
-            intern(&mut self.tasks, &plan.task),
-            intern(&mut self.variants, &plan.variant),
-            plan.index,
-        );
-        self.entries.push((key, entry));
-        Ok(())
+        Ok(self.records.add_checked(record)?)
     }
 
     /// Aggregates and writes `STEM.json` then `STEM.md`, both atomically. Fails with
     /// [`ResultsError::Empty`] when no record was added (and writes nothing).
     pub fn finish(self, stem: &str) -> Result<RunReport, ResultsError> {
         let ResultsWriter {
-            dir,
             run_id,
             suite,
             suite_hash,
             rescored,
+            records,
+            release_planned,
+        } = self;
+        let SpooledRecords {
+            dir,
             spool,
             tasks,
             variants,
             mut entries,
-            release_planned,
-        } = self;
+            ..
+        } = records;
         let gating = suite
             .file
             .promotion
@@ -698,72 +706,6 @@ impl Serialize for SpooledTrials<'_> {
             }
         }
         seq.end()
-    }
-}
-
-/// Where one record's JSON is in the spool.
-#[derive(Debug, Clone, Copy)]
-struct SpoolEntry {
-    offset: u64,
-    len: usize,
-}
-
-impl SpoolEntry {
-    /// Reads the record back from `spool`, using `buf` for its bytes.
-    fn read(&self, spool: &mut File, buf: &mut Vec<u8>) -> std::io::Result<TrialRecord> {
-        buf.resize(self.len, 0);
-        spool.seek(SeekFrom::Start(self.offset))?;
-        spool.read_exact(buf)?;
-        serde_json::from_slice(buf).map_err(std::io::Error::other)
-    }
-}
-
-/// A temporary file of records' JSON, back to back: an unnamed file in the run folder
-/// (`O_TMPFILE`), so nothing is left behind however the process ends.
-struct Spool {
-    /// The run folder, for messages.
-    dir: PathBuf,
-    out: BufWriter<File>,
-    len: u64,
-}
-
-impl Spool {
-    fn create(dir: &Path) -> Result<Spool, StoreError> {
-        let file = tempfile::tempfile_in(dir).map_err(|e| spool_err(dir, "create", e))?;
-        Ok(Spool {
-            dir: dir.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 16, file),
-            len: 0,
-        })
-    }
-
-    fn append(&mut self, bytes: &[u8]) -> Result<SpoolEntry, StoreError> {
-        self.out
-            .write_all(bytes)
-            .map_err(|e| spool_err(&self.dir, "write", e))?;
-        let entry = SpoolEntry {
-            offset: self.len,
-            len: bytes.len(),
-        };
-        self.len += bytes.len() as u64;
-        Ok(entry)
-    }
-
-    /// Everything appended, flushed, as a file to read back (each read seeks first).
-    fn into_reader(self) -> Result<File, StoreError> {
-        let dir = self.dir;
-        self.out
-            .into_inner()
-            .map_err(|e| spool_err(&dir, "write", e.into_error()))
-    }
-}
-
-/// A spool failure, named after the run folder the spool lives in.
-fn spool_err(dir: &Path, op: &'static str, source: std::io::Error) -> StoreError {
-    StoreError::Io {
-        op,
-        path: dir.join("(results spool)"),
-        source,
     }
 }
 

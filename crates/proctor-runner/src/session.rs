@@ -22,6 +22,7 @@ use crate::engine::{
     IsolationChoice, Job,
 };
 use crate::results::ResultsError;
+use crate::spool::SpooledRecords;
 use crate::trial::Isolation;
 
 /// What `--resume` needs to rebuild a run's plan, kept in `run.json` as `extra.plan`: the
@@ -152,6 +153,10 @@ pub struct Session {
     isolation: Isolation,
     notes: Vec<String>,
     resumed: bool,
+    /// The records of the trials this session stored, spooled as they were (see
+    /// [`Session::write_results`]); `None` until an execution starts, or when no spool could
+    /// be made.
+    spooled: std::sync::Mutex<Option<SpooledRecords>>,
 }
 
 impl Session {
@@ -206,6 +211,7 @@ impl Session {
             isolation,
             notes,
             resumed: false,
+            spooled: std::sync::Mutex::new(None),
         })
     }
 
@@ -249,6 +255,7 @@ impl Session {
             isolation,
             notes: Vec::new(),
             resumed: true,
+            spooled: std::sync::Mutex::new(None),
         })
     }
 
@@ -295,12 +302,17 @@ impl Session {
         interrupted: &AtomicBool,
         on_event: &mut (dyn FnMut(Event) + Send),
     ) -> Result<ExecutionSummary, EngineError> {
+        // A spool that cannot be made leaves the results to read every trial back.
+        if let Ok(mut spooled) = self.spooled.lock() {
+            *spooled = SpooledRecords::new(self.run.dir()).ok();
+        }
         let job = Job {
             suite: &self.suite,
             plan: &self.plan,
             run: &self.run,
             store_root: &self.store_root,
             isolation: self.isolation,
+            results: Some(&self.spooled),
         };
         execute(job, options, interrupted, on_event)
     }
@@ -328,8 +340,17 @@ impl Session {
 
     /// Writes `results.json` and `results.md` from every finished trial and returns the report;
     /// `None` when no trial is finished.
+    ///
+    /// The trials this session stored were spooled as they were: only the others (a resumed
+    /// run's earlier trials) are read back from the store.
     pub fn write_results(&self) -> Result<Option<RunReport>, ResultsError> {
-        crate::results::write_run_results(&self.run, &self.suite, &self.plan.suite_hash)
+        let spooled = self.spooled.lock().ok().and_then(|mut s| s.take());
+        crate::results::write_run_results_with(
+            &self.run,
+            &self.suite,
+            &self.plan.suite_hash,
+            spooled,
+        )
     }
 }
 

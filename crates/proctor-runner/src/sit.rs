@@ -261,6 +261,7 @@ impl Sitting {
             run: &self.run,
             store_root: &self.store_root,
             isolation: self.isolation,
+            results: None,
         };
         let options = EngineOptions {
             jobs: 1,

@@ -224,8 +224,9 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
     // Without services, T's view is the agent's view: hide now, and the agent needs no mount
     // namespace of its own.
     if spec.services.is_empty() {
+        let hider = Hider::new();
         for h in &spec.hide {
-            hide(h)?;
+            hider.hide(h)?;
         }
     }
     Ok(TrialRoot {
@@ -1333,13 +1334,14 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
         // What T bound for the services alone is taken out of this namespace whole, so the
         // agent's mount table does not name it; the rest of what is hidden is covered.
         let bound_for_services = hidden_for_services(spec, Path::new("/"));
+        let hider = Hider::new();
         for h in &spec.hide {
             if bound_for_services.contains(h) {
                 sys::umount_detach(h).map_err(ctx(|| {
                     format!("unmount {} from the agent's view", h.display())
                 }))?;
             } else {
-                hide(h)?;
+                hider.hide(h)?;
             }
         }
     }
@@ -1354,54 +1356,76 @@ pub(crate) fn build_agent_view(spec: &SandboxSpec) -> R<()> {
     Ok(())
 }
 
-/// Hides `h` (a canonical path of the root) behind an empty, read-only file or folder.
-fn hide(h: &Path) -> R<()> {
-    let meta = match fs::symlink_metadata(h) {
-        Ok(m) => m,
-        Err(_) => return Ok(()), // not visible in the first place
-    };
-    if meta.file_type().is_symlink() {
-        // A mount would land on the link's target; the caller passes canonical paths.
-        return Ok(());
+/// What hides a path: the root's own empty file and folder under `/dev`, when they are there,
+/// and whether their mount is read-only (a bind of them is then read-only too, since a bind
+/// takes its source mount's flags). Looked at once for all the paths a trial hides.
+struct Hider {
+    /// `/dev`'s empty file is there, and `/dev`'s empty folder.
+    empty: [bool; 2],
+    /// `/dev`'s mount is read-only.
+    read_only: bool,
+}
+
+impl Hider {
+    fn new() -> Hider {
+        let is = |name: &str, dir: bool| {
+            fs::symlink_metadata(Path::new("/dev").join(name)).is_ok_and(|m| m.is_dir() == dir)
+        };
+        Hider {
+            empty: [is(EMPTY_FILE, false), is(EMPTY_DIR, true)],
+            read_only: rustix::fs::statvfs("/dev")
+                .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)),
+        }
     }
-    // The root's own empty entry, on a read-only mount: one bind, read-only as its source.
-    let empty = Path::new("/dev").join(if meta.is_dir() { EMPTY_DIR } else { EMPTY_FILE });
-    if fs::symlink_metadata(&empty).is_ok_and(|m| m.is_dir() == meta.is_dir())
-        && sys::mount(Some(empty.as_os_str()), h, None, libc::MS_BIND, None).is_ok()
-    {
-        let read_only = rustix::fs::statvfs(h)
-            .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
-        if read_only {
+
+    /// Hides `h` (a canonical path of the root) behind an empty, read-only file or folder.
+    fn hide(&self, h: &Path) -> R<()> {
+        let meta = match fs::symlink_metadata(h) {
+            Ok(m) => m,
+            Err(_) => return Ok(()), // not visible in the first place
+        };
+        if meta.file_type().is_symlink() {
+            // A mount would land on the link's target; the caller passes canonical paths.
             return Ok(());
         }
-        // Not read-only after all (a root whose /dev was left writable): made so, or undone.
-        return sys::mount(
-            None,
-            h,
-            None,
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-            None,
-        )
-        .map_err(ctx(|| format!("hide {}", h.display())));
-    }
-    if meta.is_dir() {
-        tmpfs(
-            h,
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            "mode=0555,size=4k",
-        )
-    } else {
-        sys::mount(Some(OsStr::new("/dev/null")), h, None, libc::MS_BIND, None)
-            .and_then(|()| {
-                sys::mount(
-                    None,
-                    h,
-                    None,
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-                    None,
-                )
-            })
-            .map_err(ctx(|| format!("hide {}", h.display())))
+        // The root's own empty entry, on a read-only mount: one bind, read-only as its source.
+        let dir = meta.is_dir();
+        let empty = Path::new("/dev").join(if dir { EMPTY_DIR } else { EMPTY_FILE });
+        if self.empty[usize::from(dir)]
+            && sys::mount(Some(empty.as_os_str()), h, None, libc::MS_BIND, None).is_ok()
+        {
+            if self.read_only {
+                return Ok(());
+            }
+            // Not read-only (a root whose /dev was left writable): made so, or undone.
+            return sys::mount(
+                None,
+                h,
+                None,
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                None,
+            )
+            .map_err(ctx(|| format!("hide {}", h.display())));
+        }
+        if dir {
+            tmpfs(
+                h,
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                "mode=0555,size=4k",
+            )
+        } else {
+            sys::mount(Some(OsStr::new("/dev/null")), h, None, libc::MS_BIND, None)
+                .and_then(|()| {
+                    sys::mount(
+                        None,
+                        h,
+                        None,
+                        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                        None,
+                    )
+                })
+                .map_err(ctx(|| format!("hide {}", h.display())))
+        }
     }
 }
 

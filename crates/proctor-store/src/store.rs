@@ -887,10 +887,19 @@ impl RunHandle {
     /// finished but whose record is not an `R` is an error.
     pub fn for_each_trial<R: DeserializeOwned, E: From<StoreError>>(
         &self,
+        f: impl FnMut(TrialFile<R>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Vec<DamagedTrial>, E> {
+        self.for_each_trial_but(|_| false, f)
+    }
+
+    /// [`RunHandle::for_each_trial`], without reading the trials whose id `skip` accepts.
+    pub fn for_each_trial_but<R: DeserializeOwned, E: From<StoreError>>(
+        &self,
+        skip: impl Fn(&str) -> bool,
         mut f: impl FnMut(TrialFile<R>) -> std::result::Result<(), E>,
     ) -> std::result::Result<Vec<DamagedTrial>, E> {
         let mut damaged = Vec::new();
-        each_trial_file(&self.dir.join(TRIALS_DIR), |id, path, bytes| {
+        each_trial_file(&self.dir.join(TRIALS_DIR), &skip, |id, path, bytes| {
             match serde_json::from_slice::<TrialFile<R>>(&bytes) {
                 Ok(file) => f(file),
                 Err(source) => match serde_json::from_slice::<TrialHead>(&bytes) {
@@ -965,7 +974,7 @@ impl RunHandle {
 fn scan_trials(trials: &Path) -> Result<(Vec<TrialSummary>, Vec<DamagedTrial>)> {
     let mut out = Vec::new();
     let mut damaged = Vec::new();
-    each_trial_file(trials, |name, _, bytes| {
+    each_trial_file(trials, &|_| false, |name, _, bytes| {
         match serde_json::from_slice::<TrialHead>(&bytes) {
             Ok(head) => out.push(head.into_summary(name)),
             Err(e) => damaged.push(damage(name, &bytes, &e)),
@@ -1027,7 +1036,7 @@ fn move_index_aside(root: &Path) -> Result<PathBuf> {
 /// Calls `found(id, summary)` for every finished trial in the `trials/` folder (one whose
 /// `trial.json` exists and parses), in no particular order, holding one file at a time.
 fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Result<()> {
-    each_trial_file(trials, |name, _, bytes| {
+    each_trial_file(trials, &|_| false, |name, _, bytes| {
         if let Ok(head) = serde_json::from_slice::<TrialHead>(&bytes) {
             found(name.clone(), head.into_summary(name));
         }
@@ -1039,6 +1048,7 @@ fn each_trial(trials: &Path, mut found: impl FnMut(String, TrialSummary)) -> Res
 /// no particular order, reading one file at a time; `found` decides what parses.
 fn each_trial_file<E: From<StoreError>>(
     trials: &Path,
+    skip: &dyn Fn(&str) -> bool,
     mut found: impl FnMut(String, PathBuf, Vec<u8>) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
     let entries = match fs::read_dir(trials) {
@@ -1051,7 +1061,7 @@ fn each_trial_file<E: From<StoreError>>(
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
-        if is_temp_name(&name) || validate_trial_id(&name).is_err() {
+        if is_temp_name(&name) || validate_trial_id(&name).is_err() || skip(&name) {
             continue;
         }
         let path = entry.path().join(TRIAL_FILE);

@@ -627,6 +627,29 @@ fn sigkill_mid_run_then_resume_finishes_every_trial_once() {
     }
     let ran_now = out.stderr.lines().filter(|l| l.starts_with('[')).count();
     assert_eq!(ran_now, 20 - before.len(), "{}", out.stderr);
+    assert_results_hold_every_stored_record(&lab, 20);
+}
+
+/// `results.json` of the lab's run holds, in plan order, exactly the record of each of the
+/// `n` trials' `trial.json`: those the last session spooled as it stored them, and those an
+/// earlier session stored, read back.
+fn assert_results_hold_every_stored_record(lab: &Lab, n: usize) {
+    let results: Value =
+        serde_json::from_slice(&std::fs::read(lab.run_dir().join("results.json")).unwrap())
+            .unwrap();
+    let trials = results["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), n);
+    let mut indexes = Vec::new();
+    for record in trials {
+        let id = record["plan"]["id"].as_str().unwrap();
+        let stored: Value =
+            serde_json::from_slice(&std::fs::read(lab.trial_dir(id).join("trial.json")).unwrap())
+                .unwrap();
+        assert_eq!(record, &stored["record"], "{id}");
+        indexes.push(record["plan"]["index"].as_u64().unwrap());
+    }
+    assert_eq!(indexes, (0..n as u64).collect::<Vec<_>>(), "plan order");
+    assert_eq!(results["report"]["trials"].as_array().map(Vec::len), Some(n));
 }
 
 #[test]

@@ -198,6 +198,7 @@ pub fn run_shard(request: &WorkerRequest, observer: &mut dyn Observer) -> Result
         run: &run,
         store_root: store.root(),
         isolation,
+        results: None,
     };
     observer.begin("", shard_plan.trials.len(), 0);
     let summary = crate::execute(job, &options, &interrupted, &mut |e| observer.event(e))
