@@ -649,7 +649,10 @@ fn assert_results_hold_every_stored_record(lab: &Lab, n: usize) {
         indexes.push(record["plan"]["index"].as_u64().unwrap());
     }
     assert_eq!(indexes, (0..n as u64).collect::<Vec<_>>(), "plan order");
-    assert_eq!(results["report"]["trials"].as_array().map(Vec::len), Some(n));
+    assert_eq!(
+        results["report"]["trials"].as_array().map(Vec::len),
+        Some(n)
+    );
 }
 
 #[test]
