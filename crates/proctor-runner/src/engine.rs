@@ -307,6 +307,7 @@ pub(crate) fn context<'a>(
         calls: crate::calls::Listeners::new(scratch.sockets.clone()),
         grace: options.grace,
         manifests: Mutex::new(BTreeMap::new()),
+        scripts: Mutex::new(BTreeMap::new()),
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),
         cgroups: if job.isolation.namespaces {

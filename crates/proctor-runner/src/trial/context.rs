@@ -76,6 +76,8 @@ pub struct RunContext<'a> {
     pub grace: Duration,
     /// Copy mode: the manifest of each prepared start state, built once.
     pub manifests: Mutex<BTreeMap<String, Arc<Manifest>>>,
+    /// Each script variant's script for a task, read once (by variant and task).
+    pub scripts: Mutex<BTreeMap<(String, String), proctor_suite::script::Script>>,
     /// Each real agent's preflight (installed version and flags), checked once per variant.
     pub preflights: Mutex<BTreeMap<String, Result<Option<proctor_agents::AgentInfo>, String>>>,
     /// The run's model gateway, when some trial reaches a real model through it.

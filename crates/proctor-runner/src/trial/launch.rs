@@ -648,14 +648,28 @@ fn adapter(ctx: &RunContext, trial: &Trial) -> Result<Box<dyn Adapter>, TrialErr
         // A script variant without a script is the null agent, which does nothing; only proctor
         // makes one (for `validate --oracle`), since `validate` rejects it in a suite.
         AgentKind::Script if trial.variant.script.is_none() => Some(Script::default()),
-        AgentKind::Script => Some(
-            ctx.suite
-                .script(trial.variant, &trial.planned.task)
-                .map_err(|p| fail(format!("cannot read the script: {p}")))?,
-        ),
+        AgentKind::Script => Some(script(ctx, trial).map_err(fail)?),
         _ => None,
     };
     adapter_for(trial.variant, script).map_err(|e| fail(e.to_string()))
+}
+
+/// The trial's script, read and checked once per variant and task for the whole run.
+fn script(ctx: &RunContext, trial: &Trial) -> Result<Script, String> {
+    let key = (
+        trial.variant.id.get_ref().clone(),
+        trial.planned.task.clone(),
+    );
+    let lock = || ctx.scripts.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(script) = lock().get(&key) {
+        return Ok(script.clone());
+    }
+    let script = ctx
+        .suite
+        .script(trial.variant, &trial.planned.task)
+        .map_err(|p| format!("cannot read the script: {p}"))?;
+    lock().insert(key, script.clone());
+    Ok(script)
 }
 
 /// Writes the adapter's launch files into the agent folder.

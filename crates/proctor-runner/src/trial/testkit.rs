@@ -170,6 +170,7 @@ impl Lab {
             calls: crate::calls::Listeners::new(self.dir.path().join("sockets")),
             grace: Duration::from_millis(200),
             manifests: Mutex::new(BTreeMap::new()),
+            scripts: Mutex::new(BTreeMap::new()),
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
             cgroups: Err("not made in unit tests".into()),
