@@ -516,10 +516,10 @@ fn commit(
             .as_mut()
             .and_then(|s| s.as_mut())
         {
+            // A record that cannot be spooled leaves the results to read every trial back at
+            // the end, which reports why; nothing more is spooled after it.
             for (_, record) in &batch {
-                // A record that cannot be spooled leaves the results to read every trial back
-                // at the end, which reports why.
-                if spooled.add(record).is_err() {
+                if !spooled.usable() || spooled.add(record).is_err() {
                     break;
                 }
             }
