@@ -39,7 +39,9 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Moves the calling process's own code and read-only data onto huge pages where the kernel
-/// gives them. Must run while the process is single-threaded (the zygote at its start).
+/// gives them; meant for the zygote at its start, before its first fork. Each region is replaced
+/// in one `mremap` with the same bytes, so code running there, in this thread or another, runs
+/// on unchanged.
 pub(crate) fn remap() -> Remapped {
     let mut out = Remapped::default();
     if !transparent_huge_pages_on() {
