@@ -230,7 +230,8 @@ impl Bench {
             with_checks(end, changes, false),
             with_checks(end, changes, true),
         );
-        let watch = Watch::of(changes, &[]);
+        // As a trial's: the capture told which changes are regular files (all of these).
+        let watch = Watch::of(changes, &[]).with_kinds(Default::default());
         let tree = EndTree::Overlay {
             top: changes_dir.clone(),
             lowers: vec![self.fixture.clone()],
@@ -312,8 +313,8 @@ fn reps() -> usize {
 /// mark per folder, so its cost follows the folders, not the files.
 fn watch_by_folders(dir: &Path, reps: usize) {
     println!("\nthe watch of one check run, 500 changed files, by the folders holding them, {reps} reps, medians\n");
-    println!("| folders | watch of one check run |");
-    println!("|---:|---:|");
+    println!("| folders | watch of one check run | marks before it | events after it |");
+    println!("|---:|---:|---:|---:|");
     for folders in [1usize, 10, 100, 500] {
         let top = dir.join(format!("spread-{folders}"));
         let rels: Vec<String> = (0..500)
@@ -324,8 +325,9 @@ fn watch_by_folders(dir: &Path, reps: usize) {
         }
         let watch = Watch {
             workspace: rels.clone(),
-            root: vec![],
-        };
+            ..Watch::default()
+        }
+        .with_kinds(Default::default());
         let tree = EndTree::Overlay {
             top: top.clone(),
             lowers: vec![],
@@ -333,6 +335,7 @@ fn watch_by_folders(dir: &Path, reps: usize) {
         let scratch = dir.join(format!("spread-check-{folders}"));
         std::fs::create_dir_all(scratch.join("upper")).unwrap();
         let mut watching = Vec::new();
+        let (mut marks, mut events) = (Vec::new(), Vec::new());
         for _ in 0..reps {
             let t = Instant::now();
             let o = Observer::start(&watch, &tree, &[], None, &scratch);
@@ -342,12 +345,18 @@ fn watch_by_folders(dir: &Path, reps: usize) {
             }
             let t = Instant::now();
             let record = o.finish();
-            watching.push(started + t.elapsed());
+            let finished = t.elapsed();
+            watching.push(started + finished);
+            marks.push(started);
+            events.push(finished);
             assert_eq!(record.files.len(), 500, "{record:?}");
         }
+        let us = |xs: Vec<Duration>| median(xs).as_secs_f64() * 1e6;
         println!(
-            "| {folders} | {:.1} µs |",
-            median(watching).as_secs_f64() * 1e6
+            "| {folders} | {:.1} µs | {:.1} µs | {:.1} µs |",
+            us(watching),
+            us(marks),
+            us(events)
         );
     }
 }

@@ -22,7 +22,9 @@ use crate::layers::{copy_tree, LayerCache};
 use crate::model::wire_log;
 use crate::record::{HarnessNote, TrialRecord};
 use crate::results::{for_each_record, ResultsError};
-use crate::trial::capture::{self, SpecialEntry, SpecialKind, ROOT_CHANGES, SPECIAL_ENTRIES};
+use crate::trial::capture::{
+    self, NotFiles, SpecialEntry, SpecialKind, ROOT_CHANGES, SPECIAL_ENTRIES,
+};
 use crate::trial::checks::{run_checks, task_checks, CheckEnv, EndTree};
 use crate::trial::grade::{self, EndStateFiles};
 use crate::trial::prepare::ScratchDir;
@@ -201,11 +203,12 @@ impl Rescorer<'_> {
             settings.check_root == proctor_suite::model::CheckRoot::Agent && image.is_some();
         let checks = task_checks(task, settings.validation_timeout);
         let mut end = whole_end_state(suite, record, &trial_dir)?;
-        // The checks are watched again, over the same changes as the trial's were.
-        env.watch = Some(std::sync::Arc::new(crate::trial::checks::Watch::of(
-            &end.changes,
-            &end.root_changes,
-        )));
+        // The checks are watched again, over the same changes as the trial's were; the
+        // rebuilt trees hold a regular file for each change kept as one.
+        let root_special = special_entries(&trial_dir.join(ROOT_CHANGES))?;
+        let watch = crate::trial::checks::Watch::of(&end.changes, &end.root_changes)
+            .with_kinds([not_files(&special), not_files(&root_special)]);
+        env.watch = Some(std::sync::Arc::new(watch));
         if !checks.is_empty() && end.agent.started {
             let work = self.work_root.join(&record.plan.id);
             let _ = proctor_sandbox::remove_tree(&work);
@@ -371,6 +374,18 @@ fn all_changes(changes: &Path) -> Result<Vec<proctor_score::FileChange>, String>
         std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_reader(std::io::BufReader::with_capacity(1 << 16, file))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// The entries of `special` as the watch of the checks tells them apart from regular files.
+fn not_files(special: &BTreeMap<String, SpecialEntry>) -> NotFiles {
+    let mut not_files = NotFiles::default();
+    for (path, entry) in special {
+        match entry.kind {
+            SpecialKind::Symlink => not_files.links.insert(path.clone()),
+            SpecialKind::Fifo | SpecialKind::Socket => not_files.others.insert(path.clone()),
+        };
+    }
+    not_files
 }
 
 /// The entries of a trial's `changes/special.json` by path (none when it has none).

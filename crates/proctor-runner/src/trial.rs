@@ -127,7 +127,7 @@ fn stages(
     let executed = attendance.execute(&mut launched, &mut prepared.calls_log, &prepared.paths);
     clock.lap(Phase::Agent);
     let executed = executed?;
-    let captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
+    let mut captured = capture::capture(ctx, &trial, &prepared, &mut launched, &executed);
     if let Some(why) = &captured.store_full {
         ctx.store_is_full(why.clone());
     }
@@ -144,7 +144,8 @@ fn stages(
     };
     let mut end = captured.end;
     if executed.report.not_started.is_none() {
-        let watch = checks::Watch::of(&end.changes, &end.root_changes);
+        let watch = checks::Watch::of(&end.changes, &end.root_changes)
+            .with_kinds(std::mem::take(&mut captured.not_files));
         end.checks = checks::check_trial(ctx, &trial, &prepared, holdout.as_deref(), watch);
         end.visuals = visual::visual_trial(ctx, &trial, &prepared, holdout.as_deref());
     }

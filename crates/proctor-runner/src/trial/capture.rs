@@ -36,6 +36,9 @@ use crate::trial::services::ModelEndpoint;
 pub struct Captured {
     /// The end state (without check results: the checks stage adds them).
     pub end: EndState,
+    /// The changed entries that are neither folders nor regular files: the workspace's, then
+    /// the root's.
+    pub not_files: [NotFiles; 2],
     /// The cost ledgers.
     pub ledgers: Ledgers,
     /// The model's faults (injected by the mock, or the gateway's failed requests), typed, in
@@ -97,14 +100,14 @@ pub fn capture(
     let (answer, answer_cut) = bounded_answer(std::mem::take(&mut output.answer));
     let mut capture_notes = Vec::new();
     let disk_bound = trial.settings.limits.disk_mb().saturating_mul(1 << 20);
-    let (changes, bound_reached) = workspace_changes(
+    let workspace = workspace_changes(
         prepared,
         executed,
         disk_bound,
         &mut notes,
         &mut capture_notes,
     );
-    let (root_changes, root_bound_reached) = root_changes(
+    let root = root_changes(
         launched,
         ctx.image(&trial.planned.task).map(|i| &**i),
         (&paths.trial_dir, executed),
@@ -112,7 +115,9 @@ pub fn capture(
         &mut notes,
         &mut capture_notes,
     );
-    let bound_reached = bound_reached || root_bound_reached;
+    let bound_reached = workspace.bound_reached || root.bound_reached;
+    let not_files = [workspace.not_files, root.not_files];
+    let (changes, root_changes) = (workspace.changes, root.changes);
     let mut end = EndState {
         answer,
         changes,
@@ -154,6 +159,7 @@ pub fn capture(
     }
     Captured {
         end,
+        not_files,
         ledgers,
         model_faults,
         limit_reached,
@@ -542,7 +548,7 @@ fn workspace_changes(
     disk_bound: u64,
     notes: &mut Notes,
     capture_notes: &mut Vec<CaptureNote>,
-) -> (Vec<FileChange>, bool) {
+) -> KeptChanges {
     let (diff, root) = match &prepared.workspace {
         TrialWorkspace::Overlay { upper, .. } => {
             (diff::overlay_diff(upper, &prepared.lowers, &[]), upper)
@@ -576,12 +582,12 @@ fn root_changes(
     disk_bound: u64,
     notes: &mut Notes,
     capture_notes: &mut Vec<CaptureNote>,
-) -> (Vec<FileChange>, bool) {
+) -> KeptChanges {
     let (Some(root_image), Some(image)) = (&launched.spec.root_image, image) else {
-        return (Vec::new(), false);
+        return KeptChanges::default();
     };
     if !root_image.keep_upper {
-        return (Vec::new(), false);
+        return KeptChanges::default();
     }
     let upper = &root_image.upper;
     let diff = diff::overlay_diff(upper, std::slice::from_ref(&image.rootfs), &[]).map(|mut d| {
@@ -660,13 +666,13 @@ impl Layer<'_> {
         executed: &Executed,
         notes: &mut Notes,
         capture_notes: &mut Vec<CaptureNote>,
-    ) -> (Vec<FileChange>, bool) {
+    ) -> KeptChanges {
         let place = self.place;
         let mut diff = match diff {
             Ok(d) => d,
             Err(e) => {
                 notes.push(format!("cannot read the {} changes: {e}", place.name()));
-                return (Vec::new(), false);
+                return KeptChanges::default();
             }
         };
         let mut layer_notes = Vec::new();
@@ -719,13 +725,10 @@ impl Layer<'_> {
             },
             cause: n.cause,
         }));
-        match kept {
-            Ok(kept) => (kept.changes, kept.bound_reached),
-            Err(e) => {
-                notes.failed(&format!("cannot capture the {} changes", place.name()), &e);
-                (Vec::new(), false)
-            }
-        }
+        kept.unwrap_or_else(|e| {
+            notes.failed(&format!("cannot capture the {} changes", place.name()), &e);
+            KeptChanges::default()
+        })
     }
 }
 
@@ -737,6 +740,19 @@ pub struct KeptChanges {
     /// Whether a file's content was cut at the bound: it is kept as its head, with its whole
     /// size and hash in the record.
     pub bound_reached: bool,
+    /// The changed entries that are neither folders nor regular files, as the diff found them.
+    pub not_files: NotFiles,
+}
+
+/// The changed entries of one tree that are neither folders nor regular files, by their paths
+/// in the change record: what the watch of the checks tells apart without reading a folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotFiles {
+    /// Symbolic links.
+    pub links: std::collections::BTreeSet<String>,
+    /// FIFOs, sockets, devices, and entries whose kind is not known (left out of the trial's
+    /// disk).
+    pub others: std::collections::BTreeSet<String>,
 }
 
 /// The file in a trial's `changes/` that lists the entries kept without content:
@@ -808,6 +824,11 @@ pub fn capture_changes(
     for c in changes {
         let mut rec = change_record(&c);
         let live = rec.kind != ChangeKind::Deleted && !unread.contains(&c.path);
+        match c.entry {
+            diff::EntryKind::Symlink => kept.not_files.links.insert(rec.path.clone()),
+            diff::EntryKind::Other => kept.not_files.others.insert(rec.path.clone()),
+            diff::EntryKind::File | diff::EntryKind::Dir => false,
+        };
         // The entry, by a path the system takes whatever its length.
         let src = if live {
             deep.reach(&c.path).map_err(|e| e.to_string())

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::CStr;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,7 @@ use proctor_score::endstate::{
 };
 
 use super::EndTree;
+use crate::trial::capture::NotFiles;
 
 /// What the agent changed, which a check's observation watches: workspace-relative paths and
 /// root-relative paths of every entry it added or changed (not deleted, not folders).
@@ -48,6 +49,10 @@ pub struct Watch {
     pub workspace: Vec<String>,
     /// In the trial's root (`check_root = "agent"`).
     pub root: Vec<String>,
+    /// Which of the workspace's entries, then of the root's, are links and which are
+    /// neither links nor regular files, where the capture told: the watch then reads no
+    /// folder to tell them apart. `None`: the folders holding them are read.
+    pub kinds: Option<[NotFiles; 2]>,
 }
 
 impl Watch {
@@ -62,6 +67,16 @@ impl Watch {
         Watch {
             workspace: kept(changes),
             root: kept(root_changes),
+            kinds: None,
+        }
+    }
+
+    /// This watch, told which of its entries are not regular files (the workspace's, then the
+    /// root's), as the capture of the same trees found them.
+    pub fn with_kinds(self, kinds: [NotFiles; 2]) -> Watch {
+        Watch {
+            kinds: Some(kinds),
+            ..self
         }
     }
 }
@@ -214,7 +229,10 @@ impl Observer {
             incomplete: Vec::new(),
             unwatched: 0,
         };
-        match fan_init() {
+        // A file marked itself (a copy's) is named by its own file handle in its events;
+        // otherwise the folder's handle and the entry's name are all an event needs.
+        let file_marks = matches!(tree, EndTree::Copy { .. });
+        match fan_init(file_marks) {
             Ok(fd) => o.fan = Some(fd),
             Err(e) => o
                 .incomplete
@@ -241,7 +259,11 @@ impl Observer {
                 root: false,
             },
         };
-        o.watch_tree(&workspace, &watch.workspace);
+        let [ws_kinds, root_kinds] = match &watch.kinds {
+            Some([w, r]) => [Some(w), Some(r)],
+            None => [None, None],
+        };
+        o.watch_tree(&workspace, &watch.workspace, ws_kinds);
         if let Some(root) = agent_root {
             let at = TreeAt {
                 files: root.to_path_buf(),
@@ -250,13 +272,14 @@ impl Observer {
                 above: &[],
                 root: true,
             };
-            o.watch_tree(&at, &watch.root);
+            o.watch_tree(&at, &watch.root, root_kinds);
         }
         o
     }
 
-    /// Watches the entries `rels` of one tree, a mark on each folder that holds any.
-    fn watch_tree(&mut self, at: &TreeAt, rels: &[String]) {
+    /// Watches the entries `rels` of one tree, a mark on each folder that holds any; `kinds`
+    /// says which are not regular files, where it is known.
+    fn watch_tree(&mut self, at: &TreeAt, rels: &[String], kinds: Option<&NotFiles>) {
         let mut by_folder: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for rel in rels {
             let (folder, name) = rel.rsplit_once('/').unwrap_or(("", rel));
@@ -281,12 +304,21 @@ impl Observer {
                 return;
             }
         };
+        // The last folder opened as a parent of marked folders (siblings come together).
+        let mut parent: Option<(&str, OwnedFd)> = None;
         for (folder, names) in by_folder {
             if self.marked >= WATCH_MAX {
                 self.unwatched += names.len() as u64;
                 continue;
             }
-            if let Err(e) = self.watch_folder(at, (&top, &above), folder, &names) {
+            let watched = match kinds {
+                Some(kinds) if self.fan.is_some() && !at.writable => {
+                    let tree = (&top, &above[..]);
+                    self.watch_folder_told(at, tree, &mut parent, (folder, &names), kinds)
+                }
+                _ => self.watch_folder(at, (&top, &above), (folder, &names), kinds),
+            };
+            if let Err(e) = watched {
                 let shown = if folder.is_empty() { "." } else { folder };
                 self.incomplete
                     .push(format!("the folder `{shown}` is not watched: {e}"));
@@ -295,13 +327,14 @@ impl Observer {
     }
 
     /// Marks the folder `folder` of a tree for its entries `names`: the files among them are
-    /// watched by name, the links laid in the check's view.
+    /// watched by name, the links laid in the check's view. Which are files and which links
+    /// is read from the folder, unless `kinds` tells.
     fn watch_folder(
         &mut self,
         at: &TreeAt,
         (top, above): (&Beneath, &[Beneath]),
-        folder: &str,
-        names: &[&str],
+        (folder, names): (&str, &[&str]),
+        kinds: Option<&NotFiles>,
     ) -> io::Result<()> {
         use rustix::fs::FileType;
         let path = at.files.join(folder);
@@ -321,9 +354,16 @@ impl Observer {
         }
         // Where names are fixed, one mark on the folder watches every entry in it by name.
         let by_name = match self.fan.is_some() && !at.writable {
-            true => Some(self.mark_folder(&fd, folder, at.root)?),
+            true => match self.mark_folder(fd.as_fd(), None, folder, at.root)? {
+                Some(i) => Some(i),
+                None => return Ok(()),
+            },
             false => None,
         };
+        if let Some(kinds) = kinds {
+            let names = names.iter().filter(|n| wanted.contains_key(n.as_bytes()));
+            return self.watch_told(at, (Some(&fd), folder), names, by_name, kinds);
+        }
         // The folder's entries are read until every wanted name is found.
         let mut left = wanted.len();
         each_entry(&fd, |c, kind| {
@@ -364,16 +404,127 @@ impl Observer {
         })
     }
 
-    /// Marks the open folder `fd` (at `folder` of its tree) for every entry in it; gives its
-    /// index in `folders`.
-    fn mark_folder(&mut self, fd: &OwnedFd, folder: &str, root: bool) -> io::Result<usize> {
-        let (h, mount) = handle_at(fd, c"").map_err(no_handle)?;
-        let key = Handle::key(&self.fsid(mount, fd)?, &h);
+    /// [`Observer::watch_folder`] where names are fixed and `kinds` tells which entries are
+    /// files: the folder is marked by its name in its parent, which is opened (beneath the
+    /// tree's top, through no link) once for all its marked folders and kept in `parent`; the
+    /// folder itself is neither opened nor read.
+    fn watch_folder_told<'f>(
+        &mut self,
+        at: &TreeAt,
+        (top, above): (&Beneath, &[Beneath]),
+        parent: &mut Option<(&'f str, OwnedFd)>,
+        (folder, names): (&'f str, &[&str]),
+        kinds: &NotFiles,
+    ) -> io::Result<()> {
+        // Names the check sees from a layer above the agent's are not the agent's.
+        let shadowed = names_above(above, folder)?;
+        let mut names = names
+            .iter()
+            .filter(|n| !shadowed.contains(n.as_bytes()))
+            .peekable();
+        if names.peek().is_none() {
+            return Ok(());
+        }
+        let marked = match folder.rsplit_once('/') {
+            None if folder.is_empty() => self.mark_folder(top.fd(), None, folder, at.root)?,
+            split => {
+                let (up, name) = split.unwrap_or(("", folder));
+                let open = matches!(parent, Some((p, _)) if *p == up);
+                if !open && !up.is_empty() {
+                    *parent = open_folder(top, up)?.map(|fd| (up, fd));
+                }
+                let dir = match up.is_empty() {
+                    true => Some(top.fd()),
+                    false => parent.as_ref().map(|(_, fd)| fd.as_fd()),
+                };
+                match (dir, std::ffi::CString::new(name)) {
+                    (Some(dir), Ok(name)) => self.mark_folder(dir, Some(&name), folder, at.root)?,
+                    _ => None,
+                }
+            }
+        };
+        // A folder gone (or a link, or a file, in its place) is no entry to watch.
+        let Some(i) = marked else { return Ok(()) };
+        self.watch_told(at, (None, folder), names, Some(i), kinds)
+    }
+
+    /// Watches the entries `names` of the folder `folder` of its tree (open as `fd` where its
+    /// files are marked themselves), whose kinds `kinds` tells: the regular files by name in
+    /// the folder `by_name` marked (or each marked itself), the links laid in the check's
+    /// view. An entry no longer there is none to watch.
+    fn watch_told<'n>(
+        &mut self,
+        at: &TreeAt,
+        (fd, folder): (Option<&OwnedFd>, &str),
+        names: impl Iterator<Item = &'n &'n str>,
+        by_name: Option<usize>,
+        kinds: &NotFiles,
+    ) -> io::Result<()> {
+        let mut rel = String::with_capacity(folder.len() + 64);
+        for &name in names {
+            rel.clear();
+            if !folder.is_empty() {
+                rel.push_str(folder);
+                rel.push('/');
+            }
+            rel.push_str(name);
+            if kinds.links.contains(&rel) {
+                match self.watch_link(at, &at.files.join(&rel), rel.clone()) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            } else if kinds.others.contains(&rel) {
+            } else if let Some(i) = by_name {
+                let folder = &mut self.folders[i];
+                folder
+                    .names
+                    .insert(name.as_bytes().into(), folder.entries.len());
+                folder.entries.push((name.to_string(), 0));
+            } else if self.marked >= WATCH_MAX {
+                self.unwatched += 1;
+            } else if let (Some(fd), true) = (fd, self.fan.is_some()) {
+                let Ok(c) = std::ffi::CString::new(name) else {
+                    continue;
+                };
+                self.mark_file(fd, &c, rel.clone(), at.root)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the folder `folder` of its tree for every entry in it: the entry `name` of the
+    /// open folder `dir` (not followed), or `dir` itself with no name. Gives its index in
+    /// `folders`; `None` if there is no folder by that name (nothing, or something else).
+    fn mark_folder(
+        &mut self,
+        dir: BorrowedFd,
+        name: Option<&CStr>,
+        folder: &str,
+        root: bool,
+    ) -> io::Result<Option<usize>> {
+        let gone = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR));
+        let (h, mount) = match handle_at(dir, name.unwrap_or(c"")) {
+            Err(e) if gone(&e) => return Ok(None),
+            other => other.map_err(no_handle)?,
+        };
+        let fsid = match (self.fsids.get(&mount), name) {
+            (Some(f), _) => *f,
+            (None, None) => self.fsid(mount, dir)?,
+            // The folder's own file system, found from the folder.
+            (None, Some(name)) => match open_dir_at(dir, name) {
+                Err(e) if gone(&e) => return Ok(None),
+                other => self.fsid(mount, other?.as_fd())?,
+            },
+        };
+        let key = Handle::key(&fsid, &h);
         if let Some(fan) = &self.fan {
-            fan_mark_at(fan, fd, None)?;
+            match fan_mark_at(fan, dir, name, true) {
+                Err(e) if gone(&e) => return Ok(None),
+                other => other?,
+            }
         }
         self.marked += 1;
-        Ok(*self.folder_keys.entry(key).or_insert_with(|| {
+        Ok(Some(*self.folder_keys.entry(key).or_insert_with(|| {
             self.folders.push(WatchedFolder {
                 path: folder.to_string(),
                 root,
@@ -381,16 +532,20 @@ impl Observer {
                 entries: Vec::new(),
             });
             self.folders.len() - 1
-        }))
+        })))
     }
 
     /// Marks the file `name` of the open folder `fd` itself (a copy's file, followed wherever
-    /// it is moved), its path being `path`.
+    /// it is moved), its path being `path`; a file no longer there (bytecode hidden from the
+    /// check) is none to mark.
     fn mark_file(&mut self, fd: &OwnedFd, name: &CStr, path: String, root: bool) -> io::Result<()> {
-        let (h, mount) = handle_at(fd, name).map_err(no_handle)?;
-        let key = Handle::key(&self.fsid(mount, fd)?, &h);
+        let (h, mount) = match handle_at(fd.as_fd(), name) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            other => other.map_err(no_handle)?,
+        };
+        let key = Handle::key(&self.fsid(mount, fd.as_fd())?, &h);
         if let Some(fan) = &self.fan {
-            fan_mark_at(fan, fd, Some(name))?;
+            fan_mark_at(fan, fd.as_fd(), Some(name), false)?;
         }
         let file = WatchedFile {
             path,
@@ -422,7 +577,7 @@ impl Observer {
 
     /// The id of the file system of mount `mount`, as `fanotify` reports it (`statfs`'s
     /// `f_fsid`), found once per mount from `fd`, a folder on it.
-    fn fsid(&mut self, mount: i32, fd: &OwnedFd) -> io::Result<[u8; 8]> {
+    fn fsid(&mut self, mount: i32, fd: BorrowedFd) -> io::Result<[u8; 8]> {
         if let Some(f) = self.fsids.get(&mount) {
             return Ok(*f);
         }
@@ -459,19 +614,26 @@ impl Observer {
         }
         let by_folder = folders.into_iter().flat_map(|f| {
             let (folder, root) = (f.path, f.root);
-            f.entries.into_iter().map(move |(name, mask)| {
-                let path = if folder.is_empty() {
-                    name
-                } else {
-                    format!("{folder}/{name}")
-                };
-                (path, root, mask)
-            })
+            f.entries
+                .into_iter()
+                .filter(|(_, mask)| loaded(*mask))
+                .map(move |(name, mask)| {
+                    let path = if folder.is_empty() {
+                        name
+                    } else {
+                        let mut path = String::with_capacity(folder.len() + 1 + name.len());
+                        path.push_str(&folder);
+                        path.push('/');
+                        path.push_str(&name);
+                        path
+                    };
+                    (path, root, mask)
+                })
         });
         let by_file = files.into_values().map(|f| (f.path, f.root, f.mask));
         let mut seen: Vec<(String, bool, Vec<Access>)> = by_folder
             .chain(by_file)
-            .filter(|(_, _, mask)| ACCESSES.iter().any(|(bit, _)| mask & bit != 0))
+            .filter(|(_, _, mask)| loaded(*mask))
             .map(|(path, root, mask)| {
                 let how = ACCESSES
                     .iter()
@@ -522,6 +684,11 @@ impl Observer {
         });
         out
     }
+}
+
+/// Whether the events `mask` of a file load it.
+fn loaded(mask: u64) -> bool {
+    ACCESSES.iter().any(|(bit, _)| mask & bit != 0)
 }
 
 /// The events that load a file, and what each says was done.
@@ -618,6 +785,13 @@ fn each_entry(
     Ok(())
 }
 
+/// The folder `name` of the open folder `dir`, open for reading, not followed if a link.
+fn open_dir_at(dir: BorrowedFd, name: &CStr) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
+}
+
 /// Says a file system gives no file handles.
 fn no_handle(e: io::Error) -> io::Error {
     io::Error::other(format!("its file system gives no file handle ({e})"))
@@ -651,20 +825,23 @@ fn unread(at: &Path, m: &fs::Metadata) -> io::Result<()> {
 }
 
 /// A `fanotify` group that reports folders' file handles and entries' names (what an
-/// unprivileged user may make), not blocking.
+/// unprivileged user may make), and with `file_marks` files' own handles, not blocking.
 ///
 /// A user may hold 128 groups at once (`fs.fanotify.max_user_groups`); groups of earlier check
 /// runs still closing ([`close_later`]) count, so a refusal for that is tried again for up to
 /// a second.
-fn fan_init() -> io::Result<OwnedFd> {
+fn fan_init(file_marks: bool) -> io::Result<OwnedFd> {
     let mut tries = 0;
+    // Each event names the folder (by its handle) and the entry; with `file_marks`, the file
+    // too (by its own handle).
+    let fid = if file_marks { libc::FAN_REPORT_FID } else { 0 };
     loop {
         // SAFETY: plain flags; the kernel returns a new descriptor or -1.
         let fd = unsafe {
             libc::fanotify_init(
                 libc::FAN_CLASS_NOTIF
                     | libc::FAN_REPORT_DFID_NAME
-                    | libc::FAN_REPORT_FID
+                    | fid
                     | libc::FAN_CLOEXEC
                     | libc::FAN_NONBLOCK,
                 (libc::O_RDONLY | libc::O_LARGEFILE) as u32,
@@ -683,18 +860,22 @@ fn fan_init() -> io::Result<OwnedFd> {
     }
 }
 
-/// Marks the entry `name` of the open folder `dir` (or, with no name, every entry in it) for
-/// opens, reads and executions.
-fn fan_mark_at(fan: &OwnedFd, dir: &OwnedFd, name: Option<&CStr>) -> io::Result<()> {
+/// Marks for opens, reads and executions the entry `name` of the open folder `dir` (not
+/// followed), or with no name `dir` itself; with `folder`, every entry of the folder so
+/// marked (which must be a folder).
+fn fan_mark_at(
+    fan: &OwnedFd,
+    dir: BorrowedFd,
+    name: Option<&CStr>,
+    folder: bool,
+) -> io::Result<()> {
     let loads = libc::FAN_OPEN | libc::FAN_ACCESS | libc::FAN_OPEN_EXEC;
-    let (flags, mask, path) = match name {
-        Some(n) => (libc::FAN_MARK_DONT_FOLLOW, loads, n.as_ptr()),
-        None => (
-            libc::FAN_MARK_ONLYDIR,
-            loads | libc::FAN_EVENT_ON_CHILD,
-            std::ptr::null(),
-        ),
-    };
+    let (mut flags, mut mask) = (libc::FAN_MARK_DONT_FOLLOW, loads);
+    if folder {
+        flags |= libc::FAN_MARK_ONLYDIR;
+        mask |= libc::FAN_EVENT_ON_CHILD;
+    }
+    let path = name.map_or(std::ptr::null(), CStr::as_ptr);
     // SAFETY: two valid descriptors and a C string or null (which marks `dir` itself).
     let r = unsafe {
         libc::fanotify_mark(
@@ -714,7 +895,7 @@ fn fan_mark_at(fan: &OwnedFd, dir: &OwnedFd, name: Option<&CStr>) -> io::Result<
 /// The bytes of the file handle (its type, then its handle) of the entry `name` of the open
 /// folder `dir`, or of `dir` itself for an empty name, as `fanotify` reports it; and the id
 /// of the mount it is on.
-fn handle_at(dir: &OwnedFd, name: &CStr) -> io::Result<(Vec<u8>, i32)> {
+fn handle_at(dir: BorrowedFd, name: &CStr) -> io::Result<(Vec<u8>, i32)> {
     const MAX: usize = 128;
     #[repr(C)]
     struct FileHandle {
@@ -914,22 +1095,41 @@ mod tests {
         assert!(!cached_bytecode("__pycache__/notes.txt"));
     }
 
+    /// `workspace` watched twice: with no kinds told (its folders read), and told that
+    /// `links` are its links.
+    fn told_and_not(workspace: &[&str], links: &[&str]) -> [Watch; 2] {
+        let watch = Watch {
+            workspace: workspace.iter().map(|w| w.to_string()).collect(),
+            ..Watch::default()
+        };
+        let kinds = NotFiles {
+            links: links.iter().map(|l| l.to_string()).collect(),
+            ..NotFiles::default()
+        };
+        [
+            watch.clone(),
+            watch.with_kinds([kinds, NotFiles::default()]),
+        ]
+    }
+
     #[test]
     fn a_read_of_a_marked_file_is_seen_and_one_of_an_unmarked_file_is_not() {
+        for watch in told_and_not(&["a.txt", "b.txt", "l"], &["l"]) {
+            a_read_is_seen(&watch);
+        }
+    }
+
+    fn a_read_is_seen(watch: &Watch) {
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().join("top");
         fs::create_dir_all(&top).unwrap();
         fs::write(top.join("a.txt"), "a").unwrap();
         fs::write(top.join("b.txt"), "b").unwrap();
         std::os::unix::fs::symlink("a.txt", top.join("l")).unwrap();
-        let watch = Watch {
-            workspace: vec!["a.txt".into(), "b.txt".into(), "l".into()],
-            root: vec![],
-        };
         let tree = EndTree::Copy { dir: top.clone() };
         let scratch = dir.path().join("c");
         super::super::copy_tree(&top, &scratch.join("ws")).unwrap();
-        let o = Observer::start(&watch, &tree, &[], None, &scratch);
+        let o = Observer::start(watch, &tree, &[], None, &scratch);
         assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
         assert_eq!(fs::read_to_string(scratch.join("ws/l")).unwrap(), "a");
         let seen = o.finish();
@@ -958,7 +1158,7 @@ mod tests {
         }
         let watch = Watch {
             workspace: vec!["sub/replaced.txt".into(), "sub/moved.txt".into()],
-            root: vec![],
+            ..Watch::default()
         };
         let tree = EndTree::Copy { dir: top.clone() };
         let scratch = dir.path().join("c");
@@ -983,24 +1183,31 @@ mod tests {
 
     #[test]
     fn one_mark_per_folder_watches_every_file_in_it() {
+        let rels: Vec<String> = (0..40)
+            .map(|i| match i % 3 {
+                0 => format!("a/f{i}"),
+                1 => format!("a/b/f{i}"),
+                _ => format!("a/b/c/f{i}"),
+            })
+            .collect();
+        // The agent's link `a/b/l`, and `x` a link to `a` in place of the folder it had.
+        let mut watched: Vec<&str> = rels.iter().map(String::as_str).collect();
+        watched.extend(["a/b/l", "x/f0"]);
+        for watch in told_and_not(&watched, &["a/b/l", "x"]) {
+            one_mark_per_folder(&watch, &rels);
+        }
+    }
+
+    fn one_mark_per_folder(watch: &Watch, rels: &[String]) {
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().join("top");
-        fs::create_dir_all(top.join("a/b")).unwrap();
-        let mut rels = Vec::new();
-        for i in 0..40 {
-            let rel = if i % 2 == 0 {
-                format!("a/f{i}")
-            } else {
-                format!("a/b/f{i}")
-            };
-            fs::write(top.join(&rel), "x").unwrap();
-            rels.push(rel);
+        fs::create_dir_all(top.join("a/b/c")).unwrap();
+        for rel in rels {
+            fs::write(top.join(rel), "x").unwrap();
         }
         fs::write(top.join("a/unchanged"), "x").unwrap();
-        let watch = Watch {
-            workspace: rels.clone(),
-            root: vec![],
-        };
+        std::os::unix::fs::symlink("f1", top.join("a/b/l")).unwrap();
+        std::os::unix::fs::symlink("a", top.join("x")).unwrap();
         // The agent's layer, read-only to the check: its folders are marked.
         let tree = EndTree::Overlay {
             top: top.clone(),
@@ -1008,16 +1215,28 @@ mod tests {
         };
         let scratch = dir.path().join("c");
         fs::create_dir_all(scratch.join("upper")).unwrap();
-        let o = Observer::start(&watch, &tree, &[], None, &scratch);
-        assert_eq!(o.marked, 2);
+        let o = Observer::start(watch, &tree, &[], None, &scratch);
+        // `a`, `a/b` and `a/b/c`; not `x`, a link.
+        assert_eq!(o.marked, 3, "{:?}", watch.kinds);
         assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
         for rel in rels.iter().chain(["a/unchanged".to_string()].iter()) {
             fs::read(top.join(rel)).unwrap();
         }
+        // The agent's link is laid in the check's view (where a `readlink` would count as
+        // following it), untouched until followed.
+        let laid = fs::symlink_metadata(scratch.join("upper/a/b/l")).unwrap();
+        assert!(laid.file_type().is_symlink());
         let seen = o.finish();
         let mut paths: Vec<String> = seen.files.iter().map(|f| f.path.clone()).collect();
         paths.sort();
+        let mut rels = rels.to_vec();
         rels.sort();
         assert_eq!(paths, rels);
+        let links: Vec<(&str, bool)> = seen
+            .links
+            .iter()
+            .map(|l| (l.path.as_str(), l.followed))
+            .collect();
+        assert_eq!(links, [("a/b/l", false)], "{seen:?}");
     }
 }
