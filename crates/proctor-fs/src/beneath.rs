@@ -213,6 +213,10 @@ pub fn remove_tree_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     impl Visit for Remove {
         fn entry(&mut self, dir: BorrowedFd<'_>, name: &CStr, st: &Stat) -> io::Result<Step> {
             if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                // An empty folder goes in one call; only one that holds something is entered.
+                if remove_empty_dir(dir, name) {
+                    return Ok(Step::Skip);
+                }
                 if st.st_mode & 0o700 != 0o700 {
                     let _ = rustix::fs::chmodat(dir, name, Mode::RWXU, AtFlags::empty());
                 }
@@ -227,6 +231,9 @@ pub fn remove_tree_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
             rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(Into::into)
         }
     }
+    if remove_empty_dir(dir, name) {
+        return Ok(());
+    }
     if let Some(st) = stat_at(dir, name)? {
         if st.st_mode & 0o700 != 0o700 {
             let _ = rustix::fs::chmodat(dir, name, Mode::RWXU, AtFlags::empty());
@@ -238,6 +245,12 @@ pub fn remove_tree_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether the folder `name` of `dir` was empty and is now removed (never followed: `rmdir`
+/// of a name removes no link's target); `false` for anything else, which the caller walks.
+fn remove_empty_dir(dir: BorrowedFd<'_>, name: &CStr) -> bool {
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).is_ok()
 }
 
 /// Removes `path` (a folder with all it holds, or any other entry; its last component is not
