@@ -205,7 +205,10 @@ impl Rescorer<'_> {
         let mut end = whole_end_state(suite, record, &trial_dir)?;
         // The checks are watched again, over the same changes as the trial's were; the
         // rebuilt trees hold a regular file for each change kept as one.
-        let root_special = special_entries(&trial_dir.join(ROOT_CHANGES))?;
+        let root_special = match end.root_changes.is_empty() {
+            true => BTreeMap::new(),
+            false => special_entries(&trial_dir.join(ROOT_CHANGES))?,
+        };
         let watch = crate::trial::checks::Watch::of(&end.changes, &end.root_changes)
             .with_kinds([not_files(&special), not_files(&root_special)]);
         env.watch = Some(std::sync::Arc::new(watch));

@@ -502,6 +502,8 @@ impl Observer {
         folder: &str,
         root: bool,
     ) -> io::Result<Option<usize>> {
+        // Nothing by that name, or not a folder (a link too: opened with `O_NOFOLLOW` and
+        // `O_DIRECTORY`, or marked with `FAN_MARK_ONLYDIR`, it is ENOTDIR).
         let gone = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR));
         let (h, mount) = match handle_at(dir, name.unwrap_or(c"")) {
             Err(e) if gone(&e) => return Ok(None),
@@ -1190,10 +1192,11 @@ mod tests {
                 _ => format!("a/b/c/f{i}"),
             })
             .collect();
-        // The agent's link `a/b/l`, and `x` a link to `a` in place of the folder it had.
+        // The agent's link `a/b/l`, and `0` a link to `a` in place of the folder it had (the
+        // first folder marked, before any file system's id is known).
         let mut watched: Vec<&str> = rels.iter().map(String::as_str).collect();
-        watched.extend(["a/b/l", "x/f0"]);
-        for watch in told_and_not(&watched, &["a/b/l", "x"]) {
+        watched.extend(["a/b/l", "0/f0"]);
+        for watch in told_and_not(&watched, &["a/b/l", "0"]) {
             one_mark_per_folder(&watch, &rels);
         }
     }
@@ -1207,7 +1210,7 @@ mod tests {
         }
         fs::write(top.join("a/unchanged"), "x").unwrap();
         std::os::unix::fs::symlink("f1", top.join("a/b/l")).unwrap();
-        std::os::unix::fs::symlink("a", top.join("x")).unwrap();
+        std::os::unix::fs::symlink("a", top.join("0")).unwrap();
         // The agent's layer, read-only to the check: its folders are marked.
         let tree = EndTree::Overlay {
             top: top.clone(),
@@ -1216,7 +1219,7 @@ mod tests {
         let scratch = dir.path().join("c");
         fs::create_dir_all(scratch.join("upper")).unwrap();
         let o = Observer::start(watch, &tree, &[], None, &scratch);
-        // `a`, `a/b` and `a/b/c`; not `x`, a link.
+        // `a`, `a/b` and `a/b/c`; not `0`, a link.
         assert_eq!(o.marked, 3, "{:?}", watch.kinds);
         assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
         for rel in rels.iter().chain(["a/unchanged".to_string()].iter()) {
