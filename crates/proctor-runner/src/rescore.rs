@@ -222,7 +222,12 @@ impl Rescorer<'_> {
             };
             let tree = end_tree(self.overlay, &lowers, &kept, &work);
             if let Some(image) = image.filter(|_| agent_root) {
-                env.agent_root = Some(root_layer(&trial_dir, &end.root_changes, image, &work)?);
+                let kept = Kept {
+                    files: &trial_dir.join(ROOT_CHANGES).join("files"),
+                    changes: &end.root_changes,
+                    special: &root_special,
+                };
+                env.agent_root = Some(root_layer(&kept, image, &work)?);
             }
             let runs = tree.map(|tree| {
                 let holdout = suite.holdout_dir(&record.plan.task);
@@ -488,25 +493,13 @@ fn make_parents(
 }
 
 /// The layer of what a trial's agent changed outside the workspace, rebuilt in `work` from
-/// what its capture kept in `root/`: its files, folders, symlinks, FIFOs and sockets, and a
+/// what its capture `kept` in `root/`: its files, folders, symlinks, FIFOs and sockets, and a
 /// whiteout for each entry of the image it deleted, so that over the image it is the agent's
 /// root. Owners are not rebuilt (the layer's entries are the rescorer's).
-fn root_layer(
-    trial_dir: &Path,
-    changes: &[proctor_score::FileChange],
-    image: &TrialImage,
-    work: &Path,
-) -> Result<PathBuf, String> {
-    let kept_dir = trial_dir.join(ROOT_CHANGES);
-    let special = special_entries(&kept_dir)?;
-    let kept = Kept {
-        files: &kept_dir.join("files"),
-        changes,
-        special: &special,
-    };
+fn root_layer(kept: &Kept, image: &TrialImage, work: &Path) -> Result<PathBuf, String> {
     let layer = work.join("agent-root");
     std::fs::create_dir_all(&layer)
-        .and_then(|()| rebuild_layer(&[], &kept, &layer, Some(&image.rootfs)))
+        .and_then(|()| rebuild_layer(&[], kept, &layer, Some(&image.rootfs)))
         .map_err(|e| format!("cannot rebuild what the agent changed outside the workspace: {e}"))?;
     Ok(layer)
 }

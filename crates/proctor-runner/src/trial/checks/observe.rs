@@ -311,13 +311,14 @@ impl Observer {
                 self.unwatched += names.len() as u64;
                 continue;
             }
-            let watched = match kinds {
+            // Names the check sees from a layer above the agent's are not the agent's.
+            let watched = agents_names(&above, folder, names).and_then(|names| match kinds {
+                _ if names.is_empty() => Ok(()),
                 Some(kinds) if self.fan.is_some() && !at.writable => {
-                    let tree = (&top, &above[..]);
-                    self.watch_folder_told(at, tree, &mut parent, (folder, &names), kinds)
+                    self.watch_folder_told(at, &top, &mut parent, (folder, &names), kinds)
                 }
-                _ => self.watch_folder(at, (&top, &above), (folder, &names), kinds),
-            };
+                _ => self.watch_folder(at, &top, (folder, &names), kinds),
+            });
             if let Err(e) = watched {
                 let shown = if folder.is_empty() { "." } else { folder };
                 self.incomplete
@@ -332,7 +333,7 @@ impl Observer {
     fn watch_folder(
         &mut self,
         at: &TreeAt,
-        (top, above): (&Beneath, &[Beneath]),
+        top: &Beneath,
         (folder, names): (&str, &[&str]),
         kinds: Option<&NotFiles>,
     ) -> io::Result<()> {
@@ -342,16 +343,7 @@ impl Observer {
             // A folder gone is no entry to watch (a deleted tree's parts).
             return Ok(());
         };
-        // Names the check sees from a layer above the agent's are not the agent's.
-        let shadowed = names_above(above, folder)?;
-        let wanted: Map<&[u8], &str> = names
-            .iter()
-            .filter(|n| !shadowed.contains(n.as_bytes()))
-            .map(|n| (n.as_bytes(), *n))
-            .collect();
-        if wanted.is_empty() {
-            return Ok(());
-        }
+        let wanted: Map<&[u8], &str> = names.iter().map(|n| (n.as_bytes(), *n)).collect();
         // Where names are fixed, one mark on the folder watches every entry in it by name.
         let by_name = match self.fan.is_some() && !at.writable {
             true => match self.mark_folder(fd.as_fd(), None, folder, at.root)? {
@@ -361,8 +353,7 @@ impl Observer {
             false => None,
         };
         if let Some(kinds) = kinds {
-            let names = names.iter().filter(|n| wanted.contains_key(n.as_bytes()));
-            return self.watch_told(at, (Some(&fd), folder), names, by_name, kinds);
+            return self.watch_told(at, (Some(&fd), folder), names.iter(), by_name, kinds);
         }
         // The folder's entries are read until every wanted name is found.
         let mut left = wanted.len();
@@ -411,20 +402,11 @@ impl Observer {
     fn watch_folder_told<'f>(
         &mut self,
         at: &TreeAt,
-        (top, above): (&Beneath, &[Beneath]),
+        top: &Beneath,
         parent: &mut Option<(&'f str, OwnedFd)>,
         (folder, names): (&'f str, &[&str]),
         kinds: &NotFiles,
     ) -> io::Result<()> {
-        // Names the check sees from a layer above the agent's are not the agent's.
-        let shadowed = names_above(above, folder)?;
-        let mut names = names
-            .iter()
-            .filter(|n| !shadowed.contains(n.as_bytes()))
-            .peekable();
-        if names.peek().is_none() {
-            return Ok(());
-        }
         let marked = match folder.rsplit_once('/') {
             None if folder.is_empty() => self.mark_folder(top.fd(), None, folder, at.root)?,
             split => {
@@ -445,7 +427,7 @@ impl Observer {
         };
         // A folder gone (or a link, or a file, in its place) is no entry to watch.
         let Some(i) = marked else { return Ok(()) };
-        self.watch_told(at, (None, folder), names, Some(i), kinds)
+        self.watch_told(at, (None, folder), names.iter(), Some(i), kinds)
     }
 
     /// Watches the entries `names` of the folder `folder` of its tree (open as `fd` where its
@@ -737,18 +719,24 @@ fn lay_link(
     Ok(target.to_string_lossy().into_owned())
 }
 
-/// The names in the folder `folder` of each layer of `above` (a layer the check sees above the
-/// agent's), whose entries the check sees in place of the agent's.
-fn names_above(above: &[Beneath], folder: &str) -> io::Result<BTreeSet<Vec<u8>>> {
-    let mut names = BTreeSet::new();
+/// Of `names` in the folder `folder`, those the check sees as the agent's: not also in that
+/// folder of a layer of `above` (a layer the check sees above the agent's, whose entries it
+/// sees in their place).
+fn agents_names<'n>(
+    above: &[Beneath],
+    folder: &str,
+    mut names: Vec<&'n str>,
+) -> io::Result<Vec<&'n str>> {
+    let mut shadowed = BTreeSet::new();
     for layer in above {
         if let Some(d) = open_folder(layer, folder)? {
             each_entry(&d, |name, _| {
-                names.insert(name.to_bytes().to_vec());
+                shadowed.insert(name.to_bytes().to_vec());
                 Ok(true)
             })?;
         }
     }
+    names.retain(|n| !shadowed.contains(n.as_bytes()));
     Ok(names)
 }
 
