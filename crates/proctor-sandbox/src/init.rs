@@ -229,14 +229,15 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     let t = sys::clone_process(flags).map_err(|e| format!("clone the trial init: {e}"))?;
     if t == 0 {
         drop(go_w);
-        let code =
-            match crate::ids::receive(go_r).and_then(|ids| trial_main(ctl, &spec, &files, &ids)) {
-                Ok(()) => 0,
-                Err(e) => {
-                    ctl.error(e);
-                    1
-                }
-            };
+        let code = match crate::ids::receive(go_r)
+            .and_then(|ids| trial_main(ctl, &spec, &files, &ids, false))
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                ctl.error(e);
+                1
+            }
+        };
         sys::exit_now(code);
     }
     drop(go_r);
@@ -263,12 +264,44 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     }
 }
 
+/// How a trial init cloned by the zygote begins: as soon as its request came (cold), or
+/// cloned ahead of it, with its first steps taken while the trial before it ran (warm).
+pub(crate) enum Start {
+    /// Cloned for its request: waits on this pipe for the id map, then makes its network.
+    Cold { go: OwnedFd },
+    /// Cloned ahead: its ids mapped and its network namespace made, loopback up (or why not).
+    Warm(Warmed),
+}
+
+/// What a trial init cloned ahead of its request made while it waited: its ids, then its own
+/// network namespace with the loopback up. The errors are kept for the request, to which they
+/// are reported as those of a trial init cloned for it would be.
+pub(crate) struct Warmed {
+    ids: Result<crate::ids::IdMapping, String>,
+    network: Result<(), String>,
+}
+
+/// The first steps of a trial init cloned ahead of its request (see [`crate::zygote`]): every
+/// request on a network of the trial's own (all but the host's) takes one, so these never
+/// depend on the spec. Only what any such trial does first is done here.
+pub(crate) fn warm_up(go: OwnedFd) -> Warmed {
+    let ids = crate::ids::receive(go);
+    let network = match &ids {
+        Ok(_) => sys::unshare(libc::CLONE_NEWNET)
+            .map_err(|e| format!("unshare the network namespace: {e}"))
+            .and_then(|()| sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))),
+        Err(_) => Ok(()),
+    };
+    trace("trial init warmed up");
+    Warmed { ids, network }
+}
+
 /// T, cloned by the zygote straight into new user, mount, PID (it is PID 1), IPC and UTS
-/// namespaces, with the control socket and the spec's bytes in hand; `go` is the pipe on which
-/// the zygote sends the id map once it has written it, and `terminal` the agent's terminal when
-/// it runs on one. Unless the network is the
-/// host's, T enters a new network namespace itself (owned by its user namespace, as if cloned
-/// into it). Never returns.
+/// namespaces, with the control socket and the spec's bytes in hand; `start` says whether the
+/// zygote cloned it for this request (then `go` is the pipe on which the zygote sends the id
+/// map once it has written it) or ahead of it, and `terminal` is the agent's terminal when it
+/// runs on one. Unless the network is the host's, T enters a new network namespace itself
+/// (owned by its user namespace, as if cloned into it), or has already. Never returns.
 ///
 /// Nothing stands between T and the parent here: T sends its own pidfd, and before `Done` it has
 /// reaped every process of the trial, so the parent may return at `Done` while T's exit tears the
@@ -276,7 +309,7 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
 pub(crate) fn zygote_trial_entry(
     ctl_fd: RawFd,
     data: Vec<u8>,
-    go: OwnedFd,
+    start: Start,
     terminal: Option<RawFd>,
 ) -> ! {
     if sys::cloexec_from_3().is_err() {
@@ -291,16 +324,31 @@ pub(crate) fn zygote_trial_entry(
             .map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
         ctl.send_with_fd(&Msg::Started { trial_pid: 1 }, me.as_raw_fd());
         drop(me);
-        let ids = crate::ids::receive(go)?;
+        let (ids, network_up) = match start {
+            Start::Cold { go } => (crate::ids::receive(go)?, false),
+            Start::Warm(Warmed { ids, network }) => {
+                let ids = ids?;
+                network?;
+                (ids, true)
+            }
+        };
         let spec: SandboxSpec =
             serde_json::from_slice(&data).map_err(|e| format!("parse the sandbox spec: {e}"))?;
-        if spec.network != Network::Host {
-            sys::unshare(libc::CLONE_NEWNET)
-                .map_err(|e| format!("unshare the network namespace: {e}"))?;
+        match (spec.network != Network::Host, network_up) {
+            (true, false) => sys::unshare(libc::CLONE_NEWNET)
+                .map_err(|e| format!("unshare the network namespace: {e}"))?,
+            (false, true) => {
+                return Err(
+                    "a trial on the host's network was given a trial init with a \
+                            network of its own (a bug in proctor-sandbox)"
+                        .to_owned(),
+                )
+            }
+            _ => {}
         }
         let files = Files::open(&spec, terminal)?;
         trace("spec read, files open");
-        trial_main(&ctl, &spec, &files, &ids)
+        trial_main(&ctl, &spec, &files, &ids, network_up)
     }));
     let code = match result {
         Ok(Ok(())) => 0,
@@ -359,14 +407,15 @@ struct Running {
     pidfd: std::os::fd::OwnedFd,
 }
 
-/// T: PID 1 of the trial.
+/// T: PID 1 of the trial; `loopback_up` when its network's loopback is up already.
 fn trial_main(
     ctl: &Ctl,
     spec: &SandboxSpec,
     files: &Files,
     ids: &crate::ids::IdMapping,
+    loopback_up: bool,
 ) -> Result<(), String> {
-    let root = enter_trial(ctl, spec, ids)?;
+    let root = enter_trial(ctl, spec, ids, loopback_up)?;
     let Some(running) = start_services(ctl, spec, files)? else {
         return Ok(());
     };
@@ -409,6 +458,7 @@ fn enter_trial(
     ctl: &Ctl,
     spec: &SandboxSpec,
     ids: &crate::ids::IdMapping,
+    loopback_up: bool,
 ) -> Result<RootLeft, String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     // T and the agent init A (forked from it) never execute anything and hold what the trial
@@ -424,7 +474,7 @@ fn enter_trial(
         join_cgroup(dir)
             .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
     }
-    if spec.network != Network::Host {
+    if spec.network != Network::Host && !loopback_up {
         sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
     }
     // The way out starts on the host while the root is built.

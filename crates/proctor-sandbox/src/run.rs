@@ -181,16 +181,19 @@ fn start_init(
     terminal: Option<BorrowedFd<'_>>,
 ) -> Result<Option<std::process::Child>, SandboxError> {
     if zygote::enabled() {
-        zygote::fork_init(&spec.init_exe, &memfd, &theirs, terminal).map_err(|e| match e {
-            zygote::StartError::Spawn(source) => SandboxError::Spawn {
-                exe: spec.init_exe.clone(),
-                source,
+        let host_network = spec.network == crate::spec::Network::Host;
+        zygote::fork_init(&spec.init_exe, &memfd, &theirs, terminal, host_network).map_err(
+            |e| match e {
+                zygote::StartError::Spawn(source) => SandboxError::Spawn {
+                    exe: spec.init_exe.clone(),
+                    source,
+                },
+                zygote::StartError::NoAnswer(why) => SandboxError::Init(format!(
+                    "{} did not start as the sandbox zygote: {why}",
+                    spec.init_exe.display()
+                )),
             },
-            zygote::StartError::NoAnswer(why) => SandboxError::Init(format!(
-                "{} did not start as the sandbox zygote: {why}",
-                spec.init_exe.display()
-            )),
-        })?;
+        )?;
         drop((memfd, theirs));
         Ok(None)
     } else {

@@ -13,6 +13,15 @@
 //! same control protocol. T's parent-death signal is tied to the zygote, whose own is tied to the
 //! helper thread: if the calling process dies, every sandbox goes with it.
 //!
+//! The zygote keeps one trial init cloned ahead of the next request, which meanwhile has its ids
+//! mapped and makes its own network namespace with the loopback up (the costliest of its first
+//! steps, and the same for every trial not on the host's network). The next such request is
+//! handed to it, and the one after it is cloned at once, so that work runs while the trials
+//! before it do instead of between one trial's request and its start. It is never reused: each
+//! trial init takes one request, and each network namespace serves one trial. A trial on the
+//! host's network gets a trial init cloned for it; one cloned ahead that died (killed from
+//! outside) is replaced by one cloned for the request.
+//!
 //! Set `PROCTOR_SANDBOX_NO_ZYGOTE=1` to execute `init_exe` for every run instead (for comparison).
 
 use std::collections::HashMap;
@@ -25,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::init::Start;
 use crate::sys;
 
 /// argv[1] that selects the zygote.
@@ -32,8 +42,11 @@ pub(crate) const ZYGOTE_ARG: &str = "__sandbox-zygote";
 
 /// What the zygote sends once it is ready for requests.
 const READY: &[u8] = b"proctor-sandbox-zygote ready";
-/// The request datagram's bytes (its descriptors: the spec memfd and the control socket).
+/// The request datagram's bytes for a trial on a network of its own (its descriptors: the spec
+/// memfd and the control socket, and the agent's terminal when it runs on one).
 const REQUEST: &[u8] = b"run";
+/// The same for a trial on the host's network, which no trial init cloned ahead can take.
+const REQUEST_HOST_NETWORK: &[u8] = b"run on the host's network";
 
 /// How long a new zygote may take to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -194,13 +207,19 @@ pub(crate) fn fork_init(
     spec: &OwnedFd,
     ctl: &OwnedFd,
     terminal: Option<BorrowedFd<'_>>,
+    host_network: bool,
 ) -> Result<(), StartError> {
     let mut fds = vec![spec.as_raw_fd(), ctl.as_raw_fd()];
     fds.extend(terminal.map(|t| t.as_raw_fd()));
+    let request = if host_network {
+        REQUEST_HOST_NETWORK
+    } else {
+        REQUEST
+    };
     let mut retried = false;
     loop {
         let z = get(exe)?;
-        match sys::send_with_fds(z.sock.as_raw_fd(), REQUEST, &fds) {
+        match sys::send_with_fds(z.sock.as_raw_fd(), request, &fds) {
             Ok(()) => return Ok(()),
             Err(e) => {
                 forget(exe, &z);
@@ -218,10 +237,25 @@ pub(crate) fn fork_init(
 // ------------------------------------------------------------------------------------------
 // The zygote process itself.
 
-/// The trial init's entry point: control socket, spec bytes, the pipe on which the zygote sends
-/// the id map once it is written (see [`crate::ids`]), and the agent's terminal when it runs on
-/// one.
-pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, OwnedFd, Option<RawFd>) -> !;
+/// The trial init's entry point: control socket, spec bytes, how it began (for a trial init
+/// cloned for its request, the pipe on which the zygote sends the id map once it is written, see
+/// [`crate::ids`]), and the agent's terminal when it runs on one.
+pub(crate) type TrialEntry = fn(RawFd, Vec<u8>, Start, Option<RawFd>) -> !;
+
+/// The clone flags of every trial init. The network namespace, the costly one to create, is
+/// left to T: that work then runs in parallel for concurrent trials instead of one after the
+/// other here.
+const TRIAL_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS;
+
+/// A trial init cloned ahead of its request (see [`serve`]): the zygote's end of the socket on
+/// which it waits for that request.
+struct Warm {
+    sock: OwnedFd,
+}
 
 /// Runs the zygote (in `init_exe __sandbox-zygote PARENT_PID`, its request socket on stdout);
 /// never returns. Each request clones a trial init into new namespaces, which runs `trial`.
@@ -246,8 +280,15 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
         sys::exit_now(2);
     }
     crate::trace::trace("zygote ready");
+    // One trial init is kept cloned ahead, its ids mapped and its network made while other
+    // trials run: a request on a network of its own then starts from there, and the next one
+    // is cloned at once.
+    let mut warm: Option<Warm> = None;
     let mut buf = [0u8; 64];
     loop {
+        if warm.is_none() {
+            warm = clone_warm(sock, &lifeline, &ids, trial);
+        }
         let mut fds = Vec::new();
         let n = match sys::recv_with_fds(sock, &mut buf, &mut fds) {
             Ok(n) => n,
@@ -258,19 +299,26 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             sys::exit_now(0);
         }
         // The spec and the control socket, and the agent's terminal when it runs on one.
-        if &buf[..n] != REQUEST || !(2..=3).contains(&fds.len()) {
+        let host_network = match &buf[..n] {
+            REQUEST => false,
+            REQUEST_HOST_NETWORK => true,
+            _ => continue,
+        };
+        if !(2..=3).contains(&fds.len()) {
             continue;
+        }
+        if !host_network {
+            if let Some(w) = warm.take() {
+                let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+                if sys::send_with_fds(w.sock.as_raw_fd(), REQUEST, &raw).is_ok() {
+                    continue;
+                }
+                // It is gone (killed from outside): this request gets one cloned for it.
+            }
         }
         let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
         let ctl = fds.pop().expect("two descriptors");
         let spec = fds.pop().expect("two descriptors");
-        // The network namespace, the costly one to create, is left to T: that work then runs in
-        // parallel for concurrent trials instead of one after the other here.
-        let flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
         // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
         let (go_r, go_w) = match sys::pipe() {
             Ok(p) => p,
@@ -279,7 +327,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                 continue;
             }
         };
-        match sys::clone_process(flags) {
+        match sys::clone_process(TRIAL_FLAGS) {
             Ok(0) => {
                 drop(go_w);
                 let request = Request {
@@ -288,7 +336,8 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                     terminal,
                     go: go_r,
                 };
-                become_trial_init(sock, &lifeline, request, trial)
+                let ours = [sock, warm.as_ref().map_or(-1, |w| w.sock.as_raw_fd())];
+                become_trial_init(&ours, &lifeline, request, trial)
             }
             Ok(pid) => {
                 drop(go_r);
@@ -339,18 +388,94 @@ struct Request {
     go: OwnedFd,
 }
 
-/// In the cloned child: becomes T, PID 1 of its new namespaces, and runs `trial`. The request
-/// socket and the lifeline's write end are the zygote's alone; T waits for its own children.
+/// In the cloned child: becomes T, PID 1 of its new namespaces, and runs `trial`. The sockets
+/// in `ours` (the request socket, and the one to a trial init cloned ahead, `-1` if none) and
+/// the lifeline's write end are the zygote's alone; T waits for its own children.
 fn become_trial_init(
-    sock: RawFd,
-    (lifeline_r, lifeline_w): &(OwnedFd, OwnedFd),
+    ours: &[RawFd],
+    lifeline: &(OwnedFd, OwnedFd),
     request: Request,
     trial: TrialEntry,
 ) -> ! {
+    leave_zygote(ours, lifeline);
+    let data = match sys::read_all_at(request.spec.as_fd()) {
+        Ok(d) => d,
+        Err(_) => sys::exit_now(2),
+    };
+    drop(request.spec);
+    let ctl = std::os::fd::IntoRawFd::into_raw_fd(request.ctl);
+    let terminal = request.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
+    trial(ctl, data, Start::Cold { go: request.go }, terminal)
+}
+
+/// Clones a trial init ahead of its request; `None` if it cannot be (the next request then gets
+/// one cloned for it, which reports why).
+fn clone_warm(
+    sock: RawFd,
+    lifeline: &(OwnedFd, OwnedFd),
+    ids: &crate::ids::Plan,
+    trial: TrialEntry,
+) -> Option<Warm> {
+    let (zygote_end, init_end) = sys::socketpair_seqpacket().ok()?;
+    let (go_r, go_w) = sys::pipe().ok()?;
+    match sys::clone_process(TRIAL_FLAGS) {
+        Ok(0) => {
+            drop((go_w, zygote_end));
+            become_warm_init(sock, lifeline, init_end, go_r, trial)
+        }
+        Ok(pid) => {
+            drop((go_r, init_end));
+            crate::ids::send(go_w, ids.apply(pid));
+            Some(Warm { sock: zygote_end })
+        }
+        Err(_) => None,
+    }
+}
+
+/// In a trial init cloned ahead: takes the first steps any trial on a network of its own takes
+/// ([`crate::init::warm_up`]), then waits on `requests` for its request and runs `trial` with
+/// it. It ends, without a word, if the zygote goes first.
+fn become_warm_init(
+    sock: RawFd,
+    lifeline: &(OwnedFd, OwnedFd),
+    requests: OwnedFd,
+    go: OwnedFd,
+    trial: TrialEntry,
+) -> ! {
+    leave_zygote(&[sock], lifeline);
+    sys::set_name(c"proctor-trial");
+    let warmed = crate::init::warm_up(go);
+    let mut buf = [0u8; 16];
+    let mut fds = Vec::new();
+    match sys::recv_with_fds(requests.as_raw_fd(), &mut buf, &mut fds) {
+        Ok(n) if &buf[..n] == REQUEST && (2..=3).contains(&fds.len()) => {}
+        _ => sys::exit_now(0),
+    }
+    drop(requests);
+    let terminal = (fds.len() == 3)
+        .then(|| fds.pop())
+        .flatten()
+        .map(std::os::fd::IntoRawFd::into_raw_fd);
+    let ctl = std::os::fd::IntoRawFd::into_raw_fd(fds.pop().expect("two descriptors"));
+    let spec = fds.pop().expect("two descriptors");
+    let data = match sys::read_all_at(spec.as_fd()) {
+        Ok(d) => d,
+        Err(_) => sys::exit_now(2),
+    };
+    drop(spec);
+    trial(ctl, data, Start::Warm(warmed), terminal)
+}
+
+/// A trial init's first step out of the zygote: closes the zygote's own descriptors in `ours`
+/// (`-1` is none) and the lifeline's write end, restores the default SIGCHLD, and ties its
+/// life to the zygote's (exiting at once if the zygote is already gone).
+fn leave_zygote(ours: &[RawFd], (lifeline_r, lifeline_w): &(OwnedFd, OwnedFd)) {
     // SAFETY: closing our copies of descriptors nothing else here uses; restoring the default
     // SIGCHLD.
     unsafe {
-        libc::close(sock);
+        for &fd in ours.iter().filter(|&&fd| fd >= 0) {
+            libc::close(fd);
+        }
         libc::close(lifeline_w.as_raw_fd());
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
@@ -361,14 +486,6 @@ fn become_trial_init(
     }
     // SAFETY: closing our copy of the lifeline's read end.
     unsafe { libc::close(lifeline_r.as_raw_fd()) };
-    let data = match sys::read_all_at(request.spec.as_fd()) {
-        Ok(d) => d,
-        Err(_) => sys::exit_now(2),
-    };
-    drop(request.spec);
-    let ctl = std::os::fd::IntoRawFd::into_raw_fd(request.ctl);
-    let terminal = request.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
-    trial(ctl, data, request.go, terminal)
 }
 
 /// Tells the caller on `ctl` why its request gets no trial init.

@@ -1,0 +1,165 @@
+//! The trial init the zygote clones ahead of the next request: every trial still gets a network
+//! namespace of its own, never one another trial had; a trial on the host's network never gets
+//! one; and a trial init cloned ahead that is killed before its request costs no trial.
+//!
+//! A test binary of its own: it finds the zygote's children, which no other test may have.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use proctor_sandbox::{probe, run, Network, SandboxSpec, Workspace};
+
+/// The agent prints its network namespace, then the number of interfaces it sees.
+const SCRIPT: &str = "readlink /proc/self/ns/net; grep -c : /proc/net/dev";
+
+fn spec(root: &Path) -> SandboxSpec {
+    for d in ["lower", "upper", "work", "out"] {
+        let _ = fs::remove_dir_all(root.join(d));
+        fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    SandboxSpec::new(
+        PathBuf::from(env!("CARGO_BIN_EXE_proctor-sandbox-testinit")),
+        Workspace::Overlay {
+            lowers: vec![root.join("lower")],
+            upper: root.join("upper"),
+            work: root.join("work"),
+        },
+        vec!["sh".into(), "-c".into(), SCRIPT.into()],
+        root.join("out/stdout"),
+        root.join("out/stderr"),
+        Duration::from_secs(30),
+    )
+}
+
+/// Runs `spec` and gives the agent's network namespace and how many interfaces it saw.
+fn network_of(root: &Path, spec: &SandboxSpec) -> (String, u32) {
+    let report = match run(spec) {
+        Ok(r) => r,
+        Err(e) => panic!(
+            "run failed: {e}\nstderr: {}",
+            fs::read_to_string(root.join("out/stderr")).unwrap_or_default()
+        ),
+    };
+    assert_eq!(report.exit_code, Some(0));
+    let out = fs::read_to_string(root.join("out/stdout")).expect("stdout");
+    let mut lines = out.lines();
+    let ns = lines.next().expect("namespace line").to_owned();
+    let interfaces = lines.next().expect("count line").parse().expect("a count");
+    (ns, interfaces)
+}
+
+/// The pids of this process's children named `proctor-zygote`.
+fn zygotes() -> Vec<u32> {
+    children_of(std::process::id())
+        .into_iter()
+        .filter(|&p| comm(p).as_deref() == Some("proctor-zygote"))
+        .collect()
+}
+
+/// The children of `pid` still alive (zombies left out), from every process's `stat`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, then the parent's pid.
+        let mut fields = stat
+            .rsplit_once(')')
+            .map(|(_, f)| f)
+            .unwrap_or("")
+            .split_whitespace();
+        let (state, parent) = (fields.next(), fields.next());
+        if parent.and_then(|p| p.parse::<u32>().ok()) == Some(pid) && state != Some("Z") {
+            out.push(child);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+fn comm(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_owned())
+}
+
+/// The zygote's children, waiting at most `wait` for them to be exactly `want` in number.
+fn trial_inits(zygote: u32, want: usize, wait: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let alive = children_of(zygote);
+        if alive.len() == want || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn every_trial_gets_a_network_of_its_own_and_a_killed_init_cloned_ahead_costs_no_trial() {
+    assert!(
+        probe().overlay_sandbox(),
+        "these tests need user namespaces and overlayfs"
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let ours = fs::read_link("/proc/self/ns/net")
+        .expect("our network namespace")
+        .to_string_lossy()
+        .into_owned();
+
+    // Trials on networks of their own, one after the other: each has a namespace no other
+    // trial had, with its loopback alone in it.
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (ns, interfaces) = network_of(root, &spec(root));
+        assert_eq!(interfaces, 1, "only lo");
+        assert_ne!(ns, ours);
+        assert!(!seen.contains(&ns), "{ns} was another trial's: {seen:?}");
+        seen.push(ns);
+    }
+
+    // One zygote, which has cloned the next trial's init already: it waits, alone.
+    let zygotes = zygotes();
+    assert_eq!(zygotes.len(), 1, "{zygotes:?}");
+    let zygote = zygotes[0];
+    let ahead = trial_inits(zygote, 1, Duration::from_secs(10));
+    assert_eq!(ahead.len(), 1, "the zygote's children: {ahead:?}");
+    assert_eq!(comm(ahead[0]).as_deref(), Some("proctor-trial"));
+
+    // A trial on the host's network does not take it: it is on ours, and the one cloned ahead
+    // is still there for the next trial.
+    let mut host = spec(root);
+    host.network = Network::Host;
+    let (ns, _) = network_of(root, &host);
+    assert_eq!(ns, ours);
+    let still = trial_inits(zygote, 1, Duration::from_secs(10));
+    assert_eq!(
+        still, ahead,
+        "the one cloned ahead is still the one waiting"
+    );
+
+    // Killed before its request: the next trial gets one cloned for it, and the one after
+    // that is cloned ahead again.
+    // SAFETY: sending a signal to a process of ours.
+    assert_eq!(
+        unsafe { libc::kill(ahead[0] as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    assert!(trial_inits(zygote, 0, Duration::from_secs(10)).is_empty());
+    let (ns, interfaces) = network_of(root, &spec(root));
+    assert_eq!(interfaces, 1);
+    assert!(ns != ours && !seen.contains(&ns), "{ns}");
+    seen.push(ns);
+    let (ns, interfaces) = network_of(root, &spec(root));
+    assert_eq!(interfaces, 1);
+    assert!(ns != ours && !seen.contains(&ns), "{ns}");
+    let again = trial_inits(zygote, 1, Duration::from_secs(10));
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again, ahead);
+}
