@@ -8,10 +8,11 @@
 //! group: root, or a subtree delegated to the user. Where there is none, the run goes on and each
 //! trial records the limits as not enforced, with the reason.
 
-use std::fs;
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The hierarchies a run's control groups live in.
@@ -48,6 +49,73 @@ struct Slot {
     /// (memory bytes, processes) as last written; nothing inside a trial can change them (the
     /// trial sees no control-group file system).
     limits: Option<(u64, u64)>,
+    /// The control files read for every trial, each opened once for the slot's life.
+    files: SlotFiles,
+}
+
+impl Slot {
+    fn new(dirs: Vec<PathBuf>) -> Slot {
+        Slot {
+            dirs,
+            limits: None,
+            files: SlotFiles::default(),
+        }
+    }
+}
+
+/// The control files a slot's every trial reads (and, for v1's peaks, resets), kept open: each
+/// read is one `pread` from the start, for which the kernel writes the file's content anew.
+#[derive(Debug, Default)]
+struct SlotFiles {
+    /// v1: `memory.max_usage_in_bytes`, `memory.memsw.max_usage_in_bytes`.
+    peaks: [Kept; 2],
+    /// v1: `memory.oom_control`; v2: `memory.events`.
+    memory_events: Kept,
+    /// `pids.events`.
+    pids_events: Kept,
+    /// Each folder's `cgroup.procs`.
+    procs: [Kept; 2],
+}
+
+/// One control file, opened on its first use that can and kept.
+#[derive(Debug, Default)]
+struct Kept(OnceLock<File>);
+
+impl Kept {
+    /// The file's content now; `None` where it cannot be opened or read.
+    fn read(&self, path: impl FnOnce() -> PathBuf) -> Option<String> {
+        let file = self.opened(path)?;
+        let mut out = Vec::with_capacity(256);
+        let mut buf = [0u8; 512];
+        loop {
+            let n = file.read_at(&mut buf, out.len() as u64).ok()?;
+            if n == 0 {
+                return String::from_utf8(out).ok();
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// Writes `value` at the file's start.
+    fn write(&self, path: impl FnOnce() -> PathBuf, value: &[u8]) {
+        if let Some(file) = self.opened(path) {
+            let _ = file.write_at(value, 0);
+        }
+    }
+
+    fn opened(&self, path: impl FnOnce() -> PathBuf) -> Option<&File> {
+        if let Some(file) = self.0.get() {
+            return Some(file);
+        }
+        let path = path();
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .or_else(|_| File::open(&path))
+            .ok()?;
+        Some(self.0.get_or_init(|| file))
+    }
 }
 
 /// One trial's control group(s), with its limits set.
@@ -164,7 +232,7 @@ impl RunCgroups {
     /// Gives a trial's control group back once its processes are gone (or later, if they are
     /// still leaving).
     pub fn release(&self, cg: TrialCgroup) {
-        if is_empty(&cg.slot.dirs) {
+        if cg.slot.is_empty() {
             lock(&self.free).push(cg.slot);
         } else {
             lock(&self.draining).push(cg.slot);
@@ -223,7 +291,7 @@ impl RunCgroups {
                 return Err(e);
             }
         }
-        Ok(Slot { dirs, limits: None })
+        Ok(Slot::new(dirs))
     }
 
     /// Moves the draining slots whose last process has gone to the free ones.
@@ -232,7 +300,7 @@ impl RunCgroups {
         if draining.is_empty() {
             return;
         }
-        let (empty, busy): (Vec<_>, Vec<_>) = draining.drain(..).partition(|s| is_empty(&s.dirs));
+        let (empty, busy): (Vec<_>, Vec<_>) = draining.drain(..).partition(Slot::is_empty);
         *draining = busy;
         drop(draining);
         lock(&self.free).extend(empty);
@@ -246,21 +314,18 @@ impl TrialCgroup {
         if let (false, Some((memory, _))) = (v2, controllers(&slot.dirs)) {
             // v1's peak, which says whether the group met its limit, is the trial's own from
             // here (writing resets it to the usage now).
-            for file in [
-                "memory.max_usage_in_bytes",
-                "memory.memsw.max_usage_in_bytes",
-            ] {
-                let _ = fs::write(memory.join(file), "0");
+            for (kept, file) in slot.files.peaks.iter().zip(V1_PEAKS) {
+                kept.write(|| memory.join(file), b"0");
             }
         }
-        let start = counters(&slot.dirs, v2, limits.0);
+        let start = slot.counters(v2, limits.0);
         TrialCgroup { slot, v2, start }
     }
 
     /// The group's counters now.
     fn now(&self) -> Counters {
         let memory = self.slot.limits.map_or(u64::MAX, |l| l.0);
-        counters(&self.slot.dirs, self.v2, memory)
+        self.slot.counters(self.v2, memory)
     }
 
     /// The folders the trial's first process joins.
@@ -335,15 +400,21 @@ fn set_limits(
     write(&pid_dir.join("pids.max"), &pids)
 }
 
-/// A slot's counters now, its memory limit being `memory_limit` bytes: each read from the one
-/// file that holds it.
-fn counters(dirs: &[PathBuf], v2: bool, memory_limit: u64) -> Counters {
-    let Some((memory, pids)) = controllers(dirs) else {
-        return Counters::default();
-    };
-    let count = |file: PathBuf, keys: &[&str]| -> u64 {
-        fs::read_to_string(file)
-            .map(|text| {
+/// v1's peak files, reset when a trial gets the slot.
+const V1_PEAKS: [&str; 2] = [
+    "memory.max_usage_in_bytes",
+    "memory.memsw.max_usage_in_bytes",
+];
+
+impl Slot {
+    /// The slot's counters now, its memory limit being `memory_limit` bytes: each read from
+    /// the one file that holds it.
+    fn counters(&self, v2: bool, memory_limit: u64) -> Counters {
+        let Some((memory, pids)) = controllers(&self.dirs) else {
+            return Counters::default();
+        };
+        let count = |text: Option<String>, keys: &[&str]| -> u64 {
+            text.map(|text| {
                 text.lines()
                     .filter_map(|l| l.split_once(' '))
                     .filter(|(k, _)| keys.contains(k))
@@ -351,44 +422,49 @@ fn counters(dirs: &[PathBuf], v2: bool, memory_limit: u64) -> Counters {
                     .sum()
             })
             .unwrap_or(0)
-    };
-    let number = |file: PathBuf| -> u64 {
-        fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let (oom_kill, at_limit) = if v2 {
-        let events = memory.join("memory.events");
-        (
-            count(events.clone(), &["oom_kill"]),
-            count(events, &["oom"]),
-        )
-    } else {
-        // The peak within a page or so of the limit: the group met it.
-        let peak = number(memory.join("memory.max_usage_in_bytes"))
-            .max(number(memory.join("memory.memsw.max_usage_in_bytes")));
-        (
-            count(memory.join("memory.oom_control"), &["oom_kill"]),
-            u64::from(peak.saturating_add(V1_PEAK_SLACK) >= memory_limit),
-        )
-    };
-    Counters {
-        oom_kill,
-        at_limit,
-        pids_max: count(pids.join("pids.events"), &["max"]),
+        };
+        let number =
+            |text: Option<String>| -> u64 { text.and_then(|t| t.trim().parse().ok()).unwrap_or(0) };
+        let files = &self.files;
+        let (oom_kill, at_limit) = if v2 {
+            let events = files.memory_events.read(|| memory.join("memory.events"));
+            (
+                count(events.clone(), &["oom_kill"]),
+                count(events, &["oom"]),
+            )
+        } else {
+            // The peak within a page or so of the limit: the group met it.
+            let [peak, peak_memsw] = &files.peaks;
+            let peak = number(peak.read(|| memory.join(V1_PEAKS[0])))
+                .max(number(peak_memsw.read(|| memory.join(V1_PEAKS[1]))));
+            let oom_control = files
+                .memory_events
+                .read(|| memory.join("memory.oom_control"));
+            (
+                count(oom_control, &["oom_kill"]),
+                u64::from(peak.saturating_add(V1_PEAK_SLACK) >= memory_limit),
+            )
+        };
+        let pids_events = files.pids_events.read(|| pids.join("pids.events"));
+        Counters {
+            oom_kill,
+            at_limit,
+            pids_max: count(pids_events, &["max"]),
+        }
+    }
+
+    /// Whether no process is left in any of the slot's folders.
+    fn is_empty(&self) -> bool {
+        self.dirs.iter().zip(&self.files.procs).all(|(d, kept)| {
+            kept.read(|| d.join("cgroup.procs"))
+                .is_some_and(|p| p.trim().is_empty())
+        })
     }
 }
 
 /// How far below its limit a v1 group's peak may stop and still count as having met it: the
 /// kernel charges in pages and may stop a charge a few short of the limit.
 const V1_PEAK_SLACK: u64 = 1 << 20;
-
-/// Whether no process is left in any of a slot's folders.
-fn is_empty(dirs: &[PathBuf]) -> bool {
-    dirs.iter()
-        .all(|d| fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty()))
-}
 
 /// Removes a slot's folders (those that can be: a group with a process left stays).
 fn remove_dirs(dirs: &[PathBuf]) {
@@ -524,8 +600,8 @@ mod tests {
         fs::create_dir_all(&p).unwrap();
         let cg = TrialCgroup {
             slot: Slot {
-                dirs: vec![m.clone(), p.clone()],
                 limits: Some((64 << 20, 16)),
+                ..Slot::new(vec![m.clone(), p.clone()])
             },
             v2: false,
             start: Counters::default(),
@@ -559,10 +635,7 @@ mod tests {
     fn on_v2_the_groups_own_oom_is_its_limit_and_a_bare_kill_the_machines() {
         let dir = tempfile::tempdir().unwrap();
         let cg = TrialCgroup {
-            slot: Slot {
-                dirs: vec![dir.path().to_path_buf()],
-                limits: None,
-            },
+            slot: Slot::new(vec![dir.path().to_path_buf()]),
             v2: true,
             start: Counters::default(),
         };
