@@ -45,7 +45,12 @@ pub(crate) struct Ctl(RawFd);
 impl Ctl {
     /// Sends one message; a parent that went away is ignored (PDEATHSIG will follow).
     pub(crate) fn send(&self, msg: &Msg) {
-        let _ = sys::send_all(self.0, &msg.line(), None);
+        self.send_lines(&msg.line());
+    }
+
+    /// Sends lines made by [`Msg::line`], one or more, in one write.
+    fn send_lines(&self, lines: &[u8]) {
+        let _ = sys::send_all(self.0, lines, None);
     }
 
     fn send_with_fd(&self, msg: &Msg, fd: RawFd) {
@@ -567,7 +572,8 @@ fn finish_trial(ctl: &Ctl, root: RootLeft, stdout_cut: u64, stderr_cut: u64) -> 
     // After the disk's changes are on the host: what the agent gave to other ids is given
     // back to the caller (only where newuidmap mapped a range for an unprivileged caller).
     handback.finish();
-    ctl.send(&Msg::Bounds {
+    // The two last words in one write: the caller wakes once for both.
+    let mut last = Msg::Bounds {
         bounds: BoundsReport {
             disk_full,
             stdout_cut,
@@ -577,8 +583,10 @@ fn finish_trial(ctl: &Ctl, root: RootLeft, stdout_cut: u64, stderr_cut: u64) -> 
             root_left_out: root_left_out.listed,
             root_left_out_more: root_left_out.more,
         },
-    });
-    ctl.send(&Msg::Done);
+    }
+    .line();
+    last.extend(Msg::Done.line());
+    ctl.send_lines(&last);
     Ok(())
 }
 
