@@ -519,7 +519,7 @@ fn commit(
             // A record that cannot be spooled leaves the results to read every trial back at
             // the end, which reports why; nothing more is spooled after it.
             for (_, record) in &batch {
-                if !spooled.usable() || spooled.add(record).is_err() {
+                if !spooled.usable() || spooled.add_committed(record).is_err() {
                     break;
                 }
             }

@@ -41,21 +41,26 @@ impl SpooledRecords {
         })
     }
 
-    /// Adds one trial's record (see [`crate::results::ResultsWriter::add`]); a failure is kept,
-    /// and makes [`SpooledRecords::usable`] false.
-    pub fn add(&mut self, record: &TrialRecord) -> Result<(), StoreError> {
-        let added = self.add_checked(record);
+    /// Adds the record of a trial the store has just committed (its `trial.json`, written
+    /// whole, held no NaN or ±Infinity: [`proctor_store::RunHandle::finish_trials`] refuses
+    /// those); a failure is kept, and makes [`SpooledRecords::usable`] false.
+    pub(crate) fn add_committed(&mut self, record: &TrialRecord) -> Result<(), StoreError> {
+        let added = self.append(record);
         self.failed |= added.is_err();
         added
     }
 
     /// Adds one trial's record, refusing one that holds NaN or ±Infinity (nothing of it kept).
     pub(crate) fn add_checked(&mut self, record: &TrialRecord) -> Result<(), StoreError> {
+        proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
+        self.append(record)
+    }
+
+    fn append(&mut self, record: &TrialRecord) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(record).map_err(|source| StoreError::Json {
             path: self.dir.join("(results spool)"),
             source,
         })?;
-        proctor_store::ensure_finite(&self.dir.join("results.json"), record)?;
         let entry = self.spool.append(&bytes)?;
         let plan = &record.plan;
         let key = (
