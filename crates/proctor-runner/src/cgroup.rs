@@ -64,7 +64,8 @@ impl Slot {
 }
 
 /// The control files a slot's every trial reads (and, for v1's peaks, resets), kept open: each
-/// read is one `pread` from the start, for which the kernel writes the file's content anew.
+/// read is one `pread` from the start, for which the kernel writes the file's content anew
+/// (true of these, each one value or a few counters written by its show function).
 #[derive(Debug, Default)]
 struct SlotFiles {
     /// v1: `memory.max_usage_in_bytes`, `memory.memsw.max_usage_in_bytes`.
@@ -73,8 +74,9 @@ struct SlotFiles {
     memory_events: Kept,
     /// `pids.events`.
     pids_events: Kept,
-    /// Each folder's `cgroup.procs`.
-    procs: [Kept; 2],
+    /// `pids.current`: the slot's processes, counted live. (Not `cgroup.procs`, whose v1 list
+    /// an open file keeps from its first read.)
+    pids_current: Kept,
 }
 
 /// One control file, opened on its first use that can and kept.
@@ -453,12 +455,17 @@ impl Slot {
         }
     }
 
-    /// Whether no process is left in any of the slot's folders.
+    /// Whether no process is left in the slot: none counted by its pids controller, which
+    /// every process of a trial is in (T joins each of the slot's folders before it forks, and
+    /// a process leaves the count once reaped).
     fn is_empty(&self) -> bool {
-        self.dirs.iter().zip(&self.files.procs).all(|(d, kept)| {
-            kept.read(|| d.join("cgroup.procs"))
-                .is_some_and(|p| p.trim().is_empty())
-        })
+        let Some((_, pids)) = controllers(&self.dirs) else {
+            return false;
+        };
+        self.files
+            .pids_current
+            .read(|| pids.join("pids.current"))
+            .is_some_and(|n| n.trim() == "0")
     }
 }
 
@@ -629,6 +636,23 @@ mod tests {
         fs::write(m.join("memory.max_usage_in_bytes"), "67108864\n").unwrap();
         assert_eq!(cg.reached(), Some(Reached::Memory), "memory is named first");
         assert!(!cg.host_oom());
+    }
+
+    #[test]
+    fn a_slot_is_empty_while_its_pids_controller_counts_no_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, p) = (dir.path().join("m"), dir.path().join("p"));
+        fs::create_dir_all(&m).unwrap();
+        fs::create_dir_all(&p).unwrap();
+        let slot = Slot::new(vec![m, p.clone()]);
+        assert!(!slot.is_empty(), "no count to read: not known to be empty");
+        fs::write(p.join("pids.current"), "2\n").unwrap();
+        assert!(!slot.is_empty());
+        // Read again through the descriptor kept since the last read.
+        fs::write(p.join("pids.current"), "0\n").unwrap();
+        assert!(slot.is_empty());
+        fs::write(p.join("pids.current"), "1\n").unwrap();
+        assert!(!slot.is_empty());
     }
 
     #[test]
