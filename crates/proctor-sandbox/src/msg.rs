@@ -4,9 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{BoundsReport, Exit, Isolation, ServiceReport};
 
-/// One status message; each is written as one JSON line.
+/// One status message; each is written as one JSON line. Externally tagged (`"done"`,
+/// `{"agent_exit":{...}}`): read without buffering the message first, as a tag inside it would
+/// need.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "msg", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum Msg {
     /// From S, first: its own pidfd travels with this message.
     Init,
@@ -61,10 +63,43 @@ impl Msg {
     /// The message as one JSON line.
     pub(crate) fn line(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
-            format!("{{\"msg\":\"error\",\"message\":\"cannot encode a status message: {e}\"}}")
+            format!("{{\"error\":{{\"message\":\"cannot encode a status message: {e}\"}}}}")
                 .into_bytes()
         });
         v.push(b'\n');
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_of_line_reads_back_as_written() {
+        for msg in [
+            Msg::Done,
+            Msg::AgentStarted,
+            Msg::Started { trial_pid: 1 },
+            Msg::AgentExit {
+                exit: Exit {
+                    code: Some(3),
+                    signal: None,
+                },
+            },
+            Msg::Error {
+                message: "no \"quotes\" lost".into(),
+            },
+        ] {
+            let line = msg.line();
+            assert_eq!(line.last(), Some(&b'\n'));
+            let back: Msg = serde_json::from_slice(&line).expect("reads back");
+            assert_eq!(format!("{back:?}"), format!("{msg:?}"));
+        }
+        let fallback = r#"{"error":{"message":"cannot encode a status message: x"}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Msg>(fallback),
+            Ok(Msg::Error { .. })
+        ));
     }
 }
