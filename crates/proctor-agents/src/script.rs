@@ -116,7 +116,8 @@ fn run_step(run: &str) -> std::io::Result<std::process::Output> {
     if let Some(argv) = simple_command(run) {
         // A program that could not be started at all (not found, not executable, a script
         // without `#!`) is left to the shell, which reports or runs it in its own way.
-        if let Ok(out) = Command::new(argv[0])
+        let program = on_path(argv[0]).unwrap_or_else(|| argv[0].into());
+        if let Ok(out) = Command::new(program)
             .args(&argv[1..])
             .stdin(Stdio::null())
             .output()
@@ -129,6 +130,33 @@ fn run_step(run: &str) -> std::io::Result<std::process::Output> {
         .arg(run)
         .stdin(Stdio::null())
         .output()
+}
+
+/// Where `PATH` finds `program` (a name without `/`) as the shell's search would: the first
+/// regular file of that name its user may execute. Found here, the program is started with one
+/// `execve` instead of one per folder of `PATH` before its own (each of which costs the kernel
+/// an address space made and dropped).
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    on_path_in(program, &std::env::var_os("PATH")?)
+}
+
+/// [`on_path`] with `path` for `PATH`.
+fn on_path_in(program: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.contains('/') {
+        return None;
+    }
+    path.as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| {
+            // An empty entry is the current folder, as for the shell.
+            let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+            std::path::Path::new(std::ffi::OsStr::from_bytes(dir)).join(program)
+        })
+        .find(|candidate| {
+            std::fs::metadata(candidate).is_ok_and(|m| m.is_file())
+                && rustix::fs::access(candidate.as_path(), rustix::fs::Access::EXEC_OK).is_ok()
+        })
 }
 
 /// The words of `run` when the shell would execute it as they are: plain characters only
@@ -231,6 +259,32 @@ pub fn run_main(path: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_is_found_on_path_as_the_shell_finds_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // Skipped: a folder of the name, then a file no one may execute.
+        std::fs::create_dir_all(a.join("tool")).unwrap();
+        std::fs::write(b.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let c = dir.path().join("c");
+        std::fs::create_dir_all(&c).unwrap();
+        std::fs::write(c.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(c.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::env::join_paths([&a, &b, &c]).unwrap();
+        assert_eq!(on_path_in("tool", &path), Some(c.join("tool")));
+        assert_eq!(on_path_in("absent", &path), None);
+        assert_eq!(
+            on_path_in("./tool", &path),
+            None,
+            "a name with a slash is not searched"
+        );
+    }
 
     #[test]
     fn only_what_the_shell_would_execute_as_it_is_skips_the_shell() {
