@@ -1,5 +1,5 @@
 //! The trial init the zygote clones ahead of the next request: every trial still gets a network
-//! namespace of its own, never one another trial had; a trial on the host's network never gets
+//! namespace of its own, never one another trial used; a trial on the host's network never gets
 //! one; and a trial init cloned ahead that is killed before its request costs no trial.
 //!
 //! A test binary of its own: it finds the zygote's children, which no other test may have.
@@ -10,8 +10,16 @@ use std::time::{Duration, Instant};
 
 use proctor_sandbox::{probe, run, Network, SandboxSpec, Workspace};
 
-/// The agent prints its network namespace, then the number of interfaces it sees.
-const SCRIPT: &str = "readlink /proc/self/ns/net; grep -c : /proc/net/dev";
+/// The agent prints its network namespace, the number of interfaces it sees and the packets its
+/// loopback has received, then sends its loopback five (and prints the count again, which shows
+/// they are counted): a trial given the same network
+/// namespace after it would find them counted. (A namespace's number is no proof of that: the
+/// kernel gives a freed one's to the next.)
+const SCRIPT: &str = "readlink /proc/self/ns/net; grep -c : /proc/net/dev; \
+     cat /sys/class/net/lo/statistics/rx_packets; \
+     python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+     [s.sendto(b'x', ('127.0.0.1', 9)) for _ in range(5)]\"; \
+     cat /sys/class/net/lo/statistics/rx_packets";
 
 fn spec(root: &Path) -> SandboxSpec {
     for d in ["lower", "upper", "work", "out"] {
@@ -32,8 +40,9 @@ fn spec(root: &Path) -> SandboxSpec {
     )
 }
 
-/// Runs `spec` and gives the agent's network namespace and how many interfaces it saw.
-fn network_of(root: &Path, spec: &SandboxSpec) -> (String, u32) {
+/// Runs `spec` and gives the agent's network namespace, how many interfaces it saw and how many
+/// packets its loopback had received.
+fn network_of(root: &Path, spec: &SandboxSpec) -> (String, u32, u64) {
     let report = match run(spec) {
         Ok(r) => r,
         Err(e) => panic!(
@@ -46,7 +55,21 @@ fn network_of(root: &Path, spec: &SandboxSpec) -> (String, u32) {
     let mut lines = out.lines();
     let ns = lines.next().expect("namespace line").to_owned();
     let interfaces = lines.next().expect("count line").parse().expect("a count");
-    (ns, interfaces)
+    let received = lines
+        .next()
+        .expect("packets line")
+        .parse()
+        .expect("a count");
+    let after: u64 = lines
+        .next()
+        .expect("packets line")
+        .parse()
+        .expect("a count");
+    assert!(
+        after >= received + 5,
+        "{received} then {after}: the probe counts nothing"
+    );
+    (ns, interfaces, received)
 }
 
 /// The pids of this process's children named `proctor-zygote`.
@@ -113,15 +136,16 @@ fn every_trial_gets_a_network_of_its_own_and_a_killed_init_cloned_ahead_costs_no
         .to_string_lossy()
         .into_owned();
 
-    // Trials on networks of their own, one after the other: each has a namespace no other
-    // trial had, with its loopback alone in it.
-    let mut seen = Vec::new();
-    for _ in 0..4 {
-        let (ns, interfaces) = network_of(root, &spec(root));
-        assert_eq!(interfaces, 1, "only lo");
-        assert_ne!(ns, ours);
-        assert!(!seen.contains(&ns), "{ns} was another trial's: {seen:?}");
-        seen.push(ns);
+    // Trials on networks of their own, one after the other: each has a namespace of its own,
+    // with its loopback alone in it and nothing received on it yet.
+    let fresh = |label: &str| {
+        let (ns, interfaces, received) = network_of(root, &spec(root));
+        assert_ne!(ns, ours, "{label}");
+        assert_eq!(interfaces, 1, "{label}: only lo");
+        assert_eq!(received, 0, "{label}: another trial's network");
+    };
+    for i in 0..4 {
+        fresh(&format!("trial {i}"));
     }
 
     // One zygote, which has cloned the next trial's init already: it waits, alone.
@@ -136,7 +160,7 @@ fn every_trial_gets_a_network_of_its_own_and_a_killed_init_cloned_ahead_costs_no
     // is still there for the next trial.
     let mut host = spec(root);
     host.network = Network::Host;
-    let (ns, _) = network_of(root, &host);
+    let (ns, _, _) = network_of(root, &host);
     assert_eq!(ns, ours);
     let still = trial_inits(zygote, 1, Duration::from_secs(10));
     assert_eq!(
@@ -152,13 +176,8 @@ fn every_trial_gets_a_network_of_its_own_and_a_killed_init_cloned_ahead_costs_no
         0
     );
     assert!(trial_inits(zygote, 0, Duration::from_secs(10)).is_empty());
-    let (ns, interfaces) = network_of(root, &spec(root));
-    assert_eq!(interfaces, 1);
-    assert!(ns != ours && !seen.contains(&ns), "{ns}");
-    seen.push(ns);
-    let (ns, interfaces) = network_of(root, &spec(root));
-    assert_eq!(interfaces, 1);
-    assert!(ns != ours && !seen.contains(&ns), "{ns}");
+    fresh("the trial after the kill");
+    fresh("the next one");
     let again = trial_inits(zygote, 1, Duration::from_secs(10));
     assert_eq!(again.len(), 1, "{again:?}");
     assert_ne!(again, ahead);
