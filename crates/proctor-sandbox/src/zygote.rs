@@ -13,14 +13,17 @@
 //! same control protocol. T's parent-death signal is tied to the zygote, whose own is tied to the
 //! helper thread: if the calling process dies, every sandbox goes with it.
 //!
-//! The zygote keeps one trial init cloned ahead of the next request, which meanwhile has its ids
-//! mapped and makes its own network namespace with the loopback up (the costliest of its first
-//! steps, and the same for every trial not on the host's network). The next such request is
-//! handed to it, and the one after it is cloned at once, so that work runs while the trials
-//! before it do instead of between one trial's request and its start. It is never reused: each
-//! trial init takes one request, and each network namespace serves one trial. A trial on the
-//! host's network gets a trial init cloned for it; one cloned ahead that died (killed from
-//! outside) is replaced by one cloned for the request.
+//! The zygote keeps two trial inits cloned ahead of the next requests (as many as commonly come
+//! close together), each of which meanwhile has its ids mapped and makes its own network
+//! namespace with the loopback up (the costliest of its first steps, and the same for every
+//! trial not on the host's network). Those inits read the request socket themselves: a request
+//! on a network of its own wakes one of them alone, which tells the zygote it took one, and the
+//! zygote clones the next at once. So that work runs while the trials before it do, instead of
+//! between one trial's request and its start, and no process stands between the request and
+//! the trial's start. Nothing is reused: each trial init takes one request, and each network
+//! namespace serves one trial. A request on the host's network is handed back to the zygote,
+//! which clones a trial init for it; when one cloned ahead dies (killed from outside), the
+//! zygote reads the next request itself and clones a trial init for it.
 //!
 //! Set `PROCTOR_SANDBOX_NO_ZYGOTE=1` to execute `init_exe` for every run instead (for comparison).
 
@@ -47,6 +50,10 @@ const READY: &[u8] = b"proctor-sandbox-zygote ready";
 const REQUEST: &[u8] = b"run";
 /// The same for a trial on the host's network, which no trial init cloned ahead can take.
 const REQUEST_HOST_NETWORK: &[u8] = b"run on the host's network";
+/// From a trial init cloned ahead to the zygote: it took a request.
+const TAKEN: &[u8] = b"taken";
+/// From a trial init cloned ahead to the zygote: the caller closed the request socket.
+const CLOSED: &[u8] = b"closed";
 
 /// How long a new zygote may take to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -252,7 +259,8 @@ const TRIAL_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS;
 
 /// A trial init cloned ahead of its request (see [`serve`]): the zygote's end of the socket on
-/// which it waits for that request.
+/// which it says it took a request ([`TAKEN`]), hands one back ([`REQUEST_HOST_NETWORK`]) or
+/// saw the caller close ([`CLOSED`]).
 struct Warm {
     sock: OwnedFd,
 }
@@ -280,14 +288,41 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
         sys::exit_now(2);
     }
     crate::trace::trace("zygote ready");
-    // One trial init is kept cloned ahead, its ids mapped and its network made while other
-    // trials run: a request on a network of its own then starts from there, and the next one
-    // is cloned at once.
-    let mut warm: Option<Warm> = None;
+    // Trial inits are kept cloned ahead (two: as many as requests that commonly come close
+    // together), their ids mapped and their networks made while other trials run. They read the
+    // request socket themselves, so that a request on a network of its own wakes one of them
+    // and nothing else; each tells us when it has taken one (we then clone the next at once),
+    // hands back one on the host's network, and says when the caller has closed.
+    let mut warm: Vec<Warm> = Vec::new();
+    // After one died without a word, the next request is served here before more are cloned
+    // (one that cannot live does not cost a clone per turn of this loop).
+    let mut clone_ahead = true;
     let mut buf = [0u8; 64];
     loop {
-        if warm.is_none() {
-            warm = clone_warm(sock, &lifeline, &ids, trial);
+        while clone_ahead && warm.len() < AHEAD {
+            match clone_warm(sock, &lifeline, &ids, trial, &warm) {
+                Some(w) => warm.push(w),
+                None => break,
+            }
+        }
+        if !warm.is_empty() {
+            let Some(i) = first_readable(&warm) else {
+                continue;
+            };
+            let mut fds = Vec::new();
+            let word = sys::recv_with_fds(warm[i].sock.as_raw_fd(), &mut buf, &mut fds);
+            match word.as_ref().map(|&n| &buf[..n]) {
+                Ok(TAKEN) => {
+                    warm.remove(i);
+                }
+                Ok(CLOSED) => sys::exit_now(0),
+                Ok(REQUEST_HOST_NETWORK) => serve_cold(sock, &lifeline, &ids, trial, &warm, fds),
+                _ => {
+                    warm.remove(i);
+                    clone_ahead = false;
+                }
+            }
+            continue;
         }
         let mut fds = Vec::new();
         let n = match sys::recv_with_fds(sock, &mut buf, &mut fds) {
@@ -298,58 +333,76 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             // The caller closed its end: it is gone or done.
             sys::exit_now(0);
         }
-        // The spec and the control socket, and the agent's terminal when it runs on one.
-        let host_network = match &buf[..n] {
-            REQUEST => false,
-            REQUEST_HOST_NETWORK => true,
-            _ => continue,
-        };
-        if !(2..=3).contains(&fds.len()) {
-            continue;
+        if matches!(&buf[..n], REQUEST | REQUEST_HOST_NETWORK) {
+            serve_cold(sock, &lifeline, &ids, trial, &warm, fds);
+            clone_ahead = true;
         }
-        if !host_network {
-            if let Some(w) = warm.take() {
-                let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-                if sys::send_with_fds(w.sock.as_raw_fd(), REQUEST, &raw).is_ok() {
-                    continue;
-                }
-                // It is gone (killed from outside): this request gets one cloned for it.
-            }
-        }
-        let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
-        let ctl = fds.pop().expect("two descriptors");
-        let spec = fds.pop().expect("two descriptors");
-        // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
-        let (go_r, go_w) = match sys::pipe() {
-            Ok(p) => p,
-            Err(e) => {
-                refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
-                continue;
-            }
-        };
-        match sys::clone_process(TRIAL_FLAGS) {
-            Ok(0) => {
-                drop(go_w);
-                let request = Request {
-                    spec,
-                    ctl,
-                    terminal,
-                    go: go_r,
-                };
-                let ours = [sock, warm.as_ref().map_or(-1, |w| w.sock.as_raw_fd())];
-                become_trial_init(&ours, &lifeline, request, trial)
-            }
-            Ok(pid) => {
-                drop(go_r);
-                crate::ids::send(go_w, ids.apply(pid));
-            }
-            Err(e) => refuse(
-                &ctl,
-                &format!("the sandbox zygote cannot start a trial init: {e}"),
-            ),
-        }
-        // Our copies of this request's descriptors close here.
     }
+}
+
+/// How many trial inits the zygote keeps cloned ahead.
+const AHEAD: usize = 2;
+
+/// The first of `warm` with a word for the zygote, waiting as long as it takes; `None` when the
+/// wait was interrupted.
+fn first_readable(warm: &[Warm]) -> Option<usize> {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds: Vec<PollFd<'_>> = warm
+        .iter()
+        .map(|w| PollFd::new(&w.sock, PollFlags::IN))
+        .collect();
+    rustix::event::poll(&mut fds, None).ok()?;
+    fds.iter().position(|f| !f.revents().is_empty())
+}
+
+/// Clones a trial init for one request (its descriptors: the spec, the control socket and the
+/// agent's terminal when it runs on one); a request without them is dropped. `warm`, the trial
+/// inits cloned ahead, keep waiting.
+fn serve_cold(
+    sock: RawFd,
+    lifeline: &(OwnedFd, OwnedFd),
+    ids: &crate::ids::Plan,
+    trial: TrialEntry,
+    warm: &[Warm],
+    mut fds: Vec<OwnedFd>,
+) {
+    if !(2..=3).contains(&fds.len()) {
+        return;
+    }
+    let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
+    let ctl = fds.pop().expect("two descriptors");
+    let spec = fds.pop().expect("two descriptors");
+    // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
+    let (go_r, go_w) = match sys::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
+            return;
+        }
+    };
+    match sys::clone_process(TRIAL_FLAGS) {
+        Ok(0) => {
+            drop(go_w);
+            let request = Request {
+                spec,
+                ctl,
+                terminal,
+                go: go_r,
+            };
+            let mut ours = vec![sock];
+            ours.extend(warm.iter().map(|w| w.sock.as_raw_fd()));
+            become_trial_init(&ours, lifeline, request, trial)
+        }
+        Ok(pid) => {
+            drop(go_r);
+            crate::ids::send(go_w, ids.apply(pid));
+        }
+        Err(e) => refuse(
+            &ctl,
+            &format!("the sandbox zygote cannot start a trial init: {e}"),
+        ),
+    }
+    // Our copies of this request's descriptors close here.
 }
 
 /// The zygote's start: it dies with `parent`, takes its request socket, closes every other
@@ -415,13 +468,15 @@ fn clone_warm(
     lifeline: &(OwnedFd, OwnedFd),
     ids: &crate::ids::Plan,
     trial: TrialEntry,
+    others: &[Warm],
 ) -> Option<Warm> {
     let (zygote_end, init_end) = sys::socketpair_seqpacket().ok()?;
     let (go_r, go_w) = sys::pipe().ok()?;
     match sys::clone_process(TRIAL_FLAGS) {
         Ok(0) => {
             drop((go_w, zygote_end));
-            become_warm_init(sock, lifeline, init_end, go_r, trial)
+            let theirs: Vec<RawFd> = others.iter().map(|w| w.sock.as_raw_fd()).collect();
+            become_warm_init(sock, lifeline, &theirs, init_end, go_r, trial)
         }
         Ok(pid) => {
             drop((go_r, init_end));
@@ -432,26 +487,48 @@ fn clone_warm(
     }
 }
 
-/// In a trial init cloned ahead: takes the first steps any trial on a network of its own takes
-/// ([`crate::init::warm_up`]), then waits on `requests` for its request and runs `trial` with
-/// it. It ends, without a word, if the zygote goes first.
+/// In a trial init cloned ahead: closes the zygote's sockets to the others cloned ahead
+/// (`others`), takes the first steps any trial on a network of its own takes
+/// ([`crate::init::warm_up`]), then reads requests from the zygote's request socket `sock`
+/// itself. A request on a network of its own it takes, says so to the zygote on `zygote` and
+/// runs `trial` with; one on the host's network it hands back to the zygote (with its
+/// descriptors) and reads on. When the caller closes, it tells the zygote and ends.
 fn become_warm_init(
     sock: RawFd,
     lifeline: &(OwnedFd, OwnedFd),
-    requests: OwnedFd,
+    others: &[RawFd],
+    zygote: OwnedFd,
     go: OwnedFd,
     trial: TrialEntry,
 ) -> ! {
-    leave_zygote(&[sock], lifeline);
+    leave_zygote(others, lifeline);
     sys::set_name(c"proctor-trial");
     let warmed = crate::init::warm_up(go);
-    let mut buf = [0u8; 16];
-    let mut fds = Vec::new();
-    match sys::recv_with_fds(requests.as_raw_fd(), &mut buf, &mut fds) {
-        Ok(n) if &buf[..n] == REQUEST && (2..=3).contains(&fds.len()) => {}
-        _ => sys::exit_now(0),
-    }
-    drop(requests);
+    let mut buf = [0u8; 64];
+    let mut fds = loop {
+        let mut fds = Vec::new();
+        let n = match sys::recv_with_fds(sock, &mut buf, &mut fds) {
+            Ok(n) => n,
+            Err(_) => sys::exit_now(1),
+        };
+        match &buf[..n] {
+            [] => {
+                let _ = sys::send_with_fds(zygote.as_raw_fd(), CLOSED, &[]);
+                sys::exit_now(0);
+            }
+            REQUEST if (2..=3).contains(&fds.len()) => break fds,
+            REQUEST_HOST_NETWORK => {
+                let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+                let _ = sys::send_with_fds(zygote.as_raw_fd(), REQUEST_HOST_NETWORK, &raw);
+            }
+            _ => {}
+        }
+    };
+    // Taken: the zygote clones the next one; this one keeps neither socket.
+    let _ = sys::send_with_fds(zygote.as_raw_fd(), TAKEN, &[]);
+    drop(zygote);
+    // SAFETY: closing our copy of the zygote's request socket, which nothing here uses again.
+    unsafe { libc::close(sock) };
     let terminal = (fds.len() == 3)
         .then(|| fds.pop())
         .flatten()

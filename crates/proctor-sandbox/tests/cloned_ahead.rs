@@ -148,37 +148,42 @@ fn every_trial_gets_a_network_of_its_own_and_a_killed_init_cloned_ahead_costs_no
         fresh(&format!("trial {i}"));
     }
 
-    // One zygote, which has cloned the next trial's init already: it waits, alone.
+    // One zygote, which has cloned the next trials' inits already: two wait, and nothing else
+    // of it runs.
     let zygotes = zygotes();
     assert_eq!(zygotes.len(), 1, "{zygotes:?}");
     let zygote = zygotes[0];
-    let ahead = trial_inits(zygote, 1, Duration::from_secs(10));
-    assert_eq!(ahead.len(), 1, "the zygote's children: {ahead:?}");
-    assert_eq!(comm(ahead[0]).as_deref(), Some("proctor-trial"));
+    let ahead = trial_inits(zygote, 2, Duration::from_secs(10));
+    assert_eq!(ahead.len(), 2, "the zygote's children: {ahead:?}");
+    for &p in &ahead {
+        assert_eq!(comm(p).as_deref(), Some("proctor-trial"));
+    }
 
-    // A trial on the host's network does not take it: it is on ours, and the one cloned ahead
-    // is still there for the next trial.
+    // A trial on the host's network takes neither: it is on ours, and the ones cloned ahead
+    // are still there for the next trials.
     let mut host = spec(root);
     host.network = Network::Host;
     let (ns, _, _) = network_of(root, &host);
     assert_eq!(ns, ours);
-    let still = trial_inits(zygote, 1, Duration::from_secs(10));
+    let still = trial_inits(zygote, 2, Duration::from_secs(10));
     assert_eq!(
         still, ahead,
-        "the one cloned ahead is still the one waiting"
+        "the ones cloned ahead are still the ones waiting"
     );
 
-    // Killed before its request: the next trial gets one cloned for it, and the one after
-    // that is cloned ahead again.
-    // SAFETY: sending a signal to a process of ours.
-    assert_eq!(
-        unsafe { libc::kill(ahead[0] as libc::pid_t, libc::SIGKILL) },
-        0
-    );
+    // Killed before their requests: the next trial gets one cloned for it, and the ones after
+    // that are cloned ahead again.
+    for &p in &ahead {
+        // SAFETY: sending a signal to a process of ours.
+        assert_eq!(unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) }, 0);
+    }
     assert!(trial_inits(zygote, 0, Duration::from_secs(10)).is_empty());
     fresh("the trial after the kill");
     fresh("the next one");
-    let again = trial_inits(zygote, 1, Duration::from_secs(10));
-    assert_eq!(again.len(), 1, "{again:?}");
-    assert_ne!(again, ahead);
+    let again = trial_inits(zygote, 2, Duration::from_secs(10));
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert!(
+        again.iter().all(|p| !ahead.contains(p)),
+        "{again:?} {ahead:?}"
+    );
 }
