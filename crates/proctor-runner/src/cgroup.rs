@@ -599,12 +599,18 @@ mod tests {
         assert_eq!(mount_point(MOUNTINFO, |t, _| t == "cgroup-none"), None);
     }
 
-    #[test]
-    fn a_trial_group_reports_the_limit_its_counters_show() {
+    /// A v1 slot's two folders, memory's and pids', in a temporary folder.
+    fn v1_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let (m, p) = (dir.path().join("m"), dir.path().join("p"));
         fs::create_dir_all(&m).unwrap();
         fs::create_dir_all(&p).unwrap();
+        (dir, m, p)
+    }
+
+    #[test]
+    fn a_trial_group_reports_the_limit_its_counters_show() {
+        let (_dir, m, p) = v1_dirs();
         let cg = TrialCgroup {
             slot: Slot {
                 limits: Some((64 << 20, 16)),
@@ -640,10 +646,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_empty_while_its_pids_controller_counts_no_process() {
-        let dir = tempfile::tempdir().unwrap();
-        let (m, p) = (dir.path().join("m"), dir.path().join("p"));
-        fs::create_dir_all(&m).unwrap();
-        fs::create_dir_all(&p).unwrap();
+        let (_dir, m, p) = v1_dirs();
         let slot = Slot::new(vec![m, p.clone()]);
         assert!(!slot.is_empty(), "no count to read: not known to be empty");
         fs::write(p.join("pids.current"), "2\n").unwrap();

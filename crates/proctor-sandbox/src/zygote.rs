@@ -293,6 +293,12 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
     // request socket themselves, so that a request on a network of its own wakes one of them
     // and nothing else; each tells us when it has taken one (we then clone the next at once),
     // hands back one on the host's network, and says when the caller has closed.
+    let clones = Cloner {
+        sock,
+        lifeline: &lifeline,
+        ids: &ids,
+        trial,
+    };
     let mut warm: Vec<Warm> = Vec::new();
     // After one died without a word, the next request is served here before more are cloned
     // (one that cannot live does not cost a clone per turn of this loop).
@@ -300,7 +306,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
     let mut buf = [0u8; 64];
     loop {
         while clone_ahead && warm.len() < AHEAD {
-            match clone_warm(sock, &lifeline, &ids, trial, &warm) {
+            match clones.ahead(&warm) {
                 Some(w) => warm.push(w),
                 None => break,
             }
@@ -316,7 +322,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                     warm.remove(i);
                 }
                 Ok(CLOSED) => sys::exit_now(0),
-                Ok(REQUEST_HOST_NETWORK) => serve_cold(sock, &lifeline, &ids, trial, &warm, fds),
+                Ok(REQUEST_HOST_NETWORK) => clones.for_request(&warm, fds),
                 _ => {
                     warm.remove(i);
                     clone_ahead = false;
@@ -334,7 +340,7 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
             sys::exit_now(0);
         }
         if matches!(&buf[..n], REQUEST | REQUEST_HOST_NETWORK) {
-            serve_cold(sock, &lifeline, &ids, trial, &warm, fds);
+            clones.for_request(&warm, fds);
             clone_ahead = true;
         }
     }
@@ -355,54 +361,86 @@ fn first_readable(warm: &[Warm]) -> Option<usize> {
     fds.iter().position(|f| !f.revents().is_empty())
 }
 
-/// Clones a trial init for one request (its descriptors: the spec, the control socket and the
-/// agent's terminal when it runs on one); a request without them is dropped. `warm`, the trial
-/// inits cloned ahead, keep waiting.
-fn serve_cold(
+/// What the zygote clones trial inits with: its request socket, the lifeline, how ids are
+/// mapped and the trial's entry point.
+struct Cloner<'a> {
     sock: RawFd,
-    lifeline: &(OwnedFd, OwnedFd),
-    ids: &crate::ids::Plan,
+    lifeline: &'a (OwnedFd, OwnedFd),
+    ids: &'a crate::ids::Plan,
     trial: TrialEntry,
-    warm: &[Warm],
-    mut fds: Vec<OwnedFd>,
-) {
-    if !(2..=3).contains(&fds.len()) {
-        return;
-    }
-    let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
-    let ctl = fds.pop().expect("two descriptors");
-    let spec = fds.pop().expect("two descriptors");
-    // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
-    let (go_r, go_w) = match sys::pipe() {
-        Ok(p) => p,
-        Err(e) => {
-            refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
+}
+
+impl Cloner<'_> {
+    /// Clones a trial init for one request (its descriptors: the spec, the control socket and
+    /// the agent's terminal when it runs on one); a request without them is dropped. `warm`,
+    /// the trial inits cloned ahead, keep waiting.
+    fn for_request(&self, warm: &[Warm], mut fds: Vec<OwnedFd>) {
+        if !(2..=3).contains(&fds.len()) {
             return;
         }
-    };
-    match sys::clone_process(TRIAL_FLAGS) {
-        Ok(0) => {
-            drop(go_w);
-            let request = Request {
-                spec,
-                ctl,
-                terminal,
-                go: go_r,
-            };
-            let mut ours = vec![sock];
-            ours.extend(warm.iter().map(|w| w.sock.as_raw_fd()));
-            become_trial_init(&ours, lifeline, request, trial)
+        let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
+        let ctl = fds.pop().expect("two descriptors");
+        let spec = fds.pop().expect("two descriptors");
+        // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
+        let (go_r, go_w) = match sys::pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
+                return;
+            }
+        };
+        match sys::clone_process(TRIAL_FLAGS) {
+            Ok(0) => {
+                drop(go_w);
+                let request = Request {
+                    spec,
+                    ctl,
+                    terminal,
+                    go: go_r,
+                };
+                let mut ours = vec![self.sock];
+                ours.extend(warm.iter().map(|w| w.sock.as_raw_fd()));
+                become_trial_init(&ours, self.lifeline, request, self.trial)
+            }
+            Ok(pid) => {
+                drop(go_r);
+                crate::ids::send(go_w, self.ids.apply(pid));
+            }
+            Err(e) => refuse(
+                &ctl,
+                &format!("the sandbox zygote cannot start a trial init: {e}"),
+            ),
         }
-        Ok(pid) => {
-            drop(go_r);
-            crate::ids::send(go_w, ids.apply(pid));
-        }
-        Err(e) => refuse(
-            &ctl,
-            &format!("the sandbox zygote cannot start a trial init: {e}"),
-        ),
+        // Our copies of this request's descriptors close here.
     }
-    // Our copies of this request's descriptors close here.
+
+    /// Clones a trial init ahead of its request (`others`: those cloned ahead already, whose
+    /// sockets it closes); `None` if it cannot be (the next request then gets one cloned for it,
+    /// which reports why).
+    fn ahead(&self, others: &[Warm]) -> Option<Warm> {
+        let (zygote_end, init_end) = sys::socketpair_seqpacket().ok()?;
+        let (go_r, go_w) = sys::pipe().ok()?;
+        match sys::clone_process(TRIAL_FLAGS) {
+            Ok(0) => {
+                drop((go_w, zygote_end));
+                let theirs: Vec<RawFd> = others.iter().map(|w| w.sock.as_raw_fd()).collect();
+                become_warm_init(
+                    self.sock,
+                    self.lifeline,
+                    &theirs,
+                    init_end,
+                    go_r,
+                    self.trial,
+                )
+            }
+            Ok(pid) => {
+                drop((go_r, init_end));
+                crate::ids::send(go_w, self.ids.apply(pid));
+                Some(Warm { sock: zygote_end })
+            }
+            Err(_) => None,
+        }
+    }
 }
 
 /// The zygote's start: it dies with `parent`, takes its request socket, closes every other
@@ -442,8 +480,8 @@ struct Request {
 }
 
 /// In the cloned child: becomes T, PID 1 of its new namespaces, and runs `trial`. The sockets
-/// in `ours` (the request socket, and the one to a trial init cloned ahead, `-1` if none) and
-/// the lifeline's write end are the zygote's alone; T waits for its own children.
+/// in `ours` (the request socket, and those to the trial inits cloned ahead) and the lifeline's
+/// write end are the zygote's alone; T waits for its own children.
 fn become_trial_init(
     ours: &[RawFd],
     lifeline: &(OwnedFd, OwnedFd),
@@ -459,32 +497,6 @@ fn become_trial_init(
     let ctl = std::os::fd::IntoRawFd::into_raw_fd(request.ctl);
     let terminal = request.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
     trial(ctl, data, Start::Cold { go: request.go }, terminal)
-}
-
-/// Clones a trial init ahead of its request; `None` if it cannot be (the next request then gets
-/// one cloned for it, which reports why).
-fn clone_warm(
-    sock: RawFd,
-    lifeline: &(OwnedFd, OwnedFd),
-    ids: &crate::ids::Plan,
-    trial: TrialEntry,
-    others: &[Warm],
-) -> Option<Warm> {
-    let (zygote_end, init_end) = sys::socketpair_seqpacket().ok()?;
-    let (go_r, go_w) = sys::pipe().ok()?;
-    match sys::clone_process(TRIAL_FLAGS) {
-        Ok(0) => {
-            drop((go_w, zygote_end));
-            let theirs: Vec<RawFd> = others.iter().map(|w| w.sock.as_raw_fd()).collect();
-            become_warm_init(sock, lifeline, &theirs, init_end, go_r, trial)
-        }
-        Ok(pid) => {
-            drop((go_r, init_end));
-            crate::ids::send(go_w, ids.apply(pid));
-            Some(Warm { sock: zygote_end })
-        }
-        Err(_) => None,
-    }
 }
 
 /// In a trial init cloned ahead: closes the zygote's sockets to the others cloned ahead
@@ -544,7 +556,7 @@ fn become_warm_init(
 }
 
 /// A trial init's first step out of the zygote: closes the zygote's own descriptors in `ours`
-/// (`-1` is none) and the lifeline's write end, restores the default SIGCHLD, and ties its
+/// and the lifeline's write end, restores the default SIGCHLD, and ties its
 /// life to the zygote's (exiting at once if the zygote is already gone).
 fn leave_zygote(ours: &[RawFd], (lifeline_r, lifeline_w): &(OwnedFd, OwnedFd)) {
     // SAFETY: closing our copies of descriptors nothing else here uses; restoring the default
