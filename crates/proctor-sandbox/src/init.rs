@@ -235,7 +235,7 @@ fn sandbox_main(ctl: &Ctl, data: &[u8], terminal: Option<RawFd>) -> Result<i32, 
     if t == 0 {
         drop(go_w);
         let code = match crate::ids::receive(go_r)
-            .and_then(|ids| trial_main(ctl, &spec, &files, &ids, false))
+            .and_then(|ids| trial_main(ctl, &spec, &files, &ids, false, None))
         {
             Ok(()) => 0,
             Err(e) => {
@@ -284,6 +284,9 @@ pub(crate) enum Start {
 pub(crate) struct Warmed {
     ids: Result<crate::ids::IdMapping, String>,
     network: Result<(), String>,
+    /// The socket on which the zygote is told when this trial's root is built (see
+    /// [`crate::zygote::tell_root_built`]); set when the request is taken.
+    pub(crate) zygote: Option<OwnedFd>,
 }
 
 /// The first steps of a trial init cloned ahead of its request (see [`crate::zygote`]): every
@@ -298,7 +301,11 @@ pub(crate) fn warm_up(go: OwnedFd) -> Warmed {
         Err(_) => Ok(()),
     };
     trace("trial init warmed up");
-    Warmed { ids, network }
+    Warmed {
+        ids,
+        network,
+        zygote: None,
+    }
 }
 
 /// T, cloned by the zygote straight into new user, mount, PID (it is PID 1), IPC and UTS
@@ -329,12 +336,16 @@ pub(crate) fn zygote_trial_entry(
             .map_err(|e| format!("pidfd_open of the trial init: {e}"))?;
         ctl.send_with_fd(&Msg::Started { trial_pid: 1 }, me.as_raw_fd());
         drop(me);
-        let (ids, network_up) = match start {
-            Start::Cold { go } => (crate::ids::receive(go)?, false),
-            Start::Warm(Warmed { ids, network }) => {
+        let (ids, network_up, zygote) = match start {
+            Start::Cold { go } => (crate::ids::receive(go)?, false, None),
+            Start::Warm(Warmed {
+                ids,
+                network,
+                zygote,
+            }) => {
                 let ids = ids?;
                 network?;
-                (ids, true)
+                (ids, true, zygote)
             }
         };
         let spec: SandboxSpec =
@@ -353,7 +364,7 @@ pub(crate) fn zygote_trial_entry(
         }
         let files = Files::open(&spec, terminal)?;
         trace("spec read, files open");
-        trial_main(&ctl, &spec, &files, &ids, network_up)
+        trial_main(&ctl, &spec, &files, &ids, network_up, zygote)
     }));
     let code = match result {
         Ok(Ok(())) => 0,
@@ -412,15 +423,17 @@ struct Running {
     pidfd: std::os::fd::OwnedFd,
 }
 
-/// T: PID 1 of the trial; `loopback_up` when its network's loopback is up already.
+/// T: PID 1 of the trial; `loopback_up` when its network's loopback is up already, `zygote`
+/// the zygote's socket to tell once the root is built (a T cloned ahead of its request).
 fn trial_main(
     ctl: &Ctl,
     spec: &SandboxSpec,
     files: &Files,
     ids: &crate::ids::IdMapping,
     loopback_up: bool,
+    zygote: Option<OwnedFd>,
 ) -> Result<(), String> {
-    let root = enter_trial(ctl, spec, ids, loopback_up)?;
+    let root = enter_trial(ctl, spec, ids, loopback_up, zygote)?;
     let Some(running) = start_services(ctl, spec, files)? else {
         return Ok(());
     };
@@ -464,6 +477,7 @@ fn enter_trial(
     spec: &SandboxSpec,
     ids: &crate::ids::IdMapping,
     loopback_up: bool,
+    zygote: Option<OwnedFd>,
 ) -> Result<RootLeft, String> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     // T and the agent init A (forked from it) never execute anything and hold what the trial
@@ -493,6 +507,11 @@ fn enter_trial(
         own_proc,
     } = rootfs::build_trial_root(spec, ids)?;
     trace("root built");
+    // Only now does the zygote clone the next trial init ahead: its network's making would
+    // contend with this root's mounts for the kernel's locks.
+    if let Some(z) = zygote {
+        crate::zygote::tell_root_built(z);
+    }
     sys::set_hostname("proctor").map_err(|e| format!("sethostname: {e}"))?;
     if spec.network == Network::Internet {
         await_network(ctl)?;

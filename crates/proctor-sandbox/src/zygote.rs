@@ -50,7 +50,7 @@ const READY: &[u8] = b"proctor-sandbox-zygote ready";
 const REQUEST: &[u8] = b"run";
 /// The same for a trial on the host's network, which no trial init cloned ahead can take.
 const REQUEST_HOST_NETWORK: &[u8] = b"run on the host's network";
-/// From a trial init cloned ahead to the zygote: it took a request.
+/// From a trial init cloned ahead to the zygote: it took a request, and its root is built.
 const TAKEN: &[u8] = b"taken";
 /// From a trial init cloned ahead to the zygote: the caller closed the request socket.
 const CLOSED: &[u8] = b"closed";
@@ -515,7 +515,7 @@ fn become_warm_init(
 ) -> ! {
     leave_zygote(others, lifeline);
     sys::set_name(c"proctor-trial");
-    let warmed = crate::init::warm_up(go);
+    let mut warmed = crate::init::warm_up(go);
     let mut buf = [0u8; 64];
     let mut fds = loop {
         let mut fds = Vec::new();
@@ -536,11 +536,11 @@ fn become_warm_init(
             _ => {}
         }
     };
-    // Taken: the zygote clones the next one; this one keeps neither socket.
-    let _ = sys::send_with_fds(zygote.as_raw_fd(), TAKEN, &[]);
-    drop(zygote);
+    // Taken: it reads no more requests. The zygote hears of it once the root is built
+    // (`tell_root_built`), or when this process ends, whichever comes first.
     // SAFETY: closing our copy of the zygote's request socket, which nothing here uses again.
     unsafe { libc::close(sock) };
+    warmed.zygote = Some(zygote);
     let terminal = (fds.len() == 3)
         .then(|| fds.pop())
         .flatten()
@@ -553,6 +553,12 @@ fn become_warm_init(
     };
     drop(spec);
     trial(ctl, data, Start::Warm(warmed), terminal)
+}
+
+/// In a trial init cloned ahead that took a request, once its root is built: tells the zygote
+/// (which then clones the next one ahead) and closes the socket.
+pub(crate) fn tell_root_built(zygote: OwnedFd) {
+    let _ = sys::send_with_fds(zygote.as_raw_fd(), TAKEN, &[]);
 }
 
 /// A trial init's first step out of the zygote: closes the zygote's own descriptors in `ours`
