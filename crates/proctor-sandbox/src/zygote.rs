@@ -17,10 +17,11 @@
 //! close together), each of which meanwhile has its ids mapped and makes its own network
 //! namespace with the loopback up (the costliest of its first steps, and the same for every
 //! trial not on the host's network). Those inits read the request socket themselves: a request
-//! on a network of its own wakes one of them alone, which tells the zygote it took one, and the
-//! zygote clones the next at once. So that work runs while the trials before it do, instead of
-//! between one trial's request and its start, and no process stands between the request and
-//! the trial's start. Nothing is reused: each trial init takes one request, and each network
+//! on a network of its own wakes one of them alone, which tells the zygote once its trial's root
+//! is built, and the zygote then clones the next (not sooner: making a network namespace
+//! contends with the root's mounts for the kernel's locks). So that work runs while other
+//! trials do, instead of between one trial's request and its start, and no process stands
+//! between the request and the trial's start. Nothing is reused: each trial init takes one request, and each network
 //! namespace serves one trial. A request on the host's network is handed back to the zygote,
 //! which clones a trial init for it; when one cloned ahead dies (killed from outside), the
 //! zygote reads the next request itself and clones a trial init for it.
@@ -291,8 +292,9 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
     // Trial inits are kept cloned ahead (two: as many as requests that commonly come close
     // together), their ids mapped and their networks made while other trials run. They read the
     // request socket themselves, so that a request on a network of its own wakes one of them
-    // and nothing else; each tells us when it has taken one (we then clone the next at once),
-    // hands back one on the host's network, and says when the caller has closed.
+    // and nothing else; each tells us once it has taken one and built its trial's root (we then
+    // clone the next), hands back one on the host's network, and says when the caller has
+    // closed.
     let clones = Cloner {
         sock,
         lifeline: &lifeline,
@@ -502,9 +504,10 @@ fn become_trial_init(
 /// In a trial init cloned ahead: closes the zygote's sockets to the others cloned ahead
 /// (`others`), takes the first steps any trial on a network of its own takes
 /// ([`crate::init::warm_up`]), then reads requests from the zygote's request socket `sock`
-/// itself. A request on a network of its own it takes, says so to the zygote on `zygote` and
-/// runs `trial` with; one on the host's network it hands back to the zygote (with its
-/// descriptors) and reads on. When the caller closes, it tells the zygote and ends.
+/// itself. A request on a network of its own it takes and runs `trial` with, which tells the
+/// zygote on `zygote` once the trial's root is built ([`tell_root_built`]); one on the host's
+/// network it hands back to the zygote (with its descriptors) and reads on. When the caller
+/// closes, it tells the zygote and ends.
 fn become_warm_init(
     sock: RawFd,
     lifeline: &(OwnedFd, OwnedFd),
