@@ -45,6 +45,7 @@ mod run;
 mod services;
 mod sidecar;
 mod spec;
+mod start;
 mod sys;
 mod trace;
 pub mod turns;

@@ -38,7 +38,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::init::Start;
+use crate::start::Start;
 use crate::sys;
 
 /// argv[1] that selects the zygote.
@@ -503,7 +503,7 @@ fn become_trial_init(
 
 /// In a trial init cloned ahead: closes the zygote's sockets to the others cloned ahead
 /// (`others`), takes the first steps any trial on a network of its own takes
-/// ([`crate::init::warm_up`]), then reads requests from the zygote's request socket `sock`
+/// ([`crate::start::warm_up`]), then reads requests from the zygote's request socket `sock`
 /// itself. A request on a network of its own it takes and runs `trial` with, which tells the
 /// zygote on `zygote` once the trial's root is built ([`tell_root_built`]); one on the host's
 /// network it hands back to the zygote (with its descriptors) and reads on. When the caller
@@ -518,7 +518,7 @@ fn become_warm_init(
 ) -> ! {
     leave_zygote(others, lifeline);
     sys::set_name(c"proctor-trial");
-    let mut warmed = crate::init::warm_up(go);
+    let mut warmed = crate::start::warm_up(go);
     let mut buf = [0u8; 64];
     let mut fds = loop {
         let mut fds = Vec::new();
