@@ -376,40 +376,35 @@ impl Cloner<'_> {
     /// Clones a trial init for one request (its descriptors: the spec, the control socket and
     /// the agent's terminal when it runs on one); a request without them is dropped. `warm`,
     /// the trial inits cloned ahead, keep waiting.
-    fn for_request(&self, warm: &[Warm], mut fds: Vec<OwnedFd>) {
-        if !(2..=3).contains(&fds.len()) {
+    fn for_request(&self, warm: &[Warm], fds: Vec<OwnedFd>) {
+        let Some(request) = Request::of(fds) else {
             return;
-        }
-        let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
-        let ctl = fds.pop().expect("two descriptors");
-        let spec = fds.pop().expect("two descriptors");
+        };
         // T waits on this pipe until its ids are mapped (by us, from outside its namespace).
         let (go_r, go_w) = match sys::pipe() {
             Ok(p) => p,
             Err(e) => {
-                refuse(&ctl, &format!("the sandbox zygote cannot make a pipe: {e}"));
+                refuse(
+                    &request.ctl,
+                    &format!("the sandbox zygote cannot make a pipe: {e}"),
+                );
                 return;
             }
         };
         match sys::clone_process(TRIAL_FLAGS) {
             Ok(0) => {
                 drop(go_w);
-                let request = Request {
-                    spec,
-                    ctl,
-                    terminal,
-                    go: go_r,
-                };
                 let mut ours = vec![self.sock];
                 ours.extend(warm.iter().map(|w| w.sock.as_raw_fd()));
-                become_trial_init(&ours, self.lifeline, request, self.trial)
+                leave_zygote(&ours, self.lifeline);
+                request.run(Start::Cold { go: go_r }, self.trial)
             }
             Ok(pid) => {
                 drop(go_r);
                 crate::ids::send(go_w, self.ids.apply(pid));
             }
             Err(e) => refuse(
-                &ctl,
+                &request.ctl,
                 &format!("the sandbox zygote cannot start a trial init: {e}"),
             ),
         }
@@ -477,28 +472,36 @@ struct Request {
     spec: OwnedFd,
     ctl: OwnedFd,
     terminal: Option<OwnedFd>,
-    /// The read end of the pipe on which T waits until its ids are mapped.
-    go: OwnedFd,
 }
 
-/// In the cloned child: becomes T, PID 1 of its new namespaces, and runs `trial`. The sockets
-/// in `ours` (the request socket, and those to the trial inits cloned ahead) and the lifeline's
-/// write end are the zygote's alone; T waits for its own children.
-fn become_trial_init(
-    ours: &[RawFd],
-    lifeline: &(OwnedFd, OwnedFd),
-    request: Request,
-    trial: TrialEntry,
-) -> ! {
-    leave_zygote(ours, lifeline);
-    let data = match sys::read_all_at(request.spec.as_fd()) {
-        Ok(d) => d,
-        Err(_) => sys::exit_now(2),
-    };
-    drop(request.spec);
-    let ctl = std::os::fd::IntoRawFd::into_raw_fd(request.ctl);
-    let terminal = request.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
-    trial(ctl, data, Start::Cold { go: request.go }, terminal)
+impl Request {
+    /// The request carried by `fds` (the spec, the control socket, and the agent's terminal
+    /// when it runs on one); `None` for any other number of descriptors.
+    fn of(mut fds: Vec<OwnedFd>) -> Option<Request> {
+        if !(2..=3).contains(&fds.len()) {
+            return None;
+        }
+        let terminal = (fds.len() == 3).then(|| fds.pop()).flatten();
+        let ctl = fds.pop()?;
+        let spec = fds.pop()?;
+        Some(Request {
+            spec,
+            ctl,
+            terminal,
+        })
+    }
+
+    /// In T, out of the zygote: reads the spec and runs `trial`, begun as `start` says.
+    fn run(self, start: Start, trial: TrialEntry) -> ! {
+        let data = match sys::read_all_at(self.spec.as_fd()) {
+            Ok(d) => d,
+            Err(_) => sys::exit_now(2),
+        };
+        drop(self.spec);
+        let ctl = std::os::fd::IntoRawFd::into_raw_fd(self.ctl);
+        let terminal = self.terminal.map(std::os::fd::IntoRawFd::into_raw_fd);
+        trial(ctl, data, start, terminal)
+    }
 }
 
 /// In a trial init cloned ahead: closes the zygote's sockets to the others cloned ahead
@@ -520,7 +523,7 @@ fn become_warm_init(
     sys::set_name(c"proctor-trial");
     let mut warmed = crate::start::warm_up(go);
     let mut buf = [0u8; 64];
-    let mut fds = loop {
+    let request = loop {
         let mut fds = Vec::new();
         let n = match sys::recv_with_fds(sock, &mut buf, &mut fds) {
             Ok(n) => n,
@@ -531,7 +534,11 @@ fn become_warm_init(
                 let _ = sys::send_with_fds(zygote.as_raw_fd(), CLOSED, &[]);
                 sys::exit_now(0);
             }
-            REQUEST if (2..=3).contains(&fds.len()) => break fds,
+            REQUEST => {
+                if let Some(request) = Request::of(fds) {
+                    break request;
+                }
+            }
             REQUEST_HOST_NETWORK => {
                 let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
                 let _ = sys::send_with_fds(zygote.as_raw_fd(), REQUEST_HOST_NETWORK, &raw);
@@ -544,18 +551,7 @@ fn become_warm_init(
     // SAFETY: closing our copy of the zygote's request socket, which nothing here uses again.
     unsafe { libc::close(sock) };
     warmed.zygote = Some(zygote);
-    let terminal = (fds.len() == 3)
-        .then(|| fds.pop())
-        .flatten()
-        .map(std::os::fd::IntoRawFd::into_raw_fd);
-    let ctl = std::os::fd::IntoRawFd::into_raw_fd(fds.pop().expect("two descriptors"));
-    let spec = fds.pop().expect("two descriptors");
-    let data = match sys::read_all_at(spec.as_fd()) {
-        Ok(d) => d,
-        Err(_) => sys::exit_now(2),
-    };
-    drop(spec);
-    trial(ctl, data, Start::Warm(warmed), terminal)
+    request.run(Start::Warm(warmed), trial)
 }
 
 /// In a trial init cloned ahead that took a request, once its root is built: tells the zygote
