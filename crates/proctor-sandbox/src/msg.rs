@@ -59,12 +59,19 @@ pub(crate) enum Msg {
     Done,
 }
 
+/// The line for a message that cannot be encoded even as an error: read as a [`Msg::Error`].
+const UNENCODABLE: &[u8] = br#"{"error":{"message":"cannot encode a status message"}}"#;
+
 impl Msg {
     /// The message as one JSON line.
     pub(crate) fn line(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
-            format!("{{\"error\":{{\"message\":\"cannot encode a status message: {e}\"}}}}")
-                .into_bytes()
+            // An error message holds only a string, which always encodes; the text of `e` is
+            // escaped like any other, so the line stays one line of valid JSON.
+            let fallback = Msg::Error {
+                message: format!("cannot encode a status message: {e}"),
+            };
+            serde_json::to_vec(&fallback).unwrap_or_else(|_| UNENCODABLE.to_vec())
         });
         v.push(b'\n');
         v
@@ -96,9 +103,8 @@ mod tests {
             let back: Msg = serde_json::from_slice(&line).expect("reads back");
             assert_eq!(format!("{back:?}"), format!("{msg:?}"));
         }
-        let fallback = r#"{"error":{"message":"cannot encode a status message: x"}}"#;
         assert!(matches!(
-            serde_json::from_str::<Msg>(fallback),
+            serde_json::from_slice::<Msg>(UNENCODABLE),
             Ok(Msg::Error { .. })
         ));
     }
