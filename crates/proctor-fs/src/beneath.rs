@@ -12,6 +12,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
@@ -60,8 +61,12 @@ impl Beneath {
     /// The existing folder `rel` beneath this one, open; an error if any component of `rel` is a
     /// link, is not a folder, or leads out (`..`, an absolute path).
     pub fn dir(&self, rel: &Path) -> io::Result<OwnedFd> {
-        let names = components(rel)?;
-        if names.is_empty() {
+        // Checked as bytes: the names are made only where they are used, one by one.
+        let bytes = rel.as_os_str().as_bytes();
+        if !crate::rel::stays_beneath(bytes) {
+            return Err(out_of_folder(rel));
+        }
+        if !crate::rel::has_name(bytes) {
             return rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())
                 .map_err(Into::into);
         }
@@ -80,9 +85,9 @@ impl Beneath {
         match self.cursor.lock() {
             Ok(mut cursor) => cursor.dir(self.fd(), rel),
             Err(_) => {
-                let mut cur = open_dir_at(self.fd(), &names[0])?;
-                for name in &names[1..] {
-                    cur = open_dir_at(cur.as_fd(), name)?;
+                let mut cur = rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())?;
+                for name in components(rel)? {
+                    cur = open_dir_at(cur.as_fd(), &name)?;
                 }
                 Ok(cur)
             }
@@ -103,22 +108,15 @@ impl Beneath {
     /// The folder that holds `rel` (made as [`Beneath::make_dirs`] makes it), open, and the
     /// last component of `rel`.
     pub fn parent(&self, rel: &Path, mode: u32) -> io::Result<(OwnedFd, CString)> {
-        let mut names = components(rel)?;
-        let Some(name) = names.pop() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "an empty path has no parent",
-            ));
-        };
+        let (parent, name) = split_last(rel, "an empty path has no parent")?;
         // Most often the folder is there already: one lookup of the whole path (through no
         // link), else made one component at a time.
-        let parent = rel.parent().unwrap_or(Path::new(""));
         if let Ok(fd) = self.dir(parent) {
             return Ok((fd, name));
         }
         let mut cur = rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())?;
-        for n in &names {
-            cur = make_dir_at(cur.as_fd(), n, mode)?;
+        for n in components(parent)? {
+            cur = make_dir_at(cur.as_fd(), &n, mode)?;
         }
         Ok((cur, name))
     }
@@ -128,15 +126,8 @@ impl Beneath {
     /// The existing entry `rel` beneath this folder, opened for reading, if it is a file (not a
     /// link); no component of `rel` is followed if it is a link.
     pub fn open_file(&self, rel: &Path) -> io::Result<std::fs::File> {
-        let mut names = components(rel)?;
-        let Some(name) = names.pop() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "an empty path names no file",
-            ));
-        };
-        let parent: PathBuf = rel.parent().map(Path::to_path_buf).unwrap_or_default();
-        let dir = self.dir(&parent)?;
+        let (parent, name) = split_last(rel, "an empty path names no file")?;
+        let dir = self.dir(parent)?;
         let fd = rustix::fs::openat(
             &dir,
             &name,
@@ -147,16 +138,34 @@ impl Beneath {
     }
 }
 
+/// `rel` (beneath the folder) as its parent and its last name; `empty` when it names nothing.
+fn split_last<'a>(rel: &'a Path, empty: &str) -> io::Result<(&'a Path, CString)> {
+    if !crate::rel::stays_beneath(rel.as_os_str().as_bytes()) {
+        return Err(out_of_folder(rel));
+    }
+    match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, cstring(name)?)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            empty.to_owned(),
+        )),
+    }
+}
+
+fn out_of_folder(rel: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} does not stay beneath its folder", rel.display()),
+    )
+}
+
 /// The components of a relative path, each a single name (no `..`, `.`, or root).
 fn components(rel: &Path) -> io::Result<Vec<CString>> {
     rel.components()
         .filter(|c| !matches!(c, Component::CurDir))
         .map(|c| match c {
             Component::Normal(n) => cstring(n),
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} does not stay beneath its folder", rel.display()),
-            )),
+            _ => Err(out_of_folder(rel)),
         })
         .collect()
 }

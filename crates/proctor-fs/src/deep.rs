@@ -50,7 +50,7 @@ impl Cursor {
     /// The folder `rel` beneath the open folder `base` (the same folder at every call), open:
     /// an error if a component is a link, is not a folder, or leads out.
     pub fn dir(&mut self, base: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
-        let want = normal(rel)?;
+        let want = crate::rel::normal(rel.as_os_str().as_bytes()).ok_or_else(out_of_folder)?;
         match self.resolve(base, &want) {
             Ok(fd) => {
                 // A folder removed since it was remembered has no links left: resolve afresh.
@@ -143,7 +143,8 @@ impl Cursor {
             self.push_mark(end, fd);
             done = end;
         }
-        self.at = want.to_vec();
+        self.at.clear();
+        self.at.extend_from_slice(want);
         match self.marks.last() {
             Some((_, fd)) => dup(fd.as_fd()),
             None => dup(base),
@@ -180,29 +181,6 @@ fn open_beneath(from: BorrowedFd<'_>, piece: &Path) -> io::Result<OwnedFd> {
 
 fn dup(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     fd.try_clone_to_owned()
-}
-
-/// `rel` as bytes with no `.` components and no trailing or doubled `/`; an error if it leads
-/// out (`..`, an absolute path).
-fn normal(rel: &Path) -> io::Result<Vec<u8>> {
-    let bytes = rel.as_os_str().as_bytes();
-    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
-    if bytes.first() == Some(&b'/') {
-        return Err(out_of_folder());
-    }
-    for name in bytes.split(|&b| b == b'/') {
-        match name {
-            b"" | b"." => {}
-            b".." => return Err(out_of_folder()),
-            _ => {
-                if !out.is_empty() {
-                    out.push(b'/');
-                }
-                out.extend_from_slice(name);
-            }
-        }
-    }
-    Ok(out)
 }
 
 fn out_of_folder() -> io::Error {
@@ -276,10 +254,10 @@ impl Deep {
     /// a link there stays a link to whoever reads it with `lstat`): `root/rel` when it is short,
     /// else its name in the folder that holds it, open.
     pub fn reach(&mut self, rel: &Path) -> io::Result<Reached> {
-        let plain = self.root.join(rel);
-        if plain.as_os_str().len() < SHORT {
+        // (The length first: a path of 20 KB is not copied only to be found too long.)
+        if self.root.as_os_str().len() + 1 + rel.as_os_str().len() < SHORT {
             return Ok(Reached {
-                path: plain,
+                path: self.root.join(rel),
                 _dir: None,
             });
         }

@@ -34,7 +34,9 @@ const OPAQUE_XATTR: &str = "user.overlay.opaque";
 /// Whether the workspace path `rel` is guarded: a `.git` entry (checked for its kind by the
 /// caller), or one of [`GUARDED`] directly in a git folder: `.git/NAME`, or
 /// `.git/modules/.../NAME` and `.git/worktrees/WT/NAME` (a submodule's or a worktree's own git
-/// folder, where git reads them too).
+/// folder, where git reads them too). The rule as it reads on a whole path; the walk of
+/// [`guarded_entries`] applies it as it goes, and a test holds the two to the same answers.
+#[cfg(test)]
 fn guarded(rel: &Path) -> bool {
     let parts: Vec<&OsStr> = rel
         .components()
@@ -82,9 +84,36 @@ pub fn guarded_entries(top: &Path) -> io::Result<Vec<PathBuf>> {
         return Ok(out);
     }
     // By open folders ([`proctor_fs::beneath::walk`]): a tree of any depth, past PATH_MAX too.
+    // Whether an entry is guarded is known from its name and from where it lies in the git
+    // folders on its way (kept as the walk goes down and up), never by reading its whole path
+    // again: a tree 10,000 levels deep is walked in linear time. The same rule as [`guarded`].
     struct Guarded<'a> {
         rel: PathBuf,
+        /// The `.git` folders on the way to `rel`, shallowest first.
+        gits: Vec<GitFolder>,
         out: &'a mut Vec<PathBuf>,
+    }
+    struct GitFolder {
+        /// How many folders of `rel` lie inside it.
+        inside: usize,
+        /// Whether the first of them is `modules` or `worktrees`.
+        nested: bool,
+    }
+    impl Guarded<'_> {
+        /// Whether `name`, in the folder `rel`, is guarded (its ancestors are not: a guarded
+        /// entry is never walked into).
+        fn guards(&self, name: &OsStr) -> bool {
+            let is_guarded_name = || GUARDED.iter().any(|g| OsStr::new(g) == name);
+            match self.gits.last() {
+                None => false,
+                Some(GitFolder { inside: 0, .. }) => is_guarded_name(),
+                Some(GitFolder {
+                    inside,
+                    nested: true,
+                }) => *inside >= 2 && is_guarded_name(),
+                Some(_) => false,
+            }
+        }
     }
     impl proctor_fs::beneath::Visit for Guarded<'_> {
         fn entry(
@@ -94,19 +123,41 @@ pub fn guarded_entries(top: &Path) -> io::Result<Vec<PathBuf>> {
             st: &rustix::fs::Stat,
         ) -> io::Result<proctor_fs::beneath::Step> {
             use std::os::unix::ffi::OsStrExt;
-            let rel = self.rel.join(OsStr::from_bytes(name.to_bytes()));
+            let name = OsStr::from_bytes(name.to_bytes());
             let dir = rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir();
-            if (is_git(&rel) && !dir) || guarded(&rel) {
-                self.out.push(rel);
+            if (name == ".git" && !dir) || self.guards(name) {
+                self.out.push(self.rel.join(name));
                 return Ok(proctor_fs::beneath::Step::Skip);
             }
             if dir {
-                self.rel = rel;
+                self.rel.push(name);
+                if let Some(g) = self.gits.last_mut() {
+                    g.inside += 1;
+                    if g.inside == 1 {
+                        g.nested = name == "modules" || name == "worktrees";
+                    }
+                }
+                if name == ".git" {
+                    self.gits.push(GitFolder {
+                        inside: 0,
+                        nested: false,
+                    });
+                }
             }
             Ok(proctor_fs::beneath::Step::Descend)
         }
-        fn leave(&mut self, _: std::os::fd::BorrowedFd<'_>, _: &std::ffi::CStr) -> io::Result<()> {
+        fn leave(
+            &mut self,
+            _: std::os::fd::BorrowedFd<'_>,
+            name: &std::ffi::CStr,
+        ) -> io::Result<()> {
             self.rel.pop();
+            if name.to_bytes() == b".git" && self.gits.last().is_some_and(|g| g.inside == 0) {
+                self.gits.pop();
+            }
+            if let Some(g) = self.gits.last_mut() {
+                g.inside -= 1;
+            }
             Ok(())
         }
     }
@@ -119,6 +170,7 @@ pub fn guarded_entries(top: &Path) -> io::Result<Vec<PathBuf>> {
         top,
         &mut Guarded {
             rel: PathBuf::new(),
+            gits: Vec::new(),
             out: &mut out,
         },
     )?;
@@ -293,6 +345,62 @@ mod tests {
         ] {
             assert!(!guarded(Path::new(p)), "{p}");
         }
+    }
+
+    #[test]
+    fn the_walk_finds_what_the_rule_guards_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        let deep_inside = format!(".git/objects/{}hooks/x", "d/".repeat(300));
+        let files = [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            ".git/info/exclude",
+            ".git/commondir",
+            ".git/config.worktree",
+            ".git/HEAD",
+            ".git/index",
+            ".git/refs/heads/config",
+            ".git/objects/ab/cdef",
+            ".git/modules/config",
+            ".git/modules/lib/config",
+            ".git/modules/lib/objects/hooks",
+            ".git/modules/a/b/hooks/x",
+            ".git/modules/m/.git/config",
+            ".git/worktrees/wt/config.worktree",
+            ".git/worktrees/wt/HEAD",
+            "sub/.git/config",
+            "sub/.git/refs/x",
+            "config",
+            "src/hooks/x.py",
+            ".gitconfig",
+            "nested/.git",
+            "after/.git/info",
+            &deep_inside,
+        ];
+        for f in files {
+            let path = top.join(f);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, "x").unwrap();
+        }
+        // What the rule selects on whole paths: each guarded entry (or `.git` that is not a
+        // folder) none of whose folders above is selected already.
+        let mut want: Vec<PathBuf> = Vec::new();
+        for e in walkdir::WalkDir::new(top).min_depth(1).sort_by_file_name() {
+            let e = e.unwrap();
+            let rel = e.path().strip_prefix(top).unwrap().to_path_buf();
+            let selected = guarded(&rel) || (is_git(&rel) && !e.file_type().is_dir());
+            if selected && !want.iter().any(|w| rel.starts_with(w)) {
+                want.push(rel);
+            }
+        }
+        let mut got = guarded_entries(top).unwrap();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(want.contains(&PathBuf::from(".git/modules/m/.git/config")));
+        assert!(want.contains(&PathBuf::from("nested/.git")));
+        assert!(!want.iter().any(|w| w.starts_with(".git/objects")));
     }
 
     #[test]
