@@ -13,7 +13,7 @@ mod bounded;
 pub mod deep;
 mod error;
 mod lock;
-pub(crate) mod rel;
+pub mod rel;
 pub mod times;
 
 pub use atomic::{atomic_write, atomic_write_unsynced, is_temp_name, sync_dir, AtomicFile};

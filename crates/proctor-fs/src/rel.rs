@@ -49,6 +49,30 @@ pub fn normal(rel: &[u8]) -> Option<Cow<'_, [u8]>> {
     Some(Cow::Owned(out))
 }
 
+/// The order of two normal relative paths ([`normal`]) component by component, as `Path`'s
+/// own: a folder before what it holds, `a/b` before `a-b`. The first difference is found by
+/// comparing blocks of bytes, so two paths 20 KB long that differ near their ends compare at
+/// the speed of `memcmp` (`Path`'s comparison goes byte by byte).
+pub fn cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let mut start = 0;
+    while start + BLOCK <= n && a[start..start + BLOCK] == b[start..start + BLOCK] {
+        start += BLOCK;
+    }
+    let first_difference = a[start..n]
+        .iter()
+        .zip(&b[start..n])
+        .position(|(x, y)| x != y)
+        .map(|i| start + i);
+    // `/` sorts before every other byte: a name ends before a longer one that starts with it.
+    let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+    match first_difference {
+        Some(i) => rank(a[i]).cmp(&rank(b[i])),
+        None => a.len().cmp(&b.len()),
+    }
+}
+
 /// Whether `rel` (which stays beneath) has no `.` component and no empty one.
 fn is_normal(rel: &[u8]) -> bool {
     if rel.is_empty() {
@@ -67,6 +91,7 @@ fn is_normal(rel: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     /// What the slow way says, component by component, for comparison.
     fn by_components(rel: &[u8]) -> Option<Vec<u8>> {
@@ -128,6 +153,39 @@ mod tests {
                     !w.is_empty(),
                     "{:?}",
                     String::from_utf8_lossy(rel)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn paths_sort_as_path_sorts_them() {
+        let long = "d/".repeat(200);
+        let mut names: Vec<String> = [
+            "a", "a/b", "a-b", "a.b", "a/b/c", "ab", "b", "a/", "a0", "a/-", "a//x", "",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        names.extend([
+            format!("{long}f"),
+            format!("{long}d"),
+            format!("{long}d/f"),
+            format!("{long}e"),
+            long.trim_end_matches('/').to_owned(),
+        ]);
+        let normal_of = |s: &String| normal(s.as_bytes()).unwrap().into_owned();
+        for x in &names {
+            for y in &names {
+                let (x, y) = (normal_of(x), normal_of(y));
+                let want = std::path::Path::new(std::ffi::OsStr::from_bytes(&x))
+                    .cmp(std::path::Path::new(std::ffi::OsStr::from_bytes(&y)));
+                assert_eq!(
+                    cmp(&x, &y),
+                    want,
+                    "{:?} {:?}",
+                    String::from_utf8_lossy(&x),
+                    String::from_utf8_lossy(&y)
                 );
             }
         }

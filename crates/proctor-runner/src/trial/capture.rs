@@ -707,7 +707,10 @@ impl Layer<'_> {
             unread.insert(u.path.clone());
         }
         unread.extend(left_out.iter().map(|l| l.path.clone()));
-        diff.changes.sort_by(|a, b| a.path.cmp(&b.path));
+        diff.changes.sort_by(|a, b| {
+            use std::os::unix::ffi::OsStrExt;
+            proctor_fs::rel::cmp(a.path.as_os_str().as_bytes(), b.path.as_os_str().as_bytes())
+        });
         let kept = capture_changes(
             self.root,
             std::mem::take(&mut diff.changes),
@@ -823,7 +826,9 @@ pub fn capture_changes(
     let mut deep = proctor_fs::Deep::open(root)?;
     for c in changes {
         let mut rec = change_record(&c);
-        let live = rec.kind != ChangeKind::Deleted && !unread.contains(&c.path);
+        // (Most often nothing is unread: no path of 20 KB is hashed to learn it.)
+        let live =
+            rec.kind != ChangeKind::Deleted && (unread.is_empty() || !unread.contains(&c.path));
         match c.entry {
             diff::EntryKind::Symlink => kept.not_files.links.insert(rec.path.clone()),
             diff::EntryKind::Other => kept.not_files.others.insert(rec.path.clone()),
