@@ -70,9 +70,9 @@ impl Beneath {
             return rustix::fs::openat(&self.root, c".", dir_flags(), Mode::empty())
                 .map_err(Into::into);
         }
-        // One call for a path the kernel takes whole; past PATH_MAX, in pieces from the folders
-        // along the last long path resolved.
-        if rel.as_os_str().len() < 4000 {
+        // One call for a short path; a longer one (past PATH_MAX too) from the folders along
+        // the last long path resolved.
+        if rel.as_os_str().len() < crate::deep::SHORT {
             match rustix::fs::openat2(&self.root, rel, dir_flags(), Mode::empty(), RESOLVE) {
                 Err(
                     rustix::io::Errno::NAMETOOLONG

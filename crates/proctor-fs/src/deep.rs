@@ -28,8 +28,12 @@ use crate::at::{dir_flags, RESOLVE};
 /// The longest piece of a path resolved in one call (under `PATH_MAX`, with room to spare).
 const PIECE: usize = 3000;
 
-/// A path longer than this is reached through an open folder ([`Deep::reach`]).
-pub const SHORT: usize = 3500;
+/// A path longer than this is reached through an open folder ([`Deep::reach`]), and resolved
+/// from the folders a [`Cursor`] holds rather than whole. Far under `PATH_MAX`: the kernel
+/// resolves a whole path one component at a time from the top, so the first 2,000 levels of a
+/// tree read in path order by whole paths would cost 2,000,000 lookups; from an open folder,
+/// one or two per path.
+pub const SHORT: usize = 1024;
 
 /// The folders a [`Cursor`] holds open along the last path it resolved.
 #[derive(Debug, Default)]
