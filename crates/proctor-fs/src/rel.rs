@@ -73,6 +73,12 @@ pub fn cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
+/// [`cmp`] of two paths.
+pub fn cmp_paths(a: &std::path::Path, b: &std::path::Path) -> std::cmp::Ordering {
+    use std::os::unix::ffi::OsStrExt;
+    cmp(a.as_os_str().as_bytes(), b.as_os_str().as_bytes())
+}
+
 /// Whether `rel` (which stays beneath) has no `.` component and no empty one.
 fn is_normal(rel: &[u8]) -> bool {
     if rel.is_empty() {

@@ -395,13 +395,9 @@ impl Laid {
 }
 
 fn finish(mut out: Vec<Change>) -> Vec<Change> {
-    use std::os::unix::ffi::OsStrExt;
     // In `Path`'s order, compared by blocks of bytes: a tree 10,000 levels deep makes paths of
     // 20 KB that share all but their ends.
-    out.sort_by(|a, b| {
-        proctor_fs::rel::cmp(a.path.as_os_str().as_bytes(), b.path.as_os_str().as_bytes())
-            .then(a.kind.cmp(&b.kind))
-    });
+    out.sort_by(|a, b| proctor_fs::rel::cmp_paths(&a.path, &b.path).then(a.kind.cmp(&b.kind)));
     // Byte equality (the paths are made by joining names): `Path`'s own compares component by
     // component from the end, which costs a whole path's depth for `d/d/.../d` beside
     // `d/d/.../d/d`, in a tree of 10,000 levels on every entry.

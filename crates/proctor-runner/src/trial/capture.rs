@@ -707,10 +707,8 @@ impl Layer<'_> {
             unread.insert(u.path.clone());
         }
         unread.extend(left_out.iter().map(|l| l.path.clone()));
-        diff.changes.sort_by(|a, b| {
-            use std::os::unix::ffi::OsStrExt;
-            proctor_fs::rel::cmp(a.path.as_os_str().as_bytes(), b.path.as_os_str().as_bytes())
-        });
+        diff.changes
+            .sort_by(|a, b| proctor_fs::rel::cmp_paths(&a.path, &b.path));
         let kept = capture_changes(
             self.root,
             std::mem::take(&mut diff.changes),
