@@ -21,10 +21,11 @@
 //! is built, and the zygote then clones the next (not sooner: making a network namespace
 //! contends with the root's mounts for the kernel's locks). So that work runs while other
 //! trials do, instead of between one trial's request and its start, and no process stands
-//! between the request and the trial's start. Nothing is reused: each trial init takes one request, and each network
-//! namespace serves one trial. A request on the host's network is handed back to the zygote,
-//! which clones a trial init for it; when one cloned ahead dies (killed from outside), the
-//! zygote reads the next request itself and clones a trial init for it.
+//! between the request and the trial's start. Nothing is reused: each trial init takes one
+//! request, and each network namespace serves one trial. A request on the host's network is
+//! handed back to the zygote, which clones a trial init for it; when one cloned ahead dies
+//! (killed from outside), the zygote reads the next request itself and clones a trial init for
+//! it.
 //!
 //! Set `PROCTOR_SANDBOX_NO_ZYGOTE=1` to execute `init_exe` for every run instead (for comparison).
 
