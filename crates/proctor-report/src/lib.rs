@@ -39,7 +39,8 @@ pub use provenance::{
     WarningKind, PROVENANCE_GATE,
 };
 pub use render::{
-    changes_section, escape_line, escape_text, ChangesOf, Exporter, Json, Markdown, Table, Terminal,
+    changes_section, escape_line, escape_text, escape_text_line, ChangesOf, Exporter, Json,
+    Markdown, Table, Terminal,
 };
 pub use side::Side;
 pub use stats::{Median, Rate, Statistic, Summary};

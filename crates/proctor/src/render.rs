@@ -39,7 +39,8 @@ pub fn diagnostic(d: &dyn miette::Diagnostic) -> String {
 }
 
 /// Prints an error and its causes to stderr, control characters escaped (a message may quote a
-/// stored trial's text).
+/// stored trial's text). A message of several lines (a list of what failed) is printed a line
+/// at a time, each further line indented under the first.
 pub fn error(err: &Error) {
     match err {
         Error::InvalidSuite { suite, problems } => {
@@ -53,23 +54,35 @@ pub fn error(err: &Error) {
             );
         }
         Error::Usage { message, hint } => {
-            errln!("error: {message}");
+            lines_of("error: ", message);
             if let Some(h) = hint {
-                errln!("  help: {h}");
+                lines_of("  help: ", h);
             }
         }
         Error::Stopped { message, hint } => {
-            errln!("error: {message}");
-            errln!("  help: {hint}");
+            lines_of("error: ", message);
+            lines_of("  help: ", hint);
         }
         Error::Other(e) => {
-            errln!("error: {e}");
+            lines_of("error: ", &e.to_string());
             for cause in e.chain().skip(1) {
-                errln!("  caused by: {cause}");
+                lines_of("  caused by: ", &cause.to_string());
             }
             if let Some(h) = err.hint() {
-                errln!("  help: {h}");
+                lines_of("  help: ", &h);
             }
         }
+    }
+}
+
+/// `text` on stderr after `label`, its further lines indented to the label's width: each line
+/// printed by [`errln!`], so its controls are escaped.
+fn lines_of(label: &str, text: &str) {
+    let indent = " ".repeat(label.chars().count());
+    for (i, line) in text.lines().enumerate() {
+        errln!("{}{line}", if i == 0 { label } else { &indent });
+    }
+    if text.is_empty() {
+        errln!("{label}");
     }
 }

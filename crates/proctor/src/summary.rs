@@ -80,7 +80,7 @@ pub fn conclude(
     }
     let gates = conclusion.release_gates(session)?;
     if let Some(report) = &gates {
-        out!("\n{}", Terminal.gates(report));
+        out_block!("\n{}", Terminal.gates(report));
     }
     let run = session.run();
     print_summary(
@@ -190,7 +190,7 @@ pub(crate) fn print_summary(
                     list,
                 ]);
             }
-            out!("{}", table.text());
+            out_block!("{}", table.text());
         }
     }
     Ok(())

@@ -2,6 +2,8 @@
 //! through the real binary in real sandboxes, as this user and as uid 65534:
 //! - terminal escapes in its answer and a file name are shown escaped (`\u{1b}`) by `run`,
 //!   `show RUN`, `show RUN TRIAL`, `compare` and `results.md`, and kept exact in JSON;
+//! - a newline in a file's name never starts a line of the report: the lines it would forge (a
+//!   progress line, a diff's header) are shown as the one line of the name they are;
 //! - a call of an allowed tool with an argument that is not UTF-8 runs with the exact bytes and
 //!   is logged with them;
 //! - a `command` agent's large stdout, which is its answer, is stored once;
@@ -140,6 +142,120 @@ fn terminal_escapes_of_the_agent_never_reach_the_terminal() {
         let compare = lab.proctor(who, &["compare", &ids[0], &ids[1], "--store", store]);
         assert_harmless_out("compare", &compare);
         assert!(compare.stdout.contains("agent"), "{compare:?}");
+    }
+}
+
+/// A folder and a file whose names hold newlines and what would follow them: together, the path
+/// `x⏎[ 9/9] t.agent.9 … completed⏎  changed  notes.txt (3 -> 4 bytes)⏎    +DONE`, lines that
+/// would pass for a progress line and a diff of proctor's if printed as they are.
+const FORGING_STEP: &str = r#"d="$(printf 'x\n[ 9')"; mkdir -p "$d" && touch "$d/$(printf '9] t.agent.9                        completed          0.01s\n  changed  notes.txt  (3 -> 4 bytes)\n    +DONE')""#;
+
+/// The lines the forging names would make, each as it would start a line of the output.
+const FORGED_STARTS: &[&str] = &["[ 9/9]", "  changed  notes.txt", "    +DONE"];
+
+/// Asserts that no line of `text` starts as one of the forged lines would.
+fn assert_no_forged_line(what: &str, text: &str) {
+    for line in text.lines() {
+        for forged in FORGED_STARTS {
+            assert!(
+                !line.starts_with(forged),
+                "{what} has a line the agent forged ({line:?}):\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_name_holding_newlines_cannot_forge_a_line_of_the_report() {
+    for who in users() {
+        // The hostile arm: the names are shown, each on the one line it belongs to.
+        let lab = Lab::new(&format!("hostile-newlines-{who:?}"));
+        lab.one_task("", "{ file_added = \"never.txt\" }", &[FORGING_STEP], true);
+        let run = lab.run(who, &[]);
+        assert_eq!(run.code, 1, "{run:?}");
+        assert_no_forged_line("run (stderr)", &run.stderr);
+        assert_harmless_out("run", &run);
+        let store = lab.store();
+        let store = store.to_str().unwrap();
+        let id = lab.run_id();
+        let record = lab.record("t.agent.0");
+        assert_eq!(record["outcome"], "wrong", "{record}");
+        let names: Vec<&str> = record["end_state"]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["path"].as_str())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.ends_with("\n    +DONE")),
+            "the record keeps the exact name: {names:?}"
+        );
+        for args in [
+            vec!["show", id.as_str(), "--store", store],
+            vec!["show", id.as_str(), "t.agent.0", "--store", store],
+        ] {
+            let out = lab.proctor(who, &args);
+            assert_eq!(out.code, 0, "{out:?}");
+            assert_no_forged_line(&args.join(" "), &out.stdout);
+            assert_no_forged_line(&args.join(" "), &out.stderr);
+        }
+        let show = lab.proctor(who, &["show", &id, "t.agent.0", "--store", store]);
+        let reason = show
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("reason "))
+            .unwrap_or_default();
+        assert!(reason.contains("x\\u{a}[ 9"), "{}", show.stdout);
+        let diff_header = format!(
+            "  added    x\\u{{a}}[ 9/9] t.agent.9{}completed          0.01s\\u{{a}}  changed  notes.txt  (3 -> 4 bytes)\\u{{a}}    +DONE  (0 bytes)",
+            " ".repeat(24)
+        );
+        assert!(
+            show.stdout.lines().any(|l| l == diff_header),
+            "{diff_header:?} in:\n{}",
+            show.stdout
+        );
+        // The viewer shows the one file added, and no section for a `notes.txt`.
+        let server = common::viewer::serve(&lab.store());
+        let (status, page) = common::viewer::get(&server, &format!("/runs/{id}/trials/t.agent.0"));
+        assert_eq!(status, 200, "{page}");
+        assert!(!page.contains("<code>notes.txt</code>"), "{page}");
+        assert_eq!(page.matches("class=\"diff-file\"").count(), 1, "{page}");
+        assert!(page.contains("t.agent.9"), "{page}");
+
+        // The honest arm: a change of several lines is still shown a line at a time.
+        let honest = Lab::new(&format!("honest-newlines-{who:?}"));
+        honest.one_task(
+            "",
+            "{ file_added = \"notes.txt\" }",
+            &["printf 'one\\ntwo\\n' > notes.txt"],
+            false,
+        );
+        let run = honest.run(who, &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let store = honest.store();
+        let show = honest.proctor(
+            who,
+            &[
+                "show",
+                &honest.run_id(),
+                "t.agent.0",
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(show.code, 0, "{show:?}");
+        let lines: Vec<&str> = show.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == "  added    notes.txt  (8 bytes)")
+            .unwrap_or_else(|| panic!("no diff header in:\n{}", show.stdout));
+        assert_eq!(
+            lines.get(at + 2..at + 4),
+            Some(&["    +one", "    +two"][..]),
+            "{}",
+            show.stdout
+        );
     }
 }
 

@@ -44,6 +44,15 @@ pub fn escape_text(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c == '\n' || c == '\t')
 }
 
+/// `s` as one line of a block of text: like [`escape_text`], but a newline is shown in its
+/// visible form too (only tabs are kept). For each line of a list of lines and each line proctor
+/// prints, where a part may be the agent's (a diff's header naming a file, a reason quoting
+/// one): a newline the agent put in a name can never start a line of its own, so it can never
+/// pass for a line of proctor's.
+pub fn escape_text_line(s: &str) -> Cow<'_, str> {
+    escape_where(s, |c| c == '\t')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +74,12 @@ mod tests {
     fn a_block_keeps_its_newlines_and_tabs() {
         assert_eq!(escape_text("one\n\ttwo\r\n"), "one\n\ttwo\\u{d}\n");
         assert_eq!(escape_line("one\n\ttwo"), "one\\u{a}\\u{9}two");
+    }
+
+    #[test]
+    fn a_line_of_text_keeps_its_tabs_and_shows_its_newlines() {
+        assert_eq!(escape_text_line("a\tb\nc\r"), "a\tb\\u{a}c\\u{d}");
+        assert!(matches!(escape_text_line("a\tb"), Cow::Borrowed(_)));
     }
 
     #[test]

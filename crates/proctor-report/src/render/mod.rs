@@ -16,7 +16,7 @@ use crate::compare::Comparison;
 use crate::gate_report::GateReport;
 
 pub use changes::{changes_section, ChangesOf};
-pub use escape::{escape_line, escape_text};
+pub use escape::{escape_line, escape_text, escape_text_line};
 pub use table::Table;
 
 /// Turns the report stage's outputs into text of one format.

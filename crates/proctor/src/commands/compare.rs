@@ -102,10 +102,10 @@ fn print(
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::new)?
         );
     } else {
-        out!("{}", exporter.comparison(comparison));
+        out_block!("{}", exporter.comparison(comparison));
         if let Some(g) = gates {
             outln!();
-            out!("{}", exporter.gates(g));
+            out_block!("{}", exporter.gates(g));
         }
     }
     Ok(())

@@ -66,7 +66,7 @@ pub fn list(store_dir: &Path, format: Format) -> Result<Status, Error> {
                     outcomes,
                 ]);
             }
-            out!("{}", t.text());
+            out_block!("{}", t.text());
             if runs.is_empty() && damaged_runs.is_empty() {
                 errln!("no runs in {}", store_dir.display());
             }
@@ -208,7 +208,7 @@ fn show_run(
             reason,
         ]);
     }
-    out!("{}", t.text());
+    out_block!("{}", t.text());
     if !named.lists.is_empty() {
         outln!();
         for (name, list) in &named.lists {
@@ -217,7 +217,7 @@ fn show_run(
     }
     if let Some(g) = &o.gates {
         outln!();
-        out!("{}", proctor_report::Terminal.gates(g));
+        out_block!("{}", proctor_report::Terminal.gates(g));
     }
     if only.task.is_some() || only.outcome.is_some() {
         errln!("{} trial(s) listed{}", o.trials.len(), only_words(only));
@@ -278,7 +278,7 @@ fn print_cells(o: &RunOverview) {
             list,
         ]);
     }
-    out!("{}", grid.text());
+    out_block!("{}", grid.text());
 }
 
 fn show_trial(
@@ -385,7 +385,7 @@ fn print_sitting(s: &proctor_runner::record::SittingRecord) {
         }
     );
     match &s.notes {
-        Some(n) => outln!("notes\n  {}", n.trim().replace('\n', "\n  ")),
+        Some(n) => out_block!("notes\n  {}\n", n.trim().replace('\n', "\n  ")),
         None => outln!("notes      none"),
     }
 }
@@ -463,12 +463,12 @@ fn print_head(r: &TrialRecord) {
         a.wall_seconds,
         a.cpu_seconds.map_or("-".into(), |c| format!("{c:.2}s"))
     );
-    outln!(
-        "\nanswer\n  {}",
+    out_block!(
+        "\nanswer\n  {}\n",
         r.end_state.answer.trim().replace('\n', "\n  ")
     );
     if let Some(c) = &r.end_state.conversation {
-        out!("{}", conversation_lines(c));
+        out_block!("{}", conversation_lines(c));
     }
     if let Some(s) = &r.sitting {
         print_sitting(s);
@@ -477,11 +477,11 @@ fn print_head(r: &TrialRecord) {
         print_setup(s);
     }
     let end = &r.end_state;
-    out!(
+    out_block!(
         "{}",
         changes_section(ChangesOf::Workspace, &end.changes, end.changes_omitted)
     );
-    out!(
+    out_block!(
         "{}",
         changes_section(ChangesOf::Root, &end.root_changes, end.root_changes_omitted)
     );

@@ -85,10 +85,10 @@ pub(crate) fn run(suite: Suite, asked: Asked<'_>, images: Images<'_>) -> Result<
     };
     let report = proctor_runner::oracle::run(suite, &store, request, &options)
         .map_err(proctor_runner::RunError::from)?;
-    out!("{}", table(&report).text());
+    out_block!("{}", table(&report).text());
     print_unexpected(&report);
     let summary = OracleSummary::of(&suite_id, &report, provisioned.counts, &no_image);
-    errln!("\n{}", summary.text().trim_end());
+    err_block!("\n{}\n", summary.text().trim_end());
     if let Some(path) = asked.json {
         write_json(path, &summary)?;
     }

@@ -160,7 +160,7 @@ fn print_plan(plan: &Plan, format: Format) -> Result<(), Error> {
                         .map_or("-".to_string(), |m| m.name.clone()),
                 ]);
             }
-            out!("{}", table.text());
+            out_block!("{}", table.text());
             errln!(
                 "{} trial(s) planned; nothing executed (--dry-run)",
                 plan.trials.len()
