@@ -14,7 +14,7 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 
-use common::lab::{users, As, Lab, RunOut};
+use common::lab::{change_paths, users, As, Lab, RunOut};
 
 /// The answer: OSC 52 (write the clipboard), BEL, and "clear the screen".
 const ANSWER: &str = "hello \x1b]52;c;aGk=\x07 \x1b[2J";
@@ -83,12 +83,7 @@ fn terminal_escapes_of_the_agent_never_reach_the_terminal() {
         // The exact text is in the record (JSON escapes it).
         let record = lab.record("t.agent.0");
         assert_eq!(record["end_state"]["answer"], ANSWER);
-        let names: Vec<&str> = record["end_state"]["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["path"].as_str())
-            .collect();
+        let names = change_paths(&record);
         assert!(names.contains(&"name\x1b[31mred"), "{names:?}");
 
         let show_run = lab.proctor(who, &["show", &id, "--store", store]);
@@ -175,31 +170,21 @@ fn a_name_holding_newlines_cannot_forge_a_line_of_the_report() {
         assert_eq!(run.code, 1, "{run:?}");
         assert_no_forged_line("run (stderr)", &run.stderr);
         assert_harmless_out("run", &run);
-        let store = lab.store();
-        let store = store.to_str().unwrap();
         let id = lab.run_id();
         let record = lab.record("t.agent.0");
         assert_eq!(record["outcome"], "wrong", "{record}");
-        let names: Vec<&str> = record["end_state"]["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["path"].as_str())
-            .collect();
+        let names = change_paths(&record);
         assert!(
             names.iter().any(|n| n.ends_with("\n    +DONE")),
             "the record keeps the exact name: {names:?}"
         );
-        for args in [
-            vec!["show", id.as_str(), "--store", store],
-            vec!["show", id.as_str(), "t.agent.0", "--store", store],
-        ] {
-            let out = lab.proctor(who, &args);
+        for args in [vec![id.as_str()], vec![id.as_str(), "t.agent.0"]] {
+            let out = lab.show(who, &args);
             assert_eq!(out.code, 0, "{out:?}");
-            assert_no_forged_line(&args.join(" "), &out.stdout);
-            assert_no_forged_line(&args.join(" "), &out.stderr);
+            assert_no_forged_line(&format!("show {}", args.join(" ")), &out.stdout);
+            assert_no_forged_line(&format!("show {}", args.join(" ")), &out.stderr);
         }
-        let show = lab.proctor(who, &["show", &id, "t.agent.0", "--store", store]);
+        let show = lab.show(who, &[&id, "t.agent.0"]);
         let reason = show
             .stdout
             .lines()
@@ -233,17 +218,7 @@ fn a_name_holding_newlines_cannot_forge_a_line_of_the_report() {
         );
         let run = honest.run(who, &[]);
         assert_eq!(run.code, 0, "{run:?}");
-        let store = honest.store();
-        let show = honest.proctor(
-            who,
-            &[
-                "show",
-                &honest.run_id(),
-                "t.agent.0",
-                "--store",
-                store.to_str().unwrap(),
-            ],
-        );
+        let show = honest.show(who, &[&honest.run_id(), "t.agent.0"]);
         assert_eq!(show.code, 0, "{show:?}");
         let lines: Vec<&str> = show.stdout.lines().collect();
         let at = lines

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::lab::{real_isolation, users, Lab};
+use common::lab::{change_paths, real_isolation, users, Lab};
 use serde_json::Value;
 
 fn lab(name: &str) -> Lab {
@@ -112,12 +112,7 @@ fn each_step_is_checked_in_the_trial_and_min_reward_stops_the_rest() {
         assert_eq!(s["steps"][0]["reward_from"], "reward.txt");
         assert_eq!(s["steps"][1]["reward"], 1.0, "{who:?}: {s:#}");
         assert!(s.get("stopped_early").is_none(), "{who:?}: {s:#}");
-        let changed: Vec<&str> = r["end_state"]["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["path"].as_str())
-            .collect();
+        let changed = change_paths(&r);
         assert!(
             changed.contains(&"config.txt"),
             "the step's file was laid in: {changed:?}"

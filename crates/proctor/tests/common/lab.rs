@@ -89,6 +89,14 @@ pub fn real_isolation(record: &serde_json::Value, copy: bool) -> bool {
     real
 }
 
+/// The workspace paths a trial record lists as changed, in its order.
+pub fn change_paths(record: &serde_json::Value) -> Vec<&str> {
+    record["end_state"]["changes"]
+        .as_array()
+        .map(|changes| changes.iter().filter_map(|c| c["path"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 /// What a run printed.
 #[derive(Debug)]
 pub struct RunOut {
@@ -194,9 +202,18 @@ impl Lab {
         self.write("agents/agent/t.toml", &script)
     }
 
-    /// `proctor ARGS` with `--store` set, as `who`.
+    /// `proctor ARGS` as `who`, in the lab's folder.
     pub fn proctor(&self, who: As, args: &[&str]) -> RunOut {
         self.proctor_env(who, args, &[])
+    }
+
+    /// `proctor show ARGS --store STORE` of the lab's store, as `who`.
+    pub fn show(&self, who: As, args: &[&str]) -> RunOut {
+        let store = self.store();
+        let mut all = vec!["show"];
+        all.extend_from_slice(args);
+        all.extend(["--store", store.to_str().unwrap()]);
+        self.proctor(who, &all)
     }
 
     /// Asserts that `proctor validate` refuses the lab's suite with a diagnostic saying
