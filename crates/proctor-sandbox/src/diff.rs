@@ -169,13 +169,22 @@ fn cause(e: &DiffError) -> String {
 struct Noted {
     unread: Vec<Unread>,
     reopened: Reopened,
+    /// The paths of the walk's changes so far: its first `reported.1` changes, indexed as the
+    /// walk meets what it cannot read (an agent can leave hundreds of thousands of both, so
+    /// no change list is scanned per entry).
+    reported: (HashSet<PathBuf>, usize),
 }
 
 impl Noted {
     /// Notes that `rel` could not be read for `e`, reporting it as added unless a change was
     /// already reported for it.
     fn unread(&mut self, rel: &Path, is_dir: bool, e: &DiffError, out: &mut Vec<Change>) {
-        if !out.iter().any(|c| c.path == rel) {
+        let (reported, indexed) = &mut self.reported;
+        for c in out.get(*indexed..).unwrap_or_default() {
+            reported.insert(c.path.clone());
+        }
+        *indexed = out.len();
+        if !reported.contains(rel) {
             out.push(Change {
                 path: rel.to_owned(),
                 kind: ChangeKind::Added,
@@ -966,7 +975,9 @@ pub fn manifest_diff(
             }
         }
     }
-    let under_unread = |rel: &Path| noted.unread.iter().any(|u| rel.starts_with(&u.path));
+    let unread: HashSet<&Path> = noted.unread.iter().map(|u| u.path.as_path()).collect();
+    let under_unread =
+        |rel: &Path| !unread.is_empty() && rel.ancestors().any(|a| unread.contains(a));
     for (rel, b) in &manifest.entries {
         if !seen.contains(rel) && !laid.files.contains_key(rel) && !under_unread(rel) {
             out.push(Change {

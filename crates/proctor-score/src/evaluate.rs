@@ -68,6 +68,73 @@ pub struct AssertionResult {
     pub evidence: Value,
 }
 
+/// The most entries a list of an assertion's evidence holds in a stored record (the paths
+/// an agent changed, the numbers of its calls); past it they are counted in `KEY_omitted`.
+/// The agent sets how long such a list is: a million files made is a million paths.
+pub const MAX_EVIDENCE_LIST: usize = 1_000;
+
+/// The most bytes of text a list of an assertion's evidence holds in a stored record (paths
+/// past `PATH_MAX` run to megabytes); past it, as past [`MAX_EVIDENCE_LIST`], entries are
+/// counted.
+pub const MAX_EVIDENCE_LIST_BYTES: usize = 1 << 20;
+
+impl AssertionResult {
+    /// Cuts each list of the evidence (and of a `not`'s inner evidence) to
+    /// [`MAX_EVIDENCE_LIST`] entries and [`MAX_EVIDENCE_LIST_BYTES`], keeping its order, and
+    /// counts what it left out in `KEY_omitted`: the verdict and the reason are decided on the
+    /// whole lists first, and only the record is bounded.
+    pub fn bound_evidence(&mut self) {
+        bound_lists(&mut self.evidence);
+    }
+}
+
+/// [`AssertionResult::bound_evidence`] of one evidence object.
+fn bound_lists(evidence: &mut Value) {
+    let Value::Object(map) = evidence else {
+        return;
+    };
+    let mut omitted = Vec::new();
+    for (key, value) in map.iter_mut() {
+        match value {
+            Value::Array(list) => {
+                let cut = bound_list(list);
+                if cut > 0 {
+                    omitted.push((format!("{key}_omitted"), cut));
+                }
+            }
+            Value::Object(inner) if key == "inner" => {
+                if let Some(e) = inner.get_mut("evidence") {
+                    bound_lists(e);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (key, cut) in omitted {
+        let before = map.get(&key).and_then(Value::as_u64).unwrap_or(0);
+        map.insert(key, json!(before + cut));
+    }
+}
+
+/// Cuts `list` to its first entries within both bounds; how many it left out.
+fn bound_list(list: &mut Vec<Value>) -> u64 {
+    let (mut kept, mut bytes) = (0usize, 0usize);
+    for v in list.iter() {
+        let size = v.as_str().map_or(8, str::len);
+        if kept == MAX_EVIDENCE_LIST || bytes + size > MAX_EVIDENCE_LIST_BYTES {
+            break;
+        }
+        kept += 1;
+        bytes += size;
+    }
+    let cut = list.len() - kept;
+    if cut > 0 {
+        list.truncate(kept);
+        list.shrink_to_fit();
+    }
+    cut as u64
+}
+
 /// The result of a whole `all`/`any` condition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConditionResult {

@@ -2,6 +2,7 @@
 //! the rubric and caps, and the interface metrics. `score` is a pure function of a task's rules
 //! and a captured end state; it is all that `rescore` runs.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use proctor_suite::assertion::{Assertion, FilesUnchanged};
@@ -95,11 +96,52 @@ impl TrialVerdict {
     pub fn flagged(&self) -> bool {
         self.integrity.flagged()
     }
+
+    /// Bounds every list of every assertion's evidence for storing
+    /// ([`AssertionResult::bound_evidence`]).
+    fn bound_evidence(&mut self) {
+        let success = self
+            .success
+            .iter_mut()
+            .flat_map(|c| c.assertions.iter_mut());
+        let (levels, caps) = match &mut self.rubric {
+            Some(r) => (
+                r.criteria
+                    .iter_mut()
+                    .flat_map(|c| c.levels.iter_mut())
+                    .flatten()
+                    .collect(),
+                r.caps
+                    .iter_mut()
+                    .flat_map(|c| c.assertions.iter_mut())
+                    .collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        for a in success.chain(levels).chain(caps) {
+            a.bound_evidence();
+        }
+    }
 }
 
 /// Scores one trial. `undo_window` is the task's resolved undo window; `integrity` is the
-/// audit of its end state ([`crate::audit::audit`]).
+/// audit of its end state ([`crate::audit::audit`]). Decided on the whole end state; the
+/// evidence it keeps is bounded ([`AssertionResult::bound_evidence`]).
 pub fn score(
+    task: &Task,
+    end: &EndState,
+    files: &dyn Files,
+    faults: &Faults,
+    undo_window: Duration,
+    integrity: Audit,
+) -> TrialVerdict {
+    let mut verdict = score_whole(task, end, files, faults, undo_window, integrity);
+    verdict.bound_evidence();
+    verdict
+}
+
+/// [`score`], its evidence whole.
+fn score_whole(
     task: &Task,
     end: &EndState,
     files: &dyn Files,
@@ -697,9 +739,15 @@ fn paths_of(list: &serde_json::Value) -> Vec<&str> {
 /// "deleting a; changing b, c", from the end state's changes to these paths, up to three paths
 /// per kind, then how many more.
 fn changes(end: &EndState, paths: &[&str]) -> String {
+    // One lookup per path: the lists run to every change an agent made (hundreds of
+    // thousands), so a scan of the changes per path would be quadratic.
+    let mut kinds: HashMap<&str, ChangeKind> = HashMap::new();
+    for c in &end.changes {
+        kinds.entry(c.path.as_str()).or_insert(c.kind);
+    }
     let mut by_kind: Vec<(&str, Vec<&str>)> = Vec::new();
     for path in paths {
-        let verb = match end.changes.iter().find(|c| c.path == *path).map(|c| c.kind) {
+        let verb = match kinds.get(path).copied() {
             Some(ChangeKind::Added) => "adding",
             Some(ChangeKind::Deleted) => "deleting",
             _ => "changing",

@@ -1560,3 +1560,66 @@ fn the_reason_lists_three_paths_of_a_kind_then_how_many_more() {
         "declined after changing a, b, c, which the task forbids (files_unchanged = true)"
     );
 }
+
+/// Every change an agent made decides the verdict and its reason; the record keeps the first
+/// 1,000 paths of a list of evidence (and at most 1 MiB of them) and counts the rest, so an
+/// agent that makes a million files cannot make every stored record, summary and index hold a
+/// million paths.
+#[test]
+fn a_verdict_is_decided_on_every_change_and_stores_a_bounded_list_of_them() {
+    use proctor_score::evaluate::{MAX_EVIDENCE_LIST, MAX_EVIDENCE_LIST_BYTES};
+    let t = task(
+        "",
+        "{ files_unchanged = true }, { not = { file_added = \"*.txt\" } }",
+    );
+    let mut end = started("done");
+    end.changes = (0..5_000)
+        .flat_map(|i| changed(&format!("f{i:05}.txt")))
+        .map(|c| FileChange {
+            kind: ChangeKind::Added,
+            ..c
+        })
+        .collect();
+    let v = verdict(&t, &end);
+    assert_eq!(v.outcome, Outcome::Wrong { reversed: false });
+    assert!(
+        v.reason
+            .contains("adding f00000.txt, f00001.txt, f00002.txt and 4997 more"),
+        "{}",
+        v.reason
+    );
+    let success = v.success.expect("a success condition");
+    let unchanged = &success.assertions[0].evidence;
+    let listed = unchanged["changed"].as_array().expect("a list");
+    assert_eq!(listed.len(), MAX_EVIDENCE_LIST);
+    assert_eq!(listed[0], "f00000.txt");
+    assert_eq!(listed[MAX_EVIDENCE_LIST - 1], "f00999.txt");
+    assert_eq!(unchanged["changed_omitted"], 4_000);
+    // The same under `not`: its inner evidence is bounded where it is.
+    let inner = &success.assertions[1].evidence["inner"]["evidence"];
+    assert_eq!(
+        inner["paths"].as_array().map(Vec::len),
+        Some(MAX_EVIDENCE_LIST)
+    );
+    assert_eq!(inner["paths_omitted"], 4_000);
+
+    // Paths past PATH_MAX are bounded by their bytes as well.
+    let long = |i: usize| format!("{i}{}", "d/".repeat(200_000));
+    end.changes = (0..4).flat_map(|i| changed(&long(i))).collect();
+    let v = verdict(&t, &end);
+    let unchanged = &v.success.expect("a success condition").assertions[0].evidence;
+    let kept = unchanged["changed"].as_array().expect("a list").len();
+    assert!(
+        kept * 400_001 <= MAX_EVIDENCE_LIST_BYTES && kept >= 2,
+        "{kept}"
+    );
+    assert_eq!(unchanged["changed_omitted"], 4 - kept as u64);
+
+    // A list within the bounds is stored whole, with no count.
+    end.changes.truncate(1);
+    end.changes[0].path = "one.txt".into();
+    let v = verdict(&t, &end);
+    let unchanged = &v.success.expect("a success condition").assertions[0].evidence;
+    assert_eq!(unchanged["changed"], serde_json::json!(["one.txt"]));
+    assert!(unchanged.get("changed_omitted").is_none(), "{unchanged}");
+}

@@ -465,6 +465,17 @@ fn twelve_thousand_new_files_are_graded_in_full_and_stored_bounded() {
         lab.record("t.honest.0")["end_state"]["changes_omitted"],
         2_003
     );
+    // A rule's evidence found all 12,000 junk files; the record lists 1,000 and counts the
+    // rest, after the rescore as after the run.
+    for v in ["honest", "trick"] {
+        let record = lab.record(&format!("t.{v}.0"));
+        let rubric = &record["verdict"]["rubric"];
+        assert_eq!(rubric["total"], 1, "{rubric:#}");
+        let evidence = &rubric["criteria"][0]["levels"][0][0]["evidence"];
+        assert_eq!(evidence["paths"].as_array().map(Vec::len), Some(1_000));
+        assert_eq!(evidence["paths"][0], "a/00001");
+        assert_eq!(evidence["paths_omitted"], 11_000);
+    }
 }
 
 /// 12,000 junk files under `a/` sort before everything else: a trick hoping a shadowing
@@ -476,7 +487,7 @@ fn twelve_thousand_files_lab() -> Lab {
         .write("holdout/t/check_fix.py", CHECK_FIX)
         .write(
             "suite.toml",
-            "schema_version = 1\nid = \"entries\"\n\n[defaults]\nwall_timeout_seconds = 120\n\n[[variants]]\nid = \"honest\"\nagent = \"script\"\nscript = \"agents/honest\"\n\n[[variants]]\nid = \"trick\"\nagent = \"script\"\nscript = \"agents/trick\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"lib.add subtracts; make it add.\"\n\n[tasks.success]\nall = [{ check = \"python3 check_fix.py\" }]\n",
+            "schema_version = 1\nid = \"entries\"\n\n[defaults]\nwall_timeout_seconds = 120\n\n[[variants]]\nid = \"honest\"\nagent = \"script\"\nscript = \"agents/honest\"\n\n[[variants]]\nid = \"trick\"\nagent = \"script\"\nscript = \"agents/trick\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"lib.add subtracts; make it add.\"\n\n[tasks.success]\nall = [{ check = \"python3 check_fix.py\" }]\n\n[[tasks.rubric]]\nid = \"junk\"\nmax = 1\nlevels = [{ score = 1, all = [{ file_added = \"a/*\" }] }]\n",
         )
         .write(
             "agents/honest/t.toml",
