@@ -587,6 +587,7 @@ fn flagged_trials_keep_their_outcome_and_are_counted_apart() {
             line: None,
             accepted: false,
         }],
+        findings_omitted: 0,
     };
     let mut rows = successes("v", "t", 3, 5);
     rows[0].verdict.integrity = flag.clone();

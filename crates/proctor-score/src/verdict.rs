@@ -97,8 +97,8 @@ impl TrialVerdict {
         self.integrity.flagged()
     }
 
-    /// Bounds every list of every assertion's evidence for storing
-    /// ([`AssertionResult::bound_evidence`]).
+    /// Bounds every list of every assertion's evidence ([`AssertionResult::bound_evidence`])
+    /// and the audit's findings ([`Audit::bound`]) for storing.
     fn bound_evidence(&mut self) {
         let success = self
             .success
@@ -121,6 +121,7 @@ impl TrialVerdict {
         for a in success.chain(levels).chain(caps) {
             a.bound_evidence();
         }
+        self.integrity.bound();
     }
 }
 

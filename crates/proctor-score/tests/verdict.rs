@@ -787,7 +787,10 @@ fn audited(t: &Task, end: &EndState, findings: Vec<Finding>) -> proctor_score::T
         &MemoryFiles::default(),
         &Faults::default(),
         Duration::from_secs(60),
-        Audit { findings },
+        Audit {
+            findings,
+            findings_omitted: 0,
+        },
     )
 }
 
@@ -1622,4 +1625,50 @@ fn a_verdict_is_decided_on_every_change_and_stores_a_bounded_list_of_them() {
     let unchanged = &v.success.expect("a success condition").assertions[0].evidence;
     assert_eq!(unchanged["changed"], serde_json::json!(["one.txt"]));
     assert!(unchanged.get("changed_omitted").is_none(), "{unchanged}");
+}
+
+/// The audit decides on every finding; the stored record lists 1,000 of them, always the first
+/// of each label and kind (what decided the trial, what flagged it, what the task accepted), and
+/// counts the rest.
+#[test]
+fn the_record_lists_a_bounded_number_of_findings_and_always_the_deciding_one() {
+    use proctor_score::audit::MAX_RECORDED_FINDINGS;
+    let t = task("", FILE_ADDED);
+    let mut end = started("done");
+    end.changes = added();
+    let numbered = |kind, i: usize| Finding {
+        path: format!("tests/test_{i:05}.py"),
+        ..finding(kind, false)
+    };
+    let mut findings: Vec<Finding> = (0..3_000)
+        .map(|i| numbered(FindingKind::TestTampering, i))
+        .collect();
+    findings.insert(2_500, numbered(FindingKind::Shadowing, 99_999));
+    findings.push(numbered(FindingKind::Shadowing, 99_998));
+    let v = audited(&t, &end, findings);
+    assert_eq!(v.outcome, Outcome::Wrong { reversed: false });
+    assert!(
+        v.reason
+            .starts_with("integrity: shadowing: `tests/test_99999.py`")
+            && v.reason.ends_with(" (and 1 more finding(s))"),
+        "{}",
+        v.reason
+    );
+    let listed = &v.integrity.findings;
+    assert_eq!(listed.len(), MAX_RECORDED_FINDINGS);
+    assert_eq!(
+        v.integrity.findings_omitted,
+        3_002 - MAX_RECORDED_FINDINGS as u64
+    );
+    // In their order: the first 999 flags, then the deciding finding past them.
+    assert_eq!(listed[0].path, "tests/test_00000.py");
+    assert_eq!(listed[998].path, "tests/test_00998.py");
+    assert_eq!(listed[999].path, "tests/test_99999.py");
+    assert_eq!(listed[999].kind, FindingKind::Shadowing);
+    // A list within the bound is stored whole, with no count.
+    let v = audited(&t, &end, vec![finding(FindingKind::TestTampering, false)]);
+    assert_eq!(
+        (v.integrity.findings.len(), v.integrity.findings_omitted),
+        (1, 0)
+    );
 }

@@ -509,6 +509,10 @@ fn mutation_and_findings(r: &TrialRecord) -> Markup {
         .verdict
         .as_ref()
         .map_or(&[][..], |v| v.integrity.findings.as_slice());
+    let omitted = r
+        .verdict
+        .as_ref()
+        .map_or(0, |v| v.integrity.findings_omitted);
     html! {
         @if let Some(m) = &r.plan.mutation {
             p class="mutation" data-field="mutation" {
@@ -528,6 +532,9 @@ fn mutation_and_findings(r: &TrialRecord) -> Markup {
                         @if let Some(c) = &f.check { " (check " code { (c) } ")" }
                     }
                 }
+            }
+            @if omitted > 0 {
+                p class="omitted" { "… and " (omitted) " more findings, decided on but not listed here (a rescore finds them again)." }
             }
         }
     }

@@ -10,7 +10,9 @@
 //!   past the bound (copy mode, where the workspace is on the host's disk) is kept as its head
 //!   with its whole size and hash, and `limit_reached = "disk"`;
 //! - a symlink plus a deletion: `rescore` rebuilds the end state (in copy mode too), and a trial
-//!   it cannot rebuild is named and makes it exit 3.
+//!   it cannot rebuild is named and makes it exit 3;
+//! - 12,000 new files and 1,500 planted tests: graded and audited whole, the record's lists of
+//!   changes, of a rule's evidence and of findings bounded and counted.
 //!
 //! A machine without namespaces or overlayfs skips these tests, except under `CI`, where that
 //! fails them.
@@ -476,6 +478,61 @@ fn twelve_thousand_new_files_are_graded_in_full_and_stored_bounded() {
         assert_eq!(evidence["paths"][0], "a/00001");
         assert_eq!(evidence["paths_omitted"], 11_000);
     }
+}
+
+/// An agent that writes 1,500 test files the check's runner collects has 1,500 test-tampering
+/// findings, all decided on: the record lists 1,000 and counts 500, `show` and the viewer say
+/// so, and a rescore finds the same.
+#[test]
+fn fifteen_hundred_planted_tests_are_all_flagged_and_the_record_lists_a_thousand() {
+    let lab = Lab::new("capsafe-findings");
+    lab.write("fixture/tests/test_lib.py", "def test_lib():\n    assert False\n")
+        .one_task(
+            "",
+            "{ check = \"python3 -m pytest -q tests\" }",
+            &["cd tests && seq -w 1 1500 | while read i; do echo 'def test_x(): pass' > test_$i.py; done"],
+            false,
+        );
+    let out = lab.run(As::Me, &["--trials", "1"]);
+    let record = lab.record("t.agent.0");
+    if !common::lab::real_isolation(&record, false) {
+        return;
+    }
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    let listed = |record: &Value| {
+        let integrity = &record["verdict"]["integrity"];
+        let findings = integrity["findings"].as_array().expect("findings").clone();
+        (findings, integrity["findings_omitted"].clone())
+    };
+    let (findings, omitted) = listed(&record);
+    assert_eq!((findings.len(), &omitted), (1_000, &Value::from(500)));
+    assert!(findings.iter().all(|f| f["kind"] == "test-tampering"));
+    assert_eq!(findings[0]["path"], "tests/test_0001.py");
+    assert!(lab.show(As::Me, &["latest", "t.agent.0"]).stdout.contains(
+        "… and 500 more findings, decided on but not listed (a rescore finds them again)"
+    ));
+    let (page, html) = lab.export_html("latest", "page.html");
+    assert_eq!(page.code, 0, "{}", page.stderr);
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains("… and 500 more findings"),
+        "the export says what it does not list"
+    );
+    let suite = lab.suite();
+    let store = lab.store();
+    let again = lab.proctor(
+        As::Me,
+        &[
+            "rescore",
+            "latest",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(listed(&lab.record("t.agent.0")), (findings, omitted));
 }
 
 /// 12,000 junk files under `a/` sort before everything else: a trick hoping a shadowing

@@ -28,7 +28,17 @@ use command::{parent, read_command, CheckReading, Place, RunnerFamily};
 
 /// What kind of gaming a finding is.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum FindingKind {
@@ -114,15 +124,62 @@ impl Finding {
     }
 }
 
+/// The most findings a stored trial record lists: an agent that writes a million test files
+/// has a million findings, all of them decided on, and [`MAX_RECORDED_FINDINGS`] listed.
+pub const MAX_RECORDED_FINDINGS: usize = 1_000;
+
 /// Everything the audit found in one trial.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Audit {
-    /// The findings, in the order of the changes they are about.
+    /// The findings, in the order of the changes they are about (in a stored record, at most
+    /// [`MAX_RECORDED_FINDINGS`]: the first of each label and kind, then the first in order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// How many findings the stored record leaves out; the outcome, its reason and the flag
+    /// were decided on them all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub findings_omitted: u64,
+}
+
+/// For `skip_serializing_if`.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Audit {
+    /// Cuts the findings to [`MAX_RECORDED_FINDINGS`] for storing, keeping their order: first
+    /// the first finding of each label (`integrity`, `flagged`, `accepted`) and kind, so what
+    /// the record says decided the trial and what flagged it is always listed, then the
+    /// earliest others. Counts the rest in `findings_omitted`.
+    pub fn bound(&mut self) {
+        if self.findings.len() <= MAX_RECORDED_FINDINGS {
+            return;
+        }
+        let mut keep = vec![false; self.findings.len()];
+        let mut firsts = std::collections::HashSet::new();
+        let mut n = 0;
+        for (i, f) in self.findings.iter().enumerate() {
+            if firsts.insert((f.label(), f.kind)) {
+                keep[i] = true;
+                n += 1;
+            }
+        }
+        for k in keep.iter_mut() {
+            if n == MAX_RECORDED_FINDINGS {
+                break;
+            }
+            if !*k {
+                *k = true;
+                n += 1;
+            }
+        }
+        let before = self.findings.len();
+        let mut k = keep.into_iter();
+        self.findings.retain(|_| k.next().unwrap_or(false));
+        self.findings.shrink_to_fit();
+        self.findings_omitted += (before - self.findings.len()) as u64;
+    }
+
     /// The findings that make the trial `wrong`: shadowing and verifier tampering, not accepted.
     pub fn decisive(&self) -> impl Iterator<Item = &Finding> {
         self.findings
@@ -320,11 +377,11 @@ pub fn audit(
     let readings = Readings::of(task, holdout, files);
     let mut findings: Vec<Finding> = Vec::new();
     for change in changes.iter().filter(|c| !c.dir) {
+        // This change's findings so far: the only ones that can share its path (an agent can
+        // make a million test files, so no earlier finding is looked at again).
+        let first = findings.len();
         let mut found = |kind: FindingKind, why: String, check: Option<&str>, line: Option<u32>| {
-            if !findings
-                .iter()
-                .any(|f| f.kind == kind && f.path == change.path)
-            {
+            if !findings[first..].iter().any(|f| f.kind == kind) {
                 findings.push(Finding {
                     kind,
                     path: change.path.clone(),
@@ -344,7 +401,10 @@ pub fn audit(
         early_exit(change, files, &readings, &mut found);
     }
     accept(task, &mut findings);
-    Audit { findings }
+    Audit {
+        findings,
+        findings_omitted: 0,
+    }
 }
 
 /// A callback that records one finding for the change at hand.

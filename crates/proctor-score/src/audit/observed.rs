@@ -11,7 +11,7 @@
 //! program a check executed that the agent replaced or put ahead of the image's on `PATH` is
 //! *shadowing*. The static audit ([`super::audit`]) stays as the fast first pass.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proctor_suite::model::Task;
 
@@ -129,19 +129,23 @@ pub struct Observed {
 /// refutes; a standard-library name is never cleared), and the observed findings are added
 /// where the static pass has none of that kind for that path.
 pub fn merge(findings: &mut Vec<Finding>, observed: Observed) {
+    // By sets: the static pass can hold a finding for each of a million files.
+    let cleared: HashSet<&str> = observed.cleared.iter().map(String::as_str).collect();
     findings.retain(|f| {
         let module = source::python_module(&f.path).map(|(m, _)| m);
         let standard = module.is_some_and(|m| stdlib::STDLIB_MODULES.binary_search(&m).is_ok());
-        !(f.kind == FindingKind::Shadowing && !standard && observed.cleared.contains(&f.path))
+        !(f.kind == FindingKind::Shadowing && !standard && cleared.contains(f.path.as_str()))
     });
-    for f in observed.findings {
-        if !findings
-            .iter()
-            .any(|g| g.kind == f.kind && g.path == f.path)
-        {
-            findings.push(f);
-        }
-    }
+    let fresh: Vec<Finding> = {
+        let have: HashSet<(FindingKind, &str)> =
+            findings.iter().map(|g| (g.kind, g.path.as_str())).collect();
+        observed
+            .findings
+            .into_iter()
+            .filter(|f| !have.contains(&(f.kind, f.path.as_str())))
+            .collect()
+    };
+    findings.extend(fresh);
 }
 
 /// What the check loading the agent's workspace file `change` says, if anything.

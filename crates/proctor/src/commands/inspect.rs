@@ -402,6 +402,12 @@ fn print_integrity(r: &TrialRecord) {
             .map_or(String::new(), |c| format!(" (check `{c}`)"));
         outln!("{label:<10} {}{check}", f.describe());
     }
+    if v.integrity.findings_omitted > 0 {
+        outln!(
+            "           … and {} more findings, decided on but not listed (a rescore finds them again)",
+            v.integrity.findings_omitted
+        );
+    }
 }
 
 /// The trial, its outcome, the agent's launch and how it stopped, its answer, the changed
