@@ -28,6 +28,20 @@ const BEAT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Where the disk is mounted in T's temporary root while the new root is built.
 const MOUNT_POINT: &str = "/disk";
 
+/// The disk's bytes per entry (file, folder, link, whiteout) it can hold: one per 16 KiB, as
+/// `mkfs.ext4` makes a file system by default. Every entry the agent makes is a change proctor
+/// holds in memory while it grades the trial, so the count is bounded like the bytes.
+const BYTES_PER_ENTRY: u64 = 16 << 10;
+
+/// The fewest entries a disk holds, however small.
+const MIN_ENTRIES: u64 = 16_384;
+
+/// How many entries a trial's disk of `bytes` holds (a write past it fails with ENOSPC, as on
+/// a full disk): 262,144 for the default 4 GiB.
+pub(crate) fn entries_for(bytes: u64) -> u64 {
+    (bytes / BYTES_PER_ENTRY).max(MIN_ENTRIES)
+}
+
 /// A part of the trial's disk: a folder on it with the mode it is made with.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Part {
@@ -103,7 +117,10 @@ impl TrialDisk {
             at,
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&format!("size={bytes},mode=0755")),
+            Some(&format!(
+                "size={bytes},nr_inodes={},mode=0755",
+                entries_for(bytes)
+            )),
         )
         .map_err(|e| format!("mount the trial's disk (a tmpfs of {bytes} bytes): {e}"))?;
         for part in Part::ALL {
@@ -152,7 +169,7 @@ impl TrialDisk {
         beat: &mut dyn FnMut(),
     ) -> Result<(bool, LeftOuts, LeftOuts), String> {
         let root = sys::fd_path(&self.root);
-        let full = free_bytes(&root).map_err(|e| format!("statfs the trial's disk: {e}"))? == 0;
+        let full = is_full(&root).map_err(|e| format!("statfs the trial's disk: {e}"))?;
         let mut left = LeftOuts::default();
         if let Some(host) = &self.host_upper {
             move_tree(
@@ -222,16 +239,15 @@ fn open_path(p: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-// statvfs's field types differ between architectures; the casts are no-ops only on some.
-#[allow(clippy::unnecessary_cast)]
-fn free_bytes(p: &Path) -> io::Result<u64> {
+/// Whether the disk at `p` is full: no byte or no entry left.
+fn is_full(p: &Path) -> io::Result<bool> {
     let c = sys::cstring(p)?;
     let mut out = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: a valid C string and writable memory of the right size.
     sys::check(unsafe { libc::statvfs(c.as_ptr(), out.as_mut_ptr()) })?;
     // SAFETY: statvfs returned 0, so it filled `out`.
     let s = unsafe { out.assume_init() };
-    Ok((s.f_bfree as u64).saturating_mul(s.f_frsize as u64))
+    Ok(s.f_bfree == 0 || s.f_ffree == 0)
 }
 
 /// Moves the overlay upper layer `from` into the empty folder `to`: folders (with their opaque

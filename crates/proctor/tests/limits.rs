@@ -1,7 +1,8 @@
 //! Per-trial resource limits through the real binary, with hostile agents: one that allocates
-//! more memory than its limit, one that forks past its process limit, one that fills its disk,
-//! one that prints without end. Each trial is graded from its end state like any other, and its
-//! record says which limit it reached and how each limit was enforced.
+//! more memory than its limit, one that forks past its process limit, one that fills its disk
+//! (with bytes, or with entries), one that prints without end. Each trial is graded from its end
+//! state like any other, and its record says which limit it reached and how each limit was
+//! enforced.
 
 mod common;
 
@@ -83,6 +84,43 @@ fn an_agent_that_fills_its_disk_gets_enospc_and_is_graded_from_what_it_wrote() {
         .expect("the partial file is recorded")
         .clone();
     assert!(big["size"].as_u64().unwrap() < 8 << 20, "{big:#}");
+}
+
+/// The trial's disk holds one entry per 16 KiB (16,384 at least), as `mkfs.ext4` would make it:
+/// an agent that makes files past that gets ENOSPC like a full disk and is graded from what it
+/// made, so the count of changes proctor holds while it grades is bounded by the task's
+/// `disk_mb`; an agent that stays under the count reaches no limit.
+#[test]
+fn an_agent_that_makes_entries_past_its_disk_gets_enospc_and_is_graded() {
+    let make = |n: u32| {
+        format!(
+            "python3 -c 'import os\nos.mkdir(\"many\")\nfor i in range({n}):\n    try: open(\"many/%d\" % i, \"w\").close()\n    except OSError as e: print(e.strerror); break'"
+        )
+    };
+    for (n, full) in [(20_000, true), (9_000, false)] {
+        let lab = Lab::new(&format!("limits-entries-{n}"));
+        lab.one_task(
+            "limits = { disk_mb = 16 }",
+            "{ file_added = \"before.txt\" }",
+            &["echo kept > before.txt", &make(n)],
+            true,
+        );
+        let record = run_one(&lab);
+        if !enforced(&record, "disk_mb") {
+            return;
+        }
+        assert_eq!(record["outcome"], "completed", "graded: {record:#}");
+        let changes = record["end_state"]["changes"].as_array().unwrap().len() as u64
+            + record["end_state"]["changes_omitted"].as_u64().unwrap_or(0);
+        if full {
+            assert_eq!(record["limit_reached"], "disk", "{record:#}");
+            assert_eq!(record["end_state"]["answer"], "No space left on device");
+            assert!((16_000..16_384).contains(&changes), "{changes} changes");
+        } else {
+            assert!(record["limit_reached"].is_null(), "{record:#}");
+            assert_eq!(changes, 9_002, "before.txt, many/ and its files");
+        }
+    }
 }
 
 #[test]

@@ -813,6 +813,9 @@ pub fn capture_changes(
     }
     std::fs::create_dir_all(to)?;
     let mut kept = KeptChanges::default();
+    // One record per change, made once: grown by doubling, a list of a million changes would
+    // hold half as many again at its last growth.
+    kept.changes.reserve_exact(changes.len());
     let mut special = Vec::new();
     let mut links: Links<(PathBuf, String, u64)> = Links::default();
     let mut left = max_bytes;
