@@ -130,6 +130,9 @@ struct Shared {
     written: AtomicU64,
     /// Calls refused because the log was full.
     refused: AtomicU64,
+    /// MCP exchanges that happened (relayed to the server and answered) but that the full log
+    /// could not record.
+    mcp_unlogged: AtomicU64,
     /// Calls recorded at most, and bytes of records.
     bounds: (u64, u64),
     /// Connections being served.
@@ -152,6 +155,7 @@ impl Shared {
             next_seq: AtomicU64::new(1),
             written: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            mcp_unlogged: AtomicU64::new(0),
             bounds,
             open: std::sync::atomic::AtomicUsize::new(0),
             t0,
@@ -353,6 +357,13 @@ impl CallsLog {
         self.shared.refused.load(Ordering::SeqCst)
     }
 
+    /// MCP exchanges of sessions already running when the log filled: they reached the server,
+    /// and no record says what they were, so the rules that count MCP calls count them against
+    /// the agent ([`proctor_score::EndState::mcp_unlogged`]).
+    pub fn mcp_unlogged(&self) -> u64 {
+        self.shared.mcp_unlogged.load(Ordering::SeqCst)
+    }
+
     /// Stops serving the trial and waits for open calls to be recorded. Call after every process
     /// of the trial is dead, so every connection has closed; the socket then goes back to the
     /// run for its next trial (or, on its own, is closed and removed).
@@ -488,12 +499,17 @@ fn session_end(
     }
 }
 
-/// Appends one MCP exchange to the MCP log, while the log has room (a full log drops it: the
-/// reader sees fewer requests than were made, never a made-up one).
+/// Appends one MCP exchange to the MCP log, while the log has room. A full log cannot record
+/// it, and the exchange has already happened: it is counted as unlogged, and the rules that
+/// count MCP calls count it against the agent (flooding the log cannot hide a call).
 fn record_mcp(shared: &Shared, session: u64, e: Exchange) {
     let (max_calls, max_bytes) = shared.bounds;
-    if shared.written.load(Ordering::SeqCst) >= max_bytes {
+    let unlogged = || {
         shared.refused.fetch_add(1, Ordering::SeqCst);
+        shared.mcp_unlogged.fetch_add(1, Ordering::SeqCst);
+    };
+    if shared.written.load(Ordering::SeqCst) >= max_bytes {
+        unlogged();
         return;
     }
     let Ok(seq) = shared
@@ -502,7 +518,7 @@ fn record_mcp(shared: &Shared, session: u64, e: Exchange) {
             (n <= max_calls).then_some(n + 1)
         })
     else {
-        shared.refused.fetch_add(1, Ordering::SeqCst);
+        unlogged();
         return;
     };
     let end = shared.t0.elapsed().as_secs_f64();

@@ -562,6 +562,11 @@ pub struct EndState {
     /// came (`mcp.jsonl`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_calls: Vec<crate::mcp::McpRecord>,
+    /// MCP exchanges that reached a server after the calls log was full, so that no record
+    /// says what they were: each `mcp_calls` rule counts them against the agent (as matches
+    /// under `max` or `not`, as none toward `min`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mcp_unlogged: u64,
     /// Check results, by command.
     pub checks: BTreeMap<String, CheckRun>,
     /// Service end states, by service name.

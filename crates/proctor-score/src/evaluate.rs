@@ -265,7 +265,9 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
-        Assertion::McpCalls(c) => mcp_calls(&ctx.end.mcp_calls, c, false),
+        Assertion::McpCalls(c) => {
+            mcp_calls_with_unlogged(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, false)
+        }
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
         Assertion::Steps(s) => steps(ctx, s),
@@ -274,7 +276,9 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
             // the forbidden call.
             let r = match inner.get_ref() {
                 Assertion::Calls(c) => calls(ctx, c, Polarity::Forbidden),
-                Assertion::McpCalls(c) => mcp_calls(&ctx.end.mcp_calls, c, true),
+                Assertion::McpCalls(c) => {
+                    mcp_calls_with_unlogged(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, true)
+                }
                 other => assertion(ctx, other),
             };
             let verdict = match r.verdict.decided() {
@@ -795,6 +799,18 @@ fn truncate(s: &str, max: usize) -> String {
 /// `error = true`. A call whose arguments the record keeps only in part and whose kept part
 /// does not match is read the way that counts against the agent, as `calls` reads a stdin.
 pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> AssertionResult {
+    mcp_calls_with_unlogged(records, 0, c, forbidden)
+}
+
+/// [`mcp_calls`], with `unlogged` exchanges that happened past the full calls log: each may
+/// have been a matching call, so each is read the way that counts against the agent (a match
+/// under `max` and `not`, none toward `min`), and the evidence says how many (`unlogged`).
+pub fn mcp_calls_with_unlogged(
+    records: &[McpRecord],
+    unlogged: u64,
+    c: &McpCalls,
+    forbidden: bool,
+) -> AssertionResult {
     let rule = rule(c);
     let re = match c.args_match.as_ref().map(|r| Regex::new(r.get_ref())) {
         Some(Err(e)) => {
@@ -837,8 +853,13 @@ pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> Assert
         .map(|r| r.seq)
         .collect();
     let n = seqs.len() as u32;
-    let most = n.saturating_add(unseen.len() as u32);
+    let unlogged_n = u32::try_from(unlogged).unwrap_or(u32::MAX);
+    let most = n
+        .saturating_add(unseen.len() as u32)
+        .saturating_add(unlogged_n);
     let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
+    // Under `not` (`forbidden`), the rule holds, and so the `not` fails, if any count the agent
+    // may have made meets it.
     let holds = match forbidden {
         false => c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
         true => (n..=most).any(within),
@@ -846,6 +867,9 @@ pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> Assert
     let mut evidence = json!({ "count": n, "seqs": seqs });
     if !unseen.is_empty() {
         evidence["arguments_unseen"] = json!(unseen);
+    }
+    if unlogged > 0 {
+        evidence["unlogged"] = json!(unlogged);
     }
     AssertionResult {
         kind: "mcp_calls".into(),

@@ -330,4 +330,43 @@ mod tests {
             seen.evidence
         );
     }
+
+    /// Exchanges past the full calls log are read against the agent: each may have been the
+    /// call a `max` or a `not` forbids, and none counts toward a `min`.
+    #[test]
+    fn unlogged_exchanges_count_against_the_agent_either_way() {
+        use crate::evaluate::mcp_calls_with_unlogged as with;
+        let records = vec![call(1, "add_note", json!({}))];
+        let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
+        let verdict = |text: &str, unlogged: u64, forbidden: bool| {
+            with(&records, unlogged, &rule(text), forbidden).verdict
+        };
+        // Required: `min` counts what was logged, `max` what may have been made.
+        assert_eq!(
+            verdict("server = \"notes\"\nmin = 1", 3, false),
+            Verdict::Holds
+        );
+        assert_eq!(
+            verdict("server = \"notes\"\nmin = 2", 3, false),
+            Verdict::Fails
+        );
+        assert_eq!(
+            verdict("server = \"notes\"\nmax = 1", 0, false),
+            Verdict::Holds
+        );
+        assert_eq!(
+            verdict("server = \"notes\"\nmax = 1", 1, false),
+            Verdict::Fails
+        );
+        // Under `not`: the inner rule holds (so the `not` fails) if any count it may be meets it.
+        let delete = "server = \"notes\"\ntool = \"delete_note\"\nmin = 1";
+        assert_eq!(verdict(delete, 0, true), Verdict::Fails);
+        assert_eq!(verdict(delete, 1, true), Verdict::Holds);
+        let e = with(&records, 4, &rule(delete), true).evidence;
+        assert_eq!((&e["count"], &e["unlogged"]), (&json!(0), &json!(4)), "{e}");
+        assert!(with(&records, 0, &rule(delete), true)
+            .evidence
+            .get("unlogged")
+            .is_none());
+    }
 }

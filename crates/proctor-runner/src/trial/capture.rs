@@ -123,6 +123,7 @@ pub fn capture(
         changes,
         calls: calls(&paths.calls_log(), &mut notes),
         mcp_calls: mcp_calls(&paths.calls_log(), &mut notes),
+        mcp_unlogged: prepared.calls_log.mcp_unlogged(),
         services: service_ends(
             &services_with_state(ctx),
             &paths.services(),
