@@ -288,6 +288,7 @@ impl Rescorer<'_> {
         end.bound_changes();
         end.bound_root_changes();
         end.bound_services();
+        end.bound_observations();
         record.end_state = end;
     }
 }

@@ -170,6 +170,7 @@ fn stages(
     // Graded on every change and the whole of every service's state and events; stored with
     // bounded lists (the whole is in changes.json and the services' own files).
     let mut limit_reached = captured.limit_reached;
+    end.bound_observations();
     let services_cut = end.bound_services();
     if end.bound_changes() | end.bound_root_changes() | services_cut {
         limit_reached.get_or_insert(proctor_records::Limit::Entries);

@@ -536,8 +536,23 @@ pub struct CheckObservation {
     pub incomplete: Option<String>,
 }
 
-/// The most files, and the most links, one check's observation lists.
+/// The most files, and the most links, one check's observation lists in a stored record (the
+/// audit judges them all first).
 pub const OBSERVED_LISTED: usize = 512;
+
+impl CheckObservation {
+    /// Cuts the lists to [`OBSERVED_LISTED`] each for storing, keeping their order, and counts
+    /// the rest in `omitted`; whether anything was cut. The audit judges the whole lists
+    /// before: past the bound is no place to hide a load.
+    pub fn bound(&mut self) -> bool {
+        let cut = self.files.len().saturating_sub(OBSERVED_LISTED)
+            + self.links.len().saturating_sub(OBSERVED_LISTED);
+        self.files.truncate(OBSERVED_LISTED);
+        self.links.truncate(OBSERVED_LISTED);
+        self.omitted += cut as u64;
+        cut > 0
+    }
+}
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -753,6 +768,15 @@ impl EndState {
         let over = bound_list(&mut self.root_changes);
         self.root_changes_omitted += over;
         over > 0
+    }
+
+    /// Bounds what each check was seen to load for storing ([`CheckObservation::bound`]).
+    pub fn bound_observations(&mut self) {
+        for run in self.checks.values_mut() {
+            if let Some(seen) = &mut run.observed {
+                seen.bound();
+            }
+        }
     }
 
     /// Bounds every service's state and events for storing (see [`ServiceEnd::bound`]);

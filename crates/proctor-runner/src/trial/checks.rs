@@ -634,6 +634,20 @@ pub fn write_evidence(
 ) -> Result<(), proctor_store::StoreError> {
     let dir = trial_dir.join("checks");
     let _ = std::fs::create_dir_all(&dir);
+    // The file lists what the record does: the audit judged the whole observation.
+    let listed = proctor_score::endstate::OBSERVED_LISTED;
+    let bounded = run
+        .observed
+        .as_ref()
+        .filter(|seen| seen.files.len().max(seen.links.len()) > listed)
+        .map(|_| {
+            let mut b = run.clone();
+            if let Some(seen) = &mut b.observed {
+                seen.bound();
+            }
+            b
+        });
+    let run = bounded.as_ref().unwrap_or(run);
     proctor_store::atomic_write_json_unsynced(dir.join(format!("{n}.json")), run)?;
     proctor_store::atomic_write_unsynced(dir.join(format!("{n}.stdout")), run.stdout.as_bytes())
 }

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use proctor_score::endstate::{
-    Access, ChangeKind, CheckObservation, FileChange, ObservedFile, ObservedLink, OBSERVED_LISTED,
+    Access, ChangeKind, CheckObservation, FileChange, ObservedFile, ObservedLink,
 };
 
 use super::EndTree;
@@ -572,7 +572,9 @@ impl Observer {
         Ok(bytes)
     }
 
-    /// Ends the watch once the check is over: what it loaded, bounded.
+    /// Ends the watch once the check is over: all it loaded of the watched files, and every
+    /// link (the audit judges the whole; the record lists 512 of each,
+    /// [`CheckObservation::bound`]).
     pub fn finish(self) -> CheckObservation {
         let mut incomplete = self.incomplete;
         // Each watched file's events, their masks merged.
@@ -630,17 +632,9 @@ impl Observer {
         seen.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         let mut out = CheckObservation::default();
         for (path, root, how) in seen {
-            if out.files.len() >= OBSERVED_LISTED {
-                out.omitted += 1;
-                continue;
-            }
             out.files.push(ObservedFile { path, root, how });
         }
         for (path, target, at) in self.links {
-            if out.links.len() >= OBSERVED_LISTED {
-                out.omitted += 1;
-                continue;
-            }
             // Gone, replaced or its access time moved: followed (or undone, which is as much).
             let untouched = fs::symlink_metadata(&at)
                 .is_ok_and(|m| m.file_type().is_symlink() && m.atime() == 0 && m.atime_nsec() == 0);
