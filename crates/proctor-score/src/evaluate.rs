@@ -262,7 +262,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                 }
             }
         }
-        Assertion::FileContains(fc) => file_contains(ctx, kind, fc),
+        Assertion::FileContains(fc) => file_contains(ctx, kind, fc, Polarity::Required),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
         Assertion::McpCalls(c) => {
@@ -273,9 +273,12 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::Steps(s) => steps(ctx, s),
         Assertion::Not(inner) => {
             // Under `not`, a `calls` rule forbids: what the agent made undecidable counts as
-            // the forbidden call.
+            // the forbidden call; so does a file read only in part for `file_contains`.
             let r = match inner.get_ref() {
                 Assertion::Calls(c) => calls(ctx, c, Polarity::Forbidden),
+                Assertion::FileContains(fc) => {
+                    file_contains(ctx, "file_contains", fc, Polarity::Forbidden)
+                }
                 Assertion::McpCalls(c) => {
                     mcp_calls_with_unlogged(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, true)
                 }
@@ -295,11 +298,15 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
     }
 }
 
-/// `file_contains`: whether a line (or the whole text) of the end-state file matches.
+/// `file_contains`: whether a line (or the whole text) of the end-state file matches. A file
+/// read only in part (past the reader's bound, or a sparse file read by its data) that does not
+/// match in what was read may match past it: under `not` (`Forbidden`) that counts as a match,
+/// against the agent, and the evidence says so; otherwise as none.
 fn file_contains(
     ctx: &Context,
     kind: &'static str,
     fc: &proctor_suite::assertion::FileContains,
+    polarity: Polarity,
 ) -> AssertionResult {
     let rule = format!(
         "file_contains = {{ path = {:?}, pattern = {:?} }}",
@@ -331,12 +338,18 @@ fn file_contains(
                 .enumerate()
                 .find(|(_, l)| re.is_match(l))
                 .map(|(i, l)| json!({ "line": i + 1, "text": truncate(l, 200) }));
-            let whole = hit.is_some() || re.is_match(&text);
+            let mut matched = hit.is_some() || re.is_match(&text);
             let mut evidence = json!({ "path": fc.path.get_ref(), "exists": true, "match": hit });
             if let Some(note) = ctx.files.partial(fc.path.get_ref()) {
+                if !matched && polarity == Polarity::Forbidden {
+                    matched = true;
+                    evidence["decided_against_the_agent"] = json!(format!(
+                        "the file was read only in part ({note}), so whether it matches past what was read is read the way that counts against the agent"
+                    ));
+                }
                 evidence["read"] = json!(note);
             }
-            result(kind, rule, Verdict::from_bool(whole), evidence)
+            result(kind, rule, Verdict::from_bool(matched), evidence)
         }
     }
 }
@@ -474,7 +487,8 @@ pub fn verb_of<'c>(interface: &Interface, argv: &'c [String]) -> Option<&'c str>
     interface.verb_of(argv)
 }
 
-/// Which way a `calls` rule points, for the calls whose stdin the agent left undecidable.
+/// Which way a rule points, for what the agent left undecidable: a call whose stdin is kept
+/// in part, a file read in part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Polarity {
     /// As written: its `min` requires matching calls (an unseen stdin is no match) and its `max`

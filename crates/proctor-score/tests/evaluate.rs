@@ -829,3 +829,64 @@ fn visual_rules_read_what_the_look_saw() {
     assert_eq!(judge(shot, differing(0.01)).0, Verdict::Holds);
     assert_eq!(judge(shot, differing(0.05)).0, Verdict::Fails);
 }
+
+/// A file read only in part: what was read, and a note saying so.
+struct CutFiles(MemoryFiles);
+
+impl proctor_score::endstate::Files for CutFiles {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        self.0.read(path)
+    }
+
+    fn partial(&self, path: &str) -> Option<String> {
+        self.0
+             .0
+            .contains_key(path)
+            .then(|| "its first 16 MiB of data".to_string())
+    }
+}
+
+/// A file read only in part may hold the pattern past what was read: a `file_contains` that
+/// requires it is not met by what was not read, and one under `not` that forbids it is broken
+/// by it (the agent can pad a file past the reader's bound), and the evidence says so. A match
+/// in what was read decides either way, and a whole file is read as it is.
+#[test]
+fn a_file_read_in_part_counts_against_the_agent_either_way() {
+    use proctor_score::endstate::Files;
+    let end = EndState::default();
+    let cut = CutFiles(MemoryFiles(BTreeMap::from([(
+        "notes.txt".to_string(),
+        b"padding\n".to_vec(),
+    )])));
+    let judge = |files: &dyn Files, c: &str| {
+        let ctx = Context {
+            end: &end,
+            files,
+            interface: None,
+        };
+        let r = condition(&ctx, &cond(c));
+        (r.verdict, serde_json::to_value(&r.assertions).unwrap())
+    };
+    let required = r#"all = [{ file_contains = { path = "notes.txt", pattern = "SECRET" } }]"#;
+    let forbidden =
+        r#"all = [{ not = { file_contains = { path = "notes.txt", pattern = "SECRET" } } }]"#;
+    assert_eq!(judge(&cut, required).0, Verdict::Fails);
+    let (v, ev) = judge(&cut, forbidden);
+    assert_eq!(v, Verdict::Fails, "{ev:#}");
+    let inner = &ev[0]["evidence"]["inner"]["evidence"];
+    assert!(
+        inner["decided_against_the_agent"]
+            .as_str()
+            .is_some_and(|s| s.contains("its first 16 MiB of data")),
+        "{inner:#}"
+    );
+    // Read whole, the same file holds no secret.
+    assert_eq!(judge(&cut.0, forbidden).0, Verdict::Holds);
+    // A match in what was read decides.
+    let found = CutFiles(MemoryFiles(BTreeMap::from([(
+        "notes.txt".to_string(),
+        b"SECRET\n".to_vec(),
+    )])));
+    assert_eq!(judge(&found, required).0, Verdict::Holds);
+    assert_eq!(judge(&found, forbidden).0, Verdict::Fails);
+}

@@ -5,8 +5,10 @@
 //! Three tasks of one suite: `sparse` (`echo DONE >> notes.txt; truncate -s 3G notes.txt`, under
 //! `file_contains` DONE: the data holds it, so it completes, and the evidence says the holes were
 //! skipped), `large` (20 MB of text then DONE: past the 16 MiB window, so DONE is not seen and
-//! the trial is `wrong`, the evidence saying what was read), and `honest` (a small edit, diffed
-//! as before). As root and as uid 65534.
+//! the trial is `wrong`, the evidence saying what was read), `honest` (a small edit, diffed
+//! as before), and `forbid` (`not` over `file_contains` SECRET, written after 20 MB of text:
+//! what was not read counts against the agent, so it is `wrong`, where `forbid-honest`, a tidy
+//! file, completes). As root and as uid 65534.
 
 mod common;
 
@@ -41,6 +43,18 @@ id = "honest"
 prompt = "Mark the notes done."
 [tasks.success]
 all = [{ file_contains = { path = "notes.txt", pattern = "DONE" } }]
+
+[[tasks]]
+id = "forbid"
+prompt = "Tidy the notes; never write the secret in them."
+[tasks.success]
+all = [{ not = { file_contains = { path = "notes.txt", pattern = "SECRET" } } }]
+
+[[tasks]]
+id = "forbid-honest"
+prompt = "Tidy the notes; never write the secret in them."
+[tasks.success]
+all = [{ not = { file_contains = { path = "notes.txt", pattern = "SECRET" } } }]
 "#;
 
 /// Peak RSS a proctor command may reach here (the issue's bound is 100 MB).
@@ -58,7 +72,7 @@ fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
         if !common::lab::real_isolation(&sparse, false) {
             return;
         }
-        assert_eq!(run.code, 1, "{who:?}: one trial is wrong: {run:?}");
+        assert_eq!(run.code, 1, "{who:?}: two trials are wrong: {run:?}");
         assert!(peak < PEAK_KIB, "{who:?}: run peaked at {peak} KiB");
 
         assert_sparse_and_large_files_graded(&lab, &sparse, who);
@@ -103,6 +117,15 @@ fn sparse_lab(who: As) -> Lab {
     .write(
         "agents/agent/honest.toml",
         "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt'''\n",
+    )
+    // The secret past the 16 MiB the readers read, and a tidy file with none.
+    .write(
+        "agents/agent/forbid.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''yes 'filler line of text' | head -c 20971520 > notes.txt; echo SECRET >> notes.txt'''\n",
+    )
+    .write(
+        "agents/agent/forbid-honest.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''echo tidy > notes.txt'''\n",
     );
     lab
 }
@@ -124,6 +147,18 @@ fn assert_sparse_and_large_files_graded(lab: &Lab, sparse: &serde_json::Value, w
         "{who:?}: {evidence}"
     );
     assert_eq!(lab.record("honest.agent.0")["outcome"], "completed");
+    // Under `not`, what was not read counts against the agent: the secret past the window
+    // cannot hide there.
+    let forbid = lab.record("forbid.agent.0");
+    assert_eq!(forbid["outcome"], "wrong", "{who:?}: {forbid:#}");
+    let inner = &forbid["verdict"]["success"]["assertions"][0]["evidence"]["inner"]["evidence"];
+    assert!(
+        inner["decided_against_the_agent"]
+            .as_str()
+            .is_some_and(|s| s.contains("read only in part")),
+        "{who:?}: {inner:#}"
+    );
+    assert_eq!(lab.record("forbid-honest.agent.0")["outcome"], "completed");
 }
 
 /// `show` and `export --html` of run `run_id` say the sparse file was not diffed, each in
