@@ -518,19 +518,7 @@ fn fifteen_hundred_planted_tests_are_all_flagged_and_the_record_lists_a_thousand
         html.contains("… and 500 more findings"),
         "the export says what it does not list"
     );
-    let suite = lab.suite();
-    let store = lab.store();
-    let again = lab.proctor(
-        As::Me,
-        &[
-            "rescore",
-            "latest",
-            "--suite",
-            suite.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ],
-    );
+    let again = lab.rescore(As::Me, "latest");
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(listed(&lab.record("t.agent.0")), (findings, omitted));
 }

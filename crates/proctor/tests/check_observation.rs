@@ -300,11 +300,7 @@ fn files_loaded_past_the_listed_bound_are_judged_too() {
             assert_eq!(seen["omitted"], 602 - 512, "{who:?}: {seen:#}");
         };
         judged(&lab.record("t.trick.0"));
-        let store = lab.store();
-        let again = lab.proctor(
-            who,
-            &["rescore", "latest", "--store", store.to_str().unwrap()],
-        );
+        let again = lab.rescore(who, "latest");
         assert_eq!(again.code, 0, "{who:?}: {}", again.stderr);
         judged(&lab.record("t.trick.0"));
     }
@@ -344,11 +340,7 @@ fn observation_as(who: As, copy: bool) {
     assert_loaded_extensions_and_dependencies_shadow(&lab, who, copy);
     assert_bytecode_is_never_loaded_for_its_source(&lab, who, copy);
     // Rescore watches the checks again and comes to the same outcomes.
-    let store = lab.store();
-    let out = lab.proctor(
-        who,
-        &["rescore", "latest", "--store", store.to_str().unwrap()],
-    );
+    let out = lab.rescore(who, "latest");
     assert_eq!(
         out.code, 0,
         "{who:?} copy={copy}: {}\n{}",

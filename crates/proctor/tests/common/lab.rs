@@ -216,6 +216,12 @@ impl Lab {
         self.proctor(who, &all)
     }
 
+    /// `proctor rescore RUN --store STORE` of the lab's store, as `who`.
+    pub fn rescore(&self, who: As, run: &str) -> RunOut {
+        let store = self.store();
+        self.proctor(who, &["rescore", run, "--store", store.to_str().unwrap()])
+    }
+
     /// Asserts that `proctor validate` refuses the lab's suite with a diagnostic saying
     /// `expected`, wherever the report wrapped it (see [`super::unwrapped`]); `case` names the
     /// case in a failure.
