@@ -871,12 +871,11 @@ pub fn mcp_calls_with_unlogged(
     let most = n
         .saturating_add(unseen.len() as u32)
         .saturating_add(unlogged_n);
-    let within = |n: u32| c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| n <= m);
     // Under `not` (`forbidden`), the rule holds, and so the `not` fails, if any count the agent
-    // may have made meets it.
+    // may have made (n..=most, which unlogged exchanges can make long) meets it.
     let holds = match forbidden {
         false => c.min.is_none_or(|m| n >= m) && c.max.is_none_or(|m| most <= m),
-        true => (n..=most).any(within),
+        true => c.min.map_or(n, |m| n.max(m)) <= c.max.map_or(most, |m| most.min(m)),
     };
     let mut evidence = json!({ "count": n, "seqs": seqs });
     if !unseen.is_empty() {
