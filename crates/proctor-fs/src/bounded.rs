@@ -10,7 +10,8 @@ use std::path::Path;
 /// What [`read_bounded`] read of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundedRead {
-    /// The file's data, in order, holes left out, at most the bound.
+    /// The file's data, in order, each hole read as its first [`HOLE_READ`] zeros, at most the
+    /// bound.
     pub bytes: Vec<u8>,
     /// The file's size, holes included.
     pub size: u64,
@@ -33,7 +34,9 @@ impl BoundedRead {
         }
         let mut parts = Vec::new();
         if self.holes_skipped {
-            parts.push("its holes (unwritten zeros) skipped".to_owned());
+            parts.push(format!(
+                "its holes (unwritten zeros) skipped, each read as at most {HOLE_READ} zeros"
+            ));
         }
         if self.cut {
             parts.push(format!("only its first {} bytes of data", self.bytes.len()));
@@ -47,25 +50,44 @@ impl BoundedRead {
     }
 }
 
+/// The most of a hole's zeros [`read_bounded`] reads in its place: a hole is at least a page
+/// of them, so data on its two sides never reads as adjacent.
+pub const HOLE_READ: u64 = 4096;
+
 /// Reads at most `max` bytes of `path`'s data, from its start, skipping holes (found with
-/// `SEEK_DATA`/`SEEK_HOLE`; a file system without them is read as all data). Costs memory and
-/// time in the data read, never in the file's size.
+/// `SEEK_DATA`/`SEEK_HOLE`; a file system without them is read as all data). Each hole is read
+/// as its first [`HOLE_READ`] zeros, so what lies on either side of it is never joined (`SEC`,
+/// a hole, then `RET` never reads as `SECRET`). Costs memory and time in the data read, never
+/// in the file's size.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<BoundedRead> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
     let mut bytes = Vec::new();
     let mut holes_skipped = false;
     let mut pos = 0u64;
+    // A hole from `pos` to `end`, read as its first zeros within the bound.
+    let hole = |bytes: &mut Vec<u8>, pos: u64, end: u64| {
+        let zeros = usize::try_from((end - pos).min(HOLE_READ)).unwrap_or(0);
+        bytes.resize(bytes.len() + zeros.min(max - bytes.len()), 0);
+    };
     while pos < size && bytes.len() < max {
         let (start, end) = match data_extent(&file, pos, size) {
             Some(extent) => extent,
             None => {
                 // No data past `pos`: the rest is a hole.
                 holes_skipped = true;
+                hole(&mut bytes, pos, size);
                 break;
             }
         };
-        holes_skipped |= start > pos;
+        if start > pos {
+            holes_skipped = true;
+            hole(&mut bytes, pos, start);
+            if bytes.len() >= max {
+                pos = start;
+                break;
+            }
+        }
         let want = usize::try_from(end - start)
             .unwrap_or(usize::MAX)
             .min(max - bytes.len());
@@ -145,13 +167,51 @@ mod tests {
             // A file system that keeps holes: only the data was read (by whole blocks).
             assert!(r.bytes.starts_with(b"head data\n"), "{:?}", &r.bytes[..16]);
             assert!(r.bytes.ends_with(b"tail data\n"));
-            assert!(r.bytes.len() <= 2 * 65536, "{} bytes", r.bytes.len());
+            assert!(
+                r.bytes.len() <= 2 * 65536 + HOLE_READ as usize,
+                "{} bytes",
+                r.bytes.len()
+            );
             assert!(!r.cut);
             assert!(r.note().unwrap().contains("holes"), "{:?}", r.note());
         } else {
             // One that does not: the bound held.
             assert_eq!(r.bytes.len(), 1 << 20);
             assert!(r.cut);
+        }
+    }
+
+    /// Data on the two sides of a hole is never read as adjacent: `SEC` ending a page, a hole,
+    /// then `RET` does not read as `SECRET`, which the file does not hold.
+    #[test]
+    fn a_hole_is_read_as_zeros_never_as_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("notes.txt");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(&[b"x".repeat(4093), b"SEC".to_vec()].concat())
+            .unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(b"RET").unwrap();
+        f.set_len((2 << 20) + 3).unwrap();
+        drop(f);
+        let r = read_bounded(&p, 1 << 20).unwrap();
+        let joined = r.bytes.windows(6).any(|w| w == b"SECRET");
+        assert!(!joined, "the hole was read as nothing");
+        if r.holes_skipped {
+            let hole = HOLE_READ as usize;
+            assert_eq!(
+                &r.bytes[..4096],
+                [b"x".repeat(4093), b"SEC".to_vec()].concat()
+            );
+            assert!(r.bytes[4096..4096 + hole].iter().all(|b| *b == 0));
+            assert!(r.bytes[4096 + hole..].starts_with(b"RET"));
+            // The hole at the end is read as zeros too, and the whole read stays small.
+            assert!(
+                r.bytes.ends_with(&[0u8; 16]),
+                "{:?}",
+                &r.bytes[r.bytes.len() - 16..]
+            );
+            assert!(r.bytes.len() <= 3 * hole + 2 * 65536, "{}", r.bytes.len());
         }
     }
 

@@ -8,7 +8,9 @@
 //! the trial is `wrong`, the evidence saying what was read), `honest` (a small edit, diffed
 //! as before), and `forbid` (`not` over `file_contains` SECRET, written after 20 MB of text:
 //! what was not read counts against the agent, so it is `wrong`, where `forbid-honest`, a tidy
-//! file, completes). As root and as uid 65534.
+//! file, completes), and `joined` (`SEC` ending a page, a hole, then `RET`: a hole reads as
+//! zeros, never as nothing, so the file does not hold SECRET and the trial is `wrong`). As root
+//! and as uid 65534.
 
 mod common;
 
@@ -45,6 +47,12 @@ prompt = "Mark the notes done."
 all = [{ file_contains = { path = "notes.txt", pattern = "DONE" } }]
 
 [[tasks]]
+id = "joined"
+prompt = "Write SECRET into the notes."
+[tasks.success]
+all = [{ file_contains = { path = "notes.txt", pattern = "SECRET" } }]
+
+[[tasks]]
 id = "forbid"
 prompt = "Tidy the notes; never write the secret in them."
 [tasks.success]
@@ -72,7 +80,7 @@ fn a_sparse_or_huge_file_is_graded_shown_and_rescored_in_bounded_memory() {
         if !common::lab::real_isolation(&sparse, false) {
             return;
         }
-        assert_eq!(run.code, 1, "{who:?}: two trials are wrong: {run:?}");
+        assert_eq!(run.code, 1, "{who:?}: three trials are wrong: {run:?}");
         assert!(peak < PEAK_KIB, "{who:?}: run peaked at {peak} KiB");
 
         assert_sparse_and_large_files_graded(&lab, &sparse, who);
@@ -118,6 +126,11 @@ fn sparse_lab(who: As) -> Lab {
         "agents/agent/honest.toml",
         "answer = \"done\"\n[[steps]]\nrun = '''echo DONE >> notes.txt'''\n",
     )
+    // `SEC` ending a page, a hole, then `RET`: the file never holds SECRET.
+    .write(
+        "agents/agent/joined.toml",
+        "answer = \"done\"\n[[steps]]\nrun = '''python3 -c \"f = open('notes.txt', 'wb'); f.write(b'x' * 4093 + b'SEC'); f.seek(1 << 20); f.write(b'RET')\"'''\n",
+    )
     // The secret past the 16 MiB the readers read, and a tidy file with none.
     .write(
         "agents/agent/forbid.toml",
@@ -136,7 +149,7 @@ fn assert_sparse_and_large_files_graded(lab: &Lab, sparse: &serde_json::Value, w
     assert_eq!(sparse["outcome"], "completed", "{who:?}: {sparse:#}");
     let evidence = sparse["verdict"]["success"]["assertions"][0]["evidence"].to_string();
     assert!(
-        evidence.contains("holes (unwritten zeros) skipped"),
+        evidence.contains("holes (unwritten zeros) skipped, each read as at most 4096 zeros"),
         "{who:?}: the evidence says how the file was read: {evidence}"
     );
     let large = lab.record("large.agent.0");
@@ -159,6 +172,9 @@ fn assert_sparse_and_large_files_graded(lab: &Lab, sparse: &serde_json::Value, w
         "{who:?}: {inner:#}"
     );
     assert_eq!(lab.record("forbid-honest.agent.0")["outcome"], "completed");
+    // Text on the two sides of a hole is not read as joined.
+    let joined = lab.record("joined.agent.0");
+    assert_eq!(joined["outcome"], "wrong", "{who:?}: {joined:#}");
 }
 
 /// `show` and `export --html` of run `run_id` say the sparse file was not diffed, each in
