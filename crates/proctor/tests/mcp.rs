@@ -412,7 +412,7 @@ p.wait()
 /// then call what a rule forbids, unrecorded. Every exchange past the bound is counted instead,
 /// and the rules count it against the agent: the flood then the forbidden call is `wrong`; so is
 /// a flood alone (the rule cannot tell, and says so: `unlogged` in its evidence); the same
-/// agent under the bound, without the forbidden call, completes.
+/// agent under the bound, without the forbidden call, completes. As this user and as uid 65534.
 #[test]
 fn flooding_the_mcp_log_cannot_hide_a_forbidden_call() {
     if !have_python3() {
@@ -423,8 +423,11 @@ fn flooding_the_mcp_log_cannot_hide_a_forbidden_call() {
         ("flood-alone", 20_005, "", "wrong"),
         ("honest", 100, "", "completed"),
     ];
-    for (arm, flood, last, outcome) in arms {
-        let lab = Lab::new(&format!("mcp-flood-{arm}"));
+    for (who, (arm, flood, last, outcome)) in users()
+        .into_iter()
+        .flat_map(|who| arms.map(|arm| (who, arm)))
+    {
+        let lab = Lab::new(&format!("mcp-flood-{arm}-{who:?}"));
         notes_suite(
             &lab,
             Some("[\"add_note\", \"list_notes\", \"delete_note\"]"),
@@ -435,14 +438,14 @@ fn flooding_the_mcp_log_cannot_hide_a_forbidden_call() {
             "agents/agent/t.toml",
             &format!("answer = \"done\"\n\n[[steps]]\nrun = 'python3 flood.py {flood} {last:?}'\n"),
         );
-        let out = lab.run(As::Me, &["--trials", "1"]);
+        let out = lab.run(who, &["--trials", "1"]);
         let record = lab.record("t.agent.0");
         if !real_isolation(&record, false) {
             return;
         }
         assert_eq!(
             record["outcome"], outcome,
-            "{arm}: {}\n{record:#}",
+            "{who:?} {arm}: {}\n{record:#}",
             out.stderr
         );
         let inner = &record["verdict"]["success"]["assertions"][1]["evidence"]["inner"]["evidence"];
