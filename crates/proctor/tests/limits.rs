@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::lab::{As, Lab};
+use common::lab::{users, As, Lab};
 use serde_json::Value;
 
 /// Runs the lab's suite and returns the one trial's record.
@@ -89,7 +89,8 @@ fn an_agent_that_fills_its_disk_gets_enospc_and_is_graded_from_what_it_wrote() {
 /// The trial's disk holds one entry per 16 KiB (16,384 at least), as `mkfs.ext4` would make it:
 /// an agent that makes files past that gets ENOSPC like a full disk and is graded from what it
 /// made, so the count of changes proctor holds while it grades is bounded by the task's
-/// `disk_mb`; an agent that stays under the count reaches no limit.
+/// `disk_mb`; an agent that stays under the count reaches no limit. As this user and as uid
+/// 65534.
 #[test]
 fn an_agent_that_makes_entries_past_its_disk_gets_enospc_and_is_graded() {
     let make = |n: u32| {
@@ -97,15 +98,21 @@ fn an_agent_that_makes_entries_past_its_disk_gets_enospc_and_is_graded() {
             "python3 -c 'import os\nos.mkdir(\"many\")\nfor i in range({n}):\n    try: open(\"many/%d\" % i, \"w\").close()\n    except OSError as e: print(e.strerror); break'"
         )
     };
-    for (n, full) in [(20_000, true), (9_000, false)] {
-        let lab = Lab::new(&format!("limits-entries-{n}"));
+    let arms = [(20_000, true), (9_000, false)];
+    for (who, (n, full)) in users()
+        .into_iter()
+        .flat_map(|who| arms.map(|arm| (who, arm)))
+    {
+        let lab = Lab::new(&format!("limits-entries-{n}-{who:?}"));
         lab.one_task(
             "limits = { disk_mb = 16 }",
             "{ file_added = \"before.txt\" }",
             &["echo kept > before.txt", &make(n)],
             true,
         );
-        let record = run_one(&lab);
+        let out = lab.run(who, &[]);
+        assert!(out.code == 0 || out.code == 1, "{who:?}: {}", out.stderr);
+        let record = lab.record("t.agent.0");
         if !enforced(&record, "disk_mb") {
             return;
         }
