@@ -554,7 +554,8 @@ impl CheckObservation {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
+/// For `skip_serializing_if`: a count of zero is left out.
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -265,9 +265,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
         Assertion::FileContains(fc) => file_contains(ctx, kind, fc, Polarity::Required),
         Assertion::Check(c) => check(ctx, c),
         Assertion::Calls(c) => calls(ctx, c, Polarity::Required),
-        Assertion::McpCalls(c) => {
-            mcp_calls_with_unlogged(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, false)
-        }
+        Assertion::McpCalls(c) => mcp_calls(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, false),
         Assertion::State(s) => state(ctx, s),
         Assertion::Visual(v) => visual(ctx, v),
         Assertion::Steps(s) => steps(ctx, s),
@@ -280,7 +278,7 @@ pub fn assertion(ctx: &Context, a: &Assertion) -> AssertionResult {
                     file_contains(ctx, "file_contains", fc, Polarity::Forbidden)
                 }
                 Assertion::McpCalls(c) => {
-                    mcp_calls_with_unlogged(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, true)
+                    mcp_calls(&ctx.end.mcp_calls, ctx.end.mcp_unlogged, c, true)
                 }
                 other => assertion(ctx, other),
             };
@@ -811,15 +809,10 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// `mcp_calls`: how many `tools/call`s of the server match. Denied calls count only with
 /// `error = true`. A call whose arguments the record keeps only in part and whose kept part
-/// does not match is read the way that counts against the agent, as `calls` reads a stdin.
-pub fn mcp_calls(records: &[McpRecord], c: &McpCalls, forbidden: bool) -> AssertionResult {
-    mcp_calls_with_unlogged(records, 0, c, forbidden)
-}
-
-/// [`mcp_calls`], with `unlogged` exchanges that happened past the full calls log: each may
-/// have been a matching call, so each is read the way that counts against the agent (a match
-/// under `max` and `not`, none toward `min`), and the evidence says how many (`unlogged`).
-pub fn mcp_calls_with_unlogged(
+/// does not match is read the way that counts against the agent, as `calls` reads a stdin; so
+/// are the `unlogged` exchanges that happened past the full calls log (a match under `max` and
+/// `not`, none toward `min`), and the evidence says how many (`unlogged`).
+pub fn mcp_calls(
     records: &[McpRecord],
     unlogged: u64,
     c: &McpCalls,

@@ -274,17 +274,17 @@ mod tests {
         failed.is_error = true;
         let records = vec![call(1, "add_note", json!({"title": "Milk"})), failed];
         let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
-        let ok = mcp_calls(
-            &records,
+        let ok = mcp_calls(&records, 0,
             &rule("server = \"notes\"\ntool = \"add_note\"\nmin = 1\nmax = 1\nerror = false\nargs_match = \"Milk\""),
             false,
         );
         assert_eq!(ok.verdict, Verdict::Holds);
         assert_eq!(ok.evidence["seqs"], json!([1]));
-        let two = mcp_calls(&records, &rule("server = \"notes\"\nmin = 2"), false);
+        let two = mcp_calls(&records, 0, &rule("server = \"notes\"\nmin = 2"), false);
         assert_eq!(two.verdict, Verdict::Holds);
         let errors = mcp_calls(
             &records,
+            0,
             &rule("server = \"notes\"\nerror = true\nmax = 0"),
             false,
         );
@@ -305,12 +305,17 @@ mod tests {
         };
         let records = vec![call(1, "add_note", json!({})), other, denied, list];
         let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
-        let ok = mcp_calls(&records, &rule("server = \"notes\"\nerror = false"), false);
+        let ok = mcp_calls(
+            &records,
+            0,
+            &rule("server = \"notes\"\nerror = false"),
+            false,
+        );
         assert_eq!(ok.evidence["seqs"], json!([1]), "{}", ok.evidence);
-        let any = mcp_calls(&records, &rule("server = \"notes\""), false);
+        let any = mcp_calls(&records, 0, &rule("server = \"notes\""), false);
         assert_eq!(any.evidence["seqs"], json!([1]), "{}", any.evidence);
         // Under `not`, the forbidden count is the one inside both bounds.
-        let forbidden = |text: &str| mcp_calls(&records, &rule(text), true).verdict;
+        let forbidden = |text: &str| mcp_calls(&records, 0, &rule(text), true).verdict;
         assert_eq!(forbidden("server = \"notes\"\nmin = 2"), Verdict::Fails);
         assert_eq!(
             forbidden("server = \"notes\"\nmin = 1\nmax = 3"),
@@ -321,9 +326,9 @@ mod tests {
         let mut cut = call(5, "add_note", json!({"title": "Mi"}));
         cut.cut = true;
         let matching = rule("server = \"notes\"\nargs_match = \"Milk\"");
-        let unseen = mcp_calls(&[cut], &matching, false);
+        let unseen = mcp_calls(&[cut], 0, &matching, false);
         assert_eq!(unseen.evidence["arguments_unseen"], json!([5]));
-        let seen = mcp_calls(&records, &matching, false);
+        let seen = mcp_calls(&records, 0, &matching, false);
         assert!(
             seen.evidence.get("arguments_unseen").is_none(),
             "{}",
@@ -335,7 +340,7 @@ mod tests {
     /// call a `max` or a `not` forbids, and none counts toward a `min`.
     #[test]
     fn unlogged_exchanges_count_against_the_agent_either_way() {
-        use crate::evaluate::mcp_calls_with_unlogged as with;
+        use crate::evaluate::mcp_calls as with;
         let records = vec![call(1, "add_note", json!({}))];
         let rule = |text: &str| -> McpCalls { toml::from_str(text).unwrap() };
         let verdict = |text: &str, unlogged: u64, forbidden: bool| {

@@ -100,26 +100,18 @@ impl TrialVerdict {
     /// Bounds every list of every assertion's evidence ([`AssertionResult::bound_evidence`])
     /// and the audit's findings ([`Audit::bound`]) for storing.
     fn bound_evidence(&mut self) {
-        let success = self
-            .success
-            .iter_mut()
-            .flat_map(|c| c.assertions.iter_mut());
-        let (levels, caps) = match &mut self.rubric {
-            Some(r) => (
-                r.criteria
-                    .iter_mut()
-                    .flat_map(|c| c.levels.iter_mut())
-                    .flatten()
-                    .collect(),
-                r.caps
-                    .iter_mut()
-                    .flat_map(|c| c.assertions.iter_mut())
-                    .collect(),
-            ),
-            None => (Vec::new(), Vec::new()),
-        };
-        for a in success.chain(levels).chain(caps) {
-            a.bound_evidence();
+        if let Some(c) = &mut self.success {
+            c.assertions
+                .iter_mut()
+                .for_each(AssertionResult::bound_evidence);
+        }
+        if let Some(r) = &mut self.rubric {
+            let levels = r
+                .criteria
+                .iter_mut()
+                .flat_map(|c| c.levels.iter_mut().flatten());
+            let caps = r.caps.iter_mut().flat_map(|c| c.assertions.iter_mut());
+            levels.chain(caps).for_each(AssertionResult::bound_evidence);
         }
         self.integrity.bound();
     }

@@ -137,13 +137,8 @@ pub struct Audit {
     pub findings: Vec<Finding>,
     /// How many findings the stored record leaves out; the outcome, its reason and the flag
     /// were decided on them all.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::endstate::is_zero")]
     pub findings_omitted: u64,
-}
-
-/// For `skip_serializing_if`.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Audit {
