@@ -908,6 +908,17 @@ impl Manifest {
     }
 }
 
+/// Where the entries of a copy hold their real modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyModes {
+    /// In their own modes: a copy written in place.
+    Own,
+    /// As the trial's disk left them when it moved the copy out: without set-user-ID,
+    /// set-group-ID or sticky bits, a cleared mode kept in [`crate::copy::MODE_XATTR`] (which
+    /// the move sets and never carries over from what the agent wrote).
+    MovedOffTheDisk,
+}
+
 /// The changes in `dir` since `manifest` was built (copy mode). Reads the whole tree and hashes
 /// every file whose size did not change. Any entry it cannot read is an error:
 /// [`manifest_diff`] reads past them.
@@ -916,14 +927,14 @@ pub fn manifest_changes(
     dir: &Path,
     laid_in: &[LaidIn],
 ) -> Result<Vec<Change>, DiffError> {
-    strict(manifest_diff(manifest, dir, laid_in)?)
+    strict(manifest_diff(manifest, (dir, CopyModes::Own), laid_in)?)
 }
 
 /// [`manifest_changes`] over a tree an agent made: an entry that cannot be read is reported as
 /// added and noted as unread (nothing below it is reported deleted), and the rest is read.
 pub fn manifest_diff(
     manifest: &Manifest,
-    dir: &Path,
+    (dir, modes): (&Path, CopyModes),
     laid_in: &[LaidIn],
 ) -> Result<Diff, DiffError> {
     let laid = Laid::new(laid_in)?;
@@ -968,7 +979,7 @@ pub fn manifest_diff(
                 }
             };
             let is_dir = fs::symlink_metadata(&*full).is_ok_and(|m| m.is_dir());
-            match manifest_entry_change(manifest, &laid, &crel, &full, &mut out) {
+            match manifest_entry_change(manifest, &laid, (&crel, &full, modes), &mut out) {
                 Ok(()) if is_dir => pending.push(crel),
                 Ok(()) => {}
                 Err(e) => noted.unread(&crel, is_dir, &e, &mut out),
@@ -1007,8 +1018,7 @@ pub fn manifest_diff(
 fn manifest_entry_change(
     manifest: &Manifest,
     laid: &Laid,
-    rel: &Path,
-    full: &Path,
+    (rel, full, modes): (&Path, &Path, CopyModes),
     out: &mut Vec<Change>,
 ) -> Result<(), DiffError> {
     let m = fs::symlink_metadata(full).map_err(io_err(full))?;
@@ -1019,7 +1029,10 @@ fn manifest_entry_change(
         return Ok(());
     }
     let kind = kind_of(&m);
-    let mode = mode_of(&m);
+    let mode = match modes {
+        CopyModes::Own => mode_of(&m),
+        CopyModes::MovedOffTheDisk => upper_mode_of(full, &m),
+    };
     let change = |k: ChangeKind, before: Option<u32>| Change {
         path: rel.to_owned(),
         kind: k,
@@ -1201,7 +1214,7 @@ mod tests {
         crate::copy::copy_tree(&upper, &copy).unwrap();
         let d = std::thread::Builder::new()
             .stack_size(256 << 10)
-            .spawn(move || manifest_diff(&m, &copy, &[]).unwrap())
+            .spawn(move || manifest_diff(&m, (&copy, CopyModes::Own), &[]).unwrap())
             .unwrap()
             .join()
             .unwrap();

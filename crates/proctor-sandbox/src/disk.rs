@@ -4,9 +4,13 @@
 //! past its size fails with ENOSPC, like a full disk.
 //!
 //! The tmpfs lives only as long as the trial's mount namespace. What the parent laid into the
-//! host's upper folder before the start (a variant's files) is moved onto it first; at the end,
-//! once every process of the trial is gone, T moves the workspace's upper layer back into the
-//! host's upper folder (where the parent reads the changes from), entry by entry with its
+//! host's upper folder before the start (a variant's files) is moved onto it first. In copy mode
+//! the workspace is a whole copy of the start state, made on the disk before the disk is
+//! bounded: the disk holds the copy plus `disk_bytes` and their entries, so the start state
+//! never counts against the agent, and what the agent writes is bounded as in overlay mode. At
+//! the end, once every process of the trial is gone, T moves the workspace's upper layer (or
+//! the whole copy) into the host's folder (where the parent reads the changes from), entry by
+//! entry with its
 //! overlay attributes (whiteouts, opaque directories), freeing each file's memory as it is
 //! copied. The move is faithful and harmless ([`crate::copy`]): a sparse file keeps its holes,
 //! a file with several names is moved once and linked, and no entry keeps a set-user-ID,
@@ -92,10 +96,29 @@ impl Part {
     }
 }
 
+/// What of the workspace the disk holds while the trial runs, and the host's folder it goes to at
+/// the end.
+pub(crate) enum OnDisk {
+    /// The overlay's upper layer (as seen in T's temporary root): what the parent laid in.
+    Upper(PathBuf),
+    /// Copy mode's workspace: the start state's copy to copy onto the disk, and the empty
+    /// folder the workspace goes to at the end.
+    Copy {
+        /// The start state (the caller's, never written).
+        start: PathBuf,
+        /// The end state's folder.
+        dir: PathBuf,
+    },
+}
+
+/// How much more a disk that receives a copy may hold until it is bounded (a bound set after the
+/// copy is on it: tmpfs cannot bound a disk mounted unbounded).
+const UNTIL_BOUNDED: (u64, u64) = (1 << 40, 1 << 30);
+
 /// The mounted disk: a handle on its root that outlives the temporary root it was mounted in.
 pub(crate) struct TrialDisk {
     root: OwnedFd,
-    /// The host's upper folder of the workspace, where the changes go at the end.
+    /// The host's folder of the workspace (its upper layer, or the copy), where it goes at the end.
     host_upper: Option<OwnedFd>,
     /// The host's upper folder of an image root whose changes are carried out for the checks.
     host_root_upper: Option<OwnedFd>,
@@ -103,24 +126,30 @@ pub(crate) struct TrialDisk {
 
 impl TrialDisk {
     /// Mounts a tmpfs of `bytes` and makes its parts. Runs in T's temporary root, where the host
-    /// is still reachable: `host_upper` and `host_root_upper` (as seen there) are held open for
-    /// the moves at the end.
+    /// is still reachable: `workspace` and `host_root_upper` (as seen there) are held open for
+    /// the moves at the end. A copy (`OnDisk::Copy`) is made on it first, and the disk then
+    /// bounded to what it holds plus `bytes` (and as many more entries as `bytes` allows).
     pub(crate) fn mount(
         bytes: u64,
-        host_upper: Option<&Path>,
+        workspace: Option<&OnDisk>,
         host_root_upper: Option<&Path>,
     ) -> Result<TrialDisk, String> {
         let at = Path::new(MOUNT_POINT);
         fs::create_dir_all(at).map_err(|e| format!("mkdir {MOUNT_POINT}: {e}"))?;
+        let copy = matches!(workspace, Some(OnDisk::Copy { .. }));
+        let (size, entries) = match copy {
+            true => (
+                bytes.saturating_add(UNTIL_BOUNDED.0),
+                entries_for(bytes).saturating_add(UNTIL_BOUNDED.1),
+            ),
+            false => (bytes, entries_for(bytes)),
+        };
         sys::mount(
             Some(std::ffi::OsStr::new("tmpfs")),
             at,
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&format!(
-                "size={bytes},nr_inodes={},mode=0755",
-                entries_for(bytes)
-            )),
+            Some(&format!("size={size},nr_inodes={entries},mode=0755")),
         )
         .map_err(|e| format!("mount the trial's disk (a tmpfs of {bytes} bytes): {e}"))?;
         for part in Part::ALL {
@@ -130,17 +159,26 @@ impl TrialDisk {
                 .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
         }
         let root = open_path(at).map_err(|e| format!("open {MOUNT_POINT}: {e}"))?;
-        let host_upper = match host_upper {
-            Some(p) => {
+        let upper = at.join(Part::WorkspaceUpper.name());
+        let host_upper = match workspace {
+            Some(OnDisk::Upper(p)) => {
                 // What the parent laid into the upper layer before the start (a variant's
                 // files) moves onto the disk, where the overlay will have it.
-                move_all(p, &at.join(Part::WorkspaceUpper.name()))
+                move_all(p, &upper)
                     .and_then(|()| clear(p))
                     .map_err(|e| format!("move {} onto the trial's disk: {e}", p.display()))?;
                 Some(open_path(p).map_err(|e| format!("open {}: {e}", p.display()))?)
             }
+            Some(OnDisk::Copy { start, dir }) => {
+                copy::copy_tree(start, &upper)
+                    .map_err(|e| format!("copy {} onto the trial's disk: {e}", start.display()))?;
+                Some(open_path(dir).map_err(|e| format!("open {}: {e}", dir.display()))?)
+            }
             None => None,
         };
+        if copy {
+            bound(at, bytes)?;
+        }
         let host_root_upper = host_root_upper
             .map(|p| open_path(p).map_err(|e| format!("open {}: {e}", p.display())))
             .transpose()?;
@@ -239,14 +277,38 @@ fn open_path(p: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Whether the disk at `p` is full: no byte or no entry left.
-fn is_full(p: &Path) -> io::Result<bool> {
+/// Bounds the disk at `at` to what it holds now plus `bytes`, and its entries to those it holds
+/// plus [`entries_for`]`(bytes)`.
+fn bound(at: &Path, bytes: u64) -> Result<(), String> {
+    let s = statvfs(at).map_err(|e| format!("statfs the trial's disk: {e}"))?;
+    let used = (s.f_blocks - s.f_bfree).saturating_mul(s.f_frsize);
+    let used_entries = s.f_files - s.f_ffree;
+    let (size, entries) = (
+        used.saturating_add(bytes),
+        used_entries.saturating_add(entries_for(bytes)),
+    );
+    sys::mount(
+        None,
+        at,
+        None,
+        libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&format!("size={size},nr_inodes={entries}")),
+    )
+    .map_err(|e| format!("bound the trial's disk to {size} bytes and {entries} entries: {e}"))
+}
+
+fn statvfs(p: &Path) -> io::Result<libc::statvfs> {
     let c = sys::cstring(p)?;
     let mut out = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: a valid C string and writable memory of the right size.
     sys::check(unsafe { libc::statvfs(c.as_ptr(), out.as_mut_ptr()) })?;
     // SAFETY: statvfs returned 0, so it filled `out`.
-    let s = unsafe { out.assume_init() };
+    Ok(unsafe { out.assume_init() })
+}
+
+/// Whether the disk at `p` is full: no byte or no entry left.
+fn is_full(p: &Path) -> io::Result<bool> {
+    let s = statvfs(p)?;
     Ok(s.f_bfree == 0 || s.f_ffree == 0)
 }
 

@@ -33,10 +33,18 @@ pub(crate) fn run(
     next: &mut crate::turns::NextTurnFn<'_>,
 ) -> Result<SandboxReport, SandboxError> {
     let start = Instant::now();
-    let Workspace::Bind { dir } = &spec.workspace else {
-        return Err(SandboxError::InvalidSpec(
-            "an overlay workspace needs namespaces".to_owned(),
-        ));
+    let dir = match &spec.workspace {
+        Workspace::Bind { dir } => dir,
+        Workspace::Copy { start, dir } => {
+            crate::copy::copy_tree(start, dir)
+                .map_err(|e| SandboxError::io("copy the workspace's start state", e))?;
+            dir
+        }
+        Workspace::Overlay { .. } => {
+            return Err(SandboxError::InvalidSpec(
+                "an overlay workspace needs namespaces".to_owned(),
+            ))
+        }
     };
     let stdout = create(&spec.stdout)?;
     let stderr = if spec.stderr == spec.stdout {

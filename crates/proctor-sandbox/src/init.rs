@@ -450,11 +450,6 @@ fn enter_trial(
     // a process without `CAP_SYS_PTRACE` in the host's user namespace.
     sys::set_not_dumpable().map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
     trace("trial init running");
-    // Before anything of the trial runs, so that every process of it is counted.
-    for dir in &spec.limits.cgroups {
-        join_cgroup(dir)
-            .map_err(|e| format!("join the trial's control group {}: {e}", dir.display()))?;
-    }
     if spec.network != Network::Host && !loopback_up {
         sys::loopback_up().map_err(|e| format!("bring up lo: {e}"))?;
     }
@@ -467,7 +462,7 @@ fn enter_trial(
         disk,
         handback,
         own_proc,
-    } = rootfs::build_trial_root(spec, ids)?;
+    } = rootfs::build_trial_root(spec, ids, join_cgroup)?;
     trace("root built");
     // Only now does the zygote clone the next trial init ahead: its network's making would
     // contend with this root's mounts for the kernel's locks.

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::disk::{Part, TrialDisk};
+use crate::disk::{OnDisk, Part, TrialDisk};
 use crate::handback::HandBack;
 use crate::ids::{IdMapKind, IdMapping};
 use crate::report::{FullStop, Isolation, Namespace, WorkspaceKind};
@@ -184,10 +184,22 @@ pub(crate) struct TrialRoot {
 
 /// Builds T's root and pivots into it. Runs in T: new user, mount, PID (T is its PID 1), IPC, UTS
 /// and maybe network namespaces.
-pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRoot> {
+pub(crate) fn build_trial_root(
+    spec: &SandboxSpec,
+    ids: &IdMapping,
+    join_cgroup: fn(&Path) -> std::io::Result<()>,
+) -> R<TrialRoot> {
     enter_base_tmpfs()?;
     let handback = hand_back_of(spec, ids)?;
     let disk = mount_trial_disk(spec)?;
+    // T joins the trial's control groups before anything of the trial runs, so that every
+    // process of it is counted, and after the disk holds what it was given (in copy mode the
+    // whole start state), so that its memory is not counted as the trial's.
+    for dir in &spec.limits.cgroups {
+        join_cgroup(&in_old(dir)).map_err(ctx(|| {
+            format!("join the trial's control group {}", dir.display())
+        }))?;
+    }
     let new = Path::new(NEW);
     let skeleton = spec.skeleton.as_ref().filter(|_| spec.root_image.is_none());
     let host_top = lay_root(spec, new, skeleton, disk.as_ref())?;
@@ -238,13 +250,18 @@ pub(crate) fn build_trial_root(spec: &SandboxSpec, ids: &IdMapping) -> R<TrialRo
 }
 
 /// The trial's disk, when its writes are bounded: one tmpfs of `disk_bytes` holding the
-/// workspace's upper layer, an image root's kept upper layer, `/tmp`, `HOME` and `/dev/shm`.
+/// workspace's upper layer (or, in copy mode, the whole copy; a bound folder stays on the
+/// host's disk), an image root's kept upper layer, `/tmp`, `HOME` and `/dev/shm`.
 fn mount_trial_disk(spec: &SandboxSpec) -> R<Option<TrialDisk>> {
     let Some(bytes) = spec.limits.disk_bytes else {
         return Ok(None);
     };
-    let host_upper = match &spec.workspace {
-        Workspace::Overlay { upper, .. } => Some(in_old(upper)),
+    let workspace = match &spec.workspace {
+        Workspace::Overlay { upper, .. } => Some(OnDisk::Upper(in_old(upper))),
+        Workspace::Copy { start, dir } => Some(OnDisk::Copy {
+            start: in_old(start),
+            dir: in_old(dir),
+        }),
         Workspace::Bind { .. } => None,
     };
     let root_upper = spec
@@ -252,7 +269,7 @@ fn mount_trial_disk(spec: &SandboxSpec) -> R<Option<TrialDisk>> {
         .as_ref()
         .filter(|image| image.keep_upper)
         .map(|image| in_old(&image.upper));
-    TrialDisk::mount(bytes, host_upper.as_deref(), root_upper.as_deref()).map(Some)
+    TrialDisk::mount(bytes, workspace.as_ref(), root_upper.as_deref()).map(Some)
 }
 
 /// Lays the new root's base on `new`. The host's root: a skeleton (the run's, laid out once, or
@@ -327,7 +344,7 @@ fn hand_back_of(spec: &SandboxSpec, ids: &IdMapping) -> R<HandBack> {
     }
     match &spec.workspace {
         Workspace::Overlay { upper, .. } => h.hold(&in_old(upper), true)?,
-        Workspace::Bind { dir } => h.hold(&in_old(dir), true)?,
+        Workspace::Bind { dir } | Workspace::Copy { dir, .. } => h.hold(&in_old(dir), true)?,
     }
     if let Some(image) = &spec.root_image {
         // Off the trial's disk, or carried out of it for the checks (whose capture reads the
@@ -766,7 +783,7 @@ fn writable(target: &Path, on_disk: Option<PathBuf>, data: &str) -> R<()> {
 }
 
 /// The workspace: an overlay of the layers (its upper layer on the trial's disk when there is
-/// one), or a bind of the host directory.
+/// one), a bind of the copy (moved onto the trial's disk when there is one), or of the folder.
 fn mount_workspace(spec: &SandboxSpec, disk: Option<&TrialDisk>) -> R<WorkspaceKind> {
     let ws = in_new(&spec.workspace_inside);
     mkdir_p(&ws)?;
@@ -787,6 +804,19 @@ fn mount_workspace(spec: &SandboxSpec, disk: Option<&TrialDisk>) -> R<WorkspaceK
                 &work,
             )?;
             Ok(WorkspaceKind::Overlay)
+        }
+        Workspace::Copy { start, dir } => {
+            let copy = match disk {
+                Some(d) => d.at(Part::WorkspaceUpper),
+                None => {
+                    crate::copy::copy_tree(&in_old(start), &in_old(dir)).map_err(ctx(|| {
+                        format!("copy {} into {}", start.display(), dir.display())
+                    }))?;
+                    in_old(dir)
+                }
+            };
+            bind(&copy, &ws, false, MOUNT_ATTR_NOSUID)?;
+            Ok(WorkspaceKind::Bind)
         }
         Workspace::Bind { dir } => {
             bind(&in_old(dir), &ws, false, MOUNT_ATTR_NOSUID)?;

@@ -155,10 +155,22 @@ pub enum Workspace {
         /// overlayfs' work directory (same file system as `upper`).
         work: PathBuf,
     },
-    /// A read-write bind of a directory the caller prepared (copy mode: the caller copied the
-    /// fixture and diffs it against a manifest afterwards).
+    /// A read-write bind of a directory the caller prepared, as it is (a check's copy of the
+    /// end state, which the check's watch observes where it lies).
     Bind {
         /// The host directory.
+        dir: PathBuf,
+    },
+    /// A copy of `start` (copy mode: the caller diffs `dir` against the start state's manifest
+    /// afterwards). With a bounded disk (`disk_bytes`), the sandbox copies `start` onto the
+    /// trial's disk before it bounds the disk (the copy is not counted against the bound), that
+    /// is the workspace while the trial runs, and it is moved into `dir` at the end, special
+    /// bits cleared and kept in [`crate::copy::MODE_XATTR`]; without one, the sandbox copies
+    /// `start` into `dir` and binds that.
+    Copy {
+        /// The start state, which nothing writes (the caller's, shared by trials).
+        start: PathBuf,
+        /// An empty host directory: the end state.
         dir: PathBuf,
     },
 }
@@ -479,6 +491,10 @@ impl SandboxSpec {
                 }
             }
             Workspace::Bind { dir } => check_absolute("workspace dir", dir)?,
+            Workspace::Copy { start, dir } => {
+                check_absolute("workspace start", start)?;
+                check_absolute("workspace dir", dir)?;
+            }
         }
         for h in &self.hide {
             check_absolute("hidden path", h)?;

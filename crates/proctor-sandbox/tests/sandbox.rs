@@ -940,6 +940,67 @@ fn copy_mode_binds_the_copy_and_diffs_it_against_a_manifest() {
     );
 }
 
+/// In copy mode on a bounded disk, the sandbox makes the copy on the disk beside the bound: the
+/// start state (a file larger than the disk) is the agent's to read and costs it nothing, a
+/// write past the bound fails with ENOSPC, the copy comes back whole into the trial's folder
+/// (the start state's copy untouched) and the diff reads the real modes the move kept (a
+/// set-user-ID file's, whose copy on the host has no such bit), never a mode the agent wrote
+/// into an attribute.
+#[test]
+fn copy_mode_on_a_bounded_disk_holds_the_copy_beside_the_bound_and_gives_it_back() {
+    require_support();
+    let t = Trial::new();
+    let start = t.root.join("start");
+    write(&start.join("a.txt"), "a");
+    fs::write(start.join("big.bin"), vec![7u8; 3 << 20]).expect("big.bin");
+    fs::create_dir_all(start.join("shared")).expect("mkdir");
+    fs::set_permissions(start.join("shared"), fs::Permissions::from_mode(0o777)).expect("chmod");
+    let manifest = Manifest::build(&start).expect("manifest");
+    let copy = t.root.join("copy");
+    fs::create_dir_all(&copy).expect("mkdir");
+    let mut spec = t.spec(
+        "stat -c %a shared; cmp -s big.bin big.bin && echo read; echo A > a.txt; \
+         head -c 5000000 /dev/zero > z.bin || echo full; echo c > c.txt; \
+         python3 -c 'import os; os.setxattr(\"c.txt\", \"user.proctor.mode\", b\"4095\")' && echo forged; \
+         echo s > s.sh; chmod 4755 s.sh",
+    );
+    spec.workspace = Workspace::Copy {
+        start: start.clone(),
+        dir: copy.clone(),
+    };
+    spec.limits.disk_bytes = Some(2 << 20);
+    let r = t.run(&spec);
+    assert_eq!(r.exit_code, Some(0), "{}", t.stderr());
+    assert_eq!(t.stdout(), "777\nread\nfull\nforged\n", "{}", t.stderr());
+    assert!(r.bounds.disk_full);
+    let z = fs::metadata(copy.join("z.bin")).expect("z.bin").len();
+    assert!(z > 0 && z <= 2 << 20, "z.bin holds what fit: {z}");
+    assert_eq!(fs::read(copy.join("big.bin")).expect("big").len(), 3 << 20);
+    // The start state's copy is as it was: the next trial copies it again.
+    assert_eq!(Manifest::build(&start).expect("manifest"), manifest);
+    let on_host = fs::metadata(copy.join("s.sh"))
+        .expect("s.sh")
+        .permissions()
+        .mode();
+    assert_eq!(on_host & 0o7777, 0o755, "no special bit reaches the host");
+    let diff = diff::manifest_diff(&manifest, (&copy, diff::CopyModes::MovedOffTheDisk), &[])
+        .expect("diff");
+    let got: Vec<(String, ChangeKind, Option<u32>)> = diff
+        .changes
+        .into_iter()
+        .map(|c| (c.path.to_string_lossy().into_owned(), c.kind, c.mode_after))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("a.txt".into(), ChangeKind::Modified, Some(0o644)),
+            ("c.txt".into(), ChangeKind::Added, Some(0o644)),
+            ("s.sh".into(), ChangeKind::Added, Some(0o4755)),
+            ("z.bin".into(), ChangeKind::Added, Some(0o644)),
+        ]
+    );
+}
+
 #[test]
 fn without_namespaces_the_report_says_so() {
     let t = Trial::new();

@@ -86,11 +86,13 @@ fn an_agent_that_fills_its_disk_gets_enospc_and_is_graded_from_what_it_wrote() {
     assert!(big["size"].as_u64().unwrap() < 8 << 20, "{big:#}");
 }
 
-/// The trial's disk holds one entry per 16 KiB (16,384 at least), as `mkfs.ext4` would make it:
+/// A trial's disk holds a bounded count of entries (16,384 for `disk_mb = 16`, one per 16 KiB):
 /// an agent that makes files past that gets ENOSPC like a full disk and is graded from what it
 /// made, so the count of changes proctor holds while it grades is bounded by the task's
-/// `disk_mb`; an agent that stays under the count reaches no limit. As this user and as uid
-/// 65534.
+/// `disk_mb`; an agent that stays under the count reaches no limit. In overlay mode and in copy
+/// mode alike, where the copy (a start state of 17,000 files and 20 MB, more than the disk's
+/// own bound) is held on the disk beside what the agent may write, never counted against it.
+/// As this user and as uid 65534.
 #[test]
 fn an_agent_that_makes_entries_past_its_disk_gets_enospc_and_is_graded() {
     let make = |n: u32| {
@@ -99,34 +101,59 @@ fn an_agent_that_makes_entries_past_its_disk_gets_enospc_and_is_graded() {
         )
     };
     let arms = [(20_000, true), (9_000, false)];
-    for (who, (n, full)) in users()
-        .into_iter()
-        .flat_map(|who| arms.map(|arm| (who, arm)))
-    {
-        let lab = Lab::new(&format!("limits-entries-{n}-{who:?}"));
+    for (who, copy, (n, full)) in users().into_iter().flat_map(|who| {
+        [false, true]
+            .into_iter()
+            .flat_map(move |copy| arms.map(|arm| (who, copy, arm)))
+    }) {
+        let lab = Lab::new(&format!("limits-entries-{n}-{who:?}-{copy}"));
+        // The copy's start state: more entries and bytes than the disk's own bound.
+        let sees_start = match copy {
+            true => "test $(ls start | wc -l) -eq 17000 && test $(stat -c %s big.bin) -eq 20000000",
+            false => "true",
+        };
         lab.one_task(
             "limits = { disk_mb = 16 }",
             "{ file_added = \"before.txt\" }",
-            &["echo kept > before.txt", &make(n)],
+            &["echo kept > before.txt", sees_start, &make(n)],
             true,
         );
-        let out = lab.run(who, &[]);
+        if copy {
+            let start = lab.suite().join("fixture/start");
+            std::fs::create_dir_all(&start).unwrap();
+            for i in 0..17_000 {
+                std::fs::write(start.join(i.to_string()), "").unwrap();
+            }
+            std::fs::write(lab.suite().join("fixture/big.bin"), vec![7u8; 20_000_000]).unwrap();
+        }
+        let extra: &[&str] = if copy { &["--isolation", "copy"] } else { &[] };
+        let out = lab.run(who, extra);
         assert!(out.code == 0 || out.code == 1, "{who:?}: {}", out.stderr);
         let record = lab.record("t.agent.0");
-        if !enforced(&record, "disk_mb") {
+        if !common::lab::real_isolation(&record, copy) || !enforced(&record, "disk_mb") {
             return;
         }
-        assert_eq!(record["outcome"], "completed", "graded: {record:#}");
+        let why = format!("{who:?} copy={copy} {n}");
+        assert_eq!(record["outcome"], "completed", "{why}: graded: {record:#}");
         let changes = record["end_state"]["changes"].as_array().unwrap().len() as u64
             + record["end_state"]["changes_omitted"].as_u64().unwrap_or(0);
         if full {
-            assert_eq!(record["limit_reached"], "disk", "{record:#}");
+            assert_eq!(record["limit_reached"], "disk", "{why}: {record:#}");
             assert_eq!(record["end_state"]["answer"], "No space left on device");
-            assert!((16_000..16_384).contains(&changes), "{changes} changes");
+            assert!(
+                (16_000..=16_384).contains(&changes),
+                "{why}: {changes} changes"
+            );
         } else {
-            assert!(record["limit_reached"].is_null(), "{record:#}");
-            assert_eq!(changes, 9_002, "before.txt, many/ and its files");
+            assert!(record["limit_reached"].is_null(), "{why}: {record:#}");
+            assert_eq!(changes, 9_002, "{why}: before.txt, many/ and its files");
         }
+        // The start state came back whole: not one of its entries is a change.
+        let listed = record["end_state"]["changes"].to_string();
+        assert!(
+            !listed.contains("start/") && !listed.contains("big.bin"),
+            "{why}"
+        );
     }
 }
 

@@ -554,7 +554,14 @@ fn workspace_changes(
         TrialWorkspace::Overlay { upper, .. } => {
             (diff::overlay_diff(upper, &prepared.lowers, &[]), upper)
         }
-        TrialWorkspace::Copy { dir, manifest } => (diff::manifest_diff(manifest, dir, &[]), dir),
+        TrialWorkspace::Copy { dir, start } => {
+            // With namespaces the copy was on the trial's disk, and was moved off it.
+            let modes = match prepared.paths.namespaces {
+                true => diff::CopyModes::MovedOffTheDisk,
+                false => diff::CopyModes::Own,
+            };
+            (diff::manifest_diff(&start.manifest, (dir, modes), &[]), dir)
+        }
     };
     let bounds = &executed.report.bounds;
     let layer = Layer {

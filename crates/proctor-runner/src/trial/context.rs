@@ -25,6 +25,15 @@ pub struct Isolation {
     pub namespaces: bool,
 }
 
+/// Copy mode's start state, made once per run for every trial that starts from it.
+#[derive(Debug)]
+pub struct StartCopy {
+    /// The copy: no trial writes it (each sandbox copies it into its own workspace).
+    pub dir: PathBuf,
+    /// Its manifest, which each trial's end state is compared with.
+    pub manifest: Manifest,
+}
+
 impl Isolation {
     /// The isolation as run.json and trial records record it.
     pub fn recorded(self) -> proctor_records::run::Isolation {
@@ -74,8 +83,9 @@ pub struct RunContext<'a> {
     pub skeletons: crate::skeletons::Skeletons,
     /// Grace between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// Copy mode: the manifest of each prepared start state, built once.
-    pub manifests: Mutex<BTreeMap<String, Arc<Manifest>>>,
+    /// Copy mode: each start state's copy (in `work_root`, read by every trial's sandbox, which
+    /// copies it into the trial's workspace) and its manifest, made once.
+    pub start_copies: Mutex<BTreeMap<String, Arc<StartCopy>>>,
     /// Each script variant's script for a task, read once (by variant and task).
     pub scripts: Mutex<BTreeMap<(String, String), proctor_suite::script::Script>>,
     /// Each real agent's preflight (installed version and flags), checked once per variant.

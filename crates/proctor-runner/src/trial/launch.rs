@@ -445,7 +445,7 @@ fn trial_limits(
     let disk_by = if ctx.isolation.overlay {
         "the trial's own tmpfs"
     } else {
-        "the trial's own tmpfs, for all but the workspace (a copy on the host's disk)"
+        "the trial's own tmpfs, which holds the workspace's copy as well (not counted)"
     };
     let (limits, cgroup) = sandboxing::held_limits(
         &ctx.cgroups,

@@ -14,7 +14,7 @@ use proctor_sandbox::Workspace;
 use crate::allow::{resolve, Allowed};
 use crate::calls::CallsLog;
 use crate::layers::copy_tree;
-use crate::trial::context::{RunContext, Trial};
+use crate::trial::context::{RunContext, StartCopy, Trial};
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::paths::TrialPaths;
 
@@ -47,12 +47,13 @@ pub enum TrialWorkspace {
         /// overlayfs' work folder.
         work: PathBuf,
     },
-    /// A copy of the start state, diffed afterwards against the start state's manifest.
+    /// A copy of the start state (the sandbox makes it), diffed afterwards against the start
+    /// state's manifest.
     Copy {
-        /// The copy.
+        /// The copy: empty until the sandbox fills it, the end state after.
         dir: PathBuf,
-        /// The start state's manifest, built once per start state.
-        manifest: Arc<Manifest>,
+        /// The start state's copy and manifest, made once per start state.
+        start: Arc<StartCopy>,
     },
 }
 
@@ -83,7 +84,10 @@ impl Prepared {
                 upper: upper.clone(),
                 work: work.clone(),
             },
-            TrialWorkspace::Copy { dir, .. } => Workspace::Bind { dir: dir.clone() },
+            TrialWorkspace::Copy { dir, start } => Workspace::Copy {
+                start: start.dir.clone(),
+                dir: dir.clone(),
+            },
         }
     }
 }
@@ -176,9 +180,9 @@ pub fn prepare(ctx: &RunContext, trial: &Trial, t0: Instant) -> Result<Prepared,
     })
 }
 
-/// The workspace over `lowers`: an overlay with an empty upper layer, or a copy (lowest layer
-/// first, so upper layers overwrite) with the start state's manifest, built once per start
-/// state and shared by the run's trials.
+/// The workspace over `lowers`: an overlay with an empty upper layer, or an empty folder for the
+/// copy the sandbox makes of the start state's copy (made once per start state, lowest layer
+/// first so upper layers overwrite, with its manifest, and shared by the run's trials).
 fn workspace(
     ctx: &RunContext,
     paths: &TrialPaths,
@@ -191,26 +195,39 @@ fn workspace(
         return Ok(TrialWorkspace::Overlay { upper, work });
     }
     let dir = paths.copy();
-    for layer in lowers.iter().rev() {
-        copy_tree(layer, &dir)?;
-    }
+    std::fs::create_dir_all(&dir)?;
+    let start = start_copy(ctx, lowers)?;
+    Ok(TrialWorkspace::Copy { dir, start })
+}
+
+/// The copy of the start state over `lowers`, made the first time it is asked for (under the
+/// lock: a trial that asks meanwhile waits for it rather than making its own).
+fn start_copy(ctx: &RunContext, lowers: &[PathBuf]) -> std::io::Result<Arc<StartCopy>> {
     let key = lowers
         .iter()
         .map(|l| l.display().to_string())
         .collect::<Vec<_>>()
         .join("|");
-    let cached = ctx.manifests.lock().ok().and_then(|m| m.get(&key).cloned());
-    let manifest = match cached {
-        Some(m) => m,
-        None => {
-            let m = Arc::new(Manifest::build(&dir).map_err(std::io::Error::other)?);
-            if let Ok(mut map) = ctx.manifests.lock() {
-                map.insert(key, m.clone());
-            }
-            m
-        }
-    };
-    Ok(TrialWorkspace::Copy { dir, manifest })
+    let mut copies = ctx
+        .start_copies
+        .lock()
+        .map_err(|_| std::io::Error::other("a trial panicked while making a start copy"))?;
+    if let Some(copy) = copies.get(&key) {
+        return Ok(copy.clone());
+    }
+    // Not a trial's folder: a trial's id never starts with a dot.
+    let dir = ctx
+        .work_root
+        .join(".start-copies")
+        .join(copies.len().to_string());
+    let _ = proctor_sandbox::remove_tree(&dir);
+    for layer in lowers.iter().rev() {
+        copy_tree(layer, &dir)?;
+    }
+    let manifest = Manifest::build(&dir).map_err(std::io::Error::other)?;
+    let copy = Arc::new(StartCopy { dir, manifest });
+    copies.insert(key, copy.clone());
+    Ok(copy)
 }
 
 /// The shim of an allowed command: logs the call through proctor (`proctor`: the command line
@@ -329,27 +346,33 @@ mod tests {
         let prepared = prepare(&ctx, &trial, Instant::now()).unwrap();
         let paths = &prepared.paths;
         assert!(paths.trial_dir.is_dir());
-        let TrialWorkspace::Copy { dir, manifest } = &prepared.workspace else {
+        let TrialWorkspace::Copy { dir, start } = &prepared.workspace else {
             panic!("not a copy");
         };
+        // The trial's folder is empty until its sandbox copies the start state's copy in.
         assert_eq!(dir, &paths.copy());
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
         assert_eq!(
-            std::fs::read_to_string(dir.join("README.md")).unwrap(),
+            std::fs::read_to_string(start.dir.join("README.md")).unwrap(),
             "a fixture\n"
         );
+        assert!(start.manifest.entries.contains_key(Path::new("README.md")));
         assert_eq!(
             crate::trial::checks::EndTree::of(&prepared),
             crate::trial::checks::EndTree::Copy { dir: dir.clone() }
         );
         assert_eq!(
             prepared.sandbox_workspace(),
-            Workspace::Bind { dir: dir.clone() }
+            Workspace::Copy {
+                start: start.dir.clone(),
+                dir: dir.clone()
+            }
         );
         let names: Vec<&str> = prepared.allowed.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["sh"]);
         assert!(paths.shims.host.join("sh").is_file());
         assert!(std::os::unix::net::UnixStream::connect(&paths.socket.host).is_ok());
-        // The start state's manifest is built once and shared by the run's trials.
+        // The start state's copy and manifest are made once and shared by the run's trials.
         let other = crate::trial::testkit::planned("t", "cmd");
         let second = prepare(
             &ctx,
@@ -357,10 +380,10 @@ mod tests {
             Instant::now(),
         )
         .unwrap();
-        let TrialWorkspace::Copy { manifest: m2, .. } = &second.workspace else {
+        let TrialWorkspace::Copy { start: s2, .. } = &second.workspace else {
             panic!("not a copy");
         };
-        assert!(Arc::ptr_eq(manifest, m2));
+        assert!(Arc::ptr_eq(start, s2));
         let work = paths.work.clone();
         drop(prepared);
         assert!(!work.exists(), "the scratch goes with the prepared trial");

@@ -23,7 +23,7 @@ use proctor_score::endstate::HEAD_BYTES;
 
 use crate::layers::copy_tree;
 use crate::record::SetupRecord;
-use crate::trial::context::Trial;
+use crate::trial::context::{StartCopy, Trial};
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::launch::Launched;
 use crate::trial::prepare::{Prepared, TrialWorkspace};
@@ -166,13 +166,15 @@ fn setup_spec(
     spec
 }
 
-/// The agent's workspace over `base` alone: an overlay's lowers, or a fresh copy of it with its
-/// own manifest.
+/// The agent's workspace over `base` alone: an overlay's lowers, or the start state's copy that
+/// its sandbox copies (with its own manifest).
 fn start_from(prepared: &mut Prepared, base: PathBuf) -> std::io::Result<()> {
-    if let TrialWorkspace::Copy { dir, manifest } = &mut prepared.workspace {
-        proctor_sandbox::remove_tree(dir)?;
-        copy_tree(&base, dir)?;
-        *manifest = Arc::new(Manifest::build(dir).map_err(std::io::Error::other)?);
+    if let TrialWorkspace::Copy { start, .. } = &mut prepared.workspace {
+        let manifest = Manifest::build(&base).map_err(std::io::Error::other)?;
+        *start = Arc::new(StartCopy {
+            dir: base.clone(),
+            manifest,
+        });
     }
     prepared.lowers = vec![base];
     Ok(())
