@@ -218,7 +218,7 @@ impl TrialDisk {
                 ),
                 Path::new(""),
                 &mut left,
-                (&mut Links::default(), &mut *beat),
+                (&mut Links::default(), &mut Beat::every(BEAT, &mut *beat)),
             )
             .map_err(|e| format!("move the workspace's changes out of the trial's disk: {e}"))?;
         }
@@ -232,7 +232,7 @@ impl TrialDisk {
                 ),
                 Path::new(""),
                 &mut root_left,
-                (&mut Links::default(), &mut *beat),
+                (&mut Links::default(), &mut Beat::every(BEAT, &mut *beat)),
             )
             .map_err(|e| format!("move the root's changes out of the trial's disk: {e}"))?;
         }
@@ -323,18 +323,17 @@ fn move_tree(
     (from, to, fds): (&Path, &Path, &Path),
     rel: &Path,
     left: &mut LeftOuts,
-    (links, beat): (&mut Links<PathBuf>, &mut dyn FnMut()),
+    (links, beat): (&mut Links<PathBuf>, &mut Beat<'_>),
 ) -> io::Result<()> {
-    let mut last_beat = std::time::Instant::now();
     // Both trees by open folders: a path past PATH_MAX is moved like any other.
     let mut src = proctor_fs::Deep::open(from)?.with_fds(fds);
     let mut dst = proctor_fs::Deep::open(to)?.with_fds(fds);
     let mut pending: Vec<PathBuf> = Vec::new();
     let mut folders: Vec<(PathBuf, fs::Metadata)> = Vec::new();
     let mut step = |inner: &Path,
-                    pending: &mut Vec<PathBuf>,
-                    folders: &mut Vec<(PathBuf, fs::Metadata)>,
-                    left: &mut LeftOuts|
+                    (pending, folders): (&mut Vec<PathBuf>, &mut Vec<(PathBuf, fs::Metadata)>),
+                    left: &mut LeftOuts,
+                    beat: &mut Beat<'_>|
      -> io::Result<()> {
         let mut names: Vec<std::ffi::OsString> = fs::read_dir(&*src.reach(inner)?)?
             .map(|e| e.map(|e| e.file_name()))
@@ -354,17 +353,15 @@ fn move_tree(
                 Ok(None) => {}
                 Err(e) => left.push(rel.join(&cinner), &e),
             }
+            // Within a folder too: one folder may hold every entry the disk allows.
+            beat.maybe();
         }
         Ok(())
     };
-    step(Path::new(""), &mut pending, &mut folders, left)?;
+    step(Path::new(""), (&mut pending, &mut folders), left, beat)?;
     while let Some(dir) = pending.pop() {
-        if let Err(e) = step(&dir, &mut pending, &mut folders, left) {
+        if let Err(e) = step(&dir, (&mut pending, &mut folders), left, beat) {
             left.push(rel.join(&dir), &e);
-        }
-        if last_beat.elapsed() >= BEAT {
-            beat();
-            last_beat = std::time::Instant::now();
         }
     }
     // Each folder's mode, owner and times once all it holds is moved, deepest first.
@@ -372,12 +369,34 @@ fn move_tree(
         if let Err(e) = dst.reach(inner).and_then(|d| finish_entry(&d, meta)) {
             left.push(rel.join(inner), &e);
         }
-        if last_beat.elapsed() >= BEAT {
-            beat();
-            last_beat = std::time::Instant::now();
-        }
+        beat.maybe();
     }
     Ok(())
+}
+
+/// T's word, every so often while a move goes on ([`BEAT`]), that it is still at work.
+struct Beat<'a> {
+    every: std::time::Duration,
+    last: std::time::Instant,
+    beat: &'a mut dyn FnMut(),
+}
+
+impl<'a> Beat<'a> {
+    fn every(every: std::time::Duration, beat: &'a mut dyn FnMut()) -> Beat<'a> {
+        Beat {
+            every,
+            last: std::time::Instant::now(),
+            beat,
+        }
+    }
+
+    /// Calls the beat when `every` has passed since the last.
+    fn maybe(&mut self) {
+        if self.last.elapsed() >= self.every {
+            (self.beat)();
+            self.last = std::time::Instant::now();
+        }
+    }
 }
 
 /// [`move_tree`] of proctor's own files (laid in before the start), where any entry that cannot
@@ -389,7 +408,7 @@ fn move_all(from: &Path, to: &Path) -> io::Result<()> {
         (from, to, fds),
         Path::new(""),
         &mut left,
-        (&mut Links::default(), &mut || {}),
+        (&mut Links::default(), &mut Beat::every(BEAT, &mut || {})),
     )?;
     match left.listed.into_iter().next() {
         Some(l) => Err(io::Error::other(format!(
@@ -652,7 +671,7 @@ mod tests {
             (&from, &to, fds),
             Path::new(""),
             &mut left,
-            (&mut Links::default(), &mut || {}),
+            (&mut Links::default(), &mut Beat::every(BEAT, &mut || {})),
         )
         .unwrap();
         assert!(left.listed.is_empty(), "{:?}", left.listed.first());
@@ -661,5 +680,36 @@ mod tests {
         let at = deep.reach(&bottom).unwrap();
         assert_eq!(fs::read(&*at).unwrap(), b"deep");
         assert_eq!(fs::metadata(&*at).unwrap().mtime(), 946_684_800);
+    }
+
+    /// T says it is still at work while it moves the entries of one folder, not only between
+    /// folders: one folder may hold every entry the disk allows (262,144 by default), whose
+    /// move takes longer than the watchdog waits after T's last word.
+    #[test]
+    fn a_move_beats_within_one_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        fs::create_dir_all(from.join("many")).unwrap();
+        fs::create_dir_all(&to).unwrap();
+        for i in 0..300 {
+            fs::write(from.join("many").join(i.to_string()), "").unwrap();
+        }
+        let mut beats = 0;
+        let mut count = || beats += 1;
+        let mut left = LeftOuts::default();
+        move_tree(
+            (&from, &to, Path::new("/proc/self/fd")),
+            Path::new(""),
+            &mut left,
+            (
+                &mut Links::default(),
+                &mut Beat::every(std::time::Duration::ZERO, &mut count),
+            ),
+        )
+        .unwrap();
+        assert!(left.listed.is_empty(), "{:?}", left.listed.first());
+        assert_eq!(fs::read_dir(to.join("many")).unwrap().count(), 300);
+        // One beat after each entry moved (301) and each folder finished (1).
+        assert_eq!(beats, 302);
     }
 }
