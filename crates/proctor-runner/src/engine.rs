@@ -306,7 +306,7 @@ pub(crate) fn context<'a>(
         skeletons: crate::skeletons::Skeletons::new(&scratch.work),
         calls: crate::calls::Listeners::new(scratch.sockets.clone()),
         grace: options.grace,
-        start_copies: Mutex::new(BTreeMap::new()),
+        start_copies: Mutex::default(),
         scripts: Mutex::new(BTreeMap::new()),
         preflights: Mutex::new(BTreeMap::new()),
         host_programs: Mutex::new(BTreeMap::new()),

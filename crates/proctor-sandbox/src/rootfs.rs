@@ -783,7 +783,8 @@ fn writable(target: &Path, on_disk: Option<PathBuf>, data: &str) -> R<()> {
 }
 
 /// The workspace: an overlay of the layers (its upper layer on the trial's disk when there is
-/// one), a bind of the copy (moved onto the trial's disk when there is one), or of the folder.
+/// one), a bind of the copy (made on the trial's disk when there is one, else in its folder),
+/// or a bind of the folder as it is.
 fn mount_workspace(spec: &SandboxSpec, disk: Option<&TrialDisk>) -> R<WorkspaceKind> {
     let ws = in_new(&spec.workspace_inside);
     mkdir_p(&ws)?;

@@ -25,13 +25,37 @@ pub struct Isolation {
     pub namespaces: bool,
 }
 
-/// Copy mode's start state, made once per run for every trial that starts from it.
+/// Copy mode's start state, made once for the trials that start from it; its folder is removed
+/// when the last of them is done with it.
 #[derive(Debug)]
 pub struct StartCopy {
     /// The copy: no trial writes it (each sandbox copies it into its own workspace).
     pub dir: PathBuf,
     /// Its manifest, which each trial's end state is compared with.
     pub manifest: Manifest,
+}
+
+impl Drop for StartCopy {
+    fn drop(&mut self) {
+        let _ = proctor_sandbox::remove_tree(&self.dir);
+    }
+}
+
+/// The start copies a run keeps for its next trials: at most [`StartCopies::KEPT`], the least
+/// recently asked for given up first (a trial that holds one keeps it until it is done).
+#[derive(Debug, Default)]
+pub struct StartCopies {
+    /// By start state (its layers): the copy, and when it was last asked for.
+    pub(crate) kept: BTreeMap<String, (Arc<StartCopy>, u64)>,
+    /// How many were asked for, and made: the clock of the one, the names of the other.
+    pub(crate) asked: u64,
+    pub(crate) made: u64,
+}
+
+impl StartCopies {
+    /// How many start copies a run keeps (the scratch holds at most this many, and those of
+    /// trials running).
+    pub const KEPT: usize = 8;
 }
 
 impl Isolation {
@@ -85,7 +109,7 @@ pub struct RunContext<'a> {
     pub grace: Duration,
     /// Copy mode: each start state's copy (in `work_root`, read by every trial's sandbox, which
     /// copies it into the trial's workspace) and its manifest, made once.
-    pub start_copies: Mutex<BTreeMap<String, Arc<StartCopy>>>,
+    pub start_copies: Mutex<StartCopies>,
     /// Each script variant's script for a task, read once (by variant and task).
     pub scripts: Mutex<BTreeMap<(String, String), proctor_suite::script::Script>>,
     /// Each real agent's preflight (installed version and flags), checked once per variant.

@@ -14,7 +14,7 @@ use proctor_sandbox::Workspace;
 use crate::allow::{resolve, Allowed};
 use crate::calls::CallsLog;
 use crate::layers::copy_tree;
-use crate::trial::context::{RunContext, StartCopy, Trial};
+use crate::trial::context::{RunContext, StartCopies, StartCopy, Trial};
 use crate::trial::error::{Stage, TrialError};
 use crate::trial::paths::TrialPaths;
 
@@ -201,7 +201,8 @@ fn workspace(
 }
 
 /// The copy of the start state over `lowers`, made the first time it is asked for (under the
-/// lock: a trial that asks meanwhile waits for it rather than making its own).
+/// lock: a trial that asks meanwhile waits for it rather than making its own), and kept for
+/// the next trials (see [`StartCopies`]).
 fn start_copy(ctx: &RunContext, lowers: &[PathBuf]) -> std::io::Result<Arc<StartCopy>> {
     let key = lowers
         .iter()
@@ -212,21 +213,43 @@ fn start_copy(ctx: &RunContext, lowers: &[PathBuf]) -> std::io::Result<Arc<Start
         .start_copies
         .lock()
         .map_err(|_| std::io::Error::other("a trial panicked while making a start copy"))?;
-    if let Some(copy) = copies.get(&key) {
+    copies.asked += 1;
+    let now = copies.asked;
+    if let Some((copy, asked)) = copies.kept.get_mut(&key) {
+        *asked = now;
         return Ok(copy.clone());
     }
     // Not a trial's folder: a trial's id never starts with a dot.
     let dir = ctx
         .work_root
         .join(".start-copies")
-        .join(copies.len().to_string());
+        .join(copies.made.to_string());
+    copies.made += 1;
     let _ = proctor_sandbox::remove_tree(&dir);
-    for layer in lowers.iter().rev() {
-        copy_tree(layer, &dir)?;
-    }
-    let manifest = Manifest::build(&dir).map_err(std::io::Error::other)?;
+    let made = lowers
+        .iter()
+        .rev()
+        .try_for_each(|layer| copy_tree(layer, &dir))
+        .and_then(|()| Manifest::build(&dir).map_err(std::io::Error::other));
+    let manifest = match made {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = proctor_sandbox::remove_tree(&dir);
+            return Err(e);
+        }
+    };
     let copy = Arc::new(StartCopy { dir, manifest });
-    copies.insert(key, copy.clone());
+    copies.kept.insert(key, (copy.clone(), now));
+    while copies.kept.len() > StartCopies::KEPT {
+        let oldest = copies
+            .kept
+            .iter()
+            .min_by_key(|(_, (_, asked))| *asked)
+            .map(|(k, _)| k.clone());
+        if let Some(k) = oldest {
+            copies.kept.remove(&k);
+        }
+    }
     Ok(copy)
 }
 
@@ -387,6 +410,41 @@ mod tests {
         let work = paths.work.clone();
         drop(prepared);
         assert!(!work.exists(), "the scratch goes with the prepared trial");
+    }
+
+    #[test]
+    fn a_run_keeps_a_bounded_number_of_start_copies_and_each_while_a_trial_holds_it() {
+        let (_dir, suite) = crate::trial::testkit::suite();
+        let lab = crate::trial::testkit::Lab::new(&suite);
+        let ctx = lab.context(&suite);
+        let layers = tempfile::tempdir().unwrap();
+        let layer = |i: usize| {
+            let l = layers.path().join(i.to_string());
+            std::fs::create_dir_all(&l).unwrap();
+            std::fs::write(l.join("f"), i.to_string()).unwrap();
+            l
+        };
+        let held = start_copy(&ctx, &[layer(0)]).unwrap();
+        assert_eq!(std::fs::read_to_string(held.dir.join("f")).unwrap(), "0");
+        // Asked again: the same copy.
+        assert!(Arc::ptr_eq(&held, &start_copy(&ctx, &[layer(0)]).unwrap()));
+        let others: Vec<PathBuf> = (1..=StartCopies::KEPT)
+            .map(|i| start_copy(&ctx, &[layer(i)]).unwrap().dir.clone())
+            .collect();
+        assert_eq!(
+            ctx.start_copies.lock().unwrap().kept.len(),
+            StartCopies::KEPT
+        );
+        // The least recently asked for (the first) is given up, but a trial still holds it.
+        assert!(held.dir.join("f").is_file());
+        let first = held.dir.clone();
+        drop(held);
+        assert!(!first.exists(), "removed once its last trial is done");
+        assert!(others.iter().all(|d| d.join("f").is_file()));
+        // Asked for again, it is made again.
+        let again = start_copy(&ctx, &[layer(0)]).unwrap();
+        assert_eq!(std::fs::read_to_string(again.dir.join("f")).unwrap(), "0");
+        assert_ne!(again.dir, first);
     }
 
     #[test]

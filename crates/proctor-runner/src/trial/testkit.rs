@@ -169,7 +169,7 @@ impl Lab {
             skeletons: crate::skeletons::Skeletons::new(&self.dir.path().join("work")),
             calls: crate::calls::Listeners::new(self.dir.path().join("sockets")),
             grace: Duration::from_millis(200),
-            start_copies: Mutex::new(BTreeMap::new()),
+            start_copies: Mutex::default(),
             scripts: Mutex::new(BTreeMap::new()),
             preflights: Mutex::new(BTreeMap::new()),
             host_programs: Mutex::new(BTreeMap::new()),
