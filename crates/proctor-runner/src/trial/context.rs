@@ -47,8 +47,9 @@ impl Drop for StartCopy {
 pub struct StartCopies {
     /// By start state (its layers): the copy, and when it was last asked for.
     pub(crate) kept: BTreeMap<String, (Arc<StartCopy>, u64)>,
-    /// How many were asked for, and made: the clock of the one, the names of the other.
+    /// How many times a copy was asked for: the clock of `kept`'s last asks.
     pub(crate) asked: u64,
+    /// How many copies were made: each one's folder is named by its number.
     pub(crate) made: u64,
 }
 
