@@ -297,13 +297,8 @@ fn bound(at: &Path, bytes: u64) -> Result<(), String> {
     .map_err(|e| format!("bound the trial's disk to {size} bytes and {entries} entries: {e}"))
 }
 
-fn statvfs(p: &Path) -> io::Result<libc::statvfs> {
-    let c = sys::cstring(p)?;
-    let mut out = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: a valid C string and writable memory of the right size.
-    sys::check(unsafe { libc::statvfs(c.as_ptr(), out.as_mut_ptr()) })?;
-    // SAFETY: statvfs returned 0, so it filled `out`.
-    Ok(unsafe { out.assume_init() })
+fn statvfs(p: &Path) -> io::Result<rustix::fs::StatVfs> {
+    rustix::fs::statvfs(p).map_err(io::Error::from)
 }
 
 /// Whether the disk at `p` is full: no byte or no entry left.
