@@ -40,21 +40,44 @@ pub(crate) const INIT_ARG: &str = "__sandbox";
 /// argv[3] of a directly started init whose agent runs on the terminal passed as its stderr.
 pub(crate) const TERMINAL_ARG: &str = "terminal";
 
-/// The control socket back to the parent.
-pub(crate) struct Ctl(RawFd);
+/// The control socket back to the parent, and the lines held for its next write.
+pub(crate) struct Ctl(RawFd, std::cell::RefCell<Vec<u8>>);
 
 impl Ctl {
-    /// Sends one message; a parent that went away is ignored (PDEATHSIG will follow).
+    fn new(fd: RawFd) -> Ctl {
+        Ctl(fd, std::cell::RefCell::new(Vec::new()))
+    }
+
+    /// Sends one message (after any held); a parent that went away is ignored (PDEATHSIG will
+    /// follow).
     pub(crate) fn send(&self, msg: &Msg) {
         self.send_lines(&msg.line());
     }
 
-    /// Sends lines made by [`Msg::line`], one or more, in one write.
+    /// Holds one message that nothing waits for, to go with the next one sent: one write, and
+    /// one wake of the parent, fewer. Only before the agent init is forked (which must not
+    /// inherit it).
+    fn hold(&self, msg: &Msg) {
+        self.1.borrow_mut().extend(msg.line());
+    }
+
+    /// Sends lines made by [`Msg::line`], one or more, after any held, in one write.
     fn send_lines(&self, lines: &[u8]) {
-        let _ = sys::send_all(self.0, lines, None);
+        let mut held = self.1.borrow_mut();
+        if held.is_empty() {
+            let _ = sys::send_all(self.0, lines, None);
+        } else {
+            held.extend_from_slice(lines);
+            let _ = sys::send_all(self.0, &held, None);
+            held.clear();
+        }
     }
 
     fn send_with_fd(&self, msg: &Msg, fd: RawFd) {
+        debug_assert!(
+            self.1.borrow().is_empty(),
+            "a held line goes before a descriptor"
+        );
         let _ = sys::send_all(self.0, &msg.line(), Some(fd));
     }
 
@@ -129,7 +152,7 @@ fn init_main(ctl_fd: RawFd, spec: Vec<u8>, terminal: Option<RawFd>) -> ! {
     if sys::cloexec_from_3().is_err() {
         sys::exit_now(2);
     }
-    let ctl = Ctl(ctl_fd);
+    let ctl = Ctl::new(ctl_fd);
     trace("init started");
     // A panic anywhere below (in S, or in the forked T or A) must end that process here: it must
     // never unwind into the host binary's `main`.
@@ -289,7 +312,7 @@ pub(crate) fn zygote_trial_entry(
     if sys::cloexec_from_3().is_err() {
         sys::exit_now(2);
     }
-    let ctl = Ctl(ctl_fd);
+    let ctl = Ctl::new(ctl_fd);
     sys::set_name(c"proctor-trial");
     trace("trial init started");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -473,9 +496,16 @@ fn enter_trial(
     if spec.network == Network::Internet {
         await_network(ctl)?;
     }
-    ctl.send(&Msg::Isolation {
+    let isolation = Msg::Isolation {
         isolation: Box::new(isolation),
-    });
+    };
+    // Without a service to start, the agent's start follows at once: the isolation goes with it
+    // (or with why it did not come). Otherwise the parent's watchdog is told the root is built.
+    if spec.services.iter().all(|s| s.folder_only()) {
+        ctl.hold(&isolation);
+    } else {
+        ctl.send(&isolation);
+    }
     trace("network up");
     Ok(RootLeft {
         disk,

@@ -226,7 +226,8 @@ fn follow_control(
 ) -> Option<String> {
     let mut deadline = start + setup_budget(spec);
     let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    // On the stack: a trial's control messages are short, and a longer one comes in pieces.
+    let mut buf = [0u8; 16 * 1024];
     loop {
         let now = Instant::now();
         if now >= deadline {

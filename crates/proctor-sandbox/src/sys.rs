@@ -538,14 +538,10 @@ pub(crate) const AGENT_CAPABILITIES: u64 = (1 << 0)
 pub(crate) fn drop_capabilities_but(keep: u64) -> io::Result<()> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     rustix::thread::set_no_new_privs(true)?;
-    for cap in 0..64 {
-        let one = CapabilitySet::from_bits_retain(1u64 << cap);
-        if rustix::thread::capability_is_in_bounding_set(one).is_err() {
-            break;
-        }
-        if keep & (1u64 << cap) == 0 {
-            rustix::thread::remove_capability_from_bounding_set(one)?;
-        }
+    for cap in (0..=last_capability()).filter(|cap| keep & (1u64 << cap) == 0) {
+        rustix::thread::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(
+            1u64 << cap,
+        ))?;
     }
     // Ambient capabilities may not exist on very old kernels; nothing to clear there.
     let _ = rustix::thread::clear_ambient_capability_set();
@@ -559,6 +555,25 @@ pub(crate) fn drop_capabilities_but(keep: u64) -> io::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// The highest capability number this kernel knows: the last one whose bounding-set bit can
+/// be read. Found once per process (the zygote finds it before its first fork, so that no trial
+/// init or agent init asks the kernel again).
+pub(crate) fn last_capability() -> u32 {
+    use rustix::thread::CapabilitySet;
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        (0..64u32)
+            .take_while(|cap| {
+                rustix::thread::capability_is_in_bounding_set(CapabilitySet::from_bits_retain(
+                    1u64 << cap,
+                ))
+                .is_ok()
+            })
+            .last()
+            .unwrap_or(0)
+    })
 }
 
 /// Brings the loopback interface of the current network namespace up.

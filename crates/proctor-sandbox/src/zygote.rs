@@ -284,8 +284,10 @@ pub(crate) fn serve(parent: libc::pid_t, trial: TrialEntry) -> ! {
                 .collect::<String>()
         ));
     }
-    // How each trial's ids are mapped: decided once.
+    // How each trial's ids are mapped: decided once. So is how many capabilities there are to
+    // drop in each agent's process.
     let ids = crate::ids::Plan::for_this_process();
+    sys::last_capability();
     if sys::send_with_fds(sock, READY, &[]).is_err() {
         sys::exit_now(2);
     }
