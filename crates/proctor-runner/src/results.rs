@@ -66,9 +66,24 @@ pub fn verdict_of(record: &TrialRecord) -> TrialVerdict {
 
 /// The report's row for a record.
 pub fn row_of(record: &TrialRecord, run_id: &str, suite: &Suite) -> TrialRow {
+    placed(row_seed(record), run_id, suite)
+}
+
+/// A row given what only the run and the suite know: the run's id, the suite's id and what
+/// the task expects.
+fn placed(mut row: TrialRow, run_id: &str, suite: &Suite) -> TrialRow {
+    run_id.clone_into(&mut row.run_id);
+    suite.id().clone_into(&mut row.suite_id);
+    row.expect = suite.task(&row.task).map(|t| t.expect).unwrap_or_default();
+    row
+}
+
+/// The report's row for a record, from the record alone: without the run's id, the suite's id
+/// and what the task expects (empty and the default; [`row_of`] has them).
+pub(crate) fn row_seed(record: &TrialRecord) -> TrialRow {
     TrialRow {
         limit_reached: record.limit_reached,
-        run_id: run_id.to_string(),
+        run_id: String::new(),
         trial_id: record.plan.id.clone(),
         task: record.plan.task.clone(),
         variant: record.plan.variant.clone(),
@@ -82,12 +97,9 @@ pub fn row_of(record: &TrialRecord, run_id: &str, suite: &Suite) -> TrialRow {
                 hash: m.hash.clone(),
             }),
         fixture_hash: record.hashes.fixture.clone(),
-        suite_id: suite.id().to_string(),
+        suite_id: String::new(),
         suite_hash: record.hashes.suite.clone(),
-        expect: suite
-            .task(&record.plan.task)
-            .map(|t| t.expect)
-            .unwrap_or_default(),
+        expect: Default::default(),
         verdict: verdict_of(record),
         wall_seconds: record.end_state.agent.wall_seconds,
         agent_cpu_seconds: record.end_state.agent.cpu_seconds,
@@ -440,10 +452,12 @@ fn plan_order(row: &TrialRow) -> (&str, &str, u32) {
 /// Writes `STEM.json` and `STEM.md` for records given one at a time, in any order.
 ///
 /// Memory does not grow with the records: each is checked and spooled to a temporary file in the
-/// run folder, and only its plan key is kept. [`ResultsWriter::finish`] reads the records back in
-/// plan order twice, once into an [`Aggregator`] (which keeps counts, sums, and per trial a
-/// summary line and the values medians are taken over) and once streamed into `results.json`,
-/// which has exactly the layout of [`ResultsDocument`].
+/// run folder, as it will stand in `results.json` and with its report row, and only its plan key
+/// is kept. [`ResultsWriter::finish`] reads the rows back in plan order into an [`Aggregator`]
+/// (which keeps counts, sums, and per trial a summary line and the values medians are taken
+/// over), then copies the records' JSON into `results.json`, which has exactly the layout of
+/// [`ResultsDocument`] (a rescore, which lists where each trial lands, reads each record back
+/// and streams it there instead).
 pub struct ResultsWriter<'s> {
     run_id: String,
     suite: &'s Suite,
@@ -567,10 +581,10 @@ impl<'s> ResultsWriter<'s> {
         // The gates pair trials across variants, so they need every row (a release run's only).
         let mut rows = Vec::new();
         for entry in &spooled {
-            let record = entry
-                .read(&mut reader, &mut buf)
+            let row = entry
+                .read_row(&mut reader, &mut buf)
                 .map_err(|e| spool_err(&dir, "read back", e))?;
-            let mut row = row_of(&record, &run_id, suite);
+            let mut row = placed(row, &run_id, suite);
             if rescored {
                 // The report's `suite_hashes` name the rules that scored the trials.
                 row.suite_hash.clone_from(&suite_hash);
@@ -589,7 +603,7 @@ impl<'s> ResultsWriter<'s> {
         proctor_store::ensure_finite(&json_path, &report)?;
         let generated_at = proctor_store::utc_now();
         let places = rescored.then(Places::default);
-        let doc = StreamedDocument {
+        let head = DocumentHead {
             schema_version: RESULTS_VERSION,
             run_id: &run_id,
             suite_id: suite.id(),
@@ -597,13 +611,22 @@ impl<'s> ResultsWriter<'s> {
             generated_at: &generated_at,
             rescored,
             report: &report,
-            trials: SpooledTrials {
-                spool: RefCell::new(reader),
-                entries: &spooled,
-                places: places.as_ref(),
-            },
         };
-        stream_document(&json_path, &doc, places.as_ref())?;
+        match &places {
+            // A rescore notes where each trial lands, from the trial's record.
+            Some(places) => {
+                let doc = StreamedDocument {
+                    head,
+                    trials: SpooledTrials {
+                        spool: RefCell::new(reader),
+                        entries: &spooled,
+                        places: Some(places),
+                    },
+                };
+                stream_document(&json_path, &doc, Some(places))?;
+            }
+            None => assemble_document(&json_path, &head, (&dir, &mut reader), &spooled)?,
+        }
         // A rescore's list of its trials, for readers that need its outcomes or one record.
         if let Some(places) = places {
             let size = std::fs::metadata(&json_path)
@@ -668,9 +691,57 @@ fn stream_document(
     Ok(())
 }
 
-/// [`ResultsDocument`]'s layout, with the trials streamed from the spool.
+/// Writes `head` then the spooled records, in the order of `entries`, into `path`, atomically,
+/// byte for byte as [`stream_document`] writes them, by copying each record's JSON as the
+/// spool holds it (see [`crate::spool`]) instead of reading it back and writing it again.
+fn assemble_document(
+    path: &Path,
+    head: &DocumentHead,
+    (dir, spool): (&Path, &mut File),
+    entries: &[SpoolEntry],
+) -> Result<(), ResultsError> {
+    let write_err = |source| StoreError::Io {
+        op: "write",
+        path: path.to_path_buf(),
+        source,
+    };
+    let head = serde_json::to_vec_pretty(head).map_err(|source| StoreError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // The head is an object, whose pretty JSON ends with a line break and its closing brace:
+    // the trials go before them.
+    let open = head
+        .strip_suffix(b"\n}")
+        .ok_or_else(|| write_err(std::io::Error::other("the results' head is not an object")))?;
+    let file = AtomicFile::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    out.write_all(open)
+        .and_then(|()| out.write_all(b",\n  \"trials\": ["))
+        .map_err(write_err)?;
+    for (i, entry) in entries.iter().enumerate() {
+        entry
+            .read_bytes(spool, &mut buf)
+            .map_err(|e| spool_err(dir, "read back", e))?;
+        out.write_all(if i == 0 { b"\n    " } else { b",\n    " })
+            .and_then(|()| out.write_all(&buf))
+            .map_err(write_err)?;
+    }
+    let end: &[u8] = if entries.is_empty() {
+        b"]\n}\n"
+    } else {
+        b"\n  ]\n}\n"
+    };
+    out.write_all(end).map_err(write_err)?;
+    let file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
+    file.commit()?;
+    Ok(())
+}
+
+/// [`ResultsDocument`]'s layout without its trials.
 #[derive(Serialize)]
-struct StreamedDocument<'a> {
+struct DocumentHead<'a> {
     schema_version: u32,
     run_id: &'a str,
     suite_id: &'a str,
@@ -678,7 +749,29 @@ struct StreamedDocument<'a> {
     generated_at: &'a str,
     rescored: bool,
     report: &'a RunReport,
+}
+
+/// [`ResultsDocument`]'s layout, with the trials streamed from the spool.
+struct StreamedDocument<'a> {
+    head: DocumentHead<'a>,
     trials: SpooledTrials<'a>,
+}
+
+impl Serialize for StreamedDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let h = &self.head;
+        let mut doc = serializer.serialize_struct("ResultsDocument", 8)?;
+        doc.serialize_field("schema_version", &h.schema_version)?;
+        doc.serialize_field("run_id", h.run_id)?;
+        doc.serialize_field("suite_id", h.suite_id)?;
+        doc.serialize_field("suite_hash", h.suite_hash)?;
+        doc.serialize_field("generated_at", h.generated_at)?;
+        doc.serialize_field("rescored", &h.rescored)?;
+        doc.serialize_field("report", h.report)?;
+        doc.serialize_field("trials", &self.trials)?;
+        doc.end()
+    }
 }
 
 /// The spooled records, read back one at a time as they are serialized.
@@ -739,6 +832,62 @@ mod tests {
             &planned,
             proctor_records::timings::Timings::default(),
         )
+    }
+
+    #[test]
+    fn results_assembled_from_the_spool_are_byte_for_byte_those_written_from_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spooled = SpooledRecords::new(dir.path()).unwrap();
+        let mut aggregator = Aggregator::default();
+        let reasons = [
+            "`claude` is not installed",
+            "two lines:\nthe second, with \"quotes\", a tab\t and é",
+            "",
+        ];
+        for (i, reason) in reasons.iter().enumerate() {
+            let mut record = errored(TrialError::agent_start(*reason));
+            record.plan.index = i as u32;
+            record.plan.id = format!("t.v.{i}");
+            spooled.add_checked(&record).unwrap();
+            let mut row = row_seed(&record);
+            row.run_id = "r".into();
+            row.suite_id = "s".into();
+            aggregator.add(&row).unwrap();
+        }
+        let report = aggregator.finish().unwrap();
+        let head = DocumentHead {
+            schema_version: RESULTS_VERSION,
+            run_id: "r",
+            suite_id: "s",
+            suite_hash: "h",
+            generated_at: "2026-12-07T00:00:00.000Z",
+            rescored: false,
+            report: &report,
+        };
+        let SpooledRecords { spool, entries, .. } = spooled;
+        let entries: Vec<SpoolEntry> = entries.into_iter().map(|(_, e)| e).collect();
+        let mut reader = spool.into_reader().unwrap();
+        let (assembled, streamed) = (dir.path().join("a.json"), dir.path().join("s.json"));
+        assemble_document(&assembled, &head, (dir.path(), &mut reader), &entries).unwrap();
+        let doc = StreamedDocument {
+            head,
+            trials: SpooledTrials {
+                spool: RefCell::new(reader),
+                entries: &entries,
+                places: None,
+            },
+        };
+        stream_document(&streamed, &doc, None).unwrap();
+        let (assembled, streamed) = (
+            std::fs::read_to_string(assembled).unwrap(),
+            std::fs::read_to_string(streamed).unwrap(),
+        );
+        assert!(streamed.contains("\"trials\": [\n    {\n      \"record_version\""));
+        assert!(streamed.contains("with \\\"quotes\\\""), "{streamed}");
+        assert_eq!(assembled, streamed);
+        let doc: ResultsDocument = serde_json::from_str(&assembled).unwrap();
+        assert_eq!(doc.trials.len(), 3);
+        assert_eq!(doc.trials[1].reason, format!("agent-start: {}", reasons[1]));
     }
 
     #[test]

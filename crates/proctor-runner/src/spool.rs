@@ -1,6 +1,8 @@
 //! The records of a run's results, spooled: each trial's record as JSON in an unnamed file of the
 //! run folder, with only its place in plan order kept in memory, until the results are written
-//! ([`crate::results::ResultsWriter`]).
+//! ([`crate::results::ResultsWriter`]). Each record is spooled as it will stand in
+//! `results.json` (pretty, indented as an element of its `trials`), followed by its report row,
+//! so that the results are written by copying bytes rather than reading every record back.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -57,11 +59,13 @@ impl SpooledRecords {
     }
 
     fn append(&mut self, record: &TrialRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(record).map_err(|source| StoreError::Json {
+        let json_err = |source| StoreError::Json {
             path: self.dir.join("(results spool)"),
             source,
-        })?;
-        let entry = self.spool.append(&bytes)?;
+        };
+        let pretty = serde_json::to_vec_pretty(record).map_err(json_err)?;
+        let row = serde_json::to_vec(&crate::results::row_seed(record)).map_err(json_err)?;
+        let entry = self.spool.append(&as_trials_element(&pretty), &row)?;
         let plan = &record.plan;
         let key = (
             intern(&mut self.tasks, &plan.task),
@@ -91,18 +95,56 @@ fn intern(ids: &mut Vec<String>, id: &str) -> u32 {
     u32::try_from(at).unwrap_or(u32::MAX)
 }
 
-/// Where one record's JSON is in the spool.
+/// How far `results.json` indents an element of its `trials`: two levels of two spaces.
+const TRIALS_ELEMENT_INDENT: &[u8] = b"    ";
+
+/// A record's pretty JSON (`serde_json`'s, at the top level) as it stands as an element of
+/// `results.json`'s `trials`: every line after the first indented two levels more. Exact,
+/// because JSON strings never hold a raw line break: every one is the formatter's.
+fn as_trials_element(pretty: &[u8]) -> Vec<u8> {
+    let lines = pretty.iter().filter(|&&b| b == b'\n').count();
+    let mut out = Vec::with_capacity(pretty.len() + lines * TRIALS_ELEMENT_INDENT.len());
+    for (i, line) in pretty.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+            out.extend_from_slice(TRIALS_ELEMENT_INDENT);
+        }
+        out.extend_from_slice(line);
+    }
+    out
+}
+
+/// Where one record's JSON, then its report row's, are in the spool.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpoolEntry {
     offset: u64,
     len: usize,
+    row_len: usize,
 }
 
 impl SpoolEntry {
     /// Reads the record back from `spool`, using `buf` for its bytes.
     pub(crate) fn read(&self, spool: &mut File, buf: &mut Vec<u8>) -> std::io::Result<TrialRecord> {
+        self.read_bytes(spool, buf)?;
+        serde_json::from_slice(buf).map_err(std::io::Error::other)
+    }
+
+    /// Reads the record's JSON back from `spool` into `buf`, as it stands in `results.json`.
+    pub(crate) fn read_bytes(&self, spool: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
         buf.resize(self.len, 0);
         spool.seek(SeekFrom::Start(self.offset))?;
+        spool.read_exact(buf)
+    }
+
+    /// Reads the record's report row back from `spool`, using `buf` for its bytes: as
+    /// [`crate::results::row_seed`] made it, without what the run and suite say.
+    pub(crate) fn read_row(
+        &self,
+        spool: &mut File,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<proctor_report::TrialRow> {
+        buf.resize(self.row_len, 0);
+        spool.seek(SeekFrom::Start(self.offset + self.len as u64))?;
         spool.read_exact(buf)?;
         serde_json::from_slice(buf).map_err(std::io::Error::other)
     }
@@ -127,15 +169,18 @@ impl Spool {
         })
     }
 
-    pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<SpoolEntry, StoreError> {
+    /// Appends a record's JSON, then its row's.
+    pub(crate) fn append(&mut self, record: &[u8], row: &[u8]) -> Result<SpoolEntry, StoreError> {
         self.out
-            .write_all(bytes)
+            .write_all(record)
+            .and_then(|()| self.out.write_all(row))
             .map_err(|e| spool_err(&self.dir, "write", e))?;
         let entry = SpoolEntry {
             offset: self.len,
-            len: bytes.len(),
+            len: record.len(),
+            row_len: row.len(),
         };
-        self.len += bytes.len() as u64;
+        self.len += (record.len() + row.len()) as u64;
         Ok(entry)
     }
 

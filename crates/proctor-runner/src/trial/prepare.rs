@@ -189,9 +189,11 @@ fn workspace(
     lowers: &[PathBuf],
 ) -> std::io::Result<TrialWorkspace> {
     if ctx.isolation.overlay {
+        // The upper layer's folder receives the agent's changes at the end. overlayfs' work
+        // folder is on the trial's disk, with the layer it serves (every trial has a disk), so
+        // the one named here is never made.
         let (upper, work) = (paths.upper(), paths.overlay_work());
         std::fs::create_dir_all(&upper)?;
-        std::fs::create_dir_all(&work)?;
         return Ok(TrialWorkspace::Overlay { upper, work });
     }
     let dir = paths.copy();
