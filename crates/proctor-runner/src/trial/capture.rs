@@ -490,7 +490,15 @@ fn write_agent_output(
         if twin.is_some_and(|(_, first)| std::fs::hard_link(first, &path).is_ok()) {
             continue;
         }
-        match proctor_store::atomic_write_unsynced(&path, bytes) {
+        // Written in place, not through a temporary file and a rename: the folder was emptied
+        // for this trial, and nothing in it counts before its trial.json (a trial cut short here
+        // is not finished, and its folder is emptied again when it runs).
+        let new_file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
+        match new_file {
             Ok(()) => written.push((bytes, path)),
             Err(e) => notes.failed(&format!("cannot write {name}"), &std::io::Error::other(e)),
         }
