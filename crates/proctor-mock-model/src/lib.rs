@@ -1015,8 +1015,13 @@ fn log_exchange(state: &State, seq: u64, req: &Request, resp: &Response, note: &
     if let Some(key) = &state.require_key {
         scrub(&mut record, key);
     }
-    let _ = writeln!(file, "{record}");
-    let _ = file.flush();
+    // One write per line: formatted straight into the file, a line took dozens, and a mock
+    // stopped at the trial's end between two of them left a torn line (seen in the ACP tests).
+    let Ok(mut bytes) = serde_json::to_vec(&record) else {
+        return;
+    };
+    bytes.push(b'\n');
+    let _ = file.write_all(&bytes);
 }
 
 /// The wire log's line for one exchange: secret headers and a `key=` query redacted.
