@@ -712,6 +712,11 @@ impl RunHandle {
     pub fn start_trial_dir(&self, trial_id: &str) -> Result<PathBuf> {
         validate_trial_id(trial_id)?;
         let dir = self.dir.join(TRIALS_DIR).join(trial_id);
+        // Most trials start in a folder of their own that is new: made at once, nothing in it.
+        // One that exists (an earlier attempt's) or cannot be made so goes the long way.
+        if fs::create_dir(&dir).is_ok() {
+            return Ok(dir);
+        }
         if self.is_finished(&dir) {
             return Err(StoreError::Io {
                 op: "start",

@@ -25,8 +25,11 @@ pub struct ScratchDir(PathBuf);
 impl ScratchDir {
     /// Empties (or creates) `path` for a trial.
     pub fn create(path: &Path) -> std::io::Result<ScratchDir> {
-        let _ = proctor_sandbox::remove_tree(path);
-        std::fs::create_dir_all(path)?;
+        // Made at once when new (the common case); else emptied first.
+        if std::fs::create_dir(path).is_err() {
+            let _ = proctor_sandbox::remove_tree(path);
+            std::fs::create_dir_all(path)?;
+        }
         Ok(ScratchDir(path.to_path_buf()))
     }
 }
