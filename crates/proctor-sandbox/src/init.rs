@@ -153,6 +153,8 @@ fn init_main(ctl_fd: RawFd, spec: Vec<u8>, terminal: Option<RawFd>) -> ! {
         sys::exit_now(2);
     }
     let ctl = Ctl::new(ctl_fd);
+    // Found before any fork, as the zygote does: a child never initializes it.
+    sys::last_capability();
     trace("init started");
     // A panic anywhere below (in S, or in the forked T or A) must end that process here: it must
     // never unwind into the host binary's `main`.
