@@ -576,33 +576,23 @@ impl<'s> ResultsWriter<'s> {
             .sort_by_key(|((t, v, i), _)| (task_rank[*t as usize], variant_rank[*v as usize], *i));
         let spooled: Vec<SpoolEntry> = entries.into_iter().map(|(_, e)| e).collect();
         let mut reader = spool.into_reader()?;
-        let mut aggregator = Aggregator::default();
-        let mut buf = Vec::new();
-        // The gates pair trials across variants, so they need every row (a release run's only).
-        let mut rows = Vec::new();
-        for entry in &spooled {
-            let row = entry
-                .read_row(&mut reader, &mut buf)
-                .map_err(|e| spool_err(&dir, "read back", e))?;
+        let place = |row| {
             let mut row = placed(row, &run_id, suite);
             if rescored {
                 // The report's `suite_hashes` name the rules that scored the trials.
                 row.suite_hash.clone_from(&suite_hash);
             }
-            aggregator.add(&row)?;
-            if gating.is_some() {
-                rows.push(row);
-            }
-        }
-        let mut report = aggregator.finish()?;
-        if let Some(promotion) = gating {
-            report.gates = proctor_report::gate(&rows, promotion, &suite.file.report).ok();
-        }
-        drop(rows);
+            row
+        };
+        let report = aggregate(
+            (&dir, &mut reader),
+            &spooled,
+            place,
+            gating.map(|g| (g, suite)),
+        )?;
         let json_path = dir.join(format!("{stem}.json"));
         proctor_store::ensure_finite(&json_path, &report)?;
         let generated_at = proctor_store::utc_now();
-        let places = rescored.then(Places::default);
         let head = DocumentHead {
             schema_version: RESULTS_VERSION,
             run_id: &run_id,
@@ -612,33 +602,7 @@ impl<'s> ResultsWriter<'s> {
             rescored,
             report: &report,
         };
-        match &places {
-            // A rescore notes where each trial lands, from the trial's record.
-            Some(places) => {
-                let doc = StreamedDocument {
-                    head,
-                    trials: SpooledTrials {
-                        spool: RefCell::new(reader),
-                        entries: &spooled,
-                        places: Some(places),
-                    },
-                };
-                stream_document(&json_path, &doc, Some(places))?;
-            }
-            None => assemble_document(&json_path, &head, (&dir, &mut reader), &spooled)?,
-        }
-        // A rescore's list of its trials, for readers that need its outcomes or one record.
-        if let Some(places) = places {
-            let size = std::fs::metadata(&json_path)
-                .map_err(|source| StoreError::Io {
-                    op: "read",
-                    path: json_path.clone(),
-                    source,
-                })?
-                .len();
-            places.write(&dir, stem, &format!("{stem}.json"), size)?;
-        }
-
+        write_json((&dir, stem), &head, reader, &spooled)?;
         let mut md = Markdown.run_report(&report);
         md.push_str(&format!(
             "\n---\nRun `{}`, suite `{}` (hash `{}`){}; generated {} by proctor. Every trial's evidence is in `{stem}.json` and `trials/`.\n",
@@ -652,6 +616,70 @@ impl<'s> ResultsWriter<'s> {
         write_report_alone(&dir.join(format!("{stem}.report.json")), &report)?;
         Ok(report)
     }
+}
+
+/// The report of the spooled rows, read back in plan order (`spooled`), each made whole by
+/// `place`; with a release run's promotion gates applied when `gating` (which pairs trials
+/// across variants, so it keeps every row).
+fn aggregate(
+    (dir, reader): (&Path, &mut File),
+    spooled: &[SpoolEntry],
+    place: impl Fn(TrialRow) -> TrialRow,
+    gating: Option<(&proctor_suite::model::Promotion, &Suite)>,
+) -> Result<RunReport, ResultsError> {
+    let mut aggregator = Aggregator::default();
+    let mut buf = Vec::new();
+    let mut rows = Vec::new();
+    for entry in spooled {
+        let row = entry
+            .read_row(reader, &mut buf)
+            .map_err(|e| spool_err(dir, "read back", e))?;
+        let row = place(row);
+        aggregator.add(&row)?;
+        if gating.is_some() {
+            rows.push(row);
+        }
+    }
+    let mut report = aggregator.finish()?;
+    if let Some((promotion, suite)) = gating {
+        report.gates = proctor_report::gate(&rows, promotion, &suite.file.report).ok();
+    }
+    Ok(report)
+}
+
+/// Writes `STEM.json` in the run folder `dir`: `head`, then the spooled records in the order of
+/// `spooled`. A rescore's (`head.rescored`) also lists where each trial lands in it, for readers
+/// that need its outcomes or one record.
+fn write_json(
+    (dir, stem): (&Path, &str),
+    head: &DocumentHead,
+    mut reader: File,
+    spooled: &[SpoolEntry],
+) -> Result<(), ResultsError> {
+    let json_path = dir.join(format!("{stem}.json"));
+    if !head.rescored {
+        return assemble_document(&json_path, head, (dir, &mut reader), spooled);
+    }
+    // A rescore notes where each trial lands, from the trial's record.
+    let places = Places::default();
+    let doc = StreamedDocument {
+        head: *head,
+        trials: SpooledTrials {
+            spool: RefCell::new(reader),
+            entries: spooled,
+            places: Some(&places),
+        },
+    };
+    stream_document(&json_path, &doc, Some(&places))?;
+    let size = std::fs::metadata(&json_path)
+        .map_err(|source| StoreError::Io {
+            op: "read",
+            path: json_path.clone(),
+            source,
+        })?
+        .len();
+    places.write(dir, stem, &format!("{stem}.json"), size)?;
+    Ok(())
 }
 
 /// Writes the report alone at `path`, for readers that want the rates without every trial
@@ -740,7 +768,7 @@ fn assemble_document(
 }
 
 /// [`ResultsDocument`]'s layout without its trials.
-#[derive(Serialize)]
+#[derive(Clone, Copy, Serialize)]
 struct DocumentHead<'a> {
     schema_version: u32,
     run_id: &'a str,
