@@ -175,7 +175,7 @@ pub fn decide_isolation(
 /// The summary the index keeps of a record.
 pub fn summary_of(record: &TrialRecord) -> TrialSummary {
     // The report's source of tokens: the wire where proctor saw the traffic, else what the
-    // agent reported (results::tokens_of).
+    // agent reported (report_row::tokens_of).
     let usage = record
         .ledgers
         .wire

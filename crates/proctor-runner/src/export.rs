@@ -15,7 +15,8 @@ use proctor_suite::Suite;
 use serde_json::Value;
 
 use crate::error::{Context, RunError};
-use crate::results::{for_each_scored_record, read_scored_rows, verdict_of};
+use crate::report_row::verdict_of;
+use crate::results::{for_each_scored_record, read_scored_rows};
 use crate::TrialRecord;
 use proctor_store::DamagedTrial;
 

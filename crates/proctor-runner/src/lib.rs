@@ -25,6 +25,7 @@ pub mod overview;
 mod provenance;
 pub mod provision;
 pub mod record;
+pub mod report_row;
 pub mod request;
 pub mod rescore;
 pub mod rescoring;

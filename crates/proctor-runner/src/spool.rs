@@ -64,7 +64,7 @@ impl SpooledRecords {
             source,
         };
         let pretty = serde_json::to_vec_pretty(record).map_err(json_err)?;
-        let row = serde_json::to_vec(&crate::results::row_seed(record)).map_err(json_err)?;
+        let row = serde_json::to_vec(&crate::report_row::row_seed(record)).map_err(json_err)?;
         let entry = self.spool.append(&as_trials_element(&pretty), &row)?;
         let plan = &record.plan;
         let key = (
@@ -137,7 +137,7 @@ impl SpoolEntry {
     }
 
     /// Reads the record's report row back from `spool`, using `buf` for its bytes: as
-    /// [`crate::results::row_seed`] made it, without what the run and suite say.
+    /// [`crate::report_row::row_seed`] made it, without what the run and suite say.
     pub(crate) fn read_row(
         &self,
         spool: &mut File,
