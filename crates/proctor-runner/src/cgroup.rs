@@ -173,10 +173,13 @@ impl RunCgroups {
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let name = format!("proctor-{}", std::process::id());
         let v2_error = match v2_base(&own, &mounts) {
-            Some(base) => match make_v2(&base, &name) {
-                Ok(run) => return Ok(RunCgroups::with(Layout::V2 { run })),
-                Err(e) => Some(e),
-            },
+            Some(base) => {
+                sweep_left_behind(&base);
+                match make_v2(&base, &name) {
+                    Ok(run) => return Ok(RunCgroups::with(Layout::V2 { run })),
+                    Err(e) => Some(e),
+                }
+            }
             None => None,
         };
         let (Some(memory), Some(pids)) = (
@@ -188,6 +191,7 @@ impl RunCgroups {
             }));
         };
         let make = |base: &Path| -> Result<PathBuf, String> {
+            sweep_left_behind(base);
             let dir = base.join(&name);
             mkdir(&dir)?;
             Ok(dir)
@@ -263,12 +267,7 @@ impl RunCgroups {
         };
         for d in dirs {
             // A trial whose launch failed after its group was made never gave it back.
-            for child in fs::read_dir(&d).into_iter().flatten().flatten() {
-                if child.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = fs::remove_dir(child.path());
-                }
-            }
-            let _ = fs::remove_dir(d);
+            remove_run_dir(&d);
         }
     }
 
@@ -472,6 +471,54 @@ impl Slot {
 /// How far below its limit a v1 group's peak may stop and still count as having met it: the
 /// kernel charges in pages and may stop a charge a few short of the limit.
 const V1_PEAK_SLACK: u64 = 1 << 20;
+
+/// Removes a run's folder and its slots (those that can be: a group with a process left
+/// stays, and so does the run's folder above it).
+fn remove_run_dir(dir: &Path) {
+    for child in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if child.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = fs::remove_dir(child.path());
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+/// Removes from `base` the folders of runs that are gone: a run killed outright (SIGKILL, the
+/// machine's OOM killer, a crash) never removes its own, and each left behind would hold a
+/// control group of the kernel's for good (v1's memory hierarchy has 65,535 of them in all).
+/// A `proctor-PID` folder is a run's that is gone when no process has that PID; its groups are
+/// removed only where no process is left in them (the kernel refuses the others). A run of
+/// another PID namespace in the same control group would look gone too: give such runs control
+/// groups of their own.
+fn sweep_left_behind(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("proctor-"))
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !process_exists(pid) {
+            remove_run_dir(&entry.path());
+        }
+    }
+}
+
+/// Whether a process with this PID exists in proctor's PID namespace.
+fn process_exists(pid: i32) -> bool {
+    match rustix::process::Pid::from_raw(pid) {
+        Some(pid) => !matches!(
+            rustix::process::test_kill_process(pid),
+            Err(rustix::io::Errno::SRCH)
+        ),
+        None => true,
+    }
+}
 
 /// Removes a slot's folders (those that can be: a group with a process left stays).
 fn remove_dirs(dirs: &[PathBuf]) {
@@ -679,5 +726,67 @@ mod tests {
         events(1, 1);
         assert_eq!(cg.reached(), Some(Reached::Memory));
         assert!(!cg.host_oom());
+    }
+
+    #[test]
+    fn only_the_folders_of_runs_that_are_gone_are_swept() {
+        let base = tempfile::tempdir().unwrap();
+        let gone = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        let me = std::process::id();
+        for name in [
+            format!("proctor-{gone}"),
+            format!("proctor-{me}"),
+            "proctor-main".to_owned(),
+            "other-1".to_owned(),
+        ] {
+            fs::create_dir_all(base.path().join(name).join("slot-0")).unwrap();
+        }
+        // A slot that still holds something (as the kernel refuses to remove a group with a
+        // process in it) stays, and so does the folder above it.
+        let busy = base.path().join(format!("proctor-{gone}")).join("slot-1");
+        fs::create_dir(&busy).unwrap();
+        fs::write(busy.join("cgroup.procs"), "42\n").unwrap();
+
+        sweep_left_behind(base.path());
+
+        let mut left: Vec<String> = walk(base.path());
+        left.sort();
+        let mut want = vec![
+            format!("proctor-{gone}"),
+            format!("proctor-{gone}/slot-1"),
+            format!("proctor-{me}"),
+            format!("proctor-{me}/slot-0"),
+            "other-1".to_owned(),
+            "other-1/slot-0".to_owned(),
+            "proctor-main".to_owned(),
+            "proctor-main/slot-0".to_owned(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+
+        fs::remove_file(busy.join("cgroup.procs")).unwrap();
+        sweep_left_behind(base.path());
+        assert!(!base.path().join(format!("proctor-{gone}")).exists());
+        assert!(base.path().join(format!("proctor-{me}/slot-0")).is_dir());
+    }
+
+    /// The folders under `dir`, relative to it.
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                for sub in walk(&e.path()) {
+                    out.push(format!("{name}/{sub}"));
+                }
+                out.push(name);
+            }
+        }
+        out
     }
 }

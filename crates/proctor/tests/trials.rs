@@ -898,6 +898,104 @@ fn resuming_a_run_that_is_still_running_is_refused_and_leaves_it_intact() {
     assert_eq!(run["status"], "finished");
 }
 
+/// The control-group folders of the run whose process is `run_pid`, as its trial's agent (a
+/// process whose command line holds `marker`) sees them in `/proc/PID/cgroup`: each hierarchy's
+/// `proctor-PID` folder, by its path on this machine.
+fn run_cgroup_dirs(marker: &str, run_pid: u32) -> Vec<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount_of = |controllers: &str| {
+        mountinfo.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fields: Vec<&str> = left.split(' ').collect();
+            let mut r = right.split(' ');
+            let (fstype, _, options) = (r.next()?, r.next()?, r.next()?);
+            let hit = if controllers.is_empty() {
+                fstype == "cgroup2"
+            } else {
+                fstype == "cgroup"
+                    && controllers
+                        .split(',')
+                        .all(|c| options.split(',').any(|o| o == c))
+            };
+            (hit && fields.get(3) == Some(&"/")).then(|| std::path::PathBuf::from(fields[4]))
+        })
+    };
+    let folder = format!("/proctor-{run_pid}/");
+    let mut dirs = BTreeSet::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmd)
+            .replace('\0', " ")
+            .contains(marker)
+        {
+            continue;
+        }
+        let groups = std::fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
+        for line in groups.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+            let (Some(controllers), Some(path)) = (controllers, path) else {
+                continue;
+            };
+            if let (Some(at), Some(mount)) = (path.find(&folder), mount_of(controllers)) {
+                let run = &path[1..at + folder.len() - 1];
+                dirs.insert(mount.join(run));
+            }
+        }
+    }
+    dirs.into_iter().collect()
+}
+
+/// A run killed outright cannot remove its control groups; the next run does, once no process
+/// is left in them, and leaves every other folder alone.
+#[test]
+fn the_control_groups_of_a_sigkilled_run_are_removed_by_the_next_run() {
+    let lab = Lab::new("cgroups-killed");
+    lab.write("fixture/README.md", "x\n");
+    let marker = format!("3.{}3", std::process::id());
+    lab.one_task(
+        "limits = { memory_mb = 256, processes = 64 }",
+        "{ files_unchanged = true }",
+        &[&format!("sleep {marker}")],
+        false,
+    );
+    let mut child = spawn_run(&lab);
+    wait_for_trial(&lab, &marker);
+    let dirs = run_cgroup_dirs(&marker, child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if dirs.is_empty() {
+        common::skip("the trial ran in no control group of its run (no cgroup access here)");
+        return;
+    }
+    for d in &dirs {
+        assert!(d.is_dir(), "{} was not left behind", d.display());
+    }
+    // The kernel keeps a group that holds a process: wait until the killed run's trial is gone.
+    let holds_a_process = |d: &std::path::PathBuf| {
+        std::fs::read_dir(d).unwrap().flatten().any(|slot| {
+            std::fs::read_to_string(slot.path().join("cgroup.procs"))
+                .is_ok_and(|procs| !procs.trim().is_empty())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while dirs.iter().any(holds_a_process) {
+        assert!(Instant::now() < deadline, "the killed run's trial lives on");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let resumed = lab.run(As::Me, &["--resume", "latest"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    for d in &dirs {
+        assert!(!d.exists(), "{} is still there", d.display());
+        assert!(
+            d.parent().unwrap().is_dir(),
+            "the folder above {} went too",
+            d.display()
+        );
+    }
+}
+
 #[test]
 fn a_sigkilled_run_is_listed_as_interrupted_and_resume_finishes_it() {
     let lab = Lab::new("resume-killed");
