@@ -485,7 +485,7 @@ fn remove_run_dir(dir: &Path) {
 
 /// Removes from `base` the folders of runs that are gone: a run killed outright (SIGKILL, the
 /// machine's OOM killer, a crash) never removes its own, and each left behind would hold a
-/// control group of the kernel's for good (v1's memory hierarchy has 65,535 of them in all).
+/// control group of the kernel's for good (the memory controller has 65,535 ids in all).
 /// A `proctor-PID` folder is a run's that is gone when no process has that PID; its groups are
 /// removed only where no process is left in them (the kernel refuses the others). A run of
 /// another PID namespace in the same control group would look gone too: give such runs control
