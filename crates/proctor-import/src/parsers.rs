@@ -1,6 +1,7 @@
 //! Terminal-Bench's result parsers (`parser_name` in task.yaml), as `proctor-verify.sh` runs
 //! them: each reads the whole output of `run-tests.sh` and says whether the task is resolved,
-//! as Terminal-Bench's own parser of that name does (`terminal_bench/parsers/*_parser.py`, with
+//! as Terminal-Bench's own parser of that name does (`terminal_bench/parsers/*_parser.py`, read
+//! in the `terminal-bench` package 0.2.18 on PyPI, which has all five; with
 //! `Harness._is_resolved`: resolved only when every test the parser found passed; a parser that
 //! cannot read the output resolves nothing).
 //!
@@ -17,11 +18,12 @@ pub(crate) enum Parser {
     Swebench,
     /// `mlebench`: the block between `MLEBench results starts here` and `... ends here`.
     Mlebench,
+    /// `swelancer`: the words `swe lancer success`, `swe lancer failure`, `user_tool` and
+    /// `completed` anywhere in the output.
+    Swelancer,
+    /// `sweperf`: the block between `SWE-Perf results starts here` and `... ends here`.
+    Sweperf,
 }
-
-/// Terminal-Bench's parsers that proctor does not carry: a task naming one is skipped, since
-/// any stand-in could pass where Terminal-Bench's parser would not.
-const NOT_CARRIED: [&str; 2] = ["swelancer", "sweperf"];
 
 impl Parser {
     /// The parser a task.yaml's `parser_name` names, or why the task cannot be imported.
@@ -30,9 +32,8 @@ impl Parser {
             "pytest" => Ok(Parser::Pytest),
             "swebench" => Ok(Parser::Swebench),
             "mlebench" => Ok(Parser::Mlebench),
-            other if NOT_CARRIED.contains(&other) => Err(format!(
-                "task.yaml: parser_name = \"{other}\" is a Terminal-Bench result parser proctor does not carry (it carries pytest, swebench and mlebench); a stand-in such as run-tests.sh's exit status could pass where Terminal-Bench's parser would not"
-            )),
+            "swelancer" => Ok(Parser::Swelancer),
+            "sweperf" => Ok(Parser::Sweperf),
             other => Err(format!(
                 "task.yaml: parser_name = \"{other}\" is not a Terminal-Bench result parser (Terminal-Bench's are pytest, swebench, swelancer, mlebench and sweperf)"
             )),
@@ -45,6 +46,8 @@ impl Parser {
             Parser::Pytest => "pytest",
             Parser::Swebench => "swebench",
             Parser::Mlebench => "mlebench",
+            Parser::Swelancer => "swelancer",
+            Parser::Sweperf => "sweperf",
         }
     }
 
@@ -54,6 +57,8 @@ impl Parser {
             Parser::Pytest => PYTEST_RULE,
             Parser::Swebench => SWEBENCH_RULE,
             Parser::Mlebench => MLEBENCH_RULE,
+            Parser::Swelancer => SWELANCER_RULE,
+            Parser::Sweperf => SWEPERF_RULE,
         }
     }
 
@@ -62,8 +67,10 @@ impl Parser {
     pub(crate) fn shell(self) -> String {
         match self {
             Parser::Pytest => format!("awk '{PYTEST_AWK}' \"$out\"\n"),
-            Parser::Swebench => markers_shell("SWEBench", "PASSED", true),
-            Parser::Mlebench => markers_shell("MLEBench", "ALL TESTS PASSED", false),
+            Parser::Swebench => markers_shell("swebench", "SWEBench", "PASSED", true),
+            Parser::Mlebench => markers_shell("mlebench", "MLEBench", "ALL TESTS PASSED", false),
+            Parser::Swelancer => format!("awk '{SWELANCER_AWK}' \"$out\"\n"),
+            Parser::Sweperf => markers_shell("sweperf", "SWE-Perf", "PASSED", true),
         }
     }
 }
@@ -90,6 +97,38 @@ const MLEBENCH_RULE: &str =
 # here` (or from the start, without one) and before the last `MLEBench results ends here` (or
 # to the end), stripped of white space, must be exactly `ALL TESTS PASSED`.
 ";
+
+const SWELANCER_RULE: &str =
+    "# Terminal-Bench's swelancer parser decides, reading the output lower-cased: `swe lancer
+# success` anywhere resolves the task; else `swe lancer failure` anywhere does not; else
+# `user_tool` and `completed`, each anywhere, resolve it; else it is not resolved.
+";
+
+const SWEPERF_RULE: &str =
+    "# Terminal-Bench's sweperf parser decides: the output must hold `SWE-Perf results starts
+# here` and `SWE-Perf results ends here`; the text after the first and before the last of
+# them, stripped of white space, must be exactly PASSED. Either marker missing: not resolved.
+";
+
+/// Terminal-Bench's `SWELancerParser.parse`: its indicators are single lines' words, so each
+/// line is searched (lower-cased) instead of the whole output at once.
+const SWELANCER_AWK: &str = r#"
+{ line = tolower($0) }
+index(line, "swe lancer success") { success = 1 }
+index(line, "swe lancer failure") { failure = 1 }
+index(line, "user_tool") { user_tool = 1 }
+index(line, "completed") { completed = 1 }
+END {
+  resolved = 0
+  if (success) { why = "`swe lancer success` is in the output"; resolved = 1 }
+  else if (failure) why = "`swe lancer failure` is in the output"
+  else if (user_tool && completed) { why = "`user_tool` and `completed` are in the output"; resolved = 1 }
+  else why = "none of `swe lancer success`, `swe lancer failure` or `user_tool` with `completed` is in the output"
+  print "proctor-verify: swelancer parser: " why > "/dev/stderr"
+  if (resolved) exit 0
+  exit 1
+}
+"#;
 
 /// Terminal-Bench's `PytestParser.parse` and `Harness._is_resolved`, line for line.
 const PYTEST_AWK: &str = r#"
@@ -130,11 +169,11 @@ END {
 }
 "#;
 
-/// The shell lines of a marker parser (`SWEBenchParser`, `MLEBenchParser`): the block between
-/// `NAME results starts here` and `NAME results ends here` must be `want`; `required`: both
-/// markers must be there (else the parser raises, and nothing is resolved).
-fn markers_shell(name: &str, want: &str, required: bool) -> String {
-    let parser = name.to_lowercase();
+/// The shell lines of a marker parser (`SWEBenchParser`, `MLEBenchParser`, `SWEPerfParser`,
+/// named `parser` in task.yaml): the block between `NAME results starts here` and `NAME results
+/// ends here` must be `want`; `required`: both markers must be there (else the parser raises,
+/// and nothing is resolved).
+fn markers_shell(parser: &str, name: &str, want: &str, required: bool) -> String {
     format!(
         r#"awk -v start='{name} results starts here' -v end='{name} results ends here' -v want='{want}' -v required={required} '
 {{ all = all $0 "\n" }}
@@ -171,7 +210,8 @@ mod tests {
         assert_eq!(Parser::named("pytest"), Ok(Parser::Pytest));
         assert_eq!(Parser::named("swebench"), Ok(Parser::Swebench));
         assert_eq!(Parser::named("mlebench"), Ok(Parser::Mlebench));
-        assert!(Parser::named("sweperf").is_err_and(|e| e.contains("does not carry")));
+        assert_eq!(Parser::named("swelancer"), Ok(Parser::Swelancer));
+        assert_eq!(Parser::named("sweperf"), Ok(Parser::Sweperf));
         assert!(Parser::named("junit").is_err_and(|e| e.contains("not a Terminal-Bench")));
     }
 }

@@ -421,24 +421,24 @@ echo "MLEBench results ends here""#,
     assert_eq!(verdict_with(&out, "mle", "no\n"), Some(1));
 }
 
-/// A parser Terminal-Bench has that proctor does not carry, or a name that is no parser: the
-/// task is skipped with the reason, never given a check that a stand-in decides.
+/// A `parser_name` that is no Terminal-Bench parser: the task is skipped with the reason, never
+/// given a check that a stand-in decides.
 #[test]
-fn a_parser_proctor_does_not_carry_skips_the_task() {
+fn a_name_that_is_no_terminal_bench_parser_skips_the_task() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let tasks = tmp.path().join("tasks");
-    graded_by(&tasks, "perf", "sweperf", "true");
     graded_by(&tasks, "odd", "junit", "true");
-    graded_by(&tasks, "fine", "pytest", "true");
+    graded_by(&tasks, "perf", "sweperf", "true");
+    graded_by(&tasks, "lancer", "swelancer", "true");
     let out = tmp.path().join("suite");
     let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
-    assert_eq!(report.imported, vec!["fine"]);
+    assert_eq!(report.imported, vec!["lancer", "perf"]);
     let reasons: Vec<(&str, &str)> = report
         .skipped
         .iter()
         .map(|s| (s.id.as_str(), s.reason.as_str()))
         .collect();
-    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
     assert!(
         reasons[0].0 == "odd"
             && reasons[0]
@@ -446,13 +446,111 @@ fn a_parser_proctor_does_not_carry_skips_the_task() {
                 .contains("\"junit\" is not a Terminal-Bench result parser"),
         "{reasons:?}"
     );
-    assert!(
-        reasons[1].0 == "perf"
-            && reasons[1]
-                .1
-                .contains("\"sweperf\" is a Terminal-Bench result parser proctor does not carry"),
-        "{reasons:?}"
+}
+
+/// Outputs of a task's tests, by parser: each is read by `proctor-verify.sh` and by
+/// Terminal-Bench's own parser of that name, which must agree on every one.
+const PARITY_OUTPUTS: &[(&str, &str)] = &[
+    ("pytest", "============ short test summary info ============\nPASSED tests/test_a.py::test_one\nSKIPPED [1] tests/test_a.py:9: no gpu\nXFAIL tests/test_a.py::test_two - reason"),
+    ("pytest", "============ short test summary info ============\nPASSED tests/test_a.py::test_one\nFAILED tests/test_a.py::test_two - AssertionError: 1 - 2"),
+    ("pytest", "== SHORT TEST SUMMARY INFO ==\nXPASS tests/test_a.py::test_two"),
+    ("pytest", "=== short test summary info ===\nERROR tests/test_a.py"),
+    ("pytest", "=== short test summary info ===\nFAILED tests/t.py::test_x - boom\nPASSED tests/t.py::test_x"),
+    ("pytest", "=== short test summary info ===\nPASSED: tests/t.py::test_x\r\nnothing else"),
+    ("pytest", "=== short test summary info ===\nsome words here"),
+    ("pytest", "1 passed in 0.01s"),
+    ("swebench", "SWEBench results starts here\nPASSED\nSWEBench results ends here"),
+    ("swebench", "SWEBench results starts here\n  PASSED \t\nSWEBench results ends here"),
+    ("swebench", "SWEBench results starts here\nFAILED\nSWEBench results ends here"),
+    ("swebench", "SWEBench results starts here\nPASSED"),
+    ("swebench", "SWEBench results starts here\nPASSED\nSWEBench results ends here\nSWEBench results starts here\nFAILED\nSWEBench results ends here"),
+    ("mlebench", "ALL TESTS PASSED"),
+    ("mlebench", "MLEBench results starts here\nALL TESTS PASSED\nMLEBench results ends here"),
+    ("mlebench", "MLEBench results starts here\nALL TESTS PASSED.\nMLEBench results ends here"),
+    ("mlebench", "setup done\nMLEBench results starts here\nSOME TESTS FAILED\nMLEBench results ends here"),
+    ("swelancer", "Running...\nSWE Lancer SUCCESS"),
+    ("swelancer", "swe lancer failure"),
+    ("swelancer", "swe lancer failure\nthen: swe lancer success"),
+    ("swelancer", "user_tool started\nevery step Completed"),
+    ("swelancer", "user_tool started"),
+    ("swelancer", "swe lancer failure\nuser_tool completed"),
+    ("swelancer", "SWE-Lancer success"),
+    ("swelancer", ""),
+    ("sweperf", "SWE-Perf results starts here\nPASSED\nSWE-Perf results ends here"),
+    ("sweperf", "SWE-Perf results starts here\nFAILED\nSWE-Perf results ends here"),
+    ("sweperf", "SWE-Perf results ends here\nPASSED"),
+    ("sweperf", "SWEBench results starts here\nPASSED\nSWEBench results ends here"),
+];
+
+/// Where Terminal-Bench's own parsers are (`terminal_bench/parsers`; ci/setup unzips them from
+/// the `terminal-bench` wheel), or None, said, when they are not (a failure under CI).
+fn terminal_bench_parsers() -> Option<PathBuf> {
+    let dir = std::env::var_os("PROCTOR_TERMINAL_BENCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/terminal-bench-0.2.18")
+        });
+    if dir
+        .join("terminal_bench/parsers/parser_factory.py")
+        .is_file()
+    {
+        return Some(dir);
+    }
+    let why = format!(
+        "Terminal-Bench's parsers are not in {} (ci/setup unzips them)",
+        dir.display()
     );
+    assert!(std::env::var_os("CI").is_none(), "under CI: {why}");
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// `proctor-verify.sh` resolves exactly what Terminal-Bench's own parsers resolve: every output
+/// above, for all five parsers, read by the imported check and by Terminal-Bench's code.
+#[test]
+fn proctor_verify_resolves_exactly_what_terminal_benchs_own_parsers_resolve() {
+    let Some(tb) = terminal_bench_parsers() else {
+        return;
+    };
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/terminal_bench/tb_parse.py");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tasks = tmp.path().join("tasks");
+    for (i, (parser, output)) in PARITY_OUTPUTS.iter().enumerate() {
+        let body = format!("cat <<'PROCTOR_OUTPUT_END'\n{output}\nPROCTOR_OUTPUT_END");
+        graded_by(&tasks, &format!("case-{i:02}"), parser, &body);
+    }
+    let out = tmp.path().join("suite");
+    let report = import_terminal_bench(&[tasks], &out, &ImportOptions::default()).expect("import");
+    assert_eq!(report.imported.len(), PARITY_OUTPUTS.len(), "{report:?}");
+    let mut resolved = [0, 0];
+    for (i, (parser, output)) in PARITY_OUTPUTS.iter().enumerate() {
+        let id = format!("case-{i:02}");
+        let ours = verdict_with(&out, &id, "");
+        let file = tmp.path().join(format!("{id}.out"));
+        std::fs::write(&file, format!("{output}\n")).expect("write the output");
+        let theirs = std::process::Command::new("python3")
+            .arg(&driver)
+            .arg(parser)
+            .arg(&file)
+            .env("PYTHONPATH", &tb)
+            .output()
+            .expect("python3 runs");
+        assert!(
+            theirs.status.success(),
+            "Terminal-Bench's {parser} parser: {}",
+            String::from_utf8_lossy(&theirs.stderr)
+        );
+        let theirs = String::from_utf8_lossy(&theirs.stdout).trim() == "resolved";
+        assert_eq!(
+            ours,
+            Some(if theirs { 0 } else { 1 }),
+            "{id} ({parser}): Terminal-Bench says {}, over {output:?}",
+            if theirs { "resolved" } else { "unresolved" }
+        );
+        resolved[usize::from(theirs)] += 1;
+    }
+    // Both verdicts occur for the corpus to tell anything.
+    assert!(resolved[0] >= 10 && resolved[1] >= 10, "{resolved:?}");
 }
 
 /// A task shaped like terminal-bench-datasets' livecodebenchpro: `instruction: base` names the

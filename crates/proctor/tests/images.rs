@@ -590,8 +590,8 @@ fn an_imported_verifier_that_fetches_passes_only_when_its_phase_has_the_network(
     }
 }
 
-/// Terminal-Bench tasks as terminal-bench-datasets writes them, graded by its `pytest`,
-/// `swebench` and `mlebench` parsers: each run-tests.sh exits 0 whatever the tests say, so only the parser can
+/// Terminal-Bench tasks as terminal-bench-datasets writes them, graded by each of its five
+/// parsers (`pytest`, `swebench`, `mlebench`, `swelancer`, `sweperf`): each run-tests.sh exits 0 whatever the tests say, so only the parser can
 /// tell. Imported and run through the binary: the oracle is `completed`; an agent that writes
 /// the wrong file and stops without an answer is `wrong` (the task grades only its end state);
 /// `validate --oracle`'s null agent, which does nothing, is `abandoned`.
@@ -633,8 +633,8 @@ type ParserTask = (
     &'static str,
 );
 
-/// One task for each of the `mlebench`, `swebench` and `pytest` parsers.
-fn parser_tasks() -> [ParserTask; 3] {
+/// One task for each of Terminal-Bench's parsers.
+fn parser_tasks() -> [ParserTask; 5] {
     let swebench = "echo '+ pytest -rA tests/test_fix.py'\n\
         echo 'SWEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo PASSED; else echo FAILED; fi\n\
@@ -645,6 +645,11 @@ fn parser_tasks() -> [ParserTask; 3] {
     let mlebench = "echo 'MLEBench results starts here'\n\
         if grep -qx fixed state.txt 2>/dev/null; then echo 'ALL TESTS PASSED'; else echo 'SOME TESTS FAILED'; fi\n\
         echo 'MLEBench results ends here'\n";
+    let swelancer = "echo 'user_tool started'\n\
+        if grep -qx fixed state.txt 2>/dev/null; then echo 'SWE Lancer success'; else echo 'SWE Lancer failure'; echo 'user_tool completed'; fi\n";
+    let sweperf = "echo 'SWE-Perf results starts here'\n\
+        if grep -qx fixed state.txt 2>/dev/null; then echo PASSED; else echo FAILED; fi\n\
+        echo 'SWE-Perf results ends here'\n";
     [
         (
             "mle-fix",
@@ -666,6 +671,20 @@ fn parser_tasks() -> [ParserTask; 3] {
             pytest,
             "echo 42 > answer.txt",
             "echo 41 > answer.txt",
+        ),
+        (
+            "lancer-fix",
+            "swelancer",
+            swelancer,
+            "echo fixed > state.txt",
+            "echo half > state.txt",
+        ),
+        (
+            "perf-fix",
+            "sweperf",
+            sweperf,
+            "echo fixed > state.txt",
+            "echo half > state.txt",
         ),
     ]
 }
