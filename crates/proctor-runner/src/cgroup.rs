@@ -1,6 +1,6 @@
 //! Control groups that hold each trial to its `memory_mb` and `processes` limits.
 //!
-//! A run makes one folder of its own (`proctor-PID`) under proctor's control group, in the
+//! A run makes one folder of its own (`proctor-PID-NS`) under proctor's control group, in the
 //! unified (v2) hierarchy when it offers the `memory` and `pids` controllers, else in the v1
 //! `memory` and `pids` hierarchies; each trial gets a child folder there with its limits (a slot
 //! an earlier trial of the run left empty, or a new one), and the trial's first process joins it
@@ -171,10 +171,11 @@ impl RunCgroups {
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let mounts = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-        let name = format!("proctor-{}", std::process::id());
+        let pid_ns = own_pid_namespace();
+        let name = run_folder_name(std::process::id(), pid_ns);
         let v2_error = match v2_base(&own, &mounts) {
             Some(base) => {
-                sweep_left_behind(&base);
+                sweep_left_behind(&base, pid_ns);
                 match make_v2(&base, &name) {
                     Ok(run) => return Ok(RunCgroups::with(Layout::V2 { run })),
                     Err(e) => Some(e),
@@ -191,7 +192,7 @@ impl RunCgroups {
             }));
         };
         let make = |base: &Path| -> Result<PathBuf, String> {
-            sweep_left_behind(base);
+            sweep_left_behind(base, pid_ns);
             let dir = base.join(&name);
             mkdir(&dir)?;
             Ok(dir)
@@ -483,27 +484,47 @@ fn remove_run_dir(dir: &Path) {
     let _ = fs::remove_dir(dir);
 }
 
+/// The inode of proctor's PID namespace, which names it.
+fn own_pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
+/// The name of a run's folder: `proctor-PID-NS`, NS being the inode of the run's PID namespace
+/// (`proctor-PID` where it cannot be read), so that a PID is only ever looked up in its own
+/// namespace.
+fn run_folder_name(pid: u32, pid_ns: Option<u64>) -> String {
+    match pid_ns {
+        Some(ns) => format!("proctor-{pid}-{ns}"),
+        None => format!("proctor-{pid}"),
+    }
+}
+
 /// Removes from `base` the folders of runs that are gone: a run killed outright (SIGKILL, the
 /// machine's OOM killer, a crash) never removes its own, and each left behind would hold a
 /// control group of the kernel's for good (the memory controller has 65,535 ids in all).
-/// A `proctor-PID` folder is a run's that is gone when no process has that PID; its groups are
-/// removed only where no process is left in them (the kernel refuses the others). A run of
-/// another PID namespace in the same control group would look gone too: give such runs control
-/// groups of their own.
-fn sweep_left_behind(base: &Path) {
+/// A folder `proctor-PID-NS` of this PID namespace (`pid_ns`) is a gone run's when no process
+/// has that PID; its groups are removed only where no process is left in them (the kernel
+/// refuses the others). A folder of another PID namespace, or of a version of proctor that
+/// named folders `proctor-PID`, is left alone: there a PID says nothing.
+fn sweep_left_behind(base: &Path, pid_ns: Option<u64>) {
+    let Some(pid_ns) = pid_ns else {
+        return;
+    };
     let Ok(entries) = fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
+        let Some((pid, ns)) = name
             .to_str()
             .and_then(|n| n.strip_prefix("proctor-"))
-            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, ns)| Some((pid.parse::<i32>().ok()?, ns.parse::<u64>().ok()?)))
         else {
             continue;
         };
-        if !process_exists(pid) {
+        if ns == pid_ns && !process_exists(pid) {
             remove_run_dir(&entry.path());
         }
     }
@@ -738,9 +759,15 @@ mod tests {
             pid
         };
         let me = std::process::id();
+        let ns = own_pid_namespace().expect("this process's PID namespace");
+        let other_ns = ns + 1;
         for name in [
+            format!("proctor-{gone}-{ns}"),
+            format!("proctor-{me}-{ns}"),
+            // The same gone PID, in another PID namespace or named by an older proctor: there
+            // the PID says nothing about that run.
+            format!("proctor-{gone}-{other_ns}"),
             format!("proctor-{gone}"),
-            format!("proctor-{me}"),
             "proctor-main".to_owned(),
             "other-1".to_owned(),
         ] {
@@ -748,19 +775,23 @@ mod tests {
         }
         // A slot that still holds something (as the kernel refuses to remove a group with a
         // process in it) stays, and so does the folder above it.
-        let busy = base.path().join(format!("proctor-{gone}")).join("slot-1");
+        let busy = base.path().join(format!("proctor-{gone}-{ns}/slot-1"));
         fs::create_dir(&busy).unwrap();
         fs::write(busy.join("cgroup.procs"), "42\n").unwrap();
 
-        sweep_left_behind(base.path());
+        sweep_left_behind(base.path(), Some(ns));
 
         let mut left: Vec<String> = walk(base.path());
         left.sort();
         let mut want = vec![
+            format!("proctor-{gone}-{ns}"),
+            format!("proctor-{gone}-{ns}/slot-1"),
+            format!("proctor-{me}-{ns}"),
+            format!("proctor-{me}-{ns}/slot-0"),
+            format!("proctor-{gone}-{other_ns}"),
+            format!("proctor-{gone}-{other_ns}/slot-0"),
             format!("proctor-{gone}"),
-            format!("proctor-{gone}/slot-1"),
-            format!("proctor-{me}"),
-            format!("proctor-{me}/slot-0"),
+            format!("proctor-{gone}/slot-0"),
             "other-1".to_owned(),
             "other-1/slot-0".to_owned(),
             "proctor-main".to_owned(),
@@ -770,9 +801,19 @@ mod tests {
         assert_eq!(left, want);
 
         fs::remove_file(busy.join("cgroup.procs")).unwrap();
-        sweep_left_behind(base.path());
-        assert!(!base.path().join(format!("proctor-{gone}")).exists());
-        assert!(base.path().join(format!("proctor-{me}/slot-0")).is_dir());
+        sweep_left_behind(base.path(), Some(ns));
+        assert!(!base.path().join(format!("proctor-{gone}-{ns}")).exists());
+        assert!(base
+            .path()
+            .join(format!("proctor-{me}-{ns}/slot-0"))
+            .is_dir());
+        assert!(base
+            .path()
+            .join(format!("proctor-{gone}-{other_ns}"))
+            .is_dir());
+        // Without its own namespace's name, proctor sweeps nothing.
+        sweep_left_behind(base.path(), None);
+        assert!(base.path().join(format!("proctor-{gone}")).is_dir());
     }
 
     /// The folders under `dir`, relative to it.

@@ -917,7 +917,7 @@ fn resuming_a_run_that_is_still_running_is_refused_and_leaves_it_intact() {
 
 /// The control-group folders of the run whose process is `run_pid`, as its trial's agent (a
 /// process whose command line holds `marker`) sees them in `/proc/PID/cgroup`: each hierarchy's
-/// `proctor-PID` folder, by its path on this machine.
+/// `proctor-PID-NS` folder, by its path on this machine.
 fn run_cgroup_dirs(marker: &str, run_pid: u32) -> Vec<std::path::PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mount_of = |controllers: &str| {
@@ -937,7 +937,7 @@ fn run_cgroup_dirs(marker: &str, run_pid: u32) -> Vec<std::path::PathBuf> {
             (hit && fields.get(3) == Some(&"/")).then(|| std::path::PathBuf::from(fields[4]))
         })
     };
-    let folder = format!("/proctor-{run_pid}/");
+    let folder = format!("/proctor-{run_pid}-");
     let mut dirs = BTreeSet::new();
     for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
@@ -955,8 +955,8 @@ fn run_cgroup_dirs(marker: &str, run_pid: u32) -> Vec<std::path::PathBuf> {
                 continue;
             };
             if let (Some(at), Some(mount)) = (path.find(&folder), mount_of(controllers)) {
-                let run = &path[1..at + folder.len() - 1];
-                dirs.insert(mount.join(run));
+                let end = path[at + 1..].find('/').map_or(path.len(), |i| at + 1 + i);
+                dirs.insert(mount.join(&path[1..end]));
             }
         }
     }
