@@ -370,7 +370,26 @@ impl MockModel {
     }
 }
 
+/// Closes a server's wire log from another thread: the line being written, if any, is
+/// finished first, and no exchange after it is logged. For a process that ends on a signal
+/// without cutting a line (a fatal signal cuts a write short).
+#[derive(Debug, Clone)]
+pub struct LogCloser(Arc<StateRef>);
+
+impl LogCloser {
+    /// Waits for the line being written, if any, then closes the log.
+    pub fn close(&self) {
+        let mut log = self.0 .0.log.lock().unwrap_or_else(|p| p.into_inner());
+        *log = None;
+    }
+}
+
 impl MockHandle {
+    /// What closes the wire log from another thread.
+    pub fn log_closer(&self) -> LogCloser {
+        LogCloser(self.state.clone())
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr

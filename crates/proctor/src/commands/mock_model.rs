@@ -84,6 +84,7 @@ pub fn run(
         };
         Error::usage(e.to_string(), hint)
     })?;
+    end_by_signal_with_whole_lines(&handle)?;
     println!("{}", handle.base_url());
     eprintln!(
         "proctor mock-model: serving {} on {}",
@@ -92,6 +93,27 @@ pub fn run(
     );
     handle.wait();
     Ok(Status::Success)
+}
+
+/// On SIGTERM (a trial's end stops its services so) or SIGINT, the process ends by the signal
+/// once the wire log's line being written, if any, is whole: a fatal signal would cut that
+/// write short and leave a torn last line.
+fn end_by_signal_with_whole_lines(handle: &proctor_mock_model::MockHandle) -> Result<(), Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| Error::Other(anyhow::anyhow!("cannot handle SIGTERM: {e}")))?;
+    let closer = handle.log_closer();
+    std::thread::Builder::new()
+        .name("mock-model-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                closer.close();
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+                std::process::exit(128 + signal);
+            }
+        })
+        .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the signal thread: {e}")))?;
+    Ok(())
 }
 
 /// The `--fault ROUTE=KIND` options, as the faults the server injects.
