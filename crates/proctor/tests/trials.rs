@@ -964,7 +964,7 @@ fn run_cgroup_dirs(marker: &str, run_pid: u32) -> Vec<std::path::PathBuf> {
 }
 
 /// A run killed outright cannot remove its control groups; the next run does, once no process
-/// is left in them, and leaves every other folder alone.
+/// is left in them, and leaves the folder above them alone.
 #[test]
 fn the_control_groups_of_a_sigkilled_run_are_removed_by_the_next_run() {
     let lab = Lab::new("cgroups-killed");
