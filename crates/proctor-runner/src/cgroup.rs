@@ -524,20 +524,9 @@ fn sweep_left_behind(base: &Path, pid_ns: Option<u64>) {
         else {
             continue;
         };
-        if ns == pid_ns && !process_exists(pid) {
+        if ns == pid_ns && crate::scratch::process_is_gone(pid) {
             remove_run_dir(&entry.path());
         }
-    }
-}
-
-/// Whether a process with this PID exists in proctor's PID namespace.
-fn process_exists(pid: i32) -> bool {
-    match rustix::process::Pid::from_raw(pid) {
-        Some(pid) => !matches!(
-            rustix::process::test_kill_process(pid),
-            Err(rustix::io::Errno::SRCH)
-        ),
-        None => true,
     }
 }
 

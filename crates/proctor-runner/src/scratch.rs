@@ -135,13 +135,22 @@ fn remove_abandoned(base: &Path) {
         else {
             continue;
         };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if process_is_gone(pid) {
             let _ = proctor_sandbox::remove_tree(&entry.path());
         }
     }
+}
+
+/// Whether no process has `pid` in proctor's PID namespace (signal 0 finds it or not), so that
+/// what is named after that process may be removed. Not for a PID of another namespace.
+pub(crate) fn process_is_gone(pid: libc::pid_t) -> bool {
+    pid > 0
+        && rustix::process::Pid::from_raw(pid).is_some_and(|pid| {
+            matches!(
+                rustix::process::test_kill_process(pid),
+                Err(rustix::io::Errno::SRCH)
+            )
+        })
 }
 
 /// `/dev/shm/proctor-UID`, when `/dev/shm` is a tmpfs with room for `may_write` bytes and more,
